@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The whole test suite: set-up (idempotent), build every binary, run every test.
+#   scripts/test.sh [extra cargo test args]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+start=$(date +%s)
+bash scripts/setup
+# shellcheck source=/dev/null
+source scripts/env.sh
+# The cross-tool tests drive the built binaries, so build them all first (release: one profile).
+cargo test --release --workspace "$@"
+echo "scripts/test.sh: finished in $(( $(date +%s) - start )) s" >&2

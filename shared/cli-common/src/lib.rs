@@ -1,0 +1,158 @@
+//! What every shardkit tool shares, so that each `main.rs` is one line:
+//!
+//! - [`run_main`]: `--generate man` before parsing, clap parsing (exit 2 on usage errors), the
+//!   call into the tool's `run`, and the mapping of its result to the exit codes of DESIGN.md
+//!   (0 ok, 1 fatal, 2 usage, 3 some items failed, 130 interrupted), with errors printed as
+//!   `<tool>: error: <context chain>` on stderr;
+//! - [`JsonlOut`]: records on stdout, one compact JSON object per line; a closed pipe is a quiet
+//!   exit 0;
+//! - [`inputs`]: work items from arguments, files and stdin (paths or records);
+//! - [`atomic`]: outputs written to a temp file beside the target and renamed;
+//! - [`interrupt`]: SIGINT/SIGTERM set a flag that long loops poll, so temp files are cleaned up;
+//! - [`progress`]: an indicatif bar on stderr, shown only on a TTY or with `--progress`.
+//!
+//! ```no_run
+//! use cli_common::{JsonlOut, Outcome, Tool};
+//! # #[derive(clap::Parser)] struct Cli {}
+//! # impl Tool for Cli { const RECORDS: &'static str = ""; const EXAMPLES: &'static [(&'static str, &'static str)] = &[]; }
+//! fn run(_cli: Cli, _out: &mut JsonlOut) -> anyhow::Result<Outcome> { Ok(Outcome::Ok) }
+//! fn main() -> std::process::ExitCode { cli_common::run_main::<Cli>(run) }
+//! ```
+
+pub mod atomic;
+pub mod inputs;
+pub mod interrupt;
+mod man;
+mod out;
+pub mod progress;
+
+pub use man::render_man;
+pub use out::{JsonlOut, StdoutClosed};
+
+use std::process::ExitCode;
+
+/// Exit status for a finished run (fatal errors and interrupts are mapped by [`run_main`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Everything succeeded: exit 0.
+    Ok,
+    /// The run finished but some items failed or a check failed: exit 3.
+    ItemsFailed,
+}
+
+impl Outcome {
+    /// `ItemsFailed` when `failed > 0`.
+    pub fn from_failures(failed: usize) -> Self {
+        if failed > 0 { Outcome::ItemsFailed } else { Outcome::Ok }
+    }
+}
+
+pub const EXIT_FATAL: u8 = 1;
+pub const EXIT_USAGE: u8 = 2;
+pub const EXIT_ITEMS_FAILED: u8 = 3;
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+/// The run was stopped by SIGINT/SIGTERM; [`run_main`] maps it to exit 130.
+#[derive(Debug)]
+pub struct Interrupted;
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("interrupted")
+    }
+}
+
+impl std::error::Error for Interrupted {}
+
+/// A tool's command line plus the man-page sections clap does not know about.
+pub trait Tool: clap::Parser {
+    /// roff body of the OUTPUT RECORDS section: what the tool reads and prints.
+    const RECORDS: &'static str;
+    /// (what it does, command line) pairs for the EXAMPLES section.
+    const EXAMPLES: &'static [(&'static str, &'static str)];
+}
+
+/// `-q`, `-v` and `--progress`, flattened into every tool's `Cli`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct CommonArgs {
+    /// Print only errors on stderr.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+    /// Print more detail on stderr.
+    #[arg(short, long, global = true, conflicts_with = "quiet")]
+    pub verbose: bool,
+    /// Show a progress bar on stderr even when it is not a terminal.
+    #[arg(long, global = true)]
+    pub progress: bool,
+}
+
+/// Parses the command line, runs the tool and maps the result to an exit code.
+pub fn run_main<C: Tool>(run: impl FnOnce(C, &mut JsonlOut) -> anyhow::Result<Outcome>) -> ExitCode {
+    let name = <C as clap::CommandFactory>::command().get_name().to_string();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == "--generate") {
+        return match args.get(2).and_then(|a| a.to_str()) {
+            Some("man") => match render_man::<C>() {
+                Ok(page) => {
+                    print!("{page}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => report(&name, &e),
+            },
+            other => {
+                eprintln!("{name}: error: --generate takes `man`, not {other:?}");
+                ExitCode::from(EXIT_USAGE)
+            }
+        };
+    }
+    let cli = C::parse();
+    interrupt::install();
+    let mut out = JsonlOut::stdout();
+    let result = run(cli, &mut out).and_then(|outcome| out.flush().map(|_| outcome));
+    match result {
+        Ok(Outcome::Ok) => ExitCode::SUCCESS,
+        Ok(Outcome::ItemsFailed) => ExitCode::from(EXIT_ITEMS_FAILED),
+        Err(e) => report(&name, &e),
+    }
+}
+
+fn report(name: &str, e: &anyhow::Error) -> ExitCode {
+    if e.chain().any(|c| c.is::<StdoutClosed>() || is_broken_pipe(c)) {
+        return ExitCode::SUCCESS;
+    }
+    if e.chain().any(|c| c.is::<Interrupted>()) {
+        eprintln!("{name}: interrupted");
+        return ExitCode::from(EXIT_INTERRUPTED);
+    }
+    eprintln!("{name}: error: {e:#}");
+    ExitCode::from(EXIT_FATAL)
+}
+
+fn is_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
+    e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+}
+
+/// Prints `<tool>: message` on stderr unless quiet.
+#[macro_export]
+macro_rules! note {
+    ($common:expr, $tool:expr, $($arg:tt)*) => {
+        if !$common.quiet { eprintln!("{}: {}", $tool, format_args!($($arg)*)); }
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcome_from_failures() {
+        assert_eq!(Outcome::from_failures(0), Outcome::Ok);
+        assert_eq!(Outcome::from_failures(2), Outcome::ItemsFailed);
+    }
+
+    #[test]
+    fn broken_pipe_is_recognised_through_context() {
+        let e = anyhow::Error::new(std::io::Error::from(std::io::ErrorKind::BrokenPipe)).context("writing");
+        assert!(e.chain().any(is_broken_pipe));
+    }
+}

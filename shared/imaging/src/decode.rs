@@ -1,0 +1,239 @@
+//! Decoding to 8-bit RGB with Pillow's `Image.open(p).convert('RGB')` semantics.
+
+use std::io::Cursor;
+
+use image::{DynamicImage, ImageReader, RgbImage};
+
+use crate::{Error, Result};
+
+/// What 16-bit greyscale becomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Gray16 {
+    /// Pillow's behaviour: `I;16` → `RGB` clips each value to 255 (so most pixels turn white).
+    #[default]
+    Clip,
+    /// The high byte, like every other 16-bit mode.
+    Scale,
+}
+
+/// Options for [`decode_rgb`].
+#[derive(Debug, Clone, Copy)]
+pub struct DecodeOptions {
+    /// Refuse images with more pixels than this (checked from the header). Pillow's
+    /// `Image.MAX_IMAGE_PIXELS` warns above 89,478,485 and refuses above twice that.
+    pub max_pixels: u64,
+    pub gray16: Gray16,
+}
+
+impl Default for DecodeOptions {
+    fn default() -> Self {
+        Self { max_pixels: 2 * 89_478_485, gray16: Gray16::Clip }
+    }
+}
+
+/// EXIF orientation tag (1 = as stored). Pillow's `Image.open` ignores it; see [`exif_transpose`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Orientation(pub u16);
+
+/// A decoded image and what it was before conversion.
+#[derive(Debug)]
+pub struct Decoded {
+    pub rgb: RgbImage,
+    /// Pillow-style name of the source mode (`RGB`, `L`, `RGBA`, `P`→`RGB`/`RGBA`, `CMYK`, `I;16`...).
+    pub source_mode: &'static str,
+    pub orientation: Orientation,
+}
+
+/// Decodes `bytes` (any format `image` knows; JPEG through libjpeg-turbo) to RGB as Pillow's
+/// `convert('RGB')` would.
+pub fn decode_rgb(bytes: &[u8], opts: &DecodeOptions) -> Result<Decoded> {
+    let orientation = read_orientation(bytes);
+    let (rgb, source_mode) = if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
+        decode_jpeg(bytes, opts)?
+    } else {
+        decode_other(bytes, opts)?
+    };
+    Ok(Decoded { rgb, source_mode, orientation })
+}
+
+fn check_pixels(width: u64, height: u64, opts: &DecodeOptions) -> Result<()> {
+    let pixels = width * height;
+    if pixels > opts.max_pixels {
+        return Err(Error::TooManyPixels { width, height, pixels, limit: opts.max_pixels });
+    }
+    if pixels == 0 {
+        return Err(Error::Empty(width as u32, height as u32));
+    }
+    Ok(())
+}
+
+fn decode_jpeg(bytes: &[u8], opts: &DecodeOptions) -> Result<(RgbImage, &'static str)> {
+    use turbojpeg::{Colorspace, Decompressor, Image, PixelFormat};
+    let err = |e: turbojpeg::Error| Error::Decode(format!("JPEG: {e}"));
+    let mut d = Decompressor::new().map_err(err)?;
+    let header = d.read_header(bytes).map_err(err)?;
+    check_pixels(header.width as u64, header.height as u64, opts)?;
+    let (w, h) = (header.width, header.height);
+    match header.colorspace {
+        Colorspace::CMYK | Colorspace::YCCK => {
+            let mut cmyk = vec![0u8; w * h * 4];
+            let out = Image { pixels: &mut cmyk[..], width: w, pitch: w * 4, height: h, format: PixelFormat::CMYK };
+            d.decompress(bytes, out).map_err(err)?;
+            let mut rgb = Vec::with_capacity(w * h * 3);
+            for px in cmyk.chunks_exact(4) {
+                rgb.extend_from_slice(&cmyk_to_rgb(px));
+            }
+            Ok((RgbImage::from_raw(w as u32, h as u32, rgb).expect("sized"), "CMYK"))
+        }
+        cs => {
+            let mut rgb = vec![0u8; w * h * 3];
+            let out = Image { pixels: &mut rgb[..], width: w, pitch: w * 3, height: h, format: PixelFormat::RGB };
+            d.decompress(bytes, out).map_err(err)?;
+            let mode = if cs == Colorspace::Gray { "L" } else { "RGB" };
+            Ok((RgbImage::from_raw(w as u32, h as u32, rgb).expect("sized"), mode))
+        }
+    }
+}
+
+/// Pillow reads 4-component JPEGs as `CMYK;I` (Adobe's inverted convention, JpegImagePlugin) and
+/// converts with `cmyk2rgb` (libImaging/Convert.c): `nk = 255 - k; c' = nk - c·nk/255`, where
+/// `c, k` are the inverted file values.
+fn cmyk_to_rgb(raw: &[u8]) -> [u8; 3] {
+    let [c, m, y, k] = [255 - raw[0], 255 - raw[1], 255 - raw[2], 255 - raw[3]];
+    let nk = 255 - k as i32;
+    let muldiv255 = |a: i32, b: i32| {
+        let t = a * b + 128;
+        ((t >> 8) + t) >> 8
+    };
+    let ch = |v: u8| (nk - muldiv255(v as i32, nk)).clamp(0, 255) as u8;
+    [ch(c), ch(m), ch(y)]
+}
+
+fn decode_other(bytes: &[u8], opts: &DecodeOptions) -> Result<(RgbImage, &'static str)> {
+    let reader = || {
+        ImageReader::new(Cursor::new(bytes))
+            .with_guessed_format()
+            .map_err(|e| Error::Decode(e.to_string()))
+    };
+    let r = reader()?;
+    if r.format().is_none() {
+        return Err(Error::Unsupported("unknown image format".into()));
+    }
+    let (w, h) = r.into_dimensions().map_err(|e| Error::Decode(e.to_string()))?;
+    check_pixels(w as u64, h as u64, opts)?;
+    let mut r = reader()?;
+    r.no_limits(); // the pixel limit above is the one that applies
+    let img = r.decode().map_err(|e| Error::Decode(e.to_string()))?;
+    let hi = |v: u16| (v >> 8) as u8;
+    let (w, h) = (img.width(), img.height());
+    let from = |mode, f: &dyn Fn(u32, u32) -> [u8; 3]| {
+        (RgbImage::from_fn(w, h, |x, y| image::Rgb(f(x, y))), mode)
+    };
+    Ok(match img {
+        DynamicImage::ImageRgb8(i) => (i, "RGB"),
+        DynamicImage::ImageRgba8(i) => from("RGBA", &|x, y| {
+            let p = i.get_pixel(x, y).0;
+            [p[0], p[1], p[2]]
+        }),
+        DynamicImage::ImageLuma8(i) => from("L", &|x, y| [i.get_pixel(x, y).0[0]; 3]),
+        DynamicImage::ImageLumaA8(i) => from("LA", &|x, y| [i.get_pixel(x, y).0[0]; 3]),
+        DynamicImage::ImageLuma16(i) => from("I;16", &|x, y| {
+            let v = i.get_pixel(x, y).0[0];
+            [match opts.gray16 {
+                Gray16::Clip => v.min(255) as u8,
+                Gray16::Scale => hi(v),
+            }; 3]
+        }),
+        DynamicImage::ImageLumaA16(i) => from("LA;16", &|x, y| [hi(i.get_pixel(x, y).0[0]); 3]),
+        DynamicImage::ImageRgb16(i) => from("RGB;16", &|x, y| i.get_pixel(x, y).0.map(hi)),
+        DynamicImage::ImageRgba16(i) => from("RGBA;16", &|x, y| {
+            let p = i.get_pixel(x, y).0;
+            [hi(p[0]), hi(p[1]), hi(p[2])]
+        }),
+        other => return Err(Error::Unsupported(format!("pixel type {:?}", other.color()))),
+    })
+}
+
+fn read_orientation(bytes: &[u8]) -> Orientation {
+    let parsed = exif::Reader::new().read_from_container(&mut Cursor::new(bytes));
+    let value = parsed.ok().and_then(|e| {
+        e.get_field(exif::Tag::Orientation, exif::In::PRIMARY).and_then(|f| f.value.get_uint(0))
+    });
+    Orientation(value.filter(|v| (1..=8).contains(v)).unwrap_or(1) as u16)
+}
+
+/// Applies the EXIF orientation like Pillow's `ImageOps.exif_transpose`.
+pub fn exif_transpose(img: RgbImage, o: Orientation) -> RgbImage {
+    use image::imageops::{flip_horizontal, rotate90, rotate180, rotate270};
+    match o.0 {
+        2 => flip_horizontal(&img),
+        3 => rotate180(&img),
+        4 => image::imageops::flip_vertical(&img),
+        5 => flip_horizontal(&rotate90(&img)),  // TRANSPOSE
+        6 => rotate90(&img),                     // ROTATE_270 (counter-clockwise) = 90° clockwise
+        7 => flip_horizontal(&rotate270(&img)), // TRANSVERSE
+        8 => rotate270(&img),                    // ROTATE_90 (counter-clockwise)
+        _ => img,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn png_bytes(img: DynamicImage) -> Vec<u8> {
+        let mut buf = Vec::new();
+        img.write_to(&mut Cursor::new(&mut buf), image::ImageFormat::Png).unwrap();
+        buf
+    }
+
+    #[test]
+    fn cmyk_matches_pillow_example() {
+        // Pillow 13: CMYK pixel (36, 234, 138, 71) -> RGB (158, 15, 84); file bytes are inverted.
+        assert_eq!(cmyk_to_rgb(&[255 - 36, 255 - 234, 255 - 138, 255 - 71]), [158, 15, 84]);
+    }
+
+    #[test]
+    fn sixteen_bit_modes_follow_pillow() {
+        let g = image::ImageBuffer::<image::Luma<u16>, _>::from_raw(3, 1, vec![0u16, 200, 1000]).unwrap();
+        let bytes = png_bytes(DynamicImage::ImageLuma16(g));
+        let d = decode_rgb(&bytes, &DecodeOptions::default()).unwrap();
+        assert_eq!(d.source_mode, "I;16");
+        assert_eq!(d.rgb.as_raw(), &[0, 0, 0, 200, 200, 200, 255, 255, 255]);
+        let opts = DecodeOptions { gray16: Gray16::Scale, ..Default::default() };
+        let d = decode_rgb(&bytes, &opts).unwrap();
+        assert_eq!(d.rgb.as_raw(), &[0, 0, 0, 0, 0, 0, 3, 3, 3]);
+        let rgb = image::ImageBuffer::<image::Rgb<u16>, _>::from_raw(1, 1, vec![2732u16, 43567, 42613]).unwrap();
+        let d = decode_rgb(&png_bytes(DynamicImage::ImageRgb16(rgb)), &DecodeOptions::default()).unwrap();
+        assert_eq!(d.rgb.as_raw(), &[10, 170, 166]);
+    }
+
+    #[test]
+    fn pixel_limit_is_checked_before_decoding() {
+        let bytes = png_bytes(DynamicImage::ImageRgb8(RgbImage::new(100, 100)));
+        let opts = DecodeOptions { max_pixels: 9_999, ..Default::default() };
+        let e = decode_rgb(&bytes, &opts).unwrap_err();
+        assert!(matches!(e, Error::TooManyPixels { pixels: 10_000, .. }), "{e}");
+        assert!(e.to_string().contains("--max-pixels"));
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        assert!(decode_rgb(b"not an image at all", &DecodeOptions::default()).is_err());
+        assert!(decode_rgb(&[0xFF, 0xD8, 0xFF, 0xE0, 0, 1], &DecodeOptions::default()).is_err());
+        let mut png = png_bytes(DynamicImage::ImageRgb8(RgbImage::new(8, 8)));
+        png.truncate(png.len() / 2);
+        assert!(decode_rgb(&png, &DecodeOptions::default()).is_err());
+    }
+
+    #[test]
+    fn exif_transpose_orientations_are_inverse_pairs() {
+        let img = RgbImage::from_fn(3, 2, |x, y| image::Rgb([x as u8, y as u8, 0]));
+        let t6 = exif_transpose(img.clone(), Orientation(6));
+        assert_eq!(t6.dimensions(), (2, 3));
+        // 6 (rotate 90° cw) followed by 8 (rotate 90° ccw) is the identity.
+        assert_eq!(exif_transpose(t6, Orientation(8)), img);
+        let t5 = exif_transpose(img.clone(), Orientation(5));
+        assert_eq!(t5.get_pixel(1, 2).0, [2, 1, 0]); // transpose: out(x, y) = in(y, x)
+    }
+}

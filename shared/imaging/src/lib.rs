@@ -1,0 +1,43 @@
+//! Images as seed 000 prepares them for the projector, pixel for pixel as Pillow does:
+//!
+//! ```text
+//! img = Image.open(p).convert('RGB')
+//! s = min(w, h); img = img.crop(((w-s)//2, (h-s)//2, (w+s)//2, (h+s)//2))
+//! img = img.resize((R, R), Image.LANCZOS)
+//! ```
+//!
+//! - [`decode_rgb`]: JPEG through libjpeg-turbo (vendored 3.1, the same decoder family and
+//!   settings as Pillow's wheels: accurate integer DCT, fancy upsampling), everything else through
+//!   the `image` crate, then Pillow's `convert('RGB')` rules (alpha dropped, palette expanded,
+//!   16-bit samples to their high byte, 16-bit greyscale clipped to 255 as Pillow's `I;16` does,
+//!   Adobe CMYK inverted and converted with Pillow's formula). The pixel limit is checked from the
+//!   header, before any pixel is decoded.
+//! - [`center_crop_box`] and [`resize_lanczos`]: a port of Pillow's `ImagingResample`
+//!   (libImaging/Resample.c) with the same fixed-point arithmetic, so results are bit-identical.
+//!
+//! ```
+//! let img = image::RgbImage::from_fn(40, 30, |x, y| image::Rgb([x as u8, y as u8, 7]));
+//! let out = imaging::crop_resize(&img, 16);
+//! assert_eq!(out.dimensions(), (16, 16));
+//! ```
+
+mod decode;
+mod resample;
+
+pub use decode::{DecodeOptions, Decoded, Gray16, Orientation, decode_rgb, exif_transpose};
+pub use resample::{center_crop_box, crop_resize, resize_lanczos};
+
+/// Everything that can go wrong with one image.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("image is {width}x{height} = {pixels} pixels, over the limit of {limit} (a decompression bomb?); raise --max-pixels if it is genuine")]
+    TooManyPixels { width: u64, height: u64, pixels: u64, limit: u64 },
+    #[error("cannot decode: {0}")]
+    Decode(String),
+    #[error("unsupported image: {0}")]
+    Unsupported(String),
+    #[error("image has no pixels ({0}x{1})")]
+    Empty(u32, u32),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;

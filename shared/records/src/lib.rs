@@ -1,0 +1,203 @@
+//! JSON-lines records: the wire format between shardkit tools.
+//!
+//! Every record is one compact JSON object on one line, tagged with `"type"`. Producers use the
+//! typed structs here; consumers read any line with [`parse_input_line`], which turns a plain path,
+//! a shard record, or a previous stage's per-item record into the paths to work on, and ignores
+//! record types it does not consume (`error`, `summary`, unknown ones).
+//!
+//! ```
+//! use records::{parse_input_line, InputItem};
+//! let items = parse_input_line(r#"{"type":"shard","shard":0,"shards":2,"paths":["a.jpg","b.jpg"]}"#).unwrap();
+//! assert_eq!(items, vec![InputItem::path("a.jpg"), InputItem::path("b.jpg")]);
+//! ```
+
+use serde::{Deserialize, Serialize};
+
+/// One shard of a list of paths, as `shard-list` prints it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename = "shard")]
+pub struct Shard {
+    /// 0-based index of this shard.
+    pub shard: usize,
+    /// Number of shards asked for.
+    pub shards: usize,
+    pub paths: Vec<String>,
+    /// Total bytes of the paths, when sizes were looked at (`--balance size`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub bytes: Option<u64>,
+}
+
+/// An input that failed; the tool went on with the others.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename = "error")]
+pub struct ErrorRecord {
+    pub input: String,
+    pub message: String,
+}
+
+/// One image written (or found already written) by `crop-resize`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename = "image")]
+pub struct ImageRecord {
+    /// The input as given.
+    pub input: String,
+    /// Absolute path of the output file.
+    pub output: String,
+    /// `png` or `npy` (uint8, [3, height, width]).
+    pub format: String,
+    pub width: u32,
+    pub height: u32,
+    /// Size of the source image; absent when the output already existed and was skipped.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub source_width: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub source_height: Option<u32>,
+    /// Pillow's name for the source mode before `convert('RGB')`.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub source_mode: Option<String>,
+    /// True when the output existed and was left alone (no `--overwrite`).
+    pub skipped: bool,
+}
+
+/// The last record of a per-item tool's stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename = "summary")]
+pub struct Summary {
+    /// Items done in this run.
+    pub ok: usize,
+    /// Items whose output already existed.
+    pub skipped: usize,
+    /// Items that failed (each has an error record).
+    pub failed: usize,
+    pub elapsed_ms: u64,
+    /// The one output file, for tools that gather many inputs into one.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub output: Option<String>,
+    /// Shape of the gathered array.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub shape: Option<Vec<usize>>,
+}
+
+/// One work item read from a line or an argument.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputItem {
+    /// The file to read.
+    pub path: String,
+    /// The name the item goes by downstream: the original input when a previous stage's record
+    /// says so (`"input"`), else the path.
+    pub name: String,
+}
+
+impl InputItem {
+    pub fn path(p: impl Into<String>) -> Self {
+        let path = p.into();
+        Self { name: path.clone(), path }
+    }
+}
+
+/// Why a line could not be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadLine(pub String);
+
+impl std::fmt::Display for BadLine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadLine {}
+
+/// Turns one input line (or argument) into work items.
+///
+/// - blank line → nothing;
+/// - a line not starting with `{` → that path, verbatim (trailing `\r` dropped);
+/// - `{"type":"shard","paths":[...]}` → each path;
+/// - a record with `"output"` (a previous stage's result: `image`, `latent`, ...) → that file,
+///   named by its `"input"` when present;
+/// - a record with `"path"` → that path;
+/// - `error`, `summary` and other records with none of those keys → nothing.
+pub fn parse_input_line(line: &str) -> Result<Vec<InputItem>, BadLine> {
+    let line = line.strip_suffix('\r').unwrap_or(line);
+    if line.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    if !line.trim_start().starts_with('{') {
+        return Ok(vec![InputItem::path(line)]);
+    }
+    let value: serde_json::Value =
+        serde_json::from_str(line).map_err(|e| BadLine(format!("not a JSON record: {e}")))?;
+    let obj = value.as_object().ok_or_else(|| BadLine("not a JSON object".into()))?;
+    let kind = obj.get("type").and_then(|t| t.as_str()).unwrap_or("");
+    if matches!(kind, "error" | "summary") {
+        return Ok(Vec::new());
+    }
+    let string = |key: &str| -> Result<Option<String>, BadLine> {
+        match obj.get(key) {
+            None | Some(serde_json::Value::Null) => Ok(None),
+            Some(serde_json::Value::String(s)) => Ok(Some(s.clone())),
+            Some(other) => Err(BadLine(format!("\"{key}\" is not a string: {other}"))),
+        }
+    };
+    if let Some(paths) = obj.get("paths") {
+        let paths = paths.as_array().ok_or_else(|| BadLine("\"paths\" is not an array".into()))?;
+        return paths
+            .iter()
+            .map(|p| {
+                p.as_str()
+                    .map(InputItem::path)
+                    .ok_or_else(|| BadLine(format!("a path in \"paths\" is not a string: {p}")))
+            })
+            .collect();
+    }
+    if let Some(output) = string("output")? {
+        let name = string("input")?.unwrap_or_else(|| output.clone());
+        return Ok(vec![InputItem { path: output, name }]);
+    }
+    if let Some(path) = string("path")? {
+        return Ok(vec![InputItem::path(path)]);
+    }
+    Ok(Vec::new())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_lines_are_paths_verbatim() {
+        assert_eq!(parse_input_line("a b/c.jpg\r").unwrap(), vec![InputItem::path("a b/c.jpg")]);
+        assert!(parse_input_line("   ").unwrap().is_empty());
+    }
+
+    #[test]
+    fn shard_records_expand_to_their_paths() {
+        let shard = Shard { shard: 1, shards: 3, paths: vec!["x".into(), "y".into()], bytes: None };
+        let line = serde_json::to_string(&shard).unwrap();
+        assert_eq!(line, r#"{"type":"shard","shard":1,"shards":3,"paths":["x","y"]}"#);
+        let items = parse_input_line(&line).unwrap();
+        assert_eq!(items, vec![InputItem::path("x"), InputItem::path("y")]);
+    }
+
+    #[test]
+    fn stage_records_give_their_output_named_by_input() {
+        let items =
+            parse_input_line(r#"{"type":"latent","input":"img/a.jpg","output":"/o/a.npz"}"#).unwrap();
+        assert_eq!(items, vec![InputItem { path: "/o/a.npz".into(), name: "img/a.jpg".into() }]);
+        let items = parse_input_line(r#"{"path":"p.png","extra":1}"#).unwrap();
+        assert_eq!(items, vec![InputItem::path("p.png")]);
+    }
+
+    #[test]
+    fn error_and_summary_records_are_skipped() {
+        assert!(parse_input_line(r#"{"type":"error","input":"a","message":"m"}"#).unwrap().is_empty());
+        assert!(parse_input_line(r#"{"type":"summary","output":"x"}"#).unwrap().is_empty());
+    }
+
+    #[test]
+    fn malformed_records_are_errors() {
+        assert!(parse_input_line("{not json").is_err());
+        assert!(parse_input_line(r#"{"paths":"a"}"#).is_err());
+        assert!(parse_input_line(r#"{"paths":[1]}"#).is_err());
+        assert!(parse_input_line(r#"{"path":3}"#).is_err());
+    }
+}

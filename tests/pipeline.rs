@@ -1,0 +1,90 @@
+//! Cross-tool pipelines, run through `sh` exactly as a user types them.
+
+use std::path::Path;
+
+use testkit::{of_type, records, sh, write_image, write_latent};
+
+fn tree(dir: &Path) {
+    for (i, sub) in ["a", "b", "c"].iter().enumerate() {
+        for j in 0..3 {
+            let ext = if j % 2 == 0 { "png" } else { "jpg" };
+            write_image(&dir.join(format!("imgs/{sub}/{j}.{ext}")), 40 + 7 * j, 30 + 5 * i as u32, j + 3 * i as u32);
+        }
+    }
+}
+
+#[test]
+fn find_shard_list_crop_resize_covers_every_image_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    tree(tmp.path());
+    let out = sh(
+        tmp.path(),
+        "find imgs -type f | sort | shard-list -n 2 | while read -r shard; do crop-resize -q -r 16 -o out \"$shard\" || exit 1; done",
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let recs = records(&out.stdout);
+    let images = of_type(&recs, "image");
+    assert_eq!(images.len(), 9);
+    assert_eq!(of_type(&recs, "summary").len(), 2, "one summary per shard");
+    for r in images {
+        let output = r["output"].as_str().unwrap();
+        let img = image::open(output).unwrap();
+        assert_eq!((img.width(), img.height()), (16, 16));
+        let input = r["input"].as_str().unwrap();
+        assert!(output.ends_with(&Path::new(input).with_extension("png").to_string_lossy().into_owned()));
+    }
+}
+
+#[test]
+fn by_dir_shards_keep_directories_together() {
+    let tmp = tempfile::tempdir().unwrap();
+    tree(tmp.path());
+    let out = sh(tmp.path(), "find imgs -type f | sort | shard-list -n 2 --by-dir");
+    assert!(out.status.success());
+    let recs = records(&out.stdout);
+    assert_eq!(recs.len(), 2);
+    let dirs = |r: &serde_json::Value| -> Vec<String> {
+        let mut d: Vec<String> = r["paths"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| Path::new(p.as_str().unwrap()).parent().unwrap().to_string_lossy().into_owned())
+            .collect();
+        d.dedup();
+        d
+    };
+    assert_eq!(dirs(&recs[0]), vec!["imgs/a", "imgs/c"]);
+    assert_eq!(dirs(&recs[1]), vec!["imgs/b"]);
+}
+
+#[test]
+fn gather_reads_a_previous_stage_records_and_numpy_loads_the_result() {
+    let tmp = tempfile::tempdir().unwrap();
+    for i in 0..5 {
+        write_latent(&tmp.path().join(format!("lat/{i}.npz")), 1, 4, i as f32 * 10.0);
+    }
+    // A stage's records name the image ("input") and the latent ("output").
+    let lines: String = (0..5)
+        .map(|i| format!("{{\"type\":\"latent\",\"input\":\"imgs/{i}.jpg\",\"output\":\"lat/{i}.npz\"}}\n"))
+        .collect::<String>()
+        + "{\"type\":\"summary\",\"ok\":5}\n";
+    std::fs::write(tmp.path().join("records.jsonl"), lines).unwrap();
+    let out = sh(tmp.path(), "cat records.jsonl | gather-npz -o all.npz");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let recs = records(&out.stdout);
+    assert_eq!(recs.last().unwrap()["shape"], serde_json::json!([5, 1, 4]));
+
+    let mut npz = ndarray_npy::NpzReader::new(std::fs::File::open(tmp.path().join("all.npz")).unwrap()).unwrap();
+    let w: ndarray::Array3<f32> = npz.by_name("w").unwrap();
+    assert_eq!(w[[3, 0, 2]], 32.0);
+
+    // numpy itself, when the project venv is there (scripts/test.sh sets SHARDKIT_PYTHON).
+    if let Ok(py) = std::env::var("SHARDKIT_PYTHON") {
+        let check = "import numpy as np; f = np.load('all.npz'); \
+                     assert f['w'].shape == (5, 1, 4) and f['w'].dtype == np.float32; \
+                     assert list(f['names']) == ['imgs/%d.jpg' % i for i in range(5)], f['names']; \
+                     assert f['w'][4, 0, 3] == 43.0";
+        let out = sh(tmp.path(), &format!("'{py}' -c \"{check}\""));
+        assert!(out.status.success(), "numpy check failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}

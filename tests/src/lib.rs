@@ -1,0 +1,79 @@
+//! Helpers for tests that drive the built shardkit binaries: find them, run them through a shell
+//! pipe, and read their JSON-lines output.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// Every tool of the workspace.
+pub const TOOLS: &[&str] = &["shard-list", "crop-resize", "gather-npz"];
+
+/// The directory holding the built binaries: the test executable's directory minus `deps`.
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let mut dir = exe.parent().expect("deps dir").to_path_buf();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    dir
+}
+
+/// Path of a built tool; panics with a hint when it was not built.
+pub fn bin(tool: &str) -> PathBuf {
+    let p = bin_dir().join(tool);
+    assert!(p.exists(), "{} not built: run `cargo build --release --workspace --bins` (scripts/test.sh does)", p.display());
+    p
+}
+
+/// Runs `script` with `sh -c` in `dir`, the built tools first on PATH.
+pub fn sh(dir: &Path, script: &str) -> Output {
+    let path = format!("{}:{}", bin_dir().display(), std::env::var("PATH").unwrap_or_default());
+    Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .current_dir(dir)
+        .env("PATH", path)
+        .output()
+        .expect("running sh")
+}
+
+/// Parses JSON lines, failing on anything that is not one JSON object per line.
+pub fn records(stdout: &[u8]) -> Vec<Value> {
+    let text = std::str::from_utf8(stdout).expect("stdout is UTF-8");
+    text.lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
+            assert!(v.get("type").and_then(Value::as_str).is_some(), "record without type: {l}");
+            v
+        })
+        .collect()
+}
+
+/// Records of one type.
+pub fn of_type<'a>(recs: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    recs.iter().filter(|r| r["type"] == kind).collect()
+}
+
+/// Writes a small RGB test image (a gradient with some texture) as PNG or JPEG by extension.
+pub fn write_image(path: &Path, w: u32, h: u32, seed: u32) {
+    if let Some(d) = path.parent() {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let img = image::RgbImage::from_fn(w, h, |x, y| {
+        let v = x.wrapping_mul(7).wrapping_add(y.wrapping_mul(13)).wrapping_add(seed * 31);
+        image::Rgb([(x * 255 / w.max(1)) as u8, (y * 255 / h.max(1)) as u8, (v % 256) as u8])
+    });
+    img.save(path).unwrap();
+}
+
+/// Writes a seed-000-style latent `.npz` holding `w` of shape [1, k, d] filled from `base`.
+pub fn write_latent(path: &Path, k: usize, d: usize, base: f32) {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    let a = ndarray::Array3::<f32>::from_shape_fn((1, k, d), |(_, i, j)| base + (i * d + j) as f32);
+    let mut npz = ndarray_npy::NpzWriter::new(std::fs::File::create(path).unwrap());
+    npz.add_array("w", &a).unwrap();
+    npz.finish().unwrap();
+}

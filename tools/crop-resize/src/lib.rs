@@ -1,0 +1,261 @@
+//! `crop-resize`: seed 000's preprocessing as a tool, bit-exact with Pillow.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use clap::{Parser, ValueEnum};
+use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, atomic, inputs, interrupt, progress};
+use image::RgbImage;
+use imaging::{DecodeOptions, Gray16};
+use rayon::prelude::*;
+use records::{ErrorRecord, ImageRecord, InputItem, Summary};
+
+mod paths;
+pub use paths::output_path;
+
+/// Centre-crop images to a square and resize them with Pillow's exact Lanczos.
+///
+/// Does what seed 000 does before projecting: `Image.open(p).convert('RGB')`, crop the centred
+/// square of side min(w, h), `resize((R, R), Image.LANCZOS)`, with the same pixels as Pillow.
+/// Inputs are image paths, shard records from shard-list, or `-` for stdin (one path or record
+/// per line); outputs mirror the inputs' paths under --out-dir. Existing outputs are skipped.
+#[derive(Debug, Parser)]
+#[command(name = "crop-resize", version, max_term_width = 100)]
+pub struct Cli {
+    /// Images or JSON records (shard records, records with "path"); `-` or none reads stdin.
+    #[arg(value_name = "INPUTS")]
+    pub inputs: Vec<String>,
+
+    /// Side of the square output in pixels (the generator's resolution).
+    #[arg(short, long, value_name = "PIXELS", value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    pub resolution: u32,
+
+    /// Directory for the outputs: OUT_DIR/<input path relative to --base>.<png|npy>.
+    #[arg(short, long, value_name = "DIR")]
+    pub out_dir: PathBuf,
+
+    /// Inputs under BASE are mirrored relative to it; others keep their whole absolute path.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub base: PathBuf,
+
+    /// Output format: PNG, or .npy holding uint8 [3, R, R] (channels first).
+    #[arg(long, value_enum, default_value_t = Format::Png)]
+    pub format: Format,
+
+    /// Redo outputs that already exist.
+    #[arg(long)]
+    pub overwrite: bool,
+
+    /// Worker threads (default: all cores).
+    #[arg(short, long, value_name = "N")]
+    pub jobs: Option<usize>,
+
+    /// Refuse images with more pixels than this, read from the header before decoding
+    /// (Pillow refuses above 2 x Image.MAX_IMAGE_PIXELS, the default).
+    #[arg(long, value_name = "PIXELS", default_value_t = 178_956_970)]
+    pub max_pixels: u64,
+
+    /// Apply the EXIF orientation first (Pillow's ImageOps.exif_transpose). Off by default: seed
+    /// 000 uses Image.open, which ignores it.
+    #[arg(long)]
+    pub exif_transpose: bool,
+
+    /// 16-bit greyscale: `clip` as Pillow's convert('RGB') does (values over 255 become 255), or
+    /// `scale` to the high byte like the other 16-bit modes.
+    #[arg(long, value_enum, default_value_t = Gray16Arg::Clip)]
+    pub gray16: Gray16Arg,
+
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Png,
+    Npy,
+}
+
+impl Format {
+    fn ext(self) -> &'static str {
+        match self {
+            Format::Png => "png",
+            Format::Npy => "npy",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Gray16Arg {
+    Clip,
+    Scale,
+}
+
+impl Tool for Cli {
+    const RECORDS: &'static str = r#"Reads image paths, one per line or as arguments, or JSON records: shard records ("paths"), records with "path", or a previous stage's records with "output". "error" and "summary" records are skipped.
+.PP
+Prints one record per input, in input order:
+.PP
+.nf
+{"type":"image","input":"imgs/a/1.jpg","output":"/abs/out/imgs/a/1.png","format":"png","width":256,"height":256,"source_width":640,"source_height":480,"source_mode":"RGB","skipped":false}
+{"type":"error","input":"imgs/a/2.jpg","message":"cannot decode: ..."}
+.fi
+.PP
+and last {"type":"summary","ok":N,"skipped":N,"failed":N,"elapsed_ms":N}. Outputs are written to a temp file and renamed, so a killed run leaves no partial output; a re-run skips outputs that exist."#;
+    const EXAMPLES: &'static [(&'static str, &'static str)] = &[
+        ("Prepare every JPEG for a 1024x1024 generator, using all cores:", "find imgs -name '*.jpg' | crop-resize -r 1024 -o prepared"),
+        ("One shard of a shard-list run, as channels-first uint8 arrays:", "shard-list -n 4 list.txt | head -1 | crop-resize -r 256 -o arrays --format npy"),
+    ];
+}
+
+/// Images in flight at once per batch; records are printed in input order batch by batch.
+const BATCH_PER_THREAD: usize = 8;
+
+pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
+    let started = Instant::now();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(cli.jobs.unwrap_or(0))
+        .build()
+        .context("starting worker threads")?;
+    let cwd = std::env::current_dir().context("reading the current directory")?;
+    let job = Job {
+        resolution: cli.resolution,
+        format: cli.format,
+        overwrite: cli.overwrite,
+        exif_transpose: cli.exif_transpose,
+        decode: DecodeOptions {
+            max_pixels: cli.max_pixels,
+            gray16: match cli.gray16 {
+                Gray16Arg::Clip => Gray16::Clip,
+                Gray16Arg::Scale => Gray16::Scale,
+            },
+        },
+    };
+    let bar = progress::bar(&cli.common, "crop-resize", None);
+    let batch = pool.current_num_threads() * BATCH_PER_THREAD;
+    let mut items = inputs::from_args(&cli.inputs);
+    let (mut ok, mut skipped, mut failed) = (0, 0, 0);
+    loop {
+        interrupt::check()?;
+        let chunk: Vec<inputs::Item> = items.by_ref().take(batch).collect();
+        if chunk.is_empty() {
+            break;
+        }
+        let results: Vec<Result<ImageRecord, ErrorRecord>> = pool.install(|| {
+            chunk
+                .into_par_iter()
+                .map(|item| {
+                    let item = item?;
+                    let target = output_path(Path::new(&item.path), &cli.base, &cli.out_dir, &cwd, job.format.ext());
+                    job.process(&item, &target)
+                        .map_err(|e| ErrorRecord { input: item.name.clone(), message: format!("{e:#}") })
+                })
+                .collect()
+        });
+        for r in results {
+            match r {
+                Ok(rec) => {
+                    if rec.skipped { skipped += 1 } else { ok += 1 }
+                    out.emit(&rec)?;
+                }
+                Err(e) => {
+                    failed += 1;
+                    out.emit(&e)?;
+                }
+            }
+            bar.inc(1);
+        }
+    }
+    bar.finish_and_clear();
+    let elapsed_ms = started.elapsed().as_millis() as u64;
+    out.emit(&Summary { ok, skipped, failed, elapsed_ms, output: None, shape: None })?;
+    if !cli.common.quiet && failed > 0 {
+        eprintln!("crop-resize: {failed} of {} inputs failed (see the error records)", ok + skipped + failed);
+    }
+    Ok(Outcome::from_failures(failed))
+}
+
+/// What to do with each image.
+#[derive(Debug, Clone, Copy)]
+struct Job {
+    resolution: u32,
+    format: Format,
+    overwrite: bool,
+    exif_transpose: bool,
+    decode: DecodeOptions,
+}
+
+impl Job {
+    fn process(&self, item: &InputItem, target: &Path) -> Result<ImageRecord> {
+        let r = self.resolution;
+        let mut record = ImageRecord {
+            input: item.name.clone(),
+            output: target.to_string_lossy().into_owned(),
+            format: self.format.ext().into(),
+            width: r,
+            height: r,
+            source_width: None,
+            source_height: None,
+            source_mode: None,
+            skipped: false,
+        };
+        if !self.overwrite && target.exists() {
+            record.skipped = true;
+            return Ok(record);
+        }
+        let bytes = std::fs::read(&item.path).with_context(|| format!("reading {}", item.path))?;
+        let decoded = imaging::decode_rgb(&bytes, &self.decode)?;
+        let img = if self.exif_transpose {
+            imaging::exif_transpose(decoded.rgb, decoded.orientation)
+        } else {
+            decoded.rgb
+        };
+        record.source_width = Some(img.width());
+        record.source_height = Some(img.height());
+        record.source_mode = Some(decoded.source_mode.into());
+        let resized = imaging::crop_resize(&img, r);
+        atomic::write_atomic(target, |w| write_image(w, &resized, self.format))?;
+        Ok(record)
+    }
+}
+
+fn write_image(w: &mut impl Write, img: &RgbImage, format: Format) -> Result<()> {
+    match format {
+        Format::Png => {
+            use image::codecs::png::{CompressionType, FilterType, PngEncoder};
+            use image::ImageEncoder;
+            PngEncoder::new_with_quality(w, CompressionType::Fast, FilterType::Adaptive)
+                .write_image(img.as_raw(), img.width(), img.height(), image::ExtendedColorType::Rgb8)?;
+        }
+        Format::Npy => {
+            use ndarray_npy::WriteNpyExt;
+            let hwc = ndarray::ArrayView3::from_shape((img.height() as usize, img.width() as usize, 3), img.as_raw())?;
+            let chw = hwc.permuted_axes([2, 0, 1]);
+            chw.as_standard_layout().write_npy(w)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn verify_cli() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn npy_is_channels_first() {
+        let img = RgbImage::from_fn(2, 1, |x, _| image::Rgb([x as u8, 10 + x as u8, 20 + x as u8]));
+        let mut buf = Vec::new();
+        write_image(&mut buf, &img, Format::Npy).unwrap();
+        use ndarray_npy::ReadNpyExt;
+        let a = ndarray::Array3::<u8>::read_npy(&buf[..]).unwrap();
+        assert_eq!(a.shape(), &[3, 1, 2]);
+        assert_eq!(a.iter().copied().collect::<Vec<_>>(), vec![0, 1, 10, 11, 20, 21]);
+    }
+}

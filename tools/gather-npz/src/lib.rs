@@ -1,0 +1,258 @@
+//! `gather-npz`: many per-image latents into one array.
+//!
+//! Streaming: the inputs are read in parallel straight into their row of a memory-mapped scratch
+//! file beside the output (so memory holds at most a few inputs, never the whole array twice),
+//! failed rows are compacted away, and the rows are copied once into an uncompressed `.npz`
+//! written atomically.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, atomic, inputs, interrupt};
+use rayon::prelude::*;
+use records::{ErrorRecord, InputItem, Summary};
+
+mod npy;
+pub use npy::{header as npy_header, read_latent, unicode_array};
+
+/// Gather per-image latent files (.npz/.npy with w [1,k,d]) into one .npz with w [N,k,d] and names.
+///
+/// Inputs are `.npz` files (array `w`, as project-one-gpu and seed 000 write them) or `.npy`
+/// files, named by arguments, stdin lines, or the records a previous stage printed (the file in
+/// "output", named by "input"). The output holds `w` (float32 [N,k,d], input order) and `names`
+/// (a numpy unicode array, loads without allow_pickle). An unreadable input or one whose shape
+/// differs from the first is an error record; the others are still gathered.
+#[derive(Debug, Parser)]
+#[command(name = "gather-npz", version, max_term_width = 100)]
+pub struct Cli {
+    /// Latent files or JSON records; `-` or none reads stdin.
+    #[arg(value_name = "INPUTS")]
+    pub inputs: Vec<String>,
+
+    /// The gathered file (.npz; with --jsonl, a JSON-lines file).
+    #[arg(short, long, value_name = "FILE")]
+    pub output: PathBuf,
+
+    /// Name of the array to read from each .npz.
+    #[arg(long, value_name = "NAME", default_value = "w")]
+    pub key: String,
+
+    /// Write a JSON-lines manifest instead of .npz: one line per latent,
+    /// {"name":...,"input":...,"shape":[1,k,d],"w":[...]} (w flattened, row-major).
+    #[arg(long)]
+    pub jsonl: bool,
+
+    /// Replace the output if it exists (otherwise an existing output is an error).
+    #[arg(long)]
+    pub overwrite: bool,
+
+    /// Reader threads (default: all cores).
+    #[arg(short, long, value_name = "N")]
+    pub jobs: Option<usize>,
+
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+impl Tool for Cli {
+    const RECORDS: &'static str = r#"Reads latent file paths, one per line or as arguments, or JSON records: a record with "output" contributes that file, named by its "input"; records with "path" and shard records ("paths") work too; "error" and "summary" records are skipped.
+.PP
+Prints an error record for each input that could not be gathered, then
+.PP
+.nf
+{"type":"summary","ok":N,"skipped":0,"failed":N,"elapsed_ms":N,"output":"/abs/all.npz","shape":[N,k,d]}
+.fi
+.PP
+The .npz holds w (float32 [N,k,d]) and names (numpy unicode [N]); numpy.load reads both without allow_pickle."#;
+    const EXAMPLES: &'static [(&'static str, &'static str)] = &[
+        ("Gather everything project-one-gpu wrote:", "find imgs -name '*.npz' | sort | gather-npz -o latents.npz"),
+        (
+            "Gather straight from the projector's records:",
+            "project-one-gpu --network G.safetensors shard.json | gather-npz -o latents.npz",
+        ),
+        ("Then, in Python:", "python -c \"import numpy as np; f = np.load('latents.npz'); print(f['w'].shape, f['names'][:3])\""),
+    ];
+}
+
+pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
+    let started = Instant::now();
+    if cli.output.exists() && !cli.overwrite {
+        bail!("{} exists; pass --overwrite to replace it", cli.output.display());
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(cli.jobs.unwrap_or(0))
+        .build()
+        .context("starting reader threads")?;
+
+    let mut errors: Vec<(usize, ErrorRecord)> = Vec::new();
+    let mut items: Vec<InputItem> = Vec::new();
+    for item in inputs::from_args(&cli.inputs) {
+        match item {
+            Ok(i) => items.push(i),
+            Err(e) => errors.push((items.len(), e)),
+        }
+    }
+    // The first readable input fixes the row shape.
+    let mut first = None;
+    for (i, item) in items.iter().enumerate() {
+        match load(item, &cli.key, None) {
+            Ok(a) => {
+                first = Some((i, a.shape().to_vec()));
+                break;
+            }
+            Err(e) => errors.push((i, error(item, &e))),
+        }
+    }
+    let shape = first.as_ref().map(|(_, s)| s.clone()).unwrap_or_else(|| vec![1, 0, 0]);
+    let row = shape.iter().product::<usize>();
+    let start = first.as_ref().map_or(items.len(), |(i, _)| *i);
+    let rest = &items[start..];
+
+    // Scratch rows, memory-mapped, one per remaining input.
+    let scratch = atomic::temp_beside(&cli.output.with_extension("gather-scratch"))?;
+    let row_bytes = row * 4;
+    scratch.as_file().set_len((rest.len() * row_bytes) as u64).context("sizing the scratch file")?;
+    // SAFETY: the scratch file is private to this process (a fresh temp file) and outlives the map.
+    let mut map = unsafe { memmap2::MmapMut::map_mut(scratch.as_file()) }.context("mapping the scratch file")?;
+    let results: Vec<Result<(), ErrorRecord>> = if row_bytes == 0 || rest.is_empty() {
+        Vec::new()
+    } else {
+        pool.install(|| {
+            map.par_chunks_mut(row_bytes)
+                .zip(rest.par_iter())
+                .map(|(slot, item)| {
+                    if interrupt::requested() {
+                        return Err(error(item, &anyhow::anyhow!("interrupted")));
+                    }
+                    let a = load(item, &cli.key, Some(&shape)).map_err(|e| error(item, &e))?;
+                    let a = a.as_standard_layout();
+                    let floats = a.as_slice().expect("standard layout");
+                    for (dst, v) in slot.chunks_exact_mut(4).zip(floats) {
+                        dst.copy_from_slice(&v.to_le_bytes());
+                    }
+                    if cli.jsonl && floats.iter().any(|v| !v.is_finite()) {
+                        return Err(error(item, &anyhow::anyhow!("has non-finite values, which JSON cannot hold")));
+                    }
+                    Ok(())
+                })
+                .collect()
+        })
+    };
+    interrupt::check()?;
+
+    // Compact the good rows to the front, in input order.
+    let mut names: Vec<&InputItem> = Vec::new();
+    for (j, r) in results.into_iter().enumerate() {
+        match r {
+            Ok(()) => {
+                let n = names.len();
+                if n != j {
+                    map.copy_within(j * row_bytes..(j + 1) * row_bytes, n * row_bytes);
+                }
+                names.push(&rest[j]);
+            }
+            Err(e) => errors.push((start + j, e)),
+        }
+    }
+    let n = names.len();
+    let mut out_shape = shape.clone();
+    out_shape[0] = n;
+    let data = &map[..n * row_bytes];
+    if cli.jsonl {
+        write_jsonl(&cli.output, &names, data, &shape)?;
+    } else {
+        write_npz(&cli.output, &names, data, &out_shape)?;
+    }
+    drop(map);
+    drop(scratch);
+
+    errors.sort_by_key(|(i, _)| *i);
+    for (_, e) in &errors {
+        out.emit(e)?;
+    }
+    let output = fs::canonicalize(&cli.output).unwrap_or(cli.output.clone());
+    out.emit(&Summary {
+        ok: n,
+        skipped: 0,
+        failed: errors.len(),
+        elapsed_ms: started.elapsed().as_millis() as u64,
+        output: Some(output.to_string_lossy().into_owned()),
+        shape: Some(out_shape),
+    })?;
+    if !cli.common.quiet && !errors.is_empty() {
+        eprintln!("gather-npz: {} of {} inputs failed (see the error records)", errors.len(), n + errors.len());
+    }
+    Ok(Outcome::from_failures(errors.len()))
+}
+
+fn error(item: &InputItem, e: &anyhow::Error) -> ErrorRecord {
+    ErrorRecord { input: item.path.clone(), message: format!("{e:#}") }
+}
+
+/// Reads one input and checks it is [1, k, d] (and, given `want`, exactly that shape).
+fn load(item: &InputItem, key: &str, want: Option<&[usize]>) -> Result<ndarray::ArrayD<f32>> {
+    let bytes = fs::read(&item.path).with_context(|| format!("reading {}", item.path))?;
+    let a = read_latent(&bytes, key)?;
+    match want {
+        Some(w) if a.shape() != w => bail!("shape {:?} differs from the first input's {:?}", a.shape(), w),
+        None if a.ndim() != 3 || a.shape()[0] != 1 => bail!("shape {:?} is not [1, k, d]", a.shape()),
+        _ => Ok(a),
+    }
+}
+
+fn write_npz(target: &Path, names: &[&InputItem], data: &[u8], shape: &[usize]) -> Result<()> {
+    use zip::write::SimpleFileOptions;
+    let header = npy_header("<f4", shape);
+    let names_npy = unicode_array(&names.iter().map(|i| i.name.as_str()).collect::<Vec<_>>());
+    let big = (header.len() + data.len()) as u64 >= u32::MAX as u64 - 1024;
+    let opts = SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Stored)
+        .large_file(big);
+    let mut tmp = atomic::temp_beside(target)?;
+    {
+        let mut zip = zip::ZipWriter::new(std::io::BufWriter::with_capacity(1 << 20, tmp.as_file_mut()));
+        zip.start_file("w.npy", opts)?;
+        zip.write_all(&header)?;
+        zip.write_all(data)?;
+        zip.start_file("names.npy", opts.large_file(names_npy.len() as u64 >= u32::MAX as u64))?;
+        zip.write_all(&names_npy)?;
+        zip.finish()?.flush().with_context(|| format!("writing {}", target.display()))?;
+    }
+    atomic::persist(tmp, target)
+}
+
+#[derive(serde::Serialize)]
+struct JsonlLine<'a> {
+    name: &'a str,
+    input: &'a str,
+    shape: &'a [usize],
+    w: Vec<f32>,
+}
+
+fn write_jsonl(target: &Path, names: &[&InputItem], data: &[u8], row_shape: &[usize]) -> Result<()> {
+    let row = row_shape.iter().product::<usize>() * 4;
+    atomic::write_atomic(target, |w| {
+        for (item, bytes) in names.iter().zip(data.chunks_exact(row.max(1))) {
+            let floats = bytes.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+            let line = JsonlLine { name: &item.name, input: &item.path, shape: row_shape, w: floats };
+            serde_json::to_writer(&mut *w, &line)?;
+            w.write_all(b"\n")?;
+        }
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn verify_cli() {
+        Cli::command().debug_assert();
+    }
+}

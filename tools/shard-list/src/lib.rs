@@ -1,0 +1,206 @@
+//! `shard-list`: split a list of paths into shards, one JSON record per shard.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use anyhow::{Result, bail};
+use clap::{Parser, ValueEnum};
+use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, inputs};
+use records::{ErrorRecord, Shard};
+
+mod partition;
+pub use partition::{PyRandom, balance, partition, round_robin};
+
+/// Split a list of paths into shards: round-robin, seeded partitions, by directory, or balanced by bytes.
+///
+/// Reads paths, one per line, from FILES or stdin (JSON records with a "path" field, or shard
+/// records, are accepted too), and prints one shard record per non-empty shard:
+/// {"type":"shard","shard":0,"shards":4,"paths":[...]}. Each line is one job for
+/// `parallel`, `xargs` or a Makefile.
+#[derive(Debug, Parser)]
+#[command(name = "shard-list", version, max_term_width = 100)]
+pub struct Cli {
+    /// Files listing the paths, one per line; `-` or none reads stdin.
+    #[arg(value_name = "FILES")]
+    pub files: Vec<String>,
+
+    /// Number of shards: shard i takes paths[i::N], like seed 000's `subdir_list[i::n]`.
+    #[arg(short = 'n', long = "shards", value_name = "N", required_unless_present = "sizes",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub shards: Option<u32>,
+
+    /// Shuffle with --seed, then split into consecutive parts of these fractions of the list
+    /// (seed 003's DataPartitioner: part length int(frac*len), what is left over is dropped).
+    #[arg(long, value_name = "F,F,...", value_delimiter = ',', conflicts_with = "shards")]
+    pub sizes: Option<Vec<f64>>,
+
+    /// Seed of the --sizes shuffle: CPython's random.Random(seed).shuffle, so the split is the
+    /// one the Python code gets, on every machine.
+    #[arg(long, default_value_t = 1234, requires = "sizes")]
+    pub seed: u64,
+
+    /// Shard directories instead of files: paths are grouped by their parent directory and whole
+    /// groups are assigned (seed 000 shards sub-folders).
+    #[arg(long)]
+    pub by_dir: bool,
+
+    /// What -n balances: the number of paths (round-robin) or their size in bytes (greedy,
+    /// largest first; each shard keeps input order).
+    #[arg(long, value_enum, default_value_t = Balance::Count, requires = "shards")]
+    pub balance: Balance,
+
+    /// Sort the paths (byte order) first, so the shards do not depend on `find`'s order.
+    #[arg(long)]
+    pub sort: bool,
+
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Balance {
+    Count,
+    Size,
+}
+
+impl Tool for Cli {
+    const RECORDS: &'static str = r#"Reads one path per line, or JSON records: a record with "paths" (a shard) contributes its paths, one with "path" that path; "error" and "summary" records are skipped.
+.PP
+Prints one line per non-empty shard, in shard order:
+.PP
+.nf
+{"type":"shard","shard":0,"shards":4,"paths":["a/1.jpg","c/7.jpg"]}
+.fi
+.PP
+With \-\-balance size the record also has "bytes". A path that cannot be read as a list entry (or, with \-\-balance size, whose size cannot be read) gives {"type":"error","input":...,"message":...} and is left out. shard\-list prints no summary record, so that every line of its output is one job for GNU parallel."#;
+    const EXAMPLES: &'static [(&'static str, &'static str)] = &[
+        (
+            "Project every image, one shard per GPU:",
+            "find imgs -name '*.jpg' | sort | shard-list -n 4 | parallel -j4 project-one-gpu --network G.safetensors",
+        ),
+        (
+            "Seed 003's 70/20/10 split of a file list:",
+            "shard-list --sizes 0.7,0.2,0.1 --seed 1234 files.txt",
+        ),
+        ("Four shards of whole directories, balanced by bytes:", "find imgs -type f | shard-list -n 4 --by-dir --balance size"),
+    ];
+}
+
+/// Reads the list, shards it and prints the records.
+pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
+    if let Some(sizes) = &cli.sizes {
+        let total: f64 = sizes.iter().sum();
+        if sizes.iter().any(|f| !f.is_finite() || *f < 0.0) || total > 1.0 + 1e-9 || sizes.is_empty() {
+            bail!("--sizes must be non-negative fractions summing to at most 1, got {sizes:?}");
+        }
+    }
+    let mut failed = 0usize;
+    let mut paths = Vec::new();
+    for item in inputs::from_files(&cli.files) {
+        match item {
+            Ok(item) => paths.push(item.path),
+            Err(e) => {
+                failed += 1;
+                out.emit(&e)?;
+            }
+        }
+    }
+    if cli.sort {
+        paths.sort();
+    }
+    let units = if cli.by_dir { group_by_dir(paths) } else { paths.into_iter().map(|p| vec![p]).collect() };
+
+    let (units, bytes) = if cli.balance == Balance::Size {
+        let (units, bytes, errors) = sizes_of(units);
+        failed += errors.len();
+        for e in &errors {
+            out.emit(e)?;
+        }
+        (units, Some(bytes))
+    } else {
+        (units, None)
+    };
+
+    if units.is_empty() {
+        return Ok(Outcome::from_failures(failed));
+    }
+    let assignment = match (&cli.sizes, cli.shards) {
+        (Some(sizes), _) => partition(units.len(), sizes, cli.seed),
+        (None, Some(n)) => match &bytes {
+            Some(b) => balance(b, n as usize),
+            None => round_robin(units.len(), n as usize),
+        },
+        (None, None) => unreachable!("clap requires -n or --sizes"),
+    };
+    let shards = assignment.len();
+    for (shard, members) in assignment.into_iter().enumerate() {
+        if members.is_empty() {
+            continue;
+        }
+        let record = Shard {
+            shard,
+            shards,
+            bytes: bytes.as_ref().map(|b| members.iter().map(|&j| b[j]).sum()),
+            paths: members.iter().flat_map(|&j| units[j].iter().cloned()).collect(),
+        };
+        out.emit(&record)?;
+    }
+    Ok(Outcome::from_failures(failed))
+}
+
+/// Groups paths by parent directory, groups in order of first appearance.
+fn group_by_dir(paths: Vec<String>) -> Vec<Vec<String>> {
+    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut groups: Vec<Vec<String>> = Vec::new();
+    for p in paths {
+        let dir = Path::new(&p).parent().map(|d| d.to_string_lossy().into_owned()).unwrap_or_default();
+        let g = *index.entry(dir).or_insert_with(|| {
+            groups.push(Vec::new());
+            groups.len() - 1
+        });
+        groups[g].push(p);
+    }
+    groups
+}
+
+/// Bytes of each unit; paths whose size cannot be read become error records and are left out.
+fn sizes_of(units: Vec<Vec<String>>) -> (Vec<Vec<String>>, Vec<u64>, Vec<ErrorRecord>) {
+    let mut kept = Vec::new();
+    let mut bytes = Vec::new();
+    let mut errors = Vec::new();
+    for unit in units {
+        let mut total = 0u64;
+        let mut ok = Vec::new();
+        for p in unit {
+            match std::fs::metadata(&p) {
+                Ok(m) => {
+                    total += m.len();
+                    ok.push(p);
+                }
+                Err(e) => errors.push(ErrorRecord { input: p, message: format!("cannot read its size: {e}") }),
+            }
+        }
+        if !ok.is_empty() {
+            kept.push(ok);
+            bytes.push(total);
+        }
+    }
+    (kept, bytes, errors)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn verify_cli() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn groups_keep_first_appearance_order() {
+        let g = group_by_dir(vec!["b/1".into(), "a/1".into(), "b/2".into(), "top".into()]);
+        assert_eq!(g, vec![vec!["b/1".to_string(), "b/2".into()], vec!["a/1".into()], vec!["top".into()]]);
+    }
+}

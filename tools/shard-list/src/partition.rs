@@ -1,0 +1,142 @@
+//! The sharding rules, independent of I/O.
+
+use rand_mt::Mt;
+
+/// Seed 000's `subdir_list[i::n]`: unit `j` goes to shard `j % n`, in order.
+pub fn round_robin(len: usize, n: usize) -> Vec<Vec<usize>> {
+    let mut shards = vec![Vec::with_capacity(len / n + 1); n];
+    for j in 0..len {
+        shards[j % n].push(j);
+    }
+    shards
+}
+
+/// Greedy longest-processing-time balance: units by decreasing weight (ties: input order) each go
+/// to the lightest shard so far (ties: lowest index); each shard then lists its units in input
+/// order. The heaviest shard is at most 4/3 of the optimum.
+pub fn balance(weights: &[u64], n: usize) -> Vec<Vec<usize>> {
+    let mut order: Vec<usize> = (0..weights.len()).collect();
+    order.sort_by(|&a, &b| weights[b].cmp(&weights[a]).then(a.cmp(&b)));
+    let mut totals = vec![0u64; n];
+    let mut shards = vec![Vec::new(); n];
+    for j in order {
+        let lightest = (0..n).min_by_key(|&s| (totals[s], s)).expect("n > 0");
+        totals[lightest] += weights[j];
+        shards[lightest].push(j);
+    }
+    for s in &mut shards {
+        s.sort_unstable();
+    }
+    shards
+}
+
+/// Seed 003's `DataPartitioner(data, sizes, seed)`: indices shuffled by Python's
+/// `random.Random(seed).shuffle`, then consecutive slices of `int(frac * len)`; what the fractions
+/// leave over is dropped, as there.
+pub fn partition(len: usize, sizes: &[f64], seed: u64) -> Vec<Vec<usize>> {
+    let mut idx: Vec<usize> = (0..len).collect();
+    PyRandom::new(seed).shuffle(&mut idx);
+    let mut rest = &idx[..];
+    sizes
+        .iter()
+        .map(|&frac| {
+            let part_len = ((frac * len as f64) as usize).min(rest.len());
+            let (part, tail) = rest.split_at(part_len);
+            rest = tail;
+            part.to_vec()
+        })
+        .collect()
+}
+
+/// CPython's `random.Random` for integer seeds and `shuffle`: MT19937 seeded by
+/// `init_by_array` with the seed's 32-bit words (little-endian; 0 → `[0]`), `_randbelow` by
+/// rejection sampling over `getrandbits(n.bit_length())`. Same seed, same permutation as Python,
+/// on every machine.
+#[derive(Debug)]
+pub struct PyRandom(Mt);
+
+impl PyRandom {
+    pub fn new(seed: u64) -> Self {
+        let mut key = vec![seed as u32];
+        if seed >> 32 != 0 {
+            key.push((seed >> 32) as u32);
+        }
+        PyRandom(Mt::new_with_key(key))
+    }
+
+    /// `getrandbits(k)` for 1 ≤ k ≤ 32.
+    fn getrandbits(&mut self, k: u32) -> u32 {
+        self.0.next_u32() >> (32 - k)
+    }
+
+    /// `_randbelow_with_getrandbits(n)`, n ≥ 1.
+    fn randbelow(&mut self, n: usize) -> usize {
+        let n = u32::try_from(n).expect("shuffle of more than 2^32 items");
+        let k = 32 - n.leading_zeros();
+        loop {
+            let r = self.getrandbits(k);
+            if r < n {
+                return r as usize;
+            }
+        }
+    }
+
+    /// `random.shuffle(x)`.
+    pub fn shuffle<T>(&mut self, x: &mut [T]) {
+        for i in (1..x.len()).rev() {
+            let j = self.randbelow(i + 1);
+            x.swap(i, j);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_robin_is_python_slicing() {
+        // paths[i::3] for 8 paths
+        assert_eq!(round_robin(8, 3), vec![vec![0, 3, 6], vec![1, 4, 7], vec![2, 5]]);
+        assert_eq!(round_robin(2, 4)[3], Vec::<usize>::new());
+    }
+
+    #[test]
+    fn shuffle_matches_cpython() {
+        // Printed by CPython 3.11: r = random.Random(); r.seed(s); x = list(range(n)); r.shuffle(x)
+        let cases: [(u64, usize, &[usize]); 4] = [
+            (1234, 10, &[2, 8, 3, 5, 6, 4, 9, 0, 1, 7]),
+            (0, 7, &[4, 2, 1, 0, 5, 3, 6]),
+            (
+                (1 << 40) + 5,
+                20,
+                &[9, 7, 17, 13, 4, 18, 5, 6, 10, 11, 3, 14, 12, 15, 2, 1, 0, 8, 19, 16],
+            ),
+            (1234, 1, &[0]),
+        ];
+        for (seed, n, want) in cases {
+            let mut x: Vec<usize> = (0..n).collect();
+            PyRandom::new(seed).shuffle(&mut x);
+            assert_eq!(x, want, "seed {seed}, n {n}");
+        }
+    }
+
+    #[test]
+    fn partition_is_data_partitioner() {
+        // DataPartitioner(range(10), [0.7, 0.2, 0.1], 1234).partitions
+        let p = partition(10, &[0.7, 0.2, 0.1], 1234);
+        assert_eq!(p, vec![vec![2, 8, 3, 5, 6, 4, 9], vec![0, 1], vec![7]]);
+        // int(0.5 * 3) == 1: the remainder is dropped, as in the seed.
+        let p = partition(3, &[0.5, 0.5], 1);
+        assert_eq!(p.iter().map(Vec::len).collect::<Vec<_>>(), vec![1, 1]);
+    }
+
+    #[test]
+    fn balance_spreads_bytes() {
+        let shards = balance(&[10, 1, 1, 1, 9, 2], 2);
+        let totals: Vec<u64> =
+            shards.iter().map(|s| s.iter().map(|&j| [10, 1, 1, 1, 9, 2][j]).sum()).collect();
+        assert_eq!(totals, vec![12, 12]);
+        assert!(shards.iter().all(|s| s.windows(2).all(|w| w[0] < w[1])));
+    }
+}
