@@ -1,0 +1,146 @@
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/pillow")
+}
+
+fn run(dir: &Path, args: &[&str], stdin: &str) -> (i32, Vec<Value>, String) {
+    let out = Command::cargo_bin("crop-resize")
+        .unwrap()
+        .current_dir(dir)
+        .args(args)
+        .write_stdin(stdin)
+        .output()
+        .unwrap();
+    let recs = String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    (out.status.code().unwrap(), recs, String::from_utf8(out.stderr).unwrap())
+}
+
+fn copy_fixture(dir: &Path, name: &str, to: &str) {
+    let dst = dir.join(to);
+    std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
+    std::fs::copy(fixtures().join("inputs").join(name), dst).unwrap();
+}
+
+fn all_files(dir: &Path) -> Vec<String> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() { v.extend(all_files(&p)) } else { v.push(p.to_string_lossy().into_owned()) }
+    }
+    v
+}
+
+#[test]
+fn outputs_match_pillow_and_mirror_input_paths() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_fixture(tmp.path(), "photo420.jpg", "imgs/a/photo.jpg");
+    copy_fixture(tmp.path(), "palette.png", "imgs/b/pal.png");
+    let (code, recs, _) = run(tmp.path(), &["-r", "24", "-o", "out"], "imgs/a/photo.jpg\nimgs/b/pal.png\n");
+    assert_eq!(code, 0);
+    assert_eq!(recs.len(), 3);
+    assert_eq!(recs[0]["input"], "imgs/a/photo.jpg");
+    assert_eq!(recs[0]["source_width"], 97);
+    assert_eq!(recs[2]["type"], "summary");
+    assert_eq!(recs[2]["ok"], 2);
+    let out = tmp.path().join("out/imgs/a/photo.png");
+    assert_eq!(recs[0]["output"], out.to_string_lossy().as_ref());
+    let ours = image::open(&out).unwrap().to_rgb8();
+    let pillow = image::open(fixtures().join("expected/photo420.jpg.24.png")).unwrap().to_rgb8();
+    assert_eq!(ours, pillow, "bit-identical to Pillow");
+}
+
+#[test]
+fn bad_inputs_give_error_records_and_the_rest_are_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_fixture(tmp.path(), "rgb.png", "good1.png");
+    copy_fixture(tmp.path(), "gray.jpg", "good2.jpg");
+    std::fs::write(tmp.path().join("garbage.jpg"), b"\xff\xd8\xff\xe0 this is not a jpeg").unwrap();
+    std::fs::write(tmp.path().join("text.png"), b"hello").unwrap();
+    let full = std::fs::read(fixtures().join("inputs/rgb.png")).unwrap();
+    std::fs::write(tmp.path().join("truncated.png"), &full[..full.len() / 2]).unwrap();
+    let input = "good1.png\ngarbage.jpg\nmissing.png\ntext.png\ntruncated.png\ngood2.jpg\n";
+    let (code, recs, stderr) = run(tmp.path(), &["-r", "8", "-o", "out", "-j", "2"], input);
+    assert_eq!(code, 3, "items failed");
+    let kinds: Vec<&str> = recs.iter().map(|r| r["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["image", "error", "error", "error", "error", "image", "summary"], "input order");
+    assert_eq!(recs[1]["input"], "garbage.jpg");
+    assert!(recs[1]["message"].as_str().unwrap().contains("JPEG"), "{}", recs[1]);
+    assert!(recs[2]["message"].as_str().unwrap().contains("reading missing.png"));
+    assert!(recs[3]["message"].as_str().unwrap().contains("unknown image format"));
+    assert_eq!(recs[6]["failed"], 4);
+    assert!(stderr.contains("4 of 6 inputs failed"));
+    let mut files = all_files(&tmp.path().join("out"));
+    files.sort();
+    assert_eq!(files.len(), 2, "only the good outputs, no partial files: {files:?}");
+}
+
+#[test]
+fn reruns_skip_finished_outputs_unless_overwrite() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_fixture(tmp.path(), "rgb.png", "x.png");
+    let (_, first, _) = run(tmp.path(), &["-r", "8", "-o", "out", "x.png"], "");
+    assert_eq!(first[0]["skipped"], false);
+    let (code, again, _) = run(tmp.path(), &["-r", "8", "-o", "out", "x.png"], "");
+    assert_eq!(code, 0);
+    assert_eq!(again[0]["skipped"], true);
+    assert_eq!(again[1]["skipped"], 1);
+    let (_, forced, _) = run(tmp.path(), &["-r", "8", "-o", "out", "--overwrite", "x.png"], "");
+    assert_eq!(forced[0]["skipped"], false);
+}
+
+#[test]
+fn decompression_bombs_are_refused_from_the_header() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_fixture(tmp.path(), "photo420.jpg", "big.jpg");
+    copy_fixture(tmp.path(), "bilevel.png", "small.png");
+    let (code, recs, _) = run(tmp.path(), &["-r", "8", "-o", "out", "--max-pixels", "2000", "big.jpg", "small.png"], "");
+    assert_eq!(code, 3);
+    assert_eq!(recs[0]["type"], "error");
+    let msg = recs[0]["message"].as_str().unwrap();
+    assert!(msg.contains("97x71") && msg.contains("--max-pixels"), "{msg}");
+    assert_eq!(recs[1]["type"], "image");
+}
+
+#[test]
+fn npy_output_is_uint8_channels_first_and_shard_records_are_inputs() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_fixture(tmp.path(), "rgb.png", "d/a.png");
+    copy_fixture(tmp.path(), "la.png", "d/b.png");
+    let shard = r#"{"type":"shard","shard":0,"shards":1,"paths":["d/a.png","d/b.png"]}"#;
+    let (code, recs, _) = run(tmp.path(), &["-r", "24", "-o", "out", "--format", "npy", "--base", "d"], &format!("{shard}\n"));
+    assert_eq!(code, 0);
+    assert_eq!(recs.len(), 3);
+    let p = tmp.path().join("out/a.npy");
+    assert_eq!(recs[0]["output"], p.to_string_lossy().as_ref());
+    use ndarray_npy::ReadNpyExt;
+    let a = ndarray::Array3::<u8>::read_npy(std::fs::File::open(&p).unwrap()).unwrap();
+    assert_eq!(a.shape(), &[3, 24, 24]);
+    let pillow = image::open(fixtures().join("expected/rgb.png.24.png")).unwrap().to_rgb8();
+    assert_eq!(a[[1, 5, 7]], pillow.get_pixel(7, 5).0[1]);
+}
+
+#[test]
+fn exif_transpose_is_opt_in() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_fixture(tmp.path(), "exif6.jpg", "e.jpg");
+    let (_, recs, _) = run(tmp.path(), &["-r", "24", "-o", "plain", "e.jpg"], "");
+    assert_eq!((recs[0]["source_width"].as_u64(), recs[0]["source_height"].as_u64()), (Some(68), Some(52)));
+    let (_, recs, _) = run(tmp.path(), &["-r", "24", "-o", "rot", "--exif-transpose", "e.jpg"], "");
+    assert_eq!((recs[0]["source_width"].as_u64(), recs[0]["source_height"].as_u64()), (Some(52), Some(68)));
+    let ours = image::open(tmp.path().join("rot/e.png")).unwrap().to_rgb8();
+    let pillow = image::open(fixtures().join("expected/exif6.jpg.exif.24.png")).unwrap().to_rgb8();
+    assert_eq!(ours, pillow);
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (code, _, _) = run(tmp.path(), &["-o", "out"], "");
+    assert_eq!(code, 2, "--resolution is required");
+    let (code, _, _) = run(tmp.path(), &["-r", "0", "-o", "out"], "");
+    assert_eq!(code, 2);
+}

@@ -1,0 +1,132 @@
+use std::path::Path;
+
+use assert_cmd::Command;
+use ndarray::{Array2, Array3};
+use ndarray_npy::{NpzReader, NpzWriter, WriteNpyExt};
+use serde_json::Value;
+
+fn run(dir: &Path, args: &[&str], stdin: &str) -> (i32, Vec<Value>, String) {
+    let out = Command::cargo_bin("gather-npz").unwrap().current_dir(dir).args(args).write_stdin(stdin).output().unwrap();
+    let recs = String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    (out.status.code().unwrap(), recs, String::from_utf8(out.stderr).unwrap())
+}
+
+fn latent(k: usize, d: usize, base: f32) -> Array3<f32> {
+    Array3::from_shape_fn((1, k, d), |(_, i, j)| base + (i * d + j) as f32)
+}
+
+fn npz(path: &Path, key: &str, a: &Array3<f32>, compressed: bool) {
+    let f = std::fs::File::create(path).unwrap();
+    let mut w = if compressed { NpzWriter::new_compressed(f) } else { NpzWriter::new(f) };
+    w.add_array(key, a).unwrap();
+    w.finish().unwrap();
+}
+
+fn w_of(path: &Path) -> Array3<f32> {
+    NpzReader::new(std::fs::File::open(path).unwrap()).unwrap().by_name("w").unwrap()
+}
+
+#[test]
+fn gathers_npz_and_npy_in_input_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    npz(&d.join("a.npz"), "w", &latent(2, 3, 0.0), false);
+    npz(&d.join("b.npz"), "w", &latent(2, 3, 100.0), true); // savez_compressed
+    latent(2, 3, 200.0).write_npy(std::fs::File::create(d.join("c.npy")).unwrap()).unwrap();
+    let (code, recs, _) = run(d, &["-o", "all.npz", "c.npy", "a.npz", "b.npz"], "");
+    assert_eq!(code, 0);
+    assert_eq!(recs.len(), 1);
+    assert_eq!(recs[0]["type"], "summary");
+    assert_eq!(recs[0]["shape"], serde_json::json!([3, 2, 3]));
+    assert_eq!(recs[0]["output"], d.join("all.npz").canonicalize().unwrap().to_string_lossy().as_ref());
+    let w = w_of(&d.join("all.npz"));
+    assert_eq!(w.shape(), &[3, 2, 3]);
+    assert_eq!((w[[0, 0, 0]], w[[1, 1, 2]], w[[2, 0, 1]]), (200.0, 5.0, 101.0));
+}
+
+#[test]
+fn bad_files_are_error_records_naming_them_and_the_rest_are_gathered() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    std::fs::write(d.join("garbage.npz"), b"PK\x03\x04 not really a zip").unwrap();
+    npz(&d.join("good1.npz"), "w", &latent(1, 4, 0.0), false);
+    npz(&d.join("wide.npz"), "w", &latent(1, 5, 0.0), false);
+    npz(&d.join("otherkey.npz"), "z", &latent(1, 4, 0.0), false);
+    let f = std::fs::File::create(d.join("f64.npz")).unwrap();
+    let mut w = NpzWriter::new(f);
+    w.add_array("w", &Array3::<f64>::zeros((1, 1, 4))).unwrap();
+    w.finish().unwrap();
+    let f = std::fs::File::create(d.join("flat.npz")).unwrap();
+    let mut w = NpzWriter::new(f);
+    w.add_array("w", &Array2::<f32>::zeros((1, 4))).unwrap();
+    w.finish().unwrap();
+    npz(&d.join("good2.npz"), "w", &latent(1, 4, 10.0), false);
+    let list = "garbage.npz\nflat.npz\ngood1.npz\nwide.npz\nmissing.npz\notherkey.npz\nf64.npz\ngood2.npz\n";
+    let (code, recs, stderr) = run(d, &["-o", "out/all.npz"], list);
+    assert_eq!(code, 3);
+    let errors: Vec<(&str, &str)> = recs
+        .iter()
+        .filter(|r| r["type"] == "error")
+        .map(|r| (r["input"].as_str().unwrap(), r["message"].as_str().unwrap()))
+        .collect();
+    let names: Vec<&str> = errors.iter().map(|e| e.0).collect();
+    assert_eq!(names, ["garbage.npz", "flat.npz", "wide.npz", "missing.npz", "otherkey.npz", "f64.npz"]);
+    assert!(errors[1].1.contains("not [1, k, d]"), "{}", errors[1].1);
+    assert!(errors[2].1.contains("differs from the first input's [1, 1, 4]"), "{}", errors[2].1);
+    assert!(errors[4].1.contains("no array `w`"), "{}", errors[4].1);
+    let summary = recs.last().unwrap();
+    assert_eq!((summary["ok"].as_u64(), summary["failed"].as_u64()), (Some(2), Some(6)));
+    assert!(stderr.contains("6 of 8 inputs failed"));
+    let w = w_of(&d.join("out/all.npz"));
+    assert_eq!(w.shape(), &[2, 1, 4]);
+    assert_eq!(w[[1, 0, 3]], 13.0);
+    let leftovers: Vec<_> = std::fs::read_dir(d.join("out")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(leftovers.len(), 1, "no scratch or temp files left: {leftovers:?}");
+}
+
+#[test]
+fn existing_output_needs_overwrite() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    npz(&d.join("a.npz"), "w", &latent(1, 2, 0.0), false);
+    assert_eq!(run(d, &["-o", "all.npz", "a.npz"], "").0, 0);
+    let (code, _, stderr) = run(d, &["-o", "all.npz", "a.npz"], "");
+    assert_eq!(code, 1);
+    assert!(stderr.contains("--overwrite"), "{stderr}");
+    assert_eq!(run(d, &["-o", "all.npz", "--overwrite", "a.npz"], "").0, 0);
+}
+
+#[test]
+fn jsonl_manifest_holds_names_shapes_and_values() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    npz(&d.join("a.npz"), "w", &latent(1, 3, 0.5), false);
+    let rec = r#"{"type":"latent","input":"imgs/a.jpg","output":"a.npz"}"#;
+    let (code, _, _) = run(d, &["-o", "all.jsonl", "--jsonl"], &format!("{rec}\n"));
+    assert_eq!(code, 0);
+    let text = std::fs::read_to_string(d.join("all.jsonl")).unwrap();
+    let line: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(line["name"], "imgs/a.jpg");
+    assert_eq!(line["input"], "a.npz");
+    assert_eq!(line["shape"], serde_json::json!([1, 1, 3]));
+    assert_eq!(line["w"], serde_json::json!([0.5, 1.5, 2.5]));
+}
+
+#[test]
+fn names_are_a_unicode_array() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    npz(&d.join("é.npz"), "w", &latent(1, 1, 0.0), false);
+    npz(&d.join("b.npz"), "w", &latent(1, 1, 0.0), false);
+    assert_eq!(run(d, &["-o", "all.npz", "é.npz", "b.npz"], "").0, 0);
+    // names.npy: header then UTF-32LE code points, width = longest name (5 chars).
+    let mut zip = zip::ZipArchive::new(std::fs::File::open(d.join("all.npz")).unwrap()).unwrap();
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut zip.by_name("names.npy").unwrap(), &mut bytes).unwrap();
+    let header = String::from_utf8_lossy(&bytes[10..bytes.len() - 40]).into_owned();
+    assert!(header.contains("'descr': '<U5'") && header.contains("'shape': (2,)"), "{header}");
+    let data = &bytes[bytes.len() - 40..];
+    let chars: Vec<u32> = data.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+    assert_eq!(chars[..5], ['é' as u32, '.' as u32, 'n' as u32, 'p' as u32, 'z' as u32]);
+    assert_eq!(chars[5..], ['b' as u32, '.' as u32, 'n' as u32, 'p' as u32, 'z' as u32]);
+}
