@@ -1,0 +1,165 @@
+//! Device choice for GPU workers (DESIGN.md, "Devices and processes").
+//!
+//! `--device cpu|cuda|cuda:N|auto`. `auto` picks `cuda:(slot mod visible GPUs)` when CUDA is
+//! available, where the slot is `LOCAL_RANK` (torchrun, and Slurm's `SLURM_LOCALID`), else the
+//! shard index the worker was given (GNU parallel's `{%}`/xargs' slot are passed the same way),
+//! else 0; without CUDA it is the CPU. `CUDA_VISIBLE_DEVICES` is honoured by CUDA itself: indices
+//! are among the visible devices.
+//!
+//! [`load_cuda`] is the run-time safety net of NOTES.md: it `dlopen`s `libtorch_cuda.so` with
+//! `RTLD_GLOBAL` so its CUDA hooks register even if a linker dropped it.
+//!
+//! ```
+//! use device::{DeviceArg, Env};
+//! let env = Env { local_rank: Some(5), shard: None };
+//! assert_eq!(DeviceArg::parse("auto").unwrap().resolve_with(&env, 4), tch::Device::Cuda(1));
+//! assert_eq!(DeviceArg::parse("auto").unwrap().resolve_with(&env, 0), tch::Device::Cpu);
+//! ```
+
+use std::sync::OnceLock;
+
+/// A `--device` value as given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceArg {
+    Cpu,
+    /// `cuda` (= `cuda:0`) or `cuda:N`.
+    Cuda(usize),
+    Auto,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("unknown device `{0}`: use cpu, cuda, cuda:N or auto")]
+    Parse(String),
+    #[error("--device {asked} asked for, but {why}")]
+    Unavailable { asked: String, why: String },
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Where the launcher says this worker sits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Env {
+    /// `LOCAL_RANK` (torchrun) or `SLURM_LOCALID`.
+    pub local_rank: Option<usize>,
+    /// The shard index the worker was given (a shard record's `shard`).
+    pub shard: Option<usize>,
+}
+
+impl Env {
+    /// Reads `LOCAL_RANK`, else `SLURM_LOCALID`; `shard` is the caller's.
+    pub fn from_process(shard: Option<usize>) -> Self {
+        let var = |k: &str| std::env::var(k).ok().and_then(|v| v.trim().parse().ok());
+        Env { local_rank: var("LOCAL_RANK").or_else(|| var("SLURM_LOCALID")), shard }
+    }
+}
+
+impl DeviceArg {
+    pub fn parse(s: &str) -> Result<Self> {
+        match s.trim() {
+            "cpu" => Ok(DeviceArg::Cpu),
+            "auto" => Ok(DeviceArg::Auto),
+            "cuda" => Ok(DeviceArg::Cuda(0)),
+            other => other
+                .strip_prefix("cuda:")
+                .and_then(|n| n.parse().ok())
+                .map(DeviceArg::Cuda)
+                .ok_or_else(|| Error::Parse(s.to_string())),
+        }
+    }
+
+    /// The device for `gpus` visible CUDA devices (pure: for tests and callers that know).
+    pub fn resolve_with(self, env: &Env, gpus: usize) -> tch::Device {
+        match self {
+            DeviceArg::Cpu => tch::Device::Cpu,
+            DeviceArg::Cuda(i) => tch::Device::Cuda(i),
+            DeviceArg::Auto if gpus == 0 => tch::Device::Cpu,
+            DeviceArg::Auto => tch::Device::Cuda(env.local_rank.or(env.shard).unwrap_or(0) % gpus),
+        }
+    }
+
+    /// Resolves against this process: loads CUDA, counts devices, checks an explicit index.
+    pub fn resolve(self, env: &Env) -> Result<tch::Device> {
+        let gpus = cuda_device_count();
+        let device = self.resolve_with(env, gpus);
+        if let tch::Device::Cuda(i) = device {
+            if gpus == 0 {
+                return Err(Error::Unavailable { asked: format!("cuda:{i}"), why: cuda_unavailable_reason() });
+            }
+            if i >= gpus {
+                return Err(Error::Unavailable {
+                    asked: format!("cuda:{i}"),
+                    why: format!("only {gpus} CUDA device(s) are visible (CUDA_VISIBLE_DEVICES={})",
+                        std::env::var("CUDA_VISIBLE_DEVICES").unwrap_or_else(|_| "<unset>".into())),
+                });
+            }
+        }
+        Ok(device)
+    }
+}
+
+impl std::str::FromStr for DeviceArg {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        DeviceArg::parse(s)
+    }
+}
+
+static CUDA_LOAD: OnceLock<std::result::Result<(), String>> = OnceLock::new();
+
+/// `dlopen("libtorch_cuda.so", RTLD_NOW | RTLD_GLOBAL)` once; `Err` says why it failed (no
+/// CUDA build, or the library is not on the run path).
+pub fn load_cuda() -> std::result::Result<(), String> {
+    CUDA_LOAD
+        .get_or_init(|| {
+            use libloading::os::unix::{Library, RTLD_GLOBAL, RTLD_NOW};
+            // SAFETY: loading libtorch_cuda runs its static initialisers, which register CUDA
+            // hooks with the libtorch already loaded; that is what linking it would do.
+            match unsafe { Library::open(Some("libtorch_cuda.so"), RTLD_NOW | RTLD_GLOBAL) } {
+                Ok(lib) => {
+                    std::mem::forget(lib); // stays loaded for the life of the process
+                    Ok(())
+                }
+                Err(e) => Err(e.to_string()),
+            }
+        })
+        .clone()
+}
+
+/// Number of visible CUDA devices (0 without CUDA).
+pub fn cuda_device_count() -> usize {
+    let _ = load_cuda();
+    if tch::Cuda::is_available() { tch::Cuda::device_count().max(0) as usize } else { 0 }
+}
+
+fn cuda_unavailable_reason() -> String {
+    match load_cuda() {
+        Err(e) => format!("libtorch's CUDA library could not be loaded ({e})"),
+        Ok(()) => "no CUDA device is visible (driver missing, or CUDA_VISIBLE_DEVICES empty)".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_form() {
+        assert_eq!(DeviceArg::parse("cpu").unwrap(), DeviceArg::Cpu);
+        assert_eq!(DeviceArg::parse("cuda").unwrap(), DeviceArg::Cuda(0));
+        assert_eq!(DeviceArg::parse("cuda:3").unwrap(), DeviceArg::Cuda(3));
+        assert_eq!(DeviceArg::parse("auto").unwrap(), DeviceArg::Auto);
+        for bad in ["gpu", "cuda:", "cuda:x", "cuda:-1", ""] {
+            assert!(DeviceArg::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn auto_spreads_local_ranks_then_shards_over_gpus() {
+        let auto = DeviceArg::Auto;
+        assert_eq!(auto.resolve_with(&Env { local_rank: Some(3), shard: Some(0) }, 2), tch::Device::Cuda(1));
+        assert_eq!(auto.resolve_with(&Env { local_rank: None, shard: Some(6) }, 4), tch::Device::Cuda(2));
+        assert_eq!(auto.resolve_with(&Env::default(), 8), tch::Device::Cuda(0));
+        assert_eq!(auto.resolve_with(&Env { local_rank: Some(1), shard: None }, 0), tch::Device::Cpu);
+    }
+}
