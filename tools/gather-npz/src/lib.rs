@@ -17,7 +17,7 @@ use rayon::prelude::*;
 use records::{ErrorRecord, InputItem, Summary};
 
 mod npy;
-pub use npy::{header as npy_header, read_latent, unicode_array};
+pub use npy::{Latent, header as npy_header, read_latent, unicode_array};
 
 /// Gather per-image latent files (.npz/.npy with w [1,k,d]) into one .npz with w [N,k,d] and names.
 ///
@@ -99,9 +99,9 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     // The first readable input fixes the row shape.
     let mut first = None;
     for (i, item) in items.iter().enumerate() {
-        match load(item, &cli.key, None) {
-            Ok(a) => {
-                first = Some((i, a.shape().to_vec()));
+        match load(item, &cli.key, None, |l| l.shape().to_vec()) {
+            Ok(shape) => {
+                first = Some((i, shape));
                 break;
             }
             Err(e) => errors.push((i, error(item, &e))),
@@ -128,13 +128,12 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
                     if interrupt::requested() {
                         return Err(error(item, &anyhow::anyhow!("interrupted")));
                     }
-                    let a = load(item, &cli.key, Some(&shape)).map_err(|e| error(item, &e))?;
-                    let a = a.as_standard_layout();
-                    let floats = a.as_slice().expect("standard layout");
-                    for (dst, v) in slot.chunks_exact_mut(4).zip(floats) {
-                        dst.copy_from_slice(&v.to_le_bytes());
-                    }
-                    if cli.jsonl && floats.iter().any(|v| !v.is_finite()) {
+                    let finite = load(item, &cli.key, Some(&shape), |l| {
+                        l.write_le(slot);
+                        !cli.jsonl || l.all_finite()
+                    })
+                    .map_err(|e| error(item, &e))?;
+                    if !finite {
                         return Err(error(item, &anyhow::anyhow!("has non-finite values, which JSON cannot hold")));
                     }
                     Ok(())
@@ -193,14 +192,16 @@ fn error(item: &InputItem, e: &anyhow::Error) -> ErrorRecord {
     ErrorRecord { input: item.path.clone(), message: format!("{e:#}") }
 }
 
-/// Reads one input and checks it is [1, k, d] (and, given `want`, exactly that shape).
-fn load(item: &InputItem, key: &str, want: Option<&[usize]>) -> Result<ndarray::ArrayD<f32>> {
+/// Reads one input, checks it is [1, k, d] (and, given `want`, exactly that shape), and hands it
+/// to `use_it` while the file's bytes are alive.
+fn load<T>(item: &InputItem, key: &str, want: Option<&[usize]>, use_it: impl FnOnce(&Latent) -> T) -> Result<T> {
     let bytes = fs::read(&item.path).with_context(|| format!("reading {}", item.path))?;
-    let a = read_latent(&bytes, key)?;
+    let l = read_latent(&bytes, key)?;
+    let shape = l.shape();
     match want {
-        Some(w) if a.shape() != w => bail!("shape {:?} differs from the first input's {:?}", a.shape(), w),
-        None if a.ndim() != 3 || a.shape()[0] != 1 => bail!("shape {:?} is not [1, k, d]", a.shape()),
-        _ => Ok(a),
+        Some(w) if shape != w => bail!("shape {shape:?} differs from the first input's {w:?}"),
+        None if shape.len() != 3 || shape[0] != 1 => bail!("shape {shape:?} is not [1, k, d]"),
+        _ => Ok(use_it(&l)),
     }
 }
 

@@ -1,4 +1,10 @@
 //! Reading one latent from `.npz`/`.npy`, and writing `.npy` headers for the gathered output.
+//!
+//! The common case — an uncompressed `.npz` (`np.savez`) or a `.npy` holding little-endian
+//! float32 in C order — is read without copying or allocating: the zip's central directory is
+//! walked by hand to the entry, its CRC-32 is checked, and the `.npy` header is parsed for
+//! `descr`, `fortran_order` and `shape`. Anything else (deflated archives, other byte orders,
+//! Fortran order, zip64) goes through the `zip` and `ndarray-npy` crates.
 
 use std::io::{Cursor, Read};
 
@@ -6,16 +12,63 @@ use anyhow::{Context, Result, bail};
 use ndarray::ArrayD;
 use ndarray_npy::ReadNpyExt;
 
+/// A float32 array read from a file.
+#[derive(Debug)]
+pub enum Latent<'a> {
+    /// Little-endian float32 bytes in C order, borrowed from the file's bytes.
+    Raw { shape: Vec<usize>, le_bytes: &'a [u8] },
+    /// Decoded by ndarray-npy.
+    Array(ArrayD<f32>),
+}
+
+impl Latent<'_> {
+    pub fn shape(&self) -> &[usize] {
+        match self {
+            Latent::Raw { shape, .. } => shape,
+            Latent::Array(a) => a.shape(),
+        }
+    }
+
+    /// Writes the values, little-endian, C order, into `slot` (exactly the array's size).
+    pub fn write_le(&self, slot: &mut [u8]) {
+        match self {
+            Latent::Raw { le_bytes, .. } => slot.copy_from_slice(le_bytes),
+            Latent::Array(a) => {
+                for (dst, v) in slot.chunks_exact_mut(4).zip(a.iter()) {
+                    dst.copy_from_slice(&v.to_le_bytes());
+                }
+            }
+        }
+    }
+
+    pub fn all_finite(&self) -> bool {
+        match self {
+            Latent::Raw { le_bytes, .. } => {
+                le_bytes.chunks_exact(4).all(|b| f32::from_le_bytes(b.try_into().unwrap()).is_finite())
+            }
+            Latent::Array(a) => a.iter().all(|v| v.is_finite()),
+        }
+    }
+}
+
 /// Reads array `key` of a `.npz` (stored or deflated), or the array of a `.npy`, as float32.
-pub fn read_latent(bytes: &[u8], key: &str) -> Result<ArrayD<f32>> {
+pub fn read_latent<'a>(bytes: &'a [u8], key: &str) -> Result<Latent<'a>> {
     if bytes.starts_with(b"\x93NUMPY") {
-        return ArrayD::<f32>::read_npy(bytes).context("reading .npy");
+        if let Some(l) = raw_npy(bytes) {
+            return Ok(l);
+        }
+        return Ok(Latent::Array(ArrayD::<f32>::read_npy(bytes).context("reading .npy")?));
     }
     if !bytes.starts_with(b"PK") {
         bail!("neither .npz nor .npy (bad magic bytes)");
     }
-    let mut zip = zip::ZipArchive::new(Cursor::new(bytes)).context("reading .npz")?;
     let name = format!("{key}.npy");
+    if let Some(entry) = stored_entry(bytes, name.as_bytes()) {
+        if let Some(l) = raw_npy(entry) {
+            return Ok(l);
+        }
+    }
+    let mut zip = zip::ZipArchive::new(Cursor::new(bytes)).context("reading .npz")?;
     let Some(index) = zip.index_for_name(&name) else {
         let keys: Vec<String> = zip.file_names().map(|n| n.trim_end_matches(".npy").to_string()).collect();
         bail!("no array `{key}` in the .npz (it has: {})", keys.join(", "));
@@ -23,7 +76,71 @@ pub fn read_latent(bytes: &[u8], key: &str) -> Result<ArrayD<f32>> {
     let mut entry = zip.by_index(index).context("reading .npz")?;
     let mut data = Vec::with_capacity(entry.size() as usize);
     entry.read_to_end(&mut data).with_context(|| format!("reading `{key}` from the .npz"))?;
-    ArrayD::<f32>::read_npy(&data[..]).with_context(|| format!("reading `{key}`"))
+    Ok(Latent::Array(ArrayD::<f32>::read_npy(&data[..]).with_context(|| format!("reading `{key}`"))?))
+}
+
+fn u16_at(b: &[u8], i: usize) -> Option<usize> {
+    Some(u16::from_le_bytes(b.get(i..i + 2)?.try_into().ok()?) as usize)
+}
+
+fn u32_at(b: &[u8], i: usize) -> Option<usize> {
+    Some(u32::from_le_bytes(b.get(i..i + 4)?.try_into().ok()?) as usize)
+}
+
+/// The bytes of an uncompressed (method 0), non-zip64 entry `name` whose CRC-32 checks out;
+/// `None` sends the caller to the general reader (which also produces the error messages).
+fn stored_entry<'a>(zip: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
+    // End of central directory: 22 bytes plus a comment of up to 65535.
+    let tail_start = zip.len().saturating_sub(22 + 65_535);
+    let eocd = (tail_start..=zip.len().checked_sub(22)?).rev().find(|&i| zip[i..i + 4] == [0x50, 0x4b, 0x05, 0x06])?;
+    let entries = u16_at(zip, eocd + 10)?;
+    let mut p = u32_at(zip, eocd + 16)?;
+    for _ in 0..entries {
+        if zip.get(p..p + 4)? != [0x50, 0x4b, 0x01, 0x02] {
+            return None;
+        }
+        let (method, crc) = (u16_at(zip, p + 10)?, u32_at(zip, p + 16)?);
+        let (csize, usize_) = (u32_at(zip, p + 20)?, u32_at(zip, p + 24)?);
+        let (n, e, c) = (u16_at(zip, p + 28)?, u16_at(zip, p + 30)?, u16_at(zip, p + 32)?);
+        let local = u32_at(zip, p + 42)?;
+        if zip.get(p + 46..p + 46 + n)? == name {
+            if method != 0 || csize != usize_ || csize == u32::MAX as usize || local == u32::MAX as usize {
+                return None;
+            }
+            if zip.get(local..local + 4)? != [0x50, 0x4b, 0x03, 0x04] {
+                return None;
+            }
+            let start = local + 30 + u16_at(zip, local + 26)? + u16_at(zip, local + 28)?;
+            let data = zip.get(start..start + csize)?;
+            return (crc32fast::hash(data) as usize == crc).then_some(data);
+        }
+        p += 46 + n + e + c;
+    }
+    None
+}
+
+/// A `.npy` holding `<f4` in C order, parsed without allocation beyond the shape.
+fn raw_npy(b: &[u8]) -> Option<Latent<'_>> {
+    let (len, start) = match b.get(6)? {
+        1 => (u16_at(b, 8)?, 10),
+        2 | 3 => (u32_at(b, 8)?, 12),
+        _ => return None,
+    };
+    let header = std::str::from_utf8(b.get(start..start + len)?).ok()?;
+    let value = |key: &str| header.split_once(&format!("'{key}':")).map(|(_, rest)| rest.trim_start());
+    let descr = value("descr")?;
+    if !descr.starts_with("'<f4'") || !value("fortran_order")?.starts_with("False") {
+        return None;
+    }
+    let dims = value("shape")?.strip_prefix('(')?.split_once(')')?.0;
+    let shape: Vec<usize> = dims
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().ok())
+        .collect::<Option<_>>()?;
+    let data = b.get(start + len..)?;
+    (data.len() == shape.iter().product::<usize>() * 4).then_some(Latent::Raw { shape, le_bytes: data })
 }
 
 /// A `.npy` version 1.0 (2.0 when the header needs it) header, padded to a multiple of 64 bytes.
@@ -68,7 +185,17 @@ pub fn unicode_array(names: &[&str]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ndarray_npy::WriteNpyExt;
+    use ndarray_npy::{NpzWriter, WriteNpyExt};
+
+    fn sample() -> ndarray::Array3<f32> {
+        ndarray::Array3::from_shape_fn((1, 2, 3), |(_, i, j)| (i * 3 + j) as f32 - 1.5)
+    }
+
+    fn values(l: &Latent) -> Vec<f32> {
+        let mut slot = vec![0u8; l.shape().iter().product::<usize>() * 4];
+        l.write_le(&mut slot);
+        slot.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()
+    }
 
     #[test]
     fn headers_are_aligned_and_readable() {
@@ -79,17 +206,67 @@ mod tests {
             bytes.resize(h.len() + 4 * shape.iter().product::<usize>(), 0);
             let a = ArrayD::<f32>::read_npy(&bytes[..]).unwrap();
             assert_eq!(a.shape(), &shape[..]);
+            assert!(matches!(read_latent(&bytes, "w").unwrap(), Latent::Raw { .. }));
         }
     }
 
     #[test]
-    fn reads_npy_and_rejects_other_dtypes() {
-        let mut buf = Vec::new();
-        ndarray::Array3::<f32>::from_elem((1, 2, 3), 1.5).write_npy(&mut buf).unwrap();
-        assert_eq!(read_latent(&buf, "w").unwrap().shape(), &[1, 2, 3]);
+    fn fast_and_general_paths_agree() {
+        let want: Vec<f32> = sample().iter().copied().collect();
+        let mut npy = Vec::new();
+        sample().write_npy(&mut npy).unwrap();
+        let l = read_latent(&npy, "w").unwrap();
+        assert!(matches!(l, Latent::Raw { .. }), "np.save output takes the fast path");
+        assert_eq!((l.shape(), values(&l)), (&[1usize, 2, 3][..], want.clone()));
+
+        let mut stored = Cursor::new(Vec::new());
+        let mut w = NpzWriter::new(&mut stored);
+        w.add_array("other", &ndarray::Array1::<f32>::zeros(2)).unwrap();
+        w.add_array("w", &sample()).unwrap();
+        w.finish().unwrap();
+        let stored = stored.into_inner();
+        let l = read_latent(&stored, "w").unwrap();
+        assert!(matches!(l, Latent::Raw { .. }), "np.savez output takes the fast path");
+        assert_eq!(values(&l), want);
+
+        let mut deflated = Cursor::new(Vec::new());
+        let mut w = NpzWriter::new_compressed(&mut deflated);
+        w.add_array("w", &sample()).unwrap();
+        w.finish().unwrap();
+        let l = read_latent(deflated.get_ref(), "w").unwrap();
+        assert!(matches!(l, Latent::Array(_)));
+        assert_eq!(values(&l), want);
+
+        // Fortran order goes through ndarray-npy, which reorders it.
+        let mut f = Vec::new();
+        sample().reversed_axes().write_npy(&mut f).unwrap();
+        let l = read_latent(&f, "w").unwrap();
+        assert!(matches!(l, Latent::Array(_)));
+        assert_eq!(l.shape(), &[3, 2, 1]);
+    }
+
+    #[test]
+    fn a_corrupted_stored_entry_is_caught_by_its_crc() {
+        let mut stored = Cursor::new(Vec::new());
+        let mut w = NpzWriter::new(&mut stored);
+        w.add_array("w", &sample()).unwrap();
+        w.finish().unwrap();
+        let mut bytes = stored.into_inner();
+        let pos = bytes.windows(4).position(|w| w == 1.5f32.to_le_bytes()).unwrap();
+        bytes[pos] ^= 0x55;
+        assert!(read_latent(&bytes, "w").is_err(), "the zip crate reports the CRC mismatch");
+    }
+
+    #[test]
+    fn other_dtypes_and_garbage_are_errors() {
         let mut buf = Vec::new();
         ndarray::Array3::<f64>::from_elem((1, 2, 3), 1.5).write_npy(&mut buf).unwrap();
         assert!(read_latent(&buf, "w").is_err());
         assert!(read_latent(b"hello", "w").is_err());
+        assert!(read_latent(b"PK\x03\x04garbage", "w").is_err());
+        let mut truncated = Vec::new();
+        sample().write_npy(&mut truncated).unwrap();
+        truncated.pop();
+        assert!(read_latent(&truncated, "w").is_err());
     }
 }
