@@ -72,15 +72,12 @@ pub trait Tool: clap::Parser {
     const EXAMPLES: &'static [(&'static str, &'static str)];
 }
 
-/// `-q`, `-v` and `--progress`, flattened into every tool's `Cli`.
+/// `-q` and `--progress`, flattened into every tool's `Cli`.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct CommonArgs {
     /// Print only errors on stderr.
     #[arg(short, long, global = true)]
     pub quiet: bool,
-    /// Print more detail on stderr.
-    #[arg(short, long, global = true, conflicts_with = "quiet")]
-    pub verbose: bool,
     /// Show a progress bar on stderr even when it is not a terminal.
     #[arg(long, global = true)]
     pub progress: bool,

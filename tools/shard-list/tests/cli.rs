@@ -99,3 +99,31 @@ fn usage_errors_exit_2() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).starts_with("shard-list: error: --sizes"));
 }
+
+#[test]
+fn a_closed_stdout_is_a_quiet_exit_0() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{Command as Std, Stdio};
+    let mut child = Std::new(assert_cmd::cargo::cargo_bin("shard-list"))
+        .args(["-n", "100000"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let feeder = std::thread::spawn(move || {
+        for i in 0..100_000 {
+            if writeln!(stdin, "path/{i}.jpg").is_err() {
+                break;
+            }
+        }
+    });
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap(); // then dropped: the pipe closes
+    feeder.join().unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(first.starts_with("{\"type\":\"shard\""));
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stderr.is_empty());
+}
