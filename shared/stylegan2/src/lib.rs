@@ -1,0 +1,76 @@
+//! NVIDIA's StyleGAN2-ADA generator (`training/networks.py`, `G_ema`) in tch.
+//!
+//! The structs mirror upstream's modules one to one and take their tensors under upstream's
+//! state_dict keys (`mapping.fc0.weight`, `synthesis.b8.conv0.affine.weight`,
+//! `synthesis.b4.conv1.noise_const`, ...), so a network converted by
+//! `scripts/convert-network-pkl` loads as is. The ops follow upstream's reference (`_ref`)
+//! implementations step by step; the parity tests compare against fixtures made with the upstream
+//! code (CPU, fp32).
+//!
+//! ```no_run
+//! use stylegan2::{Generator, SynthesisOptions};
+//! let g = Generator::load("G.safetensors".as_ref(), None, tch::Device::Cpu)?;
+//! let z = tch::Tensor::randn([1, g.config.z_dim], (tch::Kind::Float, tch::Device::Cpu));
+//! let img = g.forward(&z, None, 0.7, None, &SynthesisOptions::default());
+//! # Ok::<(), stylegan2::Error>(())
+//! ```
+
+mod config;
+mod model;
+pub mod np_random;
+pub mod ops;
+mod weights;
+
+use std::path::Path;
+
+pub use config::{Architecture, Config};
+pub use model::{
+    Block, FullyConnected, Generator, Mapping, Noise, SkipConv, Synthesis, SynthesisLayer,
+    SynthesisOptions, ToRgb,
+};
+pub use weights::Weights;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("reading {path}: {source}")]
+    Io { path: String, source: std::io::Error },
+    #[error("{path}: {message}")]
+    File { path: String, message: String },
+    #[error("bad generator config: {0}")]
+    Config(String),
+    #[error(
+        "{0} has no `config` metadata and no config was given: convert it with \
+         scripts/convert-network-pkl, or pass the config explicitly"
+    )]
+    NoConfig(String),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Generator {
+    /// Loads a safetensors weights file. The config is `config` (flags) when given, else the
+    /// file's `config` metadata; never guessed.
+    pub fn load(path: &Path, config: Option<Config>, device: tch::Device) -> Result<Self> {
+        let (weights, meta) = Weights::read(path, device)?;
+        let config = config.or(meta).ok_or_else(|| Error::NoConfig(path.display().to_string()))?;
+        Generator::from_weights(config, weights, device)
+    }
+
+    /// `z` [n, z_dim] as upstream's `np.random.RandomState(seed).randn(n, z_dim)` (float64).
+    pub fn seeded_z(&self, seed: u32, n: i64) -> tch::Tensor {
+        let v = np_random::RandomState::new(seed).randn((n * self.config.z_dim) as usize);
+        tch::Tensor::from_slice(&v).reshape([n, self.config.z_dim]).to_device(self.device())
+    }
+
+    /// The projector's W statistics: `samples` z from `RandomState(123)`, mapped (no
+    /// truncation); returns `w_avg` [1, 1, w_dim] and the scalar
+    /// `w_std = sqrt(sum((w - w_avg)^2) / samples)`, as upstream `project()` computes them.
+    pub fn w_avg_std(&self, samples: i64) -> (tch::Tensor, f64) {
+        let _guard = tch::no_grad_guard();
+        let z = self.seeded_z(123, samples);
+        let w = self.mapping.forward(&z, None, 1.0, None).narrow(1, 0, 1);
+        let w_avg = w.mean_dim(0, true, tch::Kind::Float);
+        let var = (&w - &w_avg).square().sum(tch::Kind::Float).double_value(&[]) / samples as f64;
+        (w_avg, var.sqrt())
+    }
+}
