@@ -1,0 +1,100 @@
+//! `scripts/convert-network-pkl` on the fixtures' upstream snapshot pickles gives exactly their
+//! `G.safetensors` (same keys, bit-equal tensors, same config), and refuses foreign code.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use stylegan2::Weights;
+use tch::{Device, Tensor};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn python() -> PathBuf {
+    let py = std::env::var_os("SHARDKIT_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join(".venv/bin/python"));
+    assert!(py.exists(), "{} missing: run scripts/setup", py.display());
+    py
+}
+
+fn fixtures() -> PathBuf {
+    let dir = match std::env::var_os("SHARDKIT_SHARED") {
+        Some(d) => PathBuf::from(d),
+        None => repo().join("../shared"),
+    };
+    dir.join("fixtures/stylegan2")
+}
+
+fn convert(pkl: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
+    Command::new(python())
+        .arg(repo().join("scripts/convert-network-pkl"))
+        .arg(pkl)
+        .arg("-o")
+        .arg(out)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn converts_each_fixture_pickle_to_its_g_safetensors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut n = 0;
+    for entry in std::fs::read_dir(fixtures()).unwrap() {
+        let dir = entry.unwrap().path();
+        if !dir.join("network.pkl").is_file() {
+            continue;
+        }
+        n += 1;
+        let out = tmp.path().join(format!("{}.safetensors", dir.file_name().unwrap().to_string_lossy()));
+        let o = convert(&dir.join("network.pkl"), &out, &[]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let rec: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(rec["type"], "network");
+
+        let ours = Tensor::read_safetensors(&out).unwrap();
+        let want = Tensor::read_safetensors(dir.join("G.safetensors")).unwrap();
+        let mut a: Vec<_> = ours.iter().map(|(k, _)| k.clone()).collect();
+        let mut b: Vec<_> = want.iter().map(|(k, _)| k.clone()).collect();
+        a.sort();
+        b.sort();
+        assert_eq!(a, b, "{}: keys differ", dir.display());
+        for (k, t) in &ours {
+            let (_, w) = want.iter().find(|(n, _)| n == k).unwrap();
+            assert!(t.equal(w), "{}: {k} differs", dir.display());
+        }
+        let (_, c1) = Weights::read(&out, Device::Cpu).unwrap();
+        let (_, c2) = Weights::read(&dir.join("G.safetensors"), Device::Cpu).unwrap();
+        assert_eq!(c1.unwrap(), c2.unwrap(), "{}: config differs", dir.display());
+
+        // The discriminator is not a generator, and an existing output is not replaced.
+        let o = convert(&dir.join("network.pkl"), &tmp.path().join("d.safetensors"), &["--key", "D"]);
+        assert_eq!(o.status.code(), Some(1));
+        assert!(String::from_utf8_lossy(&o.stderr).contains("Discriminator"));
+        let o = convert(&dir.join("network.pkl"), &out, &[]);
+        assert_eq!(o.status.code(), Some(1));
+        assert!(String::from_utf8_lossy(&o.stderr).contains("exists"));
+    }
+    assert!(n >= 2, "expected fixture pickles under {}", fixtures().display());
+}
+
+#[test]
+fn refuses_a_pickle_that_would_run_code() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pkl = tmp.path().join("evil.pkl");
+    let marker = tmp.path().join("ran");
+    let make = format!(
+        "import pickle, os\nclass E:\n    def __reduce__(self):\n        return (os.system, ('touch {}',))\npickle.dump({{'G_ema': E()}}, open('{}', 'wb'))",
+        marker.display(),
+        pkl.display()
+    );
+    assert!(Command::new(python()).args(["-c", &make]).status().unwrap().success());
+    let o = convert(&pkl, &tmp.path().join("out.safetensors"), &[]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("posix.system") && err.contains("does not load"), "{err}");
+    assert!(!marker.exists(), "the pickle's code ran");
+    assert!(!tmp.path().join("out.safetensors").exists());
+}
