@@ -1,0 +1,192 @@
+//! Reading z / w / ws arrays from `.npy` and `.npz` files, and turning them into ws.
+
+use std::fs::File;
+use std::io::BufReader;
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use clap::ValueEnum;
+use ndarray::ArrayD;
+use ndarray_npy::{NpzReader, ReadNpyExt};
+use stylegan2::Generator;
+use tch::{Kind, Tensor};
+
+/// A float array read from a file, as f32.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Array {
+    pub shape: Vec<usize>,
+    pub data: Vec<f32>,
+}
+
+impl Array {
+    fn from_f32(a: ArrayD<f32>) -> Self {
+        Array { shape: a.shape().to_vec(), data: a.as_standard_layout().iter().copied().collect() }
+    }
+    fn from_f64(a: ArrayD<f64>) -> Self {
+        Array { shape: a.shape().to_vec(), data: a.as_standard_layout().iter().map(|&v| v as f32).collect() }
+    }
+}
+
+/// Reads a float32/float64 array from `.npy`, or from `.npz` under `key` (default: `w`, else
+/// `ws`, else `z`, else the only array).
+pub fn read(path: &Path, key: Option<&str>) -> Result<Array> {
+    let is_npz = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("npz"));
+    if !is_npz {
+        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        return match ArrayD::<f32>::read_npy(&bytes[..]) {
+            Ok(a) => Ok(Array::from_f32(a)),
+            Err(_) => ArrayD::<f64>::read_npy(&bytes[..])
+                .map(Array::from_f64)
+                .with_context(|| format!("{} is not a float32/float64 .npy array", path.display())),
+        };
+    }
+    let open = || -> Result<NpzReader<BufReader<File>>> {
+        let f = File::open(path).with_context(|| format!("reading {}", path.display()))?;
+        NpzReader::new(BufReader::new(f)).with_context(|| format!("{} is not an .npz archive", path.display()))
+    };
+    let names = open()?.names().with_context(|| format!("listing {}", path.display()))?;
+    let name = match key {
+        Some(k) if names.iter().any(|n| n == k) => k.to_string(),
+        Some(k) => bail!("no array `{k}` in {} (it has: {})", path.display(), names.join(", ")),
+        None => ["w", "ws", "z"]
+            .iter()
+            .find(|k| names.iter().any(|n| n == *k))
+            .map(|k| k.to_string())
+            .or_else(|| if names.len() == 1 { Some(names[0].clone()) } else { None })
+            .with_context(|| format!("no array w, ws or z in {} (it has: {}); name one with --key", path.display(), names.join(", ")))?,
+    };
+    match open()?.by_name::<ndarray::OwnedRepr<f32>, ndarray::IxDyn>(&name) {
+        Ok(a) => Ok(Array::from_f32(a)),
+        Err(_) => open()?
+            .by_name::<ndarray::OwnedRepr<f64>, ndarray::IxDyn>(&name)
+            .map(Array::from_f64)
+            .with_context(|| format!("array `{name}` of {} is not float32/float64", path.display())),
+    }
+}
+
+/// What an input array holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum InputKind {
+    /// By shape: [N, z_dim] is z, [N, 1, w_dim] is w, [N, num_ws, w_dim] is ws.
+    Auto,
+    /// Latents z [N, z_dim], run through the mapping network.
+    Z,
+    /// One w per image, [N, w_dim] or [N, 1, w_dim], broadcast to all num_ws layers.
+    W,
+    /// Per-layer ws [N, num_ws, w_dim].
+    Ws,
+}
+
+/// How latents become ws.
+#[derive(Debug)]
+pub struct Mapper<'a> {
+    pub g: &'a Generator,
+    pub psi: f64,
+    pub cutoff: Option<i64>,
+    /// Class index for conditional networks.
+    pub class: Option<i64>,
+}
+
+impl Mapper<'_> {
+    /// z [N, z_dim] (f64 or f32) → ws, through the mapping network and truncation.
+    pub fn from_z(&self, z: &Tensor) -> Result<Tensor> {
+        let g = self.g;
+        let n = z.size()[0];
+        let c = if g.config.c_dim > 0 {
+            let class = self.class.context("this network is conditional: pass --class")?;
+            if !(0..g.config.c_dim).contains(&class) {
+                bail!("--class {class} is outside 0..{}", g.config.c_dim);
+            }
+            let c = Tensor::zeros([n, g.config.c_dim], (Kind::Float, g.device()));
+            let _ = c.narrow(1, class, 1).fill_(1.0);
+            Some(c)
+        } else {
+            None
+        };
+        Ok(g.mapping.forward(&z.to_device(g.device()), c.as_ref(), self.psi, self.cutoff))
+    }
+
+    /// An array of the given kind → ws [N, num_ws, w_dim].
+    pub fn to_ws(&self, a: &Array, kind: InputKind) -> Result<Tensor> {
+        let g = self.g;
+        let (z_dim, w_dim, num_ws) = (g.config.z_dim as usize, g.config.w_dim as usize, g.num_ws() as usize);
+        let s = a.shape.as_slice();
+        let kind = match (kind, s) {
+            (InputKind::Auto, [_, d]) if *d == z_dim => InputKind::Z,
+            (InputKind::Auto, [_, 1, d]) if *d == w_dim => InputKind::W,
+            (InputKind::Auto, [_, k, d]) if *k == num_ws && *d == w_dim => InputKind::Ws,
+            (InputKind::Auto, _) => bail!(
+                "array of shape {s:?} is none of z [N,{z_dim}], w [N,1,{w_dim}], ws [N,{num_ws},{w_dim}]"
+            ),
+            (k, _) => k,
+        };
+        let t = Tensor::from_slice(&a.data).to_device(g.device());
+        let ws = match (kind, s) {
+            (InputKind::Z, [n, d]) if *d == z_dim => return self.from_z(&t.reshape([*n as i64, z_dim as i64])),
+            (InputKind::W, [n, d] | [n, 1, d]) if *d == w_dim => {
+                t.reshape([*n as i64, 1, w_dim as i64]).repeat([1, num_ws as i64, 1])
+            }
+            (InputKind::Ws, [n, k, d]) if *k == num_ws && *d == w_dim => t.reshape([*n as i64, *k as i64, *d as i64]),
+            (k, _) => bail!("array of shape {s:?} is not {k:?} for this network (z_dim {z_dim}, w_dim {w_dim}, num_ws {num_ws})"),
+        };
+        Ok(g.mapping.truncate(&ws, self.psi, self.cutoff))
+    }
+}
+
+/// Parses upstream's number ranges: `1,2,5-10`.
+pub fn parse_seeds(s: &str) -> Result<Vec<u32>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let num = |t: &str| t.trim().parse::<u32>().map_err(|_| format!("`{t}` is not a seed in 0..2^32"));
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (num(a)?, num(b)?);
+                if a > b {
+                    return Err(format!("empty range {part}"));
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(num(part)?),
+        }
+    }
+    if out.is_empty() {
+        return Err("no seeds".into());
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeds_like_upstream_num_range() {
+        assert_eq!(parse_seeds("1,2,5-7").unwrap(), [1, 2, 5, 6, 7]);
+        assert_eq!(parse_seeds("0").unwrap(), [0]);
+        assert!(parse_seeds("3-1").is_err());
+        assert!(parse_seeds("x").is_err());
+        assert!(parse_seeds("-1").is_err());
+    }
+
+    #[test]
+    fn reads_npy_and_npz_with_default_keys() {
+        use ndarray_npy::{NpzWriter, WriteNpyExt};
+        let dir = tempfile::tempdir().unwrap();
+        let a = ndarray::Array3::<f32>::from_shape_fn((2, 1, 3), |(i, _, k)| (i * 3 + k) as f32);
+        let npy = dir.path().join("a.npy");
+        a.write_npy(File::create(&npy).unwrap()).unwrap();
+        let got = read(&npy, None).unwrap();
+        assert_eq!(got.shape, [2, 1, 3]);
+        assert_eq!(got.data, [0., 1., 2., 3., 4., 5.]);
+
+        let npz = dir.path().join("a.npz");
+        let mut w = NpzWriter::new(File::create(&npz).unwrap());
+        w.add_array("other", &ndarray::arr1(&[1.0f64])).unwrap();
+        w.add_array("w", &a.mapv(|v| v as f64)).unwrap();
+        w.finish().unwrap();
+        assert_eq!(read(&npz, None).unwrap().data, [0., 1., 2., 3., 4., 5.]);
+        assert_eq!(read(&npz, Some("other")).unwrap().data, [1.0]);
+        let e = read(&npz, Some("z")).unwrap_err().to_string();
+        assert!(e.contains("no array `z`") && e.contains("other"), "{e}");
+    }
+}

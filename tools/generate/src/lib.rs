@@ -1,0 +1,407 @@
+//! `generate`: render a StyleGAN2-ADA generator, as upstream `generate.py` does, from seeds or
+//! from z / w / ws arrays (what project-one-gpu writes), to PNGs and optionally the raw float
+//! images.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, ValueEnum};
+use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, atomic, inputs, interrupt, progress};
+use device::{DeviceArg, Env};
+use records::{ErrorRecord, ImageRecord, Summary};
+use stylegan2::{Config, Generator, Noise, SynthesisOptions};
+use tch::{Kind, Tensor};
+
+mod latents;
+pub use latents::{Array, InputKind, Mapper, parse_seeds, read as read_array};
+
+/// Render images with a StyleGAN2-ADA generator from seeds, z, w or ws (like upstream generate.py).
+///
+/// Images come from `--seeds` (z = numpy RandomState(seed).randn(1, z_dim), exactly as upstream)
+/// and/or from latent files: `.npy`/`.npz` arrays of z [N,z_dim], w [N,1,w_dim] (broadcast to
+/// every layer; project-one-gpu's `<stem>.npz`) or ws [N,num_ws,w_dim], named by arguments,
+/// stdin lines or previous records ("output"). PNGs use upstream's mapping
+/// (img*127.5+128).clamp(0,255) to uint8; `--raw` also saves the float32 NCHW images before it.
+#[derive(Debug, Parser)]
+#[command(name = "generate", version, max_term_width = 100)]
+pub struct Cli {
+    /// Latent files or JSON records; `-` reads stdin. With --seeds and no inputs, stdin is not read.
+    #[arg(value_name = "INPUTS")]
+    pub inputs: Vec<String>,
+
+    /// Generator weights (.safetensors from scripts/convert-network-pkl).
+    #[arg(long, value_name = "FILE")]
+    pub network: PathBuf,
+
+    /// Generator config (JSON text or a .json file) when the weights file has no `config`
+    /// metadata, or to override it.
+    #[arg(long, value_name = "JSON|FILE")]
+    pub config: Option<String>,
+
+    /// Seeds to render, e.g. `0-3,7` (upstream's number ranges).
+    #[arg(long, value_name = "LIST", value_parser = |s: &str| parse_seeds(s).map(Seeds))]
+    pub seeds: Option<Seeds>,
+
+    /// Directory for the PNGs: seed0007.png for seeds; <stem>.png for a one-row file,
+    /// <stem>-0000.png, <stem>-0001.png, ... for several rows.
+    #[arg(short, long = "outdir", value_name = "DIR")]
+    pub out_dir: PathBuf,
+
+    /// Truncation psi: w_avg + psi (w - w_avg). Applies to seeds and z, and to w/ws inputs too.
+    #[arg(long, value_name = "PSI", default_value_t = 1.0)]
+    pub trunc: f64,
+
+    /// Truncate only the first N ws (upstream's truncation_cutoff).
+    #[arg(long, value_name = "N")]
+    pub trunc_cutoff: Option<i64>,
+
+    /// Class label for conditional networks.
+    #[arg(long = "class", value_name = "N")]
+    pub class_idx: Option<i64>,
+
+    /// Noise inputs of the synthesis layers.
+    #[arg(long, value_enum, default_value_t = NoiseMode::Const)]
+    pub noise_mode: NoiseMode,
+
+    /// What input arrays hold (auto: decided by shape, a 2-D array is z).
+    #[arg(long, value_enum, default_value_t = InputKind::Auto)]
+    pub input_kind: InputKind,
+
+    /// Array to read from .npz inputs (default: w, else ws, else z, else the only one).
+    #[arg(long, value_name = "NAME")]
+    pub key: Option<String>,
+
+    /// Also write all rendered images, float32 [N,C,R,R] before the uint8 mapping, to this
+    /// .npy, in the order of the image records.
+    #[arg(long, value_name = "OUT.npy")]
+    pub raw: Option<PathBuf>,
+
+    /// cpu, cuda, cuda:N, or auto (cuda:LOCAL_RANK mod GPUs when CUDA is there, else cpu).
+    #[arg(long, default_value = "auto", value_name = "DEVICE")]
+    pub device: DeviceArg,
+
+    /// Images per synthesis call.
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(i64).range(1..))]
+    pub batch_size: i64,
+
+    /// Run the network's fp16 blocks (num_fp16_res) in fp32 too. On the CPU everything is fp32.
+    #[arg(long)]
+    pub fp32: bool,
+
+    /// Re-render PNGs that exist (otherwise they are skipped, unless --raw needs the pixels).
+    #[arg(long)]
+    pub overwrite: bool,
+
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+/// The seeds of `--seeds`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seeds(pub Vec<u32>);
+
+/// `noise_mode` of upstream's synthesis network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum NoiseMode {
+    /// The network's stored noise buffers (upstream's default): deterministic.
+    Const,
+    /// No noise.
+    None,
+    /// Fresh random noise per image.
+    Random,
+}
+
+impl Tool for Cli {
+    const RECORDS: &'static str = r#"Reads latent file paths (.npy/.npz), one per line or as arguments, or JSON records: a record with "output" contributes that file, named by its "input"; "error" and "summary" records are skipped.
+.PP
+Prints one record per image, in order (seeds first), an error record for each input that could not be rendered, and a summary:
+.PP
+.nf
+{"type":"image","input":"seed:7","output":"/abs/out/seed0007.png","format":"png","width":1024,"height":1024,"skipped":false}
+{"type":"image","input":"imgs/a/1.npz","output":"/abs/out/1.png","format":"png","width":1024,"height":1024,"skipped":false}
+{"type":"error","input":"imgs/a/2.npz","message":"array of shape [1, 3] is none of z [N,512], ..."}
+{"type":"summary","ok":N,"skipped":N,"failed":N,"elapsed_ms":N}
+.fi
+.PP
+With --raw, the summary's "output" is the .npy and "shape" its shape; its rows follow the image records."#;
+    const EXAMPLES: &'static [(&'static str, &'static str)] = &[
+        ("Curated images, as upstream generate.py:", "generate --network ffhq.safetensors --seeds 0-7 --trunc 0.7 -o out"),
+        ("Look at projection results:", "find imgs -name '*.npz' | generate --network ffhq.safetensors -o projected"),
+        (
+            "Check parity with upstream's raw output:",
+            "generate --network G.safetensors ws.npy --raw img.npy -o out --device cpu",
+        ),
+    ];
+}
+
+/// One image to render.
+#[derive(Debug)]
+struct Pending {
+    input: String,
+    output: PathBuf,
+    ws: Tensor,
+}
+
+pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
+    let started = Instant::now();
+    let device = cli.device.resolve(&Env::from_process(None))?;
+    let config = match &cli.config {
+        None => None,
+        Some(s) if s.trim_start().starts_with('{') => Some(Config::from_json(s)?),
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading --config {path}"))?;
+            Some(Config::from_json(&text).with_context(|| format!("in {path}"))?)
+        }
+    };
+    let g = Generator::load(&cli.network, config, device)
+        .with_context(|| format!("loading the generator {}", cli.network.display()))?;
+    let channels = g.config.img_channels;
+    if !(1..=4).contains(&channels) {
+        bail!("img_channels = {channels} cannot be written as PNG");
+    }
+    if g.config.c_dim == 0 && cli.class_idx.is_some() && !cli.common.quiet {
+        eprintln!("generate: warning: --class ignored, the network is unconditional");
+    }
+    let cwd = std::env::current_dir().context("reading the current directory")?;
+    let out_dir = cwd.join(&cli.out_dir);
+    let _grad = tch::no_grad_guard();
+    let mapper = Mapper { g: &g, psi: cli.trunc, cutoff: cli.trunc_cutoff, class: cli.class_idx };
+    let mut r = Renderer {
+        g: &g,
+        cli: &cli,
+        out,
+        pending: Vec::new(),
+        raw: Vec::new(),
+        counts: Counts::default(),
+        bar: progress::bar(&cli.common, "generate", None),
+    };
+
+    for &seed in cli.seeds.iter().flat_map(|s| &s.0) {
+        interrupt::check()?;
+        let z = g.seeded_z(seed, 1);
+        let output = out_dir.join(format!("seed{seed:04}.png"));
+        let ws = mapper.from_z(&z)?;
+        r.push(Pending { input: format!("seed:{seed}"), output, ws })?;
+    }
+    let items: Box<dyn Iterator<Item = inputs::Item> + Send> = if cli.seeds.is_some() && cli.inputs.is_empty() {
+        Box::new(std::iter::empty())
+    } else {
+        inputs::from_args(&cli.inputs)
+    };
+    for item in items {
+        interrupt::check()?;
+        let item = match item {
+            Ok(item) => item,
+            Err(e) => {
+                r.fail(e)?;
+                continue;
+            }
+        };
+        let path = Path::new(&item.path);
+        let ws = read_array(path, cli.key.as_deref()).and_then(|a| mapper.to_ws(&a, cli.input_kind));
+        match ws {
+            Ok(ws) => {
+                let n = ws.size()[0];
+                let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "image".into());
+                for i in 0..n {
+                    let (input, name) = if n == 1 {
+                        (item.name.clone(), format!("{stem}.png"))
+                    } else {
+                        (format!("{}[{i}]", item.name), format!("{stem}-{i:04}.png"))
+                    };
+                    r.push(Pending { input, output: out_dir.join(name), ws: ws.narrow(0, i, 1) })?;
+                }
+            }
+            Err(e) => r.fail(ErrorRecord { input: item.name.clone(), message: format!("{e:#}") })?,
+        }
+    }
+    r.flush()?;
+    r.bar.finish_and_clear();
+    let Counts { ok, skipped, failed } = r.counts;
+    let (output, shape) = match &cli.raw {
+        Some(path) => {
+            let shape = write_raw(path, &r.raw, &g)?;
+            (Some(cwd.join(path).to_string_lossy().into_owned()), Some(shape))
+        }
+        None => (None, None),
+    };
+    let elapsed_ms = started.elapsed().as_millis() as u64;
+    r.out.emit(&Summary { ok, skipped, failed, elapsed_ms, output, shape })?;
+    if !cli.common.quiet && failed > 0 {
+        eprintln!("generate: {failed} input(s) failed (see the error records)");
+    }
+    Ok(Outcome::from_failures(failed))
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Counts {
+    ok: usize,
+    skipped: usize,
+    failed: usize,
+}
+
+/// Batches pending images, renders them, writes PNGs and records in input order.
+struct Renderer<'a> {
+    g: &'a Generator,
+    cli: &'a Cli,
+    out: &'a mut JsonlOut,
+    pending: Vec<Pending>,
+    /// Rendered float images [1,C,R,R] on the CPU, for --raw.
+    raw: Vec<Tensor>,
+    counts: Counts,
+    bar: indicatif::ProgressBar,
+}
+
+impl Renderer<'_> {
+    fn push(&mut self, p: Pending) -> Result<()> {
+        self.pending.push(p);
+        if self.pending.len() as i64 >= self.cli.batch_size {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// An error record, after the records of everything before it.
+    fn fail(&mut self, e: ErrorRecord) -> Result<()> {
+        self.flush()?;
+        self.counts.failed += 1;
+        self.out.emit(&e)
+    }
+
+    fn record(&self, p: &Pending, skipped: bool) -> ImageRecord {
+        let r = self.g.config.img_resolution as u32;
+        ImageRecord {
+            input: p.input.clone(),
+            output: p.output.to_string_lossy().into_owned(),
+            format: "png".into(),
+            width: r,
+            height: r,
+            source_width: None,
+            source_height: None,
+            source_mode: None,
+            skipped,
+        }
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let batch = std::mem::take(&mut self.pending);
+        let need_raw = self.cli.raw.is_some();
+        let todo: Vec<bool> = batch.iter().map(|p| need_raw || self.cli.overwrite || !p.output.exists()).collect();
+        let rendered = if todo.iter().any(|&t| t) {
+            let ws: Vec<&Tensor> = batch.iter().zip(&todo).filter(|(_, t)| **t).map(|(p, _)| &p.ws).collect();
+            let ws = Tensor::cat(&ws, 0);
+            let opts = SynthesisOptions {
+                noise: match self.cli.noise_mode {
+                    NoiseMode::Const => Noise::Const,
+                    NoiseMode::None => Noise::None,
+                    NoiseMode::Random => Noise::Random,
+                },
+                fused_modconv: None,
+                force_fp32: self.cli.fp32,
+            };
+            let img = self.g.synthesis.forward(&ws, &opts).to_device(tch::Device::Cpu);
+            Some(img)
+        } else {
+            None
+        };
+        let mut row = 0;
+        for (p, t) in batch.iter().zip(todo) {
+            if !t {
+                self.counts.skipped += 1;
+                let rec = self.record(p, true);
+                self.out.emit(&rec)?;
+                self.bar.inc(1);
+                continue;
+            }
+            let img = rendered.as_ref().unwrap().narrow(0, row, 1);
+            row += 1;
+            // Rendered for --raw although the PNG exists: keep the PNG.
+            let keep = !self.cli.overwrite && p.output.exists();
+            let result = if keep { Ok(true) } else { write_png(&p.output, &img).map(|_| false) };
+            match result {
+                Ok(skipped) => {
+                    if need_raw {
+                        self.raw.push(img);
+                    }
+                    if skipped { self.counts.skipped += 1 } else { self.counts.ok += 1 }
+                    let rec = self.record(p, skipped);
+                    self.out.emit(&rec)?;
+                }
+                Err(e) => {
+                    self.counts.failed += 1;
+                    self.out.emit(&ErrorRecord { input: p.input.clone(), message: format!("{e:#}") })?;
+                }
+            }
+            self.bar.inc(1);
+        }
+        Ok(())
+    }
+}
+
+/// Upstream's `(img * 127.5 + 128).clamp(0, 255).to(torch.uint8)`, channels last.
+pub fn to_uint8_hwc(img: &Tensor) -> Vec<u8> {
+    let u8img = (img.to_kind(Kind::Float) * 127.5 + 128.0).clamp(0.0, 255.0).to_kind(Kind::Uint8);
+    let hwc = u8img.squeeze_dim(0).permute([1, 2, 0]).contiguous();
+    let mut buf = vec![0u8; hwc.numel()];
+    let n = buf.len();
+    hwc.copy_data(&mut buf, n);
+    buf
+}
+
+fn write_png(path: &Path, img: &Tensor) -> Result<()> {
+    use image::ImageEncoder;
+    use image::codecs::png::{CompressionType, FilterType, PngEncoder};
+    let (_, c, h, w) = img.size4()?;
+    let color = match c {
+        1 => image::ExtendedColorType::L8,
+        2 => image::ExtendedColorType::La8,
+        3 => image::ExtendedColorType::Rgb8,
+        4 => image::ExtendedColorType::Rgba8,
+        _ => bail!("{c} channels cannot be a PNG"),
+    };
+    let buf = to_uint8_hwc(img);
+    atomic::write_atomic(path, |out| {
+        PngEncoder::new_with_quality(out, CompressionType::Fast, FilterType::Adaptive)
+            .write_image(&buf, w as u32, h as u32, color)?;
+        Ok(())
+    })
+}
+
+fn write_raw(path: &Path, rows: &[Tensor], g: &Generator) -> Result<Vec<usize>> {
+    use ndarray_npy::WriteNpyExt;
+    let (c, r) = (g.config.img_channels, g.config.img_resolution);
+    let all = if rows.is_empty() {
+        Tensor::zeros([0, c, r, r], (Kind::Float, tch::Device::Cpu))
+    } else {
+        Tensor::cat(rows, 0).to_kind(Kind::Float).contiguous()
+    };
+    let shape: Vec<usize> = all.size().iter().map(|&d| d as usize).collect();
+    let mut data = vec![0f32; all.numel()];
+    let n = data.len();
+    all.copy_data(&mut data, n);
+    let arr = ndarray::ArrayD::from_shape_vec(shape.clone(), data)?;
+    atomic::write_atomic(path, |w| Ok(arr.write_npy(w)?)).with_context(|| format!("writing {}", path.display()))?;
+    Ok(shape)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn verify_cli() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn uint8_mapping_is_upstreams() {
+        // -1 -> 0.5 -> 0; 0 -> 128; 1 -> 255.5 -> 255; 0.999 -> 255.37 -> 255; -0.5 -> 64.25 -> 64.
+        let img = Tensor::from_slice(&[-1.0f32, 0.0, 1.0, 0.999, -0.5, 2.0]).reshape([1, 1, 2, 3]);
+        assert_eq!(to_uint8_hwc(&img), [0, 128, 255, 255, 64, 255]);
+    }
+}

@@ -1,0 +1,169 @@
+//! `generate` end to end on the upstream fixtures: the raw images equal upstream's, PNGs use
+//! upstream's uint8 mapping, bad inputs are error records while the rest are rendered.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use ndarray::ArrayD;
+use ndarray_npy::{ReadNpyExt, WriteNpyExt};
+use serde_json::Value;
+use tch::Tensor;
+
+fn fixture() -> PathBuf {
+    let shared = match std::env::var_os("SHARDKIT_SHARED") {
+        Some(d) => PathBuf::from(d),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"),
+    };
+    let dir = shared.join("fixtures/stylegan2/tiny-skip-clamp");
+    assert!(dir.is_dir(), "{} missing", dir.display());
+    dir
+}
+
+fn reference() -> BTreeMap<String, Tensor> {
+    Tensor::read_safetensors(fixture().join("reference.safetensors")).unwrap().into_iter().collect()
+}
+
+fn to_array(t: &Tensor) -> ArrayD<f32> {
+    let shape: Vec<usize> = t.size().iter().map(|&d| d as usize).collect();
+    let mut v = vec![0f32; t.numel()];
+    let n = v.len();
+    t.contiguous().copy_data(&mut v, n);
+    ArrayD::from_shape_vec(shape, v).unwrap()
+}
+
+fn save_npy(path: &Path, t: &Tensor) {
+    to_array(t).write_npy(File::create(path).unwrap()).unwrap();
+}
+
+fn generate(dir: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_generate"));
+    c.current_dir(dir).args(["--device", "cpu", "--network"]).arg(fixture().join("G.safetensors"));
+    c
+}
+
+fn records(out: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(out).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+#[test]
+fn raw_output_equals_upstream_images_from_ws_and_z() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = reference();
+    save_npy(&tmp.path().join("ws.npy"), &r["ws"]);
+    save_npy(&tmp.path().join("z.npy"), &r["z"]);
+    let o = generate(tmp.path()).args(["ws.npy", "z.npy", "--raw", "raw.npy", "-o", "out"]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let recs = records(&o.stdout);
+    assert_eq!(recs.len(), 9);
+    assert_eq!(recs[8]["shape"], serde_json::json!([8, 3, 32, 32]));
+
+    let raw = ArrayD::<f32>::read_npy(File::open(tmp.path().join("raw.npy")).unwrap()).unwrap();
+    let want = to_array(&r["img_const"]);
+    for half in 0..2 {
+        let got = raw.slice(ndarray::s![half * 4..half * 4 + 4, .., .., ..]);
+        let d = got.iter().zip(want.iter()).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+        assert!(d <= 1e-4, "rows {half}: max|Δ| {d}");
+    }
+
+    // PNG = (img * 127.5 + 128).clamp(0, 255) as uint8, channels last.
+    let png = image::open(tmp.path().join("out/ws-0002.png")).unwrap().to_rgb8();
+    let img = want.slice(ndarray::s![2, .., .., ..]);
+    for (x, y, p) in png.enumerate_pixels() {
+        for c in 0..3 {
+            let v = (img[[c, y as usize, x as usize]] * 127.5 + 128.0).clamp(0.0, 255.0) as u8;
+            assert_eq!(p[c], v, "pixel ({x},{y}) channel {c}");
+        }
+    }
+}
+
+#[test]
+fn seeds_are_deterministic_and_reruns_skip() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = generate(tmp.path()).args(["--seeds", "3,5-6", "--trunc", "0.7", "-o", "out"]).output().unwrap();
+    assert!(o.status.success());
+    let recs = records(&o.stdout);
+    let inputs: Vec<&str> = recs[..3].iter().map(|r| r["input"].as_str().unwrap()).collect();
+    assert_eq!(inputs, ["seed:3", "seed:5", "seed:6"]);
+    assert!(recs[0]["output"].as_str().unwrap().ends_with("out/seed0003.png"));
+    let first = std::fs::read(tmp.path().join("out/seed0005.png")).unwrap();
+
+    let o = generate(tmp.path()).args(["--seeds", "3,5-6", "--trunc", "0.7", "-o", "out"]).output().unwrap();
+    let recs = records(&o.stdout);
+    assert!(recs[..3].iter().all(|r| r["skipped"] == true));
+    assert_eq!(recs[3]["skipped"], 3);
+
+    let o = generate(tmp.path())
+        .args(["--seeds", "5", "--trunc", "0.7", "-o", "again", "--overwrite"])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert_eq!(std::fs::read(tmp.path().join("again/seed0005.png")).unwrap(), first);
+}
+
+#[test]
+fn bad_inputs_are_error_records_and_the_rest_render() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = reference();
+    // A projector-style record on stdin: w [1,1,w_dim] in an .npz, named by its source image.
+    let w = r["w_avg_1000"].shallow_clone();
+    let mut npz = ndarray_npy::NpzWriter::new(File::create(tmp.path().join("a.npz")).unwrap());
+    npz.add_array("w", &to_array(&w)).unwrap();
+    npz.finish().unwrap();
+    save_npy(&tmp.path().join("wrong.npy"), &Tensor::zeros([2, 7], (tch::Kind::Float, tch::Device::Cpu)));
+    std::fs::write(tmp.path().join("junk.npz"), b"not a zip").unwrap();
+    let stdin = [
+        r#"{"type":"latent","input":"imgs/a.jpg","output":"a.npz"}"#,
+        "missing.npy",
+        "wrong.npy",
+        "junk.npz",
+        r#"{"type":"summary","ok":1,"skipped":0,"failed":0,"elapsed_ms":1}"#,
+    ]
+    .join("\n");
+    let o = generate(tmp.path()).args(["-o", "out"]).write_stdin(stdin).output().unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", String::from_utf8_lossy(&o.stderr));
+    let recs = records(&o.stdout);
+    assert_eq!(recs[0]["type"], "image");
+    assert_eq!(recs[0]["input"], "imgs/a.jpg");
+    assert!(tmp.path().join("out/a.png").is_file());
+    let errors: Vec<(&str, &str)> = recs
+        .iter()
+        .filter(|r| r["type"] == "error")
+        .map(|r| (r["input"].as_str().unwrap(), r["message"].as_str().unwrap()))
+        .collect();
+    assert_eq!(errors.len(), 3, "{errors:?}");
+    assert_eq!(errors[0].0, "missing.npy");
+    assert!(errors[1].1.contains("shape [2, 7]"), "{}", errors[1].1);
+    assert!(errors[2].1.contains("not an .npz"), "{}", errors[2].1);
+    let summary = recs.last().unwrap();
+    assert_eq!((summary["ok"].as_u64(), summary["failed"].as_u64()), (Some(1), Some(3)));
+}
+
+#[test]
+fn config_comes_from_metadata_or_the_flag_never_the_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The same tensors without metadata.
+    let tensors = Tensor::read_safetensors(fixture().join("G.safetensors")).unwrap();
+    let bare = tmp.path().join("tiny-skip-clamp.safetensors");
+    Tensor::write_safetensors(&tensors, &bare).unwrap();
+    let run = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_generate"))
+            .current_dir(tmp.path())
+            .args(["--device", "cpu", "--seeds", "1", "-o", "out", "--network"])
+            .arg(&bare)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let o = run(&[]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no `config` metadata"));
+    let cfg = std::fs::read_to_string(fixture().join("config.json")).unwrap();
+    let o = run(&["--config", &cfg]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // A config that does not fit the tensors is refused with the tensor named.
+    let o = run(&["--config", &cfg.replace("\"map_layers\": 8", "\"map_layers\": 2")]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("mapping.fc2.weight"), "{}", String::from_utf8_lossy(&o.stderr));
+}
