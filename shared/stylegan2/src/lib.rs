@@ -16,6 +16,7 @@
 //! ```
 
 mod config;
+pub mod init;
 mod model;
 pub mod np_random;
 pub mod ops;
@@ -54,6 +55,12 @@ impl Generator {
         let (weights, meta) = Weights::read(path, device)?;
         let config = config.or(meta).ok_or_else(|| Error::NoConfig(path.display().to_string()))?;
         Generator::from_weights(config, weights, device)
+    }
+
+    /// A freshly initialised generator (upstream's initialisation, see [`init::init_tensors`]).
+    pub fn random(config: Config, device: tch::Device) -> Result<Self> {
+        let tensors = init::init_tensors(&config).into_iter().map(|(k, t)| (k, t.to_device(device))).collect();
+        Generator::from_weights(config, Weights::new(tensors, "<random init>"), device)
     }
 
     /// `z` [n, z_dim] as upstream's `np.random.RandomState(seed).randn(n, z_dim)` (float64).
