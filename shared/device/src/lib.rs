@@ -132,6 +132,30 @@ pub fn cuda_device_count() -> usize {
     if tch::Cuda::is_available() { tch::Cuda::device_count().max(0) as usize } else { 0 }
 }
 
+/// Bytes in use on the current CUDA device (total − free, `cudaMemGetInfo`), or `None` without
+/// CUDA. libtorch's caching allocator keeps what it reserved, so the growth of this figure over a
+/// run is the run's peak reserved memory (tch exposes no allocator statistics). The CUDA runtime
+/// is the one libtorch already loaded (`libcudart.so.13`, found by soname).
+pub fn cuda_mem_used() -> Option<u64> {
+    use libloading::os::unix::{Library, RTLD_NOW};
+    if cuda_device_count() == 0 {
+        return None;
+    }
+    type MemGetInfo = unsafe extern "C" fn(*mut usize, *mut usize) -> i32;
+    for name in ["libcudart.so.13", "libcudart.so.12", "libcudart.so"] {
+        // SAFETY: opening a library libtorch has already loaded runs no new initialisers; the
+        // symbol has the CUDA runtime's documented signature.
+        let Ok(lib) = (unsafe { Library::open(Some(name), RTLD_NOW) }) else { continue };
+        let Ok(f) = (unsafe { lib.get::<MemGetInfo>(b"cudaMemGetInfo\0") }) else { continue };
+        let (mut free, mut total) = (0usize, 0usize);
+        // SAFETY: two valid out-pointers.
+        if unsafe { f(&mut free, &mut total) } == 0 {
+            return Some((total - free) as u64);
+        }
+    }
+    None
+}
+
 fn cuda_unavailable_reason() -> String {
     match load_cuda() {
         Err(e) => format!("libtorch's CUDA library could not be loaded ({e})"),

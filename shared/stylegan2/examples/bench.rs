@@ -1,0 +1,205 @@
+//! Generator benchmarks and an on-device parity check (scripts/bench/stylegan2.sh runs it).
+//!
+//!   bench parity DEVICE FIXTURES_DIR          max|Δ| of every fixture tensor on DEVICE
+//!   bench fixture DEVICE G.safetensors ITERS  one 32x32 synthesis, and one forward+backward
+//!   bench paper DEVICE RES BATCHES ITERS      paper `stylegan2` config, random weights:
+//!                                             fp32 and fp16 blocks (num_fp16_res 4)
+//!
+//! Forward+backward is the projector's inner step without the VGG: w [B,1,w_dim] broadcast to
+//! ws, per-image noise buffers, synthesis with noise const, a mean-square loss, gradients for w
+//! and the noise buffers. Timings are medians over ITERS after 3 warm-up runs, with CUDA
+//! synchronised; memory is the growth of the device's used memory (cudaMemGetInfo) over the run,
+//! i.e. libtorch's peak reserved memory.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Instant;
+
+use stylegan2::{Architecture, Config, Generator, Noise, SynthesisOptions};
+use tch::{Device, Kind, Tensor};
+
+fn device(s: &str) -> Device {
+    let d = device::DeviceArg::parse(s).expect("device");
+    d.resolve(&device::Env::default()).expect("device available")
+}
+
+fn sync(d: Device) {
+    if let Device::Cuda(i) = d {
+        tch::Cuda::synchronize(i as i64);
+    }
+}
+
+fn median_ms(d: Device, iters: usize, mut f: impl FnMut()) -> f64 {
+    for _ in 0..3 {
+        f();
+    }
+    sync(d);
+    let mut v: Vec<f64> = (0..iters)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            sync(d);
+            t.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// One projector-like step without the VGG; returns the loss.
+fn fwd_bwd(g: &Generator, w: &Tensor, noise: &[Tensor], force_fp32: bool) -> Tensor {
+    let ws = w.repeat([1, g.num_ws(), 1]);
+    let opts = SynthesisOptions { noise: Noise::Given(noise), fused_modconv: None, force_fp32 };
+    let img = g.synthesis.forward(&ws, &opts);
+    let loss = img.square().mean(Kind::Float);
+    let mut inputs: Vec<&Tensor> = vec![w];
+    inputs.extend(noise.iter());
+    let _grads = Tensor::run_backward(&[&loss], &inputs, false, false);
+    loss
+}
+
+fn noise_bufs(g: &Generator, batch: i64, d: Device) -> Vec<Tensor> {
+    g.synthesis
+        .noise_layers()
+        .iter()
+        .map(|(_, l)| {
+            let r = l.noise_const.size()[0];
+            Tensor::randn([batch, 1, r, r], (Kind::Float, d)).set_requires_grad(true)
+        })
+        .collect()
+}
+
+fn parity(d: Device, dir: &Path) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    entries.sort();
+    for cfg in entries.iter().filter(|p| p.join("G.safetensors").is_file()) {
+        let g = Generator::load(&cfg.join("G.safetensors"), None, d).unwrap();
+        let r: BTreeMap<String, Tensor> = Tensor::read_safetensors(cfg.join("reference.safetensors"))
+            .unwrap()
+            .into_iter()
+            .map(|(k, v)| (k, v.to_device(d)))
+            .collect();
+        let diff = |a: &Tensor, b: &Tensor| (a - b).abs().max().double_value(&[]);
+        let o = |noise, fused| SynthesisOptions { noise, fused_modconv: fused, force_fp32: false };
+        let mut line = vec![];
+        line.push(("ws", diff(&g.mapping.forward(&r["z"], None, 1.0, None), &r["ws"])));
+        line.push(("ws_psi0.7", diff(&g.mapping.forward(&r["z"], None, 0.7, None), &r["ws_psi0.7"])));
+        line.push((
+            "ws_psi0.5_cutoff2",
+            diff(&g.mapping.forward(&r["z"], None, 0.5, Some(2)), &r["ws_psi0.5_cutoff2"]),
+        ));
+        line.push(("img_const", diff(&g.synthesis.forward(&r["ws"], &o(Noise::Const, None)), &r["img_const"])));
+        line.push(("img_none", diff(&g.synthesis.forward(&r["ws"], &o(Noise::None, None)), &r["img_none"])));
+        line.push((
+            "img_const_unfused",
+            diff(&g.synthesis.forward(&r["ws"], &o(Noise::Const, Some(false))), &r["img_const_unfused"]),
+        ));
+        let (w_avg, w_std) = g.w_avg_std(1000);
+        line.push(("w_avg_1000", diff(&w_avg, &r["w_avg_1000"])));
+        line.push(("w_std_1000", (w_std - r["w_std_1000"].double_value(&[0])).abs()));
+        let w = r["w_avg_1000"].copy().set_requires_grad(true);
+        let img = g.synthesis.forward(&w.repeat([1, g.num_ws(), 1]), &o(Noise::Const, None));
+        let loss = (&img - &r["grad_target"]).square().mean(Kind::Float);
+        let grad = Tensor::run_backward(&[&loss], &[&w], false, false).pop().unwrap();
+        line.push(("grad_loss", (loss.double_value(&[]) - r["grad_loss"].double_value(&[0])).abs()));
+        line.push(("grad_w", diff(&grad, &r["grad_w"])));
+        let worst = line.iter().map(|(_, v)| *v).fold(0.0, f64::max);
+        let name = cfg.file_name().unwrap().to_string_lossy();
+        let items: Vec<String> = line.iter().map(|(k, v)| format!("{k} {v:.2e}")).collect();
+        println!("parity {name} on {d:?}: {} | worst {worst:.2e} {}", items.join(", "), if worst <= 1e-4 { "PASS" } else { "FAIL" });
+    }
+}
+
+fn fixture(d: Device, path: &Path, iters: usize) {
+    let g = Generator::load(path, None, d).unwrap();
+    let ws = Tensor::randn([1, g.num_ws(), g.config.w_dim], (Kind::Float, d));
+    let fwd = median_ms(d, iters, || {
+        let _g = tch::no_grad_guard();
+        let _ = g.synthesis.forward(&ws, &SynthesisOptions::default());
+    });
+    let w = Tensor::randn([1, 1, g.config.w_dim], (Kind::Float, d)).set_requires_grad(true);
+    let noise = noise_bufs(&g, 1, d);
+    let fb = median_ms(d, iters, || {
+        let _ = fwd_bwd(&g, &w, &noise, false);
+    });
+    println!(
+        "fixture {} on {d:?} ({} threads): synthesis {fwd:.2} ms, forward+backward {fb:.2} ms (batch 1, median of {iters})",
+        path.display(),
+        tch::get_num_threads()
+    );
+}
+
+fn paper(d: Device, res: i64, batches: &[i64], iters: usize) {
+    tch::Cuda::cudnn_set_benchmark(true);
+    let base = Config {
+        z_dim: 512,
+        c_dim: 0,
+        w_dim: 512,
+        img_resolution: res,
+        img_channels: 3,
+        map_layers: 8,
+        channel_base: 32768,
+        channel_max: 512,
+        conv_clamp: Some(256.0),
+        architecture: Architecture::Skip,
+        num_fp16_res: 4,
+        mapping_lr_multiplier: 0.01,
+    };
+    tch::manual_seed(0);
+    let g = Generator::random(base, d).unwrap();
+    for &b in batches {
+        for (label, force_fp32) in [("fp32", true), ("fp16 blocks (num_fp16_res 4)", false)] {
+            let before = device::cuda_mem_used();
+            let w = Tensor::randn([b, 1, 512], (Kind::Float, d)).set_requires_grad(true);
+            let noise = noise_bufs(&g, b, d);
+            let ms = median_ms(d, iters, || {
+                let _ = fwd_bwd(&g, &w, &noise, force_fp32);
+            });
+            let fwd = median_ms(d, iters, || {
+                let _g = tch::no_grad_guard();
+                let _ = g.synthesis.forward(&w.detach().repeat([1, g.num_ws(), 1]), &SynthesisOptions {
+                    noise: Noise::Const,
+                    fused_modconv: None,
+                    force_fp32,
+                });
+            });
+            let mem = match (before, device::cuda_mem_used()) {
+                (Some(a), Some(z)) => format!("{:.0} MiB", z.saturating_sub(a) as f64 / 1048576.0),
+                _ => "n/a".into(),
+            };
+            println!(
+                "paper {res}x{res} on {d:?} batch {b} {label}: forward+backward {ms:.1} ms ({:.1} img/s), forward {fwd:.1} ms, reserved growth {mem}",
+                b as f64 * 1e3 / ms
+            );
+        }
+    }
+    // fp16 blocks vs fp32 on the same weights and inputs.
+    let _g = tch::no_grad_guard();
+    let ws = Tensor::randn([4, 1, 512], (Kind::Float, d)).repeat([1, g.num_ws(), 1]);
+    let a = g.synthesis.forward(&ws, &SynthesisOptions { force_fp32: true, ..Default::default() });
+    let h = g.synthesis.forward(&ws, &SynthesisOptions::default());
+    let diff = (&a - &h).abs();
+    println!(
+        "fp16 blocks vs fp32 at {res}x{res}: max|Δ| {:.3e}, mean|Δ| {:.3e}, max|img| {:.2}",
+        diff.max().double_value(&[]),
+        diff.mean(Kind::Float).double_value(&[]),
+        a.abs().max().double_value(&[])
+    );
+}
+
+fn main() {
+    let a: Vec<String> = std::env::args().collect();
+    let _ = device::load_cuda();
+    match a.get(1).map(String::as_str) {
+        Some("parity") => parity(device(&a[2]), Path::new(&a[3])),
+        Some("fixture") => fixture(device(&a[2]), Path::new(&a[3]), a[4].parse().unwrap()),
+        Some("paper") => {
+            let batches: Vec<i64> = a[4].split(',').map(|s| s.parse().unwrap()).collect();
+            paper(device(&a[2]), a[3].parse().unwrap(), &batches, a[5].parse().unwrap())
+        }
+        _ => {
+            eprintln!("usage: bench parity DEVICE DIR | fixture DEVICE G ITERS | paper DEVICE RES BATCHES ITERS");
+            std::process::exit(2);
+        }
+    }
+}
