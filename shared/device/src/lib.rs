@@ -132,6 +132,20 @@ pub fn cuda_device_count() -> usize {
     if tch::Cuda::is_available() { tch::Cuda::device_count().max(0) as usize } else { 0 }
 }
 
+/// Turns TF32 off for cuBLAS and cuDNN (`NVIDIA_TF32_OVERRIDE=0`), so fp32 convolutions and
+/// matmuls on Ampere+ GPUs are strict fp32. libtorch's defaults allow TF32 in cuDNN convolutions
+/// (as PyTorch's do, so upstream's generate.py and projector run in TF32 on such GPUs); tch has
+/// no setter for `allow_tf32`, and the libraries read this variable when they initialise, so call
+/// this first thing, before any CUDA work. An explicit `NVIDIA_TF32_OVERRIDE` in the environment
+/// is left alone.
+pub fn disable_tf32() {
+    if std::env::var_os("NVIDIA_TF32_OVERRIDE").is_none() {
+        // SAFETY: called at start-up, before libtorch or CUDA start threads that read the
+        // environment.
+        unsafe { std::env::set_var("NVIDIA_TF32_OVERRIDE", "0") };
+    }
+}
+
 /// Bytes in use on the current CUDA device (total − free, `cudaMemGetInfo`), or `None` without
 /// CUDA. libtorch's caching allocator keeps what it reserved, so the growth of this figure over a
 /// run is the run's peak reserved memory (tch exposes no allocator statistics). The CUDA runtime

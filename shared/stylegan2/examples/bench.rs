@@ -2,14 +2,20 @@
 //!
 //!   bench parity DEVICE FIXTURES_DIR          max|Δ| of every fixture tensor on DEVICE
 //!   bench fixture DEVICE G.safetensors ITERS  one 32x32 synthesis, and one forward+backward
-//!   bench paper DEVICE RES BATCHES ITERS      paper `stylegan2` config, random weights:
-//!                                             fp32 and fp16 blocks (num_fp16_res 4)
+//!   bench paper DEVICE RES BATCH fp32|fp16 ITERS
+//!                                             paper `stylegan2` config, random weights, in
+//!                                             fp32 or with fp16 blocks (num_fp16_res 4); run
+//!                                             each in its own process for its peak memory
+//!   bench fp16-error DEVICE RES               fp16 blocks vs fp32 on the same inputs
+//!
+//! `NO_TF32=1` turns TF32 off (device::disable_tf32).
 //!
 //! Forward+backward is the projector's inner step without the VGG: w [B,1,w_dim] broadcast to
 //! ws, per-image noise buffers, synthesis with noise const, a mean-square loss, gradients for w
 //! and the noise buffers. Timings are medians over ITERS after 3 warm-up runs, with CUDA
-//! synchronised; memory is the growth of the device's used memory (cudaMemGetInfo) over the run,
-//! i.e. libtorch's peak reserved memory.
+//! synchronised; memory is the growth of the device's used memory (cudaMemGetInfo) from just
+//! after CUDA initialisation to the end (weights included): libtorch's caching allocator keeps
+//! what it reserved, so that is the process's peak reserved memory.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -129,9 +135,8 @@ fn fixture(d: Device, path: &Path, iters: usize) {
     );
 }
 
-fn paper(d: Device, res: i64, batches: &[i64], iters: usize) {
-    tch::Cuda::cudnn_set_benchmark(true);
-    let base = Config {
+fn paper_config(res: i64) -> Config {
+    Config {
         z_dim: 512,
         c_dim: 0,
         w_dim: 512,
@@ -144,43 +149,49 @@ fn paper(d: Device, res: i64, batches: &[i64], iters: usize) {
         architecture: Architecture::Skip,
         num_fp16_res: 4,
         mapping_lr_multiplier: 0.01,
-    };
-    tch::manual_seed(0);
-    let g = Generator::random(base, d).unwrap();
-    for &b in batches {
-        for (label, force_fp32) in [("fp32", true), ("fp16 blocks (num_fp16_res 4)", false)] {
-            let before = device::cuda_mem_used();
-            let w = Tensor::randn([b, 1, 512], (Kind::Float, d)).set_requires_grad(true);
-            let noise = noise_bufs(&g, b, d);
-            let ms = median_ms(d, iters, || {
-                let _ = fwd_bwd(&g, &w, &noise, force_fp32);
-            });
-            let fwd = median_ms(d, iters, || {
-                let _g = tch::no_grad_guard();
-                let _ = g.synthesis.forward(&w.detach().repeat([1, g.num_ws(), 1]), &SynthesisOptions {
-                    noise: Noise::Const,
-                    fused_modconv: None,
-                    force_fp32,
-                });
-            });
-            let mem = match (before, device::cuda_mem_used()) {
-                (Some(a), Some(z)) => format!("{:.0} MiB", z.saturating_sub(a) as f64 / 1048576.0),
-                _ => "n/a".into(),
-            };
-            println!(
-                "paper {res}x{res} on {d:?} batch {b} {label}: forward+backward {ms:.1} ms ({:.1} img/s), forward {fwd:.1} ms, reserved growth {mem}",
-                b as f64 * 1e3 / ms
-            );
-        }
     }
-    // fp16 blocks vs fp32 on the same weights and inputs.
+}
+
+fn paper(d: Device, res: i64, b: i64, fp16: bool, iters: usize) {
+    tch::Cuda::cudnn_set_benchmark(true);
+    let _ = Tensor::zeros([1], (Kind::Float, d)); // CUDA context up before the baseline
+    let before = device::cuda_mem_used();
+    tch::manual_seed(0);
+    let g = Generator::random(paper_config(res), d).unwrap();
+    let force_fp32 = !fp16;
+    let w = Tensor::randn([b, 1, 512], (Kind::Float, d)).set_requires_grad(true);
+    let noise = noise_bufs(&g, b, d);
+    let ms = median_ms(d, iters, || {
+        let _ = fwd_bwd(&g, &w, &noise, force_fp32);
+    });
+    let fwd = median_ms(d, iters, || {
+        let _g = tch::no_grad_guard();
+        let opts = SynthesisOptions { noise: Noise::Const, fused_modconv: None, force_fp32 };
+        let _ = g.synthesis.forward(&w.detach().repeat([1, g.num_ws(), 1]), &opts);
+    });
+    let mem = match (before, device::cuda_mem_used()) {
+        (Some(a), Some(z)) => format!("{:.0} MiB", z.saturating_sub(a) as f64 / 1048576.0),
+        _ => "n/a".into(),
+    };
+    let label = if fp16 { "fp16 blocks (num_fp16_res 4)" } else { "fp32" };
+    let tf32 = if std::env::var_os("NVIDIA_TF32_OVERRIDE").is_some() { "no TF32" } else { "TF32 convs" };
+    println!(
+        "paper {res}x{res} on {d:?} batch {b} {label}, {tf32}: forward+backward {ms:.1} ms ({:.1} img/s), forward {fwd:.1} ms ({:.1} img/s), peak reserved {mem}",
+        b as f64 * 1e3 / ms,
+        b as f64 * 1e3 / fwd
+    );
+}
+
+fn fp16_error(d: Device, res: i64) {
+    tch::manual_seed(0);
+    let g = Generator::random(paper_config(res), d).unwrap();
     let _g = tch::no_grad_guard();
     let ws = Tensor::randn([4, 1, 512], (Kind::Float, d)).repeat([1, g.num_ws(), 1]);
     let a = g.synthesis.forward(&ws, &SynthesisOptions { force_fp32: true, ..Default::default() });
     let h = g.synthesis.forward(&ws, &SynthesisOptions::default());
     let diff = (&a - &h).abs();
     println!(
-        "fp16 blocks vs fp32 at {res}x{res}: max|Δ| {:.3e}, mean|Δ| {:.3e}, max|img| {:.2}",
+        "fp16 blocks vs fp32 at {res}x{res} on {d:?}: max|Δ| {:.3e}, mean|Δ| {:.3e}, max|img| {:.2}",
         diff.max().double_value(&[]),
         diff.mean(Kind::Float).double_value(&[]),
         a.abs().max().double_value(&[])
@@ -189,16 +200,17 @@ fn paper(d: Device, res: i64, batches: &[i64], iters: usize) {
 
 fn main() {
     let a: Vec<String> = std::env::args().collect();
+    if std::env::var_os("NO_TF32").is_some() {
+        device::disable_tf32();
+    }
     let _ = device::load_cuda();
     match a.get(1).map(String::as_str) {
         Some("parity") => parity(device(&a[2]), Path::new(&a[3])),
         Some("fixture") => fixture(device(&a[2]), Path::new(&a[3]), a[4].parse().unwrap()),
-        Some("paper") => {
-            let batches: Vec<i64> = a[4].split(',').map(|s| s.parse().unwrap()).collect();
-            paper(device(&a[2]), a[3].parse().unwrap(), &batches, a[5].parse().unwrap())
-        }
+        Some("paper") => paper(device(&a[2]), a[3].parse().unwrap(), a[4].parse().unwrap(), a[5] == "fp16", a[6].parse().unwrap()),
+        Some("fp16-error") => fp16_error(device(&a[2]), a[3].parse().unwrap()),
         _ => {
-            eprintln!("usage: bench parity DEVICE DIR | fixture DEVICE G ITERS | paper DEVICE RES BATCHES ITERS");
+            eprintln!("usage: bench parity DEVICE DIR | fixture DEVICE G ITERS | paper DEVICE RES BATCH fp32|fp16 ITERS | fp16-error DEVICE RES");
             std::process::exit(2);
         }
     }

@@ -89,6 +89,11 @@ pub struct Cli {
     #[arg(long)]
     pub fp32: bool,
 
+    /// Strict fp32 on CUDA: no TF32 in convolutions (libtorch's default, as PyTorch's, allows it;
+    /// images then differ from a CPU run by ~1e-3 instead of ~1e-5).
+    #[arg(long)]
+    pub no_tf32: bool,
+
     /// Re-render PNGs that exist (otherwise they are skipped, unless --raw needs the pixels).
     #[arg(long)]
     pub overwrite: bool,
@@ -145,6 +150,9 @@ struct Pending {
 
 pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let started = Instant::now();
+    if cli.no_tf32 {
+        device::disable_tf32();
+    }
     let device = cli.device.resolve(&Env::from_process(None))?;
     let config = match &cli.config {
         None => None,
