@@ -2,7 +2,8 @@
 # The main job on an embedded default: set-up (idempotent), then seed 000's data path over sample
 # images this script makes itself:
 #   find imgs | shard-list -n 4 --by-dir | (parallel | xargs -P 4) crop-resize  ->  per-image arrays
-#   -> per-image vectors -> gather-npz -> one .npz that numpy loads.
+#   -> per-image vectors -> gather-npz -> one .npz that numpy loads;
+# and a StyleGAN2-ADA network pickle -> scripts/convert-network-pkl -> generate -> PNGs.
 # The projection step (project-one-gpu) joins this pipeline when it lands; until then the vectors
 # gathered are the prepared images themselves, downsampled to 16x16 (a real, if simple, embedding).
 #   scripts/demo.sh [OUT_DIR]   (default: out/demo; re-running skips finished work)
@@ -51,4 +52,14 @@ import numpy as np
 f = np.load('vectors.npz')
 print('vectors.npz: w', f['w'].shape, f['w'].dtype, '| names', f['names'].shape, f['names'][:2])
 "
+say "generate: an upstream StyleGAN2-ADA snapshot pickle, converted without running its code, rendered"
+pkl=$root/../shared/fixtures/stylegan2/tiny-skip/network.pkl
+if [ -f "$pkl" ]; then
+  [ -f G.safetensors ] || python "$root/scripts/convert-network-pkl" "$pkl" -o G.safetensors | cut -c1-110 >&2
+  generate -q --network G.safetensors --seeds 0-7 --trunc 0.7 -o generated | tail -1 >&2
+  echo "8 images (32x32, the tiny test network) under generated/" >&2
+else
+  echo "skipped: no ../shared/fixtures beside the checkout (convert your own network with scripts/convert-network-pkl)" >&2
+fi
+
 say "done: outputs in $out"
