@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
-use stylegan2::{Architecture, Config, Generator, Noise, SynthesisOptions};
+use stylegan2::{Config, Generator, Noise, SynthesisOptions};
 use tch::{Device, Kind, Tensor};
 
 fn device(s: &str) -> Device {
@@ -87,9 +87,10 @@ fn parity(d: Device, dir: &Path) {
             .collect();
         let diff = |a: &Tensor, b: &Tensor| (a - b).abs().max().double_value(&[]);
         let o = |noise, fused| SynthesisOptions { noise, fused_modconv: fused, force_fp32: false };
-        let mut line = vec![];
-        line.push(("ws", diff(&g.mapping.forward(&r["z"], None, 1.0, None), &r["ws"])));
-        line.push(("ws_psi0.7", diff(&g.mapping.forward(&r["z"], None, 0.7, None), &r["ws_psi0.7"])));
+        let mut line = vec![
+            ("ws", diff(&g.mapping.forward(&r["z"], None, 1.0, None), &r["ws"])),
+            ("ws_psi0.7", diff(&g.mapping.forward(&r["z"], None, 0.7, None), &r["ws_psi0.7"])),
+        ];
         line.push((
             "ws_psi0.5_cutoff2",
             diff(&g.mapping.forward(&r["z"], None, 0.5, Some(2)), &r["ws_psi0.5_cutoff2"]),
@@ -135,29 +136,12 @@ fn fixture(d: Device, path: &Path, iters: usize) {
     );
 }
 
-fn paper_config(res: i64) -> Config {
-    Config {
-        z_dim: 512,
-        c_dim: 0,
-        w_dim: 512,
-        img_resolution: res,
-        img_channels: 3,
-        map_layers: 8,
-        channel_base: 32768,
-        channel_max: 512,
-        conv_clamp: Some(256.0),
-        architecture: Architecture::Skip,
-        num_fp16_res: 4,
-        mapping_lr_multiplier: 0.01,
-    }
-}
-
 fn paper(d: Device, res: i64, b: i64, fp16: bool, iters: usize) {
     tch::Cuda::cudnn_set_benchmark(true);
     let _ = Tensor::zeros([1], (Kind::Float, d)); // CUDA context up before the baseline
     let before = device::cuda_mem_used();
     tch::manual_seed(0);
-    let g = Generator::random(paper_config(res), d).unwrap();
+    let g = Generator::random(Config::paper_stylegan2(res), d).unwrap();
     let force_fp32 = !fp16;
     let w = Tensor::randn([b, 1, 512], (Kind::Float, d)).set_requires_grad(true);
     let noise = noise_bufs(&g, b, d);
@@ -184,7 +168,7 @@ fn paper(d: Device, res: i64, b: i64, fp16: bool, iters: usize) {
 
 fn fp16_error(d: Device, res: i64) {
     tch::manual_seed(0);
-    let g = Generator::random(paper_config(res), d).unwrap();
+    let g = Generator::random(Config::paper_stylegan2(res), d).unwrap();
     let _g = tch::no_grad_guard();
     let ws = Tensor::randn([4, 1, 512], (Kind::Float, d)).repeat([1, g.num_ws(), 1]);
     let a = g.synthesis.forward(&ws, &SynthesisOptions { force_fp32: true, ..Default::default() });

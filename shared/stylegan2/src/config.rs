@@ -62,6 +62,25 @@ fn default_mapping_lr() -> f64 {
 }
 
 impl Config {
+    /// Upstream train.py's `--cfg stylegan2` (the paper config) at `res`: z = w = 512, 8 mapping
+    /// layers, channel_base 32768, channel_max 512, 4 fp16 resolutions, conv_clamp 256.
+    pub fn paper_stylegan2(res: i64) -> Self {
+        Config {
+            z_dim: 512,
+            c_dim: 0,
+            w_dim: 512,
+            img_resolution: res,
+            img_channels: 3,
+            map_layers: 8,
+            channel_base: 32768,
+            channel_max: 512,
+            conv_clamp: Some(256.0),
+            architecture: Architecture::Skip,
+            num_fp16_res: 4,
+            mapping_lr_multiplier: 0.01,
+        }
+    }
+
     /// Parses and checks a `config` JSON string.
     pub fn from_json(s: &str) -> Result<Self> {
         let c: Config = serde_json::from_str(s).map_err(|e| Error::Config(e.to_string()))?;
@@ -150,20 +169,7 @@ mod tests {
 
     #[test]
     fn paper_config_values() {
-        let c = Config {
-            z_dim: 512,
-            c_dim: 0,
-            w_dim: 512,
-            img_resolution: 1024,
-            img_channels: 3,
-            map_layers: 8,
-            channel_base: 32768,
-            channel_max: 512,
-            conv_clamp: Some(256.0),
-            architecture: Architecture::Skip,
-            num_fp16_res: 4,
-            mapping_lr_multiplier: 0.01,
-        };
+        let c = Config::paper_stylegan2(1024);
         assert_eq!(c.num_ws(), 18);
         assert_eq!(c.channels(1024), 32);
         assert_eq!(c.fp16_resolution(), 128);

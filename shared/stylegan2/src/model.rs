@@ -1,5 +1,8 @@
 //! The modules of upstream `training/networks.py`, one struct each, holding the tensors of the
 //! G_ema state_dict under the same names.
+//!
+//! In-place tensor ops (`+=`) appear only where upstream has them (`add_`), on fresh tensors.
+#![allow(clippy::assign_op_pattern)] // `b = b * g` must not become the in-place `b *= g`
 
 use std::f64::consts::SQRT_2;
 

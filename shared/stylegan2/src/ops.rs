@@ -2,6 +2,10 @@
 //! `conv2d_resample`) and `modulated_conv2d` from `training/networks.py`, written with the same
 //! sequence of tensor operations as upstream's `_ref` implementations, so that results agree to
 //! float rounding. Only the cases the generator uses are implemented (no down-sampling).
+//!
+//! `x = x * g` is not `x *= g` for tch tensors: the latter is in place, and `to_kind`/
+//! `shallow_clone` results share storage with the weights and inputs they came from.
+#![allow(clippy::assign_op_pattern)]
 
 use tch::{Kind, Tensor};
 

@@ -3,7 +3,8 @@
 //! `DEP_TCH_LIBTORCH_LIB`):
 //!
 //! ```no_run
-//! fn main() { torch_build::link_libtorch(); }
+//! // build.rs: fn main() { ... }
+//! torch_build::link_libtorch();
 //! ```
 //!
 //! It emits, for the package's own targets:

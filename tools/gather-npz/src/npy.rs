@@ -63,10 +63,8 @@ pub fn read_latent<'a>(bytes: &'a [u8], key: &str) -> Result<Latent<'a>> {
         bail!("neither .npz nor .npy (bad magic bytes)");
     }
     let name = format!("{key}.npy");
-    if let Some(entry) = stored_entry(bytes, name.as_bytes()) {
-        if let Some(l) = raw_npy(entry) {
-            return Ok(l);
-        }
+    if let Some(l) = stored_entry(bytes, name.as_bytes()).and_then(raw_npy) {
+        return Ok(l);
     }
     let mut zip = zip::ZipArchive::new(Cursor::new(bytes)).context("reading .npz")?;
     let Some(index) = zip.index_for_name(&name) else {
