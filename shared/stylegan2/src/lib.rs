@@ -53,7 +53,11 @@ impl Generator {
     /// file's `config` metadata; never guessed.
     pub fn load(path: &Path, config: Option<Config>, device: tch::Device) -> Result<Self> {
         let (weights, meta) = Weights::read(path, device)?;
-        let config = config.or(meta).ok_or_else(|| Error::NoConfig(path.display().to_string()))?;
+        let config = match config {
+            Some(c) => Some(c),
+            None => Weights::config(&meta)?,
+        };
+        let config = config.ok_or_else(|| Error::NoConfig(path.display().to_string()))?;
         Generator::from_weights(config, weights, device)
     }
 

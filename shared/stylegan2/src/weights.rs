@@ -20,9 +20,8 @@ impl Weights {
         Weights { tensors, source: source.into() }
     }
 
-    /// Reads every tensor of a safetensors file as fp32 on `device`, and its `config` metadata
-    /// when present.
-    pub fn read(path: &Path, device: Device) -> Result<(Self, Option<Config>)> {
+    /// Reads every tensor of a safetensors file as fp32 on `device`, and its metadata.
+    pub fn read(path: &Path, device: Device) -> Result<(Self, BTreeMap<String, String>)> {
         let source = path.display().to_string();
         let io = |e: std::io::Error| Error::Io { path: source.clone(), source: e };
         let file = std::fs::File::open(path).map_err(io)?;
@@ -31,10 +30,8 @@ impl Weights {
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
         let bad = |m: String| Error::File { path: source.clone(), message: m };
         let (_, meta) = SafeTensors::read_metadata(&map).map_err(|e| bad(format!("{e:?}")))?;
-        let config = match meta.metadata().as_ref().and_then(|m| m.get("config")) {
-            Some(json) => Some(Config::from_json(json)?),
-            None => None,
-        };
+        let metadata: BTreeMap<String, String> =
+            meta.metadata().as_ref().map(|m| m.clone().into_iter().collect()).unwrap_or_default();
         let st = SafeTensors::deserialize(&map).map_err(|e| bad(format!("{e:?}")))?;
         let mut tensors = BTreeMap::new();
         for (name, view) in st.tensors() {
@@ -52,7 +49,7 @@ impl Weights {
                 .to_device(device);
             tensors.insert(name, t);
         }
-        Ok((Weights { tensors, source }, config))
+        Ok((Weights { tensors, source }, metadata))
     }
 
     /// Removes and returns `name`, checking its shape.
@@ -68,6 +65,16 @@ impl Weights {
             });
         }
         Ok(t)
+    }
+
+    /// The generator config in a file's metadata (`config`), if any.
+    pub fn config(metadata: &BTreeMap<String, String>) -> Result<Option<Config>> {
+        metadata.get("config").map(|json| Config::from_json(json)).transpose()
+    }
+
+    /// Where the tensors came from (for messages).
+    pub fn source(&self) -> &str {
+        &self.source
     }
 
     /// Errors when tensors were left over: the file is not the network the config describes.

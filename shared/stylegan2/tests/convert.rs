@@ -65,8 +65,9 @@ fn converts_each_fixture_pickle_to_its_g_safetensors() {
             let (_, w) = want.iter().find(|(n, _)| n == k).unwrap();
             assert!(t.equal(w), "{}: {k} differs", dir.display());
         }
-        let (_, c1) = Weights::read(&out, Device::Cpu).unwrap();
-        let (_, c2) = Weights::read(&dir.join("G.safetensors"), Device::Cpu).unwrap();
+        let (_, m1) = Weights::read(&out, Device::Cpu).unwrap();
+        let (_, m2) = Weights::read(&dir.join("G.safetensors"), Device::Cpu).unwrap();
+        let (c1, c2) = (Weights::config(&m1).unwrap(), Weights::config(&m2).unwrap());
         assert_eq!(c1.unwrap(), c2.unwrap(), "{}: config differs", dir.display());
 
         // The discriminator is not a generator, and an existing output is not replaced.
