@@ -8,6 +8,7 @@
 //!   exit 0;
 //! - [`inputs`]: work items from arguments, files and stdin (paths or records);
 //! - [`atomic`]: outputs written to a temp file beside the target and renamed;
+//! - [`paths`]: where an input's output goes under an output directory;
 //! - [`interrupt`]: SIGINT/SIGTERM set a flag that long loops poll, so temp files are cleaned up;
 //! - [`progress`]: an indicatif bar on stderr, shown only on a TTY or with `--progress`.
 //!
@@ -22,6 +23,7 @@
 pub mod atomic;
 pub mod inputs;
 pub mod interrupt;
+pub mod paths;
 mod man;
 mod out;
 pub mod progress;

@@ -12,8 +12,8 @@ use imaging::{DecodeOptions, Gray16};
 use rayon::prelude::*;
 use records::{ErrorRecord, ImageRecord, InputItem, Summary};
 
-mod paths;
-pub use paths::output_path;
+
+pub use cli_common::paths::output_path;
 
 /// Centre-crop images to a square and resize them with Pillow's exact Lanczos.
 ///

@@ -1,0 +1,315 @@
+//! StyleGAN2-ADA's `project()` (upstream `projector.py`, as seed 000 runs it), for a batch of
+//! images at once.
+//!
+//! The maths per image is upstream's: start from `w_avg`, optimise w ([1,1,w_dim], or
+//! [1,num_ws,w_dim] in W+) and every noise buffer with Adam(β 0.9/0.999, eps 1e-8), lr
+//! `0.1 · rampdown · rampup` (cosine ramp-down over the last 25 %, linear ramp-up over the first
+//! 5 %), w-noise `w_std · 0.05 · max(0, 1 − t/0.75)²`, images mapped to [0,255] and area-pooled to
+//! 256² when larger, squared LPIPS feature distance, noise regulariser (squared mean of the
+//! products with the buffer rolled by one pixel, both axes, over the 2×-pooled pyramid down to
+//! 8²) weighted 1e5, buffers renormalised after each step.
+//!
+//! Batching: each image has its own w, its own noise buffers ([B,1,r,r]) and its own Adam
+//! moments; the loss is the sum of the per-image losses, so each image's gradient (and Adam's
+//! element-wise update) is what it would be alone. Random draws come from numpy's
+//! `RandomState(seed)` per image (noise-buffer initialisation in layer order, then the w-noise of
+//! each step), so an image gets the same draws in any batch: batched equals one by one.
+
+use stylegan2::np_random::RandomState;
+use stylegan2::{Generator, Noise, SynthesisOptions};
+use tch::{Device, Kind, Tensor};
+
+pub use perceptual::Vgg16;
+
+/// `project()`'s keyword arguments, upstream defaults (steps as seed 000: 150).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub steps: usize,
+    pub w_avg_samples: i64,
+    pub initial_learning_rate: f64,
+    pub initial_noise_factor: f64,
+    pub lr_rampdown_length: f64,
+    pub lr_rampup_length: f64,
+    pub noise_ramp_length: f64,
+    pub regularize_noise_weight: f64,
+    /// Optimise one w per layer ([1,num_ws,w_dim]) instead of one w ([1,1,w_dim]).
+    pub w_plus: bool,
+    /// Seed of each image's `RandomState`.
+    pub seed: u32,
+    /// Keep w after every step.
+    pub trajectory: bool,
+    /// Run the generator's fp16 blocks in fp32 too.
+    pub force_fp32: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            steps: 150,
+            w_avg_samples: 10000,
+            initial_learning_rate: 0.1,
+            initial_noise_factor: 0.05,
+            lr_rampdown_length: 0.25,
+            lr_rampup_length: 0.05,
+            noise_ramp_length: 0.75,
+            regularize_noise_weight: 1e5,
+            w_plus: false,
+            seed: 0,
+            trajectory: false,
+            force_fp32: false,
+        }
+    }
+}
+
+impl Settings {
+    /// Learning rate and w-noise scale of `step`, computed in f64 as upstream (numpy) does.
+    pub fn schedule(&self, step: usize, w_std: f64) -> (f64, f64) {
+        let t = step as f64 / self.steps as f64;
+        let w_noise_scale = w_std * self.initial_noise_factor * (1.0 - t / self.noise_ramp_length).max(0.0).powi(2);
+        let mut lr_ramp = ((1.0 - t) / self.lr_rampdown_length).min(1.0);
+        lr_ramp = 0.5 - 0.5 * (lr_ramp * std::f64::consts::PI).cos();
+        lr_ramp *= (t / self.lr_rampup_length).min(1.0);
+        (self.initial_learning_rate * lr_ramp, w_noise_scale)
+    }
+}
+
+/// `w_avg` [1,1,w_dim] and `w_std` of a network: computed once per process and network.
+#[derive(Debug)]
+pub struct WStats {
+    pub w_avg: Tensor,
+    pub w_std: f64,
+}
+
+impl WStats {
+    pub fn compute(g: &Generator, samples: i64) -> Self {
+        let (w_avg, w_std) = g.w_avg_std(samples);
+        WStats { w_avg, w_std }
+    }
+}
+
+/// The outcome for a batch.
+#[derive(Debug)]
+pub struct Projection {
+    /// Final w per image: [B, 1 or num_ws, w_dim].
+    pub w: Tensor,
+    /// Each image's feature distance at the last step (the value upstream logs last).
+    pub distance: Vec<f64>,
+    /// w after each step, [B, steps, 1 or num_ws, w_dim], when asked for.
+    pub trajectory: Option<Tensor>,
+    /// The optimised noise buffers, [B,1,r,r] per noise layer.
+    pub noise: Vec<Tensor>,
+}
+
+/// Adam exactly as `torch.optim.Adam`'s single-tensor path computes it.
+#[derive(Debug)]
+struct Adam {
+    m: Tensor,
+    v: Tensor,
+}
+
+const BETA1: f64 = 0.9;
+const BETA2: f64 = 0.999;
+const EPS: f64 = 1e-8;
+
+impl Adam {
+    fn new(p: &Tensor) -> Self {
+        Adam { m: p.zeros_like(), v: p.zeros_like() }
+    }
+
+    fn step(&mut self, p: &mut Tensor, grad: &Tensor, lr: f64, step: i32) {
+        let _ = self.m.lerp_(grad, 1.0 - BETA1);
+        let _ = self.v.g_mul_scalar_(BETA2);
+        let _ = self.v.addcmul_(grad, &(grad * (1.0 - BETA2)));
+        let bias_correction1 = 1.0 - BETA1.powi(step);
+        let bias_correction2 = 1.0 - BETA2.powi(step);
+        let step_size = lr / bias_correction1;
+        let denom = self.v.sqrt() / bias_correction2.sqrt() + EPS;
+        let _ = p.addcdiv_(&(&self.m * -step_size), &denom);
+    }
+}
+
+/// The projector: a generator, a perceptual network and the generator's W statistics.
+#[derive(Debug)]
+pub struct Projector<'a> {
+    pub g: &'a Generator,
+    pub vgg: &'a Vgg16,
+    pub stats: &'a WStats,
+    pub settings: Settings,
+}
+
+/// Images [B,C,H,W] in [0,255] as the VGG sees them: area-pooled to 256² when larger.
+fn to_vgg_size(img: &Tensor) -> Tensor {
+    if img.size()[2] > 256 { img.adaptive_avg_pool2d([256, 256]) } else { img.shallow_clone() }
+}
+
+/// Upstream's noise regulariser, per image: [B].
+pub fn noise_regularizer(bufs: &[Tensor]) -> Tensor {
+    let mut reg: Option<Tensor> = None;
+    for v in bufs {
+        let mut noise = v.shallow_clone();
+        loop {
+            for dim in [3, 2] {
+                let m = (&noise * noise.roll([1], [dim])).mean_dim(&[1i64, 2, 3][..], false, Kind::Float).square();
+                reg = Some(match reg {
+                    Some(r) => r + m,
+                    None => m,
+                });
+            }
+            if noise.size()[2] <= 8 {
+                break;
+            }
+            noise = noise.avg_pool2d([2, 2], [2, 2], [0, 0], false, true, None::<i64>);
+        }
+    }
+    reg.expect("at least one noise buffer")
+}
+
+impl Projector<'_> {
+    /// Per image (same stream for every image): noise-buffer initialisations, then the w-noise
+    /// draws of every step.
+    fn draws(&self, batch: i64, k: i64) -> (Vec<Tensor>, Tensor) {
+        let layers = self.g.synthesis.noise_layers();
+        let sizes: Vec<i64> = layers.iter().map(|(_, l)| l.noise_const.size()[0]).collect();
+        let w_dim = self.g.config.w_dim;
+        let steps = self.settings.steps as i64;
+        let mut rs = RandomState::new(self.settings.seed);
+        let bufs: Vec<Tensor> = sizes
+            .iter()
+            .map(|&r| {
+                let v: Vec<f32> = rs.randn((r * r) as usize).into_iter().map(|x| x as f32).collect();
+                Tensor::from_slice(&v).reshape([1, 1, r, r])
+            })
+            .collect();
+        let wn: Vec<f32> = rs.randn((steps * k * w_dim) as usize).into_iter().map(|x| x as f32).collect();
+        let wn = Tensor::from_slice(&wn).reshape([steps, 1, k, w_dim]);
+        let dev = self.g.device();
+        let bufs = bufs.iter().map(|b| b.repeat([batch, 1, 1, 1]).to_device(dev)).collect();
+        (bufs, wn.repeat([1, batch, 1, 1]).to_device(dev))
+    }
+
+    /// Projects `targets` [B, C, R, R] (values in [0,255], R = the generator's resolution).
+    /// `on_step(step, dist)` sees each step's per-image distances [B] (a device tensor: reading
+    /// it synchronises).
+    pub fn project(&self, targets: &Tensor, mut on_step: impl FnMut(usize, &Tensor)) -> perceptual::Result<Projection> {
+        let g = self.g;
+        let s = &self.settings;
+        let dev = g.device();
+        let (b, c, h, w) = targets.size4().expect("targets are [B,C,R,R]");
+        let r = g.config.img_resolution;
+        assert!(c == g.config.img_channels && h == r && w == r, "targets must be [B,{},{r},{r}]", g.config.img_channels);
+        let num_ws = g.num_ws();
+        let k = if s.w_plus { num_ws } else { 1 };
+
+        let target_features = {
+            let _ng = tch::no_grad_guard();
+            self.vgg.features(&to_vgg_size(&targets.to_device(dev).to_kind(Kind::Float)))?
+        };
+        let mut w_opt = self.stats.w_avg.to_device(dev).expand([b, k, g.config.w_dim], false).copy().set_requires_grad(true);
+        let (bufs, w_noise) = self.draws(b, k);
+        let mut bufs: Vec<Tensor> = bufs.into_iter().map(|t| t.set_requires_grad(true)).collect();
+        let mut adam_w = Adam::new(&w_opt);
+        let mut adam_n: Vec<Adam> = bufs.iter().map(Adam::new).collect();
+        let mut trajectory = Vec::new();
+        let mut last_dist = None;
+
+        for step in 0..s.steps {
+            let (lr, scale) = s.schedule(step, self.stats.w_std);
+            let ws = &w_opt + w_noise.get(step as i64) * scale;
+            let ws = if s.w_plus { ws } else { ws.repeat([1, num_ws, 1]) };
+            let opts = SynthesisOptions { noise: Noise::Given(&bufs), fused_modconv: None, force_fp32: s.force_fp32 };
+            let synth = (g.synthesis.forward(&ws, &opts) + 1.0) * (255.0 / 2.0);
+            let synth_features = self.vgg.features(&to_vgg_size(&synth))?;
+            let dist = (&target_features - synth_features.to_kind(Kind::Float))
+                .square()
+                .sum_dim_intlist(&[1i64][..], false, Kind::Float);
+            let reg = noise_regularizer(&bufs);
+            let loss = (&dist + reg * s.regularize_noise_weight).sum(Kind::Float);
+            let mut params: Vec<&Tensor> = vec![&w_opt];
+            params.extend(bufs.iter());
+            let grads = Tensor::run_backward(&[&loss], &params, false, false);
+            {
+                let _ng = tch::no_grad_guard();
+                let t = step as i32 + 1;
+                adam_w.step(&mut w_opt, &grads[0], lr, t);
+                for ((p, a), gr) in bufs.iter_mut().zip(adam_n.iter_mut()).zip(&grads[1..]) {
+                    a.step(p, gr, lr, t);
+                }
+                if s.trajectory {
+                    trajectory.push(w_opt.detach().copy());
+                }
+                for buf in bufs.iter_mut() {
+                    let mean = buf.mean_dim(&[1i64, 2, 3][..], true, Kind::Float);
+                    let _ = buf.g_sub_(&mean);
+                    let scale = buf.square().mean_dim(&[1i64, 2, 3][..], true, Kind::Float).rsqrt();
+                    let _ = buf.g_mul_(&scale);
+                }
+            }
+            let dist = dist.detach();
+            on_step(step, &dist);
+            last_dist = Some(dist);
+        }
+        let distance = match last_dist {
+            Some(d) => Vec::<f64>::try_from(d.to_kind(Kind::Double).to_device(Device::Cpu)).unwrap_or_default(),
+            None => vec![f64::NAN; b as usize],
+        };
+        Ok(Projection {
+            w: w_opt.detach(),
+            distance,
+            trajectory: s.trajectory.then(|| Tensor::stack(&trajectory, 1)),
+            noise: bufs.into_iter().map(|t| t.detach()).collect(),
+        })
+    }
+
+    /// The image of a projection (w and the optimised noise, noise_mode const), [B,C,R,R] in
+    /// about [-1,1].
+    pub fn render(&self, p: &Projection) -> Tensor {
+        let _ng = tch::no_grad_guard();
+        let num_ws = self.g.num_ws();
+        let ws = if p.w.size()[1] == num_ws { p.w.shallow_clone() } else { p.w.repeat([1, num_ws, 1]) };
+        let opts = SynthesisOptions { noise: Noise::Given(&p.noise), fused_modconv: None, force_fp32: self.settings.force_fp32 };
+        self.g.synthesis.forward(&ws, &opts)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedule_is_upstreams() {
+        let s = Settings::default();
+        // step 0: t = 0 -> lr 0; w-noise at full scale.
+        assert_eq!(s.schedule(0, 2.0), (0.0, 2.0 * 0.05));
+        // t = 0.02: ramp-up 0.4, no ramp-down yet.
+        let (lr, _) = s.schedule(3, 1.0);
+        assert!((lr - 0.1 * 0.4).abs() < 1e-12, "{lr}");
+        // t = 0.9: ramp-down (1-0.9)/0.25 = 0.4 -> 0.5 - 0.5 cos(0.4 pi); w-noise 0 after t = 0.75.
+        let (lr, wn) = s.schedule(135, 1.0);
+        let want = 0.1 * (0.5 - 0.5 * (0.4 * std::f64::consts::PI).cos());
+        assert!((lr - want).abs() < 1e-12, "{lr} vs {want}");
+        assert_eq!(wn, 0.0);
+    }
+
+    #[test]
+    fn adam_matches_the_closed_form_first_step() {
+        // After one step from zero moments, Adam moves each element by -lr * sign(g) (up to eps).
+        let mut p = Tensor::from_slice(&[1.0f32, -2.0, 0.5]);
+        let g = Tensor::from_slice(&[0.3f32, -4.0, 1e-3]);
+        let mut a = Adam::new(&p);
+        a.step(&mut p, &g, 0.1, 1);
+        let got = Vec::<f32>::try_from(&p).unwrap();
+        for (x, want) in got.iter().zip([0.9f32, -1.9, 0.4]) {
+            assert!((x - want).abs() < 1e-5, "{got:?}");
+        }
+    }
+
+    #[test]
+    fn regularizer_is_per_image() {
+        tch::manual_seed(0);
+        let a = Tensor::randn([1, 1, 16, 16], (Kind::Float, Device::Cpu));
+        let b = Tensor::randn([1, 1, 16, 16], (Kind::Float, Device::Cpu));
+        let both = noise_regularizer(&[Tensor::cat(&[&a, &b], 0)]);
+        let (ra, rb) = (noise_regularizer(&[a]), noise_regularizer(&[b]));
+        assert!(both.allclose(&Tensor::cat(&[ra, rb], 0), 1e-6, 1e-9, false));
+    }
+}
