@@ -59,6 +59,37 @@ pub struct ImageRecord {
     pub skipped: bool,
 }
 
+/// One image projected (or found already projected) by `project-one-gpu`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename = "latent")]
+pub struct LatentRecord {
+    /// The input as given.
+    pub input: String,
+    /// Absolute path of the `.npz` (array `w`).
+    pub output: String,
+    /// Shape of `w`: [1, 1, w_dim], or [1, num_ws, w_dim] in W+.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub w_shape: Option<Vec<usize>>,
+    /// Squared LPIPS feature distance at the last step.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub distance: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub steps: Option<usize>,
+    /// Wall time of the batch this image was projected in, and the batch's images per second.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub batch_seconds: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub images_per_s: Option<f64>,
+    /// Peak GPU memory reserved by the process so far (MiB); absent on the CPU.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub peak_gpu_mib: Option<u64>,
+    /// The projected image, when asked for.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub image: Option<String>,
+    /// True when the output existed and was left alone (no `--overwrite`).
+    pub skipped: bool,
+}
+
 /// The last record of a per-item tool's stream.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename = "summary")]

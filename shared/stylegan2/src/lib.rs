@@ -48,6 +48,28 @@ pub enum Error {
 
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// Upstream's image mapping `(img * 127.5 + 128).clamp(0, 255).to(torch.uint8)` for one image
+/// [1,C,H,W] (or [C,H,W]), returned channels last (H, W, C) as bytes.
+pub fn to_uint8_hwc(img: &tch::Tensor) -> Vec<u8> {
+    let img = if img.dim() == 4 { img.squeeze_dim(0) } else { img.shallow_clone() };
+    let u8img = (img.to_kind(tch::Kind::Float) * 127.5 + 128.0).clamp(0.0, 255.0).to_kind(tch::Kind::Uint8);
+    let hwc = u8img.permute([1, 2, 0]).contiguous().to_device(tch::Device::Cpu);
+    let mut buf = vec![0u8; hwc.numel()];
+    let n = buf.len();
+    hwc.copy_data(&mut buf, n);
+    buf
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn uint8_mapping_is_upstreams() {
+        // -1 -> 0.5 -> 0; 0 -> 128; 1 -> 255.5 -> 255; 0.999 -> 255.37 -> 255; -0.5 -> 64.25 -> 64.
+        let img = tch::Tensor::from_slice(&[-1.0f32, 0.0, 1.0, 0.999, -0.5, 2.0]).reshape([1, 1, 2, 3]);
+        assert_eq!(super::to_uint8_hwc(&img), [0, 128, 255, 255, 64, 255]);
+    }
+}
+
 impl Generator {
     /// Loads a safetensors weights file. The config is `config` (flags) when given, else the
     /// file's `config` metadata; never guessed.

@@ -222,12 +222,7 @@ impl Job {
 
 fn write_image(w: &mut impl Write, img: &RgbImage, format: Format) -> Result<()> {
     match format {
-        Format::Png => {
-            use image::codecs::png::{CompressionType, FilterType, PngEncoder};
-            use image::ImageEncoder;
-            PngEncoder::new_with_quality(w, CompressionType::Fast, FilterType::Adaptive)
-                .write_image(img.as_raw(), img.width(), img.height(), image::ExtendedColorType::Rgb8)?;
-        }
+        Format::Png => imaging::write_png(w, img.as_raw(), img.width(), img.height(), 3)?,
         Format::Npy => {
             use ndarray_npy::WriteNpyExt;
             let hwc = ndarray::ArrayView3::from_shape((img.height() as usize, img.width() as usize, 3), img.as_raw())?;
