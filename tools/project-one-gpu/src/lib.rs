@@ -1,0 +1,426 @@
+//! `project-one-gpu`: seed 000's job — GAN inversion of every image of a shard on one GPU,
+//! `<stem>.npz` with `w` per image — with the generator and VGG loaded once, W statistics computed
+//! once, and B images optimised at a time.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, ValueEnum};
+use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, atomic, inputs, interrupt, paths, progress};
+use device::{DeviceArg, Env};
+use perceptual::Vgg16;
+use projector::{Projection, Projector, Settings, WStats};
+use records::{ErrorRecord, InputItem, LatentRecord, Summary};
+use stylegan2::{Config, Generator};
+use tch::{Kind, Tensor};
+
+/// Project images into a StyleGAN2-ADA generator's W space (upstream project(), batched) on one GPU.
+///
+/// Each image is centre-cropped and Lanczos-resized to the generator's resolution exactly as
+/// seed 000 does with Pillow (skipped when it already has that size), then optimised for --steps
+/// steps with upstream's schedule, noise regularisation and LPIPS (VGG16) distance. The result is
+/// `<stem>.npz` with `w` float32 [1,1,w_dim] ([1,num_ws,w_dim] with --w-plus) beside the image, or
+/// under --out-dir mirroring the input paths. Existing outputs are skipped.
+#[derive(Debug, Parser)]
+#[command(name = "project-one-gpu", version, max_term_width = 100)]
+pub struct Cli {
+    /// Images, shard records or crop-resize records; `-` or none reads stdin.
+    #[arg(value_name = "INPUTS")]
+    pub inputs: Vec<String>,
+
+    /// Generator weights (.safetensors from scripts/convert-network-pkl).
+    #[arg(long, value_name = "FILE")]
+    pub network: PathBuf,
+
+    /// Generator config (JSON text or file) when the weights carry none.
+    #[arg(long, value_name = "JSON|FILE")]
+    pub config: Option<String>,
+
+    /// Perceptual network: NVIDIA's TorchScript vgg16.pt, or safetensors from
+    /// scripts/convert-vgg16-lpips.
+    #[arg(long, value_name = "FILE")]
+    pub vgg: PathBuf,
+
+    /// Write outputs under this directory, mirroring the inputs' paths relative to --base
+    /// (default: `<stem>.npz` beside each image, as seed 000 does).
+    #[arg(short, long, value_name = "DIR")]
+    pub out_dir: Option<PathBuf>,
+
+    /// Directory the mirrored paths are relative to.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub base: PathBuf,
+
+    /// Optimisation steps.
+    #[arg(long, value_name = "N", default_value_t = 150, value_parser = clap::value_parser!(u32).range(1..))]
+    pub steps: u32,
+
+    /// Images optimised together (each independently: results equal one at a time).
+    #[arg(short, long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
+    pub batch_size: u32,
+
+    /// Optimise one w per layer ([1,num_ws,w_dim]) instead of one w ([1,1,w_dim]).
+    #[arg(long)]
+    pub w_plus: bool,
+
+    /// Seed of each image's random draws (numpy RandomState: noise init, then w-noise).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub seed: u32,
+
+    /// Numerics: tf32 = fp32 with TF32 convolutions on CUDA (PyTorch's default, so upstream's)
+    /// and the network's fp16 blocks; fp32 = strict fp32 everywhere; bf16 = tf32 with the VGG16
+    /// in bfloat16.
+    #[arg(long, value_enum, default_value_t = Precision::Tf32)]
+    pub precision: Precision,
+
+    /// z samples for w_avg/w_std (computed once per run).
+    #[arg(long, value_name = "N", default_value_t = 10000)]
+    pub w_avg_samples: i64,
+
+    /// Also save the projected image as `<stem>.proj.png` beside the .npz.
+    #[arg(long)]
+    pub save_image: bool,
+
+    /// Also save w after every step in the .npz, as `w_steps` [steps,k,w_dim].
+    #[arg(long)]
+    pub save_trajectory: bool,
+
+    /// cpu, cuda, cuda:N, or auto: cuda:(LOCAL_RANK, else GNU parallel's job slot - 1, else the
+    /// shard index of a shard-record argument) mod visible GPUs; cpu without CUDA.
+    #[arg(long, default_value = "auto", value_name = "DEVICE")]
+    pub device: DeviceArg,
+
+    /// Re-project images whose output exists.
+    #[arg(long)]
+    pub overwrite: bool,
+
+    /// Refuse images with more pixels than this (decompression bombs).
+    #[arg(long, value_name = "N", default_value_t = 178_956_970)]
+    pub max_pixels: u64,
+
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Precision {
+    Tf32,
+    Fp32,
+    Bf16,
+}
+
+impl Tool for Cli {
+    const RECORDS: &'static str = r#"Reads image paths, one per line or as arguments, or JSON records: shard records ("paths"), records with "path", or crop-resize's records ("output", named by "input"). "error" and "summary" records are skipped.
+.PP
+Prints one record per image, in input order:
+.PP
+.nf
+{"type":"latent","input":"imgs/a/1.jpg","output":"/abs/imgs/a/1.npz","w_shape":[1,1,512],"distance":0.21,"steps":150,"batch_seconds":9.8,"images_per_s":0.82,"peak_gpu_mib":20480,"skipped":false}
+{"type":"error","input":"imgs/a/2.jpg","message":"cannot decode: ..."}
+.fi
+.PP
+and last {"type":"summary","ok":N,"skipped":N,"failed":N,"elapsed_ms":N}. distance is the squared LPIPS feature distance of the last step (the value upstream logs last). Outputs are written to a temp file and renamed; a re-run skips images whose .npz exists. gather-npz reads these records directly."#;
+    const EXAMPLES: &'static [(&'static str, &'static str)] = &[
+        (
+            "Seed 000 done right: four shards, each on its own GPU (GNU parallel's job slot picks it):",
+            "find imgs -name '*.jpg' | shard-list -n 4 | parallel -j4 project-one-gpu --network G.safetensors --vgg vgg16.pt {} > latents.jsonl",
+        ),
+        ("Then one array of every w:", "gather-npz -o all.npz < latents.jsonl"),
+        ("Look at the results:", "generate --network G.safetensors -o projected < latents.jsonl"),
+    ];
+}
+
+/// One image waiting for its batch, or a record to print in its place.
+#[derive(Debug)]
+enum Entry {
+    Job { item: InputItem, output: PathBuf, target: Tensor },
+    Done(LatentRecord),
+    Failed(ErrorRecord),
+}
+
+pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
+    let started = Instant::now();
+    if cli.precision == Precision::Fp32 {
+        device::disable_tf32();
+    }
+    let slot = std::env::var("PARALLEL_JOBSLOT").ok().and_then(|s| s.trim().parse::<usize>().ok()).map(|s| s.saturating_sub(1));
+    let device = cli.device.resolve(&Env::from_process(slot.or_else(|| shard_index(&cli.inputs))))?;
+    let mem_base = device::cuda_mem_used();
+    let config = match &cli.config {
+        None => None,
+        Some(s) if s.trim_start().starts_with('{') => Some(Config::from_json(s)?),
+        Some(path) => Some(Config::from_json(&std::fs::read_to_string(path).with_context(|| format!("reading --config {path}"))?)?),
+    };
+    let g = Generator::load(&cli.network, config, device).with_context(|| format!("loading {}", cli.network.display()))?;
+    if g.config.img_channels != 3 {
+        bail!("the generator makes {}-channel images; projection needs RGB", g.config.img_channels);
+    }
+    if g.config.c_dim > 0 {
+        bail!("conditional generators are not supported by the projector (as upstream)");
+    }
+    let mut vgg = Vgg16::load(&cli.vgg, device).with_context(|| format!("loading {}", cli.vgg.display()))?;
+    if cli.precision == Precision::Bf16 {
+        vgg.to_kind(Kind::BFloat16);
+    }
+    let stats = {
+        let _ng = tch::no_grad_guard();
+        WStats::compute(&g, cli.w_avg_samples)
+    };
+    let settings = Settings {
+        steps: cli.steps as usize,
+        w_avg_samples: cli.w_avg_samples,
+        w_plus: cli.w_plus,
+        seed: cli.seed,
+        trajectory: cli.save_trajectory,
+        force_fp32: cli.precision == Precision::Fp32,
+        ..Default::default()
+    };
+    let projector = Projector { g: &g, vgg: &vgg, stats: &stats, settings };
+    if !cli.common.quiet {
+        eprintln!(
+            "project-one-gpu: {} on {device:?}, {}x{} ({}), batch {}, {} steps",
+            cli.network.display(),
+            g.config.img_resolution,
+            g.config.img_resolution,
+            if cli.w_plus { "W+" } else { "W" },
+            cli.batch_size,
+            cli.steps
+        );
+    }
+    let cwd = std::env::current_dir().context("reading the current directory")?;
+    let mut run = Run { cli: &cli, projector: &projector, out, counts: (0, 0, 0), mem_base, bar: progress::bar(&cli.common, "project-one-gpu", None) };
+    let mut pending: Vec<Entry> = Vec::new();
+    let decode = imaging::DecodeOptions { max_pixels: cli.max_pixels, ..Default::default() };
+    for item in inputs::from_args(&cli.inputs) {
+        interrupt::check()?;
+        let entry = match item {
+            Err(e) => Entry::Failed(e),
+            Ok(item) => {
+                let output = output_for(&item, &cli, &cwd);
+                if !cli.overwrite && output.exists() {
+                    Entry::Done(skipped_record(&item, &output))
+                } else {
+                    match load_target(Path::new(&item.path), g.config.img_resolution, &decode) {
+                        Ok(target) => Entry::Job { item, output, target },
+                        Err(e) => Entry::Failed(ErrorRecord { input: item.name.clone(), message: format!("{e:#}") }),
+                    }
+                }
+            }
+        };
+        pending.push(entry);
+        if pending.iter().filter(|e| matches!(e, Entry::Job { .. })).count() >= cli.batch_size as usize {
+            run.flush(std::mem::take(&mut pending))?;
+        }
+    }
+    run.flush(pending)?;
+    run.bar.finish_and_clear();
+    let (ok, skipped, failed) = run.counts;
+    run.out.emit(&Summary { ok, skipped, failed, elapsed_ms: started.elapsed().as_millis() as u64, output: None, shape: None })?;
+    if !cli.common.quiet && failed > 0 {
+        eprintln!("project-one-gpu: {failed} input(s) failed (see the error records)");
+    }
+    Ok(Outcome::from_failures(failed))
+}
+
+/// The `shard` of the first shard-record argument.
+fn shard_index(args: &[String]) -> Option<usize> {
+    args.iter().find_map(|a| {
+        let v: serde_json::Value = serde_json::from_str(a).ok()?;
+        (v.get("type")?.as_str()? == "shard").then(|| v.get("shard")?.as_u64().map(|s| s as usize))?
+    })
+}
+
+fn output_for(item: &InputItem, cli: &Cli, cwd: &Path) -> PathBuf {
+    // Outputs are named after the original input (a crop-resize record's "input"), so that the
+    // .npz lands beside the photo as in seed 000, not beside the prepared copy.
+    let source = Path::new(&item.name);
+    match &cli.out_dir {
+        Some(dir) => paths::output_path(source, &cli.base, dir, cwd, "npz"),
+        None => paths::absolute(source, cwd).with_extension("npz"),
+    }
+}
+
+fn skipped_record(item: &InputItem, output: &Path) -> LatentRecord {
+    LatentRecord {
+        input: item.name.clone(),
+        output: output.to_string_lossy().into_owned(),
+        w_shape: None,
+        distance: None,
+        steps: None,
+        batch_seconds: None,
+        images_per_s: None,
+        peak_gpu_mib: None,
+        image: None,
+        skipped: true,
+    }
+}
+
+/// The image as seed 000 prepares it: Pillow-exact decode, centre crop, Lanczos to R×R (left as
+/// is when already R×R); `.npy` inputs are crop-resize's uint8 [3,R,R]. Returns uint8 [3,R,R].
+pub fn load_target(path: &Path, r: i64, decode: &imaging::DecodeOptions) -> Result<Tensor> {
+    if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("npy")) {
+        use ndarray_npy::ReadNpyExt;
+        let f = std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
+        let a = ndarray::Array3::<u8>::read_npy(f).context("expected a uint8 [3,R,R] .npy (crop-resize --format npy)")?;
+        if a.shape() != [3, r as usize, r as usize] {
+            bail!("array of shape {:?}, the generator needs [3, {r}, {r}]", a.shape());
+        }
+        let v: Vec<u8> = a.iter().copied().collect();
+        return Ok(Tensor::from_slice(&v).reshape([3, r, r]));
+    }
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let img = imaging::decode_rgb(&bytes, decode)?.rgb;
+    let img = if img.width() as i64 == r && img.height() as i64 == r { img } else { imaging::crop_resize(&img, r as u32) };
+    Ok(Tensor::from_slice(img.as_raw()).reshape([r, r, 3]).permute([2, 0, 1]).contiguous())
+}
+
+struct Run<'a> {
+    cli: &'a Cli,
+    projector: &'a Projector<'a>,
+    out: &'a mut JsonlOut,
+    counts: (usize, usize, usize),
+    mem_base: Option<u64>,
+    bar: indicatif::ProgressBar,
+}
+
+impl Run<'_> {
+    fn flush(&mut self, entries: Vec<Entry>) -> Result<()> {
+        let jobs: Vec<&Tensor> = entries.iter().filter_map(|e| if let Entry::Job { target, .. } = e { Some(target) } else { None }).collect();
+        let result = if jobs.is_empty() { None } else { Some(self.project(&jobs)?) };
+        let mut row = 0;
+        for e in entries {
+            match e {
+                Entry::Done(rec) => {
+                    self.counts.1 += 1;
+                    self.out.emit(&rec)?;
+                }
+                Entry::Failed(rec) => {
+                    self.counts.2 += 1;
+                    self.out.emit(&rec)?;
+                }
+                Entry::Job { item, output, .. } => {
+                    let (p, seconds, image) = result.as_ref().unwrap();
+                    match self.save(p, image.as_ref(), row, &output) {
+                        Ok(image_path) => {
+                            let n = p.distance.len() as f64;
+                            let rec = LatentRecord {
+                                input: item.name.clone(),
+                                output: output.to_string_lossy().into_owned(),
+                                w_shape: Some(vec![1, p.w.size()[1] as usize, p.w.size()[2] as usize]),
+                                distance: Some(p.distance[row as usize]).filter(|d| d.is_finite()),
+                                steps: Some(self.cli.steps as usize),
+                                batch_seconds: Some(*seconds),
+                                images_per_s: Some(n / seconds),
+                                peak_gpu_mib: self.peak_mib(),
+                                image: image_path.map(|p| p.to_string_lossy().into_owned()),
+                                skipped: false,
+                            };
+                            if rec.distance.is_none() {
+                                self.counts.2 += 1;
+                                self.out.emit(&ErrorRecord { input: item.name, message: "the distance is not finite (diverged)".into() })?;
+                            } else {
+                                self.counts.0 += 1;
+                                self.out.emit(&rec)?;
+                            }
+                        }
+                        Err(e) => {
+                            self.counts.2 += 1;
+                            self.out.emit(&ErrorRecord { input: item.name, message: format!("{e:#}") })?;
+                        }
+                    }
+                    row += 1;
+                }
+            }
+            self.bar.inc(1);
+        }
+        Ok(())
+    }
+
+    fn peak_mib(&self) -> Option<u64> {
+        let base = self.mem_base?;
+        device::cuda_mem_used().map(|u| u.saturating_sub(base) / (1 << 20))
+    }
+
+    /// Projects a batch; a CUDA out-of-memory error becomes a message naming --batch-size.
+    fn project(&mut self, targets: &[&Tensor]) -> Result<(Projection, f64, Option<Tensor>)> {
+        let t = Tensor::stack(targets, 0).to_kind(Kind::Float);
+        let started = Instant::now();
+        let hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            let p = self.projector.project(&t, |_, _| {})?;
+            let image = self.cli.save_image.then(|| self.projector.render(&p).to_device(tch::Device::Cpu));
+            Ok::<_, perceptual::Error>((p, image))
+        }));
+        std::panic::set_hook(hook);
+        let (p, image) = match result {
+            Ok(r) => r?,
+            Err(panic) => {
+                let msg = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "unknown error".into());
+                if msg.contains("out of memory") {
+                    let b = targets.len();
+                    bail!(
+                        "CUDA out of memory projecting {b} image(s) at once: lower --batch-size (e.g. --batch-size {})",
+                        (b / 2).max(1)
+                    );
+                }
+                bail!("projection failed: {}", msg.lines().next().unwrap_or(""));
+            }
+        };
+        Ok((p, started.elapsed().as_secs_f64(), image))
+    }
+
+    fn save(&self, p: &Projection, image: Option<&Tensor>, row: i64, output: &Path) -> Result<Option<PathBuf>> {
+        use ndarray_npy::NpzWriter;
+        let w = to_array(&p.w.get(row).unsqueeze(0));
+        let steps = p.trajectory.as_ref().map(|t| to_array(&t.get(row)));
+        let mut tmp = atomic::temp_beside(output)?;
+        {
+            let mut npz = NpzWriter::new(tmp.as_file_mut());
+            npz.add_array("w", &w)?;
+            if let Some(s) = &steps {
+                npz.add_array("w_steps", s)?;
+            }
+            npz.finish()?;
+        }
+        atomic::persist(tmp, output)?;
+        let Some(img) = image else { return Ok(None) };
+        let path = output.with_extension("proj.png");
+        let r = img.size()[2] as u32;
+        let buf = stylegan2::to_uint8_hwc(&img.get(row));
+        atomic::write_atomic(&path, |out| Ok(imaging::write_png(out, &buf, r, r, 3)?))?;
+        Ok(Some(path))
+    }
+}
+
+fn to_array(t: &Tensor) -> ndarray::ArrayD<f32> {
+    let t = t.to_kind(Kind::Float).to_device(tch::Device::Cpu).contiguous();
+    let shape: Vec<usize> = t.size().iter().map(|&d| d as usize).collect();
+    let mut v = vec![0f32; t.numel()];
+    let n = v.len();
+    t.copy_data(&mut v, n);
+    ndarray::ArrayD::from_shape_vec(shape, v).expect("shape matches")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn verify_cli() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn shard_index_comes_from_a_shard_record_argument() {
+        let args = vec![r#"{"type":"shard","shard":3,"shards":4,"paths":["a.jpg"]}"#.to_string()];
+        assert_eq!(shard_index(&args), Some(3));
+        assert_eq!(shard_index(&["a.jpg".to_string()]), None);
+    }
+}

@@ -1,0 +1,3 @@
+fn main() -> std::process::ExitCode {
+    cli_common::run_main::<project_one_gpu::Cli>(project_one_gpu::run)
+}

@@ -1,0 +1,142 @@
+//! project-one-gpu end to end on the CPU with the tiny upstream fixture network and a random
+//! VGG16 (scripts/reference/lpips_ref.py): targets rendered from the generator itself are
+//! projected, the distance falls and the recovered images get closer; outputs, W+ shapes,
+//! trajectories, re-runs and bad inputs.
+
+use std::path::{Path, PathBuf};
+use std::process::Command as Std;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn network() -> PathBuf {
+    let shared = std::env::var_os("SHARDKIT_SHARED").map(PathBuf::from).unwrap_or_else(|| repo().join("../shared"));
+    shared.join("fixtures/stylegan2/tiny-skip-clamp/G.safetensors")
+}
+
+fn python() -> PathBuf {
+    std::env::var_os("SHARDKIT_PYTHON").map(PathBuf::from).unwrap_or_else(|| repo().join(".venv/bin/python"))
+}
+
+/// A random VGG16 + LPIPS weights file, and three target images rendered by the generator
+/// (seeds 1..3, truncation 0.5) under `imgs/`.
+fn setup(dir: &Path) {
+    let o = Std::new(python())
+        .arg(repo().join("scripts/reference/lpips_ref.py"))
+        .args(["random", "vgg.safetensors", "1"])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = Std::new(env!("CARGO_BIN_EXE_project-one-gpu").replace("project-one-gpu", "generate"))
+        .current_dir(dir)
+        .args(["-q", "--device", "cpu", "--seeds", "1-3", "--trunc", "0.5", "-o", "imgs", "--network"])
+        .arg(network())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+fn project(dir: &Path, args: &[&str]) -> (Option<i32>, Vec<Value>) {
+    let o = Command::new(env!("CARGO_BIN_EXE_project-one-gpu"))
+        .current_dir(dir)
+        .args(["-q", "--device", "cpu", "--vgg", "vgg.safetensors", "--w-avg-samples", "1000", "--network"])
+        .arg(network())
+        .args(args)
+        .output()
+        .unwrap();
+    let recs = String::from_utf8_lossy(&o.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    (o.status.code(), recs)
+}
+
+fn mse(a: &Path, b: &Path) -> f64 {
+    let (a, b) = (image::open(a).unwrap().to_rgb8(), image::open(b).unwrap().to_rgb8());
+    let n = a.as_raw().len() as f64;
+    a.as_raw().iter().zip(b.as_raw()).map(|(x, y)| (*x as f64 - *y as f64).powi(2)).sum::<f64>() / n
+}
+
+#[test]
+fn projection_recovers_the_generators_own_images() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    setup(d);
+    let imgs = ["imgs/seed0001.png", "imgs/seed0002.png", "imgs/seed0003.png"];
+    // One step leaves w at w_avg (the learning rate of step 0 is 0): the starting point.
+    let (code, start) = project(d, &[&["-o", "start", "--steps", "1", "--save-image"][..], &imgs[..]].concat());
+    assert_eq!(code, Some(0));
+    let (code, end) = project(d, &[&["-o", "end", "--steps", "60", "-b", "2", "--save-image"][..], &imgs[..]].concat());
+    assert_eq!(code, Some(0));
+    for i in 0..3 {
+        let (d0, d1) = (start[i]["distance"].as_f64().unwrap(), end[i]["distance"].as_f64().unwrap());
+        assert!(d1 < 0.7 * d0, "image {i}: distance {d0} -> {d1}");
+        let target = d.join(imgs[i]);
+        let (m0, m1) = (
+            mse(Path::new(start[i]["image"].as_str().unwrap()), &target),
+            mse(Path::new(end[i]["image"].as_str().unwrap()), &target),
+        );
+        assert!(m1 < m0, "image {i}: pixel MSE {m0} -> {m1}");
+        eprintln!("image {i}: distance {d0:.3} -> {d1:.3}, pixel MSE {m0:.1} -> {m1:.1}");
+    }
+    assert_eq!(end[0]["output"].as_str().unwrap(), d.join("end/imgs/seed0001.npz").to_str().unwrap());
+    assert_eq!(end[0]["w_shape"], serde_json::json!([1, 1, 32]));
+    assert_eq!(end[3]["type"], "summary");
+}
+
+#[test]
+fn outputs_beside_inputs_w_plus_trajectory_reruns_and_bad_inputs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    setup(d);
+    std::fs::write(d.join("imgs/broken.jpg"), b"\xff\xd8\xff not really").unwrap();
+    let stdin = "imgs/seed0001.png\nimgs/missing.png\nimgs/broken.jpg\nimgs/seed0002.png\n";
+    let run = |extra: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_project-one-gpu"))
+            .current_dir(d)
+            .args(["-q", "--device", "cpu", "--vgg", "vgg.safetensors", "--w-avg-samples", "500", "--steps", "3"])
+            .arg("--network")
+            .arg(network())
+            .args(extra)
+            .write_stdin(stdin)
+            .output()
+            .unwrap();
+        let recs: Vec<Value> = String::from_utf8_lossy(&o.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        (o.status.code(), recs)
+    };
+    let (code, recs) = run(&["--w-plus", "--save-trajectory", "-b", "3"]);
+    assert_eq!(code, Some(3));
+    let kinds: Vec<&str> = recs.iter().map(|r| r["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["latent", "error", "error", "latent", "summary"]);
+    assert_eq!(recs[1]["input"], "imgs/missing.png");
+    assert_eq!(recs[2]["input"], "imgs/broken.jpg");
+    assert_eq!(recs[0]["w_shape"], serde_json::json!([1, 8, 32]));
+    // Beside the input, as seed 000 writes it; w and the trajectory load in numpy.
+    let npz = d.join("imgs/seed0001.npz");
+    assert_eq!(recs[0]["output"].as_str().unwrap(), npz.to_str().unwrap());
+    let check = "import numpy as np, sys; f = np.load(sys.argv[1]); print(f['w'].shape, f['w'].dtype, f['w_steps'].shape)";
+    let o = Std::new(python()).args(["-c", check]).arg(&npz).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "(1, 8, 32) float32 (3, 8, 32)");
+    let summary = &recs[4];
+    assert_eq!((summary["ok"].as_u64(), summary["failed"].as_u64()), (Some(2), Some(2)));
+
+    // A re-run skips what is done and retries what failed.
+    let (code, recs) = run(&[]);
+    assert_eq!(code, Some(3));
+    assert_eq!(recs[0]["skipped"], true);
+    assert_eq!(recs[3]["skipped"], true);
+    let before = std::fs::read(&npz).unwrap();
+    let (_, recs) = run(&["--overwrite"]);
+    assert_eq!(recs[0]["skipped"], false);
+    assert_eq!(recs[0]["w_shape"], serde_json::json!([1, 1, 32]));
+    assert_ne!(std::fs::read(&npz).unwrap(), before);
+}
+
+#[test]
+fn a_missing_vgg_file_is_fatal_with_its_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (code, _) = project(tmp.path(), &["x.png"]);
+    assert_eq!(code, Some(1));
+}
