@@ -88,3 +88,52 @@ fn gather_reads_a_previous_stage_records_and_numpy_loads_the_result() {
         assert!(out.status.success(), "numpy check failed: {}", String::from_utf8_lossy(&out.stderr));
     }
 }
+
+/// Seed 000's whole job on the CPU with the tiny upstream fixture network: shards of photos,
+/// each prepared and projected, every w gathered into one array, and the projections rendered.
+#[test]
+fn shard_crop_project_gather_generate() {
+    let shared = std::env::var_os("SHARDKIT_SHARED")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared"));
+    let g = shared.join("fixtures/stylegan2/tiny-skip/G.safetensors");
+    let python = std::env::var("SHARDKIT_PYTHON")
+        .unwrap_or_else(|_| format!("{}/../.venv/bin/python", env!("CARGO_MANIFEST_DIR")));
+    let tmp = tempfile::tempdir().unwrap();
+    tree(tmp.path());
+    let script = format!(
+        "set -e
+        {python} {root}/../scripts/reference/lpips_ref.py random vgg.safetensors 2
+        find imgs -type f | sort | shard-list -n 2 --by-dir > shards.jsonl
+        while read -r shard; do
+          crop-resize -q -r 32 -o prepared \"$shard\" | project-one-gpu -q --device cpu --network {g} --vgg vgg.safetensors --steps 3 --w-avg-samples 200 -b 4
+        done < shards.jsonl > latents.jsonl
+        gather-npz -q -o all.npz < latents.jsonl > gathered.jsonl
+        generate -q --device cpu --network {g} -o projected < latents.jsonl > rendered.jsonl
+        {python} -c \"import numpy as np; f = np.load('all.npz'); print(f['w'].shape, len(f['names']))\"",
+        root = env!("CARGO_MANIFEST_DIR"),
+        g = g.display()
+    );
+    let out = sh(tmp.path(), &script);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "(9, 1, 32) 9");
+    let latents = records(&std::fs::read(tmp.path().join("latents.jsonl")).unwrap());
+    let latents = of_type(&latents, "latent");
+    assert_eq!(latents.len(), 9);
+    for r in &latents {
+        // Named after the photo and written beside it, as seed 000 does.
+        let input = r["input"].as_str().unwrap();
+        assert!(input.starts_with("imgs/"), "{input}");
+        assert!(r["output"].as_str().unwrap().ends_with(&Path::new(input).with_extension("npz").to_string_lossy().into_owned()));
+    }
+    let rendered = records(&std::fs::read(tmp.path().join("rendered.jsonl")).unwrap());
+    let rendered = of_type(&rendered, "image");
+    assert_eq!(rendered.len(), 9);
+    for r in rendered {
+        // Mirrored by the photo's path: a/0.jpg and b/0.png do not collide.
+        let input = r["input"].as_str().unwrap();
+        let want = tmp.path().join("projected").join(input).with_extension("png");
+        assert_eq!(r["output"].as_str().unwrap(), want.to_str().unwrap());
+        assert!(want.is_file());
+    }
+}

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, ValueEnum};
-use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, atomic, inputs, interrupt, progress};
+use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, atomic, inputs, interrupt, paths, progress};
 use device::{DeviceArg, Env};
 use records::{ErrorRecord, ImageRecord, Summary};
 use stylegan2::{Config, Generator, Noise, SynthesisOptions};
@@ -43,10 +43,15 @@ pub struct Cli {
     #[arg(long, value_name = "LIST", value_parser = |s: &str| parse_seeds(s).map(Seeds))]
     pub seeds: Option<Seeds>,
 
-    /// Directory for the PNGs: seed0007.png for seeds; <stem>.png for a one-row file,
-    /// <stem>-0000.png, <stem>-0001.png, ... for several rows.
+    /// Directory for the PNGs: seed0007.png for seeds; for files, the input's path relative to
+    /// --base mirrored under DIR (as crop-resize does; a record's "input" names it), with .png
+    /// for a one-row file and -0000.png, -0001.png, ... for several rows.
     #[arg(short, long = "outdir", value_name = "DIR")]
     pub out_dir: PathBuf,
+
+    /// Directory the mirrored paths are relative to.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub base: PathBuf,
 
     /// Truncation psi: w_avg + psi (w - w_avg). Applies to seeds and z, and to w/ws inputs too.
     #[arg(long, value_name = "PSI", default_value_t = 1.0)]
@@ -124,7 +129,7 @@ Prints one record per image, in order (seeds first), an error record for each in
 .PP
 .nf
 {"type":"image","input":"seed:7","output":"/abs/out/seed0007.png","format":"png","width":1024,"height":1024,"skipped":false}
-{"type":"image","input":"imgs/a/1.npz","output":"/abs/out/1.png","format":"png","width":1024,"height":1024,"skipped":false}
+{"type":"image","input":"imgs/a/1.npz","output":"/abs/out/imgs/a/1.png","format":"png","width":1024,"height":1024,"skipped":false}
 {"type":"error","input":"imgs/a/2.npz","message":"array of shape [1, 3] is none of z [N,512], ..."}
 {"type":"summary","ok":N,"skipped":N,"failed":N,"elapsed_ms":N}
 .fi
@@ -211,14 +216,14 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         match ws {
             Ok(ws) => {
                 let n = ws.size()[0];
-                let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "image".into());
+                let mirrored = paths::output_path(Path::new(&item.name), &cli.base, &out_dir, &cwd, "png");
                 for i in 0..n {
-                    let (input, name) = if n == 1 {
-                        (item.name.clone(), format!("{stem}.png"))
+                    let (input, output) = if n == 1 {
+                        (item.name.clone(), mirrored.clone())
                     } else {
-                        (format!("{}[{i}]", item.name), format!("{stem}-{i:04}.png"))
+                        (format!("{}[{i}]", item.name), mirrored.with_extension(format!("{i:04}.png")))
                     };
-                    r.push(Pending { input, output: out_dir.join(name), ws: ws.narrow(0, i, 1) })?;
+                    r.push(Pending { input, output, ws: ws.narrow(0, i, 1) })?;
                 }
             }
             Err(e) => r.fail(ErrorRecord { input: item.name.clone(), message: format!("{e:#}") })?,

@@ -68,7 +68,7 @@ fn raw_output_equals_upstream_images_from_ws_and_z() {
     }
 
     // PNG = (img * 127.5 + 128).clamp(0, 255) as uint8, channels last.
-    let png = image::open(tmp.path().join("out/ws-0002.png")).unwrap().to_rgb8();
+    let png = image::open(tmp.path().join("out/ws.0002.png")).unwrap().to_rgb8();
     let img = want.slice(ndarray::s![2, .., .., ..]);
     for (x, y, p) in png.enumerate_pixels() {
         for c in 0..3 {
@@ -126,7 +126,7 @@ fn bad_inputs_are_error_records_and_the_rest_render() {
     let recs = records(&o.stdout);
     assert_eq!(recs[0]["type"], "image");
     assert_eq!(recs[0]["input"], "imgs/a.jpg");
-    assert!(tmp.path().join("out/a.png").is_file());
+    assert!(tmp.path().join("out/imgs/a.png").is_file());
     let errors: Vec<(&str, &str)> = recs
         .iter()
         .filter(|r| r["type"] == "error")
