@@ -40,6 +40,8 @@ pub struct Settings {
     pub trajectory: bool,
     /// Run the generator's fp16 blocks in fp32 too.
     pub force_fp32: bool,
+    /// The synthesis' `fused_modconv` (None: upstream's choice, fused in fp32 or at batch 1).
+    pub fused_modconv: Option<bool>,
 }
 
 impl Default for Settings {
@@ -57,6 +59,7 @@ impl Default for Settings {
             seed: 0,
             trajectory: false,
             force_fp32: false,
+            fused_modconv: None,
         }
     }
 }
@@ -216,7 +219,7 @@ impl Projector<'_> {
             let (lr, scale) = s.schedule(step, self.stats.w_std);
             let ws = &w_opt + w_noise.get(step as i64) * scale;
             let ws = if s.w_plus { ws } else { ws.repeat([1, num_ws, 1]) };
-            let opts = SynthesisOptions { noise: Noise::Given(&bufs), fused_modconv: None, force_fp32: s.force_fp32 };
+            let opts = SynthesisOptions { noise: Noise::Given(&bufs), fused_modconv: s.fused_modconv, force_fp32: s.force_fp32 };
             let synth = (g.synthesis.forward(&ws, &opts) + 1.0) * (255.0 / 2.0);
             let synth_features = self.vgg.features(&to_vgg_size(&synth))?;
             let dist = (&target_features - synth_features.to_kind(Kind::Float))

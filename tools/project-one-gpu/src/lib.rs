@@ -146,6 +146,10 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     }
     let slot = std::env::var("PARALLEL_JOBSLOT").ok().and_then(|s| s.trim().parse::<usize>().ok()).map(|s| s.saturating_sub(1));
     let device = cli.device.resolve(&Env::from_process(slot.or_else(|| shard_index(&cli.inputs))))?;
+    if device.is_cuda() {
+        // Shapes repeat every step: let cuDNN pick the fastest algorithms once.
+        tch::Cuda::cudnn_set_benchmark(true);
+    }
     let mem_base = device::cuda_mem_used();
     let config = match &cli.config {
         None => None,

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Projection throughput (issue 4): the paper `stylegan2` generator with random weights and a
+# VGG16 with random weights (the compute of the pretrained ones), targets rendered by the same
+# generator, 150 steps, one process per case (so each case's peak memory is its own).
+#   scripts/bench/project.sh [STEPS]
+# Without CUDA it runs small CPU cases (32x32, 64x64). Upstream on an H100: 17.6 s/img at 1024,
+# 13.3 s/img at 256 (NOTES.md).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+steps=${1:-150}
+if [ -d "$root/.venv" ]; then
+  # shellcheck source=/dev/null
+  source "$root/scripts/env.sh"
+  (cd "$root" && cargo build --release -q -p projector --examples)
+fi
+b=$root/target/release/examples/bench_project
+if "$b" cuda 32 1 1 >/dev/null 2>&1; then
+  for res in 256 1024; do
+    for batch in 1 8 16 32; do "$b" cuda $res $batch "$steps" || echo "res $res batch $batch failed (memory?)"; done
+    "$b" cuda $res 16 "$steps" tf32 unfused
+    "$b" cuda $res 16 "$steps" bf16 unfused
+    "$b" cuda $res 16 "$steps" fp32
+  done
+else
+  for res in 32 64; do for batch in 1 4; do "$b" cpu $res $batch 10; done; done
+fi

@@ -1,0 +1,77 @@
+//! Projection throughput (scripts/bench/project.sh runs it): the paper `stylegan2` generator at
+//! RES with random weights and a VGG16 with random weights (the compute of the pretrained ones),
+//! targets rendered by the same generator (seeds 0..B-1, truncation 0.7), STEPS steps.
+//!
+//!   bench_project DEVICE RES BATCH STEPS [tf32|fp32|bf16] [auto|fused|unfused]
+//!
+//! Prints images/s, seconds per image, the mean final distance and the process's peak reserved
+//! GPU memory (cudaMemGetInfo growth from start-up).
+
+use std::time::Instant;
+
+use perceptual::{NativeVgg16, Vgg16};
+use projector::{Projector, Settings, WStats};
+use stylegan2::{Config, Generator, SynthesisOptions};
+use tch::{Device, Kind, Tensor};
+
+fn main() {
+    let a: Vec<String> = std::env::args().collect();
+    if a.len() < 5 {
+        eprintln!("usage: bench_project DEVICE RES BATCH STEPS [tf32|fp32|bf16] [auto|fused|unfused]");
+        std::process::exit(2);
+    }
+    let precision = a.get(5).map(String::as_str).unwrap_or("tf32");
+    if precision == "fp32" {
+        device::disable_tf32();
+    }
+    let dev = device::DeviceArg::parse(&a[1]).unwrap().resolve(&device::Env::default()).unwrap();
+    let (res, batch, steps): (i64, i64, usize) = (a[2].parse().unwrap(), a[3].parse().unwrap(), a[4].parse().unwrap());
+    let fused = match a.get(6).map(String::as_str) {
+        Some("fused") => Some(true),
+        Some("unfused") => Some(false),
+        _ => None,
+    };
+    if dev.is_cuda() {
+        tch::Cuda::cudnn_set_benchmark(true);
+        let _ = Tensor::zeros([1], (Kind::Float, dev));
+    }
+    let base = device::cuda_mem_used();
+    tch::manual_seed(0);
+    let g = Generator::random(Config::paper_stylegan2(res), dev).unwrap();
+    let mut vgg = Vgg16::Native(NativeVgg16::random(dev));
+    if precision == "bf16" {
+        vgg.to_kind(Kind::BFloat16);
+    }
+    let t0 = Instant::now();
+    let stats = WStats::compute(&g, 10000);
+    let stats_s = t0.elapsed().as_secs_f64();
+    let targets = {
+        let _ng = tch::no_grad_guard();
+        let z: Vec<Tensor> = (0..batch as u32).map(|s| g.seeded_z(s, 1)).collect();
+        let img = g.forward(&Tensor::cat(&z, 0), None, 0.7, None, &SynthesisOptions { force_fp32: true, ..Default::default() });
+        ((img + 1.0) * 127.5).clamp(0.0, 255.0)
+    };
+    let settings = Settings { steps, force_fp32: precision == "fp32", fused_modconv: fused, ..Default::default() };
+    let p = Projector { g: &g, vgg: &vgg, stats: &stats, settings };
+    // Warm-up (cuDNN autotuning) on 2 steps, not timed.
+    let warm = Projector { settings: Settings { steps: 2, ..p.settings.clone() }, ..p };
+    let _ = warm.project(&targets, |_, _| {}).unwrap();
+    if let Device::Cuda(i) = dev {
+        tch::Cuda::synchronize(i as i64);
+    }
+    let t = Instant::now();
+    let out = p.project(&targets, |_, _| {}).unwrap();
+    let secs = t.elapsed().as_secs_f64();
+    let mean = out.distance.iter().sum::<f64>() / out.distance.len() as f64;
+    let mem = match (base, device::cuda_mem_used()) {
+        (Some(a), Some(b)) => format!("{} MiB", b.saturating_sub(a) >> 20),
+        _ => "n/a".into(),
+    };
+    println!(
+        "project {res}x{res} batch {batch} {steps} steps {precision} modconv {}: {:.3} img/s ({:.2} s/img, {:.1} ms/step), mean final distance {mean:.4}, peak reserved {mem}, w stats {stats_s:.2} s",
+        a.get(6).map(String::as_str).unwrap_or("auto"),
+        batch as f64 / secs,
+        secs / batch as f64,
+        secs * 1e3 / steps as f64
+    );
+}
