@@ -88,6 +88,15 @@ impl Config {
         Ok(c)
     }
 
+    /// A `--config` flag's value: JSON text (starting with `{`) or the path of a JSON file.
+    pub fn from_flag(value: &str) -> Result<Self> {
+        if value.trim_start().starts_with('{') {
+            return Config::from_json(value);
+        }
+        let text = std::fs::read_to_string(value).map_err(|e| Error::Io { path: value.to_string(), source: e })?;
+        Config::from_json(&text)
+    }
+
     /// Checks the values upstream's constructors would accept.
     pub fn validate(&self) -> Result<()> {
         let r = self.img_resolution;

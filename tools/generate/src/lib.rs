@@ -159,14 +159,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         device::disable_tf32();
     }
     let device = cli.device.resolve(&Env::from_process(None))?;
-    let config = match &cli.config {
-        None => None,
-        Some(s) if s.trim_start().starts_with('{') => Some(Config::from_json(s)?),
-        Some(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("reading --config {path}"))?;
-            Some(Config::from_json(&text).with_context(|| format!("in {path}"))?)
-        }
-    };
+    let config = cli.config.as_deref().map(Config::from_flag).transpose().context("--config")?;
     let g = Generator::load(&cli.network, config, device)
         .with_context(|| format!("loading the generator {}", cli.network.display()))?;
     let channels = g.config.img_channels;

@@ -151,11 +151,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         tch::Cuda::cudnn_set_benchmark(true);
     }
     let mem_base = device::cuda_mem_used();
-    let config = match &cli.config {
-        None => None,
-        Some(s) if s.trim_start().starts_with('{') => Some(Config::from_json(s)?),
-        Some(path) => Some(Config::from_json(&std::fs::read_to_string(path).with_context(|| format!("reading --config {path}"))?)?),
-    };
+    let config = cli.config.as_deref().map(Config::from_flag).transpose().context("--config")?;
     let g = Generator::load(&cli.network, config, device).with_context(|| format!("loading {}", cli.network.display()))?;
     if g.config.img_channels != 3 {
         bail!("the generator makes {}-channel images; projection needs RGB", g.config.img_channels);
