@@ -60,15 +60,6 @@ pub fn to_uint8_hwc(img: &tch::Tensor) -> Vec<u8> {
     buf
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn uint8_mapping_is_upstreams() {
-        // -1 -> 0.5 -> 0; 0 -> 128; 1 -> 255.5 -> 255; 0.999 -> 255.37 -> 255; -0.5 -> 64.25 -> 64.
-        let img = tch::Tensor::from_slice(&[-1.0f32, 0.0, 1.0, 0.999, -0.5, 2.0]).reshape([1, 1, 2, 3]);
-        assert_eq!(super::to_uint8_hwc(&img), [0, 128, 255, 255, 64, 255]);
-    }
-}
 
 impl Generator {
     /// Loads a safetensors weights file. The config is `config` (flags) when given, else the
@@ -105,5 +96,15 @@ impl Generator {
         let w_avg = w.mean_dim(0, true, tch::Kind::Float);
         let var = (&w - &w_avg).square().sum(tch::Kind::Float).double_value(&[]) / samples as f64;
         (w_avg, var.sqrt())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn uint8_mapping_is_upstreams() {
+        // -1 -> 0.5 -> 0; 0 -> 128; 1 -> 255.5 -> 255; 0.999 -> 255.37 -> 255; -0.5 -> 64.25 -> 64.
+        let img = tch::Tensor::from_slice(&[-1.0f32, 0.0, 1.0, 0.999, -0.5, 2.0]).reshape([1, 1, 2, 3]);
+        assert_eq!(super::to_uint8_hwc(&img), [0, 128, 255, 255, 64, 255]);
     }
 }
