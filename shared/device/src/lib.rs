@@ -151,23 +151,26 @@ pub fn disable_tf32() {
 /// run is the run's peak reserved memory (tch exposes no allocator statistics). The CUDA runtime
 /// is the one libtorch already loaded (`libcudart.so.13`, found by soname).
 pub fn cuda_mem_used() -> Option<u64> {
-    use libloading::os::unix::{Library, RTLD_NOW};
-    if cuda_device_count() == 0 {
-        return None;
-    }
     type MemGetInfo = unsafe extern "C" fn(*mut usize, *mut usize) -> i32;
-    for name in ["libcudart.so.13", "libcudart.so.12", "libcudart.so"] {
-        // SAFETY: opening a library libtorch has already loaded runs no new initialisers; the
-        // symbol has the CUDA runtime's documented signature.
-        let Ok(lib) = (unsafe { Library::open(Some(name), RTLD_NOW) }) else { continue };
-        let Ok(f) = (unsafe { lib.get::<MemGetInfo>(b"cudaMemGetInfo\0") }) else { continue };
-        let (mut free, mut total) = (0usize, 0usize);
-        // SAFETY: two valid out-pointers.
-        if unsafe { f(&mut free, &mut total) } == 0 {
-            return Some((total - free) as u64);
+    static MEM_GET_INFO: OnceLock<Option<MemGetInfo>> = OnceLock::new();
+    let f = MEM_GET_INFO.get_or_init(|| {
+        use libloading::os::unix::{Library, RTLD_NOW};
+        if cuda_device_count() == 0 {
+            return None;
         }
-    }
-    None
+        ["libcudart.so.13", "libcudart.so.12", "libcudart.so"].into_iter().find_map(|name| {
+            // SAFETY: opening a library libtorch has already loaded runs no new initialisers;
+            // the symbol has the CUDA runtime's documented signature.
+            let lib = unsafe { Library::open(Some(name), RTLD_NOW) }.ok()?;
+            let f = unsafe { lib.get::<MemGetInfo>(b"cudaMemGetInfo\0") }.ok().map(|s| *s)?;
+            std::mem::forget(lib); // libtorch keeps it loaded; so does this handle
+            Some(f)
+        })
+    });
+    let f = (*f)?;
+    let (mut free, mut total) = (0usize, 0usize);
+    // SAFETY: two valid out-pointers.
+    (unsafe { f(&mut free, &mut total) } == 0).then(|| (total - free) as u64)
 }
 
 fn cuda_unavailable_reason() -> String {
