@@ -25,7 +25,6 @@ pub use perceptual::Vgg16;
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub steps: usize,
-    pub w_avg_samples: i64,
     pub initial_learning_rate: f64,
     pub initial_noise_factor: f64,
     pub lr_rampdown_length: f64,
@@ -48,7 +47,6 @@ impl Default for Settings {
     fn default() -> Self {
         Settings {
             steps: 150,
-            w_avg_samples: 10000,
             initial_learning_rate: 0.1,
             initial_noise_factor: 0.05,
             lr_rampdown_length: 0.25,
@@ -76,7 +74,8 @@ impl Settings {
     }
 }
 
-/// `w_avg` [1,1,w_dim] and `w_std` of a network: computed once per process and network.
+/// `w_avg` [1,1,w_dim] and `w_std` of a network (upstream uses 10,000 samples): computed once
+/// per process and network, not per image.
 #[derive(Debug)]
 pub struct WStats {
     pub w_avg: Tensor,

@@ -67,7 +67,7 @@ fn trajectory_matches_the_upstream_loop_and_batching_changes_nothing() {
     Tensor::write_safetensors(&[("targets", &t)], &tpath).unwrap();
 
     for (w_plus, steps) in [(false, 8usize), (true, 5)] {
-        let settings = Settings { steps, w_avg_samples: 1000, w_plus, seed: 5, trajectory: true, ..Default::default() };
+        let settings = Settings { steps, w_plus, seed: 5, trajectory: true, ..Default::default() };
         let out = tmp.path().join(format!("ref-{w_plus}.safetensors"));
         let flag = if w_plus { "1" } else { "0" };
         python(

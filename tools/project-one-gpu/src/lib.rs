@@ -163,13 +163,9 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     if cli.precision == Precision::Bf16 {
         vgg.to_kind(Kind::BFloat16);
     }
-    let stats = {
-        let _ng = tch::no_grad_guard();
-        WStats::compute(&g, cli.w_avg_samples)
-    };
+    let stats = WStats::compute(&g, cli.w_avg_samples);
     let settings = Settings {
         steps: cli.steps as usize,
-        w_avg_samples: cli.w_avg_samples,
         w_plus: cli.w_plus,
         seed: cli.seed,
         trajectory: cli.save_trajectory,
