@@ -71,12 +71,8 @@ pub fn init_tensors(cfg: &Config) -> BTreeMap<String, Tensor> {
 pub fn save(path: &Path, tensors: &BTreeMap<String, Tensor>, cfg: &Config) -> Result<()> {
     let mut bytes = Vec::with_capacity(tensors.len());
     for (name, t) in tensors {
-        let t = t.to_kind(Kind::Float).to_device(Device::Cpu).contiguous();
-        let mut v = vec![0f32; t.numel()];
-        let n = v.len();
-        t.copy_data(&mut v, n);
+        let (shape, v) = crate::to_f32_vec(t);
         let b: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-        let shape: Vec<usize> = t.size().iter().map(|&d| d as usize).collect();
         bytes.push((name.clone(), shape, b));
     }
     let views = bytes

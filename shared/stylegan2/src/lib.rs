@@ -48,6 +48,17 @@ pub enum Error {
 
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// A tensor's shape and its values as f32 in row-major order, copied to the CPU (for writing
+/// .npy/.npz/safetensors files).
+pub fn to_f32_vec(t: &tch::Tensor) -> (Vec<usize>, Vec<f32>) {
+    let t = t.to_kind(tch::Kind::Float).to_device(tch::Device::Cpu).contiguous();
+    let shape = t.size().iter().map(|&d| d as usize).collect();
+    let mut v = vec![0f32; t.numel()];
+    let n = v.len();
+    t.copy_data(&mut v, n);
+    (shape, v)
+}
+
 /// Upstream's image mapping `(img * 127.5 + 128).clamp(0, 255).to(torch.uint8)` for one image
 /// [1,C,H,W] (or [C,H,W]), returned channels last (H, W, C) as bytes.
 pub fn to_uint8_hwc(img: &tch::Tensor) -> Vec<u8> {

@@ -357,15 +357,8 @@ fn write_png(path: &Path, img: &Tensor) -> Result<()> {
 fn write_raw(path: &Path, rows: &[Tensor], g: &Generator) -> Result<Vec<usize>> {
     use ndarray_npy::WriteNpyExt;
     let (c, r) = (g.config.img_channels, g.config.img_resolution);
-    let all = if rows.is_empty() {
-        Tensor::zeros([0, c, r, r], (Kind::Float, tch::Device::Cpu))
-    } else {
-        Tensor::cat(rows, 0).to_kind(Kind::Float).contiguous()
-    };
-    let shape: Vec<usize> = all.size().iter().map(|&d| d as usize).collect();
-    let mut data = vec![0f32; all.numel()];
-    let n = data.len();
-    all.copy_data(&mut data, n);
+    let all = if rows.is_empty() { Tensor::zeros([0, c, r, r], (Kind::Float, tch::Device::Cpu)) } else { Tensor::cat(rows, 0) };
+    let (shape, data) = stylegan2::to_f32_vec(&all);
     let arr = ndarray::ArrayD::from_shape_vec(shape.clone(), data)?;
     atomic::write_atomic(path, |w| Ok(arr.write_npy(w)?)).with_context(|| format!("writing {}", path.display()))?;
     Ok(shape)

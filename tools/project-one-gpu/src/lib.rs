@@ -395,11 +395,7 @@ impl Run<'_> {
 }
 
 fn to_array(t: &Tensor) -> ndarray::ArrayD<f32> {
-    let t = t.to_kind(Kind::Float).to_device(tch::Device::Cpu).contiguous();
-    let shape: Vec<usize> = t.size().iter().map(|&d| d as usize).collect();
-    let mut v = vec![0f32; t.numel()];
-    let n = v.len();
-    t.copy_data(&mut v, n);
+    let (shape, v) = stylegan2::to_f32_vec(t);
     ndarray::ArrayD::from_shape_vec(shape, v).expect("shape matches")
 }
 
