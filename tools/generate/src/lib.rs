@@ -45,7 +45,7 @@ pub struct Cli {
 
     /// Directory for the PNGs: seed0007.png for seeds; for files, the input's path relative to
     /// --base mirrored under DIR (as crop-resize does; a record's "input" names it), with .png
-    /// for a one-row file and -0000.png, -0001.png, ... for several rows.
+    /// for a one-row file and .0000.png, .0001.png, ... for several rows.
     #[arg(short, long = "outdir", value_name = "DIR")]
     pub out_dir: PathBuf,
 
@@ -296,7 +296,9 @@ impl Renderer<'_> {
         }
         let batch = std::mem::take(&mut self.pending);
         let need_raw = self.cli.raw.is_some();
-        let todo: Vec<bool> = batch.iter().map(|p| need_raw || self.cli.overwrite || !p.output.exists()).collect();
+        // An existing PNG is kept (without --overwrite); --raw still needs its pixels.
+        let keep: Vec<bool> = batch.iter().map(|p| !self.cli.overwrite && p.output.exists()).collect();
+        let todo: Vec<bool> = keep.iter().map(|&k| need_raw || !k).collect();
         let rendered = if todo.iter().any(|&t| t) {
             let ws: Vec<&Tensor> = batch.iter().zip(&todo).filter(|(_, t)| **t).map(|(p, _)| &p.ws).collect();
             let ws = Tensor::cat(&ws, 0);
@@ -315,7 +317,7 @@ impl Renderer<'_> {
             None
         };
         let mut row = 0;
-        for (p, t) in batch.iter().zip(todo) {
+        for ((p, t), keep) in batch.iter().zip(todo).zip(keep) {
             if !t {
                 self.counts.skipped += 1;
                 let rec = self.record(p, true);
@@ -325,8 +327,6 @@ impl Renderer<'_> {
             }
             let img = rendered.as_ref().unwrap().narrow(0, row, 1);
             row += 1;
-            // Rendered for --raw although the PNG exists: keep the PNG.
-            let keep = !self.cli.overwrite && p.output.exists();
             let result = if keep { Ok(true) } else { write_png(&p.output, &img).map(|_| false) };
             match result {
                 Ok(skipped) => {
