@@ -153,24 +153,62 @@ pub fn disable_tf32() {
 pub fn cuda_mem_used() -> Option<u64> {
     type MemGetInfo = unsafe extern "C" fn(*mut usize, *mut usize) -> i32;
     static MEM_GET_INFO: OnceLock<Option<MemGetInfo>> = OnceLock::new();
-    let f = MEM_GET_INFO.get_or_init(|| {
-        use libloading::os::unix::{Library, RTLD_NOW};
-        if cuda_device_count() == 0 {
-            return None;
-        }
-        ["libcudart.so.13", "libcudart.so.12", "libcudart.so"].into_iter().find_map(|name| {
-            // SAFETY: opening a library libtorch has already loaded runs no new initialisers;
-            // the symbol has the CUDA runtime's documented signature.
-            let lib = unsafe { Library::open(Some(name), RTLD_NOW) }.ok()?;
-            let f = unsafe { lib.get::<MemGetInfo>(b"cudaMemGetInfo\0") }.ok().map(|s| *s)?;
-            std::mem::forget(lib); // libtorch keeps it loaded; so does this handle
-            Some(f)
-        })
-    });
-    let f = (*f)?;
+    // SAFETY: the CUDA runtime's documented signature.
+    let f = (*MEM_GET_INFO.get_or_init(|| unsafe { cudart_symbol(b"cudaMemGetInfo\0") }))?;
     let (mut free, mut total) = (0usize, 0usize);
     // SAFETY: two valid out-pointers.
     (unsafe { f(&mut free, &mut total) } == 0).then(|| (total - free) as u64)
+}
+
+/// `cudaSetDevice(i)` for the calling thread (what NCCL launches on is the current device's
+/// stream).
+pub fn cuda_set_device(i: usize) -> std::result::Result<(), String> {
+    type SetDevice = unsafe extern "C" fn(i32) -> i32;
+    static SET_DEVICE: OnceLock<Option<SetDevice>> = OnceLock::new();
+    // SAFETY: the CUDA runtime's documented signature.
+    let f = (*SET_DEVICE.get_or_init(|| unsafe { cudart_symbol(b"cudaSetDevice\0") }))
+        .ok_or_else(cuda_unavailable_reason)?;
+    // SAFETY: plain integer argument.
+    match unsafe { f(i as i32) } {
+        0 => Ok(()),
+        code => Err(format!("cudaSetDevice({i}) failed with CUDA error {code}")),
+    }
+}
+
+/// Whether all work queued on the current device's legacy default stream (libtorch's stream
+/// unless told otherwise) has finished: `cudaStreamQuery(0)`. `Err` for a CUDA error.
+pub fn cuda_default_stream_done() -> std::result::Result<bool, String> {
+    type StreamQuery = unsafe extern "C" fn(*mut std::ffi::c_void) -> i32;
+    static STREAM_QUERY: OnceLock<Option<StreamQuery>> = OnceLock::new();
+    // SAFETY: the CUDA runtime's documented signature.
+    let f = (*STREAM_QUERY.get_or_init(|| unsafe { cudart_symbol(b"cudaStreamQuery\0") }))
+        .ok_or_else(cuda_unavailable_reason)?;
+    // SAFETY: the null stream is the legacy default stream.
+    match unsafe { f(std::ptr::null_mut()) } {
+        0 => Ok(true),
+        600 => Ok(false), // cudaErrorNotReady
+        code => Err(format!("cudaStreamQuery failed with CUDA error {code}")),
+    }
+}
+
+/// A symbol of the CUDA runtime libtorch already loaded (`libcudart.so.13`, found by soname),
+/// or `None` without CUDA.
+///
+/// # Safety
+/// `T` must be the symbol's true function-pointer type.
+unsafe fn cudart_symbol<T: Copy>(name: &[u8]) -> Option<T> {
+    use libloading::os::unix::{Library, RTLD_NOW};
+    if cuda_device_count() == 0 {
+        return None;
+    }
+    ["libcudart.so.13", "libcudart.so.12", "libcudart.so"].into_iter().find_map(|lib| {
+        // SAFETY: opening a library libtorch has already loaded runs no new initialisers.
+        let lib = unsafe { Library::open(Some(lib), RTLD_NOW) }.ok()?;
+        // SAFETY: the caller vouches for T.
+        let f = unsafe { lib.get::<T>(name) }.ok().map(|s| *s)?;
+        std::mem::forget(lib); // libtorch keeps it loaded; so does this handle
+        Some(f)
+    })
 }
 
 fn cuda_unavailable_reason() -> String {

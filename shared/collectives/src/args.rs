@@ -1,0 +1,52 @@
+//! `DistArgs`: the distributed flags every rank-aware tool flattens into its `Cli` (feature
+//! `clap`). Unset flags fall back to the launcher's environment (see [`crate::rendezvous`]).
+
+use std::time::Duration;
+
+use crate::{Backend, InitMethod, Options};
+
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Distributed")]
+pub struct DistArgs {
+    /// Rendezvous: env:// (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT as torchrun sets them, or
+    /// Slurm's SLURM_PROCID/SLURM_NTASKS/SLURM_JOB_NODELIST), tcp://HOST:PORT, or
+    /// file:///shared/path (rank 0 publishes its address there; works across machines on a shared
+    /// filesystem).
+    #[arg(long, value_name = "URL", default_value = "env://")]
+    pub init_method: InitMethod,
+    /// This process's rank [default: $RANK, else $SLURM_PROCID, else 0].
+    #[arg(long)]
+    pub rank: Option<usize>,
+    /// Number of ranks [default: $WORLD_SIZE, else $SLURM_NTASKS, else 1].
+    #[arg(long)]
+    pub world_size: Option<usize>,
+    /// Host of rank 0's store for env:// [default: $MASTER_ADDR, else the first Slurm node, else
+    /// 127.0.0.1].
+    #[arg(long)]
+    pub master_addr: Option<String>,
+    /// Port of rank 0's store for env:// [default: $MASTER_PORT, else 20000 + SLURM_JOB_ID mod
+    /// 20000 under Slurm, else 29500].
+    #[arg(long)]
+    pub master_port: Option<u16>,
+    /// Longest wait for a peer, in seconds: rendezvous, silence within a collective, NCCL
+    /// completion. A rank that dies or never arrives fails the others within this time.
+    #[arg(long, value_name = "SECS", default_value_t = 300.0)]
+    pub dist_timeout_secs: f64,
+    /// Engine for CUDA tensors: auto (NCCL when libnccl.so.2 loads, else host copies over the
+    /// CPU ring), nccl, or cpu. CPU tensors always use the CPU ring.
+    #[arg(long, value_name = "NAME", default_value = "auto")]
+    pub backend: Backend,
+}
+
+impl DistArgs {
+    pub fn options(&self) -> Options {
+        Options {
+            init_method: self.init_method.clone(),
+            rank: self.rank,
+            world_size: self.world_size,
+            master_addr: self.master_addr.clone(),
+            master_port: self.master_port,
+            timeout: Duration::from_secs_f64(self.dist_timeout_secs.max(0.001)),
+        }
+    }
+}

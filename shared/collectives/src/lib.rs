@@ -1,0 +1,397 @@
+//! Collectives over tch tensors for processes launched one per GPU by anything (GNU parallel,
+//! xargs, Make, `torchrun --no-python`, Slurm `srun`).
+//!
+//! One [`Communicator`] per process: [`Communicator::connect`] meets the other ranks (see
+//! [`rendezvous`]) and wires a TCP ring; collectives on CPU tensors run on that ring (the CPU
+//! backend, [`ring`]), collectives on CUDA tensors on NCCL ([`nccl`], loaded at run time, its
+//! communicator made at the first CUDA collective with the id passed through the store).
+//!
+//! Invariants:
+//! - every wait has a deadline ([`Options::timeout`]); a peer that dies, hangs or never arrives
+//!   makes every other rank fail with an error naming it, never hang;
+//! - every CPU collective first checks that the neighbouring rank makes the same call (same
+//!   collective, op, dtype, element count, root): a mismatch is [`Error::Mismatch`], not garbage;
+//! - NCCL collectives are enqueued on libtorch's stream and are not waited for; call
+//!   [`Communicator::synchronize`] where the host needs the result (reading it back to the CPU
+//!   does that implicitly).
+//!
+//! ```no_run
+//! use collectives::{Communicator, Options, ReduceOp};
+//! let mut comm = Communicator::connect(&Options::default()).unwrap(); // env://
+//! let mut g = tch::Tensor::ones([4], (tch::Kind::Float, tch::Device::Cpu));
+//! comm.all_reduce(&mut g, ReduceOp::Avg).unwrap();
+//! ```
+
+#[cfg(feature = "clap")]
+mod args;
+pub mod nccl;
+mod reduce;
+pub mod rendezvous;
+mod ring;
+pub mod store;
+
+use std::time::Duration;
+
+use tch::{Device, Tensor};
+
+#[cfg(feature = "clap")]
+pub use args::DistArgs;
+pub use reduce::{DType, ReduceOp};
+pub use rendezvous::{InitMethod, Options, Plan};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    Usage(String),
+    #[error("{0}")]
+    Rendezvous(String),
+    #[error("{0}")]
+    PortInUse(String),
+    #[error("timed out after {:.0} s waiting for {}", waited.as_secs_f64(), missing.join(", "))]
+    Timeout { waited: Duration, missing: Vec<String> },
+    #[error("lost rank {rank} during {during}: rank {rank} {what}")]
+    Peer { rank: usize, what: String, during: String },
+    #[error("{0}")]
+    Mismatch(String),
+    #[error("{0}")]
+    Unsupported(String),
+    #[error("NCCL: {0}")]
+    Nccl(String),
+    #[error("{what}: {source}")]
+    Io { what: &'static str, source: std::io::Error },
+}
+
+impl Error {
+    pub(crate) fn io(what: &'static str) -> impl Fn(std::io::Error) -> Error {
+        move |source| Error::Io { what, source }
+    }
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Which engine runs collectives on CUDA tensors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Backend {
+    /// NCCL when it loads, else the CPU ring through host copies (with a note on stderr).
+    #[default]
+    Auto,
+    /// NCCL or an error.
+    Nccl,
+    /// Always the CPU ring (CUDA tensors are copied to the host and back).
+    Cpu,
+}
+
+impl std::str::FromStr for Backend {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "auto" => Ok(Backend::Auto),
+            "nccl" => Ok(Backend::Nccl),
+            "cpu" | "gloo" | "ring" => Ok(Backend::Cpu),
+            _ => Err(Error::Usage(format!("unknown backend `{s}`: auto, nccl or cpu"))),
+        }
+    }
+}
+
+/// This process's membership in a group of ranks.
+#[derive(Debug)]
+pub struct Communicator {
+    plan: Plan,
+    joined: rendezvous::Joined,
+    backend: Backend,
+    timeout: Duration,
+    nccl: Option<nccl::NcclComm>,
+    nccl_generation: usize,
+}
+
+impl Communicator {
+    /// Meets the other ranks as `opts` and the launcher's environment say.
+    pub fn connect(opts: &Options) -> Result<Communicator> {
+        Communicator::connect_with(opts, Backend::Auto)
+    }
+
+    pub fn connect_with(opts: &Options, backend: Backend) -> Result<Communicator> {
+        let plan = opts.plan()?;
+        Communicator::from_plan(plan, &opts.init_method, opts.timeout, backend)
+    }
+
+    /// Connects a resolved plan (tests build plans without a process environment).
+    pub fn from_plan(plan: Plan, method: &InitMethod, timeout: Duration, backend: Backend) -> Result<Communicator> {
+        let joined = rendezvous::connect(&plan, method, timeout)?;
+        Ok(Communicator { plan, joined, backend, timeout, nccl: None, nccl_generation: 0 })
+    }
+
+    pub fn rank(&self) -> usize {
+        self.plan.rank
+    }
+
+    pub fn world_size(&self) -> usize {
+        self.plan.world_size
+    }
+
+    /// `LOCAL_RANK` / `SLURM_LOCALID`, when a launcher set it.
+    pub fn local_rank(&self) -> Option<usize> {
+        self.plan.local_rank
+    }
+
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// The engine collectives on tensors on `device` use: `"cpu-ring"` or `"nccl"`.
+    pub fn engine(&self, device: Device) -> &'static str {
+        if device.is_cuda() && self.backend != Backend::Cpu && (self.backend == Backend::Nccl || nccl::Nccl::load().is_ok()) {
+            "nccl"
+        } else {
+            "cpu-ring"
+        }
+    }
+
+    /// In-place all-reduce.
+    pub fn all_reduce(&mut self, t: &mut Tensor, op: ReduceOp) -> Result<()> {
+        let dtype = DType::from_kind(t.kind())?;
+        if self.use_nccl(t.device())? {
+            let count = contiguous_numel(t, "all_reduce")?;
+            let p = t.data_ptr();
+            return self.with_nccl(t.device(), |c| c.all_reduce(p, p, count, dtype, op));
+        }
+        self.on_host(t, |ring, buf| ring.all_reduce(buf, dtype, op))
+    }
+
+    /// Out-of-place all-reduce: `output` (same shape and kind) gets the reduction of `input`.
+    pub fn all_reduce_into(&mut self, input: &Tensor, output: &mut Tensor, op: ReduceOp) -> Result<()> {
+        same_layout(input, output, 1, "all_reduce")?;
+        let dtype = DType::from_kind(input.kind())?;
+        if self.use_nccl(input.device())? {
+            let count = contiguous_numel(input, "all_reduce")?;
+            contiguous_numel(output, "all_reduce")?;
+            let (s, r) = (input.data_ptr(), output.data_ptr());
+            return self.with_nccl(input.device(), |c| c.all_reduce(s, r, count, dtype, op));
+        }
+        output.copy_(input);
+        self.on_host(output, |ring, buf| ring.all_reduce(buf, dtype, op))
+    }
+
+    /// Copies `root`'s tensor into every rank's `t`.
+    pub fn broadcast(&mut self, t: &mut Tensor, root: usize) -> Result<()> {
+        self.check_root(root)?;
+        let dtype = DType::from_kind(t.kind())?;
+        if self.use_nccl(t.device())? {
+            let count = contiguous_numel(t, "broadcast")?;
+            let p = t.data_ptr();
+            return self.with_nccl(t.device(), |c| c.broadcast(p, p, count, dtype, root));
+        }
+        self.on_host(t, |ring, buf| ring.broadcast(buf, dtype, root))
+    }
+
+    /// `output` (world × input.numel() elements, any shape) gets every rank's `input`, in rank
+    /// order.
+    pub fn all_gather(&mut self, input: &Tensor, output: &mut Tensor) -> Result<()> {
+        let world = self.world_size();
+        same_layout(input, output, world, "all_gather")?;
+        let dtype = DType::from_kind(input.kind())?;
+        if self.use_nccl(input.device())? {
+            let count = contiguous_numel(input, "all_gather")?;
+            contiguous_numel(output, "all_gather")?;
+            let (s, r) = (input.data_ptr(), output.data_ptr());
+            return self.with_nccl(input.device(), |c| c.all_gather(s, r, count, dtype));
+        }
+        let n = input.numel() as i64;
+        let rank = self.rank() as i64;
+        let mut flat = output.view([-1]);
+        // The slot may alias `input` (in-place all-gather); copying onto itself is harmless.
+        if flat.narrow(0, rank * n, n).data_ptr() != input.data_ptr() {
+            flat.narrow(0, rank * n, n).copy_(&input.reshape([-1]));
+        }
+        self.on_host(&mut flat, |ring, buf| ring.all_gather(buf, dtype))
+    }
+
+    /// `input` holds world × output.numel() elements; `output` gets the reduction of every
+    /// rank's slot `rank`.
+    pub fn reduce_scatter(&mut self, input: &Tensor, output: &mut Tensor, op: ReduceOp) -> Result<()> {
+        let world = self.world_size();
+        same_layout(output, input, world, "reduce_scatter")?;
+        let dtype = DType::from_kind(input.kind())?;
+        if self.use_nccl(input.device())? {
+            contiguous_numel(input, "reduce_scatter")?;
+            let count = contiguous_numel(output, "reduce_scatter")?;
+            let (s, r) = (input.data_ptr(), output.data_ptr());
+            return self.with_nccl(input.device(), |c| c.reduce_scatter(s, r, count, dtype, op));
+        }
+        let n = output.numel() as i64;
+        let mut work = input.to_device(Device::Cpu).reshape([-1]).copy();
+        self.on_host(&mut work, |ring, buf| ring.reduce_scatter(buf, dtype, op))?;
+        output.view([-1]).copy_(&work.narrow(0, self.rank() as i64 * n, n));
+        Ok(())
+    }
+
+    /// Returns once every rank has called it (host-side: it does not wait for queued GPU work;
+    /// call [`Communicator::synchronize`] first for that).
+    pub fn barrier(&mut self) -> Result<()> {
+        let r = self.joined.ring.barrier();
+        self.noted(r)
+    }
+
+    /// Waits for this rank's queued NCCL collectives (no-op for the CPU ring, which is
+    /// synchronous).
+    pub fn synchronize(&mut self) -> Result<()> {
+        match self.nccl.as_mut() {
+            Some(c) => c.synchronize(),
+            None => Ok(()),
+        }
+    }
+
+    fn check_root(&self, root: usize) -> Result<()> {
+        if root >= self.world_size() {
+            return Err(Error::Usage(format!("root {root} is outside a world of {}", self.world_size())));
+        }
+        Ok(())
+    }
+
+    fn use_nccl(&self, device: Device) -> Result<bool> {
+        if !device.is_cuda() || self.backend == Backend::Cpu {
+            return Ok(false);
+        }
+        match nccl::Nccl::load() {
+            Ok(_) => Ok(true),
+            Err(e) if self.backend == Backend::Nccl => Err(e),
+            Err(_) => Ok(false),
+        }
+    }
+
+    /// Runs `f` on this device's NCCL communicator, making it first (collectively) if needed.
+    fn with_nccl(&mut self, device: Device, f: impl FnOnce(&mut nccl::NcclComm) -> Result<()>) -> Result<()> {
+        let Device::Cuda(index) = device else { unreachable!("NCCL on a CPU tensor") };
+        if self.nccl.as_ref().is_some_and(|c| c.device != index) {
+            return Err(Error::Unsupported(format!(
+                "this rank's NCCL communicator is on cuda:{}, not cuda:{index}: one device per rank",
+                self.nccl.as_ref().unwrap().device
+            )));
+        }
+        if self.nccl.is_none() {
+            let lib = nccl::Nccl::load()?;
+            self.nccl_generation += 1;
+            let key = format!("nccl_id/{}", self.nccl_generation);
+            let id = if self.rank() == 0 {
+                let id = lib.unique_id()?;
+                if let Some(store) = self.joined.store.as_mut() {
+                    store.set(&key, &id)?;
+                }
+                id
+            } else {
+                let store = self.joined.store.as_mut().expect("world > 1 has a store");
+                let v = store.get(&key)?;
+                v.try_into().map_err(|_| Error::Nccl("rank 0 published a malformed ncclUniqueId".into()))?
+            };
+            self.nccl = Some(nccl::NcclComm::init(lib, id, self.rank(), self.world_size(), index, self.timeout)?);
+        }
+        let r = f(self.nccl.as_mut().unwrap());
+        self.noted(r)
+    }
+
+    /// Runs a ring collective on `t`'s bytes: in place for contiguous CPU tensors, else through
+    /// a contiguous host copy that is copied back.
+    fn on_host(&mut self, t: &mut Tensor, f: impl FnOnce(&mut ring::Ring, &mut [u8]) -> Result<()>) -> Result<()> {
+        let r = if t.device() == Device::Cpu && t.is_contiguous() {
+            // SAFETY: a contiguous CPU tensor owns numel × elt_size bytes at data_ptr, and the
+            // `&mut Tensor` keeps anything else from touching them meanwhile.
+            let buf = unsafe { tensor_bytes(t) };
+            f(&mut self.joined.ring, buf)
+        } else {
+            let mut host = t.to_device(Device::Cpu).contiguous();
+            if host.data_ptr() == t.data_ptr() {
+                host = host.copy();
+            }
+            // SAFETY: as above, for the private host copy.
+            let buf = unsafe { tensor_bytes(&mut host) };
+            let r = f(&mut self.joined.ring, buf);
+            if r.is_ok() {
+                t.copy_(&host);
+            }
+            r
+        };
+        self.noted(r)
+    }
+
+    /// On failure, leaves a note in the store for the other ranks and adds theirs to the error,
+    /// so a rank that only saw its neighbour exit still learns which rank failed first.
+    fn noted<T>(&mut self, r: Result<T>) -> Result<T> {
+        let Err(e) = r else { return r };
+        let Some(store) = self.joined.store.as_mut() else { return Err(e) };
+        store.shorten_timeout(Duration::from_secs(1));
+        let me = self.plan.rank;
+        let _ = store.set(&format!("failed/{me}"), e.to_string().as_bytes());
+        std::thread::sleep(Duration::from_millis(300));
+        let mut others = Vec::new();
+        for r in (0..self.plan.world_size).filter(|&r| r != me) {
+            if store.check(&[&format!("failed/{r}")]).unwrap_or(false) {
+                if let Ok(v) = store.get_now(&format!("failed/{r}")) {
+                    others.push(format!("rank {r}: {}", String::from_utf8_lossy(&v)));
+                }
+            }
+        }
+        if others.is_empty() {
+            return Err(e);
+        }
+        let also = format!(" [other ranks report: {}]", others.join("; "));
+        Err(match e {
+            Error::Peer { rank, during, what } => Error::Peer { rank, during, what: what + &also },
+            Error::Mismatch(m) => Error::Mismatch(m + &also),
+            Error::Nccl(m) => Error::Nccl(m + &also),
+            other => Error::Rendezvous(format!("{other}{also}")),
+        })
+    }
+}
+
+impl Drop for Communicator {
+    fn drop(&mut self) {
+        if let Some((path, nonce)) = &self.joined.file {
+            // Remove the rendezvous file only if it is still ours.
+            if std::fs::read_to_string(path).is_ok_and(|t| t.trim().ends_with(nonce.as_str())) {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+    }
+}
+
+/// # Safety
+/// `t` must be a contiguous CPU tensor not otherwise accessed while the slice lives.
+unsafe fn tensor_bytes(t: &mut Tensor) -> &mut [u8] {
+    let len = t.numel() * t.kind().elt_size_in_bytes();
+    if len == 0 {
+        return &mut [];
+    }
+    // SAFETY: per the function's contract.
+    unsafe { std::slice::from_raw_parts_mut(t.data_ptr() as *mut u8, len) }
+}
+
+fn contiguous_numel(t: &Tensor, what: &str) -> Result<usize> {
+    if !t.is_contiguous() {
+        return Err(Error::Unsupported(format!("{what} on CUDA needs contiguous tensors (call .contiguous())")));
+    }
+    Ok(t.numel())
+}
+
+/// `big` must hold `factor` × `small`'s elements, of the same kind and device.
+fn same_layout(small: &Tensor, big: &Tensor, factor: usize, what: &str) -> Result<()> {
+    if small.kind() != big.kind() || small.device() != big.device() {
+        return Err(Error::Usage(format!(
+            "{what}: input and output differ ({:?} on {:?} vs {:?} on {:?})",
+            small.kind(),
+            small.device(),
+            big.kind(),
+            big.device()
+        )));
+    }
+    if big.numel() != small.numel() * factor {
+        return Err(Error::Usage(format!(
+            "{what}: the larger tensor must hold {factor} × {} elements, it holds {}",
+            small.numel(),
+            big.numel()
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,315 @@
+//! NCCL, loaded at run time (no CUDA toolkit at build time).
+//!
+//! `libnccl.so.2` is looked up, in order: `SHARDKIT_NCCL_LIB` (a path), the torch wheel's own
+//! copy (`site-packages/nvidia/nccl/lib`, found from where `libtorch_cpu.so` is mapped: the very
+//! file libtorch_cuda links, so the process holds one NCCL), then the system search path. The
+//! chosen file, or every reason none loaded, is reported by [`Nccl::load`].
+//!
+//! Collectives are enqueued on the legacy default stream (stream 0), the stream libtorch's
+//! kernels run on unless told otherwise, so they are ordered with the surrounding tensor work
+//! without extra synchronisation; [`NcclComm::synchronize`] waits for the stream with a deadline
+//! and aborts the communicator if NCCL reports an asynchronous error or the deadline passes.
+
+use std::ffi::{CStr, c_char, c_int, c_void};
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use libloading::os::unix::{Library, RTLD_GLOBAL, RTLD_NOW};
+
+use crate::reduce::{DType, ReduceOp};
+use crate::{Error, Result};
+
+pub const UNIQUE_ID_BYTES: usize = 128;
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct UniqueId([u8; UNIQUE_ID_BYTES]);
+
+type Comm = *mut c_void;
+type Stream = *mut c_void;
+
+/// The entry points we use, with nccl.h's signatures (enums are C ints).
+#[derive(Debug)]
+struct Fns {
+    get_version: unsafe extern "C" fn(*mut c_int) -> c_int,
+    get_unique_id: unsafe extern "C" fn(*mut UniqueId) -> c_int,
+    comm_init_rank: unsafe extern "C" fn(*mut Comm, c_int, UniqueId, c_int) -> c_int,
+    comm_destroy: unsafe extern "C" fn(Comm) -> c_int,
+    comm_abort: unsafe extern "C" fn(Comm) -> c_int,
+    comm_get_async_error: unsafe extern "C" fn(Comm, *mut c_int) -> c_int,
+    get_error_string: unsafe extern "C" fn(c_int) -> *const c_char,
+    get_last_error: unsafe extern "C" fn(Comm) -> *const c_char,
+    all_reduce: unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, c_int, Comm, Stream) -> c_int,
+    broadcast: unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, c_int, Comm, Stream) -> c_int,
+    all_gather: unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, Comm, Stream) -> c_int,
+    reduce_scatter: unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, c_int, Comm, Stream) -> c_int,
+}
+
+impl std::fmt::Debug for UniqueId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("UniqueId(..)")
+    }
+}
+
+/// A loaded NCCL library.
+#[derive(Debug)]
+pub struct Nccl {
+    fns: Fns,
+    /// The file loaded.
+    pub path: String,
+    /// How it was found (`SHARDKIT_NCCL_LIB`, `torch wheel`, `system path`).
+    pub source: &'static str,
+    /// `ncclGetVersion`, e.g. 22809 for 2.28.9.
+    pub version: i32,
+}
+
+static NCCL: OnceLock<std::result::Result<Nccl, String>> = OnceLock::new();
+
+impl Nccl {
+    /// Loads NCCL once per process; the error lists every place tried.
+    pub fn load() -> Result<&'static Nccl> {
+        NCCL.get_or_init(load_uncached).as_ref().map_err(|e| Error::Nccl(e.clone()))
+    }
+
+    /// `major.minor.patch`.
+    pub fn version_string(&self) -> String {
+        let v = self.version;
+        if v >= 10000 { format!("{}.{}.{}", v / 10000, v / 100 % 100, v % 100) } else { format!("{}.{}.{}", v / 1000, v / 100 % 10, v % 100) }
+    }
+
+    fn check(&self, what: &str, code: c_int, comm: Option<Comm>) -> Result<()> {
+        if code == 0 {
+            return Ok(());
+        }
+        // SAFETY: NCCL returns static strings.
+        let s = unsafe { CStr::from_ptr((self.fns.get_error_string)(code)) }.to_string_lossy().into_owned();
+        let last = comm
+            // SAFETY: a live communicator (or null, which NCCL accepts).
+            .map(|c| unsafe { CStr::from_ptr((self.fns.get_last_error)(c)) }.to_string_lossy().into_owned())
+            .filter(|l| !l.is_empty())
+            .map(|l| format!(": {l}"))
+            .unwrap_or_default();
+        Err(Error::Nccl(format!("{what} failed: {s} (ncclResult {code}){last}")))
+    }
+
+    /// A fresh `ncclUniqueId` (rank 0 makes it; the others get it through the store).
+    pub fn unique_id(&self) -> Result<[u8; UNIQUE_ID_BYTES]> {
+        let mut id = UniqueId([0; UNIQUE_ID_BYTES]);
+        // SAFETY: a valid out-pointer of the right size.
+        self.check("ncclGetUniqueId", unsafe { (self.fns.get_unique_id)(&mut id) }, None)?;
+        Ok(id.0)
+    }
+}
+
+fn load_uncached() -> std::result::Result<Nccl, String> {
+    let mut tried = Vec::new();
+    let mut candidates: Vec<(String, &'static str)> = Vec::new();
+    if let Ok(p) = std::env::var("SHARDKIT_NCCL_LIB") {
+        candidates.push((p, "SHARDKIT_NCCL_LIB"));
+    }
+    if let Some(dir) = torch_lib_dir() {
+        let p = dir.join("../../nvidia/nccl/lib/libnccl.so.2");
+        candidates.push((p.to_string_lossy().into_owned(), "torch wheel"));
+    }
+    candidates.push(("libnccl.so.2".to_string(), "system path"));
+    for (name, source) in candidates {
+        // SAFETY: loading NCCL runs its initialisers, which only set up NCCL's own state.
+        match unsafe { Library::open(Some(&name), RTLD_NOW | RTLD_GLOBAL) } {
+            Ok(lib) => {
+                let fns = bind(&lib).map_err(|e| format!("{name}: {e}"))?;
+                let mut version = 0;
+                // SAFETY: a valid out-pointer.
+                unsafe { (fns.get_version)(&mut version) };
+                let path = mapped_path("libnccl.so").unwrap_or(name);
+                std::mem::forget(lib); // NCCL stays loaded for the process
+                return Ok(Nccl { fns, path, source, version });
+            }
+            Err(e) => tried.push(format!("{source}: {e}")),
+        }
+    }
+    Err(format!("libnccl.so.2 could not be loaded ({}); set SHARDKIT_NCCL_LIB to its path", tried.join("; ")))
+}
+
+fn bind(lib: &Library) -> std::result::Result<Fns, libloading::Error> {
+    // SAFETY: each symbol is given its nccl.h signature.
+    unsafe {
+        Ok(Fns {
+            get_version: *lib.get(b"ncclGetVersion\0")?,
+            get_unique_id: *lib.get(b"ncclGetUniqueId\0")?,
+            comm_init_rank: *lib.get(b"ncclCommInitRank\0")?,
+            comm_destroy: *lib.get(b"ncclCommDestroy\0")?,
+            comm_abort: *lib.get(b"ncclCommAbort\0")?,
+            comm_get_async_error: *lib.get(b"ncclCommGetAsyncError\0")?,
+            get_error_string: *lib.get(b"ncclGetErrorString\0")?,
+            get_last_error: *lib.get(b"ncclGetLastError\0")?,
+            all_reduce: *lib.get(b"ncclAllReduce\0")?,
+            broadcast: *lib.get(b"ncclBroadcast\0")?,
+            all_gather: *lib.get(b"ncclAllGather\0")?,
+            reduce_scatter: *lib.get(b"ncclReduceScatter\0")?,
+        })
+    }
+}
+
+/// The directory of the `libtorch_cpu.so` this process mapped.
+fn torch_lib_dir() -> Option<PathBuf> {
+    mapped_path("libtorch_cpu.so").and_then(|p| PathBuf::from(p).parent().map(PathBuf::from))
+}
+
+/// The path of the first mapped file whose name starts with `stem` (from /proc/self/maps).
+fn mapped_path(stem: &str) -> Option<String> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    maps.lines().filter_map(|l| l.split_whitespace().nth(5)).find(|p| {
+        p.rsplit('/').next().is_some_and(|f| f.starts_with(stem))
+    }).map(str::to_string)
+}
+
+/// One rank's NCCL communicator on one CUDA device.
+#[derive(Debug)]
+pub struct NcclComm {
+    nccl: &'static Nccl,
+    comm: Comm,
+    pub device: usize,
+    timeout: Duration,
+}
+
+// SAFETY: an NCCL communicator may be used from any thread as long as calls on it are not
+// concurrent; `NcclComm` is only reachable through `&mut` (Communicator's methods).
+unsafe impl Send for NcclComm {}
+
+impl NcclComm {
+    /// `ncclCommInitRank` on `device`, bounded by `timeout` (a peer that died after the ring
+    /// rendezvous would otherwise leave it waiting forever).
+    pub fn init(nccl: &'static Nccl, id: [u8; UNIQUE_ID_BYTES], rank: usize, world: usize, device: usize, timeout: Duration) -> Result<NcclComm> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("nccl-init".into())
+            .spawn(move || {
+                let r = device::cuda_set_device(device).map_err(Error::Nccl).and_then(|_| {
+                    let mut comm: Comm = std::ptr::null_mut();
+                    // SAFETY: a valid out-pointer; id by value as nccl.h declares.
+                    let code = unsafe { (nccl.fns.comm_init_rank)(&mut comm, world as c_int, UniqueId(id), rank as c_int) };
+                    nccl.check("ncclCommInitRank", code, None).map(|_| comm as usize)
+                });
+                let _ = tx.send(r);
+            })
+            .map_err(Error::io("nccl thread"))?;
+        match rx.recv_timeout(timeout) {
+            Ok(r) => Ok(NcclComm { nccl, comm: r? as Comm, device, timeout }),
+            Err(_) => Err(Error::Nccl(format!(
+                "ncclCommInitRank did not complete within {:.0} s: a rank died or cannot reach this one \
+                 (NCCL_DEBUG=INFO shows NCCL's view)",
+                timeout.as_secs_f64()
+            ))),
+        }
+    }
+
+    fn enter(&self) -> Result<()> {
+        device::cuda_set_device(self.device).map_err(Error::Nccl)
+    }
+
+    pub fn all_reduce(&mut self, send: *const c_void, recv: *mut c_void, count: usize, dtype: DType, op: ReduceOp) -> Result<()> {
+        self.enter()?;
+        // SAFETY: the caller passes device pointers of `count` elements on this comm's device.
+        let code = unsafe {
+            (self.nccl.fns.all_reduce)(send, recv, count, dtype.code().into(), op.code().into(), self.comm, std::ptr::null_mut())
+        };
+        self.nccl.check("ncclAllReduce", code, Some(self.comm))
+    }
+
+    pub fn broadcast(&mut self, send: *const c_void, recv: *mut c_void, count: usize, dtype: DType, root: usize) -> Result<()> {
+        self.enter()?;
+        // SAFETY: as all_reduce.
+        let code = unsafe {
+            (self.nccl.fns.broadcast)(send, recv, count, dtype.code().into(), root as c_int, self.comm, std::ptr::null_mut())
+        };
+        self.nccl.check("ncclBroadcast", code, Some(self.comm))
+    }
+
+    /// `send_count` elements from each rank into `recv` (world × send_count).
+    pub fn all_gather(&mut self, send: *const c_void, recv: *mut c_void, send_count: usize, dtype: DType) -> Result<()> {
+        self.enter()?;
+        // SAFETY: as all_reduce.
+        let code = unsafe {
+            (self.nccl.fns.all_gather)(send, recv, send_count, dtype.code().into(), self.comm, std::ptr::null_mut())
+        };
+        self.nccl.check("ncclAllGather", code, Some(self.comm))
+    }
+
+    /// `send` holds world × `recv_count` elements; `recv` gets this rank's reduced slot.
+    pub fn reduce_scatter(&mut self, send: *const c_void, recv: *mut c_void, recv_count: usize, dtype: DType, op: ReduceOp) -> Result<()> {
+        self.enter()?;
+        // SAFETY: as all_reduce.
+        let code = unsafe {
+            (self.nccl.fns.reduce_scatter)(send, recv, recv_count, dtype.code().into(), op.code().into(), self.comm, std::ptr::null_mut())
+        };
+        self.nccl.check("ncclReduceScatter", code, Some(self.comm))
+    }
+
+    /// Waits until the default stream is idle, polling NCCL's asynchronous error; on an error
+    /// or after the timeout the communicator is aborted (so NCCL's kernels stop spinning).
+    pub fn synchronize(&mut self) -> Result<()> {
+        self.enter()?;
+        let start = Instant::now();
+        loop {
+            if device::cuda_default_stream_done().map_err(Error::Nccl)? {
+                return Ok(());
+            }
+            let mut async_err: c_int = 0;
+            // SAFETY: a live communicator and a valid out-pointer.
+            unsafe { (self.nccl.fns.comm_get_async_error)(self.comm, &mut async_err) };
+            if async_err != 0 && async_err != 7 {
+                // 7 = ncclInProgress
+                let e = self.nccl.check("an NCCL collective", async_err, Some(self.comm));
+                self.abort();
+                return e;
+            }
+            if start.elapsed() > self.timeout {
+                self.abort();
+                return Err(Error::Nccl(format!(
+                    "NCCL collectives did not finish within {:.0} s: a rank died or is stuck; communicator aborted",
+                    self.timeout.as_secs_f64()
+                )));
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+
+    fn abort(&mut self) {
+        if !self.comm.is_null() {
+            // SAFETY: a live communicator, not used afterwards.
+            unsafe { (self.nccl.fns.comm_abort)(self.comm) };
+            self.comm = std::ptr::null_mut();
+        }
+    }
+}
+
+impl Drop for NcclComm {
+    fn drop(&mut self) {
+        if !self.comm.is_null() {
+            let _ = self.enter();
+            // SAFETY: a live communicator, not used afterwards.
+            unsafe { (self.nccl.fns.comm_destroy)(self.comm) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loads_the_torch_wheels_nccl_and_makes_an_id() {
+        // torch's wheel ships NCCL even for CPU-only machines (NOTES.md); make sure libtorch is
+        // mapped first, as it is in every tool.
+        let _ = tch::Tensor::zeros([1], (tch::Kind::Float, tch::Device::Cpu));
+        let nccl = Nccl::load().unwrap();
+        assert!(nccl.version >= 21000, "{}", nccl.version);
+        assert!(nccl.path.contains("libnccl.so"), "{}", nccl.path);
+        assert!(nccl.version_string().starts_with("2."));
+        // Making an id needs no GPU; two ids differ.
+        if let (Ok(a), Ok(b)) = (nccl.unique_id(), nccl.unique_id()) {
+            assert_ne!(a, b);
+        }
+    }
+}

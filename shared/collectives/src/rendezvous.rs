@@ -1,0 +1,512 @@
+//! Where a rank learns its rank, the world size and its peers.
+//!
+//! A [`Plan`] is resolved from options and the launcher's environment (pure, so it is unit
+//! tested); [`connect`] then meets the other ranks through a TCPStore and wires the ring:
+//!
+//! - `env://` — `RANK`/`WORLD_SIZE`/`LOCAL_RANK`/`MASTER_ADDR`/`MASTER_PORT` as torchrun sets
+//!   them, else Slurm's `SLURM_PROCID`/`SLURM_NTASKS`/`SLURM_LOCALID` with the first host of
+//!   `SLURM_JOB_NODELIST` as master and a port derived from `SLURM_JOB_ID` (so two jobs sharing a
+//!   node do not clash on torch's fixed 29500, the seeds' `--master_port` trouble);
+//! - `tcp://host:port` — the same with the address given;
+//! - `file:///path` — rank 0 serves the store on a free port and writes `host:port nonce` to
+//!   the file (atomically); the others read it, connect and check the nonce, so a stale file
+//!   from an earlier run is never trusted. Works across machines on a shared filesystem.
+//!
+//! Under torchrun (`TORCHELASTIC_USE_AGENT_STORE=True`) the agent already serves a TCPStore
+//! on `MASTER_PORT`, so every rank, rank 0 included, joins it as a client; otherwise rank 0
+//! serves it. Keys are prefixed with torchrun's run id and restart count.
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::ring::Ring;
+use crate::store::{Store, StoreServer};
+use crate::{Error, Result};
+
+/// torch's default `MASTER_PORT`.
+pub const DEFAULT_PORT: u16 = 29500;
+/// Default for every wait: rendezvous, each collective's silence, NCCL completion.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// How ranks find each other.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InitMethod {
+    Env,
+    Tcp { host: String, port: u16 },
+    File(PathBuf),
+}
+
+impl std::str::FromStr for InitMethod {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        if s == "env://" || s == "env" {
+            return Ok(InitMethod::Env);
+        }
+        if let Some(rest) = s.strip_prefix("tcp://") {
+            let rest = rest.trim_end_matches('/');
+            let (host, port) = rest
+                .rsplit_once(':')
+                .and_then(|(h, p)| Some((h.trim_matches(|c| c == '[' || c == ']'), p.parse().ok()?)))
+                .ok_or_else(|| Error::Usage(format!("`{s}`: write tcp://HOST:PORT")))?;
+            return Ok(InitMethod::Tcp { host: host.to_string(), port });
+        }
+        if let Some(path) = s.strip_prefix("file://") {
+            if path.is_empty() {
+                return Err(Error::Usage(format!("`{s}`: write file:///absolute/path")));
+            }
+            return Ok(InitMethod::File(PathBuf::from(path)));
+        }
+        Err(Error::Usage(format!("unknown init method `{s}`: use env://, tcp://HOST:PORT or file:///PATH")))
+    }
+}
+
+impl std::fmt::Display for InitMethod {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            InitMethod::Env => f.write_str("env://"),
+            InitMethod::Tcp { host, port } => write!(f, "tcp://{host}:{port}"),
+            InitMethod::File(p) => write!(f, "file://{}", p.display()),
+        }
+    }
+}
+
+/// What the user said (flags); `None` falls back to the launcher's environment.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub init_method: InitMethod,
+    pub rank: Option<usize>,
+    pub world_size: Option<usize>,
+    pub master_addr: Option<String>,
+    pub master_port: Option<u16>,
+    pub timeout: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            init_method: InitMethod::Env,
+            rank: None,
+            world_size: None,
+            master_addr: None,
+            master_port: None,
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
+}
+
+/// Where the store is and who serves it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreAt {
+    /// `host:port`; `serve` says this rank (0) binds it.
+    Tcp { host: String, port: u16, serve: bool, port_from: &'static str },
+    File(PathBuf),
+}
+
+/// A resolved rendezvous.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub rank: usize,
+    pub world_size: usize,
+    pub local_rank: Option<usize>,
+    pub store: StoreAt,
+    /// Prefix of every store key.
+    pub prefix: String,
+    /// Which launcher's variables were used (for messages).
+    pub launcher: &'static str,
+}
+
+impl Options {
+    /// Resolves against this process's environment.
+    pub fn plan(&self) -> Result<Plan> {
+        self.plan_with(&|k| std::env::var(k).ok())
+    }
+
+    /// Resolves against `env` (a lookup, so tests need no process environment).
+    pub fn plan_with(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Plan> {
+        let num = |k: &str| -> Result<Option<usize>> {
+            env(k).map(|v| v.trim().parse().map_err(|_| Error::Usage(format!("{k}={v} is not a number")))).transpose()
+        };
+        let torchrun = env("RANK").is_some() || env("TORCHELASTIC_RUN_ID").is_some();
+        let slurm = !torchrun && env("SLURM_PROCID").is_some();
+        let launcher = if torchrun { "torchrun/env" } else if slurm { "slurm" } else { "flags" };
+        let rank = match self.rank {
+            Some(r) => Some(r),
+            None if slurm => num("SLURM_PROCID")?,
+            None => num("RANK")?,
+        };
+        let world_size = match self.world_size {
+            Some(w) => Some(w),
+            None if slurm => num("SLURM_NTASKS")?,
+            None => num("WORLD_SIZE")?,
+        };
+        let local_rank = if slurm { num("SLURM_LOCALID")? } else { num("LOCAL_RANK")? };
+        let world_size = world_size.unwrap_or(1);
+        let rank = match rank {
+            Some(r) => r,
+            None if world_size == 1 => 0,
+            None => return Err(Error::Usage(format!("world size {world_size} but no rank: pass --rank or set RANK"))),
+        };
+        if world_size == 0 || rank >= world_size {
+            return Err(Error::Usage(format!("rank {rank} is outside a world of {world_size}")));
+        }
+        let agent = env("TORCHELASTIC_USE_AGENT_STORE").is_some_and(|v| v.eq_ignore_ascii_case("true"))
+            || env("SHARDKIT_AGENT_STORE").is_some_and(|v| v == "1");
+        let store = match &self.init_method {
+            InitMethod::File(p) => StoreAt::File(p.clone()),
+            method => {
+                let (host, port, port_from) = match method {
+                    InitMethod::Tcp { host, port } => (host.clone(), *port, "the tcp:// address"),
+                    _ => {
+                        let host = self.master_addr.clone().or_else(|| env("MASTER_ADDR"));
+                        let host = host.or_else(|| if slurm { first_host(&env("SLURM_JOB_NODELIST").or_else(|| env("SLURM_NODELIST"))?) } else { None });
+                        let (port, port_from) = match (self.master_port, env("MASTER_PORT")) {
+                            (Some(p), _) => (p, "--master-port"),
+                            (None, Some(p)) => (
+                                p.trim().parse().map_err(|_| Error::Usage(format!("MASTER_PORT={p} is not a port")))?,
+                                "MASTER_PORT",
+                            ),
+                            (None, None) => match num("SLURM_JOB_ID")? {
+                                Some(id) if slurm => (20000 + (id % 20000) as u16, "SLURM_JOB_ID (20000 + id mod 20000)"),
+                                _ => (DEFAULT_PORT, "the default"),
+                            },
+                        };
+                        (host.unwrap_or_else(|| "127.0.0.1".to_string()), port, port_from)
+                    }
+                };
+                StoreAt::Tcp { host, port, serve: rank == 0 && !agent, port_from }
+            }
+        };
+        let prefix = match (agent, env("TORCHELASTIC_RUN_ID")) {
+            (true, Some(id)) => format!(
+                "shardkit/{id}/{}/",
+                env("TORCHELASTIC_RESTART_COUNT").unwrap_or_else(|| "0".to_string())
+            ),
+            _ => "shardkit/".to_string(),
+        };
+        Ok(Plan { rank, world_size, local_rank, store, prefix, launcher })
+    }
+}
+
+/// The first host name of a Slurm node list: `gpu[03-04,07],cpu1` → `gpu03`.
+pub fn first_host(nodelist: &str) -> Option<String> {
+    let nodelist = nodelist.trim();
+    let end = nodelist.find([',', '[']).unwrap_or(nodelist.len());
+    let prefix = &nodelist[..end];
+    if nodelist[end..].starts_with('[') {
+        let inner = &nodelist[end + 1..];
+        let first = inner.split([',', '-', ']']).next()?;
+        Some(format!("{prefix}{first}"))
+    } else if prefix.is_empty() {
+        None
+    } else {
+        Some(prefix.to_string())
+    }
+}
+
+/// The connected pieces: the store (kept for failure notes and NCCL's id), the ring, and the
+/// server when this rank runs it (dropping it stops it).
+#[derive(Debug)]
+pub(crate) struct Joined {
+    pub store: Option<Store>,
+    pub ring: Ring,
+    /// Held so that it serves until the communicator is dropped.
+    pub _server: Option<StoreServer>,
+    pub file: Option<(PathBuf, String)>,
+}
+
+/// Meets the other ranks and wires the ring.
+pub(crate) fn connect(plan: &Plan, method: &InitMethod, timeout: Duration) -> Result<Joined> {
+    if plan.world_size == 1 {
+        return Ok(Joined { store: None, ring: Ring::single(), _server: None, file: None });
+    }
+    let deadline = Instant::now() + timeout;
+    let prefix = plan.prefix.clone();
+    let (mut store, server, file) = match &plan.store {
+        StoreAt::Tcp { host, port, serve, port_from } => {
+            let server = if *serve {
+                Some(StoreServer::bind(&format!("0.0.0.0:{port}")).map_err(|e| match e {
+                    Error::PortInUse(_) => Error::PortInUse(format!(
+                        "port {port} (from {port_from}) is already in use on this host, so rank 0 cannot serve the \
+                         rendezvous store there: another job (or a launcher) holds it; choose another with \
+                         --master-port or MASTER_PORT"
+                    )),
+                    other => other,
+                })?)
+            } else {
+                None
+            };
+            let store = Store::connect(&format!("{host}:{port}"), &prefix, timeout).map_err(|e| {
+                Error::Rendezvous(format!("rank {} could not join the rendezvous ({method}): {e}", plan.rank))
+            })?;
+            (store, server, None)
+        }
+        StoreAt::File(path) if plan.rank == 0 => {
+            let server = StoreServer::bind("0.0.0.0:0")?;
+            let host = advertised_host();
+            let nonce = format!("{:016x}", random_u64());
+            let addr = format!("{host}:{}", server.addr().port());
+            let mut store = Store::connect(&addr, &prefix, timeout)?;
+            store.set("nonce", nonce.as_bytes())?;
+            write_atomically(path, &format!("{addr} {nonce}\n"))?;
+            (store, Some(server), Some((path.clone(), nonce)))
+        }
+        StoreAt::File(path) => (join_file(path, &prefix, timeout, deadline)?, None, None),
+    };
+    let ring = wire(plan, &mut store, method, timeout, deadline)?;
+    Ok(Joined { store: Some(store), ring, _server: server, file })
+}
+
+/// Ranks ≠ 0 of `file://`: read the address, connect, check the nonce; retry until the deadline
+/// (the file may not exist yet, or be left over from an earlier run).
+fn join_file(path: &Path, prefix: &str, timeout: Duration, deadline: Instant) -> Result<Store> {
+    let mut why = String::from("the file does not exist yet");
+    while Instant::now() < deadline {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            if let Some((addr, nonce)) = text.trim().split_once(' ') {
+                match Store::connect(addr, prefix, Duration::from_millis(500)) {
+                    Ok(mut s) => {
+                        s.shorten_timeout(Duration::from_secs(2));
+                        if s.check(&["nonce"]).unwrap_or(false) && s.get_now("nonce").ok().as_deref() == Some(nonce.as_bytes())
+                        {
+                            s.shorten_timeout(timeout);
+                            return Ok(s);
+                        }
+                        why = format!("the store at {addr} belongs to another run");
+                    }
+                    Err(_) => why = format!("nothing answers at {addr} (a file left by an earlier run?)"),
+                }
+            } else {
+                why = "the file is not `host:port nonce`".to_string();
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Err(Error::Rendezvous(format!(
+        "rank 0 did not publish a store in {} within {:.0} s ({why})",
+        path.display(),
+        timeout.as_secs_f64()
+    )))
+}
+
+/// Publishes this rank's ring address, waits for everyone's, connects to the next rank and
+/// accepts the previous one.
+fn wire(plan: &Plan, store: &mut Store, method: &InitMethod, timeout: Duration, deadline: Instant) -> Result<Ring> {
+    let (rank, world) = (plan.rank, plan.world_size);
+    // Two processes given the same rank would otherwise wire a ring that deadlocks. (So one
+    // communicator per process and store: a second would claim its rank again.)
+    if store.add(&format!("claim/{rank}"), 1)? > 1 {
+        return Err(Error::Rendezvous(format!(
+            "another process already joined as rank {rank} ({method}): each rank must be given once"
+        )));
+    }
+    if rank == 0 {
+        store.set("world_size", world.to_string().as_bytes())?;
+        store.set("ring_nonce", format!("{:016x}", random_u64()).as_bytes())?;
+    }
+    let listener = TcpListener::bind("0.0.0.0:0").map_err(Error::io("ring listener"))?;
+    let port = listener.local_addr().map_err(Error::io("ring listener"))?.port();
+    let me = format!("{}:{port}", store.local_ip());
+    store.set(&format!("addr/{rank}"), me.as_bytes())?;
+
+    let keys: Vec<String> = (0..world).map(|r| format!("addr/{r}")).collect();
+    let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let left = deadline.saturating_duration_since(Instant::now());
+    store.wait(&key_refs, left).map_err(|e| match e {
+        Error::Timeout { missing, .. } => Error::Rendezvous(format!(
+            "rank(s) {} of {world} never arrived at the rendezvous ({method}) within {:.0} s: were they launched, \
+             with the same address and port?",
+            missing.iter().map(|k| k.trim_start_matches("addr/")).collect::<Vec<_>>().join(", "),
+            timeout.as_secs_f64()
+        )),
+        other => other,
+    })?;
+    let theirs = String::from_utf8_lossy(&store.get("world_size")?).into_owned();
+    if theirs != world.to_string() {
+        return Err(Error::Mismatch(format!("rank 0 runs a world of {theirs} ranks but rank {rank} was told {world}")));
+    }
+    let nonce = u64::from_str_radix(&String::from_utf8_lossy(&store.get("ring_nonce")?), 16).unwrap_or(0);
+
+    let next = (rank + 1) % world;
+    let prev = (rank + world - 1) % world;
+    let next_addr = String::from_utf8_lossy(&store.get_now(&format!("addr/{next}"))?).into_owned();
+    let mut to_next = connect_retry(&next_addr, deadline)
+        .map_err(|e| Error::Rendezvous(format!("cannot connect to rank {next} at {next_addr}: {e}")))?;
+    use std::io::Write;
+    let hello = hello(nonce, rank, world);
+    to_next.write_all(&hello).map_err(Error::io("ring hello"))?;
+    let from_prev = accept_prev(&listener, nonce, prev, world, deadline).map_err(|e| {
+        Error::Rendezvous(format!("rank {prev} (previous in the ring) never connected to rank {rank}: {e}"))
+    })?;
+    Ring::new(rank, world, to_next, from_prev, timeout)
+}
+
+fn hello(nonce: u64, rank: usize, world: usize) -> [u8; 16] {
+    let mut h = [0u8; 16];
+    h[..8].copy_from_slice(&nonce.to_le_bytes());
+    h[8..12].copy_from_slice(&(rank as u32).to_le_bytes());
+    h[12..].copy_from_slice(&(world as u32).to_le_bytes());
+    h
+}
+
+fn connect_retry(addr: &str, deadline: Instant) -> std::io::Result<TcpStream> {
+    loop {
+        let sa = crate::store::resolve(addr).map_err(|e| std::io::Error::other(e.to_string()))?;
+        match TcpStream::connect_timeout(&sa[0], Duration::from_secs(5)) {
+            Ok(s) => return Ok(s),
+            Err(e) if Instant::now() >= deadline => return Err(e),
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+/// Accepts connections until one says hello as `prev` of this run.
+fn accept_prev(listener: &TcpListener, nonce: u64, prev: usize, world: usize, deadline: Instant) -> std::io::Result<TcpStream> {
+    use std::io::Read;
+    listener.set_nonblocking(true)?;
+    let want = hello(nonce, prev, world);
+    loop {
+        match listener.accept() {
+            Ok((mut s, _)) => {
+                s.set_nonblocking(false)?;
+                s.set_read_timeout(Some(Duration::from_secs(5)))?;
+                let mut h = [0u8; 16];
+                if s.read_exact(&mut h).is_ok() && h == want {
+                    s.set_read_timeout(None)?;
+                    return Ok(s);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if Instant::now() >= deadline {
+                    return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "timed out"));
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The address other machines reach this one at: `SHARDKIT_ADDR`, else the host name if it
+/// resolves to an address, else 127.0.0.1.
+fn advertised_host() -> String {
+    if let Ok(a) = std::env::var("SHARDKIT_ADDR") {
+        return a;
+    }
+    let mut buf = [0u8; 256];
+    // SAFETY: a valid buffer and its length.
+    if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0 {
+        let name = String::from_utf8_lossy(&buf[..buf.iter().position(|&b| b == 0).unwrap_or(0)]).into_owned();
+        use std::net::ToSocketAddrs;
+        if let Some(a) = (name.as_str(), 0).to_socket_addrs().ok().and_then(|mut a| a.find(|a| a.is_ipv4())) {
+            return a.ip().to_string();
+        }
+    }
+    "127.0.0.1".to_string()
+}
+
+fn write_atomically(path: &Path, text: &str) -> Result<()> {
+    let tmp = path.with_file_name(format!(
+        ".{}.{}.partial",
+        path.file_name().map_or("rendezvous".into(), |n| n.to_string_lossy()),
+        std::process::id()
+    ));
+    std::fs::write(&tmp, text)
+        .and_then(|_| std::fs::rename(&tmp, path))
+        .map_err(|e| Error::Rendezvous(format!("cannot write the rendezvous file {}: {e}", path.display())))
+}
+
+/// A random u64 from the standard library's per-process hash keys (no extra dependency).
+pub(crate) fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn plan(opts: &Options, vars: &[(&str, &str)]) -> Result<Plan> {
+        let m: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        opts.plan_with(&|k| m.get(k).cloned())
+    }
+
+    #[test]
+    fn init_methods_parse() {
+        assert_eq!("env://".parse::<InitMethod>().unwrap(), InitMethod::Env);
+        assert_eq!(
+            "tcp://node1:1234".parse::<InitMethod>().unwrap(),
+            InitMethod::Tcp { host: "node1".into(), port: 1234 }
+        );
+        assert_eq!("file:///tmp/x".parse::<InitMethod>().unwrap(), InitMethod::File("/tmp/x".into()));
+        for bad in ["tcp://node1", "tcp://h:notaport", "file://", "nccl://x"] {
+            assert!(bad.parse::<InitMethod>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn torchrun_env_joins_the_agent_store_on_every_rank() {
+        let vars = [
+            ("RANK", "0"),
+            ("WORLD_SIZE", "2"),
+            ("LOCAL_RANK", "0"),
+            ("MASTER_ADDR", "10.0.0.1"),
+            ("MASTER_PORT", "29400"),
+            ("TORCHELASTIC_USE_AGENT_STORE", "True"),
+            ("TORCHELASTIC_RUN_ID", "abc"),
+            ("TORCHELASTIC_RESTART_COUNT", "1"),
+        ];
+        let p = plan(&Options::default(), &vars).unwrap();
+        assert_eq!((p.rank, p.world_size, p.local_rank), (0, 2, Some(0)));
+        assert_eq!(
+            p.store,
+            StoreAt::Tcp { host: "10.0.0.1".into(), port: 29400, serve: false, port_from: "MASTER_PORT" }
+        );
+        assert_eq!(p.prefix, "shardkit/abc/1/");
+    }
+
+    #[test]
+    fn plain_env_makes_rank_0_serve_and_flags_override() {
+        let vars = [("RANK", "1"), ("WORLD_SIZE", "3"), ("MASTER_ADDR", "h"), ("MASTER_PORT", "5000")];
+        let p = plan(&Options::default(), &vars).unwrap();
+        assert!(matches!(p.store, StoreAt::Tcp { serve: false, port: 5000, .. }));
+        let opts = Options { rank: Some(0), master_port: Some(6000), ..Options::default() };
+        let p = plan(&opts, &vars).unwrap();
+        assert_eq!(p.store, StoreAt::Tcp { host: "h".into(), port: 6000, serve: true, port_from: "--master-port" });
+    }
+
+    #[test]
+    fn slurm_env_gives_rank_world_master_host_and_a_per_job_port() {
+        let vars = [
+            ("SLURM_PROCID", "5"),
+            ("SLURM_NTASKS", "8"),
+            ("SLURM_LOCALID", "1"),
+            ("SLURM_JOB_NODELIST", "gpu[03-04,07]"),
+            ("SLURM_JOB_ID", "123456"),
+        ];
+        let p = plan(&Options::default(), &vars).unwrap();
+        assert_eq!((p.rank, p.world_size, p.local_rank, p.launcher), (5, 8, Some(1), "slurm"));
+        assert!(matches!(&p.store, StoreAt::Tcp { host, port: 23456, serve: false, .. } if host == "gpu03"));
+    }
+
+    #[test]
+    fn missing_or_bad_ranks_are_usage_errors() {
+        assert!(plan(&Options::default(), &[("WORLD_SIZE", "2")]).is_err());
+        assert!(plan(&Options::default(), &[("RANK", "2"), ("WORLD_SIZE", "2")]).is_err());
+        assert!(plan(&Options::default(), &[("RANK", "x"), ("WORLD_SIZE", "2")]).is_err());
+        let p = plan(&Options::default(), &[]).unwrap();
+        assert_eq!((p.rank, p.world_size), (0, 1));
+    }
+
+    #[test]
+    fn slurm_node_lists() {
+        assert_eq!(first_host("gpu[03-04,07],cpu1").as_deref(), Some("gpu03"));
+        assert_eq!(first_host("node7").as_deref(), Some("node7"));
+        assert_eq!(first_host("a,b").as_deref(), Some("a"));
+        assert_eq!(first_host("").as_deref(), None);
+    }
+}

@@ -1,0 +1,297 @@
+//! Multi-rank tests with one thread per rank in this process, over real loopback sockets.
+
+use std::time::{Duration, Instant};
+
+use tch::{Device, Kind, Tensor};
+
+use super::*;
+use crate::rendezvous::StoreAt;
+use crate::store::StoreServer;
+
+/// Runs `f(rank, comm)` on `world` ranks joined through a store served by the test (as
+/// torchrun's agent would), returning each rank's result in rank order.
+fn ranks<T: Send + 'static>(
+    prefix: &'static str,
+    world: usize,
+    timeout: Duration,
+    f: impl Fn(usize, Result<Communicator>) -> T + Send + Sync + 'static,
+) -> Vec<T> {
+    let server = StoreServer::bind("127.0.0.1:0").unwrap();
+    let port = server.addr().port();
+    let f = std::sync::Arc::new(f);
+    let handles: Vec<_> = (0..world)
+        .map(|rank| {
+            let f = f.clone();
+            std::thread::spawn(move || {
+                let plan = Plan {
+                    rank,
+                    world_size: world,
+                    local_rank: Some(rank),
+                    store: StoreAt::Tcp { host: "127.0.0.1".into(), port, serve: false, port_from: "test" },
+                    prefix: prefix.into(),
+                    launcher: "test",
+                };
+                let comm = Communicator::from_plan(plan, &InitMethod::Env, timeout, Backend::Cpu);
+                f(rank, comm)
+            })
+        })
+        .collect();
+    let out = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    drop(server);
+    out
+}
+
+/// Small integers, different per rank and element: sums, maxima and products are exact in
+/// every dtype, so results compare with 0 tolerance (avg: see `expected`).
+fn values(rank: usize, n: i64) -> Tensor {
+    (Tensor::arange(n, (Kind::Double, Device::Cpu)) * 5.0 + (rank as f64) * 3.0).remainder(7.0) - 3.0
+}
+
+fn expected(world: usize, n: i64, op: ReduceOp) -> Tensor {
+    let all: Vec<Tensor> = (0..world).map(|r| values(r, n)).collect();
+    let s = Tensor::stack(&all, 0);
+    match op {
+        ReduceOp::Sum => s.sum_dim_intlist([0i64].as_slice(), false, Kind::Double),
+        ReduceOp::Avg => s.sum_dim_intlist([0i64].as_slice(), false, Kind::Double) / world as f64,
+        ReduceOp::Prod => s.prod_dim_int(0, false, Kind::Double),
+        ReduceOp::Max => s.amax([0i64].as_slice(), false),
+        ReduceOp::Min => s.amin([0i64].as_slice(), false),
+    }
+}
+
+/// Max |a − b| after casting `a` to f64.
+fn max_diff(a: &Tensor, b: &Tensor) -> f64 {
+    if a.numel() == 0 {
+        return 0.0;
+    }
+    (a.to_kind(Kind::Double) - b).abs().max().double_value(&[])
+}
+
+#[test]
+fn all_reduce_is_exact_for_every_world_dtype_and_op() {
+    for world in [2, 3, 4] {
+        let res = ranks("all/", world, Duration::from_secs(20), move |rank, comm| {
+            let mut comm = comm.unwrap();
+            let mut worst: Vec<String> = Vec::new();
+            for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16, DType::I32, DType::I64, DType::I8] {
+                for op in ReduceOp::ALL {
+                    // Sizes around the segment split: fewer elements than ranks, odd counts,
+                    // and more than one receive chunk.
+                    for n in [0i64, 1, 3, 1001, 300_007] {
+                        if dtype == DType::I8 && op == ReduceOp::Prod {
+                            continue; // products of 4 values up to 3 overflow i8's 127
+                        }
+                        let mut t = values(rank, n).to_kind(dtype.kind());
+                        comm.all_reduce(&mut t, op).unwrap();
+                        let want = expected(world, n, op);
+                        // avg: the f64 quotient rounded to the dtype (half types keep 8/11
+                        // significant bits; integers truncate toward zero).
+                        let want = match (op, dtype.is_float()) {
+                            (ReduceOp::Avg, false) => want.trunc(),
+                            _ => want.to_kind(dtype.kind()).to_kind(Kind::Double),
+                        };
+                        let tol = if op == ReduceOp::Avg && matches!(dtype, DType::F16 | DType::BF16) {
+                            // one rounding of the sum's quotient in f32 vs in f64: ≤ 1 ulp (|x| ≤ 3)
+                            if dtype == DType::BF16 { 3.0 / 128.0 } else { 3.0 / 1024.0 }
+                        } else {
+                            0.0
+                        };
+                        let d = max_diff(&t, &want);
+                        if d > tol {
+                            worst.push(format!("{dtype:?} {op:?} n={n}: {d}"));
+                        }
+                    }
+                }
+            }
+            worst
+        });
+        for (rank, w) in res.iter().enumerate() {
+            assert!(w.is_empty(), "world {world} rank {rank}: {w:?}");
+        }
+    }
+}
+
+#[test]
+fn out_of_place_broadcast_gather_scatter_and_barrier() {
+    let world = 3;
+    ranks("misc/", world, Duration::from_secs(20), move |rank, comm| {
+        let mut comm = comm.unwrap();
+        let n = 1003i64;
+        // all_reduce_into leaves the input alone.
+        let input = values(rank, n).to_kind(Kind::Float);
+        let before = input.copy();
+        let mut out = Tensor::zeros([n], (Kind::Float, Device::Cpu));
+        comm.all_reduce_into(&input, &mut out, ReduceOp::Max).unwrap();
+        assert_eq!(max_diff(&out, &expected(world, n, ReduceOp::Max)), 0.0);
+        assert_eq!(max_diff(&input, &before.to_kind(Kind::Double)), 0.0);
+
+        for root in 0..world {
+            let mut t = if rank == root { values(root, n) } else { Tensor::full([n], -9.0, (Kind::Double, Device::Cpu)) };
+            comm.broadcast(&mut t, root).unwrap();
+            assert_eq!(max_diff(&t, &values(root, n)), 0.0, "broadcast from {root}");
+        }
+
+        // all_gather into a [world, n] tensor.
+        let mine = values(rank, n).to_kind(Kind::Int);
+        let mut all = Tensor::zeros([world as i64, n], (Kind::Int, Device::Cpu));
+        comm.all_gather(&mine, &mut all).unwrap();
+        for r in 0..world {
+            assert_eq!(max_diff(&all.get(r as i64), &values(r, n)), 0.0, "slot {r}");
+        }
+
+        // reduce_scatter: rank r gets the sum over ranks of slot r.
+        let big = values(rank, n * world as i64).to_kind(Kind::Float);
+        let mut mine = Tensor::zeros([n], (Kind::Float, Device::Cpu));
+        comm.reduce_scatter(&big, &mut mine, ReduceOp::Sum).unwrap();
+        let want = expected(world, n * world as i64, ReduceOp::Sum).narrow(0, rank as i64 * n, n);
+        assert_eq!(max_diff(&mine, &want), 0.0);
+
+        // A non-contiguous tensor goes through a copy and comes back in place.
+        let mut tr = Tensor::ones([4, 6], (Kind::Float, Device::Cpu)).tr();
+        comm.all_reduce(&mut tr, ReduceOp::Sum).unwrap();
+        assert_eq!(tr.min().double_value(&[]), world as f64);
+
+        comm.barrier().unwrap();
+    });
+}
+
+#[test]
+fn ranks_calling_different_sizes_fail_with_both_calls_named() {
+    let res = ranks("mismatch/", 2, Duration::from_secs(10), |rank, comm| {
+        let mut comm = comm.unwrap();
+        let mut t = Tensor::ones([10 + rank as i64], (Kind::Float, Device::Cpu));
+        comm.all_reduce(&mut t, ReduceOp::Sum).map_err(|e| e.to_string())
+    });
+    let errs: Vec<String> = res.into_iter().map(|r| r.unwrap_err()).collect();
+    assert!(errs.iter().any(|e| e.contains("of 10 × f32") && e.contains("of 11 × f32")), "{errs:?}");
+}
+
+#[test]
+fn a_rank_that_dies_fails_the_others_naming_it() {
+    let t0 = Instant::now();
+    let res = ranks("dies/", 3, Duration::from_secs(30), |rank, comm| {
+        let mut comm = comm.unwrap();
+        if rank == 2 {
+            drop(comm); // as a killed process: its sockets close
+            return Ok(());
+        }
+        let mut t = Tensor::ones([100_000], (Kind::Float, Device::Cpu));
+        comm.all_reduce(&mut t, ReduceOp::Sum).map_err(|e| e.to_string())
+    });
+    // Well within the 30 s timeout: a closed socket is noticed at once.
+    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+    for (rank, r) in res.iter().enumerate().take(2) {
+        let e = r.as_ref().unwrap_err();
+        assert!(e.contains("rank 2"), "rank {rank}: {e}");
+    }
+}
+
+#[test]
+fn a_rank_that_never_arrives_is_named_after_the_timeout() {
+    let server = StoreServer::bind("127.0.0.1:0").unwrap();
+    let port = server.addr().port();
+    let t0 = Instant::now();
+    let hs: Vec<_> = (0..2)
+        .map(|rank| {
+            std::thread::spawn(move || {
+                let plan = Plan {
+                    rank,
+                    world_size: 3,
+                    local_rank: None,
+                    store: StoreAt::Tcp { host: "127.0.0.1".into(), port, serve: false, port_from: "test" },
+                    prefix: "absent/".into(),
+                    launcher: "test",
+                };
+                Communicator::from_plan(plan, &InitMethod::Env, Duration::from_millis(800), Backend::Cpu)
+                    .unwrap_err()
+                    .to_string()
+            })
+        })
+        .collect();
+    for h in hs {
+        let e = h.join().unwrap();
+        assert!(e.contains("rank(s) 2 of 3 never arrived"), "{e}");
+    }
+    assert!(t0.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn file_rendezvous_ignores_a_stale_file_and_cleans_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rdzv");
+    // A file left by a dead run: nothing listens there.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    std::fs::write(&path, format!("{dead} 0123456789abcdef\n")).unwrap();
+    let p = path.clone();
+    let hs: Vec<_> = (0..3)
+        .map(|rank| {
+            let p = p.clone();
+            std::thread::spawn(move || {
+                if rank == 0 {
+                    std::thread::sleep(Duration::from_millis(300)); // the others see the stale file first
+                }
+                let opts = Options {
+                    init_method: InitMethod::File(p.clone()),
+                    rank: Some(rank),
+                    world_size: Some(3),
+                    timeout: Duration::from_secs(20),
+                    ..Options::default()
+                };
+                let plan = opts.plan_with(&|_| None).unwrap();
+                let mut comm = Communicator::from_plan(plan, &opts.init_method, opts.timeout, Backend::Cpu).unwrap();
+                let mut t = Tensor::full([5], rank as f64, (Kind::Float, Device::Cpu));
+                comm.all_reduce(&mut t, ReduceOp::Sum).unwrap();
+                comm.barrier().unwrap();
+                t.double_value(&[0])
+            })
+        })
+        .collect();
+    for h in hs {
+        assert_eq!(h.join().unwrap(), 3.0);
+    }
+    assert!(!path.exists(), "rank 0 removes its rendezvous file");
+}
+
+#[test]
+fn rank_zero_serves_the_store_and_a_taken_port_names_the_flag() {
+    let taken = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let opts = Options { rank: Some(0), world_size: Some(2), master_port: Some(port), ..Options::default() };
+    let e = Communicator::connect_with(&opts, Backend::Cpu).unwrap_err().to_string();
+    assert!(e.contains(&format!("port {port}")) && e.contains("--master-port"), "{e}");
+    drop(taken);
+
+    // With the port free, rank 0 serves and rank 1 joins.
+    let hs: Vec<_> = (0..2)
+        .map(|rank| {
+            std::thread::spawn(move || {
+                let opts = Options {
+                    rank: Some(rank),
+                    world_size: Some(2),
+                    master_addr: Some("127.0.0.1".into()),
+                    master_port: Some(port),
+                    timeout: Duration::from_secs(20),
+                    ..Options::default()
+                };
+                let plan = opts.plan_with(&|_| None).unwrap();
+                let mut comm = Communicator::from_plan(plan, &opts.init_method, opts.timeout, Backend::Cpu).unwrap();
+                let mut t = Tensor::full([3], 1.0 + rank as f64, (Kind::Float, Device::Cpu));
+                comm.all_reduce(&mut t, ReduceOp::Avg).unwrap();
+                comm.barrier().unwrap();
+                t.double_value(&[2])
+            })
+        })
+        .collect();
+    for h in hs {
+        assert_eq!(h.join().unwrap(), 1.5);
+    }
+}
+
+#[test]
+fn one_rank_needs_no_store_and_reduces_to_itself() {
+    let mut comm = Communicator::connect_with(&Options { world_size: Some(1), ..Options::default() }, Backend::Cpu).unwrap();
+    let mut t = Tensor::from_slice(&[1.0f32, 2.0]);
+    comm.all_reduce(&mut t, ReduceOp::Avg).unwrap();
+    comm.barrier().unwrap();
+    assert_eq!(Vec::<f32>::try_from(&t).unwrap(), [1.0, 2.0]);
+}
