@@ -168,7 +168,16 @@ impl Communicator {
             let (s, r) = (input.data_ptr(), output.data_ptr());
             return self.with_nccl(input.device(), |c| c.all_reduce(s, r, count, dtype, op));
         }
-        output.copy_(input);
+        if input.device() == Device::Cpu && input.is_contiguous() && output.is_contiguous() && byte_len(input) > 0 {
+            // A plain memcpy: libtorch's copy_ may wake its thread pool, whose spinning threads
+            // then compete with the other ranks' ring loops for the same cores.
+            // SAFETY: two contiguous CPU tensors of equal byte size (same_layout); `input` is
+            // only read, and cannot alias `output`, which is borrowed mutably.
+            let src = unsafe { std::slice::from_raw_parts(input.data_ptr() as *const u8, byte_len(input)) };
+            unsafe { tensor_bytes(output) }.copy_from_slice(src);
+        } else {
+            output.copy_(input);
+        }
         self.on_host(output, |ring, buf| ring.all_reduce(buf, dtype, op))
     }
 
@@ -354,10 +363,14 @@ impl Drop for Communicator {
     }
 }
 
+fn byte_len(t: &Tensor) -> usize {
+    t.numel() * t.kind().elt_size_in_bytes()
+}
+
 /// # Safety
 /// `t` must be a contiguous CPU tensor not otherwise accessed while the slice lives.
 unsafe fn tensor_bytes(t: &mut Tensor) -> &mut [u8] {
-    let len = t.numel() * t.kind().elt_size_in_bytes();
+    let len = byte_len(t);
     if len == 0 {
         return &mut [];
     }

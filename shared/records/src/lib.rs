@@ -91,7 +91,7 @@ pub struct LatentRecord {
 }
 
 /// The last record of a per-item tool's stream.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename = "summary")]
 pub struct Summary {
     /// Items done in this run.
@@ -107,6 +107,58 @@ pub struct Summary {
     /// Shape of the gathered array.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub shape: Option<Vec<usize>>,
+    /// Ranks in the run, for distributed tools.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub world_size: Option<usize>,
+    /// `all-reduce-check`: elements that came out wrong over all sizes, and the mean bus
+    /// bandwidth over every timed case (GB/s, 1e9 bytes).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub wrong: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub avg_busbw_gbs: Option<f64>,
+}
+
+/// One message size timed by `all-reduce-check` (nccl-tests' table row).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename = "bandwidth")]
+pub struct BandwidthRecord {
+    /// `all_reduce`, `broadcast`, `all_gather` or `reduce_scatter`.
+    pub collective: String,
+    /// Bytes of the full buffer (all-gather: the output; reduce-scatter: the input).
+    pub bytes: u64,
+    /// Elements of that buffer.
+    pub count: u64,
+    pub dtype: String,
+    /// Reduction (absent for broadcast and all-gather).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub op: Option<String>,
+    /// Broadcast's root.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub root: Option<usize>,
+    pub world_size: usize,
+    /// `nccl` or `cpu-ring`.
+    pub engine: String,
+    /// Rank 0's device (`cpu`, `cuda:0`).
+    pub device: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub out_of_place: Option<Timing>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub in_place: Option<Timing>,
+}
+
+/// Mean time of one collective and the bandwidths derived from it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Timing {
+    /// Mean over the timed iterations, averaged over ranks (µs).
+    pub time_us: f64,
+    /// bytes / time (GB/s, 1e9 bytes).
+    pub algbw_gbs: f64,
+    /// algbw × the collective's bus factor (all-reduce 2(n−1)/n; all-gather and reduce-scatter
+    /// (n−1)/n; broadcast 1).
+    pub busbw_gbs: f64,
+    /// Elements differing from the known result (absent with --no-check).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub wrong: Option<u64>,
 }
 
 /// One work item read from a line or an argument.

@@ -169,7 +169,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     }
     bar.finish_and_clear();
     let elapsed_ms = started.elapsed().as_millis() as u64;
-    out.emit(&Summary { ok, skipped, failed, elapsed_ms, output: None, shape: None })?;
+    out.emit(&Summary { ok, skipped, failed, elapsed_ms, ..Summary::default() })?;
     if !cli.common.quiet && failed > 0 {
         eprintln!("crop-resize: {failed} of {} inputs failed (see the error records)", ok + skipped + failed);
     }

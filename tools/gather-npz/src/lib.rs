@@ -181,6 +181,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         elapsed_ms: started.elapsed().as_millis() as u64,
         output: Some(output.to_string_lossy().into_owned()),
         shape: Some(out_shape),
+        ..Summary::default()
     })?;
     if !cli.common.quiet && !errors.is_empty() {
         eprintln!("gather-npz: {} of {} inputs failed (see the error records)", errors.len(), n + errors.len());

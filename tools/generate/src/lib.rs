@@ -233,7 +233,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         None => (None, None),
     };
     let elapsed_ms = started.elapsed().as_millis() as u64;
-    r.out.emit(&Summary { ok, skipped, failed, elapsed_ms, output, shape })?;
+    r.out.emit(&Summary { ok, skipped, failed, elapsed_ms, output, shape, ..Summary::default() })?;
     if !cli.common.quiet && failed > 0 {
         eprintln!("generate: {failed} input(s) failed (see the error records)");
     }

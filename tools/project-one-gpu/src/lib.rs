@@ -212,7 +212,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     run.flush(pending)?;
     run.bar.finish_and_clear();
     let (ok, skipped, failed) = run.counts;
-    run.out.emit(&Summary { ok, skipped, failed, elapsed_ms: started.elapsed().as_millis() as u64, output: None, shape: None })?;
+    run.out.emit(&Summary { ok, skipped, failed, elapsed_ms: started.elapsed().as_millis() as u64, ..Summary::default() })?;
     if !cli.common.quiet && failed > 0 {
         eprintln!("project-one-gpu: {failed} input(s) failed (see the error records)");
     }

@@ -1,0 +1,242 @@
+//! `all-reduce-check`: nccl-tests' `all_reduce_perf` for shardkit's collectives.
+//!
+//! Every rank runs the same sweep: for each collective × dtype × op × size it times `-w`
+//! warm-ups and `-n` iterations out of place and in place (time averaged over ranks), then fills
+//! the buffers with rank-dependent small integers whose result is known exactly and counts every
+//! element that differs. Rank 0 prints nccl-tests' table on stderr and one `bandwidth` record per
+//! size on stdout. `--spawn N` starts N local ranks itself (serving their rendezvous store, as
+//! torchrun's agent does), for a one-command check.
+
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, interrupt};
+use collectives::{Communicator, DistArgs};
+use device::{DeviceArg, Env};
+use records::{BandwidthRecord, Summary};
+use tch::Device;
+
+mod cases;
+mod spawn;
+
+pub use cases::{Collective, parse_size};
+
+/// Time and verify collectives across ranks, like nccl-tests' all_reduce_perf: NCCL on GPUs, the TCP ring on CPUs.
+///
+/// Launch one process per rank (torchrun --no-python, srun, GNU parallel, by hand with --rank and
+/// --world-size), or let `--spawn N` start N local ranks. CUDA tensors go through NCCL, CPU
+/// tensors through the TCP ring. Exits 3 if any element came out wrong.
+#[derive(Debug, Parser)]
+#[command(name = "all-reduce-check", version, max_term_width = 100)]
+pub struct Cli {
+    /// Smallest message, in bytes (K, M, G suffixes are powers of 1024).
+    #[arg(short = 'b', long, value_name = "SIZE", default_value = "1M", value_parser = parse_size)]
+    pub minbytes: u64,
+
+    /// Largest message, in bytes.
+    #[arg(short = 'e', long, value_name = "SIZE", default_value = "64M", value_parser = parse_size)]
+    pub maxbytes: u64,
+
+    /// Multiply the size by this between steps.
+    #[arg(short = 'f', long, value_name = "FACTOR", default_value_t = 4, value_parser = clap::value_parser!(u64).range(2..))]
+    pub stepfactor: u64,
+
+    /// Collective to run: all-reduce, broadcast, all-gather, reduce-scatter.
+    #[arg(short = 'C', long, value_name = "NAME", default_value = "all-reduce")]
+    pub collective: Collective,
+
+    /// Element types, comma-separated: f32, f16, bf16, f64, i32, i64 (nccl-tests' float, half,
+    /// bfloat16, double, int32, int64 work too), or all.
+    #[arg(short = 'd', long, value_name = "TYPES", default_value = "f32")]
+    pub datatype: String,
+
+    /// Reductions, comma-separated: sum, avg, prod, max, min, or all.
+    #[arg(short = 'o', long, value_name = "OPS", default_value = "sum")]
+    pub op: String,
+
+    /// Root rank of broadcast.
+    #[arg(short = 'r', long, value_name = "RANK", default_value_t = 0)]
+    pub root: usize,
+
+    /// Untimed iterations before timing.
+    #[arg(short = 'w', long, value_name = "N", default_value_t = 5)]
+    pub warmup_iters: usize,
+
+    /// Timed iterations per size.
+    #[arg(short = 'n', long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
+    pub iters: u64,
+
+    /// Skip the correctness pass (no #wrong column).
+    #[arg(long)]
+    pub no_check: bool,
+
+    /// Start N ranks on this machine (each a child process, rendezvous served by this one).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub spawn: Option<u64>,
+
+    /// cpu, cuda, cuda:N, or auto (cuda:LOCAL_RANK mod GPUs when CUDA is there, else cpu).
+    #[arg(long, default_value = "auto", value_name = "DEVICE")]
+    pub device: DeviceArg,
+
+    /// Print records and the table from every rank, not only rank 0.
+    #[arg(long)]
+    pub all_ranks: bool,
+
+    #[command(flatten)]
+    pub dist: DistArgs,
+
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+impl Tool for Cli {
+    const RECORDS: &'static str = r##"Reads no input. Rank 0 prints one record per size:
+.PP
+.nf
+{"type":"bandwidth","collective":"all_reduce","bytes":1048576,"count":262144,"dtype":"f32","op":"sum",
+ "world_size":2,"engine":"cpu-ring","device":"cpu",
+ "out_of_place":{"time_us":812.4,"algbw_gbs":1.29,"busbw_gbs":1.29,"wrong":0},
+ "in_place":{"time_us":790.1,"algbw_gbs":1.33,"busbw_gbs":1.33,"wrong":0}}
+.fi
+.PP
+then {"type":"summary","ok":N,"skipped":0,"failed":N,"world_size":N,"wrong":N,"avg_busbw_gbs":X,"elapsed_ms":N}, where failed counts sizes with wrong elements.
+.PP
+time_us is the mean of -n iterations after -w warm-ups, averaged over ranks; algbw = bytes / time (GB = 1e9 bytes); busbw = algbw x 2(n-1)/n for all-reduce, (n-1)/n for all-gather and reduce-scatter (bytes = the full n-slot buffer), 1 for broadcast. Inputs are small integers (+-1 for prod) so every result is exact: 0 wrong elements allowed, except avg on floats, which may differ from the exact quotient by 2 units in the last place.
+.PP
+On stderr rank 0 prints nccl-tests' table: size, count, type, redop, root, then time, algbw, busbw and #wrong out of place and in place, and "# Out of bounds values" and "# Avg bus bandwidth" lines."##;
+    const EXAMPLES: &'static [(&'static str, &'static str)] = &[
+        ("Two local ranks on the CPU, 1 MiB to 64 MiB:", "all-reduce-check --spawn 2 -b 1M -e 64M -f 2"),
+        ("One rank per GPU under torchrun, every type and op:", "torchrun --no-python --nproc_per_node 8 all-reduce-check -d all -o all"),
+        ("By hand, two machines:", "all-reduce-check --init-method tcp://node1:29500 --world-size 2 --rank 0   # rank 1 on node2"),
+        ("Slurm, one task per GPU:", "srun --ntasks-per-node 4 all-reduce-check -b 8M -e 1G"),
+    ];
+}
+
+pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
+    let spawned = std::env::var_os(spawn::CHILD_VAR).is_some();
+    if let (Some(n), false) = (cli.spawn, spawned) {
+        return spawn::run(n as usize, &cli);
+    }
+    let mut opts = cli.dist.options();
+    if spawned {
+        // The parent's environment decides; flags meant for a launcher-less run do not apply.
+        opts.init_method = collectives::InitMethod::Env;
+        (opts.rank, opts.world_size, opts.master_addr, opts.master_port) = (None, None, None, None);
+    }
+    let dtypes = cases::dtypes(&cli.datatype)?;
+    let ops = cases::ops(&cli.op, cli.collective)?;
+    if cli.minbytes > cli.maxbytes {
+        bail!("-b {} is larger than -e {}", cli.minbytes, cli.maxbytes);
+    }
+    // The tool's own tensor work (fill, check) is light; libtorch's intra-op threads would only
+    // spin on the cores the ranks' ring loops need (torchrun sets OMP_NUM_THREADS=1 likewise).
+    tch::set_num_threads(1);
+    let plan = opts.plan()?;
+    let device = cli.device.resolve(&Env::from_process(None))?;
+    let rank = plan.rank;
+    let mut comm = Communicator::from_plan(plan, &opts.init_method, opts.timeout, cli.dist.backend)
+        .with_context(|| format!("rank {rank}"))?;
+    let world = comm.world_size();
+    if cli.collective == Collective::Broadcast && cli.root >= world {
+        bail!("--root {} is outside a world of {world}", cli.root);
+    }
+    // Rank-aware output: only rank 0 speaks unless --all-ranks (STYLE.md).
+    let speak = rank == 0 || cli.all_ranks;
+    let table = speak && !cli.common.quiet;
+    out.set_flush_each(true);
+    let engine = comm.engine(device);
+    if table {
+        eprintln!("# all-reduce-check: {} ranks, engine {engine}, rank {rank} on {}", world, device_name(device));
+        if engine == "nccl" {
+            let nccl = collectives::nccl::Nccl::load()?;
+            eprintln!("# NCCL {} from {} ({})", nccl.version_string(), nccl.path, nccl.source);
+        }
+        if world == 1 {
+            eprintln!("# one rank: busbw is 0 by definition (no bus crossed); algbw is the local copy rate");
+        }
+        cases::print_header();
+    }
+
+    let started = Instant::now();
+    let (mut ok, mut failed, mut wrong_total) = (0usize, 0usize, 0u64);
+    let mut busbw_sum = 0.0;
+    let mut timed = 0usize;
+    for &dtype in &dtypes {
+        for &op in &ops {
+            for bytes in cases::sizes(cli.minbytes, cli.maxbytes, cli.stepfactor) {
+                interrupt::check()?;
+                let Some(case) = cases::Case::new(cli.collective, dtype, op, cli.root, bytes, world) else { continue };
+                let r = case.run(&mut comm, device, cli.warmup_iters, cli.iters as usize, !cli.no_check)
+                    .with_context(|| format!("rank {rank}: {} of {} bytes", cli.collective.name(), bytes))?;
+                let rec = BandwidthRecord {
+                    collective: cli.collective.name().to_string(),
+                    bytes: case.bytes(),
+                    count: case.count as u64,
+                    dtype: dtype.name().to_string(),
+                    op: case.op.map(|o| o.name().to_string()),
+                    root: (cli.collective == Collective::Broadcast).then_some(cli.root),
+                    world_size: world,
+                    engine: engine.to_string(),
+                    device: device_name(device),
+                    out_of_place: r.out_of_place.clone(),
+                    in_place: Some(r.in_place.clone()),
+                };
+                let wrong: u64 = [&r.out_of_place, &Some(r.in_place.clone())]
+                    .iter()
+                    .filter_map(|t| t.as_ref().and_then(|t| t.wrong))
+                    .sum();
+                for t in [&rec.out_of_place, &rec.in_place].into_iter().flatten() {
+                    busbw_sum += t.busbw_gbs;
+                    timed += 1;
+                }
+                if table {
+                    eprintln!("{}", cases::table_row(&rec));
+                }
+                if speak {
+                    out.emit(&rec)?;
+                }
+                wrong_total += wrong;
+                if wrong > 0 { failed += 1 } else { ok += 1 }
+            }
+        }
+    }
+    comm.barrier().with_context(|| format!("rank {rank}: final barrier"))?;
+    let avg_busbw = if timed > 0 { busbw_sum / timed as f64 } else { 0.0 };
+    if table {
+        let verdict = if wrong_total == 0 { "OK" } else { "FAILED" };
+        eprintln!("# Out of bounds values : {wrong_total} {verdict}");
+        eprintln!("# Avg bus bandwidth    : {avg_busbw:.3}");
+    }
+    if !speak {
+        return Ok(Outcome::from_failures(failed));
+    }
+    out.emit(&Summary {
+        ok,
+        failed,
+        elapsed_ms: started.elapsed().as_millis() as u64,
+        world_size: Some(world),
+        wrong: (!cli.no_check).then_some(wrong_total),
+        avg_busbw_gbs: Some(avg_busbw),
+        ..Summary::default()
+    })?;
+    Ok(Outcome::from_failures(failed))
+}
+
+fn device_name(d: Device) -> String {
+    match d {
+        Device::Cuda(i) => format!("cuda:{i}"),
+        _ => "cpu".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn verify_cli() {
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,79 @@
+//! `--spawn N`: this process serves the rendezvous store (as torchrun's agent does) and runs N
+//! copies of itself as ranks 0..N with torchrun's variables, then reports how they ended.
+
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use cli_common::{Outcome, interrupt};
+use collectives::store::StoreServer;
+
+use crate::Cli;
+
+/// Set in the children so they run as ranks instead of spawning again.
+pub const CHILD_VAR: &str = "SHARDKIT_SPAWNED";
+
+pub fn run(n: usize, cli: &Cli) -> Result<Outcome> {
+    let server = StoreServer::bind("127.0.0.1:0").context("serving the rendezvous store for --spawn")?;
+    let port = server.addr().port();
+    let exe = std::env::current_exe().context("locating this executable")?;
+    let args: Vec<_> = std::env::args_os().skip(1).collect();
+    let mut children: Vec<(usize, Child)> = Vec::new();
+    for rank in 0..n {
+        let child = Command::new(&exe)
+            .args(&args)
+            .env(CHILD_VAR, "1")
+            .env("RANK", rank.to_string())
+            .env("LOCAL_RANK", rank.to_string())
+            .env("WORLD_SIZE", n.to_string())
+            .env("LOCAL_WORLD_SIZE", n.to_string())
+            .env("MASTER_ADDR", "127.0.0.1")
+            .env("MASTER_PORT", port.to_string())
+            .env("SHARDKIT_AGENT_STORE", "1")
+            .spawn()
+            .with_context(|| format!("starting rank {rank}"))?;
+        children.push((rank, child));
+    }
+    // Ranks fail each other within the distributed timeout; past that (plus slack) the parent
+    // stops whoever is left rather than wait forever.
+    let grace = Duration::from_secs_f64(cli.dist.dist_timeout_secs) + Duration::from_secs(30);
+    let mut first_failure: Option<Instant> = None;
+    let mut codes: Vec<Option<i32>> = vec![None; n];
+    let mut done = 0;
+    while done < n {
+        if interrupt::requested() || first_failure.is_some_and(|t| t.elapsed() > grace) {
+            for (_, c) in &mut children {
+                let _ = c.kill();
+            }
+        }
+        for (rank, child) in &mut children {
+            if codes[*rank].is_some() {
+                continue;
+            }
+            if let Some(status) = child.try_wait()? {
+                let code = status.code().unwrap_or_else(|| {
+                    use std::os::unix::process::ExitStatusExt;
+                    eprintln!("all-reduce-check: rank {rank} was killed by signal {}", status.signal().unwrap_or(0));
+                    1
+                });
+                if code != 0 && first_failure.is_none() {
+                    first_failure = Some(Instant::now());
+                }
+                codes[*rank] = Some(code);
+                done += 1;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(server);
+    interrupt::check()?;
+    let codes: Vec<i32> = codes.into_iter().map(Option::unwrap_or_default).collect();
+    if codes.iter().all(|&c| c == 0) {
+        return Ok(Outcome::Ok);
+    }
+    if codes.iter().all(|&c| c == 0 || c == 3) {
+        return Ok(Outcome::ItemsFailed);
+    }
+    let failed: Vec<String> = codes.iter().enumerate().filter(|(_, c)| **c != 0).map(|(r, c)| format!("rank {r} exited {c}")).collect();
+    bail!("{} of {n} ranks failed ({})", failed.len(), failed.join(", "))
+}
