@@ -8,6 +8,8 @@
 //! request is a `u8` command followed by its arguments; strings and values are `u64` length +
 //! bytes; `ADD` takes and returns `i64` and stores the counter as ASCII decimal.
 //!
+//! Keys go on the wire as `/` + prefix + key, as torch's client writes them.
+//!
 //! The client never blocks in the server: [`Store::wait`] polls `CHECK`, so every wait has a
 //! deadline and a timed-out wait can say which keys are missing, and the connection stays usable.
 
@@ -115,8 +117,10 @@ impl Store {
         self.timeout
     }
 
+    /// torch's TCPStore client puts "/" before every key (`keyPrefix_`); so do we, so that both
+    /// clients see the same keys.
     fn key(&self, key: &str) -> String {
-        format!("{}{key}", self.prefix)
+        format!("/{}{key}", self.prefix)
     }
 
     fn lost(&self, e: io::Error) -> Error {

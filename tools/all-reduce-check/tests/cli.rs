@@ -1,0 +1,217 @@
+//! `all-reduce-check` as users launch it: `--spawn`, separate processes through env://, tcp://
+//! and file://, torchrun --no-python; and how it fails: a killed rank, a rank that never comes,
+//! a port in use.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_all-reduce-check");
+
+/// The launcher variables a test must not inherit from whatever runs it.
+const LAUNCH_VARS: &[&str] = &[
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "TORCHELASTIC_USE_AGENT_STORE",
+    "TORCHELASTIC_RUN_ID",
+    "SHARDKIT_AGENT_STORE",
+    "SHARDKIT_SPAWNED",
+    "SLURM_PROCID",
+    "SLURM_NTASKS",
+    "SLURM_LOCALID",
+];
+
+fn cmd() -> Command {
+    let mut c = Command::new(BIN);
+    for v in LAUNCH_VARS {
+        c.env_remove(v);
+    }
+    c.arg("--device").arg("cpu");
+    c
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn records(out: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Every bandwidth record has 0 wrong elements in both columns, and the summary agrees.
+fn assert_all_right(out: &Output, sizes: usize) {
+    assert!(out.status.success(), "exit {:?}\n{}", out.status, stderr(out));
+    let recs = records(out);
+    let bw: Vec<&Value> = recs.iter().filter(|r| r["type"] == "bandwidth").collect();
+    assert_eq!(bw.len(), sizes, "{recs:?}");
+    for r in &bw {
+        for col in ["out_of_place", "in_place"] {
+            if !r[col].is_null() {
+                assert_eq!(r[col]["wrong"], 0, "{r}");
+                assert!(r[col]["time_us"].as_f64().unwrap() > 0.0);
+            }
+        }
+    }
+    let summary = recs.last().unwrap();
+    assert_eq!(summary["type"], "summary");
+    assert_eq!(summary["wrong"], 0);
+}
+
+/// Starts `world` ranks as separate processes, each with `args(rank)`, and waits for all.
+fn launch(world: usize, args: impl Fn(usize, &mut Command)) -> Vec<Output> {
+    let children: Vec<Child> = (0..world)
+        .map(|rank| {
+            let mut c = cmd();
+            args(rank, &mut c);
+            c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+        })
+        .collect();
+    children.into_iter().map(|c| c.wait_with_output().unwrap()).collect()
+}
+
+#[test]
+fn spawn_checks_every_collective_type_and_op_on_two_and_three_ranks() {
+    for n in ["2", "3"] {
+        let out = cmd().args(["--spawn", n, "-b", "1K", "-e", "64K", "-f", "8", "-n", "2", "-w", "1"])
+            .args(["-d", "all", "-o", "all"]).output().unwrap();
+        // 6 types × 5 ops × 3 sizes (1K, 8K, 64K).
+        assert_all_right(&out, 90);
+        let first = &records(&out)[0];
+        assert_eq!(first["world_size"].as_u64().unwrap().to_string(), n);
+        assert_eq!(first["engine"], "cpu-ring");
+        // nccl-tests' table on stderr.
+        let err = stderr(&out);
+        assert!(err.contains("# Out of bounds values : 0 OK") && err.contains("# Avg bus bandwidth"), "{err}");
+        for collective in ["broadcast", "all-gather", "reduce-scatter"] {
+            let out = cmd().args(["--spawn", n, "-C", collective, "-b", "4K", "-e", "1M", "-f", "16", "-n", "2", "-w", "1"])
+                .args(["-d", "f32,i32,bf16", "-r", "1"]).output().unwrap();
+            assert_all_right(&out, 9); // 3 types × (4K, 64K, 1M)
+        }
+    }
+}
+
+#[test]
+fn env_tcp_and_file_rendezvous_across_processes() {
+    // env:// as a launcher sets it; rank 0 serves the store on MASTER_PORT.
+    let port = free_port().to_string();
+    let outs = launch(3, |rank, c| {
+        c.env("RANK", rank.to_string()).env("WORLD_SIZE", "3").env("MASTER_ADDR", "127.0.0.1").env("MASTER_PORT", &port);
+        c.args(["-b", "64K", "-e", "64K", "-n", "2", "-o", "avg", "-d", "f16"]);
+    });
+    assert_all_right(&outs[0], 1);
+    for o in &outs[1..] {
+        assert!(o.status.success(), "{}", stderr(o));
+        assert!(o.stdout.is_empty(), "only rank 0 prints records");
+    }
+
+    let url = format!("tcp://127.0.0.1:{}", free_port());
+    let outs = launch(2, |rank, c| {
+        c.args(["--init-method", &url, "--rank", &rank.to_string(), "--world-size", "2", "-b", "1M", "-e", "1M", "-n", "2"]);
+    });
+    assert_all_right(&outs[0], 1);
+    assert!(outs[1].status.success(), "{}", stderr(&outs[1]));
+
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", dir.path().join("rdzv").display());
+    let outs = launch(3, |rank, c| {
+        c.args(["--init-method", &url, "--rank", &rank.to_string(), "--world-size", "3", "-b", "8K", "-e", "8K", "-n", "2"]);
+        c.args(["--all-ranks"]);
+    });
+    for o in &outs {
+        assert_all_right(o, 1); // --all-ranks: every rank prints
+    }
+}
+
+#[test]
+fn a_killed_rank_fails_the_others_within_the_timeout_naming_it() {
+    let port = free_port().to_string();
+    let mut children: Vec<Child> = (0..3)
+        .map(|rank| {
+            let mut c = cmd();
+            c.env("RANK", rank.to_string()).env("WORLD_SIZE", "3").env("MASTER_ADDR", "127.0.0.1").env("MASTER_PORT", &port);
+            // Long enough to be killed mid-run.
+            c.args(["-b", "16M", "-e", "16M", "-n", "100000", "-w", "0", "--no-check", "--dist-timeout-secs", "20"]);
+            c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(2));
+    children[1].kill().unwrap(); // SIGKILL
+    let t0 = Instant::now();
+    let mut outs = Vec::new();
+    for c in children {
+        outs.push(c.wait_with_output().unwrap());
+    }
+    assert!(t0.elapsed() < Duration::from_secs(20), "others took {:?} to give up", t0.elapsed());
+    for rank in [0, 2] {
+        let o = &outs[rank];
+        assert_eq!(o.status.code(), Some(1), "rank {rank}: {}", stderr(o));
+        assert!(stderr(o).contains("rank 1"), "rank {rank}: {}", stderr(o));
+    }
+}
+
+#[test]
+fn a_rank_that_never_comes_is_named_and_nothing_hangs() {
+    let port = free_port().to_string();
+    let t0 = Instant::now();
+    let outs = launch(2, |rank, c| {
+        c.env("RANK", rank.to_string()).env("WORLD_SIZE", "3").env("MASTER_ADDR", "127.0.0.1").env("MASTER_PORT", &port);
+        c.args(["--dist-timeout-secs", "3"]);
+    });
+    assert!(t0.elapsed() < Duration::from_secs(15));
+    for o in &outs {
+        assert_eq!(o.status.code(), Some(1));
+        assert!(stderr(o).contains("rank(s) 2 of 3 never arrived"), "{}", stderr(o));
+    }
+}
+
+#[test]
+fn a_port_in_use_names_the_port_and_the_flag() {
+    let taken = TcpListener::bind("0.0.0.0:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let out = cmd().args(["--rank", "0", "--world-size", "2", "--master-port", &port, "--dist-timeout-secs", "5"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains(&format!("port {port}")) && err.contains("--master-port or MASTER_PORT"), "{err}");
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    for args in [&["-b", "lots"][..], &["-C", "all-to-all"], &["--init-method", "nccl://x"], &["--backend", "mpi"]] {
+        let out = cmd().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+    }
+}
+
+fn venv_bin(name: &str) -> PathBuf {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin").join(name);
+    assert!(p.exists(), "{} missing: scripts/setup installs torch into .venv", p.display());
+    p
+}
+
+#[test]
+fn torchrun_no_python_launches_ranks_that_join_its_agent_store() {
+    // torchrun's agent already serves a TCPStore on MASTER_PORT; the ranks must join it as
+    // clients (binding it would fail with EADDRINUSE).
+    let mut c = Command::new(venv_bin("torchrun"));
+    for v in LAUNCH_VARS {
+        c.env_remove(v);
+    }
+    let out = c
+        .args(["--no-python", "--standalone", "--nproc_per_node", "2"])
+        .arg(BIN)
+        .args(["--device", "cpu", "-b", "256K", "-e", "1M", "-f", "4", "-n", "2", "-d", "f32,i64"])
+        .output()
+        .unwrap();
+    assert_all_right(&out, 4);
+}
