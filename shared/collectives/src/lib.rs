@@ -153,7 +153,7 @@ impl Communicator {
         if self.use_nccl(t.device())? {
             let count = contiguous_numel(t, "all_reduce")?;
             let p = t.data_ptr();
-            return self.with_nccl(t.device(), |c| c.all_reduce(p, p, count, dtype, op));
+            return self.with_nccl(t.device(), |c| unsafe { c.all_reduce(p, p, count, dtype, op) });
         }
         self.on_host(t, |ring, buf| ring.all_reduce(buf, dtype, op))
     }
@@ -166,7 +166,7 @@ impl Communicator {
             let count = contiguous_numel(input, "all_reduce")?;
             contiguous_numel(output, "all_reduce")?;
             let (s, r) = (input.data_ptr(), output.data_ptr());
-            return self.with_nccl(input.device(), |c| c.all_reduce(s, r, count, dtype, op));
+            return self.with_nccl(input.device(), |c| unsafe { c.all_reduce(s, r, count, dtype, op) });
         }
         if input.device() == Device::Cpu && input.is_contiguous() && output.is_contiguous() && byte_len(input) > 0 {
             // A plain memcpy: libtorch's copy_ may wake its thread pool, whose spinning threads
@@ -188,7 +188,7 @@ impl Communicator {
         if self.use_nccl(t.device())? {
             let count = contiguous_numel(t, "broadcast")?;
             let p = t.data_ptr();
-            return self.with_nccl(t.device(), |c| c.broadcast(p, p, count, dtype, root));
+            return self.with_nccl(t.device(), |c| unsafe { c.broadcast(p, p, count, dtype, root) });
         }
         self.on_host(t, |ring, buf| ring.broadcast(buf, dtype, root))
     }
@@ -203,7 +203,7 @@ impl Communicator {
             let count = contiguous_numel(input, "all_gather")?;
             contiguous_numel(output, "all_gather")?;
             let (s, r) = (input.data_ptr(), output.data_ptr());
-            return self.with_nccl(input.device(), |c| c.all_gather(s, r, count, dtype));
+            return self.with_nccl(input.device(), |c| unsafe { c.all_gather(s, r, count, dtype) });
         }
         let n = input.numel() as i64;
         let rank = self.rank() as i64;
@@ -225,7 +225,7 @@ impl Communicator {
             contiguous_numel(input, "reduce_scatter")?;
             let count = contiguous_numel(output, "reduce_scatter")?;
             let (s, r) = (input.data_ptr(), output.data_ptr());
-            return self.with_nccl(input.device(), |c| c.reduce_scatter(s, r, count, dtype, op));
+            return self.with_nccl(input.device(), |c| unsafe { c.reduce_scatter(s, r, count, dtype, op) });
         }
         let n = output.numel() as i64;
         let mut work = input.to_device(Device::Cpu).reshape([-1]).copy();
@@ -268,7 +268,10 @@ impl Communicator {
         }
     }
 
-    /// Runs `f` on this device's NCCL communicator, making it first (collectively) if needed.
+    /// Runs `f` on this device's NCCL communicator (each `f` above passes the data pointers of
+    /// contiguous CUDA tensors on that device, checked by `contiguous_numel`/`same_layout`, which
+    /// the caller's borrows keep alive; the caching allocator does not reuse their memory for work
+    /// queued later on the same stream), making it first (collectively) if needed.
     fn with_nccl(&mut self, device: Device, f: impl FnOnce(&mut nccl::NcclComm) -> Result<()>) -> Result<()> {
         let Device::Cuda(index) = device else { unreachable!("NCCL on a CPU tensor") };
         if self.nccl.as_ref().is_some_and(|c| c.device != index) {
@@ -333,10 +336,11 @@ impl Communicator {
         std::thread::sleep(Duration::from_millis(300));
         let mut others = Vec::new();
         for r in (0..self.plan.world_size).filter(|&r| r != me) {
-            if store.check(&[&format!("failed/{r}")]).unwrap_or(false) {
-                if let Ok(v) = store.get_now(&format!("failed/{r}")) {
-                    others.push(format!("rank {r}: {}", String::from_utf8_lossy(&v)));
-                }
+            let key = format!("failed/{r}");
+            if store.check(&[&key]).unwrap_or(false)
+                && let Ok(v) = store.get_now(&key)
+            {
+                others.push(format!("rank {r}: {}", String::from_utf8_lossy(&v)));
             }
         }
         if others.is_empty() {

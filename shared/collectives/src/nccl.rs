@@ -208,18 +208,24 @@ impl NcclComm {
         device::cuda_set_device(self.device).map_err(Error::Nccl)
     }
 
-    pub fn all_reduce(&mut self, send: *const c_void, recv: *mut c_void, count: usize, dtype: DType, op: ReduceOp) -> Result<()> {
+    /// # Safety
+    /// `send`/`recv` must be device pointers on this communicator's device, holding the
+    /// element counts NCCL's call documents, live until the stream has run the collective.
+    pub(crate) unsafe fn all_reduce(&mut self, send: *const c_void, recv: *mut c_void, count: usize, dtype: DType, op: ReduceOp) -> Result<()> {
         self.enter()?;
-        // SAFETY: the caller passes device pointers of `count` elements on this comm's device.
+        // SAFETY: per this function's contract.
         let code = unsafe {
             (self.nccl.fns.all_reduce)(send, recv, count, dtype.code().into(), op.code().into(), self.comm, std::ptr::null_mut())
         };
         self.nccl.check("ncclAllReduce", code, Some(self.comm))
     }
 
-    pub fn broadcast(&mut self, send: *const c_void, recv: *mut c_void, count: usize, dtype: DType, root: usize) -> Result<()> {
+    /// # Safety
+    /// `send`/`recv` must be device pointers on this communicator's device, holding the
+    /// element counts NCCL's call documents, live until the stream has run the collective.
+    pub(crate) unsafe fn broadcast(&mut self, send: *const c_void, recv: *mut c_void, count: usize, dtype: DType, root: usize) -> Result<()> {
         self.enter()?;
-        // SAFETY: as all_reduce.
+        // SAFETY: per this function's contract.
         let code = unsafe {
             (self.nccl.fns.broadcast)(send, recv, count, dtype.code().into(), root as c_int, self.comm, std::ptr::null_mut())
         };
@@ -227,9 +233,12 @@ impl NcclComm {
     }
 
     /// `send_count` elements from each rank into `recv` (world × send_count).
-    pub fn all_gather(&mut self, send: *const c_void, recv: *mut c_void, send_count: usize, dtype: DType) -> Result<()> {
+    /// # Safety
+    /// `send`/`recv` must be device pointers on this communicator's device, holding the
+    /// element counts NCCL's call documents, live until the stream has run the collective.
+    pub(crate) unsafe fn all_gather(&mut self, send: *const c_void, recv: *mut c_void, send_count: usize, dtype: DType) -> Result<()> {
         self.enter()?;
-        // SAFETY: as all_reduce.
+        // SAFETY: per this function's contract.
         let code = unsafe {
             (self.nccl.fns.all_gather)(send, recv, send_count, dtype.code().into(), self.comm, std::ptr::null_mut())
         };
@@ -237,9 +246,12 @@ impl NcclComm {
     }
 
     /// `send` holds world × `recv_count` elements; `recv` gets this rank's reduced slot.
-    pub fn reduce_scatter(&mut self, send: *const c_void, recv: *mut c_void, recv_count: usize, dtype: DType, op: ReduceOp) -> Result<()> {
+    /// # Safety
+    /// `send`/`recv` must be device pointers on this communicator's device, holding the
+    /// element counts NCCL's call documents, live until the stream has run the collective.
+    pub(crate) unsafe fn reduce_scatter(&mut self, send: *const c_void, recv: *mut c_void, recv_count: usize, dtype: DType, op: ReduceOp) -> Result<()> {
         self.enter()?;
-        // SAFETY: as all_reduce.
+        // SAFETY: per this function's contract.
         let code = unsafe {
             (self.nccl.fns.reduce_scatter)(send, recv, recv_count, dtype.code().into(), op.code().into(), self.comm, std::ptr::null_mut())
         };

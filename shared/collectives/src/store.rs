@@ -96,7 +96,7 @@ impl Store {
             w.write_all(&[cmd::PING])?;
             w.write_all(&nonce.to_le_bytes())
         })?;
-        let echo = store.recv(|r| read_u32(r))?;
+        let echo = store.recv(read_u32)?;
         if echo != nonce {
             return Err(Error::Rendezvous(format!("{addr} is not a TCPStore (ping answered {echo:#x})")));
         }
@@ -154,7 +154,7 @@ impl Store {
             write_bytes(w, key.as_bytes())?;
             w.write_all(&delta.to_le_bytes())
         })?;
-        self.recv(|r| read_i64(r))
+        self.recv(read_i64)
     }
 
     /// Whether every key exists, without waiting.
@@ -165,7 +165,7 @@ impl Store {
             w.write_all(&(keys.len() as u64).to_le_bytes())?;
             keys.iter().try_for_each(|k| write_bytes(w, k.as_bytes()))
         })?;
-        Ok(self.recv(|r| read_u8(r))? == READY)
+        Ok(self.recv(read_u8)? == READY)
     }
 
     /// Waits until every key exists, for at most `timeout`; on timeout the error lists the
@@ -204,7 +204,7 @@ impl Store {
             w.write_all(&[cmd::GET])?;
             write_bytes(w, key.as_bytes())
         })?;
-        self.recv(|r| read_bytes(r))
+        self.recv(read_bytes)
     }
 
     /// Sets a short deadline for every further request (for best-effort calls on failure paths).
