@@ -1,0 +1,107 @@
+//! Checkpoints as safetensors, written atomically (temp file + rename).
+//!
+//! `<name>.safetensors` holds the model's state_dict only, with torchvision's keys, so
+//! `torchvision.models.resnet18(num_classes=K).load_state_dict(safetensors.torch.load_file(p))`
+//! takes it as is; `<name>.train.safetensors` holds what resuming needs besides (optimiser
+//! state, `optim.*`); the metadata of both carries the epoch, loss scale, etc., and resume checks
+//! that the two halves belong to the same epoch.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use safetensors::tensor::TensorView;
+use safetensors::{Dtype, SafeTensors};
+use tch::{Device, Kind, Tensor};
+
+use crate::{Error, Result};
+
+fn dtype(kind: Kind) -> Result<Dtype> {
+    Ok(match kind {
+        Kind::Float => Dtype::F32,
+        Kind::Double => Dtype::F64,
+        Kind::Half => Dtype::F16,
+        Kind::BFloat16 => Dtype::BF16,
+        Kind::Int64 => Dtype::I64,
+        Kind::Int => Dtype::I32,
+        Kind::Uint8 => Dtype::U8,
+        other => return Err(Error::Checkpoint(format!("cannot save {other:?} tensors"))),
+    })
+}
+
+fn kind(d: Dtype) -> Result<Kind> {
+    Ok(match d {
+        Dtype::F32 => Kind::Float,
+        Dtype::F64 => Kind::Double,
+        Dtype::F16 => Kind::Half,
+        Dtype::BF16 => Kind::BFloat16,
+        Dtype::I64 => Kind::Int64,
+        Dtype::I32 => Kind::Int,
+        Dtype::U8 => Kind::Uint8,
+        other => return Err(Error::Checkpoint(format!("unsupported dtype {other:?} in checkpoint"))),
+    })
+}
+
+/// Writes `tensors` and `meta` to `path` atomically.
+pub fn save(path: &Path, tensors: &BTreeMap<String, Tensor>, meta: &HashMap<String, String>) -> Result<()> {
+    let mut owned = Vec::with_capacity(tensors.len());
+    for (name, t) in tensors {
+        let t = t.detach().to_device(Device::Cpu).contiguous();
+        let mut bytes = vec![0u8; t.numel() * t.kind().elt_size_in_bytes()];
+        let n = t.numel();
+        t.copy_data_u8(&mut bytes, n);
+        let shape: Vec<usize> = t.size().iter().map(|&d| d as usize).collect();
+        owned.push((name.clone(), dtype(t.kind())?, shape, bytes));
+    }
+    let views = owned
+        .iter()
+        .map(|(name, d, shape, b)| {
+            TensorView::new(*d, shape.clone(), b).map(|v| (name.clone(), v)).map_err(|e| Error::Checkpoint(format!("{name}: {e:?}")))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let tmp = temp_path(path);
+    safetensors::tensor::serialize_to_file(views, &Some(meta.clone()), &tmp)
+        .map_err(|e| Error::Checkpoint(format!("writing {}: {e:?}", tmp.display())))?;
+    std::fs::rename(&tmp, path).map_err(|e| Error::Io { what: format!("renaming to {}", path.display()), source: e })
+}
+
+fn temp_path(path: &Path) -> PathBuf {
+    let name = path.file_name().map_or("checkpoint".into(), |n| n.to_string_lossy().into_owned());
+    path.with_file_name(format!(".{name}.{}.partial", std::process::id()))
+}
+
+/// Reads every tensor (on `device`) and the metadata.
+pub fn load(path: &Path, device: Device) -> Result<(BTreeMap<String, Tensor>, HashMap<String, String>)> {
+    let bytes = std::fs::read(path).map_err(|e| Error::Io { what: format!("reading {}", path.display()), source: e })?;
+    let bad = |e: safetensors::SafeTensorError| Error::Checkpoint(format!("{}: not a safetensors file ({e:?})", path.display()));
+    let (_, header) = SafeTensors::read_metadata(&bytes).map_err(bad)?;
+    let meta = header.metadata().clone().unwrap_or_default();
+    let st = SafeTensors::deserialize(&bytes).map_err(bad)?;
+    let mut out = BTreeMap::new();
+    for (name, view) in st.tensors() {
+        let shape: Vec<i64> = view.shape().iter().map(|&d| d as i64).collect();
+        let t = Tensor::f_from_data_size(view.data(), &shape, kind(view.dtype())?)?;
+        out.insert(name, t.to_device(device));
+    }
+    Ok((out, meta))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_tensors_of_several_kinds_with_metadata() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.safetensors");
+        let t = BTreeMap::from([
+            ("a".to_string(), Tensor::from_slice(&[1.5f32, -2.0]).view([2, 1])),
+            ("n".to_string(), Tensor::from(7i64)),
+        ]);
+        save(&p, &t, &HashMap::from([("epoch".into(), "3".into())])).unwrap();
+        let (back, meta) = load(&p, Device::Cpu).unwrap();
+        assert!(back["a"].equal(&t["a"]));
+        assert_eq!(back["n"].int64_value(&[]), 7);
+        assert_eq!(meta["epoch"], "3");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "no temp file left");
+    }
+}

@@ -1,0 +1,119 @@
+//! What `torch.nn.parallel.DistributedDataParallel` does around each step, over a
+//! [`Communicator`]: parameters and buffers broadcast from rank 0 at the start (and buffers
+//! before every forward, `broadcast_buffers=True`), gradients averaged as the SUM of g × 1/world
+//! in flattened buckets of ~25 MiB (the first 1 MiB) filled in reverse parameter order.
+
+use collectives::{Communicator, ReduceOp};
+use tch::{Kind, Tensor};
+
+use crate::Result;
+
+/// DDP's defaults.
+pub const BUCKET_BYTES: usize = 25 << 20;
+pub const FIRST_BUCKET_BYTES: usize = 1 << 20;
+
+/// Copies rank 0's values into every rank's tensors (in the given order, which every rank must
+/// share: sort by name).
+pub fn broadcast(comm: &mut Communicator, tensors: &[Tensor]) -> Result<()> {
+    if comm.world_size() == 1 {
+        return Ok(());
+    }
+    let _g = tch::no_grad_guard();
+    for t in tensors {
+        let mut t = t.shallow_clone();
+        comm.broadcast(&mut t, 0)?;
+    }
+    Ok(())
+}
+
+/// Gradient buckets: index lists into the parameter list.
+#[derive(Debug)]
+pub struct Buckets {
+    buckets: Vec<Vec<usize>>,
+}
+
+impl Buckets {
+    /// Groups parameters in reverse order (the order backward produces their gradients) into
+    /// buckets of at most `cap` bytes (the first of `first_cap`), one dtype per bucket.
+    pub fn new(params: &[Tensor], first_cap: usize, cap: usize) -> Buckets {
+        let mut buckets: Vec<Vec<usize>> = Vec::new();
+        let mut cur: Vec<usize> = Vec::new();
+        let mut bytes = 0;
+        let mut kind: Option<Kind> = None;
+        for i in (0..params.len()).rev() {
+            let p = &params[i];
+            let b = p.numel() * p.kind().elt_size_in_bytes();
+            let limit = if buckets.is_empty() { first_cap } else { cap };
+            if !cur.is_empty() && (bytes + b > limit || kind != Some(p.kind())) {
+                buckets.push(std::mem::take(&mut cur));
+                bytes = 0;
+            }
+            cur.push(i);
+            bytes += b;
+            kind = Some(p.kind());
+        }
+        if !cur.is_empty() {
+            buckets.push(cur);
+        }
+        Buckets { buckets }
+    }
+
+    pub fn len(&self) -> usize {
+        self.buckets.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.buckets.is_empty()
+    }
+
+    /// Averages every parameter's gradient over ranks (a missing gradient contributes zeros, as
+    /// in DDP's bucket).
+    pub fn all_reduce_grads(&self, comm: &mut Communicator, params: &[Tensor]) -> Result<()> {
+        let world = comm.world_size();
+        if world == 1 {
+            return Ok(());
+        }
+        let _g = tch::no_grad_guard();
+        for bucket in &self.buckets {
+            let grads: Vec<Tensor> = bucket
+                .iter()
+                .map(|&i| {
+                    let g = params[i].grad();
+                    if g.defined() { g } else { params[i].zeros_like() }
+                })
+                .collect();
+            let flat: Vec<Tensor> = grads.iter().map(|g| g.reshape([-1])).collect();
+            // DDP: gradient ÷ world before the SUM all-reduce.
+            let mut flat = Tensor::cat(&flat, 0) / world as f64;
+            comm.all_reduce(&mut flat, ReduceOp::Sum)?;
+            let mut off = 0;
+            for (&i, g) in bucket.iter().zip(&grads) {
+                let n = g.numel() as i64;
+                let part = flat.narrow(0, off, n).view_as(g);
+                let mut pg = params[i].grad();
+                // A parameter without a gradient here (unused in this rank's forward) keeps
+                // none: DDP's find_unused_parameters is not reproduced (ResNets use them all).
+                if pg.defined() {
+                    pg.copy_(&part);
+                }
+                off += n;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tch::Device;
+
+    #[test]
+    fn buckets_fill_in_reverse_order_with_a_small_first_bucket() {
+        let p = |n: i64| Tensor::zeros([n], (Kind::Float, Device::Cpu));
+        // 4-byte floats: 300k elements = 1.2 MB.
+        let params = vec![p(10), p(300_000), p(100), p(200_000), p(50)];
+        let b = Buckets::new(&params, 1 << 20, 2 << 20);
+        assert_eq!(b.buckets, vec![vec![4, 3, 2], vec![1, 0]]);
+    }
+}

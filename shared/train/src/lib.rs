@@ -1,0 +1,41 @@
+//! Data-parallel training pieces for `ddp-train` (seeds 001–004), each a faithful copy of what
+//! PyTorch does so that runs, checkpoints and numbers carry over:
+//!
+//! - [`resnet`]: torchvision's ResNet-18/34/50/101 with its state_dict keys (+ a CIFAR stem);
+//! - [`sampler`]: `DistributedSampler` including torch's `randperm`;
+//! - [`data`]: CIFAR-10/100 binary files (memory-mapped) and a synthetic set, held on the device,
+//!   batches gathered, augmented and normalised there;
+//! - [`optim`]: SGD (momentum, nesterov, weight decay) and AdamW as `torch.optim` computes them,
+//!   with state as named tensors (saved in checkpoints), LR schedules;
+//! - [`scaler`]: `torch.amp.GradScaler`'s dynamic loss scale;
+//! - [`ddp`]: parameter/buffer broadcast and bucketed gradient averaging over a
+//!   [`collectives::Communicator`];
+//! - [`checkpoint`]: model + optimiser + scaler + epoch in one safetensors file, written
+//!   atomically; the model's tensors keep torchvision's names.
+
+pub mod checkpoint;
+pub mod data;
+pub mod ddp;
+pub mod optim;
+pub mod resnet;
+pub mod sampler;
+pub mod scaler;
+pub mod trainer;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    Usage(String),
+    #[error("{0}")]
+    Data(String),
+    #[error("{0}")]
+    Checkpoint(String),
+    #[error(transparent)]
+    Collective(#[from] collectives::Error),
+    #[error(transparent)]
+    Torch(#[from] tch::TchError),
+    #[error("{what}: {source}")]
+    Io { what: String, source: std::io::Error },
+}
+
+pub type Result<T> = std::result::Result<T, Error>;

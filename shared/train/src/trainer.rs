@@ -1,0 +1,393 @@
+//! The training loop every rank runs (seeds 001–004, done as DDP does it).
+//!
+//! Per epoch: the sampler's indices for this rank; per step, `--batch-size / world` images,
+//! split into `accum` interleaved micro-batches (micro-batch j takes positions j, j+accum, … of
+//! the rank's batch, so one rank with `accum = k` computes exactly what k ranks do — BatchNorm
+//! statistics included); forward (BN buffers broadcast from rank 0 first), loss / accum,
+//! backward; gradients averaged over ranks in buckets; the loss scaler's check; the optimiser.
+//! Validation runs on every rank over its share of the test set (no padding, so each image is
+//! counted once) and the sums are all-reduced. Rank 0 writes checkpoints, then all ranks meet at
+//! a barrier. All randomness is seeded from (seed, epoch, rank) at the start of each epoch, so a
+//! resumed run repeats the uninterrupted one exactly on the CPU.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::time::Instant;
+
+use collectives::{Communicator, ReduceOp};
+use tch::nn::{self, ModuleT};
+use tch::{Device, Kind, Tensor};
+
+use crate::data::{Dataset, Source};
+use crate::ddp::{self, Buckets};
+use crate::optim::{Optimizer, Rule, Schedule};
+use crate::resnet::{Arch, ResNet, Stem};
+use crate::sampler::DistributedSampler;
+use crate::scaler::GradScaler;
+use crate::{Error, Result, checkpoint};
+
+/// Numeric precision of the forward/backward pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Precision {
+    /// Strict fp32 (the tool turns TF32 off).
+    Fp32,
+    /// fp32 weights, TF32 tensor-core convolutions (libtorch's cuDNN default); fp32 on the CPU.
+    Tf32,
+    /// fp16 autocast with the dynamic loss scaler (CUDA only).
+    Fp16,
+    /// bf16 autocast (needs the C++ shim: not built yet).
+    Bf16,
+}
+
+impl std::str::FromStr for Precision {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "fp32" => Ok(Precision::Fp32),
+            "tf32" => Ok(Precision::Tf32),
+            "fp16" => Ok(Precision::Fp16),
+            "bf16" => Ok(Precision::Bf16),
+            _ => Err(Error::Usage(format!("unknown precision `{s}`: fp32, tf32, bf16 or fp16"))),
+        }
+    }
+}
+
+/// Everything a run is made of.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub arch: Arch,
+    pub stem: Stem,
+    pub data: Source,
+    pub epochs: usize,
+    /// Global batch (all ranks together), as the seeds count it.
+    pub batch_size: usize,
+    /// Micro-batches per rank and step (gradient accumulation).
+    pub accum: usize,
+    pub lr: f64,
+    pub schedule: Schedule,
+    pub rule: Rule,
+    pub label_smoothing: f64,
+    pub augment: bool,
+    pub shuffle: bool,
+    pub drop_last: bool,
+    pub seed: i64,
+    pub precision: Precision,
+    pub device: Device,
+    /// Where `last`/`best` checkpoints go (rank 0 writes; every rank reads on resume).
+    pub checkpoint_dir: Option<PathBuf>,
+    pub resume: bool,
+    /// Stop each epoch after this many steps (benchmarks, quick tests).
+    pub max_steps: Option<usize>,
+    /// DDP's `broadcast_buffers`: rank 0's BatchNorm statistics before every forward.
+    pub broadcast_buffers: bool,
+}
+
+/// One epoch's figures (over all ranks).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EpochStats {
+    /// 1-based.
+    pub epoch: usize,
+    pub train_loss: f64,
+    pub train_top1: f64,
+    pub val_loss: f64,
+    pub val_top1: f64,
+    pub images_per_s: f64,
+    pub seconds: f64,
+    /// LR at the epoch's last step.
+    pub lr: f64,
+    pub loss_scale: Option<f64>,
+    pub steps: usize,
+    pub skipped_steps: usize,
+    pub checkpoint: Option<PathBuf>,
+    pub best: bool,
+}
+
+/// A finished (or resumed-and-finished) run.
+#[derive(Debug)]
+pub struct Trained {
+    pub vs: nn::VarStore,
+    pub model: ResNet,
+    pub epochs: Vec<EpochStats>,
+    /// Epochs already done by the checkpoint this run resumed from.
+    pub resumed_from: Option<usize>,
+}
+
+/// The model's (name, tensor) pairs: parameters in registration order (as `parameters()`),
+/// and every entry sorted by name (for broadcasts and checkpoints).
+struct Named {
+    params: Vec<(String, Tensor)>,
+    buffers: Vec<Tensor>,
+    all_sorted: Vec<(String, Tensor)>,
+}
+
+fn named(vs: &nn::VarStore) -> Named {
+    let vars = vs.variables();
+    let trainable = vs.trainable_variables();
+    let params: Vec<(String, Tensor)> = trainable
+        .iter()
+        .map(|t| {
+            let name = vars.iter().find(|(_, v)| v.data_ptr() == t.data_ptr()).map(|(n, _)| n.clone()).unwrap_or_default();
+            (name, t.shallow_clone())
+        })
+        .collect();
+    let mut all_sorted: Vec<(String, Tensor)> = vars.into_iter().collect();
+    all_sorted.sort_by(|a, b| a.0.cmp(&b.0));
+    let buffers = all_sorted.iter().filter(|(_, t)| !t.requires_grad()).map(|(_, t)| t.shallow_clone()).collect();
+    Named { params, buffers, all_sorted }
+}
+
+/// Runs the whole training; `on_epoch` sees every epoch's figures (on every rank).
+pub fn train(cfg: &Config, comm: &mut Communicator, mut on_epoch: impl FnMut(&EpochStats) -> Result<()>) -> Result<Trained> {
+    let (rank, world) = (comm.rank(), comm.world_size());
+    if cfg.batch_size % world != 0 {
+        return Err(Error::Usage(format!("--batch-size {} is not divisible by the world size {world}", cfg.batch_size)));
+    }
+    let local = cfg.batch_size / world;
+    if cfg.accum == 0 || local % cfg.accum != 0 {
+        return Err(Error::Usage(format!("the per-rank batch {local} is not divisible by --accum {}", cfg.accum)));
+    }
+    match cfg.precision {
+        Precision::Bf16 => {
+            return Err(Error::Usage("--precision bf16 needs bf16 autocast through the C++ shim, which is not built yet".into()));
+        }
+        Precision::Fp16 if !cfg.device.is_cuda() => {
+            return Err(Error::Usage("--precision fp16 needs a CUDA device (autocast is a no-op on the CPU)".into()));
+        }
+        _ => {}
+    }
+    let (train_set, test_set) = cfg.data.load(cfg.device)?;
+    if train_set.len() < cfg.batch_size {
+        return Err(Error::Usage(format!("--batch-size {} is larger than the {} training images", cfg.batch_size, train_set.len())));
+    }
+    let norm = train_set.normalize();
+
+    tch::manual_seed(cfg.seed);
+    let vs = nn::VarStore::new(cfg.device);
+    let model = ResNet::new(&vs.root(), cfg.arch, train_set.num_classes, cfg.stem);
+    let named = named(&vs);
+    let param_tensors: Vec<Tensor> = named.params.iter().map(|(_, t)| t.shallow_clone()).collect();
+    let buckets = Buckets::new(&param_tensors, ddp::FIRST_BUCKET_BYTES, ddp::BUCKET_BYTES);
+    let mut opt = Optimizer::new(cfg.rule, named.params.iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect());
+    let mut scaler = GradScaler::new(cfg.precision == Precision::Fp16);
+
+    // Start: everyone takes rank 0's weights and buffers (DDP's constructor).
+    let all: Vec<Tensor> = named.all_sorted.iter().map(|(_, t)| t.shallow_clone()).collect();
+    ddp::broadcast(comm, &all)?;
+
+    let mut start_epoch = 0;
+    let mut best_top1 = f64::NEG_INFINITY;
+    let mut resumed_from = None;
+    if cfg.resume {
+        if let Some(dir) = &cfg.checkpoint_dir {
+            if let Some(state) = load_last(dir, cfg.device)? {
+                let mut vars = vs.variables();
+                tch::no_grad(|| -> Result<()> {
+                    for (name, t) in &state.model {
+                        let v = vars.get_mut(name).ok_or_else(|| {
+                            Error::Checkpoint(format!("checkpoint tensor {name} is not in {}", cfg.arch.name()))
+                        })?;
+                        if v.size() != t.size() {
+                            return Err(Error::Checkpoint(format!("{name}: checkpoint {:?}, model {:?}", t.size(), v.size())));
+                        }
+                        v.copy_(t);
+                    }
+                    Ok(())
+                })?;
+                if state.model.len() != vars.len() {
+                    return Err(Error::Checkpoint(format!(
+                        "checkpoint has {} tensors, {} has {}",
+                        state.model.len(),
+                        cfg.arch.name(),
+                        vars.len()
+                    )));
+                }
+                opt.load_state(&state.train);
+                start_epoch = state.epoch;
+                best_top1 = state.best_top1;
+                if let Some(s) = state.scale {
+                    scaler.scale = s;
+                    scaler.growth_tracker = state.growth_tracker;
+                }
+                resumed_from = Some(state.epoch);
+            }
+        }
+    }
+
+    let sampler = DistributedSampler {
+        len: train_set.len(),
+        world,
+        rank,
+        shuffle: cfg.shuffle,
+        seed: cfg.seed as u64,
+        drop_last: cfg.drop_last,
+    };
+    let steps_per_epoch = {
+        let full = sampler.num_samples() / local;
+        cfg.max_steps.map_or(full, |m| m.min(full))
+    };
+    if steps_per_epoch == 0 {
+        return Err(Error::Usage(format!("no full per-rank batch of {local} in {} samples per rank", sampler.num_samples())));
+    }
+    let mut epochs = Vec::new();
+    for epoch in start_epoch..cfg.epochs {
+        let t0 = Instant::now();
+        // Augmentation draws: a function of (seed, epoch, rank) only.
+        tch::manual_seed(cfg.seed.wrapping_mul(1_000_003).wrapping_add(epoch as i64 * 1009 + rank as i64));
+        let order = sampler.indices(epoch as u64);
+        let order = Tensor::from_slice(&order.iter().map(|&i| i as i64).collect::<Vec<_>>()).to_device(cfg.device);
+        let loss_sum = Tensor::zeros([], (Kind::Double, cfg.device));
+        let correct = Tensor::zeros([], (Kind::Int64, cfg.device));
+        let (mut skipped, mut lr) = (0usize, cfg.lr);
+        for step in 0..steps_per_epoch {
+            lr = cfg.schedule.lr(cfg.lr, epoch as f64 + step as f64 / steps_per_epoch as f64, cfg.epochs as f64);
+            let batch = order.narrow(0, (step * local) as i64, local as i64);
+            opt.zero_grad();
+            for j in 0..cfg.accum {
+                let idx = if cfg.accum == 1 { batch.shallow_clone() } else { batch.slice(0, j as i64, local as i64, cfg.accum as i64) };
+                let (x, y) = train_set.batch(&idx, &norm, cfg.augment);
+                if cfg.broadcast_buffers {
+                    ddp::broadcast(comm, &named.buffers)?;
+                }
+                let logits = if scaler.enabled { tch::autocast(true, || model.forward_t(&x, true)) } else { model.forward_t(&x, true) };
+                let logits = logits.to_kind(Kind::Float);
+                let loss = logits.cross_entropy_loss::<Tensor>(&y, None, tch::Reduction::Mean, -100, cfg.label_smoothing);
+                (&loss * (scaler.loss_factor() / cfg.accum as f64)).backward();
+                tch::no_grad(|| {
+                    let _ = loss_sum.shallow_clone().g_add_(&(loss.detach().to_kind(Kind::Double) * y.size()[0] as f64));
+                    let _ = correct.shallow_clone().g_add_(&logits.argmax(1, false).eq_tensor(&y).sum(Kind::Int64));
+                });
+            }
+            buckets.all_reduce_grads(comm, &param_tensors)?;
+            let grads: Vec<Tensor> = param_tensors.iter().map(Tensor::grad).collect();
+            let finite = scaler.unscale(&grads);
+            if finite {
+                opt.step(lr);
+            } else {
+                skipped += 1;
+            }
+            scaler.update(finite);
+        }
+        let seen = (steps_per_epoch * local) as f64;
+        let (train_loss, train_top1) = {
+            let mut t = Tensor::from_slice(&[loss_sum.double_value(&[]), correct.int64_value(&[]) as f64, seen]);
+            comm.all_reduce(&mut t, ReduceOp::Sum)?;
+            let v: Vec<f64> = Vec::try_from(&t)?;
+            (v[0] / v[2], 100.0 * v[1] / v[2])
+        };
+        let (val_loss, val_top1) = evaluate(&model, &test_set, &norm, comm, cfg)?;
+        if cfg.device.is_cuda() {
+            comm.synchronize()?;
+        }
+        let seconds = t0.elapsed().as_secs_f64();
+        let best = val_top1 > best_top1;
+        if best {
+            best_top1 = val_top1;
+        }
+        let mut stats = EpochStats {
+            epoch: epoch + 1,
+            train_loss,
+            train_top1,
+            val_loss,
+            val_top1,
+            images_per_s: seen * world as f64 / seconds,
+            seconds,
+            lr,
+            loss_scale: scaler.enabled.then_some(scaler.scale),
+            steps: steps_per_epoch,
+            skipped_steps: skipped,
+            checkpoint: None,
+            best,
+        };
+        if let Some(dir) = &cfg.checkpoint_dir {
+            if rank == 0 {
+                std::fs::create_dir_all(dir).map_err(|e| Error::Io { what: format!("creating {}", dir.display()), source: e })?;
+                let meta = HashMap::from([
+                    ("epoch".to_string(), (epoch + 1).to_string()),
+                    ("arch".to_string(), cfg.arch.name().to_string()),
+                    ("best_top1".to_string(), best_top1.to_string()),
+                    ("val_top1".to_string(), val_top1.to_string()),
+                    ("loss_scale".to_string(), scaler.scale.to_string()),
+                    ("growth_tracker".to_string(), scaler.growth_tracker.to_string()),
+                    ("scaler".to_string(), scaler.enabled.to_string()),
+                    ("world_size".to_string(), world.to_string()),
+                    ("batch_size".to_string(), cfg.batch_size.to_string()),
+                ]);
+                let model_state: BTreeMap<String, Tensor> =
+                    named.all_sorted.iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect();
+                // Training state first: a crash between the two renames leaves halves of
+                // different epochs, which resume refuses rather than mixes.
+                checkpoint::save(&dir.join("last.train.safetensors"), &opt.state(), &meta)?;
+                checkpoint::save(&dir.join("last.safetensors"), &model_state, &meta)?;
+                if best {
+                    checkpoint::save(&dir.join("best.safetensors"), &model_state, &meta)?;
+                }
+            }
+            stats.checkpoint = Some(dir.join("last.safetensors"));
+            comm.barrier()?;
+        }
+        on_epoch(&stats)?;
+        epochs.push(stats);
+    }
+    Ok(Trained { vs, model, epochs, resumed_from })
+}
+
+/// (loss, top-1 %) over the whole test set: each rank takes images rank, rank+world, …
+fn evaluate(model: &ResNet, data: &Dataset, norm: &crate::data::Normalize, comm: &mut Communicator, cfg: &Config) -> Result<(f64, f64)> {
+    let (rank, world) = (comm.rank(), comm.world_size());
+    let mine: Vec<i64> = (rank..data.len()).step_by(world).map(|i| i as i64).collect();
+    let idx = Tensor::from_slice(&mine).to_device(cfg.device);
+    let bs = (cfg.batch_size / world).max(1) * 2;
+    let (mut loss, mut correct) = (0.0, 0i64);
+    tch::no_grad(|| {
+        for start in (0..mine.len()).step_by(bs) {
+            let n = bs.min(mine.len() - start);
+            let (x, y) = data.batch(&idx.narrow(0, start as i64, n as i64), norm, false);
+            let logits = model.forward_t(&x, false).to_kind(Kind::Float);
+            loss += logits.cross_entropy_loss::<Tensor>(&y, None, tch::Reduction::Sum, -100, 0.0).double_value(&[]);
+            correct += logits.argmax(1, false).eq_tensor(&y).sum(Kind::Int64).int64_value(&[]);
+        }
+    });
+    let mut t = Tensor::from_slice(&[loss, correct as f64, mine.len() as f64]);
+    comm.all_reduce(&mut t, ReduceOp::Sum)?;
+    let v: Vec<f64> = Vec::try_from(&t)?;
+    Ok((v[0] / v[2].max(1.0), 100.0 * v[1] / v[2].max(1.0)))
+}
+
+struct LastState {
+    model: BTreeMap<String, Tensor>,
+    train: BTreeMap<String, Tensor>,
+    epoch: usize,
+    best_top1: f64,
+    scale: Option<f64>,
+    growth_tracker: u64,
+}
+
+/// The last checkpoint in `dir`, if any.
+fn load_last(dir: &std::path::Path, device: Device) -> Result<Option<LastState>> {
+    let (mp, tp) = (dir.join("last.safetensors"), dir.join("last.train.safetensors"));
+    if !mp.exists() {
+        return Ok(None);
+    }
+    let (model, meta) = checkpoint::load(&mp, device)?;
+    let (train, tmeta) = checkpoint::load(&tp, device)?;
+    let epoch_of = |m: &HashMap<String, String>| m.get("epoch").and_then(|e| e.parse::<usize>().ok());
+    let epoch = epoch_of(&meta).ok_or_else(|| Error::Checkpoint(format!("{}: no epoch in its metadata", mp.display())))?;
+    if epoch_of(&tmeta) != Some(epoch) {
+        return Err(Error::Checkpoint(format!(
+            "{} (epoch {epoch}) and {} (epoch {:?}) are from different epochs: the run was killed while writing; \
+             remove both to start over",
+            mp.display(),
+            tp.display(),
+            epoch_of(&tmeta)
+        )));
+    }
+    let f = |k: &str| meta.get(k).and_then(|v| v.parse::<f64>().ok());
+    Ok(Some(LastState {
+        model,
+        train,
+        epoch,
+        best_top1: f("best_top1").unwrap_or(f64::NEG_INFINITY),
+        scale: (meta.get("scaler").map(String::as_str) == Some("true")).then(|| f("loss_scale").unwrap_or(65536.0)),
+        growth_tracker: f("growth_tracker").unwrap_or(0.0) as u64,
+    }))
+}
