@@ -155,6 +155,10 @@ pub fn train(cfg: &Config, comm: &mut Communicator, mut on_epoch: impl FnMut(&Ep
         }
         _ => {}
     }
+    // libtorch's generator is process-global: ranks run as threads of one process (tests) must
+    // not interleave their seeded draws (synthetic data, initialisation).
+    static SEEDED: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let seeded = SEEDED.lock().unwrap_or_else(|e| e.into_inner());
     let (train_set, test_set) = cfg.data.load(cfg.device)?;
     if train_set.len() < cfg.batch_size {
         return Err(Error::Usage(format!("--batch-size {} is larger than the {} training images", cfg.batch_size, train_set.len())));
@@ -164,6 +168,7 @@ pub fn train(cfg: &Config, comm: &mut Communicator, mut on_epoch: impl FnMut(&Ep
     tch::manual_seed(cfg.seed);
     let vs = nn::VarStore::new(cfg.device);
     let model = ResNet::new(&vs.root(), cfg.arch, train_set.num_classes, cfg.stem);
+    drop(seeded);
     let named = named(&vs);
     let param_tensors: Vec<Tensor> = named.params.iter().map(|(_, t)| t.shallow_clone()).collect();
     let buckets = Buckets::new(&param_tensors, ddp::FIRST_BUCKET_BYTES, ddp::BUCKET_BYTES);

@@ -1,0 +1,168 @@
+//! The training loop on the CPU: DDP over 2 ranks equals 1 rank with the same global batch,
+//! resume repeats the uninterrupted run exactly, and real images (digits) are learnt.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use collectives::rendezvous::StoreAt;
+use collectives::store::StoreServer;
+use collectives::{Backend, Communicator, InitMethod, Plan};
+use tch::{Device, Tensor};
+use train::data::Source;
+use train::optim::{Rule, Schedule};
+use train::resnet::{Arch, Stem};
+use train::trainer::{Config, Precision, Trained, train};
+
+/// scikit-learn's digits in the CIFAR-100 layout (scripts/make-digits-cifar), made once.
+fn digits() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let dir = std::env::temp_dir().join(format!("shardkit-digits-{}", std::process::id()));
+        let out = std::process::Command::new(root.join(".venv/bin/python"))
+            .arg(root.join("scripts/make-digits-cifar"))
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        dir
+    })
+}
+
+/// libtorch's generator is process-global: tests that seed and draw from it run one at a time.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn config() -> Config {
+    Config {
+        arch: Arch::ResNet18,
+        stem: Stem::ImageNet,
+        data: Source::Cifar100(digits().to_path_buf()),
+        epochs: 1,
+        batch_size: 32,
+        accum: 1,
+        lr: 0.05,
+        schedule: Schedule::Constant,
+        rule: Rule::Sgd { momentum: 0.9, nesterov: false, weight_decay: 5e-4 },
+        label_smoothing: 0.0,
+        augment: false,
+        shuffle: true,
+        drop_last: false,
+        seed: 3,
+        precision: Precision::Fp32,
+        device: Device::Cpu,
+        checkpoint_dir: None,
+        resume: false,
+        max_steps: Some(3),
+        broadcast_buffers: true,
+    }
+}
+
+fn single() -> Communicator {
+    let plan = Plan {
+        rank: 0,
+        world_size: 1,
+        local_rank: None,
+        store: StoreAt::Tcp { host: "127.0.0.1".into(), port: 0, serve: false, port_from: "test" },
+        prefix: String::new(),
+        launcher: "test",
+    };
+    Communicator::from_plan(plan, &InitMethod::Env, Duration::from_secs(30), Backend::Cpu).unwrap()
+}
+
+/// Parameters (not buffers) by name.
+fn params(t: &Trained) -> Vec<(String, Tensor)> {
+    let mut v: Vec<(String, Tensor)> =
+        t.vs.variables().into_iter().filter(|(_, x)| x.requires_grad()).map(|(n, x)| (n, x.detach().copy())).collect();
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v
+}
+
+fn max_diff(a: &[(String, Tensor)], b: &[(String, Tensor)]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(b).map(|((n, x), (m, y))| {
+        assert_eq!(n, m);
+        (x - y).abs().max().double_value(&[])
+    }).fold(0.0, f64::max)
+}
+
+#[test]
+fn two_ranks_train_the_same_weights_as_one_rank_with_the_same_global_batch() {
+    let _serial = serial();
+    // One rank, the global batch of 32 in two interleaved micro-batches of 16 = what two ranks
+    // with 16 each compute (BatchNorm statistics included).
+    let mut comm = single();
+    let one = train(&Config { accum: 2, ..config() }, &mut comm, |_| Ok(())).unwrap();
+
+    let server = StoreServer::bind("127.0.0.1:0").unwrap();
+    let port = server.addr().port();
+    let handles: Vec<_> = (0..2)
+        .map(|rank| {
+            std::thread::spawn(move || {
+                let plan = Plan {
+                    rank,
+                    world_size: 2,
+                    local_rank: Some(rank),
+                    store: StoreAt::Tcp { host: "127.0.0.1".into(), port, serve: false, port_from: "test" },
+                    prefix: "ddp/".into(),
+                    launcher: "test",
+                };
+                let mut comm = Communicator::from_plan(plan, &InitMethod::Env, Duration::from_secs(120), Backend::Cpu).unwrap();
+                let t = train(&config(), &mut comm, |_| Ok(())).unwrap();
+                (params(&t), t.epochs[0].train_loss)
+            })
+        })
+        .collect();
+    let two: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let p1 = params(&one);
+    // Ranks agree with each other exactly (same averaged gradients, same updates)...
+    assert_eq!(max_diff(&two[0].0, &two[1].0), 0.0);
+    // ...and with one rank up to float summation order (3 SGD steps, weights ~0.1).
+    let d = max_diff(&two[0].0, &p1);
+    eprintln!("2 ranks vs 1 rank (accum 2): max abs weight difference {d:e}");
+    assert!(d < 1e-5, "2 ranks vs 1 rank: max |Δw| {d}");
+    assert!((two[0].1 - one.epochs[0].train_loss).abs() < 1e-5, "{} vs {}", two[0].1, one.epochs[0].train_loss);
+}
+
+#[test]
+fn resume_repeats_the_uninterrupted_run_exactly() {
+    let _serial = serial();
+    let base = Config { epochs: 2, max_steps: Some(2), augment: true, ..config() };
+    let a = tempfile::tempdir().unwrap();
+    let straight = train(&Config { checkpoint_dir: Some(a.path().into()), ..base.clone() }, &mut single(), |_| Ok(())).unwrap();
+    assert!(a.path().join("last.safetensors").exists() && a.path().join("best.safetensors").exists());
+
+    let b = tempfile::tempdir().unwrap();
+    let first = Config { epochs: 1, checkpoint_dir: Some(b.path().into()), ..base.clone() };
+    train(&first, &mut single(), |_| Ok(())).unwrap();
+    let resumed = train(&Config { checkpoint_dir: Some(b.path().into()), resume: true, ..base }, &mut single(), |_| Ok(())).unwrap();
+    assert_eq!(resumed.resumed_from, Some(1));
+    assert_eq!(resumed.epochs.len(), 1);
+    assert_eq!(max_diff(&params(&straight), &params(&resumed)), 0.0, "bit-identical on the CPU");
+    assert_eq!(straight.epochs[1].train_loss, resumed.epochs[0].train_loss);
+    assert_eq!(straight.epochs[1].val_top1, resumed.epochs[0].val_top1);
+}
+
+#[test]
+fn digits_are_learnt() {
+    let _serial = serial();
+    let cfg = Config {
+        epochs: 10,
+        batch_size: 64,
+        max_steps: None,
+        lr: 0.1,
+        schedule: Schedule::Cosine { warmup: 1.0 },
+        augment: true,
+        ..config()
+    };
+    let t = train(&cfg, &mut single(), |e| {
+        eprintln!("epoch {} loss {:.3} top1 {:.1} val {:.1} ({:.1} s)", e.epoch, e.train_loss, e.train_top1, e.val_top1, e.seconds);
+        Ok(())
+    })
+    .unwrap();
+    let last = t.epochs.last().unwrap();
+    assert!(last.val_top1 >= 90.0, "val top-1 {:.1}%", last.val_top1);
+}
