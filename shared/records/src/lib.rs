@@ -118,6 +118,40 @@ pub struct Summary {
     pub avg_busbw_gbs: Option<f64>,
 }
 
+/// One training epoch of `ddp-train` (figures over all ranks).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename = "epoch")]
+pub struct EpochRecord {
+    /// 1-based.
+    pub epoch: usize,
+    pub epochs: usize,
+    pub train_loss: f64,
+    /// Top-1 accuracy on the training batches, percent.
+    pub train_top1: f64,
+    pub val_loss: f64,
+    pub val_top1: f64,
+    /// Training images (all ranks) per second of the epoch, validation included in the time.
+    pub images_per_s: f64,
+    pub seconds: f64,
+    /// Learning rate at the epoch's last step.
+    pub lr: f64,
+    /// fp16's dynamic loss scale.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub loss_scale: Option<f64>,
+    pub steps: usize,
+    /// Steps skipped for inf/NaN gradients (fp16).
+    pub skipped_steps: usize,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub peak_gpu_mib: Option<u64>,
+    /// The checkpoint written after this epoch.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub checkpoint: Option<String>,
+    /// Validation improved (best.safetensors written when checkpointing).
+    pub best: bool,
+    pub rank: usize,
+    pub world_size: usize,
+}
+
 /// One message size timed by `all-reduce-check` (nccl-tests' table row).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename = "bandwidth")]

@@ -126,7 +126,8 @@ impl Schedule {
         match self {
             Schedule::Constant => lr,
             Schedule::Step { every, gamma } => lr * gamma.powf((epoch / every).floor()),
-            Schedule::Cosine { warmup } if epoch < warmup => lr * (epoch + 1e-9).min(warmup) / warmup,
+            // The first step gets lr/1000 rather than 0 (a zero step would be wasted).
+            Schedule::Cosine { warmup } if epoch < warmup => lr * epoch.max(warmup * 1e-3) / warmup,
             Schedule::Cosine { warmup } => {
                 let t = ((epoch - warmup) / (epochs - warmup).max(1e-9)).clamp(0.0, 1.0);
                 lr * 0.5 * (1.0 + (std::f64::consts::PI * t).cos())

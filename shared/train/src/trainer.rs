@@ -139,11 +139,11 @@ fn named(vs: &nn::VarStore) -> Named {
 /// Runs the whole training; `on_epoch` sees every epoch's figures (on every rank).
 pub fn train(cfg: &Config, comm: &mut Communicator, mut on_epoch: impl FnMut(&EpochStats) -> Result<()>) -> Result<Trained> {
     let (rank, world) = (comm.rank(), comm.world_size());
-    if cfg.batch_size % world != 0 {
+    if !cfg.batch_size.is_multiple_of(world) {
         return Err(Error::Usage(format!("--batch-size {} is not divisible by the world size {world}", cfg.batch_size)));
     }
     let local = cfg.batch_size / world;
-    if cfg.accum == 0 || local % cfg.accum != 0 {
+    if cfg.accum == 0 || !local.is_multiple_of(cfg.accum) {
         return Err(Error::Usage(format!("the per-rank batch {local} is not divisible by --accum {}", cfg.accum)));
     }
     match cfg.precision {
@@ -182,40 +182,40 @@ pub fn train(cfg: &Config, comm: &mut Communicator, mut on_epoch: impl FnMut(&Ep
     let mut start_epoch = 0;
     let mut best_top1 = f64::NEG_INFINITY;
     let mut resumed_from = None;
-    if cfg.resume {
-        if let Some(dir) = &cfg.checkpoint_dir {
-            if let Some(state) = load_last(dir, cfg.device)? {
-                let mut vars = vs.variables();
-                tch::no_grad(|| -> Result<()> {
-                    for (name, t) in &state.model {
-                        let v = vars.get_mut(name).ok_or_else(|| {
-                            Error::Checkpoint(format!("checkpoint tensor {name} is not in {}", cfg.arch.name()))
-                        })?;
-                        if v.size() != t.size() {
-                            return Err(Error::Checkpoint(format!("{name}: checkpoint {:?}, model {:?}", t.size(), v.size())));
-                        }
-                        v.copy_(t);
-                    }
-                    Ok(())
+    let last = match (&cfg.checkpoint_dir, cfg.resume) {
+        (Some(dir), true) => load_last(dir, cfg.device)?,
+        _ => None,
+    };
+    if let Some(state) = last {
+        let mut vars = vs.variables();
+        tch::no_grad(|| -> Result<()> {
+            for (name, t) in &state.model {
+                let v = vars.get_mut(name).ok_or_else(|| {
+                    Error::Checkpoint(format!("checkpoint tensor {name} is not in {}", cfg.arch.name()))
                 })?;
-                if state.model.len() != vars.len() {
-                    return Err(Error::Checkpoint(format!(
-                        "checkpoint has {} tensors, {} has {}",
-                        state.model.len(),
-                        cfg.arch.name(),
-                        vars.len()
-                    )));
+                if v.size() != t.size() {
+                    return Err(Error::Checkpoint(format!("{name}: checkpoint {:?}, model {:?}", t.size(), v.size())));
                 }
-                opt.load_state(&state.train);
-                start_epoch = state.epoch;
-                best_top1 = state.best_top1;
-                if let Some(s) = state.scale {
-                    scaler.scale = s;
-                    scaler.growth_tracker = state.growth_tracker;
-                }
-                resumed_from = Some(state.epoch);
+                v.copy_(t);
             }
+            Ok(())
+        })?;
+        if state.model.len() != vars.len() {
+            return Err(Error::Checkpoint(format!(
+                "checkpoint has {} tensors, {} has {}",
+                state.model.len(),
+                cfg.arch.name(),
+                vars.len()
+            )));
         }
+        opt.load_state(&state.train);
+        start_epoch = state.epoch;
+        best_top1 = state.best_top1;
+        if let Some(s) = state.scale {
+            scaler.scale = s;
+            scaler.growth_tracker = state.growth_tracker;
+        }
+        resumed_from = Some(state.epoch);
     }
 
     let sampler = DistributedSampler {

@@ -1,0 +1,313 @@
+//! `ddp-train`: seeds 001–004's training loop as one Unix tool that each GPU (or CPU rank) runs
+//! once. The loop itself is `train::trainer`; this is the command line, the records and the
+//! error messages.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, progress};
+use collectives::{Communicator, DistArgs};
+use device::{DeviceArg, Env};
+use records::{EpochRecord, Summary};
+use train::data::Source;
+use train::optim::{Rule, Schedule};
+use train::resnet::{Arch, Stem};
+use train::trainer::{Config, Precision};
+
+/// Data-parallel ResNet training on CIFAR-shaped data, one process per GPU, as PyTorch DDP does it (checkpoints, resume, records).
+///
+/// Run one process per rank (torchrun --no-python, srun, GNU parallel with --rank, or one
+/// process for world size 1). --batch-size is the global batch, split evenly over the ranks.
+/// Parameters and buffers start from rank 0's, gradients are averaged in 25 MiB buckets, the
+/// sampler is PyTorch's DistributedSampler. Checkpoints load into torchvision's ResNets.
+#[derive(Debug, Parser)]
+#[command(name = "ddp-train", version, max_term_width = 100)]
+pub struct Cli {
+    /// cifar100:DIR (train.bin, test.bin), cifar10:DIR (data_batch_*.bin, test_batch.bin), or
+    /// synthetic[:N] (N learnable 32×32 images of 100 classes). Nothing is downloaded.
+    #[arg(long, value_name = "SOURCE")]
+    pub data: String,
+
+    /// resnet18, resnet34, resnet50 or resnet101 (torchvision's, with its state_dict keys).
+    #[arg(long, value_name = "NAME", default_value = "resnet18")]
+    pub model: String,
+
+    /// imagenet (torchvision's 7×7/2 conv + max-pool) or cifar (3×3/1 conv, no pool).
+    #[arg(long, value_name = "STEM", default_value = "imagenet")]
+    pub stem: String,
+
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub epochs: usize,
+
+    /// Global batch size (all ranks together; must divide by the world size).
+    #[arg(long, value_name = "N", default_value_t = 128)]
+    pub batch_size: usize,
+
+    /// Micro-batches per rank and step (gradient accumulation; interleaved, so one rank with
+    /// --accum k computes what k ranks do).
+    #[arg(long, value_name = "K", default_value_t = 1)]
+    pub accum: usize,
+
+    /// sgd or adamw.
+    #[arg(long, value_name = "NAME", default_value = "sgd")]
+    pub optimizer: String,
+
+    /// Peak learning rate.
+    #[arg(long, value_name = "LR", default_value_t = 0.1)]
+    pub lr: f64,
+
+    /// SGD momentum.
+    #[arg(long, value_name = "M", default_value_t = 0.9)]
+    pub momentum: f64,
+
+    /// Nesterov momentum (SGD).
+    #[arg(long)]
+    pub nesterov: bool,
+
+    #[arg(long, value_name = "WD", default_value_t = 5e-4)]
+    pub weight_decay: f64,
+
+    /// constant, step:EVERY:GAMMA (×GAMMA every EVERY epochs), or cosine[:WARMUP] (linear
+    /// warm-up over WARMUP epochs, then cosine to 0).
+    #[arg(long, value_name = "SCHEDULE", default_value = "cosine:1")]
+    pub schedule: String,
+
+    #[arg(long, value_name = "EPS", default_value_t = 0.0)]
+    pub label_smoothing: f64,
+
+    /// Random crop (padding 4) and horizontal flip, on the device.
+    #[arg(long)]
+    pub augment: bool,
+
+    /// Keep the data order (no per-epoch shuffle).
+    #[arg(long)]
+    pub no_shuffle: bool,
+
+    /// Drop the tail so every rank gets the same number of samples without padding.
+    #[arg(long)]
+    pub drop_last: bool,
+
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub seed: i64,
+
+    /// fp32 (strict), tf32 (cuDNN's TF32 convolutions), fp16 (autocast + loss scaling, CUDA), bf16.
+    #[arg(long, value_name = "P", default_value = "tf32")]
+    pub precision: String,
+
+    /// cpu, cuda, cuda:N, or auto (cuda:LOCAL_RANK mod GPUs when CUDA is there, else cpu).
+    #[arg(long, default_value = "auto", value_name = "DEVICE")]
+    pub device: DeviceArg,
+
+    /// Rank 0 writes last.safetensors (+ last.train.safetensors) every epoch and best.safetensors
+    /// when validation improves.
+    #[arg(long, value_name = "DIR")]
+    pub checkpoint_dir: Option<PathBuf>,
+
+    /// Continue from --checkpoint-dir's last checkpoint (a fresh start if there is none).
+    #[arg(long, requires = "checkpoint_dir")]
+    pub resume: bool,
+
+    /// At most this many steps per epoch (benchmarks, smoke tests).
+    #[arg(long, value_name = "N")]
+    pub max_steps: Option<usize>,
+
+    /// Keep each rank's BatchNorm statistics (DDP's broadcast_buffers=False).
+    #[arg(long)]
+    pub no_broadcast_buffers: bool,
+
+    /// Print records from every rank, not only rank 0.
+    #[arg(long)]
+    pub all_ranks: bool,
+
+    #[command(flatten)]
+    pub dist: DistArgs,
+
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+impl Tool for Cli {
+    const RECORDS: &'static str = r#"Reads no input. Rank 0 prints one record per epoch:
+.PP
+.nf
+{"type":"epoch","epoch":3,"epochs":10,"train_loss":1.23,"train_top1":61.2,"val_loss":1.4,"val_top1":58.9,
+ "images_per_s":812.5,"seconds":61.5,"lr":0.0905,"steps":390,"skipped_steps":0,"peak_gpu_mib":2210,
+ "checkpoint":"/abs/ck/last.safetensors","best":true,"rank":0,"world_size":2}
+.fi
+.PP
+then {"type":"summary","ok":EPOCHS_RUN,"skipped":EPOCHS_ALREADY_DONE,"failed":0,"world_size":N,"elapsed_ms":N}.
+.PP
+Accuracies are percent; losses are means over all ranks' images; validation counts every test image once (each rank takes images rank, rank+world, ...). loss_scale appears with --precision fp16."#;
+    const EXAMPLES: &'static [(&'static str, &'static str)] = &[
+        ("Four GPUs under torchrun:", "torchrun --no-python --standalone --nproc_per_node 4 ddp-train --data cifar100:cifar-100-binary --epochs 200 --augment --checkpoint-dir ck"),
+        ("Four GPUs with GNU parallel:", "seq 0 3 | parallel -j4 ddp-train --rank {} --world-size 4 --master-port 29511 --data cifar100:cifar-100-binary"),
+        ("Resume after a crash:", "ddp-train --data cifar100:cifar-100-binary --checkpoint-dir ck --resume"),
+        ("Load the result in PyTorch:", "python -c \"import torchvision, safetensors.torch as st; m = torchvision.models.resnet18(num_classes=100); m.load_state_dict(st.load_file('ck/best.safetensors'))\""),
+    ];
+}
+
+fn config(cli: &Cli, device: tch::Device) -> Result<Config> {
+    let stem = match cli.stem.as_str() {
+        "imagenet" => Stem::ImageNet,
+        "cifar" => Stem::Cifar,
+        other => bail!("unknown --stem {other}: imagenet or cifar"),
+    };
+    let rule = match cli.optimizer.as_str() {
+        "sgd" => Rule::Sgd { momentum: cli.momentum, nesterov: cli.nesterov, weight_decay: cli.weight_decay },
+        "adamw" => Rule::AdamW { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: cli.weight_decay },
+        other => bail!("unknown --optimizer {other}: sgd or adamw"),
+    };
+    let schedule = parse_schedule(&cli.schedule)?;
+    Ok(Config {
+        arch: cli.model.parse::<Arch>()?,
+        stem,
+        data: Source::parse(&cli.data, cli.seed)?,
+        epochs: cli.epochs,
+        batch_size: cli.batch_size,
+        accum: cli.accum,
+        lr: cli.lr,
+        schedule,
+        rule,
+        label_smoothing: cli.label_smoothing,
+        augment: cli.augment,
+        shuffle: !cli.no_shuffle,
+        drop_last: cli.drop_last,
+        seed: cli.seed,
+        precision: cli.precision.parse::<Precision>()?,
+        device,
+        checkpoint_dir: cli.checkpoint_dir.clone(),
+        resume: cli.resume,
+        max_steps: cli.max_steps,
+        broadcast_buffers: !cli.no_broadcast_buffers,
+    })
+}
+
+/// `constant`, `step:EVERY:GAMMA`, `cosine[:WARMUP]`.
+pub fn parse_schedule(s: &str) -> Result<Schedule> {
+    let parts: Vec<&str> = s.split(':').collect();
+    let num = |i: usize, what: &str| -> Result<f64> {
+        parts.get(i).with_context(|| format!("--schedule {s}: missing {what}"))?.parse().with_context(|| format!("--schedule {s}: bad {what}"))
+    };
+    Ok(match parts[0] {
+        "constant" => Schedule::Constant,
+        "step" => Schedule::Step { every: num(1, "EVERY")?, gamma: num(2, "GAMMA")? },
+        "cosine" => Schedule::Cosine { warmup: if parts.len() > 1 { num(1, "WARMUP")? } else { 0.0 } },
+        _ => bail!("unknown --schedule {s}: constant, step:EVERY:GAMMA or cosine[:WARMUP]"),
+    })
+}
+
+pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
+    let precision: Precision = cli.precision.parse()?;
+    if precision == Precision::Fp32 {
+        device::disable_tf32(); // before CUDA starts
+    }
+    let device = cli.device.resolve(&Env::from_process(None))?;
+    let cfg = config(&cli, device)?;
+    let opts = cli.dist.options();
+    let plan = opts.plan()?;
+    let rank = plan.rank;
+    let mut comm = Communicator::from_plan(plan, &opts.init_method, opts.timeout, cli.dist.backend)
+        .with_context(|| format!("rank {rank}"))?;
+    let world = comm.world_size();
+    let speak = rank == 0 || cli.all_ranks;
+    out.set_flush_each(true);
+    if speak && !cli.common.quiet {
+        eprintln!(
+            "ddp-train[rank {rank}]: {} ({:?} stem) on {device:?}, {world} rank(s), global batch {} ({} per rank), {} via {}",
+            cfg.arch.name(),
+            cfg.stem,
+            cfg.batch_size,
+            cfg.batch_size / world.max(1),
+            cli.precision,
+            comm.engine(device),
+        );
+    }
+    let bar = if rank == 0 { progress::bar(&cli.common, "ddp-train", Some(cfg.epochs as u64)) } else { progress::bar(&CommonArgs { quiet: true, progress: false }, "", None) };
+    let started = Instant::now();
+    let mut ran = 0usize;
+    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        train::trainer::train(&cfg, &mut comm, |e| {
+            if !(e.train_loss.is_finite() && e.val_loss.is_finite()) {
+                return Err(train::Error::Data(format!(
+                    "training diverged at epoch {} (train loss {}, val loss {}): lower --lr, or use --precision fp32",
+                    e.epoch, e.train_loss, e.val_loss
+                )));
+            }
+            ran += 1;
+            bar.set_position(e.epoch as u64);
+            if speak {
+                let rec = EpochRecord {
+                    epoch: e.epoch,
+                    epochs: cfg.epochs,
+                    train_loss: e.train_loss,
+                    train_top1: e.train_top1,
+                    val_loss: e.val_loss,
+                    val_top1: e.val_top1,
+                    images_per_s: e.images_per_s,
+                    seconds: e.seconds,
+                    lr: e.lr,
+                    loss_scale: e.loss_scale,
+                    steps: e.steps,
+                    skipped_steps: e.skipped_steps,
+                    peak_gpu_mib: device.is_cuda().then(device::cuda_mem_used).flatten().map(|b| b >> 20),
+                    checkpoint: e.checkpoint.as_ref().map(|p| std::path::absolute(p).unwrap_or(p.clone()).display().to_string()),
+                    best: e.best,
+                    rank,
+                    world_size: world,
+                };
+                out.emit(&rec).map_err(|e| train::Error::Data(e.to_string()))?;
+            }
+            cli_common::interrupt::check().map_err(|e| train::Error::Data(e.to_string()))
+        })
+    }));
+    bar.finish_and_clear();
+    let trained = match run {
+        Ok(r) => r.with_context(|| format!("rank {rank}"))?,
+        Err(panic) => {
+            let msg = panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
+            if msg.contains("out of memory") {
+                let used = device::cuda_mem_used().map_or(String::new(), |b| format!(" ({} MiB in use on {device:?})", b >> 20));
+                bail!(
+                    "rank {rank}: CUDA out of memory at --batch-size {} ({} per rank){used}: lower --batch-size or use --accum",
+                    cfg.batch_size,
+                    cfg.batch_size / world
+                );
+            }
+            bail!("rank {rank}: libtorch error: {}", msg.lines().next().unwrap_or("(no message)"));
+        }
+    };
+    if speak {
+        out.emit(&Summary {
+            ok: ran,
+            skipped: trained.resumed_from.unwrap_or(0),
+            failed: 0,
+            elapsed_ms: started.elapsed().as_millis() as u64,
+            world_size: Some(world),
+            ..Summary::default()
+        })?;
+    }
+    Ok(Outcome::Ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn verify_cli() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn schedules_parse() {
+        assert_eq!(parse_schedule("constant").unwrap(), Schedule::Constant);
+        assert_eq!(parse_schedule("step:30:0.1").unwrap(), Schedule::Step { every: 30.0, gamma: 0.1 });
+        assert_eq!(parse_schedule("cosine").unwrap(), Schedule::Cosine { warmup: 0.0 });
+        assert_eq!(parse_schedule("cosine:5").unwrap(), Schedule::Cosine { warmup: 5.0 });
+        assert!(parse_schedule("step:30").is_err());
+        assert!(parse_schedule("linear").is_err());
+    }
+}

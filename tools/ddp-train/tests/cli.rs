@@ -1,0 +1,123 @@
+//! `ddp-train` through its command line on the digits data (scripts/make-digits-cifar): records,
+//! checkpoints and resume, two ranks as separate processes, and the messages for bad set-ups.
+
+use std::collections::BTreeMap;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+use tch::Tensor;
+
+const BIN: &str = env!("CARGO_BIN_EXE_ddp-train");
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn digits() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("shardkit-ddp-digits-{}", std::process::id()));
+        let out = Command::new(root().join(".venv/bin/python")).arg(root().join("scripts/make-digits-cifar")).arg(&dir).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        dir
+    })
+}
+
+fn cmd() -> Command {
+    let mut c = Command::new(BIN);
+    for v in ["RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE", "SLURM_PROCID"] {
+        c.env_remove(v);
+    }
+    c.args(["--device", "cpu", "--data"]).arg(format!("cifar100:{}", digits().display()));
+    c
+}
+
+fn records(o: &Output) -> Vec<Value> {
+    assert!(o.status.success(), "exit {:?}: {}", o.status, String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+fn params(path: &Path) -> BTreeMap<String, Tensor> {
+    Tensor::read_safetensors(path)
+        .unwrap()
+        .into_iter()
+        .filter(|(n, _)| !n.contains("running_") && !n.contains("num_batches"))
+        .collect()
+}
+
+#[test]
+fn epochs_are_records_checkpoints_are_written_and_resume_continues() {
+    let ck = tempfile::tempdir().unwrap();
+    let args = ["--batch-size", "64", "--max-steps", "4", "--augment"];
+    let recs = records(&cmd().args(args).args(["--epochs", "2", "--checkpoint-dir"]).arg(ck.path()).output().unwrap());
+    assert_eq!(recs.iter().filter(|r| r["type"] == "epoch").count(), 2);
+    let e = &recs[1];
+    for k in ["train_loss", "train_top1", "val_loss", "val_top1", "images_per_s", "seconds", "lr"] {
+        assert!(e[k].as_f64().unwrap().is_finite(), "{k}: {e}");
+    }
+    assert_eq!(e["steps"], 4);
+    assert!(e["checkpoint"].as_str().unwrap().ends_with("last.safetensors"));
+    for f in ["last.safetensors", "last.train.safetensors", "best.safetensors"] {
+        assert!(ck.path().join(f).exists(), "{f}");
+    }
+    assert_eq!(recs.last().unwrap()["type"], "summary");
+
+    // Resume with --epochs 3: only epoch 3 runs.
+    let recs = records(&cmd().args(args).args(["--epochs", "3", "--resume", "--checkpoint-dir"]).arg(ck.path()).output().unwrap());
+    let epochs: Vec<u64> = recs.iter().filter(|r| r["type"] == "epoch").map(|r| r["epoch"].as_u64().unwrap()).collect();
+    assert_eq!(epochs, [3]);
+    assert_eq!(recs.last().unwrap()["skipped"], 2);
+}
+
+#[test]
+fn two_rank_processes_match_one_rank_with_the_same_global_batch() {
+    let base = ["--batch-size", "32", "--max-steps", "3", "--epochs", "1", "--seed", "5"];
+    let one = tempfile::tempdir().unwrap();
+    records(&cmd().args(base).args(["--accum", "2", "--checkpoint-dir"]).arg(one.path()).output().unwrap());
+
+    let two = tempfile::tempdir().unwrap();
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
+    let children: Vec<_> = (0..2)
+        .map(|rank| {
+            cmd()
+                .args(base)
+                .args(["--rank", &rank.to_string(), "--world-size", "2", "--master-addr", "127.0.0.1", "--master-port", &port])
+                .arg("--checkpoint-dir")
+                .arg(two.path())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outs: Vec<Output> = children.into_iter().map(|c| c.wait_with_output().unwrap()).collect();
+    let recs = records(&outs[0]);
+    assert_eq!(recs[0]["world_size"], 2);
+    assert!(outs[1].status.success() && outs[1].stdout.is_empty(), "rank 1 prints no records");
+    let (a, b) = (params(&one.path().join("last.safetensors")), params(&two.path().join("last.safetensors")));
+    assert_eq!(a.len(), b.len());
+    for (name, t) in &a {
+        let d = (t - &b[name]).abs().max().double_value(&[]);
+        assert!(d <= 1e-6, "{name}: {d}");
+    }
+}
+
+#[test]
+fn bad_set_ups_say_what_to_do() {
+    let o = cmd().args(["--batch-size", "33", "--world-size", "1", "--accum", "2"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not divisible by --accum"), "{}", String::from_utf8_lossy(&o.stderr));
+
+    let o = Command::new(BIN).args(["--device", "cpu", "--data", "cifar10:/nonexistent"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("data_batch_1.bin") && err.contains("Nothing is downloaded"), "{err}");
+
+    let o = cmd().args(["--precision", "fp16"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&o.stderr).contains("needs a CUDA device"));
+    let o = cmd().args(["--resume"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "--resume needs --checkpoint-dir");
+}
