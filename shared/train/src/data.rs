@@ -149,7 +149,7 @@ impl Dataset {
     pub fn normalize(&self) -> Normalize {
         let x = self.images.to_kind(Kind::Float) / 255.0;
         let mean = x.mean_dim([0i64, 2, 3].as_slice(), true, Kind::Float);
-        let std = x.std_dim([0i64, 2, 3].as_slice(), false, true);
+        let std = x.std_dim([0i64, 2, 3].as_slice(), true, true); // unbiased, as torch.std()
         Normalize { mean, std }
     }
 

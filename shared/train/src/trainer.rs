@@ -80,6 +80,9 @@ pub struct Config {
     pub max_steps: Option<usize>,
     /// DDP's `broadcast_buffers`: rank 0's BatchNorm statistics before every forward.
     pub broadcast_buffers: bool,
+    /// Start from these weights (a state_dict with torchvision's keys) instead of a fresh
+    /// initialisation.
+    pub init: Option<PathBuf>,
 }
 
 /// One epoch's figures (over all ranks).
@@ -186,28 +189,12 @@ pub fn train(cfg: &Config, comm: &mut Communicator, mut on_epoch: impl FnMut(&Ep
         (Some(dir), true) => load_last(dir, cfg.device)?,
         _ => None,
     };
+    if let Some(path) = &cfg.init {
+        let (weights, _) = checkpoint::load(path, cfg.device)?;
+        copy_weights(&vs, &weights, cfg.arch, true)?;
+    }
     if let Some(state) = last {
-        let mut vars = vs.variables();
-        tch::no_grad(|| -> Result<()> {
-            for (name, t) in &state.model {
-                let v = vars.get_mut(name).ok_or_else(|| {
-                    Error::Checkpoint(format!("checkpoint tensor {name} is not in {}", cfg.arch.name()))
-                })?;
-                if v.size() != t.size() {
-                    return Err(Error::Checkpoint(format!("{name}: checkpoint {:?}, model {:?}", t.size(), v.size())));
-                }
-                v.copy_(t);
-            }
-            Ok(())
-        })?;
-        if state.model.len() != vars.len() {
-            return Err(Error::Checkpoint(format!(
-                "checkpoint has {} tensors, {} has {}",
-                state.model.len(),
-                cfg.arch.name(),
-                vars.len()
-            )));
-        }
+        copy_weights(&vs, &state.model, cfg.arch, false)?;
         opt.load_state(&state.train);
         start_epoch = state.epoch;
         best_top1 = state.best_top1;
@@ -334,6 +321,28 @@ pub fn train(cfg: &Config, comm: &mut Communicator, mut on_epoch: impl FnMut(&Ep
         epochs.push(stats);
     }
     Ok(Trained { vs, model, epochs, resumed_from })
+}
+
+/// Copies `weights` into the model: every tensor must exist with its shape; `partial` allows
+/// the file to lack some (e.g. `num_batches_tracked` from older torchvision files).
+fn copy_weights(vs: &nn::VarStore, weights: &BTreeMap<String, Tensor>, arch: Arch, partial: bool) -> Result<()> {
+    let mut vars = vs.variables();
+    tch::no_grad(|| -> Result<()> {
+        for (name, t) in weights {
+            let v = vars
+                .get_mut(name)
+                .ok_or_else(|| Error::Checkpoint(format!("tensor {name} is not in {}", arch.name())))?;
+            if v.size() != t.size() {
+                return Err(Error::Checkpoint(format!("{name}: file {:?}, model {:?}", t.size(), v.size())));
+            }
+            v.copy_(t);
+        }
+        Ok(())
+    })?;
+    if !partial && weights.len() != vars.len() {
+        return Err(Error::Checkpoint(format!("checkpoint has {} tensors, {} has {}", weights.len(), arch.name(), vars.len())));
+    }
+    Ok(())
 }
 
 /// (loss, top-1 %) over the whole test set: each rank takes images rank, rank+world, …

@@ -58,6 +58,7 @@ fn config() -> Config {
         resume: false,
         max_steps: Some(3),
         broadcast_buffers: true,
+        init: None,
     }
 }
 
@@ -153,7 +154,8 @@ fn digits_are_learnt() {
         epochs: 10,
         batch_size: 64,
         max_steps: None,
-        lr: 0.1,
+        // 0.1 is chaotic on 1.4k images (runs of the same set-up end anywhere in 73–96%).
+        lr: 0.02,
         schedule: Schedule::Cosine { warmup: 1.0 },
         augment: true,
         ..config()
@@ -164,5 +166,5 @@ fn digits_are_learnt() {
     })
     .unwrap();
     let last = t.epochs.last().unwrap();
-    assert!(last.val_top1 >= 90.0, "val top-1 {:.1}%", last.val_top1);
+    assert!(last.val_top1 >= 93.0, "val top-1 {:.1}%", last.val_top1);
 }

@@ -113,6 +113,11 @@ pub struct Cli {
     #[arg(long, value_name = "N")]
     pub max_steps: Option<usize>,
 
+    /// Start from these weights (safetensors with torchvision's keys, e.g. a torchvision model's
+    /// state_dict saved with safetensors.torch.save_file, or a checkpoint of ours).
+    #[arg(long, value_name = "FILE")]
+    pub init: Option<PathBuf>,
+
     /// Keep each rank's BatchNorm statistics (DDP's broadcast_buffers=False).
     #[arg(long)]
     pub no_broadcast_buffers: bool,
@@ -181,6 +186,7 @@ fn config(cli: &Cli, device: tch::Device) -> Result<Config> {
         resume: cli.resume,
         max_steps: cli.max_steps,
         broadcast_buffers: !cli.no_broadcast_buffers,
+        init: cli.init.clone(),
     })
 }
 
