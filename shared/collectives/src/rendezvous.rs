@@ -253,7 +253,17 @@ pub(crate) fn connect(plan: &Plan, method: &InitMethod, timeout: Duration) -> Re
         }
         StoreAt::File(path) => (join_file(path, &prefix, timeout, deadline)?, None, None),
     };
-    let ring = wire(plan, &mut store, method, timeout, deadline)?;
+    let ring = match wire(plan, &mut store, method, timeout, deadline) {
+        Ok(r) => r,
+        Err(e) => {
+            if server.is_some() {
+                // The others read this rank's verdict from the store it serves: keep it up a
+                // moment (their polls are 200 ms apart).
+                std::thread::sleep(Duration::from_millis(600));
+            }
+            return Err(e);
+        }
+    };
     Ok(Joined { store: Some(store), ring, _server: server, file })
 }
 
@@ -311,16 +321,31 @@ fn wire(plan: &Plan, store: &mut Store, method: &InitMethod, timeout: Duration, 
 
     let keys: Vec<String> = (0..world).map(|r| format!("addr/{r}")).collect();
     let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-    let left = deadline.saturating_duration_since(Instant::now());
-    store.wait(&key_refs, left).map_err(|e| match e {
-        Error::Timeout { missing, .. } => Error::Rendezvous(format!(
-            "rank(s) {} of {world} never arrived at the rendezvous ({method}) within {:.0} s: were they launched, \
-             with the same address and port?",
-            missing.iter().map(|k| k.trim_start_matches("addr/")).collect::<Vec<_>>().join(", "),
-            timeout.as_secs_f64()
-        )),
-        other => other,
-    })?;
+    // Wait for everyone, in short slices so that a verdict another rank reached (it timed out
+    // first) is seen at once and repeated, rather than this rank outliving the store.
+    loop {
+        let slice = deadline.saturating_duration_since(Instant::now()).min(Duration::from_millis(200));
+        match store.wait(&key_refs, slice) {
+            Ok(()) => break,
+            Err(Error::Timeout { missing, .. }) => {
+                if store.check(&["rendezvous_failed"])? {
+                    let why = store.get_now("rendezvous_failed")?;
+                    return Err(Error::Rendezvous(String::from_utf8_lossy(&why).into_owned()));
+                }
+                if Instant::now() >= deadline {
+                    let msg = format!(
+                        "rank(s) {} of {world} never arrived at the rendezvous ({method}) within {:.0} s: were they \
+                         launched, with the same address and port?",
+                        missing.iter().map(|k| k.trim_start_matches("addr/")).collect::<Vec<_>>().join(", "),
+                        timeout.as_secs_f64()
+                    );
+                    let _ = store.set("rendezvous_failed", msg.as_bytes());
+                    return Err(Error::Rendezvous(msg));
+                }
+            }
+            Err(other) => return Err(other),
+        }
+    }
     let theirs = String::from_utf8_lossy(&store.get("world_size")?).into_owned();
     if theirs != world.to_string() {
         return Err(Error::Mismatch(format!("rank 0 runs a world of {theirs} ranks but rank {rank} was told {world}")));
