@@ -7,7 +7,8 @@
 //! that the two halves belong to the same epoch.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::io::Write;
+use std::path::Path;
 
 use safetensors::tensor::TensorView;
 use safetensors::{Dtype, SafeTensors};
@@ -58,15 +59,11 @@ pub fn save(path: &Path, tensors: &BTreeMap<String, Tensor>, meta: &HashMap<Stri
             TensorView::new(*d, shape.clone(), b).map(|v| (name.clone(), v)).map_err(|e| Error::Checkpoint(format!("{name}: {e:?}")))
         })
         .collect::<Result<Vec<_>>>()?;
-    let tmp = temp_path(path);
-    safetensors::tensor::serialize_to_file(views, &Some(meta.clone()), &tmp)
-        .map_err(|e| Error::Checkpoint(format!("writing {}: {e:?}", tmp.display())))?;
-    std::fs::rename(&tmp, path).map_err(|e| Error::Io { what: format!("renaming to {}", path.display()), source: e })
-}
-
-fn temp_path(path: &Path) -> PathBuf {
-    let name = path.file_name().map_or("checkpoint".into(), |n| n.to_string_lossy().into_owned());
-    path.with_file_name(format!(".{name}.{}.partial", std::process::id()))
+    let bytes = safetensors::tensor::serialize(views, &Some(meta.clone()))
+        .map_err(|e| Error::Checkpoint(format!("encoding {}: {e:?}", path.display())))?;
+    // Temp file beside the target, synced, renamed: a killed run never leaves half a checkpoint.
+    cli_common::atomic::write_atomic(path, |w| Ok(w.write_all(&bytes)?))
+        .map_err(|e| Error::Checkpoint(format!("{e:#}")))
 }
 
 /// Reads every tensor (on `device`) and the metadata.
