@@ -207,12 +207,17 @@ impl Communicator {
         }
         let n = input.numel() as i64;
         let rank = self.rank() as i64;
-        let mut flat = output.view([-1]);
-        // The slot may alias `input` (in-place all-gather); copying onto itself is harmless.
+        // A contiguous output is worked on in place (a view); another through a copy.
+        let mut flat = if output.is_contiguous() { output.view([-1]) } else { output.reshape([-1]).copy() };
+        // The slot may alias `input` (in-place all-gather): then it already holds the data.
         if flat.narrow(0, rank * n, n).data_ptr() != input.data_ptr() {
             flat.narrow(0, rank * n, n).copy_(&input.reshape([-1]));
         }
-        self.on_host(&mut flat, |ring, buf| ring.all_gather(buf, dtype))
+        self.on_host(&mut flat, |ring, buf| ring.all_gather(buf, dtype))?;
+        if !output.is_contiguous() {
+            output.copy_(&flat.view(output.size().as_slice()));
+        }
+        Ok(())
     }
 
     /// `input` holds world × output.numel() elements; `output` gets the reduction of every
@@ -230,7 +235,7 @@ impl Communicator {
         let n = output.numel() as i64;
         let mut work = input.to_device(Device::Cpu).reshape([-1]).copy();
         self.on_host(&mut work, |ring, buf| ring.reduce_scatter(buf, dtype, op))?;
-        output.view([-1]).copy_(&work.narrow(0, self.rank() as i64 * n, n));
+        output.copy_(&work.narrow(0, self.rank() as i64 * n, n).view(output.size().as_slice()));
         Ok(())
     }
 

@@ -146,6 +146,18 @@ fn out_of_place_broadcast_gather_scatter_and_barrier() {
         let want = expected(world, n * world as i64, ReduceOp::Sum).narrow(0, rank as i64 * n, n);
         assert_eq!(max_diff(&mine, &want), 0.0);
 
+        // Non-contiguous outputs of all_gather / reduce_scatter are filled through copies.
+        let mut all_t = Tensor::zeros([n, world as i64], (Kind::Int, Device::Cpu)).tr();
+        comm.all_gather(&values(rank, n).to_kind(Kind::Int), &mut all_t).unwrap();
+        for r in 0..world {
+            assert_eq!(max_diff(&all_t.get(r as i64), &values(r, n)), 0.0, "non-contiguous slot {r}");
+        }
+        let holder = Tensor::zeros([n, 2], (Kind::Float, Device::Cpu));
+        let mut mine_t = holder.select(1, 0); // stride 2
+        assert!(!mine_t.is_contiguous());
+        comm.reduce_scatter(&big, &mut mine_t, ReduceOp::Sum).unwrap();
+        assert_eq!(max_diff(&holder.select(1, 0), &want), 0.0);
+
         // A non-contiguous tensor goes through a copy and comes back in place.
         let mut tr = Tensor::ones([4, 6], (Kind::Float, Device::Cpu)).tr();
         comm.all_reduce(&mut tr, ReduceOp::Sum).unwrap();
