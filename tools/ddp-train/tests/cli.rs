@@ -121,3 +121,29 @@ fn bad_set_ups_say_what_to_do() {
     let o = cmd().args(["--resume"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2), "--resume needs --checkpoint-dir");
 }
+
+#[test]
+fn a_run_killed_mid_epoch_resumes_to_the_same_weights() {
+    // Uninterrupted: 3 epochs.
+    let args = ["--batch-size", "64", "--max-steps", "6", "--epochs", "3", "--augment", "--seed", "9"];
+    let straight = tempfile::tempdir().unwrap();
+    records(&cmd().args(args).arg("--checkpoint-dir").arg(straight.path()).output().unwrap());
+
+    // Killed (SIGKILL) once the first checkpoint exists, i.e. somewhere in epoch 2 or 3.
+    let ck = tempfile::tempdir().unwrap();
+    let mut child = cmd().args(args).arg("--checkpoint-dir").arg(ck.path()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let t0 = std::time::Instant::now();
+    while !ck.path().join("last.safetensors").exists() {
+        assert!(t0.elapsed().as_secs() < 120, "no checkpoint appeared");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // No partial file is ever taken for a checkpoint; resume finishes the run.
+    let recs = records(&cmd().args(args).args(["--resume", "--checkpoint-dir"]).arg(ck.path()).output().unwrap());
+    assert!(recs.iter().any(|r| r["type"] == "epoch" && r["epoch"] == 3), "{recs:?}");
+    let (a, b) = (params(&straight.path().join("last.safetensors")), params(&ck.path().join("last.safetensors")));
+    for (name, t) in &a {
+        assert!(t.equal(&b[name]), "{name} differs after kill + resume");
+    }
+}
