@@ -2,16 +2,8 @@
 
 use std::path::Path;
 
-use testkit::{of_type, records, sh, write_image, write_latent};
+use testkit::{of_type, photo_tree as tree, records, sh, write_latent};
 
-fn tree(dir: &Path) {
-    for (i, sub) in ["a", "b", "c"].iter().enumerate() {
-        for j in 0..3 {
-            let ext = if j % 2 == 0 { "png" } else { "jpg" };
-            write_image(&dir.join(format!("imgs/{sub}/{j}.{ext}")), 40 + 7 * j, 30 + 5 * i as u32, j + 3 * i as u32);
-        }
-    }
-}
 
 #[test]
 fn find_shard_list_crop_resize_covers_every_image_once() {

@@ -56,6 +56,27 @@ pub fn of_type<'a>(recs: &'a [Value], kind: &str) -> Vec<&'a Value> {
 }
 
 /// Writes a small RGB test image (a gradient with some texture) as PNG or JPEG by extension.
+/// imgs/{a,b,c}/{0,1,2}.{png,jpg}: nine small photos of different sizes in three folders.
+pub fn photo_tree(dir: &Path) {
+    for (i, sub) in ["a", "b", "c"].iter().enumerate() {
+        for j in 0..3 {
+            let ext = if j % 2 == 0 { "png" } else { "jpg" };
+            write_image(&dir.join(format!("imgs/{sub}/{j}.{ext}")), 40 + 7 * j, 30 + 5 * i as u32, j + 3 * i as u32);
+        }
+    }
+}
+
+/// `../shared` (or SHARDKIT_SHARED) and the project venv's python (or SHARDKIT_PYTHON).
+pub fn shared_dir() -> PathBuf {
+    std::env::var_os("SHARDKIT_SHARED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared"))
+}
+
+pub fn python() -> String {
+    std::env::var("SHARDKIT_PYTHON").unwrap_or_else(|_| format!("{}/../.venv/bin/python", env!("CARGO_MANIFEST_DIR")))
+}
+
 pub fn write_image(path: &Path, w: u32, h: u32, seed: u32) {
     if let Some(d) = path.parent() {
         std::fs::create_dir_all(d).unwrap();
