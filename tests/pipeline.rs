@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use testkit::{of_type, photo_tree as tree, records, sh, write_latent};
+use testkit::{of_type, photo_tree as tree, python, records, sh, shared_dir, write_latent};
 
 
 #[test]
@@ -85,12 +85,8 @@ fn gather_reads_a_previous_stage_records_and_numpy_loads_the_result() {
 /// each prepared and projected, every w gathered into one array, and the projections rendered.
 #[test]
 fn shard_crop_project_gather_generate() {
-    let shared = std::env::var_os("SHARDKIT_SHARED")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared"));
-    let g = shared.join("fixtures/stylegan2/tiny-skip/G.safetensors");
-    let python = std::env::var("SHARDKIT_PYTHON")
-        .unwrap_or_else(|_| format!("{}/../.venv/bin/python", env!("CARGO_MANIFEST_DIR")));
+    let g = shared_dir().join("fixtures/stylegan2/tiny-skip/G.safetensors");
+    let python = python();
     let tmp = tempfile::tempdir().unwrap();
     tree(tmp.path());
     let script = format!(
