@@ -179,16 +179,14 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
                     world_size: world,
                     engine: engine.to_string(),
                     device: device_name(device),
-                    out_of_place: r.out_of_place.clone(),
-                    in_place: Some(r.in_place.clone()),
+                    out_of_place: r.out_of_place,
+                    in_place: Some(r.in_place),
                 };
-                let wrong: u64 = [&r.out_of_place, &Some(r.in_place.clone())]
-                    .iter()
-                    .filter_map(|t| t.as_ref().and_then(|t| t.wrong))
-                    .sum();
+                let mut wrong = 0;
                 for t in [&rec.out_of_place, &rec.in_place].into_iter().flatten() {
                     busbw_sum += t.busbw_gbs;
                     timed += 1;
+                    wrong += t.wrong.unwrap_or(0);
                 }
                 if table {
                     eprintln!("{}", cases::table_row(&rec));
