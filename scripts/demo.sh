@@ -1,65 +1,81 @@
 #!/usr/bin/env bash
-# The main job on an embedded default: set-up (idempotent), then seed 000's data path over sample
-# images this script makes itself:
-#   find imgs | shard-list -n 4 --by-dir | (parallel | xargs -P 4) crop-resize  ->  per-image arrays
-#   -> per-image vectors -> gather-npz -> one .npz that numpy loads;
-# and a StyleGAN2-ADA network pickle -> scripts/convert-network-pkl -> generate -> PNGs.
-# The projection step (project-one-gpu) joins this pipeline when it lands; until then the vectors
-# gathered are the prepared images themselves, downsampled to 16x16 (a real, if simple, embedding).
+# The main job on an embedded default, on the CPU (the GPU when there is one):
+#  1. seed 000: target images rendered from known latents by a tiny StyleGAN2-ADA generator (the
+#     upstream snapshot pickle of ../shared's fixtures, converted without running its code: its
+#     weights are RANDOM, as is the VGG16/LPIPS network made here), in a folder of sub-folders;
+#     find | shard-list | xargs -P (or GNU parallel) project-one-gpu | gather-npz; then how close
+#     the recovered images are to the targets, against the starting point (w_avg);
+#  2. seeds 001-004: a 2-rank ddp-train on the digits data through the CPU backend;
+#  3. all-reduce-check --spawn 2.
+# With real weights: scripts/convert-network-pkl YOUR.pkl -o G.safetensors and NVIDIA's vgg16.pt
+# (or scripts/convert-vgg16-lpips), then the same commands (README, "Projection").
 #   scripts/demo.sh [OUT_DIR]   (default: out/demo; re-running skips finished work)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=$(realpath -m "${1:-$root/out/demo}")
+start=$(date +%s)
 bash "$root/scripts/setup" >&2
 # shellcheck source=/dev/null
 source "$root/scripts/env.sh"
 mkdir -p "$out"
 cd "$out"
 say() { printf '\n== %s\n' "$*" >&2; }
+pkl=${SHARDKIT_SHARED:-$root/../shared}/fixtures/stylegan2/tiny-skip/network.pkl
+[ -f "$pkl" ] || { echo "demo: $pkl not found (the tiny test network lives in ../shared/fixtures)" >&2; exit 1; }
 
-say "sample images (a folder of sub-folders, as seed 000 walks)"
-[ -d imgs ] || python "$root/scripts/demo/make-sample-images.py" imgs 4 6
+say "networks: a tiny StyleGAN2-ADA generator (32x32) and a VGG16/LPIPS, both with RANDOM weights"
+[ -f G.safetensors ] || python "$root/scripts/convert-network-pkl" "$pkl" -o G.safetensors | cut -c1-110 >&2
+[ -f vgg.safetensors ] || python "$root/scripts/reference/lpips_ref.py" random vgg.safetensors 2 >/dev/null
 
-say "shard-list: 4 shards of whole directories"
-find imgs -type f | sort | shard-list -n 4 --by-dir | tee shards.jsonl | cut -c1-110 >&2
+say "targets: 12 images from known latents (seeds 0-11, truncation 0.7) in 3 sub-folders"
+for d in 0 1 2; do
+  [ -d "targets/set$d" ] || generate -q --network G.safetensors --seeds "$((4 * d))-$((4 * d + 3))" --trunc 0.7 -o "targets/set$d" >/dev/null
+done
+[ -f start.png ] || generate -q --network G.safetensors --seeds 0 --trunc 0 -o start >/dev/null
 
-say "crop-resize: one process per shard, 4 at a time, 256x256 (Pillow-exact Lanczos)"
+say "find | shard-list -n 3 --by-dir | (parallel | xargs -P 3) project-one-gpu | gather-npz"
+find targets -name '*.png' | sort | shard-list -n 3 --by-dir >shards.jsonl
+project=(project-one-gpu -q --network G.safetensors --vgg vgg.safetensors --steps 100 --w-avg-samples 2000 -b 4)
 if command -v parallel >/dev/null 2>&1; then
-  parallel --will-cite --halt now,fail=1 --line-buffer -j4 crop-resize -q -r 256 -o prepared {} <shards.jsonl >prepared.jsonl
+  parallel --will-cite --halt now,fail=1 --line-buffer -j3 "${project[@]}" {} <shards.jsonl >latents.jsonl
 else
-  xargs -d '\n' -n 1 -P 4 crop-resize -q -r 256 -o prepared <shards.jsonl >prepared.jsonl
+  xargs -d '\n' -n 1 -P 3 "${project[@]}" <shards.jsonl >latents.jsonl
 fi
-grep -c '"type":"image"' prepared.jsonl | xargs printf '%s images prepared under prepared/\n' >&2
-
-say "per-image vectors (16x16 thumbnails through crop-resize --format npy, stored as w [1,3,256])"
-grep '"type":"image"' prepared.jsonl | crop-resize -q -r 16 -o thumbs --format npy >thumbs.jsonl
+gather-npz -q --overwrite -o latents.npz <latents.jsonl >/dev/null
+generate -q --network G.safetensors -o projected <latents.jsonl >/dev/null
 python - <<'PY'
-import json, os, numpy as np
-for line in open("thumbs.jsonl"):
-    r = json.loads(line)
-    if r["type"] != "image":
-        continue
-    dst = os.path.splitext(r["output"])[0] + ".npz"
-    if not os.path.exists(dst):
-        a = np.load(r["output"]).astype(np.float32).reshape(1, 3, 256) / 127.5 - 1
-        np.savez(dst + ".tmp.npz", w=a); os.replace(dst + ".tmp.npz", dst)
+import glob, json, numpy as np
+from PIL import Image
+f = np.load("latents.npz")
+print(f"latents.npz: w {f['w'].shape} {f['w'].dtype}, names {f['names'][:2]} ...")
+recs = [json.loads(l) for l in open("latents.jsonl") if '"type":"latent"' in l]
+start = np.asarray(Image.open(glob.glob("start/*.png")[0]), np.float32)
+before, after = [], []
+for r in recs:
+    t = np.asarray(Image.open(r["input"]), np.float32)
+    p = np.asarray(Image.open("projected/" + r["input"]), np.float32)
+    before.append(np.abs(t - start).mean()); after.append(np.abs(t - p).mean())
+print(f"{len(recs)} images projected; mean |target - image| in 0..255 levels: "
+      f"{np.mean(before):.1f} from w_avg -> {np.mean(after):.1f} after projection; "
+      f"final LPIPS distance {np.mean([r['distance'] for r in recs]):.3f} (random VGG)")
 PY
 
-say "gather-npz: every vector into one array"
-find thumbs -name '*.npz' | sort | gather-npz --overwrite -o vectors.npz | tee gather.jsonl >&2
-python -c "
-import numpy as np
-f = np.load('vectors.npz')
-print('vectors.npz: w', f['w'].shape, f['w'].dtype, '| names', f['names'].shape, f['names'][:2])
-"
-say "generate: an upstream StyleGAN2-ADA snapshot pickle, converted without running its code, rendered"
-pkl=$root/../shared/fixtures/stylegan2/tiny-skip/network.pkl
-if [ -f "$pkl" ]; then
-  [ -f G.safetensors ] || python "$root/scripts/convert-network-pkl" "$pkl" -o G.safetensors | cut -c1-110 >&2
-  generate -q --network G.safetensors --seeds 0-7 --trunc 0.7 -o generated | tail -1 >&2
-  echo "8 images (32x32, the tiny test network) under generated/" >&2
-else
-  echo "skipped: no ../shared/fixtures beside the checkout (convert your own network with scripts/convert-network-pkl)" >&2
-fi
+say "ddp-train: ResNet-18 on scikit-learn's digits, 2 ranks through the CPU backend (tcp://)"
+[ -f digits/train.bin ] || python "$root/scripts/make-digits-cifar" digits >/dev/null
+port=$(python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+train=(ddp-train --data cifar100:digits --epochs 3 --batch-size 64 --lr 0.02 --augment --device cpu
+       --init-method "tcp://127.0.0.1:$port" --world-size 2 --checkpoint-dir ck --dist-timeout-secs 60 -q)
+"${train[@]}" --rank 1 >/dev/null &
+"${train[@]}" --rank 0 | python -c '
+import json, sys
+for l in sys.stdin:
+    r = json.loads(l)
+    if r["type"] == "epoch":
+        print("epoch %d: train loss %.3f, val top-1 %.1f %%, %.0f img/s, 2 ranks" % (r["epoch"], r["train_loss"], r["val_top1"], r["images_per_s"]))'
+wait
+echo "checkpoints: ck/last.safetensors loads into torchvision.models.resnet18(num_classes=10)" >&2
 
-say "done: outputs in $out"
+say "all-reduce-check --spawn 2 (the CPU ring, every element checked)"
+all-reduce-check --spawn 2 --device cpu -b 1M -e 16M -f 4 -n 5 >/dev/null
+
+say "done in $(($(date +%s) - start)) s: outputs in $out"
