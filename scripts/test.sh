@@ -10,4 +10,10 @@ bash scripts/setup
 source scripts/env.sh
 # The cross-tool tests drive the built binaries, so build them all first (release: one profile).
 cargo test --release --workspace "$@"
+# The main job end to end, as README's first command runs it (about 2 minutes here).
+if [ -z "${SHARDKIT_SKIP_DEMO:-}" ]; then
+  demo=$(mktemp -d)
+  bash scripts/demo.sh "$demo" 2>&1 | grep -v '^setup:' | tail -12 >&2
+  rm -rf "$demo"
+fi
 echo "scripts/test.sh: finished in $(( $(date +%s) - start )) s" >&2
