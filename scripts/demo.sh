@@ -55,9 +55,10 @@ for r in recs:
     t = np.asarray(Image.open(r["input"]), np.float32)
     p = np.asarray(Image.open("projected/" + r["input"]), np.float32)
     before.append(np.abs(t - start).mean()); after.append(np.abs(t - p).mean())
+dist = [r["distance"] for r in recs if "distance" in r]  # absent for images a re-run skipped
+lpips = f"final LPIPS distance {np.mean(dist):.3f} (random VGG)" if dist else "already projected (re-run)"
 print(f"{len(recs)} images projected; mean |target - image| in 0..255 levels: "
-      f"{np.mean(before):.1f} from w_avg -> {np.mean(after):.1f} after projection; "
-      f"final LPIPS distance {np.mean([r['distance'] for r in recs]):.3f} (random VGG)")
+      f"{np.mean(before):.1f} from w_avg -> {np.mean(after):.1f} after projection; {lpips}")
 PY
 
 say "ddp-train: ResNet-18 on scikit-learn's digits, 2 ranks through the CPU backend (tcp://)"

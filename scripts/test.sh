@@ -13,7 +13,7 @@ cargo test --release --workspace "$@"
 # The main job end to end, as README's first command runs it (about 2 minutes here).
 if [ -z "${SHARDKIT_SKIP_DEMO:-}" ]; then
   demo=$(mktemp -d)
-  bash scripts/demo.sh "$demo" 2>&1 | grep -v -e '^setup:' -e '^#' -e '^ *[0-9]' >&2
+  bash scripts/demo.sh "$demo" 2>&1 | grep -v -e '^setup:' -e '^#' -e '^  *[0-9]' >&2
   rm -rf "$demo"
 fi
 echo "scripts/test.sh: finished in $(( $(date +%s) - start )) s" >&2
