@@ -16,6 +16,7 @@
 //! on `MASTER_PORT`, so every rank, rank 0 included, joins it as a client; otherwise rank 0
 //! serves it. Keys are prefixed with torchrun's run id and restart count.
 
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -248,7 +249,10 @@ pub(crate) fn connect(plan: &Plan, method: &InitMethod, timeout: Duration) -> Re
             let addr = format!("{host}:{}", server.addr().port());
             let mut store = Store::connect(&addr, &prefix, timeout)?;
             store.set("nonce", nonce.as_bytes())?;
-            write_atomically(path, &format!("{addr} {nonce}\n"))?;
+            // Temp file beside it, synced, renamed: a reader never sees half an address.
+            cli_common::atomic::write_atomic(path, |w| Ok(writeln!(w, "{addr} {nonce}")?)).map_err(|e| {
+                Error::Rendezvous(format!("cannot write the rendezvous file {}: {e:#}", path.display()))
+            })?;
             (store, Some(server), Some((path.clone(), nonce)))
         }
         StoreAt::File(path) => (join_file(path, &prefix, timeout, deadline)?, None, None),
@@ -357,7 +361,6 @@ fn wire(plan: &Plan, store: &mut Store, method: &InitMethod, timeout: Duration, 
     let next_addr = String::from_utf8_lossy(&store.get_now(&format!("addr/{next}"))?).into_owned();
     let mut to_next = connect_retry(&next_addr, deadline)
         .map_err(|e| Error::Rendezvous(format!("cannot connect to rank {next} at {next_addr}: {e}")))?;
-    use std::io::Write;
     let hello = hello(nonce, rank, world);
     to_next.write_all(&hello).map_err(Error::io("ring hello"))?;
     let from_prev = accept_prev(&listener, nonce, prev, world, deadline).map_err(|e| {
@@ -428,17 +431,6 @@ fn advertised_host() -> String {
         }
     }
     "127.0.0.1".to_string()
-}
-
-fn write_atomically(path: &Path, text: &str) -> Result<()> {
-    let tmp = path.with_file_name(format!(
-        ".{}.{}.partial",
-        path.file_name().map_or("rendezvous".into(), |n| n.to_string_lossy()),
-        std::process::id()
-    ));
-    std::fs::write(&tmp, text)
-        .and_then(|_| std::fs::rename(&tmp, path))
-        .map_err(|e| Error::Rendezvous(format!("cannot write the rendezvous file {}: {e}", path.display())))
 }
 
 /// A random u64 from the standard library's per-process hash keys (no extra dependency).
