@@ -11,7 +11,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${SHARDKIT_BIN:-$root/target/release}
-py=$root/.venv/bin/python
+py=${PYTHON:-$root/.venv/bin/python}
 device=${1:-cpu}
 epochs=${2:-10}
 work=${TMPDIR:-/tmp}/shardkit-bench-train

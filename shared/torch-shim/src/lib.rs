@@ -1,0 +1,283 @@
+//! What tch 0.24 does not bind, from libtorch's C++ API through a small C shim (`src/shim.cpp`):
+//! CUDA graph capture and replay, the current CUDA stream and side streams, channels_last
+//! layouts, and CUDA autocast with a chosen dtype (tch's `autocast` is fp16 only and uses
+//! deprecated calls). Everything here is safe to call on a machine without CUDA as long as no
+//! CUDA function is reached: the CUDA calls return an error there instead of aborting.
+
+use std::ffi::{CStr, c_char, c_int, c_void};
+
+use tch::Tensor;
+use torch_sys::C_tensor;
+
+mod ffi {
+    use super::*;
+    unsafe extern "C" {
+        pub fn shk_free_message(m: *mut c_char);
+        pub fn shk_channels_last_(t: *mut C_tensor) -> *mut c_char;
+        pub fn shk_channels_last(t: *mut C_tensor, out: *mut *mut C_tensor) -> *mut c_char;
+        pub fn shk_is_channels_last(t: *mut C_tensor) -> c_int;
+        pub fn shk_autocast_enter(dtype: c_int) -> *mut c_char;
+        pub fn shk_autocast_exit(was_enabled: c_int) -> *mut c_char;
+        pub fn shk_autocast_enabled() -> c_int;
+        pub fn shk_autocast_set_cache_enabled(on: c_int);
+        pub fn shk_current_stream(device: c_int, out: *mut *mut c_void) -> *mut c_char;
+        pub fn shk_device_synchronize() -> *mut c_char;
+        pub fn shk_side_stream_begin(device: c_int, previous: *mut *mut c_void) -> *mut c_char;
+        pub fn shk_side_stream_end(previous: *mut c_void) -> *mut c_char;
+        pub fn shk_graph_new() -> *mut c_void;
+        pub fn shk_graph_free(g: *mut c_void);
+        pub fn shk_graph_capture_begin(g: *mut c_void, device: c_int) -> *mut c_char;
+        pub fn shk_graph_capture_end(g: *mut c_void) -> *mut c_char;
+        pub fn shk_graph_replay(g: *mut c_void) -> *mut c_char;
+    }
+}
+
+/// A C++ exception's message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error(pub String);
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // libtorch's messages end with a C++ backtrace after the first line: keep the first.
+        f.write_str(self.0.lines().next().unwrap_or(""))
+    }
+}
+
+impl std::error::Error for Error {}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Turns a shim return value into a Result (freeing the message).
+fn check(m: *mut c_char) -> Result<()> {
+    if m.is_null() {
+        return Ok(());
+    }
+    // SAFETY: non-null returns are NUL-terminated strings from malloc in shim.cpp.
+    let s = unsafe { CStr::from_ptr(m) }.to_string_lossy().into_owned();
+    // SAFETY: freed once, by the allocator that made it.
+    unsafe { ffi::shk_free_message(m) };
+    Err(Error(s))
+}
+
+fn ptr(t: &Tensor) -> *mut C_tensor {
+    // The shim only reads through it, except `channels_last_`, which changes the tensor's data
+    // as `set_data` does for every alias (documented there).
+    t.as_ptr() as *mut C_tensor
+}
+
+/// Re-lays a 4-D tensor out as channels_last in place: its storage is replaced and every alias
+/// (the VarStore's, the optimiser's) sees the new layout, as `module.to(memory_format=...)`
+/// does to parameters. Other tensors are left alone. Call it before gradients exist.
+pub fn channels_last_(t: &Tensor) -> Result<()> {
+    // SAFETY: `t` is a live tensor; the shim does not keep the pointer.
+    check(unsafe { ffi::shk_channels_last_(ptr(t)) })
+}
+
+/// A channels_last copy of a 4-D tensor (the tensor itself when it already is; other ranks are
+/// returned as they are).
+pub fn to_channels_last(t: &Tensor) -> Result<Tensor> {
+    let mut out: *mut C_tensor = std::ptr::null_mut();
+    // SAFETY: `t` is live; on success `out` is a new `at::Tensor*` that we own.
+    check(unsafe { ffi::shk_channels_last(ptr(t), &mut out) })?;
+    // SAFETY: see above; tch frees it on drop.
+    Ok(unsafe { Tensor::from_ptr(out) })
+}
+
+/// Whether a 4-D tensor is laid out channels_last.
+pub fn is_channels_last(t: &Tensor) -> bool {
+    // SAFETY: read-only query on a live tensor.
+    unsafe { ffi::shk_is_channels_last(ptr(t)) != 0 }
+}
+
+/// The reduced precision of an autocast region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AutocastDtype {
+    F16,
+    Bf16,
+}
+
+/// Runs `f` under CUDA autocast to `dtype` (torch.autocast("cuda", dtype)); leaves the region
+/// even when `f` panics. Ops on CPU tensors are unaffected.
+pub fn autocast<T>(dtype: AutocastDtype, f: impl FnOnce() -> T) -> Result<T> {
+    struct Exit(c_int);
+    impl Drop for Exit {
+        fn drop(&mut self) {
+            // SAFETY: pairs with the enter below. An error here (none is known) is dropped.
+            let _ = check(unsafe { ffi::shk_autocast_exit(self.0) });
+        }
+    }
+    // SAFETY: plain calls into libtorch's thread-local autocast state.
+    let was = unsafe { ffi::shk_autocast_enabled() };
+    check(unsafe { ffi::shk_autocast_enter(if dtype == AutocastDtype::Bf16 { 1 } else { 0 }) })?;
+    let _exit = Exit(was);
+    Ok(f())
+}
+
+/// Whether CUDA autocast is on in this thread.
+pub fn autocast_enabled() -> bool {
+    // SAFETY: read of thread-local state.
+    unsafe { ffi::shk_autocast_enabled() != 0 }
+}
+
+/// torch.autocast's `cache_enabled`: off while capturing CUDA graphs (as
+/// make_graphed_callables requires), so no cast outlives the capture.
+pub fn set_autocast_cache_enabled(on: bool) {
+    // SAFETY: thread-local flag.
+    unsafe { ffi::shk_autocast_set_cache_enabled(on as c_int) }
+}
+
+/// The current CUDA stream of `device` as a `cudaStream_t` (null: the legacy default stream,
+/// which libtorch uses unless told otherwise). Collectives must be queued on it.
+pub fn current_stream(device: usize) -> Result<*mut c_void> {
+    let mut s = std::ptr::null_mut();
+    // SAFETY: writes one pointer.
+    check(unsafe { ffi::shk_current_stream(device as c_int, &mut s) })?;
+    Ok(s)
+}
+
+/// Waits for all work on every stream of the current device.
+pub fn device_synchronize() -> Result<()> {
+    // SAFETY: no arguments.
+    check(unsafe { ffi::shk_device_synchronize() })
+}
+
+/// Runs `f` with a side stream of libtorch's pool current on `device` (after waiting for all
+/// queued work, and waiting for the side stream's work afterwards): how torch.cuda.graph's
+/// callers warm a step up before capturing it.
+pub fn on_side_stream<T>(device: usize, f: impl FnOnce() -> T) -> Result<T> {
+    let mut prev = std::ptr::null_mut();
+    // SAFETY: `prev` receives a heap CUDAStream that shk_side_stream_end frees.
+    check(unsafe { ffi::shk_side_stream_begin(device as c_int, &mut prev) })?;
+    struct End(*mut c_void);
+    impl Drop for End {
+        fn drop(&mut self) {
+            if !self.0.is_null() {
+                // SAFETY: the pointer from begin, ended once (on a panic in `f`).
+                let _ = check(unsafe { ffi::shk_side_stream_end(self.0) });
+            }
+        }
+    }
+    let mut end = End(prev);
+    let out = f();
+    let p = std::mem::replace(&mut end.0, std::ptr::null_mut());
+    // SAFETY: as in End::drop; the guard is disarmed.
+    check(unsafe { ffi::shk_side_stream_end(p) })?;
+    Ok(out)
+}
+
+/// A captured CUDA graph (`at::cuda::CUDAGraph`): `capture` records the CUDA work `f` queues
+/// (nothing runs), `replay` launches all of it again on the current stream with the same
+/// addresses. Tensors `f` allocates live in the graph's private memory pool and are the graph's
+/// static outputs; inputs are tensors allocated before capture that the caller refills in place.
+#[derive(Debug)]
+pub struct CudaGraph {
+    raw: *mut c_void,
+    captured: bool,
+}
+
+impl CudaGraph {
+    pub fn new() -> CudaGraph {
+        // SAFETY: allocation only; freed in Drop.
+        CudaGraph { raw: unsafe { ffi::shk_graph_new() }, captured: false }
+    }
+
+    /// Captures what `f` queues on `device` (on a side stream made current for the duration).
+    /// `f` must not synchronise with the host (no `.item()`, no CPU copies of CUDA tensors).
+    pub fn capture<T>(&mut self, device: usize, f: impl FnOnce() -> T) -> Result<T> {
+        // SAFETY: `raw` is live; begin and end pair up on every path below (Drop-guarded).
+        check(unsafe { ffi::shk_graph_capture_begin(self.raw, device as c_int) })?;
+        struct End(*mut c_void, bool);
+        impl Drop for End {
+            fn drop(&mut self) {
+                if self.1 {
+                    // SAFETY: ends the capture begun above when `f` panicked.
+                    let _ = check(unsafe { ffi::shk_graph_capture_end(self.0) });
+                }
+            }
+        }
+        let mut end = End(self.raw, true);
+        let out = f();
+        end.1 = false;
+        // SAFETY: ends the capture begun above.
+        check(unsafe { ffi::shk_graph_capture_end(self.raw) })?;
+        self.captured = true;
+        Ok(out)
+    }
+
+    /// Launches the captured work on the current stream (asynchronous, like any CUDA op).
+    pub fn replay(&self) -> Result<()> {
+        if !self.captured {
+            return Err(Error("replay of a CUDA graph that was never captured".into()));
+        }
+        // SAFETY: `raw` is a captured graph.
+        check(unsafe { ffi::shk_graph_replay(self.raw) })
+    }
+}
+
+impl Default for CudaGraph {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for CudaGraph {
+    fn drop(&mut self) {
+        // SAFETY: allocated in new, freed once.
+        unsafe { ffi::shk_graph_free(self.raw) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tch::{Device, Kind};
+
+    #[test]
+    fn channels_last_in_place_keeps_values_and_aliases() {
+        let t = Tensor::arange(2 * 3 * 4 * 5, (Kind::Float, Device::Cpu)).view([2, 3, 4, 5]);
+        let alias = t.shallow_clone();
+        let before = t.copy();
+        assert!(!is_channels_last(&t));
+        channels_last_(&t).unwrap();
+        assert!(is_channels_last(&t) && is_channels_last(&alias));
+        assert_eq!(t.stride(), vec![60, 1, 15, 3]);
+        assert!(t.equal(&before));
+        let c = to_channels_last(&before).unwrap();
+        assert!(is_channels_last(&c) && c.equal(&before) && !is_channels_last(&before));
+        // Other ranks pass through.
+        let v = Tensor::ones([3], (Kind::Float, Device::Cpu));
+        channels_last_(&v).unwrap();
+        assert_eq!(to_channels_last(&v).unwrap().size(), vec![3]);
+    }
+
+    #[test]
+    fn autocast_nests_and_restores() {
+        assert!(!autocast_enabled());
+        let inner = autocast(AutocastDtype::Bf16, || {
+            assert!(autocast_enabled());
+            // CPU ops are untouched by CUDA autocast.
+            let a = Tensor::ones([2, 2], (Kind::Float, Device::Cpu));
+            let k = a.matmul(&a).kind();
+            autocast(AutocastDtype::F16, autocast_enabled).unwrap() && k == Kind::Float
+        })
+        .unwrap();
+        assert!(inner);
+        assert!(!autocast_enabled());
+        // A panic inside still leaves the region.
+        let r = std::panic::catch_unwind(|| autocast(AutocastDtype::Bf16, || panic!("inside")));
+        assert!(r.is_err());
+        assert!(!autocast_enabled());
+    }
+
+    #[test]
+    fn cuda_calls_fail_cleanly_without_cuda() {
+        if tch::Cuda::is_available() {
+            return;
+        }
+        let mut g = CudaGraph::new();
+        assert!(g.replay().is_err());
+        let e = g.capture(0, || ()).unwrap_err();
+        assert!(!e.to_string().is_empty(), "{e:?}");
+        assert!(on_side_stream(0, || ()).is_err());
+    }
+}
