@@ -388,8 +388,9 @@ unsafe fn tensor_bytes(t: &mut Tensor) -> &mut [u8] {
 }
 
 fn contiguous_numel(t: &Tensor, what: &str) -> Result<usize> {
-    if !t.is_contiguous() {
-        return Err(Error::Unsupported(format!("{what} on CUDA needs contiguous tensors (call .contiguous())")));
+    // channels_last is dense too: ranks share the layout, so the raw memory is what travels.
+    if !t.is_contiguous() && !torch_shim::is_channels_last(t) {
+        return Err(Error::Unsupported(format!("{what} on CUDA needs contiguous (or channels_last) tensors (call .contiguous())")));
     }
     Ok(t.numel())
 }

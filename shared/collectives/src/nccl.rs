@@ -5,9 +5,10 @@
 //! file libtorch_cuda links, so the process holds one NCCL), then the system search path. The
 //! chosen file, or every reason none loaded, is reported by [`Nccl::load`].
 //!
-//! Collectives are enqueued on the legacy default stream (stream 0), the stream libtorch's
-//! kernels run on unless told otherwise, so they are ordered with the surrounding tensor work
-//! without extra synchronisation; [`NcclComm::synchronize`] waits for the stream with a deadline
+//! Collectives are enqueued on libtorch's current stream (the legacy default stream, stream 0,
+//! unless a CUDA graph is being captured: then the capture stream, so the collective becomes part
+//! of the graph), so they are ordered with the surrounding tensor work without extra
+//! synchronisation; [`NcclComm::synchronize`] waits for the stream with a deadline
 //! and aborts the communicator if NCCL reports an asynchronous error or the deadline passes.
 
 use std::ffi::{CStr, c_char, c_int, c_void};
@@ -208,6 +209,12 @@ impl NcclComm {
         device::cuda_set_device(self.device).map_err(Error::Nccl)
     }
 
+    /// libtorch's current stream on this device: the legacy default stream normally, the
+    /// capture stream while a CUDA graph is being captured (so collectives become part of it).
+    fn stream(&self) -> Result<*mut c_void> {
+        torch_shim::current_stream(self.device as usize).map_err(|e| Error::Nccl(format!("current CUDA stream: {e}")))
+    }
+
     /// # Safety
     /// `send`/`recv` must be device pointers on this communicator's device, holding the
     /// element counts NCCL's call documents, live until the stream has run the collective.
@@ -215,7 +222,7 @@ impl NcclComm {
         self.enter()?;
         // SAFETY: per this function's contract.
         let code = unsafe {
-            (self.nccl.fns.all_reduce)(send, recv, count, dtype.code().into(), op.code().into(), self.comm, std::ptr::null_mut())
+            (self.nccl.fns.all_reduce)(send, recv, count, dtype.code().into(), op.code().into(), self.comm, self.stream()?)
         };
         self.nccl.check("ncclAllReduce", code, Some(self.comm))
     }
@@ -227,7 +234,7 @@ impl NcclComm {
         self.enter()?;
         // SAFETY: per this function's contract.
         let code = unsafe {
-            (self.nccl.fns.broadcast)(send, recv, count, dtype.code().into(), root as c_int, self.comm, std::ptr::null_mut())
+            (self.nccl.fns.broadcast)(send, recv, count, dtype.code().into(), root as c_int, self.comm, self.stream()?)
         };
         self.nccl.check("ncclBroadcast", code, Some(self.comm))
     }
@@ -240,7 +247,7 @@ impl NcclComm {
         self.enter()?;
         // SAFETY: per this function's contract.
         let code = unsafe {
-            (self.nccl.fns.all_gather)(send, recv, send_count, dtype.code().into(), self.comm, std::ptr::null_mut())
+            (self.nccl.fns.all_gather)(send, recv, send_count, dtype.code().into(), self.comm, self.stream()?)
         };
         self.nccl.check("ncclAllGather", code, Some(self.comm))
     }
@@ -253,7 +260,7 @@ impl NcclComm {
         self.enter()?;
         // SAFETY: per this function's contract.
         let code = unsafe {
-            (self.nccl.fns.reduce_scatter)(send, recv, recv_count, dtype.code().into(), op.code().into(), self.comm, std::ptr::null_mut())
+            (self.nccl.fns.reduce_scatter)(send, recv, recv_count, dtype.code().into(), op.code().into(), self.comm, self.stream()?)
         };
         self.nccl.check("ncclReduceScatter", code, Some(self.comm))
     }

@@ -34,6 +34,8 @@ pub enum Error {
     Collective(#[from] collectives::Error),
     #[error(transparent)]
     Torch(#[from] tch::TchError),
+    #[error("{0}")]
+    Cuda(String),
     #[error("{what}: {source}")]
     Io { what: String, source: std::io::Error },
 }

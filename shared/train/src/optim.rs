@@ -21,16 +21,67 @@ pub struct Optimizer {
     state: BTreeMap<String, Tensor>,
     /// AdamW's step count (shared by all parameters: they step together).
     pub steps: i64,
+    /// The same count on the device, for graphed steps.
+    device_steps: Option<Tensor>,
+}
+
+/// Where a step's learning rate comes from.
+#[derive(Clone, Copy)]
+enum Lr<'a> {
+    Value(f64),
+    Tensor(&'a Tensor),
+}
+
+impl Lr<'_> {
+    fn times(self, t: &Tensor) -> Tensor {
+        match self {
+            Lr::Value(lr) => t * lr,
+            Lr::Tensor(lr) => t * lr,
+        }
+    }
+}
+
+/// AdamW's step count t for the bias corrections 1 − β^t.
+enum BiasCorrection {
+    Value(f64),
+    Tensor(Tensor),
 }
 
 impl Optimizer {
     pub fn new(rule: Rule, params: Vec<(String, Tensor)>) -> Optimizer {
-        Optimizer { rule, params, state: BTreeMap::new(), steps: 0 }
+        Optimizer { rule, params, state: BTreeMap::new(), steps: 0, device_steps: None }
     }
 
     /// One step at learning rate `lr` with the parameters' current `.grad()`.
     pub fn step(&mut self, lr: f64) {
         self.steps += 1;
+        let t = self.steps as f64;
+        self.update(Lr::Value(lr), &BiasCorrection::Value(t));
+    }
+
+    /// The same step with the learning rate read from `lr` (a 0-dim float tensor on the
+    /// parameters' device) and AdamW's step count kept on the device too: nothing in it reads
+    /// host values that change between steps, so it can be captured in a CUDA graph and
+    /// replayed. Call [`Optimizer::prepare_device_steps`] before capture and
+    /// [`Optimizer::count_replayed_step`] after every replay.
+    pub fn step_on_device(&mut self, lr: &Tensor) {
+        let st = self.device_steps.as_ref().expect("prepare_device_steps before step_on_device").shallow_clone();
+        let _g = tch::no_grad_guard();
+        let _ = st.shallow_clone().g_add_scalar_(1.0);
+        self.update(Lr::Tensor(lr), &BiasCorrection::Tensor(st));
+    }
+
+    /// Makes the device-side step counter (from the host one) that graphed AdamW steps use.
+    pub fn prepare_device_steps(&mut self, device: tch::Device) {
+        self.device_steps = Some(Tensor::from(self.steps as f32).to_device(device));
+    }
+
+    /// Counts a replayed step on the host (checkpoints save the host count).
+    pub fn count_replayed_step(&mut self) {
+        self.steps += 1;
+    }
+
+    fn update(&mut self, lr: Lr, bc: &BiasCorrection) {
         let _guard = tch::no_grad_guard();
         for (name, p) in &self.params {
             let g = p.grad();
@@ -58,20 +109,37 @@ impl Optimizer {
                         };
                         d = if nesterov { d + &buf * momentum } else { buf };
                     }
-                    let _ = p.g_sub_(&(d * lr));
+                    let _ = p.g_sub_(&lr.times(&d));
                 }
                 // torch.optim.adamw._single_tensor_adamw (amsgrad off).
                 Rule::AdamW { beta1, beta2, eps, weight_decay } => {
-                    let _ = p.g_mul_scalar_(1.0 - lr * weight_decay);
+                    let _ = match lr {
+                        Lr::Value(lr) => p.g_mul_scalar_(1.0 - lr * weight_decay),
+                        Lr::Tensor(lr) => p.g_mul_(&(lr * -weight_decay + 1.0)),
+                    };
                     let zeros = || p.zeros_like();
                     let mut m = self.state.entry(format!("{name}.exp_avg")).or_insert_with(zeros).shallow_clone();
                     let mut v = self.state.entry(format!("{name}.exp_avg_sq")).or_insert_with(zeros).shallow_clone();
                     let _ = m.lerp_(&g, 1.0 - beta1);
                     let _ = v.g_mul_scalar_(beta2).g_add_(&(&g * &g * (1.0 - beta2)));
-                    let t = self.steps as f64;
-                    let (bc1, bc2) = (1.0 - beta1.powf(t), 1.0 - beta2.powf(t));
-                    let denom = v.sqrt() / bc2.sqrt() + eps;
-                    let _ = p.g_sub_(&(&m / denom * (lr / bc1)));
+                    match (lr, bc) {
+                        (Lr::Value(lr), BiasCorrection::Value(t)) => {
+                            let (bc1, bc2) = (1.0 - beta1.powf(*t), 1.0 - beta2.powf(*t));
+                            let denom = v.sqrt() / bc2.sqrt() + eps;
+                            let _ = p.g_sub_(&(&m / denom * (lr / bc1)));
+                        }
+                        (lr, bc) => {
+                            // 1 − β^t = 1 − exp(t·ln β), all on the device.
+                            let t = match bc {
+                                BiasCorrection::Tensor(t) => t.shallow_clone(),
+                                BiasCorrection::Value(t) => Tensor::from(*t as f32).to_device(p.device()),
+                            };
+                            let bc1 = -(&t * beta1.ln()).exp() + 1.0;
+                            let bc2 = -(&t * beta2.ln()).exp() + 1.0;
+                            let denom = v.sqrt() / bc2.sqrt() + eps;
+                            let _ = p.g_sub_(&lr.times(&(&m / denom / bc1)));
+                        }
+                    }
                 }
             }
         }
@@ -179,6 +247,40 @@ mod tests {
         assert_eq!(o2.steps, 1);
         assert!(o2.state()["optim.w.exp_avg"].equal(&st["optim.w.exp_avg"]));
         let _ = Device::Cpu;
+    }
+
+    /// The graph-ready step (LR and AdamW's count as device tensors) computes what the host one
+    /// does, to float rounding (f32 bias corrections and LR instead of f64 ones).
+    #[test]
+    fn device_steps_match_host_steps() {
+        for rule in [
+            Rule::Sgd { momentum: 0.9, nesterov: true, weight_decay: 5e-4 },
+            Rule::AdamW { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.05 },
+        ] {
+            let init = Tensor::from_slice(&[0.5f32, -1.5, 2.0, 0.25]);
+            let (a, b) = (init.copy().set_requires_grad(true), init.copy().set_requires_grad(true));
+            let mut oa = Optimizer::new(rule, vec![("w".into(), a.shallow_clone())]);
+            let mut ob = Optimizer::new(rule, vec![("w".into(), b.shallow_clone())]);
+            let lr_t = Tensor::from(0.0f32);
+            for step in 0..5 {
+                let lr = 0.05 / (1.0 + step as f64);
+                oa.zero_grad();
+                ob.zero_grad();
+                quad(&a);
+                quad(&b);
+                oa.step(lr);
+                if step == 0 {
+                    ob.prepare_device_steps(Device::Cpu);
+                }
+                let _ = lr_t.shallow_clone().fill_(lr);
+                ob.step_on_device(&lr_t);
+                ob.count_replayed_step();
+            }
+            let diff = (&a - &b).abs().max().double_value(&[]);
+            assert!(diff < 1e-6, "{rule:?}: {diff}");
+            assert_eq!(oa.steps, ob.steps);
+            assert!((a.detach() - init).abs().max().double_value(&[]) > 1e-2, "the steps moved the weights");
+        }
     }
 
     #[test]

@@ -35,7 +35,7 @@ pub enum Precision {
     Tf32,
     /// fp16 autocast with the dynamic loss scaler (CUDA only).
     Fp16,
-    /// bf16 autocast (needs the C++ shim: not built yet).
+    /// bf16 autocast (CUDA only; no loss scaling needed).
     Bf16,
 }
 
@@ -83,7 +83,19 @@ pub struct Config {
     /// Start from these weights (a state_dict with torchvision's keys) instead of a fresh
     /// initialisation.
     pub init: Option<PathBuf>,
+    /// Lay 4-D weights and inputs out as channels_last (NHWC; the fast layout for cuDNN's
+    /// tensor-core convolutions). Checkpoints are written contiguous either way.
+    pub channels_last: bool,
+    /// Capture one whole step (forward, backward, gradient all-reduce, optimiser) as a CUDA graph
+    /// after a few eager warm-up steps and replay it for every later batch (CUDA only; not with
+    /// fp16's loss scaler, whose skip decision is made on the host).
+    pub cuda_graphs: bool,
 }
+
+/// Eager steps (on a side stream) before the step is captured: cuDNN picks its algorithms, the
+/// optimiser's state exists, and the autograd engine has seen the graph (torch.cuda.graph's
+/// recipe).
+pub const GRAPH_WARMUP_STEPS: usize = 3;
 
 /// One epoch's figures (over all ranks).
 #[derive(Debug, Clone, PartialEq)]
@@ -150,13 +162,26 @@ pub fn train(cfg: &Config, comm: &mut Communicator, mut on_epoch: impl FnMut(&Ep
         return Err(Error::Usage(format!("the per-rank batch {local} is not divisible by --accum {}", cfg.accum)));
     }
     match cfg.precision {
-        Precision::Bf16 => {
-            return Err(Error::Usage("--precision bf16 needs bf16 autocast through the C++ shim, which is not built yet".into()));
-        }
-        Precision::Fp16 if !cfg.device.is_cuda() => {
-            return Err(Error::Usage("--precision fp16 needs a CUDA device (autocast is a no-op on the CPU)".into()));
+        Precision::Fp16 | Precision::Bf16 if !cfg.device.is_cuda() => {
+            return Err(Error::Usage(format!(
+                "--precision {} needs a CUDA device (autocast is CUDA-only here); use fp32 on the CPU",
+                if cfg.precision == Precision::Fp16 { "fp16" } else { "bf16" }
+            )));
         }
         _ => {}
+    }
+    if cfg.cuda_graphs && !cfg.device.is_cuda() {
+        return Err(Error::Usage("CUDA graphs need a CUDA device (--cuda-graphs off on the CPU)".into()));
+    }
+    if cfg.cuda_graphs && cfg.precision == Precision::Fp16 {
+        return Err(Error::Usage(
+            "CUDA graphs cannot hold fp16's loss scaler (it decides on the host whether to skip a step): \
+             use --precision bf16, or --cuda-graphs off with fp16"
+                .into(),
+        ));
+    }
+    if cfg.device.is_cuda() {
+        tch::Cuda::cudnn_set_benchmark(true);
     }
     // libtorch's generator is process-global: ranks run as threads of one process (tests) must
     // not interleave their seeded draws (synthetic data, initialisation).
@@ -172,6 +197,11 @@ pub fn train(cfg: &Config, comm: &mut Communicator, mut on_epoch: impl FnMut(&Ep
     let vs = nn::VarStore::new(cfg.device);
     let model = ResNet::new(&vs.root(), cfg.arch, train_set.num_classes, cfg.stem);
     drop(seeded);
+    if cfg.channels_last {
+        for t in vs.variables().values() {
+            torch_shim::channels_last_(t).map_err(cuda_err)?;
+        }
+    }
     let named = named(&vs);
     let param_tensors: Vec<Tensor> = named.params.iter().map(|(_, t)| t.shallow_clone()).collect();
     let buckets = Buckets::new(&param_tensors, ddp::FIRST_BUCKET_BYTES, ddp::BUCKET_BYTES);
@@ -220,6 +250,17 @@ pub fn train(cfg: &Config, comm: &mut Communicator, mut on_epoch: impl FnMut(&Ep
     if steps_per_epoch == 0 {
         return Err(Error::Usage(format!("no full per-rank batch of {local} in {} samples per rank", sampler.num_samples())));
     }
+    let stepper = Stepper { cfg, model: &model, buffers: &named.buffers, params: &param_tensors, buckets: &buckets };
+    // Device-side sums of the epoch's loss and correct predictions, zeroed in place each epoch
+    // (a captured step adds into these very tensors).
+    let loss_sum = Tensor::zeros([], (Kind::Double, cfg.device));
+    let correct = Tensor::zeros([], (Kind::Int64, cfg.device));
+    let cuda_index = match cfg.device {
+        Device::Cuda(i) => i,
+        _ => 0,
+    };
+    let mut graph: Option<GraphedStep> = None;
+    let mut warmed = 0usize;
     let mut epochs = Vec::new();
     for epoch in start_epoch..cfg.epochs {
         let t0 = Instant::now();
@@ -227,37 +268,46 @@ pub fn train(cfg: &Config, comm: &mut Communicator, mut on_epoch: impl FnMut(&Ep
         tch::manual_seed(cfg.seed.wrapping_mul(1_000_003).wrapping_add(epoch as i64 * 1009 + rank as i64));
         let order = sampler.indices(epoch as u64);
         let order = Tensor::from_slice(&order.iter().map(|&i| i as i64).collect::<Vec<_>>()).to_device(cfg.device);
-        let loss_sum = Tensor::zeros([], (Kind::Double, cfg.device));
-        let correct = Tensor::zeros([], (Kind::Int64, cfg.device));
+        let _ = loss_sum.shallow_clone().zero_();
+        let _ = correct.shallow_clone().zero_();
         let (mut skipped, mut lr) = (0usize, cfg.lr);
         for step in 0..steps_per_epoch {
             lr = cfg.schedule.lr(cfg.lr, epoch as f64 + step as f64 / steps_per_epoch as f64, cfg.epochs as f64);
             let batch = order.narrow(0, (step * local) as i64, local as i64);
-            opt.zero_grad();
-            for j in 0..cfg.accum {
-                let idx = if cfg.accum == 1 { batch.shallow_clone() } else { batch.slice(0, j as i64, local as i64, cfg.accum as i64) };
-                let (x, y) = train_set.batch(&idx, &norm, cfg.augment);
-                if cfg.broadcast_buffers {
-                    ddp::broadcast(comm, &named.buffers)?;
+            let micro = (0..cfg.accum)
+                .map(|j| {
+                    let idx = if cfg.accum == 1 { batch.shallow_clone() } else { batch.slice(0, j as i64, local as i64, cfg.accum as i64) };
+                    let (x, y) = train_set.batch(&idx, &norm, cfg.augment);
+                    Ok((if cfg.channels_last { torch_shim::to_channels_last(&x).map_err(cuda_err)? } else { x }, y))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            if !cfg.cuda_graphs {
+                stepper.gradients(comm, &micro, scaler.loss_factor(), &mut opt, (&loss_sum, &correct))?;
+                let grads: Vec<Tensor> = param_tensors.iter().map(Tensor::grad).collect();
+                let finite = scaler.unscale(&grads);
+                if finite {
+                    opt.step(lr);
+                } else {
+                    skipped += 1;
                 }
-                let logits = if scaler.enabled { tch::autocast(true, || model.forward_t(&x, true)) } else { model.forward_t(&x, true) };
-                let logits = logits.to_kind(Kind::Float);
-                let loss = logits.cross_entropy_loss::<Tensor>(&y, None, tch::Reduction::Mean, -100, cfg.label_smoothing);
-                (&loss * (scaler.loss_factor() / cfg.accum as f64)).backward();
-                tch::no_grad(|| {
-                    let _ = loss_sum.shallow_clone().g_add_(&(loss.detach().to_kind(Kind::Double) * y.size()[0] as f64));
-                    let _ = correct.shallow_clone().g_add_(&logits.argmax(1, false).eq_tensor(&y).sum(Kind::Int64));
-                });
-            }
-            buckets.all_reduce_grads(comm, &param_tensors)?;
-            let grads: Vec<Tensor> = param_tensors.iter().map(Tensor::grad).collect();
-            let finite = scaler.unscale(&grads);
-            if finite {
-                opt.step(lr);
+                scaler.update(finite);
+            } else if warmed < GRAPH_WARMUP_STEPS {
+                torch_shim::on_side_stream(cuda_index, || -> Result<()> {
+                    stepper.gradients(comm, &micro, 1.0, &mut opt, (&loss_sum, &correct))?;
+                    opt.step(lr);
+                    Ok(())
+                })
+                .map_err(cuda_err)??;
+                warmed += 1;
             } else {
-                skipped += 1;
+                if graph.is_none() {
+                    graph = Some(GraphedStep::capture(&stepper, comm, &mut opt, &micro, lr, cuda_index, (&loss_sum, &correct))?);
+                }
+                if let Some(g) = &graph {
+                    g.run(&micro, lr)?;
+                }
+                opt.count_replayed_step();
             }
-            scaler.update(finite);
         }
         let seen = (steps_per_epoch * local) as f64;
         let (train_loss, train_top1) = {
@@ -323,6 +373,105 @@ pub fn train(cfg: &Config, comm: &mut Communicator, mut on_epoch: impl FnMut(&Ep
     Ok(Trained { vs, model, epochs, resumed_from })
 }
 
+fn cuda_err(e: torch_shim::Error) -> Error {
+    Error::Cuda(e.to_string())
+}
+
+/// The model's forward pass in the run's precision (fp16/bf16: CUDA autocast).
+fn forward(model: &ResNet, x: &Tensor, train: bool, precision: Precision) -> Result<Tensor> {
+    let dtype = match precision {
+        Precision::Fp16 => torch_shim::AutocastDtype::F16,
+        Precision::Bf16 => torch_shim::AutocastDtype::Bf16,
+        Precision::Fp32 | Precision::Tf32 => return Ok(model.forward_t(x, train)),
+    };
+    torch_shim::autocast(dtype, || model.forward_t(x, train)).map_err(cuda_err)
+}
+
+/// What one optimisation step touches; shared by the eager and the graphed path.
+struct Stepper<'a> {
+    cfg: &'a Config,
+    model: &'a ResNet,
+    buffers: &'a [Tensor],
+    params: &'a [Tensor],
+    buckets: &'a Buckets,
+}
+
+impl Stepper<'_> {
+    /// Gradients of the mean loss over the micro-batches (× `loss_factor`), averaged over
+    /// ranks; adds the batch's summed loss and correct count to `sums`. Queues device work only
+    /// (no host reads), so it can be captured.
+    fn gradients(
+        &self,
+        comm: &mut Communicator,
+        micro: &[(Tensor, Tensor)],
+        loss_factor: f64,
+        opt: &mut Optimizer,
+        sums: (&Tensor, &Tensor),
+    ) -> Result<()> {
+        opt.zero_grad();
+        for (x, y) in micro {
+            if self.cfg.broadcast_buffers {
+                ddp::broadcast(comm, self.buffers)?;
+            }
+            let logits = forward(self.model, x, true, self.cfg.precision)?.to_kind(Kind::Float);
+            let loss = logits.cross_entropy_loss::<Tensor>(y, None, tch::Reduction::Mean, -100, self.cfg.label_smoothing);
+            (&loss * (loss_factor / micro.len() as f64)).backward();
+            tch::no_grad(|| {
+                let _ = sums.0.shallow_clone().g_add_(&(loss.detach().to_kind(Kind::Double) * y.size()[0] as f64));
+                let _ = sums.1.shallow_clone().g_add_(&logits.argmax(1, false).eq_tensor(y).sum(Kind::Int64));
+            });
+        }
+        self.buckets.all_reduce_grads(comm, self.params)
+    }
+}
+
+/// One training step captured as a CUDA graph, with its static inputs: each batch is copied
+/// into `inputs` and the learning rate into `lr` before the replay.
+struct GraphedStep {
+    graph: torch_shim::CudaGraph,
+    inputs: Vec<(Tensor, Tensor)>,
+    lr: Tensor,
+}
+
+impl GraphedStep {
+    /// Captures gradients + optimiser step (nothing runs during capture: call `run` after).
+    fn capture(
+        stepper: &Stepper,
+        comm: &mut Communicator,
+        opt: &mut Optimizer,
+        micro: &[(Tensor, Tensor)],
+        lr: f64,
+        cuda_index: usize,
+        sums: (&Tensor, &Tensor),
+    ) -> Result<GraphedStep> {
+        let inputs: Vec<(Tensor, Tensor)> = micro.iter().map(|(x, y)| (x.copy(), y.copy())).collect();
+        let lr_t = Tensor::full([], lr, (Kind::Float, stepper.cfg.device));
+        opt.prepare_device_steps(stepper.cfg.device);
+        let mut graph = torch_shim::CudaGraph::new();
+        // No autocast cast may be cached across the capture's end (make_graphed_callables' rule).
+        torch_shim::set_autocast_cache_enabled(false);
+        let captured = graph.capture(cuda_index, || -> Result<()> {
+            stepper.gradients(comm, &inputs, 1.0, opt, sums)?;
+            opt.step_on_device(&lr_t);
+            Ok(())
+        });
+        torch_shim::set_autocast_cache_enabled(true);
+        captured
+            .map_err(|e| Error::Cuda(format!("capturing the training step as a CUDA graph failed ({e}); --cuda-graphs off runs it eagerly")))??;
+        Ok(GraphedStep { graph, inputs, lr: lr_t })
+    }
+
+    /// One step on `micro` at learning rate `lr` (queued on the current stream).
+    fn run(&self, micro: &[(Tensor, Tensor)], lr: f64) -> Result<()> {
+        for ((sx, sy), (x, y)) in self.inputs.iter().zip(micro) {
+            let _ = sx.shallow_clone().copy_(x);
+            let _ = sy.shallow_clone().copy_(y);
+        }
+        let _ = self.lr.shallow_clone().fill_(lr);
+        self.graph.replay().map_err(cuda_err)
+    }
+}
+
 /// Copies `weights` into the model: every tensor must exist with its shape; `partial` allows
 /// the file to lack some (e.g. `num_batches_tracked` from older torchvision files).
 fn copy_weights(vs: &nn::VarStore, weights: &BTreeMap<String, Tensor>, arch: Arch, partial: bool) -> Result<()> {
@@ -351,16 +500,21 @@ fn evaluate(model: &ResNet, data: &Dataset, norm: &crate::data::Normalize, comm:
     let mine: Vec<i64> = (rank..data.len()).step_by(world).map(|i| i as i64).collect();
     let idx = Tensor::from_slice(&mine).to_device(cfg.device);
     let bs = (cfg.batch_size / world).max(1) * 2;
-    let (mut loss, mut correct) = (0.0, 0i64);
-    tch::no_grad(|| {
+    // Sums stay on the device; one read at the end.
+    let loss = Tensor::zeros([], (Kind::Double, cfg.device));
+    let correct = Tensor::zeros([], (Kind::Int64, cfg.device));
+    tch::no_grad(|| -> Result<()> {
         for start in (0..mine.len()).step_by(bs) {
             let n = bs.min(mine.len() - start);
             let (x, y) = data.batch(&idx.narrow(0, start as i64, n as i64), norm, false);
-            let logits = model.forward_t(&x, false).to_kind(Kind::Float);
-            loss += logits.cross_entropy_loss::<Tensor>(&y, None, tch::Reduction::Sum, -100, 0.0).double_value(&[]);
-            correct += logits.argmax(1, false).eq_tensor(&y).sum(Kind::Int64).int64_value(&[]);
+            let x = if cfg.channels_last { torch_shim::to_channels_last(&x).map_err(cuda_err)? } else { x };
+            let logits = forward(model, &x, false, cfg.precision)?.to_kind(Kind::Float);
+            let _ = loss.shallow_clone().g_add_(&logits.cross_entropy_loss::<Tensor>(&y, None, tch::Reduction::Sum, -100, 0.0).to_kind(Kind::Double));
+            let _ = correct.shallow_clone().g_add_(&logits.argmax(1, false).eq_tensor(&y).sum(Kind::Int64));
         }
-    });
+        Ok(())
+    })?;
+    let (loss, correct) = (loss.double_value(&[]), correct.int64_value(&[]));
     let mut t = Tensor::from_slice(&[loss, correct as f64, mine.len() as f64]);
     comm.all_reduce(&mut t, ReduceOp::Sum)?;
     let v: Vec<f64> = Vec::try_from(&t)?;

@@ -58,6 +58,8 @@ fn config() -> Config {
         resume: false,
         max_steps: Some(3),
         broadcast_buffers: true,
+        channels_last: false,
+        cuda_graphs: false,
         init: None,
     }
 }
