@@ -132,6 +132,9 @@ pub struct EpochRecord {
     pub val_top1: f64,
     /// Training images (all ranks) per second of the epoch, validation included in the time.
     pub images_per_s: f64,
+    /// Training images per second of the training steps alone.
+    #[serde(default)]
+    pub train_images_per_s: f64,
     pub seconds: f64,
     /// Learning rate at the epoch's last step.
     pub lr: f64,

@@ -107,6 +107,8 @@ pub struct EpochStats {
     pub val_loss: f64,
     pub val_top1: f64,
     pub images_per_s: f64,
+    /// The same over the training steps only (validation and checkpointing excluded).
+    pub train_images_per_s: f64,
     pub seconds: f64,
     /// LR at the epoch's last step.
     pub lr: f64,
@@ -310,8 +312,11 @@ pub fn train(cfg: &Config, comm: &mut Communicator, mut on_epoch: impl FnMut(&Ep
             }
         }
         let seen = (steps_per_epoch * local) as f64;
+        let train_seconds;
         let (train_loss, train_top1) = {
+            // Reading the sums waits for the device: the steps are done.
             let mut t = Tensor::from_slice(&[loss_sum.double_value(&[]), correct.int64_value(&[]) as f64, seen]);
+            train_seconds = t0.elapsed().as_secs_f64();
             comm.all_reduce(&mut t, ReduceOp::Sum)?;
             let v: Vec<f64> = Vec::try_from(&t)?;
             (v[0] / v[2], 100.0 * v[1] / v[2])
@@ -332,6 +337,7 @@ pub fn train(cfg: &Config, comm: &mut Communicator, mut on_epoch: impl FnMut(&Ep
             val_loss,
             val_top1,
             images_per_s: seen * world as f64 / seconds,
+            train_images_per_s: seen * world as f64 / train_seconds,
             seconds,
             lr,
             loss_scale: scaler.enabled.then_some(scaler.scale),

@@ -149,7 +149,7 @@ impl Tool for Cli {
 .PP
 .nf
 {"type":"epoch","epoch":3,"epochs":10,"train_loss":1.23,"train_top1":61.2,"val_loss":1.4,"val_top1":58.9,
- "images_per_s":812.5,"seconds":61.5,"lr":0.0905,"steps":390,"skipped_steps":0,"peak_gpu_mib":2210,
+ "images_per_s":812.5,"train_images_per_s":830.1,"seconds":61.5,"lr":0.0905,"steps":390,"skipped_steps":0,"peak_gpu_mib":2210,
  "checkpoint":"/abs/ck/last.safetensors","best":true,"rank":0,"world_size":2}
 .fi
 .PP
@@ -286,6 +286,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
                     val_loss: e.val_loss,
                     val_top1: e.val_top1,
                     images_per_s: e.images_per_s,
+                    train_images_per_s: e.train_images_per_s,
                     seconds: e.seconds,
                     lr: e.lr,
                     loss_scale: e.loss_scale,
