@@ -56,14 +56,14 @@ echo "# (last of 3 epochs; validation excluded), and in brackets of the whole ep
 tput() { # LABEL COMMAND...
   local label=$1; shift
   local r
-  if r=$("$@" 2>/dev/null | python3 -c '
+  if r=$("$@" 2>"${TMPDIR:-/tmp}/tput.err" | python3 -c '
 import sys, json
 r = [json.loads(l) for l in sys.stdin if l.startswith("{")]
 r = [x for x in r if x.get("type") == "epoch"][-1]
 print("%9.0f  (%.0f)" % (r["train_images_per_s"], r["images_per_s"]))'); then
     printf '  %-44s %s\n' "$label" "$r"
   else
-    printf '  %-44s failed\n' "$label"
+    printf '  %-44s failed: %s\n' "$label" "$(grep -v '^\[W' "${TMPDIR:-/tmp}/tput.err" | tail -3 | tr '\n' ' ')"
   fi
 }
 batches=(128); [ "$device" = cuda ] && batches=(128 512)

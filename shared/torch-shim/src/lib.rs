@@ -16,6 +16,7 @@ mod ffi {
         pub fn shk_channels_last_(t: *mut C_tensor) -> *mut c_char;
         pub fn shk_channels_last(t: *mut C_tensor, out: *mut *mut C_tensor) -> *mut c_char;
         pub fn shk_is_channels_last(t: *mut C_tensor) -> c_int;
+        pub fn shk_set_grad(p: *mut C_tensor, g: *mut C_tensor) -> *mut c_char;
         pub fn shk_autocast_enter(dtype: c_int) -> *mut c_char;
         pub fn shk_autocast_exit(was_enabled: c_int) -> *mut c_char;
         pub fn shk_autocast_enabled() -> c_int;
@@ -81,6 +82,17 @@ pub fn to_channels_last(t: &Tensor) -> Result<Tensor> {
     check(unsafe { ffi::shk_channels_last(ptr(t), &mut out) })?;
     // SAFETY: see above; tch frees it on drop.
     Ok(unsafe { Tensor::from_ptr(out) })
+}
+
+/// Makes `g` the gradient of `p` (`p.grad = g` in Python; tch has no setter). Backward then
+/// accumulates into `g` in place, so `g` may be a view into a larger buffer (DDP's
+/// `gradient_as_bucket_view`). `g` must match `p` in shape, dtype and device.
+pub fn set_grad(p: &Tensor, g: &Tensor) -> Result<()> {
+    if p.size() != g.size() || p.kind() != g.kind() || p.device() != g.device() {
+        return Err(Error(format!("set_grad: {:?} {:?} {:?} vs {:?} {:?} {:?}", p.size(), p.kind(), p.device(), g.size(), g.kind(), g.device())));
+    }
+    // SAFETY: two live tensors; the parameter's grad field holds its own reference to g.
+    check(unsafe { ffi::shk_set_grad(ptr(p), ptr(g)) })
 }
 
 /// Whether a 4-D tensor is laid out channels_last.
@@ -248,6 +260,16 @@ mod tests {
         let v = Tensor::ones([3], (Kind::Float, Device::Cpu));
         channels_last_(&v).unwrap();
         assert_eq!(to_channels_last(&v).unwrap().size(), vec![3]);
+    }
+
+    #[test]
+    fn set_grad_makes_backward_accumulate_into_a_view() {
+        let p = Tensor::from_slice(&[1.0f32, 2.0, 3.0]).set_requires_grad(true);
+        let buf = Tensor::zeros([5], (Kind::Float, Device::Cpu));
+        set_grad(&p, &buf.narrow(0, 1, 3)).unwrap();
+        (&p * &p).sum(Kind::Float).backward();
+        assert_eq!(Vec::<f32>::try_from(&buf).unwrap(), vec![0.0, 2.0, 4.0, 6.0, 0.0]);
+        assert!(set_grad(&p, &buf).is_err());
     }
 
     #[test]

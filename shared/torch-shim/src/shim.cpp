@@ -64,6 +64,11 @@ char *shk_channels_last(at::Tensor *t, at::Tensor **out) {
   });
 }
 
+// Makes `g` the gradient of `p` (`p.grad = g`): backward then accumulates into g in place.
+char *shk_set_grad(at::Tensor *p, at::Tensor *g) {
+  return guarded([&] { p->mutable_grad() = *g; });
+}
+
 int shk_is_channels_last(at::Tensor *t) {
   return t->dim() == 4 && t->is_contiguous(at::MemoryFormat::ChannelsLast);
 }

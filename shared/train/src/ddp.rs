@@ -1,12 +1,14 @@
 //! What `torch.nn.parallel.DistributedDataParallel` does around each step, over a
 //! [`Communicator`]: parameters and buffers broadcast from rank 0 at the start (and buffers
-//! before every forward, `broadcast_buffers=True`), gradients averaged as the SUM of g × 1/world
-//! in flattened buckets of ~25 MiB (the first 1 MiB) filled in reverse parameter order.
+//! before every forward, `broadcast_buffers=True`), gradients averaged as the SUM of g ÷ world
+//! in buckets of ~25 MiB (the first 1 MiB) filled in reverse parameter order; the buckets are
+//! ranges of the flat gradient ([`crate::flat`]).
 
 use collectives::{Communicator, ReduceOp};
 use tch::{Kind, Tensor};
 
 use crate::Result;
+use crate::flat::FlatParams;
 
 /// DDP's defaults.
 pub const BUCKET_BYTES: usize = 25 << 20;
@@ -66,38 +68,22 @@ impl Buckets {
         self.buckets.is_empty()
     }
 
-    /// Averages every parameter's gradient over ranks (a missing gradient contributes zeros, as
-    /// in DDP's bucket).
-    pub fn all_reduce_grads(&self, comm: &mut Communicator, params: &[Tensor]) -> Result<()> {
+    /// Averages the flat gradient over ranks, bucket by bucket, in place: each bucket is one
+    /// range of `flat.grad` (DDP's `gradient_as_bucket_view`: no copies in or out).
+    pub fn all_reduce_flat(&self, comm: &mut Communicator, flat: &FlatParams) -> Result<()> {
         let world = comm.world_size();
         if world == 1 {
             return Ok(());
         }
         let _g = tch::no_grad_guard();
         for bucket in &self.buckets {
-            let grads: Vec<Tensor> = bucket
-                .iter()
-                .map(|&i| {
-                    let g = params[i].grad();
-                    if g.defined() { g } else { params[i].zeros_like() }
-                })
-                .collect();
-            let flat: Vec<Tensor> = grads.iter().map(|g| g.reshape([-1])).collect();
+            let (start, len) = flat.range_of(bucket).ok_or_else(|| {
+                crate::Error::Usage("gradient bucket is not one range of the flat gradient (flatten in reverse parameter order)".into())
+            })?;
+            let mut part = flat.grad.narrow(0, start, len);
             // DDP: gradient ÷ world before the SUM all-reduce.
-            let mut flat = Tensor::cat(&flat, 0) / world as f64;
-            comm.all_reduce(&mut flat, ReduceOp::Sum)?;
-            let mut off = 0;
-            for (&i, g) in bucket.iter().zip(&grads) {
-                let n = g.numel() as i64;
-                let part = flat.narrow(0, off, n).view_as(g);
-                let mut pg = params[i].grad();
-                // A parameter without a gradient here (unused in this rank's forward) keeps
-                // none: DDP's find_unused_parameters is not reproduced (ResNets use them all).
-                if pg.defined() {
-                    pg.copy_(&part);
-                }
-                off += n;
-            }
+            let _ = part.g_div_scalar_(world as f64);
+            comm.all_reduce(&mut part, ReduceOp::Sum)?;
         }
         Ok(())
     }

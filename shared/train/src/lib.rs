@@ -15,6 +15,7 @@
 
 pub mod checkpoint;
 pub mod data;
+pub mod flat;
 pub mod ddp;
 pub mod optim;
 pub mod resnet;

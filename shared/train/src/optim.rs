@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use tch::Tensor;
 
+use crate::flat::FlatParams;
+
 /// Which update rule, and its hyper-parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Rule {
@@ -12,13 +14,16 @@ pub enum Rule {
     AdamW { beta1: f64, beta2: f64, eps: f64, weight_decay: f64 },
 }
 
-/// An optimiser over named parameters.
+/// An optimiser over named parameters, one by one or as one flat buffer.
 #[derive(Debug)]
 pub struct Optimizer {
     pub rule: Rule,
     params: Vec<(String, Tensor)>,
-    /// `"<param>.momentum_buffer"`, `"<param>.exp_avg"`, `"<param>.exp_avg_sq"`.
+    /// `"<param>.momentum_buffer"`, `"<param>.exp_avg"`, `"<param>.exp_avg_sq"` (in flat mode
+    /// one buffer each, `"flat.<what>"`).
     state: BTreeMap<String, Tensor>,
+    /// Flat mode: the buffers and every parameter's name and place in them.
+    flat: Option<(FlatParams, Vec<String>)>,
     /// AdamW's step count (shared by all parameters: they step together).
     pub steps: i64,
     /// The same count on the device, for graphed steps.
@@ -49,7 +54,22 @@ enum BiasCorrection {
 
 impl Optimizer {
     pub fn new(rule: Rule, params: Vec<(String, Tensor)>) -> Optimizer {
-        Optimizer { rule, params, state: BTreeMap::new(), steps: 0, device_steps: None }
+        Optimizer { rule, params, state: BTreeMap::new(), flat: None, steps: 0, device_steps: None }
+    }
+
+    /// An optimiser over flattened parameters (`names[i]` names `FlatParams::new`'s parameter
+    /// i): each step updates the whole flat buffer from the flat gradient at once. Checkpointed
+    /// state keeps the per-parameter names, so either mode resumes the other's checkpoints.
+    pub fn flat(rule: Rule, flat: &FlatParams, names: Vec<String>) -> Optimizer {
+        let buffers = FlatParams { data: flat.data.shallow_clone(), grad: flat.grad.shallow_clone(), segments: flat.segments.clone() };
+        Optimizer {
+            rule,
+            params: vec![("flat".into(), flat.data.shallow_clone())],
+            state: BTreeMap::new(),
+            flat: Some((buffers, names)),
+            steps: 0,
+            device_steps: None,
+        }
     }
 
     /// One step at learning rate `lr` with the parameters' current `.grad()`.
@@ -84,7 +104,10 @@ impl Optimizer {
     fn update(&mut self, lr: Lr, bc: &BiasCorrection) {
         let _guard = tch::no_grad_guard();
         for (name, p) in &self.params {
-            let g = p.grad();
+            let g = match &self.flat {
+                Some((f, _)) => f.grad.shallow_clone(),
+                None => p.grad(),
+            };
             if !g.defined() {
                 continue;
             }
@@ -147,6 +170,10 @@ impl Optimizer {
 
     /// Clears every parameter's gradient (`zero_grad(set_to_none=False)`).
     pub fn zero_grad(&mut self) {
+        if let Some((f, _)) = &self.flat {
+            let _ = f.grad.shallow_clone().zero_();
+            return;
+        }
         for (_, p) in &self.params {
             let mut g = p.grad();
             if g.defined() {
@@ -155,26 +182,62 @@ impl Optimizer {
         }
     }
 
-    /// The state to checkpoint (names prefixed `optim.`), plus the step count.
+    /// The state to checkpoint (names prefixed `optim.`, per parameter in either mode), plus the
+    /// step count.
     pub fn state(&self) -> BTreeMap<String, Tensor> {
-        let mut m: BTreeMap<String, Tensor> = self.state.iter().map(|(k, v)| (format!("optim.{k}"), v.shallow_clone())).collect();
+        let mut m = BTreeMap::new();
+        for (k, v) in &self.state {
+            match (&self.flat, k.strip_prefix("flat.")) {
+                (Some((f, names)), Some(what)) => {
+                    for seg in &f.segments {
+                        m.insert(format!("optim.{}.{what}", names[seg.index]), f.view(v, seg));
+                    }
+                }
+                _ => {
+                    m.insert(format!("optim.{k}"), v.shallow_clone());
+                }
+            }
+        }
         m.insert("optim.steps".into(), Tensor::from(self.steps));
         m
     }
 
     /// Restores what [`Optimizer::state`] saved (tensors moved to the parameters' device).
-    pub fn load_state(&mut self, saved: &BTreeMap<String, Tensor>) {
+    pub fn load_state(&mut self, saved: &BTreeMap<String, Tensor>) -> Result<(), String> {
         let device = self.params.first().map_or(tch::Device::Cpu, |(_, p)| p.device());
         self.state.clear();
         for (k, v) in saved {
-            if let Some(k) = k.strip_prefix("optim.") {
-                if k == "steps" {
-                    self.steps = v.int64_value(&[]);
-                } else {
-                    self.state.insert(k.to_string(), v.to_device(device));
+            let Some(k) = k.strip_prefix("optim.") else { continue };
+            if k == "steps" {
+                self.steps = v.int64_value(&[]);
+                continue;
+            }
+            let Some((f, names)) = &self.flat else {
+                self.state.insert(k.to_string(), v.to_device(device));
+                continue;
+            };
+            // `<param>.<what>` into the flat `<what>` buffer.
+            let (name, what) = k.rsplit_once('.').ok_or_else(|| format!("optimiser state {k}: not <parameter>.<what>"))?;
+            let seg = f
+                .segments
+                .iter()
+                .find(|s| names[s.index] == name)
+                .ok_or_else(|| format!("optimiser state {k} names no parameter of this model"))?;
+            let buf = self.state.entry(format!("flat.{what}")).or_insert_with(|| f.data.zeros_like()).shallow_clone();
+            if v.size() != seg.size {
+                return Err(format!("optimiser state {k}: shape {:?}, parameter {:?}", v.size(), seg.size));
+            }
+            tch::no_grad(|| f.view(&buf, seg).copy_(v));
+        }
+        if let Some((_, names)) = &self.flat {
+            // Every parameter's slot of every buffer must have been filled.
+            for what in self.state.keys().filter_map(|k| k.strip_prefix("flat.")) {
+                if let Some(n) = names.iter().find(|n| !saved.contains_key(&format!("optim.{n}.{what}"))) {
+                    return Err(format!("optimiser state optim.{n}.{what} is missing"));
                 }
             }
         }
+        Ok(())
     }
 }
 
@@ -243,7 +306,7 @@ mod tests {
         assert!((got[0] - 2.99).abs() < 1e-7 && (got[1] + 3.99).abs() < 1e-7, "{got:?}");
         let st = o.state();
         let mut o2 = Optimizer::new(o.rule, vec![("w".into(), p.shallow_clone())]);
-        o2.load_state(&st);
+        o2.load_state(&st).unwrap();
         assert_eq!(o2.steps, 1);
         assert!(o2.state()["optim.w.exp_avg"].equal(&st["optim.w.exp_avg"]));
         let _ = Device::Cpu;

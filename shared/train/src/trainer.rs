@@ -20,6 +20,7 @@ use tch::{Device, Kind, Tensor};
 
 use crate::data::{Dataset, Source};
 use crate::ddp::{self, Buckets};
+use crate::flat::FlatParams;
 use crate::optim::{Optimizer, Rule, Schedule};
 use crate::resnet::{Arch, ResNet, Stem};
 use crate::sampler::DistributedSampler;
@@ -207,7 +208,10 @@ pub fn train(cfg: &Config, comm: &mut Communicator, mut on_epoch: impl FnMut(&Ep
     let named = named(&vs);
     let param_tensors: Vec<Tensor> = named.params.iter().map(|(_, t)| t.shallow_clone()).collect();
     let buckets = Buckets::new(&param_tensors, ddp::FIRST_BUCKET_BYTES, ddp::BUCKET_BYTES);
-    let mut opt = Optimizer::new(cfg.rule, named.params.iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect());
+    // One flat buffer for the weights and one for the gradients: the optimiser and the gradient
+    // all-reduce then take a few kernels per step instead of a few per parameter.
+    let flat = FlatParams::new(&param_tensors)?;
+    let mut opt = Optimizer::flat(cfg.rule, &flat, named.params.iter().map(|(n, _)| n.clone()).collect());
     let mut scaler = GradScaler::new(cfg.precision == Precision::Fp16);
 
     // Start: everyone takes rank 0's weights and buffers (DDP's constructor).
@@ -227,7 +231,7 @@ pub fn train(cfg: &Config, comm: &mut Communicator, mut on_epoch: impl FnMut(&Ep
     }
     if let Some(state) = last {
         copy_weights(&vs, &state.model, cfg.arch, false)?;
-        opt.load_state(&state.train);
+        opt.load_state(&state.train).map_err(Error::Checkpoint)?;
         start_epoch = state.epoch;
         best_top1 = state.best_top1;
         if let Some(s) = state.scale {
@@ -252,7 +256,7 @@ pub fn train(cfg: &Config, comm: &mut Communicator, mut on_epoch: impl FnMut(&Ep
     if steps_per_epoch == 0 {
         return Err(Error::Usage(format!("no full per-rank batch of {local} in {} samples per rank", sampler.num_samples())));
     }
-    let stepper = Stepper { cfg, model: &model, buffers: &named.buffers, params: &param_tensors, buckets: &buckets };
+    let stepper = Stepper { cfg, model: &model, buffers: &named.buffers, flat: &flat, buckets: &buckets };
     // Device-side sums of the epoch's loss and correct predictions, zeroed in place each epoch
     // (a captured step adds into these very tensors).
     let loss_sum = Tensor::zeros([], (Kind::Double, cfg.device));
@@ -285,8 +289,7 @@ pub fn train(cfg: &Config, comm: &mut Communicator, mut on_epoch: impl FnMut(&Ep
                 .collect::<Result<Vec<_>>>()?;
             if !cfg.cuda_graphs {
                 stepper.gradients(comm, &micro, scaler.loss_factor(), &mut opt, (&loss_sum, &correct))?;
-                let grads: Vec<Tensor> = param_tensors.iter().map(Tensor::grad).collect();
-                let finite = scaler.unscale(&grads);
+                let finite = scaler.unscale(std::slice::from_ref(&flat.grad));
                 if finite {
                     opt.step(lr);
                 } else {
@@ -398,7 +401,7 @@ struct Stepper<'a> {
     cfg: &'a Config,
     model: &'a ResNet,
     buffers: &'a [Tensor],
-    params: &'a [Tensor],
+    flat: &'a FlatParams,
     buckets: &'a Buckets,
 }
 
@@ -427,7 +430,7 @@ impl Stepper<'_> {
                 let _ = sums.1.shallow_clone().g_add_(&logits.argmax(1, false).eq_tensor(y).sum(Kind::Int64));
             });
         }
-        self.buckets.all_reduce_grads(comm, self.params)
+        self.buckets.all_reduce_flat(comm, self.flat)
     }
 }
 

@@ -1,0 +1,143 @@
+//! All parameters as views into one flat buffer, and all gradients as views into another
+//! (what apex's flat master weights and DDP's `gradient_as_bucket_view` do). The optimiser then
+//! updates every parameter with a handful of kernels instead of a handful per parameter, zeroing
+//! the gradients is one kernel, and gradient buckets are ranges of the flat gradient that are
+//! all-reduced in place. Elementwise maths is unchanged, so results equal the per-parameter ones.
+//!
+//! Parameters are laid out in reverse registration order, the order backward produces their
+//! gradients and DDP fills its buckets, so every bucket is one contiguous range.
+
+use tch::{Kind, Tensor};
+
+use crate::{Error, Result};
+
+/// Where one parameter lives in the flat buffers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Segment {
+    /// Index in the parameter list given to [`FlatParams::new`].
+    pub index: usize,
+    pub offset: i64,
+    pub size: Vec<i64>,
+    /// The parameter's strides (contiguous or channels_last), kept in the flat buffer.
+    pub stride: Vec<i64>,
+}
+
+impl Segment {
+    pub fn numel(&self) -> i64 {
+        self.size.iter().product()
+    }
+}
+
+/// The flat parameter and gradient buffers.
+#[derive(Debug)]
+pub struct FlatParams {
+    pub data: Tensor,
+    pub grad: Tensor,
+    /// In flat order (reverse parameter order).
+    pub segments: Vec<Segment>,
+}
+
+/// Strides of a dense layout of `size` (row-major).
+fn contiguous_strides(size: &[i64]) -> Vec<i64> {
+    let mut s = vec![1i64; size.len()];
+    for d in (0..size.len().saturating_sub(1)).rev() {
+        s[d] = s[d + 1] * size[d + 1].max(1);
+    }
+    s
+}
+
+impl FlatParams {
+    /// Moves every parameter's data into one buffer and gives each a gradient that is a view of
+    /// another; parameters keep their shapes, values and layouts (contiguous or channels_last).
+    /// All must share dtype and device.
+    pub fn new(params: &[Tensor]) -> Result<FlatParams> {
+        let first = params.first().ok_or_else(|| Error::Usage("no parameters to flatten".into()))?;
+        let (kind, device) = (first.kind(), first.device());
+        if let Some(p) = params.iter().find(|p| p.kind() != kind || p.device() != device) {
+            return Err(Error::Usage(format!("parameters differ in dtype/device ({:?} on {:?} vs {kind:?} on {device:?})", p.kind(), p.device())));
+        }
+        let mut segments = Vec::with_capacity(params.len());
+        let mut offset = 0;
+        for index in (0..params.len()).rev() {
+            let p = &params[index];
+            let size = p.size();
+            let dense = p.is_contiguous() || torch_shim::is_channels_last(p);
+            let stride = if dense { p.stride() } else { contiguous_strides(&size) };
+            let seg = Segment { index, offset, size, stride };
+            offset += seg.numel();
+            segments.push(seg);
+        }
+        let data = Tensor::zeros([offset], (kind, device));
+        let grad = Tensor::zeros([offset], (kind, device));
+        let flat = FlatParams { data, grad, segments };
+        tch::no_grad(|| -> Result<()> {
+            for seg in &flat.segments {
+                let mut p = params[seg.index].shallow_clone();
+                let view = flat.view(&flat.data, seg);
+                view.shallow_clone().copy_(&p);
+                p.set_data(&view);
+                torch_shim::set_grad(&p, &flat.view(&flat.grad, seg)).map_err(|e| Error::Cuda(e.to_string()))?;
+            }
+            Ok(())
+        })?;
+        Ok(flat)
+    }
+
+    /// Parameter `seg`'s part of a buffer laid out like `data` (e.g. optimiser state).
+    pub fn view(&self, buf: &Tensor, seg: &Segment) -> Tensor {
+        buf.as_strided(&seg.size, &seg.stride, Some(seg.offset))
+    }
+
+    /// The flat range `(offset, len)` holding the given parameters, which must be consecutive
+    /// in flat order (a DDP bucket is).
+    pub fn range_of(&self, indices: &[usize]) -> Option<(i64, i64)> {
+        let segs: Vec<&Segment> = indices.iter().filter_map(|i| self.segments.iter().find(|s| s.index == *i)).collect();
+        if segs.len() != indices.len() || segs.is_empty() {
+            return None;
+        }
+        let start = segs.iter().map(|s| s.offset).min()?;
+        let end = segs.iter().map(|s| s.offset + s.numel()).max()?;
+        let total: i64 = segs.iter().map(|s| s.numel()).sum();
+        (end - start == total).then_some((start, total))
+    }
+
+    pub fn kind(&self) -> Kind {
+        self.data.kind()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tch::Device;
+
+    #[test]
+    fn parameters_become_views_with_their_values_layouts_and_gradients() {
+        let a = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]).view([2, 3]).set_requires_grad(true);
+        let b = Tensor::arange(2 * 3 * 2 * 2, (Kind::Float, Device::Cpu)).view([2, 3, 2, 2]);
+        torch_shim::channels_last_(&b).unwrap();
+        let b = b.set_requires_grad(true);
+        let c = Tensor::from_slice(&[7.0f32]).set_requires_grad(true);
+        let before: Vec<Tensor> = [&a, &b, &c].iter().map(|t| t.detach().copy()).collect();
+        let params = vec![a.shallow_clone(), b.shallow_clone(), c.shallow_clone()];
+        let flat = FlatParams::new(&params).unwrap();
+        // Reverse order: c, b, a.
+        assert_eq!(flat.segments.iter().map(|s| (s.index, s.offset)).collect::<Vec<_>>(), vec![(2, 0), (1, 1), (0, 25)]);
+        for (p, v) in params.iter().zip(&before) {
+            assert!(p.equal(v));
+        }
+        assert!(torch_shim::is_channels_last(&b));
+        // Writing the flat buffer changes the parameters.
+        let _ = flat.data.shallow_clone().g_add_scalar_(1.0);
+        assert_eq!(c.double_value(&[0]), 8.0);
+        // Backward accumulates into the flat gradient.
+        ((&a * 2.0).sum(Kind::Float) + (&b * 3.0).sum(Kind::Float) + &c * 4.0).sum(Kind::Float).backward();
+        let g: Vec<f32> = Vec::try_from(&flat.grad).unwrap();
+        assert_eq!(g[0], 4.0);
+        assert!(g[1..25].iter().all(|&x| x == 3.0) && g[25..].iter().all(|&x| x == 2.0), "{g:?}");
+        assert!(a.grad().equal(&Tensor::full([2, 3], 2.0, (Kind::Float, Device::Cpu))));
+        assert_eq!(flat.range_of(&[2, 1]), Some((0, 25)));
+        assert_eq!(flat.range_of(&[2, 0]), None);
+        let _ = flat.kind();
+    }
+}
