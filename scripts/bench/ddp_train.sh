@@ -31,7 +31,7 @@ import sys, json
 r = [json.loads(l) for l in sys.stdin if l.startswith("{") and json.loads(l)["type"] == "epoch"][-1]
 print("%.2f %.1f" % (r["val_top1"], r["images_per_s"]))'
 }
-seeds=${SEEDS:-3} # 0 skips the parity runs
+seeds=${SEEDS:-3} # 0 skips the parity runs (THROUGHPUT=0 the throughput runs)
 if [ "$seeds" -gt 0 ]; then
 echo "# accuracy parity on digits, $epochs epochs, $device, seeds 0..$((seeds - 1)) (val top-1 %)"
 o_all=(); r_all=()
@@ -51,6 +51,7 @@ sd = lambda v: st.stdev(v) if len(v) > 1 else 0.0
 print("mean: ddp-train %.2f (sd %.2f)  PyTorch %.2f (sd %.2f)  difference %+.2f points" % (st.mean(o), sd(o), st.mean(r), sd(r), st.mean(o) - st.mean(r)))
 ' "${o_all[@]}" "${r_all[@]}"
 fi
+[ "${THROUGHPUT:-1}" = 1 ] || exit 0
 echo "# throughput, ResNet-18 (torchvision stem), CIFAR-100-shaped data, $device, images/s of the training steps"
 echo "# (last of 3 epochs; validation excluded), and in brackets of the whole epoch incl. validation on 1024 images"
 tput() { # LABEL COMMAND...

@@ -136,6 +136,8 @@ def main():
             x, y = (x - mean) / std, ytr[idx]
             if a.channels_last:
                 x = x.contiguous(memory_format=torch.channels_last)
+            if a.compile:
+                torch.compiler.cudagraph_mark_step_begin()
             with torch.autocast(dev.type, dtype=amp, enabled=amp is not None):
                 logits = model(x)
             loss = F.cross_entropy(logits.float(), y, label_smoothing=a.label_smoothing)
@@ -153,6 +155,8 @@ def main():
         with torch.no_grad():
             for i in range(0, len(yte), 2 * a.batch_size):
                 x = (xte[i:i + 2 * a.batch_size].float() / 255 - mean) / std
+                if a.compile:
+                    torch.compiler.cudagraph_mark_step_begin()
                 lo = model(x).float()
                 vl += F.cross_entropy(lo, yte[i:i + 2 * a.batch_size], reduction="sum").item()
                 vc += (lo.argmax(1) == yte[i:i + 2 * a.batch_size]).sum().item()
