@@ -141,7 +141,8 @@ def main():
             with torch.autocast(dev.type, dtype=amp, enabled=amp is not None):
                 logits = model(x)
             loss = F.cross_entropy(logits.float(), y, label_smoothing=a.label_smoothing)
-            opt.zero_grad(set_to_none=False)
+            # Under torch.compile's CUDA graphs the gradients are graph outputs: drop them.
+            opt.zero_grad(set_to_none=a.compile)
             scaler.scale(loss).backward()
             scaler.step(opt)
             scaler.update()

@@ -20,6 +20,7 @@ mod ffi {
         pub fn shk_autocast_enter(dtype: c_int) -> *mut c_char;
         pub fn shk_autocast_exit(was_enabled: c_int) -> *mut c_char;
         pub fn shk_autocast_enabled() -> c_int;
+        pub fn shk_set_cudnn_deterministic(on: c_int);
         pub fn shk_autocast_set_cache_enabled(on: c_int);
         pub fn shk_current_stream(device: c_int, out: *mut *mut c_void) -> *mut c_char;
         pub fn shk_device_synchronize() -> *mut c_char;
@@ -123,6 +124,13 @@ pub fn autocast<T>(dtype: AutocastDtype, f: impl FnOnce() -> T) -> Result<T> {
     check(unsafe { ffi::shk_autocast_enter(if dtype == AutocastDtype::Bf16 { 1 } else { 0 }) })?;
     let _exit = Exit(was);
     Ok(f())
+}
+
+/// `torch.backends.cudnn.deterministic`: cuDNN picks only deterministic algorithms (use with
+/// benchmark mode off for run-to-run identical results on CUDA).
+pub fn set_cudnn_deterministic(on: bool) {
+    // SAFETY: a global flag in libtorch's context.
+    unsafe { ffi::shk_set_cudnn_deterministic(on as c_int) }
 }
 
 /// Whether CUDA autocast is on in this thread.

@@ -90,6 +90,9 @@ char *shk_autocast_exit(int was_enabled) {
   });
 }
 
+// torch.backends.cudnn.deterministic.
+void shk_set_cudnn_deterministic(int on) { at::globalContext().setDeterministicCuDNN(on != 0); }
+
 int shk_autocast_enabled() { return at::autocast::is_autocast_enabled(at::kCUDA) ? 1 : 0; }
 
 void shk_autocast_set_cache_enabled(int on) { at::autocast::set_autocast_cache_enabled(on != 0); }

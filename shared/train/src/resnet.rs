@@ -79,11 +79,9 @@ impl BatchNorm2d {
         }
     }
 
+    /// Normalises `x`; `num_batches_tracked` is counted by the owning [`ResNet`] (one kernel for
+    /// all layers).
     fn forward(&self, x: &Tensor, train: bool) -> Tensor {
-        if train {
-            // torch.nn.BatchNorm2d.forward: the counter moves with every training batch.
-            let _ = tch::no_grad(|| self.num_batches_tracked.shallow_clone().f_add_(&Tensor::from(1i64)));
-        }
         // Momentum 0.1, eps 1e-5: nn.BatchNorm2d's defaults, as torchvision uses them.
         x.batch_norm(Some(&self.weight), Some(&self.bias), Some(&self.running_mean), Some(&self.running_var), train, 0.1, 1e-5, true)
     }
@@ -156,6 +154,9 @@ pub struct ResNet {
     stem: Stem,
     layers: Vec<Block>,
     fc: nn::Linear,
+    /// Every BatchNorm's `num_batches_tracked`, as views of this one tensor: a training forward
+    /// adds 1 to all of them at once (torch.nn.BatchNorm2d's per-layer count, in one kernel).
+    counters: Tensor,
 }
 
 impl ResNet {
@@ -181,12 +182,25 @@ impl ResNet {
         let bound = 1.0 / (cin as f64).sqrt();
         let u = Init::Uniform { lo: -bound, up: bound };
         let fc = nn::linear(p / "fc", cin, num_classes, nn::LinearConfig { ws_init: u, bs_init: Some(u), bias: true });
-        ResNet { conv1, bn1, stem, layers, fc }
+        let mut bns: Vec<&BatchNorm2d> = vec![&bn1];
+        for b in &layers {
+            bns.extend(b.convs.iter().map(|(_, bn)| bn));
+            bns.extend(b.downsample.iter().map(|(_, bn)| bn));
+        }
+        let counters = Tensor::zeros([bns.len() as i64], (Kind::Int64, p.device()));
+        for (i, bn) in bns.iter().enumerate() {
+            // Same TensorImpl as the VarStore's entry, so checkpoints see the moved data.
+            bn.num_batches_tracked.shallow_clone().set_data(&counters.select(0, i as i64));
+        }
+        ResNet { conv1, bn1, stem, layers, fc, counters }
     }
 }
 
 impl ModuleT for ResNet {
     fn forward_t(&self, x: &Tensor, train: bool) -> Tensor {
+        if train {
+            let _ = tch::no_grad(|| self.counters.shallow_clone().f_add_scalar_(1i64));
+        }
         let mut y = self.bn1.forward(&x.apply(&self.conv1), train).relu();
         if self.stem == Stem::ImageNet {
             y = y.max_pool2d([3, 3], [2, 2], [1, 1], [1, 1], false);

@@ -91,6 +91,9 @@ pub struct Config {
     /// after a few eager warm-up steps and replay it for every later batch (CUDA only; not with
     /// fp16's loss scaler, whose skip decision is made on the host).
     pub cuda_graphs: bool,
+    /// cuDNN's deterministic algorithms and no benchmarking: a CUDA run repeats exactly (the
+    /// CPU is deterministic anyway).
+    pub deterministic: bool,
 }
 
 /// Eager steps (on a side stream) before the step is captured: cuDNN picks its algorithms, the
@@ -184,7 +187,8 @@ pub fn train(cfg: &Config, comm: &mut Communicator, mut on_epoch: impl FnMut(&Ep
         ));
     }
     if cfg.device.is_cuda() {
-        tch::Cuda::cudnn_set_benchmark(true);
+        tch::Cuda::cudnn_set_benchmark(!cfg.deterministic);
+        torch_shim::set_cudnn_deterministic(cfg.deterministic);
     }
     // libtorch's generator is process-global: ranks run as threads of one process (tests) must
     // not interleave their seeded draws (synthetic data, initialisation).

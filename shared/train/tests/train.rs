@@ -60,6 +60,7 @@ fn config() -> Config {
         broadcast_buffers: true,
         channels_last: false,
         cuda_graphs: false,
+        deterministic: false,
         init: None,
     }
 }

@@ -103,6 +103,10 @@ pub struct Cli {
     #[arg(long, value_name = "auto|on|off", default_value = "auto")]
     pub cuda_graphs: Switch,
 
+    /// Only deterministic cuDNN algorithms, no benchmarking: a CUDA run repeats exactly (slower).
+    #[arg(long)]
+    pub deterministic: bool,
+
     /// channels_last (NHWC) weights and inputs, cuDNN's fast layout. auto: on with CUDA.
     #[arg(long, value_name = "auto|on|off", default_value = "auto")]
     pub channels_last: Switch,
@@ -219,6 +223,7 @@ fn config(cli: &Cli, device: tch::Device) -> Result<Config> {
         init: cli.init.clone(),
         channels_last: cli.channels_last.or(device.is_cuda()),
         cuda_graphs: cli.cuda_graphs.or(device.is_cuda() && precision != Precision::Fp16),
+        deterministic: cli.deterministic,
     })
 }
 
