@@ -33,18 +33,18 @@ print("%.2f %.1f" % (r["val_top1"], r["images_per_s"]))'
 }
 seeds=${SEEDS:-3} # 0 skips the parity runs (THROUGHPUT=0 the throughput runs)
 if [ "$seeds" -gt 0 ]; then
-echo "# accuracy parity on digits, $epochs epochs, $device, seeds 0..$((seeds - 1)) (val top-1 %)"
-o_all=(); r_all=()
-for seed in $(seq 0 $((seeds - 1))); do
-  # Both start from the same torchvision initialisation (torch's RNG differs from tch's).
-  "$py" -c "import torch, torchvision, safetensors.torch as st; torch.manual_seed($seed); m = torchvision.models.resnet18(num_classes=10); st.save_file({k: v.contiguous() for k, v in m.state_dict().items()}, '$work/init$seed.safetensors')"
-  common=(--epochs "$epochs" --batch-size 64 --lr "${LR:-0.02}" --schedule cosine:1 --augment --seed "$seed" --init "$work/init$seed.safetensors")
-  o=$("$bin/ddp-train" --data "cifar100:$work/digits" "${common[@]}" --device "$device" --precision fp32 -q | last 2)
-  r=$("$py" "$root/scripts/reference/train_ref.py" --data "cifar100:$work/digits" "${common[@]}" --device "$device" | last)
-  echo "seed $seed: ddp-train ${o% *}  PyTorch ${r% *}"
-  o_all+=("${o% *}"); r_all+=("${r% *}")
-done
-python3 -c '
+  echo "# accuracy parity on digits, $epochs epochs, $device, seeds 0..$((seeds - 1)) (val top-1 %)"
+  o_all=(); r_all=()
+  for seed in $(seq 0 $((seeds - 1))); do
+    # Both start from the same torchvision initialisation (torch's RNG differs from tch's).
+    "$py" -c "import torch, torchvision, safetensors.torch as st; torch.manual_seed($seed); m = torchvision.models.resnet18(num_classes=10); st.save_file({k: v.contiguous() for k, v in m.state_dict().items()}, '$work/init$seed.safetensors')"
+    common=(--epochs "$epochs" --batch-size 64 --lr "${LR:-0.02}" --schedule cosine:1 --augment --seed "$seed" --init "$work/init$seed.safetensors")
+    o=$("$bin/ddp-train" --data "cifar100:$work/digits" "${common[@]}" --device "$device" --precision fp32 -q | last 2)
+    r=$("$py" "$root/scripts/reference/train_ref.py" --data "cifar100:$work/digits" "${common[@]}" --device "$device" | last)
+    echo "seed $seed: ddp-train ${o% *}  PyTorch ${r% *}"
+    o_all+=("${o% *}"); r_all+=("${r% *}")
+  done
+  python3 -c '
 import sys, statistics as st
 n = len(sys.argv) // 2; o = list(map(float, sys.argv[1:n + 1])); r = list(map(float, sys.argv[n + 1:]))
 sd = lambda v: st.stdev(v) if len(v) > 1 else 0.0

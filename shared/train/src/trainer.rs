@@ -477,8 +477,8 @@ impl GraphedStep {
     /// One step on `micro` at learning rate `lr` (queued on the current stream).
     fn run(&self, micro: &[(Tensor, Tensor)], lr: f64) -> Result<()> {
         for ((sx, sy), (x, y)) in self.inputs.iter().zip(micro) {
-            let _ = sx.shallow_clone().copy_(x);
-            let _ = sy.shallow_clone().copy_(y);
+            sx.shallow_clone().copy_(x);
+            sy.shallow_clone().copy_(y);
         }
         let _ = self.lr.shallow_clone().fill_(lr);
         self.graph.replay().map_err(cuda_err)

@@ -116,8 +116,14 @@ fn bad_set_ups_say_what_to_do() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("data_batch_1.bin") && err.contains("Nothing is downloaded"), "{err}");
 
-    let o = cmd().args(["--precision", "fp16"]).output().unwrap();
-    assert!(String::from_utf8_lossy(&o.stderr).contains("needs a CUDA device"));
+    for p in ["fp16", "bf16"] {
+        let o = cmd().args(["--precision", p]).output().unwrap();
+        assert!(String::from_utf8_lossy(&o.stderr).contains("needs a CUDA device"), "{p}");
+    }
+    let o = cmd().args(["--cuda-graphs", "on"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&o.stderr).contains("CUDA graphs need a CUDA device"));
+    let o = cmd().args(["--cuda-graphs", "maybe"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
     let o = cmd().args(["--resume"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2), "--resume needs --checkpoint-dir");
 }
