@@ -163,6 +163,7 @@ Accuracies are percent; losses are means over all ranks' images; validation coun
     const EXAMPLES: &'static [(&'static str, &'static str)] = &[
         ("Four GPUs under torchrun:", "torchrun --no-python --standalone --nproc_per_node 4 ddp-train --data cifar100:cifar-100-binary --epochs 200 --augment --checkpoint-dir ck"),
         ("Four GPUs with GNU parallel:", "seq 0 3 | parallel -j4 ddp-train --rank {} --world-size 4 --master-port 29511 --data cifar100:cifar-100-binary"),
+        ("One GPU at full speed (bf16, channels_last, the step replayed as a CUDA graph):", "ddp-train --data cifar100:cifar-100-binary --batch-size 512 --precision bf16 --augment --checkpoint-dir ck"),
         ("Resume after a crash:", "ddp-train --data cifar100:cifar-100-binary --checkpoint-dir ck --resume"),
         ("Load the result in PyTorch:", "python -c \"import torchvision, safetensors.torch as st; m = torchvision.models.resnet18(num_classes=100); m.load_state_dict(st.load_file('ck/best.safetensors'))\""),
     ];
