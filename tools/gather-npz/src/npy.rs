@@ -57,6 +57,7 @@ pub fn read_latent<'a>(bytes: &'a [u8], key: &str) -> Result<Latent<'a>> {
         if let Some(l) = raw_npy(bytes) {
             return Ok(l);
         }
+        check_size(bytes)?;
         return Ok(Latent::Array(ArrayD::<f32>::read_npy(bytes).context("reading .npy")?));
     }
     if !bytes.starts_with(b"PK") {
@@ -71,10 +72,62 @@ pub fn read_latent<'a>(bytes: &'a [u8], key: &str) -> Result<Latent<'a>> {
         let keys: Vec<String> = zip.file_names().map(|n| n.trim_end_matches(".npy").to_string()).collect();
         bail!("no array `{key}` in the .npz (it has: {})", keys.join(", "));
     };
-    let mut entry = zip.by_index(index).context("reading .npz")?;
-    let mut data = Vec::with_capacity(entry.size() as usize);
-    entry.read_to_end(&mut data).with_context(|| format!("reading `{key}` from the .npz"))?;
+    let entry = zip.by_index(index).context("reading .npz")?;
+    if entry.size() > MAX_ENTRY_BYTES {
+        bail!("`{key}` in the .npz claims {} bytes (more than {MAX_ENTRY_BYTES}: not a latent)", entry.size());
+    }
+    // The claimed size may lie (a deflate bomb): read at most one byte past the limit.
+    let mut data = Vec::with_capacity(entry.size().min(1 << 20) as usize);
+    entry.take(MAX_ENTRY_BYTES + 1).read_to_end(&mut data).with_context(|| format!("reading `{key}` from the .npz"))?;
+    if data.len() as u64 > MAX_ENTRY_BYTES {
+        bail!("`{key}` in the .npz inflates past {MAX_ENTRY_BYTES} bytes: not a latent");
+    }
+    check_size(&data)?;
     Ok(Latent::Array(ArrayD::<f32>::read_npy(&data[..]).with_context(|| format!("reading `{key}`"))?))
+}
+
+/// The largest array entry read from an .npz (latents are kilobytes; this only stops archives
+/// whose entry would exhaust memory).
+const MAX_ENTRY_BYTES: u64 = 1 << 30;
+
+/// Refuses a `.npy` whose header's shape needs more bytes than follow it, before ndarray-npy
+/// sizes a buffer from that shape (found by fuzzing: a 200-byte file claimed terabytes).
+fn check_size(b: &[u8]) -> Result<()> {
+    let Some(h) = parse_header(b) else { return Ok(()) }; // ndarray-npy reports the bad header
+    let item: usize = h.descr.trim_start_matches(['<', '>', '|', '=']).get(1..).and_then(|n| n.parse().ok()).unwrap_or(1);
+    let need = h.shape.iter().try_fold(item, |a, &d| a.checked_mul(d));
+    match need {
+        Some(n) if n <= b.len() - h.data_start => Ok(()),
+        _ => bail!("the .npy header's shape {:?} of {} needs more bytes than the file has", h.shape, h.descr),
+    }
+}
+
+/// What a `.npy` header says.
+struct Header<'a> {
+    descr: &'a str,
+    fortran_order: bool,
+    shape: Vec<usize>,
+    data_start: usize,
+}
+
+fn parse_header(b: &[u8]) -> Option<Header<'_>> {
+    let (len, start) = match b.get(6)? {
+        1 => (u16_at(b, 8)?, 10usize),
+        2 | 3 => (u32_at(b, 8)?, 12),
+        _ => return None,
+    };
+    let header = std::str::from_utf8(b.get(start..start.checked_add(len)?)?).ok()?;
+    let value = |key: &str| header.split_once(&format!("'{key}':")).map(|(_, rest)| rest.trim_start());
+    let descr = value("descr")?.strip_prefix('\'')?.split_once('\'')?.0;
+    let fortran_order = value("fortran_order")?.starts_with("True");
+    let dims = value("shape")?.strip_prefix('(')?.split_once(')')?.0;
+    let shape: Vec<usize> = dims
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().ok())
+        .collect::<Option<_>>()?;
+    Some(Header { descr, fortran_order, shape, data_start: start + len })
 }
 
 fn u16_at(b: &[u8], i: usize) -> Option<usize> {
@@ -119,26 +172,13 @@ fn stored_entry<'a>(zip: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
 
 /// A `.npy` holding `<f4` in C order, parsed without allocation beyond the shape.
 fn raw_npy(b: &[u8]) -> Option<Latent<'_>> {
-    let (len, start) = match b.get(6)? {
-        1 => (u16_at(b, 8)?, 10),
-        2 | 3 => (u32_at(b, 8)?, 12),
-        _ => return None,
-    };
-    let header = std::str::from_utf8(b.get(start..start + len)?).ok()?;
-    let value = |key: &str| header.split_once(&format!("'{key}':")).map(|(_, rest)| rest.trim_start());
-    let descr = value("descr")?;
-    if !descr.starts_with("'<f4'") || !value("fortran_order")?.starts_with("False") {
+    let h = parse_header(b)?;
+    if h.descr != "<f4" || h.fortran_order {
         return None;
     }
-    let dims = value("shape")?.strip_prefix('(')?.split_once(')')?.0;
-    let shape: Vec<usize> = dims
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| s.parse().ok())
-        .collect::<Option<_>>()?;
-    let data = b.get(start + len..)?;
-    (data.len() == shape.iter().product::<usize>() * 4).then_some(Latent::Raw { shape, le_bytes: data })
+    let data = b.get(h.data_start..)?;
+    let n = h.shape.iter().try_fold(4usize, |a, &d| a.checked_mul(d))?;
+    (data.len() == n).then_some(Latent::Raw { shape: h.shape, le_bytes: data })
 }
 
 /// A `.npy` version 1.0 (2.0 when the header needs it) header, padded to a multiple of 64 bytes.
@@ -266,5 +306,30 @@ mod tests {
         sample().write_npy(&mut truncated).unwrap();
         truncated.pop();
         assert!(read_latent(&truncated, "w").is_err());
+    }
+}
+
+#[cfg(test)]
+mod fuzz_regressions {
+    use super::*;
+
+    /// Inputs the fuzzer (scripts/fuzz.sh) found exhausting memory: they are errors now.
+    #[test]
+    fn lying_sizes_are_errors_not_allocations() {
+        let zip = include_bytes!("../tests/data/fuzz-oom-claimed-size.npz");
+        assert!(read_latent(zip, "w").is_err());
+        // A .npy whose header claims 10^12 floats over 8 bytes of data.
+        let mut npy = header("<f8", &[1_000_000, 1_000_000]);
+        npy.extend([0u8; 8]);
+        let e = read_latent(&npy, "w").unwrap_err().to_string();
+        assert!(e.contains("needs more bytes"), "{e}");
+        // Shapes whose byte count overflows usize.
+        let mut npy = header("<f4", &[usize::MAX / 2, 3]);
+        npy.extend([0u8; 8]);
+        assert!(read_latent(&npy, "w").is_err());
+        // A well-formed one still reads raw.
+        let mut npy = header("<f4", &[1, 2]);
+        npy.extend(1f32.to_le_bytes().into_iter().chain(2f32.to_le_bytes()));
+        assert!(matches!(read_latent(&npy, "w").unwrap(), Latent::Raw { .. }));
     }
 }

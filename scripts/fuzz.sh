@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Runs every cargo-fuzz target for a bounded time (not part of CI; issue 7's reliability suite).
+#   scripts/fuzz.sh [SECONDS_PER_TARGET (60)] [TARGET...]
+# Needs `cargo install cargo-fuzz` and a nightly toolchain (`rustup toolchain install nightly`);
+# cmake for the vendored libjpeg-turbo comes from the project venv (scripts/env.sh).
+# Seeds: the Pillow reference inputs (images), a few npz/npy written with numpy, and records.
+# Crashes land in fuzz/artifacts/<target>/; the summary line per target gives executions run.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+# shellcheck source=/dev/null
+source scripts/env.sh
+secs=${1:-60}
+shift || true
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(decode_crop_resize npz_latent input_line)
+corpus=fuzz/corpus
+mkdir -p "$corpus"/{decode_crop_resize,npz_latent,input_line}
+cp -n tests/fixtures/pillow/inputs/* "$corpus/decode_crop_resize/" 2>/dev/null || true
+.venv/bin/python - "$corpus/npz_latent" <<'PY'
+import io, os, sys, numpy as np
+d = sys.argv[1]
+w = np.arange(8, dtype=np.float32).reshape(1, 2, 4)
+np.savez(f"{d}/plain.npz", w=w)
+np.savez_compressed(f"{d}/deflated.npz", w=w)
+np.save(f"{d}/bare.npy", w)
+np.save(f"{d}/f64.npy", w.astype(np.float64))
+np.save(f"{d}/fortran.npy", np.asfortranarray(w.reshape(2, 4)))
+PY
+printf '%s\n' 'imgs/a/1.jpg' '{"type":"shard","shard":0,"shards":2,"paths":["a.jpg","b/c.png"]}' \
+  '{"type":"image","input":"a.jpg","output":"out/a.png"}' '{"type":"latent","input":"a.jpg","output":"a.npz"}' \
+  '{"type":"error","input":"x","error":"bad"}' '{"path":"p.jpg"}' | split -l 1 - "$corpus/input_line/seed-"
+cargo +nightly fuzz build -O >/dev/null
+for t in "${targets[@]}"; do
+  log=$(mktemp)
+  rc=0
+  cargo +nightly fuzz run -O "$t" "$corpus/$t" -- -max_total_time="$secs" -rss_limit_mb=2048 -max_len=65536 >"$log" 2>&1 || rc=$?
+  runs=$(grep -o 'Done [0-9]* runs' "$log" | tail -1 || true)
+  if [ $rc = 0 ]; then echo "$t: ${runs:-?} in ${secs} s, no crash"; else echo "$t: CRASH (exit $rc), see fuzz/artifacts/$t and:"; grep -E 'panicked|ERROR|SUMMARY' "$log" | head -5; fi
+  rm -f "$log"
+done
