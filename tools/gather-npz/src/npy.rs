@@ -93,6 +93,12 @@ const MAX_ENTRY_BYTES: u64 = 1 << 30;
 /// Refuses a `.npy` whose header's shape needs more bytes than follow it, before ndarray-npy
 /// sizes a buffer from that shape (found by fuzzing: a 200-byte file claimed terabytes).
 fn check_size(b: &[u8]) -> Result<()> {
+    // ndarray-npy also allocates the header's declared length up front (3.8 GB for one fuzz case).
+    if let Some((len, start)) = header_span(b) {
+        if start.saturating_add(len) > b.len() {
+            bail!("the .npy header claims {len} bytes; the file has {}", b.len());
+        }
+    }
     let Some(h) = parse_header(b) else { return Ok(()) }; // ndarray-npy reports the bad header
     let item: usize = h.descr.trim_start_matches(['<', '>', '|', '=']).get(1..).and_then(|n| n.parse().ok()).unwrap_or(1);
     let need = h.shape.iter().try_fold(item, |a, &d| a.checked_mul(d));
@@ -110,12 +116,17 @@ struct Header<'a> {
     data_start: usize,
 }
 
+/// (header length, header start) by the format version.
+fn header_span(b: &[u8]) -> Option<(usize, usize)> {
+    match b.get(6)? {
+        1 => Some((u16_at(b, 8)?, 10)),
+        2 | 3 => Some((u32_at(b, 8)?, 12)),
+        _ => None,
+    }
+}
+
 fn parse_header(b: &[u8]) -> Option<Header<'_>> {
-    let (len, start) = match b.get(6)? {
-        1 => (u16_at(b, 8)?, 10usize),
-        2 | 3 => (u32_at(b, 8)?, 12),
-        _ => return None,
-    };
+    let (len, start) = header_span(b)?;
     let header = std::str::from_utf8(b.get(start..start.checked_add(len)?)?).ok()?;
     let value = |key: &str| header.split_once(&format!("'{key}':")).map(|(_, rest)| rest.trim_start());
     let descr = value("descr")?.strip_prefix('\'')?.split_once('\'')?.0;
@@ -318,6 +329,8 @@ mod fuzz_regressions {
     fn lying_sizes_are_errors_not_allocations() {
         let zip = include_bytes!("../tests/data/fuzz-oom-claimed-size.npz");
         assert!(read_latent(zip, "w").is_err());
+        let npy = include_bytes!("../tests/data/fuzz-oom-header-length.npy");
+        assert!(read_latent(npy, "w").unwrap_err().to_string().contains("header claims"));
         // A .npy whose header claims 10^12 floats over 8 bytes of data.
         let mut npy = header("<f8", &[1_000_000, 1_000_000]);
         npy.extend([0u8; 8]);
