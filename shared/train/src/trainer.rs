@@ -9,6 +9,11 @@
 //! counted once) and the sums are all-reduced. Rank 0 writes checkpoints, then all ranks meet at
 //! a barrier. All randomness is seeded from (seed, epoch, rank) at the start of each epoch, so a
 //! resumed run repeats the uninterrupted one exactly on the CPU.
+//!
+//! On CUDA ([`Config::cuda_graphs`]) the whole step after the batch is gathered — forward,
+//! backward, all-reduce, optimiser — is captured once as a CUDA graph after
+//! [`GRAPH_WARMUP_STEPS`] eager steps and replayed; with `--deterministic` the replayed run
+//! equals the eager one bit for bit (scripts/gpu-check).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
