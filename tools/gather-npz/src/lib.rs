@@ -115,7 +115,10 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     // Scratch rows, memory-mapped, one per remaining input.
     let scratch = atomic::temp_beside(&cli.output.with_extension("gather-scratch"))?;
     let row_bytes = row * 4;
-    scratch.as_file().set_len((rest.len() * row_bytes) as u64).context("sizing the scratch file")?;
+    let scratch_len = (rest.len() * row_bytes) as u64;
+    scratch.as_file().set_len(scratch_len).context("sizing the scratch file")?;
+    reserve(scratch.as_file(), scratch_len)
+        .with_context(|| format!("reserving {scratch_len} bytes for the scratch file beside {}", cli.output.display()))?;
     // SAFETY: the scratch file is private to this process (a fresh temp file) and outlives the map.
     let mut map = unsafe { memmap2::MmapMut::map_mut(scratch.as_file()) }.context("mapping the scratch file")?;
     let results: Vec<Result<(), ErrorRecord>> = if row_bytes == 0 || rest.is_empty() {
@@ -187,6 +190,21 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         eprintln!("gather-npz: {} of {} inputs failed (see the error records)", errors.len(), n + errors.len());
     }
     Ok(Outcome::from_failures(errors.len()))
+}
+
+/// Allocates the file's blocks now: writing through a map into a sparse file on a full disk
+/// raises SIGBUS (the process died with it before this, found by tests/disk_full.rs), while
+/// `posix_fallocate` reports ENOSPC as an error.
+fn reserve(f: &fs::File, len: u64) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    if len == 0 {
+        return Ok(());
+    }
+    // SAFETY: a valid open descriptor; the call only allocates blocks.
+    match unsafe { libc::posix_fallocate(f.as_raw_fd(), 0, len as libc::off_t) } {
+        0 => Ok(()),
+        e => Err(std::io::Error::from_raw_os_error(e)),
+    }
 }
 
 fn error(item: &InputItem, e: &anyhow::Error) -> ErrorRecord {

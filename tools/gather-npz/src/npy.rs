@@ -94,10 +94,10 @@ const MAX_ENTRY_BYTES: u64 = 1 << 30;
 /// sizes a buffer from that shape (found by fuzzing: a 200-byte file claimed terabytes).
 fn check_size(b: &[u8]) -> Result<()> {
     // ndarray-npy also allocates the header's declared length up front (3.8 GB for one fuzz case).
-    if let Some((len, start)) = header_span(b) {
-        if start.saturating_add(len) > b.len() {
-            bail!("the .npy header claims {len} bytes; the file has {}", b.len());
-        }
+    if let Some((len, start)) = header_span(b)
+        && start.saturating_add(len) > b.len()
+    {
+        bail!("the .npy header claims {len} bytes; the file has {}", b.len());
     }
     let Some(h) = parse_header(b) else { return Ok(()) }; // ndarray-npy reports the bad header
     let item: usize = h.descr.trim_start_matches(['<', '>', '|', '=']).get(1..).and_then(|n| n.parse().ok()).unwrap_or(1);
