@@ -30,26 +30,11 @@ pub struct Optimizer {
     device_steps: Option<Tensor>,
 }
 
-/// Where a step's learning rate comes from.
-#[derive(Clone, Copy)]
-enum Lr<'a> {
-    Value(f64),
-    Tensor(&'a Tensor),
-}
-
-impl Lr<'_> {
-    fn times(self, t: &Tensor) -> Tensor {
-        match self {
-            Lr::Value(lr) => t * lr,
-            Lr::Tensor(lr) => t * lr,
-        }
-    }
-}
-
-/// AdamW's step count t for the bias corrections 1 − β^t.
-enum BiasCorrection {
-    Value(f64),
-    Tensor(Tensor),
+/// Where a step's learning rate and AdamW's step count t come from: host values, or 0-dim
+/// tensors on the device (graph-capturable).
+enum StepOn<'a> {
+    Host { lr: f64, t: f64 },
+    Device { lr: &'a Tensor, t: Tensor },
 }
 
 impl Optimizer {
@@ -75,8 +60,7 @@ impl Optimizer {
     /// One step at learning rate `lr` with the parameters' current `.grad()`.
     pub fn step(&mut self, lr: f64) {
         self.steps += 1;
-        let t = self.steps as f64;
-        self.update(Lr::Value(lr), &BiasCorrection::Value(t));
+        self.update(StepOn::Host { lr, t: self.steps as f64 });
     }
 
     /// The same step with the learning rate read from `lr` (a 0-dim float tensor on the
@@ -88,7 +72,7 @@ impl Optimizer {
         let st = self.device_steps.as_ref().expect("prepare_device_steps before step_on_device").shallow_clone();
         let _g = tch::no_grad_guard();
         let _ = st.shallow_clone().g_add_scalar_(1.0);
-        self.update(Lr::Tensor(lr), &BiasCorrection::Tensor(st));
+        self.update(StepOn::Device { lr, t: st });
     }
 
     /// Makes the device-side step counter (from the host one) that graphed AdamW steps use.
@@ -101,7 +85,7 @@ impl Optimizer {
         self.steps += 1;
     }
 
-    fn update(&mut self, lr: Lr, bc: &BiasCorrection) {
+    fn update(&mut self, on: StepOn) {
         let _guard = tch::no_grad_guard();
         for (name, p) in &self.params {
             let g = match &self.flat {
@@ -132,35 +116,34 @@ impl Optimizer {
                         };
                         d = if nesterov { d + &buf * momentum } else { buf };
                     }
-                    let _ = p.g_sub_(&lr.times(&d));
+                    let _ = match &on {
+                        StepOn::Host { lr, .. } => p.g_sub_(&(d * *lr)),
+                        StepOn::Device { lr, .. } => p.g_sub_(&(d * *lr)),
+                    };
                 }
                 // torch.optim.adamw._single_tensor_adamw (amsgrad off).
                 Rule::AdamW { beta1, beta2, eps, weight_decay } => {
-                    let _ = match lr {
-                        Lr::Value(lr) => p.g_mul_scalar_(1.0 - lr * weight_decay),
-                        Lr::Tensor(lr) => p.g_mul_(&(lr * -weight_decay + 1.0)),
+                    let _ = match &on {
+                        StepOn::Host { lr, .. } => p.g_mul_scalar_(1.0 - lr * weight_decay),
+                        StepOn::Device { lr, .. } => p.g_mul_(&(*lr * -weight_decay + 1.0)),
                     };
                     let zeros = || p.zeros_like();
                     let mut m = self.state.entry(format!("{name}.exp_avg")).or_insert_with(zeros).shallow_clone();
                     let mut v = self.state.entry(format!("{name}.exp_avg_sq")).or_insert_with(zeros).shallow_clone();
                     let _ = m.lerp_(&g, 1.0 - beta1);
                     let _ = v.g_mul_scalar_(beta2).g_add_(&(&g * &g * (1.0 - beta2)));
-                    match (lr, bc) {
-                        (Lr::Value(lr), BiasCorrection::Value(t)) => {
+                    match &on {
+                        StepOn::Host { lr, t } => {
                             let (bc1, bc2) = (1.0 - beta1.powf(*t), 1.0 - beta2.powf(*t));
                             let denom = v.sqrt() / bc2.sqrt() + eps;
                             let _ = p.g_sub_(&(&m / denom * (lr / bc1)));
                         }
-                        (lr, bc) => {
+                        StepOn::Device { lr, t } => {
                             // 1 − β^t = 1 − exp(t·ln β), all on the device.
-                            let t = match bc {
-                                BiasCorrection::Tensor(t) => t.shallow_clone(),
-                                BiasCorrection::Value(t) => Tensor::from(*t as f32).to_device(p.device()),
-                            };
-                            let bc1 = -(&t * beta1.ln()).exp() + 1.0;
-                            let bc2 = -(&t * beta2.ln()).exp() + 1.0;
+                            let bc1 = -(t * beta1.ln()).exp() + 1.0;
+                            let bc2 = -(t * beta2.ln()).exp() + 1.0;
                             let denom = v.sqrt() / bc2.sqrt() + eps;
-                            let _ = p.g_sub_(&lr.times(&(&m / denom / bc1)));
+                            let _ = p.g_sub_(&(&m / denom / bc1 * *lr));
                         }
                     }
                 }
