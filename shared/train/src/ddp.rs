@@ -68,25 +68,35 @@ impl Buckets {
         self.buckets.is_empty()
     }
 
-    /// Averages the flat gradient over ranks, bucket by bucket, in place: each bucket is one
-    /// range of `flat.grad` (DDP's `gradient_as_bucket_view`: no copies in or out).
-    pub fn all_reduce_flat(&self, comm: &mut Communicator, flat: &FlatParams) -> Result<()> {
-        let world = comm.world_size();
-        if world == 1 {
-            return Ok(());
-        }
-        let _g = tch::no_grad_guard();
-        for bucket in &self.buckets {
-            let (start, len) = flat.range_of(bucket).ok_or_else(|| {
-                crate::Error::Usage("gradient bucket is not one range of the flat gradient (flatten in reverse parameter order)".into())
-            })?;
-            let mut part = flat.grad.narrow(0, start, len);
-            // DDP: gradient ÷ world before the SUM all-reduce.
-            let _ = part.g_div_scalar_(world as f64);
-            comm.all_reduce(&mut part, ReduceOp::Sum)?;
-        }
-        Ok(())
+    /// Each bucket's range `(offset, len)` of the flat gradient (computed once: the layout is
+    /// fixed for the run).
+    pub fn ranges(&self, flat: &FlatParams) -> Result<Vec<(i64, i64)>> {
+        self.buckets
+            .iter()
+            .map(|b| {
+                flat.range_of(b).ok_or_else(|| {
+                    crate::Error::Usage("gradient bucket is not one range of the flat gradient (flatten in reverse parameter order)".into())
+                })
+            })
+            .collect()
     }
+}
+
+/// Averages the flat gradient over ranks, bucket by bucket, in place: each bucket is one range
+/// of `grad` ([`Buckets::ranges`]; DDP's `gradient_as_bucket_view`: no copies in or out).
+pub fn all_reduce_flat(comm: &mut Communicator, grad: &Tensor, ranges: &[(i64, i64)]) -> Result<()> {
+    let world = comm.world_size();
+    if world == 1 {
+        return Ok(());
+    }
+    let _g = tch::no_grad_guard();
+    for &(start, len) in ranges {
+        let mut part = grad.narrow(0, start, len);
+        // DDP: gradient ÷ world before the SUM all-reduce.
+        let _ = part.g_div_scalar_(world as f64);
+        comm.all_reduce(&mut part, ReduceOp::Sum)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

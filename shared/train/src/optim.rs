@@ -46,12 +46,11 @@ impl Optimizer {
     /// i): each step updates the whole flat buffer from the flat gradient at once. Checkpointed
     /// state keeps the per-parameter names, so either mode resumes the other's checkpoints.
     pub fn flat(rule: Rule, flat: &FlatParams, names: Vec<String>) -> Optimizer {
-        let buffers = FlatParams { data: flat.data.shallow_clone(), grad: flat.grad.shallow_clone(), segments: flat.segments.clone() };
         Optimizer {
             rule,
             params: vec![("flat".into(), flat.data.shallow_clone())],
             state: BTreeMap::new(),
-            flat: Some((buffers, names)),
+            flat: Some((flat.shallow_clone(), names)),
             steps: 0,
             device_steps: None,
         }

@@ -265,11 +265,15 @@ pub fn train(cfg: &Config, comm: &mut Communicator, mut on_epoch: impl FnMut(&Ep
     if steps_per_epoch == 0 {
         return Err(Error::Usage(format!("no full per-rank batch of {local} in {} samples per rank", sampler.num_samples())));
     }
-    let stepper = Stepper { cfg, model: &model, buffers: &named.buffers, flat: &flat, buckets: &buckets };
-    // Device-side sums of the epoch's loss and correct predictions, zeroed in place each epoch
-    // (a captured step adds into these very tensors).
-    let loss_sum = Tensor::zeros([], (Kind::Double, cfg.device));
-    let correct = Tensor::zeros([], (Kind::Int64, cfg.device));
+    let stepper = Stepper {
+        cfg,
+        model: &model,
+        buffers: &named.buffers,
+        grad: &flat.grad,
+        buckets: buckets.ranges(&flat)?,
+        loss_sum: Tensor::zeros([], (Kind::Double, cfg.device)),
+        correct: Tensor::zeros([], (Kind::Int64, cfg.device)),
+    };
     let cuda_index = match cfg.device {
         Device::Cuda(i) => i,
         _ => 0,
@@ -283,8 +287,8 @@ pub fn train(cfg: &Config, comm: &mut Communicator, mut on_epoch: impl FnMut(&Ep
         tch::manual_seed(cfg.seed.wrapping_mul(1_000_003).wrapping_add(epoch as i64 * 1009 + rank as i64));
         let order = sampler.indices(epoch as u64);
         let order = Tensor::from_slice(&order.iter().map(|&i| i as i64).collect::<Vec<_>>()).to_device(cfg.device);
-        let _ = loss_sum.shallow_clone().zero_();
-        let _ = correct.shallow_clone().zero_();
+        let _ = stepper.loss_sum.shallow_clone().zero_();
+        let _ = stepper.correct.shallow_clone().zero_();
         let (mut skipped, mut lr) = (0usize, cfg.lr);
         for step in 0..steps_per_epoch {
             lr = cfg.schedule.lr(cfg.lr, epoch as f64 + step as f64 / steps_per_epoch as f64, cfg.epochs as f64);
@@ -297,7 +301,7 @@ pub fn train(cfg: &Config, comm: &mut Communicator, mut on_epoch: impl FnMut(&Ep
                 })
                 .collect::<Result<Vec<_>>>()?;
             if !cfg.cuda_graphs {
-                stepper.gradients(comm, &micro, scaler.loss_factor(), &mut opt, (&loss_sum, &correct))?;
+                stepper.gradients(comm, &micro, scaler.loss_factor(), &mut opt)?;
                 let finite = scaler.unscale(std::slice::from_ref(&flat.grad));
                 if finite {
                     opt.step(lr);
@@ -307,7 +311,7 @@ pub fn train(cfg: &Config, comm: &mut Communicator, mut on_epoch: impl FnMut(&Ep
                 scaler.update(finite);
             } else if warmed < GRAPH_WARMUP_STEPS {
                 torch_shim::on_side_stream(cuda_index, || -> Result<()> {
-                    stepper.gradients(comm, &micro, 1.0, &mut opt, (&loss_sum, &correct))?;
+                    stepper.gradients(comm, &micro, 1.0, &mut opt)?;
                     opt.step(lr);
                     Ok(())
                 })
@@ -315,7 +319,7 @@ pub fn train(cfg: &Config, comm: &mut Communicator, mut on_epoch: impl FnMut(&Ep
                 warmed += 1;
             } else {
                 if graph.is_none() {
-                    graph = Some(GraphedStep::capture(&stepper, comm, &mut opt, &micro, lr, cuda_index, (&loss_sum, &correct))?);
+                    graph = Some(GraphedStep::capture(&stepper, comm, &mut opt, &micro, lr, cuda_index)?);
                 }
                 if let Some(g) = &graph {
                     g.run(&micro, lr)?;
@@ -327,7 +331,7 @@ pub fn train(cfg: &Config, comm: &mut Communicator, mut on_epoch: impl FnMut(&Ep
         let train_seconds;
         let (train_loss, train_top1) = {
             // Reading the sums waits for the device: the steps are done.
-            let mut t = Tensor::from_slice(&[loss_sum.double_value(&[]), correct.int64_value(&[]) as f64, seen]);
+            let mut t = Tensor::from_slice(&[stepper.loss_sum.double_value(&[]), stepper.correct.int64_value(&[]) as f64, seen]);
             train_seconds = t0.elapsed().as_secs_f64();
             comm.all_reduce(&mut t, ReduceOp::Sum)?;
             let v: Vec<f64> = Vec::try_from(&t)?;
@@ -410,22 +414,20 @@ struct Stepper<'a> {
     cfg: &'a Config,
     model: &'a ResNet,
     buffers: &'a [Tensor],
-    flat: &'a FlatParams,
-    buckets: &'a Buckets,
+    /// The flat gradient and its DDP buckets (ranges of it).
+    grad: &'a Tensor,
+    buckets: Vec<(i64, i64)>,
+    /// Device-side sums of the epoch's loss and correct predictions, zeroed in place each epoch
+    /// (a captured step adds into these very tensors).
+    loss_sum: Tensor,
+    correct: Tensor,
 }
 
 impl Stepper<'_> {
     /// Gradients of the mean loss over the micro-batches (× `loss_factor`), averaged over
-    /// ranks; adds the batch's summed loss and correct count to `sums`. Queues device work only
-    /// (no host reads), so it can be captured.
-    fn gradients(
-        &self,
-        comm: &mut Communicator,
-        micro: &[(Tensor, Tensor)],
-        loss_factor: f64,
-        opt: &mut Optimizer,
-        sums: (&Tensor, &Tensor),
-    ) -> Result<()> {
+    /// ranks; adds the batch's summed loss and correct count to the epoch sums. Queues device
+    /// work only (no host reads), so it can be captured.
+    fn gradients(&self, comm: &mut Communicator, micro: &[(Tensor, Tensor)], loss_factor: f64, opt: &mut Optimizer) -> Result<()> {
         opt.zero_grad();
         for (x, y) in micro {
             if self.cfg.broadcast_buffers {
@@ -435,11 +437,11 @@ impl Stepper<'_> {
             let loss = logits.cross_entropy_loss::<Tensor>(y, None, tch::Reduction::Mean, -100, self.cfg.label_smoothing);
             (&loss * (loss_factor / micro.len() as f64)).backward();
             tch::no_grad(|| {
-                let _ = sums.0.shallow_clone().g_add_(&(loss.detach().to_kind(Kind::Double) * y.size()[0] as f64));
-                let _ = sums.1.shallow_clone().g_add_(&logits.argmax(1, false).eq_tensor(y).sum(Kind::Int64));
+                let _ = self.loss_sum.shallow_clone().g_add_(&(loss.detach().to_kind(Kind::Double) * y.size()[0] as f64));
+                let _ = self.correct.shallow_clone().g_add_(&logits.argmax(1, false).eq_tensor(y).sum(Kind::Int64));
             });
         }
-        self.buckets.all_reduce_flat(comm, self.flat)
+        ddp::all_reduce_flat(comm, self.grad, &self.buckets)
     }
 }
 
@@ -460,7 +462,6 @@ impl GraphedStep {
         micro: &[(Tensor, Tensor)],
         lr: f64,
         cuda_index: usize,
-        sums: (&Tensor, &Tensor),
     ) -> Result<GraphedStep> {
         let inputs: Vec<(Tensor, Tensor)> = micro.iter().map(|(x, y)| (x.copy(), y.copy())).collect();
         let lr_t = Tensor::full([], lr, (Kind::Float, stepper.cfg.device));
@@ -469,7 +470,7 @@ impl GraphedStep {
         // No autocast cast may be cached across the capture's end (make_graphed_callables' rule).
         torch_shim::set_autocast_cache_enabled(false);
         let captured = graph.capture(cuda_index, || -> Result<()> {
-            stepper.gradients(comm, &inputs, 1.0, opt, sums)?;
+            stepper.gradients(comm, &inputs, 1.0, opt)?;
             opt.step_on_device(&lr_t);
             Ok(())
         });
