@@ -23,7 +23,6 @@ mod ffi {
         pub fn shk_set_cudnn_deterministic(on: c_int);
         pub fn shk_autocast_set_cache_enabled(on: c_int);
         pub fn shk_current_stream(device: c_int, out: *mut *mut c_void) -> *mut c_char;
-        pub fn shk_device_synchronize() -> *mut c_char;
         pub fn shk_side_stream_begin(device: c_int, previous: *mut *mut c_void) -> *mut c_char;
         pub fn shk_side_stream_end(previous: *mut c_void) -> *mut c_char;
         pub fn shk_graph_new() -> *mut c_void;
@@ -153,12 +152,6 @@ pub fn current_stream(device: usize) -> Result<*mut c_void> {
     // SAFETY: writes one pointer.
     check(unsafe { ffi::shk_current_stream(device as c_int, &mut s) })?;
     Ok(s)
-}
-
-/// Waits for all work on every stream of the current device.
-pub fn device_synchronize() -> Result<()> {
-    // SAFETY: no arguments.
-    check(unsafe { ffi::shk_device_synchronize() })
 }
 
 /// Runs `f` with a side stream of libtorch's pool current on `device` (after waiting for all

@@ -102,10 +102,6 @@ char *shk_current_stream(int device, void **out) {
   return guarded([&] { *out = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream(); });
 }
 
-char *shk_device_synchronize() {
-  return guarded([] { c10::cuda::device_synchronize(); });
-}
-
 // Makes a side stream of the pool current on `device`, after everything queued so far is done
 // (warm-up before capture runs there, as torch.cuda.graph's does). shk_side_stream_end undoes it.
 char *shk_side_stream_begin(int device, void **previous) {
