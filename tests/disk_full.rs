@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use testkit::{bin_dir, records, write_image, write_latent};
+use testkit::{bin_dir, files_under, records, write_image, write_latent};
 
 /// Runs `script` with `out/` a 256 KiB tmpfs, then copies what it holds to `saved/`.
 fn on_full_disk(dir: &Path, script: &str) -> (Option<i32>, Vec<serde_json::Value>) {
@@ -28,19 +28,6 @@ fn on_full_disk(dir: &Path, script: &str) -> (Option<i32>, Vec<serde_json::Value
         String::from_utf8_lossy(&o.stderr)
     );
     (o.status.code(), records(&o.stdout))
-}
-
-fn all_files(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut v = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            v.extend(all_files(&p))
-        } else {
-            v.push(p)
-        }
-    }
-    v
 }
 
 #[test]
@@ -71,7 +58,7 @@ fn crop_resize_on_a_full_disk_reports_each_image_and_leaves_no_partial_file() {
         assert!(msg.contains("space"), "the reason names the full disk: {e}");
     }
     assert_eq!(code, Some(3), "some items failed");
-    let saved = all_files(&tmp.path().join("saved"));
+    let saved = files_under(&tmp.path().join("saved"), "");
     assert_eq!(
         saved.len(),
         ok.len(),
@@ -98,7 +85,7 @@ fn gather_npz_on_a_full_disk_fails_without_leaving_a_partial_output() {
     let (code, recs) = on_full_disk(tmp.path(), "gather-npz -q -o out/all.npz lat/*.npz");
     assert_eq!(code, Some(1), "{recs:?}");
     assert!(
-        all_files(&tmp.path().join("saved")).is_empty(),
+        files_under(&tmp.path().join("saved"), "").is_empty(),
         "no partial output or temp file"
     );
 }

@@ -6,23 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use testkit::{bin, python, records, shared_dir, write_image, write_latent};
-
-/// Files under `dir` (recursively) whose name ends with `ext`.
-fn files(dir: &Path, ext: &str) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let Ok(rd) = std::fs::read_dir(dir) else { return out };
-    for e in rd.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(files(&p, ext));
-        } else if p.to_string_lossy().ends_with(ext) {
-            out.push(p);
-        }
-    }
-    out.sort();
-    out
-}
+use testkit::{bin, files_under as files, python, records, shared_dir, write_image, write_latent};
 
 /// `paths` relative to `base`.
 fn rel(base: &Path, paths: &[PathBuf]) -> Vec<PathBuf> {

@@ -50,6 +50,23 @@ pub fn records(stdout: &[u8]) -> Vec<Value> {
         .collect()
 }
 
+/// Files under `dir` (recursively, sorted) whose path ends with `suffix` ("" for all); none
+/// when `dir` does not exist.
+pub fn files_under(dir: &Path, suffix: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(dir) else { return out };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files_under(&p, suffix));
+        } else if p.to_string_lossy().ends_with(suffix) {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
 /// Records of one type.
 pub fn of_type<'a>(recs: &'a [Value], kind: &str) -> Vec<&'a Value> {
     recs.iter().filter(|r| r["type"] == kind).collect()
