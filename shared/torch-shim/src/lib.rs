@@ -1,10 +1,12 @@
 //! What tch 0.24 does not bind, from libtorch's C++ API through a small C shim (`src/shim.cpp`):
 //! CUDA graph capture and replay, the current CUDA stream and side streams, channels_last
 //! layouts, and CUDA autocast with a chosen dtype (tch's `autocast` is fp16 only and uses
-//! deprecated calls). Everything here is safe to call on a machine without CUDA as long as no
+//! deprecated calls), and a differentiable all-reduce (an autograd Function whose forward and
+//! backward call back into Rust: SyncBatchNorm's collective). Everything here is safe to call on a machine without CUDA as long as no
 //! CUDA function is reached: the CUDA calls return an error there instead of aborting.
 
 use std::ffi::{CStr, c_char, c_int, c_void};
+use std::sync::Arc;
 
 use tch::Tensor;
 use torch_sys::C_tensor;
@@ -30,6 +32,13 @@ mod ffi {
         pub fn shk_graph_capture_begin(g: *mut c_void, device: c_int) -> *mut c_char;
         pub fn shk_graph_capture_end(g: *mut c_void) -> *mut c_char;
         pub fn shk_graph_replay(g: *mut c_void) -> *mut c_char;
+        pub fn shk_all_reduce_sum_autograd(
+            x: *mut C_tensor,
+            reduce: unsafe extern "C" fn(*mut c_void, *mut C_tensor, *mut c_char, usize) -> c_int,
+            drop: unsafe extern "C" fn(*mut c_void),
+            state: *mut c_void,
+            out: *mut *mut C_tensor,
+        ) -> *mut c_char;
     }
 }
 
@@ -240,6 +249,50 @@ impl Drop for CudaGraph {
     }
 }
 
+/// An in-place SUM all-reduce over the ranks, called by [`all_reduce_sum_autograd`]'s graph
+/// node: in its forward, and again in backward, possibly on the autograd engine's device thread
+/// (hence `Send + Sync`).
+pub trait SumReducer: Send + Sync {
+    fn sum_(&self, t: &Tensor) -> std::result::Result<(), String>;
+}
+
+type SharedReducer = Arc<dyn SumReducer>;
+
+unsafe extern "C" fn reduce_cb(state: *mut c_void, t: *mut C_tensor, msg: *mut c_char, cap: usize) -> c_int {
+    // SAFETY: the shim hands over a fresh tensor handle (ours to free) and the state made in
+    // all_reduce_sum_autograd, alive until drop_cb.
+    let t = unsafe { Tensor::from_ptr(t) };
+    let reducer = unsafe { &*(state as *const SharedReducer) };
+    let err = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| reducer.sum_(&t))) {
+        Ok(Ok(())) => return 0,
+        Ok(Err(e)) => e,
+        Err(_) => "the all-reduce callback panicked".to_string(),
+    };
+    let n = err.len().min(cap);
+    // SAFETY: `msg` has room for `cap` bytes and is zeroed (NUL-terminated) by the shim.
+    unsafe { std::ptr::copy_nonoverlapping(err.as_ptr(), msg as *mut u8, n) };
+    1
+}
+
+unsafe extern "C" fn drop_cb(state: *mut c_void) {
+    // SAFETY: made by Box::into_raw in all_reduce_sum_autograd; the shim drops it once.
+    drop(unsafe { Box::from_raw(state as *mut SharedReducer) });
+}
+
+/// `reducer`'s SUM all-reduce of `x` as an autograd operation: the output is the sum over
+/// ranks, and its backward all-reduces the incoming gradient the same way (rank r's input
+/// feeds every rank's output). Every rank must call it, in the same order, in forward and in
+/// backward. The reducer is kept by the graph node until the graph is freed.
+pub fn all_reduce_sum_autograd(x: &Tensor, reducer: Arc<dyn SumReducer>) -> Result<Tensor> {
+    let state = Box::into_raw(Box::new(reducer)) as *mut c_void;
+    let mut out: *mut C_tensor = std::ptr::null_mut();
+    // SAFETY: `x` is live; the shim takes `state` (freeing it through drop_cb) and sets `out`
+    // to a new tensor handle on success.
+    check(unsafe { ffi::shk_all_reduce_sum_autograd(ptr(x), reduce_cb, drop_cb, state, &mut out) })?;
+    // SAFETY: a fresh handle from the shim, owned from here on.
+    Ok(unsafe { Tensor::from_ptr(out) })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -290,6 +343,56 @@ mod tests {
         let r = std::panic::catch_unwind(|| autocast(AutocastDtype::Bf16, || panic!("inside")));
         assert!(r.is_err());
         assert!(!autocast_enabled());
+    }
+
+    /// Stands for `ranks` identical ranks (their sum is `ranks` × the input); fails on call
+    /// number `fail_at`.
+    struct Fake {
+        ranks: f64,
+        calls: std::sync::atomic::AtomicUsize,
+        fail_at: usize,
+    }
+
+    impl SumReducer for Fake {
+        fn sum_(&self, t: &Tensor) -> std::result::Result<(), String> {
+            if self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 == self.fail_at {
+                return Err("rank 1 is gone".into());
+            }
+            let _ = t.shallow_clone().g_mul_scalar_(self.ranks);
+            Ok(())
+        }
+    }
+
+    fn fake(fail_at: usize) -> Arc<Fake> {
+        Arc::new(Fake { ranks: 3.0, calls: Default::default(), fail_at })
+    }
+
+    #[test]
+    fn all_reduce_autograd_reduces_forward_and_backward() {
+        let r = fake(0);
+        let x = Tensor::from_slice(&[1.0f32, -2.0, 0.5]).set_requires_grad(true);
+        let y = all_reduce_sum_autograd(&(&x * 2.0), r.clone()).unwrap();
+        assert_eq!(Vec::<f32>::try_from(&y).unwrap(), vec![6.0, -12.0, 3.0]);
+        assert_eq!(Arc::strong_count(&r), 2, "the graph node holds the reducer");
+        let w = Tensor::from_slice(&[1.0f32, 10.0, 100.0]);
+        (&y * &w).sum(Kind::Float).backward();
+        // d/dx of Σ_ranks w·(3·2x): the gradient is all-reduced (×3) on its way back.
+        assert_eq!(Vec::<f32>::try_from(x.grad()).unwrap(), vec![6.0, 60.0, 600.0]);
+        assert_eq!(r.calls.load(std::sync::atomic::Ordering::SeqCst), 2);
+        drop(y);
+        assert_eq!(Arc::strong_count(&r), 1, "freed with the graph");
+    }
+
+    #[test]
+    fn all_reduce_autograd_errors_come_back_from_forward_and_backward() {
+        let x = Tensor::ones([2], (Kind::Float, Device::Cpu)).set_requires_grad(true);
+        let r = fake(1);
+        let e = all_reduce_sum_autograd(&x, r.clone()).unwrap_err();
+        assert!(e.to_string().contains("rank 1 is gone"), "{e}");
+        assert_eq!(Arc::strong_count(&r), 1);
+        let y = all_reduce_sum_autograd(&x, fake(2)).unwrap();
+        let e = y.sum(Kind::Float).f_backward().unwrap_err();
+        assert!(e.to_string().contains("rank 1 is gone"), "{e}");
     }
 
     #[test]

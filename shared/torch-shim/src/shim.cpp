@@ -9,6 +9,7 @@
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
+#include <torch/csrc/autograd/custom_function.h>
 
 #include <cstdlib>
 #include <memory>
@@ -40,6 +41,41 @@ struct Graph {
   std::unique_ptr<at::cuda::CUDAGraph> graph;
   std::optional<c10::cuda::CUDAStream> capture_stream;
   std::optional<c10::cuda::CUDAStream> previous;
+};
+
+// A caller's in-place SUM all-reduce (a Rust callback and its state). The callback takes
+// ownership of the tensor handle it is given and writes a message into `msg` when it fails.
+typedef int (*shk_reduce_fn)(void *state, at::Tensor *t, char *msg, size_t cap);
+typedef void (*shk_drop_fn)(void *state);
+
+struct Reducer : torch::CustomClassHolder {
+  shk_reduce_fn reduce;
+  shk_drop_fn drop;
+  void *state;
+  Reducer(shk_reduce_fn r, shk_drop_fn d, void *s) : reduce(r), drop(d), state(s) {}
+  ~Reducer() override { drop(state); }
+  void operator()(const at::Tensor &t) const {
+    char msg[1024] = {0};
+    if (reduce(state, new at::Tensor(t), msg, sizeof msg - 1) != 0) throw std::runtime_error(msg);
+  }
+};
+
+// y = SUM over ranks of x; its backward is the same all-reduce of the gradient (every rank's
+// loss depends on every rank's x). The reducer lives as long as the graph node.
+struct AllReduceSum : torch::autograd::Function<AllReduceSum> {
+  static at::Tensor forward(torch::autograd::AutogradContext *ctx, const at::Tensor &x, c10::intrusive_ptr<Reducer> r) {
+    auto out = x.clone(at::MemoryFormat::Contiguous);
+    (*r)(out);
+    ctx->saved_data["reducer"] = c10::IValue::make_capsule(std::move(r));
+    return out;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext *ctx, torch::autograd::variable_list grads) {
+    auto r = c10::static_intrusive_pointer_cast<Reducer>(ctx->saved_data["reducer"].toCapsule());
+    // Materialised by autograd (zeros when the output was unused): every rank calls the reducer.
+    auto g = grads[0].clone(at::MemoryFormat::Contiguous);
+    (*r)(g);
+    return {g, at::Tensor()};
+  }
 };
 } // namespace
 
@@ -158,6 +194,20 @@ char *shk_graph_capture_end(void *g) {
   }
   if (!err) err = guarded([] { c10::cuda::device_synchronize(); });
   return err;
+}
+
+// The differentiable SUM all-reduce of `x` through `reduce` (see AllReduceSum). Takes ownership
+// of `state`: `drop(state)` runs exactly once, when the last graph node holding it goes (at
+// once if this fails).
+char *shk_all_reduce_sum_autograd(at::Tensor *x, shk_reduce_fn reduce, shk_drop_fn drop, void *state, at::Tensor **out) {
+  c10::intrusive_ptr<Reducer> r;
+  try {
+    r = c10::make_intrusive<Reducer>(reduce, drop, state);
+  } catch (...) {
+    drop(state);
+    return dup("out of memory");
+  }
+  return guarded([&] { *out = new at::Tensor(AllReduceSum::apply(*x, std::move(r))); });
 }
 
 // Launches the captured work on the current stream.
