@@ -252,7 +252,7 @@ impl Drop for CudaGraph {
 /// An in-place SUM all-reduce over the ranks, called by [`all_reduce_sum_autograd`]'s graph
 /// node: in its forward, and again in backward, possibly on the autograd engine's device thread
 /// (hence `Send + Sync`).
-pub trait SumReducer: Send + Sync {
+pub trait SumReducer: Send + Sync + std::fmt::Debug {
     fn sum_(&self, t: &Tensor) -> std::result::Result<(), String>;
 }
 
@@ -347,6 +347,7 @@ mod tests {
 
     /// Stands for `ranks` identical ranks (their sum is `ranks` × the input); fails on call
     /// number `fail_at`.
+    #[derive(Debug)]
     struct Fake {
         ranks: f64,
         calls: std::sync::atomic::AtomicUsize,

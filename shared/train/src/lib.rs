@@ -10,6 +10,7 @@
 //! - [`scaler`]: `torch.amp.GradScaler`'s dynamic loss scale;
 //! - [`ddp`]: parameter/buffer broadcast and bucketed gradient averaging over a
 //!   [`collectives::Communicator`];
+//! - [`syncbn`]: SyncBatchNorm (global-batch statistics through a differentiable all-reduce);
 //! - [`checkpoint`]: model + optimiser + scaler + epoch in one safetensors file, written
 //!   atomically; the model's tensors keep torchvision's names.
 
@@ -21,6 +22,7 @@ pub mod optim;
 pub mod resnet;
 pub mod sampler;
 pub mod scaler;
+pub mod syncbn;
 pub mod trainer;
 
 #[derive(Debug, thiserror::Error)]

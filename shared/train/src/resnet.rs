@@ -2,11 +2,13 @@
 //! state_dict key names, so checkpoints load into `torchvision.models.resnetXX(num_classes=K)`
 //! with `load_state_dict(strict=True)`. `Stem::Cifar` swaps the ImageNet stem (7×7/2 conv +
 //! 3×3/2 max-pool) for a 3×3/1 conv without pooling, the usual CIFAR variant (not torchvision's;
-//! same keys, `conv1.weight` is then [64,3,3,3]).
+//! same keys, `conv1.weight` is then [64,3,3,3]). [`ResNet::sync_batch_norm`] makes every
+//! BatchNorm a SyncBatchNorm ([`crate::syncbn`]).
 
 use tch::nn::{self, Init, ModuleT};
 use tch::{Kind, Tensor};
 
+use crate::syncbn::Group;
 use crate::{Error, Result};
 
 /// Which ResNet.
@@ -79,11 +81,26 @@ impl BatchNorm2d {
         }
     }
 
-    /// Normalises `x`; `num_batches_tracked` is counted by the owning [`ResNet`] (one kernel for
-    /// all layers).
-    fn forward(&self, x: &Tensor, train: bool) -> Tensor {
+    /// Normalises `x` (in training with the statistics of all ranks when `sync` is given);
+    /// `num_batches_tracked` is counted by the owning [`ResNet`] (one kernel for all layers).
+    fn forward(&self, x: &Tensor, train: bool, sync: Option<&Group>) -> Result<Tensor> {
         // Momentum 0.1, eps 1e-5: nn.BatchNorm2d's defaults, as torchvision uses them.
-        x.batch_norm(Some(&self.weight), Some(&self.bias), Some(&self.running_mean), Some(&self.running_var), train, 0.1, 1e-5, true)
+        let (momentum, eps) = (0.1, 1e-5);
+        match sync {
+            Some(g) if train => {
+                crate::syncbn::batch_norm(x, &self.weight, &self.bias, &self.running_mean, &self.running_var, momentum, eps, g)
+            }
+            _ => Ok(x.batch_norm(
+                Some(&self.weight),
+                Some(&self.bias),
+                Some(&self.running_mean),
+                Some(&self.running_var),
+                train,
+                momentum,
+                eps,
+                true,
+            )),
+        }
     }
 }
 
@@ -129,20 +146,20 @@ impl Block {
         (Block { convs, downsample }, cout)
     }
 
-    fn forward(&self, x: &Tensor, train: bool) -> Tensor {
+    fn forward(&self, x: &Tensor, train: bool, sync: Option<&Group>) -> Result<Tensor> {
         let mut y = x.shallow_clone();
         let last = self.convs.len() - 1;
         for (i, (c, bn)) in self.convs.iter().enumerate() {
-            y = bn.forward(&y.apply(c), train);
+            y = bn.forward(&y.apply(c), train, sync)?;
             if i < last {
                 y = y.relu();
             }
         }
         let identity = match &self.downsample {
-            Some((c, bn)) => bn.forward(&x.apply(c), train),
+            Some((c, bn)) => bn.forward(&x.apply(c), train, sync)?,
             None => x.shallow_clone(),
         };
-        (y + identity).relu()
+        Ok((y + identity).relu())
     }
 }
 
@@ -157,6 +174,8 @@ pub struct ResNet {
     /// Every BatchNorm's `num_batches_tracked`, as views of this one tensor: a training forward
     /// adds 1 to all of them at once (torch.nn.BatchNorm2d's per-layer count, in one kernel).
     counters: Tensor,
+    /// SyncBatchNorm's ranks, when the BatchNorms are synchronised.
+    sync: Option<Group>,
 }
 
 impl ResNet {
@@ -192,22 +211,36 @@ impl ResNet {
             // Same TensorImpl as the VarStore's entry, so checkpoints see the moved data.
             bn.num_batches_tracked.shallow_clone().set_data(&counters.select(0, i as i64));
         }
-        ResNet { conv1, bn1, stem, layers, fc, counters }
+        ResNet { conv1, bn1, stem, layers, fc, counters, sync: None }
     }
-}
 
-impl ModuleT for ResNet {
-    fn forward_t(&self, x: &Tensor, train: bool) -> Tensor {
+    /// Makes every BatchNorm a SyncBatchNorm over `group` (`nn.SyncBatchNorm.
+    /// convert_sync_batchnorm`): training batches are normalised with the statistics of the
+    /// global batch. Same parameters and buffers, so checkpoints are unchanged.
+    pub fn sync_batch_norm(&mut self, group: Group) {
+        self.sync = Some(group);
+    }
+
+    /// The forward pass; fails only when a SyncBatchNorm's all-reduce does.
+    pub fn try_forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
         if train {
             let _ = tch::no_grad(|| self.counters.shallow_clone().f_add_scalar_(1i64));
         }
-        let mut y = self.bn1.forward(&x.apply(&self.conv1), train).relu();
+        let sync = self.sync.as_ref();
+        let mut y = self.bn1.forward(&x.apply(&self.conv1), train, sync)?.relu();
         if self.stem == Stem::ImageNet {
             y = y.max_pool2d([3, 3], [2, 2], [1, 1], [1, 1], false);
         }
         for b in &self.layers {
-            y = b.forward(&y, train);
+            y = b.forward(&y, train, sync)?;
         }
-        y.adaptive_avg_pool2d([1, 1]).flatten(1, -1).apply(&self.fc)
+        Ok(y.adaptive_avg_pool2d([1, 1]).flatten(1, -1).apply(&self.fc))
+    }
+}
+
+impl ModuleT for ResNet {
+    /// [`ResNet::try_forward`]; panics where that fails (a SyncBatchNorm's all-reduce).
+    fn forward_t(&self, x: &Tensor, train: bool) -> Tensor {
+        self.try_forward(x, train).unwrap_or_else(|e| panic!("ResNet forward: {e}"))
     }
 }

@@ -3,7 +3,8 @@
 //! Per epoch: the sampler's indices for this rank; per step, `--batch-size / world` images,
 //! split into `accum` interleaved micro-batches (micro-batch j takes positions j, j+accum, … of
 //! the rank's batch, so one rank with `accum = k` computes exactly what k ranks do — BatchNorm
-//! statistics included); forward (BN buffers broadcast from rank 0 first), loss / accum,
+//! statistics included; with [`Config::sync_bn`], k ranks compute what one rank does with the
+//! whole batch instead); forward (BN buffers broadcast from rank 0 first), loss / accum,
 //! backward; gradients averaged over ranks in buckets; the loss scaler's check; the optimiser.
 //! Validation runs on every rank over its share of the test set (no padding, so each image is
 //! counted once) and the sums are all-reduced. Rank 0 writes checkpoints, then all ranks meet at
@@ -20,7 +21,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use collectives::{Communicator, ReduceOp};
-use tch::nn::{self, ModuleT};
+use tch::nn;
 use tch::{Device, Kind, Tensor};
 
 use crate::data::{Dataset, Source};
@@ -30,6 +31,7 @@ use crate::optim::{Optimizer, Rule, Schedule};
 use crate::resnet::{Arch, ResNet, Stem};
 use crate::sampler::DistributedSampler;
 use crate::scaler::GradScaler;
+use crate::syncbn::Lent;
 use crate::{Error, Result, checkpoint};
 
 /// Numeric precision of the forward/backward pass.
@@ -99,6 +101,9 @@ pub struct Config {
     /// cuDNN's deterministic algorithms and no benchmarking: a CUDA run repeats exactly (the
     /// CPU is deterministic anyway).
     pub deterministic: bool,
+    /// SyncBatchNorm: training batches normalised with the statistics of the global batch
+    /// (all ranks' shares together). With one rank, plain BatchNorm (as in PyTorch).
+    pub sync_bn: bool,
 }
 
 /// Eager steps (on a side stream) before the step is captured: cuDNN picks its algorithms, the
@@ -207,8 +212,13 @@ pub fn train(cfg: &Config, comm: &mut Communicator, mut on_epoch: impl FnMut(&Ep
 
     tch::manual_seed(cfg.seed);
     let vs = nn::VarStore::new(cfg.device);
-    let model = ResNet::new(&vs.root(), cfg.arch, train_set.num_classes, cfg.stem);
+    let mut model = ResNet::new(&vs.root(), cfg.arch, train_set.num_classes, cfg.stem);
     drop(seeded);
+    // The communicator is lent to the SyncBatchNorms for each step's forward and backward.
+    let lent = (cfg.sync_bn && world > 1).then(Lent::new);
+    if let Some(l) = &lent {
+        model.sync_batch_norm(crate::syncbn::Group { reducer: l.clone(), rank, world });
+    }
     if cfg.channels_last {
         for t in vs.variables().values() {
             torch_shim::channels_last_(t).map_err(cuda_err)?;
@@ -271,6 +281,7 @@ pub fn train(cfg: &Config, comm: &mut Communicator, mut on_epoch: impl FnMut(&Ep
         buffers: &named.buffers,
         grad: &flat.grad,
         buckets: buckets.ranges(&flat)?,
+        lent,
         loss_sum: Tensor::zeros([], (Kind::Double, cfg.device)),
         correct: Tensor::zeros([], (Kind::Int64, cfg.device)),
     };
@@ -404,9 +415,9 @@ fn forward(model: &ResNet, x: &Tensor, train: bool, precision: Precision) -> Res
     let dtype = match precision {
         Precision::Fp16 => torch_shim::AutocastDtype::F16,
         Precision::Bf16 => torch_shim::AutocastDtype::Bf16,
-        Precision::Fp32 | Precision::Tf32 => return Ok(model.forward_t(x, train)),
+        Precision::Fp32 | Precision::Tf32 => return model.try_forward(x, train),
     };
-    torch_shim::autocast(dtype, || model.forward_t(x, train)).map_err(cuda_err)
+    torch_shim::autocast(dtype, || model.try_forward(x, train)).map_err(cuda_err)?
 }
 
 /// What one optimisation step touches; shared by the eager and the graphed path.
@@ -417,6 +428,8 @@ struct Stepper<'a> {
     /// The flat gradient and its DDP buckets (ranges of it).
     grad: &'a Tensor,
     buckets: Vec<(i64, i64)>,
+    /// The SyncBatchNorms' way to the communicator (None: per-rank BatchNorm).
+    lent: Option<std::sync::Arc<Lent>>,
     /// Device-side sums of the epoch's loss and correct predictions, zeroed in place each epoch
     /// (a captured step adds into these very tensors).
     loss_sum: Tensor,
@@ -433,9 +446,16 @@ impl Stepper<'_> {
             if self.cfg.broadcast_buffers {
                 ddp::broadcast(comm, self.buffers)?;
             }
-            let logits = forward(self.model, x, true, self.cfg.precision)?.to_kind(Kind::Float);
-            let loss = logits.cross_entropy_loss::<Tensor>(y, None, tch::Reduction::Mean, -100, self.cfg.label_smoothing);
-            (&loss * (loss_factor / micro.len() as f64)).backward();
+            let pass = || -> Result<(Tensor, Tensor)> {
+                let logits = forward(self.model, x, true, self.cfg.precision)?.to_kind(Kind::Float);
+                let loss = logits.cross_entropy_loss::<Tensor>(y, None, tch::Reduction::Mean, -100, self.cfg.label_smoothing);
+                (&loss * (loss_factor / micro.len() as f64)).f_backward()?;
+                Ok((logits, loss))
+            };
+            let (logits, loss) = match &self.lent {
+                Some(lent) => lent.lend(comm, pass)?,
+                None => pass()?,
+            };
             tch::no_grad(|| {
                 let _ = self.loss_sum.shallow_clone().g_add_(&(loss.detach().to_kind(Kind::Double) * y.size()[0] as f64));
                 let _ = self.correct.shallow_clone().g_add_(&logits.argmax(1, false).eq_tensor(y).sum(Kind::Int64));

@@ -8,7 +8,8 @@ use std::time::Duration;
 use collectives::rendezvous::StoreAt;
 use collectives::store::StoreServer;
 use collectives::{Backend, Communicator, InitMethod, Plan};
-use tch::{Device, Tensor};
+use tch::{Device, Kind, Tensor};
+use train::syncbn::{self, Group, Lent};
 use train::data::Source;
 use train::optim::{Rule, Schedule};
 use train::resnet::{Arch, Stem};
@@ -61,6 +62,7 @@ fn config() -> Config {
         channels_last: false,
         cuda_graphs: false,
         deterministic: false,
+        sync_bn: false,
         init: None,
     }
 }
@@ -93,18 +95,13 @@ fn max_diff(a: &[(String, Tensor)], b: &[(String, Tensor)]) -> f64 {
     }).fold(0.0, f64::max)
 }
 
-#[test]
-fn two_ranks_train_the_same_weights_as_one_rank_with_the_same_global_batch() {
-    let _serial = serial();
-    // One rank, the global batch of 32 in two interleaved micro-batches of 16 = what two ranks
-    // with 16 each compute (BatchNorm statistics included).
-    let mut comm = single();
-    let one = train(&Config { accum: 2, ..config() }, &mut comm, |_| Ok(())).unwrap();
-
+/// Runs `f(rank, comm)` on two ranks (threads over the CPU backend).
+fn on_two_ranks<T: Send + 'static>(f: impl Fn(usize, &mut Communicator) -> T + Send + Sync + Clone + 'static) -> Vec<T> {
     let server = StoreServer::bind("127.0.0.1:0").unwrap();
     let port = server.addr().port();
     let handles: Vec<_> = (0..2)
         .map(|rank| {
+            let f = f.clone();
             std::thread::spawn(move || {
                 let plan = Plan {
                     rank,
@@ -115,12 +112,80 @@ fn two_ranks_train_the_same_weights_as_one_rank_with_the_same_global_batch() {
                     launcher: "test",
                 };
                 let mut comm = Communicator::from_plan(plan, &InitMethod::Env, Duration::from_secs(120), Backend::Cpu).unwrap();
-                let t = train(&config(), &mut comm, |_| Ok(())).unwrap();
-                (params(&t), t.epochs[0].train_loss)
+                f(rank, &mut comm)
             })
         })
         .collect();
-    let two: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    handles.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
+/// A BatchNorm layer's forward and backward (loss Σ y·u): output, input/weight/bias gradients,
+/// running mean and variance; SyncBatchNorm over `group` when given.
+fn batch_norm_case(x: &Tensor, u: &Tensor, group: Option<Group>) -> Vec<Tensor> {
+    let x = x.copy().set_requires_grad(true);
+    let w = Tensor::from_slice(&[1.5f32, -0.5, 2.0]).set_requires_grad(true);
+    let b = Tensor::from_slice(&[0.1f32, 0.2, -0.3]).set_requires_grad(true);
+    let (rm, rv) = (Tensor::from_slice(&[1.0f32, 0.0, -1.0]), Tensor::from_slice(&[1.0f32, 2.0, 0.5]));
+    let y = match &group {
+        Some(g) => syncbn::batch_norm(&x, &w, &b, &rm, &rv, 0.1, 1e-5, g).unwrap(),
+        None => x.batch_norm(Some(&w), Some(&b), Some(&rm), Some(&rv), true, 0.1, 1e-5, false),
+    };
+    (&y * u).sum(Kind::Float).f_backward().unwrap();
+    vec![y.detach(), x.grad(), w.grad(), b.grad(), rm, rv]
+}
+
+#[test]
+fn sync_batch_norm_layer_on_two_ranks_equals_batch_norm_over_the_whole_batch() {
+    // Rank r holds images r, r+2, …; each rank's loss is Σ y·u over its own images, so the sum
+    // of the ranks' losses is the one-process loss and the gradients must match it.
+    let opts = (Kind::Float, Device::Cpu);
+    tch::manual_seed(11);
+    let x = Tensor::randn([8, 3, 4, 5], opts) * 3.0 + Tensor::from_slice(&[25.0f32, -1.0, 0.0]).view([1, 3, 1, 1]);
+    let u = Tensor::randn([8, 3, 4, 5], opts);
+    let whole = batch_norm_case(&x, &u, None);
+    let idx = |r: usize| Tensor::arange_start_step(r as i64, 8, 2, (Kind::Int64, Device::Cpu));
+    let flat = |t: &Tensor| Vec::<f32>::try_from(t.flatten(0, -1)).unwrap();
+    let shares: std::sync::Arc<Vec<(Vec<f32>, Vec<f32>)>> =
+        std::sync::Arc::new((0..2).map(|r| (flat(&x.index_select(0, &idx(r))), flat(&u.index_select(0, &idx(r))))).collect());
+    let parts = on_two_ranks(move |rank, comm| {
+        let (xs, us) = &shares[rank];
+        let (xs, us) = (Tensor::from_slice(xs).view([4, 3, 4, 5]), Tensor::from_slice(us).view([4, 3, 4, 5]));
+        let lent = Lent::new();
+        let group = Group { reducer: lent.clone(), rank, world: 2 };
+        lent.lend(comm, || batch_norm_case(&xs, &us, Some(group)))
+    });
+    let close = |what: &str, a: &Tensor, b: &Tensor| {
+        let d = (a - b).abs().max().double_value(&[]) / b.abs().max().double_value(&[]).max(1.0);
+        assert!(d < 1e-5, "{what}: relative difference {d}");
+    };
+    for (r, part) in parts.iter().enumerate() {
+        close("output", &part[0], &whole[0].index_select(0, &idx(r)));
+        close("input gradient", &part[1], &whole[1].index_select(0, &idx(r)));
+        close("running mean", &part[4], &whole[4]);
+        close("running var", &part[5], &whole[5]);
+    }
+    // Weight and bias gradients are per rank (DDP sums/averages them afterwards).
+    close("weight gradient", &(&parts[0][2] + &parts[1][2]), &whole[2]);
+    close("bias gradient", &(&parts[0][3] + &parts[1][3]), &whole[3]);
+}
+
+/// Trains `cfg` on two ranks (threads over the CPU backend): each rank's parameters and mean
+/// training loss.
+fn two_ranks(cfg: Config) -> Vec<(Vec<(String, Tensor)>, f64)> {
+    on_two_ranks(move |_, comm| {
+        let t = train(&cfg, comm, |_| Ok(())).unwrap();
+        (params(&t), t.epochs[0].train_loss)
+    })
+}
+
+#[test]
+fn two_ranks_train_the_same_weights_as_one_rank_with_the_same_global_batch() {
+    let _serial = serial();
+    // One rank, the global batch of 32 in two interleaved micro-batches of 16 = what two ranks
+    // with 16 each compute (BatchNorm statistics included).
+    let mut comm = single();
+    let one = train(&Config { accum: 2, ..config() }, &mut comm, |_| Ok(())).unwrap();
+    let two = two_ranks(config());
     let p1 = params(&one);
     // Ranks agree with each other exactly (same averaged gradients, same updates)...
     assert_eq!(max_diff(&two[0].0, &two[1].0), 0.0);
@@ -129,6 +194,31 @@ fn two_ranks_train_the_same_weights_as_one_rank_with_the_same_global_batch() {
     eprintln!("2 ranks vs 1 rank (accum 2): max abs weight difference {d:e}");
     assert!(d < 1e-5, "2 ranks vs 1 rank: max |Δw| {d}");
     assert!((two[0].1 - one.epochs[0].train_loss).abs() < 1e-5, "{} vs {}", two[0].1, one.epochs[0].train_loss);
+}
+
+#[test]
+fn sync_batch_norm_on_two_ranks_trains_what_one_rank_does_with_the_whole_batch() {
+    let _serial = serial();
+    // SyncBatchNorm over 2 ranks × 16 = plain BatchNorm over all 32 on one rank (no accum):
+    // forward statistics and the gradients through them span both ranks. Two steps: the third
+    // of this run is chaotic (one rank's own run with the LR changed by 1e-6 relative moves the
+    // weights by 1.5e-4 there, 1.5e-7 after two), and SyncBatchNorm's sums are not libtorch's
+    // batch_norm kernel's, so only float-level agreement is expected.
+    let cfg = Config { max_steps: Some(2), ..config() };
+    let mut comm = single();
+    let one = train(&cfg, &mut comm, |_| Ok(())).unwrap();
+    let p1 = params(&one);
+    let synced = two_ranks(Config { sync_bn: true, ..cfg.clone() });
+    assert_eq!(max_diff(&synced[0].0, &synced[1].0), 0.0);
+    let d = max_diff(&synced[0].0, &p1);
+    eprintln!("2 ranks with SyncBatchNorm vs 1 rank: max abs weight difference {d:e}");
+    assert!(d < 1e-5, "2 ranks SyncBatchNorm vs 1 rank: max |Δw| {d}");
+    assert!((synced[0].1 - one.epochs[0].train_loss).abs() < 1e-5, "{} vs {}", synced[0].1, one.epochs[0].train_loss);
+    // Per-rank BatchNorm computes something else (the test can tell the two apart).
+    let local = two_ranks(cfg);
+    let apart = max_diff(&local[0].0, &p1);
+    eprintln!("2 ranks with per-rank BatchNorm vs 1 rank: max abs weight difference {apart:e}");
+    assert!(apart > 100.0 * d.max(1e-7), "per-rank BN {apart} vs sync {d}");
 }
 
 #[test]

@@ -137,6 +137,13 @@ pub struct Cli {
     #[arg(long)]
     pub no_broadcast_buffers: bool,
 
+    /// SyncBatchNorm: normalise training batches with the statistics of the global batch (all
+    /// ranks' shares together; one all-reduce per BatchNorm in forward and one in backward), as
+    /// nn.SyncBatchNorm.convert_sync_batchnorm does. For small per-rank batches. With one rank it
+    /// is plain BatchNorm.
+    #[arg(long)]
+    pub sync_bn: bool,
+
     /// Print records from every rank, not only rank 0.
     #[arg(long)]
     pub all_ranks: bool,
@@ -225,6 +232,7 @@ fn config(cli: &Cli, device: tch::Device) -> Result<Config> {
         channels_last: cli.channels_last.or(device.is_cuda()),
         cuda_graphs: cli.cuda_graphs.or(device.is_cuda() && precision != Precision::Fp16),
         deterministic: cli.deterministic,
+        sync_bn: cli.sync_bn,
     })
 }
 
@@ -259,7 +267,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     out.set_flush_each(true);
     if speak && !cli.common.quiet {
         eprintln!(
-            "ddp-train[rank {rank}]: {} ({:?} stem) on {device:?}, {world} rank(s), global batch {} ({} per rank), {} via {}{}{}",
+            "ddp-train[rank {rank}]: {} ({:?} stem) on {device:?}, {world} rank(s), global batch {} ({} per rank), {} via {}{}{}{}",
             cfg.arch.name(),
             cfg.stem,
             cfg.batch_size,
@@ -268,6 +276,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
             comm.engine(device),
             if cfg.cuda_graphs { ", CUDA graphs" } else { "" },
             if cfg.channels_last { ", channels_last" } else { "" },
+            if cfg.sync_bn && world > 1 { ", SyncBatchNorm" } else { "" },
         );
     }
     let bar = if rank == 0 { progress::bar(&cli.common, "ddp-train", Some(cfg.epochs as u64)) } else { progress::bar(&CommonArgs { quiet: true, progress: false }, "", None) };
