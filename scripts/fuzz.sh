@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Runs every cargo-fuzz target for a bounded time (not part of CI; issue 7's reliability suite).
+# Runs every fuzz target for a bounded time (not part of CI; issue 7's reliability suite): the
+# cargo-fuzz targets under fuzz/fuzz_targets and the atheris target for the Python network-pickle
+# converter (fuzz/python/convert_network_pkl.py; its past finds are replayed in CI from
+# fuzz/python/regressions by shared/stylegan2/tests/convert.rs).
 #   scripts/fuzz.sh [SECONDS_PER_TARGET (60)] [TARGET...]
 # Needs `cargo install cargo-fuzz` and a nightly toolchain (`rustup toolchain install nightly`);
-# cmake for the vendored libjpeg-turbo comes from the project venv (scripts/env.sh).
+# cmake for the vendored libjpeg-turbo comes from the project venv (scripts/env.sh); atheris is
+# pip-installed into the venv on first use.
 # Seeds: the Pillow reference inputs (images), a few npz/npy written with numpy, and records.
 # Crashes land in fuzz/artifacts/<target>/; the summary line per target gives executions run.
 set -euo pipefail
@@ -13,9 +17,9 @@ source scripts/env.sh
 secs=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(decode_crop_resize npz_latent input_line)
+[ ${#targets[@]} -gt 0 ] || targets=(decode_crop_resize npz_latent input_line convert_network_pkl)
 corpus=fuzz/corpus
-mkdir -p "$corpus"/{decode_crop_resize,npz_latent,input_line}
+mkdir -p "$corpus"/{decode_crop_resize,npz_latent,input_line,convert_network_pkl} fuzz/artifacts/convert_network_pkl
 cp -n tests/fixtures/pillow/inputs/* "$corpus/decode_crop_resize/" 2>/dev/null || true
 .venv/bin/python - "$corpus/npz_latent" <<'PY'
 import io, os, sys, numpy as np
@@ -30,12 +34,23 @@ PY
 printf '%s\n' 'imgs/a/1.jpg' '{"type":"shard","shard":0,"shards":2,"paths":["a.jpg","b/c.png"]}' \
   '{"type":"image","input":"a.jpg","output":"out/a.png"}' '{"type":"latent","input":"a.jpg","output":"a.npz"}' \
   '{"type":"error","input":"x","error":"bad"}' '{"path":"p.jpg"}' | split -l 1 - "$corpus/input_line/seed-"
-cargo +nightly fuzz build -O >/dev/null
+if [[ " ${targets[*]} " == *" convert_network_pkl "* ]]; then
+  .venv/bin/python -c "import atheris" 2>/dev/null || .venv/bin/pip install -q atheris
+  .venv/bin/python fuzz/python/convert_network_pkl.py --make-seeds "$corpus/convert_network_pkl"
+fi
+if [[ " ${targets[*]} " != " convert_network_pkl " ]]; then
+  cargo +nightly fuzz build -O >/dev/null
+fi
 for t in "${targets[@]}"; do
   log=$(mktemp)
   rc=0
-  cargo +nightly fuzz run -O "$t" "$corpus/$t" -- -max_total_time="$secs" -rss_limit_mb=2048 -max_len=65536 >"$log" 2>&1 || rc=$?
+  if [ "$t" = convert_network_pkl ]; then
+    .venv/bin/python fuzz/python/convert_network_pkl.py "$corpus/$t" -max_total_time="$secs" -rss_limit_mb=2048 \
+      -max_len=8192 -artifact_prefix=fuzz/artifacts/$t/ >"$log" 2>&1 || rc=$?
+  else
+    cargo +nightly fuzz run -O "$t" "$corpus/$t" -- -max_total_time="$secs" -rss_limit_mb=2048 -max_len=65536 >"$log" 2>&1 || rc=$?
+  fi
   runs=$(grep -o 'Done [0-9]* runs' "$log" | tail -1 || true)
-  if [ $rc = 0 ]; then echo "$t: ${runs:-?} in ${secs} s, no crash"; else echo "$t: CRASH (exit $rc), see fuzz/artifacts/$t and:"; grep -E 'panicked|ERROR|SUMMARY' "$log" | head -5; fi
+  if [ $rc = 0 ]; then echo "$t: ${runs:-?} in ${secs} s, no crash"; else echo "$t: CRASH (exit $rc), see fuzz/artifacts/$t and:"; grep -E 'panicked|ERROR|SUMMARY|Uncaught|Error:' "$log" | head -5; fi
   rm -f "$log"
 done

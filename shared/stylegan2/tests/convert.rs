@@ -99,3 +99,37 @@ fn refuses_a_pickle_that_would_run_code() {
     assert!(!marker.exists(), "the pickle's code ran");
     assert!(!tmp.path().join("out.safetensors").exists());
 }
+
+#[test]
+fn malformed_pickles_found_by_fuzzing_are_one_clean_error_within_bounded_memory() {
+    // fuzz/python/regressions: inputs that once made the converter allocate gigabytes (run here
+    // under an 8 GiB address-space limit; torch itself maps ~3 GiB) or die with a traceback.
+    let cases = [
+        ("bytearray8-22gb.pkl", "protocol 5 buffers"),
+        ("empty.pkl", "not a readable network pickle"),
+        ("memo-index-1.7gb.pkl", "no 'G_ema' in the pickle"),
+        ("nested-frame-2.6gb.pkl", "new frame before end"),
+        ("newobj-persistent.pkl", "not a readable network pickle"),
+        ("storage-claims-1e9.pkl", "does not match its data"),
+    ];
+    let dir = repo().join("fuzz/python/regressions");
+    let tmp = tempfile::tempdir().unwrap();
+    for (file, want) in cases {
+        let out = tmp.path().join("out.safetensors");
+        let o = Command::new("bash")
+            .args(["-c", "ulimit -v 8388608 && exec \"$@\"", "bash"])
+            .arg(python())
+            .arg(repo().join("scripts/convert-network-pkl"))
+            .arg(dir.join(file))
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{file}: {err}");
+        assert!(!err.contains("Traceback"), "{file}: {err}");
+        let last = err.lines().last().unwrap_or("");
+        assert!(last.starts_with("convert-network-pkl: error:") && last.contains(want), "{file}: {err}");
+        assert!(!out.exists(), "{file}: wrote an output");
+    }
+}
