@@ -1,19 +1,21 @@
-//! A full disk mid-run: crop-resize and gather-npz write to a 256 KiB tmpfs (mounted in a user +
-//! mount namespace, `unshare -rm`, so no privileges are needed). Items that do not fit become error
-//! records naming the input and ENOSPC, the run ends with exit 3 (crop-resize) or 1 (gather-npz,
-//! one output), and nothing truncated is left under an output's name, nor any temp file.
+//! A full disk mid-run: crop-resize, gather-npz, project-one-gpu and ddp-train write to a small
+//! tmpfs (mounted in a user + mount namespace, `unshare -rm`, so no privileges are needed). Items
+//! that do not fit become error records naming the input and ENOSPC, the run ends with exit 3
+//! (some items failed) or 1 (gather-npz's one output, ddp-train's checkpoint), and nothing
+//! truncated is left under an output's name, nor any temp file.
 
 use std::path::Path;
 use std::process::Command;
 
-use testkit::{bin_dir, files_under, records, write_image, write_latent};
+use testkit::{bin_dir, files_under, projection_job, records, write_image, write_latent};
 
-/// Runs `script` with `out/` a 256 KiB tmpfs, then copies what it holds to `saved/`.
-fn on_full_disk(dir: &Path, script: &str) -> (Option<i32>, Vec<serde_json::Value>) {
+/// Runs `script` with `out/` a tmpfs of `size` (mount's syntax: 256k, 60m), then copies what it
+/// holds to `saved/`. The exit code, the records, and stderr.
+fn on_full_disk_of(dir: &Path, size: &str, script: &str) -> (Option<i32>, Vec<serde_json::Value>, String) {
     std::fs::create_dir_all(dir.join("out")).unwrap();
     std::fs::create_dir_all(dir.join("saved")).unwrap();
     let full = format!(
-        "mount -t tmpfs -o size=256k tmpfs out || exit 99; PATH={}:$PATH; {script}; rc=$?; cp -a out/. saved/; exit $rc",
+        "mount -t tmpfs -o size={size} tmpfs out || exit 99; PATH={}:$PATH; {script}; rc=$?; cp -a out/. saved/; exit $rc",
         bin_dir().display()
     );
     let o = Command::new("unshare")
@@ -27,7 +29,12 @@ fn on_full_disk(dir: &Path, script: &str) -> (Option<i32>, Vec<serde_json::Value
         "could not mount a tmpfs in a user namespace: {}",
         String::from_utf8_lossy(&o.stderr)
     );
-    (o.status.code(), records(&o.stdout))
+    (o.status.code(), records(&o.stdout), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+fn on_full_disk(dir: &Path, script: &str) -> (Option<i32>, Vec<serde_json::Value>) {
+    let (code, recs, _) = on_full_disk_of(dir, "256k", script);
+    (code, recs)
 }
 
 #[test]
@@ -88,4 +95,70 @@ fn gather_npz_on_a_full_disk_fails_without_leaving_a_partial_output() {
         files_under(&tmp.path().join("saved"), "").is_empty(),
         "no partial output or temp file"
     );
+}
+
+#[test]
+fn project_one_gpu_on_a_full_disk_reports_each_image_and_leaves_no_partial_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (g, inputs) = projection_job(tmp.path(), 16);
+    let inputs: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
+    // Each image leaves a .npz and a .proj.png of a page (4 KiB) each: 64 KiB holds about half.
+    let script = format!(
+        "project-one-gpu -q --device cpu --network {} --vgg vgg.safetensors --steps 2 --w-avg-samples 100 -b 2 --save-image -o out {}",
+        g.display(),
+        inputs.join(" ")
+    );
+    let (code, recs, stderr) = on_full_disk_of(tmp.path(), "64k", &script);
+    let ok: Vec<_> = recs.iter().filter(|r| r["type"] == "latent").collect();
+    let errors: Vec<_> = recs.iter().filter(|r| r["type"] == "error").collect();
+    assert_eq!(ok.len() + errors.len(), 16, "one record per input: {recs:?} {stderr}");
+    assert!(!ok.is_empty() && !errors.is_empty(), "the disk must fill part-way ({} ok): {stderr}", ok.len());
+    for e in &errors {
+        assert!(e["input"].as_str().is_some_and(|i| i.starts_with("targets/")), "{e}");
+        assert!(e["message"].as_str().unwrap_or_default().to_lowercase().contains("space"), "{e}");
+    }
+    assert_eq!(code, Some(3), "some items failed");
+    let saved = tmp.path().join("saved");
+    let npz = files_under(&saved, ".npz");
+    let png = files_under(&saved, ".proj.png");
+    assert_eq!(npz.len(), ok.len(), "a .npz exactly for each reported image: {npz:?}");
+    assert_eq!(files_under(&saved, "").len(), npz.len() + png.len(), "no temp files");
+    // The .npz marks an image done (a re-run skips it), so it is written last: its image is there.
+    for p in &npz {
+        let w: ndarray::ArrayD<f32> = ndarray_npy::NpzReader::new(std::fs::File::open(p).unwrap()).unwrap().by_name("w.npy").unwrap();
+        assert_eq!(w.shape()[0], 1);
+        let img = p.with_extension("proj.png");
+        assert!(image::open(&img).is_ok(), "{} has no intact {}", p.display(), img.display());
+    }
+}
+
+#[test]
+fn ddp_train_on_a_full_disk_fails_with_a_message_and_leaves_no_partial_checkpoint() {
+    let tmp = tempfile::tempdir().unwrap();
+    let digits = tmp.path().join("digits");
+    let o = std::process::Command::new(testkit::python())
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/make-digits-cifar"))
+        .arg(&digits)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // ResNet-18's weights are 45 MB, its SGD momentum as much: 60 MB holds the training state
+    // (written first) but not the model beside it.
+    let (code, recs, stderr) = on_full_disk_of(
+        tmp.path(),
+        "60m",
+        "ddp-train -q --device cpu --data cifar100:digits --batch-size 32 --max-steps 1 --epochs 1 --checkpoint-dir out",
+    );
+    assert_eq!(code, Some(1), "{recs:?} {stderr}");
+    assert!(stderr.to_lowercase().contains("space") && stderr.contains("last.safetensors"), "{stderr}");
+    let saved = files_under(&tmp.path().join("saved"), "");
+    let names: Vec<String> = saved.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+    assert_eq!(names, ["last.train.safetensors"], "only the complete training state, no temp file");
+    // What is there is whole.
+    let o = std::process::Command::new(testkit::python())
+        .args(["-c", "import sys, safetensors.torch as s; assert len(s.load_file(sys.argv[1])) > 0"])
+        .arg(&saved[0])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }

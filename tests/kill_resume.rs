@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use testkit::{bin, files_under as files, python, records, shared_dir, write_image, write_latent};
+use testkit::{bin, files_under as files, projection_job, records, write_image, write_latent};
 
 /// `paths` relative to `base`.
 fn rel(base: &Path, paths: &[PathBuf]) -> Vec<PathBuf> {
@@ -114,25 +114,7 @@ fn gather_npz_killed_leaves_no_partial_output() {
 #[test]
 fn project_one_gpu_killed_then_rerun_skips_finished_and_matches() {
     let tmp = tempfile::tempdir().unwrap();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let g = shared_dir().join("fixtures/stylegan2/tiny-skip/G.safetensors");
-    let targets = Command::new(bin("generate"))
-        .current_dir(tmp.path())
-        .args(["-q", "--device", "cpu", "--network"])
-        .arg(&g)
-        .args(["--seeds", "0-11", "--trunc", "0.7", "-o", "targets"])
-        .output()
-        .unwrap();
-    assert!(targets.status.success(), "{}", String::from_utf8_lossy(&targets.stderr));
-    let v = Command::new(python())
-        .current_dir(tmp.path())
-        .arg(root.join("scripts/reference/lpips_ref.py"))
-        .args(["random", "vgg.safetensors", "2"])
-        .output()
-        .unwrap();
-    assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stderr));
-    let inputs = rel(tmp.path(), &files(&tmp.path().join("targets"), ".png"));
-    assert_eq!(inputs.len(), 12);
+    let (g, inputs) = projection_job(tmp.path(), 12);
     let run = |out: &str| {
         let mut c = Command::new(bin("project-one-gpu"));
         c.current_dir(tmp.path())

@@ -115,3 +115,29 @@ pub fn write_latent(path: &Path, k: usize, d: usize, base: f32) {
     npz.add_array("w", &a).unwrap();
     npz.finish().unwrap();
 }
+
+/// A projection job on the tiny fixture generator: `n` target images rendered from seeds 0..n
+/// under `dir/targets` and a VGG with random weights at `dir/vgg.safetensors`. Returns the
+/// generator's path and the targets' paths relative to `dir`.
+pub fn projection_job(dir: &Path, n: usize) -> (PathBuf, Vec<PathBuf>) {
+    let g = shared_dir().join("fixtures/stylegan2/tiny-skip/G.safetensors");
+    let o = Command::new(bin("generate"))
+        .current_dir(dir)
+        .args(["-q", "--device", "cpu", "--network"])
+        .arg(&g)
+        .args(["--seeds", &format!("0-{}", n - 1), "--trunc", "0.7", "-o", "targets"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = Command::new(python())
+        .current_dir(dir)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/reference/lpips_ref.py"))
+        .args(["random", "vgg.safetensors", "2"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let inputs: Vec<PathBuf> =
+        files_under(&dir.join("targets"), ".png").iter().map(|p| p.strip_prefix(dir).unwrap().to_path_buf()).collect();
+    assert_eq!(inputs.len(), n);
+    (g, inputs)
+}

@@ -17,7 +17,7 @@ pub fn write_atomic<T>(
     let mut tmp = temp_beside(target)?;
     let value = {
         let mut w = BufWriter::with_capacity(1 << 16, tmp.as_file_mut());
-        let value = write(&mut w)?;
+        let value = write(&mut w).with_context(|| format!("writing {}", target.display()))?;
         w.flush().with_context(|| format!("writing {}", target.display()))?;
         value
     };

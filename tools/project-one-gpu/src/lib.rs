@@ -375,22 +375,30 @@ impl Run<'_> {
         use ndarray_npy::NpzWriter;
         let w = to_array(&p.w.get(row).unsqueeze(0));
         let steps = p.trajectory.as_ref().map(|t| to_array(&t.get(row)));
+        // The image first: the .npz marks the image done (a re-run skips it), so it goes last.
+        let image_path = match image {
+            Some(img) => {
+                let path = output.with_extension("proj.png");
+                let r = img.size()[2] as u32;
+                let buf = stylegan2::to_uint8_hwc(&img.get(row));
+                atomic::write_atomic(&path, |out| Ok(imaging::write_png(out, &buf, r, r, 3)?))?;
+                Some(path)
+            }
+            None => None,
+        };
         let mut tmp = atomic::temp_beside(output)?;
-        {
+        (|| -> Result<()> {
             let mut npz = NpzWriter::new(tmp.as_file_mut());
             npz.add_array("w", &w)?;
             if let Some(s) = &steps {
                 npz.add_array("w_steps", s)?;
             }
             npz.finish()?;
-        }
+            Ok(())
+        })()
+        .with_context(|| format!("writing {}", output.display()))?;
         atomic::persist(tmp, output)?;
-        let Some(img) = image else { return Ok(None) };
-        let path = output.with_extension("proj.png");
-        let r = img.size()[2] as u32;
-        let buf = stylegan2::to_uint8_hwc(&img.get(row));
-        atomic::write_atomic(&path, |out| Ok(imaging::write_png(out, &buf, r, r, 3)?))?;
-        Ok(Some(path))
+        Ok(image_path)
     }
 }
 
