@@ -16,3 +16,23 @@ fn man_pages_are_up_to_date() {
         assert!(committed == page, "man/{tool}.1 is stale: run scripts/gen-man.sh");
     }
 }
+
+#[test]
+fn help_has_synopsis_records_exit_status_and_examples() {
+    for tool in testkit::TOOLS {
+        let out = Command::new(testkit::bin(tool)).arg("--help").output().unwrap();
+        assert!(out.status.success(), "{tool} --help failed");
+        let help = String::from_utf8(out.stdout).unwrap();
+        for section in ["Usage: ", "\nRecords:\n", "\nExit status:\n  0    Success.", "\nExamples:\n"] {
+            assert!(help.contains(section), "{tool} --help: no {section:?}");
+        }
+        let examples = help.split("\nExamples:\n").nth(1).unwrap();
+        assert!(examples.matches("\n    $ ").count() + usize::from(examples.starts_with("    $ ")) >= 2, "{tool}: fewer than two examples");
+        // Plain text: no roff left over.
+        assert!(!help.contains("\\-") && !help.contains("\n.PP") && !help.contains("\\&"), "{tool} --help has roff in it");
+        // Every example that runs project-one-gpu gives it the required --vgg.
+        for line in examples.lines().filter(|l| l.starts_with("    $ ") && l.contains("project-one-gpu ")) {
+            assert!(line.contains("--vgg"), "{tool}: example without --vgg: {line}");
+        }
+    }
+}

@@ -104,6 +104,15 @@ pub fn run_main<C: Tool>(run: impl FnOnce(C, &mut JsonlOut) -> anyhow::Result<Ou
             }
         };
     }
+    // --help ends with what the man page adds to clap's text: records, exit status, examples
+    // (printed as written, not re-wrapped by clap, so command lines copy and paste).
+    if args.iter().skip(1).take_while(|a| *a != "--").any(|a| a == "--help") {
+        use std::io::Write as _;
+        let mut cmd = <C as clap::CommandFactory>::command();
+        // A closed pipe (`--help | head`) is not an error.
+        let _ = write!(std::io::stdout(), "{}\n{}", cmd.render_long_help(), man::help_tail::<C>());
+        return ExitCode::SUCCESS;
+    }
     let cli = C::parse();
     interrupt::install();
     let mut out = JsonlOut::stdout();

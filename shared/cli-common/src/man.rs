@@ -23,6 +23,57 @@ pub fn render_man<C: Tool>() -> anyhow::Result<String> {
     Ok(page)
 }
 
+/// The same three sections as plain text, for the end of `--help`.
+pub fn help_tail<C: Tool>() -> String {
+    let mut s = String::from("Records:\n");
+    let mut literal = false;
+    for line in C::RECORDS.trim().lines() {
+        match line {
+            ".PP" => s.push('\n'),
+            ".nf" => literal = true,
+            ".fi" => literal = false,
+            l => {
+                let l = l.replace("\\&", "").replace("\\-", "-").replace("\\e", "\\");
+                // Records stay on their lines (copyable); prose is wrapped.
+                if literal { s.push_str(&format!("  {l}\n")) } else { s.push_str(&wrap(&l, "  ", 100)) }
+            }
+        }
+    }
+    s.push_str("\nExit status:\n");
+    for pair in EXIT_STATUS.lines().skip(1).collect::<Vec<_>>().split(|l| *l == ".TP").filter(|p| !p.is_empty()) {
+        // "  130  Interrupted ...", continuation lines under the description.
+        let body = wrap(&pair[1..].join(" "), "       ", 100);
+        s.push_str(&format!("  {:<5}{}", pair[0], &body[7..]));
+    }
+    s.push_str("\nExamples:\n");
+    for (what, cmdline) in C::EXAMPLES {
+        let _ = writeln!(s, "  {what}\n    $ {cmdline}");
+    }
+    s
+}
+
+/// `text` word-wrapped to `width` columns, each line starting with `indent`.
+fn wrap(text: &str, indent: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut line = String::from(indent);
+    for word in text.split_whitespace() {
+        if line.len() > indent.len() && line.len() + 1 + word.len() > width {
+            out.push_str(&line);
+            out.push('\n');
+            line = String::from(indent);
+        }
+        if line.len() > indent.len() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if line.len() > indent.len() {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
 const EXIT_STATUS: &str = ".SH \"EXIT STATUS\"
 .TP
 0

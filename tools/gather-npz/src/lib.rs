@@ -72,7 +72,7 @@ The .npz holds w (float32 [N,k,d]) and names (numpy unicode [N]); numpy.load rea
         ("Gather everything project-one-gpu wrote:", "find imgs -name '*.npz' | sort | gather-npz -o latents.npz"),
         (
             "Gather straight from the projector's records:",
-            "project-one-gpu --network G.safetensors shard.json | gather-npz -o latents.npz",
+            "project-one-gpu --network G.safetensors --vgg vgg16.pt shard.json | gather-npz -o latents.npz",
         ),
         ("Then, in Python:", "python -c \"import numpy as np; f = np.load('latents.npz'); print(f['w'].shape, f['names'][:3])\""),
     ];

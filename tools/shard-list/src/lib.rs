@@ -76,7 +76,7 @@ With \-\-balance size the record also has "bytes". A path that cannot be read as
     const EXAMPLES: &'static [(&'static str, &'static str)] = &[
         (
             "Project every image, one shard per GPU:",
-            "find imgs -name '*.jpg' | sort | shard-list -n 4 | parallel -j4 project-one-gpu --network G.safetensors",
+            "find imgs -name '*.jpg' | sort | shard-list -n 4 | parallel -j4 project-one-gpu --network G.safetensors --vgg vgg16.pt",
         ),
         (
             "Seed 003's 70/20/10 split of a file list:",
