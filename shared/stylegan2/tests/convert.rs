@@ -103,7 +103,8 @@ fn refuses_a_pickle_that_would_run_code() {
 #[test]
 fn malformed_pickles_found_by_fuzzing_are_one_clean_error_within_bounded_memory() {
     // fuzz/python/regressions: inputs that once made the converter allocate gigabytes (run here
-    // under an 8 GiB address-space limit; torch itself maps ~3 GiB) or die with a traceback.
+    // under an 8 GiB address-space limit; torch itself maps ~3 GiB) or die with a traceback (a
+    // tensor where a set of names belongs: `x or set()` asked for its truth value).
     let cases = [
         ("bytearray8-22gb.pkl", "protocol 5 buffers"),
         ("empty.pkl", "not a readable network pickle"),
@@ -111,6 +112,7 @@ fn malformed_pickles_found_by_fuzzing_are_one_clean_error_within_bounded_memory(
         ("nested-frame-2.6gb.pkl", "new frame before end"),
         ("newobj-persistent.pkl", "not a readable network pickle"),
         ("storage-claims-1e9.pkl", "does not match its data"),
+        ("tensor-as-buffer-set.pkl", "persistent object SynthesisNetwork"),
     ];
     let dir = repo().join("fuzz/python/regressions");
     let tmp = tempfile::tempdir().unwrap();
