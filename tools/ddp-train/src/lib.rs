@@ -319,17 +319,25 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         })
     }));
     bar.finish_and_clear();
+    // CUDA running out of memory surfaces as a panic (tch's forward ops) or as an error (backward
+    // through f_backward): either way the message says what to change.
+    let out_of_memory = |msg: &str| {
+        msg.contains("out of memory").then(|| {
+            let used = device::cuda_mem_used().map_or(String::new(), |b| format!(" ({} MiB in use on {device:?})", b >> 20));
+            anyhow::anyhow!(
+                "rank {rank}: CUDA out of memory at --batch-size {} ({} per rank){used}: lower --batch-size or use --accum",
+                cfg.batch_size,
+                cfg.batch_size / world
+            )
+        })
+    };
     let trained = match run {
-        Ok(r) => r.with_context(|| format!("rank {rank}"))?,
+        Ok(Ok(t)) => t,
+        Ok(Err(e)) => return Err(out_of_memory(&format!("{e:#}")).unwrap_or_else(|| anyhow::Error::new(e).context(format!("rank {rank}")))),
         Err(panic) => {
             let msg = panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
-            if msg.contains("out of memory") {
-                let used = device::cuda_mem_used().map_or(String::new(), |b| format!(" ({} MiB in use on {device:?})", b >> 20));
-                bail!(
-                    "rank {rank}: CUDA out of memory at --batch-size {} ({} per rank){used}: lower --batch-size or use --accum",
-                    cfg.batch_size,
-                    cfg.batch_size / world
-                );
+            if let Some(e) = out_of_memory(&msg) {
+                return Err(e);
             }
             bail!("rank {rank}: libtorch error: {}", msg.lines().next().unwrap_or("(no message)"));
         }
