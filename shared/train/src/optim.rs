@@ -28,6 +28,8 @@ pub struct Optimizer {
     pub steps: i64,
     /// The same count on the device, for graphed steps.
     device_steps: Option<Tensor>,
+    /// AdamW's per-parameter work buffer (not state: never checkpointed).
+    scratch: BTreeMap<String, Tensor>,
 }
 
 /// Where a step's learning rate and AdamW's step count t come from: host values, or 0-dim
@@ -39,7 +41,7 @@ enum StepOn<'a> {
 
 impl Optimizer {
     pub fn new(rule: Rule, params: Vec<(String, Tensor)>) -> Optimizer {
-        Optimizer { rule, params, state: BTreeMap::new(), flat: None, steps: 0, device_steps: None }
+        Optimizer { rule, params, state: BTreeMap::new(), flat: None, steps: 0, device_steps: None, scratch: BTreeMap::new() }
     }
 
     /// An optimiser over flattened parameters (`names[i]` names `FlatParams::new`'s parameter
@@ -53,6 +55,7 @@ impl Optimizer {
             flat: Some((flat.shallow_clone(), names)),
             steps: 0,
             device_steps: None,
+            scratch: BTreeMap::new(),
         }
     }
 
@@ -132,8 +135,12 @@ impl Optimizer {
                         StepOn::Device { lr, .. } => p.addcmul_(&d, &lr.neg()),
                     };
                 }
-                // torch.optim.adamw._single_tensor_adamw (amsgrad off).
+                // torch.optim.adamw._single_tensor_adamw (amsgrad off), without parameter-sized
+                // temporaries: g², the denominator and m/denominator go through one scratch
+                // buffer per parameter (not checkpointed).
                 Rule::AdamW { beta1, beta2, eps, weight_decay } => {
+                    let kind = p.kind();
+                    let scalar = |v: f64| Tensor::from(v).to_kind(kind);
                     let _ = match &on {
                         StepOn::Host { lr, .. } => p.g_mul_scalar_(1.0 - lr * weight_decay),
                         StepOn::Device { lr, .. } => p.g_mul_(&(*lr * -weight_decay + 1.0)),
@@ -141,22 +148,28 @@ impl Optimizer {
                     let zeros = || p.zeros_like();
                     let mut m = self.state.entry(format!("{name}.exp_avg")).or_insert_with(zeros).shallow_clone();
                     let mut v = self.state.entry(format!("{name}.exp_avg_sq")).or_insert_with(zeros).shallow_clone();
+                    let mut tmp = self.scratch.entry(name.clone()).or_insert_with(zeros).shallow_clone();
                     let _ = m.lerp_(&g, 1.0 - beta1);
-                    let _ = v.g_mul_scalar_(beta2).g_add_(&(&g * &g * (1.0 - beta2)));
-                    match &on {
+                    let _ = g.mul_out(&tmp, &g);
+                    let _ = v.g_mul_scalar_(beta2).addcmul_(&tmp, &scalar(1.0 - beta2));
+                    let _ = v.sqrt_out(&tmp);
+                    // denom = √v / √(1 − β2^t) + eps; p −= lr / (1 − β1^t) · m / denom.
+                    let step = match &on {
                         StepOn::Host { lr, t } => {
                             let (bc1, bc2) = (1.0 - beta1.powf(*t), 1.0 - beta2.powf(*t));
-                            let denom = v.sqrt() / bc2.sqrt() + eps;
-                            let _ = p.g_sub_(&(&m / denom * (lr / bc1)));
+                            let _ = tmp.g_div_scalar_(bc2.sqrt()).g_add_scalar_(eps);
+                            scalar(-lr / bc1)
                         }
                         StepOn::Device { lr, t } => {
                             // 1 − β^t = 1 − exp(t·ln β), all on the device.
                             let bc1 = -(t * beta1.ln()).exp() + 1.0;
                             let bc2 = -(t * beta2.ln()).exp() + 1.0;
-                            let denom = v.sqrt() / bc2.sqrt() + eps;
-                            let _ = p.g_sub_(&(&m / denom / bc1 * *lr));
+                            let _ = tmp.g_div_(&bc2.sqrt()).g_add_scalar_(eps);
+                            (*lr / bc1).neg()
                         }
-                    }
+                    };
+                    let _ = m.div_out(&tmp, &tmp);
+                    let _ = p.addcmul_(&tmp, &step);
                 }
             }
         }
@@ -304,6 +317,34 @@ mod tests {
         assert_eq!(o2.steps, 1);
         assert!(o2.state()["optim.w.exp_avg"].equal(&st["optim.w.exp_avg"]));
         let _ = Device::Cpu;
+    }
+
+    /// Three AdamW steps with weight decay and changing LRs against the update written out
+    /// scalar by scalar (torch.optim.AdamW's documented algorithm), in f64.
+    #[test]
+    fn adamw_matches_the_algorithm_written_out() {
+        let (b1, b2, eps, wd) = (0.9, 0.999, 1e-8, 0.05);
+        let x0 = [3.0f64, -4.0, 0.5];
+        let p = Tensor::from_slice(&x0).set_requires_grad(true);
+        let mut o = Optimizer::new(Rule::AdamW { beta1: b1, beta2: b2, eps, weight_decay: wd }, vec![("w".into(), p.shallow_clone())]);
+        let (mut x, mut m, mut v) = (x0, [0.0f64; 3], [0.0f64; 3]);
+        for (t, lr) in [(1, 0.1), (2, 0.05), (3, 0.2)] {
+            o.zero_grad();
+            quad(&p);
+            o.step(lr);
+            for i in 0..3 {
+                let g = 2.0 * x[i]; // quad's gradient
+                x[i] *= 1.0 - lr * wd;
+                m[i] = b1 * m[i] + (1.0 - b1) * g;
+                v[i] = b2 * v[i] + (1.0 - b2) * g * g;
+                let (mh, vh) = (m[i] / (1.0 - b1.powi(t)), v[i] / (1.0 - b2.powi(t)));
+                x[i] -= lr * mh / (vh.sqrt() + eps);
+            }
+            let got: Vec<f64> = Vec::try_from(&p.detach()).unwrap();
+            for (a, b) in got.iter().zip(&x) {
+                assert!((a - b).abs() < 1e-12, "step {t}: {got:?} vs {x:?}");
+            }
+        }
     }
 
     /// The graph-ready step (LR and AdamW's count as device tensors) computes what the host one
