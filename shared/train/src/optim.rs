@@ -32,6 +32,14 @@ pub struct Optimizer {
     scratch: BTreeMap<String, Tensor>,
 }
 
+/// A maker of 0-dim tensors of `p`'s dtype on `p`'s device. addcmul_'s third operand must be on
+/// the device (unlike a binary op's, a CPU 0-dim tensor is refused there), and it is filled by a
+/// kernel rather than copied from the host: no synchronisation, and capturable in a CUDA graph.
+fn device_scalar(p: &Tensor) -> impl Fn(f64) -> Tensor + use<> {
+    let opts = (p.kind(), p.device());
+    move |v| Tensor::full([], v, opts)
+}
+
 /// Where a step's learning rate and AdamW's step count t come from: host values, or 0-dim
 /// tensors on the device (graph-capturable).
 enum StepOn<'a> {
@@ -105,7 +113,7 @@ impl Optimizer {
                 // for ResNet-18's 11.2M parameters, 5 ms in place). addcmul_ with a 0-dim
                 // factor is `a + b·c` rounded as the separate ops were.
                 Rule::Sgd { momentum, nesterov, weight_decay } => {
-                    let scalar = |v: f64| Tensor::from(v).to_kind(p.kind());
+                    let scalar = device_scalar(&p);
                     let mut d = g.shallow_clone();
                     if weight_decay != 0.0 {
                         let _ = d.addcmul_(&p, &scalar(weight_decay));
@@ -139,8 +147,7 @@ impl Optimizer {
                 // temporaries: g², the denominator and m/denominator go through one scratch
                 // buffer per parameter (not checkpointed).
                 Rule::AdamW { beta1, beta2, eps, weight_decay } => {
-                    let kind = p.kind();
-                    let scalar = |v: f64| Tensor::from(v).to_kind(kind);
+                    let scalar = device_scalar(&p);
                     let _ = match &on {
                         StepOn::Host { lr, .. } => p.g_mul_scalar_(1.0 - lr * weight_decay),
                         StepOn::Device { lr, .. } => p.g_mul_(&(*lr * -weight_decay + 1.0)),
