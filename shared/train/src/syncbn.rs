@@ -1,9 +1,10 @@
 //! SyncBatchNorm (`torch.nn.SyncBatchNorm`): in training, BatchNorm's statistics are those of
 //! the global batch — every rank's share together — so W ranks with B/W images each normalise
-//! exactly as one process with B images does. One SUM all-reduce per layer in forward (the
-//! per-channel Σx, Σx² and count) and one in backward (their gradients: rank r's inputs move
-//! every rank's mean and variance), as PyTorch's does; here the backward's all-reduce comes from
-//! autograd itself ([`torch_shim::all_reduce_sum_autograd`]) instead of a hand-written backward.
+//! exactly as one process with B images does. One collective per layer in forward (every rank's
+//! per-channel mean, centred sum of squares and count, all-gathered) and one in backward (their
+//! gradients: rank r's inputs move every rank's mean and variance), as PyTorch's does; here the
+//! backward's all-reduce comes from autograd itself ([`torch_shim::all_reduce_sum_autograd`])
+//! instead of a hand-written backward.
 //!
 //! The collective runs through a [`Lent`] communicator: the trainer lends its communicator for
 //! the forward and backward of a step, and the reducer held by the graph nodes reaches it only
@@ -71,8 +72,9 @@ pub fn batch_norm(
     );
     let (before, after) = (group.rank as i64 * width, (group.world - group.rank - 1) as i64 * width);
     let slots = Tensor::cat(&[Tensor::zeros([before], opts), mine, Tensor::zeros([after], opts)], 0);
+    // The reducer's own message (a lost rank, a timeout) comes back through libtorch.
     let all = torch_shim::all_reduce_sum_autograd(&slots, group.reducer.clone())
-        .map_err(|e| Error::Cuda(e.to_string()))?
+        .map_err(|e| Error::Torch(tch::TchError::Torch(e.to_string())))?
         .view([group.world as i64, width]);
     let (means, sq, counts) = (all.narrow(1, 0, c), all.narrow(1, c, c), all.narrow(1, 2 * c, 1));
     let n = counts.sum_dim_intlist(0, false, Kind::Float);

@@ -169,6 +169,23 @@ fn sync_batch_norm_layer_on_two_ranks_equals_batch_norm_over_the_whole_batch() {
     close("bias gradient", &(&parts[0][3] + &parts[1][3]), &whole[3]);
 }
 
+#[test]
+fn sync_batch_norm_fails_with_an_error_when_the_other_rank_is_gone() {
+    let results = on_two_ranks(|rank, comm| {
+        if rank == 1 {
+            return None; // leaves: its communicator closes
+        }
+        let x = Tensor::ones([4, 3, 2, 2], (Kind::Float, Device::Cpu)).set_requires_grad(true);
+        let (w, b) = (Tensor::ones([3], (Kind::Float, Device::Cpu)), Tensor::zeros([3], (Kind::Float, Device::Cpu)));
+        let (rm, rv) = (Tensor::zeros([3], (Kind::Float, Device::Cpu)), Tensor::ones([3], (Kind::Float, Device::Cpu)));
+        let lent = Lent::new();
+        let group = Group { reducer: lent.clone(), rank, world: 2 };
+        Some(lent.lend(comm, || syncbn::batch_norm(&x, &w, &b, &rm, &rv, 0.1, 1e-5, &group).map(|_| ()).unwrap_err().to_string()))
+    });
+    let msg = results[0].as_ref().unwrap();
+    assert!(msg.contains("SyncBatchNorm all-reduce") && msg.contains("rank 1"), "{msg}");
+}
+
 /// Trains `cfg` on two ranks (threads over the CPU backend): each rank's parameters and mean
 /// training loss.
 fn two_ranks(cfg: Config) -> Vec<(Vec<(String, Tensor)>, f64)> {
