@@ -2,8 +2,9 @@
 //! CUDA graph capture and replay, the current CUDA stream and side streams, channels_last
 //! layouts, and CUDA autocast with a chosen dtype (tch's `autocast` is fp16 only and uses
 //! deprecated calls), and a differentiable all-reduce (an autograd Function whose forward and
-//! backward call back into Rust: SyncBatchNorm's collective). Everything here is safe to call on a machine without CUDA as long as no
-//! CUDA function is reached: the CUDA calls return an error there instead of aborting.
+//! backward call back into Rust: SyncBatchNorm's collective). Everything here is safe to call on
+//! a machine without CUDA as long as no CUDA function is reached: the CUDA calls return an error
+//! there instead of aborting.
 
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::sync::Arc;

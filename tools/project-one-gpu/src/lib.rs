@@ -386,18 +386,15 @@ impl Run<'_> {
             }
             None => None,
         };
-        let mut tmp = atomic::temp_beside(output)?;
-        (|| -> Result<()> {
-            let mut npz = NpzWriter::new(tmp.as_file_mut());
+        atomic::write_atomic(output, |out| {
+            let mut npz = NpzWriter::new(out);
             npz.add_array("w", &w)?;
             if let Some(s) = &steps {
                 npz.add_array("w_steps", s)?;
             }
             npz.finish()?;
             Ok(())
-        })()
-        .with_context(|| format!("writing {}", output.display()))?;
-        atomic::persist(tmp, output)?;
+        })?;
         Ok(image_path)
     }
 }
