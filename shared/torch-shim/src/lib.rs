@@ -33,6 +33,19 @@ mod ffi {
         pub fn shk_graph_capture_begin(g: *mut c_void, device: c_int) -> *mut c_char;
         pub fn shk_graph_capture_end(g: *mut c_void) -> *mut c_char;
         pub fn shk_graph_replay(g: *mut c_void) -> *mut c_char;
+        pub fn shk_leaky_relu(x: *mut C_tensor, slope: f64, out: *mut *mut C_tensor) -> *mut c_char;
+        pub fn shk_modconv_epilogue(
+            x: *mut C_tensor,
+            d: *mut C_tensor,
+            noise: *mut C_tensor,
+            strength: *mut C_tensor,
+            bias: *mut C_tensor,
+            gain: f64,
+            clamp: f64,
+            out: *mut *mut C_tensor,
+        ) -> *mut c_char;
+        pub fn shk_modconv_epilogue_compile(major: c_int, minor: c_int, bytes: *mut usize) -> *mut c_char;
+        pub fn shk_modconv_epilogue_ready(device: c_int) -> *mut c_char;
         pub fn shk_all_reduce_sum_autograd(
             x: *mut C_tensor,
             reduce: unsafe extern "C" fn(*mut c_void, *mut C_tensor, *mut c_char, usize) -> c_int,
@@ -103,6 +116,54 @@ pub fn set_grad(p: &Tensor, g: &Tensor) -> Result<()> {
     }
     // SAFETY: two live tensors; the parameter's grad field holds its own reference to g.
     check(unsafe { ffi::shk_set_grad(ptr(p), ptr(g)) })
+}
+
+/// Takes ownership of a tensor the shim returned through `out`.
+fn owned(out: *mut C_tensor) -> Tensor {
+    // SAFETY: callers pass a non-null `at::Tensor*` the shim allocated for us; tch frees it.
+    unsafe { Tensor::from_ptr(out) }
+}
+
+/// `torch.nn.functional.leaky_relu(x, slope)`: one kernel each way (tch binds only slope 0.01).
+pub fn leaky_relu(x: &Tensor, slope: f64) -> Result<Tensor> {
+    let mut out: *mut C_tensor = std::ptr::null_mut();
+    // SAFETY: `x` is live; on success `out` is a new tensor we own.
+    check(unsafe { ffi::shk_leaky_relu(ptr(x), slope, &mut out) })?;
+    Ok(owned(out))
+}
+
+/// StyleGAN2's modulated-convolution epilogue as one fused CUDA kernel (and one for its
+/// backward), compiled with NVRTC on first use:
+/// `clamp(leaky_relu(x·d·gain + noise·strength·gain + bias·gain, 0.2), ±clamp)`, which is
+/// upstream's `addcmul(noise·strength, x, dcoefs)` then `bias_act(lrelu, √2·gain, clamp)` with
+/// `gain` = √2·gain (leaky ReLU is positively homogeneous; only rounding differs).
+///
+/// `x` [B,C,H,W] CUDA (f32, f16 or bf16; the output has its dtype), `d` [B,C] f32, `noise`
+/// f32 with B·H·W or H·W elements (contiguous), `strength` a 0-dim f32, `bias` [C] f32;
+/// `clamp` may be infinite. Gradients flow to `x`, `d` and `noise`, not to `strength` or
+/// `bias` (callers take another path when those need gradients).
+pub fn modconv_epilogue(x: &Tensor, d: &Tensor, noise: Option<&Tensor>, strength: &Tensor, bias: &Tensor, gain: f64, clamp: f64) -> Result<Tensor> {
+    let mut out: *mut C_tensor = std::ptr::null_mut();
+    let n = noise.map_or(std::ptr::null_mut(), ptr);
+    // SAFETY: live tensors (or NULL for no noise); on success `out` is a new tensor we own.
+    check(unsafe { ffi::shk_modconv_epilogue(ptr(x), ptr(d), n, ptr(strength), ptr(bias), gain, clamp, &mut out) })?;
+    Ok(owned(out))
+}
+
+/// Compiles [`modconv_epilogue`]'s kernels for CUDA device `device` (the first call does it
+/// anyway): Err says why they cannot run there (no driver, no NVRTC, a compile error).
+pub fn modconv_epilogue_ready(device: usize) -> Result<()> {
+    // SAFETY: plain call; the shim caches the result.
+    check(unsafe { ffi::shk_modconv_epilogue_ready(device as c_int) })
+}
+
+/// Compiles [`modconv_epilogue`]'s kernel source with NVRTC for compute capability
+/// `major.minor` (no GPU needed) and returns the cubin's size in bytes.
+pub fn modconv_epilogue_compile(major: u32, minor: u32) -> Result<usize> {
+    let mut bytes = 0usize;
+    // SAFETY: plain call writing one usize.
+    check(unsafe { ffi::shk_modconv_epilogue_compile(major as c_int, minor as c_int, &mut bytes) })?;
+    Ok(bytes)
 }
 
 /// Whether a 4-D tensor is laid out channels_last.
@@ -315,6 +376,34 @@ mod tests {
         let v = Tensor::ones([3], (Kind::Float, Device::Cpu));
         channels_last_(&v).unwrap();
         assert_eq!(to_channels_last(&v).unwrap().size(), vec![3]);
+    }
+
+    #[test]
+    fn leaky_relu_takes_a_slope_and_differentiates() {
+        let x = Tensor::from_slice(&[-2.0f32, -0.5, 0.0, 3.0]).set_requires_grad(true);
+        let y = leaky_relu(&x, 0.2).unwrap();
+        assert_eq!(Vec::<f32>::try_from(&y).unwrap(), vec![-0.4, -0.1, 0.0, 3.0]);
+        y.sum(Kind::Float).backward();
+        // torch: slope where x <= 0 (the gradient at 0 is the slope).
+        assert_eq!(Vec::<f32>::try_from(x.grad()).unwrap(), vec![0.2, 0.2, 0.2, 1.0]);
+    }
+
+    #[test]
+    fn epilogue_kernels_compile_with_nvrtc() {
+        // NVRTC needs no GPU: this is the build check of the CUDA source for Hopper and Ampere.
+        for (major, minor) in [(9, 0), (8, 0)] {
+            let bytes = modconv_epilogue_compile(major, minor).unwrap_or_else(|e| panic!("sm_{major}{minor}: {e}"));
+            assert!(bytes > 1000, "sm_{major}{minor}: {bytes} bytes");
+        }
+    }
+
+    #[test]
+    fn epilogue_refuses_cpu_tensors() {
+        let o = (Kind::Float, Device::Cpu);
+        let x = Tensor::ones([1, 2, 3, 3], o);
+        let err = modconv_epilogue(&x, &Tensor::ones([1, 2], o), None, &Tensor::zeros([], o), &Tensor::zeros([2], o), 1.0, f64::INFINITY)
+            .unwrap_err();
+        assert!(err.to_string().contains("CUDA tensor"), "{err}");
     }
 
     #[test]

@@ -11,7 +11,15 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <cuda.h>
+#include <nvrtc.h>
+#include <dlfcn.h>
+
+#include <cmath>
 #include <cstdlib>
+#include <map>
+#include <mutex>
+#include <string>
 #include <memory>
 #include <cstring>
 #include <optional>
@@ -75,6 +83,407 @@ struct AllReduceSum : torch::autograd::Function<AllReduceSum> {
     auto g = grads[0].clone(at::MemoryFormat::Contiguous);
     (*r)(g);
     return {g, at::Tensor()};
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// StyleGAN2's modulated-convolution epilogue as one CUDA kernel each way (NVRTC at run time:
+// the wheels have no nvcc, but they ship libnvrtc, and the driver is there wherever CUDA is):
+//   z = x * d[b,c] * g + noise[b,p] * strength * g + bias[c] * g
+//   y = clamp(leaky_relu(z, 0.2), -clamp, clamp)
+// which is upstream's `addcmul(noise, x, dcoefs)` + `bias_act(lrelu, gain, clamp)` with the
+// gain folded in (leaky ReLU is positively homogeneous). x is the convolution output (NCHW,
+// contiguous; f32, f16 or bf16), d [B,C], noise [B,HW] or [HW] (batch stride 0), strength a
+// 0-dim tensor, bias [C], all f32. Backward gives dx, dd and dnoise in one pass over the map.
+const char *kEpilogueSource = R"CUDA(
+struct h16 { unsigned short v; };
+struct b16 { unsigned short v; };
+__device__ __forceinline__ float tof(float x) { return x; }
+__device__ __forceinline__ float tof(h16 x) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x.v)); return f; }
+__device__ __forceinline__ float tof(b16 x) { return __uint_as_float(((unsigned)x.v) << 16); }
+__device__ __forceinline__ void st(float *p, float f) { *p = f; }
+__device__ __forceinline__ void st(h16 *p, float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); p->v = h; }
+__device__ __forceinline__ void st(b16 *p, float f) {
+  unsigned u = __float_as_uint(f);
+  p->v = (u & 0x7fffffffu) > 0x7f800000u ? (unsigned short)0x7fc0 : (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+template <typename T>
+__device__ void fwd(const T *x, T *y, const float *d, const float *noise, long long nbs, const float *strength,
+                    const float *bias, float g, float clamp, int B, int C, long long HW) {
+  float sg = noise ? strength[0] * g : 0.f;
+  for (long long bc = blockIdx.y; bc < (long long)B * C; bc += gridDim.y) {
+    int c = (int)(bc % C), b = (int)(bc / C);
+    float dg = d[bc] * g, bg = bias[c] * g;
+    const T *xr = x + bc * HW;
+    T *yr = y + bc * HW;
+    const float *nr = noise ? noise + b * nbs : 0;
+    for (long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x; p < HW; p += (long long)gridDim.x * blockDim.x) {
+      float z = tof(xr[p]) * dg + bg;
+      if (nr) z += nr[p] * sg;
+      float a = z > 0.f ? z : 0.2f * z;
+      st(&yr[p], fminf(fmaxf(a, -clamp), clamp));
+    }
+  }
+}
+
+// Block (tile of PPT*blockDim pixels, image b, channel chunk): per pixel the sum over its
+// channels (dnoise, atomically across chunks), per channel the sum over its pixels (dd: warp
+// shuffles, shared atomics, one global atomic per block and channel).
+#define PPT 4
+template <typename T>
+__device__ void bwd(const T *gy, const T *x, T *gx, float *gd, float *gn, const float *d, const float *noise,
+                    long long nbs, const float *strength, const float *bias, float g, float clamp, int C, int chunk,
+                    long long HW) {
+  extern __shared__ float acc[];
+  int b = blockIdx.y;
+  int c0 = blockIdx.z * chunk, c1 = c0 + chunk < C ? c0 + chunk : C;
+  for (int c = c0 + threadIdx.x; c < c1; c += blockDim.x) acc[c - c0] = 0.f;
+  __syncthreads();
+  float sg = noise ? strength[0] * g : 0.f;
+  long long p0 = (long long)blockIdx.x * blockDim.x * PPT + threadIdx.x;
+  float nz[PPT], gacc[PPT];
+#pragma unroll
+  for (int k = 0; k < PPT; ++k) {
+    long long p = p0 + (long long)k * blockDim.x;
+    nz[k] = (noise && p < HW) ? noise[b * nbs + p] * sg : 0.f;
+    gacc[k] = 0.f;
+  }
+  for (int c = c0; c < c1; ++c) {
+    long long bc = (long long)b * C + c;
+    float dg = d[bc] * g, bg = bias[c] * g;
+    float part = 0.f;
+#pragma unroll
+    for (int k = 0; k < PPT; ++k) {
+      long long p = p0 + (long long)k * blockDim.x;
+      if (p < HW) {
+        long long i = bc * HW + p;
+        float xv = tof(x[i]);
+        float z = xv * dg + nz[k] + bg;
+        float a = z > 0.f ? z : 0.2f * z;
+        float gz = (a >= -clamp && a <= clamp) ? tof(gy[i]) : 0.f;
+        gz = z > 0.f ? gz : 0.2f * gz;
+        st(&gx[i], gz * dg);
+        part += gz * xv;
+        gacc[k] += gz;
+      }
+    }
+    for (int o = 16; o > 0; o >>= 1) part += __shfl_down_sync(0xffffffffu, part, o);
+    if ((threadIdx.x & 31) == 0) atomicAdd(&acc[c - c0], part);
+  }
+  __syncthreads();
+  for (int c = c0 + threadIdx.x; c < c1; c += blockDim.x) atomicAdd(&gd[(long long)b * C + c], acc[c - c0] * g);
+  if (gn) {
+#pragma unroll
+    for (int k = 0; k < PPT; ++k) {
+      long long p = p0 + (long long)k * blockDim.x;
+      if (p < HW) atomicAdd(&gn[b * HW + p], gacc[k] * sg);
+    }
+  }
+}
+
+#define DEFINE(NAME, T)                                                                                       \
+  extern "C" __global__ void fwd_##NAME(const T *x, T *y, const float *d, const float *noise, long long nbs,  \
+                                        const float *strength, const float *bias, float g, float clamp, int B, \
+                                        int C, long long HW) {                                               \
+    fwd<T>(x, y, d, noise, nbs, strength, bias, g, clamp, B, C, HW);                                         \
+  }                                                                                                           \
+  extern "C" __global__ void bwd_##NAME(const T *gy, const T *x, T *gx, float *gd, float *gn, const float *d, \
+                                        const float *noise, long long nbs, const float *strength,             \
+                                        const float *bias, float g, float clamp, int C, int chunk,            \
+                                        long long HW) {                                                       \
+    bwd<T>(gy, x, gx, gd, gn, d, noise, nbs, strength, bias, g, clamp, C, chunk, HW);                         \
+  }
+DEFINE(f32, float)
+DEFINE(f16, h16)
+DEFINE(bf16, b16)
+)CUDA";
+
+// The driver and NVRTC entry points, loaded with dlopen (no link-time CUDA dependency: the
+// shim runs on machines without a driver; this code is reached only for CUDA tensors, and
+// NVRTC, which needs no GPU, by the compile check).
+struct Driver {
+  CUresult (*ctxGetCurrent)(CUcontext *);
+  CUresult (*ctxSetCurrent)(CUcontext);
+  CUresult (*primaryCtxRetain)(CUcontext *, CUdevice);
+  CUresult (*deviceGet)(CUdevice *, int);
+  CUresult (*deviceGetAttribute)(int *, CUdevice_attribute, CUdevice);
+  CUresult (*moduleLoadData)(CUmodule *, const void *);
+  CUresult (*moduleGetFunction)(CUfunction *, CUmodule, const char *);
+  CUresult (*launchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                           CUstream, void **, void **);
+  CUresult (*getErrorString)(CUresult, const char **);
+};
+
+struct Nvrtc {
+  nvrtcResult (*createProgram)(nvrtcProgram *, const char *, const char *, int, const char *const *,
+                               const char *const *);
+  nvrtcResult (*compileProgram)(nvrtcProgram, int, const char *const *);
+  nvrtcResult (*getProgramLogSize)(nvrtcProgram, size_t *);
+  nvrtcResult (*getProgramLog)(nvrtcProgram, char *);
+  nvrtcResult (*getCUBINSize)(nvrtcProgram, size_t *);
+  nvrtcResult (*getCUBIN)(nvrtcProgram, char *);
+  nvrtcResult (*destroyProgram)(nvrtcProgram *);
+};
+
+// libnvrtc sits in the wheel's nvidia/cu13/lib, next to the torch package whose libraries we
+// link: try the plain name (already loaded, or on the search path), then that directory. NVRTC
+// dlopens its builtins library by bare name, which that directory is not on the path for: load
+// it from beside libnvrtc first.
+std::string dir_of(const void *addr) {
+  Dl_info info;
+  if (!dladdr(addr, &info) || !info.dli_fname) return "";
+  std::string lib(info.dli_fname);
+  auto slash = lib.rfind('/');
+  return slash == std::string::npos ? "" : lib.substr(0, slash);
+}
+
+void *open_nvrtc() {
+  void *h = dlopen("libnvrtc.so.13", RTLD_NOW | RTLD_GLOBAL);
+  if (!h) {
+    std::string torch_lib = dir_of(reinterpret_cast<const void *>(&at::globalContext));  // .../site-packages/torch/lib
+    if (!torch_lib.empty()) h = dlopen((torch_lib + "/../../nvidia/cu13/lib/libnvrtc.so.13").c_str(), RTLD_NOW | RTLD_GLOBAL);
+  }
+  if (!h) throw std::runtime_error(std::string("libnvrtc.so.13 not found (torch's nvidia/cu13/lib): ") + dlerror());
+  if (void *f = dlsym(h, "nvrtcVersion")) {
+    std::string dir = dir_of(f);
+    if (!dir.empty()) dlopen((dir + "/libnvrtc-builtins.so.13.0").c_str(), RTLD_NOW | RTLD_GLOBAL);
+  }
+  return h;
+}
+
+template <typename F> void sym(void *h, const char *name, F &f) {
+  f = reinterpret_cast<F>(dlsym(h, name));
+  if (!f) throw std::runtime_error(std::string("missing CUDA symbol ") + name);
+}
+
+// Loads once; a failure is remembered and re-thrown.
+template <typename T, typename Init> const T &load_once(Init init) {
+  static std::once_flag once;
+  static T api;
+  static std::string failure;
+  std::call_once(once, [&] {
+    try {
+      init(api);
+    } catch (const std::exception &e) {
+      failure = e.what();
+    }
+  });
+  if (!failure.empty()) throw std::runtime_error(failure);
+  return api;
+}
+
+const Driver &driver_api() {
+  return load_once<Driver>([](Driver &api) {
+    void *drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    if (!drv) throw std::runtime_error(std::string("libcuda.so.1: ") + dlerror());
+    sym(drv, "cuCtxGetCurrent", api.ctxGetCurrent);
+    sym(drv, "cuCtxSetCurrent", api.ctxSetCurrent);
+    sym(drv, "cuDevicePrimaryCtxRetain", api.primaryCtxRetain);
+    sym(drv, "cuDeviceGet", api.deviceGet);
+    sym(drv, "cuDeviceGetAttribute", api.deviceGetAttribute);
+    sym(drv, "cuModuleLoadData", api.moduleLoadData);
+    sym(drv, "cuModuleGetFunction", api.moduleGetFunction);
+    sym(drv, "cuLaunchKernel", api.launchKernel);
+    sym(drv, "cuGetErrorString", api.getErrorString);
+  });
+}
+
+const Nvrtc &nvrtc_api() {
+  return load_once<Nvrtc>([](Nvrtc &api) {
+    void *rtc = open_nvrtc();
+    sym(rtc, "nvrtcCreateProgram", api.createProgram);
+    sym(rtc, "nvrtcCompileProgram", api.compileProgram);
+    sym(rtc, "nvrtcGetProgramLogSize", api.getProgramLogSize);
+    sym(rtc, "nvrtcGetProgramLog", api.getProgramLog);
+    sym(rtc, "nvrtcGetCUBINSize", api.getCUBINSize);
+    sym(rtc, "nvrtcGetCUBIN", api.getCUBIN);
+    sym(rtc, "nvrtcDestroyProgram", api.destroyProgram);
+  });
+}
+
+// The epilogue kernels as a cubin for compute capability major.minor.
+std::string compile_epilogue(int major, int minor) {
+  const Nvrtc &api = nvrtc_api();
+  std::string arch = "--gpu-architecture=sm_" + std::to_string(major) + std::to_string(minor);
+  nvrtcProgram prog;
+  if (api.createProgram(&prog, kEpilogueSource, "shardkit_epilogue.cu", 0, nullptr, nullptr) != NVRTC_SUCCESS)
+    throw std::runtime_error("nvrtcCreateProgram failed");
+  const char *opts[] = {arch.c_str(), "--std=c++17", "-default-device"};
+  nvrtcResult rc = api.compileProgram(prog, 3, opts);
+  size_t log_size = 0;
+  api.getProgramLogSize(prog, &log_size);
+  std::string log(log_size, '\0');
+  if (log_size) api.getProgramLog(prog, log.data());
+  if (rc != NVRTC_SUCCESS) {
+    api.destroyProgram(&prog);
+    throw std::runtime_error("NVRTC could not compile the modconv epilogue for " + arch + ": " + log);
+  }
+  size_t n = 0;
+  api.getCUBINSize(prog, &n);
+  std::string cubin(n, '\0');
+  api.getCUBIN(prog, cubin.data());
+  api.destroyProgram(&prog);
+  return cubin;
+}
+
+void cu_check(CUresult r, const char *what) {
+  if (r == CUDA_SUCCESS) return;
+  const char *s = nullptr;
+  driver_api().getErrorString(r, &s);
+  throw std::runtime_error(std::string(what) + ": " + (s ? s : "CUDA driver error"));
+}
+
+// The epilogue kernels, compiled once per device for its architecture.
+struct EpilogueKernels {
+  CUcontext ctx = nullptr;
+  CUfunction fwd[3] = {}, bwd[3] = {};  // f32, f16, bf16
+};
+
+const EpilogueKernels &epilogue_kernels(int device) {
+  static std::mutex mu;
+  static std::map<int, EpilogueKernels> cache;
+  static std::map<int, std::string> failed;
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = cache.find(device); it != cache.end()) return it->second;
+  if (auto it = failed.find(device); it != failed.end()) throw std::runtime_error(it->second);
+  try {
+    const Driver &api = driver_api();
+    EpilogueKernels k;
+    CUdevice dev;
+    cu_check(api.deviceGet(&dev, device), "cuDeviceGet");
+    cu_check(api.primaryCtxRetain(&k.ctx, dev), "cuDevicePrimaryCtxRetain");
+    cu_check(api.ctxSetCurrent(k.ctx), "cuCtxSetCurrent");
+    int major = 0, minor = 0;
+    cu_check(api.deviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "compute capability");
+    cu_check(api.deviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "compute capability");
+    std::string cubin = compile_epilogue(major, minor);
+    CUmodule module;
+    cu_check(api.moduleLoadData(&module, cubin.data()), "cuModuleLoadData");
+    const char *names[3] = {"f32", "f16", "bf16"};
+    for (int i = 0; i < 3; ++i) {
+      cu_check(api.moduleGetFunction(&k.fwd[i], module, (std::string("fwd_") + names[i]).c_str()), "cuModuleGetFunction");
+      cu_check(api.moduleGetFunction(&k.bwd[i], module, (std::string("bwd_") + names[i]).c_str()), "cuModuleGetFunction");
+    }
+    return cache.emplace(device, k).first->second;
+  } catch (const std::exception &e) {
+    failed.emplace(device, e.what());
+    throw;
+  }
+}
+
+int dtype_index(const at::Tensor &x) {
+  switch (x.scalar_type()) {
+    case at::kFloat: return 0;
+    case at::kHalf: return 1;
+    case at::kBFloat16: return 2;
+    default: throw std::runtime_error("modconv epilogue: x must be float32, float16 or bfloat16");
+  }
+}
+
+void launch(const EpilogueKernels &k, CUfunction f, dim3 grid, unsigned block, unsigned shared, int device, void **args) {
+  const Driver &api = driver_api();
+  CUcontext cur = nullptr;
+  api.ctxGetCurrent(&cur);
+  if (cur != k.ctx) cu_check(api.ctxSetCurrent(k.ctx), "cuCtxSetCurrent");
+  auto stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream();
+  cu_check(api.launchKernel(f, grid.x, grid.y, grid.z, block, 1, 1, shared, reinterpret_cast<CUstream>(stream), args, nullptr),
+           "launching the modconv epilogue");
+}
+
+// Makes `device` current for a scope (c10's CUDAGuard is inline code calling cudart, which the
+// shim does not link; these calls live in libc10_cuda).
+struct DeviceScope {
+  c10::DeviceIndex previous;
+  explicit DeviceScope(int device) : previous(c10::cuda::ExchangeDevice(static_cast<c10::DeviceIndex>(device))) {}
+  ~DeviceScope() { c10::cuda::MaybeSetDevice(previous); }
+};
+
+struct Noise {
+  at::Tensor t;           // f32, contiguous, [B*HW] or [HW]
+  long long batch_stride;  // HW or 0
+};
+
+// An empty noise tensor means no noise (autograd's apply wants every input defined).
+Noise noise_view(const at::Tensor &noise, int64_t B, int64_t HW) {
+  if (noise.numel() == 0) return {at::Tensor(), 0};
+  TORCH_CHECK(noise.scalar_type() == at::kFloat && noise.is_contiguous(), "modconv epilogue: noise must be contiguous float32");
+  if (noise.numel() == B * HW) return {noise, HW};
+  TORCH_CHECK(noise.numel() == HW, "modconv epilogue: noise must have B*H*W or H*W elements");
+  return {noise, 0};
+}
+
+struct ModconvEpilogue : torch::autograd::Function<ModconvEpilogue> {
+  static at::Tensor forward(torch::autograd::AutogradContext *ctx, const at::Tensor &x_in, const at::Tensor &d,
+                            const at::Tensor &noise, const at::Tensor &strength, const at::Tensor &bias, double g,
+                            double clamp) {
+    TORCH_CHECK(x_in.is_cuda() && x_in.dim() == 4, "modconv epilogue: x must be a 4-D CUDA tensor");
+    auto x = x_in.contiguous();
+    int64_t B = x.size(0), C = x.size(1), HW = x.size(2) * x.size(3);
+    TORCH_CHECK(d.scalar_type() == at::kFloat && d.is_contiguous() && d.numel() == B * C, "modconv epilogue: d must be [B,C] float32");
+    TORCH_CHECK(bias.scalar_type() == at::kFloat && bias.is_contiguous() && bias.numel() == C, "modconv epilogue: bias must be [C] float32");
+    TORCH_CHECK(strength.scalar_type() == at::kFloat && strength.numel() == 1, "modconv epilogue: strength must be a float32 scalar");
+    TORCH_CHECK(B * C <= INT32_MAX, "modconv epilogue: too many channels");
+    Noise nv = noise_view(noise, B, HW);
+    int device = x.get_device();
+    DeviceScope scope(device);
+    const auto &k = epilogue_kernels(device);
+    auto y = at::empty_like(x);
+    const void *xp = x.data_ptr(), *dp = d.data_ptr(), *sp = strength.data_ptr(), *bp = bias.data_ptr();
+    const void *np = nv.t.defined() ? nv.t.data_ptr() : nullptr;
+    void *yp = y.data_ptr();
+    long long nbs = nv.batch_stride, hw = HW;
+    float gf = static_cast<float>(g), cf = static_cast<float>(clamp);
+    int bi = static_cast<int>(B), ci = static_cast<int>(C);
+    void *args[] = {&xp, &yp, &dp, &np, &nbs, &sp, &bp, &gf, &cf, &bi, &ci, &hw};
+    unsigned gx = static_cast<unsigned>(std::min<int64_t>((HW + 255) / 256, 1024));
+    unsigned gy = static_cast<unsigned>(std::min<int64_t>(B * C, 65535));
+    if (B * C * HW > 0) launch(k, k.fwd[dtype_index(x)], dim3(gx, gy, 1), 256, 0, device, args);
+    ctx->save_for_backward({x, d, nv.t.defined() ? nv.t : noise, strength, bias});
+    ctx->saved_data["g"] = g;
+    ctx->saved_data["clamp"] = clamp;
+    ctx->saved_data["noise_sizes"] = noise.sizes().vec();
+    return y;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext *ctx, torch::autograd::variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    auto x = saved[0], d = saved[1], noise = saved[2], strength = saved[3], bias = saved[4];
+    double g = ctx->saved_data["g"].toDouble(), clamp = ctx->saved_data["clamp"].toDouble();
+    auto gy = grads[0].contiguous();
+    int64_t B = x.size(0), C = x.size(1), HW = x.size(2) * x.size(3);
+    int device = x.get_device();
+    DeviceScope scope(device);
+    const auto &k = epilogue_kernels(device);
+    auto gx = at::empty_like(x);
+    auto gd = at::zeros({B, C}, x.options().dtype(at::kFloat));
+    bool has_noise = noise.numel() > 0;
+    bool want_noise = has_noise && ctx->needs_input_grad(2);
+    at::Tensor gn;
+    if (want_noise) gn = at::zeros({B, HW}, x.options().dtype(at::kFloat));
+    long long nbs = noise.numel() == B * HW ? HW : 0, hw = HW;
+    const void *gyp = gy.data_ptr(), *xp = x.data_ptr(), *dp = d.data_ptr(), *sp = strength.data_ptr(), *bp = bias.data_ptr();
+    const void *np = has_noise ? noise.data_ptr() : nullptr;
+    void *gxp = gx.data_ptr(), *gdp = gd.data_ptr(), *gnp = want_noise ? gn.data_ptr() : nullptr;
+    float gf = static_cast<float>(g), cf = static_cast<float>(clamp);
+    const int threads = 256, ppt = 4;
+    int64_t tiles = (HW + threads * ppt - 1) / (threads * ppt);
+    // Enough blocks to fill the GPU: split the channels when tiles x images are few.
+    int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(C, 1024 / std::max<int64_t>(1, tiles * B)));
+    int chunk = static_cast<int>((C + chunks - 1) / chunks);
+    chunks = (C + chunk - 1) / chunk;
+    int ci = static_cast<int>(C);
+    void *args[] = {&gyp, &xp, &gxp, &gdp, &gnp, &dp, &np, &nbs, &sp, &bp, &gf, &cf, &ci, &chunk, &hw};
+    TORCH_CHECK(tiles <= INT32_MAX && B <= 65535 && chunks <= 65535, "modconv epilogue: map too large");
+    if (B * C * HW > 0)
+      launch(k, k.bwd[dtype_index(x)], dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(B), static_cast<unsigned>(chunks)), threads,
+             static_cast<unsigned>(chunk * sizeof(float)), device, args);
+    at::Tensor gnoise;
+    if (want_noise) {
+      auto sizes = ctx->saved_data["noise_sizes"].toIntVector();
+      gnoise = nbs == 0 ? gn.sum(0).reshape(sizes) : gn.reshape(sizes);
+    }
+    return {gx, gd.reshape(d.sizes()), gnoise, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 } // namespace
@@ -208,6 +617,32 @@ char *shk_all_reduce_sum_autograd(at::Tensor *x, shk_reduce_fn reduce, shk_drop_
     return dup("out of memory");
   }
   return guarded([&] { *out = new at::Tensor(AllReduceSum::apply(*x, std::move(r))); });
+}
+
+// torch.nn.functional.leaky_relu(x, slope) (tch binds only the default slope 0.01).
+char *shk_leaky_relu(at::Tensor *x, double slope, at::Tensor **out) {
+  return guarded([&] { *out = new at::Tensor(at::leaky_relu(*x, slope)); });
+}
+
+// The fused modulated-convolution epilogue (ModconvEpilogue above); `noise` may be NULL.
+// CUDA only: compiles its kernels on first use (an error says why when it cannot).
+char *shk_modconv_epilogue(at::Tensor *x, at::Tensor *d, at::Tensor *noise, at::Tensor *strength, at::Tensor *bias,
+                           double gain, double clamp, at::Tensor **out) {
+  return guarded([&] {
+    at::Tensor n = noise ? *noise : at::empty({0}, x->options().dtype(at::kFloat));
+    *out = new at::Tensor(ModconvEpilogue::apply(*x, *d, n, *strength, *bias, gain, clamp));
+  });
+}
+
+// Compiles the epilogue kernels for compute capability major.minor with NVRTC (no GPU needed)
+// and gives the cubin's size: the check that the kernel source builds.
+char *shk_modconv_epilogue_compile(int major, int minor, size_t *bytes) {
+  return guarded([&] { *bytes = compile_epilogue(major, minor).size(); });
+}
+
+// Compiles the epilogue kernels for `device` now (NULL when they are ready).
+char *shk_modconv_epilogue_ready(int device) {
+  return guarded([&] { epilogue_kernels(device); });
 }
 
 // Launches the captured work on the current stream.
