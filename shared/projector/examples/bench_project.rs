@@ -2,7 +2,10 @@
 //! RES with random weights and a VGG16 with random weights (the compute of the pretrained ones),
 //! targets rendered by the same generator (seeds 0..B-1, truncation 0.7), STEPS steps.
 //!
-//!   bench_project DEVICE RES BATCH STEPS [tf32|fp32|bf16] [auto|fused|unfused]
+//!   bench_project DEVICE RES BATCH STEPS [tf32|fp32|bf16] [fast|auto|fused|unfused]
+//!
+//! fast (default): the projector's default op sequence (stylegan2::fast); auto/fused/unfused:
+//! upstream's reference ops with its fused_modconv choice, or forced.
 //!
 //! Prints images/s, seconds per image, the mean final distance and the process's peak reserved
 //! GPU memory (cudaMemGetInfo growth from start-up).
@@ -11,13 +14,13 @@ use std::time::Instant;
 
 use perceptual::{NativeVgg16, Vgg16};
 use projector::{Projector, Settings, WStats};
-use stylegan2::{Config, Generator, SynthesisOptions};
+use stylegan2::{Config, Generator, Ops, SynthesisOptions};
 use tch::{Device, Kind, Tensor};
 
 fn main() {
     let a: Vec<String> = std::env::args().collect();
     if a.len() < 5 {
-        eprintln!("usage: bench_project DEVICE RES BATCH STEPS [tf32|fp32|bf16] [auto|fused|unfused]");
+        eprintln!("usage: bench_project DEVICE RES BATCH STEPS [tf32|fp32|bf16] [fast|auto|fused|unfused]");
         std::process::exit(2);
     }
     let precision = a.get(5).map(String::as_str).unwrap_or("tf32");
@@ -51,7 +54,9 @@ fn main() {
         let img = g.forward(&Tensor::cat(&z, 0), None, 0.7, None, &SynthesisOptions { force_fp32: true, ..Default::default() });
         ((img + 1.0) * 127.5).clamp(0.0, 255.0)
     };
-    let settings = Settings { steps, force_fp32: precision == "fp32", fused_modconv: fused, ..Default::default() };
+    let mode = a.get(6).map(String::as_str).unwrap_or("fast");
+    let ops = Some(if mode == "fast" { Ops::Fast } else { Ops::Reference });
+    let settings = Settings { steps, force_fp32: precision == "fp32", fused_modconv: fused, ops, ..Default::default() };
     let p = Projector { g: &g, vgg: &vgg, stats: &stats, settings };
     // Warm-up (cuDNN autotuning) on 2 steps, not timed.
     let warm = Projector { settings: Settings { steps: 2, ..p.settings.clone() }, ..p };
@@ -69,7 +74,7 @@ fn main() {
     };
     println!(
         "project {res}x{res} batch {batch} {steps} steps {precision} modconv {}: {:.3} img/s ({:.2} s/img, {:.1} ms/step), mean final distance {mean:.4}, peak reserved {mem}, w stats {stats_s:.2} s",
-        a.get(6).map(String::as_str).unwrap_or("auto"),
+        mode,
         batch as f64 / secs,
         secs / batch as f64,
         secs * 1e3 / steps as f64

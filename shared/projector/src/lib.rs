@@ -16,7 +16,7 @@
 //! each step), so an image gets the same draws in any batch: batched equals one by one.
 
 use stylegan2::np_random::RandomState;
-use stylegan2::{Generator, Noise, SynthesisOptions};
+use stylegan2::{Generator, Noise, Ops, SynthesisOptions};
 use tch::{Device, Kind, Tensor};
 
 pub use perceptual::Vgg16;
@@ -39,8 +39,13 @@ pub struct Settings {
     pub trajectory: bool,
     /// Run the generator's fp16 blocks in fp32 too.
     pub force_fp32: bool,
-    /// The synthesis' `fused_modconv` (None: upstream's choice, fused in fp32 or at batch 1).
+    /// The synthesis' `fused_modconv` (None: upstream's choice, fused in fp32 or at batch 1);
+    /// only with `Ops::Reference`.
     pub fused_modconv: Option<bool>,
+    /// The synthesis' op sequence: upstream's `Reference` ops or the `Fast` reformulation
+    /// (same maths, other rounding); None: Fast on CUDA, Reference on the CPU (where the phase
+    /// convolutions' extra FLOPs cost more than the memory passes they save).
+    pub ops: Option<Ops>,
 }
 
 impl Default for Settings {
@@ -58,11 +63,17 @@ impl Default for Settings {
             trajectory: false,
             force_fp32: false,
             fused_modconv: None,
+            ops: None,
         }
     }
 }
 
 impl Settings {
+    /// The op sequence used on `device`.
+    pub fn ops_on(&self, device: Device) -> Ops {
+        self.ops.unwrap_or(if device.is_cuda() { Ops::Fast } else { Ops::Reference })
+    }
+
     /// Learning rate and w-noise scale of `step`, computed in f64 as upstream (numpy) does.
     pub fn schedule(&self, step: usize, w_std: f64) -> (f64, f64) {
         let t = step as f64 / self.steps as f64;
@@ -218,7 +229,7 @@ impl Projector<'_> {
             let (lr, scale) = s.schedule(step, self.stats.w_std);
             let ws = &w_opt + w_noise.get(step as i64) * scale;
             let ws = if s.w_plus { ws } else { ws.repeat([1, num_ws, 1]) };
-            let opts = SynthesisOptions { noise: Noise::Given(&bufs), fused_modconv: s.fused_modconv, force_fp32: s.force_fp32 };
+            let opts = SynthesisOptions { noise: Noise::Given(&bufs), fused_modconv: s.fused_modconv, force_fp32: s.force_fp32, ops: s.ops_on(dev) };
             let synth = (g.synthesis.forward(&ws, &opts) + 1.0) * (255.0 / 2.0);
             let synth_features = self.vgg.features(&to_vgg_size(&synth))?;
             let dist = (&target_features - synth_features.to_kind(Kind::Float))
@@ -268,7 +279,12 @@ impl Projector<'_> {
         let _ng = tch::no_grad_guard();
         let num_ws = self.g.num_ws();
         let ws = if p.w.size()[1] == num_ws { p.w.shallow_clone() } else { p.w.repeat([1, num_ws, 1]) };
-        let opts = SynthesisOptions { noise: Noise::Given(&p.noise), fused_modconv: None, force_fp32: self.settings.force_fp32 };
+        let opts = SynthesisOptions {
+            noise: Noise::Given(&p.noise),
+            fused_modconv: None,
+            force_fp32: self.settings.force_fp32,
+            ops: self.settings.ops_on(self.g.device()),
+        };
         self.g.synthesis.forward(&ws, &opts)
     }
 }

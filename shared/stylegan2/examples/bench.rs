@@ -7,6 +7,10 @@
 //!                                             fp32 or with fp16 blocks (num_fp16_res 4); run
 //!                                             each in its own process for its peak memory
 //!   bench fp16-error DEVICE RES               fp16 blocks vs fp32 on the same inputs
+//!   bench fast-check DEVICE RES BATCH ITERS   Ops::Fast vs Ops::Reference (unfused): images
+//!                                             and the gradients of w and the noise buffers,
+//!                                             in fp32 and with fp16 blocks; then the
+//!                                             forward+backward time of each
 //!
 //! `NO_TF32=1` turns TF32 off (device::disable_tf32).
 //!
@@ -21,7 +25,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
-use stylegan2::{Config, Generator, Noise, SynthesisOptions};
+use stylegan2::{Config, Generator, Noise, Ops, SynthesisOptions};
 use tch::{Device, Kind, Tensor};
 
 fn device(s: &str) -> Device {
@@ -55,7 +59,7 @@ fn median_ms(d: Device, iters: usize, mut f: impl FnMut()) -> f64 {
 /// One projector-like step without the VGG; returns the loss.
 fn fwd_bwd(g: &Generator, w: &Tensor, noise: &[Tensor], force_fp32: bool) -> Tensor {
     let ws = w.repeat([1, g.num_ws(), 1]);
-    let opts = SynthesisOptions { noise: Noise::Given(noise), fused_modconv: None, force_fp32 };
+    let opts = SynthesisOptions { noise: Noise::Given(noise), fused_modconv: None, force_fp32, ..Default::default() };
     let img = g.synthesis.forward(&ws, &opts);
     let loss = img.square().mean(Kind::Float);
     let mut inputs: Vec<&Tensor> = vec![w];
@@ -86,7 +90,7 @@ fn parity(d: Device, dir: &Path) {
             .map(|(k, v)| (k, v.to_device(d)))
             .collect();
         let diff = |a: &Tensor, b: &Tensor| (a - b).abs().max().double_value(&[]);
-        let o = |noise, fused| SynthesisOptions { noise, fused_modconv: fused, force_fp32: false };
+        let o = |noise, fused| SynthesisOptions { noise, fused_modconv: fused, force_fp32: false, ..Default::default() };
         let mut line = vec![
             ("ws", diff(&g.mapping.forward(&r["z"], None, 1.0, None), &r["ws"])),
             ("ws_psi0.7", diff(&g.mapping.forward(&r["z"], None, 0.7, None), &r["ws_psi0.7"])),
@@ -150,7 +154,7 @@ fn paper(d: Device, res: i64, b: i64, fp16: bool, iters: usize) {
     });
     let fwd = median_ms(d, iters, || {
         let _g = tch::no_grad_guard();
-        let opts = SynthesisOptions { noise: Noise::Const, fused_modconv: None, force_fp32 };
+        let opts = SynthesisOptions { noise: Noise::Const, fused_modconv: None, force_fp32, ..Default::default() };
         let _ = g.synthesis.forward(&w.detach().repeat([1, g.num_ws(), 1]), &opts);
     });
     let mem = match (before, device::cuda_mem_used()) {
@@ -182,6 +186,72 @@ fn fp16_error(d: Device, res: i64) {
     );
 }
 
+/// Relative error ‖a − b‖₂ / ‖b‖₂. Not the max: a reformulation's rounding flips the leaky
+/// ReLU's branch for the odd pre-activation within rounding of 0, which moves that pixel's
+/// noise gradient by a whole 0.8·|gradient| (seen on CPU in fp32: max-relative 2e-2, L2 1e-6).
+fn rel(a: &Tensor, b: &Tensor) -> f64 {
+    let n = |t: &Tensor| t.to_kind(Kind::Double).square().sum(Kind::Double).sqrt().double_value(&[]);
+    n(&(a - b)) / n(b).max(1e-30)
+}
+
+/// The image and the gradients of w and every noise buffer of `mean((img − target)²)`.
+fn image_and_grads(g: &Generator, w: &Tensor, noise: &[Tensor], target: &Tensor, opts: &SynthesisOptions<'_>) -> (Tensor, Vec<Tensor>) {
+    let img = g.synthesis.forward(&w.repeat([1, g.num_ws(), 1]), opts);
+    let loss = (&img - target).square().mean(Kind::Float);
+    let mut inputs: Vec<&Tensor> = vec![w];
+    inputs.extend(noise.iter());
+    (img.detach(), Tensor::run_backward(&[&loss], &inputs, false, false))
+}
+
+fn fast_check(d: Device, res: i64, b: i64, iters: usize) {
+    tch::manual_seed(0);
+    let g = Generator::random(Config::paper_stylegan2(res), d).unwrap();
+    {
+        // Non-zero noise strengths and biases, so that every input of the epilogue matters.
+        let _ng = tch::no_grad_guard();
+        for blk in &g.synthesis.blocks {
+            for l in blk.conv0.iter().chain(std::iter::once(&blk.conv1)) {
+                let _ = l.noise_strength.shallow_clone().fill_(0.3);
+                let _ = l.bias.shallow_clone().copy_(&(Tensor::randn_like(&l.bias) * 0.2));
+            }
+        }
+    }
+    let w = (Tensor::randn([b, 1, 512], (Kind::Float, d)) * 0.5).set_requires_grad(true);
+    let noise = noise_bufs(&g, b, d);
+    let target = Tensor::randn([b, 3, res, res], (Kind::Float, d));
+    let mut ok = true;
+    for (label, force_fp32, tol) in [("fp32", true, 2e-3), ("fp16 blocks", false, 5e-2)] {
+        let o = |ops| SynthesisOptions { noise: Noise::Given(&noise), fused_modconv: Some(false), force_fp32, ops };
+        let (img_r, gr) = image_and_grads(&g, &w, &noise, &target, &o(Ops::Reference));
+        let (img_f, gf) = image_and_grads(&g, &w, &noise, &target, &o(Ops::Fast));
+        let errs: Vec<f64> = std::iter::once(rel(&img_f, &img_r)).chain(gf.iter().zip(&gr).map(|(a, b)| rel(a, b))).collect();
+        let worst_grad = errs[1..].iter().cloned().fold(0.0, f64::max);
+        let pass = errs[0] <= tol && worst_grad <= tol;
+        ok &= pass;
+        println!(
+            "fast-check {res}x{res} batch {b} {label} on {d:?}: image rel {:.2e}, grad w rel {:.2e}, worst noise-grad rel {:.2e} (tolerance {tol:.0e}) {}",
+            errs[0],
+            errs[1],
+            errs[2..].iter().cloned().fold(0.0, f64::max),
+            if pass { "PASS" } else { "FAIL" }
+        );
+        if std::env::var_os("FAST_CHECK_VERBOSE").is_some() {
+            for (i, (a, r)) in gf.iter().zip(&gr).enumerate() {
+                println!("  grad {i} {:?}: rel {:.2e}, max|ref| {:.2e}", r.size(), rel(a, r), r.abs().max().double_value(&[]));
+            }
+        }
+        for ops in [Ops::Reference, Ops::Fast] {
+            let ms = median_ms(d, iters, || {
+                let _ = image_and_grads(&g, &w, &noise, &target, &o(ops));
+            });
+            println!("  {label} {ops:?}: forward+backward {ms:.1} ms ({:.1} img/s)", b as f64 * 1e3 / ms);
+        }
+    }
+    if !ok {
+        std::process::exit(1);
+    }
+}
+
 fn main() {
     let a: Vec<String> = std::env::args().collect();
     if std::env::var_os("NO_TF32").is_some() {
@@ -193,8 +263,9 @@ fn main() {
         Some("fixture") => fixture(device(&a[2]), Path::new(&a[3]), a[4].parse().unwrap()),
         Some("paper") => paper(device(&a[2]), a[3].parse().unwrap(), a[4].parse().unwrap(), a[5] == "fp16", a[6].parse().unwrap()),
         Some("fp16-error") => fp16_error(device(&a[2]), a[3].parse().unwrap()),
+        Some("fast-check") => fast_check(device(&a[2]), a[3].parse().unwrap(), a[4].parse().unwrap(), a[5].parse().unwrap()),
         _ => {
-            eprintln!("usage: bench parity DEVICE DIR | fixture DEVICE G ITERS | paper DEVICE RES BATCH fp32|fp16 ITERS | fp16-error DEVICE RES");
+            eprintln!("usage: bench parity DEVICE DIR | fixture DEVICE G ITERS | paper DEVICE RES BATCH fp32|fp16 ITERS | fp16-error DEVICE RES | fast-check DEVICE RES BATCH ITERS");
             std::process::exit(2);
         }
     }

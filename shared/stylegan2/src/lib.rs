@@ -16,6 +16,7 @@
 //! ```
 
 mod config;
+pub mod fast;
 pub mod init;
 mod model;
 pub mod np_random;
@@ -26,7 +27,7 @@ use std::path::Path;
 
 pub use config::{Architecture, Config};
 pub use model::{
-    Block, FullyConnected, Generator, Mapping, Noise, SkipConv, Synthesis, SynthesisLayer,
+    Block, FullyConnected, Generator, Mapping, Noise, Ops, SkipConv, Synthesis, SynthesisLayer,
     SynthesisOptions, ToRgb,
 };
 pub use weights::Weights;

@@ -4,10 +4,12 @@
 //! In-place tensor ops (`+=`) appear only where upstream has them (`add_`), on fresh tensors.
 #![allow(clippy::assign_op_pattern)] // `b = b * g` must not become the in-place `b *= g`
 
+use std::cell::OnceCell;
 use std::f64::consts::SQRT_2;
 
 use tch::{Device, Kind, Tensor};
 
+use crate::fast;
 use crate::ops::{self, Act, ModConv};
 use crate::weights::Weights;
 use crate::{Architecture, Config, Result};
@@ -156,6 +158,18 @@ pub enum Noise<'a> {
     Given(&'a [Tensor]),
 }
 
+/// Which sequence of tensor operations computes the synthesis layers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Ops {
+    /// Upstream's reference ops, op for op (bit-identical to upstream on CPU).
+    #[default]
+    Reference,
+    /// The same maths reformulated for speed ([`crate::fast`]): phase convolutions instead of
+    /// transposed convolution + FIR, a fused epilogue kernel on CUDA. Differs by rounding;
+    /// `fused_modconv` is ignored (the layers run unfused).
+    Fast,
+}
+
 /// Options of a synthesis call.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SynthesisOptions<'a> {
@@ -164,6 +178,7 @@ pub struct SynthesisOptions<'a> {
     pub fused_modconv: Option<bool>,
     /// Run the fp16 blocks in fp32 too. fp16 blocks only ever run on CUDA.
     pub force_fp32: bool,
+    pub ops: Ops,
 }
 
 /// `SynthesisLayer`: modulated 3×3 convolution (optionally 2× up), noise, bias, lrelu, clamp.
@@ -178,6 +193,8 @@ pub struct SynthesisLayer {
     up: i64,
     resolution: i64,
     conv_clamp: Option<f64>,
+    /// [`fast::phase_weight`] of `weight` (f32), made on first use by an up-sampling layer.
+    phase: OnceCell<Tensor>,
 }
 
 impl SynthesisLayer {
@@ -199,7 +216,47 @@ impl SynthesisLayer {
             up,
             resolution,
             conv_clamp: cfg.conv_clamp,
+            phase: OnceCell::new(),
         })
+    }
+
+    /// [`Ops::Fast`]: the same layer through [`fast`]'s formulations.
+    fn forward_fast(&self, x: &Tensor, w: &Tensor, noise: Noise<'_>, idx: usize, gain: f64) -> Tensor {
+        let kind = x.kind();
+        let batch = x.size()[0];
+        let mut styles = self.affine.forward(w);
+        let mut weight = self.weight.shallow_clone();
+        // Upstream's fp16 pre-normalisation: a per-output-channel weight scale and a per-sample
+        // style scale (both cancel in the demodulation).
+        let mut out_scale = None;
+        if kind == Kind::Half {
+            let (_, in_ch, kh, kw) = weight.size4().expect("weight is OIkk");
+            let scale = (1.0 / ((in_ch * kh * kw) as f64).sqrt()) / weight.abs().amax([1, 2, 3], true);
+            weight = &weight * &scale;
+            styles = &styles / styles.abs().amax([1], true);
+            out_scale = Some(scale);
+        }
+        let d = fast::dcoefs(&weight, &styles);
+        let x = x * styles.to_kind(kind).reshape([batch, -1, 1, 1]);
+        let x = if self.up == 2 {
+            let phase = self.phase.get_or_init(|| fast::phase_weight(&self.weight, &self.resample_filter));
+            let phase = match &out_scale {
+                // Row o·4 + k of the phase weights belongs to output channel o.
+                Some(s) => phase * s.reshape([-1, 1]).expand([-1, 4], false).reshape([-1, 1, 1, 1]),
+                None => phase.shallow_clone(),
+            };
+            fast::conv_up(&x, &phase.to_kind(kind))
+        } else {
+            x.conv2d(&weight.to_kind(kind), None::<Tensor>, [1, 1], [1, 1], [1, 1], 1)
+        };
+        let raw_noise = match noise {
+            Noise::Random => Some(Tensor::randn([batch, 1, self.resolution, self.resolution], (Kind::Float, x.device()))),
+            Noise::Const => Some(self.noise_const.shallow_clone()),
+            Noise::None => None,
+            Noise::Given(bufs) => Some(bufs[idx].shallow_clone()),
+        };
+        let clamp = self.conv_clamp.map(|c| c * gain);
+        fast::epilogue(&x, &d, raw_noise.as_ref(), &self.noise_strength, &self.bias, gain, clamp)
     }
 
     fn forward(&self, x: &Tensor, w: &Tensor, noise: Noise<'_>, idx: usize, fused: bool, gain: f64) -> Tensor {
@@ -255,8 +312,12 @@ impl ToRgb {
         })
     }
 
-    fn forward(&self, x: &Tensor, w: &Tensor, fused: bool) -> Tensor {
+    fn forward(&self, x: &Tensor, w: &Tensor, fused: bool, ops: Ops) -> Tensor {
         let styles = self.affine.forward(w) * self.weight_gain;
+        if ops == Ops::Fast {
+            let x = fast::torgb(x, &self.weight, &styles);
+            return ops::bias_act(&x, Some(&self.bias), Act::Linear, 1.0, self.conv_clamp);
+        }
         let args = ModConv { up: 1, padding: 0, resample_filter: None, demodulate: false, flip_weight: true, fused };
         let x = ops::modulated_conv2d(x, &self.weight, &styles, None, args);
         ops::bias_act(&x, Some(&self.bias), Act::Linear, 1.0, self.conv_clamp)
@@ -369,24 +430,31 @@ impl Block {
             (None, None) => unreachable!("blocks after the first get x"),
         };
         let noise = opts.noise;
+        let layer = |l: &SynthesisLayer, x: &Tensor, w: &Tensor, idx: usize, gain: f64| match opts.ops {
+            Ops::Reference => l.forward(x, w, noise, idx, fused, gain),
+            Ops::Fast => l.forward_fast(x, w, noise, idx, gain),
+        };
         let x = match (&self.conv0, &self.skip) {
-            (None, _) => self.conv1.forward(&x, w_iter.next().unwrap(), noise, noise_idx, fused, 1.0),
+            (None, _) => layer(&self.conv1, &x, w_iter.next().unwrap(), noise_idx, 1.0),
             (Some(conv0), Some(skip)) => {
                 let g = 0.5f64.sqrt();
                 let mut y = skip.forward(&x, g);
-                let x = conv0.forward(&x, w_iter.next().unwrap(), noise, noise_idx, fused, 1.0);
-                let x = self.conv1.forward(&x, w_iter.next().unwrap(), noise, noise_idx + 1, fused, g);
+                let x = layer(conv0, &x, w_iter.next().unwrap(), noise_idx, 1.0);
+                let x = layer(&self.conv1, &x, w_iter.next().unwrap(), noise_idx + 1, g);
                 y += &x;
                 y
             }
             (Some(conv0), None) => {
-                let x = conv0.forward(&x, w_iter.next().unwrap(), noise, noise_idx, fused, 1.0);
-                self.conv1.forward(&x, w_iter.next().unwrap(), noise, noise_idx + 1, fused, 1.0)
+                let x = layer(conv0, &x, w_iter.next().unwrap(), noise_idx, 1.0);
+                layer(&self.conv1, &x, w_iter.next().unwrap(), noise_idx + 1, 1.0)
             }
         };
-        let mut img = img.map(|img| ops::upsample2d(&img, &self.resample_filter));
+        let mut img = img.map(|img| match opts.ops {
+            Ops::Reference => ops::upsample2d(&img, &self.resample_filter),
+            Ops::Fast => fast::upsample2d(&img, &self.resample_filter),
+        });
         if let Some(torgb) = &self.torgb {
-            let y = torgb.forward(&x, w_iter.next().unwrap(), fused).to_kind(Kind::Float);
+            let y = torgb.forward(&x, w_iter.next().unwrap(), fused, opts.ops).to_kind(Kind::Float);
             img = Some(match img {
                 Some(mut img) => {
                     img += &y;
@@ -499,3 +567,4 @@ impl Generator {
         self.synthesis.forward(&ws, opts)
     }
 }
+

@@ -122,7 +122,7 @@ fn other_architectures_match_the_python_reference() {
             ("img_none", Noise::None, None),
             ("img_const_unfused", Noise::Const, Some(false)),
         ] {
-            let img = g.synthesis.forward(&want["ws"], &SynthesisOptions { noise, fused_modconv: fused, force_fp32: false });
+            let img = g.synthesis.forward(&want["ws"], &SynthesisOptions { noise, fused_modconv: fused, force_fp32: false, ..Default::default() });
             assert_eq!(img.size(), [n, cfg.img_channels, cfg.img_resolution, cfg.img_resolution]);
             let d = max_abs(&img, &want[k]);
             report.push(format!("{k} {d:.1e} (max|ref| {:.1})", want[k].abs().max().double_value(&[])));

@@ -69,7 +69,7 @@ fn mapping_synthesis_and_gradient_match_upstream() {
         );
         // Synthesis from the reference ws, so each stage is checked on its own.
         let ws = &r["ws"];
-        let opts = |noise, fused| SynthesisOptions { noise, fused_modconv: fused, force_fp32: false };
+        let opts = |noise, fused| SynthesisOptions { noise, fused_modconv: fused, force_fp32: false, ..Default::default() };
         check(&mut report, "img_const", &g.synthesis.forward(ws, &opts(Noise::Const, None)), &r["img_const"]);
         check(&mut report, "img_none", &g.synthesis.forward(ws, &opts(Noise::None, None)), &r["img_none"]);
         check(

@@ -310,6 +310,7 @@ impl Renderer<'_> {
                 },
                 fused_modconv: None,
                 force_fp32: self.cli.fp32,
+                ..Default::default()
             };
             let img = self.g.synthesis.forward(&ws, &opts).to_device(tch::Device::Cpu);
             Some(img)

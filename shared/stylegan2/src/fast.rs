@@ -1,0 +1,227 @@
+//! Faster formulations of the synthesis layers: the same maths as [`crate::ops`] (upstream's
+//! reference ops), different rounding. What the projector's hot loop runs (`Ops::Fast`); the
+//! reference sequence stays for parity with upstream (`Ops::Reference`).
+//!
+//! Measured on an H100 (scripts/bench/project_variants.py, projection step at 1024², batch 16),
+//! the reference sequence spends most of its time outside the convolutions: the FIR filter's
+//! depthwise convolution (forward and backward) and a dozen element-wise passes per layer over
+//! full-resolution maps. Here:
+//! - The 2× up-sampling convolution (transposed 3×3 convolution, then the 4×4 FIR) becomes one
+//!   3×3 convolution of the low-resolution input with 4·out channels (the FIR folded into the
+//!   weights, one set per output phase) and a pixel shuffle: no depthwise pass, no padding copy.
+//! - The image's FIR up-sampling likewise: a 3×3 convolution per phase, no zero insertion.
+//! - `addcmul(noise, x, dcoefs)` + `bias_act` (add, lrelu, ×√2·gain, clamp) become one fused
+//!   CUDA kernel each way ([`torch_shim::modconv_epilogue`]); elsewhere (CPU, or when the
+//!   kernel cannot be built) four ops with the gain folded in (leaky ReLU is positively
+//!   homogeneous).
+//! - Demodulation coefficients from `styles² @ Σ_k weight²ᵀ` instead of materialising the
+//!   per-sample weights [B,O,I,k,k].
+//! - ToRGB (1×1, no demodulation) as one batched matrix product with per-sample weights.
+#![allow(clippy::assign_op_pattern)]
+
+use std::sync::OnceLock;
+
+use tch::{Device, Kind, Tensor};
+
+/// The 4 output phases of `conv2d_resample(x, w, f, up=2, padding=1, flip_weight=false)` for a
+/// 3×3 kernel, as one convolution weight [4·O, I, 3, 3] (f32): output channel `o·4 + py·2 + px`
+/// is the 3×3 correlation giving output pixel (2i+py, 2j+px) from the input around (i, j).
+///
+/// Upstream computes `conv_transpose2d(x, wᵀ, stride 2)` then the FIR `4·f` with padding 1:
+/// z = (up(x) ⊛ wᵀ ⊛ 4f)[n+2] (⊛ true convolution, up() zero insertion), i.e. a stride-2
+/// transposed convolution with the 6×6 kernel K = wᵀ ⊛ 4f; its output phase p reads K at
+/// p+4−2a for tap a = 0..2.
+pub fn phase_weight(w: &Tensor, f: &Tensor) -> Tensor {
+    let (o, i, kh, kw) = w.size4().expect("weight is OIkk");
+    assert!(kh == 3 && kw == 3 && f.size() == [4, 4], "phase weights are for 3x3 kernels and 4x4 filters");
+    let wt = w.to_kind(Kind::Float).transpose(0, 1).reshape([i * o, 1, 3, 3]);
+    // Correlation with the flipped filter = convolution; padding 3 gives the full 6×6 result.
+    let f4 = (f.to_kind(Kind::Float) * 4.0).flip([0, 1]).reshape([1, 1, 4, 4]);
+    let k = wt.conv2d(&f4, None::<Tensor>, [1, 1], [3, 3], [1, 1], 1).reshape([i, o, 6, 6]).flip([2, 3]);
+    // After the flip, index p+4−2a of K is index 1−p+2a: a stride-2 slice from 1−p.
+    let phases: Vec<Tensor> = [(0, 0), (0, 1), (1, 0), (1, 1)]
+        .iter()
+        .map(|&(py, px)| k.slice(2, 1 - py, 6, 2).slice(3, 1 - px, 6, 2))
+        .collect();
+    Tensor::stack(&phases, 0).permute([2, 0, 1, 3, 4]).reshape([4 * o, i, 3, 3])
+}
+
+/// The up-sampling modulated convolution's convolution: x [B,I,h,w] with phase weights
+/// ([`phase_weight`], in x's dtype) → [B,O,2h,2w].
+pub fn conv_up(x: &Tensor, phase_weight: &Tensor) -> Tensor {
+    x.conv2d(phase_weight, None::<Tensor>, [1, 1], [1, 1], [1, 1], 1).pixel_shuffle(2)
+}
+
+/// `upfirdn2d.upsample2d(x, f, up=2)` by phases: output pixel (2i+p, 2j+s) is a 3×3
+/// correlation of the input around (i, j) with taps of `4·f` (per axis: phase 0 reads f[3],
+/// f[1] at offsets −1, 0; phase 1 reads f[2], f[0] at offsets 0, +1).
+pub fn upsample2d(x: &Tensor, f: &Tensor) -> Tensor {
+    let (b, c, h, w) = x.size4().expect("upsample2d takes NCHW");
+    let f4 = (f.to_kind(Kind::Float) * 4.0).constant_pad_nd([0, 1, 0, 1]); // [5,5], index 4 is 0
+    let dev = f.device();
+    let idx = |p: i64| Tensor::from_slice(if p == 0 { &[3i64, 1, 4] } else { &[4i64, 2, 0] }).to_device(dev);
+    let phases: Vec<Tensor> = [(0, 0), (0, 1), (1, 0), (1, 1)]
+        .iter()
+        .map(|&(py, px)| f4.index_select(0, &idx(py)).index_select(1, &idx(px)))
+        .collect();
+    let wt = Tensor::stack(&phases, 0).reshape([4, 1, 3, 3]).to_kind(x.kind());
+    x.reshape([b * c, 1, h, w])
+        .conv2d(&wt, None::<Tensor>, [1, 1], [1, 1], [1, 1], 1)
+        .reshape([b, c * 4, h, w])
+        .pixel_shuffle(2)
+}
+
+/// Demodulation coefficients [B,O] (f32): `rsqrt(Σ_{i,k} (w[o,i,k]·s[b,i])² + 1e-8)` as
+/// `s² @ (Σ_k w²)ᵀ`.
+pub fn dcoefs(weight: &Tensor, styles: &Tensor) -> Tensor {
+    let wsq = weight.to_kind(Kind::Float).square().sum_dim_intlist(&[2i64, 3][..], false, Kind::Float); // [O,I]
+    (styles.to_kind(Kind::Float).square().matmul(&wsq.tr()) + 1e-8).rsqrt()
+}
+
+/// Whether the fused CUDA epilogue runs on `device` (compiled once per device; the reason it
+/// cannot is printed once). `SHARDKIT_NO_FUSED_EPILOGUE=1` turns it off (benchmarks, A/B).
+fn fused_epilogue(device: Device) -> bool {
+    static STATE: OnceLock<std::sync::Mutex<Vec<(usize, bool)>>> = OnceLock::new();
+    let Device::Cuda(i) = device else { return false };
+    if std::env::var_os("SHARDKIT_NO_FUSED_EPILOGUE").is_some_and(|v| v != "0" && !v.is_empty()) {
+        return false;
+    }
+    let m = STATE.get_or_init(Default::default);
+    let mut known = m.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(&(_, ok)) = known.iter().find(|(d, _)| *d == i) {
+        return ok;
+    }
+    let ok = match torch_shim::modconv_epilogue_ready(i) {
+        Ok(()) => true,
+        Err(e) => {
+            eprintln!("warning: fused CUDA epilogue unavailable on cuda:{i} ({e}); using separate ops");
+            false
+        }
+    };
+    known.push((i, ok));
+    ok
+}
+
+/// `addcmul(noise·strength, x, dcoefs)` then `bias_act(lrelu, √2·gain, clamp)`: x [B,O,H,W]
+/// the convolution output, `d` [B,O] f32, `noise` the raw noise (strength not applied), f32,
+/// broadcastable to [B,1,H,W].
+pub fn epilogue(x: &Tensor, d: &Tensor, noise: Option<&Tensor>, strength: &Tensor, bias: &Tensor, gain: f64, clamp: Option<f64>) -> Tensor {
+    let (b, o, h, w) = x.size4().expect("epilogue takes NCHW");
+    let g = std::f64::consts::SQRT_2 * gain;
+    let fusable = |n: &Tensor| n.kind() == Kind::Float && n.is_contiguous() && (n.numel() as i64 == b * h * w || n.numel() as i64 == h * w);
+    if fused_epilogue(x.device())
+        && !strength.requires_grad()
+        && !bias.requires_grad()
+        && d.kind() == Kind::Float
+        && noise.is_none_or(fusable)
+    {
+        let d = d.contiguous();
+        match torch_shim::modconv_epilogue(x, &d, noise, strength, bias, g, clamp.unwrap_or(f64::INFINITY)) {
+            Ok(y) => return y,
+            Err(e) => panic!("fused epilogue on {:?} ({b}x{o}x{h}x{w}): {e}", x.device()),
+        }
+    }
+    let kind = x.kind();
+    let dd = (d * g).to_kind(kind).reshape([b, o, 1, 1]);
+    let y = match noise {
+        Some(n) => (n * strength * g).to_kind(kind).addcmul(x, &dd),
+        None => x * dd,
+    };
+    let y = y + (bias * g).to_kind(kind).reshape([1, o, 1, 1]);
+    let y = torch_shim::leaky_relu(&y, 0.2).expect("leaky_relu");
+    match clamp {
+        Some(c) if c >= 0.0 => y.clamp(-c, c),
+        _ => y,
+    }
+}
+
+/// ToRGB's modulated 1×1 convolution without demodulation: x [B,C,H,W], weight [K,C,1,1],
+/// styles [B,C] → [B,K,H,W], one batched matrix product with per-sample weights.
+pub fn torgb(x: &Tensor, weight: &Tensor, styles: &Tensor) -> Tensor {
+    let (b, c, h, w) = x.size4().expect("torgb takes NCHW");
+    let k = weight.size()[0];
+    let wb = (weight.reshape([1, k, c]) * styles.reshape([b, 1, c])).to_kind(x.kind());
+    wb.bmm(&x.reshape([b, c, h * w])).reshape([b, k, h, w])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops;
+
+    fn filter() -> Tensor {
+        let f = Tensor::from_slice(&[1f32, 3., 3., 1.]);
+        let f = f.outer(&f);
+        &f / f.sum(Kind::Float)
+    }
+
+    fn rel(a: &Tensor, b: &Tensor) -> f64 {
+        (a - b).abs().max().double_value(&[]) / b.abs().max().double_value(&[])
+    }
+
+    #[test]
+    fn phase_convolution_equals_transposed_convolution_then_fir() {
+        tch::manual_seed(3);
+        let o = (Kind::Float, Device::Cpu);
+        // A non-symmetric filter checks the index bookkeeping too.
+        for f in [filter(), Tensor::rand([4, 4], o)] {
+            let x = Tensor::randn([2, 5, 6, 7], o);
+            let w = Tensor::randn([4, 5, 3, 3], o);
+            let want = ops::conv2d_resample(&x, &w, Some(&f), 2, 1, 1, false);
+            let got = conv_up(&x, &phase_weight(&w, &f));
+            assert_eq!(got.size(), want.size());
+            assert!(rel(&got, &want) < 1e-5, "{}", rel(&got, &want));
+        }
+    }
+
+    #[test]
+    fn phase_upsampling_equals_zero_insertion_then_fir() {
+        tch::manual_seed(4);
+        let o = (Kind::Float, Device::Cpu);
+        for f in [filter(), Tensor::rand([4, 4], o)] {
+            let x = Tensor::randn([2, 3, 5, 6], o);
+            let (got, want) = (upsample2d(&x, &f), ops::upsample2d(&x, &f));
+            assert_eq!(got.size(), want.size());
+            assert!(rel(&got, &want) < 1e-6, "{}", rel(&got, &want));
+        }
+    }
+
+    #[test]
+    fn dcoefs_equal_the_materialised_weights() {
+        tch::manual_seed(5);
+        let o = (Kind::Float, Device::Cpu);
+        let (w, s) = (Tensor::randn([6, 4, 3, 3], o), Tensor::randn([3, 4], o));
+        let want = ((w.unsqueeze(0) * s.reshape([3, 1, 4, 1, 1])).square().sum_dim_intlist(&[2i64, 3, 4][..], false, None) + 1e-8).rsqrt();
+        assert!(rel(&dcoefs(&w, &s), &want) < 1e-6);
+    }
+
+    #[test]
+    fn epilogue_equals_addcmul_then_bias_act() {
+        tch::manual_seed(6);
+        let o = (Kind::Float, Device::Cpu);
+        let x = Tensor::randn([2, 3, 4, 4], o) * 100.0;
+        let d = Tensor::rand([2, 3], o);
+        let n = Tensor::randn([2, 1, 4, 4], o);
+        let (s, b) = (Tensor::from(0.7f32), Tensor::randn([3], o));
+        for (gain, clamp) in [(1.0, Some(64.0)), (0.5f64.sqrt(), Some(30.0)), (1.0, None)] {
+            let want = ops::bias_act(
+                &(&n * &s).addcmul(&x, &d.reshape([2, 3, 1, 1])),
+                Some(&b),
+                ops::Act::Lrelu,
+                std::f64::consts::SQRT_2 * gain,
+                clamp.map(|c| c * gain),
+            );
+            let got = epilogue(&x, &d, Some(&n), &s, &b, gain, clamp.map(|c| c * gain));
+            assert!(rel(&got, &want) < 1e-6, "{}", rel(&got, &want));
+        }
+    }
+
+    #[test]
+    fn torgb_equals_scaled_input_then_1x1_convolution() {
+        tch::manual_seed(7);
+        let o = (Kind::Float, Device::Cpu);
+        let (x, w, s) = (Tensor::randn([2, 5, 4, 3], o), Tensor::randn([3, 5, 1, 1], o), Tensor::randn([2, 5], o));
+        let want = (&x * s.reshape([2, 5, 1, 1])).conv2d(&w, None::<Tensor>, [1, 1], [0, 0], [1, 1], 1);
+        assert!(rel(&torgb(&x, &w, &s), &want) < 1e-6);
+    }
+}
