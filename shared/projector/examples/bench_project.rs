@@ -56,7 +56,9 @@ fn main() {
     };
     let mode = a.get(6).map(String::as_str).unwrap_or("fast");
     let ops = Some(if mode == "fast" { Ops::Fast } else { Ops::Reference });
-    let settings = Settings { steps, force_fp32: precision == "fp32", fused_modconv: fused, ops, ..Default::default() };
+    // NO_GRAPH=1: every step eager (Settings::cuda_graph off).
+    let cuda_graph = std::env::var_os("NO_GRAPH").is_none();
+    let settings = Settings { steps, force_fp32: precision == "fp32", fused_modconv: fused, ops, cuda_graph, ..Default::default() };
     let p = Projector { g: &g, vgg: &vgg, stats: &stats, settings };
     // Warm-up (cuDNN autotuning) on 2 steps, not timed.
     let warm = Projector { settings: Settings { steps: 2, ..p.settings.clone() }, ..p };
@@ -73,8 +75,9 @@ fn main() {
         _ => "n/a".into(),
     };
     println!(
-        "project {res}x{res} batch {batch} {steps} steps {precision} modconv {}: {:.3} img/s ({:.2} s/img, {:.1} ms/step), mean final distance {mean:.4}, peak reserved {mem}, w stats {stats_s:.2} s",
+        "project {res}x{res} batch {batch} {steps} steps {precision} {}{}: {:.3} img/s ({:.2} s/img, {:.1} ms/step), mean final distance {mean:.4}, peak reserved {mem}, w stats {stats_s:.2} s",
         mode,
+        if cuda_graph && dev.is_cuda() { " graphed" } else { "" },
         batch as f64 / secs,
         secs / batch as f64,
         secs * 1e3 / steps as f64

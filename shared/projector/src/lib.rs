@@ -46,6 +46,9 @@ pub struct Settings {
     /// (same maths, other rounding); None: Fast on CUDA, Reference on the CPU (where the phase
     /// convolutions' extra FLOPs cost more than the memory passes they save).
     pub ops: Option<Ops>,
+    /// On CUDA, capture one step as a CUDA graph after a few eager ones and replay it (every
+    /// step launches the same kernels; the host's per-op cost goes). Same results.
+    pub cuda_graph: bool,
 }
 
 impl Default for Settings {
@@ -64,6 +67,7 @@ impl Default for Settings {
             force_fp32: false,
             fused_modconv: None,
             ops: None,
+            cuda_graph: true,
         }
     }
 }
@@ -100,6 +104,13 @@ impl WStats {
     }
 }
 
+/// Eager steps before a CUDA graph is captured.
+const GRAPH_WARMUP: usize = 3;
+
+fn shim_error(what: &str, e: torch_shim::Error) -> perceptual::Error {
+    perceptual::Error::Script(tch::TchError::Kind(format!("CUDA graph, {what}: {e}")))
+}
+
 /// The outcome for a batch.
 #[derive(Debug)]
 pub struct Projection {
@@ -111,6 +122,13 @@ pub struct Projection {
     pub trajectory: Option<Tensor>,
     /// The optimised noise buffers, [B,1,r,r] per noise layer.
     pub noise: Vec<Tensor>,
+}
+
+/// Adam's per-step factors (see [`Adam::step`]).
+#[derive(Debug)]
+enum Factors {
+    Host(f64, f64),
+    Device(Tensor, Tensor),
 }
 
 /// Adam exactly as `torch.optim.Adam`'s single-tensor path computes it.
@@ -129,15 +147,26 @@ impl Adam {
         Adam { m: p.zeros_like(), v: p.zeros_like() }
     }
 
-    fn step(&mut self, p: &mut Tensor, grad: &Tensor, lr: f64, step: i32) {
+    /// The step's factors: −lr / (1 − β1^t) and √(1 − β2^t), as torch.optim.Adam computes
+    /// them on the host.
+    fn factors(lr: f64, step: i32) -> (f64, f64) {
+        let bias_correction1 = 1.0 - BETA1.powi(step);
+        let bias_correction2 = 1.0 - BETA2.powi(step);
+        (-(lr / bias_correction1), bias_correction2.sqrt())
+    }
+
+    /// One step with the factors of [`Adam::factors`]: host scalars (torch's arithmetic to
+    /// the last bit), or 0-dim f32 tensors on the device, which a captured CUDA graph reads at
+    /// each replay (a tensor divisor rounds differently from a scalar one by an ulp).
+    fn step(&mut self, p: &mut Tensor, grad: &Tensor, f: &Factors) {
         let _ = self.m.lerp_(grad, 1.0 - BETA1);
         let _ = self.v.g_mul_scalar_(BETA2);
         let _ = self.v.addcmul_(grad, &(grad * (1.0 - BETA2)));
-        let bias_correction1 = 1.0 - BETA1.powi(step);
-        let bias_correction2 = 1.0 - BETA2.powi(step);
-        let step_size = lr / bias_correction1;
-        let denom = self.v.sqrt() / bias_correction2.sqrt() + EPS;
-        let _ = p.addcdiv_(&(&self.m * -step_size), &denom);
+        let (denom, step) = match f {
+            Factors::Host(neg, sq) => (self.v.sqrt() / *sq + EPS, &self.m * *neg),
+            Factors::Device(neg, sq) => (self.v.sqrt() / sq + EPS, &self.m * neg),
+        };
+        let _ = p.addcdiv_(&step, &denom);
     }
 }
 
@@ -217,19 +246,31 @@ impl Projector<'_> {
             let _ng = tch::no_grad_guard();
             self.vgg.features(&to_vgg_size(&targets.to_device(dev).to_kind(Kind::Float)))?
         };
-        let mut w_opt = self.stats.w_avg.to_device(dev).expand([b, k, g.config.w_dim], false).copy().set_requires_grad(true);
+        let w_opt = self.stats.w_avg.to_device(dev).expand([b, k, g.config.w_dim], false).copy().set_requires_grad(true);
         let (bufs, w_noise) = self.draws(b, k);
-        let mut bufs: Vec<Tensor> = bufs.into_iter().map(|t| t.set_requires_grad(true)).collect();
+        let bufs: Vec<Tensor> = bufs.into_iter().map(|t| t.set_requires_grad(true)).collect();
         let mut adam_w = Adam::new(&w_opt);
         let mut adam_n: Vec<Adam> = bufs.iter().map(Adam::new).collect();
         let mut trajectory = Vec::new();
         let mut last_dist = None;
-
-        for step in 0..s.steps {
-            let (lr, scale) = s.schedule(step, self.stats.w_std);
-            let ws = &w_opt + w_noise.get(step as i64) * scale;
+        // Each step's inputs live in fixed device tensors, set before the step runs: the step
+        // body is then the same sequence of kernels every time, which a CUDA graph can replay.
+        let f32_on = (Kind::Float, dev);
+        let w_noise_now = Tensor::zeros([b, k, g.config.w_dim], f32_on);
+        let graphed = dev.is_cuda() && s.cuda_graph && matches!(self.vgg, Vgg16::Native(_)) && s.steps > GRAPH_WARMUP;
+        let host_factors = std::cell::Cell::new((0.0, 1.0));
+        let device_factors = Factors::Device(Tensor::zeros([], f32_on), Tensor::ones([], f32_on));
+        let ops = s.ops_on(dev);
+        let mut body = || -> perceptual::Result<Tensor> {
+            let factors = if graphed {
+                &device_factors
+            } else {
+                let (neg, sq) = host_factors.get();
+                &Factors::Host(neg, sq)
+            };
+            let ws = &w_opt + &w_noise_now;
             let ws = if s.w_plus { ws } else { ws.repeat([1, num_ws, 1]) };
-            let opts = SynthesisOptions { noise: Noise::Given(&bufs), fused_modconv: s.fused_modconv, force_fp32: s.force_fp32, ops: s.ops_on(dev) };
+            let opts = SynthesisOptions { noise: Noise::Given(&bufs), fused_modconv: s.fused_modconv, force_fp32: s.force_fp32, ops };
             let synth = (g.synthesis.forward(&ws, &opts) + 1.0) * (255.0 / 2.0);
             let synth_features = self.vgg.features(&to_vgg_size(&synth))?;
             let dist = (&target_features - synth_features.to_kind(Kind::Float))
@@ -240,26 +281,77 @@ impl Projector<'_> {
             let mut params: Vec<&Tensor> = vec![&w_opt];
             params.extend(bufs.iter());
             let grads = Tensor::run_backward(&[&loss], &params, false, false);
-            {
-                let _ng = tch::no_grad_guard();
-                let t = step as i32 + 1;
-                adam_w.step(&mut w_opt, &grads[0], lr, t);
-                for ((p, a), gr) in bufs.iter_mut().zip(adam_n.iter_mut()).zip(&grads[1..]) {
-                    a.step(p, gr, lr, t);
-                }
+            let _ng = tch::no_grad_guard();
+            // In-place updates through aliases (the closure only borrows the parameters).
+            adam_w.step(&mut w_opt.shallow_clone(), &grads[0], factors);
+            for ((p, a), gr) in bufs.iter().zip(adam_n.iter_mut()).zip(&grads[1..]) {
+                a.step(&mut p.shallow_clone(), gr, factors);
+            }
+            for buf in bufs.iter() {
+                let mut buf = buf.shallow_clone();
+                let mean = buf.mean_dim(&[1i64, 2, 3][..], true, Kind::Float);
+                let _ = buf.g_sub_(&mean);
+                let scale = buf.square().mean_dim(&[1i64, 2, 3][..], true, Kind::Float).rsqrt();
+                let _ = buf.g_mul_(&scale);
+            }
+            Ok(dist.detach())
+        };
+        let set_inputs = |step: usize| {
+            let _ng = tch::no_grad_guard();
+            let (lr, scale) = s.schedule(step, self.stats.w_std);
+            let (neg, sq) = Adam::factors(lr, step as i32 + 1);
+            let _ = w_noise_now.shallow_clone().copy_(&(w_noise.get(step as i64) * scale));
+            host_factors.set((neg, sq));
+            if let Factors::Device(n, q) = &device_factors {
+                let _ = n.shallow_clone().fill_(neg);
+                let _ = q.shallow_clone().fill_(sq);
+            }
+        };
+        // CUDA: the first steps run eagerly on a side stream (cuDNN picks its algorithms, the
+        // fused kernels compile), then one step is captured and replayed for the rest.
+        let mut graph = None;
+        let mut step = 0;
+        if let (Device::Cuda(i), true) = (dev, graphed) {
+            let warm = torch_shim::on_side_stream(i, || -> perceptual::Result<Vec<Tensor>> {
+                (0..GRAPH_WARMUP)
+                    .map(|st| {
+                        set_inputs(st);
+                        body()
+                    })
+                    .collect()
+            });
+            let warm = warm.map_err(|e| shim_error("warm-up on a side stream", e))??;
+            for (st, dist) in warm.into_iter().enumerate() {
                 if s.trajectory {
                     trajectory.push(w_opt.detach().copy());
                 }
-                for buf in bufs.iter_mut() {
-                    let mean = buf.mean_dim(&[1i64, 2, 3][..], true, Kind::Float);
-                    let _ = buf.g_sub_(&mean);
-                    let scale = buf.square().mean_dim(&[1i64, 2, 3][..], true, Kind::Float).rsqrt();
-                    let _ = buf.g_mul_(&scale);
-                }
+                on_step(st, &dist);
+                last_dist = Some(dist);
             }
-            let dist = dist.detach();
+            step = GRAPH_WARMUP;
+            let mut gr = torch_shim::CudaGraph::new();
+            set_inputs(step);
+            let dist = gr.capture(i, &mut body).map_err(|e| shim_error("capturing the step", e))??;
+            graph = Some((gr, dist));
+        }
+        while step < s.steps {
+            let dist = match &graph {
+                Some((gr, dist)) => {
+                    set_inputs(step);
+                    gr.replay().map_err(|e| shim_error("replaying the step", e))?;
+                    dist.shallow_clone()
+                }
+                None => {
+                    set_inputs(step);
+                    body()?
+                }
+            };
+            if s.trajectory {
+                trajectory.push(w_opt.detach().copy());
+            }
             on_step(step, &dist);
             last_dist = Some(dist);
+            step += 1;
         }
         let distance = match last_dist {
             Some(d) => Vec::<f64>::try_from(d.to_kind(Kind::Double).to_device(Device::Cpu)).unwrap_or_default(),
@@ -314,7 +406,8 @@ mod tests {
         let mut p = Tensor::from_slice(&[1.0f32, -2.0, 0.5]);
         let g = Tensor::from_slice(&[0.3f32, -4.0, 1e-3]);
         let mut a = Adam::new(&p);
-        a.step(&mut p, &g, 0.1, 1);
+        let (neg, sq) = Adam::factors(0.1, 1);
+        a.step(&mut p, &g, &Factors::Host(neg, sq));
         let got = Vec::<f32>::try_from(&p).unwrap();
         for (x, want) in got.iter().zip([0.9f32, -1.9, 0.4]) {
             assert!((x - want).abs() < 1e-5, "{got:?}");

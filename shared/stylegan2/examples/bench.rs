@@ -219,31 +219,39 @@ fn fast_check(d: Device, res: i64, b: i64, iters: usize) {
     let w = (Tensor::randn([b, 1, 512], (Kind::Float, d)) * 0.5).set_requires_grad(true);
     let noise = noise_bufs(&g, b, d);
     let target = Tensor::randn([b, 3, res, res], (Kind::Float, d));
-    let mut ok = true;
-    for (label, force_fp32, tol) in [("fp32", true, 2e-3), ("fp16 blocks", false, 5e-2)] {
-        let o = |ops| SynthesisOptions { noise: Noise::Given(&noise), fused_modconv: Some(false), force_fp32, ops };
-        let (img_r, gr) = image_and_grads(&g, &w, &noise, &target, &o(Ops::Reference));
-        let (img_f, gf) = image_and_grads(&g, &w, &noise, &target, &o(Ops::Fast));
-        let errs: Vec<f64> = std::iter::once(rel(&img_f, &img_r)).chain(gf.iter().zip(&gr).map(|(a, b)| rel(a, b))).collect();
-        let worst_grad = errs[1..].iter().cloned().fold(0.0, f64::max);
-        let pass = errs[0] <= tol && worst_grad <= tol;
+    let o = |ops, force_fp32| SynthesisOptions { noise: Noise::Given(&noise), fused_modconv: Some(false), force_fp32, ops };
+    let errors = |(img, grads): &(Tensor, Vec<Tensor>), (img_r, grads_r): &(Tensor, Vec<Tensor>)| {
+        let g: Vec<f64> = grads.iter().zip(grads_r).map(|(a, b)| rel(a, b)).collect();
+        (rel(img, img_r), g[0], g[1..].iter().cloned().fold(0.0, f64::max))
+    };
+    let truth = image_and_grads(&g, &w, &noise, &target, &o(Ops::Reference, true));
+    let fast32 = image_and_grads(&g, &w, &noise, &target, &o(Ops::Fast, true));
+    let e = errors(&fast32, &truth);
+    // fp32: the reformulation's rounding only (noise gradients carry the lrelu branch flips).
+    let mut ok = e.0 <= 1e-4 && e.1 <= 1e-3 && e.2 <= 2e-3;
+    println!(
+        "fast-check {res}x{res} batch {b} fp32 on {d:?}: Fast vs Reference: image {:.2e}, grad w {:.2e}, worst noise grad {:.2e} (bounds 1e-4/1e-3/2e-3) {}",
+        e.0, e.1, e.2, if ok { "PASS" } else { "FAIL" }
+    );
+    if d.is_cuda() {
+        // fp16 blocks: both op sequences against the fp32 result; Fast (epilogue in fp32, one
+        // rounding) must not be worse than upstream's sequence (a rounding per op) by more
+        // than half again.
+        let e16r = errors(&image_and_grads(&g, &w, &noise, &target, &o(Ops::Reference, false)), &truth);
+        let e16f = errors(&image_and_grads(&g, &w, &noise, &target, &o(Ops::Fast, false)), &truth);
+        let pass = e16f.0 <= 1.5 * e16r.0 && e16f.1 <= 1.5 * e16r.1 && e16f.2 <= 1.5 * e16r.2;
         ok &= pass;
         println!(
-            "fast-check {res}x{res} batch {b} {label} on {d:?}: image rel {:.2e}, grad w rel {:.2e}, worst noise-grad rel {:.2e} (tolerance {tol:.0e}) {}",
-            errs[0],
-            errs[1],
-            errs[2..].iter().cloned().fold(0.0, f64::max),
-            if pass { "PASS" } else { "FAIL" }
+            "fast-check {res}x{res} batch {b} fp16 blocks vs fp32: Reference image {:.2e}, grad w {:.2e}, noise {:.2e}; Fast image {:.2e}, grad w {:.2e}, noise {:.2e} {}",
+            e16r.0, e16r.1, e16r.2, e16f.0, e16f.1, e16f.2, if pass { "PASS" } else { "FAIL" }
         );
-        if std::env::var_os("FAST_CHECK_VERBOSE").is_some() {
-            for (i, (a, r)) in gf.iter().zip(&gr).enumerate() {
-                println!("  grad {i} {:?}: rel {:.2e}, max|ref| {:.2e}", r.size(), rel(a, r), r.abs().max().double_value(&[]));
-            }
-        }
+    }
+    for force_fp32 in [true, false] {
         for ops in [Ops::Reference, Ops::Fast] {
             let ms = median_ms(d, iters, || {
-                let _ = image_and_grads(&g, &w, &noise, &target, &o(ops));
+                let _ = image_and_grads(&g, &w, &noise, &target, &o(ops, force_fp32));
             });
+            let label = if force_fp32 { "fp32" } else { "fp16 blocks" };
             println!("  {label} {ops:?}: forward+backward {ms:.1} ms ({:.1} img/s)", b as f64 * 1e3 / ms);
         }
     }
