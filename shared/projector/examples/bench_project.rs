@@ -56,8 +56,8 @@ fn main() {
     };
     let mode = a.get(6).map(String::as_str).unwrap_or("fast");
     let ops = Some(if mode == "fast" { Ops::Fast } else { Ops::Reference });
-    // NO_GRAPH=1: every step eager (Settings::cuda_graph off).
-    let cuda_graph = std::env::var_os("NO_GRAPH").is_none();
+    // GRAPH=1: capture the step as a CUDA graph (Settings::cuda_graph, experimental).
+    let cuda_graph = std::env::var_os("GRAPH").is_some();
     let settings = Settings { steps, force_fp32: precision == "fp32", fused_modconv: fused, ops, cuda_graph, ..Default::default() };
     let p = Projector { g: &g, vgg: &vgg, stats: &stats, settings };
     // Warm-up (cuDNN autotuning) on 2 steps, not timed.
