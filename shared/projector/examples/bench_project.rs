@@ -56,7 +56,7 @@ fn main() {
     };
     let mode = a.get(6).map(String::as_str).unwrap_or("fast");
     let ops = Some(if mode == "fast" { Ops::Fast } else { Ops::Reference });
-    // GRAPH=1: capture the step as a CUDA graph (Settings::cuda_graph, experimental).
+    // GRAPH=1: capture the step as a CUDA graph (Settings::cuda_graph).
     let cuda_graph = std::env::var_os("GRAPH").is_some();
     let settings = Settings { steps, force_fp32: precision == "fp32", fused_modconv: fused, ops, cuda_graph, ..Default::default() };
     let p = Projector { g: &g, vgg: &vgg, stats: &stats, settings };

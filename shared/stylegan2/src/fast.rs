@@ -56,7 +56,12 @@ pub fn conv_up(x: &Tensor, phase_weight: &Tensor) -> Tensor {
 /// correlation of the input around (i, j) with taps of `4·f` (per axis: phase 0 reads f[3],
 /// f[1] at offsets −1, 0; phase 1 reads f[2], f[0] at offsets 0, +1).
 pub fn upsample2d(x: &Tensor, f: &Tensor) -> Tensor {
-    let (b, c, h, w) = x.size4().expect("upsample2d takes NCHW");
+    upsample2d_with(x, &upsample_weight(f))
+}
+
+/// The phase weights [4,1,3,3] (f32) of [`upsample2d`] for filter `f` (made once per block:
+/// building them copies indices to the device, which a CUDA graph capture refuses).
+pub fn upsample_weight(f: &Tensor) -> Tensor {
     let f4 = (f.to_kind(Kind::Float) * 4.0).constant_pad_nd([0, 1, 0, 1]); // [5,5], index 4 is 0
     let dev = f.device();
     let idx = |p: i64| Tensor::from_slice(if p == 0 { &[3i64, 1, 4] } else { &[4i64, 2, 0] }).to_device(dev);
@@ -64,9 +69,14 @@ pub fn upsample2d(x: &Tensor, f: &Tensor) -> Tensor {
         .iter()
         .map(|&(py, px)| f4.index_select(0, &idx(py)).index_select(1, &idx(px)))
         .collect();
-    let wt = Tensor::stack(&phases, 0).reshape([4, 1, 3, 3]).to_kind(x.kind());
+    Tensor::stack(&phases, 0).reshape([4, 1, 3, 3])
+}
+
+/// [`upsample2d`] with weights from [`upsample_weight`].
+pub fn upsample2d_with(x: &Tensor, weight: &Tensor) -> Tensor {
+    let (b, c, h, w) = x.size4().expect("upsample2d takes NCHW");
     x.reshape([b * c, 1, h, w])
-        .conv2d(&wt, None::<Tensor>, [1, 1], [1, 1], [1, 1], 1)
+        .conv2d(&weight.to_kind(x.kind()), None::<Tensor>, [1, 1], [1, 1], [1, 1], 1)
         .reshape([b, c * 4, h, w])
         .pixel_shuffle(2)
 }

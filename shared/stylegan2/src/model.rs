@@ -352,6 +352,8 @@ pub struct Block {
     pub resample_filter: Tensor,
     architecture: Architecture,
     use_fp16: bool,
+    /// [`fast::upsample_weight`] of `resample_filter`, made on first use.
+    upsample: OnceCell<Tensor>,
 }
 
 impl Block {
@@ -393,6 +395,7 @@ impl Block {
             resample_filter,
             architecture: arch,
             use_fp16: res >= cfg.fp16_resolution(),
+            upsample: OnceCell::new(),
         })
     }
 
@@ -451,7 +454,7 @@ impl Block {
         };
         let mut img = img.map(|img| match opts.ops {
             Ops::Reference => ops::upsample2d(&img, &self.resample_filter),
-            Ops::Fast => fast::upsample2d(&img, &self.resample_filter),
+            Ops::Fast => fast::upsample2d_with(&img, self.upsample.get_or_init(|| fast::upsample_weight(&self.resample_filter))),
         });
         if let Some(torgb) = &self.torgb {
             let y = torgb.forward(&x, w_iter.next().unwrap(), fused, opts.ops).to_kind(Kind::Float);
