@@ -15,12 +15,15 @@ if [ -d "$root/.venv" ]; then
 fi
 b=$root/target/release/examples/bench_project
 if "$b" cuda 32 1 1 >/dev/null 2>&1; then
+  # Default op sequence (stylegan2::fast + the fused epilogue), then upstream's reference ops,
+  # then the CUDA-graph mode (GRAPH=1; ~3x the memory).
   for res in 256 1024; do
     for batch in 1 8 16 32; do "$b" cuda $res $batch "$steps" || echo "res $res batch $batch failed (memory?)"; done
+    [ $res = 256 ] && "$b" cuda 256 64 "$steps"
     "$b" cuda $res 16 "$steps" tf32 unfused
-    "$b" cuda $res 16 "$steps" bf16 unfused
-    "$b" cuda $res 16 "$steps" fp32
+    GRAPH=1 "$b" cuda $res 16 "$steps"
   done
+  "$b" cuda 256 32 "$steps" bf16
 else
   for res in 32 64; do for batch in 1 4; do "$b" cpu $res $batch 10; done; done
 fi
