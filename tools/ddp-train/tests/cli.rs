@@ -125,7 +125,11 @@ fn sync_bn_on_two_rank_processes_matches_one_rank_with_the_whole_batch() {
     args.push("--sync-bn");
     let (stderr, two) = two_rank_processes(&args);
     assert!(stderr.contains("SyncBatchNorm"), "{stderr}");
-    assert_same_weights(one.path(), two.path(), 1e-5);
+    // One rank runs libtorch's CPU BatchNorm (double accumulation), two ranks our fp32
+    // SyncBatchNorm: on nearly constant channels they differ by ~1e-4 relative (train's
+    // syncbn.rs). Measured max |Δw| after 2 steps: 1.3e-6 on an Intel CPU, 8.7e-5 (bn1.bias) on
+    // an AMD EPYC with the same code and venv. Per-rank BatchNorm is off by 1.7e-1.
+    assert_same_weights(one.path(), two.path(), 2e-4);
 }
 
 #[test]
