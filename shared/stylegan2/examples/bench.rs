@@ -212,7 +212,7 @@ fn fast_check(d: Device, res: i64, b: i64, iters: usize) {
         for blk in &g.synthesis.blocks {
             for l in blk.conv0.iter().chain(std::iter::once(&blk.conv1)) {
                 let _ = l.noise_strength.shallow_clone().fill_(0.3);
-                let _ = l.bias.shallow_clone().copy_(&(Tensor::randn_like(&l.bias) * 0.2));
+                l.bias.shallow_clone().copy_(&(Tensor::randn_like(&l.bias) * 0.2));
             }
         }
     }

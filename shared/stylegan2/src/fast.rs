@@ -159,12 +159,6 @@ mod tests {
     use super::*;
     use crate::ops;
 
-    fn filter() -> Tensor {
-        let f = Tensor::from_slice(&[1f32, 3., 3., 1.]);
-        let f = f.outer(&f);
-        &f / f.sum(Kind::Float)
-    }
-
     fn rel(a: &Tensor, b: &Tensor) -> f64 {
         (a - b).abs().max().double_value(&[]) / b.abs().max().double_value(&[])
     }
@@ -174,7 +168,7 @@ mod tests {
         tch::manual_seed(3);
         let o = (Kind::Float, Device::Cpu);
         // A non-symmetric filter checks the index bookkeeping too.
-        for f in [filter(), Tensor::rand([4, 4], o)] {
+        for f in [ops::default_resample_filter(), Tensor::rand([4, 4], o)] {
             let x = Tensor::randn([2, 5, 6, 7], o);
             let w = Tensor::randn([4, 5, 3, 3], o);
             let want = ops::conv2d_resample(&x, &w, Some(&f), 2, 1, 1, false);
@@ -188,7 +182,7 @@ mod tests {
     fn phase_upsampling_equals_zero_insertion_then_fir() {
         tch::manual_seed(4);
         let o = (Kind::Float, Device::Cpu);
-        for f in [filter(), Tensor::rand([4, 4], o)] {
+        for f in [ops::default_resample_filter(), Tensor::rand([4, 4], o)] {
             let x = Tensor::randn([2, 3, 5, 6], o);
             let (got, want) = (upsample2d(&x, &f), ops::upsample2d(&x, &f));
             assert_eq!(got.size(), want.size());

@@ -16,11 +16,7 @@ use crate::{Architecture, Config, Error, Result};
 pub fn init_tensors(cfg: &Config) -> BTreeMap<String, Tensor> {
     let o = (Kind::Float, Device::Cpu);
     let mut t = BTreeMap::new();
-    let filter = {
-        let f = Tensor::from_slice(&[1f32, 3., 3., 1.]);
-        let f = f.outer(&f);
-        &f / f.sum(Kind::Float)
-    };
+    let filter = crate::ops::default_resample_filter();
     let fc = |t: &mut BTreeMap<String, Tensor>, p: &str, i: i64, out: i64, lr: f64, bias_init: f64| {
         t.insert(format!("{p}.weight"), Tensor::randn([out, i], o) / lr);
         t.insert(format!("{p}.bias"), Tensor::full([out], bias_init, o));

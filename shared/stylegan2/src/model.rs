@@ -224,18 +224,13 @@ impl SynthesisLayer {
     fn forward_fast(&self, x: &Tensor, w: &Tensor, noise: Noise<'_>, idx: usize, gain: f64) -> Tensor {
         let kind = x.kind();
         let batch = x.size()[0];
-        let mut styles = self.affine.forward(w);
-        let mut weight = self.weight.shallow_clone();
-        // Upstream's fp16 pre-normalisation: a per-output-channel weight scale and a per-sample
-        // style scale (both cancel in the demodulation).
-        let mut out_scale = None;
-        if kind == Kind::Half {
-            let (_, in_ch, kh, kw) = weight.size4().expect("weight is OIkk");
-            let scale = (1.0 / ((in_ch * kh * kw) as f64).sqrt()) / weight.abs().amax([1, 2, 3], true);
-            weight = &weight * &scale;
-            styles = &styles / styles.abs().amax([1], true);
-            out_scale = Some(scale);
-        }
+        let styles = self.affine.forward(w);
+        let (weight, styles, out_scale) = if kind == Kind::Half {
+            let (w, s, scale) = ops::fp16_prenormalize(&self.weight, &styles);
+            (w, s, Some(scale))
+        } else {
+            (self.weight.shallow_clone(), styles, None)
+        };
         let d = fast::dcoefs(&weight, &styles);
         let x = x * styles.to_kind(kind).reshape([batch, -1, 1, 1]);
         let x = if self.up == 2 {
@@ -249,29 +244,24 @@ impl SynthesisLayer {
         } else {
             x.conv2d(&weight.to_kind(kind), None::<Tensor>, [1, 1], [1, 1], [1, 1], 1)
         };
-        let raw_noise = match noise {
-            Noise::Random => Some(Tensor::randn([batch, 1, self.resolution, self.resolution], (Kind::Float, x.device()))),
+        let noise = self.raw_noise(noise, batch, x.device(), idx);
+        let clamp = self.conv_clamp.map(|c| c * gain);
+        fast::epilogue(&x, &d, noise.as_ref(), &self.noise_strength, &self.bias, gain, clamp)
+    }
+
+    /// This layer's noise before `noise_strength` is applied: [N,1,r,r] fresh, or the buffer.
+    fn raw_noise(&self, noise: Noise<'_>, batch: i64, device: Device, idx: usize) -> Option<Tensor> {
+        match noise {
+            Noise::Random => Some(Tensor::randn([batch, 1, self.resolution, self.resolution], (Kind::Float, device))),
             Noise::Const => Some(self.noise_const.shallow_clone()),
             Noise::None => None,
             Noise::Given(bufs) => Some(bufs[idx].shallow_clone()),
-        };
-        let clamp = self.conv_clamp.map(|c| c * gain);
-        fast::epilogue(&x, &d, raw_noise.as_ref(), &self.noise_strength, &self.bias, gain, clamp)
+        }
     }
 
     fn forward(&self, x: &Tensor, w: &Tensor, noise: Noise<'_>, idx: usize, fused: bool, gain: f64) -> Tensor {
         let styles = self.affine.forward(w);
-        let noise = match noise {
-            Noise::Random => Some(
-                Tensor::randn(
-                    [x.size()[0], 1, self.resolution, self.resolution],
-                    (Kind::Float, x.device()),
-                ) * &self.noise_strength,
-            ),
-            Noise::Const => Some(&self.noise_const * &self.noise_strength),
-            Noise::None => None,
-            Noise::Given(bufs) => Some(&bufs[idx] * &self.noise_strength),
-        };
+        let noise = self.raw_noise(noise, x.size()[0], x.device(), idx).map(|n| n * &self.noise_strength);
         let x = ops::modulated_conv2d(
             x,
             &self.weight,

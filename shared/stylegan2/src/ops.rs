@@ -57,6 +57,22 @@ pub fn normalize_2nd_moment(x: &Tensor) -> Tensor {
     x * (x.square().mean_dim(1, true, None) + 1e-8).rsqrt()
 }
 
+/// Upstream's default `resample_filter`: the normalised [1,3,3,1] outer product, [4,4] f32.
+pub fn default_resample_filter() -> Tensor {
+    let f = Tensor::from_slice(&[1f32, 3., 3., 1.]);
+    let f = f.outer(&f);
+    &f / f.sum(Kind::Float)
+}
+
+/// Upstream's fp16 pre-normalisation in `modulated_conv2d`: the weight scaled per output
+/// channel by `1/√(I·k·k) / max|w[o]|`, the styles per sample by `1/max|s[b]|` (both cancel in
+/// the demodulation). Returns the weight, the styles and the weight's scale [O,1,1,1].
+pub fn fp16_prenormalize(weight: &Tensor, styles: &Tensor) -> (Tensor, Tensor, Tensor) {
+    let (_, in_channels, kh, kw) = weight.size4().expect("weight is OIkk");
+    let scale = (1.0 / ((in_channels * kh * kw) as f64).sqrt()) / weight.abs().amax([1, 2, 3], true);
+    (weight * &scale, styles / styles.abs().amax([1], true), scale)
+}
+
 /// Padding `[x0, x1, y0, y1]` as upstream's `_parse_padding` returns it.
 pub type Pad = [i64; 4];
 
@@ -198,12 +214,12 @@ pub fn modulated_conv2d(
 ) -> Tensor {
     let batch = x.size()[0];
     let (_out_channels, in_channels, kh, kw) = weight.size4().expect("weight is OIkk");
-    let (mut weight, mut styles) = (weight.shallow_clone(), styles.shallow_clone());
-    if x.kind() == Kind::Half && a.demodulate {
-        let max_ikk = weight.abs().amax([1, 2, 3], true);
-        weight = &weight * ((1.0 / ((in_channels * kh * kw) as f64).sqrt()) / max_ikk);
-        styles = &styles / styles.abs().amax([1], true);
-    }
+    let (weight, styles) = if x.kind() == Kind::Half && a.demodulate {
+        let (w, s, _) = fp16_prenormalize(weight, styles);
+        (w, s)
+    } else {
+        (weight.shallow_clone(), styles.shallow_clone())
+    };
     let mut w = None;
     let mut dcoefs = None;
     if a.demodulate || a.fused {
@@ -267,9 +283,7 @@ mod tests {
     use super::*;
 
     fn filter() -> Tensor {
-        let f = Tensor::from_slice(&[1f32, 3., 3., 1.]);
-        let f = f.outer(&f);
-        &f / f.sum(Kind::Float)
+        default_resample_filter()
     }
 
     fn max_diff(a: &Tensor, b: &Tensor) -> f64 {
