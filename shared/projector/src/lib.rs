@@ -302,34 +302,33 @@ impl Projector<'_> {
             let _ng = tch::no_grad_guard();
             let (lr, scale) = s.schedule(step, self.stats.w_std);
             let (neg, sq) = Adam::factors(lr, step as i32 + 1);
-            let _ = w_noise_now.shallow_clone().copy_(&(w_noise.get(step as i64) * scale));
+            w_noise_now.shallow_clone().copy_(&(w_noise.get(step as i64) * scale));
             host_factors.set((neg, sq));
             if let Factors::Device(n, q) = &device_factors {
                 let _ = n.shallow_clone().fill_(neg);
                 let _ = q.shallow_clone().fill_(sq);
             }
         };
+        let mut record = |step: usize, dist: Tensor| {
+            if s.trajectory {
+                trajectory.push(w_opt.detach().copy());
+            }
+            on_step(step, &dist);
+            last_dist = Some(dist);
+        };
         // CUDA: the first steps run eagerly on a side stream (cuDNN picks its algorithms, the
         // fused kernels compile), then one step is captured and replayed for the rest.
         let mut graph = None;
         let mut step = 0;
         if let (Device::Cuda(i), true) = (dev, graphed) {
-            let warm = torch_shim::on_side_stream(i, || -> perceptual::Result<Vec<Tensor>> {
-                (0..GRAPH_WARMUP)
-                    .map(|st| {
-                        set_inputs(st);
-                        body()
-                    })
-                    .collect()
-            });
-            let warm = warm.map_err(|e| shim_error("warm-up on a side stream", e))??;
-            for (st, dist) in warm.into_iter().enumerate() {
-                if s.trajectory {
-                    trajectory.push(w_opt.detach().copy());
+            let warm = torch_shim::on_side_stream(i, || -> perceptual::Result<()> {
+                for st in 0..GRAPH_WARMUP {
+                    set_inputs(st);
+                    record(st, body()?);
                 }
-                on_step(st, &dist);
-                last_dist = Some(dist);
-            }
+                Ok(())
+            });
+            warm.map_err(|e| shim_error("warm-up on a side stream", e))??;
             step = GRAPH_WARMUP;
             let mut gr = torch_shim::CudaGraph::new();
             set_inputs(step);
@@ -337,22 +336,15 @@ impl Projector<'_> {
             graph = Some((gr, dist));
         }
         while step < s.steps {
+            set_inputs(step);
             let dist = match &graph {
                 Some((gr, dist)) => {
-                    set_inputs(step);
                     gr.replay().map_err(|e| shim_error("replaying the step", e))?;
                     dist.shallow_clone()
                 }
-                None => {
-                    set_inputs(step);
-                    body()?
-                }
+                None => body()?,
             };
-            if s.trajectory {
-                trajectory.push(w_opt.detach().copy());
-            }
-            on_step(step, &dist);
-            last_dist = Some(dist);
+            record(step, dist);
             step += 1;
         }
         let distance = match last_dist {
