@@ -136,6 +136,9 @@ fn batch_norm_case(x: &Tensor, u: &Tensor, group: Option<Group>) -> Vec<Tensor> 
 
 #[test]
 fn sync_batch_norm_layer_on_two_ranks_equals_batch_norm_over_the_whole_batch() {
+    // It seeds and draws from the global generator: without the lock its draws raced
+    // resume_repeats_the_uninterrupted_run_exactly's augmentation (0.15 apart on a 2-core run).
+    let _serial = serial();
     // Rank r holds images r, r+2, …; each rank's loss is Σ y·u over its own images, so the sum
     // of the ranks' losses is the one-process loss and the gradients must match it.
     let opts = (Kind::Float, Device::Cpu);
@@ -229,7 +232,10 @@ fn sync_batch_norm_on_two_ranks_trains_what_one_rank_does_with_the_whole_batch()
     assert_eq!(max_diff(&synced[0].0, &synced[1].0), 0.0);
     let d = max_diff(&synced[0].0, &p1);
     eprintln!("2 ranks with SyncBatchNorm vs 1 rank: max abs weight difference {d:e}");
-    assert!(d < 1e-5, "2 ranks SyncBatchNorm vs 1 rank: max |Δw| {d}");
+    // 1.3e-6 on the Intel CPU this was written on; 7.5e-5 on an AMD EPYC with the same code
+    // (the BatchNorm-vs-fp32 gap on near-constant channels, see syncbn.rs): bounded at 2e-4,
+    // far below per-rank BatchNorm's (checked below).
+    assert!(d < 2e-4, "2 ranks SyncBatchNorm vs 1 rank: max |Δw| {d}");
     assert!((synced[0].1 - one.epochs[0].train_loss).abs() < 1e-5, "{} vs {}", synced[0].1, one.epochs[0].train_loss);
     // Per-rank BatchNorm computes something else (the test can tell the two apart).
     let local = two_ranks(cfg);
