@@ -87,6 +87,30 @@ fn params(t: &Trained) -> Vec<(String, Tensor)> {
     v
 }
 
+/// How far apart two runs' weights are, relative to how far training moved `b` from `init`:
+/// ‖a − b‖ / ‖b − init‖ over all parameters together. Unlike the largest difference of any one
+/// weight, a few weights jumping apart at a ReLU or max-pool kink (see the SyncBatchNorm test)
+/// barely move it.
+fn apart(a: &[(String, Tensor)], b: &[(String, Tensor)], init: &[(String, Tensor)]) -> f64 {
+    let l2 = |a: &[(String, Tensor)], b: &[(String, Tensor)]| {
+        assert_eq!(a.len(), b.len());
+        let sq: f64 = a.iter().zip(b).map(|((n, x), (m, y))| {
+            assert_eq!(n, m);
+            (x - y).to_kind(Kind::Double).square().sum(Kind::Double).double_value(&[])
+        }).sum();
+        sq.sqrt()
+    };
+    l2(a, b) / l2(b, init)
+}
+
+/// BatchNorm running means and variances by name.
+fn running_stats(t: &Trained) -> Vec<(String, Tensor)> {
+    let mut v: Vec<(String, Tensor)> =
+        t.vs.variables().into_iter().filter(|(n, _)| n.contains(".running_")).map(|(n, x)| (n, x.detach().copy())).collect();
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v
+}
+
 fn max_diff(a: &[(String, Tensor)], b: &[(String, Tensor)]) -> f64 {
     assert_eq!(a.len(), b.len());
     a.iter().zip(b).map(|((n, x), (m, y))| {
@@ -220,28 +244,49 @@ fn two_ranks_train_the_same_weights_as_one_rank_with_the_same_global_batch() {
 fn sync_batch_norm_on_two_ranks_trains_what_one_rank_does_with_the_whole_batch() {
     let _serial = serial();
     // SyncBatchNorm over 2 ranks × 16 = plain BatchNorm over all 32 on one rank (no accum):
-    // forward statistics and the gradients through them span both ranks. Two steps: the third
-    // of this run is chaotic (one rank's own run with the LR changed by 1e-6 relative moves the
-    // weights by 1.5e-4 there, 1.5e-7 after two), and SyncBatchNorm's sums are not libtorch's
-    // batch_norm kernel's, so only float-level agreement is expected.
-    let cfg = Config { max_steps: Some(2), ..config() };
+    // forward statistics and the gradients through them span both ranks. Only float-level
+    // agreement is expected — SyncBatchNorm's fp32 sums are not libtorch's batch_norm kernel's
+    // (each layer alone agrees to ~2e-7 relative) — and a ReLU network's gradient is not
+    // continuous: where a float-level difference flips one ReLU or max-pool choice, every
+    // weight upstream of it gets a visibly different gradient. Scaling a batch by (1 + 1e-7)
+    // changed some ResNet-18 gradients by 3 %; in ddp-train's CLI test of the same thing on an
+    // AMD EPYC, layer2.0 and everything before it differed by 1e-3 relative after one step,
+    // everything after it by 4e-6. Which rounding difference flips a kink is luck (the CPU's
+    // SIMD paths decide: a test that compared single weights after two steps measured 1.3e-6 on
+    // an Intel CPU and 7.5e-5 on an AMD EPYC, later steps compound it). So: one step, the
+    // running statistics (forward only, continuous) compared closely, and the weights as a
+    // whole relative to how far the step moved them, which a kink moves only a little.
+    let cfg = Config { max_steps: Some(1), ..config() };
     let mut comm = single();
+    // LR 0: the same step that leaves the initial weights as they are.
+    let init = params(&train(&Config { lr: 0.0, ..cfg.clone() }, &mut comm, |_| Ok(())).unwrap());
     let one = train(&cfg, &mut comm, |_| Ok(())).unwrap();
     let p1 = params(&one);
-    let synced = two_ranks(Config { sync_bn: true, ..cfg.clone() });
-    assert_eq!(max_diff(&synced[0].0, &synced[1].0), 0.0);
-    let d = max_diff(&synced[0].0, &p1);
-    eprintln!("2 ranks with SyncBatchNorm vs 1 rank: max abs weight difference {d:e}");
-    // 1.3e-6 on the Intel CPU this was written on; 7.5e-5 on an AMD EPYC with the same code
-    // (the BatchNorm-vs-fp32 gap on near-constant channels, see syncbn.rs): bounded at 2e-4,
-    // far below per-rank BatchNorm's (checked below).
-    assert!(d < 2e-4, "2 ranks SyncBatchNorm vs 1 rank: max |Δw| {d}");
-    assert!((synced[0].1 - one.epochs[0].train_loss).abs() < 1e-5, "{} vs {}", synced[0].1, one.epochs[0].train_loss);
+    let mut synced = on_two_ranks({
+        let cfg = Config { sync_bn: true, ..cfg.clone() };
+        move |_, comm| {
+            let t = train(&cfg, comm, |_| Ok(())).unwrap();
+            (params(&t), running_stats(&t), t.epochs[0].train_loss)
+        }
+    });
+    let (p2, stats2, loss2) = synced.swap_remove(0);
+    assert_eq!(max_diff(&p2, &synced[0].0), 0.0, "ranks agree");
+    let stats1 = running_stats(&one);
+    assert_eq!((stats1.len(), stats2.len()), (40, 40), "ResNet-18's 20 BatchNorms");
+    for ((name, a), (_, b)) in stats2.iter().zip(&stats1) {
+        let d = (a - b).abs().max().double_value(&[]) / b.abs().max().double_value(&[]).max(1e-3);
+        assert!(d < 1e-5, "{name}: relative difference {d}");
+    }
+    let d = apart(&p2, &p1, &init);
+    eprintln!("2 ranks with SyncBatchNorm vs 1 rank: {d:e} of the distance moved (largest weight difference {:e})", max_diff(&p2, &p1));
+    // AMD EPYC: 6e-6 (no kink flipped); per-rank BatchNorm (below): 1.1.
+    assert!(d < 1e-2, "2 ranks SyncBatchNorm vs 1 rank: {d} of the distance moved");
+    assert!((loss2 - one.epochs[0].train_loss).abs() < 1e-5, "{loss2} vs {}", one.epochs[0].train_loss);
     // Per-rank BatchNorm computes something else (the test can tell the two apart).
     let local = two_ranks(cfg);
-    let apart = max_diff(&local[0].0, &p1);
-    eprintln!("2 ranks with per-rank BatchNorm vs 1 rank: max abs weight difference {apart:e}");
-    assert!(apart > 100.0 * d.max(1e-7), "per-rank BN {apart} vs sync {d}");
+    let far = apart(&local[0].0, &p1, &init);
+    eprintln!("2 ranks with per-rank BatchNorm vs 1 rank: {far:e} of the distance moved");
+    assert!(far > 0.3, "per-rank BN {far} vs sync {d}");
 }
 
 #[test]
