@@ -16,11 +16,12 @@ fi
 b=$root/target/release/examples/bench_project
 if "$b" cuda 32 1 1 >/dev/null 2>&1; then
   # Default op sequence (stylegan2::fast + the fused epilogue), then upstream's reference ops,
-  # then the CUDA-graph mode (GRAPH=1; ~3x the memory).
+  # then the CUDA-graph mode (GRAPH=1; ~3x the memory); PARTS=1 adds the time of each piece.
   for res in 256 1024; do
     for batch in 1 8 16 32; do "$b" cuda $res $batch "$steps" || echo "res $res batch $batch failed (memory?)"; done
     [ $res = 256 ] && "$b" cuda 256 64 "$steps"
     "$b" cuda $res 16 "$steps" tf32 unfused
+    PARTS=1 "$b" cuda $res 16 "$steps"   # where a step's time goes
     GRAPH=1 "$b" cuda $res 16 "$steps"
   done
   "$b" cuda 256 32 "$steps" bf16

@@ -9,12 +9,18 @@
 //!
 //! Prints images/s, seconds per image, the mean final distance and the process's peak reserved
 //! GPU memory (cudaMemGetInfo growth from start-up).
+//!
+//! `PARTS=1` then times the pieces of a step on their own (medians of 10 after 3 warm-ups,
+//! synchronised): the synthesis forward and forward+backward (gradients for ws and the noise
+//! buffers), the area pooling to 256² and the VGG features forward+backward (gradient for the
+//! image), the noise regulariser forward+backward; the rest of a step (Adam, renormalisation,
+//! the launches between) is what they leave of the measured ms/step.
 
 use std::time::Instant;
 
 use perceptual::{NativeVgg16, Vgg16};
-use projector::{Projector, Settings, WStats};
-use stylegan2::{Config, Generator, Ops, SynthesisOptions};
+use projector::{Projector, Settings, WStats, noise_regularizer};
+use stylegan2::{Config, Generator, Noise, Ops, SynthesisOptions};
 use tch::{Device, Kind, Tensor};
 
 fn main() {
@@ -74,12 +80,85 @@ fn main() {
         (Some(a), Some(b)) => format!("{} MiB", b.saturating_sub(a) >> 20),
         _ => "n/a".into(),
     };
+    let step_ms = secs * 1e3 / steps as f64;
     println!(
         "project {res}x{res} batch {batch} {steps} steps {precision} {}{}: {:.3} img/s ({:.2} s/img, {:.1} ms/step), mean final distance {mean:.4}, peak reserved {mem}, w stats {stats_s:.2} s",
         mode,
         if cuda_graph && dev.is_cuda() { " graphed" } else { "" },
         batch as f64 / secs,
         secs / batch as f64,
-        secs * 1e3 / steps as f64
+        step_ms
+    );
+    if std::env::var_os("PARTS").is_some() {
+        let opts = SynthesisOptions { force_fp32: precision == "fp32", fused_modconv: fused, ops: p.settings.ops_on(dev), ..Default::default() };
+        parts(&g, &vgg, &stats, &targets, &opts, step_ms);
+    }
+}
+
+/// Median milliseconds of `f` over 10 runs after 3 warm-ups, the device synchronised.
+fn median_ms(dev: Device, mut f: impl FnMut()) -> f64 {
+    let sync = || {
+        if let Device::Cuda(i) = dev {
+            tch::Cuda::synchronize(i as i64);
+        }
+    };
+    for _ in 0..3 {
+        f();
+    }
+    sync();
+    let mut v: Vec<f64> = (0..10)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            sync();
+            t.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// The step's pieces on their own (PARTS=1), with the projector's shapes and options.
+fn parts(g: &Generator, vgg: &Vgg16, stats: &WStats, targets: &Tensor, opts: &SynthesisOptions<'_>, step_ms: f64) {
+    let dev = g.device();
+    let b = targets.size()[0];
+    let ws = stats.w_avg.to_device(dev).expand([b, g.num_ws(), g.config.w_dim], false).copy().set_requires_grad(true);
+    let bufs: Vec<Tensor> = g
+        .synthesis
+        .noise_layers()
+        .iter()
+        .map(|(_, l)| {
+            let r = l.noise_const.size()[0];
+            Tensor::randn([b, 1, r, r], (Kind::Float, dev)).set_requires_grad(true)
+        })
+        .collect();
+    let opts = SynthesisOptions { noise: Noise::Given(&bufs), ..*opts };
+    let synth = || (g.synthesis.forward(&ws, &opts) + 1.0) * 127.5;
+    let mut inputs = vec![&ws];
+    inputs.extend(bufs.iter());
+    let g_fwd = median_ms(dev, || {
+        let _ng = tch::no_grad_guard();
+        let _ = synth();
+    });
+    let g_fwd_bwd = median_ms(dev, || {
+        let _ = Tensor::run_backward(&[synth().square().mean(Kind::Float)], &inputs, false, false);
+    });
+    let img = tch::no_grad(synth).set_requires_grad(true);
+    let pooled = |x: &Tensor| if x.size()[2] > 256 { x.adaptive_avg_pool2d([256, 256]) } else { x.shallow_clone() };
+    let pool = median_ms(dev, || {
+        let _ = Tensor::run_backward(&[pooled(&img).mean(Kind::Float)], &[&img], false, false);
+    });
+    let target_features = tch::no_grad(|| vgg.features(&pooled(targets)).unwrap());
+    let small = tch::no_grad(|| pooled(&img)).set_requires_grad(true);
+    let vgg_fwd_bwd = median_ms(dev, || {
+        let f = vgg.features(&small).unwrap().to_kind(Kind::Float);
+        let _ = Tensor::run_backward(&[(&target_features - f).square().sum(Kind::Float)], &[&small], false, false);
+    });
+    let reg = median_ms(dev, || {
+        let _ = Tensor::run_backward(&[noise_regularizer(&bufs).sum(Kind::Float)], &bufs, false, false);
+    });
+    let rest = step_ms - g_fwd_bwd - pool - vgg_fwd_bwd - reg;
+    println!(
+        "  parts (ms): synthesis forward {g_fwd:.1}, forward+backward {g_fwd_bwd:.1}; pooling to 256 f+b {pool:.1}; VGG f+b {vgg_fwd_bwd:.1}; noise regulariser f+b {reg:.1}; rest of the {step_ms:.1} ms step {rest:.1}"
     );
 }
