@@ -48,8 +48,10 @@ pub struct Settings {
     pub ops: Option<Ops>,
     /// On CUDA, capture one step as a CUDA graph after a few eager ones and replay it (every
     /// step launches the same kernels; the host's per-op cost goes): same distances, +12-19 %
-    /// images/s on an H100, but about 3x the peak GPU memory (graph pool + warm-up), hence
-    /// off by default.
+    /// images/s on an H100. It took about 3x the eager peak GPU memory while the warm-up's
+    /// cached blocks stayed beside the graph's pool; the capture now releases them first and
+    /// the pool is released after each batch (not yet measured on a GPU), so off by default.
+    /// Only with the native VGG (a TorchScript module runs eagerly).
     pub cuda_graph: bool,
 }
 
@@ -351,6 +353,12 @@ impl Projector<'_> {
             Some(d) => Vec::<f64>::try_from(d.to_kind(Kind::Double).to_device(Device::Cpu)).unwrap_or_default(),
             None => vec![f64::NAN; b as usize],
         };
+        if let Some((gr, dist)) = graph {
+            // The graph's private pool goes back to the driver, so the next batch's warm-up and
+            // capture find the memory free (the capture itself first releases the warm-up's).
+            drop((gr, dist));
+            torch_shim::empty_cache().map_err(|e| shim_error("releasing the graph's memory", e))?;
+        }
         Ok(Projection {
             w: w_opt.detach(),
             distance,

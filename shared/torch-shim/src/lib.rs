@@ -28,6 +28,7 @@ mod ffi {
         pub fn shk_current_stream(device: c_int, out: *mut *mut c_void) -> *mut c_char;
         pub fn shk_side_stream_begin(device: c_int, previous: *mut *mut c_void) -> *mut c_char;
         pub fn shk_side_stream_end(previous: *mut c_void) -> *mut c_char;
+        pub fn shk_empty_cache() -> *mut c_char;
         pub fn shk_graph_new() -> *mut c_void;
         pub fn shk_graph_free(g: *mut c_void);
         pub fn shk_graph_capture_begin(g: *mut c_void, device: c_int) -> *mut c_char;
@@ -298,6 +299,13 @@ impl CudaGraph {
     }
 }
 
+/// Returns the CUDA caching allocator's unused blocks to the driver (`torch.cuda.empty_cache()`),
+/// including the pools of dropped [`CudaGraph`]s. Not during a capture.
+pub fn empty_cache() -> Result<()> {
+    // SAFETY: no arguments; errors come back as messages.
+    check(unsafe { ffi::shk_empty_cache() })
+}
+
 impl Default for CudaGraph {
     fn default() -> Self {
         Self::new()
@@ -395,6 +403,13 @@ mod tests {
             let bytes = modconv_epilogue_compile(major, minor).unwrap_or_else(|e| panic!("sm_{major}{minor}: {e}"));
             assert!(bytes > 1000, "sm_{major}{minor}: {bytes} bytes");
         }
+    }
+
+    #[test]
+    fn empty_cache_without_a_gpu_returns() {
+        // The projector calls it after a graphed batch; with no CUDA memory ever allocated there
+        // is nothing to release, and libtorch says so without an error (nor an abort).
+        empty_cache().unwrap();
     }
 
     #[test]

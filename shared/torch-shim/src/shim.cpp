@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -569,17 +570,26 @@ char *shk_side_stream_end(void *previous) {
   return err;
 }
 
+// Returns the caching allocator's unused blocks to the driver (torch.cuda.empty_cache), those
+// of private pools whose graphs are gone included.
+char *shk_empty_cache() {
+  return guarded([&] { c10::cuda::CUDACachingAllocator::emptyCache(); });
+}
+
 void *shk_graph_new() { return new Graph(); }
 
 void shk_graph_free(void *g) { delete static_cast<Graph *>(g); }
 
 // Starts capturing on a fresh side stream of `device` (made current until capture ends). Work
-// queued before is waited for first.
+// queued before is waited for first, and the caching allocator's unused blocks are returned to
+// the driver (as torch.cuda.graph does): what the eager warm-up steps cached on their side
+// stream cannot serve the capture's private pool, and would otherwise stay reserved beside it.
 char *shk_graph_capture_begin(void *g, int device) {
   auto *graph = static_cast<Graph *>(g);
   char *err = guarded([&] {
     auto idx = static_cast<c10::DeviceIndex>(device);
     c10::cuda::device_synchronize();
+    c10::cuda::CUDACachingAllocator::emptyCache();
     graph->previous = c10::cuda::getCurrentCUDAStream(idx);
     graph->capture_stream = c10::cuda::getStreamFromPool(false, idx);
     c10::cuda::setCurrentCUDAStream(*graph->capture_stream);

@@ -140,3 +140,21 @@ fn a_missing_vgg_file_is_fatal_with_its_name() {
     let (code, _) = project(tmp.path(), &["x.png"]);
     assert_eq!(code, Some(1));
 }
+
+#[test]
+fn cuda_graph_on_the_cpu_is_a_warning_and_an_eager_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    setup(d);
+    let o = Command::new(env!("CARGO_BIN_EXE_project-one-gpu"))
+        .current_dir(d)
+        .args(["-q", "--device", "cpu", "--vgg", "vgg.safetensors", "--w-avg-samples", "500", "--steps", "2", "--cuda-graph"])
+        .args(["-o", "out", "imgs/seed0001.png", "--network"])
+        .arg(network())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--cuda-graph ignored on Cpu"), "{}", String::from_utf8_lossy(&o.stderr));
+    let rec: Value = serde_json::from_str(String::from_utf8_lossy(&o.stdout).lines().next().unwrap()).unwrap();
+    assert_eq!(rec["type"], "latent");
+}
