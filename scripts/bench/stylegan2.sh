@@ -2,7 +2,8 @@
 # Generator figures (issue 3): parity of every fixture tensor on each device, CPU time of one
 # 32x32 synthesis and one forward+backward, and with CUDA the paper `stylegan2` config (random
 # weights, 1024x1024 by default) forward+backward for batch 1 and 16, fp32 (TF32 convs, then
-# strict fp32) and fp16 blocks, each case in its own process so its peak memory is its own.
+# strict fp32) and fp16 blocks, each case in its own process so its peak memory is its own;
+# then each piece of a synthesis block timed alone (bench layers).
 #   scripts/bench/stylegan2.sh [RES] [ITERS]
 # On a machine without the Rust toolchain, run the example binary built here
 # (target/release/examples/bench) the same way; see its header for the sub-commands.
@@ -28,6 +29,9 @@ if "$bench" parity cuda "$fixtures" 2>/dev/null; then
     "$bench" paper cuda "$res" "$b" fp16 "$iters"
   done
   "$bench" fp16-error cuda "$res"
+  # Where a block's time goes (the projector's shapes: 1024 batch 16, 256 batch 32).
+  "$bench" layers cuda 1024 16 fp16 "$iters"
+  "$bench" layers cuda 256 32 fp16 "$iters"
 else
   echo "no CUDA device: GPU cases skipped"
 fi

@@ -11,6 +11,14 @@
 //!                                             and the gradients of w and the noise buffers,
 //!                                             in fp32 and with fp16 blocks; then the
 //!                                             forward+backward time of each
+//!   bench layers DEVICE RES BATCH fp32|fp16 ITERS
+//!                                             the synthesis layers' pieces on their own, per
+//!                                             block resolution, forward+backward (gradients
+//!                                             for the inputs, as the projector needs): input
+//!                                             modulation, the up-sampling convolution as phase
+//!                                             convolution (Fast) and as transposed conv + FIR
+//!                                             (upstream), the 3×3 convolution, the epilogue,
+//!                                             ToRGB, the image up-sampling
 //!
 //! `NO_TF32=1` turns TF32 off (device::disable_tf32).
 //!
@@ -25,7 +33,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
-use stylegan2::{Config, Generator, Noise, Ops, SynthesisOptions};
+use stylegan2::{Config, Generator, Noise, Ops, SynthesisOptions, fast, ops};
 use tch::{Device, Kind, Tensor};
 
 fn device(s: &str) -> Device {
@@ -271,10 +279,74 @@ fn main() {
         Some("fixture") => fixture(device(&a[2]), Path::new(&a[3]), a[4].parse().unwrap()),
         Some("paper") => paper(device(&a[2]), a[3].parse().unwrap(), a[4].parse().unwrap(), a[5] == "fp16", a[6].parse().unwrap()),
         Some("fp16-error") => fp16_error(device(&a[2]), a[3].parse().unwrap()),
+        Some("layers") => layers(device(&a[2]), a[3].parse().unwrap(), a[4].parse().unwrap(), a[5] == "fp16", a[6].parse().unwrap()),
         Some("fast-check") => fast_check(device(&a[2]), a[3].parse().unwrap(), a[4].parse().unwrap(), a[5].parse().unwrap()),
         _ => {
-            eprintln!("usage: bench parity DEVICE DIR | fixture DEVICE G ITERS | paper DEVICE RES BATCH fp32|fp16 ITERS | fp16-error DEVICE RES | fast-check DEVICE RES BATCH ITERS");
+            eprintln!("usage: bench parity DEVICE DIR | fixture DEVICE G ITERS | paper DEVICE RES BATCH fp32|fp16 ITERS | fp16-error DEVICE RES | fast-check DEVICE RES BATCH ITERS | layers DEVICE RES BATCH fp32|fp16 ITERS");
             std::process::exit(2);
         }
     }
+}
+
+/// Forward+backward milliseconds of `f`'s output (gradients for `inputs`), without the cost of
+/// the loss that backward needs: Σ out·u for a fixed random u, timed alone on a leaf of the
+/// output's shape and subtracted.
+fn fwd_bwd_ms(d: Device, iters: usize, inputs: &[&Tensor], f: impl Fn() -> Tensor) -> f64 {
+    let out = tch::no_grad(&f);
+    let u = Tensor::randn_like(&out);
+    let leaf = out.detach().set_requires_grad(true);
+    let loss_only = median_ms(d, iters, || {
+        let _ = Tensor::run_backward(&[(&leaf * &u).sum(Kind::Float)], &[&leaf], false, false);
+    });
+    let total = median_ms(d, iters, || {
+        let _ = Tensor::run_backward(&[(f() * &u).sum(Kind::Float)], inputs, false, false);
+    });
+    total - loss_only
+}
+
+/// `bench layers`: each piece of a synthesis block at the paper config's shapes.
+fn layers(d: Device, res: i64, b: i64, fp16: bool, iters: usize) {
+    let cfg = Config::paper_stylegan2(res);
+    let f = ops::default_resample_filter().to_device(d);
+    let img_up = fast::upsample_weight(&f);
+    let f32_on = (Kind::Float, d);
+    println!("layers {res}x{res} batch {b} on {d:?}: forward+backward ms (median of {iters}) per block resolution");
+    println!("{:>6} {:>5} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7}", "res", "dtype", "in->out", "modul.", "up-phase", "up-ref", "conv3x3", "epilog.", "torgb", "img-up");
+    let mut fast_total = 0.0;
+    let mut ref_total = 0.0;
+    for r in cfg.block_resolutions().into_iter().filter(|&r| r >= 8) {
+        let (cin, cout) = (cfg.channels(r / 2), cfg.channels(r));
+        let kind = if fp16 && d.is_cuda() && r >= cfg.fp16_resolution() { Kind::Half } else { Kind::Float };
+        let grad = |t: Tensor| t.set_requires_grad(true);
+        let x = grad(Tensor::randn([b, cin, r / 2, r / 2], (kind, d)));
+        let s = grad(Tensor::randn([b, cin, 1, 1], (kind, d)));
+        let w0 = Tensor::randn([cout, cin, 3, 3], f32_on) / ((cin * 9) as f64).sqrt();
+        let phase = fast::phase_weight(&w0, &f).to_kind(kind);
+        let w0 = w0.to_kind(kind);
+        let modulate = fwd_bwd_ms(d, iters, &[&x, &s], || &x * &s);
+        let up_phase = fwd_bwd_ms(d, iters, &[&x], || fast::conv_up(&x, &phase));
+        let up_ref = fwd_bwd_ms(d, iters, &[&x], || ops::conv2d_resample(&x, &w0, Some(&f), 2, 1, 1, false));
+        let y = grad(Tensor::randn([b, cout, r, r], (kind, d)));
+        let w1 = (Tensor::randn([cout, cout, 3, 3], f32_on) / ((cout * 9) as f64).sqrt()).to_kind(kind);
+        let conv = fwd_bwd_ms(d, iters, &[&y], || y.conv2d(&w1, None::<Tensor>, [1, 1], [1, 1], [1, 1], 1));
+        let dc = grad(Tensor::rand([b, cout], f32_on));
+        let noise = grad(Tensor::randn([b, 1, r, r], f32_on));
+        let (strength, bias) = (Tensor::from(0.1f32).to_device(d), Tensor::randn([cout], f32_on));
+        let epi = fwd_bwd_ms(d, iters, &[&y, &dc, &noise], || fast::epilogue(&y, &dc, Some(&noise), &strength, &bias, 1.0, Some(256.0)));
+        let (wrgb, srgb) = (Tensor::randn([3, cout, 1, 1], f32_on), grad(Tensor::randn([b, cout], f32_on)));
+        let torgb = fwd_bwd_ms(d, iters, &[&y, &srgb], || fast::torgb(&y, &wrgb, &srgb));
+        let img = grad(Tensor::randn([b, 3, r / 2, r / 2], f32_on));
+        let up_img = fwd_bwd_ms(d, iters, &[&img], || fast::upsample2d_with(&img, &img_up));
+        // A block: two modulations, one up-sampling and one plain convolution, two epilogues,
+        // ToRGB and the image's up-sampling.
+        let common = 2.0 * modulate + conv + 2.0 * epi + torgb + up_img;
+        fast_total += common + up_phase;
+        ref_total += common + up_ref;
+        let kind_name = if kind == Kind::Half { "fp16" } else { "fp32" };
+        println!(
+            "{r:>6} {kind_name:>5} {:>9} {modulate:>8.2} {up_phase:>8.2} {up_ref:>8.2} {conv:>8.2} {epi:>8.2} {torgb:>7.2} {up_img:>7.2}",
+            format!("{cin}->{cout}")
+        );
+    }
+    println!("sum over blocks 8..{res} (2 modulations, 2 epilogues per block): {fast_total:.1} ms with the phase convolution, {ref_total:.1} ms with transposed conv + FIR");
 }
