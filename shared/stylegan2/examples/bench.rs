@@ -18,7 +18,8 @@
 //!                                             modulation, the up-sampling convolution as phase
 //!                                             convolution (Fast) and as transposed conv + FIR
 //!                                             (upstream), the 3×3 convolution, the epilogue,
-//!                                             ToRGB, the image up-sampling
+//!                                             ToRGB, the image up-sampling; and the two
+//!                                             convolutions in channels_last (.cl columns)
 //!
 //! `NO_TF32=1` turns TF32 off (device::disable_tf32).
 //!
@@ -311,7 +312,10 @@ fn layers(d: Device, res: i64, b: i64, fp16: bool, iters: usize) {
     let img_up = fast::upsample_weight(&f);
     let f32_on = (Kind::Float, d);
     println!("layers {res}x{res} batch {b} on {d:?}: forward+backward ms (median of {iters}) per block resolution");
-    println!("{:>6} {:>5} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7}", "res", "dtype", "in->out", "modul.", "up-phase", "up-ref", "conv3x3", "epilog.", "torgb", "img-up");
+    println!(
+        "{:>6} {:>5} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7} {:>8} {:>8}",
+        "res", "dtype", "in->out", "modul.", "up-phase", "up-ref", "conv3x3", "epilog.", "torgb", "img-up", "up-ph.cl", "conv.cl"
+    );
     let mut fast_total = 0.0;
     let mut ref_total = 0.0;
     for r in cfg.block_resolutions().into_iter().filter(|&r| r >= 8) {
@@ -329,6 +333,13 @@ fn layers(d: Device, res: i64, b: i64, fp16: bool, iters: usize) {
         let y = grad(Tensor::randn([b, cout, r, r], (kind, d)));
         let w1 = (Tensor::randn([cout, cout, 3, 3], f32_on) / ((cout * 9) as f64).sqrt()).to_kind(kind);
         let conv = fwd_bwd_ms(d, iters, &[&y], || y.conv2d(&w1, None::<Tensor>, [1, 1], [1, 1], [1, 1], 1));
+        // The same two convolutions in channels_last (NHWC: no layout transposes around cuDNN's
+        // tensor-core kernels), to see what a channels_last Fast path could gain.
+        let nhwc = |t: &Tensor| torch_shim::to_channels_last(t).unwrap();
+        let (x_cl, y_cl) = (grad(nhwc(&x.detach())), grad(nhwc(&y.detach())));
+        let (phase_cl, w1_cl) = (nhwc(&phase), nhwc(&w1));
+        let up_phase_cl = fwd_bwd_ms(d, iters, &[&x_cl], || fast::conv_up(&x_cl, &phase_cl));
+        let conv_cl = fwd_bwd_ms(d, iters, &[&y_cl], || y_cl.conv2d(&w1_cl, None::<Tensor>, [1, 1], [1, 1], [1, 1], 1));
         let dc = grad(Tensor::rand([b, cout], f32_on));
         let noise = grad(Tensor::randn([b, 1, r, r], f32_on));
         let (strength, bias) = (Tensor::from(0.1f32).to_device(d), Tensor::randn([cout], f32_on));
@@ -344,7 +355,7 @@ fn layers(d: Device, res: i64, b: i64, fp16: bool, iters: usize) {
         ref_total += common + up_ref;
         let kind_name = if kind == Kind::Half { "fp16" } else { "fp32" };
         println!(
-            "{r:>6} {kind_name:>5} {:>9} {modulate:>8.2} {up_phase:>8.2} {up_ref:>8.2} {conv:>8.2} {epi:>8.2} {torgb:>7.2} {up_img:>7.2}",
+            "{r:>6} {kind_name:>5} {:>9} {modulate:>8.2} {up_phase:>8.2} {up_ref:>8.2} {conv:>8.2} {epi:>8.2} {torgb:>7.2} {up_img:>7.2} {up_phase_cl:>8.2} {conv_cl:>8.2}",
             format!("{cin}->{cout}")
         );
     }
