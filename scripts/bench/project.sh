@@ -22,6 +22,7 @@ if "$b" cuda 32 1 1 >/dev/null 2>&1; then
     [ $res = 256 ] && "$b" cuda 256 64 "$steps"
     "$b" cuda $res 16 "$steps" tf32 unfused
     PARTS=1 "$b" cuda $res 16 "$steps"   # where a step's time goes
+    SHARDKIT_UPCONV=tconv "$b" cuda $res 16 "$steps"   # up-sampling by transposed conv + 1-channel FIR
     GRAPH=1 "$b" cuda $res 16 "$steps"
   done
   "$b" cuda 256 32 "$steps" bf16

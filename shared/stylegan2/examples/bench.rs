@@ -16,9 +16,11 @@
 //!                                             block resolution, forward+backward (gradients
 //!                                             for the inputs, as the projector needs): input
 //!                                             modulation, the up-sampling convolution as phase
-//!                                             convolution (Fast) and as transposed conv + FIR
-//!                                             (upstream), the 3×3 convolution, the epilogue,
-//!                                             ToRGB, the image up-sampling; and the two
+//!                                             convolution (Fast), as transposed conv + FIR
+//!                                             (upstream) and as transposed conv + single-
+//!                                             channel FIR (SHARDKIT_UPCONV=tconv), the 3×3
+//!                                             convolution, the epilogue, ToRGB, the image
+//!                                             up-sampling; and the phase and 3×3
 //!                                             convolutions in channels_last (.cl columns)
 //!
 //! `NO_TF32=1` turns TF32 off (device::disable_tf32).
@@ -313,11 +315,10 @@ fn layers(d: Device, res: i64, b: i64, fp16: bool, iters: usize) {
     let f32_on = (Kind::Float, d);
     println!("layers {res}x{res} batch {b} on {d:?}: forward+backward ms (median of {iters}) per block resolution");
     println!(
-        "{:>6} {:>5} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7} {:>8} {:>8}",
-        "res", "dtype", "in->out", "modul.", "up-phase", "up-ref", "conv3x3", "epilog.", "torgb", "img-up", "up-ph.cl", "conv.cl"
+        "{:>6} {:>5} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7} {:>8} {:>8}",
+        "res", "dtype", "in->out", "modul.", "up-phase", "up-ref", "up-tconv", "conv3x3", "epilog.", "torgb", "img-up", "up-ph.cl", "conv.cl"
     );
-    let mut fast_total = 0.0;
-    let mut ref_total = 0.0;
+    let (mut fast_total, mut ref_total, mut tconv_total) = (0.0, 0.0, 0.0);
     for r in cfg.block_resolutions().into_iter().filter(|&r| r >= 8) {
         let (cin, cout) = (cfg.channels(r / 2), cfg.channels(r));
         let kind = if fp16 && d.is_cuda() && r >= cfg.fp16_resolution() { Kind::Half } else { Kind::Float };
@@ -330,6 +331,7 @@ fn layers(d: Device, res: i64, b: i64, fp16: bool, iters: usize) {
         let modulate = fwd_bwd_ms(d, iters, &[&x, &s], || &x * &s);
         let up_phase = fwd_bwd_ms(d, iters, &[&x], || fast::conv_up(&x, &phase));
         let up_ref = fwd_bwd_ms(d, iters, &[&x], || ops::conv2d_resample(&x, &w0, Some(&f), 2, 1, 1, false));
+        let up_tconv = fwd_bwd_ms(d, iters, &[&x], || fast::conv_up_tconv(&x, &w0, &f));
         let y = grad(Tensor::randn([b, cout, r, r], (kind, d)));
         let w1 = (Tensor::randn([cout, cout, 3, 3], f32_on) / ((cout * 9) as f64).sqrt()).to_kind(kind);
         let conv = fwd_bwd_ms(d, iters, &[&y], || y.conv2d(&w1, None::<Tensor>, [1, 1], [1, 1], [1, 1], 1));
@@ -353,11 +355,15 @@ fn layers(d: Device, res: i64, b: i64, fp16: bool, iters: usize) {
         let common = 2.0 * modulate + conv + 2.0 * epi + torgb + up_img;
         fast_total += common + up_phase;
         ref_total += common + up_ref;
+        tconv_total += common + up_tconv;
         let kind_name = if kind == Kind::Half { "fp16" } else { "fp32" };
         println!(
-            "{r:>6} {kind_name:>5} {:>9} {modulate:>8.2} {up_phase:>8.2} {up_ref:>8.2} {conv:>8.2} {epi:>8.2} {torgb:>7.2} {up_img:>7.2} {up_phase_cl:>8.2} {conv_cl:>8.2}",
+            "{r:>6} {kind_name:>5} {:>9} {modulate:>8.2} {up_phase:>8.2} {up_ref:>8.2} {up_tconv:>8.2} {conv:>8.2} {epi:>8.2} {torgb:>7.2} {up_img:>7.2} {up_phase_cl:>8.2} {conv_cl:>8.2}",
             format!("{cin}->{cout}")
         );
     }
-    println!("sum over blocks 8..{res} (2 modulations, 2 epilogues per block): {fast_total:.1} ms with the phase convolution, {ref_total:.1} ms with transposed conv + FIR");
+    println!(
+        "sum over blocks 8..{res} (2 modulations, 2 epilogues per block): {fast_total:.1} ms with the phase convolution, \
+         {ref_total:.1} ms with upstream's transposed conv + FIR, {tconv_total:.1} ms with transposed conv + single-channel FIR"
+    );
 }

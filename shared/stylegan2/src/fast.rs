@@ -52,6 +52,32 @@ pub fn conv_up(x: &Tensor, phase_weight: &Tensor) -> Tensor {
     x.conv2d(phase_weight, None::<Tensor>, [1, 1], [1, 1], [1, 1], 1).pixel_shuffle(2)
 }
 
+/// The up-sampling modulated convolution's convolution as upstream computes it —
+/// `conv_transpose2d(x, wᵀ, stride 2)` (a quarter of the phase convolution's multiply-adds)
+/// then the 4×4 FIR ×4 with padding 1 — but the FIR as a single-channel convolution of the
+/// [B·O, 1, ...] view with the convolution's own zero padding, instead of upstream's pad copy
+/// and depthwise convolution. x [B,I,h,w], `weight` [O,I,3,3] in x's dtype → [B,O,2h,2w].
+/// `SHARDKIT_UPCONV=tconv` selects it in [`Ops::Fast`](crate::Ops) (experimental: which of
+/// this and [`conv_up`] is faster on a GPU is for `bench layers` to say).
+pub fn conv_up_tconv(x: &Tensor, weight: &Tensor, f: &Tensor) -> Tensor {
+    let (b, _, h, w) = x.size4().expect("conv_up_tconv takes NCHW");
+    let o = weight.size()[0];
+    // conv2d_resample's up-sampling branch with flip_weight = false: the transposed weight
+    // [I,O,3,3] unflipped, output [B,O,2h+1,2w+1].
+    let t = x.conv_transpose2d(&weight.transpose(0, 1), None::<Tensor>, [2, 2], [0, 0], [0, 0], 1, [1, 1]);
+    let fir = (f.to_kind(x.kind()) * 4.0).flip([0, 1]).reshape([1, 1, 4, 4]);
+    t.reshape([b * o, 1, 2 * h + 1, 2 * w + 1])
+        .conv2d(&fir, None::<Tensor>, [1, 1], [1, 1], [1, 1], 1)
+        .reshape([b, o, 2 * h, 2 * w])
+}
+
+/// Whether [`Ops::Fast`](crate::Ops) up-samples with [`conv_up_tconv`] instead of
+/// [`conv_up`] (`SHARDKIT_UPCONV=tconv`, read once).
+pub fn tconv_selected() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("SHARDKIT_UPCONV").is_ok_and(|v| v == "tconv"))
+}
+
 /// `upfirdn2d.upsample2d(x, f, up=2)` by phases: output pixel (2i+p, 2j+s) is a 3×3
 /// correlation of the input around (i, j) with taps of `4·f` (per axis: phase 0 reads f[3],
 /// f[1] at offsets −1, 0; phase 1 reads f[2], f[0] at offsets 0, +1).
@@ -175,6 +201,20 @@ mod tests {
             let got = conv_up(&x, &phase_weight(&w, &f));
             assert_eq!(got.size(), want.size());
             assert!(rel(&got, &want) < 1e-5, "{}", rel(&got, &want));
+        }
+    }
+
+    #[test]
+    fn transposed_convolution_with_a_single_channel_fir_equals_upstreams() {
+        tch::manual_seed(8);
+        let o = (Kind::Float, Device::Cpu);
+        for f in [ops::default_resample_filter(), Tensor::rand([4, 4], o)] {
+            let x = Tensor::randn([2, 5, 6, 7], o);
+            let w = Tensor::randn([4, 5, 3, 3], o);
+            let want = ops::conv2d_resample(&x, &w, Some(&f), 2, 1, 1, false);
+            let got = conv_up_tconv(&x, &w, &f);
+            assert_eq!(got.size(), want.size());
+            assert!(rel(&got, &want) < 1e-6, "{}", rel(&got, &want));
         }
     }
 

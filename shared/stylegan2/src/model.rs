@@ -233,7 +233,9 @@ impl SynthesisLayer {
         };
         let d = fast::dcoefs(&weight, &styles);
         let x = x * styles.to_kind(kind).reshape([batch, -1, 1, 1]);
-        let x = if self.up == 2 {
+        let x = if self.up == 2 && fast::tconv_selected() {
+            fast::conv_up_tconv(&x, &weight.to_kind(kind), &self.resample_filter)
+        } else if self.up == 2 {
             let phase = self.phase.get_or_init(|| fast::phase_weight(&self.weight, &self.resample_filter));
             let phase = match &out_scale {
                 // Row o·4 + k of the phase weights belongs to output channel o.
