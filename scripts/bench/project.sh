@@ -23,6 +23,7 @@ if "$b" cuda 32 1 1 >/dev/null 2>&1; then
     "$b" cuda $res 16 "$steps" tf32 unfused
     PARTS=1 "$b" cuda $res 16 "$steps"   # where a step's time goes
     SHARDKIT_UPCONV=tconv "$b" cuda $res 16 "$steps"   # up-sampling by transposed conv + 1-channel FIR
+    VGG_CL=1 PARTS=1 "$b" cuda $res 16 "$steps"   # the VGG in channels_last
     GRAPH=1 "$b" cuda $res 16 "$steps"
   done
   "$b" cuda 256 32 "$steps" bf16

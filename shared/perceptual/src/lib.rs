@@ -64,6 +64,8 @@ pub struct NativeVgg16 {
     pub lpips: Vec<Tensor>,
     shift: Tensor,
     scale: Tensor,
+    /// Activations and weights in channels_last ([`Vgg16::set_channels_last`]).
+    channels_last: bool,
 }
 
 /// A perceptual feature extractor.
@@ -119,6 +121,20 @@ impl Vgg16 {
                 *w = w.to_kind(kind);
                 *b = b.to_kind(kind);
             }
+            if n.channels_last {
+                n.convs_channels_last();
+            }
+        }
+    }
+
+    /// Runs the native network's convolutions in channels_last (NHWC) memory format, which
+    /// cuDNN's tensor-core kernels use natively (NCHW costs a transpose each way per call).
+    /// Same features up to float rounding. Experimental: whether it is faster for the
+    /// projector is for `PARTS=1 bench_project` on a GPU to say (VGG_CL=1 there).
+    pub fn set_channels_last(&mut self) {
+        if let Vgg16::Native(n) = self {
+            n.channels_last = true;
+            n.convs_channels_last();
         }
     }
 }
@@ -127,7 +143,7 @@ impl NativeVgg16 {
     pub fn new(convs: Vec<(Tensor, Tensor)>, lpips: Vec<Tensor>, device: Device) -> Self {
         let shift = Tensor::from_slice(&SHIFT).reshape([1, 3, 1, 1]).to_device(device);
         let scale = Tensor::from_slice(&SCALE).reshape([1, 3, 1, 1]).to_device(device);
-        NativeVgg16 { convs, lpips, shift, scale }
+        NativeVgg16 { convs, lpips, shift, scale, channels_last: false }
     }
 
     /// VGG16-shaped network with random weights (He-normal convolutions, uniform LPIPS weights):
@@ -145,10 +161,19 @@ impl NativeVgg16 {
         NativeVgg16::new(convs, lpips, device)
     }
 
+    fn convs_channels_last(&mut self) {
+        for (w, _) in self.convs.iter_mut() {
+            *w = torch_shim::to_channels_last(w).expect("channels_last of a 4-d weight");
+        }
+    }
+
     pub fn features(&self, img: &Tensor) -> Tensor {
         let kind = self.convs[0].0.kind();
         let x = (img.to_kind(Kind::Float) / 127.5 - 1.0 - &self.shift) / &self.scale;
         let mut x = x.to_kind(kind);
+        if self.channels_last {
+            x = torch_shim::to_channels_last(&x).expect("channels_last of a 4-d tensor");
+        }
         let mut convs = self.convs.iter();
         let mut out = Vec::with_capacity(5);
         for (k, n) in SLICES.iter().enumerate() {
@@ -166,5 +191,27 @@ impl NativeVgg16 {
             out.push((f / norm * scale).flatten(1, -1));
         }
         Tensor::cat(&out, 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn channels_last_gives_the_same_features() {
+        // Same convolutions in another memory layout: only summation order may differ (1e-5
+        // relative is ~100 fp32 ulps over 13 layers).
+        tch::manual_seed(9);
+        let mut vgg = Vgg16::Native(NativeVgg16::random(Device::Cpu));
+        let img = Tensor::rand([2, 3, 32, 32], (Kind::Float, Device::Cpu)) * 255.0;
+        let want = vgg.features(&img).unwrap();
+        vgg.set_channels_last();
+        let Vgg16::Native(n) = &vgg else { unreachable!() };
+        assert!(n.convs.iter().all(|(w, _)| torch_shim::is_channels_last(w)));
+        let got = vgg.features(&img).unwrap();
+        assert_eq!(got.size(), want.size());
+        let d = (&got - &want).abs().max().double_value(&[]) / want.abs().max().double_value(&[]);
+        assert!(d < 1e-5, "relative difference {d}");
     }
 }

@@ -10,6 +10,9 @@
 //! Prints images/s, seconds per image, the mean final distance and the process's peak reserved
 //! GPU memory (cudaMemGetInfo growth from start-up).
 //!
+//! `VGG_CL=1` runs the VGG in channels_last; `SHARDKIT_UPCONV=tconv` the generator's
+//! up-sampling as transposed conv + single-channel FIR (both experimental, for A/B runs).
+//!
 //! `PARTS=1` then times the pieces of a step on their own (medians of 10 after 3 warm-ups,
 //! synchronised): the synthesis forward and forward+backward (gradients for ws and the noise
 //! buffers), the area pooling to 256² and the VGG features forward+backward (gradient for the
@@ -51,6 +54,11 @@ fn main() {
     if precision == "bf16" {
         vgg.to_kind(Kind::BFloat16);
     }
+    // VGG_CL=1: the VGG's convolutions in channels_last (experimental).
+    let vgg_cl = std::env::var_os("VGG_CL").is_some();
+    if vgg_cl {
+        vgg.set_channels_last();
+    }
     let t0 = Instant::now();
     let stats = WStats::compute(&g, 10000);
     let stats_s = t0.elapsed().as_secs_f64();
@@ -84,7 +92,7 @@ fn main() {
     println!(
         "project {res}x{res} batch {batch} {steps} steps {precision} {}{}: {:.3} img/s ({:.2} s/img, {:.1} ms/step), mean final distance {mean:.4}, peak reserved {mem}, w stats {stats_s:.2} s",
         mode,
-        if cuda_graph && dev.is_cuda() { " graphed" } else { "" },
+        format!("{}{}", if cuda_graph && dev.is_cuda() { " graphed" } else { "" }, if vgg_cl { " vgg-nhwc" } else { "" }),
         batch as f64 / secs,
         secs / batch as f64,
         step_ms
