@@ -90,9 +90,10 @@ fn main() {
     };
     let step_ms = secs * 1e3 / steps as f64;
     println!(
-        "project {res}x{res} batch {batch} {steps} steps {precision} {}{}: {:.3} img/s ({:.2} s/img, {:.1} ms/step), mean final distance {mean:.4}, peak reserved {mem}, w stats {stats_s:.2} s",
+        "project {res}x{res} batch {batch} {steps} steps {precision} {}{}{}: {:.3} img/s ({:.2} s/img, {:.1} ms/step), mean final distance {mean:.4}, peak reserved {mem}, w stats {stats_s:.2} s",
         mode,
-        format!("{}{}", if cuda_graph && dev.is_cuda() { " graphed" } else { "" }, if vgg_cl { " vgg-nhwc" } else { "" }),
+        if cuda_graph && dev.is_cuda() { " graphed" } else { "" },
+        if vgg_cl { " vgg-nhwc" } else { "" },
         batch as f64 / secs,
         secs / batch as f64,
         step_ms

@@ -197,31 +197,26 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
             cli.steps
         );
     }
-    let cwd = std::env::current_dir().context("reading the current directory")?;
+    let reader = Reader {
+        inputs: cli.inputs.clone(),
+        out_dir: cli.out_dir.clone(),
+        base: cli.base.clone(),
+        cwd: std::env::current_dir().context("reading the current directory")?,
+        overwrite: cli.overwrite,
+        resolution: g.config.img_resolution,
+        decode: imaging::DecodeOptions { max_pixels: cli.max_pixels, ..Default::default() },
+    };
+    let entries = reader.spawn(cli.batch_size as usize);
     let mut run = Run { cli: &cli, projector: &projector, out, counts: (0, 0, 0), mem_base, bar: progress::bar(&cli.common, "project-one-gpu", None) };
     let mut pending: Vec<Entry> = Vec::new();
-    let decode = imaging::DecodeOptions { max_pixels: cli.max_pixels, ..Default::default() };
-    for item in inputs::from_args(&cli.inputs) {
+    for entry in entries {
         interrupt::check()?;
-        let entry = match item {
-            Err(e) => Entry::Failed(e),
-            Ok(item) => {
-                let output = output_for(&item, &cli, &cwd);
-                if !cli.overwrite && output.exists() {
-                    Entry::Done(skipped_record(&item, &output))
-                } else {
-                    match load_target(Path::new(&item.path), g.config.img_resolution, &decode) {
-                        Ok(target) => Entry::Job { item, output, target },
-                        Err(e) => Entry::Failed(ErrorRecord { input: item.name.clone(), message: format!("{e:#}") }),
-                    }
-                }
-            }
-        };
         pending.push(entry);
         if pending.iter().filter(|e| matches!(e, Entry::Job { .. })).count() >= cli.batch_size as usize {
             run.flush(std::mem::take(&mut pending))?;
         }
     }
+    interrupt::check()?;
     run.flush(pending)?;
     run.bar.finish_and_clear();
     let (ok, skipped, failed) = run.counts;
@@ -240,13 +235,58 @@ fn shard_index(args: &[String]) -> Option<usize> {
     })
 }
 
-fn output_for(item: &InputItem, cli: &Cli, cwd: &Path) -> PathBuf {
-    // Outputs are named after the original input (a crop-resize record's "input"), so that the
-    // .npz lands beside the photo as in seed 000, not beside the prepared copy.
-    let source = Path::new(&item.name);
-    match &cli.out_dir {
-        Some(dir) => paths::output_path(source, &cli.base, dir, cwd, "npz"),
-        None => paths::absolute(source, cwd).with_extension("npz"),
+/// What the input side needs, owned: it runs on a thread of its own ([`Reader::spawn`]).
+struct Reader {
+    inputs: Vec<String>,
+    out_dir: Option<PathBuf>,
+    base: PathBuf,
+    cwd: PathBuf,
+    overwrite: bool,
+    resolution: i64,
+    decode: imaging::DecodeOptions,
+}
+
+impl Reader {
+    /// Reads the inputs, skips finished ones and decodes the rest on a thread, at most `ahead`
+    /// entries ahead of the consumer: the next batch's images are decoded and resized while
+    /// the GPU projects this one, instead of the GPU waiting for them. In input order. The
+    /// thread is detached (it may be blocked reading stdin when the consumer stops early) and
+    /// ends when the consumer drops the receiver or on an interrupt.
+    fn spawn(self, ahead: usize) -> std::sync::mpsc::Receiver<Entry> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(ahead.max(1));
+        std::thread::spawn(move || {
+            for item in inputs::from_args(&self.inputs) {
+                if interrupt::requested() || tx.send(self.entry(item)).is_err() {
+                    break;
+                }
+            }
+        });
+        rx
+    }
+
+    fn entry(&self, item: std::result::Result<InputItem, ErrorRecord>) -> Entry {
+        let item = match item {
+            Ok(item) => item,
+            Err(e) => return Entry::Failed(e),
+        };
+        let output = self.output_for(&item);
+        if !self.overwrite && output.exists() {
+            return Entry::Done(skipped_record(&item, &output));
+        }
+        match load_target(Path::new(&item.path), self.resolution, &self.decode) {
+            Ok(target) => Entry::Job { item, output, target },
+            Err(e) => Entry::Failed(ErrorRecord { input: item.name.clone(), message: format!("{e:#}") }),
+        }
+    }
+
+    fn output_for(&self, item: &InputItem) -> PathBuf {
+        // Outputs are named after the original input (a crop-resize record's "input"), so that
+        // the .npz lands beside the photo as in seed 000, not beside the prepared copy.
+        let source = Path::new(&item.name);
+        match &self.out_dir {
+            Some(dir) => paths::output_path(source, &self.base, dir, &self.cwd, "npz"),
+            None => paths::absolute(source, &self.cwd).with_extension("npz"),
+        }
     }
 }
 
