@@ -206,7 +206,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         resolution: g.config.img_resolution,
         decode: imaging::DecodeOptions { max_pixels: cli.max_pixels, ..Default::default() },
     };
-    let entries = reader.spawn(cli.batch_size as usize);
+    let (entries, reading) = reader.spawn(cli.batch_size as usize);
     let mut run = Run { cli: &cli, projector: &projector, out, counts: (0, 0, 0), mem_base, bar: progress::bar(&cli.common, "project-one-gpu", None) };
     let mut pending: Vec<Entry> = Vec::new();
     for entry in entries {
@@ -217,6 +217,10 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         }
     }
     interrupt::check()?;
+    // The inputs ended, or the reader died: then say so rather than finish as if complete.
+    if reading.join().is_err() {
+        bail!("reading the inputs failed (see the message above); images after the last record were not projected");
+    }
     run.flush(pending)?;
     run.bar.finish_and_clear();
     let (ok, skipped, failed) = run.counts;
@@ -250,18 +254,19 @@ impl Reader {
     /// Reads the inputs, skips finished ones and decodes the rest on a thread, at most `ahead`
     /// entries ahead of the consumer: the next batch's images are decoded and resized while
     /// the GPU projects this one, instead of the GPU waiting for them. In input order. The
-    /// thread is detached (it may be blocked reading stdin when the consumer stops early) and
-    /// ends when the consumer drops the receiver or on an interrupt.
-    fn spawn(self, ahead: usize) -> std::sync::mpsc::Receiver<Entry> {
+    /// thread is not joined when the consumer stops early (it may be blocked reading stdin); it
+    /// ends when the consumer drops the receiver, on an interrupt, or at the end of the inputs.
+    /// A panic while preparing one image is that image's error record.
+    fn spawn(self, ahead: usize) -> (std::sync::mpsc::Receiver<Entry>, std::thread::JoinHandle<()>) {
         let (tx, rx) = std::sync::mpsc::sync_channel(ahead.max(1));
-        std::thread::spawn(move || {
+        let handle = std::thread::spawn(move || {
             for item in inputs::from_args(&self.inputs) {
                 if interrupt::requested() || tx.send(self.entry(item)).is_err() {
                     break;
                 }
             }
         });
-        rx
+        (rx, handle)
     }
 
     fn entry(&self, item: std::result::Result<InputItem, ErrorRecord>) -> Entry {
@@ -269,6 +274,12 @@ impl Reader {
             Ok(item) => item,
             Err(e) => return Entry::Failed(e),
         };
+        let input = item.name.clone();
+        catch_unwind(AssertUnwindSafe(|| self.prepare(item)))
+            .unwrap_or_else(|panic| Entry::Failed(ErrorRecord { input, message: format!("internal error: {}", panic_message(&*panic)) }))
+    }
+
+    fn prepare(&self, item: InputItem) -> Entry {
         let output = self.output_for(&item);
         if !self.overwrite && output.exists() {
             return Entry::Done(skipped_record(&item, &output));
@@ -406,11 +417,7 @@ impl Run<'_> {
         let (p, image) = match result {
             Ok(r) => r?,
             Err(panic) => {
-                let msg = panic
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_else(|| "unknown error".into());
+                let msg = panic_message(&*panic);
                 if msg.contains("out of memory") {
                     let b = targets.len();
                     bail!(
@@ -449,6 +456,15 @@ impl Run<'_> {
             Ok(())
         })?;
         Ok(image_path)
+    }
+}
+
+/// The text a panic was raised with ("unknown error" when it carried none).
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    match (panic.downcast_ref::<String>(), panic.downcast_ref::<&str>()) {
+        (Some(s), _) => s.clone(),
+        (None, Some(s)) => s.to_string(),
+        (None, None) => "unknown error".into(),
     }
 }
 
