@@ -262,15 +262,20 @@ impl Projector<'_> {
         let f32_on = (Kind::Float, dev);
         let w_noise_now = Tensor::zeros([b, k, g.config.w_dim], f32_on);
         let graphed = dev.is_cuda() && s.cuda_graph && matches!(self.vgg, Vgg16::Native(_)) && s.steps > GRAPH_WARMUP;
+        // Adam's factors: host scalars when eager; 0-dim device tensors, filled before each
+        // step, when graphed (only those are read at replay).
         let host_factors = std::cell::Cell::new((0.0, 1.0));
-        let device_factors = Factors::Device(Tensor::zeros([], f32_on), Tensor::ones([], f32_on));
+        let device_factors = graphed.then(|| Factors::Device(Tensor::zeros([], f32_on), Tensor::ones([], f32_on)));
         let ops = s.ops_on(dev);
         let mut body = || -> perceptual::Result<Tensor> {
-            let factors = if graphed {
-                &device_factors
-            } else {
-                let (neg, sq) = host_factors.get();
-                &Factors::Host(neg, sq)
+            let host;
+            let factors = match &device_factors {
+                Some(f) => f,
+                None => {
+                    let (neg, sq) = host_factors.get();
+                    host = Factors::Host(neg, sq);
+                    &host
+                }
             };
             let ws = &w_opt + &w_noise_now;
             let ws = if s.w_plus { ws } else { ws.repeat([1, num_ws, 1]) };
@@ -306,7 +311,7 @@ impl Projector<'_> {
             let (neg, sq) = Adam::factors(lr, step as i32 + 1);
             w_noise_now.shallow_clone().copy_(&(w_noise.get(step as i64) * scale));
             host_factors.set((neg, sq));
-            if let Factors::Device(n, q) = &device_factors {
+            if let Some(Factors::Device(n, q)) = &device_factors {
                 let _ = n.shallow_clone().fill_(neg);
                 let _ = q.shallow_clone().fill_(sq);
             }
