@@ -440,7 +440,7 @@ struct ModconvEpilogue : torch::autograd::Function<ModconvEpilogue> {
     unsigned gx = static_cast<unsigned>(std::min<int64_t>((HW + 255) / 256, 1024));
     unsigned gy = static_cast<unsigned>(std::min<int64_t>(B * C, 65535));
     if (B * C * HW > 0) launch(k, k.fwd[dtype_index(x)], dim3(gx, gy, 1), 256, 0, device, args);
-    ctx->save_for_backward({x, d, nv.t.defined() ? nv.t : noise, strength, bias});
+    ctx->save_for_backward({x, d, noise, strength, bias});
     ctx->saved_data["g"] = g;
     ctx->saved_data["clamp"] = clamp;
     ctx->saved_data["noise_sizes"] = noise.sizes().vec();
@@ -458,13 +458,13 @@ struct ModconvEpilogue : torch::autograd::Function<ModconvEpilogue> {
     const auto &k = epilogue_kernels(device);
     auto gx = at::empty_like(x);
     auto gd = at::zeros({B, C}, x.options().dtype(at::kFloat));
-    bool has_noise = noise.numel() > 0;
-    bool want_noise = has_noise && ctx->needs_input_grad(2);
+    Noise nv = noise_view(noise, B, HW);
+    bool want_noise = nv.t.defined() && ctx->needs_input_grad(2);
     at::Tensor gn;
     if (want_noise) gn = at::zeros({B, HW}, x.options().dtype(at::kFloat));
-    long long nbs = noise.numel() == B * HW ? HW : 0, hw = HW;
+    long long nbs = nv.batch_stride, hw = HW;
     const void *gyp = gy.data_ptr(), *xp = x.data_ptr(), *dp = d.data_ptr(), *sp = strength.data_ptr(), *bp = bias.data_ptr();
-    const void *np = has_noise ? noise.data_ptr() : nullptr;
+    const void *np = nv.t.defined() ? nv.t.data_ptr() : nullptr;
     void *gxp = gx.data_ptr(), *gdp = gd.data_ptr(), *gnp = want_noise ? gn.data_ptr() : nullptr;
     float gf = static_cast<float>(g), cf = static_cast<float>(clamp);
     const int threads = 256, ppt = 4;
