@@ -562,4 +562,3 @@ impl Generator {
         self.synthesis.forward(&ws, opts)
     }
 }
-
