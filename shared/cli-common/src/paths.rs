@@ -1,5 +1,7 @@
-//! Where an input's output goes: `OUT_DIR/<input relative to BASE>` with the extension replaced.
+//! Where an input's output goes: `OUT_DIR/<input relative to BASE>` with the extension replaced,
+//! and which input of a run owns each output ([`Claims`]).
 
+use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 
 /// Lexically normalised absolute form of `p` (relative paths are taken from `cwd`); `..` pops.
@@ -31,6 +33,49 @@ pub fn output_path(input: &Path, base: &Path, out_dir: &Path, cwd: &Path, ext: &
     absolute(out_dir, cwd).join(rel).with_extension(ext)
 }
 
+/// Which input of this run writes each output. Inputs that differ only in extension (`a.jpg`,
+/// `a.png`) share an output; without this the second would silently replace the first's
+/// result, or be "skipped" because the first's output exists.
+#[derive(Debug, Default)]
+pub struct Claims {
+    owner: HashMap<PathBuf, (PathBuf, String)>,
+}
+
+/// What [`Claims::claim`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// The first input to write this output.
+    First,
+    /// The same input again (listed twice).
+    Again,
+    /// Another input writes this output; its name as given.
+    Taken(String),
+}
+
+impl Claims {
+    /// Claims `output` for the input named `name` (as given), read from `source` (compared
+    /// lexically after [`absolute`] with `cwd`).
+    pub fn claim(&mut self, output: &Path, name: &str, source: &Path, cwd: &Path) -> Claim {
+        let source = absolute(source, cwd);
+        match self.owner.get(output) {
+            None => {
+                self.owner.insert(output.to_path_buf(), (source, name.to_string()));
+                Claim::First
+            }
+            Some((s, _)) if *s == source => Claim::Again,
+            Some((_, other)) => Claim::Taken(other.clone()),
+        }
+    }
+
+    /// The message of an error record for an input whose output another input took.
+    pub fn taken_message(output: &Path, other: &str) -> String {
+        format!(
+            "{} is already the output of {other}, listed earlier (names that differ only in extension share an output): rename one",
+            output.display()
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -51,5 +96,18 @@ mod tests {
         assert_eq!(o, Path::new("/work/out/data/x/1.png"));
         let o = output_path(Path::new("../y/./2.png"), Path::new("."), Path::new("out"), cwd, "png");
         assert_eq!(o, Path::new("/work/out/y/2.png"));
+    }
+
+    #[test]
+    fn claims_tell_repeats_from_other_inputs_with_the_same_output() {
+        let cwd = Path::new("/work");
+        let mut c = Claims::default();
+        let out = Path::new("/o/a.npz");
+        assert_eq!(c.claim(out, "a.jpg", Path::new("a.jpg"), cwd), Claim::First);
+        assert_eq!(c.claim(out, "./a.jpg", Path::new("./a.jpg"), cwd), Claim::Again);
+        assert_eq!(c.claim(out, "/work/a.jpg", Path::new("/work/a.jpg"), cwd), Claim::Again);
+        assert_eq!(c.claim(out, "a.png", Path::new("a.png"), cwd), Claim::Taken("a.jpg".into()));
+        assert_eq!(c.claim(Path::new("/o/b.npz"), "b.png", Path::new("b.png"), cwd), Claim::First);
+        assert!(Claims::taken_message(out, "a.jpg").starts_with("/o/a.npz is already the output of a.jpg"));
     }
 }

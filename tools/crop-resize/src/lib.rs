@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::{Parser, ValueEnum};
+use cli_common::paths::{Claim, Claims};
 use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, atomic, inputs, interrupt, progress};
 use image::RgbImage;
 use imaging::{DecodeOptions, Gray16};
@@ -135,6 +136,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let bar = progress::bar(&cli.common, "crop-resize", None);
     let batch = pool.current_num_threads() * BATCH_PER_THREAD;
     let mut items = inputs::from_args(&cli.inputs);
+    let mut claims = Claims::default();
     let (mut ok, mut skipped, mut failed) = (0, 0, 0);
     loop {
         interrupt::check()?;
@@ -142,12 +144,24 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         if chunk.is_empty() {
             break;
         }
+        // Outputs are claimed in input order here, so that of two inputs with one output
+        // (a.jpg, a.png) the first is written and the second is an error, in any chunking.
+        let chunk: Vec<Result<(InputItem, PathBuf), ErrorRecord>> = chunk
+            .into_iter()
+            .map(|item| {
+                let item = item?;
+                let target = output_path(Path::new(&item.path), &cli.base, &cli.out_dir, &cwd, job.format.ext());
+                match claims.claim(&target, &item.name, Path::new(&item.path), &cwd) {
+                    Claim::Taken(other) => Err(ErrorRecord { input: item.name, message: Claims::taken_message(&target, &other) }),
+                    Claim::First | Claim::Again => Ok((item, target)),
+                }
+            })
+            .collect();
         let results: Vec<Result<ImageRecord, ErrorRecord>> = pool.install(|| {
             chunk
                 .into_par_iter()
                 .map(|item| {
-                    let item = item?;
-                    let target = output_path(Path::new(&item.path), &cli.base, &cli.out_dir, &cwd, job.format.ext());
+                    let (item, target) = item?;
                     job.process(&item, &target)
                         .map_err(|e| ErrorRecord { input: item.name.clone(), message: format!("{e:#}") })
                 })

@@ -93,6 +93,25 @@ fn reruns_skip_finished_outputs_unless_overwrite() {
 }
 
 #[test]
+fn two_inputs_with_one_output_keep_the_first_and_fail_the_second() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_fixture(tmp.path(), "rgb.png", "x.png");
+    copy_fixture(tmp.path(), "gray.jpg", "x.jpg");
+    // x.jpg and x.png both map to out/x.png: the second is an error, not a silent replacement
+    // (same chunk) or a "skipped" record for another image's output (a later chunk, or a re-run).
+    for _ in 0..2 {
+        let (code, recs, _) = run(tmp.path(), &["-r", "24", "-o", "out", "-j", "2"], "x.png\nx.jpg\n");
+        assert_eq!(code, 3);
+        assert_eq!(recs[0]["type"], "image");
+        assert_eq!(recs[1]["type"], "error");
+        assert!(recs[1]["message"].as_str().unwrap().contains("is already the output of x.png"), "{}", recs[1]);
+    }
+    let ours = image::open(tmp.path().join("out/x.png")).unwrap().to_rgb8();
+    let pillow = image::open(fixtures().join("expected/rgb.png.24.png")).unwrap().to_rgb8();
+    assert_eq!(ours, pillow, "the first input's output");
+}
+
+#[test]
 fn decompression_bombs_are_refused_from_the_header() {
     let tmp = tempfile::tempdir().unwrap();
     copy_fixture(tmp.path(), "photo420.jpg", "big.jpg");

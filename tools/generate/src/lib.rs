@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, ValueEnum};
+use cli_common::paths::{Claim, Claims};
 use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, atomic, inputs, interrupt, paths, progress};
 use device::{DeviceArg, Env};
 use records::{ErrorRecord, ImageRecord, Summary};
@@ -181,6 +182,8 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         raw: Vec::new(),
         counts: Counts::default(),
         bar: progress::bar(&cli.common, "generate", None),
+        claims: Claims::default(),
+        cwd: cwd.clone(),
     };
 
     for &seed in cli.seeds.iter().flat_map(|s| &s.0) {
@@ -257,10 +260,16 @@ struct Renderer<'a> {
     raw: Vec<Tensor>,
     counts: Counts,
     bar: indicatif::ProgressBar,
+    /// Which input writes each PNG (a.npy and a.npz would both write a.png).
+    claims: Claims,
+    cwd: PathBuf,
 }
 
 impl Renderer<'_> {
     fn push(&mut self, p: Pending) -> Result<()> {
+        if let Claim::Taken(other) = self.claims.claim(&p.output, &p.input, Path::new(&p.input), &self.cwd) {
+            return self.fail(ErrorRecord { message: Claims::taken_message(&p.output, &other), input: p.input });
+        }
         self.pending.push(p);
         if self.pending.len() as i64 >= self.cli.batch_size {
             self.flush()?;

@@ -115,6 +115,7 @@ fn bad_inputs_are_error_records_and_the_rest_render() {
     std::fs::write(tmp.path().join("junk.npz"), b"not a zip").unwrap();
     let stdin = [
         r#"{"type":"latent","input":"imgs/a.jpg","output":"a.npz"}"#,
+        r#"{"type":"latent","input":"imgs/a.png","output":"a.npz"}"#,
         "missing.npy",
         "wrong.npy",
         "junk.npz",
@@ -132,12 +133,15 @@ fn bad_inputs_are_error_records_and_the_rest_render() {
         .filter(|r| r["type"] == "error")
         .map(|r| (r["input"].as_str().unwrap(), r["message"].as_str().unwrap()))
         .collect();
-    assert_eq!(errors.len(), 3, "{errors:?}");
-    assert_eq!(errors[0].0, "missing.npy");
-    assert!(errors[1].1.contains("shape [2, 7]"), "{}", errors[1].1);
-    assert!(errors[2].1.contains("not an .npz"), "{}", errors[2].1);
+    assert_eq!(errors.len(), 4, "{errors:?}");
+    // imgs/a.png would write imgs/a.png too: the first input's image stays.
+    assert_eq!(errors[0].0, "imgs/a.png");
+    assert!(errors[0].1.contains("is already the output of imgs/a.jpg"), "{}", errors[0].1);
+    assert_eq!(errors[1].0, "missing.npy");
+    assert!(errors[2].1.contains("shape [2, 7]"), "{}", errors[2].1);
+    assert!(errors[3].1.contains("not an .npz"), "{}", errors[3].1);
     let summary = recs.last().unwrap();
-    assert_eq!((summary["ok"].as_u64(), summary["failed"].as_u64()), (Some(1), Some(3)));
+    assert_eq!((summary["ok"].as_u64(), summary["failed"].as_u64()), (Some(1), Some(4)));
 }
 
 #[test]

@@ -2,12 +2,14 @@
 //! `<stem>.npz` with `w` per image — with the generator and VGG loaded once, W statistics computed
 //! once, and B images optimised at a time.
 
+use std::collections::HashSet;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, ValueEnum};
+use cli_common::paths::{Claim, Claims};
 use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, atomic, inputs, interrupt, paths, progress};
 use device::{DeviceArg, Env};
 use perceptual::Vgg16;
@@ -142,6 +144,9 @@ and last {"type":"summary","ok":N,"skipped":N,"failed":N,"elapsed_ms":N}. distan
 #[derive(Debug)]
 enum Entry {
     Job { item: InputItem, output: PathBuf, target: Tensor },
+    /// An input listed again in this run: skipped if its first listing's output was written,
+    /// else failed like it (decided when its record is printed, after the first's).
+    Again { item: InputItem, output: PathBuf },
     Done(LatentRecord),
     Failed(ErrorRecord),
 }
@@ -205,9 +210,18 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         overwrite: cli.overwrite,
         resolution: g.config.img_resolution,
         decode: imaging::DecodeOptions { max_pixels: cli.max_pixels, ..Default::default() },
+        claims: Claims::default(),
     };
     let (entries, reading) = reader.spawn(cli.batch_size as usize);
-    let mut run = Run { cli: &cli, projector: &projector, out, counts: (0, 0, 0), mem_base, bar: progress::bar(&cli.common, "project-one-gpu", None) };
+    let mut run = Run {
+        cli: &cli,
+        projector: &projector,
+        out,
+        counts: (0, 0, 0),
+        mem_base,
+        bar: progress::bar(&cli.common, "project-one-gpu", None),
+        written: HashSet::new(),
+    };
     let mut pending: Vec<Entry> = Vec::new();
     for entry in entries {
         interrupt::check()?;
@@ -248,6 +262,7 @@ struct Reader {
     overwrite: bool,
     resolution: i64,
     decode: imaging::DecodeOptions,
+    claims: Claims,
 }
 
 impl Reader {
@@ -257,7 +272,7 @@ impl Reader {
     /// thread is not joined when the consumer stops early (it may be blocked reading stdin); it
     /// ends when the consumer drops the receiver, on an interrupt, or at the end of the inputs.
     /// A panic while preparing one image is that image's error record.
-    fn spawn(self, ahead: usize) -> (std::sync::mpsc::Receiver<Entry>, std::thread::JoinHandle<()>) {
+    fn spawn(mut self, ahead: usize) -> (std::sync::mpsc::Receiver<Entry>, std::thread::JoinHandle<()>) {
         let (tx, rx) = std::sync::mpsc::sync_channel(ahead.max(1));
         let handle = std::thread::spawn(move || {
             for item in inputs::from_args(&self.inputs) {
@@ -269,7 +284,7 @@ impl Reader {
         (rx, handle)
     }
 
-    fn entry(&self, item: std::result::Result<InputItem, ErrorRecord>) -> Entry {
+    fn entry(&mut self, item: std::result::Result<InputItem, ErrorRecord>) -> Entry {
         let item = match item {
             Ok(item) => item,
             Err(e) => return Entry::Failed(e),
@@ -279,8 +294,15 @@ impl Reader {
             .unwrap_or_else(|panic| Entry::Failed(ErrorRecord { input, message: format!("internal error: {}", panic_message(&*panic)) }))
     }
 
-    fn prepare(&self, item: InputItem) -> Entry {
+    fn prepare(&mut self, item: InputItem) -> Entry {
         let output = self.output_for(&item);
+        match self.claims.claim(&output, &item.name, Path::new(&item.name), &self.cwd) {
+            Claim::First => {}
+            Claim::Again => return Entry::Again { item, output },
+            Claim::Taken(other) => {
+                return Entry::Failed(ErrorRecord { input: item.name.clone(), message: Claims::taken_message(&output, &other) });
+            }
+        }
         if !self.overwrite && output.exists() {
             return Entry::Done(skipped_record(&item, &output));
         }
@@ -342,6 +364,8 @@ struct Run<'a> {
     counts: (usize, usize, usize),
     mem_base: Option<u64>,
     bar: indicatif::ProgressBar,
+    /// Outputs this run wrote (for inputs listed again).
+    written: HashSet<PathBuf>,
 }
 
 impl Run<'_> {
@@ -359,30 +383,41 @@ impl Run<'_> {
                     self.counts.2 += 1;
                     self.out.emit(&rec)?;
                 }
+                Entry::Again { item, output } => {
+                    if self.written.contains(&output) {
+                        self.counts.1 += 1;
+                        self.out.emit(&skipped_record(&item, &output))?;
+                    } else {
+                        self.counts.2 += 1;
+                        let message = "listed again, and its earlier listing failed (see that error record)".into();
+                        self.out.emit(&ErrorRecord { input: item.name, message })?;
+                    }
+                }
                 Entry::Job { item, output, .. } => {
                     let (p, seconds, image) = result.as_ref().unwrap();
-                    match self.save(p, image.as_ref(), row, &output) {
+                    // A diverged image is an error and writes nothing, so a re-run retries it.
+                    let distance = Some(p.distance[row as usize]).filter(|d| d.is_finite());
+                    let saved = match distance {
+                        Some(_) => self.save(p, image.as_ref(), row, &output),
+                        None => Err(anyhow::anyhow!("the distance is not finite (diverged)")),
+                    };
+                    match saved {
                         Ok(image_path) => {
+                            self.written.insert(output.clone());
+                            self.counts.0 += 1;
                             let n = p.distance.len() as f64;
-                            let rec = LatentRecord {
+                            self.out.emit(&LatentRecord {
                                 input: item.name.clone(),
                                 output: output.to_string_lossy().into_owned(),
                                 w_shape: Some(vec![1, p.w.size()[1] as usize, p.w.size()[2] as usize]),
-                                distance: Some(p.distance[row as usize]).filter(|d| d.is_finite()),
+                                distance,
                                 steps: Some(self.cli.steps as usize),
                                 batch_seconds: Some(*seconds),
                                 images_per_s: Some(n / seconds),
                                 peak_gpu_mib: self.peak_mib(),
                                 image: image_path.map(|p| p.to_string_lossy().into_owned()),
                                 skipped: false,
-                            };
-                            if rec.distance.is_none() {
-                                self.counts.2 += 1;
-                                self.out.emit(&ErrorRecord { input: item.name, message: "the distance is not finite (diverged)".into() })?;
-                            } else {
-                                self.counts.0 += 1;
-                                self.out.emit(&rec)?;
-                            }
+                            })?;
                         }
                         Err(e) => {
                             self.counts.2 += 1;

@@ -158,3 +158,39 @@ fn cuda_graph_on_the_cpu_is_a_warning_and_an_eager_run() {
     let rec: Value = serde_json::from_str(String::from_utf8_lossy(&o.stdout).lines().next().unwrap()).unwrap();
     assert_eq!(rec["type"], "latent");
 }
+
+#[test]
+fn inputs_listed_twice_and_inputs_sharing_an_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    setup(d);
+    // seed0001.jpg would write seed0001.npz too: it must not replace (or be "skipped" by) the
+    // PNG's latent. The repeats land in the same batch and in later ones (batch 2).
+    std::fs::write(d.join("imgs/seed0001.jpg"), b"another image").unwrap();
+    let args = [
+        "-b", "2", "--steps", "2", "imgs/seed0001.png", "imgs/seed0001.png", "imgs/seed0002.png", "./imgs/seed0001.png",
+        "imgs/seed0001.jpg", "imgs/missing.png", "imgs/missing.png",
+    ];
+    let (code, recs) = project(d, &args);
+    assert_eq!(code, Some(3));
+    let brief: Vec<(&str, &str, bool)> = recs[..7]
+        .iter()
+        .map(|r| (r["type"].as_str().unwrap(), r["input"].as_str().unwrap(), r["skipped"].as_bool().unwrap_or(false)))
+        .collect();
+    assert_eq!(
+        brief,
+        [
+            ("latent", "imgs/seed0001.png", false),
+            ("latent", "imgs/seed0001.png", true),
+            ("latent", "imgs/seed0002.png", false),
+            ("latent", "./imgs/seed0001.png", true),
+            ("error", "imgs/seed0001.jpg", false),
+            ("error", "imgs/missing.png", false),
+            ("error", "imgs/missing.png", false),
+        ]
+    );
+    assert!(recs[4]["message"].as_str().unwrap().contains("is already the output of imgs/seed0001.png"), "{}", recs[4]);
+    assert!(recs[6]["message"].as_str().unwrap().contains("listed again"), "{}", recs[6]);
+    let s = &recs[7];
+    assert_eq!((s["ok"].as_u64(), s["skipped"].as_u64(), s["failed"].as_u64()), (Some(2), Some(2), Some(3)));
+}
