@@ -4,16 +4,17 @@
 # generator, 150 steps, one process per case (so each case's peak memory is its own).
 #   scripts/bench/project.sh [STEPS]
 # Without CUDA it runs small CPU cases (32x32, 64x64). Upstream on an H100: 17.6 s/img at 1024,
-# 13.3 s/img at 256 (NOTES.md).
+# 13.3 s/img at 256 (NOTES.md). SHARDKIT_BIN=DIR: use DIR/examples/bench_project, built elsewhere
+# (scripts/gpu-bundle), instead of building it.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 steps=${1:-150}
-if [ -d "$root/.venv" ]; then
+if [ -z "${SHARDKIT_BIN:-}" ] && [ -d "$root/.venv" ]; then
   # shellcheck source=/dev/null
   source "$root/scripts/env.sh"
   (cd "$root" && cargo build --release -q -p projector --examples)
 fi
-b=$root/target/release/examples/bench_project
+b=${SHARDKIT_BIN:-$root/target/release}/examples/bench_project
 if "$b" cuda 32 1 1 >/dev/null 2>&1; then
   # Default op sequence (stylegan2::fast + the fused epilogue), then upstream's reference ops,
   # then the CUDA-graph mode (GRAPH=1; ~3x the memory); PARTS=1 adds the time of each piece.

@@ -5,15 +5,15 @@
 # strict fp32) and fp16 blocks, each case in its own process so its peak memory is its own;
 # then each piece of a synthesis block timed alone (bench layers).
 #   scripts/bench/stylegan2.sh [RES] [ITERS]
-# On a machine without the Rust toolchain, run the example binary built here
-# (target/release/examples/bench) the same way; see its header for the sub-commands.
+# On a machine without the Rust toolchain: SHARDKIT_BIN=DIR runs DIR/examples/bench, as
+# scripts/gpu-bundle lays it out (see the example's header for its sub-commands).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 res=${1:-1024}
 iters=${2:-10}
 fixtures=${SHARDKIT_SHARED:-$root/../shared}/fixtures/stylegan2
-bench=$root/target/release/examples/bench
-if [ -d "$root/.venv" ]; then
+bench=${SHARDKIT_BIN:-$root/target/release}/examples/bench
+if [ -z "${SHARDKIT_BIN:-}" ] && [ -d "$root/.venv" ]; then
   # shellcheck source=/dev/null
   source "$root/scripts/env.sh"
   (cd "$root" && cargo build --release -q -p stylegan2 --examples)
