@@ -10,8 +10,9 @@
 //! Prints images/s, seconds per image, the mean final distance and the process's peak reserved
 //! GPU memory (cudaMemGetInfo growth from start-up).
 //!
-//! `VGG_CL=1` runs the VGG in channels_last; `SHARDKIT_UPCONV=tconv` the generator's
-//! up-sampling as transposed conv + single-channel FIR (both experimental, for A/B runs).
+//! `VGG_CL=1` runs the VGG in channels_last (experimental, for A/B runs).
+//! `SHARDKIT_UPCONV=phase|tconv|auto` fixes the generator's up-sampling convolution (default on
+//! CUDA: auto, timed per shape; its choices are printed).
 //!
 //! `PARTS=1` then times the pieces of a step on their own (medians of 10 after 3 warm-ups,
 //! synchronised): the synthesis forward and forward+backward (gradients for ws and the noise
@@ -98,6 +99,13 @@ fn main() {
         secs / batch as f64,
         step_ms
     );
+    // Which up-sampling convolution each shape got (SHARDKIT_UPCONV=auto, the CUDA default).
+    for c in stylegan2::fast::upconv_choices() {
+        println!(
+            "  up-conv {:?} {:?} in {:?} -> {} channels: {:?} (fwd+bwd phase {:.2} ms, tconv {:.2} ms)",
+            c.device, c.kind, c.input, c.out_channels, c.choice, c.phase_ms, c.tconv_ms
+        );
+    }
     if std::env::var_os("PARTS").is_some() {
         let opts = SynthesisOptions { force_fp32: precision == "fp32", fused_modconv: fused, ops: p.settings.ops_on(dev), ..Default::default() };
         parts(&g, &vgg, &stats, &targets, &opts, step_ms);

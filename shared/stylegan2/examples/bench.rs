@@ -18,7 +18,7 @@
 //!                                             modulation, the up-sampling convolution as phase
 //!                                             convolution (Fast), as transposed conv + FIR
 //!                                             (upstream) and as transposed conv + single-
-//!                                             channel FIR (SHARDKIT_UPCONV=tconv), the 3×3
+//!                                             channel FIR (fast::conv_up_tconv), the 3×3
 //!                                             convolution, the epilogue, ToRGB, the image
 //!                                             up-sampling; and the phase and 3×3
 //!                                             convolutions in channels_last (.cl columns)

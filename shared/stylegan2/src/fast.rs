@@ -8,7 +8,10 @@
 //! full-resolution maps. Here:
 //! - The 2× up-sampling convolution (transposed 3×3 convolution, then the 4×4 FIR) becomes one
 //!   3×3 convolution of the low-resolution input with 4·out channels (the FIR folded into the
-//!   weights, one set per output phase) and a pixel shuffle: no depthwise pass, no padding copy.
+//!   weights, one set per output phase) and a pixel shuffle: no depthwise pass, no padding copy;
+//!   or upstream's transposed convolution with the FIR as a 1-channel convolution (a quarter of
+//!   the multiply-adds, plus a cheap pass). On CUDA each input shape times both once and keeps
+//!   the faster ([`upconv_for`]); the CPU takes the phase convolution.
 //! - The image's FIR up-sampling likewise: a 3×3 convolution per phase, no zero insertion.
 //! - `addcmul(noise, x, dcoefs)` + `bias_act` (add, lrelu, ×√2·gain, clamp) become one fused
 //!   CUDA kernel each way ([`torch_shim::modconv_epilogue`]); elsewhere (CPU, or when the
@@ -57,8 +60,7 @@ pub fn conv_up(x: &Tensor, phase_weight: &Tensor) -> Tensor {
 /// then the 4×4 FIR ×4 with padding 1 — but the FIR as a single-channel convolution of the
 /// [B·O, 1, ...] view with the convolution's own zero padding, instead of upstream's pad copy
 /// and depthwise convolution. x [B,I,h,w], `weight` [O,I,3,3] in x's dtype → [B,O,2h,2w].
-/// `SHARDKIT_UPCONV=tconv` selects it in [`Ops::Fast`](crate::Ops) (experimental: which of
-/// this and [`conv_up`] is faster on a GPU is for `bench layers` to say).
+/// [`Ops::Fast`](crate::Ops) runs it where [`upconv_for`] finds it faster than [`conv_up`].
 pub fn conv_up_tconv(x: &Tensor, weight: &Tensor, f: &Tensor) -> Tensor {
     let (b, _, h, w) = x.size4().expect("conv_up_tconv takes NCHW");
     let o = weight.size()[0];
@@ -71,11 +73,151 @@ pub fn conv_up_tconv(x: &Tensor, weight: &Tensor, f: &Tensor) -> Tensor {
         .reshape([b, o, 2 * h, 2 * w])
 }
 
-/// Whether [`Ops::Fast`](crate::Ops) up-samples with [`conv_up_tconv`] instead of
-/// [`conv_up`] (`SHARDKIT_UPCONV=tconv`, read once).
-pub fn tconv_selected() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var("SHARDKIT_UPCONV").is_ok_and(|v| v == "tconv"))
+/// The two ways [`Ops::Fast`](crate::Ops) computes the 2× up-sampling convolution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpConv {
+    /// [`conv_up`]: one 3×3 convolution with 4·O phase weights (4x the transposed
+    /// convolution's multiply-adds, no FIR pass).
+    Phase,
+    /// [`conv_up_tconv`]: the transposed convolution, then the FIR as a 1-channel convolution.
+    Tconv,
+}
+
+/// How the up-sampling convolution is chosen: `SHARDKIT_UPCONV=phase|tconv|auto` (read once).
+/// Default: `auto` on CUDA, `phase` elsewhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpConvMode {
+    Fixed(UpConv),
+    /// Time both, forward + backward, the first time each input shape is seen on a device and
+    /// keep the faster (as cuDNN's benchmark mode does for its algorithms): which wins depends
+    /// on the GPU, the dtype and the channel counts.
+    Auto,
+}
+
+impl UpConvMode {
+    fn from_env(device: Device) -> UpConvMode {
+        static ENV: OnceLock<Option<UpConvMode>> = OnceLock::new();
+        let env = ENV.get_or_init(|| match std::env::var("SHARDKIT_UPCONV").ok()?.as_str() {
+            "phase" => Some(UpConvMode::Fixed(UpConv::Phase)),
+            "tconv" => Some(UpConvMode::Fixed(UpConv::Tconv)),
+            "auto" => Some(UpConvMode::Auto),
+            other => {
+                eprintln!("warning: SHARDKIT_UPCONV={other} is not phase, tconv or auto; using the default");
+                None
+            }
+        });
+        env.unwrap_or(if device.is_cuda() { UpConvMode::Auto } else { UpConvMode::Fixed(UpConv::Phase) })
+    }
+}
+
+/// One decision of [`UpConvMode::Auto`]: the input it was made for and each candidate's
+/// forward + backward milliseconds (median).
+#[derive(Debug, Clone)]
+pub struct UpConvChoice {
+    pub device: Device,
+    pub kind: Kind,
+    pub input: Vec<i64>,
+    pub out_channels: i64,
+    pub choice: UpConv,
+    pub phase_ms: f64,
+    pub tconv_ms: f64,
+}
+
+fn upconv_choices_cell() -> &'static std::sync::Mutex<Vec<UpConvChoice>> {
+    static CHOICES: OnceLock<std::sync::Mutex<Vec<UpConvChoice>>> = OnceLock::new();
+    CHOICES.get_or_init(Default::default)
+}
+
+/// Every decision [`UpConvMode::Auto`] made in this process (benchmarks print them).
+pub fn upconv_choices() -> Vec<UpConvChoice> {
+    upconv_choices_cell().lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// Which up-sampling convolution to run for input `x` ([B,I,h,w]) and `out_channels` under
+/// `SHARDKIT_UPCONV` (see [`UpConvMode`]); `phase` and `tconv` compute it each way.
+pub fn upconv_for(x: &Tensor, out_channels: i64, phase: &dyn Fn(&Tensor) -> Tensor, tconv: &dyn Fn(&Tensor) -> Tensor) -> UpConv {
+    upconv_with_mode(UpConvMode::from_env(x.device()), x, out_channels, phase, tconv)
+}
+
+/// [`upconv_for`] with the mode given.
+pub fn upconv_with_mode(
+    mode: UpConvMode,
+    x: &Tensor,
+    out_channels: i64,
+    phase: &dyn Fn(&Tensor) -> Tensor,
+    tconv: &dyn Fn(&Tensor) -> Tensor,
+) -> UpConv {
+    match mode {
+        UpConvMode::Fixed(c) => c,
+        UpConvMode::Auto => auto_choice(x, out_channels, phase, tconv),
+    }
+}
+
+/// [`UpConvMode::Auto`]'s decision for this input: made before, or timed now.
+fn auto_choice(x: &Tensor, out_channels: i64, phase: &dyn Fn(&Tensor) -> Tensor, tconv: &dyn Fn(&Tensor) -> Tensor) -> UpConv {
+    let (device, kind, input) = (x.device(), x.kind(), x.size());
+    let same = |c: &&UpConvChoice| c.device == device && c.kind == kind && c.input == input && c.out_channels == out_channels;
+    if let Some(c) = upconv_choices_cell().lock().unwrap_or_else(|e| e.into_inner()).iter().find(same) {
+        return c.choice;
+    }
+    // Timing waits for the device, which a CUDA graph capture forbids: a shape first seen while
+    // capturing (the projector's eager warm-up steps see every shape first) is not timed and
+    // takes the phase convolution.
+    if let Device::Cuda(i) = device
+        && !matches!(torch_shim::stream_capturing(i), Ok(false))
+    {
+        return UpConv::Phase;
+    }
+    let timed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| time_both(x, phase, tconv)));
+    // If timing fails (out of memory, say), the default stays.
+    let (phase_ms, tconv_ms) = timed.unwrap_or((0.0, f64::INFINITY));
+    let choice = if tconv_ms < phase_ms { UpConv::Tconv } else { UpConv::Phase };
+    upconv_choices_cell().lock().unwrap_or_else(|e| e.into_inner()).push(UpConvChoice {
+        device,
+        kind,
+        input,
+        out_channels,
+        choice,
+        phase_ms,
+        tconv_ms,
+    });
+    choice
+}
+
+/// Median forward + backward (gradient for the input) milliseconds of `phase` and `tconv` on
+/// a copy of `x`, alternating rounds after a warm-up of each (cuDNN's algorithm search runs
+/// then).
+fn time_both(x: &Tensor, phase: &dyn Fn(&Tensor) -> Tensor, tconv: &dyn Fn(&Tensor) -> Tensor) -> (f64, f64) {
+    const ROUNDS: usize = 5;
+    tch::with_grad(|| {
+        let leaf = x.detach().copy().set_requires_grad(true);
+        let u = tch::no_grad(|| phase(&leaf).randn_like());
+        let sync = || {
+            if let Device::Cuda(i) = x.device() {
+                tch::Cuda::synchronize(i as i64);
+            }
+        };
+        let run = |f: &dyn Fn(&Tensor) -> Tensor| {
+            sync();
+            let t = std::time::Instant::now();
+            let _ = Tensor::run_backward(&[(f(&leaf) * &u).sum(Kind::Float)], &[&leaf], false, false);
+            sync();
+            t.elapsed().as_secs_f64() * 1e3
+        };
+        let (mut p, mut t) = (Vec::new(), Vec::new());
+        for round in 0..ROUNDS + 1 {
+            let (a, b) = (run(phase), run(tconv));
+            if round > 0 {
+                p.push(a);
+                t.push(b);
+            }
+        }
+        let median = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        (median(p), median(t))
+    })
 }
 
 /// `upfirdn2d.upsample2d(x, f, up=2)` by phases: output pixel (2i+p, 2j+s) is a 3×3
@@ -204,6 +346,39 @@ mod tests {
                 assert!(rel(&got, &want) < tol, "{name}: {}", rel(&got, &want));
             }
         }
+    }
+
+    #[test]
+    fn auto_up_sampling_choice_is_timed_once_per_shape() {
+        use std::cell::Cell;
+        tch::manual_seed(8);
+        let o = (Kind::Float, Device::Cpu);
+        let (w, f) = (Tensor::randn([4, 5, 3, 3], o), ops::default_resample_filter());
+        let pw = phase_weight(&w, &f);
+        let calls = Cell::new((0, 0));
+        let phase = |x: &Tensor| {
+            calls.set((calls.get().0 + 1, calls.get().1));
+            conv_up(x, &pw)
+        };
+        let tconv = |x: &Tensor| {
+            calls.set((calls.get().0, calls.get().1 + 1));
+            conv_up_tconv(x, &w, &f)
+        };
+        let fixed = UpConvMode::Fixed(UpConv::Tconv);
+        assert_eq!(upconv_with_mode(fixed, &Tensor::randn([2, 5, 6, 7], o), 4, &phase, &tconv), UpConv::Tconv);
+        assert_eq!(calls.get(), (0, 0), "a fixed choice times nothing");
+        let first = upconv_with_mode(UpConvMode::Auto, &Tensor::randn([2, 5, 6, 7], o), 4, &phase, &tconv);
+        let timed = calls.get();
+        assert!(timed.0 >= 6 && timed.1 >= 6, "{timed:?}");
+        let again = upconv_with_mode(UpConvMode::Auto, &Tensor::zeros([2, 5, 6, 7], o), 4, &phase, &tconv);
+        assert_eq!((again, calls.get()), (first, timed), "the same shape is not timed again");
+        let c = upconv_choices().into_iter().find(|c| c.input == [2, 5, 6, 7] && c.out_channels == 4).unwrap();
+        assert_eq!(c.choice, first);
+        assert!(c.phase_ms > 0.0 && c.tconv_ms > 0.0, "{c:?}");
+        assert_eq!(c.choice == UpConv::Tconv, c.tconv_ms < c.phase_ms);
+        // A candidate that fails while timed (out of memory, say) is not chosen.
+        let fails = |_: &Tensor| -> Tensor { panic!("out of memory (test)") };
+        assert_eq!(upconv_with_mode(UpConvMode::Auto, &Tensor::randn([1, 5, 6, 7], o), 4, &phase, &fails), UpConv::Phase);
     }
 
     #[test]

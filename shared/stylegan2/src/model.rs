@@ -233,16 +233,21 @@ impl SynthesisLayer {
         };
         let d = fast::dcoefs(&weight, &styles);
         let x = x * styles.to_kind(kind).reshape([batch, -1, 1, 1]);
-        let x = if self.up == 2 && fast::tconv_selected() {
-            fast::conv_up_tconv(&x, &weight.to_kind(kind), &self.resample_filter)
-        } else if self.up == 2 {
-            let phase = self.phase.get_or_init(|| fast::phase_weight(&self.weight, &self.resample_filter));
-            let phase = match &out_scale {
-                // Row o·4 + k of the phase weights belongs to output channel o.
-                Some(s) => phase * s.reshape([-1, 1]).expand([-1, 4], false).reshape([-1, 1, 1, 1]),
-                None => phase.shallow_clone(),
+        let x = if self.up == 2 {
+            let by_phase = |x: &Tensor| {
+                let phase = self.phase.get_or_init(|| fast::phase_weight(&self.weight, &self.resample_filter));
+                let phase = match &out_scale {
+                    // Row o·4 + k of the phase weights belongs to output channel o.
+                    Some(s) => phase * s.reshape([-1, 1]).expand([-1, 4], false).reshape([-1, 1, 1, 1]),
+                    None => phase.shallow_clone(),
+                };
+                fast::conv_up(x, &phase.to_kind(kind))
             };
-            fast::conv_up(&x, &phase.to_kind(kind))
+            let by_tconv = |x: &Tensor| fast::conv_up_tconv(x, &weight.to_kind(kind), &self.resample_filter);
+            match fast::upconv_for(&x, self.weight.size()[0], &by_phase, &by_tconv) {
+                fast::UpConv::Phase => by_phase(&x),
+                fast::UpConv::Tconv => by_tconv(&x),
+            }
         } else {
             x.conv2d(&weight.to_kind(kind), None::<Tensor>, [1, 1], [1, 1], [1, 1], 1)
         };

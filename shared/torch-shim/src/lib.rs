@@ -29,6 +29,7 @@ mod ffi {
         pub fn shk_side_stream_begin(device: c_int, previous: *mut *mut c_void) -> *mut c_char;
         pub fn shk_side_stream_end(previous: *mut c_void) -> *mut c_char;
         pub fn shk_empty_cache() -> *mut c_char;
+        pub fn shk_stream_capturing(device: c_int, out: *mut c_int) -> *mut c_char;
         pub fn shk_graph_new() -> *mut c_void;
         pub fn shk_graph_free(g: *mut c_void);
         pub fn shk_graph_capture_begin(g: *mut c_void, device: c_int) -> *mut c_char;
@@ -226,6 +227,15 @@ pub fn current_stream(device: usize) -> Result<*mut c_void> {
     Ok(s)
 }
 
+/// Whether `device`'s current stream is capturing a CUDA graph: then nothing may synchronise
+/// with the device (timing runs must wait for an eager step).
+pub fn stream_capturing(device: usize) -> Result<bool> {
+    let mut on: c_int = 0;
+    // SAFETY: writes one int.
+    check(unsafe { ffi::shk_stream_capturing(device as c_int, &mut on) })?;
+    Ok(on != 0)
+}
+
 /// Runs `f` with a side stream of libtorch's pool current on `device` (after waiting for all
 /// queued work, and waiting for the side stream's work afterwards): how torch.cuda.graph's
 /// callers warm a step up before capturing it.
@@ -410,6 +420,12 @@ mod tests {
         // The projector calls it after a graphed batch; with no CUDA memory ever allocated there
         // is nothing to release, and libtorch says so without an error (nor an abort).
         empty_cache().unwrap();
+    }
+
+    #[test]
+    fn stream_capturing_without_a_gpu_is_an_error() {
+        // Asked only for CUDA devices; without one it must say so, not abort.
+        assert!(stream_capturing(0).is_err());
     }
 
     #[test]

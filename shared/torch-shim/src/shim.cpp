@@ -214,6 +214,7 @@ struct Driver {
   CUresult (*launchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                            CUstream, void **, void **);
   CUresult (*getErrorString)(CUresult, const char **);
+  CUresult (*streamIsCapturing)(CUstream, CUstreamCaptureStatus *);
 };
 
 struct Nvrtc {
@@ -287,6 +288,7 @@ const Driver &driver_api() {
     sym(drv, "cuModuleGetFunction", api.moduleGetFunction);
     sym(drv, "cuLaunchKernel", api.launchKernel);
     sym(drv, "cuGetErrorString", api.getErrorString);
+    sym(drv, "cuStreamIsCapturing", api.streamIsCapturing);
   });
 }
 
@@ -574,6 +576,17 @@ char *shk_side_stream_end(void *previous) {
 // of private pools whose graphs are gone included.
 char *shk_empty_cache() {
   return guarded([&] { c10::cuda::CUDACachingAllocator::emptyCache(); });
+}
+
+// Whether the current stream of `device` is capturing a CUDA graph (then nothing may wait for
+// the device: a synchronisation would invalidate the capture).
+char *shk_stream_capturing(int device, int *out) {
+  return guarded([&] {
+    auto stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream();
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    cu_check(driver_api().streamIsCapturing(reinterpret_cast<CUstream>(stream), &status), "cuStreamIsCapturing");
+    *out = status != CU_STREAM_CAPTURE_STATUS_NONE;
+  });
 }
 
 void *shk_graph_new() { return new Graph(); }
