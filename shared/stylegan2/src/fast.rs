@@ -191,7 +191,9 @@ fn time_both(x: &Tensor, phase: &dyn Fn(&Tensor) -> Tensor, tconv: &dyn Fn(&Tens
     const ROUNDS: usize = 5;
     tch::with_grad(|| {
         let leaf = x.detach().copy().set_requires_grad(true);
-        let u = tch::no_grad(|| phase(&leaf).randn_like());
+        // A loss Σ y·u as the projector's has (backward gets a dense gradient); ones, so that
+        // timing draws nothing from the global generator.
+        let u = tch::no_grad(|| phase(&leaf).ones_like());
         let sync = || {
             if let Device::Cuda(i) = x.device() {
                 tch::Cuda::synchronize(i as i64);

@@ -144,8 +144,8 @@ and last {"type":"summary","ok":N,"skipped":N,"failed":N,"elapsed_ms":N}. distan
 #[derive(Debug)]
 enum Entry {
     Job { item: InputItem, output: PathBuf, target: Tensor },
-    /// An input listed again in this run: skipped if its first listing's output was written,
-    /// else failed like it (decided when its record is printed, after the first's).
+    /// An input listed again in this run: skipped if its first listing's output was written or
+    /// skipped, else failed like it (decided when its record is printed, after the first's).
     Again { item: InputItem, output: PathBuf },
     Done(LatentRecord),
     Failed(ErrorRecord),
@@ -220,7 +220,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         counts: (0, 0, 0),
         mem_base,
         bar: progress::bar(&cli.common, "project-one-gpu", None),
-        written: HashSet::new(),
+        done: HashSet::new(),
     };
     let mut pending: Vec<Entry> = Vec::new();
     for entry in entries {
@@ -364,8 +364,8 @@ struct Run<'a> {
     counts: (usize, usize, usize),
     mem_base: Option<u64>,
     bar: indicatif::ProgressBar,
-    /// Outputs this run wrote (for inputs listed again).
-    written: HashSet<PathBuf>,
+    /// Outputs this run wrote or found done (for inputs listed again).
+    done: HashSet<PathBuf>,
 }
 
 impl Run<'_> {
@@ -376,6 +376,7 @@ impl Run<'_> {
         for e in entries {
             match e {
                 Entry::Done(rec) => {
+                    self.done.insert(PathBuf::from(&rec.output));
                     self.counts.1 += 1;
                     self.out.emit(&rec)?;
                 }
@@ -384,7 +385,7 @@ impl Run<'_> {
                     self.out.emit(&rec)?;
                 }
                 Entry::Again { item, output } => {
-                    if self.written.contains(&output) {
+                    if self.done.contains(&output) {
                         self.counts.1 += 1;
                         self.out.emit(&skipped_record(&item, &output))?;
                     } else {
@@ -403,7 +404,7 @@ impl Run<'_> {
                     };
                     match saved {
                         Ok(image_path) => {
-                            self.written.insert(output.clone());
+                            self.done.insert(output.clone());
                             self.counts.0 += 1;
                             let n = p.distance.len() as f64;
                             self.out.emit(&LatentRecord {

@@ -193,4 +193,8 @@ fn inputs_listed_twice_and_inputs_sharing_an_output() {
     assert!(recs[6]["message"].as_str().unwrap().contains("listed again"), "{}", recs[6]);
     let s = &recs[7];
     assert_eq!((s["ok"].as_u64(), s["skipped"].as_u64(), s["failed"].as_u64()), (Some(2), Some(2), Some(3)));
+    // Again: the first listings find their outputs done, and so do the repeats.
+    let (_, recs) = project(d, &args);
+    let skipped: Vec<bool> = recs[..4].iter().map(|r| r["skipped"] == true).collect();
+    assert_eq!(skipped, [true; 4], "{recs:?}");
 }
