@@ -22,10 +22,10 @@ if "$b" cuda 32 1 1 >/dev/null 2>&1; then
     for batch in 1 8 16 32; do "$b" cuda $res $batch "$steps" || echo "res $res batch $batch failed (memory?)"; done
     [ $res = 256 ] && "$b" cuda 256 64 "$steps"
     "$b" cuda $res 16 "$steps" tf32 unfused
-    PARTS=1 "$b" cuda $res 16 "$steps"   # where a step's time goes
     # The up-sampling convolution fixed each way (the default times both per shape, picks one).
     for up in phase tconv; do SHARDKIT_UPCONV=$up "$b" cuda $res 16 "$steps"; done
-    VGG_CL=1 PARTS=1 "$b" cuda $res 16 "$steps"   # the VGG in channels_last
+    # The VGG's layout fixed each way, with the parts' times (the default times both, picks one).
+    for l in nchw nhwc; do SHARDKIT_VGG_LAYOUT=$l PARTS=1 "$b" cuda $res 16 "$steps"; done
     GRAPH=1 "$b" cuda $res 16 "$steps"
   done
   "$b" cuda 256 32 "$steps" bf16

@@ -16,7 +16,7 @@
 
 use std::path::Path;
 
-use stylegan2::Weights;
+use stylegan2::{Weights, tune};
 use tch::{CModule, Device, IValue, Kind, Tensor};
 
 /// torchvision VGG16 `features` indices of the 13 convolutions, and after which of them the
@@ -64,8 +64,8 @@ pub struct NativeVgg16 {
     pub lpips: Vec<Tensor>,
     shift: Tensor,
     scale: Tensor,
-    /// Activations and weights in channels_last ([`Vgg16::set_channels_last`]).
-    channels_last: bool,
+    /// The convolution weights in channels_last, made on first use of that layout.
+    convs_nhwc: std::sync::OnceLock<Vec<Tensor>>,
 }
 
 /// A perceptual feature extractor.
@@ -121,29 +121,19 @@ impl Vgg16 {
                 *w = w.to_kind(kind);
                 *b = b.to_kind(kind);
             }
-            if n.channels_last {
-                n.convs_channels_last();
-            }
-        }
-    }
-
-    /// Runs the native network's convolutions in channels_last (NHWC) memory format, which
-    /// cuDNN's tensor-core kernels use natively (NCHW costs a transpose each way per call).
-    /// Same features up to float rounding. Experimental: whether it is faster for the
-    /// projector is for `PARTS=1 bench_project` on a GPU to say (VGG_CL=1 there).
-    pub fn set_channels_last(&mut self) {
-        if let Vgg16::Native(n) = self {
-            n.channels_last = true;
-            n.convs_channels_last();
+            n.convs_nhwc = Default::default();
         }
     }
 }
+
+/// The memory layouts the native network can run its convolutions in.
+pub const LAYOUTS: [&str; 2] = ["nchw", "nhwc"];
 
 impl NativeVgg16 {
     pub fn new(convs: Vec<(Tensor, Tensor)>, lpips: Vec<Tensor>, device: Device) -> Self {
         let shift = Tensor::from_slice(&SHIFT).reshape([1, 3, 1, 1]).to_device(device);
         let scale = Tensor::from_slice(&SCALE).reshape([1, 3, 1, 1]).to_device(device);
-        NativeVgg16 { convs, lpips, shift, scale, channels_last: false }
+        NativeVgg16 { convs, lpips, shift, scale, convs_nhwc: Default::default() }
     }
 
     /// VGG16-shaped network with random weights (He-normal convolutions, uniform LPIPS weights):
@@ -161,20 +151,31 @@ impl NativeVgg16 {
         NativeVgg16::new(convs, lpips, device)
     }
 
-    fn convs_channels_last(&mut self) {
-        for (w, _) in self.convs.iter_mut() {
-            *w = torch_shim::to_channels_last(w).expect("channels_last of a 4-d weight");
-        }
+    /// Features of images [N,3,H,W] in [0,255], the convolutions in the faster memory layout:
+    /// NCHW, or channels_last (NHWC), which cuDNN's tensor-core kernels use natively (NCHW
+    /// costs a transpose each way per call). `SHARDKIT_VGG_LAYOUT=nchw|nhwc|auto`; by default
+    /// CUDA times both once per input shape ([`stylegan2::tune`]), the CPU runs NCHW.
+    pub fn features(&self, img: &Tensor) -> Tensor {
+        let fixed = tune::mode("SHARDKIT_VGG_LAYOUT", &LAYOUTS, img.device());
+        let nchw = |x: &Tensor| self.features_in(x, false);
+        let nhwc = |x: &Tensor| self.features_in(x, true);
+        let what = format!("vgg16 layout, {:?} weights", self.convs[0].0.kind());
+        let i = tune::choose(&what, fixed, img, &[(LAYOUTS[0], &nchw), (LAYOUTS[1], &nhwc)]);
+        self.features_in(img, i == 1)
     }
 
-    pub fn features(&self, img: &Tensor) -> Tensor {
+    /// [`NativeVgg16::features`] in the layout given: NCHW, or NHWC (`channels_last`).
+    pub fn features_in(&self, img: &Tensor, channels_last: bool) -> Tensor {
         let kind = self.convs[0].0.kind();
         let x = (img.to_kind(Kind::Float) / 127.5 - 1.0 - &self.shift) / &self.scale;
         let mut x = x.to_kind(kind);
-        if self.channels_last {
+        let nhwc = channels_last.then(|| {
             x = torch_shim::to_channels_last(&x).expect("channels_last of a 4-d tensor");
-        }
-        let mut convs = self.convs.iter();
+            self.convs_nhwc.get_or_init(|| {
+                self.convs.iter().map(|(w, _)| torch_shim::to_channels_last(w).expect("channels_last of a 4-d weight")).collect()
+            })
+        });
+        let mut convs = self.convs.iter().enumerate().map(|(i, (w, b))| (nhwc.map_or(w, |n| &n[i]), b));
         let mut out = Vec::with_capacity(5);
         for (k, n) in SLICES.iter().enumerate() {
             if k > 0 {
@@ -203,13 +204,12 @@ mod tests {
         // Same convolutions in another memory layout: only summation order may differ (1e-5
         // relative is ~100 fp32 ulps over 13 layers).
         tch::manual_seed(9);
-        let mut vgg = Vgg16::Native(NativeVgg16::random(Device::Cpu));
+        let vgg = NativeVgg16::random(Device::Cpu);
         let img = Tensor::rand([2, 3, 32, 32], (Kind::Float, Device::Cpu)) * 255.0;
-        let want = vgg.features(&img).unwrap();
-        vgg.set_channels_last();
-        let Vgg16::Native(n) = &vgg else { unreachable!() };
-        assert!(n.convs.iter().all(|(w, _)| torch_shim::is_channels_last(w)));
-        let got = vgg.features(&img).unwrap();
+        let want = vgg.features(&img);
+        assert!(vgg.convs_nhwc.get().is_none(), "the CPU runs NCHW by default");
+        let got = vgg.features_in(&img, true);
+        assert!(vgg.convs_nhwc.get().unwrap().iter().all(torch_shim::is_channels_last));
         assert_eq!(got.size(), want.size());
         let d = (&got - &want).abs().max().double_value(&[]) / want.abs().max().double_value(&[]);
         assert!(d < 1e-5, "relative difference {d}");

@@ -10,9 +10,9 @@
 //! Prints images/s, seconds per image, the mean final distance and the process's peak reserved
 //! GPU memory (cudaMemGetInfo growth from start-up).
 //!
-//! `VGG_CL=1` runs the VGG in channels_last (experimental, for A/B runs).
-//! `SHARDKIT_UPCONV=phase|tconv|auto` fixes the generator's up-sampling convolution (default on
-//! CUDA: auto, timed per shape; its choices are printed).
+//! `SHARDKIT_UPCONV=phase|tconv` fixes the generator's up-sampling convolution and
+//! `SHARDKIT_VGG_LAYOUT=nchw|nhwc` the VGG's memory layout (by default CUDA times both ways once
+//! per shape and keeps the faster: the choices are printed).
 //!
 //! `PARTS=1` then times the pieces of a step on their own (medians of 10 after 3 warm-ups,
 //! synchronised): the synthesis forward and forward+backward (gradients for ws and the noise
@@ -55,11 +55,6 @@ fn main() {
     if precision == "bf16" {
         vgg.to_kind(Kind::BFloat16);
     }
-    // VGG_CL=1: the VGG's convolutions in channels_last (experimental).
-    let vgg_cl = std::env::var_os("VGG_CL").is_some();
-    if vgg_cl {
-        vgg.set_channels_last();
-    }
     let t0 = Instant::now();
     let stats = WStats::compute(&g, 10000);
     let stats_s = t0.elapsed().as_secs_f64();
@@ -91,20 +86,16 @@ fn main() {
     };
     let step_ms = secs * 1e3 / steps as f64;
     println!(
-        "project {res}x{res} batch {batch} {steps} steps {precision} {}{}{}: {:.3} img/s ({:.2} s/img, {:.1} ms/step), mean final distance {mean:.4}, peak reserved {mem}, w stats {stats_s:.2} s",
+        "project {res}x{res} batch {batch} {steps} steps {precision} {}{}: {:.3} img/s ({:.2} s/img, {:.1} ms/step), mean final distance {mean:.4}, peak reserved {mem}, w stats {stats_s:.2} s",
         mode,
         if cuda_graph && dev.is_cuda() { " graphed" } else { "" },
-        if vgg_cl { " vgg-nhwc" } else { "" },
         batch as f64 / secs,
         secs / batch as f64,
         step_ms
     );
-    // Which up-sampling convolution each shape got (SHARDKIT_UPCONV=auto, the CUDA default).
-    for c in stylegan2::fast::upconv_choices() {
-        println!(
-            "  up-conv {:?} {:?} in {:?} -> {} channels: {:?} (fwd+bwd phase {:.2} ms, tconv {:.2} ms)",
-            c.device, c.kind, c.input, c.out_channels, c.choice, c.phase_ms, c.tconv_ms
-        );
+    // What was chosen by timing (the up-sampling convolutions, the VGG's layout: auto on CUDA).
+    for d in stylegan2::tune::decisions() {
+        println!("  {d}");
     }
     if std::env::var_os("PARTS").is_some() {
         let opts = SynthesisOptions { force_fp32: precision == "fp32", fused_modconv: fused, ops: p.settings.ops_on(dev), ..Default::default() };

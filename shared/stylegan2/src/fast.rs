@@ -26,6 +26,8 @@ use std::sync::OnceLock;
 
 use tch::{Device, Kind, Tensor};
 
+use crate::tune;
+
 /// The 4 output phases of `conv2d_resample(x, w, f, up=2, padding=1, flip_weight=false)` for a
 /// 3×3 kernel, as one convolution weight [4·O, I, 3, 3] (f32): output channel `o·4 + py·2 + px`
 /// is the 3×3 correlation giving output pixel (2i+py, 2j+px) from the input around (i, j).
@@ -83,143 +85,17 @@ pub enum UpConv {
     Tconv,
 }
 
-/// How the up-sampling convolution is chosen: `SHARDKIT_UPCONV=phase|tconv|auto` (read once).
-/// Default: `auto` on CUDA, `phase` elsewhere.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UpConvMode {
-    Fixed(UpConv),
-    /// Time both, forward + backward, the first time each input shape is seen on a device and
-    /// keep the faster (as cuDNN's benchmark mode does for its algorithms): which wins depends
-    /// on the GPU, the dtype and the channel counts.
-    Auto,
-}
-
-impl UpConvMode {
-    fn from_env(device: Device) -> UpConvMode {
-        static ENV: OnceLock<Option<UpConvMode>> = OnceLock::new();
-        let env = ENV.get_or_init(|| match std::env::var("SHARDKIT_UPCONV").ok()?.as_str() {
-            "phase" => Some(UpConvMode::Fixed(UpConv::Phase)),
-            "tconv" => Some(UpConvMode::Fixed(UpConv::Tconv)),
-            "auto" => Some(UpConvMode::Auto),
-            other => {
-                eprintln!("warning: SHARDKIT_UPCONV={other} is not phase, tconv or auto; using the default");
-                None
-            }
-        });
-        env.unwrap_or(if device.is_cuda() { UpConvMode::Auto } else { UpConvMode::Fixed(UpConv::Phase) })
-    }
-}
-
-/// One decision of [`UpConvMode::Auto`]: the input it was made for and each candidate's
-/// forward + backward milliseconds (median).
-#[derive(Debug, Clone)]
-pub struct UpConvChoice {
-    pub device: Device,
-    pub kind: Kind,
-    pub input: Vec<i64>,
-    pub out_channels: i64,
-    pub choice: UpConv,
-    pub phase_ms: f64,
-    pub tconv_ms: f64,
-}
-
-fn upconv_choices_cell() -> &'static std::sync::Mutex<Vec<UpConvChoice>> {
-    static CHOICES: OnceLock<std::sync::Mutex<Vec<UpConvChoice>>> = OnceLock::new();
-    CHOICES.get_or_init(Default::default)
-}
-
-/// Every decision [`UpConvMode::Auto`] made in this process (benchmarks print them).
-pub fn upconv_choices() -> Vec<UpConvChoice> {
-    upconv_choices_cell().lock().unwrap_or_else(|e| e.into_inner()).clone()
-}
-
-/// Which up-sampling convolution to run for input `x` ([B,I,h,w]) and `out_channels` under
-/// `SHARDKIT_UPCONV` (see [`UpConvMode`]); `phase` and `tconv` compute it each way.
+/// Which up-sampling convolution to run for input `x` ([B,I,h,w]) and `out_channels`;
+/// `phase` and `tconv` compute it each way. `SHARDKIT_UPCONV=phase|tconv|auto`; by default
+/// CUDA times both once per shape and keeps the faster ([`tune`]), the CPU takes the phase
+/// convolution.
 pub fn upconv_for(x: &Tensor, out_channels: i64, phase: &dyn Fn(&Tensor) -> Tensor, tconv: &dyn Fn(&Tensor) -> Tensor) -> UpConv {
-    upconv_with_mode(UpConvMode::from_env(x.device()), x, out_channels, phase, tconv)
-}
-
-/// [`upconv_for`] with the mode given.
-pub fn upconv_with_mode(
-    mode: UpConvMode,
-    x: &Tensor,
-    out_channels: i64,
-    phase: &dyn Fn(&Tensor) -> Tensor,
-    tconv: &dyn Fn(&Tensor) -> Tensor,
-) -> UpConv {
-    match mode {
-        UpConvMode::Fixed(c) => c,
-        UpConvMode::Auto => auto_choice(x, out_channels, phase, tconv),
+    let candidates: [tune::Candidate<'_>; 2] = [("phase", phase), ("tconv", tconv)];
+    let fixed = tune::mode("SHARDKIT_UPCONV", &["phase", "tconv"], x.device());
+    match tune::choose(&format!("up-sampling conv to {out_channels} channels"), fixed, x, &candidates) {
+        0 => UpConv::Phase,
+        _ => UpConv::Tconv,
     }
-}
-
-/// [`UpConvMode::Auto`]'s decision for this input: made before, or timed now.
-fn auto_choice(x: &Tensor, out_channels: i64, phase: &dyn Fn(&Tensor) -> Tensor, tconv: &dyn Fn(&Tensor) -> Tensor) -> UpConv {
-    let (device, kind, input) = (x.device(), x.kind(), x.size());
-    let same = |c: &&UpConvChoice| c.device == device && c.kind == kind && c.input == input && c.out_channels == out_channels;
-    if let Some(c) = upconv_choices_cell().lock().unwrap_or_else(|e| e.into_inner()).iter().find(same) {
-        return c.choice;
-    }
-    // Timing waits for the device, which a CUDA graph capture forbids: a shape first seen while
-    // capturing (the projector's eager warm-up steps see every shape first) is not timed and
-    // takes the phase convolution.
-    if let Device::Cuda(i) = device
-        && !matches!(torch_shim::stream_capturing(i), Ok(false))
-    {
-        return UpConv::Phase;
-    }
-    let timed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| time_both(x, phase, tconv)));
-    // If timing fails (out of memory, say), the default stays.
-    let (phase_ms, tconv_ms) = timed.unwrap_or((0.0, f64::INFINITY));
-    let choice = if tconv_ms < phase_ms { UpConv::Tconv } else { UpConv::Phase };
-    upconv_choices_cell().lock().unwrap_or_else(|e| e.into_inner()).push(UpConvChoice {
-        device,
-        kind,
-        input,
-        out_channels,
-        choice,
-        phase_ms,
-        tconv_ms,
-    });
-    choice
-}
-
-/// Median forward + backward (gradient for the input) milliseconds of `phase` and `tconv` on
-/// a copy of `x`, alternating rounds after a warm-up of each (cuDNN's algorithm search runs
-/// then).
-fn time_both(x: &Tensor, phase: &dyn Fn(&Tensor) -> Tensor, tconv: &dyn Fn(&Tensor) -> Tensor) -> (f64, f64) {
-    const ROUNDS: usize = 5;
-    tch::with_grad(|| {
-        let leaf = x.detach().copy().set_requires_grad(true);
-        // A loss Σ y·u as the projector's has (backward gets a dense gradient); ones, so that
-        // timing draws nothing from the global generator.
-        let u = tch::no_grad(|| phase(&leaf).ones_like());
-        let sync = || {
-            if let Device::Cuda(i) = x.device() {
-                tch::Cuda::synchronize(i as i64);
-            }
-        };
-        let run = |f: &dyn Fn(&Tensor) -> Tensor| {
-            sync();
-            let t = std::time::Instant::now();
-            let _ = Tensor::run_backward(&[(f(&leaf) * &u).sum(Kind::Float)], &[&leaf], false, false);
-            sync();
-            t.elapsed().as_secs_f64() * 1e3
-        };
-        let (mut p, mut t) = (Vec::new(), Vec::new());
-        for round in 0..ROUNDS + 1 {
-            let (a, b) = (run(phase), run(tconv));
-            if round > 0 {
-                p.push(a);
-                t.push(b);
-            }
-        }
-        let median = |mut v: Vec<f64>| {
-            v.sort_by(f64::total_cmp);
-            v[v.len() / 2]
-        };
-        (median(p), median(t))
-    })
 }
 
 /// `upfirdn2d.upsample2d(x, f, up=2)` by phases: output pixel (2i+p, 2j+s) is a 3×3
@@ -348,39 +224,6 @@ mod tests {
                 assert!(rel(&got, &want) < tol, "{name}: {}", rel(&got, &want));
             }
         }
-    }
-
-    #[test]
-    fn auto_up_sampling_choice_is_timed_once_per_shape() {
-        use std::cell::Cell;
-        tch::manual_seed(8);
-        let o = (Kind::Float, Device::Cpu);
-        let (w, f) = (Tensor::randn([4, 5, 3, 3], o), ops::default_resample_filter());
-        let pw = phase_weight(&w, &f);
-        let calls = Cell::new((0, 0));
-        let phase = |x: &Tensor| {
-            calls.set((calls.get().0 + 1, calls.get().1));
-            conv_up(x, &pw)
-        };
-        let tconv = |x: &Tensor| {
-            calls.set((calls.get().0, calls.get().1 + 1));
-            conv_up_tconv(x, &w, &f)
-        };
-        let fixed = UpConvMode::Fixed(UpConv::Tconv);
-        assert_eq!(upconv_with_mode(fixed, &Tensor::randn([2, 5, 6, 7], o), 4, &phase, &tconv), UpConv::Tconv);
-        assert_eq!(calls.get(), (0, 0), "a fixed choice times nothing");
-        let first = upconv_with_mode(UpConvMode::Auto, &Tensor::randn([2, 5, 6, 7], o), 4, &phase, &tconv);
-        let timed = calls.get();
-        assert!(timed.0 >= 6 && timed.1 >= 6, "{timed:?}");
-        let again = upconv_with_mode(UpConvMode::Auto, &Tensor::zeros([2, 5, 6, 7], o), 4, &phase, &tconv);
-        assert_eq!((again, calls.get()), (first, timed), "the same shape is not timed again");
-        let c = upconv_choices().into_iter().find(|c| c.input == [2, 5, 6, 7] && c.out_channels == 4).unwrap();
-        assert_eq!(c.choice, first);
-        assert!(c.phase_ms > 0.0 && c.tconv_ms > 0.0, "{c:?}");
-        assert_eq!(c.choice == UpConv::Tconv, c.tconv_ms < c.phase_ms);
-        // A candidate that fails while timed (out of memory, say) is not chosen.
-        let fails = |_: &Tensor| -> Tensor { panic!("out of memory (test)") };
-        assert_eq!(upconv_with_mode(UpConvMode::Auto, &Tensor::randn([1, 5, 6, 7], o), 4, &phase, &fails), UpConv::Phase);
     }
 
     #[test]

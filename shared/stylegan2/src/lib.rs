@@ -21,6 +21,7 @@ pub mod init;
 mod model;
 pub mod np_random;
 pub mod ops;
+pub mod tune;
 mod weights;
 
 use std::path::Path;
