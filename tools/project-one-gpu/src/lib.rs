@@ -13,6 +13,7 @@ use cli_common::paths::{Claim, Claims};
 use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, atomic, inputs, interrupt, paths, progress};
 use device::{DeviceArg, Env};
 use perceptual::Vgg16;
+use rayon::prelude::*;
 use projector::{Projection, Projector, Settings, WStats};
 use records::{ErrorRecord, InputItem, LatentRecord, Summary};
 use stylegan2::{Config, Generator};
@@ -372,6 +373,26 @@ impl Run<'_> {
     fn flush(&mut self, entries: Vec<Entry>) -> Result<()> {
         let jobs: Vec<&Tensor> = entries.iter().filter_map(|e| if let Entry::Job { target, .. } = e { Some(target) } else { None }).collect();
         let result = if jobs.is_empty() { None } else { Some(self.project(&jobs)?) };
+        // Each converged image's files, written on all cores (PNG encoding and fsyncs would
+        // otherwise keep the GPU waiting image by image); a diverged image writes nothing, so a
+        // re-run retries it. Records follow below, in input order.
+        let mut saved: Vec<Result<Option<PathBuf>>> = match &result {
+            Some((p, _, image)) => {
+                let outputs = entries.iter().filter_map(|e| if let Entry::Job { output, .. } = e { Some(output) } else { None });
+                let files: Vec<Option<Files>> = outputs
+                    .enumerate()
+                    .map(|(row, output)| p.distance[row].is_finite().then(|| Files::of(p, image.as_ref(), row as i64, output)))
+                    .collect();
+                files
+                    .into_par_iter()
+                    .map(|f| f.map_or_else(|| Err(anyhow::anyhow!("the distance is not finite (diverged)")), Files::write))
+                    .collect()
+            }
+            None => Vec::new(),
+        }
+        .into_iter()
+        .rev()
+        .collect();
         let mut row = 0;
         for e in entries {
             match e {
@@ -395,14 +416,9 @@ impl Run<'_> {
                     }
                 }
                 Entry::Job { item, output, .. } => {
-                    let (p, seconds, image) = result.as_ref().unwrap();
-                    // A diverged image is an error and writes nothing, so a re-run retries it.
-                    let distance = Some(p.distance[row as usize]).filter(|d| d.is_finite());
-                    let saved = match distance {
-                        Some(_) => self.save(p, image.as_ref(), row, &output),
-                        None => Err(anyhow::anyhow!("the distance is not finite (diverged)")),
-                    };
-                    match saved {
+                    let (p, seconds, _) = result.as_ref().unwrap();
+                    let distance = Some(p.distance[row]).filter(|d| d.is_finite());
+                    match saved.pop().expect("one result per job") {
                         Ok(image_path) => {
                             self.done.insert(output.clone());
                             self.counts.0 += 1;
@@ -466,26 +482,44 @@ impl Run<'_> {
         };
         Ok((p, started.elapsed().as_secs_f64(), image))
     }
+}
 
-    fn save(&self, p: &Projection, image: Option<&Tensor>, row: i64, output: &Path) -> Result<Option<PathBuf>> {
+/// An image's outputs, on the host: the .npz (w, and the trajectory if kept) and the PNG when
+/// asked for.
+struct Files {
+    output: PathBuf,
+    w: ndarray::ArrayD<f32>,
+    steps: Option<ndarray::ArrayD<f32>>,
+    /// HWC uint8 pixels and the side length.
+    png: Option<(Vec<u8>, u32)>,
+}
+
+impl Files {
+    fn of(p: &Projection, image: Option<&Tensor>, row: i64, output: &Path) -> Files {
+        Files {
+            output: output.to_path_buf(),
+            w: to_array(&p.w.get(row).unsqueeze(0)),
+            steps: p.trajectory.as_ref().map(|t| to_array(&t.get(row))),
+            png: image.map(|img| (stylegan2::to_uint8_hwc(&img.get(row)), img.size()[2] as u32)),
+        }
+    }
+
+    /// Writes them, each atomically: the PNG first, since the .npz marks the image done (a
+    /// re-run skips it). Returns the PNG's path.
+    fn write(self) -> Result<Option<PathBuf>> {
         use ndarray_npy::NpzWriter;
-        let w = to_array(&p.w.get(row).unsqueeze(0));
-        let steps = p.trajectory.as_ref().map(|t| to_array(&t.get(row)));
-        // The image first: the .npz marks the image done (a re-run skips it), so it goes last.
-        let image_path = match image {
-            Some(img) => {
-                let path = output.with_extension("proj.png");
-                let r = img.size()[2] as u32;
-                let buf = stylegan2::to_uint8_hwc(&img.get(row));
-                atomic::write_atomic(&path, |out| Ok(imaging::write_png(out, &buf, r, r, 3)?))?;
+        let image_path = match &self.png {
+            Some((buf, r)) => {
+                let path = self.output.with_extension("proj.png");
+                atomic::write_atomic(&path, |out| Ok(imaging::write_png(out, buf, *r, *r, 3)?))?;
                 Some(path)
             }
             None => None,
         };
-        atomic::write_atomic(output, |out| {
+        atomic::write_atomic(&self.output, |out| {
             let mut npz = NpzWriter::new(out);
-            npz.add_array("w", &w)?;
-            if let Some(s) = &steps {
+            npz.add_array("w", &self.w)?;
+            if let Some(s) = &self.steps {
                 npz.add_array("w_steps", s)?;
             }
             npz.finish()?;
