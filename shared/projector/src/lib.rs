@@ -51,7 +51,8 @@ pub struct Settings {
     /// images/s on an H100. It took about 3x the eager peak GPU memory while the warm-up's
     /// cached blocks stayed beside the graph's pool; the capture now releases them first and
     /// the pool is released after each batch (not yet measured on a GPU), so off by default.
-    /// Only with the native VGG (a TorchScript module runs eagerly).
+    /// Only with the native VGG (a TorchScript module runs eagerly). A batch whose capture
+    /// fails (out of memory for the graph's pool, say) goes on eagerly, with a warning.
     pub cuda_graph: bool,
 }
 
@@ -113,6 +114,15 @@ const GRAPH_WARMUP: usize = 3;
 
 fn shim_error(what: &str, e: torch_shim::Error) -> perceptual::Error {
     perceptual::Error::Script(tch::TchError::Kind(format!("CUDA graph, {what}: {e}")))
+}
+
+/// The text a panic was raised with ("unknown error" when it carried none).
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    match (panic.downcast_ref::<String>(), panic.downcast_ref::<&str>()) {
+        (Some(s), _) => s.clone(),
+        (None, Some(s)) => s.to_string(),
+        (None, None) => "unknown error".into(),
+    }
 }
 
 /// The outcome for a batch.
@@ -339,8 +349,22 @@ impl Projector<'_> {
             step = GRAPH_WARMUP;
             let mut gr = torch_shim::CudaGraph::new();
             set_inputs(step);
-            let dist = gr.capture(i, &mut body).map_err(|e| shim_error("capturing the step", e))??;
-            graph = Some((gr, dist));
+            // A capture runs nothing (the parameters are as the warm-up left them), so if it
+            // fails (out of memory for the graph's pool, say) the batch goes on eagerly.
+            let captured = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| gr.capture(i, &mut body))) {
+                Ok(Ok(Ok(dist))) => Ok(dist),
+                Ok(Ok(Err(e))) => Err(e.to_string()),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(panic) => Err(panic_message(&*panic)),
+            };
+            match captured {
+                Ok(dist) => graph = Some((gr, dist)),
+                Err(why) => {
+                    eprintln!("warning: capturing the projection step as a CUDA graph failed ({}); this batch runs eagerly", why.lines().next().unwrap_or(""));
+                    drop(gr);
+                    torch_shim::empty_cache().map_err(|e| shim_error("releasing the failed capture's memory", e))?;
+                }
+            }
         }
         while step < s.steps {
             set_inputs(step);

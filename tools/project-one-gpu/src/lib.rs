@@ -14,7 +14,7 @@ use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, atomic, inputs, interrupt,
 use device::{DeviceArg, Env};
 use perceptual::Vgg16;
 use rayon::prelude::*;
-use projector::{Projection, Projector, Settings, WStats};
+use projector::{Projection, Projector, Settings, WStats, panic_message};
 use records::{ErrorRecord, InputItem, LatentRecord, Summary};
 use stylegan2::{Config, Generator};
 use tch::{Kind, Tensor};
@@ -80,7 +80,8 @@ pub struct Cli {
     /// On CUDA, capture each batch's step as a CUDA graph after 3 eager steps and replay it for
     /// the rest: same results, +12-19 % images/s on an H100 (more at small batches, where the
     /// host's per-op cost weighs most). Experimental: more GPU memory than eager, how much is
-    /// still to be measured. Native VGG weights only (a TorchScript vgg16.pt runs eagerly).
+    /// still to be measured; a batch whose capture fails runs eagerly, with a warning. Native
+    /// VGG weights only (a TorchScript vgg16.pt runs eagerly).
     #[arg(long)]
     pub cuda_graph: bool,
 
@@ -526,15 +527,6 @@ impl Files {
             Ok(())
         })?;
         Ok(image_path)
-    }
-}
-
-/// The text a panic was raised with ("unknown error" when it carried none).
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    match (panic.downcast_ref::<String>(), panic.downcast_ref::<&str>()) {
-        (Some(s), _) => s.clone(),
-        (None, Some(s)) => s.to_string(),
-        (None, None) => "unknown error".into(),
     }
 }
 
