@@ -131,7 +131,7 @@ Prints one record per image, in input order:
 {"type":"error","input":"imgs/a/2.jpg","message":"cannot decode: ..."}
 .fi
 .PP
-and last {"type":"summary","ok":N,"skipped":N,"failed":N,"elapsed_ms":N}. distance is the squared LPIPS feature distance of the last step (the value upstream logs last). Outputs are written to a temp file and renamed; a re-run skips images whose .npz exists. gather-npz reads these records directly."#;
+and last {"type":"summary","ok":N,"skipped":N,"failed":N,"elapsed_ms":N}. distance is the squared LPIPS feature distance of the last step (the value upstream logs last). Outputs are written to a temp file and renamed; a re-run skips images whose .npz exists. An input listed again is projected once (the repeat's record says skipped); another input that would write the same .npz (a.jpg beside a.png) is an error record. gather-npz reads these records directly."#;
     const EXAMPLES: &'static [(&'static str, &'static str)] = &[
         (
             "Seed 000 done right: four shards, each on its own GPU (GNU parallel's job slot picks it):",
