@@ -517,6 +517,23 @@ char *shk_set_grad(at::Tensor *p, at::Tensor *g) {
   return guarded([&] { p->mutable_grad() = *g; });
 }
 
+// torch.optim.SGD(fused=True)'s step (at::_fused_sgd_, dampening 0, not maximising) on one
+// parameter tensor: weight decay, momentum (buf null: none; first_step: buf = the decayed
+// gradient) and the update in one kernel. The learning rate comes from `lr_t` (a 0-dim float
+// tensor on the parameter's device, read by the kernel: graph-safe) or, when null, `lr`. The
+// gradient is left as it was.
+char *shk_fused_sgd(at::Tensor *p, at::Tensor *g, at::Tensor *buf, double weight_decay, double momentum, at::Tensor *lr_t,
+                    double lr, int nesterov, int first_step) {
+  return guarded([&] {
+    std::vector<at::Tensor> ps{*p}, gs{*g}, bs;
+    if (buf) bs.push_back(*buf);
+    if (lr_t)
+      at::_fused_sgd_(ps, gs, bs, weight_decay, momentum, *lr_t, 0.0, nesterov != 0, false, first_step != 0);
+    else
+      at::_fused_sgd_(ps, gs, bs, weight_decay, momentum, lr, 0.0, nesterov != 0, false, first_step != 0);
+  });
+}
+
 int shk_is_channels_last(at::Tensor *t) {
   return t->dim() == 4 && t->is_contiguous(at::MemoryFormat::ChannelsLast);
 }
