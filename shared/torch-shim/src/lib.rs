@@ -139,20 +139,28 @@ pub enum Lr<'a> {
     Device(&'a Tensor),
 }
 
+/// SGD's hyper-parameters (dampening 0).
+#[derive(Debug, Clone, Copy)]
+pub struct Sgd {
+    pub weight_decay: f64,
+    pub momentum: f64,
+    pub nesterov: bool,
+}
+
 /// `torch.optim.SGD(fused=True)`'s step (`at::_fused_sgd_`, dampening 0) on one parameter:
 /// `d = g + weight_decay·p`; with a momentum buffer `buf = momentum·buf + d` (`buf = d` when
 /// `first_step`), `d = nesterov ? d + momentum·buf : buf`; `p -= lr·d`. One kernel on CUDA
 /// instead of four passes over the parameters; `g` is left as it was. Without momentum pass
 /// `buf` None. Same maths as the single-tensor SGD, rounded as PyTorch's fused one (they
 /// differ by an ulp here and there).
-pub fn fused_sgd(p: &Tensor, g: &Tensor, buf: Option<&Tensor>, weight_decay: f64, momentum: f64, lr: Lr<'_>, nesterov: bool, first_step: bool) -> Result<()> {
+pub fn fused_sgd(p: &Tensor, g: &Tensor, buf: Option<&Tensor>, h: Sgd, lr: Lr<'_>, first_step: bool) -> Result<()> {
     let (lr_t, lr) = match lr {
         Lr::Host(v) => (std::ptr::null_mut(), v),
         Lr::Device(t) => (ptr(t), 0.0),
     };
     let buf = buf.map_or(std::ptr::null_mut(), ptr);
     // SAFETY: live tensors (or null where the shim allows it), updated in place.
-    check(unsafe { ffi::shk_fused_sgd(ptr(p), ptr(g), buf, weight_decay, momentum, lr_t, lr, nesterov as c_int, first_step as c_int) })
+    check(unsafe { ffi::shk_fused_sgd(ptr(p), ptr(g), buf, h.weight_decay, h.momentum, lr_t, lr, h.nesterov as c_int, first_step as c_int) })
 }
 
 /// Takes ownership of a tensor the shim returned through `out`.
@@ -484,7 +492,7 @@ mod tests {
             let gt = Tensor::from_slice(g);
             let lr_t = Tensor::from(lr as f32);
             let lr_arg = if step == 0 { Lr::Host(lr) } else { Lr::Device(&lr_t) };
-            fused_sgd(&p, &gt, Some(&b), wd, mu, lr_arg, true, step == 0).unwrap();
+            fused_sgd(&p, &gt, Some(&b), Sgd { weight_decay: wd, momentum: mu, nesterov: true }, lr_arg, step == 0).unwrap();
             assert_eq!(Vec::<f32>::try_from(&gt).unwrap(), g.to_vec(), "the gradient is left as it was");
             for i in 0..3 {
                 let d = g[i] as f64 + wd * pw[i];
@@ -497,7 +505,8 @@ mod tests {
         }
         // Without momentum: plain decayed steps.
         let q = Tensor::from_slice(&[2.0f32]);
-        fused_sgd(&q, &Tensor::from_slice(&[1.0f32]), None, 0.0, 0.0, Lr::Host(0.5), false, true).unwrap();
+        let plain = Sgd { weight_decay: 0.0, momentum: 0.0, nesterov: false };
+        fused_sgd(&q, &Tensor::from_slice(&[1.0f32]), None, plain, Lr::Host(0.5), true).unwrap();
         assert_eq!(q.double_value(&[0]), 1.5);
     }
 

@@ -144,7 +144,8 @@ impl Optimizer {
                         StepOn::Host { lr, .. } => torch_shim::Lr::Host(*lr),
                         StepOn::Device { lr, .. } => torch_shim::Lr::Device(lr),
                     };
-                    torch_shim::fused_sgd(&p, &g, buf.as_ref(), weight_decay, momentum, lr, nesterov, first_step)
+                    let h = torch_shim::Sgd { weight_decay, momentum, nesterov };
+                    torch_shim::fused_sgd(&p, &g, buf.as_ref(), h, lr, first_step)
                         .unwrap_or_else(|e| panic!("fused SGD step on {:?}: {e}", p.device()));
                 }
                 Rule::Sgd { momentum, nesterov, weight_decay } => {
