@@ -31,6 +31,19 @@ mod ffi {
             nesterov: c_int,
             first_step: c_int,
         ) -> *mut c_char;
+        pub fn shk_fused_adamw(
+            p: *mut C_tensor,
+            g: *mut C_tensor,
+            m: *mut C_tensor,
+            v: *mut C_tensor,
+            step: *mut C_tensor,
+            beta1: f64,
+            beta2: f64,
+            weight_decay: f64,
+            eps: f64,
+            lr_t: *mut C_tensor,
+            lr: f64,
+        ) -> *mut c_char;
         pub fn shk_autocast_enter(dtype: c_int) -> *mut c_char;
         pub fn shk_autocast_exit(was_enabled: c_int) -> *mut c_char;
         pub fn shk_autocast_enabled() -> c_int;
@@ -139,6 +152,16 @@ pub enum Lr<'a> {
     Device(&'a Tensor),
 }
 
+impl Lr<'_> {
+    /// The shim's two arguments: the tensor (null for a host value) and the host value.
+    fn raw(self) -> (*mut C_tensor, f64) {
+        match self {
+            Lr::Host(v) => (std::ptr::null_mut(), v),
+            Lr::Device(t) => (ptr(t), 0.0),
+        }
+    }
+}
+
 /// SGD's hyper-parameters (dampening 0).
 #[derive(Debug, Clone, Copy)]
 pub struct Sgd {
@@ -154,13 +177,29 @@ pub struct Sgd {
 /// `buf` None. Same maths as the single-tensor SGD, rounded as PyTorch's fused one (they
 /// differ by an ulp here and there).
 pub fn fused_sgd(p: &Tensor, g: &Tensor, buf: Option<&Tensor>, h: Sgd, lr: Lr<'_>, first_step: bool) -> Result<()> {
-    let (lr_t, lr) = match lr {
-        Lr::Host(v) => (std::ptr::null_mut(), v),
-        Lr::Device(t) => (ptr(t), 0.0),
-    };
+    let (lr_t, lr) = lr.raw();
     let buf = buf.map_or(std::ptr::null_mut(), ptr);
     // SAFETY: live tensors (or null where the shim allows it), updated in place.
     check(unsafe { ffi::shk_fused_sgd(ptr(p), ptr(g), buf, h.weight_decay, h.momentum, lr_t, lr, h.nesterov as c_int, first_step as c_int) })
+}
+
+/// AdamW's hyper-parameters (no amsgrad).
+#[derive(Debug, Clone, Copy)]
+pub struct AdamW {
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+    pub weight_decay: f64,
+}
+
+/// `torch.optim.AdamW(fused=True)`'s step (`at::_fused_adamw_`) on one parameter: decoupled
+/// weight decay, the moments `m` and `v` updated, the bias-corrected update, in one kernel on
+/// CUDA instead of nine passes. `step` is a 0-dim float tensor on `p`'s device holding this
+/// step's count t (1 on the first step). `g` is left as it was.
+pub fn fused_adamw(p: &Tensor, g: &Tensor, m: &Tensor, v: &Tensor, step: &Tensor, h: AdamW, lr: Lr<'_>) -> Result<()> {
+    let (lr_t, lr) = lr.raw();
+    // SAFETY: live tensors (lr_t may be null), updated in place.
+    check(unsafe { ffi::shk_fused_adamw(ptr(p), ptr(g), ptr(m), ptr(v), ptr(step), h.beta1, h.beta2, h.weight_decay, h.eps, lr_t, lr) })
 }
 
 /// Takes ownership of a tensor the shim returned through `out`.
@@ -508,6 +547,22 @@ mod tests {
         let plain = Sgd { weight_decay: 0.0, momentum: 0.0, nesterov: false };
         fused_sgd(&q, &Tensor::from_slice(&[1.0f32]), None, plain, Lr::Host(0.5), true).unwrap();
         assert_eq!(q.double_value(&[0]), 1.5);
+    }
+
+    #[test]
+    fn fused_adamw_first_step_is_decay_then_lr_times_sign() {
+        // Step 1: m/(1-β1) = g and √(v/(1-β2)) = |g|, so p ← p(1 − lr·wd) − lr·g/(|g| + eps).
+        let p = Tensor::from_slice(&[1.0f32, -2.0, 0.5]);
+        let g = Tensor::from_slice(&[0.3f32, -4.0, 1e-3]);
+        let (m, v) = (p.zeros_like(), p.zeros_like());
+        let h = AdamW { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.1 };
+        fused_adamw(&p, &g, &m, &v, &Tensor::from(1.0f32), h, Lr::Host(0.01)).unwrap();
+        let want = [1.0 * 0.999 - 0.01, -2.0 * 0.999 + 0.01, 0.5 * 0.999 - 0.01 * 1e-3 / (1e-3 + 1e-8)];
+        for (got, want) in Vec::<f32>::try_from(&p).unwrap().iter().zip(want) {
+            assert!((*got as f64 - want).abs() < 1e-6, "{got} vs {want}");
+        }
+        assert!((m.double_value(&[1]) - 0.1 * -4.0).abs() < 1e-6);
+        assert!((v.double_value(&[1]) - 0.001 * 16.0).abs() < 1e-6);
     }
 
     #[test]

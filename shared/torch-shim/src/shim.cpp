@@ -534,6 +534,20 @@ char *shk_fused_sgd(at::Tensor *p, at::Tensor *g, at::Tensor *buf, double weight
   });
 }
 
+// torch.optim.AdamW(fused=True)'s step (at::_fused_adamw_, no amsgrad, not maximising) on one
+// parameter with its moments `m`, `v` and step count `step` (a 0-dim float tensor on the
+// parameter's device, already counting this step). Learning rate as in shk_fused_sgd.
+char *shk_fused_adamw(at::Tensor *p, at::Tensor *g, at::Tensor *m, at::Tensor *v, at::Tensor *step, double beta1, double beta2,
+                      double weight_decay, double eps, at::Tensor *lr_t, double lr) {
+  return guarded([&] {
+    std::vector<at::Tensor> ps{*p}, gs{*g}, ms{*m}, vs{*v}, steps{*step}, none;
+    if (lr_t)
+      at::_fused_adamw_(ps, gs, ms, vs, none, steps, *lr_t, beta1, beta2, weight_decay, eps, false, false);
+    else
+      at::_fused_adamw_(ps, gs, ms, vs, none, steps, lr, beta1, beta2, weight_decay, eps, false, false);
+  });
+}
+
 int shk_is_channels_last(at::Tensor *t) {
   return t->dim() == 4 && t->is_contiguous(at::MemoryFormat::ChannelsLast);
 }

@@ -231,9 +231,10 @@ pub fn train(cfg: &Config, comm: &mut Communicator, mut on_epoch: impl FnMut(&Ep
     // all-reduce then take a few kernels per step instead of a few per parameter.
     let flat = FlatParams::new(&param_tensors)?;
     let mut opt = Optimizer::flat(cfg.rule, &flat, named.params.iter().map(|(n, _)| n.clone()).collect());
-    // SGD in PyTorch's fused kernel on CUDA (one pass over the weights instead of four);
-    // SHARDKIT_FUSED_SGD=0 keeps the single-tensor path there, =1 takes the kernel on the CPU.
-    opt.use_fused(match std::env::var("SHARDKIT_FUSED_SGD").as_deref() {
+    // PyTorch's fused SGD/AdamW kernels on CUDA (one pass over the weights instead of four or
+    // nine); SHARDKIT_FUSED_OPTIM=0 keeps the single-tensor paths there, =1 takes the kernels on
+    // the CPU.
+    opt.use_fused(match std::env::var("SHARDKIT_FUSED_OPTIM").as_deref() {
         Ok("0") => false,
         Ok("1") => true,
         _ => cfg.device.is_cuda(),

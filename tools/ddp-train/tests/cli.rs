@@ -200,31 +200,34 @@ fn a_run_killed_mid_epoch_resumes_to_the_same_weights() {
     }
 }
 
-/// `SHARDKIT_FUSED_SGD=1` (the CUDA default) takes PyTorch's fused SGD kernel: the same step
-/// as the single-tensor path to an ulp, and the same checkpointed state, so each resumes the
-/// other's momentum buffer (a fused step that ignored it would be lr·0.9·|buf| off).
+/// `SHARDKIT_FUSED_OPTIM=1` (the CUDA default) takes PyTorch's fused SGD and AdamW kernels: the
+/// same step as the single-tensor paths to an ulp, and the same checkpointed state, so each
+/// resumes the other's momentum buffer or moments (a fused SGD step that ignored the loaded
+/// buffer is 5e-3 off).
 #[test]
-fn fused_sgd_takes_the_same_steps_and_resumes_the_same_state() {
-    let base = ["--batch-size", "32", "--max-steps", "1", "--seed", "3", "--lr", "0.05"];
-    let run = |fused: &str, epochs: &str, resume: bool, dir: &Path| {
-        let mut c = cmd();
-        c.env("SHARDKIT_FUSED_SGD", fused).args(base).args(["--epochs", epochs, "--checkpoint-dir"]).arg(dir);
-        if resume {
-            c.arg("--resume");
+fn fused_optimisers_take_the_same_steps_and_resume_the_same_state() {
+    for (optimizer, lr) in [("sgd", "0.05"), ("adamw", "0.001")] {
+        let base = ["--batch-size", "32", "--max-steps", "1", "--seed", "3", "--optimizer", optimizer, "--lr", lr];
+        let run = |fused: &str, epochs: &str, resume: bool, dir: &Path| {
+            let mut c = cmd();
+            c.env("SHARDKIT_FUSED_OPTIM", fused).args(base).args(["--epochs", epochs, "--checkpoint-dir"]).arg(dir);
+            if resume {
+                c.arg("--resume");
+            }
+            records(&c.output().unwrap());
+        };
+        let (plain, fused) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        run("0", "1", false, plain.path());
+        run("1", "1", false, fused.path());
+        assert_same_weights(plain.path(), fused.path(), 1e-6);
+        // Both resume the plain run's checkpoint (identical weights and state, so identical
+        // gradients): one more step each.
+        for f in std::fs::read_dir(plain.path()).unwrap() {
+            let f = f.unwrap().path();
+            std::fs::copy(&f, fused.path().join(f.file_name().unwrap())).unwrap();
         }
-        records(&c.output().unwrap());
-    };
-    let (plain, fused) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    run("0", "1", false, plain.path());
-    run("1", "1", false, fused.path());
-    assert_same_weights(plain.path(), fused.path(), 1e-6);
-    // Both resume the plain run's checkpoint (identical weights and buffer, so identical
-    // gradients): one more step each.
-    for f in std::fs::read_dir(plain.path()).unwrap() {
-        let f = f.unwrap().path();
-        std::fs::copy(&f, fused.path().join(f.file_name().unwrap())).unwrap();
+        run("0", "2", true, plain.path());
+        run("1", "2", true, fused.path());
+        assert_same_weights(plain.path(), fused.path(), 1e-6);
     }
-    run("0", "2", true, plain.path());
-    run("1", "2", true, fused.path());
-    assert_same_weights(plain.path(), fused.path(), 1e-6);
 }
