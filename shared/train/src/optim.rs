@@ -402,8 +402,38 @@ mod tests {
         }
     }
 
-    /// The graph-ready step (LR and AdamW's count as device tensors) computes what the host one
-    /// does, to float rounding (f32 bias corrections and LR instead of f64 ones).
+    /// Two optimisers of `rule` on Σp² from `init`, six steps at decaying LRs: `a` by host steps,
+    /// `b` (fused if asked) by `step_b(b, step, lr)`. Returns both parameters and optimisers.
+    fn side_by_side(rule: Rule, init: &Tensor, fused_b: bool, step_b: impl Fn(&mut Optimizer, usize, f64)) -> [(Tensor, Optimizer); 2] {
+        let [(a, mut oa), (b, mut ob)] = [0, 1].map(|_| {
+            let p = init.copy().set_requires_grad(true);
+            let o = Optimizer::new(rule, vec![("w".into(), p.shallow_clone())]);
+            (p, o)
+        });
+        ob.use_fused(fused_b);
+        for step in 0..6 {
+            let lr = 0.05 / (1.0 + step as f64);
+            for (p, o) in [(&a, &mut oa), (&b, &mut ob)] {
+                o.zero_grad();
+                quad(p);
+            }
+            oa.step(lr);
+            step_b(&mut ob, step, lr);
+        }
+        let diff = (&a - &b).abs().max().double_value(&[]);
+        assert!(diff < 1e-6, "{rule:?}: {diff}");
+        assert!((a.detach() - init).abs().max().double_value(&[]) > 1e-2, "the steps moved the weights");
+        [(a, oa), (b, ob)]
+    }
+
+    /// A graph-ready step: the LR and AdamW's count from device tensors.
+    fn device_step(o: &mut Optimizer, lr: f64) {
+        o.step_on_device(&Tensor::from(lr as f32));
+        o.count_replayed_step();
+    }
+
+    /// The graph-ready step computes what the host one does, to float rounding (f32 bias
+    /// corrections and LR instead of f64 ones).
     #[test]
     fn device_steps_match_host_steps() {
         for rule in [
@@ -411,28 +441,13 @@ mod tests {
             Rule::AdamW { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.05 },
         ] {
             let init = Tensor::from_slice(&[0.5f32, -1.5, 2.0, 0.25]);
-            let (a, b) = (init.copy().set_requires_grad(true), init.copy().set_requires_grad(true));
-            let mut oa = Optimizer::new(rule, vec![("w".into(), a.shallow_clone())]);
-            let mut ob = Optimizer::new(rule, vec![("w".into(), b.shallow_clone())]);
-            let lr_t = Tensor::from(0.0f32);
-            for step in 0..5 {
-                let lr = 0.05 / (1.0 + step as f64);
-                oa.zero_grad();
-                ob.zero_grad();
-                quad(&a);
-                quad(&b);
-                oa.step(lr);
+            let [(_, oa), (_, ob)] = side_by_side(rule, &init, false, |o, step, lr| {
                 if step == 0 {
-                    ob.prepare_device_steps(Device::Cpu);
+                    o.prepare_device_steps(Device::Cpu);
                 }
-                let _ = lr_t.shallow_clone().fill_(lr);
-                ob.step_on_device(&lr_t);
-                ob.count_replayed_step();
-            }
-            let diff = (&a - &b).abs().max().double_value(&[]);
-            assert!(diff < 1e-6, "{rule:?}: {diff}");
+                device_step(o, lr);
+            });
             assert_eq!(oa.steps, ob.steps);
-            assert!((a.detach() - init).abs().max().double_value(&[]) > 1e-2, "the steps moved the weights");
         }
     }
 
@@ -447,31 +462,15 @@ mod tests {
             Rule::AdamW { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.05 },
         ] {
             let init = Tensor::randn([1000], (Kind::Float, Device::Cpu));
-            let (a, b) = (init.copy().set_requires_grad(true), init.copy().set_requires_grad(true));
-            let mut oa = Optimizer::new(rule, vec![("w".into(), a.shallow_clone())]);
-            let mut ob = Optimizer::new(rule, vec![("w".into(), b.shallow_clone())]);
-            ob.use_fused(true);
-            let lr_t = Tensor::from(0.0f32);
-            for step in 0..6 {
-                let lr = 0.05 / (1.0 + step as f64);
-                oa.zero_grad();
-                ob.zero_grad();
-                quad(&a);
-                quad(&b);
-                oa.step(lr);
+            let [(_, oa), (_, ob)] = side_by_side(rule, &init, true, |o, step, lr| {
                 if step % 2 == 0 {
-                    ob.step(lr);
+                    o.step(lr);
                 } else {
                     // The device's step count from the host's (as before a capture).
-                    ob.prepare_device_steps(Device::Cpu);
-                    let _ = lr_t.shallow_clone().fill_(lr);
-                    ob.step_on_device(&lr_t);
-                    ob.count_replayed_step();
+                    o.prepare_device_steps(Device::Cpu);
+                    device_step(o, lr);
                 }
-            }
-            let diff = (&a - &b).abs().max().double_value(&[]);
-            assert!(diff < 1e-6, "{rule:?}: {diff}");
-            assert!((a.detach() - init).abs().max().double_value(&[]) > 1e-2, "the steps moved the weights");
+            });
             let (sa, sb) = (oa.state(), ob.state());
             assert_eq!(sa.keys().collect::<Vec<_>>(), sb.keys().collect::<Vec<_>>());
             for (k, t) in &sa {
