@@ -377,7 +377,7 @@ impl Run<'_> {
         // Each converged image's files, written on all cores (PNG encoding and fsyncs would
         // otherwise keep the GPU waiting image by image); a diverged image writes nothing, so a
         // re-run retries it. Records follow below, in input order.
-        let mut saved: Vec<Result<Option<PathBuf>>> = match &result {
+        let saved: Vec<Result<Option<PathBuf>>> = match &result {
             Some((p, _, image)) => {
                 let outputs = entries.iter().filter_map(|e| if let Entry::Job { output, .. } = e { Some(output) } else { None });
                 let files: Vec<Option<Files>> = outputs
@@ -390,10 +390,8 @@ impl Run<'_> {
                     .collect()
             }
             None => Vec::new(),
-        }
-        .into_iter()
-        .rev()
-        .collect();
+        };
+        let mut saved = saved.into_iter();
         let mut row = 0;
         for e in entries {
             match e {
@@ -418,8 +416,7 @@ impl Run<'_> {
                 }
                 Entry::Job { item, output, .. } => {
                     let (p, seconds, _) = result.as_ref().unwrap();
-                    let distance = Some(p.distance[row]).filter(|d| d.is_finite());
-                    match saved.pop().expect("one result per job") {
+                    match saved.next().expect("one result per job") {
                         Ok(image_path) => {
                             self.done.insert(output.clone());
                             self.counts.0 += 1;
@@ -428,7 +425,8 @@ impl Run<'_> {
                                 input: item.name.clone(),
                                 output: output.to_string_lossy().into_owned(),
                                 w_shape: Some(vec![1, p.w.size()[1] as usize, p.w.size()[2] as usize]),
-                                distance,
+                                // Finite: a diverged image's result is the error below.
+                                distance: Some(p.distance[row]),
                                 steps: Some(self.cli.steps as usize),
                                 batch_seconds: Some(*seconds),
                                 images_per_s: Some(n / seconds),
