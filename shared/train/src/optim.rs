@@ -124,11 +124,6 @@ impl Optimizer {
             }
             let mut p = p.shallow_clone();
             match self.rule {
-                // torch.optim.sgd._single_tensor_sgd (dampening 0), in place: the gradient
-                // becomes the step direction and nothing is allocated (on the CPU each
-                // parameter-sized temporary cost a page-faulted allocation: the step took 47 ms
-                // for ResNet-18's 11.2M parameters, 5 ms in place). addcmul_ with a 0-dim
-                // factor is `a + b·c` rounded as the separate ops were.
                 Rule::Sgd { momentum, nesterov, weight_decay } if self.fused => {
                     let key = format!("{name}.momentum_buffer");
                     let (buf, first_step) = match (momentum != 0.0, self.state.get(&key)) {
@@ -148,6 +143,11 @@ impl Optimizer {
                     torch_shim::fused_sgd(&p, &g, buf.as_ref(), h, lr, first_step)
                         .unwrap_or_else(|e| panic!("fused SGD step on {:?}: {e}", p.device()));
                 }
+                // torch.optim.sgd._single_tensor_sgd (dampening 0), in place: the gradient
+                // becomes the step direction and nothing is allocated (on the CPU each
+                // parameter-sized temporary cost a page-faulted allocation: the step took 47 ms
+                // for ResNet-18's 11.2M parameters, 5 ms in place). addcmul_ with a 0-dim
+                // factor is `a + b·c` rounded as the separate ops were.
                 Rule::Sgd { momentum, nesterov, weight_decay } => {
                     let scalar = device_scalar(&p);
                     let mut d = g.shallow_clone();
@@ -179,9 +179,6 @@ impl Optimizer {
                         StepOn::Device { lr, .. } => p.addcmul_(&d, &lr.neg()),
                     };
                 }
-                // torch.optim.adamw._single_tensor_adamw (amsgrad off), without parameter-sized
-                // temporaries: g², the denominator and m/denominator go through one scratch
-                // buffer per parameter (not checkpointed).
                 Rule::AdamW { beta1, beta2, eps, weight_decay } if self.fused => {
                     let zeros = || p.zeros_like();
                     let m = self.state.entry(format!("{name}.exp_avg")).or_insert_with(zeros).shallow_clone();
@@ -194,6 +191,9 @@ impl Optimizer {
                     torch_shim::fused_adamw(&p, &g, &m, &v, &step, h, lr)
                         .unwrap_or_else(|e| panic!("fused AdamW step on {:?}: {e}", p.device()));
                 }
+                // torch.optim.adamw._single_tensor_adamw (amsgrad off), without parameter-sized
+                // temporaries: g², the denominator and m/denominator go through one scratch
+                // buffer per parameter (not checkpointed).
                 Rule::AdamW { beta1, beta2, eps, weight_decay } => {
                     let scalar = device_scalar(&p);
                     let _ = match &on {
