@@ -9,6 +9,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 steps=${1:-150}
+resolutions=${RESOLUTIONS:-256 1024}
 if [ -z "${SHARDKIT_BIN:-}" ] && [ -d "$root/.venv" ]; then
   # shellcheck source=/dev/null
   source "$root/scripts/env.sh"
@@ -18,7 +19,7 @@ b=${SHARDKIT_BIN:-$root/target/release}/examples/bench_project
 if "$b" cuda 32 1 1 >/dev/null 2>&1; then
   # Default op sequence (stylegan2::fast + the fused epilogue), then upstream's reference ops,
   # then the CUDA-graph mode (GRAPH=1; ~3x the memory); PARTS=1 adds the time of each piece.
-  for res in ${RESOLUTIONS:-256 1024}; do
+  for res in $resolutions; do
     for batch in 1 8 16 32; do "$b" cuda $res $batch "$steps" || echo "res $res batch $batch failed (memory?)"; done
     [ $res = 256 ] && "$b" cuda 256 64 "$steps"
     "$b" cuda $res 16 "$steps" tf32 unfused
@@ -28,7 +29,7 @@ if "$b" cuda 32 1 1 >/dev/null 2>&1; then
     for l in nchw nhwc; do SHARDKIT_VGG_LAYOUT=$l PARTS=1 "$b" cuda $res 16 "$steps"; done
     GRAPH=1 "$b" cuda $res 16 "$steps"
   done
-  [[ " ${RESOLUTIONS:-256} " == *" 256 "* ]] && "$b" cuda 256 32 "$steps" bf16
+  if [[ " $resolutions " == *" 256 "* ]]; then "$b" cuda 256 32 "$steps" bf16; fi
 else
   for res in 32 64; do for batch in 1 4; do "$b" cpu $res $batch 10; done; done
 fi
