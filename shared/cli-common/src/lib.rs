@@ -66,6 +66,24 @@ impl std::fmt::Display for Interrupted {
 
 impl std::error::Error for Interrupted {}
 
+/// A usage error found after parsing (a flag value clap cannot check alone); [`run_main`] maps
+/// it to exit 2.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// `Err(UsageError)` with this message, for `?`.
+pub fn usage<T>(message: impl Into<String>) -> anyhow::Result<T> {
+    Err(UsageError(message.into()).into())
+}
+
 /// A tool's command line plus the man-page sections clap does not know about.
 pub trait Tool: clap::Parser {
     /// roff body of the OUTPUT RECORDS section: what the tool reads and prints.
@@ -133,6 +151,9 @@ fn report(name: &str, e: &anyhow::Error) -> ExitCode {
         return ExitCode::from(EXIT_INTERRUPTED);
     }
     eprintln!("{name}: error: {e:#}");
+    if e.chain().any(|c| c.is::<UsageError>()) {
+        return ExitCode::from(EXIT_USAGE);
+    }
     ExitCode::from(EXIT_FATAL)
 }
 

@@ -183,6 +183,99 @@ pub struct BandwidthRecord {
     pub in_place: Option<Timing>,
 }
 
+/// A `sweep` trial starting, being retried, or ending.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename = "trial")]
+pub struct TrialRecord {
+    /// `start`, `retry` (it failed and runs again) or `end`.
+    pub event: String,
+    pub trial: usize,
+    pub config: serde_json::Map<String, serde_json::Value>,
+    /// The trial's directory ({trial_dir}).
+    pub dir: String,
+    /// 1 for the first run of the command, 2 for the first retry, ...
+    pub attempt: usize,
+    /// `start` and `retry`: the slot the command runs in.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub slot: Option<usize>,
+    /// `end`: completed (reached max_t or its command finished), stopped (by the scheduler) or
+    /// error (its command failed, retries used up).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub status: Option<String>,
+    /// `end` of a stopped trial: the time attribute of the result that stopped it.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub stopped_at: Option<f64>,
+    /// `end`: the trial's last result, as its command printed it.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub last: Option<serde_json::Value>,
+    /// `retry` and `end` with status error: what went wrong.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub message: Option<String>,
+}
+
+/// One result of a `sweep` trial: a record of its command that holds the time attribute and
+/// the metric.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename = "result")]
+pub struct TrialResult {
+    pub trial: usize,
+    /// Results of this trial so far, this one included (Ray's training_iteration).
+    pub training_iteration: usize,
+    /// The time attribute's value.
+    pub time: f64,
+    /// The metric's value.
+    pub metric: f64,
+    /// The record as the command printed it.
+    pub record: serde_json::Value,
+}
+
+/// An ASHA rung's judgement of one `sweep` result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename = "decision")]
+pub struct Decision {
+    pub trial: usize,
+    /// The rung's time attribute value.
+    pub milestone: f64,
+    /// The trial's metric.
+    pub value: f64,
+    /// The rung's percentile of the values recorded there before (in the metric's units); null
+    /// for the first trial at the rung.
+    pub cutoff: Option<f64>,
+    /// `continue` or `stop`.
+    pub action: String,
+}
+
+/// The best trial of a `sweep`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BestTrial {
+    pub trial: usize,
+    pub config: serde_json::Map<String, serde_json::Value>,
+    /// The metric of its last result.
+    pub metric: f64,
+    /// The time attribute of its last result.
+    pub time: f64,
+    pub status: String,
+}
+
+/// The last record of a `sweep`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename = "summary")]
+pub struct SweepSummary {
+    pub trials: usize,
+    pub completed: usize,
+    pub stopped: usize,
+    pub error: usize,
+    /// Trials not finished (an interrupted sweep).
+    pub unfinished: usize,
+    pub metric: String,
+    pub mode: String,
+    /// Best by the metric of each trial's last result (Ray's `get_best_result(scope="last")`);
+    /// null when no trial has a result.
+    pub best: Option<BestTrial>,
+    pub out_dir: String,
+    pub elapsed_ms: u64,
+}
+
 /// Mean time of one collective and the bandwidths derived from it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Timing {

@@ -1,0 +1,665 @@
+//! The sweep's loop: trials started into free slots, their results fed to the scheduler in the
+//! order they arrive, stops sent as SIGTERM then SIGKILL to the trial's process group, failures
+//! retried, every step journaled before it is printed.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use cli_common::{JsonlOut, Outcome, interrupt};
+use records::{BestTrial, Decision, SweepSummary, TrialRecord, TrialResult};
+use serde_json::{Map, Value};
+
+use crate::asha::{Action, Asha, Scheduler};
+use crate::files::TrialFiles;
+use crate::journal::{Definition, Entry, Journal, SchedulerKind};
+use crate::procs::{self, Msg};
+use crate::space::Config;
+use crate::template::{Bindings, Template};
+use crate::tfevents::SessionStatus;
+
+/// How this run of the sweep executes (may change between a sweep and its resumption).
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub slots: usize,
+    /// CUDA_VISIBLE_DEVICES of each slot (None: left as inherited).
+    pub slot_gpus: Vec<Option<String>>,
+    pub stop_grace: Duration,
+    pub report_every: Duration,
+    pub quiet: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Status {
+    Pending,
+    Running,
+    Completed,
+    Stopped,
+    Error,
+}
+
+impl Status {
+    fn name(self) -> &'static str {
+        match self {
+            Status::Pending => "pending",
+            Status::Running => "running",
+            Status::Completed => "completed",
+            Status::Stopped => "stopped",
+            Status::Error => "error",
+        }
+    }
+
+    fn ended(self) -> bool {
+        matches!(self, Status::Completed | Status::Stopped | Status::Error)
+    }
+}
+
+#[derive(Debug)]
+struct Proc {
+    pid: i32,
+    slot: usize,
+    attempt: usize,
+    term_sent: Option<Instant>,
+    kill_sent: bool,
+}
+
+#[derive(Debug)]
+struct Trial {
+    id: usize,
+    config: Config,
+    dir: PathBuf,
+    status: Status,
+    attempts: usize,
+    failures: usize,
+    results: usize,
+    /// (time, metric) of every result, for the plot.
+    history: Vec<(f64, f64)>,
+    last: Option<Map<String, Value>>,
+    stopped_at: Option<f64>,
+    message: Option<String>,
+    proc: Option<Proc>,
+    files: Option<TrialFiles>,
+    first_start: Option<Instant>,
+}
+
+impl Trial {
+    fn last_point(&self) -> Option<(f64, f64)> {
+        self.history.last().copied()
+    }
+}
+
+/// The sweep in progress.
+pub struct Engine<'a> {
+    def: Definition,
+    template: Template,
+    out_dir: PathBuf,
+    trials: Vec<Trial>,
+    scheduler: Scheduler,
+    journal: Journal,
+    queue: VecDeque<usize>,
+    slots: Vec<Option<usize>>,
+    opts: RunOptions,
+    out: &'a mut JsonlOut,
+    tx: mpsc::Sender<Msg>,
+    rx: mpsc::Receiver<Msg>,
+    started: Instant,
+    last_report: Option<Instant>,
+    dirty: bool,
+}
+
+impl std::fmt::Debug for Engine<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").field("out_dir", &self.out_dir).field("trials", &self.trials.len()).finish()
+    }
+}
+
+/// The directory of trial `i`.
+pub fn trial_dir(out_dir: &Path, i: usize) -> PathBuf {
+    out_dir.join(format!("trial-{i:04}"))
+}
+
+impl<'a> Engine<'a> {
+    /// A sweep from its definition; `replay` holds the journal entries of an interrupted run.
+    pub fn new(def: Definition, template: Template, out_dir: PathBuf, journal: Journal, replay: &[Entry], opts: RunOptions, out: &'a mut JsonlOut) -> Result<Self> {
+        let mut scheduler = match def.scheduler {
+            SchedulerKind::Asha => Scheduler::Asha(Asha::new(def.asha, def.seed)?),
+            SchedulerKind::Fifo => Scheduler::Fifo { max_t: def.asha.max_t },
+        };
+        let trials: Vec<Trial> = def
+            .trials
+            .iter()
+            .enumerate()
+            .map(|(i, c)| Trial {
+                id: i,
+                config: c.clone(),
+                dir: trial_dir(&out_dir, i),
+                status: Status::Pending,
+                attempts: 0,
+                failures: 0,
+                results: 0,
+                history: Vec::new(),
+                last: None,
+                stopped_at: None,
+                message: None,
+                proc: None,
+                files: None,
+                first_start: None,
+            })
+            .collect();
+        for t in &trials {
+            scheduler.add(t.id);
+        }
+        let (tx, rx) = mpsc::channel();
+        let slots = vec![None; opts.slots];
+        let mut e = Engine {
+            def,
+            template,
+            out_dir,
+            trials,
+            scheduler,
+            journal,
+            queue: VecDeque::new(),
+            slots,
+            opts,
+            out,
+            tx,
+            rx,
+            started: Instant::now(),
+            last_report: None,
+            dirty: true,
+        };
+        e.replay(replay)?;
+        Ok(e)
+    }
+
+    /// Rebuilds the trials' state and the scheduler's rungs from the journal, in its order.
+    fn replay(&mut self, entries: &[Entry]) -> Result<()> {
+        let mut decided: Vec<Option<Status>> = vec![None; self.trials.len()];
+        for e in entries {
+            match e {
+                Entry::Sweep { .. } => {}
+                Entry::Start { trial, attempt, .. } => {
+                    let t = &mut self.trials[*trial];
+                    t.attempts = *attempt;
+                    t.status = Status::Running;
+                }
+                Entry::Result { trial, time, metric, record, stop } => {
+                    let t = &mut self.trials[*trial];
+                    t.results += 1;
+                    t.history.push((*time, *metric));
+                    t.last = Some(record.clone());
+                    let v = self.scheduler.on_result(*trial, *time, *metric);
+                    if (v.action == Action::Stop) != *stop {
+                        anyhow::bail!("the journal's decision for trial {trial} at {time} differs from this sweep's scheduler: was it written by another version?");
+                    }
+                    if v.action == Action::Stop {
+                        decided[*trial] = Some(if v.complete { Status::Completed } else { Status::Stopped });
+                        t.stopped_at = (!v.complete).then_some(*time);
+                    }
+                }
+                Entry::Failure { trial, .. } => self.trials[*trial].failures += 1,
+                Entry::End { trial, status, message } => {
+                    let t = &mut self.trials[*trial];
+                    t.status = match status.as_str() {
+                        "completed" => Status::Completed,
+                        "stopped" => Status::Stopped,
+                        _ => Status::Error,
+                    };
+                    t.message = message.clone();
+                    if t.status != Status::Error {
+                        let last = t.last_point();
+                        self.scheduler.on_complete(*trial, last);
+                    }
+                    decided[*trial] = None;
+                }
+            }
+        }
+        // Decided but killed before the end was written: end them now.
+        for (i, d) in decided.into_iter().enumerate() {
+            if let Some(status) = d {
+                self.finish(i, status, None)?;
+            }
+        }
+        // Unfinished trials first (they were running), then the ones never started.
+        let unfinished = self.trials.iter().filter(|t| t.status == Status::Running).map(|t| t.id);
+        let pending = self.trials.iter().filter(|t| t.status == Status::Pending).map(|t| t.id);
+        self.queue = unfinished.chain(pending).collect();
+        for &i in &self.queue {
+            self.trials[i].status = Status::Pending;
+        }
+        Ok(())
+    }
+
+    /// Runs every trial to its end; the summary record is printed last.
+    pub fn run(mut self) -> Result<Outcome> {
+        let interrupted = loop {
+            if interrupt::requested() {
+                break true;
+            }
+            while let Some(slot) = self.slots.iter().position(Option::is_none) {
+                let Some(i) = self.queue.pop_front() else { break };
+                self.start(i, slot)?;
+            }
+            if self.slots.iter().all(Option::is_none) && self.queue.is_empty() {
+                break false;
+            }
+            match self.rx.recv_timeout(Duration::from_millis(100)) {
+                Ok(msg) => self.handle(msg)?,
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => unreachable!("the engine holds a sender"),
+            }
+            self.enforce_deadlines();
+            self.report(false);
+        };
+        if interrupted {
+            self.shut_down();
+        }
+        self.report(true);
+        self.write_plot();
+        let summary = self.summary();
+        let failed = summary.error;
+        self.out.emit(&summary)?;
+        if interrupted {
+            return Err(cli_common::Interrupted.into());
+        }
+        Ok(Outcome::from_failures(failed))
+    }
+
+    fn start(&mut self, i: usize, slot: usize) -> Result<()> {
+        let attempt = self.trials[i].attempts + 1;
+        let t = &mut self.trials[i];
+        t.attempts = attempt;
+        t.status = Status::Running;
+        t.first_start.get_or_insert_with(Instant::now);
+        self.journal.append(&Entry::Start { trial: i, attempt, slot })?;
+        let launched = self.launch(i, slot, attempt);
+        let t = &mut self.trials[i];
+        let record = TrialRecord {
+            event: if attempt == 1 { "start" } else { "retry" }.into(),
+            trial: i,
+            config: t.config.clone(),
+            dir: t.dir.display().to_string(),
+            attempt,
+            slot: Some(slot),
+            status: None,
+            stopped_at: None,
+            last: None,
+            message: None,
+        };
+        self.out.emit(&record)?;
+        self.dirty = true;
+        match launched {
+            Ok((pid, files)) => {
+                let t = &mut self.trials[i];
+                t.files = Some(files);
+                t.proc = Some(Proc { pid, slot, attempt, term_sent: None, kill_sent: false });
+                self.slots[slot] = Some(i);
+                Ok(())
+            }
+            Err(e) => self.failed(i, format!("{e:#}")),
+        }
+    }
+
+    fn launch(&mut self, i: usize, slot: usize, attempt: usize) -> Result<(i32, TrialFiles)> {
+        let t = &self.trials[i];
+        let files = TrialFiles::open(&t.dir, i, attempt, &t.config)?;
+        let stderr_path = t.dir.join("stderr.log");
+        let stderr = std::fs::OpenOptions::new().create(true).append(true).open(&stderr_path).with_context(|| format!("opening {}", stderr_path.display()))?;
+        let args = self.template.expand(&Bindings { config: &t.config, trial: i, trial_dir: &t.dir, slot });
+        let mut env = vec![("SWEEP_TRIAL", i.to_string()), ("SWEEP_TRIAL_DIR", t.dir.display().to_string()), ("SWEEP_SLOT", slot.to_string())];
+        if let Some(g) = &self.opts.slot_gpus[slot] {
+            env.push(("CUDA_VISIBLE_DEVICES", g.clone()));
+        }
+        let pid = procs::spawn(&args, &env, stderr, i, attempt, self.tx.clone()).with_context(|| format!("starting {:?}", args[0]))?;
+        Ok((pid, files))
+    }
+
+    fn handle(&mut self, msg: Msg) -> Result<()> {
+        match msg {
+            Msg::Line { trial, attempt, line } => {
+                let t = &self.trials[trial];
+                if t.status != Status::Running || t.proc.as_ref().is_none_or(|p| p.attempt != attempt) {
+                    return Ok(()); // decided already, or an old attempt's last words
+                }
+                self.line(trial, &line)
+            }
+            Msg::Exit { trial, attempt, status } => {
+                let t = &mut self.trials[trial];
+                let Some(p) = t.proc.take_if(|p| p.attempt == attempt) else { return Ok(()) };
+                self.slots[p.slot] = None;
+                self.dirty = true;
+                if t.status != Status::Running {
+                    t.files = None;
+                    return Ok(());
+                }
+                let ok = status.as_ref().is_ok_and(|s| s.success());
+                if ok {
+                    // The command finished on its own: complete, as Ray's on_trial_complete.
+                    let last = t.last_point();
+                    self.scheduler.on_complete(trial, last);
+                    self.finish(trial, Status::Completed, None)
+                } else {
+                    let mut message = procs::describe(&status);
+                    if let Some(l) = procs::last_line(&t.dir.join("stderr.log")) {
+                        message = format!("{message}: {l}");
+                    }
+                    self.failed(trial, message)
+                }
+            }
+        }
+    }
+
+    /// One stdout line of a running trial.
+    fn line(&mut self, i: usize, line: &[u8]) -> Result<()> {
+        let Ok(Value::Object(record)) = serde_json::from_slice::<Value>(line) else { return Ok(()) };
+        let Some(metric) = record.get(&self.def.metric).and_then(Value::as_f64) else { return Ok(()) };
+        let t = &mut self.trials[i];
+        let iteration = t.results + 1;
+        let time = match record.get(&self.def.time_attr) {
+            Some(v) => match v.as_f64() {
+                Some(x) => x,
+                None => return Ok(()),
+            },
+            None if self.def.time_attr == "training_iteration" => iteration as f64,
+            None => return Ok(()),
+        };
+        // A restarted command repeats what it had reported before its checkpoint: skip it.
+        if t.last_point().is_some_and(|(last, _)| time <= last) {
+            return Ok(());
+        }
+        t.results = iteration;
+        t.history.push((time, metric));
+        t.last = Some(record.clone());
+        let verdict = self.scheduler.on_result(i, time, metric);
+        let stop = verdict.action == Action::Stop;
+        self.journal.append(&Entry::Result { trial: i, time, metric, record: record.clone(), stop })?;
+
+        let t = &mut self.trials[i];
+        let mut full = record.clone();
+        full.insert("trial_id".into(), Value::from(i));
+        full.insert("training_iteration".into(), Value::from(iteration));
+        let total = t.first_start.map_or(0.0, |s| s.elapsed().as_secs_f64());
+        full.insert("time_total_s".into(), Value::from(total));
+        full.insert("timestamp".into(), Value::from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())));
+        full.insert("config".into(), Value::Object(t.config.clone()));
+        if let Some(f) = &mut t.files {
+            f.result(&full, time.round() as i64)?;
+        }
+        self.out.emit(&TrialResult { trial: i, training_iteration: iteration, time, metric, record: Value::Object(record) })?;
+        if let Some(j) = verdict.rung {
+            self.out.emit(&Decision {
+                trial: i,
+                milestone: j.milestone,
+                value: j.value,
+                cutoff: j.cutoff,
+                action: if stop { "stop" } else { "continue" }.into(),
+            })?;
+        }
+        self.dirty = true;
+        if stop {
+            self.scheduler.on_complete(i, Some((time, metric)));
+            let status = if verdict.complete { Status::Completed } else { Status::Stopped };
+            self.trials[i].stopped_at = (!verdict.complete).then_some(time);
+            self.finish(i, status, None)?;
+            self.terminate(i);
+        }
+        Ok(())
+    }
+
+    /// A failed attempt: retried while --max-failures allows, else the trial's end.
+    fn failed(&mut self, i: usize, message: String) -> Result<()> {
+        let t = &mut self.trials[i];
+        t.failures += 1;
+        t.files = None;
+        self.journal.append(&Entry::Failure { trial: i, attempt: t.attempts, message: message.clone() })?;
+        if t.failures <= self.def.max_failures {
+            let note = format!("trial {i} failed ({message}); retry {} of {}", t.failures, self.def.max_failures);
+            t.status = Status::Pending;
+            t.message = Some(message);
+            self.queue.push_front(i);
+            self.note(&note);
+            Ok(())
+        } else {
+            self.finish(i, Status::Error, Some(message))
+        }
+    }
+
+    /// Journals and prints a trial's end.
+    fn finish(&mut self, i: usize, status: Status, message: Option<String>) -> Result<()> {
+        let t = &mut self.trials[i];
+        t.status = status;
+        if message.is_some() {
+            t.message = message.clone();
+        }
+        self.journal.append(&Entry::End { trial: i, status: status.name().into(), message: message.clone() })?;
+        if let Some(f) = &mut t.files {
+            f.end(if status == Status::Error { SessionStatus::Failure } else { SessionStatus::Success })?;
+        }
+        let record = TrialRecord {
+            event: "end".into(),
+            trial: i,
+            config: t.config.clone(),
+            dir: t.dir.display().to_string(),
+            attempt: t.attempts,
+            slot: None,
+            status: Some(status.name().into()),
+            stopped_at: t.stopped_at,
+            last: t.last.clone().map(Value::Object),
+            message,
+        };
+        self.out.emit(&record)?;
+        self.dirty = true;
+        Ok(())
+    }
+
+    fn note(&self, message: &str) {
+        if !self.opts.quiet {
+            eprintln!("sweep: {message}");
+        }
+    }
+
+    fn terminate(&mut self, i: usize) {
+        if let Some(p) = &mut self.trials[i].proc
+            && p.term_sent.is_none()
+        {
+            procs::signal_group(p.pid, libc::SIGTERM);
+            p.term_sent = Some(Instant::now());
+        }
+    }
+
+    /// SIGKILL for trials still running a grace period after their SIGTERM.
+    fn enforce_deadlines(&mut self) {
+        for t in &mut self.trials {
+            if let Some(p) = &mut t.proc
+                && !p.kill_sent
+                && p.term_sent.is_some_and(|s| s.elapsed() >= self.opts.stop_grace)
+            {
+                procs::signal_group(p.pid, libc::SIGKILL);
+                p.kill_sent = true;
+            }
+        }
+    }
+
+    /// Stops every running trial (SIGTERM, then SIGKILL after the grace period) and waits for
+    /// them; their journal stays as it is, so `--resume` restarts them.
+    fn shut_down(&mut self) {
+        self.note(&format!("interrupted: stopping {} running trial(s)", self.slots.iter().flatten().count()));
+        for i in 0..self.trials.len() {
+            self.terminate(i);
+        }
+        let deadline = Instant::now() + self.opts.stop_grace + Duration::from_secs(5);
+        while self.slots.iter().any(Option::is_some) && Instant::now() < deadline {
+            if let Ok(Msg::Exit { trial, attempt, .. }) = self.rx.recv_timeout(Duration::from_millis(50)) {
+                let t = &mut self.trials[trial];
+                if let Some(p) = t.proc.take_if(|p| p.attempt == attempt) {
+                    self.slots[p.slot] = None;
+                    t.files = None;
+                }
+            }
+            self.enforce_deadlines();
+        }
+    }
+
+    fn best(&self) -> Option<&Trial> {
+        let mode = self.def.asha.mode;
+        self.trials.iter().filter(|t| t.last_point().is_some()).fold(None, |best: Option<&Trial>, t| match best {
+            Some(b) if !mode.better(t.last_point().unwrap().1, b.last_point().unwrap().1) => Some(b),
+            _ => Some(t),
+        })
+    }
+
+    fn summary(&self) -> SweepSummary {
+        let count = |s: Status| self.trials.iter().filter(|t| t.status == s).count();
+        let best = self.best().map(|t| {
+            let (time, metric) = t.last_point().expect("best has a result");
+            BestTrial { trial: t.id, config: t.config.clone(), metric, time, status: t.status.name().into() }
+        });
+        SweepSummary {
+            trials: self.trials.len(),
+            completed: count(Status::Completed),
+            stopped: count(Status::Stopped),
+            error: count(Status::Error),
+            unfinished: self.trials.iter().filter(|t| !t.status.ended()).count(),
+            metric: self.def.metric.clone(),
+            mode: format!("{:?}", self.def.asha.mode).to_lowercase(),
+            best,
+            out_dir: self.out_dir.display().to_string(),
+            elapsed_ms: self.started.elapsed().as_millis() as u64,
+        }
+    }
+
+    fn write_plot(&self) {
+        let curves: Vec<crate::plot::Curve<'_>> =
+            self.trials.iter().filter(|t| !t.history.is_empty()).map(|t| crate::plot::Curve { trial: t.id, status: t.status.name(), points: &t.history }).collect();
+        let svg = crate::plot::svg(&curves, &self.def.time_attr, &self.def.metric, self.best().map(|t| t.id));
+        let path = self.out_dir.join("metric.svg");
+        if let Err(e) = cli_common::atomic::write_atomic(&path, |w| Ok(std::io::Write::write_all(w, svg.as_bytes())?)) {
+            eprintln!("sweep: warning: {e:#}");
+        }
+    }
+
+    /// The status table on stderr: at most every --report-secs while something changed, and
+    /// at the end sorted by the metric.
+    fn report(&mut self, last: bool) {
+        if self.opts.quiet || !self.dirty {
+            return;
+        }
+        if !last && self.last_report.is_some_and(|r| r.elapsed() < self.opts.report_every) {
+            return;
+        }
+        self.last_report = Some(Instant::now());
+        self.dirty = false;
+        eprint!("{}", self.table(last));
+    }
+
+    fn table(&self, sorted: bool) -> String {
+        use std::fmt::Write as _;
+        let mut s = String::new();
+        let count = |st: Status| self.trials.iter().filter(|t| t.status == st).count();
+        let secs = self.started.elapsed().as_secs();
+        let _ = writeln!(
+            s,
+            "== sweep: {} trials ({} running, {} pending, {} completed, {} stopped, {} error), {:02}:{:02}:{:02} ==",
+            self.trials.len(),
+            count(Status::Running),
+            count(Status::Pending),
+            count(Status::Completed),
+            count(Status::Stopped),
+            count(Status::Error),
+            secs / 3600,
+            secs / 60 % 60,
+            secs % 60
+        );
+        if let Scheduler::Asha(a) = &self.scheduler {
+            for (b, rungs) in a.rungs().iter().enumerate() {
+                let r: Vec<String> = rungs
+                    .iter()
+                    .map(|(m, c, n)| format!("{} {}: {} ({n})", self.def.time_attr, fmt_num(*m), c.map_or("-".into(), fmt_num)))
+                    .collect();
+                let _ = writeln!(s, "ASHA bracket {b}, cutoffs: {}", if r.is_empty() { "no rungs".into() } else { r.join(" | ") });
+            }
+        }
+        if let Some(b) = self.best() {
+            let (time, metric) = b.last_point().expect("best has a result");
+            let _ = writeln!(s, "best so far: trial {} {}={} at {} {} ({})", b.id, self.def.metric, fmt_num(metric), self.def.time_attr, fmt_num(time), config_text(&b.config));
+        }
+        let names: Vec<&String> = self.def.trials.first().map(|c| c.keys().collect()).unwrap_or_default();
+        let mut header = vec!["trial".to_string(), "status".into(), "slot".into()];
+        header.extend(names.iter().map(|n| n.to_string()));
+        header.extend([self.def.time_attr.clone(), self.def.metric.clone()]);
+        let mut order: Vec<&Trial> = self.trials.iter().collect();
+        if sorted {
+            let mode = self.def.asha.mode;
+            order.sort_by(|a, b| match (a.last_point(), b.last_point()) {
+                (Some(x), Some(y)) if mode.better(x.1, y.1) => std::cmp::Ordering::Less,
+                (Some(x), Some(y)) if mode.better(y.1, x.1) => std::cmp::Ordering::Greater,
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                _ => a.id.cmp(&b.id),
+            });
+        }
+        let rows: Vec<Vec<String>> = order
+            .iter()
+            .map(|t| {
+                let mut r = vec![t.id.to_string(), t.status.name().to_string(), t.proc.as_ref().map_or("-".into(), |p| p.slot.to_string())];
+                r.extend(names.iter().map(|n| t.config.get(*n).map_or(String::new(), cell)));
+                let (time, metric) = t.last_point().map_or(("-".into(), "-".into()), |(x, y)| (fmt_num(x), fmt_num(y)));
+                r.extend([time, metric]);
+                r
+            })
+            .collect();
+        let widths: Vec<usize> = (0..header.len()).map(|c| rows.iter().map(|r| r[c].chars().count()).chain([header[c].chars().count()]).max().unwrap_or(0)).collect();
+        let line = |cells: &[String]| cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect::<Vec<_>>().join("  ").trim_end().to_string();
+        let _ = writeln!(s, "{}", line(&header));
+        let max_rows = if sorted { usize::MAX } else { 40 };
+        for r in rows.iter().take(max_rows) {
+            let _ = writeln!(s, "{}", line(r));
+        }
+        if rows.len() > max_rows {
+            let _ = writeln!(s, "... {} more trials", rows.len() - max_rows);
+        }
+        s
+    }
+}
+
+/// Up to five significant digits, as Ray's table shows numbers.
+fn fmt_num(x: f64) -> String {
+    if x == x.trunc() && x.abs() < 1e15 {
+        return format!("{}", x as i64);
+    }
+    let a = x.abs();
+    if (1e-3..1e5).contains(&a) {
+        let digits = (4 - a.log10().floor() as i32).max(0) as usize;
+        let s = format!("{x:.digits$}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        format!("{x:.4e}")
+    }
+}
+
+fn cell(v: &Value) -> String {
+    match v {
+        Value::Number(n) => n.as_f64().map_or(n.to_string(), fmt_num),
+        other => crate::template::render(other).chars().take(24).collect(),
+    }
+}
+
+fn config_text(c: &Config) -> String {
+    c.iter().map(|(k, v)| format!("{k}={}", cell(v))).collect::<Vec<_>>().join(", ")
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_in_the_table() {
+        assert_eq!(fmt_num(4.0), "4");
+        assert_eq!(fmt_num(91.23456), "91.235");
+        assert_eq!(fmt_num(0.012345678), "0.012346");
+        assert_eq!(fmt_num(1.5e-7), "1.5000e-7");
+    }
+}

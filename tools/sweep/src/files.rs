@@ -1,0 +1,156 @@
+//! A trial's files, as Ray Tune writes them into a trial's directory: `params.json` (the config),
+//! `result.json` (one JSON line per result, with the config), `progress.csv` (the results
+//! flattened, columns fixed by the first result) and TensorBoard event files; plus
+//! `stderr.log` (the command's stderr, every attempt appended).
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde_json::{Map, Value};
+
+use crate::tfevents::{EventWriter, SessionStatus};
+
+/// `{"a": {"b": 1}}` → `[("a/b", 1)]`, keys in the map's order (Ray's `flatten_dict`).
+pub fn flatten(record: &Map<String, Value>) -> Vec<(String, Value)> {
+    fn walk(prefix: &str, m: &Map<String, Value>, out: &mut Vec<(String, Value)>) {
+        for (k, v) in m {
+            let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}/{k}") };
+            match v {
+                Value::Object(inner) => walk(&key, inner, out),
+                other => out.push((key, other.clone())),
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk("", record, &mut out);
+    out
+}
+
+fn csv_field(v: Option<&Value>) -> String {
+    let s = match v {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    };
+    if s.contains([',', '"', '\n', '\r']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s }
+}
+
+/// The open files of one running trial.
+#[derive(Debug)]
+pub struct TrialFiles {
+    dir: PathBuf,
+    result: File,
+    progress: File,
+    columns: Option<Vec<String>>,
+    events: EventWriter,
+}
+
+impl TrialFiles {
+    /// Creates the directory and `params.json`, opens the result files for appending (a
+    /// restarted trial goes on where it was) and starts a new event file.
+    pub fn open(dir: &Path, trial: usize, attempt: usize, config: &Map<String, Value>) -> Result<Self> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let params = serde_json::to_vec_pretty(config)?;
+        std::fs::write(dir.join("params.json"), params).with_context(|| format!("writing {}", dir.join("params.json").display()))?;
+        let append = |name: &str| {
+            let p = dir.join(name);
+            OpenOptions::new().create(true).append(true).open(&p).with_context(|| format!("opening {}", p.display()))
+        };
+        // A restarted trial keeps the columns its progress.csv already has.
+        let columns = File::open(dir.join("progress.csv")).ok().and_then(|f| {
+            let mut line = String::new();
+            BufReader::new(f).read_line(&mut line).ok()?;
+            let line = line.trim_end();
+            (!line.is_empty()).then(|| split_csv_header(line))
+        });
+        let mut events = EventWriter::create(dir, &format!("trial-{trial}.{attempt}"))?;
+        events.session_start(config)?;
+        Ok(TrialFiles { dir: dir.to_path_buf(), result: append("result.json")?, progress: append("progress.csv")?, columns, events })
+    }
+
+    /// Appends one result (already holding the trial's bookkeeping fields) to every file.
+    pub fn result(&mut self, result: &Map<String, Value>, step: i64) -> Result<()> {
+        let mut line = serde_json::to_vec(result)?;
+        line.push(b'\n');
+        self.result.write_all(&line).with_context(|| format!("writing {}", self.dir.join("result.json").display()))?;
+        let flat: Map<String, Value> = flatten(result).into_iter().collect();
+        let mut text = String::new();
+        let columns = match &self.columns {
+            Some(c) => c,
+            None => {
+                let c: Vec<String> = flatten(result).into_iter().map(|(k, _)| k).collect();
+                text.push_str(&c.iter().map(|k| csv_field(Some(&Value::String(k.clone())))).collect::<Vec<_>>().join(","));
+                text.push('\n');
+                self.columns.insert(c)
+            }
+        };
+        text.push_str(&columns.iter().map(|k| csv_field(flat.get(k))).collect::<Vec<_>>().join(","));
+        text.push('\n');
+        self.progress.write_all(text.as_bytes()).with_context(|| format!("writing {}", self.dir.join("progress.csv").display()))?;
+        let mut scalars = result.clone();
+        scalars.remove("config");
+        self.events.scalars(step, &scalars)
+    }
+
+    /// Marks the trial's end in its event file.
+    pub fn end(&mut self, status: SessionStatus) -> Result<()> {
+        self.events.session_end(status)
+    }
+}
+
+fn split_csv_header(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' if quoted && chars.peek() == Some(&'"') => {
+                chars.next();
+                cur.push('"');
+            }
+            '"' => quoted = !quoted,
+            ',' if !quoted => out.push(std::mem::take(&mut cur)),
+            c => cur.push(c),
+        }
+    }
+    out.push(cur);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn flatten_nests_with_slashes() {
+        let m = json!({"a": 1, "config": {"lr": 0.1, "opt": {"name": "sgd"}}}).as_object().unwrap().clone();
+        let keys: Vec<String> = flatten(&m).into_iter().map(|(k, _)| k).collect();
+        assert_eq!(keys, ["a", "config/lr", "config/opt/name"]);
+    }
+
+    #[test]
+    fn progress_csv_keeps_its_first_columns_across_restarts() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = json!({"lr": 0.1}).as_object().unwrap().clone();
+        let r = |e: i64, extra: bool| {
+            let mut v = json!({"epoch": e, "note": "a,\"b\"", "config": {"lr": 0.1}});
+            if extra {
+                v["late"] = json!(1);
+            }
+            v.as_object().unwrap().clone()
+        };
+        let mut f = TrialFiles::open(dir.path(), 0, 1, &config).unwrap();
+        f.result(&r(1, false), 1).unwrap();
+        drop(f);
+        let mut f = TrialFiles::open(dir.path(), 0, 2, &config).unwrap();
+        f.result(&r(2, true), 2).unwrap();
+        let csv = std::fs::read_to_string(dir.path().join("progress.csv")).unwrap();
+        assert_eq!(csv, "config/lr,epoch,note\n0.1,1,\"a,\"\"b\"\"\"\n0.1,2,\"a,\"\"b\"\"\"\n");
+        assert_eq!(std::fs::read_to_string(dir.path().join("result.json")).unwrap().lines().count(), 2);
+        assert_eq!(split_csv_header("a,\"b,c\",d"), ["a", "b,c", "d"]);
+    }
+}

@@ -1,0 +1,175 @@
+//! The sweep's append-only journal, `OUT_DIR/journal.jsonl`: the sweep's definition first, then
+//! every trial start, result (with the scheduler's answer), failure and end, one JSON line each,
+//! written with one `write` call so that a killed sweep leaves at most a torn last line.
+//! `sweep --resume` replays it through a fresh scheduler to rebuild the rungs.
+
+use std::ffi::OsString;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::asha::AshaSettings;
+use crate::space::Config;
+
+pub const FILE: &str = "journal.jsonl";
+
+/// A command-line argument, kept losslessly: text when it is UTF-8, else its bytes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ArgRepr {
+    Text(String),
+    Bytes { bytes: Vec<u8> },
+}
+
+impl ArgRepr {
+    pub fn from_os(a: &OsString) -> Self {
+        match a.to_str() {
+            Some(s) => ArgRepr::Text(s.to_string()),
+            None => ArgRepr::Bytes { bytes: a.as_bytes().to_vec() },
+        }
+    }
+
+    pub fn to_os(&self) -> OsString {
+        match self {
+            ArgRepr::Text(s) => OsString::from(s),
+            ArgRepr::Bytes { bytes } => OsString::from_vec(bytes.clone()),
+        }
+    }
+}
+
+/// `asha` or `fifo`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum SchedulerKind {
+    Asha,
+    Fifo,
+}
+
+/// Everything that decides a sweep's trials and decisions (what `--resume` takes from the
+/// journal rather than the command line).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Definition {
+    pub space: Value,
+    pub samples: usize,
+    pub seed: u32,
+    pub metric: String,
+    pub time_attr: String,
+    pub scheduler: SchedulerKind,
+    pub asha: AshaSettings,
+    pub max_failures: usize,
+    pub command: Vec<ArgRepr>,
+    /// The generated configs, in trial order.
+    pub trials: Vec<Config>,
+}
+
+/// One journal line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Entry {
+    Sweep { version: u32, definition: Definition },
+    Start { trial: usize, attempt: usize, slot: usize },
+    Result { trial: usize, time: f64, metric: f64, record: Map<String, Value>, stop: bool },
+    Failure { trial: usize, attempt: usize, message: String },
+    End { trial: usize, status: String, message: Option<String> },
+}
+
+/// The open journal.
+#[derive(Debug)]
+pub struct Journal {
+    file: File,
+    path: PathBuf,
+}
+
+impl Journal {
+    /// Creates the journal of a new sweep; an existing one is an error (use --resume).
+    pub fn create(dir: &Path, definition: &Definition) -> Result<Self> {
+        let path = dir.join(FILE);
+        let file = OpenOptions::new().create_new(true).append(true).open(&path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                anyhow::anyhow!("{} holds a sweep already: continue it with `sweep --resume --out-dir {}`, or choose another --out-dir", dir.display(), dir.display())
+            } else {
+                anyhow::Error::new(e).context(format!("creating {}", path.display()))
+            }
+        })?;
+        let mut j = Journal { file, path };
+        j.append(&Entry::Sweep { version: 1, definition: definition.clone() })?;
+        Ok(j)
+    }
+
+    /// Opens an existing journal: its entries, and the journal ready for appending (a torn last
+    /// line from a killed sweep is cut off).
+    pub fn resume(dir: &Path) -> Result<(Definition, Vec<Entry>, Self)> {
+        let path = dir.join(FILE);
+        let mut file = OpenOptions::new().read(true).append(true).open(&path).with_context(|| format!("opening {} (is {} a sweep's --out-dir?)", path.display(), dir.display()))?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).with_context(|| format!("reading {}", path.display()))?;
+        let whole = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        if whole < bytes.len() {
+            file.set_len(whole as u64).with_context(|| format!("cutting the torn last line of {}", path.display()))?;
+            file.seek(SeekFrom::End(0))?;
+        }
+        let mut entries = Vec::new();
+        for (n, line) in bytes[..whole].split(|&b| b == b'\n').filter(|l| !l.is_empty()).enumerate() {
+            let e: Entry = serde_json::from_slice(line).with_context(|| format!("{} line {}: not a journal entry", path.display(), n + 1))?;
+            entries.push(e);
+        }
+        let Some(Entry::Sweep { version: 1, definition }) = entries.first().cloned() else {
+            bail!("{} does not start with a sweep definition of version 1", path.display());
+        };
+        entries.remove(0);
+        Ok((definition, entries, Journal { file, path }))
+    }
+
+    /// Appends one entry with a single write.
+    pub fn append(&mut self, e: &Entry) -> Result<()> {
+        let mut line = serde_json::to_vec(e)?;
+        line.push(b'\n');
+        self.file.write_all(&line).with_context(|| format!("writing {}", self.path.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::asha::Mode;
+
+    fn definition() -> Definition {
+        Definition {
+            space: serde_json::json!({"lr": {"grid": [1, 2]}}),
+            samples: 1,
+            seed: 0,
+            metric: "acc".into(),
+            time_attr: "epoch".into(),
+            scheduler: SchedulerKind::Asha,
+            asha: AshaSettings { max_t: 4.0, grace_period: 1.0, reduction_factor: 2.0, brackets: 1, mode: Mode::Max },
+            max_failures: 0,
+            command: vec![ArgRepr::Text("x".into()), ArgRepr::from_os(&OsString::from_vec(b"caf\xe9".to_vec()))],
+            trials: vec![],
+        }
+    }
+
+    #[test]
+    fn round_trip_and_torn_last_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut j = Journal::create(dir.path(), &definition()).unwrap();
+        j.append(&Entry::Start { trial: 0, attempt: 1, slot: 0 }).unwrap();
+        drop(j);
+        assert!(Journal::create(dir.path(), &definition()).unwrap_err().to_string().contains("--resume"));
+        // A sweep killed in the middle of a write.
+        let p = dir.path().join(FILE);
+        let mut f = OpenOptions::new().append(true).open(&p).unwrap();
+        f.write_all(b"{\"event\":\"end\",\"tri").unwrap();
+        let (d, entries, mut j) = Journal::resume(dir.path()).unwrap();
+        assert_eq!(d, definition());
+        assert_eq!(d.command[1].to_os().as_bytes(), b"caf\xe9");
+        assert_eq!(entries, [Entry::Start { trial: 0, attempt: 1, slot: 0 }]);
+        j.append(&Entry::End { trial: 0, status: "completed".into(), message: None }).unwrap();
+        let (_, entries, _) = Journal::resume(dir.path()).unwrap();
+        assert_eq!(entries.len(), 2);
+    }
+}

@@ -1,0 +1,290 @@
+//! `sweep`: hyper-parameter search over any command that prints JSON records, with ASHA early
+//! stopping decided as Ray Tune's `AsyncHyperBandScheduler` decides (seed 004).
+
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, usage};
+
+pub mod asha;
+mod engine;
+pub mod files;
+pub mod journal;
+pub mod plot;
+mod procs;
+pub mod space;
+pub mod template;
+pub mod tfevents;
+
+pub use asha::{Action, Asha, AshaSettings, Mode, Scheduler, nanpercentile};
+use journal::{ArgRepr, Definition, Journal, SchedulerKind};
+
+/// Hyper-parameter search with ASHA early stopping, as Ray Tune's, over any command that prints JSON records.
+///
+/// Draws trial configs from a search space (Ray Tune's primitives, as JSON), runs the command
+/// once per trial with {placeholders} filled in, at most --slots at a time, each slot with its
+/// own CUDA_VISIBLE_DEVICES. Every stdout line of a trial that is a JSON object holding
+/// --metric (and --time-attr) is a result; ASHA stops the trials that fall behind at each rung,
+/// exactly as Ray Tune's AsyncHyperBandScheduler decides. Trials are stopped with SIGTERM to
+/// their process group, then SIGKILL after --stop-grace-secs. Everything is journaled in
+/// --out-dir, so a killed sweep continues with --resume. Per trial, OUT_DIR/trial-NNNN holds
+/// params.json, result.json, progress.csv and TensorBoard event files, as Ray Tune writes them;
+/// OUT_DIR/metric.svg plots the metric of every trial.
+#[derive(Debug, Parser)]
+#[command(name = "sweep", version, max_term_width = 100)]
+pub struct Cli {
+    /// The search space: a JSON object of parameters, each a plain value or one of
+    /// {"grid": [...]}, {"choice": [...]}, {"uniform": [a, b]}, {"loguniform": [a, b]},
+    /// {"randint": [a, b]} (b excluded), {"quniform": [a, b, q]}.
+    #[arg(long, value_name = "FILE", required_unless_present = "resume", conflicts_with = "resume")]
+    pub space: Option<PathBuf>,
+
+    /// Repetitions of the space (Ray's num_samples): every grid combination is run this many
+    /// times, each time with fresh draws for the other parameters. [default: 1]
+    #[arg(long, value_name = "N", conflicts_with = "resume", value_parser = clap::value_parser!(u32).range(1..))]
+    pub samples: Option<u32>,
+
+    /// Seed of the draws and of ASHA's bracket choice (numpy's legacy generator seeded with
+    /// it, as np.random.seed(N) before Ray adds the trials). [default: 0]
+    #[arg(long, value_name = "N", conflicts_with = "resume")]
+    pub seed: Option<u32>,
+
+    /// The record field to optimise.
+    #[arg(long, value_name = "NAME", required_unless_present = "resume", conflicts_with = "resume")]
+    pub metric: Option<String>,
+
+    /// Whether --metric should be minimised or maximised.
+    #[arg(long, value_enum, required_unless_present = "resume", conflicts_with = "resume")]
+    pub mode: Option<Mode>,
+
+    /// The record field that measures progress (ddp-train: epoch). training_iteration, when a
+    /// record lacks it, counts the trial's results as Ray does. [default: training_iteration]
+    #[arg(long, value_name = "NAME", conflicts_with = "resume")]
+    pub time_attr: Option<String>,
+
+    /// asha (early stopping) or fifo (every trial runs to its end). [default: asha]
+    #[arg(long, value_enum, conflicts_with = "resume")]
+    pub scheduler: Option<SchedulerKind>,
+
+    /// A trial whose time attribute reaches this is complete (and stopped if still running).
+    /// [default: 100]
+    #[arg(long, value_name = "T", conflicts_with = "resume")]
+    pub max_t: Option<f64>,
+
+    /// ASHA: no trial is stopped before its time attribute reaches this. [default: 1]
+    #[arg(long, value_name = "T", conflicts_with = "resume")]
+    pub grace_period: Option<f64>,
+
+    /// ASHA: rungs at grace·rf^k; at each, trials below the top 1/rf are stopped. [default: 4]
+    #[arg(long, value_name = "RF", conflicts_with = "resume")]
+    pub reduction_factor: Option<f64>,
+
+    /// ASHA brackets (bracket s starts its rungs at grace·rf^s). [default: 1]
+    #[arg(long, value_name = "N", conflicts_with = "resume")]
+    pub brackets: Option<usize>,
+
+    /// Runs of a trial that may fail (exit non-zero before it is stopped) before it is an
+    /// error; a retry runs the same command again (give it --resume-style flags to continue from
+    /// its checkpoint). [default: 0]
+    #[arg(long, value_name = "K", conflicts_with = "resume")]
+    pub max_failures: Option<usize>,
+
+    /// Where the journal, the trials' directories and metric.svg go.
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: PathBuf,
+
+    /// Continue the sweep in --out-dir after it was killed or interrupted: finished trials are
+    /// kept, the rungs rebuilt from the journal, unfinished trials run again. The sweep's
+    /// definition comes from the journal; only the options of how it runs may be given anew.
+    #[arg(long)]
+    pub resume: bool,
+
+    /// Trials running at once.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub slots: u32,
+
+    /// GPUs per slot: slot i gets CUDA_VISIBLE_DEVICES = GPUs i·G … i·G+G−1 of --gpus. 0 leaves
+    /// CUDA_VISIBLE_DEVICES as it is.
+    #[arg(long, value_name = "G", default_value_t = 1)]
+    pub gpus_per_trial: usize,
+
+    /// The GPUs to share out [default: CUDA_VISIBLE_DEVICES if set, else 0,1,…,slots·G−1].
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub gpus: Option<Vec<String>>,
+
+    /// Seconds between SIGTERM and SIGKILL when a trial is stopped.
+    #[arg(long, value_name = "S", default_value_t = 10.0)]
+    pub stop_grace_secs: f64,
+
+    /// Seconds between two status tables on stderr (a table is printed only when something
+    /// changed; -q prints none).
+    #[arg(long, value_name = "S", default_value_t = 5.0)]
+    pub report_secs: f64,
+
+    /// The trial command, after `--`: {name} for each parameter, {trial}, {trial_dir},
+    /// {slot}; {{ and }} for literal braces. It also gets SWEEP_TRIAL, SWEEP_TRIAL_DIR and
+    /// SWEEP_SLOT in its environment.
+    #[arg(last = true, value_name = "COMMAND", required_unless_present = "resume", conflicts_with = "resume")]
+    pub command: Vec<OsString>,
+
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+impl Tool for Cli {
+    const RECORDS: &'static str = r#"Reads the trials' stdout. Prints, as the sweep goes:
+.PP
+.nf
+{"type":"trial","event":"start","trial":0,"config":{"batch_size":64,"lr":0.0132},"dir":"/abs/out/trial-0000","attempt":1,"slot":0}
+{"type":"result","trial":0,"training_iteration":1,"time":1,"metric":41.5,"record":{...the trial's record...}}
+{"type":"decision","trial":0,"milestone":1,"value":41.5,"cutoff":38.2,"action":"continue"}
+{"type":"trial","event":"end","trial":0,"config":{...},"dir":"...","attempt":1,"status":"stopped","stopped_at":4,"last":{...}}
+{"type":"summary","trials":8,"completed":2,"stopped":6,"error":0,"unfinished":0,"metric":"val_top1","mode":"max",
+ "best":{"trial":3,"config":{...},"metric":91.2,"time":10,"status":"completed"},"out_dir":"/abs/out","elapsed_ms":81234}
+.fi
+.PP
+A decision record is printed when a result is judged at an ASHA rung (value and cutoff in the metric's units; cutoff is null for the first trial at a rung). A trial that failed and runs again prints an event "retry" record with the message; one whose retries are used up ends with status "error" and a message. The best trial is the one whose last result has the best metric (Ray's scope "last").
+.PP
+Files in OUT_DIR: journal.jsonl (append-only: the definition, every start, result with its decision, failure and end), metric.svg, a TensorBoard event file with the hparams experiment, and per trial trial-NNNN/ with params.json, result.json (JSON lines: the record plus trial_id, training_iteration, time_total_s, timestamp, config), progress.csv, stderr.log and events.out.tfevents.* (a scalar per numeric field at step = the time attribute, and the hparams session).
+.PP
+A status table goes to stderr every --report-secs while something changes, and the trials sorted by the metric at the end."#;
+    const EXAMPLES: &'static [(&'static str, &'static str)] = &[
+        (
+            "Seed 004's search: learning rate × batch size for a CIFAR ResNet, 4 GPUs, ASHA:",
+            "sweep --space space.json --samples 8 --metric val_top1 --mode max --time-attr epoch --max-t 10 --grace-period 1 --reduction-factor 4 --slots 4 --out-dir sweeps/run1 -- ddp-train --data cifar100:cifar-100-binary --lr {lr} --batch-size {batch_size} --epochs 10 --checkpoint-dir {trial_dir} --resume -q",
+        ),
+        (
+            "where space.json is:",
+            r#"{"lr": {"loguniform": [1e-4, 1e-1]}, "batch_size": {"choice": [64, 128, 256]}}"#,
+        ),
+        ("Continue it after a crash or Ctrl-C:", "sweep --resume --out-dir sweeps/run1 --slots 4"),
+        (
+            "Two GPUs per trial, each trial two ranks under torchrun:",
+            "sweep --space space.json --metric val_loss --mode min --time-attr epoch --max-t 20 --slots 2 --gpus-per-trial 2 --out-dir sweeps/run2 -- torchrun --no-python --standalone --nproc_per_node 2 ddp-train --data cifar10:cifar-10 --lr {lr} --epochs 20 -q",
+        ),
+        ("Compare the trials:", "tensorboard --logdir sweeps/run1"),
+    ];
+}
+
+/// Starts or resumes the sweep.
+pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
+    out.set_flush_each(true);
+    let grace = Duration::try_from_secs_f64(cli.stop_grace_secs).ok();
+    let report = Duration::try_from_secs_f64(cli.report_secs).ok();
+    let (Some(stop_grace), Some(report_every)) = (grace, report) else {
+        return usage("--stop-grace-secs and --report-secs take a non-negative number of seconds");
+    };
+    let slots = cli.slots as usize;
+    let slot_gpus = slot_gpus(slots, cli.gpus_per_trial, cli.gpus.as_deref(), std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref())?;
+    let opts = engine::RunOptions { slots, slot_gpus, stop_grace, report_every, quiet: cli.common.quiet };
+
+    let (def, journal, replay, out_dir) = if cli.resume {
+        let out_dir = std::fs::canonicalize(&cli.out_dir).with_context(|| format!("--out-dir {}", cli.out_dir.display()))?;
+        let (def, entries, journal) = Journal::resume(&out_dir)?;
+        (def, journal, entries, out_dir)
+    } else {
+        let def = definition(&cli)?;
+        std::fs::create_dir_all(&cli.out_dir).with_context(|| format!("creating {}", cli.out_dir.display()))?;
+        let out_dir = std::fs::canonicalize(&cli.out_dir)?;
+        let journal = Journal::create(&out_dir, &def)?;
+        write_experiment(&out_dir, &def)?;
+        (def, journal, Vec::new(), out_dir)
+    };
+    let params: BTreeSet<String> = space::Space::parse(&def.space.to_string())?.names().map(String::from).collect();
+    let command: Vec<OsString> = def.command.iter().map(ArgRepr::to_os).collect();
+    let template = template::Template::parse(&command, &params)?;
+    engine::Engine::new(def, template, out_dir, journal, &replay, opts, out)?.run()
+}
+
+/// The sweep's definition from the command line, checked before anything runs.
+fn definition(cli: &Cli) -> Result<Definition> {
+    let space_path = cli.space.as_ref().expect("clap requires --space without --resume");
+    let text = std::fs::read_to_string(space_path).with_context(|| format!("reading --space {}", space_path.display()))?;
+    let space = match space::Space::parse(&text) {
+        Ok(s) => s,
+        Err(e) => return usage(format!("--space {}: {e:#}", space_path.display())),
+    };
+    let params: BTreeSet<String> = space.names().map(String::from).collect();
+    if let Err(e) = template::Template::parse(&cli.command, &params) {
+        return usage(format!("{e:#}"));
+    }
+    let mode = cli.mode.expect("clap requires --mode without --resume");
+    let asha = AshaSettings {
+        max_t: cli.max_t.unwrap_or(100.0),
+        grace_period: cli.grace_period.unwrap_or(1.0),
+        reduction_factor: cli.reduction_factor.unwrap_or(4.0),
+        brackets: cli.brackets.unwrap_or(1),
+        mode,
+    };
+    if let Err(e) = asha.validate() {
+        return usage(format!("{e:#}"));
+    }
+    let samples = cli.samples.unwrap_or(1) as usize;
+    let seed = cli.seed.unwrap_or(0);
+    Ok(Definition {
+        space: serde_json::from_str(&text)?,
+        samples,
+        seed,
+        metric: cli.metric.clone().expect("clap requires --metric without --resume"),
+        time_attr: cli.time_attr.clone().unwrap_or_else(|| "training_iteration".into()),
+        scheduler: cli.scheduler.unwrap_or(SchedulerKind::Asha),
+        asha,
+        max_failures: cli.max_failures.unwrap_or(0),
+        command: cli.command.iter().map(ArgRepr::from_os).collect(),
+        trials: space.generate(samples, seed as u64),
+    })
+}
+
+/// CUDA_VISIBLE_DEVICES for each slot.
+fn slot_gpus(slots: usize, per_trial: usize, gpus: Option<&[String]>, visible: Option<&str>) -> Result<Vec<Option<String>>> {
+    if per_trial == 0 {
+        return Ok(vec![None; slots]);
+    }
+    let listed: Option<Vec<String>> = gpus.map(<[String]>::to_vec).or_else(|| visible.map(|v| v.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()));
+    let need = slots * per_trial;
+    let list = match listed {
+        Some(l) if l.len() < need => {
+            return usage(format!(
+                "--slots {slots} × --gpus-per-trial {per_trial} needs {need} GPUs, {} given ({}): lower --slots, or --gpus-per-trial 0 for CPU trials",
+                l.len(),
+                l.join(",")
+            ));
+        }
+        Some(l) => l,
+        None => (0..need).map(|i| i.to_string()).collect(),
+    };
+    Ok((0..slots).map(|i| Some(list[i * per_trial..(i + 1) * per_trial].join(","))).collect())
+}
+
+/// OUT_DIR's own event file: the hparams experiment (parameters and the metric).
+fn write_experiment(out_dir: &std::path::Path, def: &Definition) -> Result<()> {
+    let Some(first) = def.trials.first() else { return Ok(()) };
+    let params: Vec<(String, &serde_json::Value)> = first.iter().map(|(k, v)| (k.clone(), v)).collect();
+    let mut w = tfevents::EventWriter::create(out_dir, "sweep")?;
+    w.experiment(&out_dir.display().to_string(), &params, std::slice::from_ref(&def.metric))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn verify_cli() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn slots_get_their_own_gpus() {
+        assert_eq!(slot_gpus(2, 1, None, None).unwrap(), [Some("0".into()), Some("1".into())]);
+        assert_eq!(slot_gpus(2, 2, None, Some("4,5,6,7")).unwrap(), [Some("4,5".into()), Some("6,7".into())]);
+        assert_eq!(slot_gpus(1, 1, Some(&["3".into()]), Some("0,1")).unwrap(), [Some("3".into())]);
+        assert_eq!(slot_gpus(3, 0, None, Some("0")).unwrap(), [None, None, None]);
+        let e = slot_gpus(4, 1, None, Some("0,1")).unwrap_err();
+        assert!(e.is::<cli_common::UsageError>(), "{e}");
+    }
+}
