@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 /// Every tool of the workspace.
-pub const TOOLS: &[&str] = &["shard-list", "crop-resize", "gather-npz", "generate", "project-one-gpu", "all-reduce-check", "ddp-train"];
+pub const TOOLS: &[&str] = &["shard-list", "crop-resize", "gather-npz", "generate", "project-one-gpu", "all-reduce-check", "ddp-train", "sweep"];
 
 /// The directory holding the built binaries: the test executable's directory minus `deps`.
 pub fn bin_dir() -> PathBuf {

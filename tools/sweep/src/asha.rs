@@ -280,6 +280,12 @@ impl Asha {
         self.trial_bracket.get(&trial).copied()
     }
 
+    /// Each bracket's rungs as Ray keeps them: largest milestone first, with the values
+    /// (multiplied by op) recorded per trial.
+    pub fn recorded(&self) -> Vec<Vec<(f64, BTreeMap<usize, f64>)>> {
+        self.brackets.iter().map(|b| b.rungs.iter().map(|r| (r.milestone, r.recorded.clone())).collect()).collect()
+    }
+
     /// Each bracket's rungs, smallest milestone first: (milestone, current cutoff in metric
     /// units, trials recorded), for the status table.
     pub fn rungs(&self) -> Vec<Vec<(f64, Option<f64>, usize)>> {

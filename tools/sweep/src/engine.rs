@@ -286,7 +286,7 @@ impl<'a> Engine<'a> {
             status: None,
             stopped_at: None,
             last: None,
-            message: None,
+            message: if attempt > 1 { t.message.clone() } else { None },
         };
         self.out.emit(&record)?;
         self.dirty = true;
@@ -491,12 +491,22 @@ impl<'a> Engine<'a> {
         }
         let deadline = Instant::now() + self.opts.stop_grace + Duration::from_secs(5);
         while self.slots.iter().any(Option::is_some) && Instant::now() < deadline {
-            if let Ok(Msg::Exit { trial, attempt, .. }) = self.rx.recv_timeout(Duration::from_millis(50)) {
-                let t = &mut self.trials[trial];
-                if let Some(p) = t.proc.take_if(|p| p.attempt == attempt) {
-                    self.slots[p.slot] = None;
-                    t.files = None;
+            match self.rx.recv_timeout(Duration::from_millis(50)) {
+                // Results still in the pipes are journaled: a trial's checkpoint may hold them.
+                Ok(msg @ Msg::Line { .. }) => {
+                    if let Err(e) = self.handle(msg) {
+                        self.note(&format!("{e:#}"));
+                    }
                 }
+                // Ended by our SIGTERM: unfinished, not failed.
+                Ok(Msg::Exit { trial, attempt, .. }) => {
+                    let t = &mut self.trials[trial];
+                    if let Some(p) = t.proc.take_if(|p| p.attempt == attempt) {
+                        self.slots[p.slot] = None;
+                        t.files = None;
+                    }
+                }
+                Err(_) => {}
             }
             self.enforce_deadlines();
         }
@@ -612,6 +622,9 @@ impl<'a> Engine<'a> {
             .collect();
         let widths: Vec<usize> = (0..header.len()).map(|c| rows.iter().map(|r| r[c].chars().count()).chain([header[c].chars().count()]).max().unwrap_or(0)).collect();
         let line = |cells: &[String]| cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect::<Vec<_>>().join("  ").trim_end().to_string();
+        if sorted {
+            let _ = writeln!(s, "trials by their last {} ({}):", self.def.metric, if self.def.asha.mode == crate::asha::Mode::Max { "highest first" } else { "lowest first" });
+        }
         let _ = writeln!(s, "{}", line(&header));
         let max_rows = if sorted { usize::MAX } else { 40 };
         for r in rows.iter().take(max_rows) {

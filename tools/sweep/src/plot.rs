@@ -40,7 +40,7 @@ fn esc(s: &str) -> String {
 
 /// The SVG text.
 pub fn svg(curves: &[Curve<'_>], time_attr: &str, metric: &str, best: Option<usize>) -> String {
-    let (w, h, left, right, top, bottom) = (900.0, 540.0, 70.0, 170.0, 40.0, 55.0);
+    let (w, h, left, right, top, bottom) = (940.0, 540.0, 70.0, 210.0, 40.0, 55.0);
     let pts = curves.iter().flat_map(|c| c.points.iter());
     let (mut x0, mut x1, mut y0, mut y1) = (f64::INFINITY, f64::NEG_INFINITY, f64::INFINITY, f64::NEG_INFINITY);
     for &(x, y) in pts {
@@ -82,8 +82,10 @@ pub fn svg(curves: &[Curve<'_>], time_attr: &str, metric: &str, best: Option<usi
     for (i, c) in curves.iter().enumerate() {
         let color = PALETTE[i % PALETTE.len()];
         let width = if best == Some(c.trial) { 3.0 } else { 1.5 };
+        // Past the palette, the colours repeat with another dash pattern.
+        let dash = ["none", "6,3", "2,2", "8,2,2,2"][(i / PALETTE.len()) % 4];
         let path: Vec<String> = c.points.iter().map(|&(x, y)| format!("{:.1},{:.1}", sx(x), sy(y))).collect();
-        let _ = writeln!(s, r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="{width}"><title>trial {} ({})</title></polyline>"#, path.join(" "), c.trial, c.status);
+        let _ = writeln!(s, r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="{width}" stroke-dasharray="{dash}"><title>trial {} ({})</title></polyline>"#, path.join(" "), c.trial, c.status);
         if let Some(&(x, y)) = c.points.last() {
             let (x, y) = (sx(x), sy(y));
             if c.status == "stopped" {
@@ -95,7 +97,7 @@ pub fn svg(curves: &[Curve<'_>], time_attr: &str, metric: &str, best: Option<usi
         if i < 30 {
             let ly = top + 14.0 * i as f64 + 8.0;
             let star = if best == Some(c.trial) { " (best)" } else { "" };
-            let _ = writeln!(s, r#"<line x1="{:.1}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{color}" stroke-width="{width}"/><text x="{:.1}" y="{:.1}">trial {} {}{star}</text>"#, left + pw + 10.0, left + pw + 28.0, left + pw + 32.0, ly + 4.0, c.trial, c.status);
+            let _ = writeln!(s, r#"<line x1="{:.1}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{color}" stroke-width="{width}" stroke-dasharray="{dash}"/><text x="{:.1}" y="{:.1}">trial {} {}{star}</text>"#, left + pw + 10.0, left + pw + 28.0, left + pw + 32.0, ly + 4.0, c.trial, c.status);
         }
     }
     if curves.len() > 30 {

@@ -1,0 +1,84 @@
+//! A stand-in trial for sweep's tests and benchmark: prints one epoch record per epoch whose
+//! accuracy follows a known curve of its config, like a training run that takes no time.
+//!
+//!   curve --lr LR [--batch-size N] [--epochs N] [--sleep-ms MS] [--state DIR]
+//!         [--crash-at E] [--ignore-term] [--slot-lock FILE]
+//!
+//! val_top1(e) = 100 · q · (1 − e^(−e/3)), q = exp(−(log10(lr) + 1.5)²) · (1 − batch/1024):
+//! best at lr ≈ 0.03, small batches. --state DIR resumes after the last epoch written there
+//! (DIR/epoch); --crash-at E exits 1 after epoch E unless DIR/crashed exists (so it crashes once);
+//! --ignore-term ignores SIGTERM; --slot-lock FILE takes an exclusive flock on FILE for the life
+//! of the process and exits 4 with an "overlap" record if another process holds it. Each record carries the
+//! CUDA_VISIBLE_DEVICES it was given.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+fn main() {
+    let mut lr = 0.01f64;
+    let mut batch = 64.0f64;
+    let mut epochs = 10u32;
+    let mut sleep_ms = 0u64;
+    let mut state: Option<PathBuf> = None;
+    let mut crash_at: Option<u32> = None;
+    let mut lock: Option<PathBuf> = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut val = || args.next().unwrap_or_else(|| panic!("{a} needs a value"));
+        match a.as_str() {
+            "--lr" => lr = val().parse().expect("--lr"),
+            "--batch-size" => batch = val().parse().expect("--batch-size"),
+            "--epochs" => epochs = val().parse().expect("--epochs"),
+            "--sleep-ms" => sleep_ms = val().parse().expect("--sleep-ms"),
+            "--state" => state = Some(PathBuf::from(val())),
+            "--crash-at" => crash_at = Some(val().parse().expect("--crash-at")),
+            "--slot-lock" => lock = Some(PathBuf::from(val())),
+            "--ignore-term" => {
+                // SAFETY: setting a signal disposition to SIG_IGN at start-up, single-threaded.
+                unsafe {
+                    libc::signal(libc::SIGTERM, libc::SIG_IGN);
+                }
+            }
+            other => panic!("unknown argument {other}"),
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    let _lock_file = lock.map(|p| {
+        let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&p).expect("lock file");
+        // SAFETY: flock on a file descriptor this process owns.
+        if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&f), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            writeln!(out, "{{\"type\":\"overlap\",\"lock\":{:?}}}", p.display().to_string()).unwrap();
+            std::process::exit(4);
+        }
+        f
+    });
+    let cuda = std::env::var("CUDA_VISIBLE_DEVICES").unwrap_or_default();
+    eprintln!("curve: lr {lr} batch {batch}");
+    let start = state.as_ref().and_then(|d| std::fs::read_to_string(d.join("epoch")).ok()).and_then(|s| s.trim().parse::<u32>().ok()).unwrap_or(0);
+    let q = (-(lr.log10() + 1.5).powi(2)).exp() * (1.0 - batch / 1024.0);
+    for e in start + 1..=epochs {
+        if sleep_ms > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(sleep_ms));
+        }
+        let acc = 100.0 * q * (1.0 - (-(e as f64) / 3.0).exp());
+        writeln!(out, "{{\"type\":\"epoch\",\"epoch\":{e},\"epochs\":{epochs},\"val_top1\":{acc},\"val_loss\":{},\"cuda\":{cuda:?}}}", 1.0 - acc / 100.0).unwrap();
+        out.flush().unwrap();
+        // The state lags one epoch behind the records, so a run killed with a record still in
+        // the pipe prints it again when restarted (sweep ignores what it has seen).
+        if let Some(d) = &state {
+            std::fs::create_dir_all(d).unwrap();
+            std::fs::write(d.join("epoch"), (e - 1).to_string()).unwrap();
+        }
+        if crash_at == Some(e) {
+            let marker = state.as_ref().map(|d| d.join("crashed"));
+            if marker.as_ref().is_none_or(|m| !m.exists()) {
+                if let Some(m) = marker {
+                    std::fs::write(m, "").unwrap();
+                }
+                eprintln!("curve: crashing at epoch {e} as asked");
+                std::process::exit(1);
+            }
+        }
+    }
+    writeln!(out, "{{\"type\":\"summary\",\"ok\":1}}").unwrap();
+}
