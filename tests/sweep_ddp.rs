@@ -11,31 +11,79 @@ fn asha_over_ddp_train_stops_the_poor_learning_rates_early() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let dir = tempfile::tempdir().unwrap();
     let digits = dir.path().join("digits");
-    let made = Command::new(root.join(".venv/bin/python")).arg(root.join("scripts/make-digits-cifar")).arg(&digits).output().unwrap();
-    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let made = Command::new(root.join(".venv/bin/python"))
+        .arg(root.join("scripts/make-digits-cifar"))
+        .arg(&digits)
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
     // Grid values in the order listed, batch_size (the first key) fastest: trials 0-3 have the
     // good learning rates, 4-7 the poor ones, so that the rungs hold good values when the poor
     // trials reach them.
     let space = dir.path().join("space.json");
-    std::fs::write(&space, r#"{"lr": {"grid": [0.05, 0.02, 1e-5, 1e-6]}, "batch_size": {"grid": [32, 64]}}"#).unwrap();
+    std::fs::write(
+        &space,
+        r#"{"lr": {"grid": [0.05, 0.02, 1e-5, 1e-6]}, "batch_size": {"grid": [32, 64]}}"#,
+    )
+    .unwrap();
     let out = dir.path().join("sweep");
     let o = Command::new(testkit::bin("sweep"))
         .arg("--space")
         .arg(&space)
-        .args(["--metric", "val_top1", "--mode", "max", "--time-attr", "epoch", "--max-t", "4", "--grace-period", "1", "--reduction-factor", "2"])
+        .args([
+            "--metric",
+            "val_top1",
+            "--mode",
+            "max",
+            "--time-attr",
+            "epoch",
+            "--max-t",
+            "4",
+            "--grace-period",
+            "1",
+            "--reduction-factor",
+            "2",
+        ])
         .args(["--slots", "2", "--gpus-per-trial", "0", "-q", "--out-dir"])
         .arg(&out)
         .arg("--")
         .arg(testkit::bin("ddp-train"))
         .args(["--device", "cpu", "--data"])
         .arg(format!("cifar100:{}", digits.display()))
-        .args(["--lr", "{lr}", "--batch-size", "{batch_size}", "--epochs", "4", "--max-steps", "12", "--checkpoint-dir", "{trial_dir}/ck", "--resume", "-q"])
+        .args([
+            "--lr",
+            "{lr}",
+            "--batch-size",
+            "{batch_size}",
+            "--epochs",
+            "4",
+            "--max-steps",
+            "12",
+            "--schedule",
+            "constant",
+            "--checkpoint-dir",
+            "{trial_dir}/ck",
+            "--resume",
+            "-q",
+        ])
         .env("OMP_NUM_THREADS", "1")
         .output()
         .unwrap();
-    assert!(o.status.success(), "exit {:?}: {}", o.status, String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "exit {:?}: {}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
     let recs = testkit::records(&o.stdout);
-    let ends: Vec<&Value> = recs.iter().filter(|r| r["type"] == "trial" && r["event"] == "end").collect();
+    let ends: Vec<&Value> = recs
+        .iter()
+        .filter(|r| r["type"] == "trial" && r["event"] == "end")
+        .collect();
     assert_eq!(ends.len(), 8);
     for e in &ends {
         let lr = e["config"]["lr"].as_f64().unwrap();
@@ -51,7 +99,10 @@ fn asha_over_ddp_train_stops_the_poor_learning_rates_early() {
     let best = &summary["best"];
     assert!(best["config"]["lr"].as_f64().unwrap() > 1e-3, "{summary}");
     let acc = best["metric"].as_f64().unwrap();
-    eprintln!("best trial {} ({}): val_top1 {acc} at epoch {}", best["trial"], best["config"], best["time"]);
+    eprintln!(
+        "best trial {} ({}): val_top1 {acc} at epoch {}",
+        best["trial"], best["config"], best["time"]
+    );
     assert!(acc > 50.0, "the best trial learned the digits: {summary}");
     // ddp-train wrote its checkpoints into each trial's directory.
     assert!(out.join("trial-0000/ck/last.safetensors").exists());

@@ -131,7 +131,7 @@ def main():
             return res
 
         (sw, ss), (rw, rs) = both(f"ASHA, {s} slots, {a.sleep_ms} ms/epoch", "asha", a.epochs, a.sleep_ms, s)
-        (sw1, ss1), (rw1, rs1) = both(f"ASHA, 1 slot, {a.sleep_ms} ms/epoch", "asha", a.epochs, 0, 1)
+        (sw1, ss1), (rw1, rs1) = both("ASHA, 1 slot, no sleep", "asha", a.epochs, 0, 1)
         (f1s, _), (f1r, _) = both("FIFO, 1 result/trial, no sleep", "fifo", 1, 0, s)
         (f50s, _), (f50r, _) = both("FIFO, 50 results/trial, no sleep", "fifo", 50, 0, s)
     start_s, start_r = f1s * s / n, f1r * s / n

@@ -44,17 +44,37 @@ fn main() {
     }
     let mut out = std::io::stdout().lock();
     let _lock_file = lock.map(|p| {
-        let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&p).expect("lock file");
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&p)
+            .expect("lock file");
         // SAFETY: flock on a file descriptor this process owns.
-        if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&f), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            writeln!(out, "{{\"type\":\"overlap\",\"lock\":{:?}}}", p.display().to_string()).unwrap();
+        if unsafe {
+            libc::flock(
+                std::os::fd::AsRawFd::as_raw_fd(&f),
+                libc::LOCK_EX | libc::LOCK_NB,
+            )
+        } != 0
+        {
+            writeln!(
+                out,
+                "{{\"type\":\"overlap\",\"lock\":{:?}}}",
+                p.display().to_string()
+            )
+            .unwrap();
             std::process::exit(4);
         }
         f
     });
     let cuda = std::env::var("CUDA_VISIBLE_DEVICES").unwrap_or_default();
     eprintln!("curve: lr {lr} batch {batch}");
-    let start = state.as_ref().and_then(|d| std::fs::read_to_string(d.join("epoch")).ok()).and_then(|s| s.trim().parse::<u32>().ok()).unwrap_or(0);
+    let start = state
+        .as_ref()
+        .and_then(|d| std::fs::read_to_string(d.join("epoch")).ok())
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        .unwrap_or(0);
     let q = (-(lr.log10() + 1.5).powi(2)).exp() * (1.0 - batch / 1024.0);
     for e in start + 1..=epochs {
         if sleep_ms > 0 {

@@ -25,7 +25,9 @@ use anyhow::{Result, bail};
 use rand_mt::Mt;
 
 /// What the metric should do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
     Min,
@@ -89,16 +91,18 @@ pub struct AshaSettings {
 impl AshaSettings {
     /// Ray's assertions on the arguments, as usage errors.
     pub fn validate(&self) -> Result<()> {
-        if !(self.max_t > 0.0) {
+        // NaN fails every check (a NaN from the command line is not a setting).
+        let positive = |x: f64| x.is_finite() && x > 0.0;
+        if !positive(self.max_t) {
             bail!("--max-t must be positive");
         }
-        if !(self.grace_period > 0.0) {
+        if !positive(self.grace_period) {
             bail!("--grace-period must be positive");
         }
-        if !(self.grace_period <= self.max_t) {
+        if self.grace_period > self.max_t {
             bail!("--grace-period must be at most --max-t");
         }
-        if !(self.reduction_factor > 1.0) {
+        if !self.reduction_factor.is_finite() || self.reduction_factor <= 1.0 {
             bail!("--reduction-factor must be greater than 1");
         }
         if self.brackets == 0 {
@@ -127,20 +131,35 @@ impl Bracket {
         // int() truncates towards zero; a negative count is an empty range.
         let n = ((max_t / grace).ln() / rf.ln() - s as f64 + 1.0).trunc();
         let n = if n > 0.0 { n as i32 } else { 0 };
-        let rungs = (0..n).rev().map(|k| Rung { milestone: grace * rf.powf((k + s as i32) as f64), recorded: BTreeMap::new() }).collect();
+        let rungs = (0..n)
+            .rev()
+            .map(|k| Rung {
+                milestone: grace * rf.powf((k + s as i32) as f64),
+                recorded: BTreeMap::new(),
+            })
+            .collect();
         Bracket { rungs, rf }
     }
 
     /// `_Bracket.on_result` with `stop_last_trials=True`: the rung judged, if any, its cutoff
     /// (op-multiplied) and whether the trial stops.
-    fn on_result(&mut self, trial: usize, time: f64, reward: f64) -> Option<(f64, Option<f64>, Action)> {
+    fn on_result(
+        &mut self,
+        trial: usize,
+        time: f64,
+        reward: f64,
+    ) -> Option<(f64, Option<f64>, Action)> {
         let q = (1.0 - 1.0 / self.rf) * 100.0;
         for rung in &mut self.rungs {
             if time < rung.milestone || rung.recorded.contains_key(&trial) {
                 continue;
             }
             let values: Vec<f64> = rung.recorded.values().copied().collect();
-            let cutoff = if values.is_empty() { None } else { Some(nanpercentile(&values, q)) };
+            let cutoff = if values.is_empty() {
+                None
+            } else {
+                Some(nanpercentile(&values, q))
+            };
             let action = match cutoff {
                 Some(c) if reward < c => Action::Stop,
                 _ => Action::Continue,
@@ -174,7 +193,11 @@ pub fn nanpercentile(values: &[f64], q: f64) -> f64 {
     let gamma = virtual_index - prev;
     let (x, y) = (a[lo], a[hi]);
     let diff = y - x;
-    if gamma >= 0.5 { y - diff * (1.0 - gamma) } else { x + diff * gamma }
+    if gamma >= 0.5 {
+        y - diff * (1.0 - gamma)
+    } else {
+        x + diff * gamma
+    }
 }
 
 /// numpy's legacy global generator as `np.random.seed(seed)` leaves it, for the bracket draws.
@@ -227,16 +250,32 @@ impl Asha {
     pub fn new(settings: AshaSettings, seed: u32) -> Result<Self> {
         settings.validate()?;
         let brackets = (0..settings.brackets)
-            .map(|s| Bracket::new(settings.grace_period, settings.max_t, settings.reduction_factor, s))
+            .map(|s| {
+                Bracket::new(
+                    settings.grace_period,
+                    settings.max_t,
+                    settings.reduction_factor,
+                    s,
+                )
+            })
             .collect();
-        Ok(Asha { settings, brackets, trial_bracket: HashMap::new(), rng: NumpyLegacy::new(seed), num_stopped: 0 })
+        Ok(Asha {
+            settings,
+            brackets,
+            trial_bracket: HashMap::new(),
+            rng: NumpyLegacy::new(seed),
+            num_stopped: 0,
+        })
     }
 
     /// `on_trial_add`: draws the trial's bracket and returns its index.
     pub fn add(&mut self, trial: usize) -> usize {
         let sizes: Vec<f64> = self.brackets.iter().map(|b| b.rungs.len() as f64).collect();
         let max = sizes.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let probs: Vec<f64> = sizes.iter().map(|s| std::f64::consts::E.powf(s - max)).collect();
+        let probs: Vec<f64> = sizes
+            .iter()
+            .map(|s| std::f64::consts::E.powf(s - max))
+            .collect();
         let sum: f64 = probs.iter().sum();
         let normalized: Vec<f64> = probs.iter().map(|p| p / sum).collect();
         let idx = self.rng.choice(&normalized);
@@ -248,16 +287,28 @@ impl Asha {
     pub fn on_result(&mut self, trial: usize, time: f64, metric: f64) -> Verdict {
         let op = self.settings.mode.op();
         let verdict = if time >= self.settings.max_t {
-            Verdict { action: Action::Stop, complete: true, rung: None }
+            Verdict {
+                action: Action::Stop,
+                complete: true,
+                rung: None,
+            }
         } else {
             let b = self.trial_bracket[&trial];
             match self.brackets[b].on_result(trial, time, op * metric) {
                 Some((milestone, cutoff, action)) => Verdict {
                     action,
                     complete: false,
-                    rung: Some(Judgement { milestone, value: metric, cutoff: cutoff.map(|c| op * c) }),
+                    rung: Some(Judgement {
+                        milestone,
+                        value: metric,
+                        cutoff: cutoff.map(|c| op * c),
+                    }),
                 },
-                None => Verdict { action: Action::Continue, complete: false, rung: None },
+                None => Verdict {
+                    action: Action::Continue,
+                    complete: false,
+                    rung: None,
+                },
             }
         };
         if verdict.action == Action::Stop {
@@ -283,7 +334,15 @@ impl Asha {
     /// Each bracket's rungs as Ray keeps them: largest milestone first, with the values
     /// (multiplied by op) recorded per trial.
     pub fn recorded(&self) -> Vec<Vec<(f64, BTreeMap<usize, f64>)>> {
-        self.brackets.iter().map(|b| b.rungs.iter().map(|r| (r.milestone, r.recorded.clone())).collect()).collect()
+        self.brackets
+            .iter()
+            .map(|b| {
+                b.rungs
+                    .iter()
+                    .map(|r| (r.milestone, r.recorded.clone()))
+                    .collect()
+            })
+            .collect()
     }
 
     /// Each bracket's rungs, smallest milestone first: (milestone, current cutoff in metric
@@ -311,9 +370,11 @@ impl Asha {
 /// The scheduler a sweep runs.
 #[derive(Debug)]
 pub enum Scheduler {
-    Asha(Asha),
+    Asha(Box<Asha>),
     /// Every trial runs until its command ends or reaches max_t.
-    Fifo { max_t: f64 },
+    Fifo {
+        max_t: f64,
+    },
 }
 
 impl Scheduler {
@@ -329,7 +390,15 @@ impl Scheduler {
             Scheduler::Asha(a) => a.on_result(trial, time, metric),
             Scheduler::Fifo { max_t } => {
                 let complete = time >= *max_t;
-                Verdict { action: if complete { Action::Stop } else { Action::Continue }, complete, rung: None }
+                Verdict {
+                    action: if complete {
+                        Action::Stop
+                    } else {
+                        Action::Continue
+                    },
+                    complete,
+                    rung: None,
+                }
             }
         }
     }
@@ -346,15 +415,32 @@ mod tests {
     use super::*;
 
     fn asha(max_t: f64, grace: f64, rf: f64, brackets: usize, mode: Mode) -> Asha {
-        Asha::new(AshaSettings { max_t, grace_period: grace, reduction_factor: rf, brackets, mode }, 0).unwrap()
+        Asha::new(
+            AshaSettings {
+                max_t,
+                grace_period: grace,
+                reduction_factor: rf,
+                brackets,
+                mode,
+            },
+            0,
+        )
+        .unwrap()
     }
 
     #[test]
     fn rungs_as_ray_builds_them() {
         let a = asha(10.0, 1.0, 4.0, 1, Mode::Max);
-        assert_eq!(a.rungs()[0].iter().map(|r| r.0).collect::<Vec<_>>(), [1.0, 4.0]);
+        assert_eq!(
+            a.rungs()[0].iter().map(|r| r.0).collect::<Vec<_>>(),
+            [1.0, 4.0]
+        );
         let a = asha(16.0, 1.0, 4.0, 2, Mode::Max);
-        let r: Vec<Vec<f64>> = a.rungs().iter().map(|b| b.iter().map(|r| r.0).collect()).collect();
+        let r: Vec<Vec<f64>> = a
+            .rungs()
+            .iter()
+            .map(|b| b.iter().map(|r| r.0).collect())
+            .collect();
         assert_eq!(r, [vec![1.0, 4.0, 16.0], vec![4.0, 16.0]]);
     }
 
@@ -378,7 +464,14 @@ mod tests {
         assert_eq!(a.on_result(1, 1.0, 4.0).action, Action::Continue);
         let v = a.on_result(2, 1.0, 1.0);
         assert_eq!(v.action, Action::Stop);
-        assert_eq!(v.rung, Some(Judgement { milestone: 1.0, value: 1.0, cutoff: Some(3.0) }));
+        assert_eq!(
+            v.rung,
+            Some(Judgement {
+                milestone: 1.0,
+                value: 1.0,
+                cutoff: Some(3.0)
+            })
+        );
     }
 
     #[test]

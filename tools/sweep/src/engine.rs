@@ -111,7 +111,10 @@ pub struct Engine<'a> {
 
 impl std::fmt::Debug for Engine<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Engine").field("out_dir", &self.out_dir).field("trials", &self.trials.len()).finish()
+        f.debug_struct("Engine")
+            .field("out_dir", &self.out_dir)
+            .field("trials", &self.trials.len())
+            .finish()
     }
 }
 
@@ -122,10 +125,20 @@ pub fn trial_dir(out_dir: &Path, i: usize) -> PathBuf {
 
 impl<'a> Engine<'a> {
     /// A sweep from its definition; `replay` holds the journal entries of an interrupted run.
-    pub fn new(def: Definition, template: Template, out_dir: PathBuf, journal: Journal, replay: &[Entry], opts: RunOptions, out: &'a mut JsonlOut) -> Result<Self> {
+    pub fn new(
+        def: Definition,
+        template: Template,
+        out_dir: PathBuf,
+        journal: Journal,
+        replay: &[Entry],
+        opts: RunOptions,
+        out: &'a mut JsonlOut,
+    ) -> Result<Self> {
         let mut scheduler = match def.scheduler {
-            SchedulerKind::Asha => Scheduler::Asha(Asha::new(def.asha, def.seed)?),
-            SchedulerKind::Fifo => Scheduler::Fifo { max_t: def.asha.max_t },
+            SchedulerKind::Asha => Scheduler::Asha(Box::new(Asha::new(def.asha, def.seed)?)),
+            SchedulerKind::Fifo => Scheduler::Fifo {
+                max_t: def.asha.max_t,
+            },
         };
         let trials: Vec<Trial> = def
             .trials
@@ -185,22 +198,38 @@ impl<'a> Engine<'a> {
                     t.attempts = *attempt;
                     t.status = Status::Running;
                 }
-                Entry::Result { trial, time, metric, record, stop } => {
+                Entry::Result {
+                    trial,
+                    time,
+                    metric,
+                    record,
+                    stop,
+                } => {
                     let t = &mut self.trials[*trial];
                     t.results += 1;
                     t.history.push((*time, *metric));
                     t.last = Some(record.clone());
                     let v = self.scheduler.on_result(*trial, *time, *metric);
                     if (v.action == Action::Stop) != *stop {
-                        anyhow::bail!("the journal's decision for trial {trial} at {time} differs from this sweep's scheduler: was it written by another version?");
+                        anyhow::bail!(
+                            "the journal's decision for trial {trial} at {time} differs from this sweep's scheduler: was it written by another version?"
+                        );
                     }
                     if v.action == Action::Stop {
-                        decided[*trial] = Some(if v.complete { Status::Completed } else { Status::Stopped });
+                        decided[*trial] = Some(if v.complete {
+                            Status::Completed
+                        } else {
+                            Status::Stopped
+                        });
                         t.stopped_at = (!v.complete).then_some(*time);
                     }
                 }
                 Entry::Failure { trial, .. } => self.trials[*trial].failures += 1,
-                Entry::End { trial, status, message } => {
+                Entry::End {
+                    trial,
+                    status,
+                    message,
+                } => {
                     let t = &mut self.trials[*trial];
                     t.status = match status.as_str() {
                         "completed" => Status::Completed,
@@ -223,8 +252,16 @@ impl<'a> Engine<'a> {
             }
         }
         // Unfinished trials first (they were running), then the ones never started.
-        let unfinished = self.trials.iter().filter(|t| t.status == Status::Running).map(|t| t.id);
-        let pending = self.trials.iter().filter(|t| t.status == Status::Pending).map(|t| t.id);
+        let unfinished = self
+            .trials
+            .iter()
+            .filter(|t| t.status == Status::Running)
+            .map(|t| t.id);
+        let pending = self
+            .trials
+            .iter()
+            .filter(|t| t.status == Status::Pending)
+            .map(|t| t.id);
         self.queue = unfinished.chain(pending).collect();
         for &i in &self.queue {
             self.trials[i].status = Status::Pending;
@@ -239,7 +276,9 @@ impl<'a> Engine<'a> {
                 break true;
             }
             while let Some(slot) = self.slots.iter().position(Option::is_none) {
-                let Some(i) = self.queue.pop_front() else { break };
+                let Some(i) = self.queue.pop_front() else {
+                    break;
+                };
                 self.start(i, slot)?;
             }
             if self.slots.iter().all(Option::is_none) && self.queue.is_empty() {
@@ -248,7 +287,9 @@ impl<'a> Engine<'a> {
             match self.rx.recv_timeout(Duration::from_millis(100)) {
                 Ok(msg) => self.handle(msg)?,
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
-                Err(mpsc::RecvTimeoutError::Disconnected) => unreachable!("the engine holds a sender"),
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    unreachable!("the engine holds a sender")
+                }
             }
             self.enforce_deadlines();
             self.report(false);
@@ -273,7 +314,11 @@ impl<'a> Engine<'a> {
         t.attempts = attempt;
         t.status = Status::Running;
         t.first_start.get_or_insert_with(Instant::now);
-        self.journal.append(&Entry::Start { trial: i, attempt, slot })?;
+        self.journal.append(&Entry::Start {
+            trial: i,
+            attempt,
+            slot,
+        })?;
         let launched = self.launch(i, slot, attempt);
         let t = &mut self.trials[i];
         let record = TrialRecord {
@@ -294,7 +339,13 @@ impl<'a> Engine<'a> {
             Ok((pid, files)) => {
                 let t = &mut self.trials[i];
                 t.files = Some(files);
-                t.proc = Some(Proc { pid, slot, attempt, term_sent: None, kill_sent: false });
+                t.proc = Some(Proc {
+                    pid,
+                    slot,
+                    attempt,
+                    term_sent: None,
+                    kill_sent: false,
+                });
                 self.slots[slot] = Some(i);
                 Ok(())
             }
@@ -306,28 +357,54 @@ impl<'a> Engine<'a> {
         let t = &self.trials[i];
         let files = TrialFiles::open(&t.dir, i, attempt, &t.config)?;
         let stderr_path = t.dir.join("stderr.log");
-        let stderr = std::fs::OpenOptions::new().create(true).append(true).open(&stderr_path).with_context(|| format!("opening {}", stderr_path.display()))?;
-        let args = self.template.expand(&Bindings { config: &t.config, trial: i, trial_dir: &t.dir, slot });
-        let mut env = vec![("SWEEP_TRIAL", i.to_string()), ("SWEEP_TRIAL_DIR", t.dir.display().to_string()), ("SWEEP_SLOT", slot.to_string())];
+        let stderr = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&stderr_path)
+            .with_context(|| format!("opening {}", stderr_path.display()))?;
+        let args = self.template.expand(&Bindings {
+            config: &t.config,
+            trial: i,
+            trial_dir: &t.dir,
+            slot,
+        });
+        let mut env = vec![
+            ("SWEEP_TRIAL", i.to_string()),
+            ("SWEEP_TRIAL_DIR", t.dir.display().to_string()),
+            ("SWEEP_SLOT", slot.to_string()),
+        ];
         if let Some(g) = &self.opts.slot_gpus[slot] {
             env.push(("CUDA_VISIBLE_DEVICES", g.clone()));
         }
-        let pid = procs::spawn(&args, &env, stderr, i, attempt, self.tx.clone()).with_context(|| format!("starting {:?}", args[0]))?;
+        let pid = procs::spawn(&args, &env, stderr, i, attempt, self.tx.clone())
+            .with_context(|| format!("starting {:?}", args[0]))?;
         Ok((pid, files))
     }
 
     fn handle(&mut self, msg: Msg) -> Result<()> {
         match msg {
-            Msg::Line { trial, attempt, line } => {
+            Msg::Line {
+                trial,
+                attempt,
+                line,
+            } => {
                 let t = &self.trials[trial];
-                if t.status != Status::Running || t.proc.as_ref().is_none_or(|p| p.attempt != attempt) {
+                if t.status != Status::Running
+                    || t.proc.as_ref().is_none_or(|p| p.attempt != attempt)
+                {
                     return Ok(()); // decided already, or an old attempt's last words
                 }
                 self.line(trial, &line)
             }
-            Msg::Exit { trial, attempt, status } => {
+            Msg::Exit {
+                trial,
+                attempt,
+                status,
+            } => {
                 let t = &mut self.trials[trial];
-                let Some(p) = t.proc.take_if(|p| p.attempt == attempt) else { return Ok(()) };
+                let Some(p) = t.proc.take_if(|p| p.attempt == attempt) else {
+                    return Ok(());
+                };
                 self.slots[p.slot] = None;
                 self.dirty = true;
                 if t.status != Status::Running {
@@ -353,8 +430,12 @@ impl<'a> Engine<'a> {
 
     /// One stdout line of a running trial.
     fn line(&mut self, i: usize, line: &[u8]) -> Result<()> {
-        let Ok(Value::Object(record)) = serde_json::from_slice::<Value>(line) else { return Ok(()) };
-        let Some(metric) = record.get(&self.def.metric).and_then(Value::as_f64) else { return Ok(()) };
+        let Ok(Value::Object(record)) = serde_json::from_slice::<Value>(line) else {
+            return Ok(());
+        };
+        let Some(metric) = record.get(&self.def.metric).and_then(Value::as_f64) else {
+            return Ok(());
+        };
         let t = &mut self.trials[i];
         let iteration = t.results + 1;
         let time = match record.get(&self.def.time_attr) {
@@ -374,7 +455,13 @@ impl<'a> Engine<'a> {
         t.last = Some(record.clone());
         let verdict = self.scheduler.on_result(i, time, metric);
         let stop = verdict.action == Action::Stop;
-        self.journal.append(&Entry::Result { trial: i, time, metric, record: record.clone(), stop })?;
+        self.journal.append(&Entry::Result {
+            trial: i,
+            time,
+            metric,
+            record: record.clone(),
+            stop,
+        })?;
 
         let t = &mut self.trials[i];
         let mut full = record.clone();
@@ -382,12 +469,25 @@ impl<'a> Engine<'a> {
         full.insert("training_iteration".into(), Value::from(iteration));
         let total = t.first_start.map_or(0.0, |s| s.elapsed().as_secs_f64());
         full.insert("time_total_s".into(), Value::from(total));
-        full.insert("timestamp".into(), Value::from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())));
+        full.insert(
+            "timestamp".into(),
+            Value::from(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs()),
+            ),
+        );
         full.insert("config".into(), Value::Object(t.config.clone()));
         if let Some(f) = &mut t.files {
             f.result(&full, time.round() as i64)?;
         }
-        self.out.emit(&TrialResult { trial: i, training_iteration: iteration, time, metric, record: Value::Object(record) })?;
+        self.out.emit(&TrialResult {
+            trial: i,
+            training_iteration: iteration,
+            time,
+            metric,
+            record: Value::Object(record),
+        })?;
         if let Some(j) = verdict.rung {
             self.out.emit(&Decision {
                 trial: i,
@@ -400,7 +500,11 @@ impl<'a> Engine<'a> {
         self.dirty = true;
         if stop {
             self.scheduler.on_complete(i, Some((time, metric)));
-            let status = if verdict.complete { Status::Completed } else { Status::Stopped };
+            let status = if verdict.complete {
+                Status::Completed
+            } else {
+                Status::Stopped
+            };
             self.trials[i].stopped_at = (!verdict.complete).then_some(time);
             self.finish(i, status, None)?;
             self.terminate(i);
@@ -413,9 +517,16 @@ impl<'a> Engine<'a> {
         let t = &mut self.trials[i];
         t.failures += 1;
         t.files = None;
-        self.journal.append(&Entry::Failure { trial: i, attempt: t.attempts, message: message.clone() })?;
+        self.journal.append(&Entry::Failure {
+            trial: i,
+            attempt: t.attempts,
+            message: message.clone(),
+        })?;
         if t.failures <= self.def.max_failures {
-            let note = format!("trial {i} failed ({message}); retry {} of {}", t.failures, self.def.max_failures);
+            let note = format!(
+                "trial {i} failed ({message}); retry {} of {}",
+                t.failures, self.def.max_failures
+            );
             t.status = Status::Pending;
             t.message = Some(message);
             self.queue.push_front(i);
@@ -433,9 +544,17 @@ impl<'a> Engine<'a> {
         if message.is_some() {
             t.message = message.clone();
         }
-        self.journal.append(&Entry::End { trial: i, status: status.name().into(), message: message.clone() })?;
+        self.journal.append(&Entry::End {
+            trial: i,
+            status: status.name().into(),
+            message: message.clone(),
+        })?;
         if let Some(f) = &mut t.files {
-            f.end(if status == Status::Error { SessionStatus::Failure } else { SessionStatus::Success })?;
+            f.end(if status == Status::Error {
+                SessionStatus::Failure
+            } else {
+                SessionStatus::Success
+            })?;
         }
         let record = TrialRecord {
             event: "end".into(),
@@ -474,7 +593,8 @@ impl<'a> Engine<'a> {
         for t in &mut self.trials {
             if let Some(p) = &mut t.proc
                 && !p.kill_sent
-                && p.term_sent.is_some_and(|s| s.elapsed() >= self.opts.stop_grace)
+                && p.term_sent
+                    .is_some_and(|s| s.elapsed() >= self.opts.stop_grace)
             {
                 procs::signal_group(p.pid, libc::SIGKILL);
                 p.kill_sent = true;
@@ -485,7 +605,10 @@ impl<'a> Engine<'a> {
     /// Stops every running trial (SIGTERM, then SIGKILL after the grace period) and waits for
     /// them; their journal stays as it is, so `--resume` restarts them.
     fn shut_down(&mut self) {
-        self.note(&format!("interrupted: stopping {} running trial(s)", self.slots.iter().flatten().count()));
+        self.note(&format!(
+            "interrupted: stopping {} running trial(s)",
+            self.slots.iter().flatten().count()
+        ));
         for i in 0..self.trials.len() {
             self.terminate(i);
         }
@@ -514,17 +637,28 @@ impl<'a> Engine<'a> {
 
     fn best(&self) -> Option<&Trial> {
         let mode = self.def.asha.mode;
-        self.trials.iter().filter(|t| t.last_point().is_some()).fold(None, |best: Option<&Trial>, t| match best {
-            Some(b) if !mode.better(t.last_point().unwrap().1, b.last_point().unwrap().1) => Some(b),
-            _ => Some(t),
-        })
+        self.trials
+            .iter()
+            .filter(|t| t.last_point().is_some())
+            .fold(None, |best: Option<&Trial>, t| match best {
+                Some(b) if !mode.better(t.last_point().unwrap().1, b.last_point().unwrap().1) => {
+                    Some(b)
+                }
+                _ => Some(t),
+            })
     }
 
     fn summary(&self) -> SweepSummary {
         let count = |s: Status| self.trials.iter().filter(|t| t.status == s).count();
         let best = self.best().map(|t| {
             let (time, metric) = t.last_point().expect("best has a result");
-            BestTrial { trial: t.id, config: t.config.clone(), metric, time, status: t.status.name().into() }
+            BestTrial {
+                trial: t.id,
+                config: t.config.clone(),
+                metric,
+                time,
+                status: t.status.name().into(),
+            }
         });
         SweepSummary {
             trials: self.trials.len(),
@@ -541,11 +675,26 @@ impl<'a> Engine<'a> {
     }
 
     fn write_plot(&self) {
-        let curves: Vec<crate::plot::Curve<'_>> =
-            self.trials.iter().filter(|t| !t.history.is_empty()).map(|t| crate::plot::Curve { trial: t.id, status: t.status.name(), points: &t.history }).collect();
-        let svg = crate::plot::svg(&curves, &self.def.time_attr, &self.def.metric, self.best().map(|t| t.id));
+        let curves: Vec<crate::plot::Curve<'_>> = self
+            .trials
+            .iter()
+            .filter(|t| !t.history.is_empty())
+            .map(|t| crate::plot::Curve {
+                trial: t.id,
+                status: t.status.name(),
+                points: &t.history,
+            })
+            .collect();
+        let svg = crate::plot::svg(
+            &curves,
+            &self.def.time_attr,
+            &self.def.metric,
+            self.best().map(|t| t.id),
+        );
         let path = self.out_dir.join("metric.svg");
-        if let Err(e) = cli_common::atomic::write_atomic(&path, |w| Ok(std::io::Write::write_all(w, svg.as_bytes())?)) {
+        if let Err(e) = cli_common::atomic::write_atomic(&path, |w| {
+            Ok(std::io::Write::write_all(w, svg.as_bytes())?)
+        }) {
             eprintln!("sweep: warning: {e:#}");
         }
     }
@@ -556,7 +705,11 @@ impl<'a> Engine<'a> {
         if self.opts.quiet || !self.dirty {
             return;
         }
-        if !last && self.last_report.is_some_and(|r| r.elapsed() < self.opts.report_every) {
+        if !last
+            && self
+                .last_report
+                .is_some_and(|r| r.elapsed() < self.opts.report_every)
+        {
             return;
         }
         self.last_report = Some(Instant::now());
@@ -586,16 +739,45 @@ impl<'a> Engine<'a> {
             for (b, rungs) in a.rungs().iter().enumerate() {
                 let r: Vec<String> = rungs
                     .iter()
-                    .map(|(m, c, n)| format!("{} {}: {} ({n})", self.def.time_attr, fmt_num(*m), c.map_or("-".into(), fmt_num)))
+                    .map(|(m, c, n)| {
+                        format!(
+                            "{} {}: {} ({n})",
+                            self.def.time_attr,
+                            fmt_num(*m),
+                            c.map_or("-".into(), fmt_num)
+                        )
+                    })
                     .collect();
-                let _ = writeln!(s, "ASHA bracket {b}, cutoffs: {}", if r.is_empty() { "no rungs".into() } else { r.join(" | ") });
+                let _ = writeln!(
+                    s,
+                    "ASHA bracket {b}, cutoffs: {}",
+                    if r.is_empty() {
+                        "no rungs".into()
+                    } else {
+                        r.join(" | ")
+                    }
+                );
             }
         }
         if let Some(b) = self.best() {
             let (time, metric) = b.last_point().expect("best has a result");
-            let _ = writeln!(s, "best so far: trial {} {}={} at {} {} ({})", b.id, self.def.metric, fmt_num(metric), self.def.time_attr, fmt_num(time), config_text(&b.config));
+            let _ = writeln!(
+                s,
+                "best so far: trial {} {}={} at {} {} ({})",
+                b.id,
+                self.def.metric,
+                fmt_num(metric),
+                self.def.time_attr,
+                fmt_num(time),
+                config_text(&b.config)
+            );
         }
-        let names: Vec<&String> = self.def.trials.first().map(|c| c.keys().collect()).unwrap_or_default();
+        let names: Vec<&String> = self
+            .def
+            .trials
+            .first()
+            .map(|c| c.keys().collect())
+            .unwrap_or_default();
         let mut header = vec!["trial".to_string(), "status".into(), "slot".into()];
         header.extend(names.iter().map(|n| n.to_string()));
         header.extend([self.def.time_attr.clone(), self.def.metric.clone()]);
@@ -613,17 +795,53 @@ impl<'a> Engine<'a> {
         let rows: Vec<Vec<String>> = order
             .iter()
             .map(|t| {
-                let mut r = vec![t.id.to_string(), t.status.name().to_string(), t.proc.as_ref().map_or("-".into(), |p| p.slot.to_string())];
-                r.extend(names.iter().map(|n| t.config.get(*n).map_or(String::new(), cell)));
-                let (time, metric) = t.last_point().map_or(("-".into(), "-".into()), |(x, y)| (fmt_num(x), fmt_num(y)));
+                let mut r = vec![
+                    t.id.to_string(),
+                    t.status.name().to_string(),
+                    t.proc.as_ref().map_or("-".into(), |p| p.slot.to_string()),
+                ];
+                r.extend(
+                    names
+                        .iter()
+                        .map(|n| t.config.get(*n).map_or(String::new(), cell)),
+                );
+                let (time, metric) = t
+                    .last_point()
+                    .map_or(("-".into(), "-".into()), |(x, y)| (fmt_num(x), fmt_num(y)));
                 r.extend([time, metric]);
                 r
             })
             .collect();
-        let widths: Vec<usize> = (0..header.len()).map(|c| rows.iter().map(|r| r[c].chars().count()).chain([header[c].chars().count()]).max().unwrap_or(0)).collect();
-        let line = |cells: &[String]| cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect::<Vec<_>>().join("  ").trim_end().to_string();
+        let widths: Vec<usize> = (0..header.len())
+            .map(|c| {
+                rows.iter()
+                    .map(|r| r[c].chars().count())
+                    .chain([header[c].chars().count()])
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let line = |cells: &[String]| {
+            cells
+                .iter()
+                .zip(&widths)
+                .map(|(c, w)| format!("{c:<w$}"))
+                .collect::<Vec<_>>()
+                .join("  ")
+                .trim_end()
+                .to_string()
+        };
         if sorted {
-            let _ = writeln!(s, "trials by their last {} ({}):", self.def.metric, if self.def.asha.mode == crate::asha::Mode::Max { "highest first" } else { "lowest first" });
+            let _ = writeln!(
+                s,
+                "trials by their last {} ({}):",
+                self.def.metric,
+                if self.def.asha.mode == crate::asha::Mode::Max {
+                    "highest first"
+                } else {
+                    "lowest first"
+                }
+            );
         }
         let _ = writeln!(s, "{}", line(&header));
         let max_rows = if sorted { usize::MAX } else { 40 };
@@ -660,9 +878,11 @@ fn cell(v: &Value) -> String {
 }
 
 fn config_text(c: &Config) -> String {
-    c.iter().map(|(k, v)| format!("{k}={}", cell(v))).collect::<Vec<_>>().join(", ")
+    c.iter()
+        .map(|(k, v)| format!("{k}={}", cell(v)))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
-
 
 #[cfg(test)]
 mod tests {

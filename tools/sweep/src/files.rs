@@ -16,7 +16,11 @@ use crate::tfevents::{EventWriter, SessionStatus};
 pub fn flatten(record: &Map<String, Value>) -> Vec<(String, Value)> {
     fn walk(prefix: &str, m: &Map<String, Value>, out: &mut Vec<(String, Value)>) {
         for (k, v) in m {
-            let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}/{k}") };
+            let key = if prefix.is_empty() {
+                k.clone()
+            } else {
+                format!("{prefix}/{k}")
+            };
             match v {
                 Value::Object(inner) => walk(&key, inner, out),
                 other => out.push((key, other.clone())),
@@ -34,7 +38,11 @@ fn csv_field(v: Option<&Value>) -> String {
         Some(Value::String(s)) => s.clone(),
         Some(other) => other.to_string(),
     };
-    if s.contains([',', '"', '\n', '\r']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s }
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s
+    }
 }
 
 /// The open files of one running trial.
@@ -50,13 +58,23 @@ pub struct TrialFiles {
 impl TrialFiles {
     /// Creates the directory and `params.json`, opens the result files for appending (a
     /// restarted trial goes on where it was) and starts a new event file.
-    pub fn open(dir: &Path, trial: usize, attempt: usize, config: &Map<String, Value>) -> Result<Self> {
+    pub fn open(
+        dir: &Path,
+        trial: usize,
+        attempt: usize,
+        config: &Map<String, Value>,
+    ) -> Result<Self> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let params = serde_json::to_vec_pretty(config)?;
-        std::fs::write(dir.join("params.json"), params).with_context(|| format!("writing {}", dir.join("params.json").display()))?;
+        std::fs::write(dir.join("params.json"), params)
+            .with_context(|| format!("writing {}", dir.join("params.json").display()))?;
         let append = |name: &str| {
             let p = dir.join(name);
-            OpenOptions::new().create(true).append(true).open(&p).with_context(|| format!("opening {}", p.display()))
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&p)
+                .with_context(|| format!("opening {}", p.display()))
         };
         // A restarted trial keeps the columns its progress.csv already has.
         let columns = File::open(dir.join("progress.csv")).ok().and_then(|f| {
@@ -67,28 +85,49 @@ impl TrialFiles {
         });
         let mut events = EventWriter::create(dir, &format!("trial-{trial}.{attempt}"))?;
         events.session_start(config)?;
-        Ok(TrialFiles { dir: dir.to_path_buf(), result: append("result.json")?, progress: append("progress.csv")?, columns, events })
+        Ok(TrialFiles {
+            dir: dir.to_path_buf(),
+            result: append("result.json")?,
+            progress: append("progress.csv")?,
+            columns,
+            events,
+        })
     }
 
     /// Appends one result (already holding the trial's bookkeeping fields) to every file.
     pub fn result(&mut self, result: &Map<String, Value>, step: i64) -> Result<()> {
         let mut line = serde_json::to_vec(result)?;
         line.push(b'\n');
-        self.result.write_all(&line).with_context(|| format!("writing {}", self.dir.join("result.json").display()))?;
+        self.result
+            .write_all(&line)
+            .with_context(|| format!("writing {}", self.dir.join("result.json").display()))?;
         let flat: Map<String, Value> = flatten(result).into_iter().collect();
         let mut text = String::new();
         let columns = match &self.columns {
             Some(c) => c,
             None => {
                 let c: Vec<String> = flatten(result).into_iter().map(|(k, _)| k).collect();
-                text.push_str(&c.iter().map(|k| csv_field(Some(&Value::String(k.clone())))).collect::<Vec<_>>().join(","));
+                text.push_str(
+                    &c.iter()
+                        .map(|k| csv_field(Some(&Value::String(k.clone()))))
+                        .collect::<Vec<_>>()
+                        .join(","),
+                );
                 text.push('\n');
                 self.columns.insert(c)
             }
         };
-        text.push_str(&columns.iter().map(|k| csv_field(flat.get(k))).collect::<Vec<_>>().join(","));
+        text.push_str(
+            &columns
+                .iter()
+                .map(|k| csv_field(flat.get(k)))
+                .collect::<Vec<_>>()
+                .join(","),
+        );
         text.push('\n');
-        self.progress.write_all(text.as_bytes()).with_context(|| format!("writing {}", self.dir.join("progress.csv").display()))?;
+        self.progress
+            .write_all(text.as_bytes())
+            .with_context(|| format!("writing {}", self.dir.join("progress.csv").display()))?;
         let mut scalars = result.clone();
         scalars.remove("config");
         self.events.scalars(step, &scalars)
@@ -127,7 +166,10 @@ mod tests {
 
     #[test]
     fn flatten_nests_with_slashes() {
-        let m = json!({"a": 1, "config": {"lr": 0.1, "opt": {"name": "sgd"}}}).as_object().unwrap().clone();
+        let m = json!({"a": 1, "config": {"lr": 0.1, "opt": {"name": "sgd"}}})
+            .as_object()
+            .unwrap()
+            .clone();
         let keys: Vec<String> = flatten(&m).into_iter().map(|(k, _)| k).collect();
         assert_eq!(keys, ["a", "config/lr", "config/opt/name"]);
     }
@@ -149,8 +191,17 @@ mod tests {
         let mut f = TrialFiles::open(dir.path(), 0, 2, &config).unwrap();
         f.result(&r(2, true), 2).unwrap();
         let csv = std::fs::read_to_string(dir.path().join("progress.csv")).unwrap();
-        assert_eq!(csv, "config/lr,epoch,note\n0.1,1,\"a,\"\"b\"\"\"\n0.1,2,\"a,\"\"b\"\"\"\n");
-        assert_eq!(std::fs::read_to_string(dir.path().join("result.json")).unwrap().lines().count(), 2);
+        assert_eq!(
+            csv,
+            "config/lr,epoch,note\n0.1,1,\"a,\"\"b\"\"\"\n0.1,2,\"a,\"\"b\"\"\"\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("result.json"))
+                .unwrap()
+                .lines()
+                .count(),
+            2
+        );
         assert_eq!(split_csv_header("a,\"b,c\",d"), ["a", "b,c", "d"]);
     }
 }

@@ -30,7 +30,9 @@ impl ArgRepr {
     pub fn from_os(a: &OsString) -> Self {
         match a.to_str() {
             Some(s) => ArgRepr::Text(s.to_string()),
-            None => ArgRepr::Bytes { bytes: a.as_bytes().to_vec() },
+            None => ArgRepr::Bytes {
+                bytes: a.as_bytes().to_vec(),
+            },
         }
     }
 
@@ -71,11 +73,32 @@ pub struct Definition {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Entry {
-    Sweep { version: u32, definition: Definition },
-    Start { trial: usize, attempt: usize, slot: usize },
-    Result { trial: usize, time: f64, metric: f64, record: Map<String, Value>, stop: bool },
-    Failure { trial: usize, attempt: usize, message: String },
-    End { trial: usize, status: String, message: Option<String> },
+    Sweep {
+        version: u32,
+        definition: Definition,
+    },
+    Start {
+        trial: usize,
+        attempt: usize,
+        slot: usize,
+    },
+    Result {
+        trial: usize,
+        time: f64,
+        metric: f64,
+        record: Map<String, Value>,
+        stop: bool,
+    },
+    Failure {
+        trial: usize,
+        attempt: usize,
+        message: String,
+    },
+    End {
+        trial: usize,
+        status: String,
+        message: Option<String>,
+    },
 }
 
 /// The open journal.
@@ -97,7 +120,10 @@ impl Journal {
             }
         })?;
         let mut j = Journal { file, path };
-        j.append(&Entry::Sweep { version: 1, definition: definition.clone() })?;
+        j.append(&Entry::Sweep {
+            version: 1,
+            definition: definition.clone(),
+        })?;
         Ok(j)
     }
 
@@ -105,21 +131,46 @@ impl Journal {
     /// line from a killed sweep is cut off).
     pub fn resume(dir: &Path) -> Result<(Definition, Vec<Entry>, Self)> {
         let path = dir.join(FILE);
-        let mut file = OpenOptions::new().read(true).append(true).open(&path).with_context(|| format!("opening {} (is {} a sweep's --out-dir?)", path.display(), dir.display()))?;
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .open(&path)
+            .with_context(|| {
+                format!(
+                    "opening {} (is {} a sweep's --out-dir?)",
+                    path.display(),
+                    dir.display()
+                )
+            })?;
         let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes).with_context(|| format!("reading {}", path.display()))?;
+        file.read_to_end(&mut bytes)
+            .with_context(|| format!("reading {}", path.display()))?;
         let whole = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
         if whole < bytes.len() {
-            file.set_len(whole as u64).with_context(|| format!("cutting the torn last line of {}", path.display()))?;
+            file.set_len(whole as u64)
+                .with_context(|| format!("cutting the torn last line of {}", path.display()))?;
             file.seek(SeekFrom::End(0))?;
         }
         let mut entries = Vec::new();
-        for (n, line) in bytes[..whole].split(|&b| b == b'\n').filter(|l| !l.is_empty()).enumerate() {
-            let e: Entry = serde_json::from_slice(line).with_context(|| format!("{} line {}: not a journal entry", path.display(), n + 1))?;
+        for (n, line) in bytes[..whole]
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .enumerate()
+        {
+            let e: Entry = serde_json::from_slice(line).with_context(|| {
+                format!("{} line {}: not a journal entry", path.display(), n + 1)
+            })?;
             entries.push(e);
         }
-        let Some(Entry::Sweep { version: 1, definition }) = entries.first().cloned() else {
-            bail!("{} does not start with a sweep definition of version 1", path.display());
+        let Some(Entry::Sweep {
+            version: 1,
+            definition,
+        }) = entries.first().cloned()
+        else {
+            bail!(
+                "{} does not start with a sweep definition of version 1",
+                path.display()
+            );
         };
         entries.remove(0);
         Ok((definition, entries, Journal { file, path }))
@@ -129,7 +180,9 @@ impl Journal {
     pub fn append(&mut self, e: &Entry) -> Result<()> {
         let mut line = serde_json::to_vec(e)?;
         line.push(b'\n');
-        self.file.write_all(&line).with_context(|| format!("writing {}", self.path.display()))
+        self.file
+            .write_all(&line)
+            .with_context(|| format!("writing {}", self.path.display()))
     }
 }
 
@@ -146,9 +199,18 @@ mod tests {
             metric: "acc".into(),
             time_attr: "epoch".into(),
             scheduler: SchedulerKind::Asha,
-            asha: AshaSettings { max_t: 4.0, grace_period: 1.0, reduction_factor: 2.0, brackets: 1, mode: Mode::Max },
+            asha: AshaSettings {
+                max_t: 4.0,
+                grace_period: 1.0,
+                reduction_factor: 2.0,
+                brackets: 1,
+                mode: Mode::Max,
+            },
             max_failures: 0,
-            command: vec![ArgRepr::Text("x".into()), ArgRepr::from_os(&OsString::from_vec(b"caf\xe9".to_vec()))],
+            command: vec![
+                ArgRepr::Text("x".into()),
+                ArgRepr::from_os(&OsString::from_vec(b"caf\xe9".to_vec())),
+            ],
             trials: vec![],
         }
     }
@@ -157,9 +219,19 @@ mod tests {
     fn round_trip_and_torn_last_line() {
         let dir = tempfile::tempdir().unwrap();
         let mut j = Journal::create(dir.path(), &definition()).unwrap();
-        j.append(&Entry::Start { trial: 0, attempt: 1, slot: 0 }).unwrap();
+        j.append(&Entry::Start {
+            trial: 0,
+            attempt: 1,
+            slot: 0,
+        })
+        .unwrap();
         drop(j);
-        assert!(Journal::create(dir.path(), &definition()).unwrap_err().to_string().contains("--resume"));
+        assert!(
+            Journal::create(dir.path(), &definition())
+                .unwrap_err()
+                .to_string()
+                .contains("--resume")
+        );
         // A sweep killed in the middle of a write.
         let p = dir.path().join(FILE);
         let mut f = OpenOptions::new().append(true).open(&p).unwrap();
@@ -167,8 +239,20 @@ mod tests {
         let (d, entries, mut j) = Journal::resume(dir.path()).unwrap();
         assert_eq!(d, definition());
         assert_eq!(d.command[1].to_os().as_bytes(), b"caf\xe9");
-        assert_eq!(entries, [Entry::Start { trial: 0, attempt: 1, slot: 0 }]);
-        j.append(&Entry::End { trial: 0, status: "completed".into(), message: None }).unwrap();
+        assert_eq!(
+            entries,
+            [Entry::Start {
+                trial: 0,
+                attempt: 1,
+                slot: 0
+            }]
+        );
+        j.append(&Entry::End {
+            trial: 0,
+            status: "completed".into(),
+            message: None,
+        })
+        .unwrap();
         let (_, entries, _) = Journal::resume(dir.path()).unwrap();
         assert_eq!(entries.len(), 2);
     }

@@ -40,7 +40,12 @@ pub struct Cli {
     /// The search space: a JSON object of parameters, each a plain value or one of
     /// {"grid": [...]}, {"choice": [...]}, {"uniform": [a, b]}, {"loguniform": [a, b]},
     /// {"randint": [a, b]} (b excluded), {"quniform": [a, b, q]}.
-    #[arg(long, value_name = "FILE", required_unless_present = "resume", conflicts_with = "resume")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present = "resume",
+        conflicts_with = "resume"
+    )]
     pub space: Option<PathBuf>,
 
     /// Repetitions of the space (Ray's num_samples): every grid combination is run this many
@@ -54,11 +59,21 @@ pub struct Cli {
     pub seed: Option<u32>,
 
     /// The record field to optimise.
-    #[arg(long, value_name = "NAME", required_unless_present = "resume", conflicts_with = "resume")]
+    #[arg(
+        long,
+        value_name = "NAME",
+        required_unless_present = "resume",
+        conflicts_with = "resume"
+    )]
     pub metric: Option<String>,
 
     /// Whether --metric should be minimised or maximised.
-    #[arg(long, value_enum, required_unless_present = "resume", conflicts_with = "resume")]
+    #[arg(
+        long,
+        value_enum,
+        required_unless_present = "resume",
+        conflicts_with = "resume"
+    )]
     pub mode: Option<Mode>,
 
     /// The record field that measures progress (ddp-train: epoch). training_iteration, when a
@@ -87,9 +102,10 @@ pub struct Cli {
     #[arg(long, value_name = "N", conflicts_with = "resume")]
     pub brackets: Option<usize>,
 
-    /// Runs of a trial that may fail (exit non-zero before it is stopped) before it is an
-    /// error; a retry runs the same command again (give it --resume-style flags to continue from
-    /// its checkpoint). [default: 0]
+    /// Times a failed trial (its command exited non-zero before it was stopped) runs again
+    /// before it is an error. A retry runs the same command in the same trial directory: give
+    /// it a flag that continues from its checkpoint (ddp-train: --checkpoint-dir {trial_dir}
+    /// --resume); results it prints again are ignored. [default: 0]
     #[arg(long, value_name = "K", conflicts_with = "resume")]
     pub max_failures: Option<usize>,
 
@@ -112,7 +128,8 @@ pub struct Cli {
     #[arg(long, value_name = "G", default_value_t = 1)]
     pub gpus_per_trial: usize,
 
-    /// The GPUs to share out [default: CUDA_VISIBLE_DEVICES if set, else 0,1,…,slots·G−1].
+    /// The GPUs to share out [default: CUDA_VISIBLE_DEVICES if set, else 0,1,…,slots·G−1, checked
+    /// against the GPUs the NVIDIA driver lists].
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub gpus: Option<Vec<String>>,
 
@@ -128,7 +145,12 @@ pub struct Cli {
     /// The trial command, after `--`: {name} for each parameter, {trial}, {trial_dir},
     /// {slot}; {{ and }} for literal braces. It also gets SWEEP_TRIAL, SWEEP_TRIAL_DIR and
     /// SWEEP_SLOT in its environment.
-    #[arg(last = true, value_name = "COMMAND", required_unless_present = "resume", conflicts_with = "resume")]
+    #[arg(
+        last = true,
+        value_name = "COMMAND",
+        required_unless_present = "resume",
+        conflicts_with = "resume"
+    )]
     pub command: Vec<OsString>,
 
     #[command(flatten)]
@@ -161,7 +183,10 @@ A status table goes to stderr every --report-secs while something changes, and t
             "where space.json is:",
             r#"{"lr": {"loguniform": [1e-4, 1e-1]}, "batch_size": {"choice": [64, 128, 256]}}"#,
         ),
-        ("Continue it after a crash or Ctrl-C:", "sweep --resume --out-dir sweeps/run1 --slots 4"),
+        (
+            "Continue it after a crash or Ctrl-C:",
+            "sweep --resume --out-dir sweeps/run1 --slots 4",
+        ),
         (
             "Two GPUs per trial, each trial two ranks under torchrun:",
             "sweep --space space.json --metric val_loss --mode min --time-attr epoch --max-t 20 --slots 2 --gpus-per-trial 2 --out-dir sweeps/run2 -- torchrun --no-python --standalone --nproc_per_node 2 ddp-train --data cifar10:cifar-10 --lr {lr} --epochs 20 -q",
@@ -179,22 +204,39 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         return usage("--stop-grace-secs and --report-secs take a non-negative number of seconds");
     };
     let slots = cli.slots as usize;
-    let slot_gpus = slot_gpus(slots, cli.gpus_per_trial, cli.gpus.as_deref(), std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref())?;
-    let opts = engine::RunOptions { slots, slot_gpus, stop_grace, report_every, quiet: cli.common.quiet };
+    let slot_gpus = slot_gpus(
+        slots,
+        cli.gpus_per_trial,
+        cli.gpus.as_deref(),
+        std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref(),
+        installed_gpus(),
+    )?;
+    let opts = engine::RunOptions {
+        slots,
+        slot_gpus,
+        stop_grace,
+        report_every,
+        quiet: cli.common.quiet,
+    };
 
     let (def, journal, replay, out_dir) = if cli.resume {
-        let out_dir = std::fs::canonicalize(&cli.out_dir).with_context(|| format!("--out-dir {}", cli.out_dir.display()))?;
+        let out_dir = std::fs::canonicalize(&cli.out_dir)
+            .with_context(|| format!("--out-dir {}", cli.out_dir.display()))?;
         let (def, entries, journal) = Journal::resume(&out_dir)?;
         (def, journal, entries, out_dir)
     } else {
         let def = definition(&cli)?;
-        std::fs::create_dir_all(&cli.out_dir).with_context(|| format!("creating {}", cli.out_dir.display()))?;
+        std::fs::create_dir_all(&cli.out_dir)
+            .with_context(|| format!("creating {}", cli.out_dir.display()))?;
         let out_dir = std::fs::canonicalize(&cli.out_dir)?;
         let journal = Journal::create(&out_dir, &def)?;
         write_experiment(&out_dir, &def)?;
         (def, journal, Vec::new(), out_dir)
     };
-    let params: BTreeSet<String> = space::Space::parse(&def.space.to_string())?.names().map(String::from).collect();
+    let params: BTreeSet<String> = space::Space::parse(&def.space.to_string())?
+        .names()
+        .map(String::from)
+        .collect();
     let command: Vec<OsString> = def.command.iter().map(ArgRepr::to_os).collect();
     let template = template::Template::parse(&command, &params)?;
     engine::Engine::new(def, template, out_dir, journal, &replay, opts, out)?.run()
@@ -202,8 +244,12 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
 
 /// The sweep's definition from the command line, checked before anything runs.
 fn definition(cli: &Cli) -> Result<Definition> {
-    let space_path = cli.space.as_ref().expect("clap requires --space without --resume");
-    let text = std::fs::read_to_string(space_path).with_context(|| format!("reading --space {}", space_path.display()))?;
+    let space_path = cli
+        .space
+        .as_ref()
+        .expect("clap requires --space without --resume");
+    let text = std::fs::read_to_string(space_path)
+        .with_context(|| format!("reading --space {}", space_path.display()))?;
     let space = match space::Space::parse(&text) {
         Ok(s) => s,
         Err(e) => return usage(format!("--space {}: {e:#}", space_path.display())),
@@ -229,8 +275,14 @@ fn definition(cli: &Cli) -> Result<Definition> {
         space: serde_json::from_str(&text)?,
         samples,
         seed,
-        metric: cli.metric.clone().expect("clap requires --metric without --resume"),
-        time_attr: cli.time_attr.clone().unwrap_or_else(|| "training_iteration".into()),
+        metric: cli
+            .metric
+            .clone()
+            .expect("clap requires --metric without --resume"),
+        time_attr: cli
+            .time_attr
+            .clone()
+            .unwrap_or_else(|| "training_iteration".into()),
         scheduler: cli.scheduler.unwrap_or(SchedulerKind::Asha),
         asha,
         max_failures: cli.max_failures.unwrap_or(0),
@@ -240,11 +292,24 @@ fn definition(cli: &Cli) -> Result<Definition> {
 }
 
 /// CUDA_VISIBLE_DEVICES for each slot.
-fn slot_gpus(slots: usize, per_trial: usize, gpus: Option<&[String]>, visible: Option<&str>) -> Result<Vec<Option<String>>> {
+fn slot_gpus(
+    slots: usize,
+    per_trial: usize,
+    gpus: Option<&[String]>,
+    visible: Option<&str>,
+    installed: Option<usize>,
+) -> Result<Vec<Option<String>>> {
     if per_trial == 0 {
         return Ok(vec![None; slots]);
     }
-    let listed: Option<Vec<String>> = gpus.map(<[String]>::to_vec).or_else(|| visible.map(|v| v.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()));
+    let listed: Option<Vec<String>> = gpus.map(<[String]>::to_vec).or_else(|| {
+        visible.map(|v| {
+            v.split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect()
+        })
+    });
     let need = slots * per_trial;
     let list = match listed {
         Some(l) if l.len() < need => {
@@ -255,17 +320,40 @@ fn slot_gpus(slots: usize, per_trial: usize, gpus: Option<&[String]>, visible: O
             ));
         }
         Some(l) => l,
-        None => (0..need).map(|i| i.to_string()).collect(),
+        None => match installed {
+            Some(n) if n < need => {
+                return usage(format!(
+                    "--slots {slots} × --gpus-per-trial {per_trial} needs {need} GPUs, this machine has {n}: lower --slots, or --gpus-per-trial 0 for CPU trials"
+                ));
+            }
+            _ => (0..need).map(|i| i.to_string()).collect(),
+        },
     };
-    Ok((0..slots).map(|i| Some(list[i * per_trial..(i + 1) * per_trial].join(","))).collect())
+    Ok((0..slots)
+        .map(|i| Some(list[i * per_trial..(i + 1) * per_trial].join(",")))
+        .collect())
+}
+
+/// GPUs the NVIDIA driver lists (/proc/driver/nvidia/gpus); None without the driver.
+fn installed_gpus() -> Option<usize> {
+    std::fs::read_dir("/proc/driver/nvidia/gpus")
+        .ok()
+        .map(|d| d.count())
 }
 
 /// OUT_DIR's own event file: the hparams experiment (parameters and the metric).
 fn write_experiment(out_dir: &std::path::Path, def: &Definition) -> Result<()> {
-    let Some(first) = def.trials.first() else { return Ok(()) };
-    let params: Vec<(String, &serde_json::Value)> = first.iter().map(|(k, v)| (k.clone(), v)).collect();
+    let Some(first) = def.trials.first() else {
+        return Ok(());
+    };
+    let params: Vec<(String, &serde_json::Value)> =
+        first.iter().map(|(k, v)| (k.clone(), v)).collect();
     let mut w = tfevents::EventWriter::create(out_dir, "sweep")?;
-    w.experiment(&out_dir.display().to_string(), &params, std::slice::from_ref(&def.metric))
+    w.experiment(
+        &out_dir.display().to_string(),
+        &params,
+        std::slice::from_ref(&def.metric),
+    )
 }
 
 #[cfg(test)]
@@ -280,11 +368,25 @@ mod tests {
 
     #[test]
     fn slots_get_their_own_gpus() {
-        assert_eq!(slot_gpus(2, 1, None, None).unwrap(), [Some("0".into()), Some("1".into())]);
-        assert_eq!(slot_gpus(2, 2, None, Some("4,5,6,7")).unwrap(), [Some("4,5".into()), Some("6,7".into())]);
-        assert_eq!(slot_gpus(1, 1, Some(&["3".into()]), Some("0,1")).unwrap(), [Some("3".into())]);
-        assert_eq!(slot_gpus(3, 0, None, Some("0")).unwrap(), [None, None, None]);
-        let e = slot_gpus(4, 1, None, Some("0,1")).unwrap_err();
+        assert_eq!(
+            slot_gpus(2, 1, None, None, None).unwrap(),
+            [Some("0".into()), Some("1".into())]
+        );
+        assert_eq!(
+            slot_gpus(2, 2, None, Some("4,5,6,7"), Some(8)).unwrap(),
+            [Some("4,5".into()), Some("6,7".into())]
+        );
+        assert_eq!(
+            slot_gpus(1, 1, Some(&["3".into()]), Some("0,1"), None).unwrap(),
+            [Some("3".into())]
+        );
+        assert_eq!(
+            slot_gpus(3, 0, None, Some("0"), None).unwrap(),
+            [None, None, None]
+        );
+        let e = slot_gpus(4, 1, None, Some("0,1"), None).unwrap_err();
+        assert!(e.is::<cli_common::UsageError>(), "{e}");
+        let e = slot_gpus(4, 1, None, None, Some(2)).unwrap_err();
         assert!(e.is::<cli_common::UsageError>(), "{e}");
     }
 }

@@ -11,14 +11,21 @@ pub struct Curve<'a> {
     pub points: &'a [(f64, f64)],
 }
 
-const PALETTE: &[&str] = &["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
+const PALETTE: &[&str] = &[
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+    "#bcbd22", "#17becf",
+];
 
 /// Round tick positions covering [lo, hi].
 fn ticks(lo: f64, hi: f64) -> Vec<f64> {
     let span = (hi - lo).max(f64::EPSILON);
     let raw = span / 5.0;
     let mag = 10f64.powf(raw.log10().floor());
-    let step = [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * mag).find(|s| span / s <= 6.0).unwrap_or(10.0 * mag);
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .find(|s| span / s <= 6.0)
+        .unwrap_or(10.0 * mag);
     let mut t = (lo / step).ceil() * step;
     let mut out = Vec::new();
     while t <= hi + step * 1e-9 {
@@ -35,14 +42,21 @@ fn label(v: f64) -> String {
 }
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 /// The SVG text.
 pub fn svg(curves: &[Curve<'_>], time_attr: &str, metric: &str, best: Option<usize>) -> String {
     let (w, h, left, right, top, bottom) = (940.0, 540.0, 70.0, 210.0, 40.0, 55.0);
     let pts = curves.iter().flat_map(|c| c.points.iter());
-    let (mut x0, mut x1, mut y0, mut y1) = (f64::INFINITY, f64::NEG_INFINITY, f64::INFINITY, f64::NEG_INFINITY);
+    let (mut x0, mut x1, mut y0, mut y1) = (
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+    );
     for &(x, y) in pts {
         x0 = x0.min(x);
         x1 = x1.max(x);
@@ -65,43 +79,113 @@ pub fn svg(curves: &[Curve<'_>], time_attr: &str, metric: &str, best: Option<usi
     let sy = |y: f64| top + (1.0 - (y - y0) / (y1 - y0)) * ph;
 
     let mut s = String::new();
-    let _ = writeln!(s, r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">"#);
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">"#
+    );
     let _ = writeln!(s, r#"<rect width="{w}" height="{h}" fill="white"/>"#);
-    let _ = writeln!(s, r#"<text x="{}" y="22" font-size="15" text-anchor="middle">{} by {}, one line per trial</text>"#, left + pw / 2.0, esc(metric), esc(time_attr));
+    let _ = writeln!(
+        s,
+        r#"<text x="{}" y="22" font-size="15" text-anchor="middle">{} by {}, one line per trial</text>"#,
+        left + pw / 2.0,
+        esc(metric),
+        esc(time_attr)
+    );
     for t in ticks(x0, x1) {
         let x = sx(t);
-        let _ = writeln!(s, r##"<line x1="{x:.1}" y1="{top}" x2="{x:.1}" y2="{:.1}" stroke="#e5e5e5"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"##, top + ph, top + ph + 16.0, label(t));
+        let _ = writeln!(
+            s,
+            r##"<line x1="{x:.1}" y1="{top}" x2="{x:.1}" y2="{:.1}" stroke="#e5e5e5"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
+            top + ph,
+            top + ph + 16.0,
+            label(t)
+        );
     }
     for t in ticks(y0, y1) {
         let y = sy(t);
-        let _ = writeln!(s, r##"<line x1="{left}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#e5e5e5"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##, left + pw, left - 6.0, y + 4.0, label(t));
+        let _ = writeln!(
+            s,
+            r##"<line x1="{left}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#e5e5e5"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
+            left + pw,
+            left - 6.0,
+            y + 4.0,
+            label(t)
+        );
     }
-    let _ = writeln!(s, r#"<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="black"/>"#);
-    let _ = writeln!(s, r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#, left + pw / 2.0, h - 12.0, esc(time_attr));
-    let _ = writeln!(s, r#"<text x="16" y="{}" text-anchor="middle" transform="rotate(-90 16 {})">{}</text>"#, top + ph / 2.0, top + ph / 2.0, esc(metric));
+    let _ = writeln!(
+        s,
+        r#"<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="black"/>"#
+    );
+    let _ = writeln!(
+        s,
+        r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
+        left + pw / 2.0,
+        h - 12.0,
+        esc(time_attr)
+    );
+    let _ = writeln!(
+        s,
+        r#"<text x="16" y="{}" text-anchor="middle" transform="rotate(-90 16 {})">{}</text>"#,
+        top + ph / 2.0,
+        top + ph / 2.0,
+        esc(metric)
+    );
     for (i, c) in curves.iter().enumerate() {
         let color = PALETTE[i % PALETTE.len()];
         let width = if best == Some(c.trial) { 3.0 } else { 1.5 };
         // Past the palette, the colours repeat with another dash pattern.
         let dash = ["none", "6,3", "2,2", "8,2,2,2"][(i / PALETTE.len()) % 4];
-        let path: Vec<String> = c.points.iter().map(|&(x, y)| format!("{:.1},{:.1}", sx(x), sy(y))).collect();
-        let _ = writeln!(s, r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="{width}" stroke-dasharray="{dash}"><title>trial {} ({})</title></polyline>"#, path.join(" "), c.trial, c.status);
+        let path: Vec<String> = c
+            .points
+            .iter()
+            .map(|&(x, y)| format!("{:.1},{:.1}", sx(x), sy(y)))
+            .collect();
+        let _ = writeln!(
+            s,
+            r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="{width}" stroke-dasharray="{dash}"><title>trial {} ({})</title></polyline>"#,
+            path.join(" "),
+            c.trial,
+            c.status
+        );
         if let Some(&(x, y)) = c.points.last() {
             let (x, y) = (sx(x), sy(y));
             if c.status == "stopped" {
-                let _ = writeln!(s, r#"<path d="M{:.1},{:.1}l8,8m0,-8l-8,8" stroke="{color}" stroke-width="2"/>"#, x - 4.0, y - 4.0);
+                let _ = writeln!(
+                    s,
+                    r#"<path d="M{:.1},{:.1}l8,8m0,-8l-8,8" stroke="{color}" stroke-width="2"/>"#,
+                    x - 4.0,
+                    y - 4.0
+                );
             } else {
-                let _ = writeln!(s, r#"<circle cx="{x:.1}" cy="{y:.1}" r="3" fill="{color}"/>"#);
+                let _ = writeln!(
+                    s,
+                    r#"<circle cx="{x:.1}" cy="{y:.1}" r="3" fill="{color}"/>"#
+                );
             }
         }
         if i < 30 {
             let ly = top + 14.0 * i as f64 + 8.0;
             let star = if best == Some(c.trial) { " (best)" } else { "" };
-            let _ = writeln!(s, r#"<line x1="{:.1}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{color}" stroke-width="{width}" stroke-dasharray="{dash}"/><text x="{:.1}" y="{:.1}">trial {} {}{star}</text>"#, left + pw + 10.0, left + pw + 28.0, left + pw + 32.0, ly + 4.0, c.trial, c.status);
+            let _ = writeln!(
+                s,
+                r#"<line x1="{:.1}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{color}" stroke-width="{width}" stroke-dasharray="{dash}"/><text x="{:.1}" y="{:.1}">trial {} {}{star}</text>"#,
+                left + pw + 10.0,
+                left + pw + 28.0,
+                left + pw + 32.0,
+                ly + 4.0,
+                c.trial,
+                c.status
+            );
         }
     }
     if curves.len() > 30 {
-        let _ = writeln!(s, r#"<text x="{:.1}" y="{:.1}">… {} more</text>"#, left + pw + 10.0, top + 14.0 * 30.0 + 12.0, curves.len() - 30);
+        let _ = writeln!(
+            s,
+            r#"<text x="{:.1}" y="{:.1}">… {} more</text>"#,
+            left + pw + 10.0,
+            top + 14.0 * 30.0 + 12.0,
+            curves.len() - 30
+        );
     }
     s.push_str("</svg>\n");
     s
@@ -123,13 +207,28 @@ mod tests {
         let a = [(1.0, 0.1), (2.0, 0.3), (3.0, 0.5)];
         let b = [(1.0, 0.05)];
         let s = svg(
-            &[Curve { trial: 0, status: "completed", points: &a }, Curve { trial: 1, status: "stopped", points: &b }],
+            &[
+                Curve {
+                    trial: 0,
+                    status: "completed",
+                    points: &a,
+                },
+                Curve {
+                    trial: 1,
+                    status: "stopped",
+                    points: &b,
+                },
+            ],
             "epoch",
             "val_top1",
             Some(0),
         );
         assert_eq!(s.matches("<polyline").count(), 2);
-        assert_eq!(s.matches("<path d=").count(), 1, "one stopped trial, one cross");
+        assert_eq!(
+            s.matches("<path d=").count(),
+            1,
+            "one stopped trial, one cross"
+        );
         assert!(s.contains("trial 0 completed (best)"));
         assert!(s.starts_with("<svg") && s.ends_with("</svg>\n"));
     }

@@ -12,23 +12,47 @@ use std::sync::mpsc::Sender;
 /// What a trial's reader thread reports.
 #[derive(Debug)]
 pub enum Msg {
-    Line { trial: usize, attempt: usize, line: Vec<u8> },
-    Exit { trial: usize, attempt: usize, status: std::io::Result<ExitStatus> },
+    Line {
+        trial: usize,
+        attempt: usize,
+        line: Vec<u8>,
+    },
+    Exit {
+        trial: usize,
+        attempt: usize,
+        status: std::io::Result<ExitStatus>,
+    },
 }
 
 /// Starts `args` with `env` added, stdin closed, stderr into `stderr`; returns the pid (also the
 /// process group id).
-pub fn spawn(args: &[OsString], env: &[(&str, String)], stderr: File, trial: usize, attempt: usize, tx: Sender<Msg>) -> std::io::Result<i32> {
+pub fn spawn(
+    args: &[OsString],
+    env: &[(&str, String)],
+    stderr: File,
+    trial: usize,
+    attempt: usize,
+    tx: Sender<Msg>,
+) -> std::io::Result<i32> {
     let mut cmd = Command::new(&args[0]);
-    cmd.args(&args[1..]).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(stderr).process_group(0);
+    cmd.args(&args[1..])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .process_group(0);
     for (k, v) in env {
         cmd.env(k, v);
     }
-    // SAFETY: prctl is async-signal-safe; the closure touches no memory of the parent. A trial
-    // whose sweep dies (kill -9) gets SIGTERM instead of running on unattended.
+    // SAFETY: prctl, getppid and _exit are async-signal-safe; the closure only reads a copied
+    // pid. A trial whose sweep dies (kill -9) gets SIGTERM instead of running on unattended.
+    // If the sweep died before the prctl, getppid no longer names it: exit at once.
+    let parent = std::process::id() as libc::pid_t;
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
             Ok(())
         });
     }
@@ -42,7 +66,14 @@ pub fn spawn(args: &[OsString], env: &[(&str, String)], stderr: File, trial: usi
             match r.read_until(b'\n', &mut line) {
                 Ok(0) | Err(_) => break,
                 Ok(_) => {
-                    if tx.send(Msg::Line { trial, attempt, line }).is_err() {
+                    if tx
+                        .send(Msg::Line {
+                            trial,
+                            attempt,
+                            line,
+                        })
+                        .is_err()
+                    {
                         break;
                     }
                 }
@@ -50,7 +81,11 @@ pub fn spawn(args: &[OsString], env: &[(&str, String)], stderr: File, trial: usi
         }
         drop(r);
         let status = child.wait();
-        let _ = tx.send(Msg::Exit { trial, attempt, status });
+        let _ = tx.send(Msg::Exit {
+            trial,
+            attempt,
+            status,
+        });
     });
     Ok(pid)
 }
@@ -84,5 +119,8 @@ pub fn last_line(path: &std::path::Path) -> Option<String> {
     let mut buf = Vec::new();
     f.read_to_end(&mut buf).ok()?;
     let text = String::from_utf8_lossy(&buf);
-    text.lines().rev().find(|l| !l.trim().is_empty()).map(|l| l.trim().chars().take(300).collect())
+    text.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .map(|l| l.trim().chars().take(300).collect())
 }

@@ -49,11 +49,15 @@ impl Space {
     /// Parses the JSON object of a space file.
     pub fn parse(text: &str) -> Result<Self> {
         let v: Value = serde_json::from_str(text).context("the search space is not JSON")?;
-        let Value::Object(obj) = v else { bail!("the search space must be a JSON object of parameters") };
+        let Value::Object(obj) = v else {
+            bail!("the search space must be a JSON object of parameters")
+        };
         let mut params = BTreeMap::new();
         for (name, spec) in obj {
             if !valid_name(&name) {
-                bail!("parameter name {name:?}: use letters, digits and _ (it is a {{placeholder}} in the command)");
+                bail!(
+                    "parameter name {name:?}: use letters, digits and _ (it is a {{placeholder}} in the command)"
+                );
             }
             let p = Param::parse(&spec).with_context(|| format!("parameter {name:?}"))?;
             params.insert(name, p);
@@ -69,8 +73,17 @@ impl Space {
     /// Every trial's config, in generation order (see the module documentation).
     pub fn generate(&self, samples: usize, seed: u64) -> Vec<Config> {
         let mut rng = Rng(Mt64::new(seed));
-        let grid: Vec<(&String, &Vec<Value>)> =
-            self.0.iter().filter_map(|(k, p)| if let Param::Grid(v) = p { Some((k, v)) } else { None }).collect();
+        let grid: Vec<(&String, &Vec<Value>)> = self
+            .0
+            .iter()
+            .filter_map(|(k, p)| {
+                if let Param::Grid(v) = p {
+                    Some((k, v))
+                } else {
+                    None
+                }
+            })
+            .collect();
         let combos: usize = grid.iter().map(|(_, v)| v.len()).product();
         let mut out = Vec::with_capacity(samples * combos);
         for _ in 0..samples {
@@ -102,9 +115,13 @@ fn valid_name(name: &str) -> bool {
 
 impl Param {
     fn parse(spec: &Value) -> Result<Self> {
-        let Value::Object(obj) = spec else { return Ok(Param::Const(spec.clone())) };
+        let Value::Object(obj) = spec else {
+            return Ok(Param::Const(spec.clone()));
+        };
         if obj.len() != 1 {
-            bail!("expected one of grid, choice, uniform, loguniform, randint, quniform as the only key, or a plain value, got {spec}");
+            bail!(
+                "expected one of grid, choice, uniform, loguniform, randint, quniform as the only key, or a plain value, got {spec}"
+            );
         }
         let (kind, args) = obj.iter().next().expect("one entry");
         let list = |n: Option<usize>| -> Result<&Vec<Value>> {
@@ -119,7 +136,11 @@ impl Param {
         let nums = |n: usize| -> Result<Vec<f64>> {
             list(Some(n))?
                 .iter()
-                .map(|v| v.as_f64().filter(|f| f.is_finite()).with_context(|| format!("{kind}: {v} is not a finite number")))
+                .map(|v| {
+                    v.as_f64()
+                        .filter(|f| f.is_finite())
+                        .with_context(|| format!("{kind}: {v} is not a finite number"))
+                })
                 .collect()
         };
         let p = match kind.as_str() {
@@ -140,10 +161,19 @@ impl Param {
             }
             "randint" => {
                 let a = list(Some(2))?;
-                let ints: Vec<i64> =
-                    a.iter().map(|v| v.as_i64().with_context(|| format!("randint: {v} is not an integer"))).collect::<Result<_>>()?;
+                let ints: Vec<i64> = a
+                    .iter()
+                    .map(|v| {
+                        v.as_i64()
+                            .with_context(|| format!("randint: {v} is not an integer"))
+                    })
+                    .collect::<Result<_>>()?;
                 if ints[0] >= ints[1] {
-                    bail!("randint needs a < b (b is excluded), got [{}, {}]", ints[0], ints[1]);
+                    bail!(
+                        "randint needs a < b (b is excluded), got [{}, {}]",
+                        ints[0],
+                        ints[1]
+                    );
                 }
                 Param::RandInt(ints[0], ints[1])
             }
@@ -155,7 +185,9 @@ impl Param {
                 }
                 Param::QUniform(v[0], v[1], v[2])
             }
-            other => bail!("unknown search primitive {other:?} (grid, choice, uniform, loguniform, randint, quniform)"),
+            other => bail!(
+                "unknown search primitive {other:?} (grid, choice, uniform, loguniform, randint, quniform)"
+            ),
         };
         Ok(p)
     }
@@ -181,7 +213,9 @@ fn ordered(kind: &str, a: f64, b: f64) -> Result<()> {
 }
 
 fn float(f: f64) -> Value {
-    serde_json::Number::from_f64(f).map(Value::Number).expect("draws from finite bounds are finite")
+    serde_json::Number::from_f64(f)
+        .map(Value::Number)
+        .expect("draws from finite bounds are finite")
 }
 
 struct Rng(Mt64);
@@ -222,9 +256,24 @@ mod tests {
         let s = space(json!({"b": {"grid": [1, 2]}, "a": {"grid": ["x", "y", "z"]}, "c": 7}));
         let configs = s.generate(2, 0);
         assert_eq!(configs.len(), 12);
-        let pairs: Vec<(Value, Value)> = configs.iter().map(|c| (c["a"].clone(), c["b"].clone())).collect();
-        assert_eq!(pairs[..4], [(json!("x"), json!(1)), (json!("y"), json!(1)), (json!("z"), json!(1)), (json!("x"), json!(2))]);
-        assert_eq!(pairs[6], (json!("x"), json!(1)), "the second sample starts the grid again");
+        let pairs: Vec<(Value, Value)> = configs
+            .iter()
+            .map(|c| (c["a"].clone(), c["b"].clone()))
+            .collect();
+        assert_eq!(
+            pairs[..4],
+            [
+                (json!("x"), json!(1)),
+                (json!("y"), json!(1)),
+                (json!("z"), json!(1)),
+                (json!("x"), json!(2))
+            ]
+        );
+        assert_eq!(
+            pairs[6],
+            (json!("x"), json!(1)),
+            "the second sample starts the grid again"
+        );
         assert!(configs.iter().all(|c| c["c"] == 7));
     }
 
@@ -247,10 +296,20 @@ mod tests {
             let wd = c["wd"].as_f64().unwrap();
             assert!([0.0, 0.25, 0.5, 0.75, 1.0].contains(&wd), "{wd}");
         }
-        assert_eq!(layers_seen.into_iter().collect::<Vec<_>>(), [2, 3, 4], "randint excludes b");
+        assert_eq!(
+            layers_seen.into_iter().collect::<Vec<_>>(),
+            [2, 3, 4],
+            "randint excludes b"
+        );
         // Log-uniform: about half of the draws below the geometric mean.
-        let below = a.iter().filter(|c| c["lr"].as_f64().unwrap() < (1e-4f64 * 1e-1).sqrt()).count();
-        assert!((70..130).contains(&below), "{below} of 200 below the geometric mean");
+        let below = a
+            .iter()
+            .filter(|c| c["lr"].as_f64().unwrap() < (1e-4f64 * 1e-1).sqrt())
+            .count();
+        assert!(
+            (70..130).contains(&below),
+            "{below} of 200 below the geometric mean"
+        );
     }
 
     #[test]

@@ -64,8 +64,15 @@ impl Template {
                     && !params.contains(v)
                     && !BUILTIN.contains(&v.as_str())
                 {
-                    let known: Vec<String> = params.iter().cloned().chain(BUILTIN.iter().map(|b| b.to_string())).collect();
-                    bail!("unknown placeholder {{{v}}} in {s:?} (known: {}; write {{{{ and }}}} for literal braces)", known.join(", "));
+                    let known: Vec<String> = params
+                        .iter()
+                        .cloned()
+                        .chain(BUILTIN.iter().map(|b| b.to_string()))
+                        .collect();
+                    bail!(
+                        "unknown placeholder {{{v}}} in {s:?} (known: {}; write {{{{ and }}}} for literal braces)",
+                        known.join(", ")
+                    );
                 }
             }
             out.push(Arg::Pieces(pieces));
@@ -123,10 +130,14 @@ fn pieces(s: &str) -> Result<Vec<Piece>> {
             }
             '{' => {
                 let rest = &s[i + 1..];
-                let Some(end) = rest.find('}') else { bail!("unclosed {{ in {s:?} (write {{{{ for a literal brace)") };
+                let Some(end) = rest.find('}') else {
+                    bail!("unclosed {{ in {s:?} (write {{{{ for a literal brace)")
+                };
                 let name = &rest[..end];
                 if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-                    bail!("{{{name}}} in {s:?} is not a placeholder (write {{{{ and }}}} for literal braces)");
+                    bail!(
+                        "{{{name}}} in {s:?} is not a placeholder (write {{{{ and }}}} for literal braces)"
+                    );
                 }
                 if !text.is_empty() {
                     out.push(Piece::Text(std::mem::take(&mut text)));
@@ -161,20 +172,63 @@ mod tests {
 
     #[test]
     fn expands_parameters_and_builtins() {
-        let t = Template::parse(&os(&["train", "--lr={lr}", "{opt}", "--dir", "{trial_dir}/ck", "{{x}}", "{slot}-{trial}"]), &params(&["lr", "opt"])).unwrap();
-        let config = json!({"lr": 0.001, "opt": "sgd"}).as_object().unwrap().clone();
-        let b = Bindings { config: &config, trial: 3, trial_dir: std::path::Path::new("/o/trial-0003"), slot: 1 };
-        assert_eq!(t.expand(&b), os(&["train", "--lr=0.001", "sgd", "--dir", "/o/trial-0003/ck", "{x}", "1-3"]));
+        let t = Template::parse(
+            &os(&[
+                "train",
+                "--lr={lr}",
+                "{opt}",
+                "--dir",
+                "{trial_dir}/ck",
+                "{{x}}",
+                "{slot}-{trial}",
+            ]),
+            &params(&["lr", "opt"]),
+        )
+        .unwrap();
+        let config = json!({"lr": 0.001, "opt": "sgd"})
+            .as_object()
+            .unwrap()
+            .clone();
+        let b = Bindings {
+            config: &config,
+            trial: 3,
+            trial_dir: std::path::Path::new("/o/trial-0003"),
+            slot: 1,
+        };
+        assert_eq!(
+            t.expand(&b),
+            os(&[
+                "train",
+                "--lr=0.001",
+                "sgd",
+                "--dir",
+                "/o/trial-0003/ck",
+                "{x}",
+                "1-3"
+            ])
+        );
     }
 
     #[test]
     fn unknown_and_malformed_placeholders_are_errors() {
-        for (arg, want) in [("{lrr}", "unknown placeholder {lrr}"), ("{\"a\":1}", "not a placeholder"), ("{lr", "unclosed"), ("a}", "lone }")] {
-            let e = Template::parse(&os(&["x", arg]), &params(&["lr"])).unwrap_err().to_string();
+        for (arg, want) in [
+            ("{lrr}", "unknown placeholder {lrr}"),
+            ("{\"a\":1}", "not a placeholder"),
+            ("{lr", "unclosed"),
+            ("a}", "lone }"),
+        ] {
+            let e = Template::parse(&os(&["x", arg]), &params(&["lr"]))
+                .unwrap_err()
+                .to_string();
             assert!(e.contains(want), "{arg}: {e}");
         }
         assert!(Template::parse(&[], &params(&[])).is_err());
-        assert!(Template::parse(&os(&["x"]), &params(&["slot"])).unwrap_err().to_string().contains("builtin"));
+        assert!(
+            Template::parse(&os(&["x"]), &params(&["slot"]))
+                .unwrap_err()
+                .to_string()
+                .contains("builtin")
+        );
     }
 
     #[test]

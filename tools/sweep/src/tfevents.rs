@@ -196,7 +196,10 @@ pub struct EventWriter {
 }
 
 fn now_secs() -> f64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
 }
 
 fn masked_crc(data: &[u8]) -> u32 {
@@ -207,12 +210,25 @@ fn masked_crc(data: &[u8]) -> u32 {
 impl EventWriter {
     /// Creates `dir/events.out.tfevents.<secs>.<host>.<pid>.<suffix>` with its version record.
     pub fn create(dir: &Path, suffix: &str) -> Result<Self> {
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_else(|_| "localhost".into());
-        let name = format!("events.out.tfevents.{}.{host}.{}.{suffix}", now_secs() as u64, std::process::id());
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "localhost".into());
+        let name = format!(
+            "events.out.tfevents.{}.{host}.{}.{suffix}",
+            now_secs() as u64,
+            std::process::id()
+        );
         let path = dir.join(name);
         let file = File::create(&path).with_context(|| format!("creating {}", path.display()))?;
-        let mut w = EventWriter { out: BufWriter::new(file), path };
-        w.write(&Event { wall_time: now_secs(), step: 0, what: Some(EventWhat::FileVersion("brain.Event:2".into())) })?;
+        let mut w = EventWriter {
+            out: BufWriter::new(file),
+            path,
+        };
+        w.write(&Event {
+            wall_time: now_secs(),
+            step: 0,
+            what: Some(EventWhat::FileVersion("brain.Event:2".into())),
+        })?;
         Ok(w)
     }
 
@@ -224,11 +240,18 @@ impl EventWriter {
         rec.extend_from_slice(&masked_crc(&len).to_le_bytes());
         rec.extend_from_slice(&data);
         rec.extend_from_slice(&masked_crc(&data).to_le_bytes());
-        self.out.write_all(&rec).and_then(|_| self.out.flush()).with_context(|| format!("writing {}", self.path.display()))
+        self.out
+            .write_all(&rec)
+            .and_then(|_| self.out.flush())
+            .with_context(|| format!("writing {}", self.path.display()))
     }
 
     fn summary(&mut self, step: i64, value: Vec<SummaryValue>) -> Result<()> {
-        self.write(&Event { wall_time: now_secs(), step, what: Some(EventWhat::Summary(Summary { value })) })
+        self.write(&Event {
+            wall_time: now_secs(),
+            step,
+            what: Some(EventWhat::Summary(Summary { value })),
+        })
     }
 
     /// One scalar per numeric field of `record` (nested objects as `a/b`) at `step`.
@@ -236,35 +259,91 @@ impl EventWriter {
         let mut values = Vec::new();
         for (tag, v) in crate::files::flatten(record) {
             if let Some(f) = v.as_f64() {
-                values.push(SummaryValue { tag, metadata: None, value: Some(ValueKind::SimpleValue(f as f32)) });
+                values.push(SummaryValue {
+                    tag,
+                    metadata: None,
+                    value: Some(ValueKind::SimpleValue(f as f32)),
+                });
             }
         }
-        if values.is_empty() { Ok(()) } else { self.summary(step, values) }
+        if values.is_empty() {
+            Ok(())
+        } else {
+            self.summary(step, values)
+        }
     }
 
     fn hparams(&mut self, tag: &str, data: HParamsData) -> Result<()> {
-        let content = HParamsPluginData { version: 0, data: Some(data) }.encode_to_vec();
-        let null_tensor = TensorProto { dtype: 1, tensor_shape: Some(TensorShape { dim: vec![Dim { size: 0 }] }) };
+        let content = HParamsPluginData {
+            version: 0,
+            data: Some(data),
+        }
+        .encode_to_vec();
+        let null_tensor = TensorProto {
+            dtype: 1,
+            tensor_shape: Some(TensorShape {
+                dim: vec![Dim { size: 0 }],
+            }),
+        };
         let value = SummaryValue {
             tag: tag.into(),
-            metadata: Some(SummaryMetadata { plugin_data: Some(PluginData { plugin_name: "hparams".into(), content }) }),
+            metadata: Some(SummaryMetadata {
+                plugin_data: Some(PluginData {
+                    plugin_name: "hparams".into(),
+                    content,
+                }),
+            }),
             value: Some(ValueKind::Tensor(null_tensor)),
         };
         self.summary(0, vec![value])
     }
 
     /// The sweep's experiment: its hyper-parameters and the metric to compare.
-    pub fn experiment(&mut self, name: &str, params: &[(String, &Value)], metrics: &[String]) -> Result<()> {
-        let hparam_infos = params.iter().map(|(n, v)| HParamInfo { name: n.clone(), r#type: data_type(v) }).collect();
-        let metric_infos = metrics.iter().map(|m| MetricInfo { name: Some(MetricName { group: String::new(), tag: m.clone() }) }).collect();
-        let e = Experiment { description: String::new(), time_created_secs: now_secs(), hparam_infos, metric_infos, name: name.into() };
+    pub fn experiment(
+        &mut self,
+        name: &str,
+        params: &[(String, &Value)],
+        metrics: &[String],
+    ) -> Result<()> {
+        let hparam_infos = params
+            .iter()
+            .map(|(n, v)| HParamInfo {
+                name: n.clone(),
+                r#type: data_type(v),
+            })
+            .collect();
+        let metric_infos = metrics
+            .iter()
+            .map(|m| MetricInfo {
+                name: Some(MetricName {
+                    group: String::new(),
+                    tag: m.clone(),
+                }),
+            })
+            .collect();
+        let e = Experiment {
+            description: String::new(),
+            time_created_secs: now_secs(),
+            hparam_infos,
+            metric_infos,
+            name: name.into(),
+        };
         self.hparams("_hparams_/experiment", HParamsData::Experiment(e))
     }
 
     /// A trial's hyper-parameters, at its start.
     pub fn session_start(&mut self, config: &serde_json::Map<String, Value>) -> Result<()> {
-        let hparams = config.iter().map(|(k, v)| (k.clone(), proto_value(v))).collect();
-        self.hparams("_hparams_/session_start_info", HParamsData::SessionStartInfo(SessionStartInfo { hparams, start_time_secs: now_secs() }))
+        let hparams = config
+            .iter()
+            .map(|(k, v)| (k.clone(), proto_value(v)))
+            .collect();
+        self.hparams(
+            "_hparams_/session_start_info",
+            HParamsData::SessionStartInfo(SessionStartInfo {
+                hparams,
+                start_time_secs: now_secs(),
+            }),
+        )
     }
 
     /// A trial's end.
@@ -273,7 +352,13 @@ impl EventWriter {
             SessionStatus::Success => 1,
             SessionStatus::Failure => 2,
         };
-        self.hparams("_hparams_/session_end_info", HParamsData::SessionEndInfo(SessionEndInfo { status, end_time_secs: now_secs() }))
+        self.hparams(
+            "_hparams_/session_end_info",
+            HParamsData::SessionEndInfo(SessionEndInfo {
+                status,
+                end_time_secs: now_secs(),
+            }),
+        )
     }
 }
 
@@ -304,7 +389,10 @@ mod tests {
         // crc32c("123456789") = 0xe3069283 (the standard check value); TensorFlow's mask
         // rotates right by 15 and adds 0xa282ead8.
         assert_eq!(crc32c::crc32c(b"123456789"), 0xe306_9283);
-        assert_eq!(masked_crc(b"123456789"), 0xe306_9283u32.rotate_right(15).wrapping_add(0xa282_ead8));
+        assert_eq!(
+            masked_crc(b"123456789"),
+            0xe306_9283u32.rotate_right(15).wrapping_add(0xa282_ead8)
+        );
     }
 
     #[test]
@@ -314,20 +402,36 @@ mod tests {
         let rec = serde_json::json!({"epoch": 1, "acc": 0.5, "name": "x"});
         w.scalars(1, rec.as_object().unwrap()).unwrap();
         drop(w);
-        let f = std::fs::read_dir(dir.path()).unwrap().next().unwrap().unwrap().path();
+        let f = std::fs::read_dir(dir.path())
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
         let bytes = std::fs::read(f).unwrap();
         // Two records, each framed with valid CRCs.
         let mut at = 0;
         let mut n = 0;
         while at < bytes.len() {
             let len = u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap()) as usize;
-            assert_eq!(u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap()), masked_crc(&bytes[at..at + 8]));
+            assert_eq!(
+                u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap()),
+                masked_crc(&bytes[at..at + 8])
+            );
             let data = &bytes[at + 12..at + 12 + len];
-            assert_eq!(u32::from_le_bytes(bytes[at + 12 + len..at + 16 + len].try_into().unwrap()), masked_crc(data));
+            assert_eq!(
+                u32::from_le_bytes(bytes[at + 12 + len..at + 16 + len].try_into().unwrap()),
+                masked_crc(data)
+            );
             let e = Event::decode(data).unwrap();
             if n == 1 {
-                let Some(EventWhat::Summary(s)) = e.what else { panic!("{e:?}") };
-                assert_eq!(s.value.iter().map(|v| v.tag.as_str()).collect::<Vec<_>>(), ["acc", "epoch"]);
+                let Some(EventWhat::Summary(s)) = e.what else {
+                    panic!("{e:?}")
+                };
+                assert_eq!(
+                    s.value.iter().map(|v| v.tag.as_str()).collect::<Vec<_>>(),
+                    ["acc", "epoch"]
+                );
             }
             at += 16 + len;
             n += 1;

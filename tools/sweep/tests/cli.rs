@@ -18,8 +18,17 @@ const BIN: &str = env!("CARGO_BIN_EXE_sweep");
 
 fn curve() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    let p = exe.parent().unwrap().parent().unwrap().join("examples/curve");
-    assert!(p.exists(), "{} not built (cargo test builds the examples)", p.display());
+    let p = exe
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("examples/curve");
+    assert!(
+        p.exists(),
+        "{} not built (cargo test builds the examples)",
+        p.display()
+    );
     p
 }
 
@@ -27,7 +36,10 @@ fn sweep(dir: &Path, space: &Value, args: &[&str], command: &[&str]) -> Command 
     let space_path = dir.join("space.json");
     std::fs::write(&space_path, space.to_string()).unwrap();
     let mut c = Command::new(BIN);
-    c.arg("--space").arg(&space_path).args(["--report-secs", "0"]).args(args);
+    c.arg("--space")
+        .arg(&space_path)
+        .args(["--report-secs", "0"])
+        .args(args);
     c.arg("--").arg(curve()).args(command);
     c.env_remove("CUDA_VISIBLE_DEVICES");
     c
@@ -46,7 +58,8 @@ struct Records {
 fn records(stdout: &[u8]) -> Records {
     let mut r = Records::default();
     for line in String::from_utf8_lossy(stdout).lines() {
-        let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        let v: Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
         match v["type"].as_str().unwrap() {
             "trial" => {
                 let t: TrialRecord = serde_json::from_value(v).unwrap();
@@ -67,7 +80,12 @@ fn records(stdout: &[u8]) -> Records {
 }
 
 fn ok(o: &Output) -> Records {
-    assert!(o.status.success(), "exit {:?}: {}", o.status, String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "exit {:?}: {}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
     records(&o.stdout)
 }
 
@@ -92,7 +110,20 @@ fn lr_batch_space() -> Value {
     json!({"lr": {"grid": [1e-4, 1e-3, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0]}, "batch_size": {"grid": [64, 512]}})
 }
 
-const ASHA: &[&str] = &["--metric", "val_top1", "--mode", "max", "--time-attr", "epoch", "--max-t", "9", "--grace-period", "1", "--reduction-factor", "3"];
+const ASHA: &[&str] = &[
+    "--metric",
+    "val_top1",
+    "--mode",
+    "max",
+    "--time-attr",
+    "epoch",
+    "--max-t",
+    "9",
+    "--grace-period",
+    "1",
+    "--reduction-factor",
+    "3",
+];
 
 /// Every trial's whole curve, from the program itself.
 fn curves(configs: &[&serde_json::Map<String, Value>], epochs: u32) -> Vec<Vec<(f64, f64)>> {
@@ -100,28 +131,55 @@ fn curves(configs: &[&serde_json::Map<String, Value>], epochs: u32) -> Vec<Vec<(
         .iter()
         .map(|c| {
             let o = Command::new(curve())
-                .args(["--lr", &c["lr"].to_string(), "--batch-size", &c["batch_size"].to_string(), "--epochs", &epochs.to_string()])
+                .args([
+                    "--lr",
+                    &c["lr"].to_string(),
+                    "--batch-size",
+                    &c["batch_size"].to_string(),
+                    "--epochs",
+                    &epochs.to_string(),
+                ])
                 .output()
                 .unwrap();
             String::from_utf8_lossy(&o.stdout)
                 .lines()
                 .map(|l| serde_json::from_str::<Value>(l).unwrap())
                 .filter(|v| v["type"] == "epoch")
-                .map(|v| (v["epoch"].as_f64().unwrap(), v["val_top1"].as_f64().unwrap()))
+                .map(|v| {
+                    (
+                        v["epoch"].as_f64().unwrap(),
+                        v["val_top1"].as_f64().unwrap(),
+                    )
+                })
                 .collect()
         })
         .collect()
 }
 
 /// Ray Tune's stopped set and completions for trials run one after another.
-fn ray_sequential(curves: &[Vec<(f64, f64)>], max_t: f64, rf: f64, seed: u32) -> (BTreeMap<usize, f64>, Vec<usize>) {
+fn ray_sequential(
+    curves: &[Vec<(f64, f64)>],
+    max_t: f64,
+    rf: f64,
+    seed: u32,
+) -> (BTreeMap<usize, f64>, Vec<usize>) {
     let case = json!([{
         "settings": {"mode": "max", "max_t": max_t, "grace_period": 1, "reduction_factor": rf, "brackets": 1},
         "seed": seed, "curves": curves,
     }]);
     let r = &common::ray("sequential", &case)[0];
-    let stopped = r["stopped"].as_object().unwrap().iter().map(|(k, v)| (k.parse().unwrap(), v.as_f64().unwrap())).collect();
-    let mut completed: Vec<usize> = r["completed"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as usize).collect();
+    let stopped = r["stopped"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.parse().unwrap(), v.as_f64().unwrap()))
+        .collect();
+    let mut completed: Vec<usize> = r["completed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap() as usize)
+        .collect();
     completed.sort();
     (stopped, completed)
 }
@@ -130,49 +188,94 @@ fn ray_sequential(curves: &[Vec<(f64, f64)>], max_t: f64, rf: f64, seed: u32) ->
 fn one_slot_stops_what_ray_tune_stops_at_the_same_epochs() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let o = sweep(dir.path(), &lr_batch_space(), &[ASHA, &["--out-dir", out.to_str().unwrap()]].concat(), &["--lr", "{lr}", "--batch-size", "{batch_size}", "--epochs", "12"])
-        .output()
-        .unwrap();
+    let o = sweep(
+        dir.path(),
+        &lr_batch_space(),
+        &[ASHA, &["--out-dir", out.to_str().unwrap()]].concat(),
+        &[
+            "--lr",
+            "{lr}",
+            "--batch-size",
+            "{batch_size}",
+            "--epochs",
+            "12",
+        ],
+    )
+    .output()
+    .unwrap();
     let r = ok(&o);
     assert_eq!(r.starts.len(), 16);
     assert_eq!(r.ends.len(), 16);
     // Generation order: batch_size (the first key) fastest; with one slot, trials run in that
     // order.
-    assert_eq!(r.starts.iter().map(|s| s.trial).collect::<Vec<_>>(), (0..16).collect::<Vec<_>>());
-    assert_eq!((&r.starts[1].config["lr"], &r.starts[1].config["batch_size"]), (&json!(1e-4), &json!(512)));
-    assert_eq!((&r.starts[2].config["lr"], &r.starts[2].config["batch_size"]), (&json!(1e-3), &json!(64)));
+    assert_eq!(
+        r.starts.iter().map(|s| s.trial).collect::<Vec<_>>(),
+        (0..16).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        (&r.starts[1].config["lr"], &r.starts[1].config["batch_size"]),
+        (&json!(1e-4), &json!(512))
+    );
+    assert_eq!(
+        (&r.starts[2].config["lr"], &r.starts[2].config["batch_size"]),
+        (&json!(1e-3), &json!(64))
+    );
 
     let configs: Vec<_> = r.starts.iter().map(|s| &s.config).collect();
     let want = ray_sequential(&curves(&configs, 12), 9.0, 3.0, 0);
     let got = outcome(&r.ends);
     assert_eq!(got, want, "sweep vs Ray Tune: (stopped at, completed)");
-    assert!(got.0.len() >= 6 && got.1.len() >= 2, "the curves make ASHA stop some and keep some: {got:?}");
+    assert!(
+        got.0.len() >= 6 && got.1.len() >= 2,
+        "the curves make ASHA stop some and keep some: {got:?}"
+    );
 
     // Completed trials went to max_t and no further; decisions were printed at each rung.
     for t in &got.1 {
-        let last = r.results.iter().filter(|x| x.trial == *t).map(|x| x.time).fold(0.0, f64::max);
+        let last = r
+            .results
+            .iter()
+            .filter(|x| x.trial == *t)
+            .map(|x| x.time)
+            .fold(0.0, f64::max);
         assert_eq!(last, 9.0, "trial {t}");
     }
     for d in &r.decisions {
         assert!([1.0, 3.0, 9.0].contains(&d.milestone), "{d:?}");
     }
     for (t, at) in &got.0 {
-        let d = r.decisions.iter().find(|d| d.trial == *t && d.action == "stop").unwrap();
+        let d = r
+            .decisions
+            .iter()
+            .find(|d| d.trial == *t && d.action == "stop")
+            .unwrap();
         assert_eq!(d.milestone, *at);
         assert!(d.value < d.cutoff.unwrap());
     }
     let s = r.summary.unwrap();
-    assert_eq!((s.trials, s.completed + s.stopped, s.error, s.unfinished), (16, 16, 0, 0));
+    assert_eq!(
+        (s.trials, s.completed + s.stopped, s.error, s.unfinished),
+        (16, 16, 0, 0)
+    );
     let best = s.best.unwrap();
-    assert_eq!((best.config["lr"].clone(), best.config["batch_size"].clone()), (json!(0.03), json!(64)), "the curve's best");
+    assert_eq!(
+        (best.config["lr"].clone(), best.config["batch_size"].clone()),
+        (json!(0.03), json!(64)),
+        "the curve's best"
+    );
 
     // Ray Tune's per-trial files, the journal and the plot.
     let t0 = out.join("trial-0000");
-    let params: Value = serde_json::from_slice(&std::fs::read(t0.join("params.json")).unwrap()).unwrap();
+    let params: Value =
+        serde_json::from_slice(&std::fs::read(t0.join("params.json")).unwrap()).unwrap();
     assert_eq!(params, json!({"batch_size": 64, "lr": 1e-4}));
     assert_eq!(r.retries.len(), 0);
     let results = r.results.iter().filter(|x| x.trial == 0).count();
-    let lines: Vec<Value> = std::fs::read_to_string(t0.join("result.json")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<Value> = std::fs::read_to_string(t0.join("result.json"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(lines.len(), results);
     assert_eq!(lines[0]["config"], params);
     assert_eq!(lines[0]["training_iteration"], 1);
@@ -181,7 +284,13 @@ fn one_slot_stops_what_ray_tune_stops_at_the_same_epochs() {
     assert!(csv.lines().next().unwrap().contains("config/lr"));
     let svg = std::fs::read_to_string(out.join("metric.svg")).unwrap();
     assert_eq!(svg.matches("<polyline").count(), 16);
-    assert!(std::fs::read_to_string(out.join("journal.jsonl")).unwrap().lines().count() > 16 * 3);
+    assert!(
+        std::fs::read_to_string(out.join("journal.jsonl"))
+            .unwrap()
+            .lines()
+            .count()
+            > 16 * 3
+    );
 
     // TensorBoard reads the event files: a scalar per epoch, the hparams of the trial.
     let check = r#"
@@ -198,10 +307,25 @@ exp = plugin_data_pb2.HParamsPluginData.FromString(root.PluginTagToContent("hpar
 print(steps, start.hparams["lr"].number_value, start.hparams["batch_size"].number_value, end.status,
       sorted(h.name for h in exp.hparam_infos), [m.name.tag for m in exp.metric_infos])
 "#;
-    let py = Command::new(common::python()).args(["-c", check]).arg(&t0).arg(&out).output().unwrap();
-    assert!(py.status.success(), "{}", String::from_utf8_lossy(&py.stderr));
+    let py = Command::new(common::python())
+        .args(["-c", check])
+        .arg(&t0)
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        py.status.success(),
+        "{}",
+        String::from_utf8_lossy(&py.stderr)
+    );
     let steps: Vec<String> = (1..=results).map(|e| e.to_string()).collect();
-    assert_eq!(String::from_utf8_lossy(&py.stdout).trim(), format!("[{}] 0.0001 64.0 1 ['batch_size', 'lr'] ['val_top1']", steps.join(", ")));
+    assert_eq!(
+        String::from_utf8_lossy(&py.stdout).trim(),
+        format!(
+            "[{}] 0.0001 64.0 1 ['batch_size', 'lr'] ['val_top1']",
+            steps.join(", ")
+        )
+    );
 }
 
 #[test]
@@ -211,35 +335,121 @@ fn slots_run_at_once_each_with_its_own_gpus_never_two_trials_in_one_slot() {
     let locks = dir.path().join("locks");
     std::fs::create_dir(&locks).unwrap();
     let lock = format!("{}/slot-{{slot}}", locks.display());
-    let space = json!({"lr": {"loguniform": [1e-4, 1.0]}, "batch_size": {"choice": [64, 128, 256]}});
+    let space =
+        json!({"lr": {"loguniform": [1e-4, 1.0]}, "batch_size": {"choice": [64, 128, 256]}});
     let start = Instant::now();
     let o = sweep(
         dir.path(),
         &space,
-        &["--samples", "9", "--seed", "3", "--scheduler", "fifo", "--metric", "val_top1", "--mode", "max", "--time-attr", "epoch", "--max-t", "5", "--slots", "3", "--gpus-per-trial", "2", "--gpus", "0,1,2,3,4,5", "--out-dir", out.to_str().unwrap()],
-        &["--lr", "{lr}", "--batch-size", "{batch_size}", "--epochs", "5", "--sleep-ms", "60", "--slot-lock", &lock],
+        &[
+            "--samples",
+            "9",
+            "--seed",
+            "3",
+            "--scheduler",
+            "fifo",
+            "--metric",
+            "val_top1",
+            "--mode",
+            "max",
+            "--time-attr",
+            "epoch",
+            "--max-t",
+            "5",
+            "--slots",
+            "3",
+            "--gpus-per-trial",
+            "2",
+            "--gpus",
+            "0,1,2,3,4,5",
+            "--out-dir",
+            out.to_str().unwrap(),
+        ],
+        &[
+            "--lr",
+            "{lr}",
+            "--batch-size",
+            "{batch_size}",
+            "--epochs",
+            "5",
+            "--sleep-ms",
+            "60",
+            "--slot-lock",
+            &lock,
+        ],
     )
     .output()
     .unwrap();
     let elapsed = start.elapsed();
     let r = ok(&o);
     assert_eq!(r.ends.len(), 9);
-    assert!(r.ends.iter().all(|e| e.status.as_deref() == Some("completed")), "fifo runs every trial to the end (a lock clash exits 4)");
+    assert!(
+        r.ends
+            .iter()
+            .all(|e| e.status.as_deref() == Some("completed")),
+        "fifo runs every trial to the end (a lock clash exits 4)"
+    );
     let gpus = ["0,1", "2,3", "4,5"];
     for res in &r.results {
-        let slot = r.starts.iter().find(|s| s.trial == res.trial).unwrap().slot.unwrap();
-        assert_eq!(res.record["cuda"], gpus[slot], "trial {} in slot {slot}", res.trial);
+        let slot = r
+            .starts
+            .iter()
+            .find(|s| s.trial == res.trial)
+            .unwrap()
+            .slot
+            .unwrap();
+        assert_eq!(
+            res.record["cuda"], gpus[slot],
+            "trial {} in slot {slot}",
+            res.trial
+        );
     }
-    assert_eq!(r.starts.iter().map(|s| s.slot.unwrap()).collect::<std::collections::BTreeSet<_>>().len(), 3);
+    assert_eq!(
+        r.starts
+            .iter()
+            .map(|s| s.slot.unwrap())
+            .collect::<std::collections::BTreeSet<_>>()
+            .len(),
+        3
+    );
     // Nine trials of 5 × 60 ms on three slots: about three trials' time, well under nine's.
-    assert!(elapsed < Duration::from_millis(9 * 300), "{elapsed:?}: the slots did not run at once");
+    assert!(
+        elapsed < Duration::from_millis(9 * 300),
+        "{elapsed:?}: the slots did not run at once"
+    );
     // The same seed draws the same configs.
     let again = tempfile::tempdir().unwrap();
-    let o2 = sweep(again.path(), &space, &["--samples", "9", "--seed", "3", "--scheduler", "fifo", "--metric", "val_top1", "--mode", "max", "--max-t", "2", "--gpus-per-trial", "0", "--out-dir", again.path().join("o").to_str().unwrap()], &["--lr", "{lr}", "--epochs", "1"])
-        .output()
-        .unwrap();
+    let o2 = sweep(
+        again.path(),
+        &space,
+        &[
+            "--samples",
+            "9",
+            "--seed",
+            "3",
+            "--scheduler",
+            "fifo",
+            "--metric",
+            "val_top1",
+            "--mode",
+            "max",
+            "--max-t",
+            "2",
+            "--gpus-per-trial",
+            "0",
+            "--out-dir",
+            again.path().join("o").to_str().unwrap(),
+        ],
+        &["--lr", "{lr}", "--epochs", "1"],
+    )
+    .output()
+    .unwrap();
     let configs = |r: &Records| {
-        let mut v: Vec<(usize, Value)> = r.starts.iter().map(|s| (s.trial, Value::Object(s.config.clone()))).collect();
+        let mut v: Vec<(usize, Value)> = r
+            .starts
+            .iter()
+            .map(|s| (s.trial, Value::Object(s.config.clone())))
+            .collect();
         v.sort_by_key(|x| x.0);
         v
     };
@@ -250,22 +460,99 @@ fn slots_run_at_once_each_with_its_own_gpus_never_two_trials_in_one_slot() {
 fn a_failed_trial_is_retried_from_its_checkpoint_and_one_out_of_retries_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let space = json!({"lr": 0.03, "crash": {"grid": [0, 2]}});
-    let cmd = ["--lr", "{lr}", "--epochs", "4", "--crash-at", "{crash}", "--state", "{trial_dir}/state"];
+    let cmd = [
+        "--lr",
+        "{lr}",
+        "--epochs",
+        "4",
+        "--crash-at",
+        "{crash}",
+        "--state",
+        "{trial_dir}/state",
+    ];
     // One retry allowed: trial 1 crashes after epoch 2, runs again from its state, completes.
     let out = dir.path().join("retry");
-    let r = ok(&sweep(dir.path(), &space, &["--scheduler", "fifo", "--metric", "val_top1", "--mode", "max", "--time-attr", "epoch", "--max-t", "4", "--max-failures", "1", "--out-dir", out.to_str().unwrap()], &cmd).output().unwrap());
+    let r = ok(&sweep(
+        dir.path(),
+        &space,
+        &[
+            "--scheduler",
+            "fifo",
+            "--metric",
+            "val_top1",
+            "--mode",
+            "max",
+            "--time-attr",
+            "epoch",
+            "--max-t",
+            "4",
+            "--max-failures",
+            "1",
+            "--out-dir",
+            out.to_str().unwrap(),
+        ],
+        &cmd,
+    )
+    .output()
+    .unwrap());
     assert_eq!(r.retries.len(), 1);
     assert_eq!(r.retries[0].trial, 1);
-    assert!(r.retries[0].message.as_deref().unwrap().contains("exit status 1: curve: crashing at epoch 2 as asked"), "{:?}", r.retries[0]);
-    let epochs: Vec<f64> = r.results.iter().filter(|x| x.trial == 1).map(|x| x.time).collect();
-    assert_eq!(epochs, [1.0, 2.0, 3.0, 4.0], "the retry continued after epoch 2");
-    assert!(r.ends.iter().all(|e| e.status.as_deref() == Some("completed")));
+    assert!(
+        r.retries[0]
+            .message
+            .as_deref()
+            .unwrap()
+            .contains("exit status 1: curve: crashing at epoch 2 as asked"),
+        "{:?}",
+        r.retries[0]
+    );
+    let epochs: Vec<f64> = r
+        .results
+        .iter()
+        .filter(|x| x.trial == 1)
+        .map(|x| x.time)
+        .collect();
+    assert_eq!(
+        epochs,
+        [1.0, 2.0, 3.0, 4.0],
+        "the retry continued after epoch 2"
+    );
+    assert!(
+        r.ends
+            .iter()
+            .all(|e| e.status.as_deref() == Some("completed"))
+    );
 
     // No retries: the trial is an error, the other completes, exit 3.
     let out = dir.path().join("error");
     std::fs::create_dir_all(&out).unwrap();
-    let o = sweep(dir.path(), &space, &["--scheduler", "fifo", "--metric", "val_top1", "--mode", "max", "--time-attr", "epoch", "--max-t", "4", "--out-dir", out.to_str().unwrap()], &cmd).output().unwrap();
-    assert_eq!(o.status.code(), Some(3), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = sweep(
+        dir.path(),
+        &space,
+        &[
+            "--scheduler",
+            "fifo",
+            "--metric",
+            "val_top1",
+            "--mode",
+            "max",
+            "--time-attr",
+            "epoch",
+            "--max-t",
+            "4",
+            "--out-dir",
+            out.to_str().unwrap(),
+        ],
+        &cmd,
+    )
+    .output()
+    .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let r = records(&o.stdout);
     let e = r.ends.iter().find(|e| e.trial == 1).unwrap();
     assert_eq!(e.status.as_deref(), Some("error"));
@@ -284,7 +571,15 @@ fn a_failed_trial_is_retried_from_its_checkpoint_and_one_out_of_retries_is_an_er
     assert_eq!(o.status.code(), Some(3));
     let r = records(&o.stdout);
     assert_eq!(r.ends.len(), 2);
-    assert!(r.ends[0].message.as_deref().unwrap().contains("/nonexistent/program"), "{:?}", r.ends[0]);
+    assert!(
+        r.ends[0]
+            .message
+            .as_deref()
+            .unwrap()
+            .contains("/nonexistent/program"),
+        "{:?}",
+        r.ends[0]
+    );
 }
 
 #[test]
@@ -298,21 +593,54 @@ fn a_trial_that_ignores_sigterm_is_killed_after_the_grace_period() {
     let mut c = sweep(
         dir.path(),
         &space,
-        &["--metric", "val_top1", "--mode", "max", "--time-attr", "epoch", "--max-t", "2", "--reduction-factor", "2", "--stop-grace-secs", "0.5", "--out-dir", out.to_str().unwrap()],
-        &["--lr", "{lr}", "--epochs", "300", "--sleep-ms", "100", "--ignore-term"],
+        &[
+            "--metric",
+            "val_top1",
+            "--mode",
+            "max",
+            "--time-attr",
+            "epoch",
+            "--max-t",
+            "2",
+            "--reduction-factor",
+            "2",
+            "--stop-grace-secs",
+            "0.5",
+            "--out-dir",
+            out.to_str().unwrap(),
+        ],
+        &[
+            "--lr",
+            "{lr}",
+            "--epochs",
+            "300",
+            "--sleep-ms",
+            "100",
+            "--ignore-term",
+        ],
     );
     let r = ok(&c.output().unwrap());
     let elapsed = start.elapsed();
     let (stopped, completed) = outcome(&r.ends);
     assert_eq!(stopped, BTreeMap::from([(1, 1.0)]));
     assert_eq!(completed, [0]);
-    assert!(elapsed < Duration::from_secs(6), "{elapsed:?}: SIGKILL after the grace period");
-    assert!(r.results.iter().all(|x| x.trial != 1 || x.time <= 1.0), "no results of a stopped trial");
+    assert!(
+        elapsed < Duration::from_secs(6),
+        "{elapsed:?}: SIGKILL after the grace period"
+    );
+    assert!(
+        r.results.iter().all(|x| x.trial != 1 || x.time <= 1.0),
+        "no results of a stopped trial"
+    );
 }
 
 /// Reads the sweep's stdout until `n` result records have come, then kills it with SIGKILL.
 fn kill_after_results(mut c: Command, n: usize) {
-    let mut child = c.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let mut child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     let stdout = child.stdout.take().unwrap();
     let mut seen = 0;
     for line in BufReader::new(stdout).lines() {
@@ -333,7 +661,12 @@ fn journal_ends(out: &Path) -> Vec<(u64, String)> {
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
         .filter(|e| e["event"] == "end")
-        .map(|e| (e["trial"].as_u64().unwrap(), e["status"].as_str().unwrap().to_string()))
+        .map(|e| {
+            (
+                e["trial"].as_u64().unwrap(),
+                e["status"].as_str().unwrap().to_string(),
+            )
+        })
         .collect();
     v.sort();
     v
@@ -352,19 +685,53 @@ fn journal_results(out: &Path) -> Vec<(u64, f64)> {
 #[test]
 fn kill_9_then_resume_ends_with_the_decisions_of_an_uninterrupted_sweep() {
     let dir = tempfile::tempdir().unwrap();
-    let args = |out: &Path| [ASHA, &["--out-dir", out.to_str().unwrap()]].concat().iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    let cmd = ["--lr", "{lr}", "--batch-size", "{batch_size}", "--epochs", "12", "--sleep-ms", "15", "--state", "{trial_dir}/state"];
+    let args = |out: &Path| {
+        [ASHA, &["--out-dir", out.to_str().unwrap()]]
+            .concat()
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
+    };
+    let cmd = [
+        "--lr",
+        "{lr}",
+        "--batch-size",
+        "{batch_size}",
+        "--epochs",
+        "12",
+        "--sleep-ms",
+        "15",
+        "--state",
+        "{trial_dir}/state",
+    ];
     let whole = dir.path().join("whole");
     let a = args(&whole);
-    let r = ok(&sweep(dir.path(), &lr_batch_space(), &a.iter().map(String::as_str).collect::<Vec<_>>(), &cmd).output().unwrap());
+    let r = ok(&sweep(
+        dir.path(),
+        &lr_batch_space(),
+        &a.iter().map(String::as_str).collect::<Vec<_>>(),
+        &cmd,
+    )
+    .output()
+    .unwrap());
     let want = outcome(&r.ends);
 
     let cut = dir.path().join("cut");
     let a = args(&cut);
     // Killed in the middle of the fourth trial, then killed again during the resumed run.
-    kill_after_results(sweep(dir.path(), &lr_batch_space(), &a.iter().map(String::as_str).collect::<Vec<_>>(), &cmd), 9);
+    kill_after_results(
+        sweep(
+            dir.path(),
+            &lr_batch_space(),
+            &a.iter().map(String::as_str).collect::<Vec<_>>(),
+            &cmd,
+        ),
+        9,
+    );
     let mut resume = Command::new(BIN);
-    resume.args(["--resume", "--report-secs", "0", "--out-dir"]).arg(&cut);
+    resume
+        .args(["--resume", "--report-secs", "0", "--out-dir"])
+        .arg(&cut);
     kill_after_results(resume, 12);
     let mut resume = Command::new(BIN);
     resume.args(["--resume", "--out-dir"]).arg(&cut);
@@ -375,10 +742,17 @@ fn kill_9_then_resume_ends_with_the_decisions_of_an_uninterrupted_sweep() {
     // The same results, each once: restarted trials continued from their state.
     assert_eq!(journal_results(&cut), journal_results(&whole));
     let mut from_journal: Vec<TrialRecord> = Vec::new();
-    for l in std::fs::read_to_string(cut.join("journal.jsonl")).unwrap().lines() {
+    for l in std::fs::read_to_string(cut.join("journal.jsonl"))
+        .unwrap()
+        .lines()
+    {
         let e: Value = serde_json::from_str(l).unwrap();
         if e["event"] == "end" {
-            let stopped_at = journal_results(&cut).iter().filter(|(t, _)| *t == e["trial"].as_u64().unwrap()).map(|x| x.1).fold(0.0, f64::max);
+            let stopped_at = journal_results(&cut)
+                .iter()
+                .filter(|(t, _)| *t == e["trial"].as_u64().unwrap())
+                .map(|x| x.1)
+                .fold(0.0, f64::max);
             from_journal.push(TrialRecord {
                 event: "end".into(),
                 trial: e["trial"].as_u64().unwrap() as usize,
@@ -396,10 +770,21 @@ fn kill_9_then_resume_ends_with_the_decisions_of_an_uninterrupted_sweep() {
     assert_eq!(outcome(&from_journal), want);
 
     // A resumed sweep takes its definition from the journal: redefining it is a usage error.
-    let o = Command::new(BIN).args(["--resume", "--metric", "x", "--out-dir"]).arg(&cut).output().unwrap();
+    let o = Command::new(BIN)
+        .args(["--resume", "--metric", "x", "--out-dir"])
+        .arg(&cut)
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(2));
     // And a new sweep does not overwrite an old one.
-    let o = sweep(dir.path(), &lr_batch_space(), &args(&cut).iter().map(String::as_str).collect::<Vec<_>>(), &cmd).output().unwrap();
+    let o = sweep(
+        dir.path(),
+        &lr_batch_space(),
+        &args(&cut).iter().map(String::as_str).collect::<Vec<_>>(),
+        &cmd,
+    )
+    .output()
+    .unwrap();
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--resume"));
 }
@@ -409,8 +794,43 @@ fn sigint_stops_the_trials_exits_130_and_resume_finishes() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let space = json!({"lr": {"grid": [0.01, 0.03]}});
-    let mut c = sweep(dir.path(), &space, &["--scheduler", "fifo", "--metric", "val_top1", "--mode", "max", "--time-attr", "epoch", "--max-t", "40", "--slots", "2", "--gpus-per-trial", "0", "--out-dir", out.to_str().unwrap()], &["--lr", "{lr}", "--epochs", "40", "--sleep-ms", "50", "--state", "{trial_dir}/state"]);
-    let mut child = c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut c = sweep(
+        dir.path(),
+        &space,
+        &[
+            "--scheduler",
+            "fifo",
+            "--metric",
+            "val_top1",
+            "--mode",
+            "max",
+            "--time-attr",
+            "epoch",
+            "--max-t",
+            "40",
+            "--slots",
+            "2",
+            "--gpus-per-trial",
+            "0",
+            "--out-dir",
+            out.to_str().unwrap(),
+        ],
+        &[
+            "--lr",
+            "{lr}",
+            "--epochs",
+            "40",
+            "--sleep-ms",
+            "50",
+            "--state",
+            "{trial_dir}/state",
+        ],
+    );
+    let mut child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut results = 0;
     for l in lines.by_ref() {
@@ -431,13 +851,26 @@ fn sigint_stops_the_trials_exits_130_and_resume_finishes() {
     let summary: SweepSummary = serde_json::from_str(rest.last().unwrap()).unwrap();
     assert_eq!(summary.unfinished, 2);
     let mut resume = Command::new(BIN);
-    resume.args(["--resume", "--slots", "2", "--gpus-per-trial", "0", "--out-dir"]).arg(&out);
+    resume
+        .args([
+            "--resume",
+            "--slots",
+            "2",
+            "--gpus-per-trial",
+            "0",
+            "--out-dir",
+        ])
+        .arg(&out);
     let r = ok(&resume.output().unwrap());
     assert_eq!(r.summary.unwrap().completed, 2);
     let times: Vec<(u64, f64)> = journal_results(&out);
     for trial in 0..2 {
         let t: Vec<f64> = times.iter().filter(|x| x.0 == trial).map(|x| x.1).collect();
-        assert_eq!(t, (1..=40).map(f64::from).collect::<Vec<_>>(), "trial {trial}: every epoch once");
+        assert_eq!(
+            t,
+            (1..=40).map(f64::from).collect::<Vec<_>>(),
+            "trial {trial}: every epoch once"
+        );
     }
 }
 
@@ -446,22 +879,70 @@ fn usage_errors_exit_2_before_anything_runs() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("never");
     let o = |space: Value, extra: &[&str], cmd: &[&str]| {
-        let mut args = vec!["--metric", "m", "--mode", "max", "--out-dir", out.to_str().unwrap()];
+        let mut args = vec![
+            "--metric",
+            "m",
+            "--mode",
+            "max",
+            "--out-dir",
+            out.to_str().unwrap(),
+        ];
         args.extend_from_slice(extra);
         sweep(dir.path(), &space, &args, cmd).output().unwrap()
     };
     for (space, extra, cmd, want) in [
-        (json!({"lr": 0.1}), &[][..], &["--lr", "{lrr}"][..], "unknown placeholder {lrr}"),
-        (json!({"lr": {"uniform": [1, 0]}}), &[], &["--lr", "{lr}"], "uniform needs a < b"),
-        (json!({"lr": 0.1}), &["--reduction-factor", "1"], &[], "--reduction-factor must be greater than 1"),
-        (json!({"lr": 0.1}), &["--slots", "3", "--gpus", "0,1"], &[], "needs 3 GPUs, 2 given"),
+        (
+            json!({"lr": 0.1}),
+            &[][..],
+            &["--lr", "{lrr}"][..],
+            "unknown placeholder {lrr}",
+        ),
+        (
+            json!({"lr": {"uniform": [1, 0]}}),
+            &[],
+            &["--lr", "{lr}"],
+            "uniform needs a < b",
+        ),
+        (
+            json!({"lr": 0.1}),
+            &["--reduction-factor", "1"],
+            &[],
+            "--reduction-factor must be greater than 1",
+        ),
+        (
+            json!({"lr": 0.1}),
+            &["--slots", "3", "--gpus", "0,1"],
+            &[],
+            "needs 3 GPUs, 2 given",
+        ),
     ] {
         let r = o(space, extra, cmd);
-        assert_eq!(r.status.code(), Some(2), "{want}: {}", String::from_utf8_lossy(&r.stderr));
-        assert!(String::from_utf8_lossy(&r.stderr).contains(want), "{want}: {}", String::from_utf8_lossy(&r.stderr));
+        assert_eq!(
+            r.status.code(),
+            Some(2),
+            "{want}: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+        assert!(
+            String::from_utf8_lossy(&r.stderr).contains(want),
+            "{want}: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
     }
     assert!(!out.join("journal.jsonl").exists(), "nothing ran");
     // No command at all: clap's usage error.
-    let r = Command::new(BIN).args(["--space", "x.json", "--metric", "m", "--mode", "max", "--out-dir", "o"]).output().unwrap();
+    let r = Command::new(BIN)
+        .args([
+            "--space",
+            "x.json",
+            "--metric",
+            "m",
+            "--mode",
+            "max",
+            "--out-dir",
+            "o",
+        ])
+        .output()
+        .unwrap();
     assert_eq!(r.status.code(), Some(2));
 }

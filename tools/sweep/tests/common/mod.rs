@@ -6,7 +6,9 @@ use std::process::Command;
 use serde_json::Value;
 
 pub fn python() -> PathBuf {
-    std::env::var_os("SHARDKIT_PYTHON").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python"))
+    std::env::var_os("SHARDKIT_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python"))
 }
 
 /// Runs tests/ray_asha.py on `cases`.
@@ -15,8 +17,16 @@ pub fn ray(how: &str, cases: &Value) -> Vec<Value> {
     let path = dir.path().join("cases.json");
     std::fs::write(&path, cases.to_string()).unwrap();
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/ray_asha.py");
-    let out = Command::new(python()).arg(script).arg(how).arg(&path).output().expect("running the venv's python");
-    assert!(out.status.success(), "ray_asha.py failed: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(python())
+        .arg(script)
+        .arg(how)
+        .arg(&path)
+        .output()
+        .expect("running the venv's python");
+    assert!(
+        out.status.success(),
+        "ray_asha.py failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice::<Vec<Value>>(&out.stdout).unwrap()
 }
-
