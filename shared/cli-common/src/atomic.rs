@@ -9,11 +9,31 @@ use std::path::Path;
 use anyhow::Context;
 
 /// Creates the parent directory, runs `write` on a temp file beside `target`, syncs it and
-/// renames it to `target`.
+/// renames it to `target` (replacing what is there).
 pub fn write_atomic<T>(
     target: &Path,
     write: impl FnOnce(&mut BufWriter<&mut fs::File>) -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
+    let (tmp, value) = write_temp(target, write)?;
+    persist(tmp, target)?;
+    Ok(value)
+}
+
+/// As [`write_atomic`], but `target` must not exist, checked atomically at the rename (a
+/// concurrent run that got there first wins; this one fails and leaves its file unwritten).
+pub fn write_new<T>(
+    target: &Path,
+    write: impl FnOnce(&mut BufWriter<&mut fs::File>) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    let (tmp, value) = write_temp(target, write)?;
+    persist_new(tmp, target)?;
+    Ok(value)
+}
+
+fn write_temp<T>(
+    target: &Path,
+    write: impl FnOnce(&mut BufWriter<&mut fs::File>) -> anyhow::Result<T>,
+) -> anyhow::Result<(tempfile::NamedTempFile, T)> {
     let mut tmp = temp_beside(target)?;
     let value = {
         let mut w = BufWriter::with_capacity(1 << 16, tmp.as_file_mut());
@@ -21,8 +41,7 @@ pub fn write_atomic<T>(
         w.flush().with_context(|| format!("writing {}", target.display()))?;
         value
     };
-    persist(tmp, target)?;
-    Ok(value)
+    Ok((tmp, value))
 }
 
 /// A temp file in `target`'s directory (created if missing), deleted when dropped.
@@ -33,9 +52,11 @@ pub fn temp_beside(target: &Path) -> anyhow::Result<tempfile::NamedTempFile> {
     };
     fs::create_dir_all(dir).with_context(|| format!("creating directory {}", dir.display()))?;
     let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    // Created as any tool creates a file: 0666 less the umask (tempfile's default is 0600).
     tempfile::Builder::new()
         .prefix(&format!(".{name}."))
         .suffix(".partial")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
         .tempfile_in(dir)
         .with_context(|| format!("creating a temp file in {}", dir.display()))
 }
@@ -45,6 +66,19 @@ pub fn persist(tmp: tempfile::NamedTempFile, target: &Path) -> anyhow::Result<()
     tmp.as_file().sync_all().with_context(|| format!("syncing {}", target.display()))?;
     tmp.persist(target).with_context(|| format!("renaming into {}", target.display()))?;
     Ok(())
+}
+
+/// Syncs `tmp` and moves it to `target` only if nothing is there: link(2) then unlink, so of two
+/// runs racing for one output exactly one succeeds. The loser's error says to pass --overwrite.
+pub fn persist_new(tmp: tempfile::NamedTempFile, target: &Path) -> anyhow::Result<()> {
+    tmp.as_file().sync_all().with_context(|| format!("syncing {}", target.display()))?;
+    match tmp.persist_noclobber(target) {
+        Ok(_) => Ok(()),
+        Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => {
+            anyhow::bail!("{} exists (written by another run meanwhile?); pass --overwrite to replace it", target.display())
+        }
+        Err(e) => Err(anyhow::Error::new(e.error).context(format!("renaming into {}", target.display()))),
+    }
 }
 
 #[cfg(test)]
@@ -58,6 +92,30 @@ mod tests {
         write_atomic(&target, |w| Ok(w.write_all(b"hello")?)).unwrap();
         assert_eq!(fs::read(&target).unwrap(), b"hello");
         assert_eq!(fs::read_dir(dir.path().join("sub")).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn outputs_get_0666_less_the_umask() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        // SAFETY: umask(2) only swaps the process's mask; restored below.
+        let old = unsafe { libc::umask(0o027) };
+        let target = dir.path().join("out.txt");
+        let r = write_atomic(&target, |w| Ok(w.write_all(b"x")?));
+        unsafe { libc::umask(old) };
+        r.unwrap();
+        assert_eq!(fs::metadata(&target).unwrap().permissions().mode() & 0o777, 0o640);
+    }
+
+    #[test]
+    fn write_new_never_replaces() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("out.txt");
+        write_new(&target, |w| Ok(w.write_all(b"first")?)).unwrap();
+        let e = write_new(&target, |w| Ok(w.write_all(b"second")?)).unwrap_err();
+        assert!(format!("{e:#}").contains("--overwrite"), "{e:#}");
+        assert_eq!(fs::read(&target).unwrap(), b"first");
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1, "the loser's temp file is gone");
     }
 
     #[test]

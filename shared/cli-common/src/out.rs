@@ -16,8 +16,9 @@ impl std::fmt::Display for StdoutClosed {
 
 impl std::error::Error for StdoutClosed {}
 
-/// Writes one compact JSON record per line. Block-buffered by default; `flush_each` makes every
-/// record reach the reader at once (long-running tools).
+/// Writes one compact JSON record per line. On stdout every record is flushed as it is written
+/// (a pipe streams, and a killed run's finished items are on record); a tool that prints many
+/// records per millisecond (shard-list) turns that off with `set_flush_each(false)`.
 pub struct JsonlOut {
     inner: Box<dyn Write + Send>,
     flush_each: bool,
@@ -32,7 +33,9 @@ impl std::fmt::Debug for JsonlOut {
 
 impl JsonlOut {
     pub fn stdout() -> Self {
-        Self::new(Box::new(BufWriter::with_capacity(1 << 16, io::stdout())))
+        let mut out = Self::new(Box::new(BufWriter::with_capacity(1 << 16, io::stdout())));
+        out.flush_each = true;
+        out
     }
 
     pub fn new(inner: Box<dyn Write + Send>) -> Self {

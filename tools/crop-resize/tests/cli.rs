@@ -163,3 +163,56 @@ fn usage_errors_exit_2() {
     let (code, _, _) = run(tmp.path(), &["-r", "0", "-o", "out"], "");
     assert_eq!(code, 2);
 }
+
+#[test]
+fn records_reach_the_pipe_as_work_finishes_not_at_exit() {
+    let tmp = tempfile::tempdir().unwrap();
+    for i in 0..8 {
+        copy_fixture(tmp.path(), "rgb.png", &format!("in/{i}.png"));
+    }
+    // One thread: a batch is 8 inputs. stdin stays open, so the run cannot end; the batch's
+    // records must arrive anyway (they sat in a 64 KiB buffer until exit before).
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("crop-resize"))
+        .current_dir(tmp.path())
+        .args(["-r", "16", "-o", "out", "--jobs", "1"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    std::io::Write::write_all(&mut stdin, (0..8).map(|i| format!("in/{i}.png\n")).collect::<String>().as_bytes()).unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
+            if tx.send(line.unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    for i in 0..8 {
+        let line = rx.recv_timeout(std::time::Duration::from_secs(30)).unwrap_or_else(|_| panic!("record {i} did not arrive while stdin was open"));
+        assert!(line.contains("\"type\":\"image\""), "{line}");
+    }
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    assert!(rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap().contains("\"type\":\"summary\""));
+}
+
+#[test]
+fn outputs_are_created_0666_less_the_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    copy_fixture(tmp.path(), "rgb.png", "a.png");
+    let bin = assert_cmd::cargo::cargo_bin("crop-resize");
+    let o = std::process::Command::new("sh")
+        .current_dir(tmp.path())
+        .arg("-c")
+        .arg(format!("umask 022 && '{}' -r 16 -o out a.png", bin.display()))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mode = std::fs::metadata(tmp.path().join("out/a.png")).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o644, "was 0600 whatever the umask");
+}

@@ -251,7 +251,10 @@ pub fn parse_schedule(s: &str) -> Result<Schedule> {
 }
 
 pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
-    let precision: Precision = cli.precision.parse()?;
+    // Flag values are checked before anything starts, as usage errors (exit 2).
+    let usage = |e: anyhow::Error| anyhow::Error::new(cli_common::UsageError(format!("{e:#}")));
+    let precision: Precision = cli.precision.parse().map_err(|e: train::Error| usage(e.into()))?;
+    config(&cli, tch::Device::Cpu).map_err(usage)?;
     if precision == Precision::Fp32 {
         device::disable_tf32(); // before CUDA starts
     }

@@ -172,6 +172,15 @@ fn bad_set_ups_say_what_to_do() {
     assert_eq!(o.status.code(), Some(2));
     let o = cmd().args(["--resume"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2), "--resume needs --checkpoint-dir");
+    // Flag values checked before anything starts are usage errors (these were exit 1).
+    let o = cmd().args(["--precision", "fp8"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown precision `fp8`"));
+    let o = Command::new(BIN).args(["--device", "cpu", "--data", "/nonexistent"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown --data `/nonexistent`"));
+    let o = cmd().args(["--schedule", "linear"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
 #[test]

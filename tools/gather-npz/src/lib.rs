@@ -133,11 +133,11 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
                     }
                     let finite = load(item, &cli.key, Some(&shape), |l| {
                         l.write_le(slot);
-                        !cli.jsonl || l.all_finite()
+                        l.all_finite()
                     })
                     .map_err(|e| error(item, &e))?;
                     if !finite {
-                        return Err(error(item, &anyhow::anyhow!("has non-finite values, which JSON cannot hold")));
+                        return Err(error(item, &anyhow::anyhow!("has non-finite values (NaN or inf): not a latent")));
                     }
                     Ok(())
                 })
@@ -164,10 +164,13 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let mut out_shape = shape.clone();
     out_shape[0] = n;
     let data = &map[..n * row_bytes];
-    if cli.jsonl {
-        write_jsonl(&cli.output, &names, data, &shape)?;
-    } else {
-        write_npz(&cli.output, &names, data, &out_shape)?;
+    // Nothing gathered, nothing written: an empty array would only make the re-run refuse.
+    if n > 0 {
+        if cli.jsonl {
+            write_jsonl(&cli.output, &names, data, &shape, cli.overwrite)?;
+        } else {
+            write_npz(&cli.output, &names, data, &out_shape, cli.overwrite)?;
+        }
     }
     drop(map);
     drop(scratch);
@@ -176,16 +179,19 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     for (_, e) in &errors {
         out.emit(e)?;
     }
-    let output = fs::canonicalize(&cli.output).unwrap_or(cli.output.clone());
+    let output = (n > 0).then(|| fs::canonicalize(&cli.output).unwrap_or(cli.output.clone()));
     out.emit(&Summary {
         ok: n,
         skipped: 0,
         failed: errors.len(),
         elapsed_ms: started.elapsed().as_millis() as u64,
-        output: Some(output.to_string_lossy().into_owned()),
-        shape: Some(out_shape),
+        output: output.map(|o| o.to_string_lossy().into_owned()),
+        shape: (n > 0).then_some(out_shape),
         ..Summary::default()
     })?;
+    if n == 0 && errors.is_empty() {
+        bail!("no inputs: nothing gathered, {} not written", cli.output.display());
+    }
     if !cli.common.quiet && !errors.is_empty() {
         eprintln!("gather-npz: {} of {} inputs failed (see the error records)", errors.len(), n + errors.len());
     }
@@ -224,7 +230,7 @@ fn load<T>(item: &InputItem, key: &str, want: Option<&[usize]>, use_it: impl FnO
     }
 }
 
-fn write_npz(target: &Path, names: &[&InputItem], data: &[u8], shape: &[usize]) -> Result<()> {
+fn write_npz(target: &Path, names: &[&InputItem], data: &[u8], shape: &[usize], overwrite: bool) -> Result<()> {
     use zip::write::SimpleFileOptions;
     let header = npy_header("<f4", shape);
     let names_npy = unicode_array(&names.iter().map(|i| i.name.as_str()).collect::<Vec<_>>());
@@ -242,7 +248,7 @@ fn write_npz(target: &Path, names: &[&InputItem], data: &[u8], shape: &[usize]) 
         zip.write_all(&names_npy)?;
         zip.finish()?.flush().with_context(|| format!("writing {}", target.display()))?;
     }
-    atomic::persist(tmp, target)
+    if overwrite { atomic::persist(tmp, target) } else { atomic::persist_new(tmp, target) }
 }
 
 #[derive(serde::Serialize)]
@@ -253,9 +259,9 @@ struct JsonlLine<'a> {
     w: Vec<f32>,
 }
 
-fn write_jsonl(target: &Path, names: &[&InputItem], data: &[u8], row_shape: &[usize]) -> Result<()> {
+fn write_jsonl(target: &Path, names: &[&InputItem], data: &[u8], row_shape: &[usize], overwrite: bool) -> Result<()> {
     let row = row_shape.iter().product::<usize>() * 4;
-    atomic::write_atomic(target, |w| {
+    let fill = |w: &mut std::io::BufWriter<&mut fs::File>| -> Result<()> {
         for (item, bytes) in names.iter().zip(data.chunks_exact(row.max(1))) {
             let floats = bytes.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
             let line = JsonlLine { name: &item.name, input: &item.path, shape: row_shape, w: floats };
@@ -263,7 +269,8 @@ fn write_jsonl(target: &Path, names: &[&InputItem], data: &[u8], row_shape: &[us
             w.write_all(b"\n")?;
         }
         Ok(())
-    })
+    };
+    if overwrite { atomic::write_atomic(target, fill) } else { atomic::write_new(target, fill) }
 }
 
 #[cfg(test)]

@@ -64,6 +64,14 @@ pub fn read_latent<'a>(bytes: &'a [u8], key: &str) -> Result<Latent<'a>> {
         bail!("neither .npz nor .npy (bad magic bytes)");
     }
     let name = format!("{key}.npy");
+    // numpy's zipfile reads the last of several entries with one name, a zip reader the first:
+    // such a file means different things to different readers, so it is refused.
+    if let Some(dir) = central_directory(bytes) {
+        let copies = dir.iter().filter(|(_, n)| *n == name.as_bytes()).count();
+        if copies > 1 {
+            bail!("the .npz holds {copies} entries named {name} (numpy would read the last, a zip reader the first): refusing an ambiguous file");
+        }
+    }
     if let Some(l) = stored_entry(bytes, name.as_bytes()).and_then(raw_npy) {
         return Ok(l);
     }
@@ -149,36 +157,42 @@ fn u32_at(b: &[u8], i: usize) -> Option<usize> {
     Some(u32::from_le_bytes(b.get(i..i + 4)?.try_into().ok()?) as usize)
 }
 
-/// The bytes of an uncompressed (method 0), non-zip64 entry `name` whose CRC-32 checks out;
-/// `None` sends the caller to the general reader (which also produces the error messages).
-fn stored_entry<'a>(zip: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
+/// The central directory's entries as (offset of the entry's record, name), or `None` when it
+/// cannot be walked (zip64, damage): the caller then uses the general reader.
+fn central_directory(zip: &[u8]) -> Option<Vec<(usize, &[u8])>> {
     // End of central directory: 22 bytes plus a comment of up to 65535.
     let tail_start = zip.len().saturating_sub(22 + 65_535);
     let eocd = (tail_start..=zip.len().checked_sub(22)?).rev().find(|&i| zip[i..i + 4] == [0x50, 0x4b, 0x05, 0x06])?;
     let entries = u16_at(zip, eocd + 10)?;
     let mut p = u32_at(zip, eocd + 16)?;
+    let mut out = Vec::with_capacity(entries);
     for _ in 0..entries {
         if zip.get(p..p + 4)? != [0x50, 0x4b, 0x01, 0x02] {
             return None;
         }
-        let (method, crc) = (u16_at(zip, p + 10)?, u32_at(zip, p + 16)?);
-        let (csize, usize_) = (u32_at(zip, p + 20)?, u32_at(zip, p + 24)?);
         let (n, e, c) = (u16_at(zip, p + 28)?, u16_at(zip, p + 30)?, u16_at(zip, p + 32)?);
-        let local = u32_at(zip, p + 42)?;
-        if zip.get(p + 46..p + 46 + n)? == name {
-            if method != 0 || csize != usize_ || csize == u32::MAX as usize || local == u32::MAX as usize {
-                return None;
-            }
-            if zip.get(local..local + 4)? != [0x50, 0x4b, 0x03, 0x04] {
-                return None;
-            }
-            let start = local + 30 + u16_at(zip, local + 26)? + u16_at(zip, local + 28)?;
-            let data = zip.get(start..start + csize)?;
-            return (crc32fast::hash(data) as usize == crc).then_some(data);
-        }
+        out.push((p, zip.get(p + 46..p + 46 + n)?));
         p += 46 + n + e + c;
     }
-    None
+    Some(out)
+}
+
+/// The bytes of an uncompressed (method 0), non-zip64 entry `name` whose CRC-32 checks out;
+/// `None` sends the caller to the general reader (which also produces the error messages).
+fn stored_entry<'a>(zip: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
+    let &(p, _) = central_directory(zip)?.iter().find(|(_, n)| *n == name)?;
+    let (method, crc) = (u16_at(zip, p + 10)?, u32_at(zip, p + 16)?);
+    let (csize, usize_) = (u32_at(zip, p + 20)?, u32_at(zip, p + 24)?);
+    let local = u32_at(zip, p + 42)?;
+    if method != 0 || csize != usize_ || csize == u32::MAX as usize || local == u32::MAX as usize {
+        return None;
+    }
+    if zip.get(local..local + 4)? != [0x50, 0x4b, 0x03, 0x04] {
+        return None;
+    }
+    let start = local + 30 + u16_at(zip, local + 26)? + u16_at(zip, local + 28)?;
+    let data = zip.get(start..start + csize)?;
+    (crc32fast::hash(data) as usize == crc).then_some(data)
 }
 
 /// A `.npy` holding `<f4` in C order, parsed without allocation beyond the shape.

@@ -97,6 +97,100 @@ fn existing_output_needs_overwrite() {
 }
 
 #[test]
+fn two_runs_at_once_never_both_write_one_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let names: Vec<String> = (0..200).map(|i| format!("l{i}.npz")).collect();
+    for (i, n) in names.iter().enumerate() {
+        npz(&d.join(n), "w", &latent(4, 64, i as f32), false);
+    }
+    let list = names.join("\n");
+    for round in 0..3 {
+        let out = format!("same{round}.npz");
+        let spawn = || {
+            let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("gather-npz"));
+            c.current_dir(d).args(["-o", &out]).stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped());
+            let mut child = c.spawn().unwrap();
+            let mut stdin = child.stdin.take().unwrap();
+            let list = list.clone();
+            std::thread::spawn(move || std::io::Write::write_all(&mut stdin, list.as_bytes()).unwrap());
+            child
+        };
+        let (a, b) = (spawn(), spawn());
+        let codes = [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()];
+        let mut c: Vec<i32> = codes.iter().map(|o| o.status.code().unwrap()).collect();
+        c.sort();
+        assert_eq!(c, [0, 1], "exactly one run writes {out}; the other fails");
+        let loser = codes.iter().find(|o| o.status.code() == Some(1)).unwrap();
+        assert!(String::from_utf8_lossy(&loser.stderr).contains("--overwrite"), "{}", String::from_utf8_lossy(&loser.stderr));
+        assert_eq!(w_of(&d.join(&out)).shape(), [200, 4, 64]);
+    }
+    let left: Vec<_> = std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with('.')).collect();
+    assert!(left.is_empty(), "temp files left: {left:?}");
+}
+
+#[test]
+fn nothing_gathered_writes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    // No input at all: exit 1, no file (an empty [0,0,0] array made the re-run refuse).
+    let (code, recs, stderr) = run(d, &["-o", "all.npz"], "");
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("no inputs"), "{stderr}");
+    assert_eq!(recs.last().unwrap()["ok"], 0);
+    assert!(!d.join("all.npz").exists());
+    // Every input failed: error records, exit 3, no file.
+    std::fs::write(d.join("bad.npz"), b"not a zip").unwrap();
+    let (code, recs, _) = run(d, &["-o", "all.npz", "bad.npz", "missing.npz"], "");
+    assert_eq!(code, 3);
+    assert_eq!(recs.iter().filter(|r| r["type"] == "error").count(), 2);
+    assert!(recs.last().unwrap().get("output").is_none());
+    assert!(!d.join("all.npz").exists());
+}
+
+#[test]
+fn non_finite_latents_and_ambiguous_archives_are_error_records() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    npz(&d.join("good.npz"), "w", &latent(1, 3, 0.0), false);
+    let mut nan = latent(1, 3, 0.0);
+    nan[[0, 0, 1]] = f32::NAN;
+    npz(&d.join("nan.npz"), "w", &nan, false);
+    let mut inf = latent(1, 3, 0.0);
+    inf[[0, 0, 2]] = f32::INFINITY;
+    inf.write_npy(std::fs::File::create(d.join("inf.npy")).unwrap()).unwrap();
+    // Two entries named w.npy: numpy reads the last, gather-npz's fast path read the first.
+    // (The zip writer refuses duplicates, so the second is written as x.npy and renamed in the
+    // bytes: names are not covered by the CRCs.)
+    {
+        use std::io::Write as _;
+        let mut z = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+        let opts = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+        for (name, base) in [("w.npy", 0.0), ("x.npy", 9.0)] {
+            let mut bytes = Vec::new();
+            latent(1, 3, base).write_npy(&mut bytes).unwrap();
+            z.start_file(name, opts).unwrap();
+            z.write_all(&bytes).unwrap();
+        }
+        let mut bytes = z.finish().unwrap().into_inner();
+        for i in 0..bytes.len() - 5 {
+            if &bytes[i..i + 5] == b"x.npy" {
+                bytes[i] = b'w';
+            }
+        }
+        std::fs::write(d.join("twice.npz"), bytes).unwrap();
+    }
+    let (code, recs, _) = run(d, &["-o", "all.npz", "good.npz", "nan.npz", "inf.npy", "twice.npz"], "");
+    assert_eq!(code, 3);
+    let errors: Vec<(&str, &str)> = recs.iter().filter(|r| r["type"] == "error").map(|r| (r["input"].as_str().unwrap(), r["message"].as_str().unwrap())).collect();
+    assert_eq!(errors.len(), 3, "{errors:?}");
+    assert!(errors[0].0 == "nan.npz" && errors[0].1.contains("non-finite"), "{errors:?}");
+    assert!(errors[1].0 == "inf.npy" && errors[1].1.contains("non-finite"), "{errors:?}");
+    assert!(errors[2].0 == "twice.npz" && errors[2].1.contains("2 entries named w.npy"), "{errors:?}");
+    assert_eq!(w_of(&d.join("all.npz")).shape(), [1, 1, 3]);
+}
+
+#[test]
 fn jsonl_manifest_holds_names_shapes_and_values() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();

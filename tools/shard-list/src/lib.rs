@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use clap::{Parser, ValueEnum};
 use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, inputs};
 use records::{ErrorRecord, Shard};
@@ -91,9 +91,11 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     if let Some(sizes) = &cli.sizes {
         let total: f64 = sizes.iter().sum();
         if sizes.iter().any(|f| !f.is_finite() || *f < 0.0) || total > 1.0 + 1e-9 || sizes.is_empty() {
-            bail!("--sizes must be non-negative fractions summing to at most 1, got {sizes:?}");
+            return cli_common::usage(format!("--sizes must be non-negative fractions summing to at most 1, got {sizes:?}"));
         }
     }
+    // Many records per millisecond: block-buffered (the one tool that may be).
+    out.set_flush_each(false);
     let mut failed = 0usize;
     let mut paths = Vec::new();
     for item in inputs::from_files(&cli.files) {

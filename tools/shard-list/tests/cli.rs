@@ -95,8 +95,9 @@ fn usage_errors_exit_2() {
     assert_eq!(code, 2, "-n or --sizes is required");
     let (code, _) = run(&["-n", "0"], "a\n");
     assert_eq!(code, 2);
-    let out = Command::cargo_bin("shard-list").unwrap().args(["--sizes", "0.9,0.9"]).write_stdin("a\n").output().unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    // Fractions that cannot be a partition are a usage error too (was exit 1).
+    let out = Command::cargo_bin("shard-list").unwrap().args(["--sizes", "0.7,0.5"]).write_stdin("a\n").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).starts_with("shard-list: error: --sizes"));
 }
 
