@@ -10,6 +10,7 @@
 //! - [`atomic`]: outputs written to a temp file beside the target and renamed;
 //! - [`paths`]: where an input's output goes under an output directory;
 //! - [`interrupt`]: SIGINT/SIGTERM set a flag that long loops poll, so temp files are cleaned up;
+//! - [`panics`]: a panic while handling one item becomes that item's error;
 //! - [`progress`]: an indicatif bar on stderr, shown only on a TTY or with `--progress`.
 //!
 //! ```no_run
@@ -23,6 +24,7 @@
 pub mod atomic;
 pub mod inputs;
 pub mod interrupt;
+pub mod panics;
 pub mod paths;
 mod man;
 mod out;
@@ -133,6 +135,7 @@ pub fn run_main<C: Tool>(run: impl FnOnce(C, &mut JsonlOut) -> anyhow::Result<Ou
     }
     let cli = C::parse();
     interrupt::install();
+    panics::install_hook();
     let mut out = JsonlOut::stdout();
     let result = run(cli, &mut out).and_then(|outcome| out.flush().map(|_| outcome));
     match result {

@@ -162,7 +162,10 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
                 .into_par_iter()
                 .map(|item| {
                     let (item, target) = item?;
-                    job.process(&item, &target)
+                    // A panic in a decoder (the tiff crate asserts on some tiled files) is this
+                    // input's error record, not the batch's end.
+                    cli_common::panics::catch(|| job.process(&item, &target))
+                        .unwrap_or_else(|panic| Err(anyhow::anyhow!("internal error while decoding it: {panic}")))
                         .map_err(|e| ErrorRecord { input: item.name.clone(), message: format!("{e:#}") })
                 })
                 .collect()

@@ -220,6 +220,12 @@ fn error(item: &InputItem, e: &anyhow::Error) -> ErrorRecord {
 /// Reads one input, checks it is [1, k, d] (and, given `want`, exactly that shape), and hands it
 /// to `use_it` while the file's bytes are alive.
 fn load<T>(item: &InputItem, key: &str, want: Option<&[usize]>, use_it: impl FnOnce(&Latent) -> T) -> Result<T> {
+    // A panic in a reader on a malformed file is this input's error, not the batch's end.
+    cli_common::panics::catch(|| load_unguarded(item, key, want, use_it))
+        .unwrap_or_else(|panic| Err(anyhow::anyhow!("internal error while reading it: {panic}")))
+}
+
+fn load_unguarded<T>(item: &InputItem, key: &str, want: Option<&[usize]>, use_it: impl FnOnce(&Latent) -> T) -> Result<T> {
     let bytes = fs::read(&item.path).with_context(|| format!("reading {}", item.path))?;
     let l = read_latent(&bytes, key)?;
     let shape = l.shape();

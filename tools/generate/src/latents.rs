@@ -134,7 +134,8 @@ impl Mapper<'_> {
 }
 
 /// Parses upstream's number ranges: `1,2,5-10`.
-pub fn parse_seeds(s: &str) -> Result<Vec<u32>, String> {
+pub fn parse_seeds(s: &str) -> Result<Vec<std::ops::RangeInclusive<u32>>, String> {
+    // Kept as ranges and rendered as a stream: `0-4294967295` is 2^32 seeds, not a 16 GiB list.
     let mut out = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let num = |t: &str| t.trim().parse::<u32>().map_err(|_| format!("`{t}` is not a seed in 0..2^32"));
@@ -144,9 +145,12 @@ pub fn parse_seeds(s: &str) -> Result<Vec<u32>, String> {
                 if a > b {
                     return Err(format!("empty range {part}"));
                 }
-                out.extend(a..=b);
+                out.push(a..=b);
             }
-            None => out.push(num(part)?),
+            None => {
+                let n = num(part)?;
+                out.push(n..=n);
+            }
         }
     }
     if out.is_empty() {
@@ -161,8 +165,11 @@ mod tests {
 
     #[test]
     fn seeds_like_upstream_num_range() {
-        assert_eq!(parse_seeds("1,2,5-7").unwrap(), [1, 2, 5, 6, 7]);
-        assert_eq!(parse_seeds("0").unwrap(), [0]);
+        let flat = |s: &str| parse_seeds(s).unwrap().into_iter().flatten().collect::<Vec<u32>>();
+        assert_eq!(flat("1,2,5-7"), [1, 2, 5, 6, 7]);
+        assert_eq!(flat("0"), [0]);
+        // The whole u32 range is two numbers, not 2^32 of them.
+        assert_eq!(parse_seeds("0-4294967295").unwrap(), [0..=u32::MAX]);
         assert!(parse_seeds("3-1").is_err());
         assert!(parse_seeds("x").is_err());
         assert!(parse_seeds("-1").is_err());

@@ -110,7 +110,7 @@ pub struct Cli {
 
 /// The seeds of `--seeds`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Seeds(pub Vec<u32>);
+pub struct Seeds(pub Vec<std::ops::RangeInclusive<u32>>);
 
 /// `noise_mode` of upstream's synthesis network.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -186,7 +186,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         cwd: cwd.clone(),
     };
 
-    for &seed in cli.seeds.iter().flat_map(|s| &s.0) {
+    for seed in cli.seeds.iter().flat_map(|s| s.0.iter().cloned().flatten()) {
         interrupt::check()?;
         let z = g.seeded_z(seed, 1);
         let output = out_dir.join(format!("seed{seed:04}.png"));
@@ -208,7 +208,9 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
             }
         };
         let path = Path::new(&item.path);
-        let ws = read_array(path, cli.key.as_deref()).and_then(|a| mapper.to_ws(&a, cli.input_kind));
+        // A panic while reading or mapping one file is that file's error record.
+        let ws = cli_common::panics::catch(|| read_array(path, cli.key.as_deref()).and_then(|a| mapper.to_ws(&a, cli.input_kind)))
+            .unwrap_or_else(|panic| Err(anyhow::anyhow!("internal error while reading it: {panic}")));
         match ws {
             Ok(ws) => {
                 let n = ws.size()[0];
@@ -219,7 +221,13 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
                     } else {
                         (format!("{}[{i}]", item.name), mirrored.with_extension(format!("{i:04}.png")))
                     };
-                    r.push(Pending { input, output, ws: ws.narrow(0, i, 1) })?;
+                    let row = ws.narrow(0, i, 1);
+                    // NaN or inf would render an all-black image counted as done.
+                    if row.isfinite().all().int64_value(&[]) == 0 {
+                        r.fail(ErrorRecord { input, message: "has non-finite values (NaN or inf): nothing to render".into() })?;
+                        continue;
+                    }
+                    r.push(Pending { input, output, ws: row })?;
                 }
             }
             Err(e) => r.fail(ErrorRecord { input: item.name.clone(), message: format!("{e:#}") })?,

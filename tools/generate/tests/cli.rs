@@ -171,3 +171,49 @@ fn config_comes_from_metadata_or_the_flag_never_the_name() {
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("mapping.fc2.weight"), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+#[test]
+fn non_finite_latents_are_error_records_not_black_images() {
+    let tmp = tempfile::tempdir().unwrap();
+    let w = reference()["w_avg_1000"].copy();
+    let _ = w.get(0).get(0).get(0).fill_(f64::NAN);
+    let two = Tensor::cat(&[reference()["w_avg_1000"].copy(), w], 0); // [2, 1, w_dim]: row 1 is bad
+    save_npy(&tmp.path().join("ws.npy"), &two);
+    let o = generate(tmp.path()).args(["-o", "out", "--input-kind", "w", "ws.npy"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", String::from_utf8_lossy(&o.stderr));
+    let recs = records(&o.stdout);
+    assert_eq!(recs[0]["type"], "image");
+    assert_eq!(recs[1]["type"], "error");
+    assert_eq!(recs[1]["input"], "ws.npy[1]");
+    assert!(recs[1]["message"].as_str().unwrap().contains("non-finite"));
+    assert!(tmp.path().join("out/ws.0000.png").exists());
+    assert!(!tmp.path().join("out/ws.0001.png").exists(), "no black image counted as done");
+}
+
+#[test]
+fn a_huge_seed_range_is_rendered_as_a_stream() {
+    use std::io::BufRead;
+    let tmp = tempfile::tempdir().unwrap();
+    // 2^32 seeds: was a 16 GiB list, an abort (exit 134) before the first image where memory is
+    // short. 4 GB of address space is short of that and plenty for the tool (it runs in 2).
+    let cmd = format!(
+        "ulimit -v 4000000 && exec '{}' --device cpu --batch-size 1 --seeds 0-4294967295 -o out --network '{}'",
+        env!("CARGO_BIN_EXE_generate"),
+        fixture().join("G.safetensors").display()
+    );
+    let mut child = std::process::Command::new("sh")
+        .current_dir(tmp.path())
+        .args(["-c", &cmd])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    for want in ["seed:0", "seed:1", "seed:2"] {
+        let line = lines.next().expect("a record").unwrap();
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["input"], want, "{line}");
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

@@ -1,0 +1,72 @@
+//! A panic while handling one item (a dependency's assertion on a malformed file, say) becomes
+//! that item's error, not the end of the batch: [`catch`] runs the item's work and returns the
+//! panic's message as an error. The hook [`crate::run_main`] installs once keeps such caught
+//! panics off stderr (the message goes into the item's error record instead); any other panic is
+//! reported by the previous hook as before.
+
+use std::cell::{Cell, RefCell};
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::Once;
+
+thread_local! {
+    static CATCHING: Cell<bool> = const { Cell::new(false) };
+    static CAUGHT: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+static INSTALL: Once = Once::new();
+
+/// Installs the hook (idempotent).
+pub fn install_hook() {
+    INSTALL.call_once(|| {
+        let previous = panic::take_hook();
+        panic::set_hook(Box::new(move |info| {
+            if CATCHING.with(Cell::get) {
+                let at = info.location().map(|l| format!(" (at {}:{})", l.file(), l.line())).unwrap_or_default();
+                CAUGHT.with(|c| *c.borrow_mut() = Some(format!("{}{at}", payload_text(info.payload()))));
+            } else {
+                previous(info);
+            }
+        }));
+    });
+}
+
+/// The text of a panic payload.
+pub fn payload_text(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic without a message".into()
+    }
+}
+
+/// Runs `f`; a panic inside it is returned as `Err(message)` (with its source location when the
+/// hook is installed).
+pub fn catch<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    let was = CATCHING.with(|c| c.replace(true));
+    let result = panic::catch_unwind(AssertUnwindSafe(f));
+    CATCHING.with(|c| c.set(was));
+    result.map_err(|payload| CAUGHT.with(|c| c.borrow_mut().take()).unwrap_or_else(|| payload_text(payload.as_ref())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_is_an_error_with_its_message_and_location() {
+        install_hook();
+        let r: Result<(), String> = catch(|| panic!("bad tile {}", 3));
+        let e = r.unwrap_err();
+        assert!(e.starts_with("bad tile 3 (at ") && e.contains("panics.rs"), "{e}");
+        assert_eq!(catch(|| 7), Ok(7));
+        // Nested use keeps catching for the outer call.
+        let r = catch(|| {
+            let inner: Result<(), String> = catch(|| panic!("inner"));
+            assert!(inner.is_err());
+            panic!("outer")
+        });
+        assert!(r.unwrap_err().starts_with("outer"));
+    }
+}
