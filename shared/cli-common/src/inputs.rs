@@ -6,9 +6,60 @@
 //! pipe starts working at once.
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader};
+use std::io::{self, BufRead, BufReader, Read};
+use std::path::Path;
+
+use anyhow::{Context, bail};
 
 use records::{ErrorRecord, InputItem, parse_input_line};
+
+/// Checks that `path` is a regular file (following symlinks) before anything opens it: a FIFO
+/// would block the open, a device (`/dev/zero`) never ends, a directory is no input. Returns its
+/// length.
+pub fn regular_file(path: &Path) -> anyhow::Result<u64> {
+    use std::os::unix::fs::FileTypeExt;
+    let meta = std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?;
+    let t = meta.file_type();
+    let kind = if t.is_file() {
+        return Ok(meta.len());
+    } else if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a file"
+    };
+    bail!("{} is {kind}, not a regular file: only files are read", path.display())
+}
+
+/// Reads an input file whose kind `sniff` recognises from its first bytes (up to 64; `Err`
+/// names what it is not), and which is at most `limit` bytes: a file of the wrong kind is refused
+/// after a few bytes, not after reading gigabytes, and no input is read past what its format
+/// allows.
+pub fn read_regular(path: &Path, limit: u64, sniff: impl Fn(&[u8]) -> Result<(), String>) -> anyhow::Result<Vec<u8>> {
+    let len = regular_file(path)?;
+    let mut f = File::open(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut head = Vec::with_capacity(64);
+    (&mut f).take(64).read_to_end(&mut head).with_context(|| format!("reading {}", path.display()))?;
+    if let Err(what) = sniff(&head) {
+        bail!("{what} (judged from its first {} bytes)", head.len());
+    }
+    if len > limit {
+        bail!("{len} bytes, more than this input may hold ({limit})");
+    }
+    let mut bytes = head;
+    bytes.reserve(len.saturating_sub(bytes.len() as u64) as usize);
+    // A file that grows while it is read still stops at the limit.
+    f.take((limit + 1).saturating_sub(bytes.len() as u64)).read_to_end(&mut bytes).with_context(|| format!("reading {}", path.display()))?;
+    if bytes.len() as u64 > limit {
+        bail!("more than {limit} bytes: more than this input may hold");
+    }
+    Ok(bytes)
+}
 
 /// One item or the reason a line gave none.
 pub type Item = Result<InputItem, ErrorRecord>;
@@ -64,6 +115,30 @@ fn parse(line: &str) -> Vec<Item> {
     match parse_input_line(line) {
         Ok(items) => items.into_iter().map(Ok).collect(),
         Err(e) => vec![Err(ErrorRecord { input: line.to_string(), message: e.to_string() })],
+    }
+}
+
+#[cfg(test)]
+mod read_tests {
+    use super::*;
+
+    #[test]
+    fn only_regular_files_of_the_right_kind_and_size_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("a.bin");
+        std::fs::write(&good, b"MAGIC and the rest").unwrap();
+        let sniff = |b: &[u8]| if b.starts_with(b"MAGIC") { Ok(()) } else { Err("not MAGIC".to_string()) };
+        assert_eq!(read_regular(&good, 100, sniff).unwrap(), b"MAGIC and the rest");
+        let e = read_regular(&good, 10, sniff).unwrap_err().to_string();
+        assert!(e.contains("18 bytes, more than"), "{e}");
+        let e = read_regular(dir.path(), 100, sniff).unwrap_err().to_string();
+        assert!(e.contains("is a directory"), "{e}");
+        let e = read_regular(Path::new("/dev/zero"), 100, sniff).unwrap_err().to_string();
+        assert!(e.contains("is a device"), "{e}");
+        let zeros = dir.path().join("zeros");
+        std::fs::File::create(&zeros).unwrap().set_len(1 << 40).unwrap(); // sparse, 1 TiB
+        let e = read_regular(&zeros, u64::MAX - 1, sniff).unwrap_err().to_string();
+        assert!(e.contains("not MAGIC (judged from its first 64 bytes)"), "{e}");
     }
 }
 

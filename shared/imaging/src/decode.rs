@@ -44,6 +44,24 @@ pub struct Decoded {
     pub orientation: Orientation,
 }
 
+impl DecodeOptions {
+    /// The largest file that can hold an image within `max_pixels`: 16 bytes a pixel (four
+    /// 32-bit channels, uncompressed) plus 64 MiB of metadata. Reading stops there.
+    pub fn max_file_bytes(&self) -> u64 {
+        self.max_pixels.saturating_mul(16).saturating_add(64 << 20)
+    }
+}
+
+/// Whether a file's first bytes are those of a format [`decode_rgb`] reads (PNG, JPEG, GIF, BMP,
+/// TIFF, WebP), so that anything else is refused before the rest is read.
+pub fn sniff(head: &[u8]) -> std::result::Result<(), String> {
+    use image::ImageFormat as F;
+    match image::guess_format(head) {
+        Ok(F::Png | F::Jpeg | F::Gif | F::Bmp | F::Tiff | F::WebP) => Ok(()),
+        _ => Err("not an image: neither PNG, JPEG, GIF, BMP, TIFF nor WebP".into()),
+    }
+}
+
 /// Decodes `bytes` (any format `image` knows; JPEG through libjpeg-turbo) to RGB as Pillow's
 /// `convert('RGB')` would.
 pub fn decode_rgb(bytes: &[u8], opts: &DecodeOptions) -> Result<Decoded> {

@@ -25,7 +25,7 @@ mod decode;
 mod encode;
 mod resample;
 
-pub use decode::{DecodeOptions, Decoded, Gray16, Orientation, decode_rgb, exif_transpose};
+pub use decode::{DecodeOptions, Decoded, Gray16, Orientation, decode_rgb, exif_transpose, sniff};
 pub use encode::write_png;
 pub use resample::{center_crop_box, crop_resize, resize_lanczos};
 

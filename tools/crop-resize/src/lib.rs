@@ -221,7 +221,7 @@ impl Job {
             record.skipped = true;
             return Ok(record);
         }
-        let bytes = std::fs::read(&item.path).with_context(|| format!("reading {}", item.path))?;
+        let bytes = inputs::read_regular(Path::new(&item.path), self.decode.max_file_bytes(), imaging::sniff)?;
         let decoded = imaging::decode_rgb(&bytes, &self.decode)?;
         let img = if self.exif_transpose {
             imaging::exif_transpose(decoded.rgb, decoded.orientation)

@@ -70,7 +70,7 @@ fn bad_inputs_give_error_records_and_the_rest_are_written() {
     assert_eq!(recs[1]["input"], "garbage.jpg");
     assert!(recs[1]["message"].as_str().unwrap().contains("JPEG"), "{}", recs[1]);
     assert!(recs[2]["message"].as_str().unwrap().contains("reading missing.png"));
-    assert!(recs[3]["message"].as_str().unwrap().contains("unknown image format"));
+    assert!(recs[3]["message"].as_str().unwrap().contains("not an image"));
     assert_eq!(recs[6]["failed"], 4);
     assert!(stderr.contains("4 of 6 inputs failed"));
     let mut files = all_files(&tmp.path().join("out"));
@@ -283,4 +283,44 @@ fn a_panicking_decoder_is_one_error_record_and_the_batch_goes_on() {
     assert!(tmp.path().join("out/photo.png").exists() && tmp.path().join("out/rgb.png").exists());
     assert_eq!(recs.last().unwrap()["ok"], 2);
     assert!(!stderr.contains("panicked"), "the caught panic stays off stderr: {stderr}");
+}
+
+#[test]
+fn fifos_devices_directories_and_non_images_are_error_records_read_no_further() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_fixture(tmp.path(), "rgb.png", "good.png");
+    assert!(std::process::Command::new("mkfifo").arg(tmp.path().join("fifo.png")).status().unwrap().success());
+    std::fs::create_dir(tmp.path().join("dir.png")).unwrap();
+    // 1 GiB of zeros (sparse): refused from its first bytes, not read whole.
+    std::fs::File::create(tmp.path().join("zeros.png")).unwrap().set_len(1 << 30).unwrap();
+    let bin = assert_cmd::cargo::cargo_bin("crop-resize");
+    // Under 800 MB of address space (the tool needs a tenth of it), with a deadline: before,
+    // /dev/zero was read until memory ran out, the FIFO blocked forever, and the zeros file was
+    // read whole.
+    let mut child = std::process::Command::new("sh")
+        .current_dir(tmp.path())
+        .arg("-c")
+        .arg(format!("ulimit -v 800000 && exec '{}' -r 16 -o out /dev/zero fifo.png dir.png zeros.png good.png", bin.display()))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("crop-resize hung on a non-regular input");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", String::from_utf8_lossy(&o.stderr));
+    let recs: Vec<Value> = String::from_utf8(o.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let errors: Vec<(&str, &str)> = recs.iter().filter(|r| r["type"] == "error").map(|r| (r["input"].as_str().unwrap(), r["message"].as_str().unwrap())).collect();
+    assert_eq!(errors.len(), 4, "{errors:?}");
+    for (input, want) in [("/dev/zero", "is a device"), ("fifo.png", "is a FIFO"), ("dir.png", "is a directory"), ("zeros.png", "not an image")] {
+        let (_, m) = errors.iter().find(|e| e.0 == input).unwrap_or_else(|| panic!("no error for {input}: {errors:?}"));
+        assert!(m.contains(want), "{input}: {m}");
+    }
+    assert_eq!(recs.last().unwrap()["ok"], 1);
 }

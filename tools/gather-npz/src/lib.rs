@@ -213,6 +213,9 @@ fn reserve(f: &fs::File, len: u64) -> std::io::Result<()> {
     }
 }
 
+/// No latent file is larger (a latent is kilobytes; an .npz entry is capped at 1 GiB too).
+const MAX_LATENT_FILE_BYTES: u64 = 1 << 30;
+
 fn error(item: &InputItem, e: &anyhow::Error) -> ErrorRecord {
     ErrorRecord { input: item.path.clone(), message: format!("{e:#}") }
 }
@@ -226,7 +229,13 @@ fn load<T>(item: &InputItem, key: &str, want: Option<&[usize]>, use_it: impl FnO
 }
 
 fn load_unguarded<T>(item: &InputItem, key: &str, want: Option<&[usize]>, use_it: impl FnOnce(&Latent) -> T) -> Result<T> {
-    let bytes = fs::read(&item.path).with_context(|| format!("reading {}", item.path))?;
+    let bytes = inputs::read_regular(Path::new(&item.path), MAX_LATENT_FILE_BYTES, |head| {
+        if head.starts_with(b"\x93NUMPY") || head.starts_with(b"PK\x03\x04") || head.starts_with(b"PK\x05\x06") {
+            Ok(())
+        } else {
+            Err("neither .npz nor .npy (bad magic bytes)".into())
+        }
+    })?;
     let l = read_latent(&bytes, key)?;
     let shape = l.shape();
     match want {

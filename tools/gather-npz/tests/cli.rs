@@ -224,3 +224,24 @@ fn names_are_a_unicode_array() {
     assert_eq!(chars[..5], ['é' as u32, '.' as u32, 'n' as u32, 'p' as u32, 'z' as u32]);
     assert_eq!(chars[5..], ['b' as u32, '.' as u32, 'n' as u32, 'p' as u32, 'z' as u32]);
 }
+
+#[test]
+fn non_regular_inputs_are_error_records() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    npz(&d.join("good.npz"), "w", &latent(1, 3, 0.0), false);
+    assert!(std::process::Command::new("mkfifo").arg(d.join("fifo.npz")).status().unwrap().success());
+    // With a deadline: the FIFO blocked the run forever before.
+    let out = Command::cargo_bin("gather-npz")
+        .unwrap()
+        .current_dir(d)
+        .args(["-o", "all.npz", "fifo.npz", "/dev/zero", "good.npz"])
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    let recs: Vec<Value> = String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let errors: Vec<&str> = recs.iter().filter(|r| r["type"] == "error").map(|r| r["message"].as_str().unwrap()).collect();
+    assert!(errors[0].contains("is a FIFO") && errors[1].contains("is a device"), "{errors:?}");
+    assert_eq!(w_of(&d.join("all.npz")).shape(), [1, 1, 3]);
+}

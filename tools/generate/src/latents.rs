@@ -31,8 +31,11 @@ impl Array {
 /// `ws`, else `z`, else the only array).
 pub fn read(path: &Path, key: Option<&str>) -> Result<Array> {
     let is_npz = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("npz"));
+    cli_common::inputs::regular_file(path)?;
     if !is_npz {
-        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        let bytes = cli_common::inputs::read_regular(path, 1 << 30, |head| {
+            if head.starts_with(b"\x93NUMPY") { Ok(()) } else { Err(format!("{} is not a .npy array (bad magic bytes)", path.display())) }
+        })?;
         return match ArrayD::<f32>::read_npy(&bytes[..]) {
             Ok(a) => Ok(Array::from_f32(a)),
             Err(_) => ArrayD::<f64>::read_npy(&bytes[..])

@@ -345,6 +345,7 @@ fn skipped_record(item: &InputItem, output: &Path) -> LatentRecord {
 pub fn load_target(path: &Path, r: i64, decode: &imaging::DecodeOptions) -> Result<Tensor> {
     if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("npy")) {
         use ndarray_npy::ReadNpyExt;
+        cli_common::inputs::regular_file(path)?;
         let f = std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
         let a = ndarray::Array3::<u8>::read_npy(f).context("expected a uint8 [3,R,R] .npy (crop-resize --format npy)")?;
         if a.shape() != [3, r as usize, r as usize] {
@@ -353,7 +354,7 @@ pub fn load_target(path: &Path, r: i64, decode: &imaging::DecodeOptions) -> Resu
         let v: Vec<u8> = a.iter().copied().collect();
         return Ok(Tensor::from_slice(&v).reshape([3, r, r]));
     }
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let bytes = cli_common::inputs::read_regular(path, decode.max_file_bytes(), imaging::sniff)?;
     let img = imaging::decode_rgb(&bytes, decode)?.rgb;
     let img = if img.width() as i64 == r && img.height() as i64 == r { img } else { imaging::crop_resize(&img, r as u32) };
     Ok(Tensor::from_slice(img.as_raw()).reshape([r, r, 3]).permute([2, 0, 1]).contiguous())
