@@ -36,9 +36,15 @@ pub fn output_path(input: &Path, base: &Path, out_dir: &Path, cwd: &Path, ext: &
 /// Which input of this run writes each output. Inputs that differ only in extension (`a.jpg`,
 /// `a.png`) share an output; without this the second would silently replace the first's
 /// result, or be "skipped" because the first's output exists.
+///
+/// It also keeps an input from being replaced by an output: an output that is its own input or
+/// another input of the run seen before, and an input that an earlier input's output already
+/// took, are [`Claim::IsInput`] and [`Claim::InputIsOutput`]. (An input listed after the one
+/// whose output replaced it cannot be saved any more; it is refused rather than read.)
 #[derive(Debug, Default)]
 pub struct Claims {
     owner: HashMap<PathBuf, (PathBuf, String)>,
+    inputs: HashMap<PathBuf, String>,
 }
 
 /// What [`Claims::claim`] found.
@@ -50,6 +56,10 @@ pub enum Claim {
     Again,
     /// Another input writes this output; its name as given.
     Taken(String),
+    /// The output would be an input of this run (this one, or the one named).
+    IsInput(String),
+    /// This input is the output of the input named, listed earlier.
+    InputIsOutput(String),
 }
 
 impl Claims {
@@ -57,6 +67,16 @@ impl Claims {
     /// lexically after [`absolute`] with `cwd`).
     pub fn claim(&mut self, output: &Path, name: &str, source: &Path, cwd: &Path) -> Claim {
         let source = absolute(source, cwd);
+        if source == output || same_file(&source, output) {
+            return Claim::IsInput(name.to_string());
+        }
+        if let Some(other) = self.inputs.get(output) {
+            return Claim::IsInput(other.clone());
+        }
+        if let Some((_, owner)) = self.owner.get(&source) {
+            return Claim::InputIsOutput(owner.clone());
+        }
+        self.inputs.entry(source.clone()).or_insert_with(|| name.to_string());
         match self.owner.get(output) {
             None => {
                 self.owner.insert(output.to_path_buf(), (source, name.to_string()));
@@ -67,12 +87,34 @@ impl Claims {
         }
     }
 
+    /// The message of an error record for any claim but `First` and `Again`.
+    pub fn message(claim: &Claim, output: &Path, name: &str) -> Option<String> {
+        Some(match claim {
+            Claim::First | Claim::Again => return None,
+            Claim::Taken(other) => Self::taken_message(output, other),
+            Claim::IsInput(input) if input == name => {
+                format!("{} is this input itself: its output would replace it, with or without --overwrite; choose another output directory", output.display())
+            }
+            Claim::IsInput(input) => format!("{} is the input {input} of this run: its output would replace it; choose another output directory", output.display()),
+            Claim::InputIsOutput(owner) => format!("this input is the output of {owner}, listed earlier: not read as an input"),
+        })
+    }
+
     /// The message of an error record for an input whose output another input took.
     pub fn taken_message(output: &Path, other: &str) -> String {
         format!(
             "{} is already the output of {other}, listed earlier (names that differ only in extension share an output): rename one",
             output.display()
         )
+    }
+}
+
+/// The same file by device and inode (both exist), for outputs reached through links.
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
     }
 }
 
@@ -109,5 +151,21 @@ mod tests {
         assert_eq!(c.claim(out, "a.png", Path::new("a.png"), cwd), Claim::Taken("a.jpg".into()));
         assert_eq!(c.claim(Path::new("/o/b.npz"), "b.png", Path::new("b.png"), cwd), Claim::First);
         assert!(Claims::taken_message(out, "a.jpg").starts_with("/o/a.npz is already the output of a.jpg"));
+    }
+
+    #[test]
+    fn outputs_never_replace_inputs() {
+        let cwd = Path::new("/work");
+        let mut c = Claims::default();
+        // -o on the inputs' own directory: a.png's output is a.png.
+        let claim = c.claim(Path::new("/work/a.png"), "a.png", Path::new("a.png"), cwd);
+        assert_eq!(claim, Claim::IsInput("a.png".into()));
+        assert!(Claims::message(&claim, Path::new("/work/a.png"), "a.png").unwrap().contains("this input itself"));
+        // b.png read first, then b.jpg whose output is b.png.
+        assert_eq!(c.claim(Path::new("/o/b.png"), "b.png", Path::new("b.png"), cwd), Claim::First);
+        assert_eq!(c.claim(Path::new("/work/b.png"), "b.jpg", Path::new("b.jpg"), cwd), Claim::IsInput("b.png".into()));
+        // c.jpg first (its output /work/c.png), then c.png: already replaced, so refused.
+        assert_eq!(c.claim(Path::new("/work/c.png"), "c.jpg", Path::new("c.jpg"), cwd), Claim::First);
+        assert_eq!(c.claim(Path::new("/o/c.png"), "c.png", Path::new("c.png"), cwd), Claim::InputIsOutput("c.jpg".into()));
     }
 }

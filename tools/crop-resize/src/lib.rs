@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::{Parser, ValueEnum};
-use cli_common::paths::{Claim, Claims};
+use cli_common::paths::Claims;
 use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, atomic, inputs, interrupt, progress};
 use image::RgbImage;
 use imaging::{DecodeOptions, Gray16};
@@ -151,9 +151,10 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
             .map(|item| {
                 let item = item?;
                 let target = output_path(Path::new(&item.path), &cli.base, &cli.out_dir, &cwd, job.format.ext());
-                match claims.claim(&target, &item.name, Path::new(&item.path), &cwd) {
-                    Claim::Taken(other) => Err(ErrorRecord { input: item.name, message: Claims::taken_message(&target, &other) }),
-                    Claim::First | Claim::Again => Ok((item, target)),
+                let claim = claims.claim(&target, &item.name, Path::new(&item.path), &cwd);
+                match Claims::message(&claim, &target, &item.name) {
+                    Some(message) => Err(ErrorRecord { input: item.name, message }),
+                    None => Ok((item, target)),
                 }
             })
             .collect();
@@ -218,6 +219,11 @@ impl Job {
             skipped: false,
         };
         if !self.overwrite && target.exists() {
+            // The record describes the file that is there, which may be of another size.
+            let (w, h) = existing_size(target, self.format).with_context(|| {
+                format!("{} exists but is not a {} image: remove it, or pass --overwrite", target.display(), self.format.ext())
+            })?;
+            (record.width, record.height) = (w, h);
             record.skipped = true;
             return Ok(record);
         }
@@ -234,6 +240,19 @@ impl Job {
         let resized = imaging::crop_resize(&img, r);
         atomic::write_atomic(target, |w| write_image(w, &resized, self.format))?;
         Ok(record)
+    }
+}
+
+/// Width and height of an existing output, from the file.
+fn existing_size(target: &Path, format: Format) -> Result<(u32, u32)> {
+    match format {
+        Format::Png => Ok(image::image_dimensions(target)?),
+        Format::Npy => {
+            use ndarray_npy::ReadNpyExt;
+            let a = ndarray::Array3::<u8>::read_npy(std::fs::File::open(target)?)?;
+            anyhow::ensure!(a.shape()[0] == 3, "shape {:?} is not [3, height, width]", a.shape());
+            Ok((a.shape()[2] as u32, a.shape()[1] as u32))
+        }
     }
 }
 

@@ -324,3 +324,27 @@ fn fifos_devices_directories_and_non_images_are_error_records_read_no_further() 
     }
     assert_eq!(recs.last().unwrap()["ok"], 1);
 }
+
+#[test]
+fn an_output_never_replaces_an_input_and_skips_describe_the_file_there() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_fixture(tmp.path(), "rgb.png", "photo.png");
+    let before = std::fs::read(tmp.path().join("photo.png")).unwrap();
+    // -o on the inputs' own directory: photo.png's output is photo.png itself.
+    for extra in [&[][..], &["--overwrite"][..]] {
+        let mut args = vec!["-r", "16", "-o", "."];
+        args.extend_from_slice(extra);
+        args.push("photo.png");
+        let (code, recs, _) = run(tmp.path(), &args, "");
+        assert_eq!(code, 3, "{extra:?}: {recs:?}");
+        assert_eq!(recs[0]["type"], "error");
+        assert!(recs[0]["message"].as_str().unwrap().contains("this input itself"), "{}", recs[0]);
+        assert_eq!(std::fs::read(tmp.path().join("photo.png")).unwrap(), before, "the photo is untouched");
+    }
+    // A skip record gives the size of the file that is there, not the size asked for.
+    let (code, _, _) = run(tmp.path(), &["-r", "16", "-o", "out", "photo.png"], "");
+    assert_eq!(code, 0);
+    let (code, recs, _) = run(tmp.path(), &["-r", "24", "-o", "out", "photo.png"], "");
+    assert_eq!(code, 0);
+    assert_eq!((recs[0]["skipped"].as_bool(), recs[0]["width"].as_u64()), (Some(true), Some(16)), "{}", recs[0]);
+}

@@ -298,11 +298,12 @@ impl Reader {
 
     fn prepare(&mut self, item: InputItem) -> Entry {
         let output = self.output_for(&item);
-        match self.claims.claim(&output, &item.name, Path::new(&item.name), &self.cwd) {
+        match self.claims.claim(&output, &item.name, Path::new(&item.path), &self.cwd) {
             Claim::First => {}
             Claim::Again => return Entry::Again { item, output },
-            Claim::Taken(other) => {
-                return Entry::Failed(ErrorRecord { input: item.name.clone(), message: Claims::taken_message(&output, &other) });
+            other => {
+                let message = Claims::message(&other, &output, &item.name).expect("a refused claim has a message");
+                return Entry::Failed(ErrorRecord { input: item.name.clone(), message });
             }
         }
         if !self.overwrite && output.exists() {
