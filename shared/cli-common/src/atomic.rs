@@ -1,6 +1,7 @@
 //! Outputs appear whole or not at all: written to a hidden temp file in the target's directory,
-//! synced, then renamed over the target. A killed run leaves at most a `.<name>.*.partial` file
-//! (removed on normal drop and on SIGINT/SIGTERM), never a truncated output.
+//! synced, then renamed over the target. A killed run leaves at most a `.<name>.<pid>.*.partial`
+//! file (removed on normal drop and on SIGINT/SIGTERM), never a truncated output; the next run
+//! that writes into that directory removes the temp files whose process is gone (kill -9).
 
 use std::fs;
 use std::io::{BufWriter, Write};
@@ -51,14 +52,46 @@ pub fn temp_beside(target: &Path) -> anyhow::Result<tempfile::NamedTempFile> {
         _ => Path::new("."),
     };
     fs::create_dir_all(dir).with_context(|| format!("creating directory {}", dir.display()))?;
+    remove_stale_once(dir);
     let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     // Created as any tool creates a file: 0666 less the umask (tempfile's default is 0600).
     tempfile::Builder::new()
-        .prefix(&format!(".{name}."))
+        .prefix(&format!(".{name}.{}.", std::process::id()))
         .suffix(".partial")
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
         .tempfile_in(dir)
         .with_context(|| format!("creating a temp file in {}", dir.display()))
+}
+
+/// Removes, once per directory and process, the temp files of this naming scheme
+/// (`.<name>.<pid>.<random>.partial`) whose process no longer runs on this machine: what kill -9
+/// left. A live run's files are never touched (its pid is alive); a file that cannot be removed
+/// is left as it is.
+fn remove_stale_once(dir: &Path) {
+    use std::collections::HashSet;
+    use std::sync::{Mutex, OnceLock};
+    static SWEPT: OnceLock<Mutex<HashSet<std::path::PathBuf>>> = OnceLock::new();
+    let key = fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    if !SWEPT.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner()).insert(key) {
+        return;
+    }
+    let Ok(entries) = fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name.to_str().and_then(stale_pid) else { continue };
+        if pid != std::process::id() && !Path::new("/proc").join(pid.to_string()).exists() {
+            let _ = fs::remove_file(e.path());
+        }
+    }
+}
+
+/// The pid in a temp file name of this scheme: `.<name>.<pid>.<random>.partial`.
+fn stale_pid(name: &str) -> Option<u32> {
+    let stem = name.strip_prefix('.')?.strip_suffix(".partial")?;
+    let mut parts = stem.rsplitn(3, '.');
+    let (_random, pid, target) = (parts.next()?, parts.next()?, parts.next()?);
+    (!target.is_empty()).then_some(())?;
+    pid.parse().ok()
 }
 
 /// Syncs `tmp` and renames it to `target`.
@@ -116,6 +149,24 @@ mod tests {
         assert!(format!("{e:#}").contains("--overwrite"), "{e:#}");
         assert_eq!(fs::read(&target).unwrap(), b"first");
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1, "the loser's temp file is gone");
+    }
+
+    #[test]
+    fn temp_files_of_dead_runs_are_removed_and_live_ones_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        // pid_max is at most 2^22: this pid never runs.
+        let dead = dir.path().join(".out.png.999999999.AbC123.partial");
+        let live = dir.path().join(format!(".out.png.{}.XyZ789.partial", std::process::id()));
+        let parent = dir.path().join(".out.png.1.Qq1234.partial"); // pid 1 always runs
+        let other = dir.path().join(".notes.txt");
+        for f in [&dead, &live, &parent, &other] {
+            fs::write(f, b"x").unwrap();
+        }
+        write_atomic(&dir.path().join("new.png"), |w| Ok(w.write_all(b"y")?)).unwrap();
+        assert!(!dead.exists());
+        assert!(live.exists() && parent.exists() && other.exists());
+        assert_eq!(stale_pid(".a.b.npz.123.xyz.partial"), Some(123));
+        assert_eq!(stale_pid(".a.npz.xyz.partial"), None, "the old scheme had no pid");
     }
 
     #[test]

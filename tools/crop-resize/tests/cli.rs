@@ -348,3 +348,19 @@ fn an_output_never_replaces_an_input_and_skips_describe_the_file_there() {
     assert_eq!(code, 0);
     assert_eq!((recs[0]["skipped"].as_bool(), recs[0]["width"].as_u64()), (Some(true), Some(16)), "{}", recs[0]);
 }
+
+#[test]
+fn a_run_removes_temp_files_that_killed_runs_left_and_keeps_live_ones() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_fixture(tmp.path(), "rgb.png", "a.png");
+    std::fs::create_dir(tmp.path().join("out")).unwrap();
+    // pid_max is at most 2^22: pid 999999999 never runs; this test's own pid does.
+    let dead = tmp.path().join("out/.x.png.999999999.AbCdEf.partial");
+    let live = tmp.path().join(format!("out/.y.png.{}.XyZ123.partial", std::process::id()));
+    std::fs::write(&dead, vec![0u8; 1 << 20]).unwrap();
+    std::fs::write(&live, b"being written").unwrap();
+    let (code, _, _) = run(tmp.path(), &["-r", "16", "-o", "out", "a.png"], "");
+    assert_eq!(code, 0);
+    assert!(!dead.exists(), "a kill -9's temp file stays forever otherwise");
+    assert!(live.exists(), "a live run's temp file is never removed");
+}
