@@ -29,6 +29,10 @@ pub mod trainer;
 pub enum Error {
     #[error("{0}")]
     Usage(String),
+    /// `Config::should_stop` said so before step `step` (0-based) of epoch `epoch` (1-based);
+    /// `last_complete` epochs are done (and checkpointed, when checkpointing).
+    #[error("interrupted before step {step} of epoch {epoch}")]
+    Interrupted { epoch: usize, step: usize, last_complete: usize },
     #[error("{0}")]
     Data(String),
     #[error("{0}")]

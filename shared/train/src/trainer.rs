@@ -104,6 +104,9 @@ pub struct Config {
     /// SyncBatchNorm: training batches normalised with the statistics of the global batch
     /// (all ranks' shares together). With one rank, plain BatchNorm (as in PyTorch).
     pub sync_bn: bool,
+    /// Asked before every step: true ends training with [`Error::Interrupted`], the last
+    /// complete checkpoint left as it is. The tool passes its signal flag (`|| false` for none).
+    pub should_stop: fn() -> bool,
 }
 
 /// Eager steps (on a side stream) before the step is captured: cuDNN picks its algorithms, the
@@ -310,6 +313,9 @@ pub fn train(cfg: &Config, comm: &mut Communicator, mut on_epoch: impl FnMut(&Ep
         let _ = stepper.correct.shallow_clone().zero_();
         let (mut skipped, mut lr) = (0usize, cfg.lr);
         for step in 0..steps_per_epoch {
+            if (cfg.should_stop)() {
+                return Err(Error::Interrupted { epoch: epoch + 1, step, last_complete: epoch });
+            }
             lr = cfg.schedule.lr(cfg.lr, epoch as f64 + step as f64 / steps_per_epoch as f64, cfg.epochs as f64);
             let batch = order.narrow(0, (step * local) as i64, local as i64);
             let micro = (0..cfg.accum)

@@ -64,6 +64,7 @@ fn config() -> Config {
         deterministic: false,
         sync_bn: false,
         init: None,
+        should_stop: || false,
     }
 }
 

@@ -233,6 +233,7 @@ fn config(cli: &Cli, device: tch::Device) -> Result<Config> {
         cuda_graphs: cli.cuda_graphs.or(device.is_cuda() && precision != Precision::Fp16),
         deterministic: cli.deterministic,
         sync_bn: cli.sync_bn,
+        should_stop: cli_common::interrupt::requested,
     })
 }
 
@@ -318,7 +319,10 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
                 };
                 out.emit(&rec).map_err(|e| train::Error::Data(e.to_string()))?;
             }
-            cli_common::interrupt::check().map_err(|e| train::Error::Data(e.to_string()))
+            if cli_common::interrupt::requested() {
+                return Err(train::Error::Interrupted { epoch: e.epoch + 1, step: 0, last_complete: e.epoch });
+            }
+            Ok(())
         })
     }));
     bar.finish_and_clear();
@@ -336,6 +340,21 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     };
     let trained = match run {
         Ok(Ok(t)) => t,
+        // SIGINT/SIGTERM: stopped before the next step, exit 130.
+        Ok(Err(train::Error::Interrupted { epoch, step, last_complete })) => {
+            let kept = if cfg.checkpoint_dir.is_some() && last_complete > 0 {
+                format!("; the checkpoint of epoch {last_complete} is the last one")
+            } else {
+                String::new()
+            };
+            eprintln!("ddp-train[rank {rank}]: interrupted before step {} of epoch {epoch}{kept}", step + 1);
+            return Err(cli_common::Interrupted.into());
+        }
+        // A peer that stopped for the same signal breaks the collective this rank waits in.
+        Ok(Err(e)) if cli_common::interrupt::requested() => {
+            eprintln!("ddp-train[rank {rank}]: interrupted ({e})");
+            return Err(cli_common::Interrupted.into());
+        }
         Ok(Err(e)) => return Err(out_of_memory(&format!("{e:#}")).unwrap_or_else(|| anyhow::Error::new(e).context(format!("rank {rank}")))),
         Err(panic) => {
             let msg = panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();

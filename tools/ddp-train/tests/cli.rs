@@ -240,3 +240,33 @@ fn fused_optimisers_take_the_same_steps_and_resume_the_same_state() {
         assert_same_weights(plain.path(), fused.path(), 1e-6);
     }
 }
+
+#[test]
+fn sigint_stops_within_a_step_keeps_the_last_checkpoint_and_exits_130() {
+    use std::io::{BufRead, BufReader};
+    let ck = tempfile::tempdir().unwrap();
+    // Epochs of 44 steps (about 10-20 s here): SIGINT right after epoch 1's record.
+    let mut child = cmd()
+        .args(["--batch-size", "32", "--epochs", "3", "--checkpoint-dir"])
+        .arg(ck.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(first["epoch"], 1);
+    let t = std::time::Instant::now();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    let waited = t.elapsed();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(waited < std::time::Duration::from_secs(5), "{waited:?}: ran on to the end of the epoch (was exit 1 after it)");
+    assert!(stderr.contains("interrupted before step") && stderr.contains("checkpoint of epoch 1 is the last one"), "{stderr}");
+    assert!(lines.all(|l| !l.unwrap().contains("\"epoch\":2")), "no second epoch");
+    let (_, meta) = train::checkpoint::load(&ck.path().join("last.safetensors"), tch::Device::Cpu).unwrap();
+    assert_eq!(meta["epoch"], "1");
+}

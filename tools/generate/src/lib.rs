@@ -235,6 +235,8 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     }
     r.flush()?;
     r.bar.finish_and_clear();
+    // A signal during the last batch still ends the run as interrupted (exit 130).
+    interrupt::check()?;
     let Counts { ok, skipped, failed } = r.counts;
     let (output, shape) = match &cli.raw {
         Some(path) => {
