@@ -88,9 +88,13 @@ fn gather_npz_on_a_full_disk_fails_without_leaving_a_partial_output() {
             i as f32,
         );
     }
-    // 200 × 2 KiB of w is ~400 KiB: more than the 256 KiB disk.
-    let (code, recs) = on_full_disk(tmp.path(), "gather-npz -q -o out/all.npz lat/*.npz");
+    // 200 × 2 KiB of w is ~400 KiB: the scratch rows fit on the 600 KiB disk, the output beside
+    // them does not, so the disk fills while the .npz is written.
+    let (code, recs, stderr) = on_full_disk_of(tmp.path(), "600k", "gather-npz -q -o out/all.npz lat/*.npz");
     assert_eq!(code, Some(1), "{recs:?}");
+    // One error line, no stray line from the zip writer's drop.
+    assert!(!stderr.contains("ZipWriter drop"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(
         files_under(&tmp.path().join("saved"), "").is_empty(),
         "no partial output or temp file"

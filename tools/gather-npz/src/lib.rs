@@ -80,6 +80,9 @@ The .npz holds w (float32 [N,k,d]) and names (numpy unicode [N]); numpy.load rea
 
 pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let started = Instant::now();
+    if cli.output.is_dir() {
+        return cli_common::usage(format!("-o {} is a directory: give the file to write, e.g. -o {}/latents.npz", cli.output.display(), cli.output.display()));
+    }
     if cli.output.exists() && !cli.overwrite {
         bail!("{} exists; pass --overwrite to replace it", cli.output.display());
     }
@@ -256,12 +259,21 @@ fn write_npz(target: &Path, names: &[&InputItem], data: &[u8], shape: &[usize], 
     let mut tmp = atomic::temp_beside(target)?;
     {
         let mut zip = zip::ZipWriter::new(std::io::BufWriter::with_capacity(1 << 20, tmp.as_file_mut()));
-        zip.start_file("w.npy", opts)?;
-        zip.write_all(&header)?;
-        zip.write_all(data)?;
-        zip.start_file("names.npy", opts.large_file(names_npy.len() as u64 >= u32::MAX as u64))?;
-        zip.write_all(&names_npy)?;
-        zip.finish()?.flush().with_context(|| format!("writing {}", target.display()))?;
+        let entries = (|| -> zip::result::ZipResult<()> {
+            zip.start_file("w.npy", opts)?;
+            zip.write_all(&header)?;
+            zip.write_all(data)?;
+            zip.start_file("names.npy", opts.large_file(names_npy.len() as u64 >= u32::MAX as u64))?;
+            zip.write_all(&names_npy)?;
+            Ok(())
+        })();
+        if let Err(e) = entries {
+            // Dropped, the writer would try to finish the archive on the failing disk again and
+            // print its own line; the temp file is removed anyway.
+            std::mem::forget(zip);
+            return Err(anyhow::Error::new(e).context(format!("writing {}", target.display())));
+        }
+        zip.finish().map_err(anyhow::Error::new).and_then(|mut w| Ok(w.flush()?)).with_context(|| format!("writing {}", target.display()))?;
     }
     if overwrite { atomic::persist(tmp, target) } else { atomic::persist_new(tmp, target) }
 }

@@ -94,6 +94,15 @@ fn existing_output_needs_overwrite() {
     assert_eq!(code, 1);
     assert!(stderr.contains("--overwrite"), "{stderr}");
     assert_eq!(run(d, &["-o", "all.npz", "--overwrite", "a.npz"], "").0, 0);
+    // A directory is not an output, --overwrite or not (was "pass --overwrite").
+    std::fs::create_dir(d.join("dir")).unwrap();
+    for extra in [&[][..], &["--overwrite"][..]] {
+        let mut args = vec!["-o", "dir", "a.npz"];
+        args.extend_from_slice(extra);
+        let (code, _, stderr) = run(d, &args, "");
+        assert_eq!(code, 2, "{stderr}");
+        assert!(stderr.contains("is a directory"), "{stderr}");
+    }
 }
 
 #[test]

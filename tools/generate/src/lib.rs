@@ -212,6 +212,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         let ws = cli_common::panics::catch(|| read_array(path, cli.key.as_deref()).and_then(|a| mapper.to_ws(&a, cli.input_kind)))
             .unwrap_or_else(|panic| Err(anyhow::anyhow!("internal error while reading it: {panic}")));
         match ws {
+            Ok(ws) if ws.size()[0] == 0 => r.fail(ErrorRecord { input: item.name.clone(), message: "holds no rows: nothing to render".into() })?,
             Ok(ws) => {
                 let n = ws.size()[0];
                 let mirrored = paths::output_path(Path::new(&item.name), &cli.base, &out_dir, &cwd, "png");

@@ -179,6 +179,8 @@ fn non_finite_latents_are_error_records_not_black_images() {
     let _ = w.get(0).get(0).get(0).fill_(f64::NAN);
     let two = Tensor::cat(&[reference()["w_avg_1000"].copy(), w], 0); // [2, 1, w_dim]: row 1 is bad
     save_npy(&tmp.path().join("ws.npy"), &two);
+    // A z file with 0 rows gave no record at all.
+    save_npy(&tmp.path().join("empty.npy"), &Tensor::zeros([0, 32], (tch::Kind::Float, tch::Device::Cpu)));
     let o = generate(tmp.path()).args(["-o", "out", "--input-kind", "w", "ws.npy"]).output().unwrap();
     assert_eq!(o.status.code(), Some(3), "{}", String::from_utf8_lossy(&o.stderr));
     let recs = records(&o.stdout);
@@ -188,6 +190,11 @@ fn non_finite_latents_are_error_records_not_black_images() {
     assert!(recs[1]["message"].as_str().unwrap().contains("non-finite"));
     assert!(tmp.path().join("out/ws.0000.png").exists());
     assert!(!tmp.path().join("out/ws.0001.png").exists(), "no black image counted as done");
+    let o = generate(tmp.path()).args(["-o", "out", "--input-kind", "z", "empty.npy"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", String::from_utf8_lossy(&o.stderr));
+    let recs = records(&o.stdout);
+    assert_eq!((recs[0]["type"].as_str(), recs[0]["input"].as_str()), (Some("error"), Some("empty.npy")), "{recs:?}");
+    assert!(recs[0]["message"].as_str().unwrap().contains("no rows"));
 }
 
 #[test]
