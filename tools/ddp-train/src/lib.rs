@@ -237,6 +237,72 @@ fn config(cli: &Cli, device: tch::Device) -> Result<Config> {
     })
 }
 
+/// The flags every rank must share, as (flag, value): all that decides what is trained.
+fn training_flags(cli: &Cli) -> Vec<(&'static str, String)> {
+    let opt = |p: &Option<PathBuf>| p.as_ref().map_or("(none)".to_string(), |p| p.display().to_string());
+    vec![
+        ("--data", cli.data.clone()),
+        ("--model", cli.model.clone()),
+        ("--stem", cli.stem.clone()),
+        ("--epochs", cli.epochs.to_string()),
+        ("--batch-size", cli.batch_size.to_string()),
+        ("--accum", cli.accum.to_string()),
+        ("--optimizer", cli.optimizer.clone()),
+        ("--lr", cli.lr.to_string()),
+        ("--momentum", cli.momentum.to_string()),
+        ("--nesterov", cli.nesterov.to_string()),
+        ("--weight-decay", cli.weight_decay.to_string()),
+        ("--schedule", cli.schedule.clone()),
+        ("--label-smoothing", cli.label_smoothing.to_string()),
+        ("--augment", cli.augment.to_string()),
+        ("--no-shuffle", cli.no_shuffle.to_string()),
+        ("--drop-last", cli.drop_last.to_string()),
+        ("--seed", cli.seed.to_string()),
+        ("--precision", cli.precision.clone()),
+        ("--cuda-graphs", format!("{:?}", cli.cuda_graphs)),
+        ("--deterministic", cli.deterministic.to_string()),
+        ("--channels-last", format!("{:?}", cli.channels_last)),
+        ("--resume", cli.resume.to_string()),
+        ("--max-steps", cli.max_steps.map_or("(none)".to_string(), |m| m.to_string())),
+        ("--init", opt(&cli.init)),
+        ("--no-broadcast-buffers", cli.no_broadcast_buffers.to_string()),
+        ("--sync-bn", cli.sync_bn.to_string()),
+    ]
+}
+
+/// Every rank compares its training flags with every other rank's before training: ranks
+/// started with different flags would otherwise train silently on a mixed configuration. The
+/// flags travel as bytes (one float each, exact) in one max all-reduce and one all-gather.
+fn check_same_flags(comm: &mut Communicator, device: tch::Device, flags: &[(&'static str, String)]) -> Result<()> {
+    use tch::{Kind, Tensor};
+    let world = comm.world_size();
+    if world == 1 {
+        return Ok(());
+    }
+    let text: String = flags.iter().map(|(k, v)| format!("{k}\t{v}\n")).collect();
+    let mut len = Tensor::from_slice(&[text.len() as f32]).to_device(device);
+    comm.all_reduce(&mut len, collectives::ReduceOp::Max).context("comparing the ranks' flags")?;
+    let n = len.double_value(&[]) as usize;
+    let mut mine: Vec<f32> = text.bytes().map(f32::from).collect();
+    mine.resize(n, 0.0);
+    let mut all = Tensor::zeros([world as i64, n as i64], (Kind::Float, device));
+    comm.all_gather(&Tensor::from_slice(&mine).to_device(device), &mut all).context("comparing the ranks' flags")?;
+    let all: Vec<f32> = Vec::try_from(all.to_device(tch::Device::Cpu).reshape([-1]))?;
+    for (r, row) in all.chunks(n.max(1)).enumerate() {
+        let bytes: Vec<u8> = row.iter().map(|&b| b as u8).filter(|&b| b != 0).collect();
+        let theirs = String::from_utf8_lossy(&bytes);
+        for ((flag, value), line) in flags.iter().zip(theirs.lines()) {
+            let other = line.split_once('\t').map_or(line, |(_, v)| v);
+            if other != value {
+                return cli_common::usage(format!(
+                    "{flag} is {value} here but {other} on rank {r}: every rank must be started with the same training flags"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `constant`, `step:EVERY:GAMMA`, `cosine[:WARMUP]`.
 pub fn parse_schedule(s: &str) -> Result<Schedule> {
     let parts: Vec<&str> = s.split(':').collect();
@@ -267,6 +333,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let mut comm = Communicator::from_plan(plan, &opts.init_method, opts.timeout, cli.dist.backend)
         .with_context(|| format!("rank {rank}"))?;
     let world = comm.world_size();
+    check_same_flags(&mut comm, device, &training_flags(&cli)).with_context(|| format!("rank {rank}"))?;
     let speak = rank == 0 || cli.all_ranks;
     out.set_flush_each(true);
     if speak && !cli.common.quiet {

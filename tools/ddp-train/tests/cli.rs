@@ -270,3 +270,28 @@ fn sigint_stops_within_a_step_keeps_the_last_checkpoint_and_exits_130() {
     let (_, meta) = train::checkpoint::load(&ck.path().join("last.safetensors"), tch::Device::Cpu).unwrap();
     assert_eq!(meta["epoch"], "1");
 }
+
+#[test]
+fn ranks_started_with_different_flags_refuse_to_train_naming_the_flag() {
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
+    // Rank 1 got another --batch-size: it trained silently on a mixed batch before.
+    let children: Vec<_> = [("0", "64"), ("1", "32")]
+        .into_iter()
+        .map(|(rank, batch)| {
+            cmd()
+                .args(["--batch-size", batch, "--max-steps", "2", "--epochs", "1"])
+                .args(["--rank", rank, "--world-size", "2", "--master-addr", "127.0.0.1", "--master-port", &port])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outs: Vec<Output> = children.into_iter().map(|c| c.wait_with_output().unwrap()).collect();
+    for (rank, (mine, theirs)) in [(0, ("64", "32")), (1, ("32", "64"))] {
+        let err = String::from_utf8_lossy(&outs[rank].stderr);
+        assert_eq!(outs[rank].status.code(), Some(2), "rank {rank}: {err}");
+        assert!(err.contains(&format!("--batch-size is {mine} here but {theirs} on rank {}", 1 - rank)), "rank {rank}: {err}");
+        assert!(!String::from_utf8_lossy(&outs[rank].stdout).contains("\"epoch\""), "rank {rank} trained");
+    }
+}
