@@ -125,6 +125,20 @@ const ASHA: &[&str] = &[
     "3",
 ];
 
+/// FIFO over the curve's epochs, each trial complete at epoch 4.
+const FIFO_TO_4: &[&str] = &[
+    "--scheduler",
+    "fifo",
+    "--metric",
+    "val_top1",
+    "--mode",
+    "max",
+    "--time-attr",
+    "epoch",
+    "--max-t",
+    "4",
+];
+
 /// Every trial's whole curve, from the program itself.
 fn curves(configs: &[&serde_json::Map<String, Value>], epochs: u32) -> Vec<Vec<(f64, f64)>> {
     configs
@@ -476,21 +490,10 @@ fn a_failed_trial_is_retried_from_its_checkpoint_and_one_out_of_retries_is_an_er
         dir.path(),
         &space,
         &[
-            "--scheduler",
-            "fifo",
-            "--metric",
-            "val_top1",
-            "--mode",
-            "max",
-            "--time-attr",
-            "epoch",
-            "--max-t",
-            "4",
-            "--max-failures",
-            "1",
-            "--out-dir",
-            out.to_str().unwrap(),
-        ],
+            FIFO_TO_4,
+            &["--max-failures", "1", "--out-dir", out.to_str().unwrap()],
+        ]
+        .concat(),
         &cmd,
     )
     .output()
@@ -529,20 +532,7 @@ fn a_failed_trial_is_retried_from_its_checkpoint_and_one_out_of_retries_is_an_er
     let o = sweep(
         dir.path(),
         &space,
-        &[
-            "--scheduler",
-            "fifo",
-            "--metric",
-            "val_top1",
-            "--mode",
-            "max",
-            "--time-attr",
-            "epoch",
-            "--max-t",
-            "4",
-            "--out-dir",
-            out.to_str().unwrap(),
-        ],
+        &[FIFO_TO_4, &["--out-dir", out.to_str().unwrap()]].concat(),
         &cmd,
     )
     .output()
