@@ -516,7 +516,6 @@ impl<'a> Engine<'a> {
     fn failed(&mut self, i: usize, message: String) -> Result<()> {
         let t = &mut self.trials[i];
         t.failures += 1;
-        t.files = None;
         self.journal.append(&Entry::Failure {
             trial: i,
             attempt: t.attempts,
@@ -529,11 +528,15 @@ impl<'a> Engine<'a> {
             );
             t.status = Status::Pending;
             t.message = Some(message);
+            t.files = None; // the retry opens its own event file
             self.queue.push_front(i);
             self.note(&note);
             Ok(())
         } else {
-            self.finish(i, Status::Error, Some(message))
+            // The end goes into the event file too (the hparams session as a failure).
+            self.finish(i, Status::Error, Some(message))?;
+            self.trials[i].files = None;
+            Ok(())
         }
     }
 
