@@ -276,7 +276,13 @@ pub(crate) fn connect(plan: &Plan, method: &InitMethod, timeout: Duration) -> Re
 fn join_file(path: &Path, prefix: &str, timeout: Duration, deadline: Instant) -> Result<Store> {
     let mut why = String::from("the file does not exist yet");
     while Instant::now() < deadline {
-        if let Ok(text) = std::fs::read_to_string(path) {
+        // Opening a FIFO (or a device) would block past every deadline: only a regular file is
+        // read. Rank 0 renames its file over whatever is there, so keep waiting for it.
+        if let Ok(meta) = std::fs::metadata(path)
+            && !meta.is_file()
+        {
+            why = format!("{} is not a regular file (a FIFO, device or directory?)", path.display());
+        } else if let Ok(text) = std::fs::read_to_string(path) {
             if let Some((addr, nonce)) = text.trim().split_once(' ') {
                 match Store::connect(addr, prefix, Duration::from_millis(500)) {
                     Ok(mut s) => {

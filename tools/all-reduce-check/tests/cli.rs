@@ -215,3 +215,30 @@ fn torchrun_no_python_launches_ranks_that_join_its_agent_store() {
         .unwrap();
     assert_all_right(&out, 4);
 }
+
+#[test]
+fn a_fifo_as_the_rendezvous_file_ends_at_the_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("rdzv");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let url = format!("file://{}", fifo.display());
+    let mut child = cmd()
+        .args(["--init-method", &url, "--rank", "1", "--world-size", "2", "--dist-timeout-secs", "3"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // It opened the FIFO and waited there (633 s once), past --dist-timeout-secs.
+    let t = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t.elapsed() > Duration::from_secs(30) {
+            child.kill().unwrap();
+            panic!("still waiting on the FIFO after 30 s (--dist-timeout-secs 3)");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("not a regular file"), "{err}");
+}
