@@ -116,7 +116,7 @@ On stderr rank 0 prints nccl-tests' table: size, count, type, redop, root, then 
 pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let spawned = std::env::var_os(spawn::CHILD_VAR).is_some();
     if let (Some(n), false) = (cli.spawn, spawned) {
-        return spawn::run(n as usize, &cli);
+        return spawn::run(n as usize);
     }
     let mut opts = cli.dist.options();
     if spawned {

@@ -8,12 +8,10 @@ use anyhow::{Context, Result, bail};
 use cli_common::{Outcome, interrupt};
 use collectives::store::StoreServer;
 
-use crate::Cli;
-
 /// Set in the children so they run as ranks instead of spawning again.
 pub const CHILD_VAR: &str = "SHARDKIT_SPAWNED";
 
-pub fn run(n: usize, cli: &Cli) -> Result<Outcome> {
+pub fn run(n: usize) -> Result<Outcome> {
     let server = StoreServer::bind("127.0.0.1:0").context("serving the rendezvous store for --spawn")?;
     let port = server.addr().port();
     let exe = std::env::current_exe().context("locating this executable")?;
@@ -34,16 +32,25 @@ pub fn run(n: usize, cli: &Cli) -> Result<Outcome> {
             .with_context(|| format!("starting rank {rank}"))?;
         children.push((rank, child));
     }
-    // Ranks fail each other within the distributed timeout; past that (plus slack) the parent
-    // stops whoever is left rather than wait forever.
-    let grace = Duration::from_secs_f64(cli.dist.dist_timeout_secs) + Duration::from_secs(30);
-    let mut first_failure: Option<Instant> = None;
+    // A rank that fails names what it saw (a stalled peer after --dist-timeout-secs); the others
+    // get a second to end by themselves, then the parent stops them: a rank still running a
+    // second after another failed is stalled (stopped, or stuck), and is named as such.
+    let grace = Duration::from_secs(1);
+    let mut first_failure: Option<(Instant, usize)> = None;
     let mut codes: Vec<Option<i32>> = vec![None; n];
+    let mut stopped_by_us = vec![false; n];
     let mut done = 0;
     while done < n {
-        if interrupt::requested() || first_failure.is_some_and(|t| t.elapsed() > grace) {
-            for (_, c) in &mut children {
-                let _ = c.kill();
+        let overdue = first_failure.is_some_and(|(t, _)| t.elapsed() > grace);
+        if interrupt::requested() || overdue {
+            for (rank, c) in &mut children {
+                if codes[*rank].is_none() && !stopped_by_us[*rank] {
+                    stopped_by_us[*rank] = true;
+                    if let Some((_, failed)) = first_failure.filter(|_| !interrupt::requested()) {
+                        eprintln!("all-reduce-check: rank {rank} stalled: still running {grace:?} after rank {failed} failed; stopping it");
+                    }
+                    let _ = c.kill();
+                }
             }
         }
         for (rank, child) in &mut children {
@@ -53,11 +60,13 @@ pub fn run(n: usize, cli: &Cli) -> Result<Outcome> {
             if let Some(status) = child.try_wait()? {
                 let code = status.code().unwrap_or_else(|| {
                     use std::os::unix::process::ExitStatusExt;
-                    eprintln!("all-reduce-check: rank {rank} was killed by signal {}", status.signal().unwrap_or(0));
+                    if !stopped_by_us[*rank] {
+                        eprintln!("all-reduce-check: rank {rank} was killed by signal {}", status.signal().unwrap_or(0));
+                    }
                     1
                 });
                 if code != 0 && first_failure.is_none() {
-                    first_failure = Some(Instant::now());
+                    first_failure = Some((Instant::now(), *rank));
                 }
                 codes[*rank] = Some(code);
                 done += 1;
@@ -74,6 +83,11 @@ pub fn run(n: usize, cli: &Cli) -> Result<Outcome> {
     if codes.iter().all(|&c| c == 0 || c == 3) {
         return Ok(Outcome::ItemsFailed);
     }
-    let failed: Vec<String> = codes.iter().enumerate().filter(|(_, c)| **c != 0).map(|(r, c)| format!("rank {r} exited {c}")).collect();
+    let failed: Vec<String> = codes
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| **c != 0)
+        .map(|(r, c)| if stopped_by_us[r] { format!("rank {r} stalled") } else { format!("rank {r} exited {c}") })
+        .collect();
     bail!("{} of {n} ranks failed ({})", failed.len(), failed.join(", "))
 }

@@ -242,3 +242,59 @@ fn a_fifo_as_the_rendezvous_file_ends_at_the_deadline() {
     let err = stderr(&out);
     assert!(err.contains("not a regular file"), "{err}");
 }
+
+/// Pids whose parent is `ppid` (from /proc/*/stat).
+fn children_of(ppid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else { continue };
+        // pid (comm) state ppid ...: comm may hold spaces, so split after the last ')'.
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        if after.split(' ').nth(1).and_then(|p| p.parse::<u32>().ok()) == Some(ppid) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+#[test]
+fn spawn_ends_a_stalled_rank_within_the_timeout_plus_a_second_naming_it() {
+    let mut parent = cmd()
+        .args(["--spawn", "2", "--dist-timeout-secs", "3", "-b", "1M", "-e", "16M", "-n", "100000"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Find rank 1 among the children, then stop it (SIGSTOP) once the ranks are running.
+    let t = Instant::now();
+    let rank1 = loop {
+        assert!(t.elapsed() < Duration::from_secs(60), "no rank 1 child");
+        let found = children_of(parent.id()).into_iter().find(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| env.split(|&b| b == 0).any(|kv| kv == b"RANK=1"))
+        });
+        if let Some(pid) = found {
+            break pid;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    // SAFETY: signalling a process this test started (through the parent).
+    unsafe { libc::kill(rank1 as i32, libc::SIGSTOP) };
+    let stopped = Instant::now();
+    while parent.try_wait().unwrap().is_none() {
+        if stopped.elapsed() > Duration::from_secs(60) {
+            parent.kill().unwrap();
+            panic!("the parent waited on a stalled rank for over 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let waited = stopped.elapsed();
+    let out = parent.wait_with_output().unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    // 3 s for rank 0 to name the stall, 1 s of grace, slack for this busy machine (41 s before).
+    assert!(waited < Duration::from_secs(10), "{waited:?}: {err}");
+    assert!(err.contains("rank 1 stalled"), "{err}");
+    assert!(!err.contains("killed by signal"), "the parent's own stop is not reported as a kill: {err}");
+}
