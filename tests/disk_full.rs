@@ -11,7 +11,11 @@ use testkit::{bin_dir, files_under, projection_job, records, write_image, write_
 
 /// Runs `script` with `out/` a tmpfs of `size` (mount's syntax: 256k, 60m), then copies what it
 /// holds to `saved/`. The exit code, the records, and stderr.
-fn on_full_disk_of(dir: &Path, size: &str, script: &str) -> (Option<i32>, Vec<serde_json::Value>, String) {
+fn on_full_disk_of(
+    dir: &Path,
+    size: &str,
+    script: &str,
+) -> (Option<i32>, Vec<serde_json::Value>, String) {
     std::fs::create_dir_all(dir.join("out")).unwrap();
     std::fs::create_dir_all(dir.join("saved")).unwrap();
     let full = format!(
@@ -29,7 +33,11 @@ fn on_full_disk_of(dir: &Path, size: &str, script: &str) -> (Option<i32>, Vec<se
         "could not mount a tmpfs in a user namespace: {}",
         String::from_utf8_lossy(&o.stderr)
     );
-    (o.status.code(), records(&o.stdout), String::from_utf8_lossy(&o.stderr).into_owned())
+    (
+        o.status.code(),
+        records(&o.stdout),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
 }
 
 fn on_full_disk(dir: &Path, script: &str) -> (Option<i32>, Vec<serde_json::Value>) {
@@ -90,7 +98,8 @@ fn gather_npz_on_a_full_disk_fails_without_leaving_a_partial_output() {
     }
     // 200 × 2 KiB of w is ~400 KiB: the scratch rows fit on the 600 KiB disk, the output beside
     // them does not, so the disk fills while the .npz is written.
-    let (code, recs, stderr) = on_full_disk_of(tmp.path(), "600k", "gather-npz -q -o out/all.npz lat/*.npz");
+    let (code, recs, stderr) =
+        on_full_disk_of(tmp.path(), "600k", "gather-npz -q -o out/all.npz lat/*.npz");
     assert_eq!(code, Some(1), "{recs:?}");
     // One error line, no stray line from the zip writer's drop.
     assert!(!stderr.contains("ZipWriter drop"), "{stderr}");
@@ -115,24 +124,60 @@ fn project_one_gpu_on_a_full_disk_reports_each_image_and_leaves_no_partial_file(
     let (code, recs, stderr) = on_full_disk_of(tmp.path(), "64k", &script);
     let ok: Vec<_> = recs.iter().filter(|r| r["type"] == "latent").collect();
     let errors: Vec<_> = recs.iter().filter(|r| r["type"] == "error").collect();
-    assert_eq!(ok.len() + errors.len(), 16, "one record per input: {recs:?} {stderr}");
-    assert!(!ok.is_empty() && !errors.is_empty(), "the disk must fill part-way ({} ok): {stderr}", ok.len());
+    assert_eq!(
+        ok.len() + errors.len(),
+        16,
+        "one record per input: {recs:?} {stderr}"
+    );
+    assert!(
+        !ok.is_empty() && !errors.is_empty(),
+        "the disk must fill part-way ({} ok): {stderr}",
+        ok.len()
+    );
     for e in &errors {
-        assert!(e["input"].as_str().is_some_and(|i| i.starts_with("targets/")), "{e}");
-        assert!(e["message"].as_str().unwrap_or_default().to_lowercase().contains("space"), "{e}");
+        assert!(
+            e["input"]
+                .as_str()
+                .is_some_and(|i| i.starts_with("targets/")),
+            "{e}"
+        );
+        assert!(
+            e["message"]
+                .as_str()
+                .unwrap_or_default()
+                .to_lowercase()
+                .contains("space"),
+            "{e}"
+        );
     }
     assert_eq!(code, Some(3), "some items failed");
     let saved = tmp.path().join("saved");
     let npz = files_under(&saved, ".npz");
     let png = files_under(&saved, ".proj.png");
-    assert_eq!(npz.len(), ok.len(), "a .npz exactly for each reported image: {npz:?}");
-    assert_eq!(files_under(&saved, "").len(), npz.len() + png.len(), "no temp files");
+    assert_eq!(
+        npz.len(),
+        ok.len(),
+        "a .npz exactly for each reported image: {npz:?}"
+    );
+    assert_eq!(
+        files_under(&saved, "").len(),
+        npz.len() + png.len(),
+        "no temp files"
+    );
     // The .npz marks an image done (a re-run skips it), so it is written last: its image is there.
     for p in &npz {
-        let w: ndarray::ArrayD<f32> = ndarray_npy::NpzReader::new(std::fs::File::open(p).unwrap()).unwrap().by_name("w.npy").unwrap();
+        let w: ndarray::ArrayD<f32> = ndarray_npy::NpzReader::new(std::fs::File::open(p).unwrap())
+            .unwrap()
+            .by_name("w.npy")
+            .unwrap();
         assert_eq!(w.shape()[0], 1);
         let img = p.with_extension("proj.png");
-        assert!(image::open(&img).is_ok(), "{} has no intact {}", p.display(), img.display());
+        assert!(
+            image::open(&img).is_ok(),
+            "{} has no intact {}",
+            p.display(),
+            img.display()
+        );
     }
 }
 
@@ -154,13 +199,26 @@ fn ddp_train_on_a_full_disk_fails_with_a_message_and_leaves_no_partial_checkpoin
         "ddp-train -q --device cpu --data cifar100:digits --batch-size 32 --max-steps 1 --epochs 1 --checkpoint-dir out",
     );
     assert_eq!(code, Some(1), "{recs:?} {stderr}");
-    assert!(stderr.to_lowercase().contains("space") && stderr.contains("last.safetensors"), "{stderr}");
+    assert!(
+        stderr.to_lowercase().contains("space") && stderr.contains("last.safetensors"),
+        "{stderr}"
+    );
     let saved = files_under(&tmp.path().join("saved"), "");
-    let names: Vec<String> = saved.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
-    assert_eq!(names, ["last.train.safetensors"], "only the complete training state, no temp file");
+    let names: Vec<String> = saved
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        names,
+        ["last.train.safetensors"],
+        "only the complete training state, no temp file"
+    );
     // What is there is whole.
     let o = std::process::Command::new(testkit::python())
-        .args(["-c", "import sys, safetensors.torch as s; assert len(s.load_file(sys.argv[1])) > 0"])
+        .args([
+            "-c",
+            "import sys, safetensors.torch as s; assert len(s.load_file(sys.argv[1])) > 0",
+        ])
         .arg(&saved[0])
         .output()
         .unwrap();

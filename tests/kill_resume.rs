@@ -10,13 +10,20 @@ use testkit::{bin, files_under as files, projection_job, records, write_image, w
 
 /// `paths` relative to `base`.
 fn rel(base: &Path, paths: &[PathBuf]) -> Vec<PathBuf> {
-    paths.iter().map(|p| p.strip_prefix(base).unwrap().to_path_buf()).collect()
+    paths
+        .iter()
+        .map(|p| p.strip_prefix(base).unwrap().to_path_buf())
+        .collect()
 }
 
 /// Starts `cmd`, waits until `ready()` holds (or the process ends), then SIGKILLs it.
 /// Returns whether it was still running when killed.
 fn kill_when(mut cmd: Command, ready: impl Fn() -> bool) -> bool {
-    let mut child = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     let t0 = Instant::now();
     loop {
         if child.try_wait().unwrap().is_some() {
@@ -25,7 +32,10 @@ fn kill_when(mut cmd: Command, ready: impl Fn() -> bool) -> bool {
         if ready() {
             break;
         }
-        assert!(t0.elapsed() < Duration::from_secs(300), "nothing happened within 300 s");
+        assert!(
+            t0.elapsed() < Duration::from_secs(300),
+            "nothing happened within 300 s"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     child.kill().unwrap(); // SIGKILL
@@ -39,12 +49,19 @@ fn crop_resize_killed_then_rerun_completes_identically() {
     let n = 240;
     for i in 0..n {
         let ext = if i % 2 == 0 { "png" } else { "jpg" };
-        write_image(&tmp.path().join(format!("imgs/d{}/{i}.{ext}", i % 4)), 700 + i % 13, 500 + i % 7, i);
+        write_image(
+            &tmp.path().join(format!("imgs/d{}/{i}.{ext}", i % 4)),
+            700 + i % 13,
+            500 + i % 7,
+            i,
+        );
     }
     let inputs = rel(tmp.path(), &files(&tmp.path().join("imgs"), ""));
     let run = |out: &str| {
         let mut c = Command::new(bin("crop-resize"));
-        c.current_dir(tmp.path()).args(["-q", "-r", "64", "-j", "2", "-o", out]).args(&inputs);
+        c.current_dir(tmp.path())
+            .args(["-q", "-r", "64", "-j", "2", "-o", out])
+            .args(&inputs);
         c
     };
     assert!(run("straight").output().unwrap().status.success());
@@ -59,18 +76,38 @@ fn crop_resize_killed_then_rerun_completes_identically() {
     let o = run("killed").output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let recs = records(&o.stdout);
-    let skipped = recs.iter().filter(|r| r["type"] == "image" && r["skipped"] == true).count();
-    assert_eq!(skipped, partial, "the re-run skips exactly the finished images");
+    let skipped = recs
+        .iter()
+        .filter(|r| r["type"] == "image" && r["skipped"] == true)
+        .count();
+    assert_eq!(
+        skipped, partial,
+        "the re-run skips exactly the finished images"
+    );
     // A SIGKILL cannot be caught: the temp files being written stayed, hidden
     // (`.<name>.<pid>.XXXXXX.partial`), never under an output's name; the re-run, writing the
     // unfinished outputs into those directories, removed them (their pid is gone).
-    let stray: Vec<PathBuf> = files(&out, "").into_iter().filter(|p| !p.to_string_lossy().ends_with(".png")).collect();
-    assert!(stray.is_empty(), "temp files of the killed run left after the re-run: {stray:?}");
-    let (a, b) = (files(&tmp.path().join("straight"), ".png"), files(&out, ".png"));
+    let stray: Vec<PathBuf> = files(&out, "")
+        .into_iter()
+        .filter(|p| !p.to_string_lossy().ends_with(".png"))
+        .collect();
+    assert!(
+        stray.is_empty(),
+        "temp files of the killed run left after the re-run: {stray:?}"
+    );
+    let (a, b) = (
+        files(&tmp.path().join("straight"), ".png"),
+        files(&out, ".png"),
+    );
     assert_eq!(a.len(), n as usize);
     assert_eq!(b.len(), n as usize);
     for (x, y) in a.iter().zip(&b) {
-        assert_eq!(std::fs::read(x).unwrap(), std::fs::read(y).unwrap(), "{} differs", y.display());
+        assert_eq!(
+            std::fs::read(x).unwrap(),
+            std::fs::read(y).unwrap(),
+            "{} differs",
+            y.display()
+        );
     }
 }
 
@@ -79,12 +116,19 @@ fn gather_npz_killed_leaves_no_partial_output() {
     let tmp = tempfile::tempdir().unwrap();
     let n = 1500;
     for i in 0..n {
-        write_latent(&tmp.path().join(format!("lat/{i:05}.npz")), 18, 512, i as f32);
+        write_latent(
+            &tmp.path().join(format!("lat/{i:05}.npz")),
+            18,
+            512,
+            i as f32,
+        );
     }
     let inputs = rel(tmp.path(), &files(&tmp.path().join("lat"), ".npz"));
     let run = || {
         let mut c = Command::new(bin("gather-npz"));
-        c.current_dir(tmp.path()).args(["-q", "-j", "1", "-o", "all.npz"]).args(&inputs);
+        c.current_dir(tmp.path())
+            .args(["-q", "-j", "1", "-o", "all.npz"])
+            .args(&inputs);
         c
     };
     let target = tmp.path().join("all.npz");
@@ -96,7 +140,8 @@ fn gather_npz_killed_leaves_no_partial_output() {
         if target.exists() {
             complete += 1;
             let f = std::fs::File::open(&target).unwrap();
-            let mut npz = ndarray_npy::NpzReader::new(f).unwrap_or_else(|e| panic!("corrupt after a kill at {delay_ms} ms: {e}"));
+            let mut npz = ndarray_npy::NpzReader::new(f)
+                .unwrap_or_else(|e| panic!("corrupt after a kill at {delay_ms} ms: {e}"));
             let w: ndarray::Array3<f32> = npz.by_name("w.npy").unwrap();
             assert_eq!(w.shape(), &[n, 18, 512]);
             std::fs::remove_file(&target).unwrap();
@@ -111,7 +156,11 @@ fn gather_npz_killed_leaves_no_partial_output() {
     assert_eq!(w[[n - 1, 0, 0]], (n - 1) as f32);
     // The killed runs' scratch and temp files (up to 110 MB each here) are gone after the re-run.
     let stray: Vec<PathBuf> = files(tmp.path(), ".partial");
-    assert!(stray.is_empty(), "{} temp files of killed runs left: {stray:?}", stray.len());
+    assert!(
+        stray.is_empty(),
+        "{} temp files of killed runs left: {stray:?}",
+        stray.len()
+    );
 }
 
 #[test]
@@ -123,27 +172,63 @@ fn project_one_gpu_killed_then_rerun_skips_finished_and_matches() {
         c.current_dir(tmp.path())
             .args(["-q", "--device", "cpu", "--network"])
             .arg(&g)
-            .args(["--vgg", "vgg.safetensors", "--steps", "6", "--w-avg-samples", "200", "-b", "1", "-o", out]).args(&inputs);
+            .args([
+                "--vgg",
+                "vgg.safetensors",
+                "--steps",
+                "6",
+                "--w-avg-samples",
+                "200",
+                "-b",
+                "1",
+                "-o",
+                out,
+            ])
+            .args(&inputs);
         c
     };
     assert!(run("straight").output().unwrap().status.success());
     let out = tmp.path().join("killed");
     let killed = kill_when(run("killed"), || files(&out, ".npz").len() >= 2);
     let partial = files(&out, ".npz");
-    eprintln!("project-one-gpu killed: {killed}, {}/12 outputs at the kill", partial.len());
+    eprintln!(
+        "project-one-gpu killed: {killed}, {}/12 outputs at the kill",
+        partial.len()
+    );
     for p in &partial {
-        let mut npz = ndarray_npy::NpzReader::new(std::fs::File::open(p).unwrap()).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        let mut npz = ndarray_npy::NpzReader::new(std::fs::File::open(p).unwrap())
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
         let _: ndarray::Array3<f32> = npz.by_name("w.npy").unwrap();
     }
     let o = run("killed").output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let recs = records(&o.stdout);
-    let skipped = recs.iter().filter(|r| r["type"] == "latent" && r["skipped"] == true).count();
-    assert_eq!(skipped, partial.len(), "the re-run skips exactly the finished images");
-    let (a, b) = (files(&tmp.path().join("straight"), ".npz"), files(&out, ".npz"));
+    let skipped = recs
+        .iter()
+        .filter(|r| r["type"] == "latent" && r["skipped"] == true)
+        .count();
+    assert_eq!(
+        skipped,
+        partial.len(),
+        "the re-run skips exactly the finished images"
+    );
+    let (a, b) = (
+        files(&tmp.path().join("straight"), ".npz"),
+        files(&out, ".npz"),
+    );
     assert_eq!((a.len(), b.len()), (12, 12));
     for (x, y) in a.iter().zip(&b) {
-        let w = |p: &Path| -> ndarray::Array3<f32> { ndarray_npy::NpzReader::new(std::fs::File::open(p).unwrap()).unwrap().by_name("w.npy").unwrap() };
-        assert_eq!(w(x), w(y), "{} differs from the uninterrupted run", y.display());
+        let w = |p: &Path| -> ndarray::Array3<f32> {
+            ndarray_npy::NpzReader::new(std::fs::File::open(p).unwrap())
+                .unwrap()
+                .by_name("w.npy")
+                .unwrap()
+        };
+        assert_eq!(
+            w(x),
+            w(y),
+            "{} differs from the uninterrupted run",
+            y.display()
+        );
     }
 }

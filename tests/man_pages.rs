@@ -6,33 +6,65 @@ use std::process::Command;
 fn man_pages_are_up_to_date() {
     let man = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../man");
     for tool in testkit::TOOLS {
-        let out = Command::new(testkit::bin(tool)).args(["--generate", "man"]).output().unwrap();
+        let out = Command::new(testkit::bin(tool))
+            .args(["--generate", "man"])
+            .output()
+            .unwrap();
         assert!(out.status.success(), "{tool} --generate man failed");
         let page = String::from_utf8(out.stdout).unwrap();
-        for section in [".SH NAME", ".SH SYNOPSIS", ".SH \"OUTPUT RECORDS\"", ".SH \"EXIT STATUS\"", ".SH EXAMPLES"] {
+        for section in [
+            ".SH NAME",
+            ".SH SYNOPSIS",
+            ".SH \"OUTPUT RECORDS\"",
+            ".SH \"EXIT STATUS\"",
+            ".SH EXAMPLES",
+        ] {
             assert!(page.contains(section), "{tool}: no {section}");
         }
         let committed = std::fs::read_to_string(man.join(format!("{tool}.1"))).unwrap_or_default();
-        assert!(committed == page, "man/{tool}.1 is stale: run scripts/gen-man.sh");
+        assert!(
+            committed == page,
+            "man/{tool}.1 is stale: run scripts/gen-man.sh"
+        );
     }
 }
 
 #[test]
 fn help_has_synopsis_records_exit_status_and_examples() {
     for tool in testkit::TOOLS {
-        let out = Command::new(testkit::bin(tool)).arg("--help").output().unwrap();
+        let out = Command::new(testkit::bin(tool))
+            .arg("--help")
+            .output()
+            .unwrap();
         assert!(out.status.success(), "{tool} --help failed");
         let help = String::from_utf8(out.stdout).unwrap();
-        for section in ["Usage: ", "\nRecords:\n", "\nExit status:\n  0    Success.", "\nExamples:\n"] {
+        for section in [
+            "Usage: ",
+            "\nRecords:\n",
+            "\nExit status:\n  0    Success.",
+            "\nExamples:\n",
+        ] {
             assert!(help.contains(section), "{tool} --help: no {section:?}");
         }
         let examples = help.split("\nExamples:\n").nth(1).unwrap();
-        assert!(examples.matches("\n    $ ").count() + usize::from(examples.starts_with("    $ ")) >= 2, "{tool}: fewer than two examples");
+        assert!(
+            examples.matches("\n    $ ").count() + usize::from(examples.starts_with("    $ ")) >= 2,
+            "{tool}: fewer than two examples"
+        );
         // Plain text: no roff left over.
-        assert!(!help.contains("\\-") && !help.contains("\n.PP") && !help.contains("\\&"), "{tool} --help has roff in it");
+        assert!(
+            !help.contains("\\-") && !help.contains("\n.PP") && !help.contains("\\&"),
+            "{tool} --help has roff in it"
+        );
         // Every example that runs project-one-gpu gives it the required --vgg.
-        for line in examples.lines().filter(|l| l.starts_with("    $ ") && l.contains("project-one-gpu ")) {
-            assert!(line.contains("--vgg"), "{tool}: example without --vgg: {line}");
+        for line in examples
+            .lines()
+            .filter(|l| l.starts_with("    $ ") && l.contains("project-one-gpu "))
+        {
+            assert!(
+                line.contains("--vgg"),
+                "{tool}: example without --vgg: {line}"
+            );
         }
     }
 }

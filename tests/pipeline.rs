@@ -4,7 +4,6 @@ use std::path::Path;
 
 use testkit::{of_type, photo_tree as tree, python, records, sh, shared_dir, write_latent};
 
-
 #[test]
 fn find_shard_list_crop_resize_covers_every_image_once() {
     let tmp = tempfile::tempdir().unwrap();
@@ -13,7 +12,11 @@ fn find_shard_list_crop_resize_covers_every_image_once() {
         tmp.path(),
         "find imgs -type f | sort | shard-list -n 2 | while read -r shard; do crop-resize -q -r 16 -o out \"$shard\" || exit 1; done",
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let recs = records(&out.stdout);
     let images = of_type(&recs, "image");
     assert_eq!(images.len(), 9);
@@ -23,7 +26,14 @@ fn find_shard_list_crop_resize_covers_every_image_once() {
         let img = image::open(output).unwrap();
         assert_eq!((img.width(), img.height()), (16, 16));
         let input = r["input"].as_str().unwrap();
-        assert!(output.ends_with(&Path::new(input).with_extension("png").to_string_lossy().into_owned()));
+        assert!(
+            output.ends_with(
+                &Path::new(input)
+                    .with_extension("png")
+                    .to_string_lossy()
+                    .into_owned()
+            )
+        );
     }
 }
 
@@ -31,7 +41,10 @@ fn find_shard_list_crop_resize_covers_every_image_once() {
 fn by_dir_shards_keep_directories_together() {
     let tmp = tempfile::tempdir().unwrap();
     tree(tmp.path());
-    let out = sh(tmp.path(), "find imgs -type f | sort | shard-list -n 2 --by-dir");
+    let out = sh(
+        tmp.path(),
+        "find imgs -type f | sort | shard-list -n 2 --by-dir",
+    );
     assert!(out.status.success());
     let recs = records(&out.stdout);
     assert_eq!(recs.len(), 2);
@@ -40,7 +53,13 @@ fn by_dir_shards_keep_directories_together() {
             .as_array()
             .unwrap()
             .iter()
-            .map(|p| Path::new(p.as_str().unwrap()).parent().unwrap().to_string_lossy().into_owned())
+            .map(|p| {
+                Path::new(p.as_str().unwrap())
+                    .parent()
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned()
+            })
             .collect();
         d.dedup();
         d
@@ -53,20 +72,35 @@ fn by_dir_shards_keep_directories_together() {
 fn gather_reads_a_previous_stage_records_and_numpy_loads_the_result() {
     let tmp = tempfile::tempdir().unwrap();
     for i in 0..5 {
-        write_latent(&tmp.path().join(format!("lat/{i}.npz")), 1, 4, i as f32 * 10.0);
+        write_latent(
+            &tmp.path().join(format!("lat/{i}.npz")),
+            1,
+            4,
+            i as f32 * 10.0,
+        );
     }
     // A stage's records name the image ("input") and the latent ("output").
     let lines: String = (0..5)
-        .map(|i| format!("{{\"type\":\"latent\",\"input\":\"imgs/{i}.jpg\",\"output\":\"lat/{i}.npz\"}}\n"))
+        .map(|i| {
+            format!(
+                "{{\"type\":\"latent\",\"input\":\"imgs/{i}.jpg\",\"output\":\"lat/{i}.npz\"}}\n"
+            )
+        })
         .collect::<String>()
         + "{\"type\":\"summary\",\"ok\":5}\n";
     std::fs::write(tmp.path().join("records.jsonl"), lines).unwrap();
     let out = sh(tmp.path(), "cat records.jsonl | gather-npz -o all.npz");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let recs = records(&out.stdout);
     assert_eq!(recs.last().unwrap()["shape"], serde_json::json!([5, 1, 4]));
 
-    let mut npz = ndarray_npy::NpzReader::new(std::fs::File::open(tmp.path().join("all.npz")).unwrap()).unwrap();
+    let mut npz =
+        ndarray_npy::NpzReader::new(std::fs::File::open(tmp.path().join("all.npz")).unwrap())
+            .unwrap();
     let w: ndarray::Array3<f32> = npz.by_name("w").unwrap();
     assert_eq!(w[[3, 0, 2]], 32.0);
 
@@ -77,7 +111,11 @@ fn gather_reads_a_previous_stage_records_and_numpy_loads_the_result() {
                      assert list(f['names']) == ['imgs/%d.jpg' % i for i in range(5)], f['names']; \
                      assert f['w'][4, 0, 3] == 43.0";
         let out = sh(tmp.path(), &format!("'{py}' -c \"{check}\""));
-        assert!(out.status.success(), "numpy check failed: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "numpy check failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
 
@@ -103,7 +141,11 @@ fn shard_crop_project_gather_generate() {
         g = g.display()
     );
     let out = sh(tmp.path(), &script);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "(9, 1, 32) 9");
     let latents = records(&std::fs::read(tmp.path().join("latents.jsonl")).unwrap());
     let latents = of_type(&latents, "latent");
@@ -112,7 +154,14 @@ fn shard_crop_project_gather_generate() {
         // Named after the photo and written beside it, as seed 000 does.
         let input = r["input"].as_str().unwrap();
         assert!(input.starts_with("imgs/"), "{input}");
-        assert!(r["output"].as_str().unwrap().ends_with(&Path::new(input).with_extension("npz").to_string_lossy().into_owned()));
+        assert!(
+            r["output"].as_str().unwrap().ends_with(
+                &Path::new(input)
+                    .with_extension("npz")
+                    .to_string_lossy()
+                    .into_owned()
+            )
+        );
     }
     let rendered = records(&std::fs::read(tmp.path().join("rendered.jsonl")).unwrap());
     let rendered = of_type(&rendered, "image");
@@ -120,7 +169,11 @@ fn shard_crop_project_gather_generate() {
     for r in rendered {
         // Mirrored by the photo's path: a/0.jpg and b/0.png do not collide.
         let input = r["input"].as_str().unwrap();
-        let want = tmp.path().join("projected").join(input).with_extension("png");
+        let want = tmp
+            .path()
+            .join("projected")
+            .join(input)
+            .with_extension("png");
         assert_eq!(r["output"].as_str().unwrap(), want.to_str().unwrap());
         assert!(want.is_file());
     }

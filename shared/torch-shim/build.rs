@@ -6,7 +6,9 @@ use std::path::PathBuf;
 fn main() {
     println!("cargo:rerun-if-changed=src/shim.cpp");
     torch_build::link_libtorch();
-    let lib = PathBuf::from(std::env::var("DEP_TCH_LIBTORCH_LIB").expect("torch-sys sets DEP_TCH_LIBTORCH_LIB"));
+    let lib = PathBuf::from(
+        std::env::var("DEP_TCH_LIBTORCH_LIB").expect("torch-sys sets DEP_TCH_LIBTORCH_LIB"),
+    );
     let torch = lib.parent().expect("torch/lib has a parent").to_path_buf();
     let site = torch.parent().expect("torch has a parent").to_path_buf();
     let includes = [
@@ -17,7 +19,10 @@ fn main() {
     ];
     for dir in &includes {
         if !dir.is_dir() {
-            println!("cargo:warning=torch-shim: {} is missing (a torch 2.11 CUDA wheel has it)", dir.display());
+            println!(
+                "cargo:warning=torch-shim: {} is missing (a torch 2.11 CUDA wheel has it)",
+                dir.display()
+            );
         }
     }
     cc::Build::new()

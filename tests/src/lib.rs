@@ -7,7 +7,16 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 /// Every tool of the workspace.
-pub const TOOLS: &[&str] = &["shard-list", "crop-resize", "gather-npz", "generate", "project-one-gpu", "all-reduce-check", "ddp-train", "sweep"];
+pub const TOOLS: &[&str] = &[
+    "shard-list",
+    "crop-resize",
+    "gather-npz",
+    "generate",
+    "project-one-gpu",
+    "all-reduce-check",
+    "ddp-train",
+    "sweep",
+];
 
 /// The directory holding the built binaries: the test executable's directory minus `deps`.
 pub fn bin_dir() -> PathBuf {
@@ -22,13 +31,21 @@ pub fn bin_dir() -> PathBuf {
 /// Path of a built tool; panics with a hint when it was not built.
 pub fn bin(tool: &str) -> PathBuf {
     let p = bin_dir().join(tool);
-    assert!(p.exists(), "{} not built: run `cargo build --release --workspace --bins` (scripts/test.sh does)", p.display());
+    assert!(
+        p.exists(),
+        "{} not built: run `cargo build --release --workspace --bins` (scripts/test.sh does)",
+        p.display()
+    );
     p
 }
 
 /// Runs `script` with `sh -c` in `dir`, the built tools first on PATH.
 pub fn sh(dir: &Path, script: &str) -> Output {
-    let path = format!("{}:{}", bin_dir().display(), std::env::var("PATH").unwrap_or_default());
+    let path = format!(
+        "{}:{}",
+        bin_dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     Command::new("sh")
         .arg("-c")
         .arg(script)
@@ -43,8 +60,12 @@ pub fn records(stdout: &[u8]) -> Vec<Value> {
     let text = std::str::from_utf8(stdout).expect("stdout is UTF-8");
     text.lines()
         .map(|l| {
-            let v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
-            assert!(v.get("type").and_then(Value::as_str).is_some(), "record without type: {l}");
+            let v: Value =
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
+            assert!(
+                v.get("type").and_then(Value::as_str).is_some(),
+                "record without type: {l}"
+            );
             v
         })
         .collect()
@@ -54,7 +75,9 @@ pub fn records(stdout: &[u8]) -> Vec<Value> {
 /// when `dir` does not exist.
 pub fn files_under(dir: &Path, suffix: &str) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    let Ok(rd) = std::fs::read_dir(dir) else { return out };
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return out;
+    };
     for e in rd.flatten() {
         let p = e.path();
         if p.is_dir() {
@@ -78,7 +101,12 @@ pub fn photo_tree(dir: &Path) {
     for (i, sub) in ["a", "b", "c"].iter().enumerate() {
         for j in 0..3 {
             let ext = if j % 2 == 0 { "png" } else { "jpg" };
-            write_image(&dir.join(format!("imgs/{sub}/{j}.{ext}")), 40 + 7 * j, 30 + 5 * i as u32, j + 3 * i as u32);
+            write_image(
+                &dir.join(format!("imgs/{sub}/{j}.{ext}")),
+                40 + 7 * j,
+                30 + 5 * i as u32,
+                j + 3 * i as u32,
+            );
         }
     }
 }
@@ -91,7 +119,8 @@ pub fn shared_dir() -> PathBuf {
 }
 
 pub fn python() -> String {
-    std::env::var("SHARDKIT_PYTHON").unwrap_or_else(|_| format!("{}/../.venv/bin/python", env!("CARGO_MANIFEST_DIR")))
+    std::env::var("SHARDKIT_PYTHON")
+        .unwrap_or_else(|_| format!("{}/../.venv/bin/python", env!("CARGO_MANIFEST_DIR")))
 }
 
 pub fn write_image(path: &Path, w: u32, h: u32, seed: u32) {
@@ -99,8 +128,15 @@ pub fn write_image(path: &Path, w: u32, h: u32, seed: u32) {
         std::fs::create_dir_all(d).unwrap();
     }
     let img = image::RgbImage::from_fn(w, h, |x, y| {
-        let v = x.wrapping_mul(7).wrapping_add(y.wrapping_mul(13)).wrapping_add(seed * 31);
-        image::Rgb([(x * 255 / w.max(1)) as u8, (y * 255 / h.max(1)) as u8, (v % 256) as u8])
+        let v = x
+            .wrapping_mul(7)
+            .wrapping_add(y.wrapping_mul(13))
+            .wrapping_add(seed * 31);
+        image::Rgb([
+            (x * 255 / w.max(1)) as u8,
+            (y * 255 / h.max(1)) as u8,
+            (v % 256) as u8,
+        ])
     });
     img.save(path).unwrap();
 }
@@ -125,7 +161,14 @@ pub fn projection_job(dir: &Path, n: usize) -> (PathBuf, Vec<PathBuf>) {
         .current_dir(dir)
         .args(["-q", "--device", "cpu", "--network"])
         .arg(&g)
-        .args(["--seeds", &format!("0-{}", n - 1), "--trunc", "0.7", "-o", "targets"])
+        .args([
+            "--seeds",
+            &format!("0-{}", n - 1),
+            "--trunc",
+            "0.7",
+            "-o",
+            "targets",
+        ])
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -136,8 +179,10 @@ pub fn projection_job(dir: &Path, n: usize) -> (PathBuf, Vec<PathBuf>) {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let inputs: Vec<PathBuf> =
-        files_under(&dir.join("targets"), ".png").iter().map(|p| p.strip_prefix(dir).unwrap().to_path_buf()).collect();
+    let inputs: Vec<PathBuf> = files_under(&dir.join("targets"), ".png")
+        .iter()
+        .map(|p| p.strip_prefix(dir).unwrap().to_path_buf())
+        .collect();
     assert_eq!(inputs.len(), n);
     (g, inputs)
 }

@@ -39,7 +39,8 @@ fn write_temp<T>(
     let value = {
         let mut w = BufWriter::with_capacity(1 << 16, tmp.as_file_mut());
         let value = write(&mut w).with_context(|| format!("writing {}", target.display()))?;
-        w.flush().with_context(|| format!("writing {}", target.display()))?;
+        w.flush()
+            .with_context(|| format!("writing {}", target.display()))?;
         value
     };
     Ok((tmp, value))
@@ -53,7 +54,10 @@ pub fn temp_beside(target: &Path) -> anyhow::Result<tempfile::NamedTempFile> {
     };
     fs::create_dir_all(dir).with_context(|| format!("creating directory {}", dir.display()))?;
     remove_stale_once(dir);
-    let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     // Created as any tool creates a file: 0666 less the umask (tempfile's default is 0600).
     tempfile::Builder::new()
         .prefix(&format!(".{name}.{}.", std::process::id()))
@@ -72,13 +76,22 @@ fn remove_stale_once(dir: &Path) {
     use std::sync::{Mutex, OnceLock};
     static SWEPT: OnceLock<Mutex<HashSet<std::path::PathBuf>>> = OnceLock::new();
     let key = fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
-    if !SWEPT.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner()).insert(key) {
+    if !SWEPT
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(key)
+    {
         return;
     }
-    let Ok(entries) = fs::read_dir(dir) else { return };
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
     for e in entries.flatten() {
         let name = e.file_name();
-        let Some(pid) = name.to_str().and_then(stale_pid) else { continue };
+        let Some(pid) = name.to_str().and_then(stale_pid) else {
+            continue;
+        };
         if pid != std::process::id() && !Path::new("/proc").join(pid.to_string()).exists() {
             let _ = fs::remove_file(e.path());
         }
@@ -96,21 +109,31 @@ fn stale_pid(name: &str) -> Option<u32> {
 
 /// Syncs `tmp` and renames it to `target`.
 pub fn persist(tmp: tempfile::NamedTempFile, target: &Path) -> anyhow::Result<()> {
-    tmp.as_file().sync_all().with_context(|| format!("syncing {}", target.display()))?;
-    tmp.persist(target).with_context(|| format!("renaming into {}", target.display()))?;
+    tmp.as_file()
+        .sync_all()
+        .with_context(|| format!("syncing {}", target.display()))?;
+    tmp.persist(target)
+        .with_context(|| format!("renaming into {}", target.display()))?;
     Ok(())
 }
 
 /// Syncs `tmp` and moves it to `target` only if nothing is there: link(2) then unlink, so of two
 /// runs racing for one output exactly one succeeds. The loser's error says to pass --overwrite.
 pub fn persist_new(tmp: tempfile::NamedTempFile, target: &Path) -> anyhow::Result<()> {
-    tmp.as_file().sync_all().with_context(|| format!("syncing {}", target.display()))?;
+    tmp.as_file()
+        .sync_all()
+        .with_context(|| format!("syncing {}", target.display()))?;
     match tmp.persist_noclobber(target) {
         Ok(_) => Ok(()),
         Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => {
-            anyhow::bail!("{} exists (written by another run meanwhile?); pass --overwrite to replace it", target.display())
+            anyhow::bail!(
+                "{} exists (written by another run meanwhile?); pass --overwrite to replace it",
+                target.display()
+            )
         }
-        Err(e) => Err(anyhow::Error::new(e.error).context(format!("renaming into {}", target.display()))),
+        Err(e) => {
+            Err(anyhow::Error::new(e.error).context(format!("renaming into {}", target.display())))
+        }
     }
 }
 
@@ -137,7 +160,10 @@ mod tests {
         let r = write_atomic(&target, |w| Ok(w.write_all(b"x")?));
         unsafe { libc::umask(old) };
         r.unwrap();
-        assert_eq!(fs::metadata(&target).unwrap().permissions().mode() & 0o777, 0o640);
+        assert_eq!(
+            fs::metadata(&target).unwrap().permissions().mode() & 0o777,
+            0o640
+        );
     }
 
     #[test]
@@ -148,7 +174,11 @@ mod tests {
         let e = write_new(&target, |w| Ok(w.write_all(b"second")?)).unwrap_err();
         assert!(format!("{e:#}").contains("--overwrite"), "{e:#}");
         assert_eq!(fs::read(&target).unwrap(), b"first");
-        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1, "the loser's temp file is gone");
+        assert_eq!(
+            fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "the loser's temp file is gone"
+        );
     }
 
     #[test]
@@ -156,7 +186,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         // pid_max is at most 2^22: this pid never runs.
         let dead = dir.path().join(".out.png.999999999.AbC123.partial");
-        let live = dir.path().join(format!(".out.png.{}.XyZ789.partial", std::process::id()));
+        let live = dir
+            .path()
+            .join(format!(".out.png.{}.XyZ789.partial", std::process::id()));
         let parent = dir.path().join(".out.png.1.Qq1234.partial"); // pid 1 always runs
         let other = dir.path().join(".notes.txt");
         for f in [&dead, &live, &parent, &other] {
@@ -166,7 +198,11 @@ mod tests {
         assert!(!dead.exists());
         assert!(live.exists() && parent.exists() && other.exists());
         assert_eq!(stale_pid(".a.b.npz.123.xyz.partial"), Some(123));
-        assert_eq!(stale_pid(".a.npz.xyz.partial"), None, "the old scheme had no pid");
+        assert_eq!(
+            stale_pid(".a.npz.xyz.partial"),
+            None,
+            "the old scheme had no pid"
+        );
     }
 
     #[test]

@@ -33,18 +33,28 @@ pub fn regular_file(path: &Path) -> anyhow::Result<u64> {
     } else {
         "not a file"
     };
-    bail!("{} is {kind}, not a regular file: only files are read", path.display())
+    bail!(
+        "{} is {kind}, not a regular file: only files are read",
+        path.display()
+    )
 }
 
 /// Reads an input file whose kind `sniff` recognises from its first bytes (up to 64; `Err`
 /// names what it is not), and which is at most `limit` bytes: a file of the wrong kind is refused
 /// after a few bytes, not after reading gigabytes, and no input is read past what its format
 /// allows.
-pub fn read_regular(path: &Path, limit: u64, sniff: impl Fn(&[u8]) -> Result<(), String>) -> anyhow::Result<Vec<u8>> {
+pub fn read_regular(
+    path: &Path,
+    limit: u64,
+    sniff: impl Fn(&[u8]) -> Result<(), String>,
+) -> anyhow::Result<Vec<u8>> {
     let len = regular_file(path)?;
     let mut f = File::open(path).with_context(|| format!("reading {}", path.display()))?;
     let mut head = Vec::with_capacity(64);
-    (&mut f).take(64).read_to_end(&mut head).with_context(|| format!("reading {}", path.display()))?;
+    (&mut f)
+        .take(64)
+        .read_to_end(&mut head)
+        .with_context(|| format!("reading {}", path.display()))?;
     if let Err(what) = sniff(&head) {
         bail!("{what} (judged from its first {} bytes)", head.len());
     }
@@ -54,7 +64,9 @@ pub fn read_regular(path: &Path, limit: u64, sniff: impl Fn(&[u8]) -> Result<(),
     let mut bytes = head;
     bytes.reserve(len.saturating_sub(bytes.len() as u64) as usize);
     // A file that grows while it is read still stops at the limit.
-    f.take((limit + 1).saturating_sub(bytes.len() as u64)).read_to_end(&mut bytes).with_context(|| format!("reading {}", path.display()))?;
+    f.take((limit + 1).saturating_sub(bytes.len() as u64))
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("reading {}", path.display()))?;
     if bytes.len() as u64 > limit {
         bail!("more than {limit} bytes: more than this input may hold");
     }
@@ -71,34 +83,48 @@ pub fn from_args(args: &[String]) -> Box<dyn Iterator<Item = Item> + Send> {
         return lines_of(Box::new(BufReader::new(io::stdin())), "<stdin>".into());
     }
     let args = args.to_vec();
-    Box::new(args.into_iter().flat_map(|arg| -> Box<dyn Iterator<Item = Item> + Send> {
-        if arg == "-" {
-            lines_of(Box::new(BufReader::new(io::stdin())), "<stdin>".into())
-        } else {
-            Box::new(parse(&arg).into_iter())
-        }
-    }))
+    Box::new(
+        args.into_iter()
+            .flat_map(|arg| -> Box<dyn Iterator<Item = Item> + Send> {
+                if arg == "-" {
+                    lines_of(Box::new(BufReader::new(io::stdin())), "<stdin>".into())
+                } else {
+                    Box::new(parse(&arg).into_iter())
+                }
+            }),
+    )
 }
 
 /// Items listed in files, one per line (`cat` semantics: `-` or no files means stdin). A file
 /// that cannot be opened gives one error record.
 pub fn from_files(files: &[String]) -> Box<dyn Iterator<Item = Item> + Send> {
-    let files = if files.is_empty() { vec!["-".to_string()] } else { files.to_vec() };
-    Box::new(files.into_iter().flat_map(|f| -> Box<dyn Iterator<Item = Item> + Send> {
-        if f == "-" {
-            return lines_of(Box::new(BufReader::new(io::stdin())), "<stdin>".into());
-        }
-        match File::open(&f) {
-            Ok(file) => lines_of(Box::new(BufReader::new(file)), f),
-            Err(e) => Box::new(std::iter::once(Err(ErrorRecord {
-                input: f.clone(),
-                message: format!("cannot open list file: {e}"),
-            }))),
-        }
-    }))
+    let files = if files.is_empty() {
+        vec!["-".to_string()]
+    } else {
+        files.to_vec()
+    };
+    Box::new(
+        files
+            .into_iter()
+            .flat_map(|f| -> Box<dyn Iterator<Item = Item> + Send> {
+                if f == "-" {
+                    return lines_of(Box::new(BufReader::new(io::stdin())), "<stdin>".into());
+                }
+                match File::open(&f) {
+                    Ok(file) => lines_of(Box::new(BufReader::new(file)), f),
+                    Err(e) => Box::new(std::iter::once(Err(ErrorRecord {
+                        input: f.clone(),
+                        message: format!("cannot open list file: {e}"),
+                    }))),
+                }
+            }),
+    )
 }
 
-fn lines_of(reader: Box<dyn BufRead + Send>, source: String) -> Box<dyn Iterator<Item = Item> + Send> {
+fn lines_of(
+    reader: Box<dyn BufRead + Send>,
+    source: String,
+) -> Box<dyn Iterator<Item = Item> + Send> {
     Box::new(reader.split(b'\n').flat_map(move |line| match line {
         Ok(bytes) => match String::from_utf8(bytes) {
             Ok(line) => parse(&line),
@@ -107,14 +133,20 @@ fn lines_of(reader: Box<dyn BufRead + Send>, source: String) -> Box<dyn Iterator
                 message: "line is not UTF-8".into(),
             })],
         },
-        Err(e) => vec![Err(ErrorRecord { input: source.clone(), message: format!("reading: {e}") })],
+        Err(e) => vec![Err(ErrorRecord {
+            input: source.clone(),
+            message: format!("reading: {e}"),
+        })],
     }))
 }
 
 fn parse(line: &str) -> Vec<Item> {
     match parse_input_line(line) {
         Ok(items) => items.into_iter().map(Ok).collect(),
-        Err(e) => vec![Err(ErrorRecord { input: line.to_string(), message: e.to_string() })],
+        Err(e) => vec![Err(ErrorRecord {
+            input: line.to_string(),
+            message: e.to_string(),
+        })],
     }
 }
 
@@ -127,18 +159,39 @@ mod read_tests {
         let dir = tempfile::tempdir().unwrap();
         let good = dir.path().join("a.bin");
         std::fs::write(&good, b"MAGIC and the rest").unwrap();
-        let sniff = |b: &[u8]| if b.starts_with(b"MAGIC") { Ok(()) } else { Err("not MAGIC".to_string()) };
-        assert_eq!(read_regular(&good, 100, sniff).unwrap(), b"MAGIC and the rest");
+        let sniff = |b: &[u8]| {
+            if b.starts_with(b"MAGIC") {
+                Ok(())
+            } else {
+                Err("not MAGIC".to_string())
+            }
+        };
+        assert_eq!(
+            read_regular(&good, 100, sniff).unwrap(),
+            b"MAGIC and the rest"
+        );
         let e = read_regular(&good, 10, sniff).unwrap_err().to_string();
         assert!(e.contains("18 bytes, more than"), "{e}");
-        let e = read_regular(dir.path(), 100, sniff).unwrap_err().to_string();
+        let e = read_regular(dir.path(), 100, sniff)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("is a directory"), "{e}");
-        let e = read_regular(Path::new("/dev/zero"), 100, sniff).unwrap_err().to_string();
+        let e = read_regular(Path::new("/dev/zero"), 100, sniff)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("is a device"), "{e}");
         let zeros = dir.path().join("zeros");
-        std::fs::File::create(&zeros).unwrap().set_len(1 << 40).unwrap(); // sparse, 1 TiB
-        let e = read_regular(&zeros, u64::MAX - 1, sniff).unwrap_err().to_string();
-        assert!(e.contains("not MAGIC (judged from its first 64 bytes)"), "{e}");
+        std::fs::File::create(&zeros)
+            .unwrap()
+            .set_len(1 << 40)
+            .unwrap(); // sparse, 1 TiB
+        let e = read_regular(&zeros, u64::MAX - 1, sniff)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("not MAGIC (judged from its first 64 bytes)"),
+            "{e}"
+        );
     }
 }
 
@@ -169,6 +222,12 @@ mod tests {
             from_files(&[list.to_string_lossy().into_owned(), "/no/such/list".into()]).collect();
         assert_eq!(items.len(), 3);
         assert_eq!(items[1].as_ref().unwrap().path, "y");
-        assert!(items[2].as_ref().unwrap_err().message.contains("cannot open"));
+        assert!(
+            items[2]
+                .as_ref()
+                .unwrap_err()
+                .message
+                .contains("cannot open")
+        );
     }
 }

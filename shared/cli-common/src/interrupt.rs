@@ -27,5 +27,9 @@ pub fn requested() -> bool {
 
 /// `Err(Interrupted)` once a signal has arrived.
 pub fn check() -> anyhow::Result<()> {
-    if requested() { Err(crate::Interrupted.into()) } else { Ok(()) }
+    if requested() {
+        Err(crate::Interrupted.into())
+    } else {
+        Ok(())
+    }
 }

@@ -24,10 +24,10 @@
 pub mod atomic;
 pub mod inputs;
 pub mod interrupt;
-pub mod panics;
-pub mod paths;
 mod man;
 mod out;
+pub mod panics;
+pub mod paths;
 pub mod progress;
 
 pub use man::render_man;
@@ -47,7 +47,11 @@ pub enum Outcome {
 impl Outcome {
     /// `ItemsFailed` when `failed > 0`.
     pub fn from_failures(failed: usize) -> Self {
-        if failed > 0 { Outcome::ItemsFailed } else { Outcome::Ok }
+        if failed > 0 {
+            Outcome::ItemsFailed
+        } else {
+            Outcome::Ok
+        }
     }
 }
 
@@ -106,8 +110,12 @@ pub struct CommonArgs {
 }
 
 /// Parses the command line, runs the tool and maps the result to an exit code.
-pub fn run_main<C: Tool>(run: impl FnOnce(C, &mut JsonlOut) -> anyhow::Result<Outcome>) -> ExitCode {
-    let name = <C as clap::CommandFactory>::command().get_name().to_string();
+pub fn run_main<C: Tool>(
+    run: impl FnOnce(C, &mut JsonlOut) -> anyhow::Result<Outcome>,
+) -> ExitCode {
+    let name = <C as clap::CommandFactory>::command()
+        .get_name()
+        .to_string();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if args.get(1).is_some_and(|a| a == "--generate") {
         return match args.get(2).and_then(|a| a.to_str()) {
@@ -126,11 +134,21 @@ pub fn run_main<C: Tool>(run: impl FnOnce(C, &mut JsonlOut) -> anyhow::Result<Ou
     }
     // --help ends with what the man page adds to clap's text: records, exit status, examples
     // (printed as written, not re-wrapped by clap, so command lines copy and paste).
-    if args.iter().skip(1).take_while(|a| *a != "--").any(|a| a == "--help") {
+    if args
+        .iter()
+        .skip(1)
+        .take_while(|a| *a != "--")
+        .any(|a| a == "--help")
+    {
         use std::io::Write as _;
         let mut cmd = <C as clap::CommandFactory>::command();
         // A closed pipe (`--help | head`) is not an error.
-        let _ = write!(std::io::stdout(), "{}\n{}", cmd.render_long_help(), man::help_tail::<C>());
+        let _ = write!(
+            std::io::stdout(),
+            "{}\n{}",
+            cmd.render_long_help(),
+            man::help_tail::<C>()
+        );
         return ExitCode::SUCCESS;
     }
     let cli = C::parse();
@@ -146,7 +164,9 @@ pub fn run_main<C: Tool>(run: impl FnOnce(C, &mut JsonlOut) -> anyhow::Result<Ou
 }
 
 fn report(name: &str, e: &anyhow::Error) -> ExitCode {
-    if e.chain().any(|c| c.is::<StdoutClosed>() || is_broken_pipe(c)) {
+    if e.chain()
+        .any(|c| c.is::<StdoutClosed>() || is_broken_pipe(c))
+    {
         return ExitCode::SUCCESS;
     }
     if e.chain().any(|c| c.is::<Interrupted>()) {
@@ -161,7 +181,8 @@ fn report(name: &str, e: &anyhow::Error) -> ExitCode {
 }
 
 fn is_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
-    e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    e.downcast_ref::<std::io::Error>()
+        .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
 }
 
 /// Prints `<tool>: message` on stderr unless quiet.
@@ -184,7 +205,8 @@ mod tests {
 
     #[test]
     fn broken_pipe_is_recognised_through_context() {
-        let e = anyhow::Error::new(std::io::Error::from(std::io::ErrorKind::BrokenPipe)).context("writing");
+        let e = anyhow::Error::new(std::io::Error::from(std::io::ErrorKind::BrokenPipe))
+            .context("writing");
         assert!(e.chain().any(is_broken_pipe));
     }
 }

@@ -18,7 +18,12 @@ pub fn render_man<C: Tool>() -> anyhow::Result<String> {
     page.push_str(EXIT_STATUS);
     page.push_str(".SH EXAMPLES\n");
     for (what, cmdline) in C::EXAMPLES {
-        let _ = write!(page, ".PP\n{}\n.PP\n.RS 4\n.nf\n{}\n.fi\n.RE\n", roff(what), roff(cmdline));
+        let _ = write!(
+            page,
+            ".PP\n{}\n.PP\n.RS 4\n.nf\n{}\n.fi\n.RE\n",
+            roff(what),
+            roff(cmdline)
+        );
     }
     Ok(page)
 }
@@ -33,14 +38,27 @@ pub fn help_tail<C: Tool>() -> String {
             ".nf" => literal = true,
             ".fi" => literal = false,
             l => {
-                let l = l.replace("\\&", "").replace("\\-", "-").replace("\\e", "\\");
+                let l = l
+                    .replace("\\&", "")
+                    .replace("\\-", "-")
+                    .replace("\\e", "\\");
                 // Records stay on their lines (copyable); prose is wrapped.
-                if literal { s.push_str(&format!("  {l}\n")) } else { s.push_str(&wrap(&l, "  ", 100)) }
+                if literal {
+                    s.push_str(&format!("  {l}\n"))
+                } else {
+                    s.push_str(&wrap(&l, "  ", 100))
+                }
             }
         }
     }
     s.push_str("\nExit status:\n");
-    for pair in EXIT_STATUS.lines().skip(1).collect::<Vec<_>>().split(|l| *l == ".TP").filter(|p| !p.is_empty()) {
+    for pair in EXIT_STATUS
+        .lines()
+        .skip(1)
+        .collect::<Vec<_>>()
+        .split(|l| *l == ".TP")
+        .filter(|p| !p.is_empty())
+    {
         // "  130  Interrupted ...", continuation lines under the description.
         let body = wrap(&pair[1..].join(" "), "       ", 100);
         s.push_str(&format!("  {:<5}{}", pair[0], &body[7..]));
@@ -95,7 +113,13 @@ Interrupted by SIGINT or SIGTERM; finished outputs are complete, unfinished ones
 fn roff(s: &str) -> String {
     let s = s.replace('\\', "\\e");
     s.lines()
-        .map(|l| if l.starts_with('.') || l.starts_with('\'') { format!("\\&{l}") } else { l.to_string() })
+        .map(|l| {
+            if l.starts_with('.') || l.starts_with('\'') {
+                format!("\\&{l}")
+            } else {
+                l.to_string()
+            }
+        })
         .collect::<Vec<_>>()
         .join("\n")
 }

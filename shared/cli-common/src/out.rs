@@ -27,7 +27,9 @@ pub struct JsonlOut {
 
 impl std::fmt::Debug for JsonlOut {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("JsonlOut").field("records", &self.records).finish()
+        f.debug_struct("JsonlOut")
+            .field("records", &self.records)
+            .finish()
     }
 }
 
@@ -39,7 +41,11 @@ impl JsonlOut {
     }
 
     pub fn new(inner: Box<dyn Write + Send>) -> Self {
-        Self { inner, flush_each: false, records: 0 }
+        Self {
+            inner,
+            flush_each: false,
+            records: 0,
+        }
     }
 
     /// Flush after every record.
@@ -98,7 +104,8 @@ mod tests {
     fn one_compact_record_per_line() {
         let buf = Shared::default();
         let mut out = JsonlOut::new(Box::new(buf.clone()));
-        out.emit(&serde_json::json!({"type": "x", "a": [1, 2]})).unwrap();
+        out.emit(&serde_json::json!({"type": "x", "a": [1, 2]}))
+            .unwrap();
         out.emit(&serde_json::json!({"type": "y"})).unwrap();
         let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
         assert_eq!(text, "{\"a\":[1,2],\"type\":\"x\"}\n{\"type\":\"y\"}\n");

@@ -21,8 +21,13 @@ pub fn install_hook() {
         let previous = panic::take_hook();
         panic::set_hook(Box::new(move |info| {
             if CATCHING.with(Cell::get) {
-                let at = info.location().map(|l| format!(" (at {}:{})", l.file(), l.line())).unwrap_or_default();
-                CAUGHT.with(|c| *c.borrow_mut() = Some(format!("{}{at}", payload_text(info.payload()))));
+                let at = info
+                    .location()
+                    .map(|l| format!(" (at {}:{})", l.file(), l.line()))
+                    .unwrap_or_default();
+                CAUGHT.with(|c| {
+                    *c.borrow_mut() = Some(format!("{}{at}", payload_text(info.payload())))
+                });
             } else {
                 previous(info);
             }
@@ -47,7 +52,11 @@ pub fn catch<T>(f: impl FnOnce() -> T) -> Result<T, String> {
     let was = CATCHING.with(|c| c.replace(true));
     let result = panic::catch_unwind(AssertUnwindSafe(f));
     CATCHING.with(|c| c.set(was));
-    result.map_err(|payload| CAUGHT.with(|c| c.borrow_mut().take()).unwrap_or_else(|| payload_text(payload.as_ref())))
+    result.map_err(|payload| {
+        CAUGHT
+            .with(|c| c.borrow_mut().take())
+            .unwrap_or_else(|| payload_text(payload.as_ref()))
+    })
 }
 
 #[cfg(test)]
@@ -59,7 +68,10 @@ mod tests {
         install_hook();
         let r: Result<(), String> = catch(|| panic!("bad tile {}", 3));
         let e = r.unwrap_err();
-        assert!(e.starts_with("bad tile 3 (at ") && e.contains("panics.rs"), "{e}");
+        assert!(
+            e.starts_with("bad tile 3 (at ") && e.contains("panics.rs"),
+            "{e}"
+        );
         assert_eq!(catch(|| 7), Ok(7));
         // Nested use keeps catching for the outer call.
         let r = catch(|| {

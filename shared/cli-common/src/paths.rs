@@ -6,7 +6,11 @@ use std::path::{Component, Path, PathBuf};
 
 /// Lexically normalised absolute form of `p` (relative paths are taken from `cwd`); `..` pops.
 pub fn absolute(p: &Path, cwd: &Path) -> PathBuf {
-    let joined = if p.is_absolute() { p.to_path_buf() } else { cwd.join(p) };
+    let joined = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        cwd.join(p)
+    };
     let mut out = PathBuf::new();
     for c in joined.components() {
         match c {
@@ -28,7 +32,10 @@ pub fn output_path(input: &Path, base: &Path, out_dir: &Path, cwd: &Path, ext: &
     let base = absolute(base, cwd);
     let rel: PathBuf = match abs.strip_prefix(&base) {
         Ok(r) if !r.as_os_str().is_empty() => r.to_path_buf(),
-        _ => abs.components().filter(|c| matches!(c, Component::Normal(_))).collect(),
+        _ => abs
+            .components()
+            .filter(|c| matches!(c, Component::Normal(_)))
+            .collect(),
     };
     absolute(out_dir, cwd).join(rel).with_extension(ext)
 }
@@ -76,10 +83,13 @@ impl Claims {
         if let Some((_, owner)) = self.owner.get(&source) {
             return Claim::InputIsOutput(owner.clone());
         }
-        self.inputs.entry(source.clone()).or_insert_with(|| name.to_string());
+        self.inputs
+            .entry(source.clone())
+            .or_insert_with(|| name.to_string());
         match self.owner.get(output) {
             None => {
-                self.owner.insert(output.to_path_buf(), (source, name.to_string()));
+                self.owner
+                    .insert(output.to_path_buf(), (source, name.to_string()));
                 Claim::First
             }
             Some((s, _)) if *s == source => Claim::Again,
@@ -93,10 +103,18 @@ impl Claims {
             Claim::First | Claim::Again => return None,
             Claim::Taken(other) => Self::taken_message(output, other),
             Claim::IsInput(input) if input == name => {
-                format!("{} is this input itself: its output would replace it, with or without --overwrite; choose another output directory", output.display())
+                format!(
+                    "{} is this input itself: its output would replace it, with or without --overwrite; choose another output directory",
+                    output.display()
+                )
             }
-            Claim::IsInput(input) => format!("{} is the input {input} of this run: its output would replace it; choose another output directory", output.display()),
-            Claim::InputIsOutput(owner) => format!("this input is the output of {owner}, listed earlier: not read as an input"),
+            Claim::IsInput(input) => format!(
+                "{} is the input {input} of this run: its output would replace it; choose another output directory",
+                output.display()
+            ),
+            Claim::InputIsOutput(owner) => {
+                format!("this input is the output of {owner}, listed earlier: not read as an input")
+            }
         })
     }
 
@@ -125,18 +143,42 @@ mod tests {
     #[test]
     fn relative_inputs_are_mirrored_under_out_dir() {
         let cwd = Path::new("/work");
-        let o = output_path(Path::new("imgs/a/1.jpg"), Path::new("."), Path::new("out"), cwd, "png");
+        let o = output_path(
+            Path::new("imgs/a/1.jpg"),
+            Path::new("."),
+            Path::new("out"),
+            cwd,
+            "png",
+        );
         assert_eq!(o, Path::new("/work/out/imgs/a/1.png"));
-        let o = output_path(Path::new("imgs/a/1.jpg"), Path::new("imgs"), Path::new("/o"), cwd, "npy");
+        let o = output_path(
+            Path::new("imgs/a/1.jpg"),
+            Path::new("imgs"),
+            Path::new("/o"),
+            cwd,
+            "npy",
+        );
         assert_eq!(o, Path::new("/o/a/1.npy"));
     }
 
     #[test]
     fn paths_outside_base_keep_their_whole_path() {
         let cwd = Path::new("/work");
-        let o = output_path(Path::new("/data/x/1.jpeg"), Path::new("."), Path::new("out"), cwd, "png");
+        let o = output_path(
+            Path::new("/data/x/1.jpeg"),
+            Path::new("."),
+            Path::new("out"),
+            cwd,
+            "png",
+        );
         assert_eq!(o, Path::new("/work/out/data/x/1.png"));
-        let o = output_path(Path::new("../y/./2.png"), Path::new("."), Path::new("out"), cwd, "png");
+        let o = output_path(
+            Path::new("../y/./2.png"),
+            Path::new("."),
+            Path::new("out"),
+            cwd,
+            "png",
+        );
         assert_eq!(o, Path::new("/work/out/y/2.png"));
     }
 
@@ -146,11 +188,26 @@ mod tests {
         let mut c = Claims::default();
         let out = Path::new("/o/a.npz");
         assert_eq!(c.claim(out, "a.jpg", Path::new("a.jpg"), cwd), Claim::First);
-        assert_eq!(c.claim(out, "./a.jpg", Path::new("./a.jpg"), cwd), Claim::Again);
-        assert_eq!(c.claim(out, "/work/a.jpg", Path::new("/work/a.jpg"), cwd), Claim::Again);
-        assert_eq!(c.claim(out, "a.png", Path::new("a.png"), cwd), Claim::Taken("a.jpg".into()));
-        assert_eq!(c.claim(Path::new("/o/b.npz"), "b.png", Path::new("b.png"), cwd), Claim::First);
-        assert!(Claims::taken_message(out, "a.jpg").starts_with("/o/a.npz is already the output of a.jpg"));
+        assert_eq!(
+            c.claim(out, "./a.jpg", Path::new("./a.jpg"), cwd),
+            Claim::Again
+        );
+        assert_eq!(
+            c.claim(out, "/work/a.jpg", Path::new("/work/a.jpg"), cwd),
+            Claim::Again
+        );
+        assert_eq!(
+            c.claim(out, "a.png", Path::new("a.png"), cwd),
+            Claim::Taken("a.jpg".into())
+        );
+        assert_eq!(
+            c.claim(Path::new("/o/b.npz"), "b.png", Path::new("b.png"), cwd),
+            Claim::First
+        );
+        assert!(
+            Claims::taken_message(out, "a.jpg")
+                .starts_with("/o/a.npz is already the output of a.jpg")
+        );
     }
 
     #[test]
@@ -160,12 +217,28 @@ mod tests {
         // -o on the inputs' own directory: a.png's output is a.png.
         let claim = c.claim(Path::new("/work/a.png"), "a.png", Path::new("a.png"), cwd);
         assert_eq!(claim, Claim::IsInput("a.png".into()));
-        assert!(Claims::message(&claim, Path::new("/work/a.png"), "a.png").unwrap().contains("this input itself"));
+        assert!(
+            Claims::message(&claim, Path::new("/work/a.png"), "a.png")
+                .unwrap()
+                .contains("this input itself")
+        );
         // b.png read first, then b.jpg whose output is b.png.
-        assert_eq!(c.claim(Path::new("/o/b.png"), "b.png", Path::new("b.png"), cwd), Claim::First);
-        assert_eq!(c.claim(Path::new("/work/b.png"), "b.jpg", Path::new("b.jpg"), cwd), Claim::IsInput("b.png".into()));
+        assert_eq!(
+            c.claim(Path::new("/o/b.png"), "b.png", Path::new("b.png"), cwd),
+            Claim::First
+        );
+        assert_eq!(
+            c.claim(Path::new("/work/b.png"), "b.jpg", Path::new("b.jpg"), cwd),
+            Claim::IsInput("b.png".into())
+        );
         // c.jpg first (its output /work/c.png), then c.png: already replaced, so refused.
-        assert_eq!(c.claim(Path::new("/work/c.png"), "c.jpg", Path::new("c.jpg"), cwd), Claim::First);
-        assert_eq!(c.claim(Path::new("/o/c.png"), "c.png", Path::new("c.png"), cwd), Claim::InputIsOutput("c.jpg".into()));
+        assert_eq!(
+            c.claim(Path::new("/work/c.png"), "c.jpg", Path::new("c.jpg"), cwd),
+            Claim::First
+        );
+        assert_eq!(
+            c.claim(Path::new("/o/c.png"), "c.png", Path::new("c.png"), cwd),
+            Claim::InputIsOutput("c.jpg".into())
+        );
     }
 }

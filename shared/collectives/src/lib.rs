@@ -48,9 +48,16 @@ pub enum Error {
     #[error("{0}")]
     PortInUse(String),
     #[error("timed out after {:.0} s waiting for {}", waited.as_secs_f64(), missing.join(", "))]
-    Timeout { waited: Duration, missing: Vec<String> },
+    Timeout {
+        waited: Duration,
+        missing: Vec<String>,
+    },
     #[error("lost rank {rank} during {during}: rank {rank} {what}")]
-    Peer { rank: usize, what: String, during: String },
+    Peer {
+        rank: usize,
+        what: String,
+        during: String,
+    },
     #[error("{0}")]
     Mismatch(String),
     #[error("{0}")]
@@ -58,7 +65,10 @@ pub enum Error {
     #[error("NCCL: {0}")]
     Nccl(String),
     #[error("{what}: {source}")]
-    Io { what: &'static str, source: std::io::Error },
+    Io {
+        what: &'static str,
+        source: std::io::Error,
+    },
 }
 
 impl Error {
@@ -88,7 +98,9 @@ impl std::str::FromStr for Backend {
             "auto" => Ok(Backend::Auto),
             "nccl" => Ok(Backend::Nccl),
             "cpu" | "gloo" | "ring" => Ok(Backend::Cpu),
-            _ => Err(Error::Usage(format!("unknown backend `{s}`: auto, nccl or cpu"))),
+            _ => Err(Error::Usage(format!(
+                "unknown backend `{s}`: auto, nccl or cpu"
+            ))),
         }
     }
 }
@@ -116,9 +128,21 @@ impl Communicator {
     }
 
     /// Connects a resolved plan (tests build plans without a process environment).
-    pub fn from_plan(plan: Plan, method: &InitMethod, timeout: Duration, backend: Backend) -> Result<Communicator> {
+    pub fn from_plan(
+        plan: Plan,
+        method: &InitMethod,
+        timeout: Duration,
+        backend: Backend,
+    ) -> Result<Communicator> {
         let joined = rendezvous::connect(&plan, method, timeout)?;
-        Ok(Communicator { plan, joined, backend, timeout, nccl: None, nccl_generation: 0 })
+        Ok(Communicator {
+            plan,
+            joined,
+            backend,
+            timeout,
+            nccl: None,
+            nccl_generation: 0,
+        })
     }
 
     pub fn rank(&self) -> usize {
@@ -140,7 +164,10 @@ impl Communicator {
 
     /// The engine collectives on tensors on `device` use: `"cpu-ring"` or `"nccl"`.
     pub fn engine(&self, device: Device) -> &'static str {
-        if device.is_cuda() && self.backend != Backend::Cpu && (self.backend == Backend::Nccl || nccl::Nccl::load().is_ok()) {
+        if device.is_cuda()
+            && self.backend != Backend::Cpu
+            && (self.backend == Backend::Nccl || nccl::Nccl::load().is_ok())
+        {
             "nccl"
         } else {
             "cpu-ring"
@@ -153,27 +180,42 @@ impl Communicator {
         if self.use_nccl(t.device())? {
             let count = contiguous_numel(t, "all_reduce")?;
             let p = t.data_ptr();
-            return self.with_nccl(t.device(), |c| unsafe { c.all_reduce(p, p, count, dtype, op) });
+            return self.with_nccl(t.device(), |c| unsafe {
+                c.all_reduce(p, p, count, dtype, op)
+            });
         }
         self.on_host(t, |ring, buf| ring.all_reduce(buf, dtype, op))
     }
 
     /// Out-of-place all-reduce: `output` (same shape and kind) gets the reduction of `input`.
-    pub fn all_reduce_into(&mut self, input: &Tensor, output: &mut Tensor, op: ReduceOp) -> Result<()> {
+    pub fn all_reduce_into(
+        &mut self,
+        input: &Tensor,
+        output: &mut Tensor,
+        op: ReduceOp,
+    ) -> Result<()> {
         same_layout(input, output, 1, "all_reduce")?;
         let dtype = DType::from_kind(input.kind())?;
         if self.use_nccl(input.device())? {
             let count = contiguous_numel(input, "all_reduce")?;
             contiguous_numel(output, "all_reduce")?;
             let (s, r) = (input.data_ptr(), output.data_ptr());
-            return self.with_nccl(input.device(), |c| unsafe { c.all_reduce(s, r, count, dtype, op) });
+            return self.with_nccl(input.device(), |c| unsafe {
+                c.all_reduce(s, r, count, dtype, op)
+            });
         }
-        if input.device() == Device::Cpu && input.is_contiguous() && output.is_contiguous() && byte_len(input) > 0 {
+        if input.device() == Device::Cpu
+            && input.is_contiguous()
+            && output.is_contiguous()
+            && byte_len(input) > 0
+        {
             // A plain memcpy: libtorch's copy_ may wake its thread pool, whose spinning threads
             // then compete with the other ranks' ring loops for the same cores.
             // SAFETY: two contiguous CPU tensors of equal byte size (same_layout); `input` is
             // only read, and cannot alias `output`, which is borrowed mutably.
-            let src = unsafe { std::slice::from_raw_parts(input.data_ptr() as *const u8, byte_len(input)) };
+            let src = unsafe {
+                std::slice::from_raw_parts(input.data_ptr() as *const u8, byte_len(input))
+            };
             unsafe { tensor_bytes(output) }.copy_from_slice(src);
         } else {
             output.copy_(input);
@@ -188,7 +230,9 @@ impl Communicator {
         if self.use_nccl(t.device())? {
             let count = contiguous_numel(t, "broadcast")?;
             let p = t.data_ptr();
-            return self.with_nccl(t.device(), |c| unsafe { c.broadcast(p, p, count, dtype, root) });
+            return self.with_nccl(t.device(), |c| unsafe {
+                c.broadcast(p, p, count, dtype, root)
+            });
         }
         self.on_host(t, |ring, buf| ring.broadcast(buf, dtype, root))
     }
@@ -203,12 +247,18 @@ impl Communicator {
             let count = contiguous_numel(input, "all_gather")?;
             contiguous_numel(output, "all_gather")?;
             let (s, r) = (input.data_ptr(), output.data_ptr());
-            return self.with_nccl(input.device(), |c| unsafe { c.all_gather(s, r, count, dtype) });
+            return self.with_nccl(input.device(), |c| unsafe {
+                c.all_gather(s, r, count, dtype)
+            });
         }
         let n = input.numel() as i64;
         let rank = self.rank() as i64;
         // A contiguous output is worked on in place (a view); another through a copy.
-        let mut flat = if output.is_contiguous() { output.view([-1]) } else { output.reshape([-1]).copy() };
+        let mut flat = if output.is_contiguous() {
+            output.view([-1])
+        } else {
+            output.reshape([-1]).copy()
+        };
         // The slot may alias `input` (in-place all-gather): then it already holds the data.
         if flat.narrow(0, rank * n, n).data_ptr() != input.data_ptr() {
             flat.narrow(0, rank * n, n).copy_(&input.reshape([-1]));
@@ -222,7 +272,12 @@ impl Communicator {
 
     /// `input` holds world × output.numel() elements; `output` gets the reduction of every
     /// rank's slot `rank`.
-    pub fn reduce_scatter(&mut self, input: &Tensor, output: &mut Tensor, op: ReduceOp) -> Result<()> {
+    pub fn reduce_scatter(
+        &mut self,
+        input: &Tensor,
+        output: &mut Tensor,
+        op: ReduceOp,
+    ) -> Result<()> {
         let world = self.world_size();
         same_layout(output, input, world, "reduce_scatter")?;
         let dtype = DType::from_kind(input.kind())?;
@@ -230,12 +285,18 @@ impl Communicator {
             contiguous_numel(input, "reduce_scatter")?;
             let count = contiguous_numel(output, "reduce_scatter")?;
             let (s, r) = (input.data_ptr(), output.data_ptr());
-            return self.with_nccl(input.device(), |c| unsafe { c.reduce_scatter(s, r, count, dtype, op) });
+            return self.with_nccl(input.device(), |c| unsafe {
+                c.reduce_scatter(s, r, count, dtype, op)
+            });
         }
         let n = output.numel() as i64;
         let mut work = input.to_device(Device::Cpu).reshape([-1]).copy();
         self.on_host(&mut work, |ring, buf| ring.reduce_scatter(buf, dtype, op))?;
-        output.copy_(&work.narrow(0, self.rank() as i64 * n, n).view(output.size().as_slice()));
+        output.copy_(
+            &work
+                .narrow(0, self.rank() as i64 * n, n)
+                .view(output.size().as_slice()),
+        );
         Ok(())
     }
 
@@ -257,7 +318,10 @@ impl Communicator {
 
     fn check_root(&self, root: usize) -> Result<()> {
         if root >= self.world_size() {
-            return Err(Error::Usage(format!("root {root} is outside a world of {}", self.world_size())));
+            return Err(Error::Usage(format!(
+                "root {root} is outside a world of {}",
+                self.world_size()
+            )));
         }
         Ok(())
     }
@@ -277,8 +341,14 @@ impl Communicator {
     /// contiguous CUDA tensors on that device, checked by `contiguous_numel`/`same_layout`, which
     /// the caller's borrows keep alive; the caching allocator does not reuse their memory for work
     /// queued later on the same stream), making it first (collectively) if needed.
-    fn with_nccl(&mut self, device: Device, f: impl FnOnce(&mut nccl::NcclComm) -> Result<()>) -> Result<()> {
-        let Device::Cuda(index) = device else { unreachable!("NCCL on a CPU tensor") };
+    fn with_nccl(
+        &mut self,
+        device: Device,
+        f: impl FnOnce(&mut nccl::NcclComm) -> Result<()>,
+    ) -> Result<()> {
+        let Device::Cuda(index) = device else {
+            unreachable!("NCCL on a CPU tensor")
+        };
         if self.nccl.as_ref().is_some_and(|c| c.device != index) {
             return Err(Error::Unsupported(format!(
                 "this rank's NCCL communicator is on cuda:{}, not cuda:{index}: one device per rank",
@@ -298,9 +368,17 @@ impl Communicator {
             } else {
                 let store = self.joined.store.as_mut().expect("world > 1 has a store");
                 let v = store.get(&key)?;
-                v.try_into().map_err(|_| Error::Nccl("rank 0 published a malformed ncclUniqueId".into()))?
+                v.try_into()
+                    .map_err(|_| Error::Nccl("rank 0 published a malformed ncclUniqueId".into()))?
             };
-            self.nccl = Some(nccl::NcclComm::init(lib, id, self.rank(), self.world_size(), index, self.timeout)?);
+            self.nccl = Some(nccl::NcclComm::init(
+                lib,
+                id,
+                self.rank(),
+                self.world_size(),
+                index,
+                self.timeout,
+            )?);
         }
         let r = f(self.nccl.as_mut().unwrap());
         self.noted(r)
@@ -308,7 +386,11 @@ impl Communicator {
 
     /// Runs a ring collective on `t`'s bytes: in place for contiguous CPU tensors, else through
     /// a contiguous host copy that is copied back.
-    fn on_host(&mut self, t: &mut Tensor, f: impl FnOnce(&mut ring::Ring, &mut [u8]) -> Result<()>) -> Result<()> {
+    fn on_host(
+        &mut self,
+        t: &mut Tensor,
+        f: impl FnOnce(&mut ring::Ring, &mut [u8]) -> Result<()>,
+    ) -> Result<()> {
         let r = if t.device() == Device::Cpu && t.is_contiguous() {
             // SAFETY: a contiguous CPU tensor owns numel × elt_size bytes at data_ptr, and the
             // `&mut Tensor` keeps anything else from touching them meanwhile.
@@ -334,7 +416,9 @@ impl Communicator {
     /// so a rank that only saw its neighbour exit still learns which rank failed first.
     fn noted<T>(&mut self, r: Result<T>) -> Result<T> {
         let Err(e) = r else { return r };
-        let Some(store) = self.joined.store.as_mut() else { return Err(e) };
+        let Some(store) = self.joined.store.as_mut() else {
+            return Err(e);
+        };
         store.shorten_timeout(Duration::from_secs(1));
         let me = self.plan.rank;
         let _ = store.set(&format!("failed/{me}"), e.to_string().as_bytes());
@@ -353,7 +437,11 @@ impl Communicator {
         }
         let also = format!(" [other ranks report: {}]", others.join("; "));
         Err(match e {
-            Error::Peer { rank, during, what } => Error::Peer { rank, during, what: what + &also },
+            Error::Peer { rank, during, what } => Error::Peer {
+                rank,
+                during,
+                what: what + &also,
+            },
             Error::Mismatch(m) => Error::Mismatch(m + &also),
             Error::Nccl(m) => Error::Nccl(m + &also),
             other => Error::Rendezvous(format!("{other}{also}")),
@@ -390,7 +478,9 @@ unsafe fn tensor_bytes(t: &mut Tensor) -> &mut [u8] {
 fn contiguous_numel(t: &Tensor, what: &str) -> Result<usize> {
     // channels_last is dense too: ranks share the layout, so the raw memory is what travels.
     if !t.is_contiguous() && !torch_shim::is_channels_last(t) {
-        return Err(Error::Unsupported(format!("{what} on CUDA needs contiguous (or channels_last) tensors (call .contiguous())")));
+        return Err(Error::Unsupported(format!(
+            "{what} on CUDA needs contiguous (or channels_last) tensors (call .contiguous())"
+        )));
     }
     Ok(t.numel())
 }

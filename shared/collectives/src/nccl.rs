@@ -41,10 +41,35 @@ struct Fns {
     comm_get_async_error: unsafe extern "C" fn(Comm, *mut c_int) -> c_int,
     get_error_string: unsafe extern "C" fn(c_int) -> *const c_char,
     get_last_error: unsafe extern "C" fn(Comm) -> *const c_char,
-    all_reduce: unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, c_int, Comm, Stream) -> c_int,
-    broadcast: unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, c_int, Comm, Stream) -> c_int,
-    all_gather: unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, Comm, Stream) -> c_int,
-    reduce_scatter: unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, c_int, Comm, Stream) -> c_int,
+    all_reduce: unsafe extern "C" fn(
+        *const c_void,
+        *mut c_void,
+        usize,
+        c_int,
+        c_int,
+        Comm,
+        Stream,
+    ) -> c_int,
+    broadcast: unsafe extern "C" fn(
+        *const c_void,
+        *mut c_void,
+        usize,
+        c_int,
+        c_int,
+        Comm,
+        Stream,
+    ) -> c_int,
+    all_gather:
+        unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, Comm, Stream) -> c_int,
+    reduce_scatter: unsafe extern "C" fn(
+        *const c_void,
+        *mut c_void,
+        usize,
+        c_int,
+        c_int,
+        Comm,
+        Stream,
+    ) -> c_int,
 }
 
 impl std::fmt::Debug for UniqueId {
@@ -70,13 +95,19 @@ static NCCL: OnceLock<std::result::Result<Nccl, String>> = OnceLock::new();
 impl Nccl {
     /// Loads NCCL once per process; the error lists every place tried.
     pub fn load() -> Result<&'static Nccl> {
-        NCCL.get_or_init(load_uncached).as_ref().map_err(|e| Error::Nccl(e.clone()))
+        NCCL.get_or_init(load_uncached)
+            .as_ref()
+            .map_err(|e| Error::Nccl(e.clone()))
     }
 
     /// `major.minor.patch`.
     pub fn version_string(&self) -> String {
         let v = self.version;
-        if v >= 10000 { format!("{}.{}.{}", v / 10000, v / 100 % 100, v % 100) } else { format!("{}.{}.{}", v / 1000, v / 100 % 10, v % 100) }
+        if v >= 10000 {
+            format!("{}.{}.{}", v / 10000, v / 100 % 100, v % 100)
+        } else {
+            format!("{}.{}.{}", v / 1000, v / 100 % 10, v % 100)
+        }
     }
 
     fn check(&self, what: &str, code: c_int, comm: Option<Comm>) -> Result<()> {
@@ -84,21 +115,33 @@ impl Nccl {
             return Ok(());
         }
         // SAFETY: NCCL returns static strings.
-        let s = unsafe { CStr::from_ptr((self.fns.get_error_string)(code)) }.to_string_lossy().into_owned();
+        let s = unsafe { CStr::from_ptr((self.fns.get_error_string)(code)) }
+            .to_string_lossy()
+            .into_owned();
         let last = comm
             // SAFETY: a live communicator (or null, which NCCL accepts).
-            .map(|c| unsafe { CStr::from_ptr((self.fns.get_last_error)(c)) }.to_string_lossy().into_owned())
+            .map(|c| {
+                unsafe { CStr::from_ptr((self.fns.get_last_error)(c)) }
+                    .to_string_lossy()
+                    .into_owned()
+            })
             .filter(|l| !l.is_empty())
             .map(|l| format!(": {l}"))
             .unwrap_or_default();
-        Err(Error::Nccl(format!("{what} failed: {s} (ncclResult {code}){last}")))
+        Err(Error::Nccl(format!(
+            "{what} failed: {s} (ncclResult {code}){last}"
+        )))
     }
 
     /// A fresh `ncclUniqueId` (rank 0 makes it; the others get it through the store).
     pub fn unique_id(&self) -> Result<[u8; UNIQUE_ID_BYTES]> {
         let mut id = UniqueId([0; UNIQUE_ID_BYTES]);
         // SAFETY: a valid out-pointer of the right size.
-        self.check("ncclGetUniqueId", unsafe { (self.fns.get_unique_id)(&mut id) }, None)?;
+        self.check(
+            "ncclGetUniqueId",
+            unsafe { (self.fns.get_unique_id)(&mut id) },
+            None,
+        )?;
         Ok(id.0)
     }
 }
@@ -124,12 +167,20 @@ fn load_uncached() -> std::result::Result<Nccl, String> {
                 unsafe { (fns.get_version)(&mut version) };
                 let path = mapped_path("libnccl.so").unwrap_or(name);
                 std::mem::forget(lib); // NCCL stays loaded for the process
-                return Ok(Nccl { fns, path, source, version });
+                return Ok(Nccl {
+                    fns,
+                    path,
+                    source,
+                    version,
+                });
             }
             Err(e) => tried.push(format!("{source}: {e}")),
         }
     }
-    Err(format!("libnccl.so.2 could not be loaded ({}); set SHARDKIT_NCCL_LIB to its path", tried.join("; ")))
+    Err(format!(
+        "libnccl.so.2 could not be loaded ({}); set SHARDKIT_NCCL_LIB to its path",
+        tried.join("; ")
+    ))
 }
 
 fn bind(lib: &Library) -> std::result::Result<Fns, libloading::Error> {
@@ -160,9 +211,10 @@ fn torch_lib_dir() -> Option<PathBuf> {
 /// The path of the first mapped file whose name starts with `stem` (from /proc/self/maps).
 fn mapped_path(stem: &str) -> Option<String> {
     let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    maps.lines().filter_map(|l| l.split_whitespace().nth(5)).find(|p| {
-        p.rsplit('/').next().is_some_and(|f| f.starts_with(stem))
-    }).map(str::to_string)
+    maps.lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .find(|p| p.rsplit('/').next().is_some_and(|f| f.starts_with(stem)))
+        .map(str::to_string)
 }
 
 /// One rank's NCCL communicator on one CUDA device.
@@ -181,22 +233,44 @@ unsafe impl Send for NcclComm {}
 impl NcclComm {
     /// `ncclCommInitRank` on `device`, bounded by `timeout` (a peer that died after the ring
     /// rendezvous would otherwise leave it waiting forever).
-    pub fn init(nccl: &'static Nccl, id: [u8; UNIQUE_ID_BYTES], rank: usize, world: usize, device: usize, timeout: Duration) -> Result<NcclComm> {
+    pub fn init(
+        nccl: &'static Nccl,
+        id: [u8; UNIQUE_ID_BYTES],
+        rank: usize,
+        world: usize,
+        device: usize,
+        timeout: Duration,
+    ) -> Result<NcclComm> {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::Builder::new()
             .name("nccl-init".into())
             .spawn(move || {
-                let r = device::cuda_set_device(device).map_err(Error::Nccl).and_then(|_| {
-                    let mut comm: Comm = std::ptr::null_mut();
-                    // SAFETY: a valid out-pointer; id by value as nccl.h declares.
-                    let code = unsafe { (nccl.fns.comm_init_rank)(&mut comm, world as c_int, UniqueId(id), rank as c_int) };
-                    nccl.check("ncclCommInitRank", code, None).map(|_| comm as usize)
-                });
+                let r = device::cuda_set_device(device)
+                    .map_err(Error::Nccl)
+                    .and_then(|_| {
+                        let mut comm: Comm = std::ptr::null_mut();
+                        // SAFETY: a valid out-pointer; id by value as nccl.h declares.
+                        let code = unsafe {
+                            (nccl.fns.comm_init_rank)(
+                                &mut comm,
+                                world as c_int,
+                                UniqueId(id),
+                                rank as c_int,
+                            )
+                        };
+                        nccl.check("ncclCommInitRank", code, None)
+                            .map(|_| comm as usize)
+                    });
                 let _ = tx.send(r);
             })
             .map_err(Error::io("nccl thread"))?;
         match rx.recv_timeout(timeout) {
-            Ok(r) => Ok(NcclComm { nccl, comm: r? as Comm, device, timeout }),
+            Ok(r) => Ok(NcclComm {
+                nccl,
+                comm: r? as Comm,
+                device,
+                timeout,
+            }),
             Err(_) => Err(Error::Nccl(format!(
                 "ncclCommInitRank did not complete within {:.0} s: a rank died or cannot reach this one \
                  (NCCL_DEBUG=INFO shows NCCL's view)",
@@ -212,17 +286,33 @@ impl NcclComm {
     /// libtorch's current stream on this device: the legacy default stream normally, the
     /// capture stream while a CUDA graph is being captured (so collectives become part of it).
     fn stream(&self) -> Result<*mut c_void> {
-        torch_shim::current_stream(self.device).map_err(|e| Error::Nccl(format!("current CUDA stream: {e}")))
+        torch_shim::current_stream(self.device)
+            .map_err(|e| Error::Nccl(format!("current CUDA stream: {e}")))
     }
 
     /// # Safety
     /// `send`/`recv` must be device pointers on this communicator's device, holding the
     /// element counts NCCL's call documents, live until the stream has run the collective.
-    pub(crate) unsafe fn all_reduce(&mut self, send: *const c_void, recv: *mut c_void, count: usize, dtype: DType, op: ReduceOp) -> Result<()> {
+    pub(crate) unsafe fn all_reduce(
+        &mut self,
+        send: *const c_void,
+        recv: *mut c_void,
+        count: usize,
+        dtype: DType,
+        op: ReduceOp,
+    ) -> Result<()> {
         self.enter()?;
         // SAFETY: per this function's contract.
         let code = unsafe {
-            (self.nccl.fns.all_reduce)(send, recv, count, dtype.code().into(), op.code().into(), self.comm, self.stream()?)
+            (self.nccl.fns.all_reduce)(
+                send,
+                recv,
+                count,
+                dtype.code().into(),
+                op.code().into(),
+                self.comm,
+                self.stream()?,
+            )
         };
         self.nccl.check("ncclAllReduce", code, Some(self.comm))
     }
@@ -230,11 +320,26 @@ impl NcclComm {
     /// # Safety
     /// `send`/`recv` must be device pointers on this communicator's device, holding the
     /// element counts NCCL's call documents, live until the stream has run the collective.
-    pub(crate) unsafe fn broadcast(&mut self, send: *const c_void, recv: *mut c_void, count: usize, dtype: DType, root: usize) -> Result<()> {
+    pub(crate) unsafe fn broadcast(
+        &mut self,
+        send: *const c_void,
+        recv: *mut c_void,
+        count: usize,
+        dtype: DType,
+        root: usize,
+    ) -> Result<()> {
         self.enter()?;
         // SAFETY: per this function's contract.
         let code = unsafe {
-            (self.nccl.fns.broadcast)(send, recv, count, dtype.code().into(), root as c_int, self.comm, self.stream()?)
+            (self.nccl.fns.broadcast)(
+                send,
+                recv,
+                count,
+                dtype.code().into(),
+                root as c_int,
+                self.comm,
+                self.stream()?,
+            )
         };
         self.nccl.check("ncclBroadcast", code, Some(self.comm))
     }
@@ -243,11 +348,24 @@ impl NcclComm {
     /// # Safety
     /// `send`/`recv` must be device pointers on this communicator's device, holding the
     /// element counts NCCL's call documents, live until the stream has run the collective.
-    pub(crate) unsafe fn all_gather(&mut self, send: *const c_void, recv: *mut c_void, send_count: usize, dtype: DType) -> Result<()> {
+    pub(crate) unsafe fn all_gather(
+        &mut self,
+        send: *const c_void,
+        recv: *mut c_void,
+        send_count: usize,
+        dtype: DType,
+    ) -> Result<()> {
         self.enter()?;
         // SAFETY: per this function's contract.
         let code = unsafe {
-            (self.nccl.fns.all_gather)(send, recv, send_count, dtype.code().into(), self.comm, self.stream()?)
+            (self.nccl.fns.all_gather)(
+                send,
+                recv,
+                send_count,
+                dtype.code().into(),
+                self.comm,
+                self.stream()?,
+            )
         };
         self.nccl.check("ncclAllGather", code, Some(self.comm))
     }
@@ -256,11 +374,26 @@ impl NcclComm {
     /// # Safety
     /// `send`/`recv` must be device pointers on this communicator's device, holding the
     /// element counts NCCL's call documents, live until the stream has run the collective.
-    pub(crate) unsafe fn reduce_scatter(&mut self, send: *const c_void, recv: *mut c_void, recv_count: usize, dtype: DType, op: ReduceOp) -> Result<()> {
+    pub(crate) unsafe fn reduce_scatter(
+        &mut self,
+        send: *const c_void,
+        recv: *mut c_void,
+        recv_count: usize,
+        dtype: DType,
+        op: ReduceOp,
+    ) -> Result<()> {
         self.enter()?;
         // SAFETY: per this function's contract.
         let code = unsafe {
-            (self.nccl.fns.reduce_scatter)(send, recv, recv_count, dtype.code().into(), op.code().into(), self.comm, self.stream()?)
+            (self.nccl.fns.reduce_scatter)(
+                send,
+                recv,
+                recv_count,
+                dtype.code().into(),
+                op.code().into(),
+                self.comm,
+                self.stream()?,
+            )
         };
         self.nccl.check("ncclReduceScatter", code, Some(self.comm))
     }
@@ -279,7 +412,9 @@ impl NcclComm {
             unsafe { (self.nccl.fns.comm_get_async_error)(self.comm, &mut async_err) };
             if async_err != 0 && async_err != 7 {
                 // 7 = ncclInProgress
-                let e = self.nccl.check("an NCCL collective", async_err, Some(self.comm));
+                let e = self
+                    .nccl
+                    .check("an NCCL collective", async_err, Some(self.comm));
                 self.abort();
                 return e;
             }

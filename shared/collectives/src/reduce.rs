@@ -19,7 +19,13 @@ pub enum ReduceOp {
 }
 
 impl ReduceOp {
-    pub const ALL: [ReduceOp; 5] = [ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Prod, ReduceOp::Max, ReduceOp::Min];
+    pub const ALL: [ReduceOp; 5] = [
+        ReduceOp::Sum,
+        ReduceOp::Avg,
+        ReduceOp::Prod,
+        ReduceOp::Max,
+        ReduceOp::Min,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -49,7 +55,11 @@ impl std::str::FromStr for ReduceOp {
         ReduceOp::ALL
             .into_iter()
             .find(|op| op.name() == s)
-            .ok_or_else(|| Error::Unsupported(format!("unknown reduce op `{s}` (sum, avg, prod, max, min)")))
+            .ok_or_else(|| {
+                Error::Unsupported(format!(
+                    "unknown reduce op `{s}` (sum, avg, prod, max, min)"
+                ))
+            })
     }
 }
 
@@ -67,8 +77,16 @@ pub enum DType {
 }
 
 impl DType {
-    pub const ALL: [DType; 8] =
-        [DType::U8, DType::I8, DType::I32, DType::I64, DType::F16, DType::BF16, DType::F32, DType::F64];
+    pub const ALL: [DType; 8] = [
+        DType::U8,
+        DType::I8,
+        DType::I32,
+        DType::I64,
+        DType::F16,
+        DType::BF16,
+        DType::F32,
+        DType::F64,
+    ];
 
     pub fn from_kind(kind: tch::Kind) -> Result<DType> {
         use tch::Kind as K;
@@ -81,7 +99,11 @@ impl DType {
             K::BFloat16 => DType::BF16,
             K::Float => DType::F32,
             K::Double => DType::F64,
-            other => return Err(Error::Unsupported(format!("collectives on {other:?} tensors"))),
+            other => {
+                return Err(Error::Unsupported(format!(
+                    "collectives on {other:?} tensors"
+                )));
+            }
         })
     }
 
@@ -147,7 +169,11 @@ impl std::str::FromStr for DType {
         DType::ALL
             .into_iter()
             .find(|d| d.name() == s)
-            .ok_or_else(|| Error::Unsupported(format!("unknown dtype `{s}` (u8, i8, i32, i64, f16, bf16, f32, f64)")))
+            .ok_or_else(|| {
+                Error::Unsupported(format!(
+                    "unknown dtype `{s}` (u8, i8, i32, i64, f16, bf16, f32, f64)"
+                ))
+            })
     }
 }
 
@@ -216,14 +242,38 @@ half_elem!(f16, bf16);
 macro_rules! with_elem {
     ($dtype:expr, $T:ident => $body:expr) => {
         match $dtype {
-            DType::U8 => { type $T = u8; $body }
-            DType::I8 => { type $T = i8; $body }
-            DType::I32 => { type $T = i32; $body }
-            DType::I64 => { type $T = i64; $body }
-            DType::F16 => { type $T = f16; $body }
-            DType::BF16 => { type $T = bf16; $body }
-            DType::F32 => { type $T = f32; $body }
-            DType::F64 => { type $T = f64; $body }
+            DType::U8 => {
+                type $T = u8;
+                $body
+            }
+            DType::I8 => {
+                type $T = i8;
+                $body
+            }
+            DType::I32 => {
+                type $T = i32;
+                $body
+            }
+            DType::I64 => {
+                type $T = i64;
+                $body
+            }
+            DType::F16 => {
+                type $T = f16;
+                $body
+            }
+            DType::BF16 => {
+                type $T = bf16;
+                $body
+            }
+            DType::F32 => {
+                type $T = f32;
+                $body
+            }
+            DType::F64 => {
+                type $T = f64;
+                $body
+            }
         }
     };
 }
@@ -294,14 +344,24 @@ mod tests {
 
         let h = |v: &[f32]| v.iter().map(|&x| bf16::from_f32(x)).collect::<Vec<_>>();
         let mut x = bytemuck::cast_slice::<bf16, u8>(&h(&[1.5, 2.0])).to_vec();
-        combine(DType::BF16, ReduceOp::Min, &mut x, bytemuck::cast_slice(&h(&[1.0, 3.0])));
+        combine(
+            DType::BF16,
+            ReduceOp::Min,
+            &mut x,
+            bytemuck::cast_slice(&h(&[1.0, 3.0])),
+        );
         assert_eq!(bytemuck::cast_slice::<u8, bf16>(&x), h(&[1.0, 2.0]));
     }
 
     #[test]
     fn float_max_propagates_nan() {
         let mut a = bytemuck::cast_slice::<f64, u8>(&[f64::NAN, 1.0]).to_vec();
-        combine(DType::F64, ReduceOp::Max, &mut a, bytemuck::cast_slice(&[2.0f64, f64::NAN]));
+        combine(
+            DType::F64,
+            ReduceOp::Max,
+            &mut a,
+            bytemuck::cast_slice(&[2.0f64, f64::NAN]),
+        );
         let r = bytemuck::cast_slice::<u8, f64>(&a);
         assert!(r[0].is_nan() && r[1].is_nan());
     }

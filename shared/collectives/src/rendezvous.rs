@@ -48,9 +48,14 @@ impl std::str::FromStr for InitMethod {
             let rest = rest.trim_end_matches('/');
             let (host, port) = rest
                 .rsplit_once(':')
-                .and_then(|(h, p)| Some((h.trim_matches(|c| c == '[' || c == ']'), p.parse().ok()?)))
+                .and_then(|(h, p)| {
+                    Some((h.trim_matches(|c| c == '[' || c == ']'), p.parse().ok()?))
+                })
                 .ok_or_else(|| Error::Usage(format!("`{s}`: write tcp://HOST:PORT")))?;
-            return Ok(InitMethod::Tcp { host: host.to_string(), port });
+            return Ok(InitMethod::Tcp {
+                host: host.to_string(),
+                port,
+            });
         }
         if let Some(path) = s.strip_prefix("file://") {
             if path.is_empty() {
@@ -58,7 +63,9 @@ impl std::str::FromStr for InitMethod {
             }
             return Ok(InitMethod::File(PathBuf::from(path)));
         }
-        Err(Error::Usage(format!("unknown init method `{s}`: use env://, tcp://HOST:PORT or file:///PATH")))
+        Err(Error::Usage(format!(
+            "unknown init method `{s}`: use env://, tcp://HOST:PORT or file:///PATH"
+        )))
     }
 }
 
@@ -100,7 +107,12 @@ impl Default for Options {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreAt {
     /// `host:port`; `serve` says this rank (0) binds it.
-    Tcp { host: String, port: u16, serve: bool, port_from: &'static str },
+    Tcp {
+        host: String,
+        port: u16,
+        serve: bool,
+        port_from: &'static str,
+    },
     File(PathBuf),
 }
 
@@ -126,11 +138,23 @@ impl Options {
     /// Resolves against `env` (a lookup, so tests need no process environment).
     pub fn plan_with(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Plan> {
         let num = |k: &str| -> Result<Option<usize>> {
-            env(k).map(|v| v.trim().parse().map_err(|_| Error::Usage(format!("{k}={v} is not a number")))).transpose()
+            env(k)
+                .map(|v| {
+                    v.trim()
+                        .parse()
+                        .map_err(|_| Error::Usage(format!("{k}={v} is not a number")))
+                })
+                .transpose()
         };
         let torchrun = env("RANK").is_some() || env("TORCHELASTIC_RUN_ID").is_some();
         let slurm = !torchrun && env("SLURM_PROCID").is_some();
-        let launcher = if torchrun { "torchrun/env" } else if slurm { "slurm" } else { "flags" };
+        let launcher = if torchrun {
+            "torchrun/env"
+        } else if slurm {
+            "slurm"
+        } else {
+            "flags"
+        };
         let rank = match self.rank {
             Some(r) => Some(r),
             None if slurm => num("SLURM_PROCID")?,
@@ -141,17 +165,28 @@ impl Options {
             None if slurm => num("SLURM_NTASKS")?,
             None => num("WORLD_SIZE")?,
         };
-        let local_rank = if slurm { num("SLURM_LOCALID")? } else { num("LOCAL_RANK")? };
+        let local_rank = if slurm {
+            num("SLURM_LOCALID")?
+        } else {
+            num("LOCAL_RANK")?
+        };
         let world_size = world_size.unwrap_or(1);
         let rank = match rank {
             Some(r) => r,
             None if world_size == 1 => 0,
-            None => return Err(Error::Usage(format!("world size {world_size} but no rank: pass --rank or set RANK"))),
+            None => {
+                return Err(Error::Usage(format!(
+                    "world size {world_size} but no rank: pass --rank or set RANK"
+                )));
+            }
         };
         if world_size == 0 || rank >= world_size {
-            return Err(Error::Usage(format!("rank {rank} is outside a world of {world_size}")));
+            return Err(Error::Usage(format!(
+                "rank {rank} is outside a world of {world_size}"
+            )));
         }
-        let agent = env("TORCHELASTIC_USE_AGENT_STORE").is_some_and(|v| v.eq_ignore_ascii_case("true"))
+        let agent = env("TORCHELASTIC_USE_AGENT_STORE")
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"))
             || env("SHARDKIT_AGENT_STORE").is_some_and(|v| v == "1");
         let store = match &self.init_method {
             InitMethod::File(p) => StoreAt::File(p.clone()),
@@ -160,22 +195,44 @@ impl Options {
                     InitMethod::Tcp { host, port } => (host.clone(), *port, "the tcp:// address"),
                     _ => {
                         let host = self.master_addr.clone().or_else(|| env("MASTER_ADDR"));
-                        let host = host.or_else(|| if slurm { first_host(&env("SLURM_JOB_NODELIST").or_else(|| env("SLURM_NODELIST"))?) } else { None });
+                        let host = host.or_else(|| {
+                            if slurm {
+                                first_host(
+                                    &env("SLURM_JOB_NODELIST").or_else(|| env("SLURM_NODELIST"))?,
+                                )
+                            } else {
+                                None
+                            }
+                        });
                         let (port, port_from) = match (self.master_port, env("MASTER_PORT")) {
                             (Some(p), _) => (p, "--master-port"),
                             (None, Some(p)) => (
-                                p.trim().parse().map_err(|_| Error::Usage(format!("MASTER_PORT={p} is not a port")))?,
+                                p.trim().parse().map_err(|_| {
+                                    Error::Usage(format!("MASTER_PORT={p} is not a port"))
+                                })?,
                                 "MASTER_PORT",
                             ),
                             (None, None) => match num("SLURM_JOB_ID")? {
-                                Some(id) if slurm => (20000 + (id % 20000) as u16, "SLURM_JOB_ID (20000 + id mod 20000)"),
+                                Some(id) if slurm => (
+                                    20000 + (id % 20000) as u16,
+                                    "SLURM_JOB_ID (20000 + id mod 20000)",
+                                ),
                                 _ => (DEFAULT_PORT, "the default"),
                             },
                         };
-                        (host.unwrap_or_else(|| "127.0.0.1".to_string()), port, port_from)
+                        (
+                            host.unwrap_or_else(|| "127.0.0.1".to_string()),
+                            port,
+                            port_from,
+                        )
                     }
                 };
-                StoreAt::Tcp { host, port, serve: rank == 0 && !agent, port_from }
+                StoreAt::Tcp {
+                    host,
+                    port,
+                    serve: rank == 0 && !agent,
+                    port_from,
+                }
             }
         };
         let prefix = match (agent, env("TORCHELASTIC_RUN_ID")) {
@@ -185,7 +242,14 @@ impl Options {
             ),
             _ => "shardkit/".to_string(),
         };
-        Ok(Plan { rank, world_size, local_rank, store, prefix, launcher })
+        Ok(Plan {
+            rank,
+            world_size,
+            local_rank,
+            store,
+            prefix,
+            launcher,
+        })
     }
 }
 
@@ -219,12 +283,22 @@ pub(crate) struct Joined {
 /// Meets the other ranks and wires the ring.
 pub(crate) fn connect(plan: &Plan, method: &InitMethod, timeout: Duration) -> Result<Joined> {
     if plan.world_size == 1 {
-        return Ok(Joined { store: None, ring: Ring::single(), _server: None, file: None });
+        return Ok(Joined {
+            store: None,
+            ring: Ring::single(),
+            _server: None,
+            file: None,
+        });
     }
     let deadline = Instant::now() + timeout;
     let prefix = plan.prefix.clone();
     let (mut store, server, file) = match &plan.store {
-        StoreAt::Tcp { host, port, serve, port_from } => {
+        StoreAt::Tcp {
+            host,
+            port,
+            serve,
+            port_from,
+        } => {
             let server = if *serve {
                 Some(StoreServer::bind(&format!("0.0.0.0:{port}")).map_err(|e| match e {
                     Error::PortInUse(_) => Error::PortInUse(format!(
@@ -237,9 +311,13 @@ pub(crate) fn connect(plan: &Plan, method: &InitMethod, timeout: Duration) -> Re
             } else {
                 None
             };
-            let store = Store::connect(&format!("{host}:{port}"), &prefix, timeout).map_err(|e| {
-                Error::Rendezvous(format!("rank {} could not join the rendezvous ({method}): {e}", plan.rank))
-            })?;
+            let store =
+                Store::connect(&format!("{host}:{port}"), &prefix, timeout).map_err(|e| {
+                    Error::Rendezvous(format!(
+                        "rank {} could not join the rendezvous ({method}): {e}",
+                        plan.rank
+                    ))
+                })?;
             (store, server, None)
         }
         StoreAt::File(path) if plan.rank == 0 => {
@@ -250,9 +328,13 @@ pub(crate) fn connect(plan: &Plan, method: &InitMethod, timeout: Duration) -> Re
             let mut store = Store::connect(&addr, &prefix, timeout)?;
             store.set("nonce", nonce.as_bytes())?;
             // Temp file beside it, synced, renamed: a reader never sees half an address.
-            cli_common::atomic::write_atomic(path, |w| Ok(writeln!(w, "{addr} {nonce}")?)).map_err(|e| {
-                Error::Rendezvous(format!("cannot write the rendezvous file {}: {e:#}", path.display()))
-            })?;
+            cli_common::atomic::write_atomic(path, |w| Ok(writeln!(w, "{addr} {nonce}")?))
+                .map_err(|e| {
+                    Error::Rendezvous(format!(
+                        "cannot write the rendezvous file {}: {e:#}",
+                        path.display()
+                    ))
+                })?;
             (store, Some(server), Some((path.clone(), nonce)))
         }
         StoreAt::File(path) => (join_file(path, &prefix, timeout, deadline)?, None, None),
@@ -268,7 +350,12 @@ pub(crate) fn connect(plan: &Plan, method: &InitMethod, timeout: Duration) -> Re
             return Err(e);
         }
     };
-    Ok(Joined { store: Some(store), ring, _server: server, file })
+    Ok(Joined {
+        store: Some(store),
+        ring,
+        _server: server,
+        file,
+    })
 }
 
 /// Ranks ≠ 0 of `file://`: read the address, connect, check the nonce; retry until the deadline
@@ -281,20 +368,26 @@ fn join_file(path: &Path, prefix: &str, timeout: Duration, deadline: Instant) ->
         if let Ok(meta) = std::fs::metadata(path)
             && !meta.is_file()
         {
-            why = format!("{} is not a regular file (a FIFO, device or directory?)", path.display());
+            why = format!(
+                "{} is not a regular file (a FIFO, device or directory?)",
+                path.display()
+            );
         } else if let Ok(text) = std::fs::read_to_string(path) {
             if let Some((addr, nonce)) = text.trim().split_once(' ') {
                 match Store::connect(addr, prefix, Duration::from_millis(500)) {
                     Ok(mut s) => {
                         s.shorten_timeout(Duration::from_secs(2));
-                        if s.check(&["nonce"]).unwrap_or(false) && s.get_now("nonce").ok().as_deref() == Some(nonce.as_bytes())
+                        if s.check(&["nonce"]).unwrap_or(false)
+                            && s.get_now("nonce").ok().as_deref() == Some(nonce.as_bytes())
                         {
                             s.shorten_timeout(timeout);
                             return Ok(s);
                         }
                         why = format!("the store at {addr} belongs to another run");
                     }
-                    Err(_) => why = format!("nothing answers at {addr} (a file left by an earlier run?)"),
+                    Err(_) => {
+                        why = format!("nothing answers at {addr} (a file left by an earlier run?)")
+                    }
                 }
             } else {
                 why = "the file is not `host:port nonce`".to_string();
@@ -311,7 +404,13 @@ fn join_file(path: &Path, prefix: &str, timeout: Duration, deadline: Instant) ->
 
 /// Publishes this rank's ring address, waits for everyone's, connects to the next rank and
 /// accepts the previous one.
-fn wire(plan: &Plan, store: &mut Store, method: &InitMethod, timeout: Duration, deadline: Instant) -> Result<Ring> {
+fn wire(
+    plan: &Plan,
+    store: &mut Store,
+    method: &InitMethod,
+    timeout: Duration,
+    deadline: Instant,
+) -> Result<Ring> {
     let (rank, world) = (plan.rank, plan.world_size);
     // Two processes given the same rank would otherwise wire a ring that deadlocks. (So one
     // communicator per process and store: a second would claim its rank again.)
@@ -325,7 +424,10 @@ fn wire(plan: &Plan, store: &mut Store, method: &InitMethod, timeout: Duration, 
         store.set("ring_nonce", format!("{:016x}", random_u64()).as_bytes())?;
     }
     let listener = TcpListener::bind("0.0.0.0:0").map_err(Error::io("ring listener"))?;
-    let port = listener.local_addr().map_err(Error::io("ring listener"))?.port();
+    let port = listener
+        .local_addr()
+        .map_err(Error::io("ring listener"))?
+        .port();
     let me = format!("{}:{port}", store.local_ip());
     store.set(&format!("addr/{rank}"), me.as_bytes())?;
 
@@ -334,19 +436,27 @@ fn wire(plan: &Plan, store: &mut Store, method: &InitMethod, timeout: Duration, 
     // Wait for everyone, in short slices so that a verdict another rank reached (it timed out
     // first) is seen at once and repeated, rather than this rank outliving the store.
     loop {
-        let slice = deadline.saturating_duration_since(Instant::now()).min(Duration::from_millis(200));
+        let slice = deadline
+            .saturating_duration_since(Instant::now())
+            .min(Duration::from_millis(200));
         match store.wait(&key_refs, slice) {
             Ok(()) => break,
             Err(Error::Timeout { missing, .. }) => {
                 if store.check(&["rendezvous_failed"])? {
                     let why = store.get_now("rendezvous_failed")?;
-                    return Err(Error::Rendezvous(String::from_utf8_lossy(&why).into_owned()));
+                    return Err(Error::Rendezvous(
+                        String::from_utf8_lossy(&why).into_owned(),
+                    ));
                 }
                 if Instant::now() >= deadline {
                     let msg = format!(
                         "rank(s) {} of {world} never arrived at the rendezvous ({method}) within {:.0} s: were they \
                          launched, with the same address and port?",
-                        missing.iter().map(|k| k.trim_start_matches("addr/")).collect::<Vec<_>>().join(", "),
+                        missing
+                            .iter()
+                            .map(|k| k.trim_start_matches("addr/"))
+                            .collect::<Vec<_>>()
+                            .join(", "),
                         timeout.as_secs_f64()
                     );
                     let _ = store.set("rendezvous_failed", msg.as_bytes());
@@ -358,19 +468,25 @@ fn wire(plan: &Plan, store: &mut Store, method: &InitMethod, timeout: Duration, 
     }
     let theirs = String::from_utf8_lossy(&store.get("world_size")?).into_owned();
     if theirs != world.to_string() {
-        return Err(Error::Mismatch(format!("rank 0 runs a world of {theirs} ranks but rank {rank} was told {world}")));
+        return Err(Error::Mismatch(format!(
+            "rank 0 runs a world of {theirs} ranks but rank {rank} was told {world}"
+        )));
     }
-    let nonce = u64::from_str_radix(&String::from_utf8_lossy(&store.get("ring_nonce")?), 16).unwrap_or(0);
+    let nonce =
+        u64::from_str_radix(&String::from_utf8_lossy(&store.get("ring_nonce")?), 16).unwrap_or(0);
 
     let next = (rank + 1) % world;
     let prev = (rank + world - 1) % world;
     let next_addr = String::from_utf8_lossy(&store.get_now(&format!("addr/{next}"))?).into_owned();
-    let mut to_next = connect_retry(&next_addr, deadline)
-        .map_err(|e| Error::Rendezvous(format!("cannot connect to rank {next} at {next_addr}: {e}")))?;
+    let mut to_next = connect_retry(&next_addr, deadline).map_err(|e| {
+        Error::Rendezvous(format!("cannot connect to rank {next} at {next_addr}: {e}"))
+    })?;
     let hello = hello(nonce, rank, world);
     to_next.write_all(&hello).map_err(Error::io("ring hello"))?;
     let from_prev = accept_prev(&listener, nonce, prev, world, deadline).map_err(|e| {
-        Error::Rendezvous(format!("rank {prev} (previous in the ring) never connected to rank {rank}: {e}"))
+        Error::Rendezvous(format!(
+            "rank {prev} (previous in the ring) never connected to rank {rank}: {e}"
+        ))
     })?;
     Ring::new(rank, world, to_next, from_prev, timeout)
 }
@@ -395,7 +511,13 @@ fn connect_retry(addr: &str, deadline: Instant) -> std::io::Result<TcpStream> {
 }
 
 /// Accepts connections until one says hello as `prev` of this run.
-fn accept_prev(listener: &TcpListener, nonce: u64, prev: usize, world: usize, deadline: Instant) -> std::io::Result<TcpStream> {
+fn accept_prev(
+    listener: &TcpListener,
+    nonce: u64,
+    prev: usize,
+    world: usize,
+    deadline: Instant,
+) -> std::io::Result<TcpStream> {
     use std::io::Read;
     listener.set_nonblocking(true)?;
     let want = hello(nonce, prev, world);
@@ -412,7 +534,10 @@ fn accept_prev(listener: &TcpListener, nonce: u64, prev: usize, world: usize, de
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 if Instant::now() >= deadline {
-                    return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "timed out"));
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "timed out",
+                    ));
                 }
                 std::thread::sleep(Duration::from_millis(2));
             }
@@ -430,9 +555,14 @@ fn advertised_host() -> String {
     let mut buf = [0u8; 256];
     // SAFETY: a valid buffer and its length.
     if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0 {
-        let name = String::from_utf8_lossy(&buf[..buf.iter().position(|&b| b == 0).unwrap_or(0)]).into_owned();
+        let name = String::from_utf8_lossy(&buf[..buf.iter().position(|&b| b == 0).unwrap_or(0)])
+            .into_owned();
         use std::net::ToSocketAddrs;
-        if let Some(a) = (name.as_str(), 0).to_socket_addrs().ok().and_then(|mut a| a.find(|a| a.is_ipv4())) {
+        if let Some(a) = (name.as_str(), 0)
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut a| a.find(|a| a.is_ipv4()))
+        {
             return a.ip().to_string();
         }
     }
@@ -443,7 +573,12 @@ fn advertised_host() -> String {
 pub(crate) fn random_u64() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
     h.write_u32(std::process::id());
     h.finish()
 }
@@ -454,7 +589,10 @@ mod tests {
     use std::collections::HashMap;
 
     fn plan(opts: &Options, vars: &[(&str, &str)]) -> Result<Plan> {
-        let m: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let m: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         opts.plan_with(&|k| m.get(k).cloned())
     }
 
@@ -463,9 +601,15 @@ mod tests {
         assert_eq!("env://".parse::<InitMethod>().unwrap(), InitMethod::Env);
         assert_eq!(
             "tcp://node1:1234".parse::<InitMethod>().unwrap(),
-            InitMethod::Tcp { host: "node1".into(), port: 1234 }
+            InitMethod::Tcp {
+                host: "node1".into(),
+                port: 1234
+            }
         );
-        assert_eq!("file:///tmp/x".parse::<InitMethod>().unwrap(), InitMethod::File("/tmp/x".into()));
+        assert_eq!(
+            "file:///tmp/x".parse::<InitMethod>().unwrap(),
+            InitMethod::File("/tmp/x".into())
+        );
         for bad in ["tcp://node1", "tcp://h:notaport", "file://", "nccl://x"] {
             assert!(bad.parse::<InitMethod>().is_err(), "{bad}");
         }
@@ -487,19 +631,48 @@ mod tests {
         assert_eq!((p.rank, p.world_size, p.local_rank), (0, 2, Some(0)));
         assert_eq!(
             p.store,
-            StoreAt::Tcp { host: "10.0.0.1".into(), port: 29400, serve: false, port_from: "MASTER_PORT" }
+            StoreAt::Tcp {
+                host: "10.0.0.1".into(),
+                port: 29400,
+                serve: false,
+                port_from: "MASTER_PORT"
+            }
         );
         assert_eq!(p.prefix, "shardkit/abc/1/");
     }
 
     #[test]
     fn plain_env_makes_rank_0_serve_and_flags_override() {
-        let vars = [("RANK", "1"), ("WORLD_SIZE", "3"), ("MASTER_ADDR", "h"), ("MASTER_PORT", "5000")];
+        let vars = [
+            ("RANK", "1"),
+            ("WORLD_SIZE", "3"),
+            ("MASTER_ADDR", "h"),
+            ("MASTER_PORT", "5000"),
+        ];
         let p = plan(&Options::default(), &vars).unwrap();
-        assert!(matches!(p.store, StoreAt::Tcp { serve: false, port: 5000, .. }));
-        let opts = Options { rank: Some(0), master_port: Some(6000), ..Options::default() };
+        assert!(matches!(
+            p.store,
+            StoreAt::Tcp {
+                serve: false,
+                port: 5000,
+                ..
+            }
+        ));
+        let opts = Options {
+            rank: Some(0),
+            master_port: Some(6000),
+            ..Options::default()
+        };
         let p = plan(&opts, &vars).unwrap();
-        assert_eq!(p.store, StoreAt::Tcp { host: "h".into(), port: 6000, serve: true, port_from: "--master-port" });
+        assert_eq!(
+            p.store,
+            StoreAt::Tcp {
+                host: "h".into(),
+                port: 6000,
+                serve: true,
+                port_from: "--master-port"
+            }
+        );
     }
 
     #[test]
@@ -512,8 +685,13 @@ mod tests {
             ("SLURM_JOB_ID", "123456"),
         ];
         let p = plan(&Options::default(), &vars).unwrap();
-        assert_eq!((p.rank, p.world_size, p.local_rank, p.launcher), (5, 8, Some(1), "slurm"));
-        assert!(matches!(&p.store, StoreAt::Tcp { host, port: 23456, serve: false, .. } if host == "gpu03"));
+        assert_eq!(
+            (p.rank, p.world_size, p.local_rank, p.launcher),
+            (5, 8, Some(1), "slurm")
+        );
+        assert!(
+            matches!(&p.store, StoreAt::Tcp { host, port: 23456, serve: false, .. } if host == "gpu03")
+        );
     }
 
     #[test]

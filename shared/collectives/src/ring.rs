@@ -84,13 +84,26 @@ impl Call {
             5 => "barrier",
             _ => "?",
         };
-        let op = ReduceOp::ALL.into_iter().find(|o| o.code() == h[5]).map(|o| format!("({})", o.name()));
-        let dtype = DType::ALL.into_iter().find(|d| d.code() == h[6]).map_or("", DType::name);
+        let op = ReduceOp::ALL
+            .into_iter()
+            .find(|o| o.code() == h[5])
+            .map(|o| format!("({})", o.name()));
+        let dtype = DType::ALL
+            .into_iter()
+            .find(|d| d.code() == h[6])
+            .map_or("", DType::name);
         let root = u32::from_le_bytes(h[8..12].try_into().unwrap());
         let seq = u64::from_le_bytes(h[12..20].try_into().unwrap());
         let count = u64::from_le_bytes(h[20..28].try_into().unwrap());
-        let root = if root == u32::MAX { String::new() } else { format!(" from root {root}") };
-        format!("collective #{seq}: {kind}{} of {count} × {dtype}{root}", op.unwrap_or_default())
+        let root = if root == u32::MAX {
+            String::new()
+        } else {
+            format!(" from root {root}")
+        };
+        format!(
+            "collective #{seq}: {kind}{} of {count} × {dtype}{root}",
+            op.unwrap_or_default()
+        )
     }
 }
 
@@ -121,16 +134,36 @@ enum Sink<'a> {
 
 impl Ring {
     pub fn single() -> Ring {
-        Ring { rank: 0, world: 1, links: None, timeout: Duration::from_secs(1), seq: 0, scratch: Vec::new() }
+        Ring {
+            rank: 0,
+            world: 1,
+            links: None,
+            timeout: Duration::from_secs(1),
+            seq: 0,
+            scratch: Vec::new(),
+        }
     }
 
-    pub fn new(rank: usize, world: usize, next: TcpStream, prev: TcpStream, timeout: Duration) -> Result<Ring> {
+    pub fn new(
+        rank: usize,
+        world: usize,
+        next: TcpStream,
+        prev: TcpStream,
+        timeout: Duration,
+    ) -> Result<Ring> {
         for s in [&next, &prev] {
             set_buffers(s, SOCKET_BUFFER);
             s.set_nodelay(true).map_err(Error::io("ring socket"))?;
             s.set_nonblocking(true).map_err(Error::io("ring socket"))?;
         }
-        Ok(Ring { rank, world, links: Some(Links { next, prev }), timeout, seq: 0, scratch: Vec::new() })
+        Ok(Ring {
+            rank,
+            world,
+            links: Some(Links { next, prev }),
+            timeout,
+            seq: 0,
+            scratch: Vec::new(),
+        })
     }
 
     fn next_rank(&self) -> usize {
@@ -171,7 +204,13 @@ impl Ring {
         if self.world == 1 {
             return Ok(());
         }
-        self.announce(Call { kind: Kind::AllReduce, op: Some(op), dtype: Some(dtype), root: None, count })?;
+        self.announce(Call {
+            kind: Kind::AllReduce,
+            op: Some(op),
+            dtype: Some(dtype),
+            root: None,
+            count,
+        })?;
         let n = self.world;
         let seg = |i: usize| segment(count as usize, n, i % n, dtype.size());
         // Reduce-scatter: after step s rank r holds the sum over r−s−1..r of segment r−s−1.
@@ -189,9 +228,19 @@ impl Ring {
 
     /// n−1 steps that spread each rank's finished segment: rank r starts by sending segment
     /// `own` (which it holds complete) and ends holding every segment.
-    fn gather_phase(&mut self, buf: &mut [u8], seg: impl Fn(usize) -> Range<usize>, own: usize, kind: Kind) -> Result<()> {
+    fn gather_phase(
+        &mut self,
+        buf: &mut [u8],
+        seg: impl Fn(usize) -> Range<usize>,
+        own: usize,
+        kind: Kind,
+    ) -> Result<()> {
         for s in 0..self.world - 1 {
-            let (send, recv) = split(buf, seg(own + self.world - s), seg(own + self.world - s - 1));
+            let (send, recv) = split(
+                buf,
+                seg(own + self.world - s),
+                seg(own + self.world - s - 1),
+            );
             self.exchange(send, Sink::Copy(recv), kind)?;
         }
         Ok(())
@@ -204,9 +253,20 @@ impl Ring {
             return Ok(());
         }
         let count = (slot / dtype.size()) as u64;
-        self.announce(Call { kind: Kind::AllGather, op: None, dtype: Some(dtype), root: None, count })?;
+        self.announce(Call {
+            kind: Kind::AllGather,
+            op: None,
+            dtype: Some(dtype),
+            root: None,
+            count,
+        })?;
         let n = self.world;
-        self.gather_phase(out, |i| (i % n) * slot..(i % n + 1) * slot, self.rank, Kind::AllGather)
+        self.gather_phase(
+            out,
+            |i| (i % n) * slot..(i % n + 1) * slot,
+            self.rank,
+            Kind::AllGather,
+        )
     }
 
     /// Reduces `buf` (`world` equal slots, used as scratch) so that slot `rank` holds the
@@ -218,7 +278,13 @@ impl Ring {
             return Ok(());
         }
         let count = (slot / dtype.size()) as u64;
-        self.announce(Call { kind: Kind::ReduceScatter, op: Some(op), dtype: Some(dtype), root: None, count })?;
+        self.announce(Call {
+            kind: Kind::ReduceScatter,
+            op: Some(op),
+            dtype: Some(dtype),
+            root: None,
+            count,
+        })?;
         let seg = |i: usize| (i % n) * slot..(i % n + 1) * slot;
         // As all_reduce's first phase, shifted by one so that rank r ends owning slot r.
         let r = self.rank + 2 * n - 1;
@@ -238,7 +304,13 @@ impl Ring {
             return Ok(());
         }
         let count = (buf.len() / dtype.size()) as u64;
-        self.announce(Call { kind: Kind::Broadcast, op: None, dtype: Some(dtype), root: Some(root), count })?;
+        self.announce(Call {
+            kind: Kind::Broadcast,
+            op: None,
+            dtype: Some(dtype),
+            root: Some(root),
+            count,
+        })?;
         let receive = self.rank != root;
         let forward = self.next_rank() != root;
         self.relay(buf, receive, forward)
@@ -250,7 +322,13 @@ impl Ring {
             return Ok(());
         }
         let n = self.world as u64;
-        self.announce(Call { kind: Kind::Barrier, op: None, dtype: Some(DType::U8), root: None, count: n })?;
+        self.announce(Call {
+            kind: Kind::Barrier,
+            op: None,
+            dtype: Some(DType::U8),
+            root: None,
+            count: n,
+        })?;
         let mut token = vec![0u8; self.world];
         let w = self.world;
         self.gather_phase(&mut token, |i| i % w..i % w + 1, self.rank, Kind::Barrier)
@@ -258,7 +336,8 @@ impl Ring {
 
     /// Sends `send` to the next rank while receiving `sink`'s length from the previous one.
     fn exchange(&mut self, send: &[u8], sink: Sink<'_>, kind: Kind) -> Result<()> {
-        let (next_rank, prev_rank, timeout, seq) = (self.next_rank(), self.prev_rank(), self.timeout, self.seq);
+        let (next_rank, prev_rank, timeout, seq) =
+            (self.next_rank(), self.prev_rank(), self.timeout, self.seq);
         let links = self.links.as_mut().expect("exchange on a ring of one");
         let (dst, reduce) = match sink {
             Sink::Copy(d) => (d, None),
@@ -268,15 +347,25 @@ impl Ring {
             self.scratch = vec![0u64; CHUNK / 8];
         }
         let scratch: &mut [u8] = bytemuck::cast_slice_mut(&mut self.scratch);
-        let peer = |rank: usize, what: String| Error::Peer { rank, what, during: format!("{} #{seq}", kind.name()) };
+        let peer = |rank: usize, what: String| Error::Peer {
+            rank,
+            what,
+            during: format!("{} #{seq}", kind.name()),
+        };
         let (mut sent, mut got, mut fill) = (0usize, 0usize, 0usize);
         // For reductions: `got` counts bytes reduced into dst, `fill` bytes waiting in scratch.
         let mut last_progress = Instant::now();
         while sent < send.len() || got < dst.len() {
             let want_write = sent < send.len();
             let want_read = got < dst.len();
-            let (readable, writable) = poll2(&links.prev, want_read, &links.next, want_write, Duration::from_millis(100))
-                .map_err(Error::io("poll"))?;
+            let (readable, writable) = poll2(
+                &links.prev,
+                want_read,
+                &links.next,
+                want_write,
+                Duration::from_millis(100),
+            )
+            .map_err(Error::io("poll"))?;
             let mut progressed = false;
             if writable {
                 match links.next.write(&send[sent..]) {
@@ -285,7 +374,12 @@ impl Ring {
                         progressed |= k > 0;
                     }
                     Err(e) if retry(&e) => {}
-                    Err(e) => return Err(peer(next_rank, format!("stopped receiving ({e}): it exited or was killed"))),
+                    Err(e) => {
+                        return Err(peer(
+                            next_rank,
+                            format!("stopped receiving ({e}): it exited or was killed"),
+                        ));
+                    }
                 }
             }
             if readable {
@@ -298,7 +392,10 @@ impl Ring {
                 };
                 match r {
                     Ok(0) => {
-                        return Err(peer(prev_rank, "closed its connection: it exited or was killed".to_string()));
+                        return Err(peer(
+                            prev_rank,
+                            "closed its connection: it exited or was killed".to_string(),
+                        ));
                     }
                     Ok(k) => {
                         progressed = true;
@@ -315,7 +412,12 @@ impl Ring {
                         }
                     }
                     Err(e) if retry(&e) => {}
-                    Err(e) => return Err(peer(prev_rank, format!("connection failed ({e}): it exited or was killed"))),
+                    Err(e) => {
+                        return Err(peer(
+                            prev_rank,
+                            format!("connection failed ({e}): it exited or was killed"),
+                        ));
+                    }
                 }
             }
             if progressed {
@@ -323,9 +425,17 @@ impl Ring {
             } else if last_progress.elapsed() >= timeout {
                 let secs = timeout.as_secs_f64();
                 return Err(if want_read {
-                    peer(prev_rank, format!("sent nothing for {secs:.0} s (hung, stopped, or still in an earlier step)"))
+                    peer(
+                        prev_rank,
+                        format!(
+                            "sent nothing for {secs:.0} s (hung, stopped, or still in an earlier step)"
+                        ),
+                    )
                 } else {
-                    peer(next_rank, format!("took nothing for {secs:.0} s (hung or stopped)"))
+                    peer(
+                        next_rank,
+                        format!("took nothing for {secs:.0} s (hung or stopped)"),
+                    )
                 });
             }
         }
@@ -335,27 +445,48 @@ impl Ring {
     /// Broadcast relay: receive `buf` from the previous rank (unless root) while forwarding what
     /// has arrived to the next one (unless it is the root).
     fn relay(&mut self, buf: &mut [u8], receive: bool, forward: bool) -> Result<()> {
-        let (next_rank, prev_rank, timeout, seq) = (self.next_rank(), self.prev_rank(), self.timeout, self.seq);
+        let (next_rank, prev_rank, timeout, seq) =
+            (self.next_rank(), self.prev_rank(), self.timeout, self.seq);
         let links = self.links.as_mut().expect("relay on a ring of one");
-        let peer = |rank: usize, what: &str| Error::Peer { rank, what: what.to_string(), during: format!("broadcast #{seq}") };
+        let peer = |rank: usize, what: &str| Error::Peer {
+            rank,
+            what: what.to_string(),
+            during: format!("broadcast #{seq}"),
+        };
         let mut got = if receive { 0 } else { buf.len() };
         let mut sent = if forward { 0 } else { buf.len() };
         let mut last_progress = Instant::now();
         while got < buf.len() || sent < buf.len() {
             let want_read = got < buf.len();
             let want_write = sent < got;
-            let (readable, writable) = poll2(&links.prev, want_read, &links.next, want_write, Duration::from_millis(100))
-                .map_err(Error::io("poll"))?;
+            let (readable, writable) = poll2(
+                &links.prev,
+                want_read,
+                &links.next,
+                want_write,
+                Duration::from_millis(100),
+            )
+            .map_err(Error::io("poll"))?;
             let mut progressed = false;
             if readable {
                 match links.prev.read(&mut buf[got..]) {
-                    Ok(0) => return Err(peer(prev_rank, "closed its connection: it exited or was killed")),
+                    Ok(0) => {
+                        return Err(peer(
+                            prev_rank,
+                            "closed its connection: it exited or was killed",
+                        ));
+                    }
                     Ok(k) => {
                         got += k;
                         progressed = true;
                     }
                     Err(e) if retry(&e) => {}
-                    Err(_) => return Err(peer(prev_rank, "connection failed: it exited or was killed")),
+                    Err(_) => {
+                        return Err(peer(
+                            prev_rank,
+                            "connection failed: it exited or was killed",
+                        ));
+                    }
                 }
             }
             if writable {
@@ -365,7 +496,12 @@ impl Ring {
                         progressed |= k > 0;
                     }
                     Err(e) if retry(&e) => {}
-                    Err(_) => return Err(peer(next_rank, "stopped receiving: it exited or was killed")),
+                    Err(_) => {
+                        return Err(peer(
+                            next_rank,
+                            "stopped receiving: it exited or was killed",
+                        ));
+                    }
                 }
             }
             if progressed {
@@ -400,7 +536,10 @@ fn set_buffers(s: &TcpStream, bytes: libc::c_int) {
 }
 
 fn retry(e: &io::Error) -> bool {
-    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted)
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+    )
 }
 
 /// Byte range of segment `i` of `count` elements split `n` ways (sizes differ by at most one).
@@ -411,7 +550,10 @@ fn segment(count: usize, n: usize, i: usize, esize: usize) -> Range<usize> {
 
 /// `(&buf[a], &mut buf[b])` for disjoint ranges.
 fn split(buf: &mut [u8], a: Range<usize>, b: Range<usize>) -> (&[u8], &mut [u8]) {
-    assert!(a.end <= b.start || b.end <= a.start, "overlapping ring segments {a:?} {b:?}");
+    assert!(
+        a.end <= b.start || b.end <= a.start,
+        "overlapping ring segments {a:?} {b:?}"
+    );
     if a.end <= b.start {
         let (lo, hi) = buf.split_at_mut(b.start);
         (&lo[a], &mut hi[..b.end - b.start])
@@ -423,16 +565,34 @@ fn split(buf: &mut [u8], a: Range<usize>, b: Range<usize>) -> (&[u8], &mut [u8])
 
 /// `poll(2)` on a reader and a writer; `(readable, writable)`. Hang-ups count as readable (the
 /// read then reports EOF) and as writable (the write then reports the error).
-fn poll2(r: &TcpStream, want_read: bool, w: &TcpStream, want_write: bool, wait: Duration) -> io::Result<(bool, bool)> {
+fn poll2(
+    r: &TcpStream,
+    want_read: bool,
+    w: &TcpStream,
+    want_write: bool,
+    wait: Duration,
+) -> io::Result<(bool, bool)> {
     let mut fds = [
-        libc::pollfd { fd: r.as_raw_fd(), events: if want_read { libc::POLLIN } else { 0 }, revents: 0 },
-        libc::pollfd { fd: w.as_raw_fd(), events: if want_write { libc::POLLOUT } else { 0 }, revents: 0 },
+        libc::pollfd {
+            fd: r.as_raw_fd(),
+            events: if want_read { libc::POLLIN } else { 0 },
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: w.as_raw_fd(),
+            events: if want_write { libc::POLLOUT } else { 0 },
+            revents: 0,
+        },
     ];
     // SAFETY: two valid pollfd structs for the duration of the call.
     let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, wait.as_millis() as libc::c_int) };
     if n < 0 {
         let e = io::Error::last_os_error();
-        return if e.kind() == io::ErrorKind::Interrupted { Ok((false, false)) } else { Err(e) };
+        return if e.kind() == io::ErrorKind::Interrupted {
+            Ok((false, false))
+        } else {
+            Err(e)
+        };
     }
     let bad = libc::POLLHUP | libc::POLLERR;
     Ok((

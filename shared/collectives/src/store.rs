@@ -64,7 +64,9 @@ impl Store {
         let mut last_err = None;
         loop {
             for sa in resolve(addr)? {
-                let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(10));
+                let left = deadline
+                    .saturating_duration_since(Instant::now())
+                    .max(Duration::from_millis(10));
                 match TcpStream::connect_timeout(&sa, left.min(Duration::from_secs(5))) {
                     Ok(stream) => return Store::handshake(stream, sa, prefix, timeout),
                     Err(e) => last_err = Some(e),
@@ -82,13 +84,33 @@ impl Store {
         }
     }
 
-    fn handshake(stream: TcpStream, addr: SocketAddr, prefix: &str, timeout: Duration) -> Result<Store> {
-        stream.set_nodelay(true).map_err(Error::io("store socket"))?;
-        stream.set_read_timeout(Some(timeout)).map_err(Error::io("store socket"))?;
-        stream.set_write_timeout(Some(timeout)).map_err(Error::io("store socket"))?;
+    fn handshake(
+        stream: TcpStream,
+        addr: SocketAddr,
+        prefix: &str,
+        timeout: Duration,
+    ) -> Result<Store> {
+        stream
+            .set_nodelay(true)
+            .map_err(Error::io("store socket"))?;
+        stream
+            .set_read_timeout(Some(timeout))
+            .map_err(Error::io("store socket"))?;
+        stream
+            .set_write_timeout(Some(timeout))
+            .map_err(Error::io("store socket"))?;
         let reader = BufReader::new(stream.try_clone().map_err(Error::io("store socket"))?);
-        let mut store = Store { reader, writer: BufWriter::new(stream), addr, prefix: prefix.to_string(), timeout };
-        store.writer.write_all(&[cmd::VALIDATE]).and_then(|_| store.writer.write_all(&VALIDATION_MAGIC.to_le_bytes()))
+        let mut store = Store {
+            reader,
+            writer: BufWriter::new(stream),
+            addr,
+            prefix: prefix.to_string(),
+            timeout,
+        };
+        store
+            .writer
+            .write_all(&[cmd::VALIDATE])
+            .and_then(|_| store.writer.write_all(&VALIDATION_MAGIC.to_le_bytes()))
             .map_err(|e| store.lost(e))?;
         // PING proves something TCPStore-shaped answers (a stray server would not echo).
         let nonce = std::process::id() ^ 0x5EED;
@@ -98,7 +120,9 @@ impl Store {
         })?;
         let echo = store.recv(read_u32)?;
         if echo != nonce {
-            return Err(Error::Rendezvous(format!("{addr} is not a TCPStore (ping answered {echo:#x})")));
+            return Err(Error::Rendezvous(format!(
+                "{addr} is not a TCPStore (ping answered {echo:#x})"
+            )));
         }
         Ok(store)
     }
@@ -110,7 +134,11 @@ impl Store {
 
     /// This end's address: the interface that reaches the store, which peers can reach too.
     pub fn local_ip(&self) -> std::net::IpAddr {
-        self.writer.get_ref().local_addr().map(|a| a.ip()).unwrap_or(std::net::Ipv4Addr::LOCALHOST.into())
+        self.writer
+            .get_ref()
+            .local_addr()
+            .map(|a| a.ip())
+            .unwrap_or(std::net::Ipv4Addr::LOCALHOST.into())
     }
 
     pub fn timeout(&self) -> Duration {
@@ -184,7 +212,10 @@ impl Store {
                         missing.push(k.to_string());
                     }
                 }
-                return Err(Error::Timeout { waited: timeout, missing });
+                return Err(Error::Timeout {
+                    waited: timeout,
+                    missing,
+                });
             }
             std::thread::sleep(pause);
             pause = (pause * 2).min(Duration::from_millis(20));
@@ -259,9 +290,12 @@ impl StoreServer {
                         st.map.lock().unwrap().conns.push(c);
                     }
                     let st = st.clone();
-                    let _ = std::thread::Builder::new().name("store-conn".into()).spawn(move || {
-                        let _ = serve(conn, &st);
-                    });
+                    let _ =
+                        std::thread::Builder::new()
+                            .name("store-conn".into())
+                            .spawn(move || {
+                                let _ = serve(conn, &st);
+                            });
                 }
             })
             .map_err(Error::io("store thread"))?;
@@ -289,7 +323,11 @@ impl Drop for StoreServer {
 }
 
 fn wake_addr(addr: SocketAddr) -> SocketAddr {
-    if addr.ip().is_unspecified() { SocketAddr::from(([127, 0, 0, 1], addr.port())) } else { addr }
+    if addr.ip().is_unspecified() {
+        SocketAddr::from(([127, 0, 0, 1], addr.port()))
+    } else {
+        addr
+    }
 }
 
 fn serve(conn: TcpStream, st: &ServerState) -> io::Result<()> {
@@ -297,7 +335,10 @@ fn serve(conn: TcpStream, st: &ServerState) -> io::Result<()> {
     let mut r = BufReader::new(conn.try_clone()?);
     let mut w = BufWriter::new(conn);
     if read_u8(&mut r)? != cmd::VALIDATE || read_u32(&mut r)? != VALIDATION_MAGIC {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "not a TCPStore client"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "not a TCPStore client",
+        ));
     }
     loop {
         let c = match read_u8(&mut r) {
@@ -313,7 +354,11 @@ fn serve(conn: TcpStream, st: &ServerState) -> io::Result<()> {
                 });
             }
             cmd::COMPARE_SET => {
-                let (k, expected, desired) = (read_bytes(&mut r)?, read_bytes(&mut r)?, read_bytes(&mut r)?);
+                let (k, expected, desired) = (
+                    read_bytes(&mut r)?,
+                    read_bytes(&mut r)?,
+                    read_bytes(&mut r)?,
+                );
                 let now = st.update(|m| match m.get(&k) {
                     None if expected.is_empty() => {
                         m.insert(k, desired.clone());
@@ -330,14 +375,24 @@ fn serve(conn: TcpStream, st: &ServerState) -> io::Result<()> {
             }
             cmd::GET => {
                 let k = read_bytes(&mut r)?;
-                let v = st.map.lock().unwrap().data.get(&k).cloned().unwrap_or_default();
+                let v = st
+                    .map
+                    .lock()
+                    .unwrap()
+                    .data
+                    .get(&k)
+                    .cloned()
+                    .unwrap_or_default();
                 write_bytes(&mut w, &v)?;
             }
             cmd::ADD => {
                 let k = read_bytes(&mut r)?;
                 let delta = read_i64(&mut r)?;
                 let v = st.update(|m| {
-                    let cur: i64 = m.get(&k).and_then(|v| std::str::from_utf8(v).ok()?.parse().ok()).unwrap_or(0);
+                    let cur: i64 = m
+                        .get(&k)
+                        .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok())
+                        .unwrap_or(0);
                     let v = cur.wrapping_add(delta);
                     m.insert(k, v.to_string().into_bytes());
                     v
@@ -381,7 +436,9 @@ fn serve(conn: TcpStream, st: &ServerState) -> io::Result<()> {
                 let keys = read_keys(&mut r)?;
                 let vals: Vec<Vec<u8>> = {
                     let m = st.map.lock().unwrap();
-                    keys.iter().map(|k| m.data.get(k).cloned().unwrap_or_default()).collect()
+                    keys.iter()
+                        .map(|k| m.data.get(k).cloned().unwrap_or_default())
+                        .collect()
                 };
                 vals.iter().try_for_each(|v| write_bytes(&mut w, v))?;
             }
@@ -398,7 +455,10 @@ fn serve(conn: TcpStream, st: &ServerState) -> io::Result<()> {
                 w.write_all(&v.to_le_bytes())?;
             }
             other => {
-                return Err(io::Error::new(io::ErrorKind::InvalidData, format!("unknown store command {other}")));
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("unknown store command {other}"),
+                ));
             }
         }
         w.flush()?;
@@ -454,7 +514,10 @@ const MAX_VALUE: u64 = 1 << 30;
 fn read_bytes(r: &mut impl Read) -> io::Result<Vec<u8>> {
     let n = read_u64(r)?;
     if n > MAX_VALUE {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("store value of {n} bytes")));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("store value of {n} bytes"),
+        ));
     }
     let mut v = vec![0u8; n as usize];
     r.read_exact(&mut v)?;
@@ -464,7 +527,10 @@ fn read_bytes(r: &mut impl Read) -> io::Result<Vec<u8>> {
 fn read_keys(r: &mut impl Read) -> io::Result<Vec<Vec<u8>>> {
     let n = read_u64(r)?;
     if n > 1 << 20 {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{n} keys in one request")));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{n} keys in one request"),
+        ));
     }
     (0..n).map(|_| read_bytes(r)).collect()
 }
@@ -480,7 +546,8 @@ mod tests {
 
     fn pair() -> (StoreServer, Store) {
         let server = StoreServer::bind("127.0.0.1:0").unwrap();
-        let client = Store::connect(&server.addr().to_string(), "t/", Duration::from_secs(5)).unwrap();
+        let client =
+            Store::connect(&server.addr().to_string(), "t/", Duration::from_secs(5)).unwrap();
         (server, client)
     }
 
@@ -519,7 +586,11 @@ mod tests {
     #[test]
     fn connect_retries_until_the_server_starts_and_gives_up_with_a_message() {
         // Reserve a port, free it, start the server on it a little later.
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         let addr = format!("127.0.0.1:{port}");
         let a = addr.clone();
         let t = std::thread::spawn(move || {
@@ -530,8 +601,13 @@ mod tests {
         });
         Store::connect(&addr, "", Duration::from_secs(5)).unwrap();
         t.join().unwrap();
-        let free = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let e = Store::connect(&format!("127.0.0.1:{free}"), "", Duration::from_millis(200)).unwrap_err();
+        let free = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let e = Store::connect(&format!("127.0.0.1:{free}"), "", Duration::from_millis(200))
+            .unwrap_err();
         assert!(e.to_string().contains("no store answered"), "{e}");
     }
 

@@ -27,7 +27,12 @@ fn ranks<T: Send + 'static>(
                     rank,
                     world_size: world,
                     local_rank: Some(rank),
-                    store: StoreAt::Tcp { host: "127.0.0.1".into(), port, serve: false, port_from: "test" },
+                    store: StoreAt::Tcp {
+                        host: "127.0.0.1".into(),
+                        port,
+                        serve: false,
+                        port_from: "test",
+                    },
                     prefix: prefix.into(),
                     launcher: "test",
                 };
@@ -44,7 +49,8 @@ fn ranks<T: Send + 'static>(
 /// Small integers, different per rank and element: sums, maxima and products are exact in
 /// every dtype, so results compare with 0 tolerance (avg: see `expected`).
 fn values(rank: usize, n: i64) -> Tensor {
-    (Tensor::arange(n, (Kind::Double, Device::Cpu)) * 5.0 + (rank as f64) * 3.0).remainder(7.0) - 3.0
+    (Tensor::arange(n, (Kind::Double, Device::Cpu)) * 5.0 + (rank as f64) * 3.0).remainder(7.0)
+        - 3.0
 }
 
 fn expected(world: usize, n: i64, op: ReduceOp) -> Tensor {
@@ -73,7 +79,15 @@ fn all_reduce_is_exact_for_every_world_dtype_and_op() {
         let res = ranks("all/", world, Duration::from_secs(20), move |rank, comm| {
             let mut comm = comm.unwrap();
             let mut worst: Vec<String> = Vec::new();
-            for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16, DType::I32, DType::I64, DType::I8] {
+            for dtype in [
+                DType::F32,
+                DType::F64,
+                DType::F16,
+                DType::BF16,
+                DType::I32,
+                DType::I64,
+                DType::I8,
+            ] {
                 for op in ReduceOp::ALL {
                     // Sizes around the segment split: fewer elements than ranks, odd counts,
                     // and more than one receive chunk.
@@ -90,12 +104,17 @@ fn all_reduce_is_exact_for_every_world_dtype_and_op() {
                             (ReduceOp::Avg, false) => want.trunc(),
                             _ => want.to_kind(dtype.kind()).to_kind(Kind::Double),
                         };
-                        let tol = if op == ReduceOp::Avg && matches!(dtype, DType::F16 | DType::BF16) {
-                            // one rounding of the sum's quotient in f32 vs in f64: ≤ 1 ulp (|x| ≤ 3)
-                            if dtype == DType::BF16 { 3.0 / 128.0 } else { 3.0 / 1024.0 }
-                        } else {
-                            0.0
-                        };
+                        let tol =
+                            if op == ReduceOp::Avg && matches!(dtype, DType::F16 | DType::BF16) {
+                                // one rounding of the sum's quotient in f32 vs in f64: ≤ 1 ulp (|x| ≤ 3)
+                                if dtype == DType::BF16 {
+                                    3.0 / 128.0
+                                } else {
+                                    3.0 / 1024.0
+                                }
+                            } else {
+                                0.0
+                            };
                         let d = max_diff(&t, &want);
                         if d > tol {
                             worst.push(format!("{dtype:?} {op:?} n={n}: {d}"));
@@ -114,57 +133,74 @@ fn all_reduce_is_exact_for_every_world_dtype_and_op() {
 #[test]
 fn out_of_place_broadcast_gather_scatter_and_barrier() {
     let world = 3;
-    ranks("misc/", world, Duration::from_secs(20), move |rank, comm| {
-        let mut comm = comm.unwrap();
-        let n = 1003i64;
-        // all_reduce_into leaves the input alone.
-        let input = values(rank, n).to_kind(Kind::Float);
-        let before = input.copy();
-        let mut out = Tensor::zeros([n], (Kind::Float, Device::Cpu));
-        comm.all_reduce_into(&input, &mut out, ReduceOp::Max).unwrap();
-        assert_eq!(max_diff(&out, &expected(world, n, ReduceOp::Max)), 0.0);
-        assert_eq!(max_diff(&input, &before.to_kind(Kind::Double)), 0.0);
+    ranks(
+        "misc/",
+        world,
+        Duration::from_secs(20),
+        move |rank, comm| {
+            let mut comm = comm.unwrap();
+            let n = 1003i64;
+            // all_reduce_into leaves the input alone.
+            let input = values(rank, n).to_kind(Kind::Float);
+            let before = input.copy();
+            let mut out = Tensor::zeros([n], (Kind::Float, Device::Cpu));
+            comm.all_reduce_into(&input, &mut out, ReduceOp::Max)
+                .unwrap();
+            assert_eq!(max_diff(&out, &expected(world, n, ReduceOp::Max)), 0.0);
+            assert_eq!(max_diff(&input, &before.to_kind(Kind::Double)), 0.0);
 
-        for root in 0..world {
-            let mut t = if rank == root { values(root, n) } else { Tensor::full([n], -9.0, (Kind::Double, Device::Cpu)) };
-            comm.broadcast(&mut t, root).unwrap();
-            assert_eq!(max_diff(&t, &values(root, n)), 0.0, "broadcast from {root}");
-        }
+            for root in 0..world {
+                let mut t = if rank == root {
+                    values(root, n)
+                } else {
+                    Tensor::full([n], -9.0, (Kind::Double, Device::Cpu))
+                };
+                comm.broadcast(&mut t, root).unwrap();
+                assert_eq!(max_diff(&t, &values(root, n)), 0.0, "broadcast from {root}");
+            }
 
-        // all_gather into a [world, n] tensor.
-        let mine = values(rank, n).to_kind(Kind::Int);
-        let mut all = Tensor::zeros([world as i64, n], (Kind::Int, Device::Cpu));
-        comm.all_gather(&mine, &mut all).unwrap();
-        for r in 0..world {
-            assert_eq!(max_diff(&all.get(r as i64), &values(r, n)), 0.0, "slot {r}");
-        }
+            // all_gather into a [world, n] tensor.
+            let mine = values(rank, n).to_kind(Kind::Int);
+            let mut all = Tensor::zeros([world as i64, n], (Kind::Int, Device::Cpu));
+            comm.all_gather(&mine, &mut all).unwrap();
+            for r in 0..world {
+                assert_eq!(max_diff(&all.get(r as i64), &values(r, n)), 0.0, "slot {r}");
+            }
 
-        // reduce_scatter: rank r gets the sum over ranks of slot r.
-        let big = values(rank, n * world as i64).to_kind(Kind::Float);
-        let mut mine = Tensor::zeros([n], (Kind::Float, Device::Cpu));
-        comm.reduce_scatter(&big, &mut mine, ReduceOp::Sum).unwrap();
-        let want = expected(world, n * world as i64, ReduceOp::Sum).narrow(0, rank as i64 * n, n);
-        assert_eq!(max_diff(&mine, &want), 0.0);
+            // reduce_scatter: rank r gets the sum over ranks of slot r.
+            let big = values(rank, n * world as i64).to_kind(Kind::Float);
+            let mut mine = Tensor::zeros([n], (Kind::Float, Device::Cpu));
+            comm.reduce_scatter(&big, &mut mine, ReduceOp::Sum).unwrap();
+            let want =
+                expected(world, n * world as i64, ReduceOp::Sum).narrow(0, rank as i64 * n, n);
+            assert_eq!(max_diff(&mine, &want), 0.0);
 
-        // Non-contiguous outputs of all_gather / reduce_scatter are filled through copies.
-        let mut all_t = Tensor::zeros([n, world as i64], (Kind::Int, Device::Cpu)).tr();
-        comm.all_gather(&values(rank, n).to_kind(Kind::Int), &mut all_t).unwrap();
-        for r in 0..world {
-            assert_eq!(max_diff(&all_t.get(r as i64), &values(r, n)), 0.0, "non-contiguous slot {r}");
-        }
-        let holder = Tensor::zeros([n, 2], (Kind::Float, Device::Cpu));
-        let mut mine_t = holder.select(1, 0); // stride 2
-        assert!(!mine_t.is_contiguous());
-        comm.reduce_scatter(&big, &mut mine_t, ReduceOp::Sum).unwrap();
-        assert_eq!(max_diff(&holder.select(1, 0), &want), 0.0);
+            // Non-contiguous outputs of all_gather / reduce_scatter are filled through copies.
+            let mut all_t = Tensor::zeros([n, world as i64], (Kind::Int, Device::Cpu)).tr();
+            comm.all_gather(&values(rank, n).to_kind(Kind::Int), &mut all_t)
+                .unwrap();
+            for r in 0..world {
+                assert_eq!(
+                    max_diff(&all_t.get(r as i64), &values(r, n)),
+                    0.0,
+                    "non-contiguous slot {r}"
+                );
+            }
+            let holder = Tensor::zeros([n, 2], (Kind::Float, Device::Cpu));
+            let mut mine_t = holder.select(1, 0); // stride 2
+            assert!(!mine_t.is_contiguous());
+            comm.reduce_scatter(&big, &mut mine_t, ReduceOp::Sum)
+                .unwrap();
+            assert_eq!(max_diff(&holder.select(1, 0), &want), 0.0);
 
-        // A non-contiguous tensor goes through a copy and comes back in place.
-        let mut tr = Tensor::ones([4, 6], (Kind::Float, Device::Cpu)).tr();
-        comm.all_reduce(&mut tr, ReduceOp::Sum).unwrap();
-        assert_eq!(tr.min().double_value(&[]), world as f64);
+            // A non-contiguous tensor goes through a copy and comes back in place.
+            let mut tr = Tensor::ones([4, 6], (Kind::Float, Device::Cpu)).tr();
+            comm.all_reduce(&mut tr, ReduceOp::Sum).unwrap();
+            assert_eq!(tr.min().double_value(&[]), world as f64);
 
-        comm.barrier().unwrap();
-    });
+            comm.barrier().unwrap();
+        },
+    );
 }
 
 #[test]
@@ -172,10 +208,15 @@ fn ranks_calling_different_sizes_fail_with_both_calls_named() {
     let res = ranks("mismatch/", 2, Duration::from_secs(10), |rank, comm| {
         let mut comm = comm.unwrap();
         let mut t = Tensor::ones([10 + rank as i64], (Kind::Float, Device::Cpu));
-        comm.all_reduce(&mut t, ReduceOp::Sum).map_err(|e| e.to_string())
+        comm.all_reduce(&mut t, ReduceOp::Sum)
+            .map_err(|e| e.to_string())
     });
     let errs: Vec<String> = res.into_iter().map(|r| r.unwrap_err()).collect();
-    assert!(errs.iter().any(|e| e.contains("of 10 × f32") && e.contains("of 11 × f32")), "{errs:?}");
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("of 10 × f32") && e.contains("of 11 × f32")),
+        "{errs:?}"
+    );
 }
 
 #[test]
@@ -188,7 +229,8 @@ fn a_rank_that_dies_fails_the_others_naming_it() {
             return Ok(());
         }
         let mut t = Tensor::ones([100_000], (Kind::Float, Device::Cpu));
-        comm.all_reduce(&mut t, ReduceOp::Sum).map_err(|e| e.to_string())
+        comm.all_reduce(&mut t, ReduceOp::Sum)
+            .map_err(|e| e.to_string())
     });
     // Well within the 30 s timeout: a closed socket is noticed at once.
     assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
@@ -210,13 +252,23 @@ fn a_rank_that_never_arrives_is_named_after_the_timeout() {
                     rank,
                     world_size: 3,
                     local_rank: None,
-                    store: StoreAt::Tcp { host: "127.0.0.1".into(), port, serve: false, port_from: "test" },
+                    store: StoreAt::Tcp {
+                        host: "127.0.0.1".into(),
+                        port,
+                        serve: false,
+                        port_from: "test",
+                    },
                     prefix: "absent/".into(),
                     launcher: "test",
                 };
-                Communicator::from_plan(plan, &InitMethod::Env, Duration::from_millis(800), Backend::Cpu)
-                    .unwrap_err()
-                    .to_string()
+                Communicator::from_plan(
+                    plan,
+                    &InitMethod::Env,
+                    Duration::from_millis(800),
+                    Backend::Cpu,
+                )
+                .unwrap_err()
+                .to_string()
             })
         })
         .collect();
@@ -232,7 +284,10 @@ fn file_rendezvous_ignores_a_stale_file_and_cleans_up() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("rdzv");
     // A file left by a dead run: nothing listens there.
-    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
     std::fs::write(&path, format!("{dead} 0123456789abcdef\n")).unwrap();
     let p = path.clone();
     let hs: Vec<_> = (0..3)
@@ -250,7 +305,9 @@ fn file_rendezvous_ignores_a_stale_file_and_cleans_up() {
                     ..Options::default()
                 };
                 let plan = opts.plan_with(&|_| None).unwrap();
-                let mut comm = Communicator::from_plan(plan, &opts.init_method, opts.timeout, Backend::Cpu).unwrap();
+                let mut comm =
+                    Communicator::from_plan(plan, &opts.init_method, opts.timeout, Backend::Cpu)
+                        .unwrap();
                 let mut t = Tensor::full([5], rank as f64, (Kind::Float, Device::Cpu));
                 comm.all_reduce(&mut t, ReduceOp::Sum).unwrap();
                 comm.barrier().unwrap();
@@ -268,9 +325,19 @@ fn file_rendezvous_ignores_a_stale_file_and_cleans_up() {
 fn rank_zero_serves_the_store_and_a_taken_port_names_the_flag() {
     let taken = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
     let port = taken.local_addr().unwrap().port();
-    let opts = Options { rank: Some(0), world_size: Some(2), master_port: Some(port), ..Options::default() };
-    let e = Communicator::connect_with(&opts, Backend::Cpu).unwrap_err().to_string();
-    assert!(e.contains(&format!("port {port}")) && e.contains("--master-port"), "{e}");
+    let opts = Options {
+        rank: Some(0),
+        world_size: Some(2),
+        master_port: Some(port),
+        ..Options::default()
+    };
+    let e = Communicator::connect_with(&opts, Backend::Cpu)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(&format!("port {port}")) && e.contains("--master-port"),
+        "{e}"
+    );
     drop(taken);
 
     // With the port free, rank 0 serves and rank 1 joins.
@@ -286,7 +353,9 @@ fn rank_zero_serves_the_store_and_a_taken_port_names_the_flag() {
                     ..Options::default()
                 };
                 let plan = opts.plan_with(&|_| None).unwrap();
-                let mut comm = Communicator::from_plan(plan, &opts.init_method, opts.timeout, Backend::Cpu).unwrap();
+                let mut comm =
+                    Communicator::from_plan(plan, &opts.init_method, opts.timeout, Backend::Cpu)
+                        .unwrap();
                 let mut t = Tensor::full([3], 1.0 + rank as f64, (Kind::Float, Device::Cpu));
                 comm.all_reduce(&mut t, ReduceOp::Avg).unwrap();
                 comm.barrier().unwrap();
@@ -301,7 +370,14 @@ fn rank_zero_serves_the_store_and_a_taken_port_names_the_flag() {
 
 #[test]
 fn one_rank_needs_no_store_and_reduces_to_itself() {
-    let mut comm = Communicator::connect_with(&Options { world_size: Some(1), ..Options::default() }, Backend::Cpu).unwrap();
+    let mut comm = Communicator::connect_with(
+        &Options {
+            world_size: Some(1),
+            ..Options::default()
+        },
+        Backend::Cpu,
+    )
+    .unwrap();
     let mut t = Tensor::from_slice(&[1.0f32, 2.0]);
     comm.all_reduce(&mut t, ReduceOp::Avg).unwrap();
     comm.barrier().unwrap();

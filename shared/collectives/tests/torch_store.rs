@@ -9,7 +9,11 @@ use collectives::store::{Store, StoreServer};
 
 fn python() -> PathBuf {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
-    assert!(p.exists(), "{} missing: scripts/setup installs torch into .venv", p.display());
+    assert!(
+        p.exists(),
+        "{} missing: scripts/setup installs torch into .venv",
+        p.display()
+    );
     p
 }
 
@@ -17,7 +21,8 @@ fn python() -> PathBuf {
 fn torch_clients_use_our_server() {
     let server = StoreServer::bind("127.0.0.1:0").unwrap();
     let port = server.addr().port();
-    let mut ours = Store::connect(&format!("127.0.0.1:{port}"), "", Duration::from_secs(10)).unwrap();
+    let mut ours =
+        Store::connect(&format!("127.0.0.1:{port}"), "", Duration::from_secs(10)).unwrap();
     ours.set("from_rust", b"hello").unwrap();
     let script = format!(
         r#"
@@ -31,15 +36,28 @@ assert s.check(["from_rust"]) and not s.check(["absent"])
 s.set("done", "1")
 "#
     );
-    let out = Command::new(python()).arg("-c").arg(script).stderr(Stdio::piped()).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(python())
+        .arg("-c")
+        .arg(script)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(ours.get("from_torch").unwrap(), b"42");
     assert_eq!(ours.add("counter", 1).unwrap(), 8);
 }
 
 #[test]
 fn our_client_uses_a_torch_server() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let script = format!(
         r#"
 import datetime, time, torch.distributed as dist
@@ -52,12 +70,22 @@ s.set("bye", "1")
 time.sleep(1)
 "#
     );
-    let child = Command::new(python()).arg("-c").arg(script).stderr(Stdio::piped()).spawn().unwrap();
-    let mut ours = Store::connect(&format!("127.0.0.1:{port}"), "", Duration::from_secs(20)).unwrap();
+    let child = Command::new(python())
+        .arg("-c")
+        .arg(script)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ours =
+        Store::connect(&format!("127.0.0.1:{port}"), "", Duration::from_secs(20)).unwrap();
     assert_eq!(ours.get("from_torch").unwrap(), b"abc");
     assert_eq!(ours.add("n", 3).unwrap(), 3);
     ours.set("from_rust", b"xyz").unwrap();
     ours.wait(&["bye"], Duration::from_secs(20)).unwrap();
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

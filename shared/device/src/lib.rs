@@ -50,7 +50,10 @@ impl Env {
     /// Reads `LOCAL_RANK`, else `SLURM_LOCALID`; `shard` is the caller's.
     pub fn from_process(shard: Option<usize>) -> Self {
         let var = |k: &str| std::env::var(k).ok().and_then(|v| v.trim().parse().ok());
-        Env { local_rank: var("LOCAL_RANK").or_else(|| var("SLURM_LOCALID")), shard }
+        Env {
+            local_rank: var("LOCAL_RANK").or_else(|| var("SLURM_LOCALID")),
+            shard,
+        }
     }
 }
 
@@ -84,13 +87,18 @@ impl DeviceArg {
         let device = self.resolve_with(env, gpus);
         if let tch::Device::Cuda(i) = device {
             if gpus == 0 {
-                return Err(Error::Unavailable { asked: format!("cuda:{i}"), why: cuda_unavailable_reason() });
+                return Err(Error::Unavailable {
+                    asked: format!("cuda:{i}"),
+                    why: cuda_unavailable_reason(),
+                });
             }
             if i >= gpus {
                 return Err(Error::Unavailable {
                     asked: format!("cuda:{i}"),
-                    why: format!("only {gpus} CUDA device(s) are visible (CUDA_VISIBLE_DEVICES={})",
-                        std::env::var("CUDA_VISIBLE_DEVICES").unwrap_or_else(|_| "<unset>".into())),
+                    why: format!(
+                        "only {gpus} CUDA device(s) are visible (CUDA_VISIBLE_DEVICES={})",
+                        std::env::var("CUDA_VISIBLE_DEVICES").unwrap_or_else(|_| "<unset>".into())
+                    ),
                 });
             }
         }
@@ -129,7 +137,11 @@ pub fn load_cuda() -> std::result::Result<(), String> {
 /// Number of visible CUDA devices (0 without CUDA).
 pub fn cuda_device_count() -> usize {
     let _ = load_cuda();
-    if tch::Cuda::is_available() { tch::Cuda::device_count().max(0) as usize } else { 0 }
+    if tch::Cuda::is_available() {
+        tch::Cuda::device_count().max(0) as usize
+    } else {
+        0
+    }
 }
 
 /// Turns TF32 off for cuBLAS and cuDNN (`NVIDIA_TF32_OVERRIDE=0`), so fp32 convolutions and
@@ -201,20 +213,24 @@ unsafe fn cudart_symbol<T: Copy>(name: &[u8]) -> Option<T> {
     if cuda_device_count() == 0 {
         return None;
     }
-    ["libcudart.so.13", "libcudart.so.12", "libcudart.so"].into_iter().find_map(|lib| {
-        // SAFETY: opening a library libtorch has already loaded runs no new initialisers.
-        let lib = unsafe { Library::open(Some(lib), RTLD_NOW) }.ok()?;
-        // SAFETY: the caller vouches for T.
-        let f = unsafe { lib.get::<T>(name) }.ok().map(|s| *s)?;
-        std::mem::forget(lib); // libtorch keeps it loaded; so does this handle
-        Some(f)
-    })
+    ["libcudart.so.13", "libcudart.so.12", "libcudart.so"]
+        .into_iter()
+        .find_map(|lib| {
+            // SAFETY: opening a library libtorch has already loaded runs no new initialisers.
+            let lib = unsafe { Library::open(Some(lib), RTLD_NOW) }.ok()?;
+            // SAFETY: the caller vouches for T.
+            let f = unsafe { lib.get::<T>(name) }.ok().map(|s| *s)?;
+            std::mem::forget(lib); // libtorch keeps it loaded; so does this handle
+            Some(f)
+        })
 }
 
 fn cuda_unavailable_reason() -> String {
     match load_cuda() {
         Err(e) => format!("libtorch's CUDA library could not be loaded ({e})"),
-        Ok(()) => "no CUDA device is visible (driver missing, or CUDA_VISIBLE_DEVICES empty)".into(),
+        Ok(()) => {
+            "no CUDA device is visible (driver missing, or CUDA_VISIBLE_DEVICES empty)".into()
+        }
     }
 }
 
@@ -236,9 +252,36 @@ mod tests {
     #[test]
     fn auto_spreads_local_ranks_then_shards_over_gpus() {
         let auto = DeviceArg::Auto;
-        assert_eq!(auto.resolve_with(&Env { local_rank: Some(3), shard: Some(0) }, 2), tch::Device::Cuda(1));
-        assert_eq!(auto.resolve_with(&Env { local_rank: None, shard: Some(6) }, 4), tch::Device::Cuda(2));
+        assert_eq!(
+            auto.resolve_with(
+                &Env {
+                    local_rank: Some(3),
+                    shard: Some(0)
+                },
+                2
+            ),
+            tch::Device::Cuda(1)
+        );
+        assert_eq!(
+            auto.resolve_with(
+                &Env {
+                    local_rank: None,
+                    shard: Some(6)
+                },
+                4
+            ),
+            tch::Device::Cuda(2)
+        );
         assert_eq!(auto.resolve_with(&Env::default(), 8), tch::Device::Cuda(0));
-        assert_eq!(auto.resolve_with(&Env { local_rank: Some(1), shard: None }, 0), tch::Device::Cpu);
+        assert_eq!(
+            auto.resolve_with(
+                &Env {
+                    local_rank: Some(1),
+                    shard: None
+                },
+                0
+            ),
+            tch::Device::Cpu
+        );
     }
 }

@@ -15,7 +15,10 @@ fn libtorch_runs_without_any_exported_path() {
 fn binary_has_a_runpath_to_torch_lib() {
     let exe = std::fs::read(std::env::current_exe().unwrap()).unwrap();
     let needle = b"torch/lib";
-    assert!(exe.windows(needle.len()).any(|w| w == needle), "no RUNPATH to torch/lib in the test binary");
+    assert!(
+        exe.windows(needle.len()).any(|w| w == needle),
+        "no RUNPATH to torch/lib in the test binary"
+    );
 }
 
 #[test]

@@ -27,7 +27,10 @@ pub struct DecodeOptions {
 
 impl Default for DecodeOptions {
     fn default() -> Self {
-        Self { max_pixels: 2 * 89_478_485, gray16: Gray16::Clip }
+        Self {
+            max_pixels: 2 * 89_478_485,
+            gray16: Gray16::Clip,
+        }
     }
 }
 
@@ -71,13 +74,22 @@ pub fn decode_rgb(bytes: &[u8], opts: &DecodeOptions) -> Result<Decoded> {
     } else {
         decode_other(bytes, opts)?
     };
-    Ok(Decoded { rgb, source_mode, orientation })
+    Ok(Decoded {
+        rgb,
+        source_mode,
+        orientation,
+    })
 }
 
 fn check_pixels(width: u64, height: u64, opts: &DecodeOptions) -> Result<()> {
     let pixels = width * height;
     if pixels > opts.max_pixels {
-        return Err(Error::TooManyPixels { width, height, pixels, limit: opts.max_pixels });
+        return Err(Error::TooManyPixels {
+            width,
+            height,
+            pixels,
+            limit: opts.max_pixels,
+        });
     }
     if pixels == 0 {
         return Err(Error::Empty(width as u32, height as u32));
@@ -95,20 +107,38 @@ fn decode_jpeg(bytes: &[u8], opts: &DecodeOptions) -> Result<(RgbImage, &'static
     match header.colorspace {
         Colorspace::CMYK | Colorspace::YCCK => {
             let mut cmyk = vec![0u8; w * h * 4];
-            let out = Image { pixels: &mut cmyk[..], width: w, pitch: w * 4, height: h, format: PixelFormat::CMYK };
+            let out = Image {
+                pixels: &mut cmyk[..],
+                width: w,
+                pitch: w * 4,
+                height: h,
+                format: PixelFormat::CMYK,
+            };
             d.decompress(bytes, out).map_err(err)?;
             let mut rgb = Vec::with_capacity(w * h * 3);
             for px in cmyk.chunks_exact(4) {
                 rgb.extend_from_slice(&cmyk_to_rgb(px));
             }
-            Ok((RgbImage::from_raw(w as u32, h as u32, rgb).expect("sized"), "CMYK"))
+            Ok((
+                RgbImage::from_raw(w as u32, h as u32, rgb).expect("sized"),
+                "CMYK",
+            ))
         }
         cs => {
             let mut rgb = vec![0u8; w * h * 3];
-            let out = Image { pixels: &mut rgb[..], width: w, pitch: w * 3, height: h, format: PixelFormat::RGB };
+            let out = Image {
+                pixels: &mut rgb[..],
+                width: w,
+                pitch: w * 3,
+                height: h,
+                format: PixelFormat::RGB,
+            };
             d.decompress(bytes, out).map_err(err)?;
             let mode = if cs == Colorspace::Gray { "L" } else { "RGB" };
-            Ok((RgbImage::from_raw(w as u32, h as u32, rgb).expect("sized"), mode))
+            Ok((
+                RgbImage::from_raw(w as u32, h as u32, rgb).expect("sized"),
+                mode,
+            ))
         }
     }
 }
@@ -137,7 +167,9 @@ fn decode_other(bytes: &[u8], opts: &DecodeOptions) -> Result<(RgbImage, &'stati
     if r.format().is_none() {
         return Err(Error::Unsupported("unknown image format".into()));
     }
-    let (w, h) = r.into_dimensions().map_err(|e| Error::Decode(e.to_string()))?;
+    let (w, h) = r
+        .into_dimensions()
+        .map_err(|e| Error::Decode(e.to_string()))?;
     check_pixels(w as u64, h as u64, opts)?;
     let mut r = reader()?;
     r.no_limits(); // the pixel limit above is the one that applies
@@ -168,14 +200,20 @@ fn decode_other(bytes: &[u8], opts: &DecodeOptions) -> Result<(RgbImage, &'stati
             let p = i.get_pixel(x, y).0;
             [hi(p[0]), hi(p[1]), hi(p[2])]
         }),
-        other => return Err(Error::Unsupported(format!("pixel type {:?}", other.color()))),
+        other => {
+            return Err(Error::Unsupported(format!(
+                "pixel type {:?}",
+                other.color()
+            )));
+        }
     })
 }
 
 fn read_orientation(bytes: &[u8]) -> Orientation {
     let parsed = exif::Reader::new().read_from_container(&mut Cursor::new(bytes));
     let value = parsed.ok().and_then(|e| {
-        e.get_field(exif::Tag::Orientation, exif::In::PRIMARY).and_then(|f| f.value.get_uint(0))
+        e.get_field(exif::Tag::Orientation, exif::In::PRIMARY)
+            .and_then(|f| f.value.get_uint(0))
     });
     Orientation(value.filter(|v| (1..=8).contains(v)).unwrap_or(1) as u16)
 }
@@ -188,9 +226,9 @@ pub fn exif_transpose(img: RgbImage, o: Orientation) -> RgbImage {
         3 => rotate180(&img),
         4 => image::imageops::flip_vertical(&img),
         5 => flip_horizontal(&rotate90(&img)),  // TRANSPOSE
-        6 => rotate90(&img),                     // ROTATE_270 (counter-clockwise) = 90° clockwise
+        6 => rotate90(&img),                    // ROTATE_270 (counter-clockwise) = 90° clockwise
         7 => flip_horizontal(&rotate270(&img)), // TRANSVERSE
-        8 => rotate270(&img),                    // ROTATE_90 (counter-clockwise)
+        8 => rotate270(&img),                   // ROTATE_90 (counter-clockwise)
         _ => img,
     }
 }
@@ -201,37 +239,57 @@ mod tests {
 
     fn png_bytes(img: DynamicImage) -> Vec<u8> {
         let mut buf = Vec::new();
-        img.write_to(&mut Cursor::new(&mut buf), image::ImageFormat::Png).unwrap();
+        img.write_to(&mut Cursor::new(&mut buf), image::ImageFormat::Png)
+            .unwrap();
         buf
     }
 
     #[test]
     fn cmyk_matches_pillow_example() {
         // Pillow 13: CMYK pixel (36, 234, 138, 71) -> RGB (158, 15, 84); file bytes are inverted.
-        assert_eq!(cmyk_to_rgb(&[255 - 36, 255 - 234, 255 - 138, 255 - 71]), [158, 15, 84]);
+        assert_eq!(
+            cmyk_to_rgb(&[255 - 36, 255 - 234, 255 - 138, 255 - 71]),
+            [158, 15, 84]
+        );
     }
 
     #[test]
     fn sixteen_bit_modes_follow_pillow() {
-        let g = image::ImageBuffer::<image::Luma<u16>, _>::from_raw(3, 1, vec![0u16, 200, 1000]).unwrap();
+        let g = image::ImageBuffer::<image::Luma<u16>, _>::from_raw(3, 1, vec![0u16, 200, 1000])
+            .unwrap();
         let bytes = png_bytes(DynamicImage::ImageLuma16(g));
         let d = decode_rgb(&bytes, &DecodeOptions::default()).unwrap();
         assert_eq!(d.source_mode, "I;16");
         assert_eq!(d.rgb.as_raw(), &[0, 0, 0, 200, 200, 200, 255, 255, 255]);
-        let opts = DecodeOptions { gray16: Gray16::Scale, ..Default::default() };
+        let opts = DecodeOptions {
+            gray16: Gray16::Scale,
+            ..Default::default()
+        };
         let d = decode_rgb(&bytes, &opts).unwrap();
         assert_eq!(d.rgb.as_raw(), &[0, 0, 0, 0, 0, 0, 3, 3, 3]);
-        let rgb = image::ImageBuffer::<image::Rgb<u16>, _>::from_raw(1, 1, vec![2732u16, 43567, 42613]).unwrap();
-        let d = decode_rgb(&png_bytes(DynamicImage::ImageRgb16(rgb)), &DecodeOptions::default()).unwrap();
+        let rgb =
+            image::ImageBuffer::<image::Rgb<u16>, _>::from_raw(1, 1, vec![2732u16, 43567, 42613])
+                .unwrap();
+        let d = decode_rgb(
+            &png_bytes(DynamicImage::ImageRgb16(rgb)),
+            &DecodeOptions::default(),
+        )
+        .unwrap();
         assert_eq!(d.rgb.as_raw(), &[10, 170, 166]);
     }
 
     #[test]
     fn pixel_limit_is_checked_before_decoding() {
         let bytes = png_bytes(DynamicImage::ImageRgb8(RgbImage::new(100, 100)));
-        let opts = DecodeOptions { max_pixels: 9_999, ..Default::default() };
+        let opts = DecodeOptions {
+            max_pixels: 9_999,
+            ..Default::default()
+        };
         let e = decode_rgb(&bytes, &opts).unwrap_err();
-        assert!(matches!(e, Error::TooManyPixels { pixels: 10_000, .. }), "{e}");
+        assert!(
+            matches!(e, Error::TooManyPixels { pixels: 10_000, .. }),
+            "{e}"
+        );
         assert!(e.to_string().contains("--max-pixels"));
     }
 

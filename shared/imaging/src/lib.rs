@@ -32,8 +32,15 @@ pub use resample::{center_crop_box, crop_resize, resize_lanczos};
 /// Everything that can go wrong with one image.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("image is {width}x{height} = {pixels} pixels, over the limit of {limit} (a decompression bomb?); raise --max-pixels if it is genuine")]
-    TooManyPixels { width: u64, height: u64, pixels: u64, limit: u64 },
+    #[error(
+        "image is {width}x{height} = {pixels} pixels, over the limit of {limit} (a decompression bomb?); raise --max-pixels if it is genuine"
+    )]
+    TooManyPixels {
+        width: u64,
+        height: u64,
+        pixels: u64,
+        limit: u64,
+    },
     #[error("cannot decode: {0}")]
     Decode(String),
     #[error("unsupported image: {0}")]

@@ -23,7 +23,11 @@ fn sinc(x: f64) -> f64 {
 
 /// Pillow's `lanczos_filter`.
 fn lanczos(x: f64) -> f64 {
-    if (-3.0..3.0).contains(&x) { sinc(x) * sinc(x / 3.0) } else { 0.0 }
+    if (-3.0..3.0).contains(&x) {
+        sinc(x) * sinc(x / 3.0)
+    } else {
+        0.0
+    }
 }
 
 /// Per output pixel: first input index, number of taps, and `ksize` fixed-point weights.
@@ -59,11 +63,19 @@ impl Coeffs {
             for (x, &kx) in k.iter().enumerate().take(n) {
                 let w = if ww != 0.0 { kx / ww } else { kx };
                 let fixed = w * (1u32 << PRECISION_BITS) as f64;
-                weights[xx * ksize + x] = if w < 0.0 { (-0.5 + fixed) as i32 } else { (0.5 + fixed) as i32 };
+                weights[xx * ksize + x] = if w < 0.0 {
+                    (-0.5 + fixed) as i32
+                } else {
+                    (0.5 + fixed) as i32
+                };
             }
             bounds.push((xmin, n));
         }
-        Coeffs { bounds, ksize, weights }
+        Coeffs {
+            bounds,
+            ksize,
+            weights,
+        }
     }
 
     fn taps(&self, out: usize) -> (usize, &[i32]) {
@@ -99,7 +111,10 @@ pub fn crop_resize(img: &RgbImage, size: u32) -> RgbImage {
 /// Equivalent to `img.crop(region).resize((out_w, out_h), Image.LANCZOS)` in Pillow.
 pub fn resize_lanczos(img: &RgbImage, region: Box4, out_w: u32, out_h: u32) -> RgbImage {
     let (left, top, w, h) = region;
-    assert!(left + w <= img.width() && top + h <= img.height(), "crop box outside the image");
+    assert!(
+        left + w <= img.width() && top + h <= img.height(),
+        "crop box outside the image"
+    );
     assert!(w > 0 && h > 0 && out_w > 0 && out_h > 0, "empty image");
     let stride = img.width() as usize * 3;
     let src = img.as_raw();
@@ -193,7 +208,10 @@ mod tests {
             let c = Coeffs::new(i, o);
             for x in 0..o {
                 let s: i32 = c.taps(x).1.iter().sum();
-                assert!((s - (1 << PRECISION_BITS)).abs() <= 8, "{i}->{o} at {x}: {s}");
+                assert!(
+                    (s - (1 << PRECISION_BITS)).abs() <= 8,
+                    "{i}->{o} at {x}: {s}"
+                );
             }
         }
     }

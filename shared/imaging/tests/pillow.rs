@@ -16,7 +16,9 @@ fn fixtures() -> PathBuf {
 }
 
 fn load_png(p: &Path) -> RgbImage {
-    image::open(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())).to_rgb8()
+    image::open(p)
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+        .to_rgb8()
 }
 
 /// (max |Δ|, mean |Δ|) over all channels.
@@ -36,11 +38,20 @@ fn diff(a: &RgbImage, b: &RgbImage) -> (u8, f64) {
 fn pipeline_matches_pillow_within_one_level_and_resize_is_exact() {
     let root = fixtures();
     let manifest: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(root.join("manifest.json")).unwrap()).unwrap();
-    let sizes: Vec<u32> = manifest["sizes"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
+        serde_json::from_str(&std::fs::read_to_string(root.join("manifest.json")).unwrap())
+            .unwrap();
+    let sizes: Vec<u32> = manifest["sizes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap() as u32)
+        .collect();
     let names: Vec<&String> = manifest["inputs"].as_object().unwrap().keys().collect();
     assert!(names.len() >= 15, "reference set is incomplete");
-    eprintln!("{:<18} {:>8} {:>14} {:>14} {:>14}", "input", "mode", "decode max/mean", "resize max", "pipeline max/mean");
+    eprintln!(
+        "{:<18} {:>8} {:>14} {:>14} {:>14}",
+        "input", "mode", "decode max/mean", "resize max", "pipeline max/mean"
+    );
     let mut worst = 0u8;
     for name in names {
         let bytes = std::fs::read(root.join("inputs").join(name)).unwrap();
@@ -50,9 +61,15 @@ fn pipeline_matches_pillow_within_one_level_and_resize_is_exact() {
         for &r in &sizes {
             let expected = load_png(&root.join(format!("expected/{name}.{r}.png")));
             let (rmax, _) = diff(&crop_resize(&pil_decoded, r), &expected);
-            assert_eq!(rmax, 0, "{name} at {r}: resize of Pillow's own pixels differs");
+            assert_eq!(
+                rmax, 0,
+                "{name} at {r}: resize of Pillow's own pixels differs"
+            );
             let (pmax, pmean) = diff(&crop_resize(&ours.rgb, r), &expected);
-            eprintln!("{name:<18} {:>8} {dmax:>7}/{dmean:<6.4} {rmax:>14} {pmax:>9}/{pmean:.4} @{r}", ours.source_mode);
+            eprintln!(
+                "{name:<18} {:>8} {dmax:>7}/{dmean:<6.4} {rmax:>14} {pmax:>9}/{pmean:.4} @{r}",
+                ours.source_mode
+            );
             worst = worst.max(pmax);
             assert!(pmax <= 1, "{name} at {r}: max |Δ| {pmax} > 1");
         }

@@ -95,7 +95,9 @@ impl Vgg16 {
             convs.push((weight, bias));
         }
         let taps = [64, 128, 256, 512, 512];
-        let lpips = (0..5).map(|k| w.take(&format!("lpips.{k}"), &[taps[k]])).collect::<stylegan2::Result<Vec<_>>>()?;
+        let lpips = (0..5)
+            .map(|k| w.take(&format!("lpips.{k}"), &[taps[k]]))
+            .collect::<stylegan2::Result<Vec<_>>>()?;
         w.finish()?;
         Ok(Vgg16::Native(NativeVgg16::new(convs, lpips, device)))
     }
@@ -105,10 +107,16 @@ impl Vgg16 {
         match self {
             Vgg16::Native(n) => Ok(n.features(img)),
             Vgg16::Script(m) => {
-                let out = m.forward_is(&[IValue::Tensor(img.shallow_clone()), IValue::Bool(false), IValue::Bool(true)])?;
+                let out = m.forward_is(&[
+                    IValue::Tensor(img.shallow_clone()),
+                    IValue::Bool(false),
+                    IValue::Bool(true),
+                ])?;
                 match out {
                     IValue::Tensor(t) => Ok(t),
-                    other => Err(Error::Script(tch::TchError::Kind(format!("vgg16.pt returned {other:?}, not a tensor")))),
+                    other => Err(Error::Script(tch::TchError::Kind(format!(
+                        "vgg16.pt returned {other:?}, not a tensor"
+                    )))),
                 }
             }
         }
@@ -131,9 +139,19 @@ pub const LAYOUTS: [&str; 2] = ["nchw", "nhwc"];
 
 impl NativeVgg16 {
     pub fn new(convs: Vec<(Tensor, Tensor)>, lpips: Vec<Tensor>, device: Device) -> Self {
-        let shift = Tensor::from_slice(&SHIFT).reshape([1, 3, 1, 1]).to_device(device);
-        let scale = Tensor::from_slice(&SCALE).reshape([1, 3, 1, 1]).to_device(device);
-        NativeVgg16 { convs, lpips, shift, scale, convs_nhwc: Default::default() }
+        let shift = Tensor::from_slice(&SHIFT)
+            .reshape([1, 3, 1, 1])
+            .to_device(device);
+        let scale = Tensor::from_slice(&SCALE)
+            .reshape([1, 3, 1, 1])
+            .to_device(device);
+        NativeVgg16 {
+            convs,
+            lpips,
+            shift,
+            scale,
+            convs_nhwc: Default::default(),
+        }
     }
 
     /// VGG16-shaped network with random weights (He-normal convolutions, uniform LPIPS weights):
@@ -144,10 +162,16 @@ impl NativeVgg16 {
             .iter()
             .map(|&(cin, cout)| {
                 let std = (2.0 / (cin * 9) as f64).sqrt();
-                (Tensor::randn([cout, cin, 3, 3], o) * std, Tensor::zeros([cout], o))
+                (
+                    Tensor::randn([cout, cin, 3, 3], o) * std,
+                    Tensor::zeros([cout], o),
+                )
             })
             .collect();
-        let lpips = [64, 128, 256, 512, 512].iter().map(|&c| Tensor::rand([c], o)).collect();
+        let lpips = [64, 128, 256, 512, 512]
+            .iter()
+            .map(|&c| Tensor::rand([c], o))
+            .collect();
         NativeVgg16::new(convs, lpips, device)
     }
 
@@ -160,7 +184,12 @@ impl NativeVgg16 {
         let nchw = |x: &Tensor| self.features_in(x, false);
         let nhwc = |x: &Tensor| self.features_in(x, true);
         let what = format!("vgg16 layout, {:?} weights", self.convs[0].0.kind());
-        let i = tune::choose(&what, fixed, img, &[(LAYOUTS[0], &nchw), (LAYOUTS[1], &nhwc)]);
+        let i = tune::choose(
+            &what,
+            fixed,
+            img,
+            &[(LAYOUTS[0], &nchw), (LAYOUTS[1], &nhwc)],
+        );
         self.features_in(img, i == 1)
     }
 
@@ -172,10 +201,19 @@ impl NativeVgg16 {
         let nhwc = channels_last.then(|| {
             x = torch_shim::to_channels_last(&x).expect("channels_last of a 4-d tensor");
             self.convs_nhwc.get_or_init(|| {
-                self.convs.iter().map(|(w, _)| torch_shim::to_channels_last(w).expect("channels_last of a 4-d weight")).collect()
+                self.convs
+                    .iter()
+                    .map(|(w, _)| {
+                        torch_shim::to_channels_last(w).expect("channels_last of a 4-d weight")
+                    })
+                    .collect()
             })
         });
-        let mut convs = self.convs.iter().enumerate().map(|(i, (w, b))| (nhwc.map_or(w, |n| &n[i]), b));
+        let mut convs = self
+            .convs
+            .iter()
+            .enumerate()
+            .map(|(i, (w, b))| (nhwc.map_or(w, |n| &n[i]), b));
         let mut out = Vec::with_capacity(5);
         for (k, n) in SLICES.iter().enumerate() {
             if k > 0 {
@@ -187,8 +225,14 @@ impl NativeVgg16 {
             }
             let f = x.to_kind(Kind::Float);
             let (_, c, h, w) = f.size4().unwrap();
-            let norm = f.square().sum_dim_intlist(&[1i64][..], true, Kind::Float).sqrt() + 1e-10;
-            let scale = (&self.lpips[k] / (h * w) as f64).sqrt().reshape([1, c, 1, 1]);
+            let norm = f
+                .square()
+                .sum_dim_intlist(&[1i64][..], true, Kind::Float)
+                .sqrt()
+                + 1e-10;
+            let scale = (&self.lpips[k] / (h * w) as f64)
+                .sqrt()
+                .reshape([1, c, 1, 1]);
             out.push((f / norm * scale).flatten(1, -1));
         }
         Tensor::cat(&out, 1)
@@ -207,9 +251,18 @@ mod tests {
         let vgg = NativeVgg16::random(Device::Cpu);
         let img = Tensor::rand([2, 3, 32, 32], (Kind::Float, Device::Cpu)) * 255.0;
         let want = vgg.features(&img);
-        assert!(vgg.convs_nhwc.get().is_none(), "the CPU runs NCHW by default");
+        assert!(
+            vgg.convs_nhwc.get().is_none(),
+            "the CPU runs NCHW by default"
+        );
         let got = vgg.features_in(&img, true);
-        assert!(vgg.convs_nhwc.get().unwrap().iter().all(torch_shim::is_channels_last));
+        assert!(
+            vgg.convs_nhwc
+                .get()
+                .unwrap()
+                .iter()
+                .all(torch_shim::is_channels_last)
+        );
         assert_eq!(got.size(), want.size());
         let d = (&got - &want).abs().max().double_value(&[]) / want.abs().max().double_value(&[]);
         assert!(d < 1e-5, "relative difference {d}");

@@ -14,8 +14,14 @@ fn repo() -> PathBuf {
 }
 
 fn py(args: &[&Path]) {
-    let python = std::env::var_os("SHARDKIT_PYTHON").map(PathBuf::from).unwrap_or_else(|| repo().join(".venv/bin/python"));
-    let o = Command::new(python).arg(repo().join("scripts/reference/lpips_ref.py")).args(args).output().unwrap();
+    let python = std::env::var_os("SHARDKIT_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join(".venv/bin/python"));
+    let o = Command::new(python)
+        .arg(repo().join("scripts/reference/lpips_ref.py"))
+        .args(args)
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
@@ -30,14 +36,27 @@ fn native_features_give_the_lpips_distance_and_match_torchscript() {
         let a = Tensor::rand([3, 3, h, w], opts) * 255.0;
         let b = (&a + Tensor::randn([3, 3, h, w], opts) * 20.0).clamp(0.0, 255.0);
         Tensor::write_safetensors(&[("a", &a), ("b", &b)], t("in.safetensors")).unwrap();
-        py(&[Path::new("distance"), &t("w.safetensors"), &t("in.safetensors"), &t("out.safetensors")]);
-        let want = Tensor::read_safetensors(t("out.safetensors")).unwrap().remove(0).1;
+        py(&[
+            Path::new("distance"),
+            &t("w.safetensors"),
+            &t("in.safetensors"),
+            &t("out.safetensors"),
+        ]);
+        let want = Tensor::read_safetensors(t("out.safetensors"))
+            .unwrap()
+            .remove(0)
+            .1;
 
         let vgg = Vgg16::load(&t("w.safetensors"), Device::Cpu).unwrap();
         let (fa, fb) = (vgg.features(&a).unwrap(), vgg.features(&b).unwrap());
-        let got = (&fa - &fb).square().sum_dim_intlist(&[1i64][..], false, Kind::Float);
+        let got = (&fa - &fb)
+            .square()
+            .sum_dim_intlist(&[1i64][..], false, Kind::Float);
         let rel = ((&got - &want).abs() / want.abs()).max().double_value(&[]);
-        eprintln!("{h}x{w}: lpips {:?} rel err {rel:.2e}", Vec::<f32>::try_from(&want).unwrap());
+        eprintln!(
+            "{h}x{w}: lpips {:?} rel err {rel:.2e}",
+            Vec::<f32>::try_from(&want).unwrap()
+        );
         assert!(rel <= 1e-5, "{h}x{w}: relative error {rel}");
     }
 
@@ -45,7 +64,10 @@ fn native_features_give_the_lpips_distance_and_match_torchscript() {
     let script = Vgg16::load(&t("vgg.pt"), Device::Cpu).unwrap();
     let native = Vgg16::load(&t("w.safetensors"), Device::Cpu).unwrap();
     let img = Tensor::rand([2, 3, 32, 32], opts) * 255.0;
-    let (s, n) = (script.features(&img).unwrap(), native.features(&img).unwrap());
+    let (s, n) = (
+        script.features(&img).unwrap(),
+        native.features(&img).unwrap(),
+    );
     assert_eq!(s.size(), n.size());
     let rel = ((&s - &n).abs().max() / n.abs().max()).double_value(&[]);
     assert!(rel <= 1e-5, "TorchScript vs native: {rel}");
@@ -55,7 +77,14 @@ fn native_features_give_the_lpips_distance_and_match_torchscript() {
 fn refuses_incomplete_weights() {
     let tmp = tempfile::tempdir().unwrap();
     let p = tmp.path().join("w.safetensors");
-    Tensor::write_safetensors(&[("features.0.weight", Tensor::zeros([64, 3, 3, 3], (Kind::Float, Device::Cpu)))], &p).unwrap();
+    Tensor::write_safetensors(
+        &[(
+            "features.0.weight",
+            Tensor::zeros([64, 3, 3, 3], (Kind::Float, Device::Cpu)),
+        )],
+        &p,
+    )
+    .unwrap();
     let e = Vgg16::load(&p, Device::Cpu).unwrap_err().to_string();
     assert!(e.contains("features.0.bias"), "{e}");
 }

@@ -30,15 +30,24 @@ use tch::{Device, Kind, Tensor};
 fn main() {
     let a: Vec<String> = std::env::args().collect();
     if a.len() < 5 {
-        eprintln!("usage: bench_project DEVICE RES BATCH STEPS [tf32|fp32|bf16] [fast|auto|fused|unfused]");
+        eprintln!(
+            "usage: bench_project DEVICE RES BATCH STEPS [tf32|fp32|bf16] [fast|auto|fused|unfused]"
+        );
         std::process::exit(2);
     }
     let precision = a.get(5).map(String::as_str).unwrap_or("tf32");
     if precision == "fp32" {
         device::disable_tf32();
     }
-    let dev = device::DeviceArg::parse(&a[1]).unwrap().resolve(&device::Env::default()).unwrap();
-    let (res, batch, steps): (i64, i64, usize) = (a[2].parse().unwrap(), a[3].parse().unwrap(), a[4].parse().unwrap());
+    let dev = device::DeviceArg::parse(&a[1])
+        .unwrap()
+        .resolve(&device::Env::default())
+        .unwrap();
+    let (res, batch, steps): (i64, i64, usize) = (
+        a[2].parse().unwrap(),
+        a[3].parse().unwrap(),
+        a[4].parse().unwrap(),
+    );
     let fused = match a.get(6).map(String::as_str) {
         Some("fused") => Some(true),
         Some("unfused") => Some(false),
@@ -61,17 +70,48 @@ fn main() {
     let targets = {
         let _ng = tch::no_grad_guard();
         let z: Vec<Tensor> = (0..batch as u32).map(|s| g.seeded_z(s, 1)).collect();
-        let img = g.forward(&Tensor::cat(&z, 0), None, 0.7, None, &SynthesisOptions { force_fp32: true, ..Default::default() });
+        let img = g.forward(
+            &Tensor::cat(&z, 0),
+            None,
+            0.7,
+            None,
+            &SynthesisOptions {
+                force_fp32: true,
+                ..Default::default()
+            },
+        );
         ((img + 1.0) * 127.5).clamp(0.0, 255.0)
     };
     let mode = a.get(6).map(String::as_str).unwrap_or("fast");
-    let ops = Some(if mode == "fast" { Ops::Fast } else { Ops::Reference });
+    let ops = Some(if mode == "fast" {
+        Ops::Fast
+    } else {
+        Ops::Reference
+    });
     // GRAPH=1: capture the step as a CUDA graph (Settings::cuda_graph).
     let cuda_graph = std::env::var_os("GRAPH").is_some();
-    let settings = Settings { steps, force_fp32: precision == "fp32", fused_modconv: fused, ops, cuda_graph, ..Default::default() };
-    let p = Projector { g: &g, vgg: &vgg, stats: &stats, settings };
+    let settings = Settings {
+        steps,
+        force_fp32: precision == "fp32",
+        fused_modconv: fused,
+        ops,
+        cuda_graph,
+        ..Default::default()
+    };
+    let p = Projector {
+        g: &g,
+        vgg: &vgg,
+        stats: &stats,
+        settings,
+    };
     // Warm-up (cuDNN autotuning) on 2 steps, not timed.
-    let warm = Projector { settings: Settings { steps: 2, ..p.settings.clone() }, ..p };
+    let warm = Projector {
+        settings: Settings {
+            steps: 2,
+            ..p.settings.clone()
+        },
+        ..p
+    };
     let _ = warm.project(&targets, |_, _| {}).unwrap();
     if let Device::Cuda(i) = dev {
         tch::Cuda::synchronize(i as i64);
@@ -88,7 +128,11 @@ fn main() {
     println!(
         "project {res}x{res} batch {batch} {steps} steps {precision} {}{}: {:.3} img/s ({:.2} s/img, {:.1} ms/step), mean final distance {mean:.4}, peak reserved {mem}, w stats {stats_s:.2} s",
         mode,
-        if cuda_graph && dev.is_cuda() { " graphed" } else { "" },
+        if cuda_graph && dev.is_cuda() {
+            " graphed"
+        } else {
+            ""
+        },
         batch as f64 / secs,
         secs / batch as f64,
         step_ms
@@ -98,7 +142,12 @@ fn main() {
         println!("  {d}");
     }
     if std::env::var_os("PARTS").is_some() {
-        let opts = SynthesisOptions { force_fp32: precision == "fp32", fused_modconv: fused, ops: p.settings.ops_on(dev), ..Default::default() };
+        let opts = SynthesisOptions {
+            force_fp32: precision == "fp32",
+            fused_modconv: fused,
+            ops: p.settings.ops_on(dev),
+            ..Default::default()
+        };
         parts(&g, &vgg, &stats, &targets, &opts, step_ms);
     }
 }
@@ -127,10 +176,22 @@ fn median_ms(dev: Device, mut f: impl FnMut()) -> f64 {
 }
 
 /// The step's pieces on their own (PARTS=1), with the projector's shapes and options.
-fn parts(g: &Generator, vgg: &Vgg16, stats: &WStats, targets: &Tensor, opts: &SynthesisOptions<'_>, step_ms: f64) {
+fn parts(
+    g: &Generator,
+    vgg: &Vgg16,
+    stats: &WStats,
+    targets: &Tensor,
+    opts: &SynthesisOptions<'_>,
+    step_ms: f64,
+) {
     let dev = g.device();
     let b = targets.size()[0];
-    let ws = stats.w_avg.to_device(dev).expand([b, g.num_ws(), g.config.w_dim], false).copy().set_requires_grad(true);
+    let ws = stats
+        .w_avg
+        .to_device(dev)
+        .expand([b, g.num_ws(), g.config.w_dim], false)
+        .copy()
+        .set_requires_grad(true);
     let bufs: Vec<Tensor> = g
         .synthesis
         .noise_layers()
@@ -140,7 +201,10 @@ fn parts(g: &Generator, vgg: &Vgg16, stats: &WStats, targets: &Tensor, opts: &Sy
             Tensor::randn([b, 1, r, r], (Kind::Float, dev)).set_requires_grad(true)
         })
         .collect();
-    let opts = SynthesisOptions { noise: Noise::Given(&bufs), ..*opts };
+    let opts = SynthesisOptions {
+        noise: Noise::Given(&bufs),
+        ..*opts
+    };
     let synth = || (g.synthesis.forward(&ws, &opts) + 1.0) * 127.5;
     let mut inputs = vec![&ws];
     inputs.extend(bufs.iter());
@@ -152,7 +216,13 @@ fn parts(g: &Generator, vgg: &Vgg16, stats: &WStats, targets: &Tensor, opts: &Sy
         let _ = Tensor::run_backward(&[synth().square().mean(Kind::Float)], &inputs, false, false);
     });
     let img = tch::no_grad(synth).set_requires_grad(true);
-    let pooled = |x: &Tensor| if x.size()[2] > 256 { x.adaptive_avg_pool2d([256, 256]) } else { x.shallow_clone() };
+    let pooled = |x: &Tensor| {
+        if x.size()[2] > 256 {
+            x.adaptive_avg_pool2d([256, 256])
+        } else {
+            x.shallow_clone()
+        }
+    };
     let pool = median_ms(dev, || {
         let _ = Tensor::run_backward(&[pooled(&img).mean(Kind::Float)], &[&img], false, false);
     });
@@ -160,10 +230,20 @@ fn parts(g: &Generator, vgg: &Vgg16, stats: &WStats, targets: &Tensor, opts: &Sy
     let small = tch::no_grad(|| pooled(&img)).set_requires_grad(true);
     let vgg_fwd_bwd = median_ms(dev, || {
         let f = vgg.features(&small).unwrap().to_kind(Kind::Float);
-        let _ = Tensor::run_backward(&[(&target_features - f).square().sum(Kind::Float)], &[&small], false, false);
+        let _ = Tensor::run_backward(
+            &[(&target_features - f).square().sum(Kind::Float)],
+            &[&small],
+            false,
+            false,
+        );
     });
     let reg = median_ms(dev, || {
-        let _ = Tensor::run_backward(&[noise_regularizer(&bufs).sum(Kind::Float)], &bufs, false, false);
+        let _ = Tensor::run_backward(
+            &[noise_regularizer(&bufs).sum(Kind::Float)],
+            &bufs,
+            false,
+            false,
+        );
     });
     let rest = step_ms - g_fwd_bwd - pool - vgg_fwd_bwd - reg;
     println!(

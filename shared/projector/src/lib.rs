@@ -80,13 +80,18 @@ impl Default for Settings {
 impl Settings {
     /// The op sequence used on `device`.
     pub fn ops_on(&self, device: Device) -> Ops {
-        self.ops.unwrap_or(if device.is_cuda() { Ops::Fast } else { Ops::Reference })
+        self.ops.unwrap_or(if device.is_cuda() {
+            Ops::Fast
+        } else {
+            Ops::Reference
+        })
     }
 
     /// Learning rate and w-noise scale of `step`, computed in f64 as upstream (numpy) does.
     pub fn schedule(&self, step: usize, w_std: f64) -> (f64, f64) {
         let t = step as f64 / self.steps as f64;
-        let w_noise_scale = w_std * self.initial_noise_factor * (1.0 - t / self.noise_ramp_length).max(0.0).powi(2);
+        let w_noise_scale =
+            w_std * self.initial_noise_factor * (1.0 - t / self.noise_ramp_length).max(0.0).powi(2);
         let mut lr_ramp = ((1.0 - t) / self.lr_rampdown_length).min(1.0);
         lr_ramp = 0.5 - 0.5 * (lr_ramp * std::f64::consts::PI).cos();
         lr_ramp *= (t / self.lr_rampup_length).min(1.0);
@@ -158,7 +163,10 @@ const EPS: f64 = 1e-8;
 
 impl Adam {
     fn new(p: &Tensor) -> Self {
-        Adam { m: p.zeros_like(), v: p.zeros_like() }
+        Adam {
+            m: p.zeros_like(),
+            v: p.zeros_like(),
+        }
     }
 
     /// The step's factors: −lr / (1 − β1^t) and √(1 − β2^t), as torch.optim.Adam computes
@@ -195,7 +203,11 @@ pub struct Projector<'a> {
 
 /// Images [B,C,H,W] in [0,255] as the VGG sees them: area-pooled to 256² when larger.
 fn to_vgg_size(img: &Tensor) -> Tensor {
-    if img.size()[2] > 256 { img.adaptive_avg_pool2d([256, 256]) } else { img.shallow_clone() }
+    if img.size()[2] > 256 {
+        img.adaptive_avg_pool2d([256, 256])
+    } else {
+        img.shallow_clone()
+    }
 }
 
 /// Upstream's noise regulariser, per image: [B].
@@ -205,7 +217,9 @@ pub fn noise_regularizer(bufs: &[Tensor]) -> Tensor {
         let mut noise = v.shallow_clone();
         loop {
             for dim in [3, 2] {
-                let m = (&noise * noise.roll([1], [dim])).mean_dim(&[1i64, 2, 3][..], false, Kind::Float).square();
+                let m = (&noise * noise.roll([1], [dim]))
+                    .mean_dim(&[1i64, 2, 3][..], false, Kind::Float)
+                    .square();
                 reg = Some(match reg {
                     Some(r) => r + m,
                     None => m,
@@ -225,44 +239,76 @@ impl Projector<'_> {
     /// draws of every step.
     fn draws(&self, batch: i64, k: i64) -> (Vec<Tensor>, Tensor) {
         let layers = self.g.synthesis.noise_layers();
-        let sizes: Vec<i64> = layers.iter().map(|(_, l)| l.noise_const.size()[0]).collect();
+        let sizes: Vec<i64> = layers
+            .iter()
+            .map(|(_, l)| l.noise_const.size()[0])
+            .collect();
         let w_dim = self.g.config.w_dim;
         let steps = self.settings.steps as i64;
         let mut rs = RandomState::new(self.settings.seed);
         let bufs: Vec<Tensor> = sizes
             .iter()
             .map(|&r| {
-                let v: Vec<f32> = rs.randn((r * r) as usize).into_iter().map(|x| x as f32).collect();
+                let v: Vec<f32> = rs
+                    .randn((r * r) as usize)
+                    .into_iter()
+                    .map(|x| x as f32)
+                    .collect();
                 Tensor::from_slice(&v).reshape([1, 1, r, r])
             })
             .collect();
-        let wn: Vec<f32> = rs.randn((steps * k * w_dim) as usize).into_iter().map(|x| x as f32).collect();
+        let wn: Vec<f32> = rs
+            .randn((steps * k * w_dim) as usize)
+            .into_iter()
+            .map(|x| x as f32)
+            .collect();
         let wn = Tensor::from_slice(&wn).reshape([steps, 1, k, w_dim]);
         let dev = self.g.device();
-        let bufs = bufs.iter().map(|b| b.repeat([batch, 1, 1, 1]).to_device(dev)).collect();
+        let bufs = bufs
+            .iter()
+            .map(|b| b.repeat([batch, 1, 1, 1]).to_device(dev))
+            .collect();
         (bufs, wn.repeat([1, batch, 1, 1]).to_device(dev))
     }
 
     /// Projects `targets` [B, C, R, R] (values in [0,255], R = the generator's resolution).
     /// `on_step(step, dist)` sees each step's per-image distances [B] (a device tensor: reading
     /// it synchronises).
-    pub fn project(&self, targets: &Tensor, mut on_step: impl FnMut(usize, &Tensor)) -> perceptual::Result<Projection> {
+    pub fn project(
+        &self,
+        targets: &Tensor,
+        mut on_step: impl FnMut(usize, &Tensor),
+    ) -> perceptual::Result<Projection> {
         let g = self.g;
         let s = &self.settings;
         let dev = g.device();
         let (b, c, h, w) = targets.size4().expect("targets are [B,C,R,R]");
         let r = g.config.img_resolution;
-        assert!(c == g.config.img_channels && h == r && w == r, "targets must be [B,{},{r},{r}]", g.config.img_channels);
+        assert!(
+            c == g.config.img_channels && h == r && w == r,
+            "targets must be [B,{},{r},{r}]",
+            g.config.img_channels
+        );
         let num_ws = g.num_ws();
         let k = if s.w_plus { num_ws } else { 1 };
 
         let target_features = {
             let _ng = tch::no_grad_guard();
-            self.vgg.features(&to_vgg_size(&targets.to_device(dev).to_kind(Kind::Float)))?
+            self.vgg
+                .features(&to_vgg_size(&targets.to_device(dev).to_kind(Kind::Float)))?
         };
-        let w_opt = self.stats.w_avg.to_device(dev).expand([b, k, g.config.w_dim], false).copy().set_requires_grad(true);
+        let w_opt = self
+            .stats
+            .w_avg
+            .to_device(dev)
+            .expand([b, k, g.config.w_dim], false)
+            .copy()
+            .set_requires_grad(true);
         let (bufs, w_noise) = self.draws(b, k);
-        let bufs: Vec<Tensor> = bufs.into_iter().map(|t| t.set_requires_grad(true)).collect();
+        let bufs: Vec<Tensor> = bufs
+            .into_iter()
+            .map(|t| t.set_requires_grad(true))
+            .collect();
         let mut adam_w = Adam::new(&w_opt);
         let mut adam_n: Vec<Adam> = bufs.iter().map(Adam::new).collect();
         let mut trajectory = Vec::new();
@@ -271,11 +317,15 @@ impl Projector<'_> {
         // body is then the same sequence of kernels every time, which a CUDA graph can replay.
         let f32_on = (Kind::Float, dev);
         let w_noise_now = Tensor::zeros([b, k, g.config.w_dim], f32_on);
-        let graphed = dev.is_cuda() && s.cuda_graph && matches!(self.vgg, Vgg16::Native(_)) && s.steps > GRAPH_WARMUP;
+        let graphed = dev.is_cuda()
+            && s.cuda_graph
+            && matches!(self.vgg, Vgg16::Native(_))
+            && s.steps > GRAPH_WARMUP;
         // Adam's factors: host scalars when eager; 0-dim device tensors, filled before each
         // step, when graphed (only those are read at replay).
         let host_factors = std::cell::Cell::new((0.0, 1.0));
-        let device_factors = graphed.then(|| Factors::Device(Tensor::zeros([], f32_on), Tensor::ones([], f32_on)));
+        let device_factors =
+            graphed.then(|| Factors::Device(Tensor::zeros([], f32_on), Tensor::ones([], f32_on)));
         let ops = s.ops_on(dev);
         let mut body = || -> perceptual::Result<Tensor> {
             let host;
@@ -288,8 +338,17 @@ impl Projector<'_> {
                 }
             };
             let ws = &w_opt + &w_noise_now;
-            let ws = if s.w_plus { ws } else { ws.repeat([1, num_ws, 1]) };
-            let opts = SynthesisOptions { noise: Noise::Given(&bufs), fused_modconv: s.fused_modconv, force_fp32: s.force_fp32, ops };
+            let ws = if s.w_plus {
+                ws
+            } else {
+                ws.repeat([1, num_ws, 1])
+            };
+            let opts = SynthesisOptions {
+                noise: Noise::Given(&bufs),
+                fused_modconv: s.fused_modconv,
+                force_fp32: s.force_fp32,
+                ops,
+            };
             let synth = (g.synthesis.forward(&ws, &opts) + 1.0) * (255.0 / 2.0);
             let synth_features = self.vgg.features(&to_vgg_size(&synth))?;
             let dist = (&target_features - synth_features.to_kind(Kind::Float))
@@ -310,7 +369,10 @@ impl Projector<'_> {
                 let mut buf = buf.shallow_clone();
                 let mean = buf.mean_dim(&[1i64, 2, 3][..], true, Kind::Float);
                 let _ = buf.g_sub_(&mean);
-                let scale = buf.square().mean_dim(&[1i64, 2, 3][..], true, Kind::Float).rsqrt();
+                let scale = buf
+                    .square()
+                    .mean_dim(&[1i64, 2, 3][..], true, Kind::Float)
+                    .rsqrt();
                 let _ = buf.g_mul_(&scale);
             }
             Ok(dist.detach())
@@ -319,7 +381,9 @@ impl Projector<'_> {
             let _ng = tch::no_grad_guard();
             let (lr, scale) = s.schedule(step, self.stats.w_std);
             let (neg, sq) = Adam::factors(lr, step as i32 + 1);
-            w_noise_now.shallow_clone().copy_(&(w_noise.get(step as i64) * scale));
+            w_noise_now
+                .shallow_clone()
+                .copy_(&(w_noise.get(step as i64) * scale));
             host_factors.set((neg, sq));
             if let Some(Factors::Device(n, q)) = &device_factors {
                 let _ = n.shallow_clone().fill_(neg);
@@ -351,7 +415,9 @@ impl Projector<'_> {
             set_inputs(step);
             // A capture runs nothing (the parameters are as the warm-up left them), so if it
             // fails (out of memory for the graph's pool, say) the batch goes on eagerly.
-            let captured = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| gr.capture(i, &mut body))) {
+            let captured = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                gr.capture(i, &mut body)
+            })) {
                 Ok(Ok(Ok(dist))) => Ok(dist),
                 Ok(Ok(Err(e))) => Err(e.to_string()),
                 Ok(Err(e)) => Err(e.to_string()),
@@ -360,9 +426,13 @@ impl Projector<'_> {
             match captured {
                 Ok(dist) => graph = Some((gr, dist)),
                 Err(why) => {
-                    eprintln!("warning: capturing the projection step as a CUDA graph failed ({}); this batch runs eagerly", why.lines().next().unwrap_or(""));
+                    eprintln!(
+                        "warning: capturing the projection step as a CUDA graph failed ({}); this batch runs eagerly",
+                        why.lines().next().unwrap_or("")
+                    );
                     drop(gr);
-                    torch_shim::empty_cache().map_err(|e| shim_error("releasing the failed capture's memory", e))?;
+                    torch_shim::empty_cache()
+                        .map_err(|e| shim_error("releasing the failed capture's memory", e))?;
                 }
             }
         }
@@ -370,7 +440,8 @@ impl Projector<'_> {
             set_inputs(step);
             let dist = match &graph {
                 Some((gr, dist)) => {
-                    gr.replay().map_err(|e| shim_error("replaying the step", e))?;
+                    gr.replay()
+                        .map_err(|e| shim_error("replaying the step", e))?;
                     dist.shallow_clone()
                 }
                 None => body()?,
@@ -379,7 +450,8 @@ impl Projector<'_> {
             step += 1;
         }
         let distance = match last_dist {
-            Some(d) => Vec::<f64>::try_from(d.to_kind(Kind::Double).to_device(Device::Cpu)).unwrap_or_default(),
+            Some(d) => Vec::<f64>::try_from(d.to_kind(Kind::Double).to_device(Device::Cpu))
+                .unwrap_or_default(),
             None => vec![f64::NAN; b as usize],
         };
         if let Some((gr, dist)) = graph {
@@ -401,7 +473,11 @@ impl Projector<'_> {
     pub fn render(&self, p: &Projection) -> Tensor {
         let _ng = tch::no_grad_guard();
         let num_ws = self.g.num_ws();
-        let ws = if p.w.size()[1] == num_ws { p.w.shallow_clone() } else { p.w.repeat([1, num_ws, 1]) };
+        let ws = if p.w.size()[1] == num_ws {
+            p.w.shallow_clone()
+        } else {
+            p.w.repeat([1, num_ws, 1])
+        };
         let opts = SynthesisOptions {
             noise: Noise::Given(&p.noise),
             fused_modconv: None,

@@ -21,13 +21,25 @@ fn repo() -> PathBuf {
 }
 
 fn python(script: &str, args: &[&str]) {
-    let py = std::env::var_os("SHARDKIT_PYTHON").map(PathBuf::from).unwrap_or_else(|| repo().join(".venv/bin/python"));
-    let o = Command::new(py).arg(repo().join("scripts/reference").join(script)).args(args).output().unwrap();
-    assert!(o.status.success(), "{script}: {}", String::from_utf8_lossy(&o.stderr));
+    let py = std::env::var_os("SHARDKIT_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join(".venv/bin/python"));
+    let o = Command::new(py)
+        .arg(repo().join("scripts/reference").join(script))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 fn fixture() -> PathBuf {
-    let shared = std::env::var_os("SHARDKIT_SHARED").map(PathBuf::from).unwrap_or_else(|| repo().join("../shared"));
+    let shared = std::env::var_os("SHARDKIT_SHARED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("../shared"));
     shared.join("fixtures/stylegan2/tiny-skip-clamp/G.safetensors")
 }
 
@@ -67,21 +79,49 @@ fn trajectory_matches_the_upstream_loop_and_batching_changes_nothing() {
     Tensor::write_safetensors(&[("targets", &t)], &tpath).unwrap();
 
     for (w_plus, steps) in [(false, 8usize), (true, 5)] {
-        let settings = Settings { steps, w_plus, seed: 5, trajectory: true, ..Default::default() };
+        let settings = Settings {
+            steps,
+            w_plus,
+            seed: 5,
+            trajectory: true,
+            ..Default::default()
+        };
         let out = tmp.path().join(format!("ref-{w_plus}.safetensors"));
         let flag = if w_plus { "1" } else { "0" };
         python(
             "project_ref.py",
-            &[s(&fixture()), s(&vgg_path), s(&tpath), s(&out), &steps.to_string(), "5", "1000", flag],
+            &[
+                s(&fixture()),
+                s(&vgg_path),
+                s(&tpath),
+                s(&out),
+                &steps.to_string(),
+                "5",
+                "1000",
+                flag,
+            ],
         );
-        let want: BTreeMap<String, Tensor> = Tensor::read_safetensors(&out).unwrap().into_iter().collect();
-        let p = Projector { g: &g, vgg: &vgg, stats: &stats, settings: settings.clone() };
+        let want: BTreeMap<String, Tensor> = Tensor::read_safetensors(&out)
+            .unwrap()
+            .into_iter()
+            .collect();
+        let p = Projector {
+            g: &g,
+            vgg: &vgg,
+            stats: &stats,
+            settings: settings.clone(),
+        };
         let (w, d) = run(&p, &t);
         let k = if w_plus { g.num_ws() } else { 1 };
         assert_eq!(w.size(), [2, steps as i64, k, g.config.w_dim]);
         let dw = max_abs(&w, &want["w_steps"]);
-        let dd = ((&d - &want["dist"]).abs() / want["dist"].abs()).max().double_value(&[]);
-        eprintln!("w_plus={w_plus}: max|Δw| {dw:.2e}, max rel Δdist {dd:.2e}, dist {:?}", Vec::<f32>::try_from(want["dist"].get(0)).unwrap());
+        let dd = ((&d - &want["dist"]).abs() / want["dist"].abs())
+            .max()
+            .double_value(&[]);
+        eprintln!(
+            "w_plus={w_plus}: max|Δw| {dw:.2e}, max rel Δdist {dd:.2e}, dist {:?}",
+            Vec::<f32>::try_from(want["dist"].get(0)).unwrap()
+        );
         // W+ splits the gradient over num_ws vectors, and elements whose gradient is near zero
         // (|g| ~ Adam's eps) turn 1e-7 rounding differences into update differences of up to
         // lr * 1e-3: after the first real step the gap is 2.5e-5, after four 2.4e-4, while the
@@ -102,10 +142,18 @@ fn trajectory_matches_the_upstream_loop_and_batching_changes_nothing() {
             let (wi, di) = run(&p, &t.narrow(0, i, 1));
             // Batch size changes the convolutions' rounding (CPU kernels pick per shape), which
             // Adam amplifies as above: the same bounds as against the reference.
-            let (dwi, ddi) = (max_abs(&wi, &w.narrow(0, i, 1)), max_abs(&di, &d.narrow(0, i, 1)) / di.abs().max().double_value(&[]));
-            eprintln!("w_plus={w_plus} image {i}: batched vs alone max|Δw| {dwi:.2e}, rel Δdist {ddi:.2e}");
+            let (dwi, ddi) = (
+                max_abs(&wi, &w.narrow(0, i, 1)),
+                max_abs(&di, &d.narrow(0, i, 1)) / di.abs().max().double_value(&[]),
+            );
+            eprintln!(
+                "w_plus={w_plus} image {i}: batched vs alone max|Δw| {dwi:.2e}, rel Δdist {ddi:.2e}"
+            );
             assert!(dwi <= tol, "batched != one by one (image {i}): {dwi}");
-            assert!(ddi <= dtol, "batched != one by one (image {i}): distance {ddi}");
+            assert!(
+                ddi <= dtol,
+                "batched != one by one (image {i}): distance {ddi}"
+            );
         }
     }
 }
@@ -116,7 +164,15 @@ fn final_w_and_render_have_the_right_shapes() {
     tch::manual_seed(0);
     let vgg = Vgg16::Native(perceptual::NativeVgg16::random(Device::Cpu));
     let stats = WStats::compute(&g, 200);
-    let p = Projector { g: &g, vgg: &vgg, stats: &stats, settings: Settings { steps: 2, ..Default::default() } };
+    let p = Projector {
+        g: &g,
+        vgg: &vgg,
+        stats: &stats,
+        settings: Settings {
+            steps: 2,
+            ..Default::default()
+        },
+    };
     let t = targets(&g);
     let out = p.project(&t, |_, _| {}).unwrap();
     assert_eq!(out.w.size(), [2, 1, 32]);

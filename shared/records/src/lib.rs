@@ -304,7 +304,10 @@ pub struct InputItem {
 impl InputItem {
     pub fn path(p: impl Into<String>) -> Self {
         let path = p.into();
-        Self { name: path.clone(), path }
+        Self {
+            name: path.clone(),
+            path,
+        }
     }
 }
 
@@ -339,7 +342,9 @@ pub fn parse_input_line(line: &str) -> Result<Vec<InputItem>, BadLine> {
     }
     let value: serde_json::Value =
         serde_json::from_str(line).map_err(|e| BadLine(format!("not a JSON record: {e}")))?;
-    let obj = value.as_object().ok_or_else(|| BadLine("not a JSON object".into()))?;
+    let obj = value
+        .as_object()
+        .ok_or_else(|| BadLine("not a JSON object".into()))?;
     let kind = obj.get("type").and_then(|t| t.as_str()).unwrap_or("");
     if matches!(kind, "error" | "summary") {
         return Ok(Vec::new());
@@ -352,7 +357,9 @@ pub fn parse_input_line(line: &str) -> Result<Vec<InputItem>, BadLine> {
         }
     };
     if let Some(paths) = obj.get("paths") {
-        let paths = paths.as_array().ok_or_else(|| BadLine("\"paths\" is not an array".into()))?;
+        let paths = paths
+            .as_array()
+            .ok_or_else(|| BadLine("\"paths\" is not an array".into()))?;
         return paths
             .iter()
             .map(|p| {
@@ -378,15 +385,26 @@ mod tests {
 
     #[test]
     fn plain_lines_are_paths_verbatim() {
-        assert_eq!(parse_input_line("a b/c.jpg\r").unwrap(), vec![InputItem::path("a b/c.jpg")]);
+        assert_eq!(
+            parse_input_line("a b/c.jpg\r").unwrap(),
+            vec![InputItem::path("a b/c.jpg")]
+        );
         assert!(parse_input_line("   ").unwrap().is_empty());
     }
 
     #[test]
     fn shard_records_expand_to_their_paths() {
-        let shard = Shard { shard: 1, shards: 3, paths: vec!["x".into(), "y".into()], bytes: None };
+        let shard = Shard {
+            shard: 1,
+            shards: 3,
+            paths: vec!["x".into(), "y".into()],
+            bytes: None,
+        };
         let line = serde_json::to_string(&shard).unwrap();
-        assert_eq!(line, r#"{"type":"shard","shard":1,"shards":3,"paths":["x","y"]}"#);
+        assert_eq!(
+            line,
+            r#"{"type":"shard","shard":1,"shards":3,"paths":["x","y"]}"#
+        );
         let items = parse_input_line(&line).unwrap();
         assert_eq!(items, vec![InputItem::path("x"), InputItem::path("y")]);
     }
@@ -394,16 +412,31 @@ mod tests {
     #[test]
     fn stage_records_give_their_output_named_by_input() {
         let items =
-            parse_input_line(r#"{"type":"latent","input":"img/a.jpg","output":"/o/a.npz"}"#).unwrap();
-        assert_eq!(items, vec![InputItem { path: "/o/a.npz".into(), name: "img/a.jpg".into() }]);
+            parse_input_line(r#"{"type":"latent","input":"img/a.jpg","output":"/o/a.npz"}"#)
+                .unwrap();
+        assert_eq!(
+            items,
+            vec![InputItem {
+                path: "/o/a.npz".into(),
+                name: "img/a.jpg".into()
+            }]
+        );
         let items = parse_input_line(r#"{"path":"p.png","extra":1}"#).unwrap();
         assert_eq!(items, vec![InputItem::path("p.png")]);
     }
 
     #[test]
     fn error_and_summary_records_are_skipped() {
-        assert!(parse_input_line(r#"{"type":"error","input":"a","message":"m"}"#).unwrap().is_empty());
-        assert!(parse_input_line(r#"{"type":"summary","output":"x"}"#).unwrap().is_empty());
+        assert!(
+            parse_input_line(r#"{"type":"error","input":"a","message":"m"}"#)
+                .unwrap()
+                .is_empty()
+        );
+        assert!(
+            parse_input_line(r#"{"type":"summary","output":"x"}"#)
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]

@@ -41,7 +41,8 @@ use tch::{Device, Kind, Tensor};
 
 fn device(s: &str) -> Device {
     let d = device::DeviceArg::parse(s).expect("device");
-    d.resolve(&device::Env::default()).expect("device available")
+    d.resolve(&device::Env::default())
+        .expect("device available")
 }
 
 fn sync(d: Device) {
@@ -70,7 +71,12 @@ fn median_ms(d: Device, iters: usize, mut f: impl FnMut()) -> f64 {
 /// One projector-like step without the VGG; returns the loss.
 fn fwd_bwd(g: &Generator, w: &Tensor, noise: &[Tensor], force_fp32: bool) -> Tensor {
     let ws = w.repeat([1, g.num_ws(), 1]);
-    let opts = SynthesisOptions { noise: Noise::Given(noise), fused_modconv: None, force_fp32, ..Default::default() };
+    let opts = SynthesisOptions {
+        noise: Noise::Given(noise),
+        fused_modconv: None,
+        force_fp32,
+        ..Default::default()
+    };
     let img = g.synthesis.forward(&ws, &opts);
     let loss = img.square().mean(Kind::Float);
     let mut inputs: Vec<&Tensor> = vec![w];
@@ -91,44 +97,94 @@ fn noise_bufs(g: &Generator, batch: i64, d: Device) -> Vec<Tensor> {
 }
 
 fn parity(d: Device, dir: &Path) {
-    let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     entries.sort();
     for cfg in entries.iter().filter(|p| p.join("G.safetensors").is_file()) {
         let g = Generator::load(&cfg.join("G.safetensors"), None, d).unwrap();
-        let r: BTreeMap<String, Tensor> = Tensor::read_safetensors(cfg.join("reference.safetensors"))
-            .unwrap()
-            .into_iter()
-            .map(|(k, v)| (k, v.to_device(d)))
-            .collect();
+        let r: BTreeMap<String, Tensor> =
+            Tensor::read_safetensors(cfg.join("reference.safetensors"))
+                .unwrap()
+                .into_iter()
+                .map(|(k, v)| (k, v.to_device(d)))
+                .collect();
         let diff = |a: &Tensor, b: &Tensor| (a - b).abs().max().double_value(&[]);
-        let o = |noise, fused| SynthesisOptions { noise, fused_modconv: fused, force_fp32: false, ..Default::default() };
+        let o = |noise, fused| SynthesisOptions {
+            noise,
+            fused_modconv: fused,
+            force_fp32: false,
+            ..Default::default()
+        };
         let mut line = vec![
-            ("ws", diff(&g.mapping.forward(&r["z"], None, 1.0, None), &r["ws"])),
-            ("ws_psi0.7", diff(&g.mapping.forward(&r["z"], None, 0.7, None), &r["ws_psi0.7"])),
+            (
+                "ws",
+                diff(&g.mapping.forward(&r["z"], None, 1.0, None), &r["ws"]),
+            ),
+            (
+                "ws_psi0.7",
+                diff(
+                    &g.mapping.forward(&r["z"], None, 0.7, None),
+                    &r["ws_psi0.7"],
+                ),
+            ),
         ];
         line.push((
             "ws_psi0.5_cutoff2",
-            diff(&g.mapping.forward(&r["z"], None, 0.5, Some(2)), &r["ws_psi0.5_cutoff2"]),
+            diff(
+                &g.mapping.forward(&r["z"], None, 0.5, Some(2)),
+                &r["ws_psi0.5_cutoff2"],
+            ),
         ));
-        line.push(("img_const", diff(&g.synthesis.forward(&r["ws"], &o(Noise::Const, None)), &r["img_const"])));
-        line.push(("img_none", diff(&g.synthesis.forward(&r["ws"], &o(Noise::None, None)), &r["img_none"])));
+        line.push((
+            "img_const",
+            diff(
+                &g.synthesis.forward(&r["ws"], &o(Noise::Const, None)),
+                &r["img_const"],
+            ),
+        ));
+        line.push((
+            "img_none",
+            diff(
+                &g.synthesis.forward(&r["ws"], &o(Noise::None, None)),
+                &r["img_none"],
+            ),
+        ));
         line.push((
             "img_const_unfused",
-            diff(&g.synthesis.forward(&r["ws"], &o(Noise::Const, Some(false))), &r["img_const_unfused"]),
+            diff(
+                &g.synthesis.forward(&r["ws"], &o(Noise::Const, Some(false))),
+                &r["img_const_unfused"],
+            ),
         ));
         let (w_avg, w_std) = g.w_avg_std(1000);
         line.push(("w_avg_1000", diff(&w_avg, &r["w_avg_1000"])));
-        line.push(("w_std_1000", (w_std - r["w_std_1000"].double_value(&[0])).abs()));
+        line.push((
+            "w_std_1000",
+            (w_std - r["w_std_1000"].double_value(&[0])).abs(),
+        ));
         let w = r["w_avg_1000"].copy().set_requires_grad(true);
-        let img = g.synthesis.forward(&w.repeat([1, g.num_ws(), 1]), &o(Noise::Const, None));
+        let img = g
+            .synthesis
+            .forward(&w.repeat([1, g.num_ws(), 1]), &o(Noise::Const, None));
         let loss = (&img - &r["grad_target"]).square().mean(Kind::Float);
-        let grad = Tensor::run_backward(&[&loss], &[&w], false, false).pop().unwrap();
-        line.push(("grad_loss", (loss.double_value(&[]) - r["grad_loss"].double_value(&[0])).abs()));
+        let grad = Tensor::run_backward(&[&loss], &[&w], false, false)
+            .pop()
+            .unwrap();
+        line.push((
+            "grad_loss",
+            (loss.double_value(&[]) - r["grad_loss"].double_value(&[0])).abs(),
+        ));
         line.push(("grad_w", diff(&grad, &r["grad_w"])));
         let worst = line.iter().map(|(_, v)| *v).fold(0.0, f64::max);
         let name = cfg.file_name().unwrap().to_string_lossy();
         let items: Vec<String> = line.iter().map(|(k, v)| format!("{k} {v:.2e}")).collect();
-        println!("parity {name} on {d:?}: {} | worst {worst:.2e} {}", items.join(", "), if worst <= 1e-4 { "PASS" } else { "FAIL" });
+        println!(
+            "parity {name} on {d:?}: {} | worst {worst:.2e} {}",
+            items.join(", "),
+            if worst <= 1e-4 { "PASS" } else { "FAIL" }
+        );
     }
 }
 
@@ -165,15 +221,30 @@ fn paper(d: Device, res: i64, b: i64, fp16: bool, iters: usize) {
     });
     let fwd = median_ms(d, iters, || {
         let _g = tch::no_grad_guard();
-        let opts = SynthesisOptions { noise: Noise::Const, fused_modconv: None, force_fp32, ..Default::default() };
-        let _ = g.synthesis.forward(&w.detach().repeat([1, g.num_ws(), 1]), &opts);
+        let opts = SynthesisOptions {
+            noise: Noise::Const,
+            fused_modconv: None,
+            force_fp32,
+            ..Default::default()
+        };
+        let _ = g
+            .synthesis
+            .forward(&w.detach().repeat([1, g.num_ws(), 1]), &opts);
     });
     let mem = match (before, device::cuda_mem_used()) {
         (Some(a), Some(z)) => format!("{:.0} MiB", z.saturating_sub(a) as f64 / 1048576.0),
         _ => "n/a".into(),
     };
-    let label = if fp16 { "fp16 blocks (num_fp16_res 4)" } else { "fp32" };
-    let tf32 = if std::env::var_os("NVIDIA_TF32_OVERRIDE").is_some() { "no TF32" } else { "TF32 convs" };
+    let label = if fp16 {
+        "fp16 blocks (num_fp16_res 4)"
+    } else {
+        "fp32"
+    };
+    let tf32 = if std::env::var_os("NVIDIA_TF32_OVERRIDE").is_some() {
+        "no TF32"
+    } else {
+        "TF32 convs"
+    };
     println!(
         "paper {res}x{res} on {d:?} batch {b} {label}, {tf32}: forward+backward {ms:.1} ms ({:.1} img/s), forward {fwd:.1} ms ({:.1} img/s), peak reserved {mem}",
         b as f64 * 1e3 / ms,
@@ -186,7 +257,13 @@ fn fp16_error(d: Device, res: i64) {
     let g = Generator::random(Config::paper_stylegan2(res), d).unwrap();
     let _g = tch::no_grad_guard();
     let ws = Tensor::randn([4, 1, 512], (Kind::Float, d)).repeat([1, g.num_ws(), 1]);
-    let a = g.synthesis.forward(&ws, &SynthesisOptions { force_fp32: true, ..Default::default() });
+    let a = g.synthesis.forward(
+        &ws,
+        &SynthesisOptions {
+            force_fp32: true,
+            ..Default::default()
+        },
+    );
     let h = g.synthesis.forward(&ws, &SynthesisOptions::default());
     let diff = (&a - &h).abs();
     println!(
@@ -201,17 +278,32 @@ fn fp16_error(d: Device, res: i64) {
 /// ReLU's branch for the odd pre-activation within rounding of 0, which moves that pixel's
 /// noise gradient by a whole 0.8·|gradient| (seen on CPU in fp32: max-relative 2e-2, L2 1e-6).
 fn rel(a: &Tensor, b: &Tensor) -> f64 {
-    let n = |t: &Tensor| t.to_kind(Kind::Double).square().sum(Kind::Double).sqrt().double_value(&[]);
+    let n = |t: &Tensor| {
+        t.to_kind(Kind::Double)
+            .square()
+            .sum(Kind::Double)
+            .sqrt()
+            .double_value(&[])
+    };
     n(&(a - b)) / n(b).max(1e-30)
 }
 
 /// The image and the gradients of w and every noise buffer of `mean((img − target)²)`.
-fn image_and_grads(g: &Generator, w: &Tensor, noise: &[Tensor], target: &Tensor, opts: &SynthesisOptions<'_>) -> (Tensor, Vec<Tensor>) {
+fn image_and_grads(
+    g: &Generator,
+    w: &Tensor,
+    noise: &[Tensor],
+    target: &Tensor,
+    opts: &SynthesisOptions<'_>,
+) -> (Tensor, Vec<Tensor>) {
     let img = g.synthesis.forward(&w.repeat([1, g.num_ws(), 1]), opts);
     let loss = (&img - target).square().mean(Kind::Float);
     let mut inputs: Vec<&Tensor> = vec![w];
     inputs.extend(noise.iter());
-    (img.detach(), Tensor::run_backward(&[&loss], &inputs, false, false))
+    (
+        img.detach(),
+        Tensor::run_backward(&[&loss], &inputs, false, false),
+    )
 }
 
 fn fast_check(d: Device, res: i64, b: i64, iters: usize) {
@@ -223,17 +315,29 @@ fn fast_check(d: Device, res: i64, b: i64, iters: usize) {
         for blk in &g.synthesis.blocks {
             for l in blk.conv0.iter().chain(std::iter::once(&blk.conv1)) {
                 let _ = l.noise_strength.shallow_clone().fill_(0.3);
-                l.bias.shallow_clone().copy_(&(Tensor::randn_like(&l.bias) * 0.2));
+                l.bias
+                    .shallow_clone()
+                    .copy_(&(Tensor::randn_like(&l.bias) * 0.2));
             }
         }
     }
     let w = (Tensor::randn([b, 1, 512], (Kind::Float, d)) * 0.5).set_requires_grad(true);
     let noise = noise_bufs(&g, b, d);
     let target = Tensor::randn([b, 3, res, res], (Kind::Float, d));
-    let o = |ops, force_fp32| SynthesisOptions { noise: Noise::Given(&noise), fused_modconv: Some(false), force_fp32, ops };
-    let errors = |(img, grads): &(Tensor, Vec<Tensor>), (img_r, grads_r): &(Tensor, Vec<Tensor>)| {
+    let o = |ops, force_fp32| SynthesisOptions {
+        noise: Noise::Given(&noise),
+        fused_modconv: Some(false),
+        force_fp32,
+        ops,
+    };
+    let errors = |(img, grads): &(Tensor, Vec<Tensor>),
+                  (img_r, grads_r): &(Tensor, Vec<Tensor>)| {
         let g: Vec<f64> = grads.iter().zip(grads_r).map(|(a, b)| rel(a, b)).collect();
-        (rel(img, img_r), g[0], g[1..].iter().cloned().fold(0.0, f64::max))
+        (
+            rel(img, img_r),
+            g[0],
+            g[1..].iter().cloned().fold(0.0, f64::max),
+        )
     };
     let truth = image_and_grads(&g, &w, &noise, &target, &o(Ops::Reference, true));
     let fast32 = image_and_grads(&g, &w, &noise, &target, &o(Ops::Fast, true));
@@ -242,19 +346,34 @@ fn fast_check(d: Device, res: i64, b: i64, iters: usize) {
     let mut ok = e.0 <= 1e-4 && e.1 <= 1e-3 && e.2 <= 2e-3;
     println!(
         "fast-check {res}x{res} batch {b} fp32 on {d:?}: Fast vs Reference: image {:.2e}, grad w {:.2e}, worst noise grad {:.2e} (bounds 1e-4/1e-3/2e-3) {}",
-        e.0, e.1, e.2, if ok { "PASS" } else { "FAIL" }
+        e.0,
+        e.1,
+        e.2,
+        if ok { "PASS" } else { "FAIL" }
     );
     if d.is_cuda() {
         // fp16 blocks: both op sequences against the fp32 result; Fast (epilogue in fp32, one
         // rounding) must not be worse than upstream's sequence (a rounding per op) by more
         // than half again.
-        let e16r = errors(&image_and_grads(&g, &w, &noise, &target, &o(Ops::Reference, false)), &truth);
-        let e16f = errors(&image_and_grads(&g, &w, &noise, &target, &o(Ops::Fast, false)), &truth);
+        let e16r = errors(
+            &image_and_grads(&g, &w, &noise, &target, &o(Ops::Reference, false)),
+            &truth,
+        );
+        let e16f = errors(
+            &image_and_grads(&g, &w, &noise, &target, &o(Ops::Fast, false)),
+            &truth,
+        );
         let pass = e16f.0 <= 1.5 * e16r.0 && e16f.1 <= 1.5 * e16r.1 && e16f.2 <= 1.5 * e16r.2;
         ok &= pass;
         println!(
             "fast-check {res}x{res} batch {b} fp16 blocks vs fp32: Reference image {:.2e}, grad w {:.2e}, noise {:.2e}; Fast image {:.2e}, grad w {:.2e}, noise {:.2e} {}",
-            e16r.0, e16r.1, e16r.2, e16f.0, e16f.1, e16f.2, if pass { "PASS" } else { "FAIL" }
+            e16r.0,
+            e16r.1,
+            e16r.2,
+            e16f.0,
+            e16f.1,
+            e16f.2,
+            if pass { "PASS" } else { "FAIL" }
         );
     }
     for force_fp32 in [true, false] {
@@ -263,7 +382,10 @@ fn fast_check(d: Device, res: i64, b: i64, iters: usize) {
                 let _ = image_and_grads(&g, &w, &noise, &target, &o(ops, force_fp32));
             });
             let label = if force_fp32 { "fp32" } else { "fp16 blocks" };
-            println!("  {label} {ops:?}: forward+backward {ms:.1} ms ({:.1} img/s)", b as f64 * 1e3 / ms);
+            println!(
+                "  {label} {ops:?}: forward+backward {ms:.1} ms ({:.1} img/s)",
+                b as f64 * 1e3 / ms
+            );
         }
     }
     if !ok {
@@ -280,12 +402,31 @@ fn main() {
     match a.get(1).map(String::as_str) {
         Some("parity") => parity(device(&a[2]), Path::new(&a[3])),
         Some("fixture") => fixture(device(&a[2]), Path::new(&a[3]), a[4].parse().unwrap()),
-        Some("paper") => paper(device(&a[2]), a[3].parse().unwrap(), a[4].parse().unwrap(), a[5] == "fp16", a[6].parse().unwrap()),
+        Some("paper") => paper(
+            device(&a[2]),
+            a[3].parse().unwrap(),
+            a[4].parse().unwrap(),
+            a[5] == "fp16",
+            a[6].parse().unwrap(),
+        ),
         Some("fp16-error") => fp16_error(device(&a[2]), a[3].parse().unwrap()),
-        Some("layers") => layers(device(&a[2]), a[3].parse().unwrap(), a[4].parse().unwrap(), a[5] == "fp16", a[6].parse().unwrap()),
-        Some("fast-check") => fast_check(device(&a[2]), a[3].parse().unwrap(), a[4].parse().unwrap(), a[5].parse().unwrap()),
+        Some("layers") => layers(
+            device(&a[2]),
+            a[3].parse().unwrap(),
+            a[4].parse().unwrap(),
+            a[5] == "fp16",
+            a[6].parse().unwrap(),
+        ),
+        Some("fast-check") => fast_check(
+            device(&a[2]),
+            a[3].parse().unwrap(),
+            a[4].parse().unwrap(),
+            a[5].parse().unwrap(),
+        ),
         _ => {
-            eprintln!("usage: bench parity DEVICE DIR | fixture DEVICE G ITERS | paper DEVICE RES BATCH fp32|fp16 ITERS | fp16-error DEVICE RES | fast-check DEVICE RES BATCH ITERS | layers DEVICE RES BATCH fp32|fp16 ITERS");
+            eprintln!(
+                "usage: bench parity DEVICE DIR | fixture DEVICE G ITERS | paper DEVICE RES BATCH fp32|fp16 ITERS | fp16-error DEVICE RES | fast-check DEVICE RES BATCH ITERS | layers DEVICE RES BATCH fp32|fp16 ITERS"
+            );
             std::process::exit(2);
         }
     }
@@ -313,15 +454,33 @@ fn layers(d: Device, res: i64, b: i64, fp16: bool, iters: usize) {
     let f = ops::default_resample_filter().to_device(d);
     let img_up = fast::upsample_weight(&f);
     let f32_on = (Kind::Float, d);
-    println!("layers {res}x{res} batch {b} on {d:?}: forward+backward ms (median of {iters}) per block resolution");
+    println!(
+        "layers {res}x{res} batch {b} on {d:?}: forward+backward ms (median of {iters}) per block resolution"
+    );
     println!(
         "{:>6} {:>5} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7} {:>8} {:>8}",
-        "res", "dtype", "in->out", "modul.", "up-phase", "up-ref", "up-tconv", "conv3x3", "epilog.", "torgb", "img-up", "up-ph.cl", "conv.cl"
+        "res",
+        "dtype",
+        "in->out",
+        "modul.",
+        "up-phase",
+        "up-ref",
+        "up-tconv",
+        "conv3x3",
+        "epilog.",
+        "torgb",
+        "img-up",
+        "up-ph.cl",
+        "conv.cl"
     );
     let (mut fast_total, mut ref_total, mut tconv_total) = (0.0, 0.0, 0.0);
     for r in cfg.block_resolutions().into_iter().filter(|&r| r >= 8) {
         let (cin, cout) = (cfg.channels(r / 2), cfg.channels(r));
-        let kind = if fp16 && d.is_cuda() && r >= cfg.fp16_resolution() { Kind::Half } else { Kind::Float };
+        let kind = if fp16 && d.is_cuda() && r >= cfg.fp16_resolution() {
+            Kind::Half
+        } else {
+            Kind::Float
+        };
         let grad = |t: Tensor| t.set_requires_grad(true);
         let x = grad(Tensor::randn([b, cin, r / 2, r / 2], (kind, d)));
         let s = grad(Tensor::randn([b, cin, 1, 1], (kind, d)));
@@ -330,23 +489,38 @@ fn layers(d: Device, res: i64, b: i64, fp16: bool, iters: usize) {
         let w0 = w0.to_kind(kind);
         let modulate = fwd_bwd_ms(d, iters, &[&x, &s], || &x * &s);
         let up_phase = fwd_bwd_ms(d, iters, &[&x], || fast::conv_up(&x, &phase));
-        let up_ref = fwd_bwd_ms(d, iters, &[&x], || ops::conv2d_resample(&x, &w0, Some(&f), 2, 1, 1, false));
+        let up_ref = fwd_bwd_ms(d, iters, &[&x], || {
+            ops::conv2d_resample(&x, &w0, Some(&f), 2, 1, 1, false)
+        });
         let up_tconv = fwd_bwd_ms(d, iters, &[&x], || fast::conv_up_tconv(&x, &w0, &f));
         let y = grad(Tensor::randn([b, cout, r, r], (kind, d)));
-        let w1 = (Tensor::randn([cout, cout, 3, 3], f32_on) / ((cout * 9) as f64).sqrt()).to_kind(kind);
-        let conv = fwd_bwd_ms(d, iters, &[&y], || y.conv2d(&w1, None::<Tensor>, [1, 1], [1, 1], [1, 1], 1));
+        let w1 =
+            (Tensor::randn([cout, cout, 3, 3], f32_on) / ((cout * 9) as f64).sqrt()).to_kind(kind);
+        let conv = fwd_bwd_ms(d, iters, &[&y], || {
+            y.conv2d(&w1, None::<Tensor>, [1, 1], [1, 1], [1, 1], 1)
+        });
         // The same two convolutions in channels_last (NHWC: no layout transposes around cuDNN's
         // tensor-core kernels), to see what a channels_last Fast path could gain.
         let nhwc = |t: &Tensor| torch_shim::to_channels_last(t).unwrap();
         let (x_cl, y_cl) = (grad(nhwc(&x.detach())), grad(nhwc(&y.detach())));
         let (phase_cl, w1_cl) = (nhwc(&phase), nhwc(&w1));
         let up_phase_cl = fwd_bwd_ms(d, iters, &[&x_cl], || fast::conv_up(&x_cl, &phase_cl));
-        let conv_cl = fwd_bwd_ms(d, iters, &[&y_cl], || y_cl.conv2d(&w1_cl, None::<Tensor>, [1, 1], [1, 1], [1, 1], 1));
+        let conv_cl = fwd_bwd_ms(d, iters, &[&y_cl], || {
+            y_cl.conv2d(&w1_cl, None::<Tensor>, [1, 1], [1, 1], [1, 1], 1)
+        });
         let dc = grad(Tensor::rand([b, cout], f32_on));
         let noise = grad(Tensor::randn([b, 1, r, r], f32_on));
-        let (strength, bias) = (Tensor::from(0.1f32).to_device(d), Tensor::randn([cout], f32_on));
-        let epi = fwd_bwd_ms(d, iters, &[&y, &dc, &noise], || fast::epilogue(&y, &dc, Some(&noise), &strength, &bias, 1.0, Some(256.0)));
-        let (wrgb, srgb) = (Tensor::randn([3, cout, 1, 1], f32_on), grad(Tensor::randn([b, cout], f32_on)));
+        let (strength, bias) = (
+            Tensor::from(0.1f32).to_device(d),
+            Tensor::randn([cout], f32_on),
+        );
+        let epi = fwd_bwd_ms(d, iters, &[&y, &dc, &noise], || {
+            fast::epilogue(&y, &dc, Some(&noise), &strength, &bias, 1.0, Some(256.0))
+        });
+        let (wrgb, srgb) = (
+            Tensor::randn([3, cout, 1, 1], f32_on),
+            grad(Tensor::randn([b, cout], f32_on)),
+        );
         let torgb = fwd_bwd_ms(d, iters, &[&y, &srgb], || fast::torgb(&y, &wrgb, &srgb));
         let img = grad(Tensor::randn([b, 3, r / 2, r / 2], f32_on));
         let up_img = fwd_bwd_ms(d, iters, &[&img], || fast::upsample2d_with(&img, &img_up));

@@ -93,7 +93,10 @@ impl Config {
         if value.trim_start().starts_with('{') {
             return Config::from_json(value);
         }
-        let text = std::fs::read_to_string(value).map_err(|e| Error::Io { path: value.to_string(), source: e })?;
+        let text = std::fs::read_to_string(value).map_err(|e| Error::Io {
+            path: value.to_string(),
+            source: e,
+        })?;
         Config::from_json(&text)
     }
 
@@ -119,10 +122,16 @@ impl Config {
             }
         }
         if self.num_fp16_res < 0 {
-            return bad(format!("num_fp16_res must be >= 0, got {}", self.num_fp16_res));
+            return bad(format!(
+                "num_fp16_res must be >= 0, got {}",
+                self.num_fp16_res
+            ));
         }
         if self.channels(r) == 0 {
-            return bad(format!("channel_base {} gives 0 channels at {r}x{r}", self.channel_base));
+            return bad(format!(
+                "channel_base {} gives 0 channels at {r}x{r}",
+                self.channel_base
+            ));
         }
         Ok(())
     }

@@ -38,23 +38,37 @@ use crate::tune;
 /// p+4−2a for tap a = 0..2.
 pub fn phase_weight(w: &Tensor, f: &Tensor) -> Tensor {
     let (o, i, kh, kw) = w.size4().expect("weight is OIkk");
-    assert!(kh == 3 && kw == 3 && f.size() == [4, 4], "phase weights are for 3x3 kernels and 4x4 filters");
-    let wt = w.to_kind(Kind::Float).transpose(0, 1).reshape([i * o, 1, 3, 3]);
+    assert!(
+        kh == 3 && kw == 3 && f.size() == [4, 4],
+        "phase weights are for 3x3 kernels and 4x4 filters"
+    );
+    let wt = w
+        .to_kind(Kind::Float)
+        .transpose(0, 1)
+        .reshape([i * o, 1, 3, 3]);
     // Correlation with the flipped filter = convolution; padding 3 gives the full 6×6 result.
-    let f4 = (f.to_kind(Kind::Float) * 4.0).flip([0, 1]).reshape([1, 1, 4, 4]);
-    let k = wt.conv2d(&f4, None::<Tensor>, [1, 1], [3, 3], [1, 1], 1).reshape([i, o, 6, 6]).flip([2, 3]);
+    let f4 = (f.to_kind(Kind::Float) * 4.0)
+        .flip([0, 1])
+        .reshape([1, 1, 4, 4]);
+    let k = wt
+        .conv2d(&f4, None::<Tensor>, [1, 1], [3, 3], [1, 1], 1)
+        .reshape([i, o, 6, 6])
+        .flip([2, 3]);
     // After the flip, index p+4−2a of K is index 1−p+2a: a stride-2 slice from 1−p.
     let phases: Vec<Tensor> = [(0, 0), (0, 1), (1, 0), (1, 1)]
         .iter()
         .map(|&(py, px)| k.slice(2, 1 - py, 6, 2).slice(3, 1 - px, 6, 2))
         .collect();
-    Tensor::stack(&phases, 0).permute([2, 0, 1, 3, 4]).reshape([4 * o, i, 3, 3])
+    Tensor::stack(&phases, 0)
+        .permute([2, 0, 1, 3, 4])
+        .reshape([4 * o, i, 3, 3])
 }
 
 /// The up-sampling modulated convolution's convolution: x [B,I,h,w] with phase weights
 /// ([`phase_weight`], in x's dtype) → [B,O,2h,2w].
 pub fn conv_up(x: &Tensor, phase_weight: &Tensor) -> Tensor {
-    x.conv2d(phase_weight, None::<Tensor>, [1, 1], [1, 1], [1, 1], 1).pixel_shuffle(2)
+    x.conv2d(phase_weight, None::<Tensor>, [1, 1], [1, 1], [1, 1], 1)
+        .pixel_shuffle(2)
 }
 
 /// The up-sampling modulated convolution's convolution as upstream computes it —
@@ -68,8 +82,18 @@ pub fn conv_up_tconv(x: &Tensor, weight: &Tensor, f: &Tensor) -> Tensor {
     let o = weight.size()[0];
     // conv2d_resample's up-sampling branch with flip_weight = false: the transposed weight
     // [I,O,3,3] unflipped, output [B,O,2h+1,2w+1].
-    let t = x.conv_transpose2d(&weight.transpose(0, 1), None::<Tensor>, [2, 2], [0, 0], [0, 0], 1, [1, 1]);
-    let fir = (f.to_kind(x.kind()) * 4.0).flip([0, 1]).reshape([1, 1, 4, 4]);
+    let t = x.conv_transpose2d(
+        &weight.transpose(0, 1),
+        None::<Tensor>,
+        [2, 2],
+        [0, 0],
+        [0, 0],
+        1,
+        [1, 1],
+    );
+    let fir = (f.to_kind(x.kind()) * 4.0)
+        .flip([0, 1])
+        .reshape([1, 1, 4, 4]);
     t.reshape([b * o, 1, 2 * h + 1, 2 * w + 1])
         .conv2d(&fir, None::<Tensor>, [1, 1], [1, 1], [1, 1], 1)
         .reshape([b, o, 2 * h, 2 * w])
@@ -89,10 +113,20 @@ pub enum UpConv {
 /// `phase` and `tconv` compute it each way. `SHARDKIT_UPCONV=phase|tconv|auto`; by default
 /// CUDA times both once per shape and keeps the faster ([`tune`]), the CPU takes the phase
 /// convolution.
-pub fn upconv_for(x: &Tensor, out_channels: i64, phase: &dyn Fn(&Tensor) -> Tensor, tconv: &dyn Fn(&Tensor) -> Tensor) -> UpConv {
+pub fn upconv_for(
+    x: &Tensor,
+    out_channels: i64,
+    phase: &dyn Fn(&Tensor) -> Tensor,
+    tconv: &dyn Fn(&Tensor) -> Tensor,
+) -> UpConv {
     let candidates: [tune::Candidate<'_>; 2] = [("phase", phase), ("tconv", tconv)];
     let fixed = tune::mode("SHARDKIT_UPCONV", &["phase", "tconv"], x.device());
-    match tune::choose(&format!("up-sampling conv to {out_channels} channels"), fixed, x, &candidates) {
+    match tune::choose(
+        &format!("up-sampling conv to {out_channels} channels"),
+        fixed,
+        x,
+        &candidates,
+    ) {
         0 => UpConv::Phase,
         _ => UpConv::Tconv,
     }
@@ -110,7 +144,9 @@ pub fn upsample2d(x: &Tensor, f: &Tensor) -> Tensor {
 pub fn upsample_weight(f: &Tensor) -> Tensor {
     let f4 = (f.to_kind(Kind::Float) * 4.0).constant_pad_nd([0, 1, 0, 1]); // [5,5], index 4 is 0
     let dev = f.device();
-    let idx = |p: i64| Tensor::from_slice(if p == 0 { &[3i64, 1, 4] } else { &[4i64, 2, 0] }).to_device(dev);
+    let idx = |p: i64| {
+        Tensor::from_slice(if p == 0 { &[3i64, 1, 4] } else { &[4i64, 2, 0] }).to_device(dev)
+    };
     let phases: Vec<Tensor> = [(0, 0), (0, 1), (1, 0), (1, 1)]
         .iter()
         .map(|&(py, px)| f4.index_select(0, &idx(py)).index_select(1, &idx(px)))
@@ -122,7 +158,14 @@ pub fn upsample_weight(f: &Tensor) -> Tensor {
 pub fn upsample2d_with(x: &Tensor, weight: &Tensor) -> Tensor {
     let (b, c, h, w) = x.size4().expect("upsample2d takes NCHW");
     x.reshape([b * c, 1, h, w])
-        .conv2d(&weight.to_kind(x.kind()), None::<Tensor>, [1, 1], [1, 1], [1, 1], 1)
+        .conv2d(
+            &weight.to_kind(x.kind()),
+            None::<Tensor>,
+            [1, 1],
+            [1, 1],
+            [1, 1],
+            1,
+        )
         .reshape([b, c * 4, h, w])
         .pixel_shuffle(2)
 }
@@ -130,7 +173,11 @@ pub fn upsample2d_with(x: &Tensor, weight: &Tensor) -> Tensor {
 /// Demodulation coefficients [B,O] (f32): `rsqrt(Σ_{i,k} (w[o,i,k]·s[b,i])² + 1e-8)` as
 /// `s² @ (Σ_k w²)ᵀ`.
 pub fn dcoefs(weight: &Tensor, styles: &Tensor) -> Tensor {
-    let wsq = weight.to_kind(Kind::Float).square().sum_dim_intlist(&[2i64, 3][..], false, Kind::Float); // [O,I]
+    let wsq =
+        weight
+            .to_kind(Kind::Float)
+            .square()
+            .sum_dim_intlist(&[2i64, 3][..], false, Kind::Float); // [O,I]
     (styles.to_kind(Kind::Float).square().matmul(&wsq.tr()) + 1e-8).rsqrt()
 }
 
@@ -138,7 +185,9 @@ pub fn dcoefs(weight: &Tensor, styles: &Tensor) -> Tensor {
 /// cannot is printed once). `SHARDKIT_NO_FUSED_EPILOGUE=1` turns it off (benchmarks, A/B).
 fn fused_epilogue(device: Device) -> bool {
     static STATE: OnceLock<std::sync::Mutex<Vec<(usize, bool)>>> = OnceLock::new();
-    let Device::Cuda(i) = device else { return false };
+    let Device::Cuda(i) = device else {
+        return false;
+    };
     if std::env::var_os("SHARDKIT_NO_FUSED_EPILOGUE").is_some_and(|v| v != "0" && !v.is_empty()) {
         return false;
     }
@@ -150,7 +199,9 @@ fn fused_epilogue(device: Device) -> bool {
     let ok = match torch_shim::modconv_epilogue_ready(i) {
         Ok(()) => true,
         Err(e) => {
-            eprintln!("warning: fused CUDA epilogue unavailable on cuda:{i} ({e}); using separate ops");
+            eprintln!(
+                "warning: fused CUDA epilogue unavailable on cuda:{i} ({e}); using separate ops"
+            );
             false
         }
     };
@@ -161,10 +212,22 @@ fn fused_epilogue(device: Device) -> bool {
 /// `addcmul(noise·strength, x, dcoefs)` then `bias_act(lrelu, √2·gain, clamp)`: x [B,O,H,W]
 /// the convolution output, `d` [B,O] f32, `noise` the raw noise (strength not applied), f32,
 /// broadcastable to [B,1,H,W].
-pub fn epilogue(x: &Tensor, d: &Tensor, noise: Option<&Tensor>, strength: &Tensor, bias: &Tensor, gain: f64, clamp: Option<f64>) -> Tensor {
+pub fn epilogue(
+    x: &Tensor,
+    d: &Tensor,
+    noise: Option<&Tensor>,
+    strength: &Tensor,
+    bias: &Tensor,
+    gain: f64,
+    clamp: Option<f64>,
+) -> Tensor {
     let (b, o, h, w) = x.size4().expect("epilogue takes NCHW");
     let g = std::f64::consts::SQRT_2 * gain;
-    let fusable = |n: &Tensor| n.kind() == Kind::Float && n.is_contiguous() && (n.numel() as i64 == b * h * w || n.numel() as i64 == h * w);
+    let fusable = |n: &Tensor| {
+        n.kind() == Kind::Float
+            && n.is_contiguous()
+            && (n.numel() as i64 == b * h * w || n.numel() as i64 == h * w)
+    };
     if fused_epilogue(x.device())
         && !strength.requires_grad()
         && !bias.requires_grad()
@@ -172,7 +235,15 @@ pub fn epilogue(x: &Tensor, d: &Tensor, noise: Option<&Tensor>, strength: &Tenso
         && noise.is_none_or(fusable)
     {
         let d = d.contiguous();
-        match torch_shim::modconv_epilogue(x, &d, noise, strength, bias, g, clamp.unwrap_or(f64::INFINITY)) {
+        match torch_shim::modconv_epilogue(
+            x,
+            &d,
+            noise,
+            strength,
+            bias,
+            g,
+            clamp.unwrap_or(f64::INFINITY),
+        ) {
             Ok(y) => return y,
             Err(e) => panic!("fused epilogue on {:?} ({b}x{o}x{h}x{w}): {e}", x.device()),
         }
@@ -219,7 +290,10 @@ mod tests {
             let x = Tensor::randn([2, 5, 6, 7], o);
             let w = Tensor::randn([4, 5, 3, 3], o);
             let want = ops::conv2d_resample(&x, &w, Some(&f), 2, 1, 1, false);
-            for (name, got, tol) in [("phase", conv_up(&x, &phase_weight(&w, &f)), 1e-5), ("tconv", conv_up_tconv(&x, &w, &f), 1e-6)] {
+            for (name, got, tol) in [
+                ("phase", conv_up(&x, &phase_weight(&w, &f)), 1e-5),
+                ("tconv", conv_up_tconv(&x, &w, &f), 1e-6),
+            ] {
                 assert_eq!(got.size(), want.size(), "{name}");
                 assert!(rel(&got, &want) < tol, "{name}: {}", rel(&got, &want));
             }
@@ -243,7 +317,11 @@ mod tests {
         tch::manual_seed(5);
         let o = (Kind::Float, Device::Cpu);
         let (w, s) = (Tensor::randn([6, 4, 3, 3], o), Tensor::randn([3, 4], o));
-        let want = ((w.unsqueeze(0) * s.reshape([3, 1, 4, 1, 1])).square().sum_dim_intlist(&[2i64, 3, 4][..], false, None) + 1e-8).rsqrt();
+        let want = ((w.unsqueeze(0) * s.reshape([3, 1, 4, 1, 1]))
+            .square()
+            .sum_dim_intlist(&[2i64, 3, 4][..], false, None)
+            + 1e-8)
+            .rsqrt();
         assert!(rel(&dcoefs(&w, &s), &want) < 1e-6);
     }
 
@@ -272,8 +350,13 @@ mod tests {
     fn torgb_equals_scaled_input_then_1x1_convolution() {
         tch::manual_seed(7);
         let o = (Kind::Float, Device::Cpu);
-        let (x, w, s) = (Tensor::randn([2, 5, 4, 3], o), Tensor::randn([3, 5, 1, 1], o), Tensor::randn([2, 5], o));
-        let want = (&x * s.reshape([2, 5, 1, 1])).conv2d(&w, None::<Tensor>, [1, 1], [0, 0], [1, 1], 1);
+        let (x, w, s) = (
+            Tensor::randn([2, 5, 4, 3], o),
+            Tensor::randn([3, 5, 1, 1], o),
+            Tensor::randn([2, 5], o),
+        );
+        let want =
+            (&x * s.reshape([2, 5, 1, 1])).conv2d(&w, None::<Tensor>, [1, 1], [0, 0], [1, 1], 1);
         assert!(rel(&torgb(&x, &w, &s), &want) < 1e-6);
     }
 }

@@ -17,10 +17,11 @@ pub fn init_tensors(cfg: &Config) -> BTreeMap<String, Tensor> {
     let o = (Kind::Float, Device::Cpu);
     let mut t = BTreeMap::new();
     let filter = crate::ops::default_resample_filter();
-    let fc = |t: &mut BTreeMap<String, Tensor>, p: &str, i: i64, out: i64, lr: f64, bias_init: f64| {
-        t.insert(format!("{p}.weight"), Tensor::randn([out, i], o) / lr);
-        t.insert(format!("{p}.bias"), Tensor::full([out], bias_init, o));
-    };
+    let fc =
+        |t: &mut BTreeMap<String, Tensor>, p: &str, i: i64, out: i64, lr: f64, bias_init: f64| {
+            t.insert(format!("{p}.weight"), Tensor::randn([out, i], o) / lr);
+            t.insert(format!("{p}.bias"), Tensor::full([out], bias_init, o));
+        };
     let layer = |t: &mut BTreeMap<String, Tensor>, p: &str, i: i64, out: i64, res: i64| {
         fc(t, &format!("{p}.affine"), cfg.w_dim, i, 1.0, 1.0);
         t.insert(format!("{p}.weight"), Tensor::randn([out, i, 3, 3], o));
@@ -41,12 +42,28 @@ pub fn init_tensors(cfg: &Config) -> BTreeMap<String, Tensor> {
         }
         layer(&mut t, &format!("{p}.conv1"), out_ch, out_ch, res);
         if res == cfg.img_resolution || cfg.architecture == Architecture::Skip {
-            fc(&mut t, &format!("{p}.torgb.affine"), cfg.w_dim, out_ch, 1.0, 1.0);
-            t.insert(format!("{p}.torgb.weight"), Tensor::randn([cfg.img_channels, out_ch, 1, 1], o));
-            t.insert(format!("{p}.torgb.bias"), Tensor::zeros([cfg.img_channels], o));
+            fc(
+                &mut t,
+                &format!("{p}.torgb.affine"),
+                cfg.w_dim,
+                out_ch,
+                1.0,
+                1.0,
+            );
+            t.insert(
+                format!("{p}.torgb.weight"),
+                Tensor::randn([cfg.img_channels, out_ch, 1, 1], o),
+            );
+            t.insert(
+                format!("{p}.torgb.bias"),
+                Tensor::zeros([cfg.img_channels], o),
+            );
         }
         if in_ch != 0 && cfg.architecture == Architecture::Resnet {
-            t.insert(format!("{p}.skip.weight"), Tensor::randn([out_ch, in_ch, 1, 1], o));
+            t.insert(
+                format!("{p}.skip.weight"),
+                Tensor::randn([out_ch, in_ch, 1, 1], o),
+            );
             t.insert(format!("{p}.skip.resample_filter"), filter.copy());
         }
     }
@@ -56,7 +73,14 @@ pub fn init_tensors(cfg: &Config) -> BTreeMap<String, Tensor> {
     }
     for i in 0..cfg.map_layers {
         let input = if i == 0 { cfg.z_dim + embed } else { cfg.w_dim };
-        fc(&mut t, &format!("mapping.fc{i}"), input, cfg.w_dim, cfg.mapping_lr_multiplier, 0.0);
+        fc(
+            &mut t,
+            &format!("mapping.fc{i}"),
+            input,
+            cfg.w_dim,
+            cfg.mapping_lr_multiplier,
+            0.0,
+        );
     }
     t.insert("mapping.w_avg".into(), Tensor::zeros([cfg.w_dim], o));
     t
@@ -76,10 +100,15 @@ pub fn save(path: &Path, tensors: &BTreeMap<String, Tensor>, cfg: &Config) -> Re
         .map(|(name, shape, b)| {
             TensorView::new(safetensors::Dtype::F32, shape.clone(), b)
                 .map(|v| (name.clone(), v))
-                .map_err(|e| Error::File { path: path.display().to_string(), message: format!("{e:?}") })
+                .map_err(|e| Error::File {
+                    path: path.display().to_string(),
+                    message: format!("{e:?}"),
+                })
         })
         .collect::<Result<Vec<_>>>()?;
     let meta = HashMap::from([("config".to_string(), cfg.to_json())]);
-    safetensors::tensor::serialize_to_file(views, &Some(meta), path)
-        .map_err(|e| Error::File { path: path.display().to_string(), message: format!("{e:?}") })
+    safetensors::tensor::serialize_to_file(views, &Some(meta), path).map_err(|e| Error::File {
+        path: path.display().to_string(),
+        message: format!("{e:?}"),
+    })
 }

@@ -36,7 +36,10 @@ pub use weights::Weights;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("reading {path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("{path}: {message}")]
     File { path: String, message: String },
     #[error("bad generator config: {0}")]
@@ -53,7 +56,10 @@ pub type Result<T> = std::result::Result<T, Error>;
 /// A tensor's shape and its values as f32 in row-major order, copied to the CPU (for writing
 /// .npy/.npz/safetensors files).
 pub fn to_f32_vec(t: &tch::Tensor) -> (Vec<usize>, Vec<f32>) {
-    let t = t.to_kind(tch::Kind::Float).to_device(tch::Device::Cpu).contiguous();
+    let t = t
+        .to_kind(tch::Kind::Float)
+        .to_device(tch::Device::Cpu)
+        .contiguous();
     let shape = t.size().iter().map(|&d| d as usize).collect();
     let mut v = vec![0f32; t.numel()];
     let n = v.len();
@@ -64,15 +70,23 @@ pub fn to_f32_vec(t: &tch::Tensor) -> (Vec<usize>, Vec<f32>) {
 /// Upstream's image mapping `(img * 127.5 + 128).clamp(0, 255).to(torch.uint8)` for one image
 /// [1,C,H,W] (or [C,H,W]), returned channels last (H, W, C) as bytes.
 pub fn to_uint8_hwc(img: &tch::Tensor) -> Vec<u8> {
-    let img = if img.dim() == 4 { img.squeeze_dim(0) } else { img.shallow_clone() };
-    let u8img = (img.to_kind(tch::Kind::Float) * 127.5 + 128.0).clamp(0.0, 255.0).to_kind(tch::Kind::Uint8);
-    let hwc = u8img.permute([1, 2, 0]).contiguous().to_device(tch::Device::Cpu);
+    let img = if img.dim() == 4 {
+        img.squeeze_dim(0)
+    } else {
+        img.shallow_clone()
+    };
+    let u8img = (img.to_kind(tch::Kind::Float) * 127.5 + 128.0)
+        .clamp(0.0, 255.0)
+        .to_kind(tch::Kind::Uint8);
+    let hwc = u8img
+        .permute([1, 2, 0])
+        .contiguous()
+        .to_device(tch::Device::Cpu);
     let mut buf = vec![0u8; hwc.numel()];
     let n = buf.len();
     hwc.copy_data(&mut buf, n);
     buf
 }
-
 
 impl Generator {
     /// Loads a safetensors weights file. The config is `config` (flags) when given, else the
@@ -89,14 +103,19 @@ impl Generator {
 
     /// A freshly initialised generator (upstream's initialisation, see [`init::init_tensors`]).
     pub fn random(config: Config, device: tch::Device) -> Result<Self> {
-        let tensors = init::init_tensors(&config).into_iter().map(|(k, t)| (k, t.to_device(device))).collect();
+        let tensors = init::init_tensors(&config)
+            .into_iter()
+            .map(|(k, t)| (k, t.to_device(device)))
+            .collect();
         Generator::from_weights(config, Weights::new(tensors, "<random init>"), device)
     }
 
     /// `z` [n, z_dim] as upstream's `np.random.RandomState(seed).randn(n, z_dim)` (float64).
     pub fn seeded_z(&self, seed: u32, n: i64) -> tch::Tensor {
         let v = np_random::RandomState::new(seed).randn((n * self.config.z_dim) as usize);
-        tch::Tensor::from_slice(&v).reshape([n, self.config.z_dim]).to_device(self.device())
+        tch::Tensor::from_slice(&v)
+            .reshape([n, self.config.z_dim])
+            .to_device(self.device())
     }
 
     /// The projector's W statistics: `samples` z from `RandomState(123)`, mapped (no
@@ -107,7 +126,11 @@ impl Generator {
         let z = self.seeded_z(123, samples);
         let w = self.mapping.forward(&z, None, 1.0, None).narrow(1, 0, 1);
         let w_avg = w.mean_dim(0, true, tch::Kind::Float);
-        let var = (&w - &w_avg).square().sum(tch::Kind::Float).double_value(&[]) / samples as f64;
+        let var = (&w - &w_avg)
+            .square()
+            .sum(tch::Kind::Float)
+            .double_value(&[])
+            / samples as f64;
         (w_avg, var.sqrt())
     }
 }
@@ -117,7 +140,8 @@ mod tests {
     #[test]
     fn uint8_mapping_is_upstreams() {
         // -1 -> 0.5 -> 0; 0 -> 128; 1 -> 255.5 -> 255; 0.999 -> 255.37 -> 255; -0.5 -> 64.25 -> 64.
-        let img = tch::Tensor::from_slice(&[-1.0f32, 0.0, 1.0, 0.999, -0.5, 2.0]).reshape([1, 1, 2, 3]);
+        let img =
+            tch::Tensor::from_slice(&[-1.0f32, 0.0, 1.0, 0.999, -0.5, 2.0]).reshape([1, 1, 2, 3]);
         assert_eq!(super::to_uint8_hwc(&img), [0, 128, 255, 255, 64, 255]);
     }
 }

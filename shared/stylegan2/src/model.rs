@@ -73,7 +73,14 @@ impl Mapping {
     fn load(w: &mut Weights, cfg: &Config) -> Result<Self> {
         let embed_features = if cfg.c_dim > 0 { cfg.w_dim } else { 0 };
         let embed = if cfg.c_dim > 0 {
-            Some(FullyConnected::load(w, "mapping.embed", cfg.c_dim, embed_features, Act::Linear, 1.0)?)
+            Some(FullyConnected::load(
+                w,
+                "mapping.embed",
+                cfg.c_dim,
+                embed_features,
+                Act::Linear,
+                1.0,
+            )?)
         } else {
             None
         };
@@ -207,7 +214,14 @@ impl SynthesisLayer {
         up: i64,
     ) -> Result<Self> {
         Ok(SynthesisLayer {
-            affine: FullyConnected::load(w, &format!("{prefix}.affine"), cfg.w_dim, in_ch, Act::Linear, 1.0)?,
+            affine: FullyConnected::load(
+                w,
+                &format!("{prefix}.affine"),
+                cfg.w_dim,
+                in_ch,
+                Act::Linear,
+                1.0,
+            )?,
             weight: w.take(&format!("{prefix}.weight"), &[out_ch, in_ch, 3, 3])?,
             noise_const: w.take(&format!("{prefix}.noise_const"), &[resolution, resolution])?,
             noise_strength: w.take(&format!("{prefix}.noise_strength"), &[])?,
@@ -221,7 +235,14 @@ impl SynthesisLayer {
     }
 
     /// [`Ops::Fast`]: the same layer through [`fast`]'s formulations.
-    fn forward_fast(&self, x: &Tensor, w: &Tensor, noise: Noise<'_>, idx: usize, gain: f64) -> Tensor {
+    fn forward_fast(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        noise: Noise<'_>,
+        idx: usize,
+        gain: f64,
+    ) -> Tensor {
         let kind = x.kind();
         let batch = x.size()[0];
         let styles = self.affine.forward(w);
@@ -235,40 +256,82 @@ impl SynthesisLayer {
         let x = x * styles.to_kind(kind).reshape([batch, -1, 1, 1]);
         let x = if self.up == 2 {
             let by_phase = |x: &Tensor| {
-                let phase = self.phase.get_or_init(|| fast::phase_weight(&self.weight, &self.resample_filter));
+                let phase = self
+                    .phase
+                    .get_or_init(|| fast::phase_weight(&self.weight, &self.resample_filter));
                 let phase = match &out_scale {
                     // Row o·4 + k of the phase weights belongs to output channel o.
-                    Some(s) => phase * s.reshape([-1, 1]).expand([-1, 4], false).reshape([-1, 1, 1, 1]),
+                    Some(s) => {
+                        phase
+                            * s.reshape([-1, 1])
+                                .expand([-1, 4], false)
+                                .reshape([-1, 1, 1, 1])
+                    }
                     None => phase.shallow_clone(),
                 };
                 fast::conv_up(x, &phase.to_kind(kind))
             };
-            let by_tconv = |x: &Tensor| fast::conv_up_tconv(x, &weight.to_kind(kind), &self.resample_filter);
+            let by_tconv =
+                |x: &Tensor| fast::conv_up_tconv(x, &weight.to_kind(kind), &self.resample_filter);
             match fast::upconv_for(&x, self.weight.size()[0], &by_phase, &by_tconv) {
                 fast::UpConv::Phase => by_phase(&x),
                 fast::UpConv::Tconv => by_tconv(&x),
             }
         } else {
-            x.conv2d(&weight.to_kind(kind), None::<Tensor>, [1, 1], [1, 1], [1, 1], 1)
+            x.conv2d(
+                &weight.to_kind(kind),
+                None::<Tensor>,
+                [1, 1],
+                [1, 1],
+                [1, 1],
+                1,
+            )
         };
         let noise = self.raw_noise(noise, batch, x.device(), idx);
         let clamp = self.conv_clamp.map(|c| c * gain);
-        fast::epilogue(&x, &d, noise.as_ref(), &self.noise_strength, &self.bias, gain, clamp)
+        fast::epilogue(
+            &x,
+            &d,
+            noise.as_ref(),
+            &self.noise_strength,
+            &self.bias,
+            gain,
+            clamp,
+        )
     }
 
     /// This layer's noise before `noise_strength` is applied: [N,1,r,r] fresh, or the buffer.
-    fn raw_noise(&self, noise: Noise<'_>, batch: i64, device: Device, idx: usize) -> Option<Tensor> {
+    fn raw_noise(
+        &self,
+        noise: Noise<'_>,
+        batch: i64,
+        device: Device,
+        idx: usize,
+    ) -> Option<Tensor> {
         match noise {
-            Noise::Random => Some(Tensor::randn([batch, 1, self.resolution, self.resolution], (Kind::Float, device))),
+            Noise::Random => Some(Tensor::randn(
+                [batch, 1, self.resolution, self.resolution],
+                (Kind::Float, device),
+            )),
             Noise::Const => Some(self.noise_const.shallow_clone()),
             Noise::None => None,
             Noise::Given(bufs) => Some(bufs[idx].shallow_clone()),
         }
     }
 
-    fn forward(&self, x: &Tensor, w: &Tensor, noise: Noise<'_>, idx: usize, fused: bool, gain: f64) -> Tensor {
+    fn forward(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        noise: Noise<'_>,
+        idx: usize,
+        fused: bool,
+        gain: f64,
+    ) -> Tensor {
         let styles = self.affine.forward(w);
-        let noise = self.raw_noise(noise, x.size()[0], x.device(), idx).map(|n| n * &self.noise_strength);
+        let noise = self
+            .raw_noise(noise, x.size()[0], x.device(), idx)
+            .map(|n| n * &self.noise_strength);
         let x = ops::modulated_conv2d(
             x,
             &self.weight,
@@ -301,8 +364,18 @@ pub struct ToRgb {
 impl ToRgb {
     fn load(w: &mut Weights, prefix: &str, in_ch: i64, cfg: &Config) -> Result<Self> {
         Ok(ToRgb {
-            affine: FullyConnected::load(w, &format!("{prefix}.affine"), cfg.w_dim, in_ch, Act::Linear, 1.0)?,
-            weight: w.take(&format!("{prefix}.weight"), &[cfg.img_channels, in_ch, 1, 1])?,
+            affine: FullyConnected::load(
+                w,
+                &format!("{prefix}.affine"),
+                cfg.w_dim,
+                in_ch,
+                Act::Linear,
+                1.0,
+            )?,
+            weight: w.take(
+                &format!("{prefix}.weight"),
+                &[cfg.img_channels, in_ch, 1, 1],
+            )?,
             bias: w.take(&format!("{prefix}.bias"), &[cfg.img_channels])?,
             weight_gain: 1.0 / (in_ch as f64).sqrt(),
             conv_clamp: cfg.conv_clamp,
@@ -315,7 +388,14 @@ impl ToRgb {
             let x = fast::torgb(x, &self.weight, &styles);
             return ops::bias_act(&x, Some(&self.bias), Act::Linear, 1.0, self.conv_clamp);
         }
-        let args = ModConv { up: 1, padding: 0, resample_filter: None, demodulate: false, flip_weight: true, fused };
+        let args = ModConv {
+            up: 1,
+            padding: 0,
+            resample_filter: None,
+            demodulate: false,
+            flip_weight: true,
+            fused,
+        };
         let x = ops::modulated_conv2d(x, &self.weight, &styles, None, args);
         ops::bias_act(&x, Some(&self.bias), Act::Linear, 1.0, self.conv_clamp)
     }
@@ -361,9 +441,20 @@ impl Block {
         let is_last = res == cfg.img_resolution;
         let arch = cfg.architecture;
         let resample_filter = w.take(&format!("{p}.resample_filter"), &[4, 4])?;
-        let const_input = if in_ch == 0 { Some(w.take(&format!("{p}.const"), &[out_ch, res, res])?) } else { None };
+        let const_input = if in_ch == 0 {
+            Some(w.take(&format!("{p}.const"), &[out_ch, res, res])?)
+        } else {
+            None
+        };
         let conv0 = if in_ch != 0 {
-            Some(SynthesisLayer::load(w, &format!("{p}.conv0"), (in_ch, out_ch), cfg, res, 2)?)
+            Some(SynthesisLayer::load(
+                w,
+                &format!("{p}.conv0"),
+                (in_ch, out_ch),
+                cfg,
+                res,
+                2,
+            )?)
         } else {
             None
         };
@@ -421,7 +512,11 @@ impl Block {
         let ws = ws.unbind(1);
         let mut w_iter = ws.iter();
         let cuda = ws[0].device() != Device::Cpu;
-        let dtype = if self.use_fp16 && cuda && !opts.force_fp32 { Kind::Half } else { Kind::Float };
+        let dtype = if self.use_fp16 && cuda && !opts.force_fp32 {
+            Kind::Half
+        } else {
+            Kind::Float
+        };
         let n = ws[0].size()[0];
         let fused = opts.fused_modconv.unwrap_or(dtype == Kind::Float || n == 1);
         let x = match (&self.const_input, x) {
@@ -430,10 +525,11 @@ impl Block {
             (None, None) => unreachable!("blocks after the first get x"),
         };
         let noise = opts.noise;
-        let layer = |l: &SynthesisLayer, x: &Tensor, w: &Tensor, idx: usize, gain: f64| match opts.ops {
-            Ops::Reference => l.forward(x, w, noise, idx, fused, gain),
-            Ops::Fast => l.forward_fast(x, w, noise, idx, gain),
-        };
+        let layer =
+            |l: &SynthesisLayer, x: &Tensor, w: &Tensor, idx: usize, gain: f64| match opts.ops {
+                Ops::Reference => l.forward(x, w, noise, idx, fused, gain),
+                Ops::Fast => l.forward_fast(x, w, noise, idx, gain),
+            };
         let x = match (&self.conv0, &self.skip) {
             (None, _) => layer(&self.conv1, &x, w_iter.next().unwrap(), noise_idx, 1.0),
             (Some(conv0), Some(skip)) => {
@@ -451,10 +547,16 @@ impl Block {
         };
         let mut img = img.map(|img| match opts.ops {
             Ops::Reference => ops::upsample2d(&img, &self.resample_filter),
-            Ops::Fast => fast::upsample2d_with(&img, self.upsample.get_or_init(|| fast::upsample_weight(&self.resample_filter))),
+            Ops::Fast => fast::upsample2d_with(
+                &img,
+                self.upsample
+                    .get_or_init(|| fast::upsample_weight(&self.resample_filter)),
+            ),
         });
         if let Some(torgb) = &self.torgb {
-            let y = torgb.forward(&x, w_iter.next().unwrap(), fused, opts.ops).to_kind(Kind::Float);
+            let y = torgb
+                .forward(&x, w_iter.next().unwrap(), fused, opts.ops)
+                .to_kind(Kind::Float);
             img = Some(match img {
                 Some(mut img) => {
                     img += &y;
@@ -479,8 +581,16 @@ pub struct Synthesis {
 
 impl Synthesis {
     fn load(w: &mut Weights, cfg: &Config) -> Result<Self> {
-        let blocks = cfg.block_resolutions().into_iter().map(|r| Block::load(w, cfg, r)).collect::<Result<Vec<_>>>()?;
-        Ok(Synthesis { blocks, num_ws: cfg.num_ws(), w_dim: cfg.w_dim })
+        let blocks = cfg
+            .block_resolutions()
+            .into_iter()
+            .map(|r| Block::load(w, cfg, r))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Synthesis {
+            blocks,
+            num_ws: cfg.num_ws(),
+            w_dim: cfg.w_dim,
+        })
     }
 
     pub fn num_ws(&self) -> i64 {
@@ -543,7 +653,12 @@ impl Generator {
         let synthesis = Synthesis::load(&mut weights, &config)?;
         let mapping = Mapping::load(&mut weights, &config)?;
         weights.finish()?;
-        Ok(Generator { config, mapping, synthesis, device })
+        Ok(Generator {
+            config,
+            mapping,
+            synthesis,
+            device,
+        })
     }
 
     pub fn device(&self) -> Device {

@@ -18,7 +18,10 @@ pub struct RandomState {
 impl RandomState {
     /// `RandomState(seed)` for an integer seed in [0, 2^32).
     pub fn new(seed: u32) -> Self {
-        RandomState { mt: Mt::new(seed), gauss: None }
+        RandomState {
+            mt: Mt::new(seed),
+            gauss: None,
+        }
     }
 
     fn random_double(&mut self) -> f64 {
@@ -58,13 +61,22 @@ mod tests {
     #[test]
     fn matches_numpy() {
         // python -c "import numpy as np; print(repr(np.random.RandomState(123).randn(5)))"
-        let want = [-1.0856306033005612, 0.9973454465835858, 0.28297849805199204, -1.506294713918092, -0.5786002519685364];
+        let want = [
+            -1.0856306033005612,
+            0.9973454465835858,
+            0.28297849805199204,
+            -1.506294713918092,
+            -0.5786002519685364,
+        ];
         let got = RandomState::new(123).randn(5);
         for (g, w) in got.iter().zip(want) {
             assert_eq!(*g, w);
         }
         // np.random.RandomState(0).randn(3)
         let got = RandomState::new(0).randn(3);
-        assert_eq!(got, [1.764052345967664, 0.4001572083672233, 0.9787379841057392]);
+        assert_eq!(
+            got,
+            [1.764052345967664, 0.4001572083672233, 0.9787379841057392]
+        );
     }
 }

@@ -69,8 +69,13 @@ pub fn default_resample_filter() -> Tensor {
 /// the demodulation). Returns the weight, the styles and the weight's scale [O,1,1,1].
 pub fn fp16_prenormalize(weight: &Tensor, styles: &Tensor) -> (Tensor, Tensor, Tensor) {
     let (_, in_channels, kh, kw) = weight.size4().expect("weight is OIkk");
-    let scale = (1.0 / ((in_channels * kh * kw) as f64).sqrt()) / weight.abs().amax([1, 2, 3], true);
-    (weight * &scale, styles / styles.abs().amax([1], true), scale)
+    let scale =
+        (1.0 / ((in_channels * kh * kw) as f64).sqrt()) / weight.abs().amax([1, 2, 3], true);
+    (
+        weight * &scale,
+        styles / styles.abs().amax([1], true),
+        scale,
+    )
 }
 
 /// Padding `[x0, x1, y0, y1]` as upstream's `_parse_padding` returns it.
@@ -93,14 +98,20 @@ pub fn upfirdn2d(x: &Tensor, f: &Tensor, up: i64, pad: Pad, gain: f64) -> Tensor
     let (hh, ww) = (x.size()[2], x.size()[3]);
     let (cy0, cy1, cx0, cx1) = ((-py0).max(0), (-py1).max(0), (-px0).max(0), (-px1).max(0));
     if cy0 + cy1 + cx0 + cx1 > 0 {
-        x = x.narrow(2, cy0, hh - cy0 - cy1).narrow(3, cx0, ww - cx0 - cx1);
+        x = x
+            .narrow(2, cy0, hh - cy0 - cy1)
+            .narrow(3, cx0, ww - cx0 - cx1);
     }
     // f * gain ** (f.ndim / 2) with a 2-D filter.
     let mut f = f.to_kind(x.kind());
     if gain != 1.0 {
         f = f * gain;
     }
-    let f = f.flip([0, 1]).unsqueeze(0).unsqueeze(0).repeat([c, 1, 1, 1]);
+    let f = f
+        .flip([0, 1])
+        .unsqueeze(0)
+        .unsqueeze(0)
+        .repeat([c, 1, 1, 1]);
     x.conv2d(&f, None::<Tensor>, [1, 1], [0, 0], [1, 1], c)
 }
 
@@ -108,7 +119,12 @@ pub fn upfirdn2d(x: &Tensor, f: &Tensor, up: i64, pad: Pad, gain: f64) -> Tensor
 pub fn upsample2d(x: &Tensor, f: &Tensor) -> Tensor {
     let (fh, fw) = filter_size(Some(f));
     let up = 2;
-    let pad = [(fw + up - 1) / 2, (fw - up) / 2, (fh + up - 1) / 2, (fh - up) / 2];
+    let pad = [
+        (fw + up - 1) / 2,
+        (fw - up) / 2,
+        (fh + up - 1) / 2,
+        (fh - up) / 2,
+    ];
     upfirdn2d(x, f, up, pad, (up * up) as f64)
 }
 
@@ -133,11 +149,30 @@ fn conv2d_wrapper(
     transpose: bool,
     flip_weight: bool,
 ) -> Tensor {
-    let w = if flip_weight { w.shallow_clone() } else { w.flip([2, 3]) };
-    if transpose {
-        x.conv_transpose2d(&w, None::<Tensor>, [stride, stride], padding, [0, 0], groups, [1, 1])
+    let w = if flip_weight {
+        w.shallow_clone()
     } else {
-        x.conv2d(&w, None::<Tensor>, [stride, stride], padding, [1, 1], groups)
+        w.flip([2, 3])
+    };
+    if transpose {
+        x.conv_transpose2d(
+            &w,
+            None::<Tensor>,
+            [stride, stride],
+            padding,
+            [0, 0],
+            groups,
+            [1, 1],
+        )
+    } else {
+        x.conv2d(
+            &w,
+            None::<Tensor>,
+            [stride, stride],
+            padding,
+            [1, 1],
+            groups,
+        )
     }
 }
 
@@ -165,7 +200,13 @@ pub fn conv2d_resample(
     let gain = (up * up) as f64;
     if up > 1 && kw == 1 && kh == 1 {
         let x = conv2d_wrapper(x, w, 1, [0, 0], groups, false, flip_weight);
-        return upfirdn2d(&x, f.expect("up-sampling needs a filter"), up, [px0, px1, py0, py1], gain);
+        return upfirdn2d(
+            &x,
+            f.expect("up-sampling needs a filter"),
+            up,
+            [px0, px1, py0, py1],
+            gain,
+        );
     }
     if up > 1 {
         let w = if groups == 1 {
@@ -185,7 +226,10 @@ pub fn conv2d_resample(
         let pad = [px0 + pxt, px1 + pxt, py0 + pyt, py1 + pyt];
         return upfirdn2d(&x, f.expect("up-sampling needs a filter"), 1, pad, gain);
     }
-    assert!(px0 == px1 && py0 == py1 && px0 >= 0, "symmetric non-negative padding");
+    assert!(
+        px0 == px1 && py0 == py1 && px0 >= 0,
+        "symmetric non-negative padding"
+    );
     conv2d_wrapper(x, w, 1, [py0, px0], groups, false, flip_weight)
 }
 
@@ -247,7 +291,9 @@ pub fn modulated_conv2d(
         );
         return match (dcoefs, noise) {
             // fma(x, dcoefs, noise) = torch.addcmul(noise, x, dcoefs).
-            (Some(d), Some(n)) => n.to_kind(kind).addcmul(&x, &d.to_kind(kind).reshape([batch, -1, 1, 1])),
+            (Some(d), Some(n)) => n
+                .to_kind(kind)
+                .addcmul(&x, &d.to_kind(kind).reshape([batch, -1, 1, 1])),
             (Some(d), None) => x * d.to_kind(kind).reshape([batch, -1, 1, 1]),
             (None, Some(n)) => {
                 x += n.to_kind(kind);

@@ -31,8 +31,16 @@ pub struct Decision {
 
 impl std::fmt::Display for Decision {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} on {:?} {:?} {:?}: {}", self.what, self.device, self.kind, self.input, self.timings[self.choice].0)?;
-        let t: Vec<String> = self.timings.iter().map(|(n, ms)| format!("{n} {ms:.2} ms")).collect();
+        write!(
+            f,
+            "{} on {:?} {:?} {:?}: {}",
+            self.what, self.device, self.kind, self.input, self.timings[self.choice].0
+        )?;
+        let t: Vec<String> = self
+            .timings
+            .iter()
+            .map(|(n, ms)| format!("{n} {ms:.2} ms"))
+            .collect();
         write!(f, " (forward+backward {})", t.join(", "))
     }
 }
@@ -44,7 +52,10 @@ fn decisions_cell() -> &'static Mutex<Vec<Decision>> {
 
 /// Every decision timed in this process (benchmarks print them).
 pub fn decisions() -> Vec<Decision> {
-    decisions_cell().lock().unwrap_or_else(|e| e.into_inner()).clone()
+    decisions_cell()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
 }
 
 /// The mode `var` asks for: `Some(i)` fixes candidate `i` (named by the variable), `None` times
@@ -60,7 +71,10 @@ pub fn mode(var: &'static str, names: &[&'static str], device: Device) -> Option
         .or_insert_with(|| {
             let v = std::env::var(var).ok()?;
             if v != "auto" && !names.contains(&v.as_str()) {
-                eprintln!("warning: {var}={v} is not one of {} or auto; using the default", names.join(", "));
+                eprintln!(
+                    "warning: {var}={v} is not one of {} or auto; using the default",
+                    names.join(", ")
+                );
                 return None;
             }
             Some(v)
@@ -84,8 +98,14 @@ pub fn choose(what: &str, fixed: Option<usize>, x: &Tensor, candidates: &[Candid
         return i;
     }
     let (device, kind, input) = (x.device(), x.kind(), x.size());
-    let same = |d: &&Decision| d.what == what && d.device == device && d.kind == kind && d.input == input;
-    if let Some(d) = decisions_cell().lock().unwrap_or_else(|e| e.into_inner()).iter().find(same) {
+    let same =
+        |d: &&Decision| d.what == what && d.device == device && d.kind == kind && d.input == input;
+    if let Some(d) = decisions_cell()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .find(same)
+    {
         return d.choice;
     }
     if let Device::Cuda(i) = device
@@ -97,14 +117,17 @@ pub fn choose(what: &str, fixed: Option<usize>, x: &Tensor, candidates: &[Candid
     // The first of the fastest: ties (and all failing) keep the default.
     let choice = (0..ms.len()).fold(0, |best, i| if ms[i] < ms[best] { i } else { best });
     let timings = candidates.iter().map(|(n, _)| *n).zip(ms).collect();
-    decisions_cell().lock().unwrap_or_else(|e| e.into_inner()).push(Decision {
-        what: what.to_string(),
-        device,
-        kind,
-        input,
-        timings,
-        choice,
-    });
+    decisions_cell()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(Decision {
+            what: what.to_string(),
+            device,
+            kind,
+            input,
+            timings,
+            choice,
+        });
     choice
 }
 
@@ -128,7 +151,12 @@ pub fn time(x: &Tensor, candidates: &[Candidate<'_>]) -> Vec<f64> {
                 if leaf.requires_grad() {
                     // A loss Σ y·1: backward gets a dense gradient, as from the projector's
                     // loss, and nothing is drawn from the global generator.
-                    let _ = Tensor::run_backward(&[(&y * y.ones_like()).sum(Kind::Float)], &[&leaf], false, false);
+                    let _ = Tensor::run_backward(
+                        &[(&y * y.ones_like()).sum(Kind::Float)],
+                        &[&leaf],
+                        false,
+                        false,
+                    );
                 }
                 sync();
                 t.elapsed().as_secs_f64() * 1e3
@@ -172,26 +200,55 @@ mod tests {
             x * 2.0
         };
         let cands: [Candidate<'_>; 2] = [("slow", &slow), ("cheap", &cheap)];
-        assert_eq!(choose("test pair", Some(0), &Tensor::ones([3, 4], o), &cands), 0);
+        assert_eq!(
+            choose("test pair", Some(0), &Tensor::ones([3, 4], o), &cands),
+            0
+        );
         assert_eq!(calls.get(), 0, "a fixed choice times nothing");
-        assert_eq!(choose("test pair", None, &Tensor::ones([3, 4], o), &cands), 1);
+        assert_eq!(
+            choose("test pair", None, &Tensor::ones([3, 4], o), &cands),
+            1
+        );
         let n = calls.get();
         assert_eq!(n, 12, "a warm-up round and 5 timed rounds of each");
-        assert_eq!(choose("test pair", None, &Tensor::zeros([3, 4], o), &cands), 1);
+        assert_eq!(
+            choose("test pair", None, &Tensor::zeros([3, 4], o), &cands),
+            1
+        );
         assert_eq!(calls.get(), n, "the same shape is not timed again");
-        let d = decisions().into_iter().find(|d| d.what == "test pair").unwrap();
-        assert_eq!((d.input.clone(), d.choice, d.timings[0].0), (vec![3, 4], 1, "slow"));
+        let d = decisions()
+            .into_iter()
+            .find(|d| d.what == "test pair")
+            .unwrap();
+        assert_eq!(
+            (d.input.clone(), d.choice, d.timings[0].0),
+            (vec![3, 4], 1, "slow")
+        );
         assert!(d.timings[0].1 > d.timings[1].1, "{d}");
         // Another shape is another decision; a candidate that fails is not chosen.
         let fails = |_: &Tensor| -> Tensor { panic!("out of memory (test)") };
-        assert_eq!(choose("test pair", None, &Tensor::ones([5], o), &[("fails", &fails), ("slow", &slow)]), 1);
+        assert_eq!(
+            choose(
+                "test pair",
+                None,
+                &Tensor::ones([5], o),
+                &[("fails", &fails), ("slow", &slow)]
+            ),
+            1
+        );
     }
 
     #[test]
     fn modes_come_from_the_variable_or_the_device() {
         let names = ["a", "b"];
         // An unset variable: timed on CUDA, the first candidate on the CPU.
-        assert_eq!(mode("SHARDKIT_TEST_UNSET_MODE", &names, Device::Cpu), Some(0));
-        assert_eq!(mode("SHARDKIT_TEST_UNSET_MODE", &names, Device::Cuda(0)), None);
+        assert_eq!(
+            mode("SHARDKIT_TEST_UNSET_MODE", &names, Device::Cpu),
+            Some(0)
+        );
+        assert_eq!(
+            mode("SHARDKIT_TEST_UNSET_MODE", &names, Device::Cuda(0)),
+            None
+        );
     }
 }

@@ -17,21 +17,33 @@ pub struct Weights {
 
 impl Weights {
     pub fn new(tensors: BTreeMap<String, Tensor>, source: impl Into<String>) -> Self {
-        Weights { tensors, source: source.into() }
+        Weights {
+            tensors,
+            source: source.into(),
+        }
     }
 
     /// Reads every tensor of a safetensors file as fp32 on `device`, and its metadata.
     pub fn read(path: &Path, device: Device) -> Result<(Self, BTreeMap<String, String>)> {
         let source = path.display().to_string();
-        let io = |e: std::io::Error| Error::Io { path: source.clone(), source: e };
+        let io = |e: std::io::Error| Error::Io {
+            path: source.clone(),
+            source: e,
+        };
         let file = std::fs::File::open(path).map_err(io)?;
         // SAFETY: the file is only read; a concurrent writer could change the bytes under us,
         // which the safetensors header checks and our shape checks catch as a bad file at worst.
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
-        let bad = |m: String| Error::File { path: source.clone(), message: m };
+        let bad = |m: String| Error::File {
+            path: source.clone(),
+            message: m,
+        };
         let (_, meta) = SafeTensors::read_metadata(&map).map_err(|e| bad(format!("{e:?}")))?;
-        let metadata: BTreeMap<String, String> =
-            meta.metadata().as_ref().map(|m| m.clone().into_iter().collect()).unwrap_or_default();
+        let metadata: BTreeMap<String, String> = meta
+            .metadata()
+            .as_ref()
+            .map(|m| m.clone().into_iter().collect())
+            .unwrap_or_default();
         let st = SafeTensors::deserialize(&map).map_err(|e| bad(format!("{e:?}")))?;
         let mut tensors = BTreeMap::new();
         for (name, view) in st.tensors() {
@@ -40,7 +52,11 @@ impl Weights {
                 Dtype::F16 => Kind::Half,
                 Dtype::BF16 => Kind::BFloat16,
                 Dtype::F64 => Kind::Double,
-                other => return Err(bad(format!("tensor {name} has dtype {other:?}, not a float"))),
+                other => {
+                    return Err(bad(format!(
+                        "tensor {name} has dtype {other:?}, not a float"
+                    )));
+                }
             };
             let shape: Vec<i64> = view.shape().iter().map(|&d| d as i64).collect();
             let t = Tensor::f_from_data_size(view.data(), &shape, kind)
@@ -61,7 +77,10 @@ impl Weights {
         if t.size() != shape {
             return Err(Error::File {
                 path: self.source.clone(),
-                message: format!("tensor {name} has shape {:?}, the config implies {shape:?}", t.size()),
+                message: format!(
+                    "tensor {name} has shape {:?}, the config implies {shape:?}",
+                    t.size()
+                ),
             });
         }
         Ok(t)
@@ -69,7 +88,10 @@ impl Weights {
 
     /// The generator config in a file's metadata (`config`), if any.
     pub fn config(metadata: &BTreeMap<String, String>) -> Result<Option<Config>> {
-        metadata.get("config").map(|json| Config::from_json(json)).transpose()
+        metadata
+            .get("config")
+            .map(|json| Config::from_json(json))
+            .transpose()
     }
 
     /// Where the tensors came from (for messages).

@@ -19,13 +19,17 @@ fn repo() -> PathBuf {
 }
 
 fn python() -> PathBuf {
-    let py = std::env::var_os("SHARDKIT_PYTHON").map(PathBuf::from).unwrap_or_else(|| repo().join(".venv/bin/python"));
+    let py = std::env::var_os("SHARDKIT_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join(".venv/bin/python"));
     assert!(py.exists(), "{} missing: run scripts/setup", py.display());
     py
 }
 
 fn fixtures() -> PathBuf {
-    let shared = std::env::var_os("SHARDKIT_SHARED").map(PathBuf::from).unwrap_or_else(|| repo().join("../shared"));
+    let shared = std::env::var_os("SHARDKIT_SHARED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("../shared"));
     shared.join("fixtures/stylegan2")
 }
 
@@ -49,9 +53,16 @@ fn python_reference_matches_the_upstream_fixtures() {
     let tmp = tempfile::tempdir().unwrap();
     for name in ["tiny-skip", "tiny-skip-clamp"] {
         let dir = fixtures().join(name);
-        let got = run_reference(&dir.join("G.safetensors"), &dir.join("reference.safetensors"), &tmp.path().join("o"));
+        let got = run_reference(
+            &dir.join("G.safetensors"),
+            &dir.join("reference.safetensors"),
+            &tmp.path().join("o"),
+        );
         let want: BTreeMap<String, Tensor> =
-            Tensor::read_safetensors(dir.join("reference.safetensors")).unwrap().into_iter().collect();
+            Tensor::read_safetensors(dir.join("reference.safetensors"))
+                .unwrap()
+                .into_iter()
+                .collect();
         for k in ["ws", "img_const", "img_none", "img_const_unfused"] {
             let d = max_abs(&got[k], &want[k]);
             assert!(d <= 1e-4, "{name} {k}: {d}");
@@ -59,7 +70,13 @@ fn python_reference_matches_the_upstream_fixtures() {
     }
 }
 
-fn config(architecture: Architecture, c_dim: i64, img_channels: i64, res: i64, map_layers: i64) -> Config {
+fn config(
+    architecture: Architecture,
+    c_dim: i64,
+    img_channels: i64,
+    res: i64,
+    map_layers: i64,
+) -> Config {
     Config {
         z_dim: 12,
         c_dim,
@@ -82,8 +99,17 @@ fn other_architectures_match_the_python_reference() {
     let cases = [
         ("orig", config(Architecture::Orig, 0, 3, 32, 2)),
         ("resnet", config(Architecture::Resnet, 0, 3, 32, 3)),
-        ("skip-conditional-gray", config(Architecture::Skip, 5, 1, 16, 2)),
-        ("resnet-rgba-no-clamp", Config { conv_clamp: None, ..config(Architecture::Resnet, 0, 4, 8, 1) }),
+        (
+            "skip-conditional-gray",
+            config(Architecture::Skip, 5, 1, 16, 2),
+        ),
+        (
+            "resnet-rgba-no-clamp",
+            Config {
+                conv_clamp: None,
+                ..config(Architecture::Resnet, 0, 4, 8, 1)
+            },
+        ),
     ];
     for (i, (name, cfg)) in cases.into_iter().enumerate() {
         tch::manual_seed(100 + i as i64);
@@ -112,7 +138,11 @@ fn other_architectures_match_the_python_reference() {
         }
         let ipath = tmp.path().join(format!("{name}-in.safetensors"));
         Tensor::write_safetensors(&inputs, &ipath).unwrap();
-        let want = run_reference(&gpath, &ipath, &tmp.path().join(format!("{name}-out.safetensors")));
+        let want = run_reference(
+            &gpath,
+            &ipath,
+            &tmp.path().join(format!("{name}-out.safetensors")),
+        );
 
         let ws = g.mapping.forward(&z, c.as_ref(), 1.0, None);
         let mut report = vec![format!("ws {:.1e}", max_abs(&ws, &want["ws"]))];
@@ -122,10 +152,24 @@ fn other_architectures_match_the_python_reference() {
             ("img_none", Noise::None, None),
             ("img_const_unfused", Noise::Const, Some(false)),
         ] {
-            let img = g.synthesis.forward(&want["ws"], &SynthesisOptions { noise, fused_modconv: fused, force_fp32: false, ..Default::default() });
-            assert_eq!(img.size(), [n, cfg.img_channels, cfg.img_resolution, cfg.img_resolution]);
+            let img = g.synthesis.forward(
+                &want["ws"],
+                &SynthesisOptions {
+                    noise,
+                    fused_modconv: fused,
+                    force_fp32: false,
+                    ..Default::default()
+                },
+            );
+            assert_eq!(
+                img.size(),
+                [n, cfg.img_channels, cfg.img_resolution, cfg.img_resolution]
+            );
             let d = max_abs(&img, &want[k]);
-            report.push(format!("{k} {d:.1e} (max|ref| {:.1})", want[k].abs().max().double_value(&[])));
+            report.push(format!(
+                "{k} {d:.1e} (max|ref| {:.1})",
+                want[k].abs().max().double_value(&[])
+            ));
             assert!(d <= 1e-4, "{name} {k}: {d}");
         }
         eprintln!("{name}: {}", report.join(", "));
@@ -134,16 +178,37 @@ fn other_architectures_match_the_python_reference() {
 
 #[test]
 fn random_init_has_upstream_structure() {
-    let cfg = Config { num_fp16_res: 2, ..config(Architecture::Resnet, 0, 3, 64, 2) };
+    let cfg = Config {
+        num_fp16_res: 2,
+        ..config(Architecture::Resnet, 0, 3, 64, 2)
+    };
     let g = Generator::random(cfg, Device::Cpu).unwrap();
     assert_eq!(g.num_ws(), 10); // blocks 4..64: 2 per block
-    let names: Vec<String> = g.synthesis.noise_layers().into_iter().map(|(n, _)| n).collect();
-    assert_eq!(names[..3], ["synthesis.b4.conv1", "synthesis.b8.conv0", "synthesis.b8.conv1"]);
+    let names: Vec<String> = g
+        .synthesis
+        .noise_layers()
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(
+        names[..3],
+        [
+            "synthesis.b4.conv1",
+            "synthesis.b8.conv0",
+            "synthesis.b8.conv1"
+        ]
+    );
     assert_eq!(names.len(), 9);
     // fp16 blocks only on CUDA: on the CPU the output is fp32 and equals force_fp32.
     let ws = Tensor::randn([2, 10, 16], (Kind::Float, Device::Cpu));
     let a = g.synthesis.forward(&ws, &SynthesisOptions::default());
-    let b = g.synthesis.forward(&ws, &SynthesisOptions { force_fp32: true, ..Default::default() });
+    let b = g.synthesis.forward(
+        &ws,
+        &SynthesisOptions {
+            force_fp32: true,
+            ..Default::default()
+        },
+    );
     assert_eq!(a.kind(), Kind::Float);
     assert!(a.equal(&b));
 }

@@ -48,7 +48,10 @@ fn converts_each_fixture_pickle_to_its_g_safetensors() {
             continue;
         }
         n += 1;
-        let out = tmp.path().join(format!("{}.safetensors", dir.file_name().unwrap().to_string_lossy()));
+        let out = tmp.path().join(format!(
+            "{}.safetensors",
+            dir.file_name().unwrap().to_string_lossy()
+        ));
         let o = convert(&dir.join("network.pkl"), &out, &[]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let rec: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -68,17 +71,30 @@ fn converts_each_fixture_pickle_to_its_g_safetensors() {
         let (_, m1) = Weights::read(&out, Device::Cpu).unwrap();
         let (_, m2) = Weights::read(&dir.join("G.safetensors"), Device::Cpu).unwrap();
         let (c1, c2) = (Weights::config(&m1).unwrap(), Weights::config(&m2).unwrap());
-        assert_eq!(c1.unwrap(), c2.unwrap(), "{}: config differs", dir.display());
+        assert_eq!(
+            c1.unwrap(),
+            c2.unwrap(),
+            "{}: config differs",
+            dir.display()
+        );
 
         // The discriminator is not a generator, and an existing output is not replaced.
-        let o = convert(&dir.join("network.pkl"), &tmp.path().join("d.safetensors"), &["--key", "D"]);
+        let o = convert(
+            &dir.join("network.pkl"),
+            &tmp.path().join("d.safetensors"),
+            &["--key", "D"],
+        );
         assert_eq!(o.status.code(), Some(1));
         assert!(String::from_utf8_lossy(&o.stderr).contains("Discriminator"));
         let o = convert(&dir.join("network.pkl"), &out, &[]);
         assert_eq!(o.status.code(), Some(1));
         assert!(String::from_utf8_lossy(&o.stderr).contains("exists"));
     }
-    assert!(n >= 2, "expected fixture pickles under {}", fixtures().display());
+    assert!(
+        n >= 2,
+        "expected fixture pickles under {}",
+        fixtures().display()
+    );
 }
 
 #[test]
@@ -91,11 +107,20 @@ fn refuses_a_pickle_that_would_run_code() {
         marker.display(),
         pkl.display()
     );
-    assert!(Command::new(python()).args(["-c", &make]).status().unwrap().success());
+    assert!(
+        Command::new(python())
+            .args(["-c", &make])
+            .status()
+            .unwrap()
+            .success()
+    );
     let o = convert(&pkl, &tmp.path().join("out.safetensors"), &[]);
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("posix.system") && err.contains("does not load"), "{err}");
+    assert!(
+        err.contains("posix.system") && err.contains("does not load"),
+        "{err}"
+    );
     assert!(!marker.exists(), "the pickle's code ran");
     assert!(!tmp.path().join("out.safetensors").exists());
 }
@@ -112,7 +137,10 @@ fn malformed_pickles_found_by_fuzzing_are_one_clean_error_within_bounded_memory(
         ("nested-frame-2.6gb.pkl", "new frame before end"),
         ("newobj-persistent.pkl", "not a readable network pickle"),
         ("storage-claims-1e9.pkl", "does not match its data"),
-        ("tensor-as-buffer-set.pkl", "persistent object SynthesisNetwork"),
+        (
+            "tensor-as-buffer-set.pkl",
+            "persistent object SynthesisNetwork",
+        ),
     ];
     let dir = repo().join("fuzz/python/regressions");
     let tmp = tempfile::tempdir().unwrap();
@@ -131,7 +159,10 @@ fn malformed_pickles_found_by_fuzzing_are_one_clean_error_within_bounded_memory(
         assert_eq!(o.status.code(), Some(1), "{file}: {err}");
         assert!(!err.contains("Traceback"), "{file}: {err}");
         let last = err.lines().last().unwrap_or("");
-        assert!(last.starts_with("convert-network-pkl: error:") && last.contains(want), "{file}: {err}");
+        assert!(
+            last.starts_with("convert-network-pkl: error:") && last.contains(want),
+            "{file}: {err}"
+        );
         assert!(!out.exists(), "{file}: wrote an output");
     }
 }

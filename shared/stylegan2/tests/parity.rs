@@ -21,7 +21,11 @@ fn fixtures_dir() -> PathBuf {
         None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"),
     }
     .join("fixtures/stylegan2");
-    assert!(dir.is_dir(), "{} is missing: ../shared must sit beside the checkout", dir.display());
+    assert!(
+        dir.is_dir(),
+        "{} is missing: ../shared must sit beside the checkout",
+        dir.display()
+    );
     dir
 }
 
@@ -37,7 +41,10 @@ fn configs() -> Vec<PathBuf> {
 }
 
 fn reference(dir: &std::path::Path) -> BTreeMap<String, Tensor> {
-    Tensor::read_safetensors(dir.join("reference.safetensors")).unwrap().into_iter().collect()
+    Tensor::read_safetensors(dir.join("reference.safetensors"))
+        .unwrap()
+        .into_iter()
+        .collect()
 }
 
 fn max_abs(a: &Tensor, b: &Tensor) -> f64 {
@@ -47,7 +54,10 @@ fn max_abs(a: &Tensor, b: &Tensor) -> f64 {
 
 fn check(report: &mut Vec<String>, name: &str, got: &Tensor, want: &Tensor) {
     let d = max_abs(got, want);
-    report.push(format!("{name}: max|Δ| {d:.3e} (max|ref| {:.2})", want.abs().max().double_value(&[])));
+    report.push(format!(
+        "{name}: max|Δ| {d:.3e} (max|ref| {:.2})",
+        want.abs().max().double_value(&[])
+    ));
     assert!(d <= TOL, "{name}: max abs error {d:e} > {TOL:e}");
 }
 
@@ -60,7 +70,12 @@ fn mapping_synthesis_and_gradient_match_upstream() {
         let z = &r["z"];
         let ws = g.mapping.forward(z, None, 1.0, None);
         check(&mut report, "ws", &ws, &r["ws"]);
-        check(&mut report, "ws_psi0.7", &g.mapping.forward(z, None, 0.7, None), &r["ws_psi0.7"]);
+        check(
+            &mut report,
+            "ws_psi0.7",
+            &g.mapping.forward(z, None, 0.7, None),
+            &r["ws_psi0.7"],
+        );
         check(
             &mut report,
             "ws_psi0.5_cutoff2",
@@ -69,9 +84,24 @@ fn mapping_synthesis_and_gradient_match_upstream() {
         );
         // Synthesis from the reference ws, so each stage is checked on its own.
         let ws = &r["ws"];
-        let opts = |noise, fused| SynthesisOptions { noise, fused_modconv: fused, force_fp32: false, ..Default::default() };
-        check(&mut report, "img_const", &g.synthesis.forward(ws, &opts(Noise::Const, None)), &r["img_const"]);
-        check(&mut report, "img_none", &g.synthesis.forward(ws, &opts(Noise::None, None)), &r["img_none"]);
+        let opts = |noise, fused| SynthesisOptions {
+            noise,
+            fused_modconv: fused,
+            force_fp32: false,
+            ..Default::default()
+        };
+        check(
+            &mut report,
+            "img_const",
+            &g.synthesis.forward(ws, &opts(Noise::Const, None)),
+            &r["img_const"],
+        );
+        check(
+            &mut report,
+            "img_none",
+            &g.synthesis.forward(ws, &opts(Noise::None, None)),
+            &r["img_none"],
+        );
         check(
             &mut report,
             "img_const_unfused",
@@ -82,16 +112,30 @@ fn mapping_synthesis_and_gradient_match_upstream() {
         // The projector's statistics: 1000 z from numpy RandomState(123), W of the first layer.
         let (w_avg, w_std) = g.w_avg_std(1000);
         check(&mut report, "w_avg_1000", &w_avg, &r["w_avg_1000"]);
-        check(&mut report, "w_std_1000", &Tensor::from_slice(&[w_std as f32]), &r["w_std_1000"]);
+        check(
+            &mut report,
+            "w_std_1000",
+            &Tensor::from_slice(&[w_std as f32]),
+            &r["w_std_1000"],
+        );
 
         // One loss + gradient at w = w_avg_1000, as the projector's first step takes it: the
         // fixture's loss is mean((G.synthesis(w.repeat(num_ws), noise_mode='const') - target)^2)
         // (found by matching both the loss and its gradient exactly).
         let w = r["w_avg_1000"].copy().set_requires_grad(true);
-        let img = g.synthesis.forward(&w.repeat([1, g.num_ws(), 1]), &opts(Noise::Const, None));
+        let img = g
+            .synthesis
+            .forward(&w.repeat([1, g.num_ws(), 1]), &opts(Noise::Const, None));
         let loss = (&img - &r["grad_target"]).square().mean(Kind::Float);
-        let grad = Tensor::run_backward(&[&loss], &[&w], false, false).pop().unwrap();
-        check(&mut report, "grad_loss", &loss.reshape([1]), &r["grad_loss"]);
+        let grad = Tensor::run_backward(&[&loss], &[&w], false, false)
+            .pop()
+            .unwrap();
+        check(
+            &mut report,
+            "grad_loss",
+            &loss.reshape([1]),
+            &r["grad_loss"],
+        );
         check(&mut report, "grad_w", &grad, &r["grad_w"]);
         eprintln!("{}: {}", dir.display(), report.join("; "));
     }

@@ -59,7 +59,8 @@ mod ffi {
         pub fn shk_graph_capture_begin(g: *mut c_void, device: c_int) -> *mut c_char;
         pub fn shk_graph_capture_end(g: *mut c_void) -> *mut c_char;
         pub fn shk_graph_replay(g: *mut c_void) -> *mut c_char;
-        pub fn shk_leaky_relu(x: *mut C_tensor, slope: f64, out: *mut *mut C_tensor) -> *mut c_char;
+        pub fn shk_leaky_relu(x: *mut C_tensor, slope: f64, out: *mut *mut C_tensor)
+        -> *mut c_char;
         pub fn shk_modconv_epilogue(
             x: *mut C_tensor,
             d: *mut C_tensor,
@@ -70,7 +71,11 @@ mod ffi {
             clamp: f64,
             out: *mut *mut C_tensor,
         ) -> *mut c_char;
-        pub fn shk_modconv_epilogue_compile(major: c_int, minor: c_int, bytes: *mut usize) -> *mut c_char;
+        pub fn shk_modconv_epilogue_compile(
+            major: c_int,
+            minor: c_int,
+            bytes: *mut usize,
+        ) -> *mut c_char;
         pub fn shk_modconv_epilogue_ready(device: c_int) -> *mut c_char;
         pub fn shk_all_reduce_sum_autograd(
             x: *mut C_tensor,
@@ -138,7 +143,15 @@ pub fn to_channels_last(t: &Tensor) -> Result<Tensor> {
 /// `gradient_as_bucket_view`). `g` must match `p` in shape, dtype and device.
 pub fn set_grad(p: &Tensor, g: &Tensor) -> Result<()> {
     if p.size() != g.size() || p.kind() != g.kind() || p.device() != g.device() {
-        return Err(Error(format!("set_grad: {:?} {:?} {:?} vs {:?} {:?} {:?}", p.size(), p.kind(), p.device(), g.size(), g.kind(), g.device())));
+        return Err(Error(format!(
+            "set_grad: {:?} {:?} {:?} vs {:?} {:?} {:?}",
+            p.size(),
+            p.kind(),
+            p.device(),
+            g.size(),
+            g.kind(),
+            g.device()
+        )));
     }
     // SAFETY: two live tensors; the parameter's grad field holds its own reference to g.
     check(unsafe { ffi::shk_set_grad(ptr(p), ptr(g)) })
@@ -176,11 +189,30 @@ pub struct Sgd {
 /// instead of four passes over the parameters; `g` is left as it was. Without momentum pass
 /// `buf` None. Same maths as the single-tensor SGD, rounded as PyTorch's fused one (they
 /// differ by an ulp here and there).
-pub fn fused_sgd(p: &Tensor, g: &Tensor, buf: Option<&Tensor>, h: Sgd, lr: Lr<'_>, first_step: bool) -> Result<()> {
+pub fn fused_sgd(
+    p: &Tensor,
+    g: &Tensor,
+    buf: Option<&Tensor>,
+    h: Sgd,
+    lr: Lr<'_>,
+    first_step: bool,
+) -> Result<()> {
     let (lr_t, lr) = lr.raw();
     let buf = buf.map_or(std::ptr::null_mut(), ptr);
     // SAFETY: live tensors (or null where the shim allows it), updated in place.
-    check(unsafe { ffi::shk_fused_sgd(ptr(p), ptr(g), buf, h.weight_decay, h.momentum, lr_t, lr, h.nesterov as c_int, first_step as c_int) })
+    check(unsafe {
+        ffi::shk_fused_sgd(
+            ptr(p),
+            ptr(g),
+            buf,
+            h.weight_decay,
+            h.momentum,
+            lr_t,
+            lr,
+            h.nesterov as c_int,
+            first_step as c_int,
+        )
+    })
 }
 
 /// AdamW's hyper-parameters (no amsgrad).
@@ -196,10 +228,32 @@ pub struct AdamW {
 /// weight decay, the moments `m` and `v` updated, the bias-corrected update, in one kernel on
 /// CUDA instead of nine passes. `step` is a 0-dim float tensor on `p`'s device holding this
 /// step's count t (1 on the first step). `g` is left as it was.
-pub fn fused_adamw(p: &Tensor, g: &Tensor, m: &Tensor, v: &Tensor, step: &Tensor, h: AdamW, lr: Lr<'_>) -> Result<()> {
+pub fn fused_adamw(
+    p: &Tensor,
+    g: &Tensor,
+    m: &Tensor,
+    v: &Tensor,
+    step: &Tensor,
+    h: AdamW,
+    lr: Lr<'_>,
+) -> Result<()> {
     let (lr_t, lr) = lr.raw();
     // SAFETY: live tensors (lr_t may be null), updated in place.
-    check(unsafe { ffi::shk_fused_adamw(ptr(p), ptr(g), ptr(m), ptr(v), ptr(step), h.beta1, h.beta2, h.weight_decay, h.eps, lr_t, lr) })
+    check(unsafe {
+        ffi::shk_fused_adamw(
+            ptr(p),
+            ptr(g),
+            ptr(m),
+            ptr(v),
+            ptr(step),
+            h.beta1,
+            h.beta2,
+            h.weight_decay,
+            h.eps,
+            lr_t,
+            lr,
+        )
+    })
 }
 
 /// Takes ownership of a tensor the shim returned through `out`.
@@ -226,11 +280,30 @@ pub fn leaky_relu(x: &Tensor, slope: f64) -> Result<Tensor> {
 /// f32 with B·H·W or H·W elements (contiguous), `strength` a 0-dim f32, `bias` [C] f32;
 /// `clamp` may be infinite. Gradients flow to `x`, `d` and `noise`, not to `strength` or
 /// `bias` (callers take another path when those need gradients).
-pub fn modconv_epilogue(x: &Tensor, d: &Tensor, noise: Option<&Tensor>, strength: &Tensor, bias: &Tensor, gain: f64, clamp: f64) -> Result<Tensor> {
+pub fn modconv_epilogue(
+    x: &Tensor,
+    d: &Tensor,
+    noise: Option<&Tensor>,
+    strength: &Tensor,
+    bias: &Tensor,
+    gain: f64,
+    clamp: f64,
+) -> Result<Tensor> {
     let mut out: *mut C_tensor = std::ptr::null_mut();
     let n = noise.map_or(std::ptr::null_mut(), ptr);
     // SAFETY: live tensors (or NULL for no noise); on success `out` is a new tensor we own.
-    check(unsafe { ffi::shk_modconv_epilogue(ptr(x), ptr(d), n, ptr(strength), ptr(bias), gain, clamp, &mut out) })?;
+    check(unsafe {
+        ffi::shk_modconv_epilogue(
+            ptr(x),
+            ptr(d),
+            n,
+            ptr(strength),
+            ptr(bias),
+            gain,
+            clamp,
+            &mut out,
+        )
+    })?;
     Ok(owned(out))
 }
 
@@ -246,7 +319,9 @@ pub fn modconv_epilogue_ready(device: usize) -> Result<()> {
 pub fn modconv_epilogue_compile(major: u32, minor: u32) -> Result<usize> {
     let mut bytes = 0usize;
     // SAFETY: plain call writing one usize.
-    check(unsafe { ffi::shk_modconv_epilogue_compile(major as c_int, minor as c_int, &mut bytes) })?;
+    check(unsafe {
+        ffi::shk_modconv_epilogue_compile(major as c_int, minor as c_int, &mut bytes)
+    })?;
     Ok(bytes)
 }
 
@@ -355,7 +430,10 @@ pub struct CudaGraph {
 impl CudaGraph {
     pub fn new() -> CudaGraph {
         // SAFETY: allocation only; freed in Drop.
-        CudaGraph { raw: unsafe { ffi::shk_graph_new() }, captured: false }
+        CudaGraph {
+            raw: unsafe { ffi::shk_graph_new() },
+            captured: false,
+        }
     }
 
     /// Captures what `f` queues on `device` (on a side stream made current for the duration).
@@ -384,7 +462,9 @@ impl CudaGraph {
     /// Launches the captured work on the current stream (asynchronous, like any CUDA op).
     pub fn replay(&self) -> Result<()> {
         if !self.captured {
-            return Err(Error("replay of a CUDA graph that was never captured".into()));
+            return Err(Error(
+                "replay of a CUDA graph that was never captured".into(),
+            ));
         }
         // SAFETY: `raw` is a captured graph.
         check(unsafe { ffi::shk_graph_replay(self.raw) })
@@ -420,7 +500,12 @@ pub trait SumReducer: Send + Sync + std::fmt::Debug {
 
 type SharedReducer = Arc<dyn SumReducer>;
 
-unsafe extern "C" fn reduce_cb(state: *mut c_void, t: *mut C_tensor, msg: *mut c_char, cap: usize) -> c_int {
+unsafe extern "C" fn reduce_cb(
+    state: *mut c_void,
+    t: *mut C_tensor,
+    msg: *mut c_char,
+    cap: usize,
+) -> c_int {
     // SAFETY: the shim hands over a fresh tensor handle (ours to free) and the state made in
     // all_reduce_sum_autograd, alive until drop_cb.
     let t = unsafe { Tensor::from_ptr(t) };
@@ -450,7 +535,9 @@ pub fn all_reduce_sum_autograd(x: &Tensor, reducer: Arc<dyn SumReducer>) -> Resu
     let mut out: *mut C_tensor = std::ptr::null_mut();
     // SAFETY: `x` is live; the shim takes `state` (freeing it through drop_cb) and sets `out`
     // to a new tensor handle on success.
-    check(unsafe { ffi::shk_all_reduce_sum_autograd(ptr(x), reduce_cb, drop_cb, state, &mut out) })?;
+    check(unsafe {
+        ffi::shk_all_reduce_sum_autograd(ptr(x), reduce_cb, drop_cb, state, &mut out)
+    })?;
     // SAFETY: a fresh handle from the shim, owned from here on.
     Ok(unsafe { Tensor::from_ptr(out) })
 }
@@ -482,17 +569,24 @@ mod tests {
     fn leaky_relu_takes_a_slope_and_differentiates() {
         let x = Tensor::from_slice(&[-2.0f32, -0.5, 0.0, 3.0]).set_requires_grad(true);
         let y = leaky_relu(&x, 0.2).unwrap();
-        assert_eq!(Vec::<f32>::try_from(&y).unwrap(), vec![-0.4, -0.1, 0.0, 3.0]);
+        assert_eq!(
+            Vec::<f32>::try_from(&y).unwrap(),
+            vec![-0.4, -0.1, 0.0, 3.0]
+        );
         y.sum(Kind::Float).backward();
         // torch: slope where x <= 0 (the gradient at 0 is the slope).
-        assert_eq!(Vec::<f32>::try_from(x.grad()).unwrap(), vec![0.2, 0.2, 0.2, 1.0]);
+        assert_eq!(
+            Vec::<f32>::try_from(x.grad()).unwrap(),
+            vec![0.2, 0.2, 0.2, 1.0]
+        );
     }
 
     #[test]
     fn epilogue_kernels_compile_with_nvrtc() {
         // NVRTC needs no GPU: this is the build check of the CUDA source for Hopper and Ampere.
         for (major, minor) in [(9, 0), (8, 0)] {
-            let bytes = modconv_epilogue_compile(major, minor).unwrap_or_else(|e| panic!("sm_{major}{minor}: {e}"));
+            let bytes = modconv_epilogue_compile(major, minor)
+                .unwrap_or_else(|e| panic!("sm_{major}{minor}: {e}"));
             assert!(bytes > 1000, "sm_{major}{minor}: {bytes} bytes");
         }
     }
@@ -514,8 +608,16 @@ mod tests {
     fn epilogue_refuses_cpu_tensors() {
         let o = (Kind::Float, Device::Cpu);
         let x = Tensor::ones([1, 2, 3, 3], o);
-        let err = modconv_epilogue(&x, &Tensor::ones([1, 2], o), None, &Tensor::zeros([], o), &Tensor::zeros([2], o), 1.0, f64::INFINITY)
-            .unwrap_err();
+        let err = modconv_epilogue(
+            &x,
+            &Tensor::ones([1, 2], o),
+            None,
+            &Tensor::zeros([], o),
+            &Tensor::zeros([2], o),
+            1.0,
+            f64::INFINITY,
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("CUDA tensor"), "{err}");
     }
 
@@ -530,9 +632,29 @@ mod tests {
         for (step, g) in [[0.3f32, -4.0, 1e-3], [1.0, 2.0, -3.0]].iter().enumerate() {
             let gt = Tensor::from_slice(g);
             let lr_t = Tensor::from(lr as f32);
-            let lr_arg = if step == 0 { Lr::Host(lr) } else { Lr::Device(&lr_t) };
-            fused_sgd(&p, &gt, Some(&b), Sgd { weight_decay: wd, momentum: mu, nesterov: true }, lr_arg, step == 0).unwrap();
-            assert_eq!(Vec::<f32>::try_from(&gt).unwrap(), g.to_vec(), "the gradient is left as it was");
+            let lr_arg = if step == 0 {
+                Lr::Host(lr)
+            } else {
+                Lr::Device(&lr_t)
+            };
+            fused_sgd(
+                &p,
+                &gt,
+                Some(&b),
+                Sgd {
+                    weight_decay: wd,
+                    momentum: mu,
+                    nesterov: true,
+                },
+                lr_arg,
+                step == 0,
+            )
+            .unwrap();
+            assert_eq!(
+                Vec::<f32>::try_from(&gt).unwrap(),
+                g.to_vec(),
+                "the gradient is left as it was"
+            );
             for i in 0..3 {
                 let d = g[i] as f64 + wd * pw[i];
                 bw[i] = if step == 0 { d } else { mu * bw[i] + d };
@@ -544,8 +666,20 @@ mod tests {
         }
         // Without momentum: plain decayed steps.
         let q = Tensor::from_slice(&[2.0f32]);
-        let plain = Sgd { weight_decay: 0.0, momentum: 0.0, nesterov: false };
-        fused_sgd(&q, &Tensor::from_slice(&[1.0f32]), None, plain, Lr::Host(0.5), true).unwrap();
+        let plain = Sgd {
+            weight_decay: 0.0,
+            momentum: 0.0,
+            nesterov: false,
+        };
+        fused_sgd(
+            &q,
+            &Tensor::from_slice(&[1.0f32]),
+            None,
+            plain,
+            Lr::Host(0.5),
+            true,
+        )
+        .unwrap();
         assert_eq!(q.double_value(&[0]), 1.5);
     }
 
@@ -555,9 +689,18 @@ mod tests {
         let p = Tensor::from_slice(&[1.0f32, -2.0, 0.5]);
         let g = Tensor::from_slice(&[0.3f32, -4.0, 1e-3]);
         let (m, v) = (p.zeros_like(), p.zeros_like());
-        let h = AdamW { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.1 };
+        let h = AdamW {
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 0.1,
+        };
         fused_adamw(&p, &g, &m, &v, &Tensor::from(1.0f32), h, Lr::Host(0.01)).unwrap();
-        let want = [1.0 * 0.999 - 0.01, -2.0 * 0.999 + 0.01, 0.5 * 0.999 - 0.01 * 1e-3 / (1e-3 + 1e-8)];
+        let want = [
+            1.0 * 0.999 - 0.01,
+            -2.0 * 0.999 + 0.01,
+            0.5 * 0.999 - 0.01 * 1e-3 / (1e-3 + 1e-8),
+        ];
         for (got, want) in Vec::<f32>::try_from(&p).unwrap().iter().zip(want) {
             assert!((*got as f64 - want).abs() < 1e-6, "{got} vs {want}");
         }
@@ -571,7 +714,10 @@ mod tests {
         let buf = Tensor::zeros([5], (Kind::Float, Device::Cpu));
         set_grad(&p, &buf.narrow(0, 1, 3)).unwrap();
         (&p * &p).sum(Kind::Float).backward();
-        assert_eq!(Vec::<f32>::try_from(&buf).unwrap(), vec![0.0, 2.0, 4.0, 6.0, 0.0]);
+        assert_eq!(
+            Vec::<f32>::try_from(&buf).unwrap(),
+            vec![0.0, 2.0, 4.0, 6.0, 0.0]
+        );
         assert!(set_grad(&p, &buf).is_err());
     }
 
@@ -614,7 +760,11 @@ mod tests {
     }
 
     fn fake(fail_at: usize) -> Arc<Fake> {
-        Arc::new(Fake { ranks: 3.0, calls: Default::default(), fail_at })
+        Arc::new(Fake {
+            ranks: 3.0,
+            calls: Default::default(),
+            fail_at,
+        })
     }
 
     #[test]
@@ -627,7 +777,10 @@ mod tests {
         let w = Tensor::from_slice(&[1.0f32, 10.0, 100.0]);
         (&y * &w).sum(Kind::Float).backward();
         // d/dx of Σ_ranks w·(3·2x): the gradient is all-reduced (×3) on its way back.
-        assert_eq!(Vec::<f32>::try_from(x.grad()).unwrap(), vec![6.0, 60.0, 600.0]);
+        assert_eq!(
+            Vec::<f32>::try_from(x.grad()).unwrap(),
+            vec![6.0, 60.0, 600.0]
+        );
         assert_eq!(r.calls.load(std::sync::atomic::Ordering::SeqCst), 2);
         drop(y);
         assert_eq!(Arc::strong_count(&r), 1, "freed with the graph");

@@ -38,12 +38,20 @@ fn kind(d: Dtype) -> Result<Kind> {
         Dtype::I64 => Kind::Int64,
         Dtype::I32 => Kind::Int,
         Dtype::U8 => Kind::Uint8,
-        other => return Err(Error::Checkpoint(format!("unsupported dtype {other:?} in checkpoint"))),
+        other => {
+            return Err(Error::Checkpoint(format!(
+                "unsupported dtype {other:?} in checkpoint"
+            )));
+        }
     })
 }
 
 /// Writes `tensors` and `meta` to `path` atomically.
-pub fn save(path: &Path, tensors: &BTreeMap<String, Tensor>, meta: &HashMap<String, String>) -> Result<()> {
+pub fn save(
+    path: &Path,
+    tensors: &BTreeMap<String, Tensor>,
+    meta: &HashMap<String, String>,
+) -> Result<()> {
     let mut owned = Vec::with_capacity(tensors.len());
     for (name, t) in tensors {
         let t = t.detach().to_device(Device::Cpu).contiguous();
@@ -56,7 +64,9 @@ pub fn save(path: &Path, tensors: &BTreeMap<String, Tensor>, meta: &HashMap<Stri
     let views = owned
         .iter()
         .map(|(name, d, shape, b)| {
-            TensorView::new(*d, shape.clone(), b).map(|v| (name.clone(), v)).map_err(|e| Error::Checkpoint(format!("{name}: {e:?}")))
+            TensorView::new(*d, shape.clone(), b)
+                .map(|v| (name.clone(), v))
+                .map_err(|e| Error::Checkpoint(format!("{name}: {e:?}")))
         })
         .collect::<Result<Vec<_>>>()?;
     let bytes = safetensors::tensor::serialize(views, &Some(meta.clone()))
@@ -67,9 +77,20 @@ pub fn save(path: &Path, tensors: &BTreeMap<String, Tensor>, meta: &HashMap<Stri
 }
 
 /// Reads every tensor (on `device`) and the metadata.
-pub fn load(path: &Path, device: Device) -> Result<(BTreeMap<String, Tensor>, HashMap<String, String>)> {
-    let bytes = std::fs::read(path).map_err(|e| Error::Io { what: format!("reading {}", path.display()), source: e })?;
-    let bad = |e: safetensors::SafeTensorError| Error::Checkpoint(format!("{}: not a safetensors file ({e:?})", path.display()));
+pub fn load(
+    path: &Path,
+    device: Device,
+) -> Result<(BTreeMap<String, Tensor>, HashMap<String, String>)> {
+    let bytes = std::fs::read(path).map_err(|e| Error::Io {
+        what: format!("reading {}", path.display()),
+        source: e,
+    })?;
+    let bad = |e: safetensors::SafeTensorError| {
+        Error::Checkpoint(format!(
+            "{}: not a safetensors file ({e:?})",
+            path.display()
+        ))
+    };
     let (_, header) = SafeTensors::read_metadata(&bytes).map_err(bad)?;
     let meta = header.metadata().clone().unwrap_or_default();
     let st = SafeTensors::deserialize(&bytes).map_err(bad)?;
@@ -91,7 +112,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("c.safetensors");
         let t = BTreeMap::from([
-            ("a".to_string(), Tensor::from_slice(&[1.5f32, -2.0]).view([2, 1])),
+            (
+                "a".to_string(),
+                Tensor::from_slice(&[1.5f32, -2.0]).view([2, 1]),
+            ),
             ("n".to_string(), Tensor::from(7i64)),
         ]);
         save(&p, &t, &HashMap::from([("epoch".into(), "3".into())])).unwrap();
@@ -99,6 +123,10 @@ mod tests {
         assert!(back["a"].equal(&t["a"]));
         assert_eq!(back["n"].int64_value(&[]), 7);
         assert_eq!(meta["epoch"], "3");
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "no temp file left");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "no temp file left"
+        );
     }
 }

@@ -21,7 +21,12 @@ pub enum Source {
     /// `cifar-100-binary`: train.bin, test.bin; coarse + fine label bytes per record.
     Cifar100(PathBuf),
     /// Class prototypes plus noise: learnable, for benchmarks and demos.
-    Synthetic { train: usize, test: usize, classes: i64, seed: i64 },
+    Synthetic {
+        train: usize,
+        test: usize,
+        classes: i64,
+        seed: i64,
+    },
 }
 
 /// Images (uint8 [N,3,32,32]) and labels (int64 [N]) on one device.
@@ -46,14 +51,28 @@ impl Source {
     pub fn parse(s: &str, seed: i64) -> Result<Source> {
         let (kind, arg) = s.split_once(':').unwrap_or((s, ""));
         match kind {
-            "cifar10" | "cifar100" if arg.is_empty() => Err(Error::Usage(format!("--data {kind}:DIR needs the directory"))),
+            "cifar10" | "cifar100" if arg.is_empty() => Err(Error::Usage(format!(
+                "--data {kind}:DIR needs the directory"
+            ))),
             "cifar10" => Ok(Source::Cifar10(arg.into())),
             "cifar100" => Ok(Source::Cifar100(arg.into())),
             "synthetic" => {
-                let train = if arg.is_empty() { 50_000 } else { arg.parse().map_err(|_| Error::Usage(format!("--data synthetic:{arg}: not a count")))? };
-                Ok(Source::Synthetic { train, test: (train / 5).max(1), classes: 100, seed })
+                let train = if arg.is_empty() {
+                    50_000
+                } else {
+                    arg.parse()
+                        .map_err(|_| Error::Usage(format!("--data synthetic:{arg}: not a count")))?
+                };
+                Ok(Source::Synthetic {
+                    train,
+                    test: (train / 5).max(1),
+                    classes: 100,
+                    seed,
+                })
             }
-            _ => Err(Error::Usage(format!("unknown --data `{s}`: cifar10:DIR, cifar100:DIR or synthetic[:N]"))),
+            _ => Err(Error::Usage(format!(
+                "unknown --data `{s}`: cifar10:DIR, cifar100:DIR or synthetic[:N]"
+            ))),
         }
     }
 
@@ -61,11 +80,16 @@ impl Source {
     pub fn load(&self, device: Device) -> Result<(Dataset, Dataset)> {
         match self {
             Source::Cifar10(dir) => {
-                let train: Vec<PathBuf> = (1..=5).map(|i| dir.join(format!("data_batch_{i}.bin"))).collect();
+                let train: Vec<PathBuf> = (1..=5)
+                    .map(|i| dir.join(format!("data_batch_{i}.bin")))
+                    .collect();
                 let test = vec![dir.join("test_batch.bin")];
                 let hint = "CIFAR-10 binary version (cifar-10-binary.tar.gz from https://www.cs.toronto.edu/~kriz/cifar.html: \
                             data_batch_1.bin … data_batch_5.bin, test_batch.bin)";
-                Ok((read_records(&train, 1, 0, 10, hint)?.to(device), read_records(&test, 1, 0, 10, hint)?.to(device)))
+                Ok((
+                    read_records(&train, 1, 0, 10, hint)?.to(device),
+                    read_records(&test, 1, 0, 10, hint)?.to(device),
+                ))
             }
             Source::Cifar100(dir) => {
                 let hint = "CIFAR-100 binary version (cifar-100-binary.tar.gz from https://www.cs.toronto.edu/~kriz/cifar.html: \
@@ -73,11 +97,24 @@ impl Source {
                 // Fine labels (byte 1); the classes are the largest label + 1 (100 for CIFAR-100).
                 let train = read_records(&[dir.join("train.bin")], 2, 1, 0, hint)?;
                 let test = read_records(&[dir.join("test.bin")], 2, 1, 0, hint)?;
-                let classes = train.labels.max().int64_value(&[]).max(test.labels.max().int64_value(&[])) + 1;
-                let fix = |d: Dataset| Dataset { num_classes: classes, ..d };
+                let classes = train
+                    .labels
+                    .max()
+                    .int64_value(&[])
+                    .max(test.labels.max().int64_value(&[]))
+                    + 1;
+                let fix = |d: Dataset| Dataset {
+                    num_classes: classes,
+                    ..d
+                };
                 Ok((fix(train).to(device), fix(test).to(device)))
             }
-            Source::Synthetic { train, test, classes, seed } => Ok((
+            Source::Synthetic {
+                train,
+                test,
+                classes,
+                seed,
+            } => Ok((
                 synthetic(*train, *classes, *seed, 0).to(device),
                 synthetic(*test, *classes, *seed, *train as i64).to(device),
             )),
@@ -86,17 +123,30 @@ impl Source {
 }
 
 /// Reads CIFAR records: `label_bytes` bytes of labels (the label at `label_at`) then 3072 pixels.
-fn read_records(files: &[PathBuf], label_bytes: usize, label_at: usize, num_classes: i64, hint: &str) -> Result<Dataset> {
+fn read_records(
+    files: &[PathBuf],
+    label_bytes: usize,
+    label_at: usize,
+    num_classes: i64,
+    hint: &str,
+) -> Result<Dataset> {
     let rec = label_bytes + RECORD_PIXELS;
     let mut images = Vec::new();
     let mut labels = Vec::new();
     for f in files {
         let file = std::fs::File::open(f).map_err(|e| {
-            Error::Data(format!("{}: {e}. Nothing is downloaded: put the {hint} in {}", f.display(), parent(f)))
+            Error::Data(format!(
+                "{}: {e}. Nothing is downloaded: put the {hint} in {}",
+                f.display(),
+                parent(f)
+            ))
         })?;
         // SAFETY: the file is only read; a concurrent writer could change bytes under us, which
         // would give wrong pixels, not unsoundness in this copy-out.
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::Io { what: format!("mapping {}", f.display()), source: e })?;
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::Io {
+            what: format!("mapping {}", f.display()),
+            source: e,
+        })?;
         if map.is_empty() || map.len() % rec != 0 {
             return Err(Error::Data(format!(
                 "{}: {} bytes is not a whole number of {rec}-byte records: not the {hint}",
@@ -110,7 +160,11 @@ fn read_records(files: &[PathBuf], label_bytes: usize, label_at: usize, num_clas
     }
     let images = Tensor::cat(&images, 0).view([-1, 3, 32, 32]);
     let labels = Tensor::cat(&labels, 0);
-    Ok(Dataset { images, labels, num_classes })
+    Ok(Dataset {
+        images,
+        labels,
+        num_classes,
+    })
 }
 
 fn parent(p: &Path) -> String {
@@ -123,13 +177,23 @@ fn parent(p: &Path) -> String {
 fn synthetic(n: usize, classes: i64, seed: i64, offset: i64) -> Dataset {
     let protos = {
         tch::manual_seed(seed);
-        Tensor::rand([classes, 3, 8, 8], (Kind::Float, Device::Cpu)).upsample_nearest2d([32, 32], None, None)
+        Tensor::rand([classes, 3, 8, 8], (Kind::Float, Device::Cpu)).upsample_nearest2d(
+            [32, 32],
+            None,
+            None,
+        )
     };
     tch::manual_seed(seed.wrapping_add(1 + offset));
     let labels = (Tensor::arange(n as i64, (Kind::Int64, Device::Cpu)) + offset).remainder(classes);
     let noise = Tensor::randn([n as i64, 3, 32, 32], (Kind::Float, Device::Cpu)) * 0.25;
-    let images = ((protos.index_select(0, &labels) + noise).clamp(0.0, 1.0) * 255.0).round().to_kind(Kind::Uint8);
-    Dataset { images, labels, num_classes: classes }
+    let images = ((protos.index_select(0, &labels) + noise).clamp(0.0, 1.0) * 255.0)
+        .round()
+        .to_kind(Kind::Uint8);
+    Dataset {
+        images,
+        labels,
+        num_classes: classes,
+    }
 }
 
 impl Dataset {
@@ -142,7 +206,11 @@ impl Dataset {
     }
 
     fn to(self, device: Device) -> Dataset {
-        Dataset { images: self.images.to_device(device), labels: self.labels.to_device(device), num_classes: self.num_classes }
+        Dataset {
+            images: self.images.to_device(device),
+            labels: self.labels.to_device(device),
+            num_classes: self.num_classes,
+        }
     }
 
     /// Per-channel mean and std over all images, in [0, 1] units.
@@ -158,7 +226,10 @@ impl Dataset {
     pub fn batch(&self, idx: &Tensor, norm: &Normalize, augment: bool) -> (Tensor, Tensor) {
         let x = self.images.index_select(0, idx).to_kind(Kind::Float) / 255.0;
         let x = if augment { augment_batch(&x) } else { x };
-        ((x - &norm.mean) / &norm.std, self.labels.index_select(0, idx))
+        (
+            (x - &norm.mean) / &norm.std,
+            self.labels.index_select(0, idx),
+        )
     }
 }
 
@@ -169,11 +240,17 @@ fn augment_batch(x: &Tensor) -> Tensor {
     let padded = x.constant_pad_nd([4, 4, 4, 4]);
     let dy = Tensor::randint(9, [b], (Kind::Int64, dev));
     let dx = Tensor::randint(9, [b], (Kind::Int64, dev));
-    let rows = (dy.unsqueeze(1) + Tensor::arange(h, (Kind::Int64, dev)).unsqueeze(0)).view([b, 1, h, 1]).expand([b, c, h, w + 8], false);
+    let rows = (dy.unsqueeze(1) + Tensor::arange(h, (Kind::Int64, dev)).unsqueeze(0))
+        .view([b, 1, h, 1])
+        .expand([b, c, h, w + 8], false);
     let y = padded.gather(2, &rows, false);
-    let cols = (dx.unsqueeze(1) + Tensor::arange(w, (Kind::Int64, dev)).unsqueeze(0)).view([b, 1, 1, w]).expand([b, c, h, w], false);
+    let cols = (dx.unsqueeze(1) + Tensor::arange(w, (Kind::Int64, dev)).unsqueeze(0))
+        .view([b, 1, 1, w])
+        .expand([b, c, h, w], false);
     let y = y.gather(3, &cols, false);
-    let flip = Tensor::rand([b], (Kind::Float, dev)).lt(0.5).view([b, 1, 1, 1]);
+    let flip = Tensor::rand([b], (Kind::Float, dev))
+        .lt(0.5)
+        .view([b, 1, 1, 1]);
     y.flip([3]).where_self(&flip, &y)
 }
 
@@ -191,19 +268,33 @@ mod tests {
         }
         std::fs::write(dir.path().join("train.bin"), &bytes).unwrap();
         std::fs::write(dir.path().join("test.bin"), &bytes[..2 + RECORD_PIXELS]).unwrap();
-        let (train, test) = Source::Cifar100(dir.path().into()).load(Device::Cpu).unwrap();
+        let (train, test) = Source::Cifar100(dir.path().into())
+            .load(Device::Cpu)
+            .unwrap();
         assert_eq!(train.images.size(), [3, 3, 32, 32]);
         assert_eq!(Vec::<i64>::try_from(&train.labels).unwrap(), [10, 11, 12]);
         assert_eq!(train.num_classes, 13);
         assert_eq!(test.len(), 1);
         // Pixel (c=1, y=0, x=5) of image 2 is byte 1024 + 5 of its pixels.
-        assert_eq!(train.images.int64_value(&[2, 1, 0, 5]), (((1024 + 5) % 251) as u8 ^ 2) as i64);
+        assert_eq!(
+            train.images.int64_value(&[2, 1, 0, 5]),
+            (((1024 + 5) % 251) as u8 ^ 2) as i64
+        );
 
         std::fs::write(dir.path().join("test.bin"), [1u8, 2, 3]).unwrap();
-        let e = Source::Cifar100(dir.path().into()).load(Device::Cpu).unwrap_err().to_string();
+        let e = Source::Cifar100(dir.path().into())
+            .load(Device::Cpu)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("not a whole number"), "{e}");
-        let e = Source::Cifar10(dir.path().into()).load(Device::Cpu).unwrap_err().to_string();
-        assert!(e.contains("data_batch_1.bin") && e.contains("Nothing is downloaded"), "{e}");
+        let e = Source::Cifar10(dir.path().into())
+            .load(Device::Cpu)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("data_batch_1.bin") && e.contains("Nothing is downloaded"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -84,7 +84,11 @@ impl Buckets {
 
 /// Averages the flat gradient over ranks, bucket by bucket, in place: each bucket is one range
 /// of `grad` ([`Buckets::ranges`]; DDP's `gradient_as_bucket_view`: no copies in or out).
-pub fn all_reduce_flat(comm: &mut Communicator, grad: &Tensor, ranges: &[(i64, i64)]) -> Result<()> {
+pub fn all_reduce_flat(
+    comm: &mut Communicator,
+    grad: &Tensor,
+    ranges: &[(i64, i64)],
+) -> Result<()> {
     let world = comm.world_size();
     if world == 1 {
         return Ok(());

@@ -58,10 +58,19 @@ impl FlatParams {
     /// another; parameters keep their shapes, values and layouts (contiguous or channels_last).
     /// All must share dtype and device.
     pub fn new(params: &[Tensor]) -> Result<FlatParams> {
-        let first = params.first().ok_or_else(|| Error::Usage("no parameters to flatten".into()))?;
+        let first = params
+            .first()
+            .ok_or_else(|| Error::Usage("no parameters to flatten".into()))?;
         let (kind, device) = (first.kind(), first.device());
-        if let Some(p) = params.iter().find(|p| p.kind() != kind || p.device() != device) {
-            return Err(Error::Usage(format!("parameters differ in dtype/device ({:?} on {:?} vs {kind:?} on {device:?})", p.kind(), p.device())));
+        if let Some(p) = params
+            .iter()
+            .find(|p| p.kind() != kind || p.device() != device)
+        {
+            return Err(Error::Usage(format!(
+                "parameters differ in dtype/device ({:?} on {:?} vs {kind:?} on {device:?})",
+                p.kind(),
+                p.device()
+            )));
         }
         let align = (ALIGN_BYTES / kind.elt_size_in_bytes() as i64).max(1);
         let mut segments = Vec::with_capacity(params.len());
@@ -71,21 +80,35 @@ impl FlatParams {
             let p = &params[index];
             let size = p.size();
             let dense = p.is_contiguous() || torch_shim::is_channels_last(p);
-            let stride = if dense { p.stride() } else { contiguous_strides(&size) };
-            let seg = Segment { index, offset, size, stride };
+            let stride = if dense {
+                p.stride()
+            } else {
+                contiguous_strides(&size)
+            };
+            let seg = Segment {
+                index,
+                offset,
+                size,
+                stride,
+            };
             offset += seg.numel();
             segments.push(seg);
         }
         let data = Tensor::zeros([offset], (kind, device));
         let grad = Tensor::zeros([offset], (kind, device));
-        let flat = FlatParams { data, grad, segments };
+        let flat = FlatParams {
+            data,
+            grad,
+            segments,
+        };
         tch::no_grad(|| -> Result<()> {
             for seg in &flat.segments {
                 let mut p = params[seg.index].shallow_clone();
                 let view = flat.view(&flat.data, seg);
                 view.shallow_clone().copy_(&p);
                 p.set_data(&view);
-                torch_shim::set_grad(&p, &flat.view(&flat.grad, seg)).map_err(|e| Error::Cuda(e.to_string()))?;
+                torch_shim::set_grad(&p, &flat.view(&flat.grad, seg))
+                    .map_err(|e| Error::Cuda(e.to_string()))?;
             }
             Ok(())
         })?;
@@ -100,7 +123,10 @@ impl FlatParams {
     /// The flat range `(offset, len)` holding the given parameters (with the alignment gaps
     /// between them), which must be consecutive in flat order (a DDP bucket is).
     pub fn range_of(&self, indices: &[usize]) -> Option<(i64, i64)> {
-        let pos: Vec<usize> = indices.iter().map(|i| self.segments.iter().position(|s| s.index == *i)).collect::<Option<_>>()?;
+        let pos: Vec<usize> = indices
+            .iter()
+            .map(|i| self.segments.iter().position(|s| s.index == *i))
+            .collect::<Option<_>>()?;
         let (lo, hi) = (*pos.iter().min()?, *pos.iter().max()?);
         if hi - lo + 1 != pos.len() {
             return None;
@@ -111,7 +137,11 @@ impl FlatParams {
 
     /// Another handle on the same buffers.
     pub fn shallow_clone(&self) -> FlatParams {
-        FlatParams { data: self.data.shallow_clone(), grad: self.grad.shallow_clone(), segments: self.segments.clone() }
+        FlatParams {
+            data: self.data.shallow_clone(),
+            grad: self.grad.shallow_clone(),
+            segments: self.segments.clone(),
+        }
     }
 }
 
@@ -122,7 +152,9 @@ mod tests {
 
     #[test]
     fn parameters_become_views_with_their_values_layouts_and_gradients() {
-        let a = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]).view([2, 3]).set_requires_grad(true);
+        let a = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0])
+            .view([2, 3])
+            .set_requires_grad(true);
         let b = Tensor::arange(2 * 3 * 2 * 2, (Kind::Float, Device::Cpu)).view([2, 3, 2, 2]);
         torch_shim::channels_last_(&b).unwrap();
         let b = b.set_requires_grad(true);
@@ -131,7 +163,13 @@ mod tests {
         let params = vec![a.shallow_clone(), b.shallow_clone(), c.shallow_clone()];
         let flat = FlatParams::new(&params).unwrap();
         // Reverse order: c, b, a, each on a 512-byte (128-float) boundary.
-        assert_eq!(flat.segments.iter().map(|s| (s.index, s.offset)).collect::<Vec<_>>(), vec![(2, 0), (1, 128), (0, 256)]);
+        assert_eq!(
+            flat.segments
+                .iter()
+                .map(|s| (s.index, s.offset))
+                .collect::<Vec<_>>(),
+            vec![(2, 0), (1, 128), (0, 256)]
+        );
         for (p, v) in params.iter().zip(&before) {
             assert!(p.equal(v));
         }
@@ -140,16 +178,27 @@ mod tests {
         let _ = flat.data.shallow_clone().g_add_scalar_(1.0);
         assert_eq!(c.double_value(&[0]), 8.0);
         // Backward accumulates into the flat gradient.
-        ((&a * 2.0).sum(Kind::Float) + (&b * 3.0).sum(Kind::Float) + &c * 4.0).sum(Kind::Float).backward();
+        ((&a * 2.0).sum(Kind::Float) + (&b * 3.0).sum(Kind::Float) + &c * 4.0)
+            .sum(Kind::Float)
+            .backward();
         let g: Vec<f32> = Vec::try_from(&flat.grad).unwrap();
         assert_eq!(g.len(), 256 + 6);
         assert_eq!(g[0], 4.0);
-        assert!(g[128..152].iter().all(|&x| x == 3.0) && g[256..].iter().all(|&x| x == 2.0), "{g:?}");
-        assert!(g[1..128].iter().chain(&g[152..256]).all(|&x| x == 0.0), "gaps stay zero");
+        assert!(
+            g[128..152].iter().all(|&x| x == 3.0) && g[256..].iter().all(|&x| x == 2.0),
+            "{g:?}"
+        );
+        assert!(
+            g[1..128].iter().chain(&g[152..256]).all(|&x| x == 0.0),
+            "gaps stay zero"
+        );
         for seg in &flat.segments {
             assert_eq!(seg.offset * 4 % ALIGN_BYTES, 0);
         }
-        assert!(a.grad().equal(&Tensor::full([2, 3], 2.0, (Kind::Float, Device::Cpu))));
+        assert!(
+            a.grad()
+                .equal(&Tensor::full([2, 3], 2.0, (Kind::Float, Device::Cpu)))
+        );
         assert_eq!(flat.range_of(&[2, 1]), Some((0, 152)));
         assert_eq!(flat.range_of(&[1, 0]), Some((128, 134)));
         assert_eq!(flat.range_of(&[2, 0]), None);

@@ -16,8 +16,8 @@
 
 pub mod checkpoint;
 pub mod data;
-pub mod flat;
 pub mod ddp;
+pub mod flat;
 pub mod optim;
 pub mod resnet;
 pub mod sampler;
@@ -32,7 +32,11 @@ pub enum Error {
     /// `Config::should_stop` said so before step `step` (0-based) of epoch `epoch` (1-based);
     /// `last_complete` epochs are done (and checkpointed, when checkpointing).
     #[error("interrupted before step {step} of epoch {epoch}")]
-    Interrupted { epoch: usize, step: usize, last_complete: usize },
+    Interrupted {
+        epoch: usize,
+        step: usize,
+        last_complete: usize,
+    },
     #[error("{0}")]
     Data(String),
     #[error("{0}")]
@@ -44,7 +48,10 @@ pub enum Error {
     #[error("{0}")]
     Cuda(String),
     #[error("{what}: {source}")]
-    Io { what: String, source: std::io::Error },
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

@@ -10,8 +10,17 @@ use crate::flat::FlatParams;
 /// Which update rule, and its hyper-parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Rule {
-    Sgd { momentum: f64, nesterov: bool, weight_decay: f64 },
-    AdamW { beta1: f64, beta2: f64, eps: f64, weight_decay: f64 },
+    Sgd {
+        momentum: f64,
+        nesterov: bool,
+        weight_decay: f64,
+    },
+    AdamW {
+        beta1: f64,
+        beta2: f64,
+        eps: f64,
+        weight_decay: f64,
+    },
 }
 
 /// An optimiser over named parameters, one by one or as one flat buffer.
@@ -87,7 +96,10 @@ impl Optimizer {
     /// One step at learning rate `lr` with the parameters' current `.grad()`.
     pub fn step(&mut self, lr: f64) {
         self.steps += 1;
-        self.update(StepOn::Host { lr, t: self.steps as f64 });
+        self.update(StepOn::Host {
+            lr,
+            t: self.steps as f64,
+        });
     }
 
     /// The same step with the learning rate read from `lr` (a 0-dim float tensor on the
@@ -96,7 +108,11 @@ impl Optimizer {
     /// replayed. Call [`Optimizer::prepare_device_steps`] before capture and
     /// [`Optimizer::count_replayed_step`] after every replay.
     pub fn step_on_device(&mut self, lr: &Tensor) {
-        let st = self.device_steps.as_ref().expect("prepare_device_steps before step_on_device").shallow_clone();
+        let st = self
+            .device_steps
+            .as_ref()
+            .expect("prepare_device_steps before step_on_device")
+            .shallow_clone();
         let _g = tch::no_grad_guard();
         let _ = st.shallow_clone().g_add_scalar_(1.0);
         self.update(StepOn::Device { lr, t: st });
@@ -124,7 +140,11 @@ impl Optimizer {
             }
             let mut p = p.shallow_clone();
             match self.rule {
-                Rule::Sgd { momentum, nesterov, weight_decay } if self.fused => {
+                Rule::Sgd {
+                    momentum,
+                    nesterov,
+                    weight_decay,
+                } if self.fused => {
                     let key = format!("{name}.momentum_buffer");
                     let (buf, first_step) = match (momentum != 0.0, self.state.get(&key)) {
                         (false, _) => (None, false),
@@ -139,7 +159,11 @@ impl Optimizer {
                         StepOn::Host { lr, .. } => torch_shim::Lr::Host(*lr),
                         StepOn::Device { lr, .. } => torch_shim::Lr::Device(lr),
                     };
-                    let h = torch_shim::Sgd { weight_decay, momentum, nesterov };
+                    let h = torch_shim::Sgd {
+                        weight_decay,
+                        momentum,
+                        nesterov,
+                    };
                     torch_shim::fused_sgd(&p, &g, buf.as_ref(), h, lr, first_step)
                         .unwrap_or_else(|e| panic!("fused SGD step on {:?}: {e}", p.device()));
                 }
@@ -148,7 +172,11 @@ impl Optimizer {
                 // parameter-sized temporary cost a page-faulted allocation: the step took 47 ms
                 // for ResNet-18's 11.2M parameters, 5 ms in place). addcmul_ with a 0-dim
                 // factor is `a + b·c` rounded as the separate ops were.
-                Rule::Sgd { momentum, nesterov, weight_decay } => {
+                Rule::Sgd {
+                    momentum,
+                    nesterov,
+                    weight_decay,
+                } => {
                     let scalar = device_scalar(&p);
                     let mut d = g.shallow_clone();
                     if weight_decay != 0.0 {
@@ -179,31 +207,69 @@ impl Optimizer {
                         StepOn::Device { lr, .. } => p.addcmul_(&d, &lr.neg()),
                     };
                 }
-                Rule::AdamW { beta1, beta2, eps, weight_decay } if self.fused => {
+                Rule::AdamW {
+                    beta1,
+                    beta2,
+                    eps,
+                    weight_decay,
+                } if self.fused => {
                     let zeros = || p.zeros_like();
-                    let m = self.state.entry(format!("{name}.exp_avg")).or_insert_with(zeros).shallow_clone();
-                    let v = self.state.entry(format!("{name}.exp_avg_sq")).or_insert_with(zeros).shallow_clone();
+                    let m = self
+                        .state
+                        .entry(format!("{name}.exp_avg"))
+                        .or_insert_with(zeros)
+                        .shallow_clone();
+                    let v = self
+                        .state
+                        .entry(format!("{name}.exp_avg_sq"))
+                        .or_insert_with(zeros)
+                        .shallow_clone();
                     let (lr, step) = match &on {
-                        StepOn::Host { lr, t } => (torch_shim::Lr::Host(*lr), Tensor::full([], *t, (tch::Kind::Float, p.device()))),
+                        StepOn::Host { lr, t } => (
+                            torch_shim::Lr::Host(*lr),
+                            Tensor::full([], *t, (tch::Kind::Float, p.device())),
+                        ),
                         StepOn::Device { lr, t } => (torch_shim::Lr::Device(lr), t.shallow_clone()),
                     };
-                    let h = torch_shim::AdamW { beta1, beta2, eps, weight_decay };
+                    let h = torch_shim::AdamW {
+                        beta1,
+                        beta2,
+                        eps,
+                        weight_decay,
+                    };
                     torch_shim::fused_adamw(&p, &g, &m, &v, &step, h, lr)
                         .unwrap_or_else(|e| panic!("fused AdamW step on {:?}: {e}", p.device()));
                 }
                 // torch.optim.adamw._single_tensor_adamw (amsgrad off), without parameter-sized
                 // temporaries: g², the denominator and m/denominator go through one scratch
                 // buffer per parameter (not checkpointed).
-                Rule::AdamW { beta1, beta2, eps, weight_decay } => {
+                Rule::AdamW {
+                    beta1,
+                    beta2,
+                    eps,
+                    weight_decay,
+                } => {
                     let scalar = device_scalar(&p);
                     let _ = match &on {
                         StepOn::Host { lr, .. } => p.g_mul_scalar_(1.0 - lr * weight_decay),
                         StepOn::Device { lr, .. } => p.g_mul_(&(*lr * -weight_decay + 1.0)),
                     };
                     let zeros = || p.zeros_like();
-                    let mut m = self.state.entry(format!("{name}.exp_avg")).or_insert_with(zeros).shallow_clone();
-                    let mut v = self.state.entry(format!("{name}.exp_avg_sq")).or_insert_with(zeros).shallow_clone();
-                    let mut tmp = self.scratch.entry(name.clone()).or_insert_with(zeros).shallow_clone();
+                    let mut m = self
+                        .state
+                        .entry(format!("{name}.exp_avg"))
+                        .or_insert_with(zeros)
+                        .shallow_clone();
+                    let mut v = self
+                        .state
+                        .entry(format!("{name}.exp_avg_sq"))
+                        .or_insert_with(zeros)
+                        .shallow_clone();
+                    let mut tmp = self
+                        .scratch
+                        .entry(name.clone())
+                        .or_insert_with(zeros)
+                        .shallow_clone();
                     let _ = m.lerp_(&g, 1.0 - beta1);
                     let _ = g.mul_out(&tmp, &g);
                     let _ = v.g_mul_scalar_(beta2).addcmul_(&tmp, &scalar(1.0 - beta2));
@@ -266,10 +332,15 @@ impl Optimizer {
 
     /// Restores what [`Optimizer::state`] saved (tensors moved to the parameters' device).
     pub fn load_state(&mut self, saved: &BTreeMap<String, Tensor>) -> Result<(), String> {
-        let device = self.params.first().map_or(tch::Device::Cpu, |(_, p)| p.device());
+        let device = self
+            .params
+            .first()
+            .map_or(tch::Device::Cpu, |(_, p)| p.device());
         self.state.clear();
         for (k, v) in saved {
-            let Some(k) = k.strip_prefix("optim.") else { continue };
+            let Some(k) = k.strip_prefix("optim.") else {
+                continue;
+            };
             if k == "steps" {
                 self.steps = v.int64_value(&[]);
                 continue;
@@ -279,22 +350,35 @@ impl Optimizer {
                 continue;
             };
             // `<param>.<what>` into the flat `<what>` buffer.
-            let (name, what) = k.rsplit_once('.').ok_or_else(|| format!("optimiser state {k}: not <parameter>.<what>"))?;
+            let (name, what) = k
+                .rsplit_once('.')
+                .ok_or_else(|| format!("optimiser state {k}: not <parameter>.<what>"))?;
             let seg = f
                 .segments
                 .iter()
                 .find(|s| names[s.index] == name)
                 .ok_or_else(|| format!("optimiser state {k} names no parameter of this model"))?;
-            let buf = self.state.entry(format!("flat.{what}")).or_insert_with(|| f.data.zeros_like()).shallow_clone();
+            let buf = self
+                .state
+                .entry(format!("flat.{what}"))
+                .or_insert_with(|| f.data.zeros_like())
+                .shallow_clone();
             if v.size() != seg.size {
-                return Err(format!("optimiser state {k}: shape {:?}, parameter {:?}", v.size(), seg.size));
+                return Err(format!(
+                    "optimiser state {k}: shape {:?}, parameter {:?}",
+                    v.size(),
+                    seg.size
+                ));
             }
             tch::no_grad(|| f.view(&buf, seg).copy_(v));
         }
         if let Some((_, names)) = &self.flat {
             // Every parameter's slot of every buffer must have been filled.
             for what in self.state.keys().filter_map(|k| k.strip_prefix("flat.")) {
-                if let Some(n) = names.iter().find(|n| !saved.contains_key(&format!("optim.{n}.{what}"))) {
+                if let Some(n) = names
+                    .iter()
+                    .find(|n| !saved.contains_key(&format!("optim.{n}.{what}")))
+                {
                     return Err(format!("optimiser state optim.{n}.{what} is missing"));
                 }
             }
@@ -308,9 +392,14 @@ impl Optimizer {
 pub enum Schedule {
     Constant,
     /// × gamma every `every` epochs (StepLR).
-    Step { every: f64, gamma: f64 },
+    Step {
+        every: f64,
+        gamma: f64,
+    },
     /// Linear warm-up over `warmup` epochs, then cosine decay to 0 at the last epoch.
-    Cosine { warmup: f64 },
+    Cosine {
+        warmup: f64,
+    },
 }
 
 impl Schedule {
@@ -342,11 +431,21 @@ mod tests {
     #[test]
     fn sgd_nesterov_matches_torch_by_hand() {
         let p = Tensor::from_slice(&[1.0f32, -2.0]).set_requires_grad(true);
-        let mut o = Optimizer::new(Rule::Sgd { momentum: 0.9, nesterov: true, weight_decay: 0.1 }, vec![("w".into(), p.shallow_clone())]);
+        let mut o = Optimizer::new(
+            Rule::Sgd {
+                momentum: 0.9,
+                nesterov: true,
+                weight_decay: 0.1,
+            },
+            vec![("w".into(), p.shallow_clone())],
+        );
         // step 1: d = 2p + 0.1p = 2.1p; buf = d; d = d + 0.9 buf = 1.9·2.1p; p -= 0.1 d
         quad(&p);
         o.step(0.1);
-        let want1: Vec<f32> = [1.0f32, -2.0].iter().map(|x| x - 0.1 * 1.9 * 2.1 * x).collect();
+        let want1: Vec<f32> = [1.0f32, -2.0]
+            .iter()
+            .map(|x| x - 0.1 * 1.9 * 2.1 * x)
+            .collect();
         let got: Vec<f32> = Vec::try_from(&p.detach()).unwrap();
         for (a, b) in got.iter().zip(&want1) {
             assert!((a - b).abs() < 1e-6, "{got:?} {want1:?}");
@@ -358,14 +457,22 @@ mod tests {
     fn adamw_first_step_moves_by_lr_times_sign() {
         let p = Tensor::from_slice(&[3.0f64, -4.0]).set_requires_grad(true);
         let mut o = Optimizer::new(
-            Rule::AdamW { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0 },
+            Rule::AdamW {
+                beta1: 0.9,
+                beta2: 0.999,
+                eps: 1e-8,
+                weight_decay: 0.0,
+            },
             vec![("w".into(), p.shallow_clone())],
         );
         quad(&p);
         o.step(0.01);
         // Bias-corrected m/√v = sign(g) on step 1.
         let got: Vec<f64> = Vec::try_from(&p.detach()).unwrap();
-        assert!((got[0] - 2.99).abs() < 1e-7 && (got[1] + 3.99).abs() < 1e-7, "{got:?}");
+        assert!(
+            (got[0] - 2.99).abs() < 1e-7 && (got[1] + 3.99).abs() < 1e-7,
+            "{got:?}"
+        );
         let st = o.state();
         let mut o2 = Optimizer::new(o.rule, vec![("w".into(), p.shallow_clone())]);
         o2.load_state(&st).unwrap();
@@ -381,7 +488,15 @@ mod tests {
         let (b1, b2, eps, wd) = (0.9, 0.999, 1e-8, 0.05);
         let x0 = [3.0f64, -4.0, 0.5];
         let p = Tensor::from_slice(&x0).set_requires_grad(true);
-        let mut o = Optimizer::new(Rule::AdamW { beta1: b1, beta2: b2, eps, weight_decay: wd }, vec![("w".into(), p.shallow_clone())]);
+        let mut o = Optimizer::new(
+            Rule::AdamW {
+                beta1: b1,
+                beta2: b2,
+                eps,
+                weight_decay: wd,
+            },
+            vec![("w".into(), p.shallow_clone())],
+        );
         let (mut x, mut m, mut v) = (x0, [0.0f64; 3], [0.0f64; 3]);
         for (t, lr) in [(1, 0.1), (2, 0.05), (3, 0.2)] {
             o.zero_grad();
@@ -404,7 +519,12 @@ mod tests {
 
     /// Two optimisers of `rule` on Σp² from `init`, six steps at decaying LRs: `a` by host steps,
     /// `b` (fused if asked) by `step_b(b, step, lr)`. Returns both parameters and optimisers.
-    fn side_by_side(rule: Rule, init: &Tensor, fused_b: bool, step_b: impl Fn(&mut Optimizer, usize, f64)) -> [(Tensor, Optimizer); 2] {
+    fn side_by_side(
+        rule: Rule,
+        init: &Tensor,
+        fused_b: bool,
+        step_b: impl Fn(&mut Optimizer, usize, f64),
+    ) -> [(Tensor, Optimizer); 2] {
         let [(a, mut oa), (b, mut ob)] = [0, 1].map(|_| {
             let p = init.copy().set_requires_grad(true);
             let o = Optimizer::new(rule, vec![("w".into(), p.shallow_clone())]);
@@ -422,7 +542,10 @@ mod tests {
         }
         let diff = (&a - &b).abs().max().double_value(&[]);
         assert!(diff < 1e-6, "{rule:?}: {diff}");
-        assert!((a.detach() - init).abs().max().double_value(&[]) > 1e-2, "the steps moved the weights");
+        assert!(
+            (a.detach() - init).abs().max().double_value(&[]) > 1e-2,
+            "the steps moved the weights"
+        );
         [(a, oa), (b, ob)]
     }
 
@@ -437,8 +560,17 @@ mod tests {
     #[test]
     fn device_steps_match_host_steps() {
         for rule in [
-            Rule::Sgd { momentum: 0.9, nesterov: true, weight_decay: 5e-4 },
-            Rule::AdamW { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.05 },
+            Rule::Sgd {
+                momentum: 0.9,
+                nesterov: true,
+                weight_decay: 5e-4,
+            },
+            Rule::AdamW {
+                beta1: 0.9,
+                beta2: 0.999,
+                eps: 1e-8,
+                weight_decay: 0.05,
+            },
         ] {
             let init = Tensor::from_slice(&[0.5f32, -1.5, 2.0, 0.25]);
             let [(_, oa), (_, ob)] = side_by_side(rule, &init, false, |o, step, lr| {
@@ -456,10 +588,27 @@ mod tests {
     #[test]
     fn fused_steps_match_the_single_tensor_path() {
         for rule in [
-            Rule::Sgd { momentum: 0.9, nesterov: false, weight_decay: 5e-4 },
-            Rule::Sgd { momentum: 0.9, nesterov: true, weight_decay: 0.0 },
-            Rule::Sgd { momentum: 0.0, nesterov: false, weight_decay: 0.1 },
-            Rule::AdamW { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.05 },
+            Rule::Sgd {
+                momentum: 0.9,
+                nesterov: false,
+                weight_decay: 5e-4,
+            },
+            Rule::Sgd {
+                momentum: 0.9,
+                nesterov: true,
+                weight_decay: 0.0,
+            },
+            Rule::Sgd {
+                momentum: 0.0,
+                nesterov: false,
+                weight_decay: 0.1,
+            },
+            Rule::AdamW {
+                beta1: 0.9,
+                beta2: 0.999,
+                eps: 1e-8,
+                weight_decay: 0.05,
+            },
         ] {
             let init = Tensor::randn([1000], (Kind::Float, Device::Cpu));
             let [(_, oa), (_, ob)] = side_by_side(rule, &init, true, |o, step, lr| {
@@ -474,8 +623,14 @@ mod tests {
             let (sa, sb) = (oa.state(), ob.state());
             assert_eq!(sa.keys().collect::<Vec<_>>(), sb.keys().collect::<Vec<_>>());
             for (k, t) in &sa {
-                let d = (t.to_kind(Kind::Double) - sb[k].to_kind(Kind::Double)).abs().max().double_value(&[]);
-                assert!(d <= 1e-6 * t.abs().max().double_value(&[]).max(1.0), "{rule:?} {k}: {d}");
+                let d = (t.to_kind(Kind::Double) - sb[k].to_kind(Kind::Double))
+                    .abs()
+                    .max()
+                    .double_value(&[]);
+                assert!(
+                    d <= 1e-6 * t.abs().max().double_value(&[]).max(1.0),
+                    "{rule:?} {k}: {d}"
+                );
             }
         }
     }
@@ -483,7 +638,16 @@ mod tests {
     #[test]
     fn schedules() {
         assert_eq!(Schedule::Constant.lr(0.1, 5.0, 10.0), 0.1);
-        assert!((Schedule::Step { every: 30.0, gamma: 0.1 }.lr(1.0, 65.0, 90.0) - 0.01).abs() < 1e-12);
+        assert!(
+            (Schedule::Step {
+                every: 30.0,
+                gamma: 0.1
+            }
+            .lr(1.0, 65.0, 90.0)
+                - 0.01)
+                .abs()
+                < 1e-12
+        );
         let c = Schedule::Cosine { warmup: 2.0 };
         assert!((c.lr(1.0, 1.0, 10.0) - 0.5).abs() < 1e-6);
         assert!((c.lr(1.0, 2.0, 10.0) - 1.0).abs() < 1e-9);

@@ -44,10 +44,19 @@ impl Arch {
 impl std::str::FromStr for Arch {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
-        [Arch::ResNet18, Arch::ResNet34, Arch::ResNet50, Arch::ResNet101]
-            .into_iter()
-            .find(|a| a.name() == s)
-            .ok_or_else(|| Error::Usage(format!("unknown model `{s}`: resnet18, resnet34, resnet50 or resnet101")))
+        [
+            Arch::ResNet18,
+            Arch::ResNet34,
+            Arch::ResNet50,
+            Arch::ResNet101,
+        ]
+        .into_iter()
+        .find(|a| a.name() == s)
+        .ok_or_else(|| {
+            Error::Usage(format!(
+                "unknown model `{s}`: resnet18, resnet34, resnet50 or resnet101"
+            ))
+        })
     }
 }
 
@@ -77,7 +86,11 @@ impl BatchNorm2d {
             bias: p.var("bias", &[c], Init::Const(0.0)),
             running_mean: p.zeros_no_train("running_mean", &[c]),
             running_var: p.ones_no_train("running_var", &[c]),
-            num_batches_tracked: p.add("num_batches_tracked", Tensor::zeros([], (Kind::Int64, p.device())), false),
+            num_batches_tracked: p.add(
+                "num_batches_tracked",
+                Tensor::zeros([], (Kind::Int64, p.device())),
+                false,
+            ),
         }
     }
 
@@ -87,9 +100,16 @@ impl BatchNorm2d {
         // Momentum 0.1, eps 1e-5: nn.BatchNorm2d's defaults, as torchvision uses them.
         let (momentum, eps) = (0.1, 1e-5);
         match sync {
-            Some(g) if train => {
-                crate::syncbn::batch_norm(x, &self.weight, &self.bias, &self.running_mean, &self.running_var, momentum, eps, g)
-            }
+            Some(g) if train => crate::syncbn::batch_norm(
+                x,
+                &self.weight,
+                &self.bias,
+                &self.running_mean,
+                &self.running_var,
+                momentum,
+                eps,
+                g,
+            ),
             _ => Ok(x.batch_norm(
                 Some(&self.weight),
                 Some(&self.bias),
@@ -111,7 +131,13 @@ fn conv(p: nn::Path, cin: i64, cout: i64, k: i64, stride: i64, padding: i64) -> 
         fan: nn::init::FanInOut::FanOut,
         non_linearity: nn::init::NonLinearity::ReLU,
     };
-    let cfg = nn::ConvConfig { stride, padding, bias: false, ws_init: init, ..Default::default() };
+    let cfg = nn::ConvConfig {
+        stride,
+        padding,
+        bias: false,
+        ws_init: init,
+        ..Default::default()
+    };
     nn::conv2d(p, cin, cout, k, cfg)
 }
 
@@ -129,19 +155,37 @@ impl Block {
         let convs = if bottleneck {
             // torchvision's Bottleneck (v1.5): the stride sits on the 3×3 conv.
             vec![
-                (conv(p / "conv1", cin, planes, 1, 1, 0), BatchNorm2d::new(p / "bn1", planes)),
-                (conv(p / "conv2", planes, planes, 3, stride, 1), BatchNorm2d::new(p / "bn2", planes)),
-                (conv(p / "conv3", planes, cout, 1, 1, 0), BatchNorm2d::new(p / "bn3", cout)),
+                (
+                    conv(p / "conv1", cin, planes, 1, 1, 0),
+                    BatchNorm2d::new(p / "bn1", planes),
+                ),
+                (
+                    conv(p / "conv2", planes, planes, 3, stride, 1),
+                    BatchNorm2d::new(p / "bn2", planes),
+                ),
+                (
+                    conv(p / "conv3", planes, cout, 1, 1, 0),
+                    BatchNorm2d::new(p / "bn3", cout),
+                ),
             ]
         } else {
             vec![
-                (conv(p / "conv1", cin, planes, 3, stride, 1), BatchNorm2d::new(p / "bn1", planes)),
-                (conv(p / "conv2", planes, planes, 3, 1, 1), BatchNorm2d::new(p / "bn2", planes)),
+                (
+                    conv(p / "conv1", cin, planes, 3, stride, 1),
+                    BatchNorm2d::new(p / "bn1", planes),
+                ),
+                (
+                    conv(p / "conv2", planes, planes, 3, 1, 1),
+                    BatchNorm2d::new(p / "bn2", planes),
+                ),
             ]
         };
         let downsample = (stride != 1 || cin != cout).then(|| {
             let d = p / "downsample";
-            (conv(&d / "0", cin, cout, 1, stride, 0), BatchNorm2d::new(&d / "1", cout))
+            (
+                conv(&d / "0", cin, cout, 1, stride, 0),
+                BatchNorm2d::new(&d / "1", cout),
+            )
         });
         (Block { convs, downsample }, cout)
     }
@@ -192,15 +236,28 @@ impl ResNet {
             let lp = p / format!("layer{}", i + 1);
             for b in 0..n {
                 let stride = if b == 0 && i > 0 { 2 } else { 1 };
-                let (block, cout) = Block::new(&(&lp / b.to_string()), cin, planes, stride, bottleneck);
+                let (block, cout) =
+                    Block::new(&(&lp / b.to_string()), cin, planes, stride, bottleneck);
                 layers.push(block);
                 cin = cout;
             }
         }
         // nn.Linear's default init: U(±1/√fan_in) for weight and bias.
         let bound = 1.0 / (cin as f64).sqrt();
-        let u = Init::Uniform { lo: -bound, up: bound };
-        let fc = nn::linear(p / "fc", cin, num_classes, nn::LinearConfig { ws_init: u, bs_init: Some(u), bias: true });
+        let u = Init::Uniform {
+            lo: -bound,
+            up: bound,
+        };
+        let fc = nn::linear(
+            p / "fc",
+            cin,
+            num_classes,
+            nn::LinearConfig {
+                ws_init: u,
+                bs_init: Some(u),
+                bias: true,
+            },
+        );
         let mut bns: Vec<&BatchNorm2d> = vec![&bn1];
         for b in &layers {
             bns.extend(b.convs.iter().map(|(_, bn)| bn));
@@ -209,9 +266,19 @@ impl ResNet {
         let counters = Tensor::zeros([bns.len() as i64], (Kind::Int64, p.device()));
         for (i, bn) in bns.iter().enumerate() {
             // Same TensorImpl as the VarStore's entry, so checkpoints see the moved data.
-            bn.num_batches_tracked.shallow_clone().set_data(&counters.select(0, i as i64));
+            bn.num_batches_tracked
+                .shallow_clone()
+                .set_data(&counters.select(0, i as i64));
         }
-        ResNet { conv1, bn1, stem, layers, fc, counters, sync: None }
+        ResNet {
+            conv1,
+            bn1,
+            stem,
+            layers,
+            fc,
+            counters,
+            sync: None,
+        }
     }
 
     /// Makes every BatchNorm a SyncBatchNorm over `group` (`nn.SyncBatchNorm.
@@ -241,6 +308,7 @@ impl ResNet {
 impl ModuleT for ResNet {
     /// [`ResNet::try_forward`]; panics where that fails (a SyncBatchNorm's all-reduce).
     fn forward_t(&self, x: &Tensor, train: bool) -> Tensor {
-        self.try_forward(x, train).unwrap_or_else(|e| panic!("ResNet forward: {e}"))
+        self.try_forward(x, train)
+            .unwrap_or_else(|e| panic!("ResNet forward: {e}"))
     }
 }

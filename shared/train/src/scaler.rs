@@ -17,7 +17,14 @@ pub struct GradScaler {
 impl GradScaler {
     /// torch's defaults.
     pub fn new(enabled: bool) -> Self {
-        GradScaler { scale: 65536.0, growth_factor: 2.0, backoff_factor: 0.5, growth_interval: 2000, growth_tracker: 0, enabled }
+        GradScaler {
+            scale: 65536.0,
+            growth_factor: 2.0,
+            backoff_factor: 0.5,
+            growth_interval: 2000,
+            growth_tracker: 0,
+            enabled,
+        }
     }
 
     /// The factor to multiply the loss by before `backward` (1 when disabled).

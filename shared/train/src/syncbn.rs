@@ -73,26 +73,51 @@ pub fn batch_norm(
         ],
         0,
     );
-    let (before, after) = (group.rank as i64 * width, (group.world - group.rank - 1) as i64 * width);
-    let slots = Tensor::cat(&[Tensor::zeros([before], opts), mine, Tensor::zeros([after], opts)], 0);
+    let (before, after) = (
+        group.rank as i64 * width,
+        (group.world - group.rank - 1) as i64 * width,
+    );
+    let slots = Tensor::cat(
+        &[
+            Tensor::zeros([before], opts),
+            mine,
+            Tensor::zeros([after], opts),
+        ],
+        0,
+    );
     // The reducer's own message (a lost rank, a timeout) comes back through libtorch.
     let all = torch_shim::all_reduce_sum_autograd(&slots, group.reducer.clone())
         .map_err(|e| Error::Torch(tch::TchError::Torch(e.to_string())))?
         .view([group.world as i64, width]);
-    let (means, sq, counts) = (all.narrow(1, 0, c), all.narrow(1, c, c), all.narrow(1, 2 * c, 1));
+    let (means, sq, counts) = (
+        all.narrow(1, 0, c),
+        all.narrow(1, c, c),
+        all.narrow(1, 2 * c, 1),
+    );
     let n = counts.sum_dim_intlist(0, false, Kind::Float);
     let mean = (&means * &counts).sum_dim_intlist(0, false, Kind::Float) / &n;
-    let var = (sq + &counts * (&means - mean.unsqueeze(0)).square()).sum_dim_intlist(0, false, Kind::Float) / &n;
+    let var = (sq + &counts * (&means - mean.unsqueeze(0)).square()).sum_dim_intlist(
+        0,
+        false,
+        Kind::Float,
+    ) / &n;
     let scale = weight * (&var + eps).rsqrt();
     tch::no_grad(|| {
         // nn.BatchNorm2d's update: unbiased variance, from the same global batch. On the
         // device (n is a tensor): nothing here waits for the host, so a step can be captured.
         let unbiased = &var * &n / (&n - 1.0).clamp_min(1.0);
-        let _ = running_mean.shallow_clone().g_mul_scalar_(1.0 - momentum).g_add_(&(mean.detach() * momentum));
-        let _ = running_var.shallow_clone().g_mul_scalar_(1.0 - momentum).g_add_(&(unbiased.detach() * momentum));
+        let _ = running_mean
+            .shallow_clone()
+            .g_mul_scalar_(1.0 - momentum)
+            .g_add_(&(mean.detach() * momentum));
+        let _ = running_var
+            .shallow_clone()
+            .g_mul_scalar_(1.0 - momentum)
+            .g_add_(&(unbiased.detach() * momentum));
     });
     // x − mean = (x − local mean) − (mean − local mean): centred before scaling.
-    let y = (centred - (mean - local_mean).view(channel)) * scale.view(channel) + bias.view(channel);
+    let y =
+        (centred - (mean - local_mean).view(channel)) * scale.view(channel) + bias.view(channel);
     Ok(y.to_kind(x.kind()))
 }
 
@@ -123,7 +148,8 @@ impl Lent {
                 *self.0.comm.lock().unwrap_or_else(|e| e.into_inner()) = None;
             }
         }
-        *self.comm.lock().unwrap_or_else(|e| e.into_inner()) = Some(CommPtr(comm as *mut Communicator));
+        *self.comm.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some(CommPtr(comm as *mut Communicator));
         let _back = Back(self);
         f()
     }
@@ -132,12 +158,15 @@ impl Lent {
 impl SumReducer for Lent {
     fn sum_(&self, t: &Tensor) -> std::result::Result<(), String> {
         let held = self.comm.lock().unwrap_or_else(|e| e.into_inner());
-        let CommPtr(p) = held.ok_or("SyncBatchNorm's all-reduce ran outside a training step (no communicator lent)")?;
+        let CommPtr(p) = held.ok_or(
+            "SyncBatchNorm's all-reduce ran outside a training step (no communicator lent)",
+        )?;
         // SAFETY: set by `lend` from a live `&mut Communicator` that nothing else uses until the
         // loan ends (which clears it under this lock, held here).
         let comm = unsafe { &mut *p };
         let mut t = t.shallow_clone();
-        comm.all_reduce(&mut t, ReduceOp::Sum).map_err(|e| format!("SyncBatchNorm all-reduce: {e}"))
+        comm.all_reduce(&mut t, ReduceOp::Sum)
+            .map_err(|e| format!("SyncBatchNorm all-reduce: {e}"))
     }
 }
 
@@ -160,7 +189,8 @@ mod tests {
         tch::manual_seed(5);
         let opts = (Kind::Float, Device::Cpu);
         // Mean far from 0 and unequal per channel: the shifted sums must still be accurate.
-        let x0 = Tensor::randn([6, 3, 5, 4], opts) * 2.0 + Tensor::from_slice(&[40.0f32, -3.0, 0.0]).view([1, 3, 1, 1]);
+        let x0 = Tensor::randn([6, 3, 5, 4], opts) * 2.0
+            + Tensor::from_slice(&[40.0f32, -3.0, 0.0]).view([1, 3, 1, 1]);
         let w0 = Tensor::from_slice(&[1.5f32, -0.5, 2.0]);
         let b0 = Tensor::from_slice(&[0.1f32, 0.2, -0.3]);
         let upstream = Tensor::randn([6, 3, 5, 4], opts);
@@ -168,14 +198,30 @@ mod tests {
             let x = x0.copy().set_requires_grad(true);
             let w = w0.copy().set_requires_grad(true);
             let b = b0.copy().set_requires_grad(true);
-            let (rm, rv) = (Tensor::from_slice(&[1.0f32, 0.0, -1.0]), Tensor::from_slice(&[1.0f32, 2.0, 0.5]));
+            let (rm, rv) = (
+                Tensor::from_slice(&[1.0f32, 0.0, -1.0]),
+                Tensor::from_slice(&[1.0f32, 2.0, 0.5]),
+            );
             let mut ys = Vec::new();
             for _ in 0..2 {
                 let y = if sync {
-                    let group = Group { reducer: Arc::new(Alone), rank: 0, world: 1 };
+                    let group = Group {
+                        reducer: Arc::new(Alone),
+                        rank: 0,
+                        world: 1,
+                    };
                     batch_norm(&x, &w, &b, &rm, &rv, 0.1, 1e-5, &group).unwrap()
                 } else {
-                    x.batch_norm(Some(&w), Some(&b), Some(&rm), Some(&rv), true, 0.1, 1e-5, false)
+                    x.batch_norm(
+                        Some(&w),
+                        Some(&b),
+                        Some(&rm),
+                        Some(&rv),
+                        true,
+                        0.1,
+                        1e-5,
+                        false,
+                    )
                 };
                 ys.push(y);
             }
@@ -193,7 +239,9 @@ mod tests {
     #[test]
     fn outside_a_loan_the_reducer_refuses() {
         let lent = Lent::new();
-        let e = lent.sum_(&Tensor::ones([2], (Kind::Float, Device::Cpu))).unwrap_err();
+        let e = lent
+            .sum_(&Tensor::ones([2], (Kind::Float, Device::Cpu)))
+            .unwrap_err();
         assert!(e.contains("outside a training step"), "{e}");
     }
 }

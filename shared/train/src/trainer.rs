@@ -55,7 +55,9 @@ impl std::str::FromStr for Precision {
             "tf32" => Ok(Precision::Tf32),
             "fp16" => Ok(Precision::Fp16),
             "bf16" => Ok(Precision::Bf16),
-            _ => Err(Error::Usage(format!("unknown precision `{s}`: fp32, tf32, bf16 or fp16"))),
+            _ => Err(Error::Usage(format!(
+                "unknown precision `{s}`: fp32, tf32, bf16 or fp16"
+            ))),
         }
     }
 }
@@ -160,37 +162,65 @@ fn named(vs: &nn::VarStore) -> Named {
     let params: Vec<(String, Tensor)> = trainable
         .iter()
         .map(|t| {
-            let name = vars.iter().find(|(_, v)| v.data_ptr() == t.data_ptr()).map(|(n, _)| n.clone()).unwrap_or_default();
+            let name = vars
+                .iter()
+                .find(|(_, v)| v.data_ptr() == t.data_ptr())
+                .map(|(n, _)| n.clone())
+                .unwrap_or_default();
             (name, t.shallow_clone())
         })
         .collect();
     let mut all_sorted: Vec<(String, Tensor)> = vars.into_iter().collect();
     all_sorted.sort_by(|a, b| a.0.cmp(&b.0));
-    let buffers = all_sorted.iter().filter(|(_, t)| !t.requires_grad()).map(|(_, t)| t.shallow_clone()).collect();
-    Named { params, buffers, all_sorted }
+    let buffers = all_sorted
+        .iter()
+        .filter(|(_, t)| !t.requires_grad())
+        .map(|(_, t)| t.shallow_clone())
+        .collect();
+    Named {
+        params,
+        buffers,
+        all_sorted,
+    }
 }
 
 /// Runs the whole training; `on_epoch` sees every epoch's figures (on every rank).
-pub fn train(cfg: &Config, comm: &mut Communicator, mut on_epoch: impl FnMut(&EpochStats) -> Result<()>) -> Result<Trained> {
+pub fn train(
+    cfg: &Config,
+    comm: &mut Communicator,
+    mut on_epoch: impl FnMut(&EpochStats) -> Result<()>,
+) -> Result<Trained> {
     let (rank, world) = (comm.rank(), comm.world_size());
     if !cfg.batch_size.is_multiple_of(world) {
-        return Err(Error::Usage(format!("--batch-size {} is not divisible by the world size {world}", cfg.batch_size)));
+        return Err(Error::Usage(format!(
+            "--batch-size {} is not divisible by the world size {world}",
+            cfg.batch_size
+        )));
     }
     let local = cfg.batch_size / world;
     if cfg.accum == 0 || !local.is_multiple_of(cfg.accum) {
-        return Err(Error::Usage(format!("the per-rank batch {local} is not divisible by --accum {}", cfg.accum)));
+        return Err(Error::Usage(format!(
+            "the per-rank batch {local} is not divisible by --accum {}",
+            cfg.accum
+        )));
     }
     match cfg.precision {
         Precision::Fp16 | Precision::Bf16 if !cfg.device.is_cuda() => {
             return Err(Error::Usage(format!(
                 "--precision {} needs a CUDA device (autocast is CUDA-only here); use fp32 on the CPU",
-                if cfg.precision == Precision::Fp16 { "fp16" } else { "bf16" }
+                if cfg.precision == Precision::Fp16 {
+                    "fp16"
+                } else {
+                    "bf16"
+                }
             )));
         }
         _ => {}
     }
     if cfg.cuda_graphs && !cfg.device.is_cuda() {
-        return Err(Error::Usage("CUDA graphs need a CUDA device (--cuda-graphs off on the CPU)".into()));
+        return Err(Error::Usage(
+            "CUDA graphs need a CUDA device (--cuda-graphs off on the CPU)".into(),
+        ));
     }
     if cfg.cuda_graphs && cfg.precision == Precision::Fp16 {
         return Err(Error::Usage(
@@ -209,7 +239,11 @@ pub fn train(cfg: &Config, comm: &mut Communicator, mut on_epoch: impl FnMut(&Ep
     let seeded = SEEDED.lock().unwrap_or_else(|e| e.into_inner());
     let (train_set, test_set) = cfg.data.load(cfg.device)?;
     if train_set.len() < cfg.batch_size {
-        return Err(Error::Usage(format!("--batch-size {} is larger than the {} training images", cfg.batch_size, train_set.len())));
+        return Err(Error::Usage(format!(
+            "--batch-size {} is larger than the {} training images",
+            cfg.batch_size,
+            train_set.len()
+        )));
     }
     let norm = train_set.normalize();
 
@@ -220,7 +254,11 @@ pub fn train(cfg: &Config, comm: &mut Communicator, mut on_epoch: impl FnMut(&Ep
     // The communicator is lent to the SyncBatchNorms for each step's forward and backward.
     let lent = (cfg.sync_bn && world > 1).then(Lent::new);
     if let Some(l) = &lent {
-        model.sync_batch_norm(crate::syncbn::Group { reducer: l.clone(), rank, world });
+        model.sync_batch_norm(crate::syncbn::Group {
+            reducer: l.clone(),
+            rank,
+            world,
+        });
     }
     if cfg.channels_last {
         for t in vs.variables().values() {
@@ -228,12 +266,20 @@ pub fn train(cfg: &Config, comm: &mut Communicator, mut on_epoch: impl FnMut(&Ep
         }
     }
     let named = named(&vs);
-    let param_tensors: Vec<Tensor> = named.params.iter().map(|(_, t)| t.shallow_clone()).collect();
+    let param_tensors: Vec<Tensor> = named
+        .params
+        .iter()
+        .map(|(_, t)| t.shallow_clone())
+        .collect();
     let buckets = Buckets::new(&param_tensors, ddp::FIRST_BUCKET_BYTES, ddp::BUCKET_BYTES);
     // One flat buffer for the weights and one for the gradients: the optimiser and the gradient
     // all-reduce then take a few kernels per step instead of a few per parameter.
     let flat = FlatParams::new(&param_tensors)?;
-    let mut opt = Optimizer::flat(cfg.rule, &flat, named.params.iter().map(|(n, _)| n.clone()).collect());
+    let mut opt = Optimizer::flat(
+        cfg.rule,
+        &flat,
+        named.params.iter().map(|(n, _)| n.clone()).collect(),
+    );
     // PyTorch's fused SGD/AdamW kernels on CUDA (one pass over the weights instead of four or
     // nine); SHARDKIT_FUSED_OPTIM=0 keeps the single-tensor paths there, =1 takes the kernels on
     // the CPU.
@@ -245,7 +291,11 @@ pub fn train(cfg: &Config, comm: &mut Communicator, mut on_epoch: impl FnMut(&Ep
     let mut scaler = GradScaler::new(cfg.precision == Precision::Fp16);
 
     // Start: everyone takes rank 0's weights and buffers (DDP's constructor).
-    let all: Vec<Tensor> = named.all_sorted.iter().map(|(_, t)| t.shallow_clone()).collect();
+    let all: Vec<Tensor> = named
+        .all_sorted
+        .iter()
+        .map(|(_, t)| t.shallow_clone())
+        .collect();
     ddp::broadcast(comm, &all)?;
 
     let mut start_epoch = 0;
@@ -284,7 +334,10 @@ pub fn train(cfg: &Config, comm: &mut Communicator, mut on_epoch: impl FnMut(&Ep
         cfg.max_steps.map_or(full, |m| m.min(full))
     };
     if steps_per_epoch == 0 {
-        return Err(Error::Usage(format!("no full per-rank batch of {local} in {} samples per rank", sampler.num_samples())));
+        return Err(Error::Usage(format!(
+            "no full per-rank batch of {local} in {} samples per rank",
+            sampler.num_samples()
+        )));
     }
     let stepper = Stepper {
         cfg,
@@ -306,23 +359,47 @@ pub fn train(cfg: &Config, comm: &mut Communicator, mut on_epoch: impl FnMut(&Ep
     for epoch in start_epoch..cfg.epochs {
         let t0 = Instant::now();
         // Augmentation draws: a function of (seed, epoch, rank) only.
-        tch::manual_seed(cfg.seed.wrapping_mul(1_000_003).wrapping_add(epoch as i64 * 1009 + rank as i64));
+        tch::manual_seed(
+            cfg.seed
+                .wrapping_mul(1_000_003)
+                .wrapping_add(epoch as i64 * 1009 + rank as i64),
+        );
         let order = sampler.indices(epoch as u64);
-        let order = Tensor::from_slice(&order.iter().map(|&i| i as i64).collect::<Vec<_>>()).to_device(cfg.device);
+        let order = Tensor::from_slice(&order.iter().map(|&i| i as i64).collect::<Vec<_>>())
+            .to_device(cfg.device);
         let _ = stepper.loss_sum.shallow_clone().zero_();
         let _ = stepper.correct.shallow_clone().zero_();
         let (mut skipped, mut lr) = (0usize, cfg.lr);
         for step in 0..steps_per_epoch {
             if (cfg.should_stop)() {
-                return Err(Error::Interrupted { epoch: epoch + 1, step, last_complete: epoch });
+                return Err(Error::Interrupted {
+                    epoch: epoch + 1,
+                    step,
+                    last_complete: epoch,
+                });
             }
-            lr = cfg.schedule.lr(cfg.lr, epoch as f64 + step as f64 / steps_per_epoch as f64, cfg.epochs as f64);
+            lr = cfg.schedule.lr(
+                cfg.lr,
+                epoch as f64 + step as f64 / steps_per_epoch as f64,
+                cfg.epochs as f64,
+            );
             let batch = order.narrow(0, (step * local) as i64, local as i64);
             let micro = (0..cfg.accum)
                 .map(|j| {
-                    let idx = if cfg.accum == 1 { batch.shallow_clone() } else { batch.slice(0, j as i64, local as i64, cfg.accum as i64) };
+                    let idx = if cfg.accum == 1 {
+                        batch.shallow_clone()
+                    } else {
+                        batch.slice(0, j as i64, local as i64, cfg.accum as i64)
+                    };
                     let (x, y) = train_set.batch(&idx, &norm, cfg.augment);
-                    Ok((if cfg.channels_last { torch_shim::to_channels_last(&x).map_err(cuda_err)? } else { x }, y))
+                    Ok((
+                        if cfg.channels_last {
+                            torch_shim::to_channels_last(&x).map_err(cuda_err)?
+                        } else {
+                            x
+                        },
+                        y,
+                    ))
                 })
                 .collect::<Result<Vec<_>>>()?;
             if !cfg.cuda_graphs {
@@ -344,7 +421,9 @@ pub fn train(cfg: &Config, comm: &mut Communicator, mut on_epoch: impl FnMut(&Ep
                 warmed += 1;
             } else {
                 if graph.is_none() {
-                    graph = Some(GraphedStep::capture(&stepper, comm, &mut opt, &micro, lr, cuda_index)?);
+                    graph = Some(GraphedStep::capture(
+                        &stepper, comm, &mut opt, &micro, lr, cuda_index,
+                    )?);
                 }
                 if let Some(g) = &graph {
                     g.run(&micro, lr)?;
@@ -356,7 +435,11 @@ pub fn train(cfg: &Config, comm: &mut Communicator, mut on_epoch: impl FnMut(&Ep
         let train_seconds;
         let (train_loss, train_top1) = {
             // Reading the sums waits for the device: the steps are done.
-            let mut t = Tensor::from_slice(&[stepper.loss_sum.double_value(&[]), stepper.correct.int64_value(&[]) as f64, seen]);
+            let mut t = Tensor::from_slice(&[
+                stepper.loss_sum.double_value(&[]),
+                stepper.correct.int64_value(&[]) as f64,
+                seen,
+            ]);
             train_seconds = t0.elapsed().as_secs_f64();
             comm.all_reduce(&mut t, ReduceOp::Sum)?;
             let v: Vec<f64> = Vec::try_from(&t)?;
@@ -389,20 +472,29 @@ pub fn train(cfg: &Config, comm: &mut Communicator, mut on_epoch: impl FnMut(&Ep
         };
         if let Some(dir) = &cfg.checkpoint_dir {
             if rank == 0 {
-                std::fs::create_dir_all(dir).map_err(|e| Error::Io { what: format!("creating {}", dir.display()), source: e })?;
+                std::fs::create_dir_all(dir).map_err(|e| Error::Io {
+                    what: format!("creating {}", dir.display()),
+                    source: e,
+                })?;
                 let meta = HashMap::from([
                     ("epoch".to_string(), (epoch + 1).to_string()),
                     ("arch".to_string(), cfg.arch.name().to_string()),
                     ("best_top1".to_string(), best_top1.to_string()),
                     ("val_top1".to_string(), val_top1.to_string()),
                     ("loss_scale".to_string(), scaler.scale.to_string()),
-                    ("growth_tracker".to_string(), scaler.growth_tracker.to_string()),
+                    (
+                        "growth_tracker".to_string(),
+                        scaler.growth_tracker.to_string(),
+                    ),
                     ("scaler".to_string(), scaler.enabled.to_string()),
                     ("world_size".to_string(), world.to_string()),
                     ("batch_size".to_string(), cfg.batch_size.to_string()),
                 ]);
-                let model_state: BTreeMap<String, Tensor> =
-                    named.all_sorted.iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect();
+                let model_state: BTreeMap<String, Tensor> = named
+                    .all_sorted
+                    .iter()
+                    .map(|(n, t)| (n.clone(), t.shallow_clone()))
+                    .collect();
                 // Training state first: a crash between the two renames leaves halves of
                 // different epochs, which resume refuses rather than mixes.
                 checkpoint::save(&dir.join("last.train.safetensors"), &opt.state(), &meta)?;
@@ -417,7 +509,12 @@ pub fn train(cfg: &Config, comm: &mut Communicator, mut on_epoch: impl FnMut(&Ep
         on_epoch(&stats)?;
         epochs.push(stats);
     }
-    Ok(Trained { vs, model, epochs, resumed_from })
+    Ok(Trained {
+        vs,
+        model,
+        epochs,
+        resumed_from,
+    })
 }
 
 fn cuda_err(e: torch_shim::Error) -> Error {
@@ -454,7 +551,13 @@ impl Stepper<'_> {
     /// Gradients of the mean loss over the micro-batches (× `loss_factor`), averaged over
     /// ranks; adds the batch's summed loss and correct count to the epoch sums. Queues device
     /// work only (no host reads), so it can be captured.
-    fn gradients(&self, comm: &mut Communicator, micro: &[(Tensor, Tensor)], loss_factor: f64, opt: &mut Optimizer) -> Result<()> {
+    fn gradients(
+        &self,
+        comm: &mut Communicator,
+        micro: &[(Tensor, Tensor)],
+        loss_factor: f64,
+        opt: &mut Optimizer,
+    ) -> Result<()> {
         opt.zero_grad();
         for (x, y) in micro {
             if self.cfg.broadcast_buffers {
@@ -462,7 +565,13 @@ impl Stepper<'_> {
             }
             let pass = || -> Result<(Tensor, Tensor)> {
                 let logits = forward(self.model, x, true, self.cfg.precision)?.to_kind(Kind::Float);
-                let loss = logits.cross_entropy_loss::<Tensor>(y, None, tch::Reduction::Mean, -100, self.cfg.label_smoothing);
+                let loss = logits.cross_entropy_loss::<Tensor>(
+                    y,
+                    None,
+                    tch::Reduction::Mean,
+                    -100,
+                    self.cfg.label_smoothing,
+                );
                 (&loss * (loss_factor / micro.len() as f64)).f_backward()?;
                 Ok((logits, loss))
             };
@@ -471,8 +580,14 @@ impl Stepper<'_> {
                 None => pass()?,
             };
             tch::no_grad(|| {
-                let _ = self.loss_sum.shallow_clone().g_add_(&(loss.detach().to_kind(Kind::Double) * y.size()[0] as f64));
-                let _ = self.correct.shallow_clone().g_add_(&logits.argmax(1, false).eq_tensor(y).sum(Kind::Int64));
+                let _ = self
+                    .loss_sum
+                    .shallow_clone()
+                    .g_add_(&(loss.detach().to_kind(Kind::Double) * y.size()[0] as f64));
+                let _ = self
+                    .correct
+                    .shallow_clone()
+                    .g_add_(&logits.argmax(1, false).eq_tensor(y).sum(Kind::Int64));
             });
         }
         ddp::all_reduce_flat(comm, self.grad, &self.buckets)
@@ -497,7 +612,8 @@ impl GraphedStep {
         lr: f64,
         cuda_index: usize,
     ) -> Result<GraphedStep> {
-        let inputs: Vec<(Tensor, Tensor)> = micro.iter().map(|(x, y)| (x.copy(), y.copy())).collect();
+        let inputs: Vec<(Tensor, Tensor)> =
+            micro.iter().map(|(x, y)| (x.copy(), y.copy())).collect();
         let lr_t = Tensor::full([], lr, (Kind::Float, stepper.cfg.device));
         opt.prepare_device_steps(stepper.cfg.device);
         let mut graph = torch_shim::CudaGraph::new();
@@ -511,7 +627,11 @@ impl GraphedStep {
         torch_shim::set_autocast_cache_enabled(true);
         captured
             .map_err(|e| Error::Cuda(format!("capturing the training step as a CUDA graph failed ({e}); --cuda-graphs off runs it eagerly")))??;
-        Ok(GraphedStep { graph, inputs, lr: lr_t })
+        Ok(GraphedStep {
+            graph,
+            inputs,
+            lr: lr_t,
+        })
     }
 
     /// One step on `micro` at learning rate `lr` (queued on the current stream).
@@ -527,30 +647,53 @@ impl GraphedStep {
 
 /// Copies `weights` into the model: every tensor must exist with its shape; `partial` allows
 /// the file to lack some (e.g. `num_batches_tracked` from older torchvision files).
-fn copy_weights(vs: &nn::VarStore, weights: &BTreeMap<String, Tensor>, arch: Arch, partial: bool) -> Result<()> {
+fn copy_weights(
+    vs: &nn::VarStore,
+    weights: &BTreeMap<String, Tensor>,
+    arch: Arch,
+    partial: bool,
+) -> Result<()> {
     let mut vars = vs.variables();
     tch::no_grad(|| -> Result<()> {
         for (name, t) in weights {
-            let v = vars
-                .get_mut(name)
-                .ok_or_else(|| Error::Checkpoint(format!("tensor {name} is not in {}", arch.name())))?;
+            let v = vars.get_mut(name).ok_or_else(|| {
+                Error::Checkpoint(format!("tensor {name} is not in {}", arch.name()))
+            })?;
             if v.size() != t.size() {
-                return Err(Error::Checkpoint(format!("{name}: file {:?}, model {:?}", t.size(), v.size())));
+                return Err(Error::Checkpoint(format!(
+                    "{name}: file {:?}, model {:?}",
+                    t.size(),
+                    v.size()
+                )));
             }
             v.copy_(t);
         }
         Ok(())
     })?;
     if !partial && weights.len() != vars.len() {
-        return Err(Error::Checkpoint(format!("checkpoint has {} tensors, {} has {}", weights.len(), arch.name(), vars.len())));
+        return Err(Error::Checkpoint(format!(
+            "checkpoint has {} tensors, {} has {}",
+            weights.len(),
+            arch.name(),
+            vars.len()
+        )));
     }
     Ok(())
 }
 
 /// (loss, top-1 %) over the whole test set: each rank takes images rank, rank+world, …
-fn evaluate(model: &ResNet, data: &Dataset, norm: &crate::data::Normalize, comm: &mut Communicator, cfg: &Config) -> Result<(f64, f64)> {
+fn evaluate(
+    model: &ResNet,
+    data: &Dataset,
+    norm: &crate::data::Normalize,
+    comm: &mut Communicator,
+    cfg: &Config,
+) -> Result<(f64, f64)> {
     let (rank, world) = (comm.rank(), comm.world_size());
-    let mine: Vec<i64> = (rank..data.len()).step_by(world).map(|i| i as i64).collect();
+    let mine: Vec<i64> = (rank..data.len())
+        .step_by(world)
+        .map(|i| i as i64)
+        .collect();
     let idx = Tensor::from_slice(&mine).to_device(cfg.device);
     let bs = (cfg.batch_size / world).max(1) * 2;
     // Sums stay on the device; one read at the end.
@@ -560,10 +703,20 @@ fn evaluate(model: &ResNet, data: &Dataset, norm: &crate::data::Normalize, comm:
         for start in (0..mine.len()).step_by(bs) {
             let n = bs.min(mine.len() - start);
             let (x, y) = data.batch(&idx.narrow(0, start as i64, n as i64), norm, false);
-            let x = if cfg.channels_last { torch_shim::to_channels_last(&x).map_err(cuda_err)? } else { x };
+            let x = if cfg.channels_last {
+                torch_shim::to_channels_last(&x).map_err(cuda_err)?
+            } else {
+                x
+            };
             let logits = forward(model, &x, false, cfg.precision)?.to_kind(Kind::Float);
-            let _ = loss.shallow_clone().g_add_(&logits.cross_entropy_loss::<Tensor>(&y, None, tch::Reduction::Sum, -100, 0.0).to_kind(Kind::Double));
-            let _ = correct.shallow_clone().g_add_(&logits.argmax(1, false).eq_tensor(&y).sum(Kind::Int64));
+            let _ = loss.shallow_clone().g_add_(
+                &logits
+                    .cross_entropy_loss::<Tensor>(&y, None, tch::Reduction::Sum, -100, 0.0)
+                    .to_kind(Kind::Double),
+            );
+            let _ = correct
+                .shallow_clone()
+                .g_add_(&logits.argmax(1, false).eq_tensor(&y).sum(Kind::Int64));
         }
         Ok(())
     })?;
@@ -585,14 +738,19 @@ struct LastState {
 
 /// The last checkpoint in `dir`, if any.
 fn load_last(dir: &std::path::Path, device: Device) -> Result<Option<LastState>> {
-    let (mp, tp) = (dir.join("last.safetensors"), dir.join("last.train.safetensors"));
+    let (mp, tp) = (
+        dir.join("last.safetensors"),
+        dir.join("last.train.safetensors"),
+    );
     if !mp.exists() {
         return Ok(None);
     }
     let (model, meta) = checkpoint::load(&mp, device)?;
     let (train, tmeta) = checkpoint::load(&tp, device)?;
-    let epoch_of = |m: &HashMap<String, String>| m.get("epoch").and_then(|e| e.parse::<usize>().ok());
-    let epoch = epoch_of(&meta).ok_or_else(|| Error::Checkpoint(format!("{}: no epoch in its metadata", mp.display())))?;
+    let epoch_of =
+        |m: &HashMap<String, String>| m.get("epoch").and_then(|e| e.parse::<usize>().ok());
+    let epoch = epoch_of(&meta)
+        .ok_or_else(|| Error::Checkpoint(format!("{}: no epoch in its metadata", mp.display())))?;
     if epoch_of(&tmeta) != Some(epoch) {
         return Err(Error::Checkpoint(format!(
             "{} (epoch {epoch}) and {} (epoch {:?}) are from different epochs: the run was killed while writing; \
@@ -608,7 +766,8 @@ fn load_last(dir: &std::path::Path, device: Device) -> Result<Option<LastState>>
         train,
         epoch,
         best_top1: f("best_top1").unwrap_or(f64::NEG_INFINITY),
-        scale: (meta.get("scaler").map(String::as_str) == Some("true")).then(|| f("loss_scale").unwrap_or(65536.0)),
+        scale: (meta.get("scaler").map(String::as_str) == Some("true"))
+            .then(|| f("loss_scale").unwrap_or(65536.0)),
         growth_tracker: f("growth_tracker").unwrap_or(0.0) as u64,
     }))
 }

@@ -12,16 +12,31 @@ use train::sampler::{DistributedSampler, randperm};
 
 fn python(script: &str) -> String {
     let py = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
-    assert!(py.exists(), "{} missing: scripts/setup makes the venv", py.display());
+    assert!(
+        py.exists(),
+        "{} missing: scripts/setup makes the venv",
+        py.display()
+    );
     let out = Command::new(py).arg("-c").arg(script).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 
 #[test]
 fn sampler_index_lists_equal_torchs_distributed_sampler() {
-    let cases = [(10usize, 3usize, true, false, 0u64, 0u64), (1000, 4, true, false, 42, 3), (1001, 4, true, true, 7, 1), (7, 3, false, false, 0, 0), (50_000, 8, true, false, 1234, 5)];
-    let mut script = String::from("import torch\nfrom torch.utils.data import DistributedSampler\n");
+    let cases = [
+        (10usize, 3usize, true, false, 0u64, 0u64),
+        (1000, 4, true, false, 42, 3),
+        (1001, 4, true, true, 7, 1),
+        (7, 3, false, false, 0, 0),
+        (50_000, 8, true, false, 1234, 5),
+    ];
+    let mut script =
+        String::from("import torch\nfrom torch.utils.data import DistributedSampler\n");
     for (n, w, shuffle, drop_last, seed, epoch) in cases {
         script += &format!(
             "for r in range({w}):\n    s = DistributedSampler(range({n}), num_replicas={w}, rank=r, shuffle={}, seed={seed}, drop_last={})\n    s.set_epoch({epoch})\n    print(','.join(map(str, list(s))))\n",
@@ -34,9 +49,20 @@ fn sampler_index_lists_equal_torchs_distributed_sampler() {
     let mut lines = out.lines();
     for (n, w, shuffle, drop_last, seed, epoch) in cases {
         for rank in 0..w {
-            let s = DistributedSampler { len: n, world: w, rank, shuffle, seed, drop_last };
+            let s = DistributedSampler {
+                len: n,
+                world: w,
+                rank,
+                shuffle,
+                seed,
+                drop_last,
+            };
             let ours: Vec<String> = s.indices(epoch).iter().map(usize::to_string).collect();
-            assert_eq!(ours.join(","), lines.next().unwrap(), "n={n} world={w} rank={rank}");
+            assert_eq!(
+                ours.join(","),
+                lines.next().unwrap(),
+                "n={n} world={w} rank={rank}"
+            );
         }
     }
     let ours: Vec<String> = randperm(100_000, 99).iter().map(usize::to_string).collect();
@@ -52,7 +78,10 @@ fn torchvision_loads_our_checkpoints_strictly_with_the_same_logits() {
         let model = ResNet::new(&vs.root(), arch, 100, Stem::ImageNet);
         // A few training-mode forwards so the BN running statistics are not trivial.
         for _ in 0..2 {
-            let _ = model.forward_t(&Tensor::randn([4, 3, 64, 64], (Kind::Float, Device::Cpu)), true);
+            let _ = model.forward_t(
+                &Tensor::randn([4, 3, 64, 64], (Kind::Float, Device::Cpu)),
+                true,
+            );
         }
         let x = Tensor::randn([2, 3, 64, 64], (Kind::Float, Device::Cpu));
         let ours = tch::no_grad(|| model.forward_t(&x, false));
@@ -79,7 +108,12 @@ print((y - io["logits"]).abs().max().item(), io["logits"].abs().max().item(), in
         ));
         let v: Vec<f64> = out.split_whitespace().map(|s| s.parse().unwrap()).collect();
         // fp32 CPU, the same kernels in the same order: 1e-4 absolute is the bound.
-        assert!(v[0] <= 1e-4, "{tv}: max |Δlogit| {} (max |logit| {})", v[0], v[1]);
+        assert!(
+            v[0] <= 1e-4,
+            "{tv}: max |Δlogit| {} (max |logit| {})",
+            v[0],
+            v[1]
+        );
         assert_eq!(v[2], 2.0, "num_batches_tracked travels");
     }
 }

@@ -9,10 +9,10 @@ use collectives::rendezvous::StoreAt;
 use collectives::store::StoreServer;
 use collectives::{Backend, Communicator, InitMethod, Plan};
 use tch::{Device, Kind, Tensor};
-use train::syncbn::{self, Group, Lent};
 use train::data::Source;
 use train::optim::{Rule, Schedule};
 use train::resnet::{Arch, Stem};
+use train::syncbn::{self, Group, Lent};
 use train::trainer::{Config, Precision, Trained, train};
 
 /// scikit-learn's digits in the CIFAR-100 layout (scripts/make-digits-cifar), made once.
@@ -26,7 +26,11 @@ fn digits() -> &'static Path {
             .arg(&dir)
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         dir
     })
 }
@@ -47,7 +51,11 @@ fn config() -> Config {
         accum: 1,
         lr: 0.05,
         schedule: Schedule::Constant,
-        rule: Rule::Sgd { momentum: 0.9, nesterov: false, weight_decay: 5e-4 },
+        rule: Rule::Sgd {
+            momentum: 0.9,
+            nesterov: false,
+            weight_decay: 5e-4,
+        },
         label_smoothing: 0.0,
         augment: false,
         shuffle: true,
@@ -73,17 +81,32 @@ fn single() -> Communicator {
         rank: 0,
         world_size: 1,
         local_rank: None,
-        store: StoreAt::Tcp { host: "127.0.0.1".into(), port: 0, serve: false, port_from: "test" },
+        store: StoreAt::Tcp {
+            host: "127.0.0.1".into(),
+            port: 0,
+            serve: false,
+            port_from: "test",
+        },
         prefix: String::new(),
         launcher: "test",
     };
-    Communicator::from_plan(plan, &InitMethod::Env, Duration::from_secs(30), Backend::Cpu).unwrap()
+    Communicator::from_plan(
+        plan,
+        &InitMethod::Env,
+        Duration::from_secs(30),
+        Backend::Cpu,
+    )
+    .unwrap()
 }
 
 /// Parameters (not buffers) by name.
 fn params(t: &Trained) -> Vec<(String, Tensor)> {
     let mut v: Vec<(String, Tensor)> =
-        t.vs.variables().into_iter().filter(|(_, x)| x.requires_grad()).map(|(n, x)| (n, x.detach().copy())).collect();
+        t.vs.variables()
+            .into_iter()
+            .filter(|(_, x)| x.requires_grad())
+            .map(|(n, x)| (n, x.detach().copy()))
+            .collect();
     v.sort_by(|a, b| a.0.cmp(&b.0));
     v
 }
@@ -95,10 +118,18 @@ fn params(t: &Trained) -> Vec<(String, Tensor)> {
 fn apart(a: &[(String, Tensor)], b: &[(String, Tensor)], init: &[(String, Tensor)]) -> f64 {
     let l2 = |a: &[(String, Tensor)], b: &[(String, Tensor)]| {
         assert_eq!(a.len(), b.len());
-        let sq: f64 = a.iter().zip(b).map(|((n, x), (m, y))| {
-            assert_eq!(n, m);
-            (x - y).to_kind(Kind::Double).square().sum(Kind::Double).double_value(&[])
-        }).sum();
+        let sq: f64 = a
+            .iter()
+            .zip(b)
+            .map(|((n, x), (m, y))| {
+                assert_eq!(n, m);
+                (x - y)
+                    .to_kind(Kind::Double)
+                    .square()
+                    .sum(Kind::Double)
+                    .double_value(&[])
+            })
+            .sum();
         sq.sqrt()
     };
     l2(a, b) / l2(b, init)
@@ -107,21 +138,30 @@ fn apart(a: &[(String, Tensor)], b: &[(String, Tensor)], init: &[(String, Tensor
 /// BatchNorm running means and variances by name.
 fn running_stats(t: &Trained) -> Vec<(String, Tensor)> {
     let mut v: Vec<(String, Tensor)> =
-        t.vs.variables().into_iter().filter(|(n, _)| n.contains(".running_")).map(|(n, x)| (n, x.detach().copy())).collect();
+        t.vs.variables()
+            .into_iter()
+            .filter(|(n, _)| n.contains(".running_"))
+            .map(|(n, x)| (n, x.detach().copy()))
+            .collect();
     v.sort_by(|a, b| a.0.cmp(&b.0));
     v
 }
 
 fn max_diff(a: &[(String, Tensor)], b: &[(String, Tensor)]) -> f64 {
     assert_eq!(a.len(), b.len());
-    a.iter().zip(b).map(|((n, x), (m, y))| {
-        assert_eq!(n, m);
-        (x - y).abs().max().double_value(&[])
-    }).fold(0.0, f64::max)
+    a.iter()
+        .zip(b)
+        .map(|((n, x), (m, y))| {
+            assert_eq!(n, m);
+            (x - y).abs().max().double_value(&[])
+        })
+        .fold(0.0, f64::max)
 }
 
 /// Runs `f(rank, comm)` on two ranks (threads over the CPU backend).
-fn on_two_ranks<T: Send + 'static>(f: impl Fn(usize, &mut Communicator) -> T + Send + Sync + Clone + 'static) -> Vec<T> {
+fn on_two_ranks<T: Send + 'static>(
+    f: impl Fn(usize, &mut Communicator) -> T + Send + Sync + Clone + 'static,
+) -> Vec<T> {
     let server = StoreServer::bind("127.0.0.1:0").unwrap();
     let port = server.addr().port();
     let handles: Vec<_> = (0..2)
@@ -132,11 +172,22 @@ fn on_two_ranks<T: Send + 'static>(f: impl Fn(usize, &mut Communicator) -> T + S
                     rank,
                     world_size: 2,
                     local_rank: Some(rank),
-                    store: StoreAt::Tcp { host: "127.0.0.1".into(), port, serve: false, port_from: "test" },
+                    store: StoreAt::Tcp {
+                        host: "127.0.0.1".into(),
+                        port,
+                        serve: false,
+                        port_from: "test",
+                    },
                     prefix: "ddp/".into(),
                     launcher: "test",
                 };
-                let mut comm = Communicator::from_plan(plan, &InitMethod::Env, Duration::from_secs(120), Backend::Cpu).unwrap();
+                let mut comm = Communicator::from_plan(
+                    plan,
+                    &InitMethod::Env,
+                    Duration::from_secs(120),
+                    Backend::Cpu,
+                )
+                .unwrap();
                 f(rank, &mut comm)
             })
         })
@@ -150,10 +201,22 @@ fn batch_norm_case(x: &Tensor, u: &Tensor, group: Option<Group>) -> Vec<Tensor> 
     let x = x.copy().set_requires_grad(true);
     let w = Tensor::from_slice(&[1.5f32, -0.5, 2.0]).set_requires_grad(true);
     let b = Tensor::from_slice(&[0.1f32, 0.2, -0.3]).set_requires_grad(true);
-    let (rm, rv) = (Tensor::from_slice(&[1.0f32, 0.0, -1.0]), Tensor::from_slice(&[1.0f32, 2.0, 0.5]));
+    let (rm, rv) = (
+        Tensor::from_slice(&[1.0f32, 0.0, -1.0]),
+        Tensor::from_slice(&[1.0f32, 2.0, 0.5]),
+    );
     let y = match &group {
         Some(g) => syncbn::batch_norm(&x, &w, &b, &rm, &rv, 0.1, 1e-5, g).unwrap(),
-        None => x.batch_norm(Some(&w), Some(&b), Some(&rm), Some(&rv), true, 0.1, 1e-5, false),
+        None => x.batch_norm(
+            Some(&w),
+            Some(&b),
+            Some(&rm),
+            Some(&rv),
+            true,
+            0.1,
+            1e-5,
+            false,
+        ),
     };
     (&y * u).sum(Kind::Float).f_backward().unwrap();
     vec![y.detach(), x.grad(), w.grad(), b.grad(), rm, rv]
@@ -168,18 +231,34 @@ fn sync_batch_norm_layer_on_two_ranks_equals_batch_norm_over_the_whole_batch() {
     // of the ranks' losses is the one-process loss and the gradients must match it.
     let opts = (Kind::Float, Device::Cpu);
     tch::manual_seed(11);
-    let x = Tensor::randn([8, 3, 4, 5], opts) * 3.0 + Tensor::from_slice(&[25.0f32, -1.0, 0.0]).view([1, 3, 1, 1]);
+    let x = Tensor::randn([8, 3, 4, 5], opts) * 3.0
+        + Tensor::from_slice(&[25.0f32, -1.0, 0.0]).view([1, 3, 1, 1]);
     let u = Tensor::randn([8, 3, 4, 5], opts);
     let whole = batch_norm_case(&x, &u, None);
     let idx = |r: usize| Tensor::arange_start_step(r as i64, 8, 2, (Kind::Int64, Device::Cpu));
     let flat = |t: &Tensor| Vec::<f32>::try_from(t.flatten(0, -1)).unwrap();
-    let shares: std::sync::Arc<Vec<(Vec<f32>, Vec<f32>)>> =
-        std::sync::Arc::new((0..2).map(|r| (flat(&x.index_select(0, &idx(r))), flat(&u.index_select(0, &idx(r))))).collect());
+    let shares: std::sync::Arc<Vec<(Vec<f32>, Vec<f32>)>> = std::sync::Arc::new(
+        (0..2)
+            .map(|r| {
+                (
+                    flat(&x.index_select(0, &idx(r))),
+                    flat(&u.index_select(0, &idx(r))),
+                )
+            })
+            .collect(),
+    );
     let parts = on_two_ranks(move |rank, comm| {
         let (xs, us) = &shares[rank];
-        let (xs, us) = (Tensor::from_slice(xs).view([4, 3, 4, 5]), Tensor::from_slice(us).view([4, 3, 4, 5]));
+        let (xs, us) = (
+            Tensor::from_slice(xs).view([4, 3, 4, 5]),
+            Tensor::from_slice(us).view([4, 3, 4, 5]),
+        );
         let lent = Lent::new();
-        let group = Group { reducer: lent.clone(), rank, world: 2 };
+        let group = Group {
+            reducer: lent.clone(),
+            rank,
+            world: 2,
+        };
         lent.lend(comm, || batch_norm_case(&xs, &us, Some(group)))
     });
     let close = |what: &str, a: &Tensor, b: &Tensor| {
@@ -188,7 +267,11 @@ fn sync_batch_norm_layer_on_two_ranks_equals_batch_norm_over_the_whole_batch() {
     };
     for (r, part) in parts.iter().enumerate() {
         close("output", &part[0], &whole[0].index_select(0, &idx(r)));
-        close("input gradient", &part[1], &whole[1].index_select(0, &idx(r)));
+        close(
+            "input gradient",
+            &part[1],
+            &whole[1].index_select(0, &idx(r)),
+        );
         close("running mean", &part[4], &whole[4]);
         close("running var", &part[5], &whole[5]);
     }
@@ -204,14 +287,32 @@ fn sync_batch_norm_fails_with_an_error_when_the_other_rank_is_gone() {
             return None; // leaves: its communicator closes
         }
         let x = Tensor::ones([4, 3, 2, 2], (Kind::Float, Device::Cpu)).set_requires_grad(true);
-        let (w, b) = (Tensor::ones([3], (Kind::Float, Device::Cpu)), Tensor::zeros([3], (Kind::Float, Device::Cpu)));
-        let (rm, rv) = (Tensor::zeros([3], (Kind::Float, Device::Cpu)), Tensor::ones([3], (Kind::Float, Device::Cpu)));
+        let (w, b) = (
+            Tensor::ones([3], (Kind::Float, Device::Cpu)),
+            Tensor::zeros([3], (Kind::Float, Device::Cpu)),
+        );
+        let (rm, rv) = (
+            Tensor::zeros([3], (Kind::Float, Device::Cpu)),
+            Tensor::ones([3], (Kind::Float, Device::Cpu)),
+        );
         let lent = Lent::new();
-        let group = Group { reducer: lent.clone(), rank, world: 2 };
-        Some(lent.lend(comm, || syncbn::batch_norm(&x, &w, &b, &rm, &rv, 0.1, 1e-5, &group).map(|_| ()).unwrap_err().to_string()))
+        let group = Group {
+            reducer: lent.clone(),
+            rank,
+            world: 2,
+        };
+        Some(lent.lend(comm, || {
+            syncbn::batch_norm(&x, &w, &b, &rm, &rv, 0.1, 1e-5, &group)
+                .map(|_| ())
+                .unwrap_err()
+                .to_string()
+        }))
     });
     let msg = results[0].as_ref().unwrap();
-    assert!(msg.contains("SyncBatchNorm all-reduce") && msg.contains("rank 1"), "{msg}");
+    assert!(
+        msg.contains("SyncBatchNorm all-reduce") && msg.contains("rank 1"),
+        "{msg}"
+    );
 }
 
 /// Trains `cfg` on two ranks (threads over the CPU backend): each rank's parameters and mean
@@ -229,7 +330,15 @@ fn two_ranks_train_the_same_weights_as_one_rank_with_the_same_global_batch() {
     // One rank, the global batch of 32 in two interleaved micro-batches of 16 = what two ranks
     // with 16 each compute (BatchNorm statistics included).
     let mut comm = single();
-    let one = train(&Config { accum: 2, ..config() }, &mut comm, |_| Ok(())).unwrap();
+    let one = train(
+        &Config {
+            accum: 2,
+            ..config()
+        },
+        &mut comm,
+        |_| Ok(()),
+    )
+    .unwrap();
     let two = two_ranks(config());
     let p1 = params(&one);
     // Ranks agree with each other exactly (same averaged gradients, same updates)...
@@ -238,7 +347,12 @@ fn two_ranks_train_the_same_weights_as_one_rank_with_the_same_global_batch() {
     let d = max_diff(&two[0].0, &p1);
     eprintln!("2 ranks vs 1 rank (accum 2): max abs weight difference {d:e}");
     assert!(d < 1e-5, "2 ranks vs 1 rank: max |Δw| {d}");
-    assert!((two[0].1 - one.epochs[0].train_loss).abs() < 1e-5, "{} vs {}", two[0].1, one.epochs[0].train_loss);
+    assert!(
+        (two[0].1 - one.epochs[0].train_loss).abs() < 1e-5,
+        "{} vs {}",
+        two[0].1,
+        one.epochs[0].train_loss
+    );
 }
 
 #[test]
@@ -257,14 +371,30 @@ fn sync_batch_norm_on_two_ranks_trains_what_one_rank_does_with_the_whole_batch()
     // an Intel CPU and 7.5e-5 on an AMD EPYC, later steps compound it). So: one step, the
     // running statistics (forward only, continuous) compared closely, and the weights as a
     // whole relative to how far the step moved them, which a kink moves only a little.
-    let cfg = Config { max_steps: Some(1), ..config() };
+    let cfg = Config {
+        max_steps: Some(1),
+        ..config()
+    };
     let mut comm = single();
     // LR 0: the same step that leaves the initial weights as they are.
-    let init = params(&train(&Config { lr: 0.0, ..cfg.clone() }, &mut comm, |_| Ok(())).unwrap());
+    let init = params(
+        &train(
+            &Config {
+                lr: 0.0,
+                ..cfg.clone()
+            },
+            &mut comm,
+            |_| Ok(()),
+        )
+        .unwrap(),
+    );
     let one = train(&cfg, &mut comm, |_| Ok(())).unwrap();
     let p1 = params(&one);
     let mut synced = on_two_ranks({
-        let cfg = Config { sync_bn: true, ..cfg.clone() };
+        let cfg = Config {
+            sync_bn: true,
+            ..cfg.clone()
+        };
         move |_, comm| {
             let t = train(&cfg, comm, |_| Ok(())).unwrap();
             (params(&t), running_stats(&t), t.epochs[0].train_loss)
@@ -273,16 +403,30 @@ fn sync_batch_norm_on_two_ranks_trains_what_one_rank_does_with_the_whole_batch()
     let (p2, stats2, loss2) = synced.swap_remove(0);
     assert_eq!(max_diff(&p2, &synced[0].0), 0.0, "ranks agree");
     let stats1 = running_stats(&one);
-    assert_eq!((stats1.len(), stats2.len()), (40, 40), "ResNet-18's 20 BatchNorms");
+    assert_eq!(
+        (stats1.len(), stats2.len()),
+        (40, 40),
+        "ResNet-18's 20 BatchNorms"
+    );
     for ((name, a), (_, b)) in stats2.iter().zip(&stats1) {
         let d = (a - b).abs().max().double_value(&[]) / b.abs().max().double_value(&[]).max(1e-3);
         assert!(d < 1e-5, "{name}: relative difference {d}");
     }
     let d = apart(&p2, &p1, &init);
-    eprintln!("2 ranks with SyncBatchNorm vs 1 rank: {d:e} of the distance moved (largest weight difference {:e})", max_diff(&p2, &p1));
+    eprintln!(
+        "2 ranks with SyncBatchNorm vs 1 rank: {d:e} of the distance moved (largest weight difference {:e})",
+        max_diff(&p2, &p1)
+    );
     // AMD EPYC: 6e-6 (no kink flipped); per-rank BatchNorm (below): 1.1.
-    assert!(d < 1e-2, "2 ranks SyncBatchNorm vs 1 rank: {d} of the distance moved");
-    assert!((loss2 - one.epochs[0].train_loss).abs() < 1e-5, "{loss2} vs {}", one.epochs[0].train_loss);
+    assert!(
+        d < 1e-2,
+        "2 ranks SyncBatchNorm vs 1 rank: {d} of the distance moved"
+    );
+    assert!(
+        (loss2 - one.epochs[0].train_loss).abs() < 1e-5,
+        "{loss2} vs {}",
+        one.epochs[0].train_loss
+    );
     // Per-rank BatchNorm computes something else (the test can tell the two apart).
     let local = two_ranks(cfg);
     let far = apart(&local[0].0, &p1, &init);
@@ -293,18 +437,50 @@ fn sync_batch_norm_on_two_ranks_trains_what_one_rank_does_with_the_whole_batch()
 #[test]
 fn resume_repeats_the_uninterrupted_run_exactly() {
     let _serial = serial();
-    let base = Config { epochs: 2, max_steps: Some(2), augment: true, ..config() };
+    let base = Config {
+        epochs: 2,
+        max_steps: Some(2),
+        augment: true,
+        ..config()
+    };
     let a = tempfile::tempdir().unwrap();
-    let straight = train(&Config { checkpoint_dir: Some(a.path().into()), ..base.clone() }, &mut single(), |_| Ok(())).unwrap();
-    assert!(a.path().join("last.safetensors").exists() && a.path().join("best.safetensors").exists());
+    let straight = train(
+        &Config {
+            checkpoint_dir: Some(a.path().into()),
+            ..base.clone()
+        },
+        &mut single(),
+        |_| Ok(()),
+    )
+    .unwrap();
+    assert!(
+        a.path().join("last.safetensors").exists() && a.path().join("best.safetensors").exists()
+    );
 
     let b = tempfile::tempdir().unwrap();
-    let first = Config { epochs: 1, checkpoint_dir: Some(b.path().into()), ..base.clone() };
+    let first = Config {
+        epochs: 1,
+        checkpoint_dir: Some(b.path().into()),
+        ..base.clone()
+    };
     train(&first, &mut single(), |_| Ok(())).unwrap();
-    let resumed = train(&Config { checkpoint_dir: Some(b.path().into()), resume: true, ..base }, &mut single(), |_| Ok(())).unwrap();
+    let resumed = train(
+        &Config {
+            checkpoint_dir: Some(b.path().into()),
+            resume: true,
+            ..base
+        },
+        &mut single(),
+        |_| Ok(()),
+    )
+    .unwrap();
     assert_eq!(resumed.resumed_from, Some(1));
     assert_eq!(resumed.epochs.len(), 1);
-    assert_eq!(max_diff(&params(&straight), &params(&resumed)), 0.0, "bit-identical on the CPU");
+    assert_eq!(
+        max_diff(&params(&straight), &params(&resumed)),
+        0.0,
+        "bit-identical on the CPU"
+    );
     assert_eq!(straight.epochs[1].train_loss, resumed.epochs[0].train_loss);
     assert_eq!(straight.epochs[1].val_top1, resumed.epochs[0].val_top1);
 }
@@ -323,7 +499,10 @@ fn digits_are_learnt() {
         ..config()
     };
     let t = train(&cfg, &mut single(), |e| {
-        eprintln!("epoch {} loss {:.3} top1 {:.1} val {:.1} ({:.1} s)", e.epoch, e.train_loss, e.train_top1, e.val_top1, e.seconds);
+        eprintln!(
+            "epoch {} loss {:.3} top1 {:.1} val {:.1} ({:.1} s)",
+            e.epoch, e.train_loss, e.train_top1, e.val_top1, e.seconds
+        );
         Ok(())
     })
     .unwrap();

@@ -50,7 +50,9 @@ impl std::str::FromStr for Collective {
             "broadcast" => Ok(Collective::Broadcast),
             "all-gather" | "allgather" => Ok(Collective::AllGather),
             "reduce-scatter" | "reducescatter" => Ok(Collective::ReduceScatter),
-            _ => Err(format!("unknown collective `{s}`: all-reduce, broadcast, all-gather or reduce-scatter")),
+            _ => Err(format!(
+                "unknown collective `{s}`: all-reduce, broadcast, all-gather or reduce-scatter"
+            )),
         }
     }
 }
@@ -64,7 +66,11 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         Some((i, 'G' | 'g')) => (&t[..i], 1 << 30),
         _ => (t, 1),
     };
-    num.trim().parse::<u64>().ok().and_then(|n| n.checked_mul(mult)).ok_or_else(|| format!("`{s}` is not a size (e.g. 1M, 512K, 8)"))
+    num.trim()
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| format!("`{s}` is not a size (e.g. 1M, 512K, 8)"))
 }
 
 /// min, min·f, min·f², … up to max.
@@ -84,7 +90,14 @@ pub fn sizes(min: u64, max: u64, factor: u64) -> Vec<u64> {
 /// The element types the checker knows exact results for.
 pub fn dtypes(list: &str) -> Result<Vec<DType>> {
     if list == "all" {
-        return Ok(vec![DType::F32, DType::F16, DType::BF16, DType::F64, DType::I32, DType::I64]);
+        return Ok(vec![
+            DType::F32,
+            DType::F16,
+            DType::BF16,
+            DType::F64,
+            DType::I32,
+            DType::I64,
+        ]);
     }
     list.split(',')
         .map(|s| {
@@ -99,7 +112,9 @@ pub fn dtypes(list: &str) -> Result<Vec<DType>> {
                 other => other,
             };
             match name.parse::<DType>() {
-                Ok(DType::U8 | DType::I8) | Err(_) => bail!("unknown or unsupported type `{s}`: f32, f16, bf16, f64, i32, i64 or all"),
+                Ok(DType::U8 | DType::I8) | Err(_) => {
+                    bail!("unknown or unsupported type `{s}`: f32, f16, bf16, f64, i32, i64 or all")
+                }
                 Ok(d) => Ok(d),
             }
         })
@@ -112,9 +127,19 @@ pub fn ops(list: &str, collective: Collective) -> Result<Vec<Option<ReduceOp>>> 
         return Ok(vec![None]);
     }
     if list == "all" {
-        return Ok([ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Max, ReduceOp::Min, ReduceOp::Avg].map(Some).to_vec());
+        return Ok([
+            ReduceOp::Sum,
+            ReduceOp::Prod,
+            ReduceOp::Max,
+            ReduceOp::Min,
+            ReduceOp::Avg,
+        ]
+        .map(Some)
+        .to_vec());
     }
-    list.split(',').map(|s| Ok(Some(s.trim().parse::<ReduceOp>()?))).collect()
+    list.split(',')
+        .map(|s| Ok(Some(s.trim().parse::<ReduceOp>()?)))
+        .collect()
 }
 
 /// One size of one collective.
@@ -138,12 +163,29 @@ pub struct CaseResult {
 
 impl Case {
     /// `None` when `bytes` holds no whole element per rank.
-    pub fn new(collective: Collective, dtype: DType, op: Option<ReduceOp>, root: usize, bytes: u64, world: usize) -> Option<Case> {
+    pub fn new(
+        collective: Collective,
+        dtype: DType,
+        op: Option<ReduceOp>,
+        root: usize,
+        bytes: u64,
+        world: usize,
+    ) -> Option<Case> {
         let mut count = bytes as usize / dtype.size();
-        if matches!(collective, Collective::AllGather | Collective::ReduceScatter) {
+        if matches!(
+            collective,
+            Collective::AllGather | Collective::ReduceScatter
+        ) {
             count -= count % world;
         }
-        (count > 0).then_some(Case { collective, dtype, op, root, count, world })
+        (count > 0).then_some(Case {
+            collective,
+            dtype,
+            op,
+            root,
+            count,
+            world,
+        })
     }
 
     pub fn bytes(&self) -> u64 {
@@ -180,7 +222,9 @@ impl Case {
         let want = match self.collective {
             Collective::Broadcast => return (self.fill(self.root, 0, self.count, device), 0.0),
             Collective::AllGather => {
-                let parts: Vec<Tensor> = (0..self.world).map(|r| self.fill(r, start, len, device)).collect();
+                let parts: Vec<Tensor> = (0..self.world)
+                    .map(|r| self.fill(r, start, len, device))
+                    .collect();
                 return (Tensor::cat(&parts, 0), 0.0);
             }
             _ => {
@@ -217,16 +261,30 @@ impl Case {
 
     /// Elements of `got` that are not `want` ± `tol` (NaN counts as wrong).
     fn wrong(got: &Tensor, want: &(Tensor, f64)) -> i64 {
-        (got.reshape([-1]).to_kind(Kind::Double) - &want.0).abs().le(want.1).logical_not().sum(Kind::Int64).int64_value(&[])
+        (got.reshape([-1]).to_kind(Kind::Double) - &want.0)
+            .abs()
+            .le(want.1)
+            .logical_not()
+            .sum(Kind::Int64)
+            .int64_value(&[])
     }
 
     /// Times out of place and in place, then checks both.
-    pub fn run(&self, comm: &mut Communicator, device: Device, warmup: usize, iters: usize, check: bool) -> Result<CaseResult> {
+    pub fn run(
+        &self,
+        comm: &mut Communicator,
+        device: Device,
+        warmup: usize,
+        iters: usize,
+        check: bool,
+    ) -> Result<CaseResult> {
         let rank = comm.rank();
         let (c, n) = (self.count as i64, self.slot() as i64);
         let zeros = |len: i64| Tensor::zeros([len], (self.dtype.kind(), device));
         let fresh_input = || match self.collective {
-            Collective::AllReduce | Collective::ReduceScatter => self.input(rank, 0, self.count, device),
+            Collective::AllReduce | Collective::ReduceScatter => {
+                self.input(rank, 0, self.count, device)
+            }
             Collective::AllGather => self.input(rank, 0, self.slot(), device),
             Collective::Broadcast if rank == self.root => self.input(rank, 0, self.count, device),
             Collective::Broadcast => zeros(c),
@@ -235,7 +293,10 @@ impl Case {
         let root = self.root;
 
         // Out of place: separate input and output buffers.
-        let oop = |comm: &mut Communicator, input: &Tensor, output: &mut Tensor| -> collectives::Result<()> {
+        let oop = |comm: &mut Communicator,
+                   input: &Tensor,
+                   output: &mut Tensor|
+         -> collectives::Result<()> {
             match self.collective {
                 Collective::AllReduce => comm.all_reduce_into(input, output, op),
                 Collective::AllGather => comm.all_gather(input, output),
@@ -308,13 +369,21 @@ impl Case {
                 wrong: check.then_some(sum[i] as u64),
             }
         };
-        Ok(CaseResult { out_of_place: has_oop.then(|| timing(0)), in_place: timing(1) })
+        Ok(CaseResult {
+            out_of_place: has_oop.then(|| timing(0)),
+            in_place: timing(1),
+        })
     }
 }
 
 /// Mean time of `iters` calls of `f` after `warmup` calls, in µs, the device idle and the ranks
 /// lined up at the start.
-fn time_us(comm: &mut Communicator, warmup: usize, iters: usize, mut f: impl FnMut(&mut Communicator) -> collectives::Result<()>) -> Result<f64> {
+fn time_us(
+    comm: &mut Communicator,
+    warmup: usize,
+    iters: usize,
+    mut f: impl FnMut(&mut Communicator) -> collectives::Result<()>,
+) -> Result<f64> {
     for _ in 0..warmup {
         f(comm)?;
     }
@@ -329,7 +398,11 @@ fn time_us(comm: &mut Communicator, warmup: usize, iters: usize, mut f: impl FnM
 }
 
 /// The mean over ranks of `mean` and the sum over ranks of `sum` (through the CPU ring).
-fn across_ranks(comm: &mut Communicator, mean: &[f64], sum: &[f64]) -> Result<(Vec<f64>, Vec<f64>)> {
+fn across_ranks(
+    comm: &mut Communicator,
+    mean: &[f64],
+    sum: &[f64],
+) -> Result<(Vec<f64>, Vec<f64>)> {
     let mut m = Tensor::from_slice(mean);
     let mut s = Tensor::from_slice(sum);
     comm.all_reduce(&mut m, ReduceOp::Avg)?;
@@ -342,11 +415,35 @@ pub fn print_header() {
     eprintln!("#{:>75}{:>36}", "out-of-place", "in-place");
     eprintln!(
         "#{:>11} {:>13} {:>8} {:>6} {:>6} {:>9} {:>7} {:>7} {:>6} {:>9} {:>7} {:>7} {:>6}",
-        "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong"
+        "size",
+        "count",
+        "type",
+        "redop",
+        "root",
+        "time",
+        "algbw",
+        "busbw",
+        "#wrong",
+        "time",
+        "algbw",
+        "busbw",
+        "#wrong"
     );
     eprintln!(
         "#{:>11} {:>13} {:>8} {:>6} {:>6} {:>9} {:>7} {:>7} {:>6} {:>9} {:>7} {:>7} {:>6}",
-        "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", ""
+        "(B)",
+        "(elements)",
+        "",
+        "",
+        "",
+        "(us)",
+        "(GB/s)",
+        "(GB/s)",
+        "",
+        "(us)",
+        "(GB/s)",
+        "(GB/s)",
+        ""
     );
 }
 
@@ -395,7 +492,10 @@ mod tests {
         assert_eq!(parse_size("1GB").unwrap(), 1 << 30);
         assert_eq!(parse_size("2MiB").unwrap(), 2 << 20);
         assert!(parse_size("lots").is_err());
-        assert_eq!(sizes(1 << 20, 64 << 20, 4), [1 << 20, 4 << 20, 16 << 20, 64 << 20]);
+        assert_eq!(
+            sizes(1 << 20, 64 << 20, 4),
+            [1 << 20, 4 << 20, 16 << 20, 64 << 20]
+        );
         assert_eq!(sizes(3, 2, 2), Vec::<u64>::new());
     }
 
@@ -410,7 +510,10 @@ mod tests {
 
     #[test]
     fn types_and_ops_take_nccl_names_and_all() {
-        assert_eq!(dtypes("float,half,bfloat16").unwrap(), [DType::F32, DType::F16, DType::BF16]);
+        assert_eq!(
+            dtypes("float,half,bfloat16").unwrap(),
+            [DType::F32, DType::F16, DType::BF16]
+        );
         assert_eq!(dtypes("all").unwrap().len(), 6);
         assert!(dtypes("u8").is_err());
         assert_eq!(ops("all", Collective::AllReduce).unwrap().len(), 5);
@@ -422,13 +525,31 @@ mod tests {
     fn gather_and_scatter_sizes_round_to_whole_slots() {
         let c = Case::new(Collective::AllGather, DType::F32, None, 0, 1000, 3).unwrap();
         assert_eq!(c.count, 249); // 250 elements, rounded down to a multiple of 3
-        assert!(Case::new(Collective::AllReduce, DType::F64, Some(ReduceOp::Sum), 0, 4, 2).is_none());
+        assert!(
+            Case::new(
+                Collective::AllReduce,
+                DType::F64,
+                Some(ReduceOp::Sum),
+                0,
+                4,
+                2
+            )
+            .is_none()
+        );
     }
 
     #[test]
     fn expected_values_are_what_one_rank_computes_by_hand() {
         // World 2, avg over f16: fill(0, i) = (5i) mod 7 − 3, fill(1, i) = (5i + 3) mod 7 − 3.
-        let c = Case::new(Collective::AllReduce, DType::F16, Some(ReduceOp::Avg), 0, 8, 2).unwrap();
+        let c = Case::new(
+            Collective::AllReduce,
+            DType::F16,
+            Some(ReduceOp::Avg),
+            0,
+            8,
+            2,
+        )
+        .unwrap();
         let (want, tol) = c.expected(0, Device::Cpu);
         assert_eq!(Vec::<f64>::try_from(&want).unwrap(), [-1.5, 0.0, 1.5, -0.5]);
         assert!(tol > 0.0 && tol < 0.01);

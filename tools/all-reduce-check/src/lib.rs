@@ -106,10 +106,22 @@ time_us is the mean of -n iterations after -w warm-ups, averaged over ranks; alg
 .PP
 On stderr rank 0 prints nccl-tests' table: size, count, type, redop, root, then time, algbw, busbw and #wrong out of place and in place, and "# Out of bounds values" and "# Avg bus bandwidth" lines."##;
     const EXAMPLES: &'static [(&'static str, &'static str)] = &[
-        ("Two local ranks on the CPU, 1 MiB to 64 MiB:", "all-reduce-check --spawn 2 -b 1M -e 64M -f 2"),
-        ("One rank per GPU under torchrun, every type and op:", "torchrun --no-python --nproc_per_node 8 all-reduce-check -d all -o all"),
-        ("By hand, two machines:", "all-reduce-check --init-method tcp://node1:29500 --world-size 2 --rank 0   # rank 1 on node2"),
-        ("Slurm, one task per GPU:", "srun --ntasks-per-node 4 all-reduce-check -b 8M -e 1G"),
+        (
+            "Two local ranks on the CPU, 1 MiB to 64 MiB:",
+            "all-reduce-check --spawn 2 -b 1M -e 64M -f 2",
+        ),
+        (
+            "One rank per GPU under torchrun, every type and op:",
+            "torchrun --no-python --nproc_per_node 8 all-reduce-check -d all -o all",
+        ),
+        (
+            "By hand, two machines:",
+            "all-reduce-check --init-method tcp://node1:29500 --world-size 2 --rank 0   # rank 1 on node2",
+        ),
+        (
+            "Slurm, one task per GPU:",
+            "srun --ntasks-per-node 4 all-reduce-check -b 8M -e 1G",
+        ),
     ];
 }
 
@@ -122,7 +134,12 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     if spawned {
         // The parent's environment decides; flags meant for a launcher-less run do not apply.
         opts.init_method = collectives::InitMethod::Env;
-        (opts.rank, opts.world_size, opts.master_addr, opts.master_port) = (None, None, None, None);
+        (
+            opts.rank,
+            opts.world_size,
+            opts.master_addr,
+            opts.master_port,
+        ) = (None, None, None, None);
     }
     let dtypes = cases::dtypes(&cli.datatype)?;
     let ops = cases::ops(&cli.op, cli.collective)?;
@@ -147,13 +164,24 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     out.set_flush_each(true);
     let engine = comm.engine(device);
     if table {
-        eprintln!("# all-reduce-check: {} ranks, engine {engine}, rank {rank} on {}", world, device_name(device));
+        eprintln!(
+            "# all-reduce-check: {} ranks, engine {engine}, rank {rank} on {}",
+            world,
+            device_name(device)
+        );
         if engine == "nccl" {
             let nccl = collectives::nccl::Nccl::load()?;
-            eprintln!("# NCCL {} from {} ({})", nccl.version_string(), nccl.path, nccl.source);
+            eprintln!(
+                "# NCCL {} from {} ({})",
+                nccl.version_string(),
+                nccl.path,
+                nccl.source
+            );
         }
         if world == 1 {
-            eprintln!("# one rank: busbw is 0 by definition (no bus crossed); algbw is the local copy rate");
+            eprintln!(
+                "# one rank: busbw is 0 by definition (no bus crossed); algbw is the local copy rate"
+            );
         }
         cases::print_header();
     }
@@ -166,9 +194,22 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         for &op in &ops {
             for bytes in cases::sizes(cli.minbytes, cli.maxbytes, cli.stepfactor) {
                 interrupt::check()?;
-                let Some(case) = cases::Case::new(cli.collective, dtype, op, cli.root, bytes, world) else { continue };
-                let r = case.run(&mut comm, device, cli.warmup_iters, cli.iters as usize, !cli.no_check)
-                    .with_context(|| format!("rank {rank}: {} of {} bytes", cli.collective.name(), bytes))?;
+                let Some(case) =
+                    cases::Case::new(cli.collective, dtype, op, cli.root, bytes, world)
+                else {
+                    continue;
+                };
+                let r = case
+                    .run(
+                        &mut comm,
+                        device,
+                        cli.warmup_iters,
+                        cli.iters as usize,
+                        !cli.no_check,
+                    )
+                    .with_context(|| {
+                        format!("rank {rank}: {} of {} bytes", cli.collective.name(), bytes)
+                    })?;
                 let rec = BandwidthRecord {
                     collective: cli.collective.name().to_string(),
                     bytes: case.bytes(),
@@ -199,8 +240,13 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
             }
         }
     }
-    comm.barrier().with_context(|| format!("rank {rank}: final barrier"))?;
-    let avg_busbw = if timed > 0 { busbw_sum / timed as f64 } else { 0.0 };
+    comm.barrier()
+        .with_context(|| format!("rank {rank}: final barrier"))?;
+    let avg_busbw = if timed > 0 {
+        busbw_sum / timed as f64
+    } else {
+        0.0
+    };
     if table {
         let verdict = if wrong_total == 0 { "OK" } else { "FAILED" };
         eprintln!("# Out of bounds values : {wrong_total} {verdict}");

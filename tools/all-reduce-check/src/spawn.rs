@@ -12,7 +12,8 @@ use collectives::store::StoreServer;
 pub const CHILD_VAR: &str = "SHARDKIT_SPAWNED";
 
 pub fn run(n: usize) -> Result<Outcome> {
-    let server = StoreServer::bind("127.0.0.1:0").context("serving the rendezvous store for --spawn")?;
+    let server =
+        StoreServer::bind("127.0.0.1:0").context("serving the rendezvous store for --spawn")?;
     let port = server.addr().port();
     let exe = std::env::current_exe().context("locating this executable")?;
     let args: Vec<_> = std::env::args_os().skip(1).collect();
@@ -47,7 +48,9 @@ pub fn run(n: usize) -> Result<Outcome> {
                 if codes[*rank].is_none() && !stopped_by_us[*rank] {
                     stopped_by_us[*rank] = true;
                     if let Some((_, failed)) = first_failure.filter(|_| !interrupt::requested()) {
-                        eprintln!("all-reduce-check: rank {rank} stalled: still running {grace:?} after rank {failed} failed; stopping it");
+                        eprintln!(
+                            "all-reduce-check: rank {rank} stalled: still running {grace:?} after rank {failed} failed; stopping it"
+                        );
                     }
                     let _ = c.kill();
                 }
@@ -61,7 +64,10 @@ pub fn run(n: usize) -> Result<Outcome> {
                 let code = status.code().unwrap_or_else(|| {
                     use std::os::unix::process::ExitStatusExt;
                     if !stopped_by_us[*rank] {
-                        eprintln!("all-reduce-check: rank {rank} was killed by signal {}", status.signal().unwrap_or(0));
+                        eprintln!(
+                            "all-reduce-check: rank {rank} was killed by signal {}",
+                            status.signal().unwrap_or(0)
+                        );
                     }
                     1
                 });
@@ -87,7 +93,17 @@ pub fn run(n: usize) -> Result<Outcome> {
         .iter()
         .enumerate()
         .filter(|(_, c)| **c != 0)
-        .map(|(r, c)| if stopped_by_us[r] { format!("rank {r} stalled") } else { format!("rank {r} exited {c}") })
+        .map(|(r, c)| {
+            if stopped_by_us[r] {
+                format!("rank {r} stalled")
+            } else {
+                format!("rank {r} exited {c}")
+            }
+        })
         .collect();
-    bail!("{} of {n} ranks failed ({})", failed.len(), failed.join(", "))
+    bail!(
+        "{} of {n} ranks failed ({})",
+        failed.len(),
+        failed.join(", ")
+    )
 }

@@ -38,11 +38,18 @@ fn cmd() -> Command {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 fn records(out: &Output) -> Vec<Value> {
-    String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 fn stderr(out: &Output) -> String {
@@ -51,7 +58,12 @@ fn stderr(out: &Output) -> String {
 
 /// Every bandwidth record has 0 wrong elements in both columns, and the summary agrees.
 fn assert_all_right(out: &Output, sizes: usize) {
-    assert!(out.status.success(), "exit {:?}\n{}", out.status, stderr(out));
+    assert!(
+        out.status.success(),
+        "exit {:?}\n{}",
+        out.status,
+        stderr(out)
+    );
     let recs = records(out);
     let bw: Vec<&Value> = recs.iter().filter(|r| r["type"] == "bandwidth").collect();
     assert_eq!(bw.len(), sizes, "{recs:?}");
@@ -74,17 +86,28 @@ fn launch(world: usize, args: impl Fn(usize, &mut Command)) -> Vec<Output> {
         .map(|rank| {
             let mut c = cmd();
             args(rank, &mut c);
-            c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+            c.stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
         })
         .collect();
-    children.into_iter().map(|c| c.wait_with_output().unwrap()).collect()
+    children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect()
 }
 
 #[test]
 fn spawn_checks_every_collective_type_and_op_on_two_and_three_ranks() {
     for n in ["2", "3"] {
-        let out = cmd().args(["--spawn", n, "-b", "1K", "-e", "64K", "-f", "8", "-n", "2", "-w", "1"])
-            .args(["-d", "all", "-o", "all"]).output().unwrap();
+        let out = cmd()
+            .args([
+                "--spawn", n, "-b", "1K", "-e", "64K", "-f", "8", "-n", "2", "-w", "1",
+            ])
+            .args(["-d", "all", "-o", "all"])
+            .output()
+            .unwrap();
         // 6 types × 5 ops × 3 sizes (1K, 8K, 64K).
         assert_all_right(&out, 90);
         let first = &records(&out)[0];
@@ -92,10 +115,19 @@ fn spawn_checks_every_collective_type_and_op_on_two_and_three_ranks() {
         assert_eq!(first["engine"], "cpu-ring");
         // nccl-tests' table on stderr.
         let err = stderr(&out);
-        assert!(err.contains("# Out of bounds values : 0 OK") && err.contains("# Avg bus bandwidth"), "{err}");
+        assert!(
+            err.contains("# Out of bounds values : 0 OK") && err.contains("# Avg bus bandwidth"),
+            "{err}"
+        );
         for collective in ["broadcast", "all-gather", "reduce-scatter"] {
-            let out = cmd().args(["--spawn", n, "-C", collective, "-b", "4K", "-e", "1M", "-f", "16", "-n", "2", "-w", "1"])
-                .args(["-d", "f32,i32,bf16", "-r", "1"]).output().unwrap();
+            let out = cmd()
+                .args([
+                    "--spawn", n, "-C", collective, "-b", "4K", "-e", "1M", "-f", "16", "-n", "2",
+                    "-w", "1",
+                ])
+                .args(["-d", "f32,i32,bf16", "-r", "1"])
+                .output()
+                .unwrap();
             assert_all_right(&out, 9); // 3 types × (4K, 64K, 1M)
         }
     }
@@ -106,8 +138,13 @@ fn env_tcp_and_file_rendezvous_across_processes() {
     // env:// as a launcher sets it; rank 0 serves the store on MASTER_PORT.
     let port = free_port().to_string();
     let outs = launch(3, |rank, c| {
-        c.env("RANK", rank.to_string()).env("WORLD_SIZE", "3").env("MASTER_ADDR", "127.0.0.1").env("MASTER_PORT", &port);
-        c.args(["-b", "64K", "-e", "64K", "-n", "2", "-o", "avg", "-d", "f16"]);
+        c.env("RANK", rank.to_string())
+            .env("WORLD_SIZE", "3")
+            .env("MASTER_ADDR", "127.0.0.1")
+            .env("MASTER_PORT", &port);
+        c.args([
+            "-b", "64K", "-e", "64K", "-n", "2", "-o", "avg", "-d", "f16",
+        ]);
     });
     assert_all_right(&outs[0], 1);
     for o in &outs[1..] {
@@ -117,7 +154,20 @@ fn env_tcp_and_file_rendezvous_across_processes() {
 
     let url = format!("tcp://127.0.0.1:{}", free_port());
     let outs = launch(2, |rank, c| {
-        c.args(["--init-method", &url, "--rank", &rank.to_string(), "--world-size", "2", "-b", "1M", "-e", "1M", "-n", "2"]);
+        c.args([
+            "--init-method",
+            &url,
+            "--rank",
+            &rank.to_string(),
+            "--world-size",
+            "2",
+            "-b",
+            "1M",
+            "-e",
+            "1M",
+            "-n",
+            "2",
+        ]);
     });
     assert_all_right(&outs[0], 1);
     assert!(outs[1].status.success(), "{}", stderr(&outs[1]));
@@ -125,7 +175,20 @@ fn env_tcp_and_file_rendezvous_across_processes() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("file://{}", dir.path().join("rdzv").display());
     let outs = launch(3, |rank, c| {
-        c.args(["--init-method", &url, "--rank", &rank.to_string(), "--world-size", "3", "-b", "8K", "-e", "8K", "-n", "2"]);
+        c.args([
+            "--init-method",
+            &url,
+            "--rank",
+            &rank.to_string(),
+            "--world-size",
+            "3",
+            "-b",
+            "8K",
+            "-e",
+            "8K",
+            "-n",
+            "2",
+        ]);
         c.args(["--all-ranks"]);
     });
     for o in &outs {
@@ -139,10 +202,28 @@ fn a_killed_rank_fails_the_others_within_the_timeout_naming_it() {
     let mut children: Vec<Child> = (0..3)
         .map(|rank| {
             let mut c = cmd();
-            c.env("RANK", rank.to_string()).env("WORLD_SIZE", "3").env("MASTER_ADDR", "127.0.0.1").env("MASTER_PORT", &port);
+            c.env("RANK", rank.to_string())
+                .env("WORLD_SIZE", "3")
+                .env("MASTER_ADDR", "127.0.0.1")
+                .env("MASTER_PORT", &port);
             // Long enough to be killed mid-run.
-            c.args(["-b", "16M", "-e", "16M", "-n", "100000", "-w", "0", "--no-check", "--dist-timeout-secs", "20"]);
-            c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+            c.args([
+                "-b",
+                "16M",
+                "-e",
+                "16M",
+                "-n",
+                "100000",
+                "-w",
+                "0",
+                "--no-check",
+                "--dist-timeout-secs",
+                "20",
+            ]);
+            c.stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
         })
         .collect();
     std::thread::sleep(Duration::from_secs(2));
@@ -152,7 +233,11 @@ fn a_killed_rank_fails_the_others_within_the_timeout_naming_it() {
     for c in children {
         outs.push(c.wait_with_output().unwrap());
     }
-    assert!(t0.elapsed() < Duration::from_secs(20), "others took {:?} to give up", t0.elapsed());
+    assert!(
+        t0.elapsed() < Duration::from_secs(20),
+        "others took {:?} to give up",
+        t0.elapsed()
+    );
     for rank in [0, 2] {
         let o = &outs[rank];
         assert_eq!(o.status.code(), Some(1), "rank {rank}: {}", stderr(o));
@@ -165,13 +250,20 @@ fn a_rank_that_never_comes_is_named_and_nothing_hangs() {
     let port = free_port().to_string();
     let t0 = Instant::now();
     let outs = launch(2, |rank, c| {
-        c.env("RANK", rank.to_string()).env("WORLD_SIZE", "3").env("MASTER_ADDR", "127.0.0.1").env("MASTER_PORT", &port);
+        c.env("RANK", rank.to_string())
+            .env("WORLD_SIZE", "3")
+            .env("MASTER_ADDR", "127.0.0.1")
+            .env("MASTER_PORT", &port);
         c.args(["--dist-timeout-secs", "3"]);
     });
     assert!(t0.elapsed() < Duration::from_secs(15));
     for o in &outs {
         assert_eq!(o.status.code(), Some(1));
-        assert!(stderr(o).contains("rank(s) 2 of 3 never arrived"), "{}", stderr(o));
+        assert!(
+            stderr(o).contains("rank(s) 2 of 3 never arrived"),
+            "{}",
+            stderr(o)
+        );
     }
 }
 
@@ -179,23 +271,49 @@ fn a_rank_that_never_comes_is_named_and_nothing_hangs() {
 fn a_port_in_use_names_the_port_and_the_flag() {
     let taken = TcpListener::bind("0.0.0.0:0").unwrap();
     let port = taken.local_addr().unwrap().port().to_string();
-    let out = cmd().args(["--rank", "0", "--world-size", "2", "--master-port", &port, "--dist-timeout-secs", "5"]).output().unwrap();
+    let out = cmd()
+        .args([
+            "--rank",
+            "0",
+            "--world-size",
+            "2",
+            "--master-port",
+            &port,
+            "--dist-timeout-secs",
+            "5",
+        ])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
-    assert!(err.contains(&format!("port {port}")) && err.contains("--master-port or MASTER_PORT"), "{err}");
+    assert!(
+        err.contains(&format!("port {port}")) && err.contains("--master-port or MASTER_PORT"),
+        "{err}"
+    );
 }
 
 #[test]
 fn usage_errors_exit_2() {
-    for args in [&["-b", "lots"][..], &["-C", "all-to-all"], &["--init-method", "nccl://x"], &["--backend", "mpi"]] {
+    for args in [
+        &["-b", "lots"][..],
+        &["-C", "all-to-all"],
+        &["--init-method", "nccl://x"],
+        &["--backend", "mpi"],
+    ] {
         let out = cmd().args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
     }
 }
 
 fn venv_bin(name: &str) -> PathBuf {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin").join(name);
-    assert!(p.exists(), "{} missing: scripts/setup installs torch into .venv", p.display());
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../.venv/bin")
+        .join(name);
+    assert!(
+        p.exists(),
+        "{} missing: scripts/setup installs torch into .venv",
+        p.display()
+    );
     p
 }
 
@@ -210,7 +328,9 @@ fn torchrun_no_python_launches_ranks_that_join_its_agent_store() {
     let out = c
         .args(["--no-python", "--standalone", "--nproc_per_node", "2"])
         .arg(BIN)
-        .args(["--device", "cpu", "-b", "256K", "-e", "1M", "-f", "4", "-n", "2", "-d", "f32,i64"])
+        .args([
+            "--device", "cpu", "-b", "256K", "-e", "1M", "-f", "4", "-n", "2", "-d", "f32,i64",
+        ])
         .output()
         .unwrap();
     assert_all_right(&out, 4);
@@ -220,10 +340,25 @@ fn torchrun_no_python_launches_ranks_that_join_its_agent_store() {
 fn a_fifo_as_the_rendezvous_file_ends_at_the_deadline() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("rdzv");
-    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
     let url = format!("file://{}", fifo.display());
     let mut child = cmd()
-        .args(["--init-method", &url, "--rank", "1", "--world-size", "2", "--dist-timeout-secs", "3"])
+        .args([
+            "--init-method",
+            &url,
+            "--rank",
+            "1",
+            "--world-size",
+            "2",
+            "--dist-timeout-secs",
+            "3",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -247,8 +382,12 @@ fn a_fifo_as_the_rendezvous_file_ends_at_the_deadline() {
 fn children_of(ppid: u32) -> Vec<u32> {
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
-        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else { continue };
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
         // pid (comm) state ppid ...: comm may hold spaces, so split after the last ')'.
         let after = &stat[stat.rfind(')').unwrap() + 2..];
         if after.split(' ').nth(1).and_then(|p| p.parse::<u32>().ok()) == Some(ppid) {
@@ -261,7 +400,18 @@ fn children_of(ppid: u32) -> Vec<u32> {
 #[test]
 fn spawn_ends_a_stalled_rank_within_the_timeout_plus_a_second_naming_it() {
     let mut parent = cmd()
-        .args(["--spawn", "2", "--dist-timeout-secs", "3", "-b", "1M", "-e", "16M", "-n", "100000"])
+        .args([
+            "--spawn",
+            "2",
+            "--dist-timeout-secs",
+            "3",
+            "-b",
+            "1M",
+            "-e",
+            "16M",
+            "-n",
+            "100000",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -271,7 +421,8 @@ fn spawn_ends_a_stalled_rank_within_the_timeout_plus_a_second_naming_it() {
     let rank1 = loop {
         assert!(t.elapsed() < Duration::from_secs(60), "no rank 1 child");
         let found = children_of(parent.id()).into_iter().find(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| env.split(|&b| b == 0).any(|kv| kv == b"RANK=1"))
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|&b| b == 0).any(|kv| kv == b"RANK=1"))
         });
         if let Some(pid) = found {
             break pid;
@@ -296,5 +447,8 @@ fn spawn_ends_a_stalled_rank_within_the_timeout_plus_a_second_naming_it() {
     // 3 s for rank 0 to name the stall, 1 s of grace, slack for this busy machine (41 s before).
     assert!(waited < Duration::from_secs(10), "{waited:?}: {err}");
     assert!(err.contains("rank 1 stalled"), "{err}");
-    assert!(!err.contains("killed by signal"), "the parent's own stop is not reported as a kill: {err}");
+    assert!(
+        !err.contains("killed by signal"),
+        "the parent's own stop is not reported as a kill: {err}"
+    );
 }

@@ -13,7 +13,6 @@ use imaging::{DecodeOptions, Gray16};
 use rayon::prelude::*;
 use records::{ErrorRecord, ImageRecord, InputItem, Summary};
 
-
 pub use cli_common::paths::output_path;
 
 /// Centre-crop images to a square and resize them with Pillow's exact Lanczos.
@@ -105,8 +104,14 @@ Prints one record per input, in input order:
 .PP
 and last {"type":"summary","ok":N,"skipped":N,"failed":N,"elapsed_ms":N}. Outputs are written to a temp file and renamed, so a killed run leaves no partial output; a re-run skips outputs that exist."#;
     const EXAMPLES: &'static [(&'static str, &'static str)] = &[
-        ("Prepare every JPEG for a 1024x1024 generator, using all cores:", "find imgs -name '*.jpg' | crop-resize -r 1024 -o prepared"),
-        ("One shard of a shard-list run, as channels-first uint8 arrays:", "shard-list -n 4 list.txt | head -1 | crop-resize -r 256 -o arrays --format npy"),
+        (
+            "Prepare every JPEG for a 1024x1024 generator, using all cores:",
+            "find imgs -name '*.jpg' | crop-resize -r 1024 -o prepared",
+        ),
+        (
+            "One shard of a shard-list run, as channels-first uint8 arrays:",
+            "shard-list -n 4 list.txt | head -1 | crop-resize -r 256 -o arrays --format npy",
+        ),
     ];
 }
 
@@ -150,10 +155,19 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
             .into_iter()
             .map(|item| {
                 let item = item?;
-                let target = output_path(Path::new(&item.path), &cli.base, &cli.out_dir, &cwd, job.format.ext());
+                let target = output_path(
+                    Path::new(&item.path),
+                    &cli.base,
+                    &cli.out_dir,
+                    &cwd,
+                    job.format.ext(),
+                );
                 let claim = claims.claim(&target, &item.name, Path::new(&item.path), &cwd);
                 match Claims::message(&claim, &target, &item.name) {
-                    Some(message) => Err(ErrorRecord { input: item.name, message }),
+                    Some(message) => Err(ErrorRecord {
+                        input: item.name,
+                        message,
+                    }),
                     None => Ok((item, target)),
                 }
             })
@@ -166,15 +180,24 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
                     // A panic in a decoder (the tiff crate asserts on some tiled files) is this
                     // input's error record, not the batch's end.
                     cli_common::panics::catch(|| job.process(&item, &target))
-                        .unwrap_or_else(|panic| Err(anyhow::anyhow!("internal error while decoding it: {panic}")))
-                        .map_err(|e| ErrorRecord { input: item.name.clone(), message: format!("{e:#}") })
+                        .unwrap_or_else(|panic| {
+                            Err(anyhow::anyhow!("internal error while decoding it: {panic}"))
+                        })
+                        .map_err(|e| ErrorRecord {
+                            input: item.name.clone(),
+                            message: format!("{e:#}"),
+                        })
                 })
                 .collect()
         });
         for r in results {
             match r {
                 Ok(rec) => {
-                    if rec.skipped { skipped += 1 } else { ok += 1 }
+                    if rec.skipped {
+                        skipped += 1
+                    } else {
+                        ok += 1
+                    }
                     out.emit(&rec)?;
                 }
                 Err(e) => {
@@ -187,9 +210,18 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     }
     bar.finish_and_clear();
     let elapsed_ms = started.elapsed().as_millis() as u64;
-    out.emit(&Summary { ok, skipped, failed, elapsed_ms, ..Summary::default() })?;
+    out.emit(&Summary {
+        ok,
+        skipped,
+        failed,
+        elapsed_ms,
+        ..Summary::default()
+    })?;
     if !cli.common.quiet && failed > 0 {
-        eprintln!("crop-resize: {failed} of {} inputs failed (see the error records)", ok + skipped + failed);
+        eprintln!(
+            "crop-resize: {failed} of {} inputs failed (see the error records)",
+            ok + skipped + failed
+        );
     }
     Ok(Outcome::from_failures(failed))
 }
@@ -221,13 +253,21 @@ impl Job {
         if !self.overwrite && target.exists() {
             // The record describes the file that is there, which may be of another size.
             let (w, h) = existing_size(target, self.format).with_context(|| {
-                format!("{} exists but is not a {} image: remove it, or pass --overwrite", target.display(), self.format.ext())
+                format!(
+                    "{} exists but is not a {} image: remove it, or pass --overwrite",
+                    target.display(),
+                    self.format.ext()
+                )
             })?;
             (record.width, record.height) = (w, h);
             record.skipped = true;
             return Ok(record);
         }
-        let bytes = inputs::read_regular(Path::new(&item.path), self.decode.max_file_bytes(), imaging::sniff)?;
+        let bytes = inputs::read_regular(
+            Path::new(&item.path),
+            self.decode.max_file_bytes(),
+            imaging::sniff,
+        )?;
         let decoded = imaging::decode_rgb(&bytes, &self.decode)?;
         let img = if self.exif_transpose {
             imaging::exif_transpose(decoded.rgb, decoded.orientation)
@@ -250,7 +290,11 @@ fn existing_size(target: &Path, format: Format) -> Result<(u32, u32)> {
         Format::Npy => {
             use ndarray_npy::ReadNpyExt;
             let a = ndarray::Array3::<u8>::read_npy(std::fs::File::open(target)?)?;
-            anyhow::ensure!(a.shape()[0] == 3, "shape {:?} is not [3, height, width]", a.shape());
+            anyhow::ensure!(
+                a.shape()[0] == 3,
+                "shape {:?} is not [3, height, width]",
+                a.shape()
+            );
             Ok((a.shape()[2] as u32, a.shape()[1] as u32))
         }
     }
@@ -261,7 +305,10 @@ fn write_image(w: &mut impl Write, img: &RgbImage, format: Format) -> Result<()>
         Format::Png => imaging::write_png(w, img.as_raw(), img.width(), img.height(), 3)?,
         Format::Npy => {
             use ndarray_npy::WriteNpyExt;
-            let hwc = ndarray::ArrayView3::from_shape((img.height() as usize, img.width() as usize, 3), img.as_raw())?;
+            let hwc = ndarray::ArrayView3::from_shape(
+                (img.height() as usize, img.width() as usize, 3),
+                img.as_raw(),
+            )?;
             let chw = hwc.permuted_axes([2, 0, 1]);
             chw.as_standard_layout().write_npy(w)?;
         }
@@ -281,12 +328,17 @@ mod tests {
 
     #[test]
     fn npy_is_channels_first() {
-        let img = RgbImage::from_fn(2, 1, |x, _| image::Rgb([x as u8, 10 + x as u8, 20 + x as u8]));
+        let img = RgbImage::from_fn(2, 1, |x, _| {
+            image::Rgb([x as u8, 10 + x as u8, 20 + x as u8])
+        });
         let mut buf = Vec::new();
         write_image(&mut buf, &img, Format::Npy).unwrap();
         use ndarray_npy::ReadNpyExt;
         let a = ndarray::Array3::<u8>::read_npy(&buf[..]).unwrap();
         assert_eq!(a.shape(), &[3, 1, 2]);
-        assert_eq!(a.iter().copied().collect::<Vec<_>>(), vec![0, 1, 10, 11, 20, 21]);
+        assert_eq!(
+            a.iter().copied().collect::<Vec<_>>(),
+            vec![0, 1, 10, 11, 20, 21]
+        );
     }
 }

@@ -15,8 +15,16 @@ fn run(dir: &Path, args: &[&str], stdin: &str) -> (i32, Vec<Value>, String) {
         .write_stdin(stdin)
         .output()
         .unwrap();
-    let recs = String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    (out.status.code().unwrap(), recs, String::from_utf8(out.stderr).unwrap())
+    let recs = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (
+        out.status.code().unwrap(),
+        recs,
+        String::from_utf8(out.stderr).unwrap(),
+    )
 }
 
 fn copy_fixture(dir: &Path, name: &str, to: &str) {
@@ -29,7 +37,11 @@ fn all_files(dir: &Path) -> Vec<String> {
     let mut v = Vec::new();
     for e in std::fs::read_dir(dir).unwrap() {
         let p = e.unwrap().path();
-        if p.is_dir() { v.extend(all_files(&p)) } else { v.push(p.to_string_lossy().into_owned()) }
+        if p.is_dir() {
+            v.extend(all_files(&p))
+        } else {
+            v.push(p.to_string_lossy().into_owned())
+        }
     }
     v
 }
@@ -39,7 +51,11 @@ fn outputs_match_pillow_and_mirror_input_paths() {
     let tmp = tempfile::tempdir().unwrap();
     copy_fixture(tmp.path(), "photo420.jpg", "imgs/a/photo.jpg");
     copy_fixture(tmp.path(), "palette.png", "imgs/b/pal.png");
-    let (code, recs, _) = run(tmp.path(), &["-r", "24", "-o", "out"], "imgs/a/photo.jpg\nimgs/b/pal.png\n");
+    let (code, recs, _) = run(
+        tmp.path(),
+        &["-r", "24", "-o", "out"],
+        "imgs/a/photo.jpg\nimgs/b/pal.png\n",
+    );
     assert_eq!(code, 0);
     assert_eq!(recs.len(), 3);
     assert_eq!(recs[0]["input"], "imgs/a/photo.jpg");
@@ -49,7 +65,9 @@ fn outputs_match_pillow_and_mirror_input_paths() {
     let out = tmp.path().join("out/imgs/a/photo.png");
     assert_eq!(recs[0]["output"], out.to_string_lossy().as_ref());
     let ours = image::open(&out).unwrap().to_rgb8();
-    let pillow = image::open(fixtures().join("expected/photo420.jpg.24.png")).unwrap().to_rgb8();
+    let pillow = image::open(fixtures().join("expected/photo420.jpg.24.png"))
+        .unwrap()
+        .to_rgb8();
     assert_eq!(ours, pillow, "bit-identical to Pillow");
 }
 
@@ -58,7 +76,11 @@ fn bad_inputs_give_error_records_and_the_rest_are_written() {
     let tmp = tempfile::tempdir().unwrap();
     copy_fixture(tmp.path(), "rgb.png", "good1.png");
     copy_fixture(tmp.path(), "gray.jpg", "good2.jpg");
-    std::fs::write(tmp.path().join("garbage.jpg"), b"\xff\xd8\xff\xe0 this is not a jpeg").unwrap();
+    std::fs::write(
+        tmp.path().join("garbage.jpg"),
+        b"\xff\xd8\xff\xe0 this is not a jpeg",
+    )
+    .unwrap();
     std::fs::write(tmp.path().join("text.png"), b"hello").unwrap();
     let full = std::fs::read(fixtures().join("inputs/rgb.png")).unwrap();
     std::fs::write(tmp.path().join("truncated.png"), &full[..full.len() / 2]).unwrap();
@@ -66,16 +88,40 @@ fn bad_inputs_give_error_records_and_the_rest_are_written() {
     let (code, recs, stderr) = run(tmp.path(), &["-r", "8", "-o", "out", "-j", "2"], input);
     assert_eq!(code, 3, "items failed");
     let kinds: Vec<&str> = recs.iter().map(|r| r["type"].as_str().unwrap()).collect();
-    assert_eq!(kinds, ["image", "error", "error", "error", "error", "image", "summary"], "input order");
+    assert_eq!(
+        kinds,
+        [
+            "image", "error", "error", "error", "error", "image", "summary"
+        ],
+        "input order"
+    );
     assert_eq!(recs[1]["input"], "garbage.jpg");
-    assert!(recs[1]["message"].as_str().unwrap().contains("JPEG"), "{}", recs[1]);
-    assert!(recs[2]["message"].as_str().unwrap().contains("reading missing.png"));
-    assert!(recs[3]["message"].as_str().unwrap().contains("not an image"));
+    assert!(
+        recs[1]["message"].as_str().unwrap().contains("JPEG"),
+        "{}",
+        recs[1]
+    );
+    assert!(
+        recs[2]["message"]
+            .as_str()
+            .unwrap()
+            .contains("reading missing.png")
+    );
+    assert!(
+        recs[3]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not an image")
+    );
     assert_eq!(recs[6]["failed"], 4);
     assert!(stderr.contains("4 of 6 inputs failed"));
     let mut files = all_files(&tmp.path().join("out"));
     files.sort();
-    assert_eq!(files.len(), 2, "only the good outputs, no partial files: {files:?}");
+    assert_eq!(
+        files.len(),
+        2,
+        "only the good outputs, no partial files: {files:?}"
+    );
 }
 
 #[test]
@@ -88,7 +134,11 @@ fn reruns_skip_finished_outputs_unless_overwrite() {
     assert_eq!(code, 0);
     assert_eq!(again[0]["skipped"], true);
     assert_eq!(again[1]["skipped"], 1);
-    let (_, forced, _) = run(tmp.path(), &["-r", "8", "-o", "out", "--overwrite", "x.png"], "");
+    let (_, forced, _) = run(
+        tmp.path(),
+        &["-r", "8", "-o", "out", "--overwrite", "x.png"],
+        "",
+    );
     assert_eq!(forced[0]["skipped"], false);
 }
 
@@ -100,14 +150,27 @@ fn two_inputs_with_one_output_keep_the_first_and_fail_the_second() {
     // x.jpg and x.png both map to out/x.png: the second is an error, not a silent replacement
     // (same chunk) or a "skipped" record for another image's output (a later chunk, or a re-run).
     for _ in 0..2 {
-        let (code, recs, _) = run(tmp.path(), &["-r", "24", "-o", "out", "-j", "2"], "x.png\nx.jpg\n");
+        let (code, recs, _) = run(
+            tmp.path(),
+            &["-r", "24", "-o", "out", "-j", "2"],
+            "x.png\nx.jpg\n",
+        );
         assert_eq!(code, 3);
         assert_eq!(recs[0]["type"], "image");
         assert_eq!(recs[1]["type"], "error");
-        assert!(recs[1]["message"].as_str().unwrap().contains("is already the output of x.png"), "{}", recs[1]);
+        assert!(
+            recs[1]["message"]
+                .as_str()
+                .unwrap()
+                .contains("is already the output of x.png"),
+            "{}",
+            recs[1]
+        );
     }
     let ours = image::open(tmp.path().join("out/x.png")).unwrap().to_rgb8();
-    let pillow = image::open(fixtures().join("expected/rgb.png.24.png")).unwrap().to_rgb8();
+    let pillow = image::open(fixtures().join("expected/rgb.png.24.png"))
+        .unwrap()
+        .to_rgb8();
     assert_eq!(ours, pillow, "the first input's output");
 }
 
@@ -116,11 +179,27 @@ fn decompression_bombs_are_refused_from_the_header() {
     let tmp = tempfile::tempdir().unwrap();
     copy_fixture(tmp.path(), "photo420.jpg", "big.jpg");
     copy_fixture(tmp.path(), "bilevel.png", "small.png");
-    let (code, recs, _) = run(tmp.path(), &["-r", "8", "-o", "out", "--max-pixels", "2000", "big.jpg", "small.png"], "");
+    let (code, recs, _) = run(
+        tmp.path(),
+        &[
+            "-r",
+            "8",
+            "-o",
+            "out",
+            "--max-pixels",
+            "2000",
+            "big.jpg",
+            "small.png",
+        ],
+        "",
+    );
     assert_eq!(code, 3);
     assert_eq!(recs[0]["type"], "error");
     let msg = recs[0]["message"].as_str().unwrap();
-    assert!(msg.contains("97x71") && msg.contains("--max-pixels"), "{msg}");
+    assert!(
+        msg.contains("97x71") && msg.contains("--max-pixels"),
+        "{msg}"
+    );
     assert_eq!(recs[1]["type"], "image");
 }
 
@@ -130,7 +209,11 @@ fn npy_output_is_uint8_channels_first_and_shard_records_are_inputs() {
     copy_fixture(tmp.path(), "rgb.png", "d/a.png");
     copy_fixture(tmp.path(), "la.png", "d/b.png");
     let shard = r#"{"type":"shard","shard":0,"shards":1,"paths":["d/a.png","d/b.png"]}"#;
-    let (code, recs, _) = run(tmp.path(), &["-r", "24", "-o", "out", "--format", "npy", "--base", "d"], &format!("{shard}\n"));
+    let (code, recs, _) = run(
+        tmp.path(),
+        &["-r", "24", "-o", "out", "--format", "npy", "--base", "d"],
+        &format!("{shard}\n"),
+    );
     assert_eq!(code, 0);
     assert_eq!(recs.len(), 3);
     let p = tmp.path().join("out/a.npy");
@@ -138,7 +221,9 @@ fn npy_output_is_uint8_channels_first_and_shard_records_are_inputs() {
     use ndarray_npy::ReadNpyExt;
     let a = ndarray::Array3::<u8>::read_npy(std::fs::File::open(&p).unwrap()).unwrap();
     assert_eq!(a.shape(), &[3, 24, 24]);
-    let pillow = image::open(fixtures().join("expected/rgb.png.24.png")).unwrap().to_rgb8();
+    let pillow = image::open(fixtures().join("expected/rgb.png.24.png"))
+        .unwrap()
+        .to_rgb8();
     assert_eq!(a[[1, 5, 7]], pillow.get_pixel(7, 5).0[1]);
 }
 
@@ -147,11 +232,29 @@ fn exif_transpose_is_opt_in() {
     let tmp = tempfile::tempdir().unwrap();
     copy_fixture(tmp.path(), "exif6.jpg", "e.jpg");
     let (_, recs, _) = run(tmp.path(), &["-r", "24", "-o", "plain", "e.jpg"], "");
-    assert_eq!((recs[0]["source_width"].as_u64(), recs[0]["source_height"].as_u64()), (Some(68), Some(52)));
-    let (_, recs, _) = run(tmp.path(), &["-r", "24", "-o", "rot", "--exif-transpose", "e.jpg"], "");
-    assert_eq!((recs[0]["source_width"].as_u64(), recs[0]["source_height"].as_u64()), (Some(52), Some(68)));
+    assert_eq!(
+        (
+            recs[0]["source_width"].as_u64(),
+            recs[0]["source_height"].as_u64()
+        ),
+        (Some(68), Some(52))
+    );
+    let (_, recs, _) = run(
+        tmp.path(),
+        &["-r", "24", "-o", "rot", "--exif-transpose", "e.jpg"],
+        "",
+    );
+    assert_eq!(
+        (
+            recs[0]["source_width"].as_u64(),
+            recs[0]["source_height"].as_u64()
+        ),
+        (Some(52), Some(68))
+    );
     let ours = image::open(tmp.path().join("rot/e.png")).unwrap().to_rgb8();
-    let pillow = image::open(fixtures().join("expected/exif6.jpg.exif.24.png")).unwrap().to_rgb8();
+    let pillow = image::open(fixtures().join("expected/exif6.jpg.exif.24.png"))
+        .unwrap()
+        .to_rgb8();
     assert_eq!(ours, pillow);
 }
 
@@ -181,7 +284,14 @@ fn records_reach_the_pipe_as_work_finishes_not_at_exit() {
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
-    std::io::Write::write_all(&mut stdin, (0..8).map(|i| format!("in/{i}.png\n")).collect::<String>().as_bytes()).unwrap();
+    std::io::Write::write_all(
+        &mut stdin,
+        (0..8)
+            .map(|i| format!("in/{i}.png\n"))
+            .collect::<String>()
+            .as_bytes(),
+    )
+    .unwrap();
     let stdout = child.stdout.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -192,12 +302,18 @@ fn records_reach_the_pipe_as_work_finishes_not_at_exit() {
         }
     });
     for i in 0..8 {
-        let line = rx.recv_timeout(std::time::Duration::from_secs(30)).unwrap_or_else(|_| panic!("record {i} did not arrive while stdin was open"));
+        let line = rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("record {i} did not arrive while stdin was open"));
         assert!(line.contains("\"type\":\"image\""), "{line}");
     }
     drop(stdin);
     assert!(child.wait().unwrap().success());
-    assert!(rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap().contains("\"type\":\"summary\""));
+    assert!(
+        rx.recv_timeout(std::time::Duration::from_secs(10))
+            .unwrap()
+            .contains("\"type\":\"summary\"")
+    );
 }
 
 #[test]
@@ -209,11 +325,18 @@ fn outputs_are_created_0666_less_the_umask() {
     let o = std::process::Command::new("sh")
         .current_dir(tmp.path())
         .arg("-c")
-        .arg(format!("umask 022 && '{}' -r 16 -o out a.png", bin.display()))
+        .arg(format!(
+            "umask 022 && '{}' -r 16 -o out a.png",
+            bin.display()
+        ))
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let mode = std::fs::metadata(tmp.path().join("out/a.png")).unwrap().permissions().mode() & 0o777;
+    let mode = std::fs::metadata(tmp.path().join("out/a.png"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
     assert_eq!(mode, 0o644, "was 0600 whatever the umask");
 }
 
@@ -275,24 +398,55 @@ fn a_panicking_decoder_is_one_error_record_and_the_batch_goes_on() {
     std::fs::write(tmp.path().join("planar.tif"), planar_tiled_tiff(20, 20, 16)).unwrap();
     copy_fixture(tmp.path(), "photo420.jpg", "photo.jpg");
     copy_fixture(tmp.path(), "rgb.png", "rgb.png");
-    let (code, recs, stderr) = run(tmp.path(), &["-r", "16", "-o", "out", "planar.tif", "photo.jpg", "rgb.png"], "");
+    let (code, recs, stderr) = run(
+        tmp.path(),
+        &[
+            "-r",
+            "16",
+            "-o",
+            "out",
+            "planar.tif",
+            "photo.jpg",
+            "rgb.png",
+        ],
+        "",
+    );
     assert_eq!(code, 3, "exit 101 (the panic) before: {stderr}");
     assert_eq!(recs[0]["type"], "error");
     assert_eq!(recs[0]["input"], "planar.tif");
-    assert!(recs[0]["message"].as_str().unwrap().contains("internal error while decoding it"), "{}", recs[0]);
+    assert!(
+        recs[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("internal error while decoding it"),
+        "{}",
+        recs[0]
+    );
     assert!(tmp.path().join("out/photo.png").exists() && tmp.path().join("out/rgb.png").exists());
     assert_eq!(recs.last().unwrap()["ok"], 2);
-    assert!(!stderr.contains("panicked"), "the caught panic stays off stderr: {stderr}");
+    assert!(
+        !stderr.contains("panicked"),
+        "the caught panic stays off stderr: {stderr}"
+    );
 }
 
 #[test]
 fn fifos_devices_directories_and_non_images_are_error_records_read_no_further() {
     let tmp = tempfile::tempdir().unwrap();
     copy_fixture(tmp.path(), "rgb.png", "good.png");
-    assert!(std::process::Command::new("mkfifo").arg(tmp.path().join("fifo.png")).status().unwrap().success());
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(tmp.path().join("fifo.png"))
+            .status()
+            .unwrap()
+            .success()
+    );
     std::fs::create_dir(tmp.path().join("dir.png")).unwrap();
     // 1 GiB of zeros (sparse): refused from its first bytes, not read whole.
-    std::fs::File::create(tmp.path().join("zeros.png")).unwrap().set_len(1 << 30).unwrap();
+    std::fs::File::create(tmp.path().join("zeros.png"))
+        .unwrap()
+        .set_len(1 << 30)
+        .unwrap();
     let bin = assert_cmd::cargo::cargo_bin("crop-resize");
     // Under 800 MB of address space (the tool needs a tenth of it), with a deadline: before,
     // /dev/zero was read until memory ran out, the FIFO blocked forever, and the zeros file was
@@ -314,12 +468,33 @@ fn fifos_devices_directories_and_non_images_are_error_records_read_no_further() 
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     let o = child.wait_with_output().unwrap();
-    assert_eq!(o.status.code(), Some(3), "{}", String::from_utf8_lossy(&o.stderr));
-    let recs: Vec<Value> = String::from_utf8(o.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    let errors: Vec<(&str, &str)> = recs.iter().filter(|r| r["type"] == "error").map(|r| (r["input"].as_str().unwrap(), r["message"].as_str().unwrap())).collect();
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let recs: Vec<Value> = String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let errors: Vec<(&str, &str)> = recs
+        .iter()
+        .filter(|r| r["type"] == "error")
+        .map(|r| (r["input"].as_str().unwrap(), r["message"].as_str().unwrap()))
+        .collect();
     assert_eq!(errors.len(), 4, "{errors:?}");
-    for (input, want) in [("/dev/zero", "is a device"), ("fifo.png", "is a FIFO"), ("dir.png", "is a directory"), ("zeros.png", "not an image")] {
-        let (_, m) = errors.iter().find(|e| e.0 == input).unwrap_or_else(|| panic!("no error for {input}: {errors:?}"));
+    for (input, want) in [
+        ("/dev/zero", "is a device"),
+        ("fifo.png", "is a FIFO"),
+        ("dir.png", "is a directory"),
+        ("zeros.png", "not an image"),
+    ] {
+        let (_, m) = errors
+            .iter()
+            .find(|e| e.0 == input)
+            .unwrap_or_else(|| panic!("no error for {input}: {errors:?}"));
         assert!(m.contains(want), "{input}: {m}");
     }
     assert_eq!(recs.last().unwrap()["ok"], 1);
@@ -338,15 +513,31 @@ fn an_output_never_replaces_an_input_and_skips_describe_the_file_there() {
         let (code, recs, _) = run(tmp.path(), &args, "");
         assert_eq!(code, 3, "{extra:?}: {recs:?}");
         assert_eq!(recs[0]["type"], "error");
-        assert!(recs[0]["message"].as_str().unwrap().contains("this input itself"), "{}", recs[0]);
-        assert_eq!(std::fs::read(tmp.path().join("photo.png")).unwrap(), before, "the photo is untouched");
+        assert!(
+            recs[0]["message"]
+                .as_str()
+                .unwrap()
+                .contains("this input itself"),
+            "{}",
+            recs[0]
+        );
+        assert_eq!(
+            std::fs::read(tmp.path().join("photo.png")).unwrap(),
+            before,
+            "the photo is untouched"
+        );
     }
     // A skip record gives the size of the file that is there, not the size asked for.
     let (code, _, _) = run(tmp.path(), &["-r", "16", "-o", "out", "photo.png"], "");
     assert_eq!(code, 0);
     let (code, recs, _) = run(tmp.path(), &["-r", "24", "-o", "out", "photo.png"], "");
     assert_eq!(code, 0);
-    assert_eq!((recs[0]["skipped"].as_bool(), recs[0]["width"].as_u64()), (Some(true), Some(16)), "{}", recs[0]);
+    assert_eq!(
+        (recs[0]["skipped"].as_bool(), recs[0]["width"].as_u64()),
+        (Some(true), Some(16)),
+        "{}",
+        recs[0]
+    );
 }
 
 #[test]
@@ -356,11 +547,16 @@ fn a_run_removes_temp_files_that_killed_runs_left_and_keeps_live_ones() {
     std::fs::create_dir(tmp.path().join("out")).unwrap();
     // pid_max is at most 2^22: pid 999999999 never runs; this test's own pid does.
     let dead = tmp.path().join("out/.x.png.999999999.AbCdEf.partial");
-    let live = tmp.path().join(format!("out/.y.png.{}.XyZ123.partial", std::process::id()));
+    let live = tmp
+        .path()
+        .join(format!("out/.y.png.{}.XyZ123.partial", std::process::id()));
     std::fs::write(&dead, vec![0u8; 1 << 20]).unwrap();
     std::fs::write(&live, b"being written").unwrap();
     let (code, _, _) = run(tmp.path(), &["-r", "16", "-o", "out", "a.png"], "");
     assert_eq!(code, 0);
-    assert!(!dead.exists(), "a kill -9's temp file stays forever otherwise");
+    assert!(
+        !dead.exists(),
+        "a kill -9's temp file stays forever otherwise"
+    );
     assert!(live.exists(), "a live run's temp file is never removed");
 }

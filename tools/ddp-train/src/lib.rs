@@ -168,11 +168,26 @@ then {"type":"summary","ok":EPOCHS_RUN,"skipped":EPOCHS_ALREADY_DONE,"failed":0,
 .PP
 Accuracies are percent; losses are means over all ranks' images; validation counts every test image once (each rank takes images rank, rank+world, ...). loss_scale appears with --precision fp16."#;
     const EXAMPLES: &'static [(&'static str, &'static str)] = &[
-        ("Four GPUs under torchrun:", "torchrun --no-python --standalone --nproc_per_node 4 ddp-train --data cifar100:cifar-100-binary --epochs 200 --augment --checkpoint-dir ck"),
-        ("Four GPUs with GNU parallel:", "seq 0 3 | parallel -j4 ddp-train --rank {} --world-size 4 --master-port 29511 --data cifar100:cifar-100-binary"),
-        ("One GPU at full speed (bf16, channels_last, the step replayed as a CUDA graph):", "ddp-train --data cifar100:cifar-100-binary --batch-size 512 --precision bf16 --augment --checkpoint-dir ck"),
-        ("Resume after a crash:", "ddp-train --data cifar100:cifar-100-binary --checkpoint-dir ck --resume"),
-        ("Load the result in PyTorch:", "python -c \"import torchvision, safetensors.torch as st; m = torchvision.models.resnet18(num_classes=100); m.load_state_dict(st.load_file('ck/best.safetensors'))\""),
+        (
+            "Four GPUs under torchrun:",
+            "torchrun --no-python --standalone --nproc_per_node 4 ddp-train --data cifar100:cifar-100-binary --epochs 200 --augment --checkpoint-dir ck",
+        ),
+        (
+            "Four GPUs with GNU parallel:",
+            "seq 0 3 | parallel -j4 ddp-train --rank {} --world-size 4 --master-port 29511 --data cifar100:cifar-100-binary",
+        ),
+        (
+            "One GPU at full speed (bf16, channels_last, the step replayed as a CUDA graph):",
+            "ddp-train --data cifar100:cifar-100-binary --batch-size 512 --precision bf16 --augment --checkpoint-dir ck",
+        ),
+        (
+            "Resume after a crash:",
+            "ddp-train --data cifar100:cifar-100-binary --checkpoint-dir ck --resume",
+        ),
+        (
+            "Load the result in PyTorch:",
+            "python -c \"import torchvision, safetensors.torch as st; m = torchvision.models.resnet18(num_classes=100); m.load_state_dict(st.load_file('ck/best.safetensors'))\"",
+        ),
     ];
 }
 
@@ -202,8 +217,17 @@ fn config(cli: &Cli, device: tch::Device) -> Result<Config> {
         other => bail!("unknown --stem {other}: imagenet or cifar"),
     };
     let rule = match cli.optimizer.as_str() {
-        "sgd" => Rule::Sgd { momentum: cli.momentum, nesterov: cli.nesterov, weight_decay: cli.weight_decay },
-        "adamw" => Rule::AdamW { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: cli.weight_decay },
+        "sgd" => Rule::Sgd {
+            momentum: cli.momentum,
+            nesterov: cli.nesterov,
+            weight_decay: cli.weight_decay,
+        },
+        "adamw" => Rule::AdamW {
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: cli.weight_decay,
+        },
         other => bail!("unknown --optimizer {other}: sgd or adamw"),
     };
     let schedule = parse_schedule(&cli.schedule)?;
@@ -230,7 +254,9 @@ fn config(cli: &Cli, device: tch::Device) -> Result<Config> {
         broadcast_buffers: !cli.no_broadcast_buffers,
         init: cli.init.clone(),
         channels_last: cli.channels_last.or(device.is_cuda()),
-        cuda_graphs: cli.cuda_graphs.or(device.is_cuda() && precision != Precision::Fp16),
+        cuda_graphs: cli
+            .cuda_graphs
+            .or(device.is_cuda() && precision != Precision::Fp16),
         deterministic: cli.deterministic,
         sync_bn: cli.sync_bn,
         should_stop: cli_common::interrupt::requested,
@@ -239,7 +265,10 @@ fn config(cli: &Cli, device: tch::Device) -> Result<Config> {
 
 /// The flags every rank must share, as (flag, value): all that decides what is trained.
 fn training_flags(cli: &Cli) -> Vec<(&'static str, String)> {
-    let opt = |p: &Option<PathBuf>| p.as_ref().map_or("(none)".to_string(), |p| p.display().to_string());
+    let opt = |p: &Option<PathBuf>| {
+        p.as_ref()
+            .map_or("(none)".to_string(), |p| p.display().to_string())
+    };
     vec![
         ("--data", cli.data.clone()),
         ("--model", cli.model.clone()),
@@ -263,9 +292,16 @@ fn training_flags(cli: &Cli) -> Vec<(&'static str, String)> {
         ("--deterministic", cli.deterministic.to_string()),
         ("--channels-last", format!("{:?}", cli.channels_last)),
         ("--resume", cli.resume.to_string()),
-        ("--max-steps", cli.max_steps.map_or("(none)".to_string(), |m| m.to_string())),
+        (
+            "--max-steps",
+            cli.max_steps
+                .map_or("(none)".to_string(), |m| m.to_string()),
+        ),
         ("--init", opt(&cli.init)),
-        ("--no-broadcast-buffers", cli.no_broadcast_buffers.to_string()),
+        (
+            "--no-broadcast-buffers",
+            cli.no_broadcast_buffers.to_string(),
+        ),
         ("--sync-bn", cli.sync_bn.to_string()),
     ]
 }
@@ -273,7 +309,11 @@ fn training_flags(cli: &Cli) -> Vec<(&'static str, String)> {
 /// Every rank compares its training flags with every other rank's before training: ranks
 /// started with different flags would otherwise train silently on a mixed configuration. The
 /// flags travel as bytes (one float each, exact) in one max all-reduce and one all-gather.
-fn check_same_flags(comm: &mut Communicator, device: tch::Device, flags: &[(&'static str, String)]) -> Result<()> {
+fn check_same_flags(
+    comm: &mut Communicator,
+    device: tch::Device,
+    flags: &[(&'static str, String)],
+) -> Result<()> {
     use tch::{Kind, Tensor};
     let world = comm.world_size();
     if world == 1 {
@@ -281,12 +321,14 @@ fn check_same_flags(comm: &mut Communicator, device: tch::Device, flags: &[(&'st
     }
     let text: String = flags.iter().map(|(k, v)| format!("{k}\t{v}\n")).collect();
     let mut len = Tensor::from_slice(&[text.len() as f32]).to_device(device);
-    comm.all_reduce(&mut len, collectives::ReduceOp::Max).context("comparing the ranks' flags")?;
+    comm.all_reduce(&mut len, collectives::ReduceOp::Max)
+        .context("comparing the ranks' flags")?;
     let n = len.double_value(&[]) as usize;
     let mut mine: Vec<f32> = text.bytes().map(f32::from).collect();
     mine.resize(n, 0.0);
     let mut all = Tensor::zeros([world as i64, n as i64], (Kind::Float, device));
-    comm.all_gather(&Tensor::from_slice(&mine).to_device(device), &mut all).context("comparing the ranks' flags")?;
+    comm.all_gather(&Tensor::from_slice(&mine).to_device(device), &mut all)
+        .context("comparing the ranks' flags")?;
     let all: Vec<f32> = Vec::try_from(all.to_device(tch::Device::Cpu).reshape([-1]))?;
     for (r, row) in all.chunks(n.max(1)).enumerate() {
         let bytes: Vec<u8> = row.iter().map(|&b| b as u8).filter(|&b| b != 0).collect();
@@ -307,12 +349,25 @@ fn check_same_flags(comm: &mut Communicator, device: tch::Device, flags: &[(&'st
 pub fn parse_schedule(s: &str) -> Result<Schedule> {
     let parts: Vec<&str> = s.split(':').collect();
     let num = |i: usize, what: &str| -> Result<f64> {
-        parts.get(i).with_context(|| format!("--schedule {s}: missing {what}"))?.parse().with_context(|| format!("--schedule {s}: bad {what}"))
+        parts
+            .get(i)
+            .with_context(|| format!("--schedule {s}: missing {what}"))?
+            .parse()
+            .with_context(|| format!("--schedule {s}: bad {what}"))
     };
     Ok(match parts[0] {
         "constant" => Schedule::Constant,
-        "step" => Schedule::Step { every: num(1, "EVERY")?, gamma: num(2, "GAMMA")? },
-        "cosine" => Schedule::Cosine { warmup: if parts.len() > 1 { num(1, "WARMUP")? } else { 0.0 } },
+        "step" => Schedule::Step {
+            every: num(1, "EVERY")?,
+            gamma: num(2, "GAMMA")?,
+        },
+        "cosine" => Schedule::Cosine {
+            warmup: if parts.len() > 1 {
+                num(1, "WARMUP")?
+            } else {
+                0.0
+            },
+        },
         _ => bail!("unknown --schedule {s}: constant, step:EVERY:GAMMA or cosine[:WARMUP]"),
     })
 }
@@ -320,7 +375,10 @@ pub fn parse_schedule(s: &str) -> Result<Schedule> {
 pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     // Flag values are checked before anything starts, as usage errors (exit 2).
     let usage = |e: anyhow::Error| anyhow::Error::new(cli_common::UsageError(format!("{e:#}")));
-    let precision: Precision = cli.precision.parse().map_err(|e: train::Error| usage(e.into()))?;
+    let precision: Precision = cli
+        .precision
+        .parse()
+        .map_err(|e: train::Error| usage(e.into()))?;
     config(&cli, tch::Device::Cpu).map_err(usage)?;
     if precision == Precision::Fp32 {
         device::disable_tf32(); // before CUDA starts
@@ -333,7 +391,8 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let mut comm = Communicator::from_plan(plan, &opts.init_method, opts.timeout, cli.dist.backend)
         .with_context(|| format!("rank {rank}"))?;
     let world = comm.world_size();
-    check_same_flags(&mut comm, device, &training_flags(&cli)).with_context(|| format!("rank {rank}"))?;
+    check_same_flags(&mut comm, device, &training_flags(&cli))
+        .with_context(|| format!("rank {rank}"))?;
     let speak = rank == 0 || cli.all_ranks;
     out.set_flush_each(true);
     if speak && !cli.common.quiet {
@@ -346,11 +405,30 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
             cli.precision,
             comm.engine(device),
             if cfg.cuda_graphs { ", CUDA graphs" } else { "" },
-            if cfg.channels_last { ", channels_last" } else { "" },
-            if cfg.sync_bn && world > 1 { ", SyncBatchNorm" } else { "" },
+            if cfg.channels_last {
+                ", channels_last"
+            } else {
+                ""
+            },
+            if cfg.sync_bn && world > 1 {
+                ", SyncBatchNorm"
+            } else {
+                ""
+            },
         );
     }
-    let bar = if rank == 0 { progress::bar(&cli.common, "ddp-train", Some(cfg.epochs as u64)) } else { progress::bar(&CommonArgs { quiet: true, progress: false }, "", None) };
+    let bar = if rank == 0 {
+        progress::bar(&cli.common, "ddp-train", Some(cfg.epochs as u64))
+    } else {
+        progress::bar(
+            &CommonArgs {
+                quiet: true,
+                progress: false,
+            },
+            "",
+            None,
+        )
+    };
     let started = Instant::now();
     let mut ran = 0usize;
     let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -378,16 +456,30 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
                     loss_scale: e.loss_scale,
                     steps: e.steps,
                     skipped_steps: e.skipped_steps,
-                    peak_gpu_mib: device.is_cuda().then(device::cuda_mem_used).flatten().map(|b| b >> 20),
-                    checkpoint: e.checkpoint.as_ref().map(|p| std::path::absolute(p).unwrap_or(p.clone()).display().to_string()),
+                    peak_gpu_mib: device
+                        .is_cuda()
+                        .then(device::cuda_mem_used)
+                        .flatten()
+                        .map(|b| b >> 20),
+                    checkpoint: e.checkpoint.as_ref().map(|p| {
+                        std::path::absolute(p)
+                            .unwrap_or(p.clone())
+                            .display()
+                            .to_string()
+                    }),
                     best: e.best,
                     rank,
                     world_size: world,
                 };
-                out.emit(&rec).map_err(|e| train::Error::Data(e.to_string()))?;
+                out.emit(&rec)
+                    .map_err(|e| train::Error::Data(e.to_string()))?;
             }
             if cli_common::interrupt::requested() {
-                return Err(train::Error::Interrupted { epoch: e.epoch + 1, step: 0, last_complete: e.epoch });
+                return Err(train::Error::Interrupted {
+                    epoch: e.epoch + 1,
+                    step: 0,
+                    last_complete: e.epoch,
+                });
             }
             Ok(())
         })
@@ -408,13 +500,20 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let trained = match run {
         Ok(Ok(t)) => t,
         // SIGINT/SIGTERM: stopped before the next step, exit 130.
-        Ok(Err(train::Error::Interrupted { epoch, step, last_complete })) => {
+        Ok(Err(train::Error::Interrupted {
+            epoch,
+            step,
+            last_complete,
+        })) => {
             let kept = if cfg.checkpoint_dir.is_some() && last_complete > 0 {
                 format!("; the checkpoint of epoch {last_complete} is the last one")
             } else {
                 String::new()
             };
-            eprintln!("ddp-train[rank {rank}]: interrupted before step {} of epoch {epoch}{kept}", step + 1);
+            eprintln!(
+                "ddp-train[rank {rank}]: interrupted before step {} of epoch {epoch}{kept}",
+                step + 1
+            );
             return Err(cli_common::Interrupted.into());
         }
         // A peer that stopped for the same signal breaks the collective this rank waits in.
@@ -422,13 +521,23 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
             eprintln!("ddp-train[rank {rank}]: interrupted ({e})");
             return Err(cli_common::Interrupted.into());
         }
-        Ok(Err(e)) => return Err(out_of_memory(&format!("{e:#}")).unwrap_or_else(|| anyhow::Error::new(e).context(format!("rank {rank}")))),
+        Ok(Err(e)) => {
+            return Err(out_of_memory(&format!("{e:#}"))
+                .unwrap_or_else(|| anyhow::Error::new(e).context(format!("rank {rank}"))));
+        }
         Err(panic) => {
-            let msg = panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
+            let msg = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
             if let Some(e) = out_of_memory(&msg) {
                 return Err(e);
             }
-            bail!("rank {rank}: libtorch error: {}", msg.lines().next().unwrap_or("(no message)"));
+            bail!(
+                "rank {rank}: libtorch error: {}",
+                msg.lines().next().unwrap_or("(no message)")
+            );
         }
     };
     if speak {
@@ -457,9 +566,21 @@ mod tests {
     #[test]
     fn schedules_parse() {
         assert_eq!(parse_schedule("constant").unwrap(), Schedule::Constant);
-        assert_eq!(parse_schedule("step:30:0.1").unwrap(), Schedule::Step { every: 30.0, gamma: 0.1 });
-        assert_eq!(parse_schedule("cosine").unwrap(), Schedule::Cosine { warmup: 0.0 });
-        assert_eq!(parse_schedule("cosine:5").unwrap(), Schedule::Cosine { warmup: 5.0 });
+        assert_eq!(
+            parse_schedule("step:30:0.1").unwrap(),
+            Schedule::Step {
+                every: 30.0,
+                gamma: 0.1
+            }
+        );
+        assert_eq!(
+            parse_schedule("cosine").unwrap(),
+            Schedule::Cosine { warmup: 0.0 }
+        );
+        assert_eq!(
+            parse_schedule("cosine:5").unwrap(),
+            Schedule::Cosine { warmup: 5.0 }
+        );
         assert!(parse_schedule("step:30").is_err());
         assert!(parse_schedule("linear").is_err());
     }

@@ -20,24 +20,49 @@ fn digits() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let dir = std::env::temp_dir().join(format!("shardkit-ddp-digits-{}", std::process::id()));
-        let out = Command::new(root().join(".venv/bin/python")).arg(root().join("scripts/make-digits-cifar")).arg(&dir).output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let out = Command::new(root().join(".venv/bin/python"))
+            .arg(root().join("scripts/make-digits-cifar"))
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         dir
     })
 }
 
 fn cmd() -> Command {
     let mut c = Command::new(BIN);
-    for v in ["RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE", "SLURM_PROCID"] {
+    for v in [
+        "RANK",
+        "WORLD_SIZE",
+        "LOCAL_RANK",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "TORCHELASTIC_USE_AGENT_STORE",
+        "SLURM_PROCID",
+    ] {
         c.env_remove(v);
     }
-    c.args(["--device", "cpu", "--data"]).arg(format!("cifar100:{}", digits().display()));
+    c.args(["--device", "cpu", "--data"])
+        .arg(format!("cifar100:{}", digits().display()));
     c
 }
 
 fn records(o: &Output) -> Vec<Value> {
-    assert!(o.status.success(), "exit {:?}: {}", o.status, String::from_utf8_lossy(&o.stderr));
-    String::from_utf8_lossy(&o.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    assert!(
+        o.status.success(),
+        "exit {:?}: {}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 fn params(path: &Path) -> BTreeMap<String, Tensor> {
@@ -52,22 +77,57 @@ fn params(path: &Path) -> BTreeMap<String, Tensor> {
 fn epochs_are_records_checkpoints_are_written_and_resume_continues() {
     let ck = tempfile::tempdir().unwrap();
     let args = ["--batch-size", "64", "--max-steps", "4", "--augment"];
-    let recs = records(&cmd().args(args).args(["--epochs", "2", "--checkpoint-dir"]).arg(ck.path()).output().unwrap());
+    let recs = records(
+        &cmd()
+            .args(args)
+            .args(["--epochs", "2", "--checkpoint-dir"])
+            .arg(ck.path())
+            .output()
+            .unwrap(),
+    );
     assert_eq!(recs.iter().filter(|r| r["type"] == "epoch").count(), 2);
     let e = &recs[1];
-    for k in ["train_loss", "train_top1", "val_loss", "val_top1", "images_per_s", "seconds", "lr"] {
+    for k in [
+        "train_loss",
+        "train_top1",
+        "val_loss",
+        "val_top1",
+        "images_per_s",
+        "seconds",
+        "lr",
+    ] {
         assert!(e[k].as_f64().unwrap().is_finite(), "{k}: {e}");
     }
     assert_eq!(e["steps"], 4);
-    assert!(e["checkpoint"].as_str().unwrap().ends_with("last.safetensors"));
-    for f in ["last.safetensors", "last.train.safetensors", "best.safetensors"] {
+    assert!(
+        e["checkpoint"]
+            .as_str()
+            .unwrap()
+            .ends_with("last.safetensors")
+    );
+    for f in [
+        "last.safetensors",
+        "last.train.safetensors",
+        "best.safetensors",
+    ] {
         assert!(ck.path().join(f).exists(), "{f}");
     }
     assert_eq!(recs.last().unwrap()["type"], "summary");
 
     // Resume with --epochs 3: only epoch 3 runs.
-    let recs = records(&cmd().args(args).args(["--epochs", "3", "--resume", "--checkpoint-dir"]).arg(ck.path()).output().unwrap());
-    let epochs: Vec<u64> = recs.iter().filter(|r| r["type"] == "epoch").map(|r| r["epoch"].as_u64().unwrap()).collect();
+    let recs = records(
+        &cmd()
+            .args(args)
+            .args(["--epochs", "3", "--resume", "--checkpoint-dir"])
+            .arg(ck.path())
+            .output()
+            .unwrap(),
+    );
+    let epochs: Vec<u64> = recs
+        .iter()
+        .filter(|r| r["type"] == "epoch")
+        .map(|r| r["epoch"].as_u64().unwrap())
+        .collect();
     assert_eq!(epochs, [3]);
     assert_eq!(recs.last().unwrap()["skipped"], 2);
 }
@@ -76,12 +136,26 @@ fn epochs_are_records_checkpoints_are_written_and_resume_continues() {
 /// directory.
 fn two_rank_processes(args: &[&str]) -> (String, tempfile::TempDir) {
     let ck = tempfile::tempdir().unwrap();
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
     let children: Vec<_> = (0..2)
         .map(|rank| {
             cmd()
                 .args(args)
-                .args(["--rank", &rank.to_string(), "--world-size", "2", "--master-addr", "127.0.0.1", "--master-port", &port])
+                .args([
+                    "--rank",
+                    &rank.to_string(),
+                    "--world-size",
+                    "2",
+                    "--master-addr",
+                    "127.0.0.1",
+                    "--master-port",
+                    &port,
+                ])
                 .arg("--checkpoint-dir")
                 .arg(ck.path())
                 .stdout(Stdio::piped())
@@ -90,15 +164,24 @@ fn two_rank_processes(args: &[&str]) -> (String, tempfile::TempDir) {
                 .unwrap()
         })
         .collect();
-    let outs: Vec<Output> = children.into_iter().map(|c| c.wait_with_output().unwrap()).collect();
+    let outs: Vec<Output> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
     let recs = records(&outs[0]);
     assert_eq!(recs[0]["world_size"], 2);
-    assert!(outs[1].status.success() && outs[1].stdout.is_empty(), "rank 1 prints no records");
+    assert!(
+        outs[1].status.success() && outs[1].stdout.is_empty(),
+        "rank 1 prints no records"
+    );
     (String::from_utf8_lossy(&outs[0].stderr).into_owned(), ck)
 }
 
 fn assert_same_weights(one: &Path, two: &Path, tolerance: f64) {
-    let (a, b) = (params(&one.join("last.safetensors")), params(&two.join("last.safetensors")));
+    let (a, b) = (
+        params(&one.join("last.safetensors")),
+        params(&two.join("last.safetensors")),
+    );
     assert_eq!(a.len(), b.len());
     for (name, t) in &a {
         let d = (t - &b[name]).abs().max().double_value(&[]);
@@ -108,9 +191,25 @@ fn assert_same_weights(one: &Path, two: &Path, tolerance: f64) {
 
 #[test]
 fn two_rank_processes_match_one_rank_with_the_same_global_batch() {
-    let base = ["--batch-size", "32", "--max-steps", "3", "--epochs", "1", "--seed", "5"];
+    let base = [
+        "--batch-size",
+        "32",
+        "--max-steps",
+        "3",
+        "--epochs",
+        "1",
+        "--seed",
+        "5",
+    ];
     let one = tempfile::tempdir().unwrap();
-    records(&cmd().args(base).args(["--accum", "2", "--checkpoint-dir"]).arg(one.path()).output().unwrap());
+    records(
+        &cmd()
+            .args(base)
+            .args(["--accum", "2", "--checkpoint-dir"])
+            .arg(one.path())
+            .output()
+            .unwrap(),
+    );
     let (_, two) = two_rank_processes(&base);
     assert_same_weights(one.path(), two.path(), 1e-6);
 }
@@ -119,23 +218,52 @@ fn two_rank_processes_match_one_rank_with_the_same_global_batch() {
 fn sync_bn_on_two_rank_processes_matches_one_rank_with_the_whole_batch() {
     // One step at a constant LR: see train's test of the same for why (ReLU kinks turn
     // float-level differences into visible gradient differences; later steps compound them).
-    let base = ["--batch-size", "32", "--max-steps", "1", "--epochs", "1", "--seed", "5", "--schedule", "constant"];
+    let base = [
+        "--batch-size",
+        "32",
+        "--max-steps",
+        "1",
+        "--epochs",
+        "1",
+        "--seed",
+        "5",
+        "--schedule",
+        "constant",
+    ];
     let (init, one) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    records(&cmd().args(base).args(["--lr", "0", "--checkpoint-dir"]).arg(init.path()).output().unwrap());
-    records(&cmd().args(base).args(["--lr", "0.05", "--sync-bn", "--checkpoint-dir"]).arg(one.path()).output().unwrap());
+    records(
+        &cmd()
+            .args(base)
+            .args(["--lr", "0", "--checkpoint-dir"])
+            .arg(init.path())
+            .output()
+            .unwrap(),
+    );
+    records(
+        &cmd()
+            .args(base)
+            .args(["--lr", "0.05", "--sync-bn", "--checkpoint-dir"])
+            .arg(one.path())
+            .output()
+            .unwrap(),
+    );
     let mut args = base.to_vec();
     args.extend(["--lr", "0.05", "--sync-bn"]);
     let (stderr, two) = two_rank_processes(&args);
     assert!(stderr.contains("SyncBatchNorm"), "{stderr}");
     let file = |d: &tempfile::TempDir| {
-        Tensor::read_safetensors(d.path().join("last.safetensors")).unwrap().into_iter().collect::<BTreeMap<_, _>>()
+        Tensor::read_safetensors(d.path().join("last.safetensors"))
+            .unwrap()
+            .into_iter()
+            .collect::<BTreeMap<_, _>>()
     };
     let (init, one, two) = (file(&init), file(&one), file(&two));
     // The running statistics (forward only): those of the whole batch.
     let stats: Vec<&String> = one.keys().filter(|n| n.contains("running_")).collect();
     assert_eq!(stats.len(), 40);
     for n in stats {
-        let d = (&two[n] - &one[n]).abs().max().double_value(&[]) / one[n].abs().max().double_value(&[]).max(1e-3);
+        let d = (&two[n] - &one[n]).abs().max().double_value(&[])
+            / one[n].abs().max().double_value(&[]).max(1e-3);
         assert!(d < 1e-5, "{n}: relative difference {d}");
     }
     // The weights as a whole, relative to how far the step moved them. One rank runs libtorch's
@@ -143,28 +271,58 @@ fn sync_bn_on_two_rank_processes_matches_one_rank_with_the_whole_batch() {
     // and everything before it 1e-3 apart here (everything after 4e-6), 9.6e-4 overall;
     // per-rank BatchNorm is 1.16 apart.
     let l2 = |a: &BTreeMap<String, Tensor>, b: &BTreeMap<String, Tensor>| {
-        let weights = a.iter().filter(|(n, _)| !n.contains("running_") && !n.contains("num_batches"));
-        weights.map(|(n, t)| (t - &b[n]).to_kind(tch::Kind::Double).square().sum(tch::Kind::Double).double_value(&[])).sum::<f64>().sqrt()
+        let weights = a
+            .iter()
+            .filter(|(n, _)| !n.contains("running_") && !n.contains("num_batches"));
+        weights
+            .map(|(n, t)| {
+                (t - &b[n])
+                    .to_kind(tch::Kind::Double)
+                    .square()
+                    .sum(tch::Kind::Double)
+                    .double_value(&[])
+            })
+            .sum::<f64>()
+            .sqrt()
     };
     let apart = l2(&two, &one) / l2(&one, &init);
     eprintln!("2 rank processes with --sync-bn vs 1: {apart:e} of the distance moved");
-    assert!(apart < 1e-2, "2 ranks --sync-bn vs 1 rank: {apart} of the distance moved");
+    assert!(
+        apart < 1e-2,
+        "2 ranks --sync-bn vs 1 rank: {apart} of the distance moved"
+    );
 }
 
 #[test]
 fn bad_set_ups_say_what_to_do() {
-    let o = cmd().args(["--batch-size", "33", "--world-size", "1", "--accum", "2"]).output().unwrap();
+    let o = cmd()
+        .args(["--batch-size", "33", "--world-size", "1", "--accum", "2"])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("not divisible by --accum"), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("not divisible by --accum"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 
-    let o = Command::new(BIN).args(["--device", "cpu", "--data", "cifar10:/nonexistent"]).output().unwrap();
+    let o = Command::new(BIN)
+        .args(["--device", "cpu", "--data", "cifar10:/nonexistent"])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("data_batch_1.bin") && err.contains("Nothing is downloaded"), "{err}");
+    assert!(
+        err.contains("data_batch_1.bin") && err.contains("Nothing is downloaded"),
+        "{err}"
+    );
 
     for p in ["fp16", "bf16"] {
         let o = cmd().args(["--precision", p]).output().unwrap();
-        assert!(String::from_utf8_lossy(&o.stderr).contains("needs a CUDA device"), "{p}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("needs a CUDA device"),
+            "{p}"
+        );
     }
     let o = cmd().args(["--cuda-graphs", "on"]).output().unwrap();
     assert!(String::from_utf8_lossy(&o.stderr).contains("CUDA graphs need a CUDA device"));
@@ -174,25 +332,67 @@ fn bad_set_ups_say_what_to_do() {
     assert_eq!(o.status.code(), Some(2), "--resume needs --checkpoint-dir");
     // Flag values checked before anything starts are usage errors (these were exit 1).
     let o = cmd().args(["--precision", "fp8"]).output().unwrap();
-    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown precision `fp8`"));
-    let o = Command::new(BIN).args(["--device", "cpu", "--data", "/nonexistent"]).output().unwrap();
-    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = Command::new(BIN)
+        .args(["--device", "cpu", "--data", "/nonexistent"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown --data `/nonexistent`"));
     let o = cmd().args(["--schedule", "linear"]).output().unwrap();
-    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 #[test]
 fn a_run_killed_mid_epoch_resumes_to_the_same_weights() {
     // Uninterrupted: 3 epochs.
-    let args = ["--batch-size", "64", "--max-steps", "6", "--epochs", "3", "--augment", "--seed", "9"];
+    let args = [
+        "--batch-size",
+        "64",
+        "--max-steps",
+        "6",
+        "--epochs",
+        "3",
+        "--augment",
+        "--seed",
+        "9",
+    ];
     let straight = tempfile::tempdir().unwrap();
-    records(&cmd().args(args).arg("--checkpoint-dir").arg(straight.path()).output().unwrap());
+    records(
+        &cmd()
+            .args(args)
+            .arg("--checkpoint-dir")
+            .arg(straight.path())
+            .output()
+            .unwrap(),
+    );
 
     // Killed (SIGKILL) once the first checkpoint exists, i.e. somewhere in epoch 2 or 3.
     let ck = tempfile::tempdir().unwrap();
-    let mut child = cmd().args(args).arg("--checkpoint-dir").arg(ck.path()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let mut child = cmd()
+        .args(args)
+        .arg("--checkpoint-dir")
+        .arg(ck.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     let t0 = std::time::Instant::now();
     while !ck.path().join("last.safetensors").exists() {
         assert!(t0.elapsed().as_secs() < 120, "no checkpoint appeared");
@@ -201,9 +401,22 @@ fn a_run_killed_mid_epoch_resumes_to_the_same_weights() {
     child.kill().unwrap();
     child.wait().unwrap();
     // No partial file is ever taken for a checkpoint; resume finishes the run.
-    let recs = records(&cmd().args(args).args(["--resume", "--checkpoint-dir"]).arg(ck.path()).output().unwrap());
-    assert!(recs.iter().any(|r| r["type"] == "epoch" && r["epoch"] == 3), "{recs:?}");
-    let (a, b) = (params(&straight.path().join("last.safetensors")), params(&ck.path().join("last.safetensors")));
+    let recs = records(
+        &cmd()
+            .args(args)
+            .args(["--resume", "--checkpoint-dir"])
+            .arg(ck.path())
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        recs.iter().any(|r| r["type"] == "epoch" && r["epoch"] == 3),
+        "{recs:?}"
+    );
+    let (a, b) = (
+        params(&straight.path().join("last.safetensors")),
+        params(&ck.path().join("last.safetensors")),
+    );
     for (name, t) in &a {
         assert!(t.equal(&b[name]), "{name} differs after kill + resume");
     }
@@ -216,10 +429,24 @@ fn a_run_killed_mid_epoch_resumes_to_the_same_weights() {
 #[test]
 fn fused_optimisers_take_the_same_steps_and_resume_the_same_state() {
     for (optimizer, lr) in [("sgd", "0.05"), ("adamw", "0.001")] {
-        let base = ["--batch-size", "32", "--max-steps", "1", "--seed", "3", "--optimizer", optimizer, "--lr", lr];
+        let base = [
+            "--batch-size",
+            "32",
+            "--max-steps",
+            "1",
+            "--seed",
+            "3",
+            "--optimizer",
+            optimizer,
+            "--lr",
+            lr,
+        ];
         let run = |fused: &str, epochs: &str, resume: bool, dir: &Path| {
             let mut c = cmd();
-            c.env("SHARDKIT_FUSED_OPTIM", fused).args(base).args(["--epochs", epochs, "--checkpoint-dir"]).arg(dir);
+            c.env("SHARDKIT_FUSED_OPTIM", fused)
+                .args(base)
+                .args(["--epochs", epochs, "--checkpoint-dir"])
+                .arg(dir);
             if resume {
                 c.arg("--resume");
             }
@@ -264,34 +491,71 @@ fn sigint_stops_within_a_step_keeps_the_last_checkpoint_and_exits_130() {
     let mut stderr = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
     assert_eq!(status.code(), Some(130), "{stderr}");
-    assert!(waited < std::time::Duration::from_secs(5), "{waited:?}: ran on to the end of the epoch (was exit 1 after it)");
-    assert!(stderr.contains("interrupted before step") && stderr.contains("checkpoint of epoch 1 is the last one"), "{stderr}");
-    assert!(lines.all(|l| !l.unwrap().contains("\"epoch\":2")), "no second epoch");
-    let (_, meta) = train::checkpoint::load(&ck.path().join("last.safetensors"), tch::Device::Cpu).unwrap();
+    assert!(
+        waited < std::time::Duration::from_secs(5),
+        "{waited:?}: ran on to the end of the epoch (was exit 1 after it)"
+    );
+    assert!(
+        stderr.contains("interrupted before step")
+            && stderr.contains("checkpoint of epoch 1 is the last one"),
+        "{stderr}"
+    );
+    assert!(
+        lines.all(|l| !l.unwrap().contains("\"epoch\":2")),
+        "no second epoch"
+    );
+    let (_, meta) =
+        train::checkpoint::load(&ck.path().join("last.safetensors"), tch::Device::Cpu).unwrap();
     assert_eq!(meta["epoch"], "1");
 }
 
 #[test]
 fn ranks_started_with_different_flags_refuse_to_train_naming_the_flag() {
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
     // Rank 1 got another --batch-size: it trained silently on a mixed batch before.
     let children: Vec<_> = [("0", "64"), ("1", "32")]
         .into_iter()
         .map(|(rank, batch)| {
             cmd()
                 .args(["--batch-size", batch, "--max-steps", "2", "--epochs", "1"])
-                .args(["--rank", rank, "--world-size", "2", "--master-addr", "127.0.0.1", "--master-port", &port])
+                .args([
+                    "--rank",
+                    rank,
+                    "--world-size",
+                    "2",
+                    "--master-addr",
+                    "127.0.0.1",
+                    "--master-port",
+                    &port,
+                ])
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
                 .unwrap()
         })
         .collect();
-    let outs: Vec<Output> = children.into_iter().map(|c| c.wait_with_output().unwrap()).collect();
+    let outs: Vec<Output> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
     for (rank, (mine, theirs)) in [(0, ("64", "32")), (1, ("32", "64"))] {
         let err = String::from_utf8_lossy(&outs[rank].stderr);
         assert_eq!(outs[rank].status.code(), Some(2), "rank {rank}: {err}");
-        assert!(err.contains(&format!("--batch-size is {mine} here but {theirs} on rank {}", 1 - rank)), "rank {rank}: {err}");
-        assert!(!String::from_utf8_lossy(&outs[rank].stdout).contains("\"epoch\""), "rank {rank} trained");
+        assert!(
+            err.contains(&format!(
+                "--batch-size is {mine} here but {theirs} on rank {}",
+                1 - rank
+            )),
+            "rank {rank}: {err}"
+        );
+        assert!(
+            !String::from_utf8_lossy(&outs[rank].stdout).contains("\"epoch\""),
+            "rank {rank} trained"
+        );
     }
 }

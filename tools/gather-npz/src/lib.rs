@@ -69,22 +69,35 @@ Prints an error record for each input that could not be gathered, then
 .PP
 The .npz holds w (float32 [N,k,d]) and names (numpy unicode [N]); numpy.load reads both without allow_pickle."#;
     const EXAMPLES: &'static [(&'static str, &'static str)] = &[
-        ("Gather everything project-one-gpu wrote:", "find imgs -name '*.npz' | sort | gather-npz -o latents.npz"),
+        (
+            "Gather everything project-one-gpu wrote:",
+            "find imgs -name '*.npz' | sort | gather-npz -o latents.npz",
+        ),
         (
             "Gather straight from the projector's records:",
             "project-one-gpu --network G.safetensors --vgg vgg16.pt shard.json | gather-npz -o latents.npz",
         ),
-        ("Then, in Python:", "python -c \"import numpy as np; f = np.load('latents.npz'); print(f['w'].shape, f['names'][:3])\""),
+        (
+            "Then, in Python:",
+            "python -c \"import numpy as np; f = np.load('latents.npz'); print(f['w'].shape, f['names'][:3])\"",
+        ),
     ];
 }
 
 pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let started = Instant::now();
     if cli.output.is_dir() {
-        return cli_common::usage(format!("-o {} is a directory: give the file to write, e.g. -o {}/latents.npz", cli.output.display(), cli.output.display()));
+        return cli_common::usage(format!(
+            "-o {} is a directory: give the file to write, e.g. -o {}/latents.npz",
+            cli.output.display(),
+            cli.output.display()
+        ));
     }
     if cli.output.exists() && !cli.overwrite {
-        bail!("{} exists; pass --overwrite to replace it", cli.output.display());
+        bail!(
+            "{} exists; pass --overwrite to replace it",
+            cli.output.display()
+        );
     }
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(cli.jobs.unwrap_or(0))
@@ -110,7 +123,10 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
             Err(e) => errors.push((i, error(item, &e))),
         }
     }
-    let shape = first.as_ref().map(|(_, s)| s.clone()).unwrap_or_else(|| vec![1, 0, 0]);
+    let shape = first
+        .as_ref()
+        .map(|(_, s)| s.clone())
+        .unwrap_or_else(|| vec![1, 0, 0]);
     let row = shape.iter().product::<usize>();
     let start = first.as_ref().map_or(items.len(), |(i, _)| *i);
     let rest = &items[start..];
@@ -119,11 +135,19 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let scratch = atomic::temp_beside(&cli.output.with_extension("gather-scratch"))?;
     let row_bytes = row * 4;
     let scratch_len = (rest.len() * row_bytes) as u64;
-    scratch.as_file().set_len(scratch_len).context("sizing the scratch file")?;
-    reserve(scratch.as_file(), scratch_len)
-        .with_context(|| format!("reserving {scratch_len} bytes for the scratch file beside {}", cli.output.display()))?;
+    scratch
+        .as_file()
+        .set_len(scratch_len)
+        .context("sizing the scratch file")?;
+    reserve(scratch.as_file(), scratch_len).with_context(|| {
+        format!(
+            "reserving {scratch_len} bytes for the scratch file beside {}",
+            cli.output.display()
+        )
+    })?;
     // SAFETY: the scratch file is private to this process (a fresh temp file) and outlives the map.
-    let mut map = unsafe { memmap2::MmapMut::map_mut(scratch.as_file()) }.context("mapping the scratch file")?;
+    let mut map = unsafe { memmap2::MmapMut::map_mut(scratch.as_file()) }
+        .context("mapping the scratch file")?;
     let results: Vec<Result<(), ErrorRecord>> = if row_bytes == 0 || rest.is_empty() {
         Vec::new()
     } else {
@@ -140,7 +164,10 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
                     })
                     .map_err(|e| error(item, &e))?;
                     if !finite {
-                        return Err(error(item, &anyhow::anyhow!("has non-finite values (NaN or inf): not a latent")));
+                        return Err(error(
+                            item,
+                            &anyhow::anyhow!("has non-finite values (NaN or inf): not a latent"),
+                        ));
                     }
                     Ok(())
                 })
@@ -193,10 +220,17 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         ..Summary::default()
     })?;
     if n == 0 && errors.is_empty() {
-        bail!("no inputs: nothing gathered, {} not written", cli.output.display());
+        bail!(
+            "no inputs: nothing gathered, {} not written",
+            cli.output.display()
+        );
     }
     if !cli.common.quiet && !errors.is_empty() {
-        eprintln!("gather-npz: {} of {} inputs failed (see the error records)", errors.len(), n + errors.len());
+        eprintln!(
+            "gather-npz: {} of {} inputs failed (see the error records)",
+            errors.len(),
+            n + errors.len()
+        );
     }
     Ok(Outcome::from_failures(errors.len()))
 }
@@ -220,20 +254,36 @@ fn reserve(f: &fs::File, len: u64) -> std::io::Result<()> {
 const MAX_LATENT_FILE_BYTES: u64 = 1 << 30;
 
 fn error(item: &InputItem, e: &anyhow::Error) -> ErrorRecord {
-    ErrorRecord { input: item.path.clone(), message: format!("{e:#}") }
+    ErrorRecord {
+        input: item.path.clone(),
+        message: format!("{e:#}"),
+    }
 }
 
 /// Reads one input, checks it is [1, k, d] (and, given `want`, exactly that shape), and hands it
 /// to `use_it` while the file's bytes are alive.
-fn load<T>(item: &InputItem, key: &str, want: Option<&[usize]>, use_it: impl FnOnce(&Latent) -> T) -> Result<T> {
+fn load<T>(
+    item: &InputItem,
+    key: &str,
+    want: Option<&[usize]>,
+    use_it: impl FnOnce(&Latent) -> T,
+) -> Result<T> {
     // A panic in a reader on a malformed file is this input's error, not the batch's end.
     cli_common::panics::catch(|| load_unguarded(item, key, want, use_it))
         .unwrap_or_else(|panic| Err(anyhow::anyhow!("internal error while reading it: {panic}")))
 }
 
-fn load_unguarded<T>(item: &InputItem, key: &str, want: Option<&[usize]>, use_it: impl FnOnce(&Latent) -> T) -> Result<T> {
+fn load_unguarded<T>(
+    item: &InputItem,
+    key: &str,
+    want: Option<&[usize]>,
+    use_it: impl FnOnce(&Latent) -> T,
+) -> Result<T> {
     let bytes = inputs::read_regular(Path::new(&item.path), MAX_LATENT_FILE_BYTES, |head| {
-        if head.starts_with(b"\x93NUMPY") || head.starts_with(b"PK\x03\x04") || head.starts_with(b"PK\x05\x06") {
+        if head.starts_with(b"\x93NUMPY")
+            || head.starts_with(b"PK\x03\x04")
+            || head.starts_with(b"PK\x05\x06")
+        {
             Ok(())
         } else {
             Err("neither .npz nor .npy (bad magic bytes)".into())
@@ -248,7 +298,13 @@ fn load_unguarded<T>(item: &InputItem, key: &str, want: Option<&[usize]>, use_it
     }
 }
 
-fn write_npz(target: &Path, names: &[&InputItem], data: &[u8], shape: &[usize], overwrite: bool) -> Result<()> {
+fn write_npz(
+    target: &Path,
+    names: &[&InputItem],
+    data: &[u8],
+    shape: &[usize],
+    overwrite: bool,
+) -> Result<()> {
     use zip::write::SimpleFileOptions;
     let header = npy_header("<f4", shape);
     let names_npy = unicode_array(&names.iter().map(|i| i.name.as_str()).collect::<Vec<_>>());
@@ -258,12 +314,18 @@ fn write_npz(target: &Path, names: &[&InputItem], data: &[u8], shape: &[usize], 
         .large_file(big);
     let mut tmp = atomic::temp_beside(target)?;
     {
-        let mut zip = zip::ZipWriter::new(std::io::BufWriter::with_capacity(1 << 20, tmp.as_file_mut()));
+        let mut zip = zip::ZipWriter::new(std::io::BufWriter::with_capacity(
+            1 << 20,
+            tmp.as_file_mut(),
+        ));
         let entries = (|| -> zip::result::ZipResult<()> {
             zip.start_file("w.npy", opts)?;
             zip.write_all(&header)?;
             zip.write_all(data)?;
-            zip.start_file("names.npy", opts.large_file(names_npy.len() as u64 >= u32::MAX as u64))?;
+            zip.start_file(
+                "names.npy",
+                opts.large_file(names_npy.len() as u64 >= u32::MAX as u64),
+            )?;
             zip.write_all(&names_npy)?;
             Ok(())
         })();
@@ -273,9 +335,16 @@ fn write_npz(target: &Path, names: &[&InputItem], data: &[u8], shape: &[usize], 
             std::mem::forget(zip);
             return Err(anyhow::Error::new(e).context(format!("writing {}", target.display())));
         }
-        zip.finish().map_err(anyhow::Error::new).and_then(|mut w| Ok(w.flush()?)).with_context(|| format!("writing {}", target.display()))?;
+        zip.finish()
+            .map_err(anyhow::Error::new)
+            .and_then(|mut w| Ok(w.flush()?))
+            .with_context(|| format!("writing {}", target.display()))?;
     }
-    if overwrite { atomic::persist(tmp, target) } else { atomic::persist_new(tmp, target) }
+    if overwrite {
+        atomic::persist(tmp, target)
+    } else {
+        atomic::persist_new(tmp, target)
+    }
 }
 
 #[derive(serde::Serialize)]
@@ -286,18 +355,36 @@ struct JsonlLine<'a> {
     w: Vec<f32>,
 }
 
-fn write_jsonl(target: &Path, names: &[&InputItem], data: &[u8], row_shape: &[usize], overwrite: bool) -> Result<()> {
+fn write_jsonl(
+    target: &Path,
+    names: &[&InputItem],
+    data: &[u8],
+    row_shape: &[usize],
+    overwrite: bool,
+) -> Result<()> {
     let row = row_shape.iter().product::<usize>() * 4;
     let fill = |w: &mut std::io::BufWriter<&mut fs::File>| -> Result<()> {
         for (item, bytes) in names.iter().zip(data.chunks_exact(row.max(1))) {
-            let floats = bytes.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
-            let line = JsonlLine { name: &item.name, input: &item.path, shape: row_shape, w: floats };
+            let floats = bytes
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+                .collect();
+            let line = JsonlLine {
+                name: &item.name,
+                input: &item.path,
+                shape: row_shape,
+                w: floats,
+            };
             serde_json::to_writer(&mut *w, &line)?;
             w.write_all(b"\n")?;
         }
         Ok(())
     };
-    if overwrite { atomic::write_atomic(target, fill) } else { atomic::write_new(target, fill) }
+    if overwrite {
+        atomic::write_atomic(target, fill)
+    } else {
+        atomic::write_new(target, fill)
+    }
 }
 
 #[cfg(test)]

@@ -16,7 +16,10 @@ use ndarray_npy::ReadNpyExt;
 #[derive(Debug)]
 pub enum Latent<'a> {
     /// Little-endian float32 bytes in C order, borrowed from the file's bytes.
-    Raw { shape: Vec<usize>, le_bytes: &'a [u8] },
+    Raw {
+        shape: Vec<usize>,
+        le_bytes: &'a [u8],
+    },
     /// Decoded by ndarray-npy.
     Array(ArrayD<f32>),
 }
@@ -43,9 +46,9 @@ impl Latent<'_> {
 
     pub fn all_finite(&self) -> bool {
         match self {
-            Latent::Raw { le_bytes, .. } => {
-                le_bytes.chunks_exact(4).all(|b| f32::from_le_bytes(b.try_into().unwrap()).is_finite())
-            }
+            Latent::Raw { le_bytes, .. } => le_bytes
+                .chunks_exact(4)
+                .all(|b| f32::from_le_bytes(b.try_into().unwrap()).is_finite()),
             Latent::Array(a) => a.iter().all(|v| v.is_finite()),
         }
     }
@@ -58,7 +61,9 @@ pub fn read_latent<'a>(bytes: &'a [u8], key: &str) -> Result<Latent<'a>> {
             return Ok(l);
         }
         check_size(bytes)?;
-        return Ok(Latent::Array(ArrayD::<f32>::read_npy(bytes).context("reading .npy")?));
+        return Ok(Latent::Array(
+            ArrayD::<f32>::read_npy(bytes).context("reading .npy")?,
+        ));
     }
     if !bytes.starts_with(b"PK") {
         bail!("neither .npz nor .npy (bad magic bytes)");
@@ -69,7 +74,9 @@ pub fn read_latent<'a>(bytes: &'a [u8], key: &str) -> Result<Latent<'a>> {
     if let Some(dir) = central_directory(bytes) {
         let copies = dir.iter().filter(|(_, n)| *n == name.as_bytes()).count();
         if copies > 1 {
-            bail!("the .npz holds {copies} entries named {name} (numpy would read the last, a zip reader the first): refusing an ambiguous file");
+            bail!(
+                "the .npz holds {copies} entries named {name} (numpy would read the last, a zip reader the first): refusing an ambiguous file"
+            );
         }
     }
     if let Some(l) = stored_entry(bytes, name.as_bytes()).and_then(raw_npy) {
@@ -77,21 +84,32 @@ pub fn read_latent<'a>(bytes: &'a [u8], key: &str) -> Result<Latent<'a>> {
     }
     let mut zip = zip::ZipArchive::new(Cursor::new(bytes)).context("reading .npz")?;
     let Some(index) = zip.index_for_name(&name) else {
-        let keys: Vec<String> = zip.file_names().map(|n| n.trim_end_matches(".npy").to_string()).collect();
+        let keys: Vec<String> = zip
+            .file_names()
+            .map(|n| n.trim_end_matches(".npy").to_string())
+            .collect();
         bail!("no array `{key}` in the .npz (it has: {})", keys.join(", "));
     };
     let entry = zip.by_index(index).context("reading .npz")?;
     if entry.size() > MAX_ENTRY_BYTES {
-        bail!("`{key}` in the .npz claims {} bytes (more than {MAX_ENTRY_BYTES}: not a latent)", entry.size());
+        bail!(
+            "`{key}` in the .npz claims {} bytes (more than {MAX_ENTRY_BYTES}: not a latent)",
+            entry.size()
+        );
     }
     // The claimed size may lie (a deflate bomb): read at most one byte past the limit.
     let mut data = Vec::with_capacity(entry.size().min(1 << 20) as usize);
-    entry.take(MAX_ENTRY_BYTES + 1).read_to_end(&mut data).with_context(|| format!("reading `{key}` from the .npz"))?;
+    entry
+        .take(MAX_ENTRY_BYTES + 1)
+        .read_to_end(&mut data)
+        .with_context(|| format!("reading `{key}` from the .npz"))?;
     if data.len() as u64 > MAX_ENTRY_BYTES {
         bail!("`{key}` in the .npz inflates past {MAX_ENTRY_BYTES} bytes: not a latent");
     }
     check_size(&data)?;
-    Ok(Latent::Array(ArrayD::<f32>::read_npy(&data[..]).with_context(|| format!("reading `{key}`"))?))
+    Ok(Latent::Array(
+        ArrayD::<f32>::read_npy(&data[..]).with_context(|| format!("reading `{key}`"))?,
+    ))
 }
 
 /// The largest array entry read from an .npz (latents are kilobytes; this only stops archives
@@ -105,14 +123,28 @@ fn check_size(b: &[u8]) -> Result<()> {
     if let Some((len, start)) = header_span(b)
         && start.saturating_add(len) > b.len()
     {
-        bail!("the .npy header claims {len} bytes; the file has {}", b.len());
+        bail!(
+            "the .npy header claims {len} bytes; the file has {}",
+            b.len()
+        );
     }
-    let Some(h) = parse_header(b) else { return Ok(()) }; // ndarray-npy reports the bad header
-    let item: usize = h.descr.trim_start_matches(['<', '>', '|', '=']).get(1..).and_then(|n| n.parse().ok()).unwrap_or(1);
+    let Some(h) = parse_header(b) else {
+        return Ok(());
+    }; // ndarray-npy reports the bad header
+    let item: usize = h
+        .descr
+        .trim_start_matches(['<', '>', '|', '='])
+        .get(1..)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1);
     let need = h.shape.iter().try_fold(item, |a, &d| a.checked_mul(d));
     match need {
         Some(n) if n <= b.len() - h.data_start => Ok(()),
-        _ => bail!("the .npy header's shape {:?} of {} needs more bytes than the file has", h.shape, h.descr),
+        _ => bail!(
+            "the .npy header's shape {:?} of {} needs more bytes than the file has",
+            h.shape,
+            h.descr
+        ),
     }
 }
 
@@ -136,7 +168,11 @@ fn header_span(b: &[u8]) -> Option<(usize, usize)> {
 fn parse_header(b: &[u8]) -> Option<Header<'_>> {
     let (len, start) = header_span(b)?;
     let header = std::str::from_utf8(b.get(start..start.checked_add(len)?)?).ok()?;
-    let value = |key: &str| header.split_once(&format!("'{key}':")).map(|(_, rest)| rest.trim_start());
+    let value = |key: &str| {
+        header
+            .split_once(&format!("'{key}':"))
+            .map(|(_, rest)| rest.trim_start())
+    };
     let descr = value("descr")?.strip_prefix('\'')?.split_once('\'')?.0;
     let fortran_order = value("fortran_order")?.starts_with("True");
     let dims = value("shape")?.strip_prefix('(')?.split_once(')')?.0;
@@ -146,7 +182,12 @@ fn parse_header(b: &[u8]) -> Option<Header<'_>> {
         .filter(|s| !s.is_empty())
         .map(|s| s.parse().ok())
         .collect::<Option<_>>()?;
-    Some(Header { descr, fortran_order, shape, data_start: start + len })
+    Some(Header {
+        descr,
+        fortran_order,
+        shape,
+        data_start: start + len,
+    })
 }
 
 fn u16_at(b: &[u8], i: usize) -> Option<usize> {
@@ -162,7 +203,9 @@ fn u32_at(b: &[u8], i: usize) -> Option<usize> {
 fn central_directory(zip: &[u8]) -> Option<Vec<(usize, &[u8])>> {
     // End of central directory: 22 bytes plus a comment of up to 65535.
     let tail_start = zip.len().saturating_sub(22 + 65_535);
-    let eocd = (tail_start..=zip.len().checked_sub(22)?).rev().find(|&i| zip[i..i + 4] == [0x50, 0x4b, 0x05, 0x06])?;
+    let eocd = (tail_start..=zip.len().checked_sub(22)?)
+        .rev()
+        .find(|&i| zip[i..i + 4] == [0x50, 0x4b, 0x05, 0x06])?;
     let entries = u16_at(zip, eocd + 10)?;
     let mut p = u32_at(zip, eocd + 16)?;
     let mut out = Vec::with_capacity(entries);
@@ -170,7 +213,11 @@ fn central_directory(zip: &[u8]) -> Option<Vec<(usize, &[u8])>> {
         if zip.get(p..p + 4)? != [0x50, 0x4b, 0x01, 0x02] {
             return None;
         }
-        let (n, e, c) = (u16_at(zip, p + 28)?, u16_at(zip, p + 30)?, u16_at(zip, p + 32)?);
+        let (n, e, c) = (
+            u16_at(zip, p + 28)?,
+            u16_at(zip, p + 30)?,
+            u16_at(zip, p + 32)?,
+        );
         out.push((p, zip.get(p + 46..p + 46 + n)?));
         p += 46 + n + e + c;
     }
@@ -203,14 +250,24 @@ fn raw_npy(b: &[u8]) -> Option<Latent<'_>> {
     }
     let data = b.get(h.data_start..)?;
     let n = h.shape.iter().try_fold(4usize, |a, &d| a.checked_mul(d))?;
-    (data.len() == n).then_some(Latent::Raw { shape: h.shape, le_bytes: data })
+    (data.len() == n).then_some(Latent::Raw {
+        shape: h.shape,
+        le_bytes: data,
+    })
 }
 
 /// A `.npy` version 1.0 (2.0 when the header needs it) header, padded to a multiple of 64 bytes.
 pub fn header(descr: &str, shape: &[usize]) -> Vec<u8> {
     let dims = match shape {
         [n] => format!("({n},)"),
-        _ => format!("({})", shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")),
+        _ => format!(
+            "({})",
+            shape
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     };
     let mut dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {dims}, }}");
     let v1 = dict.len() + 11 < 65_536;
@@ -232,7 +289,12 @@ pub fn header(descr: &str, shape: &[usize]) -> Vec<u8> {
 
 /// A numpy unicode array (`<U{n}`, UTF-32LE, zero-padded) of `names`: loads without pickle.
 pub fn unicode_array(names: &[&str]) -> Vec<u8> {
-    let width = names.iter().map(|n| n.chars().count()).max().unwrap_or(0).max(1);
+    let width = names
+        .iter()
+        .map(|n| n.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(1);
     let mut out = header(&format!("<U{width}"), &[names.len()]);
     for n in names {
         let mut count = 0;
@@ -257,7 +319,9 @@ mod tests {
     fn values(l: &Latent) -> Vec<f32> {
         let mut slot = vec![0u8; l.shape().iter().product::<usize>() * 4];
         l.write_le(&mut slot);
-        slot.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()
+        slot.chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect()
     }
 
     #[test]
@@ -269,7 +333,10 @@ mod tests {
             bytes.resize(h.len() + 4 * shape.iter().product::<usize>(), 0);
             let a = ArrayD::<f32>::read_npy(&bytes[..]).unwrap();
             assert_eq!(a.shape(), &shape[..]);
-            assert!(matches!(read_latent(&bytes, "w").unwrap(), Latent::Raw { .. }));
+            assert!(matches!(
+                read_latent(&bytes, "w").unwrap(),
+                Latent::Raw { .. }
+            ));
         }
     }
 
@@ -279,17 +346,24 @@ mod tests {
         let mut npy = Vec::new();
         sample().write_npy(&mut npy).unwrap();
         let l = read_latent(&npy, "w").unwrap();
-        assert!(matches!(l, Latent::Raw { .. }), "np.save output takes the fast path");
+        assert!(
+            matches!(l, Latent::Raw { .. }),
+            "np.save output takes the fast path"
+        );
         assert_eq!((l.shape(), values(&l)), (&[1usize, 2, 3][..], want.clone()));
 
         let mut stored = Cursor::new(Vec::new());
         let mut w = NpzWriter::new(&mut stored);
-        w.add_array("other", &ndarray::Array1::<f32>::zeros(2)).unwrap();
+        w.add_array("other", &ndarray::Array1::<f32>::zeros(2))
+            .unwrap();
         w.add_array("w", &sample()).unwrap();
         w.finish().unwrap();
         let stored = stored.into_inner();
         let l = read_latent(&stored, "w").unwrap();
-        assert!(matches!(l, Latent::Raw { .. }), "np.savez output takes the fast path");
+        assert!(
+            matches!(l, Latent::Raw { .. }),
+            "np.savez output takes the fast path"
+        );
         assert_eq!(values(&l), want);
 
         let mut deflated = Cursor::new(Vec::new());
@@ -315,15 +389,23 @@ mod tests {
         w.add_array("w", &sample()).unwrap();
         w.finish().unwrap();
         let mut bytes = stored.into_inner();
-        let pos = bytes.windows(4).position(|w| w == 1.5f32.to_le_bytes()).unwrap();
+        let pos = bytes
+            .windows(4)
+            .position(|w| w == 1.5f32.to_le_bytes())
+            .unwrap();
         bytes[pos] ^= 0x55;
-        assert!(read_latent(&bytes, "w").is_err(), "the zip crate reports the CRC mismatch");
+        assert!(
+            read_latent(&bytes, "w").is_err(),
+            "the zip crate reports the CRC mismatch"
+        );
     }
 
     #[test]
     fn other_dtypes_and_garbage_are_errors() {
         let mut buf = Vec::new();
-        ndarray::Array3::<f64>::from_elem((1, 2, 3), 1.5).write_npy(&mut buf).unwrap();
+        ndarray::Array3::<f64>::from_elem((1, 2, 3), 1.5)
+            .write_npy(&mut buf)
+            .unwrap();
         assert!(read_latent(&buf, "w").is_err());
         assert!(read_latent(b"hello", "w").is_err());
         assert!(read_latent(b"PK\x03\x04garbage", "w").is_err());
@@ -344,7 +426,12 @@ mod fuzz_regressions {
         let zip = include_bytes!("../tests/data/fuzz-oom-claimed-size.npz");
         assert!(read_latent(zip, "w").is_err());
         let npy = include_bytes!("../tests/data/fuzz-oom-header-length.npy");
-        assert!(read_latent(npy, "w").unwrap_err().to_string().contains("header claims"));
+        assert!(
+            read_latent(npy, "w")
+                .unwrap_err()
+                .to_string()
+                .contains("header claims")
+        );
         // A .npy whose header claims 10^12 floats over 8 bytes of data.
         let mut npy = header("<f8", &[1_000_000, 1_000_000]);
         npy.extend([0u8; 8]);
@@ -357,6 +444,9 @@ mod fuzz_regressions {
         // A well-formed one still reads raw.
         let mut npy = header("<f4", &[1, 2]);
         npy.extend(1f32.to_le_bytes().into_iter().chain(2f32.to_le_bytes()));
-        assert!(matches!(read_latent(&npy, "w").unwrap(), Latent::Raw { .. }));
+        assert!(matches!(
+            read_latent(&npy, "w").unwrap(),
+            Latent::Raw { .. }
+        ));
     }
 }

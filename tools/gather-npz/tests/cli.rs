@@ -6,9 +6,23 @@ use ndarray_npy::{NpzReader, NpzWriter, WriteNpyExt};
 use serde_json::Value;
 
 fn run(dir: &Path, args: &[&str], stdin: &str) -> (i32, Vec<Value>, String) {
-    let out = Command::cargo_bin("gather-npz").unwrap().current_dir(dir).args(args).write_stdin(stdin).output().unwrap();
-    let recs = String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    (out.status.code().unwrap(), recs, String::from_utf8(out.stderr).unwrap())
+    let out = Command::cargo_bin("gather-npz")
+        .unwrap()
+        .current_dir(dir)
+        .args(args)
+        .write_stdin(stdin)
+        .output()
+        .unwrap();
+    let recs = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (
+        out.status.code().unwrap(),
+        recs,
+        String::from_utf8(out.stderr).unwrap(),
+    )
 }
 
 fn latent(k: usize, d: usize, base: f32) -> Array3<f32> {
@@ -17,13 +31,20 @@ fn latent(k: usize, d: usize, base: f32) -> Array3<f32> {
 
 fn npz(path: &Path, key: &str, a: &Array3<f32>, compressed: bool) {
     let f = std::fs::File::create(path).unwrap();
-    let mut w = if compressed { NpzWriter::new_compressed(f) } else { NpzWriter::new(f) };
+    let mut w = if compressed {
+        NpzWriter::new_compressed(f)
+    } else {
+        NpzWriter::new(f)
+    };
     w.add_array(key, a).unwrap();
     w.finish().unwrap();
 }
 
 fn w_of(path: &Path) -> Array3<f32> {
-    NpzReader::new(std::fs::File::open(path).unwrap()).unwrap().by_name("w").unwrap()
+    NpzReader::new(std::fs::File::open(path).unwrap())
+        .unwrap()
+        .by_name("w")
+        .unwrap()
 }
 
 #[test]
@@ -32,16 +53,28 @@ fn gathers_npz_and_npy_in_input_order() {
     let d = tmp.path();
     npz(&d.join("a.npz"), "w", &latent(2, 3, 0.0), false);
     npz(&d.join("b.npz"), "w", &latent(2, 3, 100.0), true); // savez_compressed
-    latent(2, 3, 200.0).write_npy(std::fs::File::create(d.join("c.npy")).unwrap()).unwrap();
+    latent(2, 3, 200.0)
+        .write_npy(std::fs::File::create(d.join("c.npy")).unwrap())
+        .unwrap();
     let (code, recs, _) = run(d, &["-o", "all.npz", "c.npy", "a.npz", "b.npz"], "");
     assert_eq!(code, 0);
     assert_eq!(recs.len(), 1);
     assert_eq!(recs[0]["type"], "summary");
     assert_eq!(recs[0]["shape"], serde_json::json!([3, 2, 3]));
-    assert_eq!(recs[0]["output"], d.join("all.npz").canonicalize().unwrap().to_string_lossy().as_ref());
+    assert_eq!(
+        recs[0]["output"],
+        d.join("all.npz")
+            .canonicalize()
+            .unwrap()
+            .to_string_lossy()
+            .as_ref()
+    );
     let w = w_of(&d.join("all.npz"));
     assert_eq!(w.shape(), &[3, 2, 3]);
-    assert_eq!((w[[0, 0, 0]], w[[1, 1, 2]], w[[2, 0, 1]]), (200.0, 5.0, 101.0));
+    assert_eq!(
+        (w[[0, 0, 0]], w[[1, 1, 2]], w[[2, 0, 1]]),
+        (200.0, 5.0, 101.0)
+    );
 }
 
 #[test]
@@ -70,18 +103,44 @@ fn bad_files_are_error_records_naming_them_and_the_rest_are_gathered() {
         .map(|r| (r["input"].as_str().unwrap(), r["message"].as_str().unwrap()))
         .collect();
     let names: Vec<&str> = errors.iter().map(|e| e.0).collect();
-    assert_eq!(names, ["garbage.npz", "flat.npz", "wide.npz", "missing.npz", "otherkey.npz", "f64.npz"]);
+    assert_eq!(
+        names,
+        [
+            "garbage.npz",
+            "flat.npz",
+            "wide.npz",
+            "missing.npz",
+            "otherkey.npz",
+            "f64.npz"
+        ]
+    );
     assert!(errors[1].1.contains("not [1, k, d]"), "{}", errors[1].1);
-    assert!(errors[2].1.contains("differs from the first input's [1, 1, 4]"), "{}", errors[2].1);
+    assert!(
+        errors[2]
+            .1
+            .contains("differs from the first input's [1, 1, 4]"),
+        "{}",
+        errors[2].1
+    );
     assert!(errors[4].1.contains("no array `w`"), "{}", errors[4].1);
     let summary = recs.last().unwrap();
-    assert_eq!((summary["ok"].as_u64(), summary["failed"].as_u64()), (Some(2), Some(6)));
+    assert_eq!(
+        (summary["ok"].as_u64(), summary["failed"].as_u64()),
+        (Some(2), Some(6))
+    );
     assert!(stderr.contains("6 of 8 inputs failed"));
     let w = w_of(&d.join("out/all.npz"));
     assert_eq!(w.shape(), &[2, 1, 4]);
     assert_eq!(w[[1, 0, 3]], 13.0);
-    let leftovers: Vec<_> = std::fs::read_dir(d.join("out")).unwrap().map(|e| e.unwrap().file_name()).collect();
-    assert_eq!(leftovers.len(), 1, "no scratch or temp files left: {leftovers:?}");
+    let leftovers: Vec<_> = std::fs::read_dir(d.join("out"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        leftovers.len(),
+        1,
+        "no scratch or temp files left: {leftovers:?}"
+    );
 }
 
 #[test]
@@ -118,11 +177,17 @@ fn two_runs_at_once_never_both_write_one_output() {
         let out = format!("same{round}.npz");
         let spawn = || {
             let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("gather-npz"));
-            c.current_dir(d).args(["-o", &out]).stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped());
+            c.current_dir(d)
+                .args(["-o", &out])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped());
             let mut child = c.spawn().unwrap();
             let mut stdin = child.stdin.take().unwrap();
             let list = list.clone();
-            std::thread::spawn(move || std::io::Write::write_all(&mut stdin, list.as_bytes()).unwrap());
+            std::thread::spawn(move || {
+                std::io::Write::write_all(&mut stdin, list.as_bytes()).unwrap()
+            });
             child
         };
         let (a, b) = (spawn(), spawn());
@@ -131,10 +196,18 @@ fn two_runs_at_once_never_both_write_one_output() {
         c.sort();
         assert_eq!(c, [0, 1], "exactly one run writes {out}; the other fails");
         let loser = codes.iter().find(|o| o.status.code() == Some(1)).unwrap();
-        assert!(String::from_utf8_lossy(&loser.stderr).contains("--overwrite"), "{}", String::from_utf8_lossy(&loser.stderr));
+        assert!(
+            String::from_utf8_lossy(&loser.stderr).contains("--overwrite"),
+            "{}",
+            String::from_utf8_lossy(&loser.stderr)
+        );
         assert_eq!(w_of(&d.join(&out)).shape(), [200, 4, 64]);
     }
-    let left: Vec<_> = std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with('.')).collect();
+    let left: Vec<_> = std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
     assert!(left.is_empty(), "temp files left: {left:?}");
 }
 
@@ -167,14 +240,16 @@ fn non_finite_latents_and_ambiguous_archives_are_error_records() {
     npz(&d.join("nan.npz"), "w", &nan, false);
     let mut inf = latent(1, 3, 0.0);
     inf[[0, 0, 2]] = f32::INFINITY;
-    inf.write_npy(std::fs::File::create(d.join("inf.npy")).unwrap()).unwrap();
+    inf.write_npy(std::fs::File::create(d.join("inf.npy")).unwrap())
+        .unwrap();
     // Two entries named w.npy: numpy reads the last, gather-npz's fast path read the first.
     // (The zip writer refuses duplicates, so the second is written as x.npy and renamed in the
     // bytes: names are not covered by the CRCs.)
     {
         use std::io::Write as _;
         let mut z = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-        let opts = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+        let opts = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Stored);
         for (name, base) in [("w.npy", 0.0), ("x.npy", 9.0)] {
             let mut bytes = Vec::new();
             latent(1, 3, base).write_npy(&mut bytes).unwrap();
@@ -189,13 +264,37 @@ fn non_finite_latents_and_ambiguous_archives_are_error_records() {
         }
         std::fs::write(d.join("twice.npz"), bytes).unwrap();
     }
-    let (code, recs, _) = run(d, &["-o", "all.npz", "good.npz", "nan.npz", "inf.npy", "twice.npz"], "");
+    let (code, recs, _) = run(
+        d,
+        &[
+            "-o",
+            "all.npz",
+            "good.npz",
+            "nan.npz",
+            "inf.npy",
+            "twice.npz",
+        ],
+        "",
+    );
     assert_eq!(code, 3);
-    let errors: Vec<(&str, &str)> = recs.iter().filter(|r| r["type"] == "error").map(|r| (r["input"].as_str().unwrap(), r["message"].as_str().unwrap())).collect();
+    let errors: Vec<(&str, &str)> = recs
+        .iter()
+        .filter(|r| r["type"] == "error")
+        .map(|r| (r["input"].as_str().unwrap(), r["message"].as_str().unwrap()))
+        .collect();
     assert_eq!(errors.len(), 3, "{errors:?}");
-    assert!(errors[0].0 == "nan.npz" && errors[0].1.contains("non-finite"), "{errors:?}");
-    assert!(errors[1].0 == "inf.npy" && errors[1].1.contains("non-finite"), "{errors:?}");
-    assert!(errors[2].0 == "twice.npz" && errors[2].1.contains("2 entries named w.npy"), "{errors:?}");
+    assert!(
+        errors[0].0 == "nan.npz" && errors[0].1.contains("non-finite"),
+        "{errors:?}"
+    );
+    assert!(
+        errors[1].0 == "inf.npy" && errors[1].1.contains("non-finite"),
+        "{errors:?}"
+    );
+    assert!(
+        errors[2].0 == "twice.npz" && errors[2].1.contains("2 entries named w.npy"),
+        "{errors:?}"
+    );
     assert_eq!(w_of(&d.join("all.npz")).shape(), [1, 1, 3]);
 }
 
@@ -227,11 +326,23 @@ fn names_are_a_unicode_array() {
     let mut bytes = Vec::new();
     std::io::Read::read_to_end(&mut zip.by_name("names.npy").unwrap(), &mut bytes).unwrap();
     let header = String::from_utf8_lossy(&bytes[10..bytes.len() - 40]).into_owned();
-    assert!(header.contains("'descr': '<U5'") && header.contains("'shape': (2,)"), "{header}");
+    assert!(
+        header.contains("'descr': '<U5'") && header.contains("'shape': (2,)"),
+        "{header}"
+    );
     let data = &bytes[bytes.len() - 40..];
-    let chars: Vec<u32> = data.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
-    assert_eq!(chars[..5], ['é' as u32, '.' as u32, 'n' as u32, 'p' as u32, 'z' as u32]);
-    assert_eq!(chars[5..], ['b' as u32, '.' as u32, 'n' as u32, 'p' as u32, 'z' as u32]);
+    let chars: Vec<u32> = data
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(
+        chars[..5],
+        ['é' as u32, '.' as u32, 'n' as u32, 'p' as u32, 'z' as u32]
+    );
+    assert_eq!(
+        chars[5..],
+        ['b' as u32, '.' as u32, 'n' as u32, 'p' as u32, 'z' as u32]
+    );
 }
 
 #[test]
@@ -239,7 +350,13 @@ fn non_regular_inputs_are_error_records() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     npz(&d.join("good.npz"), "w", &latent(1, 3, 0.0), false);
-    assert!(std::process::Command::new("mkfifo").arg(d.join("fifo.npz")).status().unwrap().success());
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(d.join("fifo.npz"))
+            .status()
+            .unwrap()
+            .success()
+    );
     // With a deadline: the FIFO blocked the run forever before.
     let out = Command::cargo_bin("gather-npz")
         .unwrap()
@@ -248,9 +365,25 @@ fn non_regular_inputs_are_error_records() {
         .timeout(std::time::Duration::from_secs(60))
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
-    let recs: Vec<Value> = String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    let errors: Vec<&str> = recs.iter().filter(|r| r["type"] == "error").map(|r| r["message"].as_str().unwrap()).collect();
-    assert!(errors[0].contains("is a FIFO") && errors[1].contains("is a device"), "{errors:?}");
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let recs: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let errors: Vec<&str> = recs
+        .iter()
+        .filter(|r| r["type"] == "error")
+        .map(|r| r["message"].as_str().unwrap())
+        .collect();
+    assert!(
+        errors[0].contains("is a FIFO") && errors[1].contains("is a device"),
+        "{errors:?}"
+    );
     assert_eq!(w_of(&d.join("all.npz")).shape(), [1, 1, 3]);
 }

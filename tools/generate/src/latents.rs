@@ -20,21 +20,36 @@ pub struct Array {
 
 impl Array {
     fn from_f32(a: ArrayD<f32>) -> Self {
-        Array { shape: a.shape().to_vec(), data: a.as_standard_layout().iter().copied().collect() }
+        Array {
+            shape: a.shape().to_vec(),
+            data: a.as_standard_layout().iter().copied().collect(),
+        }
     }
     fn from_f64(a: ArrayD<f64>) -> Self {
-        Array { shape: a.shape().to_vec(), data: a.as_standard_layout().iter().map(|&v| v as f32).collect() }
+        Array {
+            shape: a.shape().to_vec(),
+            data: a.as_standard_layout().iter().map(|&v| v as f32).collect(),
+        }
     }
 }
 
 /// Reads a float32/float64 array from `.npy`, or from `.npz` under `key` (default: `w`, else
 /// `ws`, else `z`, else the only array).
 pub fn read(path: &Path, key: Option<&str>) -> Result<Array> {
-    let is_npz = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("npz"));
+    let is_npz = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("npz"));
     cli_common::inputs::regular_file(path)?;
     if !is_npz {
         let bytes = cli_common::inputs::read_regular(path, 1 << 30, |head| {
-            if head.starts_with(b"\x93NUMPY") { Ok(()) } else { Err(format!("{} is not a .npy array (bad magic bytes)", path.display())) }
+            if head.starts_with(b"\x93NUMPY") {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{} is not a .npy array (bad magic bytes)",
+                    path.display()
+                ))
+            }
         })?;
         return match ArrayD::<f32>::read_npy(&bytes[..]) {
             Ok(a) => Ok(Array::from_f32(a)),
@@ -45,25 +60,49 @@ pub fn read(path: &Path, key: Option<&str>) -> Result<Array> {
     }
     let open = || -> Result<NpzReader<BufReader<File>>> {
         let f = File::open(path).with_context(|| format!("reading {}", path.display()))?;
-        NpzReader::new(BufReader::new(f)).with_context(|| format!("{} is not an .npz archive", path.display()))
+        NpzReader::new(BufReader::new(f))
+            .with_context(|| format!("{} is not an .npz archive", path.display()))
     };
-    let names = open()?.names().with_context(|| format!("listing {}", path.display()))?;
+    let names = open()?
+        .names()
+        .with_context(|| format!("listing {}", path.display()))?;
     let name = match key {
         Some(k) if names.iter().any(|n| n == k) => k.to_string(),
-        Some(k) => bail!("no array `{k}` in {} (it has: {})", path.display(), names.join(", ")),
+        Some(k) => bail!(
+            "no array `{k}` in {} (it has: {})",
+            path.display(),
+            names.join(", ")
+        ),
         None => ["w", "ws", "z"]
             .iter()
             .find(|k| names.iter().any(|n| n == *k))
             .map(|k| k.to_string())
-            .or_else(|| if names.len() == 1 { Some(names[0].clone()) } else { None })
-            .with_context(|| format!("no array w, ws or z in {} (it has: {}); name one with --key", path.display(), names.join(", ")))?,
+            .or_else(|| {
+                if names.len() == 1 {
+                    Some(names[0].clone())
+                } else {
+                    None
+                }
+            })
+            .with_context(|| {
+                format!(
+                    "no array w, ws or z in {} (it has: {}); name one with --key",
+                    path.display(),
+                    names.join(", ")
+                )
+            })?,
     };
     match open()?.by_name::<ndarray::OwnedRepr<f32>, ndarray::IxDyn>(&name) {
         Ok(a) => Ok(Array::from_f32(a)),
         Err(_) => open()?
             .by_name::<ndarray::OwnedRepr<f64>, ndarray::IxDyn>(&name)
             .map(Array::from_f64)
-            .with_context(|| format!("array `{name}` of {} is not float32/float64", path.display())),
+            .with_context(|| {
+                format!(
+                    "array `{name}` of {} is not float32/float64",
+                    path.display()
+                )
+            }),
     }
 }
 
@@ -96,7 +135,9 @@ impl Mapper<'_> {
         let g = self.g;
         let n = z.size()[0];
         let c = if g.config.c_dim > 0 {
-            let class = self.class.context("this network is conditional: pass --class")?;
+            let class = self
+                .class
+                .context("this network is conditional: pass --class")?;
             if !(0..g.config.c_dim).contains(&class) {
                 bail!("--class {class} is outside 0..{}", g.config.c_dim);
             }
@@ -106,13 +147,18 @@ impl Mapper<'_> {
         } else {
             None
         };
-        Ok(g.mapping.forward(&z.to_device(g.device()), c.as_ref(), self.psi, self.cutoff))
+        Ok(g.mapping
+            .forward(&z.to_device(g.device()), c.as_ref(), self.psi, self.cutoff))
     }
 
     /// An array of the given kind → ws [N, num_ws, w_dim].
     pub fn to_ws(&self, a: &Array, kind: InputKind) -> Result<Tensor> {
         let g = self.g;
-        let (z_dim, w_dim, num_ws) = (g.config.z_dim as usize, g.config.w_dim as usize, g.num_ws() as usize);
+        let (z_dim, w_dim, num_ws) = (
+            g.config.z_dim as usize,
+            g.config.w_dim as usize,
+            g.num_ws() as usize,
+        );
         let s = a.shape.as_slice();
         let kind = match (kind, s) {
             (InputKind::Auto, [_, d]) if *d == z_dim => InputKind::Z,
@@ -125,12 +171,18 @@ impl Mapper<'_> {
         };
         let t = Tensor::from_slice(&a.data).to_device(g.device());
         let ws = match (kind, s) {
-            (InputKind::Z, [n, d]) if *d == z_dim => return self.from_z(&t.reshape([*n as i64, z_dim as i64])),
-            (InputKind::W, [n, d] | [n, 1, d]) if *d == w_dim => {
-                t.reshape([*n as i64, 1, w_dim as i64]).repeat([1, num_ws as i64, 1])
+            (InputKind::Z, [n, d]) if *d == z_dim => {
+                return self.from_z(&t.reshape([*n as i64, z_dim as i64]));
             }
-            (InputKind::Ws, [n, k, d]) if *k == num_ws && *d == w_dim => t.reshape([*n as i64, *k as i64, *d as i64]),
-            (k, _) => bail!("array of shape {s:?} is not {k:?} for this network (z_dim {z_dim}, w_dim {w_dim}, num_ws {num_ws})"),
+            (InputKind::W, [n, d] | [n, 1, d]) if *d == w_dim => t
+                .reshape([*n as i64, 1, w_dim as i64])
+                .repeat([1, num_ws as i64, 1]),
+            (InputKind::Ws, [n, k, d]) if *k == num_ws && *d == w_dim => {
+                t.reshape([*n as i64, *k as i64, *d as i64])
+            }
+            (k, _) => bail!(
+                "array of shape {s:?} is not {k:?} for this network (z_dim {z_dim}, w_dim {w_dim}, num_ws {num_ws})"
+            ),
         };
         Ok(g.mapping.truncate(&ws, self.psi, self.cutoff))
     }
@@ -141,7 +193,11 @@ pub fn parse_seeds(s: &str) -> Result<Vec<std::ops::RangeInclusive<u32>>, String
     // Kept as ranges and rendered as a stream: `0-4294967295` is 2^32 seeds, not a 16 GiB list.
     let mut out = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let num = |t: &str| t.trim().parse::<u32>().map_err(|_| format!("`{t}` is not a seed in 0..2^32"));
+        let num = |t: &str| {
+            t.trim()
+                .parse::<u32>()
+                .map_err(|_| format!("`{t}` is not a seed in 0..2^32"))
+        };
         match part.split_once('-') {
             Some((a, b)) => {
                 let (a, b) = (num(a)?, num(b)?);
@@ -168,7 +224,13 @@ mod tests {
 
     #[test]
     fn seeds_like_upstream_num_range() {
-        let flat = |s: &str| parse_seeds(s).unwrap().into_iter().flatten().collect::<Vec<u32>>();
+        let flat = |s: &str| {
+            parse_seeds(s)
+                .unwrap()
+                .into_iter()
+                .flatten()
+                .collect::<Vec<u32>>()
+        };
         assert_eq!(flat("1,2,5-7"), [1, 2, 5, 6, 7]);
         assert_eq!(flat("0"), [0]);
         // The whole u32 range is two numbers, not 2^32 of them.

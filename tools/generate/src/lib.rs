@@ -137,8 +137,14 @@ Prints one record per image, in order (seeds first), an error record for each in
 .PP
 With --raw, the summary's "output" is the .npy and "shape" its shape; its rows follow the image records."#;
     const EXAMPLES: &'static [(&'static str, &'static str)] = &[
-        ("Curated images, as upstream generate.py:", "generate --network ffhq.safetensors --seeds 0-7 --trunc 0.7 -o out"),
-        ("Look at projection results:", "find imgs -name '*.npz' | generate --network ffhq.safetensors -o projected"),
+        (
+            "Curated images, as upstream generate.py:",
+            "generate --network ffhq.safetensors --seeds 0-7 --trunc 0.7 -o out",
+        ),
+        (
+            "Look at projection results:",
+            "find imgs -name '*.npz' | generate --network ffhq.safetensors -o projected",
+        ),
         (
             "Check parity with upstream's raw output:",
             "generate --network G.safetensors ws.npy --raw img.npy -o out --device cpu",
@@ -160,7 +166,12 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         device::disable_tf32();
     }
     let device = cli.device.resolve(&Env::from_process(None))?;
-    let config = cli.config.as_deref().map(Config::from_flag).transpose().context("--config")?;
+    let config = cli
+        .config
+        .as_deref()
+        .map(Config::from_flag)
+        .transpose()
+        .context("--config")?;
     let g = Generator::load(&cli.network, config, device)
         .with_context(|| format!("loading the generator {}", cli.network.display()))?;
     let channels = g.config.img_channels;
@@ -173,7 +184,12 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let cwd = std::env::current_dir().context("reading the current directory")?;
     let out_dir = cwd.join(&cli.out_dir);
     let _grad = tch::no_grad_guard();
-    let mapper = Mapper { g: &g, psi: cli.trunc, cutoff: cli.trunc_cutoff, class: cli.class_idx };
+    let mapper = Mapper {
+        g: &g,
+        psi: cli.trunc,
+        cutoff: cli.trunc_cutoff,
+        class: cli.class_idx,
+    };
     let mut r = Renderer {
         g: &g,
         cli: &cli,
@@ -191,13 +207,18 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         let z = g.seeded_z(seed, 1);
         let output = out_dir.join(format!("seed{seed:04}.png"));
         let ws = mapper.from_z(&z)?;
-        r.push(Pending { input: format!("seed:{seed}"), output, ws })?;
+        r.push(Pending {
+            input: format!("seed:{seed}"),
+            output,
+            ws,
+        })?;
     }
-    let items: Box<dyn Iterator<Item = inputs::Item> + Send> = if cli.seeds.is_some() && cli.inputs.is_empty() {
-        Box::new(std::iter::empty())
-    } else {
-        inputs::from_args(&cli.inputs)
-    };
+    let items: Box<dyn Iterator<Item = inputs::Item> + Send> =
+        if cli.seeds.is_some() && cli.inputs.is_empty() {
+            Box::new(std::iter::empty())
+        } else {
+            inputs::from_args(&cli.inputs)
+        };
     for item in items {
         interrupt::check()?;
         let item = match item {
@@ -209,45 +230,79 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         };
         let path = Path::new(&item.path);
         // A panic while reading or mapping one file is that file's error record.
-        let ws = cli_common::panics::catch(|| read_array(path, cli.key.as_deref()).and_then(|a| mapper.to_ws(&a, cli.input_kind)))
-            .unwrap_or_else(|panic| Err(anyhow::anyhow!("internal error while reading it: {panic}")));
+        let ws = cli_common::panics::catch(|| {
+            read_array(path, cli.key.as_deref()).and_then(|a| mapper.to_ws(&a, cli.input_kind))
+        })
+        .unwrap_or_else(|panic| Err(anyhow::anyhow!("internal error while reading it: {panic}")));
         match ws {
-            Ok(ws) if ws.size()[0] == 0 => r.fail(ErrorRecord { input: item.name.clone(), message: "holds no rows: nothing to render".into() })?,
+            Ok(ws) if ws.size()[0] == 0 => r.fail(ErrorRecord {
+                input: item.name.clone(),
+                message: "holds no rows: nothing to render".into(),
+            })?,
             Ok(ws) => {
                 let n = ws.size()[0];
-                let mirrored = paths::output_path(Path::new(&item.name), &cli.base, &out_dir, &cwd, "png");
+                let mirrored =
+                    paths::output_path(Path::new(&item.name), &cli.base, &out_dir, &cwd, "png");
                 for i in 0..n {
                     let (input, output) = if n == 1 {
                         (item.name.clone(), mirrored.clone())
                     } else {
-                        (format!("{}[{i}]", item.name), mirrored.with_extension(format!("{i:04}.png")))
+                        (
+                            format!("{}[{i}]", item.name),
+                            mirrored.with_extension(format!("{i:04}.png")),
+                        )
                     };
                     let row = ws.narrow(0, i, 1);
                     // NaN or inf would render an all-black image counted as done.
                     if row.isfinite().all().int64_value(&[]) == 0 {
-                        r.fail(ErrorRecord { input, message: "has non-finite values (NaN or inf): nothing to render".into() })?;
+                        r.fail(ErrorRecord {
+                            input,
+                            message: "has non-finite values (NaN or inf): nothing to render".into(),
+                        })?;
                         continue;
                     }
-                    r.push(Pending { input, output, ws: row })?;
+                    r.push(Pending {
+                        input,
+                        output,
+                        ws: row,
+                    })?;
                 }
             }
-            Err(e) => r.fail(ErrorRecord { input: item.name.clone(), message: format!("{e:#}") })?,
+            Err(e) => r.fail(ErrorRecord {
+                input: item.name.clone(),
+                message: format!("{e:#}"),
+            })?,
         }
     }
     r.flush()?;
     r.bar.finish_and_clear();
     // A signal during the last batch still ends the run as interrupted (exit 130).
     interrupt::check()?;
-    let Counts { ok, skipped, failed } = r.counts;
+    let Counts {
+        ok,
+        skipped,
+        failed,
+    } = r.counts;
     let (output, shape) = match &cli.raw {
         Some(path) => {
             let shape = write_raw(path, &r.raw, &g)?;
-            (Some(cwd.join(path).to_string_lossy().into_owned()), Some(shape))
+            (
+                Some(cwd.join(path).to_string_lossy().into_owned()),
+                Some(shape),
+            )
         }
         None => (None, None),
     };
     let elapsed_ms = started.elapsed().as_millis() as u64;
-    r.out.emit(&Summary { ok, skipped, failed, elapsed_ms, output, shape, ..Summary::default() })?;
+    r.out.emit(&Summary {
+        ok,
+        skipped,
+        failed,
+        elapsed_ms,
+        output,
+        shape,
+        ..Summary::default()
+    })?;
     if !cli.common.quiet && failed > 0 {
         eprintln!("generate: {failed} input(s) failed (see the error records)");
     }
@@ -278,8 +333,14 @@ struct Renderer<'a> {
 
 impl Renderer<'_> {
     fn push(&mut self, p: Pending) -> Result<()> {
-        if let Claim::Taken(other) = self.claims.claim(&p.output, &p.input, Path::new(&p.input), &self.cwd) {
-            return self.fail(ErrorRecord { message: Claims::taken_message(&p.output, &other), input: p.input });
+        if let Claim::Taken(other) =
+            self.claims
+                .claim(&p.output, &p.input, Path::new(&p.input), &self.cwd)
+        {
+            return self.fail(ErrorRecord {
+                message: Claims::taken_message(&p.output, &other),
+                input: p.input,
+            });
         }
         self.pending.push(p);
         if self.pending.len() as i64 >= self.cli.batch_size {
@@ -317,10 +378,18 @@ impl Renderer<'_> {
         let batch = std::mem::take(&mut self.pending);
         let need_raw = self.cli.raw.is_some();
         // An existing PNG is kept (without --overwrite); --raw still needs its pixels.
-        let keep: Vec<bool> = batch.iter().map(|p| !self.cli.overwrite && p.output.exists()).collect();
+        let keep: Vec<bool> = batch
+            .iter()
+            .map(|p| !self.cli.overwrite && p.output.exists())
+            .collect();
         let todo: Vec<bool> = keep.iter().map(|&k| need_raw || !k).collect();
         let rendered = if todo.iter().any(|&t| t) {
-            let ws: Vec<&Tensor> = batch.iter().zip(&todo).filter(|(_, t)| **t).map(|(p, _)| &p.ws).collect();
+            let ws: Vec<&Tensor> = batch
+                .iter()
+                .zip(&todo)
+                .filter(|(_, t)| **t)
+                .map(|(p, _)| &p.ws)
+                .collect();
             let ws = Tensor::cat(&ws, 0);
             let opts = SynthesisOptions {
                 noise: match self.cli.noise_mode {
@@ -332,7 +401,11 @@ impl Renderer<'_> {
                 force_fp32: self.cli.fp32,
                 ..Default::default()
             };
-            let img = self.g.synthesis.forward(&ws, &opts).to_device(tch::Device::Cpu);
+            let img = self
+                .g
+                .synthesis
+                .forward(&ws, &opts)
+                .to_device(tch::Device::Cpu);
             Some(img)
         } else {
             None
@@ -348,19 +421,30 @@ impl Renderer<'_> {
             }
             let img = rendered.as_ref().unwrap().narrow(0, row, 1);
             row += 1;
-            let result = if keep { Ok(true) } else { write_png(&p.output, &img).map(|_| false) };
+            let result = if keep {
+                Ok(true)
+            } else {
+                write_png(&p.output, &img).map(|_| false)
+            };
             match result {
                 Ok(skipped) => {
                     if need_raw {
                         self.raw.push(img);
                     }
-                    if skipped { self.counts.skipped += 1 } else { self.counts.ok += 1 }
+                    if skipped {
+                        self.counts.skipped += 1
+                    } else {
+                        self.counts.ok += 1
+                    }
                     let rec = self.record(p, skipped);
                     self.out.emit(&rec)?;
                 }
                 Err(e) => {
                     self.counts.failed += 1;
-                    self.out.emit(&ErrorRecord { input: p.input.clone(), message: format!("{e:#}") })?;
+                    self.out.emit(&ErrorRecord {
+                        input: p.input.clone(),
+                        message: format!("{e:#}"),
+                    })?;
                 }
             }
             self.bar.inc(1);
@@ -372,16 +456,23 @@ impl Renderer<'_> {
 fn write_png(path: &Path, img: &Tensor) -> Result<()> {
     let (_, c, h, w) = img.size4()?;
     let buf = stylegan2::to_uint8_hwc(img);
-    atomic::write_atomic(path, |out| Ok(imaging::write_png(out, &buf, w as u32, h as u32, c as u32)?))
+    atomic::write_atomic(path, |out| {
+        Ok(imaging::write_png(out, &buf, w as u32, h as u32, c as u32)?)
+    })
 }
 
 fn write_raw(path: &Path, rows: &[Tensor], g: &Generator) -> Result<Vec<usize>> {
     use ndarray_npy::WriteNpyExt;
     let (c, r) = (g.config.img_channels, g.config.img_resolution);
-    let all = if rows.is_empty() { Tensor::zeros([0, c, r, r], (Kind::Float, tch::Device::Cpu)) } else { Tensor::cat(rows, 0) };
+    let all = if rows.is_empty() {
+        Tensor::zeros([0, c, r, r], (Kind::Float, tch::Device::Cpu))
+    } else {
+        Tensor::cat(rows, 0)
+    };
     let (shape, data) = stylegan2::to_f32_vec(&all);
     let arr = ndarray::ArrayD::from_shape_vec(shape.clone(), data)?;
-    atomic::write_atomic(path, |w| Ok(arr.write_npy(w)?)).with_context(|| format!("writing {}", path.display()))?;
+    atomic::write_atomic(path, |w| Ok(arr.write_npy(w)?))
+        .with_context(|| format!("writing {}", path.display()))?;
     Ok(shape)
 }
 
@@ -394,5 +485,4 @@ mod tests {
     fn verify_cli() {
         Cli::command().debug_assert();
     }
-
 }

@@ -22,7 +22,10 @@ fn fixture() -> PathBuf {
 }
 
 fn reference() -> BTreeMap<String, Tensor> {
-    Tensor::read_safetensors(fixture().join("reference.safetensors")).unwrap().into_iter().collect()
+    Tensor::read_safetensors(fixture().join("reference.safetensors"))
+        .unwrap()
+        .into_iter()
+        .collect()
 }
 
 fn to_array(t: &Tensor) -> ArrayD<f32> {
@@ -39,12 +42,17 @@ fn save_npy(path: &Path, t: &Tensor) {
 
 fn generate(dir: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_generate"));
-    c.current_dir(dir).args(["--device", "cpu", "--network"]).arg(fixture().join("G.safetensors"));
+    c.current_dir(dir)
+        .args(["--device", "cpu", "--network"])
+        .arg(fixture().join("G.safetensors"));
     c
 }
 
 fn records(out: &[u8]) -> Vec<Value> {
-    String::from_utf8_lossy(out).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    String::from_utf8_lossy(out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 #[test]
@@ -53,7 +61,10 @@ fn raw_output_equals_upstream_images_from_ws_and_z() {
     let r = reference();
     save_npy(&tmp.path().join("ws.npy"), &r["ws"]);
     save_npy(&tmp.path().join("z.npy"), &r["z"]);
-    let o = generate(tmp.path()).args(["ws.npy", "z.npy", "--raw", "raw.npy", "-o", "out"]).output().unwrap();
+    let o = generate(tmp.path())
+        .args(["ws.npy", "z.npy", "--raw", "raw.npy", "-o", "out"])
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let recs = records(&o.stdout);
     assert_eq!(recs.len(), 9);
@@ -63,12 +74,18 @@ fn raw_output_equals_upstream_images_from_ws_and_z() {
     let want = to_array(&r["img_const"]);
     for half in 0..2 {
         let got = raw.slice(ndarray::s![half * 4..half * 4 + 4, .., .., ..]);
-        let d = got.iter().zip(want.iter()).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+        let d = got
+            .iter()
+            .zip(want.iter())
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
         assert!(d <= 1e-4, "rows {half}: max|Δ| {d}");
     }
 
     // PNG = (img * 127.5 + 128).clamp(0, 255) as uint8, channels last.
-    let png = image::open(tmp.path().join("out/ws.0002.png")).unwrap().to_rgb8();
+    let png = image::open(tmp.path().join("out/ws.0002.png"))
+        .unwrap()
+        .to_rgb8();
     let img = want.slice(ndarray::s![2, .., .., ..]);
     for (x, y, p) in png.enumerate_pixels() {
         for c in 0..3 {
@@ -81,25 +98,50 @@ fn raw_output_equals_upstream_images_from_ws_and_z() {
 #[test]
 fn seeds_are_deterministic_and_reruns_skip() {
     let tmp = tempfile::tempdir().unwrap();
-    let o = generate(tmp.path()).args(["--seeds", "3,5-6", "--trunc", "0.7", "-o", "out"]).output().unwrap();
+    let o = generate(tmp.path())
+        .args(["--seeds", "3,5-6", "--trunc", "0.7", "-o", "out"])
+        .output()
+        .unwrap();
     assert!(o.status.success());
     let recs = records(&o.stdout);
-    let inputs: Vec<&str> = recs[..3].iter().map(|r| r["input"].as_str().unwrap()).collect();
+    let inputs: Vec<&str> = recs[..3]
+        .iter()
+        .map(|r| r["input"].as_str().unwrap())
+        .collect();
     assert_eq!(inputs, ["seed:3", "seed:5", "seed:6"]);
-    assert!(recs[0]["output"].as_str().unwrap().ends_with("out/seed0003.png"));
+    assert!(
+        recs[0]["output"]
+            .as_str()
+            .unwrap()
+            .ends_with("out/seed0003.png")
+    );
     let first = std::fs::read(tmp.path().join("out/seed0005.png")).unwrap();
 
-    let o = generate(tmp.path()).args(["--seeds", "3,5-6", "--trunc", "0.7", "-o", "out"]).output().unwrap();
+    let o = generate(tmp.path())
+        .args(["--seeds", "3,5-6", "--trunc", "0.7", "-o", "out"])
+        .output()
+        .unwrap();
     let recs = records(&o.stdout);
     assert!(recs[..3].iter().all(|r| r["skipped"] == true));
     assert_eq!(recs[3]["skipped"], 3);
 
     let o = generate(tmp.path())
-        .args(["--seeds", "5", "--trunc", "0.7", "-o", "again", "--overwrite"])
+        .args([
+            "--seeds",
+            "5",
+            "--trunc",
+            "0.7",
+            "-o",
+            "again",
+            "--overwrite",
+        ])
         .output()
         .unwrap();
     assert!(o.status.success());
-    assert_eq!(std::fs::read(tmp.path().join("again/seed0005.png")).unwrap(), first);
+    assert_eq!(
+        std::fs::read(tmp.path().join("again/seed0005.png")).unwrap(),
+        first
+    );
 }
 
 #[test]
@@ -111,7 +153,10 @@ fn bad_inputs_are_error_records_and_the_rest_render() {
     let mut npz = ndarray_npy::NpzWriter::new(File::create(tmp.path().join("a.npz")).unwrap());
     npz.add_array("w", &to_array(&w)).unwrap();
     npz.finish().unwrap();
-    save_npy(&tmp.path().join("wrong.npy"), &Tensor::zeros([2, 7], (tch::Kind::Float, tch::Device::Cpu)));
+    save_npy(
+        &tmp.path().join("wrong.npy"),
+        &Tensor::zeros([2, 7], (tch::Kind::Float, tch::Device::Cpu)),
+    );
     std::fs::write(tmp.path().join("junk.npz"), b"not a zip").unwrap();
     let stdin = [
         r#"{"type":"latent","input":"imgs/a.jpg","output":"a.npz"}"#,
@@ -122,8 +167,17 @@ fn bad_inputs_are_error_records_and_the_rest_render() {
         r#"{"type":"summary","ok":1,"skipped":0,"failed":0,"elapsed_ms":1}"#,
     ]
     .join("\n");
-    let o = generate(tmp.path()).args(["-o", "out"]).write_stdin(stdin).output().unwrap();
-    assert_eq!(o.status.code(), Some(3), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = generate(tmp.path())
+        .args(["-o", "out"])
+        .write_stdin(stdin)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let recs = records(&o.stdout);
     assert_eq!(recs[0]["type"], "image");
     assert_eq!(recs[0]["input"], "imgs/a.jpg");
@@ -136,12 +190,19 @@ fn bad_inputs_are_error_records_and_the_rest_render() {
     assert_eq!(errors.len(), 4, "{errors:?}");
     // imgs/a.png would write imgs/a.png too: the first input's image stays.
     assert_eq!(errors[0].0, "imgs/a.png");
-    assert!(errors[0].1.contains("is already the output of imgs/a.jpg"), "{}", errors[0].1);
+    assert!(
+        errors[0].1.contains("is already the output of imgs/a.jpg"),
+        "{}",
+        errors[0].1
+    );
     assert_eq!(errors[1].0, "missing.npy");
     assert!(errors[2].1.contains("shape [2, 7]"), "{}", errors[2].1);
     assert!(errors[3].1.contains("not an .npz"), "{}", errors[3].1);
     let summary = recs.last().unwrap();
-    assert_eq!((summary["ok"].as_u64(), summary["failed"].as_u64()), (Some(1), Some(4)));
+    assert_eq!(
+        (summary["ok"].as_u64(), summary["failed"].as_u64()),
+        (Some(1), Some(4))
+    );
 }
 
 #[test]
@@ -167,9 +228,16 @@ fn config_comes_from_metadata_or_the_flag_never_the_name() {
     let o = run(&["--config", &cfg]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // A config that does not fit the tensors is refused with the tensor named.
-    let o = run(&["--config", &cfg.replace("\"map_layers\": 8", "\"map_layers\": 2")]);
+    let o = run(&[
+        "--config",
+        &cfg.replace("\"map_layers\": 8", "\"map_layers\": 2"),
+    ]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("mapping.fc2.weight"), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("mapping.fc2.weight"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 #[test]
@@ -180,20 +248,46 @@ fn non_finite_latents_are_error_records_not_black_images() {
     let two = Tensor::cat(&[reference()["w_avg_1000"].copy(), w], 0); // [2, 1, w_dim]: row 1 is bad
     save_npy(&tmp.path().join("ws.npy"), &two);
     // A z file with 0 rows gave no record at all.
-    save_npy(&tmp.path().join("empty.npy"), &Tensor::zeros([0, 32], (tch::Kind::Float, tch::Device::Cpu)));
-    let o = generate(tmp.path()).args(["-o", "out", "--input-kind", "w", "ws.npy"]).output().unwrap();
-    assert_eq!(o.status.code(), Some(3), "{}", String::from_utf8_lossy(&o.stderr));
+    save_npy(
+        &tmp.path().join("empty.npy"),
+        &Tensor::zeros([0, 32], (tch::Kind::Float, tch::Device::Cpu)),
+    );
+    let o = generate(tmp.path())
+        .args(["-o", "out", "--input-kind", "w", "ws.npy"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let recs = records(&o.stdout);
     assert_eq!(recs[0]["type"], "image");
     assert_eq!(recs[1]["type"], "error");
     assert_eq!(recs[1]["input"], "ws.npy[1]");
     assert!(recs[1]["message"].as_str().unwrap().contains("non-finite"));
     assert!(tmp.path().join("out/ws.0000.png").exists());
-    assert!(!tmp.path().join("out/ws.0001.png").exists(), "no black image counted as done");
-    let o = generate(tmp.path()).args(["-o", "out", "--input-kind", "z", "empty.npy"]).output().unwrap();
-    assert_eq!(o.status.code(), Some(3), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        !tmp.path().join("out/ws.0001.png").exists(),
+        "no black image counted as done"
+    );
+    let o = generate(tmp.path())
+        .args(["-o", "out", "--input-kind", "z", "empty.npy"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let recs = records(&o.stdout);
-    assert_eq!((recs[0]["type"].as_str(), recs[0]["input"].as_str()), (Some("error"), Some("empty.npy")), "{recs:?}");
+    assert_eq!(
+        (recs[0]["type"].as_str(), recs[0]["input"].as_str()),
+        (Some("error"), Some("empty.npy")),
+        "{recs:?}"
+    );
     assert!(recs[0]["message"].as_str().unwrap().contains("no rows"));
 }
 

@@ -13,8 +13,8 @@ use cli_common::paths::{Claim, Claims};
 use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, atomic, inputs, interrupt, paths, progress};
 use device::{DeviceArg, Env};
 use perceptual::Vgg16;
-use rayon::prelude::*;
 use projector::{Projection, Projector, Settings, WStats, panic_message};
+use rayon::prelude::*;
 use records::{ErrorRecord, InputItem, LatentRecord, Summary};
 use stylegan2::{Config, Generator};
 use tch::{Kind, Tensor};
@@ -137,18 +137,31 @@ and last {"type":"summary","ok":N,"skipped":N,"failed":N,"elapsed_ms":N}. distan
             "Seed 000 done right: four shards, each on its own GPU (GNU parallel's job slot picks it):",
             "find imgs -name '*.jpg' | shard-list -n 4 | parallel -j4 project-one-gpu --network G.safetensors --vgg vgg16.pt {} > latents.jsonl",
         ),
-        ("Then one array of every w:", "gather-npz -o all.npz < latents.jsonl"),
-        ("Look at the results:", "generate --network G.safetensors -o projected < latents.jsonl"),
+        (
+            "Then one array of every w:",
+            "gather-npz -o all.npz < latents.jsonl",
+        ),
+        (
+            "Look at the results:",
+            "generate --network G.safetensors -o projected < latents.jsonl",
+        ),
     ];
 }
 
 /// One image waiting for its batch, or a record to print in its place.
 #[derive(Debug)]
 enum Entry {
-    Job { item: InputItem, output: PathBuf, target: Tensor },
+    Job {
+        item: InputItem,
+        output: PathBuf,
+        target: Tensor,
+    },
     /// An input listed again in this run: skipped if its first listing's output was written or
     /// skipped, else failed like it (decided when its record is printed, after the first's).
-    Again { item: InputItem, output: PathBuf },
+    Again {
+        item: InputItem,
+        output: PathBuf,
+    },
     Done(LatentRecord),
     Failed(ErrorRecord),
 }
@@ -158,29 +171,46 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     if cli.precision == Precision::Fp32 {
         device::disable_tf32();
     }
-    let slot = std::env::var("PARALLEL_JOBSLOT").ok().and_then(|s| s.trim().parse::<usize>().ok()).map(|s| s.saturating_sub(1));
-    let device = cli.device.resolve(&Env::from_process(slot.or_else(|| shard_index(&cli.inputs))))?;
+    let slot = std::env::var("PARALLEL_JOBSLOT")
+        .ok()
+        .and_then(|s| s.trim().parse::<usize>().ok())
+        .map(|s| s.saturating_sub(1));
+    let device = cli.device.resolve(&Env::from_process(
+        slot.or_else(|| shard_index(&cli.inputs)),
+    ))?;
     if device.is_cuda() {
         // Shapes repeat every step: let cuDNN pick the fastest algorithms once.
         tch::Cuda::cudnn_set_benchmark(true);
     }
     let mem_base = device::cuda_mem_used();
-    let config = cli.config.as_deref().map(Config::from_flag).transpose().context("--config")?;
-    let g = Generator::load(&cli.network, config, device).with_context(|| format!("loading {}", cli.network.display()))?;
+    let config = cli
+        .config
+        .as_deref()
+        .map(Config::from_flag)
+        .transpose()
+        .context("--config")?;
+    let g = Generator::load(&cli.network, config, device)
+        .with_context(|| format!("loading {}", cli.network.display()))?;
     if g.config.img_channels != 3 {
-        bail!("the generator makes {}-channel images; projection needs RGB", g.config.img_channels);
+        bail!(
+            "the generator makes {}-channel images; projection needs RGB",
+            g.config.img_channels
+        );
     }
     if g.config.c_dim > 0 {
         bail!("conditional generators are not supported by the projector (as upstream)");
     }
-    let mut vgg = Vgg16::load(&cli.vgg, device).with_context(|| format!("loading {}", cli.vgg.display()))?;
+    let mut vgg =
+        Vgg16::load(&cli.vgg, device).with_context(|| format!("loading {}", cli.vgg.display()))?;
     if cli.precision == Precision::Bf16 {
         vgg.to_kind(Kind::BFloat16);
     }
     if cli.cuda_graph && !device.is_cuda() {
         eprintln!("project-one-gpu: warning: --cuda-graph ignored on {device:?} (CUDA only)");
     } else if cli.cuda_graph && !matches!(vgg, Vgg16::Native(_)) {
-        eprintln!("project-one-gpu: warning: --cuda-graph ignored with a TorchScript VGG (native weights only)");
+        eprintln!(
+            "project-one-gpu: warning: --cuda-graph ignored with a TorchScript VGG (native weights only)"
+        );
     }
     let stats = WStats::compute(&g, cli.w_avg_samples);
     let settings = Settings {
@@ -192,7 +222,12 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         cuda_graph: cli.cuda_graph,
         ..Default::default()
     };
-    let projector = Projector { g: &g, vgg: &vgg, stats: &stats, settings };
+    let projector = Projector {
+        g: &g,
+        vgg: &vgg,
+        stats: &stats,
+        settings,
+    };
     if !cli.common.quiet {
         eprintln!(
             "project-one-gpu: {} on {device:?}, {}x{} ({}), batch {}, {} steps",
@@ -211,7 +246,10 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         cwd: std::env::current_dir().context("reading the current directory")?,
         overwrite: cli.overwrite,
         resolution: g.config.img_resolution,
-        decode: imaging::DecodeOptions { max_pixels: cli.max_pixels, ..Default::default() },
+        decode: imaging::DecodeOptions {
+            max_pixels: cli.max_pixels,
+            ..Default::default()
+        },
         claims: Claims::default(),
     };
     let (entries, reading) = reader.spawn(cli.batch_size as usize);
@@ -228,19 +266,32 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     for entry in entries {
         interrupt::check()?;
         pending.push(entry);
-        if pending.iter().filter(|e| matches!(e, Entry::Job { .. })).count() >= cli.batch_size as usize {
+        if pending
+            .iter()
+            .filter(|e| matches!(e, Entry::Job { .. }))
+            .count()
+            >= cli.batch_size as usize
+        {
             run.flush(std::mem::take(&mut pending))?;
         }
     }
     interrupt::check()?;
     // The inputs ended, or the reader died: then say so rather than finish as if complete.
     if reading.join().is_err() {
-        bail!("reading the inputs failed (see the message above); images after the last record were not projected");
+        bail!(
+            "reading the inputs failed (see the message above); images after the last record were not projected"
+        );
     }
     run.flush(pending)?;
     run.bar.finish_and_clear();
     let (ok, skipped, failed) = run.counts;
-    run.out.emit(&Summary { ok, skipped, failed, elapsed_ms: started.elapsed().as_millis() as u64, ..Summary::default() })?;
+    run.out.emit(&Summary {
+        ok,
+        skipped,
+        failed,
+        elapsed_ms: started.elapsed().as_millis() as u64,
+        ..Summary::default()
+    })?;
     if !cli.common.quiet && failed > 0 {
         eprintln!("project-one-gpu: {failed} input(s) failed (see the error records)");
     }
@@ -251,7 +302,8 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
 fn shard_index(args: &[String]) -> Option<usize> {
     args.iter().find_map(|a| {
         let v: serde_json::Value = serde_json::from_str(a).ok()?;
-        (v.get("type")?.as_str()? == "shard").then(|| v.get("shard")?.as_u64().map(|s| s as usize))?
+        (v.get("type")?.as_str()? == "shard")
+            .then(|| v.get("shard")?.as_u64().map(|s| s as usize))?
     })
 }
 
@@ -274,7 +326,13 @@ impl Reader {
     /// thread is not joined when the consumer stops early (it may be blocked reading stdin); it
     /// ends when the consumer drops the receiver, on an interrupt, or at the end of the inputs.
     /// A panic while preparing one image is that image's error record.
-    fn spawn(mut self, ahead: usize) -> (std::sync::mpsc::Receiver<Entry>, std::thread::JoinHandle<()>) {
+    fn spawn(
+        mut self,
+        ahead: usize,
+    ) -> (
+        std::sync::mpsc::Receiver<Entry>,
+        std::thread::JoinHandle<()>,
+    ) {
         let (tx, rx) = std::sync::mpsc::sync_channel(ahead.max(1));
         let handle = std::thread::spawn(move || {
             for item in inputs::from_args(&self.inputs) {
@@ -292,26 +350,44 @@ impl Reader {
             Err(e) => return Entry::Failed(e),
         };
         let input = item.name.clone();
-        catch_unwind(AssertUnwindSafe(|| self.prepare(item)))
-            .unwrap_or_else(|panic| Entry::Failed(ErrorRecord { input, message: format!("internal error: {}", panic_message(&*panic)) }))
+        catch_unwind(AssertUnwindSafe(|| self.prepare(item))).unwrap_or_else(|panic| {
+            Entry::Failed(ErrorRecord {
+                input,
+                message: format!("internal error: {}", panic_message(&*panic)),
+            })
+        })
     }
 
     fn prepare(&mut self, item: InputItem) -> Entry {
         let output = self.output_for(&item);
-        match self.claims.claim(&output, &item.name, Path::new(&item.path), &self.cwd) {
+        match self
+            .claims
+            .claim(&output, &item.name, Path::new(&item.path), &self.cwd)
+        {
             Claim::First => {}
             Claim::Again => return Entry::Again { item, output },
             other => {
-                let message = Claims::message(&other, &output, &item.name).expect("a refused claim has a message");
-                return Entry::Failed(ErrorRecord { input: item.name.clone(), message });
+                let message = Claims::message(&other, &output, &item.name)
+                    .expect("a refused claim has a message");
+                return Entry::Failed(ErrorRecord {
+                    input: item.name.clone(),
+                    message,
+                });
             }
         }
         if !self.overwrite && output.exists() {
             return Entry::Done(skipped_record(&item, &output));
         }
         match load_target(Path::new(&item.path), self.resolution, &self.decode) {
-            Ok(target) => Entry::Job { item, output, target },
-            Err(e) => Entry::Failed(ErrorRecord { input: item.name.clone(), message: format!("{e:#}") }),
+            Ok(target) => Entry::Job {
+                item,
+                output,
+                target,
+            },
+            Err(e) => Entry::Failed(ErrorRecord {
+                input: item.name.clone(),
+                message: format!("{e:#}"),
+            }),
         }
     }
 
@@ -344,21 +420,35 @@ fn skipped_record(item: &InputItem, output: &Path) -> LatentRecord {
 /// The image as seed 000 prepares it: Pillow-exact decode, centre crop, Lanczos to R×R (left as
 /// is when already R×R); `.npy` inputs are crop-resize's uint8 [3,R,R]. Returns uint8 [3,R,R].
 pub fn load_target(path: &Path, r: i64, decode: &imaging::DecodeOptions) -> Result<Tensor> {
-    if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("npy")) {
+    if path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("npy"))
+    {
         use ndarray_npy::ReadNpyExt;
         cli_common::inputs::regular_file(path)?;
         let f = std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
-        let a = ndarray::Array3::<u8>::read_npy(f).context("expected a uint8 [3,R,R] .npy (crop-resize --format npy)")?;
+        let a = ndarray::Array3::<u8>::read_npy(f)
+            .context("expected a uint8 [3,R,R] .npy (crop-resize --format npy)")?;
         if a.shape() != [3, r as usize, r as usize] {
-            bail!("array of shape {:?}, the generator needs [3, {r}, {r}]", a.shape());
+            bail!(
+                "array of shape {:?}, the generator needs [3, {r}, {r}]",
+                a.shape()
+            );
         }
         let v: Vec<u8> = a.iter().copied().collect();
         return Ok(Tensor::from_slice(&v).reshape([3, r, r]));
     }
     let bytes = cli_common::inputs::read_regular(path, decode.max_file_bytes(), imaging::sniff)?;
     let img = imaging::decode_rgb(&bytes, decode)?.rgb;
-    let img = if img.width() as i64 == r && img.height() as i64 == r { img } else { imaging::crop_resize(&img, r as u32) };
-    Ok(Tensor::from_slice(img.as_raw()).reshape([r, r, 3]).permute([2, 0, 1]).contiguous())
+    let img = if img.width() as i64 == r && img.height() as i64 == r {
+        img
+    } else {
+        imaging::crop_resize(&img, r as u32)
+    };
+    Ok(Tensor::from_slice(img.as_raw())
+        .reshape([r, r, 3])
+        .permute([2, 0, 1])
+        .contiguous())
 }
 
 struct Run<'a> {
@@ -374,21 +464,49 @@ struct Run<'a> {
 
 impl Run<'_> {
     fn flush(&mut self, entries: Vec<Entry>) -> Result<()> {
-        let jobs: Vec<&Tensor> = entries.iter().filter_map(|e| if let Entry::Job { target, .. } = e { Some(target) } else { None }).collect();
-        let result = if jobs.is_empty() { None } else { Some(self.project(&jobs)?) };
+        let jobs: Vec<&Tensor> = entries
+            .iter()
+            .filter_map(|e| {
+                if let Entry::Job { target, .. } = e {
+                    Some(target)
+                } else {
+                    None
+                }
+            })
+            .collect();
+        let result = if jobs.is_empty() {
+            None
+        } else {
+            Some(self.project(&jobs)?)
+        };
         // Each converged image's files, written on all cores (PNG encoding and fsyncs would
         // otherwise keep the GPU waiting image by image); a diverged image writes nothing, so a
         // re-run retries it. Records follow below, in input order.
         let saved: Vec<Result<Option<PathBuf>>> = match &result {
             Some((p, _, image)) => {
-                let outputs = entries.iter().filter_map(|e| if let Entry::Job { output, .. } = e { Some(output) } else { None });
+                let outputs = entries.iter().filter_map(|e| {
+                    if let Entry::Job { output, .. } = e {
+                        Some(output)
+                    } else {
+                        None
+                    }
+                });
                 let files: Vec<Option<Files>> = outputs
                     .enumerate()
-                    .map(|(row, output)| p.distance[row].is_finite().then(|| Files::of(p, image.as_ref(), row as i64, output)))
+                    .map(|(row, output)| {
+                        p.distance[row]
+                            .is_finite()
+                            .then(|| Files::of(p, image.as_ref(), row as i64, output))
+                    })
                     .collect();
                 files
                     .into_par_iter()
-                    .map(|f| f.map_or_else(|| Err(anyhow::anyhow!("the distance is not finite (diverged)")), Files::write))
+                    .map(|f| {
+                        f.map_or_else(
+                            || Err(anyhow::anyhow!("the distance is not finite (diverged)")),
+                            Files::write,
+                        )
+                    })
                     .collect()
             }
             None => Vec::new(),
@@ -412,8 +530,13 @@ impl Run<'_> {
                         self.out.emit(&skipped_record(&item, &output))?;
                     } else {
                         self.counts.2 += 1;
-                        let message = "listed again, and its earlier listing failed (see that error record)".into();
-                        self.out.emit(&ErrorRecord { input: item.name, message })?;
+                        let message =
+                            "listed again, and its earlier listing failed (see that error record)"
+                                .into();
+                        self.out.emit(&ErrorRecord {
+                            input: item.name,
+                            message,
+                        })?;
                     }
                 }
                 Entry::Job { item, output, .. } => {
@@ -426,7 +549,11 @@ impl Run<'_> {
                             self.out.emit(&LatentRecord {
                                 input: item.name.clone(),
                                 output: output.to_string_lossy().into_owned(),
-                                w_shape: Some(vec![1, p.w.size()[1] as usize, p.w.size()[2] as usize]),
+                                w_shape: Some(vec![
+                                    1,
+                                    p.w.size()[1] as usize,
+                                    p.w.size()[2] as usize,
+                                ]),
                                 // Finite: a diverged image's result is the error below.
                                 distance: Some(p.distance[row]),
                                 steps: Some(self.cli.steps as usize),
@@ -439,7 +566,10 @@ impl Run<'_> {
                         }
                         Err(e) => {
                             self.counts.2 += 1;
-                            self.out.emit(&ErrorRecord { input: item.name, message: format!("{e:#}") })?;
+                            self.out.emit(&ErrorRecord {
+                                input: item.name,
+                                message: format!("{e:#}"),
+                            })?;
                         }
                     }
                     row += 1;
@@ -463,7 +593,10 @@ impl Run<'_> {
         std::panic::set_hook(Box::new(|_| {}));
         let result = catch_unwind(AssertUnwindSafe(|| {
             let p = self.projector.project(&t, |_, _| {})?;
-            let image = self.cli.save_image.then(|| self.projector.render(&p).to_device(tch::Device::Cpu));
+            let image = self
+                .cli
+                .save_image
+                .then(|| self.projector.render(&p).to_device(tch::Device::Cpu));
             Ok::<_, perceptual::Error>((p, image))
         }));
         std::panic::set_hook(hook);

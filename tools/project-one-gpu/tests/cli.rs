@@ -14,12 +14,16 @@ fn repo() -> PathBuf {
 }
 
 fn network() -> PathBuf {
-    let shared = std::env::var_os("SHARDKIT_SHARED").map(PathBuf::from).unwrap_or_else(|| repo().join("../shared"));
+    let shared = std::env::var_os("SHARDKIT_SHARED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("../shared"));
     shared.join("fixtures/stylegan2/tiny-skip-clamp/G.safetensors")
 }
 
 fn python() -> PathBuf {
-    std::env::var_os("SHARDKIT_PYTHON").map(PathBuf::from).unwrap_or_else(|| repo().join(".venv/bin/python"))
+    std::env::var_os("SHARDKIT_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join(".venv/bin/python"))
 }
 
 /// A random VGG16 + LPIPS weights file, and three target images rendered by the generator
@@ -34,7 +38,18 @@ fn setup(dir: &Path) {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let o = Std::new(env!("CARGO_BIN_EXE_project-one-gpu").replace("project-one-gpu", "generate"))
         .current_dir(dir)
-        .args(["-q", "--device", "cpu", "--seeds", "1-3", "--trunc", "0.5", "-o", "imgs", "--network"])
+        .args([
+            "-q",
+            "--device",
+            "cpu",
+            "--seeds",
+            "1-3",
+            "--trunc",
+            "0.5",
+            "-o",
+            "imgs",
+            "--network",
+        ])
         .arg(network())
         .output()
         .unwrap();
@@ -44,19 +59,39 @@ fn setup(dir: &Path) {
 fn project(dir: &Path, args: &[&str]) -> (Option<i32>, Vec<Value>) {
     let o = Command::new(env!("CARGO_BIN_EXE_project-one-gpu"))
         .current_dir(dir)
-        .args(["-q", "--device", "cpu", "--vgg", "vgg.safetensors", "--w-avg-samples", "1000", "--network"])
+        .args([
+            "-q",
+            "--device",
+            "cpu",
+            "--vgg",
+            "vgg.safetensors",
+            "--w-avg-samples",
+            "1000",
+            "--network",
+        ])
         .arg(network())
         .args(args)
         .output()
         .unwrap();
-    let recs = String::from_utf8_lossy(&o.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let recs = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     (o.status.code(), recs)
 }
 
 fn mse(a: &Path, b: &Path) -> f64 {
-    let (a, b) = (image::open(a).unwrap().to_rgb8(), image::open(b).unwrap().to_rgb8());
+    let (a, b) = (
+        image::open(a).unwrap().to_rgb8(),
+        image::open(b).unwrap().to_rgb8(),
+    );
     let n = a.as_raw().len() as f64;
-    a.as_raw().iter().zip(b.as_raw()).map(|(x, y)| (*x as f64 - *y as f64).powi(2)).sum::<f64>() / n
+    a.as_raw()
+        .iter()
+        .zip(b.as_raw())
+        .map(|(x, y)| (*x as f64 - *y as f64).powi(2))
+        .sum::<f64>()
+        / n
 }
 
 #[test]
@@ -64,14 +99,35 @@ fn projection_recovers_the_generators_own_images() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     setup(d);
-    let imgs = ["imgs/seed0001.png", "imgs/seed0002.png", "imgs/seed0003.png"];
+    let imgs = [
+        "imgs/seed0001.png",
+        "imgs/seed0002.png",
+        "imgs/seed0003.png",
+    ];
     // One step leaves w at w_avg (the learning rate of step 0 is 0): the starting point.
-    let (code, start) = project(d, &[&["-o", "start", "--steps", "1", "--save-image"][..], &imgs[..]].concat());
+    let (code, start) = project(
+        d,
+        &[
+            &["-o", "start", "--steps", "1", "--save-image"][..],
+            &imgs[..],
+        ]
+        .concat(),
+    );
     assert_eq!(code, Some(0));
-    let (code, end) = project(d, &[&["-o", "end", "--steps", "60", "-b", "2", "--save-image"][..], &imgs[..]].concat());
+    let (code, end) = project(
+        d,
+        &[
+            &["-o", "end", "--steps", "60", "-b", "2", "--save-image"][..],
+            &imgs[..],
+        ]
+        .concat(),
+    );
     assert_eq!(code, Some(0));
     for i in 0..3 {
-        let (d0, d1) = (start[i]["distance"].as_f64().unwrap(), end[i]["distance"].as_f64().unwrap());
+        let (d0, d1) = (
+            start[i]["distance"].as_f64().unwrap(),
+            end[i]["distance"].as_f64().unwrap(),
+        );
         assert!(d1 < 0.7 * d0, "image {i}: distance {d0} -> {d1}");
         let target = d.join(imgs[i]);
         let (m0, m1) = (
@@ -81,7 +137,10 @@ fn projection_recovers_the_generators_own_images() {
         assert!(m1 < m0, "image {i}: pixel MSE {m0} -> {m1}");
         eprintln!("image {i}: distance {d0:.3} -> {d1:.3}, pixel MSE {m0:.1} -> {m1:.1}");
     }
-    assert_eq!(end[0]["output"].as_str().unwrap(), d.join("end/imgs/seed0001.npz").to_str().unwrap());
+    assert_eq!(
+        end[0]["output"].as_str().unwrap(),
+        d.join("end/imgs/seed0001.npz").to_str().unwrap()
+    );
     assert_eq!(end[0]["w_shape"], serde_json::json!([1, 1, 32]));
     assert_eq!(end[3]["type"], "summary");
 }
@@ -96,14 +155,27 @@ fn outputs_beside_inputs_w_plus_trajectory_reruns_and_bad_inputs() {
     let run = |extra: &[&str]| {
         let o = Command::new(env!("CARGO_BIN_EXE_project-one-gpu"))
             .current_dir(d)
-            .args(["-q", "--device", "cpu", "--vgg", "vgg.safetensors", "--w-avg-samples", "500", "--steps", "3"])
+            .args([
+                "-q",
+                "--device",
+                "cpu",
+                "--vgg",
+                "vgg.safetensors",
+                "--w-avg-samples",
+                "500",
+                "--steps",
+                "3",
+            ])
             .arg("--network")
             .arg(network())
             .args(extra)
             .write_stdin(stdin)
             .output()
             .unwrap();
-        let recs: Vec<Value> = String::from_utf8_lossy(&o.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let recs: Vec<Value> = String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
         (o.status.code(), recs)
     };
     let (code, recs) = run(&["--w-plus", "--save-trajectory", "-b", "3"]);
@@ -117,10 +189,20 @@ fn outputs_beside_inputs_w_plus_trajectory_reruns_and_bad_inputs() {
     let npz = d.join("imgs/seed0001.npz");
     assert_eq!(recs[0]["output"].as_str().unwrap(), npz.to_str().unwrap());
     let check = "import numpy as np, sys; f = np.load(sys.argv[1]); print(f['w'].shape, f['w'].dtype, f['w_steps'].shape)";
-    let o = Std::new(python()).args(["-c", check]).arg(&npz).output().unwrap();
-    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "(1, 8, 32) float32 (3, 8, 32)");
+    let o = Std::new(python())
+        .args(["-c", check])
+        .arg(&npz)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        "(1, 8, 32) float32 (3, 8, 32)"
+    );
     let summary = &recs[4];
-    assert_eq!((summary["ok"].as_u64(), summary["failed"].as_u64()), (Some(2), Some(2)));
+    assert_eq!(
+        (summary["ok"].as_u64(), summary["failed"].as_u64()),
+        (Some(2), Some(2))
+    );
 
     // A re-run skips what is done and retries what failed.
     let (code, recs) = run(&[]);
@@ -148,14 +230,35 @@ fn cuda_graph_on_the_cpu_is_a_warning_and_an_eager_run() {
     setup(d);
     let o = Command::new(env!("CARGO_BIN_EXE_project-one-gpu"))
         .current_dir(d)
-        .args(["-q", "--device", "cpu", "--vgg", "vgg.safetensors", "--w-avg-samples", "500", "--steps", "2", "--cuda-graph"])
+        .args([
+            "-q",
+            "--device",
+            "cpu",
+            "--vgg",
+            "vgg.safetensors",
+            "--w-avg-samples",
+            "500",
+            "--steps",
+            "2",
+            "--cuda-graph",
+        ])
         .args(["-o", "out", "imgs/seed0001.png", "--network"])
         .arg(network())
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("--cuda-graph ignored on Cpu"), "{}", String::from_utf8_lossy(&o.stderr));
-    let rec: Value = serde_json::from_str(String::from_utf8_lossy(&o.stdout).lines().next().unwrap()).unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--cuda-graph ignored on Cpu"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let rec: Value =
+        serde_json::from_str(String::from_utf8_lossy(&o.stdout).lines().next().unwrap()).unwrap();
     assert_eq!(rec["type"], "latent");
 }
 
@@ -168,14 +271,29 @@ fn inputs_listed_twice_and_inputs_sharing_an_output() {
     // PNG's latent. The repeats land in the same batch and in later ones (batch 2).
     std::fs::write(d.join("imgs/seed0001.jpg"), b"another image").unwrap();
     let args = [
-        "-b", "2", "--steps", "2", "imgs/seed0001.png", "imgs/seed0001.png", "imgs/seed0002.png", "./imgs/seed0001.png",
-        "imgs/seed0001.jpg", "imgs/missing.png", "imgs/missing.png",
+        "-b",
+        "2",
+        "--steps",
+        "2",
+        "imgs/seed0001.png",
+        "imgs/seed0001.png",
+        "imgs/seed0002.png",
+        "./imgs/seed0001.png",
+        "imgs/seed0001.jpg",
+        "imgs/missing.png",
+        "imgs/missing.png",
     ];
     let (code, recs) = project(d, &args);
     assert_eq!(code, Some(3));
     let brief: Vec<(&str, &str, bool)> = recs[..7]
         .iter()
-        .map(|r| (r["type"].as_str().unwrap(), r["input"].as_str().unwrap(), r["skipped"].as_bool().unwrap_or(false)))
+        .map(|r| {
+            (
+                r["type"].as_str().unwrap(),
+                r["input"].as_str().unwrap(),
+                r["skipped"].as_bool().unwrap_or(false),
+            )
+        })
         .collect();
     assert_eq!(
         brief,
@@ -189,10 +307,31 @@ fn inputs_listed_twice_and_inputs_sharing_an_output() {
             ("error", "imgs/missing.png", false),
         ]
     );
-    assert!(recs[4]["message"].as_str().unwrap().contains("is already the output of imgs/seed0001.png"), "{}", recs[4]);
-    assert!(recs[6]["message"].as_str().unwrap().contains("listed again"), "{}", recs[6]);
+    assert!(
+        recs[4]["message"]
+            .as_str()
+            .unwrap()
+            .contains("is already the output of imgs/seed0001.png"),
+        "{}",
+        recs[4]
+    );
+    assert!(
+        recs[6]["message"]
+            .as_str()
+            .unwrap()
+            .contains("listed again"),
+        "{}",
+        recs[6]
+    );
     let s = &recs[7];
-    assert_eq!((s["ok"].as_u64(), s["skipped"].as_u64(), s["failed"].as_u64()), (Some(2), Some(2), Some(3)));
+    assert_eq!(
+        (
+            s["ok"].as_u64(),
+            s["skipped"].as_u64(),
+            s["failed"].as_u64()
+        ),
+        (Some(2), Some(2), Some(3))
+    );
     // Again: the first listings find their outputs done, and so do the repeats.
     let (_, recs) = project(d, &args);
     let skipped: Vec<bool> = recs[..4].iter().map(|r| r["skipped"] == true).collect();

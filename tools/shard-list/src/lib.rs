@@ -31,7 +31,12 @@ pub struct Cli {
 
     /// Shuffle with --seed, then split into consecutive parts of these fractions of the list
     /// (seed 003's DataPartitioner: part length int(frac*len), what is left over is dropped).
-    #[arg(long, value_name = "F,F,...", value_delimiter = ',', conflicts_with = "shards")]
+    #[arg(
+        long,
+        value_name = "F,F,...",
+        value_delimiter = ',',
+        conflicts_with = "shards"
+    )]
     pub sizes: Option<Vec<f64>>,
 
     /// Seed of the --sizes shuffle: CPython's random.Random(seed).shuffle, so the split is the
@@ -82,7 +87,10 @@ With \-\-balance size the record also has "bytes". A path that cannot be read as
             "Seed 003's 70/20/10 split of a file list:",
             "shard-list --sizes 0.7,0.2,0.1 --seed 1234 files.txt",
         ),
-        ("Four shards of whole directories, balanced by bytes:", "find imgs -type f | shard-list -n 4 --by-dir --balance size"),
+        (
+            "Four shards of whole directories, balanced by bytes:",
+            "find imgs -type f | shard-list -n 4 --by-dir --balance size",
+        ),
     ];
 }
 
@@ -90,8 +98,13 @@ With \-\-balance size the record also has "bytes". A path that cannot be read as
 pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     if let Some(sizes) = &cli.sizes {
         let total: f64 = sizes.iter().sum();
-        if sizes.iter().any(|f| !f.is_finite() || *f < 0.0) || total > 1.0 + 1e-9 || sizes.is_empty() {
-            return cli_common::usage(format!("--sizes must be non-negative fractions summing to at most 1, got {sizes:?}"));
+        if sizes.iter().any(|f| !f.is_finite() || *f < 0.0)
+            || total > 1.0 + 1e-9
+            || sizes.is_empty()
+        {
+            return cli_common::usage(format!(
+                "--sizes must be non-negative fractions summing to at most 1, got {sizes:?}"
+            ));
         }
     }
     // Many records per millisecond: block-buffered (the one tool that may be).
@@ -110,7 +123,11 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     if cli.sort {
         paths.sort();
     }
-    let units = if cli.by_dir { group_by_dir(paths) } else { paths.into_iter().map(|p| vec![p]).collect() };
+    let units = if cli.by_dir {
+        group_by_dir(paths)
+    } else {
+        paths.into_iter().map(|p| vec![p]).collect()
+    };
 
     let (units, bytes) = if cli.balance == Balance::Size {
         let (units, bytes, errors) = sizes_of(units);
@@ -143,7 +160,10 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
             shard,
             shards,
             bytes: bytes.as_ref().map(|b| members.iter().map(|&j| b[j]).sum()),
-            paths: members.iter().flat_map(|&j| units[j].iter().cloned()).collect(),
+            paths: members
+                .iter()
+                .flat_map(|&j| units[j].iter().cloned())
+                .collect(),
         };
         out.emit(&record)?;
     }
@@ -155,7 +175,10 @@ fn group_by_dir(paths: Vec<String>) -> Vec<Vec<String>> {
     let mut index: HashMap<String, usize> = HashMap::new();
     let mut groups: Vec<Vec<String>> = Vec::new();
     for p in paths {
-        let dir = Path::new(&p).parent().map(|d| d.to_string_lossy().into_owned()).unwrap_or_default();
+        let dir = Path::new(&p)
+            .parent()
+            .map(|d| d.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let g = *index.entry(dir).or_insert_with(|| {
             groups.push(Vec::new());
             groups.len() - 1
@@ -179,7 +202,10 @@ fn sizes_of(units: Vec<Vec<String>>) -> (Vec<Vec<String>>, Vec<u64>, Vec<ErrorRe
                     total += m.len();
                     ok.push(p);
                 }
-                Err(e) => errors.push(ErrorRecord { input: p, message: format!("cannot read its size: {e}") }),
+                Err(e) => errors.push(ErrorRecord {
+                    input: p,
+                    message: format!("cannot read its size: {e}"),
+                }),
             }
         }
         if !ok.is_empty() {
@@ -203,6 +229,13 @@ mod tests {
     #[test]
     fn groups_keep_first_appearance_order() {
         let g = group_by_dir(vec!["b/1".into(), "a/1".into(), "b/2".into(), "top".into()]);
-        assert_eq!(g, vec![vec!["b/1".to_string(), "b/2".into()], vec!["a/1".into()], vec!["top".into()]]);
+        assert_eq!(
+            g,
+            vec![
+                vec!["b/1".to_string(), "b/2".into()],
+                vec!["a/1".into()],
+                vec!["top".into()]
+            ]
+        );
     }
 }

@@ -97,7 +97,10 @@ mod tests {
     #[test]
     fn round_robin_is_python_slicing() {
         // paths[i::3] for 8 paths
-        assert_eq!(round_robin(8, 3), vec![vec![0, 3, 6], vec![1, 4, 7], vec![2, 5]]);
+        assert_eq!(
+            round_robin(8, 3),
+            vec![vec![0, 3, 6], vec![1, 4, 7], vec![2, 5]]
+        );
         assert_eq!(round_robin(2, 4)[3], Vec::<usize>::new());
     }
 
@@ -110,7 +113,9 @@ mod tests {
             (
                 (1 << 40) + 5,
                 20,
-                &[9, 7, 17, 13, 4, 18, 5, 6, 10, 11, 3, 14, 12, 15, 2, 1, 0, 8, 19, 16],
+                &[
+                    9, 7, 17, 13, 4, 18, 5, 6, 10, 11, 3, 14, 12, 15, 2, 1, 0, 8, 19, 16,
+                ],
             ),
             (1234, 1, &[0]),
         ];
@@ -134,8 +139,10 @@ mod tests {
     #[test]
     fn balance_spreads_bytes() {
         let shards = balance(&[10, 1, 1, 1, 9, 2], 2);
-        let totals: Vec<u64> =
-            shards.iter().map(|s| s.iter().map(|&j| [10, 1, 1, 1, 9, 2][j]).sum()).collect();
+        let totals: Vec<u64> = shards
+            .iter()
+            .map(|s| s.iter().map(|&j| [10, 1, 1, 1, 9, 2][j]).sum())
+            .collect();
         assert_eq!(totals, vec![12, 12]);
         assert!(shards.iter().all(|s| s.windows(2).all(|w| w[0] < w[1])));
     }

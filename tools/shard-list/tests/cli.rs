@@ -2,7 +2,12 @@ use assert_cmd::Command;
 use serde_json::Value;
 
 fn run(args: &[&str], stdin: &str) -> (i32, Vec<Value>) {
-    let out = Command::cargo_bin("shard-list").unwrap().args(args).write_stdin(stdin).output().unwrap();
+    let out = Command::cargo_bin("shard-list")
+        .unwrap()
+        .args(args)
+        .write_stdin(stdin)
+        .output()
+        .unwrap();
     let recs = String::from_utf8(out.stdout)
         .unwrap()
         .lines()
@@ -12,7 +17,12 @@ fn run(args: &[&str], stdin: &str) -> (i32, Vec<Value>) {
 }
 
 fn paths(r: &Value) -> Vec<&str> {
-    r["paths"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect()
+    r["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect()
 }
 
 #[test]
@@ -37,7 +47,12 @@ fn empty_input_gives_zero_shards() {
 fn more_shards_than_paths_prints_only_non_empty_ones() {
     let (code, recs) = run(&["-n", "4"], "a\nb\n");
     assert_eq!(code, 0);
-    assert_eq!(recs.iter().map(|r| r["shard"].as_u64().unwrap()).collect::<Vec<_>>(), [0, 1]);
+    assert_eq!(
+        recs.iter()
+            .map(|r| r["shard"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        [0, 1]
+    );
 }
 
 #[test]
@@ -56,7 +71,10 @@ fn json_records_and_list_files_are_inputs() {
     let dir = tempfile::tempdir().unwrap();
     let list = dir.path().join("list.txt");
     std::fs::write(&list, "x\n{\"path\":\"y\"}\n").unwrap();
-    let (code, recs) = run(&["-n", "1", list.to_str().unwrap(), "-"], "{\"type\":\"shard\",\"paths\":[\"z\"]}\n");
+    let (code, recs) = run(
+        &["-n", "1", list.to_str().unwrap(), "-"],
+        "{\"type\":\"shard\",\"paths\":[\"z\"]}\n",
+    );
     assert_eq!(code, 0);
     assert_eq!(paths(&recs[0]), ["x", "y", "z"]);
 }
@@ -77,7 +95,13 @@ fn balance_by_size_reports_missing_files_and_shards_the_rest() {
     assert_eq!(errors.len(), 1);
     assert_eq!(errors[0]["input"], "/no/such/file");
     let shards: Vec<_> = recs.iter().filter(|r| r["type"] == "shard").collect();
-    assert_eq!(shards.iter().map(|r| r["bytes"].as_u64().unwrap()).collect::<Vec<_>>(), [1000, 1000]);
+    assert_eq!(
+        shards
+            .iter()
+            .map(|r| r["bytes"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        [1000, 1000]
+    );
 }
 
 #[test]
@@ -96,7 +120,12 @@ fn usage_errors_exit_2() {
     let (code, _) = run(&["-n", "0"], "a\n");
     assert_eq!(code, 2);
     // Fractions that cannot be a partition are a usage error too (was exit 1).
-    let out = Command::cargo_bin("shard-list").unwrap().args(["--sizes", "0.7,0.5"]).write_stdin("a\n").output().unwrap();
+    let out = Command::cargo_bin("shard-list")
+        .unwrap()
+        .args(["--sizes", "0.7,0.5"])
+        .write_stdin("a\n")
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).starts_with("shard-list: error: --sizes"));
 }
@@ -121,10 +150,17 @@ fn a_closed_stdout_is_a_quiet_exit_0() {
         }
     });
     let mut first = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap(); // then dropped: the pipe closes
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap(); // then dropped: the pipe closes
     feeder.join().unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(first.starts_with("{\"type\":\"shard\""));
-    assert_eq!(out.status.code(), Some(0), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(out.stderr.is_empty());
 }
