@@ -161,7 +161,6 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     // Rank-aware output: only rank 0 speaks unless --all-ranks (STYLE.md).
     let speak = rank == 0 || cli.all_ranks;
     let table = speak && !cli.common.quiet;
-    out.set_flush_each(true);
     let engine = comm.engine(device);
     if table {
         eprintln!(

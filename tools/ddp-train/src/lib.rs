@@ -394,7 +394,6 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     check_same_flags(&mut comm, device, &training_flags(&cli))
         .with_context(|| format!("rank {rank}"))?;
     let speak = rank == 0 || cli.all_ranks;
-    out.set_flush_each(true);
     if speak && !cli.common.quiet {
         eprintln!(
             "ddp-train[rank {rank}]: {} ({:?} stem) on {device:?}, {world} rank(s), global batch {} ({} per rank), {} via {}{}{}{}",

@@ -197,7 +197,6 @@ A status table goes to stderr every --report-secs while something changes, and t
 
 /// Starts or resumes the sweep.
 pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
-    out.set_flush_each(true);
     let grace = Duration::try_from_secs_f64(cli.stop_grace_secs).ok();
     let report = Duration::try_from_secs_f64(cli.report_secs).ok();
     let (Some(stop_grace), Some(report_every)) = (grace, report) else {
