@@ -373,18 +373,17 @@ pub fn parse_schedule(s: &str) -> Result<Schedule> {
 }
 
 pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
-    // Flag values are checked before anything starts, as usage errors (exit 2).
+    // Flag values are checked before the ranks meet or data is read, as usage errors (exit 2).
     let usage = |e: anyhow::Error| anyhow::Error::new(cli_common::UsageError(format!("{e:#}")));
     let precision: Precision = cli
         .precision
         .parse()
         .map_err(|e: train::Error| usage(e.into()))?;
-    config(&cli, tch::Device::Cpu).map_err(usage)?;
     if precision == Precision::Fp32 {
         device::disable_tf32(); // before CUDA starts
     }
     let device = cli.device.resolve(&Env::from_process(None))?;
-    let cfg = config(&cli, device)?;
+    let cfg = config(&cli, device).map_err(usage)?;
     let opts = cli.dist.options();
     let plan = opts.plan()?;
     let rank = plan.rank;
