@@ -59,6 +59,12 @@ pub fn catch<T>(f: impl FnOnce() -> T) -> Result<T, String> {
     })
 }
 
+/// [`catch`] for one item's work that returns an `anyhow::Result`: a panic becomes the error
+/// `internal error while {doing}: {message}`.
+pub fn catch_item<T>(doing: &str, f: impl FnOnce() -> anyhow::Result<T>) -> anyhow::Result<T> {
+    catch(f).unwrap_or_else(|panic| Err(anyhow::anyhow!("internal error while {doing}: {panic}")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,5 +86,15 @@ mod tests {
             panic!("outer")
         });
         assert!(r.unwrap_err().starts_with("outer"));
+        let e = catch_item("reading it", || -> anyhow::Result<()> {
+            panic!("bad header")
+        })
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("internal error while reading it: bad header (at "),
+            "{e}"
+        );
+        assert_eq!(catch_item("reading it", || Ok(3)).unwrap(), 3);
     }
 }

@@ -179,10 +179,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
                     let (item, target) = item?;
                     // A panic in a decoder (the tiff crate asserts on some tiled files) is this
                     // input's error record, not the batch's end.
-                    cli_common::panics::catch(|| job.process(&item, &target))
-                        .unwrap_or_else(|panic| {
-                            Err(anyhow::anyhow!("internal error while decoding it: {panic}"))
-                        })
+                    cli_common::panics::catch_item("decoding it", || job.process(&item, &target))
                         .map_err(|e| ErrorRecord {
                             input: item.name.clone(),
                             message: format!("{e:#}"),

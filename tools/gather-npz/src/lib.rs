@@ -269,33 +269,25 @@ fn load<T>(
     use_it: impl FnOnce(&Latent) -> T,
 ) -> Result<T> {
     // A panic in a reader on a malformed file is this input's error, not the batch's end.
-    cli_common::panics::catch(|| load_unguarded(item, key, want, use_it))
-        .unwrap_or_else(|panic| Err(anyhow::anyhow!("internal error while reading it: {panic}")))
-}
-
-fn load_unguarded<T>(
-    item: &InputItem,
-    key: &str,
-    want: Option<&[usize]>,
-    use_it: impl FnOnce(&Latent) -> T,
-) -> Result<T> {
-    let bytes = inputs::read_regular(Path::new(&item.path), MAX_LATENT_FILE_BYTES, |head| {
-        if head.starts_with(b"\x93NUMPY")
-            || head.starts_with(b"PK\x03\x04")
-            || head.starts_with(b"PK\x05\x06")
-        {
-            Ok(())
-        } else {
-            Err("neither .npz nor .npy (bad magic bytes)".into())
+    cli_common::panics::catch_item("reading it", || {
+        let bytes = inputs::read_regular(Path::new(&item.path), MAX_LATENT_FILE_BYTES, |head| {
+            if head.starts_with(b"\x93NUMPY")
+                || head.starts_with(b"PK\x03\x04")
+                || head.starts_with(b"PK\x05\x06")
+            {
+                Ok(())
+            } else {
+                Err("neither .npz nor .npy (bad magic bytes)".into())
+            }
+        })?;
+        let l = read_latent(&bytes, key)?;
+        let shape = l.shape();
+        match want {
+            Some(w) if shape != w => bail!("shape {shape:?} differs from the first input's {w:?}"),
+            None if shape.len() != 3 || shape[0] != 1 => bail!("shape {shape:?} is not [1, k, d]"),
+            _ => Ok(use_it(&l)),
         }
-    })?;
-    let l = read_latent(&bytes, key)?;
-    let shape = l.shape();
-    match want {
-        Some(w) if shape != w => bail!("shape {shape:?} differs from the first input's {w:?}"),
-        None if shape.len() != 3 || shape[0] != 1 => bail!("shape {shape:?} is not [1, k, d]"),
-        _ => Ok(use_it(&l)),
-    }
+    })
 }
 
 fn write_npz(

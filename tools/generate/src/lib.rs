@@ -230,10 +230,9 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         };
         let path = Path::new(&item.path);
         // A panic while reading or mapping one file is that file's error record.
-        let ws = cli_common::panics::catch(|| {
+        let ws = cli_common::panics::catch_item("reading it", || {
             read_array(path, cli.key.as_deref()).and_then(|a| mapper.to_ws(&a, cli.input_kind))
-        })
-        .unwrap_or_else(|panic| Err(anyhow::anyhow!("internal error while reading it: {panic}")));
+        });
         match ws {
             Ok(ws) if ws.size()[0] == 0 => r.fail(ErrorRecord {
                 input: item.name.clone(),
