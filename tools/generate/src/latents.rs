@@ -39,7 +39,6 @@ pub fn read(path: &Path, key: Option<&str>) -> Result<Array> {
     let is_npz = path
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("npz"));
-    cli_common::inputs::regular_file(path)?;
     if !is_npz {
         let bytes = cli_common::inputs::read_regular(path, 1 << 30, |head| {
             if head.starts_with(b"\x93NUMPY") {
@@ -58,6 +57,8 @@ pub fn read(path: &Path, key: Option<&str>) -> Result<Array> {
                 .with_context(|| format!("{} is not a float32/float64 .npy array", path.display())),
         };
     }
+    // read_regular checked the .npy above; an .npz is opened (twice) by the reader below.
+    cli_common::inputs::regular_file(path)?;
     let open = || -> Result<NpzReader<BufReader<File>>> {
         let f = File::open(path).with_context(|| format!("reading {}", path.display()))?;
         NpzReader::new(BufReader::new(f))
