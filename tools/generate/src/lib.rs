@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, ValueEnum};
-use cli_common::paths::{Claim, Claims};
+use cli_common::paths::Claims;
 use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, atomic, inputs, interrupt, paths, progress};
 use device::{DeviceArg, Env};
 use records::{ErrorRecord, ImageRecord, Summary};
@@ -332,12 +332,12 @@ struct Renderer<'a> {
 
 impl Renderer<'_> {
     fn push(&mut self, p: Pending) -> Result<()> {
-        if let Claim::Taken(other) =
-            self.claims
-                .claim(&p.output, &p.input, Path::new(&p.input), &self.cwd)
-        {
+        let claim = self
+            .claims
+            .claim(&p.output, &p.input, Path::new(&p.input), &self.cwd);
+        if let Some(message) = Claims::message(&claim, &p.output, &p.input) {
             return self.fail(ErrorRecord {
-                message: Claims::taken_message(&p.output, &other),
+                message,
                 input: p.input,
             });
         }
