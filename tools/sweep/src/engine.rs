@@ -73,8 +73,7 @@ struct Trial {
     status: Status,
     attempts: usize,
     failures: usize,
-    results: usize,
-    /// (time, metric) of every result, for the plot.
+    /// (time, metric) of every result (its length is Ray's training_iteration), for the plot.
     history: Vec<(f64, f64)>,
     last: Option<Map<String, Value>>,
     stopped_at: Option<f64>,
@@ -87,6 +86,22 @@ struct Trial {
 impl Trial {
     fn last_point(&self) -> Option<(f64, f64)> {
         self.history.last().copied()
+    }
+
+    /// Takes a result into the trial's history.
+    fn push_result(&mut self, time: f64, metric: f64, record: &Map<String, Value>) {
+        self.history.push((time, metric));
+        self.last = Some(record.clone());
+    }
+
+    /// The status a stop verdict gives (completed at max_t, else stopped at `time`).
+    fn stopped(&mut self, complete: bool, time: f64) -> Status {
+        self.stopped_at = (!complete).then_some(time);
+        if complete {
+            Status::Completed
+        } else {
+            Status::Stopped
+        }
     }
 }
 
@@ -151,7 +166,6 @@ impl<'a> Engine<'a> {
                 status: Status::Pending,
                 attempts: 0,
                 failures: 0,
-                results: 0,
                 history: Vec::new(),
                 last: None,
                 stopped_at: None,
@@ -206,9 +220,7 @@ impl<'a> Engine<'a> {
                     stop,
                 } => {
                     let t = &mut self.trials[*trial];
-                    t.results += 1;
-                    t.history.push((*time, *metric));
-                    t.last = Some(record.clone());
+                    t.push_result(*time, *metric, record);
                     let v = self.scheduler.on_result(*trial, *time, *metric);
                     if (v.action == Action::Stop) != *stop {
                         anyhow::bail!(
@@ -216,12 +228,7 @@ impl<'a> Engine<'a> {
                         );
                     }
                     if v.action == Action::Stop {
-                        decided[*trial] = Some(if v.complete {
-                            Status::Completed
-                        } else {
-                            Status::Stopped
-                        });
-                        t.stopped_at = (!v.complete).then_some(*time);
+                        decided[*trial] = Some(t.stopped(v.complete, *time));
                     }
                 }
                 Entry::Failure { trial, .. } => self.trials[*trial].failures += 1,
@@ -437,7 +444,7 @@ impl<'a> Engine<'a> {
             return Ok(());
         };
         let t = &mut self.trials[i];
-        let iteration = t.results + 1;
+        let iteration = t.history.len() + 1;
         let time = match record.get(&self.def.time_attr) {
             Some(v) => match v.as_f64() {
                 Some(x) => x,
@@ -450,9 +457,7 @@ impl<'a> Engine<'a> {
         if t.last_point().is_some_and(|(last, _)| time <= last) {
             return Ok(());
         }
-        t.results = iteration;
-        t.history.push((time, metric));
-        t.last = Some(record.clone());
+        t.push_result(time, metric, &record);
         let verdict = self.scheduler.on_result(i, time, metric);
         let stop = verdict.action == Action::Stop;
         self.journal.append(&Entry::Result {
@@ -500,12 +505,7 @@ impl<'a> Engine<'a> {
         self.dirty = true;
         if stop {
             self.scheduler.on_complete(i, Some((time, metric)));
-            let status = if verdict.complete {
-                Status::Completed
-            } else {
-                Status::Stopped
-            };
-            self.trials[i].stopped_at = (!verdict.complete).then_some(time);
+            let status = self.trials[i].stopped(verdict.complete, time);
             self.finish(i, status, None)?;
             self.terminate(i);
         }
