@@ -119,6 +119,15 @@ struct Rung {
     recorded: BTreeMap<usize, f64>,
 }
 
+impl Rung {
+    /// `_Bracket.cutoff`: the (1 − 1/rf) percentile of the values recorded here (op-multiplied);
+    /// `None` while none is.
+    fn cutoff(&self, rf: f64) -> Option<f64> {
+        let values: Vec<f64> = self.recorded.values().copied().collect();
+        (!values.is_empty()).then(|| nanpercentile(&values, (1.0 - 1.0 / rf) * 100.0))
+    }
+}
+
 #[derive(Debug, Clone)]
 struct Bracket {
     /// Largest milestone first.
@@ -149,17 +158,12 @@ impl Bracket {
         time: f64,
         reward: f64,
     ) -> Option<(f64, Option<f64>, Action)> {
-        let q = (1.0 - 1.0 / self.rf) * 100.0;
+        let rf = self.rf;
         for rung in &mut self.rungs {
             if time < rung.milestone || rung.recorded.contains_key(&trial) {
                 continue;
             }
-            let values: Vec<f64> = rung.recorded.values().copied().collect();
-            let cutoff = if values.is_empty() {
-                None
-            } else {
-                Some(nanpercentile(&values, q))
-            };
+            let cutoff = rung.cutoff(rf);
             let action = match cutoff {
                 Some(c) if reward < c => Action::Stop,
                 _ => Action::Continue,
@@ -349,7 +353,6 @@ impl Asha {
     /// units, trials recorded), for the status table.
     pub fn rungs(&self) -> Vec<Vec<(f64, Option<f64>, usize)>> {
         let op = self.settings.mode.op();
-        let q = (1.0 - 1.0 / self.settings.reduction_factor) * 100.0;
         self.brackets
             .iter()
             .map(|b| {
@@ -357,9 +360,11 @@ impl Asha {
                     .iter()
                     .rev()
                     .map(|r| {
-                        let v: Vec<f64> = r.recorded.values().copied().collect();
-                        let cutoff = (!v.is_empty()).then(|| op * nanpercentile(&v, q));
-                        (r.milestone, cutoff, v.len())
+                        (
+                            r.milestone,
+                            r.cutoff(b.rf).map(|c| op * c),
+                            r.recorded.len(),
+                        )
                     })
                     .collect()
             })
