@@ -125,6 +125,20 @@ const ASHA: &[&str] = &[
     "3",
 ];
 
+/// Nine seeded draws of the space, run to the end (FIFO), maximising val_top1.
+const NINE_DRAWS: &[&str] = &[
+    "--samples",
+    "9",
+    "--seed",
+    "3",
+    "--scheduler",
+    "fifo",
+    "--metric",
+    "val_top1",
+    "--mode",
+    "max",
+];
+
 /// FIFO over the curve's epochs, each trial complete at epoch 4.
 const FIFO_TO_4: &[&str] = &[
     "--scheduler",
@@ -356,29 +370,23 @@ fn slots_run_at_once_each_with_its_own_gpus_never_two_trials_in_one_slot() {
         dir.path(),
         &space,
         &[
-            "--samples",
-            "9",
-            "--seed",
-            "3",
-            "--scheduler",
-            "fifo",
-            "--metric",
-            "val_top1",
-            "--mode",
-            "max",
-            "--time-attr",
-            "epoch",
-            "--max-t",
-            "5",
-            "--slots",
-            "3",
-            "--gpus-per-trial",
-            "2",
-            "--gpus",
-            "0,1,2,3,4,5",
-            "--out-dir",
-            out.to_str().unwrap(),
-        ],
+            NINE_DRAWS,
+            &[
+                "--time-attr",
+                "epoch",
+                "--max-t",
+                "5",
+                "--slots",
+                "3",
+                "--gpus-per-trial",
+                "2",
+                "--gpus",
+                "0,1,2,3,4,5",
+                "--out-dir",
+                out.to_str().unwrap(),
+            ],
+        ]
+        .concat(),
         &[
             "--lr",
             "{lr}",
@@ -437,23 +445,17 @@ fn slots_run_at_once_each_with_its_own_gpus_never_two_trials_in_one_slot() {
         again.path(),
         &space,
         &[
-            "--samples",
-            "9",
-            "--seed",
-            "3",
-            "--scheduler",
-            "fifo",
-            "--metric",
-            "val_top1",
-            "--mode",
-            "max",
-            "--max-t",
-            "2",
-            "--gpus-per-trial",
-            "0",
-            "--out-dir",
-            again.path().join("o").to_str().unwrap(),
-        ],
+            NINE_DRAWS,
+            &[
+                "--max-t",
+                "2",
+                "--gpus-per-trial",
+                "0",
+                "--out-dir",
+                again.path().join("o").to_str().unwrap(),
+            ],
+        ]
+        .concat(),
         &["--lr", "{lr}", "--epochs", "1"],
     )
     .output()
