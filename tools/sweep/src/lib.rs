@@ -218,31 +218,35 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         quiet: cli.common.quiet,
     };
 
-    let (def, journal, replay, out_dir) = if cli.resume {
+    let (def, template, journal, replay, out_dir) = if cli.resume {
         let out_dir = std::fs::canonicalize(&cli.out_dir)
             .with_context(|| format!("--out-dir {}", cli.out_dir.display()))?;
         let (def, entries, journal) = Journal::resume(&out_dir)?;
-        (def, journal, entries, out_dir)
+        let space = space::Space::parse(&def.space.to_string())?;
+        let command: Vec<OsString> = def.command.iter().map(ArgRepr::to_os).collect();
+        let template = template_of(&space, &command)?;
+        (def, template, journal, entries, out_dir)
     } else {
-        let def = definition(&cli)?;
+        let (def, template) = definition(&cli)?;
         std::fs::create_dir_all(&cli.out_dir)
             .with_context(|| format!("creating {}", cli.out_dir.display()))?;
         let out_dir = std::fs::canonicalize(&cli.out_dir)?;
         let journal = Journal::create(&out_dir, &def)?;
         write_experiment(&out_dir, &def)?;
-        (def, journal, Vec::new(), out_dir)
+        (def, template, journal, Vec::new(), out_dir)
     };
-    let params: BTreeSet<String> = space::Space::parse(&def.space.to_string())?
-        .names()
-        .map(String::from)
-        .collect();
-    let command: Vec<OsString> = def.command.iter().map(ArgRepr::to_os).collect();
-    let template = template::Template::parse(&command, &params)?;
     engine::Engine::new(def, template, out_dir, journal, &replay, opts, out)?.run()
 }
 
-/// The sweep's definition from the command line, checked before anything runs.
-fn definition(cli: &Cli) -> Result<Definition> {
+/// The command template, its placeholders checked against the space's parameters.
+fn template_of(space: &space::Space, command: &[OsString]) -> Result<template::Template> {
+    let params: BTreeSet<String> = space.names().map(String::from).collect();
+    template::Template::parse(command, &params)
+}
+
+/// The sweep's definition and its command template from the command line, checked before
+/// anything runs.
+fn definition(cli: &Cli) -> Result<(Definition, template::Template)> {
     let space_path = cli
         .space
         .as_ref()
@@ -253,10 +257,10 @@ fn definition(cli: &Cli) -> Result<Definition> {
         Ok(s) => s,
         Err(e) => return usage(format!("--space {}: {e:#}", space_path.display())),
     };
-    let params: BTreeSet<String> = space.names().map(String::from).collect();
-    if let Err(e) = template::Template::parse(&cli.command, &params) {
-        return usage(format!("{e:#}"));
-    }
+    let template = match template_of(&space, &cli.command) {
+        Ok(t) => t,
+        Err(e) => return usage(format!("{e:#}")),
+    };
     let mode = cli.mode.expect("clap requires --mode without --resume");
     let asha = AshaSettings {
         max_t: cli.max_t.unwrap_or(100.0),
@@ -270,7 +274,7 @@ fn definition(cli: &Cli) -> Result<Definition> {
     }
     let samples = cli.samples.unwrap_or(1) as usize;
     let seed = cli.seed.unwrap_or(0);
-    Ok(Definition {
+    let def = Definition {
         space: serde_json::from_str(&text)?,
         samples,
         seed,
@@ -287,7 +291,8 @@ fn definition(cli: &Cli) -> Result<Definition> {
         max_failures: cli.max_failures.unwrap_or(0),
         command: cli.command.iter().map(ArgRepr::from_os).collect(),
         trials: space.generate(samples, seed as u64),
-    })
+    };
+    Ok((def, template))
 }
 
 /// CUDA_VISIBLE_DEVICES for each slot.
