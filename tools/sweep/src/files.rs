@@ -101,12 +101,12 @@ impl TrialFiles {
         self.result
             .write_all(&line)
             .with_context(|| format!("writing {}", self.dir.join("result.json").display()))?;
-        let flat: Map<String, Value> = flatten(result).into_iter().collect();
+        let flat = flatten(result);
         let mut text = String::new();
         let columns = match &self.columns {
             Some(c) => c,
             None => {
-                let c: Vec<String> = flatten(result).into_iter().map(|(k, _)| k).collect();
+                let c: Vec<String> = flat.iter().map(|(k, _)| k.clone()).collect();
                 text.push_str(
                     &c.iter()
                         .map(|k| csv_field(Some(&Value::String(k.clone()))))
@@ -117,10 +117,12 @@ impl TrialFiles {
                 self.columns.insert(c)
             }
         };
+        let by_key: std::collections::HashMap<&str, &Value> =
+            flat.iter().map(|(k, v)| (k.as_str(), v)).collect();
         text.push_str(
             &columns
                 .iter()
-                .map(|k| csv_field(flat.get(k)))
+                .map(|k| csv_field(by_key.get(k.as_str()).copied()))
                 .collect::<Vec<_>>()
                 .join(","),
         );
@@ -128,9 +130,12 @@ impl TrialFiles {
         self.progress
             .write_all(text.as_bytes())
             .with_context(|| format!("writing {}", self.dir.join("progress.csv").display()))?;
-        let mut scalars = result.clone();
-        scalars.remove("config");
-        self.events.scalars(step, &scalars)
+        // The config is in the hparams session, not a scalar.
+        let scalars = flat
+            .iter()
+            .filter(|(k, _)| k != "config" && !k.starts_with("config/"))
+            .map(|(k, v)| (k.as_str(), v));
+        self.events.scalars(step, scalars)
     }
 
     /// Marks the trial's end in its event file.

@@ -254,13 +254,17 @@ impl EventWriter {
         })
     }
 
-    /// One scalar per numeric field of `record` (nested objects as `a/b`) at `step`.
-    pub fn scalars(&mut self, step: i64, record: &serde_json::Map<String, Value>) -> Result<()> {
+    /// One scalar per numeric field at `step` (fields as `files::flatten` names them, `a/b`).
+    pub fn scalars<'a>(
+        &mut self,
+        step: i64,
+        fields: impl IntoIterator<Item = (&'a str, &'a Value)>,
+    ) -> Result<()> {
         let mut values = Vec::new();
-        for (tag, v) in crate::files::flatten(record) {
+        for (tag, v) in fields {
             if let Some(f) = v.as_f64() {
                 values.push(SummaryValue {
-                    tag,
+                    tag: tag.to_string(),
                     metadata: None,
                     value: Some(ValueKind::SimpleValue(f as f32)),
                 });
@@ -400,7 +404,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut w = EventWriter::create(dir.path(), "t").unwrap();
         let rec = serde_json::json!({"epoch": 1, "acc": 0.5, "name": "x"});
-        w.scalars(1, rec.as_object().unwrap()).unwrap();
+        w.scalars(
+            1,
+            rec.as_object()
+                .unwrap()
+                .iter()
+                .map(|(k, v)| (k.as_str(), v)),
+        )
+        .unwrap();
         drop(w);
         let f = std::fs::read_dir(dir.path())
             .unwrap()
