@@ -178,3 +178,65 @@ fn shard_crop_project_gather_generate() {
         assert!(want.is_file());
     }
 }
+
+/// File names that are not UTF-8 flow through a whole pipeline: find → shard-list →
+/// crop-resize, and latents → gather-npz, whose `names` numpy decodes as it decodes file names
+/// (os.fsencode gives the bytes back). Each tool refused such a name as an argument (exit 2), and
+/// no record could carry it, before.
+#[test]
+fn names_that_are_not_utf8_survive_every_stage() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let odd = OsStr::from_bytes(b"caf\xe9 \xff.png");
+    testkit::write_image(&d.join("imgs").join(odd), 20, 12, 1);
+    testkit::write_image(&d.join("imgs/plain.png"), 12, 20, 2);
+    let out = sh(
+        d,
+        "find imgs -type f | sort | shard-list -n 1 | crop-resize -q -r 8 -o out -",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let recs = records(&out.stdout);
+    let images = of_type(&recs, "image");
+    assert_eq!(images.len(), 2);
+    let bytes = |v: &serde_json::Value| {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD
+            .decode(v["bytes"].as_str().unwrap())
+            .unwrap()
+    };
+    assert_eq!(bytes(&images[0]["input"]), b"imgs/caf\xe9 \xff.png");
+    let output = OsStr::from_bytes(&bytes(&images[0]["output"])).to_owned();
+    assert!(Path::new(&output).ends_with(Path::new("out/imgs").join(odd)));
+    assert_eq!(image::image_dimensions(&output).unwrap(), (8, 8));
+    assert_eq!(images[1]["input"], "imgs/plain.png");
+
+    write_latent(&d.join("lat").join(odd).with_extension("npz"), 1, 2, 0.0);
+    write_latent(&d.join("lat/b.npz"), 1, 2, 5.0);
+    let out = sh(
+        d,
+        "gather-npz -o all.npz lat/* && gather-npz --jsonl -o all.jsonl lat/*",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let manifest = std::fs::read_to_string(d.join("all.jsonl")).unwrap();
+    // The shell's glob order: b.npz first.
+    let second: serde_json::Value = serde_json::from_str(manifest.lines().nth(1).unwrap()).unwrap();
+    assert_eq!(bytes(&second["name"]), b"lat/caf\xe9 \xff.npz");
+    let check = "import numpy as np, os; f = np.load('all.npz'); \
+                 assert [os.fsencode(n) for n in f['names']] == [b'lat/b.npz', b'lat/caf\\xe9 \\xff.npz'], f['names']";
+    let out = sh(d, &format!("'{}' -c \"{check}\"", python()));
+    assert!(
+        out.status.success(),
+        "numpy check failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -5,9 +5,11 @@
 //! error record naming it, and the rest continue. Stdin is read lazily, so a long `find | tool`
 //! pipe starts working at once.
 
+use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
-use std::path::Path;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 
@@ -76,20 +78,20 @@ pub fn read_regular(
 /// One item or the reason a line gave none.
 pub type Item = Result<InputItem, ErrorRecord>;
 
-/// Items named by positional arguments: each argument is a path or a record; `-` reads items
-/// from stdin, one per line. No arguments at all means stdin.
-pub fn from_args(args: &[String]) -> Box<dyn Iterator<Item = Item> + Send> {
+/// Items named by positional arguments: each argument is a path (any bytes: a name need not be
+/// UTF-8) or a record; `-` reads items from stdin, one per line. No arguments at all means stdin.
+pub fn from_args(args: &[OsString]) -> Box<dyn Iterator<Item = Item> + Send> {
     if args.is_empty() {
-        return lines_of(Box::new(BufReader::new(io::stdin())), "<stdin>".into());
+        return stdin_lines();
     }
     let args = args.to_vec();
     Box::new(
         args.into_iter()
             .flat_map(|arg| -> Box<dyn Iterator<Item = Item> + Send> {
                 if arg == "-" {
-                    lines_of(Box::new(BufReader::new(io::stdin())), "<stdin>".into())
+                    stdin_lines()
                 } else {
-                    Box::new(parse(&arg).into_iter())
+                    Box::new(parse(arg.as_bytes()).into_iter())
                 }
             }),
     )
@@ -97,9 +99,9 @@ pub fn from_args(args: &[String]) -> Box<dyn Iterator<Item = Item> + Send> {
 
 /// Items listed in files, one per line (`cat` semantics: `-` or no files means stdin). A file
 /// that cannot be opened gives one error record.
-pub fn from_files(files: &[String]) -> Box<dyn Iterator<Item = Item> + Send> {
+pub fn from_files(files: &[PathBuf]) -> Box<dyn Iterator<Item = Item> + Send> {
     let files = if files.is_empty() {
-        vec!["-".to_string()]
+        vec![PathBuf::from("-")]
     } else {
         files.to_vec()
     };
@@ -107,13 +109,13 @@ pub fn from_files(files: &[String]) -> Box<dyn Iterator<Item = Item> + Send> {
         files
             .into_iter()
             .flat_map(|f| -> Box<dyn Iterator<Item = Item> + Send> {
-                if f == "-" {
-                    return lines_of(Box::new(BufReader::new(io::stdin())), "<stdin>".into());
+                if f.as_os_str() == "-" {
+                    return stdin_lines();
                 }
                 match File::open(&f) {
-                    Ok(file) => lines_of(Box::new(BufReader::new(file)), f),
+                    Ok(file) => lines_of(Box::new(BufReader::new(file)), f.into_os_string()),
                     Err(e) => Box::new(std::iter::once(Err(ErrorRecord {
-                        input: f.clone(),
+                        input: f.into_os_string(),
                         message: format!("cannot open list file: {e}"),
                     }))),
                 }
@@ -121,18 +123,17 @@ pub fn from_files(files: &[String]) -> Box<dyn Iterator<Item = Item> + Send> {
     )
 }
 
+fn stdin_lines() -> Box<dyn Iterator<Item = Item> + Send> {
+    lines_of(Box::new(BufReader::new(io::stdin())), "<stdin>".into())
+}
+
+/// The items of each line, as bytes: a path need not be UTF-8.
 fn lines_of(
     reader: Box<dyn BufRead + Send>,
-    source: String,
+    source: OsString,
 ) -> Box<dyn Iterator<Item = Item> + Send> {
     Box::new(reader.split(b'\n').flat_map(move |line| match line {
-        Ok(bytes) => match String::from_utf8(bytes) {
-            Ok(line) => parse(&line),
-            Err(e) => vec![Err(ErrorRecord {
-                input: String::from_utf8_lossy(e.as_bytes()).into_owned(),
-                message: "line is not UTF-8".into(),
-            })],
-        },
+        Ok(bytes) => parse(&bytes),
         Err(e) => vec![Err(ErrorRecord {
             input: source.clone(),
             message: format!("reading: {e}"),
@@ -140,11 +141,11 @@ fn lines_of(
     }))
 }
 
-fn parse(line: &str) -> Vec<Item> {
+fn parse(line: &[u8]) -> Vec<Item> {
     match parse_input_line(line) {
         Ok(items) => items.into_iter().map(Ok).collect(),
         Err(e) => vec![Err(ErrorRecord {
-            input: line.to_string(),
+            input: OsString::from_vec(line.to_vec()),
             message: e.to_string(),
         })],
     }
@@ -208,9 +209,21 @@ mod tests {
         ])
         .collect();
         assert_eq!(items.len(), 4);
-        assert_eq!(items[0].as_ref().unwrap().path, "a.jpg");
-        assert_eq!(items[2].as_ref().unwrap().path, "c");
+        assert_eq!(items[0].as_ref().unwrap().path, Path::new("a.jpg"));
+        assert_eq!(items[2].as_ref().unwrap().path, Path::new("c"));
         assert_eq!(items[3].as_ref().unwrap_err().input, "{broken");
+    }
+
+    #[test]
+    fn names_that_are_not_utf8_are_paths_from_arguments_and_lists() {
+        let raw = OsString::from_vec(b"caf\xe9.png".to_vec());
+        let items: Vec<Item> = from_args(std::slice::from_ref(&raw)).collect();
+        assert_eq!(items, vec![Ok(InputItem::path(raw.clone()))]);
+        let dir = tempfile::tempdir().unwrap();
+        let list = dir.path().join(&raw).with_extension("txt");
+        std::fs::write(&list, b"caf\xe9.png\n").unwrap();
+        let items: Vec<Item> = from_files(&[list]).collect();
+        assert_eq!(items, vec![Ok(InputItem::path(raw))]);
     }
 
     #[test]
@@ -218,10 +231,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let list = dir.path().join("list.txt");
         std::fs::write(&list, "x\n\ny\r\n").unwrap();
-        let items: Vec<Item> =
-            from_files(&[list.to_string_lossy().into_owned(), "/no/such/list".into()]).collect();
+        let items: Vec<Item> = from_files(&[list, "/no/such/list".into()]).collect();
         assert_eq!(items.len(), 3);
-        assert_eq!(items[1].as_ref().unwrap().path, "y");
+        assert_eq!(items[1].as_ref().unwrap().path, Path::new("y"));
         assert!(
             items[2]
                 .as_ref()

@@ -173,6 +173,12 @@ fn report(name: &str, e: &anyhow::Error) -> ExitCode {
         eprintln!("{name}: interrupted");
         return ExitCode::from(EXIT_INTERRUPTED);
     }
+    // A run that fails after SIGINT/SIGTERM arrived failed because of it (a wait it cut short,
+    // a peer that stopped for the same signal): interrupted too, with what broke.
+    if interrupt::requested() {
+        eprintln!("{name}: interrupted ({e:#})");
+        return ExitCode::from(EXIT_INTERRUPTED);
+    }
     eprintln!("{name}: error: {e:#}");
     if e.chain().any(|c| c.is::<UsageError>()) {
         return ExitCode::from(EXIT_USAGE);

@@ -2,6 +2,7 @@
 //! and which input of a run owns each output ([`Claims`]).
 
 use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
 use std::path::{Component, Path, PathBuf};
 
 /// Lexically normalised absolute form of `p` (relative paths are taken from `cwd`); `..` pops.
@@ -50,8 +51,8 @@ pub fn output_path(input: &Path, base: &Path, out_dir: &Path, cwd: &Path, ext: &
 /// whose output replaced it cannot be saved any more; it is refused rather than read.)
 #[derive(Debug, Default)]
 pub struct Claims {
-    owner: HashMap<PathBuf, (PathBuf, String)>,
-    inputs: HashMap<PathBuf, String>,
+    owner: HashMap<PathBuf, (PathBuf, OsString)>,
+    inputs: HashMap<PathBuf, OsString>,
 }
 
 /// What [`Claims::claim`] found.
@@ -62,20 +63,27 @@ pub enum Claim {
     /// The same input again (listed twice).
     Again,
     /// Another input writes this output; its name as given.
-    Taken(String),
+    Taken(OsString),
     /// The output would be an input of this run (this one, or the one named).
-    IsInput(String),
+    IsInput(OsString),
     /// This input is the output of the input named, listed earlier.
-    InputIsOutput(String),
+    InputIsOutput(OsString),
 }
 
 impl Claims {
     /// Claims `output` for the input named `name` (as given), read from `source` (compared
     /// lexically after [`absolute`] with `cwd`).
-    pub fn claim(&mut self, output: &Path, name: &str, source: &Path, cwd: &Path) -> Claim {
+    pub fn claim(
+        &mut self,
+        output: &Path,
+        name: impl AsRef<OsStr>,
+        source: &Path,
+        cwd: &Path,
+    ) -> Claim {
+        let name = name.as_ref();
         let source = absolute(source, cwd);
         if source == output || same_file(&source, output) {
-            return Claim::IsInput(name.to_string());
+            return Claim::IsInput(name.to_os_string());
         }
         if let Some(other) = self.inputs.get(output) {
             return Claim::IsInput(other.clone());
@@ -85,11 +93,11 @@ impl Claims {
         }
         self.inputs
             .entry(source.clone())
-            .or_insert_with(|| name.to_string());
+            .or_insert_with(|| name.to_os_string());
         match self.owner.get(output) {
             None => {
                 self.owner
-                    .insert(output.to_path_buf(), (source, name.to_string()));
+                    .insert(output.to_path_buf(), (source, name.to_os_string()));
                 Claim::First
             }
             Some((s, _)) if *s == source => Claim::Again,
@@ -98,7 +106,8 @@ impl Claims {
     }
 
     /// The message of an error record for any claim but `First` and `Again`.
-    pub fn message(claim: &Claim, output: &Path, name: &str) -> Option<String> {
+    pub fn message(claim: &Claim, output: &Path, name: impl AsRef<OsStr>) -> Option<String> {
+        let name = name.as_ref();
         Some(match claim {
             Claim::First | Claim::Again => return None,
             Claim::Taken(other) => Self::taken_message(output, other),
@@ -109,20 +118,25 @@ impl Claims {
                 )
             }
             Claim::IsInput(input) => format!(
-                "{} is the input {input} of this run: its output would replace it; choose another output directory",
-                output.display()
+                "{} is the input {} of this run: its output would replace it; choose another output directory",
+                output.display(),
+                Path::new(input).display()
             ),
             Claim::InputIsOutput(owner) => {
-                format!("this input is the output of {owner}, listed earlier: not read as an input")
+                format!(
+                    "this input is the output of {}, listed earlier: not read as an input",
+                    Path::new(owner).display()
+                )
             }
         })
     }
 
     /// The message of an error record for an input whose output another input took.
-    pub fn taken_message(output: &Path, other: &str) -> String {
+    pub fn taken_message(output: &Path, other: impl AsRef<OsStr>) -> String {
         format!(
-            "{} is already the output of {other}, listed earlier (names that differ only in extension share an output): rename one",
-            output.display()
+            "{} is already the output of {}, listed earlier (names that differ only in extension share an output): rename one",
+            output.display(),
+            Path::new(other.as_ref()).display()
         )
     }
 }

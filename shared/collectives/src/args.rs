@@ -47,6 +47,7 @@ impl DistArgs {
             master_addr: self.master_addr.clone(),
             master_port: self.master_port,
             timeout: Duration::from_secs_f64(self.dist_timeout_secs.max(0.001)),
+            should_stop: crate::rendezvous::never,
         }
     }
 }

@@ -58,6 +58,13 @@ pub enum Error {
         what: String,
         during: String,
     },
+    /// The stop hook ([`Options::should_stop`]) ended a wait: this rank was signalled.
+    #[error("interrupted while {0}")]
+    Interrupted(String),
+    /// Rank `rank` left the group because it was stopped ([`Communicator::leave`]): `why` is
+    /// its own account.
+    #[error("rank {rank} stopped: {why}")]
+    PeerStopped { rank: usize, why: String },
     #[error("{0}")]
     Mismatch(String),
     #[error("{0}")]
@@ -112,6 +119,7 @@ pub struct Communicator {
     joined: rendezvous::Joined,
     backend: Backend,
     timeout: Duration,
+    stop: fn() -> bool,
     nccl: Option<nccl::NcclComm>,
     nccl_generation: usize,
 }
@@ -124,25 +132,67 @@ impl Communicator {
 
     pub fn connect_with(opts: &Options, backend: Backend) -> Result<Communicator> {
         let plan = opts.plan()?;
-        Communicator::from_plan(plan, &opts.init_method, opts.timeout, backend)
+        Communicator::from_plan(plan, opts, backend)
     }
 
-    /// Connects a resolved plan (tests build plans without a process environment).
-    pub fn from_plan(
-        plan: Plan,
-        method: &InitMethod,
-        timeout: Duration,
-        backend: Backend,
-    ) -> Result<Communicator> {
-        let joined = rendezvous::connect(&plan, method, timeout)?;
+    /// Connects a resolved plan (tests build plans without a process environment), with the
+    /// init method, timeout and stop hook of `opts`.
+    pub fn from_plan(plan: Plan, opts: &Options, backend: Backend) -> Result<Communicator> {
+        let joined = rendezvous::connect(&plan, &opts.init_method, opts.timeout, opts.should_stop)?;
         Ok(Communicator {
             plan,
             joined,
             backend,
-            timeout,
+            timeout: opts.timeout,
+            stop: opts.should_stop,
             nccl: None,
             nccl_generation: 0,
         })
+    }
+
+    /// Leaves the group because this rank was stopped (a signal): `why` goes in the store for
+    /// the others, which then fail their next (or current) collective with
+    /// [`Error::PeerStopped`] naming this rank instead of a lost connection. The ring's sockets
+    /// close at once, so no peer waits out its timeout on this rank (NCCL peers still do: their
+    /// kernels see no socket); a rank serving the store keeps it up until every other rank has
+    /// read the note or left one of its own, or the timeout passes.
+    pub fn leave(mut self, why: &str) {
+        let me = self.plan.rank;
+        if let Some(c) = self.nccl.as_mut() {
+            c.abort();
+        }
+        // The note first, then the sockets: a peer that sees them close finds the note.
+        let noted = self.joined.store.as_mut().is_some_and(|store| {
+            store.shorten_timeout(Duration::from_secs(1));
+            store.set(&format!("stopped/{me}"), why.as_bytes()).is_ok()
+        });
+        self.joined.ring = ring::Ring::single();
+        if noted {
+            self.linger();
+        }
+    }
+
+    /// A rank that serves the store and is leaving keeps it up until every other rank has left
+    /// a note (and so has read the notes it came for), or the timeout passes. Its ring sockets
+    /// must be closed first: the others learn from them that something happened.
+    fn linger(&mut self) {
+        let (me, world) = (self.plan.rank, self.plan.world_size);
+        let (Some(store), Some(_)) = (self.joined.store.as_mut(), self.joined._server.as_ref())
+        else {
+            return;
+        };
+        let deadline = std::time::Instant::now() + self.timeout;
+        while std::time::Instant::now() < deadline {
+            let seen = (0..world).filter(|&r| r != me).all(|r| {
+                [format!("failed/{r}"), format!("stopped/{r}")]
+                    .iter()
+                    .any(|k| store.check(&[k.as_str()]).unwrap_or(true))
+            });
+            if seen {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     pub fn rank(&self) -> usize {
@@ -378,6 +428,7 @@ impl Communicator {
                 self.world_size(),
                 index,
                 self.timeout,
+                self.stop,
             )?);
         }
         let r = f(self.nccl.as_mut().unwrap());
@@ -416,15 +467,44 @@ impl Communicator {
     /// so a rank that only saw its neighbour exit still learns which rank failed first.
     fn noted<T>(&mut self, r: Result<T>) -> Result<T> {
         let Err(e) = r else { return r };
+        if matches!(e, Error::Interrupted(_)) {
+            // This rank's own stop: the tool says why when it leaves.
+            return Err(e);
+        }
         let Some(store) = self.joined.store.as_mut() else {
             return Err(e);
         };
         store.shorten_timeout(Duration::from_secs(1));
-        let me = self.plan.rank;
+        let (me, world) = (self.plan.rank, self.plan.world_size);
+        // A rank that left because it was stopped explains every failure it caused. Its note
+        // was written before its sockets closed, so it is there now; this rank's own note then
+        // tells a leaving rank 0 that it may take the store down.
+        let stopped = |store: &mut store::Store| {
+            (0..world).filter(|&r| r != me).find_map(|r| {
+                let key = format!("stopped/{r}");
+                store
+                    .check(&[&key])
+                    .unwrap_or(false)
+                    .then(|| store.get_now(&key).ok())
+                    .flatten()
+                    .map(|v| Error::PeerStopped {
+                        rank: r,
+                        why: String::from_utf8_lossy(&v).into_owned(),
+                    })
+            })
+        };
+        let left = stopped(store);
         let _ = store.set(&format!("failed/{me}"), e.to_string().as_bytes());
+        if let Some(left) = left {
+            // Done with the group: the sockets close (the others learn of it now, not at their
+            // timeout), and a rank serving the store keeps it up until they have read the note.
+            self.joined.ring = ring::Ring::single();
+            self.linger();
+            return Err(left);
+        }
         std::thread::sleep(Duration::from_millis(300));
         let mut others = Vec::new();
-        for r in (0..self.plan.world_size).filter(|&r| r != me) {
+        for r in (0..world).filter(|&r| r != me) {
             let key = format!("failed/{r}");
             if store.check(&[&key]).unwrap_or(false)
                 && let Ok(v) = store.get_now(&key)
@@ -444,6 +524,7 @@ impl Communicator {
             },
             Error::Mismatch(m) => Error::Mismatch(m + &also),
             Error::Nccl(m) => Error::Nccl(m + &also),
+            e @ Error::Interrupted(_) => e,
             other => Error::Rendezvous(format!("{other}{also}")),
         })
     }

@@ -224,6 +224,7 @@ pub struct NcclComm {
     comm: Comm,
     pub device: usize,
     timeout: Duration,
+    stop: fn() -> bool,
 }
 
 // SAFETY: an NCCL communicator may be used from any thread as long as calls on it are not
@@ -240,6 +241,7 @@ impl NcclComm {
         world: usize,
         device: usize,
         timeout: Duration,
+        stop: fn() -> bool,
     ) -> Result<NcclComm> {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::Builder::new()
@@ -264,14 +266,29 @@ impl NcclComm {
                 let _ = tx.send(r);
             })
             .map_err(Error::io("nccl thread"))?;
-        match rx.recv_timeout(timeout) {
-            Ok(r) => Ok(NcclComm {
+        let deadline = Instant::now() + timeout;
+        let got = loop {
+            let slice = deadline
+                .saturating_duration_since(Instant::now())
+                .min(Duration::from_millis(100));
+            match rx.recv_timeout(slice) {
+                Ok(r) => break Some(r),
+                Err(_) if Instant::now() >= deadline => break None,
+                Err(_) if stop() => {
+                    return Err(Error::Interrupted("in ncclCommInitRank".into()));
+                }
+                Err(_) => {}
+            }
+        };
+        match got {
+            Some(r) => Ok(NcclComm {
                 nccl,
                 comm: r? as Comm,
                 device,
                 timeout,
+                stop,
             }),
-            Err(_) => Err(Error::Nccl(format!(
+            None => Err(Error::Nccl(format!(
                 "ncclCommInitRank did not complete within {:.0} s: a rank died or cannot reach this one \
                  (NCCL_DEBUG=INFO shows NCCL's view)",
                 timeout.as_secs_f64()
@@ -418,6 +435,12 @@ impl NcclComm {
                 self.abort();
                 return e;
             }
+            if (self.stop)() {
+                self.abort();
+                return Err(Error::Interrupted(
+                    "waiting for NCCL collectives; communicator aborted".into(),
+                ));
+            }
             if start.elapsed() > self.timeout {
                 self.abort();
                 return Err(Error::Nccl(format!(
@@ -429,7 +452,8 @@ impl NcclComm {
         }
     }
 
-    fn abort(&mut self) {
+    /// Aborts the communicator (its kernels stop; nothing waits for peers). Idempotent.
+    pub(crate) fn abort(&mut self) {
         if !self.comm.is_null() {
             // SAFETY: a live communicator, not used afterwards.
             unsafe { (self.nccl.fns.comm_abort)(self.comm) };

@@ -88,6 +88,14 @@ pub struct Options {
     pub master_addr: Option<String>,
     pub master_port: Option<u16>,
     pub timeout: Duration,
+    /// Asked while waiting for peers (rendezvous, ring collectives, NCCL completion): true ends
+    /// the wait at once with [`Error::Interrupted`]. A tool passes its SIGINT/SIGTERM flag.
+    pub should_stop: fn() -> bool,
+}
+
+/// The default [`Options::should_stop`]: waits end only by their deadline.
+pub fn never() -> bool {
+    false
 }
 
 impl Default for Options {
@@ -99,7 +107,36 @@ impl Default for Options {
             master_addr: None,
             master_port: None,
             timeout: DEFAULT_TIMEOUT,
+            should_stop: never,
         }
+    }
+}
+
+/// The end of a wait: its deadline, or the stop hook saying so first.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Until {
+    pub deadline: Instant,
+    pub stop: fn() -> bool,
+}
+
+impl Until {
+    pub fn new(timeout: Duration, stop: fn() -> bool) -> Until {
+        Until {
+            deadline: Instant::now() + timeout,
+            stop,
+        }
+    }
+
+    pub fn passed(&self) -> bool {
+        Instant::now() >= self.deadline
+    }
+
+    /// `Err(Interrupted)` once the stop hook says so; `what` says what was being waited for.
+    pub fn check(&self, what: impl FnOnce() -> String) -> Result<()> {
+        if (self.stop)() {
+            return Err(Error::Interrupted(what()));
+        }
+        Ok(())
     }
 }
 
@@ -281,7 +318,12 @@ pub(crate) struct Joined {
 }
 
 /// Meets the other ranks and wires the ring.
-pub(crate) fn connect(plan: &Plan, method: &InitMethod, timeout: Duration) -> Result<Joined> {
+pub(crate) fn connect(
+    plan: &Plan,
+    method: &InitMethod,
+    timeout: Duration,
+    stop: fn() -> bool,
+) -> Result<Joined> {
     if plan.world_size == 1 {
         return Ok(Joined {
             store: None,
@@ -290,7 +332,7 @@ pub(crate) fn connect(plan: &Plan, method: &InitMethod, timeout: Duration) -> Re
             file: None,
         });
     }
-    let deadline = Instant::now() + timeout;
+    let until = Until::new(timeout, stop);
     let prefix = plan.prefix.clone();
     let (mut store, server, file) = match &plan.store {
         StoreAt::Tcp {
@@ -311,12 +353,13 @@ pub(crate) fn connect(plan: &Plan, method: &InitMethod, timeout: Duration) -> Re
             } else {
                 None
             };
-            let store =
-                Store::connect(&format!("{host}:{port}"), &prefix, timeout).map_err(|e| {
-                    Error::Rendezvous(format!(
+            let store = Store::connect_until(&format!("{host}:{port}"), &prefix, timeout, stop)
+                .map_err(|e| match e {
+                    Error::Interrupted(_) => e,
+                    e => Error::Rendezvous(format!(
                         "rank {} could not join the rendezvous ({method}): {e}",
                         plan.rank
-                    ))
+                    )),
                 })?;
             (store, server, None)
         }
@@ -337,9 +380,9 @@ pub(crate) fn connect(plan: &Plan, method: &InitMethod, timeout: Duration) -> Re
                 })?;
             (store, Some(server), Some((path.clone(), nonce)))
         }
-        StoreAt::File(path) => (join_file(path, &prefix, timeout, deadline)?, None, None),
+        StoreAt::File(path) => (join_file(path, &prefix, timeout, until)?, None, None),
     };
-    let ring = match wire(plan, &mut store, method, timeout, deadline) {
+    let ring = match wire(plan, &mut store, method, timeout, until) {
         Ok(r) => r,
         Err(e) => {
             if server.is_some() {
@@ -360,9 +403,10 @@ pub(crate) fn connect(plan: &Plan, method: &InitMethod, timeout: Duration) -> Re
 
 /// Ranks ≠ 0 of `file://`: read the address, connect, check the nonce; retry until the deadline
 /// (the file may not exist yet, or be left over from an earlier run).
-fn join_file(path: &Path, prefix: &str, timeout: Duration, deadline: Instant) -> Result<Store> {
+fn join_file(path: &Path, prefix: &str, timeout: Duration, until: Until) -> Result<Store> {
     let mut why = String::from("the file does not exist yet");
-    while Instant::now() < deadline {
+    while !until.passed() {
+        until.check(|| format!("waiting for rank 0's store in {}", path.display()))?;
         // Opening a FIFO (or a device) would block past every deadline: only a regular file is
         // read. Rank 0 renames its file over whatever is there, so keep waiting for it.
         if let Ok(meta) = std::fs::metadata(path)
@@ -409,7 +453,7 @@ fn wire(
     store: &mut Store,
     method: &InitMethod,
     timeout: Duration,
-    deadline: Instant,
+    until: Until,
 ) -> Result<Ring> {
     let (rank, world) = (plan.rank, plan.world_size);
     // Two processes given the same rank would otherwise wire a ring that deadlocks. (So one
@@ -436,19 +480,30 @@ fn wire(
     // Wait for everyone, in short slices so that a verdict another rank reached (it timed out
     // first) is seen at once and repeated, rather than this rank outliving the store.
     loop {
-        let slice = deadline
+        let slice = until
+            .deadline
             .saturating_duration_since(Instant::now())
             .min(Duration::from_millis(200));
         match store.wait(&key_refs, slice) {
             Ok(()) => break,
             Err(Error::Timeout { missing, .. }) => {
+                until.check(|| {
+                    format!(
+                        "waiting at the rendezvous ({method}) for rank(s) {}",
+                        missing
+                            .iter()
+                            .map(|k| k.trim_start_matches("addr/"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                })?;
                 if store.check(&["rendezvous_failed"])? {
                     let why = store.get_now("rendezvous_failed")?;
                     return Err(Error::Rendezvous(
                         String::from_utf8_lossy(&why).into_owned(),
                     ));
                 }
-                if Instant::now() >= deadline {
+                if until.passed() {
                     let msg = format!(
                         "rank(s) {} of {world} never arrived at the rendezvous ({method}) within {:.0} s: were they \
                          launched, with the same address and port?",
@@ -478,17 +533,19 @@ fn wire(
     let next = (rank + 1) % world;
     let prev = (rank + world - 1) % world;
     let next_addr = String::from_utf8_lossy(&store.get_now(&format!("addr/{next}"))?).into_owned();
-    let mut to_next = connect_retry(&next_addr, deadline).map_err(|e| {
-        Error::Rendezvous(format!("cannot connect to rank {next} at {next_addr}: {e}"))
+    let mut to_next = connect_retry(&next_addr, until).map_err(|e| match e {
+        Error::Interrupted(_) => e,
+        e => Error::Rendezvous(format!("cannot connect to rank {next} at {next_addr}: {e}")),
     })?;
     let hello = hello(nonce, rank, world);
     to_next.write_all(&hello).map_err(Error::io("ring hello"))?;
-    let from_prev = accept_prev(&listener, nonce, prev, world, deadline).map_err(|e| {
-        Error::Rendezvous(format!(
+    let from_prev = accept_prev(&listener, nonce, prev, world, until).map_err(|e| match e {
+        Error::Interrupted(_) => e,
+        e => Error::Rendezvous(format!(
             "rank {prev} (previous in the ring) never connected to rank {rank}: {e}"
-        ))
+        )),
     })?;
-    Ring::new(rank, world, to_next, from_prev, timeout)
+    Ring::new(rank, world, to_next, from_prev, timeout, until.stop)
 }
 
 fn hello(nonce: u64, rank: usize, world: usize) -> [u8; 16] {
@@ -499,13 +556,16 @@ fn hello(nonce: u64, rank: usize, world: usize) -> [u8; 16] {
     h
 }
 
-fn connect_retry(addr: &str, deadline: Instant) -> std::io::Result<TcpStream> {
+fn connect_retry(addr: &str, until: Until) -> Result<TcpStream> {
     loop {
-        let sa = crate::store::resolve(addr).map_err(|e| std::io::Error::other(e.to_string()))?;
+        let sa = crate::store::resolve(addr)?;
         match TcpStream::connect_timeout(&sa[0], Duration::from_secs(5)) {
             Ok(s) => return Ok(s),
-            Err(e) if Instant::now() >= deadline => return Err(e),
-            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+            Err(e) if until.passed() => return Err(Error::io("ring connection")(e)),
+            Err(_) => {
+                until.check(|| format!("connecting to the next rank at {addr}"))?;
+                std::thread::sleep(Duration::from_millis(50))
+            }
         }
     }
 }
@@ -516,32 +576,32 @@ fn accept_prev(
     nonce: u64,
     prev: usize,
     world: usize,
-    deadline: Instant,
-) -> std::io::Result<TcpStream> {
+    until: Until,
+) -> Result<TcpStream> {
     use std::io::Read;
-    listener.set_nonblocking(true)?;
+    let io = &Error::io("ring listener");
+    listener.set_nonblocking(true).map_err(io)?;
     let want = hello(nonce, prev, world);
     loop {
         match listener.accept() {
             Ok((mut s, _)) => {
-                s.set_nonblocking(false)?;
-                s.set_read_timeout(Some(Duration::from_secs(5)))?;
+                s.set_nonblocking(false).map_err(io)?;
+                s.set_read_timeout(Some(Duration::from_secs(5)))
+                    .map_err(io)?;
                 let mut h = [0u8; 16];
                 if s.read_exact(&mut h).is_ok() && h == want {
-                    s.set_read_timeout(None)?;
+                    s.set_read_timeout(None).map_err(io)?;
                     return Ok(s);
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if Instant::now() >= deadline {
-                    return Err(std::io::Error::new(
-                        std::io::ErrorKind::TimedOut,
-                        "timed out",
-                    ));
+                if until.passed() {
+                    return Err(Error::Rendezvous("timed out".into()));
                 }
+                until.check(|| format!("waiting for rank {prev} to connect"))?;
                 std::thread::sleep(Duration::from_millis(2));
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(io(e)),
         }
     }
 }

@@ -114,6 +114,8 @@ pub(crate) struct Ring {
     pub world: usize,
     links: Option<Links>,
     timeout: Duration,
+    /// Asked while a collective waits on a peer (every 100 ms poll without progress).
+    stop: fn() -> bool,
     seq: u64,
     scratch: Vec<u64>,
 }
@@ -139,6 +141,7 @@ impl Ring {
             world: 1,
             links: None,
             timeout: Duration::from_secs(1),
+            stop: crate::rendezvous::never,
             seq: 0,
             scratch: Vec::new(),
         }
@@ -150,6 +153,7 @@ impl Ring {
         next: TcpStream,
         prev: TcpStream,
         timeout: Duration,
+        stop: fn() -> bool,
     ) -> Result<Ring> {
         for s in [&next, &prev] {
             set_buffers(s, SOCKET_BUFFER);
@@ -161,6 +165,7 @@ impl Ring {
             world,
             links: Some(Links { next, prev }),
             timeout,
+            stop,
             seq: 0,
             scratch: Vec::new(),
         })
@@ -336,8 +341,13 @@ impl Ring {
 
     /// Sends `send` to the next rank while receiving `sink`'s length from the previous one.
     fn exchange(&mut self, send: &[u8], sink: Sink<'_>, kind: Kind) -> Result<()> {
-        let (next_rank, prev_rank, timeout, seq) =
-            (self.next_rank(), self.prev_rank(), self.timeout, self.seq);
+        let (next_rank, prev_rank, timeout, seq, stop) = (
+            self.next_rank(),
+            self.prev_rank(),
+            self.timeout,
+            self.seq,
+            self.stop,
+        );
         let links = self.links.as_mut().expect("exchange on a ring of one");
         let (dst, reduce) = match sink {
             Sink::Copy(d) => (d, None),
@@ -422,6 +432,12 @@ impl Ring {
             }
             if progressed {
                 last_progress = Instant::now();
+            } else if stop() {
+                return Err(Error::Interrupted(format!(
+                    "in {} #{seq}, waiting for rank {}",
+                    kind.name(),
+                    if want_read { prev_rank } else { next_rank }
+                )));
             } else if last_progress.elapsed() >= timeout {
                 let secs = timeout.as_secs_f64();
                 return Err(if want_read {
@@ -445,8 +461,13 @@ impl Ring {
     /// Broadcast relay: receive `buf` from the previous rank (unless root) while forwarding what
     /// has arrived to the next one (unless it is the root).
     fn relay(&mut self, buf: &mut [u8], receive: bool, forward: bool) -> Result<()> {
-        let (next_rank, prev_rank, timeout, seq) =
-            (self.next_rank(), self.prev_rank(), self.timeout, self.seq);
+        let (next_rank, prev_rank, timeout, seq, stop) = (
+            self.next_rank(),
+            self.prev_rank(),
+            self.timeout,
+            self.seq,
+            self.stop,
+        );
         let links = self.links.as_mut().expect("relay on a ring of one");
         let peer = |rank: usize, what: &str| Error::Peer {
             rank,
@@ -506,6 +527,11 @@ impl Ring {
             }
             if progressed {
                 last_progress = Instant::now();
+            } else if stop() {
+                return Err(Error::Interrupted(format!(
+                    "in broadcast #{seq}, waiting for rank {}",
+                    if want_read { prev_rank } else { next_rank }
+                )));
             } else if last_progress.elapsed() >= timeout {
                 let secs = timeout.as_secs_f64();
                 return Err(if want_read {

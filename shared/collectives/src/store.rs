@@ -60,6 +60,16 @@ impl Store {
     /// Connects to `addr`, retrying refused connections until `timeout` (the server may start
     /// after its clients), and validates the protocol.
     pub fn connect(addr: &str, prefix: &str, timeout: Duration) -> Result<Store> {
+        Store::connect_until(addr, prefix, timeout, crate::rendezvous::never)
+    }
+
+    /// [`Store::connect`], giving up with [`Error::Interrupted`] as soon as `stop` says so.
+    pub fn connect_until(
+        addr: &str,
+        prefix: &str,
+        timeout: Duration,
+        stop: fn() -> bool,
+    ) -> Result<Store> {
         let deadline = Instant::now() + timeout;
         let mut last_err = None;
         loop {
@@ -78,6 +88,11 @@ impl Store {
                     "no store answered at {addr} within {:.0} s ({e}): is rank 0 (or the launcher) running, and \
                      are MASTER_ADDR/MASTER_PORT the same for every rank?",
                     timeout.as_secs_f64()
+                )));
+            }
+            if stop() {
+                return Err(Error::Interrupted(format!(
+                    "waiting for the rendezvous store at {addr}"
                 )));
             }
             std::thread::sleep(Duration::from_millis(50));

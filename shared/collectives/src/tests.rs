@@ -36,7 +36,11 @@ fn ranks<T: Send + 'static>(
                     prefix: prefix.into(),
                     launcher: "test",
                 };
-                let comm = Communicator::from_plan(plan, &InitMethod::Env, timeout, Backend::Cpu);
+                let opts = Options {
+                    timeout,
+                    ..Options::default()
+                };
+                let comm = Communicator::from_plan(plan, &opts, Backend::Cpu);
                 f(rank, comm)
             })
         })
@@ -261,14 +265,13 @@ fn a_rank_that_never_arrives_is_named_after_the_timeout() {
                     prefix: "absent/".into(),
                     launcher: "test",
                 };
-                Communicator::from_plan(
-                    plan,
-                    &InitMethod::Env,
-                    Duration::from_millis(800),
-                    Backend::Cpu,
-                )
-                .unwrap_err()
-                .to_string()
+                let opts = Options {
+                    timeout: Duration::from_millis(800),
+                    ..Options::default()
+                };
+                Communicator::from_plan(plan, &opts, Backend::Cpu)
+                    .unwrap_err()
+                    .to_string()
             })
         })
         .collect();
@@ -305,9 +308,7 @@ fn file_rendezvous_ignores_a_stale_file_and_cleans_up() {
                     ..Options::default()
                 };
                 let plan = opts.plan_with(&|_| None).unwrap();
-                let mut comm =
-                    Communicator::from_plan(plan, &opts.init_method, opts.timeout, Backend::Cpu)
-                        .unwrap();
+                let mut comm = Communicator::from_plan(plan, &opts, Backend::Cpu).unwrap();
                 let mut t = Tensor::full([5], rank as f64, (Kind::Float, Device::Cpu));
                 comm.all_reduce(&mut t, ReduceOp::Sum).unwrap();
                 comm.barrier().unwrap();
@@ -353,9 +354,7 @@ fn rank_zero_serves_the_store_and_a_taken_port_names_the_flag() {
                     ..Options::default()
                 };
                 let plan = opts.plan_with(&|_| None).unwrap();
-                let mut comm =
-                    Communicator::from_plan(plan, &opts.init_method, opts.timeout, Backend::Cpu)
-                        .unwrap();
+                let mut comm = Communicator::from_plan(plan, &opts, Backend::Cpu).unwrap();
                 let mut t = Tensor::full([3], 1.0 + rank as f64, (Kind::Float, Device::Cpu));
                 comm.all_reduce(&mut t, ReduceOp::Avg).unwrap();
                 comm.barrier().unwrap();
@@ -382,4 +381,52 @@ fn one_rank_needs_no_store_and_reduces_to_itself() {
     comm.all_reduce(&mut t, ReduceOp::Avg).unwrap();
     comm.barrier().unwrap();
     assert_eq!(Vec::<f32>::try_from(&t).unwrap(), [1.0, 2.0]);
+}
+
+/// A rank that leaves because it was stopped is named by the others, whichever rank serves the
+/// store: their collective fails with PeerStopped, not a lost connection.
+#[test]
+fn a_rank_that_leaves_is_named_by_the_others() {
+    for leaver in [0usize, 2] {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let hs: Vec<_> = (0..3)
+            .map(|rank| {
+                std::thread::spawn(move || {
+                    let opts = Options {
+                        rank: Some(rank),
+                        world_size: Some(3),
+                        master_addr: Some("127.0.0.1".into()),
+                        master_port: Some(port),
+                        timeout: Duration::from_secs(20),
+                        ..Options::default()
+                    };
+                    let plan = opts.plan_with(&|_| None).unwrap();
+                    let mut comm = Communicator::from_plan(plan, &opts, Backend::Cpu).unwrap();
+                    comm.barrier().unwrap();
+                    if rank == leaver {
+                        std::thread::sleep(Duration::from_millis(200));
+                        comm.leave("interrupted (test)");
+                        return None;
+                    }
+                    let mut t = Tensor::full([4], 1.0, (Kind::Float, Device::Cpu));
+                    Some(comm.all_reduce(&mut t, ReduceOp::Sum).unwrap_err())
+                })
+            })
+            .collect();
+        let t0 = Instant::now();
+        for (rank, h) in hs.into_iter().enumerate() {
+            match h.join().unwrap() {
+                None => assert_eq!(rank, leaver),
+                Some(Error::PeerStopped { rank: r, why }) => {
+                    assert_eq!((r, why.as_str()), (leaver, "interrupted (test)"))
+                }
+                Some(other) => panic!("leaver {leaver}, rank {rank}: {other}"),
+            }
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10));
+    }
 }

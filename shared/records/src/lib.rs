@@ -10,8 +10,17 @@
 //! let items = parse_input_line(r#"{"type":"shard","shard":0,"shards":2,"paths":["a.jpg","b.jpg"]}"#).unwrap();
 //! assert_eq!(items, vec![InputItem::path("a.jpg"), InputItem::path("b.jpg")]);
 //! ```
+//!
+//! Paths, and inputs as given, are `PathBuf`/`OsString`: written as JSON strings when they are
+//! UTF-8, else as `{"bytes": base64}` ([`os_text`]), so no file name is lost or altered.
+
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt;
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
+
+pub mod os_text;
 
 /// One shard of a list of paths, as `shard-list` prints it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -21,7 +30,8 @@ pub struct Shard {
     pub shard: usize,
     /// Number of shards asked for.
     pub shards: usize,
-    pub paths: Vec<String>,
+    #[serde(with = "os_text::vec")]
+    pub paths: Vec<PathBuf>,
     /// Total bytes of the paths, when sizes were looked at (`--balance size`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub bytes: Option<u64>,
@@ -31,7 +41,9 @@ pub struct Shard {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename = "error")]
 pub struct ErrorRecord {
-    pub input: String,
+    /// The input as given (a path, an argument, a line).
+    #[serde(with = "os_text")]
+    pub input: OsString,
     pub message: String,
 }
 
@@ -40,9 +52,11 @@ pub struct ErrorRecord {
 #[serde(tag = "type", rename = "image")]
 pub struct ImageRecord {
     /// The input as given.
-    pub input: String,
+    #[serde(with = "os_text")]
+    pub input: OsString,
     /// Absolute path of the output file.
-    pub output: String,
+    #[serde(with = "os_text")]
+    pub output: PathBuf,
     /// `png` or `npy` (uint8, [3, height, width]).
     pub format: String,
     pub width: u32,
@@ -64,9 +78,11 @@ pub struct ImageRecord {
 #[serde(tag = "type", rename = "latent")]
 pub struct LatentRecord {
     /// The input as given.
-    pub input: String,
+    #[serde(with = "os_text")]
+    pub input: OsString,
     /// Absolute path of the `.npz` (array `w`).
-    pub output: String,
+    #[serde(with = "os_text")]
+    pub output: PathBuf,
     /// Shape of `w`: [1, 1, w_dim], or [1, num_ws, w_dim] in W+.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub w_shape: Option<Vec<usize>>,
@@ -84,8 +100,12 @@ pub struct LatentRecord {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub peak_gpu_mib: Option<u64>,
     /// The projected image, when asked for.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub image: Option<String>,
+    #[serde(
+        with = "os_text::option",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
+    pub image: Option<PathBuf>,
     /// True when the output existed and was left alone (no `--overwrite`).
     pub skipped: bool,
 }
@@ -102,8 +122,12 @@ pub struct Summary {
     pub failed: usize,
     pub elapsed_ms: u64,
     /// The one output file, for tools that gather many inputs into one.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub output: Option<String>,
+    #[serde(
+        with = "os_text::option",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
+    pub output: Option<PathBuf>,
     /// Shape of the gathered array.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub shape: Option<Vec<usize>>,
@@ -147,8 +171,12 @@ pub struct EpochRecord {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub peak_gpu_mib: Option<u64>,
     /// The checkpoint written after this epoch.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub checkpoint: Option<String>,
+    #[serde(
+        with = "os_text::option",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
+    pub checkpoint: Option<PathBuf>,
     /// Validation improved (best.safetensors written when checkpointing).
     pub best: bool,
     pub rank: usize,
@@ -192,7 +220,8 @@ pub struct TrialRecord {
     pub trial: usize,
     pub config: serde_json::Map<String, serde_json::Value>,
     /// The trial's directory ({trial_dir}).
-    pub dir: String,
+    #[serde(with = "os_text")]
+    pub dir: PathBuf,
     /// 1 for the first run of the command, 2 for the first retry, ...
     pub attempt: usize,
     /// `start` and `retry`: the slot the command runs in.
@@ -272,7 +301,8 @@ pub struct SweepSummary {
     /// Best by the metric of each trial's last result (Ray's `get_best_result(scope="last")`);
     /// null when no trial has a result.
     pub best: Option<BestTrial>,
-    pub out_dir: String,
+    #[serde(with = "os_text")]
+    pub out_dir: PathBuf,
     pub elapsed_ms: u64,
 }
 
@@ -295,17 +325,17 @@ pub struct Timing {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InputItem {
     /// The file to read.
-    pub path: String,
+    pub path: PathBuf,
     /// The name the item goes by downstream: the original input when a previous stage's record
     /// says so (`"input"`), else the path.
-    pub name: String,
+    pub name: OsString,
 }
 
 impl InputItem {
-    pub fn path(p: impl Into<String>) -> Self {
+    pub fn path(p: impl Into<PathBuf>) -> Self {
         let path = p.into();
         Self {
-            name: path.clone(),
+            name: path.clone().into_os_string(),
             path,
         }
     }
@@ -323,23 +353,29 @@ impl std::fmt::Display for BadLine {
 
 impl std::error::Error for BadLine {}
 
-/// Turns one input line (or argument) into work items.
+/// Turns one input line (or argument), as bytes, into work items.
 ///
 /// - blank line → nothing;
-/// - a line not starting with `{` → that path, verbatim (trailing `\r` dropped);
+/// - a line not starting with `{` → that path, its bytes verbatim (trailing `\r` dropped), UTF-8
+///   or not;
 /// - `{"type":"shard","paths":[...]}` → each path;
 /// - a record with `"output"` (a previous stage's result: `image`, `latent`, ...) → that file,
 ///   named by its `"input"` when present;
 /// - a record with `"path"` → that path;
 /// - `error`, `summary` and other records with none of those keys → nothing.
-pub fn parse_input_line(line: &str) -> Result<Vec<InputItem>, BadLine> {
-    let line = line.strip_suffix('\r').unwrap_or(line);
-    if line.trim().is_empty() {
+///
+/// Paths in records are strings or `{"bytes": base64}` ([`os_text`]).
+pub fn parse_input_line(line: impl AsRef<[u8]>) -> Result<Vec<InputItem>, BadLine> {
+    let line = line.as_ref();
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    if line.trim_ascii().is_empty() {
         return Ok(Vec::new());
     }
-    if !line.trim_start().starts_with('{') {
-        return Ok(vec![InputItem::path(line)]);
+    if !line.trim_ascii_start().starts_with(b"{") {
+        return Ok(vec![InputItem::path(OsString::from_vec(line.to_vec()))]);
     }
+    let line =
+        std::str::from_utf8(line).map_err(|_| BadLine("a JSON record that is not UTF-8".into()))?;
     let value: serde_json::Value =
         serde_json::from_str(line).map_err(|e| BadLine(format!("not a JSON record: {e}")))?;
     let obj = value
@@ -349,11 +385,12 @@ pub fn parse_input_line(line: &str) -> Result<Vec<InputItem>, BadLine> {
     if matches!(kind, "error" | "summary") {
         return Ok(Vec::new());
     }
-    let string = |key: &str| -> Result<Option<String>, BadLine> {
+    let path = |key: &str| -> Result<Option<OsString>, BadLine> {
         match obj.get(key) {
             None | Some(serde_json::Value::Null) => Ok(None),
-            Some(serde_json::Value::String(s)) => Ok(Some(s.clone())),
-            Some(other) => Err(BadLine(format!("\"{key}\" is not a string: {other}"))),
+            Some(v) => os_text::from_json(v)
+                .map(Some)
+                .map_err(|e| BadLine(format!("\"{key}\": {e}"))),
         }
     };
     if let Some(paths) = obj.get("paths") {
@@ -363,17 +400,20 @@ pub fn parse_input_line(line: &str) -> Result<Vec<InputItem>, BadLine> {
         return paths
             .iter()
             .map(|p| {
-                p.as_str()
+                os_text::from_json(p)
                     .map(InputItem::path)
-                    .ok_or_else(|| BadLine(format!("a path in \"paths\" is not a string: {p}")))
+                    .map_err(|e| BadLine(format!("a path in \"paths\": {e}")))
             })
             .collect();
     }
-    if let Some(output) = string("output")? {
-        let name = string("input")?.unwrap_or_else(|| output.clone());
-        return Ok(vec![InputItem { path: output, name }]);
+    if let Some(output) = path("output")? {
+        let name = path("input")?.unwrap_or_else(|| output.clone());
+        return Ok(vec![InputItem {
+            path: output.into(),
+            name,
+        }]);
     }
-    if let Some(path) = string("path")? {
+    if let Some(path) = path("path")? {
         return Ok(vec![InputItem::path(path)]);
     }
     Ok(Vec::new())
@@ -437,6 +477,55 @@ mod tests {
                 .unwrap()
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn non_utf8_paths_pass_through_lines_and_records_unchanged() {
+        let raw = OsString::from_vec(b"d/caf\xe9.png".to_vec());
+        assert_eq!(
+            parse_input_line(b"d/caf\xe9.png\r").unwrap(),
+            vec![InputItem::path(raw.clone())]
+        );
+        let rec = ImageRecord {
+            input: raw.clone(),
+            output: PathBuf::from(OsString::from_vec(b"/o/caf\xe9.png".to_vec())),
+            format: "png".into(),
+            width: 1,
+            height: 1,
+            source_width: None,
+            source_height: None,
+            source_mode: None,
+            skipped: true,
+        };
+        let line = serde_json::to_string(&rec).unwrap();
+        assert!(
+            line.contains(r#""input":{"bytes":"ZC9jYWbpLnBuZw=="}"#),
+            "{line}"
+        );
+        assert_eq!(serde_json::from_str::<ImageRecord>(&line).unwrap(), rec);
+        assert_eq!(
+            parse_input_line(&line).unwrap(),
+            vec![InputItem {
+                path: rec.output.clone(),
+                name: raw.clone()
+            }]
+        );
+        let shard = serde_json::to_string(&Shard {
+            shard: 0,
+            shards: 1,
+            paths: vec![raw.clone().into(), "b".into()],
+            bytes: None,
+        })
+        .unwrap();
+        assert_eq!(
+            parse_input_line(shard).unwrap(),
+            vec![InputItem::path(raw.clone()), InputItem::path("b")]
+        );
+        assert_eq!(
+            parse_input_line(r#"{"path":{"text":"t.png"}}"#).unwrap(),
+            vec![InputItem::path("t.png")]
+        );
+        assert!(parse_input_line(b"{\"path\":\"\xe9\"}").is_err());
     }
 
     #[test]

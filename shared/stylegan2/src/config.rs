@@ -89,12 +89,13 @@ impl Config {
     }
 
     /// A `--config` flag's value: JSON text (starting with `{`) or the path of a JSON file.
-    pub fn from_flag(value: &str) -> Result<Self> {
-        if value.trim_start().starts_with('{') {
-            return Config::from_json(value);
+    /// The path need not be UTF-8.
+    pub fn from_flag(value: &std::ffi::OsStr) -> Result<Self> {
+        if let Some(json) = value.to_str().filter(|v| v.trim_start().starts_with('{')) {
+            return Config::from_json(json);
         }
         let text = std::fs::read_to_string(value).map_err(|e| Error::Io {
-            path: value.to_string(),
+            path: std::path::Path::new(value).display().to_string(),
             source: e,
         })?;
         Config::from_json(&text)

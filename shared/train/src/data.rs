@@ -7,6 +7,8 @@
 //! normalisation, all tensor ops on the device: no per-sample CPU work on the hot path. Random
 //! draws use libtorch's generator, which the trainer seeds per (seed, epoch, rank).
 
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use tch::{Device, Kind, Tensor};
@@ -47,21 +49,28 @@ pub struct Normalize {
 const RECORD_PIXELS: usize = 3 * 32 * 32;
 
 impl Source {
-    /// Parses `--data`: `cifar10:DIR`, `cifar100:DIR`, `synthetic` or `synthetic:N`.
-    pub fn parse(s: &str, seed: i64) -> Result<Source> {
-        let (kind, arg) = s.split_once(':').unwrap_or((s, ""));
+    /// Parses `--data`: `cifar10:DIR`, `cifar100:DIR`, `synthetic` or `synthetic:N`. DIR is
+    /// taken as bytes: a directory name need not be UTF-8.
+    pub fn parse(s: &OsStr, seed: i64) -> Result<Source> {
+        let bytes = s.as_bytes();
+        let (kind, arg) = match bytes.iter().position(|&b| b == b':') {
+            Some(i) => (&bytes[..i], OsStr::from_bytes(&bytes[i + 1..])),
+            None => (bytes, OsStr::new("")),
+        };
         match kind {
-            "cifar10" | "cifar100" if arg.is_empty() => Err(Error::Usage(format!(
-                "--data {kind}:DIR needs the directory"
+            b"cifar10" | b"cifar100" if arg.is_empty() => Err(Error::Usage(format!(
+                "--data {}:DIR needs the directory",
+                String::from_utf8_lossy(kind)
             ))),
-            "cifar10" => Ok(Source::Cifar10(arg.into())),
-            "cifar100" => Ok(Source::Cifar100(arg.into())),
-            "synthetic" => {
+            b"cifar10" => Ok(Source::Cifar10(arg.into())),
+            b"cifar100" => Ok(Source::Cifar100(arg.into())),
+            b"synthetic" => {
                 let train = if arg.is_empty() {
                     50_000
                 } else {
-                    arg.parse()
-                        .map_err(|_| Error::Usage(format!("--data synthetic:{arg}: not a count")))?
+                    arg.to_str().and_then(|a| a.parse().ok()).ok_or_else(|| {
+                        Error::Usage(format!("--data synthetic:{}: not a count", arg.display()))
+                    })?
                 };
                 Ok(Source::Synthetic {
                     train,
@@ -71,7 +80,8 @@ impl Source {
                 })
             }
             _ => Err(Error::Usage(format!(
-                "unknown --data `{s}`: cifar10:DIR, cifar100:DIR or synthetic[:N]"
+                "unknown --data `{}`: cifar10:DIR, cifar100:DIR or synthetic[:N]",
+                s.display()
             ))),
         }
     }

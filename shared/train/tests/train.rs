@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use collectives::rendezvous::StoreAt;
 use collectives::store::StoreServer;
-use collectives::{Backend, Communicator, InitMethod, Plan};
+use collectives::{Backend, Communicator, Options, Plan};
 use tch::{Device, Kind, Tensor};
 use train::data::Source;
 use train::optim::{Rule, Schedule};
@@ -92,8 +92,10 @@ fn single() -> Communicator {
     };
     Communicator::from_plan(
         plan,
-        &InitMethod::Env,
-        Duration::from_secs(30),
+        &Options {
+            timeout: Duration::from_secs(30),
+            ..Options::default()
+        },
         Backend::Cpu,
     )
     .unwrap()
@@ -183,8 +185,10 @@ fn on_two_ranks<T: Send + 'static>(
                 };
                 let mut comm = Communicator::from_plan(
                     plan,
-                    &InitMethod::Env,
-                    Duration::from_secs(120),
+                    &Options {
+                        timeout: Duration::from_secs(120),
+                        ..Options::default()
+                    },
                     Backend::Cpu,
                 )
                 .unwrap();

@@ -71,8 +71,10 @@ pub struct Cli {
     #[arg(long)]
     pub no_check: bool,
 
-    /// Start N ranks on this machine (each a child process, rendezvous served by this one).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    /// Start N ranks on this machine (each a child process, rendezvous served by this one, on
+    /// --master-port when given, else on a free port).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..),
+          conflicts_with_all = ["rank", "world_size", "master_addr", "init_method"])]
     pub spawn: Option<u64>,
 
     /// cpu, cuda, cuda:N, or auto (cuda:LOCAL_RANK mod GPUs when CUDA is there, else cpu).
@@ -128,9 +130,11 @@ On stderr rank 0 prints nccl-tests' table: size, count, type, redop, root, then 
 pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let spawned = std::env::var_os(spawn::CHILD_VAR).is_some();
     if let (Some(n), false) = (cli.spawn, spawned) {
-        return spawn::run(n as usize);
+        return spawn::run(n as usize, cli.dist.master_port);
     }
     let mut opts = cli.dist.options();
+    // SIGINT/SIGTERM end any wait for peers at once (exit 130).
+    opts.should_stop = cli_common::interrupt::requested;
     if spawned {
         // The parent's environment decides; flags meant for a launcher-less run do not apply.
         opts.init_method = collectives::InitMethod::Env;
@@ -152,7 +156,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let plan = opts.plan()?;
     let device = cli.device.resolve(&Env::from_process(None))?;
     let rank = plan.rank;
-    let mut comm = Communicator::from_plan(plan, &opts.init_method, opts.timeout, cli.dist.backend)
+    let mut comm = Communicator::from_plan(plan, &opts, cli.dist.backend)
         .with_context(|| format!("rank {rank}"))?;
     let world = comm.world_size();
     if cli.collective == Collective::Broadcast && cli.root >= world {
@@ -192,23 +196,44 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     for &dtype in &dtypes {
         for &op in &ops {
             for bytes in cases::sizes(cli.minbytes, cli.maxbytes, cli.stepfactor) {
-                interrupt::check()?;
+                if interrupt::requested() {
+                    // The others stop too, naming this rank, instead of failing on a lost peer.
+                    comm.leave("interrupted (SIGINT or SIGTERM)");
+                    return Err(cli_common::Interrupted.into());
+                }
                 let Some(case) =
                     cases::Case::new(cli.collective, dtype, op, cli.root, bytes, world)
                 else {
                     continue;
                 };
-                let r = case
-                    .run(
-                        &mut comm,
-                        device,
-                        cli.warmup_iters,
-                        cli.iters as usize,
-                        !cli.no_check,
-                    )
-                    .with_context(|| {
-                        format!("rank {rank}: {} of {} bytes", cli.collective.name(), bytes)
-                    })?;
+                let r = match case.run(
+                    &mut comm,
+                    device,
+                    cli.warmup_iters,
+                    cli.iters as usize,
+                    !cli.no_check,
+                ) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        if let Some(collectives::Error::PeerStopped { rank: r, why }) =
+                            e.downcast_ref()
+                        {
+                            eprintln!(
+                                "all-reduce-check[rank {rank}]: stopping too: rank {r} was {why}"
+                            );
+                            return Err(cli_common::Interrupted.into());
+                        }
+                        if interrupt::requested() {
+                            comm.leave(&format!("interrupted ({e:#})"));
+                            return Err(cli_common::Interrupted.into());
+                        }
+                        return Err(e.context(format!(
+                            "rank {rank}: {} of {} bytes",
+                            cli.collective.name(),
+                            bytes
+                        )));
+                    }
+                };
                 let rec = BandwidthRecord {
                     collective: cli.collective.name().to_string(),
                     bytes: case.bytes(),

@@ -11,9 +11,19 @@ use collectives::store::StoreServer;
 /// Set in the children so they run as ranks instead of spawning again.
 pub const CHILD_VAR: &str = "SHARDKIT_SPAWNED";
 
-pub fn run(n: usize) -> Result<Outcome> {
+/// Runs `n` ranks; their store is served on `port` (`--master-port`) when given, else on a free
+/// port. A given port that is taken is an error, never silently another port.
+pub fn run(n: usize, port: Option<u16>) -> Result<Outcome> {
     let server =
-        StoreServer::bind("127.0.0.1:0").context("serving the rendezvous store for --spawn")?;
+        StoreServer::bind(&format!("127.0.0.1:{}", port.unwrap_or(0))).map_err(|e| {
+            match (e, port) {
+                (collectives::Error::PortInUse(_), Some(p)) => anyhow::anyhow!(
+                    "--master-port {p} is already in use on this host, so --spawn cannot serve the \
+                 ranks' rendezvous store there: choose another, or leave it out for a free one"
+                ),
+                (e, _) => anyhow::Error::new(e).context("serving the rendezvous store for --spawn"),
+            }
+        })?;
     let port = server.addr().port();
     let exe = std::env::current_exe().context("locating this executable")?;
     let args: Vec<_> = std::env::args_os().skip(1).collect();

@@ -452,3 +452,127 @@ fn spawn_ends_a_stalled_rank_within_the_timeout_plus_a_second_naming_it() {
         "the parent's own stop is not reported as a kill: {err}"
     );
 }
+
+/// `--spawn` serves its ranks' store on `--master-port` when given: a taken port is an error
+/// naming it (the flag was ignored silently before, and the run went on on another port), a free
+/// one is used. Flags that cannot apply to spawned local ranks are usage errors.
+#[test]
+fn spawn_honours_master_port_and_refuses_flags_it_cannot_apply() {
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let args = ["--spawn", "2", "-b", "1K", "-e", "1K", "-n", "1", "-w", "0"];
+    let out = cmd()
+        .args(args)
+        .args(["--master-port", &port])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("--master-port {port} is already in use")),
+        "{}",
+        stderr(&out)
+    );
+    drop(taken);
+    let out = cmd()
+        .args(args)
+        .args(["--master-port", &free_port().to_string()])
+        .output()
+        .unwrap();
+    assert_all_right(&out, 1);
+    for extra in [
+        &["--rank", "1"][..],
+        &["--world-size", "4"],
+        &["--master-addr", "10.0.0.1"],
+        &["--init-method", "tcp://127.0.0.1:1234"],
+    ] {
+        let out = cmd().args(args).args(extra).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("cannot be used with"),
+            "{}",
+            stderr(&out)
+        );
+    }
+}
+
+/// SIGTERM while a rank waits for its peers ends the wait at once with exit 130; it was honoured
+/// only at --dist-timeout-secs before (a FIFO rendezvous kept a rank 633 s). Three waits: for
+/// rank 0's file (file://), for a store nobody serves yet, and rank 0 waiting for rank 1.
+#[test]
+fn sigterm_ends_a_wait_for_peers_at_once_with_130() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = format!("file://{}", dir.path().join("rdzv").display());
+    let port = free_port().to_string();
+    let cases: [&[&str]; 3] = [
+        &["--init-method", &file, "--rank", "1"],
+        &[
+            "--rank",
+            "1",
+            "--master-addr",
+            "127.0.0.1",
+            "--master-port",
+            &port,
+        ],
+        &[
+            "--rank",
+            "0",
+            "--master-addr",
+            "127.0.0.1",
+            "--master-port",
+            &port,
+        ],
+    ];
+    for args in cases {
+        let mut child = cmd()
+            .args(args)
+            .args(["--world-size", "2", "--dist-timeout-secs", "60"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Once its handler is installed (before that, SIGTERM just kills it: exit 143), and a
+        // moment into the wait.
+        let t = Instant::now();
+        while !catches_sigterm(child.id()) {
+            assert!(
+                t.elapsed() < Duration::from_secs(60),
+                "{args:?}: no handler"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        assert!(child.try_wait().unwrap().is_none(), "{args:?}: ended early");
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let t = Instant::now();
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            if t.elapsed() > Duration::from_secs(10) {
+                child.kill().unwrap();
+                panic!("{args:?}: still waiting 10 s after SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        assert_eq!(status.code(), Some(130), "{args:?}: {err}");
+        assert!(
+            t.elapsed() < Duration::from_secs(2),
+            "{args:?}: {:?}",
+            t.elapsed()
+        );
+        assert!(err.contains("interrupted"), "{args:?}: {err}");
+    }
+}
+
+/// Whether process `pid` has a handler for SIGTERM (its SigCgt mask in /proc).
+fn catches_sigterm(pid: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << (libc::SIGTERM - 1)) != 0)
+}

@@ -1,5 +1,6 @@
 //! `crop-resize`: seed 000's preprocessing as a tool, bit-exact with Pillow.
 
+use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -26,7 +27,7 @@ pub use cli_common::paths::output_path;
 pub struct Cli {
     /// Images or JSON records (shard records, records with "path"); `-` or none reads stdin.
     #[arg(value_name = "INPUTS")]
-    pub inputs: Vec<String>,
+    pub inputs: Vec<OsString>,
 
     /// Side of the square output in pixels (the generator's resolution).
     #[arg(short, long, value_name = "PIXELS", value_parser = clap::value_parser!(u32).range(1..=65_536))]
@@ -155,14 +156,9 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
             .into_iter()
             .map(|item| {
                 let item = item?;
-                let target = output_path(
-                    Path::new(&item.path),
-                    &cli.base,
-                    &cli.out_dir,
-                    &cwd,
-                    job.format.ext(),
-                );
-                let claim = claims.claim(&target, &item.name, Path::new(&item.path), &cwd);
+                let target =
+                    output_path(&item.path, &cli.base, &cli.out_dir, &cwd, job.format.ext());
+                let claim = claims.claim(&target, &item.name, &item.path, &cwd);
                 match Claims::message(&claim, &target, &item.name) {
                     Some(message) => Err(ErrorRecord {
                         input: item.name,
@@ -238,7 +234,7 @@ impl Job {
         let r = self.resolution;
         let mut record = ImageRecord {
             input: item.name.clone(),
-            output: target.to_string_lossy().into_owned(),
+            output: target.to_path_buf(),
             format: self.format.ext().into(),
             width: r,
             height: r,
@@ -260,11 +256,7 @@ impl Job {
             record.skipped = true;
             return Ok(record);
         }
-        let bytes = inputs::read_regular(
-            Path::new(&item.path),
-            self.decode.max_file_bytes(),
-            imaging::sniff,
-        )?;
+        let bytes = inputs::read_regular(&item.path, self.decode.max_file_bytes(), imaging::sniff)?;
         let decoded = imaging::decode_rgb(&bytes, &self.decode)?;
         let img = if self.exif_transpose {
             imaging::exif_transpose(decoded.rgb, decoded.orientation)

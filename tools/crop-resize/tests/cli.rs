@@ -560,3 +560,80 @@ fn a_run_removes_temp_files_that_killed_runs_left_and_keeps_live_ones() {
     );
     assert!(live.exists(), "a live run's temp file is never removed");
 }
+
+/// A file name that is not UTF-8 is an input like any other, given as an argument or on stdin,
+/// and its records carry the name without loss ({"bytes": base64}), so the next stage reads the
+/// same file (it made the whole command line a usage error, exit 2, before).
+#[test]
+fn names_that_are_not_utf8_are_inputs_and_records_keep_their_bytes() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let name = OsStr::from_bytes(b"caf\xe9.png");
+    std::fs::copy(fixtures().join("inputs/palette.png"), tmp.path().join(name)).unwrap();
+    copy_fixture(tmp.path(), "palette.png", "good.png");
+    let out = Command::cargo_bin("crop-resize")
+        .unwrap()
+        .current_dir(tmp.path())
+        .args([
+            OsStr::new("-r"),
+            OsStr::new("8"),
+            OsStr::new("-o"),
+            OsStr::new("out"),
+        ])
+        .arg(name)
+        .arg("good.png")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let first = String::from_utf8(out.stdout).unwrap();
+    let recs: Vec<Value> = first
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        recs[0]["input"],
+        serde_json::json!({"bytes": "Y2Fm6S5wbmc="})
+    );
+    let output = tmp.path().join("out").join(name);
+    assert_eq!(
+        recs[0]["output"]["bytes"].as_str().unwrap(),
+        base64_of(output.as_os_str().as_bytes()),
+    );
+    assert!(output.is_file());
+    assert_eq!(recs[1]["input"], "good.png");
+    // The records as the next stage's input, on stdin: it reads the written file by its bytes
+    // and names it by the original input.
+    let (code, recs, err) = run(tmp.path(), &["-r", "4", "-o", "out2", "-"], &first);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        recs[0]["input"],
+        serde_json::json!({"bytes": "Y2Fm6S5wbmc="})
+    );
+    assert_eq!(recs[0]["skipped"], false);
+    // And the raw name on stdin is a path too.
+    let out = Command::cargo_bin("crop-resize")
+        .unwrap()
+        .current_dir(tmp.path())
+        .args(["-r", "4", "-o", "out3"])
+        .write_stdin(b"caf\xe9.png\n".to_vec())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(tmp.path().join("out3").join(name).is_file());
+}
+
+fn base64_of(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}

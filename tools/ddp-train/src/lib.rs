@@ -2,6 +2,7 @@
 //! once. The loop itself is `train::trainer`; this is the command line, the records and the
 //! error messages.
 
+use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -28,7 +29,7 @@ pub struct Cli {
     /// cifar100:DIR (train.bin, test.bin), cifar10:DIR (data_batch_*.bin, test_batch.bin), or
     /// synthetic[:N] (N learnable 32×32 images of 100 classes). Nothing is downloaded.
     #[arg(long, value_name = "SOURCE")]
-    pub data: String,
+    pub data: OsString,
 
     /// resnet18, resnet34, resnet50 or resnet101 (torchvision's, with its state_dict keys).
     #[arg(long, value_name = "NAME", default_value = "resnet18")]
@@ -265,12 +266,14 @@ fn config(cli: &Cli, device: tch::Device) -> Result<Config> {
 
 /// The flags every rank must share, as (flag, value): all that decides what is trained.
 fn training_flags(cli: &Cli) -> Vec<(&'static str, String)> {
+    // Exact for any bytes: a name that is not UTF-8 is compared (and shown) escaped.
+    let os = |s: &OsStr| s.to_str().map_or_else(|| format!("{s:?}"), str::to_string);
     let opt = |p: &Option<PathBuf>| {
         p.as_ref()
-            .map_or("(none)".to_string(), |p| p.display().to_string())
+            .map_or("(none)".to_string(), |p| os(p.as_os_str()))
     };
     vec![
-        ("--data", cli.data.clone()),
+        ("--data", os(&cli.data)),
         ("--model", cli.model.clone()),
         ("--stem", cli.stem.clone()),
         ("--epochs", cli.epochs.to_string()),
@@ -384,10 +387,12 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     }
     let device = cli.device.resolve(&Env::from_process(None))?;
     let cfg = config(&cli, device).map_err(usage)?;
-    let opts = cli.dist.options();
+    let mut opts = cli.dist.options();
+    // SIGINT/SIGTERM end any wait for peers at once (exit 130).
+    opts.should_stop = cli_common::interrupt::requested;
     let plan = opts.plan()?;
     let rank = plan.rank;
-    let mut comm = Communicator::from_plan(plan, &opts.init_method, opts.timeout, cli.dist.backend)
+    let mut comm = Communicator::from_plan(plan, &opts, cli.dist.backend)
         .with_context(|| format!("rank {rank}"))?;
     let world = comm.world_size();
     check_same_flags(&mut comm, device, &training_flags(&cli))
@@ -459,12 +464,10 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
                         .then(device::cuda_mem_used)
                         .flatten()
                         .map(|b| b >> 20),
-                    checkpoint: e.checkpoint.as_ref().map(|p| {
-                        std::path::absolute(p)
-                            .unwrap_or(p.clone())
-                            .display()
-                            .to_string()
-                    }),
+                    checkpoint: e
+                        .checkpoint
+                        .as_ref()
+                        .map(|p| std::path::absolute(p).unwrap_or(p.clone())),
                     best: e.best,
                     rank,
                     world_size: world,
@@ -508,15 +511,22 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
             } else {
                 String::new()
             };
-            eprintln!(
-                "ddp-train[rank {rank}]: interrupted before step {} of epoch {epoch}{kept}",
-                step + 1
-            );
+            let why = format!("interrupted before step {} of epoch {epoch}", step + 1);
+            eprintln!("ddp-train[rank {rank}]: {why}{kept}");
+            // The others stop too, naming this rank, instead of failing on a lost peer.
+            comm.leave(&why);
             return Err(cli_common::Interrupted.into());
         }
-        // A peer that stopped for the same signal breaks the collective this rank waits in.
+        // Another rank was interrupted and left: this one stops as well, exit 130.
+        Ok(Err(train::Error::Collective(collectives::Error::PeerStopped { rank: r, why }))) => {
+            eprintln!("ddp-train[rank {rank}]: stopping too: rank {r} was {why}");
+            return Err(cli_common::Interrupted.into());
+        }
+        // Signalled while waiting in a collective (or while a peer that stopped for the same
+        // signal broke it).
         Ok(Err(e)) if cli_common::interrupt::requested() => {
             eprintln!("ddp-train[rank {rank}]: interrupted ({e})");
+            comm.leave(&format!("interrupted ({e})"));
             return Err(cli_common::Interrupted.into());
         }
         Ok(Err(e)) => {

@@ -559,3 +559,81 @@ fn ranks_started_with_different_flags_refuse_to_train_naming_the_flag() {
         );
     }
 }
+
+/// SIGTERM to one rank of two stops both within a step or two, exit 130 each, and the rank that
+/// got no signal names the one that did (it failed with "lost rank N", exit 1, before). Tried
+/// with each rank signalled: rank 0 also serves the store the note travels through.
+#[test]
+fn sigterm_to_one_rank_stops_every_rank_with_130_naming_it() {
+    use std::io::{BufRead, BufReader};
+    for signalled in [1usize, 0] {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+            .to_string();
+        let mut children: Vec<_> = (0..2)
+            .map(|rank| {
+                cmd()
+                    .args(["--batch-size", "32", "--epochs", "3"])
+                    .args(["--rank", &rank.to_string(), "--world-size", "2"])
+                    .args(["--master-addr", "127.0.0.1", "--master-port", &port])
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        // Rank 0 says what it trains once the ranks have met: signal a moment into training.
+        let mut err0 = BufReader::new(children[0].stderr.take().unwrap());
+        let mut banner = String::new();
+        while !banner.contains("global batch") {
+            banner.clear();
+            assert!(
+                err0.read_line(&mut banner).unwrap() > 0,
+                "rank 0 ended early"
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_secs(2));
+        let t = std::time::Instant::now();
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(children[signalled].id() as i32, libc::SIGTERM) };
+        let mut errs = Vec::new();
+        for (rank, c) in children.iter_mut().enumerate() {
+            let status = c.wait().unwrap();
+            let mut err = String::new();
+            match rank {
+                0 => std::io::Read::read_to_string(&mut err0, &mut err),
+                _ => std::io::Read::read_to_string(&mut c.stderr.take().unwrap(), &mut err),
+            }
+            .unwrap();
+            errs.push((status.code(), err));
+        }
+        let waited = t.elapsed();
+        let other = 1 - signalled;
+        for (rank, (code, err)) in errs.iter().enumerate() {
+            assert_eq!(
+                *code,
+                Some(130),
+                "signalled {signalled}, rank {rank}: {err} (every rank: {errs:?})"
+            );
+        }
+        assert!(
+            errs[signalled].1.contains("interrupted before step"),
+            "{}",
+            errs[signalled].1
+        );
+        assert!(
+            errs[other]
+                .1
+                .contains(&format!("stopping too: rank {signalled} was interrupted")),
+            "signalled {signalled}: {}",
+            errs[other].1
+        );
+        assert!(
+            waited < std::time::Duration::from_secs(10),
+            "signalled {signalled}: {waited:?}"
+        );
+    }
+}

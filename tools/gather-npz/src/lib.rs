@@ -5,6 +5,7 @@
 //! failed rows are compacted away, and the rows are copied once into an uncompressed `.npz`
 //! written atomically.
 
+use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -31,7 +32,7 @@ pub use npy::{Latent, header as npy_header, read_latent, unicode_array};
 pub struct Cli {
     /// Latent files or JSON records; `-` or none reads stdin.
     #[arg(value_name = "INPUTS")]
-    pub inputs: Vec<String>,
+    pub inputs: Vec<OsString>,
 
     /// The gathered file (.npz; with --jsonl, a JSON-lines file).
     #[arg(short, long, value_name = "FILE")]
@@ -215,7 +216,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         skipped: 0,
         failed: errors.len(),
         elapsed_ms: started.elapsed().as_millis() as u64,
-        output: output.map(|o| o.to_string_lossy().into_owned()),
+        output,
         shape: (n > 0).then_some(out_shape),
         ..Summary::default()
     })?;
@@ -255,7 +256,7 @@ const MAX_LATENT_FILE_BYTES: u64 = 1 << 30;
 
 fn error(item: &InputItem, e: &anyhow::Error) -> ErrorRecord {
     ErrorRecord {
-        input: item.path.clone(),
+        input: item.path.clone().into_os_string(),
         message: format!("{e:#}"),
     }
 }
@@ -270,7 +271,7 @@ fn load<T>(
 ) -> Result<T> {
     // A panic in a reader on a malformed file is this input's error, not the batch's end.
     cli_common::panics::catch_item("reading it", || {
-        let bytes = inputs::read_regular(Path::new(&item.path), MAX_LATENT_FILE_BYTES, |head| {
+        let bytes = inputs::read_regular(&item.path, MAX_LATENT_FILE_BYTES, |head| {
             if head.starts_with(b"\x93NUMPY")
                 || head.starts_with(b"PK\x03\x04")
                 || head.starts_with(b"PK\x05\x06")
@@ -299,7 +300,7 @@ fn write_npz(
 ) -> Result<()> {
     use zip::write::SimpleFileOptions;
     let header = npy_header("<f4", shape);
-    let names_npy = unicode_array(&names.iter().map(|i| i.name.as_str()).collect::<Vec<_>>());
+    let names_npy = unicode_array(&names.iter().map(|i| i.name.as_os_str()).collect::<Vec<_>>());
     let big = (header.len() + data.len()) as u64 >= u32::MAX as u64 - 1024;
     let opts = SimpleFileOptions::default()
         .compression_method(zip::CompressionMethod::Stored)
@@ -341,8 +342,10 @@ fn write_npz(
 
 #[derive(serde::Serialize)]
 struct JsonlLine<'a> {
-    name: &'a str,
-    input: &'a str,
+    #[serde(serialize_with = "records::os_text::serialize")]
+    name: &'a OsStr,
+    #[serde(serialize_with = "records::os_text::serialize")]
+    input: &'a Path,
     shape: &'a [usize],
     w: Vec<f32>,
 }

@@ -6,7 +6,9 @@
 //! `descr`, `fortran_order` and `shape`. Anything else (deflated archives, other byte orders,
 //! Fortran order, zip64) goes through the `zip` and `ndarray-npy` crates.
 
+use std::ffi::OsStr;
 use std::io::{Cursor, Read};
+use std::os::unix::ffi::OsStrExt;
 
 use anyhow::{Context, Result, bail};
 use ndarray::ArrayD;
@@ -288,21 +290,28 @@ pub fn header(descr: &str, shape: &[usize]) -> Vec<u8> {
 }
 
 /// A numpy unicode array (`<U{n}`, UTF-32LE, zero-padded) of `names`: loads without pickle.
-pub fn unicode_array(names: &[&str]) -> Vec<u8> {
-    let width = names
-        .iter()
-        .map(|n| n.chars().count())
-        .max()
-        .unwrap_or(0)
-        .max(1);
+/// A name that is not UTF-8 is decoded as Python decodes file names (`os.fsdecode`, the
+/// surrogateescape handler: byte 0xXY that is not UTF-8 becomes U+DCXY), so `os.fsencode(name)`
+/// gives its bytes back.
+pub fn unicode_array(names: &[&OsStr]) -> Vec<u8> {
+    let points: Vec<Vec<u32>> = names.iter().map(|n| fs_decode(n)).collect();
+    let width = points.iter().map(Vec::len).max().unwrap_or(0).max(1);
     let mut out = header(&format!("<U{width}"), &[names.len()]);
-    for n in names {
-        let mut count = 0;
-        for c in n.chars() {
-            out.extend_from_slice(&(c as u32).to_le_bytes());
-            count += 1;
+    for p in points {
+        for c in &p {
+            out.extend_from_slice(&c.to_le_bytes());
         }
-        out.resize(out.len() + 4 * (width - count), 0);
+        out.resize(out.len() + 4 * (width - p.len()), 0);
+    }
+    out
+}
+
+/// The code points of a file name as Python's `os.fsdecode` gives them on a UTF-8 system.
+fn fs_decode(name: &OsStr) -> Vec<u32> {
+    let mut out = Vec::new();
+    for chunk in name.as_bytes().utf8_chunks() {
+        out.extend(chunk.valid().chars().map(|c| c as u32));
+        out.extend(chunk.invalid().iter().map(|&b| 0xDC00 + b as u32));
     }
     out
 }

@@ -2,6 +2,7 @@
 //! from z / w / ws arrays (what project-one-gpu writes), to PNGs and optionally the raw float
 //! images.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -29,7 +30,7 @@ pub use latents::{Array, InputKind, Mapper, parse_seeds, read as read_array};
 pub struct Cli {
     /// Latent files or JSON records; `-` reads stdin. With --seeds and no inputs, stdin is not read.
     #[arg(value_name = "INPUTS")]
-    pub inputs: Vec<String>,
+    pub inputs: Vec<OsString>,
 
     /// Generator weights (.safetensors from scripts/convert-network-pkl).
     #[arg(long, value_name = "FILE")]
@@ -38,7 +39,7 @@ pub struct Cli {
     /// Generator config (JSON text or a .json file) when the weights file has no `config`
     /// metadata, or to override it.
     #[arg(long, value_name = "JSON|FILE")]
-    pub config: Option<String>,
+    pub config: Option<OsString>,
 
     /// Seeds to render, e.g. `0-3,7` (upstream's number ranges).
     #[arg(long, value_name = "LIST", value_parser = |s: &str| parse_seeds(s).map(Seeds))]
@@ -155,7 +156,7 @@ With --raw, the summary's "output" is the .npy and "shape" its shape; its rows f
 /// One image to render.
 #[derive(Debug)]
 struct Pending {
-    input: String,
+    input: OsString,
     output: PathBuf,
     ws: Tensor,
 }
@@ -208,7 +209,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         let output = out_dir.join(format!("seed{seed:04}.png"));
         let ws = mapper.from_z(&z)?;
         r.push(Pending {
-            input: format!("seed:{seed}"),
+            input: format!("seed:{seed}").into(),
             output,
             ws,
         })?;
@@ -228,7 +229,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
                 continue;
             }
         };
-        let path = Path::new(&item.path);
+        let path = item.path.as_path();
         // A panic while reading or mapping one file is that file's error record.
         let ws = cli_common::panics::catch_item("reading it", || {
             read_array(path, cli.key.as_deref()).and_then(|a| mapper.to_ws(&a, cli.input_kind))
@@ -246,10 +247,9 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
                     let (input, output) = if n == 1 {
                         (item.name.clone(), mirrored.clone())
                     } else {
-                        (
-                            format!("{}[{i}]", item.name),
-                            mirrored.with_extension(format!("{i:04}.png")),
-                        )
+                        let mut input = item.name.clone();
+                        input.push(format!("[{i}]"));
+                        (input, mirrored.with_extension(format!("{i:04}.png")))
                     };
                     let row = ws.narrow(0, i, 1);
                     // NaN or inf would render an all-black image counted as done.
@@ -285,10 +285,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let (output, shape) = match &cli.raw {
         Some(path) => {
             let shape = write_raw(path, &r.raw, &g)?;
-            (
-                Some(cwd.join(path).to_string_lossy().into_owned()),
-                Some(shape),
-            )
+            (Some(cwd.join(path)), Some(shape))
         }
         None => (None, None),
     };
@@ -359,7 +356,7 @@ impl Renderer<'_> {
         let r = self.g.config.img_resolution as u32;
         ImageRecord {
             input: p.input.clone(),
-            output: p.output.to_string_lossy().into_owned(),
+            output: p.output.clone(),
             format: "png".into(),
             width: r,
             height: r,

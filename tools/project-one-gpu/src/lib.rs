@@ -3,6 +3,7 @@
 //! once, and B images optimised at a time.
 
 use std::collections::HashSet;
+use std::ffi::OsString;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -31,7 +32,7 @@ use tch::{Kind, Tensor};
 pub struct Cli {
     /// Images, shard records or crop-resize records; `-` or none reads stdin.
     #[arg(value_name = "INPUTS")]
-    pub inputs: Vec<String>,
+    pub inputs: Vec<OsString>,
 
     /// Generator weights (.safetensors from scripts/convert-network-pkl).
     #[arg(long, value_name = "FILE")]
@@ -39,7 +40,7 @@ pub struct Cli {
 
     /// Generator config (JSON text or file) when the weights carry none.
     #[arg(long, value_name = "JSON|FILE")]
-    pub config: Option<String>,
+    pub config: Option<OsString>,
 
     /// Perceptual network: NVIDIA's TorchScript vgg16.pt, or safetensors from
     /// scripts/convert-vgg16-lpips.
@@ -299,9 +300,9 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
 }
 
 /// The `shard` of the first shard-record argument.
-fn shard_index(args: &[String]) -> Option<usize> {
+fn shard_index(args: &[OsString]) -> Option<usize> {
     args.iter().find_map(|a| {
-        let v: serde_json::Value = serde_json::from_str(a).ok()?;
+        let v: serde_json::Value = serde_json::from_str(a.to_str()?).ok()?;
         (v.get("type")?.as_str()? == "shard")
             .then(|| v.get("shard")?.as_u64().map(|s| s as usize))?
     })
@@ -309,7 +310,7 @@ fn shard_index(args: &[String]) -> Option<usize> {
 
 /// What the input side needs, owned: it runs on a thread of its own ([`Reader::spawn`]).
 struct Reader {
-    inputs: Vec<String>,
+    inputs: Vec<OsString>,
     out_dir: Option<PathBuf>,
     base: PathBuf,
     cwd: PathBuf,
@@ -362,7 +363,7 @@ impl Reader {
         let output = self.output_for(&item);
         match self
             .claims
-            .claim(&output, &item.name, Path::new(&item.path), &self.cwd)
+            .claim(&output, &item.name, &item.path, &self.cwd)
         {
             Claim::First => {}
             Claim::Again => return Entry::Again { item, output },
@@ -378,7 +379,7 @@ impl Reader {
         if !self.overwrite && output.exists() {
             return Entry::Done(skipped_record(&item, &output));
         }
-        match load_target(Path::new(&item.path), self.resolution, &self.decode) {
+        match load_target(&item.path, self.resolution, &self.decode) {
             Ok(target) => Entry::Job {
                 item,
                 output,
@@ -405,7 +406,7 @@ impl Reader {
 fn skipped_record(item: &InputItem, output: &Path) -> LatentRecord {
     LatentRecord {
         input: item.name.clone(),
-        output: output.to_string_lossy().into_owned(),
+        output: output.to_path_buf(),
         w_shape: None,
         distance: None,
         steps: None,
@@ -548,7 +549,7 @@ impl Run<'_> {
                             let n = p.distance.len() as f64;
                             self.out.emit(&LatentRecord {
                                 input: item.name.clone(),
-                                output: output.to_string_lossy().into_owned(),
+                                output: output.to_path_buf(),
                                 w_shape: Some(vec![
                                     1,
                                     p.w.size()[1] as usize,
@@ -560,7 +561,7 @@ impl Run<'_> {
                                 batch_seconds: Some(*seconds),
                                 images_per_s: Some(n / seconds),
                                 peak_gpu_mib: self.peak_mib(),
-                                image: image_path.map(|p| p.to_string_lossy().into_owned()),
+                                image: image_path,
                                 skipped: false,
                             })?;
                         }
@@ -680,8 +681,8 @@ mod tests {
 
     #[test]
     fn shard_index_comes_from_a_shard_record_argument() {
-        let args = vec![r#"{"type":"shard","shard":3,"shards":4,"paths":["a.jpg"]}"#.to_string()];
+        let args = vec![r#"{"type":"shard","shard":3,"shards":4,"paths":["a.jpg"]}"#.into()];
         assert_eq!(shard_index(&args), Some(3));
-        assert_eq!(shard_index(&["a.jpg".to_string()]), None);
+        assert_eq!(shard_index(&["a.jpg".into()]), None);
     }
 }

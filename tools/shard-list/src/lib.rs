@@ -1,7 +1,8 @@
 //! `shard-list`: split a list of paths into shards, one JSON record per shard.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use clap::{Parser, ValueEnum};
@@ -22,7 +23,7 @@ pub use partition::{PyRandom, balance, partition, round_robin};
 pub struct Cli {
     /// Files listing the paths, one per line; `-` or none reads stdin.
     #[arg(value_name = "FILES")]
-    pub files: Vec<String>,
+    pub files: Vec<PathBuf>,
 
     /// Number of shards: shard i takes paths[i::N], like seed 000's `subdir_list[i::n]`.
     #[arg(short = 'n', long = "shards", value_name = "N", required_unless_present = "sizes",
@@ -121,7 +122,8 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         }
     }
     if cli.sort {
-        paths.sort();
+        // Byte order, not Path's component order ("a-b" before "a/b").
+        paths.sort_by(|a: &PathBuf, b| a.as_os_str().as_bytes().cmp(b.as_os_str().as_bytes()));
     }
     let units = if cli.by_dir {
         group_by_dir(paths)
@@ -171,14 +173,11 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
 }
 
 /// Groups paths by parent directory, groups in order of first appearance.
-fn group_by_dir(paths: Vec<String>) -> Vec<Vec<String>> {
-    let mut index: HashMap<String, usize> = HashMap::new();
-    let mut groups: Vec<Vec<String>> = Vec::new();
+fn group_by_dir(paths: Vec<PathBuf>) -> Vec<Vec<PathBuf>> {
+    let mut index: HashMap<PathBuf, usize> = HashMap::new();
+    let mut groups: Vec<Vec<PathBuf>> = Vec::new();
     for p in paths {
-        let dir = Path::new(&p)
-            .parent()
-            .map(|d| d.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let dir = p.parent().map(Path::to_path_buf).unwrap_or_default();
         let g = *index.entry(dir).or_insert_with(|| {
             groups.push(Vec::new());
             groups.len() - 1
@@ -189,7 +188,7 @@ fn group_by_dir(paths: Vec<String>) -> Vec<Vec<String>> {
 }
 
 /// Bytes of each unit; paths whose size cannot be read become error records and are left out.
-fn sizes_of(units: Vec<Vec<String>>) -> (Vec<Vec<String>>, Vec<u64>, Vec<ErrorRecord>) {
+fn sizes_of(units: Vec<Vec<PathBuf>>) -> (Vec<Vec<PathBuf>>, Vec<u64>, Vec<ErrorRecord>) {
     let mut kept = Vec::new();
     let mut bytes = Vec::new();
     let mut errors = Vec::new();
@@ -203,7 +202,7 @@ fn sizes_of(units: Vec<Vec<String>>) -> (Vec<Vec<String>>, Vec<u64>, Vec<ErrorRe
                     ok.push(p);
                 }
                 Err(e) => errors.push(ErrorRecord {
-                    input: p,
+                    input: p.into_os_string(),
                     message: format!("cannot read its size: {e}"),
                 }),
             }
@@ -232,7 +231,7 @@ mod tests {
         assert_eq!(
             g,
             vec![
-                vec!["b/1".to_string(), "b/2".into()],
+                vec![PathBuf::from("b/1"), "b/2".into()],
                 vec!["a/1".into()],
                 vec!["top".into()]
             ]

@@ -332,7 +332,7 @@ impl<'a> Engine<'a> {
             event: if attempt == 1 { "start" } else { "retry" }.into(),
             trial: i,
             config: t.config.clone(),
-            dir: t.dir.display().to_string(),
+            dir: t.dir.clone(),
             attempt,
             slot: Some(slot),
             status: None,
@@ -563,7 +563,7 @@ impl<'a> Engine<'a> {
             event: "end".into(),
             trial: i,
             config: t.config.clone(),
-            dir: t.dir.display().to_string(),
+            dir: t.dir.clone(),
             attempt: t.attempts,
             slot: None,
             status: Some(status.name().into()),
@@ -672,7 +672,7 @@ impl<'a> Engine<'a> {
             metric: self.def.metric.clone(),
             mode: format!("{:?}", self.def.asha.mode).to_lowercase(),
             best,
-            out_dir: self.out_dir.display().to_string(),
+            out_dir: self.out_dir.clone(),
             elapsed_ms: self.started.elapsed().as_millis() as u64,
         }
     }

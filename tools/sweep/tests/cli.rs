@@ -749,7 +749,7 @@ fn kill_9_then_resume_ends_with_the_decisions_of_an_uninterrupted_sweep() {
                 event: "end".into(),
                 trial: e["trial"].as_u64().unwrap() as usize,
                 config: Default::default(),
-                dir: String::new(),
+                dir: PathBuf::new(),
                 attempt: 1,
                 slot: None,
                 status: e["status"].as_str().map(String::from),
