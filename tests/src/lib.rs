@@ -186,3 +186,55 @@ pub fn projection_job(dir: &Path, n: usize) -> (PathBuf, Vec<PathBuf>) {
     assert_eq!(inputs.len(), n);
     (g, inputs)
 }
+
+/// A tiled RGB TIFF with separate planes (PlanarConfiguration=2), 8 bits, uncompressed, whose
+/// tiles overhang the image: Pillow reads it; the tiff crate (0.11.3) asserts on it.
+pub fn planar_tiled_tiff(w: u16, h: u16, tile: u16) -> Vec<u8> {
+    let (tx, ty) = (w.div_ceil(tile) as u32, h.div_ceil(tile) as u32);
+    let tiles = tx * ty * 3;
+    let tile_bytes = tile as u32 * tile as u32;
+    let n = 11u16;
+    let bps_at = 8 + 2 + 12 * n as u32 + 4;
+    let offsets_at = bps_at + 6;
+    let counts_at = offsets_at + 4 * tiles;
+    let data_at = counts_at + 4 * tiles;
+    let mut b = b"II".to_vec();
+    b.extend(42u16.to_le_bytes());
+    b.extend(8u32.to_le_bytes());
+    b.extend(n.to_le_bytes());
+    let mut entry = |tag: u16, typ: u16, count: u32, value: u32| {
+        b.extend(tag.to_le_bytes());
+        b.extend(typ.to_le_bytes());
+        b.extend(count.to_le_bytes());
+        b.extend(value.to_le_bytes()); // a SHORT sits in the first two bytes
+    };
+    for (tag, typ, count, value) in [
+        (256, 3, 1, w as u32),
+        (257, 3, 1, h as u32),
+        (258, 3, 3, bps_at),
+        (259, 3, 1, 1),
+        (262, 3, 1, 2),
+        (277, 3, 1, 3),
+        (284, 3, 1, 2),
+        (322, 3, 1, tile as u32),
+        (323, 3, 1, tile as u32),
+        (324, 4, tiles, offsets_at),
+        (325, 4, tiles, counts_at),
+    ] {
+        entry(tag, typ, count, value);
+    }
+    b.extend(0u32.to_le_bytes());
+    for _ in 0..3 {
+        b.extend(8u16.to_le_bytes());
+    }
+    for i in 0..tiles {
+        b.extend((data_at + i * tile_bytes).to_le_bytes());
+    }
+    for _ in 0..tiles {
+        b.extend(tile_bytes.to_le_bytes());
+    }
+    for i in 0..tiles * tile_bytes {
+        b.push((i * 7 % 256) as u8);
+    }
+    b
+}

@@ -4,7 +4,6 @@
 
 use std::collections::HashSet;
 use std::ffi::OsString;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -14,7 +13,7 @@ use cli_common::paths::{Claim, Claims};
 use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, atomic, inputs, interrupt, paths, progress};
 use device::{DeviceArg, Env};
 use perceptual::Vgg16;
-use projector::{Projection, Projector, Settings, WStats, panic_message};
+use projector::{Projection, Projector, Settings, WStats};
 use rayon::prelude::*;
 use records::{ErrorRecord, InputItem, LatentRecord, Summary};
 use stylegan2::{Config, Generator};
@@ -351,10 +350,11 @@ impl Reader {
             Err(e) => return Entry::Failed(e),
         };
         let input = item.name.clone();
-        catch_unwind(AssertUnwindSafe(|| self.prepare(item))).unwrap_or_else(|panic| {
+        // A decoder's panic on one file is its error record, kept off stderr.
+        cli_common::panics::catch(|| self.prepare(item)).unwrap_or_else(|panic| {
             Entry::Failed(ErrorRecord {
                 input,
-                message: format!("internal error: {}", panic_message(&*panic)),
+                message: format!("internal error while reading it: {panic}"),
             })
         })
     }
@@ -590,21 +590,18 @@ impl Run<'_> {
     fn project(&mut self, targets: &[&Tensor]) -> Result<(Projection, f64, Option<Tensor>)> {
         let t = Tensor::stack(targets, 0).to_kind(Kind::Float);
         let started = Instant::now();
-        let hook = std::panic::take_hook();
-        std::panic::set_hook(Box::new(|_| {}));
-        let result = catch_unwind(AssertUnwindSafe(|| {
+        // libtorch errors in tch's ops are panics (CUDA out of memory among them).
+        let result = cli_common::panics::catch(|| {
             let p = self.projector.project(&t, |_, _| {})?;
             let image = self
                 .cli
                 .save_image
                 .then(|| self.projector.render(&p).to_device(tch::Device::Cpu));
             Ok::<_, perceptual::Error>((p, image))
-        }));
-        std::panic::set_hook(hook);
+        });
         let (p, image) = match result {
             Ok(r) => r?,
-            Err(panic) => {
-                let msg = panic_message(&*panic);
+            Err(msg) => {
                 if msg.contains("out of memory") {
                     let b = targets.len();
                     bail!(
