@@ -434,7 +434,9 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     };
     let started = Instant::now();
     let mut ran = 0usize;
-    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    // libtorch errors in tch's ops are panics (CUDA out of memory among them): caught, they are
+    // this run's error message and stay off stderr.
+    let run = cli_common::panics::catch(|| {
         train::trainer::train(&cfg, &mut comm, |e| {
             if !(e.train_loss.is_finite() && e.val_loss.is_finite()) {
                 return Err(train::Error::Data(format!(
@@ -484,7 +486,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
             }
             Ok(())
         })
-    }));
+    });
     bar.finish_and_clear();
     // CUDA running out of memory surfaces as a panic (tch's forward ops) or as an error (backward
     // through f_backward): either way the message says what to change.
@@ -533,12 +535,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
             return Err(out_of_memory(&format!("{e:#}"))
                 .unwrap_or_else(|| anyhow::Error::new(e).context(format!("rank {rank}"))));
         }
-        Err(panic) => {
-            let msg = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_default();
+        Err(msg) => {
             if let Some(e) = out_of_memory(&msg) {
                 return Err(e);
             }
