@@ -7,7 +7,11 @@ fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/pillow")
 }
 
-fn run(dir: &Path, args: &[&str], stdin: &str) -> (i32, Vec<Value>, String) {
+fn run(
+    dir: &Path,
+    args: &[impl AsRef<std::ffi::OsStr>],
+    stdin: impl Into<Vec<u8>>,
+) -> (i32, Vec<Value>, String) {
     let out = Command::cargo_bin("crop-resize")
         .unwrap()
         .current_dir(dir)
@@ -212,7 +216,7 @@ fn npy_output_is_uint8_channels_first_and_shard_records_are_inputs() {
     let (code, recs, _) = run(
         tmp.path(),
         &["-r", "24", "-o", "out", "--format", "npy", "--base", "d"],
-        &format!("{shard}\n"),
+        format!("{shard}\n"),
     );
     assert_eq!(code, 0);
     assert_eq!(recs.len(), 3);
@@ -524,34 +528,15 @@ fn names_that_are_not_utf8_are_inputs_and_records_keep_their_bytes() {
     let name = OsStr::from_bytes(b"caf\xe9.png");
     std::fs::copy(fixtures().join("inputs/palette.png"), tmp.path().join(name)).unwrap();
     copy_fixture(tmp.path(), "palette.png", "good.png");
-    let out = Command::cargo_bin("crop-resize")
-        .unwrap()
-        .current_dir(tmp.path())
-        .args([
-            OsStr::new("-r"),
-            OsStr::new("8"),
-            OsStr::new("-o"),
-            OsStr::new("out"),
-        ])
-        .arg(name)
-        .arg("good.png")
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let args = ["-r", "8", "-o", "out"].map(OsStr::new);
+    let (code, recs, err) = run(
+        tmp.path(),
+        &[&args[..], &[name, OsStr::new("good.png")]].concat(),
+        "",
     );
-    let first = String::from_utf8(out.stdout).unwrap();
-    let recs: Vec<Value> = first
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(
-        recs[0]["input"],
-        serde_json::json!({"bytes": "Y2Fm6S5wbmc="})
-    );
+    assert_eq!(code, 0, "{err}");
+    let bytes = serde_json::json!({"bytes": "Y2Fm6S5wbmc="});
+    assert_eq!(recs[0]["input"], bytes);
     let output = tmp.path().join("out").join(name);
     assert_eq!(
         recs[0]["output"]["bytes"].as_str().unwrap(),
@@ -561,27 +546,20 @@ fn names_that_are_not_utf8_are_inputs_and_records_keep_their_bytes() {
     assert_eq!(recs[1]["input"], "good.png");
     // The records as the next stage's input, on stdin: it reads the written file by its bytes
     // and names it by the original input.
-    let (code, recs, err) = run(tmp.path(), &["-r", "4", "-o", "out2", "-"], &first);
+    let lines: String = recs.iter().map(|r| format!("{r}\n")).collect();
+    let (code, recs, err) = run(tmp.path(), &["-r", "4", "-o", "out2", "-"], lines);
     assert_eq!(code, 0, "{err}");
     assert_eq!(
-        recs[0]["input"],
-        serde_json::json!({"bytes": "Y2Fm6S5wbmc="})
+        (&recs[0]["input"], &recs[0]["skipped"]),
+        (&bytes, &false.into())
     );
-    assert_eq!(recs[0]["skipped"], false);
     // And the raw name on stdin is a path too.
-    let out = Command::cargo_bin("crop-resize")
-        .unwrap()
-        .current_dir(tmp.path())
-        .args(["-r", "4", "-o", "out3"])
-        .write_stdin(b"caf\xe9.png\n".to_vec())
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (code, _, err) = run(
+        tmp.path(),
+        &["-r", "4", "-o", "out3"],
+        &b"caf\xe9.png\n"[..],
     );
+    assert_eq!(code, 0, "{err}");
     assert!(tmp.path().join("out3").join(name).is_file());
 }
 

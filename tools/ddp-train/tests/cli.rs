@@ -52,6 +52,12 @@ fn cmd() -> Command {
     c
 }
 
+/// A port nothing listens on now, for a run's --master-port.
+fn free_port() -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port().to_string()
+}
+
 fn records(o: &Output) -> Vec<Value> {
     assert!(
         o.status.success(),
@@ -136,12 +142,7 @@ fn epochs_are_records_checkpoints_are_written_and_resume_continues() {
 /// directory.
 fn two_rank_processes(args: &[&str]) -> (String, tempfile::TempDir) {
     let ck = tempfile::tempdir().unwrap();
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-        .to_string();
+    let port = free_port();
     let children: Vec<_> = (0..2)
         .map(|rank| {
             cmd()
@@ -511,12 +512,7 @@ fn sigint_stops_within_a_step_keeps_the_last_checkpoint_and_exits_130() {
 
 #[test]
 fn ranks_started_with_different_flags_refuse_to_train_naming_the_flag() {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-        .to_string();
+    let port = free_port();
     // Rank 1 got another --batch-size: it trained silently on a mixed batch before.
     let children: Vec<_> = [("0", "64"), ("1", "32")]
         .into_iter()
@@ -567,12 +563,7 @@ fn ranks_started_with_different_flags_refuse_to_train_naming_the_flag() {
 fn sigterm_to_one_rank_stops_every_rank_with_130_naming_it() {
     use std::io::{BufRead, BufReader};
     for signalled in [1usize, 0] {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-            .to_string();
+        let port = free_port();
         let mut children: Vec<_> = (0..2)
             .map(|rank| {
                 cmd()
