@@ -86,6 +86,11 @@ impl Error {
 
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// How long a request may take on the failure paths (notes in the store when a rank fails or
+/// leaves): a dead store refuses at once, so this only bounds a live but loaded one (1 s was
+/// too short on a busy 2-core machine: a note went unread).
+const NOTE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Which engine runs collectives on CUDA tensors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Backend {
@@ -161,10 +166,13 @@ impl Communicator {
         if let Some(c) = self.nccl.as_mut() {
             c.abort();
         }
-        // The note first, then the sockets: a peer that sees them close finds the note.
+        // The note first, then the sockets: a peer that sees them close finds the note. A set
+        // has no reply (TCPStore's protocol); the check after it on the same connection does,
+        // so once it answers the note is in the store for every connection.
         let noted = self.joined.store.as_mut().is_some_and(|store| {
-            store.shorten_timeout(Duration::from_secs(1));
-            store.set(&format!("stopped/{me}"), why.as_bytes()).is_ok()
+            store.shorten_timeout(NOTE_TIMEOUT);
+            let key = format!("stopped/{me}");
+            store.set(&key, why.as_bytes()).is_ok() && store.check(&[&key]).unwrap_or(false)
         });
         self.joined.ring = ring::Ring::single();
         if noted {
@@ -474,7 +482,7 @@ impl Communicator {
         let Some(store) = self.joined.store.as_mut() else {
             return Err(e);
         };
-        store.shorten_timeout(Duration::from_secs(1));
+        store.shorten_timeout(NOTE_TIMEOUT);
         let (me, world) = (self.plan.rank, self.plan.world_size);
         // A rank that left because it was stopped explains every failure it caused. Its note
         // was written before its sockets closed, so it is there now; this rank's own note then
