@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: set-up (idempotent), build every binary, run every test.
+# The whole test suite: set-up (idempotent), rustfmt and clippy gates, build every binary, run
+# every test.
 #   scripts/test.sh [extra cargo test args]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -8,6 +9,9 @@ start=$(date +%s)
 bash scripts/setup
 # shellcheck source=/dev/null
 source scripts/env.sh
+# The tree stays rustfmt-formatted and clippy-clean: both gate the suite, before the long build.
+cargo fmt --all -- --check
+cargo clippy --release --workspace --all-targets -q -- -D warnings
 # The cross-tool tests drive the built binaries, so build them all first (release: one profile).
 cargo test --release --workspace "$@"
 # The main job end to end, as README's first command runs it (about 2 minutes here).
