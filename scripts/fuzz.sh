@@ -51,7 +51,24 @@ for t in "${targets[@]}"; do
     .venv/bin/python fuzz/python/convert_network_pkl.py "$corpus/$t" -max_total_time="$secs" -rss_limit_mb=2048 \
       -max_len=8192 -artifact_prefix=fuzz/artifacts/$t/ >"$log" 2>&1 || rc=$?
   else
-    cargo +nightly fuzz run -O "$t" "$corpus/$t" -- -max_total_time="$secs" -rss_limit_mb=2048 -max_len=65536 >"$log" 2>&1 || rc=$?
+    # Fork mode goes on past a crash (a seed may be a known one: the planar tiled TIFF makes the
+    # tiff crate assert), so one run reports every distinct crash it finds.
+    mkdir -p "fuzz/artifacts/$t"
+    before=$(find "fuzz/artifacts/$t" -type f | wc -l)
+    cargo +nightly fuzz run -O "$t" "$corpus/$t" -- -max_total_time="$secs" -rss_limit_mb=2048 -max_len=65536 \
+      -fork=1 -ignore_crashes=1 -ignore_ooms=1 -ignore_timeouts=1 >"$log" 2>&1 || rc=$?
+    runs=$(grep -oE '^#[0-9]+' "$log" | tail -1 | tr -d '#')
+    found=$(( $(find "fuzz/artifacts/$t" -type f | wc -l) - before ))
+    echo "$t: ${runs:-?} runs in ${secs} s, $found new crash/oom/timeout input(s) in fuzz/artifacts/$t (exit $rc)"
+    # One line per distinct panic site among the target's artifacts.
+    bin=$(ls -d fuzz/target/*/release/"$t" 2>/dev/null | head -1)
+    if [ -n "$bin" ]; then
+      for a in "fuzz/artifacts/$t"/*; do
+        [ -f "$a" ] && { "$bin" "$a" 2>&1 || true; } | grep -m1 -oE 'panicked at [^ ]+' || true
+      done | sort | uniq -c | sed 's/^/  /'
+    fi
+    rm -f "$log"
+    continue
   fi
   runs=$(grep -o 'Done [0-9]* runs' "$log" | tail -1 || true)
   if [ $rc = 0 ]; then echo "$t: ${runs:-?} in ${secs} s, no crash"; else echo "$t: CRASH (exit $rc), see fuzz/artifacts/$t and:"; grep -E 'panicked|ERROR|SUMMARY|Uncaught|Error:' "$log" | head -5; fi
