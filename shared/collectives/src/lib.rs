@@ -91,6 +91,11 @@ pub type Result<T> = std::result::Result<T, Error>;
 /// too short on a busy 2-core machine: a note went unread).
 const NOTE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The longest a stopped rank serving the store waits for the others to read its note: a
+/// signalled process should end promptly (Slurm's KillWait is 30 s), and a peer learns of the
+/// stop at its next collective, within a step.
+const LINGER: Duration = Duration::from_secs(10);
+
 /// Which engine runs collectives on CUDA tensors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Backend {
@@ -181,15 +186,16 @@ impl Communicator {
     }
 
     /// A rank that serves the store and is leaving keeps it up until every other rank has left
-    /// a note (and so has read the notes it came for), or the timeout passes. Its ring sockets
-    /// must be closed first: the others learn from them that something happened.
+    /// a note (and so has read the notes it came for), or [`LINGER`] (at most the timeout)
+    /// passes. Its ring sockets must be closed first: the others learn from them that something
+    /// happened.
     fn linger(&mut self) {
         let (me, world) = (self.plan.rank, self.plan.world_size);
         let (Some(store), Some(_)) = (self.joined.store.as_mut(), self.joined._server.as_ref())
         else {
             return;
         };
-        let deadline = std::time::Instant::now() + self.timeout;
+        let deadline = std::time::Instant::now() + self.timeout.min(LINGER);
         while std::time::Instant::now() < deadline {
             let seen = (0..world).filter(|&r| r != me).all(|r| {
                 [format!("failed/{r}"), format!("stopped/{r}")]
