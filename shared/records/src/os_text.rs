@@ -30,10 +30,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// The JSON value of a path: a string when it is UTF-8, else `{"bytes": base64}`.
 pub fn to_json(s: &OsStr) -> serde_json::Value {
-    match s.to_str() {
-        Some(t) => serde_json::Value::String(t.to_string()),
-        None => serde_json::json!({ "bytes": STANDARD.encode(s.as_bytes()) }),
-    }
+    serde_json::to_value(Out(s)).expect("a string or a one-entry map is always a JSON value")
 }
 
 /// A path from its JSON value: a string, `{"bytes": base64}` or `{"text": string}`.
