@@ -62,8 +62,8 @@ pub enum Error {
     #[error("interrupted while {0}")]
     Interrupted(String),
     /// Rank `rank` left the group because it was stopped ([`Communicator::leave`]): `why` is
-    /// its own account.
-    #[error("rank {rank} stopped: {why}")]
+    /// its own account ("interrupted before ..."); this rank stops as well.
+    #[error("stopping too: rank {rank} was {why}")]
     PeerStopped { rank: usize, why: String },
     #[error("{0}")]
     Mismatch(String),

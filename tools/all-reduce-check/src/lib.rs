@@ -215,12 +215,10 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
                 ) {
                     Ok(r) => r,
                     Err(e) => {
-                        if let Some(collectives::Error::PeerStopped { rank: r, why }) =
+                        if let Some(stopped @ collectives::Error::PeerStopped { .. }) =
                             e.downcast_ref()
                         {
-                            eprintln!(
-                                "all-reduce-check[rank {rank}]: stopping too: rank {r} was {why}"
-                            );
+                            eprintln!("all-reduce-check[rank {rank}]: {stopped}");
                             return Err(cli_common::Interrupted.into());
                         }
                         if interrupt::requested() {

@@ -520,8 +520,8 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
             return Err(cli_common::Interrupted.into());
         }
         // Another rank was interrupted and left: this one stops as well, exit 130.
-        Ok(Err(train::Error::Collective(collectives::Error::PeerStopped { rank: r, why }))) => {
-            eprintln!("ddp-train[rank {rank}]: stopping too: rank {r} was {why}");
+        Ok(Err(train::Error::Collective(e @ collectives::Error::PeerStopped { .. }))) => {
+            eprintln!("ddp-train[rank {rank}]: {e}");
             return Err(cli_common::Interrupted.into());
         }
         // Signalled while waiting in a collective (or while a peer that stopped for the same
