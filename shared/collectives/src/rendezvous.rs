@@ -487,15 +487,15 @@ fn wire(
         match store.wait(&key_refs, slice) {
             Ok(()) => break,
             Err(Error::Timeout { missing, .. }) => {
+                let who = || {
+                    missing
+                        .iter()
+                        .map(|k| k.trim_start_matches("addr/"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
                 until.check(|| {
-                    format!(
-                        "waiting at the rendezvous ({method}) for rank(s) {}",
-                        missing
-                            .iter()
-                            .map(|k| k.trim_start_matches("addr/"))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )
+                    format!("waiting at the rendezvous ({method}) for rank(s) {}", who())
                 })?;
                 if store.check(&["rendezvous_failed"])? {
                     let why = store.get_now("rendezvous_failed")?;
@@ -507,11 +507,7 @@ fn wire(
                     let msg = format!(
                         "rank(s) {} of {world} never arrived at the rendezvous ({method}) within {:.0} s: were they \
                          launched, with the same address and port?",
-                        missing
-                            .iter()
-                            .map(|k| k.trim_start_matches("addr/"))
-                            .collect::<Vec<_>>()
-                            .join(", "),
+                        who(),
                         timeout.as_secs_f64()
                     );
                     let _ = store.set("rendezvous_failed", msg.as_bytes());
