@@ -1,0 +1,266 @@
+#!/usr/bin/env python3
+"""The decode conformance corpus (issue 19): small files of every mode x compression x layout
+Pillow can write, hand-made damaged and unusual variants, and Pillow 13's decoding of each as the
+reference that shared/imaging/tests/conformance.rs checks bit for bit.
+
+    .venv/bin/python scripts/make-conformance-corpus.py [OUT_DIR]   (default tests/fixtures/conformance)
+
+Writes OUT_DIR/files/<name>, OUT_DIR/expected.json and OUT_DIR/expected.rgb. For each file,
+expected.json holds what `Image.open(p).convert('RGB')` gave: {"mode", "width", "height",
+"offset"} (the RGB bytes are expected.rgb[offset : offset + 3*width*height]) or {"refused": the
+exception}. Deterministic: the same Pillow gives the same bytes. Needs Pillow 13.0.0 (the version
+the tool promises to match).
+"""
+import importlib.util
+import io
+import json
+import os
+import random
+import re
+import struct
+import sys
+import warnings
+import zlib
+
+import numpy as np
+import PIL
+from PIL import Image
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+_spec = importlib.util.spec_from_file_location("decode_corpus", os.path.join(ROOT, "fuzz/make-decode-corpus.py"))
+corpus = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(corpus)
+
+
+def save(im, fmt, **kw):
+    b = io.BytesIO()
+    im.save(b, fmt, **kw)
+    return b.getvalue()
+
+
+def segments(jpeg):
+    """(offset, marker, length incl. marker) of each marker segment before the first SOS."""
+    out, i = [], 2
+    while i < len(jpeg):
+        marker = jpeg[i + 1]
+        n = struct.unpack(">H", jpeg[i + 2:i + 4])[0]
+        out.append((i, marker, n + 2))
+        if marker == 0xDA:
+            break
+        i += n + 2
+    return out
+
+
+def at_marker(jpeg, marker):
+    return next(off for off, m, _ in segments(jpeg) if m == marker)
+
+
+def jpeg_cases(img):
+    """What real photo sets hold: warnings libjpeg decodes through, and damage Pillow refuses."""
+    base = save(img, "JPEG", quality=90)
+    prog = save(img, "JPEG", quality=90, progressive=True)
+    rst = save(img, "JPEG", quality=90, restart_marker_blocks=1)
+    sos = at_marker(base, 0xDA)
+    scan = sos + segments(base)[-1][2]  # first byte of entropy-coded data
+    out = {}
+    dqt = at_marker(base, 0xDB)
+    out["jpeg-extraneous-before-dqt"] = base[:dqt] + b"\x12\x34\x56" + base[dqt:]
+    out["jpeg-extraneous-before-sos"] = base[:sos] + b"\x00\x01" + base[sos:]
+    out["jpeg-junk-after-soi"] = base[:2] + b"junk!" + base[2:]
+    out["jpeg-fill-bytes"] = base[:dqt] + b"\xff\xff\xff" + base[dqt:]
+    icc = b"ICC_PROFILE\x00\x03\x02" + bytes(range(40))
+    out["jpeg-bad-icc"] = base[:2] + b"\xff\xe2" + struct.pack(">H", len(icc) + 2) + icc + base[2:]
+    app = b"Exif\x00\x00MM\x00\x2a\x00\x00\x00\x08\x00\x01\x01\x12\x00\x03\x00\x00\x00\x01\x00\x06\x00\x00"
+    out["jpeg-app1-short-length"] = base[:2] + b"\xff\xe1" + struct.pack(">H", len(app) - 4) + app + base[2:]
+    out["jpeg-app1-long-length"] = base[:2] + b"\xff\xe1" + struct.pack(">H", len(app) + 8) + app + base[2:]
+    out["jpeg-jfif-short"] = base[:2] + b"\xff\xe0\x00\x07JFIF\x00" + base[2:]
+    out["jpeg-adobe-short"] = base[:2] + b"\xff\xee\x00\x08Adobe\x00" + base[2:]
+    out["jpeg-no-eoi"] = base[:-2]
+    out["jpeg-trailing-junk"] = base + b"\x00garbage after EOI" * 3
+    out["jpeg-cut-in-scan"] = base[: (scan + len(base)) // 2]
+    out["jpeg-cut-last-bytes"] = base[:-12]
+    corrupt = bytearray(base)
+    for k in range(6):
+        i = scan + 40 + 29 * k
+        if corrupt[i] != 0xFF and corrupt[i - 1] != 0xFF:
+            corrupt[i] = (corrupt[i] ^ 0x5A) or 1
+            if corrupt[i] == 0xFF:
+                corrupt[i] = 0xFE
+    out["jpeg-corrupt-scan"] = bytes(corrupt)
+    out["jpeg-progressive-no-eoi"] = prog[:-2]
+    out["jpeg-progressive-cut"] = prog[: len(prog) * 3 // 4]
+    i = rst.find(b"\xff\xd1", at_marker(rst, 0xDA))
+    out["jpeg-restart-damaged"] = rst[:i] + b"\xff\xd5" + rst[i + 2:] if i > 0 else rst
+    out["jpeg-restart-missing"] = rst[:i] + rst[i + 2:] if i > 0 else rst
+    out["jpeg-no-marker"] = base[:dqt] + b"\xff\x02" + base[dqt:]
+    out["jpeg-two-sof"] = base[:sos] + base[at_marker(base, 0xC0):sos] + base[sos:]
+    grey = save(img.convert("L"), "JPEG", quality=80)
+    out["jpeg-grey-no-eoi"] = grey[:-2]
+    cmyk = save(img.convert("CMYK"), "JPEG", quality=80)
+    out["jpeg-cmyk-extraneous"] = cmyk[:at_marker(cmyk, 0xDB)] + b"\x07" + cmyk[at_marker(cmyk, 0xDB):]
+    return out
+
+
+def lzw_min(indices, bits):
+    """GIF LZW with a clear code before every code: valid, uncompressed-size data."""
+    clear, end = 1 << bits, (1 << bits) + 1
+    width = bits + 1
+    acc, nacc, out = 0, 0, bytearray()
+    codes = []
+    for v in indices:
+        codes += [clear, v]
+    codes.append(end)
+    for c in codes:
+        acc |= c << nacc
+        nacc += width
+        while nacc >= 8:
+            out.append(acc & 0xFF)
+            acc >>= 8
+            nacc -= 8
+    if nacc:
+        out.append(acc)
+    blocks = bytearray([bits])
+    for i in range(0, len(out), 255):
+        chunk = out[i:i + 255]
+        blocks += bytes([len(chunk)]) + chunk
+    return bytes(blocks + b"\x00")
+
+
+def gif_cases(img):
+    p = img.quantize(16)
+    out = {}
+    out["gif-transparency"] = save(p, "GIF", transparency=3)
+    out["gif-transparency-0"] = save(p, "GIF", transparency=0)
+    frames = [p, p.transpose(Image.Transpose.FLIP_LEFT_RIGHT)]
+    out["gif-disposal2-transparency"] = save(frames[0], "GIF", save_all=True, append_images=frames[1:], disposal=2,
+                                             transparency=5, duration=40)
+    out["gif-bg-index"] = save(p, "GIF", background=7)
+    w, h = 5, 4
+    idx = [(x + y) % 4 for y in range(h) for x in range(w)]
+    desc = b"," + struct.pack("<HHHHB", 0, 0, w, h, 0)
+    out["gif-no-colour-table"] = b"GIF89a" + struct.pack("<HHBBB", w, h, 0, 0, 0) + desc + lzw_min(idx, 2) + b";"
+    gct = bytes([0, 0, 0, 255, 0, 0, 0, 255, 0, 0, 0, 255])  # 3 colours padded to 4 below
+    out["gif-local-table-only"] = (b"GIF89a" + struct.pack("<HHBBB", w, h, 0, 0, 0) + b","
+                                   + struct.pack("<HHHHB", 0, 0, w, h, 0x81) + gct + b"\xff\xff\xff"
+                                   + lzw_min(idx, 2) + b";")
+    gce = b"!\xf9\x04\x01\x00\x00\x02\x00"  # transparency index 2
+    out["gif-no-colour-table-transparency"] = (b"GIF89a" + struct.pack("<HHBBB", w, h, 0, 0, 0) + gce + desc
+                                               + lzw_min(idx, 2) + b";")
+    small = b"," + struct.pack("<HHHHB", 1, 1, 3, 2, 0)
+    out["gif-frame-smaller-than-screen"] = (b"GIF89a" + struct.pack("<HHBBB", w, h, 0x81, 1, 0) + gct + b"\xff\xff\xff"
+                                            + small + lzw_min([1, 2, 3, 0, 1, 2], 2) + b";")
+    return out
+
+
+def bmp_file(info, pixels, palette=b"", top_down=False):
+    header_size = 14 + len(info) + len(palette)
+    return b"BM" + struct.pack("<IHHI", header_size + len(pixels), 0, 0, header_size) + info + palette + pixels
+
+
+def bmp_info(w, h, bpp, compression, size_image=0, colours=0, planes=1, header=40):
+    info = struct.pack("<IiiHHIIiiII", header, w, h, planes, bpp, compression, size_image, 2835, 2835, colours, 0)
+    return info + bytes(header - 40)
+
+
+def bmp_cases(img):
+    out = {}
+    w, h = 7, 5
+    pal8 = b"".join(bytes([(i * 37) % 256, (i * 91) % 256, (i * 13) % 256, 0]) for i in range(16))
+    # RLE8: runs, an absolute run, end-of-line before the row is full, a delta, end of bitmap early.
+    rle8 = (b"\x03\x01\x02\x02\x00\x02" b"\x00\x03\x05\x06\x07\x00"  # row 0: 3x1, 2x2, abs 5 6 7 (padded)
+            b"\x00\x00"  # end of row 0
+            b"\x02\x04\x00\x00"  # row 1: 2x4 then EOL (rest skipped)
+            b"\x00\x02\x02\x01"  # delta: 2 right, 1 up (row 2 skipped)
+            b"\x04\x09\x00\x01")  # 4x9 then end of bitmap (rows 3-4 partly skipped)
+    out["bmp-rle8-skips"] = bmp_file(bmp_info(w, h, 8, 1, len(rle8), 16), rle8, pal8)
+    rle4 = (b"\x05\x12\x00\x00" b"\x00\x03\x34\x50\x00\x00" b"\x00\x02\x01\x01" b"\x03\x67\x00\x01")
+    out["bmp-rle4-skips"] = bmp_file(bmp_info(w, h, 4, 2, len(rle4), 16), rle4, pal8)
+    out["bmp-rle8-top-down"] = bmp_file(bmp_info(w, -h, 8, 1, len(rle8), 16), rle8, pal8)
+    rows = b"".join(bytes((x * 3 + y) % 16 for x in range(w)) + b"\x00" for y in range(h))
+    out["bmp-8bit-planes-2"] = bmp_file(bmp_info(w, h, 8, 0, 0, 16, planes=2), rows, pal8)
+    out["bmp-os2-v2-header"] = bmp_file(bmp_info(w, h, 8, 0, 0, 16, header=64), rows, pal8)
+    px = np.asarray(img)[:h, :w].astype(np.uint16)
+    for name, (rm, gm, bm) in {"565": (0xF800, 0x07E0, 0x001F), "555": (0x7C00, 0x03E0, 0x001F)}.items():
+        rs, gs = (11, 5) if name == "565" else (10, 5)
+        gb = 6 if name == "565" else 5
+        v = ((px[..., 0] >> 3) << rs) | ((px[..., 1] >> (8 - gb)) << gs) | (px[..., 2] >> 3)
+        data = b"".join(v[y].astype("<u2").tobytes() + b"\x00\x00" for y in range(h - 1, -1, -1))
+        if name == "555":
+            out["bmp-16bit-555"] = bmp_file(bmp_info(w, h, 16, 0, len(data)), data)
+        masks = struct.pack("<III", rm, gm, bm)
+        out[f"bmp-16bit-{name}-bitfields"] = bmp_file(bmp_info(w, h, 16, 3, len(data)), data, masks)
+    return out
+
+
+def png_cases(img):
+    out = {}
+    g16 = np.asarray(img.convert("L"), dtype=np.uint16) * 257
+    raw = b"".join(b"\x00" + g16[y].astype(">u2").tobytes() for y in range(g16.shape[0]))
+
+    def chunk(t, d):
+        return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+
+    ihdr = struct.pack(">IIBBBBB", g16.shape[1], g16.shape[0], 16, 0, 0, 0, 0)
+    for name, trns in [("png-grey16-trns", int(g16[0, 0])), ("png-grey16-trns-absent-value", 1234)]:
+        out[name] = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"tRNS", struct.pack(">H", trns))
+                     + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+    return out
+
+
+def reference(data):
+    """Pillow's Image.open(p).convert('RGB') of the bytes, or the exception it raised."""
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            mode = im.mode
+            rgb = im.convert("RGB")
+            return {"mode": mode, "width": rgb.width, "height": rgb.height}, rgb.tobytes()
+    except Exception as e:  # noqa: BLE001 - any exception is a refusal
+        # Without the object's address, so that the file is the same on every run.
+        return {"refused": re.sub(r" <[^>]* at 0x[0-9a-f]+>", "", f"{type(e).__name__}: {e}")[:200]}, None
+
+
+def main():
+    if PIL.__version__ != "13.0.0":
+        sys.exit(f"Pillow {PIL.__version__}: the references must come from Pillow 13.0.0")
+    warnings.simplefilter("ignore")
+    out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "tests/fixtures/conformance")
+    img = corpus.base()
+    files = {}
+    for mode, im in corpus.modes(img).items():
+        for vname, saver in corpus.variants():
+            try:
+                files[f"{mode.replace(';', '_')}.{vname}"] = saver(im)
+            except (ValueError, OSError, KeyError, TypeError):
+                pass  # this format cannot hold this mode (or option)
+    files.update(corpus.animated(img))
+    files["planar-tiled.tif"] = corpus.planar_tiled_tiff(20, 20, 16)
+    files["planar-tiled-exact.tif"] = corpus.planar_tiled_tiff(32, 16, 16)
+    rng = random.Random(18)
+    for name, data in list(files.items()):
+        files.update(corpus.damaged(name, data, rng))
+    for cases in (jpeg_cases, gif_cases, bmp_cases, png_cases):
+        files.update(cases(img))
+    fdir = os.path.join(out_dir, "files")
+    os.makedirs(fdir, exist_ok=True)
+    for old in os.listdir(fdir):
+        os.remove(os.path.join(fdir, old))
+    expected, blob = {}, bytearray()
+    for name in sorted(files):
+        with open(os.path.join(fdir, name), "wb") as f:
+            f.write(files[name])
+        meta, rgb = reference(files[name])
+        if rgb is not None:
+            meta["offset"] = len(blob)
+            blob += rgb
+        expected[name] = meta
+    with open(os.path.join(out_dir, "expected.json"), "w") as f:
+        json.dump(expected, f, indent=0, sort_keys=True)
+        f.write("\n")
+    with open(os.path.join(out_dir, "expected.rgb"), "wb") as f:
+        f.write(blob)
+    decoded = sum("refused" not in m for m in expected.values())
+    print(f"{len(files)} files ({decoded} decoded by Pillow), {len(blob)} reference bytes")
+
+
+if __name__ == "__main__":
+    main()
