@@ -98,49 +98,18 @@ fn check_pixels(width: u64, height: u64, opts: &DecodeOptions) -> Result<()> {
 }
 
 fn decode_jpeg(bytes: &[u8], opts: &DecodeOptions) -> Result<(RgbImage, &'static str)> {
-    use turbojpeg::{Colorspace, Decompressor, Image, PixelFormat};
-    let err = |e: turbojpeg::Error| Error::Decode(format!("JPEG: {e}"));
-    let mut d = Decompressor::new().map_err(err)?;
-    let header = d.read_header(bytes).map_err(err)?;
-    check_pixels(header.width as u64, header.height as u64, opts)?;
-    let (w, h) = (header.width, header.height);
-    match header.colorspace {
-        Colorspace::CMYK | Colorspace::YCCK => {
-            let mut cmyk = vec![0u8; w * h * 4];
-            let out = Image {
-                pixels: &mut cmyk[..],
-                width: w,
-                pitch: w * 4,
-                height: h,
-                format: PixelFormat::CMYK,
-            };
-            d.decompress(bytes, out).map_err(err)?;
-            let mut rgb = Vec::with_capacity(w * h * 3);
-            for px in cmyk.chunks_exact(4) {
-                rgb.extend_from_slice(&cmyk_to_rgb(px));
-            }
-            Ok((
-                RgbImage::from_raw(w as u32, h as u32, rgb).expect("sized"),
-                "CMYK",
-            ))
-        }
-        cs => {
-            let mut rgb = vec![0u8; w * h * 3];
-            let out = Image {
-                pixels: &mut rgb[..],
-                width: w,
-                pitch: w * 3,
-                height: h,
-                format: PixelFormat::RGB,
-            };
-            d.decompress(bytes, out).map_err(err)?;
-            let mode = if cs == Colorspace::Gray { "L" } else { "RGB" };
-            Ok((
-                RgbImage::from_raw(w as u32, h as u32, rgb).expect("sized"),
-                mode,
-            ))
-        }
-    }
+    crate::jpeg::check_markers(bytes)?;
+    let (w, h, components, pixels) =
+        crate::jpeg::decode(bytes, |w, h| check_pixels(w as u64, h as u64, opts))?;
+    let (rgb, mode) = match components {
+        1 => (pixels.iter().flat_map(|&v| [v; 3]).collect(), "L"),
+        3 => (pixels, "RGB"),
+        _ => (
+            pixels.chunks_exact(4).flat_map(cmyk_to_rgb).collect(),
+            "CMYK",
+        ),
+    };
+    Ok((RgbImage::from_raw(w, h, rgb).expect("sized"), mode))
 }
 
 /// Pillow reads 4-component JPEGs as `CMYK;I` (Adobe's inverted convention, JpegImagePlugin) and

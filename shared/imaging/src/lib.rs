@@ -21,8 +21,12 @@
 //! assert_eq!(out.dimensions(), (16, 16));
 //! ```
 
+// The vendored libjpeg-turbo whose libjpeg API src/jpeg.c calls (nothing in Rust names it).
+extern crate turbojpeg_sys;
+
 mod decode;
 mod encode;
+mod jpeg;
 mod resample;
 
 pub use decode::{DecodeOptions, Decoded, Gray16, Orientation, decode_rgb, exif_transpose, sniff};

@@ -1,0 +1,257 @@
+//! JPEG as Pillow opens it: JpegImagePlugin's walk over the markers up to the first scan (what it
+//! refuses there, Pillow refuses before decoding), then libjpeg through src/jpeg.c, which follows
+//! Pillow's decoder: warnings are decoded through, running out of data is "truncated".
+
+use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
+
+use crate::{Error, Result};
+
+unsafe extern "C" {
+    fn shardkit_jpeg_decode(
+        data: *const u8,
+        size: usize,
+        out_buffer: unsafe extern "C" fn(*mut c_void, c_uint, c_uint, c_int) -> *mut u8,
+        ctx: *mut c_void,
+        message: *mut c_char,
+        message_size: usize,
+    ) -> c_int;
+}
+
+const OK: c_int = 0;
+const TRUNCATED: c_int = 2;
+const REJECTED: c_int = 3;
+
+fn syntax(what: &str) -> Error {
+    Error::Decode(format!("JPEG: {what}"))
+}
+
+/// The markers Pillow's JpegImagePlugin knows, by what it does with them.
+enum Handler {
+    /// A length and that many bytes (APPn, COM, DHT, DAC, SOS, DNL, DRI, EXP).
+    Skip,
+    App,
+    Sof,
+    Dqt,
+    /// A marker without a segment (SOI, EOI, RSTn, JPG, JPGn).
+    Bare,
+}
+
+fn handler(marker: u16) -> Option<Handler> {
+    Some(match marker {
+        0xFFC0..=0xFFC3 | 0xFFC5..=0xFFC7 | 0xFFC9..=0xFFCB | 0xFFCD..=0xFFCF | 0xFFDE => {
+            Handler::Sof
+        }
+        0xFFC4 | 0xFFCC | 0xFFDA | 0xFFDC | 0xFFDD | 0xFFDF | 0xFFFE => Handler::Skip,
+        0xFFC8 | 0xFFD0..=0xFFD9 | 0xFFF0..=0xFFFD => Handler::Bare,
+        0xFFDB => Handler::Dqt,
+        0xFFE0..=0xFFEF => Handler::App,
+        _ => return None,
+    })
+}
+
+/// A reader over the file with Python's `fp.read(n)` semantics (short at the end).
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn read(&mut self, n: usize) -> &'a [u8] {
+        let end = self.pos.saturating_add(n).min(self.bytes.len());
+        let s = &self.bytes[self.pos..end];
+        self.pos = end;
+        s
+    }
+
+    /// `i16(fp.read(2)) - 2` then `ImageFile._safe_read(fp, n)`.
+    fn segment(&mut self) -> Result<&'a [u8]> {
+        let len = self.read(2);
+        if len.len() < 2 {
+            return Err(syntax("segment length past the end of the file"));
+        }
+        let n = u16::from_be_bytes([len[0], len[1]]) as i64 - 2;
+        if n <= 0 {
+            return Ok(&[]);
+        }
+        let s = self.read(n as usize);
+        if s.len() < n as usize {
+            return Err(syntax("Truncated File Read"));
+        }
+        Ok(s)
+    }
+}
+
+fn be16(s: &[u8], at: usize) -> Result<u16> {
+    s.get(at..at + 2)
+        .map(|b| u16::from_be_bytes([b[0], b[1]]))
+        .ok_or_else(|| syntax("segment too short"))
+}
+
+/// JpegImagePlugin's `_open`: what Pillow checks before it decodes. Refuses what it refuses (no
+/// SOF or SOS, an unknown marker, a segment running past the end, sample precision other than 8,
+/// 2 or more than 4 components, short JFIF/Adobe/SOF/DQT segments).
+pub(crate) fn check_markers(bytes: &[u8]) -> Result<()> {
+    if !bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
+        return Err(syntax("not a JPEG file"));
+    }
+    let mut fp = Cursor { bytes, pos: 3 };
+    let mut s: Vec<u8> = vec![0xFF];
+    let mut size = None;
+    let mut icc: Vec<&[u8]> = Vec::new();
+    while !s.is_empty() {
+        if s[0] != 0xFF {
+            s = fp.read(1).to_vec(); // non-0xFF junk
+            continue;
+        }
+        s.extend_from_slice(fp.read(1));
+        if s.len() < 2 {
+            break;
+        }
+        let marker = u16::from_be_bytes([s[0], s[1]]);
+        match handler(marker) {
+            Some(h) => {
+                match h {
+                    Handler::Bare => {}
+                    Handler::Skip => {
+                        fp.segment()?;
+                    }
+                    Handler::App => app(marker, fp.segment()?, &mut icc)?,
+                    Handler::Sof => size = Some(sof(fp.segment()?, &mut icc)?),
+                    Handler::Dqt => dqt(fp.segment()?)?,
+                }
+                if marker == 0xFFDA {
+                    return match size {
+                        Some((w, h)) if w > 0 && h > 0 => Ok(()),
+                        _ => Err(syntax("not identified (no frame header before the scan)")),
+                    };
+                }
+                s = fp.read(1).to_vec();
+            }
+            None if marker == 0xFFFF => s = vec![0xFF], // fill bytes
+            None if marker == 0xFF00 => s = fp.read(1).to_vec(),
+            None => return Err(syntax("no marker found")),
+        }
+    }
+    Err(syntax("cannot load this image (no scan)"))
+}
+
+fn app<'a>(marker: u16, s: &'a [u8], icc: &mut Vec<&'a [u8]>) -> Result<()> {
+    if marker == 0xFFE0 && s.starts_with(b"JFIF") || marker == 0xFFEE && s.starts_with(b"Adobe") {
+        be16(s, 5)?; // the version
+    } else if marker == 0xFFE2 && s.starts_with(b"ICC_PROFILE\0") {
+        icc.push(s);
+    } else if marker == 0xFFED && s.starts_with(b"Photoshop 3.0\0") {
+        photoshop(s)?;
+    }
+    Ok(())
+}
+
+/// The resource walk of JpegImagePlugin's APP13 handler: a struct error ends it quietly, an index
+/// past the end (a name length byte missing) refuses the file.
+fn photoshop(s: &[u8]) -> Result<()> {
+    let mut offset = 14;
+    while s.get(offset..offset + 4) == Some(b"8BIM") {
+        offset += 4;
+        if be16(s, offset).is_err() {
+            return Ok(());
+        }
+        offset += 2;
+        let name_len = *s
+            .get(offset)
+            .ok_or_else(|| syntax("Photoshop resource without a name"))?;
+        offset += 1 + name_len as usize;
+        offset += offset & 1;
+        let Some(size) = s.get(offset..offset + 4) else {
+            return Ok(());
+        };
+        offset += 4 + u32::from_be_bytes(size.try_into().expect("4 bytes")) as usize;
+        offset += offset & 1;
+    }
+    Ok(())
+}
+
+fn sof(s: &[u8], icc: &mut Vec<&[u8]>) -> Result<(u16, u16)> {
+    let (h, w) = (be16(s, 1)?, be16(s, 3)?);
+    if s[0] != 8 {
+        return Err(syntax(&format!("cannot handle {}-bit layers", s[0])));
+    }
+    let layers = *s.get(5).ok_or_else(|| syntax("frame header too short"))?;
+    if ![1, 3, 4].contains(&layers) {
+        return Err(syntax(&format!("cannot handle {layers}-layer images")));
+    }
+    if !icc.is_empty() {
+        icc.sort();
+        if icc[0].len() < 14 {
+            return Err(syntax("ICC profile segment too short"));
+        }
+        icc.clear();
+    }
+    Ok((w, h))
+}
+
+fn dqt(mut s: &[u8]) -> Result<()> {
+    while !s.is_empty() {
+        let len = if s[0] / 16 == 0 { 65 } else { 129 };
+        if s.len() < len {
+            return Err(syntax("bad quantization table marker"));
+        }
+        s = &s[len..];
+    }
+    Ok(())
+}
+
+struct Output<'a> {
+    check: &'a mut dyn FnMut(u32, u32) -> Result<()>,
+    pixels: Vec<u8>,
+    size: (u32, u32, usize),
+    refused: Option<Error>,
+}
+
+unsafe extern "C" fn out_buffer(ctx: *mut c_void, w: c_uint, h: c_uint, comps: c_int) -> *mut u8 {
+    // SAFETY: ctx is the &mut Output that decode() passed, alive for the whole call.
+    let out = unsafe { &mut *(ctx as *mut Output) };
+    if let Err(e) = (out.check)(w, h) {
+        out.refused = Some(e);
+        return std::ptr::null_mut();
+    }
+    out.size = (w, h, comps as usize);
+    out.pixels = vec![0; w as usize * h as usize * comps as usize];
+    out.pixels.as_mut_ptr()
+}
+
+/// Decodes to (width, height, components, samples): grey, RGB, or CMYK as stored (Adobe
+/// inverted). `check(width, height)` runs before any pixel memory is taken.
+pub(crate) fn decode(
+    bytes: &[u8],
+    mut check: impl FnMut(u32, u32) -> Result<()>,
+) -> Result<(u32, u32, usize, Vec<u8>)> {
+    let mut out = Output {
+        check: &mut check,
+        pixels: Vec::new(),
+        size: (0, 0, 0),
+        refused: None,
+    };
+    let mut message = [0 as c_char; 200];
+    // SAFETY: bytes and message outlive the call; out_buffer gets &mut out back as ctx and
+    // returns a buffer of exactly w*h*comps bytes, which jpeg.c fills row by row.
+    let status = unsafe {
+        shardkit_jpeg_decode(
+            bytes.as_ptr(),
+            bytes.len(),
+            out_buffer,
+            &mut out as *mut Output as *mut c_void,
+            message.as_mut_ptr(),
+            message.len(),
+        )
+    };
+    match status {
+        OK => Ok((out.size.0, out.size.1, out.size.2, out.pixels)),
+        TRUNCATED => Err(syntax("image file is truncated")),
+        REJECTED => Err(out.refused.expect("set when rejected")),
+        _ => {
+            // SAFETY: jpeg.c writes a NUL-terminated string within the buffer.
+            let text = unsafe { CStr::from_ptr(message.as_ptr()) };
+            Err(syntax(&text.to_string_lossy()))
+        }
+    }
+}
