@@ -149,6 +149,12 @@ def gif_cases(img):
     small = b"," + struct.pack("<HHHHB", 1, 1, 3, 2, 0)
     out["gif-frame-smaller-than-screen"] = (b"GIF89a" + struct.pack("<HHBBB", w, h, 0x81, 1, 0) + gct + b"\xff\xff\xff"
                                             + small + lzw_min([1, 2, 3, 0, 1, 2], 2) + b";")
+    rng = np.random.default_rng(19)
+    noise = Image.fromarray(rng.integers(0, 256, (96, 128), dtype=np.uint8), "L").convert("P")
+    out["gif-noise-256-colours"] = save(noise, "GIF")  # code sizes up to 12 bits, table resets
+    out["gif-noise-interlaced"] = save(noise.crop((0, 0, 37, 11)), "GIF", interlace=True)
+    out["gif-ends-early"] = (b"GIF89a" + struct.pack("<HHBBB", w, h, 0x81, 1, 0) + gct + b"\xff\xff\xff" + desc
+                             + lzw_min(idx[:-3], 2) + b";")
     return out
 
 

@@ -71,6 +71,10 @@ pub fn decode_rgb(bytes: &[u8], opts: &DecodeOptions) -> Result<Decoded> {
     let orientation = read_orientation(bytes);
     let (rgb, source_mode) = if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
         decode_jpeg(bytes, opts)?
+    } else if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") {
+        let (w, h, rgb, mode) =
+            crate::gif::decode(bytes, |w, h| check_pixels(w as u64, h as u64, opts))?;
+        (RgbImage::from_raw(w, h, rgb).expect("sized"), mode)
     } else {
         decode_other(bytes, opts)?
     };

@@ -26,6 +26,7 @@ extern crate turbojpeg_sys;
 
 mod decode;
 mod encode;
+mod gif;
 mod jpeg;
 mod resample;
 

@@ -1,0 +1,299 @@
+//! The first frame of a GIF as Pillow 13 reads it (GifImagePlugin `_open`/`_seek(0)`/
+//! `load_prepare`, and the LZW decoder of libImaging/GifDecode.c), so that `convert('RGB')` gives
+//! the same pixels:
+//!
+//! - the canvas is the logical screen, grown to hold the frame if the frame reaches past it; where
+//!   the frame does not cover it, it holds the frame's transparency index, or 0 without one;
+//! - all of the frame's indices are written, the transparent one included (Pillow keeps frame 0 in
+//!   mode P and `convert('RGB')` looks every index up);
+//! - no palette, or one that is the grey ramp (entry i = (i, i, i)), makes the image `L`: the
+//!   index is the grey level; with a palette, indices past its end are black;
+//! - decoding stops as soon as the last row is full; data that ends before, a first code above
+//!   the clear code, or a code past the next free entry refuse the file, as in Pillow.
+
+use crate::{Error, Result};
+
+fn bad(what: &str) -> Error {
+    Error::Decode(format!("GIF: {what}"))
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    /// Python's `fp.read(n)`: short at the end.
+    fn read(&mut self, n: usize) -> &'a [u8] {
+        let end = self.pos.saturating_add(n).min(self.bytes.len());
+        let s = &self.bytes[self.pos..end];
+        self.pos = end;
+        s
+    }
+
+    /// GifImagePlugin's `data()`: one sub-block, None at its terminator or the end of the file.
+    fn data(&mut self) -> Option<&'a [u8]> {
+        match self.read(1) {
+            [n] if *n > 0 => Some(self.read(*n as usize)),
+            _ => None,
+        }
+    }
+}
+
+fn le16(s: &[u8], at: usize) -> Result<u16> {
+    s.get(at..at + 2)
+        .map(|b| u16::from_le_bytes([b[0], b[1]]))
+        .ok_or_else(|| bad("header too short"))
+}
+
+/// `_is_palette_needed`: None when the table is the grey ramp (Pillow then uses mode L).
+fn palette(p: &[u8]) -> Result<Option<&[u8]>> {
+    if p.len() % 3 != 0 {
+        return Err(bad("colour table cut short"));
+    }
+    let ramp = p
+        .chunks_exact(3)
+        .enumerate()
+        .all(|(i, c)| c.iter().all(|&v| v as usize == i));
+    Ok((!ramp).then_some(p))
+}
+
+/// The first frame: (width, height, RGB, Pillow's mode: `P`, or `L` without a palette).
+pub(crate) fn decode(
+    bytes: &[u8],
+    check: impl FnOnce(u32, u32) -> Result<()>,
+) -> Result<(u32, u32, Vec<u8>, &'static str)> {
+    let mut fp = Reader { bytes, pos: 0 };
+    let head = fp.read(13);
+    if !(head.starts_with(b"GIF87a") || head.starts_with(b"GIF89a")) {
+        return Err(bad("not a GIF file"));
+    }
+    let (mut width, mut height) = (le16(head, 6)? as u32, le16(head, 8)? as u32);
+    let flags = *head.get(10).ok_or_else(|| bad("header too short"))?;
+    let global = if flags & 128 != 0 {
+        palette(fp.read(3 << ((flags & 7) + 1)))?
+    } else {
+        None
+    };
+    match fp.read(1) {
+        [] | [b';'] => return Err(bad("no more images in GIF file")),
+        _ => fp.pos -= 1,
+    }
+    let mut transparency = None;
+    let frame = loop {
+        match fp.read(1) {
+            [] | [b';'] => return Err(bad("image not found in GIF frame")),
+            [b'!'] => {
+                let label = *fp
+                    .read(1)
+                    .first()
+                    .ok_or_else(|| bad("extension cut short"))?;
+                let mut block = fp.data();
+                if label == 249 {
+                    if let Some(b) = block {
+                        if b[0] & 1 != 0 {
+                            transparency = Some(*b.get(3).ok_or_else(|| bad("short extension"))?);
+                        }
+                        le16(b, 1)?; // the duration
+                    }
+                } else if label == 254 {
+                    while block.is_some() {
+                        block = fp.data();
+                    }
+                    continue;
+                } else if label == 255 && block.is_some_and(|b| b.starts_with(b"NETSCAPE2.0")) {
+                    fp.data();
+                }
+                while fp.data().is_some() {}
+            }
+            [b','] => {
+                let s = fp.read(9);
+                let (x0, y0) = (le16(s, 0)? as u32, le16(s, 2)? as u32);
+                let (x1, y1) = (x0 + le16(s, 4)? as u32, y0 + le16(s, 6)? as u32);
+                width = width.max(x1);
+                height = height.max(y1);
+                let flags = *s.get(8).ok_or_else(|| bad("image descriptor cut short"))?;
+                let local = if flags & 128 != 0 {
+                    Some(palette(fp.read(3 << ((flags & 7) + 1)))?)
+                } else {
+                    None
+                };
+                let bits = *fp.read(1).first().ok_or_else(|| bad("no image data"))?;
+                break (x0, y0, x1, y1, flags & 64 != 0, local, bits);
+            }
+            _ => {} // anything else between blocks is skipped
+        }
+    };
+    let (x0, y0, x1, y1, interlace, local, bits) = frame;
+    if width == 0 || height == 0 {
+        return Err(bad("not identified (empty screen)"));
+    }
+    check(width, height)?;
+    let table = local.unwrap_or(global);
+    let mut canvas = vec![transparency.unwrap_or(0); width as usize * height as usize];
+    Lzw::new(bits, interlace)?.decode(
+        &bytes[fp.pos..],
+        &mut canvas,
+        width as usize,
+        (x0 as usize, y0 as usize, x1 as usize, y1 as usize),
+    )?;
+    let (rgb, mode) = match table {
+        Some(p) => (
+            canvas
+                .iter()
+                .flat_map(|&i| match p.get(3 * i as usize..3 * i as usize + 3) {
+                    Some(c) => [c[0], c[1], c[2]],
+                    None => [0; 3],
+                })
+                .collect(),
+            "P",
+        ),
+        None => (canvas.iter().flat_map(|&i| [i; 3]).collect(), "L"),
+    };
+    Ok((width, height, rgb, mode))
+}
+
+const TABLE: usize = 4096;
+
+/// GifDecode.c's decoder state.
+struct Lzw {
+    clear: u16,
+    end: u16,
+    bits: u8,
+    /// 0: not interlaced; 1-3: the pass after the current one.
+    interlace: u8,
+    step: usize,
+    data: [u8; TABLE],
+    link: [u16; TABLE],
+}
+
+impl Lzw {
+    fn new(bits: u8, interlace: bool) -> Result<Self> {
+        if bits > 12 {
+            return Err(bad("codec configuration error (LZW code size over 12)"));
+        }
+        Ok(Self {
+            clear: 1 << bits,
+            end: (1 << bits) + 1,
+            bits,
+            interlace: interlace as u8,
+            step: if interlace { 8 } else { 1 },
+            data: [0; TABLE],
+            link: [0; TABLE],
+        })
+    }
+
+    /// Moves to the next row (NEWLINE); false when the image is complete.
+    fn newline(&mut self, y: &mut usize, ysize: usize) -> bool {
+        *y += self.step;
+        while *y >= ysize {
+            match self.interlace {
+                1 => (*y, self.interlace) = (4, 2),
+                2 => (self.step, *y, self.interlace) = (4, 2, 3),
+                3 => (self.step, *y, self.interlace) = (2, 1, 0),
+                _ => return false,
+            }
+        }
+        true
+    }
+
+    fn decode(
+        &mut self,
+        stream: &[u8],
+        canvas: &mut [u8],
+        width: usize,
+        (x0, y0, x1, y1): (usize, usize, usize, usize),
+    ) -> Result<()> {
+        let (xsize, ysize) = (x1 - x0, y1 - y0);
+        if xsize == 0 || ysize == 0 {
+            return Err(bad("tile cannot extend outside image (an empty frame)"));
+        }
+        let truncated = || bad("image file is truncated");
+        let broken = || bad("broken data stream when reading image file");
+        let (mut x, mut y) = (0usize, 0usize);
+        let mut pos = 0usize;
+        let mut block = 0usize;
+        let (mut bitbuffer, mut bitcount) = (0u32, 0u32);
+        let (mut next, mut codesize) = (self.clear + 2, self.bits as u32 + 1);
+        let mut first = true; // the first code after a clear
+        let (mut lastdata, mut lastcode) = (0u8, 0u16);
+        let mut string = Vec::with_capacity(TABLE);
+        loop {
+            while bitcount < codesize {
+                if block > 0 {
+                    bitbuffer |= (*stream.get(pos).ok_or_else(truncated)? as u32) << bitcount;
+                    pos += 1;
+                    block -= 1;
+                    bitcount += 8;
+                } else {
+                    // A new sub-block, decoded only when it is all there.
+                    let n = *stream.get(pos).ok_or_else(truncated)? as usize;
+                    if stream.len() < pos + 1 + n {
+                        return Err(truncated());
+                    }
+                    block = n;
+                    pos += 1;
+                }
+            }
+            let mut c = (bitbuffer & ((1 << codesize) - 1)) as u16;
+            bitbuffer >>= codesize;
+            bitcount -= codesize;
+            if c == self.clear {
+                if !first {
+                    (next, codesize, first) = (self.clear + 2, self.bits as u32 + 1, true);
+                }
+                continue;
+            }
+            if c == self.end {
+                // The data ended before the image: Pillow waits for more and finds none.
+                return Err(truncated());
+            }
+            string.clear();
+            if first {
+                if c > self.clear {
+                    return Err(broken());
+                }
+                (lastdata, lastcode, first) = (c as u8, c, false);
+                string.push(lastdata);
+            } else {
+                let this = c;
+                if c > next {
+                    return Err(broken());
+                }
+                if c == next {
+                    string.push(lastdata);
+                    c = lastcode;
+                }
+                while c >= self.clear {
+                    if string.len() >= TABLE || c as usize >= TABLE {
+                        return Err(broken());
+                    }
+                    string.push(self.data[c as usize]);
+                    c = self.link[c as usize];
+                }
+                lastdata = c as u8;
+                string.push(lastdata);
+                if (next as usize) < TABLE {
+                    self.data[next as usize] = lastdata;
+                    self.link[next as usize] = lastcode;
+                    if next as u32 == (1 << codesize) - 1 && codesize < 12 {
+                        codesize += 1;
+                    }
+                    next += 1;
+                }
+                lastcode = this;
+            }
+            // The string was built from its end.
+            for &v in string.iter().rev() {
+                canvas[(y0 + y) * width + x0 + x] = v;
+                x += 1;
+                if x >= xsize {
+                    x = 0;
+                    if !self.newline(&mut y, ysize) {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+}
