@@ -48,7 +48,7 @@ fn le16(s: &[u8], at: usize) -> Result<u16> {
 
 /// `_is_palette_needed`: None when the table is the grey ramp (Pillow then uses mode L).
 fn palette(p: &[u8]) -> Result<Option<&[u8]>> {
-    if p.len() % 3 != 0 {
+    if !p.len().is_multiple_of(3) {
         return Err(bad("colour table cut short"));
     }
     let ramp = p
