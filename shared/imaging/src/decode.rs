@@ -148,6 +148,10 @@ fn decode_other(bytes: &[u8], opts: &DecodeOptions) -> Result<(RgbImage, &'stati
     r.no_limits(); // the pixel limit above is the one that applies
     let img = r.decode().map_err(|e| Error::Decode(e.to_string()))?;
     let hi = |v: u16| (v >> 8) as u8;
+    let gray16 = |v: u16| match opts.gray16 {
+        Gray16::Clip => v.min(255) as u8,
+        Gray16::Scale => hi(v),
+    };
     let (w, h) = (img.width(), img.height());
     let from = |mode, f: &dyn Fn(u32, u32) -> [u8; 3]| {
         (RgbImage::from_fn(w, h, |x, y| image::Rgb(f(x, y))), mode)
@@ -160,13 +164,12 @@ fn decode_other(bytes: &[u8], opts: &DecodeOptions) -> Result<(RgbImage, &'stati
         }),
         DynamicImage::ImageLuma8(i) => from("L", &|x, y| [i.get_pixel(x, y).0[0]; 3]),
         DynamicImage::ImageLumaA8(i) => from("LA", &|x, y| [i.get_pixel(x, y).0[0]; 3]),
-        DynamicImage::ImageLuma16(i) => from("I;16", &|x, y| {
-            let v = i.get_pixel(x, y).0[0];
-            [match opts.gray16 {
-                Gray16::Clip => v.min(255) as u8,
-                Gray16::Scale => hi(v),
-            }; 3]
-        }),
+        DynamicImage::ImageLuma16(i) => from("I;16", &|x, y| [gray16(i.get_pixel(x, y).0[0]); 3]),
+        // 16-bit grey with a tRNS colour, which `image` expands to an alpha channel: Pillow opens
+        // it as I;16 (the transparent value in `info`), and convert('RGB') ignores that.
+        DynamicImage::ImageLumaA16(i) if png_grey16(bytes) => {
+            from("I;16", &|x, y| [gray16(i.get_pixel(x, y).0[0]); 3])
+        }
         DynamicImage::ImageLumaA16(i) => from("LA;16", &|x, y| [hi(i.get_pixel(x, y).0[0]); 3]),
         DynamicImage::ImageRgb16(i) => from("RGB;16", &|x, y| i.get_pixel(x, y).0.map(hi)),
         DynamicImage::ImageRgba16(i) => from("RGBA;16", &|x, y| {
@@ -180,6 +183,11 @@ fn decode_other(bytes: &[u8], opts: &DecodeOptions) -> Result<(RgbImage, &'stati
             )));
         }
     })
+}
+
+/// Whether `bytes` is a PNG of 16-bit greyscale without alpha (IHDR colour type 0, depth 16).
+fn png_grey16(bytes: &[u8]) -> bool {
+    bytes.starts_with(b"\x89PNG\r\n\x1a\n") && bytes.get(24..26) == Some(&[16, 0])
 }
 
 fn read_orientation(bytes: &[u8]) -> Orientation {
