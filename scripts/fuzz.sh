@@ -7,7 +7,8 @@
 # Needs `cargo install cargo-fuzz` and a nightly toolchain (`rustup toolchain install nightly`);
 # cmake for the vendored libjpeg-turbo comes from the project venv (scripts/env.sh); atheris is
 # pip-installed into the venv on first use.
-# Seeds: the Pillow reference inputs and fuzz/make-decode-corpus.py's files (images), a few
+# Seeds: the Pillow reference inputs, fuzz/make-decode-corpus.py's files and the conformance
+# corpus (images), a few
 # npz/npy written with numpy, and records.
 # Crashes land in fuzz/artifacts/<target>/; the summary line per target gives executions run.
 set -euo pipefail
@@ -22,8 +23,10 @@ targets=("$@")
 corpus=fuzz/corpus
 mkdir -p "$corpus"/{decode_crop_resize,npz_latent,input_line,convert_network_pkl} fuzz/artifacts/convert_network_pkl
 cp -n tests/fixtures/pillow/inputs/* "$corpus/decode_crop_resize/" 2>/dev/null || true
-# Every mode and compression Pillow writes, a planar tiled TIFF, and damaged variants of each.
+# Every mode and compression Pillow writes, a planar tiled TIFF, and damaged variants of each;
+# and the conformance corpus (issue 19: hand-made JPEG warnings, GIF/BMP/PNG oddities).
 .venv/bin/python fuzz/make-decode-corpus.py "$corpus/decode_crop_resize" 2>/dev/null >/dev/null
+for f in tests/fixtures/conformance/files/*; do cp -n "$f" "$corpus/decode_crop_resize/conf-$(basename "$f")"; done
 .venv/bin/python - "$corpus/npz_latent" <<'PY'
 import io, os, sys, numpy as np
 d = sys.argv[1]
