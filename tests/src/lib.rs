@@ -188,7 +188,7 @@ pub fn projection_job(dir: &Path, n: usize) -> (PathBuf, Vec<PathBuf>) {
 }
 
 /// A tiled RGB TIFF with separate planes (PlanarConfiguration=2), 8 bits, uncompressed, whose
-/// tiles overhang the image: Pillow reads it; the tiff crate (0.11.3) asserts on it.
+/// tiles overhang the image: Pillow reads it; the tiff crate (0.11.3) asserted on it.
 pub fn planar_tiled_tiff(w: u16, h: u16, tile: u16) -> Vec<u8> {
     let (tx, ty) = (w.div_ceil(tile) as u32, h.div_ceil(tile) as u32);
     let tiles = tx * ty * 3;

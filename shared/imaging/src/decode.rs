@@ -75,6 +75,20 @@ pub fn decode_rgb(bytes: &[u8], opts: &DecodeOptions) -> Result<Decoded> {
         let (w, h, rgb, mode) =
             crate::gif::decode(bytes, |w, h| check_pixels(w as u64, h as u64, opts))?;
         (RgbImage::from_raw(w, h, rgb).expect("sized"), mode)
+    } else if bytes.starts_with(b"II*\0")
+        || bytes.starts_with(b"MM\0*")
+        || bytes.starts_with(b"II+\0")
+        || bytes.starts_with(b"MM\0+")
+    {
+        let (w, h, rgb, mode) =
+            crate::tiff::decode(bytes, |w, h| check_pixels(w as u64, h as u64, opts))?;
+        // Pillow's TIFF loader applies the orientation itself: nothing is left to apply.
+        let rgb = RgbImage::from_raw(w, h, rgb).expect("sized");
+        return Ok(Decoded {
+            rgb,
+            source_mode: mode,
+            orientation: Orientation(1),
+        });
     } else {
         decode_other(bytes, opts)?
     };
@@ -120,7 +134,12 @@ fn decode_jpeg(bytes: &[u8], opts: &DecodeOptions) -> Result<(RgbImage, &'static
 /// converts with `cmyk2rgb` (libImaging/Convert.c): `nk = 255 - k; c' = nk - c·nk/255`, where
 /// `c, k` are the inverted file values.
 fn cmyk_to_rgb(raw: &[u8]) -> [u8; 3] {
-    let [c, m, y, k] = [255 - raw[0], 255 - raw[1], 255 - raw[2], 255 - raw[3]];
+    cmyk2rgb([255 - raw[0], 255 - raw[1], 255 - raw[2], 255 - raw[3]])
+}
+
+/// libImaging/Convert.c `cmyk2rgb`: `nk = 255 - k; c' = nk - c·nk/255` (rounded as Pillow's
+/// MULDIV255), clipped.
+pub(crate) fn cmyk2rgb([c, m, y, k]: [u8; 4]) -> [u8; 3] {
     let nk = 255 - k as i32;
     let muldiv255 = |a: i32, b: i32| {
         let t = a * b + 128;

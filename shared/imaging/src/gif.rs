@@ -297,3 +297,65 @@ impl Lzw {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 3x2 GIF with the given global table (flags bits) and LZW data of 2-bit codes, each
+    /// literal after a clear code.
+    fn gif(table: &[u8], indices: &[u8], gce: &[u8]) -> Vec<u8> {
+        let mut b = b"GIF89a".to_vec();
+        let flags = if table.is_empty() { 0 } else { 0x81 };
+        b.extend_from_slice(&[3, 0, 2, 0, flags, 0, 0]);
+        b.extend_from_slice(table);
+        b.extend_from_slice(gce);
+        b.extend_from_slice(&[b',', 0, 0, 0, 0, 3, 0, 2, 0, 0, 2]);
+        let (mut acc, mut n, mut out) = (0u32, 0, Vec::new());
+        for &v in indices
+            .iter()
+            .flat_map(|v| [4u8, *v])
+            .chain([5])
+            .collect::<Vec<_>>()
+            .iter()
+        {
+            acc |= (v as u32) << n;
+            n += 3;
+            while n >= 8 {
+                out.push(acc as u8);
+                acc >>= 8;
+                n -= 8;
+            }
+        }
+        if n > 0 {
+            out.push(acc as u8);
+        }
+        b.push(out.len() as u8);
+        b.extend_from_slice(&out);
+        b.extend_from_slice(&[0, b';']);
+        b
+    }
+
+    #[test]
+    fn palette_lookup_ramp_and_transparency_follow_pillow() {
+        let table = [9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0, 0];
+        let (w, h, rgb, mode) =
+            decode(&gif(&table, &[0, 1, 2, 3, 3, 0], &[]), |_, _| Ok(())).unwrap();
+        assert_eq!((w, h, mode), (3, 2, "P"));
+        assert_eq!(&rgb[..9], &[9, 8, 7, 6, 5, 4, 3, 2, 1]);
+        // The grey ramp is no palette: mode L, the index is the level.
+        let ramp = [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3];
+        let (.., rgb, mode) = decode(&gif(&ramp, &[3, 1, 2, 0, 0, 0], &[]), |_, _| Ok(())).unwrap();
+        assert_eq!((mode, &rgb[..6]), ("L", &[3, 3, 3, 1, 1, 1][..]));
+        // The transparent index is looked up like any other.
+        let gce = [b'!', 0xF9, 4, 1, 0, 0, 2, 0];
+        let (.., rgb, _) = decode(&gif(&table, &[2, 2, 2, 2, 2, 2], &gce), |_, _| Ok(())).unwrap();
+        assert_eq!(&rgb[..3], &[3, 2, 1]);
+    }
+
+    #[test]
+    fn data_ending_before_the_image_is_truncated() {
+        let e = decode(&gif(&[], &[1, 2, 3], &[]), |_, _| Ok(())).unwrap_err();
+        assert!(e.to_string().contains("truncated"), "{e}");
+    }
+}

@@ -255,3 +255,46 @@ pub(crate) fn decode(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// SOI, one segment, SOF with the given precision and component count, SOS.
+    fn jpeg(segment: &[u8], bits: u8, layers: u8) -> Vec<u8> {
+        let mut b = vec![0xFF, 0xD8];
+        b.extend_from_slice(segment);
+        let mut sof = vec![0xFF, 0xC0, 0, 8 + 3 * layers, bits, 0, 4, 0, 4, layers];
+        sof.extend((0..layers).flat_map(|i| [i + 1, 0x11, 0]));
+        b.extend_from_slice(&sof);
+        b.extend_from_slice(&[0xFF, 0xDA, 0, 2]);
+        b
+    }
+
+    #[test]
+    fn marker_walk_refuses_what_jpeg_image_plugin_refuses() {
+        assert!(check_markers(&jpeg(&[], 8, 3)).is_ok());
+        // Junk after a segment is skipped (junk right after SOI is no JPEG to Pillow's _accept).
+        assert!(check_markers(&jpeg(&[0xFF, 0xFE, 0, 2, 0x12, 0x34], 8, 1)).is_ok());
+        assert!(check_markers(&jpeg(&[0x12, 0x34], 8, 1)).is_err());
+        assert!(check_markers(&jpeg(&[0xFF, 0xFF, 0xFF], 8, 4)).is_ok()); // fill bytes
+        let err = |b: Vec<u8>| check_markers(&b).unwrap_err().to_string();
+        assert!(err(jpeg(&[], 12, 3)).contains("12-bit"));
+        assert!(err(jpeg(&[], 8, 2)).contains("2-layer"));
+        assert!(err(jpeg(&[0xFF, 0x02], 8, 3)).contains("no marker"));
+        // JFIF with no version, a DQT shorter than its table, a segment past the end.
+        assert!(err(jpeg(b"\xFF\xE0\x00\x07JFIF\x00", 8, 3)).contains("too short"));
+        assert!(err(jpeg(&[0xFF, 0xDB, 0, 4, 0, 1], 8, 3)).contains("quantization"));
+        assert!(err(vec![0xFF, 0xD8, 0xFF, 0xE1, 0, 40, 1]).contains("Truncated"));
+        assert!(err(vec![0xFF, 0xD8, 0xFF, 0xD9]).contains("no scan"));
+    }
+
+    #[test]
+    fn photoshop_walk_refuses_only_a_missing_name_length() {
+        let mut s = b"Photoshop 3.0\0".to_vec();
+        s.extend_from_slice(b"8BIM\x04\x04\x00\x00\x00\x00\x00\x02ab");
+        assert!(photoshop(&s).is_ok());
+        assert!(photoshop(&[&s[..], b"8BIM\x04"].concat()).is_ok()); // struct error: quiet
+        assert!(photoshop(&[&s[..], b"8BIM\x04\x04"].concat()).is_err()); // IndexError
+    }
+}

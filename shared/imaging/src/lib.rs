@@ -29,6 +29,7 @@ mod encode;
 mod gif;
 mod jpeg;
 mod resample;
+mod tiff;
 
 pub use decode::{DecodeOptions, Decoded, Gray16, Orientation, decode_rgb, exif_transpose, sniff};
 pub use encode::write_png;

@@ -338,18 +338,16 @@ fn inputs_listed_twice_and_inputs_sharing_an_output() {
     assert_eq!(skipped, [true; 4], "{recs:?}");
 }
 
-/// A decoder panic on one input (the planar tiled TIFF the tiff crate asserts on) is that input's
-/// error record, the others are projected, and the panic stays off stderr (it printed the
-/// panic's message, and with RUST_BACKTRACE a backtrace, per input before).
+/// The planar tiled TIFF that made the tiff crate assert (an error record from the caught panic
+/// before) is read through libtiff now, as Pillow reads it, and projected.
 #[test]
-fn a_panicking_decoder_is_an_error_record_with_nothing_on_stderr() {
+fn a_planar_tiled_tiff_is_projected_like_any_image() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     setup(d);
     std::fs::write(d.join("planar.tif"), testkit::planar_tiled_tiff(20, 20, 16)).unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_project-one-gpu"))
         .current_dir(d)
-        .env("RUST_BACKTRACE", "1")
         .args(["--device", "cpu", "--vgg", "vgg.safetensors"])
         .args(["--w-avg-samples", "500", "--steps", "2", "--network"])
         .arg(network())
@@ -361,17 +359,8 @@ fn a_panicking_decoder_is_an_error_record_with_nothing_on_stderr() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(o.status.code(), Some(3), "{stderr}");
-    assert_eq!(recs[0]["type"], "error");
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    assert_eq!(recs[0]["type"], "latent", "{}", recs[0]);
     assert_eq!(recs[0]["input"], "planar.tif");
-    assert!(
-        recs[0]["message"]
-            .as_str()
-            .unwrap()
-            .starts_with("internal error"),
-        "{}",
-        recs[0]
-    );
     assert_eq!(recs[1]["type"], "latent");
-    assert!(!stderr.contains("panicked"), "{stderr}");
 }

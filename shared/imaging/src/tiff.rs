@@ -1,0 +1,841 @@
+//! TIFF as Pillow 13 reads it: the mode and raw mode chosen from the tags exactly as
+//! TiffImagePlugin `_setup` chooses them (its `OPEN_INFO` table), the samples read through libtiff
+//! the way libImaging/TiffDecode.c reads them (src/tiff.c), unpacked with Pillow's unpackers
+//! (libImaging/Unpack.c) and converted with `convert('RGB')`'s rules:
+//!
+//! - compressed files go through libtiff: samples in native byte order, fill order undone, YCbCr
+//!   upsampled to RGB by libtiff (or by libjpeg for JPEG-compressed contiguous files);
+//! - uncompressed files go through Pillow's own raw decoder: rows read from the file at each
+//!   strip's or tile's offset (libtiff only says where), whatever the byte counts say; a YCbCr file
+//!   is read as stored (no subsampling) and converted with Pillow's YCbCr tables;
+//! - the Orientation tag is applied after loading (TiffImageFile.load_end calls
+//!   `ImageOps.exif_transpose`), so the image comes out upright and carries no orientation;
+//! - Pillow's own quirks are kept: a big-endian signed or float file that libtiff decompresses is
+//!   unpacked as big-endian although libtiff gave native order (`I;16BS`, `I;32BS`, `F;32BF` keep
+//!   their raw mode on that path), and `La` and `LAB` images are refused at `convert('RGB')`.
+
+use std::ffi::{CStr, c_char, c_int, c_uint};
+
+use crate::{Error, Result};
+
+fn bad(what: impl std::fmt::Display) -> Error {
+    Error::Decode(format!("TIFF: {what}"))
+}
+
+#[repr(C)]
+struct Handle {
+    _private: [u8; 0],
+}
+
+unsafe extern "C" {
+    fn shardkit_tiff_open(data: *const u8, size: usize) -> *mut Handle;
+    fn shardkit_tiff_message(t: *const Handle) -> *const c_char;
+    fn shardkit_tiff_close(t: *mut Handle);
+    fn shardkit_tiff_read_rgba(t: *mut Handle, width: u32, height: u32, out: *mut u32) -> c_int;
+    fn shardkit_tiff_read(
+        t: *mut Handle,
+        width: u32,
+        height: u32,
+        planes: c_int,
+        bits: c_uint,
+        jpeg_rgb: c_int,
+        out: *mut u8,
+        row_bytes: usize,
+    ) -> c_int;
+}
+
+/// An open file; closed on drop.
+struct Tiff(*mut Handle);
+
+impl Drop for Tiff {
+    fn drop(&mut self) {
+        // SAFETY: the handle came from shardkit_tiff_open and is closed once.
+        unsafe { shardkit_tiff_close(self.0) }
+    }
+}
+
+impl Tiff {
+    fn error(&self, what: &str) -> Error {
+        // SAFETY: the handle is alive; the message is a NUL-terminated buffer inside it.
+        let text = unsafe { CStr::from_ptr(shardkit_tiff_message(self.0)) };
+        match text.to_string_lossy() {
+            t if t.is_empty() => bad(what),
+            t => bad(format!("{what}: {t}")),
+        }
+    }
+}
+
+const II: bool = false;
+
+/// The first image file directory as TiffImagePlugin's ImageFileDirectory_v2 loads it: entries of
+/// a type it does not know, whose data lies past the file (or past the file's size in total), or
+/// that repeat a tag are skipped; a directory cut short keeps the entries read before the cut.
+/// Integer values only (the tags that choose the layout are integers); others are `None`.
+#[derive(Debug, Default)]
+struct Ifd {
+    big_endian: bool,
+    tags: std::collections::BTreeMap<u16, Option<Vec<i64>>>,
+}
+
+impl Ifd {
+    fn read(bytes: &[u8]) -> Result<Self> {
+        let big_endian = bytes.starts_with(b"MM");
+        let bigtiff = bytes.get(2) == Some(&43);
+        let int = |at: usize, n: usize| -> Option<u64> {
+            let b = bytes.get(at..at.checked_add(n)?)?;
+            Some(b.iter().enumerate().fold(0u64, |acc, (i, &v)| {
+                let shift = if big_endian { 8 * (n - 1 - i) } else { 8 * i };
+                acc | (v as u64) << shift
+            }))
+        };
+        let first = if bigtiff { int(8, 8) } else { int(4, 4) }
+            .ok_or_else(|| bad("cannot identify image file (short header)"))?;
+        if first == 0 {
+            return Err(bad("no more images in TIFF file"));
+        }
+        if first >= 1 << 63 {
+            return Err(bad("Unable to seek to frame"));
+        }
+        let mut ifd = Ifd {
+            big_endian,
+            ..Ifd::default()
+        };
+        let (count_size, entry_size, inline) = if bigtiff { (8, 20, 8) } else { (2, 12, 4) };
+        let limit = bytes.len() as u64;
+        let Some(count) = int(first as usize, count_size) else {
+            return Ok(ifd); // "Corrupt EXIF data": a warning, no tags
+        };
+        let mut total = 0u64;
+        for i in 0..count {
+            let at = (first as usize).saturating_add(count_size + i as usize * entry_size);
+            let (Some(tag), Some(typ), Some(n)) = (
+                int(at, 2),
+                int(at + 2, 2),
+                int(at + 4, if bigtiff { 8 } else { 4 }),
+            ) else {
+                break;
+            };
+            let value_at = at + if bigtiff { 12 } else { 8 };
+            if bytes.len() < value_at + inline {
+                break;
+            }
+            let tag = tag as u16;
+            if ifd.tags.contains_key(&tag) {
+                continue;
+            }
+            // _load_dispatch: BYTE ASCII SHORT LONG RATIONAL SBYTE UNDEFINED SSHORT SLONG
+            // SRATIONAL FLOAT DOUBLE IFD LONG8.
+            let (unit, signed, integer) = match typ {
+                3 => (2, false, true),
+                4 | 13 => (4, false, true),
+                16 => (8, false, true),
+                6 => (1, true, true),
+                8 => (2, true, true),
+                9 => (4, true, true),
+                1 | 2 | 7 => (1, false, false),
+                11 => (4, false, false),
+                5 | 10 | 12 => (8, false, false),
+                _ => continue,
+            };
+            let Some(size) = n.checked_mul(unit) else {
+                continue;
+            };
+            let data_at = if size > inline as u64 {
+                let offset = int(value_at, inline).expect("checked above");
+                if offset >= 1 << 63 {
+                    continue;
+                }
+                total = total.saturating_add(size);
+                if total > limit {
+                    continue; // "Tag data larger than file"
+                }
+                offset
+            } else {
+                value_at as u64
+            };
+            let Some(data) = bytes.get(data_at as usize..(data_at + size) as usize) else {
+                continue; // "Possibly corrupt EXIF data"
+            };
+            if data.is_empty() {
+                continue;
+            }
+            let values = integer.then(|| {
+                data.chunks_exact(unit as usize)
+                    .map(|c| {
+                        let v = c.iter().enumerate().fold(0u64, |acc, (i, &v)| {
+                            let k = c.len();
+                            acc | (v as u64) << if big_endian { 8 * (k - 1 - i) } else { 8 * i }
+                        });
+                        match (signed, unit) {
+                            (true, 1) => v as i8 as i64,
+                            (true, 2) => v as i16 as i64,
+                            (true, _) => v as i32 as i64,
+                            _ => v as i64,
+                        }
+                    })
+                    .collect()
+            });
+            ifd.tags.insert(tag, values);
+        }
+        Ok(ifd)
+    }
+
+    /// A tuple-valued tag (BitsPerSample, StripOffsets...); `Err` when it holds no integers.
+    fn tuple(&self, tag: u16) -> Option<std::result::Result<&[i64], ()>> {
+        self.tags.get(&tag).map(|v| v.as_deref().ok_or(()))
+    }
+
+    /// A single-valued tag (Compression, ImageWidth...): the first value, as Pillow keeps it.
+    fn single(&self, tag: u16) -> Option<std::result::Result<i64, ()>> {
+        self.tuple(tag).map(|v| v.map(|v| v[0]))
+    }
+
+    fn get(&self, tag: u16, default: i64) -> i64 {
+        match self.single(tag) {
+            Some(Ok(v)) => v,
+            Some(Err(())) => -1,
+            None => default,
+        }
+    }
+}
+
+/// TiffImagePlugin's OPEN_INFO: (big-endian, photometric, sample format, bits per sample,
+/// extra samples) with fill order 1 → (mode, raw mode). Fill order 2 has the same entries on the
+/// libtiff path (libtiff reverses the bits), and the raw path is read through libtiff here too.
+fn open_info(
+    big: bool,
+    photo: u16,
+    format: &[u16],
+    bps: &[u16],
+    extra: &[u16],
+) -> Option<(&'static str, &'static str)> {
+    let one = |b: u16| bps == [b];
+    let n8 = |n: usize| bps.len() == n && bps.iter().all(|&b| b == 8);
+    let n16 = |n: usize| bps.len() == n && bps.iter().all(|&b| b == 16);
+    Some(match (photo, format, extra) {
+        (0 | 1, [1], []) if one(1) => ("1", if photo == 0 { "1;I" } else { "1" }),
+        (0 | 1, [1], []) if one(2) => ("L", if photo == 0 { "L;2I" } else { "L;2" }),
+        (0 | 1, [1], []) if one(4) => ("L", if photo == 0 { "L;4I" } else { "L;4" }),
+        (0 | 1, [1], []) if one(8) => ("L", if photo == 0 { "L;I" } else { "L" }),
+        (1, [2], []) if one(8) => ("L", "L"),
+        (1, [1], []) if one(12) && big == II => ("I;16", "I;12"),
+        (0, [1], []) if one(16) && big == II => ("I;16", "I;16"),
+        (1, [1], []) if one(16) => {
+            if big {
+                ("I;16B", "I;16B")
+            } else {
+                ("I;16", "I;16")
+            }
+        }
+        (1, [2], []) if one(16) => ("I", if big { "I;16BS" } else { "I;16S" }),
+        (0 | 1, [3], []) if one(32) => ("F", if big { "F;32BF" } else { "F;32F" }),
+        (1, [1], []) if one(32) && big == II => ("I", "I;32N"),
+        (1, [2], []) if one(32) => ("I", if big { "I;32BS" } else { "I;32S" }),
+        (1, [1], [0]) if n8(2) => ("L", "LX"),
+        (1, [1], [1]) if n8(2) => ("La", "La"),
+        (1, [1], [2]) if n8(2) => ("LA", "LA"),
+        (2, [1], []) if n8(3) => ("RGB", "RGB"),
+        (2, [1], []) if n8(4) => ("RGBA", "RGBA"),
+        (2, [1], [0]) if n8(4) => ("RGB", "RGBX"),
+        (2, [1], [0, 0]) if n8(5) => ("RGB", "RGBXX"),
+        (2, [1], [0, 0, 0]) if n8(6) => ("RGB", "RGBXXX"),
+        (2, [1], [1]) if n8(4) => ("RGBA", "RGBa"),
+        (2, [1], [1, 0]) if n8(5) => ("RGBA", "RGBaX"),
+        (2, [1], [1, 0, 0]) if n8(6) => ("RGBA", "RGBaXX"),
+        (2, [1], [2] | [999]) if n8(4) => ("RGBA", "RGBA"),
+        (2, [1], [2, 0]) if n8(5) => ("RGBA", "RGBAX"),
+        (2, [1], [2, 0, 0]) if n8(6) => ("RGBA", "RGBAXX"),
+        (2, [1], []) if n16(3) => ("RGB", if big { "RGB;16B" } else { "RGB;16L" }),
+        (2, [1], [] | [2]) if n16(4) => ("RGBA", if big { "RGBA;16B" } else { "RGBA;16L" }),
+        (2, [1], [0]) if n16(4) => ("RGB", if big { "RGBX;16B" } else { "RGBX;16L" }),
+        (2, [1], [1]) if n16(4) => ("RGBA", if big { "RGBa;16B" } else { "RGBa;16L" }),
+        (3, [1], []) if one(1) => ("P", "P;1"),
+        (3, [1], []) if one(2) => ("P", "P;2"),
+        (3, [1], []) if one(4) => ("P", "P;4"),
+        (3, [1], []) if one(8) => ("P", "P"),
+        (3, [1], [0]) if n8(2) => ("P", "PX"),
+        (3, [1], [2]) if n8(2) => ("PA", "PA"),
+        (5, [1], []) if n8(4) => ("CMYK", "CMYK"),
+        (5, [1], [0]) if n8(5) => ("CMYK", "CMYKX"),
+        (5, [1], [0, 0]) if n8(6) => ("CMYK", "CMYKXX"),
+        (5, [1], []) if n16(4) => ("CMYK", if big { "CMYK;16B" } else { "CMYK;16L" }),
+        (6, [1], []) if one(8) => ("L", "L"),
+        (6, [1], []) if n8(3) => ("YCbCr", "YCbCr"),
+        (8, [1], []) if n8(3) => ("LAB", "LAB"),
+        _ => return None,
+    })
+}
+
+/// Bits per pixel of a raw mode (Pillow's unpacker table), for its row size.
+fn raw_bits(raw: &str) -> u32 {
+    match raw {
+        "1" | "1;I" | "P;1" => 1,
+        "L;2" | "L;2I" | "P;2" => 2,
+        "L;4" | "L;4I" | "P;4" => 4,
+        "L" | "L;I" | "P" => 8,
+        "I;12" => 12,
+        "I;16" | "I;16N" | "I;16B" | "I;16S" | "I;16BS" | "LX" | "La" | "LA" | "PX" | "PA" => 16,
+        "RGB" | "YCbCr" | "LAB" => 24,
+        "RGBXX" | "RGBaX" | "RGBAX" | "CMYKX" => 40,
+        "RGBXXX" | "RGBaXX" | "RGBAXX" | "CMYKXX" | "RGB;16L" | "RGB;16B" | "RGB;16N" => 48,
+        r if r.contains(";16") => 64,
+        _ => 32, // RGBX, RGBa, RGBA, CMYK, I;32*, F;32*
+    }
+}
+
+/// One pixel in Pillow's storage for the mode: 8-bit modes in `v[0]`, multi-band modes in
+/// `v[0..4]`, 32-bit modes as `i`/`f`.
+#[derive(Clone, Copy, Default)]
+struct Px {
+    v: [u8; 4],
+    i: i32,
+    f: f32,
+}
+
+/// Pillow's unpacker for `raw` (Unpack.c), pixel `x` of a row.
+fn unpack(raw: &str, row: &[u8], x: usize) -> Px {
+    let mut p = Px::default();
+    let bit = |bits: usize| {
+        let at = x * bits;
+        (row[at / 8] >> (8 - bits - at % 8)) & ((1 << bits) - 1)
+    };
+    let u16_at = |i: usize, big: bool| {
+        let b = [row[i], row[i + 1]];
+        if big {
+            u16::from_be_bytes(b)
+        } else {
+            u16::from_le_bytes(b)
+        }
+    };
+    let u32_at = |i: usize, big: bool| {
+        let b = [row[i], row[i + 1], row[i + 2], row[i + 3]];
+        if big {
+            u32::from_be_bytes(b)
+        } else {
+            u32::from_le_bytes(b)
+        }
+    };
+    // RGBa: unpremultiplied with integer division, clipped (unpackRGBa).
+    let unpremultiply = |c: [u8; 4]| -> [u8; 4] {
+        match c[3] as u32 {
+            0 => [0; 4],
+            255 => c,
+            a => {
+                let u = |v: u8| (v as u32 * 255 / a).min(255) as u8;
+                [u(c[0]), u(c[1]), u(c[2]), c[3]]
+            }
+        }
+    };
+    let stride = |n: usize, take: usize| {
+        let mut v = [0u8; 4];
+        v[..take].copy_from_slice(&row[x * n..x * n + take]);
+        v
+    };
+    let hi16 = |n: usize, big: bool| {
+        let mut v = [0u8; 4];
+        for (c, slot) in v.iter_mut().enumerate().take(n.min(4)) {
+            *slot = (u16_at(x * n * 2 + c * 2, big) >> 8) as u8;
+        }
+        v
+    };
+    match raw {
+        "1" => p.v[0] = if bit(1) == 1 { 255 } else { 0 },
+        "1;I" => p.v[0] = if bit(1) == 1 { 0 } else { 255 },
+        "L;2" => p.v[0] = bit(2) * 0x55,
+        "L;2I" => p.v[0] = 0xFF - bit(2) * 0x55,
+        "L;4" => p.v[0] = bit(4) * 0x11,
+        "L;4I" => p.v[0] = 0xFF - bit(4) * 0x11,
+        "L" | "P" => p.v[0] = row[x],
+        "L;I" => p.v[0] = !row[x],
+        "P;1" => p.v[0] = bit(1),
+        "P;2" => p.v[0] = bit(2),
+        "P;4" => p.v[0] = bit(4),
+        "LX" | "PX" => p.v[0] = row[2 * x],
+        "La" | "LA" | "PA" => p.v = [row[2 * x], 0, 0, row[2 * x + 1]],
+        // unpackI12_I16: pairs of pixels in three bytes, big-endian nibbles.
+        "I;12" => {
+            let at = x / 2 * 3;
+            p.i = if x.is_multiple_of(2) {
+                ((row[at] as i32) << 4) | (row[at + 1] as i32 >> 4)
+            } else {
+                (((row[at + 1] & 0x0F) as i32) << 8) | row[at + 2] as i32
+            };
+        }
+        "I;16" | "I;16N" => p.i = u16_at(2 * x, false) as i32,
+        "I;16B" => p.i = u16_at(2 * x, true) as i32,
+        "I;16S" => p.i = u16_at(2 * x, false) as i16 as i32,
+        "I;16BS" => p.i = u16_at(2 * x, true) as i16 as i32,
+        "I;32N" | "I;32S" => p.i = u32_at(4 * x, false) as i32,
+        "I;32BS" => p.i = u32_at(4 * x, true) as i32,
+        "F;32F" => p.f = f32::from_bits(u32_at(4 * x, false)),
+        "F;32BF" => p.f = f32::from_bits(u32_at(4 * x, true)),
+        "RGB" | "LAB" | "YCbCr" => p.v = stride(3, 3),
+        "RGBX" | "RGBA" | "CMYK" => p.v = stride(4, 4),
+        "RGBa" => p.v = unpremultiply(stride(4, 4)),
+        "RGBXX" | "RGBAX" | "CMYKX" => p.v = stride(5, 4),
+        "RGBaX" => p.v = unpremultiply(stride(5, 4)),
+        "RGBXXX" | "RGBAXX" | "CMYKXX" => p.v = stride(6, 4),
+        "RGBaXX" => p.v = unpremultiply(stride(6, 4)),
+        "RGB;16L" | "RGB;16N" => p.v = hi16(3, false),
+        "RGB;16B" => p.v = hi16(3, true),
+        "RGBA;16L" | "RGBA;16N" | "RGBX;16L" | "RGBX;16N" | "CMYK;16L" | "CMYK;16N" => {
+            p.v = hi16(4, false)
+        }
+        "RGBA;16B" | "RGBX;16B" | "CMYK;16B" => p.v = hi16(4, true),
+        "RGBa;16L" | "RGBa;16N" => p.v = unpremultiply(hi16(4, false)),
+        "RGBa;16B" => p.v = unpremultiply(hi16(4, true)),
+        other => unreachable!("raw mode {other} has no unpacker"),
+    }
+    p
+}
+
+/// A decoded file: its size, its RGB bytes and Pillow's name of its mode.
+pub(crate) type TiffImage = (u32, u32, Vec<u8>, &'static str);
+
+/// Pillow's number of bands of a mode (`im->bands`).
+fn bands(mode: &str) -> usize {
+    match mode {
+        "LA" | "La" | "PA" => 2,
+        "RGB" | "YCbCr" | "LAB" => 3,
+        "RGBA" | "CMYK" => 4,
+        _ => 1,
+    }
+}
+
+/// Decodes the first image of a TIFF file as `Image.open(p).convert('RGB')` does, orientation
+/// applied. `check(w, h)` is asked before anything is decoded.
+pub(crate) fn decode(
+    bytes: &[u8],
+    check: impl FnOnce(u32, u32) -> Result<()>,
+) -> Result<TiffImage> {
+    let ifd = Ifd::read(bytes)?;
+    // TiffImagePlugin._setup, step by step.
+    if ifd.tags.contains_key(&0xBC01) {
+        return Err(bad("Windows Media Photo files not yet supported"));
+    }
+    let compression = ifd.get(259, 1);
+    if !matches!(
+        compression,
+        1..=8 | 32771 | 32773 | 32809 | 32946 | 34676 | 34677 | 34925 | 50000 | 50001
+    ) {
+        return Err(bad(format!("unknown compression {compression}")));
+    }
+    let planar = ifd.get(284, 1);
+    // Old-style JPEG is YCbCr whatever the tag says.
+    let photo = if compression == 6 { 6 } else { ifd.get(262, 0) };
+    let fillorder = ifd.get(266, 1);
+    let (Some(Ok(w)), Some(Ok(h))) = (ifd.single(256), ifd.single(257)) else {
+        return Err(bad("missing or invalid dimensions"));
+    };
+    let orientation = ifd.get(274, 1);
+    let ints = |tag, default: &[i64]| match ifd.tuple(tag) {
+        Some(Ok(v)) => Ok(v.to_vec()),
+        Some(Err(())) => Err(bad("unknown pixel mode")),
+        None => Ok(default.to_vec()),
+    };
+    let mut format = ints(339, &[1])?;
+    if format.len() > 1 && format.iter().all(|&f| f == format[0]) {
+        format.truncate(1);
+    }
+    let mut bps = ints(258, &[1])?;
+    let mut extra = ints(338, &[])?;
+    let default_samples = if compression == 6 && matches!(photo, 2 | 6) {
+        3
+    } else {
+        1
+    };
+    let mut samples = ifd.get(277, default_samples);
+    let mut bps_count: usize = match photo {
+        2 | 6 | 8 => 3,
+        5 => 4,
+        _ => 1,
+    };
+    if planar == 2 && !extra.is_empty() && extra.iter().all(|&e| e == 0) {
+        // Unspecified extra planes at the end are ignored.
+        bps.truncate(bps.len().saturating_sub(extra.len()));
+        samples -= extra.len() as i64;
+        extra.clear();
+    }
+    bps_count += extra.len();
+    if samples > 6 {
+        return Err(bad("Invalid value for samples per pixel"));
+    }
+    if samples >= 0 && (samples as usize) < bps.len() {
+        bps.truncate(samples as usize);
+    } else if samples as usize > bps.len() && bps.len() == 1 {
+        bps = vec![bps[0]; samples as usize];
+    }
+    if samples < 0 || bps.len() != samples as usize {
+        return Err(bad("unknown data organization"));
+    }
+    let narrow =
+        |v: &[i64]| -> Option<Vec<u16>> { v.iter().map(|&x| u16::try_from(x).ok()).collect() };
+    let key = (|| {
+        let (photo, format) = (u16::try_from(photo).ok()?, narrow(&format)?);
+        let (bps, extra) = (narrow(&bps)?, narrow(&extra)?);
+        let found = open_info(ifd.big_endian, photo, &format, &bps, &extra)?;
+        match fillorder {
+            1 => Some(found),
+            2 if reversible(ifd.big_endian, photo, &bps, &extra) => Some(found),
+            _ => None,
+        }
+    })();
+    let (mut mode, mut raw) = key.ok_or_else(|| bad("unknown pixel mode"))?;
+    let bits = bps.first().copied().unwrap_or(1) as u16;
+    let raw_path = compression == 1;
+    let ycbcr_rgba = !raw_path && photo == 6 && !(compression == 7 && planar == 1);
+    if !raw_path {
+        // The libtiff branch: YCbCr comes out as RGB, 16-bit samples in native order.
+        if photo == 6 {
+            mode = "RGB";
+            raw = if ycbcr_rgba { "RGBX" } else { "RGB" };
+        } else if let Some(stem) = raw.strip_suffix(";16B").or(raw.strip_suffix(";16L")) {
+            raw = native16(stem);
+        } else if raw == "I;16" {
+            raw = "I;16N";
+        }
+    }
+    let palette = if matches!(mode, "P" | "PA") {
+        match ifd.tuple(320) {
+            Some(Ok(map)) => Some(map.to_vec()),
+            _ => return Err(bad("palette image without a colour map")),
+        }
+    } else {
+        None
+    };
+    let (w, h) = match (u32::try_from(w), u32::try_from(h)) {
+        (Ok(w), Ok(h)) if w > 0 && h > 0 => (w, h),
+        _ => return Err(bad(format!("image of {w}x{h} pixels"))),
+    };
+    check(w, h)?;
+    let (wu, hu) = (w as usize, h as usize);
+    let mut pixels = if raw_path {
+        let layout = Layout {
+            fill_reversed: fillorder == 2,
+            planar: planar == 2,
+            sum_bps: bps.iter().map(|&b| b.max(0) as usize).sum(),
+            bps_count,
+        };
+        read_raw(&ifd, bytes, wu, hu, raw, &layout)?
+    } else {
+        // SAFETY: bytes outlive the handle, which is closed when `tiff` drops below.
+        let handle = unsafe { shardkit_tiff_open(bytes.as_ptr(), bytes.len()) };
+        if handle.is_null() {
+            return Err(bad("out of memory"));
+        }
+        let tiff = Tiff(handle);
+        if ycbcr_rgba {
+            read_rgba(&tiff, w, h)?
+        } else {
+            let planes = if planar == 2 { bands(mode) } else { 1 };
+            read_decoded(&tiff, w, h, raw, planes, photo == 6, bits)?
+        }
+    };
+    if !raw_path
+        && planar == 2
+        && bands(mode) > 3
+        && mode == "RGBA"
+        && matches!(extra.first(), Some(0 | 1))
+    {
+        // ImagingLibTiffDecode: separate RGBA planes with associated (or unspecified) alpha.
+        for p in &mut pixels {
+            p.v = unpack("RGBa", &p.v, 0).v;
+        }
+    }
+    let rgb = to_rgb(mode, &pixels, palette.as_deref())?;
+    let (w, h, rgb) = orient(w, h, rgb, orientation);
+    Ok((w, h, rgb, mode))
+}
+
+/// Whether OPEN_INFO has the key with fill order 2 (only then does Pillow open such a file).
+fn reversible(big: bool, photo: u16, bps: &[u16], extra: &[u16]) -> bool {
+    match (photo, bps, extra) {
+        (0 | 1 | 3, [1 | 2 | 4 | 8], []) => true,
+        (1, [16], []) => !big,
+        (2, [8, 8, 8], []) => true,
+        _ => false,
+    }
+}
+
+fn native16(stem: &str) -> &'static str {
+    match stem {
+        "RGB" => "RGB;16N",
+        "RGBA" => "RGBA;16N",
+        "RGBX" => "RGBX;16N",
+        "RGBa" => "RGBa;16N",
+        "CMYK" => "CMYK;16N",
+        _ => "I;16N",
+    }
+}
+
+/// _decodeAsRGBA: libtiff's RGBA raster, unpacked as `RGBX`.
+fn read_rgba(tiff: &Tiff, w: u32, h: u32) -> Result<Vec<Px>> {
+    let mut rgba = vec![0u32; w as usize * h as usize];
+    // SAFETY: rgba holds width × height pixels, what the call writes at most (it checks that
+    // libtiff's size is that one).
+    if unsafe { shardkit_tiff_read_rgba(tiff.0, w, h, rgba.as_mut_ptr()) } != 0 {
+        return Err(tiff.error("cannot read YCbCr image"));
+    }
+    // TIFFRGBAImage packs R in the low byte.
+    Ok(rgba
+        .iter()
+        .map(|&p| Px {
+            v: p.to_le_bytes(),
+            ..Px::default()
+        })
+        .collect())
+}
+
+/// _decodeStrip / _decodeTile: libtiff's decompressed samples, unpacked with `raw` (one band per
+/// plane when the planes are separate).
+fn read_decoded(
+    tiff: &Tiff,
+    width: u32,
+    height: u32,
+    raw: &str,
+    planes: usize,
+    jpeg_rgb: bool,
+    bits_per_sample: u16,
+) -> Result<Vec<Px>> {
+    let (w, h) = (width as usize, height as usize);
+    let bits = raw_bits(raw);
+    let row_bytes = (w * bits as usize / planes).div_ceil(8);
+    let mut buf = vec![0u8; planes * h * row_bytes];
+    // SAFETY: buf holds planes × height rows of row_bytes, what the call writes at most.
+    let status = unsafe {
+        shardkit_tiff_read(
+            tiff.0,
+            width,
+            height,
+            planes as c_int,
+            bits,
+            jpeg_rgb as c_int,
+            buf.as_mut_ptr(),
+            row_bytes,
+        )
+    };
+    if status != 0 {
+        return Err(tiff.error("cannot read image data"));
+    }
+    let mut out = vec![Px::default(); w * h];
+    if planes == 1 {
+        for (y, row) in buf.chunks_exact(row_bytes).enumerate() {
+            for x in 0..w {
+                out[y * w + x] = unpack(raw, row, x);
+            }
+        }
+        return Ok(out);
+    }
+    // _pickUnpackers: the R, G, B, A unpackers (or R;16N...: the high byte) per plane.
+    if bits_per_sample != 8 && bits_per_sample != 16 {
+        return Err(bad(format!("separate planes of {bits_per_sample} bits")));
+    }
+    for (plane, raster) in buf.chunks_exact(h * row_bytes).enumerate() {
+        for (y, row) in raster.chunks_exact(row_bytes).enumerate() {
+            for x in 0..w {
+                out[y * w + x].v[plane.min(3)] = if bits_per_sample == 16 {
+                    (u16::from_ne_bytes([row[2 * x], row[2 * x + 1]]) >> 8) as u8
+                } else {
+                    row[x]
+                };
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// What Pillow's raw tiles need to know of the file.
+struct Layout {
+    fill_reversed: bool,
+    planar: bool,
+    sum_bps: usize,
+    bps_count: usize,
+}
+
+/// Pillow's raw decoder over the tiles TiffImagePlugin._setup lists: rows read from the file at
+/// each strip's (or tile's) offset, whatever its byte count says, and "truncated" where the file
+/// ends first.
+fn read_raw(
+    ifd: &Ifd,
+    bytes: &[u8],
+    w: usize,
+    h: usize,
+    raw: &str,
+    layout: &Layout,
+) -> Result<Vec<Px>> {
+    let (all, bw, bh) = if let Some(offsets) = ifd.tuple(273) {
+        let rows = match ifd.single(278) {
+            None => h as i64,
+            Some(Ok(r)) => r,
+            Some(Err(())) => -1,
+        };
+        (offsets, w as i64, rows)
+    } else if let Some(offsets) = ifd.tuple(324) {
+        let (Some(Ok(tw)), Some(Ok(th))) = (ifd.single(322), ifd.single(323)) else {
+            return Err(bad("Invalid tile dimensions"));
+        };
+        (offsets, tw, th)
+    } else {
+        return Err(bad("unknown data organization"));
+    };
+    let all = all.map_err(|()| bad("unknown data organization"))?;
+    let (Ok(bw), Ok(bh)) = (usize::try_from(bw), usize::try_from(bh)) else {
+        return Err(bad("negative strip or tile size"));
+    };
+    if bw == 0 || bh == 0 {
+        return Err(bad("strips or tiles of no size"));
+    }
+    // "Every tile covers the image. Only use the last offset."
+    let offsets = if bw == w && bh == h && !layout.planar {
+        &all[all.len() - 1..]
+    } else {
+        all
+    };
+    let mut out = vec![Px::default(); w * h];
+    let (mut x, mut y, mut layer) = (0usize, 0usize, 0usize);
+    for &offset in offsets {
+        let (x1, y1) = ((x + bw).min(w), (y + bh).min(h));
+        let (tile_raw, band) = if layout.planar {
+            let c = raw
+                .as_bytes()
+                .get(layer)
+                .ok_or_else(|| bad("more planes than bands"))?;
+            (None, band_of(*c)?)
+        } else {
+            (Some(raw), 0)
+        };
+        let bits = tile_raw.map_or(8, raw_bits) as usize;
+        let mut stride = 0.0;
+        if x + bw > w {
+            stride = (bw * layout.sum_bps) as f64 / 8.0;
+        }
+        if layout.planar {
+            stride /= layout.bps_count as f64;
+        }
+        let row_len = ((x1 - x) * bits).div_ceil(8);
+        let stride = match stride as usize {
+            0 => row_len,
+            s => s,
+        };
+        for r in 0..y1.saturating_sub(y) {
+            let start = usize::try_from(offset)
+                .ok()
+                .and_then(|o| o.checked_add(r * stride))
+                .ok_or_else(|| bad("image file is truncated"))?;
+            let row = bytes
+                .get(start..start.saturating_add(row_len))
+                .ok_or_else(|| bad("image file is truncated"))?;
+            let reversed: Vec<u8>;
+            let row = if layout.fill_reversed {
+                reversed = row.iter().map(|b| b.reverse_bits()).collect();
+                &reversed[..]
+            } else {
+                row
+            };
+            for i in 0..x1 - x {
+                let at = (y + r) * w + x + i;
+                match tile_raw {
+                    Some(m) => out[at] = unpack(m, row, i),
+                    None => out[at].v[band] = row[i],
+                }
+            }
+        }
+        x += bw;
+        if x >= w {
+            x = 0;
+            y += bh;
+            if y >= h {
+                y = 0;
+                layer += 1;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The band a one-letter raw mode unpacks into (Pillow's R/G/B/A, C/M/Y/K, L, P unpackers).
+fn band_of(c: u8) -> Result<usize> {
+    match c {
+        b'R' | b'C' | b'L' | b'P' | b'Y' => Ok(0),
+        b'G' | b'M' => Ok(1),
+        b'B' | b'b' => Ok(2),
+        b'A' | b'K' => Ok(3),
+        other => Err(bad(format!("no unpacker for band {}", other as char))),
+    }
+}
+
+/// `convert('RGB')` from Pillow's storage of `mode`.
+fn to_rgb(mode: &'static str, pixels: &[Px], colormap: Option<&[i64]>) -> Result<Vec<u8>> {
+    // TiffImagePlugin: `b // 256` of each entry, as an "RGB;L" palette (all reds, then greens,
+    // then blues).
+    let palette = || -> Vec<[u8; 3]> {
+        let map = colormap.unwrap_or_default();
+        let n = map.len() / 3;
+        let at = |i: usize| map[i].div_euclid(256).clamp(0, 255) as u8;
+        (0..256)
+            .map(|i| match i < n {
+                true => [at(i), at(n + i), at(2 * n + i)],
+                false => [0; 3],
+            })
+            .collect()
+    };
+    let grey = |v: u8| [v; 3];
+    let out: Vec<[u8; 3]> = match mode {
+        "1" | "L" | "LA" => pixels.iter().map(|p| grey(p.v[0])).collect(),
+        "P" | "PA" => {
+            let pal = palette();
+            pixels.iter().map(|p| pal[p.v[0] as usize]).collect()
+        }
+        // I;16 and I clip to 0..255 (Pillow's I;16 → RGB and I → RGB).
+        "I;16" | "I;16B" | "I" => pixels
+            .iter()
+            .map(|p| grey(p.i.clamp(0, 255) as u8))
+            .collect(),
+        // f2l: clipped, then truncated.
+        "F" => pixels
+            .iter()
+            .map(|p| {
+                grey(if p.f <= 0.0 {
+                    0
+                } else if p.f >= 255.0 {
+                    255
+                } else {
+                    p.f as u8
+                })
+            })
+            .collect(),
+        "RGB" | "RGBA" => pixels.iter().map(|p| [p.v[0], p.v[1], p.v[2]]).collect(),
+        "CMYK" => pixels
+            .iter()
+            .map(|p| crate::decode::cmyk2rgb(p.v))
+            .collect(),
+        "YCbCr" => pixels.iter().map(|p| ycbcr2rgb(p.v)).collect(),
+        other => {
+            return Err(Error::Unsupported(format!(
+                "TIFF mode {other} (Pillow cannot convert it to RGB either)"
+            )));
+        }
+    };
+    Ok(out.into_iter().flatten().collect())
+}
+
+/// ImagingConvertYCbCr2RGB (libImaging/ConvertYCbCr.c): tables of the JFIF coefficients scaled
+/// by 64, shifted back arithmetically, clipped.
+fn ycbcr2rgb(p: [u8; 4]) -> [u8; 3] {
+    let (y, cb, cr) = (p[0] as i32, p[1] as i32 - 128, p[2] as i32 - 128);
+    let t = |c: i32, k: f64| (c as f64 * k * 64.0).round() as i32;
+    let r = y + (t(cr, 1.402) >> 6);
+    let g = y + ((t(cb, -0.34414) + t(cr, -0.71414)) >> 6);
+    let b = y + (t(cb, 1.772) >> 6);
+    [r, g, b].map(|v| v.clamp(0, 255) as u8)
+}
+
+/// TiffImageFile.load_end's `ImageOps.exif_transpose`.
+fn orient(w: u32, h: u32, rgb: Vec<u8>, orientation: i64) -> (u32, u32, Vec<u8>) {
+    if !(2..=8).contains(&orientation) {
+        return (w, h, rgb);
+    }
+    let img = image::RgbImage::from_raw(w, h, rgb).expect("sized");
+    let img = crate::decode::exif_transpose(img, crate::Orientation(orientation as u16));
+    (img.width(), img.height(), img.into_raw())
+}
