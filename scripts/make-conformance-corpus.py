@@ -9,7 +9,7 @@ Writes OUT_DIR/files/<name>, OUT_DIR/expected.json and OUT_DIR/expected.rgb. For
 expected.json holds what `Image.open(p).convert('RGB')` gave: {"mode", "width", "height",
 "offset"} (the RGB bytes are expected.rgb[offset : offset + 3*width*height]) or {"refused": the
 exception}. Deterministic: the same Pillow gives the same bytes. Needs Pillow 13.0.0 (the version
-the tool promises to match).
+the tool promises to match) and Debian's tiffcp (libtiff-tools) for some TIFF layouts.
 """
 import importlib.util
 import io
@@ -18,7 +18,9 @@ import os
 import random
 import re
 import struct
+import subprocess
 import sys
+import tempfile
 import warnings
 import zlib
 
@@ -213,6 +215,169 @@ def png_cases(img):
     return out
 
 
+def tiff_file(w, h, tags, blocks, big=False, tiled=False):
+    """A TIFF of one directory: header, the strips (or tiles) as given, then the IFD. `tags` maps
+    tag -> (type, values) with type 3 SHORT, 4 LONG or 12 DOUBLE; the offsets and byte counts of
+    the blocks are filled in. Values that do not fit in the entry follow the IFD."""
+    e = ">" if big else "<"
+    out = bytearray(b"MM\x00\x2a" if big else b"II\x2a\x00") + b"\0\0\0\0"
+    offsets = []
+    for b in blocks:
+        offsets.append(len(out))
+        out += b + b"\0" * (len(b) & 1)
+    tags = {256: (4, [w]), 257: (4, [h]), **tags}
+    tags[324 if tiled else 273] = (4, offsets)
+    tags[325 if tiled else 279] = (4, [len(b) for b in blocks])
+    fmt = {3: "H", 4: "I", 12: "d"}
+    ifd_at = len(out)
+    extra_at = ifd_at + 2 + 12 * len(tags) + 4
+    entries, extra = b"", b""
+    for tag in sorted(tags):
+        typ, values = tags[tag]
+        data = struct.pack(e + fmt[typ] * len(values), *values)
+        if len(data) <= 4:
+            value = data.ljust(4, b"\0")
+        else:
+            value = struct.pack(e + "I", extra_at + len(extra))
+            extra += data + b"\0" * (len(data) & 1)
+        entries += struct.pack(e + "HHI", tag, typ, len(values)) + value
+    out += struct.pack(e + "H", len(tags)) + entries + b"\0\0\0\0" + extra
+    out[4:8] = struct.pack(e + "I", ifd_at)
+    return bytes(out)
+
+
+def pack_bits(values, bits):
+    """Rows of `bits`-bit samples, most significant first, each row padded to a byte."""
+    out = bytearray()
+    for row in values:
+        acc, n = 0, 0
+        for v in row:
+            acc, n = (acc << bits) | int(v), n + bits
+            while n >= 8:
+                out.append((acc >> (n - 8)) & 0xFF)
+                n -= 8
+        if n:
+            out.append((acc << (8 - n)) & 0xFF)
+    return bytes(out)
+
+
+def tiffcp(data, *args):
+    """Debian's tiffcp (libtiff-tools) rewriting a file: another layout, compression or order."""
+    with tempfile.TemporaryDirectory() as d:
+        src, dst = os.path.join(d, "in.tif"), os.path.join(d, "out.tif")
+        with open(src, "wb") as f:
+            f.write(data)
+        subprocess.run(["tiffcp", *args, src, dst], check=True, capture_output=True)
+        with open(dst, "rb") as f:
+            return f.read()
+
+
+def tiff_cases(img):
+    """Layouts Pillow reads and does not write itself: bit depths, signed and big-endian samples,
+    premultiplied alpha, palettes, tiles, separate planes, predictors, fill order, orientation,
+    YCbCr subsampling, strips without RowsPerStrip."""
+    out = {}
+    rgb = np.asarray(img)
+    h, w = rgb.shape[:2]
+    grey = np.asarray(img.convert("L")).astype(np.uint32)
+    photo, spp, bps, comp, fmt, extra, rows, cmap, orient = 262, 277, 258, 259, 339, 338, 278, 320, 274
+    raw_zip = lambda data, c: data if c == 1 else zlib.compress(data)  # noqa: E731
+
+    def grey_file(bits, photometric, c):
+        v = grey >> (8 - bits)
+        return tiff_file(w, h, {bps: (3, [bits]), comp: (3, [c]), photo: (3, [photometric])},
+                         [raw_zip(pack_bits(v, bits), c)])
+
+    out["tiff-L2-raw"] = grey_file(2, 1, 1)
+    out["tiff-L2-miniswhite-deflate"] = grey_file(2, 0, 8)
+    out["tiff-L4-miniswhite-raw"] = grey_file(4, 0, 1)
+    out["tiff-L4-deflate"] = grey_file(4, 1, 8)
+    out["tiff-L8-miniswhite-deflate"] = grey_file(8, 0, 8)
+    out["tiff-I12-raw"] = tiff_file(w, h, {bps: (3, [12]), photo: (3, [1])}, [pack_bits(grey * 16 + 7, 12)])
+    signed = (grey.astype(np.int32) * 3 - 300).astype(np.int16)
+    for big in (False, True):
+        order = ">" if big else "<"
+        name = "-be" if big else ""
+        for c, cname in ((1, "raw"), (8, "deflate")):
+            s16 = signed.astype(order + "i2").tobytes()
+            out[f"tiff-I16S{name}-{cname}"] = tiff_file(
+                w, h, {bps: (3, [16]), photo: (3, [1]), fmt: (3, [2]), comp: (3, [c])}, [raw_zip(s16, c)], big)
+            f32 = (grey.astype(np.float32) * 1.7 - 40.25).astype(order + "f4").tobytes()
+            out[f"tiff-F32{name}-{cname}"] = tiff_file(
+                w, h, {bps: (3, [32]), photo: (3, [1]), fmt: (3, [3]), comp: (3, [c])}, [raw_zip(f32, c)], big)
+            u16 = (grey * 3).astype(order + "u2").tobytes()
+            out[f"tiff-I16{name}-{cname}"] = tiff_file(
+                w, h, {bps: (3, [16]), photo: (3, [1]), comp: (3, [c])}, [raw_zip(u16, c)], big)
+    lx = np.stack([grey, 255 - grey], -1).astype(np.uint8).tobytes()
+    out["tiff-LX-raw"] = tiff_file(w, h, {bps: (3, [8, 8]), photo: (3, [1]), spp: (3, [2]), extra: (3, [0])}, [lx])
+    alpha = (np.arange(w)[None, :] * 11 + np.arange(h)[:, None] * 5) % 256
+    pre = np.concatenate([(rgb.astype(np.uint32) * alpha[..., None] // 255), alpha[..., None]], -1)
+    rgba16 = (pre * 257).astype("<u2").tobytes()
+    for c, cname in ((1, "raw"), (8, "deflate")):
+        tags = {bps: (3, [16] * 4), photo: (3, [2]), spp: (3, [4]), extra: (3, [1]), comp: (3, [c])}
+        out[f"tiff-RGBa16-{cname}"] = tiff_file(w, h, tags, [raw_zip(rgba16, c)])
+    planes = [pre[..., i].astype(np.uint8).tobytes() for i in range(4)]
+    tags = {bps: (3, [8] * 4), photo: (3, [2]), spp: (3, [4]), extra: (3, [1]), 284: (3, [2])}
+    out["tiff-RGBa-separate-deflate"] = tiff_file(w, h, {**tags, comp: (3, [8])}, [zlib.compress(p) for p in planes])
+    out["tiff-RGBa-separate-raw"] = tiff_file(w, h, tags, planes)
+    unassoc = {**tags, extra: (3, [2]), comp: (3, [8])}
+    out["tiff-RGBA-separate-deflate"] = tiff_file(w, h, unassoc, [zlib.compress(p) for p in planes])
+    for bits, c in ((4, 1), (2, 8)):
+        n = 1 << bits
+        colours = [(i * 4099 + 17) % 65536 for i in range(3 * n)]
+        v = grey >> (8 - bits)
+        out[f"tiff-P{bits}-{'raw' if c == 1 else 'deflate'}"] = tiff_file(
+            w, h, {bps: (3, [bits]), photo: (3, [3]), comp: (3, [c]), cmap: (3, colours)},
+            [raw_zip(pack_bits(v, bits), c)])
+    rgb_bytes = rgb.tobytes()
+    base = {bps: (3, [8, 8, 8]), photo: (3, [2]), spp: (3, [3])}
+    out["tiff-RGB-no-rowsperstrip-raw"] = tiff_file(w, h, base, [rgb_bytes])
+    out["tiff-RGB-no-rowsperstrip-deflate"] = tiff_file(w, h, {**base, comp: (3, [8])}, [zlib.compress(rgb_bytes)])
+    strips = [rgb[y:y + 5].tobytes() for y in range(0, h, 5)]
+    out["tiff-RGB-rows5-raw"] = tiff_file(w, h, {**base, rows: (4, [5])}, strips)
+    reversed_bits = bytes(int(f"{b:08b}"[::-1], 2) for b in rgb_bytes)
+    out["tiff-RGB-fillorder2-raw"] = tiff_file(w, h, {**base, 266: (3, [2])}, [reversed_bits])
+    out["tiff-RGBX16-fillorder2-raw"] = tiff_file(
+        w, h, {bps: (3, [16] * 4), photo: (3, [2]), spp: (3, [4]), extra: (3, [0]), 266: (3, [2])},
+        [np.zeros((h, w, 4), "<u2").tobytes()])
+    tiles = []
+    for ty in range(0, h, 16):
+        for tx in range(0, w, 16):
+            t = np.zeros((16, 16, 3), np.uint8)
+            part = rgb[ty:ty + 16, tx:tx + 16]
+            t[: part.shape[0], : part.shape[1]] = part
+            tiles.append(t.tobytes())
+    tiled = {**base, 322: (4, [16]), 323: (4, [16])}
+    out["tiff-RGB-tiled-raw"] = tiff_file(w, h, tiled, tiles, tiled=True)
+    out["tiff-RGB-tiled-deflate"] = tiff_file(w, h, {**tiled, comp: (3, [8])}, [zlib.compress(t) for t in tiles],
+                                              tiled=True)
+    raw_rgb = save(img, "TIFF")
+    for name, args in {"lzw-predictor": ["-c", "lzw:2"], "zip-predictor": ["-c", "zip:2"],
+                       "tiled-lzw": ["-t", "-w", "16", "-l", "16", "-c", "lzw"],
+                       "separate-lzw": ["-p", "separate", "-c", "lzw"], "rows3-packbits": ["-r", "3", "-c", "packbits"],
+                       "jpeg-ycbcr": ["-c", "jpeg"], "jpeg-rgb": ["-c", "jpeg:r"],
+                       "tiled-jpeg-ycbcr": ["-t", "-w", "16", "-l", "16", "-c", "jpeg"],
+                       "big-endian-lzw": ["-B", "-c", "lzw"]}.items():
+        out[f"tiff-RGB-tiffcp-{name}"] = tiffcp(raw_rgb, *args)
+    modes = corpus.modes(img)
+    for mode in ("I;16", "F", "I", "CMYK"):
+        name = mode.replace(";", "_")
+        out[f"tiff-{name}-tiffcp-big-endian-zip"] = tiffcp(save(modes[mode], "TIFF"), "-B", "-c", "zip")
+    bw = img.convert("1")
+    out["tiff-1-tiffcp-group4-fillorder2"] = tiffcp(save(bw, "TIFF"), "-f", "lsb2msb", "-c", "g4")
+    for o in (3, 5, 6, 8):
+        out[f"tiff-1-group4-orientation{o}"] = save(bw, "TIFF", compression="group4", tiffinfo={274: o})
+        out[f"tiff-RGB-lzw-orientation{o}"] = save(img, "TIFF", compression="tiff_lzw", tiffinfo={274: o})
+        out[f"tiff-RGB-raw-orientation{o}"] = save(img, "TIFF", tiffinfo={274: o})
+    ycc = img.convert("YCbCr")
+    # Pillow's encoder writes YCbCr unsubsampled only; tiffcp's JPEG files above are 2x2.
+    out["tiff-YCbCr-jpeg-sub11"] = save(ycc, "TIFF", compression="jpeg", tiffinfo={530: (1, 1)})
+    out["tiff-LAB-raw"] = save(img.convert("LAB"), "TIFF")
+    cmyk16 = (np.asarray(img.convert("CMYK")).astype(np.uint32) * 257).astype("<u2").tobytes()
+    out["tiff-CMYK16-raw"] = tiff_file(w, h, {bps: (3, [16] * 4), photo: (3, [5]), spp: (3, [4])}, [cmyk16])
+    return out
+
+
 def reference(data):
     """Pillow's Image.open(p).convert('RGB') of the bytes, or the exception it raised."""
     try:
@@ -244,7 +409,7 @@ def main():
     rng = random.Random(18)
     for name, data in list(files.items()):
         files.update(corpus.damaged(name, data, rng))
-    for cases in (jpeg_cases, gif_cases, bmp_cases, png_cases):
+    for cases in (jpeg_cases, gif_cases, bmp_cases, png_cases, tiff_cases):
         files.update(cases(img))
     fdir = os.path.join(out_dir, "files")
     os.makedirs(fdir, exist_ok=True)

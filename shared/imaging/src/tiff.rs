@@ -810,11 +810,13 @@ fn to_rgb(mode: &'static str, pixels: &[Px], colormap: Option<&[i64]>) -> Result
             .map(|p| crate::decode::cmyk2rgb(p.v))
             .collect(),
         "YCbCr" => pixels.iter().map(|p| ycbcr2rgb(p.v)).collect(),
-        other => {
-            return Err(Error::Unsupported(format!(
-                "TIFF mode {other} (Pillow cannot convert it to RGB either)"
-            )));
+        // Pillow has no La → RGB conversion.
+        "La" => {
+            return Err(Error::Unsupported(
+                "TIFF mode La: Pillow cannot convert it to RGB".into(),
+            ));
         }
+        other => return Err(Error::Unsupported(format!("TIFF mode {other}"))),
     };
     Ok(out.into_iter().flatten().collect())
 }
