@@ -165,7 +165,14 @@ fn decode_other(bytes: &[u8], opts: &DecodeOptions) -> Result<(RgbImage, &'stati
     check_pixels(w as u64, h as u64, opts)?;
     let mut r = reader()?;
     r.no_limits(); // the pixel limit above is the one that applies
-    let img = r.decode().map_err(|e| Error::Decode(e.to_string()))?;
+    let img = match r.decode() {
+        Ok(img) => img,
+        // Pillow stops reading a PNG as soon as its rows are complete (png.rs).
+        Err(e) if bytes.starts_with(b"\x89PNG\r\n\x1a\n") => {
+            crate::png::decode_rows(bytes).map_err(|_| Error::Decode(e.to_string()))?
+        }
+        Err(e) => return Err(Error::Decode(e.to_string())),
+    };
     let hi = |v: u16| (v >> 8) as u8;
     let gray16 = |v: u16| match opts.gray16 {
         Gray16::Clip => v.min(255) as u8,

@@ -28,6 +28,7 @@ mod decode;
 mod encode;
 mod gif;
 mod jpeg;
+mod png;
 mod resample;
 mod tiff;
 
