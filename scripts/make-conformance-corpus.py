@@ -197,6 +197,26 @@ def bmp_cases(img):
             out["bmp-16bit-555"] = bmp_file(bmp_info(w, h, 16, 0, len(data)), data)
         masks = struct.pack("<III", rm, gm, bm)
         out[f"bmp-16bit-{name}-bitfields"] = bmp_file(bmp_info(w, h, 16, 3, len(data)), data, masks)
+    rgb = np.asarray(img)[:h, :w]
+    bgrx = b"".join(np.concatenate([rgb[y, :, ::-1], np.full((w, 1), 9, np.uint8)], 1).tobytes()
+                    for y in range(h - 1, -1, -1))
+    for name, masks in {"xbgr": (0xFF000000, 0xFF0000, 0xFF00, 0), "abgr": (0xFF000000, 0xFF0000, 0xFF00, 0xFF),
+                        "rgba": (0xFF, 0xFF00, 0xFF0000, 0xFF000000), "odd": (0xFF00, 0xFF, 0xFF0000, 0)}.items():
+        info = bmp_info(w, h, 32, 3, len(bgrx), header=56) [:40] + struct.pack("<IIII", *masks)
+        out[f"bmp-32bit-bitfields-{name}"] = bmp_file(info, bgrx)
+    os2 = struct.pack("<IHHHH", 12, w, h, 1, 8)
+    pal3 = b"".join(bytes([(i * 37) % 256, (i * 91) % 256, (i * 13) % 256]) for i in range(256))
+    out["bmp-os2-v1-header"] = bmp_file(os2, rows, pal3)
+    ramp2 = b"\x00\x00\x00\x00\xff\xff\xff\x00"
+    bits = b"".join(bytes((x + y) % 2 for x in range(w)) + b"\x00" for y in range(h))
+    out["bmp-8bit-two-grey-colours"] = bmp_file(bmp_info(w, h, 8, 0, 0, 2), bits, ramp2)
+    ramp16 = b"".join(bytes([i, i, i, 0]) for i in range(16))
+    nib = b"".join(bytes(((x * 2 + y) % 16) << 4 | (x * 2 + 1 + y) % 16 for x in range(4)) for y in range(h))
+    out["bmp-4bit-grey-ramp"] = bmp_file(bmp_info(w, h, 4, 0, 0, 16), nib, ramp16)
+    rows24 = b"".join(rgb[y, :, ::-1].tobytes() + b"\x00" * ((4 - 3 * w % 4) % 4) for y in range(h))
+    out["bmp-24bit-top-down"] = bmp_file(bmp_info(w, -h, 24, 0), rows24)
+    out["bmp-24bit-last-row-unpadded"] = bmp_file(bmp_info(w, h, 24, 0), rows24[: len(rows24) - 3])
+    out["bmp-24bit-cut"] = bmp_file(bmp_info(w, h, 24, 0), rows24[: len(rows24) - 12])
     return out
 
 

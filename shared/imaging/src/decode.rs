@@ -75,6 +75,10 @@ pub fn decode_rgb(bytes: &[u8], opts: &DecodeOptions) -> Result<Decoded> {
         let (w, h, rgb, mode) =
             crate::gif::decode(bytes, |w, h| check_pixels(w as u64, h as u64, opts))?;
         (RgbImage::from_raw(w, h, rgb).expect("sized"), mode)
+    } else if bytes.starts_with(b"BM") {
+        let (w, h, rgb, mode) =
+            crate::bmp::decode(bytes, |w, h| check_pixels(w as u64, h as u64, opts))?;
+        (RgbImage::from_raw(w, h, rgb).expect("sized"), mode)
     } else if bytes.starts_with(b"II*\0")
         || bytes.starts_with(b"MM\0*")
         || bytes.starts_with(b"II+\0")

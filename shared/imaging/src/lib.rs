@@ -24,6 +24,7 @@
 // The vendored libjpeg-turbo whose libjpeg API src/jpeg.c calls (nothing in Rust names it).
 extern crate turbojpeg_sys;
 
+mod bmp;
 mod decode;
 mod encode;
 mod gif;
