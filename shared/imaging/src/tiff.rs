@@ -821,11 +821,12 @@ fn to_rgb(mode: &'static str, pixels: &[Px], colormap: Option<&[i64]>) -> Result
     Ok(out.into_iter().flatten().collect())
 }
 
-/// ImagingConvertYCbCr2RGB (libImaging/ConvertYCbCr.c): tables of the JFIF coefficients scaled
-/// by 64, shifted back arithmetically, clipped.
+/// ImagingConvertYCbCr2RGB (libImaging/ConvertYCbCr.c): tables of the JFIF coefficients × 64,
+/// each entry C's `(int)(v + 0.5)` (towards zero), summed, shifted back arithmetically, clipped.
+/// Identical to Pillow 13 on all 2^24 inputs (checked once with numpy against `convert`).
 fn ycbcr2rgb(p: [u8; 4]) -> [u8; 3] {
     let (y, cb, cr) = (p[0] as i32, p[1] as i32 - 128, p[2] as i32 - 128);
-    let t = |c: i32, k: f64| (c as f64 * k * 64.0).round() as i32;
+    let t = |c: i32, k: f64| (c as f64 * k * 64.0 + 0.5) as i32;
     let r = y + (t(cr, 1.402) >> 6);
     let g = y + ((t(cb, -0.34414) + t(cr, -0.71414)) >> 6);
     let b = y + (t(cb, 1.772) >> 6);
@@ -840,4 +841,17 @@ fn orient(w: u32, h: u32, rgb: Vec<u8>, orientation: i64) -> (u32, u32, Vec<u8>)
     let img = image::RgbImage::from_raw(w, h, rgb).expect("sized");
     let img = crate::decode::exif_transpose(img, crate::Orientation(orientation as u16));
     (img.width(), img.height(), img.into_raw())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ycbcr_tables_follow_pillow() {
+        // Pillow 13: Image.new("YCbCr", (1, 1), c).convert("RGB").
+        assert_eq!(ycbcr2rgb([0, 0, 0, 0]), [0, 135, 0]);
+        assert_eq!(ycbcr2rgb([128, 128, 128, 0]), [128, 128, 128]);
+        assert_eq!(ycbcr2rgb([200, 30, 240, 0]), [255, 153, 26]);
+    }
 }
