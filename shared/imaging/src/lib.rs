@@ -29,6 +29,7 @@ mod decode;
 mod encode;
 mod gif;
 mod jpeg;
+mod lab;
 mod png;
 mod resample;
 mod tiff;

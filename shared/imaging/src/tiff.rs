@@ -12,7 +12,8 @@
 //!   `ImageOps.exif_transpose`), so the image comes out upright and carries no orientation;
 //! - Pillow's own quirks are kept: a big-endian signed or float file that libtiff decompresses is
 //!   unpacked as big-endian although libtiff gave native order (`I;16BS`, `I;32BS`, `F;32BF` keep
-//!   their raw mode on that path), and `La` and `LAB` images are refused at `convert('RGB')`.
+//!   their raw mode on that path), and `La` images are refused at `convert('RGB')`; `LAB` goes
+//!   through LittleCMS as in Pillow (lab.rs).
 
 use std::ffi::{CStr, c_char, c_int, c_uint};
 
@@ -369,7 +370,9 @@ fn unpack(raw: &str, row: &[u8], x: usize) -> Px {
         "I;32BS" => p.i = u32_at(4 * x, true) as i32,
         "F;32F" => p.f = f32::from_bits(u32_at(4 * x, false)),
         "F;32BF" => p.f = f32::from_bits(u32_at(4 * x, true)),
-        "RGB" | "LAB" | "YCbCr" => p.v = stride(3, 3),
+        "RGB" | "YCbCr" => p.v = stride(3, 3),
+        // ImagingUnpackLAB: a and b are signed in the file, offset by 128 in Pillow.
+        "LAB" => p.v = [row[3 * x], row[3 * x + 1] ^ 128, row[3 * x + 2] ^ 128, 0],
         "RGBX" | "RGBA" | "CMYK" => p.v = stride(4, 4),
         "RGBa" => p.v = unpremultiply(stride(4, 4)),
         "RGBXX" | "RGBAX" | "CMYKX" => p.v = stride(5, 4),
@@ -810,6 +813,10 @@ fn to_rgb(mode: &'static str, pixels: &[Px], colormap: Option<&[i64]>) -> Result
             .map(|p| crate::decode::cmyk2rgb(p.v))
             .collect(),
         "YCbCr" => pixels.iter().map(|p| ycbcr2rgb(p.v)).collect(),
+        "LAB" => {
+            let lab: Vec<[u8; 3]> = pixels.iter().map(|p| [p.v[0], p.v[1], p.v[2]]).collect();
+            crate::lab::to_rgb(&lab)?
+        }
         // Pillow has no La → RGB conversion.
         "La" => {
             return Err(Error::Unsupported(
