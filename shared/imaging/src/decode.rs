@@ -55,46 +55,81 @@ impl DecodeOptions {
     }
 }
 
-/// Whether a file's first bytes are those of a format [`decode_rgb`] reads (PNG, JPEG, GIF, BMP,
-/// TIFF, WebP), so that anything else is refused before the rest is read.
-pub fn sniff(head: &[u8]) -> std::result::Result<(), String> {
-    use image::ImageFormat as F;
-    match image::guess_format(head) {
-        Ok(F::Png | F::Jpeg | F::Gif | F::Bmp | F::Tiff | F::WebP) => Ok(()),
-        _ => Err("not an image: neither PNG, JPEG, GIF, BMP, TIFF nor WebP".into()),
-    }
+/// The formats [`decode_rgb`] reads, told apart by their first bytes as Pillow's plugins'
+/// `_accept` functions do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Jpeg,
+    Gif,
+    Bmp,
+    Tiff,
+    Png,
+    WebP,
 }
 
-/// Decodes `bytes` (any format `image` knows; JPEG through libjpeg-turbo) to RGB as Pillow's
-/// `convert('RGB')` would.
+fn format_of(head: &[u8]) -> Option<Format> {
+    const TIFF: [&[u8]; 6] = [
+        b"MM\0*", b"II*\0", b"MM*\0",
+        b"II\0*", // classic (the last two: Pillow assumes the order)
+        b"MM\0+", b"II+\0", // BigTIFF
+    ];
+    Some(match head {
+        [0xFF, 0xD8, 0xFF, ..] => Format::Jpeg,
+        [b'G', b'I', b'F', b'8', b'7' | b'9', b'a', ..] => Format::Gif,
+        [b'B', b'M', ..] => Format::Bmp,
+        [0x89, b'P', b'N', b'G', b'\r', b'\n', 0x1A, b'\n', ..] => Format::Png,
+        [
+            b'R',
+            b'I',
+            b'F',
+            b'F',
+            _,
+            _,
+            _,
+            _,
+            b'W',
+            b'E',
+            b'B',
+            b'P',
+            ..,
+        ] => Format::WebP,
+        _ if TIFF.iter().any(|m| head.starts_with(m)) => Format::Tiff,
+        _ => return None,
+    })
+}
+
+/// Whether a file's first bytes are those of a format [`decode_rgb`] reads (PNG, JPEG, GIF, BMP,
+/// TIFF and BigTIFF, WebP), so that anything else is refused before the rest is read.
+pub fn sniff(head: &[u8]) -> std::result::Result<(), String> {
+    format_of(head)
+        .map(|_| ())
+        .ok_or_else(|| "not an image: neither PNG, JPEG, GIF, BMP, TIFF nor WebP".into())
+}
+
+/// Decodes `bytes` to RGB as Pillow's `Image.open(p).convert('RGB')` would: JPEG through
+/// libjpeg-turbo, TIFF through libtiff, GIF and BMP by Pillow's own rules, PNG and WebP through
+/// the `image` crate.
 pub fn decode_rgb(bytes: &[u8], opts: &DecodeOptions) -> Result<Decoded> {
     let orientation = read_orientation(bytes);
-    let (rgb, source_mode) = if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
-        decode_jpeg(bytes, opts)?
-    } else if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") {
-        let (w, h, rgb, mode) =
-            crate::gif::decode(bytes, |w, h| check_pixels(w as u64, h as u64, opts))?;
+    let fits = |w: u32, h: u32| check_pixels(w as u64, h as u64, opts);
+    let sized = |(w, h, rgb, mode): (u32, u32, Vec<u8>, &'static str)| {
         (RgbImage::from_raw(w, h, rgb).expect("sized"), mode)
-    } else if bytes.starts_with(b"BM") {
-        let (w, h, rgb, mode) =
-            crate::bmp::decode(bytes, |w, h| check_pixels(w as u64, h as u64, opts))?;
-        (RgbImage::from_raw(w, h, rgb).expect("sized"), mode)
-    } else if bytes.starts_with(b"II*\0")
-        || bytes.starts_with(b"MM\0*")
-        || bytes.starts_with(b"II+\0")
-        || bytes.starts_with(b"MM\0+")
-    {
-        let (w, h, rgb, mode) =
-            crate::tiff::decode(bytes, |w, h| check_pixels(w as u64, h as u64, opts))?;
-        // Pillow's TIFF loader applies the orientation itself: nothing is left to apply.
-        let rgb = RgbImage::from_raw(w, h, rgb).expect("sized");
-        return Ok(Decoded {
-            rgb,
-            source_mode: mode,
-            orientation: Orientation(1),
-        });
-    } else {
-        decode_other(bytes, opts)?
+    };
+    let (rgb, source_mode) = match format_of(bytes) {
+        Some(Format::Jpeg) => decode_jpeg(bytes, opts)?,
+        Some(Format::Gif) => sized(crate::gif::decode(bytes, fits)?),
+        Some(Format::Bmp) => sized(crate::bmp::decode(bytes, fits)?),
+        Some(Format::Tiff) => {
+            // Pillow's TIFF loader applies the orientation itself: nothing is left to apply.
+            let (rgb, mode) = sized(crate::tiff::decode(bytes, fits)?);
+            return Ok(Decoded {
+                rgb,
+                source_mode: mode,
+                orientation: Orientation(1),
+            });
+        }
+        Some(Format::Png | Format::WebP) => decode_other(bytes, opts)?,
+        None => return Err(Error::Unsupported("unknown image format".into())),
     };
     Ok(Decoded {
         rgb,

@@ -1,4 +1,4 @@
-//! `decode_rgb` against Pillow 13's `Image.open(p).convert('RGB')` on the conformance corpus
+//! `sniff` and `decode_rgb` (what the tools run on each input) against Pillow 13's `Image.open(p).convert('RGB')` on the conformance corpus
 //! (tests/fixtures/conformance, made by scripts/make-conformance-corpus.py): every file gives
 //! Pillow's pixels bit for bit (tolerance 0: the promise is Pillow's preprocessing, and a decoder
 //! that is one level off on one file is off on others), or both refuse it.
@@ -45,8 +45,12 @@ impl Class {
 }
 
 fn classify(bytes: &[u8], expected: &serde_json::Value, blob: &[u8]) -> Class {
-    let ours = std::panic::catch_unwind(|| decode_rgb(bytes, &DecodeOptions::default()))
-        .unwrap_or_else(|_| Err(imaging::Error::Decode("panicked".into())));
+    // The tools read only what `sniff` recognises from the first 64 bytes, then decode.
+    let ours = match imaging::sniff(&bytes[..bytes.len().min(64)]) {
+        Err(e) => Err(imaging::Error::Unsupported(e)),
+        Ok(()) => std::panic::catch_unwind(|| decode_rgb(bytes, &DecodeOptions::default()))
+            .unwrap_or_else(|_| Err(imaging::Error::Decode("panicked".into()))),
+    };
     let theirs = expected.get("offset").map(|o| {
         let (w, h) = (
             expected["width"].as_u64().unwrap(),
