@@ -1,6 +1,7 @@
-//! Any bytes as an image file: decode (JPEG via libjpeg-turbo, the rest via `image`), EXIF
-//! orientation, centre crop and Lanczos resize must return an image or an error, never panic,
-//! abort or allocate without bound (the pixel limit is lowered so huge headers are refused).
+//! Any bytes as an image file: decode (JPEG via libjpeg-turbo, TIFF via libtiff, GIF and BMP by
+//! Pillow's rules, PNG and WebP via `image`), EXIF orientation, centre crop and Lanczos resize
+//! must return an image or an error, never panic, abort or allocate without bound (the pixel limit
+//! is lowered so huge headers are refused).
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 
