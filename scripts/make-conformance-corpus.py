@@ -393,6 +393,13 @@ def tiff_cases(img):
     # Pillow's encoder writes YCbCr unsubsampled only; tiffcp's JPEG files above are 2x2.
     out["tiff-YCbCr-jpeg-sub11"] = save(ycc, "TIFF", compression="jpeg", tiffinfo={530: (1, 1)})
     out["tiff-LAB-raw"] = save(img.convert("LAB"), "TIFF")
+    # Old-style JPEG (compression 6): the strip is a whole JPEG stream, JPEGInterchangeFormat
+    # points at it; Pillow reads it as YCbCr whatever PhotometricInterpretation says.
+    jpg = save(img, "JPEG", quality=90)
+    ojpeg = {bps: (3, [8, 8, 8]), comp: (3, [6]), spp: (3, [3]), rows: (4, [h]), 530: (3, [2, 2]),
+             513: (4, [8]), 514: (4, [len(jpg)])}
+    out["tiff-ojpeg"] = tiff_file(w, h, {**ojpeg, photo: (3, [6])}, [jpg])
+    out["tiff-ojpeg-photometric-rgb"] = tiff_file(w, h, {**ojpeg, photo: (3, [2])}, [jpg])
     cmyk16 = (np.asarray(img.convert("CMYK")).astype(np.uint32) * 257).astype("<u2").tobytes()
     out["tiff-CMYK16-raw"] = tiff_file(w, h, {bps: (3, [16] * 4), photo: (3, [5]), spp: (3, [4])}, [cmyk16])
     return out
