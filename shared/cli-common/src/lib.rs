@@ -21,7 +21,8 @@
 //! fn main() -> std::process::ExitCode { cli_common::run_main::<Cli>(run) }
 //! ```
 
-pub mod atomic;
+/// Atomic writes of outputs (the `atomic-file` crate, which libraries use directly).
+pub use atomic_file as atomic;
 pub mod inputs;
 pub mod interrupt;
 mod man;

@@ -371,13 +371,13 @@ pub(crate) fn connect(
             let mut store = Store::connect(&addr, &prefix, timeout)?;
             store.set("nonce", nonce.as_bytes())?;
             // Temp file beside it, synced, renamed: a reader never sees half an address.
-            cli_common::atomic::write_atomic(path, |w| Ok(writeln!(w, "{addr} {nonce}")?))
-                .map_err(|e| {
-                    Error::Rendezvous(format!(
-                        "cannot write the rendezvous file {}: {e:#}",
-                        path.display()
-                    ))
-                })?;
+            atomic_file::write_atomic(path, |w| writeln!(w, "{addr} {nonce}")).map_err(|e| {
+                Error::Rendezvous(format!(
+                    "cannot write the rendezvous file {}: {}",
+                    path.display(),
+                    e.describe()
+                ))
+            })?;
             (store, Some(server), Some((path.clone(), nonce)))
         }
         StoreAt::File(path) => (join_file(path, &prefix, timeout, until)?, None, None),

@@ -72,8 +72,8 @@ pub fn save(
     let bytes = safetensors::tensor::serialize(views, &Some(meta.clone()))
         .map_err(|e| Error::Checkpoint(format!("encoding {}: {e:?}", path.display())))?;
     // Temp file beside the target, synced, renamed: a killed run never leaves half a checkpoint.
-    cli_common::atomic::write_atomic(path, |w| Ok(w.write_all(&bytes)?))
-        .map_err(|e| Error::Checkpoint(format!("{e:#}")))
+    atomic_file::write_atomic(path, |w| w.write_all(&bytes))
+        .map_err(|e| Error::Checkpoint(e.describe()))
 }
 
 /// Reads every tensor (on `device`) and the metadata.

@@ -334,10 +334,11 @@ fn write_npz(
             .with_context(|| format!("writing {}", target.display()))?;
     }
     if overwrite {
-        atomic::persist(tmp, target)
+        atomic::persist(tmp, target)?
     } else {
-        atomic::persist_new(tmp, target)
+        atomic::persist_new(tmp, target)?
     }
+    Ok(())
 }
 
 #[derive(serde::Serialize)]
@@ -376,10 +377,11 @@ fn write_jsonl(
         Ok(())
     };
     if overwrite {
-        atomic::write_atomic(target, fill)
+        atomic::write_atomic(target, fill)?
     } else {
-        atomic::write_new(target, fill)
+        atomic::write_new(target, fill)?
     }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -452,9 +452,9 @@ impl Renderer<'_> {
 fn write_png(path: &Path, img: &Tensor) -> Result<()> {
     let (_, c, h, w) = img.size4()?;
     let buf = stylegan2::to_uint8_hwc(img);
-    atomic::write_atomic(path, |out| {
-        Ok(imaging::write_png(out, &buf, w as u32, h as u32, c as u32)?)
-    })
+    Ok(atomic::write_atomic(path, |out| {
+        imaging::write_png(out, &buf, w as u32, h as u32, c as u32)
+    })?)
 }
 
 fn write_raw(path: &Path, rows: &[Tensor], g: &Generator) -> Result<Vec<usize>> {
@@ -467,7 +467,7 @@ fn write_raw(path: &Path, rows: &[Tensor], g: &Generator) -> Result<Vec<usize>> 
     };
     let (shape, data) = stylegan2::to_f32_vec(&all);
     let arr = ndarray::ArrayD::from_shape_vec(shape.clone(), data)?;
-    atomic::write_atomic(path, |w| Ok(arr.write_npy(w)?))
+    atomic::write_atomic(path, |w| arr.write_npy(w))
         .with_context(|| format!("writing {}", path.display()))?;
     Ok(shape)
 }

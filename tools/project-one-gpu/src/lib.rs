@@ -643,12 +643,12 @@ impl Files {
         let image_path = match &self.png {
             Some((buf, r)) => {
                 let path = self.output.with_extension("proj.png");
-                atomic::write_atomic(&path, |out| Ok(imaging::write_png(out, buf, *r, *r, 3)?))?;
+                atomic::write_atomic(&path, |out| imaging::write_png(out, buf, *r, *r, 3))?;
                 Some(path)
             }
             None => None,
         };
-        atomic::write_atomic(&self.output, |out| {
+        atomic::write_atomic(&self.output, |out| -> Result<()> {
             let mut npz = NpzWriter::new(out);
             npz.add_array("w", &self.w)?;
             if let Some(s) = &self.steps {

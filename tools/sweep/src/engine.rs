@@ -696,9 +696,9 @@ impl<'a> Engine<'a> {
         );
         let path = self.out_dir.join("metric.svg");
         if let Err(e) = cli_common::atomic::write_atomic(&path, |w| {
-            Ok(std::io::Write::write_all(w, svg.as_bytes())?)
+            std::io::Write::write_all(w, svg.as_bytes())
         }) {
-            eprintln!("sweep: warning: {e:#}");
+            eprintln!("sweep: warning: {}", e.describe());
         }
     }
 

@@ -1,20 +1,94 @@
 //! Outputs appear whole or not at all: written to a hidden temp file in the target's directory,
 //! synced, then renamed over the target. A killed run leaves at most a `.<name>.<pid>.*.partial`
-//! file (removed on normal drop and on SIGINT/SIGTERM), never a truncated output; the next run
-//! that writes into that directory removes the temp files whose process is gone (kill -9).
+//! file (removed on normal drop, and by the tools on SIGINT/SIGTERM), never a truncated output;
+//! the next run that writes into that directory removes the temp files whose process is gone
+//! (kill -9).
+//!
+//! The tools reach it as `cli_common::atomic`; libraries that write files (checkpoints, the
+//! rendezvous file) use it directly, without the CLI layer.
+//!
+//! ```
+//! use std::io::Write;
+//! let dir = tempfile::tempdir().unwrap();
+//! let target = dir.path().join("out/hello.txt");
+//! atomic_file::write_atomic(&target, |w| w.write_all(b"hello")).unwrap();
+//! assert_eq!(std::fs::read(&target).unwrap(), b"hello");
+//! ```
 
 use std::fs;
-use std::io::{BufWriter, Write};
-use std::path::Path;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
 
-use anyhow::Context;
+/// What can go wrong writing one output; each names the path.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("creating directory {}", .path.display())]
+    CreateDir {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("creating a temp file in {}", .path.display())]
+    CreateTemp {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// The caller's writer failed (its error is the source), or flushing it did.
+    #[error("writing {}", .path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("syncing {}", .path.display())]
+    Sync {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("renaming into {}", .path.display())]
+    Rename {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// [`write_new`] lost the race for its target.
+    #[error(
+        "{} exists (written by another run meanwhile?); pass --overwrite to replace it",
+        .path.display()
+    )]
+    Exists { path: PathBuf },
+}
+
+impl Error {
+    /// The message and its causes on one line, as anyhow's `{:#}` prints a chain.
+    pub fn describe(&self) -> String {
+        let mut text = self.to_string();
+        let mut cause = std::error::Error::source(self);
+        while let Some(c) = cause {
+            text.push_str(": ");
+            text.push_str(&c.to_string());
+            cause = c.source();
+        }
+        text
+    }
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// The writer the callbacks get: a buffered temp file.
+pub type Writer<'a> = BufWriter<&'a mut fs::File>;
 
 /// Creates the parent directory, runs `write` on a temp file beside `target`, syncs it and
 /// renames it to `target` (replacing what is there).
-pub fn write_atomic<T>(
+pub fn write_atomic<T, E>(
     target: &Path,
-    write: impl FnOnce(&mut BufWriter<&mut fs::File>) -> anyhow::Result<T>,
-) -> anyhow::Result<T> {
+    write: impl FnOnce(&mut Writer<'_>) -> std::result::Result<T, E>,
+) -> Result<T>
+where
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let (tmp, value) = write_temp(target, write)?;
     persist(tmp, target)?;
     Ok(value)
@@ -22,37 +96,49 @@ pub fn write_atomic<T>(
 
 /// As [`write_atomic`], but `target` must not exist, checked atomically at the rename (a
 /// concurrent run that got there first wins; this one fails and leaves its file unwritten).
-pub fn write_new<T>(
+pub fn write_new<T, E>(
     target: &Path,
-    write: impl FnOnce(&mut BufWriter<&mut fs::File>) -> anyhow::Result<T>,
-) -> anyhow::Result<T> {
+    write: impl FnOnce(&mut Writer<'_>) -> std::result::Result<T, E>,
+) -> Result<T>
+where
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let (tmp, value) = write_temp(target, write)?;
     persist_new(tmp, target)?;
     Ok(value)
 }
 
-fn write_temp<T>(
+fn write_temp<T, E>(
     target: &Path,
-    write: impl FnOnce(&mut BufWriter<&mut fs::File>) -> anyhow::Result<T>,
-) -> anyhow::Result<(tempfile::NamedTempFile, T)> {
+    write: impl FnOnce(&mut Writer<'_>) -> std::result::Result<T, E>,
+) -> Result<(tempfile::NamedTempFile, T)>
+where
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let mut tmp = temp_beside(target)?;
+    let failed = |source| Error::Write {
+        path: target.to_path_buf(),
+        source,
+    };
     let value = {
         let mut w = BufWriter::with_capacity(1 << 16, tmp.as_file_mut());
-        let value = write(&mut w).with_context(|| format!("writing {}", target.display()))?;
-        w.flush()
-            .with_context(|| format!("writing {}", target.display()))?;
+        let value = write(&mut w).map_err(|e| failed(e.into()))?;
+        w.flush().map_err(|e| failed(e.into()))?;
         value
     };
     Ok((tmp, value))
 }
 
 /// A temp file in `target`'s directory (created if missing), deleted when dropped.
-pub fn temp_beside(target: &Path) -> anyhow::Result<tempfile::NamedTempFile> {
+pub fn temp_beside(target: &Path) -> Result<tempfile::NamedTempFile> {
     let dir = match target.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    fs::create_dir_all(dir).with_context(|| format!("creating directory {}", dir.display()))?;
+    fs::create_dir_all(dir).map_err(|source| Error::CreateDir {
+        path: dir.to_path_buf(),
+        source,
+    })?;
     remove_stale_once(dir);
     let name = target
         .file_name()
@@ -64,7 +150,10 @@ pub fn temp_beside(target: &Path) -> anyhow::Result<tempfile::NamedTempFile> {
         .suffix(".partial")
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
         .tempfile_in(dir)
-        .with_context(|| format!("creating a temp file in {}", dir.display()))
+        .map_err(|source| Error::CreateTemp {
+            path: dir.to_path_buf(),
+            source,
+        })
 }
 
 /// Removes, once per directory and process, the temp files of this naming scheme
@@ -108,33 +197,36 @@ fn stale_pid(name: &str) -> Option<u32> {
 }
 
 /// Syncs `tmp` and renames it to `target`.
-pub fn persist(tmp: tempfile::NamedTempFile, target: &Path) -> anyhow::Result<()> {
-    tmp.as_file()
-        .sync_all()
-        .with_context(|| format!("syncing {}", target.display()))?;
-    tmp.persist(target)
-        .with_context(|| format!("renaming into {}", target.display()))?;
+pub fn persist(tmp: tempfile::NamedTempFile, target: &Path) -> Result<()> {
+    sync(&tmp, target)?;
+    tmp.persist(target).map_err(|e| Error::Rename {
+        path: target.to_path_buf(),
+        source: e.error,
+    })?;
     Ok(())
 }
 
 /// Syncs `tmp` and moves it to `target` only if nothing is there: link(2) then unlink, so of two
 /// runs racing for one output exactly one succeeds. The loser's error says to pass --overwrite.
-pub fn persist_new(tmp: tempfile::NamedTempFile, target: &Path) -> anyhow::Result<()> {
-    tmp.as_file()
-        .sync_all()
-        .with_context(|| format!("syncing {}", target.display()))?;
+pub fn persist_new(tmp: tempfile::NamedTempFile, target: &Path) -> Result<()> {
+    sync(&tmp, target)?;
     match tmp.persist_noclobber(target) {
         Ok(_) => Ok(()),
-        Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => {
-            anyhow::bail!(
-                "{} exists (written by another run meanwhile?); pass --overwrite to replace it",
-                target.display()
-            )
-        }
-        Err(e) => {
-            Err(anyhow::Error::new(e.error).context(format!("renaming into {}", target.display())))
-        }
+        Err(e) if e.error.kind() == io::ErrorKind::AlreadyExists => Err(Error::Exists {
+            path: target.to_path_buf(),
+        }),
+        Err(e) => Err(Error::Rename {
+            path: target.to_path_buf(),
+            source: e.error,
+        }),
     }
+}
+
+fn sync(tmp: &tempfile::NamedTempFile, target: &Path) -> Result<()> {
+    tmp.as_file().sync_all().map_err(|source| Error::Sync {
+        path: target.to_path_buf(),
+        source,
+    })
 }
 
 #[cfg(test)]
@@ -145,7 +237,7 @@ mod tests {
     fn writes_whole_file_and_leaves_no_temp() {
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("sub/out.txt");
-        write_atomic(&target, |w| Ok(w.write_all(b"hello")?)).unwrap();
+        write_atomic(&target, |w| w.write_all(b"hello")).unwrap();
         assert_eq!(fs::read(&target).unwrap(), b"hello");
         assert_eq!(fs::read_dir(dir.path().join("sub")).unwrap().count(), 1);
     }
@@ -157,7 +249,7 @@ mod tests {
         // SAFETY: umask(2) only swaps the process's mask; restored below.
         let old = unsafe { libc::umask(0o027) };
         let target = dir.path().join("out.txt");
-        let r = write_atomic(&target, |w| Ok(w.write_all(b"x")?));
+        let r = write_atomic(&target, |w| w.write_all(b"x"));
         unsafe { libc::umask(old) };
         r.unwrap();
         assert_eq!(
@@ -170,9 +262,10 @@ mod tests {
     fn write_new_never_replaces() {
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("out.txt");
-        write_new(&target, |w| Ok(w.write_all(b"first")?)).unwrap();
-        let e = write_new(&target, |w| Ok(w.write_all(b"second")?)).unwrap_err();
-        assert!(format!("{e:#}").contains("--overwrite"), "{e:#}");
+        write_new(&target, |w| w.write_all(b"first")).unwrap();
+        let e = write_new(&target, |w| w.write_all(b"second")).unwrap_err();
+        assert!(matches!(e, Error::Exists { .. }), "{e}");
+        assert!(e.to_string().contains("--overwrite"), "{e}");
         assert_eq!(fs::read(&target).unwrap(), b"first");
         assert_eq!(
             fs::read_dir(dir.path()).unwrap().count(),
@@ -194,7 +287,7 @@ mod tests {
         for f in [&dead, &live, &parent, &other] {
             fs::write(f, b"x").unwrap();
         }
-        write_atomic(&dir.path().join("new.png"), |w| Ok(w.write_all(b"y")?)).unwrap();
+        write_atomic(&dir.path().join("new.png"), |w| w.write_all(b"y")).unwrap();
         assert!(!dead.exists());
         assert!(live.exists() && parent.exists() && other.exists());
         assert_eq!(stale_pid(".a.b.npz.123.xyz.partial"), Some(123));
@@ -209,11 +302,12 @@ mod tests {
     fn failed_write_leaves_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("out.txt");
-        let r: anyhow::Result<()> = write_atomic(&target, |w| {
+        let r: Result<()> = write_atomic(&target, |w| {
             w.write_all(b"half")?;
-            anyhow::bail!("boom")
+            Err(io::Error::other("boom"))
         });
-        assert!(r.is_err());
+        let e = r.unwrap_err();
+        assert_eq!(e.describe(), format!("writing {}: boom", target.display()));
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 }
