@@ -82,7 +82,7 @@ for b in "${batches[@]}"; do
       tput "ddp-train CUDA graphs $p, channels_last" "$bin/ddp-train" "${common[@]}" -q --precision $p
     done
     # The same without PyTorch's fused optimiser kernel (the single-tensor SGD, four passes).
-    SHARDKIT_FUSED_OPTIM=0 tput "ddp-train CUDA graphs bf16, CL, unfused SGD" "$bin/ddp-train" "${common[@]}" -q --precision bf16
+    tput "ddp-train CUDA graphs bf16, CL, unfused SGD" "$bin/ddp-train" "${common[@]}" -q --precision bf16 --fused-optim off
     tput "PyTorch eager fp16 AMP, NCHW" "$py" "$root/scripts/reference/train_ref.py" "${common[@]}" --precision fp16
     tput "PyTorch eager bf16, channels_last" "$py" "$root/scripts/reference/train_ref.py" "${common[@]}" --precision bf16 --channels-last
     if [ "${COMPILE:-1}" = 1 ]; then

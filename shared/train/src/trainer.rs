@@ -106,6 +106,9 @@ pub struct Config {
     /// SyncBatchNorm: training batches normalised with the statistics of the global batch
     /// (all ranks' shares together). With one rank, plain BatchNorm (as in PyTorch).
     pub sync_bn: bool,
+    /// PyTorch's fused SGD/AdamW kernels (one pass over the weights instead of four or nine)
+    /// instead of the single-tensor paths; the same step to an ulp and the same state.
+    pub fused_optim: bool,
     /// Asked before every step: true ends training with [`Error::Interrupted`], the last
     /// complete checkpoint left as it is. The tool passes its signal flag (`|| false` for none).
     pub should_stop: fn() -> bool,
@@ -280,14 +283,7 @@ pub fn train(
         &flat,
         named.params.iter().map(|(n, _)| n.clone()).collect(),
     );
-    // PyTorch's fused SGD/AdamW kernels on CUDA (one pass over the weights instead of four or
-    // nine); SHARDKIT_FUSED_OPTIM=0 keeps the single-tensor paths there, =1 takes the kernels on
-    // the CPU.
-    opt.use_fused(match std::env::var("SHARDKIT_FUSED_OPTIM").as_deref() {
-        Ok("0") => false,
-        Ok("1") => true,
-        _ => cfg.device.is_cuda(),
-    });
+    opt.use_fused(cfg.fused_optim);
     let mut scaler = GradScaler::new(cfg.precision == Precision::Fp16);
 
     // Start: everyone takes rank 0's weights and buffers (DDP's constructor).

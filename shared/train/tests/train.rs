@@ -71,6 +71,7 @@ fn config() -> Config {
         cuda_graphs: false,
         deterministic: false,
         sync_bn: false,
+        fused_optim: false,
         init: None,
         should_stop: || false,
     }

@@ -112,6 +112,12 @@ pub struct Cli {
     #[arg(long, value_name = "auto|on|off", default_value = "auto")]
     pub channels_last: Switch,
 
+    /// PyTorch's fused SGD/AdamW kernels (`fused=True`: one pass over the weights instead of
+    /// four or nine; the same step to an ulp and the same checkpointed state) instead of the
+    /// single-tensor paths. auto: on with CUDA.
+    #[arg(long, value_name = "auto|on|off", default_value = "auto")]
+    pub fused_optim: Switch,
+
     /// cpu, cuda, cuda:N, or auto (cuda:LOCAL_RANK mod GPUs when CUDA is there, else cpu).
     #[arg(long, default_value = "auto", value_name = "DEVICE")]
     pub device: DeviceArg,
@@ -260,6 +266,7 @@ fn config(cli: &Cli, device: tch::Device) -> Result<Config> {
             .or(device.is_cuda() && precision != Precision::Fp16),
         deterministic: cli.deterministic,
         sync_bn: cli.sync_bn,
+        fused_optim: cli.fused_optim.or(device.is_cuda()),
         should_stop: cli_common::interrupt::requested,
     })
 }
@@ -294,6 +301,7 @@ fn training_flags(cli: &Cli) -> Vec<(&'static str, String)> {
         ("--cuda-graphs", format!("{:?}", cli.cuda_graphs)),
         ("--deterministic", cli.deterministic.to_string()),
         ("--channels-last", format!("{:?}", cli.channels_last)),
+        ("--fused-optim", format!("{:?}", cli.fused_optim)),
         ("--resume", cli.resume.to_string()),
         (
             "--max-steps",

@@ -423,7 +423,7 @@ fn a_run_killed_mid_epoch_resumes_to_the_same_weights() {
     }
 }
 
-/// `SHARDKIT_FUSED_OPTIM=1` (the CUDA default) takes PyTorch's fused SGD and AdamW kernels: the
+/// `--fused-optim on` (the CUDA default) takes PyTorch's fused SGD and AdamW kernels: the
 /// same step as the single-tensor paths to an ulp, and the same checkpointed state, so each
 /// resumes the other's momentum buffer or moments (a fused SGD step that ignored the loaded
 /// buffer is 5e-3 off).
@@ -444,7 +444,7 @@ fn fused_optimisers_take_the_same_steps_and_resume_the_same_state() {
         ];
         let run = |fused: &str, epochs: &str, resume: bool, dir: &Path| {
             let mut c = cmd();
-            c.env("SHARDKIT_FUSED_OPTIM", fused)
+            c.args(["--fused-optim", fused])
                 .args(base)
                 .args(["--epochs", epochs, "--checkpoint-dir"])
                 .arg(dir);
@@ -454,8 +454,8 @@ fn fused_optimisers_take_the_same_steps_and_resume_the_same_state() {
             records(&c.output().unwrap());
         };
         let (plain, fused) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        run("0", "1", false, plain.path());
-        run("1", "1", false, fused.path());
+        run("off", "1", false, plain.path());
+        run("on", "1", false, fused.path());
         assert_same_weights(plain.path(), fused.path(), 1e-6);
         // Both resume the plain run's checkpoint (identical weights and state, so identical
         // gradients): one more step each.
@@ -463,8 +463,8 @@ fn fused_optimisers_take_the_same_steps_and_resume_the_same_state() {
             let f = f.unwrap().path();
             std::fs::copy(&f, fused.path().join(f.file_name().unwrap())).unwrap();
         }
-        run("0", "2", true, plain.path());
-        run("1", "2", true, fused.path());
+        run("off", "2", true, plain.path());
+        run("on", "2", true, fused.path());
         assert_same_weights(plain.path(), fused.path(), 1e-6);
     }
 }
