@@ -24,9 +24,9 @@ if "$b" cuda 32 1 1 >/dev/null 2>&1; then
     [ $res = 256 ] && "$b" cuda 256 64 "$steps"
     "$b" cuda $res 16 "$steps" tf32 unfused
     # The up-sampling convolution fixed each way (the default times both per shape, picks one).
-    for up in phase tconv; do SHARDKIT_UPCONV=$up "$b" cuda $res 16 "$steps"; done
+    for up in phase tconv; do KERNEL_CHOICES=upconv=$up "$b" cuda $res 16 "$steps"; done
     # The VGG's layout fixed each way, with the parts' times (the default times both, picks one).
-    for l in nchw nhwc; do SHARDKIT_VGG_LAYOUT=$l PARTS=1 "$b" cuda $res 16 "$steps"; done
+    for l in nchw nhwc; do KERNEL_CHOICES=vgg-layout=$l PARTS=1 "$b" cuda $res 16 "$steps"; done
     GRAPH=1 "$b" cuda $res 16 "$steps"
   done
   if [[ " $resolutions " == *" 256 "* ]]; then "$b" cuda 256 32 "$steps" bf16; fi

@@ -15,8 +15,10 @@
 //!
 //! ```no_run
 //! use cli_common::{JsonlOut, Outcome, Tool};
-//! # #[derive(clap::Parser)] struct Cli {}
-//! # impl Tool for Cli { const RECORDS: &'static str = ""; const EXAMPLES: &'static [(&'static str, &'static str)] = &[]; }
+//! # use cli_common::CommonArgs;
+//! # #[derive(clap::Parser)] struct Cli { #[command(flatten)] common: CommonArgs }
+//! # impl Tool for Cli { const RECORDS: &'static str = ""; const EXAMPLES: &'static [(&'static str, &'static str)] = &[];
+//! #     fn common(&self) -> &CommonArgs { &self.common } }
 //! fn run(_cli: Cli, _out: &mut JsonlOut) -> anyhow::Result<Outcome> { Ok(Outcome::Ok) }
 //! fn main() -> std::process::ExitCode { cli_common::run_main::<Cli>(run) }
 //! ```
@@ -25,6 +27,7 @@
 pub use atomic_file as atomic;
 pub mod inputs;
 pub mod interrupt;
+pub mod logger;
 mod man;
 mod out;
 pub mod panics;
@@ -97,6 +100,8 @@ pub trait Tool: clap::Parser {
     const RECORDS: &'static str;
     /// (what it does, command line) pairs for the EXAMPLES section.
     const EXAMPLES: &'static [(&'static str, &'static str)];
+    /// The `-q`/`--progress` flags (every tool flattens [`CommonArgs`] into its `Cli`).
+    fn common(&self) -> &CommonArgs;
 }
 
 /// `-q` and `--progress`, flattened into every tool's `Cli`.
@@ -153,6 +158,7 @@ pub fn run_main<C: Tool>(
         return ExitCode::SUCCESS;
     }
     let cli = C::parse();
+    logger::install(&name, cli.common().quiet);
     interrupt::install();
     panics::install_hook();
     let mut out = JsonlOut::stdout();

@@ -135,7 +135,7 @@ impl Vgg16 {
 }
 
 /// The memory layouts the native network can run its convolutions in.
-pub const LAYOUTS: [&str; 2] = ["nchw", "nhwc"];
+pub const LAYOUTS: [&str; 2] = tune::VGG_LAYOUTS;
 
 impl NativeVgg16 {
     pub fn new(convs: Vec<(Tensor, Tensor)>, lpips: Vec<Tensor>, device: Device) -> Self {
@@ -177,10 +177,11 @@ impl NativeVgg16 {
 
     /// Features of images [N,3,H,W] in [0,255], the convolutions in the faster memory layout:
     /// NCHW, or channels_last (NHWC), which cuDNN's tensor-core kernels use natively (NCHW
-    /// costs a transpose each way per call). `SHARDKIT_VGG_LAYOUT=nchw|nhwc|auto`; by default
-    /// CUDA times both once per input shape ([`stylegan2::tune`]), the CPU runs NCHW.
+    /// costs a transpose each way per call). `--kernel-choices vgg-layout=nchw|nhwc|auto`
+    /// ([`tune::KernelChoices`]); by default CUDA times both once per input shape
+    /// ([`stylegan2::tune`]), the CPU runs NCHW.
     pub fn features(&self, img: &Tensor) -> Tensor {
-        let fixed = tune::mode("SHARDKIT_VGG_LAYOUT", &LAYOUTS, img.device());
+        let fixed = tune::mode(tune::kernel_choices().vgg_layout, &LAYOUTS, img.device());
         let nchw = |x: &Tensor| self.features_in(x, false);
         let nhwc = |x: &Tensor| self.features_in(x, true);
         let what = format!("vgg16 layout, {:?} weights", self.convs[0].0.kind());

@@ -10,9 +10,10 @@
 //! Prints images/s, seconds per image, the mean final distance and the process's peak reserved
 //! GPU memory (cudaMemGetInfo growth from start-up).
 //!
-//! `SHARDKIT_UPCONV=phase|tconv` fixes the generator's up-sampling convolution and
-//! `SHARDKIT_VGG_LAYOUT=nchw|nhwc` the VGG's memory layout (by default CUDA times both ways once
-//! per shape and keeps the faster: the choices are printed).
+//! `KERNEL_CHOICES=upconv=phase|tconv,vgg-layout=nchw|nhwc,epilogue=on|off` fixes the
+//! generator's up-sampling convolution, the VGG's memory layout and the fused epilogue, as
+//! project-one-gpu's `--kernel-choices` does (by default CUDA times both ways once per shape and
+//! keeps the faster: the choices are printed).
 //!
 //! `PARTS=1` then times the pieces of a step on their own (medians of 10 after 3 warm-ups,
 //! synchronised): the synthesis forward and forward+backward (gradients for ws and the noise
@@ -28,6 +29,17 @@ use stylegan2::{Config, Generator, Noise, Ops, SynthesisOptions};
 use tch::{Device, Kind, Tensor};
 
 fn main() {
+    // KERNEL_CHOICES: what project-one-gpu's --kernel-choices sets; library warnings on stderr.
+    cli_common::logger::install("bench_project", false);
+    if let Ok(v) = std::env::var("KERNEL_CHOICES") {
+        match v.parse() {
+            Ok(c) => stylegan2::tune::set_kernel_choices(c),
+            Err(e) => {
+                eprintln!("KERNEL_CHOICES: {e}");
+                std::process::exit(2);
+            }
+        }
+    }
     let a: Vec<String> = std::env::args().collect();
     if a.len() < 5 {
         eprintln!(

@@ -426,8 +426,8 @@ impl Projector<'_> {
             match captured {
                 Ok(dist) => graph = Some((gr, dist)),
                 Err(why) => {
-                    eprintln!(
-                        "warning: capturing the projection step as a CUDA graph failed ({}); this batch runs eagerly",
+                    log::warn!(
+                        "capturing the projection step as a CUDA graph failed ({}); this batch runs eagerly",
                         why.lines().next().unwrap_or("")
                     );
                     drop(gr);

@@ -23,7 +23,8 @@
 //!                                             up-sampling; and the phase and 3×3
 //!                                             convolutions in channels_last (.cl columns)
 //!
-//! `NO_TF32=1` turns TF32 off (device::disable_tf32).
+//! `NO_TF32=1` turns TF32 off (device::disable_tf32); `KERNEL_CHOICES=upconv=phase|tconv,...` fixes
+//! the kernel choices as project-one-gpu's `--kernel-choices` does.
 //!
 //! Forward+backward is the projector's inner step without the VGG: w [B,1,w_dim] broadcast to
 //! ws, per-image noise buffers, synthesis with noise const, a mean-square loss, gradients for w
@@ -394,6 +395,17 @@ fn fast_check(d: Device, res: i64, b: i64, iters: usize) {
 }
 
 fn main() {
+    // KERNEL_CHOICES: what project-one-gpu's --kernel-choices sets; library warnings on stderr.
+    cli_common::logger::install("bench", false);
+    if let Ok(v) = std::env::var("KERNEL_CHOICES") {
+        match v.parse() {
+            Ok(c) => stylegan2::tune::set_kernel_choices(c),
+            Err(e) => {
+                eprintln!("KERNEL_CHOICES: {e}");
+                std::process::exit(2);
+            }
+        }
+    }
     let a: Vec<String> = std::env::args().collect();
     if std::env::var_os("NO_TF32").is_some() {
         device::disable_tf32();

@@ -110,9 +110,9 @@ pub enum UpConv {
 }
 
 /// Which up-sampling convolution to run for input `x` ([B,I,h,w]) and `out_channels`;
-/// `phase` and `tconv` compute it each way. `SHARDKIT_UPCONV=phase|tconv|auto`; by default
-/// CUDA times both once per shape and keeps the faster ([`tune`]), the CPU takes the phase
-/// convolution.
+/// `phase` and `tconv` compute it each way. `--kernel-choices upconv=phase|tconv|auto`
+/// ([`tune::KernelChoices`]); by default CUDA times both once per shape and keeps the faster
+/// ([`tune`]), the CPU takes the phase convolution.
 pub fn upconv_for(
     x: &Tensor,
     out_channels: i64,
@@ -120,7 +120,7 @@ pub fn upconv_for(
     tconv: &dyn Fn(&Tensor) -> Tensor,
 ) -> UpConv {
     let candidates: [tune::Candidate<'_>; 2] = [("phase", phase), ("tconv", tconv)];
-    let fixed = tune::mode("SHARDKIT_UPCONV", &["phase", "tconv"], x.device());
+    let fixed = tune::mode(tune::kernel_choices().upconv, &tune::UPCONVS, x.device());
     match tune::choose(
         &format!("up-sampling conv to {out_channels} channels"),
         fixed,
@@ -182,13 +182,13 @@ pub fn dcoefs(weight: &Tensor, styles: &Tensor) -> Tensor {
 }
 
 /// Whether the fused CUDA epilogue runs on `device` (compiled once per device; the reason it
-/// cannot is printed once). `SHARDKIT_NO_FUSED_EPILOGUE=1` turns it off (benchmarks, A/B).
+/// cannot is logged once as a warning). `--kernel-choices epilogue=off` turns it off.
 fn fused_epilogue(device: Device) -> bool {
     static STATE: OnceLock<std::sync::Mutex<Vec<(usize, bool)>>> = OnceLock::new();
     let Device::Cuda(i) = device else {
         return false;
     };
-    if std::env::var_os("SHARDKIT_NO_FUSED_EPILOGUE").is_some_and(|v| v != "0" && !v.is_empty()) {
+    if !tune::kernel_choices().fused_epilogue {
         return false;
     }
     let m = STATE.get_or_init(Default::default);
@@ -199,9 +199,7 @@ fn fused_epilogue(device: Device) -> bool {
     let ok = match torch_shim::modconv_epilogue_ready(i) {
         Ok(()) => true,
         Err(e) => {
-            eprintln!(
-                "warning: fused CUDA epilogue unavailable on cuda:{i} ({e}); using separate ops"
-            );
+            log::warn!("fused CUDA epilogue unavailable on cuda:{i} ({e}); using separate ops");
             false
         }
     };

@@ -3,11 +3,11 @@
 //! and the shapes, so it is measured where it runs instead of guessed. Used for the generator's
 //! up-sampling convolution ([`crate::fast::upconv_for`]) and the VGG16's memory layout.
 //!
-//! Each mode is read from an environment variable once: a candidate's name fixes it, `auto`
-//! times them; without the variable, CUDA times them and the CPU takes the first candidate.
+//! The tools' `--kernel-choices` ([`KernelChoices`], set once with [`set_kernel_choices`]) can
+//! fix each choice: a candidate's name fixes it, `auto` times the candidates on any device; left
+//! unset, CUDA times them and the CPU takes the first candidate.
 
-use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock, RwLock};
 
 use tch::{Device, Kind, Tensor};
 
@@ -58,29 +58,97 @@ pub fn decisions() -> Vec<Decision> {
         .clone()
 }
 
-/// The mode `var` asks for: `Some(i)` fixes candidate `i` (named by the variable), `None` times
-/// them. Without the variable (or with `auto`): timed on CUDA, the first candidate elsewhere.
-/// Read once per variable; an unknown value is warned about and ignored.
-pub fn mode(var: &'static str, names: &[&'static str], device: Device) -> Option<usize> {
-    static ENV: OnceLock<Mutex<HashMap<&'static str, Option<String>>>> = OnceLock::new();
-    let value = ENV
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .entry(var)
-        .or_insert_with(|| {
-            let v = std::env::var(var).ok()?;
-            if v != "auto" && !names.contains(&v.as_str()) {
-                eprintln!(
-                    "warning: {var}={v} is not one of {} or auto; using the default",
-                    names.join(", ")
-                );
-                return None;
+/// The generator's two 2× up-sampling convolutions ([`crate::fast::UpConv`]).
+pub const UPCONVS: [&str; 2] = ["phase", "tconv"];
+/// The VGG16's two memory layouts (perceptual's `NativeVgg16::features`).
+pub const VGG_LAYOUTS: [&str; 2] = ["nchw", "nhwc"];
+
+/// How each timed choice is made, and whether the fused CUDA epilogue runs: what the tools'
+/// `--kernel-choices upconv=phase|tconv|auto,vgg-layout=nchw|nhwc|auto,epilogue=on|off` sets.
+/// A choice left unset is timed on CUDA and takes the first candidate elsewhere; `auto` times it
+/// on any device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelChoices {
+    /// A name of [`UPCONVS`], `auto`, or unset.
+    pub upconv: Option<&'static str>,
+    /// A name of [`VGG_LAYOUTS`], `auto`, or unset.
+    pub vgg_layout: Option<&'static str>,
+    /// The NVRTC-compiled modulated-convolution epilogue on CUDA (off: separate ops).
+    pub fused_epilogue: bool,
+}
+
+impl Default for KernelChoices {
+    fn default() -> Self {
+        Self {
+            upconv: None,
+            vgg_layout: None,
+            fused_epilogue: true,
+        }
+    }
+}
+
+impl std::str::FromStr for KernelChoices {
+    type Err = String;
+
+    /// `key=value` pairs separated by commas; the empty string is the default.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut c = KernelChoices::default();
+        let pick = |key: &str, value: &str, names: &[&'static str]| {
+            names
+                .iter()
+                .chain(&["auto"])
+                .find(|n| **n == value)
+                .copied()
+                .ok_or_else(|| format!("{key}={value}: one of {} or auto", names.join(", ")))
+        };
+        for pair in s.split(',').filter(|p| !p.trim().is_empty()) {
+            let (key, value) = pair
+                .split_once('=')
+                .ok_or_else(|| format!("{pair:?} is not key=value"))?;
+            let (key, value) = (key.trim(), value.trim());
+            match key {
+                "upconv" => c.upconv = Some(pick(key, value, &UPCONVS)?),
+                "vgg-layout" => c.vgg_layout = Some(pick(key, value, &VGG_LAYOUTS)?),
+                "epilogue" => {
+                    c.fused_epilogue = match value {
+                        "on" => true,
+                        "off" => false,
+                        _ => return Err(format!("epilogue={value}: on or off")),
+                    }
+                }
+                _ => {
+                    return Err(format!(
+                        "unknown kernel choice {key:?}: upconv, vgg-layout or epilogue"
+                    ));
+                }
             }
-            Some(v)
-        })
-        .clone();
-    match value.as_deref() {
+        }
+        Ok(c)
+    }
+}
+
+fn choices_cell() -> &'static RwLock<KernelChoices> {
+    static C: OnceLock<RwLock<KernelChoices>> = OnceLock::new();
+    C.get_or_init(Default::default)
+}
+
+/// Sets the process's kernel choices (the tools do it once, from `--kernel-choices`).
+pub fn set_kernel_choices(choices: KernelChoices) {
+    *choices_cell().write().unwrap_or_else(|e| e.into_inner()) = choices;
+}
+
+/// The process's kernel choices.
+pub fn kernel_choices() -> KernelChoices {
+    choices_cell()
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
+}
+
+/// The mode a choice asks for: `Some(i)` fixes candidate `i` of `names`, `None` times them.
+/// Unset: timed on CUDA, the first candidate elsewhere; `auto`: timed.
+pub fn mode(choice: Option<&str>, names: &[&'static str], device: Device) -> Option<usize> {
+    match choice {
         Some("auto") => None,
         Some(name) => names.iter().position(|n| *n == name),
         None if device.is_cuda() => None,
@@ -239,16 +307,34 @@ mod tests {
     }
 
     #[test]
-    fn modes_come_from_the_variable_or_the_device() {
+    fn modes_come_from_the_choice_or_the_device() {
         let names = ["a", "b"];
-        // An unset variable: timed on CUDA, the first candidate on the CPU.
+        // Unset: timed on CUDA, the first candidate on the CPU.
+        assert_eq!(mode(None, &names, Device::Cpu), Some(0));
+        assert_eq!(mode(None, &names, Device::Cuda(0)), None);
+        assert_eq!(mode(Some("b"), &names, Device::Cuda(0)), Some(1));
+        assert_eq!(mode(Some("auto"), &names, Device::Cpu), None);
+    }
+
+    #[test]
+    fn kernel_choices_parse_as_key_value_pairs() {
+        let c: KernelChoices = "upconv=tconv, vgg-layout=auto,epilogue=off"
+            .parse()
+            .unwrap();
         assert_eq!(
-            mode("SHARDKIT_TEST_UNSET_MODE", &names, Device::Cpu),
-            Some(0)
+            c,
+            KernelChoices {
+                upconv: Some("tconv"),
+                vgg_layout: Some("auto"),
+                fused_epilogue: false
+            }
         );
         assert_eq!(
-            mode("SHARDKIT_TEST_UNSET_MODE", &names, Device::Cuda(0)),
-            None
+            "".parse::<KernelChoices>().unwrap(),
+            KernelChoices::default()
         );
+        for bad in ["upconv=fast", "layout=nchw", "epilogue=1", "upconv"] {
+            assert!(bad.parse::<KernelChoices>().is_err(), "{bad}");
+        }
     }
 }

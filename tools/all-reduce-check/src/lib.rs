@@ -125,6 +125,10 @@ On stderr rank 0 prints nccl-tests' table: size, count, type, redop, root, then 
             "srun --ntasks-per-node 4 all-reduce-check -b 8M -e 1G",
         ),
     ];
+
+    fn common(&self) -> &CommonArgs {
+        &self.common
+    }
 }
 
 pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {

@@ -114,6 +114,10 @@ and last {"type":"summary","ok":N,"skipped":N,"failed":N,"elapsed_ms":N}. Output
             "shard-list -n 4 list.txt | head -1 | crop-resize -r 256 -o arrays --format npy",
         ),
     ];
+
+    fn common(&self) -> &CommonArgs {
+        &self.common
+    }
 }
 
 /// Images in flight at once per batch; records are printed in input order batch by batch.

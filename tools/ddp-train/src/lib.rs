@@ -196,6 +196,10 @@ Accuracies are percent; losses are means over all ranks' images; validation coun
             "python -c \"import torchvision, safetensors.torch as st; m = torchvision.models.resnet18(num_classes=100); m.load_state_dict(st.load_file('ck/best.safetensors'))\"",
         ),
     ];
+
+    fn common(&self) -> &CommonArgs {
+        &self.common
+    }
 }
 
 /// An on/off option whose default depends on the device.

@@ -151,6 +151,10 @@ With --raw, the summary's "output" is the .npy and "shape" its shape; its rows f
             "generate --network G.safetensors ws.npy --raw img.npy -o out --device cpu",
         ),
     ];
+
+    fn common(&self) -> &CommonArgs {
+        &self.common
+    }
 }
 
 /// One image to render.

@@ -85,6 +85,13 @@ pub struct Cli {
     #[arg(long)]
     pub cuda_graph: bool,
 
+    /// Fix what the projector otherwise picks by timing each way once per shape on CUDA (the
+    /// CPU takes the first): `upconv=phase|tconv|auto` (the generator's 2x up-sampling
+    /// convolution), `vgg-layout=nchw|nhwc|auto` (the VGG16's memory layout), `epilogue=on|off`
+    /// (the fused CUDA epilogue of the modulated convolutions); comma-separated.
+    #[arg(long, value_name = "KEY=VALUE,...", default_value = "")]
+    pub kernel_choices: stylegan2::tune::KernelChoices,
+
     /// z samples for w_avg/w_std (computed once per run).
     #[arg(long, value_name = "N", default_value_t = 10000)]
     pub w_avg_samples: i64,
@@ -146,6 +153,10 @@ and last {"type":"summary","ok":N,"skipped":N,"failed":N,"elapsed_ms":N}. distan
             "generate --network G.safetensors -o projected < latents.jsonl",
         ),
     ];
+
+    fn common(&self) -> &CommonArgs {
+        &self.common
+    }
 }
 
 /// One image waiting for its batch, or a record to print in its place.
@@ -168,6 +179,7 @@ enum Entry {
 
 pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let started = Instant::now();
+    stylegan2::tune::set_kernel_choices(cli.kernel_choices.clone());
     if cli.precision == Precision::Fp32 {
         device::disable_tf32();
     }

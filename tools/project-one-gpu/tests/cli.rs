@@ -364,3 +364,31 @@ fn a_planar_tiled_tiff_is_projected_like_any_image() {
     assert_eq!(recs[0]["input"], "planar.tif");
     assert_eq!(recs[1]["type"], "latent");
 }
+
+/// `--kernel-choices` fixes what the CUDA path otherwise times (here the VGG's layout, which the
+/// CPU path asks for too): NHWC on the CPU projects to the NCHW run's distance (the same maths,
+/// other rounding: 1e-4 relative); a bad choice is a usage error naming the valid values.
+#[test]
+fn kernel_choices_are_a_checked_flag() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    setup(d);
+    let one = |out: &str, extra: &[&str]| {
+        let mut args = vec!["--steps", "2", "-o", out];
+        args.extend_from_slice(extra);
+        args.push("imgs/seed0001.png");
+        let (code, recs) = project(d, &args);
+        assert_eq!(code, Some(0), "{recs:?}");
+        recs[0]["distance"].as_f64().unwrap()
+    };
+    let nchw = one("a", &[]);
+    let nhwc = one("b", &["--kernel-choices", "vgg-layout=nhwc,upconv=tconv"]);
+    assert!((nchw - nhwc).abs() <= 1e-4 * nchw.abs(), "{nchw} vs {nhwc}");
+    let o = Command::new(env!("CARGO_BIN_EXE_project-one-gpu"))
+        .args(["--kernel-choices", "upconv=fast", "--network", "g", "x.png"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("one of phase, tconv or auto"), "{stderr}");
+}

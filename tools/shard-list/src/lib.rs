@@ -93,6 +93,10 @@ With \-\-balance size the record also has "bytes". A path that cannot be read as
             "find imgs -type f | shard-list -n 4 --by-dir --balance size",
         ),
     ];
+
+    fn common(&self) -> &CommonArgs {
+        &self.common
+    }
 }
 
 /// Reads the list, shards it and prints the records.

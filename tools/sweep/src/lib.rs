@@ -193,6 +193,10 @@ A status table goes to stderr every --report-secs while something changes, and t
         ),
         ("Compare the trials:", "tensorboard --logdir sweeps/run1"),
     ];
+
+    fn common(&self) -> &CommonArgs {
+        &self.common
+    }
 }
 
 /// Starts or resumes the sweep.
