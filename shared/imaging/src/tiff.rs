@@ -463,12 +463,17 @@ pub(crate) fn decode(
     if samples > 6 {
         return Err(bad("Invalid value for samples per pixel"));
     }
-    if samples >= 0 && (samples as usize) < bps.len() {
+    if samples < 0 {
+        // A signed tag, or more unspecified extra planes than samples: Pillow's tuple slicing
+        // ends in "unknown data organization" too.
+        return Err(bad("unknown data organization"));
+    }
+    if (samples as usize) < bps.len() {
         bps.truncate(samples as usize);
     } else if samples as usize > bps.len() && bps.len() == 1 {
         bps = vec![bps[0]; samples as usize];
     }
-    if samples < 0 || bps.len() != samples as usize {
+    if bps.len() != samples as usize {
         return Err(bad("unknown data organization"));
     }
     let narrow =
@@ -853,6 +858,43 @@ fn orient(w: u32, h: u32, rgb: Vec<u8>, orientation: i64) -> (u32, u32, Vec<u8>)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A little-endian TIFF of one 2x1 strip of `data` with the given (tag, type, value) entries
+    /// besides the size and the strip.
+    fn tiff(entries: &[(u16, u16, u32)], data: &[u8]) -> Vec<u8> {
+        let mut all = vec![
+            (256, 4, 2),
+            (257, 4, 1),
+            (273, 4, 8),
+            (279, 4, data.len() as u32),
+        ];
+        all.extend_from_slice(entries);
+        all.sort();
+        let ifd = 8 + data.len() as u32;
+        let mut b = b"II*\0".to_vec();
+        b.extend_from_slice(&ifd.to_le_bytes());
+        b.extend_from_slice(data);
+        b.extend_from_slice(&(all.len() as u16).to_le_bytes());
+        for (tag, typ, value) in all {
+            b.extend_from_slice(&tag.to_le_bytes());
+            b.extend_from_slice(&typ.to_le_bytes());
+            b.extend_from_slice(&1u32.to_le_bytes());
+            b.extend_from_slice(&value.to_le_bytes());
+        }
+        b.extend_from_slice(&[0; 4]);
+        b
+    }
+
+    #[test]
+    fn a_negative_sample_count_is_refused_not_a_panic() {
+        let ok = |_, _| Ok(());
+        let grey = tiff(&[(258, 3, 8), (262, 3, 1)], &[10, 20]);
+        assert_eq!(decode(&grey, ok).unwrap().2, [10, 10, 10, 20, 20, 20]);
+        // SamplesPerPixel as a signed short of -1 (the fuzzer's find: a capacity overflow).
+        let signed = tiff(&[(258, 3, 8), (262, 3, 1), (277, 8, 0xFFFF)], &[10, 20]);
+        let e = decode(&signed, ok).unwrap_err().to_string();
+        assert!(e.contains("unknown data organization"), "{e}");
+    }
 
     #[test]
     fn ycbcr_tables_follow_pillow() {
