@@ -130,3 +130,92 @@ mod tests {
         );
     }
 }
+
+/// What a training checkpoint records beside its tensors, as safetensors string metadata (the
+/// same keys in `last.safetensors` and `last.train.safetensors`, so that resume can tell halves
+/// of different epochs apart).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Meta {
+    /// Epochs completed (1-based: the epoch this checkpoint ends).
+    pub epoch: usize,
+    pub arch: String,
+    pub best_top1: f64,
+    pub val_top1: f64,
+    /// Whether fp16's loss scaler is on; its scale and growth tracker.
+    pub scaler: bool,
+    pub loss_scale: f64,
+    pub growth_tracker: u64,
+    pub world_size: usize,
+    pub batch_size: usize,
+}
+
+impl Meta {
+    /// The string map written into the file.
+    pub fn to_map(&self) -> HashMap<String, String> {
+        HashMap::from([
+            ("epoch".to_string(), self.epoch.to_string()),
+            ("arch".to_string(), self.arch.clone()),
+            ("best_top1".to_string(), self.best_top1.to_string()),
+            ("val_top1".to_string(), self.val_top1.to_string()),
+            ("loss_scale".to_string(), self.loss_scale.to_string()),
+            (
+                "growth_tracker".to_string(),
+                self.growth_tracker.to_string(),
+            ),
+            ("scaler".to_string(), self.scaler.to_string()),
+            ("world_size".to_string(), self.world_size.to_string()),
+            ("batch_size".to_string(), self.batch_size.to_string()),
+        ])
+    }
+
+    /// Reads the map back: the epoch is required; what else is missing takes the value a fresh
+    /// run starts with (no best yet, GradScaler's defaults).
+    pub fn from_map(map: &HashMap<String, String>, path: &Path) -> Result<Self> {
+        let get = |k: &str| map.get(k).map(String::as_str);
+        let num = |k: &str, default: f64| get(k).and_then(|v| v.parse().ok()).unwrap_or(default);
+        let epoch = get("epoch").and_then(|e| e.parse().ok()).ok_or_else(|| {
+            Error::Checkpoint(format!("{}: no epoch in its metadata", path.display()))
+        })?;
+        Ok(Meta {
+            epoch,
+            arch: get("arch").unwrap_or_default().to_string(),
+            best_top1: num("best_top1", f64::NEG_INFINITY),
+            val_top1: num("val_top1", f64::NAN),
+            scaler: get("scaler") == Some("true"),
+            loss_scale: num("loss_scale", 65536.0),
+            growth_tracker: num("growth_tracker", 0.0) as u64,
+            world_size: num("world_size", 0.0) as usize,
+            batch_size: num("batch_size", 0.0) as usize,
+        })
+    }
+}
+
+#[cfg(test)]
+mod meta_tests {
+    use super::*;
+
+    #[test]
+    fn meta_round_trips_and_fills_what_is_missing() {
+        let m = Meta {
+            epoch: 3,
+            arch: "resnet18".into(),
+            best_top1: 41.5,
+            val_top1: 40.25,
+            scaler: true,
+            loss_scale: 32768.0,
+            growth_tracker: 17,
+            world_size: 2,
+            batch_size: 64,
+        };
+        let p = Path::new("last.safetensors");
+        assert_eq!(Meta::from_map(&m.to_map(), p).unwrap(), m);
+        let bare = Meta::from_map(&HashMap::from([("epoch".into(), "2".into())]), p).unwrap();
+        assert_eq!(
+            (bare.epoch, bare.scaler, bare.loss_scale),
+            (2, false, 65536.0)
+        );
+        assert_eq!(bare.best_top1, f64::NEG_INFINITY);
+        let e = Meta::from_map(&HashMap::new(), p).unwrap_err().to_string();
+        assert!(e.contains("no epoch"), "{e}");
+    }
+}

@@ -16,7 +16,7 @@
 //! [`GRAPH_WARMUP_STEPS`] eager steps and replayed; with `--deterministic` the replayed run
 //! equals the eager one bit for bit (scripts/gpu-check).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -194,129 +194,14 @@ pub fn train(
     mut on_epoch: impl FnMut(&EpochStats) -> Result<()>,
 ) -> Result<Trained> {
     let (rank, world) = (comm.rank(), comm.world_size());
-    if !cfg.batch_size.is_multiple_of(world) {
-        return Err(Error::Usage(format!(
-            "--batch-size {} is not divisible by the world size {world}",
-            cfg.batch_size
-        )));
-    }
-    let local = cfg.batch_size / world;
-    if cfg.accum == 0 || !local.is_multiple_of(cfg.accum) {
-        return Err(Error::Usage(format!(
-            "the per-rank batch {local} is not divisible by --accum {}",
-            cfg.accum
-        )));
-    }
-    match cfg.precision {
-        Precision::Fp16 | Precision::Bf16 if !cfg.device.is_cuda() => {
-            return Err(Error::Usage(format!(
-                "--precision {} needs a CUDA device (autocast is CUDA-only here); use fp32 on the CPU",
-                if cfg.precision == Precision::Fp16 {
-                    "fp16"
-                } else {
-                    "bf16"
-                }
-            )));
-        }
-        _ => {}
-    }
-    if cfg.cuda_graphs && !cfg.device.is_cuda() {
-        return Err(Error::Usage(
-            "CUDA graphs need a CUDA device (--cuda-graphs off on the CPU)".into(),
-        ));
-    }
-    if cfg.cuda_graphs && cfg.precision == Precision::Fp16 {
-        return Err(Error::Usage(
-            "CUDA graphs cannot hold fp16's loss scaler (it decides on the host whether to skip a step): \
-             use --precision bf16, or --cuda-graphs off with fp16"
-                .into(),
-        ));
-    }
+    let local = check(cfg, world)?;
     if cfg.device.is_cuda() {
         tch::Cuda::cudnn_set_benchmark(!cfg.deterministic);
         torch_shim::set_cudnn_deterministic(cfg.deterministic);
     }
-    // libtorch's generator is process-global: ranks run as threads of one process (tests) must
-    // not interleave their seeded draws (synthetic data, initialisation).
-    static SEEDED: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let seeded = SEEDED.lock().unwrap_or_else(|e| e.into_inner());
-    let (train_set, test_set) = cfg.data.load(cfg.device)?;
-    if train_set.len() < cfg.batch_size {
-        return Err(Error::Usage(format!(
-            "--batch-size {} is larger than the {} training images",
-            cfg.batch_size,
-            train_set.len()
-        )));
-    }
+    let (train_set, test_set, mut parts) = setup(cfg, comm)?;
     let norm = train_set.normalize();
-
-    tch::manual_seed(cfg.seed);
-    let vs = nn::VarStore::new(cfg.device);
-    let mut model = ResNet::new(&vs.root(), cfg.arch, train_set.num_classes, cfg.stem);
-    drop(seeded);
-    // The communicator is lent to the SyncBatchNorms for each step's forward and backward.
-    let lent = (cfg.sync_bn && world > 1).then(Lent::new);
-    if let Some(l) = &lent {
-        model.sync_batch_norm(crate::syncbn::Group {
-            reducer: l.clone(),
-            rank,
-            world,
-        });
-    }
-    if cfg.channels_last {
-        for t in vs.variables().values() {
-            torch_shim::channels_last_(t).map_err(cuda_err)?;
-        }
-    }
-    let named = named(&vs);
-    let param_tensors: Vec<Tensor> = named
-        .params
-        .iter()
-        .map(|(_, t)| t.shallow_clone())
-        .collect();
-    let buckets = Buckets::new(&param_tensors, ddp::FIRST_BUCKET_BYTES, ddp::BUCKET_BYTES);
-    // One flat buffer for the weights and one for the gradients: the optimiser and the gradient
-    // all-reduce then take a few kernels per step instead of a few per parameter.
-    let flat = FlatParams::new(&param_tensors)?;
-    let mut opt = Optimizer::flat(
-        cfg.rule,
-        &flat,
-        named.params.iter().map(|(n, _)| n.clone()).collect(),
-    );
-    opt.use_fused(cfg.fused_optim);
-    let mut scaler = GradScaler::new(cfg.precision == Precision::Fp16);
-
-    // Start: everyone takes rank 0's weights and buffers (DDP's constructor).
-    let all: Vec<Tensor> = named
-        .all_sorted
-        .iter()
-        .map(|(_, t)| t.shallow_clone())
-        .collect();
-    ddp::broadcast(comm, &all)?;
-
-    let mut start_epoch = 0;
-    let mut best_top1 = f64::NEG_INFINITY;
-    let mut resumed_from = None;
-    let last = match (&cfg.checkpoint_dir, cfg.resume) {
-        (Some(dir), true) => load_last(dir, cfg.device)?,
-        _ => None,
-    };
-    if let Some(path) = &cfg.init {
-        let (weights, _) = checkpoint::load(path, cfg.device)?;
-        copy_weights(&vs, &weights, cfg.arch, true)?;
-    }
-    if let Some(state) = last {
-        copy_weights(&vs, &state.model, cfg.arch, false)?;
-        opt.load_state(&state.train).map_err(Error::Checkpoint)?;
-        start_epoch = state.epoch;
-        best_top1 = state.best_top1;
-        if let Some(s) = state.scale {
-            scaler.scale = s;
-            scaler.growth_tracker = state.growth_tracker;
-        }
-        resumed_from = Some(state.epoch);
-    }
-
+    let start = restore(cfg, &mut parts)?;
     let sampler = DistributedSampler {
         len: train_set.len(),
         world,
@@ -335,6 +220,16 @@ pub fn train(
             sampler.num_samples()
         )));
     }
+    let Parts {
+        vs,
+        model,
+        named,
+        flat,
+        buckets,
+        mut opt,
+        mut scaler,
+        lent,
+    } = parts;
     let stepper = Stepper {
         cfg,
         model: &model,
@@ -345,14 +240,10 @@ pub fn train(
         loss_sum: Tensor::zeros([], (Kind::Double, cfg.device)),
         correct: Tensor::zeros([], (Kind::Int64, cfg.device)),
     };
-    let cuda_index = match cfg.device {
-        Device::Cuda(i) => i,
-        _ => 0,
-    };
-    let mut graph: Option<GraphedStep> = None;
-    let mut warmed = 0usize;
+    let mut steps = StepMode::new(cfg);
+    let mut best_top1 = start.best_top1;
     let mut epochs = Vec::new();
-    for epoch in start_epoch..cfg.epochs {
+    for epoch in start.epoch..cfg.epochs {
         let t0 = Instant::now();
         // Augmentation draws: a function of (seed, epoch, rank) only.
         tch::manual_seed(
@@ -380,51 +271,9 @@ pub fn train(
                 cfg.epochs as f64,
             );
             let batch = order.narrow(0, (step * local) as i64, local as i64);
-            let micro = (0..cfg.accum)
-                .map(|j| {
-                    let idx = if cfg.accum == 1 {
-                        batch.shallow_clone()
-                    } else {
-                        batch.slice(0, j as i64, local as i64, cfg.accum as i64)
-                    };
-                    let (x, y) = train_set.batch(&idx, &norm, cfg.augment);
-                    Ok((
-                        if cfg.channels_last {
-                            torch_shim::to_channels_last(&x).map_err(cuda_err)?
-                        } else {
-                            x
-                        },
-                        y,
-                    ))
-                })
-                .collect::<Result<Vec<_>>>()?;
-            if !cfg.cuda_graphs {
-                stepper.gradients(comm, &micro, scaler.loss_factor(), &mut opt)?;
-                let finite = scaler.unscale(std::slice::from_ref(&flat.grad));
-                if finite {
-                    opt.step(lr);
-                } else {
-                    skipped += 1;
-                }
-                scaler.update(finite);
-            } else if warmed < GRAPH_WARMUP_STEPS {
-                torch_shim::on_side_stream(cuda_index, || -> Result<()> {
-                    stepper.gradients(comm, &micro, 1.0, &mut opt)?;
-                    opt.step(lr);
-                    Ok(())
-                })
-                .map_err(cuda_err)??;
-                warmed += 1;
-            } else {
-                if graph.is_none() {
-                    graph = Some(GraphedStep::capture(
-                        &stepper, comm, &mut opt, &micro, lr, cuda_index,
-                    )?);
-                }
-                if let Some(g) = &graph {
-                    g.run(&micro, lr)?;
-                }
-                opt.count_replayed_step();
+            let micro = micro_batches(cfg, &train_set, &norm, &batch, local)?;
+            if !steps.run(&stepper, comm, &micro, lr, &mut opt, &mut scaler, &flat)? {
+                skipped += 1;
             }
         }
         let seen = (steps_per_epoch * local) as f64;
@@ -468,36 +317,18 @@ pub fn train(
         };
         if let Some(dir) = &cfg.checkpoint_dir {
             if rank == 0 {
-                std::fs::create_dir_all(dir).map_err(|e| Error::Io {
-                    what: format!("creating {}", dir.display()),
-                    source: e,
-                })?;
-                let meta = HashMap::from([
-                    ("epoch".to_string(), (epoch + 1).to_string()),
-                    ("arch".to_string(), cfg.arch.name().to_string()),
-                    ("best_top1".to_string(), best_top1.to_string()),
-                    ("val_top1".to_string(), val_top1.to_string()),
-                    ("loss_scale".to_string(), scaler.scale.to_string()),
-                    (
-                        "growth_tracker".to_string(),
-                        scaler.growth_tracker.to_string(),
-                    ),
-                    ("scaler".to_string(), scaler.enabled.to_string()),
-                    ("world_size".to_string(), world.to_string()),
-                    ("batch_size".to_string(), cfg.batch_size.to_string()),
-                ]);
-                let model_state: BTreeMap<String, Tensor> = named
-                    .all_sorted
-                    .iter()
-                    .map(|(n, t)| (n.clone(), t.shallow_clone()))
-                    .collect();
-                // Training state first: a crash between the two renames leaves halves of
-                // different epochs, which resume refuses rather than mixes.
-                checkpoint::save(&dir.join("last.train.safetensors"), &opt.state(), &meta)?;
-                checkpoint::save(&dir.join("last.safetensors"), &model_state, &meta)?;
-                if best {
-                    checkpoint::save(&dir.join("best.safetensors"), &model_state, &meta)?;
-                }
+                let meta = checkpoint::Meta {
+                    epoch: epoch + 1,
+                    arch: cfg.arch.name().to_string(),
+                    best_top1,
+                    val_top1,
+                    scaler: scaler.enabled,
+                    loss_scale: scaler.scale,
+                    growth_tracker: scaler.growth_tracker,
+                    world_size: world,
+                    batch_size: cfg.batch_size,
+                };
+                save_last(dir, &named, &opt, &meta, best)?;
             }
             stats.checkpoint = Some(dir.join("last.safetensors"));
             comm.barrier()?;
@@ -505,12 +336,326 @@ pub fn train(
         on_epoch(&stats)?;
         epochs.push(stats);
     }
+    drop(stepper);
     Ok(Trained {
         vs,
         model,
         epochs,
-        resumed_from,
+        resumed_from: start.resumed_from,
     })
+}
+
+/// The settings that cannot work together, as usage errors; the per-rank batch.
+fn check(cfg: &Config, world: usize) -> Result<usize> {
+    if !cfg.batch_size.is_multiple_of(world) {
+        return Err(Error::Usage(format!(
+            "--batch-size {} is not divisible by the world size {world}",
+            cfg.batch_size
+        )));
+    }
+    let local = cfg.batch_size / world;
+    if cfg.accum == 0 || !local.is_multiple_of(cfg.accum) {
+        return Err(Error::Usage(format!(
+            "the per-rank batch {local} is not divisible by --accum {}",
+            cfg.accum
+        )));
+    }
+    match cfg.precision {
+        Precision::Fp16 | Precision::Bf16 if !cfg.device.is_cuda() => {
+            return Err(Error::Usage(format!(
+                "--precision {} needs a CUDA device (autocast is CUDA-only here); use fp32 on the CPU",
+                if cfg.precision == Precision::Fp16 {
+                    "fp16"
+                } else {
+                    "bf16"
+                }
+            )));
+        }
+        _ => {}
+    }
+    if cfg.cuda_graphs && !cfg.device.is_cuda() {
+        return Err(Error::Usage(
+            "CUDA graphs need a CUDA device (--cuda-graphs off on the CPU)".into(),
+        ));
+    }
+    if cfg.cuda_graphs && cfg.precision == Precision::Fp16 {
+        return Err(Error::Usage(
+            "CUDA graphs cannot hold fp16's loss scaler (it decides on the host whether to skip a step): \
+             use --precision bf16, or --cuda-graphs off with fp16"
+                .into(),
+        ));
+    }
+    Ok(local)
+}
+
+/// The model and what trains it, as [`setup`] makes them.
+struct Parts {
+    vs: nn::VarStore,
+    model: ResNet,
+    named: Named,
+    flat: FlatParams,
+    buckets: Buckets,
+    opt: Optimizer,
+    scaler: GradScaler,
+    /// The communicator's loan to the SyncBatchNorms (None: per-rank BatchNorm).
+    lent: Option<std::sync::Arc<Lent>>,
+}
+
+/// The data, and the model built from `cfg.seed` with its flat buffers, buckets, optimiser
+/// and loss scaler; every rank ends with rank 0's weights and buffers (DDP's constructor).
+fn setup(cfg: &Config, comm: &mut Communicator) -> Result<(Dataset, Dataset, Parts)> {
+    let (rank, world) = (comm.rank(), comm.world_size());
+    // libtorch's generator is process-global: ranks run as threads of one process (tests) must
+    // not interleave their seeded draws (synthetic data, initialisation).
+    static SEEDED: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let seeded = SEEDED.lock().unwrap_or_else(|e| e.into_inner());
+    let (train_set, test_set) = cfg.data.load(cfg.device)?;
+    if train_set.len() < cfg.batch_size {
+        return Err(Error::Usage(format!(
+            "--batch-size {} is larger than the {} training images",
+            cfg.batch_size,
+            train_set.len()
+        )));
+    }
+    tch::manual_seed(cfg.seed);
+    let vs = nn::VarStore::new(cfg.device);
+    let mut model = ResNet::new(&vs.root(), cfg.arch, train_set.num_classes, cfg.stem);
+    drop(seeded);
+    // The communicator is lent to the SyncBatchNorms for each step's forward and backward.
+    let lent = (cfg.sync_bn && world > 1).then(Lent::new);
+    if let Some(l) = &lent {
+        model.sync_batch_norm(crate::syncbn::Group {
+            reducer: l.clone(),
+            rank,
+            world,
+        });
+    }
+    if cfg.channels_last {
+        for t in vs.variables().values() {
+            torch_shim::channels_last_(t).map_err(cuda_err)?;
+        }
+    }
+    let named = named(&vs);
+    let param_tensors: Vec<Tensor> = named
+        .params
+        .iter()
+        .map(|(_, t)| t.shallow_clone())
+        .collect();
+    let buckets = Buckets::new(&param_tensors, ddp::FIRST_BUCKET_BYTES, ddp::BUCKET_BYTES);
+    // One flat buffer for the weights and one for the gradients: the optimiser and the gradient
+    // all-reduce then take a few kernels per step instead of a few per parameter.
+    let flat = FlatParams::new(&param_tensors)?;
+    let mut opt = Optimizer::flat(
+        cfg.rule,
+        &flat,
+        named.params.iter().map(|(n, _)| n.clone()).collect(),
+    );
+    opt.use_fused(cfg.fused_optim);
+    let scaler = GradScaler::new(cfg.precision == Precision::Fp16);
+
+    // Start: everyone takes rank 0's weights and buffers (DDP's constructor).
+    let all: Vec<Tensor> = named
+        .all_sorted
+        .iter()
+        .map(|(_, t)| t.shallow_clone())
+        .collect();
+    ddp::broadcast(comm, &all)?;
+    let parts = Parts {
+        vs,
+        model,
+        named,
+        flat,
+        buckets,
+        opt,
+        scaler,
+        lent,
+    };
+    Ok((train_set, test_set, parts))
+}
+
+/// Where a run starts: epoch 0, or where `--resume` finds the last checkpoint.
+struct Start {
+    epoch: usize,
+    best_top1: f64,
+    resumed_from: Option<usize>,
+}
+
+/// `--init`'s weights, then with `--resume` the last checkpoint's weights, optimiser state and
+/// loss scaler.
+fn restore(cfg: &Config, parts: &mut Parts) -> Result<Start> {
+    let mut start = Start {
+        epoch: 0,
+        best_top1: f64::NEG_INFINITY,
+        resumed_from: None,
+    };
+    let last = match (&cfg.checkpoint_dir, cfg.resume) {
+        (Some(dir), true) => load_last(dir, cfg.device)?,
+        _ => None,
+    };
+    if let Some(path) = &cfg.init {
+        let (weights, _) = checkpoint::load(path, cfg.device)?;
+        copy_weights(&parts.vs, &weights, cfg.arch, true)?;
+    }
+    if let Some(state) = last {
+        copy_weights(&parts.vs, &state.model, cfg.arch, false)?;
+        parts
+            .opt
+            .load_state(&state.train)
+            .map_err(Error::Checkpoint)?;
+        start = Start {
+            epoch: state.meta.epoch,
+            best_top1: state.meta.best_top1,
+            resumed_from: Some(state.meta.epoch),
+        };
+        if state.meta.scaler {
+            parts.scaler.scale = state.meta.loss_scale;
+            parts.scaler.growth_tracker = state.meta.growth_tracker;
+        }
+    }
+    Ok(start)
+}
+
+/// The step's micro-batches: interleaved positions of the rank's `batch` (see the module doc),
+/// gathered and augmented, channels_last when the run is.
+fn micro_batches(
+    cfg: &Config,
+    data: &Dataset,
+    norm: &crate::data::Normalize,
+    batch: &Tensor,
+    local: usize,
+) -> Result<Vec<(Tensor, Tensor)>> {
+    (0..cfg.accum)
+        .map(|j| {
+            let idx = if cfg.accum == 1 {
+                batch.shallow_clone()
+            } else {
+                batch.slice(0, j as i64, local as i64, cfg.accum as i64)
+            };
+            let (x, y) = data.batch(&idx, norm, cfg.augment);
+            Ok((
+                if cfg.channels_last {
+                    torch_shim::to_channels_last(&x).map_err(cuda_err)?
+                } else {
+                    x
+                },
+                y,
+            ))
+        })
+        .collect()
+}
+
+/// How each training step runs: eagerly (with the loss scaler's check), or with CUDA graphs
+/// ([`Config::cuda_graphs`]): [`GRAPH_WARMUP_STEPS`] eager steps on a side stream, then the step
+/// captured once and replayed. A pipelined step (stages on several devices) would be a third.
+enum StepMode {
+    Eager,
+    Graphed {
+        cuda_index: usize,
+        warmed: usize,
+        graph: Option<GraphedStep>,
+    },
+}
+
+impl StepMode {
+    fn new(cfg: &Config) -> Self {
+        match (cfg.cuda_graphs, cfg.device) {
+            (false, _) => StepMode::Eager,
+            (true, device) => StepMode::Graphed {
+                cuda_index: match device {
+                    Device::Cuda(i) => i,
+                    _ => 0,
+                },
+                warmed: 0,
+                graph: None,
+            },
+        }
+    }
+
+    /// One optimisation step on `micro` at `lr`; false when the loss scaler skipped it
+    /// (inf/nan gradients).
+    #[allow(clippy::too_many_arguments)]
+    fn run(
+        &mut self,
+        stepper: &Stepper,
+        comm: &mut Communicator,
+        micro: &[(Tensor, Tensor)],
+        lr: f64,
+        opt: &mut Optimizer,
+        scaler: &mut GradScaler,
+        flat: &FlatParams,
+    ) -> Result<bool> {
+        match self {
+            StepMode::Eager => {
+                stepper.gradients(comm, micro, scaler.loss_factor(), opt)?;
+                let finite = scaler.unscale(std::slice::from_ref(&flat.grad));
+                if finite {
+                    opt.step(lr);
+                }
+                scaler.update(finite);
+                Ok(finite)
+            }
+            StepMode::Graphed {
+                cuda_index,
+                warmed,
+                graph,
+            } => {
+                if *warmed < GRAPH_WARMUP_STEPS {
+                    torch_shim::on_side_stream(*cuda_index, || -> Result<()> {
+                        stepper.gradients(comm, micro, 1.0, opt)?;
+                        opt.step(lr);
+                        Ok(())
+                    })
+                    .map_err(cuda_err)??;
+                    *warmed += 1;
+                    return Ok(true);
+                }
+                if graph.is_none() {
+                    *graph = Some(GraphedStep::capture(
+                        stepper,
+                        comm,
+                        opt,
+                        micro,
+                        lr,
+                        *cuda_index,
+                    )?);
+                }
+                if let Some(g) = graph {
+                    g.run(micro, lr)?;
+                }
+                opt.count_replayed_step();
+                Ok(true)
+            }
+        }
+    }
+}
+
+/// Rank 0's checkpoint of a finished epoch: `last.train.safetensors` (optimiser state), then
+/// `last.safetensors` (the model), and `best.safetensors` when validation improved.
+fn save_last(
+    dir: &std::path::Path,
+    named: &Named,
+    opt: &Optimizer,
+    meta: &checkpoint::Meta,
+    best: bool,
+) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::Io {
+        what: format!("creating {}", dir.display()),
+        source: e,
+    })?;
+    let meta = meta.to_map();
+    let model_state: BTreeMap<String, Tensor> = named
+        .all_sorted
+        .iter()
+        .map(|(n, t)| (n.clone(), t.shallow_clone()))
+        .collect();
+    // Training state first: a crash between the two renames leaves halves of different epochs,
+    // which resume refuses rather than mixes.
+    checkpoint::save(&dir.join("last.train.safetensors"), &opt.state(), &meta)?;
+    checkpoint::save(&dir.join("last.safetensors"), &model_state, &meta)?;
+    if best {
+        checkpoint::save(&dir.join("best.safetensors"), &model_state, &meta)?;
+    }
+    Ok(())
 }
 
 fn cuda_err(e: torch_shim::Error) -> Error {
@@ -726,13 +871,10 @@ fn evaluate(
 struct LastState {
     model: BTreeMap<String, Tensor>,
     train: BTreeMap<String, Tensor>,
-    epoch: usize,
-    best_top1: f64,
-    scale: Option<f64>,
-    growth_tracker: u64,
+    meta: checkpoint::Meta,
 }
 
-/// The last checkpoint in `dir`, if any.
+/// The last checkpoint in `dir`, if any; both halves must be of one epoch.
 fn load_last(dir: &std::path::Path, device: Device) -> Result<Option<LastState>> {
     let (mp, tp) = (
         dir.join("last.safetensors"),
@@ -743,27 +885,17 @@ fn load_last(dir: &std::path::Path, device: Device) -> Result<Option<LastState>>
     }
     let (model, meta) = checkpoint::load(&mp, device)?;
     let (train, tmeta) = checkpoint::load(&tp, device)?;
-    let epoch_of =
-        |m: &HashMap<String, String>| m.get("epoch").and_then(|e| e.parse::<usize>().ok());
-    let epoch = epoch_of(&meta)
-        .ok_or_else(|| Error::Checkpoint(format!("{}: no epoch in its metadata", mp.display())))?;
-    if epoch_of(&tmeta) != Some(epoch) {
+    let meta = checkpoint::Meta::from_map(&meta, &mp)?;
+    let train_epoch = tmeta.get("epoch").and_then(|e| e.parse::<usize>().ok());
+    if train_epoch != Some(meta.epoch) {
         return Err(Error::Checkpoint(format!(
-            "{} (epoch {epoch}) and {} (epoch {:?}) are from different epochs: the run was killed while writing; \
+            "{} (epoch {}) and {} (epoch {:?}) are from different epochs: the run was killed while writing; \
              remove both to start over",
             mp.display(),
+            meta.epoch,
             tp.display(),
-            epoch_of(&tmeta)
+            train_epoch
         )));
     }
-    let f = |k: &str| meta.get(k).and_then(|v| v.parse::<f64>().ok());
-    Ok(Some(LastState {
-        model,
-        train,
-        epoch,
-        best_top1: f("best_top1").unwrap_or(f64::NEG_INFINITY),
-        scale: (meta.get("scaler").map(String::as_str) == Some("true"))
-            .then(|| f("loss_scale").unwrap_or(65536.0)),
-        growth_tracker: f("growth_tracker").unwrap_or(0.0) as u64,
-    }))
+    Ok(Some(LastState { model, train, meta }))
 }
