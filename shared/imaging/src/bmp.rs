@@ -17,20 +17,9 @@ fn bad(what: impl std::fmt::Display) -> Error {
     Error::Decode(format!("BMP: {what}"))
 }
 
-/// Python's file object over the bytes: `read(n)` is short at the end.
-struct File<'a> {
-    bytes: &'a [u8],
-    pos: usize,
-}
+use crate::pyfile::PyFile as File;
 
 impl<'a> File<'a> {
-    fn read(&mut self, n: usize) -> &'a [u8] {
-        let end = self.pos.saturating_add(n).min(self.bytes.len());
-        let start = self.pos.min(end);
-        self.pos = end.max(self.pos);
-        &self.bytes[start..end]
-    }
-
     /// ImageFile._safe_read: all `n` bytes or an error.
     fn safe_read(&mut self, n: usize) -> Result<&'a [u8]> {
         let s = self.read(n);
@@ -70,7 +59,7 @@ pub(crate) type BmpImage = (u32, u32, Vec<u8>, &'static str);
 /// Decodes a BMP file as `Image.open(p).convert('RGB')` does; `check(w, h)` is asked before
 /// any pixel is decoded.
 pub(crate) fn decode(bytes: &[u8], check: impl FnOnce(u32, u32) -> Result<()>) -> Result<BmpImage> {
-    let mut fp = File { bytes, pos: 0 };
+    let mut fp = File::new(bytes, 0);
     let head = fp.read(14);
     let mut offset = le32(head, 10).ok_or_else(|| bad("cannot identify image file"))? as u64;
     let header_size = fp.u32()?;
@@ -299,7 +288,7 @@ fn unpack(raw: &str, row: &[u8], x: usize) -> [u8; 3] {
 
 /// BmpRleDecoder.decode: indices of the whole image in file row order (may be short).
 fn rle_decode(bytes: &[u8], start: usize, w: usize, h: usize, rle4: bool) -> Vec<u8> {
-    let mut fd = File { bytes, pos: start };
+    let mut fd = File::new(bytes, start);
     let dest = w * h;
     let mut data: Vec<u8> = Vec::with_capacity(dest);
     let mut x = 0usize;

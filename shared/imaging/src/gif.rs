@@ -17,20 +17,9 @@ fn bad(what: &str) -> Error {
     Error::Decode(format!("GIF: {what}"))
 }
 
-struct Reader<'a> {
-    bytes: &'a [u8],
-    pos: usize,
-}
+use crate::pyfile::PyFile as Reader;
 
 impl<'a> Reader<'a> {
-    /// Python's `fp.read(n)`: short at the end.
-    fn read(&mut self, n: usize) -> &'a [u8] {
-        let end = self.pos.saturating_add(n).min(self.bytes.len());
-        let s = &self.bytes[self.pos..end];
-        self.pos = end;
-        s
-    }
-
     /// GifImagePlugin's `data()`: one sub-block, None at its terminator or the end of the file.
     fn data(&mut self) -> Option<&'a [u8]> {
         match self.read(1) {
@@ -63,7 +52,7 @@ pub(crate) fn decode(
     bytes: &[u8],
     check: impl FnOnce(u32, u32) -> Result<()>,
 ) -> Result<(u32, u32, Vec<u8>, &'static str)> {
-    let mut fp = Reader { bytes, pos: 0 };
+    let mut fp = Reader::new(bytes, 0);
     let head = fp.read(13);
     if !(head.starts_with(b"GIF87a") || head.starts_with(b"GIF89a")) {
         return Err(bad("not a GIF file"));

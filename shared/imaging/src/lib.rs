@@ -31,6 +31,7 @@ mod gif;
 mod jpeg;
 mod lab;
 mod png;
+mod pyfile;
 mod resample;
 mod tiff;
 
