@@ -102,6 +102,12 @@ pub trait Tool: clap::Parser {
     const EXAMPLES: &'static [(&'static str, &'static str)];
     /// The `-q`/`--progress` flags (every tool flattens [`CommonArgs`] into its `Cli`).
     fn common(&self) -> &CommonArgs;
+    /// (variable, what it does) for the ENVIRONMENT section: what the tool and its libraries
+    /// read from the environment besides the flags' own `[env: ...]` fallbacks (launchers'
+    /// variables, library path overrides). None by default.
+    fn environment() -> Vec<(&'static str, &'static str)> {
+        Vec::new()
+    }
 }
 
 /// `-q` and `--progress`, flattened into every tool's `Cli`.

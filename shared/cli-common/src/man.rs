@@ -5,7 +5,8 @@ use std::fmt::Write as _;
 use crate::Tool;
 
 /// roff text of the tool's man page: clap_mangen's NAME, SYNOPSIS, DESCRIPTION, OPTIONS and
-/// VERSION, followed by OUTPUT RECORDS, EXIT STATUS and EXAMPLES. No date, so the output is
+/// VERSION, followed by OUTPUT RECORDS, EXIT STATUS, ENVIRONMENT (when the tool reads any) and
+/// EXAMPLES. No date, so the output is
 /// deterministic and `man/` can be checked for staleness.
 pub fn render_man<C: Tool>() -> anyhow::Result<String> {
     let cmd = <C as clap::CommandFactory>::command();
@@ -16,6 +17,13 @@ pub fn render_man<C: Tool>() -> anyhow::Result<String> {
     page.push_str(C::RECORDS.trim());
     page.push('\n');
     page.push_str(EXIT_STATUS);
+    let env = C::environment();
+    if !env.is_empty() {
+        page.push_str(".SH ENVIRONMENT\n");
+        for (name, what) in &env {
+            let _ = write!(page, ".TP\n\\fB{}\\fR\n{}\n", roff(name), roff(what));
+        }
+    }
     page.push_str(".SH EXAMPLES\n");
     for (what, cmdline) in C::EXAMPLES {
         let _ = write!(
@@ -62,6 +70,14 @@ pub fn help_tail<C: Tool>() -> String {
         // "  130  Interrupted ...", continuation lines under the description.
         let body = wrap(&pair[1..].join(" "), "       ", 100);
         s.push_str(&format!("  {:<5}{}", pair[0], &body[7..]));
+    }
+    let env = C::environment();
+    if !env.is_empty() {
+        s.push_str("\nEnvironment:\n");
+        for (name, what) in &env {
+            s.push_str(&format!("  {name}\n"));
+            s.push_str(&wrap(what, "      ", 100));
+        }
     }
     s.push_str("\nExamples:\n");
     for (what, cmdline) in C::EXAMPLES {
@@ -122,4 +138,47 @@ fn roff(s: &str) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::CommonArgs;
+
+    /// A tool whose page has an ENVIRONMENT section.
+    #[derive(clap::Parser)]
+    #[command(name = "t")]
+    struct WithEnv {
+        #[command(flatten)]
+        common: CommonArgs,
+    }
+
+    impl Tool for WithEnv {
+        const RECORDS: &'static str = "none";
+        const EXAMPLES: &'static [(&'static str, &'static str)] = &[];
+        fn common(&self) -> &CommonArgs {
+            &self.common
+        }
+        fn environment() -> Vec<(&'static str, &'static str)> {
+            vec![("SOME_VAR", "what it does")]
+        }
+    }
+
+    #[test]
+    fn environment_is_a_man_section_and_a_help_section() {
+        let page = render_man::<WithEnv>().unwrap();
+        let at = page
+            .find(".SH ENVIRONMENT")
+            .expect("an ENVIRONMENT section");
+        assert!(
+            page[at..].contains("\\fBSOME_VAR\\fR\nwhat it does"),
+            "{page}"
+        );
+        assert!(at < page.find(".SH EXAMPLES").unwrap());
+        let help = help_tail::<WithEnv>();
+        assert!(
+            help.contains("Environment:\n  SOME_VAR\n      what it does"),
+            "{help}"
+        );
+    }
 }

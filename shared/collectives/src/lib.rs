@@ -601,5 +601,39 @@ fn same_layout(small: &Tensor, big: &Tensor, factor: usize, what: &str) -> Resul
     Ok(())
 }
 
+/// What the rendezvous and the NCCL loader read from the environment (the tools list it in
+/// their man pages), besides the `--rank`/`--world-size`/`--master-addr`/`--master-port` flags'
+/// own fallbacks.
+pub const ENVIRONMENT: &[(&str, &str)] = &[
+    (
+        "RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT",
+        "torchrun's (and torch.distributed's env://) rank, world size and rendezvous address.",
+    ),
+    (
+        "TORCHELASTIC_USE_AGENT_STORE, TORCHELASTIC_RUN_ID, TORCHELASTIC_RESTART_COUNT",
+        "Set by torchrun: its agent already serves the store on MASTER_PORT, so every rank connects \
+         as a client; keys are prefixed with the run id and restart count.",
+    ),
+    (
+        "SLURM_PROCID, SLURM_NTASKS, SLURM_JOB_NODELIST (SLURM_NODELIST)",
+        "Under srun without RANK: the rank, the world size and (without MASTER_ADDR) the first \
+         node as the rendezvous host.",
+    ),
+    (
+        "SHARDKIT_ADDR",
+        "The address other machines reach this one at, advertised by a store or ring served here \
+         (default: the host name if it resolves, else 127.0.0.1).",
+    ),
+    (
+        "SHARDKIT_NCCL_LIB",
+        "The libnccl.so.2 to load, before the torch wheel's and the system's.",
+    ),
+    (
+        "SHARDKIT_AGENT_STORE",
+        "Internal: =1 makes ranks connect to a store another process serves (all-reduce-check \
+         --spawn sets it for its children).",
+    ),
+];
+
 #[cfg(test)]
 mod tests;

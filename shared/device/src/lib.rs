@@ -234,6 +234,26 @@ fn cuda_unavailable_reason() -> String {
     }
 }
 
+/// What device choice reads from the environment (the GPU tools list it in their man pages).
+pub const ENVIRONMENT: &[(&str, &str)] = &[
+    (
+        "LOCAL_RANK, SLURM_LOCALID",
+        "--device auto's slot: cuda:(slot mod visible GPUs).",
+    ),
+    (
+        "CUDA_VISIBLE_DEVICES",
+        "The GPUs this process sees (cuda:N counts among them).",
+    ),
+    (
+        "NVIDIA_TF32_OVERRIDE",
+        "Left as given; strict fp32 (--precision fp32, --no-tf32) sets it to 0 when unset.",
+    ),
+    (
+        "LD_LIBRARY_PATH",
+        "Where libtorch is loaded from when not the venv's (the binaries' RUNPATH yields to it).",
+    ),
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;

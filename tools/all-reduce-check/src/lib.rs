@@ -129,6 +129,10 @@ On stderr rank 0 prints nccl-tests' table: size, count, type, redop, root, then 
     fn common(&self) -> &CommonArgs {
         &self.common
     }
+
+    fn environment() -> Vec<(&'static str, &'static str)> {
+        [collectives::ENVIRONMENT, device::ENVIRONMENT].concat()
+    }
 }
 
 pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {

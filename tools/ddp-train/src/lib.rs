@@ -200,6 +200,10 @@ Accuracies are percent; losses are means over all ranks' images; validation coun
     fn common(&self) -> &CommonArgs {
         &self.common
     }
+
+    fn environment() -> Vec<(&'static str, &'static str)> {
+        [collectives::ENVIRONMENT, device::ENVIRONMENT].concat()
+    }
 }
 
 /// An on/off option whose default depends on the device.

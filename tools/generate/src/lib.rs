@@ -155,6 +155,10 @@ With --raw, the summary's "output" is the .npy and "shape" its shape; its rows f
     fn common(&self) -> &CommonArgs {
         &self.common
     }
+
+    fn environment() -> Vec<(&'static str, &'static str)> {
+        device::ENVIRONMENT.to_vec()
+    }
 }
 
 /// One image to render.

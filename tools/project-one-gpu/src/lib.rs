@@ -157,6 +157,15 @@ and last {"type":"summary","ok":N,"skipped":N,"failed":N,"elapsed_ms":N}. distan
     fn common(&self) -> &CommonArgs {
         &self.common
     }
+
+    fn environment() -> Vec<(&'static str, &'static str)> {
+        let mut env = device::ENVIRONMENT.to_vec();
+        env.push((
+            "PARALLEL_JOBSLOT",
+            "GNU parallel's job slot: --device auto's slot (minus 1) when LOCAL_RANK is unset.",
+        ));
+        env
+    }
 }
 
 /// One image waiting for its batch, or a record to print in its place.

@@ -197,6 +197,14 @@ A status table goes to stderr every --report-secs while something changes, and t
     fn common(&self) -> &CommonArgs {
         &self.common
     }
+
+    fn environment() -> Vec<(&'static str, &'static str)> {
+        vec![(
+            "CUDA_VISIBLE_DEVICES",
+            "The GPUs the slots share when --gpus is not given (else the driver's list); each trial \
+             gets its slot's share in its own CUDA_VISIBLE_DEVICES.",
+        )]
+    }
 }
 
 /// Starts or resumes the sweep.
