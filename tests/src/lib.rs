@@ -55,6 +55,14 @@ pub fn sh(dir: &Path, script: &str) -> Output {
         .expect("running sh")
 }
 
+/// A TCP port on 127.0.0.1 that was free a moment ago (for rendezvous in tests).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port on 127.0.0.1")
+        .port()
+}
+
 /// Parses JSON lines, failing on anything that is not one JSON object per line.
 pub fn records(stdout: &[u8]) -> Vec<Value> {
     let text = std::str::from_utf8(stdout).expect("stdout is UTF-8");

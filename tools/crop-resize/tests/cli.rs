@@ -19,11 +19,7 @@ fn run(
         .write_stdin(stdin)
         .output()
         .unwrap();
-    let recs = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let recs = testkit::records(&out.stdout);
     (
         out.status.code().unwrap(),
         recs,
@@ -411,11 +407,7 @@ fn fifos_devices_directories_and_non_images_are_error_records_read_no_further() 
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let recs: Vec<Value> = String::from_utf8(o.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let recs: Vec<Value> = testkit::records(&o.stdout);
     let errors: Vec<(&str, &str)> = recs
         .iter()
         .filter(|r| r["type"] == "error")

@@ -2,7 +2,6 @@
 //! checkpoints and resume, two ranks as separate processes, and the messages for bad set-ups.
 
 use std::collections::BTreeMap;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
@@ -54,8 +53,7 @@ fn cmd() -> Command {
 
 /// A port nothing listens on now, for a run's --master-port.
 fn free_port() -> String {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port().to_string()
+    testkit::free_port().to_string()
 }
 
 fn records(o: &Output) -> Vec<Value> {
@@ -65,10 +63,7 @@ fn records(o: &Output) -> Vec<Value> {
         o.status,
         String::from_utf8_lossy(&o.stderr)
     );
-    String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    testkit::records(&o.stdout)
 }
 
 fn params(path: &Path) -> BTreeMap<String, Tensor> {

@@ -13,14 +13,9 @@ fn run(dir: &Path, args: &[&str], stdin: &str) -> (i32, Vec<Value>, String) {
         .write_stdin(stdin)
         .output()
         .unwrap();
-    let recs = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
     (
         out.status.code().unwrap(),
-        recs,
+        testkit::records(&out.stdout),
         String::from_utf8(out.stderr).unwrap(),
     )
 }
@@ -371,11 +366,7 @@ fn non_regular_inputs_are_error_records() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let recs: Vec<Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let recs: Vec<Value> = testkit::records(&out.stdout);
     let errors: Vec<&str> = recs
         .iter()
         .filter(|r| r["type"] == "error")

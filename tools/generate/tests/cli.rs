@@ -48,12 +48,7 @@ fn generate(dir: &Path) -> Command {
     c
 }
 
-fn records(out: &[u8]) -> Vec<Value> {
-    String::from_utf8_lossy(out)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
+use testkit::records;
 
 #[test]
 fn raw_output_equals_upstream_images_from_ws_and_z() {

@@ -73,10 +73,7 @@ fn project(dir: &Path, args: &[&str]) -> (Option<i32>, Vec<Value>) {
         .args(args)
         .output()
         .unwrap();
-    let recs = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let recs = testkit::records(&o.stdout);
     (o.status.code(), recs)
 }
 
@@ -172,10 +169,7 @@ fn outputs_beside_inputs_w_plus_trajectory_reruns_and_bad_inputs() {
             .write_stdin(stdin)
             .output()
             .unwrap();
-        let recs: Vec<Value> = String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
+        let recs: Vec<Value> = testkit::records(&o.stdout);
         (o.status.code(), recs)
     };
     let (code, recs) = run(&["--w-plus", "--save-trajectory", "-b", "3"]);
@@ -355,10 +349,7 @@ fn a_planar_tiled_tiff_is_projected_like_any_image() {
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
-    let recs: Vec<Value> = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let recs: Vec<Value> = testkit::records(&o.stdout);
     assert_eq!(o.status.code(), Some(0), "{stderr}");
     assert_eq!(recs[0]["type"], "latent", "{}", recs[0]);
     assert_eq!(recs[0]["input"], "planar.tif");

@@ -8,12 +8,7 @@ fn run(args: &[&str], stdin: &str) -> (i32, Vec<Value>) {
         .write_stdin(stdin)
         .output()
         .unwrap();
-    let recs = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    (out.status.code().unwrap(), recs)
+    (out.status.code().unwrap(), testkit::records(&out.stdout))
 }
 
 fn paths(r: &Value) -> Vec<&str> {
