@@ -226,12 +226,11 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     if cli.precision == Precision::Bf16 {
         vgg.to_kind(Kind::BFloat16);
     }
+    // Warnings through the tool's logger: "project-one-gpu: warning: ...", silenced by -q.
     if cli.cuda_graph && !device.is_cuda() {
-        eprintln!("project-one-gpu: warning: --cuda-graph ignored on {device:?} (CUDA only)");
+        log::warn!("--cuda-graph ignored on {device:?} (CUDA only)");
     } else if cli.cuda_graph && !matches!(vgg, Vgg16::Native(_)) {
-        eprintln!(
-            "project-one-gpu: warning: --cuda-graph ignored with a TorchScript VGG (native weights only)"
-        );
+        log::warn!("--cuda-graph ignored with a TorchScript VGG (native weights only)");
     }
     let stats = WStats::compute(&g, cli.w_avg_samples);
     let settings = Settings {

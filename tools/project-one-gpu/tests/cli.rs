@@ -217,43 +217,38 @@ fn a_missing_vgg_file_is_fatal_with_its_name() {
     assert_eq!(code, Some(1));
 }
 
+/// `--cuda-graph` on the CPU: a warning on stderr (none under -q, which it ignored before) and an
+/// eager run.
 #[test]
 fn cuda_graph_on_the_cpu_is_a_warning_and_an_eager_run() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     setup(d);
-    let o = Command::new(env!("CARGO_BIN_EXE_project-one-gpu"))
-        .current_dir(d)
-        .args([
-            "-q",
-            "--device",
-            "cpu",
-            "--vgg",
-            "vgg.safetensors",
-            "--w-avg-samples",
-            "500",
-            "--steps",
-            "2",
-            "--cuda-graph",
-        ])
-        .args(["-o", "out", "imgs/seed0001.png", "--network"])
-        .arg(network())
-        .output()
-        .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let run = |quiet: bool, out: &str| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_project-one-gpu"));
+        if quiet {
+            c.arg("-q");
+        }
+        let o = c
+            .current_dir(d)
+            .args(["--device", "cpu", "--vgg", "vgg.safetensors"])
+            .args(["--w-avg-samples", "500", "--steps", "2", "--cuda-graph"])
+            .args(["-o", out, "imgs/seed0001.png", "--network"])
+            .arg(network())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(0), "{stderr}");
+        assert_eq!(testkit::records(&o.stdout)[0]["type"], "latent");
+        stderr
+    };
+    let loud = run(false, "out");
     assert!(
-        String::from_utf8_lossy(&o.stderr).contains("--cuda-graph ignored on Cpu"),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
+        loud.contains("project-one-gpu: warning: --cuda-graph ignored on Cpu"),
+        "{loud}"
     );
-    let rec: Value =
-        serde_json::from_str(String::from_utf8_lossy(&o.stdout).lines().next().unwrap()).unwrap();
-    assert_eq!(rec["type"], "latent");
+    let quiet = run(true, "out-q");
+    assert!(!quiet.contains("warning"), "-q prints errors only: {quiet}");
 }
 
 #[test]
