@@ -110,26 +110,24 @@ pub fn sniff(head: &[u8]) -> std::result::Result<(), String> {
 /// libjpeg-turbo, TIFF through libtiff, GIF and BMP by Pillow's own rules, PNG and WebP through
 /// the `image` crate.
 pub fn decode_rgb(bytes: &[u8], opts: &DecodeOptions) -> Result<Decoded> {
-    let orientation = read_orientation(bytes);
     let fits = |w: u32, h: u32| check_pixels(w as u64, h as u64, opts);
     let sized = |(w, h, rgb, mode): (u32, u32, Vec<u8>, &'static str)| {
         (RgbImage::from_raw(w, h, rgb).expect("sized"), mode)
     };
-    let (rgb, source_mode) = match format_of(bytes) {
-        Some(Format::Jpeg) => decode_jpeg(bytes, opts)?,
-        Some(Format::Gif) => sized(crate::gif::decode(bytes, fits)?),
-        Some(Format::Bmp) => sized(crate::bmp::decode(bytes, fits)?),
-        Some(Format::Tiff) => {
-            // Pillow's TIFF loader applies the orientation itself: nothing is left to apply.
-            let (rgb, mode) = sized(crate::tiff::decode(bytes, fits)?);
-            return Ok(Decoded {
-                rgb,
-                source_mode: mode,
-                orientation: Orientation(1),
-            });
-        }
-        Some(Format::Png | Format::WebP) => decode_other(bytes, opts)?,
-        None => return Err(Error::Unsupported("unknown image format".into())),
+    let format =
+        format_of(bytes).ok_or_else(|| Error::Unsupported("unknown image format".into()))?;
+    let (rgb, source_mode) = match format {
+        Format::Jpeg => sized(decode_jpeg(bytes, fits)?),
+        Format::Gif => sized(crate::gif::decode(bytes, fits)?),
+        Format::Bmp => sized(crate::bmp::decode(bytes, fits)?),
+        Format::Tiff => sized(crate::tiff::decode(bytes, fits)?),
+        Format::Png => decode_other(bytes, opts, image::ImageFormat::Png)?,
+        Format::WebP => decode_other(bytes, opts, image::ImageFormat::WebP)?,
+    };
+    // Pillow's TIFF loader applies the orientation itself: nothing is left to apply.
+    let orientation = match format {
+        Format::Tiff => Orientation(1),
+        _ => read_orientation(bytes),
     };
     Ok(Decoded {
         rgb,
@@ -154,10 +152,12 @@ fn check_pixels(width: u64, height: u64, opts: &DecodeOptions) -> Result<()> {
     Ok(())
 }
 
-fn decode_jpeg(bytes: &[u8], opts: &DecodeOptions) -> Result<(RgbImage, &'static str)> {
+fn decode_jpeg(
+    bytes: &[u8],
+    fits: impl FnMut(u32, u32) -> Result<()>,
+) -> Result<(u32, u32, Vec<u8>, &'static str)> {
     crate::jpeg::check_markers(bytes)?;
-    let (w, h, components, pixels) =
-        crate::jpeg::decode(bytes, |w, h| check_pixels(w as u64, h as u64, opts))?;
+    let (w, h, components, pixels) = crate::jpeg::decode(bytes, fits)?;
     let (rgb, mode) = match components {
         1 => (pixels.iter().flat_map(|&v| [v; 3]).collect(), "L"),
         3 => (pixels, "RGB"),
@@ -166,7 +166,7 @@ fn decode_jpeg(bytes: &[u8], opts: &DecodeOptions) -> Result<(RgbImage, &'static
             "CMYK",
         ),
     };
-    Ok((RgbImage::from_raw(w, h, rgb).expect("sized"), mode))
+    Ok((w, h, rgb, mode))
 }
 
 /// Pillow reads 4-component JPEGs as `CMYK;I` (Adobe's inverted convention, JpegImagePlugin) and
@@ -188,26 +188,23 @@ pub(crate) fn cmyk2rgb([c, m, y, k]: [u8; 4]) -> [u8; 3] {
     [ch(c), ch(m), ch(y)]
 }
 
-fn decode_other(bytes: &[u8], opts: &DecodeOptions) -> Result<(RgbImage, &'static str)> {
-    let reader = || {
-        ImageReader::new(Cursor::new(bytes))
-            .with_guessed_format()
-            .map_err(|e| Error::Decode(e.to_string()))
-    };
-    let r = reader()?;
-    if r.format().is_none() {
-        return Err(Error::Unsupported("unknown image format".into()));
-    }
-    let (w, h) = r
+/// PNG and WebP through the `image` crate.
+fn decode_other(
+    bytes: &[u8],
+    opts: &DecodeOptions,
+    format: image::ImageFormat,
+) -> Result<(RgbImage, &'static str)> {
+    let reader = || ImageReader::with_format(Cursor::new(bytes), format);
+    let (w, h) = reader()
         .into_dimensions()
         .map_err(|e| Error::Decode(e.to_string()))?;
     check_pixels(w as u64, h as u64, opts)?;
-    let mut r = reader()?;
+    let mut r = reader();
     r.no_limits(); // the pixel limit above is the one that applies
     let img = match r.decode() {
         Ok(img) => img,
         // Pillow stops reading a PNG as soon as its rows are complete (png.rs).
-        Err(e) if bytes.starts_with(b"\x89PNG\r\n\x1a\n") => {
+        Err(e) if format == image::ImageFormat::Png => {
             crate::png::decode_rows(bytes).map_err(|_| Error::Decode(e.to_string()))?
         }
         Err(e) => return Err(Error::Decode(e.to_string())),
@@ -232,7 +229,7 @@ fn decode_other(bytes: &[u8], opts: &DecodeOptions) -> Result<(RgbImage, &'stati
         DynamicImage::ImageLuma16(i) => from("I;16", &|x, y| [gray16(i.get_pixel(x, y).0[0]); 3]),
         // 16-bit grey with a tRNS colour, which `image` expands to an alpha channel: Pillow opens
         // it as I;16 (the transparent value in `info`), and convert('RGB') ignores that.
-        DynamicImage::ImageLumaA16(i) if png_grey16(bytes) => {
+        DynamicImage::ImageLumaA16(i) if format == image::ImageFormat::Png && grey16(bytes) => {
             from("I;16", &|x, y| [gray16(i.get_pixel(x, y).0[0]); 3])
         }
         DynamicImage::ImageLumaA16(i) => from("LA;16", &|x, y| [hi(i.get_pixel(x, y).0[0]); 3]),
@@ -250,9 +247,9 @@ fn decode_other(bytes: &[u8], opts: &DecodeOptions) -> Result<(RgbImage, &'stati
     })
 }
 
-/// Whether `bytes` is a PNG of 16-bit greyscale without alpha (IHDR colour type 0, depth 16).
-fn png_grey16(bytes: &[u8]) -> bool {
-    bytes.starts_with(b"\x89PNG\r\n\x1a\n") && bytes.get(24..26) == Some(&[16, 0])
+/// Whether a PNG is 16-bit greyscale without alpha (IHDR colour type 0, depth 16).
+fn grey16(png: &[u8]) -> bool {
+    png.get(24..26) == Some(&[16, 0])
 }
 
 fn read_orientation(bytes: &[u8]) -> Orientation {
