@@ -154,19 +154,14 @@ impl Ifd {
             } else {
                 value_at as u64
             };
-            let Some(data) = bytes.get(data_at as usize..(data_at + size) as usize) else {
-                continue; // "Possibly corrupt EXIF data"
-            };
-            if data.is_empty() {
-                continue;
+            if size == 0 || bytes.len() < (data_at + size) as usize {
+                continue; // no data, or "Possibly corrupt EXIF data"
             }
+            let (data_at, unit) = (data_at as usize, unit as usize);
             let values = integer.then(|| {
-                data.chunks_exact(unit as usize)
-                    .map(|c| {
-                        let v = c.iter().enumerate().fold(0u64, |acc, (i, &v)| {
-                            let k = c.len();
-                            acc | (v as u64) << if big_endian { 8 * (k - 1 - i) } else { 8 * i }
-                        });
+                (0..n as usize)
+                    .map(|j| {
+                        let v = int(data_at + j * unit, unit).expect("checked above");
                         match (signed, unit) {
                             (true, 1) => v as i8 as i64,
                             (true, 2) => v as i16 as i64,
@@ -201,8 +196,8 @@ impl Ifd {
 }
 
 /// TiffImagePlugin's OPEN_INFO: (big-endian, photometric, sample format, bits per sample,
-/// extra samples) with fill order 1 → (mode, raw mode). Fill order 2 has the same entries on the
-/// libtiff path (libtiff reverses the bits), and the raw path is read through libtiff here too.
+/// extra samples) with fill order 1 → (mode, raw mode). Fill order 2 has the same entries where
+/// [`reversible`] says so (libtiff reverses the bits; the raw path reverses them itself).
 fn open_info(
     big: bool,
     photo: u16,
@@ -539,12 +534,7 @@ pub(crate) fn decode(
             read_decoded(&tiff, w, h, raw, planes, photo == 6, bits)?
         }
     };
-    if !raw_path
-        && planar == 2
-        && bands(mode) > 3
-        && mode == "RGBA"
-        && matches!(extra.first(), Some(0 | 1))
-    {
+    if !raw_path && planar == 2 && mode == "RGBA" && matches!(extra.first(), Some(0 | 1)) {
         // ImagingLibTiffDecode: separate RGBA planes with associated (or unspecified) alpha.
         for p in &mut pixels {
             p.v = unpack("RGBa", &p.v, 0).v;
