@@ -96,6 +96,16 @@ static int sk_broken(struct sk_tiff *t, const char *why) {
   return -1;
 }
 
+/* ImagingLibTiffDecode's first check: libtiff must read the size the caller's tags gave. */
+static int sk_same_size(struct sk_tiff *t, uint32_t width, uint32_t height) {
+  uint32_t w = 0, h = 0;
+  if (!t->tif) return -1;
+  TIFFGetField(t->tif, TIFFTAG_IMAGEWIDTH, &w);
+  TIFFGetField(t->tif, TIFFTAG_IMAGELENGTH, &h);
+  if (w != width || h != height) return sk_broken(t, "libtiff reads another size");
+  return 0;
+}
+
 /*
  * Opens the first directory of the file. Returns NULL only when out of memory; otherwise a
  * handle whose `tif` may be NULL (the message says why), to be closed either way.
@@ -126,19 +136,15 @@ struct sk_tiff *shardkit_tiff_open(const unsigned char *data, size_t size) {
 /* Pillow's _decodeAsRGBA: the whole image as libtiff's RGBA (top-left first), into `out`. */
 int shardkit_tiff_read_rgba(struct sk_tiff *t, uint32_t width, uint32_t height, uint32_t *out) {
   TIFF *tif = t->tif;
-  uint32_t w = 0;
   TIFFRGBAImage img;
   char emsg[1024] = "";
-  uint32_t rows_per_block, h = 0, y;
+  uint32_t rows_per_block, y;
   int ret;
-  if (!tif) return -1;
+  if (sk_same_size(t, width, height)) return -1;
   if (TIFFIsTiled(tif))
     ret = TIFFGetFieldDefaulted(tif, TIFFTAG_TILELENGTH, &rows_per_block);
   else
     ret = TIFFGetFieldDefaulted(tif, TIFFTAG_ROWSPERSTRIP, &rows_per_block);
-  TIFFGetField(tif, TIFFTAG_IMAGEWIDTH, &w);
-  TIFFGetField(tif, TIFFTAG_IMAGELENGTH, &h);
-  if (w != width || h != height) return sk_broken(t, "libtiff reads another size");
   if (ret != 1 || rows_per_block == (uint32_t)-1 || rows_per_block == 0) rows_per_block = height;
   if (!(TIFFRGBAImageOK(tif, emsg) && TIFFRGBAImageBegin(&img, tif, 0, emsg))) {
     if (t->message[0] == 0) snprintf(t->message, sizeof t->message, "%s", emsg);
@@ -157,7 +163,6 @@ int shardkit_tiff_read_rgba(struct sk_tiff *t, uint32_t width, uint32_t height, 
   TIFFRGBAImageEnd(&img);
   return 0;
 }
-
 
 /* Pillow's _decodeStrip: strips of every plane, each row's first `row_bytes` bytes kept. */
 static int sk_read_strips(struct sk_tiff *t, uint32_t width, uint32_t height, int planes,
@@ -246,11 +251,7 @@ static int sk_read_tiles(struct sk_tiff *t, uint32_t width, uint32_t height, int
  */
 int shardkit_tiff_read(struct sk_tiff *t, uint32_t width, uint32_t height, int planes,
                        unsigned bits, int jpeg_rgb, unsigned char *out, size_t row_bytes) {
-  uint32_t w = 0, h = 0;
-  if (!t->tif) return -1;
-  TIFFGetField(t->tif, TIFFTAG_IMAGEWIDTH, &w);
-  TIFFGetField(t->tif, TIFFTAG_IMAGELENGTH, &h);
-  if (w != width || h != height) return sk_broken(t, "libtiff reads another size");
+  if (sk_same_size(t, width, height)) return -1;
   if (jpeg_rgb && !TIFFSetField(t->tif, TIFFTAG_JPEGCOLORMODE, JPEGCOLORMODE_RGB))
     return sk_broken(t, "cannot ask libjpeg for RGB");
   if (TIFFIsTiled(t->tif)) return sk_read_tiles(t, width, height, planes, bits, out, row_bytes);
