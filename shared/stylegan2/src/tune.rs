@@ -67,7 +67,7 @@ pub const VGG_LAYOUTS: [&str; 2] = ["nchw", "nhwc"];
 /// `--kernel-choices upconv=phase|tconv|auto,vgg-layout=nchw|nhwc|auto,epilogue=on|off` sets.
 /// A choice left unset is timed on CUDA and takes the first candidate elsewhere; `auto` times it
 /// on any device.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KernelChoices {
     /// A name of [`UPCONVS`], `auto`, or unset.
     pub upconv: Option<&'static str>,
@@ -137,12 +137,9 @@ pub fn set_kernel_choices(choices: KernelChoices) {
     *choices_cell().write().unwrap_or_else(|e| e.into_inner()) = choices;
 }
 
-/// The process's kernel choices.
+/// The process's kernel choices (read on the hot path: a shared lock and a copy of three words).
 pub fn kernel_choices() -> KernelChoices {
-    choices_cell()
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone()
+    *choices_cell().read().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The mode a choice asks for: `Some(i)` fixes candidate `i` of `names`, `None` times them.

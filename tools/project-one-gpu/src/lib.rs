@@ -188,7 +188,7 @@ enum Entry {
 
 pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let started = Instant::now();
-    stylegan2::tune::set_kernel_choices(cli.kernel_choices.clone());
+    stylegan2::tune::set_kernel_choices(cli.kernel_choices);
     if cli.precision == Precision::Fp32 {
         device::disable_tf32();
     }
