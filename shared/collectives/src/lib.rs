@@ -130,7 +130,9 @@ pub struct Communicator {
     backend: Backend,
     timeout: Duration,
     stop: fn() -> bool,
-    nccl: Option<nccl::NcclComm>,
+    /// One NCCL communicator per CUDA device this rank uses (a pipeline's stages each have
+    /// theirs: the same ranks, each on its own device), made at the first collective there.
+    nccl: Vec<nccl::NcclComm>,
     nccl_generation: usize,
 }
 
@@ -155,7 +157,7 @@ impl Communicator {
             backend,
             timeout: opts.timeout,
             stop: opts.should_stop,
-            nccl: None,
+            nccl: Vec::new(),
             nccl_generation: 0,
         })
     }
@@ -168,7 +170,7 @@ impl Communicator {
     /// read the note or left one of its own, or the timeout passes.
     pub fn leave(mut self, why: &str) {
         let me = self.plan.rank;
-        if let Some(c) = self.nccl.as_mut() {
+        for c in &mut self.nccl {
             c.abort();
         }
         // The note first, then the sockets: a peer that sees them close finds the note. A set
@@ -371,13 +373,10 @@ impl Communicator {
         self.noted(r)
     }
 
-    /// Waits for this rank's queued NCCL collectives (no-op for the CPU ring, which is
-    /// synchronous).
+    /// Waits for this rank's queued NCCL collectives on every device (no-op for the CPU ring,
+    /// which is synchronous).
     pub fn synchronize(&mut self) -> Result<()> {
-        match self.nccl.as_mut() {
-            Some(c) => c.synchronize(),
-            None => Ok(()),
-        }
+        self.nccl.iter_mut().try_for_each(|c| c.synchronize())
     }
 
     fn check_root(&self, root: usize) -> Result<()> {
@@ -405,6 +404,10 @@ impl Communicator {
     /// contiguous CUDA tensors on that device, checked by `contiguous_numel`/`same_layout`, which
     /// the caller's borrows keep alive; the caching allocator does not reuse their memory for work
     /// queued later on the same stream), making it first (collectively) if needed.
+    ///
+    /// A rank may use several devices (pipeline stages): each gets its own communicator over the
+    /// same ranks, made in the order the devices are first used, which must be the same order
+    /// on every rank (the ids travel through the store under one key per communicator made).
     fn with_nccl(
         &mut self,
         device: Device,
@@ -413,39 +416,38 @@ impl Communicator {
         let Device::Cuda(index) = device else {
             unreachable!("NCCL on a CPU tensor")
         };
-        if self.nccl.as_ref().is_some_and(|c| c.device != index) {
-            return Err(Error::Unsupported(format!(
-                "this rank's NCCL communicator is on cuda:{}, not cuda:{index}: one device per rank",
-                self.nccl.as_ref().unwrap().device
-            )));
-        }
-        if self.nccl.is_none() {
-            let lib = nccl::Nccl::load()?;
-            self.nccl_generation += 1;
-            let key = format!("nccl_id/{}", self.nccl_generation);
-            let id = if self.rank() == 0 {
-                let id = lib.unique_id()?;
-                if let Some(store) = self.joined.store.as_mut() {
-                    store.set(&key, &id)?;
-                }
-                id
-            } else {
-                let store = self.joined.store.as_mut().expect("world > 1 has a store");
-                let v = store.get(&key)?;
-                v.try_into()
-                    .map_err(|_| Error::Nccl("rank 0 published a malformed ncclUniqueId".into()))?
-            };
-            self.nccl = Some(nccl::NcclComm::init(
-                lib,
-                id,
-                self.rank(),
-                self.world_size(),
-                index,
-                self.timeout,
-                self.stop,
-            )?);
-        }
-        let r = f(self.nccl.as_mut().unwrap());
+        let at = match self.nccl.iter().position(|c| c.device == index) {
+            Some(at) => at,
+            None => {
+                let lib = nccl::Nccl::load()?;
+                self.nccl_generation += 1;
+                let key = format!("nccl_id/{}", self.nccl_generation);
+                let id = if self.rank() == 0 {
+                    let id = lib.unique_id()?;
+                    if let Some(store) = self.joined.store.as_mut() {
+                        store.set(&key, &id)?;
+                    }
+                    id
+                } else {
+                    let store = self.joined.store.as_mut().expect("world > 1 has a store");
+                    let v = store.get(&key)?;
+                    v.try_into().map_err(|_| {
+                        Error::Nccl("rank 0 published a malformed ncclUniqueId".into())
+                    })?
+                };
+                self.nccl.push(nccl::NcclComm::init(
+                    lib,
+                    id,
+                    self.rank(),
+                    self.world_size(),
+                    index,
+                    self.timeout,
+                    self.stop,
+                )?);
+                self.nccl.len() - 1
+            }
+        };
+        let r = f(&mut self.nccl[at]);
         self.noted(r)
     }
 

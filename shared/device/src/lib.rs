@@ -172,6 +172,23 @@ pub fn cuda_mem_used() -> Option<u64> {
     (unsafe { f(&mut free, &mut total) } == 0).then(|| (total - free) as u64)
 }
 
+/// [`cuda_mem_used`] on device `i` (the calling thread's current device is put back after).
+pub fn cuda_mem_used_on(i: usize) -> Option<u64> {
+    type GetDevice = unsafe extern "C" fn(*mut i32) -> i32;
+    static GET_DEVICE: OnceLock<Option<GetDevice>> = OnceLock::new();
+    // SAFETY: the CUDA runtime's documented signature.
+    let get = (*GET_DEVICE.get_or_init(|| unsafe { cudart_symbol(b"cudaGetDevice\0") }))?;
+    let mut current = 0i32;
+    // SAFETY: a valid out-pointer.
+    if unsafe { get(&mut current) } != 0 {
+        return None;
+    }
+    cuda_set_device(i).ok()?;
+    let used = cuda_mem_used();
+    let _ = cuda_set_device(current as usize);
+    used
+}
+
 /// `cudaSetDevice(i)` for the calling thread (what NCCL launches on is the current device's
 /// stream).
 pub fn cuda_set_device(i: usize) -> std::result::Result<(), String> {

@@ -10,6 +10,7 @@
 //! - [`scaler`]: `torch.amp.GradScaler`'s dynamic loss scale;
 //! - [`ddp`]: parameter/buffer broadcast and bucketed gradient averaging over a
 //!   [`collectives::Communicator`];
+//! - [`pipeline`]: model parallelism — the cut into stages on several devices (GPipe);
 //! - [`syncbn`]: SyncBatchNorm (global-batch statistics through a differentiable all-reduce);
 //! - [`checkpoint`]: model + optimiser + scaler + epoch in one safetensors file, written
 //!   atomically; the model's tensors keep torchvision's names.
@@ -19,6 +20,7 @@ pub mod data;
 pub mod ddp;
 pub mod flat;
 pub mod optim;
+pub mod pipeline;
 pub mod resnet;
 pub mod sampler;
 pub mod scaler;

@@ -5,8 +5,10 @@
 //! same keys, `conv1.weight` is then [64,3,3,3]). [`ResNet::sync_batch_norm`] makes every
 //! BatchNorm a SyncBatchNorm ([`crate::syncbn`]).
 
+use std::ops::Range;
+
 use tch::nn::{self, Init, ModuleT};
-use tch::{Kind, Tensor};
+use tch::{Device, Kind, Tensor};
 
 use crate::syncbn::Group;
 use crate::{Error, Result};
@@ -57,6 +59,88 @@ impl std::str::FromStr for Arch {
                 "unknown model `{s}`: resnet18, resnet34, resnet50 or resnet101"
             ))
         })
+    }
+}
+
+/// One unit of a ResNet as a pipeline sees it ([`Arch::units`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unit {
+    /// `conv1` (the stem: conv, BatchNorm, max-pool), `layer1.0`, … (residual blocks), `fc`
+    /// (average pool and classifier).
+    pub name: String,
+    /// Forward floating-point operations per image: 2 × the multiply-adds of its convolutions
+    /// and of the classifier (BatchNorm, ReLU and additions are a few % and left out).
+    pub flops: f64,
+    /// Trainable parameters.
+    pub params: i64,
+}
+
+impl Arch {
+    /// The units of this ResNet for `num_classes` classes and `h`×`w` inputs, in forward order
+    /// (computed from the layout; [`ResNet::unit_names`] names the same units).
+    pub fn units(self, stem: Stem, num_classes: i64, (h, w): (i64, i64)) -> Vec<Unit> {
+        let (counts, bottleneck) = self.layout();
+        // Every convolution pads k/2, so its output is ⌈in / stride⌉; so is the 3×3/2 max-pool's.
+        let out = |x: i64, stride: i64| (x - 1) / stride + 1;
+        // (flops, params) of a bias-free k×k conv producing h×w, and of its BatchNorm.
+        let conv = |cin: i64, cout: i64, k: i64, (h, w): (i64, i64)| {
+            (
+                (2 * cin * cout * k * k * h * w) as f64,
+                cin * cout * k * k + 2 * cout,
+            )
+        };
+        let add = |a: (f64, i64), b: (f64, i64)| (a.0 + b.0, a.1 + b.1);
+        let unit = |name: String, (flops, params): (f64, i64)| Unit {
+            name,
+            flops,
+            params,
+        };
+        let (k, stride) = match stem {
+            Stem::ImageNet => (7, 2),
+            Stem::Cifar => (3, 1),
+        };
+        let mut size = (out(h, stride), out(w, stride));
+        let mut units = vec![unit("conv1".into(), conv(3, 64, k, size))];
+        if stem == Stem::ImageNet {
+            size = (out(size.0, 2), out(size.1, 2));
+        }
+        let mut cin = 64;
+        for (i, (&n, planes)) in counts.iter().zip([64i64, 128, 256, 512]).enumerate() {
+            for b in 0..n {
+                let stride = if b == 0 && i > 0 { 2 } else { 1 };
+                let cout = if bottleneck { planes * 4 } else { planes };
+                let half = (out(size.0, stride), out(size.1, stride));
+                let mut cost = if bottleneck {
+                    add(
+                        add(conv(cin, planes, 1, size), conv(planes, planes, 3, half)),
+                        conv(planes, cout, 1, half),
+                    )
+                } else {
+                    add(conv(cin, planes, 3, half), conv(planes, planes, 3, half))
+                };
+                if stride != 1 || cin != cout {
+                    cost = add(cost, conv(cin, cout, 1, half));
+                }
+                units.push(unit(format!("layer{}.{b}", i + 1), cost));
+                (cin, size) = (cout, half);
+            }
+        }
+        units.push(unit(
+            "fc".into(),
+            (
+                (2 * cin * num_classes) as f64,
+                cin * num_classes + num_classes,
+            ),
+        ));
+        units
+    }
+}
+
+/// The state_dict prefixes of a unit's tensors.
+pub(crate) fn unit_prefixes(unit: &str) -> Vec<String> {
+    match unit {
+        "conv1" => vec!["conv1.".into(), "bn1.".into()],
+        other => vec![format!("{other}.")],
     }
 }
 
@@ -144,8 +228,19 @@ fn conv(p: nn::Path, cin: i64, cout: i64, k: i64, stride: i64, padding: i64) -> 
 /// One residual block (BasicBlock or Bottleneck).
 #[derive(Debug)]
 struct Block {
+    /// `layer<i>.<j>`, its state_dict prefix.
+    name: String,
     convs: Vec<(nn::Conv2D, BatchNorm2d)>,
     downsample: Option<(nn::Conv2D, BatchNorm2d)>,
+}
+
+impl Block {
+    fn batch_norms(&self) -> impl Iterator<Item = &BatchNorm2d> {
+        self.convs
+            .iter()
+            .chain(self.downsample.iter())
+            .map(|(_, bn)| bn)
+    }
 }
 
 impl Block {
@@ -187,7 +282,14 @@ impl Block {
                 BatchNorm2d::new(&d / "1", cout),
             )
         });
-        (Block { convs, downsample }, cout)
+        (
+            Block {
+                name: p.components().collect::<Vec<_>>().join("."),
+                convs,
+                downsample,
+            },
+            cout,
+        )
     }
 
     fn forward(&self, x: &Tensor, train: bool, sync: Option<&Group>) -> Result<Tensor> {
@@ -208,6 +310,11 @@ impl Block {
 }
 
 /// A torchvision ResNet.
+///
+/// For model parallelism it is a sequence of *units* — the stem (`conv1`, `bn1`, max-pool), each
+/// residual block (`layer1.0`, `layer1.1`, …) and the head (average pool + `fc`) — that
+/// [`ResNet::place`] puts on devices in contiguous ranges (pipeline stages) and
+/// [`ResNet::forward_units`] runs range by range.
 #[derive(Debug)]
 pub struct ResNet {
     conv1: nn::Conv2D,
@@ -215,9 +322,10 @@ pub struct ResNet {
     stem: Stem,
     layers: Vec<Block>,
     fc: nn::Linear,
-    /// Every BatchNorm's `num_batches_tracked`, as views of this one tensor: a training forward
-    /// adds 1 to all of them at once (torch.nn.BatchNorm2d's per-layer count, in one kernel).
-    counters: Tensor,
+    /// Every BatchNorm's `num_batches_tracked`, as views of one tensor per stage (one for the
+    /// whole model until [`ResNet::place`] splits it): a training forward of a stage adds 1 to
+    /// all of its counters at once (torch.nn.BatchNorm2d's per-layer count, in one kernel).
+    counters: Vec<(Range<usize>, Tensor)>,
     /// SyncBatchNorm's ranks, when the BatchNorms are synchronised.
     sync: Option<Group>,
 }
@@ -258,27 +366,93 @@ impl ResNet {
                 bias: true,
             },
         );
-        let mut bns: Vec<&BatchNorm2d> = vec![&bn1];
-        for b in &layers {
-            bns.extend(b.convs.iter().map(|(_, bn)| bn));
-            bns.extend(b.downsample.iter().map(|(_, bn)| bn));
-        }
-        let counters = Tensor::zeros([bns.len() as i64], (Kind::Int64, p.device()));
-        for (i, bn) in bns.iter().enumerate() {
-            // Same TensorImpl as the VarStore's entry, so checkpoints see the moved data.
-            bn.num_batches_tracked
-                .shallow_clone()
-                .set_data(&counters.select(0, i as i64));
-        }
-        ResNet {
+        let mut net = ResNet {
             conv1,
             bn1,
             stem,
             layers,
             fc,
-            counters,
+            counters: Vec::new(),
             sync: None,
+        };
+        let all = 0..net.num_units();
+        net.counters = vec![(all.clone(), net.counter_over(all, p.device()))];
+        net
+    }
+
+    /// Stem, residual blocks, head.
+    pub fn num_units(&self) -> usize {
+        self.layers.len() + 2
+    }
+
+    /// `conv1` (the stem), `layer1.0`, … (the residual blocks), `fc` (pool and classifier).
+    pub fn unit_names(&self) -> Vec<String> {
+        std::iter::once("conv1".to_string())
+            .chain(self.layers.iter().map(|b| b.name.clone()))
+            .chain(std::iter::once("fc".to_string()))
+            .collect()
+    }
+
+    /// The BatchNorms of units `units`, in order.
+    fn batch_norms(&self, units: Range<usize>) -> Vec<&BatchNorm2d> {
+        let last = self.num_units() - 1;
+        units
+            .flat_map(|u| match u {
+                0 => vec![&self.bn1],
+                u if u == last => Vec::new(),
+                u => self.layers[u - 1].batch_norms().collect(),
+            })
+            .collect()
+    }
+
+    /// One tensor on `device` holding the `num_batches_tracked` of units `units` (their
+    /// values kept), each BatchNorm's entry becoming a view of it.
+    fn counter_over(&self, units: Range<usize>, device: Device) -> Tensor {
+        let bns = self.batch_norms(units);
+        let counter = Tensor::zeros([bns.len() as i64], (Kind::Int64, device));
+        tch::no_grad(|| {
+            for (i, bn) in bns.iter().enumerate() {
+                let slot = counter.select(0, i as i64);
+                slot.shallow_clone().copy_(&bn.num_batches_tracked);
+                // Same TensorImpl as the VarStore's entry, so checkpoints see the moved data.
+                bn.num_batches_tracked.shallow_clone().set_data(&slot);
+            }
+        });
+        counter
+    }
+
+    /// Moves each stage's units — their parameters and buffers, which are the VarStore's
+    /// tensors — to the stage's device (`stages`: contiguous unit ranges covering the model, in
+    /// order), and gives each stage its own BatchNorm counter there.
+    pub fn place(&mut self, vs: &nn::VarStore, stages: &[(Range<usize>, Device)]) -> Result<()> {
+        let covered: Vec<usize> = stages.iter().flat_map(|(r, _)| r.clone()).collect();
+        if covered != (0..self.num_units()).collect::<Vec<_>>() {
+            return Err(Error::Usage(format!(
+                "pipeline stages {:?} do not cover the model's {} units in order",
+                stages.iter().map(|(r, _)| r).collect::<Vec<_>>(),
+                self.num_units()
+            )));
         }
+        let names = self.unit_names();
+        let vars = vs.variables();
+        tch::no_grad(|| {
+            for (units, device) in stages {
+                for u in units.clone() {
+                    for prefix in unit_prefixes(&names[u]) {
+                        for (_, t) in vars.iter().filter(|(n, _)| n.starts_with(&prefix)) {
+                            if t.device() != *device {
+                                t.shallow_clone().set_data(&t.to_device(*device));
+                            }
+                        }
+                    }
+                }
+            }
+        });
+        self.counters = stages
+            .iter()
+            .map(|(units, device)| (units.clone(), self.counter_over(units.clone(), *device)))
+            .collect();
+        Ok(())
     }
 
     /// Makes every BatchNorm a SyncBatchNorm over `group` (`nn.SyncBatchNorm.
@@ -290,18 +464,39 @@ impl ResNet {
 
     /// The forward pass; fails only when a SyncBatchNorm's all-reduce does.
     pub fn try_forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
+        self.forward_units(x, 0..self.num_units(), train)
+    }
+
+    /// Units `units` of the forward pass (a pipeline stage: its input is the previous stage's
+    /// output, on this stage's device). A training forward counts a batch in the BatchNorm
+    /// counters of every stage ([`ResNet::place`]) that `units` covers whole.
+    pub fn forward_units(&self, x: &Tensor, units: Range<usize>, train: bool) -> Result<Tensor> {
         if train {
-            let _ = tch::no_grad(|| self.counters.shallow_clone().f_add_scalar_(1i64));
+            for (_, c) in self
+                .counters
+                .iter()
+                .filter(|(r, _)| units.start <= r.start && r.end <= units.end)
+            {
+                let _ = tch::no_grad(|| c.shallow_clone().f_add_scalar_(1i64));
+            }
         }
         let sync = self.sync.as_ref();
-        let mut y = self.bn1.forward(&x.apply(&self.conv1), train, sync)?.relu();
-        if self.stem == Stem::ImageNet {
-            y = y.max_pool2d([3, 3], [2, 2], [1, 1], [1, 1], false);
+        let head = self.num_units() - 1;
+        let mut y = x.shallow_clone();
+        for u in units {
+            y = match u {
+                0 => {
+                    let y = self.bn1.forward(&y.apply(&self.conv1), train, sync)?.relu();
+                    match self.stem {
+                        Stem::ImageNet => y.max_pool2d([3, 3], [2, 2], [1, 1], [1, 1], false),
+                        Stem::Cifar => y,
+                    }
+                }
+                u if u == head => y.adaptive_avg_pool2d([1, 1]).flatten(1, -1).apply(&self.fc),
+                u => self.layers[u - 1].forward(&y, train, sync)?,
+            };
         }
-        for b in &self.layers {
-            y = b.forward(&y, train, sync)?;
-        }
-        Ok(y.adaptive_avg_pool2d([1, 1]).flatten(1, -1).apply(&self.fc))
+        Ok(y)
     }
 }
 
@@ -310,5 +505,45 @@ impl ModuleT for ResNet {
     fn forward_t(&self, x: &Tensor, train: bool) -> Tensor {
         self.try_forward(x, train)
             .unwrap_or_else(|e| panic!("ResNet forward: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tch::Device;
+
+    #[test]
+    fn the_computed_units_are_the_models_units() {
+        for (arch, stem) in [
+            (Arch::ResNet18, Stem::Cifar),
+            (Arch::ResNet34, Stem::ImageNet),
+            (Arch::ResNet50, Stem::ImageNet),
+            (Arch::ResNet101, Stem::Cifar),
+        ] {
+            let vs = nn::VarStore::new(Device::Cpu);
+            let net = ResNet::new(&vs.root(), arch, 10, stem);
+            let units = arch.units(stem, 10, (32, 32));
+            let names: Vec<String> = units.iter().map(|u| u.name.clone()).collect();
+            assert_eq!(names, net.unit_names(), "{}", arch.name());
+            let vars = vs.variables();
+            for u in &units {
+                let params: i64 = vars
+                    .iter()
+                    .filter(|(n, t)| {
+                        t.requires_grad() && unit_prefixes(&u.name).iter().any(|p| n.starts_with(p))
+                    })
+                    .map(|(_, t)| t.numel() as i64)
+                    .sum();
+                assert_eq!(params, u.params, "{} {}", arch.name(), u.name);
+            }
+        }
+        // torchvision's ResNet-50 at 224×224: 4.1 G multiply-adds.
+        let flops: f64 = Arch::ResNet50
+            .units(Stem::ImageNet, 1000, (224, 224))
+            .iter()
+            .map(|u| u.flops)
+            .sum();
+        assert!((flops / 2e9 - 4.1).abs() < 0.05, "{}", flops / 2e9);
     }
 }

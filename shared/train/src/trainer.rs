@@ -11,12 +11,19 @@
 //! a barrier. All randomness is seeded from (seed, epoch, rank) at the start of each epoch, so a
 //! resumed run repeats the uninterrupted one exactly on the CPU.
 //!
+//! With a [`Config::pipeline`] the model is cut into stages on several devices (seed 004's
+//! model parallelism, [`crate::pipeline`]): the step's `accum` micro-batches go forward through
+//! every stage, then backward in the same order (GPipe), so the step computes what `accum`
+//! micro-batches compute on one device; each stage's gradients are averaged over the ranks in
+//! that stage's own buckets.
+//!
 //! On CUDA ([`Config::cuda_graphs`]) the whole step after the batch is gathered — forward,
 //! backward, all-reduce, optimiser — is captured once as a CUDA graph after
 //! [`GRAPH_WARMUP_STEPS`] eager steps and replayed; with `--deterministic` the replayed run
 //! equals the eager one bit for bit (scripts/gpu-check).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -28,6 +35,7 @@ use crate::data::{Dataset, Source};
 use crate::ddp::{self, Buckets};
 use crate::flat::FlatParams;
 use crate::optim::{Optimizer, Rule, Schedule};
+use crate::pipeline::{Pipeline, Split, Stage};
 use crate::resnet::{Arch, ResNet, Stem};
 use crate::sampler::DistributedSampler;
 use crate::scaler::GradScaler;
@@ -71,7 +79,8 @@ pub struct Config {
     pub epochs: usize,
     /// Global batch (all ranks together), as the seeds count it.
     pub batch_size: usize,
-    /// Micro-batches per rank and step (gradient accumulation).
+    /// Micro-batches per rank and step (gradient accumulation; with a pipeline, the GPipe
+    /// micro-batches).
     pub accum: usize,
     pub lr: f64,
     pub schedule: Schedule,
@@ -82,7 +91,12 @@ pub struct Config {
     pub drop_last: bool,
     pub seed: i64,
     pub precision: Precision,
+    /// The device of the model, or with a pipeline of its first stage; the data lives here.
     pub device: Device,
+    /// Model parallelism: the model cut into stages, each on its own device (the first
+    /// `device`), the `accum` micro-batches of every step pushed through them in GPipe order.
+    /// `None`: the whole model on `device`.
+    pub pipeline: Option<Pipeline>,
     /// Where `last`/`best` checkpoints go (rank 0 writes; every rank reads on resume).
     pub checkpoint_dir: Option<PathBuf>,
     pub resume: bool,
@@ -132,6 +146,11 @@ pub struct EpochStats {
     /// The same over the training steps only (validation and checkpointing excluded).
     pub train_images_per_s: f64,
     pub seconds: f64,
+    /// Mean seconds per training step (host time from the epoch's start to its last step's
+    /// results, validation excluded).
+    pub step_seconds: f64,
+    /// The stages the model runs in (one: the whole model on one device).
+    pub stages: Vec<Stage>,
     /// LR at the epoch's last step.
     pub lr: f64,
     pub loss_scale: Option<f64>,
@@ -224,21 +243,21 @@ pub fn train(
         vs,
         model,
         named,
-        flat,
-        buckets,
-        mut opt,
+        stages,
+        mut opts,
         mut scaler,
         lent,
     } = parts;
+    // The loss is computed where the last stage runs.
+    let out_device = stages.last().map_or(cfg.device, |s| s.plan.device);
     let stepper = Stepper {
         cfg,
         model: &model,
         buffers: &named.buffers,
-        grad: &flat.grad,
-        buckets: buckets.ranges(&flat)?,
+        stages: &stages,
         lent,
-        loss_sum: Tensor::zeros([], (Kind::Double, cfg.device)),
-        correct: Tensor::zeros([], (Kind::Int64, cfg.device)),
+        loss_sum: Tensor::zeros([], (Kind::Double, out_device)),
+        correct: Tensor::zeros([], (Kind::Int64, out_device)),
     };
     let mut steps = StepMode::new(cfg);
     let mut best_top1 = start.best_top1;
@@ -272,7 +291,7 @@ pub fn train(
             );
             let batch = order.narrow(0, (step * local) as i64, local as i64);
             let micro = micro_batches(cfg, &train_set, &norm, &batch, local)?;
-            if !steps.run(&stepper, comm, &micro, lr, &mut opt, &mut scaler, &flat)? {
+            if !steps.run(&stepper, comm, &micro, lr, &mut opts, &mut scaler)? {
                 skipped += 1;
             }
         }
@@ -290,7 +309,7 @@ pub fn train(
             let v: Vec<f64> = Vec::try_from(&t)?;
             (v[0] / v[2], 100.0 * v[1] / v[2])
         };
-        let (val_loss, val_top1) = evaluate(&model, &test_set, &norm, comm, cfg)?;
+        let (val_loss, val_top1) = evaluate(&model, &stages, &test_set, &norm, comm, cfg)?;
         if cfg.device.is_cuda() {
             comm.synchronize()?;
         }
@@ -308,6 +327,8 @@ pub fn train(
             images_per_s: seen * world as f64 / seconds,
             train_images_per_s: seen * world as f64 / train_seconds,
             seconds,
+            step_seconds: train_seconds / steps_per_epoch as f64,
+            stages: stages.iter().map(|s| s.plan.clone()).collect(),
             lr,
             loss_scale: scaler.enabled.then_some(scaler.scale),
             steps: steps_per_epoch,
@@ -328,7 +349,7 @@ pub fn train(
                     world_size: world,
                     batch_size: cfg.batch_size,
                 };
-                save_last(dir, &named, &opt, &meta, best)?;
+                save_last(dir, &named, &opts, &meta, best)?;
             }
             stats.checkpoint = Some(dir.join("last.safetensors"));
             comm.barrier()?;
@@ -354,11 +375,25 @@ fn check(cfg: &Config, world: usize) -> Result<usize> {
         )));
     }
     let local = cfg.batch_size / world;
+    let flag = match cfg.pipeline {
+        Some(_) => "--micro-batches",
+        None => "--accum",
+    };
+    if cfg.accum > local {
+        return Err(Error::Usage(format!(
+            "{flag} {} is more than the {local} samples per rank and step (--batch-size {} over \
+             {world} rank(s))",
+            cfg.accum, cfg.batch_size
+        )));
+    }
     if cfg.accum == 0 || !local.is_multiple_of(cfg.accum) {
         return Err(Error::Usage(format!(
-            "the per-rank batch {local} is not divisible by --accum {}",
+            "the per-rank batch {local} is not divisible by {flag} {}",
             cfg.accum
         )));
+    }
+    if let Some(p) = &cfg.pipeline {
+        check_pipeline(cfg, p, world)?;
     }
     match cfg.precision {
         Precision::Fp16 | Precision::Bf16 if !cfg.device.is_cuda() => {
@@ -388,21 +423,64 @@ fn check(cfg: &Config, world: usize) -> Result<usize> {
     Ok(local)
 }
 
+/// What a pipeline cannot be combined with.
+fn check_pipeline(cfg: &Config, p: &Pipeline, world: usize) -> Result<()> {
+    if p.devices.first() != Some(&cfg.device) {
+        return Err(Error::Usage(format!(
+            "the first stage's device ({:?}) must be the run's device ({:?}), where the data lives",
+            p.devices.first(),
+            cfg.device
+        )));
+    }
+    if p.devices
+        .iter()
+        .any(|d| d.is_cuda() != cfg.device.is_cuda())
+    {
+        return Err(Error::Usage(
+            "the stages must all be on CUDA devices or all on the CPU".into(),
+        ));
+    }
+    if p.devices.len() > 1 && cfg.cuda_graphs {
+        return Err(Error::Usage(
+            "CUDA graphs capture one device's step: --cuda-graphs off with --stages".into(),
+        ));
+    }
+    if p.devices.len() > 1 && cfg.sync_bn && world > 1 {
+        return Err(Error::Usage(
+            "--sync-bn cannot be combined with --stages over several ranks (each stage's \
+             BatchNorms would all-reduce from the backward pass's per-device threads)"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
 /// The model and what trains it, as [`setup`] makes them.
 struct Parts {
     vs: nn::VarStore,
     model: ResNet,
     named: Named,
-    flat: FlatParams,
-    buckets: Buckets,
-    opt: Optimizer,
+    /// One per pipeline stage (one for the whole model), with its optimiser in `opts`.
+    stages: Vec<StageParts>,
+    opts: Vec<Optimizer>,
     scaler: GradScaler,
     /// The communicator's loan to the SyncBatchNorms (None: per-rank BatchNorm).
     lent: Option<std::sync::Arc<Lent>>,
 }
 
-/// The data, and the model built from `cfg.seed` with its flat buffers, buckets, optimiser
-/// and loss scaler; every rank ends with rank 0's weights and buffers (DDP's constructor).
+/// One stage of the model: where it runs, and its parameters as one flat buffer (with the
+/// flat gradient) whose DDP buckets are ranges of it.
+struct StageParts {
+    plan: Stage,
+    flat: FlatParams,
+    buckets: Vec<(i64, i64)>,
+    /// Its parameters' names (for the optimiser state in checkpoints).
+    names: Vec<String>,
+}
+
+/// The data, and the model built from `cfg.seed` (placed on its stages' devices) with each
+/// stage's flat buffers, buckets and optimiser, and the loss scaler; every rank ends with rank
+/// 0's weights and buffers (DDP's constructor).
 fn setup(cfg: &Config, comm: &mut Communicator) -> Result<(Dataset, Dataset, Parts)> {
     let (rank, world) = (comm.rank(), comm.world_size());
     // libtorch's generator is process-global: ranks run as threads of one process (tests) must
@@ -421,6 +499,21 @@ fn setup(cfg: &Config, comm: &mut Communicator) -> Result<(Dataset, Dataset, Par
     let vs = nn::VarStore::new(cfg.device);
     let mut model = ResNet::new(&vs.root(), cfg.arch, train_set.num_classes, cfg.stem);
     drop(seeded);
+    let plans = {
+        let size = train_set.images.size();
+        let units = cfg
+            .arch
+            .units(cfg.stem, train_set.num_classes, (size[2], size[3]));
+        match &cfg.pipeline {
+            Some(p) => crate::pipeline::stages(&units, &p.split, &p.devices)?,
+            None => crate::pipeline::stages(&units, &Split::At(Vec::new()), &[cfg.device])?,
+        }
+    };
+    if plans.len() > 1 {
+        let place: Vec<(Range<usize>, Device)> =
+            plans.iter().map(|s| (s.units.clone(), s.device)).collect();
+        model.place(&vs, &place)?;
+    }
     // The communicator is lent to the SyncBatchNorms for each step's forward and backward.
     let lent = (cfg.sync_bn && world > 1).then(Lent::new);
     if let Some(l) = &lent {
@@ -436,21 +529,36 @@ fn setup(cfg: &Config, comm: &mut Communicator) -> Result<(Dataset, Dataset, Par
         }
     }
     let named = named(&vs);
-    let param_tensors: Vec<Tensor> = named
-        .params
-        .iter()
-        .map(|(_, t)| t.shallow_clone())
-        .collect();
-    let buckets = Buckets::new(&param_tensors, ddp::FIRST_BUCKET_BYTES, ddp::BUCKET_BYTES);
-    // One flat buffer for the weights and one for the gradients: the optimiser and the gradient
-    // all-reduce then take a few kernels per step instead of a few per parameter.
-    let flat = FlatParams::new(&param_tensors)?;
-    let mut opt = Optimizer::flat(
-        cfg.rule,
-        &flat,
-        named.params.iter().map(|(n, _)| n.clone()).collect(),
-    );
-    opt.use_fused(cfg.fused_optim);
+    let unit_names = model.unit_names();
+    let mut stages = Vec::with_capacity(plans.len());
+    let mut opts = Vec::with_capacity(plans.len());
+    for plan in plans {
+        let prefixes: Vec<String> = plan
+            .units
+            .clone()
+            .flat_map(|u| crate::resnet::unit_prefixes(&unit_names[u]))
+            .collect();
+        let (names, tensors): (Vec<String>, Vec<Tensor>) = named
+            .params
+            .iter()
+            .filter(|(n, _)| prefixes.iter().any(|p| n.starts_with(p.as_str())))
+            .map(|(n, t)| (n.clone(), t.shallow_clone()))
+            .unzip();
+        let buckets = Buckets::new(&tensors, ddp::FIRST_BUCKET_BYTES, ddp::BUCKET_BYTES);
+        // One flat buffer for the stage's weights and one for its gradients: the optimiser and
+        // the gradient all-reduce then take a few kernels per step instead of a few per
+        // parameter.
+        let flat = FlatParams::new(&tensors)?;
+        let mut opt = Optimizer::flat(cfg.rule, &flat, names.clone());
+        opt.use_fused(cfg.fused_optim);
+        opts.push(opt);
+        stages.push(StageParts {
+            plan,
+            buckets: buckets.ranges(&flat)?,
+            flat,
+            names,
+        });
+    }
     let scaler = GradScaler::new(cfg.precision == Precision::Fp16);
 
     // Start: everyone takes rank 0's weights and buffers (DDP's constructor).
@@ -464,9 +572,8 @@ fn setup(cfg: &Config, comm: &mut Communicator) -> Result<(Dataset, Dataset, Par
         vs,
         model,
         named,
-        flat,
-        buckets,
-        opt,
+        stages,
+        opts,
         scaler,
         lent,
     };
@@ -498,10 +605,7 @@ fn restore(cfg: &Config, parts: &mut Parts) -> Result<Start> {
     }
     if let Some(state) = last {
         copy_weights(&parts.vs, &state.model, cfg.arch, false)?;
-        parts
-            .opt
-            .load_state(&state.train)
-            .map_err(Error::Checkpoint)?;
+        load_optimizers(&parts.stages, &mut parts.opts, &state.train)?;
         start = Start {
             epoch: state.meta.epoch,
             best_top1: state.meta.best_top1,
@@ -513,6 +617,40 @@ fn restore(cfg: &Config, parts: &mut Parts) -> Result<Start> {
         }
     }
     Ok(start)
+}
+
+/// Gives each stage's optimiser its parameters' share of the saved state (which names
+/// parameters, so a checkpoint moves between split and unsplit runs).
+fn load_optimizers(
+    stages: &[StageParts],
+    opts: &mut [Optimizer],
+    saved: &BTreeMap<String, Tensor>,
+) -> Result<()> {
+    let mut claimed = BTreeSet::new();
+    for (stage, opt) in stages.iter().zip(opts) {
+        let mine: BTreeMap<String, Tensor> = saved
+            .iter()
+            .filter(|(k, _)| {
+                k.as_str() == "optim.steps"
+                    || k.strip_prefix("optim.")
+                        .and_then(|k| k.rsplit_once('.'))
+                        .is_some_and(|(param, _)| stage.names.iter().any(|n| n == param))
+            })
+            .map(|(k, v)| (k.clone(), v.shallow_clone()))
+            .collect();
+        claimed.extend(mine.keys().cloned());
+        opt.load_state(&mine).map_err(Error::Checkpoint)?;
+    }
+    match saved
+        .keys()
+        .find(|k| k.starts_with("optim.") && !claimed.contains(*k))
+    {
+        Some(k) => Err(Error::Checkpoint(format!(
+            "optimiser state {} names no parameter of this model",
+            &k["optim.".len()..]
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// The step's micro-batches: interleaved positions of the rank's `batch` (see the module doc),
@@ -546,7 +684,8 @@ fn micro_batches(
 
 /// How each training step runs: eagerly (with the loss scaler's check), or with CUDA graphs
 /// ([`Config::cuda_graphs`]): [`GRAPH_WARMUP_STEPS`] eager steps on a side stream, then the step
-/// captured once and replayed. A pipelined step (stages on several devices) would be a third.
+/// captured once and replayed. A pipelined model steps eagerly ([`Stepper::gradients`] runs its
+/// micro-batches in GPipe order).
 enum StepMode {
     Eager,
     Graphed {
@@ -571,25 +710,30 @@ impl StepMode {
         }
     }
 
-    /// One optimisation step on `micro` at `lr`; false when the loss scaler skipped it
-    /// (inf/nan gradients).
-    #[allow(clippy::too_many_arguments)]
+    /// One optimisation step on `micro` at `lr` (`opts`: each stage's optimiser); false when
+    /// the loss scaler skipped it (inf/nan gradients).
     fn run(
         &mut self,
         stepper: &Stepper,
         comm: &mut Communicator,
         micro: &[(Tensor, Tensor)],
         lr: f64,
-        opt: &mut Optimizer,
+        opts: &mut [Optimizer],
         scaler: &mut GradScaler,
-        flat: &FlatParams,
     ) -> Result<bool> {
         match self {
             StepMode::Eager => {
-                stepper.gradients(comm, micro, scaler.loss_factor(), opt)?;
-                let finite = scaler.unscale(std::slice::from_ref(&flat.grad));
+                stepper.gradients(comm, micro, scaler.loss_factor(), opts)?;
+                let grads: Vec<Tensor> = stepper
+                    .stages
+                    .iter()
+                    .map(|s| s.flat.grad.shallow_clone())
+                    .collect();
+                let finite = scaler.unscale(&grads);
                 if finite {
-                    opt.step(lr);
+                    for opt in opts.iter_mut() {
+                        opt.step(lr);
+                    }
                 }
                 scaler.update(finite);
                 Ok(finite)
@@ -599,9 +743,13 @@ impl StepMode {
                 warmed,
                 graph,
             } => {
+                // One stage (check_pipeline): one optimiser.
+                let [opt] = opts else {
+                    return Err(Error::Usage("CUDA graphs capture one device's step".into()));
+                };
                 if *warmed < GRAPH_WARMUP_STEPS {
                     torch_shim::on_side_stream(*cuda_index, || -> Result<()> {
-                        stepper.gradients(comm, micro, 1.0, opt)?;
+                        stepper.gradients(comm, micro, 1.0, std::slice::from_mut(opt))?;
                         opt.step(lr);
                         Ok(())
                     })
@@ -634,7 +782,7 @@ impl StepMode {
 fn save_last(
     dir: &std::path::Path,
     named: &Named,
-    opt: &Optimizer,
+    opts: &[Optimizer],
     meta: &checkpoint::Meta,
     best: bool,
 ) -> Result<()> {
@@ -650,7 +798,9 @@ fn save_last(
         .collect();
     // Training state first: a crash between the two renames leaves halves of different epochs,
     // which resume refuses rather than mixes.
-    checkpoint::save(&dir.join("last.train.safetensors"), &opt.state(), &meta)?;
+    // Each stage's optimiser state names its parameters: together, the unsplit run's state.
+    let train_state: BTreeMap<String, Tensor> = opts.iter().flat_map(Optimizer::state).collect();
+    checkpoint::save(&dir.join("last.train.safetensors"), &train_state, &meta)?;
     checkpoint::save(&dir.join("last.safetensors"), &model_state, &meta)?;
     if best {
         checkpoint::save(&dir.join("best.safetensors"), &model_state, &meta)?;
@@ -662,14 +812,36 @@ fn cuda_err(e: torch_shim::Error) -> Error {
     Error::Cuda(e.to_string())
 }
 
-/// The model's forward pass in the run's precision (fp16/bf16: CUDA autocast).
-fn forward(model: &ResNet, x: &Tensor, train: bool, precision: Precision) -> Result<Tensor> {
+/// The model's forward pass through its stages in the run's precision (fp16/bf16: CUDA
+/// autocast). Between stages the activation is copied to the next stage's device: a
+/// device-to-device copy that PyTorch queues on the source device's stream between two events
+/// (the destination's queued work first, the destination's later work after it), so the host
+/// never waits and the previous stage can take the next micro-batch at once. Its backward is
+/// the same copy the other way.
+fn forward(
+    model: &ResNet,
+    stages: &[StageParts],
+    x: &Tensor,
+    train: bool,
+    precision: Precision,
+) -> Result<Tensor> {
+    let run = || -> Result<Tensor> {
+        let mut h = x.shallow_clone();
+        for stage in stages {
+            let device = stage.plan.device;
+            if h.device() != device {
+                h = h.to_device_(device, h.kind(), true, false);
+            }
+            h = model.forward_units(&h, stage.plan.units.clone(), train)?;
+        }
+        Ok(h)
+    };
     let dtype = match precision {
         Precision::Fp16 => torch_shim::AutocastDtype::F16,
         Precision::Bf16 => torch_shim::AutocastDtype::Bf16,
-        Precision::Fp32 | Precision::Tf32 => return model.try_forward(x, train),
+        Precision::Fp32 | Precision::Tf32 => return run(),
     };
-    torch_shim::autocast(dtype, || model.try_forward(x, train)).map_err(cuda_err)?
+    torch_shim::autocast(dtype, run).map_err(cuda_err)?
 }
 
 /// What one optimisation step touches; shared by the eager and the graphed path.
@@ -677,61 +849,100 @@ struct Stepper<'a> {
     cfg: &'a Config,
     model: &'a ResNet,
     buffers: &'a [Tensor],
-    /// The flat gradient and its DDP buckets (ranges of it).
-    grad: &'a Tensor,
-    buckets: Vec<(i64, i64)>,
+    /// Where each stage runs, and its flat gradient with its DDP buckets (ranges of it).
+    stages: &'a [StageParts],
     /// The SyncBatchNorms' way to the communicator (None: per-rank BatchNorm).
     lent: Option<std::sync::Arc<Lent>>,
-    /// Device-side sums of the epoch's loss and correct predictions, zeroed in place each epoch
-    /// (a captured step adds into these very tensors).
+    /// Device-side sums of the epoch's loss and correct predictions (on the last stage's
+    /// device), zeroed in place each epoch (a captured step adds into these very tensors).
     loss_sum: Tensor,
     correct: Tensor,
 }
 
 impl Stepper<'_> {
     /// Gradients of the mean loss over the micro-batches (× `loss_factor`), averaged over
-    /// ranks; adds the batch's summed loss and correct count to the epoch sums. Queues device
-    /// work only (no host reads), so it can be captured.
+    /// ranks stage by stage; adds the batch's summed loss and correct count to the epoch sums.
+    /// Queues device work only (no host reads), so it can be captured.
+    ///
+    /// One stage: each micro-batch forward and backward in turn (only one micro-batch's
+    /// activations are held). Several (a pipeline): every micro-batch forward, then every one
+    /// backward (GPipe), in the same order, so gradients accumulate as they do with one stage
+    /// and the step computes the same thing.
     fn gradients(
         &self,
         comm: &mut Communicator,
         micro: &[(Tensor, Tensor)],
         loss_factor: f64,
-        opt: &mut Optimizer,
+        opts: &mut [Optimizer],
     ) -> Result<()> {
-        opt.zero_grad();
-        for (x, y) in micro {
-            if self.cfg.broadcast_buffers {
-                ddp::broadcast(comm, self.buffers)?;
-            }
-            let pass = || -> Result<(Tensor, Tensor)> {
-                let logits = forward(self.model, x, true, self.cfg.precision)?.to_kind(Kind::Float);
-                let loss = logits.cross_entropy_loss::<Tensor>(
-                    y,
-                    None,
-                    tch::Reduction::Mean,
-                    -100,
-                    self.cfg.label_smoothing,
-                );
-                (&loss * (loss_factor / micro.len() as f64)).f_backward()?;
-                Ok((logits, loss))
-            };
-            let (logits, loss) = match &self.lent {
-                Some(lent) => lent.lend(comm, pass)?,
-                None => pass()?,
-            };
-            tch::no_grad(|| {
-                let _ = self
-                    .loss_sum
-                    .shallow_clone()
-                    .g_add_(&(loss.detach().to_kind(Kind::Double) * y.size()[0] as f64));
-                let _ = self
-                    .correct
-                    .shallow_clone()
-                    .g_add_(&logits.argmax(1, false).eq_tensor(y).sum(Kind::Int64));
-            });
+        for opt in opts.iter_mut() {
+            opt.zero_grad();
         }
-        ddp::all_reduce_flat(comm, self.grad, &self.buckets)
+        let scale = loss_factor / micro.len() as f64;
+        if let [_] = self.stages {
+            for (x, y) in micro {
+                if self.cfg.broadcast_buffers {
+                    ddp::broadcast(comm, self.buffers)?;
+                }
+                let pass = || -> Result<(Tensor, Tensor)> {
+                    let (logits, loss) = self.loss(x, y)?;
+                    (&loss * scale).f_backward()?;
+                    Ok((logits, loss))
+                };
+                let (logits, loss) = match &self.lent {
+                    Some(lent) => lent.lend(comm, pass)?,
+                    None => pass()?,
+                };
+                self.count(&logits, &loss, y);
+            }
+        } else {
+            // No SyncBatchNorm here (check_pipeline), so nothing borrows the communicator.
+            let mut passes = Vec::with_capacity(micro.len());
+            for (x, y) in micro {
+                if self.cfg.broadcast_buffers {
+                    ddp::broadcast(comm, self.buffers)?;
+                }
+                passes.push(self.loss(x, y)?);
+            }
+            for ((logits, loss), (_, y)) in passes.iter().zip(micro) {
+                (loss * scale).f_backward()?;
+                self.count(logits, loss, y);
+            }
+        }
+        for stage in self.stages {
+            ddp::all_reduce_flat(comm, &stage.flat.grad, &stage.buckets)?;
+        }
+        Ok(())
+    }
+
+    /// Logits and mean loss of one micro-batch (on the last stage's device).
+    fn loss(&self, x: &Tensor, y: &Tensor) -> Result<(Tensor, Tensor)> {
+        let logits =
+            forward(self.model, self.stages, x, true, self.cfg.precision)?.to_kind(Kind::Float);
+        let y = y.to_device_(logits.device(), y.kind(), true, false);
+        let loss = logits.cross_entropy_loss::<Tensor>(
+            &y,
+            None,
+            tch::Reduction::Mean,
+            -100,
+            self.cfg.label_smoothing,
+        );
+        Ok((logits, loss))
+    }
+
+    /// Adds a micro-batch's summed loss and correct predictions to the epoch sums.
+    fn count(&self, logits: &Tensor, loss: &Tensor, y: &Tensor) {
+        let y = y.to_device_(logits.device(), y.kind(), true, false);
+        tch::no_grad(|| {
+            let _ = self
+                .loss_sum
+                .shallow_clone()
+                .g_add_(&(loss.detach().to_kind(Kind::Double) * y.size()[0] as f64));
+            let _ = self
+                .correct
+                .shallow_clone()
+                .g_add_(&logits.argmax(1, false).eq_tensor(&y).sum(Kind::Int64));
+        });
     }
 }
 
@@ -761,7 +972,7 @@ impl GraphedStep {
         // No autocast cast may be cached across the capture's end (make_graphed_callables' rule).
         torch_shim::set_autocast_cache_enabled(false);
         let captured = graph.capture(cuda_index, || -> Result<()> {
-            stepper.gradients(comm, &inputs, 1.0, opt)?;
+            stepper.gradients(comm, &inputs, 1.0, std::slice::from_mut(opt))?;
             opt.step_on_device(&lr_t);
             Ok(())
         });
@@ -825,6 +1036,7 @@ fn copy_weights(
 /// (loss, top-1 %) over the whole test set: each rank takes images rank, rank+world, …
 fn evaluate(
     model: &ResNet,
+    stages: &[StageParts],
     data: &Dataset,
     norm: &crate::data::Normalize,
     comm: &mut Communicator,
@@ -837,9 +1049,10 @@ fn evaluate(
         .collect();
     let idx = Tensor::from_slice(&mine).to_device(cfg.device);
     let bs = (cfg.batch_size / world).max(1) * 2;
-    // Sums stay on the device; one read at the end.
-    let loss = Tensor::zeros([], (Kind::Double, cfg.device));
-    let correct = Tensor::zeros([], (Kind::Int64, cfg.device));
+    // Sums stay on the (last stage's) device; one read at the end.
+    let out = stages.last().map_or(cfg.device, |s| s.plan.device);
+    let loss = Tensor::zeros([], (Kind::Double, out));
+    let correct = Tensor::zeros([], (Kind::Int64, out));
     tch::no_grad(|| -> Result<()> {
         for start in (0..mine.len()).step_by(bs) {
             let n = bs.min(mine.len() - start);
@@ -849,7 +1062,8 @@ fn evaluate(
             } else {
                 x
             };
-            let logits = forward(model, &x, false, cfg.precision)?.to_kind(Kind::Float);
+            let logits = forward(model, stages, &x, false, cfg.precision)?.to_kind(Kind::Float);
+            let y = y.to_device_(out, y.kind(), true, false);
             let _ = loss.shallow_clone().g_add_(
                 &logits
                     .cross_entropy_loss::<Tensor>(&y, None, tch::Reduction::Sum, -100, 0.0)
