@@ -170,6 +170,12 @@ pub struct EpochRecord {
     pub skipped_steps: usize,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub peak_gpu_mib: Option<u64>,
+    /// Mean milliseconds per training step (this rank's host time, validation excluded).
+    #[serde(default)]
+    pub step_ms: f64,
+    /// The pipeline's stages (model parallelism), when the model is split.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub stages: Vec<StageRecord>,
     /// The checkpoint written after this epoch.
     #[serde(
         with = "os_text::option",
@@ -181,6 +187,24 @@ pub struct EpochRecord {
     pub best: bool,
     pub rank: usize,
     pub world_size: usize,
+}
+
+/// One pipeline stage of a split model, in an [`EpochRecord`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StageRecord {
+    /// 0-based.
+    pub stage: usize,
+    /// `cpu` or `cuda:N`.
+    pub device: String,
+    /// Its first and last unit (`conv1`, `layer3.0`, …, `fc`).
+    pub first: String,
+    pub last: String,
+    pub params: i64,
+    /// Forward GFLOPs per image (what a balanced split evens out).
+    pub gflops: f64,
+    /// Memory in use on its GPU (the whole device's, like `peak_gpu_mib`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub peak_gpu_mib: Option<u64>,
 }
 
 /// One message size timed by `all-reduce-check` (nccl-tests' table row).

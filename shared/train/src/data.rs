@@ -28,10 +28,12 @@ pub enum Source {
         test: usize,
         classes: i64,
         seed: i64,
+        /// Image side (32 unless `synthetic:N:SIZE`).
+        size: i64,
     },
 }
 
-/// Images (uint8 [N,3,32,32]) and labels (int64 [N]) on one device.
+/// Images (uint8 [N,3,H,W]; 32×32 but for `synthetic:N:SIZE`) and labels (int64 [N]) on one device.
 #[derive(Debug)]
 pub struct Dataset {
     pub images: Tensor,
@@ -49,8 +51,9 @@ pub struct Normalize {
 const RECORD_PIXELS: usize = 3 * 32 * 32;
 
 impl Source {
-    /// Parses `--data`: `cifar10:DIR`, `cifar100:DIR`, `synthetic` or `synthetic:N`. DIR is
-    /// taken as bytes: a directory name need not be UTF-8.
+    /// Parses `--data`: `cifar10:DIR`, `cifar100:DIR`, `synthetic`, `synthetic:N` or
+    /// `synthetic:N:SIZE` (SIZE×SIZE images instead of 32×32). DIR is taken as bytes: a
+    /// directory name need not be UTF-8.
     pub fn parse(s: &OsStr, seed: i64) -> Result<Source> {
         let bytes = s.as_bytes();
         let (kind, arg) = match bytes.iter().position(|&b| b == b':') {
@@ -65,22 +68,33 @@ impl Source {
             b"cifar10" => Ok(Source::Cifar10(arg.into())),
             b"cifar100" => Ok(Source::Cifar100(arg.into())),
             b"synthetic" => {
-                let train = if arg.is_empty() {
-                    50_000
-                } else {
-                    arg.to_str().and_then(|a| a.parse().ok()).ok_or_else(|| {
-                        Error::Usage(format!("--data synthetic:{}: not a count", arg.display()))
-                    })?
+                let bad = || {
+                    Error::Usage(format!(
+                        "--data synthetic:{}: not N or N:SIZE (a count, an image side of 8 or more)",
+                        arg.display()
+                    ))
                 };
+                let (train, size) = match arg.to_str().ok_or_else(bad)? {
+                    "" => (50_000, 32),
+                    a => {
+                        let (n, size) = a.split_once(':').unwrap_or((a, "32"));
+                        let size: i64 = size.parse().map_err(|_| bad())?;
+                        (n.parse().map_err(|_| bad())?, size)
+                    }
+                };
+                if size < 8 {
+                    return Err(bad());
+                }
                 Ok(Source::Synthetic {
                     train,
                     test: (train / 5).max(1),
                     classes: 100,
                     seed,
+                    size,
                 })
             }
             _ => Err(Error::Usage(format!(
-                "unknown --data `{}`: cifar10:DIR, cifar100:DIR or synthetic[:N]",
+                "unknown --data `{}`: cifar10:DIR, cifar100:DIR or synthetic[:N[:SIZE]]",
                 s.display()
             ))),
         }
@@ -124,9 +138,10 @@ impl Source {
                 test,
                 classes,
                 seed,
+                size,
             } => Ok((
-                synthetic(*train, *classes, *seed, 0).to(device),
-                synthetic(*test, *classes, *seed, *train as i64).to(device),
+                synthetic(*train, *classes, *seed, 0, *size).to(device),
+                synthetic(*test, *classes, *seed, *train as i64, *size).to(device),
             )),
         }
     }
@@ -181,21 +196,21 @@ fn parent(p: &Path) -> String {
     p.parent().map_or(".".into(), |d| d.display().to_string())
 }
 
-/// `n` images of `classes` classes: a fixed random 8×8 pattern per class, upsampled to 32×32,
-/// plus per-image noise; label `i mod classes`. Rows start at global index `offset` so test
-/// images differ from training ones.
-fn synthetic(n: usize, classes: i64, seed: i64, offset: i64) -> Dataset {
+/// `n` images of `classes` classes: a fixed random 8×8 pattern per class, upsampled to
+/// `size`×`size`, plus per-image noise; label `i mod classes`. Rows start at global index
+/// `offset` so test images differ from training ones.
+fn synthetic(n: usize, classes: i64, seed: i64, offset: i64, size: i64) -> Dataset {
     let protos = {
         tch::manual_seed(seed);
         Tensor::rand([classes, 3, 8, 8], (Kind::Float, Device::Cpu)).upsample_nearest2d(
-            [32, 32],
+            [size, size],
             None,
             None,
         )
     };
     tch::manual_seed(seed.wrapping_add(1 + offset));
     let labels = (Tensor::arange(n as i64, (Kind::Int64, Device::Cpu)) + offset).remainder(classes);
-    let noise = Tensor::randn([n as i64, 3, 32, 32], (Kind::Float, Device::Cpu)) * 0.25;
+    let noise = Tensor::randn([n as i64, 3, size, size], (Kind::Float, Device::Cpu)) * 0.25;
     let images = ((protos.index_select(0, &labels) + noise).clamp(0.0, 1.0) * 255.0)
         .round()
         .to_kind(Kind::Uint8);
@@ -326,11 +341,25 @@ mod tests {
 
     #[test]
     fn synthetic_data_is_deterministic_and_labelled_round_robin() {
-        let a = synthetic(20, 4, 9, 0);
-        let b = synthetic(20, 4, 9, 0);
+        let a = synthetic(20, 4, 9, 0, 32);
+        let b = synthetic(20, 4, 9, 0, 32);
         assert!(a.images.equal(&b.images));
         assert_eq!(a.labels.int64_value(&[6]), 2);
         let n = a.normalize();
         assert_eq!(n.mean.size(), [1, 3, 1, 1]);
+        let parse = |s: &str| Source::parse(OsStr::new(s), 1);
+        let Source::Synthetic { train, size, .. } = parse("synthetic:64:128").unwrap() else {
+            panic!()
+        };
+        assert_eq!((train, size), (64, 128));
+        assert!(matches!(
+            parse("synthetic:64").unwrap(),
+            Source::Synthetic { size: 32, .. }
+        ));
+        for bad in ["synthetic:x", "synthetic:64:4", "synthetic:64:y"] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+        let big = synthetic(2, 4, 9, 0, 64);
+        assert_eq!(big.images.size(), [2, 3, 64, 64]);
     }
 }

@@ -11,13 +11,14 @@ use clap::Parser;
 use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, progress};
 use collectives::{Communicator, DistArgs};
 use device::{DeviceArg, Env};
-use records::{EpochRecord, Summary};
+use records::{EpochRecord, StageRecord, Summary};
 use train::data::Source;
 use train::optim::{Rule, Schedule};
+use train::pipeline::Pipeline;
 use train::resnet::{Arch, Stem};
 use train::trainer::{Config, Precision};
 
-/// Data-parallel ResNet training on CIFAR-shaped data, one process per GPU, as PyTorch DDP does it (checkpoints, resume, records).
+/// Data-parallel ResNet training on CIFAR-shaped data, one process per GPU (or per pipeline of GPUs), as PyTorch DDP does it (checkpoints, resume, records).
 ///
 /// Run one process per rank (torchrun --no-python, srun, GNU parallel with --rank, or one
 /// process for world size 1). --batch-size is the global batch, split evenly over the ranks.
@@ -27,7 +28,8 @@ use train::trainer::{Config, Precision};
 #[command(name = "ddp-train", version, max_term_width = 100)]
 pub struct Cli {
     /// cifar100:DIR (train.bin, test.bin), cifar10:DIR (data_batch_*.bin, test_batch.bin), or
-    /// synthetic[:N] (N learnable 32×32 images of 100 classes). Nothing is downloaded.
+    /// synthetic[:N[:SIZE]] (N learnable SIZE×SIZE images of 100 classes; 32 unless given).
+    /// Nothing is downloaded.
     #[arg(long, value_name = "SOURCE")]
     pub data: OsString,
 
@@ -50,6 +52,32 @@ pub struct Cli {
     /// --accum k computes what k ranks do).
     #[arg(long, value_name = "K", default_value_t = 1)]
     pub accum: usize,
+
+    /// Model parallelism (seed 004): cut the model into S pipeline stages, each on its own
+    /// device of this process (--stage-devices). Composes with data parallelism: each stage's
+    /// gradients are averaged over the ranks. Default: 1, or the number of --stage-devices.
+    #[arg(long, value_name = "S")]
+    pub stages: Option<usize>,
+
+    /// Where the stages start: `balanced` (the split whose most expensive stage has the fewest
+    /// forward FLOPs at the data's image size), or S-1 comma-separated units each later stage
+    /// starts at: a layer (layer3: seed 004's split, conv1…layer2 | layer3…fc), a block
+    /// (layer3.2), or fc.
+    #[arg(long, value_name = "balanced|UNIT,...", default_value = "balanced")]
+    pub split_at: String,
+
+    /// One device per stage, comma-separated (cuda:0,cuda:1; cpu,cpu). Default: S consecutive
+    /// GPUs from LOCAL_RANK×S (from N with --device cuda:N), so `torchrun --nproc_per_node 2
+    /// ddp-train --stages 2` on 4 GPUs runs 2 pipelines of 2 stages; all cpu without CUDA.
+    #[arg(long, value_name = "LIST")]
+    pub stage_devices: Option<String>,
+
+    /// With --stages: micro-batches per rank and step, pushed through the stages in GPipe order
+    /// (all forwards, then all backwards) so that stage s+1 works on one while stage s works on
+    /// the next. They split the rank's batch exactly as --accum M does (and compute the same
+    /// step). 1 is the naive split: one stage works at a time.
+    #[arg(long, value_name = "M")]
+    pub micro_batches: Option<usize>,
 
     /// sgd or adamw.
     #[arg(long, value_name = "NAME", default_value = "sgd")]
@@ -168,7 +196,14 @@ impl Tool for Cli {
 .nf
 {"type":"epoch","epoch":3,"epochs":10,"train_loss":1.23,"train_top1":61.2,"val_loss":1.4,"val_top1":58.9,
  "images_per_s":812.5,"train_images_per_s":830.1,"seconds":61.5,"lr":0.0905,"steps":390,"skipped_steps":0,"peak_gpu_mib":2210,
- "checkpoint":"/abs/ck/last.safetensors","best":true,"rank":0,"world_size":2}
+ "step_ms":77.1,"checkpoint":"/abs/ck/last.safetensors","best":true,"rank":0,"world_size":2}
+.fi
+.PP
+With --stages, the record also lists the stages (devices, first and last unit, parameters, forward GFLOPs per image, memory in use):
+.PP
+.nf
+ "stages":[{"stage":0,"device":"cuda:0","first":"conv1","last":"layer2.3","params":1444928,"gflops":0.44,"peak_gpu_mib":3010},
+           {"stage":1,"device":"cuda:1","first":"layer3.0","last":"fc","params":22063464,"gflops":0.36,"peak_gpu_mib":2210}]
 .fi
 .PP
 then {"type":"summary","ok":EPOCHS_RUN,"skipped":EPOCHS_ALREADY_DONE,"failed":0,"world_size":N,"elapsed_ms":N}.
@@ -186,6 +221,14 @@ Accuracies are percent; losses are means over all ranks' images; validation coun
         (
             "One GPU at full speed (bf16, channels_last, the step replayed as a CUDA graph):",
             "ddp-train --data cifar100:cifar-100-binary --batch-size 512 --precision bf16 --augment --checkpoint-dir ck",
+        ),
+        (
+            "Seed 004's model parallelism: ResNet-50 cut at layer3 over two GPUs, 8 micro-batches pipelined:",
+            "ddp-train --data synthetic:8192:128 --model resnet50 --stage-devices cuda:0,cuda:1 --split-at layer3 --micro-batches 8 --precision fp32",
+        ),
+        (
+            "Two pipelines of two stages on four GPUs (data parallel over the pipelines):",
+            "torchrun --no-python --standalone --nproc_per_node 2 ddp-train --data cifar100:cifar-100-binary --stages 2 --micro-batches 4",
         ),
         (
             "Resume after a crash:",
@@ -224,7 +267,68 @@ impl Switch {
     }
 }
 
-fn config(cli: &Cli, device: tch::Device) -> Result<Config> {
+/// The devices of the stages (one without a pipeline), checked against the machine; usage
+/// errors for lists that cannot work.
+fn stage_devices(cli: &Cli, env: &Env) -> Result<Vec<tch::Device>> {
+    let usage = |m: String| anyhow::Error::new(cli_common::UsageError(m));
+    let listed = match &cli.stage_devices {
+        Some(list) => Some(
+            list.split(',')
+                .map(|d| match DeviceArg::parse(d) {
+                    Ok(DeviceArg::Auto) | Err(_) => Err(usage(format!(
+                        "--stage-devices {list}: `{d}` is not cpu, cuda or cuda:N"
+                    ))),
+                    Ok(d) => Ok(d),
+                })
+                .collect::<Result<Vec<_>>>()?,
+        ),
+        None => None,
+    };
+    let stages = cli.stages.or(listed.as_ref().map(Vec::len)).unwrap_or(1);
+    if stages == 0 {
+        return Err(usage("--stages must be at least 1".into()));
+    }
+    let args = match listed {
+        Some(l) if l.len() != stages => {
+            return Err(usage(format!(
+                "--stage-devices lists {} device(s) for --stages {stages}",
+                l.len()
+            )));
+        }
+        Some(l) => l,
+        None if stages == 1 => return Ok(vec![cli.device.resolve(env)?]),
+        None => {
+            let gpus = device::cuda_device_count();
+            let first = match cli.device {
+                DeviceArg::Cpu => None,
+                DeviceArg::Auto if gpus == 0 => None,
+                DeviceArg::Cuda(n) => Some(n),
+                DeviceArg::Auto => Some(env.local_rank.unwrap_or(0) * stages),
+            };
+            match first {
+                None => vec![DeviceArg::Cpu; stages],
+                Some(n) => (n..n + stages).map(DeviceArg::Cuda).collect(),
+            }
+        }
+    };
+    args.into_iter()
+        .map(|d| {
+            d.resolve(env).map_err(|e| match e {
+                device::Error::Unavailable { asked, why } => usage(format!(
+                    "stage {asked} ({}) asked for, but {why}",
+                    match &cli.stage_devices {
+                        Some(list) => format!("--stage-devices {list}"),
+                        None => format!("--stages {stages} on this rank"),
+                    }
+                )),
+                e => usage(e.to_string()),
+            })
+        })
+        .collect()
+}
+
+fn config(cli: &Cli, devices: &[tch::Device]) -> Result<Config> {
+    let device = devices[0];
     let precision = cli.precision.parse::<Precision>()?;
     let stem = match cli.stem.as_str() {
         "imagenet" => Stem::ImageNet,
@@ -252,7 +356,16 @@ fn config(cli: &Cli, device: tch::Device) -> Result<Config> {
         data: Source::parse(&cli.data, cli.seed)?,
         epochs: cli.epochs,
         batch_size: cli.batch_size,
-        accum: cli.accum,
+        accum: match (devices.len(), cli.micro_batches) {
+            (1, Some(_)) => bail!(
+                "--micro-batches needs --stages 2 or more (on one device, --accum M splits the batch)"
+            ),
+            (1, None) => cli.accum,
+            (_, _) if cli.accum != 1 => bail!(
+                "with --stages, split the batch with --micro-batches (GPipe) instead of --accum"
+            ),
+            (_, m) => m.unwrap_or(1),
+        },
         lr: cli.lr,
         schedule,
         rule,
@@ -263,15 +376,24 @@ fn config(cli: &Cli, device: tch::Device) -> Result<Config> {
         seed: cli.seed,
         precision,
         device,
+        pipeline: (devices.len() > 1)
+            .then(|| -> Result<Pipeline> {
+                Ok(Pipeline {
+                    split: cli.split_at.parse()?,
+                    devices: devices.to_vec(),
+                })
+            })
+            .transpose()?,
         checkpoint_dir: cli.checkpoint_dir.clone(),
         resume: cli.resume,
         max_steps: cli.max_steps,
         broadcast_buffers: !cli.no_broadcast_buffers,
         init: cli.init.clone(),
         channels_last: cli.channels_last.or(device.is_cuda()),
+        // One device's step: a pipeline runs eagerly.
         cuda_graphs: cli
             .cuda_graphs
-            .or(device.is_cuda() && precision != Precision::Fp16),
+            .or(device.is_cuda() && precision != Precision::Fp16 && devices.len() == 1),
         deterministic: cli.deterministic,
         sync_bn: cli.sync_bn,
         fused_optim: cli.fused_optim.or(device.is_cuda()),
@@ -294,6 +416,9 @@ fn training_flags(cli: &Cli) -> Vec<(&'static str, String)> {
         ("--epochs", cli.epochs.to_string()),
         ("--batch-size", cli.batch_size.to_string()),
         ("--accum", cli.accum.to_string()),
+        ("--stages", format!("{:?}", cli.stages)),
+        ("--split-at", cli.split_at.clone()),
+        ("--micro-batches", format!("{:?}", cli.micro_batches)),
         ("--optimizer", cli.optimizer.clone()),
         ("--lr", cli.lr.to_string()),
         ("--momentum", cli.momentum.to_string()),
@@ -401,8 +526,10 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     if precision == Precision::Fp32 {
         device::disable_tf32(); // before CUDA starts
     }
-    let device = cli.device.resolve(&Env::from_process(None))?;
-    let cfg = config(&cli, device).map_err(usage)?;
+    let env = Env::from_process(None);
+    let devices = stage_devices(&cli, &env)?;
+    let device = devices[0];
+    let cfg = config(&cli, &devices).map_err(usage)?;
     let mut opts = cli.dist.options();
     // SIGINT/SIGTERM end any wait for peers at once (exit 130).
     opts.should_stop = cli_common::interrupt::requested;
@@ -416,9 +543,19 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let speak = rank == 0 || cli.all_ranks;
     if speak && !cli.common.quiet {
         eprintln!(
-            "ddp-train[rank {rank}]: {} ({:?} stem) on {device:?}, {world} rank(s), global batch {} ({} per rank), {} via {}{}{}{}",
+            "ddp-train[rank {rank}]: {} ({:?} stem) {}, {world} rank(s), global batch {} ({} per rank), {} via {}{}{}{}",
             cfg.arch.name(),
             cfg.stem,
+            match &cfg.pipeline {
+                Some(p) => format!(
+                    "in {} stages on {:?} ({} micro-batches, split {})",
+                    p.devices.len(),
+                    p.devices,
+                    cfg.accum,
+                    cli.split_at
+                ),
+                None => format!("on {device:?}"),
+            },
             cfg.batch_size,
             cfg.batch_size / world.max(1),
             cli.precision,
@@ -477,11 +614,25 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
                     loss_scale: e.loss_scale,
                     steps: e.steps,
                     skipped_steps: e.skipped_steps,
-                    peak_gpu_mib: device
-                        .is_cuda()
-                        .then(device::cuda_mem_used)
-                        .flatten()
-                        .map(|b| b >> 20),
+                    peak_gpu_mib: gpu_mib(device),
+                    step_ms: e.step_seconds * 1e3,
+                    stages: if e.stages.len() > 1 {
+                        e.stages
+                            .iter()
+                            .enumerate()
+                            .map(|(i, s)| StageRecord {
+                                stage: i,
+                                device: device_name(s.device),
+                                first: s.first.clone(),
+                                last: s.last.clone(),
+                                params: s.params,
+                                gflops: s.flops / 1e9,
+                                peak_gpu_mib: gpu_mib(s.device),
+                            })
+                            .collect()
+                    } else {
+                        Vec::new()
+                    },
                     checkpoint: e
                         .checkpoint
                         .as_ref()
@@ -508,11 +659,24 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     // through f_backward): either way the message says what to change.
     let out_of_memory = |msg: &str| {
         msg.contains("out of memory").then(|| {
-            let used = device::cuda_mem_used().map_or(String::new(), |b| format!(" ({} MiB in use on {device:?})", b >> 20));
+            let used = devices
+                .iter()
+                .filter_map(|&d| Some(format!("{} MiB on {}", gpu_mib(d)?, device_name(d))))
+                .collect::<Vec<_>>();
+            let used = if used.is_empty() {
+                String::new()
+            } else {
+                format!(" ({} in use)", used.join(", "))
+            };
             anyhow::anyhow!(
-                "rank {rank}: CUDA out of memory at --batch-size {} ({} per rank){used}: lower --batch-size or use --accum",
+                "rank {rank}: CUDA out of memory at --batch-size {} ({} per rank){used}: lower --batch-size or {}",
                 cfg.batch_size,
-                cfg.batch_size / world
+                cfg.batch_size / world,
+                if cfg.pipeline.is_some() {
+                    "use more --stages (a pipeline holds every micro-batch's activations until its backward)"
+                } else {
+                    "use --accum"
+                }
             )
         })
     };
@@ -547,6 +711,8 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
             comm.leave(&format!("interrupted ({e})"));
             return Err(cli_common::Interrupted.into());
         }
+        // Settings that cannot work together, found once the data and model are known.
+        Ok(Err(train::Error::Usage(m))) => return cli_common::usage(format!("rank {rank}: {m}")),
         Ok(Err(e)) => {
             return Err(out_of_memory(&format!("{e:#}"))
                 .unwrap_or_else(|| anyhow::Error::new(e).context(format!("rank {rank}"))));
@@ -572,6 +738,22 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         })?;
     }
     Ok(Outcome::Ok)
+}
+
+/// Memory in use on a CUDA device, MiB (`None` for the CPU).
+fn gpu_mib(device: tch::Device) -> Option<u64> {
+    match device {
+        tch::Device::Cuda(i) => device::cuda_mem_used_on(i).map(|b| b >> 20),
+        _ => None,
+    }
+}
+
+/// `cpu` or `cuda:N`, as --device spells it.
+fn device_name(device: tch::Device) -> String {
+    match device {
+        tch::Device::Cuda(i) => format!("cuda:{i}"),
+        _ => "cpu".into(),
+    }
 }
 
 #[cfg(test)]

@@ -295,7 +295,8 @@ fn bad_set_ups_say_what_to_do() {
         .args(["--batch-size", "33", "--world-size", "1", "--accum", "2"])
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(1));
+    // A usage error found by the trainer (it was exit 1 before the pipeline work mapped them).
+    assert_eq!(o.status.code(), Some(2));
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("not divisible by --accum"),
         "{}",
@@ -624,5 +625,157 @@ fn sigterm_to_one_rank_stops_every_rank_with_130_naming_it() {
             waited < std::time::Duration::from_secs(10),
             "signalled {signalled}: {waited:?}"
         );
+    }
+}
+
+/// Seed 004's split (conv1…layer2 | layer3…fc) on two CPU "devices", 4 micro-batches.
+const PIPED: [&str; 8] = [
+    "--stages",
+    "2",
+    "--stage-devices",
+    "cpu,cpu",
+    "--micro-batches",
+    "4",
+    "--split-at",
+    "layer3",
+];
+
+#[test]
+fn a_pipelined_run_reports_its_stages_and_its_checkpoint_resumes_unsplit() {
+    let base = [
+        "--batch-size",
+        "32",
+        "--max-steps",
+        "2",
+        "--seed",
+        "4",
+        "--augment",
+    ];
+    let straight = tempfile::tempdir().unwrap();
+    let recs = records(
+        &cmd()
+            .args(base)
+            .args(PIPED)
+            .args(["--epochs", "2", "--checkpoint-dir"])
+            .arg(straight.path())
+            .output()
+            .unwrap(),
+    );
+    let e: records::EpochRecord = serde_json::from_value(recs[1].clone()).unwrap();
+    let cut: Vec<_> = e
+        .stages
+        .iter()
+        .map(|s| (s.device.as_str(), s.first.as_str(), s.last.as_str()))
+        .collect();
+    assert_eq!(
+        cut,
+        [("cpu", "conv1", "layer2.1"), ("cpu", "layer3.0", "fc")]
+    );
+    assert!(e.stages[1].params > e.stages[0].params && e.stages[0].gflops > 0.0);
+    assert!(e.step_ms > 0.0);
+    // Epoch 1 split, epoch 2 on one device with --accum 4: the same weights.
+    let resumed = tempfile::tempdir().unwrap();
+    records(
+        &cmd()
+            .args(base)
+            .args(PIPED)
+            .args(["--epochs", "1", "--checkpoint-dir"])
+            .arg(resumed.path())
+            .output()
+            .unwrap(),
+    );
+    let recs = records(
+        &cmd()
+            .args(base)
+            .args([
+                "--accum",
+                "4",
+                "--epochs",
+                "2",
+                "--resume",
+                "--checkpoint-dir",
+            ])
+            .arg(resumed.path())
+            .output()
+            .unwrap(),
+    );
+    let e: records::EpochRecord = serde_json::from_value(recs[0].clone()).unwrap();
+    assert_eq!(e.epoch, 2);
+    assert!(e.stages.is_empty(), "unsplit: no stages in the record");
+    assert_same_weights(straight.path(), resumed.path(), 0.0);
+}
+
+#[test]
+fn two_rank_processes_of_two_stages_match_one_of_two_stages_with_the_whole_batch() {
+    let base = [
+        "--batch-size",
+        "32",
+        "--max-steps",
+        "2",
+        "--epochs",
+        "1",
+        "--seed",
+        "5",
+        "--stages",
+        "2",
+        "--stage-devices",
+        "cpu,cpu",
+    ];
+    let one = tempfile::tempdir().unwrap();
+    records(
+        &cmd()
+            .args(base)
+            .args(["--micro-batches", "4", "--checkpoint-dir"])
+            .arg(one.path())
+            .output()
+            .unwrap(),
+    );
+    let mut args = base.to_vec();
+    args.extend(["--micro-batches", "2"]);
+    let (stderr, two) = two_rank_processes(&args);
+    assert!(stderr.contains("in 2 stages"), "{stderr}");
+    assert_same_weights(one.path(), two.path(), 1e-6);
+}
+
+#[test]
+fn pipeline_set_ups_that_cannot_work_are_usage_errors() {
+    for (args, says) in [
+        (
+            &["--stages", "2", "--stage-devices", "cpu,cuda:7"][..],
+            "stage cuda:7 (--stage-devices cpu,cuda:7) asked for, but",
+        ),
+        (&["--stages", "11"], "more than the model's 10 blocks"),
+        (
+            &["--stages", "2", "--micro-batches", "64"],
+            "--micro-batches 64 is more than the 32 samples per rank",
+        ),
+        (
+            &["--stages", "2", "--stage-devices", "cpu"],
+            "lists 1 device(s)",
+        ),
+        (&["--stages", "0"], "at least 1"),
+        (&["--micro-batches", "2"], "needs --stages 2 or more"),
+        (&["--stages", "2", "--accum", "2"], "instead of --accum"),
+        (
+            &["--stages", "2", "--split-at", "layer3,fc"],
+            "2 cut(s) for 2 stages",
+        ),
+        (
+            &["--stages", "2", "--split-at", "layer9"],
+            "not a place to cut",
+        ),
+        (
+            &["--stage-devices", "cpu,auto"],
+            "`auto` is not cpu, cuda or cuda:N",
+        ),
+    ] {
+        let o = cmd()
+            .args(["--batch-size", "32", "--epochs", "1", "--max-steps", "1"])
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
     }
 }
