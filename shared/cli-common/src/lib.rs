@@ -2,8 +2,9 @@
 //!
 //! - [`run_main`]: `--generate man` before parsing, clap parsing (exit 2 on usage errors), the
 //!   call into the tool's `run`, and the mapping of its result to the exit codes of DESIGN.md
-//!   (0 ok, 1 fatal, 2 usage, 3 some items failed, 130 interrupted), with errors printed as
-//!   `<tool>: error: <context chain>` on stderr;
+//!   (0 ok, 1 fatal, 2 usage, 3 some items failed, 130 interrupted) — the class an error carries
+//!   ([`error_class`]: library errors passed up `.classified()`, [`UsageError`], [`Interrupted`])
+//!   decides — with errors printed as `<tool>: error: <context chain>` on stderr;
 //! - [`JsonlOut`]: records on stdout, one compact JSON object per line; a closed pipe is a quiet
 //!   exit 0;
 //! - [`inputs`]: work items from arguments, files and stdin (paths or records);
@@ -34,6 +35,7 @@ pub mod panics;
 pub mod paths;
 pub mod progress;
 
+pub use error_class::{Class, Classified, ResultExt, Torch};
 pub use man::render_man;
 pub use out::{JsonlOut, StdoutClosed};
 
@@ -59,10 +61,10 @@ impl Outcome {
     }
 }
 
-pub const EXIT_FATAL: u8 = 1;
-pub const EXIT_USAGE: u8 = 2;
-pub const EXIT_ITEMS_FAILED: u8 = 3;
-pub const EXIT_INTERRUPTED: u8 = 130;
+pub const EXIT_FATAL: u8 = Class::Fatal.exit_code();
+pub const EXIT_USAGE: u8 = Class::Usage.exit_code();
+pub const EXIT_ITEMS_FAILED: u8 = Class::ItemsFailed.exit_code();
+pub const EXIT_INTERRUPTED: u8 = Class::Interrupted.exit_code();
 
 /// The run was stopped by SIGINT/SIGTERM; [`run_main`] maps it to exit 130.
 #[derive(Debug)]
@@ -76,6 +78,12 @@ impl std::fmt::Display for Interrupted {
 
 impl std::error::Error for Interrupted {}
 
+impl error_class::Classify for Interrupted {
+    fn class(&self) -> Class {
+        Class::Interrupted
+    }
+}
+
 /// A usage error found after parsing (a flag value clap cannot check alone); [`run_main`] maps
 /// it to exit 2.
 #[derive(Debug)]
@@ -88,6 +96,26 @@ impl std::fmt::Display for UsageError {
 }
 
 impl std::error::Error for UsageError {}
+
+impl error_class::Classify for UsageError {
+    fn class(&self) -> Class {
+        Class::Usage
+    }
+}
+
+/// The class of a failed run: the first class found along the error's chain (a library error
+/// passed up `.classified()`, a [`UsageError`], [`Interrupted`]); fatal when none says.
+pub fn class_of(e: &anyhow::Error) -> Class {
+    use error_class::Classify;
+    e.chain()
+        .find_map(|c| {
+            c.downcast_ref::<Classified>()
+                .map(|c| c.class)
+                .or_else(|| c.downcast_ref::<UsageError>().map(UsageError::class))
+                .or_else(|| c.downcast_ref::<Interrupted>().map(Interrupted::class))
+        })
+        .unwrap_or(Class::Fatal)
+}
 
 /// `Err(UsageError)` with this message, for `?`.
 pub fn usage<T>(message: impl Into<String>) -> anyhow::Result<T> {
@@ -182,21 +210,19 @@ fn report(name: &str, e: &anyhow::Error) -> ExitCode {
     {
         return ExitCode::SUCCESS;
     }
+    let class = class_of(e);
     if e.chain().any(|c| c.is::<Interrupted>()) {
         eprintln!("{name}: interrupted");
         return ExitCode::from(EXIT_INTERRUPTED);
     }
     // A run that fails after SIGINT/SIGTERM arrived failed because of it (a wait it cut short,
     // a peer that stopped for the same signal): interrupted too, with what broke.
-    if interrupt::requested() {
+    if interrupt::requested() || class == Class::Interrupted {
         eprintln!("{name}: interrupted ({e:#})");
         return ExitCode::from(EXIT_INTERRUPTED);
     }
     eprintln!("{name}: error: {e:#}");
-    if e.chain().any(|c| c.is::<UsageError>()) {
-        return ExitCode::from(EXIT_USAGE);
-    }
-    ExitCode::from(EXIT_FATAL)
+    ExitCode::from(class.exit_code())
 }
 
 fn is_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
@@ -215,6 +241,44 @@ macro_rules! note {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_class_along_the_chain_decides_the_exit_code() {
+        #[derive(Debug)]
+        struct Lib(Class);
+        impl std::fmt::Display for Lib {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("library says no")
+            }
+        }
+        impl std::error::Error for Lib {}
+        impl error_class::Classify for Lib {
+            fn class(&self) -> Class {
+                self.0
+            }
+        }
+        let up = |class| -> anyhow::Error {
+            let r: Result<(), Lib> = Err(Lib(class));
+            anyhow::Error::new(r.classified().unwrap_err()).context("rank 1")
+        };
+        for class in [
+            Class::Usage,
+            Class::ItemsFailed,
+            Class::Interrupted,
+            Class::Fatal,
+        ] {
+            assert_eq!(class_of(&up(class)), class);
+        }
+        assert_eq!(format!("{:#}", up(Class::Usage)), "rank 1: library says no");
+        assert_eq!(class_of(&anyhow::anyhow!("plain")), Class::Fatal);
+        assert_eq!(class_of(&UsageError("x".into()).into()), Class::Usage);
+        assert_eq!(
+            class_of(&anyhow::Error::new(Interrupted).context("waiting")),
+            Class::Interrupted
+        );
+        // Passed up without .classified(), a library error carries no class: fatal.
+        assert_eq!(class_of(&Lib(Class::Usage).into()), Class::Fatal);
+    }
 
     #[test]
     fn outcome_from_failures() {

@@ -59,6 +59,12 @@ pub fn catch<T>(f: impl FnOnce() -> T) -> Result<T, String> {
     })
 }
 
+/// [`catch`] for libtorch work: tch raises libtorch's errors (CUDA out of memory among them)
+/// as panics; this is where they become a typed [`error_class::Torch`].
+pub fn catch_torch<T>(f: impl FnOnce() -> T) -> Result<T, error_class::Torch> {
+    catch(f).map_err(|message| error_class::Torch::from_message(&message))
+}
+
 /// [`catch`] for one item's work that returns an `anyhow::Result`: a panic becomes the error
 /// `internal error while {doing}: {message}`.
 pub fn catch_item<T>(doing: &str, f: impl FnOnce() -> anyhow::Result<T>) -> anyhow::Result<T> {

@@ -86,6 +86,17 @@ impl Error {
 
 pub type Result<T> = std::result::Result<T, Error>;
 
+impl error_class::Classify for Error {
+    fn class(&self) -> error_class::Class {
+        match self {
+            Error::Usage(_) => error_class::Class::Usage,
+            // This rank's signal, or a peer that left because of its own.
+            Error::Interrupted(_) | Error::PeerStopped { .. } => error_class::Class::Interrupted,
+            _ => error_class::Class::Fatal,
+        }
+    }
+}
+
 /// How long a request may take on the failure paths (notes in the store when a rank fails or
 /// leaves): a dead store refuses at once, so this only bounds a live but loaded one (1 s was
 /// too short on a busy 2-core machine: a note went unread).

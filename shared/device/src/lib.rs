@@ -18,6 +18,47 @@
 
 use std::sync::OnceLock;
 
+/// Numeric precision of a tool's work on the device (`--precision`): one type for every tool,
+/// each taking the values it supports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Precision {
+    /// Strict fp32 ([`disable_tf32`] before CUDA starts).
+    Fp32,
+    /// fp32 values, TF32 tensor-core convolutions and matmuls on CUDA (libtorch's cuDNN default,
+    /// so PyTorch's); fp32 on the CPU.
+    Tf32,
+    /// fp16 autocast (with a loss scaler when training).
+    Fp16,
+    /// bf16 autocast.
+    Bf16,
+}
+
+impl Precision {
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::Fp32 => "fp32",
+            Precision::Tf32 => "tf32",
+            Precision::Fp16 => "fp16",
+            Precision::Bf16 => "bf16",
+        }
+    }
+}
+
+impl std::str::FromStr for Precision {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        [
+            Precision::Fp32,
+            Precision::Tf32,
+            Precision::Fp16,
+            Precision::Bf16,
+        ]
+        .into_iter()
+        .find(|p| p.name() == s)
+        .ok_or_else(|| Error::Precision(s.to_string()))
+    }
+}
+
 /// A `--device` value as given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeviceArg {
@@ -33,9 +74,21 @@ pub enum Error {
     Parse(String),
     #[error("--device {asked} asked for, but {why}")]
     Unavailable { asked: String, why: String },
+    #[error("unknown precision `{0}`: fp32, tf32, bf16 or fp16")]
+    Precision(String),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
+
+impl error_class::Classify for Error {
+    fn class(&self) -> error_class::Class {
+        match self {
+            Error::Parse(_) | Error::Precision(_) => error_class::Class::Usage,
+            // The machine lacks what was asked for (the tools' --device has always exited 1).
+            Error::Unavailable { .. } => error_class::Class::Fatal,
+        }
+    }
+}
 
 /// Where the launcher says this worker sits.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -60,3 +60,10 @@ pub enum Error {
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// One image could not be used: if such an error ever ends a run, that run's items failed.
+impl error_class::Classify for Error {
+    fn class(&self) -> error_class::Class {
+        error_class::Class::ItemsFailed
+    }
+}

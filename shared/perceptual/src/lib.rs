@@ -55,6 +55,12 @@ pub enum Error {
 
 pub type Result<T> = std::result::Result<T, Error>;
 
+impl error_class::Classify for Error {
+    fn class(&self) -> error_class::Class {
+        error_class::Class::Fatal
+    }
+}
+
 /// The native VGG16 + LPIPS weights.
 #[derive(Debug)]
 pub struct NativeVgg16 {

@@ -53,6 +53,12 @@ pub enum Error {
 
 pub type Result<T> = std::result::Result<T, Error>;
 
+impl error_class::Classify for Error {
+    fn class(&self) -> error_class::Class {
+        error_class::Class::Fatal
+    }
+}
+
 /// A tensor's shape and its values as f32 in row-major order, copied to the CPU (for writing
 /// .npy/.npz/safetensors files).
 pub fn to_f32_vec(t: &tch::Tensor) -> (Vec<usize>, Vec<f32>) {

@@ -102,6 +102,19 @@ impl std::error::Error for Error {}
 
 pub type Result<T> = std::result::Result<T, Error>;
 
+impl error_class::Classify for Error {
+    fn class(&self) -> error_class::Class {
+        error_class::Class::Fatal
+    }
+}
+
+impl Error {
+    /// The libtorch failure this is, typed (out of memory for a graph's pool, say).
+    pub fn torch(&self) -> error_class::Torch {
+        error_class::Torch::from_message(&self.0)
+    }
+}
+
 /// Turns a shim return value into a Result (freeing the message).
 fn check(m: *mut c_char) -> Result<()> {
     if m.is_null() {

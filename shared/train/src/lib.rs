@@ -57,3 +57,25 @@ pub enum Error {
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
+
+impl error_class::Classify for Error {
+    fn class(&self) -> error_class::Class {
+        match self {
+            Error::Usage(_) => error_class::Class::Usage,
+            Error::Interrupted { .. } => error_class::Class::Interrupted,
+            Error::Collective(e) => error_class::Classify::class(e),
+            _ => error_class::Class::Fatal,
+        }
+    }
+}
+
+impl Error {
+    /// A libtorch failure this error is (out of memory in a backward pass, say), typed.
+    pub fn torch(&self) -> Option<error_class::Torch> {
+        match self {
+            Error::Torch(e) => Some(error_class::Torch::from_message(&e.to_string())),
+            Error::Cuda(m) => Some(error_class::Torch::from_message(m)),
+            _ => None,
+        }
+    }
+}

@@ -42,33 +42,9 @@ use crate::scaler::GradScaler;
 use crate::syncbn::Lent;
 use crate::{Error, Result, checkpoint};
 
-/// Numeric precision of the forward/backward pass.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Precision {
-    /// Strict fp32 (the tool turns TF32 off).
-    Fp32,
-    /// fp32 weights, TF32 tensor-core convolutions (libtorch's cuDNN default); fp32 on the CPU.
-    Tf32,
-    /// fp16 autocast with the dynamic loss scaler (CUDA only).
-    Fp16,
-    /// bf16 autocast (CUDA only; no loss scaling needed).
-    Bf16,
-}
-
-impl std::str::FromStr for Precision {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "fp32" => Ok(Precision::Fp32),
-            "tf32" => Ok(Precision::Tf32),
-            "fp16" => Ok(Precision::Fp16),
-            "bf16" => Ok(Precision::Bf16),
-            _ => Err(Error::Usage(format!(
-                "unknown precision `{s}`: fp32, tf32, bf16 or fp16"
-            ))),
-        }
-    }
-}
+/// Numeric precision of the forward/backward pass (fp16 and bf16 autocast are CUDA-only; fp16
+/// comes with the loss scaler).
+pub use device::Precision;
 
 /// Everything a run is made of.
 #[derive(Debug, Clone)]
@@ -399,11 +375,7 @@ fn check(cfg: &Config, world: usize) -> Result<usize> {
         Precision::Fp16 | Precision::Bf16 if !cfg.device.is_cuda() => {
             return Err(Error::Usage(format!(
                 "--precision {} needs a CUDA device (autocast is CUDA-only here); use fp32 on the CPU",
-                if cfg.precision == Precision::Fp16 {
-                    "fp16"
-                } else {
-                    "bf16"
-                }
+                cfg.precision.name()
             )));
         }
         _ => {}

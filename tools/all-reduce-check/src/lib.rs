@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
+use cli_common::ResultExt as _;
 use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, interrupt};
 use collectives::{Communicator, DistArgs};
 use device::{DeviceArg, Env};
@@ -161,7 +162,8 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     // The tool's own tensor work (fill, check) is light; libtorch's intra-op threads would only
     // spin on the cores the ranks' ring loops need (torchrun sets OMP_NUM_THREADS=1 likewise).
     tch::set_num_threads(1);
-    let plan = opts.plan()?;
+    // A rank or world the launcher's variables contradict is a usage error (exit 2).
+    let plan = opts.plan().classified()?;
     let device = cli.device.resolve(&Env::from_process(None))?;
     let rank = plan.rank;
     let mut comm = Communicator::from_plan(plan, &opts, cli.dist.backend)

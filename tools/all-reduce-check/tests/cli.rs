@@ -567,3 +567,22 @@ fn catches_sigterm(pid: u32) -> bool {
         .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
         .is_some_and(|mask| mask & (1 << (libc::SIGTERM - 1)) != 0)
 }
+
+/// A launcher's variables that contradict each other are a usage error (exit 2: the
+/// rendezvous's `Error::Usage` keeps its class on the way up; it was exit 1).
+#[test]
+fn contradictory_launcher_variables_are_usage_errors() {
+    for (rank, why) in [
+        ("5", "rank 5 is outside a world of 2"),
+        ("x", "RANK=x is not a number"),
+    ] {
+        let out = cmd()
+            .args(["-b", "1K", "-e", "1K"])
+            .env("RANK", rank)
+            .env("WORLD_SIZE", "2")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(stderr(&out).contains(why), "{}", stderr(&out));
+    }
+}

@@ -8,7 +8,8 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
-use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, progress};
+use cli_common::ResultExt as _;
+use cli_common::{Classified, CommonArgs, JsonlOut, Outcome, Tool, Torch, progress};
 use collectives::{Communicator, DistArgs};
 use device::{DeviceArg, Env};
 use records::{EpochRecord, StageRecord, Summary};
@@ -519,10 +520,7 @@ pub fn parse_schedule(s: &str) -> Result<Schedule> {
 pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     // Flag values are checked before the ranks meet or data is read, as usage errors (exit 2).
     let usage = |e: anyhow::Error| anyhow::Error::new(cli_common::UsageError(format!("{e:#}")));
-    let precision: Precision = cli
-        .precision
-        .parse()
-        .map_err(|e: train::Error| usage(e.into()))?;
+    let precision: Precision = cli.precision.parse().classified()?;
     if precision == Precision::Fp32 {
         device::disable_tf32(); // before CUDA starts
     }
@@ -533,7 +531,8 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let mut opts = cli.dist.options();
     // SIGINT/SIGTERM end any wait for peers at once (exit 130).
     opts.should_stop = cli_common::interrupt::requested;
-    let plan = opts.plan()?;
+    // A rank or world the launcher's variables contradict is a usage error (exit 2).
+    let plan = opts.plan().classified()?;
     let rank = plan.rank;
     let mut comm = Communicator::from_plan(plan, &opts, cli.dist.backend)
         .with_context(|| format!("rank {rank}"))?;
@@ -587,9 +586,9 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     };
     let started = Instant::now();
     let mut ran = 0usize;
-    // libtorch errors in tch's ops are panics (CUDA out of memory among them): caught, they are
-    // this run's error message and stay off stderr.
-    let run = cli_common::panics::catch(|| {
+    // libtorch errors in tch's ops are panics (CUDA out of memory among them): caught as typed
+    // errors, they are this run's error message and stay off stderr.
+    let run = cli_common::panics::catch_torch(|| {
         train::trainer::train(&cfg, &mut comm, |e| {
             if !(e.train_loss.is_finite() && e.val_loss.is_finite()) {
                 return Err(train::Error::Data(format!(
@@ -657,28 +656,26 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     bar.finish_and_clear();
     // CUDA running out of memory surfaces as a panic (tch's forward ops) or as an error (backward
     // through f_backward): either way the message says what to change.
-    let out_of_memory = |msg: &str| {
-        msg.contains("out of memory").then(|| {
-            let used = devices
-                .iter()
-                .filter_map(|&d| Some(format!("{} MiB on {}", gpu_mib(d)?, device_name(d))))
-                .collect::<Vec<_>>();
-            let used = if used.is_empty() {
-                String::new()
+    let out_of_memory = || {
+        let used = devices
+            .iter()
+            .filter_map(|&d| Some(format!("{} MiB on {}", gpu_mib(d)?, device_name(d))))
+            .collect::<Vec<_>>();
+        let used = if used.is_empty() {
+            String::new()
+        } else {
+            format!(" ({} in use)", used.join(", "))
+        };
+        anyhow::anyhow!(
+            "rank {rank}: CUDA out of memory at --batch-size {} ({} per rank){used}: lower --batch-size or {}",
+            cfg.batch_size,
+            cfg.batch_size / world,
+            if cfg.pipeline.is_some() {
+                "use more --stages (a pipeline holds every micro-batch's activations until its backward)"
             } else {
-                format!(" ({} in use)", used.join(", "))
-            };
-            anyhow::anyhow!(
-                "rank {rank}: CUDA out of memory at --batch-size {} ({} per rank){used}: lower --batch-size or {}",
-                cfg.batch_size,
-                cfg.batch_size / world,
-                if cfg.pipeline.is_some() {
-                    "use more --stages (a pipeline holds every micro-batch's activations until its backward)"
-                } else {
-                    "use --accum"
-                }
-            )
-        })
+                "use --accum"
+            }
+        )
     };
     let trained = match run {
         Ok(Ok(t)) => t,
@@ -711,21 +708,15 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
             comm.leave(&format!("interrupted ({e})"));
             return Err(cli_common::Interrupted.into());
         }
-        // Settings that cannot work together, found once the data and model are known.
-        Ok(Err(train::Error::Usage(m))) => return cli_common::usage(format!("rank {rank}: {m}")),
+        Ok(Err(e)) if matches!(e.torch(), Some(Torch::OutOfMemory(_))) => {
+            return Err(out_of_memory());
+        }
+        // Its class (a usage error found once the data and model are known: exit 2) goes up.
         Ok(Err(e)) => {
-            return Err(out_of_memory(&format!("{e:#}"))
-                .unwrap_or_else(|| anyhow::Error::new(e).context(format!("rank {rank}"))));
+            return Err(anyhow::Error::new(Classified::from(e)).context(format!("rank {rank}")));
         }
-        Err(msg) => {
-            if let Some(e) = out_of_memory(&msg) {
-                return Err(e);
-            }
-            bail!(
-                "rank {rank}: libtorch error: {}",
-                msg.lines().next().unwrap_or("(no message)")
-            );
-        }
+        Err(Torch::OutOfMemory(_)) => return Err(out_of_memory()),
+        Err(other) => bail!("rank {rank}: {other}"),
     };
     if speak {
         out.emit(&Summary {

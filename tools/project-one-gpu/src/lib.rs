@@ -8,10 +8,11 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use clap::{Parser, ValueEnum};
+use clap::Parser;
+use clap::builder::{PossibleValuesParser, TypedValueParser as _};
 use cli_common::paths::{Claim, Claims};
 use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, atomic, inputs, interrupt, paths, progress};
-use device::{DeviceArg, Env};
+use device::{DeviceArg, Env, Precision};
 use perceptual::Vgg16;
 use projector::{Projection, Projector, Settings, WStats};
 use rayon::prelude::*;
@@ -74,7 +75,12 @@ pub struct Cli {
     /// Numerics: tf32 = fp32 with TF32 convolutions on CUDA (PyTorch's default, so upstream's)
     /// and the network's fp16 blocks; fp32 = strict fp32 everywhere; bf16 = tf32 with the VGG16
     /// in bfloat16.
-    #[arg(long, value_enum, default_value_t = Precision::Tf32)]
+    #[arg(
+        long,
+        default_value = "tf32",
+        value_parser = PossibleValuesParser::new(["tf32", "fp32", "bf16"])
+            .map(|p| p.parse::<Precision>().expect("a listed precision"))
+    )]
     pub precision: Precision,
 
     /// On CUDA, capture each batch's step as a CUDA graph after 3 eager steps and replay it for
@@ -119,13 +125,6 @@ pub struct Cli {
 
     #[command(flatten)]
     pub common: CommonArgs,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Precision {
-    Tf32,
-    Fp32,
-    Bf16,
 }
 
 impl Tool for Cli {
@@ -611,7 +610,7 @@ impl Run<'_> {
         let t = Tensor::stack(targets, 0).to_kind(Kind::Float);
         let started = Instant::now();
         // libtorch errors in tch's ops are panics (CUDA out of memory among them).
-        let result = cli_common::panics::catch(|| {
+        let result = cli_common::panics::catch_torch(|| {
             let p = self.projector.project(&t, |_, _| {})?;
             let image = self
                 .cli
@@ -621,15 +620,15 @@ impl Run<'_> {
         });
         let (p, image) = match result {
             Ok(r) => r?,
-            Err(msg) => {
-                if msg.contains("out of memory") {
-                    let b = targets.len();
-                    bail!(
-                        "CUDA out of memory projecting {b} image(s) at once: lower --batch-size (e.g. --batch-size {})",
-                        (b / 2).max(1)
-                    );
-                }
-                bail!("projection failed: {}", msg.lines().next().unwrap_or(""));
+            Err(cli_common::Torch::OutOfMemory(_)) => {
+                let b = targets.len();
+                bail!(
+                    "CUDA out of memory projecting {b} image(s) at once: lower --batch-size (e.g. --batch-size {})",
+                    (b / 2).max(1)
+                );
+            }
+            Err(cli_common::Torch::Other(first_line)) => {
+                bail!("projection failed: {first_line}")
             }
         };
         Ok((p, started.elapsed().as_secs_f64(), image))
