@@ -15,6 +15,9 @@
 //! `RandomState(seed)` per image (noise-buffer initialisation in layer order, then the w-noise of
 //! each step), so an image gets the same draws in any batch: batched equals one by one.
 
+use gpu_runtime::adam::{self, Moments};
+use gpu_runtime::graph::{self, Graphed};
+use gpu_runtime::scalar::DeviceScalar;
 use stylegan2::np_random::RandomState;
 use stylegan2::{Generator, Noise, Ops, SynthesisOptions};
 use tch::{Device, Kind, Tensor};
@@ -117,16 +120,21 @@ impl WStats {
 /// Eager steps before a CUDA graph is captured.
 const GRAPH_WARMUP: usize = 3;
 
-fn shim_error(what: &str, e: torch_shim::Error) -> perceptual::Error {
-    perceptual::Error::Script(tch::TchError::Kind(format!("CUDA graph, {what}: {e}")))
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Perceptual(#[from] perceptual::Error),
+    /// Warming up or replaying the graphed step (a failed capture is not an error: the batch
+    /// runs eagerly, see [`gpu_runtime::graph`]).
+    #[error("CUDA graph: {0}")]
+    Cuda(#[from] torch_shim::Error),
 }
 
-/// The text a panic was raised with ("unknown error" when it carried none).
-pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    match (panic.downcast_ref::<String>(), panic.downcast_ref::<&str>()) {
-        (Some(s), _) => s.clone(),
-        (None, Some(s)) => s.to_string(),
-        (None, None) => "unknown error".into(),
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl error_class::Classify for Error {
+    fn class(&self) -> error_class::Class {
+        error_class::Class::Fatal
     }
 }
 
@@ -143,55 +151,6 @@ pub struct Projection {
     pub noise: Vec<Tensor>,
 }
 
-/// Adam's per-step factors (see [`Adam::step`]).
-#[derive(Debug)]
-enum Factors {
-    Host(f64, f64),
-    Device(Tensor, Tensor),
-}
-
-/// Adam exactly as `torch.optim.Adam`'s single-tensor path computes it.
-#[derive(Debug)]
-struct Adam {
-    m: Tensor,
-    v: Tensor,
-}
-
-const BETA1: f64 = 0.9;
-const BETA2: f64 = 0.999;
-const EPS: f64 = 1e-8;
-
-impl Adam {
-    fn new(p: &Tensor) -> Self {
-        Adam {
-            m: p.zeros_like(),
-            v: p.zeros_like(),
-        }
-    }
-
-    /// The step's factors: −lr / (1 − β1^t) and √(1 − β2^t), as torch.optim.Adam computes
-    /// them on the host.
-    fn factors(lr: f64, step: i32) -> (f64, f64) {
-        let bias_correction1 = 1.0 - BETA1.powi(step);
-        let bias_correction2 = 1.0 - BETA2.powi(step);
-        (-(lr / bias_correction1), bias_correction2.sqrt())
-    }
-
-    /// One step with the factors of [`Adam::factors`]: host scalars (torch's arithmetic to
-    /// the last bit), or 0-dim f32 tensors on the device, which a captured CUDA graph reads at
-    /// each replay (a tensor divisor rounds differently from a scalar one by an ulp).
-    fn step(&mut self, p: &mut Tensor, grad: &Tensor, f: &Factors) {
-        let _ = self.m.lerp_(grad, 1.0 - BETA1);
-        let _ = self.v.g_mul_scalar_(BETA2);
-        let _ = self.v.addcmul_(grad, &(grad * (1.0 - BETA2)));
-        let (denom, step) = match f {
-            Factors::Host(neg, sq) => (self.v.sqrt() / *sq + EPS, &self.m * *neg),
-            Factors::Device(neg, sq) => (self.v.sqrt() / sq + EPS, &self.m * neg),
-        };
-        let _ = p.addcdiv_(&step, &denom);
-    }
-}
-
 /// The projector: a generator, a perceptual network and the generator's W statistics.
 #[derive(Debug)]
 pub struct Projector<'a> {
@@ -199,6 +158,53 @@ pub struct Projector<'a> {
     pub vgg: &'a Vgg16,
     pub stats: &'a WStats,
     pub settings: Settings,
+}
+
+/// Each step's inputs, in fixed tensors set before the step runs (so the step body is the same
+/// kernels every time): the w-noise, and Adam's learning rate and step count — host numbers
+/// when eager, 0-dim device tensors when graphed (only those are read at replay).
+struct StepInputs {
+    w_noise: Tensor,
+    host: std::cell::Cell<(f64, f64)>,
+    device: Option<(DeviceScalar, DeviceScalar)>,
+}
+
+impl StepInputs {
+    fn new(b: i64, k: i64, w_dim: i64, dev: Device, graphed: bool) -> StepInputs {
+        StepInputs {
+            w_noise: Tensor::zeros([b, k, w_dim], (Kind::Float, dev)),
+            host: std::cell::Cell::new((0.0, 1.0)),
+            device: graphed.then(|| (DeviceScalar::new(0.0, dev), DeviceScalar::new(1.0, dev))),
+        }
+    }
+
+    /// Step `step`'s w-noise (of `w_noise`, all steps' draws), learning rate and step count.
+    fn set(&self, s: &Settings, step: usize, w_std: f64, w_noise: &Tensor) {
+        let _ng = tch::no_grad_guard();
+        let (lr, scale) = s.schedule(step, w_std);
+        self.w_noise
+            .shallow_clone()
+            .copy_(&(w_noise.get(step as i64) * scale));
+        let t = (step + 1) as f64;
+        self.host.set((lr, t));
+        if let Some((l, n)) = &self.device {
+            l.set(lr);
+            n.set(t);
+        }
+    }
+
+    fn adam_on(&self) -> adam::On<'_> {
+        match &self.device {
+            Some((lr, t)) => adam::On::Device {
+                lr: lr.tensor(),
+                t: t.tensor(),
+            },
+            None => {
+                let (lr, t) = self.host.get();
+                adam::On::Host { lr, t }
+            }
+        }
+    }
 }
 
 /// Images [B,C,H,W] in [0,255] as the VGG sees them: area-pooled to 256² when larger.
@@ -278,194 +284,137 @@ impl Projector<'_> {
         &self,
         targets: &Tensor,
         mut on_step: impl FnMut(usize, &Tensor),
-    ) -> perceptual::Result<Projection> {
-        let g = self.g;
+    ) -> Result<Projection> {
         let s = &self.settings;
-        let dev = g.device();
-        let (b, c, h, w) = targets.size4().expect("targets are [B,C,R,R]");
-        let r = g.config.img_resolution;
-        assert!(
-            c == g.config.img_channels && h == r && w == r,
-            "targets must be [B,{},{r},{r}]",
-            g.config.img_channels
-        );
-        let num_ws = g.num_ws();
-        let k = if s.w_plus { num_ws } else { 1 };
-
+        let dev = self.g.device();
+        let b = self.check(targets);
+        let k = if s.w_plus { self.g.num_ws() } else { 1 };
         let target_features = {
             let _ng = tch::no_grad_guard();
             self.vgg
                 .features(&to_vgg_size(&targets.to_device(dev).to_kind(Kind::Float)))?
         };
+        // The parameters: w (from w_avg), then the noise buffers; each with its Adam moments.
+        let (bufs, w_noise) = self.draws(b, k);
         let w_opt = self
             .stats
             .w_avg
             .to_device(dev)
-            .expand([b, k, g.config.w_dim], false)
-            .copy()
-            .set_requires_grad(true);
-        let (bufs, w_noise) = self.draws(b, k);
-        let bufs: Vec<Tensor> = bufs
-            .into_iter()
+            .expand([b, k, self.g.config.w_dim], false)
+            .copy();
+        let params: Vec<Tensor> = std::iter::once(w_opt)
+            .chain(bufs)
             .map(|t| t.set_requires_grad(true))
             .collect();
-        let mut adam_w = Adam::new(&w_opt);
-        let mut adam_n: Vec<Adam> = bufs.iter().map(Adam::new).collect();
-        let mut trajectory = Vec::new();
-        let mut last_dist = None;
-        // Each step's inputs live in fixed device tensors, set before the step runs: the step
-        // body is then the same sequence of kernels every time, which a CUDA graph can replay.
-        let f32_on = (Kind::Float, dev);
-        let w_noise_now = Tensor::zeros([b, k, g.config.w_dim], f32_on);
+        let moments: Vec<Moments> = params.iter().map(Moments::zeros_like).collect();
         let graphed = dev.is_cuda()
             && s.cuda_graph
             && matches!(self.vgg, Vgg16::Native(_))
             && s.steps > GRAPH_WARMUP;
-        // Adam's factors: host scalars when eager; 0-dim device tensors, filled before each
-        // step, when graphed (only those are read at replay).
-        let host_factors = std::cell::Cell::new((0.0, 1.0));
-        let device_factors =
-            graphed.then(|| Factors::Device(Tensor::zeros([], f32_on), Tensor::ones([], f32_on)));
-        let ops = s.ops_on(dev);
-        let mut body = || -> perceptual::Result<Tensor> {
-            let host;
-            let factors = match &device_factors {
-                Some(f) => f,
-                None => {
-                    let (neg, sq) = host_factors.get();
-                    host = Factors::Host(neg, sq);
-                    &host
-                }
-            };
-            let ws = &w_opt + &w_noise_now;
-            let ws = if s.w_plus {
-                ws
-            } else {
-                ws.repeat([1, num_ws, 1])
-            };
-            let opts = SynthesisOptions {
-                noise: Noise::Given(&bufs),
-                fused_modconv: s.fused_modconv,
-                force_fp32: s.force_fp32,
-                ops,
-            };
-            let synth = (g.synthesis.forward(&ws, &opts) + 1.0) * (255.0 / 2.0);
-            let synth_features = self.vgg.features(&to_vgg_size(&synth))?;
-            let dist = (&target_features - synth_features.to_kind(Kind::Float))
-                .square()
-                .sum_dim_intlist(&[1i64][..], false, Kind::Float);
-            let reg = noise_regularizer(&bufs);
-            let loss = (&dist + reg * s.regularize_noise_weight).sum(Kind::Float);
-            let mut params: Vec<&Tensor> = vec![&w_opt];
-            params.extend(bufs.iter());
-            let grads = Tensor::run_backward(&[&loss], &params, false, false);
-            let _ng = tch::no_grad_guard();
-            // In-place updates through aliases (the closure only borrows the parameters).
-            adam_w.step(&mut w_opt.shallow_clone(), &grads[0], factors);
-            for ((p, a), gr) in bufs.iter().zip(adam_n.iter_mut()).zip(&grads[1..]) {
-                a.step(&mut p.shallow_clone(), gr, factors);
-            }
-            for buf in bufs.iter() {
-                let mut buf = buf.shallow_clone();
-                let mean = buf.mean_dim(&[1i64, 2, 3][..], true, Kind::Float);
-                let _ = buf.g_sub_(&mean);
-                let scale = buf
-                    .square()
-                    .mean_dim(&[1i64, 2, 3][..], true, Kind::Float)
-                    .rsqrt();
-                let _ = buf.g_mul_(&scale);
-            }
-            Ok(dist.detach())
+        let inputs = StepInputs::new(b, k, self.g.config.w_dim, dev, graphed);
+        let body = || self.step(&target_features, &params, &moments, &inputs);
+        // CUDA: the first steps run eagerly on a side stream, then one step is captured and
+        // replayed for the rest (gpu_runtime::graph: a failed capture runs the batch eagerly).
+        let mut runner = match dev {
+            Device::Cuda(device) if graphed => Some(Graphed::new(
+                graph::Cuda { device },
+                GRAPH_WARMUP,
+                "the projection step",
+            )),
+            _ => None,
         };
-        let set_inputs = |step: usize| {
-            let _ng = tch::no_grad_guard();
-            let (lr, scale) = s.schedule(step, self.stats.w_std);
-            let (neg, sq) = Adam::factors(lr, step as i32 + 1);
-            w_noise_now
-                .shallow_clone()
-                .copy_(&(w_noise.get(step as i64) * scale));
-            host_factors.set((neg, sq));
-            if let Some(Factors::Device(n, q)) = &device_factors {
-                let _ = n.shallow_clone().fill_(neg);
-                let _ = q.shallow_clone().fill_(sq);
-            }
-        };
-        let mut record = |step: usize, dist: Tensor| {
+        let mut trajectory = Vec::new();
+        let mut last_dist = None;
+        for step in 0..s.steps {
+            inputs.set(s, step, self.stats.w_std, &w_noise);
+            let dist = match &mut runner {
+                Some(r) => r.step(|_| body())?.0,
+                None => body()?,
+            };
             if s.trajectory {
-                trajectory.push(w_opt.detach().copy());
+                trajectory.push(params[0].detach().copy());
             }
             on_step(step, &dist);
             last_dist = Some(dist);
-        };
-        // CUDA: the first steps run eagerly on a side stream (cuDNN picks its algorithms, the
-        // fused kernels compile), then one step is captured and replayed for the rest.
-        let mut graph = None;
-        let mut step = 0;
-        if let (Device::Cuda(i), true) = (dev, graphed) {
-            let warm = torch_shim::on_side_stream(i, || -> perceptual::Result<()> {
-                for st in 0..GRAPH_WARMUP {
-                    set_inputs(st);
-                    record(st, body()?);
-                }
-                Ok(())
-            });
-            warm.map_err(|e| shim_error("warm-up on a side stream", e))??;
-            step = GRAPH_WARMUP;
-            let mut gr = torch_shim::CudaGraph::new();
-            set_inputs(step);
-            // A capture runs nothing (the parameters are as the warm-up left them), so if it
-            // fails (out of memory for the graph's pool, say) the batch goes on eagerly.
-            let captured = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                gr.capture(i, &mut body)
-            })) {
-                Ok(Ok(Ok(dist))) => Ok(dist),
-                Ok(Ok(Err(e))) => Err(e.to_string()),
-                Ok(Err(e)) => Err(e.to_string()),
-                Err(panic) => Err(panic_message(&*panic)),
-            };
-            match captured {
-                Ok(dist) => graph = Some((gr, dist)),
-                Err(why) => {
-                    log::warn!(
-                        "capturing the projection step as a CUDA graph failed ({}); this batch runs eagerly",
-                        why.lines().next().unwrap_or("")
-                    );
-                    drop(gr);
-                    torch_shim::empty_cache()
-                        .map_err(|e| shim_error("releasing the failed capture's memory", e))?;
-                }
-            }
-        }
-        while step < s.steps {
-            set_inputs(step);
-            let dist = match &graph {
-                Some((gr, dist)) => {
-                    gr.replay()
-                        .map_err(|e| shim_error("replaying the step", e))?;
-                    dist.shallow_clone()
-                }
-                None => body()?,
-            };
-            record(step, dist);
-            step += 1;
         }
         let distance = match last_dist {
             Some(d) => Vec::<f64>::try_from(d.to_kind(Kind::Double).to_device(Device::Cpu))
                 .unwrap_or_default(),
             None => vec![f64::NAN; b as usize],
         };
-        if let Some((gr, dist)) = graph {
+        if let Some(r) = runner {
             // The graph's private pool goes back to the driver, so the next batch's warm-up and
             // capture find the memory free (the capture itself first releases the warm-up's).
-            drop((gr, dist));
-            torch_shim::empty_cache().map_err(|e| shim_error("releasing the graph's memory", e))?;
+            r.release()?;
         }
+        let mut params = params.into_iter().map(|t| t.detach());
         Ok(Projection {
-            w: w_opt.detach(),
+            w: params.next().expect("w is the first parameter"),
             distance,
             trajectory: s.trajectory.then(|| Tensor::stack(&trajectory, 1)),
-            noise: bufs.into_iter().map(|t| t.detach()).collect(),
+            noise: params.collect(),
         })
+    }
+
+    /// The batch size of `targets`, which must be [B, C, R, R] for this generator.
+    fn check(&self, targets: &Tensor) -> i64 {
+        let (b, c, h, w) = targets.size4().expect("targets are [B,C,R,R]");
+        let (r, channels) = (self.g.config.img_resolution, self.g.config.img_channels);
+        assert!(
+            c == channels && h == r && w == r,
+            "targets must be [B,{channels},{r},{r}]"
+        );
+        b
+    }
+
+    /// One optimisation step (w and the noise buffers, then the buffers renormalised) with the
+    /// inputs [`StepInputs::set`] put in place; the per-image distances [B]. The same kernels
+    /// every time, which a CUDA graph can replay.
+    fn step(
+        &self,
+        target_features: &Tensor,
+        params: &[Tensor],
+        moments: &[Moments],
+        inputs: &StepInputs,
+    ) -> Result<Tensor> {
+        let (g, s) = (self.g, &self.settings);
+        let (w_opt, bufs) = (&params[0], &params[1..]);
+        let ws = w_opt + &inputs.w_noise;
+        let ws = if s.w_plus {
+            ws
+        } else {
+            ws.repeat([1, g.num_ws(), 1])
+        };
+        let opts = SynthesisOptions {
+            noise: Noise::Given(bufs),
+            fused_modconv: s.fused_modconv,
+            force_fp32: s.force_fp32,
+            ops: s.ops_on(g.device()),
+        };
+        let synth = (g.synthesis.forward(&ws, &opts) + 1.0) * (255.0 / 2.0);
+        let synth_features = self.vgg.features(&to_vgg_size(&synth))?;
+        let dist = (target_features - synth_features.to_kind(Kind::Float))
+            .square()
+            .sum_dim_intlist(&[1i64][..], false, Kind::Float);
+        let reg = noise_regularizer(bufs);
+        let loss = (&dist + reg * s.regularize_noise_weight).sum(Kind::Float);
+        let grads = Tensor::run_backward(&[&loss], params, false, false);
+        let on = inputs.adam_on();
+        for ((p, gr), m) in params.iter().zip(&grads).zip(moments) {
+            adam::step(p, gr, &m.m, &m.v, &m.scratch, adam::Hyper::ADAM, &on);
+        }
+        let _ng = tch::no_grad_guard();
+        for buf in bufs {
+            let mut buf = buf.shallow_clone();
+            let mean = buf.mean_dim(&[1i64, 2, 3][..], true, Kind::Float);
+            let _ = buf.g_sub_(&mean);
+            let scale = buf
+                .square()
+                .mean_dim(&[1i64, 2, 3][..], true, Kind::Float)
+                .rsqrt();
+            let _ = buf.g_mul_(&scale);
+        }
+        Ok(dist.detach())
     }
 
     /// The image of a projection (w and the optimised noise, noise_mode const), [B,C,R,R] in
@@ -510,11 +459,11 @@ mod tests {
     #[test]
     fn adam_matches_the_closed_form_first_step() {
         // After one step from zero moments, Adam moves each element by -lr * sign(g) (up to eps).
-        let mut p = Tensor::from_slice(&[1.0f32, -2.0, 0.5]);
+        let p = Tensor::from_slice(&[1.0f32, -2.0, 0.5]);
         let g = Tensor::from_slice(&[0.3f32, -4.0, 1e-3]);
-        let mut a = Adam::new(&p);
-        let (neg, sq) = Adam::factors(0.1, 1);
-        a.step(&mut p, &g, &Factors::Host(neg, sq));
+        let m = Moments::zeros_like(&p);
+        let on = adam::On::Host { lr: 0.1, t: 1.0 };
+        adam::step(&p, &g, &m.m, &m.v, &m.scratch, adam::Hyper::ADAM, &on);
         let got = Vec::<f32>::try_from(&p).unwrap();
         for (x, want) in got.iter().zip([0.9f32, -1.9, 0.4]) {
             assert!((x - want).abs() < 1e-5, "{got:?}");

@@ -69,6 +69,12 @@ impl error_class::Classify for Error {
     }
 }
 
+impl From<torch_shim::Error> for Error {
+    fn from(e: torch_shim::Error) -> Error {
+        Error::Cuda(e.to_string())
+    }
+}
+
 impl Error {
     /// A libtorch failure this error is (out of memory in a backward pass, say), typed.
     pub fn torch(&self) -> Option<error_class::Torch> {

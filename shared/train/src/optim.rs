@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use tch::Tensor;
 
+use gpu_runtime::adam;
+
 use crate::flat::FlatParams;
 
 /// Which update rule, and its hyper-parameters.
@@ -43,13 +45,7 @@ pub struct Optimizer {
     fused: bool,
 }
 
-/// A maker of 0-dim tensors of `p`'s dtype on `p`'s device. addcmul_'s third operand must be on
-/// the device (unlike a binary op's, a CPU 0-dim tensor is refused there), and it is filled by a
-/// kernel rather than copied from the host: no synchronisation, and capturable in a CUDA graph.
-fn device_scalar(p: &Tensor) -> impl Fn(f64) -> Tensor + use<> {
-    let opts = (p.kind(), p.device());
-    move |v| Tensor::full([], v, opts)
-}
+use gpu_runtime::scalar::on_device_of as device_scalar;
 
 /// Where a step's learning rate and AdamW's step count t come from: host values, or 0-dim
 /// tensors on the device (graph-capturable).
@@ -240,57 +236,41 @@ impl Optimizer {
                     torch_shim::fused_adamw(&p, &g, &m, &v, &step, h, lr)
                         .unwrap_or_else(|e| panic!("fused AdamW step on {:?}: {e}", p.device()));
                 }
-                // torch.optim.adamw._single_tensor_adamw (amsgrad off), without parameter-sized
-                // temporaries: g², the denominator and m/denominator go through one scratch
-                // buffer per parameter (not checkpointed).
+                // torch.optim.adamw._single_tensor_adamw: the runtime's one Adam/AdamW step,
+                // with one scratch buffer per parameter (not checkpointed).
                 Rule::AdamW {
                     beta1,
                     beta2,
                     eps,
                     weight_decay,
                 } => {
-                    let scalar = device_scalar(&p);
-                    let _ = match &on {
-                        StepOn::Host { lr, .. } => p.g_mul_scalar_(1.0 - lr * weight_decay),
-                        StepOn::Device { lr, .. } => p.g_mul_(&(*lr * -weight_decay + 1.0)),
-                    };
                     let zeros = || p.zeros_like();
-                    let mut m = self
+                    let m = self
                         .state
                         .entry(format!("{name}.exp_avg"))
                         .or_insert_with(zeros)
                         .shallow_clone();
-                    let mut v = self
+                    let v = self
                         .state
                         .entry(format!("{name}.exp_avg_sq"))
                         .or_insert_with(zeros)
                         .shallow_clone();
-                    let mut tmp = self
+                    let tmp = self
                         .scratch
                         .entry(name.clone())
                         .or_insert_with(zeros)
                         .shallow_clone();
-                    let _ = m.lerp_(&g, 1.0 - beta1);
-                    let _ = g.mul_out(&tmp, &g);
-                    let _ = v.g_mul_scalar_(beta2).addcmul_(&tmp, &scalar(1.0 - beta2));
-                    let _ = v.sqrt_out(&tmp);
-                    // denom = √v / √(1 − β2^t) + eps; p −= lr / (1 − β1^t) · m / denom.
-                    let step = match &on {
-                        StepOn::Host { lr, t } => {
-                            let (bc1, bc2) = (1.0 - beta1.powf(*t), 1.0 - beta2.powf(*t));
-                            let _ = tmp.g_div_scalar_(bc2.sqrt()).g_add_scalar_(eps);
-                            scalar(-lr / bc1)
-                        }
-                        StepOn::Device { lr, t } => {
-                            // 1 − β^t = 1 − exp(t·ln β), all on the device.
-                            let bc1 = -(t * beta1.ln()).exp() + 1.0;
-                            let bc2 = -(t * beta2.ln()).exp() + 1.0;
-                            let _ = tmp.g_div_(&bc2.sqrt()).g_add_scalar_(eps);
-                            (*lr / bc1).neg()
-                        }
+                    let h = adam::Hyper {
+                        beta1,
+                        beta2,
+                        eps,
+                        weight_decay,
                     };
-                    let _ = m.div_out(&tmp, &tmp);
-                    let _ = p.addcmul_(&tmp, &step);
+                    let on = match &on {
+                        StepOn::Host { lr, t } => adam::On::Host { lr: *lr, t: *t },
+                        StepOn::Device { lr, t } => adam::On::Device { lr, t },
+                    };
+                    adam::step(&p, &g, &m, &v, &tmp, h, &on);
                 }
             }
         }

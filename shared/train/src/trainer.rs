@@ -19,8 +19,9 @@
 //!
 //! On CUDA ([`Config::cuda_graphs`]) the whole step after the batch is gathered — forward,
 //! backward, all-reduce, optimiser — is captured once as a CUDA graph after
-//! [`GRAPH_WARMUP_STEPS`] eager steps and replayed; with `--deterministic` the replayed run
-//! equals the eager one bit for bit (scripts/gpu-check).
+//! [`GRAPH_WARMUP_STEPS`] eager steps and replayed ([`gpu_runtime::graph`], whose policy runs
+//! the step eagerly from then on, with a warning, if the capture fails); with `--deterministic`
+//! the replayed run equals the eager one bit for bit (scripts/gpu-check).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
@@ -28,6 +29,8 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use collectives::{Communicator, ReduceOp};
+use gpu_runtime::graph::{self, Graphed, Next, Phase, Ran};
+use gpu_runtime::scalar::DeviceScalar;
 use tch::nn;
 use tch::{Device, Kind, Tensor};
 
@@ -497,7 +500,7 @@ fn setup(cfg: &Config, comm: &mut Communicator) -> Result<(Dataset, Dataset, Par
     }
     if cfg.channels_last {
         for t in vs.variables().values() {
-            torch_shim::channels_last_(t).map_err(cuda_err)?;
+            torch_shim::channels_last_(t)?;
         }
     }
     let named = named(&vs);
@@ -644,7 +647,7 @@ fn micro_batches(
             let (x, y) = data.batch(&idx, norm, cfg.augment);
             Ok((
                 if cfg.channels_last {
-                    torch_shim::to_channels_last(&x).map_err(cuda_err)?
+                    torch_shim::to_channels_last(&x)?
                 } else {
                     x
                 },
@@ -661,10 +664,17 @@ fn micro_batches(
 enum StepMode {
     Eager,
     Graphed {
-        cuda_index: usize,
-        warmed: usize,
-        graph: Option<GraphedStep>,
+        runner: Graphed<graph::Cuda, ()>,
+        /// The captured step's inputs, refilled before each replay.
+        statics: Option<Statics>,
     },
+}
+
+/// A graphed step's static inputs: each batch is copied into `inputs` and the learning rate
+/// into `lr` before the step.
+struct Statics {
+    inputs: Vec<(Tensor, Tensor)>,
+    lr: DeviceScalar,
 }
 
 impl StepMode {
@@ -672,12 +682,17 @@ impl StepMode {
         match (cfg.cuda_graphs, cfg.device) {
             (false, _) => StepMode::Eager,
             (true, device) => StepMode::Graphed {
-                cuda_index: match device {
-                    Device::Cuda(i) => i,
-                    _ => 0,
-                },
-                warmed: 0,
-                graph: None,
+                runner: Graphed::new(
+                    graph::Cuda {
+                        device: match device {
+                            Device::Cuda(i) => i,
+                            _ => 0,
+                        },
+                    },
+                    GRAPH_WARMUP_STEPS,
+                    "the training step",
+                ),
+                statics: None,
             },
         }
     }
@@ -710,39 +725,44 @@ impl StepMode {
                 scaler.update(finite);
                 Ok(finite)
             }
-            StepMode::Graphed {
-                cuda_index,
-                warmed,
-                graph,
-            } => {
+            StepMode::Graphed { runner, statics } => {
                 // One stage (check_pipeline): one optimiser.
                 let [opt] = opts else {
                     return Err(Error::Usage("CUDA graphs capture one device's step".into()));
                 };
-                if *warmed < GRAPH_WARMUP_STEPS {
-                    torch_shim::on_side_stream(*cuda_index, || -> Result<()> {
-                        stepper.gradients(comm, micro, 1.0, std::slice::from_mut(opt))?;
-                        opt.step(lr);
-                        Ok(())
-                    })
-                    .map_err(cuda_err)??;
-                    *warmed += 1;
-                    return Ok(true);
+                if matches!(runner.next(), Next::Capture | Next::Replay) {
+                    let device = stepper.cfg.device;
+                    let st = statics.get_or_insert_with(|| {
+                        opt.prepare_device_steps(device);
+                        Statics {
+                            inputs: micro.iter().map(|(x, y)| (x.copy(), y.copy())).collect(),
+                            lr: DeviceScalar::new(lr, device),
+                        }
+                    });
+                    for ((sx, sy), (x, y)) in st.inputs.iter().zip(micro) {
+                        sx.shallow_clone().copy_(x);
+                        sy.shallow_clone().copy_(y);
+                    }
+                    st.lr.set(lr);
                 }
-                if graph.is_none() {
-                    *graph = Some(GraphedStep::capture(
-                        stepper,
-                        comm,
-                        opt,
-                        micro,
-                        lr,
-                        *cuda_index,
-                    )?);
+                let statics = &*statics;
+                let (_, ran) = runner.step(|phase| -> Result<()> {
+                    match (phase, statics) {
+                        (Phase::Capture, Some(st)) => {
+                            stepper.gradients(comm, &st.inputs, 1.0, std::slice::from_mut(opt))?;
+                            opt.step_on_device(st.lr.tensor());
+                        }
+                        // Warm-up, or eagerly after a failed capture.
+                        _ => {
+                            stepper.gradients(comm, micro, 1.0, std::slice::from_mut(opt))?;
+                            opt.step(lr);
+                        }
+                    }
+                    Ok(())
+                })?;
+                if ran == Ran::Replayed {
+                    opt.count_replayed_step();
                 }
-                if let Some(g) = graph {
-                    g.run(micro, lr)?;
-                }
-                opt.count_replayed_step();
                 Ok(true)
             }
         }
@@ -780,10 +800,6 @@ fn save_last(
     Ok(())
 }
 
-fn cuda_err(e: torch_shim::Error) -> Error {
-    Error::Cuda(e.to_string())
-}
-
 /// The model's forward pass through its stages in the run's precision (fp16/bf16: CUDA
 /// autocast). Between stages the activation is copied to the next stage's device: a
 /// device-to-device copy that PyTorch queues on the source device's stream between two events
@@ -813,7 +829,7 @@ fn forward(
         Precision::Bf16 => torch_shim::AutocastDtype::Bf16,
         Precision::Fp32 | Precision::Tf32 => return run(),
     };
-    torch_shim::autocast(dtype, run).map_err(cuda_err)?
+    torch_shim::autocast(dtype, run)?
 }
 
 /// What one optimisation step touches; shared by the eager and the graphed path.
@@ -918,57 +934,6 @@ impl Stepper<'_> {
     }
 }
 
-/// One training step captured as a CUDA graph, with its static inputs: each batch is copied
-/// into `inputs` and the learning rate into `lr` before the replay.
-struct GraphedStep {
-    graph: torch_shim::CudaGraph,
-    inputs: Vec<(Tensor, Tensor)>,
-    lr: Tensor,
-}
-
-impl GraphedStep {
-    /// Captures gradients + optimiser step (nothing runs during capture: call `run` after).
-    fn capture(
-        stepper: &Stepper,
-        comm: &mut Communicator,
-        opt: &mut Optimizer,
-        micro: &[(Tensor, Tensor)],
-        lr: f64,
-        cuda_index: usize,
-    ) -> Result<GraphedStep> {
-        let inputs: Vec<(Tensor, Tensor)> =
-            micro.iter().map(|(x, y)| (x.copy(), y.copy())).collect();
-        let lr_t = Tensor::full([], lr, (Kind::Float, stepper.cfg.device));
-        opt.prepare_device_steps(stepper.cfg.device);
-        let mut graph = torch_shim::CudaGraph::new();
-        // No autocast cast may be cached across the capture's end (make_graphed_callables' rule).
-        torch_shim::set_autocast_cache_enabled(false);
-        let captured = graph.capture(cuda_index, || -> Result<()> {
-            stepper.gradients(comm, &inputs, 1.0, std::slice::from_mut(opt))?;
-            opt.step_on_device(&lr_t);
-            Ok(())
-        });
-        torch_shim::set_autocast_cache_enabled(true);
-        captured
-            .map_err(|e| Error::Cuda(format!("capturing the training step as a CUDA graph failed ({e}); --cuda-graphs off runs it eagerly")))??;
-        Ok(GraphedStep {
-            graph,
-            inputs,
-            lr: lr_t,
-        })
-    }
-
-    /// One step on `micro` at learning rate `lr` (queued on the current stream).
-    fn run(&self, micro: &[(Tensor, Tensor)], lr: f64) -> Result<()> {
-        for ((sx, sy), (x, y)) in self.inputs.iter().zip(micro) {
-            sx.shallow_clone().copy_(x);
-            sy.shallow_clone().copy_(y);
-        }
-        let _ = self.lr.shallow_clone().fill_(lr);
-        self.graph.replay().map_err(cuda_err)
-    }
-}
-
 /// Copies `weights` into the model: every tensor must exist with its shape; `partial` allows
 /// the file to lack some (e.g. `num_batches_tracked` from older torchvision files).
 fn copy_weights(
@@ -1030,7 +995,7 @@ fn evaluate(
             let n = bs.min(mine.len() - start);
             let (x, y) = data.batch(&idx.narrow(0, start as i64, n as i64), norm, false);
             let x = if cfg.channels_last {
-                torch_shim::to_channels_last(&x).map_err(cuda_err)?
+                torch_shim::to_channels_last(&x)?
             } else {
                 x
             };

@@ -616,7 +616,7 @@ impl Run<'_> {
                 .cli
                 .save_image
                 .then(|| self.projector.render(&p).to_device(tch::Device::Cpu));
-            Ok::<_, perceptual::Error>((p, image))
+            Ok::<_, projector::Error>((p, image))
         });
         let (p, image) = match result {
             Ok(r) => r?,

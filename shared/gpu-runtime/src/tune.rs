@@ -1,0 +1,228 @@
+//! Choosing between formulations of the same maths by timing them, once per input shape, as
+//! cuDNN's benchmark mode picks its algorithms: which is faster depends on the GPU, the dtype
+//! and the shapes, so it is measured where it runs instead of guessed. The model crates name
+//! their choices (`stylegan2::tune::KernelChoices`: the generator's up-sampling convolution, the
+//! VGG16's memory layout) and call [`mode`] and [`choose`] here.
+
+use std::sync::{Mutex, OnceLock};
+
+use tch::{Device, Kind, Tensor};
+
+/// A candidate: its name and how it computes the output from the input.
+pub type Candidate<'a> = (&'static str, &'a dyn Fn(&Tensor) -> Tensor);
+
+/// One timed decision.
+#[derive(Debug, Clone)]
+pub struct Decision {
+    /// What was chosen, e.g. "up-sampling conv 512->512".
+    pub what: String,
+    pub device: Device,
+    pub kind: Kind,
+    pub input: Vec<i64>,
+    /// Each candidate's name and median forward + backward milliseconds (infinite when it
+    /// failed, out of memory say).
+    pub timings: Vec<(&'static str, f64)>,
+    /// Index of the chosen candidate.
+    pub choice: usize,
+}
+
+impl std::fmt::Display for Decision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} on {:?} {:?} {:?}: {}",
+            self.what, self.device, self.kind, self.input, self.timings[self.choice].0
+        )?;
+        let t: Vec<String> = self
+            .timings
+            .iter()
+            .map(|(n, ms)| format!("{n} {ms:.2} ms"))
+            .collect();
+        write!(f, " (forward+backward {})", t.join(", "))
+    }
+}
+
+fn decisions_cell() -> &'static Mutex<Vec<Decision>> {
+    static D: OnceLock<Mutex<Vec<Decision>>> = OnceLock::new();
+    D.get_or_init(Default::default)
+}
+
+/// Every decision timed in this process (benchmarks print them).
+pub fn decisions() -> Vec<Decision> {
+    decisions_cell()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
+}
+
+/// The mode a choice asks for: `Some(i)` fixes candidate `i` of `names`, `None` times them.
+/// Unset: timed on CUDA, the first candidate elsewhere; `auto`: timed.
+pub fn mode(choice: Option<&str>, names: &[&'static str], device: Device) -> Option<usize> {
+    match choice {
+        Some("auto") => None,
+        Some(name) => names.iter().position(|n| *n == name),
+        None if device.is_cuda() => None,
+        None => Some(0),
+    }
+}
+
+/// Which of `candidates` to run for `x`: `fixed` if given, else the decision made before for
+/// (`what`, device, dtype, shape), else timed now ([`time`]) and remembered. The first
+/// candidate is the default: it is taken untimed while a CUDA graph is being captured (timing
+/// waits for the device, which a capture forbids: the warm-up steps before a capture see every
+/// shape first).
+pub fn choose(what: &str, fixed: Option<usize>, x: &Tensor, candidates: &[Candidate<'_>]) -> usize {
+    if let Some(i) = fixed {
+        return i;
+    }
+    let (device, kind, input) = (x.device(), x.kind(), x.size());
+    let same =
+        |d: &&Decision| d.what == what && d.device == device && d.kind == kind && d.input == input;
+    if let Some(d) = decisions_cell()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .find(same)
+    {
+        return d.choice;
+    }
+    if let Device::Cuda(i) = device
+        && !matches!(crate::shim::stream_capturing(i), Ok(false))
+    {
+        return 0;
+    }
+    let ms = time(x, candidates);
+    // The first of the fastest: ties (and all failing) keep the default.
+    let choice = (0..ms.len()).fold(0, |best, i| if ms[i] < ms[best] { i } else { best });
+    let timings = candidates.iter().map(|(n, _)| *n).zip(ms).collect();
+    decisions_cell()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(Decision {
+            what: what.to_string(),
+            device,
+            kind,
+            input,
+            timings,
+            choice,
+        });
+    choice
+}
+
+/// Median forward + backward milliseconds of each candidate on a copy of `x` (the gradient for
+/// the input, as the projector needs), in alternating rounds after one warm-up round (cuDNN's
+/// algorithm search runs then). A candidate that panics (out of memory, say) gets infinity.
+pub fn time(x: &Tensor, candidates: &[Candidate<'_>]) -> Vec<f64> {
+    const ROUNDS: usize = 5;
+    let sync = || {
+        if let Device::Cuda(i) = x.device() {
+            tch::Cuda::synchronize(i as i64);
+        }
+    };
+    tch::with_grad(|| {
+        let leaf = x.detach().copy().set_requires_grad(x.is_floating_point());
+        let run = |f: &dyn Fn(&Tensor) -> Tensor| {
+            let once = || {
+                sync();
+                let t = std::time::Instant::now();
+                let y = f(&leaf);
+                if leaf.requires_grad() {
+                    // A loss Σ y·1: backward gets a dense gradient, as from the projector's
+                    // loss, and nothing is drawn from the global generator.
+                    let _ = Tensor::run_backward(
+                        &[(&y * y.ones_like()).sum(Kind::Float)],
+                        &[&leaf],
+                        false,
+                        false,
+                    );
+                }
+                sync();
+                t.elapsed().as_secs_f64() * 1e3
+            };
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(once)).unwrap_or(f64::INFINITY)
+        };
+        let mut ms = vec![Vec::new(); candidates.len()];
+        for round in 0..=ROUNDS {
+            for (i, (_, f)) in candidates.iter().enumerate() {
+                let t = run(*f);
+                if round > 0 {
+                    ms[i].push(t);
+                }
+            }
+        }
+        ms.into_iter()
+            .map(|mut v| {
+                v.sort_by(f64::total_cmp);
+                v[v.len() / 2]
+            })
+            .collect()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    #[test]
+    fn a_shape_is_timed_once_and_the_faster_kept() {
+        let o = (Kind::Float, Device::Cpu);
+        let calls = Cell::new(0);
+        let cheap = |x: &Tensor| {
+            calls.set(calls.get() + 1);
+            x * 2.0
+        };
+        let slow = |x: &Tensor| {
+            calls.set(calls.get() + 1);
+            std::thread::sleep(std::time::Duration::from_millis(3));
+            x * 2.0
+        };
+        let cands: [Candidate<'_>; 2] = [("slow", &slow), ("cheap", &cheap)];
+        assert_eq!(
+            choose("test pair", Some(0), &Tensor::ones([3, 4], o), &cands),
+            0
+        );
+        assert_eq!(calls.get(), 0, "a fixed choice times nothing");
+        assert_eq!(
+            choose("test pair", None, &Tensor::ones([3, 4], o), &cands),
+            1
+        );
+        let n = calls.get();
+        assert_eq!(n, 12, "a warm-up round and 5 timed rounds of each");
+        assert_eq!(
+            choose("test pair", None, &Tensor::zeros([3, 4], o), &cands),
+            1
+        );
+        assert_eq!(calls.get(), n, "the same shape is not timed again");
+        let d = decisions()
+            .into_iter()
+            .find(|d| d.what == "test pair")
+            .unwrap();
+        assert_eq!(
+            (d.input.clone(), d.choice, d.timings[0].0),
+            (vec![3, 4], 1, "slow")
+        );
+        assert!(d.timings[0].1 > d.timings[1].1, "{d}");
+        // Another shape is another decision; a candidate that fails is not chosen.
+        let fails = |_: &Tensor| -> Tensor { panic!("out of memory (test)") };
+        assert_eq!(
+            choose(
+                "test pair",
+                None,
+                &Tensor::ones([5], o),
+                &[("fails", &fails), ("slow", &slow)]
+            ),
+            1
+        );
+    }
+
+    #[test]
+    fn modes_come_from_the_choice_or_the_device() {
+        let names = ["a", "b"];
+        // Unset: timed on CUDA, the first candidate on the CPU.
+        assert_eq!(mode(None, &names, Device::Cpu), Some(0));
+        assert_eq!(mode(None, &names, Device::Cuda(0)), None);
+        assert_eq!(mode(Some("b"), &names, Device::Cuda(0)), Some(1));
+        assert_eq!(mode(Some("auto"), &names, Device::Cpu), None);
+    }
+}
