@@ -246,3 +246,89 @@ pub fn planar_tiled_tiff(w: u16, h: u16, tile: u16) -> Vec<u8> {
     }
     b
 }
+
+/// A record type of the `records` crate, with the `type` tag its lines carry.
+pub trait Typed: serde::de::DeserializeOwned {
+    const TYPE: &'static str;
+}
+
+macro_rules! typed {
+    ($($t:ty => $name:literal),* $(,)?) => {
+        $(impl Typed for $t {
+            const TYPE: &'static str = $name;
+        })*
+    };
+}
+
+typed! {
+    records::Shard => "shard",
+    records::ErrorRecord => "error",
+    records::ImageRecord => "image",
+    records::LatentRecord => "latent",
+    records::Summary => "summary",
+    records::EpochRecord => "epoch",
+    records::BandwidthRecord => "bandwidth",
+    records::TrialRecord => "trial",
+    records::TrialResult => "result",
+    records::Decision => "decision",
+}
+
+/// Every record of type `T` among `stdout`'s lines ([`records`]), decoded into `T`: a line of
+/// that type that `T` cannot hold (a missing or mistyped key) fails the test.
+pub fn typed<T: Typed>(stdout: &[u8]) -> Vec<T> {
+    records(stdout)
+        .into_iter()
+        .filter(|v| v["type"] == T::TYPE)
+        .map(|v| {
+            serde_json::from_value(v.clone())
+                .unwrap_or_else(|e| panic!("a {} record {v} does not decode: {e}", T::TYPE))
+        })
+        .collect()
+}
+
+/// The one record of type `T` (a summary, say).
+pub fn one<T: Typed>(stdout: &[u8]) -> T {
+    let mut all = typed::<T>(stdout);
+    assert_eq!(all.len(), 1, "expected one {} record", T::TYPE);
+    all.remove(0)
+}
+
+/// A batch tool's output (crop-resize, generate, project-one-gpu, gather-npz), decoded: its item
+/// records of type `T`, its error records, its summary (which must come last) and every
+/// record's type in order.
+#[derive(Debug)]
+pub struct Batch<T> {
+    pub items: Vec<T>,
+    pub errors: Vec<records::ErrorRecord>,
+    pub summary: records::Summary,
+    pub types: Vec<String>,
+}
+
+impl<T> Batch<T> {
+    /// (input, message) of each error record, in order.
+    pub fn errors(&self) -> Vec<(&str, &str)> {
+        self.errors
+            .iter()
+            .map(|e| (e.input.to_str().expect("UTF-8 input"), e.message.as_str()))
+            .collect()
+    }
+}
+
+/// Decodes a batch tool's stdout ([`Batch`]).
+pub fn batch<T: Typed>(stdout: &[u8]) -> Batch<T> {
+    let types: Vec<String> = records(stdout)
+        .iter()
+        .map(|r| r["type"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(
+        types.last().map(String::as_str),
+        Some("summary"),
+        "{types:?}"
+    );
+    Batch {
+        items: typed(stdout),
+        errors: typed(stdout),
+        summary: one(stdout),
+        types,
+    }
+}

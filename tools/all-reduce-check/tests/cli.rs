@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use records::{BandwidthRecord, Summary};
 
 const BIN: &str = env!("CARGO_BIN_EXE_all-reduce-check");
 
@@ -39,8 +39,8 @@ fn cmd() -> Command {
 
 use testkit::free_port;
 
-fn records(out: &Output) -> Vec<Value> {
-    testkit::records(&out.stdout)
+fn bandwidths(out: &Output) -> Vec<BandwidthRecord> {
+    testkit::typed(&out.stdout)
 }
 
 fn stderr(out: &Output) -> String {
@@ -55,20 +55,18 @@ fn assert_all_right(out: &Output, sizes: usize) {
         out.status,
         stderr(out)
     );
-    let recs = records(out);
-    let bw: Vec<&Value> = recs.iter().filter(|r| r["type"] == "bandwidth").collect();
-    assert_eq!(bw.len(), sizes, "{recs:?}");
+    let bw = bandwidths(out);
+    assert_eq!(bw.len(), sizes, "{bw:?}");
     for r in &bw {
-        for col in ["out_of_place", "in_place"] {
-            if !r[col].is_null() {
-                assert_eq!(r[col]["wrong"], 0, "{r}");
-                assert!(r[col]["time_us"].as_f64().unwrap() > 0.0);
-            }
+        for t in [&r.out_of_place, &r.in_place].into_iter().flatten() {
+            assert_eq!(t.wrong, Some(0), "{r:?}");
+            assert!(t.time_us > 0.0, "{r:?}");
         }
     }
-    let summary = recs.last().unwrap();
-    assert_eq!(summary["type"], "summary");
-    assert_eq!(summary["wrong"], 0);
+    let last = testkit::records(&out.stdout).pop().unwrap();
+    assert_eq!(last["type"], "summary");
+    let summary: Summary = testkit::one(&out.stdout);
+    assert_eq!(summary.wrong, Some(0));
 }
 
 /// Starts `world` ranks as separate processes, each with `args(rank)`, and waits for all.
@@ -101,9 +99,9 @@ fn spawn_checks_every_collective_type_and_op_on_two_and_three_ranks() {
             .unwrap();
         // 6 types × 5 ops × 3 sizes (1K, 8K, 64K).
         assert_all_right(&out, 90);
-        let first = &records(&out)[0];
-        assert_eq!(first["world_size"].as_u64().unwrap().to_string(), n);
-        assert_eq!(first["engine"], "cpu-ring");
+        let first = &bandwidths(&out)[0];
+        assert_eq!(first.world_size.to_string(), n);
+        assert_eq!(first.engine, "cpu-ring");
         // nccl-tests' table on stderr.
         let err = stderr(&out);
         assert!(

@@ -1,30 +1,60 @@
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
-use serde_json::Value;
+use records::ImageRecord;
+use testkit::Batch;
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/pillow")
 }
 
-fn run(
+fn exec(
     dir: &Path,
     args: &[impl AsRef<std::ffi::OsStr>],
     stdin: impl Into<Vec<u8>>,
-) -> (i32, Vec<Value>, String) {
-    let out = Command::cargo_bin("crop-resize")
+) -> std::process::Output {
+    Command::cargo_bin("crop-resize")
         .unwrap()
         .current_dir(dir)
         .args(args)
         .write_stdin(stdin)
         .output()
-        .unwrap();
-    let recs = testkit::records(&out.stdout);
+        .unwrap()
+}
+
+/// Exit status, the records decoded, stderr.
+fn run(
+    dir: &Path,
+    args: &[impl AsRef<std::ffi::OsStr>],
+    stdin: impl Into<Vec<u8>>,
+) -> (i32, Batch<ImageRecord>, String) {
+    let out = exec(dir, args, stdin);
     (
         out.status.code().unwrap(),
-        recs,
+        testkit::batch(&out.stdout),
         String::from_utf8(out.stderr).unwrap(),
     )
+}
+
+/// The same with the records as JSON (for their wire form).
+fn run_raw(
+    dir: &Path,
+    args: &[impl AsRef<std::ffi::OsStr>],
+    stdin: impl Into<Vec<u8>>,
+) -> (i32, Vec<serde_json::Value>, String) {
+    let out = exec(dir, args, stdin);
+    (
+        out.status.code().unwrap(),
+        testkit::records(&out.stdout),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+/// The exit status of a run that is refused before it starts (no records).
+fn status(dir: &Path, args: &[&str]) -> i32 {
+    let out = exec(dir, args, "");
+    assert!(out.stdout.is_empty());
+    out.status.code().unwrap()
 }
 
 fn copy_fixture(dir: &Path, name: &str, to: &str) {
@@ -57,13 +87,13 @@ fn outputs_match_pillow_and_mirror_input_paths() {
         "imgs/a/photo.jpg\nimgs/b/pal.png\n",
     );
     assert_eq!(code, 0);
-    assert_eq!(recs.len(), 3);
-    assert_eq!(recs[0]["input"], "imgs/a/photo.jpg");
-    assert_eq!(recs[0]["source_width"], 97);
-    assert_eq!(recs[2]["type"], "summary");
-    assert_eq!(recs[2]["ok"], 2);
+    assert_eq!(recs.types, ["image", "image", "summary"]);
+    let first = &recs.items[0];
+    assert_eq!(first.input, "imgs/a/photo.jpg");
+    assert_eq!(first.source_width, Some(97));
+    assert_eq!(recs.summary.ok, 2);
     let out = tmp.path().join("out/imgs/a/photo.png");
-    assert_eq!(recs[0]["output"], out.to_string_lossy().as_ref());
+    assert_eq!(first.output, out);
     let ours = image::open(&out).unwrap().to_rgb8();
     let pillow = image::open(fixtures().join("expected/photo420.jpg.24.png"))
         .unwrap()
@@ -87,33 +117,19 @@ fn bad_inputs_give_error_records_and_the_rest_are_written() {
     let input = "good1.png\ngarbage.jpg\nmissing.png\ntext.png\ntruncated.png\ngood2.jpg\n";
     let (code, recs, stderr) = run(tmp.path(), &["-r", "8", "-o", "out", "-j", "2"], input);
     assert_eq!(code, 3, "items failed");
-    let kinds: Vec<&str> = recs.iter().map(|r| r["type"].as_str().unwrap()).collect();
     assert_eq!(
-        kinds,
+        recs.types,
         [
             "image", "error", "error", "error", "error", "image", "summary"
         ],
         "input order"
     );
-    assert_eq!(recs[1]["input"], "garbage.jpg");
-    assert!(
-        recs[1]["message"].as_str().unwrap().contains("JPEG"),
-        "{}",
-        recs[1]
-    );
-    assert!(
-        recs[2]["message"]
-            .as_str()
-            .unwrap()
-            .contains("reading missing.png")
-    );
-    assert!(
-        recs[3]["message"]
-            .as_str()
-            .unwrap()
-            .contains("not an image")
-    );
-    assert_eq!(recs[6]["failed"], 4);
+    let errors = recs.errors();
+    assert_eq!(errors[0].0, "garbage.jpg");
+    assert!(errors[0].1.contains("JPEG"), "{errors:?}");
+    assert!(errors[1].1.contains("reading missing.png"), "{errors:?}");
+    assert!(errors[2].1.contains("not an image"), "{errors:?}");
+    assert_eq!(recs.summary.failed, 4);
     assert!(stderr.contains("4 of 6 inputs failed"));
     let mut files = all_files(&tmp.path().join("out"));
     files.sort();
@@ -129,17 +145,17 @@ fn reruns_skip_finished_outputs_unless_overwrite() {
     let tmp = tempfile::tempdir().unwrap();
     copy_fixture(tmp.path(), "rgb.png", "x.png");
     let (_, first, _) = run(tmp.path(), &["-r", "8", "-o", "out", "x.png"], "");
-    assert_eq!(first[0]["skipped"], false);
+    assert!(!first.items[0].skipped);
     let (code, again, _) = run(tmp.path(), &["-r", "8", "-o", "out", "x.png"], "");
     assert_eq!(code, 0);
-    assert_eq!(again[0]["skipped"], true);
-    assert_eq!(again[1]["skipped"], 1);
+    assert!(again.items[0].skipped);
+    assert_eq!(again.summary.skipped, 1);
     let (_, forced, _) = run(
         tmp.path(),
         &["-r", "8", "-o", "out", "--overwrite", "x.png"],
         "",
     );
-    assert_eq!(forced[0]["skipped"], false);
+    assert!(!forced.items[0].skipped);
 }
 
 #[test]
@@ -156,15 +172,12 @@ fn two_inputs_with_one_output_keep_the_first_and_fail_the_second() {
             "x.png\nx.jpg\n",
         );
         assert_eq!(code, 3);
-        assert_eq!(recs[0]["type"], "image");
-        assert_eq!(recs[1]["type"], "error");
+        assert_eq!(recs.types, ["image", "error", "summary"]);
         assert!(
-            recs[1]["message"]
-                .as_str()
-                .unwrap()
+            recs.errors[0]
+                .message
                 .contains("is already the output of x.png"),
-            "{}",
-            recs[1]
+            "{recs:?}"
         );
     }
     let ours = image::open(tmp.path().join("out/x.png")).unwrap().to_rgb8();
@@ -194,13 +207,12 @@ fn decompression_bombs_are_refused_from_the_header() {
         "",
     );
     assert_eq!(code, 3);
-    assert_eq!(recs[0]["type"], "error");
-    let msg = recs[0]["message"].as_str().unwrap();
+    assert_eq!(recs.types, ["error", "image", "summary"]);
+    let msg = &recs.errors[0].message;
     assert!(
         msg.contains("97x71") && msg.contains("--max-pixels"),
         "{msg}"
     );
-    assert_eq!(recs[1]["type"], "image");
 }
 
 #[test]
@@ -215,9 +227,15 @@ fn npy_output_is_uint8_channels_first_and_shard_records_are_inputs() {
         format!("{shard}\n"),
     );
     assert_eq!(code, 0);
-    assert_eq!(recs.len(), 3);
+    assert_eq!(recs.types, ["image", "image", "summary"]);
     let p = tmp.path().join("out/a.npy");
-    assert_eq!(recs[0]["output"], p.to_string_lossy().as_ref());
+    assert_eq!(
+        (
+            recs.items[0].output.as_path(),
+            recs.items[0].format.as_str()
+        ),
+        (p.as_path(), "npy")
+    );
     use ndarray_npy::ReadNpyExt;
     let a = ndarray::Array3::<u8>::read_npy(std::fs::File::open(&p).unwrap()).unwrap();
     assert_eq!(a.shape(), &[3, 24, 24]);
@@ -233,10 +251,7 @@ fn exif_transpose_is_opt_in() {
     copy_fixture(tmp.path(), "exif6.jpg", "e.jpg");
     let (_, recs, _) = run(tmp.path(), &["-r", "24", "-o", "plain", "e.jpg"], "");
     assert_eq!(
-        (
-            recs[0]["source_width"].as_u64(),
-            recs[0]["source_height"].as_u64()
-        ),
+        (recs.items[0].source_width, recs.items[0].source_height),
         (Some(68), Some(52))
     );
     let (_, recs, _) = run(
@@ -245,10 +260,7 @@ fn exif_transpose_is_opt_in() {
         "",
     );
     assert_eq!(
-        (
-            recs[0]["source_width"].as_u64(),
-            recs[0]["source_height"].as_u64()
-        ),
+        (recs.items[0].source_width, recs.items[0].source_height),
         (Some(52), Some(68))
     );
     let ours = image::open(tmp.path().join("rot/e.png")).unwrap().to_rgb8();
@@ -261,10 +273,12 @@ fn exif_transpose_is_opt_in() {
 #[test]
 fn usage_errors_exit_2() {
     let tmp = tempfile::tempdir().unwrap();
-    let (code, _, _) = run(tmp.path(), &["-o", "out"], "");
-    assert_eq!(code, 2, "--resolution is required");
-    let (code, _, _) = run(tmp.path(), &["-r", "0", "-o", "out"], "");
-    assert_eq!(code, 2);
+    assert_eq!(
+        status(tmp.path(), &["-o", "out"]),
+        2,
+        "--resolution is required"
+    );
+    assert_eq!(status(tmp.path(), &["-r", "0", "-o", "out"]), 2);
 }
 
 #[test]
@@ -357,10 +371,10 @@ fn a_planar_tiled_tiff_is_resized_like_any_image() {
         "",
     );
     assert_eq!(code, 0, "{stderr}");
-    assert_eq!(recs[0]["type"], "image", "{}", recs[0]);
-    assert_eq!(recs[0]["input"], "planar.tif");
+    assert_eq!(recs.types[0], "image", "{recs:?}");
+    assert_eq!(recs.items[0].input, "planar.tif");
     assert!(tmp.path().join("out/planar.png").exists());
-    assert_eq!(recs.last().unwrap()["ok"], 2);
+    assert_eq!(recs.summary.ok, 2);
 }
 
 #[test]
@@ -407,12 +421,8 @@ fn fifos_devices_directories_and_non_images_are_error_records_read_no_further() 
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let recs: Vec<Value> = testkit::records(&o.stdout);
-    let errors: Vec<(&str, &str)> = recs
-        .iter()
-        .filter(|r| r["type"] == "error")
-        .map(|r| (r["input"].as_str().unwrap(), r["message"].as_str().unwrap()))
-        .collect();
+    let recs: Batch<ImageRecord> = testkit::batch(&o.stdout);
+    let errors = recs.errors();
     assert_eq!(errors.len(), 4, "{errors:?}");
     for (input, want) in [
         ("/dev/zero", "is a device"),
@@ -426,7 +436,7 @@ fn fifos_devices_directories_and_non_images_are_error_records_read_no_further() 
             .unwrap_or_else(|| panic!("no error for {input}: {errors:?}"));
         assert!(m.contains(want), "{input}: {m}");
     }
-    assert_eq!(recs.last().unwrap()["ok"], 1);
+    assert_eq!(recs.summary.ok, 1);
 }
 
 #[test]
@@ -441,14 +451,10 @@ fn an_output_never_replaces_an_input_and_skips_describe_the_file_there() {
         args.push("photo.png");
         let (code, recs, _) = run(tmp.path(), &args, "");
         assert_eq!(code, 3, "{extra:?}: {recs:?}");
-        assert_eq!(recs[0]["type"], "error");
+        assert_eq!(recs.types[0], "error");
         assert!(
-            recs[0]["message"]
-                .as_str()
-                .unwrap()
-                .contains("this input itself"),
-            "{}",
-            recs[0]
+            recs.errors[0].message.contains("this input itself"),
+            "{recs:?}"
         );
         assert_eq!(
             std::fs::read(tmp.path().join("photo.png")).unwrap(),
@@ -462,10 +468,9 @@ fn an_output_never_replaces_an_input_and_skips_describe_the_file_there() {
     let (code, recs, _) = run(tmp.path(), &["-r", "24", "-o", "out", "photo.png"], "");
     assert_eq!(code, 0);
     assert_eq!(
-        (recs[0]["skipped"].as_bool(), recs[0]["width"].as_u64()),
-        (Some(true), Some(16)),
-        "{}",
-        recs[0]
+        (recs.items[0].skipped, recs.items[0].width),
+        (true, 16),
+        "{recs:?}"
     );
 }
 
@@ -502,7 +507,7 @@ fn names_that_are_not_utf8_are_inputs_and_records_keep_their_bytes() {
     std::fs::copy(fixtures().join("inputs/palette.png"), tmp.path().join(name)).unwrap();
     copy_fixture(tmp.path(), "palette.png", "good.png");
     let args = ["-r", "8", "-o", "out"].map(OsStr::new);
-    let (code, recs, err) = run(
+    let (code, recs, err) = run_raw(
         tmp.path(),
         &[&args[..], &[name, OsStr::new("good.png")]].concat(),
         "",
@@ -520,7 +525,7 @@ fn names_that_are_not_utf8_are_inputs_and_records_keep_their_bytes() {
     // The records as the next stage's input, on stdin: it reads the written file by its bytes
     // and names it by the original input.
     let lines: String = recs.iter().map(|r| format!("{r}\n")).collect();
-    let (code, recs, err) = run(tmp.path(), &["-r", "4", "-o", "out2", "-"], lines);
+    let (code, recs, err) = run_raw(tmp.path(), &["-r", "4", "-o", "out2", "-"], lines);
     assert_eq!(code, 0, "{err}");
     assert_eq!(
         (&recs[0]["input"], &recs[0]["skipped"]),

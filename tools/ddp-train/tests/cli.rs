@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
+use records::{EpochRecord, Summary};
 use serde_json::Value;
 use tch::Tensor;
 
@@ -56,14 +57,29 @@ fn free_port() -> String {
     testkit::free_port().to_string()
 }
 
-fn records(o: &Output) -> Vec<Value> {
+/// A successful run's records, decoded: one per epoch, then the summary.
+#[derive(Debug)]
+struct Run {
+    epochs: Vec<EpochRecord>,
+    summary: Summary,
+}
+
+fn records(o: &Output) -> Run {
     assert!(
         o.status.success(),
         "exit {:?}: {}",
         o.status,
         String::from_utf8_lossy(&o.stderr)
     );
-    testkit::records(&o.stdout)
+    let types: Vec<Value> = testkit::records(&o.stdout)
+        .into_iter()
+        .map(|r| r["type"].clone())
+        .collect();
+    assert_eq!(types.last(), Some(&Value::from("summary")), "{types:?}");
+    Run {
+        epochs: testkit::typed(&o.stdout),
+        summary: testkit::one(&o.stdout),
+    }
 }
 
 fn params(path: &Path) -> BTreeMap<String, Tensor> {
@@ -86,26 +102,23 @@ fn epochs_are_records_checkpoints_are_written_and_resume_continues() {
             .output()
             .unwrap(),
     );
-    assert_eq!(recs.iter().filter(|r| r["type"] == "epoch").count(), 2);
-    let e = &recs[1];
-    for k in [
-        "train_loss",
-        "train_top1",
-        "val_loss",
-        "val_top1",
-        "images_per_s",
-        "seconds",
-        "lr",
+    assert_eq!(recs.epochs.len(), 2);
+    let e = &recs.epochs[1];
+    for (k, v) in [
+        ("train_loss", e.train_loss),
+        ("train_top1", e.train_top1),
+        ("val_loss", e.val_loss),
+        ("val_top1", e.val_top1),
+        ("images_per_s", e.images_per_s),
+        ("seconds", e.seconds),
+        ("lr", e.lr),
+        ("step_ms", e.step_ms),
     ] {
-        assert!(e[k].as_f64().unwrap().is_finite(), "{k}: {e}");
+        assert!(v.is_finite(), "{k}: {e:?}");
     }
-    assert_eq!(e["steps"], 4);
-    assert!(
-        e["checkpoint"]
-            .as_str()
-            .unwrap()
-            .ends_with("last.safetensors")
-    );
+    assert_eq!(e.steps, 4);
+    assert!(e.stages.is_empty(), "one device: no stages");
+    assert!(e.checkpoint.as_ref().unwrap().ends_with("last.safetensors"));
     for f in [
         "last.safetensors",
         "last.train.safetensors",
@@ -113,7 +126,7 @@ fn epochs_are_records_checkpoints_are_written_and_resume_continues() {
     ] {
         assert!(ck.path().join(f).exists(), "{f}");
     }
-    assert_eq!(recs.last().unwrap()["type"], "summary");
+    assert_eq!((recs.summary.ok, recs.summary.skipped), (2, 0));
 
     // Resume with --epochs 3: only epoch 3 runs.
     let recs = records(
@@ -124,13 +137,9 @@ fn epochs_are_records_checkpoints_are_written_and_resume_continues() {
             .output()
             .unwrap(),
     );
-    let epochs: Vec<u64> = recs
-        .iter()
-        .filter(|r| r["type"] == "epoch")
-        .map(|r| r["epoch"].as_u64().unwrap())
-        .collect();
+    let epochs: Vec<usize> = recs.epochs.iter().map(|e| e.epoch).collect();
     assert_eq!(epochs, [3]);
-    assert_eq!(recs.last().unwrap()["skipped"], 2);
+    assert_eq!(recs.summary.skipped, 2);
 }
 
 /// Runs `args` as two rank processes over the CPU backend; rank 0's stderr and the checkpoint
@@ -165,7 +174,8 @@ fn two_rank_processes(args: &[&str]) -> (String, tempfile::TempDir) {
         .map(|c| c.wait_with_output().unwrap())
         .collect();
     let recs = records(&outs[0]);
-    assert_eq!(recs[0]["world_size"], 2);
+    assert_eq!(recs.epochs[0].world_size, 2);
+    assert_eq!(recs.summary.world_size, Some(2));
     assert!(
         outs[1].status.success() && outs[1].stdout.is_empty(),
         "rank 1 prints no records"
@@ -406,10 +416,7 @@ fn a_run_killed_mid_epoch_resumes_to_the_same_weights() {
             .output()
             .unwrap(),
     );
-    assert!(
-        recs.iter().any(|r| r["type"] == "epoch" && r["epoch"] == 3),
-        "{recs:?}"
-    );
+    assert!(recs.epochs.iter().any(|e| e.epoch == 3), "{recs:?}");
     let (a, b) = (
         params(&straight.path().join("last.safetensors")),
         params(&ck.path().join("last.safetensors")),
@@ -661,7 +668,7 @@ fn a_pipelined_run_reports_its_stages_and_its_checkpoint_resumes_unsplit() {
             .output()
             .unwrap(),
     );
-    let e: records::EpochRecord = serde_json::from_value(recs[1].clone()).unwrap();
+    let e = &recs.epochs[1];
     let cut: Vec<_> = e
         .stages
         .iter()
@@ -699,7 +706,7 @@ fn a_pipelined_run_reports_its_stages_and_its_checkpoint_resumes_unsplit() {
             .output()
             .unwrap(),
     );
-    let e: records::EpochRecord = serde_json::from_value(recs[0].clone()).unwrap();
+    let e = &recs.epochs[0];
     assert_eq!(e.epoch, 2);
     assert!(e.stages.is_empty(), "unsplit: no stages in the record");
     assert_same_weights(straight.path(), resumed.path(), 0.0);

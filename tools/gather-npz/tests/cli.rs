@@ -5,19 +5,43 @@ use ndarray::{Array2, Array3};
 use ndarray_npy::{NpzReader, NpzWriter, WriteNpyExt};
 use serde_json::Value;
 
-fn run(dir: &Path, args: &[&str], stdin: &str) -> (i32, Vec<Value>, String) {
-    let out = Command::cargo_bin("gather-npz")
+/// gather-npz prints error records and a summary (no item records).
+type Out = testkit::Batch<records::LatentRecord>;
+
+fn exec(dir: &Path, args: &[&str], stdin: &str) -> std::process::Output {
+    Command::cargo_bin("gather-npz")
         .unwrap()
         .current_dir(dir)
         .args(args)
         .write_stdin(stdin)
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// Exit status and stderr of a run refused before it starts (no records).
+fn refused(dir: &Path, args: &[&str]) -> (i32, String) {
+    let out = exec(dir, args, "");
+    assert!(out.stdout.is_empty());
     (
         out.status.code().unwrap(),
-        testkit::records(&out.stdout),
         String::from_utf8(out.stderr).unwrap(),
     )
+}
+
+/// Exit status, the records decoded, stderr.
+fn run(dir: &Path, args: &[&str], stdin: &str) -> (i32, Out, String) {
+    let out = exec(dir, args, stdin);
+    (
+        out.status.code().unwrap(),
+        decode(&out.stdout),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+fn decode(stdout: &[u8]) -> Out {
+    let out: Out = testkit::batch(stdout);
+    assert!(out.items.is_empty());
+    out
 }
 
 fn latent(k: usize, d: usize, base: f32) -> Array3<f32> {
@@ -51,18 +75,13 @@ fn gathers_npz_and_npy_in_input_order() {
     latent(2, 3, 200.0)
         .write_npy(std::fs::File::create(d.join("c.npy")).unwrap())
         .unwrap();
-    let (code, recs, _) = run(d, &["-o", "all.npz", "c.npy", "a.npz", "b.npz"], "");
+    let (code, out, _) = run(d, &["-o", "all.npz", "c.npy", "a.npz", "b.npz"], "");
     assert_eq!(code, 0);
-    assert_eq!(recs.len(), 1);
-    assert_eq!(recs[0]["type"], "summary");
-    assert_eq!(recs[0]["shape"], serde_json::json!([3, 2, 3]));
+    assert!(out.errors.is_empty());
+    assert_eq!(out.summary.shape, Some(vec![3, 2, 3]));
     assert_eq!(
-        recs[0]["output"],
-        d.join("all.npz")
-            .canonicalize()
-            .unwrap()
-            .to_string_lossy()
-            .as_ref()
+        out.summary.output.unwrap(),
+        d.join("all.npz").canonicalize().unwrap()
     );
     let w = w_of(&d.join("all.npz"));
     assert_eq!(w.shape(), &[3, 2, 3]);
@@ -90,13 +109,9 @@ fn bad_files_are_error_records_naming_them_and_the_rest_are_gathered() {
     w.finish().unwrap();
     npz(&d.join("good2.npz"), "w", &latent(1, 4, 10.0), false);
     let list = "garbage.npz\nflat.npz\ngood1.npz\nwide.npz\nmissing.npz\notherkey.npz\nf64.npz\ngood2.npz\n";
-    let (code, recs, stderr) = run(d, &["-o", "out/all.npz"], list);
+    let (code, out, stderr) = run(d, &["-o", "out/all.npz"], list);
     assert_eq!(code, 3);
-    let errors: Vec<(&str, &str)> = recs
-        .iter()
-        .filter(|r| r["type"] == "error")
-        .map(|r| (r["input"].as_str().unwrap(), r["message"].as_str().unwrap()))
-        .collect();
+    let errors = out.errors();
     let names: Vec<&str> = errors.iter().map(|e| e.0).collect();
     assert_eq!(
         names,
@@ -118,11 +133,7 @@ fn bad_files_are_error_records_naming_them_and_the_rest_are_gathered() {
         errors[2].1
     );
     assert!(errors[4].1.contains("no array `w`"), "{}", errors[4].1);
-    let summary = recs.last().unwrap();
-    assert_eq!(
-        (summary["ok"].as_u64(), summary["failed"].as_u64()),
-        (Some(2), Some(6))
-    );
+    assert_eq!((out.summary.ok, out.summary.failed), (2, 6));
     assert!(stderr.contains("6 of 8 inputs failed"));
     let w = w_of(&d.join("out/all.npz"));
     assert_eq!(w.shape(), &[2, 1, 4]);
@@ -144,7 +155,7 @@ fn existing_output_needs_overwrite() {
     let d = tmp.path();
     npz(&d.join("a.npz"), "w", &latent(1, 2, 0.0), false);
     assert_eq!(run(d, &["-o", "all.npz", "a.npz"], "").0, 0);
-    let (code, _, stderr) = run(d, &["-o", "all.npz", "a.npz"], "");
+    let (code, stderr) = refused(d, &["-o", "all.npz", "a.npz"]);
     assert_eq!(code, 1);
     assert!(stderr.contains("--overwrite"), "{stderr}");
     assert_eq!(run(d, &["-o", "all.npz", "--overwrite", "a.npz"], "").0, 0);
@@ -153,7 +164,7 @@ fn existing_output_needs_overwrite() {
     for extra in [&[][..], &["--overwrite"][..]] {
         let mut args = vec!["-o", "dir", "a.npz"];
         args.extend_from_slice(extra);
-        let (code, _, stderr) = run(d, &args, "");
+        let (code, stderr) = refused(d, &args);
         assert_eq!(code, 2, "{stderr}");
         assert!(stderr.contains("is a directory"), "{stderr}");
     }
@@ -211,17 +222,17 @@ fn nothing_gathered_writes_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     // No input at all: exit 1, no file (an empty [0,0,0] array made the re-run refuse).
-    let (code, recs, stderr) = run(d, &["-o", "all.npz"], "");
+    let (code, out, stderr) = run(d, &["-o", "all.npz"], "");
     assert_eq!(code, 1, "{stderr}");
     assert!(stderr.contains("no inputs"), "{stderr}");
-    assert_eq!(recs.last().unwrap()["ok"], 0);
+    assert_eq!(out.summary.ok, 0);
     assert!(!d.join("all.npz").exists());
     // Every input failed: error records, exit 3, no file.
     std::fs::write(d.join("bad.npz"), b"not a zip").unwrap();
-    let (code, recs, _) = run(d, &["-o", "all.npz", "bad.npz", "missing.npz"], "");
+    let (code, out, _) = run(d, &["-o", "all.npz", "bad.npz", "missing.npz"], "");
     assert_eq!(code, 3);
-    assert_eq!(recs.iter().filter(|r| r["type"] == "error").count(), 2);
-    assert!(recs.last().unwrap().get("output").is_none());
+    assert_eq!(out.errors.len(), 2);
+    assert!(out.summary.output.is_none());
     assert!(!d.join("all.npz").exists());
 }
 
@@ -259,7 +270,7 @@ fn non_finite_latents_and_ambiguous_archives_are_error_records() {
         }
         std::fs::write(d.join("twice.npz"), bytes).unwrap();
     }
-    let (code, recs, _) = run(
+    let (code, out, _) = run(
         d,
         &[
             "-o",
@@ -272,11 +283,7 @@ fn non_finite_latents_and_ambiguous_archives_are_error_records() {
         "",
     );
     assert_eq!(code, 3);
-    let errors: Vec<(&str, &str)> = recs
-        .iter()
-        .filter(|r| r["type"] == "error")
-        .map(|r| (r["input"].as_str().unwrap(), r["message"].as_str().unwrap()))
-        .collect();
+    let errors = out.errors();
     assert_eq!(errors.len(), 3, "{errors:?}");
     assert!(
         errors[0].0 == "nan.npz" && errors[0].1.contains("non-finite"),
@@ -366,12 +373,8 @@ fn non_regular_inputs_are_error_records() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let recs: Vec<Value> = testkit::records(&out.stdout);
-    let errors: Vec<&str> = recs
-        .iter()
-        .filter(|r| r["type"] == "error")
-        .map(|r| r["message"].as_str().unwrap())
-        .collect();
+    let decoded = decode(&out.stdout);
+    let errors: Vec<&str> = decoded.errors().into_iter().map(|e| e.1).collect();
     assert!(
         errors[0].contains("is a FIFO") && errors[1].contains("is a device"),
         "{errors:?}"

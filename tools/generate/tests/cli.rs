@@ -48,7 +48,8 @@ fn generate(dir: &Path) -> Command {
     c
 }
 
-use testkit::records;
+use records::ImageRecord;
+use testkit::Batch;
 
 #[test]
 fn raw_output_equals_upstream_images_from_ws_and_z() {
@@ -61,9 +62,9 @@ fn raw_output_equals_upstream_images_from_ws_and_z() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let recs = records(&o.stdout);
-    assert_eq!(recs.len(), 9);
-    assert_eq!(recs[8]["shape"], serde_json::json!([8, 3, 32, 32]));
+    let out: Batch<ImageRecord> = testkit::batch(&o.stdout);
+    assert_eq!((out.items.len(), out.types.len()), (8, 9));
+    assert_eq!(out.summary.shape, Some(vec![8, 3, 32, 32]));
 
     let raw = ArrayD::<f32>::read_npy(File::open(tmp.path().join("raw.npy")).unwrap()).unwrap();
     let want = to_array(&r["img_const"]);
@@ -98,27 +99,23 @@ fn seeds_are_deterministic_and_reruns_skip() {
         .output()
         .unwrap();
     assert!(o.status.success());
-    let recs = records(&o.stdout);
-    let inputs: Vec<&str> = recs[..3]
+    let out: Batch<ImageRecord> = testkit::batch(&o.stdout);
+    let inputs: Vec<&str> = out
+        .items
         .iter()
-        .map(|r| r["input"].as_str().unwrap())
+        .map(|r| r.input.to_str().unwrap())
         .collect();
     assert_eq!(inputs, ["seed:3", "seed:5", "seed:6"]);
-    assert!(
-        recs[0]["output"]
-            .as_str()
-            .unwrap()
-            .ends_with("out/seed0003.png")
-    );
+    assert!(out.items[0].output.ends_with("out/seed0003.png"));
     let first = std::fs::read(tmp.path().join("out/seed0005.png")).unwrap();
 
     let o = generate(tmp.path())
         .args(["--seeds", "3,5-6", "--trunc", "0.7", "-o", "out"])
         .output()
         .unwrap();
-    let recs = records(&o.stdout);
-    assert!(recs[..3].iter().all(|r| r["skipped"] == true));
-    assert_eq!(recs[3]["skipped"], 3);
+    let out: Batch<ImageRecord> = testkit::batch(&o.stdout);
+    assert!(out.items.iter().all(|r| r.skipped));
+    assert_eq!(out.summary.skipped, 3);
 
     let o = generate(tmp.path())
         .args([
@@ -173,15 +170,11 @@ fn bad_inputs_are_error_records_and_the_rest_render() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let recs = records(&o.stdout);
-    assert_eq!(recs[0]["type"], "image");
-    assert_eq!(recs[0]["input"], "imgs/a.jpg");
+    let out: Batch<ImageRecord> = testkit::batch(&o.stdout);
+    assert_eq!(out.types[0], "image");
+    assert_eq!(out.items[0].input, "imgs/a.jpg");
     assert!(tmp.path().join("out/imgs/a.png").is_file());
-    let errors: Vec<(&str, &str)> = recs
-        .iter()
-        .filter(|r| r["type"] == "error")
-        .map(|r| (r["input"].as_str().unwrap(), r["message"].as_str().unwrap()))
-        .collect();
+    let errors = out.errors();
     assert_eq!(errors.len(), 4, "{errors:?}");
     // imgs/a.png would write imgs/a.png too: the first input's image stays.
     assert_eq!(errors[0].0, "imgs/a.png");
@@ -193,11 +186,7 @@ fn bad_inputs_are_error_records_and_the_rest_render() {
     assert_eq!(errors[1].0, "missing.npy");
     assert!(errors[2].1.contains("shape [2, 7]"), "{}", errors[2].1);
     assert!(errors[3].1.contains("not an .npz"), "{}", errors[3].1);
-    let summary = recs.last().unwrap();
-    assert_eq!(
-        (summary["ok"].as_u64(), summary["failed"].as_u64()),
-        (Some(1), Some(4))
-    );
+    assert_eq!((out.summary.ok, out.summary.failed), (1, 4));
 }
 
 #[test]
@@ -257,11 +246,10 @@ fn non_finite_latents_are_error_records_not_black_images() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let recs = records(&o.stdout);
-    assert_eq!(recs[0]["type"], "image");
-    assert_eq!(recs[1]["type"], "error");
-    assert_eq!(recs[1]["input"], "ws.npy[1]");
-    assert!(recs[1]["message"].as_str().unwrap().contains("non-finite"));
+    let out: Batch<ImageRecord> = testkit::batch(&o.stdout);
+    assert_eq!(out.types, ["image", "error", "summary"]);
+    assert_eq!(out.errors[0].input, "ws.npy[1]");
+    assert!(out.errors[0].message.contains("non-finite"));
     assert!(tmp.path().join("out/ws.0000.png").exists());
     assert!(
         !tmp.path().join("out/ws.0001.png").exists(),
@@ -277,13 +265,10 @@ fn non_finite_latents_are_error_records_not_black_images() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let recs = records(&o.stdout);
-    assert_eq!(
-        (recs[0]["type"].as_str(), recs[0]["input"].as_str()),
-        (Some("error"), Some("empty.npy")),
-        "{recs:?}"
-    );
-    assert!(recs[0]["message"].as_str().unwrap().contains("no rows"));
+    let out: Batch<ImageRecord> = testkit::batch(&o.stdout);
+    assert_eq!(out.types[0], "error", "{out:?}");
+    assert_eq!(out.errors[0].input, "empty.npy");
+    assert!(out.errors[0].message.contains("no rows"));
 }
 
 #[test]

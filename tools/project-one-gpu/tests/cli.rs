@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command as Std;
 
 use assert_cmd::Command;
-use serde_json::Value;
+use records::LatentRecord;
+use testkit::Batch;
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -56,8 +57,14 @@ fn setup(dir: &Path) {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
-fn project(dir: &Path, args: &[&str]) -> (Option<i32>, Vec<Value>) {
-    let o = Command::new(env!("CARGO_BIN_EXE_project-one-gpu"))
+/// Exit status and records, decoded.
+fn project(dir: &Path, args: &[&str]) -> (Option<i32>, Batch<LatentRecord>) {
+    let o = exec(dir, args);
+    (o.status.code(), testkit::batch(&o.stdout))
+}
+
+fn exec(dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_project-one-gpu"))
         .current_dir(dir)
         .args([
             "-q",
@@ -72,9 +79,7 @@ fn project(dir: &Path, args: &[&str]) -> (Option<i32>, Vec<Value>) {
         .arg(network())
         .args(args)
         .output()
-        .unwrap();
-    let recs = testkit::records(&o.stdout);
-    (o.status.code(), recs)
+        .unwrap()
 }
 
 fn mse(a: &Path, b: &Path) -> f64 {
@@ -120,26 +125,21 @@ fn projection_recovers_the_generators_own_images() {
         .concat(),
     );
     assert_eq!(code, Some(0));
+    let (start, end) = (&start.items, &end);
     for i in 0..3 {
-        let (d0, d1) = (
-            start[i]["distance"].as_f64().unwrap(),
-            end[i]["distance"].as_f64().unwrap(),
-        );
+        let (d0, d1) = (start[i].distance.unwrap(), end.items[i].distance.unwrap());
         assert!(d1 < 0.7 * d0, "image {i}: distance {d0} -> {d1}");
         let target = d.join(imgs[i]);
         let (m0, m1) = (
-            mse(Path::new(start[i]["image"].as_str().unwrap()), &target),
-            mse(Path::new(end[i]["image"].as_str().unwrap()), &target),
+            mse(start[i].image.as_ref().unwrap(), &target),
+            mse(end.items[i].image.as_ref().unwrap(), &target),
         );
         assert!(m1 < m0, "image {i}: pixel MSE {m0} -> {m1}");
         eprintln!("image {i}: distance {d0:.3} -> {d1:.3}, pixel MSE {m0:.1} -> {m1:.1}");
     }
-    assert_eq!(
-        end[0]["output"].as_str().unwrap(),
-        d.join("end/imgs/seed0001.npz").to_str().unwrap()
-    );
-    assert_eq!(end[0]["w_shape"], serde_json::json!([1, 1, 32]));
-    assert_eq!(end[3]["type"], "summary");
+    assert_eq!(end.items[0].output, d.join("end/imgs/seed0001.npz"));
+    assert_eq!(end.items[0].w_shape, Some(vec![1, 1, 32]));
+    assert_eq!(end.types, ["latent", "latent", "latent", "summary"]);
 }
 
 #[test]
@@ -169,19 +169,21 @@ fn outputs_beside_inputs_w_plus_trajectory_reruns_and_bad_inputs() {
             .write_stdin(stdin)
             .output()
             .unwrap();
-        let recs: Vec<Value> = testkit::records(&o.stdout);
+        let recs: Batch<LatentRecord> = testkit::batch(&o.stdout);
         (o.status.code(), recs)
     };
     let (code, recs) = run(&["--w-plus", "--save-trajectory", "-b", "3"]);
     assert_eq!(code, Some(3));
-    let kinds: Vec<&str> = recs.iter().map(|r| r["type"].as_str().unwrap()).collect();
-    assert_eq!(kinds, ["latent", "error", "error", "latent", "summary"]);
-    assert_eq!(recs[1]["input"], "imgs/missing.png");
-    assert_eq!(recs[2]["input"], "imgs/broken.jpg");
-    assert_eq!(recs[0]["w_shape"], serde_json::json!([1, 8, 32]));
+    assert_eq!(
+        recs.types,
+        ["latent", "error", "error", "latent", "summary"]
+    );
+    assert_eq!(recs.errors[0].input, "imgs/missing.png");
+    assert_eq!(recs.errors[1].input, "imgs/broken.jpg");
+    assert_eq!(recs.items[0].w_shape, Some(vec![1, 8, 32]));
     // Beside the input, as seed 000 writes it; w and the trajectory load in numpy.
     let npz = d.join("imgs/seed0001.npz");
-    assert_eq!(recs[0]["output"].as_str().unwrap(), npz.to_str().unwrap());
+    assert_eq!(recs.items[0].output, npz);
     let check = "import numpy as np, sys; f = np.load(sys.argv[1]); print(f['w'].shape, f['w'].dtype, f['w_steps'].shape)";
     let o = Std::new(python())
         .args(["-c", check])
@@ -192,29 +194,24 @@ fn outputs_beside_inputs_w_plus_trajectory_reruns_and_bad_inputs() {
         String::from_utf8_lossy(&o.stdout).trim(),
         "(1, 8, 32) float32 (3, 8, 32)"
     );
-    let summary = &recs[4];
-    assert_eq!(
-        (summary["ok"].as_u64(), summary["failed"].as_u64()),
-        (Some(2), Some(2))
-    );
+    assert_eq!((recs.summary.ok, recs.summary.failed), (2, 2));
 
     // A re-run skips what is done and retries what failed.
     let (code, recs) = run(&[]);
     assert_eq!(code, Some(3));
-    assert_eq!(recs[0]["skipped"], true);
-    assert_eq!(recs[3]["skipped"], true);
+    assert!(recs.items.iter().all(|r| r.skipped), "{recs:?}");
     let before = std::fs::read(&npz).unwrap();
     let (_, recs) = run(&["--overwrite"]);
-    assert_eq!(recs[0]["skipped"], false);
-    assert_eq!(recs[0]["w_shape"], serde_json::json!([1, 1, 32]));
+    assert!(!recs.items[0].skipped);
+    assert_eq!(recs.items[0].w_shape, Some(vec![1, 1, 32]));
     assert_ne!(std::fs::read(&npz).unwrap(), before);
 }
 
 #[test]
 fn a_missing_vgg_file_is_fatal_with_its_name() {
     let tmp = tempfile::tempdir().unwrap();
-    let (code, _) = project(tmp.path(), &["x.png"]);
-    assert_eq!(code, Some(1));
+    let o = exec(tmp.path(), &["x.png"]);
+    assert_eq!(o.status.code(), Some(1));
 }
 
 /// `--cuda-graph` on the CPU: a warning on stderr (none under -q, which it ignored before) and an
@@ -274,56 +271,43 @@ fn inputs_listed_twice_and_inputs_sharing_an_output() {
     ];
     let (code, recs) = project(d, &args);
     assert_eq!(code, Some(3));
-    let brief: Vec<(&str, &str, bool)> = recs[..7]
-        .iter()
-        .map(|r| {
-            (
-                r["type"].as_str().unwrap(),
-                r["input"].as_str().unwrap(),
-                r["skipped"].as_bool().unwrap_or(false),
-            )
-        })
-        .collect();
     assert_eq!(
-        brief,
+        recs.types,
         [
-            ("latent", "imgs/seed0001.png", false),
-            ("latent", "imgs/seed0001.png", true),
-            ("latent", "imgs/seed0002.png", false),
-            ("latent", "./imgs/seed0001.png", true),
-            ("error", "imgs/seed0001.jpg", false),
-            ("error", "imgs/missing.png", false),
-            ("error", "imgs/missing.png", false),
+            "latent", "latent", "latent", "latent", "error", "error", "error", "summary"
         ]
     );
-    assert!(
-        recs[4]["message"]
-            .as_str()
-            .unwrap()
-            .contains("is already the output of imgs/seed0001.png"),
-        "{}",
-        recs[4]
-    );
-    assert!(
-        recs[6]["message"]
-            .as_str()
-            .unwrap()
-            .contains("listed again"),
-        "{}",
-        recs[6]
-    );
-    let s = &recs[7];
+    let latents: Vec<(&str, bool)> = recs
+        .items
+        .iter()
+        .map(|r| (r.input.to_str().unwrap(), r.skipped))
+        .collect();
     assert_eq!(
-        (
-            s["ok"].as_u64(),
-            s["skipped"].as_u64(),
-            s["failed"].as_u64()
-        ),
-        (Some(2), Some(2), Some(3))
+        latents,
+        [
+            ("imgs/seed0001.png", false),
+            ("imgs/seed0001.png", true),
+            ("imgs/seed0002.png", false),
+            ("./imgs/seed0001.png", true),
+        ]
     );
+    let errors = recs.errors();
+    assert_eq!(
+        errors.iter().map(|e| e.0).collect::<Vec<_>>(),
+        ["imgs/seed0001.jpg", "imgs/missing.png", "imgs/missing.png"]
+    );
+    assert!(
+        errors[0]
+            .1
+            .contains("is already the output of imgs/seed0001.png"),
+        "{errors:?}"
+    );
+    assert!(errors[2].1.contains("listed again"), "{errors:?}");
+    let s = &recs.summary;
+    assert_eq!((s.ok, s.skipped, s.failed), (2, 2, 3));
     // Again: the first listings find their outputs done, and so do the repeats.
     let (_, recs) = project(d, &args);
-    let skipped: Vec<bool> = recs[..4].iter().map(|r| r["skipped"] == true).collect();
+    let skipped: Vec<bool> = recs.items.iter().map(|r| r.skipped).collect();
     assert_eq!(skipped, [true; 4], "{recs:?}");
 }
 
@@ -344,11 +328,10 @@ fn a_planar_tiled_tiff_is_projected_like_any_image() {
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
-    let recs: Vec<Value> = testkit::records(&o.stdout);
     assert_eq!(o.status.code(), Some(0), "{stderr}");
-    assert_eq!(recs[0]["type"], "latent", "{}", recs[0]);
-    assert_eq!(recs[0]["input"], "planar.tif");
-    assert_eq!(recs[1]["type"], "latent");
+    let recs: Batch<LatentRecord> = testkit::batch(&o.stdout);
+    assert_eq!(recs.types, ["latent", "latent", "summary"], "{recs:?}");
+    assert_eq!(recs.items[0].input, "planar.tif");
 }
 
 /// `--kernel-choices` fixes what the CUDA path otherwise times (here the VGG's layout, which the
@@ -365,7 +348,7 @@ fn kernel_choices_are_a_checked_flag() {
         args.push("imgs/seed0001.png");
         let (code, recs) = project(d, &args);
         assert_eq!(code, Some(0), "{recs:?}");
-        recs[0]["distance"].as_f64().unwrap()
+        recs.items[0].distance.unwrap()
     };
     let nchw = one("a", &[]);
     let nhwc = one("b", &["--kernel-choices", "vgg-layout=nhwc,upconv=tconv"]);

@@ -1,51 +1,59 @@
 use assert_cmd::Command;
-use serde_json::Value;
+use records::{ErrorRecord, Shard};
 
-fn run(args: &[&str], stdin: &str) -> (i32, Vec<Value>) {
+/// What a run printed: its shard and error records, decoded, and every record's type in order.
+struct Out {
+    shards: Vec<Shard>,
+    errors: Vec<ErrorRecord>,
+    types: Vec<String>,
+}
+
+fn run(args: &[&str], stdin: &str) -> (i32, Out) {
     let out = Command::cargo_bin("shard-list")
         .unwrap()
         .args(args)
         .write_stdin(stdin)
         .output()
         .unwrap();
-    (out.status.code().unwrap(), testkit::records(&out.stdout))
+    let types = testkit::records(&out.stdout)
+        .iter()
+        .map(|r| r["type"].as_str().unwrap().to_string())
+        .collect();
+    let decoded = Out {
+        shards: testkit::typed(&out.stdout),
+        errors: testkit::typed(&out.stdout),
+        types,
+    };
+    (out.status.code().unwrap(), decoded)
 }
 
-fn paths(r: &Value) -> Vec<&str> {
-    r["paths"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p.as_str().unwrap())
-        .collect()
+fn paths(r: &Shard) -> Vec<&str> {
+    r.paths.iter().map(|p| p.to_str().unwrap()).collect()
 }
 
 #[test]
 fn round_robin_matches_python_slices() {
-    let (code, recs) = run(&["-n", "3"], "p0\np1\np2\np3\np4\n");
+    let (code, out) = run(&["-n", "3"], "p0\np1\np2\np3\np4\n");
     assert_eq!(code, 0);
-    assert_eq!(recs.len(), 3);
+    assert_eq!(out.types, ["shard"; 3]);
+    let recs = &out.shards;
     assert_eq!(paths(&recs[0]), ["p0", "p3"]);
     assert_eq!(paths(&recs[2]), ["p2"]);
-    assert_eq!(recs[1]["shard"], 1);
-    assert_eq!(recs[1]["shards"], 3);
-    assert_eq!(recs[0]["type"], "shard");
+    assert_eq!((recs[1].shard, recs[1].shards, recs[1].bytes), (1, 3, None));
 }
 
 #[test]
 fn empty_input_gives_zero_shards() {
-    let (code, recs) = run(&["-n", "4"], "");
-    assert_eq!((code, recs.len()), (0, 0));
+    let (code, out) = run(&["-n", "4"], "");
+    assert_eq!((code, out.types.len()), (0, 0));
 }
 
 #[test]
 fn more_shards_than_paths_prints_only_non_empty_ones() {
-    let (code, recs) = run(&["-n", "4"], "a\nb\n");
+    let (code, out) = run(&["-n", "4"], "a\nb\n");
     assert_eq!(code, 0);
     assert_eq!(
-        recs.iter()
-            .map(|r| r["shard"].as_u64().unwrap())
-            .collect::<Vec<_>>(),
+        out.shards.iter().map(|r| r.shard).collect::<Vec<_>>(),
         [0, 1]
     );
 }
@@ -53,7 +61,8 @@ fn more_shards_than_paths_prints_only_non_empty_ones() {
 #[test]
 fn sizes_reproduce_data_partitioner() {
     let input: String = (0..10).map(|i| format!("{i}\n")).collect();
-    let (code, recs) = run(&["--sizes", "0.7,0.2,0.1", "--seed", "1234"], &input);
+    let (code, out) = run(&["--sizes", "0.7,0.2,0.1", "--seed", "1234"], &input);
+    let recs = &out.shards;
     assert_eq!(code, 0);
     // random.Random(1234).shuffle(list(range(10))) == [2, 8, 3, 5, 6, 4, 9, 0, 1, 7]
     assert_eq!(paths(&recs[0]), ["2", "8", "3", "5", "6", "4", "9"]);
@@ -66,12 +75,12 @@ fn json_records_and_list_files_are_inputs() {
     let dir = tempfile::tempdir().unwrap();
     let list = dir.path().join("list.txt");
     std::fs::write(&list, "x\n{\"path\":\"y\"}\n").unwrap();
-    let (code, recs) = run(
+    let (code, out) = run(
         &["-n", "1", list.to_str().unwrap(), "-"],
         "{\"type\":\"shard\",\"paths\":[\"z\"]}\n",
     );
     assert_eq!(code, 0);
-    assert_eq!(paths(&recs[0]), ["x", "y", "z"]);
+    assert_eq!(paths(&out.shards[0]), ["x", "y", "z"]);
 }
 
 #[test]
@@ -84,28 +93,22 @@ fn balance_by_size_reports_missing_files_and_shards_the_rest() {
         input.push_str(&format!("{}\n", p.display()));
     }
     input.push_str("/no/such/file\n");
-    let (code, recs) = run(&["-n", "2", "--balance", "size"], &input);
+    let (code, out) = run(&["-n", "2", "--balance", "size"], &input);
     assert_eq!(code, 3, "a missing file is an item failure");
-    let errors: Vec<_> = recs.iter().filter(|r| r["type"] == "error").collect();
-    assert_eq!(errors.len(), 1);
-    assert_eq!(errors[0]["input"], "/no/such/file");
-    let shards: Vec<_> = recs.iter().filter(|r| r["type"] == "shard").collect();
+    assert_eq!(out.errors.len(), 1);
+    assert_eq!(out.errors[0].input, "/no/such/file");
     assert_eq!(
-        shards
-            .iter()
-            .map(|r| r["bytes"].as_u64().unwrap())
-            .collect::<Vec<_>>(),
-        [1000, 1000]
+        out.shards.iter().map(|r| r.bytes).collect::<Vec<_>>(),
+        [Some(1000), Some(1000)]
     );
 }
 
 #[test]
 fn bad_record_lines_are_errors_and_the_rest_continue() {
-    let (code, recs) = run(&["-n", "2"], "a\n{broken json\nb\n");
+    let (code, out) = run(&["-n", "2"], "a\n{broken json\nb\n");
     assert_eq!(code, 3);
-    assert_eq!(recs[0]["type"], "error");
-    assert_eq!(recs[0]["input"], "{broken json");
-    assert_eq!(recs.iter().filter(|r| r["type"] == "shard").count(), 2);
+    assert_eq!(out.types, ["error", "shard", "shard"]);
+    assert_eq!(out.errors[0].input, "{broken json");
 }
 
 #[test]
