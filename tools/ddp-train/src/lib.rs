@@ -358,6 +358,10 @@ fn config(cli: &Cli, devices: &[tch::Device]) -> Result<Config> {
         epochs: cli.epochs,
         batch_size: cli.batch_size,
         accum: match (devices.len(), cli.micro_batches) {
+            (1, _) if cli.split_at != "balanced" => bail!(
+                "--split-at {} needs --stages 2 or more (or --stage-devices with two devices)",
+                cli.split_at
+            ),
             (1, Some(_)) => bail!(
                 "--micro-batches needs --stages 2 or more (on one device, --accum M splits the batch)"
             ),

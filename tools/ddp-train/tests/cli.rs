@@ -762,6 +762,10 @@ fn pipeline_set_ups_that_cannot_work_are_usage_errors() {
         ),
         (&["--stages", "0"], "at least 1"),
         (&["--micro-batches", "2"], "needs --stages 2 or more"),
+        (
+            &["--split-at", "layer3"],
+            "--split-at layer3 needs --stages 2 or more",
+        ),
         (&["--stages", "2", "--accum", "2"], "instead of --accum"),
         (
             &["--stages", "2", "--split-at", "layer3,fc"],
