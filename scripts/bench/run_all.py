@@ -82,7 +82,26 @@ def projection(a, rows):
             rows.append(("project-one-gpu", f"{m[1]}², batch {m[2]}, {m[3]} steps, {m[4]}", float(m[5]), None, note, "img/s"))
 
 
-BENCHES = {"crop-resize": crop_resize, "gather-npz": gather_npz, "all-reduce": all_reduce, "ddp-train": ddp_train, "projection": projection}
+def pipeline(a, rows):
+    env = {"STEPS": "2", "BATCH": "16", "EPOCHS": "1"} if a.device == "cpu" or a.quick else {}
+    out = sh(["bash", f"{BENCH}/pipeline.sh", a.device], env)
+    case, one = None, None
+    for line in out.splitlines():
+        if line.startswith("## "):
+            case, one = line[3:].split(",")[0], None
+            continue
+        m = re.match(r"(.+?)\s{2,}([\d.]+)\s+[\d.]+ ms/step", line)
+        if not (m and case):
+            continue
+        label, v = m[1].strip(), float(m[2])
+        if label.startswith("one device") and label.endswith("eager"):
+            one = v
+        elif label.startswith("split"):
+            rows.append(("ddp-train pipeline", f"{case}, {label}", v, one, "one device, eager", "img/s"))
+
+
+BENCHES = {"crop-resize": crop_resize, "gather-npz": gather_npz, "all-reduce": all_reduce, "ddp-train": ddp_train, "projection": projection,
+           "pipeline": pipeline}
 
 
 def main():

@@ -872,16 +872,16 @@ impl Stepper<'_> {
                 if self.cfg.broadcast_buffers {
                     ddp::broadcast(comm, self.buffers)?;
                 }
-                let pass = || -> Result<(Tensor, Tensor)> {
-                    let (logits, loss) = self.loss(x, y)?;
-                    (&loss * scale).f_backward()?;
-                    Ok((logits, loss))
+                let pass = || -> Result<Pass> {
+                    let pass = self.loss(x, y)?;
+                    (&pass.loss * scale).f_backward()?;
+                    Ok(pass)
                 };
-                let (logits, loss) = match &self.lent {
+                let pass = match &self.lent {
                     Some(lent) => lent.lend(comm, pass)?,
                     None => pass()?,
                 };
-                self.count(&logits, &loss, y);
+                self.count(&pass);
             }
         } else {
             // No SyncBatchNorm here (check_pipeline), so nothing borrows the communicator.
@@ -892,9 +892,9 @@ impl Stepper<'_> {
                 }
                 passes.push(self.loss(x, y)?);
             }
-            for ((logits, loss), (_, y)) in passes.iter().zip(micro) {
-                (loss * scale).f_backward()?;
-                self.count(logits, loss, y);
+            for pass in &passes {
+                (&pass.loss * scale).f_backward()?;
+                self.count(pass);
             }
         }
         for stage in self.stages {
@@ -903,35 +903,44 @@ impl Stepper<'_> {
         Ok(())
     }
 
-    /// Logits and mean loss of one micro-batch (on the last stage's device).
-    fn loss(&self, x: &Tensor, y: &Tensor) -> Result<(Tensor, Tensor)> {
+    /// One micro-batch's forward pass and mean loss (on the last stage's device).
+    fn loss(&self, x: &Tensor, y: &Tensor) -> Result<Pass> {
         let logits =
             forward(self.model, self.stages, x, true, self.cfg.precision)?.to_kind(Kind::Float);
-        let y = y.to_device_(logits.device(), y.kind(), true, false);
+        let labels = y.to_device_(logits.device(), y.kind(), true, false);
         let loss = logits.cross_entropy_loss::<Tensor>(
-            &y,
+            &labels,
             None,
             tch::Reduction::Mean,
             -100,
             self.cfg.label_smoothing,
         );
-        Ok((logits, loss))
+        Ok(Pass {
+            logits,
+            labels,
+            loss,
+        })
     }
 
     /// Adds a micro-batch's summed loss and correct predictions to the epoch sums.
-    fn count(&self, logits: &Tensor, loss: &Tensor, y: &Tensor) {
-        let y = y.to_device_(logits.device(), y.kind(), true, false);
+    fn count(&self, pass: &Pass) {
         tch::no_grad(|| {
+            let n = pass.labels.size()[0] as f64;
             let _ = self
                 .loss_sum
                 .shallow_clone()
-                .g_add_(&(loss.detach().to_kind(Kind::Double) * y.size()[0] as f64));
-            let _ = self
-                .correct
-                .shallow_clone()
-                .g_add_(&logits.argmax(1, false).eq_tensor(&y).sum(Kind::Int64));
+                .g_add_(&(pass.loss.detach().to_kind(Kind::Double) * n));
+            let right = pass.logits.argmax(1, false).eq_tensor(&pass.labels);
+            let _ = self.correct.shallow_clone().g_add_(&right.sum(Kind::Int64));
         });
     }
+}
+
+/// A micro-batch's forward pass: logits, labels and mean loss, on the last stage's device.
+struct Pass {
+    logits: Tensor,
+    labels: Tensor,
+    loss: Tensor,
 }
 
 /// Copies `weights` into the model: every tensor must exist with its shape; `partial` allows
