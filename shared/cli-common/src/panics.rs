@@ -26,24 +26,14 @@ pub fn install_hook() {
                     .map(|l| format!(" (at {}:{})", l.file(), l.line()))
                     .unwrap_or_default();
                 CAUGHT.with(|c| {
-                    *c.borrow_mut() = Some(format!("{}{at}", payload_text(info.payload())))
+                    *c.borrow_mut() =
+                        Some(format!("{}{at}", error_class::panic_text(info.payload())))
                 });
             } else {
                 previous(info);
             }
         }));
     });
-}
-
-/// The text of a panic payload.
-pub fn payload_text(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        s.to_string()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "a panic without a message".into()
-    }
 }
 
 /// Runs `f`; a panic inside it is returned as `Err(message)` (with its source location when the
@@ -55,7 +45,7 @@ pub fn catch<T>(f: impl FnOnce() -> T) -> Result<T, String> {
     result.map_err(|payload| {
         CAUGHT
             .with(|c| c.borrow_mut().take())
-            .unwrap_or_else(|| payload_text(payload.as_ref()))
+            .unwrap_or_else(|| error_class::panic_text(payload.as_ref()))
     })
 }
 

@@ -93,6 +93,17 @@ impl<T, E: Classify + Send + Sync + 'static> ResultExt<T> for Result<T, E> {
     }
 }
 
+/// The text a panic was raised with (tch raises libtorch's errors as panics with their message).
+pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic without a message".into()
+    }
+}
+
 /// A libtorch failure (a panic in a tch operation, or a `TchError`), typed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Torch {

@@ -98,7 +98,7 @@ impl Backend for Cuda {
         match captured {
             Ok(Ok(out)) => Ok((graph, out)),
             Ok(Err(e)) => Err(e.to_string()),
-            Err(panic) => Err(panic_text(&*panic)),
+            Err(panic) => Err(error_class::panic_text(&*panic)),
         }
     }
 
@@ -108,14 +108,6 @@ impl Backend for Cuda {
 
     fn release(&mut self) -> shim::Result<()> {
         shim::empty_cache()
-    }
-}
-
-fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
-    match (panic.downcast_ref::<String>(), panic.downcast_ref::<&str>()) {
-        (Some(s), _) => s.clone(),
-        (None, Some(s)) => s.to_string(),
-        (None, None) => "a panic without a message".into(),
     }
 }
 
@@ -251,7 +243,7 @@ mod tests {
                 }
                 f()
             }))
-            .map_err(|p| panic_text(&*p))?;
+            .map_err(|p| error_class::panic_text(&*p))?;
             match self.fail_capture {
                 Some(why) => Err(why.into()),
                 None => Ok((7, out)),
