@@ -276,6 +276,14 @@ impl Optimizer {
         }
     }
 
+    /// Whether this optimiser updates the parameter `name`.
+    pub fn has_param(&self, name: &str) -> bool {
+        match &self.flat {
+            Some((_, names)) => names.iter().any(|n| n == name),
+            None => self.params.iter().any(|(n, _)| n == name),
+        }
+    }
+
     /// Clears every parameter's gradient (`zero_grad(set_to_none=False)`).
     pub fn zero_grad(&mut self) {
         if let Some((f, _)) = &self.flat {

@@ -137,7 +137,7 @@ impl Arch {
 }
 
 /// The state_dict prefixes of a unit's tensors.
-pub(crate) fn unit_prefixes(unit: &str) -> Vec<String> {
+fn unit_prefixes(unit: &str) -> Vec<String> {
     match unit {
         "conv1" => vec!["conv1.".into(), "bn1.".into()],
         other => vec![format!("{other}.")],
@@ -393,6 +393,15 @@ impl ResNet {
             .collect()
     }
 
+    /// The unit a state_dict entry (`layer3.1.conv2.weight`) belongs to.
+    pub fn unit_of(&self, name: &str) -> Option<usize> {
+        self.unit_names().iter().position(|u| {
+            unit_prefixes(u)
+                .iter()
+                .any(|p| name.starts_with(p.as_str()))
+        })
+    }
+
     /// The BatchNorms of units `units`, in order.
     fn batch_norms(&self, units: Range<usize>) -> Vec<&BatchNorm2d> {
         let last = self.num_units() - 1;
@@ -433,21 +442,20 @@ impl ResNet {
                 self.num_units()
             )));
         }
-        let names = self.unit_names();
-        let vars = vs.variables();
-        tch::no_grad(|| {
-            for (units, device) in stages {
-                for u in units.clone() {
-                    for prefix in unit_prefixes(&names[u]) {
-                        for (_, t) in vars.iter().filter(|(n, _)| n.starts_with(&prefix)) {
-                            if t.device() != *device {
-                                t.shallow_clone().set_data(&t.to_device(*device));
-                            }
-                        }
-                    }
-                }
+        for (name, t) in vs.variables() {
+            let unit = self.unit_of(&name);
+            let Some((_, device)) = stages
+                .iter()
+                .find(|(r, _)| unit.is_some_and(|u| r.contains(&u)))
+            else {
+                return Err(Error::Usage(format!(
+                    "{name} belongs to no unit of the model"
+                )));
+            };
+            if t.device() != *device {
+                tch::no_grad(|| t.shallow_clone().set_data(&t.to_device(*device)));
             }
-        });
+        }
         self.counters = stages
             .iter()
             .map(|(units, device)| (units.clone(), self.counter_over(units.clone(), *device)))
@@ -527,12 +535,10 @@ mod tests {
             let names: Vec<String> = units.iter().map(|u| u.name.clone()).collect();
             assert_eq!(names, net.unit_names(), "{}", arch.name());
             let vars = vs.variables();
-            for u in &units {
+            for (i, u) in units.iter().enumerate() {
                 let params: i64 = vars
                     .iter()
-                    .filter(|(n, t)| {
-                        t.requires_grad() && unit_prefixes(&u.name).iter().any(|p| n.starts_with(p))
-                    })
+                    .filter(|(n, t)| t.requires_grad() && net.unit_of(n) == Some(i))
                     .map(|(_, t)| t.numel() as i64)
                     .sum();
                 assert_eq!(params, u.params, "{} {}", arch.name(), u.name);

@@ -227,16 +227,15 @@ pub fn train(
         mut scaler,
         lent,
     } = parts;
-    // The loss is computed where the last stage runs.
-    let out_device = stages.last().map_or(cfg.device, |s| s.plan.device);
+    let out = out_device(&stages);
     let stepper = Stepper {
         cfg,
         model: &model,
         buffers: &named.buffers,
         stages: &stages,
         lent,
-        loss_sum: Tensor::zeros([], (Kind::Double, out_device)),
-        correct: Tensor::zeros([], (Kind::Int64, out_device)),
+        loss_sum: Tensor::zeros([], (Kind::Double, out)),
+        correct: Tensor::zeros([], (Kind::Int64, out)),
     };
     let mut steps = StepMode::new(cfg);
     let mut best_top1 = start.best_top1;
@@ -449,8 +448,15 @@ struct StageParts {
     plan: Stage,
     flat: FlatParams,
     buckets: Vec<(i64, i64)>,
-    /// Its parameters' names (for the optimiser state in checkpoints).
-    names: Vec<String>,
+}
+
+/// The device the last stage runs on: where the logits, the loss and the epoch sums are.
+fn out_device(stages: &[StageParts]) -> Device {
+    stages
+        .last()
+        .expect("a model has one stage at least")
+        .plan
+        .device
 }
 
 /// The data, and the model built from `cfg.seed` (placed on its stages' devices) with each
@@ -504,19 +510,13 @@ fn setup(cfg: &Config, comm: &mut Communicator) -> Result<(Dataset, Dataset, Par
         }
     }
     let named = named(&vs);
-    let unit_names = model.unit_names();
     let mut stages = Vec::with_capacity(plans.len());
     let mut opts = Vec::with_capacity(plans.len());
     for plan in plans {
-        let prefixes: Vec<String> = plan
-            .units
-            .clone()
-            .flat_map(|u| crate::resnet::unit_prefixes(&unit_names[u]))
-            .collect();
         let (names, tensors): (Vec<String>, Vec<Tensor>) = named
             .params
             .iter()
-            .filter(|(n, _)| prefixes.iter().any(|p| n.starts_with(p.as_str())))
+            .filter(|(n, _)| model.unit_of(n).is_some_and(|u| plan.units.contains(&u)))
             .map(|(n, t)| (n.clone(), t.shallow_clone()))
             .unzip();
         let buckets = Buckets::new(&tensors, ddp::FIRST_BUCKET_BYTES, ddp::BUCKET_BYTES);
@@ -524,14 +524,13 @@ fn setup(cfg: &Config, comm: &mut Communicator) -> Result<(Dataset, Dataset, Par
         // the gradient all-reduce then take a few kernels per step instead of a few per
         // parameter.
         let flat = FlatParams::new(&tensors)?;
-        let mut opt = Optimizer::flat(cfg.rule, &flat, names.clone());
+        let mut opt = Optimizer::flat(cfg.rule, &flat, names);
         opt.use_fused(cfg.fused_optim);
         opts.push(opt);
         stages.push(StageParts {
             plan,
             buckets: buckets.ranges(&flat)?,
             flat,
-            names,
         });
     }
     let scaler = GradScaler::new(cfg.precision == Precision::Fp16);
@@ -580,7 +579,7 @@ fn restore(cfg: &Config, parts: &mut Parts) -> Result<Start> {
     }
     if let Some(state) = last {
         copy_weights(&parts.vs, &state.model, cfg.arch, false)?;
-        load_optimizers(&parts.stages, &mut parts.opts, &state.train)?;
+        load_optimizers(&mut parts.opts, &state.train)?;
         start = Start {
             epoch: state.meta.epoch,
             best_top1: state.meta.best_top1,
@@ -596,20 +595,16 @@ fn restore(cfg: &Config, parts: &mut Parts) -> Result<Start> {
 
 /// Gives each stage's optimiser its parameters' share of the saved state (which names
 /// parameters, so a checkpoint moves between split and unsplit runs).
-fn load_optimizers(
-    stages: &[StageParts],
-    opts: &mut [Optimizer],
-    saved: &BTreeMap<String, Tensor>,
-) -> Result<()> {
+fn load_optimizers(opts: &mut [Optimizer], saved: &BTreeMap<String, Tensor>) -> Result<()> {
     let mut claimed = BTreeSet::new();
-    for (stage, opt) in stages.iter().zip(opts) {
+    for opt in opts {
         let mine: BTreeMap<String, Tensor> = saved
             .iter()
             .filter(|(k, _)| {
                 k.as_str() == "optim.steps"
                     || k.strip_prefix("optim.")
                         .and_then(|k| k.rsplit_once('.'))
-                        .is_some_and(|(param, _)| stage.names.iter().any(|n| n == param))
+                        .is_some_and(|(param, _)| opt.has_param(param))
             })
             .map(|(k, v)| (k.clone(), v.shallow_clone()))
             .collect();
@@ -731,19 +726,24 @@ impl StepMode {
                     return Err(Error::Usage("CUDA graphs capture one device's step".into()));
                 };
                 if matches!(runner.next(), Next::Capture | Next::Replay) {
-                    let device = stepper.cfg.device;
-                    let st = statics.get_or_insert_with(|| {
-                        opt.prepare_device_steps(device);
-                        Statics {
-                            inputs: micro.iter().map(|(x, y)| (x.copy(), y.copy())).collect(),
-                            lr: DeviceScalar::new(lr, device),
+                    match statics {
+                        Some(st) => {
+                            for ((sx, sy), (x, y)) in st.inputs.iter().zip(micro) {
+                                sx.shallow_clone().copy_(x);
+                                sy.shallow_clone().copy_(y);
+                            }
+                            st.lr.set(lr);
                         }
-                    });
-                    for ((sx, sy), (x, y)) in st.inputs.iter().zip(micro) {
-                        sx.shallow_clone().copy_(x);
-                        sy.shallow_clone().copy_(y);
+                        // Made from this step's batch and LR, just before the capture.
+                        None => {
+                            let device = stepper.cfg.device;
+                            opt.prepare_device_steps(device);
+                            *statics = Some(Statics {
+                                inputs: micro.iter().map(|(x, y)| (x.copy(), y.copy())).collect(),
+                                lr: DeviceScalar::new(lr, device),
+                            });
+                        }
                     }
-                    st.lr.set(lr);
                 }
                 let statics = &*statics;
                 let (_, ran) = runner.step(|phase| -> Result<()> {
@@ -996,7 +996,7 @@ fn evaluate(
     let idx = Tensor::from_slice(&mine).to_device(cfg.device);
     let bs = (cfg.batch_size / world).max(1) * 2;
     // Sums stay on the (last stage's) device; one read at the end.
-    let out = stages.last().map_or(cfg.device, |s| s.plan.device);
+    let out = out_device(stages);
     let loss = Tensor::zeros([], (Kind::Double, out));
     let correct = Tensor::zeros([], (Kind::Int64, out));
     tch::no_grad(|| -> Result<()> {
