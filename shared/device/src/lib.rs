@@ -59,6 +59,14 @@ impl std::str::FromStr for Precision {
     }
 }
 
+/// `cpu` or `cuda:N`, as `--device` spells it (records and messages).
+pub fn name(device: tch::Device) -> String {
+    match device {
+        tch::Device::Cuda(i) => format!("cuda:{i}"),
+        _ => "cpu".into(),
+    }
+}
+
 /// A `--device` value as given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeviceArg {
@@ -141,13 +149,13 @@ impl DeviceArg {
         if let tch::Device::Cuda(i) = device {
             if gpus == 0 {
                 return Err(Error::Unavailable {
-                    asked: format!("cuda:{i}"),
+                    asked: name(device),
                     why: cuda_unavailable_reason(),
                 });
             }
             if i >= gpus {
                 return Err(Error::Unavailable {
-                    asked: format!("cuda:{i}"),
+                    asked: name(device),
                     why: format!(
                         "only {gpus} CUDA device(s) are visible (CUDA_VISIBLE_DEVICES={})",
                         std::env::var("CUDA_VISIBLE_DEVICES").unwrap_or_else(|_| "<unset>".into())

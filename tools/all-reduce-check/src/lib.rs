@@ -16,7 +16,6 @@ use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, interrupt};
 use collectives::{Communicator, DistArgs};
 use device::{DeviceArg, Env};
 use records::{BandwidthRecord, Summary};
-use tch::Device;
 
 mod cases;
 mod spawn;
@@ -180,7 +179,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         eprintln!(
             "# all-reduce-check: {} ranks, engine {engine}, rank {rank} on {}",
             world,
-            device_name(device)
+            device::name(device)
         );
         if engine == "nccl" {
             let nccl = collectives::nccl::Nccl::load()?;
@@ -251,7 +250,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
                     root: (cli.collective == Collective::Broadcast).then_some(cli.root),
                     world_size: world,
                     engine: engine.to_string(),
-                    device: device_name(device),
+                    device: device::name(device),
                     out_of_place: r.out_of_place,
                     in_place: Some(r.in_place),
                 };
@@ -297,13 +296,6 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         ..Summary::default()
     })?;
     Ok(Outcome::from_failures(failed))
-}
-
-fn device_name(d: Device) -> String {
-    match d {
-        Device::Cuda(i) => format!("cuda:{i}"),
-        _ => "cpu".to_string(),
-    }
 }
 
 #[cfg(test)]

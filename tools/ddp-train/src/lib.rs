@@ -625,7 +625,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
                             .enumerate()
                             .map(|(i, s)| StageRecord {
                                 stage: i,
-                                device: device_name(s.device),
+                                device: device::name(s.device),
                                 first: s.first.clone(),
                                 last: s.last.clone(),
                                 params: s.params,
@@ -663,7 +663,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let out_of_memory = || {
         let used = devices
             .iter()
-            .filter_map(|&d| Some(format!("{} MiB on {}", gpu_mib(d)?, device_name(d))))
+            .filter_map(|&d| Some(format!("{} MiB on {}", gpu_mib(d)?, device::name(d))))
             .collect::<Vec<_>>();
         let used = if used.is_empty() {
             String::new()
@@ -740,14 +740,6 @@ fn gpu_mib(device: tch::Device) -> Option<u64> {
     match device {
         tch::Device::Cuda(i) => device::cuda_mem_used_on(i).map(|b| b >> 20),
         _ => None,
-    }
-}
-
-/// `cpu` or `cuda:N`, as --device spells it.
-fn device_name(device: tch::Device) -> String {
-    match device {
-        tch::Device::Cuda(i) => format!("cuda:{i}"),
-        _ => "cpu".into(),
     }
 }
 
