@@ -276,9 +276,13 @@ typed! {
 /// Every record of type `T` among `stdout`'s lines ([`records`]), decoded into `T`: a line of
 /// that type that `T` cannot hold (a missing or mistyped key) fails the test.
 pub fn typed<T: Typed>(stdout: &[u8]) -> Vec<T> {
-    records(stdout)
+    decoded(&records(stdout))
+}
+
+/// The records of type `T` among parsed ones ([`of_type`]), decoded (as [`typed`]).
+fn decoded<T: Typed>(all: &[Value]) -> Vec<T> {
+    of_type(all, T::TYPE)
         .into_iter()
-        .filter(|v| v["type"] == T::TYPE)
         .map(|v| {
             serde_json::from_value(v.clone())
                 .unwrap_or_else(|e| panic!("a {} record {v} does not decode: {e}", T::TYPE))
@@ -288,12 +292,16 @@ pub fn typed<T: Typed>(stdout: &[u8]) -> Vec<T> {
 
 /// The one record of type `T` (a summary, say).
 pub fn one<T: Typed>(stdout: &[u8]) -> T {
-    let mut all = typed::<T>(stdout);
+    only(decoded(&records(stdout)))
+}
+
+fn only<T: Typed>(mut all: Vec<T>) -> T {
     assert_eq!(all.len(), 1, "expected one {} record", T::TYPE);
     all.remove(0)
 }
 
-/// A batch tool's output (crop-resize, generate, project-one-gpu, gather-npz), decoded: its item
+/// A batch tool's output (crop-resize, generate, project-one-gpu, gather-npz, ddp-train's
+/// epochs), decoded: its item
 /// records of type `T`, its error records, its summary (which must come last) and every
 /// record's type in order.
 #[derive(Debug)]
@@ -316,7 +324,8 @@ impl<T> Batch<T> {
 
 /// Decodes a batch tool's stdout ([`Batch`]).
 pub fn batch<T: Typed>(stdout: &[u8]) -> Batch<T> {
-    let types: Vec<String> = records(stdout)
+    let all = records(stdout);
+    let types: Vec<String> = all
         .iter()
         .map(|r| r["type"].as_str().unwrap_or_default().to_string())
         .collect();
@@ -326,9 +335,9 @@ pub fn batch<T: Typed>(stdout: &[u8]) -> Batch<T> {
         "{types:?}"
     );
     Batch {
-        items: typed(stdout),
-        errors: typed(stdout),
-        summary: one(stdout),
+        items: decoded(&all),
+        errors: decoded(&all),
+        summary: only(decoded(&all)),
         types,
     }
 }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
-use records::{EpochRecord, Summary};
+use records::EpochRecord;
 use serde_json::Value;
 use tch::Tensor;
 
@@ -57,12 +57,8 @@ fn free_port() -> String {
     testkit::free_port().to_string()
 }
 
-/// A successful run's records, decoded: one per epoch, then the summary.
-#[derive(Debug)]
-struct Run {
-    epochs: Vec<EpochRecord>,
-    summary: Summary,
-}
+/// A successful run's records, decoded: one per epoch (`items`), then the summary.
+type Run = testkit::Batch<EpochRecord>;
 
 fn records(o: &Output) -> Run {
     assert!(
@@ -71,15 +67,9 @@ fn records(o: &Output) -> Run {
         o.status,
         String::from_utf8_lossy(&o.stderr)
     );
-    let types: Vec<Value> = testkit::records(&o.stdout)
-        .into_iter()
-        .map(|r| r["type"].clone())
-        .collect();
-    assert_eq!(types.last(), Some(&Value::from("summary")), "{types:?}");
-    Run {
-        epochs: testkit::typed(&o.stdout),
-        summary: testkit::one(&o.stdout),
-    }
+    let run: Run = testkit::batch(&o.stdout);
+    assert!(run.errors.is_empty(), "{run:?}");
+    run
 }
 
 fn params(path: &Path) -> BTreeMap<String, Tensor> {
@@ -102,8 +92,8 @@ fn epochs_are_records_checkpoints_are_written_and_resume_continues() {
             .output()
             .unwrap(),
     );
-    assert_eq!(recs.epochs.len(), 2);
-    let e = &recs.epochs[1];
+    assert_eq!(recs.items.len(), 2);
+    let e = &recs.items[1];
     for (k, v) in [
         ("train_loss", e.train_loss),
         ("train_top1", e.train_top1),
@@ -137,7 +127,7 @@ fn epochs_are_records_checkpoints_are_written_and_resume_continues() {
             .output()
             .unwrap(),
     );
-    let epochs: Vec<usize> = recs.epochs.iter().map(|e| e.epoch).collect();
+    let epochs: Vec<usize> = recs.items.iter().map(|e| e.epoch).collect();
     assert_eq!(epochs, [3]);
     assert_eq!(recs.summary.skipped, 2);
 }
@@ -174,7 +164,7 @@ fn two_rank_processes(args: &[&str]) -> (String, tempfile::TempDir) {
         .map(|c| c.wait_with_output().unwrap())
         .collect();
     let recs = records(&outs[0]);
-    assert_eq!(recs.epochs[0].world_size, 2);
+    assert_eq!(recs.items[0].world_size, 2);
     assert_eq!(recs.summary.world_size, Some(2));
     assert!(
         outs[1].status.success() && outs[1].stdout.is_empty(),
@@ -416,7 +406,7 @@ fn a_run_killed_mid_epoch_resumes_to_the_same_weights() {
             .output()
             .unwrap(),
     );
-    assert!(recs.epochs.iter().any(|e| e.epoch == 3), "{recs:?}");
+    assert!(recs.items.iter().any(|e| e.epoch == 3), "{recs:?}");
     let (a, b) = (
         params(&straight.path().join("last.safetensors")),
         params(&ck.path().join("last.safetensors")),
@@ -668,7 +658,7 @@ fn a_pipelined_run_reports_its_stages_and_its_checkpoint_resumes_unsplit() {
             .output()
             .unwrap(),
     );
-    let e = &recs.epochs[1];
+    let e = &recs.items[1];
     let cut: Vec<_> = e
         .stages
         .iter()
@@ -706,7 +696,7 @@ fn a_pipelined_run_reports_its_stages_and_its_checkpoint_resumes_unsplit() {
             .output()
             .unwrap(),
     );
-    let e = &recs.epochs[0];
+    let e = &recs.items[0];
     assert_eq!(e.epoch, 2);
     assert!(e.stages.is_empty(), "unsplit: no stages in the record");
     assert_same_weights(straight.path(), resumed.path(), 0.0);
