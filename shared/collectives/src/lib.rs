@@ -585,7 +585,7 @@ unsafe fn tensor_bytes(t: &mut Tensor) -> &mut [u8] {
 
 fn contiguous_numel(t: &Tensor, what: &str) -> Result<usize> {
     // channels_last is dense too: ranks share the layout, so the raw memory is what travels.
-    if !t.is_contiguous() && !torch_shim::is_channels_last(t) {
+    if !t.is_contiguous() && !gpu_runtime::shim::is_channels_last(t) {
         return Err(Error::Unsupported(format!(
             "{what} on CUDA needs contiguous (or channels_last) tensors (call .contiguous())"
         )));

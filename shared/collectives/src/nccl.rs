@@ -303,7 +303,7 @@ impl NcclComm {
     /// libtorch's current stream on this device: the legacy default stream normally, the
     /// capture stream while a CUDA graph is being captured (so collectives become part of it).
     fn stream(&self) -> Result<*mut c_void> {
-        torch_shim::current_stream(self.device)
+        gpu_runtime::shim::current_stream(self.device)
             .map_err(|e| Error::Nccl(format!("current CUDA stream: {e}")))
     }
 

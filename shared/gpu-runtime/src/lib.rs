@@ -1,5 +1,10 @@
 //! The GPU machinery the domain crates share, so a fast path is written once:
 //!
+//! - [`shim`]: what tch does not bind, from libtorch's C++ (`src/runtime.cpp`): CUDA graphs,
+//!   current and side streams, autocast with a chosen dtype, channels_last, `p.grad = g`, a
+//!   differentiable all-reduce, NVRTC's compile check, and [`shim::abi`] for crates with C++ of
+//!   their own;
+//! - [`fused`]: PyTorch's fused SGD and AdamW kernels;
 //! - [`graph`]: warm up, capture and replay a step as a CUDA graph, with one failure policy
 //!   (the trainer's step and the projector's step both run through it);
 //! - [`adam`]: one Adam/AdamW step as `torch.optim`'s single-tensor path computes it, with host
@@ -7,12 +12,14 @@
 //! - [`scalar`]: 0-dim tensors on a device, the form a captured graph can read;
 //! - [`tune`]: choosing between formulations of the same maths by timing them once per shape.
 //!
-//! The C++ bindings themselves are `torch-shim`'s (re-exported as [`shim`]); model kernels live
-//! with their model (StyleGAN2's epilogue is called from `stylegan2::fast`).
+//! Kernels that belong to a model live with the model, in its own C++ over this crate's
+//! `include/shardkit/runtime.h` (`shardkit::KernelModule`: CUDA C++ compiled by NVRTC for each
+//! device on first use, launched on the current stream): StyleGAN2's fused epilogue is
+//! `stylegan2`'s `src/epilogue.cpp`.
 
 pub mod adam;
+pub mod fused;
 pub mod graph;
 pub mod scalar;
+pub mod shim;
 pub mod tune;
-
-pub use torch_shim as shim;

@@ -206,12 +206,13 @@ impl NativeVgg16 {
         let x = (img.to_kind(Kind::Float) / 127.5 - 1.0 - &self.shift) / &self.scale;
         let mut x = x.to_kind(kind);
         let nhwc = channels_last.then(|| {
-            x = torch_shim::to_channels_last(&x).expect("channels_last of a 4-d tensor");
+            x = gpu_runtime::shim::to_channels_last(&x).expect("channels_last of a 4-d tensor");
             self.convs_nhwc.get_or_init(|| {
                 self.convs
                     .iter()
                     .map(|(w, _)| {
-                        torch_shim::to_channels_last(w).expect("channels_last of a 4-d weight")
+                        gpu_runtime::shim::to_channels_last(w)
+                            .expect("channels_last of a 4-d weight")
                     })
                     .collect()
             })
@@ -268,7 +269,7 @@ mod tests {
                 .get()
                 .unwrap()
                 .iter()
-                .all(torch_shim::is_channels_last)
+                .all(gpu_runtime::shim::is_channels_last)
         );
         assert_eq!(got.size(), want.size());
         let d = (&got - &want).abs().max().double_value(&[]) / want.abs().max().double_value(&[]);

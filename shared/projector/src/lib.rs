@@ -127,7 +127,7 @@ pub enum Error {
     /// Warming up or replaying the graphed step (a failed capture is not an error: the batch
     /// runs eagerly, see [`gpu_runtime::graph`]).
     #[error("CUDA graph: {0}")]
-    Cuda(#[from] torch_shim::Error),
+    Cuda(#[from] gpu_runtime::shim::Error),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

@@ -513,7 +513,7 @@ fn layers(d: Device, res: i64, b: i64, fp16: bool, iters: usize) {
         });
         // The same two convolutions in channels_last (NHWC: no layout transposes around cuDNN's
         // tensor-core kernels), to see what a channels_last Fast path could gain.
-        let nhwc = |t: &Tensor| torch_shim::to_channels_last(t).unwrap();
+        let nhwc = |t: &Tensor| gpu_runtime::shim::to_channels_last(t).unwrap();
         let (x_cl, y_cl) = (grad(nhwc(&x.detach())), grad(nhwc(&y.detach())));
         let (phase_cl, w1_cl) = (nhwc(&phase), nhwc(&w1));
         let up_phase_cl = fwd_bwd_ms(d, iters, &[&x_cl], || fast::conv_up(&x_cl, &phase_cl));

@@ -14,7 +14,7 @@
 //!   the faster ([`upconv_for`]); the CPU takes the phase convolution.
 //! - The image's FIR up-sampling likewise: a 3×3 convolution per phase, no zero insertion.
 //! - `addcmul(noise, x, dcoefs)` + `bias_act` (add, lrelu, ×√2·gain, clamp) become one fused
-//!   CUDA kernel each way ([`torch_shim::modconv_epilogue`]); elsewhere (CPU, or when the
+//!   CUDA kernel each way ([`crate::epilogue`]); elsewhere (CPU, or when the
 //!   kernel cannot be built) four ops with the gain folded in (leaky ReLU is positively
 //!   homogeneous).
 //! - Demodulation coefficients from `styles² @ Σ_k weight²ᵀ` instead of materialising the
@@ -196,7 +196,7 @@ fn fused_epilogue(device: Device) -> bool {
     if let Some(&(_, ok)) = known.iter().find(|(d, _)| *d == i) {
         return ok;
     }
-    let ok = match torch_shim::modconv_epilogue_ready(i) {
+    let ok = match crate::epilogue::modconv_epilogue_ready(i) {
         Ok(()) => true,
         Err(e) => {
             log::warn!("fused CUDA epilogue unavailable on cuda:{i} ({e}); using separate ops");
@@ -233,7 +233,7 @@ pub fn epilogue(
         && noise.is_none_or(fusable)
     {
         let d = d.contiguous();
-        match torch_shim::modconv_epilogue(
+        match crate::epilogue::modconv_epilogue(
             x,
             &d,
             noise,
@@ -253,7 +253,7 @@ pub fn epilogue(
         None => x * dd,
     };
     let y = y + (bias * g).to_kind(kind).reshape([1, o, 1, 1]);
-    let y = torch_shim::leaky_relu(&y, 0.2).expect("leaky_relu");
+    let y = gpu_runtime::shim::leaky_relu(&y, 0.2).expect("leaky_relu");
     match clamp {
         Some(c) if c >= 0.0 => y.clamp(-c, c),
         _ => y,

@@ -16,6 +16,7 @@
 //! ```
 
 mod config;
+pub mod epilogue;
 pub mod fast;
 pub mod init;
 mod model;

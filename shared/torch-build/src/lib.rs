@@ -14,6 +14,11 @@
 //! - `-Wl,--no-as-needed,-ltorch,--as-needed`: rustc links with `--as-needed`, which drops
 //!   `libtorch_cuda.so` (nothing references its symbols directly) and leaves CUDA silently
 //!   unavailable on a GPU machine; `libtorch.so` depends on it and keeps it loaded.
+//!
+//! A package with C++ of its own against libtorch (gpu-runtime's bindings, a model's CUDA
+//! kernels) compiles it with [`compile_cxx`], which knows where the wheel keeps its headers.
+
+use std::path::PathBuf;
 
 /// Emits the link arguments described in the crate docs.
 pub fn link_libtorch() {
@@ -27,5 +32,49 @@ pub fn link_libtorch() {
             "cargo:warning=DEP_TCH_LIBTORCH_LIB is not set: add `torch-sys` to this package's \
              [dependencies] so binaries get a run path to libtorch"
         ),
+    }
+}
+
+/// Compiles `files` (C++17) into the static library `name`, against the headers of the torch
+/// wheel tch links with no CUDA toolkit — the wheel's own headers, its nvidia/cu13 headers
+/// (cuda.h, nvrtc.h), triton's copy of crt/host_config.h — and `includes`; then links the
+/// package to libtorch_cuda and libc10_cuda (CUDA graphs, streams) beside libtorch_cpu and
+/// libc10, after the library (whose symbols need them). Re-runs when any of `files` changes.
+pub fn compile_cxx(name: &str, files: &[&str], includes: &[PathBuf]) {
+    let lib = PathBuf::from(
+        std::env::var("DEP_TCH_LIBTORCH_LIB").expect("torch-sys sets DEP_TCH_LIBTORCH_LIB"),
+    );
+    let torch = lib.parent().expect("torch/lib has a parent").to_path_buf();
+    let site = torch.parent().expect("torch has a parent").to_path_buf();
+    let wheel = [
+        torch.join("include"),
+        torch.join("include/torch/csrc/api/include"),
+        site.join("nvidia/cu13/include"),
+        site.join("triton/backends/nvidia/include"),
+    ];
+    for dir in &wheel {
+        if !dir.is_dir() {
+            println!(
+                "cargo:warning={} is missing (a torch 2.11 CUDA wheel has it)",
+                dir.display()
+            );
+        }
+    }
+    for f in files {
+        println!("cargo:rerun-if-changed={f}");
+    }
+    cc::Build::new()
+        .cpp(true)
+        .files(files)
+        .includes(includes)
+        .includes(&wheel)
+        .flag("-std=c++17")
+        .flag("-D_GLIBCXX_USE_CXX11_ABI=1")
+        .flag("-DGLOG_USE_GLOG_EXPORT")
+        .warnings(false)
+        .compile(name);
+    println!("cargo:rustc-link-search=native={}", lib.display());
+    for l in ["torch_cuda", "c10_cuda", "torch_cpu", "c10"] {
+        println!("cargo:rustc-link-lib=dylib={l}");
     }
 }

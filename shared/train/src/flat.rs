@@ -79,7 +79,7 @@ impl FlatParams {
             offset = (offset + align - 1) / align * align;
             let p = &params[index];
             let size = p.size();
-            let dense = p.is_contiguous() || torch_shim::is_channels_last(p);
+            let dense = p.is_contiguous() || gpu_runtime::shim::is_channels_last(p);
             let stride = if dense {
                 p.stride()
             } else {
@@ -107,7 +107,7 @@ impl FlatParams {
                 let view = flat.view(&flat.data, seg);
                 view.shallow_clone().copy_(&p);
                 p.set_data(&view);
-                torch_shim::set_grad(&p, &flat.view(&flat.grad, seg))
+                gpu_runtime::shim::set_grad(&p, &flat.view(&flat.grad, seg))
                     .map_err(|e| Error::Cuda(e.to_string()))?;
             }
             Ok(())
@@ -156,7 +156,7 @@ mod tests {
             .view([2, 3])
             .set_requires_grad(true);
         let b = Tensor::arange(2 * 3 * 2 * 2, (Kind::Float, Device::Cpu)).view([2, 3, 2, 2]);
-        torch_shim::channels_last_(&b).unwrap();
+        gpu_runtime::shim::channels_last_(&b).unwrap();
         let b = b.set_requires_grad(true);
         let c = Tensor::from_slice(&[7.0f32]).set_requires_grad(true);
         let before: Vec<Tensor> = [&a, &b, &c].iter().map(|t| t.detach().copy()).collect();
@@ -173,7 +173,7 @@ mod tests {
         for (p, v) in params.iter().zip(&before) {
             assert!(p.equal(v));
         }
-        assert!(torch_shim::is_channels_last(&b));
+        assert!(gpu_runtime::shim::is_channels_last(&b));
         // Writing the flat buffer changes the parameters.
         let _ = flat.data.shallow_clone().g_add_scalar_(1.0);
         assert_eq!(c.double_value(&[0]), 8.0);

@@ -69,8 +69,8 @@ impl error_class::Classify for Error {
     }
 }
 
-impl From<torch_shim::Error> for Error {
-    fn from(e: torch_shim::Error) -> Error {
+impl From<gpu_runtime::shim::Error> for Error {
+    fn from(e: gpu_runtime::shim::Error) -> Error {
         Error::Cuda(e.to_string())
     }
 }

@@ -3,7 +3,7 @@
 //! exactly as one process with B images does. One collective per layer in forward (every rank's
 //! per-channel mean, centred sum of squares and count, all-gathered) and one in backward (their
 //! gradients: rank r's inputs move every rank's mean and variance), as PyTorch's does; here the
-//! backward's all-reduce comes from autograd itself ([`torch_shim::all_reduce_sum_autograd`])
+//! backward's all-reduce comes from autograd itself ([`gpu_runtime::shim::all_reduce_sum_autograd`])
 //! instead of a hand-written backward.
 //!
 //! The collective runs through a [`Lent`] communicator: the trainer lends its communicator for
@@ -14,8 +14,8 @@
 use std::sync::{Arc, Mutex};
 
 use collectives::{Communicator, ReduceOp};
+use gpu_runtime::shim::SumReducer;
 use tch::{Kind, Tensor};
-use torch_shim::SumReducer;
 
 use crate::{Error, Result};
 
@@ -86,7 +86,7 @@ pub fn batch_norm(
         0,
     );
     // The reducer's own message (a lost rank, a timeout) comes back through libtorch.
-    let all = torch_shim::all_reduce_sum_autograd(&slots, group.reducer.clone())
+    let all = gpu_runtime::shim::all_reduce_sum_autograd(&slots, group.reducer.clone())
         .map_err(|e| Error::Torch(tch::TchError::Torch(e.to_string())))?
         .view([group.world as i64, width]);
     let (means, sq, counts) = (

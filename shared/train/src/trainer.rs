@@ -195,7 +195,7 @@ pub fn train(
     let local = check(cfg, world)?;
     if cfg.device.is_cuda() {
         tch::Cuda::cudnn_set_benchmark(!cfg.deterministic);
-        torch_shim::set_cudnn_deterministic(cfg.deterministic);
+        gpu_runtime::shim::set_cudnn_deterministic(cfg.deterministic);
     }
     let (train_set, test_set, mut parts) = setup(cfg, comm)?;
     let norm = train_set.normalize();
@@ -506,7 +506,7 @@ fn setup(cfg: &Config, comm: &mut Communicator) -> Result<(Dataset, Dataset, Par
     }
     if cfg.channels_last {
         for t in vs.variables().values() {
-            torch_shim::channels_last_(t)?;
+            gpu_runtime::shim::channels_last_(t)?;
         }
     }
     let named = named(&vs);
@@ -642,7 +642,7 @@ fn micro_batches(
             let (x, y) = data.batch(&idx, norm, cfg.augment);
             Ok((
                 if cfg.channels_last {
-                    torch_shim::to_channels_last(&x)?
+                    gpu_runtime::shim::to_channels_last(&x)?
                 } else {
                     x
                 },
@@ -825,11 +825,11 @@ fn forward(
         Ok(h)
     };
     let dtype = match precision {
-        Precision::Fp16 => torch_shim::AutocastDtype::F16,
-        Precision::Bf16 => torch_shim::AutocastDtype::Bf16,
+        Precision::Fp16 => gpu_runtime::shim::AutocastDtype::F16,
+        Precision::Bf16 => gpu_runtime::shim::AutocastDtype::Bf16,
         Precision::Fp32 | Precision::Tf32 => return run(),
     };
-    torch_shim::autocast(dtype, run)?
+    gpu_runtime::shim::autocast(dtype, run)?
 }
 
 /// What one optimisation step touches; shared by the eager and the graphed path.
@@ -1004,7 +1004,7 @@ fn evaluate(
             let n = bs.min(mine.len() - start);
             let (x, y) = data.batch(&idx.narrow(0, start as i64, n as i64), norm, false);
             let x = if cfg.channels_last {
-                torch_shim::to_channels_last(&x)?
+                gpu_runtime::shim::to_channels_last(&x)?
             } else {
                 x
             };

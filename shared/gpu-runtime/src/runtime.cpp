@@ -1,6 +1,8 @@
-// The few libtorch C++ calls tch 0.24 does not bind. Every function catches C++ exceptions and
-// returns them as a malloc'd message (NULL on success): nothing unwinds into Rust.
-// Tensors cross as tch's `C_tensor*`, which is an `at::Tensor*`.
+// The libtorch C++ calls tch 0.24 does not bind, and NVRTC kernels at run time (the C++ half of
+// gpu-runtime: src/shim.rs binds the `extern "C"` functions, include/shardkit/runtime.h is the
+// API for crates with C++ of their own). Every function catches C++ exceptions and returns them
+// as a malloc'd message (NULL on success): nothing unwinds into Rust. Tensors cross as tch's
+// `C_tensor*`, which is an `at::Tensor*`.
 //
 // Only headers that compile without a CUDA toolkit are used (the wheel's nvidia/cu13 headers
 // lack CCCL's nv/target, which cuda_fp16.h needs: ATen/cuda/CUDAContext.h is out).
@@ -11,6 +13,8 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/csrc/autograd/custom_function.h>
+
+#include <shardkit/runtime.h>
 
 #include <cuda.h>
 #include <nvrtc.h>
@@ -26,23 +30,8 @@
 #include <optional>
 
 namespace {
-char *dup(const char *s) {
-  size_t n = std::strlen(s) + 1;
-  char *p = static_cast<char *>(std::malloc(n));
-  if (p) std::memcpy(p, s, n);
-  return p;
-}
-
-template <typename F> char *guarded(F f) {
-  try {
-    f();
-    return nullptr;
-  } catch (const std::exception &e) {
-    return dup(e.what());
-  } catch (...) {
-    return dup("unknown C++ exception");
-  }
-}
+using shardkit::dup;
+using shardkit::guarded;
 
 // A graph with the stream it was captured on and the stream that was current before.
 // The CUDAGraph itself is made inside capture_begin's guard: its constructor needs CUDA.
@@ -87,121 +76,8 @@ struct AllReduceSum : torch::autograd::Function<AllReduceSum> {
   }
 };
 
-// ---------------------------------------------------------------------------------------------
-// StyleGAN2's modulated-convolution epilogue as one CUDA kernel each way (NVRTC at run time:
-// the wheels have no nvcc, but they ship libnvrtc, and the driver is there wherever CUDA is):
-//   z = x * d[b,c] * g + noise[b,p] * strength * g + bias[c] * g
-//   y = clamp(leaky_relu(z, 0.2), -clamp, clamp)
-// which is upstream's `addcmul(noise, x, dcoefs)` + `bias_act(lrelu, gain, clamp)` with the
-// gain folded in (leaky ReLU is positively homogeneous). x is the convolution output (NCHW,
-// contiguous; f32, f16 or bf16), d [B,C], noise [B,HW] or [HW] (batch stride 0), strength a
-// 0-dim tensor, bias [C], all f32. Backward gives dx, dd and dnoise in one pass over the map.
-const char *kEpilogueSource = R"CUDA(
-struct h16 { unsigned short v; };
-struct b16 { unsigned short v; };
-__device__ __forceinline__ float tof(float x) { return x; }
-__device__ __forceinline__ float tof(h16 x) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x.v)); return f; }
-__device__ __forceinline__ float tof(b16 x) { return __uint_as_float(((unsigned)x.v) << 16); }
-__device__ __forceinline__ void st(float *p, float f) { *p = f; }
-__device__ __forceinline__ void st(h16 *p, float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); p->v = h; }
-__device__ __forceinline__ void st(b16 *p, float f) {
-  unsigned u = __float_as_uint(f);
-  p->v = (u & 0x7fffffffu) > 0x7f800000u ? (unsigned short)0x7fc0 : (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
-template <typename T>
-__device__ void fwd(const T *x, T *y, const float *d, const float *noise, long long nbs, const float *strength,
-                    const float *bias, float g, float clamp, int B, int C, long long HW) {
-  float sg = noise ? strength[0] * g : 0.f;
-  for (long long bc = blockIdx.y; bc < (long long)B * C; bc += gridDim.y) {
-    int c = (int)(bc % C), b = (int)(bc / C);
-    float dg = d[bc] * g, bg = bias[c] * g;
-    const T *xr = x + bc * HW;
-    T *yr = y + bc * HW;
-    const float *nr = noise ? noise + b * nbs : 0;
-    for (long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x; p < HW; p += (long long)gridDim.x * blockDim.x) {
-      float z = tof(xr[p]) * dg + bg;
-      if (nr) z += nr[p] * sg;
-      float a = z > 0.f ? z : 0.2f * z;
-      st(&yr[p], fminf(fmaxf(a, -clamp), clamp));
-    }
-  }
-}
-
-// Block (tile of PPT*blockDim pixels, image b, channel chunk): per pixel the sum over its
-// channels (dnoise, atomically across chunks), per channel the sum over its pixels (dd: warp
-// shuffles, shared atomics, one global atomic per block and channel).
-#define PPT 4
-template <typename T>
-__device__ void bwd(const T *gy, const T *x, T *gx, float *gd, float *gn, const float *d, const float *noise,
-                    long long nbs, const float *strength, const float *bias, float g, float clamp, int C, int chunk,
-                    long long HW) {
-  extern __shared__ float acc[];
-  int b = blockIdx.y;
-  int c0 = blockIdx.z * chunk, c1 = c0 + chunk < C ? c0 + chunk : C;
-  for (int c = c0 + threadIdx.x; c < c1; c += blockDim.x) acc[c - c0] = 0.f;
-  __syncthreads();
-  float sg = noise ? strength[0] * g : 0.f;
-  long long p0 = (long long)blockIdx.x * blockDim.x * PPT + threadIdx.x;
-  float nz[PPT], gacc[PPT];
-#pragma unroll
-  for (int k = 0; k < PPT; ++k) {
-    long long p = p0 + (long long)k * blockDim.x;
-    nz[k] = (noise && p < HW) ? noise[b * nbs + p] * sg : 0.f;
-    gacc[k] = 0.f;
-  }
-  for (int c = c0; c < c1; ++c) {
-    long long bc = (long long)b * C + c;
-    float dg = d[bc] * g, bg = bias[c] * g;
-    float part = 0.f;
-#pragma unroll
-    for (int k = 0; k < PPT; ++k) {
-      long long p = p0 + (long long)k * blockDim.x;
-      if (p < HW) {
-        long long i = bc * HW + p;
-        float xv = tof(x[i]);
-        float z = xv * dg + nz[k] + bg;
-        float a = z > 0.f ? z : 0.2f * z;
-        float gz = (a >= -clamp && a <= clamp) ? tof(gy[i]) : 0.f;
-        gz = z > 0.f ? gz : 0.2f * gz;
-        st(&gx[i], gz * dg);
-        part += gz * xv;
-        gacc[k] += gz;
-      }
-    }
-    for (int o = 16; o > 0; o >>= 1) part += __shfl_down_sync(0xffffffffu, part, o);
-    if ((threadIdx.x & 31) == 0) atomicAdd(&acc[c - c0], part);
-  }
-  __syncthreads();
-  for (int c = c0 + threadIdx.x; c < c1; c += blockDim.x) atomicAdd(&gd[(long long)b * C + c], acc[c - c0] * g);
-  if (gn) {
-#pragma unroll
-    for (int k = 0; k < PPT; ++k) {
-      long long p = p0 + (long long)k * blockDim.x;
-      if (p < HW) atomicAdd(&gn[b * HW + p], gacc[k] * sg);
-    }
-  }
-}
-
-#define DEFINE(NAME, T)                                                                                       \
-  extern "C" __global__ void fwd_##NAME(const T *x, T *y, const float *d, const float *noise, long long nbs,  \
-                                        const float *strength, const float *bias, float g, float clamp, int B, \
-                                        int C, long long HW) {                                               \
-    fwd<T>(x, y, d, noise, nbs, strength, bias, g, clamp, B, C, HW);                                         \
-  }                                                                                                           \
-  extern "C" __global__ void bwd_##NAME(const T *gy, const T *x, T *gx, float *gd, float *gn, const float *d, \
-                                        const float *noise, long long nbs, const float *strength,             \
-                                        const float *bias, float g, float clamp, int C, int chunk,            \
-                                        long long HW) {                                                       \
-    bwd<T>(gy, x, gx, gd, gn, d, noise, nbs, strength, bias, g, clamp, C, chunk, HW);                         \
-  }
-DEFINE(f32, float)
-DEFINE(f16, h16)
-DEFINE(bf16, b16)
-)CUDA";
-
 // The driver and NVRTC entry points, loaded with dlopen (no link-time CUDA dependency: the
-// shim runs on machines without a driver; this code is reached only for CUDA tensors, and
+// runtime runs on machines without a driver; this code is reached only for CUDA work, and
 // NVRTC, which needs no GPU, by the compile check).
 struct Driver {
   CUresult (*ctxGetCurrent)(CUcontext *);
@@ -305,12 +181,25 @@ const Nvrtc &nvrtc_api() {
   });
 }
 
-// The epilogue kernels as a cubin for compute capability major.minor.
-std::string compile_epilogue(int major, int minor) {
+void cu_check(CUresult r, const char *what) {
+  if (r == CUDA_SUCCESS) return;
+  const char *s = nullptr;
+  driver_api().getErrorString(r, &s);
+  throw std::runtime_error(std::string(what) + ": " + (s ? s : "CUDA driver error"));
+}
+
+} // namespace
+
+namespace shardkit {
+
+KernelModule::KernelModule(std::string name, std::string source, std::vector<std::string> functions)
+    : name_(std::move(name)), source_(std::move(source)), functions_(std::move(functions)) {}
+
+std::string KernelModule::compile(int major, int minor) const {
   const Nvrtc &api = nvrtc_api();
   std::string arch = "--gpu-architecture=sm_" + std::to_string(major) + std::to_string(minor);
   nvrtcProgram prog;
-  if (api.createProgram(&prog, kEpilogueSource, "shardkit_epilogue.cu", 0, nullptr, nullptr) != NVRTC_SUCCESS)
+  if (api.createProgram(&prog, source_.c_str(), name_.c_str(), 0, nullptr, nullptr) != NVRTC_SUCCESS)
     throw std::runtime_error("nvrtcCreateProgram failed");
   const char *opts[] = {arch.c_str(), "--std=c++17", "-default-device"};
   nvrtcResult rc = api.compileProgram(prog, 3, opts);
@@ -320,7 +209,7 @@ std::string compile_epilogue(int major, int minor) {
   if (log_size) api.getProgramLog(prog, log.data());
   if (rc != NVRTC_SUCCESS) {
     api.destroyProgram(&prog);
-    throw std::runtime_error("NVRTC could not compile the modconv epilogue for " + arch + ": " + log);
+    throw std::runtime_error("NVRTC could not compile " + name_ + " for " + arch + ": " + log);
   }
   size_t n = 0;
   api.getCUBINSize(prog, &n);
@@ -330,29 +219,14 @@ std::string compile_epilogue(int major, int minor) {
   return cubin;
 }
 
-void cu_check(CUresult r, const char *what) {
-  if (r == CUDA_SUCCESS) return;
-  const char *s = nullptr;
-  driver_api().getErrorString(r, &s);
-  throw std::runtime_error(std::string(what) + ": " + (s ? s : "CUDA driver error"));
-}
-
-// The epilogue kernels, compiled once per device for its architecture.
-struct EpilogueKernels {
-  CUcontext ctx = nullptr;
-  CUfunction fwd[3] = {}, bwd[3] = {};  // f32, f16, bf16
-};
-
-const EpilogueKernels &epilogue_kernels(int device) {
-  static std::mutex mu;
-  static std::map<int, EpilogueKernels> cache;
-  static std::map<int, std::string> failed;
-  std::lock_guard<std::mutex> lock(mu);
-  if (auto it = cache.find(device); it != cache.end()) return it->second;
-  if (auto it = failed.find(device); it != failed.end()) throw std::runtime_error(it->second);
+const LoadedModule &KernelModule::on(int device) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = loaded_.find(device); it != loaded_.end()) return it->second;
+  if (auto it = failed_.find(device); it != failed_.end()) throw std::runtime_error(it->second);
   try {
     const Driver &api = driver_api();
-    EpilogueKernels k;
+    LoadedModule k;
+    k.module = this;
     CUdevice dev;
     cu_check(api.deviceGet(&dev, device), "cuDeviceGet");
     cu_check(api.primaryCtxRetain(&k.ctx, dev), "cuDevicePrimaryCtxRetain");
@@ -360,136 +234,31 @@ const EpilogueKernels &epilogue_kernels(int device) {
     int major = 0, minor = 0;
     cu_check(api.deviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "compute capability");
     cu_check(api.deviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "compute capability");
-    std::string cubin = compile_epilogue(major, minor);
+    std::string cubin = compile(major, minor);
     CUmodule module;
     cu_check(api.moduleLoadData(&module, cubin.data()), "cuModuleLoadData");
-    const char *names[3] = {"f32", "f16", "bf16"};
-    for (int i = 0; i < 3; ++i) {
-      cu_check(api.moduleGetFunction(&k.fwd[i], module, (std::string("fwd_") + names[i]).c_str()), "cuModuleGetFunction");
-      cu_check(api.moduleGetFunction(&k.bwd[i], module, (std::string("bwd_") + names[i]).c_str()), "cuModuleGetFunction");
-    }
-    return cache.emplace(device, k).first->second;
+    k.functions.resize(functions_.size());
+    for (size_t i = 0; i < functions_.size(); ++i)
+      cu_check(api.moduleGetFunction(&k.functions[i], module, functions_[i].c_str()), "cuModuleGetFunction");
+    return loaded_.emplace(device, std::move(k)).first->second;
   } catch (const std::exception &e) {
-    failed.emplace(device, e.what());
+    failed_.emplace(device, e.what());
     throw;
   }
 }
 
-int dtype_index(const at::Tensor &x) {
-  switch (x.scalar_type()) {
-    case at::kFloat: return 0;
-    case at::kHalf: return 1;
-    case at::kBFloat16: return 2;
-    default: throw std::runtime_error("modconv epilogue: x must be float32, float16 or bfloat16");
-  }
-}
-
-void launch(const EpilogueKernels &k, CUfunction f, dim3 grid, unsigned block, unsigned shared, int device, void **args) {
+void LoadedModule::launch(size_t index, Grid grid, unsigned block, unsigned shared_bytes, int device, void **args) const {
   const Driver &api = driver_api();
   CUcontext cur = nullptr;
   api.ctxGetCurrent(&cur);
-  if (cur != k.ctx) cu_check(api.ctxSetCurrent(k.ctx), "cuCtxSetCurrent");
+  if (cur != ctx) cu_check(api.ctxSetCurrent(ctx), "cuCtxSetCurrent");
   auto stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream();
-  cu_check(api.launchKernel(f, grid.x, grid.y, grid.z, block, 1, 1, shared, reinterpret_cast<CUstream>(stream), args, nullptr),
-           "launching the modconv epilogue");
+  cu_check(api.launchKernel(functions.at(index), grid.x, grid.y, grid.z, block, 1, 1, shared_bytes, reinterpret_cast<CUstream>(stream),
+                            args, nullptr),
+           ("launching " + module->function_name(index) + " of " + module->name()).c_str());
 }
 
-// Makes `device` current for a scope (c10's CUDAGuard is inline code calling cudart, which the
-// shim does not link; these calls live in libc10_cuda).
-struct DeviceScope {
-  c10::DeviceIndex previous;
-  explicit DeviceScope(int device) : previous(c10::cuda::ExchangeDevice(static_cast<c10::DeviceIndex>(device))) {}
-  ~DeviceScope() { c10::cuda::MaybeSetDevice(previous); }
-};
-
-struct Noise {
-  at::Tensor t;           // f32, contiguous, [B*HW] or [HW]
-  long long batch_stride;  // HW or 0
-};
-
-// An empty noise tensor means no noise (autograd's apply wants every input defined).
-Noise noise_view(const at::Tensor &noise, int64_t B, int64_t HW) {
-  if (noise.numel() == 0) return {at::Tensor(), 0};
-  TORCH_CHECK(noise.scalar_type() == at::kFloat && noise.is_contiguous(), "modconv epilogue: noise must be contiguous float32");
-  if (noise.numel() == B * HW) return {noise, HW};
-  TORCH_CHECK(noise.numel() == HW, "modconv epilogue: noise must have B*H*W or H*W elements");
-  return {noise, 0};
-}
-
-struct ModconvEpilogue : torch::autograd::Function<ModconvEpilogue> {
-  static at::Tensor forward(torch::autograd::AutogradContext *ctx, const at::Tensor &x_in, const at::Tensor &d,
-                            const at::Tensor &noise, const at::Tensor &strength, const at::Tensor &bias, double g,
-                            double clamp) {
-    TORCH_CHECK(x_in.is_cuda() && x_in.dim() == 4, "modconv epilogue: x must be a 4-D CUDA tensor");
-    auto x = x_in.contiguous();
-    int64_t B = x.size(0), C = x.size(1), HW = x.size(2) * x.size(3);
-    TORCH_CHECK(d.scalar_type() == at::kFloat && d.is_contiguous() && d.numel() == B * C, "modconv epilogue: d must be [B,C] float32");
-    TORCH_CHECK(bias.scalar_type() == at::kFloat && bias.is_contiguous() && bias.numel() == C, "modconv epilogue: bias must be [C] float32");
-    TORCH_CHECK(strength.scalar_type() == at::kFloat && strength.numel() == 1, "modconv epilogue: strength must be a float32 scalar");
-    TORCH_CHECK(B * C <= INT32_MAX, "modconv epilogue: too many channels");
-    Noise nv = noise_view(noise, B, HW);
-    int device = x.get_device();
-    DeviceScope scope(device);
-    const auto &k = epilogue_kernels(device);
-    auto y = at::empty_like(x);
-    const void *xp = x.data_ptr(), *dp = d.data_ptr(), *sp = strength.data_ptr(), *bp = bias.data_ptr();
-    const void *np = nv.t.defined() ? nv.t.data_ptr() : nullptr;
-    void *yp = y.data_ptr();
-    long long nbs = nv.batch_stride, hw = HW;
-    float gf = static_cast<float>(g), cf = static_cast<float>(clamp);
-    int bi = static_cast<int>(B), ci = static_cast<int>(C);
-    void *args[] = {&xp, &yp, &dp, &np, &nbs, &sp, &bp, &gf, &cf, &bi, &ci, &hw};
-    unsigned gx = static_cast<unsigned>(std::min<int64_t>((HW + 255) / 256, 1024));
-    unsigned gy = static_cast<unsigned>(std::min<int64_t>(B * C, 65535));
-    if (B * C * HW > 0) launch(k, k.fwd[dtype_index(x)], dim3(gx, gy, 1), 256, 0, device, args);
-    ctx->save_for_backward({x, d, noise, strength, bias});
-    ctx->saved_data["g"] = g;
-    ctx->saved_data["clamp"] = clamp;
-    ctx->saved_data["noise_sizes"] = noise.sizes().vec();
-    return y;
-  }
-
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext *ctx, torch::autograd::variable_list grads) {
-    auto saved = ctx->get_saved_variables();
-    auto x = saved[0], d = saved[1], noise = saved[2], strength = saved[3], bias = saved[4];
-    double g = ctx->saved_data["g"].toDouble(), clamp = ctx->saved_data["clamp"].toDouble();
-    auto gy = grads[0].contiguous();
-    int64_t B = x.size(0), C = x.size(1), HW = x.size(2) * x.size(3);
-    int device = x.get_device();
-    DeviceScope scope(device);
-    const auto &k = epilogue_kernels(device);
-    auto gx = at::empty_like(x);
-    auto gd = at::zeros({B, C}, x.options().dtype(at::kFloat));
-    Noise nv = noise_view(noise, B, HW);
-    bool want_noise = nv.t.defined() && ctx->needs_input_grad(2);
-    at::Tensor gn;
-    if (want_noise) gn = at::zeros({B, HW}, x.options().dtype(at::kFloat));
-    long long nbs = nv.batch_stride, hw = HW;
-    const void *gyp = gy.data_ptr(), *xp = x.data_ptr(), *dp = d.data_ptr(), *sp = strength.data_ptr(), *bp = bias.data_ptr();
-    const void *np = nv.t.defined() ? nv.t.data_ptr() : nullptr;
-    void *gxp = gx.data_ptr(), *gdp = gd.data_ptr(), *gnp = want_noise ? gn.data_ptr() : nullptr;
-    float gf = static_cast<float>(g), cf = static_cast<float>(clamp);
-    const int threads = 256, ppt = 4;
-    int64_t tiles = (HW + threads * ppt - 1) / (threads * ppt);
-    // Enough blocks to fill the GPU: split the channels when tiles x images are few.
-    int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(C, 1024 / std::max<int64_t>(1, tiles * B)));
-    int chunk = static_cast<int>((C + chunks - 1) / chunks);
-    chunks = (C + chunk - 1) / chunk;
-    int ci = static_cast<int>(C);
-    void *args[] = {&gyp, &xp, &gxp, &gdp, &gnp, &dp, &np, &nbs, &sp, &bp, &gf, &cf, &ci, &chunk, &hw};
-    TORCH_CHECK(tiles <= INT32_MAX && B <= 65535 && chunks <= 65535, "modconv epilogue: map too large");
-    if (B * C * HW > 0)
-      launch(k, k.bwd[dtype_index(x)], dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(B), static_cast<unsigned>(chunks)), threads,
-             static_cast<unsigned>(chunk * sizeof(float)), device, args);
-    at::Tensor gnoise;
-    if (want_noise) {
-      auto sizes = ctx->saved_data["noise_sizes"].toIntVector();
-      gnoise = nbs == 0 ? gn.sum(0).reshape(sizes) : gn.reshape(sizes);
-    }
-    return {gx, gd.reshape(d.sizes()), gnoise, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
-  }
-};
-} // namespace
+}  // namespace shardkit
 
 extern "C" {
 
@@ -678,25 +447,10 @@ char *shk_leaky_relu(at::Tensor *x, double slope, at::Tensor **out) {
   return guarded([&] { *out = new at::Tensor(at::leaky_relu(*x, slope)); });
 }
 
-// The fused modulated-convolution epilogue (ModconvEpilogue above); `noise` may be NULL.
-// CUDA only: compiles its kernels on first use (an error says why when it cannot).
-char *shk_modconv_epilogue(at::Tensor *x, at::Tensor *d, at::Tensor *noise, at::Tensor *strength, at::Tensor *bias,
-                           double gain, double clamp, at::Tensor **out) {
-  return guarded([&] {
-    at::Tensor n = noise ? *noise : at::empty({0}, x->options().dtype(at::kFloat));
-    *out = new at::Tensor(ModconvEpilogue::apply(*x, *d, n, *strength, *bias, gain, clamp));
-  });
-}
-
-// Compiles the epilogue kernels for compute capability major.minor with NVRTC (no GPU needed)
-// and gives the cubin's size: the check that the kernel source builds.
-char *shk_modconv_epilogue_compile(int major, int minor, size_t *bytes) {
-  return guarded([&] { *bytes = compile_epilogue(major, minor).size(); });
-}
-
-// Compiles the epilogue kernels for `device` now (NULL when they are ready).
-char *shk_modconv_epilogue_ready(int device) {
-  return guarded([&] { epilogue_kernels(device); });
+// Compiles CUDA C++ `source` (named `name` in messages) with NVRTC for compute capability
+// major.minor (no GPU needed) and gives the cubin's size.
+char *shk_nvrtc_compile(const char *name, const char *source, int major, int minor, size_t *bytes) {
+  return guarded([&] { *bytes = shardkit::KernelModule(name, source, {}).compile(major, minor).size(); });
 }
 
 // Launches the captured work on the current stream.
