@@ -11,7 +11,7 @@ use torch_sys::C_tensor;
 
 use crate::shim::{Result, check, ffi, ptr};
 
-/// The learning rate of a [`fused_sgd`] step.
+/// The learning rate of a [`sgd`] or [`adamw`] step.
 #[derive(Debug, Clone, Copy)]
 pub enum Lr<'a> {
     Host(f64),
@@ -43,7 +43,7 @@ pub struct Sgd {
 /// instead of four passes over the parameters; `g` is left as it was. Without momentum pass
 /// `buf` None. Same maths as the single-tensor SGD, rounded as PyTorch's fused one (they
 /// differ by an ulp here and there).
-pub fn fused_sgd(
+pub fn sgd(
     p: &Tensor,
     g: &Tensor,
     buf: Option<&Tensor>,
@@ -82,7 +82,7 @@ pub struct AdamW {
 /// weight decay, the moments `m` and `v` updated, the bias-corrected update, in one kernel on
 /// CUDA instead of nine passes. `step` is a 0-dim float tensor on `p`'s device holding this
 /// step's count t (1 on the first step). `g` is left as it was.
-pub fn fused_adamw(
+pub fn adamw(
     p: &Tensor,
     g: &Tensor,
     m: &Tensor,
@@ -131,7 +131,7 @@ mod tests {
             } else {
                 Lr::Device(&lr_t)
             };
-            fused_sgd(
+            sgd(
                 &p,
                 &gt,
                 Some(&b),
@@ -165,7 +165,7 @@ mod tests {
             momentum: 0.0,
             nesterov: false,
         };
-        fused_sgd(
+        sgd(
             &q,
             &Tensor::from_slice(&[1.0f32]),
             None,
@@ -189,7 +189,7 @@ mod tests {
             eps: 1e-8,
             weight_decay: 0.1,
         };
-        fused_adamw(&p, &g, &m, &v, &Tensor::from(1.0f32), h, Lr::Host(0.01)).unwrap();
+        adamw(&p, &g, &m, &v, &Tensor::from(1.0f32), h, Lr::Host(0.01)).unwrap();
         let want = [
             1.0 * 0.999 - 0.01,
             -2.0 * 0.999 + 0.01,

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use tch::Tensor;
 
-use gpu_runtime::adam;
+use gpu_runtime::{adam, fused};
 
 use crate::flat::FlatParams;
 
@@ -79,8 +79,8 @@ impl Optimizer {
         }
     }
 
-    /// Steps through PyTorch's fused kernels ([`gpu_runtime::fused::fused_sgd`], `SGD(fused=True)`;
-    /// [`gpu_runtime::fused::fused_adamw`], `AdamW(fused=True)`): one pass over the parameters instead
+    /// Steps through PyTorch's fused kernels ([`fused::sgd`], `SGD(fused=True)`;
+    /// [`fused::adamw`], `AdamW(fused=True)`): one pass over the parameters instead
     /// of four (SGD) or nine (AdamW); on an H100 at ResNet-18 batch 128 those passes are
     /// several % of a graphed step, by estimate. Same maths and state (checkpoints move between
     /// both), rounded as PyTorch's fused optimisers: an ulp off the single-tensor path here and
@@ -152,15 +152,15 @@ impl Optimizer {
                         }
                     };
                     let lr = match &on {
-                        StepOn::Host { lr, .. } => gpu_runtime::fused::Lr::Host(*lr),
-                        StepOn::Device { lr, .. } => gpu_runtime::fused::Lr::Device(lr),
+                        StepOn::Host { lr, .. } => fused::Lr::Host(*lr),
+                        StepOn::Device { lr, .. } => fused::Lr::Device(lr),
                     };
-                    let h = gpu_runtime::fused::Sgd {
+                    let h = fused::Sgd {
                         weight_decay,
                         momentum,
                         nesterov,
                     };
-                    gpu_runtime::fused::fused_sgd(&p, &g, buf.as_ref(), h, lr, first_step)
+                    fused::sgd(&p, &g, buf.as_ref(), h, lr, first_step)
                         .unwrap_or_else(|e| panic!("fused SGD step on {:?}: {e}", p.device()));
                 }
                 // torch.optim.sgd._single_tensor_sgd (dampening 0), in place: the gradient
@@ -222,20 +222,18 @@ impl Optimizer {
                         .shallow_clone();
                     let (lr, step) = match &on {
                         StepOn::Host { lr, t } => (
-                            gpu_runtime::fused::Lr::Host(*lr),
+                            fused::Lr::Host(*lr),
                             Tensor::full([], *t, (tch::Kind::Float, p.device())),
                         ),
-                        StepOn::Device { lr, t } => {
-                            (gpu_runtime::fused::Lr::Device(lr), t.shallow_clone())
-                        }
+                        StepOn::Device { lr, t } => (fused::Lr::Device(lr), t.shallow_clone()),
                     };
-                    let h = gpu_runtime::fused::AdamW {
+                    let h = fused::AdamW {
                         beta1,
                         beta2,
                         eps,
                         weight_decay,
                     };
-                    gpu_runtime::fused::fused_adamw(&p, &g, &m, &v, &step, h, lr)
+                    fused::adamw(&p, &g, &m, &v, &step, h, lr)
                         .unwrap_or_else(|e| panic!("fused AdamW step on {:?}: {e}", p.device()));
                 }
                 // torch.optim.adamw._single_tensor_adamw: the runtime's one Adam/AdamW step,
