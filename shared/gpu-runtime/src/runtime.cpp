@@ -227,6 +227,7 @@ const LoadedModule &KernelModule::on(int device) {
     const Driver &api = driver_api();
     LoadedModule k;
     k.module = this;
+    k.device = device;
     CUdevice dev;
     cu_check(api.deviceGet(&dev, device), "cuDeviceGet");
     cu_check(api.primaryCtxRetain(&k.ctx, dev), "cuDevicePrimaryCtxRetain");
@@ -247,7 +248,7 @@ const LoadedModule &KernelModule::on(int device) {
   }
 }
 
-void LoadedModule::launch(size_t index, Grid grid, unsigned block, unsigned shared_bytes, int device, void **args) const {
+void LoadedModule::launch(size_t index, Grid grid, unsigned block, unsigned shared_bytes, void **args) const {
   const Driver &api = driver_api();
   CUcontext cur = nullptr;
   api.ctxGetCurrent(&cur);

@@ -178,7 +178,7 @@ struct ModconvEpilogue : torch::autograd::Function<ModconvEpilogue> {
     void *args[] = {&xp, &yp, &dp, &np, &nbs, &sp, &bp, &gf, &cf, &bi, &ci, &hw};
     unsigned gx = static_cast<unsigned>(std::min<int64_t>((HW + 255) / 256, 1024));
     unsigned gy = static_cast<unsigned>(std::min<int64_t>(B * C, 65535));
-    if (B * C * HW > 0) k.launch(dtype_index(x), {gx, gy, 1}, 256, 0, device, args);
+    if (B * C * HW > 0) k.launch(dtype_index(x), {gx, gy, 1}, 256, 0, args);
     ctx->save_for_backward({x, d, noise, strength, bias});
     ctx->saved_data["g"] = g;
     ctx->saved_data["clamp"] = clamp;
@@ -217,7 +217,7 @@ struct ModconvEpilogue : torch::autograd::Function<ModconvEpilogue> {
     TORCH_CHECK(tiles <= INT32_MAX && B <= 65535 && chunks <= 65535, "modconv epilogue: map too large");
     if (B * C * HW > 0)
       k.launch(kBackward + dtype_index(x), {static_cast<unsigned>(tiles), static_cast<unsigned>(B), static_cast<unsigned>(chunks)}, threads,
-               static_cast<unsigned>(chunk * sizeof(float)), device, args);
+               static_cast<unsigned>(chunk * sizeof(float)), args);
     at::Tensor gnoise;
     if (want_noise) {
       auto sizes = ctx->saved_data["noise_sizes"].toIntVector();

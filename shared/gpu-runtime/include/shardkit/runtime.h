@@ -61,12 +61,13 @@ class KernelModule;
 // A KernelModule loaded on one device: its functions, in the order the module names them.
 struct LoadedModule {
   const KernelModule *module = nullptr;
+  int device = 0;
   CUcontext ctx = nullptr;
   std::vector<CUfunction> functions;
 
-  // Launches function `index` on `device`'s current CUDA stream (made current in the module's
+  // Launches function `index` on the device's current CUDA stream (made current in the module's
   // context first). `args` points at each kernel argument, as cuLaunchKernel takes them.
-  void launch(size_t index, Grid grid, unsigned block, unsigned shared_bytes, int device, void **args) const;
+  void launch(size_t index, Grid grid, unsigned block, unsigned shared_bytes, void **args) const;
 };
 
 // CUDA C++ source compiled with NVRTC (from the torch wheel: no nvcc, no toolkit) for a
