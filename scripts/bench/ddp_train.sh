@@ -12,6 +12,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${SHARDKIT_BIN:-$root/target/release}
+bin=$(cd "$bin" && pwd) # absolute: steps run in other directories
 py=${PYTHON:-$root/.venv/bin/python}
 device=${1:-cpu}
 epochs=${2:-10}

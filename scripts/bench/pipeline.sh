@@ -14,6 +14,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${SHARDKIT_BIN:-$root/target/release}
+bin=$(cd "$bin" && pwd) # absolute: steps run in other directories
 device=${1:-cuda}
 if [ "$device" = cpu ]; then
   batch=${BATCH:-32}; steps=${STEPS:-2}; gpus=0
