@@ -199,8 +199,20 @@ fn decode_other(
         .into_dimensions()
         .map_err(|e| Error::Decode(e.to_string()))?;
     check_pixels(w as u64, h as u64, opts)?;
+    if format == image::ImageFormat::Png {
+        crate::png::check_ancillary_chunks(bytes)?;
+    }
     let mut r = reader();
-    r.no_limits(); // the pixel limit above is the one that applies
+    // The pixel limit above decides the size; the allocation limit keeps whatever else a
+    // decoder inflates (profiles, text, metadata) bounded by it too: 8 bytes a pixel (RGBA16)
+    // and Pillow's limit on text.
+    let mut limits = image::Limits::no_limits();
+    limits.max_alloc = Some(
+        (w as u64 * h as u64)
+            .saturating_mul(8)
+            .saturating_add(2 * crate::png::MAX_TEXT_MEMORY as u64),
+    );
+    r.limits(limits);
     let img = match r.decode() {
         Ok(img) => img,
         // Pillow stops reading a PNG as soon as its rows are complete (png.rs).

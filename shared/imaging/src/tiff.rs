@@ -689,7 +689,60 @@ fn read_raw(
     } else {
         all
     };
+    // Every row is found in the file before the image is allocated: a small file that claims
+    // millions of pixels is "truncated" without first taking gigabytes.
+    visit_rows(bytes, offsets, w, h, bw, bh, raw, layout, |_, _, _| {})?;
     let mut out = vec![Px::default(); w * h];
+    visit_rows(
+        bytes,
+        offsets,
+        w,
+        h,
+        bw,
+        bh,
+        raw,
+        layout,
+        |at, row, dest| {
+            let reversed: Vec<u8>;
+            let row = if layout.fill_reversed {
+                reversed = row.iter().map(|b| b.reverse_bits()).collect();
+                &reversed[..]
+            } else {
+                row
+            };
+            for (i, px) in out[at..at + dest.count].iter_mut().enumerate() {
+                match dest.raw {
+                    Some(m) => *px = unpack(m, row, i),
+                    None => px.v[dest.band] = row[i],
+                }
+            }
+        },
+    )?;
+    Ok(out)
+}
+
+/// Where a row of a strip or tile goes: `count` pixels, unpacked with `raw`, or (separate
+/// planes) one byte each into `band`.
+struct Dest<'a> {
+    count: usize,
+    raw: Option<&'a str>,
+    band: usize,
+}
+
+/// Calls `f(first pixel, row bytes, dest)` for every row of every strip or tile in Pillow's tile
+/// order; "image file is truncated" (before any call past it) where a row is not in the file.
+#[allow(clippy::too_many_arguments)]
+fn visit_rows<'a>(
+    bytes: &[u8],
+    offsets: &[i64],
+    w: usize,
+    h: usize,
+    bw: usize,
+    bh: usize,
+    raw: &'a str,
+    layout: &Layout,
+    mut f: impl FnMut(usize, &[u8], &Dest<'a>),
+) -> Result<()> {
     let (mut x, mut y, mut layer) = (0usize, 0usize, 0usize);
     for &offset in offsets {
         let (x1, y1) = ((x + bw).min(w), (y + bh).min(h));
@@ -715,6 +768,11 @@ fn read_raw(
             0 => row_len,
             s => s,
         };
+        let dest = Dest {
+            count: x1 - x,
+            raw: tile_raw,
+            band,
+        };
         for r in 0..y1.saturating_sub(y) {
             let start = usize::try_from(offset)
                 .ok()
@@ -723,20 +781,7 @@ fn read_raw(
             let row = bytes
                 .get(start..start.saturating_add(row_len))
                 .ok_or_else(|| bad("image file is truncated"))?;
-            let reversed: Vec<u8>;
-            let row = if layout.fill_reversed {
-                reversed = row.iter().map(|b| b.reverse_bits()).collect();
-                &reversed[..]
-            } else {
-                row
-            };
-            for i in 0..x1 - x {
-                let at = (y + r) * w + x + i;
-                match tile_raw {
-                    Some(m) => out[at] = unpack(m, row, i),
-                    None => out[at].v[band] = row[i],
-                }
-            }
+            f((y + r) * w + x, row, &dest);
         }
         x += bw;
         if x >= w {
@@ -748,7 +793,7 @@ fn read_raw(
             }
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// The band a one-letter raw mode unpacks into (Pillow's R/G/B/A, C/M/Y/K, L, P unpackers).

@@ -122,6 +122,26 @@ impl Config {
                 return bad(format!("{name} must be positive, got {v}"));
             }
         }
+        // Sizes are bounded before anything is sized by them (a declared 10^12 mapping layers
+        // would be an allocation failure, an abort, rather than this error). The bounds are far
+        // above any published network (1024², 512-wide, 8 mapping layers).
+        for (name, v, most) in [
+            ("img_resolution", r, 1 << 14),
+            ("z_dim", self.z_dim, 1 << 16),
+            ("c_dim", self.c_dim, 1 << 16),
+            ("w_dim", self.w_dim, 1 << 16),
+            ("img_channels", self.img_channels, 64),
+            ("map_layers", self.map_layers, 1024),
+            ("channel_base", self.channel_base, 1 << 30),
+            ("channel_max", self.channel_max, 1 << 16),
+            ("num_fp16_res", self.num_fp16_res, 64),
+        ] {
+            if v > most {
+                return bad(format!(
+                    "{name} {v} is more than any generator has (at most {most})"
+                ));
+            }
+        }
         if self.num_fp16_res < 0 {
             return bad(format!(
                 "num_fp16_res must be >= 0, got {}",
