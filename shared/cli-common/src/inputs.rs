@@ -41,6 +41,13 @@ pub fn regular_file(path: &Path) -> anyhow::Result<u64> {
     )
 }
 
+/// Checks, from its first bytes (up to 64), that `path` is a regular file of the kind `sniff`
+/// recognises (`Err` names what it is not), without reading the rest: what a tool does before an
+/// input may claim its output.
+pub fn check_kind(path: &Path, sniff: impl Fn(&[u8]) -> Result<(), String>) -> anyhow::Result<()> {
+    open_sniffed(path, sniff).map(drop)
+}
+
 /// Reads an input file whose kind `sniff` recognises from its first bytes (up to 64; `Err`
 /// names what it is not), and which is at most `limit` bytes: a file of the wrong kind is refused
 /// after a few bytes, not after reading gigabytes, and no input is read past what its format
@@ -50,16 +57,7 @@ pub fn read_regular(
     limit: u64,
     sniff: impl Fn(&[u8]) -> Result<(), String>,
 ) -> anyhow::Result<Vec<u8>> {
-    let len = regular_file(path)?;
-    let mut f = File::open(path).with_context(|| format!("reading {}", path.display()))?;
-    let mut head = Vec::with_capacity(64);
-    (&mut f)
-        .take(64)
-        .read_to_end(&mut head)
-        .with_context(|| format!("reading {}", path.display()))?;
-    if let Err(what) = sniff(&head) {
-        bail!("{what} (judged from its first {} bytes)", head.len());
-    }
+    let (f, len, head) = open_sniffed(path, sniff)?;
     if len > limit {
         bail!("{len} bytes, more than this input may hold ({limit})");
     }
@@ -75,31 +73,71 @@ pub fn read_regular(
     Ok(bytes)
 }
 
+/// The open file, its length and its first (up to 64) bytes, which `sniff` accepted.
+fn open_sniffed(
+    path: &Path,
+    sniff: impl Fn(&[u8]) -> Result<(), String>,
+) -> anyhow::Result<(File, u64, Vec<u8>)> {
+    let len = regular_file(path)?;
+    let mut f = File::open(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut head = Vec::with_capacity(64);
+    (&mut f)
+        .take(64)
+        .read_to_end(&mut head)
+        .with_context(|| format!("reading {}", path.display()))?;
+    if let Err(what) = sniff(&head) {
+        bail!("{what} (judged from its first {} bytes)", head.len());
+    }
+    Ok((f, len, head))
+}
+
 /// One item or the reason a line gave none.
 pub type Item = Result<InputItem, ErrorRecord>;
 
+/// What an input iterator yields: an item (or a line's error record), or, once and last, the
+/// reason the list itself could not be read (stdin that is a directory, an I/O error). That one
+/// is fatal: a list that cannot be read has no next line to go on with.
+pub type Listed = anyhow::Result<Item>;
+
+/// How an input list (stdin, a list file) is split into entries.
+#[derive(clap::Args, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ListArgs {
+    /// Input lists (stdin, list files) are NUL-separated, as `find -print0` writes them and
+    /// `xargs -0` reads them: each entry is a path, taken byte for byte (newlines included).
+    /// Without it, a list has one path or JSON record (such as {"path": ...}) per line.
+    #[arg(short = '0', long = "null")]
+    pub null: bool,
+}
+
+impl ListArgs {
+    fn separator(self) -> u8 {
+        if self.null { b'\0' } else { b'\n' }
+    }
+}
+
 /// Items named by positional arguments: each argument is a path (any bytes: a name need not be
-/// UTF-8) or a record; `-` reads items from stdin, one per line. No arguments at all means stdin.
-pub fn from_args(args: &[OsString]) -> Box<dyn Iterator<Item = Item> + Send> {
+/// UTF-8) or a record; `-` reads items from stdin (one per line, or per NUL with `--null`). No
+/// arguments at all means stdin.
+pub fn from_args(args: &[OsString], list: ListArgs) -> Box<dyn Iterator<Item = Listed> + Send> {
     if args.is_empty() {
-        return stdin_lines();
+        return stdin_lines(list);
     }
     let args = args.to_vec();
     Box::new(
         args.into_iter()
-            .flat_map(|arg| -> Box<dyn Iterator<Item = Item> + Send> {
+            .flat_map(move |arg| -> Box<dyn Iterator<Item = Listed> + Send> {
                 if arg == "-" {
-                    stdin_lines()
+                    stdin_lines(list)
                 } else {
-                    Box::new(parse(arg.as_bytes()).into_iter())
+                    Box::new(parse(arg.as_bytes()).into_iter().map(Ok))
                 }
             }),
     )
 }
 
-/// Items listed in files, one per line (`cat` semantics: `-` or no files means stdin). A file
-/// that cannot be opened gives one error record.
-pub fn from_files(files: &[PathBuf]) -> Box<dyn Iterator<Item = Item> + Send> {
+/// Items listed in files, one per line or per NUL (`cat` semantics: `-` or no files means
+/// stdin). A file that cannot be opened gives one error record.
+pub fn from_files(files: &[PathBuf], list: ListArgs) -> Box<dyn Iterator<Item = Listed> + Send> {
     let files = if files.is_empty() {
         vec![PathBuf::from("-")]
     } else {
@@ -108,37 +146,62 @@ pub fn from_files(files: &[PathBuf]) -> Box<dyn Iterator<Item = Item> + Send> {
     Box::new(
         files
             .into_iter()
-            .flat_map(|f| -> Box<dyn Iterator<Item = Item> + Send> {
+            .flat_map(move |f| -> Box<dyn Iterator<Item = Listed> + Send> {
                 if f.as_os_str() == "-" {
-                    return stdin_lines();
+                    return stdin_lines(list);
                 }
                 match File::open(&f) {
-                    Ok(file) => lines_of(Box::new(BufReader::new(file)), f.into_os_string()),
-                    Err(e) => Box::new(std::iter::once(Err(ErrorRecord {
+                    Ok(file) => lines_of(BufReader::new(file), f.into_os_string(), list),
+                    Err(e) => Box::new(std::iter::once(Ok(Err(ErrorRecord {
                         input: f.into_os_string(),
                         message: format!("cannot open list file: {e}"),
-                    }))),
+                    })))),
                 }
             }),
     )
 }
 
-fn stdin_lines() -> Box<dyn Iterator<Item = Item> + Send> {
-    lines_of(Box::new(BufReader::new(io::stdin())), "<stdin>".into())
+fn stdin_lines(list: ListArgs) -> Box<dyn Iterator<Item = Listed> + Send> {
+    lines_of(BufReader::new(io::stdin()), "<stdin>".into(), list)
 }
 
-/// The items of each line, as bytes: a path need not be UTF-8.
+/// The items of each entry, as bytes: a path need not be UTF-8. A read error ends the list
+/// with one fatal error: the same read would fail again (a directory on stdin fails every read
+/// with EISDIR), and a list read past a failure may have lost entries.
 fn lines_of(
-    reader: Box<dyn BufRead + Send>,
+    reader: impl BufRead + Send + 'static,
     source: OsString,
-) -> Box<dyn Iterator<Item = Item> + Send> {
-    Box::new(reader.split(b'\n').flat_map(move |line| match line {
-        Ok(bytes) => parse(&bytes),
-        Err(e) => vec![Err(ErrorRecord {
-            input: source.clone(),
-            message: format!("reading: {e}"),
-        })],
+    list: ListArgs,
+) -> Box<dyn Iterator<Item = Listed> + Send> {
+    let mut entries = reader.split(list.separator());
+    let mut done = false;
+    let entries = std::iter::from_fn(move || {
+        if done {
+            return None;
+        }
+        match entries.next()? {
+            Ok(bytes) => Some(Ok(bytes)),
+            Err(e) => {
+                done = true;
+                Some(Err(anyhow::Error::new(e).context(format!(
+                    "reading the input list {}",
+                    Path::new(&source).display()
+                ))))
+            }
+        }
+    });
+    Box::new(entries.flat_map(move |entry| -> Vec<Listed> {
+        match entry {
+            Ok(bytes) if list.null => entry_path(bytes).map(Ok).into_iter().collect(),
+            Ok(bytes) => parse(&bytes).into_iter().map(Ok).collect(),
+            Err(e) => vec![Err(e)],
+        }
     }))
+}
+
+/// A NUL-separated entry is a path, byte for byte; an empty one names nothing.
+fn entry_path(bytes: Vec<u8>) -> Option<Item> {
+    (!bytes.is_empty()).then(|| Ok(InputItem::path(OsString::from_vec(bytes))))
 }
 
 fn parse(line: &[u8]) -> Vec<Item> {
@@ -202,11 +265,15 @@ mod tests {
 
     #[test]
     fn arguments_are_paths_or_records() {
-        let items: Vec<Item> = from_args(&[
-            "a.jpg".into(),
-            r#"{"type":"shard","shard":0,"shards":1,"paths":["b","c"]}"#.into(),
-            "{broken".into(),
-        ])
+        let items: Vec<Item> = from_args(
+            &[
+                "a.jpg".into(),
+                r#"{"type":"shard","shard":0,"shards":1,"paths":["b","c"]}"#.into(),
+                "{broken".into(),
+            ],
+            ListArgs::default(),
+        )
+        .map(Result::unwrap)
         .collect();
         assert_eq!(items.len(), 4);
         assert_eq!(items[0].as_ref().unwrap().path, Path::new("a.jpg"));
@@ -217,12 +284,16 @@ mod tests {
     #[test]
     fn names_that_are_not_utf8_are_paths_from_arguments_and_lists() {
         let raw = OsString::from_vec(b"caf\xe9.png".to_vec());
-        let items: Vec<Item> = from_args(std::slice::from_ref(&raw)).collect();
+        let items: Vec<Item> = from_args(std::slice::from_ref(&raw), ListArgs::default())
+            .map(Result::unwrap)
+            .collect();
         assert_eq!(items, vec![Ok(InputItem::path(raw.clone()))]);
         let dir = tempfile::tempdir().unwrap();
         let list = dir.path().join(&raw).with_extension("txt");
         std::fs::write(&list, b"caf\xe9.png\n").unwrap();
-        let items: Vec<Item> = from_files(&[list]).collect();
+        let items: Vec<Item> = from_files(&[list], ListArgs::default())
+            .map(Result::unwrap)
+            .collect();
         assert_eq!(items, vec![Ok(InputItem::path(raw))]);
     }
 
@@ -231,7 +302,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let list = dir.path().join("list.txt");
         std::fs::write(&list, "x\n\ny\r\n").unwrap();
-        let items: Vec<Item> = from_files(&[list, "/no/such/list".into()]).collect();
+        let items: Vec<Item> = from_files(&[list, "/no/such/list".into()], ListArgs::default())
+            .map(Result::unwrap)
+            .collect();
         assert_eq!(items.len(), 3);
         assert_eq!(items[1].as_ref().unwrap().path, Path::new("y"));
         assert!(
@@ -241,5 +314,32 @@ mod tests {
                 .message
                 .contains("cannot open")
         );
+    }
+
+    #[test]
+    fn nul_separated_lists_are_paths_byte_for_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        let list = dir.path().join("list0");
+        std::fs::write(&list, b"a\nb.png\0{\"path\":\"x\"}\0\0c\r\0last").unwrap();
+        let items: Vec<Item> = from_files(&[list], ListArgs { null: true })
+            .map(Result::unwrap)
+            .collect();
+        let want: Vec<Item> = ["a\nb.png", "{\"path\":\"x\"}", "c\r", "last"]
+            .into_iter()
+            .map(|p| Ok(InputItem::path(OsString::from(p))))
+            .collect();
+        assert_eq!(items, want);
+    }
+
+    #[test]
+    fn a_list_that_cannot_be_read_is_one_fatal_error() {
+        // A directory opens but fails every read (EISDIR): once, then the list ends.
+        let dir = tempfile::tempdir().unwrap();
+        let reader = BufReader::new(File::open(dir.path()).unwrap());
+        let items: Vec<Listed> = lines_of(reader, "<stdin>".into(), ListArgs::default()).collect();
+        assert_eq!(items.len(), 1);
+        let e = format!("{:#}", items[0].as_ref().unwrap_err());
+        assert!(e.contains("reading the input list <stdin>"), "{e}");
+        assert!(e.contains("Is a directory"), "{e}");
     }
 }

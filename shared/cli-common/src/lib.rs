@@ -65,6 +65,8 @@ pub const EXIT_FATAL: u8 = Class::Fatal.exit_code();
 pub const EXIT_USAGE: u8 = Class::Usage.exit_code();
 pub const EXIT_ITEMS_FAILED: u8 = Class::ItemsFailed.exit_code();
 pub const EXIT_INTERRUPTED: u8 = Class::Interrupted.exit_code();
+/// Stdout's reader went away: SIGPIPE's status (128 + 13), as a producer killed by it ends.
+pub const EXIT_BROKEN_PIPE: u8 = 141;
 
 /// The run was stopped by SIGINT/SIGTERM; [`run_main`] maps it to exit 130.
 #[derive(Debug)]
@@ -192,6 +194,12 @@ pub fn run_main<C: Tool>(
         return ExitCode::SUCCESS;
     }
     let cli = C::parse();
+    if stdout_was_closed() {
+        eprintln!(
+            "{name}: error: stdout is closed (>&-): the records would be lost; redirect it to /dev/null to discard them"
+        );
+        return ExitCode::from(EXIT_FATAL);
+    }
     logger::install(&name, cli.common().quiet);
     interrupt::install();
     panics::install_hook();
@@ -205,10 +213,12 @@ pub fn run_main<C: Tool>(
 }
 
 fn report(name: &str, e: &anyhow::Error) -> ExitCode {
+    // The reader of stdout went away: stop quietly with SIGPIPE's status (128 + 13), as a
+    // producer killed by SIGPIPE does, never 0 with work left undone.
     if e.chain()
         .any(|c| c.is::<StdoutClosed>() || is_broken_pipe(c))
     {
-        return ExitCode::SUCCESS;
+        return ExitCode::from(EXIT_BROKEN_PIPE);
     }
     let class = class_of(e);
     if e.chain().any(|c| c.is::<Interrupted>()) {
@@ -223,6 +233,22 @@ fn report(name: &str, e: &anyhow::Error) -> ExitCode {
     }
     eprintln!("{name}: error: {e:#}");
     ExitCode::from(class.exit_code())
+}
+
+/// Whether the process started with stdout closed. Rust's runtime reopens a closed standard
+/// descriptor on /dev/null (read-write) before `main`, so writes would succeed into nothing; a
+/// shell's `>/dev/null` opens it write-only, which tells the two apart.
+fn stdout_was_closed() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let (Ok(null), Ok(out)) = (
+        std::fs::metadata("/dev/null"),
+        std::fs::metadata("/proc/self/fd/1"),
+    ) else {
+        return false;
+    };
+    // SAFETY: F_GETFL on a descriptor number reads its flags and changes nothing.
+    let flags = unsafe { libc::fcntl(1, libc::F_GETFL) };
+    out.rdev() == null.rdev() && flags >= 0 && flags & libc::O_ACCMODE == libc::O_RDWR
 }
 
 fn is_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {

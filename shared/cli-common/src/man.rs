@@ -124,6 +124,9 @@ Finished, but some inputs failed (see the error records) or a check failed.
 .TP
 130
 Interrupted by SIGINT or SIGTERM; finished outputs are complete, unfinished ones were not written.
+.TP
+141
+Stdout was a pipe whose reader went away (`| head`): the run stopped at once, quietly, as a producer killed by SIGPIPE does; outputs it finished are complete.
 ";
 
 fn roff(s: &str) -> String {

@@ -4,7 +4,7 @@ use std::io::{self, BufWriter, Write};
 
 use serde::Serialize;
 
-/// Stdout went away (a closed pipe): the tool stops quietly with exit 0.
+/// Stdout went away (a closed pipe): the tool stops quietly with exit 141, as SIGPIPE would.
 #[derive(Debug)]
 pub struct StdoutClosed;
 

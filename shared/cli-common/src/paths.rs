@@ -49,10 +49,22 @@ pub fn output_path(input: &Path, base: &Path, out_dir: &Path, cwd: &Path, ext: &
 /// another input of the run seen before, and an input that an earlier input's output already
 /// took, are [`Claim::IsInput`] and [`Claim::InputIsOutput`]. (An input listed after the one
 /// whose output replaced it cannot be saved any more; it is refused rather than read.)
+///
+/// Memory is per claiming input, not per record: a 64-bit hash of its output and of its source
+/// (absolute) path, and its name as given, in one arena (about 60 bytes plus the name), so a list
+/// of millions of inputs streams through in bounded memory. A hash collision (about 1 in 10^7 for
+/// a million inputs) would report two inputs as sharing an output; it never overwrites one.
 #[derive(Debug, Default)]
 pub struct Claims {
-    owner: HashMap<PathBuf, (PathBuf, OsString)>,
-    inputs: HashMap<PathBuf, OsString>,
+    /// Output (hash) → the index of the input that writes it.
+    owner: HashMap<u64, u32>,
+    /// Source (hash) → the index of the first input read from it.
+    inputs: HashMap<u64, u32>,
+    /// Each claiming input's source (hash), by index.
+    sources: Vec<u64>,
+    /// Each claiming input's name as given: `names[ends[i-1]..ends[i]]`.
+    names: Vec<u8>,
+    ends: Vec<usize>,
 }
 
 /// What [`Claims::claim`] found.
@@ -70,6 +82,12 @@ pub enum Claim {
     InputIsOutput(OsString),
 }
 
+fn hash_path(p: &Path) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+    use std::os::unix::ffi::OsStrExt;
+    BuildHasherDefault::<DefaultHasher>::default().hash_one(p.as_os_str().as_bytes())
+}
+
 impl Claims {
     /// Claims `output` for the input named `name` (as given), read from `source` (compared
     /// lexically after [`absolute`] with `cwd`).
@@ -85,24 +103,47 @@ impl Claims {
         if source == output || same_file(&source, output) {
             return Claim::IsInput(name.to_os_string());
         }
-        if let Some(other) = self.inputs.get(output) {
-            return Claim::IsInput(other.clone());
+        let (out_h, src_h) = (hash_path(output), hash_path(&source));
+        if let Some(&other) = self.inputs.get(&out_h) {
+            return Claim::IsInput(self.name(other));
         }
-        if let Some((_, owner)) = self.owner.get(&source) {
-            return Claim::InputIsOutput(owner.clone());
+        if let Some(&owner) = self.owner.get(&src_h) {
+            return Claim::InputIsOutput(self.name(owner));
         }
-        self.inputs
-            .entry(source.clone())
-            .or_insert_with(|| name.to_os_string());
-        match self.owner.get(output) {
+        // Every input is registered as one (also one that does not get its output), so that no
+        // later output replaces it.
+        let me = match self.inputs.get(&src_h) {
+            Some(&i) => i,
             None => {
-                self.owner
-                    .insert(output.to_path_buf(), (source, name.to_os_string()));
+                let i = self.push(name, src_h);
+                self.inputs.insert(src_h, i);
+                i
+            }
+        };
+        match self.owner.get(&out_h) {
+            Some(&i) if self.sources[i as usize] == src_h => Claim::Again,
+            Some(&i) => Claim::Taken(self.name(i)),
+            None => {
+                self.owner.insert(out_h, me);
                 Claim::First
             }
-            Some((s, _)) if *s == source => Claim::Again,
-            Some((_, other)) => Claim::Taken(other.clone()),
         }
+    }
+
+    fn push(&mut self, name: &OsStr, source: u64) -> u32 {
+        use std::os::unix::ffi::OsStrExt;
+        let i = u32::try_from(self.sources.len()).expect("fewer than 2^32 inputs");
+        self.sources.push(source);
+        self.names.extend_from_slice(name.as_bytes());
+        self.ends.push(self.names.len());
+        i
+    }
+
+    fn name(&self, i: u32) -> OsString {
+        use std::os::unix::ffi::OsStrExt;
+        let i = i as usize;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        OsStr::from_bytes(&self.names[start..self.ends[i]]).to_os_string()
     }
 
     /// The message of an error record for any claim but `First` and `Again`.

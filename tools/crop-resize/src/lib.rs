@@ -69,6 +69,9 @@ pub struct Cli {
     pub gray16: Gray16Arg,
 
     #[command(flatten)]
+    pub list: cli_common::inputs::ListArgs,
+
+    #[command(flatten)]
     pub common: CommonArgs,
 }
 
@@ -145,15 +148,45 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     };
     let bar = progress::bar(&cli.common, "crop-resize", None);
     let batch = pool.current_num_threads() * BATCH_PER_THREAD;
-    let mut items = inputs::from_args(&cli.inputs);
+    let mut items = inputs::from_args(&cli.inputs, cli.list);
     let mut claims = Claims::default();
     let (mut ok, mut skipped, mut failed) = (0, 0, 0);
+    let mut unreadable = None;
     loop {
         interrupt::check()?;
-        let chunk: Vec<inputs::Item> = items.by_ref().take(batch).collect();
-        if chunk.is_empty() {
+        let mut chunk: Vec<inputs::Item> = Vec::with_capacity(batch);
+        for item in items.by_ref() {
+            match item {
+                Ok(item) => chunk.push(item),
+                Err(e) => {
+                    unreadable = Some(e);
+                    break;
+                }
+            }
+            if chunk.len() == batch {
+                break;
+            }
+        }
+        if chunk.is_empty() && unreadable.is_none() {
             break;
         }
+        // Only an input that is an image may claim an output: a caption file or a missing
+        // file listed before the image with its name is its own error, not the image's.
+        let chunk: Vec<Result<InputItem, ErrorRecord>> = pool.install(|| {
+            chunk
+                .into_par_iter()
+                .map(|item| {
+                    let item = item?;
+                    match inputs::check_kind(&item.path, imaging::sniff) {
+                        Ok(()) => Ok(item),
+                        Err(e) => Err(ErrorRecord {
+                            input: item.name,
+                            message: format!("{e:#}"),
+                        }),
+                    }
+                })
+                .collect()
+        });
         // Outputs are claimed in input order here, so that of two inputs with one output
         // (a.jpg, a.png) the first is written and the second is an error, in any chunking.
         let chunk: Vec<Result<(InputItem, PathBuf), ErrorRecord>> = chunk
@@ -203,6 +236,9 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
                 }
             }
             bar.inc(1);
+        }
+        if let Some(e) = unreadable {
+            return Err(e);
         }
     }
     bar.finish_and_clear();

@@ -545,3 +545,252 @@ fn base64_of(bytes: &[u8]) -> String {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
+
+#[test]
+fn a_failed_input_does_not_claim_its_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_fixture(tmp.path(), "rgb.png", "cap/0001.png");
+    std::fs::write(tmp.path().join("cap/0001.txt"), "a caption\n").unwrap();
+    copy_fixture(tmp.path(), "rgb.png", "x.png");
+    // find's order puts the caption (or a file that is gone) before the image of that name.
+    let (code, recs, _) = run(
+        tmp.path(),
+        &["-r", "16", "-o", "o", "-"],
+        "cap/0001.txt\ncap/0001.png\nx.jpg\nx.png\n",
+    );
+    assert_eq!(code, 3, "{recs:?}");
+    assert_eq!(recs.types, ["error", "image", "error", "image", "summary"]);
+    assert!(
+        recs.errors[0].message.contains("judged from its first"),
+        "{recs:?}"
+    );
+    assert!(recs.errors[1].message.contains("No such file"), "{recs:?}");
+    assert!(tmp.path().join("o/cap/0001.png").is_file());
+    assert!(tmp.path().join("o/x.png").is_file());
+    // A re-run: the caption is still its own error, not reported as the image's skip.
+    let (code, recs, _) = run(
+        tmp.path(),
+        &["-r", "16", "-o", "o", "-"],
+        "cap/0001.txt\ncap/0001.png\n",
+    );
+    assert_eq!(code, 3);
+    assert_eq!(recs.types, ["error", "image", "summary"]);
+    assert!(recs.items[0].skipped);
+}
+
+#[test]
+fn stdin_that_is_a_directory_is_one_fatal_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("crop-resize"))
+        .current_dir(tmp.path())
+        .args(["-r", "16", "-o", "o"])
+        .stdin(std::fs::File::open(tmp.path()).unwrap())
+        .output()
+        .unwrap();
+    // It looped on EISDIR before, writing error records without end.
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("reading the input list <stdin>"), "{err}");
+    assert!(err.contains("Is a directory"), "{err}");
+}
+
+#[test]
+fn nul_separated_lists_carry_names_with_newlines() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_fixture(tmp.path(), "rgb.png", "two\nlines.png");
+    copy_fixture(tmp.path(), "gray.png", "plain.png");
+    let (code, recs, _) = run(
+        tmp.path(),
+        &["-0", "-r", "16", "-o", "o"],
+        &b"two\nlines.png\0plain.png\0"[..],
+    );
+    assert_eq!(code, 0, "{recs:?}");
+    assert_eq!(recs.types, ["image", "image", "summary"]);
+    assert_eq!(recs.items[0].input, std::ffi::OsStr::new("two\nlines.png"));
+    assert!(tmp.path().join("o/two\nlines.png").is_file());
+}
+
+/// `n` inputs: the same small image under many names.
+fn many_inputs(dir: &Path, n: usize) -> String {
+    copy_fixture(dir, "photo420.jpg", "in/0.jpg");
+    for i in 1..n {
+        std::fs::hard_link(dir.join("in/0.jpg"), dir.join(format!("in/{i}.jpg"))).unwrap();
+    }
+    (0..n).map(|i| format!("in/{i}.jpg\n")).collect()
+}
+
+#[test]
+fn a_reader_that_goes_away_stops_the_run_with_sigpipes_status() {
+    let tmp = tempfile::tempdir().unwrap();
+    // 1,000 records are more than a pipe holds (64 KiB), so the run cannot finish before the
+    // reader has gone, however the two are scheduled.
+    let list = many_inputs(tmp.path(), 1000);
+    std::fs::write(tmp.path().join("list"), list).unwrap();
+    // `| head -1`: the reader takes one line and exits; the run must not end 0 with work undone.
+    let out = std::process::Command::new("bash")
+        .current_dir(tmp.path())
+        .arg("-c")
+        .arg(format!(
+            "{} -r 16 -o o --jobs 1 - <list | head -1 >/dev/null; echo \"${{PIPESTATUS[0]}}\"",
+            assert_cmd::cargo::cargo_bin("crop-resize").display()
+        ))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(stdout.trim(), "141", "{stderr}");
+    assert!(!stderr.contains("error"), "quiet, as SIGPIPE is: {stderr}");
+}
+
+#[test]
+fn a_closed_stdout_is_a_fatal_error_before_any_work() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_fixture(tmp.path(), "rgb.png", "a.png");
+    let out = std::process::Command::new("bash")
+        .current_dir(tmp.path())
+        .arg("-c")
+        .arg(format!(
+            "{} -r 16 -o o a.png >&-",
+            assert_cmd::cargo::cargo_bin("crop-resize").display()
+        ))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("stdout is closed"), "{stderr}");
+    assert!(!tmp.path().join("o").exists(), "nothing was done");
+    // >/dev/null is a choice, not a mistake.
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("crop-resize"))
+        .current_dir(tmp.path())
+        .args(["-r", "16", "-o", "o", "a.png"])
+        .stdout(std::fs::File::create("/dev/null").unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+}
+
+/// A 16×16 RGB PNG whose iCCP profile inflates to `profile_bytes` zeros (about 1/1000 of that
+/// in the file).
+fn png_with_profile(profile_bytes: usize) -> Vec<u8> {
+    use std::io::Write;
+    let zlib = |data: &mut dyn FnMut(&mut dyn Write)| {
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+        data(&mut z);
+        z.finish().unwrap()
+    };
+    let chunk = |png: &mut Vec<u8>, kind: &[u8], body: &[u8]| {
+        png.extend((body.len() as u32).to_be_bytes());
+        let start = png.len();
+        png.extend(kind);
+        png.extend(body);
+        let crc = crc32fast::hash(&png[start..]);
+        png.extend(crc.to_be_bytes());
+    };
+    let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+    let mut ihdr = Vec::new();
+    ihdr.extend(16u32.to_be_bytes());
+    ihdr.extend(16u32.to_be_bytes());
+    ihdr.extend([8, 2, 0, 0, 0]);
+    chunk(&mut png, b"IHDR", &ihdr);
+    let mut iccp = b"icc\0\0".to_vec();
+    iccp.extend(zlib(&mut |w| {
+        let zeros = vec![0u8; 1 << 20];
+        let mut left = profile_bytes;
+        while left > 0 {
+            let n = left.min(zeros.len());
+            w.write_all(&zeros[..n]).unwrap();
+            left -= n;
+        }
+    }));
+    chunk(&mut png, b"iCCP", &iccp);
+    let rows: Vec<u8> = (0..16).flat_map(|_| [0u8; 49]).collect();
+    chunk(
+        &mut png,
+        b"IDAT",
+        &zlib(&mut |w| w.write_all(&rows).unwrap()),
+    );
+    chunk(&mut png, b"IEND", &[]);
+    png
+}
+
+#[test]
+fn a_png_whose_profile_inflates_to_gigabytes_is_refused_in_bounded_memory() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_fixture(tmp.path(), "rgb.png", "good1.png");
+    copy_fixture(tmp.path(), "rgb.png", "good2.png");
+    // A profile under Pillow's MAX_TEXT_CHUNK (1 MiB) is an image like any other.
+    std::fs::write(tmp.path().join("small.png"), png_with_profile(1 << 19)).unwrap();
+    // 1 GiB of profile in a ~1 MB file: it inflated whole before (aborting the whole batch
+    // under a memory limit, every record lost); Pillow refuses it, and so must we, cheaply.
+    std::fs::write(tmp.path().join("bomb.png"), png_with_profile(1 << 30)).unwrap();
+    let out = std::process::Command::new("bash")
+        .current_dir(tmp.path())
+        .arg("-c")
+        .arg(format!(
+            "ulimit -v 800000; exec {} -r 16 -o o --jobs 1 good1.png small.png bomb.png good2.png",
+            assert_cmd::cargo::cargo_bin("crop-resize").display()
+        ))
+        .output()
+        .unwrap();
+    let recs: Batch<ImageRecord> = testkit::batch(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert_eq!(recs.types, ["image", "image", "error", "image", "summary"]);
+    assert_eq!(recs.errors[0].input, std::ffi::OsStr::new("bomb.png"));
+    assert!(
+        recs.errors[0].message.contains("MAX_TEXT_CHUNK"),
+        "{recs:?}"
+    );
+}
+
+#[test]
+fn a_small_tiff_claiming_millions_of_pixels_is_truncated_not_allocated() {
+    // 6,488,101 × 23 RGB (under the pixel limit), uncompressed, in one strip that the file does
+    // not hold: it allocated 12 bytes a pixel (1.75 GB) before noticing (an abort under a memory
+    // limit); Pillow says "image file is truncated" at once.
+    let (w, h) = (6_488_101u32, 23u32);
+    let entries: [(u16, u16, u32); 9] = [
+        (256, 4, w),
+        (257, 4, h),
+        (258, 3, 8),
+        (259, 3, 1),
+        (262, 3, 2),
+        (273, 4, 8),
+        (277, 3, 3),
+        (278, 4, h),
+        (279, 4, w * h * 3),
+    ];
+    let mut tiff = b"II*\0".to_vec();
+    tiff.extend(8u32.to_le_bytes());
+    tiff.extend((entries.len() as u16).to_le_bytes());
+    for (tag, kind, value) in entries {
+        tiff.extend(tag.to_le_bytes());
+        tiff.extend(kind.to_le_bytes());
+        tiff.extend(1u32.to_le_bytes());
+        tiff.extend(value.to_le_bytes());
+    }
+    tiff.extend(0u32.to_le_bytes());
+    tiff.resize(2693, 0);
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("wide.tif"), tiff).unwrap();
+    copy_fixture(tmp.path(), "rgb.png", "good.png");
+    let out = std::process::Command::new("bash")
+        .current_dir(tmp.path())
+        .arg("-c")
+        .arg(format!(
+            "ulimit -v 800000; exec {} -r 16 -o o --jobs 1 wide.tif good.png",
+            assert_cmd::cargo::cargo_bin("crop-resize").display()
+        ))
+        .output()
+        .unwrap();
+    let recs: Batch<ImageRecord> = testkit::batch(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert_eq!(recs.types, ["error", "image", "summary"]);
+    assert!(recs.errors[0].message.contains("truncated"), "{recs:?}");
+}

@@ -56,6 +56,9 @@ pub struct Cli {
     pub jobs: Option<usize>,
 
     #[command(flatten)]
+    pub list: cli_common::inputs::ListArgs,
+
+    #[command(flatten)]
     pub common: CommonArgs,
 }
 
@@ -111,8 +114,8 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
 
     let mut errors: Vec<(usize, ErrorRecord)> = Vec::new();
     let mut items: Vec<InputItem> = Vec::new();
-    for item in inputs::from_args(&cli.inputs) {
-        match item {
+    for item in inputs::from_args(&cli.inputs, cli.list) {
+        match item? {
             Ok(i) => items.push(i),
             Err(e) => errors.push((items.len(), e)),
         }

@@ -106,6 +106,9 @@ pub struct Cli {
     pub overwrite: bool,
 
     #[command(flatten)]
+    pub list: cli_common::inputs::ListArgs,
+
+    #[command(flatten)]
     pub common: CommonArgs,
 }
 
@@ -222,15 +225,15 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
             ws,
         })?;
     }
-    let items: Box<dyn Iterator<Item = inputs::Item> + Send> =
+    let items: Box<dyn Iterator<Item = inputs::Listed> + Send> =
         if cli.seeds.is_some() && cli.inputs.is_empty() {
             Box::new(std::iter::empty())
         } else {
-            inputs::from_args(&cli.inputs)
+            inputs::from_args(&cli.inputs, cli.list)
         };
     for item in items {
         interrupt::check()?;
-        let item = match item {
+        let item = match item? {
             Ok(item) => item,
             Err(e) => {
                 r.fail(e)?;

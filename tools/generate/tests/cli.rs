@@ -222,6 +222,22 @@ fn config_comes_from_metadata_or_the_flag_never_the_name() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
+    // Declared sizes are bounded before anything is sized by them: 10^12 mapping layers
+    // aborted the process ("allocation of 8000000000008 bytes failed") before.
+    for (key, huge) in [
+        ("\"map_layers\": 8", "\"map_layers\": 1000000000000"),
+        ("\"w_dim\": ", "\"w_dim\": 1000000000000, \"_was\": "),
+        (
+            "\"img_resolution\": ",
+            "\"img_resolution\": 1099511627776, \"_was\": ",
+        ),
+    ] {
+        assert!(cfg.contains(key), "{key}");
+        let o = run(&["--config", &cfg.replace(key, huge)]);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{huge}: {stderr}");
+        assert!(stderr.contains("bad generator config"), "{huge}: {stderr}");
+    }
 }
 
 #[test]

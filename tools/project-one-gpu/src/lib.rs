@@ -124,6 +124,9 @@ pub struct Cli {
     pub max_pixels: u64,
 
     #[command(flatten)]
+    pub list: cli_common::inputs::ListArgs,
+
+    #[command(flatten)]
     pub common: CommonArgs,
 }
 
@@ -183,6 +186,9 @@ enum Entry {
     },
     Done(LatentRecord),
     Failed(ErrorRecord),
+    /// The input list could not be read (the last entry): the run ends with this error once
+    /// the images before it are projected.
+    Unreadable(anyhow::Error),
 }
 
 pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
@@ -260,6 +266,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     }
     let reader = Reader {
         inputs: cli.inputs.clone(),
+        list: cli.list,
         out_dir: cli.out_dir.clone(),
         base: cli.base.clone(),
         cwd: std::env::current_dir().context("reading the current directory")?,
@@ -284,6 +291,10 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let mut pending: Vec<Entry> = Vec::new();
     for entry in entries {
         interrupt::check()?;
+        if let Entry::Unreadable(e) = entry {
+            run.flush(pending)?;
+            return Err(e);
+        }
         pending.push(entry);
         if pending
             .iter()
@@ -329,6 +340,7 @@ fn shard_index(args: &[OsString]) -> Option<usize> {
 /// What the input side needs, owned: it runs on a thread of its own ([`Reader::spawn`]).
 struct Reader {
     inputs: Vec<OsString>,
+    list: inputs::ListArgs,
     out_dir: Option<PathBuf>,
     base: PathBuf,
     cwd: PathBuf,
@@ -354,8 +366,12 @@ impl Reader {
     ) {
         let (tx, rx) = std::sync::mpsc::sync_channel(ahead.max(1));
         let handle = std::thread::spawn(move || {
-            for item in inputs::from_args(&self.inputs) {
-                if interrupt::requested() || tx.send(self.entry(item)).is_err() {
+            for item in inputs::from_args(&self.inputs, self.list) {
+                let (entry, last) = match item {
+                    Ok(item) => (self.entry(item), false),
+                    Err(e) => (Entry::Unreadable(e), true),
+                };
+                if interrupt::requested() || tx.send(entry).is_err() || last {
                     break;
                 }
             }
@@ -544,6 +560,8 @@ impl Run<'_> {
                     self.counts.2 += 1;
                     self.out.emit(&rec)?;
                 }
+                // Never pending: run() ends at it.
+                Entry::Unreadable(e) => return Err(e),
                 Entry::Again { item, output } => {
                     if self.done.contains(&output) {
                         self.counts.1 += 1;

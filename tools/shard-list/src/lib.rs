@@ -60,6 +60,9 @@ pub struct Cli {
     pub sort: bool,
 
     #[command(flatten)]
+    pub list: cli_common::inputs::ListArgs,
+
+    #[command(flatten)]
     pub common: CommonArgs,
 }
 
@@ -116,8 +119,8 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     out.set_flush_each(false);
     let mut failed = 0usize;
     let mut paths = Vec::new();
-    for item in inputs::from_files(&cli.files) {
-        match item {
+    for item in inputs::from_files(&cli.files, cli.list) {
+        match item? {
             Ok(item) => paths.push(item.path),
             Err(e) => {
                 failed += 1;

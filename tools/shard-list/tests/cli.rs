@@ -129,7 +129,7 @@ fn usage_errors_exit_2() {
 }
 
 #[test]
-fn a_closed_stdout_is_a_quiet_exit_0() {
+fn a_reader_that_goes_away_is_a_quiet_exit_141() {
     use std::io::{BufRead, BufReader, Write};
     use std::process::{Command as Std, Stdio};
     let mut child = Std::new(assert_cmd::cargo::cargo_bin("shard-list"))
@@ -154,11 +154,40 @@ fn a_closed_stdout_is_a_quiet_exit_0() {
     feeder.join().unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(first.starts_with("{\"type\":\"shard\""));
+    // SIGPIPE's status, as `head` expects of a producer (it was 0, as if all was printed).
     assert_eq!(
         out.status.code(),
-        Some(0),
+        Some(141),
         "stderr: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(out.stderr.is_empty());
+}
+
+#[test]
+fn stdin_that_is_a_directory_is_one_fatal_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("shard-list"))
+        .args(["-n", "2"])
+        .stdin(std::fs::File::open(dir.path()).unwrap())
+        .output()
+        .unwrap();
+    // It looped on EISDIR before (952 MB of error records in 8 s).
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Is a directory"));
+}
+
+#[test]
+fn nul_separated_lists_keep_newlines_in_names() {
+    let out = Command::cargo_bin("shard-list")
+        .unwrap()
+        .args(["-0", "-n", "2"])
+        .write_stdin(&b"a\nb\0c\0\0{\"path\":\"d\"}\0"[..])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let shards: Vec<Shard> = testkit::typed(&out.stdout);
+    assert_eq!(paths(&shards[0]), ["a\nb", "{\"path\":\"d\"}"]);
+    assert_eq!(paths(&shards[1]), ["c"]);
 }
