@@ -342,7 +342,7 @@ pub(crate) fn connect(
             port_from,
         } => {
             let server = if *serve {
-                Some(StoreServer::bind(&format!("0.0.0.0:{port}")).map_err(|e| match e {
+                Some(StoreServer::bind_for(&format!("0.0.0.0:{port}"), plan.world_size).map_err(|e| match e {
                     Error::PortInUse(_) => Error::PortInUse(format!(
                         "port {port} (from {port_from}) is already in use on this host, so rank 0 cannot serve the \
                          rendezvous store there: another job (or a launcher) holds it; choose another with \
@@ -566,7 +566,17 @@ fn connect_retry(addr: &str, until: Until) -> Result<TcpStream> {
     }
 }
 
-/// Accepts connections until one says hello as `prev` of this run.
+/// How long a connection to the ring port may take to say its 16-byte hello.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(2);
+/// Connections waiting to say hello at once; past that the oldest is dropped.
+const MAX_PENDING_HELLOS: usize = 64;
+
+/// Accepts connections until one says hello as `prev` of this run (the run's token from the
+/// store, the rank and the world size). Nothing blocks: connections are accepted and read
+/// without waiting, so a stranger's silent connections cost nothing, a connection whose hello
+/// is not this run's is dropped at once and named in a warning, one that says nothing within
+/// [`HELLO_TIMEOUT`] is dropped too, and the deadline and the stop hook are seen every few
+/// milliseconds.
 fn accept_prev(
     listener: &TcpListener,
     nonce: u64,
@@ -575,29 +585,83 @@ fn accept_prev(
     until: Until,
 ) -> Result<TcpStream> {
     use std::io::Read;
+    struct Pending {
+        stream: TcpStream,
+        peer: std::net::SocketAddr,
+        got: Vec<u8>,
+        since: Instant,
+    }
     let io = &Error::io("ring listener");
     listener.set_nonblocking(true).map_err(io)?;
     let want = hello(nonce, prev, world);
+    let mut pending: Vec<Pending> = Vec::new();
     loop {
+        let mut busy = false;
         match listener.accept() {
-            Ok((mut s, _)) => {
-                s.set_nonblocking(false).map_err(io)?;
-                s.set_read_timeout(Some(Duration::from_secs(5)))
-                    .map_err(io)?;
-                let mut h = [0u8; 16];
-                if s.read_exact(&mut h).is_ok() && h == want {
-                    s.set_read_timeout(None).map_err(io)?;
-                    return Ok(s);
+            Ok((stream, peer)) => {
+                stream.set_nonblocking(true).map_err(io)?;
+                if pending.len() == MAX_PENDING_HELLOS {
+                    let oldest = pending.remove(0);
+                    log::warn!(
+                        "dropped a connection to the ring port from {} (too many unannounced ones)",
+                        oldest.peer
+                    );
                 }
+                pending.push(Pending {
+                    stream,
+                    peer,
+                    got: Vec::with_capacity(want.len()),
+                    since: Instant::now(),
+                });
+                busy = true;
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if until.passed() {
-                    return Err(Error::Rendezvous("timed out".into()));
-                }
-                until.check(|| format!("waiting for rank {prev} to connect"))?;
-                std::thread::sleep(Duration::from_millis(2));
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
             Err(e) => return Err(io(e)),
+        }
+        let mut i = 0;
+        while i < pending.len() {
+            let p = &mut pending[i];
+            let mut buf = [0u8; 16];
+            let left = want.len() - p.got.len();
+            let drop_why = match p.stream.read(&mut buf[..left]) {
+                Ok(0) => Some("closed it before saying who it is"),
+                Ok(n) => {
+                    busy = true;
+                    p.got.extend_from_slice(&buf[..n]);
+                    if p.got.len() < want.len() {
+                        None
+                    } else if p.got == want {
+                        let p = pending.swap_remove(i);
+                        p.stream.set_nonblocking(false).map_err(io)?;
+                        return Ok(p.stream);
+                    } else {
+                        Some(
+                            "presented a handshake that is not this run's rank, world size and token",
+                        )
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    (p.since.elapsed() > HELLO_TIMEOUT).then_some("said nothing within 2 s")
+                }
+                Err(_) => Some("failed"),
+            };
+            match drop_why {
+                Some(why) => {
+                    log::warn!(
+                        "dropped a connection to the ring port from {}: it {why} (waiting for rank {prev})",
+                        p.peer
+                    );
+                    pending.swap_remove(i);
+                }
+                None => i += 1,
+            }
+        }
+        if until.passed() {
+            return Err(Error::Rendezvous("timed out".into()));
+        }
+        until.check(|| format!("waiting for rank {prev} to connect"))?;
+        if !busy {
+            std::thread::sleep(Duration::from_millis(2));
         }
     }
 }
@@ -765,5 +829,43 @@ mod tests {
         assert_eq!(first_host("node7").as_deref(), Some("node7"));
         assert_eq!(first_host("a,b").as_deref(), Some("a"));
         assert_eq!(first_host("").as_deref(), None);
+    }
+
+    #[test]
+    fn strangers_on_the_ring_port_neither_delay_the_real_rank_nor_the_stop() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        // 12 silent connections and one with another run's hello, then the real previous rank.
+        let silent: Vec<TcpStream> = (0..12).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        let mut stranger = TcpStream::connect(addr).unwrap();
+        stranger.write_all(&hello(7, 1, 3)).unwrap();
+        let mut real = TcpStream::connect(addr).unwrap();
+        real.write_all(&hello(42, 1, 3)).unwrap();
+        let t0 = Instant::now();
+        let until = Until::new(Duration::from_secs(60), never);
+        let mut got = accept_prev(&listener, 42, 1, 3, until).unwrap();
+        // Each silent connection had a blocking 5 s read before: a minute here.
+        assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
+        // The stream returned is the real rank's.
+        real.write_all(b"r").unwrap();
+        got.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut b = [0u8; 1];
+        std::io::Read::read_exact(&mut got, &mut b).unwrap();
+        assert_eq!(&b, b"r");
+        drop(silent);
+
+        // A stop request ends the wait within a second, whatever waits on the port.
+        static STOP: AtomicBool = AtomicBool::new(false);
+        let _more: Vec<TcpStream> = (0..12).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        std::thread::spawn(|| {
+            std::thread::sleep(Duration::from_millis(300));
+            STOP.store(true, Ordering::SeqCst);
+        });
+        let t0 = Instant::now();
+        let until = Until::new(Duration::from_secs(60), || STOP.load(Ordering::SeqCst));
+        let e = accept_prev(&listener, 42, 1, 3, until).unwrap_err();
+        assert!(matches!(e, Error::Interrupted(_)), "{e}");
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
     }
 }

@@ -23,6 +23,16 @@ use crate::{Error, Result};
 
 const VALIDATION_MAGIC: u32 = 0x3C85_F7CE;
 
+/// How long either side of a new connection waits for the other's handshake: a client that
+/// does not validate, or a server that does not echo the ping, within it is not a store peer.
+/// Short, so that something on the port that never answers is named at once rather than at the
+/// end of the run's timeout.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Connections a [`StoreServer`] keeps open at once unless told how many clients it serves:
+/// ranks hold one each; past the bound a new connection is closed at once.
+const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+
 /// c10d's `QueryType`.
 mod cmd {
     pub const VALIDATE: u8 = 0;
@@ -108,11 +118,12 @@ impl Store {
         stream
             .set_nodelay(true)
             .map_err(Error::io("store socket"))?;
+        let handshake = timeout.min(HANDSHAKE_TIMEOUT);
         stream
-            .set_read_timeout(Some(timeout))
+            .set_read_timeout(Some(handshake))
             .map_err(Error::io("store socket"))?;
         stream
-            .set_write_timeout(Some(timeout))
+            .set_write_timeout(Some(handshake))
             .map_err(Error::io("store socket"))?;
         let reader = BufReader::new(stream.try_clone().map_err(Error::io("store socket"))?);
         let mut store = Store {
@@ -133,11 +144,30 @@ impl Store {
             w.write_all(&[cmd::PING])?;
             w.write_all(&nonce.to_le_bytes())
         })?;
-        let echo = store.recv(read_u32)?;
+        let echo = match read_u32(&mut store.reader) {
+            Ok(echo) => echo,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(Error::Rendezvous(format!(
+                    "the store at {addr} did not answer the handshake within {} s: something \
+                     else holds that port (another job's process?); choose another with \
+                     --master-port or MASTER_PORT",
+                    handshake.as_secs_f64()
+                )));
+            }
+            Err(e) => return Err(store.lost(e)),
+        };
         if echo != nonce {
             return Err(Error::Rendezvous(format!(
                 "{addr} is not a TCPStore (ping answered {echo:#x})"
             )));
+        }
+        for set in [TcpStream::set_read_timeout, TcpStream::set_write_timeout] {
+            set(store.writer.get_ref(), Some(timeout)).map_err(Error::io("store socket"))?;
         }
         Ok(store)
     }
@@ -279,13 +309,25 @@ struct ServerState {
 struct ServerMap {
     data: HashMap<Vec<u8>, Vec<u8>>,
     stopped: bool,
-    conns: Vec<TcpStream>,
+    /// The open connections (a clone of each, to shut them down when the server stops), by id;
+    /// a connection's entry goes when it closes.
+    conns: HashMap<u64, TcpStream>,
+    next_conn: u64,
 }
 
 impl StoreServer {
     /// Binds `bind` (`host:port`; port 0 picks a free one) and serves in background threads.
     /// A port in use is [`Error::PortInUse`].
     pub fn bind(bind: &str) -> Result<StoreServer> {
+        StoreServer::bind_for(bind, DEFAULT_MAX_CONNECTIONS)
+    }
+
+    /// [`StoreServer::bind`] for a run of `clients` clients (its world size): at most that many
+    /// connections plus a few are kept at once, and a connection that does not open with the
+    /// store's handshake within [`HANDSHAKE_TIMEOUT`] is closed, so strangers on the port cannot
+    /// take the process's descriptors.
+    pub fn bind_for(bind: &str, clients: usize) -> Result<StoreServer> {
+        let max_conns = clients.saturating_add(16);
         let listener = TcpListener::bind(bind).map_err(|e| match e.kind() {
             io::ErrorKind::AddrInUse => Error::PortInUse(bind.to_string()),
             _ => Error::Rendezvous(format!("cannot serve the store on {bind}: {e}")),
@@ -297,24 +339,47 @@ impl StoreServer {
             .name("store-accept".into())
             .spawn(move || {
                 for conn in listener.incoming() {
-                    if st.map.lock().unwrap().stopped {
-                        break;
-                    }
                     let Ok(conn) = conn else { continue };
-                    if let Ok(c) = conn.try_clone() {
-                        st.map.lock().unwrap().conns.push(c);
-                    }
-                    let st = st.clone();
-                    let _ =
-                        std::thread::Builder::new()
-                            .name("store-conn".into())
-                            .spawn(move || {
+                    let id = {
+                        let mut m = st.map.lock().unwrap();
+                        if m.stopped {
+                            break;
+                        }
+                        if m.conns.len() >= max_conns {
+                            // Dropped: closed at once.
+                            log::warn!(
+                                "the store refused a connection from {}: {max_conns} are open already",
+                                conn.peer_addr().map_or("?".into(), |a| a.to_string())
+                            );
+                            continue;
+                        }
+                        let Ok(c) = conn.try_clone() else { continue };
+                        m.next_conn += 1;
+                        let id = m.next_conn;
+                        m.conns.insert(id, c);
+                        id
+                    };
+                    let spawned = std::thread::Builder::new()
+                        .name("store-conn".into())
+                        .spawn({
+                            let st = st.clone();
+                            move || {
                                 let _ = serve(conn, &st);
-                            });
+                                st.map.lock().unwrap().conns.remove(&id);
+                            }
+                        });
+                    if spawned.is_err() {
+                        st.map.lock().unwrap().conns.remove(&id);
+                    }
                 }
             })
             .map_err(Error::io("store thread"))?;
         Ok(StoreServer { addr, state })
+    }
+
+    /// Connections open now (for tests of the bound and of their release).
+    pub fn open_connections(&self) -> usize {
+        self.state.map.lock().unwrap().conns.len()
     }
 
     /// The bound address (with the real port when 0 was asked for).
@@ -327,7 +392,7 @@ impl Drop for StoreServer {
     fn drop(&mut self) {
         let mut m = self.state.map.lock().unwrap();
         m.stopped = true;
-        for c in m.conns.drain(..) {
+        for (_, c) in m.conns.drain() {
             let _ = c.shutdown(Shutdown::Both);
         }
         drop(m);
@@ -347,14 +412,17 @@ fn wake_addr(addr: SocketAddr) -> SocketAddr {
 
 fn serve(conn: TcpStream, st: &ServerState) -> io::Result<()> {
     conn.set_nodelay(true)?;
+    // A client validates at once; a connection that stays silent is closed.
+    conn.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
     let mut r = BufReader::new(conn.try_clone()?);
-    let mut w = BufWriter::new(conn);
+    let mut w = BufWriter::new(conn.try_clone()?);
     if read_u8(&mut r)? != cmd::VALIDATE || read_u32(&mut r)? != VALIDATION_MAGIC {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
             "not a TCPStore client",
         ));
     }
+    conn.set_read_timeout(None)?;
     loop {
         let c = match read_u8(&mut r) {
             Ok(c) => c,
@@ -631,5 +699,57 @@ mod tests {
         let (server, _s) = pair();
         let e = StoreServer::bind(&server.addr().to_string()).unwrap_err();
         assert!(matches!(e, Error::PortInUse(_)), "{e:?}");
+    }
+
+    /// Polls `cond` until it holds or `secs` pass.
+    fn eventually(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        while Instant::now() < deadline {
+            if cond() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        cond()
+    }
+
+    #[test]
+    fn closed_connections_are_released_and_open_ones_are_bounded() {
+        let server = StoreServer::bind_for("127.0.0.1:0", 4).unwrap();
+        let addr = server.addr();
+        // A stranger's connect/close cycles: each held a descriptor until the server dropped.
+        for i in 0..300 {
+            let mut c = TcpStream::connect(addr).unwrap();
+            if i % 2 == 0 {
+                let _ = c.write_all(b"GET / HTTP/1.0\r\n\r\n");
+            }
+        }
+        let _real = Store::connect(&addr.to_string(), "t/", Duration::from_secs(5)).unwrap();
+        assert!(
+            eventually(30, || server.open_connections() == 1),
+            "{} connections still held",
+            server.open_connections()
+        );
+        // Silent connections past world size + 16 are closed at once (EOF for the stranger).
+        let silent: Vec<TcpStream> = (0..40).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        assert!(eventually(30, || server.open_connections() == 20));
+        let mut last = &silent[39];
+        last.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        assert_eq!(last.read(&mut [0u8; 1]).unwrap(), 0, "closed by the server");
+    }
+
+    #[test]
+    fn a_port_that_never_answers_is_named_within_the_handshake_deadline() {
+        // Something holds the port and accepts, but says nothing (the backlog accepts for it).
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let t0 = Instant::now();
+        let e = Store::connect(&addr, "t/", Duration::from_secs(120)).unwrap_err();
+        let took = t0.elapsed();
+        assert!(took < Duration::from_secs(60), "waited {took:?}");
+        let e = e.to_string();
+        assert!(e.contains("did not answer the handshake"), "{e}");
+        assert!(e.contains(&addr), "{e}");
+        drop(listener);
     }
 }
