@@ -19,6 +19,9 @@ use std::fs;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+mod lock;
+pub use lock::{DirLock, LockError};
+
 /// What can go wrong writing one output; each names the path.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -85,6 +85,16 @@ impl Source {
                 if size < 8 {
                     return Err(bad());
                 }
+                // Held whole in memory (as floats while it is made): bounded before anything is
+                // allocated, rather than an allocation failure deep in libtorch.
+                let values = (train as u128) * 6 / 5 * 3 * (size as u128).pow(2);
+                if train == 0 || values > MAX_SYNTHETIC_VALUES {
+                    return Err(Error::Usage(format!(
+                        "--data synthetic:{}: {train} images of {size}×{size} are {values} pixel values; \
+                         synthetic data holds 1 to {MAX_SYNTHETIC_VALUES} (train and test together)",
+                        arg.display()
+                    )));
+                }
                 Ok(Source::Synthetic {
                     train,
                     test: (train / 5).max(1),
@@ -119,8 +129,8 @@ impl Source {
                 let hint = "CIFAR-100 binary version (cifar-100-binary.tar.gz from https://www.cs.toronto.edu/~kriz/cifar.html: \
                             train.bin, test.bin); scripts/make-digits-cifar writes a small real set in this layout";
                 // Fine labels (byte 1); the classes are the largest label + 1 (100 for CIFAR-100).
-                let train = read_records(&[dir.join("train.bin")], 2, 1, 0, hint)?;
-                let test = read_records(&[dir.join("test.bin")], 2, 1, 0, hint)?;
+                let train = read_records(&[dir.join("train.bin")], 2, 1, 100, hint)?;
+                let test = read_records(&[dir.join("test.bin")], 2, 1, 100, hint)?;
                 let classes = train
                     .labels
                     .max()
@@ -147,7 +157,37 @@ impl Source {
     }
 }
 
-/// Reads CIFAR records: `label_bytes` bytes of labels (the label at `label_at`) then 3072 pixels.
+/// Refuses anything but a regular file (following links) before it is opened.
+fn regular_file(f: &Path, hint: &str) -> Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(meta) = std::fs::metadata(f) else {
+        return Ok(()); // the open says what is wrong
+    };
+    let t = meta.file_type();
+    let kind = if t.is_file() {
+        return Ok(());
+    } else if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else {
+        "not a file"
+    };
+    Err(Error::Data(format!(
+        "{} is {kind}, not a regular file: the {hint} is read from files",
+        f.display()
+    )))
+}
+
+/// The most pixel values synthetic data may hold (1.2 GB as bytes, 4.8 GB as floats while made).
+const MAX_SYNTHETIC_VALUES: u128 = 1 << 30;
+
+/// Reads CIFAR records: `label_bytes` bytes of labels (the label at `label_at`, each below
+/// `num_classes`) then 3072 pixels.
 fn read_records(
     files: &[PathBuf],
     label_bytes: usize,
@@ -159,6 +199,8 @@ fn read_records(
     let mut images = Vec::new();
     let mut labels = Vec::new();
     for f in files {
+        // A FIFO would block the open itself, and no signal would end that wait.
+        regular_file(f, hint)?;
         let file = std::fs::File::open(f).map_err(|e| {
             Error::Data(format!(
                 "{}: {e}. Nothing is downloaded: put the {hint} in {}",
@@ -177,6 +219,20 @@ fn read_records(
                 "{}: {} bytes is not a whole number of {rec}-byte records: not the {hint}",
                 f.display(),
                 map.len()
+            )));
+        }
+        // Labels are checked here, where the file and record can be named: a label out of range
+        // would otherwise surface as a diverged loss blamed on the learning rate.
+        if let Some((i, r)) = map
+            .chunks_exact(rec)
+            .enumerate()
+            .find(|(_, r)| r[label_at] as i64 >= num_classes)
+        {
+            return Err(Error::Data(format!(
+                "{}: record {i} has label {}, but the {hint} has {num_classes} classes (0 to {})",
+                f.display(),
+                r[label_at],
+                num_classes - 1
             )));
         }
         let t = Tensor::from_slice(&map[..]).view([-1, rec as i64]);
@@ -323,6 +379,37 @@ mod tests {
     }
 
     #[test]
+    fn labels_out_of_range_and_fifos_are_refused_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let record = |fine: u8| [[0u8, fine].as_slice(), &[0; RECORD_PIXELS]].concat();
+        let bytes = [record(3), record(250), record(4)].concat();
+        std::fs::write(dir.path().join("train.bin"), &bytes).unwrap();
+        std::fs::write(dir.path().join("test.bin"), record(1)).unwrap();
+        // A label of 250 in CIFAR-100 ended in "training diverged ... lower --lr" before.
+        let e = Source::Cifar100(dir.path().into())
+            .load(Device::Cpu)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("train.bin: record 1 has label 250"), "{e}");
+        assert!(e.contains("100 classes"), "{e}");
+        // A FIFO blocked in open(2) for ever, deaf to signals.
+        std::fs::remove_file(dir.path().join("train.bin")).unwrap();
+        let fifo = dir.path().join("train.bin");
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
+        let e = Source::Cifar100(dir.path().into())
+            .load(Device::Cpu)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("train.bin is a FIFO, not a regular file"), "{e}");
+    }
+
+    #[test]
     fn augmentation_crops_with_zero_padding_and_flips() {
         tch::manual_seed(3);
         let x = Tensor::arange(2 * 32 * 32, (Kind::Float, Device::Cpu)).view([2, 1, 32, 32]) + 1.0;
@@ -356,7 +443,14 @@ mod tests {
             parse("synthetic:64").unwrap(),
             Source::Synthetic { size: 32, .. }
         ));
-        for bad in ["synthetic:x", "synthetic:64:4", "synthetic:64:y"] {
+        for bad in [
+            "synthetic:x",
+            "synthetic:64:4",
+            "synthetic:64:y",
+            "synthetic:0",
+            "synthetic:1000000000",
+            "synthetic:1000:100000",
+        ] {
             assert!(parse(bad).is_err(), "{bad}");
         }
         let big = synthetic(2, 4, 9, 0, 64);

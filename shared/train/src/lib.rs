@@ -43,6 +43,9 @@ pub enum Error {
     Data(String),
     #[error("{0}")]
     Checkpoint(String),
+    /// Another run holds the checkpoint directory.
+    #[error(transparent)]
+    Locked(#[from] atomic_file::LockError),
     #[error(transparent)]
     Collective(#[from] collectives::Error),
     #[error(transparent)]

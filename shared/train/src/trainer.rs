@@ -86,6 +86,9 @@ pub struct Config {
     /// Start from these weights (a state_dict with torchvision's keys) instead of a fresh
     /// initialisation.
     pub init: Option<PathBuf>,
+    /// `--init` must hold every tensor of the model and nothing else (PyTorch's strict
+    /// `load_state_dict`); without it, what matches is loaded and the rest named in a warning.
+    pub init_strict: bool,
     /// Lay 4-D weights and inputs out as channels_last (NHWC; the fast layout for cuDNN's
     /// tensor-core convolutions). Checkpoints are written contiguous either way.
     pub channels_last: bool,
@@ -193,6 +196,14 @@ pub fn train(
 ) -> Result<Trained> {
     let (rank, world) = (comm.rank(), comm.world_size());
     let local = check(cfg, world)?;
+    // One run per checkpoint directory, for the run's life: two runs sharing one would leave
+    // best/last files of different runs, which a later --resume would pair. Rank 0 writes; the
+    // other ranks only read under its lock (if rank 0 stops here, they see it leave at their
+    // first collective and stop, naming it).
+    let _lock = match (&cfg.checkpoint_dir, rank) {
+        (Some(dir), 0) => Some(atomic_file::DirLock::acquire(dir)?),
+        _ => None,
+    };
     if cfg.device.is_cuda() {
         tch::Cuda::cudnn_set_benchmark(!cfg.deterministic);
         gpu_runtime::shim::set_cudnn_deterministic(cfg.deterministic);
@@ -368,6 +379,14 @@ fn check(cfg: &Config, world: usize) -> Result<usize> {
         return Err(Error::Usage(format!(
             "the per-rank batch {local} is not divisible by {flag} {}",
             cfg.accum
+        )));
+    }
+    if local / cfg.accum < 2 {
+        // PyTorch: "Expected more than 1 value per channel when training" (BatchNorm).
+        return Err(Error::Usage(format!(
+            "BatchNorm cannot train on one image at a time: --batch-size {} over {world} rank(s) \
+             and {flag} {} leaves 1 per rank and micro-batch; give each at least 2",
+            cfg.batch_size, cfg.accum
         )));
     }
     if let Some(p) = &cfg.pipeline {
@@ -575,10 +594,10 @@ fn restore(cfg: &Config, parts: &mut Parts) -> Result<Start> {
     };
     if let Some(path) = &cfg.init {
         let (weights, _) = checkpoint::load(path, cfg.device)?;
-        copy_weights(&parts.vs, &weights, cfg.arch, true)?;
+        copy_weights(&parts.vs, &weights, cfg.arch, cfg.init_strict, path)?;
     }
     if let Some(state) = last {
-        copy_weights(&parts.vs, &state.model, cfg.arch, false)?;
+        copy_weights(&parts.vs, &state.model, cfg.arch, true, &state.path)?;
         load_optimizers(&mut parts.opts, &state.train)?;
         start = Start {
             epoch: state.meta.epoch,
@@ -949,17 +968,77 @@ fn copy_weights(
     vs: &nn::VarStore,
     weights: &BTreeMap<String, Tensor>,
     arch: Arch,
-    partial: bool,
+    strict: bool,
+    path: &std::path::Path,
 ) -> Result<()> {
     let mut vars = vs.variables();
+    // A checkpoint with NaN or infinite values would only resume into "training diverged".
+    if let Some(name) = weights.iter().find_map(|(n, t)| {
+        let float = t.is_floating_point();
+        (float && t.isfinite().all().int64_value(&[]) == 0).then_some(n)
+    }) {
+        return Err(Error::Checkpoint(format!(
+            "{}: tensor {name} holds NaN or infinite values: not a usable checkpoint",
+            path.display()
+        )));
+    }
+    let unexpected: Vec<String> = weights
+        .keys()
+        .filter(|n| !vars.contains_key(*n))
+        .cloned()
+        .collect();
+    let mut missing: Vec<String> = vars
+        .keys()
+        .filter(|n| !weights.contains_key(*n))
+        .cloned()
+        .collect();
+    missing.sort();
+    if strict && !(unexpected.is_empty() && missing.is_empty()) {
+        let list = |v: &[String]| {
+            let shown: Vec<&str> = v.iter().take(8).map(|s| s.as_str()).collect();
+            let more = v.len().saturating_sub(8);
+            format!(
+                "{}{}",
+                shown.join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
+            )
+        };
+        let mut why = Vec::new();
+        if !missing.is_empty() {
+            why.push(format!(
+                "missing {} tensor(s) of {}: {}",
+                missing.len(),
+                arch.name(),
+                list(&missing)
+            ));
+        }
+        if !unexpected.is_empty() {
+            why.push(format!(
+                "{} tensor(s) {} does not have: {}",
+                unexpected.len(),
+                arch.name(),
+                list(&unexpected)
+            ));
+        }
+        return Err(Error::Checkpoint(format!(
+            "{}: {} (as PyTorch's strict load_state_dict; --init-non-strict loads what matches)",
+            path.display(),
+            why.join("; ")
+        )));
+    }
     tch::no_grad(|| -> Result<()> {
         for (name, t) in weights {
-            let v = vars.get_mut(name).ok_or_else(|| {
-                Error::Checkpoint(format!("tensor {name} is not in {}", arch.name()))
-            })?;
+            let Some(v) = vars.get_mut(name) else {
+                continue;
+            };
             if v.size() != t.size() {
                 return Err(Error::Checkpoint(format!(
-                    "{name}: file {:?}, model {:?}",
+                    "{}: {name}: file {:?}, model {:?}",
+                    path.display(),
                     t.size(),
                     v.size()
                 )));
@@ -968,13 +1047,31 @@ fn copy_weights(
         }
         Ok(())
     })?;
-    if !partial && weights.len() != vars.len() {
-        return Err(Error::Checkpoint(format!(
-            "checkpoint has {} tensors, {} has {}",
-            weights.len(),
+    if !missing.is_empty() || !unexpected.is_empty() {
+        log::warn!(
+            "{}: loaded {} tensor(s); not loaded (kept from the initialisation): {}; not in {} (ignored): {}",
+            path.display(),
+            weights.len() - unexpected.len(),
+            if missing.is_empty() {
+                "none".to_string()
+            } else {
+                missing
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            },
             arch.name(),
-            vars.len()
-        )));
+            if unexpected.is_empty() {
+                "none".to_string()
+            } else {
+                unexpected
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            },
+        );
     }
     Ok(())
 }
@@ -1032,6 +1129,8 @@ struct LastState {
     model: BTreeMap<String, Tensor>,
     train: BTreeMap<String, Tensor>,
     meta: checkpoint::Meta,
+    /// The model half's file (named in errors).
+    path: PathBuf,
 }
 
 /// The last checkpoint in `dir`, if any; both halves must be of one epoch.
@@ -1041,6 +1140,15 @@ fn load_last(dir: &std::path::Path, device: Device) -> Result<Option<LastState>>
         dir.join("last.train.safetensors"),
     );
     if !mp.exists() {
+        if tp.exists() {
+            return Err(Error::Checkpoint(format!(
+                "{} is there but {} is missing: an incomplete checkpoint (a run killed while \
+                 writing its first one?); remove {} to start over",
+                tp.display(),
+                mp.display(),
+                tp.display()
+            )));
+        }
         return Ok(None);
     }
     let (model, meta) = checkpoint::load(&mp, device)?;
@@ -1057,5 +1165,10 @@ fn load_last(dir: &std::path::Path, device: Device) -> Result<Option<LastState>>
             train_epoch
         )));
     }
-    Ok(Some(LastState { model, train, meta }))
+    Ok(Some(LastState {
+        model,
+        train,
+        meta,
+        path: mp,
+    }))
 }

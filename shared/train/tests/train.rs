@@ -76,6 +76,7 @@ fn config() -> Config {
         fused_optim: false,
         pipeline: None,
         init: None,
+        init_strict: true,
         should_stop: || false,
     }
 }

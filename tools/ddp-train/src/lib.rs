@@ -42,16 +42,16 @@ pub struct Cli {
     #[arg(long, value_name = "STEM", default_value = "imagenet")]
     pub stem: String,
 
-    #[arg(long, value_name = "N", default_value_t = 10)]
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = at_least_one)]
     pub epochs: usize,
 
     /// Global batch size (all ranks together; must divide by the world size).
-    #[arg(long, value_name = "N", default_value_t = 128)]
+    #[arg(long, value_name = "N", default_value_t = 128, value_parser = at_least_one)]
     pub batch_size: usize,
 
     /// Micro-batches per rank and step (gradient accumulation; interleaved, so one rank with
     /// --accum k computes what k ranks do).
-    #[arg(long, value_name = "K", default_value_t = 1)]
+    #[arg(long, value_name = "K", default_value_t = 1, value_parser = at_least_one)]
     pub accum: usize,
 
     /// Model parallelism (seed 004): cut the model into S pipeline stages, each on its own
@@ -84,19 +84,20 @@ pub struct Cli {
     #[arg(long, value_name = "NAME", default_value = "sgd")]
     pub optimizer: String,
 
-    /// Peak learning rate.
-    #[arg(long, value_name = "LR", default_value_t = 0.1)]
+    /// Peak learning rate (finite, >= 0, as torch.optim checks it).
+    #[arg(long, value_name = "LR", default_value_t = 0.1, value_parser = non_negative)]
     pub lr: f64,
 
-    /// SGD momentum.
-    #[arg(long, value_name = "M", default_value_t = 0.9)]
+    /// SGD momentum (finite, >= 0).
+    #[arg(long, value_name = "M", default_value_t = 0.9, value_parser = non_negative)]
     pub momentum: f64,
 
     /// Nesterov momentum (SGD).
     #[arg(long)]
     pub nesterov: bool,
 
-    #[arg(long, value_name = "WD", default_value_t = 5e-4)]
+    /// Weight decay (finite, >= 0).
+    #[arg(long, value_name = "WD", default_value_t = 5e-4, value_parser = non_negative)]
     pub weight_decay: f64,
 
     /// constant, step:EVERY:GAMMA (×GAMMA every EVERY epochs), or cosine[:WARMUP] (linear
@@ -104,7 +105,8 @@ pub struct Cli {
     #[arg(long, value_name = "SCHEDULE", default_value = "cosine:1")]
     pub schedule: String,
 
-    #[arg(long, value_name = "EPS", default_value_t = 0.0)]
+    /// Label smoothing of the cross-entropy loss, 0 to 1 (as nn.CrossEntropyLoss takes it).
+    #[arg(long, value_name = "EPS", default_value_t = 0.0, value_parser = fraction)]
     pub label_smoothing: f64,
 
     /// Random crop (padding 4) and horizontal flip, on the device.
@@ -161,13 +163,20 @@ pub struct Cli {
     pub resume: bool,
 
     /// At most this many steps per epoch (benchmarks, smoke tests).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
     pub max_steps: Option<usize>,
 
     /// Start from these weights (safetensors with torchvision's keys, e.g. a torchvision model's
     /// state_dict saved with safetensors.torch.save_file, or a checkpoint of ours).
     #[arg(long, value_name = "FILE")]
     pub init: Option<PathBuf>,
+
+    /// Load what of --init matches the model and keep the rest from the initialisation (for
+    /// fine-tuning from a partial state_dict), naming what was not loaded; without it --init
+    /// must hold every tensor of the model and nothing else, as PyTorch's strict
+    /// load_state_dict.
+    #[arg(long, requires = "init")]
+    pub init_non_strict: bool,
 
     /// Keep each rank's BatchNorm statistics (DDP's broadcast_buffers=False).
     #[arg(long)]
@@ -189,6 +198,33 @@ pub struct Cli {
 
     #[command(flatten)]
     pub common: CommonArgs,
+}
+
+/// A count of at least 1 (clap's message names the flag and the value).
+fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        Ok(_) => Err("must be at least 1".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// A finite number >= 0 (NaN, infinities and negatives are refused before anything starts).
+fn non_negative(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        Ok(_) => Err("must be a finite number >= 0".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// A number from 0 to 1.
+fn fraction(s: &str) -> Result<f64, String> {
+    match non_negative(s) {
+        Ok(v) if v <= 1.0 => Ok(v),
+        Ok(_) => Err("must be between 0 and 1".into()),
+        e => e,
+    }
 }
 
 impl Tool for Cli {
@@ -394,6 +430,7 @@ fn config(cli: &Cli, devices: &[tch::Device]) -> Result<Config> {
         max_steps: cli.max_steps,
         broadcast_buffers: !cli.no_broadcast_buffers,
         init: cli.init.clone(),
+        init_strict: !cli.init_non_strict,
         channels_last: cli.channels_last.or(device.is_cuda()),
         // One device's step: a pipeline runs eagerly.
         cuda_graphs: cli
