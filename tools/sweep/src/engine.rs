@@ -63,6 +63,9 @@ struct Proc {
     attempt: usize,
     term_sent: Option<Instant>,
     kill_sent: bool,
+    /// The time attribute of this attempt's last result: one that goes backwards within an
+    /// attempt is reported (a restarted attempt repeating its predecessor's is not).
+    last_time: Option<f64>,
 }
 
 #[derive(Debug)]
@@ -352,6 +355,7 @@ impl<'a> Engine<'a> {
                     attempt,
                     term_sent: None,
                     kill_sent: false,
+                    last_time: None,
                 });
                 self.slots[slot] = Some(i);
                 Ok(())
@@ -375,13 +379,24 @@ impl<'a> Engine<'a> {
             trial_dir: &t.dir,
             slot,
         });
+        let dir = t.dir.display().to_string();
         let mut env = vec![
             ("SWEEP_TRIAL", i.to_string()),
-            ("SWEEP_TRIAL_DIR", t.dir.display().to_string()),
+            ("SWEEP_TRIAL_DIR", dir.clone()),
             ("SWEEP_SLOT", slot.to_string()),
         ];
         if let Some(g) = &self.opts.slot_gpus[slot] {
             env.push(("CUDA_VISIBLE_DEVICES", g.clone()));
+        }
+        // A sweep killed with SIGKILL left this trial's background processes running in its
+        // directory: end them before the trial runs there again.
+        let left = procs::end_leftovers(&dir);
+        if !left.is_empty() {
+            self.note(&format!(
+                "warning: trial {i}: {} process(es) of an earlier run of this trial were still running in {} (pids {left:?}): ended them",
+                left.len(),
+                t.dir.display()
+            ));
         }
         let pid = procs::spawn(&args, &env, stderr, i, attempt, self.tx.clone())
             .with_context(|| format!("starting {:?}", args[0]))?;
@@ -402,6 +417,13 @@ impl<'a> Engine<'a> {
                     return Ok(()); // decided already, or an old attempt's last words
                 }
                 self.line(trial, &line)
+            }
+            Msg::LongLine { trial, bytes } => {
+                self.note(&format!(
+                    "warning: trial {trial}: a line of {bytes} bytes (over {} MiB) was skipped",
+                    procs::MAX_LINE >> 20
+                ));
+                Ok(())
             }
             Msg::Exit {
                 trial,
@@ -437,26 +459,62 @@ impl<'a> Engine<'a> {
 
     /// One stdout line of a running trial.
     fn line(&mut self, i: usize, line: &[u8]) -> Result<()> {
-        let Ok(Value::Object(record)) = serde_json::from_slice::<Value>(line) else {
-            return Ok(());
+        let metric_key = &self.def.metric;
+        let record = match serde_json::from_slice::<Value>(line) {
+            Ok(Value::Object(record)) => record,
+            _ => {
+                // Not a record: other output, unless it names the metric (a Python dict with
+                // NaN or Infinity, or a number out of range, is no JSON).
+                let text = String::from_utf8_lossy(line);
+                if text.trim_start().starts_with('{') && text.contains(&format!("\"{metric_key}\""))
+                {
+                    self.warn(
+                        i,
+                        &text,
+                        "is not valid JSON (NaN, Infinity or a number out of range?): ignored",
+                    );
+                }
+                return Ok(());
+            }
         };
-        let Some(metric) = record.get(&self.def.metric).and_then(Value::as_f64) else {
-            return Ok(());
+        let metric = match record.get(metric_key) {
+            None => return Ok(()),
+            Some(v) => match v.as_f64() {
+                Some(m) => m,
+                None => {
+                    let why = format!("has \"{metric_key}\": {v}, not a number: ignored");
+                    self.warn(i, &String::from_utf8_lossy(line), &why);
+                    return Ok(());
+                }
+            },
         };
         let t = &mut self.trials[i];
         let iteration = t.history.len() + 1;
         let time = match record.get(&self.def.time_attr) {
             Some(v) => match v.as_f64() {
                 Some(x) => x,
-                None => return Ok(()),
+                None => {
+                    let why = format!("has \"{}\": {v}, not a number: ignored", self.def.time_attr);
+                    self.warn(i, &String::from_utf8_lossy(line), &why);
+                    return Ok(());
+                }
             },
             None if self.def.time_attr == "training_iteration" => iteration as f64,
             None => return Ok(()),
         };
+        let proc_last = t.proc.as_mut().and_then(|p| p.last_time.replace(time));
         // A restarted command repeats what it had reported before its checkpoint: skip it.
         if t.last_point().is_some_and(|(last, _)| time <= last) {
+            if let Some(before) = proc_last.filter(|&before| time <= before) {
+                let why = format!(
+                    "has \"{}\": {time} after {before}: the time went backwards: ignored",
+                    self.def.time_attr
+                );
+                self.warn(i, &String::from_utf8_lossy(line), &why);
+            }
             return Ok(());
         }
+        let t = &mut self.trials[i];
         t.push_result(time, metric, &record);
         let verdict = self.scheduler.on_result(i, time, metric);
         let stop = verdict.action == Action::Stop;
@@ -576,6 +634,12 @@ impl<'a> Engine<'a> {
         Ok(())
     }
 
+    /// A warning naming the trial and the line (cut to 200 characters).
+    fn warn(&self, trial: usize, line: &str, why: &str) {
+        let line: String = line.trim_end().chars().take(200).collect();
+        self.note(&format!("warning: trial {trial}: the line {line:?} {why}"));
+    }
+
     fn note(&self, message: &str) {
         if !self.opts.quiet {
             eprintln!("sweep: {message}");
@@ -619,7 +683,7 @@ impl<'a> Engine<'a> {
         while self.slots.iter().any(Option::is_some) && Instant::now() < deadline {
             match self.rx.recv_timeout(Duration::from_millis(50)) {
                 // Results still in the pipes are journaled: a trial's checkpoint may hold them.
-                Ok(msg @ Msg::Line { .. }) => {
+                Ok(msg @ (Msg::Line { .. } | Msg::LongLine { .. })) => {
                     if let Err(e) = self.handle(msg) {
                         self.note(&format!("{e:#}"));
                     }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, usage};
+use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, atomic, usage};
 
 pub mod asha;
 mod engine;
@@ -230,22 +230,27 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         quiet: cli.common.quiet,
     };
 
-    let (def, template, journal, replay, out_dir) = if cli.resume {
+    // One live sweep per directory (a `--resume` beside the running original ran the same
+    // trials twice into one journal), for the sweep's life: the lock lives to the end of run.
+    let lock = |dir: &std::path::Path| atomic::DirLock::acquire(dir);
+    let (def, template, journal, replay, out_dir, _lock) = if cli.resume {
         let out_dir = std::fs::canonicalize(&cli.out_dir)
             .with_context(|| format!("--out-dir {}", cli.out_dir.display()))?;
+        let held = lock(&out_dir)?;
         let (def, entries, journal) = Journal::resume(&out_dir)?;
         let space = space::Space::parse(&def.space.to_string())?;
         let command: Vec<OsString> = def.command.iter().map(ArgRepr::to_os).collect();
         let template = template_of(&space, &command)?;
-        (def, template, journal, entries, out_dir)
+        (def, template, journal, entries, out_dir, held)
     } else {
         let (def, template) = definition(&cli)?;
         std::fs::create_dir_all(&cli.out_dir)
             .with_context(|| format!("creating {}", cli.out_dir.display()))?;
         let out_dir = std::fs::canonicalize(&cli.out_dir)?;
+        let held = lock(&out_dir)?;
         let journal = Journal::create(&out_dir, &def)?;
         write_experiment(&out_dir, &def)?;
-        (def, template, journal, Vec::new(), out_dir)
+        (def, template, journal, Vec::new(), out_dir, held)
     };
     engine::Engine::new(def, template, out_dir, journal, &replay, opts, out)?.run()
 }
@@ -285,6 +290,14 @@ fn definition(cli: &Cli) -> Result<(Definition, template::Template)> {
         return usage(format!("{e:#}"));
     }
     let samples = cli.samples.unwrap_or(1) as usize;
+    // Every trial's config is made up front and journalled: bounded before anything is made.
+    let trials = space.trial_count(samples);
+    if trials > MAX_TRIALS {
+        return usage(format!(
+            "the space gives {trials} trials (--samples {samples} × its grid combinations); a sweep \
+             runs at most {MAX_TRIALS}: fewer samples or grid values"
+        ));
+    }
     let seed = cli.seed.unwrap_or(0);
     let def = Definition {
         space: serde_json::from_str(&text)?,
@@ -306,6 +319,9 @@ fn definition(cli: &Cli) -> Result<(Definition, template::Template)> {
     };
     Ok((def, template))
 }
+
+/// The most trials one sweep runs (their configs are made and journalled when it starts).
+const MAX_TRIALS: u128 = 100_000;
 
 /// CUDA_VISIBLE_DEVICES for each slot.
 fn slot_gpus(

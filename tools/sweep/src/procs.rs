@@ -1,6 +1,10 @@
 //! Trial processes: each command runs in a process group of its own (so a stop reaches every
 //! process a trial started, `torchrun` and its workers included), with stdout read line by line
-//! on a thread that sends the lines and, after end of file, the exit status to the sweep's loop.
+//! on a thread that sends the lines to the sweep's loop, and a second thread that waits for the
+//! process. A trial ends when its process exits: its pipe is read for [`EXIT_GRACE`] more (what
+//! it wrote just before exiting), then its process group is ended (what it left running in the
+//! background would otherwise hold its slot, and its later lines would count as results), and
+//! the exit status is sent.
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -8,6 +12,13 @@ use std::io::{BufRead, BufReader};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc::Sender;
+use std::time::Duration;
+
+/// How long a trial's pipe is still read after its process exited.
+pub const EXIT_GRACE: Duration = Duration::from_secs(1);
+/// The longest stdout line of a trial that is read as a record; a longer one is skipped whole
+/// (and reported), so a trial printing without newlines cannot take the sweep's memory.
+pub const MAX_LINE: usize = 1 << 20;
 
 /// What a trial's reader thread reports.
 #[derive(Debug)]
@@ -17,6 +28,8 @@ pub enum Msg {
         attempt: usize,
         line: Vec<u8>,
     },
+    /// A line longer than [`MAX_LINE`] was skipped.
+    LongLine { trial: usize, bytes: u64 },
     Exit {
         trial: usize,
         attempt: usize,
@@ -59,28 +72,32 @@ pub fn spawn(
     let mut child = cmd.spawn()?;
     let pid = child.id() as i32;
     let stdout = child.stdout.take().expect("stdout is piped");
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let lines = tx.clone();
     std::thread::spawn(move || {
         let mut r = BufReader::with_capacity(1 << 16, stdout);
         loop {
-            let mut line = Vec::new();
-            match r.read_until(b'\n', &mut line) {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {
-                    if tx
-                        .send(Msg::Line {
-                            trial,
-                            attempt,
-                            line,
-                        })
-                        .is_err()
-                    {
-                        break;
-                    }
-                }
+            let msg = match read_line_capped(&mut r, MAX_LINE) {
+                Ok(Read::End) | Err(_) => break,
+                Ok(Read::Line(line)) => Msg::Line {
+                    trial,
+                    attempt,
+                    line,
+                },
+                Ok(Read::TooLong(bytes)) => Msg::LongLine { trial, bytes },
+            };
+            if lines.send(msg).is_err() {
+                break;
             }
         }
-        drop(r);
+        drop(done_tx);
+    });
+    std::thread::spawn(move || {
         let status = child.wait();
+        // Whatever the trial wrote before exiting is read within the grace (the reader ends at
+        // end of file); a pipe still open then is held by a process it left behind.
+        let _ = done_rx.recv_timeout(EXIT_GRACE);
+        signal_group(pid, libc::SIGKILL);
         let _ = tx.send(Msg::Exit {
             trial,
             attempt,
@@ -88,6 +105,88 @@ pub fn spawn(
         });
     });
     Ok(pid)
+}
+
+/// One read of [`read_line_capped`].
+#[derive(Debug, PartialEq)]
+enum Read {
+    Line(Vec<u8>),
+    /// A line of this many bytes (newline included) was skipped.
+    TooLong(u64),
+    End,
+}
+
+/// The next line (with its newline, if any), holding at most `cap` bytes: a longer line is read
+/// on to its end and dropped.
+fn read_line_capped(r: &mut impl BufRead, cap: usize) -> std::io::Result<Read> {
+    let mut line = Vec::new();
+    let mut skipped: u64 = 0;
+    loop {
+        let buf = match r.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if buf.is_empty() {
+            return Ok(match (skipped, line.is_empty()) {
+                (0, true) => Read::End,
+                (0, false) => Read::Line(line),
+                _ => Read::TooLong(skipped),
+            });
+        }
+        let (take, end) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (buf.len(), false),
+        };
+        if skipped == 0 && line.len() + take <= cap {
+            line.extend_from_slice(&buf[..take]);
+        } else {
+            skipped += (line.len() + take) as u64;
+            line = Vec::new();
+        }
+        r.consume(take);
+        if end {
+            return Ok(if skipped > 0 {
+                Read::TooLong(skipped)
+            } else {
+                Read::Line(line)
+            });
+        }
+    }
+}
+
+/// Ends the processes (this user's, found in /proc) whose environment says they belong to the
+/// trial in `trial_dir` (`SWEEP_TRIAL_DIR`, which every process a trial starts inherits): what
+/// an earlier sweep of this directory left running when it was killed (PR_SET_PDEATHSIG reaches
+/// only a trial's first process; its children were reparented and ran on). Called before the
+/// trial starts again; returns the pids it killed.
+pub fn end_leftovers(trial_dir: &str) -> Vec<i32> {
+    let marker = format!("SWEEP_TRIAL_DIR={trial_dir}");
+    let me = std::process::id() as i32;
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut killed = Vec::new();
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        // Unreadable for other users' processes, and gone for ended ones: not ours to end.
+        let Ok(environ) = std::fs::read(e.path().join("environ")) else {
+            continue;
+        };
+        if environ.split(|&b| b == 0).any(|v| v == marker.as_bytes()) {
+            // SAFETY: kill(2) on a pid read just now; no memory is shared.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+            killed.push(pid);
+        }
+    }
+    killed
 }
 
 /// Sends `signal` to the process group `pid`.
@@ -123,4 +222,36 @@ pub fn last_line(path: &std::path::Path) -> Option<String> {
         .rev()
         .find(|l| !l.trim().is_empty())
         .map(|l| l.trim().chars().take(300).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_longer_than_the_cap_are_skipped_whole_and_counted() {
+        let text = [
+            b"short\n".as_slice(),
+            &[b'x'; 25],
+            b"\n",
+            b"ok\n",
+            &[b'y'; 30],
+        ]
+        .concat();
+        let mut r = BufReader::with_capacity(4, &text[..]);
+        let reads: Vec<Read> = std::iter::from_fn(|| match read_line_capped(&mut r, 10).unwrap() {
+            Read::End => None,
+            other => Some(other),
+        })
+        .collect();
+        assert_eq!(
+            reads,
+            [
+                Read::Line(b"short\n".to_vec()),
+                Read::TooLong(26),
+                Read::Line(b"ok\n".to_vec()),
+                Read::TooLong(30),
+            ]
+        );
+    }
 }

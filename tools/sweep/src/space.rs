@@ -70,6 +70,18 @@ impl Space {
         self.0.keys().map(String::as_str)
     }
 
+    /// How many trials `samples` repetitions of the space make (every grid combination each
+    /// time), without overflow.
+    pub fn trial_count(&self, samples: usize) -> u128 {
+        self.0
+            .values()
+            .filter_map(|p| match p {
+                Param::Grid(v) => Some(v.len() as u128),
+                _ => None,
+            })
+            .fold(samples as u128, |n, k| n.saturating_mul(k))
+    }
+
     /// Every trial's config, in generation order (see the module documentation).
     pub fn generate(&self, samples: usize, seed: u64) -> Vec<Config> {
         let mut rng = Rng(Mt64::new(seed));

@@ -907,6 +907,19 @@ fn usage_errors_exit_2_before_anything_runs() {
             &[],
             "needs 3 GPUs, 2 given",
         ),
+        // Every config was made up front: this aborted in 0.5 s (a 10^6-point grid took 2 GB).
+        (
+            json!({"lr": {"uniform": [0, 1]}}),
+            &["--samples", "100000000"],
+            &["--lr", "{lr}"],
+            "gives 100000000 trials",
+        ),
+        (
+            json!({"a": {"grid": (0..1000).collect::<Vec<_>>()}, "b": {"grid": (0..1000).collect::<Vec<_>>()}}),
+            &[],
+            &["--a", "{a}", "--b", "{b}"],
+            "gives 1000000 trials",
+        ),
     ] {
         let r = o(space, extra, cmd);
         assert_eq!(
@@ -937,4 +950,168 @@ fn usage_errors_exit_2_before_anything_runs() {
         .output()
         .unwrap();
     assert_eq!(r.status.code(), Some(2));
+}
+
+#[test]
+fn one_live_sweep_per_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let space = json!({"lr": {"grid": [0.03, 0.01]}});
+    let args = [
+        "--metric",
+        "val_top1",
+        "--mode",
+        "max",
+        "--time-attr",
+        "epoch",
+        "--out-dir",
+        out.to_str().unwrap(),
+    ];
+    let mut first = sweep(
+        dir.path(),
+        &space,
+        &args,
+        &["--lr", "{lr}", "--epochs", "300", "--sleep-ms", "100"],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    // Wait for a result: the first sweep is under way.
+    let stdout = first.stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    while !lines
+        .next()
+        .unwrap()
+        .unwrap()
+        .contains("\"type\":\"result\"")
+    {}
+    // `--resume` beside the running original ran trials 0 and 1 again into one journal (exit 0).
+    let o = Command::new(BIN)
+        .args(["--resume", "--out-dir"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("in use by another run (pid {})", first.id())),
+        "{err}"
+    );
+    assert!(o.stdout.is_empty());
+    first.kill().unwrap();
+    first.wait().unwrap();
+}
+
+/// A sweep of one trial running `sh -c SCRIPT` (its `$1` is the trial's x), reporting `m` by
+/// `epoch`; `{` and `}` in SCRIPT are written `\173` and `\175` for printf (braces are
+/// placeholders in a command).
+fn shell_sweep(dir: &Path, script: &str) -> Command {
+    let space_path = dir.join("space.json");
+    std::fs::write(&space_path, json!({"x": {"grid": [1]}}).to_string()).unwrap();
+    let mut c = Command::new(BIN);
+    c.arg("--space")
+        .arg(&space_path)
+        .args([
+            "--report-secs",
+            "0",
+            "--metric",
+            "m",
+            "--mode",
+            "max",
+            "--time-attr",
+            "epoch",
+        ])
+        .arg("--out-dir")
+        .arg(dir.join("run"))
+        .args(["--", "sh", "-c", script, "sh", "{x}"]);
+    c
+}
+
+#[test]
+fn a_trial_ends_when_its_process_exits_whatever_it_left_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    // The trial reports epoch 1 and exits 0, leaving a process that holds its stdout and would
+    // report epoch 2 after 30 s, and one that only sleeps.
+    let script = r#"printf '\173"m": 1, "epoch": 1\175\n'; (sleep 30; printf '\173"m": 9, "epoch": 2\175\n') & (exec sleep 1717 >/dev/null) & exit 0"#;
+    let start = Instant::now();
+    let r = ok(&shell_sweep(dir.path(), script).output().unwrap());
+    // It held the slot 30 s before, and the orphan's line was taken as a result.
+    assert!(
+        start.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(r.results.len(), 1, "{:?}", r.results);
+    assert_eq!(r.results[0].time, 1.0);
+    // The trial's process group is gone, the sleeper included.
+    let left = Command::new("pgrep")
+        .args(["-f", "sleep 1717"])
+        .output()
+        .unwrap();
+    assert!(
+        left.stdout.is_empty(),
+        "left running: {}",
+        String::from_utf8_lossy(&left.stdout)
+    );
+}
+
+#[test]
+fn results_that_cannot_be_used_are_warnings_naming_the_trial_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    // A line of 2 MiB without a newline is skipped (it was buffered whole); the others each
+    // lose a result that vanished without a word before.
+    let script = concat!(
+        r#"head -c 2097152 /dev/zero | tr '\0' x; echo; "#,
+        r#"printf '\173"m": null, "epoch": 1\175\n\173"m": "12", "epoch": 1\175\n'; "#,
+        r#"printf '\173"m": NaN, "epoch": 1\175\n\173"m": 1e400, "epoch": 1\175\n'; "#,
+        r#"printf '\173"m": 5, "epoch": "two"\175\n'; "#,
+        r#"printf '\173"m": 1, "epoch": 2\175\n\173"m": 2, "epoch": 1\175\n\173"m": 3, "epoch": 3\175\n'"#
+    );
+    let o = shell_sweep(dir.path(), script).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    let r = ok(&o);
+    let times: Vec<f64> = r.results.iter().map(|x| x.time).collect();
+    assert_eq!(times, [2.0, 3.0], "{err}");
+    for want in [
+        "a line of 2097153 bytes (over 1 MiB) was skipped",
+        r#"has "m": null, not a number"#,
+        r#"has "m": "12", not a number"#,
+        "NaN, Infinity or a number out of range",
+        r#"has "epoch": "two", not a number"#,
+        "1 after 2: the time went backwards",
+    ] {
+        assert!(err.contains(want), "{want}: {err}");
+    }
+    assert_eq!(err.matches("warning: trial 0").count(), 7, "{err}");
+}
+
+#[test]
+fn resume_ends_what_a_killed_sweep_left_running_in_a_trial() {
+    let dir = tempfile::tempdir().unwrap();
+    // The first run reports epoch 1 and waits on a process that ignores SIGTERM (the trial's
+    // shell gets SIGTERM when the sweep dies; the child does not, and runs on). The second run
+    // of the trial reports epoch 2 and ends.
+    let script = r#"if [ -e "$SWEEP_TRIAL_DIR/again" ]; then printf '\173"m": 2, "epoch": 2\175\n'; exit 0; fi; touch "$SWEEP_TRIAL_DIR/again"; printf '\173"m": 1, "epoch": 1\175\n'; (trap '' TERM; exec sleep 1313) & wait"#;
+    kill_after_results(shell_sweep(dir.path(), script), 1);
+    let run = dir.path().join("run");
+    let orphan = || {
+        let o = Command::new("pgrep")
+            .args(["-f", "sleep 1313"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    // Before: --resume started the trial again beside the orphan, in the same directory.
+    assert!(!orphan().is_empty(), "the orphan runs after the kill");
+    let o = Command::new(BIN)
+        .args(["--resume", "--report-secs", "0", "--out-dir"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    let r = ok(&o);
+    assert!(err.contains("were still running in"), "{err}");
+    assert_eq!(r.results.last().unwrap().time, 2.0);
+    assert!(orphan().is_empty(), "left running: {}", orphan());
 }
