@@ -187,15 +187,17 @@ fn env_tcp_and_file_rendezvous_across_processes() {
 
 #[test]
 fn a_killed_rank_fails_the_others_within_the_timeout_naming_it() {
+    use std::io::{BufRead, BufReader, Read};
     let port = free_port().to_string();
-    let mut children: Vec<Child> = (0..3)
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let mut children: Vec<(Child, std::thread::JoinHandle<String>)> = (0..3)
         .map(|rank| {
             let mut c = cmd();
             c.env("RANK", rank.to_string())
                 .env("WORLD_SIZE", "3")
                 .env("MASTER_ADDR", "127.0.0.1")
                 .env("MASTER_PORT", &port);
-            // Long enough to be killed mid-run.
+            // Long enough to be killed mid-run; every rank says when its ring is up.
             c.args([
                 "-b",
                 "16M",
@@ -206,21 +208,44 @@ fn a_killed_rank_fails_the_others_within_the_timeout_naming_it() {
                 "-w",
                 "0",
                 "--no-check",
+                "--all-ranks",
                 "--dist-timeout-secs",
                 "20",
             ]);
-            c.stdout(Stdio::piped())
+            let mut child = c
+                .stdout(Stdio::null())
                 .stderr(Stdio::piped())
                 .spawn()
-                .unwrap()
+                .unwrap();
+            let mut err = BufReader::new(child.stderr.take().unwrap());
+            let ready = ready_tx.clone();
+            let reader = std::thread::spawn(move || {
+                let mut text = String::new();
+                while err.read_line(&mut text).unwrap_or(0) > 0 {
+                    if text.contains("# all-reduce-check:") {
+                        let _ = ready.send(rank);
+                        break;
+                    }
+                }
+                let _ = err.read_to_string(&mut text);
+                text
+            });
+            (child, reader)
         })
         .collect();
-    std::thread::sleep(Duration::from_secs(2));
-    children[1].kill().unwrap(); // SIGKILL
+    // Killed once every rank is past the rendezvous (a fixed 2 s sleep let the kill land inside
+    // it on a loaded machine, and the others then waited for the whole timeout).
+    for _ in 0..3 {
+        ready_rx
+            .recv_timeout(Duration::from_secs(120))
+            .expect("every rank joins the ring");
+    }
+    children[1].0.kill().unwrap(); // SIGKILL
     let t0 = Instant::now();
     let mut outs = Vec::new();
-    for c in children {
-        outs.push(c.wait_with_output().unwrap());
+    for (mut c, reader) in children.drain(..) {
+        let status = c.wait().unwrap();
+        outs.push((status, reader.join().unwrap()));
     }
     assert!(
         t0.elapsed() < Duration::from_secs(20),
@@ -228,9 +253,9 @@ fn a_killed_rank_fails_the_others_within_the_timeout_naming_it() {
         t0.elapsed()
     );
     for rank in [0, 2] {
-        let o = &outs[rank];
-        assert_eq!(o.status.code(), Some(1), "rank {rank}: {}", stderr(o));
-        assert!(stderr(o).contains("rank 1"), "rank {rank}: {}", stderr(o));
+        let (status, err) = &outs[rank];
+        assert_eq!(status.code(), Some(1), "rank {rank}: {err}");
+        assert!(err.contains("rank 1"), "rank {rank}: {err}");
     }
 }
 
@@ -405,6 +430,20 @@ fn spawn_ends_a_stalled_rank_within_the_timeout_plus_a_second_naming_it() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // Rank 0's banner comes once its ring is up (the ranks are running).
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let mut err_pipe = std::io::BufReader::new(parent.stderr.take().unwrap());
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        while std::io::BufRead::read_line(&mut err_pipe, &mut text).unwrap_or(0) > 0 {
+            if text.contains("# all-reduce-check:") {
+                let _ = ready_tx.send(());
+                break;
+            }
+        }
+        let _ = std::io::Read::read_to_string(&mut err_pipe, &mut text);
+        text
+    });
     // Find rank 1 among the children, then stop it (SIGSTOP) once the ranks are running.
     let t = Instant::now();
     let rank1 = loop {
@@ -418,7 +457,10 @@ fn spawn_ends_a_stalled_rank_within_the_timeout_plus_a_second_naming_it() {
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    std::thread::sleep(Duration::from_secs(2));
+    // (A fixed 2 s sleep here assumed the ranks were running by then.)
+    ready_rx
+        .recv_timeout(Duration::from_secs(120))
+        .expect("rank 0 joins the ring");
     // SAFETY: signalling a process this test started (through the parent).
     unsafe { libc::kill(rank1 as i32, libc::SIGSTOP) };
     let stopped = Instant::now();
@@ -430,9 +472,9 @@ fn spawn_ends_a_stalled_rank_within_the_timeout_plus_a_second_naming_it() {
         std::thread::sleep(Duration::from_millis(50));
     }
     let waited = stopped.elapsed();
-    let out = parent.wait_with_output().unwrap();
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let status = parent.wait().unwrap();
+    let err = reader.join().unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
     // 3 s for rank 0 to name the stall, 1 s of grace, slack for this busy machine (41 s before).
     assert!(waited < Duration::from_secs(10), "{waited:?}: {err}");
     assert!(err.contains("rank 1 stalled"), "{err}");

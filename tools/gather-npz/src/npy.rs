@@ -99,15 +99,34 @@ pub fn read_latent<'a>(bytes: &'a [u8], key: &str) -> Result<Latent<'a>> {
             entry.size()
         );
     }
-    // The claimed size may lie (a deflate bomb): read at most one byte past the limit.
+    // The zip's claimed size may lie (a deflate bomb, or a header that understates it): the
+    // .npy header is read first, and its shape bounds what is inflated after it, as numpy reads
+    // the size the header declares and no more.
+    let mut entry = entry;
     let mut data = Vec::with_capacity(entry.size().min(1 << 20) as usize);
-    entry
-        .take(MAX_ENTRY_BYTES + 1)
-        .read_to_end(&mut data)
-        .with_context(|| format!("reading `{key}` from the .npz"))?;
-    if data.len() as u64 > MAX_ENTRY_BYTES {
-        bail!("`{key}` in the .npz inflates past {MAX_ENTRY_BYTES} bytes: not a latent");
-    }
+    let read = |entry: &mut dyn Read, data: &mut Vec<u8>, n: u64| {
+        entry
+            .take(n)
+            .read_to_end(data)
+            .with_context(|| format!("reading `{key}` from the .npz"))
+    };
+    read(&mut entry, &mut data, MAX_HEADER_BYTES)?;
+    let need = parse_header(&data).and_then(|h| declared_bytes(&h));
+    let limit = match need {
+        Some(n) if n as u64 > MAX_ENTRY_BYTES => bail!(
+            "`{key}` in the .npz declares {n} bytes (more than {MAX_ENTRY_BYTES}: not a latent)"
+        ),
+        Some(n) => n as u64,
+        // No readable header in its first MiB: ndarray-npy says what is wrong with it.
+        None if (data.len() as u64) < MAX_HEADER_BYTES => data.len() as u64,
+        None => {
+            bail!("`{key}` in the .npz has no .npy header in its first {MAX_HEADER_BYTES} bytes")
+        }
+    };
+    // What follows the declared data is not read (numpy does not read it either).
+    data.truncate(limit as usize);
+    let rest = limit.saturating_sub(data.len() as u64);
+    read(&mut entry, &mut data, rest)?;
     check_size(&data)?;
     Ok(Latent::Array(
         ArrayD::<f32>::read_npy(&data[..]).with_context(|| format!("reading `{key}`"))?,
@@ -117,6 +136,25 @@ pub fn read_latent<'a>(bytes: &'a [u8], key: &str) -> Result<Latent<'a>> {
 /// The largest array entry read from an .npz (latents are kilobytes; this only stops archives
 /// whose entry would exhaust memory).
 const MAX_ENTRY_BYTES: u64 = 1 << 30;
+/// The most of an .npz entry read before its .npy header is parsed.
+const MAX_HEADER_BYTES: u64 = 1 << 20;
+
+/// The bytes an .npy of this header holds, header included (None if that overflows).
+fn declared_bytes(h: &Header) -> Option<usize> {
+    h.shape
+        .iter()
+        .try_fold(item_bytes(h.descr), |a, &d| a.checked_mul(d))?
+        .checked_add(h.data_start)
+}
+
+/// The size of one element of a dtype string (`<f4` → 4).
+fn item_bytes(descr: &str) -> usize {
+    descr
+        .trim_start_matches(['<', '>', '|', '='])
+        .get(1..)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1)
+}
 
 /// Refuses a `.npy` whose header's shape needs more bytes than follow it, before ndarray-npy
 /// sizes a buffer from that shape (found by fuzzing: a 200-byte file claimed terabytes).
@@ -133,13 +171,10 @@ fn check_size(b: &[u8]) -> Result<()> {
     let Some(h) = parse_header(b) else {
         return Ok(());
     }; // ndarray-npy reports the bad header
-    let item: usize = h
-        .descr
-        .trim_start_matches(['<', '>', '|', '='])
-        .get(1..)
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(1);
-    let need = h.shape.iter().try_fold(item, |a, &d| a.checked_mul(d));
+    let need = h
+        .shape
+        .iter()
+        .try_fold(item_bytes(h.descr), |a, &d| a.checked_mul(d));
     match need {
         Some(n) if n <= b.len() - h.data_start => Ok(()),
         _ => bail!(
@@ -450,6 +485,24 @@ mod fuzz_regressions {
         let mut npy = header("<f4", &[usize::MAX / 2, 3]);
         npy.extend([0u8; 8]);
         assert!(read_latent(&npy, "w").is_err());
+        // A deflated entry whose zip header understates its size, holding a small array and
+        // then 64 MiB of zeros: only the declared array is inflated (it inflated all before).
+        let mut npy = header("<f4", &[1, 2]);
+        npy.extend(1f32.to_le_bytes().into_iter().chain(2f32.to_le_bytes()));
+        let declared = npy.len();
+        npy.resize(declared + (64 << 20), 0);
+        let mut zip = zip::ZipWriter::new(Cursor::new(Vec::new()));
+        let deflated = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Deflated);
+        zip.start_file("w.npy", deflated).unwrap();
+        std::io::Write::write_all(&mut zip, &npy).unwrap();
+        let bytes = zip.finish().unwrap().into_inner();
+        let l = read_latent(&bytes, "w").unwrap();
+        assert_eq!(l.shape(), [1, 2]);
+        let mut le = [0u8; 8];
+        l.write_le(&mut le);
+        assert_eq!(le[..4], 1f32.to_le_bytes());
+        assert_eq!(le[4..], 2f32.to_le_bytes());
         // A well-formed one still reads raw.
         let mut npy = header("<f4", &[1, 2]);
         npy.extend(1f32.to_le_bytes().into_iter().chain(2f32.to_le_bytes()));
