@@ -529,20 +529,25 @@ fn wire(
     let next = (rank + 1) % world;
     let prev = (rank + world - 1) % world;
     let next_addr = String::from_utf8_lossy(&store.get_now(&format!("addr/{next}"))?).into_owned();
+    let prev_addr = String::from_utf8_lossy(&store.get_now(&format!("addr/{prev}"))?).into_owned();
     let mut to_next = connect_retry(&next_addr, until).map_err(|e| match e {
         Error::Interrupted(_) => e,
         e => Error::Rendezvous(format!("cannot connect to rank {next} at {next_addr}: {e}")),
     })?;
     let hello = hello(nonce, rank, world);
     to_next.write_all(&hello).map_err(Error::io("ring hello"))?;
-    let from_prev = accept_prev(&listener, nonce, prev, world, until).map_err(|e| match e {
-        Error::Interrupted(_) => e,
-        e => Error::Rendezvous(format!(
-            "rank {prev} (previous in the ring) never connected to rank {rank}: {e}"
-        )),
-    })?;
+    let from_prev =
+        accept_prev(&listener, nonce, prev, &prev_addr, world, until).map_err(|e| match e {
+            Error::Interrupted(_) => e,
+            e => Error::Rendezvous(format!(
+                "rank {prev} (previous in the ring) never connected to rank {rank}: {e}"
+            )),
+        })?;
     Ring::new(rank, world, to_next, from_prev, timeout, until.stop)
 }
+
+/// The rank field of a probe: a connection that only checks the port is open, dropped quietly.
+const PROBE: usize = u32::MAX as usize;
 
 fn hello(nonce: u64, rank: usize, world: usize) -> [u8; 16] {
     let mut h = [0u8; 16];
@@ -552,11 +557,18 @@ fn hello(nonce: u64, rank: usize, world: usize) -> [u8; 16] {
     h
 }
 
+/// Connects to the next rank's ring port. Its listener was bound before its address was
+/// published, so a refused connection means the rank has gone: said at once, not at the deadline.
 fn connect_retry(addr: &str, until: Until) -> Result<TcpStream> {
     loop {
         let sa = crate::store::resolve(addr)?;
         match TcpStream::connect_timeout(&sa[0], Duration::from_secs(5)) {
             Ok(s) => return Ok(s),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                return Err(Error::Rendezvous(format!(
+                    "it has gone: its ring port refuses connections ({e})"
+                )));
+            }
             Err(e) if until.passed() => return Err(Error::io("ring connection")(e)),
             Err(_) => {
                 until.check(|| format!("connecting to the next rank at {addr}"))?;
@@ -581,6 +593,7 @@ fn accept_prev(
     listener: &TcpListener,
     nonce: u64,
     prev: usize,
+    prev_addr: &str,
     world: usize,
     until: Until,
 ) -> Result<TcpStream> {
@@ -594,7 +607,13 @@ fn accept_prev(
     let io = &Error::io("ring listener");
     listener.set_nonblocking(true).map_err(io)?;
     let want = hello(nonce, prev, world);
+    let probe = hello(nonce, PROBE, world);
     let mut pending: Vec<Pending> = Vec::new();
+    // The previous rank is alive while its own ring port (bound before it published its
+    // address, closed only after it connected here) accepts connections: probed every half
+    // second. Once refused, its hello has a grace to arrive before it is declared gone.
+    let mut probed = Instant::now();
+    let mut gone_since: Option<Instant> = None;
     loop {
         let mut busy = false;
         match listener.accept() {
@@ -634,6 +653,9 @@ fn accept_prev(
                         let p = pending.swap_remove(i);
                         p.stream.set_nonblocking(false).map_err(io)?;
                         return Ok(p.stream);
+                    } else if p.got == probe {
+                        pending.swap_remove(i);
+                        continue;
                     } else {
                         Some(
                             "presented a handshake that is not this run's rank, world size and token",
@@ -656,6 +678,17 @@ fn accept_prev(
                 None => i += 1,
             }
         }
+        if gone_since.is_some_and(|t| t.elapsed() > HELLO_TIMEOUT) {
+            return Err(Error::Rendezvous(format!(
+                "it has gone: its ring port at {prev_addr} refuses connections"
+            )));
+        }
+        if gone_since.is_none() && probed.elapsed() > PROBE_EVERY {
+            probed = Instant::now();
+            if probe_refused(prev_addr, &probe) {
+                gone_since = Some(Instant::now());
+            }
+        }
         if until.passed() {
             return Err(Error::Rendezvous("timed out".into()));
         }
@@ -663,6 +696,24 @@ fn accept_prev(
         if !busy {
             std::thread::sleep(Duration::from_millis(2));
         }
+    }
+}
+
+/// How often a rank waiting for its previous rank checks that it is still there.
+const PROBE_EVERY: Duration = Duration::from_millis(500);
+
+/// Whether `addr` refuses a connection (its listener is gone); an open one gets `probe` (which
+/// the listener drops quietly) and is closed.
+fn probe_refused(addr: &str, probe: &[u8; 16]) -> bool {
+    let Ok(sa) = crate::store::resolve(addr) else {
+        return false;
+    };
+    match TcpStream::connect_timeout(&sa[0], Duration::from_secs(1)) {
+        Ok(mut s) => {
+            let _ = s.write_all(probe);
+            false
+        }
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionRefused,
     }
 }
 
@@ -836,6 +887,9 @@ mod tests {
         use std::sync::atomic::{AtomicBool, Ordering};
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
+        // The previous rank's own ring port, open all along (it is alive).
+        let prev_port = TcpListener::bind("127.0.0.1:0").unwrap();
+        let live = prev_port.local_addr().unwrap().to_string();
         // 12 silent connections and one with another run's hello, then the real previous rank.
         let silent: Vec<TcpStream> = (0..12).map(|_| TcpStream::connect(addr).unwrap()).collect();
         let mut stranger = TcpStream::connect(addr).unwrap();
@@ -844,7 +898,7 @@ mod tests {
         real.write_all(&hello(42, 1, 3)).unwrap();
         let t0 = Instant::now();
         let until = Until::new(Duration::from_secs(60), never);
-        let mut got = accept_prev(&listener, 42, 1, 3, until).unwrap();
+        let mut got = accept_prev(&listener, 42, 1, &live, 3, until).unwrap();
         // Each silent connection had a blocking 5 s read before: a minute here.
         assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
         // The stream returned is the real rank's.
@@ -864,8 +918,59 @@ mod tests {
         });
         let t0 = Instant::now();
         let until = Until::new(Duration::from_secs(60), || STOP.load(Ordering::SeqCst));
-        let e = accept_prev(&listener, 42, 1, 3, until).unwrap_err();
+        let e = accept_prev(&listener, 42, 1, &live, 3, until).unwrap_err();
         assert!(matches!(e, Error::Interrupted(_)), "{e}");
         assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    }
+
+    #[test]
+    fn a_previous_or_next_rank_that_has_gone_is_named_at_once_not_at_the_deadline() {
+        // A rank that died after publishing its ring address: its port refuses connections.
+        let gone = {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().to_string()
+        };
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let t0 = Instant::now();
+        let e = accept_prev(
+            &listener,
+            42,
+            1,
+            &gone,
+            3,
+            Until::new(Duration::from_secs(60), never),
+        )
+        .unwrap_err()
+        .to_string();
+        // It waited for the whole --dist-timeout-secs before (the killed-rank test's flake).
+        assert!(t0.elapsed() < Duration::from_secs(15), "{:?}", t0.elapsed());
+        assert!(e.contains("has gone") && e.contains(&gone), "{e}");
+        let t0 = Instant::now();
+        let e = connect_retry(&gone, Until::new(Duration::from_secs(60), never))
+            .unwrap_err()
+            .to_string();
+        assert!(t0.elapsed() < Duration::from_secs(15), "{:?}", t0.elapsed());
+        assert!(e.contains("has gone"), "{e}");
+        // A live previous rank that connects after being probed is accepted, the probes unseen.
+        let prev_port = TcpListener::bind("127.0.0.1:0").unwrap();
+        let live = prev_port.local_addr().unwrap().to_string();
+        let addr = listener.local_addr().unwrap();
+        let late = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(1500));
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.write_all(&hello(42, 1, 3)).unwrap();
+            s
+        });
+        accept_prev(
+            &listener,
+            42,
+            1,
+            &live,
+            3,
+            Until::new(Duration::from_secs(60), never),
+        )
+        .unwrap();
+        drop(late.join().unwrap());
+        drop(prev_port);
     }
 }

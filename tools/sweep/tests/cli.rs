@@ -1089,10 +1089,10 @@ fn results_that_cannot_be_used_are_warnings_naming_the_trial_and_line() {
 #[test]
 fn resume_ends_what_a_killed_sweep_left_running_in_a_trial() {
     let dir = tempfile::tempdir().unwrap();
-    // The first run reports epoch 1 and waits on a process that ignores SIGTERM (the trial's
-    // shell gets SIGTERM when the sweep dies; the child does not, and runs on). The second run
-    // of the trial reports epoch 2 and ends.
-    let script = r#"if [ -e "$SWEEP_TRIAL_DIR/again" ]; then printf '\173"m": 2, "epoch": 2\175\n'; exit 0; fi; touch "$SWEEP_TRIAL_DIR/again"; printf '\173"m": 1, "epoch": 1\175\n'; (trap '' TERM; exec sleep 1313) & wait"#;
+    // The first run starts a child, reports epoch 1 and waits (the trial's shell gets SIGTERM
+    // when the sweep dies; its child gets nothing, and runs on). The second run of the trial
+    // reports epoch 2 and ends.
+    let script = r#"if [ -e "$SWEEP_TRIAL_DIR/again" ]; then printf '\173"m": 2, "epoch": 2\175\n'; exit 0; fi; touch "$SWEEP_TRIAL_DIR/again"; (trap '' TERM; exec sleep 1313) & printf '\173"m": 1, "epoch": 1\175\n'; wait"#;
     kill_after_results(shell_sweep(dir.path(), script), 1);
     let run = dir.path().join("run");
     let orphan = || {
