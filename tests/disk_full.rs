@@ -4,7 +4,7 @@
 //! (some items failed) or 1 (gather-npz's one output, ddp-train's checkpoint), and nothing
 //! truncated is left under an output's name, nor any temp file.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use testkit::{bin_dir, files_under, projection_job, records, write_image, write_latent};
@@ -203,7 +203,12 @@ fn ddp_train_on_a_full_disk_fails_with_a_message_and_leaves_no_partial_checkpoin
         stderr.to_lowercase().contains("space") && stderr.contains("last.safetensors"),
         "{stderr}"
     );
-    let saved = files_under(&tmp.path().join("saved"), "");
+    // (The run's lock on the directory, `.lock`, stays: a lock file is never removed, which
+    // would race with a run taking it.)
+    let saved: Vec<PathBuf> = files_under(&tmp.path().join("saved"), "")
+        .into_iter()
+        .filter(|p| p.file_name().is_some_and(|n| n != ".lock"))
+        .collect();
     let names: Vec<String> = saved
         .iter()
         .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())

@@ -99,6 +99,23 @@ pub type Item = Result<InputItem, ErrorRecord>;
 /// is fatal: a list that cannot be read has no next line to go on with.
 pub type Listed = anyhow::Result<Item>;
 
+/// Up to `n` items, and the error that ended the list if it ended with one (after the items
+/// read before it, which are still to be done).
+pub fn next_chunk(
+    items: &mut dyn Iterator<Item = Listed>,
+    n: usize,
+) -> (Vec<Item>, Option<anyhow::Error>) {
+    let mut chunk = Vec::with_capacity(n);
+    while chunk.len() < n {
+        match items.next() {
+            Some(Ok(item)) => chunk.push(item),
+            Some(Err(e)) => return (chunk, Some(e)),
+            None => break,
+        }
+    }
+    (chunk, None)
+}
+
 /// How an input list (stdin, a list file) is split into entries.
 #[derive(clap::Args, Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ListArgs {

@@ -594,10 +594,13 @@ fn restore(cfg: &Config, parts: &mut Parts) -> Result<Start> {
     };
     if let Some(path) = &cfg.init {
         let (weights, _) = checkpoint::load(path, cfg.device)?;
-        copy_weights(&parts.vs, &weights, cfg.arch, cfg.init_strict, path)?;
+        let strict = cfg
+            .init_strict
+            .then_some("; --init-non-strict loads what matches");
+        copy_weights(&parts.vs, &weights, cfg.arch, strict, path)?;
     }
     if let Some(state) = last {
-        copy_weights(&parts.vs, &state.model, cfg.arch, true, &state.path)?;
+        copy_weights(&parts.vs, &state.model, cfg.arch, Some(""), &state.path)?;
         load_optimizers(&mut parts.opts, &state.train)?;
         start = Start {
             epoch: state.meta.epoch,
@@ -962,13 +965,15 @@ struct Pass {
     loss: Tensor,
 }
 
-/// Copies `weights` into the model: every tensor must exist with its shape; `partial` allows
-/// the file to lack some (e.g. `num_batches_tracked` from older torchvision files).
+/// Copies `weights` (read from `path`) into the model. Non-finite values are refused. `strict`
+/// (PyTorch's strict `load_state_dict`): the file holds every tensor of the model and no other,
+/// else an error naming them and saying `hint`; not strict: what matches is loaded and the rest
+/// named in a warning. Shapes must match either way.
 fn copy_weights(
     vs: &nn::VarStore,
     weights: &BTreeMap<String, Tensor>,
     arch: Arch,
-    strict: bool,
+    strict: Option<&str>,
     path: &std::path::Path,
 ) -> Result<()> {
     let mut vars = vs.variables();
@@ -982,10 +987,10 @@ fn copy_weights(
             path.display()
         )));
     }
-    let unexpected: Vec<String> = weights
+    let unexpected: Vec<&str> = weights
         .keys()
         .filter(|n| !vars.contains_key(*n))
-        .cloned()
+        .map(String::as_str)
         .collect();
     let mut missing: Vec<String> = vars
         .keys()
@@ -993,39 +998,27 @@ fn copy_weights(
         .cloned()
         .collect();
     missing.sort();
-    if strict && !(unexpected.is_empty() && missing.is_empty()) {
-        let list = |v: &[String]| {
-            let shown: Vec<&str> = v.iter().take(8).map(|s| s.as_str()).collect();
-            let more = v.len().saturating_sub(8);
-            format!(
-                "{}{}",
-                shown.join(", "),
-                if more > 0 {
-                    format!(" and {more} more")
-                } else {
-                    String::new()
-                }
-            )
-        };
+    let missing: Vec<&str> = missing.iter().map(String::as_str).collect();
+    let (what_missing, what_extra) = (
+        format!("{} tensor(s) of {} it lacks", missing.len(), arch.name()),
+        format!(
+            "{} tensor(s) {} does not have",
+            unexpected.len(),
+            arch.name()
+        ),
+    );
+    if let Some(hint) = strict
+        && !(unexpected.is_empty() && missing.is_empty())
+    {
         let mut why = Vec::new();
         if !missing.is_empty() {
-            why.push(format!(
-                "missing {} tensor(s) of {}: {}",
-                missing.len(),
-                arch.name(),
-                list(&missing)
-            ));
+            why.push(format!("{what_missing}: {}", names(&missing, 8)));
         }
         if !unexpected.is_empty() {
-            why.push(format!(
-                "{} tensor(s) {} does not have: {}",
-                unexpected.len(),
-                arch.name(),
-                list(&unexpected)
-            ));
+            why.push(format!("{what_extra}: {}", names(&unexpected, 8)));
         }
         return Err(Error::Checkpoint(format!(
-            "{}: {} (as PyTorch's strict load_state_dict; --init-non-strict loads what matches)",
+            "{}: {} (a strict load, as PyTorch's load_state_dict){hint}",
             path.display(),
             why.join("; ")
         )));
@@ -1049,31 +1042,26 @@ fn copy_weights(
     })?;
     if !missing.is_empty() || !unexpected.is_empty() {
         log::warn!(
-            "{}: loaded {} tensor(s); not loaded (kept from the initialisation): {}; not in {} (ignored): {}",
+            "{}: loaded {} tensor(s); not loaded, {what_missing} (kept from the initialisation): {}; ignored, {what_extra}: {}",
             path.display(),
             weights.len() - unexpected.len(),
-            if missing.is_empty() {
-                "none".to_string()
-            } else {
-                missing
-                    .iter()
-                    .map(|s| s.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            },
-            arch.name(),
-            if unexpected.is_empty() {
-                "none".to_string()
-            } else {
-                unexpected
-                    .iter()
-                    .map(|s| s.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            },
+            names(&missing, 20),
+            names(&unexpected, 20),
         );
     }
     Ok(())
+}
+
+/// Up to `most` names, then how many more; "none" for none.
+fn names(v: &[&str], most: usize) -> String {
+    if v.is_empty() {
+        return "none".into();
+    }
+    let mut text = v[..v.len().min(most)].join(", ");
+    if v.len() > most {
+        text.push_str(&format!(" and {} more", v.len() - most));
+    }
+    text
 }
 
 /// (loss, top-1 %) over the whole test set: each rank takes images rank, rank+world, …

@@ -151,22 +151,9 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let mut items = inputs::from_args(&cli.inputs, cli.list);
     let mut claims = Claims::default();
     let (mut ok, mut skipped, mut failed) = (0, 0, 0);
-    let mut unreadable = None;
     loop {
         interrupt::check()?;
-        let mut chunk: Vec<inputs::Item> = Vec::with_capacity(batch);
-        for item in items.by_ref() {
-            match item {
-                Ok(item) => chunk.push(item),
-                Err(e) => {
-                    unreadable = Some(e);
-                    break;
-                }
-            }
-            if chunk.len() == batch {
-                break;
-            }
-        }
+        let (chunk, unreadable) = inputs::next_chunk(&mut items, batch);
         if chunk.is_empty() && unreadable.is_none() {
             break;
         }

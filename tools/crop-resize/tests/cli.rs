@@ -674,6 +674,25 @@ fn a_closed_stdout_is_a_fatal_error_before_any_work() {
     assert_eq!(out.status.code(), Some(0));
 }
 
+/// `crop-resize -r 16 -o o --jobs 1 INPUTS` in `dir` under 800 MB of address space (the tool needs
+/// a tenth of it): exit status, records, stderr.
+fn run_in_800_mb(dir: &Path, inputs: &str) -> (i32, Batch<ImageRecord>, String) {
+    let out = std::process::Command::new("bash")
+        .current_dir(dir)
+        .arg("-c")
+        .arg(format!(
+            "ulimit -v 800000; exec {} -r 16 -o o --jobs 1 {inputs}",
+            assert_cmd::cargo::cargo_bin("crop-resize").display()
+        ))
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        testkit::batch(&out.stdout),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// A 16×16 RGB PNG whose iCCP profile inflates to `profile_bytes` zeros (about 1/1000 of that
 /// in the file).
 fn png_with_profile(profile_bytes: usize) -> Vec<u8> {
@@ -728,18 +747,8 @@ fn a_png_whose_profile_inflates_to_gigabytes_is_refused_in_bounded_memory() {
     // 1 GiB of profile in a ~1 MB file: it inflated whole before (aborting the whole batch
     // under a memory limit, every record lost); Pillow refuses it, and so must we, cheaply.
     std::fs::write(tmp.path().join("bomb.png"), png_with_profile(1 << 30)).unwrap();
-    let out = std::process::Command::new("bash")
-        .current_dir(tmp.path())
-        .arg("-c")
-        .arg(format!(
-            "ulimit -v 800000; exec {} -r 16 -o o --jobs 1 good1.png small.png bomb.png good2.png",
-            assert_cmd::cargo::cargo_bin("crop-resize").display()
-        ))
-        .output()
-        .unwrap();
-    let recs: Batch<ImageRecord> = testkit::batch(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    let (code, recs, stderr) = run_in_800_mb(tmp.path(), "good1.png small.png bomb.png good2.png");
+    assert_eq!(code, 3, "{stderr}");
     assert_eq!(recs.types, ["image", "image", "error", "image", "summary"]);
     assert_eq!(recs.errors[0].input, std::ffi::OsStr::new("bomb.png"));
     assert!(
@@ -779,18 +788,8 @@ fn a_small_tiff_claiming_millions_of_pixels_is_truncated_not_allocated() {
     let tmp = tempfile::tempdir().unwrap();
     std::fs::write(tmp.path().join("wide.tif"), tiff).unwrap();
     copy_fixture(tmp.path(), "rgb.png", "good.png");
-    let out = std::process::Command::new("bash")
-        .current_dir(tmp.path())
-        .arg("-c")
-        .arg(format!(
-            "ulimit -v 800000; exec {} -r 16 -o o --jobs 1 wide.tif good.png",
-            assert_cmd::cargo::cargo_bin("crop-resize").display()
-        ))
-        .output()
-        .unwrap();
-    let recs: Batch<ImageRecord> = testkit::batch(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    let (code, recs, stderr) = run_in_800_mb(tmp.path(), "wide.tif good.png");
+    assert_eq!(code, 3, "{stderr}");
     assert_eq!(recs.types, ["error", "image", "summary"]);
     assert!(recs.errors[0].message.contains("truncated"), "{recs:?}");
 }
