@@ -626,12 +626,33 @@ fn a_pipeline_computes_what_gradient_accumulation_computes() {
 #[test]
 fn two_ranks_of_two_stages_train_what_one_rank_of_two_stages_does_with_the_whole_batch() {
     let _serial = serial();
-    let one = train(&piped(config(), "layer3", 2, 4), &mut single(), |_| Ok(())).unwrap();
+    let one_rank = piped(config(), "layer3", 2, 4);
+    let one = train(&one_rank, &mut single(), |_| Ok(())).unwrap();
     let two = two_ranks(piped(config(), "layer3", 2, 2));
     assert_eq!(max_diff(&two[0].0, &two[1].0), 0.0);
-    let d = relative(&two[0].0, &params(&one));
-    eprintln!("2 ranks × 2 stages vs 1 rank × 2 stages: relative weight difference {d:e}");
-    assert!(d < 1e-5, "{d}");
+    // The same micro-batches of 8; only the order of the gradient sums differs (two per rank,
+    // then the all-reduce, against four on one rank). Measured as the SyncBatchNorm test
+    // measures (see there why): relative to how far the 3 steps moved the weights, which a
+    // ReLU or max-pool kink flipped by rounding moves only a little. Largest single weight:
+    // 4.9e-4 relative on an AMD EPYC (under 1e-5 on the machine this was written on); a wrong
+    // gradient scale or a stage left out of the all-reduce is of the order of 1.
+    let init = params(
+        &train(
+            &Config {
+                lr: 0.0,
+                ..one_rank.clone()
+            },
+            &mut single(),
+            |_| Ok(()),
+        )
+        .unwrap(),
+    );
+    let d = apart(&two[0].0, &params(&one), &init);
+    eprintln!(
+        "2 ranks × 2 stages vs 1 rank × 2 stages: {d:e} of the distance moved (largest weight difference {:e} relative)",
+        relative(&two[0].0, &params(&one))
+    );
+    assert!(d < 1e-2, "{d} of the distance moved");
 }
 
 #[test]
