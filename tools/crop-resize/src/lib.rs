@@ -18,7 +18,7 @@ pub use cli_common::paths::output_path;
 
 /// Centre-crop images to a square and resize them with Pillow's exact Lanczos.
 ///
-/// Does what seed 000 does before projecting: `Image.open(p).convert('RGB')`, crop the centred
+/// Does what a Pillow projection script does before projecting: `Image.open(p).convert('RGB')`, crop the centred
 /// square of side min(w, h), `resize((R, R), Image.LANCZOS)`, with the same pixels as Pillow.
 /// Inputs are image paths, shard records from shard-list, or `-` for stdin (one path or record
 /// per line); outputs mirror the inputs' paths under --out-dir. Existing outputs are skipped.
@@ -58,8 +58,8 @@ pub struct Cli {
     #[arg(long, value_name = "PIXELS", default_value_t = 178_956_970)]
     pub max_pixels: u64,
 
-    /// Apply the EXIF orientation first (Pillow's ImageOps.exif_transpose). Off by default: seed
-    /// 000 uses Image.open, which ignores it.
+    /// Apply the EXIF orientation first (Pillow's ImageOps.exif_transpose). Off by default: a
+    /// projection script's Image.open ignores it.
     #[arg(long)]
     pub exif_transpose: bool,
 

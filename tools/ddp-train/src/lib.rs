@@ -54,7 +54,7 @@ pub struct Cli {
     #[arg(long, value_name = "K", default_value_t = 1, value_parser = at_least_one)]
     pub accum: usize,
 
-    /// Model parallelism (seed 004): cut the model into S pipeline stages, each on its own
+    /// Model parallelism (PyTorch's model-parallel ResNet, pipelined): cut the model into S pipeline stages, each on its own
     /// device of this process (--stage-devices). Composes with data parallelism: each stage's
     /// gradients are averaged over the ranks. Default: 1, or the number of --stage-devices.
     #[arg(long, value_name = "S")]
@@ -62,7 +62,7 @@ pub struct Cli {
 
     /// Where the stages start: `balanced` (the split whose most expensive stage has the fewest
     /// forward FLOPs at the data's image size), or S-1 comma-separated units each later stage
-    /// starts at: a layer (layer3: seed 004's split, conv1…layer2 | layer3…fc), a block
+    /// starts at: a layer (layer3: the split of PyTorch's model-parallel tutorial, conv1…layer2 | layer3…fc), a block
     /// (layer3.2), or fc.
     #[arg(long, value_name = "balanced|UNIT,...", default_value = "balanced")]
     pub split_at: String,
@@ -260,7 +260,7 @@ Accuracies are percent; losses are means over all ranks' images; validation coun
             "ddp-train --data cifar100:cifar-100-binary --batch-size 512 --precision bf16 --augment --checkpoint-dir ck",
         ),
         (
-            "Seed 004's model parallelism: ResNet-50 cut at layer3 over two GPUs, 8 micro-batches pipelined:",
+            "PyTorch's model-parallel ResNet-50, cut at layer3 over two GPUs, 8 micro-batches pipelined:",
             "ddp-train --data synthetic:8192:128 --model resnet50 --stage-devices cuda:0,cuda:1 --split-at layer3 --micro-batches 8 --precision fp32",
         ),
         (

@@ -22,7 +22,7 @@ pub use npy::{Latent, header as npy_header, read_latent, unicode_array};
 
 /// Gather per-image latent files (.npz/.npy with w [1,k,d]) into one .npz with w [N,k,d] and names.
 ///
-/// Inputs are `.npz` files (array `w`, as project-one-gpu and seed 000 write them) or `.npy`
+/// Inputs are `.npz` files (array `w`, as project-one-gpu and StyleGAN2-ADA projection scripts write them) or `.npy`
 /// files, named by arguments, stdin lines, or the records a previous stage printed (the file in
 /// "output", named by "input"). The output holds `w` (float32 [N,k,d], input order) and `names`
 /// (a numpy unicode array, loads without allow_pickle). An unreadable input or one whose shape

@@ -23,7 +23,7 @@ use tch::{Kind, Tensor};
 /// Project images into a StyleGAN2-ADA generator's W space (upstream project(), batched) on one GPU.
 ///
 /// Each image is centre-cropped and Lanczos-resized to the generator's resolution exactly as
-/// seed 000 does with Pillow (skipped when it already has that size), then optimised for --steps
+/// a Pillow projection script does (skipped when it already has that size), then optimised for --steps
 /// steps with upstream's schedule, noise regularisation and LPIPS (VGG16) distance. The result is
 /// `<stem>.npz` with `w` float32 [1,1,w_dim] ([1,num_ws,w_dim] with --w-plus) beside the image, or
 /// under --out-dir mirroring the input paths. Existing outputs are skipped.
@@ -48,7 +48,7 @@ pub struct Cli {
     pub vgg: PathBuf,
 
     /// Write outputs under this directory, mirroring the inputs' paths relative to --base
-    /// (default: `<stem>.npz` beside each image, as seed 000 does).
+    /// (default: `<stem>.npz` beside each image, as the usual projection script does).
     #[arg(short, long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
 
@@ -143,7 +143,7 @@ Prints one record per image, in input order:
 and last {"type":"summary","ok":N,"skipped":N,"failed":N,"elapsed_ms":N}. distance is the squared LPIPS feature distance of the last step (the value upstream logs last). Outputs are written to a temp file and renamed; a re-run skips images whose .npz exists. An input listed again is projected once (the repeat's record says skipped); another input that would write the same .npz (a.jpg beside a.png) is an error record. gather-npz reads these records directly."#;
     const EXAMPLES: &'static [(&'static str, &'static str)] = &[
         (
-            "Seed 000 done right: four shards, each on its own GPU (GNU parallel's job slot picks it):",
+            "A folder of photos over four GPUs, one shard each (GNU parallel's job slot picks the GPU):",
             "find imgs -name '*.jpg' | shard-list -n 4 | parallel -j4 project-one-gpu --network G.safetensors --vgg vgg16.pt {} > latents.jsonl",
         ),
         (

@@ -25,13 +25,13 @@ pub struct Cli {
     #[arg(value_name = "FILES")]
     pub files: Vec<PathBuf>,
 
-    /// Number of shards: shard i takes paths[i::N], like seed 000's `subdir_list[i::n]`.
+    /// Number of shards: shard i takes paths[i::N], like Python's `subdir_list[i::n]`.
     #[arg(short = 'n', long = "shards", value_name = "N", required_unless_present = "sizes",
           value_parser = clap::value_parser!(u32).range(1..))]
     pub shards: Option<u32>,
 
     /// Shuffle with --seed, then split into consecutive parts of these fractions of the list
-    /// (seed 003's DataPartitioner: part length int(frac*len), what is left over is dropped).
+    /// (the DataPartitioner of PyTorch's distributed tutorial: part length int(frac*len), what is left over is dropped).
     #[arg(
         long,
         value_name = "F,F,...",
@@ -46,7 +46,7 @@ pub struct Cli {
     pub seed: u64,
 
     /// Shard directories instead of files: paths are grouped by their parent directory and whole
-    /// groups are assigned (seed 000 shards sub-folders).
+    /// groups are assigned (one folder of photos never spans two shards).
     #[arg(long)]
     pub by_dir: bool,
 
@@ -88,7 +88,7 @@ With \-\-balance size the record also has "bytes". A path that cannot be read as
             "find imgs -name '*.jpg' | sort | shard-list -n 4 | parallel -j4 project-one-gpu --network G.safetensors --vgg vgg16.pt",
         ),
         (
-            "Seed 003's 70/20/10 split of a file list:",
+            "PyTorch's DataPartitioner 70/20/10 split of a file list:",
             "shard-list --sizes 0.7,0.2,0.1 --seed 1234 files.txt",
         ),
         (

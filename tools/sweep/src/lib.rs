@@ -176,7 +176,7 @@ Files in OUT_DIR: journal.jsonl (append-only: the definition, every start, resul
 A status table goes to stderr every --report-secs while something changes, and the trials sorted by the metric at the end."#;
     const EXAMPLES: &'static [(&'static str, &'static str)] = &[
         (
-            "Seed 004's search: learning rate × batch size for a CIFAR ResNet, 4 GPUs, ASHA:",
+            "Ray Tune's ASHA recipe: learning rate × batch size for a CIFAR ResNet, 4 GPUs:",
             "sweep --space space.json --samples 8 --metric val_top1 --mode max --time-attr epoch --max-t 10 --grace-period 1 --reduction-factor 4 --slots 4 --out-dir sweeps/run1 -- ddp-train --data cifar100:cifar-100-binary --lr {lr} --batch-size {batch_size} --epochs 10 --checkpoint-dir {trial_dir} --resume -q",
         ),
         (
