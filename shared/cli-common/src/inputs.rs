@@ -41,54 +41,72 @@ pub fn regular_file(path: &Path) -> anyhow::Result<u64> {
     )
 }
 
-/// Checks, from its first bytes (up to 64), that `path` is a regular file of the kind `sniff`
-/// recognises (`Err` names what it is not), without reading the rest: what a tool does before an
-/// input may claim its output.
-pub fn check_kind(path: &Path, sniff: impl Fn(&[u8]) -> Result<(), String>) -> anyhow::Result<()> {
-    open_sniffed(path, sniff).map(drop)
+/// An input opened and recognised from its first bytes, the rest not read yet: what a tool holds
+/// between deciding that an input is of its kind (before it may claim its output) and reading
+/// it, so the file is opened and sniffed once.
+#[derive(Debug)]
+pub struct Sniffed {
+    file: File,
+    len: u64,
+    head: Vec<u8>,
+    path: PathBuf,
 }
 
-/// Reads an input file whose kind `sniff` recognises from its first bytes (up to 64; `Err`
-/// names what it is not), and which is at most `limit` bytes: a file of the wrong kind is refused
-/// after a few bytes, not after reading gigabytes, and no input is read past what its format
-/// allows.
+impl Sniffed {
+    /// Opens `path` if it is a regular file whose first bytes (up to 64) `sniff` recognises
+    /// (`Err` names what it is not): a file of the wrong kind is refused after a few bytes.
+    pub fn open(path: &Path, sniff: impl Fn(&[u8]) -> Result<(), String>) -> anyhow::Result<Self> {
+        let len = regular_file(path)?;
+        let mut file = File::open(path).with_context(|| format!("reading {}", path.display()))?;
+        let mut head = Vec::with_capacity(64);
+        (&mut file)
+            .take(64)
+            .read_to_end(&mut head)
+            .with_context(|| format!("reading {}", path.display()))?;
+        if let Err(what) = sniff(&head) {
+            bail!("{what} (judged from its first {} bytes)", head.len());
+        }
+        Ok(Sniffed {
+            file,
+            len,
+            head,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The whole file, which must be at most `limit` bytes: no input is read past what its
+    /// format allows.
+    pub fn read_all(self, limit: u64) -> anyhow::Result<Vec<u8>> {
+        let Sniffed {
+            file,
+            len,
+            head,
+            path,
+        } = self;
+        if len > limit {
+            bail!("{len} bytes, more than this input may hold ({limit})");
+        }
+        let mut bytes = head;
+        bytes.reserve(len.saturating_sub(bytes.len() as u64) as usize);
+        // A file that grows while it is read still stops at the limit.
+        file.take((limit + 1).saturating_sub(bytes.len() as u64))
+            .read_to_end(&mut bytes)
+            .with_context(|| format!("reading {}", path.display()))?;
+        if bytes.len() as u64 > limit {
+            bail!("more than {limit} bytes: more than this input may hold");
+        }
+        Ok(bytes)
+    }
+}
+
+/// Reads an input file whose kind `sniff` recognises from its first bytes and which is at most
+/// `limit` bytes ([`Sniffed::open`], then [`Sniffed::read_all`]).
 pub fn read_regular(
     path: &Path,
     limit: u64,
     sniff: impl Fn(&[u8]) -> Result<(), String>,
 ) -> anyhow::Result<Vec<u8>> {
-    let (f, len, head) = open_sniffed(path, sniff)?;
-    if len > limit {
-        bail!("{len} bytes, more than this input may hold ({limit})");
-    }
-    let mut bytes = head;
-    bytes.reserve(len.saturating_sub(bytes.len() as u64) as usize);
-    // A file that grows while it is read still stops at the limit.
-    f.take((limit + 1).saturating_sub(bytes.len() as u64))
-        .read_to_end(&mut bytes)
-        .with_context(|| format!("reading {}", path.display()))?;
-    if bytes.len() as u64 > limit {
-        bail!("more than {limit} bytes: more than this input may hold");
-    }
-    Ok(bytes)
-}
-
-/// The open file, its length and its first (up to 64) bytes, which `sniff` accepted.
-fn open_sniffed(
-    path: &Path,
-    sniff: impl Fn(&[u8]) -> Result<(), String>,
-) -> anyhow::Result<(File, u64, Vec<u8>)> {
-    let len = regular_file(path)?;
-    let mut f = File::open(path).with_context(|| format!("reading {}", path.display()))?;
-    let mut head = Vec::with_capacity(64);
-    (&mut f)
-        .take(64)
-        .read_to_end(&mut head)
-        .with_context(|| format!("reading {}", path.display()))?;
-    if let Err(what) = sniff(&head) {
-        bail!("{what} (judged from its first {} bytes)", head.len());
-    }
-    Ok((f, len, head))
+    Sniffed::open(path, sniff)?.read_all(limit)
 }
 
 /// One item or the reason a line gave none.

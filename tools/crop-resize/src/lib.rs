@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::{Parser, ValueEnum};
+use cli_common::inputs::Sniffed;
 use cli_common::paths::Claims;
 use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, atomic, inputs, interrupt, progress};
 use image::RgbImage;
@@ -158,14 +159,15 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
             break;
         }
         // Only an input that is an image may claim an output: a caption file or a missing
-        // file listed before the image with its name is its own error, not the image's.
-        let chunk: Vec<Result<InputItem, ErrorRecord>> = pool.install(|| {
+        // file listed before the image with its name is its own error, not the image's. Each
+        // is opened here once; the open file goes on to be read.
+        let chunk: Vec<Result<(InputItem, Sniffed), ErrorRecord>> = pool.install(|| {
             chunk
                 .into_par_iter()
                 .map(|item| {
                     let item = item?;
-                    match inputs::check_kind(&item.path, imaging::sniff) {
-                        Ok(()) => Ok(item),
+                    match Sniffed::open(&item.path, imaging::sniff) {
+                        Ok(file) => Ok((item, file)),
                         Err(e) => Err(ErrorRecord {
                             input: item.name,
                             message: format!("{e:#}"),
@@ -176,10 +178,10 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         });
         // Outputs are claimed in input order here, so that of two inputs with one output
         // (a.jpg, a.png) the first is written and the second is an error, in any chunking.
-        let chunk: Vec<Result<(InputItem, PathBuf), ErrorRecord>> = chunk
+        let chunk: Vec<Result<(InputItem, Sniffed, PathBuf), ErrorRecord>> = chunk
             .into_iter()
             .map(|item| {
-                let item = item?;
+                let (item, file) = item?;
                 let target =
                     output_path(&item.path, &cli.base, &cli.out_dir, &cwd, job.format.ext());
                 let claim = claims.claim(&target, &item.name, &item.path, &cwd);
@@ -188,7 +190,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
                         input: item.name,
                         message,
                     }),
-                    None => Ok((item, target)),
+                    None => Ok((item, file, target)),
                 }
             })
             .collect();
@@ -196,14 +198,16 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
             chunk
                 .into_par_iter()
                 .map(|item| {
-                    let (item, target) = item?;
+                    let (item, file, target) = item?;
                     // A panic in a decoder (the tiff crate asserts on some tiled files) is this
                     // input's error record, not the batch's end.
-                    cli_common::panics::catch_item("decoding it", || job.process(&item, &target))
-                        .map_err(|e| ErrorRecord {
-                            input: item.name.clone(),
-                            message: format!("{e:#}"),
-                        })
+                    cli_common::panics::catch_item("decoding it", || {
+                        job.process(&item, file, &target)
+                    })
+                    .map_err(|e| ErrorRecord {
+                        input: item.name.clone(),
+                        message: format!("{e:#}"),
+                    })
                 })
                 .collect()
         });
@@ -257,7 +261,7 @@ struct Job {
 }
 
 impl Job {
-    fn process(&self, item: &InputItem, target: &Path) -> Result<ImageRecord> {
+    fn process(&self, item: &InputItem, file: Sniffed, target: &Path) -> Result<ImageRecord> {
         let r = self.resolution;
         let mut record = ImageRecord {
             input: item.name.clone(),
@@ -283,7 +287,7 @@ impl Job {
             record.skipped = true;
             return Ok(record);
         }
-        let bytes = inputs::read_regular(&item.path, self.decode.max_file_bytes(), imaging::sniff)?;
+        let bytes = file.read_all(self.decode.max_file_bytes())?;
         let decoded = imaging::decode_rgb(&bytes, &self.decode)?;
         let img = if self.exif_transpose {
             imaging::exif_transpose(decoded.rgb, decoded.orientation)
