@@ -470,7 +470,7 @@ impl<'a> Engine<'a> {
                 {
                     self.warn(
                         i,
-                        &text,
+                        line,
                         "is not valid JSON (NaN, Infinity or a number out of range?): ignored",
                     );
                 }
@@ -483,7 +483,7 @@ impl<'a> Engine<'a> {
                 Some(m) => m,
                 None => {
                     let why = format!("has \"{metric_key}\": {v}, not a number: ignored");
-                    self.warn(i, &String::from_utf8_lossy(line), &why);
+                    self.warn(i, line, &why);
                     return Ok(());
                 }
             },
@@ -495,7 +495,7 @@ impl<'a> Engine<'a> {
                 Some(x) => x,
                 None => {
                     let why = format!("has \"{}\": {v}, not a number: ignored", self.def.time_attr);
-                    self.warn(i, &String::from_utf8_lossy(line), &why);
+                    self.warn(i, line, &why);
                     return Ok(());
                 }
             },
@@ -510,7 +510,7 @@ impl<'a> Engine<'a> {
                     "has \"{}\": {time} after {before}: the time went backwards: ignored",
                     self.def.time_attr
                 );
-                self.warn(i, &String::from_utf8_lossy(line), &why);
+                self.warn(i, line, &why);
             }
             return Ok(());
         }
@@ -635,8 +635,12 @@ impl<'a> Engine<'a> {
     }
 
     /// A warning naming the trial and the line (cut to 200 characters).
-    fn warn(&self, trial: usize, line: &str, why: &str) {
-        let line: String = line.trim_end().chars().take(200).collect();
+    fn warn(&self, trial: usize, line: &[u8], why: &str) {
+        let line: String = String::from_utf8_lossy(line)
+            .trim_end()
+            .chars()
+            .take(200)
+            .collect();
         self.note(&format!("warning: trial {trial}: the line {line:?} {why}"));
     }
 

@@ -232,11 +232,10 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
 
     // One live sweep per directory (a `--resume` beside the running original ran the same
     // trials twice into one journal), for the sweep's life: the lock lives to the end of run.
-    let lock = |dir: &std::path::Path| atomic::DirLock::acquire(dir);
     let (def, template, journal, replay, out_dir, _lock) = if cli.resume {
         let out_dir = std::fs::canonicalize(&cli.out_dir)
             .with_context(|| format!("--out-dir {}", cli.out_dir.display()))?;
-        let held = lock(&out_dir)?;
+        let held = atomic::DirLock::acquire(&out_dir)?;
         let (def, entries, journal) = Journal::resume(&out_dir)?;
         let space = space::Space::parse(&def.space.to_string())?;
         let command: Vec<OsString> = def.command.iter().map(ArgRepr::to_os).collect();
@@ -247,7 +246,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         std::fs::create_dir_all(&cli.out_dir)
             .with_context(|| format!("creating {}", cli.out_dir.display()))?;
         let out_dir = std::fs::canonicalize(&cli.out_dir)?;
-        let held = lock(&out_dir)?;
+        let held = atomic::DirLock::acquire(&out_dir)?;
         let journal = Journal::create(&out_dir, &def)?;
         write_experiment(&out_dir, &def)?;
         (def, template, journal, Vec::new(), out_dir, held)

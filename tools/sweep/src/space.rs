@@ -73,29 +73,26 @@ impl Space {
     /// How many trials `samples` repetitions of the space make (every grid combination each
     /// time), without overflow.
     pub fn trial_count(&self, samples: usize) -> u128 {
+        self.grid().iter().fold(samples as u128, |n, (_, v)| {
+            n.saturating_mul(v.len() as u128)
+        })
+    }
+
+    /// The grid parameters, in key order.
+    fn grid(&self) -> Vec<(&String, &Vec<Value>)> {
         self.0
-            .values()
-            .filter_map(|p| match p {
-                Param::Grid(v) => Some(v.len() as u128),
+            .iter()
+            .filter_map(|(k, p)| match p {
+                Param::Grid(v) => Some((k, v)),
                 _ => None,
             })
-            .fold(samples as u128, |n, k| n.saturating_mul(k))
+            .collect()
     }
 
     /// Every trial's config, in generation order (see the module documentation).
     pub fn generate(&self, samples: usize, seed: u64) -> Vec<Config> {
         let mut rng = Rng(Mt64::new(seed));
-        let grid: Vec<(&String, &Vec<Value>)> = self
-            .0
-            .iter()
-            .filter_map(|(k, p)| {
-                if let Param::Grid(v) = p {
-                    Some((k, v))
-                } else {
-                    None
-                }
-            })
-            .collect();
+        let grid = self.grid();
         let combos: usize = grid.iter().map(|(_, v)| v.len()).product();
         let mut out = Vec::with_capacity(samples * combos);
         for _ in 0..samples {

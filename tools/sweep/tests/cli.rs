@@ -33,6 +33,17 @@ fn curve() -> PathBuf {
 }
 
 fn sweep(dir: &Path, space: &Value, args: &[&str], command: &[&str]) -> Command {
+    sweep_running(dir, space, args, curve().as_os_str(), command)
+}
+
+/// A sweep over `space` (written to DIR/space.json) of `program command...`.
+fn sweep_running(
+    dir: &Path,
+    space: &Value,
+    args: &[&str],
+    program: &std::ffi::OsStr,
+    command: &[&str],
+) -> Command {
     let space_path = dir.join("space.json");
     std::fs::write(&space_path, space.to_string()).unwrap();
     let mut c = Command::new(BIN);
@@ -40,7 +51,7 @@ fn sweep(dir: &Path, space: &Value, args: &[&str], command: &[&str]) -> Command 
         .arg(&space_path)
         .args(["--report-secs", "0"])
         .args(args);
-    c.arg("--").arg(curve()).args(command);
+    c.arg("--").arg(program).args(command);
     c.env_remove("CUDA_VISIBLE_DEVICES");
     c
 }
@@ -1007,25 +1018,24 @@ fn one_live_sweep_per_directory() {
 /// `epoch`; `{` and `}` in SCRIPT are written `\173` and `\175` for printf (braces are
 /// placeholders in a command).
 fn shell_sweep(dir: &Path, script: &str) -> Command {
-    let space_path = dir.join("space.json");
-    std::fs::write(&space_path, json!({"x": {"grid": [1]}}).to_string()).unwrap();
-    let mut c = Command::new(BIN);
-    c.arg("--space")
-        .arg(&space_path)
-        .args([
-            "--report-secs",
-            "0",
-            "--metric",
-            "m",
-            "--mode",
-            "max",
-            "--time-attr",
-            "epoch",
-        ])
-        .arg("--out-dir")
-        .arg(dir.join("run"))
-        .args(["--", "sh", "-c", script, "sh", "{x}"]);
-    c
+    let out = dir.join("run");
+    let args = [
+        "--metric",
+        "m",
+        "--mode",
+        "max",
+        "--time-attr",
+        "epoch",
+        "--out-dir",
+        out.to_str().unwrap(),
+    ];
+    sweep_running(
+        dir,
+        &json!({"x": {"grid": [1]}}),
+        &args,
+        "sh".as_ref(),
+        &["-c", script, "sh", "{x}"],
+    )
 }
 
 #[test]
