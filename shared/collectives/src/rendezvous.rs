@@ -585,10 +585,11 @@ const MAX_PENDING_HELLOS: usize = 64;
 
 /// Accepts connections until one says hello as `prev` of this run (the run's token from the
 /// store, the rank and the world size). Nothing blocks: connections are accepted and read
-/// without waiting, so a stranger's silent connections cost nothing, a connection whose hello
-/// is not this run's is dropped at once and named in a warning, one that says nothing within
-/// [`HELLO_TIMEOUT`] is dropped too, and the deadline and the stop hook are seen every few
-/// milliseconds.
+/// without waiting ([`Hellos`]), so a stranger's silent connections cost nothing, and the
+/// deadline and the stop hook are seen every few milliseconds. The previous rank is alive while
+/// its own ring port (bound before it published its address, closed only after it connected
+/// here) accepts connections: probed every [`PROBE_EVERY`]; once refused, its hello has
+/// [`HELLO_TIMEOUT`] to arrive before it is declared gone.
 fn accept_prev(
     listener: &TcpListener,
     nonce: u64,
@@ -597,21 +598,14 @@ fn accept_prev(
     world: usize,
     until: Until,
 ) -> Result<TcpStream> {
-    use std::io::Read;
-    struct Pending {
-        stream: TcpStream,
-        peer: std::net::SocketAddr,
-        got: Vec<u8>,
-        since: Instant,
-    }
     let io = &Error::io("ring listener");
     listener.set_nonblocking(true).map_err(io)?;
-    let want = hello(nonce, prev, world);
-    let probe = hello(nonce, PROBE, world);
-    let mut pending: Vec<Pending> = Vec::new();
-    // The previous rank is alive while its own ring port (bound before it published its
-    // address, closed only after it connected here) accepts connections: probed every half
-    // second. Once refused, its hello has a grace to arrive before it is declared gone.
+    let mut hellos = Hellos {
+        want: hello(nonce, prev, world),
+        probe: hello(nonce, PROBE, world),
+        prev,
+        pending: Vec::new(),
+    };
     let mut probed = Instant::now();
     let mut gone_since: Option<Instant> = None;
     loop {
@@ -619,64 +613,16 @@ fn accept_prev(
         match listener.accept() {
             Ok((stream, peer)) => {
                 stream.set_nonblocking(true).map_err(io)?;
-                if pending.len() == MAX_PENDING_HELLOS {
-                    let oldest = pending.remove(0);
-                    log::warn!(
-                        "dropped a connection to the ring port from {} (too many unannounced ones)",
-                        oldest.peer
-                    );
-                }
-                pending.push(Pending {
-                    stream,
-                    peer,
-                    got: Vec::with_capacity(want.len()),
-                    since: Instant::now(),
-                });
+                hellos.add(stream, peer);
                 busy = true;
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
             Err(e) => return Err(io(e)),
         }
-        let mut i = 0;
-        while i < pending.len() {
-            let p = &mut pending[i];
-            let mut buf = [0u8; 16];
-            let left = want.len() - p.got.len();
-            let drop_why = match p.stream.read(&mut buf[..left]) {
-                Ok(0) => Some("closed it before saying who it is"),
-                Ok(n) => {
-                    busy = true;
-                    p.got.extend_from_slice(&buf[..n]);
-                    if p.got.len() < want.len() {
-                        None
-                    } else if p.got == want {
-                        let p = pending.swap_remove(i);
-                        p.stream.set_nonblocking(false).map_err(io)?;
-                        return Ok(p.stream);
-                    } else if p.got == probe {
-                        pending.swap_remove(i);
-                        continue;
-                    } else {
-                        Some(
-                            "presented a handshake that is not this run's rank, world size and token",
-                        )
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    (p.since.elapsed() > HELLO_TIMEOUT).then_some("said nothing within 2 s")
-                }
-                Err(_) => Some("failed"),
-            };
-            match drop_why {
-                Some(why) => {
-                    log::warn!(
-                        "dropped a connection to the ring port from {}: it {why} (waiting for rank {prev})",
-                        p.peer
-                    );
-                    pending.swap_remove(i);
-                }
-                None => i += 1,
-            }
+        let (found, read) = hellos.read();
+        if let Some(stream) = found {
+            stream.set_nonblocking(false).map_err(io)?;
+            return Ok(stream);
         }
         if gone_since.is_some_and(|t| t.elapsed() > HELLO_TIMEOUT) {
             return Err(Error::Rendezvous(format!(
@@ -685,7 +631,7 @@ fn accept_prev(
         }
         if gone_since.is_none() && probed.elapsed() > PROBE_EVERY {
             probed = Instant::now();
-            if probe_refused(prev_addr, &probe) {
+            if probe_refused(prev_addr, &hellos.probe) {
                 gone_since = Some(Instant::now());
             }
         }
@@ -693,9 +639,100 @@ fn accept_prev(
             return Err(Error::Rendezvous("timed out".into()));
         }
         until.check(|| format!("waiting for rank {prev} to connect"))?;
-        if !busy {
+        if !(busy || read) {
             std::thread::sleep(Duration::from_millis(2));
         }
+    }
+}
+
+/// Connections to the ring port that have not said all of their 16-byte hello yet.
+struct Hellos {
+    /// The previous rank's hello.
+    want: [u8; 16],
+    /// A probe's hello (dropped quietly).
+    probe: [u8; 16],
+    prev: usize,
+    pending: Vec<Pending>,
+}
+
+struct Pending {
+    stream: TcpStream,
+    peer: std::net::SocketAddr,
+    got: Vec<u8>,
+    since: Instant,
+}
+
+impl Hellos {
+    /// A new connection (non-blocking); past [`MAX_PENDING_HELLOS`] the oldest is dropped.
+    fn add(&mut self, stream: TcpStream, peer: std::net::SocketAddr) {
+        if self.pending.len() == MAX_PENDING_HELLOS {
+            let oldest = self.pending.remove(0);
+            log::warn!(
+                "dropped a connection to the ring port from {} (too many unannounced ones)",
+                oldest.peer
+            );
+        }
+        self.pending.push(Pending {
+            stream,
+            peer,
+            got: Vec::with_capacity(16),
+            since: Instant::now(),
+        });
+    }
+
+    /// Reads what each connection has sent: the previous rank's stream once its hello is whole,
+    /// and whether anything arrived. A connection whose hello is not this run's is dropped and
+    /// named in a warning, one that says nothing within [`HELLO_TIMEOUT`] too; a probe quietly.
+    fn read(&mut self) -> (Option<TcpStream>, bool) {
+        use std::io::Read;
+        let mut read = false;
+        let mut i = 0;
+        while i < self.pending.len() {
+            let p = &mut self.pending[i];
+            let mut buf = [0u8; 16];
+            let left = self.want.len() - p.got.len();
+            let verdict = match p.stream.read(&mut buf[..left]) {
+                Ok(0) => Err("closed it before saying who it is"),
+                Ok(n) => {
+                    read = true;
+                    p.got.extend_from_slice(&buf[..n]);
+                    Ok(())
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if p.since.elapsed() > HELLO_TIMEOUT {
+                        Err("said nothing within 2 s")
+                    } else {
+                        Ok(())
+                    }
+                }
+                Err(_) => Err("failed"),
+            };
+            let whole = p.got.len() == self.want.len();
+            match verdict {
+                Ok(()) if whole && p.got == self.want => {
+                    return (Some(self.pending.swap_remove(i).stream), read);
+                }
+                Ok(()) if whole && p.got == self.probe => {
+                    self.pending.swap_remove(i);
+                }
+                Ok(()) if whole => self.drop_one(
+                    i,
+                    "presented a handshake that is not this run's rank, world size and token",
+                ),
+                Ok(()) => i += 1,
+                Err(why) => self.drop_one(i, why),
+            }
+        }
+        (None, read)
+    }
+
+    fn drop_one(&mut self, i: usize, why: &str) {
+        let p = self.pending.swap_remove(i);
+        log::warn!(
+            "dropped a connection to the ring port from {}: it {why} (waiting for rank {})",
+            p.peer,
+            self.prev
+        );
     }
 }
 
