@@ -235,20 +235,27 @@ fn report(name: &str, e: &anyhow::Error) -> ExitCode {
     ExitCode::from(class.exit_code())
 }
 
-/// Whether the process started with stdout closed. Rust's runtime reopens a closed standard
-/// descriptor on /dev/null (read-write) before `main`, so writes would succeed into nothing; a
-/// shell's `>/dev/null` opens it write-only, which tells the two apart.
+/// Whether fd 1 was closed when the process started. Rust's runtime reopens a closed standard
+/// descriptor on /dev/null before `main`, after which it looks like `>/dev/null` (or Python's
+/// `stdout=subprocess.DEVNULL`, read-write as the reopened one is); a constructor in
+/// `.init_array` runs before that and asks the kernel. Elsewhere than Linux: never.
+static STDOUT_CLOSED_AT_START: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+#[cfg(target_os = "linux")]
+#[used]
+#[unsafe(link_section = ".init_array")]
+static CHECK_STDOUT_AT_START: extern "C" fn() = {
+    extern "C" fn check() {
+        // SAFETY: F_GETFD on a descriptor number reads its flags and changes nothing.
+        let closed = unsafe { libc::fcntl(1, libc::F_GETFD) } < 0;
+        STDOUT_CLOSED_AT_START.store(closed, std::sync::atomic::Ordering::Relaxed);
+    }
+    check
+};
+
 fn stdout_was_closed() -> bool {
-    use std::os::unix::fs::MetadataExt;
-    let (Ok(null), Ok(out)) = (
-        std::fs::metadata("/dev/null"),
-        std::fs::metadata("/proc/self/fd/1"),
-    ) else {
-        return false;
-    };
-    // SAFETY: F_GETFL on a descriptor number reads its flags and changes nothing.
-    let flags = unsafe { libc::fcntl(1, libc::F_GETFL) };
-    out.rdev() == null.rdev() && flags >= 0 && flags & libc::O_ACCMODE == libc::O_RDWR
+    STDOUT_CLOSED_AT_START.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 fn is_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {

@@ -672,6 +672,22 @@ fn a_closed_stdout_is_a_fatal_error_before_any_work() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
+    // So is /dev/null opened read-write, as Python's `subprocess.DEVNULL` opens it.
+    std::fs::remove_dir_all(tmp.path().join("o")).unwrap();
+    let null = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+        .unwrap();
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("crop-resize"))
+        .current_dir(tmp.path())
+        .args(["-r", "16", "-o", "o", "a.png"])
+        .stdout(null)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(tmp.path().join("o/a.png").exists());
 }
 
 /// `crop-resize -r 16 -o o --jobs 1 INPUTS` in `dir` under 800 MB of address space (the tool needs
