@@ -30,10 +30,12 @@ fn lanczos(x: f64) -> f64 {
     }
 }
 
-/// Per output pixel: first input index, number of taps, and `ksize` fixed-point weights.
+/// Per output pixel: first input index, number of taps, and `stride` fixed-point weights (the
+/// taps' and then zeros: `stride` is Pillow's `ksize` rounded up to a multiple of 8, so that the
+/// SIMD kernels read whole vectors).
 struct Coeffs {
     bounds: Vec<(usize, usize)>,
-    ksize: usize,
+    stride: usize,
     weights: Vec<i32>,
 }
 
@@ -44,8 +46,9 @@ impl Coeffs {
         let filterscale = scale.max(1.0);
         let support = SUPPORT * filterscale;
         let ksize = support.ceil() as usize * 2 + 1;
+        let stride = ksize.next_multiple_of(8);
         let mut bounds = Vec::with_capacity(out_size);
-        let mut weights = vec![0i32; out_size * ksize];
+        let mut weights = vec![0i32; out_size * stride];
         let mut k = vec![0f64; ksize];
         let ss = 1.0 / filterscale;
         for xx in 0..out_size {
@@ -63,7 +66,7 @@ impl Coeffs {
             for (x, &kx) in k.iter().enumerate().take(n) {
                 let w = if ww != 0.0 { kx / ww } else { kx };
                 let fixed = w * (1u32 << PRECISION_BITS) as f64;
-                weights[xx * ksize + x] = if w < 0.0 {
+                weights[xx * stride + x] = if w < 0.0 {
                     (-0.5 + fixed) as i32
                 } else {
                     (0.5 + fixed) as i32
@@ -73,14 +76,22 @@ impl Coeffs {
         }
         Coeffs {
             bounds,
-            ksize,
+            stride,
             weights,
         }
     }
 
     fn taps(&self, out: usize) -> (usize, &[i32]) {
         let (min, n) = self.bounds[out];
-        (min, &self.weights[out * self.ksize..out * self.ksize + n])
+        (min, &self.weights[out * self.stride..out * self.stride + n])
+    }
+
+    /// [`Self::taps`] padded with zero weights to a multiple of 8.
+    #[cfg(target_arch = "x86_64")]
+    fn taps8(&self, out: usize) -> (usize, &[i32]) {
+        let (min, n) = self.bounds[out];
+        let at = out * self.stride;
+        (min, &self.weights[at..at + n.next_multiple_of(8)])
     }
 }
 
@@ -140,8 +151,9 @@ pub fn resize_lanczos(img: &RgbImage, region: Box4, out_w: u32, out_h: u32) -> R
     let mut mid = vec![0u8; (last - first) * mid_w * 3];
     if need_h {
         let horiz = Coeffs::new(w, out_w);
+        let mut scratch = Vec::new();
         for (y, out_row) in (first..last).zip(mid.chunks_exact_mut(out_w * 3)) {
-            horizontal_row(row(y), out_row, &horiz);
+            horizontal_row(row(y), out_row, &horiz, &mut scratch);
         }
     } else {
         for (y, out_row) in (first..last).zip(mid.chunks_exact_mut(w * 3)) {
@@ -156,24 +168,133 @@ pub fn resize_lanczos(img: &RgbImage, region: Box4, out_w: u32, out_h: u32) -> R
     let mut acc = vec![0i32; row_len];
     for (yy, out_row) in out.chunks_exact_mut(row_len).enumerate() {
         let (ymin, k) = vert.taps(yy);
-        acc.fill(HALF);
-        for (dy, &ky) in k.iter().enumerate() {
-            let y = ymin + dy - first;
-            let src_row = &mid[y * row_len..(y + 1) * row_len];
-            for (a, &p) in acc.iter_mut().zip(src_row) {
-                *a += p as i32 * ky;
-            }
-        }
-        for (o, &a) in out_row.iter_mut().zip(&acc) {
-            *o = clip8(a);
-        }
+        let rows = &mid[(ymin - first) * row_len..(ymin - first + k.len()) * row_len];
+        vertical_row(rows, k, &mut acc, out_row);
     }
     RgbImage::from_raw(out_w as u32, out_h as u32, out).expect("sized buffer")
 }
 
-/// `ImagingResampleHorizontal_8bpc` for one RGB row.
+/// The kernels in the widest form this CPU runs, chosen once: AVX2 (8 lanes of Pillow's 32-bit
+/// arithmetic, the same sums in the same order, so the same bits) or the scalar code.
+fn use_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static AVX2: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *AVX2.get_or_init(|| std::arch::is_x86_feature_detected!("avx2"))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// `ImagingResampleHorizontal_8bpc` for one RGB row; `scratch` is kept between rows.
+fn horizontal_row(src: &[u8], out: &mut [u8], c: &Coeffs, scratch: &mut Vec<u8>) {
+    #[cfg(target_arch = "x86_64")]
+    if use_avx2() {
+        // SAFETY: the CPU has AVX2 (checked above).
+        return unsafe { avx2::horizontal_row(src, out, c, scratch) };
+    }
+    let _ = scratch;
+    horizontal_row_scalar(src, out, c)
+}
+
+/// `ImagingResampleVertical_8bpc` for one output row: `rows` holds the `k.len()` input rows it
+/// reads, one after the other; `acc` is scratch of one row's length.
+fn vertical_row(rows: &[u8], k: &[i32], acc: &mut [i32], out: &mut [u8]) {
+    #[cfg(target_arch = "x86_64")]
+    if use_avx2() {
+        // SAFETY: the CPU has AVX2 (checked above).
+        return unsafe { avx2::vertical_row(rows, k, acc, out) };
+    }
+    vertical_row_generic(rows, k, acc, out)
+}
+
+/// Written so that the compiler vectorises it (lane by lane, no reordering of any one sum).
+#[inline(always)]
+fn vertical_row_generic(rows: &[u8], k: &[i32], acc: &mut [i32], out: &mut [u8]) {
+    acc.fill(HALF);
+    for (src_row, &ky) in rows.chunks_exact(out.len()).zip(k) {
+        for (a, &p) in acc.iter_mut().zip(src_row) {
+            *a += p as i32 * ky;
+        }
+    }
+    for (o, &a) in out.iter_mut().zip(acc.iter()) {
+        *o = clip8(a);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    use super::{Coeffs, HALF, PRECISION_BITS};
+
+    /// [`super::vertical_row_generic`] compiled for AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) fn vertical_row(rows: &[u8], k: &[i32], acc: &mut [i32], out: &mut [u8]) {
+        super::vertical_row_generic(rows, k, acc, out)
+    }
+
+    /// [`super::horizontal_row_scalar`] on the row split into three planes (R, G, B, each
+    /// followed by 8 zeros), eight taps a step: lane i of a channel's accumulator sums the taps
+    /// i, i + 8, i + 16... and the lanes are added at the end. Every channel's sum has the
+    /// scalar one's terms (the padding's weights are 0), and 32-bit integer addition gives the
+    /// same bits in any order.
+    #[target_feature(enable = "avx2")]
+    pub(super) fn horizontal_row(src: &[u8], out: &mut [u8], c: &Coeffs, planes: &mut Vec<u8>) {
+        let w = src.len() / 3;
+        let plane = w + 8;
+        planes.clear();
+        planes.resize(3 * plane, 0);
+        let (r, rest) = planes.split_at_mut(plane);
+        let (g, b) = rest.split_at_mut(plane);
+        for (((p, r), g), b) in src.chunks_exact(3).zip(&mut *r).zip(&mut *g).zip(&mut *b) {
+            (*r, *g, *b) = (p[0], p[1], p[2]);
+        }
+        let (r, g, b) = (&r[..], &g[..], &b[..]);
+        for (xx, px) in out.chunks_exact_mut(3).enumerate() {
+            let (xmin, k) = c.taps8(xx);
+            // xmin + n <= w and k.len() < n + 8: every read below is inside a plane.
+            assert!(xmin + k.len() <= plane, "taps inside the row");
+            let (mut ar, mut ag, mut ab) = (
+                _mm256_setzero_si256(),
+                _mm256_setzero_si256(),
+                _mm256_setzero_si256(),
+            );
+            for (j, w8) in k.chunks_exact(8).enumerate() {
+                let at = xmin + 8 * j;
+                // SAFETY: w8 holds 8 i32 and each plane has 8 bytes from `at` (asserted above).
+                unsafe {
+                    let w8 = _mm256_loadu_si256(w8.as_ptr().cast());
+                    let load =
+                        |p: &[u8]| _mm256_cvtepu8_epi32(_mm_loadl_epi64(p.as_ptr().add(at).cast()));
+                    ar = _mm256_add_epi32(ar, _mm256_mullo_epi32(load(r), w8));
+                    ag = _mm256_add_epi32(ag, _mm256_mullo_epi32(load(g), w8));
+                    ab = _mm256_add_epi32(ab, _mm256_mullo_epi32(load(b), w8));
+                }
+            }
+            // [r g b 0] in each 128-bit half, then the halves added.
+            let rg = _mm256_hadd_epi32(ar, ag);
+            let b0 = _mm256_hadd_epi32(ab, _mm256_setzero_si256());
+            let rgb = _mm256_hadd_epi32(rg, b0);
+            let sum = _mm_add_epi32(
+                _mm_add_epi32(
+                    _mm256_castsi256_si128(rgb),
+                    _mm256_extracti128_si256(rgb, 1),
+                ),
+                _mm_set1_epi32(HALF),
+            );
+            // >> 22, then clamped to 0..=255 by the two saturating packs (Pillow's clip8).
+            let shifted = _mm_srai_epi32(sum, PRECISION_BITS as i32);
+            let packed = _mm_packus_epi16(_mm_packs_epi32(shifted, shifted), shifted);
+            let rgb = (_mm_cvtsi128_si32(packed) as u32).to_le_bytes();
+            px.copy_from_slice(&rgb[..3]);
+        }
+    }
+}
+
+/// `ImagingResampleHorizontal_8bpc` for one RGB row, one channel at a time.
 #[inline]
-fn horizontal_row(src: &[u8], out: &mut [u8], c: &Coeffs) {
+fn horizontal_row_scalar(src: &[u8], out: &mut [u8], c: &Coeffs) {
     for (xx, px) in out.chunks_exact_mut(3).enumerate() {
         let (xmin, k) = c.taps(xx);
         let taps = &src[xmin * 3..(xmin + k.len()) * 3];
@@ -192,6 +313,59 @@ fn horizontal_row(src: &[u8], out: &mut [u8], c: &Coeffs) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A deterministic pseudo-random image (xorshift), so that every byte value and neighbour
+    /// pattern shows up.
+    fn noise(w: u32, h: u32, seed: u64) -> RgbImage {
+        let mut x = seed | 1;
+        RgbImage::from_fn(w, h, |_, _| {
+            let mut next = || {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 24) as u8
+            };
+            image::Rgb([next(), next(), next()])
+        })
+    }
+
+    #[test]
+    fn simd_kernels_equal_the_scalar_ones_bit_for_bit() {
+        if !use_avx2() {
+            eprintln!("no AVX2 here: only the scalar kernels run");
+            return;
+        }
+        // Odd and even tap counts, up- and downscaling, a pair read at the very end of a row.
+        for (i, (w, o)) in [
+            (1000, 256),
+            (257, 256),
+            (33, 7),
+            (5, 64),
+            (3, 1),
+            (600, 599),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let img = noise(w, 2, i as u64 + 1);
+            let c = Coeffs::new(w as usize, o);
+            let row = &img.as_raw()[..w as usize * 3];
+            let (mut a, mut b) = (vec![0u8; o * 3], vec![0u8; o * 3]);
+            horizontal_row_scalar(row, &mut a, &c);
+            // SAFETY: use_avx2() said yes.
+            unsafe { avx2::horizontal_row(row, &mut b, &c, &mut Vec::new()) };
+            assert_eq!(a, b, "horizontal {w} -> {o}");
+            let rows = noise(o as u32, 40, i as u64 + 7);
+            let k = &Coeffs::new(100, 37).weights[..];
+            let taps = &k[..(rows.height() as usize).min(k.len())];
+            let rows = &rows.as_raw()[..taps.len() * o * 3];
+            let mut acc = vec![0; o * 3];
+            vertical_row_generic(rows, taps, &mut acc, &mut a);
+            // SAFETY: as above.
+            unsafe { avx2::vertical_row(rows, taps, &mut acc, &mut b) };
+            assert_eq!(a, b, "vertical, {} taps", taps.len());
+        }
+    }
 
     #[test]
     fn crop_box_matches_seed_formula() {

@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""crop-resize vs Pillow on real photos (2-16 MP wallpapers from Debian's packages), the same work
+on both sides: decode, convert('RGB'), centre crop, LANCZOS resize, write PNG. Per format (JPEG,
+PNG, WebP) and output size: images/s and MP/s (megapixels of input decoded per second) on one core
+and on all cores, the peak memory of one process on one core, and max |delta| (must be 0).
+
+  .venv/bin/python scripts/bench/crop_resize_photos.py [--sizes 256,1024] [--repeat 2]
+      [--cache ~/.cache/shardkit-bench/wallpapers] [--workdir /tmp/shardkit-bench-photos]
+
+The photos come from `apt-get download mate-backgrounds ukui-wallpapers lomiri-wallpapers-20.04
+gnome-backgrounds`, unpacked with `dpkg-deb -x` into the cache the first time. Pillow runs in one
+process and in a pool of all cores; crop-resize with -j1 and -j(all cores). Each timing is the best
+of --repeat runs with the outputs removed between runs (so nothing is skipped). Peak memory is the
+largest resident set of the process doing the whole format on one core (Python's own ~30 MB
+included on Pillow's side).
+"""
+import argparse, glob, json, os, shutil, subprocess, sys, time
+
+import numpy as np
+from PIL import Image
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.environ.get("SHARDKIT_BIN", os.path.join(ROOT, "target", "release"))
+PACKAGES = ["mate-backgrounds", "ukui-wallpapers", "lomiri-wallpapers-20.04", "gnome-backgrounds"]
+FORMATS = {"JPEG": "jpeg", "PNG": "png", "WEBP": "webp"}
+
+# The Pillow side, run in its own process so that its peak memory can be read: reads
+# "src\tdst" lines on stdin.
+PILLOW_WORKER = r"""
+import sys, multiprocessing as mp
+from PIL import Image
+Image.MAX_IMAGE_PIXELS = None
+
+def one(line):
+    src, dst, r = line.split("\t")
+    r = int(r)
+    im = Image.open(src).convert("RGB")
+    w, h = im.size
+    s = min(w, h)
+    im = im.crop(((w - s) // 2, (h - s) // 2, (w + s) // 2, (h + s) // 2)).resize((r, r), Image.LANCZOS)
+    im.save(dst)
+
+if __name__ == "__main__":
+    jobs = [l.rstrip("\n") for l in sys.stdin if l.strip()]
+    procs = int(sys.argv[1])
+    if procs == 1:
+        for j in jobs:
+            one(j)
+    else:
+        with mp.Pool(procs) as pool:
+            pool.map(one, jobs, chunksize=1)
+"""
+
+
+def fetch(cache):
+    """The photos, by format: downloads and unpacks the packages the first time."""
+    unpacked = os.path.join(cache, "x")
+    if not os.path.isdir(unpacked):
+        os.makedirs(cache, exist_ok=True)
+        subprocess.run(["apt-get", "download", *PACKAGES], cwd=cache, check=True, stdout=subprocess.DEVNULL)
+        for deb in glob.glob(os.path.join(cache, "*.deb")):
+            subprocess.run(["dpkg-deb", "-x", deb, unpacked + ".tmp"], check=True)
+        os.rename(unpacked + ".tmp", unpacked)
+    by_format = {f: [] for f in FORMATS}
+    for p in sorted(glob.glob(os.path.join(unpacked, "**", "*"), recursive=True)):
+        if os.path.islink(p) or not os.path.isfile(p):
+            continue
+        try:
+            with Image.open(p) as im:
+                fmt, size = im.format, im.size
+        except Exception:
+            continue
+        if fmt in by_format and size[0] * size[1] >= 1_000_000:
+            by_format[fmt].append((p, size[0] * size[1]))
+    return by_format
+
+
+def timed(cmd, stdin):
+    """Runs cmd; returns (seconds, peak resident set in MiB)."""
+    t = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    proc.stdin.write(stdin.encode())
+    proc.stdin.close()
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - t
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{cmd[0]} failed ({status})")
+    return elapsed, usage.ru_maxrss / 1024
+
+
+def run_pillow(items, out, r, procs):
+    lines = "".join(f"{p}\t{out}/{i:04d}.png\t{r}\n" for i, (p, _) in enumerate(items))
+    return timed([sys.executable, "-c", PILLOW_WORKER, str(procs)], lines)
+
+
+def run_ours(items, out, r, jobs):
+    # Inputs are symlinks named like Pillow's outputs, so that the two output trees match.
+    links = out + ".in"
+    shutil.rmtree(links, ignore_errors=True)
+    os.makedirs(links)
+    names = []
+    for i, (p, _) in enumerate(items):
+        os.symlink(p, f"{links}/{i:04d}{os.path.splitext(p)[1]}")
+        names.append(f"{links}/{i:04d}{os.path.splitext(p)[1]}")
+    return timed([f"{BIN}/crop-resize", "-q", "-r", str(r), "-o", out, "--base", links, "-j", str(jobs)], "\n".join(names))
+
+
+def best(fn, out, repeat):
+    runs = []
+    for _ in range(repeat):
+        shutil.rmtree(out, ignore_errors=True)
+        os.makedirs(out)
+        runs.append(fn(out))
+    return min(t for t, _ in runs), max(m for _, m in runs)
+
+
+def compare(a_dir, b_dir):
+    mx = 0
+    names = sorted(n for n in os.listdir(a_dir) if n.endswith(".png"))
+    assert names == sorted(n for n in os.listdir(b_dir) if n.endswith(".png")), "different outputs"
+    for name in names:
+        a = np.asarray(Image.open(f"{a_dir}/{name}").convert("RGB"), dtype=np.int16)
+        b = np.asarray(Image.open(f"{b_dir}/{name}").convert("RGB"), dtype=np.int16)
+        mx = max(mx, int(np.abs(a - b).max()) if a.shape == b.shape else 255)
+    return mx
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="256,1024")
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--formats", default="JPEG,PNG,WEBP")
+    ap.add_argument("--cache", default=os.path.expanduser("~/.cache/shardkit-bench/wallpapers"))
+    ap.add_argument("--workdir", default="/tmp/shardkit-bench-photos")
+    a = ap.parse_args()
+    cores = os.cpu_count()
+    photos = fetch(a.cache)
+    rows = []
+    for fmt in a.formats.split(","):
+        items = photos[fmt]
+        if not items:
+            print(f"no {fmt} photos found", file=sys.stderr)
+            continue
+        mp = sum(px for _, px in items) / 1e6
+        for r in map(int, a.sizes.split(",")):
+            w = f"{a.workdir}/{fmt}-{r}"
+            p1, p1_mem = best(lambda o: run_pillow(items, o, r, 1), w + "/pil1", a.repeat)
+            pn, _ = best(lambda o: run_pillow(items, o, r, cores), w + "/pil", a.repeat)
+            o1, o1_mem = best(lambda o: run_ours(items, o, r, 1), w + "/ours1", a.repeat)
+            on, on_mem = best(lambda o: run_ours(items, o, r, cores), w + "/ours", a.repeat)
+            n = len(items)
+            rows.append({"case": f"{fmt.lower()}->{r}", "images": n, "megapixels": round(mp, 1),
+                         "pillow_1proc_img_s": n / p1, f"pillow_{cores}proc_img_s": n / pn,
+                         "ours_j1_img_s": n / o1, f"ours_j{cores}_img_s": n / on,
+                         "pillow_1proc_mp_s": mp / p1, "ours_j1_mp_s": mp / o1,
+                         "ratio_j1_vs_pillow_1proc": p1 / o1, f"ratio_j{cores}_vs_pillow_{cores}proc": pn / on,
+                         f"ours_j{cores}_vs_j1": o1 / on,
+                         "pillow_peak_mib": p1_mem, "ours_j1_peak_mib": o1_mem, f"ours_j{cores}_peak_mib": on_mem,
+                         "max_abs_diff": max(compare(w + "/pil1", w + "/ours1"), compare(w + "/pil1", w + "/ours"))})
+    print(f"{'case':<11} {'n':>3} {'MP':>6} {'Pillow 1p':>9} {'ours -j1':>8} {'x 1 core':>8} {'Pillow %dp' % cores:>9} "
+          f"{'ours -j%d' % cores:>8} {'x all':>6} {'j%d/j1' % cores:>6} {'MP/s ours':>9} {'peak MiB P/ours':>15} {'max|d|':>6}")
+    for r in rows:
+        print(f"{r['case']:<11} {r['images']:>3} {r['megapixels']:>6} {r['pillow_1proc_img_s']:>9.2f} {r['ours_j1_img_s']:>8.2f} "
+              f"{r['ratio_j1_vs_pillow_1proc']:>8.2f} {r[f'pillow_{cores}proc_img_s']:>9.2f} {r[f'ours_j{cores}_img_s']:>8.2f} "
+              f"{r[f'ratio_j{cores}_vs_pillow_{cores}proc']:>6.2f} {r[f'ours_j{cores}_vs_j1']:>6.2f} {r['ours_j1_mp_s']:>9.1f} "
+              f"{r['pillow_peak_mib']:>7.0f}/{r['ours_j1_peak_mib']:<7.0f} {r['max_abs_diff']:>6}")
+    print(json.dumps({"bench": "crop-resize-photos", "cores": cores, "rows": rows}))
+
+
+if __name__ == "__main__":
+    main()
