@@ -12,6 +12,7 @@ use std::process::Command;
 fn main() {
     println!("cargo:rerun-if-changed=src/jpeg.c");
     println!("cargo:rerun-if-changed=src/tiff.c");
+    println!("cargo:rerun-if-changed=src/webp.c");
     let include = std::env::var("DEP_TURBOJPEG_INCLUDE")
         .expect("turbojpeg-sys gives its include directory (DEP_TURBOJPEG_INCLUDE)");
     let mut build = cc::Build::new();
@@ -44,10 +45,28 @@ fn main() {
         .warnings(true)
         .extra_warnings(true)
         .compile("shardkit_tiff");
+    // WebP through Debian's libwebp (libwebp-dev, which libtiff-dev brings), as Pillow decodes
+    // it; linked statically below with libtiff's codecs.
+    let mut webp = cc::Build::new();
+    if let Some(dir) = pkg("--variable=includedir") {
+        webp.include(dir);
+    }
+    webp.file("src/webp.c")
+        .warnings(true)
+        .extra_warnings(true)
+        .compile("shardkit_webp");
     println!("cargo:rustc-link-search=native={libdir}");
     // Debian's libtiff 4.5 codecs (pkg-config --static libtiff-4), libjpeg left to turbojpeg-sys.
     for lib in [
-        "tiff", "webp", "Lerc", "jbig", "zstd", "lzma", "deflate", "z",
+        "tiff",
+        "webpdemux",
+        "webp",
+        "Lerc",
+        "jbig",
+        "zstd",
+        "lzma",
+        "deflate",
+        "z",
     ] {
         println!("cargo:rustc-link-lib=static={lib}");
     }

@@ -4,7 +4,7 @@ use std::io::Cursor;
 
 use image::{DynamicImage, ImageReader, RgbImage};
 
-use crate::{Error, Result};
+use crate::{Box4, Error, Result};
 
 /// What 16-bit greyscale becomes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -37,6 +37,34 @@ impl Default for DecodeOptions {
 /// EXIF orientation tag (1 = as stored). Pillow's `Image.open` ignores it; see [`exif_transpose`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Orientation(pub u16);
+
+impl Orientation {
+    /// The size of a `width`×`height` image once [`exif_transpose`] has applied this.
+    pub fn size(self, width: u32, height: u32) -> (u32, u32) {
+        if (5..=8).contains(&self.0) {
+            (height, width)
+        } else {
+            (width, height)
+        }
+    }
+
+    /// The box of a stored `width`×`height` image whose pixels [`exif_transpose`] moves to
+    /// `region` (`(left, top, width, height)`) of the oriented one.
+    pub fn stored_box(self, width: u32, height: u32, region: Box4) -> Box4 {
+        let (w, h) = (width, height);
+        let (x, y, bw, bh) = region;
+        match self.0 {
+            2 => (w - x - bw, y, bw, bh),
+            3 => (w - x - bw, h - y - bh, bw, bh),
+            4 => (x, h - y - bh, bw, bh),
+            5 => (y, x, bh, bw),
+            6 => (y, h - x - bw, bh, bw),
+            7 => (w - y - bh, h - x - bw, bh, bw),
+            8 => (w - y - bh, x, bh, bw),
+            _ => region,
+        }
+    }
+}
 
 /// A decoded image and what it was before conversion.
 #[derive(Debug)]
@@ -107,30 +135,120 @@ pub fn sniff(head: &[u8]) -> std::result::Result<(), String> {
 }
 
 /// Decodes `bytes` to RGB as Pillow's `Image.open(p).convert('RGB')` would: JPEG through
-/// libjpeg-turbo, TIFF through libtiff, GIF and BMP by Pillow's own rules, PNG and WebP through
-/// the `image` crate.
+/// libjpeg-turbo, TIFF through libtiff, WebP through libwebp, GIF and BMP by Pillow's own rules,
+/// PNG through the `image` crate.
 pub fn decode_rgb(bytes: &[u8], opts: &DecodeOptions) -> Result<Decoded> {
-    let fits = |w: u32, h: u32| check_pixels(w as u64, h as u64, opts);
-    let sized = |(w, h, rgb, mode): (u32, u32, Vec<u8>, &'static str)| {
-        (RgbImage::from_raw(w, h, rgb).expect("sized"), mode)
-    };
+    let r = decode_region(bytes, opts, Frame::Stored, |w, h| (0, 0, w, h))?;
+    Ok(Decoded {
+        rgb: r.rgb,
+        source_mode: r.source_mode,
+        orientation: r.orientation,
+    })
+}
+
+/// The frame in which [`decode_region`] chooses its region and returns its pixels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Frame {
+    /// As stored: Pillow's `Image.open`, which ignores the EXIF orientation.
+    Stored,
+    /// After the EXIF orientation: Pillow's `ImageOps.exif_transpose(Image.open(p))`.
+    Exif,
+}
+
+/// Part of an image, as [`decode_region`] gives it.
+#[derive(Debug)]
+pub struct Region {
+    /// The region's pixels.
+    pub rgb: RgbImage,
+    /// Where they lie in the whole image: `(left, top, width, height)`.
+    pub region: Box4,
+    /// The whole image's size, in the frame asked for.
+    pub width: u32,
+    pub height: u32,
+    /// Pillow-style name of the source mode, as in [`Decoded`].
+    pub source_mode: &'static str,
+    /// The orientation the file declares (whether or not it was applied).
+    pub orientation: Orientation,
+}
+
+/// Decodes the part of an image that `choose(width, height)` asks for (a non-empty
+/// `(left, top, width, height)` inside the image, chosen from its size in `frame`): the pixels of
+/// `decode_rgb` (then [`exif_transpose`] for [`Frame::Exif`]) cropped to it, bit for bit.
+///
+/// A JPEG is decoded only around the region: rows and columns outside it skip the IDCT,
+/// upsampling and colour conversion, and memory is the region's (plus libjpeg's coefficient
+/// buffer for a progressive file); the entropy-coded data is still read to its end, so the same
+/// files are refused. Other formats are decoded whole, then cropped.
+///
+/// # Panics
+/// If `choose` returns an empty region or one outside the image.
+pub fn decode_region(
+    bytes: &[u8],
+    opts: &DecodeOptions,
+    frame: Frame,
+    choose: impl FnOnce(u32, u32) -> Box4,
+) -> Result<Region> {
     let format =
         format_of(bytes).ok_or_else(|| Error::Unsupported("unknown image format".into()))?;
-    let (rgb, source_mode) = match format {
-        Format::Jpeg => sized(decode_jpeg(bytes, fits)?),
-        Format::Gif => sized(crate::gif::decode(bytes, fits)?),
-        Format::Bmp => sized(crate::bmp::decode(bytes, fits)?),
-        Format::Tiff => sized(crate::tiff::decode(bytes, fits)?),
-        Format::Png => decode_other(bytes, opts, image::ImageFormat::Png)?,
-        Format::WebP => decode_other(bytes, opts, image::ImageFormat::WebP)?,
-    };
     // Pillow's TIFF loader applies the orientation itself: nothing is left to apply.
     let orientation = match format {
         Format::Tiff => Orientation(1),
         _ => read_orientation(bytes),
     };
-    Ok(Decoded {
-        rgb,
+    let applied = match frame {
+        Frame::Stored => Orientation(1),
+        Frame::Exif => orientation,
+    };
+    // From the stored size to the stored window, through the caller's choice in its frame.
+    let mut choose = Some(choose);
+    let mut chosen = None;
+    let mut window = |w: u32, h: u32| -> Result<Box4> {
+        check_pixels(w as u64, h as u64, opts)?;
+        let (ow, oh) = applied.size(w, h);
+        let region = choose.take().expect("chosen once")(ow, oh);
+        let (x, y, rw, rh) = region;
+        assert!(
+            rw > 0
+                && rh > 0
+                && x as u64 + rw as u64 <= ow as u64
+                && y as u64 + rh as u64 <= oh as u64,
+            "region {region:?} is not inside the {ow}x{oh} image"
+        );
+        chosen = Some((region, ow, oh));
+        Ok(applied.stored_box(w, h, region))
+    };
+    let (rgb, source_mode) = if format == Format::Jpeg {
+        decode_jpeg(bytes, &mut window)?
+    } else if format == Format::WebP {
+        crate::webp::decode(bytes, &mut window)?
+    } else {
+        let fits = |w: u32, h: u32| check_pixels(w as u64, h as u64, opts);
+        let sized = |(w, h, rgb, mode): (u32, u32, Vec<u8>, &'static str)| {
+            (RgbImage::from_raw(w, h, rgb).expect("sized"), mode)
+        };
+        let (whole, mode) = match format {
+            Format::Gif => sized(crate::gif::decode(bytes, fits)?),
+            Format::Bmp => sized(crate::bmp::decode(bytes, fits)?),
+            Format::Tiff => sized(crate::tiff::decode(bytes, fits)?),
+            Format::Png => decode_other(bytes, opts, image::ImageFormat::Png)?,
+            Format::Jpeg | Format::WebP => unreachable!("decoded above"),
+        };
+        let (x, y, w, h) = window(whole.width(), whole.height())?;
+        if (w, h) == whole.dimensions() {
+            (whole, mode)
+        } else {
+            (
+                image::imageops::crop_imm(&whole, x, y, w, h).to_image(),
+                mode,
+            )
+        }
+    };
+    let (region, width, height) = chosen.expect("chosen before decoding");
+    Ok(Region {
+        rgb: exif_transpose(rgb, applied),
+        region,
+        width,
+        height,
         source_mode,
         orientation,
     })
@@ -152,21 +270,23 @@ fn check_pixels(width: u64, height: u64, opts: &DecodeOptions) -> Result<()> {
     Ok(())
 }
 
+/// A JPEG's window (`window(width, height)` checks the size and gives it) in RGB.
 fn decode_jpeg(
     bytes: &[u8],
-    fits: impl FnMut(u32, u32) -> Result<()>,
-) -> Result<(u32, u32, Vec<u8>, &'static str)> {
-    crate::jpeg::check_markers(bytes)?;
-    let (w, h, components, pixels) = crate::jpeg::decode(bytes, fits)?;
-    let (rgb, mode) = match components {
-        1 => (pixels.iter().flat_map(|&v| [v; 3]).collect(), "L"),
-        3 => (pixels, "RGB"),
+    window: impl FnMut(u32, u32) -> Result<Box4>,
+) -> Result<(RgbImage, &'static str)> {
+    let frame = crate::jpeg::check_markers(bytes)?;
+    let d = crate::jpeg::decode(bytes, frame, window)?;
+    let (rgb, mode) = match d.components {
+        1 => (d.samples.iter().flat_map(|&v| [v; 3]).collect(), "L"),
+        3 => (d.samples, "RGB"),
         _ => (
-            pixels.chunks_exact(4).flat_map(cmyk_to_rgb).collect(),
+            d.samples.chunks_exact(4).flat_map(cmyk_to_rgb).collect(),
             "CMYK",
         ),
     };
-    Ok((w, h, rgb, mode))
+    let (_, _, w, h) = d.window;
+    Ok((RgbImage::from_raw(w, h, rgb).expect("sized"), mode))
 }
 
 /// Pillow reads 4-component JPEGs as `CMYK;I` (Adobe's inverted convention, JpegImagePlugin) and
@@ -188,7 +308,7 @@ pub(crate) fn cmyk2rgb([c, m, y, k]: [u8; 4]) -> [u8; 3] {
     [ch(c), ch(m), ch(y)]
 }
 
-/// PNG and WebP through the `image` crate.
+/// PNG through the `image` crate.
 fn decode_other(
     bytes: &[u8],
     opts: &DecodeOptions,
@@ -297,6 +417,29 @@ mod tests {
         img.write_to(&mut Cursor::new(&mut buf), image::ImageFormat::Png)
             .unwrap();
         buf
+    }
+
+    #[test]
+    fn stored_boxes_are_where_exif_transpose_takes_a_region_from() {
+        let img = RgbImage::from_fn(7, 4, |x, y| image::Rgb([x as u8, y as u8, 0]));
+        for o in 1..=8 {
+            let o = Orientation(o);
+            let whole = exif_transpose(img.clone(), o);
+            assert_eq!(whole.dimensions(), o.size(7, 4));
+            let (ow, oh) = whole.dimensions();
+            for region in [
+                (0, 0, ow, oh),
+                (1, 2, 2, 1),
+                (ow - 1, oh - 1, 1, 1),
+                (0, 1, 3, 2),
+            ] {
+                let (x, y, w, h) = o.stored_box(7, 4, region);
+                let part = image::imageops::crop_imm(&img, x, y, w, h).to_image();
+                let (rx, ry, rw, rh) = region;
+                let expected = image::imageops::crop_imm(&whole, rx, ry, rw, rh).to_image();
+                assert_eq!(exif_transpose(part, o), expected, "{o:?} {region:?}");
+            }
+        }
     }
 
     #[test]

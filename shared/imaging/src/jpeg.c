@@ -12,20 +12,36 @@
  * - the output colour space follows the number of components (1: grey, 3: RGB, 4: CMYK as stored),
  *   with libjpeg's defaults otherwise (accurate integer DCT, fancy upsampling).
  *
- * Called from decode.rs; everything libjpeg longjmps over is C.
+ * A caller may ask for a window of the image (`out_buffer` sets it): then only the rows and
+ * columns around it go through the IDCT, upsampling and colour conversion (libjpeg-turbo's
+ * jpeg_crop_scanline and jpeg_skip_scanlines), and every pixel of the window is the one a full
+ * decode gives, because the decoded area extends SK_JPEG_MARGIN iMCUs past the window on each
+ * side (the context that fancy upsampling and progressive block smoothing read) and only the
+ * window is copied out. Every entropy-coded segment is still read to the end, so the same
+ * truncated or corrupt files are refused as by a full decode.
+ *
+ * Called from jpeg.rs; everything libjpeg longjmps over is C.
  */
 #include <setjmp.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "jpeglib.h"
 
 enum { SK_JPEG_OK = 0, SK_JPEG_ERROR = 1, SK_JPEG_TRUNCATED = 2, SK_JPEG_REJECTED = 3 };
 
+/* iMCUs decoded beyond the window on each side: fancy upsampling reads one chroma sample past a
+ * pixel, libjpeg-turbo's block smoothing two blocks; one more for good measure. */
+enum { SK_JPEG_MARGIN = 3 };
+
 struct sk_error {
   struct jpeg_error_mgr pub;
   jmp_buf jump;
+  /* Set by the source when data runs out where suspending is not allowed (jpeg_skip_scanlines
+   * needs a source that never suspends): the decode ends as truncated. */
+  int truncated;
 };
 
 static void sk_error_exit(j_common_ptr cinfo) {
@@ -40,6 +56,14 @@ static void sk_init_source(j_decompress_ptr cinfo) { (void)cinfo; }
 static boolean sk_fill_input_buffer(j_decompress_ptr cinfo) {
   (void)cinfo;
   return FALSE;
+}
+
+/* The same for a windowed decode, where suspending is not allowed: the decode stops there, as
+ * truncated (what a suspension at the same point means in a full decode). */
+static boolean sk_fill_input_buffer_or_stop(j_decompress_ptr cinfo) {
+  struct sk_error *err = (struct sk_error *)cinfo->err;
+  err->truncated = 1;
+  longjmp(err->jump, 1);
 }
 
 static void sk_skip_input_data(j_decompress_ptr cinfo, long num_bytes) {
@@ -58,24 +82,32 @@ static void sk_skip_input_data(j_decompress_ptr cinfo, long num_bytes) {
 static void sk_term_source(j_decompress_ptr cinfo) { (void)cinfo; }
 
 /*
- * `out_buffer(ctx, width, height, components)` returns where to write height rows of
- * width * components bytes, or NULL to stop (status SK_JPEG_REJECTED). `message` receives
- * libjpeg's text for SK_JPEG_ERROR.
+ * `out_buffer(ctx, width, height, components, window)` returns where to write the window's rows
+ * (window[2] * components bytes each, window[3] of them), or NULL to stop (status
+ * SK_JPEG_REJECTED). `window` (left, top, width, height) is the whole image on entry; the
+ * callback may narrow it, if `may_window`. `message` receives libjpeg's text for SK_JPEG_ERROR.
  */
-int shardkit_jpeg_decode(const unsigned char *data, size_t size,
-                         unsigned char *(*out_buffer)(void *, unsigned, unsigned, int), void *ctx,
-                         char *message, size_t message_size) {
+int shardkit_jpeg_decode(const unsigned char *data, size_t size, int may_window,
+                         unsigned char *(*out_buffer)(void *, unsigned, unsigned, int, unsigned *),
+                         void *ctx, char *message, size_t message_size) {
   struct jpeg_decompress_struct cinfo;
   struct sk_error err;
   struct jpeg_source_mgr src;
   /* volatile: read after a longjmp. */
   volatile int status = SK_JPEG_OK;
+  unsigned char *volatile row = NULL;
 
   memset(&cinfo, 0, sizeof cinfo);
   cinfo.err = jpeg_std_error(&err.pub);
   err.pub.error_exit = sk_error_exit;
   err.pub.output_message = sk_output_message;
+  err.truncated = 0;
   if (setjmp(err.jump)) {
+    free(row);
+    if (err.truncated) {
+      jpeg_destroy_decompress(&cinfo);
+      return SK_JPEG_TRUNCATED;
+    }
     char text[JMSG_LENGTH_MAX];
     (*cinfo.err->format_message)((j_common_ptr)&cinfo, text);
     snprintf(message, message_size, "%s", text);
@@ -112,7 +144,8 @@ int shardkit_jpeg_decode(const unsigned char *data, size_t size,
   }
   /* Before jpeg_start_decompress, which buffers a whole progressive image. */
   unsigned width = cinfo.image_width, height = cinfo.image_height;
-  unsigned char *pixels = out_buffer(ctx, width, height, components);
+  unsigned window[4] = {0, 0, width, height};
+  unsigned char *pixels = out_buffer(ctx, width, height, components, window);
   if (!pixels) {
     status = SK_JPEG_REJECTED;
     goto done;
@@ -126,17 +159,53 @@ int shardkit_jpeg_decode(const unsigned char *data, size_t size,
     status = SK_JPEG_ERROR;
     goto done;
   }
-  size_t stride = (size_t)width * (size_t)components;
-  while (cinfo.output_scanline < height) {
-    JSAMPROW row = pixels + (size_t)cinfo.output_scanline * stride;
-    if (jpeg_read_scanlines(&cinfo, &row, 1) != 1) {
-      status = SK_JPEG_TRUNCATED;
+  size_t window_stride = (size_t)window[2] * (size_t)components;
+  if (!may_window || (window[2] == width && window[3] == height)) {
+    while (cinfo.output_scanline < height) {
+      JSAMPROW out = pixels + (size_t)cinfo.output_scanline * window_stride;
+      if (jpeg_read_scanlines(&cinfo, &out, 1) != 1) {
+        status = SK_JPEG_TRUNCATED;
+        goto done;
+      }
+    }
+  } else {
+    cinfo.src->fill_input_buffer = sk_fill_input_buffer_or_stop;
+    unsigned imcu_w = (unsigned)cinfo.max_h_samp_factor * DCTSIZE;
+    unsigned imcu_h = (unsigned)cinfo.max_v_samp_factor * DCTSIZE;
+    unsigned margin_w = SK_JPEG_MARGIN * imcu_w, margin_h = SK_JPEG_MARGIN * imcu_h;
+    JDIMENSION left = window[0] > margin_w ? window[0] - margin_w : 0;
+    JDIMENSION right = width - window[0] - window[2] > margin_w ? window[0] + window[2] + margin_w
+                                                                 : width;
+    JDIMENSION decoded_width = right - left;
+    jpeg_crop_scanline(&cinfo, &left, &decoded_width); /* moves left to an iMCU boundary */
+    row = malloc((size_t)cinfo.output_width * (size_t)components);
+    if (!row) {
+      snprintf(message, message_size, "out of memory");
+      status = SK_JPEG_ERROR;
       goto done;
     }
+    unsigned first = window[1] > margin_h ? window[1] - margin_h : 0;
+    jpeg_skip_scanlines(&cinfo, first);
+    size_t skip = (size_t)(window[0] - left) * (size_t)components;
+    while (cinfo.output_scanline < window[1] + window[3]) {
+      JDIMENSION y = cinfo.output_scanline;
+      JSAMPROW out = row;
+      if (jpeg_read_scanlines(&cinfo, &out, 1) != 1) {
+        status = SK_JPEG_TRUNCATED;
+        goto done;
+      }
+      if (y >= window[1]) {
+        memcpy(pixels + (size_t)(y - window[1]) * window_stride, row + skip, window_stride);
+      }
+    }
+    /* The rest is read, not decoded: a file truncated below the window is refused as before. */
+    jpeg_skip_scanlines(&cinfo, height - cinfo.output_scanline);
+    cinfo.src->fill_input_buffer = sk_fill_input_buffer;
   }
   /* A suspension here (no EOI) is fine once every line is out, as in Pillow. */
   (void)jpeg_finish_decompress(&cinfo);
 done:
+  free(row);
   jpeg_destroy_decompress(&cinfo);
   return status;
 }

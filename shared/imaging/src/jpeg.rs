@@ -4,13 +4,20 @@
 
 use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
 
-use crate::{Error, Result};
+use crate::{Box4, Error, Result};
 
 unsafe extern "C" {
     fn shardkit_jpeg_decode(
         data: *const u8,
         size: usize,
-        out_buffer: unsafe extern "C" fn(*mut c_void, c_uint, c_uint, c_int) -> *mut u8,
+        may_window: c_int,
+        out_buffer: unsafe extern "C" fn(
+            *mut c_void,
+            c_uint,
+            c_uint,
+            c_int,
+            *mut c_uint,
+        ) -> *mut u8,
         ctx: *mut c_void,
         message: *mut c_char,
         message_size: usize,
@@ -87,16 +94,24 @@ fn be16(s: &[u8], at: usize) -> Result<u16> {
         .ok_or_else(|| syntax("segment too short"))
 }
 
+/// What the marker walk learnt about the frame.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Frame {
+    /// A lossless process (SOF3, 7, 11, 15), which libjpeg decodes only whole.
+    pub lossless: bool,
+}
+
 /// JpegImagePlugin's `_open`: what Pillow checks before it decodes. Refuses what it refuses (no
 /// SOF or SOS, an unknown marker, a segment running past the end, sample precision other than 8,
 /// 2 or more than 4 components, short JFIF/Adobe/SOF/DQT segments).
-pub(crate) fn check_markers(bytes: &[u8]) -> Result<()> {
+pub(crate) fn check_markers(bytes: &[u8]) -> Result<Frame> {
     if !bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
         return Err(syntax("not a JPEG file"));
     }
     let mut fp = Cursor { bytes, pos: 3 };
     let mut s: Vec<u8> = vec![0xFF];
     let mut size = None;
+    let mut lossless = false;
     let mut icc: Vec<&[u8]> = Vec::new();
     while !s.is_empty() {
         if s[0] != 0xFF {
@@ -116,12 +131,15 @@ pub(crate) fn check_markers(bytes: &[u8]) -> Result<()> {
                         fp.segment()?;
                     }
                     Handler::App => app(marker, fp.segment()?, &mut icc)?,
-                    Handler::Sof => size = Some(sof(fp.segment()?, &mut icc)?),
+                    Handler::Sof => {
+                        size = Some(sof(fp.segment()?, &mut icc)?);
+                        lossless = matches!(marker, 0xFFC3 | 0xFFC7 | 0xFFCB | 0xFFCF);
+                    }
                     Handler::Dqt => dqt(fp.segment()?)?,
                 }
                 if marker == 0xFFDA {
                     return match size {
-                        Some((w, h)) if w > 0 && h > 0 => Ok(()),
+                        Some((w, h)) if w > 0 && h > 0 => Ok(Frame { lossless }),
                         _ => Err(syntax("not identified (no frame header before the scan)")),
                     };
                 }
@@ -200,44 +218,81 @@ fn dqt(mut s: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// A decoded window of a JPEG.
+#[derive(Debug)]
+pub(crate) struct Decoded {
+    /// 1 (grey), 3 (RGB) or 4 (CMYK as stored, Adobe inverted).
+    pub components: usize,
+    /// The part decoded, `(left, top, width, height)`, and its samples, row by row.
+    pub window: Box4,
+    pub samples: Vec<u8>,
+}
+
 struct Output<'a> {
-    check: &'a mut dyn FnMut(u32, u32) -> Result<()>,
-    pixels: Vec<u8>,
-    size: (u32, u32, usize),
+    choose: &'a mut dyn FnMut(u32, u32) -> Result<Box4>,
+    decoded: Option<Decoded>,
     refused: Option<Error>,
 }
 
-unsafe extern "C" fn out_buffer(ctx: *mut c_void, w: c_uint, h: c_uint, comps: c_int) -> *mut u8 {
-    // SAFETY: ctx is the &mut Output that decode() passed, alive for the whole call.
-    let out = unsafe { &mut *(ctx as *mut Output) };
-    if let Err(e) = (out.check)(w, h) {
-        out.refused = Some(e);
-        return std::ptr::null_mut();
-    }
-    out.size = (w, h, comps as usize);
-    out.pixels = vec![0; w as usize * h as usize * comps as usize];
-    out.pixels.as_mut_ptr()
+unsafe extern "C" fn out_buffer(
+    ctx: *mut c_void,
+    w: c_uint,
+    h: c_uint,
+    comps: c_int,
+    window: *mut c_uint,
+) -> *mut u8 {
+    // SAFETY: ctx is the &mut Output that decode() passed, alive for the whole call; window
+    // points to jpeg.c's four unsigned ints.
+    let (out, window) = unsafe {
+        (
+            &mut *(ctx as *mut Output),
+            std::slice::from_raw_parts_mut(window, 4),
+        )
+    };
+    let chosen = match (out.choose)(w, h) {
+        Ok(b) => b,
+        Err(e) => {
+            out.refused = Some(e);
+            return std::ptr::null_mut();
+        }
+    };
+    let (x, y, ww, hh) = chosen;
+    assert!(
+        ww > 0 && hh > 0 && x.checked_add(ww).is_some_and(|r| r <= w) && y + hh <= h,
+        "window {chosen:?} inside {w}x{h}"
+    );
+    window.copy_from_slice(&[x, y, ww, hh]);
+    let decoded = out.decoded.insert(Decoded {
+        components: comps as usize,
+        window: chosen,
+        samples: vec![0; ww as usize * hh as usize * comps as usize],
+    });
+    decoded.samples.as_mut_ptr()
 }
 
-/// Decodes to (width, height, components, samples): grey, RGB, or CMYK as stored (Adobe
-/// inverted). `check(width, height)` runs before any pixel memory is taken.
+/// Decodes the window `choose(width, height)` returns (`(left, top, width, height)`, inside the
+/// image): grey, RGB, or CMYK as stored (Adobe inverted). `choose` runs before any pixel memory
+/// is taken (it refuses an image by returning an error); the samples of the window are those of
+/// a full decode, bit for bit.
 pub(crate) fn decode(
     bytes: &[u8],
-    mut check: impl FnMut(u32, u32) -> Result<()>,
-) -> Result<(u32, u32, usize, Vec<u8>)> {
+    frame: Frame,
+    mut choose: impl FnMut(u32, u32) -> Result<Box4>,
+) -> Result<Decoded> {
     let mut out = Output {
-        check: &mut check,
-        pixels: Vec::new(),
-        size: (0, 0, 0),
+        choose: &mut choose,
+        decoded: None,
         refused: None,
     };
     let mut message = [0 as c_char; 200];
     // SAFETY: bytes and message outlive the call; out_buffer gets &mut out back as ctx and
-    // returns a buffer of exactly w*h*comps bytes, which jpeg.c fills row by row.
+    // returns a buffer of exactly window width * height * comps bytes, which jpeg.c fills row by
+    // row.
     let status = unsafe {
         shardkit_jpeg_decode(
             bytes.as_ptr(),
             bytes.len(),
+            !frame.lossless as c_int,
             out_buffer,
             &mut out as *mut Output as *mut c_void,
             message.as_mut_ptr(),
@@ -245,7 +300,7 @@ pub(crate) fn decode(
         )
     };
     match status {
-        OK => Ok((out.size.0, out.size.1, out.size.2, out.pixels)),
+        OK => Ok(out.decoded.expect("set before decoding")),
         TRUNCATED => Err(syntax("image file is truncated")),
         REJECTED => Err(out.refused.expect("set when rejected")),
         _ => {

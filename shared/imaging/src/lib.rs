@@ -1,4 +1,4 @@
-//! Images as seed 000 prepares them for the projector, pixel for pixel as Pillow does:
+//! Images as the StyleGAN2-ADA projection scripts prepare them, pixel for pixel as Pillow does:
 //!
 //! ```text
 //! img = Image.open(p).convert('RGB')
@@ -7,13 +7,17 @@
 //! ```
 //!
 //! - [`decode_rgb`]: JPEG through libjpeg-turbo (vendored 3.1, the same decoder family and
-//!   settings as Pillow's wheels: accurate integer DCT, fancy upsampling), everything else through
-//!   the `image` crate, then Pillow's `convert('RGB')` rules (alpha dropped, palette expanded,
-//!   16-bit samples to their high byte, 16-bit greyscale clipped to 255 as Pillow's `I;16` does,
-//!   Adobe CMYK inverted and converted with Pillow's formula). The pixel limit is checked from the
-//!   header, before any pixel is decoded.
+//!   settings as Pillow's wheels: accurate integer DCT, fancy upsampling), TIFF through libtiff,
+//!   WebP through libwebp, GIF and BMP by Pillow's rules, PNG through the `image` crate, then
+//!   Pillow's `convert('RGB')` rules (alpha dropped, palette expanded, 16-bit samples to their
+//!   high byte, 16-bit greyscale clipped to 255 as Pillow's `I;16` does, Adobe CMYK inverted and
+//!   converted with Pillow's formula). The pixel limit is checked from the header, before any
+//!   pixel is decoded.
+//! - [`decode_region`]: the same pixels for only a part of the image (a crop), which JPEG and
+//!   WebP decode only around that part.
 //! - [`center_crop_box`] and [`resize_lanczos`]: a port of Pillow's `ImagingResample`
-//!   (libImaging/Resample.c) with the same fixed-point arithmetic, so results are bit-identical.
+//!   (libImaging/Resample.c) with the same fixed-point arithmetic, so results are bit-identical;
+//!   AVX2 where the CPU has it.
 //!
 //! ```
 //! let img = image::RgbImage::from_fn(40, 30, |x, y| image::Rgb([x as u8, y as u8, 7]));
@@ -34,10 +38,14 @@ mod png;
 mod pyfile;
 mod resample;
 mod tiff;
+mod webp;
 
-pub use decode::{DecodeOptions, Decoded, Gray16, Orientation, decode_rgb, exif_transpose, sniff};
+pub use decode::{
+    DecodeOptions, Decoded, Frame, Gray16, Orientation, Region, decode_region, decode_rgb,
+    exif_transpose, sniff,
+};
 pub use encode::write_png;
-pub use resample::{center_crop_box, crop_resize, resize_lanczos};
+pub use resample::{Box4, center_crop_box, crop_resize, resize_lanczos};
 
 /// Everything that can go wrong with one image.
 #[derive(Debug, thiserror::Error)]

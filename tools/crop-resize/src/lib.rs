@@ -288,16 +288,18 @@ impl Job {
             return Ok(record);
         }
         let bytes = file.read_all(self.decode.max_file_bytes())?;
-        let decoded = imaging::decode_rgb(&bytes, &self.decode)?;
-        let img = if self.exif_transpose {
-            imaging::exif_transpose(decoded.rgb, decoded.orientation)
+        let frame = if self.exif_transpose {
+            imaging::Frame::Exif
         } else {
-            decoded.rgb
+            imaging::Frame::Stored
         };
-        record.source_width = Some(img.width());
-        record.source_height = Some(img.height());
-        record.source_mode = Some(decoded.source_mode.into());
-        let resized = imaging::crop_resize(&img, r);
+        // Only the centre square is decoded (where the format allows it).
+        let crop = imaging::decode_region(&bytes, &self.decode, frame, imaging::center_crop_box)?;
+        record.source_width = Some(crop.width);
+        record.source_height = Some(crop.height);
+        record.source_mode = Some(crop.source_mode.into());
+        let (w, h) = crop.rgb.dimensions();
+        let resized = imaging::resize_lanczos(&crop.rgb, (0, 0, w, h), r, r);
         atomic::write_atomic(target, |w| write_image(w, &resized, self.format))?;
         Ok(record)
     }

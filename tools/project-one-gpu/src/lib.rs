@@ -475,11 +475,19 @@ pub fn load_target(path: &Path, r: i64, decode: &imaging::DecodeOptions) -> Resu
         return Ok(Tensor::from_slice(&v).reshape([3, r, r]));
     }
     let bytes = cli_common::inputs::read_regular(path, decode.max_file_bytes(), imaging::sniff)?;
-    let img = imaging::decode_rgb(&bytes, decode)?.rgb;
-    let img = if img.width() as i64 == r && img.height() as i64 == r {
-        img
+    // Only the centre square is decoded (where the format allows it).
+    let crop = imaging::decode_region(
+        &bytes,
+        decode,
+        imaging::Frame::Stored,
+        imaging::center_crop_box,
+    )?
+    .rgb;
+    let (w, h) = crop.dimensions();
+    let img = if w as i64 == r && h as i64 == r {
+        crop
     } else {
-        imaging::crop_resize(&img, r as u32)
+        imaging::resize_lanczos(&crop, (0, 0, w, h), r as u32, r as u32)
     };
     Ok(Tensor::from_slice(img.as_raw())
         .reshape([r, r, 3])

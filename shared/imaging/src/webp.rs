@@ -1,0 +1,119 @@
+//! WebP as Pillow decodes it, through libwebp (src/webp.c): a still image whole or a window of
+//! it, an animation's first frame on its canvas.
+
+use std::ffi::{c_int, c_uint, c_void};
+
+use image::RgbImage;
+
+use crate::{Box4, Error, Result};
+
+unsafe extern "C" {
+    fn shardkit_webp_decode(
+        data: *const u8,
+        size: usize,
+        out_buffer: unsafe extern "C" fn(*mut c_void, c_uint, c_uint, *mut c_uint) -> *mut u8,
+        ctx: *mut c_void,
+        code: *mut c_int,
+    ) -> c_int;
+}
+
+const OK: c_int = 0;
+const REJECTED: c_int = 3;
+
+struct Output<'a> {
+    choose: &'a mut dyn FnMut(u32, u32) -> Result<Box4>,
+    window: Option<(Box4, Vec<u8>)>,
+    refused: Option<Error>,
+}
+
+unsafe extern "C" fn out_buffer(
+    ctx: *mut c_void,
+    w: c_uint,
+    h: c_uint,
+    window: *mut c_uint,
+) -> *mut u8 {
+    // SAFETY: ctx is the &mut Output that decode() passed, alive for the whole call; window
+    // points to webp.c's four unsigned ints.
+    let (out, window) = unsafe {
+        (
+            &mut *(ctx as *mut Output),
+            std::slice::from_raw_parts_mut(window, 4),
+        )
+    };
+    let chosen = match (out.choose)(w, h) {
+        Ok(b) => b,
+        Err(e) => {
+            out.refused = Some(e);
+            return std::ptr::null_mut();
+        }
+    };
+    let (x, y, ww, hh) = chosen;
+    assert!(
+        ww > 0 && hh > 0 && x.checked_add(ww).is_some_and(|r| r <= w) && y + hh <= h,
+        "window {chosen:?} inside {w}x{h}"
+    );
+    window.copy_from_slice(&[x, y, ww, hh]);
+    let (_, pixels) = out
+        .window
+        .insert((chosen, vec![0; ww as usize * hh as usize * 3]));
+    pixels.as_mut_ptr()
+}
+
+/// libwebp's VP8StatusCode in words.
+fn status_text(code: c_int) -> &'static str {
+    match code {
+        1 => "out of memory",
+        2 => "invalid parameter",
+        3 => "bitstream error",
+        4 => "unsupported feature",
+        5 => "suspended",
+        6 => "user abort",
+        7 => "not enough data (truncated?)",
+        _ => "could not decode",
+    }
+}
+
+/// Decodes the window `choose(width, height)` returns (`(left, top, width, height)`, inside the
+/// image) to RGB, with the source mode Pillow reports (`RGBA` when the file has alpha, else
+/// `RGB`). `choose` runs before any pixel memory is taken and may refuse the image.
+pub(crate) fn decode(
+    bytes: &[u8],
+    mut choose: impl FnMut(u32, u32) -> Result<Box4>,
+) -> Result<(RgbImage, &'static str)> {
+    let mut out = Output {
+        choose: &mut choose,
+        window: None,
+        refused: None,
+    };
+    let mut code: c_int = 0;
+    // SAFETY: bytes outlives the call; out_buffer gets &mut out back as ctx and returns a buffer
+    // of exactly window width * height * 3 bytes, which webp.c fills.
+    let status = unsafe {
+        shardkit_webp_decode(
+            bytes.as_ptr(),
+            bytes.len(),
+            out_buffer,
+            &mut out as *mut Output as *mut c_void,
+            &mut code,
+        )
+    };
+    match status {
+        OK => {
+            let ((_, _, w, h), pixels) = out.window.expect("set before decoding");
+            let mode = if has_alpha(bytes) { "RGBA" } else { "RGB" };
+            Ok((RgbImage::from_raw(w, h, pixels).expect("sized"), mode))
+        }
+        REJECTED => Err(out.refused.expect("set when rejected")),
+        _ => Err(Error::Decode(format!("WebP: {}", status_text(code)))),
+    }
+}
+
+/// Whether a WebP has alpha: the VP8X flag, a VP8L header's alpha hint, never a plain VP8.
+fn has_alpha(bytes: &[u8]) -> bool {
+    match bytes.get(12..16) {
+        Some(b"VP8X") => bytes.get(20).is_some_and(|f| f & 0x10 != 0),
+        // VP8L: signature byte 0x2f at 20, then 14 + 14 bits of size and the alpha bit.
+        Some(b"VP8L") => bytes.get(24).is_some_and(|b| b & 0x10 != 0),
+        _ => false,
+    }
+}
