@@ -279,13 +279,29 @@ fn raw_bits(raw: &str) -> u32 {
     }
 }
 
-/// One pixel in Pillow's storage for the mode: 8-bit modes in `v[0]`, multi-band modes in
-/// `v[0..4]`, 32-bit modes as `i`/`f`.
+/// One pixel in Pillow's storage for the mode, in its 4 bytes: 8-bit modes in `v[0]`, multi-band
+/// modes in `v[0..4]`, 32-bit modes as [`Px::i`] or [`Px::f`] (a mode has one of the three).
 #[derive(Clone, Copy, Default)]
 struct Px {
     v: [u8; 4],
-    i: i32,
-    f: f32,
+}
+
+impl Px {
+    fn int(i: i32) -> Px {
+        Px { v: i.to_ne_bytes() }
+    }
+
+    fn float(f: f32) -> Px {
+        Px { v: f.to_ne_bytes() }
+    }
+
+    fn i(self) -> i32 {
+        i32::from_ne_bytes(self.v)
+    }
+
+    fn f(self) -> f32 {
+        f32::from_ne_bytes(self.v)
+    }
 }
 
 /// Pillow's unpacker for `raw` (Unpack.c), pixel `x` of a row.
@@ -351,20 +367,20 @@ fn unpack(raw: &str, row: &[u8], x: usize) -> Px {
         // unpackI12_I16: pairs of pixels in three bytes, big-endian nibbles.
         "I;12" => {
             let at = x / 2 * 3;
-            p.i = if x.is_multiple_of(2) {
+            p = Px::int(if x.is_multiple_of(2) {
                 ((row[at] as i32) << 4) | (row[at + 1] as i32 >> 4)
             } else {
                 (((row[at + 1] & 0x0F) as i32) << 8) | row[at + 2] as i32
-            };
+            });
         }
-        "I;16" | "I;16N" => p.i = u16_at(2 * x, false) as i32,
-        "I;16B" => p.i = u16_at(2 * x, true) as i32,
-        "I;16S" => p.i = u16_at(2 * x, false) as i16 as i32,
-        "I;16BS" => p.i = u16_at(2 * x, true) as i16 as i32,
-        "I;32N" | "I;32S" => p.i = u32_at(4 * x, false) as i32,
-        "I;32BS" => p.i = u32_at(4 * x, true) as i32,
-        "F;32F" => p.f = f32::from_bits(u32_at(4 * x, false)),
-        "F;32BF" => p.f = f32::from_bits(u32_at(4 * x, true)),
+        "I;16" | "I;16N" => p = Px::int(u16_at(2 * x, false) as i32),
+        "I;16B" => p = Px::int(u16_at(2 * x, true) as i32),
+        "I;16S" => p = Px::int(u16_at(2 * x, false) as i16 as i32),
+        "I;16BS" => p = Px::int(u16_at(2 * x, true) as i16 as i32),
+        "I;32N" | "I;32S" => p = Px::int(u32_at(4 * x, false) as i32),
+        "I;32BS" => p = Px::int(u32_at(4 * x, true) as i32),
+        "F;32F" => p = Px::float(f32::from_bits(u32_at(4 * x, false))),
+        "F;32BF" => p = Px::float(f32::from_bits(u32_at(4 * x, true))),
         "RGB" | "YCbCr" => p.v = stride(3, 3),
         // ImagingUnpackLAB: a and b are signed in the file, offset by 128 in Pillow.
         "LAB" => p.v = [row[3 * x], row[3 * x + 1] ^ 128, row[3 * x + 2] ^ 128, 0],
@@ -498,7 +514,7 @@ pub(crate) fn decode(
             raw = "I;16N";
         }
     }
-    let palette = if matches!(mode, "P" | "PA") {
+    let palette: Option<Vec<i64>> = if matches!(mode, "P" | "PA") {
         match ifd.tuple(320) {
             Some(Ok(map)) => Some(map.to_vec()),
             _ => return Err(bad("palette image without a colour map")),
@@ -512,14 +528,20 @@ pub(crate) fn decode(
     };
     check(w, h)?;
     let (wu, hu) = (w as usize, h as usize);
-    let mut pixels = if raw_path {
+    let palette = palette.as_deref();
+    // Each reader's samples are converted to RGB a band of rows at a time, so that no
+    // whole-image intermediate is wider than the samples themselves.
+    let rgb = if raw_path {
         let layout = Layout {
             fill_reversed: fillorder == 2,
             planar: planar == 2,
             sum_bps: bps.iter().map(|&b| b.max(0) as usize).sum(),
             bps_count,
         };
-        read_raw(&ifd, bytes, wu, hu, raw, &layout)?
+        let pixels = read_raw(&ifd, bytes, wu, hu, raw, &layout)?;
+        rows_to_rgb(mode, wu, hu, palette, |y, row| {
+            row.copy_from_slice(&pixels[y * wu..(y + 1) * wu])
+        })?
     } else {
         // SAFETY: bytes outlive the handle, which is closed when `tiff` drops below.
         let handle = unsafe { shardkit_tiff_open(bytes.as_ptr(), bytes.len()) };
@@ -528,21 +550,52 @@ pub(crate) fn decode(
         }
         let tiff = Tiff(handle);
         if ycbcr_rgba {
-            read_rgba(&tiff, w, h)?
+            let rgba = read_rgba(&tiff, w, h)?;
+            rows_to_rgb(mode, wu, hu, palette, |y, row| {
+                // TIFFRGBAImage packs R in the low byte; Pillow unpacks it as `RGBX`.
+                for (p, &v) in row.iter_mut().zip(&rgba[y * wu..]) {
+                    p.v = v.to_le_bytes();
+                }
+            })?
         } else {
             let planes = if planar == 2 { bands(mode) } else { 1 };
-            read_decoded(&tiff, w, h, raw, planes, photo == 6, bits)?
+            let decoded = read_decoded(&tiff, w, h, raw, planes, photo == 6, bits)?;
+            // ImagingLibTiffDecode: separate RGBA planes with associated (or unspecified) alpha.
+            let associated = planar == 2 && mode == "RGBA" && matches!(extra.first(), Some(0 | 1));
+            rows_to_rgb(mode, wu, hu, palette, |y, row| {
+                decoded.unpack_row(y, row);
+                if associated {
+                    for p in row.iter_mut() {
+                        p.v = unpack("RGBa", &p.v, 0).v;
+                    }
+                }
+            })?
         }
     };
-    if !raw_path && planar == 2 && mode == "RGBA" && matches!(extra.first(), Some(0 | 1)) {
-        // ImagingLibTiffDecode: separate RGBA planes with associated (or unspecified) alpha.
-        for p in &mut pixels {
-            p.v = unpack("RGBa", &p.v, 0).v;
-        }
-    }
-    let rgb = to_rgb(mode, &pixels, palette.as_deref())?;
     let (w, h, rgb) = orient(w, h, rgb, orientation);
     Ok((w, h, rgb, mode))
+}
+
+/// [`to_rgb`] over an image whose rows `row(y, pixels)` fills, into one buffer, a band of rows
+/// at a time.
+fn rows_to_rgb(
+    mode: &'static str,
+    w: usize,
+    h: usize,
+    colormap: Option<&[i64]>,
+    mut row: impl FnMut(usize, &mut [Px]),
+) -> Result<Vec<u8>> {
+    let band = (65_536 / w).clamp(1, h);
+    let mut rgb = Vec::with_capacity(w * h * 3);
+    let mut pixels = vec![Px::default(); w * band];
+    for y0 in (0..h).step_by(band) {
+        let rows = band.min(h - y0);
+        for (dy, r) in pixels.chunks_exact_mut(w).take(rows).enumerate() {
+            row(y0 + dy, r);
+        }
+        rgb.extend_from_slice(&to_rgb(mode, &pixels[..rows * w], colormap)?);
+    }
+    Ok(rgb)
 }
 
 /// Whether OPEN_INFO has the key with fill order 2 (only then does Pillow open such a file).
@@ -566,38 +619,73 @@ fn native16(stem: &str) -> &'static str {
     }
 }
 
-/// _decodeAsRGBA: libtiff's RGBA raster, unpacked as `RGBX`.
-fn read_rgba(tiff: &Tiff, w: u32, h: u32) -> Result<Vec<Px>> {
+/// _decodeAsRGBA: libtiff's RGBA raster (R in the low byte).
+fn read_rgba(tiff: &Tiff, w: u32, h: u32) -> Result<Vec<u32>> {
     let mut rgba = vec![0u32; w as usize * h as usize];
     // SAFETY: rgba holds width × height pixels, what the call writes at most (it checks that
     // libtiff's size is that one).
     if unsafe { shardkit_tiff_read_rgba(tiff.0, w, h, rgba.as_mut_ptr()) } != 0 {
         return Err(tiff.error("cannot read YCbCr image"));
     }
-    // TIFFRGBAImage packs R in the low byte.
-    Ok(rgba
-        .iter()
-        .map(|&p| Px {
-            v: p.to_le_bytes(),
-            ..Px::default()
-        })
-        .collect())
+    Ok(rgba)
 }
 
-/// _decodeStrip / _decodeTile: libtiff's decompressed samples, unpacked with `raw` (one band per
-/// plane when the planes are separate).
-fn read_decoded(
+/// libtiff's decompressed samples: `planes` rasters of `h` rows of `row_bytes`.
+struct Decompressed<'a> {
+    buf: Vec<u8>,
+    raw: &'a str,
+    w: usize,
+    h: usize,
+    row_bytes: usize,
+    planes: usize,
+    bits_per_sample: u16,
+}
+
+impl Decompressed<'_> {
+    /// Row `y` unpacked with `raw`, or with one band per plane when the planes are separate
+    /// (_pickUnpackers: the R, G, B, A unpackers, or R;16N...: the high byte).
+    fn unpack_row(&self, y: usize, out: &mut [Px]) {
+        let row = |plane: usize| {
+            let at = (plane * self.h + y) * self.row_bytes;
+            &self.buf[at..at + self.row_bytes]
+        };
+        if self.planes == 1 {
+            let row = row(0);
+            for (x, p) in out.iter_mut().enumerate() {
+                *p = unpack(self.raw, row, x);
+            }
+            return;
+        }
+        for plane in 0..self.planes {
+            let row = row(plane);
+            for (x, p) in out.iter_mut().enumerate().take(self.w) {
+                p.v[plane.min(3)] = if self.bits_per_sample == 16 {
+                    (u16::from_ne_bytes([row[2 * x], row[2 * x + 1]]) >> 8) as u8
+                } else {
+                    row[x]
+                };
+            }
+        }
+    }
+}
+
+/// _decodeStrip / _decodeTile: libtiff's decompressed samples, to be unpacked with `raw` (one band
+/// per plane when the planes are separate).
+fn read_decoded<'a>(
     tiff: &Tiff,
     width: u32,
     height: u32,
-    raw: &str,
+    raw: &'a str,
     planes: usize,
     jpeg_rgb: bool,
     bits_per_sample: u16,
-) -> Result<Vec<Px>> {
+) -> Result<Decompressed<'a>> {
     let (w, h) = (width as usize, height as usize);
     let bits = raw_bits(raw);
     let row_bytes = (w * bits as usize / planes).div_ceil(8);
+    if planes > 1 && bits_per_sample != 8 && bits_per_sample != 16 {
+        return Err(bad(format!("separate planes of {bits_per_sample} bits")));
+    }
     let mut buf = vec![0u8; planes * h * row_bytes];
     // SAFETY: buf holds planes × height rows of row_bytes, what the call writes at most.
     let status = unsafe {
@@ -615,31 +703,15 @@ fn read_decoded(
     if status != 0 {
         return Err(tiff.error("cannot read image data"));
     }
-    let mut out = vec![Px::default(); w * h];
-    if planes == 1 {
-        for (y, row) in buf.chunks_exact(row_bytes).enumerate() {
-            for x in 0..w {
-                out[y * w + x] = unpack(raw, row, x);
-            }
-        }
-        return Ok(out);
-    }
-    // _pickUnpackers: the R, G, B, A unpackers (or R;16N...: the high byte) per plane.
-    if bits_per_sample != 8 && bits_per_sample != 16 {
-        return Err(bad(format!("separate planes of {bits_per_sample} bits")));
-    }
-    for (plane, raster) in buf.chunks_exact(h * row_bytes).enumerate() {
-        for (y, row) in raster.chunks_exact(row_bytes).enumerate() {
-            for x in 0..w {
-                out[y * w + x].v[plane.min(3)] = if bits_per_sample == 16 {
-                    (u16::from_ne_bytes([row[2 * x], row[2 * x + 1]]) >> 8) as u8
-                } else {
-                    row[x]
-                };
-            }
-        }
-    }
-    Ok(out)
+    Ok(Decompressed {
+        buf,
+        raw,
+        w,
+        h,
+        row_bytes,
+        planes,
+        bits_per_sample,
+    })
 }
 
 /// What Pillow's raw tiles need to know of the file.
@@ -832,18 +904,19 @@ fn to_rgb(mode: &'static str, pixels: &[Px], colormap: Option<&[i64]>) -> Result
         // I;16 and I clip to 0..255 (Pillow's I;16 → RGB and I → RGB).
         "I;16" | "I;16B" | "I" => pixels
             .iter()
-            .map(|p| grey(p.i.clamp(0, 255) as u8))
+            .map(|p| grey(p.i().clamp(0, 255) as u8))
             .collect(),
         // f2l: clipped, then truncated.
         "F" => pixels
             .iter()
             .map(|p| {
-                grey(if p.f <= 0.0 {
+                let f = p.f();
+                grey(if f <= 0.0 {
                     0
-                } else if p.f >= 255.0 {
+                } else if f >= 255.0 {
                     255
                 } else {
-                    p.f as u8
+                    f as u8
                 })
             })
             .collect(),

@@ -809,3 +809,59 @@ fn a_small_tiff_claiming_millions_of_pixels_is_truncated_not_allocated() {
     assert_eq!(recs.types, ["error", "image", "summary"]);
     assert!(recs.errors[0].message.contains("truncated"), "{recs:?}");
 }
+
+/// A little-endian TIFF with one strip of `data` after the directory, whose entries are the
+/// given (tag, type, value) triples plus StripOffsets and StripByteCounts (in tag order).
+fn tiff_with_strip(entries: &[(u16, u16, u32)], data: &[u8]) -> Vec<u8> {
+    let mut entries = entries.to_vec();
+    let directory_len = 2 + 12 * (entries.len() + 2) + 4;
+    entries.push((273, 4, 8 + directory_len as u32));
+    entries.push((279, 4, data.len() as u32));
+    entries.sort();
+    let mut tiff = b"II*\0".to_vec();
+    tiff.extend(8u32.to_le_bytes());
+    tiff.extend((entries.len() as u16).to_le_bytes());
+    for (tag, kind, value) in entries {
+        tiff.extend(tag.to_le_bytes());
+        tiff.extend(kind.to_le_bytes());
+        tiff.extend(1u32.to_le_bytes());
+        tiff.extend(value.to_le_bytes());
+    }
+    tiff.extend(0u32.to_le_bytes());
+    tiff.extend(data);
+    tiff
+}
+
+#[test]
+fn a_large_compressed_greyscale_tiff_takes_a_few_bytes_a_pixel() {
+    // 7,000² greyscale in a 50 KB deflate strip: every pixel went through a 12-byte
+    // intermediate (and two RGB copies), over 900 MB, which failed under the 800 MB limit; it now
+    // takes the decompressed samples and the RGB image (4 bytes a pixel), as Pillow takes 8.
+    use std::io::Write;
+    let (w, h) = (7_000u32, 7_000u32);
+    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+    let row = vec![90u8; w as usize];
+    for _ in 0..h {
+        z.write_all(&row).unwrap();
+    }
+    let strip = z.finish().unwrap();
+    let tiff = tiff_with_strip(
+        &[
+            (256, 4, w),
+            (257, 4, h),
+            (258, 3, 8),
+            (259, 3, 8),
+            (262, 3, 1),
+            (277, 3, 1),
+            (278, 4, h),
+        ],
+        &strip,
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("grey.tif"), tiff).unwrap();
+    let (code, recs, stderr) = run_in_800_mb(tmp.path(), "grey.tif");
+    assert_eq!(code, 0, "{stderr} {recs:?}");
+    assert_eq!(recs.types, ["image", "summary"]);
+    let out = image::open(tmp.path().join("o/grey.png")).unwrap().to_rgb8();
+    assert!(out.pixels().all(|p| p.0 == [90; 3]));
+}
