@@ -221,6 +221,8 @@ pub fn decode_region(
         decode_jpeg(bytes, &mut window)?
     } else if format == Format::WebP {
         crate::webp::decode(bytes, &mut window)?
+    } else if format == Format::Png {
+        decode_png(bytes, opts, &mut window)?
     } else {
         let fits = |w: u32, h: u32| check_pixels(w as u64, h as u64, opts);
         let sized = |(w, h, rgb, mode): (u32, u32, Vec<u8>, &'static str)| {
@@ -230,8 +232,7 @@ pub fn decode_region(
             Format::Gif => sized(crate::gif::decode(bytes, fits)?),
             Format::Bmp => sized(crate::bmp::decode(bytes, fits)?),
             Format::Tiff => sized(crate::tiff::decode(bytes, fits)?),
-            Format::Png => decode_other(bytes, opts, image::ImageFormat::Png)?,
-            Format::Jpeg | Format::WebP => unreachable!("decoded above"),
+            Format::Jpeg | Format::WebP | Format::Png => unreachable!("decoded above"),
         };
         let (x, y, w, h) = window(whole.width(), whole.height())?;
         if (w, h) == whole.dimensions() {
@@ -308,24 +309,23 @@ pub(crate) fn cmyk2rgb([c, m, y, k]: [u8; 4]) -> [u8; 3] {
     [ch(c), ch(m), ch(y)]
 }
 
-/// PNG through the `image` crate.
-fn decode_other(
+/// A PNG's window (`window(width, height)` checks the size and gives it) in RGB, through the
+/// `image` crate: the whole image is decoded, only the window converted.
+fn decode_png(
     bytes: &[u8],
     opts: &DecodeOptions,
-    format: image::ImageFormat,
+    window: impl FnOnce(u32, u32) -> Result<Box4>,
 ) -> Result<(RgbImage, &'static str)> {
-    let reader = || ImageReader::with_format(Cursor::new(bytes), format);
+    let reader = || ImageReader::with_format(Cursor::new(bytes), image::ImageFormat::Png);
     let (w, h) = reader()
         .into_dimensions()
         .map_err(|e| Error::Decode(e.to_string()))?;
-    check_pixels(w as u64, h as u64, opts)?;
-    if format == image::ImageFormat::Png {
-        crate::png::check_ancillary_chunks(bytes)?;
-    }
+    let window = window(w, h)?;
+    crate::png::check_ancillary_chunks(bytes)?;
     let mut r = reader();
-    // The pixel limit above decides the size; the allocation limit keeps whatever else a
-    // decoder inflates (profiles, text, metadata) bounded by it too: 8 bytes a pixel (RGBA16)
-    // and Pillow's limit on text.
+    // The pixel limit (checked by `window`) decides the size; the allocation limit keeps
+    // whatever else a decoder inflates (profiles, text, metadata) bounded by it too: 8 bytes a
+    // pixel (RGBA16) and Pillow's limit on text.
     let mut limits = image::Limits::no_limits();
     limits.max_alloc = Some(
         (w as u64 * h as u64)
@@ -336,40 +336,44 @@ fn decode_other(
     let img = match r.decode() {
         Ok(img) => img,
         // Pillow stops reading a PNG as soon as its rows are complete (png.rs).
-        Err(e) if format == image::ImageFormat::Png => {
-            crate::png::decode_rows(bytes).map_err(|_| Error::Decode(e.to_string()))?
-        }
-        Err(e) => return Err(Error::Decode(e.to_string())),
+        Err(e) => crate::png::decode_rows(bytes).map_err(|_| Error::Decode(e.to_string()))?,
     };
+    if (img.width(), img.height()) != (w, h) {
+        return Err(Error::Decode(
+            "PNG: rows of another size than its header's".into(),
+        ));
+    }
     let hi = |v: u16| (v >> 8) as u8;
     let gray16 = |v: u16| match opts.gray16 {
         Gray16::Clip => v.min(255) as u8,
         Gray16::Scale => hi(v),
     };
-    let (w, h) = (img.width(), img.height());
-    let from = |mode, f: &dyn Fn(u32, u32) -> [u8; 3]| {
-        (RgbImage::from_fn(w, h, |x, y| image::Rgb(f(x, y))), mode)
-    };
+    let grey = |p: &[u8]| [p[0]; 3];
     Ok(match img {
-        DynamicImage::ImageRgb8(i) => (i, "RGB"),
-        DynamicImage::ImageRgba8(i) => from("RGBA", &|x, y| {
-            let p = i.get_pixel(x, y).0;
-            [p[0], p[1], p[2]]
-        }),
-        DynamicImage::ImageLuma8(i) => from("L", &|x, y| [i.get_pixel(x, y).0[0]; 3]),
-        DynamicImage::ImageLumaA8(i) => from("LA", &|x, y| [i.get_pixel(x, y).0[0]; 3]),
-        DynamicImage::ImageLuma16(i) => from("I;16", &|x, y| [gray16(i.get_pixel(x, y).0[0]); 3]),
+        DynamicImage::ImageRgb8(i) if (window.2, window.3) == (w, h) => (i, "RGB"),
+        DynamicImage::ImageRgb8(i) => (crop_convert(&i, 3, window, |p| [p[0], p[1], p[2]]), "RGB"),
+        DynamicImage::ImageRgba8(i) => {
+            (crop_convert(&i, 4, window, |p| [p[0], p[1], p[2]]), "RGBA")
+        }
+        DynamicImage::ImageLuma8(i) => (crop_convert(&i, 1, window, grey), "L"),
+        DynamicImage::ImageLumaA8(i) => (crop_convert(&i, 2, window, grey), "LA"),
+        DynamicImage::ImageLuma16(i) => {
+            (crop_convert(&i, 1, window, |p| [gray16(p[0]); 3]), "I;16")
+        }
         // 16-bit grey with a tRNS colour, which `image` expands to an alpha channel: Pillow opens
         // it as I;16 (the transparent value in `info`), and convert('RGB') ignores that.
-        DynamicImage::ImageLumaA16(i) if format == image::ImageFormat::Png && grey16(bytes) => {
-            from("I;16", &|x, y| [gray16(i.get_pixel(x, y).0[0]); 3])
+        DynamicImage::ImageLumaA16(i) if grey16(bytes) => {
+            (crop_convert(&i, 2, window, |p| [gray16(p[0]); 3]), "I;16")
         }
-        DynamicImage::ImageLumaA16(i) => from("LA;16", &|x, y| [hi(i.get_pixel(x, y).0[0]); 3]),
-        DynamicImage::ImageRgb16(i) => from("RGB;16", &|x, y| i.get_pixel(x, y).0.map(hi)),
-        DynamicImage::ImageRgba16(i) => from("RGBA;16", &|x, y| {
-            let p = i.get_pixel(x, y).0;
-            [hi(p[0]), hi(p[1]), hi(p[2])]
-        }),
+        DynamicImage::ImageLumaA16(i) => (crop_convert(&i, 2, window, |p| [hi(p[0]); 3]), "LA;16"),
+        DynamicImage::ImageRgb16(i) => (
+            crop_convert(&i, 3, window, |p| [hi(p[0]), hi(p[1]), hi(p[2])]),
+            "RGB;16",
+        ),
+        DynamicImage::ImageRgba16(i) => (
+            crop_convert(&i, 4, window, |p| [hi(p[0]), hi(p[1]), hi(p[2])]),
+            "RGBA;16",
+        ),
         other => {
             return Err(Error::Unsupported(format!(
                 "pixel type {:?}",
@@ -377,6 +381,31 @@ fn decode_other(
             )));
         }
     })
+}
+
+/// The `window` of an image of `channels` samples a pixel (rows `width * channels` apart), each
+/// pixel's samples converted by `rgb`.
+fn crop_convert<T: Copy, I>(
+    img: &image::ImageBuffer<I, Vec<T>>,
+    channels: usize,
+    window: Box4,
+    rgb: impl Fn(&[T]) -> [u8; 3],
+) -> RgbImage
+where
+    I: image::Pixel<Subpixel = T>,
+{
+    let (x, y, w, h) = window;
+    let stride = img.width() as usize * channels;
+    let samples = img.as_raw();
+    let mut out = vec![0; w as usize * h as usize * 3];
+    for (row, out_row) in (y as usize..).zip(out.chunks_exact_mut(w as usize * 3)) {
+        let start = row * stride + x as usize * channels;
+        let row = &samples[start..start + w as usize * channels];
+        for (o, p) in out_row.chunks_exact_mut(3).zip(row.chunks_exact(channels)) {
+            o.copy_from_slice(&rgb(p));
+        }
+    }
+    RgbImage::from_raw(w, h, out).expect("sized")
 }
 
 /// Whether a PNG is 16-bit greyscale without alpha (IHDR colour type 0, depth 16).

@@ -862,6 +862,8 @@ fn a_large_compressed_greyscale_tiff_takes_a_few_bytes_a_pixel() {
     let (code, recs, stderr) = run_in_800_mb(tmp.path(), "grey.tif");
     assert_eq!(code, 0, "{stderr} {recs:?}");
     assert_eq!(recs.types, ["image", "summary"]);
-    let out = image::open(tmp.path().join("o/grey.png")).unwrap().to_rgb8();
+    let out = image::open(tmp.path().join("o/grey.png"))
+        .unwrap()
+        .to_rgb8();
     assert!(out.pixels().all(|p| p.0 == [90; 3]));
 }
