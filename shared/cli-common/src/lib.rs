@@ -30,6 +30,7 @@ pub mod inputs;
 pub mod interrupt;
 pub mod logger;
 mod man;
+pub mod memory;
 mod out;
 pub mod panics;
 pub mod paths;

@@ -58,20 +58,7 @@ impl std::str::FromStr for Collective {
 }
 
 /// `1M`, `64M`, `512K`, `1G`, `8` (bytes; K/M/G are powers of 1024, as in nccl-tests).
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim().trim_end_matches(['B', 'b']).trim_end_matches('i');
-    let (num, mult) = match t.char_indices().last() {
-        Some((i, 'K' | 'k')) => (&t[..i], 1u64 << 10),
-        Some((i, 'M' | 'm')) => (&t[..i], 1 << 20),
-        Some((i, 'G' | 'g')) => (&t[..i], 1 << 30),
-        _ => (t, 1),
-    };
-    num.trim()
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(mult))
-        .ok_or_else(|| format!("`{s}` is not a size (e.g. 1M, 512K, 8)"))
-}
+pub use cli_common::memory::parse_size;
 
 /// min, min·f, min·f², … up to max.
 pub fn sizes(min: u64, max: u64, factor: u64) -> Vec<u64> {
@@ -485,13 +472,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sizes_parse_like_nccl_tests() {
-        assert_eq!(parse_size("8").unwrap(), 8);
-        assert_eq!(parse_size("512K").unwrap(), 512 << 10);
-        assert_eq!(parse_size("64M").unwrap(), 64 << 20);
-        assert_eq!(parse_size("1GB").unwrap(), 1 << 30);
-        assert_eq!(parse_size("2MiB").unwrap(), 2 << 20);
-        assert!(parse_size("lots").is_err());
+    fn sizes_grow_by_the_factor() {
         assert_eq!(
             sizes(1 << 20, 64 << 20, 4),
             [1 << 20, 4 << 20, 16 << 20, 64 << 20]

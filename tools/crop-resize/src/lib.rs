@@ -8,6 +8,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use clap::{Parser, ValueEnum};
 use cli_common::inputs::Sniffed;
+use cli_common::memory::MemoryBudget;
 use cli_common::paths::Claims;
 use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, atomic, inputs, interrupt, progress};
 use image::RgbImage;
@@ -58,6 +59,14 @@ pub struct Cli {
     /// (Pillow refuses above 2 x Image.MAX_IMAGE_PIXELS, the default).
     #[arg(long, value_name = "PIXELS", default_value_t = 178_956_970)]
     pub max_pixels: u64,
+
+    /// Memory that the images being worked on may take together (e.g. 8G, 512M): a worker whose
+    /// image would take more than is left waits for the others to finish theirs; an image larger
+    /// than the whole budget is worked on alone. An image is reckoned at its file's size plus 12
+    /// bytes a pixel, above what any decoder here takes for a crop (default: half of the
+    /// machine's memory, or of the cgroup's limit when that is lower).
+    #[arg(long, value_name = "SIZE", value_parser = cli_common::memory::parse_size)]
+    pub max_memory: Option<u64>,
 
     /// Apply the EXIF orientation first (Pillow's ImageOps.exif_transpose). Off by default: a
     /// projection script's Image.open ignores it.
@@ -147,6 +156,9 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
             },
         },
     };
+    let budget = MemoryBudget::new(cli.max_memory.unwrap_or_else(|| {
+        cli_common::memory::available_to_us().map_or(u64::MAX, |bytes| bytes / 2)
+    }));
     let bar = progress::bar(&cli.common, "crop-resize", None);
     let batch = pool.current_num_threads() * BATCH_PER_THREAD;
     let mut items = inputs::from_args(&cli.inputs, cli.list);
@@ -202,7 +214,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
                     // A panic in a decoder (the tiff crate asserts on some tiled files) is this
                     // input's error record, not the batch's end.
                     cli_common::panics::catch_item("decoding it", || {
-                        job.process(&item, file, &target)
+                        job.process(&item, file, &target, &budget)
                     })
                     .map_err(|e| ErrorRecord {
                         input: item.name.clone(),
@@ -250,6 +262,12 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     Ok(Outcome::from_failures(failed))
 }
 
+/// What `--max-memory` reckons an image takes a pixel, beside its file: more than any decoder here
+/// holds for a centre crop (at most 4 bytes of samples and 3 of RGB for TIFF, 8 + 3 for 16-bit
+/// RGBA PNG, libjpeg's coefficients of a progressive CMYK JPEG and the crop), and the Lanczos
+/// passes' rows.
+const BYTES_PER_PIXEL: u64 = 12;
+
 /// What to do with each image.
 #[derive(Debug, Clone, Copy)]
 struct Job {
@@ -261,7 +279,13 @@ struct Job {
 }
 
 impl Job {
-    fn process(&self, item: &InputItem, file: Sniffed, target: &Path) -> Result<ImageRecord> {
+    fn process(
+        &self,
+        item: &InputItem,
+        file: Sniffed,
+        target: &Path,
+        budget: &MemoryBudget,
+    ) -> Result<ImageRecord> {
         let r = self.resolution;
         let mut record = ImageRecord {
             input: item.name.clone(),
@@ -293,14 +317,22 @@ impl Job {
         } else {
             imaging::Frame::Stored
         };
-        // Only the centre square is decoded (where the format allows it).
-        let crop = imaging::decode_region(&bytes, &self.decode, frame, imaging::center_crop_box)?;
+        // Memory is reserved from the header's size, before the decoder takes any; only the
+        // centre square is decoded (where the format allows it).
+        let mut reservation = None;
+        let crop = imaging::decode_region(&bytes, &self.decode, frame, |w, h| {
+            let pixels = w as u64 * h as u64;
+            let bytes = (bytes.len() as u64).saturating_add(pixels.saturating_mul(BYTES_PER_PIXEL));
+            reservation = Some(budget.reserve(bytes));
+            imaging::center_crop_box(w, h)
+        })?;
         record.source_width = Some(crop.width);
         record.source_height = Some(crop.height);
         record.source_mode = Some(crop.source_mode.into());
         let (w, h) = crop.rgb.dimensions();
         let resized = imaging::resize_lanczos(&crop.rgb, (0, 0, w, h), r, r);
         atomic::write_atomic(target, |w| write_image(w, &resized, self.format))?;
+        drop(reservation);
         Ok(record)
     }
 }

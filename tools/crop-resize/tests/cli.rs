@@ -867,3 +867,39 @@ fn a_large_compressed_greyscale_tiff_takes_a_few_bytes_a_pixel() {
         .to_rgb8();
     assert!(out.pixels().all(|p| p.0 == [90; 3]));
 }
+
+#[test]
+fn a_memory_budget_smaller_than_one_image_makes_workers_wait_not_fail() {
+    // Every image is reckoned at more than 1 KB: with -j 2 each waits for the other to finish,
+    // and all are done, in input order.
+    let tmp = tempfile::tempdir().unwrap();
+    let names = [
+        "photo420.jpg",
+        "rgb.png",
+        "palette.png",
+        "gray.jpg",
+        "exif6.jpg",
+    ];
+    for n in names {
+        copy_fixture(tmp.path(), n, n);
+    }
+    let mut args = vec!["-r", "16", "-o", "o", "-j", "2", "--max-memory", "1K"];
+    args.extend(names);
+    let (code, recs, stderr) = run(tmp.path(), &args, "");
+    assert_eq!(code, 0, "{stderr}");
+    let inputs: Vec<_> = recs.items.iter().map(|r| r.input.clone()).collect();
+    assert_eq!(inputs, names.map(std::ffi::OsString::from));
+    for n in names {
+        let stem = n.split('.').next().unwrap();
+        assert!(tmp.path().join(format!("o/{stem}.png")).exists(), "{n}");
+    }
+    // A size that is not one is a usage error.
+    let out = exec(
+        tmp.path(),
+        &["-r", "16", "-o", "o", "--max-memory", "lots", "x"],
+        "",
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("not a size"), "{stderr}");
+}
