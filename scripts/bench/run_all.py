@@ -31,6 +31,20 @@ def crop_resize(a, rows):
         rows.append(("crop-resize", f"{r['case']}, 1 core", r["ours_j1_img_s"], r["pillow_1proc_img_s"], "Pillow, 1 process", "img/s"))
 
 
+def crop_resize_photos(a, rows):
+    sizes = "256" if a.quick else "256,1024"
+    out = sh([sys.executable, f"{BENCH}/crop_resize_photos.py", "--sizes", sizes, "--repeat", "1" if a.quick else "2"])
+    res = last_json(out)[-1]
+    cores = res["cores"]
+    for r in res["rows"]:
+        assert r["max_abs_diff"] == 0, f"crop-resize differs from Pillow on {r['case']} photos"
+        rows.append(("crop-resize photos", f"{r['case']}, {cores} cores", r[f"ours_j{cores}_img_s"], r[f"pillow_{cores}proc_img_s"],
+                     f"Pillow, {cores} processes", "img/s"))
+        rows.append(("crop-resize photos", f"{r['case']}, 1 core", r["ours_j1_img_s"], r["pillow_1proc_img_s"], "Pillow, 1 process", "img/s"))
+        rows.append(("crop-resize photos", f"{r['case']}, peak memory, 1 core", r["ours_j1_peak_mib"], r["pillow_peak_mib"],
+                     "Pillow, 1 process (lower is better)", "MiB"))
+
+
 def gather_npz(a, rows):
     out = sh([sys.executable, f"{BENCH}/gather_npz.py", "--n", "5000" if a.quick else "20000"])
     r = last_json(out)[-1]
@@ -100,7 +114,7 @@ def pipeline(a, rows):
             rows.append(("ddp-train pipeline", f"{case}, {label}", v, one, "one device, eager", "img/s"))
 
 
-BENCHES = {"crop-resize": crop_resize, "gather-npz": gather_npz, "all-reduce": all_reduce, "ddp-train": ddp_train, "projection": projection,
+BENCHES = {"crop-resize": crop_resize, "crop-resize-photos": crop_resize_photos, "gather-npz": gather_npz, "all-reduce": all_reduce, "ddp-train": ddp_train, "projection": projection,
            "pipeline": pipeline}
 
 

@@ -19,6 +19,7 @@ pub mod checkpoint;
 pub mod data;
 pub mod ddp;
 pub mod flat;
+pub mod folder;
 pub mod optim;
 pub mod pipeline;
 pub mod resnet;
