@@ -15,7 +15,10 @@ fn python() -> String {
 }
 
 /// torchvision's classes and samples (paths as hex of their bytes), or its error's first line.
-fn torchvision(dir: &Path) -> Result<(Vec<Vec<u8>>, Vec<(Vec<u8>, i64)>), String> {
+/// Class names and (path, label) samples, as bytes, or an error's text.
+type Scan = Result<(Vec<Vec<u8>>, Vec<(Vec<u8>, i64)>), String>;
+
+fn torchvision(dir: &Path) -> Scan {
     let script = r#"
 import os, sys, json
 from torchvision.datasets import ImageFolder
@@ -60,7 +63,7 @@ else:
     ))
 }
 
-fn ours(dir: &Path) -> Result<(Vec<Vec<u8>>, Vec<(Vec<u8>, i64)>), String> {
+fn ours(dir: &Path) -> Scan {
     let f = ImageFolder::scan(dir).map_err(|e| e.to_string())?;
     Ok((
         f.classes.iter().map(|c| c.as_bytes().to_vec()).collect(),
