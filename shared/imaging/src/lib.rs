@@ -38,6 +38,7 @@ mod png;
 mod pyfile;
 mod resample;
 mod tiff;
+pub mod transforms;
 mod webp;
 
 pub use decode::{
@@ -45,7 +46,7 @@ pub use decode::{
     exif_transpose, sniff,
 };
 pub use encode::write_png;
-pub use resample::{Box4, center_crop_box, crop_resize, resize_lanczos};
+pub use resample::{Box4, Filter, Resize, center_crop_box, crop_resize, resize_lanczos};
 
 /// Everything that can go wrong with one image.
 #[derive(Debug, thiserror::Error)]

@@ -1,16 +1,18 @@
-//! Pillow's Lanczos resampling, ported from libImaging/Resample.c (`ImagingResampleInner`,
-//! `precompute_coeffs`, `normalize_coeffs_8bpc`, `ImagingResample{Horizontal,Vertical}_8bpc`):
-//! double-precision weights rounded to int32 with 22 fractional bits, accumulators starting at
-//! 1 << 21, horizontal pass first into a clamped 8-bit intermediate, an axis that keeps its size is
-//! skipped. Any deviation here shows up as a 1-level difference against Pillow, which the
-//! reference tests catch.
+//! Pillow's resampling, ported from libImaging/Resample.c (`ImagingResampleInner`,
+//! `precompute_coeffs`, `normalize_coeffs_8bpc`, `ImagingResample{Horizontal,Vertical}_8bpc`) for
+//! its LANCZOS and BILINEAR filters: double-precision weights rounded to int32 with 22 fractional
+//! bits, accumulators starting at 1 << 21, horizontal pass first into a clamped 8-bit
+//! intermediate, an axis that keeps its size is skipped. Any deviation here shows up as a 1-level
+//! difference against Pillow, which the reference tests catch.
+//!
+//! [`Resize::run`] computes any box of the output from only the source pixels that box reads
+//! ([`Resize::reads`]), with the same arithmetic per output pixel, so a crop of a resize needs
+//! only part of the source decoded.
 
 use image::RgbImage;
 
 /// Fractional bits of Pillow's fixed-point coefficients (`PRECISION_BITS = 32 - 8 - 2`).
 const PRECISION_BITS: u32 = 32 - 8 - 2;
-/// Lanczos' support (`lanczos_filter`'s window is [-3, 3)).
-const SUPPORT: f64 = 3.0;
 
 /// Pillow's `sinc_filter`.
 fn sinc(x: f64) -> f64 {
@@ -21,18 +23,40 @@ fn sinc(x: f64) -> f64 {
     x.sin() / x
 }
 
-/// Pillow's `lanczos_filter`.
-fn lanczos(x: f64) -> f64 {
-    if (-3.0..3.0).contains(&x) {
-        sinc(x) * sinc(x / 3.0)
-    } else {
-        0.0
+/// A resampling filter of Pillow's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Filter {
+    /// `Image.BILINEAR` (`bilinear_filter`, support 1): what torchvision's `Resize` and
+    /// `RandomResizedCrop` use on PIL images by default.
+    Bilinear,
+    /// `Image.LANCZOS` (`lanczos_filter`, support 3).
+    Lanczos,
+}
+
+impl Filter {
+    fn support(self) -> f64 {
+        match self {
+            Filter::Bilinear => 1.0,
+            Filter::Lanczos => 3.0,
+        }
+    }
+
+    fn weight(self, x: f64) -> f64 {
+        match self {
+            Filter::Bilinear => {
+                let x = x.abs();
+                if x < 1.0 { 1.0 - x } else { 0.0 }
+            }
+            Filter::Lanczos if (-3.0..3.0).contains(&x) => sinc(x) * sinc(x / 3.0),
+            Filter::Lanczos => 0.0,
+        }
     }
 }
 
 /// Per output pixel: first input index, number of taps, and `stride` fixed-point weights (the
 /// taps' and then zeros: `stride` is Pillow's `ksize` rounded up to a multiple of 8, so that the
 /// SIMD kernels read whole vectors).
+#[derive(Clone)]
 struct Coeffs {
     bounds: Vec<(usize, usize)>,
     stride: usize,
@@ -41,10 +65,10 @@ struct Coeffs {
 
 impl Coeffs {
     /// Pillow's `precompute_coeffs` over the box [0, in_size) + `normalize_coeffs_8bpc`.
-    fn new(in_size: usize, out_size: usize) -> Self {
+    fn new(in_size: usize, out_size: usize, filter: Filter) -> Self {
         let scale = in_size as f64 / out_size as f64;
         let filterscale = scale.max(1.0);
-        let support = SUPPORT * filterscale;
+        let support = filter.support() * filterscale;
         let ksize = support.ceil() as usize * 2 + 1;
         let stride = ksize.next_multiple_of(8);
         let mut bounds = Vec::with_capacity(out_size);
@@ -59,7 +83,7 @@ impl Coeffs {
             let n = xmax.saturating_sub(xmin);
             let mut ww = 0.0;
             for (x, kx) in k.iter_mut().enumerate().take(n) {
-                let w = lanczos((x as f64 + xmin as f64 - center + 0.5) * ss);
+                let w = filter.weight((x as f64 + xmin as f64 - center + 0.5) * ss);
                 *kx = w;
                 ww += w;
             }
@@ -79,6 +103,38 @@ impl Coeffs {
             stride,
             weights,
         }
+    }
+
+    /// These coefficients for the outputs `outputs` only, their first inputs moved by `shift`
+    /// (the source's offset in the image the passes read).
+    fn restricted(mut self, outputs: std::ops::Range<usize>, shift: i64) -> Self {
+        let at = |i: usize| i * self.stride;
+        self.weights = self.weights[at(outputs.start)..at(outputs.end)].to_vec();
+        self.bounds = self.bounds[outputs]
+            .iter()
+            .map(|&(min, n)| {
+                (
+                    usize::try_from(min as i64 + shift).expect("inside the image"),
+                    n,
+                )
+            })
+            .collect();
+        self
+    }
+
+    /// The same with every first input moved by `shift`.
+    fn shifted(mut self, shift: i64) -> Self {
+        for b in &mut self.bounds {
+            b.0 = usize::try_from(b.0 as i64 + shift).expect("inside the image");
+        }
+        self
+    }
+
+    /// The inputs [first, last) that the outputs read.
+    fn span(&self) -> (usize, usize) {
+        let first = self.bounds.iter().map(|b| b.0).min().unwrap_or(0);
+        let last = self.bounds.iter().map(|b| b.0 + b.1).max().unwrap_or(0);
+        (first, last)
     }
 
     fn taps(&self, out: usize) -> (usize, &[i32]) {
@@ -112,7 +168,8 @@ pub fn center_crop_box(width: u32, height: u32) -> Box4 {
     ((width - s) / 2, (height - s) / 2, s, s)
 }
 
-/// Centre-crop to a square, then Lanczos-resize to `size`×`size` (seed 000's preprocessing).
+/// Centre-crop to a square, then Lanczos-resize to `size`×`size` (the projection scripts'
+/// preprocessing).
 pub fn crop_resize(img: &RgbImage, size: u32) -> RgbImage {
     let b = center_crop_box(img.width(), img.height());
     resize_lanczos(img, b, size, size)
@@ -126,52 +183,151 @@ pub fn resize_lanczos(img: &RgbImage, region: Box4, out_w: u32, out_h: u32) -> R
         left + w <= img.width() && top + h <= img.height(),
         "crop box outside the image"
     );
-    assert!(w > 0 && h > 0 && out_w > 0 && out_h > 0, "empty image");
-    let stride = img.width() as usize * 3;
-    let src = img.as_raw();
-    let (w, h, out_w, out_h) = (w as usize, h as usize, out_w as usize, out_h as usize);
-    let row = |y: usize| -> &[u8] {
-        let start = (top as usize + y) * stride + left as usize * 3;
-        &src[start..start + w * 3]
+    let resize = Resize {
+        from: (w, h),
+        to: (out_w, out_h),
+        filter: Filter::Lanczos,
     };
-    let need_h = out_w != w;
-    let need_v = out_h != h;
-    let vert = need_v.then(|| Coeffs::new(h, out_h));
+    resize.run(img, (left as i64, top as i64), (0, 0, out_w, out_h))
+}
 
-    // Horizontal pass over only the rows the vertical pass reads (Pillow's ybox_first/last).
-    let (first, last) = match &vert {
-        Some(c) => {
-            let (min0, _) = c.bounds[0];
-            let (minl, nl) = c.bounds[out_h - 1];
-            (min0, minl + nl)
+/// Pillow's `Image.resize(to, filter)` of a `from`-sized source image (8 bits a channel).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resize {
+    pub from: (u32, u32),
+    pub to: (u32, u32),
+    pub filter: Filter,
+}
+
+impl Resize {
+    fn axis(&self, axis: usize, outputs: std::ops::Range<usize>, shift: i64) -> Option<Coeffs> {
+        let (from, to) = match axis {
+            0 => (self.from.0, self.to.0),
+            _ => (self.from.1, self.to.1),
+        };
+        // An axis that keeps its size is not resampled (Pillow's need_horizontal/vertical).
+        (from != to).then(|| {
+            Coeffs::new(from as usize, to as usize, self.filter).restricted(outputs, shift)
+        })
+    }
+
+    /// The box of the source that the outputs in `out` (a box of the resized image) read.
+    pub fn reads(&self, out: Box4) -> Box4 {
+        let (x, y, w, h) = out;
+        let span = |axis: usize, start: u32, len: u32| match self.axis(
+            axis,
+            start as usize..(start + len) as usize,
+            0,
+        ) {
+            Some(c) => {
+                let (first, last) = c.span();
+                (first as u32, (last - first) as u32)
+            }
+            None => (start, len),
+        };
+        let ((sx, sw), (sy, sh)) = (span(0, x, w), span(1, y, h));
+        (sx, sy, sw, sh)
+    }
+
+    /// The outputs in `out` (a box of the resized image), bit for bit those of resizing the
+    /// whole source, from `img`, which holds the source at `offset` (source pixel (x, y) is
+    /// `img`'s (x + offset.0, y + offset.1)) at least over [`Self::reads`]`(out)`.
+    ///
+    /// # Panics
+    /// If `img` lacks a pixel the outputs read, or a size is 0.
+    pub fn run(&self, img: &RgbImage, offset: (i64, i64), out: Box4) -> RgbImage {
+        let (ox, oy, out_w, out_h) = out;
+        assert!(
+            self.from.0 > 0 && self.from.1 > 0 && out_w > 0 && out_h > 0,
+            "empty image"
+        );
+        assert!(
+            ox + out_w <= self.to.0 && oy + out_h <= self.to.1,
+            "output box outside the resized image"
+        );
+        let (sx, sy, sw, sh) = self.reads(out);
+        let inside = |s: u32, len: u32, off: i64, size: u32| {
+            s as i64 + off >= 0 && s as i64 + len as i64 + off <= size as i64
+        };
+        assert!(
+            inside(sx, sw, offset.0, img.width()) && inside(sy, sh, offset.1, img.height()),
+            "the image lacks source pixels the outputs read"
+        );
+        let (out_w, out_h) = (out_w as usize, out_h as usize);
+        let stride = img.width() as usize * 3;
+        let src = img.as_raw();
+        let horiz = self.axis(0, ox as usize..ox as usize + out_w, offset.0);
+        let vert = self.axis(1, oy as usize..oy as usize + out_h, offset.1);
+        let row_len = out_w * 3;
+        let (Some(horiz), Some(vert)) = (horiz.as_ref(), vert.as_ref()) else {
+            // One pass, or none: straight from `img`.
+            let rows = match &vert {
+                Some(c) => c.span(),
+                None => {
+                    let top = (oy as i64 + offset.1) as usize;
+                    (top, top + out_h)
+                }
+            };
+            let left = (ox as i64 + offset.0) as usize * 3;
+            let mid = horizontal_pass(src, stride, rows, horiz.as_ref(), left, row_len);
+            return match vert {
+                Some(c) => vertical_pass(&mid, row_len, rows.0, &c, row_len),
+                None => RgbImage::from_raw(out_w as u32, out_h as u32, mid).expect("sized"),
+            };
+        };
+        let (w, h) = (self.from.0 as i64, self.from.1 as i64);
+        let (ow, oh) = (self.to.0 as i64, self.to.1 as i64);
+        if oh < h && h - oh > 2 * (w - ow) {
+            // Pillow 13 resizes vertically first when the height shrinks by more than twice what
+            // the width does: over only the columns the horizontal pass reads.
+            let (first, last) = horiz.span();
+            let mid = vertical_pass(&src[first * 3..], stride, 0, vert, (last - first) * 3);
+            let mid_stride = (last - first) * 3;
+            let shifted = horiz.clone().shifted(-(first as i64));
+            let rows = (0, out_h);
+            let out = horizontal_pass(&mid, mid_stride, rows, Some(&shifted), 0, row_len);
+            return RgbImage::from_raw(out_w as u32, out_h as u32, out).expect("sized");
         }
-        None => (0, h),
-    };
-    let mid_w = if need_h { out_w } else { w };
-    let mut mid = vec![0u8; (last - first) * mid_w * 3];
-    if need_h {
-        let horiz = Coeffs::new(w, out_w);
-        let mut scratch = Vec::new();
-        for (y, out_row) in (first..last).zip(mid.chunks_exact_mut(out_w * 3)) {
-            horizontal_row(row(y), out_row, &horiz, &mut scratch);
-        }
-    } else {
-        for (y, out_row) in (first..last).zip(mid.chunks_exact_mut(w * 3)) {
-            out_row.copy_from_slice(row(y));
+        // Horizontal pass over only the rows the vertical pass reads (Pillow's ybox_first/last).
+        let rows = vert.span();
+        let mid = horizontal_pass(src, stride, rows, Some(horiz), 0, row_len);
+        vertical_pass(&mid, row_len, rows.0, vert, row_len)
+    }
+}
+
+/// The horizontal pass (or, without coefficients, a copy of `row_len` bytes from `left`) over
+/// rows [first, last) of `src` (rows `stride` apart).
+fn horizontal_pass(
+    src: &[u8],
+    stride: usize,
+    (first, last): (usize, usize),
+    coeffs: Option<&Coeffs>,
+    left: usize,
+    row_len: usize,
+) -> Vec<u8> {
+    let mut mid = vec![0u8; (last - first) * row_len];
+    let mut scratch = Vec::new();
+    for (y, out_row) in (first..last).zip(mid.chunks_exact_mut(row_len)) {
+        let row = &src[y * stride..(y * stride + stride).min(src.len())];
+        match coeffs {
+            Some(c) => horizontal_row(row, out_row, c, &mut scratch),
+            None => out_row.copy_from_slice(&row[left..left + row_len]),
         }
     }
-    let Some(vert) = vert else {
-        return RgbImage::from_raw(out_w as u32, out_h as u32, mid).expect("sized buffer");
-    };
-    let mut out = vec![0u8; out_h * out_w * 3];
-    let row_len = out_w * 3;
+    mid
+}
+
+/// The vertical pass over `src` (rows `stride` apart, the first being row `first` of the
+/// coefficients' frame), each output row `row_len` bytes from the start of a row.
+fn vertical_pass(src: &[u8], stride: usize, first: usize, c: &Coeffs, row_len: usize) -> RgbImage {
+    let out_h = c.bounds.len();
+    let mut out = vec![0u8; out_h * row_len];
     let mut acc = vec![0i32; row_len];
     for (yy, out_row) in out.chunks_exact_mut(row_len).enumerate() {
-        let (ymin, k) = vert.taps(yy);
-        let rows = &mid[(ymin - first) * row_len..(ymin - first + k.len()) * row_len];
-        vertical_row(rows, k, &mut acc, out_row);
+        let (ymin, k) = c.taps(yy);
+        vertical_row(src, stride, (ymin - first) * stride, k, &mut acc, out_row);
     }
-    RgbImage::from_raw(out_w as u32, out_h as u32, out).expect("sized buffer")
+    RgbImage::from_raw((row_len / 3) as u32, out_h as u32, out).expect("sized buffer")
 }
 
 /// The kernels in the widest form this CPU runs, chosen once: AVX2 (8 lanes of Pillow's 32-bit
@@ -197,23 +353,38 @@ fn horizontal_row(src: &[u8], out: &mut [u8], c: &Coeffs, scratch: &mut Vec<u8>)
     horizontal_row_scalar(src, out, c)
 }
 
-/// `ImagingResampleVertical_8bpc` for one output row: `rows` holds the `k.len()` input rows it
-/// reads, one after the other; `acc` is scratch of one row's length.
-fn vertical_row(rows: &[u8], k: &[i32], acc: &mut [i32], out: &mut [u8]) {
+/// `ImagingResampleVertical_8bpc` for one output row: tap `i` reads `out.len()` bytes of `src`
+/// from `start + i * stride`; `acc` is scratch of one row's length.
+fn vertical_row(
+    src: &[u8],
+    stride: usize,
+    start: usize,
+    k: &[i32],
+    acc: &mut [i32],
+    out: &mut [u8],
+) {
     #[cfg(target_arch = "x86_64")]
     if use_avx2() {
         // SAFETY: the CPU has AVX2 (checked above).
-        return unsafe { avx2::vertical_row(rows, k, acc, out) };
+        return unsafe { avx2::vertical_row(src, stride, start, k, acc, out) };
     }
-    vertical_row_generic(rows, k, acc, out)
+    vertical_row_generic(src, stride, start, k, acc, out)
 }
 
 /// Written so that the compiler vectorises it (lane by lane, no reordering of any one sum).
 #[inline(always)]
-fn vertical_row_generic(rows: &[u8], k: &[i32], acc: &mut [i32], out: &mut [u8]) {
+fn vertical_row_generic(
+    src: &[u8],
+    stride: usize,
+    start: usize,
+    k: &[i32],
+    acc: &mut [i32],
+    out: &mut [u8],
+) {
     acc.fill(HALF);
-    for (src_row, &ky) in rows.chunks_exact(out.len()).zip(k) {
-        for (a, &p) in acc.iter_mut().zip(src_row) {
+    for (i, &ky) in k.iter().enumerate() {
+        let row = &src[start + i * stride..start + i * stride + out.len()];
+        for (a, &p) in acc.iter_mut().zip(row) {
             *a += p as i32 * ky;
         }
     }
@@ -230,8 +401,15 @@ mod avx2 {
 
     /// [`super::vertical_row_generic`] compiled for AVX2.
     #[target_feature(enable = "avx2")]
-    pub(super) fn vertical_row(rows: &[u8], k: &[i32], acc: &mut [i32], out: &mut [u8]) {
-        super::vertical_row_generic(rows, k, acc, out)
+    pub(super) fn vertical_row(
+        src: &[u8],
+        stride: usize,
+        start: usize,
+        k: &[i32],
+        acc: &mut [i32],
+        out: &mut [u8],
+    ) {
+        super::vertical_row_generic(src, stride, start, k, acc, out)
     }
 
     /// [`super::horizontal_row_scalar`] on the row split into three planes (R, G, B, each
@@ -348,7 +526,7 @@ mod tests {
         .enumerate()
         {
             let img = noise(w, 2, i as u64 + 1);
-            let c = Coeffs::new(w as usize, o);
+            let c = Coeffs::new(w as usize, o, Filter::Lanczos);
             let row = &img.as_raw()[..w as usize * 3];
             let (mut a, mut b) = (vec![0u8; o * 3], vec![0u8; o * 3]);
             horizontal_row_scalar(row, &mut a, &c);
@@ -356,14 +534,44 @@ mod tests {
             unsafe { avx2::horizontal_row(row, &mut b, &c, &mut Vec::new()) };
             assert_eq!(a, b, "horizontal {w} -> {o}");
             let rows = noise(o as u32, 40, i as u64 + 7);
-            let k = &Coeffs::new(100, 37).weights[..];
+            let k = &Coeffs::new(100, 37, Filter::Lanczos).weights[..];
             let taps = &k[..(rows.height() as usize).min(k.len())];
             let rows = &rows.as_raw()[..taps.len() * o * 3];
             let mut acc = vec![0; o * 3];
-            vertical_row_generic(rows, taps, &mut acc, &mut a);
+            let stride = o * 3;
+            vertical_row_generic(rows, stride, 0, taps, &mut acc, &mut a);
             // SAFETY: as above.
-            unsafe { avx2::vertical_row(rows, taps, &mut acc, &mut b) };
+            unsafe { avx2::vertical_row(rows, stride, 0, taps, &mut acc, &mut b) };
             assert_eq!(a, b, "vertical, {} taps", taps.len());
+        }
+    }
+
+    #[test]
+    fn any_box_of_a_resize_is_that_box_of_the_whole_from_only_what_it_reads() {
+        let src = noise(97, 61, 3);
+        for filter in [Filter::Bilinear, Filter::Lanczos] {
+            for to in [(23, 17), (97, 40), (200, 61), (256, 300), (30, 61)] {
+                let r = Resize {
+                    from: (97, 61),
+                    to,
+                    filter,
+                };
+                let whole = r.run(&src, (0, 0), (0, 0, to.0, to.1));
+                for out in [
+                    (0, 0, to.0, to.1),
+                    (3, 2, 5, 7),
+                    (to.0 - 1, to.1 - 1, 1, 1),
+                    (to.0 / 3, 0, to.0 / 2, to.1),
+                ] {
+                    // Only the source pixels it reads, as a window of their own.
+                    let (sx, sy, sw, sh) = r.reads(out);
+                    let window = image::imageops::crop_imm(&src, sx, sy, sw, sh).to_image();
+                    let part = r.run(&window, (-(sx as i64), -(sy as i64)), out);
+                    let (x, y, w, h) = out;
+                    let expected = image::imageops::crop_imm(&whole, x, y, w, h).to_image();
+                    assert!(part == expected, "{filter:?} {to:?} {out:?}");
+                }
+            }
         }
     }
 
@@ -379,7 +587,7 @@ mod tests {
     fn weights_sum_to_one_in_fixed_point() {
         // Normalised weights round individually, so sums may be off by a few units in 2^22.
         for (i, o) in [(1024, 256), (256, 1024), (7, 3), (3, 7), (100, 99)] {
-            let c = Coeffs::new(i, o);
+            let c = Coeffs::new(i, o, Filter::Lanczos);
             for x in 0..o {
                 let s: i32 = c.taps(x).1.iter().sum();
                 assert!(
