@@ -17,7 +17,7 @@ pub enum Gray16 {
 }
 
 /// Options for [`decode_rgb`].
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DecodeOptions {
     /// Refuse images with more pixels than this (checked from the header). Pillow's
     /// `Image.MAX_IMAGE_PIXELS` warns above 89,478,485 and refuses above twice that.

@@ -185,8 +185,19 @@ pub struct EpochRecord {
     pub checkpoint: Option<PathBuf>,
     /// Validation improved (best.safetensors written when checkpointing).
     pub best: bool,
+    /// Image files this rank could not use in the epoch (each replaced by the next sample).
+    #[serde(skip_serializing_if = "is_zero", default)]
+    pub bad_inputs: usize,
+    /// What the logits mean: the class names of an image tree in label order (in the first
+    /// epoch record of a run).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub classes: Vec<String>,
     pub rank: usize,
     pub world_size: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// One pipeline stage of a split model, in an [`EpochRecord`].

@@ -147,6 +147,9 @@ pub struct Meta {
     pub growth_tracker: u64,
     pub world_size: usize,
     pub batch_size: usize,
+    /// The class names of an image tree, in label order (what the logits mean); none for
+    /// CIFAR and synthetic data.
+    pub classes: Vec<String>,
 }
 
 impl Meta {
@@ -166,6 +169,12 @@ impl Meta {
             ("world_size".to_string(), self.world_size.to_string()),
             ("batch_size".to_string(), self.batch_size.to_string()),
         ])
+        .into_iter()
+        .chain((!self.classes.is_empty()).then(|| {
+            let json = serde_json::to_string(&self.classes).expect("strings serialise");
+            ("classes".to_string(), json)
+        }))
+        .collect()
     }
 
     /// Reads the map back: the epoch is required; what else is missing takes the value a fresh
@@ -186,6 +195,12 @@ impl Meta {
             growth_tracker: num("growth_tracker", 0.0) as u64,
             world_size: num("world_size", 0.0) as usize,
             batch_size: num("batch_size", 0.0) as usize,
+            classes: match get("classes") {
+                Some(json) => serde_json::from_str(json).map_err(|e| {
+                    Error::Checkpoint(format!("{}: its class names: {e}", path.display()))
+                })?,
+                None => Vec::new(),
+            },
         })
     }
 }
@@ -206,6 +221,7 @@ mod meta_tests {
             growth_tracker: 17,
             world_size: 2,
             batch_size: 64,
+            classes: vec!["cat".into(), "dog, \"big\"\n".into()],
         };
         let p = Path::new("last.safetensors");
         assert_eq!(Meta::from_map(&m.to_map(), p).unwrap(), m);
@@ -215,6 +231,7 @@ mod meta_tests {
             (2, false, 65536.0)
         );
         assert_eq!(bare.best_top1, f64::NEG_INFINITY);
+        assert!(bare.classes.is_empty());
         let e = Meta::from_map(&HashMap::new(), p).unwrap_err().to_string();
         assert!(e.contains("no epoch"), "{e}");
     }

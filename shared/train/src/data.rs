@@ -22,6 +22,10 @@ pub enum Source {
     Cifar10(PathBuf),
     /// `cifar-100-binary`: train.bin, test.bin; coarse + fine label bytes per record.
     Cifar100(PathBuf),
+    /// A tree of images by class, read as torchvision's `ImageFolder` reads it: `DIR/train` and
+    /// `DIR/val` when both exist (the ImageNet layout), else `DIR` with the validation tree in
+    /// `val`.
+    ImageFolder { dir: PathBuf, val: Option<PathBuf> },
     /// Class prototypes plus noise: learnable, for benchmarks and demos.
     Synthetic {
         train: usize,
@@ -33,12 +37,34 @@ pub enum Source {
     },
 }
 
-/// Images (uint8 [N,3,H,W]; 32×32 but for `synthetic:N:SIZE`) and labels (int64 [N]) on one device.
+/// Images and labels (int64 [N]) on one device.
 #[derive(Debug)]
 pub struct Dataset {
-    pub images: Tensor,
+    pub images: Images,
     pub labels: Tensor,
     pub num_classes: i64,
+}
+
+/// Where a dataset's images are.
+#[derive(Debug)]
+pub enum Images {
+    /// Decoded, uint8 [N,3,H,W] on the device (32×32 but for `synthetic:N:SIZE`).
+    Tensor(Tensor),
+    /// Encoded files, decoded batch by batch; batches go to the device.
+    Files(Box<crate::images::ImageFiles>, Device),
+}
+
+impl Images {
+    /// The decoded images (not for files).
+    ///
+    /// # Panics
+    /// For files.
+    pub fn tensor(&self) -> &Tensor {
+        match self {
+            Images::Tensor(t) => t,
+            Images::Files(..) => panic!("images in files are decoded batch by batch"),
+        }
+    }
 }
 
 /// Per-channel mean and std (of the training images, in [0,1]) for normalisation.
@@ -61,6 +87,13 @@ impl Source {
             None => (bytes, OsStr::new("")),
         };
         match kind {
+            b"imagefolder" if arg.is_empty() => Err(Error::Usage(
+                "--data imagefolder:DIR needs the directory".into(),
+            )),
+            b"imagefolder" => Ok(Source::ImageFolder {
+                dir: arg.into(),
+                val: None,
+            }),
             b"cifar10" | b"cifar100" if arg.is_empty() => Err(Error::Usage(format!(
                 "--data {}:DIR needs the directory",
                 String::from_utf8_lossy(kind)
@@ -104,15 +137,63 @@ impl Source {
                 })
             }
             _ => Err(Error::Usage(format!(
-                "unknown --data `{}`: cifar10:DIR, cifar100:DIR or synthetic[:N[:SIZE]]",
+                "unknown --data `{}`: cifar10:DIR, cifar100:DIR, imagefolder:DIR or synthetic[:N[:SIZE]]",
                 s.display()
             ))),
         }
     }
 
-    /// (train, test) on `device`.
-    pub fn load(&self, device: Device) -> Result<(Dataset, Dataset)> {
+    /// Whether the images are files decoded batch by batch.
+    pub fn is_files(&self) -> bool {
+        matches!(self, Source::ImageFolder { .. })
+    }
+
+    /// (train, test) on `device`; `images` says how files are prepared.
+    pub fn load(
+        &self,
+        device: Device,
+        images: &crate::images::ImageOptions,
+        seed: i64,
+    ) -> Result<(Dataset, Dataset)> {
         match self {
+            Source::ImageFolder { dir, val } => {
+                let (train, val) = match val {
+                    Some(v) => (dir.clone(), v.clone()),
+                    None if dir.join("train").is_dir() && dir.join("val").is_dir() => {
+                        (dir.join("train"), dir.join("val"))
+                    }
+                    None => {
+                        return Err(Error::Usage(format!(
+                            "--data imagefolder:{} has no validation split: give --val-data DIR, or \
+                             lay the images out as DIR/train and DIR/val",
+                            dir.display()
+                        )));
+                    }
+                };
+                let scan = |d: &Path| {
+                    crate::folder::ImageFolder::scan(d).map_err(|e| Error::Data(e.to_string()))
+                };
+                let (train, val) = (scan(&train)?, scan(&val)?);
+                if train.classes != val.classes {
+                    return Err(Error::Data(format!(
+                        "the training images have {} classes and the validation images {}: the \
+                         class folders must be the same ({:?}... vs {:?}...)",
+                        train.classes.len(),
+                        val.classes.len(),
+                        &train.classes[..train.classes.len().min(3)],
+                        &val.classes[..val.classes.len().min(3)]
+                    )));
+                }
+                let files = |f: crate::folder::ImageFolder| -> Result<Dataset> {
+                    let files = crate::images::ImageFiles::new(f, *images, seed)?;
+                    Ok(Dataset {
+                        labels: Tensor::from_slice(&files.labels).to_device(device),
+                        num_classes: files.classes.len() as i64,
+                        images: Images::Files(Box::new(files), device),
+                    })
+                };
+                Ok((files(train)?, files(val)?))
+            }
             Source::Cifar10(dir) => {
                 let train: Vec<PathBuf> = (1..=5)
                     .map(|i| dir.join(format!("data_batch_{i}.bin")))
@@ -242,7 +323,7 @@ fn read_records(
     let images = Tensor::cat(&images, 0).view([-1, 3, 32, 32]);
     let labels = Tensor::cat(&labels, 0);
     Ok(Dataset {
-        images,
+        images: Images::Tensor(images),
         labels,
         num_classes,
     })
@@ -271,7 +352,7 @@ fn synthetic(n: usize, classes: i64, seed: i64, offset: i64, size: i64) -> Datas
         .round()
         .to_kind(Kind::Uint8);
     Dataset {
-        images,
+        images: Images::Tensor(images),
         labels,
         num_classes: classes,
     }
@@ -288,29 +369,82 @@ impl Dataset {
 
     fn to(self, device: Device) -> Dataset {
         Dataset {
-            images: self.images.to_device(device),
+            images: match self.images {
+                Images::Tensor(t) => Images::Tensor(t.to_device(device)),
+                Images::Files(f, _) => Images::Files(f, device),
+            },
             labels: self.labels.to_device(device),
             num_classes: self.num_classes,
         }
     }
 
-    /// Per-channel mean and std over all images, in [0, 1] units.
+    /// (height, width) of the images the model sees.
+    pub fn image_size(&self) -> (i64, i64) {
+        match &self.images {
+            Images::Tensor(t) => (t.size()[2], t.size()[3]),
+            Images::Files(f, _) => (f.size() as i64, f.size() as i64),
+        }
+    }
+
+    /// The class names (an image tree's folders), or none (CIFAR, synthetic data).
+    pub fn class_names(&self) -> Vec<String> {
+        match &self.images {
+            Images::Files(f, _) => f
+                .classes
+                .iter()
+                .map(|c| c.to_string_lossy().into_owned())
+                .collect(),
+            Images::Tensor(_) => Vec::new(),
+        }
+    }
+
+    /// Files found unusable so far (0 for decoded images).
+    pub fn bad_inputs(&self) -> usize {
+        match &self.images {
+            Images::Files(f, _) => f.bad_inputs(),
+            Images::Tensor(_) => 0,
+        }
+    }
+
+    /// Per-channel mean and std over all images, in [0, 1] units (files are normalised with
+    /// their options' constants as they are decoded: none here).
     pub fn normalize(&self) -> Normalize {
-        let x = self.images.to_kind(Kind::Float) / 255.0;
+        let Images::Tensor(images) = &self.images else {
+            return Normalize {
+                mean: Tensor::zeros([1, 3, 1, 1], (Kind::Float, Device::Cpu)),
+                std: Tensor::ones([1, 3, 1, 1], (Kind::Float, Device::Cpu)),
+            };
+        };
+        let x = images.to_kind(Kind::Float) / 255.0;
         let mean = x.mean_dim([0i64, 2, 3].as_slice(), true, Kind::Float);
         let std = x.std_dim([0i64, 2, 3].as_slice(), true, true); // unbiased, as torch.std()
         Normalize { mean, std }
     }
 
     /// The batch at `idx` (int64 on the dataset's device): float images, normalised, augmented
-    /// when asked, and labels.
-    pub fn batch(&self, idx: &Tensor, norm: &Normalize, augment: bool) -> (Tensor, Tensor) {
-        let x = self.images.index_select(0, idx).to_kind(Kind::Float) / 255.0;
-        let x = if augment { augment_batch(&x) } else { x };
-        (
-            (x - &norm.mean) / &norm.std,
-            self.labels.index_select(0, idx),
-        )
+    /// when asked (files: their transform's training or evaluation form, drawn for `epoch`),
+    /// and labels.
+    pub fn batch(
+        &self,
+        idx: &Tensor,
+        norm: &Normalize,
+        augment: bool,
+        epoch: usize,
+    ) -> Result<(Tensor, Tensor)> {
+        match &self.images {
+            Images::Tensor(images) => {
+                let x = images.index_select(0, idx).to_kind(Kind::Float) / 255.0;
+                let x = if augment { augment_batch(&x) } else { x };
+                Ok((
+                    (x - &norm.mean) / &norm.std,
+                    self.labels.index_select(0, idx),
+                ))
+            }
+            Images::Files(files, device) => {
+                let indices = Vec::<i64>::try_from(&idx.to_device(Device::Cpu))?;
+                files.batch(&indices, augment, epoch, *device)
+            }
+        }
     }
 }
 
@@ -350,26 +484,26 @@ mod tests {
         std::fs::write(dir.path().join("train.bin"), &bytes).unwrap();
         std::fs::write(dir.path().join("test.bin"), &bytes[..2 + RECORD_PIXELS]).unwrap();
         let (train, test) = Source::Cifar100(dir.path().into())
-            .load(Device::Cpu)
+            .load(Device::Cpu, &Default::default(), 0)
             .unwrap();
-        assert_eq!(train.images.size(), [3, 3, 32, 32]);
+        assert_eq!(train.images.tensor().size(), [3, 3, 32, 32]);
         assert_eq!(Vec::<i64>::try_from(&train.labels).unwrap(), [10, 11, 12]);
         assert_eq!(train.num_classes, 13);
         assert_eq!(test.len(), 1);
         // Pixel (c=1, y=0, x=5) of image 2 is byte 1024 + 5 of its pixels.
         assert_eq!(
-            train.images.int64_value(&[2, 1, 0, 5]),
+            train.images.tensor().int64_value(&[2, 1, 0, 5]),
             (((1024 + 5) % 251) as u8 ^ 2) as i64
         );
 
         std::fs::write(dir.path().join("test.bin"), [1u8, 2, 3]).unwrap();
         let e = Source::Cifar100(dir.path().into())
-            .load(Device::Cpu)
+            .load(Device::Cpu, &Default::default(), 0)
             .unwrap_err()
             .to_string();
         assert!(e.contains("not a whole number"), "{e}");
         let e = Source::Cifar10(dir.path().into())
-            .load(Device::Cpu)
+            .load(Device::Cpu, &Default::default(), 0)
             .unwrap_err()
             .to_string();
         assert!(
@@ -387,7 +521,7 @@ mod tests {
         std::fs::write(dir.path().join("test.bin"), record(1)).unwrap();
         // A label of 250 in CIFAR-100 ended in "training diverged ... lower --lr" before.
         let e = Source::Cifar100(dir.path().into())
-            .load(Device::Cpu)
+            .load(Device::Cpu, &Default::default(), 0)
             .unwrap_err()
             .to_string();
         assert!(e.contains("train.bin: record 1 has label 250"), "{e}");
@@ -403,7 +537,7 @@ mod tests {
                 .success()
         );
         let e = Source::Cifar100(dir.path().into())
-            .load(Device::Cpu)
+            .load(Device::Cpu, &Default::default(), 0)
             .unwrap_err()
             .to_string();
         assert!(e.contains("train.bin is a FIFO, not a regular file"), "{e}");
@@ -430,7 +564,7 @@ mod tests {
     fn synthetic_data_is_deterministic_and_labelled_round_robin() {
         let a = synthetic(20, 4, 9, 0, 32);
         let b = synthetic(20, 4, 9, 0, 32);
-        assert!(a.images.equal(&b.images));
+        assert!(a.images.tensor().equal(b.images.tensor()));
         assert_eq!(a.labels.int64_value(&[6]), 2);
         let n = a.normalize();
         assert_eq!(n.mean.size(), [1, 3, 1, 1]);
@@ -454,6 +588,6 @@ mod tests {
             assert!(parse(bad).is_err(), "{bad}");
         }
         let big = synthetic(2, 4, 9, 0, 64);
-        assert_eq!(big.images.size(), [2, 3, 64, 64]);
+        assert_eq!(big.images.tensor().size(), [2, 3, 64, 64]);
     }
 }

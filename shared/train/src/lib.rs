@@ -20,6 +20,7 @@ pub mod data;
 pub mod ddp;
 pub mod flat;
 pub mod folder;
+pub mod images;
 pub mod optim;
 pub mod pipeline;
 pub mod resnet;

@@ -55,6 +55,8 @@ pub struct Config {
     pub arch: Arch,
     pub stem: Stem,
     pub data: Source,
+    /// How image files are prepared (image-folder data).
+    pub images: crate::images::ImageOptions,
     pub epochs: usize,
     /// Global batch (all ranks together), as the seeds count it.
     pub batch_size: usize,
@@ -140,6 +142,10 @@ pub struct EpochStats {
     pub skipped_steps: usize,
     pub checkpoint: Option<PathBuf>,
     pub best: bool,
+    /// Image files this rank could not use in the epoch (each replaced by the next sample).
+    pub bad_inputs: usize,
+    /// The class names, in label order, in the first epoch a run reports (image trees only).
+    pub classes: Vec<String>,
 }
 
 /// A finished (or resumed-and-finished) run.
@@ -251,6 +257,7 @@ pub fn train(
     let mut steps = StepMode::new(cfg);
     let mut best_top1 = start.best_top1;
     let mut epochs = Vec::new();
+    let mut bad_before = 0;
     for epoch in start.epoch..cfg.epochs {
         let t0 = Instant::now();
         // Augmentation draws: a function of (seed, epoch, rank) only.
@@ -279,7 +286,7 @@ pub fn train(
                 cfg.epochs as f64,
             );
             let batch = order.narrow(0, (step * local) as i64, local as i64);
-            let micro = micro_batches(cfg, &train_set, &norm, &batch, local)?;
+            let micro = micro_batches(cfg, &train_set, &norm, &batch, local, epoch)?;
             if !steps.run(&stepper, comm, &micro, lr, &mut opts, &mut scaler)? {
                 skipped += 1;
             }
@@ -324,7 +331,14 @@ pub fn train(
             skipped_steps: skipped,
             checkpoint: None,
             best,
+            bad_inputs: train_set.bad_inputs() + test_set.bad_inputs() - bad_before,
+            classes: if epoch == start.epoch {
+                train_set.class_names()
+            } else {
+                Vec::new()
+            },
         };
+        bad_before = train_set.bad_inputs() + test_set.bad_inputs();
         if let Some(dir) = &cfg.checkpoint_dir {
             if rank == 0 {
                 let meta = checkpoint::Meta {
@@ -337,6 +351,7 @@ pub fn train(
                     growth_tracker: scaler.growth_tracker,
                     world_size: world,
                     batch_size: cfg.batch_size,
+                    classes: train_set.class_names(),
                 };
                 save_last(dir, &named, &opts, &meta, best)?;
             }
@@ -487,7 +502,7 @@ fn setup(cfg: &Config, comm: &mut Communicator) -> Result<(Dataset, Dataset, Par
     // not interleave their seeded draws (synthetic data, initialisation).
     static SEEDED: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let seeded = SEEDED.lock().unwrap_or_else(|e| e.into_inner());
-    let (train_set, test_set) = cfg.data.load(cfg.device)?;
+    let (train_set, test_set) = cfg.data.load(cfg.device, &cfg.images, cfg.seed)?;
     if train_set.len() < cfg.batch_size {
         return Err(Error::Usage(format!(
             "--batch-size {} is larger than the {} training images",
@@ -500,10 +515,9 @@ fn setup(cfg: &Config, comm: &mut Communicator) -> Result<(Dataset, Dataset, Par
     let mut model = ResNet::new(&vs.root(), cfg.arch, train_set.num_classes, cfg.stem);
     drop(seeded);
     let plans = {
-        let size = train_set.images.size();
         let units = cfg
             .arch
-            .units(cfg.stem, train_set.num_classes, (size[2], size[3]));
+            .units(cfg.stem, train_set.num_classes, train_set.image_size());
         match &cfg.pipeline {
             Some(p) => crate::pipeline::stages(&units, &p.split, &p.devices)?,
             None => crate::pipeline::stages(&units, &Split::At(Vec::new()), &[cfg.device])?,
@@ -653,6 +667,7 @@ fn micro_batches(
     norm: &crate::data::Normalize,
     batch: &Tensor,
     local: usize,
+    epoch: usize,
 ) -> Result<Vec<(Tensor, Tensor)>> {
     (0..cfg.accum)
         .map(|j| {
@@ -661,7 +676,7 @@ fn micro_batches(
             } else {
                 batch.slice(0, j as i64, local as i64, cfg.accum as i64)
             };
-            let (x, y) = data.batch(&idx, norm, cfg.augment);
+            let (x, y) = data.batch(&idx, norm, cfg.augment, epoch)?;
             Ok((
                 if cfg.channels_last {
                     gpu_runtime::shim::to_channels_last(&x)?
@@ -1087,7 +1102,7 @@ fn evaluate(
     tch::no_grad(|| -> Result<()> {
         for start in (0..mine.len()).step_by(bs) {
             let n = bs.min(mine.len() - start);
-            let (x, y) = data.batch(&idx.narrow(0, start as i64, n as i64), norm, false);
+            let (x, y) = data.batch(&idx.narrow(0, start as i64, n as i64), norm, false, 0)?;
             let x = if cfg.channels_last {
                 gpu_runtime::shim::to_channels_last(&x)?
             } else {

@@ -48,6 +48,7 @@ fn config() -> Config {
         arch: Arch::ResNet18,
         stem: Stem::ImageNet,
         data: Source::Cifar100(digits().to_path_buf()),
+        images: Default::default(),
         epochs: 1,
         batch_size: 32,
         accum: 1,

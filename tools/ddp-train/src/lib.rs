@@ -109,9 +109,41 @@ pub struct Cli {
     #[arg(long, value_name = "EPS", default_value_t = 0.0, value_parser = fraction)]
     pub label_smoothing: f64,
 
-    /// Random crop (padding 4) and horizontal flip, on the device.
+    /// Random crop (padding 4) and horizontal flip, on the device (CIFAR and synthetic data;
+    /// image folders take --transform).
     #[arg(long)]
     pub augment: bool,
+
+    /// The validation images of --data imagefolder:DIR, as a tree of the same class folders
+    /// (default: DIR/val, when DIR holds train and val).
+    #[arg(long, value_name = "DIR")]
+    pub val_data: Option<PathBuf>,
+
+    /// Image folders: imagenet (training RandomResizedCrop + random flip, evaluation Resize to
+    /// SIZE·256/224 + CenterCrop, as torchvision's reference scripts, with Pillow's BILINEAR),
+    /// flip (the images as they are, SIZE×SIZE, flipped at random in training: the face-set
+    /// recipe) or none [default: imagenet].
+    #[arg(long, value_name = "T")]
+    pub transform: Option<String>,
+
+    /// Image folders: side of the square images the model sees [default: 224].
+    #[arg(long, value_name = "PIXELS", value_parser = clap::value_parser!(u32).range(8..=4096))]
+    pub image_size: Option<u32>,
+
+    /// Image folders: Normalize's statistics after ToTensor: imagenet (torchvision's ImageNet
+    /// mean and std), 0.5 (mean and std 0.5), MEAN,STD, or R,G,B,R,G,B [default: imagenet].
+    #[arg(long, value_name = "STATS")]
+    pub normalize: Option<String>,
+
+    /// Image folders: decoding threads per rank [default: the cores divided by the ranks on this
+    /// node, as PyTorch scripts divide num_workers].
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
+    pub workers: Option<usize>,
+
+    /// Image folders: files that may fail to decode in a run (each replaced by the next sample
+    /// and counted in the epoch record's bad_inputs) before it stops with exit 1.
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub max_bad_inputs: usize,
 
     /// Keep the data order (no per-epoch shuffle).
     #[arg(long)]
@@ -387,10 +419,21 @@ fn config(cli: &Cli, devices: &[tch::Device]) -> Result<Config> {
         other => bail!("unknown --optimizer {other}: sgd or adamw"),
     };
     let schedule = parse_schedule(&cli.schedule)?;
+    let data = Source::parse(&cli.data, cli.seed)?;
+    let images = image_options(cli, &data)?;
+    let data = match (data, &cli.val_data) {
+        (Source::ImageFolder { dir, .. }, Some(v)) => Source::ImageFolder {
+            dir,
+            val: Some(v.clone()),
+        },
+        (d, _) => d,
+    };
     Ok(Config {
         arch: cli.model.parse::<Arch>()?,
         stem,
-        data: Source::parse(&cli.data, cli.seed)?,
+        augment: cli.augment || data.is_files(),
+        data,
+        images,
         epochs: cli.epochs,
         batch_size: cli.batch_size,
         accum: match (devices.len(), cli.micro_batches) {
@@ -411,7 +454,6 @@ fn config(cli: &Cli, devices: &[tch::Device]) -> Result<Config> {
         schedule,
         rule,
         label_smoothing: cli.label_smoothing,
-        augment: cli.augment,
         shuffle: !cli.no_shuffle,
         drop_last: cli.drop_last,
         seed: cli.seed,
@@ -443,6 +485,82 @@ fn config(cli: &Cli, devices: &[tch::Device]) -> Result<Config> {
     })
 }
 
+/// How image-folder data is prepared, from the flags that only it takes (a usage error with
+/// other data).
+fn image_options(cli: &Cli, data: &Source) -> Result<train::images::ImageOptions> {
+    use train::images::{IMAGENET_MEAN, IMAGENET_STD, ImageOptions, Transform};
+    if !data.is_files() {
+        let given = [
+            ("--val-data", cli.val_data.is_some()),
+            ("--transform", cli.transform.is_some()),
+            ("--image-size", cli.image_size.is_some()),
+            ("--normalize", cli.normalize.is_some()),
+            ("--workers", cli.workers.is_some()),
+        ];
+        if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
+            bail!("{flag} applies to --data imagefolder:DIR (these images are decoded already)");
+        }
+        return Ok(ImageOptions::default());
+    }
+    if cli.augment {
+        bail!("--augment is CIFAR's crop and flip; image folders take --transform");
+    }
+    let transform = match cli.transform.as_deref().unwrap_or("imagenet") {
+        "imagenet" => Transform::Imagenet,
+        "flip" => Transform::Flip,
+        "none" => Transform::None,
+        other => bail!("unknown --transform {other}: imagenet, flip or none"),
+    };
+    let (mean, std) = match cli.normalize.as_deref().unwrap_or("imagenet") {
+        "imagenet" => (IMAGENET_MEAN, IMAGENET_STD),
+        "0.5" => ([0.5; 3], [0.5; 3]),
+        other => {
+            let v: Vec<f32> = other
+                .split(',')
+                .map(|x| x.trim().parse::<f32>())
+                .collect::<std::result::Result<_, _>>()
+                .ok()
+                .filter(|v: &Vec<f32>| v.iter().all(|x| x.is_finite()))
+                .with_context(|| {
+                    format!("--normalize {other}: imagenet, 0.5, MEAN,STD or R,G,B,R,G,B")
+                })?;
+            let (mean, std) = match v[..] {
+                [m, s] => ([m; 3], [s; 3]),
+                [r, g, b, sr, sg, sb] => ([r, g, b], [sr, sg, sb]),
+                _ => bail!("--normalize {other}: two numbers (MEAN,STD) or six (R,G,B,R,G,B)"),
+            };
+            if std.iter().any(|s| *s <= 0.0) {
+                bail!("--normalize {other}: a standard deviation must be above 0");
+            }
+            (mean, std)
+        }
+    };
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    Ok(ImageOptions {
+        size: cli.image_size.unwrap_or(224),
+        transform,
+        mean,
+        std,
+        workers: cli.workers.unwrap_or((cores / local_ranks()).max(1)),
+        max_bad: cli.max_bad_inputs,
+        decode: Default::default(),
+    })
+}
+
+/// The ranks on this node, as the launcher says (torchrun's LOCAL_WORLD_SIZE, Slurm's
+/// SLURM_NTASKS_PER_NODE), else 1.
+fn local_ranks() -> usize {
+    let var = |k: &str| {
+        std::env::var(k).ok().and_then(|v| {
+            let digits: String = v.trim().chars().take_while(char::is_ascii_digit).collect();
+            digits.parse::<usize>().ok().filter(|n| *n > 0)
+        })
+    };
+    var("LOCAL_WORLD_SIZE")
+        .or_else(|| var("SLURM_NTASKS_PER_NODE"))
+        .unwrap_or(1)
+}
+
 /// The flags every rank must share, as (flag, value): all that decides what is trained.
 fn training_flags(cli: &Cli) -> Vec<(&'static str, String)> {
     // Exact for any bytes: a name that is not UTF-8 is compared (and shown) escaped.
@@ -468,6 +586,11 @@ fn training_flags(cli: &Cli) -> Vec<(&'static str, String)> {
         ("--weight-decay", cli.weight_decay.to_string()),
         ("--schedule", cli.schedule.clone()),
         ("--label-smoothing", cli.label_smoothing.to_string()),
+        ("--val-data", opt(&cli.val_data)),
+        ("--transform", format!("{:?}", cli.transform)),
+        ("--image-size", format!("{:?}", cli.image_size)),
+        ("--normalize", format!("{:?}", cli.normalize)),
+        ("--max-bad-inputs", cli.max_bad_inputs.to_string()),
         ("--augment", cli.augment.to_string()),
         ("--no-shuffle", cli.no_shuffle.to_string()),
         ("--drop-last", cli.drop_last.to_string()),
@@ -678,6 +801,8 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
                         .as_ref()
                         .map(|p| std::path::absolute(p).unwrap_or(p.clone())),
                     best: e.best,
+                    bad_inputs: e.bad_inputs,
+                    classes: e.classes.clone(),
                     rank,
                     world_size: world,
                 };

@@ -35,6 +35,14 @@ fn digits() -> &'static Path {
 }
 
 fn cmd() -> Command {
+    let mut c = cmd_without_data();
+    c.arg("--data")
+        .arg(format!("cifar100:{}", digits().display()));
+    c
+}
+
+/// `ddp-train --device cpu` with no launcher variables and no --data.
+fn cmd_without_data() -> Command {
     let mut c = Command::new(BIN);
     for v in [
         "RANK",
@@ -47,8 +55,7 @@ fn cmd() -> Command {
     ] {
         c.env_remove(v);
     }
-    c.args(["--device", "cpu", "--data"])
-        .arg(format!("cifar100:{}", digits().display()));
+    c.args(["--device", "cpu"]);
     c
 }
 
@@ -1004,4 +1011,206 @@ fn two_runs_on_one_checkpoint_directory_are_refused_naming_the_first() {
     first.wait().unwrap();
     // Once the first has gone, the directory is free again.
     one_epoch(&ck);
+}
+
+/// The digits written twice by make-digits-cifar: as CIFAR-100 binaries in ImageFolder's order
+/// (`DIR`) and as a tree of PNGs (`DIR/folder`, train and val).
+fn digits_twice() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("shardkit-ddp-folder-{}", std::process::id()));
+        let out = Command::new(root().join(".venv/bin/python"))
+            .arg(root().join("scripts/make-digits-cifar"))
+            .arg(&dir)
+            .args(["--class-order", "--image-folder"])
+            .arg(dir.join("folder"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        dir
+    })
+}
+
+#[test]
+fn an_image_folder_trains_exactly_as_the_same_images_in_cifar_binaries() {
+    // The same pixels in the same order, normalised with the statistics the CIFAR path computes
+    // (passed as --normalize, printed to round-trip): the batches are the same floats, so the
+    // runs are the same to the bit, which shows the folder's order, labels, decoding and
+    // ToTensor + Normalize arithmetic.
+    let dir = digits_twice();
+    let bytes = std::fs::read(dir.join("train.bin")).unwrap();
+    let pixels: Vec<u8> = bytes
+        .chunks_exact(2 + 3072)
+        .flat_map(|r| r[2..].to_vec())
+        .collect();
+    let x = Tensor::from_slice(&pixels)
+        .view([-1, 3, 32, 32])
+        .to_kind(tch::Kind::Float)
+        / 255.0;
+    let mean = Vec::<f32>::try_from(
+        x.mean_dim([0i64, 2, 3].as_slice(), true, tch::Kind::Float)
+            .flatten(0, -1),
+    )
+    .unwrap();
+    let std = Vec::<f32>::try_from(
+        x.std_dim([0i64, 2, 3].as_slice(), true, true)
+            .flatten(0, -1),
+    )
+    .unwrap();
+    let stats: Vec<String> = mean.iter().chain(&std).map(|v| format!("{v:?}")).collect();
+    let common = [
+        "--stem",
+        "cifar",
+        "--epochs",
+        "1",
+        "--max-steps",
+        "3",
+        "--batch-size",
+        "32",
+    ];
+    let cifar = records(
+        &cmd_without_data()
+            .arg("--data")
+            .arg(format!("cifar100:{}", dir.display()))
+            .args(common)
+            .output()
+            .unwrap(),
+    );
+    let folder = records(
+        &cmd_without_data()
+            .arg("--data")
+            .arg(format!("imagefolder:{}", dir.join("folder").display()))
+            .args(common)
+            .args([
+                "--transform",
+                "none",
+                "--image-size",
+                "32",
+                "--workers",
+                "2",
+            ])
+            .args(["--normalize", &stats.join(",")])
+            .output()
+            .unwrap(),
+    );
+    let (a, b) = (&cifar.items[0], &folder.items[0]);
+    assert_eq!(
+        (a.train_loss, a.train_top1, a.val_loss, a.val_top1),
+        (b.train_loss, b.train_top1, b.val_loss, b.val_top1)
+    );
+    assert_eq!(
+        b.classes,
+        (0..10).map(|d| d.to_string()).collect::<Vec<_>>()
+    );
+    assert!(a.classes.is_empty());
+    assert_eq!(b.bad_inputs, 0);
+}
+
+#[test]
+fn two_ranks_train_on_an_image_folder_through_the_imagenet_transforms() {
+    let dir = digits_twice();
+    let ck = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let children: Vec<_> = (0..2)
+        .map(|rank| {
+            cmd_without_data()
+                .arg("--data")
+                .arg(format!("imagefolder:{}", dir.join("folder").display()))
+                .args([
+                    "--stem",
+                    "cifar",
+                    "--epochs",
+                    "2",
+                    "--max-steps",
+                    "3",
+                    "--batch-size",
+                    "32",
+                ])
+                .args(["--image-size", "32", "--workers", "1", "--normalize", "0.5"])
+                .args(["--rank", &rank.to_string(), "--world-size", "2"])
+                .args(["--master-addr", "127.0.0.1", "--master-port", &port])
+                .arg("--checkpoint-dir")
+                .arg(ck.path())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outs: Vec<Output> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    assert!(
+        outs[1].status.success(),
+        "{}",
+        String::from_utf8_lossy(&outs[1].stderr)
+    );
+    let recs = records(&outs[0]);
+    assert_eq!(recs.items.len(), 2);
+    assert_eq!(recs.items[0].classes.len(), 10);
+    assert!(
+        recs.items[1].classes.is_empty(),
+        "the class names come once"
+    );
+    assert!(recs.items.iter().all(|e| e.val_loss.is_finite()));
+    // The checkpoint says what its logits mean.
+    let (_, meta) =
+        train::checkpoint::load(&ck.path().join("last.safetensors"), tch::Device::Cpu).unwrap();
+    let classes: Vec<String> = serde_json::from_str(&meta["classes"]).unwrap();
+    assert_eq!(classes, (0..10).map(|d| d.to_string()).collect::<Vec<_>>());
+}
+
+#[test]
+fn image_folder_flags_that_do_not_fit_the_data_are_usage_errors() {
+    let dir = digits_twice();
+    let folder = format!("imagefolder:{}", dir.join("folder").display());
+    for (data, args, says) in [
+        (
+            "cifar",
+            vec!["--transform", "imagenet"],
+            "--transform applies to --data imagefolder",
+        ),
+        ("cifar", vec!["--image-size", "64"], "--image-size applies"),
+        ("folder", vec!["--workers", "0"], "at least 1"),
+        (
+            "folder",
+            vec!["--transform", "crop"],
+            "unknown --transform crop",
+        ),
+        ("folder", vec!["--normalize", "1,2,3"], "two numbers"),
+        ("folder", vec!["--normalize", "0.5,0"], "above 0"),
+        ("folder", vec!["--augment"], "take --transform"),
+    ] {
+        let data = if data == "cifar" {
+            format!("cifar100:{}", dir.display())
+        } else {
+            folder.clone()
+        };
+        let out = cmd_without_data()
+            .arg("--data")
+            .arg(&data)
+            .args(&args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+    // No validation split: DIR/train alone.
+    let out = cmd_without_data()
+        .arg("--data")
+        .arg(format!(
+            "imagefolder:{}",
+            dir.join("folder/train").display()
+        ))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--val-data"), "{stderr}");
 }

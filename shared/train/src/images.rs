@@ -1,0 +1,309 @@
+//! A dataset of encoded image files (an image tree read as torchvision's `ImageFolder` reads it,
+//! [`crate::folder`]), decoded batch by batch with Pillow's pixels and torchvision's transforms
+//! ([`imaging::transforms`]) by a pool of threads, only the part of each image a crop reads.
+//!
+//! Training draws (the crop's box and the flip) come from a generator seeded by (seed, epoch,
+//! sample index), so a batch is the same whatever `--workers` is, and on `--resume`;
+//! torchvision's draws come from torch's generator, which this does not reproduce.
+//!
+//! A file that cannot be used (unreadable, not an image, a decoding error, the wrong size) is
+//! replaced by the next sample of the dataset, and counted; past `max_bad` in a run, the batch
+//! fails with an error naming the first ones.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use imaging::{DecodeOptions, Frame, transforms};
+use tch::{Device, Kind, Tensor};
+
+use crate::{Error, Result};
+
+/// What becomes of each image before the model sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transform {
+    /// torchvision's ImageNet recipe: training `RandomResizedCrop(size, scale=(0.08, 1),
+    /// ratio=(3/4, 4/3))` + `RandomHorizontalFlip()`, evaluation `Resize(size * 256 / 224)` +
+    /// `CenterCrop(size)`, both with Pillow's BILINEAR.
+    Imagenet,
+    /// The face-set recipe: the image as it is (it must be size×size), flipped at random for
+    /// training.
+    Flip,
+    /// The image as it is (size×size), for training and evaluation alike.
+    None,
+}
+
+/// How images are prepared (every field a flag of the tool).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ImageOptions {
+    /// Side of the square the model sees.
+    pub size: u32,
+    pub transform: Transform,
+    /// `Normalize(mean, std)` after `ToTensor()`.
+    pub mean: [f32; 3],
+    pub std: [f32; 3],
+    /// Decoding threads (per rank).
+    pub workers: usize,
+    /// Files that cannot be used, in the whole run, before it stops.
+    pub max_bad: usize,
+    pub decode: DecodeOptions,
+}
+
+impl Default for ImageOptions {
+    /// 224² ImageNet transforms and statistics, one thread, 100 bad files.
+    fn default() -> Self {
+        ImageOptions {
+            size: 224,
+            transform: Transform::Imagenet,
+            mean: IMAGENET_MEAN,
+            std: IMAGENET_STD,
+            workers: 1,
+            max_bad: 100,
+            decode: DecodeOptions::default(),
+        }
+    }
+}
+
+/// ImageNet's channel statistics (torchvision's reference scripts).
+pub const IMAGENET_MEAN: [f32; 3] = [0.485, 0.456, 0.406];
+pub const IMAGENET_STD: [f32; 3] = [0.229, 0.224, 0.225];
+
+/// The files of one split, their labels, and the threads that decode them.
+#[derive(Debug)]
+pub struct ImageFiles {
+    pub paths: Vec<PathBuf>,
+    pub labels: Vec<i64>,
+    pub classes: Vec<OsString>,
+    opts: ImageOptions,
+    seed: i64,
+    pool: rayon::ThreadPool,
+    bad: AtomicUsize,
+    /// The first bad files and why (for the error that ends a run).
+    first_bad: Mutex<Vec<String>>,
+}
+
+/// SplitMix64: a small generator whose state is a function of what it is seeded with.
+struct Draws(u64);
+
+impl Draws {
+    fn new(seed: i64, epoch: usize, index: usize) -> Draws {
+        let mut d = Draws((seed as u64) ^ 0x5851_F42D_4C95_7F2D);
+        for v in [epoch as u64, index as u64] {
+            d.0 = d.0.wrapping_add(d.next_u64() ^ v);
+        }
+        d
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1).
+    fn uniform(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+impl ImageFiles {
+    pub fn new(
+        folder: crate::folder::ImageFolder,
+        opts: ImageOptions,
+        seed: i64,
+    ) -> Result<ImageFiles> {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(opts.workers.max(1))
+            .thread_name(|i| format!("decode-{i}"))
+            .build()
+            .map_err(|e| Error::Data(format!("starting decoding threads: {e}")))?;
+        let (paths, labels) = folder.samples.into_iter().unzip();
+        Ok(ImageFiles {
+            paths,
+            labels,
+            classes: folder.classes,
+            opts,
+            seed,
+            pool,
+            bad: AtomicUsize::new(0),
+            first_bad: Mutex::new(Vec::new()),
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.paths.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.paths.is_empty()
+    }
+
+    pub fn size(&self) -> u32 {
+        self.opts.size
+    }
+
+    /// Files found unusable so far.
+    pub fn bad_inputs(&self) -> usize {
+        self.bad.load(Ordering::Relaxed)
+    }
+
+    /// Sample `index` as the model receives it: float32 [3, size, size] into `out`.
+    fn load(
+        &self,
+        index: usize,
+        augment: bool,
+        epoch: usize,
+        out: &mut [f32],
+    ) -> std::result::Result<(), String> {
+        let o = &self.opts;
+        let path = &self.paths[index];
+        let bytes = read_bounded(path, o.decode.max_file_bytes())?;
+        let mut draws = Draws::new(self.seed, epoch, index);
+        let (img, flip) = match (o.transform, augment) {
+            (Transform::Imagenet, true) => {
+                let img = transforms::train_crop(
+                    &bytes,
+                    &o.decode,
+                    Frame::Stored,
+                    o.size,
+                    (0.08, 1.0),
+                    (3.0 / 4.0, 4.0 / 3.0),
+                    || draws.uniform(),
+                );
+                (img, draws.uniform() < 0.5)
+            }
+            (Transform::Imagenet, false) => (
+                transforms::eval_crop(&bytes, &o.decode, Frame::Stored, o.size * 256 / 224, o.size),
+                false,
+            ),
+            (Transform::Flip | Transform::None, _) => {
+                let img = imaging::decode_rgb(&bytes, &o.decode).map(|d| d.rgb);
+                let flip = o.transform == Transform::Flip && augment && draws.uniform() < 0.5;
+                (img, flip)
+            }
+        };
+        let img = img.map_err(|e| e.to_string())?;
+        if img.dimensions() != (o.size, o.size) {
+            return Err(format!(
+                "is {}x{}, not the {}x{} that --image-size says (and --transform {} does not resize)",
+                img.width(),
+                img.height(),
+                o.size,
+                o.size,
+                match o.transform {
+                    Transform::Flip => "flip",
+                    _ => "none",
+                }
+            ));
+        }
+        transforms::to_chw(&img, o.mean, o.std, flip, out);
+        Ok(())
+    }
+
+    /// The samples at `indices`: images (float32 [n, 3, size, size], normalised) and labels
+    /// (int64 [n]) on `device`. A sample that cannot be used is replaced by the next one in the
+    /// dataset (counted; an error past `max_bad` in the run).
+    pub fn batch(
+        &self,
+        indices: &[i64],
+        augment: bool,
+        epoch: usize,
+        device: Device,
+    ) -> Result<(Tensor, Tensor)> {
+        use rayon::prelude::*;
+        let s = self.opts.size as usize;
+        let per = 3 * s * s;
+        let mut pixels = vec![0f32; indices.len() * per];
+        let labels: Vec<Result<i64>> = self.pool.install(|| {
+            pixels
+                .par_chunks_exact_mut(per)
+                .zip(indices.par_iter())
+                .map(|(out, &first)| {
+                    let n = self.len();
+                    let mut index = first as usize % n;
+                    loop {
+                        match self.load(index, augment, epoch, out) {
+                            Ok(()) => return Ok(self.labels[index]),
+                            Err(why) => {
+                                let text = format!("{}: {why}", self.paths[index].display());
+                                let bad = self.bad.fetch_add(1, Ordering::Relaxed) + 1;
+                                {
+                                    let mut first = self.first_bad.lock().unwrap_or_else(|e| e.into_inner());
+                                    if first.len() < 5 {
+                                        first.push(text.clone());
+                                    }
+                                }
+                                log::warn!("skipping {text} (bad input {bad}, the next sample takes its place)");
+                                if bad > self.opts.max_bad {
+                                    let first = self.first_bad.lock().unwrap_or_else(|e| e.into_inner());
+                                    return Err(Error::Data(format!(
+                                        "more than --max-bad-inputs {} files could not be used; the first: {}",
+                                        self.opts.max_bad,
+                                        first.join("; ")
+                                    )));
+                                }
+                                index = (index + 1) % n;
+                            }
+                        }
+                    }
+                })
+                .collect()
+        });
+        let labels: Vec<i64> = labels.into_iter().collect::<Result<_>>()?;
+        let x = Tensor::from_slice(&pixels)
+            .view([indices.len() as i64, 3, s as i64, s as i64])
+            .to_device(device);
+        Ok((
+            x,
+            Tensor::from_slice(&labels)
+                .to_device(device)
+                .to_kind(Kind::Int64),
+        ))
+    }
+}
+
+/// A file's bytes, refusing more than `limit` (and anything but a regular file).
+fn read_bounded(path: &std::path::Path, limit: u64) -> std::result::Result<Vec<u8>, String> {
+    use std::io::Read;
+    let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let meta = f.metadata().map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    if meta.len() > limit {
+        return Err(format!(
+            "{} bytes, over the {limit} an image within --max-pixels takes",
+            meta.len()
+        ));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    f.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn draws_are_a_function_of_seed_epoch_and_index() {
+        let a: Vec<f64> = (0..4).map(|_| Draws::new(1, 2, 3).uniform()).collect();
+        assert!(a.windows(2).all(|w| w[0] == w[1]));
+        let mut d = Draws::new(1, 2, 3);
+        let (x, y) = (d.uniform(), d.uniform());
+        assert_ne!(x, y);
+        assert_ne!(Draws::new(1, 2, 4).uniform(), x);
+        assert_ne!(Draws::new(1, 3, 3).uniform(), x);
+        assert_ne!(Draws::new(2, 2, 3).uniform(), x);
+        let mean = (0..10_000)
+            .map(|i| Draws::new(0, 0, i).uniform())
+            .sum::<f64>()
+            / 1e4;
+        assert!((mean - 0.5).abs() < 0.02, "{mean}");
+    }
+}
