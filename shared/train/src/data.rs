@@ -51,7 +51,7 @@ pub enum Images {
     /// Decoded, uint8 [N,3,H,W] on the device (32×32 but for `synthetic:N:SIZE`).
     Tensor(Tensor),
     /// Encoded files, decoded batch by batch; batches go to the device.
-    Files(Box<crate::images::ImageFiles>, Device),
+    Files(std::sync::Arc<crate::images::ImageFiles>, Device),
 }
 
 impl Images {
@@ -189,7 +189,7 @@ impl Source {
                     Ok(Dataset {
                         labels: Tensor::from_slice(&files.labels).to_device(device),
                         num_classes: files.classes.len() as i64,
-                        images: Images::Files(Box::new(files), device),
+                        images: Images::Files(std::sync::Arc::new(files), device),
                     })
                 };
                 Ok((files(train)?, files(val)?))
@@ -378,6 +378,14 @@ impl Dataset {
         }
     }
 
+    /// The file each sample comes from (image files), by index.
+    pub fn sample_paths(&self) -> Option<&[PathBuf]> {
+        match &self.images {
+            Images::Files(f, _) => Some(&f.paths),
+            Images::Tensor(_) => None,
+        }
+    }
+
     /// (height, width) of the images the model sees.
     pub fn image_size(&self) -> (i64, i64) {
         match &self.images {
@@ -419,6 +427,21 @@ impl Dataset {
         let mean = x.mean_dim([0i64, 2, 3].as_slice(), true, Kind::Float);
         let std = x.std_dim([0i64, 2, 3].as_slice(), true, true); // unbiased, as torch.std()
         Normalize { mean, std }
+    }
+
+    /// Whether the images are files decoded batch by batch.
+    pub fn is_files(&self) -> bool {
+        matches!(self.images, Images::Files(..))
+    }
+
+    /// Starts decoding the batch `batch` will be asked for with these arguments (image files;
+    /// nothing to do for decoded images).
+    pub fn prefetch(&self, idx: &Tensor, augment: bool, epoch: usize) -> Result<()> {
+        if let Images::Files(files, _) = &self.images {
+            let indices = Vec::<i64>::try_from(&idx.to_device(Device::Cpu))?;
+            files.prefetch(indices, augment, epoch);
+        }
+        Ok(())
     }
 
     /// The batch at `idx` (int64 on the dataset's device): float images, normalised, augmented

@@ -10,13 +10,15 @@
 //! replaced by the next sample of the dataset, and counted; past `max_bad` in a run, the batch
 //! fails with an error naming the first ones.
 
+use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, channel};
+use std::sync::{Arc, Mutex};
 
 use imaging::{DecodeOptions, Frame, transforms};
-use tch::{Device, Kind, Tensor};
+use tch::{Device, Tensor};
 
 use crate::{Error, Result};
 
@@ -81,6 +83,21 @@ pub struct ImageFiles {
     bad: AtomicUsize,
     /// The first bad files and why (for the error that ends a run).
     first_bad: Mutex<Vec<String>>,
+    /// Batches being decoded ahead, oldest first.
+    pending: Mutex<VecDeque<Pending>>,
+}
+
+/// What a batch is asked by: (indices, augment, epoch).
+type Key = (Vec<i64>, bool, usize);
+
+/// A batch's pixels and labels, once decoded.
+type Decoded = Result<(Vec<f32>, Vec<i64>)>;
+
+/// A batch being decoded ahead: its key and where its result arrives.
+#[derive(Debug)]
+struct Pending {
+    key: Key,
+    result: Receiver<Decoded>,
 }
 
 /// SplitMix64: a small generator whose state is a function of what it is seeded with.
@@ -130,6 +147,7 @@ impl ImageFiles {
             pool,
             bad: AtomicUsize::new(0),
             first_bad: Mutex::new(Vec::new()),
+            pending: Mutex::new(VecDeque::new()),
         })
     }
 
@@ -203,9 +221,28 @@ impl ImageFiles {
         Ok(())
     }
 
+    /// Starts decoding the batch at `indices` on the worker threads, for a later [`Self::batch`]
+    /// with the same arguments to take (the trainer asks a few steps ahead, so that decoding
+    /// overlaps the steps before).
+    pub fn prefetch(self: &Arc<Self>, indices: Vec<i64>, augment: bool, epoch: usize) {
+        let (tx, rx) = channel();
+        let me = Arc::clone(self);
+        let key = (indices, augment, epoch);
+        let job = key.clone();
+        self.pool.spawn(move || {
+            // The receiver may be gone (a run that stopped): nothing to deliver then.
+            let _ = tx.send(me.decode(&job.0, job.1, job.2));
+        });
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push_back(Pending { key, result: rx });
+    }
+
     /// The samples at `indices`: images (float32 [n, 3, size, size], normalised) and labels
-    /// (int64 [n]) on `device`. A sample that cannot be used is replaced by the next one in the
-    /// dataset (counted; an error past `max_bad` in the run).
+    /// (int64 [n]) on `device`, from [`Self::prefetch`] when it was asked for them, else decoded
+    /// now. A sample that cannot be used is replaced by the next one in the dataset (counted;
+    /// an error past `max_bad` in the run).
     pub fn batch(
         &self,
         indices: &[i64],
@@ -213,6 +250,35 @@ impl ImageFiles {
         epoch: usize,
         device: Device,
     ) -> Result<(Tensor, Tensor)> {
+        let ahead = {
+            let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            let wanted = |p: &Pending| p.key.0 == indices && p.key.1 == augment && p.key.2 == epoch;
+            // Batches asked before this one and never taken are stale: dropped.
+            match pending.iter().position(wanted) {
+                Some(at) => {
+                    pending.drain(..at);
+                    pending.pop_front()
+                }
+                None => None,
+            }
+        };
+        let decoded = match ahead {
+            Some(p) => p
+                .result
+                .recv()
+                .map_err(|_| Error::Data("a decoding thread stopped without its batch".into()))?,
+            None => self.decode(indices, augment, epoch),
+        };
+        let (pixels, labels) = decoded?;
+        let s = self.opts.size as i64;
+        let x = Tensor::from_slice(&pixels)
+            .view([indices.len() as i64, 3, s, s])
+            .to_device(device);
+        Ok((x, Tensor::from_slice(&labels).to_device(device)))
+    }
+
+    /// Decodes the batch at `indices` on the worker threads: pixels and labels.
+    fn decode(&self, indices: &[i64], augment: bool, epoch: usize) -> Decoded {
         use rayon::prelude::*;
         let s = self.opts.size as usize;
         let per = 3 * s * s;
@@ -253,15 +319,7 @@ impl ImageFiles {
                 .collect()
         });
         let labels: Vec<i64> = labels.into_iter().collect::<Result<_>>()?;
-        let x = Tensor::from_slice(&pixels)
-            .view([indices.len() as i64, 3, s as i64, s as i64])
-            .to_device(device);
-        Ok((
-            x,
-            Tensor::from_slice(&labels)
-                .to_device(device)
-                .to_kind(Kind::Int64),
-        ))
+        Ok((pixels, labels))
     }
 }
 

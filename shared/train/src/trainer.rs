@@ -83,6 +83,9 @@ pub struct Config {
     pub resume: bool,
     /// Stop each epoch after this many steps (benchmarks, quick tests).
     pub max_steps: Option<usize>,
+    /// Steps whose batches image files decode ahead, while the steps before run (0: each
+    /// batch when its step asks for it).
+    pub prefetch: usize,
     /// DDP's `broadcast_buffers`: rank 0's BatchNorm statistics before every forward.
     pub broadcast_buffers: bool,
     /// Start from these weights (a state_dict with torchvision's keys) instead of a fresh
@@ -194,6 +197,73 @@ fn named(vs: &nn::VarStore) -> Named {
     }
 }
 
+/// The first `n` batches this rank's loader gives in epoch 0 (`train`: the training split as
+/// training draws them, in the sampler's order; else the validation split as evaluation reads
+/// it, images rank, rank + world, …): images as the model receives them (float32 NCHW), labels,
+/// and each sample's index in its split. Nothing is trained; no rank meets another.
+pub fn dump_batches(
+    cfg: &Config,
+    rank: usize,
+    world: usize,
+    n: usize,
+    train: bool,
+) -> Result<Dump> {
+    let local = check(cfg, world)?;
+    let (train_set, test_set) = cfg.data.load(Device::Cpu, &cfg.images, cfg.seed)?;
+    let (data, order): (&Dataset, Vec<i64>) = if train {
+        let sampler = DistributedSampler {
+            len: train_set.len(),
+            world,
+            rank,
+            shuffle: cfg.shuffle,
+            seed: cfg.seed as u64,
+            drop_last: cfg.drop_last,
+        };
+        let order = sampler.indices(0).iter().map(|&i| i as i64).collect();
+        (&train_set, order)
+    } else {
+        let order = (rank..test_set.len())
+            .step_by(world)
+            .map(|i| i as i64)
+            .collect();
+        (&test_set, order)
+    };
+    let norm = data.normalize();
+    let take = (n * local).min(order.len());
+    let (mut xs, mut ys) = (Vec::new(), Vec::new());
+    for chunk in order[..take].chunks(local) {
+        let idx = Tensor::from_slice(chunk);
+        let (x, y) = data.batch(&idx, &norm, train && cfg.augment, 0)?;
+        xs.push(x);
+        ys.push(y);
+    }
+    if xs.is_empty() {
+        return Err(Error::Usage("no batch to dump: the split is empty".into()));
+    }
+    let indices = order[..take].to_vec();
+    let paths = data.sample_paths().map_or_else(Vec::new, |p| {
+        indices.iter().map(|&i| p[i as usize].clone()).collect()
+    });
+    Ok(Dump {
+        images: Tensor::cat(&xs, 0),
+        labels: Tensor::cat(&ys, 0),
+        indices,
+        paths,
+    })
+}
+
+/// What [`dump_batches`] gives.
+#[derive(Debug)]
+pub struct Dump {
+    /// float32 [n, 3, h, w], as the model receives them.
+    pub images: Tensor,
+    pub labels: Tensor,
+    /// Each sample's index in its split.
+    pub indices: Vec<i64>,
+    /// Each sample's file (image files; none for CIFAR and synthetic data).
+    pub paths: Vec<PathBuf>,
+}
+
 /// Runs the whole training; `on_epoch` sees every epoch's figures (on every rank).
 pub fn train(
     cfg: &Config,
@@ -285,6 +355,17 @@ pub fn train(
                 epoch as f64 + step as f64 / steps_per_epoch as f64,
                 cfg.epochs as f64,
             );
+            // Image files: the batches of the steps ahead start decoding (at the epoch's start,
+            // all of the first `prefetch`; then one step further each step).
+            if train_set.is_files() && cfg.prefetch > 0 {
+                let first = if step == 0 { 0 } else { step + cfg.prefetch };
+                for s in first..(step + cfg.prefetch + 1).min(steps_per_epoch) {
+                    let batch = order.narrow(0, (s * local) as i64, local as i64);
+                    for idx in micro_indices(cfg, &batch, local) {
+                        train_set.prefetch(&idx, cfg.augment, epoch)?;
+                    }
+                }
+            }
             let batch = order.narrow(0, (step * local) as i64, local as i64);
             let micro = micro_batches(cfg, &train_set, &norm, &batch, local, epoch)?;
             if !steps.run(&stepper, comm, &micro, lr, &mut opts, &mut scaler)? {
@@ -659,8 +740,22 @@ fn load_optimizers(opts: &mut [Optimizer], saved: &BTreeMap<String, Tensor>) -> 
     }
 }
 
-/// The step's micro-batches: interleaved positions of the rank's `batch` (see the module doc),
-/// gathered and augmented, channels_last when the run is.
+/// The indices of the step's micro-batches: interleaved positions of the rank's `batch` (see
+/// the module doc).
+fn micro_indices(cfg: &Config, batch: &Tensor, local: usize) -> Vec<Tensor> {
+    (0..cfg.accum)
+        .map(|j| {
+            if cfg.accum == 1 {
+                batch.shallow_clone()
+            } else {
+                batch.slice(0, j as i64, local as i64, cfg.accum as i64)
+            }
+        })
+        .collect()
+}
+
+/// The step's micro-batches ([`micro_indices`]), gathered and augmented, channels_last when the
+/// run is.
 fn micro_batches(
     cfg: &Config,
     data: &Dataset,
@@ -669,13 +764,9 @@ fn micro_batches(
     local: usize,
     epoch: usize,
 ) -> Result<Vec<(Tensor, Tensor)>> {
-    (0..cfg.accum)
-        .map(|j| {
-            let idx = if cfg.accum == 1 {
-                batch.shallow_clone()
-            } else {
-                batch.slice(0, j as i64, local as i64, cfg.accum as i64)
-            };
+    micro_indices(cfg, batch, local)
+        .into_iter()
+        .map(|idx| {
             let (x, y) = data.batch(&idx, norm, cfg.augment, epoch)?;
             Ok((
                 if cfg.channels_last {

@@ -49,6 +49,7 @@ fn config() -> Config {
         stem: Stem::ImageNet,
         data: Source::Cifar100(digits().to_path_buf()),
         images: Default::default(),
+        prefetch: 0,
         epochs: 1,
         batch_size: 32,
         accum: 1,

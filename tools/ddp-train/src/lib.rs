@@ -140,6 +140,27 @@ pub struct Cli {
     #[arg(long, value_name = "N", value_parser = at_least_one)]
     pub workers: Option<usize>,
 
+    /// Write the first N batches this rank's loader gives (epoch 0) to --dump as .npz and exit
+    /// without training: `images` (float32 NCHW, as the model receives them), `labels`,
+    /// `indices` (in the split) and, for image files, `paths` (uint8: the paths' bytes, each
+    /// ending in a newline). For comparing the data stage with torchvision, or looking at the
+    /// augmentations.
+    #[arg(long, value_name = "N", requires = "dump")]
+    pub dump_batches: Option<usize>,
+
+    /// Where --dump-batches writes (written atomically).
+    #[arg(long, value_name = "FILE.npz", requires = "dump_batches")]
+    pub dump: Option<PathBuf>,
+
+    /// Which split --dump-batches takes: train (as training draws it) or val.
+    #[arg(long, value_name = "SPLIT", default_value = "train", value_parser = ["train", "val"])]
+    pub split: String,
+
+    /// Image folders: steps whose batches are decoded ahead, while the steps before them run
+    /// (0: each batch when its step asks for it).
+    #[arg(long, value_name = "STEPS", default_value_t = 2)]
+    pub prefetch: usize,
+
     /// Image folders: files that may fail to decode in a run (each replaced by the next sample
     /// and counted in the epoch record's bad_inputs) before it stops with exit 1.
     #[arg(long, value_name = "N", default_value_t = 100)]
@@ -470,6 +491,7 @@ fn config(cli: &Cli, devices: &[tch::Device]) -> Result<Config> {
         checkpoint_dir: cli.checkpoint_dir.clone(),
         resume: cli.resume,
         max_steps: cli.max_steps,
+        prefetch: cli.prefetch,
         broadcast_buffers: !cli.no_broadcast_buffers,
         init: cli.init.clone(),
         init_strict: !cli.init_non_strict,
@@ -545,6 +567,45 @@ fn image_options(cli: &Cli, data: &Source) -> Result<train::images::ImageOptions
         max_bad: cli.max_bad_inputs,
         decode: Default::default(),
     })
+}
+
+/// --dump-batches: this rank's first batches to an .npz (rank and world from the flags or the
+/// launcher's variables; no rank meets another).
+fn dump(cli: &Cli, cfg: &Config, n: usize, path: &std::path::Path) -> Result<Outcome> {
+    let opts = cli.dist.options();
+    let plan = opts.plan().classified()?;
+    let d = train::trainer::dump_batches(cfg, plan.rank, plan.world_size, n, cli.split == "train")
+        .classified()?;
+    let paths: Vec<u8> = d
+        .paths
+        .iter()
+        .flat_map(|p| {
+            use std::os::unix::ffi::OsStrExt;
+            let mut b = p.as_os_str().as_bytes().to_vec();
+            b.push(b'\n');
+            b
+        })
+        .collect();
+    let mut named = vec![
+        ("images", d.images),
+        ("labels", d.labels),
+        ("indices", tch::Tensor::from_slice(&d.indices)),
+    ];
+    if !paths.is_empty() {
+        named.push(("paths", tch::Tensor::from_slice(&paths)));
+    }
+    let tmp = path.with_extension("npz.partial");
+    tch::Tensor::write_npz(&named, &tmp).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
+    if !cli.common.quiet {
+        eprintln!(
+            "ddp-train: {} samples of the {} split written to {}",
+            d.indices.len(),
+            cli.split,
+            path.display()
+        );
+    }
+    Ok(Outcome::Ok)
 }
 
 /// The ranks on this node, as the launcher says (torchrun's LOCAL_WORLD_SIZE, Slurm's
@@ -692,6 +753,9 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let devices = stage_devices(&cli, &env)?;
     let device = devices[0];
     let cfg = config(&cli, &devices).map_err(usage)?;
+    if let (Some(n), Some(path)) = (cli.dump_batches, &cli.dump) {
+        return dump(&cli, &cfg, n, path);
+    }
     let mut opts = cli.dist.options();
     // SIGINT/SIGTERM end any wait for peers at once (exit 130).
     opts.should_stop = cli_common::interrupt::requested;

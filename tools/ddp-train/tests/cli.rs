@@ -1214,3 +1214,62 @@ fn image_folder_flags_that_do_not_fit_the_data_are_usage_errors() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--val-data"), "{stderr}");
 }
+
+#[test]
+fn dumped_validation_batches_equal_torchvisions_to_the_bit() {
+    // --dump-batches: the loader's validation batches (Resize + CenterCrop + ToTensor +
+    // Normalize) against torchvision's ImageFolder with the same transforms, float32 bits.
+    let dir = digits_twice();
+    let tmp = tempfile::tempdir().unwrap();
+    let npz = tmp.path().join("val.npz");
+    let out = cmd_without_data()
+        .arg("--data")
+        .arg(format!("imagefolder:{}", dir.join("folder").display()))
+        .args([
+            "--image-size",
+            "24",
+            "--batch-size",
+            "8",
+            "--dump-batches",
+            "3",
+            "--split",
+            "val",
+        ])
+        .arg("--dump")
+        .arg(&npz)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.stdout.is_empty(), "nothing trained, no records");
+    let script = r#"
+import sys, numpy as np, torchvision.transforms as T
+from torchvision.datasets import ImageFolder
+d = np.load(sys.argv[1])
+ds = ImageFolder(sys.argv[2], transform=T.Compose([T.Resize(24 * 256 // 224), T.CenterCrop(24),
+    T.ToTensor(), T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])]))
+ref = np.stack([ds[i][0].numpy() for i in d["indices"]])
+assert d["images"].shape == (24, 3, 24, 24), d["images"].shape
+assert np.array_equal(ref.view(np.uint32), d["images"].view(np.uint32)), "pixels differ"
+assert list(d["labels"]) == [ds.samples[i][1] for i in d["indices"]], "labels differ"
+paths = d["paths"].tobytes().split(b"\n")[:-1]
+assert paths == [ds.samples[i][0].encode() for i in d["indices"]], "paths differ"
+print("ok")
+"#;
+    let check = Command::new(root().join(".venv/bin/python"))
+        .arg("-c")
+        .arg(script)
+        .arg(&npz)
+        .arg(dir.join("folder/val"))
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+}
