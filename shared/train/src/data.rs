@@ -26,6 +26,12 @@ pub enum Source {
     /// `DIR/val` when both exist (the ImageNet layout), else `DIR` with the validation tree in
     /// `val`.
     ImageFolder { dir: PathBuf, val: Option<PathBuf> },
+    /// MXNet's indexed RecordIO, `PREFIX.rec` + `PREFIX.idx` (insightface's face sets); the
+    /// validation set is another (`val`, required).
+    RecordIo {
+        prefix: PathBuf,
+        val: Option<PathBuf>,
+    },
     /// Class prototypes plus noise: learnable, for benchmarks and demos.
     Synthetic {
         train: usize,
@@ -87,6 +93,13 @@ impl Source {
             None => (bytes, OsStr::new("")),
         };
         match kind {
+            b"recordio" if arg.is_empty() => Err(Error::Usage(
+                "--data recordio:PREFIX needs the prefix of PREFIX.rec and PREFIX.idx".into(),
+            )),
+            b"recordio" => Ok(Source::RecordIo {
+                prefix: arg.into(),
+                val: None,
+            }),
             b"imagefolder" if arg.is_empty() => Err(Error::Usage(
                 "--data imagefolder:DIR needs the directory".into(),
             )),
@@ -137,7 +150,7 @@ impl Source {
                 })
             }
             _ => Err(Error::Usage(format!(
-                "unknown --data `{}`: cifar10:DIR, cifar100:DIR, imagefolder:DIR or synthetic[:N[:SIZE]]",
+                "unknown --data `{}`: cifar10:DIR, cifar100:DIR, imagefolder:DIR, recordio:PREFIX or synthetic[:N[:SIZE]]",
                 s.display()
             ))),
         }
@@ -145,7 +158,22 @@ impl Source {
 
     /// Whether the images are files decoded batch by batch.
     pub fn is_files(&self) -> bool {
-        matches!(self, Source::ImageFolder { .. })
+        matches!(self, Source::ImageFolder { .. } | Source::RecordIo { .. })
+    }
+
+    /// The same source with `val` as its validation set (image folders and RecordIO).
+    pub fn with_val(self, val: PathBuf) -> Source {
+        match self {
+            Source::ImageFolder { dir, .. } => Source::ImageFolder {
+                dir,
+                val: Some(val),
+            },
+            Source::RecordIo { prefix, .. } => Source::RecordIo {
+                prefix,
+                val: Some(val),
+            },
+            other => other,
+        }
     }
 
     /// (train, test) on `device`; `images` says how files are prepared.
@@ -156,6 +184,36 @@ impl Source {
         seed: i64,
     ) -> Result<(Dataset, Dataset)> {
         match self {
+            Source::RecordIo { prefix, val } => {
+                let Some(val) = val else {
+                    return Err(Error::Usage(format!(
+                        "--data recordio:{} needs --val-data PREFIX2 (the validation records)",
+                        prefix.display()
+                    )));
+                };
+                let files = |p: &Path| -> Result<Dataset> {
+                    let rec = crate::recordio::RecordIo::open(p).map_err(Error::Data)?;
+                    let files = crate::images::ImageFiles::from_records(rec, p, *images, seed)?;
+                    Ok(Dataset {
+                        labels: Tensor::from_slice(&files.labels).to_device(device),
+                        num_classes: files.classes.len() as i64,
+                        images: Images::Files(std::sync::Arc::new(files), device),
+                    })
+                };
+                let (train, mut val) = (files(prefix)?, files(val)?);
+                // The logits cover the training classes; a validation label past them is data
+                // the model cannot score.
+                if val.num_classes > train.num_classes {
+                    return Err(Error::Data(format!(
+                        "the validation records have labels up to {} but the training records only \
+                         up to {}",
+                        val.num_classes - 1,
+                        train.num_classes - 1
+                    )));
+                }
+                val.num_classes = train.num_classes;
+                Ok((train, val))
+            }
             Source::ImageFolder { dir, val } => {
                 let (train, val) = match val {
                     Some(v) => (dir.clone(), v.clone()),

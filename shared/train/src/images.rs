@@ -71,10 +71,13 @@ impl Default for ImageOptions {
 pub const IMAGENET_MEAN: [f32; 3] = [0.485, 0.456, 0.406];
 pub const IMAGENET_STD: [f32; 3] = [0.229, 0.224, 0.225];
 
-/// The files of one split, their labels, and the threads that decode them.
+/// The files (or records) of one split, their labels, and the threads that decode them.
 #[derive(Debug)]
 pub struct ImageFiles {
+    /// Each sample's name: its file, or `PREFIX.rec:KEY` for a record.
     pub paths: Vec<PathBuf>,
+    /// Records' offsets in their `.rec`, when the samples are records.
+    records: Option<(crate::recordio::RecordIo, Vec<u64>)>,
     pub labels: Vec<i64>,
     pub classes: Vec<OsString>,
     opts: ImageOptions,
@@ -132,16 +135,67 @@ impl ImageFiles {
         opts: ImageOptions,
         seed: i64,
     ) -> Result<ImageFiles> {
+        let (paths, labels) = folder.samples.into_iter().unzip();
+        Self::with(paths, None, labels, folder.classes, opts, seed)
+    }
+
+    /// The images of an MXNet RecordIO file, as MXFaceDataset lists them; a record's class is
+    /// its label (or its label vector's first), classes 0 to the largest.
+    pub fn from_records(
+        rec: crate::recordio::RecordIo,
+        prefix: &std::path::Path,
+        opts: ImageOptions,
+        seed: i64,
+    ) -> Result<ImageFiles> {
+        let offsets: std::collections::HashMap<u64, u64> = rec.index.iter().copied().collect();
+        let keys = rec.image_keys().map_err(Error::Data)?;
+        let (mut paths, mut labels, mut at) = (Vec::new(), Vec::new(), Vec::new());
+        for key in keys {
+            let name = || format!("{}.rec:{key}", prefix.display());
+            let offset = *offsets
+                .get(&key)
+                .ok_or_else(|| Error::Data(format!("{}: key {key} is not in the index", name())))?;
+            let class = rec.read(offset).map_err(Error::Data)?.class();
+            if !(class.is_finite() && class >= 0.0 && class.fract() == 0.0 && class < 1e9) {
+                return Err(Error::Data(format!(
+                    "{}: label {class} is not a class number",
+                    name()
+                )));
+            }
+            paths.push(PathBuf::from(name()));
+            labels.push(class as i64);
+            at.push(offset);
+        }
+        if paths.is_empty() {
+            return Err(Error::Data(format!(
+                "{}.rec holds no image",
+                prefix.display()
+            )));
+        }
+        let classes = (0..=labels.iter().copied().max().unwrap_or(0))
+            .map(|c| OsString::from(c.to_string()))
+            .collect();
+        Self::with(paths, Some((rec, at)), labels, classes, opts, seed)
+    }
+
+    fn with(
+        paths: Vec<PathBuf>,
+        records: Option<(crate::recordio::RecordIo, Vec<u64>)>,
+        labels: Vec<i64>,
+        classes: Vec<OsString>,
+        opts: ImageOptions,
+        seed: i64,
+    ) -> Result<ImageFiles> {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(opts.workers.max(1))
             .thread_name(|i| format!("decode-{i}"))
             .build()
             .map_err(|e| Error::Data(format!("starting decoding threads: {e}")))?;
-        let (paths, labels) = folder.samples.into_iter().unzip();
         Ok(ImageFiles {
             paths,
+            records,
             labels,
-            classes: folder.classes,
+            classes,
             opts,
             seed,
             pool,
@@ -177,8 +231,19 @@ impl ImageFiles {
         out: &mut [f32],
     ) -> std::result::Result<(), String> {
         let o = &self.opts;
-        let path = &self.paths[index];
-        let bytes = read_bounded(path, o.decode.max_file_bytes())?;
+        let bytes = match &self.records {
+            Some((rec, offsets)) => {
+                let payload = rec.read(offsets[index])?.payload;
+                if payload.len() as u64 > o.decode.max_file_bytes() {
+                    return Err(format!(
+                        "a payload of {} bytes, over --max-pixels' bound",
+                        payload.len()
+                    ));
+                }
+                payload
+            }
+            None => read_bounded(&self.paths[index], o.decode.max_file_bytes())?,
+        };
         let mut draws = Draws::new(self.seed, epoch, index);
         let (img, flip) = match (o.transform, augment) {
             (Transform::Imagenet, true) => {

@@ -23,6 +23,7 @@ pub mod folder;
 pub mod images;
 pub mod optim;
 pub mod pipeline;
+pub mod recordio;
 pub mod resnet;
 pub mod sampler;
 pub mod scaler;

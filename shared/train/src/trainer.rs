@@ -231,6 +231,7 @@ pub fn dump_batches(
     let norm = data.normalize();
     let take = (n * local).min(order.len());
     let (mut xs, mut ys) = (Vec::new(), Vec::new());
+    let started = Instant::now();
     for chunk in order[..take].chunks(local) {
         let idx = Tensor::from_slice(chunk);
         let (x, y) = data.batch(&idx, &norm, train && cfg.augment, 0)?;
@@ -240,6 +241,7 @@ pub fn dump_batches(
     if xs.is_empty() {
         return Err(Error::Usage("no batch to dump: the split is empty".into()));
     }
+    let seconds = started.elapsed().as_secs_f64();
     let indices = order[..take].to_vec();
     let paths = data.sample_paths().map_or_else(Vec::new, |p| {
         indices.iter().map(|&i| p[i as usize].clone()).collect()
@@ -249,6 +251,7 @@ pub fn dump_batches(
         labels: Tensor::cat(&ys, 0),
         indices,
         paths,
+        seconds,
     })
 }
 
@@ -262,6 +265,8 @@ pub struct Dump {
     pub indices: Vec<i64>,
     /// Each sample's file (image files; none for CIFAR and synthetic data).
     pub paths: Vec<PathBuf>,
+    /// Time the batches took (decoding and transforms, for files).
+    pub seconds: f64,
 }
 
 /// Runs the whole training; `on_epoch` sees every epoch's figures (on every rank).

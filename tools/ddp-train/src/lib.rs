@@ -19,7 +19,7 @@ use train::pipeline::Pipeline;
 use train::resnet::{Arch, Stem};
 use train::trainer::{Config, Precision};
 
-/// Data-parallel ResNet training on CIFAR-shaped data, one process per GPU (or per pipeline of GPUs), as PyTorch DDP does it (checkpoints, resume, records).
+/// Data-parallel ResNet training on CIFAR binaries, image folders or RecordIO, one process per GPU (or per pipeline of GPUs), as PyTorch DDP does it (checkpoints, resume, records).
 ///
 /// Run one process per rank (torchrun --no-python, srun, GNU parallel with --rank, or one
 /// process for world size 1). --batch-size is the global batch, split evenly over the ranks.
@@ -28,9 +28,11 @@ use train::trainer::{Config, Precision};
 #[derive(Debug, Parser)]
 #[command(name = "ddp-train", version, max_term_width = 100)]
 pub struct Cli {
-    /// cifar100:DIR (train.bin, test.bin), cifar10:DIR (data_batch_*.bin, test_batch.bin), or
-    /// synthetic[:N[:SIZE]] (N learnable SIZE×SIZE images of 100 classes; 32 unless given).
-    /// Nothing is downloaded.
+    /// cifar100:DIR (train.bin, test.bin), cifar10:DIR (data_batch_*.bin, test_batch.bin),
+    /// imagefolder:DIR (a tree of images by class, as torchvision's ImageFolder: DIR/train and
+    /// DIR/val, or --val-data), recordio:PREFIX (MXNet's PREFIX.rec + PREFIX.idx, with
+    /// --val-data PREFIX2), or synthetic[:N[:SIZE]] (N learnable SIZE×SIZE images of 100
+    /// classes; 32 unless given). Nothing is downloaded.
     #[arg(long, value_name = "SOURCE")]
     pub data: OsString,
 
@@ -442,12 +444,9 @@ fn config(cli: &Cli, devices: &[tch::Device]) -> Result<Config> {
     let schedule = parse_schedule(&cli.schedule)?;
     let data = Source::parse(&cli.data, cli.seed)?;
     let images = image_options(cli, &data)?;
-    let data = match (data, &cli.val_data) {
-        (Source::ImageFolder { dir, .. }, Some(v)) => Source::ImageFolder {
-            dir,
-            val: Some(v.clone()),
-        },
-        (d, _) => d,
+    let data = match &cli.val_data {
+        Some(v) => data.with_val(v.clone()),
+        None => data,
     };
     Ok(Config {
         arch: cli.model.parse::<Arch>()?,
@@ -520,7 +519,9 @@ fn image_options(cli: &Cli, data: &Source) -> Result<train::images::ImageOptions
             ("--workers", cli.workers.is_some()),
         ];
         if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
-            bail!("{flag} applies to --data imagefolder:DIR (these images are decoded already)");
+            bail!(
+                "{flag} applies to --data imagefolder:DIR and recordio:PREFIX (these images are decoded already)"
+            );
         }
         return Ok(ImageOptions::default());
     }
@@ -599,9 +600,11 @@ fn dump(cli: &Cli, cfg: &Config, n: usize, path: &std::path::Path) -> Result<Out
     std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
     if !cli.common.quiet {
         eprintln!(
-            "ddp-train: {} samples of the {} split written to {}",
+            "ddp-train: {} samples of the {} split decoded in {:.3} s ({:.1} images/s), written to {}",
             d.indices.len(),
             cli.split,
+            d.seconds,
+            d.indices.len() as f64 / d.seconds.max(1e-9),
             path.display()
         );
     }

@@ -1273,3 +1273,79 @@ print("ok")
         String::from_utf8_lossy(&check.stderr)
     );
 }
+
+#[test]
+fn recordio_trains_exactly_as_the_image_folder_it_was_packed_from() {
+    // The digits' PNG tree packed into .rec/.idx in ImageFolder's order by the transcription of
+    // MXNet's writer (insightface's header record first): the same samples, labels and pixels,
+    // so the same run to the bit.
+    let dir = digits_twice();
+    let tmp = tempfile::tempdir().unwrap();
+    for split in ["train", "val"] {
+        let out = Command::new(root().join(".venv/bin/python"))
+            .arg(root().join("scripts/reference/mxnet_recordio.py"))
+            .arg("pack-folder")
+            .arg(dir.join("folder").join(split))
+            .arg(tmp.path().join(split))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let common = [
+        "--stem",
+        "cifar",
+        "--epochs",
+        "1",
+        "--max-steps",
+        "3",
+        "--batch-size",
+        "32",
+    ];
+    let images = [
+        "--transform",
+        "flip",
+        "--image-size",
+        "32",
+        "--normalize",
+        "0.5",
+    ];
+    let folder = records(
+        &cmd_without_data()
+            .arg("--data")
+            .arg(format!("imagefolder:{}", dir.join("folder").display()))
+            .args(common)
+            .args(images)
+            .output()
+            .unwrap(),
+    );
+    let rec = records(
+        &cmd_without_data()
+            .arg("--data")
+            .arg(format!("recordio:{}", tmp.path().join("train").display()))
+            .arg("--val-data")
+            .arg(tmp.path().join("val"))
+            .args(common)
+            .args(images)
+            .output()
+            .unwrap(),
+    );
+    let (a, b) = (&folder.items[0], &rec.items[0]);
+    assert_eq!(
+        (a.train_loss, a.train_top1, a.val_loss, a.val_top1),
+        (b.train_loss, b.train_top1, b.val_loss, b.val_top1)
+    );
+    assert_eq!(b.classes.len(), 10);
+    // Without its validation records: a usage error.
+    let out = cmd_without_data()
+        .arg("--data")
+        .arg(format!("recordio:{}", tmp.path().join("train").display()))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--val-data"), "{stderr}");
+}

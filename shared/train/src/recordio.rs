@@ -1,0 +1,206 @@
+//! MXNet's indexed RecordIO (`PREFIX.rec` + `PREFIX.idx`), read without MXNet: what
+//! insightface's `MXFaceDataset` trains from.
+//!
+//! A record is the magic word `0xced7230a`, a length word (the upper 3 bits a continuation flag:
+//! 0 whole, 1 first part, 2 middle, 3 last; the lower 29 the part's length), the part's bytes and
+//! padding to 4 bytes. MXNet's writer cuts a record wherever the magic word appears in it at a
+//! 4-byte boundary and drops that word; reading puts it back between the parts. A record holds an
+//! `IRHeader` (flag u32, label f32, id u64, id2 u64, little-endian), then, when flag > 0, flag
+//! float32 labels, then the payload (an encoded image). The `.idx` file has a line `key\toffset`
+//! per record.
+//!
+//! As `MXFaceDataset` reads it: when record 0's header has flag > 0, its first label is one past
+//! the last image key (images are keys 1 .. label[0] - 1); else every key of the index is an
+//! image. A record's class is its label, or the first of its label vector.
+
+use std::path::{Path, PathBuf};
+
+use memmap2::Mmap;
+
+/// The magic word that starts every record part.
+pub const MAGIC: u32 = 0xced7_230a;
+/// Size of the `IRHeader` (`struct.calcsize('IfQQ')`).
+pub const HEADER_BYTES: usize = 24;
+
+/// One `.rec` file, mapped, with its index.
+#[derive(Debug)]
+pub struct RecordIo {
+    rec: PathBuf,
+    map: Mmap,
+    /// (key, offset) in the index's order.
+    pub index: Vec<(u64, u64)>,
+}
+
+/// A record's `IRHeader`, its label vector, and where its payload is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record {
+    pub flag: u32,
+    pub label: f32,
+    pub labels: Vec<f32>,
+    pub id: u64,
+    pub id2: u64,
+    pub payload: Vec<u8>,
+}
+
+impl Record {
+    /// The class: the label, or the first of the label vector (MXFaceDataset's `label[0]`).
+    pub fn class(&self) -> f32 {
+        if self.flag > 0 {
+            self.labels[0]
+        } else {
+            self.label
+        }
+    }
+}
+
+impl RecordIo {
+    /// Opens `PREFIX.rec` and reads `PREFIX.idx`.
+    pub fn open(prefix: &Path) -> Result<RecordIo, String> {
+        let with = |ext: &str| {
+            let mut p = prefix.as_os_str().to_owned();
+            p.push(ext);
+            PathBuf::from(p)
+        };
+        let (rec, idx) = (with(".rec"), with(".idx"));
+        let file = std::fs::File::open(&rec).map_err(|e| format!("{}: {e}", rec.display()))?;
+        if !file.metadata().is_ok_and(|m| m.is_file()) {
+            return Err(format!("{}: not a regular file", rec.display()));
+        }
+        // SAFETY: the mapping is read only; a file truncated under us is the usual mmap caveat
+        // (every read below is bounds-checked against the length seen here).
+        let map = unsafe { Mmap::map(&file) }.map_err(|e| format!("{}: {e}", rec.display()))?;
+        let text = std::fs::read_to_string(&idx).map_err(|e| format!("{}: {e}", idx.display()))?;
+        let mut index = Vec::new();
+        for (n, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let bad = || {
+                format!(
+                    "{} line {}: not `key<TAB>offset`: {line:?}",
+                    idx.display(),
+                    n + 1
+                )
+            };
+            let (k, o) = line.split_once('\t').ok_or_else(bad)?;
+            let (k, o) = (
+                k.trim().parse().map_err(|_| bad())?,
+                o.trim().parse().map_err(|_| bad())?,
+            );
+            if o >= map.len() as u64 {
+                return Err(format!(
+                    "{} line {}: offset {o} is past the end of {} ({} bytes)",
+                    idx.display(),
+                    n + 1,
+                    rec.display(),
+                    map.len()
+                ));
+            }
+            index.push((k, o));
+        }
+        Ok(RecordIo { rec, map, index })
+    }
+
+    /// The offset of record `key`.
+    pub fn offset(&self, key: u64) -> Option<u64> {
+        self.index.iter().find(|(k, _)| *k == key).map(|(_, o)| *o)
+    }
+
+    /// The record at `offset`, its parts joined, its header parsed; an error naming the file and
+    /// offset where it is damaged or cut short.
+    pub fn read(&self, offset: u64) -> Result<Record, String> {
+        let bytes = &self.map[..];
+        let at = |what: &str, pos: usize| format!("{} at byte {pos}: {what}", self.rec.display());
+        let word = |pos: usize| -> Result<u32, String> {
+            bytes
+                .get(pos..pos + 4)
+                .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+                .ok_or_else(|| at("the file ends inside a record (truncated?)", pos))
+        };
+        let mut pos = offset as usize;
+        let mut data = Vec::new();
+        loop {
+            if word(pos)? != MAGIC {
+                return Err(at("no record starts here (bad magic word)", pos));
+            }
+            let lrec = word(pos + 4)?;
+            let (flag, len) = (lrec >> 29, (lrec & ((1 << 29) - 1)) as usize);
+            let body = pos + 8;
+            let part = bytes
+                .get(body..body + len)
+                .ok_or_else(|| at("the file ends inside a record (truncated?)", body))?;
+            match (flag, pos == offset as usize) {
+                (0, true) => {
+                    data.extend_from_slice(part);
+                    break;
+                }
+                (1, true) => data.extend_from_slice(part),
+                (2 | 3, false) => {
+                    data.extend_from_slice(&MAGIC.to_le_bytes());
+                    data.extend_from_slice(part);
+                    if flag == 3 {
+                        break;
+                    }
+                }
+                _ => {
+                    return Err(at(
+                        &format!("a record part with flag {flag} out of order"),
+                        pos,
+                    ));
+                }
+            }
+            pos = body + len.next_multiple_of(4);
+        }
+        parse(&data).map_err(|e| at(&e, offset as usize))
+    }
+
+    /// The image keys as MXFaceDataset lists them: 1 .. label[0] - 1 when record 0's header has a
+    /// label vector, else every key of the index.
+    pub fn image_keys(&self) -> Result<Vec<u64>, String> {
+        if let Some(o) = self.offset(0) {
+            let head = self.read(o)?;
+            if head.flag > 0 {
+                let end = head.labels[0];
+                if !(end.is_finite() && end >= 1.0) {
+                    return Err(format!(
+                        "{}: record 0 says the images end at {end}",
+                        self.rec.display()
+                    ));
+                }
+                return Ok((1..end as u64).collect());
+            }
+        }
+        Ok(self.index.iter().map(|(k, _)| *k).collect())
+    }
+}
+
+/// `recordio.unpack`: the header, the label vector when flag > 0, the payload.
+fn parse(data: &[u8]) -> Result<Record, String> {
+    if data.len() < HEADER_BYTES {
+        return Err(format!("a record of {} bytes has no IRHeader", data.len()));
+    }
+    let u32_at = |i: usize| u32::from_le_bytes(data[i..i + 4].try_into().expect("4 bytes"));
+    let u64_at = |i: usize| u64::from_le_bytes(data[i..i + 8].try_into().expect("8 bytes"));
+    let flag = u32_at(0);
+    let label = f32::from_bits(u32_at(4));
+    let rest = &data[HEADER_BYTES..];
+    let labels_len = flag as usize * 4;
+    if labels_len > rest.len() {
+        return Err(format!(
+            "the header announces {flag} labels; the record has {} bytes",
+            rest.len()
+        ));
+    }
+    let labels = rest[..labels_len]
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
+        .collect();
+    Ok(Record {
+        flag,
+        label,
+        labels,
+        id: u64_at(8),
+        id2: u64_at(16),
+        payload: rest[labels_len..].to_vec(),
+    })
+}

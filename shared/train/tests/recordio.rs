@@ -1,0 +1,99 @@
+//! The RecordIO reader against files written by a transcription of MXNet's writer (dmlc-core's
+//! `RecordIOWriter::WriteRecord`, which cuts a record at every aligned magic word, and
+//! `mxnet.recordio`'s `pack` and `MXIndexedRecordIO`), in pure Python: every record's header,
+//! labels and payload, the image keys as MXFaceDataset lists them, and the errors for damaged
+//! files.
+
+use std::process::Command;
+
+use train::recordio::RecordIo;
+
+fn python() -> String {
+    std::env::var("SHARDKIT_PYTHON")
+        .unwrap_or_else(|_| format!("{}/../../.venv/bin/python", env!("CARGO_MANIFEST_DIR")))
+}
+
+/// Writes PREFIX.rec/.idx with scripts/reference/mxnet_recordio.py and prints the records as
+/// JSON: [key, flag, label, labels, id, id2, payload hex].
+const WRITER: &str = r#"
+import struct, sys, json
+sys.path.insert(0, sys.argv[2])
+from mxnet_recordio import MAGIC, pack, write
+m = struct.pack("<I", MAGIC)
+records = [
+    (0, [5.0, 7.0], b""),                       # the header record: images 1..4
+    (1, 3.0, b"\xff\xd8jpeg bytes"),
+    (2, [1.0, 0.5], b"abcd" + m + b"efgh"),     # a magic word inside: three parts
+    (3, 9.0, m + m + b"x"),                     # two at the start
+    (4, 2.0, b"tail" + m),                      # one at the end
+    (9, 4.0, b"not listed as an image"),
+]
+write(sys.argv[1], [(k, pack(label, payload, id_=k * 10, id2=7)) for k, label, payload in records])
+print(json.dumps([[k, len(l) if isinstance(l, list) else 0, 0.0 if isinstance(l, list) else l,
+                   l if isinstance(l, list) else [], k * 10, 7, p.hex()] for k, l, p in records]))
+"#;
+
+#[test]
+fn records_written_as_mxnet_writes_them_read_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let prefix = tmp.path().join("train");
+    let scripts = format!("{}/../../scripts/reference", env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(python())
+        .arg("-c")
+        .arg(WRITER)
+        .arg(&prefix)
+        .arg(scripts)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let expected: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let rec = RecordIo::open(&prefix).unwrap();
+    assert_eq!(rec.index.len(), expected.len());
+    for e in &expected {
+        let key = e[0].as_u64().unwrap();
+        let r = rec.read(rec.offset(key).unwrap()).unwrap();
+        assert_eq!(r.flag as u64, e[1].as_u64().unwrap(), "key {key}");
+        assert_eq!(r.label as f64, e[2].as_f64().unwrap(), "key {key}");
+        let labels: Vec<f64> = e[3]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        assert_eq!(
+            r.labels.iter().map(|&v| v as f64).collect::<Vec<_>>(),
+            labels,
+            "key {key}"
+        );
+        assert_eq!((r.id, r.id2), (key * 10, 7));
+        let hex: String = r.payload.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex, e[6].as_str().unwrap(), "key {key}");
+    }
+    assert_eq!(rec.image_keys().unwrap(), [1, 2, 3, 4]);
+    assert_eq!(rec.read(rec.offset(2).unwrap()).unwrap().class(), 1.0);
+
+    // Cut short: an error naming the file and the offset, not a hang or a panic.
+    let bytes = std::fs::read(prefix.with_extension("rec")).unwrap();
+    let last = rec.offset(9).unwrap() as usize;
+    std::fs::write(prefix.with_extension("rec"), &bytes[..last + 12]).unwrap();
+    let e = RecordIo::open(&prefix)
+        .unwrap()
+        .read(last as u64)
+        .unwrap_err();
+    assert!(e.contains("train.rec") && e.contains("truncated"), "{e}");
+    // An offset that is not a record.
+    std::fs::write(prefix.with_extension("rec"), &bytes).unwrap();
+    let e = RecordIo::open(&prefix).unwrap().read(4).unwrap_err();
+    assert!(e.contains("at byte 4") && e.contains("magic"), "{e}");
+    // An index pointing past the file.
+    std::fs::write(prefix.with_extension("idx"), "1\t999999\n").unwrap();
+    assert!(
+        RecordIo::open(&prefix)
+            .unwrap_err()
+            .contains("past the end")
+    );
+}
