@@ -255,6 +255,25 @@ pub fn decode_region(
     })
 }
 
+/// What a C decoder's buffer callback does first (jpeg.c, webp.c): asks `choose` for the window
+/// of a `w`×`h` image, checks it lies inside, and writes it to the decoder's four `window`
+/// words. `Err` refuses the image (the decoder then stops before taking pixel memory).
+pub(crate) fn choose_window(
+    choose: &mut dyn FnMut(u32, u32) -> Result<Box4>,
+    w: u32,
+    h: u32,
+    window: &mut [std::ffi::c_uint],
+) -> Result<Box4> {
+    let chosen = choose(w, h)?;
+    let (x, y, ww, hh) = chosen;
+    assert!(
+        ww > 0 && hh > 0 && x.checked_add(ww).is_some_and(|r| r <= w) && y + hh <= h,
+        "window {chosen:?} inside {w}x{h}"
+    );
+    window.copy_from_slice(&[x, y, ww, hh]);
+    Ok(chosen)
+}
+
 fn check_pixels(width: u64, height: u64, opts: &DecodeOptions) -> Result<()> {
     let pixels = width * height;
     if pixels > opts.max_pixels {

@@ -40,19 +40,14 @@ unsafe extern "C" fn out_buffer(
             std::slice::from_raw_parts_mut(window, 4),
         )
     };
-    let chosen = match (out.choose)(w, h) {
+    let chosen = match crate::decode::choose_window(out.choose, w, h, window) {
         Ok(b) => b,
         Err(e) => {
             out.refused = Some(e);
             return std::ptr::null_mut();
         }
     };
-    let (x, y, ww, hh) = chosen;
-    assert!(
-        ww > 0 && hh > 0 && x.checked_add(ww).is_some_and(|r| r <= w) && y + hh <= h,
-        "window {chosen:?} inside {w}x{h}"
-    );
-    window.copy_from_slice(&[x, y, ww, hh]);
+    let (_, _, ww, hh) = chosen;
     let (_, pixels) = out
         .window
         .insert((chosen, vec![0; ww as usize * hh as usize * 3]));

@@ -790,16 +790,7 @@ fn a_small_tiff_claiming_millions_of_pixels_is_truncated_not_allocated() {
         (278, 4, h),
         (279, 4, w * h * 3),
     ];
-    let mut tiff = b"II*\0".to_vec();
-    tiff.extend(8u32.to_le_bytes());
-    tiff.extend((entries.len() as u16).to_le_bytes());
-    for (tag, kind, value) in entries {
-        tiff.extend(tag.to_le_bytes());
-        tiff.extend(kind.to_le_bytes());
-        tiff.extend(1u32.to_le_bytes());
-        tiff.extend(value.to_le_bytes());
-    }
-    tiff.extend(0u32.to_le_bytes());
+    let mut tiff = tiff_directory(&entries);
     tiff.resize(2693, 0);
     let tmp = tempfile::tempdir().unwrap();
     std::fs::write(tmp.path().join("wide.tif"), tiff).unwrap();
@@ -810,24 +801,30 @@ fn a_small_tiff_claiming_millions_of_pixels_is_truncated_not_allocated() {
     assert!(recs.errors[0].message.contains("truncated"), "{recs:?}");
 }
 
-/// A little-endian TIFF with one strip of `data` after the directory, whose entries are the
-/// given (tag, type, value) triples plus StripOffsets and StripByteCounts (in tag order).
-fn tiff_with_strip(entries: &[(u16, u16, u32)], data: &[u8]) -> Vec<u8> {
-    let mut entries = entries.to_vec();
-    let directory_len = 2 + 12 * (entries.len() + 2) + 4;
-    entries.push((273, 4, 8 + directory_len as u32));
-    entries.push((279, 4, data.len() as u32));
-    entries.sort();
+/// A little-endian TIFF header and one directory of (tag, type, value) entries, one value each.
+fn tiff_directory(entries: &[(u16, u16, u32)]) -> Vec<u8> {
     let mut tiff = b"II*\0".to_vec();
     tiff.extend(8u32.to_le_bytes());
     tiff.extend((entries.len() as u16).to_le_bytes());
-    for (tag, kind, value) in entries {
+    for &(tag, kind, value) in entries {
         tiff.extend(tag.to_le_bytes());
         tiff.extend(kind.to_le_bytes());
         tiff.extend(1u32.to_le_bytes());
         tiff.extend(value.to_le_bytes());
     }
     tiff.extend(0u32.to_le_bytes());
+    tiff
+}
+
+/// The same with one strip of `data` after the directory: the entries plus StripOffsets and
+/// StripByteCounts (in tag order).
+fn tiff_with_strip(entries: &[(u16, u16, u32)], data: &[u8]) -> Vec<u8> {
+    let mut entries = entries.to_vec();
+    let directory_len = 2 + 12 * (entries.len() + 2) + 4;
+    entries.push((273, 4, 8 + directory_len as u32));
+    entries.push((279, 4, data.len() as u32));
+    entries.sort();
+    let mut tiff = tiff_directory(&entries);
     tiff.extend(data);
     tiff
 }

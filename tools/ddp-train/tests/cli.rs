@@ -142,11 +142,20 @@ fn epochs_are_records_checkpoints_are_written_and_resume_continues() {
 /// Runs `args` as two rank processes over the CPU backend; rank 0's stderr and the checkpoint
 /// directory.
 fn two_rank_processes(args: &[&str]) -> (String, tempfile::TempDir) {
+    two_rank_processes_of(cmd, args).0
+}
+
+/// Two ranks of `base()` with `args` and one checkpoint directory: rank 0's stderr, the
+/// directory, and rank 0's records.
+fn two_rank_processes_of(
+    base: fn() -> Command,
+    args: &[&str],
+) -> ((String, tempfile::TempDir), Run) {
     let ck = tempfile::tempdir().unwrap();
     let port = free_port();
     let children: Vec<_> = (0..2)
         .map(|rank| {
-            cmd()
+            base()
                 .args(args)
                 .args([
                     "--rank",
@@ -177,7 +186,10 @@ fn two_rank_processes(args: &[&str]) -> (String, tempfile::TempDir) {
         outs[1].status.success() && outs[1].stdout.is_empty(),
         "rank 1 prints no records"
     );
-    (String::from_utf8_lossy(&outs[0].stderr).into_owned(), ck)
+    (
+        (String::from_utf8_lossy(&outs[0].stderr).into_owned(), ck),
+        recs,
+    )
 }
 
 fn assert_same_weights(one: &Path, two: &Path, tolerance: f64) {
@@ -1112,45 +1124,33 @@ fn an_image_folder_trains_exactly_as_the_same_images_in_cifar_binaries() {
 
 #[test]
 fn two_ranks_train_on_an_image_folder_through_the_imagenet_transforms() {
-    let dir = digits_twice();
-    let ck = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let children: Vec<_> = (0..2)
-        .map(|rank| {
-            cmd_without_data()
-                .arg("--data")
-                .arg(format!("imagefolder:{}", dir.join("folder").display()))
-                .args([
-                    "--stem",
-                    "cifar",
-                    "--epochs",
-                    "2",
-                    "--max-steps",
-                    "3",
-                    "--batch-size",
-                    "32",
-                ])
-                .args(["--image-size", "32", "--workers", "1", "--normalize", "0.5"])
-                .args(["--rank", &rank.to_string(), "--world-size", "2"])
-                .args(["--master-addr", "127.0.0.1", "--master-port", &port])
-                .arg("--checkpoint-dir")
-                .arg(ck.path())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    let outs: Vec<Output> = children
-        .into_iter()
-        .map(|c| c.wait_with_output().unwrap())
-        .collect();
-    assert!(
-        outs[1].status.success(),
-        "{}",
-        String::from_utf8_lossy(&outs[1].stderr)
+    fn folder() -> Command {
+        let mut c = cmd_without_data();
+        c.arg("--data").arg(format!(
+            "imagefolder:{}",
+            digits_twice().join("folder").display()
+        ));
+        c
+    }
+    let ((_, ck), recs) = two_rank_processes_of(
+        folder,
+        &[
+            "--stem",
+            "cifar",
+            "--epochs",
+            "2",
+            "--max-steps",
+            "3",
+            "--batch-size",
+            "32",
+            "--image-size",
+            "32",
+            "--workers",
+            "1",
+            "--normalize",
+            "0.5",
+        ],
     );
-    let recs = records(&outs[0]);
     assert_eq!(recs.items.len(), 2);
     assert_eq!(recs.items[0].classes.len(), 10);
     assert!(
