@@ -1349,3 +1349,49 @@ fn recordio_trains_exactly_as_the_image_folder_it_was_packed_from() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--val-data"), "{stderr}");
 }
+
+#[test]
+fn resnet50_split_over_two_stages_trains_an_image_folder_as_accum_4_does() {
+    // PyTorch's model-parallel ResNet-50 on real images: two pipeline stages (cut at layer3,
+    // four GPipe micro-batches) take the same steps as one device with --accum 4, bit for bit
+    // on the CPU, through the ImageNet training transforms.
+    let dir = digits_twice();
+    let base = [
+        "--model",
+        "resnet50",
+        "--stem",
+        "cifar",
+        "--image-size",
+        "32",
+        "--batch-size",
+        "16",
+        "--max-steps",
+        "2",
+        "--epochs",
+        "1",
+        "--lr",
+        "0.01",
+        "--workers",
+        "2",
+        "--normalize",
+        "0.5",
+    ];
+    let run = |extra: &[&str]| {
+        let ck = tempfile::tempdir().unwrap();
+        records(
+            &cmd_without_data()
+                .arg("--data")
+                .arg(format!("imagefolder:{}", dir.join("folder").display()))
+                .args(base)
+                .args(extra)
+                .arg("--checkpoint-dir")
+                .arg(ck.path())
+                .output()
+                .unwrap(),
+        );
+        ck
+    };
+    let piped = run(&PIPED);
+    let accum = run(&["--accum", "4"]);
+    assert_same_weights(piped.path(), accum.path(), 0.0);
+}
