@@ -356,7 +356,13 @@ impl ImageFiles {
                     let n = self.len();
                     let mut index = first as usize % n;
                     loop {
-                        match self.load(index, augment, epoch, out) {
+                        // A decoder that panics on a file makes it a bad input, not the end
+                        // of the run.
+                        let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            self.load(index, augment, epoch, out)
+                        }))
+                        .unwrap_or_else(|_| Err("the decoder panicked on it".into()));
+                        match loaded {
                             Ok(()) => return Ok(self.labels[index]),
                             Err(why) => {
                                 let text = format!("{}: {why}", self.paths[index].display());

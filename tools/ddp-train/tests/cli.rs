@@ -1395,3 +1395,66 @@ fn resnet50_split_over_two_stages_trains_an_image_folder_as_accum_4_does() {
     let accum = run(&["--accum", "4"]);
     assert_same_weights(piped.path(), accum.path(), 0.0);
 }
+
+#[test]
+fn a_file_that_does_not_decode_is_replaced_counted_and_bounded() {
+    // A small tree of two classes, each split holding one file that is not an image: the run
+    // goes on with the next sample in its place and counts it; with --max-bad-inputs 0 it stops
+    // (exit 1) naming the file.
+    let digits = digits_twice().join("folder");
+    let tmp = tempfile::tempdir().unwrap();
+    for split in ["train", "val"] {
+        for class in ["3", "7"] {
+            let from = digits.join(split).join(class);
+            let to = tmp.path().join(split).join(class);
+            std::fs::create_dir_all(&to).unwrap();
+            let mut names: Vec<_> = std::fs::read_dir(&from)
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            names.sort();
+            for n in names.iter().take(8) {
+                std::fs::copy(from.join(n), to.join(n)).unwrap();
+            }
+        }
+        std::fs::write(
+            tmp.path().join(split).join("7/broken.png"),
+            b"\x89PNG\r\n\x1a\nnot really",
+        )
+        .unwrap();
+    }
+    let run = |extra: &[&str]| {
+        cmd_without_data()
+            .arg("--data")
+            .arg(format!("imagefolder:{}", tmp.path().display()))
+            .args([
+                "--stem",
+                "cifar",
+                "--epochs",
+                "1",
+                "--batch-size",
+                "4",
+                "--image-size",
+                "32",
+            ])
+            .args(["--transform", "none", "--workers", "1"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = run(&[]);
+    let recs = records(&out);
+    assert_eq!(recs.items[0].bad_inputs, 2, "one in each split");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("broken.png"),
+        "named in a warning: {stderr}"
+    );
+    let out = run(&["--max-bad-inputs", "0"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("--max-bad-inputs 0") && stderr.contains("broken.png"),
+        "{stderr}"
+    );
+}
