@@ -163,11 +163,9 @@ fn resizes_equal_pillows_whichever_pass_it_runs_first() {
     for i in 0..240 {
         let (w, h) = (2 + next(90), 2 + next(90));
         let (ow, oh) = match i % 4 {
-            // On the rule's edge: the height shrinks by exactly twice the width, or once more.
-            0 if w > 3 => (
-                w - 1,
-                (h + 2).saturating_sub(2 + i % 8 / 4).max(1).min(h + 1),
-            ),
+            // On the rule's edge: the width shrinks by 1 and the height by exactly 2 (Pillow goes
+            // horizontally first) or by 3 (vertically first).
+            0 if h > 4 => (w - 1, h - 2 - i % 8 / 4),
             _ => (1 + next(120), 1 + next(120)),
         };
         let filter = if i % 2 == 0 {
