@@ -229,9 +229,8 @@ pub(crate) struct Decoded {
 }
 
 struct Output<'a> {
-    choose: &'a mut dyn FnMut(u32, u32) -> Result<Box4>,
-    decoded: Option<Decoded>,
-    refused: Option<Error>,
+    buffer: crate::decode::WindowBuffer<'a>,
+    components: usize,
 }
 
 unsafe extern "C" fn out_buffer(
@@ -249,20 +248,8 @@ unsafe extern "C" fn out_buffer(
             std::slice::from_raw_parts_mut(window, 4),
         )
     };
-    let chosen = match crate::decode::choose_window(out.choose, w, h, window) {
-        Ok(b) => b,
-        Err(e) => {
-            out.refused = Some(e);
-            return std::ptr::null_mut();
-        }
-    };
-    let (_, _, ww, hh) = chosen;
-    let decoded = out.decoded.insert(Decoded {
-        components: comps as usize,
-        window: chosen,
-        samples: vec![0; ww as usize * hh as usize * comps as usize],
-    });
-    decoded.samples.as_mut_ptr()
+    out.components = comps as usize;
+    out.buffer.take(w, h, out.components, window)
 }
 
 /// Decodes the window `choose(width, height)` returns (`(left, top, width, height)`, inside the
@@ -275,9 +262,8 @@ pub(crate) fn decode(
     mut choose: impl FnMut(u32, u32) -> Result<Box4>,
 ) -> Result<Decoded> {
     let mut out = Output {
-        choose: &mut choose,
-        decoded: None,
-        refused: None,
+        buffer: crate::decode::WindowBuffer::new(&mut choose),
+        components: 0,
     };
     let mut message = [0 as c_char; 200];
     // SAFETY: bytes and message outlive the call; out_buffer gets &mut out back as ctx and
@@ -295,9 +281,16 @@ pub(crate) fn decode(
         )
     };
     match status {
-        OK => Ok(out.decoded.expect("set before decoding")),
+        OK => {
+            let (window, samples) = out.buffer.window.expect("set before decoding");
+            Ok(Decoded {
+                components: out.components,
+                window,
+                samples,
+            })
+        }
         TRUNCATED => Err(syntax("image file is truncated")),
-        REJECTED => Err(out.refused.expect("set when rejected")),
+        REJECTED => Err(out.buffer.refused.expect("set when rejected")),
         _ => {
             // SAFETY: jpeg.c writes a NUL-terminated string within the buffer.
             let text = unsafe { CStr::from_ptr(message.as_ptr()) };

@@ -5,6 +5,7 @@ use std::ffi::{c_int, c_uint, c_void};
 
 use image::RgbImage;
 
+use crate::decode::WindowBuffer;
 use crate::{Box4, Error, Result};
 
 unsafe extern "C" {
@@ -20,38 +21,21 @@ unsafe extern "C" {
 const OK: c_int = 0;
 const REJECTED: c_int = 3;
 
-struct Output<'a> {
-    choose: &'a mut dyn FnMut(u32, u32) -> Result<Box4>,
-    window: Option<(Box4, Vec<u8>)>,
-    refused: Option<Error>,
-}
-
 unsafe extern "C" fn out_buffer(
     ctx: *mut c_void,
     w: c_uint,
     h: c_uint,
     window: *mut c_uint,
 ) -> *mut u8 {
-    // SAFETY: ctx is the &mut Output that decode() passed, alive for the whole call; window
-    // points to webp.c's four unsigned ints.
+    // SAFETY: ctx is the &mut WindowBuffer that decode() passed, alive for the whole call;
+    // window points to webp.c's four unsigned ints.
     let (out, window) = unsafe {
         (
-            &mut *(ctx as *mut Output),
+            &mut *(ctx as *mut WindowBuffer),
             std::slice::from_raw_parts_mut(window, 4),
         )
     };
-    let chosen = match crate::decode::choose_window(out.choose, w, h, window) {
-        Ok(b) => b,
-        Err(e) => {
-            out.refused = Some(e);
-            return std::ptr::null_mut();
-        }
-    };
-    let (_, _, ww, hh) = chosen;
-    let (_, pixels) = out
-        .window
-        .insert((chosen, vec![0; ww as usize * hh as usize * 3]));
-    pixels.as_mut_ptr()
+    out.take(w, h, 3, window)
 }
 
 /// libwebp's VP8StatusCode in words.
@@ -75,11 +59,7 @@ pub(crate) fn decode(
     bytes: &[u8],
     mut choose: impl FnMut(u32, u32) -> Result<Box4>,
 ) -> Result<(RgbImage, &'static str)> {
-    let mut out = Output {
-        choose: &mut choose,
-        window: None,
-        refused: None,
-    };
+    let mut out = WindowBuffer::new(&mut choose);
     let mut code: c_int = 0;
     // SAFETY: bytes outlives the call; out_buffer gets &mut out back as ctx and returns a buffer
     // of exactly window width * height * 3 bytes, which webp.c fills.
@@ -88,7 +68,7 @@ pub(crate) fn decode(
             bytes.as_ptr(),
             bytes.len(),
             out_buffer,
-            &mut out as *mut Output as *mut c_void,
+            &mut out as *mut WindowBuffer as *mut c_void,
             &mut code,
         )
     };

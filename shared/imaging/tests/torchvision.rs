@@ -14,6 +14,25 @@ fn python() -> String {
         .unwrap_or_else(|_| format!("{}/../../.venv/bin/python", env!("CARGO_MANIFEST_DIR")))
 }
 
+/// Runs `script` with the cases (as JSON in DIR/cases.json) and DIR as its arguments; it writes
+/// its results into DIR.
+fn run_python(script: &str, cases: &[serde_json::Value], dir: &Path) {
+    let list = dir.join("cases.json");
+    std::fs::write(&list, serde_json::to_vec(cases).unwrap()).unwrap();
+    let out = Command::new(python())
+        .arg("-c")
+        .arg(script)
+        .arg(&list)
+        .arg(dir)
+        .output()
+        .expect("the venv's python");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn inputs() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
     let mut v: Vec<PathBuf> = std::fs::read_dir(root.join("pillow/inputs"))
@@ -97,20 +116,7 @@ fn transforms_equal_torchvisions_bit_for_bit() {
         }
     }
     assert!(cases.len() > 100, "{} cases", cases.len());
-    let list = tmp.path().join("cases.json");
-    std::fs::write(&list, serde_json::to_vec(&cases).unwrap()).unwrap();
-    let out = Command::new(python())
-        .arg("-c")
-        .arg(SCRIPT)
-        .arg(&list)
-        .arg(tmp.path())
-        .output()
-        .expect("the venv's python");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_python(SCRIPT, &cases, tmp.path());
     let mut floats = 0;
     for (i, (case, img)) in cases.iter().zip(&ours).enumerate() {
         let theirs = std::fs::read(tmp.path().join(format!("{i}.raw"))).unwrap();
@@ -190,20 +196,7 @@ fn resizes_equal_pillows_whichever_pass_it_runs_first() {
         };
         cases.push(serde_json::json!({"from": [w, h], "to": [ow, oh], "filter": name}));
     }
-    let list = tmp.path().join("cases.json");
-    std::fs::write(&list, serde_json::to_vec(&cases).unwrap()).unwrap();
-    let out = Command::new(python())
-        .arg("-c")
-        .arg(RESIZE_SCRIPT)
-        .arg(&list)
-        .arg(tmp.path())
-        .output()
-        .expect("the venv's python");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_python(RESIZE_SCRIPT, &cases, tmp.path());
     for (i, (case, img)) in cases.iter().zip(&ours).enumerate() {
         let theirs = std::fs::read(tmp.path().join(format!("{i}.out"))).unwrap();
         assert!(img.as_raw() == &theirs, "case {i}: {case}");
