@@ -155,7 +155,7 @@ impl ImageFiles {
             let offset = *offsets
                 .get(&key)
                 .ok_or_else(|| Error::Data(format!("{}: key {key} is not in the index", name())))?;
-            let class = rec.read(offset).map_err(Error::Data)?.class();
+            let class = rec.class(offset).map_err(Error::Data)?;
             if !(class.is_finite() && class >= 0.0 && class.fract() == 0.0 && class < 1e9) {
                 return Err(Error::Data(format!(
                     "{}: label {class} is not a class number",

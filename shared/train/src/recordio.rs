@@ -109,8 +109,28 @@ impl RecordIo {
     /// The record at `offset`, its parts joined, its header parsed; an error naming the file and
     /// offset where it is damaged or cut short.
     pub fn read(&self, offset: u64) -> Result<Record, String> {
+        let data = self.joined(offset)?;
+        parse(&data, true).map_err(|e| self.at(&e, offset as usize))
+    }
+
+    /// The class of the record at `offset` ([`Record::class`]), without copying its payload:
+    /// listing a set reads its records' headers, not their images.
+    pub fn class(&self, offset: u64) -> Result<f32, String> {
+        let data = self.joined(offset)?;
+        Ok(parse(&data, false)
+            .map_err(|e| self.at(&e, offset as usize))?
+            .class())
+    }
+
+    fn at(&self, what: &str, pos: usize) -> String {
+        format!("{} at byte {pos}: {what}", self.rec.display())
+    }
+
+    /// The bytes of the record at `offset`: in the file, for a record of one part; joined (the
+    /// dropped magic words put back), for one MXNet's writer cut.
+    fn joined(&self, offset: u64) -> Result<std::borrow::Cow<'_, [u8]>, String> {
         let bytes = &self.map[..];
-        let at = |what: &str, pos: usize| format!("{} at byte {pos}: {what}", self.rec.display());
+        let at = |what: &str, pos: usize| self.at(what, pos);
         let word = |pos: usize| -> Result<u32, String> {
             bytes
                 .get(pos..pos + 4)
@@ -130,10 +150,7 @@ impl RecordIo {
                 .get(body..body + len)
                 .ok_or_else(|| at("the file ends inside a record (truncated?)", body))?;
             match (flag, pos == offset as usize) {
-                (0, true) => {
-                    data.extend_from_slice(part);
-                    break;
-                }
+                (0, true) => return Ok(std::borrow::Cow::Borrowed(part)),
                 (1, true) => data.extend_from_slice(part),
                 (2 | 3, false) => {
                     data.extend_from_slice(&MAGIC.to_le_bytes());
@@ -151,7 +168,7 @@ impl RecordIo {
             }
             pos = body + len.next_multiple_of(4);
         }
-        parse(&data).map_err(|e| at(&e, offset as usize))
+        Ok(std::borrow::Cow::Owned(data))
     }
 
     /// The image keys as MXFaceDataset lists them: 1 .. label[0] - 1 when record 0's header has a
@@ -174,8 +191,9 @@ impl RecordIo {
     }
 }
 
-/// `recordio.unpack`: the header, the label vector when flag > 0, the payload.
-fn parse(data: &[u8]) -> Result<Record, String> {
+/// `recordio.unpack`: the header, the label vector when flag > 0, and the payload when asked
+/// (else left empty).
+fn parse(data: &[u8], payload: bool) -> Result<Record, String> {
     if data.len() < HEADER_BYTES {
         return Err(format!("a record of {} bytes has no IRHeader", data.len()));
     }
@@ -201,6 +219,10 @@ fn parse(data: &[u8]) -> Result<Record, String> {
         labels,
         id: u64_at(8),
         id2: u64_at(16),
-        payload: rest[labels_len..].to_vec(),
+        payload: if payload {
+            rest[labels_len..].to_vec()
+        } else {
+            Vec::new()
+        },
     })
 }

@@ -75,6 +75,9 @@ fn records_written_as_mxnet_writes_them_read_back() {
     }
     assert_eq!(rec.image_keys().unwrap(), [1, 2, 3, 4]);
     assert_eq!(rec.read(rec.offset(2).unwrap()).unwrap().class(), 1.0);
+    // The class alone (what listing a set reads), for a record in one part and one in three.
+    assert_eq!(rec.class(rec.offset(1).unwrap()).unwrap(), 3.0);
+    assert_eq!(rec.class(rec.offset(2).unwrap()).unwrap(), 1.0);
 
     // Cut short: an error naming the file and the offset, not a hang or a panic.
     let bytes = std::fs::read(prefix.with_extension("rec")).unwrap();
