@@ -35,9 +35,13 @@ fn digits() -> &'static Path {
 }
 
 fn cmd() -> Command {
+    cmd_on(format!("cifar100:{}", digits().display()))
+}
+
+/// `ddp-train --device cpu --data DATA` with no launcher variables.
+fn cmd_on(data: impl AsRef<std::ffi::OsStr>) -> Command {
     let mut c = cmd_without_data();
-    c.arg("--data")
-        .arg(format!("cifar100:{}", digits().display()));
+    c.arg("--data").arg(data);
     c
 }
 
@@ -1085,17 +1089,13 @@ fn an_image_folder_trains_exactly_as_the_same_images_in_cifar_binaries() {
         "32",
     ];
     let cifar = records(
-        &cmd_without_data()
-            .arg("--data")
-            .arg(format!("cifar100:{}", dir.display()))
+        &cmd_on(format!("cifar100:{}", dir.display()))
             .args(common)
             .output()
             .unwrap(),
     );
     let folder = records(
-        &cmd_without_data()
-            .arg("--data")
-            .arg(format!("imagefolder:{}", dir.join("folder").display()))
+        &cmd_on(format!("imagefolder:{}", dir.join("folder").display()))
             .args(common)
             .args([
                 "--transform",
@@ -1125,12 +1125,10 @@ fn an_image_folder_trains_exactly_as_the_same_images_in_cifar_binaries() {
 #[test]
 fn two_ranks_train_on_an_image_folder_through_the_imagenet_transforms() {
     fn folder() -> Command {
-        let mut c = cmd_without_data();
-        c.arg("--data").arg(format!(
+        cmd_on(format!(
             "imagefolder:{}",
             digits_twice().join("folder").display()
-        ));
-        c
+        ))
     }
     let ((_, ck), recs) = two_rank_processes_of(
         folder,
@@ -1191,25 +1189,18 @@ fn image_folder_flags_that_do_not_fit_the_data_are_usage_errors() {
         } else {
             folder.clone()
         };
-        let out = cmd_without_data()
-            .arg("--data")
-            .arg(&data)
-            .args(&args)
-            .output()
-            .unwrap();
+        let out = cmd_on(&data).args(&args).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
     // No validation split: DIR/train alone.
-    let out = cmd_without_data()
-        .arg("--data")
-        .arg(format!(
-            "imagefolder:{}",
-            dir.join("folder/train").display()
-        ))
-        .output()
-        .unwrap();
+    let out = cmd_on(format!(
+        "imagefolder:{}",
+        dir.join("folder/train").display()
+    ))
+    .output()
+    .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--val-data"), "{stderr}");
@@ -1222,9 +1213,7 @@ fn dumped_validation_batches_equal_torchvisions_to_the_bit() {
     let dir = digits_twice();
     let tmp = tempfile::tempdir().unwrap();
     let npz = tmp.path().join("val.npz");
-    let out = cmd_without_data()
-        .arg("--data")
-        .arg(format!("imagefolder:{}", dir.join("folder").display()))
+    let out = cmd_on(format!("imagefolder:{}", dir.join("folder").display()))
         .args([
             "--image-size",
             "24",
@@ -1314,18 +1303,14 @@ fn recordio_trains_exactly_as_the_image_folder_it_was_packed_from() {
         "0.5",
     ];
     let folder = records(
-        &cmd_without_data()
-            .arg("--data")
-            .arg(format!("imagefolder:{}", dir.join("folder").display()))
+        &cmd_on(format!("imagefolder:{}", dir.join("folder").display()))
             .args(common)
             .args(images)
             .output()
             .unwrap(),
     );
     let rec = records(
-        &cmd_without_data()
-            .arg("--data")
-            .arg(format!("recordio:{}", tmp.path().join("train").display()))
+        &cmd_on(format!("recordio:{}", tmp.path().join("train").display()))
             .arg("--val-data")
             .arg(tmp.path().join("val"))
             .args(common)
@@ -1340,9 +1325,7 @@ fn recordio_trains_exactly_as_the_image_folder_it_was_packed_from() {
     );
     assert_eq!(b.classes.len(), 10);
     // Without its validation records: a usage error.
-    let out = cmd_without_data()
-        .arg("--data")
-        .arg(format!("recordio:{}", tmp.path().join("train").display()))
+    let out = cmd_on(format!("recordio:{}", tmp.path().join("train").display()))
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -1379,9 +1362,7 @@ fn resnet50_split_over_two_stages_trains_an_image_folder_as_accum_4_does() {
     let run = |extra: &[&str]| {
         let ck = tempfile::tempdir().unwrap();
         records(
-            &cmd_without_data()
-                .arg("--data")
-                .arg(format!("imagefolder:{}", dir.join("folder").display()))
+            &cmd_on(format!("imagefolder:{}", dir.join("folder").display()))
                 .args(base)
                 .args(extra)
                 .arg("--checkpoint-dir")
@@ -1424,9 +1405,7 @@ fn a_file_that_does_not_decode_is_replaced_counted_and_bounded() {
         .unwrap();
     }
     let run = |extra: &[&str]| {
-        cmd_without_data()
-            .arg("--data")
-            .arg(format!("imagefolder:{}", tmp.path().display()))
+        cmd_on(format!("imagefolder:{}", tmp.path().display()))
             .args([
                 "--stem",
                 "cifar",
