@@ -32,6 +32,12 @@ pub enum Source {
         prefix: PathBuf,
         val: Option<PathBuf>,
     },
+    /// webdataset tar shards (`PATTERN` with braces, as webdataset expands it); the validation
+    /// shards are another pattern (`val`, required).
+    Shards {
+        pattern: PathBuf,
+        val: Option<PathBuf>,
+    },
     /// Class prototypes plus noise: learnable, for benchmarks and demos.
     Synthetic {
         train: usize,
@@ -100,6 +106,13 @@ impl Source {
                 prefix: arg.into(),
                 val: None,
             }),
+            b"wds" if arg.is_empty() => Err(Error::Usage(
+                "--data wds:PATTERN needs the shards (e.g. wds:shards/{00000..00099}.tar)".into(),
+            )),
+            b"wds" => Ok(Source::Shards {
+                pattern: arg.into(),
+                val: None,
+            }),
             b"imagefolder" if arg.is_empty() => Err(Error::Usage(
                 "--data imagefolder:DIR needs the directory".into(),
             )),
@@ -150,7 +163,7 @@ impl Source {
                 })
             }
             _ => Err(Error::Usage(format!(
-                "unknown --data `{}`: cifar10:DIR, cifar100:DIR, imagefolder:DIR, recordio:PREFIX or synthetic[:N[:SIZE]]",
+                "unknown --data `{}`: cifar10:DIR, cifar100:DIR, imagefolder:DIR, recordio:PREFIX, wds:PATTERN or synthetic[:N[:SIZE]]",
                 s.display()
             ))),
         }
@@ -158,10 +171,13 @@ impl Source {
 
     /// Whether the images are files decoded batch by batch.
     pub fn is_files(&self) -> bool {
-        matches!(self, Source::ImageFolder { .. } | Source::RecordIo { .. })
+        matches!(
+            self,
+            Source::ImageFolder { .. } | Source::RecordIo { .. } | Source::Shards { .. }
+        )
     }
 
-    /// The same source with `val` as its validation set (image folders and RecordIO).
+    /// The same source with `val` as its validation set (image folders, RecordIO, shards).
     pub fn with_val(self, val: PathBuf) -> Source {
         match self {
             Source::ImageFolder { dir, .. } => Source::ImageFolder {
@@ -170,6 +186,10 @@ impl Source {
             },
             Source::RecordIo { prefix, .. } => Source::RecordIo {
                 prefix,
+                val: Some(val),
+            },
+            Source::Shards { pattern, .. } => Source::Shards {
+                pattern,
                 val: Some(val),
             },
             other => other,
@@ -184,35 +204,33 @@ impl Source {
         seed: i64,
     ) -> Result<(Dataset, Dataset)> {
         match self {
-            Source::RecordIo { prefix, val } => {
-                let Some(val) = val else {
-                    return Err(Error::Usage(format!(
-                        "--data recordio:{} needs --val-data PREFIX2 (the validation records)",
-                        prefix.display()
-                    )));
-                };
-                let files = |p: &Path| -> Result<Dataset> {
+            Source::RecordIo { prefix, val: None } => Err(Error::Usage(format!(
+                "--data recordio:{} needs --val-data PREFIX2 (the validation records)",
+                prefix.display()
+            ))),
+            Source::Shards { pattern, val: None } => Err(Error::Usage(format!(
+                "--data wds:{} needs --val-data PATTERN2 (the validation shards)",
+                pattern.display()
+            ))),
+            Source::RecordIo {
+                prefix,
+                val: Some(val),
+            } => {
+                let open = |p: &Path| {
                     let rec = crate::recordio::RecordIo::open(p).map_err(Error::Data)?;
-                    let files = crate::images::ImageFiles::from_records(rec, p, *images, seed)?;
-                    Ok(Dataset {
-                        labels: Tensor::from_slice(&files.labels).to_device(device),
-                        num_classes: files.classes.len() as i64,
-                        images: Images::Files(std::sync::Arc::new(files), device),
-                    })
+                    crate::images::ImageFiles::from_records(rec, p, *images, seed)
                 };
-                let (train, mut val) = (files(prefix)?, files(val)?);
-                // The logits cover the training classes; a validation label past them is data
-                // the model cannot score.
-                if val.num_classes > train.num_classes {
-                    return Err(Error::Data(format!(
-                        "the validation records have labels up to {} but the training records only \
-                         up to {}",
-                        val.num_classes - 1,
-                        train.num_classes - 1
-                    )));
-                }
-                val.num_classes = train.num_classes;
-                Ok((train, val))
+                numbered_splits(open(prefix)?, open(val)?, "records", device)
+            }
+            Source::Shards {
+                pattern,
+                val: Some(val),
+            } => {
+                let open = |p: &Path| {
+                    let shards = crate::wds::Shards::open(p.as_os_str()).map_err(Error::Data)?;
+                    crate::images::ImageFiles::from_shards(shards, *images, seed)
+                };
+                numbered_splits(open(pattern)?, open(val)?, "shards", device)
             }
             Source::ImageFolder { dir, val } => {
                 let (train, val) = match val {
@@ -242,15 +260,11 @@ impl Source {
                         &val.classes[..val.classes.len().min(3)]
                     )));
                 }
-                let files = |f: crate::folder::ImageFolder| -> Result<Dataset> {
-                    let files = crate::images::ImageFiles::new(f, *images, seed)?;
-                    Ok(Dataset {
-                        labels: Tensor::from_slice(&files.labels).to_device(device),
-                        num_classes: files.classes.len() as i64,
-                        images: Images::Files(std::sync::Arc::new(files), device),
-                    })
-                };
-                Ok((files(train)?, files(val)?))
+                let files = |f| crate::images::ImageFiles::new(f, *images, seed);
+                Ok((
+                    Dataset::files(files(train)?, device),
+                    Dataset::files(files(val)?, device),
+                ))
             }
             Source::Cifar10(dir) => {
                 let train: Vec<PathBuf> = (1..=5)
@@ -416,7 +430,51 @@ fn synthetic(n: usize, classes: i64, seed: i64, offset: i64, size: i64) -> Datas
     }
 }
 
+/// The training and validation sets of a source that numbers its classes (RecordIO, shards):
+/// the logits cover the training classes, so a validation label past them is an error.
+fn numbered_splits(
+    train: crate::images::ImageFiles,
+    val: crate::images::ImageFiles,
+    what: &str,
+    device: Device,
+) -> Result<(Dataset, Dataset)> {
+    let (train, mut val) = (Dataset::files(train, device), Dataset::files(val, device));
+    if val.num_classes > train.num_classes {
+        return Err(Error::Data(format!(
+            "the validation {what} have labels up to {} but the training {what} only up to {}",
+            val.num_classes - 1,
+            train.num_classes - 1
+        )));
+    }
+    val.num_classes = train.num_classes;
+    Ok((train, val))
+}
+
 impl Dataset {
+    /// Image files decoded batch by batch, for `device`.
+    fn files(files: crate::images::ImageFiles, device: Device) -> Dataset {
+        Dataset {
+            labels: Tensor::from_slice(&files.labels).to_device(device),
+            num_classes: files.classes.len() as i64,
+            images: Images::Files(std::sync::Arc::new(files), device),
+        }
+    }
+
+    /// This rank's training samples for `epoch`: the sampler's indices, or for shards their
+    /// own split over ranks and threads (batches of `block`), as long as the sampler's.
+    pub fn order(
+        &self,
+        sampler: &crate::sampler::DistributedSampler,
+        epoch: usize,
+        block: usize,
+    ) -> Vec<usize> {
+        match &self.images {
+            Images::Files(f, _) => f.shard_order(sampler, epoch, block),
+            Images::Tensor(_) => None,
+        }
+        .unwrap_or_else(|| sampler.indices(epoch as u64))
+    }
+
     pub fn len(&self) -> usize {
         self.labels.size()[0] as usize
     }

@@ -45,15 +45,18 @@ pub struct ImageOptions {
     /// `Normalize(mean, std)` after `ToTensor()`.
     pub mean: [f32; 3],
     pub std: [f32; 3],
-    /// Decoding threads (per rank).
+    /// Decoding threads (per rank); with shards, also how each rank's shards are split.
     pub workers: usize,
+    /// Samples in each thread's shuffle buffer, for shards.
+    pub shuffle_buffer: usize,
     /// Files that cannot be used, in the whole run, before it stops.
     pub max_bad: usize,
     pub decode: DecodeOptions,
 }
 
 impl Default for ImageOptions {
-    /// 224² ImageNet transforms and statistics, one thread, 100 bad files.
+    /// 224² ImageNet transforms and statistics, one thread, a shuffle buffer of 1000, 100 bad
+    /// files.
     fn default() -> Self {
         ImageOptions {
             size: 224,
@@ -61,6 +64,7 @@ impl Default for ImageOptions {
             mean: IMAGENET_MEAN,
             std: IMAGENET_STD,
             workers: 1,
+            shuffle_buffer: 1000,
             max_bad: 100,
             decode: DecodeOptions::default(),
         }
@@ -74,10 +78,9 @@ pub const IMAGENET_STD: [f32; 3] = [0.229, 0.224, 0.225];
 /// The files (or records) of one split, their labels, and the threads that decode them.
 #[derive(Debug)]
 pub struct ImageFiles {
-    /// Each sample's name: its file, or `PREFIX.rec:KEY` for a record.
+    /// Each sample's name: its file, `PREFIX.rec:KEY` for a record, `SHARD:KEY` in a shard.
     pub paths: Vec<PathBuf>,
-    /// Records' offsets in their `.rec`, when the samples are records.
-    records: Option<(crate::recordio::RecordIo, Vec<u64>)>,
+    store: Store,
     pub labels: Vec<i64>,
     pub classes: Vec<OsString>,
     opts: ImageOptions,
@@ -88,6 +91,17 @@ pub struct ImageFiles {
     first_bad: Mutex<Vec<String>>,
     /// Batches being decoded ahead, oldest first.
     pending: Mutex<VecDeque<Pending>>,
+}
+
+/// Where the samples' bytes are.
+#[derive(Debug)]
+enum Store {
+    /// Each in its file (`paths`).
+    Files,
+    /// Records of a `.rec`, at these offsets.
+    Records(crate::recordio::RecordIo, Vec<u64>),
+    /// In tar shards.
+    Shards(crate::wds::Shards),
 }
 
 /// What a batch is asked by: (indices, augment, epoch).
@@ -104,10 +118,10 @@ struct Pending {
 }
 
 /// SplitMix64: a small generator whose state is a function of what it is seeded with.
-struct Draws(u64);
+pub(crate) struct Draws(u64);
 
 impl Draws {
-    fn new(seed: i64, epoch: usize, index: usize) -> Draws {
+    pub(crate) fn new(seed: i64, epoch: usize, index: usize) -> Draws {
         let mut d = Draws((seed as u64) ^ 0x5851_F42D_4C95_7F2D);
         for v in [epoch as u64, index as u64] {
             d.0 = d.0.wrapping_add(d.next_u64() ^ v);
@@ -115,7 +129,7 @@ impl Draws {
         d
     }
 
-    fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -136,7 +150,7 @@ impl ImageFiles {
         seed: i64,
     ) -> Result<ImageFiles> {
         let (paths, labels) = folder.samples.into_iter().unzip();
-        Self::with(paths, None, labels, folder.classes, opts, seed)
+        Self::with(paths, Store::Files, labels, folder.classes, opts, seed)
     }
 
     /// The images of an MXNet RecordIO file, as MXFaceDataset lists them; a record's class is
@@ -172,15 +186,58 @@ impl ImageFiles {
                 prefix.display()
             )));
         }
-        let classes = (0..=labels.iter().copied().max().unwrap_or(0))
-            .map(|c| OsString::from(c.to_string()))
-            .collect();
-        Self::with(paths, Some((rec, at)), labels, classes, opts, seed)
+        let classes = numbered_classes(&labels);
+        Self::with(paths, Store::Records(rec, at), labels, classes, opts, seed)
+    }
+
+    /// The samples of webdataset shards ([`crate::wds`]); classes 0 to the largest.
+    pub fn from_shards(
+        shards: crate::wds::Shards,
+        opts: ImageOptions,
+        seed: i64,
+    ) -> Result<ImageFiles> {
+        if shards.left_out_count > 0 {
+            log::warn!(
+                "{} sample{} in the shards left out (no image or no class); the first: {}",
+                shards.left_out_count,
+                if shards.left_out_count == 1 { "" } else { "s" },
+                shards.left_out.join("; ")
+            );
+        }
+        let paths = (0..shards.samples.len()).map(|i| shards.name(i)).collect();
+        let labels: Vec<i64> = shards.samples.iter().map(|s| s.label).collect();
+        let classes = numbered_classes(&labels);
+        Self::with(paths, Store::Shards(shards), labels, classes, opts, seed)
+    }
+
+    /// This rank's training order for `epoch` when the samples are in shards (webdataset's
+    /// split over ranks and `--workers` threads, [`crate::wds`]); None for other sources, which
+    /// the sampler orders.
+    pub fn shard_order(
+        &self,
+        sampler: &crate::sampler::DistributedSampler,
+        epoch: usize,
+        block: usize,
+    ) -> Option<Vec<usize>> {
+        let Store::Shards(shards) = &self.store else {
+            return None;
+        };
+        let split = crate::wds::Split {
+            world: sampler.world,
+            rank: sampler.rank,
+            workers: self.opts.workers,
+            block,
+            shuffle: sampler.shuffle,
+            seed: sampler.seed,
+            drop_last: sampler.drop_last,
+            buffer: self.opts.shuffle_buffer,
+        };
+        Some(shards.order(&split, epoch))
     }
 
     fn with(
         paths: Vec<PathBuf>,
-        records: Option<(crate::recordio::RecordIo, Vec<u64>)>,
+        store: Store,
         labels: Vec<i64>,
         classes: Vec<OsString>,
         opts: ImageOptions,
@@ -193,7 +250,7 @@ impl ImageFiles {
             .map_err(|e| Error::Data(format!("starting decoding threads: {e}")))?;
         Ok(ImageFiles {
             paths,
-            records,
+            store,
             labels,
             classes,
             opts,
@@ -231,8 +288,8 @@ impl ImageFiles {
         out: &mut [f32],
     ) -> std::result::Result<(), String> {
         let o = &self.opts;
-        let bytes = match &self.records {
-            Some((rec, offsets)) => {
+        let bytes = match &self.store {
+            Store::Records(rec, offsets) => {
                 let payload = rec.read(offsets[index])?.payload;
                 if payload.len() as u64 > o.decode.max_file_bytes() {
                     return Err(format!(
@@ -242,7 +299,8 @@ impl ImageFiles {
                 }
                 payload
             }
-            None => read_bounded(&self.paths[index], o.decode.max_file_bytes())?,
+            Store::Shards(shards) => shards.read(index, o.decode.max_file_bytes())?,
+            Store::Files => read_bounded(&self.paths[index], o.decode.max_file_bytes())?,
         };
         let mut draws = Draws::new(self.seed, epoch, index);
         let (img, flip) = match (o.transform, augment) {
@@ -392,6 +450,13 @@ impl ImageFiles {
         let labels: Vec<i64> = labels.into_iter().collect::<Result<_>>()?;
         Ok((pixels, labels))
     }
+}
+
+/// Classes "0" to the largest label, for sources that number their classes.
+fn numbered_classes(labels: &[i64]) -> Vec<OsString> {
+    (0..=labels.iter().copied().max().unwrap_or(0))
+        .map(|c| OsString::from(c.to_string()))
+        .collect()
 }
 
 /// A file's bytes, refusing more than `limit` (and anything but a regular file).

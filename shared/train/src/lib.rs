@@ -12,6 +12,8 @@
 //!   [`collectives::Communicator`];
 //! - [`pipeline`]: model parallelism — the cut into stages on several devices (GPipe);
 //! - [`syncbn`]: SyncBatchNorm (global-batch statistics through a differentiable all-reduce);
+//! - [`folder`], [`recordio`], [`wds`], [`images`]: image folders, MXNet RecordIO and webdataset
+//!   tar shards, decoded with Pillow's pixels and torchvision's transforms by a pool of threads;
 //! - [`checkpoint`]: model + optimiser + scaler + epoch in one safetensors file, written
 //!   atomically; the model's tensors keep torchvision's names.
 
@@ -29,6 +31,7 @@ pub mod sampler;
 pub mod scaler;
 pub mod syncbn;
 pub mod trainer;
+pub mod wds;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -219,7 +219,11 @@ pub fn dump_batches(
             seed: cfg.seed as u64,
             drop_last: cfg.drop_last,
         };
-        let order = sampler.indices(0).iter().map(|&i| i as i64).collect();
+        let order = train_set
+            .order(&sampler, 0, local)
+            .iter()
+            .map(|&i| i as i64)
+            .collect();
         (&train_set, order)
     } else {
         let order = (rank..test_set.len())
@@ -341,7 +345,7 @@ pub fn train(
                 .wrapping_mul(1_000_003)
                 .wrapping_add(epoch as i64 * 1009 + rank as i64),
         );
-        let order = sampler.indices(epoch as u64);
+        let order = train_set.order(&sampler, epoch, local);
         let order = Tensor::from_slice(&order.iter().map(|&i| i as i64).collect::<Vec<_>>())
             .to_device(cfg.device);
         let _ = stepper.loss_sum.shallow_clone().zero_();

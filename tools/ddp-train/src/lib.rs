@@ -3,6 +3,7 @@
 //! error messages.
 
 use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt as _;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -31,7 +32,9 @@ pub struct Cli {
     /// cifar100:DIR (train.bin, test.bin), cifar10:DIR (data_batch_*.bin, test_batch.bin),
     /// imagefolder:DIR (a tree of images by class, as torchvision's ImageFolder: DIR/train and
     /// DIR/val, or --val-data), recordio:PREFIX (MXNet's PREFIX.rec + PREFIX.idx, with
-    /// --val-data PREFIX2), or synthetic[:N[:SIZE]] (N learnable SIZE×SIZE images of 100
+    /// --val-data PREFIX2), wds:PATTERN (webdataset tar shards, e.g.
+    /// 'shards/{00000..00099}.tar': KEY.jpg|png|webp with KEY.cls or a KEY.json `label`; with
+    /// --val-data PATTERN2), or synthetic[:N[:SIZE]] (N learnable SIZE×SIZE images of 100
     /// classes; 32 unless given). Nothing is downloaded.
     #[arg(long, value_name = "SOURCE")]
     pub data: OsString,
@@ -116,9 +119,10 @@ pub struct Cli {
     #[arg(long)]
     pub augment: bool,
 
-    /// The validation images of --data imagefolder:DIR, as a tree of the same class folders
-    /// (default: DIR/val, when DIR holds train and val).
-    #[arg(long, value_name = "DIR")]
+    /// The validation images: for imagefolder:DIR a tree of the same class folders (default:
+    /// DIR/val, when DIR holds train and val); for recordio:PREFIX another prefix; for
+    /// wds:PATTERN another pattern.
+    #[arg(long, value_name = "DIR|PREFIX|PATTERN")]
     pub val_data: Option<PathBuf>,
 
     /// Image folders: imagenet (training RandomResizedCrop + random flip, evaluation Resize to
@@ -138,9 +142,16 @@ pub struct Cli {
     pub normalize: Option<String>,
 
     /// Image folders: decoding threads per rank [default: the cores divided by the ranks on this
-    /// node, as PyTorch scripts divide num_workers].
+    /// node, as PyTorch scripts divide num_workers]. With wds shards, each rank's shards are
+    /// also split over N streams (webdataset's split_by_worker), so the sample order depends on
+    /// it: every rank must have the same N.
     #[arg(long, value_name = "N", value_parser = at_least_one)]
     pub workers: Option<usize>,
+
+    /// wds shards: samples in each stream's shuffle buffer (webdataset's shuffle(N)); shards are
+    /// shuffled too, per epoch.
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
+    pub shuffle_buffer: Option<usize>,
 
     /// Write the first N batches this rank's loader gives (epoch 0) to --dump as .npz and exit
     /// without training: `images` (float32 NCHW, as the model receives them), `labels`,
@@ -517,10 +528,11 @@ fn image_options(cli: &Cli, data: &Source) -> Result<train::images::ImageOptions
             ("--image-size", cli.image_size.is_some()),
             ("--normalize", cli.normalize.is_some()),
             ("--workers", cli.workers.is_some()),
+            ("--shuffle-buffer", cli.shuffle_buffer.is_some()),
         ];
         if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
             bail!(
-                "{flag} applies to --data imagefolder:DIR and recordio:PREFIX (these images are decoded already)"
+                "{flag} applies to --data imagefolder:DIR, recordio:PREFIX and wds:PATTERN (these images are decoded already)"
             );
         }
         return Ok(ImageOptions::default());
@@ -558,16 +570,25 @@ fn image_options(cli: &Cli, data: &Source) -> Result<train::images::ImageOptions
             (mean, std)
         }
     };
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cli.shuffle_buffer.is_some() && !matches!(data, Source::Shards { .. }) {
+        bail!("--shuffle-buffer applies to --data wds:PATTERN (other sources are shuffled whole)");
+    }
     Ok(ImageOptions {
         size: cli.image_size.unwrap_or(224),
         transform,
         mean,
         std,
-        workers: cli.workers.unwrap_or((cores / local_ranks()).max(1)),
+        workers: workers(cli),
+        shuffle_buffer: cli.shuffle_buffer.unwrap_or(1000),
         max_bad: cli.max_bad_inputs,
         decode: Default::default(),
     })
+}
+
+/// Decoding threads per rank: --workers, or the node's cores divided by its ranks.
+fn workers(cli: &Cli) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    cli.workers.unwrap_or((cores / local_ranks()).max(1))
 }
 
 /// --dump-batches: this rank's first batches to an .npz (rank and world from the flags or the
@@ -633,7 +654,7 @@ fn training_flags(cli: &Cli) -> Vec<(&'static str, String)> {
         p.as_ref()
             .map_or("(none)".to_string(), |p| os(p.as_os_str()))
     };
-    vec![
+    let mut flags = vec![
         ("--data", os(&cli.data)),
         ("--model", cli.model.clone()),
         ("--stem", cli.stem.clone()),
@@ -676,7 +697,13 @@ fn training_flags(cli: &Cli) -> Vec<(&'static str, String)> {
             cli.no_broadcast_buffers.to_string(),
         ),
         ("--sync-bn", cli.sync_bn.to_string()),
-    ]
+    ];
+    // Shards are split over each rank's streams: every rank must split alike.
+    if cli.data.as_bytes().starts_with(b"wds:") {
+        flags.push(("--workers", workers(cli).to_string()));
+        flags.push(("--shuffle-buffer", format!("{:?}", cli.shuffle_buffer)));
+    }
+    flags
 }
 
 /// Every rank compares its training flags with every other rank's before training: ranks
