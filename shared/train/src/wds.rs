@@ -258,12 +258,15 @@ fn interleave(streams: Vec<Vec<usize>>, block: usize) -> Vec<usize> {
 /// lists goes, in rank order, to the shorter; a list still short repeats its start (or, empty,
 /// the start of all the samples).
 fn balance(mut lists: Vec<Vec<usize>>, split: &Split, total: usize) -> Vec<usize> {
-    let w = split.world;
-    let per = if split.drop_last && total % w != 0 {
-        (total - w).div_ceil(w)
-    } else {
-        total.div_ceil(w)
-    };
+    let per = crate::sampler::DistributedSampler {
+        len: total,
+        world: split.world,
+        rank: split.rank,
+        shuffle: split.shuffle,
+        seed: split.seed,
+        drop_last: split.drop_last,
+    }
+    .num_samples();
     let mut surplus = Vec::new();
     for list in &mut lists {
         if list.len() > per {

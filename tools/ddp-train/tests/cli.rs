@@ -1029,8 +1029,9 @@ fn two_runs_on_one_checkpoint_directory_are_refused_naming_the_first() {
     one_epoch(&ck);
 }
 
-/// The digits written twice by make-digits-cifar: as CIFAR-100 binaries in ImageFolder's order
-/// (`DIR`) and as a tree of PNGs (`DIR/folder`, train and val).
+/// The digits written by make-digits-cifar: as CIFAR-100 binaries in ImageFolder's order
+/// (`DIR`), as a tree of PNGs (`DIR/folder`, train and val), and as the same PNGs in the same
+/// order in webdataset shards (`DIR/shards`: train-00000..00007.tar, val-00000..00001.tar).
 fn digits_twice() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
@@ -1040,6 +1041,8 @@ fn digits_twice() -> &'static Path {
             .arg(&dir)
             .args(["--class-order", "--image-folder"])
             .arg(dir.join("folder"))
+            .arg("--shards")
+            .arg(dir.join("shards"))
             .output()
             .unwrap();
         assert!(
@@ -1436,4 +1439,179 @@ fn a_file_that_does_not_decode_is_replaced_counted_and_bounded() {
         stderr.contains("--max-bad-inputs 0") && stderr.contains("broken.png"),
         "{stderr}"
     );
+}
+
+/// `--data wds:` on the digits' training shards, with their validation shards.
+fn digit_shards() -> Command {
+    let dir = digits_twice().join("shards");
+    let mut c = cmd_on(format!("wds:{}/train-{{00000..00007}}.tar", dir.display()));
+    c.arg("--val-data")
+        .arg(format!("{}/val-{{00000..00001}}.tar", dir.display()));
+    c
+}
+
+#[test]
+fn shards_train_exactly_as_the_image_folder_they_were_packed_from() {
+    // Unshuffled, one rank and one stream, the shards' order is the folder's: the same samples,
+    // labels and pixels, so the same run to the bit.
+    let common = [
+        "--stem",
+        "cifar",
+        "--epochs",
+        "1",
+        "--max-steps",
+        "3",
+        "--batch-size",
+        "32",
+        "--no-shuffle",
+        "--transform",
+        "flip",
+        "--image-size",
+        "32",
+        "--normalize",
+        "0.5",
+        "--workers",
+        "1",
+    ];
+    let dir = digits_twice();
+    let folder = records(
+        &cmd_on(format!("imagefolder:{}", dir.join("folder").display()))
+            .args(common)
+            .output()
+            .unwrap(),
+    );
+    let shards = records(&digit_shards().args(common).output().unwrap());
+    let (a, b) = (&folder.items[0], &shards.items[0]);
+    assert_eq!(
+        (a.train_loss, a.train_top1, a.val_loss, a.val_top1),
+        (b.train_loss, b.train_top1, b.val_loss, b.val_top1)
+    );
+    assert_eq!(
+        b.classes,
+        (0..10).map(|d| d.to_string()).collect::<Vec<_>>()
+    );
+    // Without validation shards, or with a flag only shards take on other data: usage errors.
+    let out = cmd_on(format!(
+        "wds:{}/train-00000.tar",
+        dir.join("shards").display()
+    ))
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--val-data PATTERN2"), "{stderr}");
+    let out = cmd_on(format!("imagefolder:{}", dir.join("folder").display()))
+        .args(["--shuffle-buffer", "10"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--shuffle-buffer applies to --data wds:PATTERN"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn two_ranks_of_three_streams_take_every_shard_sample_once_an_epoch() {
+    // Each rank's whole first epoch as its loader gives it (shuffled shards split over 2 ranks,
+    // then over 3 streams with their shuffle buffers): together, every sample exactly once.
+    let tmp = tempfile::tempdir().unwrap();
+    for rank in ["0", "1"] {
+        let out = digit_shards()
+            .args([
+                "--rank",
+                rank,
+                "--world-size",
+                "2",
+                "--workers",
+                "3",
+                "--shuffle-buffer",
+                "50",
+                "--transform",
+                "none",
+                "--image-size",
+                "32",
+                "--batch-size",
+                "32",
+                "--dump-batches",
+                "1000",
+            ])
+            .arg("--dump")
+            .arg(tmp.path().join(format!("rank{rank}.npz")))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let script = r#"
+import sys, numpy as np, webdataset as wds
+names = lambda f: np.load(f)["paths"].tobytes().decode().split("\n")[:-1]
+r0, r1 = names(sys.argv[1] + "/rank0.npz"), names(sys.argv[1] + "/rank1.npz")
+every = [s["__url__"] + ":" + s["__key__"] for s in wds.WebDataset(sys.argv[2], shardshuffle=False)]
+assert len(every) == 1438 and len(r0) == len(r1) == 719, (len(every), len(r0), len(r1))
+assert sorted(r0 + r1) == sorted(every), "not every sample once"
+assert r0 + r1 != every, "not shuffled"
+# Each rank reads its own shards: 7 of 200 samples and one of 38, so the rank with the short
+# one takes the other's last 81 samples, after its own 638.
+own = lambda r: {p.split(":")[0] for p in r[:638]}
+assert not own(r0) & own(r1), (own(r0), own(r1))
+print("ok")
+"#;
+    let dir = digits_twice().join("shards");
+    let check = Command::new(root().join(".venv/bin/python"))
+        .arg("-c")
+        .arg(script)
+        .arg(tmp.path())
+        .arg(format!("{}/train-{{00000..00007}}.tar", dir.display()))
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+}
+
+#[test]
+fn a_run_on_shards_resumes_to_the_same_weights() {
+    // The shards' order is a function of the seed and the epoch: two epochs straight, or one
+    // and then --resume, take the same steps.
+    let base = [
+        "--stem",
+        "cifar",
+        "--batch-size",
+        "32",
+        "--max-steps",
+        "2",
+        "--image-size",
+        "28",
+        "--workers",
+        "2",
+    ];
+    let straight = tempfile::tempdir().unwrap();
+    records(
+        &digit_shards()
+            .args(base)
+            .args(["--epochs", "2", "--checkpoint-dir"])
+            .arg(straight.path())
+            .output()
+            .unwrap(),
+    );
+    let resumed = tempfile::tempdir().unwrap();
+    for (epochs, resume) in [("1", false), ("2", true)] {
+        let mut c = digit_shards();
+        c.args(base).args(["--epochs", epochs, "--checkpoint-dir"]);
+        c.arg(resumed.path());
+        if resume {
+            c.arg("--resume");
+        }
+        let recs = records(&c.output().unwrap());
+        assert_eq!(recs.items.len(), 1);
+    }
+    assert_same_weights(straight.path(), resumed.path(), 0.0);
 }
