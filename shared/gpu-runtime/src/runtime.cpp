@@ -10,6 +10,7 @@
 #include <ATen/autocast_mode.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/core/Event.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -372,6 +373,47 @@ char *shk_side_stream_end(void *previous) {
   });
   delete prev;
   return err;
+}
+
+// An uninitialised tensor of `dtype` (a c10::ScalarType) in pinned (page-locked) host memory,
+// from libtorch's caching host allocator: what a copy to the GPU can read asynchronously.
+char *shk_empty_pinned(const int64_t *sizes, int ndim, int dtype, at::Tensor **out) {
+  return guarded([&] {
+    auto opts = at::TensorOptions().dtype(static_cast<at::ScalarType>(dtype)).pinned_memory(true);
+    *out = new at::Tensor(at::empty(at::IntArrayRef(sizes, static_cast<size_t>(ndim)), opts));
+  });
+}
+
+// Copies host tensor `src` (pinned, for the copy to be asynchronous) to CUDA `device` on a side
+// stream of libtorch's pool and makes the current stream wait for it with an event: the copy
+// overlaps the work queued before it on the current stream, and the host does not wait (the
+// DataLoaderX pattern: `with torch.cuda.stream(side): x = x.cuda(non_blocking=True)`, then
+// `current.wait_stream(side)` and `x.record_stream(current)`). The result's memory is recorded
+// as used by the current stream, so the caching allocator does not hand it out again while the
+// current stream may still read it; the pinned source is kept by the host allocator until the
+// copy is done.
+char *shk_to_device_on_side_stream(at::Tensor *src, int device, at::Tensor **out) {
+  return guarded([&] {
+    auto idx = static_cast<c10::DeviceIndex>(device);
+    auto current = c10::cuda::getCurrentCUDAStream(idx);
+    auto side = c10::cuda::getStreamFromPool(false, idx);
+    at::Tensor dst;
+    {
+      // The side stream current for the copy (CUDAGuard.h's guard would link the CUDA runtime,
+      // which this library loads at run time instead), the previous one back even on a throw.
+      struct Restore {
+        c10::cuda::CUDAStream previous;
+        ~Restore() { c10::cuda::setCurrentCUDAStream(previous); }
+      } restore{current};
+      c10::cuda::setCurrentCUDAStream(side);
+      dst = src->to(at::Device(at::kCUDA, idx), /*non_blocking=*/true);
+    }
+    c10::Event copied(c10::DeviceType::CUDA);
+    copied.record(side.unwrap());
+    copied.block(current.unwrap());
+    c10::cuda::CUDACachingAllocator::recordStream(dst.storage().data_ptr(), current);
+    *out = new at::Tensor(std::move(dst));
+  });
 }
 
 // Returns the caching allocator's unused blocks to the driver (torch.cuda.empty_cache), those

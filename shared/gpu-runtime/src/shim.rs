@@ -57,6 +57,17 @@ pub(crate) mod ffi {
         pub fn shk_side_stream_begin(device: c_int, previous: *mut *mut c_void) -> *mut c_char;
         pub fn shk_side_stream_end(previous: *mut c_void) -> *mut c_char;
         pub fn shk_empty_cache() -> *mut c_char;
+        pub fn shk_empty_pinned(
+            sizes: *const i64,
+            ndim: c_int,
+            dtype: c_int,
+            out: *mut *mut C_tensor,
+        ) -> *mut c_char;
+        pub fn shk_to_device_on_side_stream(
+            src: *mut C_tensor,
+            device: c_int,
+            out: *mut *mut C_tensor,
+        ) -> *mut c_char;
         pub fn shk_stream_capturing(device: c_int, out: *mut c_int) -> *mut c_char;
         pub fn shk_graph_new() -> *mut c_void;
         pub fn shk_graph_free(g: *mut c_void);
@@ -377,6 +388,38 @@ impl CudaGraph {
     }
 }
 
+/// An uninitialised host tensor in pinned (page-locked) memory, from libtorch's caching host
+/// allocator, which a copy to the GPU reads asynchronously. Needs CUDA. For uint8, int64 and
+/// float32 tensors.
+pub fn empty_pinned(sizes: &[i64], kind: tch::Kind) -> Result<Tensor> {
+    // c10::ScalarType's numbers (tch's own mapping is private).
+    let dtype = match kind {
+        tch::Kind::Uint8 => 0,
+        tch::Kind::Int64 => 4,
+        tch::Kind::Float => 6,
+        other => {
+            return Err(Error(format!(
+                "empty_pinned: {other:?} tensors are not supported"
+            )));
+        }
+    };
+    let mut out: *mut C_tensor = std::ptr::null_mut();
+    // SAFETY: `sizes` is read during the call only; on success `out` is a new `at::Tensor*`.
+    check(unsafe { ffi::shk_empty_pinned(sizes.as_ptr(), sizes.len() as c_int, dtype, &mut out) })?;
+    Ok(owned(out))
+}
+
+/// `src` (a host tensor, pinned for the copy to be asynchronous) copied to CUDA `device` on a
+/// side stream, the current stream made to wait for the copy with an event: the copy overlaps
+/// what the current stream is running and the host does not wait for the device (PyTorch's
+/// `non_blocking` copy on a side stream + `wait_stream` + `record_stream`).
+pub fn to_device_on_side_stream(src: &Tensor, device: usize) -> Result<Tensor> {
+    let mut out: *mut C_tensor = std::ptr::null_mut();
+    // SAFETY: `src` is live for the call; on success `out` is a new `at::Tensor*`.
+    check(unsafe { ffi::shk_to_device_on_side_stream(ptr(src), device as c_int, &mut out) })?;
+    Ok(owned(out))
+}
+
 /// Returns the CUDA caching allocator's unused blocks to the driver (`torch.cuda.empty_cache()`),
 /// including the pools of dropped [`CudaGraph`]s. Not during a capture.
 pub fn empty_cache() -> Result<()> {
@@ -507,6 +550,27 @@ mod tests {
             "{e:?}"
         );
         assert!(nvrtc_compile("nul.cu", "a\0b", 9, 0).is_err());
+    }
+
+    #[test]
+    fn pinned_memory_is_refused_for_other_kinds_and_is_an_error_without_a_gpu() {
+        let e = empty_pinned(&[2], tch::Kind::Double).unwrap_err();
+        assert!(
+            e.to_string().contains("Double tensors are not supported"),
+            "{e}"
+        );
+        if !tch::Cuda::is_available() {
+            // No pinned allocator without CUDA: an error message, not an abort.
+            assert!(empty_pinned(&[2, 3], tch::Kind::Float).is_err());
+        } else {
+            let t = empty_pinned(&[2, 3], tch::Kind::Float).unwrap();
+            assert!(t.is_pinned(tch::Device::Cuda(0)) && t.size() == [2, 3]);
+            let host = Tensor::arange(6, (tch::Kind::Float, tch::Device::Cpu)).view([2, 3]);
+            let mut pinned = t;
+            pinned.copy_(&host);
+            let on_gpu = to_device_on_side_stream(&pinned, 0).unwrap();
+            assert!(on_gpu.to_device(tch::Device::Cpu).equal(&host));
+        }
     }
 
     #[test]

@@ -451,8 +451,9 @@ fn numbered_splits(
 }
 
 impl Dataset {
-    /// Image files decoded batch by batch, for `device`.
-    fn files(files: crate::images::ImageFiles, device: Device) -> Dataset {
+    /// Image files decoded batch by batch, for `device` (made in pinned memory for a GPU).
+    fn files(mut files: crate::images::ImageFiles, device: Device) -> Dataset {
+        files.pinned = device.is_cuda();
         Dataset {
             labels: Tensor::from_slice(&files.labels).to_device(device),
             num_classes: files.classes.len() as i64,

@@ -1,6 +1,11 @@
-//! A dataset of encoded image files (an image tree read as torchvision's `ImageFolder` reads it,
-//! [`crate::folder`]), decoded batch by batch with Pillow's pixels and torchvision's transforms
+//! A dataset of encoded images (an image tree read as torchvision's `ImageFolder` reads it,
+//! [`crate::folder`]; the records of a `.rec`, [`crate::recordio`]; the samples of tar shards,
+//! [`crate::wds`]), decoded batch by batch with Pillow's pixels and torchvision's transforms
 //! ([`imaging::transforms`]) by a pool of threads, only the part of each image a crop reads.
+//!
+//! A batch is made in host memory (pinned when it goes to a GPU) and, for a GPU, copied on a side
+//! stream that the training stream waits for (the `DataLoaderX` pattern): the copy overlaps the
+//! steps queued before it.
 //!
 //! Training draws (the crop's box and the flip) come from a generator seeded by (seed, epoch,
 //! sample index), so a batch is the same whatever `--workers` is, and on `--resume`;
@@ -87,6 +92,8 @@ pub struct ImageFiles {
     seed: i64,
     pool: rayon::ThreadPool,
     bad: AtomicUsize,
+    /// Whether batches are made in pinned host memory (they go to a GPU).
+    pub(crate) pinned: bool,
     /// The first bad files and why (for the error that ends a run).
     first_bad: Mutex<Vec<String>>,
     /// Batches being decoded ahead, oldest first.
@@ -107,8 +114,9 @@ enum Store {
 /// What a batch is asked by: (indices, augment, epoch).
 type Key = (Vec<i64>, bool, usize);
 
-/// A batch's pixels and labels, once decoded.
-type Decoded = Result<(Vec<f32>, Vec<i64>)>;
+/// A batch's pixels (float32 [n, 3, size, size]) and labels (int64 [n]), once decoded: host
+/// tensors, in pinned memory when the batches go to a GPU.
+type Decoded = Result<(Tensor, Tensor)>;
 
 /// A batch being decoded ahead: its key and where its result arrives.
 #[derive(Debug)]
@@ -257,6 +265,7 @@ impl ImageFiles {
             seed,
             pool,
             bad: AtomicUsize::new(0),
+            pinned: false,
             first_bad: Mutex::new(Vec::new()),
             pending: Mutex::new(VecDeque::new()),
         })
@@ -392,12 +401,33 @@ impl ImageFiles {
                 .map_err(|_| Error::Data("a decoding thread stopped without its batch".into()))?,
             None => self.decode(indices, augment, epoch),
         };
-        let (pixels, labels) = decoded?;
+        let (x, y) = decoded?;
+        match device {
+            // From pinned memory on a side stream that the training stream waits for: the copy
+            // overlaps the steps queued before it, and the host runs on.
+            Device::Cuda(i) => Ok((
+                gpu_runtime::shim::to_device_on_side_stream(&x, i)?,
+                gpu_runtime::shim::to_device_on_side_stream(&y, i)?,
+            )),
+            _ => Ok((x.to_device(device), y.to_device(device))),
+        }
+    }
+
+    /// Host tensors for a batch of `n`: pixels and labels, pinned when the batches go to a GPU.
+    fn host_batch(&self, n: usize) -> Result<(Tensor, Tensor)> {
         let s = self.opts.size as i64;
-        let x = Tensor::from_slice(&pixels)
-            .view([indices.len() as i64, 3, s, s])
-            .to_device(device);
-        Ok((x, Tensor::from_slice(&labels).to_device(device)))
+        let shape = [n as i64, 3, s, s];
+        Ok(if self.pinned {
+            (
+                gpu_runtime::shim::empty_pinned(&shape, tch::Kind::Float)?,
+                gpu_runtime::shim::empty_pinned(&[n as i64], tch::Kind::Int64)?,
+            )
+        } else {
+            (
+                Tensor::empty(shape, (tch::Kind::Float, Device::Cpu)),
+                Tensor::empty([n as i64], (tch::Kind::Int64, Device::Cpu)),
+            )
+        })
     }
 
     /// Decodes the batch at `indices` on the worker threads: pixels and labels.
@@ -405,7 +435,17 @@ impl ImageFiles {
         use rayon::prelude::*;
         let s = self.opts.size as usize;
         let per = 3 * s * s;
-        let mut pixels = vec![0f32; indices.len() * per];
+        if indices.is_empty() {
+            return Err(Error::Data("an empty batch".into()));
+        }
+        let (x, y) = self.host_batch(indices.len())?;
+        // SAFETY: `x` and `y` are new contiguous host tensors of exactly these many float32 and
+        // int64 elements, owned here and not aliased while the slices live.
+        let pixels = unsafe {
+            std::slice::from_raw_parts_mut(x.data_ptr() as *mut f32, indices.len() * per)
+        };
+        let label_out =
+            unsafe { std::slice::from_raw_parts_mut(y.data_ptr() as *mut i64, indices.len()) };
         let labels: Vec<Result<i64>> = self.pool.install(|| {
             pixels
                 .par_chunks_exact_mut(per)
@@ -447,8 +487,10 @@ impl ImageFiles {
                 })
                 .collect()
         });
-        let labels: Vec<i64> = labels.into_iter().collect::<Result<_>>()?;
-        Ok((pixels, labels))
+        for (out, label) in label_out.iter_mut().zip(labels) {
+            *out = label?;
+        }
+        Ok((x, y))
     }
 }
 

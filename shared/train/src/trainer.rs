@@ -347,7 +347,7 @@ pub fn train(
         );
         let order = train_set.order(&sampler, epoch, local);
         let order = Tensor::from_slice(&order.iter().map(|&i| i as i64).collect::<Vec<_>>())
-            .to_device(cfg.device);
+            .to_device(index_device(cfg, &train_set));
         let _ = stepper.loss_sum.shallow_clone().zero_();
         let _ = stepper.correct.shallow_clone().zero_();
         let (mut skipped, mut lr) = (0usize, cfg.lr);
@@ -751,6 +751,17 @@ fn load_optimizers(opts: &mut [Optimizer], saved: &BTreeMap<String, Tensor>) -> 
 
 /// The indices of the step's micro-batches: interleaved positions of the rank's `batch` (see
 /// the module doc).
+/// Where a dataset's batch indices live: on the device for data held there, on the host for
+/// image files, which are decoded on the host (indices on a GPU would make every step wait for
+/// the device to read them back).
+fn index_device(cfg: &Config, data: &Dataset) -> Device {
+    if data.is_files() {
+        Device::Cpu
+    } else {
+        cfg.device
+    }
+}
+
 fn micro_indices(cfg: &Config, batch: &Tensor, local: usize) -> Vec<Tensor> {
     (0..cfg.accum)
         .map(|j| {
@@ -1193,7 +1204,7 @@ fn evaluate(
         .step_by(world)
         .map(|i| i as i64)
         .collect();
-    let idx = Tensor::from_slice(&mine).to_device(cfg.device);
+    let idx = Tensor::from_slice(&mine).to_device(index_device(cfg, data));
     let bs = (cfg.batch_size / world).max(1) * 2;
     // Sums stay on the (last stage's) device; one read at the end.
     let out = out_device(stages);
