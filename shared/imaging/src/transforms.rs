@@ -133,20 +133,29 @@ pub fn train_crop(
 
 /// `ToTensor()` then `Normalize(mean, std)` (and a horizontal flip first when `flip`), into
 /// `out` as float32 channels-first [3, h, w]: `(v / 255 - mean) / std` in float32, as torchvision
-/// computes it (a division, then a subtraction and a division by tensors of float32).
+/// computes it (a division, then a subtraction and a division by tensors of float32). A byte has
+/// 256 values: each channel's 256 results are computed once, with those very operations, and
+/// looked up.
 pub fn to_chw(img: &RgbImage, mean: [f32; 3], std: [f32; 3], flip: bool, out: &mut [f32]) {
     let (w, h) = (img.width() as usize, img.height() as usize);
     assert_eq!(out.len(), 3 * w * h, "[3, {h}, {w}] floats");
-    let raw = img.as_raw();
-    for c in 0..3 {
-        let plane = &mut out[c * w * h..(c + 1) * w * h];
-        for y in 0..h {
-            let row = &raw[y * w * 3..(y + 1) * w * 3];
-            let dst = &mut plane[y * w..(y + 1) * w];
-            for (x, d) in dst.iter_mut().enumerate() {
-                let sx = if flip { w - 1 - x } else { x };
-                *d = (row[sx * 3 + c] as f32 / 255.0 - mean[c]) / std[c];
-            }
+    let lut: [[f32; 256]; 3] =
+        std::array::from_fn(|c| std::array::from_fn(|v| (v as f32 / 255.0 - mean[c]) / std[c]));
+    let (r, rest) = out.split_at_mut(w * h);
+    let (g, b) = rest.split_at_mut(w * h);
+    let rows = img.as_raw().chunks_exact(3 * w);
+    let planes = r
+        .chunks_exact_mut(w)
+        .zip(g.chunks_exact_mut(w))
+        .zip(b.chunks_exact_mut(w));
+    for (row, ((r, g), b)) in rows.zip(planes) {
+        let mut put = |x: usize, p: &[u8]| {
+            r[x] = lut[0][p[0] as usize];
+            g[x] = lut[1][p[1] as usize];
+            b[x] = lut[2][p[2] as usize];
+        };
+        for (x, p) in row.chunks_exact(3).enumerate() {
+            put(if flip { w - 1 - x } else { x }, p);
         }
     }
 }
