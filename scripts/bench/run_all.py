@@ -45,6 +45,23 @@ def crop_resize_photos(a, rows):
                      "Pillow, 1 process (lower is better)", "MiB"))
 
 
+def image_loader(a, rows):
+    out = sh([sys.executable, f"{BENCH}/image_loader.py", "--images", "256" if a.quick else "512"])
+    res = last_json(out)[-1]
+    for r in res["rows"]:
+        if r["transform"] == "val":
+            assert r["max_abs_diff"] == 0, "the evaluation transform differs from torchvision's"
+        rows.append(("ddp-train image loader", f"{r['transform']} transform, {r['workers']} worker(s)", r["ours_img_s"],
+                     r["torchvision_img_s"], f"torchvision DataLoader, {r['workers']} worker(s)", "img/s"))
+
+
+def image_train(a, rows):
+    for size in ["64"] if a.quick else ["64", "112"]:
+        r = last_json(sh([sys.executable, f"{BENCH}/image_train.py", "--size", size]))[-1]
+        rows.append(("ddp-train on JPEGs", f"{r['model']} {size}², batch {r['batch']}, CPU", r["ours_img_s"],
+                     r["pytorch_img_s"], "PyTorch ImageFolder + DataLoader loop", "img/s"))
+
+
 def gather_npz(a, rows):
     out = sh([sys.executable, f"{BENCH}/gather_npz.py", "--n", "5000" if a.quick else "20000"])
     r = last_json(out)[-1]
@@ -115,7 +132,7 @@ def pipeline(a, rows):
 
 
 BENCHES = {"crop-resize": crop_resize, "crop-resize-photos": crop_resize_photos, "gather-npz": gather_npz, "all-reduce": all_reduce, "ddp-train": ddp_train, "projection": projection,
-           "pipeline": pipeline}
+           "pipeline": pipeline, "image-loader": image_loader, "image-train": image_train}
 
 
 def main():
