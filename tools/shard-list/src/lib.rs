@@ -59,6 +59,12 @@ pub struct Cli {
     #[arg(long)]
     pub sort: bool,
 
+    /// Print only shard K (nothing when it is empty), for one task of a job array: `slurm`
+    /// takes K from SLURM_ARRAY_TASK_ID (sbatch --array=0-N-1). K counts every shard, the
+    /// empty ones too.
+    #[arg(long, value_name = "K|slurm")]
+    pub shard: Option<String>,
+
     #[command(flatten)]
     pub list: cli_common::inputs::ListArgs,
 
@@ -92,6 +98,10 @@ With \-\-balance size the record also has "bytes". A path that cannot be read as
             "shard-list --sizes 0.7,0.2,0.1 --seed 1234 files.txt",
         ),
         (
+            "One shard of 100 per task of a Slurm job array (sbatch --array=0-99):",
+            "shard-list -n 100 --shard slurm --sort files.txt | crop-resize -r 256 -o out",
+        ),
+        (
             "Four shards of whole directories, balanced by bytes:",
             "find imgs -type f | shard-list -n 4 --by-dir --balance size",
         ),
@@ -115,6 +125,18 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
             ));
         }
     }
+    let parts = cli
+        .sizes
+        .as_ref()
+        .map_or(cli.shards.unwrap_or(1) as usize, Vec::len);
+    let only = match cli.shard.as_deref() {
+        None => None,
+        Some(k) => Some(shard_number(
+            k,
+            std::env::var("SLURM_ARRAY_TASK_ID").ok(),
+            parts,
+        )?),
+    };
     // Many records per millisecond: block-buffered (the one tool that may be).
     out.set_flush_each(false);
     let mut failed = 0usize;
@@ -162,7 +184,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     };
     let shards = assignment.len();
     for (shard, members) in assignment.into_iter().enumerate() {
-        if members.is_empty() {
+        if members.is_empty() || only.is_some_and(|k| k != shard) {
             continue;
         }
         let record = Shard {
@@ -177,6 +199,31 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         out.emit(&record)?;
     }
     Ok(Outcome::from_failures(failed))
+}
+
+/// `--shard K|slurm` as a shard number below `parts`; `slurm` reads `array_task_id`
+/// (SLURM_ARRAY_TASK_ID).
+fn shard_number(k: &str, array_task_id: Option<String>, parts: usize) -> Result<usize> {
+    let (text, from) = match k {
+        "slurm" => match array_task_id {
+            Some(id) => (id, " (SLURM_ARRAY_TASK_ID)"),
+            None => {
+                return cli_common::usage(
+                    "--shard slurm: SLURM_ARRAY_TASK_ID is not set (this is not a task of a job \
+                     array: sbatch --array=0-N-1)",
+                );
+            }
+        },
+        k => (k.to_string(), ""),
+    };
+    match text.trim().parse::<usize>() {
+        Ok(n) if n < parts => Ok(n),
+        Ok(n) => cli_common::usage(format!(
+            "--shard {n}{from}: there are {parts} shards, 0 to {}",
+            parts - 1
+        )),
+        Err(_) => cli_common::usage(format!("--shard {text:?}{from}: a shard number or `slurm`")),
+    }
 }
 
 /// Groups paths by parent directory, groups in order of first appearance.
@@ -230,6 +277,21 @@ mod tests {
     #[test]
     fn verify_cli() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn shard_numbers_come_from_the_flag_or_the_array_task() {
+        assert_eq!(shard_number("2", None, 4).unwrap(), 2);
+        assert_eq!(shard_number("slurm", Some("3".into()), 4).unwrap(), 3);
+        let e = shard_number("slurm", Some("4".into()), 4).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("--shard 4 (SLURM_ARRAY_TASK_ID): there are 4 shards, 0 to 3"),
+            "{e}"
+        );
+        let e = shard_number("slurm", None, 4).unwrap_err();
+        assert!(e.to_string().contains("not a task of a job array"), "{e}");
+        assert!(shard_number("x", None, 4).is_err());
     }
 
     #[test]

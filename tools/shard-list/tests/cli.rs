@@ -191,3 +191,51 @@ fn nul_separated_lists_keep_newlines_in_names() {
     assert_eq!(paths(&shards[0]), ["a\nb", "{\"path\":\"d\"}"]);
     assert_eq!(paths(&shards[1]), ["c"]);
 }
+
+#[test]
+fn one_shard_for_one_job_array_task() {
+    // Shard K counts the empty shards too (`sed -n "$((K+1))p"` on the full output does not).
+    let list = "p0\np1\np2\np3\np4\n";
+    let (code, out) = run(&["-n", "3", "--shard", "1"], list);
+    assert_eq!(code, 0);
+    assert_eq!(out.shards.len(), 1);
+    assert_eq!(
+        (out.shards[0].shard, paths(&out.shards[0])),
+        (1, vec!["p1", "p4"])
+    );
+    let (code, out) = run(&["-n", "8", "--shard", "6"], list);
+    assert_eq!(
+        (code, out.types.len()),
+        (0, 0),
+        "an empty shard prints nothing"
+    );
+    let (code, out) = run(&["--sizes", "0.5,0.5", "--shard", "1"], "a\nb\nc\nd\n");
+    assert_eq!((code, out.shards.len(), out.shards[0].shard), (0, 1, 1));
+    let slurm = |id: Option<&str>, n: &str| {
+        let mut c = Command::cargo_bin("shard-list").unwrap();
+        c.args(["-n", n, "--shard", "slurm"])
+            .env_remove("SLURM_ARRAY_TASK_ID");
+        if let Some(id) = id {
+            c.env("SLURM_ARRAY_TASK_ID", id);
+        }
+        c.write_stdin(list).output().unwrap()
+    };
+    let o = slurm(Some("2"), "3");
+    assert_eq!(o.status.code(), Some(0));
+    let recs: Vec<Shard> = testkit::typed(&o.stdout);
+    assert_eq!((recs.len(), paths(&recs[0])), (1, vec!["p2"]));
+    for (id, says) in [
+        (None, "SLURM_ARRAY_TASK_ID is not set"),
+        (
+            Some("3"),
+            "--shard 3 (SLURM_ARRAY_TASK_ID): there are 3 shards, 0 to 2",
+        ),
+    ] {
+        let o = slurm(id, "3");
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(says), "{stderr}");
+    }
+    let (code, _) = run(&["-n", "3", "--shard", "3"], list);
+    assert_eq!(code, 2);
+}
