@@ -1615,3 +1615,36 @@ fn a_run_on_shards_resumes_to_the_same_weights() {
     }
     assert_same_weights(straight.path(), resumed.path(), 0.0);
 }
+
+#[test]
+fn cpu_threads_come_from_the_flag_or_slurm_and_bound_the_decoding_threads() {
+    let banner = |c: &mut Command| {
+        let o = c
+            .args(["--epochs", "1", "--max-steps", "1", "--batch-size", "16"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let e = banner(cmd().env("SLURM_CPUS_PER_TASK", "1"));
+    assert!(e.contains(", 1 CPU thread(s)"), "{e}");
+    let folder = format!("imagefolder:{}", digits_twice().join("folder").display());
+    let e = banner(
+        cmd_on(&folder)
+            .args(["--image-size", "32", "--stem", "cifar", "--threads", "1"])
+            .env("OMP_NUM_THREADS", "3"),
+    );
+    assert!(e.contains(", 1 CPU thread(s), 1 decoding thread(s)"), "{e}");
+    // torchrun's OMP_NUM_THREADS sets libtorch's threads, not the loader's.
+    let e = banner(
+        cmd_on(&folder)
+            .args(["--image-size", "32", "--stem", "cifar"])
+            .env("OMP_NUM_THREADS", "1")
+            .env_remove("SLURM_CPUS_PER_TASK"),
+    );
+    let cores = std::thread::available_parallelism().unwrap().get();
+    assert!(
+        e.contains(&format!(", 1 CPU thread(s), {cores} decoding thread(s)")),
+        "{e}"
+    );
+}
