@@ -192,6 +192,21 @@ impl Options {
         } else {
             "flags"
         };
+        // A batch script (sbatch) has SLURM_PROCID=0 and the job's SLURM_NTASKS, but it is one
+        // process, not the job's tasks: only srun starts those (each with its step's
+        // SLURM_STEP_ID; the batch step's id is 0xfffffffb where Slurm sets one). Waiting for
+        // ranks that never come would take the whole timeout.
+        let batch_step = env("SLURM_STEP_ID").is_none_or(|s| s.trim() == "4294967291");
+        if slurm && batch_step && self.rank.is_none() && self.world_size.is_none() {
+            let ntasks = num("SLURM_NTASKS")?.unwrap_or(1);
+            if ntasks > 1 {
+                return Err(Error::Usage(format!(
+                    "this is the job's batch script (no SLURM_STEP_ID), not one of its \
+                     SLURM_NTASKS={ntasks} tasks: launch the ranks with srun (`srun` in front of this command), \
+                     or pass --world-size 1 to run one process here"
+                )));
+            }
+        }
         let rank = match self.rank {
             Some(r) => Some(r),
             None if slurm => num("SLURM_PROCID")?,
@@ -891,6 +906,7 @@ mod tests {
             ("SLURM_LOCALID", "1"),
             ("SLURM_JOB_NODELIST", "gpu[03-04,07]"),
             ("SLURM_JOB_ID", "123456"),
+            ("SLURM_STEP_ID", "0"),
         ];
         let p = plan(&Options::default(), &vars).unwrap();
         assert_eq!(
@@ -900,6 +916,33 @@ mod tests {
         assert!(
             matches!(&p.store, StoreAt::Tcp { host, port: 23456, serve: false, .. } if host == "gpu03")
         );
+    }
+
+    #[test]
+    fn a_batch_script_of_several_tasks_is_told_to_use_srun_at_once() {
+        let batch = [
+            ("SLURM_PROCID", "0"),
+            ("SLURM_NTASKS", "2"),
+            ("SLURM_JOB_NODELIST", "node1"),
+            ("SLURM_JOB_ID", "77"),
+        ];
+        for step in [None, Some("4294967291")] {
+            let mut vars = batch.to_vec();
+            vars.extend(step.map(|s| ("SLURM_STEP_ID", s)));
+            let e = plan(&Options::default(), &vars).unwrap_err().to_string();
+            assert!(e.contains("launch the ranks with srun"), "{e}");
+        }
+        // One task, an srun step, or ranks given by flags: no complaint.
+        let one = [("SLURM_PROCID", "0"), ("SLURM_NTASKS", "1")];
+        assert_eq!(plan(&Options::default(), &one).unwrap().world_size, 1);
+        let mut step = batch.to_vec();
+        step.push(("SLURM_STEP_ID", "0"));
+        assert_eq!(plan(&Options::default(), &step).unwrap().world_size, 2);
+        let flags = Options {
+            world_size: Some(1),
+            ..Options::default()
+        };
+        assert_eq!(plan(&flags, &batch).unwrap().world_size, 1);
     }
 
     #[test]

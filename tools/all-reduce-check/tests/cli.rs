@@ -626,3 +626,26 @@ fn contradictory_launcher_variables_are_usage_errors() {
         assert!(stderr(&out).contains(why), "{}", stderr(&out));
     }
 }
+
+#[test]
+fn a_batch_script_without_srun_is_told_so_at_once() {
+    // sbatch's script sees the job's SLURM_NTASKS and SLURM_PROCID=0 but is one process: it
+    // used to wait the whole timeout for a rank 1 that srun never started.
+    let t0 = Instant::now();
+    let out = cmd()
+        .env("SLURM_PROCID", "0")
+        .env("SLURM_NTASKS", "2")
+        .env("SLURM_JOB_ID", "4242")
+        .env("SLURM_JOB_NODELIST", "localhost")
+        .env_remove("SLURM_STEP_ID")
+        .args(["--dist-timeout-secs", "120"])
+        .output()
+        .unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("launch the ranks with srun"),
+        "{}",
+        stderr(&out)
+    );
+}
