@@ -11,7 +11,7 @@ fn python() -> String {
         .unwrap_or_else(|_| format!("{}/../../.venv/bin/python", env!("CARGO_MANIFEST_DIR")))
 }
 
-fn run(script: &str, args: &[&std::path::Path]) -> Vec<u8> {
+fn run<S: AsRef<std::ffi::OsStr>>(script: &str, args: &[S]) -> Vec<u8> {
     let out = Command::new(python())
         .arg("-c")
         .arg(script)
@@ -115,18 +115,7 @@ fn brace_patterns_expand_as_braceexpand_does() {
     ];
     let script = "import sys, json, braceexpand\n\
                   print(json.dumps([list(braceexpand.braceexpand(p)) for p in sys.argv[1:]]))";
-    let out = Command::new(python())
-        .arg("-c")
-        .arg(script)
-        .args(patterns)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let expected: Vec<Vec<String>> = serde_json::from_slice(&out.stdout).unwrap();
+    let expected: Vec<Vec<String>> = serde_json::from_slice(&run(script, &patterns)).unwrap();
     for (p, e) in patterns.iter().zip(expected) {
         let ours: Vec<String> = braceexpand(p.as_bytes())
             .unwrap()

@@ -16,20 +16,34 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// Runs the venv's Python with `args` and asserts that it succeeds (its output in the message
+/// when not).
+fn python<S: AsRef<std::ffi::OsStr>>(args: impl IntoIterator<Item = S>) {
+    let out = Command::new(root().join(".venv/bin/python"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Runs `c`, which must be a usage error (exit 2) whose message says `says`.
+fn assert_usage(c: &mut Command, says: &str) {
+    let out = c.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(says), "{stderr}");
+}
+
 fn digits() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let dir = std::env::temp_dir().join(format!("shardkit-ddp-digits-{}", std::process::id()));
-        let out = Command::new(root().join(".venv/bin/python"))
-            .arg(root().join("scripts/make-digits-cifar"))
-            .arg(&dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        python([root().join("scripts/make-digits-cifar"), dir.clone()]);
         dir
     })
 }
@@ -1036,20 +1050,15 @@ fn digits_twice() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let dir = std::env::temp_dir().join(format!("shardkit-ddp-folder-{}", std::process::id()));
-        let out = Command::new(root().join(".venv/bin/python"))
-            .arg(root().join("scripts/make-digits-cifar"))
-            .arg(&dir)
-            .args(["--class-order", "--image-folder"])
-            .arg(dir.join("folder"))
-            .arg("--shards")
-            .arg(dir.join("shards"))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        python([
+            root().join("scripts/make-digits-cifar"),
+            dir.clone(),
+            "--class-order".into(),
+            "--image-folder".into(),
+            dir.join("folder"),
+            "--shards".into(),
+            dir.join("shards"),
+        ]);
         dir
     })
 }
@@ -1198,15 +1207,13 @@ fn image_folder_flags_that_do_not_fit_the_data_are_usage_errors() {
         assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
     // No validation split: DIR/train alone.
-    let out = cmd_on(format!(
-        "imagefolder:{}",
-        dir.join("folder/train").display()
-    ))
-    .output()
-    .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("--val-data"), "{stderr}");
+    assert_usage(
+        &mut cmd_on(format!(
+            "imagefolder:{}",
+            dir.join("folder/train").display()
+        )),
+        "--val-data",
+    );
 }
 
 #[test]
@@ -1251,19 +1258,12 @@ paths = d["paths"].tobytes().split(b"\n")[:-1]
 assert paths == [ds.samples[i][0].encode() for i in d["indices"]], "paths differ"
 print("ok")
 "#;
-    let check = Command::new(root().join(".venv/bin/python"))
-        .arg("-c")
-        .arg(script)
-        .arg(&npz)
-        .arg(dir.join("folder/val"))
-        .output()
-        .unwrap();
-    assert!(
-        check.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&check.stdout),
-        String::from_utf8_lossy(&check.stderr)
-    );
+    python([
+        std::ffi::OsStr::new("-c"),
+        script.as_ref(),
+        npz.as_os_str(),
+        dir.join("folder/val").as_os_str(),
+    ]);
 }
 
 #[test]
@@ -1274,18 +1274,12 @@ fn recordio_trains_exactly_as_the_image_folder_it_was_packed_from() {
     let dir = digits_twice();
     let tmp = tempfile::tempdir().unwrap();
     for split in ["train", "val"] {
-        let out = Command::new(root().join(".venv/bin/python"))
-            .arg(root().join("scripts/reference/mxnet_recordio.py"))
-            .arg("pack-folder")
-            .arg(dir.join("folder").join(split))
-            .arg(tmp.path().join(split))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        python([
+            root().join("scripts/reference/mxnet_recordio.py"),
+            "pack-folder".into(),
+            dir.join("folder").join(split),
+            tmp.path().join(split),
+        ]);
     }
     let common = [
         "--stem",
@@ -1328,12 +1322,10 @@ fn recordio_trains_exactly_as_the_image_folder_it_was_packed_from() {
     );
     assert_eq!(b.classes.len(), 10);
     // Without its validation records: a usage error.
-    let out = cmd_on(format!("recordio:{}", tmp.path().join("train").display()))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("--val-data"), "{stderr}");
+    assert_usage(
+        &mut cmd_on(format!("recordio:{}", tmp.path().join("train").display())),
+        "--val-data",
+    );
 }
 
 #[test]
@@ -1491,24 +1483,17 @@ fn shards_train_exactly_as_the_image_folder_they_were_packed_from() {
         (0..10).map(|d| d.to_string()).collect::<Vec<_>>()
     );
     // Without validation shards, or with a flag only shards take on other data: usage errors.
-    let out = cmd_on(format!(
-        "wds:{}/train-00000.tar",
-        dir.join("shards").display()
-    ))
-    .output()
-    .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("--val-data PATTERN2"), "{stderr}");
-    let out = cmd_on(format!("imagefolder:{}", dir.join("folder").display()))
-        .args(["--shuffle-buffer", "10"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("--shuffle-buffer applies to --data wds:PATTERN"),
-        "{stderr}"
+    assert_usage(
+        &mut cmd_on(format!(
+            "wds:{}/train-00000.tar",
+            dir.join("shards").display()
+        )),
+        "--val-data PATTERN2",
+    );
+    assert_usage(
+        cmd_on(format!("imagefolder:{}", dir.join("folder").display()))
+            .args(["--shuffle-buffer", "10"]),
+        "--shuffle-buffer applies to --data wds:PATTERN",
     );
 }
 
@@ -1562,19 +1547,13 @@ assert not own(r0) & own(r1), (own(r0), own(r1))
 print("ok")
 "#;
     let dir = digits_twice().join("shards");
-    let check = Command::new(root().join(".venv/bin/python"))
-        .arg("-c")
-        .arg(script)
-        .arg(tmp.path())
-        .arg(format!("{}/train-{{00000..00007}}.tar", dir.display()))
-        .output()
-        .unwrap();
-    assert!(
-        check.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&check.stdout),
-        String::from_utf8_lossy(&check.stderr)
-    );
+    let pattern = format!("{}/train-{{00000..00007}}.tar", dir.display());
+    python([
+        std::ffi::OsStr::new("-c"),
+        script.as_ref(),
+        tmp.path().as_os_str(),
+        pattern.as_ref(),
+    ]);
 }
 
 #[test]
