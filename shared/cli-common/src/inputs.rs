@@ -196,6 +196,57 @@ pub fn from_files(files: &[PathBuf], list: ListArgs) -> Box<dyn Iterator<Item = 
     )
 }
 
+/// The items of a per-item tool: with `retry_failed` (`--retry-failed FILE`), the inputs of the
+/// `error` records in an earlier run's output ([`failed_in`]); else its arguments
+/// ([`from_args`]).
+pub fn from_args_or_failed(
+    args: &[OsString],
+    list: ListArgs,
+    retry_failed: Option<&Path>,
+) -> Box<dyn Iterator<Item = Listed> + Send> {
+    match retry_failed {
+        Some(f) => failed_in(f),
+        None => from_args(args, list),
+    }
+}
+
+/// The inputs that failed in an earlier run, from its output (records, one per line): each
+/// `error` record's input, once, in the order they failed; every other line is passed over. As
+/// GNU parallel's `--resume-failed` redoes a joblog's failed jobs. A file that cannot be read is
+/// the one fatal error.
+pub fn failed_in(path: &Path) -> Box<dyn Iterator<Item = Listed> + Send> {
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) => {
+            let e = anyhow::Error::new(e).context(format!("reading {}", path.display()));
+            return Box::new(std::iter::once(Err(e)));
+        }
+    };
+    let source = path.to_path_buf();
+    let mut lines = BufReader::new(file).split(b'\n');
+    let mut seen = std::collections::HashSet::new();
+    let mut done = false;
+    Box::new(std::iter::from_fn(move || {
+        while !done {
+            match lines.next()? {
+                Err(e) => {
+                    done = true;
+                    let e = anyhow::Error::new(e).context(format!("reading {}", source.display()));
+                    return Some(Err(e));
+                }
+                // The record's "type" must be "error" (serde's tag): other records do not parse.
+                Ok(line) => match serde_json::from_slice::<ErrorRecord>(&line) {
+                    Ok(rec) if seen.insert(rec.input.clone()) => {
+                        return Some(Ok(Ok(InputItem::path(rec.input))));
+                    }
+                    _ => {}
+                },
+            }
+        }
+        None
+    }))
+}
+
 fn stdin_lines(list: ListArgs) -> Box<dyn Iterator<Item = Listed> + Send> {
     lines_of(BufReader::new(io::stdin()), "<stdin>".into(), list)
 }
@@ -314,6 +365,46 @@ mod tests {
         assert_eq!(items[0].as_ref().unwrap().path, Path::new("a.jpg"));
         assert_eq!(items[2].as_ref().unwrap().path, Path::new("c"));
         assert_eq!(items[3].as_ref().unwrap_err().input, "{broken");
+    }
+
+    #[test]
+    fn an_earlier_runs_error_records_are_the_inputs_to_retry() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("run1.jsonl");
+        let bad = OsString::from_vec(b"caf\xe9.png".to_vec());
+        let bad_record = serde_json::to_string(&ErrorRecord {
+            input: bad.clone(),
+            message: "not an image".into(),
+        })
+        .unwrap();
+        let lines = [
+            r#"{"type":"image","input":"ok.png","output":"out/ok.png"}"#.to_string(),
+            r#"{"type":"error","input":"b.jpg","message":"truncated"}"#.into(),
+            "not a record".into(),
+            bad_record,
+            r#"{"type":"error","input":"b.jpg","message":"again"}"#.into(),
+            r#"{"type":"summary","ok":1,"skipped":0,"failed":2}"#.into(),
+        ];
+        std::fs::write(&run, lines.join("\n")).unwrap();
+        let items: Vec<Item> = failed_in(&run).map(Result::unwrap).collect();
+        assert_eq!(
+            items,
+            vec![Ok(InputItem::path("b.jpg")), Ok(InputItem::path(bad))]
+        );
+        let missing: Vec<Listed> = failed_in(&dir.path().join("none.jsonl")).collect();
+        assert_eq!(missing.len(), 1);
+        assert!(
+            missing[0]
+                .as_ref()
+                .unwrap_err()
+                .to_string()
+                .contains("none.jsonl")
+        );
+        // Without the flag, the arguments.
+        let args: Vec<Item> = from_args_or_failed(&["x".into()], ListArgs::default(), None)
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(args, vec![Ok(InputItem::path("x"))]);
     }
 
     #[test]

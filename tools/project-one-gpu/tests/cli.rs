@@ -196,6 +196,25 @@ fn outputs_beside_inputs_w_plus_trajectory_reruns_and_bad_inputs() {
     );
     assert_eq!((recs.summary.ok, recs.summary.failed), (2, 2));
 
+    // --retry-failed takes the failures of an earlier run's output, here with one fixed since.
+    let failed: String = recs
+        .errors
+        .iter()
+        .map(|e| {
+            format!(
+                "{{\"type\":\"error\",\"input\":{:?},\"message\":\"m\"}}\n",
+                e.input
+            )
+        })
+        .collect();
+    std::fs::write(d.join("run1.jsonl"), failed).unwrap();
+    std::fs::copy(d.join("imgs/seed0003.png"), d.join("imgs/broken.jpg")).unwrap();
+    let (code, again) = run(&["--retry-failed", "run1.jsonl"]);
+    assert_eq!(code, Some(3));
+    assert_eq!(again.types, ["error", "latent", "summary"]);
+    assert_eq!(again.errors[0].input, "imgs/missing.png");
+    assert_eq!(again.items[0].input, "imgs/broken.jpg");
+
     // A re-run skips what is done and retries what failed.
     let (code, recs) = run(&[]);
     assert_eq!(code, Some(3));
