@@ -24,10 +24,15 @@ pub struct DistArgs {
     /// 127.0.0.1].
     #[arg(long)]
     pub master_addr: Option<String>,
-    /// Port of rank 0's store for env:// [default: $MASTER_PORT, else 20000 + SLURM_JOB_ID mod
-    /// 20000 under Slurm, else 29500].
+    /// Port of rank 0's store for env:// [default: $MASTER_PORT, else 20000 + (SLURM_JOB_ID +
+    /// 1009·SLURM_STEP_ID) mod 20000 under Slurm, else 29500].
     #[arg(long)]
     pub master_port: Option<u16>,
+    /// The run's identity, the same on all its ranks: a rank of another run that reaches this
+    /// run's store is refused before it joins [default: SLURM_JOB_ID.SLURM_STEP_ID under Slurm,
+    /// TORCHELASTIC_RUN_ID under torchrun; otherwise rank 0's token, which any rank accepts].
+    #[arg(long, value_name = "ID")]
+    pub run_id: Option<String>,
     /// Longest wait for a peer, in seconds: rendezvous, silence within a collective, NCCL
     /// completion. A rank that dies or never arrives fails the others within this time.
     #[arg(long, value_name = "SECS", default_value_t = 300.0)]
@@ -46,6 +51,7 @@ impl DistArgs {
             world_size: self.world_size,
             master_addr: self.master_addr.clone(),
             master_port: self.master_port,
+            run_id: self.run_id.clone(),
             timeout: Duration::from_secs_f64(self.dist_timeout_secs.max(0.001)),
             should_stop: crate::rendezvous::never,
         }

@@ -87,6 +87,8 @@ pub struct Options {
     pub world_size: Option<usize>,
     pub master_addr: Option<String>,
     pub master_port: Option<u16>,
+    /// The run this rank belongs to (`--run-id`); else the launcher's ([`Plan::run_id`]).
+    pub run_id: Option<String>,
     pub timeout: Duration,
     /// Asked while waiting for peers (rendezvous, ring collectives, NCCL completion): true ends
     /// the wait at once with [`Error::Interrupted`]. A tool passes its SIGINT/SIGTERM flag.
@@ -106,6 +108,7 @@ impl Default for Options {
             world_size: None,
             master_addr: None,
             master_port: None,
+            run_id: None,
             timeout: DEFAULT_TIMEOUT,
             should_stop: never,
         }
@@ -164,6 +167,10 @@ pub struct Plan {
     pub prefix: String,
     /// Which launcher's variables were used (for messages).
     pub launcher: &'static str,
+    /// The run's identity: `--run-id`, else Slurm's `slurm:JOB.STEP`, else torchrun's
+    /// `TORCHELASTIC_RUN_ID`; none otherwise (rank 0 then makes a token up). A rank whose run is
+    /// not the one rank 0's store serves is refused before it claims its rank.
+    pub run_id: Option<String>,
 }
 
 impl Options {
@@ -197,6 +204,11 @@ impl Options {
         // SLURM_STEP_ID; the batch step's id is 0xfffffffb where Slurm sets one). Waiting for
         // ranks that never come would take the whole timeout.
         let batch_step = env("SLURM_STEP_ID").is_none_or(|s| s.trim() == "4294967291");
+        let step = if batch_step {
+            None
+        } else {
+            num("SLURM_STEP_ID")?
+        };
         if slurm && batch_step && self.rank.is_none() && self.world_size.is_none() {
             let ntasks = num("SLURM_NTASKS")?.unwrap_or(1);
             if ntasks > 1 {
@@ -265,9 +277,10 @@ impl Options {
                                 "MASTER_PORT",
                             ),
                             (None, None) => match num("SLURM_JOB_ID")? {
+                                // Two steps of one job (two sruns at once) get two ports.
                                 Some(id) if slurm => (
-                                    20000 + (id % 20000) as u16,
-                                    "SLURM_JOB_ID (20000 + id mod 20000)",
+                                    20000 + ((id + 1009 * step.unwrap_or(0)) % 20000) as u16,
+                                    "SLURM_JOB_ID and SLURM_STEP_ID (20000 + (job + 1009 step) mod 20000)",
                                 ),
                                 _ => (DEFAULT_PORT, "the default"),
                             },
@@ -294,7 +307,21 @@ impl Options {
             ),
             _ => "shardkit/".to_string(),
         };
+        let run_id = self.run_id.clone().or_else(|| {
+            if torchrun {
+                env("TORCHELASTIC_RUN_ID")
+            } else if slurm {
+                Some(format!(
+                    "slurm:{}.{}",
+                    env("SLURM_JOB_ID")?.trim(),
+                    step.map_or("batch".to_string(), |s| s.to_string())
+                ))
+            } else {
+                None
+            }
+        });
         Ok(Plan {
+            run_id,
             rank,
             world_size,
             local_rank,
@@ -463,6 +490,57 @@ fn join_file(path: &Path, prefix: &str, timeout: Duration, until: Until) -> Resu
 
 /// Publishes this rank's ring address, waits for everyone's, connects to the next rank and
 /// accepts the previous one.
+/// Rank 0 says in the store which run it serves; every other rank reads it before it claims
+/// its rank and, when its own run is known and another, leaves with a message naming both: a
+/// rank of another job that found this port (the same MASTER_PORT, or job ids that map to one
+/// port) must neither join this run nor take a real rank's place.
+fn same_run(
+    plan: &Plan,
+    store: &mut Store,
+    method: &InitMethod,
+    timeout: Duration,
+    until: Until,
+) -> Result<()> {
+    if plan.rank == 0 {
+        let id = plan
+            .run_id
+            .clone()
+            .unwrap_or_else(|| format!("token:{:016x}", random_u64()));
+        return store.set("run_id", id.as_bytes());
+    }
+    loop {
+        let slice = until
+            .deadline
+            .saturating_duration_since(Instant::now())
+            .min(Duration::from_millis(200));
+        match store.wait(&["run_id"], slice) {
+            Ok(()) => break,
+            Err(Error::Timeout { .. }) => {
+                until.check(|| format!("waiting at the rendezvous ({method}) for rank 0"))?;
+                if until.passed() {
+                    return Err(Error::Rendezvous(format!(
+                        "rank(s) 0 of {} never arrived at the rendezvous ({method}) within {:.0} s: \
+                         were they launched, with the same address and port?",
+                        plan.world_size,
+                        timeout.as_secs_f64()
+                    )));
+                }
+            }
+            Err(other) => return Err(other),
+        }
+    }
+    let theirs = String::from_utf8_lossy(&store.get_now("run_id")?).into_owned();
+    match &plan.run_id {
+        Some(mine) if *mine != theirs => Err(Error::Rendezvous(format!(
+            "rank {} belongs to run {mine}, but the rendezvous store ({method}) serves run {theirs}: \
+             another run holds this address and port. Nothing was joined; give this run another \
+             port (--master-port or MASTER_PORT), or the same --run-id to ranks of one run",
+            plan.rank
+        ))),
+        _ => Ok(()),
+    }
+}
+
 fn wire(
     plan: &Plan,
     store: &mut Store,
@@ -471,6 +549,7 @@ fn wire(
     until: Until,
 ) -> Result<Ring> {
     let (rank, world) = (plan.rank, plan.world_size);
+    same_run(plan, store, method, timeout, until)?;
     // Two processes given the same rank would otherwise wire a ring that deadlocks. (So one
     // communicator per process and store: a second would claim its rank again.)
     if store.add(&format!("claim/{rank}"), 1)? > 1 {
@@ -916,6 +995,47 @@ mod tests {
         assert!(
             matches!(&p.store, StoreAt::Tcp { host, port: 23456, serve: false, .. } if host == "gpu03")
         );
+        assert_eq!(p.run_id.as_deref(), Some("slurm:123456.0"));
+    }
+
+    #[test]
+    fn runs_have_an_identity_and_slurm_steps_their_own_ports() {
+        let slurm = |step: &'static str| {
+            vec![
+                ("SLURM_PROCID", "0"),
+                ("SLURM_NTASKS", "2"),
+                ("SLURM_JOB_ID", "123456"),
+                ("SLURM_STEP_ID", step),
+            ]
+        };
+        let p = plan(&Options::default(), &slurm("2")).unwrap();
+        assert!(
+            matches!(p.store, StoreAt::Tcp { port: 25474, .. }),
+            "{:?}",
+            p.store
+        );
+        assert_eq!(p.run_id.as_deref(), Some("slurm:123456.2"));
+        let torchrun = [
+            ("RANK", "1"),
+            ("WORLD_SIZE", "2"),
+            ("TORCHELASTIC_RUN_ID", "job-7"),
+        ];
+        assert_eq!(
+            plan(&Options::default(), &torchrun)
+                .unwrap()
+                .run_id
+                .as_deref(),
+            Some("job-7")
+        );
+        let flag = Options {
+            run_id: Some("mine".into()),
+            ..Options::default()
+        };
+        assert_eq!(
+            plan(&flag, &slurm("0")).unwrap().run_id.as_deref(),
+            Some("mine")
+        );
+        assert_eq!(plan(&Options::default(), &[]).unwrap().run_id, None);
     }
 
     #[test]

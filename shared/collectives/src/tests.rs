@@ -35,6 +35,7 @@ fn ranks<T: Send + 'static>(
                     },
                     prefix: prefix.into(),
                     launcher: "test",
+                    run_id: None,
                 };
                 let opts = Options {
                     timeout,
@@ -264,6 +265,7 @@ fn a_rank_that_never_arrives_is_named_after_the_timeout() {
                     },
                     prefix: "absent/".into(),
                     launcher: "test",
+                    run_id: None,
                 };
                 let opts = Options {
                     timeout: Duration::from_millis(800),

@@ -96,6 +96,7 @@ fn single() -> Communicator {
         },
         prefix: String::new(),
         launcher: "test",
+        run_id: None,
     };
     Communicator::from_plan(
         plan,
@@ -189,6 +190,7 @@ fn on_two_ranks<T: Send + 'static>(
                     },
                     prefix: "ddp/".into(),
                     launcher: "test",
+                    run_id: None,
                 };
                 let mut comm = Communicator::from_plan(
                     plan,

@@ -649,3 +649,49 @@ fn a_batch_script_without_srun_is_told_so_at_once() {
         stderr(&out)
     );
 }
+
+#[test]
+fn a_rank_of_another_job_on_the_same_port_is_refused_and_the_run_goes_on() {
+    // Two Slurm jobs given one MASTER_PORT on one node: job 2's rank 1 reaches job 1's store
+    // (job 2's rank 0 could not serve on the taken port). It used to join job 1's run, which
+    // then reported an all-reduce with a stranger while its real rank 1 failed.
+    let port = free_port().to_string();
+    let rank = |job: &str, r: usize| {
+        let mut c = cmd();
+        c.env("SLURM_PROCID", r.to_string())
+            .env("SLURM_NTASKS", "2")
+            .env("SLURM_JOB_ID", job)
+            .env("SLURM_STEP_ID", "0")
+            .env("SLURM_JOB_NODELIST", "localhost")
+            .env("MASTER_ADDR", "127.0.0.1")
+            .env("MASTER_PORT", &port)
+            .args([
+                "-b",
+                "8",
+                "-e",
+                "8",
+                "-n",
+                "1",
+                "-w",
+                "0",
+                "--dist-timeout-secs",
+                "60",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    };
+    let zero = rank("1", 0).spawn().unwrap();
+    // The stranger comes first; rank 0 may not have started serving yet: it waits for it.
+    let stranger = rank("2", 1).output().unwrap();
+    assert_eq!(stranger.status.code(), Some(1), "{}", stderr(&stranger));
+    let e = stderr(&stranger);
+    assert!(
+        e.contains("belongs to run slurm:2.0") && e.contains("serves run slurm:1.0"),
+        "{e}"
+    );
+    let one = rank("1", 1).output().unwrap();
+    let zero = zero.wait_with_output().unwrap();
+    assert!(zero.status.success(), "{}", stderr(&zero));
+    assert!(one.status.success(), "{}", stderr(&one));
+}
