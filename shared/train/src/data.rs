@@ -476,6 +476,14 @@ impl Dataset {
         .unwrap_or_else(|| sampler.indices(epoch as u64))
     }
 
+    /// Tells image files this rank's order of samples ([`crate::images::ImageFiles::set_order`]):
+    /// a bad file is replaced by the next of it. Nothing for decoded images.
+    pub fn set_order(&self, augment: bool, epoch: usize, list: &[usize]) {
+        if let Images::Files(f, _) = &self.images {
+            f.set_order(augment, epoch, list.to_vec());
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.labels.size()[0] as usize
     }

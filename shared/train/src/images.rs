@@ -12,8 +12,8 @@
 //! torchvision's draws come from torch's generator, which this does not reproduce.
 //!
 //! A file that cannot be used (unreadable, not an image, a decoding error, the wrong size) is
-//! replaced by the next sample of the dataset, and counted; past `max_bad` in a run, the batch
-//! fails with an error naming the first ones.
+//! replaced by the next sample of the rank's order (the dataset's next when no order was given),
+//! and counted; past `max_bad` in a run, the batch fails with an error naming the first ones.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -98,6 +98,17 @@ pub struct ImageFiles {
     first_bad: Mutex<Vec<String>>,
     /// Batches being decoded ahead, oldest first.
     pending: Mutex<VecDeque<Pending>>,
+    /// This rank's order of the samples, for training (`[1]`, per epoch) and evaluation
+    /// (`[0]`): a sample that cannot be used is replaced by the next one of it.
+    orders: Mutex<[Option<std::sync::Arc<RankOrder>>; 2]>,
+}
+
+/// A rank's list of samples for one epoch, and where each sample first stands in it.
+#[derive(Debug)]
+struct RankOrder {
+    epoch: usize,
+    list: Vec<usize>,
+    at: std::collections::HashMap<usize, usize>,
 }
 
 /// Where the samples' bytes are.
@@ -268,6 +279,7 @@ impl ImageFiles {
             pinned: false,
             first_bad: Mutex::new(Vec::new()),
             pending: Mutex::new(VecDeque::new()),
+            orders: Mutex::new([None, None]),
         })
     }
 
@@ -353,6 +365,18 @@ impl ImageFiles {
         Ok(())
     }
 
+    /// This rank's samples in the order it takes them, for training (`augment`) in `epoch` or
+    /// for evaluation: a sample that cannot be used is replaced by the next good one of this
+    /// list (without one, by the next of the dataset).
+    pub fn set_order(&self, augment: bool, epoch: usize, list: Vec<usize>) {
+        let mut at = std::collections::HashMap::with_capacity(list.len());
+        for (p, &i) in list.iter().enumerate() {
+            at.entry(i).or_insert(p);
+        }
+        let order = std::sync::Arc::new(RankOrder { epoch, list, at });
+        self.orders.lock().unwrap_or_else(|e| e.into_inner())[augment as usize] = Some(order);
+    }
+
     /// Starts decoding the batch at `indices` on the worker threads, for a later [`Self::batch`]
     /// with the same arguments to take (the trainer asks a few steps ahead, so that decoding
     /// overlaps the steps before).
@@ -430,6 +454,28 @@ impl ImageFiles {
         })
     }
 
+    /// What replaces sample `index`, then its replacement, and so on: the samples after it in
+    /// this rank's order ([`Self::set_order`]) for this epoch, wrapping round; else the dataset's
+    /// next samples.
+    fn replacements(&self, index: usize, augment: bool, epoch: usize) -> impl FnMut() -> usize {
+        let n = self.len();
+        let order = self.orders.lock().unwrap_or_else(|e| e.into_inner())[augment as usize]
+            .clone()
+            .filter(|o| !augment || o.epoch == epoch);
+        let start = order.as_ref().and_then(|o| o.at.get(&index).copied());
+        let (mut step, mut dataset_next) = (0usize, index);
+        move || match (&order, start) {
+            (Some(o), Some(p)) => {
+                step += 1;
+                o.list[(p + step) % o.list.len()]
+            }
+            _ => {
+                dataset_next = (dataset_next + 1) % n;
+                dataset_next
+            }
+        }
+    }
+
     /// Decodes the batch at `indices` on the worker threads: pixels and labels.
     fn decode(&self, indices: &[i64], augment: bool, epoch: usize) -> Decoded {
         use rayon::prelude::*;
@@ -453,6 +499,7 @@ impl ImageFiles {
                 .map(|(out, &first)| {
                     let n = self.len();
                     let mut index = first as usize % n;
+                    let mut next = self.replacements(index, augment, epoch);
                     loop {
                         // A decoder that panics on a file makes it a bad input, not the end
                         // of the run.
@@ -480,7 +527,7 @@ impl ImageFiles {
                                         first.join("; ")
                                     )));
                                 }
-                                index = (index + 1) % n;
+                                index = next();
                             }
                         }
                     }

@@ -219,18 +219,13 @@ pub fn dump_batches(
             seed: cfg.seed as u64,
             drop_last: cfg.drop_last,
         };
-        let order = train_set
-            .order(&sampler, 0, local)
-            .iter()
-            .map(|&i| i as i64)
-            .collect();
-        (&train_set, order)
+        let order = train_set.order(&sampler, 0, local);
+        train_set.set_order(cfg.augment, 0, &order);
+        (&train_set, order.iter().map(|&i| i as i64).collect())
     } else {
-        let order = (rank..test_set.len())
-            .step_by(world)
-            .map(|i| i as i64)
-            .collect();
-        (&test_set, order)
+        let order: Vec<usize> = (rank..test_set.len()).step_by(world).collect();
+        test_set.set_order(false, 0, &order);
+        (&test_set, order.iter().map(|&i| i as i64).collect())
     };
     let norm = data.normalize();
     let take = (n * local).min(order.len());
@@ -346,6 +341,7 @@ pub fn train(
                 .wrapping_add(epoch as i64 * 1009 + rank as i64),
         );
         let order = train_set.order(&sampler, epoch, local);
+        train_set.set_order(cfg.augment, epoch, &order);
         let order = Tensor::from_slice(&order.iter().map(|&i| i as i64).collect::<Vec<_>>())
             .to_device(index_device(cfg, &train_set));
         let _ = stepper.loss_sum.shallow_clone().zero_();
@@ -1204,6 +1200,11 @@ fn evaluate(
         .step_by(world)
         .map(|i| i as i64)
         .collect();
+    data.set_order(
+        false,
+        0,
+        &mine.iter().map(|&i| i as usize).collect::<Vec<_>>(),
+    );
     let idx = Tensor::from_slice(&mine).to_device(index_device(cfg, data));
     let bs = (cfg.batch_size / world).max(1) * 2;
     // Sums stay on the (last stage's) device; one read at the end.

@@ -1627,3 +1627,53 @@ fn cpu_threads_come_from_the_flag_or_slurm_and_bound_the_decoding_threads() {
         "{e}"
     );
 }
+
+#[test]
+fn a_bad_file_is_replaced_by_the_next_sample_of_the_ranks_order() {
+    // Rank 0 of 2, unshuffled, takes samples 0, 2, 4, 6: with sample 2 broken, its place goes to
+    // sample 4 (the next of rank 0's), not to sample 3 (the dataset's next, rank 1's).
+    let from = digits_twice().join("folder/train/1");
+    let tmp = tempfile::tempdir().unwrap();
+    for split in ["train", "val"] {
+        let to = tmp.path().join(split).join("c");
+        std::fs::create_dir_all(&to).unwrap();
+        let mut names: Vec<_> = std::fs::read_dir(&from)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        for (i, n) in names.iter().take(8).enumerate() {
+            std::fs::copy(from.join(n), to.join(format!("{i}.png"))).unwrap();
+        }
+        std::fs::write(to.join("2.png"), b"\x89PNG\r\n\x1a\nnot really").unwrap();
+    }
+    let npz = tmp.path().join("rank0.npz");
+    let out = cmd_on(format!("imagefolder:{}", tmp.path().display()))
+        .args(["--rank", "0", "--world-size", "2", "--no-shuffle"])
+        .args([
+            "--transform",
+            "none",
+            "--image-size",
+            "32",
+            "--batch-size",
+            "4",
+        ])
+        .args(["--dump-batches", "2", "--dump"])
+        .arg(&npz)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let script = r#"
+import sys, numpy as np
+d = np.load(sys.argv[1])
+assert list(d["indices"]) == [0, 2, 4, 6], d["indices"]
+x = d["images"]
+assert np.array_equal(x[1], x[2]), "sample 2 is not replaced by sample 4"
+assert not np.array_equal(x[0], x[2]) and not np.array_equal(x[2], x[3])
+"#;
+    python([std::ffi::OsStr::new("-c"), script.as_ref(), npz.as_os_str()]);
+}
