@@ -311,7 +311,7 @@ impl Source {
 }
 
 /// Refuses anything but a regular file (following links) before it is opened.
-fn regular_file(f: &Path, hint: &str) -> Result<()> {
+pub(crate) fn regular_file(f: &Path, hint: &str) -> Result<()> {
     use std::os::unix::fs::FileTypeExt;
     let Ok(meta) = std::fs::metadata(f) else {
         return Ok(()); // the open says what is wrong

@@ -313,12 +313,10 @@ struct Gathering {
 /// Reads one shard's member headers (and its `cls`/`json` members) into samples.
 fn index(shard: usize, path: &Path) -> Result<Indexed, String> {
     let at = |what: &str| format!("{}: {what}", path.display());
+    // Checked before the open, which would wait for a writer on a FIFO.
+    crate::data::regular_file(path, "webdataset shard").map_err(|e| e.to_string())?;
     let file = std::fs::File::open(path).map_err(|e| at(&e.to_string()))?;
-    let meta = file.metadata().map_err(|e| at(&e.to_string()))?;
-    if !meta.is_file() {
-        return Err(at("not a regular file"));
-    }
-    let len = meta.len();
+    let len = file.metadata().map_err(|e| at(&e.to_string()))?.len();
     let mut magic = [0u8; 2];
     if file.read_exact_at(&mut magic, 0).is_ok() && magic == [0x1f, 0x8b] {
         return Err(at(

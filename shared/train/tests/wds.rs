@@ -202,3 +202,24 @@ with tarfile.open(sys.argv[1] + "/dup.tar", "w") as t:
     let e = Shards::open(tmp.path().join("dup.tar").as_os_str()).unwrap_err();
     assert!(e.contains("a second `jpg` file for sample k"), "{e}");
 }
+
+#[test]
+fn a_fifo_among_the_shards_is_refused_not_waited_on() {
+    // Opening a FIFO for reading waits for a writer: the shard is checked before it is opened.
+    let tmp = tempfile::tempdir().unwrap();
+    let fifo = tmp.path().join("shard.tar");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(Shards::open(fifo.as_os_str()).map(|s| s.samples.len()));
+    });
+    let e = rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("Shards::open returned")
+        .unwrap_err();
+    assert!(e.contains("shard.tar is a FIFO, not a regular file"), "{e}");
+}
