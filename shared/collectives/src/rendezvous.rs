@@ -488,8 +488,6 @@ fn join_file(path: &Path, prefix: &str, timeout: Duration, until: Until) -> Resu
     )))
 }
 
-/// Publishes this rank's ring address, waits for everyone's, connects to the next rank and
-/// accepts the previous one.
 /// Rank 0 says in the store which run it serves; every other rank reads it before it claims
 /// its rank and, when its own run is known and another, leaves with a message naming both: a
 /// rank of another job that found this port (the same MASTER_PORT, or job ids that map to one
@@ -508,27 +506,14 @@ fn same_run(
             .unwrap_or_else(|| format!("token:{:016x}", random_u64()));
         return store.set("run_id", id.as_bytes());
     }
-    loop {
-        let slice = until
-            .deadline
-            .saturating_duration_since(Instant::now())
-            .min(Duration::from_millis(200));
-        match store.wait(&["run_id"], slice) {
-            Ok(()) => break,
-            Err(Error::Timeout { .. }) => {
-                until.check(|| format!("waiting at the rendezvous ({method}) for rank 0"))?;
-                if until.passed() {
-                    return Err(Error::Rendezvous(format!(
-                        "rank(s) 0 of {} never arrived at the rendezvous ({method}) within {:.0} s: \
-                         were they launched, with the same address and port?",
-                        plan.world_size,
-                        timeout.as_secs_f64()
-                    )));
-                }
-            }
-            Err(other) => return Err(other),
-        }
-    }
+    wait_for_ranks(
+        store,
+        &[("run_id".to_string(), 0)],
+        plan.world_size,
+        method,
+        timeout,
+        until,
+    )?;
     let theirs = String::from_utf8_lossy(&store.get_now("run_id")?).into_owned();
     match &plan.run_id {
         Some(mine) if *mine != theirs => Err(Error::Rendezvous(format!(
@@ -541,6 +526,61 @@ fn same_run(
     }
 }
 
+/// Waits until every `(key, rank)` of `keys` is in the store, in short slices so that a verdict
+/// another rank reached (it timed out first) is seen at once and repeated, rather than this rank
+/// outliving the store. At the deadline, the verdict names the ranks that never came, and is left
+/// in the store for the others.
+fn wait_for_ranks(
+    store: &mut Store,
+    keys: &[(String, usize)],
+    world: usize,
+    method: &InitMethod,
+    timeout: Duration,
+    until: Until,
+) -> Result<()> {
+    let key_refs: Vec<&str> = keys.iter().map(|(k, _)| k.as_str()).collect();
+    loop {
+        let slice = until
+            .deadline
+            .saturating_duration_since(Instant::now())
+            .min(Duration::from_millis(200));
+        match store.wait(&key_refs, slice) {
+            Ok(()) => return Ok(()),
+            Err(Error::Timeout { missing, .. }) => {
+                let who = || {
+                    keys.iter()
+                        .filter(|(k, _)| missing.contains(k))
+                        .map(|(_, r)| r.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                until.check(|| {
+                    format!("waiting at the rendezvous ({method}) for rank(s) {}", who())
+                })?;
+                if store.check(&["rendezvous_failed"])? {
+                    let why = store.get_now("rendezvous_failed")?;
+                    return Err(Error::Rendezvous(
+                        String::from_utf8_lossy(&why).into_owned(),
+                    ));
+                }
+                if until.passed() {
+                    let msg = format!(
+                        "rank(s) {} of {world} never arrived at the rendezvous ({method}) within {:.0} s: were they \
+                         launched, with the same address and port?",
+                        who(),
+                        timeout.as_secs_f64()
+                    );
+                    let _ = store.set("rendezvous_failed", msg.as_bytes());
+                    return Err(Error::Rendezvous(msg));
+                }
+            }
+            Err(other) => return Err(other),
+        }
+    }
+}
+
+/// Publishes this rank's ring address, waits for everyone's, connects to the next rank and
+/// accepts the previous one.
 fn wire(
     plan: &Plan,
     store: &mut Store,
@@ -569,48 +609,8 @@ fn wire(
     let me = format!("{}:{port}", store.local_ip());
     store.set(&format!("addr/{rank}"), me.as_bytes())?;
 
-    let keys: Vec<String> = (0..world).map(|r| format!("addr/{r}")).collect();
-    let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-    // Wait for everyone, in short slices so that a verdict another rank reached (it timed out
-    // first) is seen at once and repeated, rather than this rank outliving the store.
-    loop {
-        let slice = until
-            .deadline
-            .saturating_duration_since(Instant::now())
-            .min(Duration::from_millis(200));
-        match store.wait(&key_refs, slice) {
-            Ok(()) => break,
-            Err(Error::Timeout { missing, .. }) => {
-                let who = || {
-                    missing
-                        .iter()
-                        .map(|k| k.trim_start_matches("addr/"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                };
-                until.check(|| {
-                    format!("waiting at the rendezvous ({method}) for rank(s) {}", who())
-                })?;
-                if store.check(&["rendezvous_failed"])? {
-                    let why = store.get_now("rendezvous_failed")?;
-                    return Err(Error::Rendezvous(
-                        String::from_utf8_lossy(&why).into_owned(),
-                    ));
-                }
-                if until.passed() {
-                    let msg = format!(
-                        "rank(s) {} of {world} never arrived at the rendezvous ({method}) within {:.0} s: were they \
-                         launched, with the same address and port?",
-                        who(),
-                        timeout.as_secs_f64()
-                    );
-                    let _ = store.set("rendezvous_failed", msg.as_bytes());
-                    return Err(Error::Rendezvous(msg));
-                }
-            }
-            Err(other) => return Err(other),
-        }
-    }
+    let keys: Vec<(String, usize)> = (0..world).map(|r| (format!("addr/{r}"), r)).collect();
+    wait_for_ranks(store, &keys, world, method, timeout, until)?;
     let theirs = String::from_utf8_lossy(&store.get("world_size")?).into_owned();
     if theirs != world.to_string() {
         return Err(Error::Mismatch(format!(
