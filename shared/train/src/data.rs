@@ -462,26 +462,33 @@ impl Dataset {
     }
 
     /// This rank's training samples for `epoch`: the sampler's indices, or for shards their
-    /// own split over ranks and threads (batches of `block`), as long as the sampler's.
-    pub fn order(
+    /// own split over ranks and threads (batches of `block`), as long as the sampler's. Image
+    /// files are told the order: a bad file is replaced by the next of it.
+    pub fn train_order(
         &self,
         sampler: &crate::sampler::DistributedSampler,
         epoch: usize,
         block: usize,
+        augment: bool,
     ) -> Vec<usize> {
-        match &self.images {
-            Images::Files(f, _) => f.shard_order(sampler, epoch, block),
-            Images::Tensor(_) => None,
-        }
-        .unwrap_or_else(|| sampler.indices(epoch as u64))
+        let Images::Files(f, _) = &self.images else {
+            return sampler.indices(epoch as u64);
+        };
+        let order = f
+            .shard_order(sampler, epoch, block)
+            .unwrap_or_else(|| sampler.indices(epoch as u64));
+        f.set_order(augment, epoch, order.clone());
+        order
     }
 
-    /// Tells image files this rank's order of samples ([`crate::images::ImageFiles::set_order`]):
-    /// a bad file is replaced by the next of it. Nothing for decoded images.
-    pub fn set_order(&self, augment: bool, epoch: usize, list: &[usize]) {
+    /// This rank's evaluation samples: `rank`, `rank + world`, … (image files are told, as in
+    /// [`Self::train_order`]).
+    pub fn eval_order(&self, rank: usize, world: usize) -> Vec<usize> {
+        let order: Vec<usize> = (rank..self.len()).step_by(world).collect();
         if let Images::Files(f, _) = &self.images {
-            f.set_order(augment, epoch, list.to_vec());
+            f.set_order(false, 0, order.clone());
         }
+        order
     }
 
     pub fn len(&self) -> usize {

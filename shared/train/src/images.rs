@@ -100,7 +100,7 @@ pub struct ImageFiles {
     pending: Mutex<VecDeque<Pending>>,
     /// This rank's order of the samples, for training (`[1]`, per epoch) and evaluation
     /// (`[0]`): a sample that cannot be used is replaced by the next one of it.
-    orders: Mutex<[Option<std::sync::Arc<RankOrder>>; 2]>,
+    orders: Mutex<[Option<RankOrder>; 2]>,
 }
 
 /// A rank's list of samples for one epoch, and where each sample first stands in it.
@@ -373,8 +373,8 @@ impl ImageFiles {
         for (p, &i) in list.iter().enumerate() {
             at.entry(i).or_insert(p);
         }
-        let order = std::sync::Arc::new(RankOrder { epoch, list, at });
-        self.orders.lock().unwrap_or_else(|e| e.into_inner())[augment as usize] = Some(order);
+        self.orders.lock().unwrap_or_else(|e| e.into_inner())[augment as usize] =
+            Some(RankOrder { epoch, list, at });
     }
 
     /// Starts decoding the batch at `indices` on the worker threads, for a later [`Self::batch`]
@@ -454,25 +454,17 @@ impl ImageFiles {
         })
     }
 
-    /// What replaces sample `index`, then its replacement, and so on: the samples after it in
-    /// this rank's order ([`Self::set_order`]) for this epoch, wrapping round; else the dataset's
-    /// next samples.
-    fn replacements(&self, index: usize, augment: bool, epoch: usize) -> impl FnMut() -> usize {
-        let n = self.len();
-        let order = self.orders.lock().unwrap_or_else(|e| e.into_inner())[augment as usize]
-            .clone()
+    /// The `k`-th sample to try in place of sample `index` (k = 1, 2, …): the samples after it
+    /// in this rank's order ([`Self::set_order`]) for this epoch, wrapping round; else the
+    /// dataset's next samples. Asked only when a sample cannot be used.
+    fn replacement(&self, index: usize, k: usize, augment: bool, epoch: usize) -> usize {
+        let orders = self.orders.lock().unwrap_or_else(|e| e.into_inner());
+        let order = orders[augment as usize]
+            .as_ref()
             .filter(|o| !augment || o.epoch == epoch);
-        let start = order.as_ref().and_then(|o| o.at.get(&index).copied());
-        let (mut step, mut dataset_next) = (0usize, index);
-        move || match (&order, start) {
-            (Some(o), Some(p)) => {
-                step += 1;
-                o.list[(p + step) % o.list.len()]
-            }
-            _ => {
-                dataset_next = (dataset_next + 1) % n;
-                dataset_next
-            }
+        match order.and_then(|o| Some((o, *o.at.get(&index)?))) {
+            Some((o, p)) => o.list[(p + k) % o.list.len()],
+            None => (index + k) % self.len(),
         }
     }
 
@@ -498,8 +490,8 @@ impl ImageFiles {
                 .zip(indices.par_iter())
                 .map(|(out, &first)| {
                     let n = self.len();
-                    let mut index = first as usize % n;
-                    let mut next = self.replacements(index, augment, epoch);
+                    let first = first as usize % n;
+                    let (mut index, mut tries) = (first, 0);
                     loop {
                         // A decoder that panics on a file makes it a bad input, not the end
                         // of the run.
@@ -527,7 +519,8 @@ impl ImageFiles {
                                         first.join("; ")
                                     )));
                                 }
-                                index = next();
+                                tries += 1;
+                                index = self.replacement(first, tries, augment, epoch);
                             }
                         }
                     }

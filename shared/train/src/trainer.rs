@@ -219,12 +219,10 @@ pub fn dump_batches(
             seed: cfg.seed as u64,
             drop_last: cfg.drop_last,
         };
-        let order = train_set.order(&sampler, 0, local);
-        train_set.set_order(cfg.augment, 0, &order);
+        let order = train_set.train_order(&sampler, 0, local, cfg.augment);
         (&train_set, order.iter().map(|&i| i as i64).collect())
     } else {
-        let order: Vec<usize> = (rank..test_set.len()).step_by(world).collect();
-        test_set.set_order(false, 0, &order);
+        let order = test_set.eval_order(rank, world);
         (&test_set, order.iter().map(|&i| i as i64).collect())
     };
     let norm = data.normalize();
@@ -340,8 +338,7 @@ pub fn train(
                 .wrapping_mul(1_000_003)
                 .wrapping_add(epoch as i64 * 1009 + rank as i64),
         );
-        let order = train_set.order(&sampler, epoch, local);
-        train_set.set_order(cfg.augment, epoch, &order);
+        let order = train_set.train_order(&sampler, epoch, local, cfg.augment);
         let order = Tensor::from_slice(&order.iter().map(|&i| i as i64).collect::<Vec<_>>())
             .to_device(index_device(cfg, &train_set));
         let _ = stepper.loss_sum.shallow_clone().zero_();
@@ -745,8 +742,6 @@ fn load_optimizers(opts: &mut [Optimizer], saved: &BTreeMap<String, Tensor>) -> 
     }
 }
 
-/// The indices of the step's micro-batches: interleaved positions of the rank's `batch` (see
-/// the module doc).
 /// Where a dataset's batch indices live: on the device for data held there, on the host for
 /// image files, which are decoded on the host (indices on a GPU would make every step wait for
 /// the device to read them back).
@@ -758,6 +753,8 @@ fn index_device(cfg: &Config, data: &Dataset) -> Device {
     }
 }
 
+/// The indices of the step's micro-batches: interleaved positions of the rank's `batch` (see
+/// the module doc).
 fn micro_indices(cfg: &Config, batch: &Tensor, local: usize) -> Vec<Tensor> {
     (0..cfg.accum)
         .map(|j| {
@@ -1196,15 +1193,11 @@ fn evaluate(
     cfg: &Config,
 ) -> Result<(f64, f64)> {
     let (rank, world) = (comm.rank(), comm.world_size());
-    let mine: Vec<i64> = (rank..data.len())
-        .step_by(world)
-        .map(|i| i as i64)
+    let mine: Vec<i64> = data
+        .eval_order(rank, world)
+        .iter()
+        .map(|&i| i as i64)
         .collect();
-    data.set_order(
-        false,
-        0,
-        &mine.iter().map(|&i| i as usize).collect::<Vec<_>>(),
-    );
     let idx = Tensor::from_slice(&mine).to_device(index_device(cfg, data));
     let bs = (cfg.batch_size / world).max(1) * 2;
     // Sums stay on the (last stage's) device; one read at the end.

@@ -162,22 +162,24 @@ impl Shards {
 
     /// This rank's samples for `epoch`, in the order it trains on them (see the module's text).
     pub fn order(&self, split: &Split, epoch: usize) -> Vec<usize> {
-        let lists: Vec<Vec<usize>> = (0..split.world)
-            .map(|rank| self.rank_order(&Split { rank, ..*split }, epoch))
-            .collect();
-        balance(lists, split, self.samples.len())
-    }
-
-    /// Rank `split.rank`'s own samples: its shards, its threads, their buffers, interleaved.
-    fn rank_order(&self, split: &Split, epoch: usize) -> Vec<usize> {
         let n = self.files.len();
         let shards: Vec<usize> = if split.shuffle {
             randperm(n, split.seed.wrapping_add(epoch as u64))
         } else {
             (0..n).collect()
         };
+        let lists: Vec<Vec<usize>> = (0..split.world)
+            .map(|rank| self.rank_order(&shards, &Split { rank, ..*split }, epoch))
+            .collect();
+        balance(lists, split, self.samples.len())
+    }
+
+    /// Rank `split.rank`'s own samples of the epoch's `shards` list: its shards, its threads,
+    /// their buffers, interleaved.
+    fn rank_order(&self, shards: &[usize], split: &Split, epoch: usize) -> Vec<usize> {
         let mine: Vec<usize> = shards
-            .into_iter()
+            .iter()
+            .copied()
             .skip(split.rank)
             .step_by(split.world)
             .collect();
@@ -190,12 +192,9 @@ impl Shards {
                     .step_by(workers)
                     .flat_map(|&s| self.ranges[s].clone());
                 if split.shuffle {
-                    let stream = (split.rank * workers + w) as u64;
-                    let mut draws = Draws::new(
-                        (split.seed ^ 0x7764_735F_6275_6600) as i64,
-                        epoch,
-                        stream as usize,
-                    );
+                    let stream = split.rank * workers + w;
+                    let mut draws =
+                        Draws::new((split.seed ^ 0x7764_735F_6275_6600) as i64, epoch, stream);
                     shuffle_buffer(samples, split.buffer, &mut draws)
                 } else {
                     samples.collect()
