@@ -150,6 +150,16 @@ impl ListArgs {
     }
 }
 
+/// `--retry-failed FILE` for the per-item tools (whose positional arguments are `inputs`).
+#[derive(clap::Args, Debug, Clone, Default, PartialEq, Eq)]
+pub struct RetryArgs {
+    /// Redo only what failed in an earlier run: FILE is that run's output, and each of its
+    /// `error` records' inputs is an input again (as GNU parallel's --resume-failed redoes a
+    /// joblog's failed jobs).
+    #[arg(long, value_name = "FILE", conflicts_with = "inputs")]
+    pub retry_failed: Option<PathBuf>,
+}
+
 /// Items named by positional arguments: each argument is a path (any bytes: a name need not be
 /// UTF-8) or a record; `-` reads items from stdin (one per line, or per NUL with `--null`). No
 /// arguments at all means stdin.
@@ -196,15 +206,14 @@ pub fn from_files(files: &[PathBuf], list: ListArgs) -> Box<dyn Iterator<Item = 
     )
 }
 
-/// The items of a per-item tool: with `retry_failed` (`--retry-failed FILE`), the inputs of the
-/// `error` records in an earlier run's output ([`failed_in`]); else its arguments
-/// ([`from_args`]).
+/// The items of a per-item tool: with `--retry-failed FILE`, the inputs of the `error` records
+/// in an earlier run's output ([`failed_in`]); else its arguments ([`from_args`]).
 pub fn from_args_or_failed(
     args: &[OsString],
     list: ListArgs,
-    retry_failed: Option<&Path>,
+    retry: &RetryArgs,
 ) -> Box<dyn Iterator<Item = Listed> + Send> {
-    match retry_failed {
+    match &retry.retry_failed {
         Some(f) => failed_in(f),
         None => from_args(args, list),
     }
@@ -215,53 +224,35 @@ pub fn from_args_or_failed(
 /// GNU parallel's `--resume-failed` redoes a joblog's failed jobs. A file that cannot be read is
 /// the one fatal error.
 pub fn failed_in(path: &Path) -> Box<dyn Iterator<Item = Listed> + Send> {
+    let what = format!("reading {}", path.display());
     let file = match File::open(path) {
         Ok(f) => f,
-        Err(e) => {
-            let e = anyhow::Error::new(e).context(format!("reading {}", path.display()));
-            return Box::new(std::iter::once(Err(e)));
-        }
+        Err(e) => return Box::new(std::iter::once(Err(anyhow::Error::new(e).context(what)))),
     };
-    let source = path.to_path_buf();
-    let mut lines = BufReader::new(file).split(b'\n');
     let mut seen = std::collections::HashSet::new();
-    let mut done = false;
-    Box::new(std::iter::from_fn(move || {
-        while !done {
-            match lines.next()? {
-                Err(e) => {
-                    done = true;
-                    let e = anyhow::Error::new(e).context(format!("reading {}", source.display()));
-                    return Some(Err(e));
-                }
-                // The record's "type" must be "error" (serde's tag): other records do not parse.
-                Ok(line) => match serde_json::from_slice::<ErrorRecord>(&line) {
-                    Ok(rec) if seen.insert(rec.input.clone()) => {
-                        return Some(Ok(Ok(InputItem::path(rec.input))));
-                    }
-                    _ => {}
-                },
-            }
-        }
-        None
-    }))
+    Box::new(
+        entries(BufReader::new(file), b'\n', what).filter_map(move |line| match line {
+            // The record's "type" must be "error" (serde's tag): other records do not parse.
+            Ok(line) => serde_json::from_slice::<ErrorRecord>(&line)
+                .ok()
+                .filter(|rec| seen.insert(rec.input.clone()))
+                .map(|rec| Ok(Ok(InputItem::path(rec.input)))),
+            Err(e) => Some(Err(e)),
+        }),
+    )
 }
 
-fn stdin_lines(list: ListArgs) -> Box<dyn Iterator<Item = Listed> + Send> {
-    lines_of(BufReader::new(io::stdin()), "<stdin>".into(), list)
-}
-
-/// The items of each entry, as bytes: a path need not be UTF-8. A read error ends the list
-/// with one fatal error: the same read would fail again (a directory on stdin fails every read
-/// with EISDIR), and a list read past a failure may have lost entries.
-fn lines_of(
+/// The entries of `reader` split at `separator`, as bytes. A read error ends them with one
+/// error (`what` says what was being read): the same read would fail again (a directory on stdin
+/// fails every read with EISDIR), and a list read past a failure may have lost entries.
+fn entries(
     reader: impl BufRead + Send + 'static,
-    source: OsString,
-    list: ListArgs,
-) -> Box<dyn Iterator<Item = Listed> + Send> {
-    let mut entries = reader.split(list.separator());
+    separator: u8,
+    what: String,
+) -> impl Iterator<Item = anyhow::Result<Vec<u8>>> + Send {
+    let mut entries = reader.split(separator);
     let mut done = false;
-    let entries = std::iter::from_fn(move || {
+    std::iter::from_fn(move || {
         if done {
             return None;
         }
@@ -269,13 +260,25 @@ fn lines_of(
             Ok(bytes) => Some(Ok(bytes)),
             Err(e) => {
                 done = true;
-                Some(Err(anyhow::Error::new(e).context(format!(
-                    "reading the input list {}",
-                    Path::new(&source).display()
-                ))))
+                Some(Err(anyhow::Error::new(e).context(what.clone())))
             }
         }
-    });
+    })
+}
+
+fn stdin_lines(list: ListArgs) -> Box<dyn Iterator<Item = Listed> + Send> {
+    lines_of(BufReader::new(io::stdin()), "<stdin>".into(), list)
+}
+
+/// The items of each entry of a list ([`entries`]; a path need not be UTF-8), the read error
+/// that ends it last.
+fn lines_of(
+    reader: impl BufRead + Send + 'static,
+    source: OsString,
+    list: ListArgs,
+) -> Box<dyn Iterator<Item = Listed> + Send> {
+    let what = format!("reading the input list {}", Path::new(&source).display());
+    let entries = entries(reader, list.separator(), what);
     Box::new(entries.flat_map(move |entry| -> Vec<Listed> {
         match entry {
             Ok(bytes) if list.null => entry_path(bytes).map(Ok).into_iter().collect(),
@@ -401,9 +404,10 @@ mod tests {
                 .contains("none.jsonl")
         );
         // Without the flag, the arguments.
-        let args: Vec<Item> = from_args_or_failed(&["x".into()], ListArgs::default(), None)
-            .map(Result::unwrap)
-            .collect();
+        let args: Vec<Item> =
+            from_args_or_failed(&["x".into()], ListArgs::default(), &RetryArgs::default())
+                .map(Result::unwrap)
+                .collect();
         assert_eq!(args, vec![Ok(InputItem::path("x"))]);
     }
 

@@ -81,11 +81,8 @@ pub struct Cli {
     #[command(flatten)]
     pub list: cli_common::inputs::ListArgs,
 
-    /// Redo only what failed in an earlier run: FILE is that run's output, and each of its
-    /// `error` records' inputs is an input again (as GNU parallel's --resume-failed redoes a
-    /// joblog's failed jobs).
-    #[arg(long, value_name = "FILE", conflicts_with = "inputs")]
-    pub retry_failed: Option<PathBuf>,
+    #[command(flatten)]
+    pub retry: cli_common::inputs::RetryArgs,
 
     #[command(flatten)]
     pub common: CommonArgs,
@@ -167,7 +164,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     }));
     let bar = progress::bar(&cli.common, "crop-resize", None);
     let batch = pool.current_num_threads() * BATCH_PER_THREAD;
-    let mut items = inputs::from_args_or_failed(&cli.inputs, cli.list, cli.retry_failed.as_deref());
+    let mut items = inputs::from_args_or_failed(&cli.inputs, cli.list, &cli.retry);
     let mut claims = Claims::default();
     let (mut ok, mut skipped, mut failed) = (0, 0, 0);
     loop {

@@ -126,11 +126,8 @@ pub struct Cli {
     #[command(flatten)]
     pub list: cli_common::inputs::ListArgs,
 
-    /// Redo only what failed in an earlier run: FILE is that run's output, and each of its
-    /// `error` records' inputs is an input again (as GNU parallel's --resume-failed redoes a
-    /// joblog's failed jobs).
-    #[arg(long, value_name = "FILE", conflicts_with = "inputs")]
-    pub retry_failed: Option<PathBuf>,
+    #[command(flatten)]
+    pub retry: cli_common::inputs::RetryArgs,
 
     #[command(flatten)]
     pub common: CommonArgs,
@@ -273,7 +270,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let reader = Reader {
         inputs: cli.inputs.clone(),
         list: cli.list,
-        retry_failed: cli.retry_failed.clone(),
+        retry: cli.retry.clone(),
         out_dir: cli.out_dir.clone(),
         base: cli.base.clone(),
         cwd: std::env::current_dir().context("reading the current directory")?,
@@ -348,7 +345,7 @@ fn shard_index(args: &[OsString]) -> Option<usize> {
 struct Reader {
     inputs: Vec<OsString>,
     list: inputs::ListArgs,
-    retry_failed: Option<PathBuf>,
+    retry: inputs::RetryArgs,
     out_dir: Option<PathBuf>,
     base: PathBuf,
     cwd: PathBuf,
@@ -374,8 +371,7 @@ impl Reader {
     ) {
         let (tx, rx) = std::sync::mpsc::sync_channel(ahead.max(1));
         let handle = std::thread::spawn(move || {
-            let items =
-                inputs::from_args_or_failed(&self.inputs, self.list, self.retry_failed.as_deref());
+            let items = inputs::from_args_or_failed(&self.inputs, self.list, &self.retry);
             for item in items {
                 let (entry, last) = match item {
                     Ok(item) => (self.entry(item), false),
