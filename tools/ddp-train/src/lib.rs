@@ -3,7 +3,6 @@
 //! error messages.
 
 use std::ffi::{OsStr, OsString};
-use std::os::unix::ffi::OsStrExt as _;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -142,9 +141,9 @@ pub struct Cli {
     pub normalize: Option<String>,
 
     /// Image folders: decoding threads per rank [default: --threads, else SLURM_CPUS_PER_TASK,
-    /// else the cores divided by the ranks on this node, as PyTorch scripts divide num_workers]. With wds shards, each rank's shards are
-    /// also split over N streams (webdataset's split_by_worker), so the sample order depends on
-    /// it: every rank must have the same N.
+    /// else the cores divided by the ranks on this node, as PyTorch scripts divide num_workers].
+    /// With wds shards, each rank's shards are also split over N streams (webdataset's
+    /// split_by_worker), so the sample order depends on it: every rank must have the same N.
     #[arg(long, value_name = "N", value_parser = at_least_one)]
     pub workers: Option<usize>,
 
@@ -732,7 +731,10 @@ fn training_flags(cli: &Cli) -> Vec<(&'static str, String)> {
         ("--sync-bn", cli.sync_bn.to_string()),
     ];
     // Shards are split over each rank's streams: every rank must split alike.
-    if cli.data.as_bytes().starts_with(b"wds:") {
+    if matches!(
+        Source::parse(&cli.data, cli.seed),
+        Ok(Source::Shards { .. })
+    ) {
         flags.push(("--workers", workers(cli).to_string()));
         flags.push(("--shuffle-buffer", format!("{:?}", cli.shuffle_buffer)));
     }
@@ -1042,6 +1044,7 @@ fn gpu_mib(device: tch::Device) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::CommandFactory;
 
     #[test]
     fn cpu_threads_follow_the_flag_slurm_omp_then_the_cores() {
@@ -1058,7 +1061,6 @@ mod tests {
         assert_eq!(cpu_budget(None, env(&[]), 16, 4, true), 4);
         assert_eq!(cpu_budget(None, env(&[]), 2, 4, true), 1, "at least one");
     }
-    use clap::CommandFactory;
 
     #[test]
     fn verify_cli() {
