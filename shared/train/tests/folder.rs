@@ -5,14 +5,9 @@
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::process::Command;
+mod common;
 
 use train::folder::ImageFolder;
-
-fn python() -> String {
-    std::env::var("SHARDKIT_PYTHON")
-        .unwrap_or_else(|_| format!("{}/../../.venv/bin/python", env!("CARGO_MANIFEST_DIR")))
-}
 
 /// torchvision's classes and samples (paths as hex of their bytes), or its error's first line.
 /// Class names and (path, label) samples, as bytes, or an error's text.
@@ -30,18 +25,7 @@ else:
     print(json.dumps({"classes": [os.fsencode(c).hex() for c in d.classes],
                       "samples": [[os.fsencode(p).hex(), t] for p, t in d.samples]}))
 "#;
-    let out = Command::new(python())
-        .arg("-c")
-        .arg(script)
-        .arg(dir)
-        .output()
-        .expect("the venv's python");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&common::run_script(script, &[dir])).unwrap();
     if let Some(e) = v.get("error") {
         return Err(e.as_str().unwrap().to_string());
     }

@@ -4,14 +4,9 @@
 //! labels and payload, the image keys as MXFaceDataset lists them, and the errors for damaged
 //! files.
 
-use std::process::Command;
+mod common;
 
 use train::recordio::RecordIo;
-
-fn python() -> String {
-    std::env::var("SHARDKIT_PYTHON")
-        .unwrap_or_else(|_| format!("{}/../../.venv/bin/python", env!("CARGO_MANIFEST_DIR")))
-}
 
 /// Writes PREFIX.rec/.idx with scripts/reference/mxnet_recordio.py and prints the records as
 /// JSON: [key, flag, label, labels, id, id2, payload hex].
@@ -38,19 +33,8 @@ fn records_written_as_mxnet_writes_them_read_back() {
     let tmp = tempfile::tempdir().unwrap();
     let prefix = tmp.path().join("train");
     let scripts = format!("{}/../../scripts/reference", env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new(python())
-        .arg("-c")
-        .arg(WRITER)
-        .arg(&prefix)
-        .arg(scripts)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let expected: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let out = common::run_script(WRITER, &[prefix.as_os_str(), scripts.as_ref()]);
+    let expected: Vec<serde_json::Value> = serde_json::from_slice(&out).unwrap();
     let rec = RecordIo::open(&prefix).unwrap();
     assert_eq!(rec.index.len(), expected.len());
     for e in &expected {

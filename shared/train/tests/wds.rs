@@ -2,29 +2,10 @@
 //! back by its own `WebDataset`: the same samples in the same order, keys, image bytes and
 //! classes; brace patterns expanded as its `braceexpand`; and the errors for damaged shards.
 
-use std::process::Command;
+mod common;
 
+use common::run_script as run;
 use train::wds::{Shards, braceexpand};
-
-fn python() -> String {
-    std::env::var("SHARDKIT_PYTHON")
-        .unwrap_or_else(|_| format!("{}/../../.venv/bin/python", env!("CARGO_MANIFEST_DIR")))
-}
-
-fn run<S: AsRef<std::ffi::OsStr>>(script: &str, args: &[S]) -> Vec<u8> {
-    let out = Command::new(python())
-        .arg("-c")
-        .arg(script)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
 
 /// Writes DIR/shard-00000.tar.. with webdataset's ShardWriter (4 samples a shard), then reads
 /// them with webdataset and prints, per sample it groups: key, the suffixes, and the image
