@@ -2,9 +2,13 @@
 //! [`check`], so they stop between items, temp files are dropped (deleted) and the tool exits
 //! 130. GNU parallel's `--termseq` gives a job about 0.4 s between TERM and KILL; a second signal
 //! exits at once.
+//!
+//! A tool that can checkpoint also takes a warning signal (Slurm's `--signal=USR1@120` before a
+//! time limit, `scancel --signal=USR1`): [`install_checkpoint_signal`] makes it raise the flag
+//! [`checkpoint_requested`] reads instead of ending the process.
 
-use std::sync::Once;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Once, OnceLock};
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 static INSTALL: Once = Once::new();
@@ -31,5 +35,50 @@ pub fn check() -> anyhow::Result<()> {
         Err(crate::Interrupted.into())
     } else {
         Ok(())
+    }
+}
+
+static CHECKPOINT: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+
+/// The signals a checkpoint can be asked with, by name (`USR1` or `SIGUSR1`, any case): those
+/// whose default action ends the process and that schedulers send as a warning.
+pub fn checkpoint_signal_by_name(name: &str) -> Option<i32> {
+    let upper = name.to_ascii_uppercase();
+    let bare = upper.strip_prefix("SIG").unwrap_or(&upper);
+    Some(match bare {
+        "USR1" => signal_hook::consts::SIGUSR1,
+        "USR2" => signal_hook::consts::SIGUSR2,
+        "HUP" => signal_hook::consts::SIGHUP,
+        "ALRM" => signal_hook::consts::SIGALRM,
+        _ => return None,
+    })
+}
+
+/// From now on `signal` raises the checkpoint flag instead of its default action.
+pub fn install_checkpoint_signal(signal: i32) -> std::io::Result<()> {
+    let flag = CHECKPOINT.get_or_init(Default::default).clone();
+    signal_hook::flag::register(signal, flag).map(|_| ())
+}
+
+/// True once the checkpoint signal has arrived.
+pub fn checkpoint_requested() -> bool {
+    CHECKPOINT.get().is_some_and(|f| f.load(Ordering::Relaxed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_checkpoint_signal_raises_the_flag_instead_of_ending_the_process() {
+        assert_eq!(checkpoint_signal_by_name("sigusr2"), Some(libc::SIGUSR2));
+        assert_eq!(checkpoint_signal_by_name("USR1"), Some(libc::SIGUSR1));
+        assert_eq!(checkpoint_signal_by_name("KILL"), None);
+        assert_eq!(checkpoint_signal_by_name("TERM"), None, "TERM interrupts");
+        install_checkpoint_signal(libc::SIGUSR2).unwrap();
+        assert!(!checkpoint_requested());
+        // SAFETY: raising a signal this process now handles.
+        assert_eq!(unsafe { libc::raise(libc::SIGUSR2) }, 0);
+        assert!(checkpoint_requested());
     }
 }

@@ -49,6 +49,10 @@ pub enum Outcome {
     Ok,
     /// The run finished but some items failed or a check failed: exit 3.
     ItemsFailed,
+    /// The run stopped early at a checkpoint it was asked for (a scheduler's warning signal):
+    /// exit 75 (sysexits' EX_TEMPFAIL), so a script can tell it apart from a finished or a
+    /// failed run and run it again with `--resume`.
+    Resumable,
 }
 
 impl Outcome {
@@ -66,6 +70,8 @@ pub const EXIT_FATAL: u8 = Class::Fatal.exit_code();
 pub const EXIT_USAGE: u8 = Class::Usage.exit_code();
 pub const EXIT_ITEMS_FAILED: u8 = Class::ItemsFailed.exit_code();
 pub const EXIT_INTERRUPTED: u8 = Class::Interrupted.exit_code();
+/// [`Outcome::Resumable`]'s status.
+pub const EXIT_RESUMABLE: u8 = 75;
 /// Stdout's reader went away: SIGPIPE's status (128 + 13), as a producer killed by it ends.
 pub const EXIT_BROKEN_PIPE: u8 = 141;
 
@@ -209,6 +215,7 @@ pub fn run_main<C: Tool>(
     match result {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,
         Ok(Outcome::ItemsFailed) => ExitCode::from(EXIT_ITEMS_FAILED),
+        Ok(Outcome::Resumable) => ExitCode::from(EXIT_RESUMABLE),
         Err(e) => report(&name, &e),
     }
 }

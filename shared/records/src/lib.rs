@@ -196,6 +196,24 @@ pub struct EpochRecord {
     pub world_size: usize,
 }
 
+/// A checkpoint `ddp-train` wrote inside an epoch (`--checkpoint-every`, or the checkpoint
+/// signal, after which the run stops); `--resume` goes on with the step after it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename = "checkpoint")]
+pub struct CheckpointRecord {
+    /// The epoch it is in (1-based).
+    pub epoch: usize,
+    /// Steps of that epoch done.
+    pub step: usize,
+    pub steps: usize,
+    #[serde(with = "os_text")]
+    pub checkpoint: PathBuf,
+    /// `every` (on schedule) or `signal`.
+    pub reason: String,
+    pub rank: usize,
+    pub world_size: usize,
+}
+
 fn is_zero(n: &usize) -> bool {
     *n == 0
 }

@@ -133,11 +133,19 @@ mod tests {
 
 /// What a training checkpoint records beside its tensors, as safetensors string metadata (the
 /// same keys in `last.safetensors` and `last.train.safetensors`, so that resume can tell halves
-/// of different epochs apart).
+/// of different epochs and steps apart).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Meta {
     /// Epochs completed (1-based: the epoch this checkpoint ends).
     pub epoch: usize,
+    /// Steps of the next epoch done: 0 for a checkpoint at an epoch's end, else a mid-epoch
+    /// checkpoint, which resumes only into the same world size, batch, seed and steps per epoch.
+    pub step: usize,
+    /// The run's steps per epoch and seed (what a mid-epoch resume must match).
+    pub steps_per_epoch: usize,
+    pub seed: i64,
+    /// Steps of the unfinished epoch the loss scaler skipped (mid-epoch checkpoints).
+    pub skipped_steps: usize,
     pub arch: String,
     pub best_top1: f64,
     pub val_top1: f64,
@@ -157,6 +165,13 @@ impl Meta {
     pub fn to_map(&self) -> HashMap<String, String> {
         HashMap::from([
             ("epoch".to_string(), self.epoch.to_string()),
+            ("step".to_string(), self.step.to_string()),
+            (
+                "steps_per_epoch".to_string(),
+                self.steps_per_epoch.to_string(),
+            ),
+            ("seed".to_string(), self.seed.to_string()),
+            ("skipped_steps".to_string(), self.skipped_steps.to_string()),
             ("arch".to_string(), self.arch.clone()),
             ("best_top1".to_string(), self.best_top1.to_string()),
             ("val_top1".to_string(), self.val_top1.to_string()),
@@ -178,15 +193,20 @@ impl Meta {
     }
 
     /// Reads the map back: the epoch is required; what else is missing takes the value a fresh
-    /// run starts with (no best yet, GradScaler's defaults).
+    /// run starts with (step 0, no best yet, GradScaler's defaults).
     pub fn from_map(map: &HashMap<String, String>, path: &Path) -> Result<Self> {
         let get = |k: &str| map.get(k).map(String::as_str);
         let num = |k: &str, default: f64| get(k).and_then(|v| v.parse().ok()).unwrap_or(default);
         let epoch = get("epoch").and_then(|e| e.parse().ok()).ok_or_else(|| {
             Error::Checkpoint(format!("{}: no epoch in its metadata", path.display()))
         })?;
+        let count = |k: &str| get(k).and_then(|v| v.parse().ok()).unwrap_or(0);
         Ok(Meta {
             epoch,
+            step: count("step"),
+            steps_per_epoch: count("steps_per_epoch"),
+            seed: get("seed").and_then(|v| v.parse().ok()).unwrap_or(0),
+            skipped_steps: count("skipped_steps"),
             arch: get("arch").unwrap_or_default().to_string(),
             best_top1: num("best_top1", f64::NEG_INFINITY),
             val_top1: num("val_top1", f64::NAN),
@@ -213,6 +233,10 @@ mod meta_tests {
     fn meta_round_trips_and_fills_what_is_missing() {
         let m = Meta {
             epoch: 3,
+            step: 17,
+            steps_per_epoch: 40,
+            seed: -5,
+            skipped_steps: 2,
             arch: "resnet18".into(),
             best_top1: 41.5,
             val_top1: 40.25,
@@ -227,8 +251,8 @@ mod meta_tests {
         assert_eq!(Meta::from_map(&m.to_map(), p).unwrap(), m);
         let bare = Meta::from_map(&HashMap::from([("epoch".into(), "2".into())]), p).unwrap();
         assert_eq!(
-            (bare.epoch, bare.scaler, bare.loss_scale),
-            (2, false, 65536.0)
+            (bare.epoch, bare.step, bare.scaler, bare.loss_scale),
+            (2, 0, false, 65536.0)
         );
         assert_eq!(bare.best_top1, f64::NEG_INFINITY);
         assert!(bare.classes.is_empty());

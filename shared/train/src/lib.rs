@@ -45,6 +45,14 @@ pub enum Error {
         step: usize,
         last_complete: usize,
     },
+    /// The checkpoint signal came: training stopped after `step` of `steps` steps of epoch
+    /// `epoch` (1-based), where a checkpoint now stands (`--resume` goes on from there).
+    #[error("stopped at a checkpoint after step {step} of {steps} of epoch {epoch}")]
+    Checkpointed {
+        epoch: usize,
+        step: usize,
+        steps: usize,
+    },
     #[error("{0}")]
     Data(String),
     #[error("{0}")]
@@ -71,7 +79,9 @@ impl error_class::Classify for Error {
     fn class(&self) -> error_class::Class {
         match self {
             Error::Usage(_) => error_class::Class::Usage,
-            Error::Interrupted { .. } => error_class::Class::Interrupted,
+            Error::Interrupted { .. } | Error::Checkpointed { .. } => {
+                error_class::Class::Interrupted
+            }
             Error::Collective(e) => error_class::Classify::class(e),
             _ => error_class::Class::Fatal,
         }

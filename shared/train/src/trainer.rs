@@ -8,8 +8,11 @@
 //! backward; gradients averaged over ranks in buckets; the loss scaler's check; the optimiser.
 //! Validation runs on every rank over its share of the test set (no padding, so each image is
 //! counted once) and the sums are all-reduced. Rank 0 writes checkpoints, then all ranks meet at
-//! a barrier. All randomness is seeded from (seed, epoch, rank) at the start of each epoch, so a
-//! resumed run repeats the uninterrupted one exactly on the CPU.
+//! a barrier: at each epoch's end, and within epochs every [`Config::checkpoint_every`] steps
+//! or when the checkpoint signal comes. The sampler's order is a function of (seed, epoch), the
+//! augmentation draws of (seed, epoch, step, rank), and a mid-epoch checkpoint holds the
+//! ranks' partial sums beside the model, optimiser and loss scaler, so a run resumed at any
+//! step repeats the uninterrupted one exactly on the CPU.
 //!
 //! With a [`Config::pipeline`] the model is cut into stages on several devices (seed 004's
 //! model parallelism, [`crate::pipeline`]): the step's `accum` micro-batches go forward through
@@ -113,6 +116,14 @@ pub struct Config {
     /// Asked before every step: true ends training with [`Error::Interrupted`], the last
     /// complete checkpoint left as it is. The tool passes its signal flag (`|| false` for none).
     pub should_stop: fn() -> bool,
+    /// Write a mid-epoch checkpoint after every this many steps (counted over the whole run),
+    /// beside the one at each epoch's end.
+    pub checkpoint_every: Option<usize>,
+    /// The checkpoint signal's flag (a scheduler's warning before a time limit or preemption):
+    /// once it is up on any rank, every rank finishes its step, a checkpoint is written at that
+    /// step and training ends with [`Error::Checkpointed`]. Asked before every step, agreed
+    /// over the ranks. `None`: no such signal.
+    pub checkpoint_signal: Option<fn() -> bool>,
 }
 
 /// Eager steps (on a side stream) before the step is captured: cuDNN picks its algorithms, the
@@ -266,11 +277,12 @@ pub struct Dump {
     pub seconds: f64,
 }
 
-/// Runs the whole training; `on_epoch` sees every epoch's figures (on every rank).
+/// Runs the whole training; `on_event` sees every epoch's figures and every mid-epoch
+/// checkpoint (on every rank).
 pub fn train(
     cfg: &Config,
     comm: &mut Communicator,
-    mut on_epoch: impl FnMut(&EpochStats) -> Result<()>,
+    mut on_event: impl FnMut(Event) -> Result<()>,
 ) -> Result<Trained> {
     let (rank, world) = (comm.rank(), comm.world_size());
     let local = check(cfg, world)?;
@@ -288,7 +300,7 @@ pub fn train(
     }
     let (train_set, test_set, mut parts) = setup(cfg, comm)?;
     let norm = train_set.normalize();
-    let start = restore(cfg, &mut parts)?;
+    let mut start = restore(cfg, &mut parts)?;
     let sampler = DistributedSampler {
         len: train_set.len(),
         world,
@@ -307,6 +319,13 @@ pub fn train(
             sampler.num_samples()
         )));
     }
+    let resumed_sums = start.mid_epoch(cfg, rank, world, steps_per_epoch)?;
+    let run = RunInfo {
+        cfg,
+        world,
+        steps_per_epoch,
+        classes: train_set.class_names(),
+    };
     let Parts {
         vs,
         model,
@@ -328,28 +347,46 @@ pub fn train(
     };
     let mut steps = StepMode::new(cfg);
     let mut best_top1 = start.best_top1;
+    let mut val_top1 = start.val_top1;
     let mut epochs = Vec::new();
-    let mut bad_before = 0;
+    // The (epoch, step) the last checkpoint written or resumed from stands at.
+    let mut saved_at = start.resumed_from.map(|_| (start.epoch, start.step));
+    let mut signal = Signal::default();
     for epoch in start.epoch..cfg.epochs {
         let t0 = Instant::now();
-        // Augmentation draws: a function of (seed, epoch, rank) only.
-        tch::manual_seed(
-            cfg.seed
-                .wrapping_mul(1_000_003)
-                .wrapping_add(epoch as i64 * 1009 + rank as i64),
-        );
+        let first = if epoch == start.epoch { start.step } else { 0 };
         let order = train_set.train_order(&sampler, epoch, local, cfg.augment);
         let order = Tensor::from_slice(&order.iter().map(|&i| i as i64).collect::<Vec<_>>())
             .to_device(index_device(cfg, &train_set));
-        let _ = stepper.loss_sum.shallow_clone().zero_();
-        let _ = stepper.correct.shallow_clone().zero_();
-        let (mut skipped, mut lr) = (0usize, cfg.lr);
-        for step in 0..steps_per_epoch {
+        // The epoch's sums start at zero, or at this rank's where a mid-epoch checkpoint left
+        // them.
+        let sums = match &resumed_sums {
+            Some(s) if first > 0 => s.clone(),
+            _ => RankSums::default(),
+        };
+        let _ = stepper.loss_sum.shallow_clone().fill_(sums.loss);
+        let _ = stepper.correct.shallow_clone().fill_(sums.correct);
+        let bad_before = train_set.bad_inputs() + test_set.bad_inputs();
+        let (mut skipped, mut lr) = (sums.skipped, cfg.lr);
+        for step in first..steps_per_epoch {
             if (cfg.should_stop)() {
                 return Err(Error::Interrupted {
                     epoch: epoch + 1,
                     step,
                     last_complete: epoch,
+                });
+            }
+            if signal.agreed(cfg, comm)? {
+                if saved_at != Some((epoch, step)) {
+                    let bad = train_set.bad_inputs() + test_set.bad_inputs() - bad_before;
+                    let meta = run.meta(epoch, step, best_top1, val_top1, &scaler, skipped);
+                    let at = save_mid_epoch(comm, &stepper, &named, &opts, &meta, sums.bad + bad)?;
+                    on_event(Event::Checkpoint(&at.signalled()))?;
+                }
+                return Err(Error::Checkpointed {
+                    epoch: epoch + 1,
+                    step,
+                    steps: steps_per_epoch,
                 });
             }
             lr = cfg.schedule.lr(
@@ -360,20 +397,41 @@ pub fn train(
             // Image files: the batches of the steps ahead start decoding (at the epoch's start,
             // all of the first `prefetch`; then one step further each step).
             if train_set.is_files() && cfg.prefetch > 0 {
-                let first = if step == 0 { 0 } else { step + cfg.prefetch };
-                for s in first..(step + cfg.prefetch + 1).min(steps_per_epoch) {
+                let ahead = if step == first {
+                    step
+                } else {
+                    step + cfg.prefetch
+                };
+                for s in ahead..(step + cfg.prefetch + 1).min(steps_per_epoch) {
                     let batch = order.narrow(0, (s * local) as i64, local as i64);
                     for idx in micro_indices(cfg, &batch, local) {
                         train_set.prefetch(&idx, cfg.augment, epoch)?;
                     }
                 }
             }
+            // Augmentation draws (of data held on the device): a function of the seed, epoch,
+            // step and rank only, so that a run resumed at any step draws what the uninterrupted
+            // one drew.
+            tch::manual_seed(step_seed(cfg.seed, epoch, step, rank));
             let batch = order.narrow(0, (step * local) as i64, local as i64);
             let micro = micro_batches(cfg, &train_set, &norm, &batch, local, epoch)?;
             if !steps.run(&stepper, comm, &micro, lr, &mut opts, &mut scaler)? {
                 skipped += 1;
             }
+            let done = epoch * steps_per_epoch + step + 1;
+            if let (Some(every), Some(_)) = (cfg.checkpoint_every, &cfg.checkpoint_dir)
+                && done.is_multiple_of(every)
+                && step + 1 < steps_per_epoch
+            {
+                let bad = train_set.bad_inputs() + test_set.bad_inputs() - bad_before;
+                let meta = run.meta(epoch, step + 1, best_top1, val_top1, &scaler, skipped);
+                let at = save_mid_epoch(comm, &stepper, &named, &opts, &meta, sums.bad + bad)?;
+                saved_at = Some((epoch, step + 1));
+                on_event(Event::Checkpoint(&at))?;
+            }
         }
+        // Steps this process ran (a resumed epoch's first ones ran before it).
+        let ran = (steps_per_epoch - first) as f64;
         let seen = (steps_per_epoch * local) as f64;
         let train_seconds;
         let (train_loss, train_top1) = {
@@ -388,7 +446,8 @@ pub fn train(
             let v: Vec<f64> = Vec::try_from(&t)?;
             (v[0] / v[2], 100.0 * v[1] / v[2])
         };
-        let (val_loss, val_top1) = evaluate(&model, &stages, &test_set, &norm, comm, cfg)?;
+        let val_loss;
+        (val_loss, val_top1) = evaluate(&model, &stages, &test_set, &norm, comm, cfg)?;
         if cfg.device.is_cuda() {
             comm.synchronize()?;
         }
@@ -403,10 +462,10 @@ pub fn train(
             train_top1,
             val_loss,
             val_top1,
-            images_per_s: seen * world as f64 / seconds,
-            train_images_per_s: seen * world as f64 / train_seconds,
+            images_per_s: ran * (local * world) as f64 / seconds,
+            train_images_per_s: ran * (local * world) as f64 / train_seconds,
             seconds,
-            step_seconds: train_seconds / steps_per_epoch as f64,
+            step_seconds: train_seconds / ran,
             stages: stages.iter().map(|s| s.plan.clone()).collect(),
             lr,
             loss_scale: scaler.enabled.then_some(scaler.scale),
@@ -414,34 +473,23 @@ pub fn train(
             skipped_steps: skipped,
             checkpoint: None,
             best,
-            bad_inputs: train_set.bad_inputs() + test_set.bad_inputs() - bad_before,
+            bad_inputs: sums.bad + train_set.bad_inputs() + test_set.bad_inputs() - bad_before,
             classes: if epoch == start.epoch {
                 train_set.class_names()
             } else {
                 Vec::new()
             },
         };
-        bad_before = train_set.bad_inputs() + test_set.bad_inputs();
         if let Some(dir) = &cfg.checkpoint_dir {
             if rank == 0 {
-                let meta = checkpoint::Meta {
-                    epoch: epoch + 1,
-                    arch: cfg.arch.name().to_string(),
-                    best_top1,
-                    val_top1,
-                    scaler: scaler.enabled,
-                    loss_scale: scaler.scale,
-                    growth_tracker: scaler.growth_tracker,
-                    world_size: world,
-                    batch_size: cfg.batch_size,
-                    classes: train_set.class_names(),
-                };
-                save_last(dir, &named, &opts, &meta, best)?;
+                let meta = run.meta(epoch + 1, 0, best_top1, val_top1, &scaler, 0);
+                save_last(dir, &named, &opts, &meta, best, None)?;
             }
+            saved_at = Some((epoch + 1, 0));
             stats.checkpoint = Some(dir.join("last.safetensors"));
             comm.barrier()?;
         }
-        on_epoch(&stats)?;
+        on_event(Event::Epoch(&stats))?;
         epochs.push(stats);
     }
     drop(stepper);
@@ -672,9 +720,70 @@ fn setup(cfg: &Config, comm: &mut Communicator) -> Result<(Dataset, Dataset, Par
 
 /// Where a run starts: epoch 0, or where `--resume` finds the last checkpoint.
 struct Start {
+    /// Epochs done, and steps of the next one (a mid-epoch checkpoint).
     epoch: usize,
+    step: usize,
     best_top1: f64,
+    /// The last finished epoch's (NaN before the first).
+    val_top1: f64,
     resumed_from: Option<usize>,
+    /// A mid-epoch checkpoint's metadata, file and per-rank sums ([`PROGRESS`]).
+    mid: Option<(checkpoint::Meta, PathBuf, Tensor)>,
+}
+
+impl Start {
+    /// This rank's sums of the epoch a mid-epoch checkpoint interrupted, once the checkpoint
+    /// is known to come from this very run set-up: the same ranks, global batch, seed and steps
+    /// per epoch (the samples of each step depend on all four), else a usage error.
+    fn mid_epoch(
+        &mut self,
+        cfg: &Config,
+        rank: usize,
+        world: usize,
+        steps_per_epoch: usize,
+    ) -> Result<Option<RankSums>> {
+        let Some((meta, path, progress)) = self.mid.take() else {
+            return Ok(None);
+        };
+        let then = (
+            meta.world_size,
+            meta.batch_size,
+            meta.seed,
+            meta.steps_per_epoch,
+        );
+        if then != (world, cfg.batch_size, cfg.seed, steps_per_epoch) {
+            return Err(Error::Usage(format!(
+                "{} was written after step {} of epoch {} by a run of {} rank(s), --batch-size {}, \
+                 --seed {} and {} steps an epoch; this one has {world} rank(s), --batch-size {}, \
+                 --seed {} and {steps_per_epoch} steps an epoch: resume a mid-epoch checkpoint as \
+                 it was run",
+                path.display(),
+                meta.step,
+                meta.epoch + 1,
+                then.0,
+                then.1,
+                then.2,
+                then.3,
+                cfg.batch_size,
+                cfg.seed,
+            )));
+        }
+        if progress.size() != [world as i64, 3] || progress.kind() != Kind::Double {
+            return Err(Error::Checkpoint(format!(
+                "{}: {PROGRESS} is {:?} {:?}, not float64 [{world}, 3]",
+                path.display(),
+                progress.kind(),
+                progress.size()
+            )));
+        }
+        let row: Vec<f64> = Vec::try_from(progress.get(rank as i64))?;
+        Ok(Some(RankSums {
+            loss: row[0],
+            correct: row[1] as i64,
+            bad: row[2] as usize,
+            skipped: meta.skipped_steps,
+        }))
+    }
 }
 
 /// `--init`'s weights, then with `--resume` the last checkpoint's weights, optimiser state and
@@ -682,8 +791,11 @@ struct Start {
 fn restore(cfg: &Config, parts: &mut Parts) -> Result<Start> {
     let mut start = Start {
         epoch: 0,
+        step: 0,
         best_top1: f64::NEG_INFINITY,
+        val_top1: f64::NAN,
         resumed_from: None,
+        mid: None,
     };
     let last = match (&cfg.checkpoint_dir, cfg.resume) {
         (Some(dir), true) => load_last(dir, cfg.device)?,
@@ -699,10 +811,27 @@ fn restore(cfg: &Config, parts: &mut Parts) -> Result<Start> {
     if let Some(state) = last {
         copy_weights(&parts.vs, &state.model, cfg.arch, Some(""), &state.path)?;
         load_optimizers(&mut parts.opts, &state.train)?;
+        let mid = match (state.meta.step, state.train.get(PROGRESS)) {
+            (0, _) => None,
+            (_, Some(p)) => Some((
+                state.meta.clone(),
+                state.path.clone(),
+                p.to_device(Device::Cpu),
+            )),
+            (step, None) => {
+                return Err(Error::Checkpoint(format!(
+                    "{}: a checkpoint after step {step} of an epoch without the ranks' {PROGRESS}",
+                    state.path.display()
+                )));
+            }
+        };
         start = Start {
             epoch: state.meta.epoch,
+            step: state.meta.step,
             best_top1: state.meta.best_top1,
+            val_top1: state.meta.val_top1,
             resumed_from: Some(state.meta.epoch),
+            mid,
         };
         if state.meta.scaler {
             parts.scaler.scale = state.meta.loss_scale;
@@ -910,14 +1039,16 @@ impl StepMode {
     }
 }
 
-/// Rank 0's checkpoint of a finished epoch: `last.train.safetensors` (optimiser state), then
-/// `last.safetensors` (the model), and `best.safetensors` when validation improved.
+/// Rank 0's checkpoint: `last.train.safetensors` (optimiser state, and in a mid-epoch
+/// checkpoint every rank's sums of the unfinished epoch as `progress`), then `last.safetensors`
+/// (the model), and `best.safetensors` when validation improved.
 fn save_last(
     dir: &std::path::Path,
     named: &Named,
     opts: &[Optimizer],
     meta: &checkpoint::Meta,
     best: bool,
+    progress: Option<Tensor>,
 ) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| Error::Io {
         what: format!("creating {}", dir.display()),
@@ -932,13 +1063,180 @@ fn save_last(
     // Training state first: a crash between the two renames leaves halves of different epochs,
     // which resume refuses rather than mixes.
     // Each stage's optimiser state names its parameters: together, the unsplit run's state.
-    let train_state: BTreeMap<String, Tensor> = opts.iter().flat_map(Optimizer::state).collect();
+    let mut train_state: BTreeMap<String, Tensor> =
+        opts.iter().flat_map(Optimizer::state).collect();
+    if let Some(p) = progress {
+        train_state.insert(PROGRESS.to_string(), p);
+    }
     checkpoint::save(&dir.join("last.train.safetensors"), &train_state, &meta)?;
     checkpoint::save(&dir.join("last.safetensors"), &model_state, &meta)?;
     if best {
         checkpoint::save(&dir.join("best.safetensors"), &model_state, &meta)?;
     }
     Ok(())
+}
+
+/// The name, in `last.train.safetensors`, of a mid-epoch checkpoint's per-rank sums: float64
+/// [world, 3], each rank's row its epoch-so-far loss sum, correct count and unusable files.
+const PROGRESS: &str = "progress.ranks";
+
+/// One rank's sums of an unfinished epoch, as a mid-epoch checkpoint keeps them, so that the
+/// resumed epoch reports what the uninterrupted one does.
+#[derive(Debug, Clone, Default)]
+struct RankSums {
+    loss: f64,
+    correct: i64,
+    bad: usize,
+    /// Steps the loss scaler skipped (the same on every rank).
+    skipped: usize,
+}
+
+/// What every checkpoint's metadata says of the run.
+struct RunInfo<'a> {
+    cfg: &'a Config,
+    world: usize,
+    steps_per_epoch: usize,
+    classes: Vec<String>,
+}
+
+impl RunInfo<'_> {
+    /// The metadata of a checkpoint after `step` steps of the epoch after `epoch` (0: at the
+    /// end of epoch `epoch`).
+    fn meta(
+        &self,
+        epoch: usize,
+        step: usize,
+        best_top1: f64,
+        val_top1: f64,
+        scaler: &GradScaler,
+        skipped_steps: usize,
+    ) -> checkpoint::Meta {
+        checkpoint::Meta {
+            epoch,
+            step,
+            steps_per_epoch: self.steps_per_epoch,
+            seed: self.cfg.seed,
+            skipped_steps,
+            arch: self.cfg.arch.name().to_string(),
+            best_top1,
+            val_top1,
+            scaler: scaler.enabled,
+            loss_scale: scaler.scale,
+            growth_tracker: scaler.growth_tracker,
+            world_size: self.world,
+            batch_size: self.cfg.batch_size,
+            classes: self.classes.clone(),
+        }
+    }
+}
+
+/// A checkpoint written in the middle of an epoch (by [`Config::checkpoint_every`] or the
+/// checkpoint signal), as [`Event::Checkpoint`] reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MidEpoch {
+    /// The epoch it is in (1-based).
+    pub epoch: usize,
+    /// Steps of it done; `--resume` goes on with the next.
+    pub step: usize,
+    pub steps: usize,
+    pub checkpoint: PathBuf,
+    /// Written for the checkpoint signal (the run then stops), not on schedule.
+    pub signal: bool,
+}
+
+impl MidEpoch {
+    fn signalled(self) -> MidEpoch {
+        MidEpoch {
+            signal: true,
+            ..self
+        }
+    }
+}
+
+/// What [`train`] reports as it goes.
+#[derive(Debug)]
+pub enum Event<'a> {
+    Epoch(&'a EpochStats),
+    Checkpoint(&'a MidEpoch),
+}
+
+/// Every rank's part in a mid-epoch checkpoint: the ranks' epoch sums gathered (exactly: each
+/// row is one rank's), rank 0 writes, then all meet so that none leaves before the file is
+/// whole.
+fn save_mid_epoch(
+    comm: &mut Communicator,
+    stepper: &Stepper,
+    named: &Named,
+    opts: &[Optimizer],
+    meta: &checkpoint::Meta,
+    bad: usize,
+) -> Result<MidEpoch> {
+    let dir = stepper.cfg.checkpoint_dir.as_deref().ok_or_else(|| {
+        Error::Usage("a mid-epoch checkpoint needs a checkpoint directory".into())
+    })?;
+    let mine = Tensor::from_slice(&[
+        stepper.loss_sum.double_value(&[]),
+        stepper.correct.int64_value(&[]) as f64,
+        bad as f64,
+    ]);
+    let mut all = Tensor::zeros([comm.world_size() as i64, 3], (Kind::Double, Device::Cpu));
+    comm.all_gather(&mine, &mut all)?;
+    if comm.rank() == 0 {
+        save_last(dir, named, opts, meta, false, Some(all))?;
+    }
+    comm.barrier()?;
+    Ok(MidEpoch {
+        epoch: meta.epoch + 1,
+        step: meta.step,
+        steps: meta.steps_per_epoch,
+        checkpoint: dir.join("last.safetensors"),
+        signal: false,
+    })
+}
+
+/// The checkpoint signal ([`Config::checkpoint_signal`]) as the ranks agree on it.
+#[derive(Default)]
+struct Signal {
+    warned: bool,
+}
+
+impl Signal {
+    /// Whether the signal reached any rank: every rank gets the same answer before the same
+    /// step (a max all-reduce of the ranks' flags over the host ring, which waits for no
+    /// device). Without a checkpoint directory there is nothing to write: a warning, and
+    /// training goes on.
+    fn agreed(&mut self, cfg: &Config, comm: &mut Communicator) -> Result<bool> {
+        let Some(requested) = cfg.checkpoint_signal else {
+            return Ok(false);
+        };
+        if cfg.checkpoint_dir.is_none() {
+            if requested() && !self.warned {
+                log::warn!(
+                    "the checkpoint signal arrived, but there is no checkpoint directory to write to: training goes on"
+                );
+                self.warned = true;
+            }
+            return Ok(false);
+        }
+        let mine = requested();
+        if comm.world_size() == 1 {
+            return Ok(mine);
+        }
+        let mut flag = Tensor::from(i32::from(mine));
+        comm.all_reduce(&mut flag, ReduceOp::Max)?;
+        Ok(flag.int64_value(&[]) != 0)
+    }
+}
+
+/// The libtorch generator's seed for a training step's augmentation draws: a function of the
+/// run's seed, the epoch, the step and the rank only (`scripts/reference/train_ref.py` seeds
+/// its steps the same way).
+pub fn step_seed(seed: i64, epoch: usize, step: usize, rank: usize) -> i64 {
+    (seed as u64)
+        .wrapping_mul(1_000_003)
+        .wrapping_add(epoch as u64 * 1009 + rank as u64)
+        .wrapping_mul(1_000_033)
+        .wrapping_add(step as u64) as i64
 }
 
 /// The model's forward pass through its stages in the run's precision (fp16/bf16: CUDA
@@ -1262,15 +1560,19 @@ fn load_last(dir: &std::path::Path, device: Device) -> Result<Option<LastState>>
     let (model, meta) = checkpoint::load(&mp, device)?;
     let (train, tmeta) = checkpoint::load(&tp, device)?;
     let meta = checkpoint::Meta::from_map(&meta, &mp)?;
-    let train_epoch = tmeta.get("epoch").and_then(|e| e.parse::<usize>().ok());
-    if train_epoch != Some(meta.epoch) {
+    let tmeta = checkpoint::Meta::from_map(&tmeta, &tp).ok();
+    let train_at = tmeta.as_ref().map(|t| (t.epoch, t.step));
+    if train_at != Some((meta.epoch, meta.step)) {
         return Err(Error::Checkpoint(format!(
-            "{} (epoch {}) and {} (epoch {:?}) are from different epochs: the run was killed while writing; \
-             remove both to start over",
+            "{} (epoch {}, step {}) and {} ({}) are from different steps: the run was killed while \
+             writing; remove both to start over",
             mp.display(),
             meta.epoch,
+            meta.step,
             tp.display(),
-            train_epoch
+            train_at.map_or("no epoch".to_string(), |(e, s)| format!(
+                "epoch {e}, step {s}"
+            )),
         )));
     }
     Ok(Some(LastState {

@@ -15,7 +15,7 @@ use train::optim::{Rule, Schedule};
 use train::pipeline::Pipeline;
 use train::resnet::{Arch, Stem};
 use train::syncbn::{self, Group, Lent};
-use train::trainer::{Config, Precision, Trained, train};
+use train::trainer::{Config, Event, Precision, Trained, train};
 
 /// scikit-learn's digits in the CIFAR-100 layout (scripts/make-digits-cifar), made once.
 fn digits() -> &'static Path {
@@ -80,6 +80,8 @@ fn config() -> Config {
         init: None,
         init_strict: true,
         should_stop: || false,
+        checkpoint_every: None,
+        checkpoint_signal: None,
     }
 }
 
@@ -512,6 +514,7 @@ fn digits_are_learnt() {
         ..config()
     };
     let t = train(&cfg, &mut single(), |e| {
+        let Event::Epoch(e) = e else { return Ok(()) };
         eprintln!(
             "epoch {} loss {:.3} top1 {:.1} val {:.1} ({:.1} s)",
             e.epoch, e.train_loss, e.train_top1, e.val_top1, e.seconds
@@ -725,4 +728,185 @@ fn pipeline_settings_that_cannot_work_are_usage_errors() {
         m.contains("must all be on CUDA devices or all on the CPU"),
         "{m}"
     );
+}
+
+/// Calls of [`signal_at_call`] so far, and the call from which it says the checkpoint signal has
+/// come (0: never); set by the test that holds [`serial`].
+static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static SIGNAL_AT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// A checkpoint signal that arrives before the `SIGNAL_AT`-th step of a run (1-based, counted
+/// over its epochs).
+fn signal_at_call() -> bool {
+    use std::sync::atomic::Ordering::SeqCst;
+    let call = CALLS.fetch_add(1, SeqCst) + 1;
+    let at = SIGNAL_AT.load(SeqCst);
+    at != 0 && call >= at
+}
+
+/// Runs `cfg` into `dir` with the checkpoint signal coming before the run's `at`-th step: the
+/// error it stops with.
+fn signalled(cfg: &Config, dir: &Path, at: usize) -> train::Error {
+    use std::sync::atomic::Ordering::SeqCst;
+    CALLS.store(0, SeqCst);
+    SIGNAL_AT.store(at, SeqCst);
+    let run = train(
+        &Config {
+            checkpoint_dir: Some(dir.into()),
+            checkpoint_signal: Some(signal_at_call),
+            ..cfg.clone()
+        },
+        &mut single(),
+        |_| Ok(()),
+    );
+    SIGNAL_AT.store(0, SeqCst);
+    run.expect_err("the signal stops the run")
+}
+
+/// `--resume` from `dir` to the end of `cfg`: equal, bit for bit, to the uninterrupted run.
+fn assert_resumes_to(cfg: &Config, dir: &Path, straight: &Trained, what: &str) {
+    let resumed = train(
+        &Config {
+            checkpoint_dir: Some(dir.into()),
+            resume: true,
+            ..cfg.clone()
+        },
+        &mut single(),
+        |_| Ok(()),
+    )
+    .unwrap();
+    assert_eq!(
+        max_diff(&params(straight), &params(&resumed)),
+        0.0,
+        "{what}: weights"
+    );
+    assert_eq!(
+        max_diff(&running_stats(straight), &running_stats(&resumed)),
+        0.0,
+        "{what}: BatchNorm statistics"
+    );
+    // The resumed epoch reports the whole epoch, as the uninterrupted one does.
+    let (a, b) = (
+        straight.epochs.last().unwrap(),
+        resumed.epochs.last().unwrap(),
+    );
+    assert_eq!(
+        (
+            a.epoch,
+            a.train_loss,
+            a.train_top1,
+            a.val_loss,
+            a.skipped_steps
+        ),
+        (
+            b.epoch,
+            b.train_loss,
+            b.train_top1,
+            b.val_loss,
+            b.skipped_steps
+        ),
+        "{what}: the last epoch's figures"
+    );
+}
+
+#[test]
+fn the_checkpoint_signal_stops_at_a_step_that_resume_continues_bit_for_bit() {
+    let _serial = serial();
+    let base = Config {
+        epochs: 2,
+        max_steps: Some(4),
+        augment: true,
+        ..config()
+    };
+    let accum = Config {
+        accum: 2,
+        ..base.clone()
+    };
+    let staged = piped(base.clone(), "layer3", 2, 2);
+    let synthetic = Config {
+        data: Source::Synthetic {
+            train: 256,
+            test: 64,
+            classes: 10,
+            seed: 3,
+            size: 32,
+        },
+        ..base.clone()
+    };
+    // Steps 1-4 are epoch 1's, 5-8 epoch 2's: mid-epoch (2, 7) and at an epoch's start (5, whose
+    // checkpoint the epoch's end already wrote).
+    for (cfg, at, what) in [
+        (&base, 2, "before step 2"),
+        (&base, 5, "before epoch 2"),
+        (&base, 7, "before step 3 of epoch 2"),
+        (&accum, 7, "--accum 2"),
+        (&staged, 3, "two stages"),
+        (&synthetic, 6, "synthetic data"),
+    ] {
+        let straight = train(cfg, &mut single(), |_| Ok(())).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        match signalled(cfg, dir.path(), at) {
+            train::Error::Checkpointed { epoch, step, steps } => {
+                assert_eq!(
+                    (epoch, step, steps),
+                    (1 + (at - 1) / 4, (at - 1) % 4, 4),
+                    "{what}"
+                )
+            }
+            other => panic!("{what}: {other}"),
+        }
+        assert_resumes_to(cfg, dir.path(), &straight, what);
+    }
+}
+
+#[test]
+fn checkpoints_every_n_steps_let_a_stopped_run_resume_bit_for_bit() {
+    let _serial = serial();
+    static STOP_AT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    static STEPS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    fn stop() -> bool {
+        use std::sync::atomic::Ordering::SeqCst;
+        STEPS.fetch_add(1, SeqCst) + 1 >= STOP_AT.load(SeqCst)
+    }
+    let cfg = Config {
+        epochs: 2,
+        max_steps: Some(4),
+        augment: true,
+        checkpoint_every: Some(3),
+        ..config()
+    };
+    let straight = train(&cfg, &mut single(), |_| Ok(())).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut written = Vec::new();
+    // Stopped (SIGTERM) before step 8: the checkpoint after step 6 (step 2 of epoch 2) is the
+    // last; the one after step 3 came before it, and none at step 4, an epoch's end.
+    STOP_AT.store(8, std::sync::atomic::Ordering::SeqCst);
+    STEPS.store(0, std::sync::atomic::Ordering::SeqCst);
+    let run = train(
+        &Config {
+            checkpoint_dir: Some(dir.path().into()),
+            should_stop: stop,
+            ..cfg.clone()
+        },
+        &mut single(),
+        |e| {
+            if let Event::Checkpoint(c) = e {
+                written.push((c.epoch, c.step, c.signal));
+            }
+            Ok(())
+        },
+    );
+    assert!(
+        matches!(
+            run,
+            Err(train::Error::Interrupted {
+                epoch: 2,
+                step: 3,
+                ..
+            })
+        ),
+        "{run:?}"
+    );
+    assert_eq!(written, [(1, 3, false), (2, 2, false)]);
+    assert_resumes_to(&cfg, dir.path(), &straight, "after step 6");
 }

@@ -12,12 +12,12 @@ use cli_common::ResultExt as _;
 use cli_common::{Classified, CommonArgs, JsonlOut, Outcome, Tool, Torch, progress};
 use collectives::{Communicator, DistArgs};
 use device::{DeviceArg, Env};
-use records::{EpochRecord, StageRecord, Summary};
+use records::{CheckpointRecord, EpochRecord, StageRecord, Summary};
 use train::data::Source;
 use train::optim::{Rule, Schedule};
 use train::pipeline::Pipeline;
 use train::resnet::{Arch, Stem};
-use train::trainer::{Config, Precision};
+use train::trainer::{Config, Event, Precision};
 
 /// Data-parallel ResNet training on CIFAR binaries, image folders or RecordIO, one process per GPU (or per pipeline of GPUs), as PyTorch DDP does it (checkpoints, resume, records).
 ///
@@ -230,9 +230,29 @@ pub struct Cli {
     #[arg(long, value_name = "DIR")]
     pub checkpoint_dir: Option<PathBuf>,
 
-    /// Continue from --checkpoint-dir's last checkpoint (a fresh start if there is none).
+    /// Continue from --checkpoint-dir's last checkpoint (a fresh start if there is none). A
+    /// checkpoint written inside an epoch goes on with the step after it, exactly as the
+    /// uninterrupted run would have; it needs the same ranks, --batch-size, --seed and
+    /// --max-steps.
     #[arg(long, requires = "checkpoint_dir")]
     pub resume: bool,
+
+    /// Also write the checkpoint inside epochs, after every N steps (counted over the whole run),
+    /// so that a killed or preempted run loses at most N steps.
+    #[arg(long, value_name = "N", value_parser = at_least_one, requires = "checkpoint_dir")]
+    pub checkpoint_every: Option<usize>,
+
+    /// The signal that asks for a checkpoint now (USR1, USR2, HUP, ALRM, or none): every rank
+    /// finishes its step, rank 0 writes the checkpoint at that step, and the run stops with exit
+    /// 75 (Slurm: #SBATCH --signal=USR1@120 before the time limit, scancel --signal=USR1). Without
+    /// --checkpoint-dir it is ignored with a warning.
+    #[arg(long, value_name = "SIGNAL", default_value = "USR1")]
+    pub checkpoint_signal: String,
+
+    /// After the checkpoint signal's checkpoint, rank 0 runs `scontrol requeue $SLURM_JOB_ID`, so
+    /// that the job goes back into the queue (its script runs again: give it --resume).
+    #[arg(long, requires = "checkpoint_dir")]
+    pub requeue_on_signal: bool,
 
     /// At most this many steps per epoch (benchmarks, smoke tests).
     #[arg(long, value_name = "N", value_parser = at_least_one)]
@@ -520,7 +540,70 @@ fn config(cli: &Cli, devices: &[tch::Device]) -> Result<Config> {
         sync_bn: cli.sync_bn,
         fused_optim: cli.fused_optim.or(device.is_cuda()),
         should_stop: cli_common::interrupt::requested,
+        checkpoint_every: cli.checkpoint_every,
+        checkpoint_signal: checkpoint_signal(cli)?
+            .map(|_| cli_common::interrupt::checkpoint_requested as fn() -> bool),
     })
+}
+
+/// `--checkpoint-signal`'s number (`None` for `none`).
+fn checkpoint_signal(cli: &Cli) -> Result<Option<i32>> {
+    if cli.checkpoint_signal.eq_ignore_ascii_case("none") {
+        return Ok(None);
+    }
+    match cli_common::interrupt::checkpoint_signal_by_name(&cli.checkpoint_signal) {
+        Some(n) => Ok(Some(n)),
+        None => bail!(
+            "--checkpoint-signal {}: USR1, USR2, HUP, ALRM or none (SIGINT and SIGTERM stop the run \
+             at once, keeping the last checkpoint)",
+            cli.checkpoint_signal
+        ),
+    }
+}
+
+/// The Slurm job `--requeue-on-signal` puts back into the queue (a usage error outside Slurm).
+fn requeue_job(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<Option<String>> {
+    if !cli.requeue_on_signal {
+        return Ok(None);
+    }
+    if checkpoint_signal(cli)?.is_none() {
+        bail!("--requeue-on-signal needs a --checkpoint-signal");
+    }
+    match env("SLURM_JOB_ID") {
+        Some(id) if !id.is_empty() => Ok(Some(id)),
+        _ => bail!("--requeue-on-signal: not in a Slurm job (SLURM_JOB_ID is not set)"),
+    }
+}
+
+/// How long `scontrol requeue` may take before the run ends without it.
+const REQUEUE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// `scontrol requeue JOB`, within [`REQUEUE_DEADLINE`]; what went wrong, if anything.
+fn requeue(job: &str) -> Result<()> {
+    let mut child = std::process::Command::new("scontrol")
+        .args(["requeue", job])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .context("running scontrol requeue")?;
+    let deadline = Instant::now() + REQUEUE_DEADLINE;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            if !status.success() {
+                bail!("scontrol requeue {job} failed ({status})");
+            }
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!(
+                "scontrol requeue {job} did not finish within {} s",
+                REQUEUE_DEADLINE.as_secs()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 /// How image-folder data is prepared, from the flags that only it takes (a usage error with
@@ -718,6 +801,11 @@ fn training_flags(cli: &Cli) -> Vec<(&'static str, String)> {
         ("--channels-last", format!("{:?}", cli.channels_last)),
         ("--fused-optim", format!("{:?}", cli.fused_optim)),
         ("--resume", cli.resume.to_string()),
+        ("--checkpoint-every", format!("{:?}", cli.checkpoint_every)),
+        (
+            "--checkpoint-signal",
+            format!("{:?}", checkpoint_signal(cli).ok().flatten()),
+        ),
         (
             "--max-steps",
             cli.max_steps
@@ -821,6 +909,13 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     if let (Some(n), Some(path)) = (cli.dump_batches, &cli.dump) {
         return dump(&cli, &cfg, n, path);
     }
+    let requeue_job = requeue_job(&cli, &|k| std::env::var(k).ok()).map_err(usage)?;
+    // From here on the checkpoint signal no longer ends the process (it arrives on every rank,
+    // possibly before they meet).
+    if let Some(signal) = checkpoint_signal(&cli)? {
+        cli_common::interrupt::install_checkpoint_signal(signal)
+            .context("installing the --checkpoint-signal handler")?;
+    }
     let threads = threads(&cli);
     tch::set_num_threads(threads.min(i32::MAX as usize) as i32);
     let mut opts = cli.dist.options();
@@ -889,7 +984,27 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     // libtorch errors in tch's ops are panics (CUDA out of memory among them): caught as typed
     // errors, they are this run's error message and stay off stderr.
     let run = cli_common::panics::catch_torch(|| {
-        train::trainer::train(&cfg, &mut comm, |e| {
+        train::trainer::train(&cfg, &mut comm, |event| {
+            let e = match event {
+                Event::Epoch(e) => e,
+                Event::Checkpoint(c) => {
+                    if speak {
+                        let rec = CheckpointRecord {
+                            epoch: c.epoch,
+                            step: c.step,
+                            steps: c.steps,
+                            checkpoint: std::path::absolute(&c.checkpoint)
+                                .unwrap_or(c.checkpoint.clone()),
+                            reason: if c.signal { "signal" } else { "every" }.to_string(),
+                            rank,
+                            world_size: world,
+                        };
+                        out.emit(&rec)
+                            .map_err(|e| train::Error::Data(e.to_string()))?;
+                    }
+                    return Ok(());
+                }
+            };
             if !(e.train_loss.is_finite() && e.val_loss.is_finite()) {
                 return Err(train::Error::Data(format!(
                     "training diverged at epoch {} (train loss {}, val loss {}): lower --lr, or use --precision fp32",
@@ -979,8 +1094,38 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
             }
         )
     };
+    let summary = |out: &mut JsonlOut, skipped: usize| -> Result<()> {
+        if speak {
+            out.emit(&Summary {
+                ok: ran,
+                skipped,
+                failed: 0,
+                elapsed_ms: started.elapsed().as_millis() as u64,
+                world_size: Some(world),
+                ..Summary::default()
+            })?;
+        }
+        Ok(())
+    };
     let trained = match run {
         Ok(Ok(t)) => t,
+        // The checkpoint signal: every rank stopped at the same step, where the checkpoint
+        // stands; exit 75, and with --requeue-on-signal the job goes back into the queue.
+        Ok(Err(e @ train::Error::Checkpointed { .. })) => {
+            if speak && !cli.common.quiet {
+                eprintln!(
+                    "ddp-train[rank {rank}]: the checkpoint signal came: {e}; --resume goes on from there"
+                );
+            }
+            if let (0, Some(job)) = (rank, &requeue_job) {
+                requeue(job).with_context(|| format!("rank {rank}: {e}, but"))?;
+                if !cli.common.quiet {
+                    eprintln!("ddp-train[rank {rank}]: Slurm job {job} requeued");
+                }
+            }
+            summary(out, 0)?;
+            return Ok(Outcome::Resumable);
+        }
         // SIGINT/SIGTERM: stopped before the next step, exit 130.
         Ok(Err(train::Error::Interrupted {
             epoch,
@@ -1020,16 +1165,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         Err(Torch::OutOfMemory(_)) => return Err(out_of_memory()),
         Err(other) => bail!("rank {rank}: {other}"),
     };
-    if speak {
-        out.emit(&Summary {
-            ok: ran,
-            skipped: trained.resumed_from.unwrap_or(0),
-            failed: 0,
-            elapsed_ms: started.elapsed().as_millis() as u64,
-            world_size: Some(world),
-            ..Summary::default()
-        })?;
-    }
+    summary(out, trained.resumed_from.unwrap_or(0))?;
     Ok(Outcome::Ok)
 }
 
