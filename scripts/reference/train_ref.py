@@ -52,6 +52,12 @@ def lr_at(sched, lr, epoch, epochs):
     return lr * 0.5 * (1 + math.cos(math.pi * t))
 
 
+def step_seed(seed, epoch, step, rank=0):
+    """The generator's seed for a step's augmentation draws, as ddp-train seeds its steps
+    (a function of the seed, epoch, step and rank only: runs resumed at any step draw the same)."""
+    return ((seed * 1_000_003 + epoch * 1009 + rank) * 1_000_033 + step) % (1 << 64)
+
+
 def augment(x):
     b, c, h, w = x.shape
     p = F.pad(x, (4, 4, 4, 4))
@@ -119,7 +125,6 @@ def main():
     steps = n // a.batch_size if a.max_steps is None else min(a.max_steps, n // a.batch_size)
     for epoch in range(a.epochs):
         t0 = time.perf_counter()
-        torch.manual_seed(a.seed * 1_000_003 + epoch * 1009)
         g = torch.Generator()
         g.manual_seed(a.seed + epoch)
         order = torch.randperm(n, generator=g).to(dev)
@@ -129,6 +134,7 @@ def main():
             lr = lr_at(a.schedule, a.lr, epoch + s / steps, a.epochs)
             for grp in opt.param_groups:
                 grp["lr"] = lr
+            torch.manual_seed(step_seed(a.seed, epoch, s))
             idx = order[s * a.batch_size:(s + 1) * a.batch_size]
             x = xtr[idx].float() / 255
             if a.augment:

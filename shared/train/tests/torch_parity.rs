@@ -26,6 +26,12 @@ fn python(script: &str) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// libtorch's generator is process-global: tests that seed and draw from it run one at a time.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[test]
 fn sampler_index_lists_equal_torchs_distributed_sampler() {
     let cases = [
@@ -71,6 +77,7 @@ fn sampler_index_lists_equal_torchs_distributed_sampler() {
 
 #[test]
 fn torchvision_loads_our_checkpoints_strictly_with_the_same_logits() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     for (arch, tv) in [(Arch::ResNet18, "resnet18"), (Arch::ResNet50, "resnet50")] {
         tch::manual_seed(5);
@@ -115,5 +122,42 @@ print((y - io["logits"]).abs().max().item(), io["logits"].abs().max().item(), in
             v[1]
         );
         assert_eq!(v[2], 2.0, "num_batches_tracked travels");
+    }
+}
+
+/// A training step's augmentation draws come from libtorch's generator seeded with
+/// `step_seed`; the PyTorch reference loop (scripts/reference/train_ref.py) seeds its steps with
+/// its own copy of the formula: both give the same draws, negative seeds and wrap-around
+/// included.
+#[test]
+fn step_seeds_draw_what_the_reference_loop_draws() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let cases = [
+        (0i64, 0usize, 0usize, 0usize),
+        (9, 2, 17, 0),
+        (-3, 1, 5, 3),
+        (i64::MAX, 7, 123, 1),
+    ];
+    let mut script = format!(
+        "import sys, torch\nsys.path.insert(0, {:?})\nfrom train_ref import step_seed\n",
+        root.join("scripts/reference").display().to_string()
+    );
+    for (seed, epoch, step, rank) in cases {
+        script += &format!(
+            "torch.manual_seed(step_seed({seed}, {epoch}, {step}, {rank})); print(','.join(map(str, torch.randint(9, (6,)).tolist())))\n"
+        );
+    }
+    let out = python(&script);
+    let _serial = serial();
+    for ((seed, epoch, step, rank), line) in cases.into_iter().zip(out.lines()) {
+        tch::manual_seed(train::trainer::step_seed(seed, epoch, step, rank));
+        let ours: Vec<i64> =
+            Vec::try_from(Tensor::randint(9, [6], (Kind::Int64, Device::Cpu))).unwrap();
+        let ours: Vec<String> = ours.iter().map(i64::to_string).collect();
+        assert_eq!(
+            ours.join(","),
+            line,
+            "seed {seed} epoch {epoch} step {step} rank {rank}"
+        );
     }
 }
