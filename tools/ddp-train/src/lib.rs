@@ -1112,7 +1112,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         // The checkpoint signal: every rank stopped at the same step, where the checkpoint
         // stands; exit 75, and with --requeue-on-signal the job goes back into the queue.
         Ok(Err(e @ train::Error::Checkpointed { .. })) => {
-            if speak && !cli.common.quiet {
+            if !cli.common.quiet {
                 eprintln!(
                     "ddp-train[rank {rank}]: the checkpoint signal came: {e}; --resume goes on from there"
                 );

@@ -1677,3 +1677,269 @@ assert not np.array_equal(x[0], x[2]) and not np.array_equal(x[2], x[3])
 "#;
     python([std::ffi::OsStr::new("-c"), script.as_ref(), npz.as_os_str()]);
 }
+
+/// Spawns the `ranks` (their stdout piped, stderr captured) and sends the checkpoint signal to
+/// `target` once `watch` has printed its first checkpoint record (so that it lands inside an
+/// epoch, after --checkpoint-every's first one): each rank's output.
+fn usr1_after_first_checkpoint(
+    mut ranks: Vec<Command>,
+    watch: usize,
+    target: usize,
+) -> Vec<Output> {
+    use std::io::BufRead;
+    let mut children: Vec<std::process::Child> = ranks
+        .iter_mut()
+        .map(|c| {
+            c.stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let target_pid = children[target].id() as i32;
+    let watched = children[watch].stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut lines = Vec::new();
+        let mut signalled = false;
+        for line in std::io::BufReader::new(watched).lines() {
+            let line = line.unwrap();
+            if !signalled && line.contains(r#""type":"checkpoint""#) {
+                // SAFETY: a signal to a child of this test, still running (its stdout is open).
+                assert_eq!(unsafe { libc::kill(target_pid, libc::SIGUSR1) }, 0);
+                signalled = true;
+            }
+            lines.push(line + "\n");
+        }
+        lines.concat().into_bytes()
+    });
+    let mut outs: Vec<Output> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    outs[watch].stdout = reader.join().unwrap();
+    outs
+}
+
+/// The checkpoint records in a run's stdout: (epoch, step, reason).
+fn checkpoint_records(o: &Output) -> Vec<(u64, u64, String)> {
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["type"] == "checkpoint")
+        .map(|v| {
+            (
+                v["epoch"].as_u64().unwrap(),
+                v["step"].as_u64().unwrap(),
+                v["reason"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Asserts that a run stopped for the checkpoint signal (exit 75) at a step inside epoch 1,
+/// after the scheduled checkpoint at step 2; the step.
+fn assert_stopped_at_a_signal_checkpoint(o: &Output, what: &str) -> u64 {
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(75), "{what}: {stderr}");
+    let ck = checkpoint_records(o);
+    assert_eq!(ck[0], (1, 2, "every".to_string()), "{what}: {ck:?}");
+    let (epoch, step, reason) = ck.last().unwrap().clone();
+    assert_eq!((epoch, reason.as_str()), (1, "signal"), "{what}: {ck:?}");
+    assert!(step > 2, "{what}: {ck:?}");
+    assert!(
+        stderr.contains("--resume goes on from there"),
+        "{what}: {stderr}"
+    );
+    step
+}
+
+#[test]
+fn usr1_to_one_rank_stops_both_at_one_step_and_resume_trains_the_same_weights() {
+    let args = [
+        "--batch-size",
+        "32",
+        "--max-steps",
+        "24",
+        "--epochs",
+        "1",
+        "--augment",
+        "--seed",
+        "4",
+    ];
+    let ((_, straight), plain) = two_rank_processes_of(cmd, &args);
+    let ck = tempfile::tempdir().unwrap();
+    let ranks = |extra: &[&str]| -> Vec<Command> {
+        let port = free_port();
+        (0..2)
+            .map(|rank| {
+                let mut c = cmd();
+                c.args(args)
+                    .args(extra)
+                    .args(["--rank", &rank.to_string(), "--world-size", "2"])
+                    .args(["--master-addr", "127.0.0.1", "--master-port", &port])
+                    .arg("--checkpoint-dir")
+                    .arg(ck.path());
+                c
+            })
+            .collect()
+    };
+    // Only rank 1 gets the signal; rank 0 stops at the same step all the same.
+    let outs = usr1_after_first_checkpoint(ranks(&["--checkpoint-every", "2"]), 0, 1);
+    let step = assert_stopped_at_a_signal_checkpoint(&outs[0], "rank 0");
+    assert_eq!(
+        outs[1].status.code(),
+        Some(75),
+        "{}",
+        String::from_utf8_lossy(&outs[1].stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&outs[1].stderr)
+            .contains(&format!("after step {step} of 24 of epoch 1"))
+    );
+    let resumed: Vec<Output> = ranks(&["--resume"])
+        .iter_mut()
+        .map(|c| {
+            c.stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    let recs = records(&resumed[0]);
+    assert!(resumed[1].status.success());
+    assert_same_weights(straight.path(), ck.path(), 0.0);
+    let (a, b) = (&plain.items[0], &recs.items[0]);
+    assert_eq!(
+        (a.train_loss, a.train_top1, a.val_loss, a.steps),
+        (b.train_loss, b.train_top1, b.val_loss, b.steps),
+        "the resumed epoch reports the whole epoch"
+    );
+}
+
+#[test]
+fn image_folders_recordio_and_shards_resume_mid_epoch_to_the_same_weights() {
+    let dir = digits_twice();
+    let rec = tempfile::tempdir().unwrap();
+    for split in ["train", "val"] {
+        python([
+            root().join("scripts/reference/mxnet_recordio.py"),
+            "pack-folder".into(),
+            dir.join("folder").join(split),
+            rec.path().join(split),
+        ]);
+    }
+    let sources: [(&str, Box<dyn Fn() -> Command>); 3] = [
+        (
+            "image folder",
+            Box::new(|| cmd_on(format!("imagefolder:{}", dir.join("folder").display()))),
+        ),
+        (
+            "recordio",
+            Box::new(|| {
+                let mut c = cmd_on(format!("recordio:{}", rec.path().join("train").display()));
+                c.arg("--val-data").arg(rec.path().join("val"));
+                c
+            }),
+        ),
+        ("shards", Box::new(digit_shards)),
+    ];
+    let args = [
+        "--stem",
+        "cifar",
+        "--epochs",
+        "1",
+        "--max-steps",
+        "10",
+        "--batch-size",
+        "16",
+        "--image-size",
+        "28",
+        "--workers",
+        "2",
+    ];
+    for (what, base) in &sources {
+        let straight = tempfile::tempdir().unwrap();
+        let plain = records(
+            &base()
+                .args(args)
+                .arg("--checkpoint-dir")
+                .arg(straight.path())
+                .output()
+                .unwrap(),
+        );
+        let ck = tempfile::tempdir().unwrap();
+        let mut run = base();
+        run.args(args)
+            .args(["--checkpoint-every", "2", "--checkpoint-dir"])
+            .arg(ck.path());
+        let out = usr1_after_first_checkpoint(vec![run], 0, 0).remove(0);
+        assert_stopped_at_a_signal_checkpoint(&out, what);
+        let resumed = records(
+            &base()
+                .args(args)
+                .args(["--resume", "--checkpoint-dir"])
+                .arg(ck.path())
+                .output()
+                .unwrap(),
+        );
+        assert_same_weights(straight.path(), ck.path(), 0.0);
+        let (a, b) = (&plain.items[0], &resumed.items[0]);
+        assert_eq!(
+            (a.train_loss, a.train_top1, a.val_loss),
+            (b.train_loss, b.train_top1, b.val_loss),
+            "{what}"
+        );
+    }
+}
+
+#[test]
+fn requeue_on_signal_asks_slurm_to_requeue_the_job_after_the_checkpoint() {
+    // A stand-in for scontrol on PATH that notes its arguments.
+    let bin = tempfile::tempdir().unwrap();
+    let noted = bin.path().join("args");
+    let scontrol = bin.path().join("scontrol");
+    std::fs::write(
+        &scontrol,
+        format!("#!/bin/sh\necho \"$@\" > '{}'\n", noted.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &scontrol,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let args = ["--batch-size", "32", "--max-steps", "24", "--epochs", "1"];
+    let ck = tempfile::tempdir().unwrap();
+    // Outside Slurm it cannot work: said at once.
+    assert_usage(
+        cmd()
+            .args(args)
+            .args(["--requeue-on-signal", "--checkpoint-dir"])
+            .arg(ck.path())
+            .env_remove("SLURM_JOB_ID"),
+        "not in a Slurm job",
+    );
+    let mut run = cmd();
+    run.args(args)
+        .args([
+            "--requeue-on-signal",
+            "--checkpoint-every",
+            "2",
+            "--checkpoint-dir",
+        ])
+        .arg(ck.path())
+        .env("SLURM_JOB_ID", "4242")
+        .env("PATH", path);
+    let out = usr1_after_first_checkpoint(vec![run], 0, 0).remove(0);
+    assert_stopped_at_a_signal_checkpoint(&out, "requeue");
+    assert_eq!(std::fs::read_to_string(&noted).unwrap(), "requeue 4242\n");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Slurm job 4242 requeued"));
+}
