@@ -337,6 +337,14 @@ With --stages, the record also lists the stages (devices, first and last unit, p
 .PP
 then {"type":"summary","ok":EPOCHS_RUN,"skipped":EPOCHS_ALREADY_DONE,"failed":0,"world_size":N,"elapsed_ms":N}.
 .PP
+A checkpoint written inside an epoch (--checkpoint-every, or the checkpoint signal) is a record of its own:
+.PP
+.nf
+{"type":"checkpoint","epoch":3,"step":500,"steps":1251,"checkpoint":"/abs/ck/last.safetensors","reason":"every|signal","rank":0,"world_size":8}
+.fi
+.PP
+After the checkpoint signal's checkpoint every rank exits 75 (sysexits' EX_TEMPFAIL): the run is not finished; run it again with --resume.
+.PP
 Accuracies are percent; losses are means over all ranks' images; validation counts every test image once (each rank takes images rank, rank+world, ...). loss_scale appears with --precision fp16."#;
     const EXAMPLES: &'static [(&'static str, &'static str)] = &[
         (

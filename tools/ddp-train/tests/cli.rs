@@ -1831,7 +1831,8 @@ fn image_folders_recordio_and_shards_resume_mid_epoch_to_the_same_weights() {
             rec.path().join(split),
         ]);
     }
-    let sources: [(&str, Box<dyn Fn() -> Command>); 3] = [
+    type Base<'a> = Box<dyn Fn() -> Command + 'a>;
+    let sources: [(&str, Base); 3] = [
         (
             "image folder",
             Box::new(|| cmd_on(format!("imagefolder:{}", dir.join("folder").display()))),
