@@ -272,12 +272,10 @@ fn ddp_train_across_two_nodes_trains_the_same_weights_however_launched() {
         assert_eq!(epochs[0]["world_size"], 4, "{how:?}");
     }
     // The same ranks in the same ring order: the same sums, so the same weights to the bit.
-    let check = format!(
-        "import sys, torch\nfrom safetensors.torch import load_file\n\
+    let check = "import sys, torch\nfrom safetensors.torch import load_file\n\
          a = load_file(sys.argv[1])\n\
          for p in sys.argv[2:]:\n    b = load_file(p)\n    assert a.keys() == b.keys()\n    \
-         bad = [k for k in a if not torch.equal(a[k], b[k])]\n    assert not bad, (p, bad[:5])\n"
-    );
+         bad = [k for k in a if not torch.equal(a[k], b[k])]\n    assert not bad, (p, bad[:5])\n";
     let out = Command::new(python())
         .arg("-c")
         .arg(check)
