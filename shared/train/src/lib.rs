@@ -14,8 +14,9 @@
 //! - [`syncbn`]: SyncBatchNorm (global-batch statistics through a differentiable all-reduce);
 //! - [`folder`], [`recordio`], [`wds`], [`images`]: image folders, MXNet RecordIO and webdataset
 //!   tar shards, decoded with Pillow's pixels and torchvision's transforms by a pool of threads;
-//! - [`checkpoint`]: model + optimiser + scaler + epoch in one safetensors file, written
-//!   atomically; the model's tensors keep torchvision's names.
+//! - [`checkpoint`]: model + optimiser + scaler + epoch (and, inside an epoch, the step and the
+//!   ranks' partial sums) in safetensors files, written atomically; the model's tensors keep
+//!   torchvision's names.
 
 pub mod checkpoint;
 pub mod data;

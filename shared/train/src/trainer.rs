@@ -240,7 +240,9 @@ pub fn dump_batches(
     let take = (n * local).min(order.len());
     let (mut xs, mut ys) = (Vec::new(), Vec::new());
     let started = Instant::now();
-    for chunk in order[..take].chunks(local) {
+    for (step, chunk) in order[..take].chunks(local).enumerate() {
+        // Data held on the device draws its augmentation as training's steps of epoch 0 do.
+        tch::manual_seed(step_seed(cfg.seed, 0, step, rank));
         let idx = Tensor::from_slice(chunk);
         let (x, y) = data.batch(&idx, &norm, train && cfg.augment, 0)?;
         xs.push(x);
