@@ -35,6 +35,7 @@ mod out;
 pub mod panics;
 pub mod paths;
 pub mod progress;
+pub mod threads;
 
 pub use error_class::{Class, Classified, ResultExt, Torch};
 pub use man::render_man;

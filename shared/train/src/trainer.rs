@@ -379,12 +379,16 @@ pub fn train(
                 });
             }
             if signal.agreed(cfg, comm)? {
-                if saved_at != Some((epoch, step)) {
+                // Written unless the last checkpoint already stands here (the one at the end of
+                // the previous epoch, say); reported either way.
+                let at = if saved_at == Some((epoch, step)) {
+                    MidEpoch::standing(cfg, epoch, step, steps_per_epoch)
+                } else {
                     let bad = train_set.bad_inputs() + test_set.bad_inputs() - bad_before;
                     let meta = run.meta(epoch, step, best_top1, val_top1, &scaler, skipped);
-                    let at = save_mid_epoch(comm, &stepper, &named, &opts, &meta, sums.bad + bad)?;
-                    on_event(Event::Checkpoint(&at.signalled()))?;
-                }
+                    save_mid_epoch(comm, &stepper, &named, &opts, &meta, sums.bad + bad)?
+                };
+                on_event(Event::Checkpoint(&at.signalled()))?;
                 return Err(Error::Checkpointed {
                     epoch: epoch + 1,
                     step,
@@ -1147,6 +1151,21 @@ pub struct MidEpoch {
 }
 
 impl MidEpoch {
+    /// The checkpoint already in `cfg`'s directory, after `step` steps of epoch `epoch + 1`.
+    fn standing(cfg: &Config, epoch: usize, step: usize, steps: usize) -> MidEpoch {
+        MidEpoch {
+            epoch: epoch + 1,
+            step,
+            steps,
+            checkpoint: cfg
+                .checkpoint_dir
+                .as_deref()
+                .unwrap_or(std::path::Path::new(""))
+                .join("last.safetensors"),
+            signal: false,
+        }
+    }
+
     fn signalled(self) -> MidEpoch {
         MidEpoch {
             signal: true,
@@ -1187,13 +1206,12 @@ fn save_mid_epoch(
         save_last(dir, named, opts, meta, false, Some(all))?;
     }
     comm.barrier()?;
-    Ok(MidEpoch {
-        epoch: meta.epoch + 1,
-        step: meta.step,
-        steps: meta.steps_per_epoch,
-        checkpoint: dir.join("last.safetensors"),
-        signal: false,
-    })
+    Ok(MidEpoch::standing(
+        stepper.cfg,
+        meta.epoch,
+        meta.step,
+        meta.steps_per_epoch,
+    ))
 }
 
 /// The checkpoint signal ([`Config::checkpoint_signal`]) as the ranks agree on it.

@@ -141,18 +141,16 @@ pub struct Cli {
     pub normalize: Option<String>,
 
     /// Image folders: decoding threads per rank [default: --threads, else SLURM_CPUS_PER_TASK,
-    /// else the cores divided by the ranks on this node, as PyTorch scripts divide num_workers].
+    /// else the CPUs divided by the ranks on this node, as PyTorch scripts divide num_workers].
     /// With wds shards, each rank's shards are also split over N streams (webdataset's
     /// split_by_worker), so the sample order depends on it: every rank must have the same N.
     #[arg(long, value_name = "N", value_parser = at_least_one)]
     pub workers: Option<usize>,
 
-    /// This rank's CPU threads: libtorch's intra-op threads, and the default of --workers
-    /// [default: SLURM_CPUS_PER_TASK, else OMP_NUM_THREADS (which torchrun sets, to 1 unless
-    /// told otherwise; not taken for --workers), else the cores divided by the ranks on this
-    /// node (LOCAL_WORLD_SIZE or SLURM_NTASKS_PER_NODE)].
-    #[arg(long, value_name = "N", value_parser = at_least_one)]
-    pub threads: Option<usize>,
+    /// This rank's CPU threads (libtorch's, and the default of --workers, which does not take
+    /// OMP_NUM_THREADS: torchrun sets it to 1 for libtorch's sake).
+    #[command(flatten)]
+    pub cpu: cli_common::threads::ThreadArgs,
 
     /// wds shards: samples in each stream's shuffle buffer (webdataset's shuffle(N)); shards are
     /// shuffled too, per epoch.
@@ -682,42 +680,9 @@ fn image_options(cli: &Cli, data: &Source) -> Result<train::images::ImageOptions
     })
 }
 
-/// Decoding threads per rank: --workers, else [`cpu_budget`] without OMP_NUM_THREADS.
+/// Decoding threads per rank: --workers, else the rank's CPU share without OMP_NUM_THREADS.
 fn workers(cli: &Cli) -> usize {
-    cli.workers
-        .unwrap_or_else(|| cpu_budget(cli.threads, env_count, cores(), local_ranks(), false))
-}
-
-/// libtorch's intra-op threads for this rank: [`cpu_budget`].
-fn threads(cli: &Cli) -> usize {
-    cpu_budget(cli.threads, env_count, cores(), local_ranks(), true)
-}
-
-fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
-/// The CPUs a rank may use: `given` (--threads), else Slurm's SLURM_CPUS_PER_TASK, else (when
-/// `omp`) OMP_NUM_THREADS, else the node's cores divided by its ranks.
-fn cpu_budget(
-    given: Option<usize>,
-    var: impl Fn(&str) -> Option<usize>,
-    cores: usize,
-    local_ranks: usize,
-    omp: bool,
-) -> usize {
-    given
-        .or_else(|| var("SLURM_CPUS_PER_TASK"))
-        .or_else(|| omp.then(|| var("OMP_NUM_THREADS")).flatten())
-        .unwrap_or((cores / local_ranks.max(1)).max(1))
-}
-
-/// A positive count from the environment (leading digits, as Slurm's "2(x3)" forms start).
-fn env_count(k: &str) -> Option<usize> {
-    std::env::var(k).ok().and_then(|v| {
-        let digits: String = v.trim().chars().take_while(char::is_ascii_digit).collect();
-        digits.parse::<usize>().ok().filter(|n| *n > 0)
-    })
+    cli.workers.unwrap_or_else(|| cli.cpu.workers().threads)
 }
 
 /// --dump-batches: this rank's first batches to an .npz (rank and world from the flags or the
@@ -759,14 +724,6 @@ fn dump(cli: &Cli, cfg: &Config, n: usize, path: &std::path::Path) -> Result<Out
         );
     }
     Ok(Outcome::Ok)
-}
-
-/// The ranks on this node, as the launcher says (torchrun's LOCAL_WORLD_SIZE, Slurm's
-/// SLURM_NTASKS_PER_NODE), else 1.
-fn local_ranks() -> usize {
-    env_count("LOCAL_WORLD_SIZE")
-        .or_else(|| env_count("SLURM_NTASKS_PER_NODE"))
-        .unwrap_or(1)
 }
 
 /// The flags every rank must share, as (flag, value): all that decides what is trained.
@@ -924,8 +881,8 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         cli_common::interrupt::install_checkpoint_signal(signal)
             .context("installing the --checkpoint-signal handler")?;
     }
-    let threads = threads(&cli);
-    tch::set_num_threads(threads.min(i32::MAX as usize) as i32);
+    let threads = cli.cpu.share();
+    tch::set_num_threads(threads.threads.min(i32::MAX as usize) as i32);
     let mut opts = cli.dist.options();
     // SIGINT/SIGTERM end any wait for peers at once (exit 130).
     opts.should_stop = cli_common::interrupt::requested;
@@ -940,7 +897,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let speak = rank == 0 || cli.all_ranks;
     if speak && !cli.common.quiet {
         eprintln!(
-            "ddp-train[rank {rank}]: {} ({:?} stem) {}, {world} rank(s), global batch {} ({} per rank), {} via {}{}{}{}, {threads} CPU thread(s){}",
+            "ddp-train[rank {rank}]: {} ({:?} stem) {}, {world} rank(s), global batch {} ({} per rank), {} via {}{}{}{}, {threads}{}",
             cfg.arch.name(),
             cfg.stem,
             match &cfg.pipeline {
@@ -1189,22 +1146,6 @@ fn gpu_mib(device: tch::Device) -> Option<u64> {
 mod tests {
     use super::*;
     use clap::CommandFactory;
-
-    #[test]
-    fn cpu_threads_follow_the_flag_slurm_omp_then_the_cores() {
-        let env = |pairs: &'static [(&'static str, usize)]| {
-            move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| *v)
-        };
-        static BOTH: [(&str, usize); 2] = [("SLURM_CPUS_PER_TASK", 6), ("OMP_NUM_THREADS", 1)];
-        let both = &BOTH;
-        assert_eq!(cpu_budget(Some(3), env(both), 16, 4, true), 3);
-        assert_eq!(cpu_budget(None, env(both), 16, 4, true), 6);
-        // torchrun's OMP_NUM_THREADS=1 is for libtorch's threads, not the loader's.
-        assert_eq!(cpu_budget(None, env(&both[1..]), 16, 4, true), 1);
-        assert_eq!(cpu_budget(None, env(&both[1..]), 16, 4, false), 4);
-        assert_eq!(cpu_budget(None, env(&[]), 16, 4, true), 4);
-        assert_eq!(cpu_budget(None, env(&[]), 2, 4, true), 1, "at least one");
-    }
 
     #[test]
     fn verify_cli() {

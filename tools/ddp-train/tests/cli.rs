@@ -1606,14 +1606,17 @@ fn cpu_threads_come_from_the_flag_or_slurm_and_bound_the_decoding_threads() {
         String::from_utf8_lossy(&o.stderr).into_owned()
     };
     let e = banner(cmd().env("SLURM_CPUS_PER_TASK", "1"));
-    assert!(e.contains(", 1 CPU thread(s)"), "{e}");
+    assert!(e.contains(", 1 CPU thread(s) (SLURM_CPUS_PER_TASK)"), "{e}");
     let folder = format!("imagefolder:{}", digits_twice().join("folder").display());
     let e = banner(
         cmd_on(&folder)
             .args(["--image-size", "32", "--stem", "cifar", "--threads", "1"])
             .env("OMP_NUM_THREADS", "3"),
     );
-    assert!(e.contains(", 1 CPU thread(s), 1 decoding thread(s)"), "{e}");
+    assert!(
+        e.contains(", 1 CPU thread(s) (--threads), 1 decoding thread(s)"),
+        "{e}"
+    );
     // torchrun's OMP_NUM_THREADS sets libtorch's threads, not the loader's.
     let e = banner(
         cmd_on(&folder)
@@ -1623,7 +1626,9 @@ fn cpu_threads_come_from_the_flag_or_slurm_and_bound_the_decoding_threads() {
     );
     let cores = std::thread::available_parallelism().unwrap().get();
     assert!(
-        e.contains(&format!(", 1 CPU thread(s), {cores} decoding thread(s)")),
+        e.contains(&format!(
+            ", 1 CPU thread(s) (OMP_NUM_THREADS), {cores} decoding thread(s)"
+        )),
         "{e}"
     );
 }
@@ -1736,8 +1741,9 @@ fn checkpoint_records(o: &Output) -> Vec<(u64, u64, String)> {
         .collect()
 }
 
-/// Asserts that a run stopped for the checkpoint signal (exit 75) at a step inside epoch 1,
-/// after the scheduled checkpoint at step 2; the step.
+/// Asserts that a run stopped for the checkpoint signal (exit 75) at a step inside epoch 1, at
+/// or after the scheduled checkpoint at step 2 (at it when the signal came before the next
+/// step: that checkpoint then stands, and is reported again); the step.
 fn assert_stopped_at_a_signal_checkpoint(o: &Output, what: &str) -> u64 {
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(75), "{what}: {stderr}");
@@ -1745,7 +1751,7 @@ fn assert_stopped_at_a_signal_checkpoint(o: &Output, what: &str) -> u64 {
     assert_eq!(ck[0], (1, 2, "every".to_string()), "{what}: {ck:?}");
     let (epoch, step, reason) = ck.last().unwrap().clone();
     assert_eq!((epoch, reason.as_str()), (1, "signal"), "{what}: {ck:?}");
-    assert!(step > 2, "{what}: {ck:?}");
+    assert!(step >= 2, "{what}: {ck:?}");
     assert!(
         stderr.contains("--resume goes on from there"),
         "{what}: {stderr}"

@@ -88,6 +88,9 @@ pub struct Cli {
     #[arg(long, default_value = "auto", value_name = "DEVICE")]
     pub device: DeviceArg,
 
+    #[command(flatten)]
+    pub cpu: cli_common::threads::ThreadArgs,
+
     /// Images per synthesis call.
     #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(i64).range(1..))]
     pub batch_size: i64,
@@ -174,6 +177,8 @@ struct Pending {
 
 pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let started = Instant::now();
+    let threads = cli.cpu.share();
+    tch::set_num_threads(threads.threads.min(i32::MAX as usize) as i32);
     if cli.no_tf32 {
         device::disable_tf32();
     }
@@ -192,6 +197,14 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     }
     if g.config.c_dim == 0 && cli.class_idx.is_some() && !cli.common.quiet {
         eprintln!("generate: warning: --class ignored, the network is unconditional");
+    }
+    if !cli.common.quiet {
+        eprintln!(
+            "generate: {} on {device:?}, {}x{}, {threads}",
+            cli.network.display(),
+            g.config.img_resolution,
+            g.config.img_resolution
+        );
     }
     let cwd = std::env::current_dir().context("reading the current directory")?;
     let out_dir = cwd.join(&cli.out_dir);

@@ -314,3 +314,69 @@ fn a_huge_seed_range_is_rendered_as_a_stream() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// The start line of `generate --seeds 0` run as `wrap` (a command and its arguments, or none)
+/// with `args` and `env`.
+fn start_line(wrap: &[&str], args: &[&str], env: &[(&str, &str)]) -> String {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = env!("CARGO_BIN_EXE_generate");
+    let mut c = match wrap {
+        [] => Command::new(bin),
+        [w, rest @ ..] => {
+            let mut c = Command::new(w);
+            c.args(rest).arg(bin);
+            c
+        }
+    };
+    c.current_dir(tmp.path())
+        .args(["--device", "cpu", "--network"])
+        .arg(fixture().join("G.safetensors"))
+        .args(["--seeds", "0", "-o", "out"])
+        .args(args);
+    for v in ["OMP_NUM_THREADS", "SLURM_CPUS_PER_TASK", "LOCAL_WORLD_SIZE"] {
+        c.env_remove(v);
+    }
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let o = c.output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stderr)
+        .lines()
+        .find(|l| l.starts_with("generate: "))
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn cpu_threads_come_from_the_flag_the_launcher_or_the_cpus_it_may_use() {
+    let line = start_line(&[], &["--threads", "3"], &[("OMP_NUM_THREADS", "2")]);
+    assert!(line.ends_with(", 3 CPU thread(s) (--threads)"), "{line}");
+    let line = start_line(&[], &[], &[("OMP_NUM_THREADS", "2")]);
+    assert!(
+        line.ends_with(", 2 CPU thread(s) (OMP_NUM_THREADS)"),
+        "{line}"
+    );
+    let line = start_line(&[], &[], &[("SLURM_CPUS_PER_TASK", "1")]);
+    assert!(
+        line.ends_with(", 1 CPU thread(s) (SLURM_CPUS_PER_TASK)"),
+        "{line}"
+    );
+    // Pinned to one CPU (taskset, as parallel's or Slurm's binding does): one thread, not a pool
+    // of every core.
+    let line = start_line(&["taskset", "-c", "0"], &[], &[]);
+    assert!(
+        line.ends_with(", 1 CPU thread(s) (the 1 CPU(s) it may use)"),
+        "{line}"
+    );
+    // Four ranks of a torchrun on this node share the CPUs it may use.
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    let line = start_line(&[], &[], &[("LOCAL_WORLD_SIZE", "4")]);
+    assert!(
+        line.ends_with(&format!(
+            ", {} CPU thread(s) ({cpus} CPUs / 4 ranks on the node)",
+            (cpus / 4).max(1)
+        )),
+        "{line}"
+    );
+}

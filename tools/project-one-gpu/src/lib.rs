@@ -115,6 +115,9 @@ pub struct Cli {
     #[arg(long, default_value = "auto", value_name = "DEVICE")]
     pub device: DeviceArg,
 
+    #[command(flatten)]
+    pub cpu: cli_common::threads::ThreadArgs,
+
     /// Re-project images whose output exists.
     #[arg(long)]
     pub overwrite: bool,
@@ -196,6 +199,8 @@ enum Entry {
 
 pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let started = Instant::now();
+    let threads = cli.cpu.share();
+    tch::set_num_threads(threads.threads.min(i32::MAX as usize) as i32);
     stylegan2::tune::set_kernel_choices(cli.kernel_choices);
     if cli.precision == Precision::Fp32 {
         device::disable_tf32();
@@ -258,7 +263,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     };
     if !cli.common.quiet {
         eprintln!(
-            "project-one-gpu: {} on {device:?}, {}x{} ({}), batch {}, {} steps",
+            "project-one-gpu: {} on {device:?}, {}x{} ({}), batch {}, {} steps, {threads}",
             cli.network.display(),
             g.config.img_resolution,
             g.config.img_resolution,

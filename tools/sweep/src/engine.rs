@@ -26,6 +26,9 @@ pub struct RunOptions {
     pub slots: usize,
     /// CUDA_VISIBLE_DEVICES of each slot (None: left as inherited).
     pub slot_gpus: Vec<Option<String>>,
+    /// The CPUs each slot's trials may run on, also their OMP_NUM_THREADS (None: left as
+    /// inherited).
+    pub slot_cpus: Vec<Option<Vec<usize>>>,
     pub stop_grace: Duration,
     pub report_every: Duration,
     pub quiet: bool,
@@ -388,6 +391,10 @@ impl<'a> Engine<'a> {
         if let Some(g) = &self.opts.slot_gpus[slot] {
             env.push(("CUDA_VISIBLE_DEVICES", g.clone()));
         }
+        let cpus = self.opts.slot_cpus[slot].as_deref();
+        if let Some(c) = cpus {
+            env.push(("OMP_NUM_THREADS", c.len().to_string()));
+        }
         // A sweep killed with SIGKILL left this trial's background processes running in its
         // directory: end them before the trial runs there again.
         let left = procs::end_leftovers(&dir);
@@ -398,7 +405,7 @@ impl<'a> Engine<'a> {
                 t.dir.display()
             ));
         }
-        let pid = procs::spawn(&args, &env, stderr, i, attempt, self.tx.clone())
+        let pid = procs::spawn(&args, &env, cpus, stderr, i, attempt, self.tx.clone())
             .with_context(|| format!("starting {:?}", args[0]))?;
         Ok((pid, files))
     }

@@ -133,6 +133,13 @@ pub struct Cli {
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub gpus: Option<Vec<String>>,
 
+    /// CPUs per slot: slot i's trials run on CPUs i·N … i·N+N−1 of those the sweep may use (an
+    /// affinity mask, as Ray Tune's resources_per_trial={"cpu": N}) with OMP_NUM_THREADS=N, so
+    /// that trials side by side do not each start a pool of every core. 0 leaves both as they
+    /// are [default: the sweep's CPUs divided by --slots when --slots is above 1].
+    #[arg(long, value_name = "N")]
+    pub cpus_per_trial: Option<usize>,
+
     /// Seconds between SIGTERM and SIGKILL when a trial is stopped.
     #[arg(long, value_name = "S", default_value_t = 10.0)]
     pub stop_grace_secs: f64,
@@ -222,9 +229,11 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref(),
         installed_gpus(),
     )?;
+    let slot_cpus = slot_cpus(slots, cli.cpus_per_trial, &procs::allowed_cpus());
     let opts = engine::RunOptions {
         slots,
         slot_gpus,
+        slot_cpus,
         stop_grace,
         report_every,
         quiet: cli.common.quiet,
@@ -322,6 +331,29 @@ fn definition(cli: &Cli) -> Result<(Definition, template::Template)> {
 /// The most trials one sweep runs (their configs are made and journalled when it starts).
 const MAX_TRIALS: u128 = 100_000;
 
+/// The CPUs of each slot (`None`: left as inherited): `per_trial` of `allowed` each, in turn,
+/// starting again from the first where there are not enough.
+fn slot_cpus(slots: usize, per_trial: Option<usize>, allowed: &[usize]) -> Vec<Option<Vec<usize>>> {
+    let per_trial = match per_trial {
+        Some(n) => n,
+        None if slots > 1 => (allowed.len() / slots).max(1),
+        None => 0,
+    };
+    if per_trial == 0 || allowed.is_empty() {
+        return vec![None; slots];
+    }
+    (0..slots)
+        .map(|slot| {
+            let first = slot * per_trial;
+            Some(
+                (first..first + per_trial)
+                    .map(|i| allowed[i % allowed.len()])
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
 /// CUDA_VISIBLE_DEVICES for each slot.
 fn slot_gpus(
     slots: usize,
@@ -395,6 +427,27 @@ mod tests {
     #[test]
     fn verify_cli() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn slots_get_their_own_cpus() {
+        let cpus = [0, 1, 2, 3, 8, 9];
+        assert_eq!(
+            slot_cpus(3, Some(2), &cpus),
+            [Some(vec![0, 1]), Some(vec![2, 3]), Some(vec![8, 9])]
+        );
+        // By default the CPUs are divided between the slots; with one slot nothing is set.
+        assert_eq!(
+            slot_cpus(2, None, &cpus),
+            [Some(vec![0, 1, 2]), Some(vec![3, 8, 9])]
+        );
+        assert_eq!(slot_cpus(1, None, &cpus), [None]);
+        assert_eq!(slot_cpus(2, Some(0), &cpus), [None, None]);
+        // More slots than CPUs: they share, in turn.
+        assert_eq!(
+            slot_cpus(3, None, &[0, 1]),
+            [Some(vec![0]), Some(vec![1]), Some(vec![0])]
+        );
     }
 
     #[test]

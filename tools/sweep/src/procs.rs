@@ -37,11 +37,12 @@ pub enum Msg {
     },
 }
 
-/// Starts `args` with `env` added, stdin closed, stderr into `stderr`; returns the pid (also the
-/// process group id).
+/// Starts `args` with `env` added, on `cpus` (an affinity mask; `None`: the sweep's own), stdin
+/// closed, stderr into `stderr`; returns the pid (also the process group id).
 pub fn spawn(
     args: &[OsString],
     env: &[(&str, String)],
+    cpus: Option<&[usize]>,
     stderr: File,
     trial: usize,
     attempt: usize,
@@ -56,15 +57,22 @@ pub fn spawn(
     for (k, v) in env {
         cmd.env(k, v);
     }
-    // SAFETY: prctl, getppid and _exit are async-signal-safe; the closure only reads a copied
-    // pid. A trial whose sweep dies (kill -9) gets SIGTERM instead of running on unattended.
-    // If the sweep died before the prctl, getppid no longer names it: exit at once.
+    let mask = cpus.map(cpu_set);
+    // SAFETY: prctl, getppid, sched_setaffinity and _exit are async-signal-safe; the closure
+    // only reads a copied pid and mask. A trial whose sweep dies (kill -9) gets SIGTERM instead
+    // of running on unattended. If the sweep died before the prctl, getppid no longer names
+    // it: exit at once.
     let parent = std::process::id() as libc::pid_t;
     unsafe {
         cmd.pre_exec(move || {
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
             if libc::getppid() != parent {
                 libc::_exit(1);
+            }
+            if let Some(set) = &mask
+                && libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) != 0
+            {
+                return Err(std::io::Error::last_os_error());
             }
             Ok(())
         });
@@ -105,6 +113,33 @@ pub fn spawn(
         });
     });
     Ok(pid)
+}
+
+/// `cpus` as an affinity mask (CPUs past the mask's size are left out).
+fn cpu_set(cpus: &[usize]) -> libc::cpu_set_t {
+    // SAFETY: cpu_set_t is a plain bit array; all zeros is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus {
+        if c < libc::CPU_SETSIZE as usize {
+            // SAFETY: `c` is within the set's bits.
+            unsafe { libc::CPU_SET(c, &mut set) };
+        }
+    }
+    set
+}
+
+/// The CPUs this process may run on, in order (its affinity mask; empty if it cannot be read).
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: the set is written by the kernel, then only read.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
+    }
 }
 
 /// One read of [`read_line_capped`].

@@ -1125,3 +1125,100 @@ fn resume_ends_what_a_killed_sweep_left_running_in_a_trial() {
     assert_eq!(r.results.last().unwrap().time, 2.0);
     assert!(orphan().is_empty(), "left running: {}", orphan());
 }
+
+/// Each trial of a two-slot sweep notes its slot, OMP_NUM_THREADS and allowed CPUs: (slot,
+/// OMP_NUM_THREADS, CPUs) per trial.
+fn slot_cpus_seen(extra: &[&str]) -> Vec<(usize, String, String)> {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let script = r#"printf '%s %s %s\n' "$SWEEP_SLOT" "${{OMP_NUM_THREADS:-unset}}" "$(sed -n 's/^Cpus_allowed_list:\t//p' /proc/self/status)" > "$SWEEP_TRIAL_DIR/cpus"; printf '\173"m": 1, "epoch": 1\175\n'"#;
+    let args = [
+        &[
+            "--metric",
+            "m",
+            "--mode",
+            "max",
+            "--time-attr",
+            "epoch",
+            "--slots",
+            "2",
+            "--gpus-per-trial",
+            "0",
+            "--out-dir",
+            out.to_str().unwrap(),
+        ],
+        extra,
+    ]
+    .concat();
+    let r = ok(&sweep_running(
+        dir.path(),
+        &json!({"x": {"grid": [1, 2, 3, 4]}}),
+        &args,
+        "sh".as_ref(),
+        &["-c", script, "sh", "{x}"],
+    )
+    .env_remove("OMP_NUM_THREADS")
+    .output()
+    .unwrap());
+    assert_eq!(r.ends.len(), 4);
+    let trials: Vec<PathBuf> = (0..4)
+        .map(|i| out.join(format!("trial-{i:04}/cpus")))
+        .collect();
+    let mut seen: Vec<(usize, String, String)> = trials
+        .iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(p).unwrap();
+            let f: Vec<&str> = text.split_whitespace().collect();
+            (f[0].parse().unwrap(), f[1].to_string(), f[2].to_string())
+        })
+        .collect();
+    seen.sort();
+    assert_eq!(seen.len(), 4);
+    seen
+}
+
+/// The CPUs this test may run on, as /proc lists them one by one.
+fn my_cpus() -> Vec<usize> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim()
+        .to_string();
+    list.split(',')
+        .flat_map(|part| match part.split_once('-') {
+            Some((a, b)) => (a.parse().unwrap()..=b.parse().unwrap()).collect::<Vec<usize>>(),
+            None => vec![part.parse().unwrap()],
+        })
+        .collect()
+}
+
+#[test]
+fn each_slot_runs_on_cpus_of_its_own_with_that_many_omp_threads() {
+    let cpus = my_cpus();
+    // --cpus-per-trial 1: slot s on CPU s (in turn, where there are fewer CPUs than slots).
+    for (slot, omp, list) in slot_cpus_seen(&["--cpus-per-trial", "1"]) {
+        assert_eq!(omp, "1");
+        assert_eq!(list, cpus[slot % cpus.len()].to_string(), "slot {slot}");
+    }
+    // By default two slots share the CPUs out between them.
+    let half = (cpus.len() / 2).max(1);
+    for (slot, omp, list) in slot_cpus_seen(&[]) {
+        assert_eq!(omp, half.to_string());
+        let first = cpus[(slot * half) % cpus.len()];
+        assert!(
+            list.starts_with(&first.to_string()),
+            "slot {slot}: {list} (CPUs {cpus:?})"
+        );
+    }
+    // 0 leaves them as they are.
+    for (_, omp, list) in slot_cpus_seen(&["--cpus-per-trial", "0"]) {
+        assert_eq!(omp, "unset");
+        let mine = std::fs::read_to_string("/proc/self/status").unwrap();
+        assert!(
+            mine.contains(&format!("Cpus_allowed_list:\t{list}\n")),
+            "{list}"
+        );
+    }
+}
