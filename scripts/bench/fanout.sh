@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Processes side by side on the CPU: `shard-list -n 3 | xargs -P3 project-one-gpu --device cpu`
+# as the README's projection job fans out, against the ideal (the same three shards run one
+# after another with a thread each: their CPU time, spread over the cores), with libtorch's
+# default pool in every process (the CPUs it may use) and with --threads 1.
+#   scripts/bench/fanout.sh [IMAGES] [STEPS]      (defaults 6 and 20; minutes on 2 cores)
+# The tiny test generator and a VGG16 with random weights (the LPIPS distance's compute).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+images=${1:-6}
+steps=${2:-20}
+bin=${SHARDKIT_BIN:-$root/target/release}
+py=${PYTHON:-$root/.venv/bin/python}
+shared=${SHARDKIT_SHARED:-$root/../shared}
+g="$shared/fixtures/stylegan2/tiny-skip/G.safetensors"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+"$bin/generate" -q --device cpu --network "$g" --seeds "0-$((images - 1))" --trunc 0.7 -o targets >/dev/null
+"$py" "$root/scripts/reference/lpips_ref.py" random vgg.safetensors 2 >/dev/null
+find targets -name '*.png' | sort >targets.txt
+"$bin/shard-list" -n 3 <targets.txt >shards.jsonl
+cpus=$(nproc)
+# ./project OUT [FLAGS...] RECORD: one shard's projection into OUT.
+printf '#!/bin/sh\nout=$1; shift\nexec "%s" -q --device cpu --network "%s" --vgg vgg.safetensors --steps %s --w-avg-samples 200 -b 1 -o "$out" "$@"\n' \
+  "$bin/project-one-gpu" "$g" "$steps" >project
+chmod +x project
+seconds() { # COMMAND...: wall seconds (the command must succeed)
+  local t0
+  t0=$(date +%s.%N)
+  "$@" >/dev/null || { echo "fanout.sh: failed: $*" >&2; exit 1; }
+  awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }'
+}
+one_by_one=$(seconds sh -c 'while read -r s; do ./project seq --threads 1 "$s" || exit 1; done <shards.jsonl')
+ideal=$(awk -v t="$one_by_one" -v c="$cpus" 'BEGIN { printf "%.2f", t / (c < 3 ? c : 3) }')
+default=$(seconds xargs -d '\n' -n1 -P3 ./project def <shards.jsonl)
+one=$(seconds xargs -d '\n' -n1 -P3 ./project one --threads 1 <shards.jsonl)
+omp=$(seconds env OMP_NUM_THREADS=1 xargs -d '\n' -n1 -P3 ./project omp <shards.jsonl)
+echo "# $images images in 3 shards, $steps steps, $cpus CPU(s); ideal: the shards one after another with a thread each ($one_by_one s) / min(CPUs, 3)"
+printf '%-36s %8s %8s\n' case seconds "x ideal"
+for row in "ideal:$ideal" "xargs -P3, default threads:$default" "xargs -P3, --threads 1:$one" \
+  "xargs -P3, OMP_NUM_THREADS=1:$omp"; do
+  name=${row%:*} s=${row##*:}
+  printf '%-36s %8.1f %8.2f\n' "$name" "$s" "$(awk -v s="$s" -v i="$ideal" 'BEGIN { print s / i }')"
+done
