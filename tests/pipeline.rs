@@ -240,3 +240,46 @@ fn names_that_are_not_utf8_survive_every_stage() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Upstream's spellings work beside ours: gen_images.py's `--outdir`, projector.py's
+/// `--num-steps` and `--outdir`, and `--size` for crop-resize's `--resolution` (which clap
+/// answered with a tip about values that begin with '--').
+#[test]
+fn upstream_flag_spellings_are_accepted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (g, _) = testkit::projection_job(tmp.path(), 1);
+    let out = sh(
+        tmp.path(),
+        &format!(
+            "generate -q --device cpu --network {g} --seeds 5 --outdir gen && \
+             crop-resize -q --size 16 -o small gen/seed0005.png && \
+             project-one-gpu -q --device cpu --network {g} --vgg vgg.safetensors --num-steps 2 \
+               --w-avg-samples 100 --outdir proj gen/seed0005.png",
+            g = g.display()
+        ),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let recs = records(&out.stdout);
+    assert!(tmp.path().join("gen/seed0005.png").exists());
+    assert_eq!(
+        image::open(tmp.path().join("small/gen/seed0005.png"))
+            .unwrap()
+            .width(),
+        16
+    );
+    let latents = of_type(&recs, "latent");
+    assert_eq!(latents.len(), 1);
+    assert_eq!(latents[0]["steps"], 2);
+    assert!(
+        latents[0]["output"]
+            .as_str()
+            .unwrap()
+            .contains("/proj/gen/seed0005"),
+        "{}",
+        latents[0]
+    );
+}

@@ -7,16 +7,16 @@
 //! The share, in order: `--threads`; Slurm's `SLURM_CPUS_PER_TASK`; `OMP_NUM_THREADS` (what
 //! torchrun and `sweep --cpus-per-trial` set; for libtorch's threads only, see
 //! [`ThreadArgs::workers`]); else the CPUs this process may run on — its affinity mask and
-//! cgroup quota, which `taskset`, `parallel --cpus-per-job`, Slurm and containers set — divided
+//! cgroup quota, which `taskset`, Slurm's CPU binding and containers set — divided
 //! by the ranks on this node (`LOCAL_WORLD_SIZE` under torchrun, `SLURM_NTASKS_PER_NODE`).
 
 /// `--threads N`.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct ThreadArgs {
     /// CPU threads this process computes with (libtorch's intra-op pool) [default:
-    /// SLURM_CPUS_PER_TASK, else OMP_NUM_THREADS, else the CPUs it may run on (taskset, parallel
-    /// --cpus-per-job, cgroups) divided by the ranks on this node]. Give each of N processes
-    /// run side by side (xargs -P N, parallel -j N) its share: --threads $((CPUS / N)).
+    /// SLURM_CPUS_PER_TASK, else OMP_NUM_THREADS, else the CPUs it may run on (taskset, Slurm's
+    /// binding, cgroups) divided by the ranks on this node]. Give each of N processes run side
+    /// by side (xargs -P N, parallel -j N) its share: --threads $((CPUS / N)).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub threads: Option<u32>,
 }

@@ -31,8 +31,8 @@ pub struct Cli {
     #[arg(value_name = "INPUTS")]
     pub inputs: Vec<OsString>,
 
-    /// Side of the square output in pixels (the generator's resolution).
-    #[arg(short, long, value_name = "PIXELS", value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    /// Side of the square output in pixels (the generator's resolution; `--size` too).
+    #[arg(short, long, visible_alias = "size", value_name = "PIXELS", value_parser = clap::value_parser!(u32).range(1..=65_536))]
     pub resolution: u32,
 
     /// Directory for the outputs: OUT_DIR/<input path relative to --base>.<png|npy>.

@@ -47,8 +47,9 @@ pub struct Cli {
 
     /// Directory for the PNGs: seed0007.png for seeds; for files, the input's path relative to
     /// --base mirrored under DIR (as crop-resize does; a record's "input" names it), with .png
-    /// for a one-row file and .0000.png, .0001.png, ... for several rows.
-    #[arg(short, long = "outdir", value_name = "DIR")]
+    /// for a one-row file and .0000.png, .0001.png, ... for several rows. (`--outdir` too, as
+    /// upstream's gen_images.py spells it.)
+    #[arg(short, long, visible_alias = "outdir", value_name = "DIR")]
     pub out_dir: PathBuf,
 
     /// Directory the mirrored paths are relative to.

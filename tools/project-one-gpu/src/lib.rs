@@ -49,15 +49,16 @@ pub struct Cli {
 
     /// Write outputs under this directory, mirroring the inputs' paths relative to --base
     /// (default: `<stem>.npz` beside each image, as the usual projection script does).
-    #[arg(short, long, value_name = "DIR")]
+    /// (`--outdir` too, as upstream's projector.py spells it.)
+    #[arg(short, long, visible_alias = "outdir", value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
 
     /// Directory the mirrored paths are relative to.
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub base: PathBuf,
 
-    /// Optimisation steps.
-    #[arg(long, value_name = "N", default_value_t = 150, value_parser = clap::value_parser!(u32).range(1..))]
+    /// Optimisation steps (`--num-steps` too, as upstream's projector.py spells it).
+    #[arg(long, visible_alias = "num-steps", value_name = "N", default_value_t = 150, value_parser = clap::value_parser!(u32).range(1..))]
     pub steps: u32,
 
     /// Images optimised together (each independently: results equal one at a time).
