@@ -283,3 +283,56 @@ fn upstream_flag_spellings_are_accepted() {
         latents[0]
     );
 }
+
+/// The wrong file where a network is expected says what the file is and what to run: a pickle
+/// (upstream's network .pkl), a ResNet checkpoint of ddp-train given as a generator, a generator
+/// given as the VGG16; a missing file names its cause once.
+#[test]
+fn wrong_network_files_say_what_they_are_and_what_to_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let g = shared_dir().join("fixtures/stylegan2/tiny-skip/G.safetensors");
+    let made = std::process::Command::new(python())
+        .current_dir(tmp.path())
+        .args([
+            "-c",
+            "import pickle, torch\n\
+             from safetensors.torch import save_file\n\
+             pickle.dump({'G_ema': None}, open('network.pkl', 'wb'), protocol=4)\n\
+             save_file({'conv1.weight': torch.zeros(64, 3, 7, 7), 'fc.weight': torch.zeros(10, 512)}, \
+             'last.safetensors', {'arch': 'resnet18', 'epoch': '3'})\n",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let fails_saying = |script: &str, says: &str| {
+        let out = sh(tmp.path(), script);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{script}: {stderr}");
+        assert!(stderr.contains(says), "{script}: {stderr}");
+        stderr.into_owned()
+    };
+    fails_saying(
+        "generate -q --device cpu --network network.pkl --seeds 0 -o out",
+        "a Python pickle (a StyleGAN2-ADA network .pkl?): convert it with scripts/convert-network-pkl",
+    );
+    fails_saying(
+        "generate -q --device cpu --network last.safetensors --seeds 0 -o out",
+        "a ResNet classifier (resnet18: ddp-train's checkpoint?), not a StyleGAN2 generator",
+    );
+    let e = fails_saying(
+        "generate -q --device cpu --network nowhere.safetensors --seeds 0 -o out",
+        "No such file or directory",
+    );
+    assert_eq!(e.matches("No such file or directory").count(), 1, "{e}");
+    fails_saying(
+        &format!(
+            "project-one-gpu -q --device cpu --network {g} --vgg {g} x.png",
+            g = g.display()
+        ),
+        "a StyleGAN2 generator (it has `config` metadata), not LPIPS's VGG16",
+    );
+}

@@ -71,16 +71,16 @@ pub enum Error {
     Unsupported(String),
     #[error("NCCL: {0}")]
     Nccl(String),
-    #[error("{what}: {source}")]
+    #[error("{what}: {error}")]
     Io {
         what: &'static str,
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
 impl Error {
     pub(crate) fn io(what: &'static str) -> impl Fn(std::io::Error) -> Error {
-        move |source| Error::Io { what, source }
+        move |error| Error::Io { what, error }
     }
 }
 

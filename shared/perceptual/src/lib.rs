@@ -93,7 +93,23 @@ impl Vgg16 {
             m.set_eval();
             return Ok(Vgg16::Script(m));
         }
-        let (mut w, _) = Weights::read(path, device)?;
+        let (mut w, meta) = Weights::read(path, device)?;
+        let other = if meta.contains_key("config") {
+            Some("a StyleGAN2 generator (it has `config` metadata)")
+        } else if w.has("fc.weight") && w.has("conv1.weight") {
+            Some("a ResNet classifier (ddp-train's checkpoint?)")
+        } else {
+            None
+        };
+        if let Some(what) = other {
+            return Err(Error::File {
+                path: path.display().to_string(),
+                message: format!(
+                    "{what}, not LPIPS's VGG16: --vgg takes NVIDIA's vgg16.pt (TorchScript) or \
+                     the output of scripts/convert-vgg16-lpips"
+                ),
+            });
+        }
         let mut convs = Vec::new();
         for (i, (cin, cout)) in CONV_INDICES.iter().zip(CHANNELS) {
             let weight = w.take(&format!("features.{i}.weight"), &[cout, cin, 3, 3])?;

@@ -96,7 +96,7 @@ impl Config {
         }
         let text = std::fs::read_to_string(value).map_err(|e| Error::Io {
             path: std::path::Path::new(value).display().to_string(),
-            source: e,
+            error: e,
         })?;
         Config::from_json(&text)
     }

@@ -36,11 +36,8 @@ pub use weights::Weights;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("reading {path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
+    #[error("reading {path}: {error}")]
+    Io { path: String, error: std::io::Error },
     #[error("{path}: {message}")]
     File { path: String, message: String },
     #[error("bad generator config: {0}")]
@@ -100,6 +97,17 @@ impl Generator {
     /// file's `config` metadata; never guessed.
     pub fn load(path: &Path, config: Option<Config>, device: tch::Device) -> Result<Self> {
         let (weights, meta) = Weights::read(path, device)?;
+        // A training checkpoint of ddp-train (torchvision's ResNet keys) is no generator.
+        if weights.has("fc.weight") && weights.has("conv1.weight") {
+            return Err(Error::File {
+                path: path.display().to_string(),
+                message: format!(
+                    "a ResNet classifier ({}: ddp-train's checkpoint?), not a StyleGAN2 generator",
+                    meta.get("arch")
+                        .map_or("torchvision's keys", String::as_str)
+                ),
+            });
+        }
         let config = match config {
             Some(c) => Some(c),
             None => Weights::config(&meta)?,

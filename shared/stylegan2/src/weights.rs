@@ -28,7 +28,7 @@ impl Weights {
         let source = path.display().to_string();
         let io = |e: std::io::Error| Error::Io {
             path: source.clone(),
-            source: e,
+            error: e,
         };
         let file = std::fs::File::open(path).map_err(io)?;
         // SAFETY: the file is only read; a concurrent writer could change the bytes under us,
@@ -38,7 +38,10 @@ impl Weights {
             path: source.clone(),
             message: m,
         };
-        let (_, meta) = SafeTensors::read_metadata(&map).map_err(|e| bad(format!("{e:?}")))?;
+        let (_, meta) = SafeTensors::read_metadata(&map).map_err(|e| match sniff(&map) {
+            Some(what) => bad(format!("{what}, not a safetensors file")),
+            None => bad(format!("not a safetensors file ({e:?})")),
+        })?;
         let metadata: BTreeMap<String, String> = meta
             .metadata()
             .as_ref()
@@ -66,6 +69,11 @@ impl Weights {
             tensors.insert(name, t);
         }
         Ok((Weights { tensors, source }, metadata))
+    }
+
+    /// Whether the file holds a tensor named `name`.
+    pub fn has(&self, name: &str) -> bool {
+        self.tensors.contains_key(name)
     }
 
     /// Removes and returns `name`, checking its shape.
@@ -113,5 +121,50 @@ impl Weights {
                 names.join(", ")
             ),
         })
+    }
+}
+
+/// What a weights file that is not safetensors is, by its first bytes, with what to do with it:
+/// a Python pickle (StyleGAN2-ADA's network .pkl, or a legacy torch.save) or a zip (torch.save's
+/// format, TorchScript).
+pub fn sniff(bytes: &[u8]) -> Option<&'static str> {
+    match bytes {
+        [0x80, 2..=5, ..] => Some(
+            "a Python pickle (a StyleGAN2-ADA network .pkl?): convert it with \
+             scripts/convert-network-pkl FILE.pkl G.safetensors",
+        ),
+        [b'P', b'K', 3, 4, ..] => Some(
+            "a PyTorch zip file (torch.save or TorchScript): save its state_dict with \
+             safetensors.torch.save_file (a TorchScript VGG16 is taken by --vgg as a .pt file)",
+        ),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod sniff_tests {
+    use super::*;
+
+    #[test]
+    fn pickles_and_zips_are_named_with_what_to_run() {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, bytes, says) in [
+            (
+                "network.pkl",
+                &b"\x80\x04\x95\x10\x00"[..],
+                "scripts/convert-network-pkl",
+            ),
+            ("model.pt", &b"PK\x03\x04archive"[..], "PyTorch zip file"),
+            (
+                "junk.safetensors",
+                &b"\xff\xff\xff\xff\xff\xff\xff\xff"[..],
+                "not a safetensors file (",
+            ),
+        ] {
+            let p = dir.path().join(name);
+            std::fs::write(&p, bytes).unwrap();
+            let e = Weights::read(&p, Device::Cpu).unwrap_err().to_string();
+            assert!(e.contains(says), "{name}: {e}");
+        }
     }
 }

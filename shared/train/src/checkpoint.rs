@@ -83,7 +83,7 @@ pub fn load(
 ) -> Result<(BTreeMap<String, Tensor>, HashMap<String, String>)> {
     let bytes = std::fs::read(path).map_err(|e| Error::Io {
         what: format!("reading {}", path.display()),
-        source: e,
+        error: e,
     })?;
     let bad = |e: safetensors::SafeTensorError| {
         Error::Checkpoint(format!(

@@ -365,7 +365,7 @@ fn read_records(
         // would give wrong pixels, not unsoundness in this copy-out.
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::Io {
             what: format!("mapping {}", f.display()),
-            source: e,
+            error: e,
         })?;
         if map.is_empty() || map.len() % rec != 0 {
             return Err(Error::Data(format!(

@@ -33,10 +33,10 @@ pub struct ImageFolder {
 
 #[derive(Debug, thiserror::Error)]
 pub enum FolderError {
-    #[error("cannot read {}: {source}", .path.display())]
+    #[error("cannot read {}: {error}", .path.display())]
     Read {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("Couldn't find any class folder in {}.", .0.display())]
     NoClasses(PathBuf),
@@ -73,16 +73,16 @@ impl ImageFolder {
     /// Reads the tree under `dir`.
     pub fn scan(dir: &Path) -> Result<ImageFolder, FolderError> {
         let read = |path: &Path| {
-            std::fs::read_dir(path).map_err(|source| FolderError::Read {
+            std::fs::read_dir(path).map_err(|error| FolderError::Read {
                 path: path.to_path_buf(),
-                source,
+                error,
             })
         };
         let mut classes = Vec::new();
         for entry in read(dir)? {
-            let entry = entry.map_err(|source| FolderError::Read {
+            let entry = entry.map_err(|error| FolderError::Read {
                 path: dir.to_path_buf(),
-                source,
+                error,
             })?;
             // os.scandir's entry.is_dir() follows symlinks.
             if std::fs::metadata(entry.path()).is_ok_and(|m| m.is_dir()) {

@@ -67,11 +67,8 @@ pub enum Error {
     Torch(#[from] tch::TchError),
     #[error("{0}")]
     Cuda(String),
-    #[error("{what}: {source}")]
-    Io {
-        what: String,
-        source: std::io::Error,
-    },
+    #[error("{what}: {error}")]
+    Io { what: String, error: std::io::Error },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

@@ -1058,7 +1058,7 @@ fn save_last(
 ) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| Error::Io {
         what: format!("creating {}", dir.display()),
-        source: e,
+        error: e,
     })?;
     let meta = meta.to_map();
     let model_state: BTreeMap<String, Tensor> = named
