@@ -429,8 +429,17 @@ pub fn parse_input_line(line: impl AsRef<[u8]>) -> Result<Vec<InputItem>, BadLin
     }
     let line =
         std::str::from_utf8(line).map_err(|_| BadLine("a JSON record that is not UTF-8".into()))?;
-    let value: serde_json::Value =
-        serde_json::from_str(line).map_err(|e| BadLine(format!("not a JSON record: {e}")))?;
+    let value: serde_json::Value = serde_json::from_str(line).map_err(|e| {
+        // xargs without -d '\n' strips quotes (and splits at blanks): a record reaches the tool
+        // as `{type:shard,...}`.
+        let hint = if line.contains('"') {
+            ""
+        } else {
+            "; its quotes are gone, as xargs strips them: pass records with xargs -d '\\n' -n1, \
+             or GNU parallel"
+        };
+        BadLine(format!("not a JSON record: {e}{hint}"))
+    })?;
     let obj = value
         .as_object()
         .ok_or_else(|| BadLine("not a JSON object".into()))?;
@@ -483,6 +492,21 @@ mod tests {
             vec![InputItem::path("a b/c.jpg")]
         );
         assert!(parse_input_line("   ").unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_record_whose_quotes_xargs_stripped_says_how_to_pass_it() {
+        // `shard-list | xargs -P3 crop-resize ...` without -d '\n' hands the tool this.
+        let e = parse_input_line("{type:shard,shard:0,shards:3,paths:[a.png,b.png]}")
+            .unwrap_err()
+            .0;
+        assert!(e.contains("key must be a string"), "{e}");
+        assert!(e.contains("xargs -d '\\n' -n1, or GNU parallel"), "{e}");
+        // A record that is merely broken gets no such hint.
+        let e = parse_input_line(r#"{"type":"shard","paths":["a.png"]"#)
+            .unwrap_err()
+            .0;
+        assert!(!e.contains("xargs"), "{e}");
     }
 
     #[test]
