@@ -9,6 +9,10 @@ tests/fixtures/pillow/expected/*:
 and manifest.json (Pillow and libjpeg-turbo versions, sizes). Run with the project venv's Python
 (Pillow pinned in scripts/setup):  .venv/bin/python scripts/make-pillow-reference.py
 """
+import project_python  # first: the project's venv (scripts/setup), or what to run
+
+project_python.use('numpy', 'PIL')
+
 import io, json, os, struct, sys, zlib
 
 import numpy as np

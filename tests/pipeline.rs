@@ -336,3 +336,51 @@ fn wrong_network_files_say_what_they_are_and_what_to_run() {
         "a StyleGAN2 generator (it has `config` metadata), not LPIPS's VGG16",
     );
 }
+
+/// The Python scripts users run start with any `python3`: they re-run themselves with the
+/// project's venv, and without one say what to run instead of a bare ModuleNotFoundError.
+#[test]
+fn python_scripts_find_the_venv_or_say_to_run_setup() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let system = ["/usr/bin/python3", "/usr/local/bin/python3"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists());
+    let Some(system) = system else {
+        return;
+    };
+    let out = std::process::Command::new(system)
+        .arg(root.join("scripts/make-digits-cifar"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A checkout without .venv.
+    let tmp = tempfile::tempdir().unwrap();
+    let scripts = tmp.path().join("scripts");
+    std::fs::create_dir(&scripts).unwrap();
+    std::fs::copy(
+        root.join("scripts/project_python.py"),
+        scripts.join("project_python.py"),
+    )
+    .unwrap();
+    std::fs::write(
+        scripts.join("needs"),
+        "import project_python\nproject_python.use('json', 'no_such_module_here')\nprint('ran')\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(system)
+        .arg(scripts.join("needs"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("needs the Python module(s) no_such_module_here")
+            && stderr.contains("run scripts/setup"),
+        "{stderr}"
+    );
+}
