@@ -158,6 +158,26 @@ pub struct Meta {
     /// The class names of an image tree, in label order (what the logits mean); none for
     /// CIFAR and synthetic data.
     pub classes: Vec<String>,
+    /// What the model takes, so that it can be used elsewhere: its stem and classes, and the
+    /// images as evaluation prepared them (`ddp-train --print-eval-snippet` writes them out as
+    /// torchvision code).
+    pub input: Option<Input>,
+}
+
+/// How a checkpoint's model sees images.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Input {
+    /// `imagenet` or `cifar`.
+    pub stem: String,
+    pub num_classes: i64,
+    /// Side of the square the model saw.
+    pub image_size: i64,
+    /// `Normalize(mean, std)` after `ToTensor()`.
+    pub mean: Vec<f64>,
+    pub std: Vec<f64>,
+    /// Evaluation's preparation before ToTensor: `imagenet` (`Resize(size * 256 // 224)`,
+    /// `CenterCrop(size)`), or `none` (the image as it is, size×size).
+    pub eval_transform: String,
 }
 
 impl Meta {
@@ -188,6 +208,17 @@ impl Meta {
         .chain((!self.classes.is_empty()).then(|| {
             let json = serde_json::to_string(&self.classes).expect("strings serialise");
             ("classes".to_string(), json)
+        }))
+        .chain(self.input.iter().flat_map(|i| {
+            let list = |v: &[f64]| serde_json::to_string(v).expect("numbers serialise");
+            [
+                ("stem".to_string(), i.stem.clone()),
+                ("num_classes".to_string(), i.num_classes.to_string()),
+                ("image_size".to_string(), i.image_size.to_string()),
+                ("normalize_mean".to_string(), list(&i.mean)),
+                ("normalize_std".to_string(), list(&i.std)),
+                ("eval_transform".to_string(), i.eval_transform.clone()),
+            ]
         }))
         .collect()
     }
@@ -221,7 +252,39 @@ impl Meta {
                 })?,
                 None => Vec::new(),
             },
+            input: Input::from_map(map, path)?,
         })
+    }
+}
+
+impl Input {
+    /// The input keys of a checkpoint's metadata; `None` when it has none (checkpoints written
+    /// before they were kept).
+    fn from_map(map: &HashMap<String, String>, path: &Path) -> Result<Option<Input>> {
+        let Some(stem) = map.get("stem") else {
+            return Ok(None);
+        };
+        let bad =
+            |k: &str| Error::Checkpoint(format!("{}: bad {k} in its metadata", path.display()));
+        let number = |k: &str| -> Result<i64> {
+            map.get(k)
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| bad(k))
+        };
+        let list = |k: &str| -> Result<Vec<f64>> {
+            map.get(k)
+                .and_then(|v| serde_json::from_str::<Vec<f64>>(v).ok())
+                .filter(|v| v.len() == 3)
+                .ok_or_else(|| bad(k))
+        };
+        Ok(Some(Input {
+            stem: stem.clone(),
+            num_classes: number("num_classes")?,
+            image_size: number("image_size")?,
+            mean: list("normalize_mean")?,
+            std: list("normalize_std")?,
+            eval_transform: map.get("eval_transform").cloned().unwrap_or("none".into()),
+        }))
     }
 }
 
@@ -246,6 +309,14 @@ mod meta_tests {
             world_size: 2,
             batch_size: 64,
             classes: vec!["cat".into(), "dog, \"big\"\n".into()],
+            input: Some(Input {
+                stem: "cifar".into(),
+                num_classes: 10,
+                image_size: 32,
+                mean: vec![0.49, 0.48, 0.45],
+                std: vec![0.25, 0.24, 0.26],
+                eval_transform: "none".into(),
+            }),
         };
         let p = Path::new("last.safetensors");
         assert_eq!(Meta::from_map(&m.to_map(), p).unwrap(), m);
@@ -256,6 +327,7 @@ mod meta_tests {
         );
         assert_eq!(bare.best_top1, f64::NEG_INFINITY);
         assert!(bare.classes.is_empty());
+        assert_eq!(bare.input, None);
         let e = Meta::from_map(&HashMap::new(), p).unwrap_err().to_string();
         assert!(e.contains("no epoch"), "{e}");
     }

@@ -327,6 +327,7 @@ pub fn train(
         world,
         steps_per_epoch,
         classes: train_set.class_names(),
+        input: model_input(cfg, &train_set, &norm),
     };
     let Parts {
         vs,
@@ -1103,6 +1104,39 @@ struct RunInfo<'a> {
     world: usize,
     steps_per_epoch: usize,
     classes: Vec<String>,
+    input: checkpoint::Input,
+}
+
+/// How the model sees images: its stem and classes, the side of its images, and what
+/// evaluation does to an image before the model (image files: their transform and Normalize;
+/// data held as tensors: ToTensor and the statistics the run computed).
+fn model_input(cfg: &Config, data: &Dataset, norm: &crate::data::Normalize) -> checkpoint::Input {
+    use crate::images::Transform;
+    let stats = |t: &Tensor| {
+        Vec::<f64>::try_from(t.to_kind(Kind::Double).flatten(0, -1)).unwrap_or_default()
+    };
+    let (mean, std, eval) = if data.is_files() {
+        let wide = |v: [f32; 3]| v.iter().map(|&x| f64::from(x)).collect();
+        let eval = match cfg.images.transform {
+            Transform::Imagenet => "imagenet",
+            Transform::Flip | Transform::None => "none",
+        };
+        (wide(cfg.images.mean), wide(cfg.images.std), eval)
+    } else {
+        (stats(&norm.mean), stats(&norm.std), "none")
+    };
+    checkpoint::Input {
+        stem: match cfg.stem {
+            Stem::ImageNet => "imagenet",
+            Stem::Cifar => "cifar",
+        }
+        .to_string(),
+        num_classes: data.num_classes,
+        image_size: data.image_size().0,
+        mean,
+        std,
+        eval_transform: eval.to_string(),
+    }
 }
 
 impl RunInfo<'_> {
@@ -1132,6 +1166,7 @@ impl RunInfo<'_> {
             world_size: self.world,
             batch_size: self.cfg.batch_size,
             classes: self.classes.clone(),
+            input: Some(self.input.clone()),
         }
     }
 }

@@ -35,8 +35,12 @@ pub struct Cli {
     /// 'shards/{00000..00099}.tar': KEY.jpg|png|webp with KEY.cls or a KEY.json `label`; with
     /// --val-data PATTERN2), or synthetic[:N[:SIZE]] (N learnable SIZE×SIZE images of 100
     /// classes; 32 unless given). Nothing is downloaded.
-    #[arg(long, value_name = "SOURCE")]
-    pub data: OsString,
+    #[arg(
+        long,
+        value_name = "SOURCE",
+        required_unless_present = "print_eval_snippet"
+    )]
+    pub data: Option<OsString>,
 
     /// resnet18, resnet34, resnet50 or resnet101 (torchvision's, with its state_dict keys).
     #[arg(long, value_name = "NAME", default_value = "resnet18")]
@@ -227,6 +231,12 @@ pub struct Cli {
     /// when validation improves.
     #[arg(long, value_name = "DIR")]
     pub checkpoint_dir: Option<PathBuf>,
+
+    /// Print the Python (torch, torchvision, safetensors) that builds this checkpoint's model,
+    /// loads its weights and prepares an image as its evaluation did (normalisation, size, class
+    /// names, from the checkpoint's metadata), then exit. Plain text, as --help.
+    #[arg(long, value_name = "CKPT")]
+    pub print_eval_snippet: Option<PathBuf>,
 
     /// Continue from --checkpoint-dir's last checkpoint (a fresh start if there is none). A
     /// checkpoint written inside an epoch goes on with the step after it, exactly as the
@@ -485,7 +495,7 @@ fn config(cli: &Cli, devices: &[tch::Device]) -> Result<Config> {
         other => bail!("unknown --optimizer {other}: sgd or adamw"),
     };
     let schedule = parse_schedule(&cli.schedule)?;
-    let data = Source::parse(&cli.data, cli.seed)?;
+    let data = Source::parse(data_arg(cli), cli.seed)?;
     let images = image_options(cli, &data)?;
     let data = match &cli.val_data {
         Some(v) => data.with_val(v.clone()),
@@ -735,7 +745,7 @@ fn training_flags(cli: &Cli) -> Vec<(&'static str, String)> {
             .map_or("(none)".to_string(), |p| os(p.as_os_str()))
     };
     let mut flags = vec![
-        ("--data", os(&cli.data)),
+        ("--data", os(data_arg(cli))),
         ("--model", cli.model.clone()),
         ("--stem", cli.stem.clone()),
         ("--epochs", cli.epochs.to_string()),
@@ -785,7 +795,7 @@ fn training_flags(cli: &Cli) -> Vec<(&'static str, String)> {
     ];
     // Shards are split over each rank's streams: every rank must split alike.
     if matches!(
-        Source::parse(&cli.data, cli.seed),
+        Source::parse(data_arg(cli), cli.seed),
         Ok(Source::Shards { .. })
     ) {
         flags.push(("--workers", workers(cli).to_string()));
@@ -860,7 +870,80 @@ pub fn parse_schedule(s: &str) -> Result<Schedule> {
     })
 }
 
+/// `--data` (present unless --print-eval-snippet, which needs none).
+fn data_arg(cli: &Cli) -> &OsStr {
+    cli.data.as_deref().unwrap_or_default()
+}
+
+/// `--print-eval-snippet`: Python that evaluates the checkpoint at `path` as ddp-train did.
+fn eval_snippet(path: &std::path::Path) -> Result<String> {
+    let (_, map) = train::checkpoint::load(path, tch::Device::Cpu).classified()?;
+    let meta = train::checkpoint::Meta::from_map(&map, path).classified()?;
+    let Some(input) = &meta.input else {
+        bail!(
+            "{}: written by an older ddp-train, whose checkpoints did not keep how the model sees \
+             images (normalisation, size): train on, or resume, to write a checkpoint that does",
+            path.display()
+        );
+    };
+    let py = |s: &str| serde_json::to_string(s).expect("strings serialise");
+    let floats = |v: &[f64]| {
+        let v: Vec<String> = v.iter().map(|x| format!("{x:?}")).collect();
+        format!("[{}]", v.join(", "))
+    };
+    let size = input.image_size;
+    let mut s = format!(
+        "# {}: {}, {} classes, {} stem, {size}x{size} images (written by ddp-train --print-eval-snippet)\n\
+         import torch, torchvision\n\
+         from torchvision import transforms\n\
+         from safetensors.torch import load_file\n\n\
+         model = torchvision.models.{}(num_classes={})\n",
+        path.display(),
+        meta.arch,
+        input.num_classes,
+        input.stem,
+        meta.arch,
+        input.num_classes,
+    );
+    if input.stem == "cifar" {
+        s += "# ddp-train's CIFAR stem: a 3x3 stride-1 first convolution and no max-pool\n\
+              model.conv1 = torch.nn.Conv2d(3, 64, kernel_size=3, stride=1, padding=1, bias=False)\n\
+              model.maxpool = torch.nn.Identity()\n";
+    }
+    s += &format!(
+        "model.load_state_dict(load_file({}))\nmodel.eval()\n\n",
+        py(&path.to_string_lossy())
+    );
+    s += "# An image as evaluation prepared it (a PIL image in RGB)\ntransform = transforms.Compose([\n";
+    if input.eval_transform == "imagenet" {
+        s += &format!(
+            "    transforms.Resize({}),\n    transforms.CenterCrop({size}),\n",
+            size * 256 / 224
+        );
+    } else {
+        s += &format!("    # the image as it is, {size}x{size}\n");
+    }
+    s += &format!(
+        "    transforms.ToTensor(),\n    transforms.Normalize(mean={}, std={}),\n])\n",
+        floats(&input.mean),
+        floats(&input.std)
+    );
+    if !meta.classes.is_empty() {
+        let names: Vec<String> = meta.classes.iter().map(|c| py(c)).collect();
+        s += &format!("classes = [{}]\n", names.join(", "));
+    }
+    s += "\n# from PIL import Image\n\
+          # with torch.no_grad():\n\
+          #     logits = model(transform(Image.open(\"image.png\").convert(\"RGB\"))[None])\n\
+          # print(logits.argmax(1).item())\n";
+    Ok(s)
+}
+
 pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
+    if let Some(path) = &cli.print_eval_snippet {
+        print!("{}", eval_snippet(path)?);
+        return Ok(Outcome::Ok);
+    }
     // Flag values are checked before the ranks meet or data is read, as usage errors (exit 2).
     let usage = |e: anyhow::Error| anyhow::Error::new(cli_common::UsageError(format!("{e:#}")));
     let precision: Precision = cli.precision.parse().classified()?;

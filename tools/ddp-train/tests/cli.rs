@@ -1950,3 +1950,98 @@ fn requeue_on_signal_asks_slurm_to_requeue_the_job_after_the_checkpoint() {
     assert_eq!(std::fs::read_to_string(&noted).unwrap(), "requeue 4242\n");
     assert!(String::from_utf8_lossy(&out.stderr).contains("Slurm job 4242 requeued"));
 }
+
+/// `--print-eval-snippet`'s Python, run on the validation images with torchvision's own code:
+/// the loss and top-1 of the checkpoint's epoch record (CIFAR binaries with the CIFAR stem; an
+/// image folder through the ImageNet evaluation transform, with its class names).
+#[test]
+fn the_eval_snippet_evaluates_the_checkpoint_in_torchvision_as_training_did() {
+    let folder = digits_twice().join("folder");
+    let cases = [
+        (
+            "cifar",
+            format!("cifar100:{}", digits_twice().display()),
+            vec!["--stem", "cifar"],
+            digits_twice().to_path_buf(),
+        ),
+        (
+            "folder",
+            format!("imagefolder:{}", folder.display()),
+            vec!["--image-size", "32", "--transform", "imagenet"],
+            folder.join("val"),
+        ),
+    ];
+    let check = r#"
+import json, sys
+import numpy as np
+from PIL import Image
+mode, data = sys.argv[1], sys.argv[2]
+if mode == "cifar":
+    raw = np.fromfile(data + "/test.bin", np.uint8).reshape(-1, 2 + 3072)
+    ys = raw[:, 1].astype(np.int64)
+    images = [Image.fromarray(r[2:].reshape(3, 32, 32).transpose(1, 2, 0)) for r in raw]
+else:
+    ds = torchvision.datasets.ImageFolder(data)
+    assert ds.classes == classes, (ds.classes, classes)
+    images = [Image.open(p).convert("RGB") for p, _ in ds.samples]
+    ys = np.array([y for _, y in ds.samples])
+x = torch.stack([transform(i) for i in images])
+with torch.no_grad():
+    logits = model(x)
+loss = torch.nn.functional.cross_entropy(logits, torch.from_numpy(ys)).item()
+print(json.dumps({"loss": loss, "top1": 100 * float((logits.argmax(1).numpy() == ys).mean())}))
+"#;
+    for (what, data, args, val) in cases {
+        let ck = tempfile::tempdir().unwrap();
+        let run = records(
+            &cmd_on(&data)
+                .args(args)
+                .args(["--epochs", "1", "--max-steps", "8", "--batch-size", "32"])
+                .arg("--checkpoint-dir")
+                .arg(ck.path())
+                .output()
+                .unwrap(),
+        );
+        let last = ck.path().join("last.safetensors");
+        let out = Command::new(BIN)
+            .arg("--print-eval-snippet")
+            .arg(&last)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let snippet = String::from_utf8(out.stdout).unwrap();
+        let script = ck.path().join("eval.py");
+        std::fs::write(&script, format!("{snippet}\n{check}")).unwrap();
+        let out = Command::new(root().join(".venv/bin/python"))
+            .arg(&script)
+            .arg(what)
+            .arg(&val)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{what}: {}\n{snippet}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let rec = &run.items[0];
+        // The same float operations in another library's order: the loss to 1e-4, top-1 to one
+        // image in 360 (an argmax that flips on a tie).
+        let loss = got["loss"].as_f64().unwrap();
+        assert!(
+            (loss - rec.val_loss).abs() <= 1e-4 * rec.val_loss.abs().max(1.0),
+            "{what}: loss {loss} vs {}\n{snippet}",
+            rec.val_loss
+        );
+        let top1 = got["top1"].as_f64().unwrap();
+        assert!(
+            (top1 - rec.val_top1).abs() <= 0.3,
+            "{what}: top-1 {top1} vs {}\n{snippet}",
+            rec.val_top1
+        );
+    }
+}
