@@ -1,5 +1,5 @@
 #!/bin/sh
-# Seed 000's job with GNU parallel: one job per shard, GPUS at once; job slot {%} (1-based) maps to
+# The projection job with GNU parallel: one job per shard, GPUS at once; job slot {%} (1-based) maps to
 # CUDA_VISIBLE_DEVICES={%}-1; --halt now,fail=1 stops everything at the first failed shard (outputs
 # are atomic, so a re-run redoes only unfinished images); --joblog records every job.
 #   IMAGES=photos NETWORK=G.safetensors VGG=vgg16.pt GPUS=4 sh examples/parallel.sh > latents.jsonl

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Seed 000's job with xargs: one project-one-gpu per shard, P at once; job slot s (0-based,
+# The projection job with xargs: one project-one-gpu per shard, P at once; job slot s (0-based,
 # --process-slot-var) runs on GPU (s mod GPUS). Each shard's records go to their own file, then
 # gather-npz joins them. Exit status: xargs' (123 if any shard failed, as xargs reports a command that exited 1-125).
 #   IMAGES=photos NETWORK=G.safetensors VGG=vgg16.pt GPUS=4 sh examples/xargs.sh
