@@ -1272,15 +1272,7 @@ fn recordio_trains_exactly_as_the_image_folder_it_was_packed_from() {
     // MXNet's writer (insightface's header record first): the same samples, labels and pixels,
     // so the same run to the bit.
     let dir = digits_twice();
-    let tmp = tempfile::tempdir().unwrap();
-    for split in ["train", "val"] {
-        python([
-            root().join("scripts/reference/mxnet_recordio.py"),
-            "pack-folder".into(),
-            dir.join("folder").join(split),
-            tmp.path().join(split),
-        ]);
-    }
+    let packed = digit_records();
     let common = [
         "--stem",
         "cifar",
@@ -1307,9 +1299,9 @@ fn recordio_trains_exactly_as_the_image_folder_it_was_packed_from() {
             .unwrap(),
     );
     let rec = records(
-        &cmd_on(format!("recordio:{}", tmp.path().join("train").display()))
+        &cmd_on(format!("recordio:{}", packed.join("train").display()))
             .arg("--val-data")
-            .arg(tmp.path().join("val"))
+            .arg(packed.join("val"))
             .args(common)
             .args(images)
             .output()
@@ -1323,7 +1315,7 @@ fn recordio_trains_exactly_as_the_image_folder_it_was_packed_from() {
     assert_eq!(b.classes.len(), 10);
     // Without its validation records: a usage error.
     assert_usage(
-        &mut cmd_on(format!("recordio:{}", tmp.path().join("train").display())),
+        &mut cmd_on(format!("recordio:{}", packed.join("train").display())),
         "--val-data",
     );
 }
@@ -1431,6 +1423,25 @@ fn a_file_that_does_not_decode_is_replaced_counted_and_bounded() {
         stderr.contains("--max-bad-inputs 0") && stderr.contains("broken.png"),
         "{stderr}"
     );
+}
+
+/// The digits' PNG tree packed into RecordIO (`DIR/train.rec`/`.idx`, `DIR/val.rec`/`.idx`) in
+/// ImageFolder's order by the transcription of MXNet's writer, made once.
+fn digit_records() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("shardkit-ddp-rec-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for split in ["train", "val"] {
+            python([
+                root().join("scripts/reference/mxnet_recordio.py"),
+                "pack-folder".into(),
+                digits_twice().join("folder").join(split),
+                dir.join(split),
+            ]);
+        }
+        dir
+    })
 }
 
 /// `--data wds:` on the digits' training shards, with their validation shards.
@@ -1828,15 +1839,7 @@ fn usr1_to_one_rank_stops_both_at_one_step_and_resume_trains_the_same_weights() 
 #[test]
 fn image_folders_recordio_and_shards_resume_mid_epoch_to_the_same_weights() {
     let dir = digits_twice();
-    let rec = tempfile::tempdir().unwrap();
-    for split in ["train", "val"] {
-        python([
-            root().join("scripts/reference/mxnet_recordio.py"),
-            "pack-folder".into(),
-            dir.join("folder").join(split),
-            rec.path().join(split),
-        ]);
-    }
+    let rec = digit_records();
     type Base<'a> = Box<dyn Fn() -> Command + 'a>;
     let sources: [(&str, Base); 3] = [
         (
@@ -1846,8 +1849,8 @@ fn image_folders_recordio_and_shards_resume_mid_epoch_to_the_same_weights() {
         (
             "recordio",
             Box::new(|| {
-                let mut c = cmd_on(format!("recordio:{}", rec.path().join("train").display()));
-                c.arg("--val-data").arg(rec.path().join("val"));
+                let mut c = cmd_on(format!("recordio:{}", rec.join("train").display()));
+                c.arg("--val-data").arg(rec.join("val"));
                 c
             }),
         ),

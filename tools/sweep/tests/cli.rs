@@ -1018,20 +1018,30 @@ fn one_live_sweep_per_directory() {
 /// `epoch`; `{` and `}` in SCRIPT are written `\173` and `\175` for printf (braces are
 /// placeholders in a command).
 fn shell_sweep(dir: &Path, script: &str) -> Command {
+    shell_sweep_of(dir, script, &json!({"x": {"grid": [1]}}), &[])
+}
+
+/// A sweep into DIR/run over `space` of `sh -c SCRIPT sh {x}`, maximising the result `m` by
+/// `epoch`, with `extra` flags.
+fn shell_sweep_of(dir: &Path, script: &str, space: &Value, extra: &[&str]) -> Command {
     let out = dir.join("run");
     let args = [
-        "--metric",
-        "m",
-        "--mode",
-        "max",
-        "--time-attr",
-        "epoch",
-        "--out-dir",
-        out.to_str().unwrap(),
-    ];
+        &[
+            "--metric",
+            "m",
+            "--mode",
+            "max",
+            "--time-attr",
+            "epoch",
+            "--out-dir",
+            out.to_str().unwrap(),
+        ],
+        extra,
+    ]
+    .concat();
     sweep_running(
         dir,
-        &json!({"x": {"grid": [1]}}),
+        space,
         &args,
         "sh".as_ref(),
         &["-c", script, "sh", "{x}"],
@@ -1132,34 +1142,12 @@ fn slot_cpus_seen(extra: &[&str]) -> Vec<(usize, String, String)> {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let script = r#"printf '%s %s %s\n' "$SWEEP_SLOT" "${{OMP_NUM_THREADS:-unset}}" "$(sed -n 's/^Cpus_allowed_list:\t//p' /proc/self/status)" > "$SWEEP_TRIAL_DIR/cpus"; printf '\173"m": 1, "epoch": 1\175\n'"#;
-    let args = [
-        &[
-            "--metric",
-            "m",
-            "--mode",
-            "max",
-            "--time-attr",
-            "epoch",
-            "--slots",
-            "2",
-            "--gpus-per-trial",
-            "0",
-            "--out-dir",
-            out.to_str().unwrap(),
-        ],
-        extra,
-    ]
-    .concat();
-    let r = ok(&sweep_running(
-        dir.path(),
-        &json!({"x": {"grid": [1, 2, 3, 4]}}),
-        &args,
-        "sh".as_ref(),
-        &["-c", script, "sh", "{x}"],
-    )
-    .env_remove("OMP_NUM_THREADS")
-    .output()
-    .unwrap());
+    let args = [&["--slots", "2", "--gpus-per-trial", "0"], extra].concat();
+    let space = json!({"x": {"grid": [1, 2, 3, 4]}});
+    let r = ok(&shell_sweep_of(dir.path(), script, &space, &args)
+        .env_remove("OMP_NUM_THREADS")
+        .output()
+        .unwrap());
     assert_eq!(r.ends.len(), 4);
     let trials: Vec<PathBuf> = (0..4)
         .map(|i| out.join(format!("trial-{i:04}/cpus")))
