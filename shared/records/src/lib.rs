@@ -69,8 +69,16 @@ pub struct ImageRecord {
     /// Pillow's name for the source mode before `convert('RGB')`.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub source_mode: Option<String>,
+    /// The source had an alpha channel, which `convert('RGB')` drops as Pillow does: its
+    /// transparent pixels show whatever colour they hold (often all white or all black).
+    #[serde(skip_serializing_if = "is_false", default)]
+    pub alpha_dropped: bool,
     /// True when the output existed and was left alone (no `--overwrite`).
     pub skipped: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// One image projected (or found already projected) by `project-one-gpu`.
@@ -572,6 +580,7 @@ mod tests {
             source_width: None,
             source_height: None,
             source_mode: None,
+            alpha_dropped: false,
             skipped: true,
         };
         let line = serde_json::to_string(&rec).unwrap();

@@ -119,6 +119,8 @@ Prints one record per input, in input order:
 {"type":"error","input":"imgs/a/2.jpg","message":"cannot decode: ..."}
 .fi
 .PP
+A source with an alpha channel (RGBA, LA, PA) adds "alpha_dropped":true: convert('RGB') drops it as Pillow does, so its transparent pixels show whatever colour they hold (often all white or black).
+.PP
 and last {"type":"summary","ok":N,"skipped":N,"failed":N,"elapsed_ms":N}. Outputs are written to a temp file and renamed, so a killed run leaves no partial output; a re-run skips outputs that exist."#;
     const EXAMPLES: &'static [(&'static str, &'static str)] = &[
         (
@@ -299,6 +301,7 @@ impl Job {
             source_width: None,
             source_height: None,
             source_mode: None,
+            alpha_dropped: false,
             skipped: false,
         };
         if !self.overwrite && target.exists() {
@@ -332,6 +335,8 @@ impl Job {
         record.source_width = Some(crop.width);
         record.source_height = Some(crop.height);
         record.source_mode = Some(crop.source_mode.into());
+        // RGBA, LA, PA, RGBa, La: modes with an alpha channel.
+        record.alpha_dropped = crop.source_mode.contains(['A', 'a']);
         let (w, h) = crop.rgb.dimensions();
         let resized = imaging::resize_lanczos(&crop.rgb, (0, 0, w, h), r, r);
         atomic::write_atomic(target, |w| write_image(w, &resized, self.format))?;

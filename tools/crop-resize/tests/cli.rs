@@ -941,3 +941,32 @@ fn retry_failed_redoes_only_the_inputs_an_earlier_run_failed() {
         2
     );
 }
+
+/// An image with an alpha channel says so: convert('RGB') drops it (as Pillow does), which is
+/// why a transparent logo can come out all white or all black.
+#[test]
+fn records_say_when_an_alpha_channel_was_dropped() {
+    let tmp = tempfile::tempdir().unwrap();
+    for name in ["rgba.png", "la.png", "rgb.png"] {
+        copy_fixture(tmp.path(), name, name);
+    }
+    let (code, recs, _) = run(
+        tmp.path(),
+        &["-r", "8", "-o", "out"],
+        "rgba.png\nla.png\nrgb.png\n",
+    );
+    assert_eq!(code, 0);
+    let dropped: Vec<(String, bool)> = recs
+        .items
+        .iter()
+        .map(|r| (r.input.to_string_lossy().into_owned(), r.alpha_dropped))
+        .collect();
+    assert_eq!(
+        dropped,
+        [
+            ("rgba.png".to_string(), true),
+            ("la.png".to_string(), true),
+            ("rgb.png".to_string(), false)
+        ]
+    );
+}

@@ -388,6 +388,7 @@ impl Renderer<'_> {
             source_width: None,
             source_height: None,
             source_mode: None,
+            alpha_dropped: false,
             skipped,
         }
     }
