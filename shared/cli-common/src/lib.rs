@@ -154,7 +154,8 @@ pub struct CommonArgs {
     /// Print only errors on stderr.
     #[arg(short, long, global = true)]
     pub quiet: bool,
-    /// Show a progress bar on stderr even when it is not a terminal.
+    /// Show progress on stderr even when it is not a terminal (then as plain lines: one at once,
+    /// then one every 10 s).
     #[arg(long, global = true)]
     pub progress: bool,
 }

@@ -970,3 +970,24 @@ fn records_say_when_an_alpha_channel_was_dropped() {
         ]
     );
 }
+
+/// `--progress` with stderr a file or a pipe (a batch job's log) writes plain lines there; the
+/// terminal bar drew nothing at all off a terminal. Without the flag, nothing.
+#[test]
+fn progress_off_a_terminal_is_plain_lines() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_fixture(tmp.path(), "rgb.png", "a.png");
+    let (code, _, stderr) = run(
+        tmp.path(),
+        &["--progress", "-r", "8", "-o", "out"],
+        "a.png\n",
+    );
+    assert_eq!(code, 0);
+    assert!(
+        stderr.lines().any(|l| l.starts_with("crop-resize: ")),
+        "{stderr:?}"
+    );
+    assert!(!stderr.contains('\x1b'), "no cursor movement: {stderr:?}");
+    let (_, _, stderr) = run(tmp.path(), &["-r", "8", "-o", "again"], "a.png\n");
+    assert!(stderr.is_empty(), "{stderr:?}");
+}
