@@ -211,6 +211,11 @@ pub fn cuda_device_count() -> usize {
 /// no setter for `allow_tf32`, and the libraries read this variable when they initialise, so call
 /// this first thing, before any CUDA work. An explicit `NVIDIA_TF32_OVERRIDE` in the environment
 /// is left alone.
+/// Sets libtorch's intra-op threads: the CPU pool every CPU operation of this process shares.
+pub fn set_cpu_threads(n: usize) {
+    tch::set_num_threads(n.min(i32::MAX as usize) as i32);
+}
+
 pub fn disable_tf32() {
     if std::env::var_os("NVIDIA_TF32_OVERRIDE").is_none() {
         // SAFETY: called at start-up, before libtorch or CUDA start threads that read the

@@ -95,11 +95,9 @@ impl Vgg16 {
         }
         let (mut w, meta) = Weights::read(path, device)?;
         let other = if meta.contains_key("config") {
-            Some("a StyleGAN2 generator (it has `config` metadata)")
-        } else if w.has("fc.weight") && w.has("conv1.weight") {
-            Some("a ResNet classifier (ddp-train's checkpoint?)")
+            Some("a StyleGAN2 generator (it has `config` metadata)".to_string())
         } else {
-            None
+            w.resnet_classifier(&meta)
         };
         if let Some(what) = other {
             return Err(Error::File {

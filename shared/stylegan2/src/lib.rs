@@ -97,15 +97,10 @@ impl Generator {
     /// file's `config` metadata; never guessed.
     pub fn load(path: &Path, config: Option<Config>, device: tch::Device) -> Result<Self> {
         let (weights, meta) = Weights::read(path, device)?;
-        // A training checkpoint of ddp-train (torchvision's ResNet keys) is no generator.
-        if weights.has("fc.weight") && weights.has("conv1.weight") {
+        if let Some(what) = weights.resnet_classifier(&meta) {
             return Err(Error::File {
                 path: path.display().to_string(),
-                message: format!(
-                    "a ResNet classifier ({}: ddp-train's checkpoint?), not a StyleGAN2 generator",
-                    meta.get("arch")
-                        .map_or("torchvision's keys", String::as_str)
-                ),
+                message: format!("{what}, not a StyleGAN2 generator"),
             });
         }
         let config = match config {

@@ -76,6 +76,18 @@ impl Weights {
         self.tensors.contains_key(name)
     }
 
+    /// What the file is when it holds a torchvision ResNet (ddp-train's checkpoints), for the
+    /// error of a loader that expected another network; `meta` is the file's metadata.
+    pub fn resnet_classifier(&self, meta: &BTreeMap<String, String>) -> Option<String> {
+        (self.has("fc.weight") && self.has("conv1.weight")).then(|| {
+            format!(
+                "a ResNet classifier ({}: ddp-train's checkpoint?)",
+                meta.get("arch")
+                    .map_or("torchvision's keys", String::as_str)
+            )
+        })
+    }
+
     /// Removes and returns `name`, checking its shape.
     pub fn take(&mut self, name: &str, shape: &[i64]) -> Result<Tensor> {
         let t = self.tensors.remove(name).ok_or_else(|| Error::File {

@@ -965,7 +965,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
             .context("installing the --checkpoint-signal handler")?;
     }
     let threads = cli.cpu.share();
-    tch::set_num_threads(threads.threads.min(i32::MAX as usize) as i32);
+    device::set_cpu_threads(threads.threads);
     let mut opts = cli.dist.options();
     // SIGINT/SIGTERM end any wait for peers at once (exit 130).
     opts.should_stop = cli_common::interrupt::requested;

@@ -179,7 +179,7 @@ struct Pending {
 pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let started = Instant::now();
     let threads = cli.cpu.share();
-    tch::set_num_threads(threads.threads.min(i32::MAX as usize) as i32);
+    device::set_cpu_threads(threads.threads);
     if cli.no_tf32 {
         device::disable_tf32();
     }

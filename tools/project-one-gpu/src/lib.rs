@@ -201,7 +201,7 @@ enum Entry {
 pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let started = Instant::now();
     let threads = cli.cpu.share();
-    tch::set_num_threads(threads.threads.min(i32::MAX as usize) as i32);
+    device::set_cpu_threads(threads.threads);
     stylegan2::tune::set_kernel_choices(cli.kernel_choices);
     if cli.precision == Precision::Fp32 {
         device::disable_tf32();
