@@ -34,6 +34,8 @@ pub fn bar(common: &CommonArgs, tool: &str, len: Option<u64>) -> ProgressBar {
             ProgressDrawTarget::term_like_with_hz(Box::new(Lines::default()), 1)
         });
         bar.enable_steady_tick(Duration::from_secs(1));
+        // The first line now, not at the first tick: a run shorter than a second said nothing.
+        bar.tick();
     }
     bar
 }
