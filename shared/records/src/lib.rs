@@ -345,6 +345,9 @@ pub struct BestTrial {
     /// The time attribute of its last result.
     pub time: f64,
     pub status: String,
+    /// Its directory (params.json, result.json, progress.csv, stderr.log, event files).
+    #[serde(with = "os_text")]
+    pub dir: PathBuf,
 }
 
 /// The last record of a `sweep`.

@@ -18,7 +18,7 @@ use crate::journal::{Definition, Entry, Journal, SchedulerKind};
 use crate::procs::{self, Msg};
 use crate::space::Config;
 use crate::template::{Bindings, Template};
-use crate::tfevents::SessionStatus;
+use tensorboard::SessionStatus;
 
 /// How this run of the sweep executes (may change between a sweep and its resumption).
 #[derive(Debug, Clone)]
@@ -313,6 +313,7 @@ impl<'a> Engine<'a> {
         self.report(true);
         self.write_plot();
         let summary = self.summary();
+        self.write_results(&summary);
         let failed = summary.error;
         self.out.emit(&summary)?;
         if interrupted {
@@ -617,12 +618,16 @@ impl<'a> Engine<'a> {
             status: status.name().into(),
             message: message.clone(),
         })?;
+        let at = t.last_point().map_or(0, |(time, _)| time as i64);
         if let Some(f) = &mut t.files {
-            f.end(if status == Status::Error {
-                SessionStatus::Failure
-            } else {
-                SessionStatus::Success
-            })?;
+            // The dashboard has no "stopped": a trial ASHA stopped is Unknown there (and its
+            // stopped_early metric is 1), one that ran to max_t a success.
+            let session = match status {
+                Status::Error => SessionStatus::Failure,
+                Status::Stopped => SessionStatus::Unknown,
+                _ => SessionStatus::Success,
+            };
+            f.end(session, status == Status::Stopped, at)?;
         }
         let record = TrialRecord {
             event: "end".into(),
@@ -736,6 +741,7 @@ impl<'a> Engine<'a> {
                 metric,
                 time,
                 status: t.status.name().into(),
+                dir: t.dir.clone(),
             }
         });
         SweepSummary {
@@ -752,6 +758,54 @@ impl<'a> Engine<'a> {
         }
     }
 
+    /// `best.json` (the best trial: its config, metric and directory; `null` when no trial has
+    /// a result) and `results.csv` (a row per trial), each written whole.
+    fn write_results(&self, summary: &SweepSummary) {
+        let best = summary.best.as_ref().map(|b| {
+            serde_json::json!({
+                "trial": b.trial,
+                "config": b.config,
+                "metric": self.def.metric,
+                "mode": summary.mode,
+                "value": b.metric,
+                "time_attr": self.def.time_attr,
+                "time": b.time,
+                "status": b.status,
+                "dir": b.dir.display().to_string(),
+            })
+        });
+        let mut json = serde_json::to_vec_pretty(&best).expect("JSON values serialise");
+        json.push(b'\n');
+        let rows: Vec<crate::files::ResultRow<'_>> = self
+            .trials
+            .iter()
+            .map(|t| crate::files::ResultRow {
+                trial: t.id,
+                status: t.status.name(),
+                config: &t.config,
+                history: &t.history,
+                stopped_at: t.stopped_at,
+                attempts: t.attempts,
+                dir: &t.dir,
+                message: t.message.as_deref(),
+            })
+            .collect();
+        let csv = crate::files::results_csv(
+            &rows,
+            &self.def.time_attr,
+            &self.def.metric,
+            self.def.asha.mode,
+        );
+        for (name, bytes) in [("best.json", json), ("results.csv", csv.into_bytes())] {
+            let path = self.out_dir.join(name);
+            if let Err(e) = cli_common::atomic::write_atomic(&path, |w| {
+                std::io::Write::write_all(w, &bytes)
+            }) {
+                eprintln!("sweep: warning: {}", e.describe());
+            }
+        }
+    }
+
     fn write_plot(&self) {
         let curves: Vec<crate::plot::Curve<'_>> = self
             .trials
@@ -760,6 +814,7 @@ impl<'a> Engine<'a> {
             .map(|t| crate::plot::Curve {
                 trial: t.id,
                 status: t.status.name(),
+                config: config_text(&t.config),
                 points: &t.history,
             })
             .collect();

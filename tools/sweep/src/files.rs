@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde_json::{Map, Value};
 
-use crate::tfevents::{EventWriter, SessionStatus};
+use tensorboard::{EventWriter, SessionStatus};
+
+use crate::asha::Mode;
 
 /// `{"a": {"b": 1}}` → `[("a/b", 1)]`, keys in the map's order (Ray's `flatten_dict`).
 pub fn flatten(record: &Map<String, Value>) -> Vec<(String, Value)> {
@@ -138,10 +140,83 @@ impl TrialFiles {
         self.events.scalars(step, scalars)
     }
 
-    /// Marks the trial's end in its event file.
-    pub fn end(&mut self, status: SessionStatus) -> Result<()> {
+    /// Marks the trial's end in its event file: the `stopped_early` metric (1 when the
+    /// scheduler stopped it, 0 when it ran to its end) at `step`, then the hparams session's end.
+    pub fn end(&mut self, status: SessionStatus, stopped: bool, step: i64) -> Result<()> {
+        self.events
+            .numbers(step, [(STOPPED_EARLY, if stopped { 1.0 } else { 0.0 })])?;
         self.events.session_end(status)
     }
+}
+
+/// The metric each trial's event file gets at its end: 1 when the scheduler stopped it early.
+pub const STOPPED_EARLY: &str = "stopped_early";
+
+/// One trial, as a row of `results.csv`.
+#[derive(Debug)]
+pub struct ResultRow<'a> {
+    pub trial: usize,
+    pub status: &'a str,
+    pub config: &'a Map<String, Value>,
+    /// (time, metric) of every result.
+    pub history: &'a [(f64, f64)],
+    pub stopped_at: Option<f64>,
+    pub attempts: usize,
+    pub dir: &'a Path,
+    pub message: Option<&'a str>,
+}
+
+/// `results.csv`: a row per trial (its status, config, results, the time attribute and the
+/// metric at its last result, the best metric it reached, where it was stopped, its directory);
+/// config columns from every trial's keys, in first-seen order.
+pub fn results_csv(rows: &[ResultRow<'_>], time_attr: &str, metric: &str, mode: Mode) -> String {
+    let mut keys: Vec<&str> = Vec::new();
+    for r in rows {
+        for k in r.config.keys() {
+            if !keys.contains(&k.as_str()) {
+                keys.push(k);
+            }
+        }
+    }
+    let text = |s: &str| csv_field(Some(&Value::String(s.to_string())));
+    let number = |x: Option<f64>| x.map(|x| x.to_string()).unwrap_or_default();
+    let mut header = vec!["trial".to_string(), "status".into()];
+    header.extend(keys.iter().map(|k| format!("config/{k}")));
+    header.extend([
+        "results".into(),
+        time_attr.into(),
+        format!("last_{metric}"),
+        format!("best_{metric}"),
+        "stopped_at".into(),
+        "attempts".into(),
+        "dir".into(),
+        "message".into(),
+    ]);
+    let mut out = header.iter().map(|h| text(h)).collect::<Vec<_>>().join(",");
+    out.push('\n');
+    for r in rows {
+        let last = r.history.last();
+        let best = r
+            .history
+            .iter()
+            .map(|&(_, m)| m)
+            .reduce(|a, b| if mode.better(b, a) { b } else { a });
+        let mut row = vec![r.trial.to_string(), text(r.status)];
+        row.extend(keys.iter().map(|k| csv_field(r.config.get(*k))));
+        row.extend([
+            r.history.len().to_string(),
+            number(last.map(|p| p.0)),
+            number(last.map(|p| p.1)),
+            number(best),
+            number(r.stopped_at),
+            r.attempts.to_string(),
+            text(&r.dir.display().to_string()),
+            text(r.message.unwrap_or("")),
+        ]);
+        out.push_str(&row.join(","));
+        out.push('\n');
+    }
+    out
 }
 
 fn split_csv_header(line: &str) -> Vec<String> {
@@ -208,5 +283,48 @@ mod tests {
             2
         );
         assert_eq!(split_csv_header("a,\"b,c\",d"), ["a", "b,c", "d"]);
+    }
+
+    #[test]
+    fn results_have_a_row_per_trial_with_last_and_best() {
+        let a = json!({"lr": 0.1, "opt": "sgd"}).as_object().unwrap().clone();
+        let b = json!({"lr": 0.01, "wd": 1e-4}).as_object().unwrap().clone();
+        let dir = Path::new("/o/trial-0000");
+        let rows = [
+            ResultRow {
+                trial: 0,
+                status: "completed",
+                config: &a,
+                history: &[(1.0, 0.5), (2.0, 0.9), (3.0, 0.8)],
+                stopped_at: None,
+                attempts: 1,
+                dir,
+                message: None,
+            },
+            ResultRow {
+                trial: 1,
+                status: "error",
+                config: &b,
+                history: &[],
+                stopped_at: None,
+                attempts: 2,
+                dir,
+                message: Some("exit 1, \"bad\""),
+            },
+        ];
+        let csv = results_csv(&rows, "epoch", "acc", Mode::Max);
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(
+            lines[0],
+            "trial,status,config/lr,config/opt,config/wd,results,epoch,last_acc,best_acc,stopped_at,attempts,dir,message"
+        );
+        assert_eq!(lines[1], "0,completed,0.1,sgd,,3,3,0.8,0.9,,1,/o/trial-0000,");
+        assert_eq!(
+            lines[2],
+            "1,error,0.01,,0.0001,0,,,,,2,/o/trial-0000,\"exit 1, \"\"bad\"\"\""
+        );
+        // Minimising, the best is the least.
+        let csv = results_csv(&rows[..1], "epoch", "acc", Mode::Min);
+        assert!(csv.lines().nth(1).unwrap().contains(",0.8,0.5,"), "{csv}");
     }
 }

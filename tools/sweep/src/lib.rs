@@ -18,7 +18,6 @@ pub mod plot;
 mod procs;
 pub mod space;
 pub mod template;
-pub mod tfevents;
 
 pub use asha::{Action, Asha, AshaSettings, Mode, Scheduler, nanpercentile};
 use journal::{ArgRepr, Definition, Journal, SchedulerKind};
@@ -178,7 +177,7 @@ impl Tool for Cli {
 .PP
 A decision record is printed when a result is judged at an ASHA rung (value and cutoff in the metric's units; cutoff is null for the first trial at a rung). A trial that failed and runs again prints an event "retry" record with the message; one whose retries are used up ends with status "error" and a message. The best trial is the one whose last result has the best metric (Ray's scope "last").
 .PP
-Files in OUT_DIR: journal.jsonl (append-only: the definition, every start, result with its decision, failure and end), metric.svg, a TensorBoard event file with the hparams experiment, and per trial trial-NNNN/ with params.json, result.json (JSON lines: the record plus trial_id, training_iteration, time_total_s, timestamp, config), progress.csv, stderr.log and events.out.tfevents.* (a scalar per numeric field at step = the time attribute, and the hparams session).
+Files in OUT_DIR: journal.jsonl (append-only: the definition, every start, result with its decision, failure and end), best.json (the best trial by its last result: config, metric, directory), results.csv (a row per trial: status, config, last and best metric, where it was stopped), metric.svg (a line per trial, named by its config), a TensorBoard event file with the hparams experiment, and per trial trial-NNNN/ with params.json, result.json (JSON lines: the record plus trial_id, training_iteration, time_total_s, timestamp, config), progress.csv, stderr.log and events.out.tfevents.* (a scalar per numeric field at step = the time attribute, and the hparams session; a trial stopped early ends with status Unknown, as the dashboard has no \"stopped\", and the metric stopped_early = 1).
 .PP
 A status table goes to stderr every --report-secs while something changes, and the trials sorted by the metric at the end."#;
     const EXAMPLES: &'static [(&'static str, &'static str)] = &[
@@ -411,11 +410,11 @@ fn write_experiment(out_dir: &std::path::Path, def: &Definition) -> Result<()> {
     };
     let params: Vec<(String, &serde_json::Value)> =
         first.iter().map(|(k, v)| (k.clone(), v)).collect();
-    let mut w = tfevents::EventWriter::create(out_dir, "sweep")?;
+    let mut w = tensorboard::EventWriter::create(out_dir, "sweep")?;
     w.experiment(
         &out_dir.display().to_string(),
         &params,
-        std::slice::from_ref(&def.metric),
+        &[def.metric.clone(), files::STOPPED_EARLY.to_string()],
     )
 }
 

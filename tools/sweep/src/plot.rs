@@ -1,5 +1,6 @@
 //! `metric.svg`: the metric against the time attribute, one line per trial; a stopped trial's
-//! line ends where it was stopped, with a cross, and the best trial is drawn thicker.
+//! line ends where it was stopped, with a cross, and the best trial is drawn thicker. The legend
+//! names each trial by its config.
 
 use std::fmt::Write as _;
 
@@ -8,6 +9,8 @@ use std::fmt::Write as _;
 pub struct Curve<'a> {
     pub trial: usize,
     pub status: &'a str,
+    /// The config as the legend shows it (`lr=0.1, batch_size=64`).
+    pub config: String,
     pub points: &'a [(f64, f64)],
 }
 
@@ -41,6 +44,20 @@ fn label(v: f64) -> String {
     if s == "-0" { "0".into() } else { s.into() }
 }
 
+/// The legend's room for a config, in characters (the full text is its tooltip).
+const LEGEND_CHARS: usize = 34;
+
+/// `s` cut to `n` characters, with an ellipsis where it was cut.
+fn cut(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(n - 1).collect();
+        t.push('…');
+        t
+    }
+}
+
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
@@ -49,7 +66,7 @@ fn esc(s: &str) -> String {
 
 /// The SVG text.
 pub fn svg(curves: &[Curve<'_>], time_attr: &str, metric: &str, best: Option<usize>) -> String {
-    let (w, h, left, right, top, bottom) = (940.0, 540.0, 70.0, 210.0, 40.0, 55.0);
+    let (w, h, left, right, top, bottom) = (1100.0, 540.0, 70.0, 370.0, 40.0, 55.0);
     let pts = curves.iter().flat_map(|c| c.points.iter());
     let (mut x0, mut x1, mut y0, mut y1) = (
         f64::INFINITY,
@@ -142,10 +159,11 @@ pub fn svg(curves: &[Curve<'_>], time_attr: &str, metric: &str, best: Option<usi
             .collect();
         let _ = writeln!(
             s,
-            r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="{width}" stroke-dasharray="{dash}"><title>trial {} ({})</title></polyline>"#,
+            r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="{width}" stroke-dasharray="{dash}"><title>trial {} ({}): {}</title></polyline>"#,
             path.join(" "),
             c.trial,
-            c.status
+            c.status,
+            esc(&c.config)
         );
         if let Some(&(x, y)) = c.points.last() {
             let (x, y) = (sx(x), sy(y));
@@ -165,16 +183,19 @@ pub fn svg(curves: &[Curve<'_>], time_attr: &str, metric: &str, best: Option<usi
         }
         if i < 30 {
             let ly = top + 14.0 * i as f64 + 8.0;
-            let star = if best == Some(c.trial) { " (best)" } else { "" };
+            let star = if best == Some(c.trial) { ", best" } else { "" };
             let _ = writeln!(
                 s,
-                r#"<line x1="{:.1}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{color}" stroke-width="{width}" stroke-dasharray="{dash}"/><text x="{:.1}" y="{:.1}">trial {} {}{star}</text>"#,
+                r#"<line x1="{:.1}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{color}" stroke-width="{width}" stroke-dasharray="{dash}"/><text x="{:.1}" y="{:.1}">{} ({} {}{star})<title>trial {}: {}</title></text>"#,
                 left + pw + 10.0,
                 left + pw + 28.0,
                 left + pw + 32.0,
                 ly + 4.0,
+                esc(&cut(&c.config, LEGEND_CHARS)),
                 c.trial,
-                c.status
+                c.status,
+                c.trial,
+                esc(&c.config)
             );
         }
     }
@@ -211,11 +232,13 @@ mod tests {
                 Curve {
                     trial: 0,
                     status: "completed",
+                    config: "lr=0.1, batch_size=64".into(),
                     points: &a,
                 },
                 Curve {
                     trial: 1,
                     status: "stopped",
+                    config: "lr=0.001, batch_size=256, weight_decay=0.0001".into(),
                     points: &b,
                 },
             ],
@@ -229,7 +252,10 @@ mod tests {
             1,
             "one stopped trial, one cross"
         );
-        assert!(s.contains("trial 0 completed (best)"));
+        // The legend names configs (a long one cut, whole in its tooltip).
+        assert!(s.contains(">lr=0.1, batch_size=64 (0 completed, best)<"), "{s}");
+        assert!(s.contains(">lr=0.001, batch_size=256, weight_… (1 stopped)<"), "{s}");
+        assert!(s.contains("<title>trial 1: lr=0.001, batch_size=256, weight_decay=0.0001</title>"));
         assert!(s.starts_with("<svg") && s.ends_with("</svg>\n"));
     }
 }

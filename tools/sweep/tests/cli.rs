@@ -331,25 +331,89 @@ fn one_slot_stops_what_ray_tune_stops_at_the_same_epochs() {
             > 16 * 3
     );
 
-    // TensorBoard reads the event files: a scalar per epoch, the hparams of the trial.
+    // best.json names the summary's best trial; results.csv has a row per trial.
+    let best_file: Value =
+        serde_json::from_slice(&std::fs::read(out.join("best.json")).unwrap()).unwrap();
+    assert_eq!(best_file["trial"], json!(best.trial));
+    assert_eq!(best_file["config"], Value::Object(best.config.clone()));
+    assert_eq!(
+        (&best_file["metric"], &best_file["mode"], &best_file["value"]),
+        (&json!("val_top1"), &json!("max"), &json!(best.metric))
+    );
+    assert_eq!(
+        best_file["dir"],
+        json!(out.join(format!("trial-{:04}", best.trial)).display().to_string())
+    );
+    let table = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    let rows: Vec<Vec<&str>> = table.lines().map(|l| l.split(',').collect()).collect();
+    assert_eq!(
+        rows[0],
+        [
+            "trial",
+            "status",
+            "config/batch_size",
+            "config/lr",
+            "results",
+            "epoch",
+            "last_val_top1",
+            "best_val_top1",
+            "stopped_at",
+            "attempts",
+            "dir",
+            "message"
+        ]
+    );
+    assert_eq!(rows.len(), 17);
+    for e in &r.ends {
+        let row = &rows[e.trial + 1];
+        let last = r.results.iter().rfind(|x| x.trial == e.trial).unwrap();
+        assert_eq!(
+            (row[0], row[1], row[5], row[6]),
+            (
+                e.trial.to_string().as_str(),
+                e.status.as_deref().unwrap(),
+                last.time.to_string().as_str(),
+                last.metric.to_string().as_str()
+            ),
+            "{table}"
+        );
+        assert_eq!(
+            row[8],
+            e.stopped_at.map(|x| x.to_string()).unwrap_or_default()
+        );
+    }
+
+    // TensorBoard reads the event files: a scalar per epoch, the hparams of the trial, and its
+    // end: a stopped trial is Unknown (0) with stopped_early 1, a completed one a success (1)
+    // with 0.
     let check = r#"
 import sys, glob
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import plugin_data_pb2
-ea = EventAccumulator(sys.argv[1]); ea.Reload()
+def trial(d):
+    ea = EventAccumulator(d); ea.Reload()
+    content = ea.PluginTagToContent("hparams")
+    start = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_start_info"]).session_start_info
+    end = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_end_info"]).session_end_info
+    return ea, start, end
+ea, start, end = trial(sys.argv[1])
 steps = [e.step for e in ea.Scalars("val_top1")]
-content = ea.PluginTagToContent("hparams")
-start = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_start_info"]).session_start_info
-end = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_end_info"]).session_end_info
 root = EventAccumulator(sys.argv[2]); root.Reload()
 exp = plugin_data_pb2.HParamsPluginData.FromString(root.PluginTagToContent("hparams")["_hparams_/experiment"]).experiment
-print(steps, start.hparams["lr"].number_value, start.hparams["batch_size"].number_value, end.status,
+print(steps, start.hparams["lr"].number_value, start.hparams["batch_size"].number_value,
       sorted(h.name for h in exp.hparam_infos), [m.name.tag for m in exp.metric_infos])
+for d in sys.argv[3:]:
+    ea, _, end = trial(d)
+    print(end.status, ea.Scalars("stopped_early")[-1].value)
 "#;
+    let stopped = *got.0.keys().next().unwrap();
+    let completed = got.1[0];
     let py = Command::new(common::python())
         .args(["-c", check])
         .arg(&t0)
         .arg(&out)
+        .arg(out.join(format!("trial-{stopped:04}")))
+        .arg(out.join(format!("trial-{completed:04}")))
         .output()
         .unwrap();
     assert!(
@@ -361,7 +425,7 @@ print(steps, start.hparams["lr"].number_value, start.hparams["batch_size"].numbe
     assert_eq!(
         String::from_utf8_lossy(&py.stdout).trim(),
         format!(
-            "[{}] 0.0001 64.0 1 ['batch_size', 'lr'] ['val_top1']",
+            "[{}] 0.0001 64.0 ['batch_size', 'lr'] ['val_top1', 'stopped_early']\n0 1.0\n1 0.0",
             steps.join(", ")
         )
     );

@@ -1,5 +1,6 @@
-//! TensorBoard event files: scalars per result and the hparams plugin's records, so that
-//! `tensorboard --logdir OUT_DIR` plots every trial and compares their hyper-parameters.
+//! TensorBoard event files: scalars and the hparams plugin's records, so that
+//! `tensorboard --logdir DIR` plots every run (a sweep's trials, ddp-train's steps and epochs)
+//! and compares their hyper-parameters. Written by sweep and ddp-train alike.
 //!
 //! A file is TFRecord-framed `Event` protos (tensorflow/core/util/event.proto): each record is
 //! `u64 length, u32 masked_crc32c(length), data, u32 masked_crc32c(data)`, little-endian. The
@@ -181,9 +182,12 @@ enum ProtoKind {
     Bool(bool),
 }
 
-/// How a trial ended, for the hparams dashboard.
+/// How a run ended, for the hparams dashboard's status filter (its `api.proto` `Status`: it has
+/// no "stopped"; a trial that a scheduler stopped early is `Unknown` there, so that unchecking
+/// it leaves the runs that ran to their end).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SessionStatus {
+    Unknown,
     Success,
     Failure,
 }
@@ -208,8 +212,10 @@ fn masked_crc(data: &[u8]) -> u32 {
 }
 
 impl EventWriter {
-    /// Creates `dir/events.out.tfevents.<secs>.<host>.<pid>.<suffix>` with its version record.
+    /// Creates `dir/events.out.tfevents.<secs>.<host>.<pid>.<suffix>` (and `dir` where it is
+    /// missing) with its version record.
     pub fn create(dir: &Path, suffix: &str) -> Result<Self> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_string())
             .unwrap_or_else(|_| "localhost".into());
@@ -254,22 +260,36 @@ impl EventWriter {
         })
     }
 
-    /// One scalar per numeric field at `step` (fields as `files::flatten` names them, `a/b`).
+    /// One scalar per numeric field at `step` (fields named as the tags, `a/b` grouping them);
+    /// the others are left out.
     pub fn scalars<'a>(
         &mut self,
         step: i64,
         fields: impl IntoIterator<Item = (&'a str, &'a Value)>,
     ) -> Result<()> {
-        let mut values = Vec::new();
-        for (tag, v) in fields {
-            if let Some(f) = v.as_f64() {
-                values.push(SummaryValue {
-                    tag: tag.to_string(),
-                    metadata: None,
-                    value: Some(ValueKind::SimpleValue(f as f32)),
-                });
-            }
-        }
+        self.numbers(
+            step,
+            fields
+                .into_iter()
+                .filter_map(|(tag, v)| Some((tag, v.as_f64()?))),
+        )
+    }
+
+    /// One scalar per (tag, value) at `step`; non-finite values are written as they are
+    /// (TensorBoard draws them as gaps).
+    pub fn numbers<'a>(
+        &mut self,
+        step: i64,
+        values: impl IntoIterator<Item = (&'a str, f64)>,
+    ) -> Result<()> {
+        let values: Vec<SummaryValue> = values
+            .into_iter()
+            .map(|(tag, f)| SummaryValue {
+                tag: tag.to_string(),
+                metadata: None,
+                value: Some(ValueKind::SimpleValue(f as f32)),
+            })
+            .collect();
         if values.is_empty() {
             Ok(())
         } else {
@@ -302,7 +322,8 @@ impl EventWriter {
         self.summary(0, vec![value])
     }
 
-    /// The sweep's experiment: its hyper-parameters and the metric to compare.
+    /// An experiment: its hyper-parameters and the metrics to compare (without one, the
+    /// dashboard gathers them from the runs' sessions and scalars).
     pub fn experiment(
         &mut self,
         name: &str,
@@ -335,7 +356,7 @@ impl EventWriter {
         self.hparams("_hparams_/experiment", HParamsData::Experiment(e))
     }
 
-    /// A trial's hyper-parameters, at its start.
+    /// A run's hyper-parameters, at its start.
     pub fn session_start(&mut self, config: &serde_json::Map<String, Value>) -> Result<()> {
         let hparams = config
             .iter()
@@ -350,9 +371,10 @@ impl EventWriter {
         )
     }
 
-    /// A trial's end.
+    /// A run's end.
     pub fn session_end(&mut self, status: SessionStatus) -> Result<()> {
         let status = match status {
+            SessionStatus::Unknown => 0,
             SessionStatus::Success => 1,
             SessionStatus::Failure => 2,
         };
