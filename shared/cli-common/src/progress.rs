@@ -15,11 +15,15 @@ use crate::CommonArgs;
 
 /// A bar of `len` items (`None`: unknown length, a spinner with a count).
 pub fn bar(common: &CommonArgs, tool: &str, len: Option<u64>) -> ProgressBar {
+    bar_from(common, tool, len, 0)
+}
+
+/// A bar of `len` items of which `done` are done already (a resumed run): its rate and ETA
+/// count from here.
+pub fn bar_from(common: &CommonArgs, tool: &str, len: Option<u64>, done: u64) -> ProgressBar {
     let show = !common.quiet && (common.progress || std::io::stderr().is_terminal());
-    let bar = match len {
-        Some(n) => ProgressBar::with_draw_target(Some(n), ProgressDrawTarget::hidden()),
-        None => ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden()),
-    };
+    let bar = ProgressBar::with_draw_target(len, ProgressDrawTarget::hidden()).with_position(done);
+    bar.reset_eta();
     if show {
         let template = if len.is_some() {
             format!("{tool}: {{bar:30}} {{pos}}/{{len}} {{per_sec}} eta {{eta}}")

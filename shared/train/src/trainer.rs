@@ -124,6 +124,10 @@ pub struct Config {
     /// step and training ends with [`Error::Checkpointed`]. Asked before every step, agreed
     /// over the ranks. `None`: no such signal.
     pub checkpoint_signal: Option<fn() -> bool>,
+    /// Every this many steps (counted over the whole run), [`Event::Step`] carries the figures
+    /// of the steps since the last (their loss and top-1 on this rank, images per second).
+    /// Reading them waits for the device, so `None` (no one reads them) never does.
+    pub log_every: Option<usize>,
 }
 
 /// Eager steps (on a side stream) before the step is captured: cuDNN picks its algorithms, the
@@ -371,6 +375,7 @@ pub fn train(
         let _ = stepper.correct.shallow_clone().fill_(sums.correct);
         let bad_before = train_set.bad_inputs() + test_set.bad_inputs();
         let (mut skipped, mut lr) = (sums.skipped, cfg.lr);
+        let mut window = Window::start(&sums, first);
         for step in first..steps_per_epoch {
             if (cfg.should_stop)() {
                 return Err(Error::Interrupted {
@@ -426,6 +431,20 @@ pub fn train(
                 skipped += 1;
             }
             let done = epoch * steps_per_epoch + step + 1;
+            let figures = match cfg.log_every {
+                Some(every) if done.is_multiple_of(every) => {
+                    Some(window.take(&stepper, step + 1, (local, world), &scaler))
+                }
+                _ => None,
+            };
+            on_event(Event::Step(&StepInfo {
+                epoch: epoch + 1,
+                step: step + 1,
+                steps: steps_per_epoch,
+                global_step: done,
+                lr,
+                figures,
+            }))?;
             if let (Some(every), Some(_)) = (cfg.checkpoint_every, &cfg.checkpoint_dir)
                 && done.is_multiple_of(every)
                 && step + 1 < steps_per_epoch
@@ -1209,9 +1228,86 @@ impl MidEpoch {
     }
 }
 
+/// A training step done, as [`Event::Step`] reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepInfo {
+    /// 1-based.
+    pub epoch: usize,
+    /// Steps of the epoch done (1-based).
+    pub step: usize,
+    pub steps: usize,
+    /// Steps of the run done, counted from its first epoch (a resumed run goes on counting).
+    pub global_step: usize,
+    pub lr: f64,
+    /// At every [`Config::log_every`]-th step: the figures since the last.
+    pub figures: Option<StepFigures>,
+}
+
+/// The figures of the steps since the last [`StepFigures`] (or the epoch's start).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepFigures {
+    /// Mean training loss and top-1 (%) over those steps' samples on this rank.
+    pub loss: f64,
+    pub top1: f64,
+    /// Over all ranks: those steps' images over the host time they took.
+    pub images_per_s: f64,
+    pub loss_scale: Option<f64>,
+}
+
+/// Where the last [`StepFigures`] stood: this rank's epoch sums, the step and the time.
+struct Window {
+    loss: f64,
+    correct: i64,
+    step: usize,
+    at: Instant,
+}
+
+impl Window {
+    fn start(sums: &RankSums, first: usize) -> Window {
+        Window {
+            loss: if first > 0 { sums.loss } else { 0.0 },
+            correct: if first > 0 { sums.correct } else { 0 },
+            step: first,
+            at: Instant::now(),
+        }
+    }
+
+    /// The figures since the last call (reading the sums waits for the device), `done` steps of
+    /// the epoch done, with `local` images a step on each of `world` ranks.
+    fn take(
+        &mut self,
+        stepper: &Stepper,
+        done: usize,
+        (local, world): (usize, usize),
+        scaler: &GradScaler,
+    ) -> StepFigures {
+        let loss = stepper.loss_sum.double_value(&[]);
+        let correct = stepper.correct.int64_value(&[]);
+        let steps = done.saturating_sub(self.step).max(1);
+        let seen = (steps * local) as f64;
+        let seconds = self.at.elapsed().as_secs_f64().max(f64::MIN_POSITIVE);
+        let figures = StepFigures {
+            loss: (loss - self.loss) / seen,
+            top1: 100.0 * (correct - self.correct) as f64 / seen,
+            images_per_s: (steps * local * world) as f64 / seconds,
+            loss_scale: scaler.enabled.then_some(scaler.scale),
+        };
+        *self = Window {
+            loss,
+            correct,
+            step: done,
+            at: Instant::now(),
+        };
+        figures
+    }
+}
+
 /// What [`train`] reports as it goes.
 #[derive(Debug)]
 pub enum Event<'a> {
+    /// After every training step, on every rank (host figures only, unless it carries
+    /// [`StepFigures`]).
+    Step(&'a StepInfo),
     Epoch(&'a EpochStats),
     Checkpoint(&'a MidEpoch),
 }

@@ -82,6 +82,7 @@ fn config() -> Config {
         should_stop: || false,
         checkpoint_every: None,
         checkpoint_signal: None,
+        log_every: None,
     }
 }
 

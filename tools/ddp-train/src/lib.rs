@@ -2,6 +2,8 @@
 //! once. The loop itself is `train::trainer`; this is the command line, the records and the
 //! error messages.
 
+mod logs;
+
 use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -293,6 +295,28 @@ pub struct Cli {
     #[arg(long)]
     pub all_ranks: bool,
 
+    /// Rank 0 writes TensorBoard event files into DIR: every --log-every steps step/loss,
+    /// step/top1 (rank 0's samples since the last), step/lr, step/images_per_s (all ranks),
+    /// step/epoch and step/loss_scale at the run's step; every epoch epoch/train_loss,
+    /// epoch/train_top1, epoch/val_loss, epoch/val_top1, epoch/lr, epoch/images_per_s,
+    /// epoch/seconds at the epoch's number; and the hparams dashboard's session with this run's
+    /// training flags (give each run its own DIR under one parent, then `tensorboard --logdir
+    /// PARENT` compares them).
+    #[arg(long, value_name = "DIR")]
+    pub tensorboard: Option<PathBuf>,
+
+    /// Rank 0 writes a CSV of the epochs to FILE (metrics.csv, say): a header, then per epoch
+    /// epoch, global_step, train_loss, train_top1, val_loss, val_top1, lr, loss_scale,
+    /// images_per_s, train_images_per_s, seconds, step_ms, skipped_steps, bad_inputs, best. The
+    /// file is rewritten whole after each epoch; a resumed run keeps the rows of the epochs
+    /// before it.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+
+    /// The steps between --tensorboard's per-step figures (reading them waits for the GPU once).
+    #[arg(long, value_name = "N", default_value_t = 50, value_parser = at_least_one)]
+    pub log_every: usize,
+
     #[command(flatten)]
     pub dist: DistArgs,
 
@@ -559,6 +583,8 @@ fn config(cli: &Cli, devices: &[tch::Device]) -> Result<Config> {
         checkpoint_every: cli.checkpoint_every,
         checkpoint_signal: checkpoint_signal(cli)?
             .map(|_| cli_common::interrupt::checkpoint_requested as fn() -> bool),
+        // Set once the rank is known: only rank 0 writes them.
+        log_every: None,
     })
 }
 
@@ -953,7 +979,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let env = Env::from_process(None);
     let devices = stage_devices(&cli, &env)?;
     let device = devices[0];
-    let cfg = config(&cli, &devices).map_err(usage)?;
+    let mut cfg = config(&cli, &devices).map_err(usage)?;
     if let (Some(n), Some(path)) = (cli.dump_batches, &cli.dump) {
         return dump(&cli, &cfg, n, path);
     }
@@ -978,6 +1004,17 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     check_same_flags(&mut comm, device, &training_flags(&cli))
         .with_context(|| format!("rank {rank}"))?;
     let speak = rank == 0 || cli.all_ranks;
+    // Rank 0's logs; the other ranks never wait for their device to read per-step figures.
+    let mut logs = if rank == 0 {
+        cfg.log_every = cli.tensorboard.as_ref().map(|_| cli.log_every);
+        logs::Logs::open(
+            cli.tensorboard.as_deref(),
+            cli.csv.as_deref(),
+            &training_flags(&cli),
+        )?
+    } else {
+        logs::Logs::default()
+    };
     if speak && !cli.common.quiet {
         eprintln!(
             "ddp-train[rank {rank}]: {} ({:?} stem) {}, {world} rank(s), global batch {} ({} per rank), {} via {}{}{}{}, {threads}{}",
@@ -1015,25 +1052,30 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
             },
         );
     }
-    let bar = if rank == 0 {
-        progress::bar(&cli.common, "ddp-train", Some(cfg.epochs as u64))
-    } else {
-        progress::bar(
-            &CommonArgs {
-                quiet: true,
-                progress: false,
-            },
-            "",
-            None,
-        )
-    };
+    // Rank 0's bar of the run's steps, from its first step (a resumed run starts where it stands).
+    let mut bar: Option<indicatif::ProgressBar> = None;
     let started = Instant::now();
     let mut ran = 0usize;
+    let log_error = |e: anyhow::Error| train::Error::Data(format!("{e:#}"));
     // libtorch errors in tch's ops are panics (CUDA out of memory among them): caught as typed
     // errors, they are this run's error message and stay off stderr.
     let run = cli_common::panics::catch_torch(|| {
         train::trainer::train(&cfg, &mut comm, |event| {
             let e = match event {
+                Event::Step(s) => {
+                    if rank == 0 {
+                        bar.get_or_insert_with(|| {
+                            progress::bar_from(
+                                &cli.common,
+                                "ddp-train",
+                                Some((cfg.epochs * s.steps) as u64),
+                                s.global_step as u64 - 1,
+                            )
+                        })
+                        .set_position(s.global_step as u64);
+                    }
+                    return logs.step(s).map_err(log_error);
+                }
                 Event::Epoch(e) => e,
                 Event::Checkpoint(c) => {
                     if speak {
@@ -1060,7 +1102,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
                 )));
             }
             ran += 1;
-            bar.set_position(e.epoch as u64);
+            logs.epoch(e).map_err(log_error)?;
             if speak {
                 let rec = EpochRecord {
                     epoch: e.epoch,
@@ -1118,7 +1160,9 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
             Ok(())
         })
     });
-    bar.finish_and_clear();
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
     // CUDA running out of memory surfaces as a panic (tch's forward ops) or as an error (backward
     // through f_backward): either way the message says what to change.
     let out_of_memory = || {
@@ -1155,6 +1199,15 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         }
         Ok(())
     };
+    // The hparams session ends as a success or a failure; a run stopped to be resumed (the
+    // checkpoint signal, an interrupt) leaves it open.
+    match &run {
+        Ok(Ok(_)) => logs.end(tensorboard::SessionStatus::Success),
+        Ok(Err(train::Error::Checkpointed { .. } | train::Error::Interrupted { .. })) => {}
+        Ok(Err(train::Error::Collective(collectives::Error::PeerStopped { .. }))) => {}
+        _ if cli_common::interrupt::requested() => {}
+        _ => logs.end(tensorboard::SessionStatus::Failure),
+    }
     let trained = match run {
         Ok(Ok(t)) => t,
         // The checkpoint signal: every rank stopped at the same step, where the checkpoint

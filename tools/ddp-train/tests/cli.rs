@@ -157,6 +157,136 @@ fn epochs_are_records_checkpoints_are_written_and_resume_continues() {
     assert_eq!(recs.summary.skipped, 2);
 }
 
+/// The venv's Python's stdout for `args` (which must succeed).
+fn python_out<S: AsRef<std::ffi::OsStr>>(args: impl IntoIterator<Item = S>) -> String {
+    let out = Command::new(root().join(".venv/bin/python"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn tensorboard_and_csv_logs_hold_the_steps_and_epochs_and_progress_counts_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tb, csv, ck) = (
+        dir.path().join("tb"),
+        dir.path().join("metrics.csv"),
+        dir.path().join("ck"),
+    );
+    let run = |epochs: &str, resume: bool| {
+        let mut c = cmd();
+        c.args(["--batch-size", "32", "--max-steps", "4", "--lr", "0.05"])
+            .args(["--epochs", epochs, "--log-every", "2", "--progress"])
+            .arg("--tensorboard")
+            .arg(&tb)
+            .arg("--csv")
+            .arg(&csv)
+            .arg("--checkpoint-dir")
+            .arg(&ck);
+        if resume {
+            c.arg("--resume");
+        }
+        c.output().unwrap()
+    };
+    let first = run("2", false);
+    let recs = records(&first);
+    // --progress with stderr a file: a plain line, counting the run's 8 steps (not its epochs).
+    let stderr = String::from_utf8_lossy(&first.stderr);
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.starts_with("ddp-train: ") && l.contains("/8 ")),
+        "{stderr}"
+    );
+    let second = records(&run("3", true));
+    let epochs: Vec<&EpochRecord> = recs.items.iter().chain(&second.items).collect();
+    assert_eq!(epochs.len(), 3);
+
+    // metrics.csv: a row per epoch, the resumed run's row after the first run's.
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 4, "{text}");
+    assert_eq!(
+        &rows[0][..6],
+        [
+            "epoch",
+            "global_step",
+            "train_loss",
+            "train_top1",
+            "val_loss",
+            "val_top1"
+        ]
+    );
+    for (row, e) in rows[1..].iter().zip(&epochs) {
+        assert_eq!(row[0], e.epoch.to_string());
+        assert_eq!(row[1], (e.epoch * 4).to_string());
+        assert_eq!(row[2].parse::<f64>().unwrap(), e.train_loss);
+        assert_eq!(row[5].parse::<f64>().unwrap(), e.val_top1);
+    }
+
+    // TensorBoard's own reader: step/* every 2 steps over the three epochs (the resumed run
+    // goes on counting), epoch/* per epoch, the hparams session with the flags and its end.
+    let check = r#"
+import sys, json
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.plugins.hparams import plugin_data_pb2
+ea = EventAccumulator(sys.argv[1]); ea.Reload()
+s = lambda tag: [[e.step, e.value] for e in ea.Scalars(tag)]
+content = ea.PluginTagToContent("hparams")
+start = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_start_info"]).session_start_info
+end = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_end_info"]).session_end_info
+print(json.dumps({"loss": s("step/loss"), "top1": s("step/top1"), "lr": s("step/lr"),
+    "train_loss": s("epoch/train_loss"), "train_top1": s("epoch/train_top1"),
+    "val_top1": s("epoch/val_top1"), "hp_lr": start.hparams["lr"].number_value,
+    "hp_model": start.hparams["model"].string_value, "end": end.status}))
+"#;
+    let tb: Value = serde_json::from_str(&python_out([
+        std::ffi::OsStr::new("-c"),
+        check.as_ref(),
+        tb.as_os_str(),
+    ]))
+    .unwrap();
+    let series = |k: &str| -> Vec<(u64, f64)> {
+        tb[k]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| (p[0].as_u64().unwrap(), p[1].as_f64().unwrap()))
+            .collect()
+    };
+    let loss = series("loss");
+    assert_eq!(
+        loss.iter().map(|p| p.0).collect::<Vec<_>>(),
+        [2, 4, 6, 8, 10, 12]
+    );
+    assert_eq!(series("lr").len(), 6);
+    // Two equal windows per epoch: their mean is the epoch's (float32 in the file).
+    let top1 = series("top1");
+    for (i, e) in epochs.iter().enumerate() {
+        let mean = (loss[2 * i].1 + loss[2 * i + 1].1) / 2.0;
+        assert!(
+            (mean - e.train_loss).abs() < 1e-5 * e.train_loss.abs().max(1.0),
+            "{mean} vs {e:?}"
+        );
+        let mean = (top1[2 * i].1 + top1[2 * i + 1].1) / 2.0;
+        assert!((mean - e.train_top1).abs() < 1e-4, "{mean} vs {e:?}");
+    }
+    let val: Vec<(u64, f64)> = series("val_top1");
+    assert_eq!(val.iter().map(|p| p.0).collect::<Vec<_>>(), [1, 2, 3]);
+    for (v, e) in val.iter().zip(&epochs) {
+        assert!((v.1 - e.val_top1).abs() < 1e-4, "{v:?} vs {e:?}");
+    }
+    assert_eq!(tb["hp_lr"].as_f64(), Some(0.05));
+    assert_eq!(tb["hp_model"].as_str(), Some("resnet18"));
+    assert_eq!(tb["end"].as_i64(), Some(1), "a success");
+}
+
 /// Runs `args` as two rank processes over the CPU backend; rank 0's stderr and the checkpoint
 /// directory.
 fn two_rank_processes(args: &[&str]) -> (String, tempfile::TempDir) {

@@ -798,9 +798,9 @@ impl<'a> Engine<'a> {
         );
         for (name, bytes) in [("best.json", json), ("results.csv", csv.into_bytes())] {
             let path = self.out_dir.join(name);
-            if let Err(e) = cli_common::atomic::write_atomic(&path, |w| {
-                std::io::Write::write_all(w, &bytes)
-            }) {
+            if let Err(e) =
+                cli_common::atomic::write_atomic(&path, |w| std::io::Write::write_all(w, &bytes))
+            {
                 eprintln!("sweep: warning: {}", e.describe());
             }
         }

@@ -287,7 +287,10 @@ mod tests {
 
     #[test]
     fn results_have_a_row_per_trial_with_last_and_best() {
-        let a = json!({"lr": 0.1, "opt": "sgd"}).as_object().unwrap().clone();
+        let a = json!({"lr": 0.1, "opt": "sgd"})
+            .as_object()
+            .unwrap()
+            .clone();
         let b = json!({"lr": 0.01, "wd": 1e-4}).as_object().unwrap().clone();
         let dir = Path::new("/o/trial-0000");
         let rows = [
@@ -318,7 +321,10 @@ mod tests {
             lines[0],
             "trial,status,config/lr,config/opt,config/wd,results,epoch,last_acc,best_acc,stopped_at,attempts,dir,message"
         );
-        assert_eq!(lines[1], "0,completed,0.1,sgd,,3,3,0.8,0.9,,1,/o/trial-0000,");
+        assert_eq!(
+            lines[1],
+            "0,completed,0.1,sgd,,3,3,0.8,0.9,,1,/o/trial-0000,"
+        );
         assert_eq!(
             lines[2],
             "1,error,0.01,,0.0001,0,,,,,2,/o/trial-0000,\"exit 1, \"\"bad\"\"\""

@@ -253,9 +253,17 @@ mod tests {
             "one stopped trial, one cross"
         );
         // The legend names configs (a long one cut, whole in its tooltip).
-        assert!(s.contains(">lr=0.1, batch_size=64 (0 completed, best)<"), "{s}");
-        assert!(s.contains(">lr=0.001, batch_size=256, weight_… (1 stopped)<"), "{s}");
-        assert!(s.contains("<title>trial 1: lr=0.001, batch_size=256, weight_decay=0.0001</title>"));
+        assert!(
+            s.contains(">lr=0.1, batch_size=64 (0 completed, best)<"),
+            "{s}"
+        );
+        assert!(
+            s.contains(">lr=0.001, batch_size=256, weight_… (1 stopped)<"),
+            "{s}"
+        );
+        assert!(
+            s.contains("<title>trial 1: lr=0.001, batch_size=256, weight_decay=0.0001</title>")
+        );
         assert!(s.starts_with("<svg") && s.ends_with("</svg>\n"));
     }
 }

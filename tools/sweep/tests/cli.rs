@@ -337,12 +337,20 @@ fn one_slot_stops_what_ray_tune_stops_at_the_same_epochs() {
     assert_eq!(best_file["trial"], json!(best.trial));
     assert_eq!(best_file["config"], Value::Object(best.config.clone()));
     assert_eq!(
-        (&best_file["metric"], &best_file["mode"], &best_file["value"]),
+        (
+            &best_file["metric"],
+            &best_file["mode"],
+            &best_file["value"]
+        ),
         (&json!("val_top1"), &json!("max"), &json!(best.metric))
     );
     assert_eq!(
         best_file["dir"],
-        json!(out.join(format!("trial-{:04}", best.trial)).display().to_string())
+        json!(
+            out.join(format!("trial-{:04}", best.trial))
+                .display()
+                .to_string()
+        )
     );
     let table = std::fs::read_to_string(out.join("results.csv")).unwrap();
     let rows: Vec<Vec<&str>> = table.lines().map(|l| l.split(',').collect()).collect();
