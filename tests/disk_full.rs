@@ -115,7 +115,8 @@ fn project_one_gpu_on_a_full_disk_reports_each_image_and_leaves_no_partial_file(
     let tmp = tempfile::tempdir().unwrap();
     let (g, inputs) = projection_job(tmp.path(), 16);
     let inputs: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
-    // Each image leaves a .npz and a .proj.png of a page (4 KiB) each: 64 KiB holds about half.
+    // Each image leaves a .npz, a .target.png and a .proj.png of a page (4 KiB) each: 64 KiB
+    // holds about a third.
     let script = format!(
         "project-one-gpu -q --device cpu --network {} --vgg vgg.safetensors --steps 2 --w-avg-samples 100 -b 2 --save-image -o out {}",
         g.display(),
@@ -154,6 +155,7 @@ fn project_one_gpu_on_a_full_disk_reports_each_image_and_leaves_no_partial_file(
     let saved = tmp.path().join("saved");
     let npz = files_under(&saved, ".npz");
     let png = files_under(&saved, ".proj.png");
+    let targets = files_under(&saved, ".target.png");
     assert_eq!(
         npz.len(),
         ok.len(),
@@ -161,7 +163,7 @@ fn project_one_gpu_on_a_full_disk_reports_each_image_and_leaves_no_partial_file(
     );
     assert_eq!(
         files_under(&saved, "").len(),
-        npz.len() + png.len(),
+        npz.len() + png.len() + targets.len(),
         "no temp files"
     );
     // The .npz marks an image done (a re-run skips it), so it is written last: its image is there.

@@ -420,15 +420,22 @@ impl Projector<'_> {
     /// The image of a projection (w and the optimised noise, noise_mode const), [B,C,R,R] in
     /// about [-1,1].
     pub fn render(&self, p: &Projection) -> Tensor {
+        self.render_w(&p.w, &p.noise)
+    }
+
+    /// The images of `w` [B, 1 or num_ws, w_dim] with the noise buffers `noise` (a projection's
+    /// optimised ones), [B,C,R,R] in about [-1,1]: upstream's video frames, each step's w
+    /// rendered with the final noise.
+    pub fn render_w(&self, w: &Tensor, noise: &[Tensor]) -> Tensor {
         let _ng = tch::no_grad_guard();
         let num_ws = self.g.num_ws();
-        let ws = if p.w.size()[1] == num_ws {
-            p.w.shallow_clone()
+        let ws = if w.size()[1] == num_ws {
+            w.shallow_clone()
         } else {
-            p.w.repeat([1, num_ws, 1])
+            w.repeat([1, num_ws, 1])
         };
         let opts = SynthesisOptions {
-            noise: Noise::Given(&p.noise),
+            noise: Noise::Given(noise),
             fused_modconv: None,
             force_fp32: self.settings.force_fp32,
             ops: self.settings.ops_on(self.g.device()),

@@ -114,6 +114,13 @@ pub struct LatentRecord {
         default
     )]
     pub image: Option<PathBuf>,
+    /// The video of the optimisation, when asked for.
+    #[serde(
+        with = "os_text::option",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
+    pub video: Option<PathBuf>,
     /// True when the output existed and was left alone (no `--overwrite`).
     pub skipped: bool,
 }

@@ -2,6 +2,8 @@
 //! `<stem>.npz` with `w` per image — with the generator and VGG loaded once, W statistics computed
 //! once, and B images optimised at a time.
 
+pub mod pictures;
+
 use std::collections::HashSet;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -14,6 +16,7 @@ use cli_common::paths::{Claim, Claims};
 use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, atomic, inputs, interrupt, paths, progress};
 use device::{DeviceArg, Env, Precision};
 use perceptual::Vgg16;
+use pictures::{Picture, Video};
 use projector::{Projection, Projector, Settings, WStats};
 use rayon::prelude::*;
 use records::{ErrorRecord, InputItem, LatentRecord, Summary};
@@ -103,9 +106,37 @@ pub struct Cli {
     #[arg(long, value_name = "N", default_value_t = 10000)]
     pub w_avg_samples: i64,
 
-    /// Also save the projected image as `<stem>.proj.png` beside the .npz.
+    /// Also save the target as it was optimised against (`<stem>.target.png`: cropped and
+    /// resized) and the projected image (`<stem>.proj.png`) beside the .npz, as upstream's
+    /// target.png and proj.png. Pictures go under --out-dir (or beside the inputs with
+    /// --beside-inputs).
     #[arg(long)]
     pub save_image: bool,
+
+    /// Write a contact sheet of the run to FILE (PNG): a row per image projected, target |
+    /// projection, with its distance under it (up to 200 rows; pictures larger than 256 pixels
+    /// scaled down). Written at the end of the run, or when it is interrupted.
+    #[arg(long, value_name = "FILE")]
+    pub sheet: Option<PathBuf>,
+
+    /// Also save a video of each image's optimisation beside its .npz, as upstream's proj.mp4:
+    /// target | the image of each step's w (with the final noise), 10 frames a second. mp4:
+    /// H.264 through ffmpeg (`<stem>.proj.mp4`); apng: an animated PNG (`<stem>.proj.apng`,
+    /// browsers play it); auto (the flag alone): mp4 when ffmpeg is on PATH, else apng.
+    /// Rendering the frames costs about a third of the optimisation again.
+    #[arg(
+        long,
+        value_name = "auto|mp4|apng",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "auto"
+    )]
+    pub video: Option<pictures::VideoFormat>,
+
+    /// Let --save-image and --video write their pictures beside the inputs when there is no
+    /// --out-dir (a later glob of the inputs would then take them for images to project).
+    #[arg(long)]
+    pub beside_inputs: bool,
 
     /// Also save w after every step in the .npz, as `w_steps` [steps,k,w_dim].
     #[arg(long)]
@@ -147,7 +178,7 @@ Prints one record per image, in input order:
 {"type":"error","input":"imgs/a/2.jpg","message":"cannot decode: ..."}
 .fi
 .PP
-and last {"type":"summary","ok":N,"skipped":N,"failed":N,"elapsed_ms":N}. distance is the squared LPIPS feature distance of the last step (the value upstream logs last). Outputs are written to a temp file and renamed; a re-run skips images whose .npz exists. An input listed again is projected once (the repeat's record says skipped); another input that would write the same .npz (a.jpg beside a.png) is an error record. gather-npz reads these records directly."#;
+and last {"type":"summary","ok":N,"skipped":N,"failed":N,"elapsed_ms":N}. distance is the squared LPIPS feature distance of the last step (the value upstream logs last). With --save-image the record names the projection's PNG ("image"), with --video its video ("video"). Outputs are written to a temp file and renamed; a re-run skips images whose .npz exists. An input listed again is projected once (the repeat's record says skipped); another input that would write the same .npz (a.jpg beside a.png) is an error record. gather-npz reads these records directly."#;
     const EXAMPLES: &'static [(&'static str, &'static str)] = &[
         (
             "A folder of photos over four GPUs, one shard each (GNU parallel's job slot picks the GPU):",
@@ -200,6 +231,14 @@ enum Entry {
 
 pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let started = Instant::now();
+    if (cli.save_image || cli.video.is_some()) && cli.out_dir.is_none() && !cli.beside_inputs {
+        return cli_common::usage(
+            "--save-image and --video write pictures under --out-dir (beside the inputs, the next \
+             glob of them would take the pictures for images to project): give --out-dir DIR, or \
+             --beside-inputs to put them there",
+        );
+    }
+    let video = cli.video.map(pictures::VideoFormat::resolve).transpose()?;
     let threads = cli.cpu.share();
     device::set_cpu_threads(threads.threads);
     stylegan2::tune::set_kernel_choices(cli.kernel_choices);
@@ -251,7 +290,8 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         steps: cli.steps as usize,
         w_plus: cli.w_plus,
         seed: cli.seed,
-        trajectory: cli.save_trajectory,
+        // Upstream's video renders each step's w.
+        trajectory: cli.save_trajectory || video.is_some(),
         force_fp32: cli.precision == Precision::Fp32,
         cuda_graph: cli.cuda_graph,
         ..Default::default()
@@ -297,33 +337,37 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         mem_base,
         bar: progress::bar(&cli.common, "project-one-gpu", None),
         done: HashSet::new(),
+        video,
+        sheet: cli
+            .sheet
+            .as_deref()
+            .map(|f| pictures::Sheet::new(f, g.config.img_resolution as u32)),
     };
-    let mut pending: Vec<Entry> = Vec::new();
-    for entry in entries {
-        interrupt::check()?;
-        if let Entry::Unreadable(e) = entry {
-            run.flush(pending)?;
-            return Err(e);
-        }
-        pending.push(entry);
-        if pending
-            .iter()
-            .filter(|e| matches!(e, Entry::Job { .. }))
-            .count()
-            >= cli.batch_size as usize
-        {
-            run.flush(std::mem::take(&mut pending))?;
-        }
-    }
-    interrupt::check()?;
-    // The inputs ended, or the reader died: then say so rather than finish as if complete.
-    if reading.join().is_err() {
-        bail!(
-            "reading the inputs failed (see the message above); images after the last record were not projected"
-        );
-    }
-    run.flush(pending)?;
+    // The sheet holds what was projected, however the run ends.
+    let result = run.all(entries, reading);
     run.bar.finish_and_clear();
+    if let Some(sheet) = &run.sheet {
+        let written = sheet.write();
+        if !cli.common.quiet {
+            match &written {
+                Ok(Some(path)) => eprintln!(
+                    "project-one-gpu: contact sheet in {}{}",
+                    path.display(),
+                    match sheet.left_out() {
+                        0 => String::new(),
+                        n => format!(
+                            " (the first {} images; {n} more left out)",
+                            pictures::Sheet::MAX_ROWS
+                        ),
+                    }
+                ),
+                Ok(None) => eprintln!("project-one-gpu: no image projected, no contact sheet"),
+                Err(_) => {}
+            }
+        }
+        written?;
+    }
+    result?;
     let (ok, skipped, failed) = run.counts;
     run.out.emit(&Summary {
         ok,
@@ -336,6 +380,42 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         eprintln!("project-one-gpu: {failed} input(s) failed (see the error records)");
     }
     Ok(Outcome::from_failures(failed))
+}
+
+impl Run<'_> {
+    /// Projects every entry in batches of --batch-size.
+    fn all(
+        &mut self,
+        entries: std::sync::mpsc::Receiver<Entry>,
+        reading: std::thread::JoinHandle<()>,
+    ) -> Result<()> {
+        let batch = self.cli.batch_size as usize;
+        let mut pending: Vec<Entry> = Vec::new();
+        for entry in entries {
+            interrupt::check()?;
+            if let Entry::Unreadable(e) = entry {
+                self.flush(pending)?;
+                return Err(e);
+            }
+            pending.push(entry);
+            if pending
+                .iter()
+                .filter(|e| matches!(e, Entry::Job { .. }))
+                .count()
+                >= batch
+            {
+                self.flush(std::mem::take(&mut pending))?;
+            }
+        }
+        interrupt::check()?;
+        // The inputs ended, or the reader died: then say so rather than finish as if complete.
+        if reading.join().is_err() {
+            bail!(
+                "reading the inputs failed (see the message above); images after the last record were not projected"
+            );
+        }
+        self.flush(pending)
+    }
 }
 
 /// The `shard` of the first shard-record argument.
@@ -461,6 +541,7 @@ fn skipped_record(item: &InputItem, output: &Path) -> LatentRecord {
         images_per_s: None,
         peak_gpu_mib: None,
         image: None,
+        video: None,
         skipped: true,
     }
 }
@@ -516,6 +597,8 @@ struct Run<'a> {
     bar: indicatif::ProgressBar,
     /// Outputs this run wrote or found done (for inputs listed again).
     done: HashSet<PathBuf>,
+    video: Option<pictures::VideoFormat>,
+    sheet: Option<pictures::Sheet>,
 }
 
 impl Run<'_> {
@@ -538,33 +621,8 @@ impl Run<'_> {
         // Each converged image's files, written on all cores (PNG encoding and fsyncs would
         // otherwise keep the GPU waiting image by image); a diverged image writes nothing, so a
         // re-run retries it. Records follow below, in input order.
-        let saved: Vec<Result<Option<PathBuf>>> = match &result {
-            Some((p, _, image)) => {
-                let outputs = entries.iter().filter_map(|e| {
-                    if let Entry::Job { output, .. } = e {
-                        Some(output)
-                    } else {
-                        None
-                    }
-                });
-                let files: Vec<Option<Files>> = outputs
-                    .enumerate()
-                    .map(|(row, output)| {
-                        p.distance[row]
-                            .is_finite()
-                            .then(|| Files::of(p, image.as_ref(), row as i64, output))
-                    })
-                    .collect();
-                files
-                    .into_par_iter()
-                    .map(|f| {
-                        f.map_or_else(
-                            || Err(anyhow::anyhow!("the distance is not finite (diverged)")),
-                            Files::write,
-                        )
-                    })
-                    .collect()
-            }
+        let saved: Vec<Result<Saved>> = match &result {
+            Some((p, _, image)) => self.save(&entries, p, image.as_ref()),
             None => Vec::new(),
         };
         let mut saved = saved.into_iter();
@@ -600,7 +658,7 @@ impl Run<'_> {
                 Entry::Job { item, output, .. } => {
                     let (p, seconds, _) = result.as_ref().unwrap();
                     match saved.next().expect("one result per job") {
-                        Ok(image_path) => {
+                        Ok(Saved { image, video }) => {
                             self.done.insert(output.clone());
                             self.counts.0 += 1;
                             let n = p.distance.len() as f64;
@@ -618,7 +676,8 @@ impl Run<'_> {
                                 batch_seconds: Some(*seconds),
                                 images_per_s: Some(n / seconds),
                                 peak_gpu_mib: self.peak_mib(),
-                                image: image_path,
+                                image,
+                                video,
                                 skipped: false,
                             })?;
                         }
@@ -650,9 +709,7 @@ impl Run<'_> {
         // libtorch errors in tch's ops are panics (CUDA out of memory among them).
         let result = cli_common::panics::catch_torch(|| {
             let p = self.projector.project(&t, |_, _| {})?;
-            let image = self
-                .cli
-                .save_image
+            let image = (self.cli.save_image || self.sheet.is_some())
                 .then(|| self.projector.render(&p).to_device(tch::Device::Cpu));
             Ok::<_, projector::Error>((p, image))
         });
@@ -673,34 +730,173 @@ impl Run<'_> {
     }
 }
 
-/// An image's outputs, on the host: the .npz (w, and the trajectory if kept) and the PNG when
-/// asked for.
+impl Run<'_> {
+    /// Writes the files of a projected batch's jobs (the sheet's rows, the videos, then each
+    /// image's pictures and .npz on all cores); one result per job, in order.
+    fn save(
+        &mut self,
+        entries: &[Entry],
+        p: &Projection,
+        image: Option<&Tensor>,
+    ) -> Vec<Result<Saved>> {
+        let (targets, outputs): (Vec<&Tensor>, Vec<&PathBuf>) = entries
+            .iter()
+            .filter_map(|e| match e {
+                Entry::Job { target, output, .. } => Some((target, output)),
+                _ => None,
+            })
+            .unzip();
+        let converged: Vec<bool> = p.distance.iter().map(|d| d.is_finite()).collect();
+        let pictures = self.cli.save_image || self.sheet.is_some() || self.video.is_some();
+        let target_pics: Vec<Option<Picture>> = targets
+            .iter()
+            .map(|t| pictures.then(|| target_picture(t)))
+            .collect();
+        let proj_pics: Vec<Option<Picture>> = (0..targets.len())
+            .map(|row| image.map(|img| rendered_picture(&img.get(row as i64))))
+            .collect();
+        if let Some(sheet) = &mut self.sheet {
+            for row in (0..targets.len()).filter(|&r| converged[r]) {
+                if let (Some(t), Some(q)) = (&target_pics[row], &proj_pics[row]) {
+                    sheet.add(t, q, p.distance[row]);
+                }
+            }
+        }
+        let videos: Vec<Result<Option<PathBuf>>> = match self.video {
+            Some(format) => self.videos(p, &target_pics, &outputs, &converged, format),
+            None => outputs.iter().map(|_| Ok(None)).collect(),
+        };
+        let save_image = self.cli.save_image;
+        let files: Vec<Result<Files>> = videos
+            .into_iter()
+            .enumerate()
+            .map(|(row, video)| {
+                if !converged[row] {
+                    bail!("the distance is not finite (diverged)");
+                }
+                Ok(Files {
+                    output: outputs[row].clone(),
+                    w: to_array(&p.w.get(row as i64).unsqueeze(0)),
+                    steps: p
+                        .trajectory
+                        .as_ref()
+                        .filter(|_| self.cli.save_trajectory)
+                        .map(|t| to_array(&t.get(row as i64))),
+                    pictures: save_image
+                        .then(|| target_pics[row].clone().zip(proj_pics[row].clone()))
+                        .flatten(),
+                    video: video?,
+                })
+            })
+            .collect();
+        files
+            .into_par_iter()
+            .map(|f| f.and_then(Files::write))
+            .collect()
+    }
+
+    /// Each converged row's video of the optimisation: target | each step's w rendered with the
+    /// final noise (upstream's proj.mp4), frames encoded on all cores as the GPU renders the
+    /// next step. Written whole or not at all, before the .npz that marks the image done.
+    fn videos(
+        &self,
+        p: &Projection,
+        targets: &[Option<Picture>],
+        outputs: &[&PathBuf],
+        converged: &[bool],
+        format: pictures::VideoFormat,
+    ) -> Vec<Result<Option<PathBuf>>> {
+        let trajectory = p.trajectory.as_ref().expect("--video keeps the trajectory");
+        let steps = trajectory.size()[1];
+        let mut videos: Vec<Option<Result<Video>>> = (0..outputs.len())
+            .map(|row| {
+                let target = targets[row].as_ref()?;
+                converged[row].then(|| {
+                    let path = outputs[row].with_extension(format!("proj.{}", format.extension()));
+                    Video::create(&path, format, 2 * target.width, target.height, steps as u32)
+                })
+            })
+            .collect();
+        for step in 0..steps {
+            if interrupt::requested() {
+                break;
+            }
+            let images = self
+                .projector
+                .render_w(&trajectory.select(1, step), &p.noise)
+                .to_device(tch::Device::Cpu);
+            let frames: Vec<Picture> = (0..outputs.len())
+                .map(|row| rendered_picture(&images.get(row as i64)))
+                .collect();
+            videos.par_iter_mut().enumerate().for_each(|(row, v)| {
+                let Some(Ok(video)) = v else { return };
+                let target = targets[row].as_ref().expect("a video has its target");
+                let frame = Picture::side_by_side(target, &frames[row]);
+                if let Err(e) = video.frame(&frame) {
+                    *v = Some(Err(e));
+                }
+            });
+        }
+        videos
+            .into_iter()
+            .map(|v| match v {
+                None => Ok(None),
+                Some(Err(e)) => Err(e.context("writing the video")),
+                Some(Ok(_)) if interrupt::requested() => Err(cli_common::Interrupted.into()),
+                Some(Ok(video)) => video.finish().map(Some),
+            })
+            .collect()
+    }
+}
+
+/// A target (uint8 [3,R,R]) as a picture.
+fn target_picture(t: &Tensor) -> Picture {
+    let (_, h, w) = t.size3().expect("a target is [3,R,R]");
+    let hwc = t.permute([1, 2, 0]).contiguous().reshape([-1]);
+    Picture {
+        width: w as u32,
+        height: h as u32,
+        rgb: Vec::<u8>::try_from(&hwc).expect("uint8 pixels"),
+    }
+}
+
+/// A rendered image ([C,R,R], about [-1,1]) as a picture.
+fn rendered_picture(img: &Tensor) -> Picture {
+    let (_, h, w) = img.size3().expect("an image is [3,R,R]");
+    Picture {
+        width: w as u32,
+        height: h as u32,
+        rgb: stylegan2::to_uint8_hwc(img),
+    }
+}
+
+/// What a job's files gave its record.
+struct Saved {
+    image: Option<PathBuf>,
+    video: Option<PathBuf>,
+}
+
+/// An image's outputs, on the host: the .npz (w, and the trajectory if kept), the target and
+/// the projection as pictures when asked for, and its video if written.
 struct Files {
     output: PathBuf,
     w: ndarray::ArrayD<f32>,
     steps: Option<ndarray::ArrayD<f32>>,
-    /// HWC uint8 pixels and the side length.
-    png: Option<(Vec<u8>, u32)>,
+    /// Target and projection.
+    pictures: Option<(Picture, Picture)>,
+    video: Option<PathBuf>,
 }
 
 impl Files {
-    fn of(p: &Projection, image: Option<&Tensor>, row: i64, output: &Path) -> Files {
-        Files {
-            output: output.to_path_buf(),
-            w: to_array(&p.w.get(row).unsqueeze(0)),
-            steps: p.trajectory.as_ref().map(|t| to_array(&t.get(row))),
-            png: image.map(|img| (stylegan2::to_uint8_hwc(&img.get(row)), img.size()[2] as u32)),
-        }
-    }
-
-    /// Writes them, each atomically: the PNG first, since the .npz marks the image done (a
-    /// re-run skips it). Returns the PNG's path.
-    fn write(self) -> Result<Option<PathBuf>> {
+    /// Writes them, each atomically: the pictures first, since the .npz marks the image done
+    /// (a re-run skips it).
+    fn write(self) -> Result<Saved> {
         use ndarray_npy::NpzWriter;
-        let image_path = match &self.png {
-            Some((buf, r)) => {
+        let image = match &self.pictures {
+            Some((target, proj)) => {
+                target.write_png(&self.output.with_extension("target.png"))?;
                 let path = self.output.with_extension("proj.png");
-                atomic::write_atomic(&path, |out| imaging::write_png(out, buf, *r, *r, 3))?;
+                proj.write_png(&path)?;
                 Some(path)
             }
             None => None,
@@ -714,7 +910,10 @@ impl Files {
             npz.finish()?;
             Ok(())
         })?;
-        Ok(image_path)
+        Ok(Saved {
+            image,
+            video: self.video,
+        })
     }
 }
 

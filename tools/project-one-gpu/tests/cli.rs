@@ -380,3 +380,151 @@ fn kernel_choices_are_a_checked_flag() {
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(stderr.contains("one of phase, tconv or auto"), "{stderr}");
 }
+
+/// `python -c code args...`'s stdout (which must succeed).
+fn py(code: &str, args: &[&Path]) -> String {
+    let o = Std::new(python())
+        .arg("-c")
+        .arg(code)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).unwrap().trim().to_string()
+}
+
+fn rgb(p: &Path) -> image::RgbImage {
+    image::open(p).unwrap().to_rgb8()
+}
+
+#[test]
+fn pictures_go_under_the_output_directory_with_a_sheet_and_videos() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    setup(d);
+    let imgs = [
+        "imgs/seed0001.png",
+        "imgs/seed0002.png",
+        "imgs/seed0003.png",
+    ];
+    // Pictures beside the inputs only when asked: the next glob would take them for targets.
+    let o = exec(d, &["--save-image", imgs[0]]);
+    assert_eq!(o.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("--out-dir") && stderr.contains("--beside-inputs"),
+        "{stderr}"
+    );
+    assert!(!d.join("imgs/seed0001.npz").exists());
+
+    let (code, recs) = project(
+        d,
+        &[
+            &["-o", "out", "--steps", "3", "-b", "2", "--save-image"][..],
+            &["--sheet", "sheet.png", "--video=apng"],
+            &imgs[..],
+        ]
+        .concat(),
+    );
+    assert_eq!(code, Some(0));
+    for (i, rec) in recs.items.iter().enumerate() {
+        let stem = d.join(format!("out/imgs/seed000{}", i + 1));
+        assert_eq!(
+            rec.image.as_deref(),
+            Some(stem.with_extension("proj.png").as_path())
+        );
+        assert_eq!(
+            rec.video.as_deref(),
+            Some(stem.with_extension("proj.apng").as_path())
+        );
+        // The target as optimised: the generator's own 32×32 image, untouched.
+        let target = rgb(&stem.with_extension("target.png"));
+        assert_eq!(target, rgb(&d.join(imgs[i])));
+        // The video: target | each step's image, 3 frames; the last is the projection.
+        let frames = py(
+            "import sys; from PIL import Image; im = Image.open(sys.argv[1]); n = im.n_frames; \
+             im.seek(n - 1); im.convert('RGB').save(sys.argv[2]); print(n, im.size)",
+            &[rec.video.as_ref().unwrap(), &d.join("last.png")],
+        );
+        assert_eq!(frames, "3 (64, 32)");
+        let last = rgb(&d.join("last.png"));
+        let half = |x0: u32| image::imageops::crop_imm(&last, x0, 0, 32, 32).to_image();
+        assert_eq!(half(0), target);
+        assert_eq!(half(32), rgb(rec.image.as_ref().unwrap()));
+    }
+    // The sheet: a row per image, target | projection (32 pixels, gaps of 4), text under each.
+    let sheet = rgb(&d.join("sheet.png"));
+    assert_eq!(
+        sheet.dimensions(),
+        (4 + 32 + 4 + 32 + 4, 4 + 3 * (32 + 13 + 4))
+    );
+    for (i, rec) in recs.items.iter().enumerate() {
+        let y = 4 + i as u32 * 49;
+        let cell = |x| image::imageops::crop_imm(&sheet, x, y, 32, 32).to_image();
+        assert_eq!(cell(4), rgb(&d.join(imgs[i])));
+        assert_eq!(cell(40), rgb(rec.image.as_ref().unwrap()));
+    }
+
+    // With ffmpeg on PATH (the venv's static one), --video alone writes MP4.
+    let bin = d.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let ffmpeg = py(
+        "import imageio_ffmpeg; print(imageio_ffmpeg.get_ffmpeg_exe())",
+        &[],
+    );
+    std::os::unix::fs::symlink(ffmpeg, bin.join("ffmpeg")).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let o = Command::new(env!("CARGO_BIN_EXE_project-one-gpu"))
+        .current_dir(d)
+        .env("PATH", path)
+        .args([
+            "-q",
+            "--device",
+            "cpu",
+            "--vgg",
+            "vgg.safetensors",
+            "--w-avg-samples",
+            "1000",
+        ])
+        .args(["--steps", "4", "-o", "mp4", "--video", "--network"])
+        .arg(network())
+        .arg(imgs[0])
+        .output()
+        .unwrap();
+    let recs: Batch<LatentRecord> = testkit::batch(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let video = recs.items[0].video.clone().unwrap();
+    assert_eq!(video, d.join("mp4/imgs/seed0001.proj.mp4"));
+    assert_eq!(
+        py(
+            "import sys, imageio_ffmpeg; print(imageio_ffmpeg.count_frames_and_secs(sys.argv[1]))",
+            &[&video]
+        ),
+        "(4, 0.4)"
+    );
+    // Without ffmpeg, mp4 asked for by name is a usage error.
+    let o = Command::new(env!("CARGO_BIN_EXE_project-one-gpu"))
+        .current_dir(d)
+        .env("PATH", "/nonexistent")
+        .args([
+            "--device",
+            "cpu",
+            "--vgg",
+            "vgg.safetensors",
+            "-o",
+            "x",
+            "--video=mp4",
+        ])
+        .arg("--network")
+        .arg(network())
+        .arg(imgs[0])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("ffmpeg"));
+}

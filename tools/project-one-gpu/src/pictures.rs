@@ -1,0 +1,458 @@
+//! What a user looks at after a projection: the contact sheet of a run (`--sheet`: a row per
+//! image, target | projection, with the distance) and each image's video of the optimisation
+//! (`--video`: target | the image of each step's w, as upstream's proj.mp4; MP4 through ffmpeg,
+//! or an animated PNG).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use cli_common::atomic;
+
+/// Frames per second of the videos (upstream's proj.mp4: 10).
+pub const FPS: u16 = 10;
+
+/// How long ffmpeg may take to finish a video once its last frame is in.
+const FFMPEG_DEADLINE: Duration = Duration::from_secs(120);
+
+/// An RGB picture, HWC uint8.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Picture {
+    pub width: u32,
+    pub height: u32,
+    pub rgb: Vec<u8>,
+}
+
+impl Picture {
+    pub fn new(width: u32, height: u32, fill: u8) -> Picture {
+        Picture {
+            width,
+            height,
+            rgb: vec![fill; (width * height * 3) as usize],
+        }
+    }
+
+    /// Copies `p` in with its top-left corner at (x, y) (clipped to this picture).
+    pub fn paste(&mut self, p: &Picture, x: u32, y: u32) {
+        let w = p.width.min(self.width.saturating_sub(x));
+        for row in 0..p.height.min(self.height.saturating_sub(y)) {
+            let src = (row * p.width * 3) as usize;
+            let dst = (((y + row) * self.width + x) * 3) as usize;
+            self.rgb[dst..dst + (w * 3) as usize]
+                .copy_from_slice(&p.rgb[src..src + (w * 3) as usize]);
+        }
+    }
+
+    /// `a` and `b` side by side (the same height).
+    pub fn side_by_side(a: &Picture, b: &Picture) -> Picture {
+        let mut out = Picture::new(a.width + b.width, a.height.max(b.height), 0);
+        out.paste(a, 0, 0);
+        out.paste(b, a.width, 0);
+        out
+    }
+
+    /// Pillow's Lanczos down to `side` × `side` (the picture is square), or itself.
+    fn thumbnail(&self, side: u32) -> Picture {
+        if self.width == side && self.height == side {
+            return self.clone();
+        }
+        let img = image::RgbImage::from_raw(self.width, self.height, self.rgb.clone())
+            .expect("the size matches the pixels");
+        let small = imaging::resize_lanczos(&img, (0, 0, self.width, self.height), side, side);
+        Picture {
+            width: side,
+            height: side,
+            rgb: small.into_raw(),
+        }
+    }
+
+    pub fn write_png(&self, path: &Path) -> Result<()> {
+        atomic::write_atomic(path, |out| {
+            imaging::write_png(out, &self.rgb, self.width, self.height, 3)
+        })?;
+        Ok(())
+    }
+}
+
+/// 5×7 glyphs of what the sheet writes (rows top to bottom, bit 4 the leftmost column).
+fn glyph(c: char) -> [u8; 7] {
+    match c {
+        '0' => [14, 17, 19, 21, 25, 17, 14],
+        '1' => [4, 12, 4, 4, 4, 4, 14],
+        '2' => [14, 17, 1, 2, 4, 8, 31],
+        '3' => [31, 2, 4, 2, 1, 17, 14],
+        '4' => [2, 6, 10, 18, 31, 2, 2],
+        '5' => [31, 16, 30, 1, 1, 17, 14],
+        '6' => [6, 8, 16, 30, 17, 17, 14],
+        '7' => [31, 1, 2, 4, 8, 8, 8],
+        '8' => [14, 17, 17, 14, 17, 17, 14],
+        '9' => [14, 17, 17, 15, 1, 2, 12],
+        '.' => [0, 0, 0, 0, 0, 12, 12],
+        '-' => [0, 0, 0, 14, 0, 0, 0],
+        'e' => [0, 0, 14, 17, 31, 16, 14],
+        'a' => [0, 0, 14, 1, 15, 17, 15],
+        'c' => [0, 0, 14, 16, 16, 17, 14],
+        'd' => [1, 1, 13, 19, 17, 17, 15],
+        'i' => [4, 0, 12, 4, 4, 4, 14],
+        'n' => [0, 0, 22, 25, 17, 17, 17],
+        's' => [0, 0, 14, 16, 14, 1, 30],
+        't' => [8, 8, 28, 8, 8, 9, 6],
+        _ => [0; 7],
+    }
+}
+
+/// Writes `text` with its top-left corner at (x, y), each glyph pixel a `scale`² square.
+fn draw_text(p: &mut Picture, text: &str, x: u32, y: u32, scale: u32, rgb: [u8; 3]) {
+    for (i, c) in text.chars().enumerate() {
+        let gx = x + i as u32 * 6 * scale;
+        for (row, bits) in glyph(c).iter().enumerate() {
+            for col in 0..5u32 {
+                if bits & (16 >> col) == 0 {
+                    continue;
+                }
+                for dy in 0..scale {
+                    for dx in 0..scale {
+                        let (px, py) = (gx + col * scale + dx, y + row as u32 * scale + dy);
+                        if px < p.width && py < p.height {
+                            let at = ((py * p.width + px) * 3) as usize;
+                            p.rgb[at..at + 3].copy_from_slice(&rgb);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The contact sheet of a run: a row per projected image (target | projection, at most
+/// [`Sheet::CELL`] pixels a side), its distance under it.
+#[derive(Debug)]
+pub struct Sheet {
+    path: PathBuf,
+    side: u32,
+    rows: Vec<(Picture, Picture, f64)>,
+    left_out: usize,
+}
+
+impl Sheet {
+    /// The largest side of a sheet's pictures (larger images are scaled down, Lanczos).
+    pub const CELL: u32 = 256;
+    /// The most rows a sheet holds (the rest are counted, not drawn).
+    pub const MAX_ROWS: usize = 200;
+
+    pub fn new(path: &Path, resolution: u32) -> Sheet {
+        Sheet {
+            path: path.to_path_buf(),
+            side: resolution.min(Self::CELL),
+            rows: Vec::new(),
+            left_out: 0,
+        }
+    }
+
+    pub fn add(&mut self, target: &Picture, projection: &Picture, distance: f64) {
+        if self.rows.len() >= Self::MAX_ROWS {
+            self.left_out += 1;
+            return;
+        }
+        self.rows.push((
+            target.thumbnail(self.side),
+            projection.thumbnail(self.side),
+            distance,
+        ));
+    }
+
+    /// Images that did not fit.
+    pub fn left_out(&self) -> usize {
+        self.left_out
+    }
+
+    /// The sheet's picture (`None` with no rows).
+    pub fn picture(&self) -> Option<Picture> {
+        if self.rows.is_empty() {
+            return None;
+        }
+        let side = self.side;
+        let scale = if 2 * side >= 200 { 2 } else { 1 };
+        let (gap, strip) = (4, 7 * scale + 6);
+        let width = 2 * side + 3 * gap;
+        let row_h = side + strip + gap;
+        let mut p = Picture::new(width, gap + row_h * self.rows.len() as u32, 255);
+        for (i, (target, proj, distance)) in self.rows.iter().enumerate() {
+            let y = gap + row_h * i as u32;
+            p.paste(target, gap, y);
+            p.paste(proj, 2 * gap + side, y);
+            let text = format!("distance {distance:.4}");
+            draw_text(&mut p, &text, gap, y + side + 3, scale, [0, 0, 0]);
+        }
+        Some(p)
+    }
+
+    /// Writes the sheet (atomically); nothing without rows. Returns its path when written.
+    pub fn write(&self) -> Result<Option<&Path>> {
+        match self.picture() {
+            Some(p) => {
+                p.write_png(&self.path)
+                    .with_context(|| format!("writing --sheet {}", self.path.display()))?;
+                Ok(Some(&self.path))
+            }
+            None => Ok(None),
+        }
+    }
+}
+
+/// How videos are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum VideoFormat {
+    /// MP4 (H.264, as upstream's proj.mp4) when `ffmpeg` is on PATH, else an animated PNG.
+    Auto,
+    /// MP4 through `ffmpeg` (an error without it).
+    Mp4,
+    /// An animated PNG (APNG: browsers play it; lossless, larger).
+    Apng,
+}
+
+impl VideoFormat {
+    /// The format `auto` means here (`ffmpeg` on PATH or not).
+    pub fn resolve(self) -> Result<VideoFormat> {
+        let found = ffmpeg_on_path();
+        match self {
+            VideoFormat::Auto if found => Ok(VideoFormat::Mp4),
+            VideoFormat::Auto => Ok(VideoFormat::Apng),
+            VideoFormat::Mp4 if !found => cli_common::usage(
+                "--video mp4 needs ffmpeg on PATH (install it, or use --video apng)",
+            ),
+            other => Ok(other),
+        }
+    }
+
+    /// The file extension after `.proj.`.
+    pub fn extension(self) -> &'static str {
+        match self {
+            VideoFormat::Mp4 => "mp4",
+            _ => "apng",
+        }
+    }
+}
+
+fn ffmpeg_on_path() -> bool {
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|d| {
+            let f = d.join("ffmpeg");
+            f.is_file()
+                && std::fs::metadata(&f).is_ok_and(|m| {
+                    std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0
+                })
+        })
+    })
+}
+
+/// One video being written: frames go into a temp file beside the target, renamed into place
+/// by [`Video::finish`] (dropped unfinished, nothing appears).
+pub struct Video {
+    target: PathBuf,
+    kind: VideoKind,
+}
+
+enum VideoKind {
+    Apng(
+        png::Writer<std::io::BufWriter<std::fs::File>>,
+        tempfile::NamedTempFile,
+    ),
+    Ffmpeg(Child, tempfile::NamedTempFile),
+}
+
+impl std::fmt::Debug for Video {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Video")
+            .field("target", &self.target)
+            .finish()
+    }
+}
+
+impl Video {
+    /// Starts `target`, of `frames` frames of `width` × `height`.
+    pub fn create(
+        target: &Path,
+        format: VideoFormat,
+        width: u32,
+        height: u32,
+        frames: u32,
+    ) -> Result<Video> {
+        let tmp = atomic::temp_beside(target)?;
+        let kind = match format {
+            VideoFormat::Mp4 => {
+                let child = Command::new("ffmpeg")
+                    .args(["-nostdin", "-y", "-loglevel", "error", "-f", "rawvideo"])
+                    .args(["-pix_fmt", "rgb24", "-s", &format!("{width}x{height}")])
+                    .args(["-r", &FPS.to_string(), "-i", "-"])
+                    .args(["-c:v", "libx264", "-pix_fmt", "yuv420p", "-b:v", "16M"])
+                    // H.264 in 4:2:0 needs even sides.
+                    .args(["-vf", "pad=ceil(iw/2)*2:ceil(ih/2)*2", "-f", "mp4"])
+                    .arg(tmp.path())
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .context("starting ffmpeg")?;
+                VideoKind::Ffmpeg(child, tmp)
+            }
+            _ => {
+                // The writer owns a second handle to the temp file, which stays for the rename.
+                let file = tmp.reopen().context("opening the video's temp file")?;
+                let mut enc = png::Encoder::new(std::io::BufWriter::new(file), width, height);
+                enc.set_color(png::ColorType::Rgb);
+                enc.set_depth(png::BitDepth::Eight);
+                enc.set_compression(png::Compression::Fast);
+                enc.set_animated(frames, 0)?;
+                enc.set_frame_delay(1, FPS)?;
+                VideoKind::Apng(enc.write_header()?, tmp)
+            }
+        };
+        Ok(Video {
+            target: target.to_path_buf(),
+            kind,
+        })
+    }
+
+    /// Appends a frame (RGB, the video's size).
+    pub fn frame(&mut self, p: &Picture) -> Result<()> {
+        match &mut self.kind {
+            // One call, one frame (fcTL + fdAT).
+            VideoKind::Apng(w, _) => w.write_image_data(&p.rgb).context("writing a frame")?,
+            VideoKind::Ffmpeg(child, _) => child
+                .stdin
+                .as_mut()
+                .expect("ffmpeg's stdin is piped")
+                .write_all(&p.rgb)
+                .context("sending a frame to ffmpeg")?,
+        }
+        Ok(())
+    }
+
+    /// Ends the video and renames it into place.
+    pub fn finish(self) -> Result<PathBuf> {
+        let Video { target, kind } = self;
+        match kind {
+            VideoKind::Apng(w, tmp) => {
+                w.finish().context("ending the animated PNG")?;
+                atomic::persist(tmp, &target)?;
+            }
+            VideoKind::Ffmpeg(mut child, tmp) => {
+                drop(child.stdin.take());
+                let started = Instant::now();
+                let status = loop {
+                    if let Some(s) = child.try_wait()? {
+                        break s;
+                    }
+                    if started.elapsed() > FFMPEG_DEADLINE {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        bail!(
+                            "ffmpeg did not finish {} within {FFMPEG_DEADLINE:?}",
+                            target.display()
+                        );
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                };
+                if !status.success() {
+                    let mut err = String::new();
+                    if let Some(mut e) = child.stderr.take() {
+                        let _ = std::io::Read::read_to_string(&mut e, &mut err);
+                    }
+                    bail!("ffmpeg failed ({status}): {}", err.trim());
+                }
+                atomic::persist(tmp, &target)?;
+            }
+        }
+        Ok(target)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn solid(side: u32, v: u8) -> Picture {
+        Picture::new(side, side, v)
+    }
+
+    #[test]
+    fn the_sheet_has_a_row_per_image_with_its_distance() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sheet = Sheet::new(&dir.path().join("sheet.png"), 64);
+        assert!(sheet.write().unwrap().is_none(), "no rows, no file");
+        sheet.add(&solid(64, 10), &solid(64, 200), 0.4711);
+        sheet.add(&solid(64, 20), &solid(64, 100), 0.5);
+        let p = sheet.picture().unwrap();
+        // Two pictures of 64 and three gaps of 4 across; per row 64 + a 13-pixel strip + 4.
+        assert_eq!((p.width, p.height), (140, 4 + 2 * (64 + 13 + 4)));
+        let at = |x: u32, y: u32| p.rgb[((y * p.width + x) * 3) as usize];
+        assert_eq!((at(4, 4), at(72, 4)), (10, 200));
+        assert_eq!((at(4, 4 + 81), at(72, 4 + 81)), (20, 100));
+        // The strip under each row holds dark text pixels, the gaps none.
+        let dark = |y0: u32, y1: u32| (y0..y1).any(|y| (0..p.width).any(|x| at(x, y) == 0));
+        assert!(dark(4 + 64 + 3, 4 + 64 + 10));
+        assert!(!dark(0, 4));
+        sheet.write().unwrap();
+        let back = image::open(dir.path().join("sheet.png")).unwrap().to_rgb8();
+        assert_eq!(back.into_raw(), p.rgb);
+    }
+
+    #[test]
+    fn large_images_are_scaled_down_and_rows_are_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sheet = Sheet::new(&dir.path().join("s.png"), 512);
+        sheet.add(&solid(512, 1), &solid(512, 2), 0.1);
+        let p = sheet.picture().unwrap();
+        assert_eq!(p.width, 2 * Sheet::CELL + 12);
+        assert_eq!(p.rgb[(4 * p.width + 4) as usize * 3], 1);
+        let mut sheet = Sheet::new(&dir.path().join("s.png"), 4);
+        for _ in 0..Sheet::MAX_ROWS + 3 {
+            sheet.add(&solid(4, 1), &solid(4, 2), 0.1);
+        }
+        assert_eq!(sheet.left_out(), 3);
+        assert_eq!(sheet.rows.len(), Sheet::MAX_ROWS);
+    }
+
+    #[test]
+    fn text_is_drawn_from_the_glyphs() {
+        let mut p = Picture::new(12, 7, 255);
+        draw_text(&mut p, "1.", 0, 0, 1, [0, 0, 0]);
+        // '1': the middle column (x = 2) is inked in every row.
+        assert!((0..7).all(|y| p.rgb[((y * 12 + 2) * 3) as usize] == 0));
+        // '.': two by two at the bottom, columns 1-2 of the second glyph (x = 7, 8).
+        assert_eq!(p.rgb[((6 * 12 + 7) * 3) as usize], 0);
+        assert_eq!(p.rgb[((4 * 12 + 7) * 3) as usize], 255);
+    }
+
+    #[test]
+    fn an_animated_png_holds_every_frame_and_appears_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("a.proj.apng");
+        let mut v = Video::create(&target, VideoFormat::Apng, 8, 4, 3).unwrap();
+        for i in 0..3u8 {
+            v.frame(&Picture::new(8, 4, 40 * i)).unwrap();
+            assert!(!target.exists(), "not before it is finished");
+        }
+        v.finish().unwrap();
+        let decoder = png::Decoder::new(std::io::BufReader::new(
+            std::fs::File::open(&target).unwrap(),
+        ));
+        let mut reader = decoder.read_info().unwrap();
+        assert_eq!(reader.info().animation_control().unwrap().num_frames, 3);
+        let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+        let mut firsts = Vec::new();
+        for _ in 0..3 {
+            reader.next_frame(&mut buf).unwrap();
+            firsts.push(buf[0]);
+        }
+        assert_eq!(firsts, [0, 40, 80]);
+        // A video dropped unfinished leaves nothing.
+        let other = dir.path().join("b.proj.apng");
+        drop(Video::create(&other, VideoFormat::Apng, 8, 4, 3).unwrap());
+        assert!(!other.exists());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+}
