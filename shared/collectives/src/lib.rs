@@ -377,6 +377,31 @@ impl Communicator {
         Ok(())
     }
 
+    /// Every rank's `text`, in rank order, through the host ring (whatever the ranks' devices):
+    /// for comparing settings or listing the ranks' machines.
+    pub fn all_gather_text(&mut self, text: &str) -> Result<Vec<String>> {
+        let world = self.world_size();
+        let mut len = Tensor::from_slice(&[text.len() as i64]);
+        self.all_reduce(&mut len, ReduceOp::Max)?;
+        let n = len.int64_value(&[]) as usize;
+        if n == 0 {
+            return Ok(vec![String::new(); world]);
+        }
+        let mut mine = text.as_bytes().to_vec();
+        mine.resize(n, 0);
+        let mut all = Tensor::zeros([world as i64, n as i64], (tch::Kind::Uint8, Device::Cpu));
+        self.all_gather(&Tensor::from_slice(&mine), &mut all)?;
+        let bytes =
+            Vec::<u8>::try_from(all.reshape([-1])).map_err(|e| Error::Mismatch(e.to_string()))?;
+        Ok(bytes
+            .chunks(n)
+            .map(|row| {
+                let end = row.iter().position(|&b| b == 0).unwrap_or(row.len());
+                String::from_utf8_lossy(&row[..end]).into_owned()
+            })
+            .collect())
+    }
+
     /// Returns once every rank has called it (host-side: it does not wait for queued GPU work;
     /// call [`Communicator::synchronize`] first for that).
     pub fn barrier(&mut self) -> Result<()> {

@@ -255,6 +255,31 @@ pub fn cuda_mem_used_on(i: usize) -> Option<u64> {
     used
 }
 
+/// CUDA device `i` as nccl-tests lists it: its PCI bus id (`cudaDeviceGetPCIBusId`) and the
+/// driver's model name (/proc/driver/nvidia/gpus/BUS/information), e.g. `[0000:07:00.0] NVIDIA
+/// H100 80GB HBM3`; `None` without CUDA.
+pub fn cuda_device_label(i: usize) -> Option<String> {
+    type GetBusId = unsafe extern "C" fn(*mut std::ffi::c_char, i32, i32) -> i32;
+    static GET_BUS_ID: OnceLock<Option<GetBusId>> = OnceLock::new();
+    // SAFETY: the CUDA runtime's documented signature.
+    let f = (*GET_BUS_ID.get_or_init(|| unsafe { cudart_symbol(b"cudaDeviceGetPCIBusId\0") }))?;
+    let mut buf = [0u8; 32];
+    // SAFETY: a buffer of the length passed.
+    if unsafe { f(buf.as_mut_ptr().cast(), buf.len() as i32, i as i32) } != 0 {
+        return None;
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    let bus = String::from_utf8_lossy(&buf[..end]).to_lowercase();
+    let model = std::fs::read_to_string(format!("/proc/driver/nvidia/gpus/{bus}/information"))
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find_map(|l| l.strip_prefix("Model:").map(|m| m.trim().to_string()))
+        })
+        .unwrap_or_else(|| "(model unknown)".into());
+    Some(format!("[{bus}] {model}"))
+}
+
 /// `cudaSetDevice(i)` for the calling thread (what NCCL launches on is the current device's
 /// stream).
 pub fn cuda_set_device(i: usize) -> std::result::Result<(), String> {

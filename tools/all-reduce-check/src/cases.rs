@@ -256,15 +256,9 @@ impl Case {
             .int64_value(&[])
     }
 
-    /// Times out of place and in place, then checks both.
-    pub fn run(
-        &self,
-        comm: &mut Communicator,
-        device: Device,
-        warmup: usize,
-        iters: usize,
-        check: bool,
-    ) -> Result<CaseResult> {
+    /// Times out of place and in place, then checks both (`how.checks` times each).
+    pub fn run(&self, comm: &mut Communicator, device: Device, how: &How) -> Result<CaseResult> {
+        let check = how.checks > 0;
         let rank = comm.rank();
         let (c, n) = (self.count as i64, self.slot() as i64);
         let zeros = |len: i64| Tensor::zeros([len], (self.dtype.kind(), device));
@@ -324,27 +318,29 @@ impl Case {
         if has_oop {
             let input = fresh_input();
             let mut output = zeros(out_len);
-            times[0] = time_us(comm, warmup, iters, |comm| oop(comm, &input, &mut output))?;
+            times[0] = time_us(comm, device, how, |comm| oop(comm, &input, &mut output))?;
         }
         let mut buf = ip_buffer(fresh_input());
-        times[1] = time_us(comm, warmup, iters, |comm| ip(comm, &mut buf))?;
+        times[1] = time_us(comm, device, how, |comm| ip(comm, &mut buf))?;
 
         let mut wrong = [0.0f64; 2];
         if check {
             let want = self.expected(rank, device);
-            if has_oop {
-                let input = fresh_input();
-                let mut output = zeros(out_len);
-                oop(comm, &input, &mut output)?;
-                wrong[0] = Case::wrong(&output, &want) as f64;
+            for _ in 0..how.checks {
+                if has_oop {
+                    let input = fresh_input();
+                    let mut output = zeros(out_len);
+                    oop(comm, &input, &mut output)?;
+                    wrong[0] += Case::wrong(&output, &want) as f64;
+                }
+                let mut buf = ip_buffer(fresh_input());
+                ip(comm, &mut buf)?;
+                let got = match self.collective {
+                    Collective::ReduceScatter => buf.narrow(0, rank as i64 * n, n),
+                    _ => buf,
+                };
+                wrong[1] += Case::wrong(&got, &want) as f64;
             }
-            let mut buf = ip_buffer(fresh_input());
-            ip(comm, &mut buf)?;
-            let got = match self.collective {
-                Collective::ReduceScatter => buf.narrow(0, rank as i64 * n, n),
-                _ => buf,
-            };
-            wrong[1] = Case::wrong(&got, &want) as f64;
         }
         let (mean, sum) = across_ranks(comm, &times, &wrong)?;
         let timing = |i: usize| {
@@ -363,25 +359,80 @@ impl Case {
     }
 }
 
-/// Mean time of `iters` calls of `f` after `warmup` calls, in µs, the device idle and the ranks
-/// lined up at the start.
+/// How each size is timed and checked (nccl-tests' -w, -n, -c, -z, -G).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct How {
+    pub warmup: usize,
+    pub iters: usize,
+    /// Correctness passes (0: none).
+    pub checks: usize,
+    /// Wait for each call to finish before the next.
+    pub blocking: bool,
+    /// Launch the `iters` calls, captured as one CUDA graph, this many times (0: no graph).
+    pub graph_launches: usize,
+}
+
+/// Mean time of one call of `f`, in µs: `warmup` calls, the device idle and the ranks lined up,
+/// then `iters` timed calls (each waited for with `blocking`), or with `graph_launches` those
+/// calls captured once as a CUDA graph and the graph launched that many times.
 fn time_us(
     comm: &mut Communicator,
-    warmup: usize,
-    iters: usize,
+    device: Device,
+    how: &How,
     mut f: impl FnMut(&mut Communicator) -> collectives::Result<()>,
 ) -> Result<f64> {
-    for _ in 0..warmup {
+    for _ in 0..how.warmup {
         f(comm)?;
     }
     comm.synchronize()?;
+    if let (Device::Cuda(gpu), 1..) = (device, how.graph_launches) {
+        return time_graph(comm, gpu, how, f);
+    }
     comm.barrier()?;
     let t0 = Instant::now();
-    for _ in 0..iters {
+    for _ in 0..how.iters {
         f(comm)?;
+        if how.blocking {
+            comm.synchronize()?;
+        }
     }
     comm.synchronize()?;
-    Ok(t0.elapsed().as_secs_f64() * 1e6 / iters as f64)
+    Ok(t0.elapsed().as_secs_f64() * 1e6 / how.iters as f64)
+}
+
+/// nccl-tests' -G: the `iters` calls queued once eagerly on a side stream, captured as a CUDA
+/// graph (NCCL queues on libtorch's current stream, which the capture takes), and the graph
+/// launched `graph_launches` times; µs per call. A capture that fails goes on eagerly with a
+/// warning (gpu_runtime::graph's policy): the figure is then the eager one.
+fn time_graph(
+    comm: &mut Communicator,
+    gpu: usize,
+    how: &How,
+    mut f: impl FnMut(&mut Communicator) -> collectives::Result<()>,
+) -> Result<f64> {
+    use gpu_runtime::graph::{Cuda, Graphed};
+    let mut graphed: Graphed<Cuda, ()> =
+        Graphed::new(Cuda { device: gpu }, 1, "the timed collectives");
+    let mut pass = |comm: &mut Communicator| -> Result<()> {
+        for _ in 0..how.iters {
+            f(comm)?;
+        }
+        Ok(())
+    };
+    // The warm-up pass, then the capture (its launch is the first replay).
+    for _ in 0..2 {
+        graphed.step(|_| pass(comm))?;
+    }
+    tch::Cuda::synchronize(gpu as i64);
+    comm.barrier()?;
+    let t0 = Instant::now();
+    for _ in 0..how.graph_launches {
+        graphed.step(|_| pass(comm))?;
+    }
+    tch::Cuda::synchronize(gpu as i64);
+    let us = t0.elapsed().as_secs_f64() * 1e6 / (how.iters * how.graph_launches) as f64;
+    graphed.release()?;
+    Ok(us)
 }
 
 /// The mean over ranks of `mean` and the sum over ranks of `sum` (through the CPU ring).

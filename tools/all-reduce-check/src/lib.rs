@@ -67,9 +67,30 @@ pub struct Cli {
     #[arg(short = 'n', long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
     pub iters: u64,
 
-    /// Skip the correctness pass (no #wrong column).
+    /// Correctness passes per size, their wrong elements added up (nccl-tests' -c; 0: none, no
+    /// #wrong column).
+    #[arg(short = 'c', long, value_name = "N", default_value_t = 1)]
+    pub check: usize,
+
+    /// Skip the correctness pass (-c 0).
     #[arg(long)]
     pub no_check: bool,
+
+    /// 1: wait for each timed call to finish before the next (nccl-tests' -z, blocking
+    /// collectives); 0: queue them.
+    #[arg(short = 'z', long, value_name = "0|1", default_value_t = 0,
+          value_parser = clap::value_parser!(u8).range(0..=1))]
+    pub blocking: u8,
+
+    /// Capture the -n timed calls as one CUDA graph and launch it N times (nccl-tests' -G; CUDA
+    /// devices only; 0: no graph). A capture that fails runs eagerly, with a warning.
+    #[arg(short = 'G', long, value_name = "N", default_value_t = 0)]
+    pub cudagraph: usize,
+
+    /// nccl-tests' GPUs per thread. Only 1: a process here drives one GPU, and N GPUs are N
+    /// ranks (--spawn N, or torchrun --no-python --nproc_per_node N all-reduce-check).
+    #[arg(short = 'g', long, value_name = "N", default_value_t = 1)]
+    pub ngpus: usize,
 
     /// Start N ranks on this machine (each a child process, rendezvous served by this one, on
     /// --master-port when given, else on a free port).
@@ -137,6 +158,20 @@ On stderr rank 0 prints nccl-tests' table: size, count, type, redop, root, then 
 
 pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let spawned = std::env::var_os(spawn::CHILD_VAR).is_some();
+    if cli.ngpus != 1 {
+        return cli_common::usage(format!(
+            "-g {}: a process here drives one GPU (one rank per GPU, as torchrun and srun start \
+             them); for {} GPUs on this machine run that many ranks: all-reduce-check --spawn {} \
+             (or torchrun --no-python --nproc_per_node {} all-reduce-check)",
+            cli.ngpus, cli.ngpus, cli.ngpus, cli.ngpus
+        ));
+    }
+    if cli.cudagraph > 0 && !cli.device.resolve(&Env::from_process(None))?.is_cuda() {
+        return cli_common::usage(format!(
+            "-G {} captures CUDA graphs: it needs CUDA devices (the CPU ring has no graphs)",
+            cli.cudagraph
+        ));
+    }
     if let (Some(n), false) = (cli.spawn, spawned) {
         return spawn::run(n as usize, cli.dist.master_port);
     }
@@ -153,6 +188,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
             opts.master_port,
         ) = (None, None, None, None);
     }
+    let checks = if cli.no_check { 0 } else { cli.check };
     let dtypes = cases::dtypes(&cli.datatype)?;
     let ops = cases::ops(&cli.op, cli.collective)?;
     if cli.minbytes > cli.maxbytes {
@@ -164,6 +200,13 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     // A rank or world the launcher's variables contradict is a usage error (exit 2).
     let plan = opts.plan().classified()?;
     let device = cli.device.resolve(&Env::from_process(None))?;
+    let how = cases::How {
+        warmup: cli.warmup_iters,
+        iters: cli.iters as usize,
+        checks,
+        blocking: cli.blocking == 1,
+        graph_launches: cli.cudagraph,
+    };
     let rank = plan.rank;
     let mut comm = Communicator::from_plan(plan, &opts, cli.dist.backend)
         .with_context(|| format!("rank {rank}"))?;
@@ -175,11 +218,44 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let speak = rank == 0 || cli.all_ranks;
     let table = speak && !cli.common.quiet;
     let engine = comm.engine(device);
+    // nccl-tests' device list: every rank's process, host and device.
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into());
+    let mine = match device {
+        tch::Device::Cuda(i) => format!(
+            "device {i:>2} {}",
+            device::cuda_device_label(i).unwrap_or_default()
+        ),
+        other => format!("device {}", device::name(other)),
+    };
+    let ranks = comm
+        .all_gather_text(&format!(
+            "Pid {:>6} on {host:>10} {mine}",
+            std::process::id()
+        ))
+        .with_context(|| format!("rank {rank}: listing the ranks' devices"))?;
     if table {
         eprintln!(
-            "# all-reduce-check: {} ranks, engine {engine}, rank {rank} on {}",
+            "# nThread 1 nGpus 1 minBytes {} maxBytes {} step: {}(factor) warmup iters: {} iters: {} agg iters: 1 validation: {} graph: {}",
+            cli.minbytes,
+            cli.maxbytes,
+            cli.stepfactor,
+            cli.warmup_iters,
+            cli.iters,
+            checks,
+            cli.cudagraph
+        );
+        eprintln!("#");
+        eprintln!("# Using devices");
+        for (r, line) in ranks.iter().enumerate() {
+            eprintln!("#  Rank {r:>2} Group  0 {line}");
+        }
+        eprintln!("#");
+        eprintln!(
+            "# all-reduce-check: {} ranks, engine {engine}{}",
             world,
-            device::name(device)
+            if how.blocking { ", blocking" } else { "" }
         );
         if engine == "nccl" {
             let nccl = collectives::nccl::Nccl::load()?;
@@ -215,13 +291,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
                 else {
                     continue;
                 };
-                let r = match case.run(
-                    &mut comm,
-                    device,
-                    cli.warmup_iters,
-                    cli.iters as usize,
-                    !cli.no_check,
-                ) {
+                let r = match case.run(&mut comm, device, &how) {
                     Ok(r) => r,
                     Err(e) => {
                         if let Some(stopped @ collectives::Error::PeerStopped { .. }) =
@@ -291,7 +361,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         failed,
         elapsed_ms: started.elapsed().as_millis() as u64,
         world_size: Some(world),
-        wrong: (!cli.no_check).then_some(wrong_total),
+        wrong: (checks > 0).then_some(wrong_total),
         avg_busbw_gbs: Some(avg_busbw),
         ..Summary::default()
     })?;

@@ -313,10 +313,61 @@ fn usage_errors_exit_2() {
         &["-C", "all-to-all"],
         &["--init-method", "nccl://x"],
         &["--backend", "mpi"],
+        &["-z", "2"],
     ] {
         let out = cmd().args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
     }
+}
+
+#[test]
+fn nccl_tests_flags_header_and_device_list() {
+    // -g other than 1 says how to get several GPUs; -G needs CUDA devices. Both before any
+    // rank starts.
+    for (args, says) in [
+        (&["--spawn", "2", "-g", "2"][..], "--spawn 2"),
+        (&["--spawn", "2", "-G", "5"], "CUDA"),
+    ] {
+        let out = cmd().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{}", stderr(&out));
+    }
+    // -c 3 checks three times (wrong counts add up: still 0), -z 1 waits for each call; the
+    // header and every rank's process and device as nccl-tests lists them.
+    let out = cmd()
+        .args([
+            "--spawn", "2", "-b", "4K", "-e", "16K", "-c", "3", "-z", "1",
+        ])
+        .output()
+        .unwrap();
+    assert_all_right(&out, 2);
+    let err = stderr(&out);
+    assert!(
+        err.contains(
+            "# nThread 1 nGpus 1 minBytes 4096 maxBytes 16384 step: 4(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 3 graph: 0"
+        ),
+        "{err}"
+    );
+    let listed: Vec<&str> = err.lines().filter(|l| l.starts_with("#  Rank ")).collect();
+    assert_eq!(listed.len(), 2, "{err}");
+    for (r, line) in listed.iter().enumerate() {
+        assert!(
+            line.starts_with(&format!("#  Rank {r:>2} Group  0 Pid ")),
+            "{line}"
+        );
+        assert!(line.ends_with("device cpu"), "{line}");
+    }
+    // -c 0 is --no-check: no wrong counts.
+    let out = cmd()
+        .args(["--spawn", "2", "-b", "4K", "-e", "4K", "-c", "0"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        bandwidths(&out)
+            .iter()
+            .all(|r| r.in_place.as_ref().unwrap().wrong.is_none())
+    );
 }
 
 fn venv_bin(name: &str) -> PathBuf {

@@ -831,32 +831,16 @@ fn training_flags(cli: &Cli) -> Vec<(&'static str, String)> {
 }
 
 /// Every rank compares its training flags with every other rank's before training: ranks
-/// started with different flags would otherwise train silently on a mixed configuration. The
-/// flags travel as bytes (one float each, exact) in one max all-reduce and one all-gather.
-fn check_same_flags(
-    comm: &mut Communicator,
-    device: tch::Device,
-    flags: &[(&'static str, String)],
-) -> Result<()> {
-    use tch::{Kind, Tensor};
-    let world = comm.world_size();
-    if world == 1 {
+/// started with different flags would otherwise train silently on a mixed configuration.
+fn check_same_flags(comm: &mut Communicator, flags: &[(&'static str, String)]) -> Result<()> {
+    if comm.world_size() == 1 {
         return Ok(());
     }
     let text: String = flags.iter().map(|(k, v)| format!("{k}\t{v}\n")).collect();
-    let mut len = Tensor::from_slice(&[text.len() as f32]).to_device(device);
-    comm.all_reduce(&mut len, collectives::ReduceOp::Max)
+    let all = comm
+        .all_gather_text(&text)
         .context("comparing the ranks' flags")?;
-    let n = len.double_value(&[]) as usize;
-    let mut mine: Vec<f32> = text.bytes().map(f32::from).collect();
-    mine.resize(n, 0.0);
-    let mut all = Tensor::zeros([world as i64, n as i64], (Kind::Float, device));
-    comm.all_gather(&Tensor::from_slice(&mine).to_device(device), &mut all)
-        .context("comparing the ranks' flags")?;
-    let all: Vec<f32> = Vec::try_from(all.to_device(tch::Device::Cpu).reshape([-1]))?;
-    for (r, row) in all.chunks(n.max(1)).enumerate() {
-        let bytes: Vec<u8> = row.iter().map(|&b| b as u8).filter(|&b| b != 0).collect();
-        let theirs = String::from_utf8_lossy(&bytes);
+    for (r, theirs) in all.iter().enumerate() {
         for ((flag, value), line) in flags.iter().zip(theirs.lines()) {
             let other = line.split_once('\t').map_or(line, |(_, v)| v);
             if other != value {
@@ -1001,8 +985,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let mut comm = Communicator::from_plan(plan, &opts, cli.dist.backend)
         .with_context(|| format!("rank {rank}"))?;
     let world = comm.world_size();
-    check_same_flags(&mut comm, device, &training_flags(&cli))
-        .with_context(|| format!("rank {rank}"))?;
+    check_same_flags(&mut comm, &training_flags(&cli)).with_context(|| format!("rank {rank}"))?;
     let speak = rank == 0 || cli.all_ranks;
     // Rank 0's logs; the other ranks never wait for their device to read per-step figures.
     let mut logs = if rank == 0 {

@@ -64,7 +64,8 @@ pub struct Cli {
     #[arg(long, visible_alias = "num-steps", value_name = "N", default_value_t = 150, value_parser = clap::value_parser!(u32).range(1..))]
     pub steps: u32,
 
-    /// Images optimised together (each independently: results equal one at a time).
+    /// Images optimised together, each independently (the same maths as one at a time; the
+    /// floats round differently, so long runs end at different, equally close, w).
     #[arg(short, long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
     pub batch_size: u32,
 
