@@ -158,37 +158,10 @@ On stderr rank 0 prints nccl-tests' table: size, count, type, redop, root, then 
 
 pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let spawned = std::env::var_os(spawn::CHILD_VAR).is_some();
-    if cli.ngpus != 1 {
-        return cli_common::usage(format!(
-            "-g {}: a process here drives one GPU (one rank per GPU, as torchrun and srun start \
-             them); for {} GPUs on this machine run that many ranks: all-reduce-check --spawn {} \
-             (or torchrun --no-python --nproc_per_node {} all-reduce-check)",
-            cli.ngpus, cli.ngpus, cli.ngpus, cli.ngpus
-        ));
-    }
-    if cli.cudagraph > 0 && !cli.device.resolve(&Env::from_process(None))?.is_cuda() {
-        return cli_common::usage(format!(
-            "-G {} captures CUDA graphs: it needs CUDA devices (the CPU ring has no graphs)",
-            cli.cudagraph
-        ));
-    }
+    refuse_what_cannot_run(&cli)?;
     if let (Some(n), false) = (cli.spawn, spawned) {
         return spawn::run(n as usize, cli.dist.master_port);
     }
-    let mut opts = cli.dist.options();
-    // SIGINT/SIGTERM end any wait for peers at once (exit 130).
-    opts.should_stop = cli_common::interrupt::requested;
-    if spawned {
-        // The parent's environment decides; flags meant for a launcher-less run do not apply.
-        opts.init_method = collectives::InitMethod::Env;
-        (
-            opts.rank,
-            opts.world_size,
-            opts.master_addr,
-            opts.master_port,
-        ) = (None, None, None, None);
-    }
-    let checks = if cli.no_check { 0 } else { cli.check };
     let dtypes = cases::dtypes(&cli.datatype)?;
     let ops = cases::ops(&cli.op, cli.collective)?;
     if cli.minbytes > cli.maxbytes {
@@ -197,16 +170,10 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     // The tool's own tensor work (fill, check) is light; libtorch's intra-op threads would only
     // spin on the cores the ranks' ring loops need (torchrun sets OMP_NUM_THREADS=1 likewise).
     tch::set_num_threads(1);
+    let opts = options(&cli, spawned);
     // A rank or world the launcher's variables contradict is a usage error (exit 2).
     let plan = opts.plan().classified()?;
     let device = cli.device.resolve(&Env::from_process(None))?;
-    let how = cases::How {
-        warmup: cli.warmup_iters,
-        iters: cli.iters as usize,
-        checks,
-        blocking: cli.blocking == 1,
-        graph_launches: cli.cudagraph,
-    };
     let rank = plan.rank;
     let mut comm = Communicator::from_plan(plan, &opts, cli.dist.backend)
         .with_context(|| format!("rank {rank}"))?;
@@ -217,8 +184,109 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     // Rank-aware output: only rank 0 speaks unless --all-ranks (STYLE.md).
     let speak = rank == 0 || cli.all_ranks;
     let table = speak && !cli.common.quiet;
-    let engine = comm.engine(device);
-    // nccl-tests' device list: every rank's process, host and device.
+    preamble(&cli, &mut comm, device, table)?;
+    let started = Instant::now();
+    let mut tally = Tally::default();
+    for &dtype in &dtypes {
+        for &op in &ops {
+            for bytes in cases::sizes(cli.minbytes, cli.maxbytes, cli.stepfactor) {
+                let Some(case) =
+                    cases::Case::new(cli.collective, dtype, op, cli.root, bytes, world)
+                else {
+                    continue;
+                };
+                let rec = match measure(&cli, &mut comm, device, &case) {
+                    Ok(rec) => rec,
+                    // The others stop too, naming this rank, instead of failing on a lost peer.
+                    Err(Stop::Leave(why)) => {
+                        comm.leave(&why);
+                        return Err(cli_common::Interrupted.into());
+                    }
+                    Err(Stop::Error(e)) => return Err(e),
+                };
+                tally.add(&rec);
+                if table {
+                    eprintln!("{}", cases::table_row(&rec));
+                }
+                if speak {
+                    out.emit(&rec)?;
+                }
+            }
+        }
+    }
+    comm.barrier()
+        .with_context(|| format!("rank {rank}: final barrier"))?;
+    if table {
+        let verdict = if tally.wrong == 0 { "OK" } else { "FAILED" };
+        eprintln!("# Out of bounds values : {} {verdict}", tally.wrong);
+        eprintln!("# Avg bus bandwidth    : {:.3}", tally.avg_busbw());
+    }
+    if speak {
+        out.emit(&Summary {
+            ok: tally.ok,
+            failed: tally.failed,
+            elapsed_ms: started.elapsed().as_millis() as u64,
+            world_size: Some(world),
+            wrong: (how(&cli).checks > 0).then_some(tally.wrong),
+            avg_busbw_gbs: Some(tally.avg_busbw()),
+            ..Summary::default()
+        })?;
+    }
+    Ok(Outcome::from_failures(tally.failed))
+}
+
+/// nccl-tests' flags this design cannot honour, refused before any rank starts (exit 2).
+fn refuse_what_cannot_run(cli: &Cli) -> Result<()> {
+    if cli.ngpus != 1 {
+        let n = cli.ngpus;
+        return cli_common::usage(format!(
+            "-g {n}: a process here drives one GPU (one rank per GPU, as torchrun and srun start \
+             them); for {n} GPUs on this machine run that many ranks: all-reduce-check --spawn {n} \
+             (or torchrun --no-python --nproc_per_node {n} all-reduce-check)"
+        ));
+    }
+    if cli.cudagraph > 0 && !cli.device.resolve(&Env::from_process(None))?.is_cuda() {
+        return cli_common::usage(format!(
+            "-G {} captures CUDA graphs: it needs CUDA devices (the CPU ring has no graphs)",
+            cli.cudagraph
+        ));
+    }
+    Ok(())
+}
+
+/// The rendezvous options: the flags', or a spawned child's (its parent's environment decides).
+fn options(cli: &Cli, spawned: bool) -> collectives::Options {
+    let mut opts = cli.dist.options();
+    // SIGINT/SIGTERM end any wait for peers at once (exit 130).
+    opts.should_stop = cli_common::interrupt::requested;
+    if spawned {
+        // Flags meant for a launcher-less run do not apply.
+        opts.init_method = collectives::InitMethod::Env;
+        (
+            opts.rank,
+            opts.world_size,
+            opts.master_addr,
+            opts.master_port,
+        ) = (None, None, None, None);
+    }
+    opts
+}
+
+/// How each size is timed and checked.
+fn how(cli: &Cli) -> cases::How {
+    cases::How {
+        warmup: cli.warmup_iters,
+        iters: cli.iters as usize,
+        checks: if cli.no_check { 0 } else { cli.check },
+        blocking: cli.blocking == 1,
+        graph_launches: cli.cudagraph,
+    }
+}
+
+/// nccl-tests' lines above the table: the parameters and every rank's process, host and
+/// device (gathered from every rank: all of them call this), then the engine and the columns.
+fn preamble(cli: &Cli, comm: &mut Communicator, device: tch::Device, table: bool) -> Result<()> {
+    let rank = comm.rank();
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_else(|_| "localhost".into());
@@ -229,143 +297,136 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         ),
         other => format!("device {}", device::name(other)),
     };
+    let pid = std::process::id();
     let ranks = comm
-        .all_gather_text(&format!(
-            "Pid {:>6} on {host:>10} {mine}",
-            std::process::id()
-        ))
+        .all_gather_text(&format!("Pid {pid:>6} on {host:>10} {mine}"))
         .with_context(|| format!("rank {rank}: listing the ranks' devices"))?;
-    if table {
+    if !table {
+        return Ok(());
+    }
+    let how = how(cli);
+    eprintln!(
+        "# nThread 1 nGpus 1 minBytes {} maxBytes {} step: {}(factor) warmup iters: {} iters: {} agg iters: 1 validation: {} graph: {}",
+        cli.minbytes,
+        cli.maxbytes,
+        cli.stepfactor,
+        how.warmup,
+        how.iters,
+        how.checks,
+        how.graph_launches
+    );
+    eprintln!("#\n# Using devices");
+    for (r, line) in ranks.iter().enumerate() {
+        eprintln!("#  Rank {r:>2} Group  0 {line}");
+    }
+    let engine = comm.engine(device);
+    eprintln!(
+        "#\n# all-reduce-check: {} ranks, engine {engine}{}",
+        comm.world_size(),
+        if how.blocking { ", blocking" } else { "" }
+    );
+    if engine == "nccl" {
+        let nccl = collectives::nccl::Nccl::load()?;
         eprintln!(
-            "# nThread 1 nGpus 1 minBytes {} maxBytes {} step: {}(factor) warmup iters: {} iters: {} agg iters: 1 validation: {} graph: {}",
-            cli.minbytes,
-            cli.maxbytes,
-            cli.stepfactor,
-            cli.warmup_iters,
-            cli.iters,
-            checks,
-            cli.cudagraph
+            "# NCCL {} from {} ({})",
+            nccl.version_string(),
+            nccl.path,
+            nccl.source
         );
-        eprintln!("#");
-        eprintln!("# Using devices");
-        for (r, line) in ranks.iter().enumerate() {
-            eprintln!("#  Rank {r:>2} Group  0 {line}");
-        }
-        eprintln!("#");
+    }
+    if comm.world_size() == 1 {
         eprintln!(
-            "# all-reduce-check: {} ranks, engine {engine}{}",
-            world,
-            if how.blocking { ", blocking" } else { "" }
+            "# one rank: busbw is 0 by definition (no bus crossed); algbw is the local copy rate"
         );
-        if engine == "nccl" {
-            let nccl = collectives::nccl::Nccl::load()?;
-            eprintln!(
-                "# NCCL {} from {} ({})",
-                nccl.version_string(),
-                nccl.path,
-                nccl.source
-            );
+    }
+    cases::print_header();
+    Ok(())
+}
+
+/// Why [`measure`] stopped.
+enum Stop {
+    /// This rank was interrupted: it leaves the group saying why (exit 130).
+    Leave(String),
+    Error(anyhow::Error),
+}
+
+/// One size timed and checked, as its record.
+fn measure(
+    cli: &Cli,
+    comm: &mut Communicator,
+    device: tch::Device,
+    case: &cases::Case,
+) -> std::result::Result<BandwidthRecord, Stop> {
+    let rank = comm.rank();
+    if interrupt::requested() {
+        return Err(Stop::Leave("interrupted (SIGINT or SIGTERM)".into()));
+    }
+    let r = match case.run(comm, device, &how(cli)) {
+        Ok(r) => r,
+        Err(e) => {
+            // A peer left because it was interrupted: this rank stops as well (exit 130).
+            if let Some(stopped @ collectives::Error::PeerStopped { .. }) = e.downcast_ref() {
+                eprintln!("all-reduce-check[rank {rank}]: {stopped}");
+                return Err(Stop::Error(cli_common::Interrupted.into()));
+            }
+            if interrupt::requested() {
+                return Err(Stop::Leave(format!("interrupted ({e:#})")));
+            }
+            return Err(Stop::Error(e.context(format!(
+                "rank {rank}: {} of {} bytes",
+                cli.collective.name(),
+                case.bytes()
+            ))));
         }
-        if world == 1 {
-            eprintln!(
-                "# one rank: busbw is 0 by definition (no bus crossed); algbw is the local copy rate"
-            );
+    };
+    Ok(BandwidthRecord {
+        collective: cli.collective.name().to_string(),
+        bytes: case.bytes(),
+        count: case.count as u64,
+        dtype: case.dtype.name().to_string(),
+        op: case.op.map(|o| o.name().to_string()),
+        root: (cli.collective == Collective::Broadcast).then_some(cli.root),
+        world_size: comm.world_size(),
+        engine: comm.engine(device).to_string(),
+        device: device::name(device),
+        out_of_place: r.out_of_place,
+        in_place: Some(r.in_place),
+    })
+}
+
+/// The sizes' figures added up for the summary.
+#[derive(Debug, Default)]
+struct Tally {
+    ok: usize,
+    failed: usize,
+    wrong: u64,
+    busbw_sum: f64,
+    timed: usize,
+}
+
+impl Tally {
+    fn add(&mut self, rec: &BandwidthRecord) {
+        let mut wrong = 0;
+        for t in [&rec.out_of_place, &rec.in_place].into_iter().flatten() {
+            self.busbw_sum += t.busbw_gbs;
+            self.timed += 1;
+            wrong += t.wrong.unwrap_or(0);
         }
-        cases::print_header();
+        self.wrong += wrong;
+        if wrong > 0 {
+            self.failed += 1
+        } else {
+            self.ok += 1
+        }
     }
 
-    let started = Instant::now();
-    let (mut ok, mut failed, mut wrong_total) = (0usize, 0usize, 0u64);
-    let mut busbw_sum = 0.0;
-    let mut timed = 0usize;
-    for &dtype in &dtypes {
-        for &op in &ops {
-            for bytes in cases::sizes(cli.minbytes, cli.maxbytes, cli.stepfactor) {
-                if interrupt::requested() {
-                    // The others stop too, naming this rank, instead of failing on a lost peer.
-                    comm.leave("interrupted (SIGINT or SIGTERM)");
-                    return Err(cli_common::Interrupted.into());
-                }
-                let Some(case) =
-                    cases::Case::new(cli.collective, dtype, op, cli.root, bytes, world)
-                else {
-                    continue;
-                };
-                let r = match case.run(&mut comm, device, &how) {
-                    Ok(r) => r,
-                    Err(e) => {
-                        if let Some(stopped @ collectives::Error::PeerStopped { .. }) =
-                            e.downcast_ref()
-                        {
-                            eprintln!("all-reduce-check[rank {rank}]: {stopped}");
-                            return Err(cli_common::Interrupted.into());
-                        }
-                        if interrupt::requested() {
-                            comm.leave(&format!("interrupted ({e:#})"));
-                            return Err(cli_common::Interrupted.into());
-                        }
-                        return Err(e.context(format!(
-                            "rank {rank}: {} of {} bytes",
-                            cli.collective.name(),
-                            bytes
-                        )));
-                    }
-                };
-                let rec = BandwidthRecord {
-                    collective: cli.collective.name().to_string(),
-                    bytes: case.bytes(),
-                    count: case.count as u64,
-                    dtype: dtype.name().to_string(),
-                    op: case.op.map(|o| o.name().to_string()),
-                    root: (cli.collective == Collective::Broadcast).then_some(cli.root),
-                    world_size: world,
-                    engine: engine.to_string(),
-                    device: device::name(device),
-                    out_of_place: r.out_of_place,
-                    in_place: Some(r.in_place),
-                };
-                let mut wrong = 0;
-                for t in [&rec.out_of_place, &rec.in_place].into_iter().flatten() {
-                    busbw_sum += t.busbw_gbs;
-                    timed += 1;
-                    wrong += t.wrong.unwrap_or(0);
-                }
-                if table {
-                    eprintln!("{}", cases::table_row(&rec));
-                }
-                if speak {
-                    out.emit(&rec)?;
-                }
-                wrong_total += wrong;
-                if wrong > 0 { failed += 1 } else { ok += 1 }
-            }
+    fn avg_busbw(&self) -> f64 {
+        if self.timed > 0 {
+            self.busbw_sum / self.timed as f64
+        } else {
+            0.0
         }
     }
-    comm.barrier()
-        .with_context(|| format!("rank {rank}: final barrier"))?;
-    let avg_busbw = if timed > 0 {
-        busbw_sum / timed as f64
-    } else {
-        0.0
-    };
-    if table {
-        let verdict = if wrong_total == 0 { "OK" } else { "FAILED" };
-        eprintln!("# Out of bounds values : {wrong_total} {verdict}");
-        eprintln!("# Avg bus bandwidth    : {avg_busbw:.3}");
-    }
-    if !speak {
-        return Ok(Outcome::from_failures(failed));
-    }
-    out.emit(&Summary {
-        ok,
-        failed,
-        elapsed_ms: started.elapsed().as_millis() as u64,
-        world_size: Some(world),
-        wrong: (checks > 0).then_some(wrong_total),
-        avg_busbw_gbs: Some(avg_busbw),
-        ..Summary::default()
-    })?;
-    Ok(Outcome::from_failures(failed))
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! error messages.
 
 mod logs;
+mod report;
 
 use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
@@ -11,15 +12,14 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 use cli_common::ResultExt as _;
-use cli_common::{Classified, CommonArgs, JsonlOut, Outcome, Tool, Torch, progress};
+use cli_common::{CommonArgs, JsonlOut, Outcome, Tool};
 use collectives::{Communicator, DistArgs};
 use device::{DeviceArg, Env};
-use records::{CheckpointRecord, EpochRecord, StageRecord, Summary};
 use train::data::Source;
 use train::optim::{Rule, Schedule};
 use train::pipeline::Pipeline;
 use train::resnet::{Arch, Stem};
-use train::trainer::{Config, Event, Precision};
+use train::trainer::{Config, Precision};
 
 /// Data-parallel ResNet training on CIFAR binaries, image folders or RecordIO, one process per GPU (or per pipeline of GPUs), as PyTorch DDP does it (checkpoints, resume, records).
 ///
@@ -949,6 +949,20 @@ fn eval_snippet(path: &std::path::Path) -> Result<String> {
     Ok(s)
 }
 
+/// This rank in its group, which was started with the same training flags.
+fn join(cli: &Cli) -> Result<Communicator> {
+    let mut opts = cli.dist.options();
+    // SIGINT/SIGTERM end any wait for peers at once (exit 130).
+    opts.should_stop = cli_common::interrupt::requested;
+    // A rank or world the launcher's variables contradict is a usage error (exit 2).
+    let plan = opts.plan().classified()?;
+    let rank = plan.rank;
+    let mut comm = Communicator::from_plan(plan, &opts, cli.dist.backend)
+        .with_context(|| format!("rank {rank}"))?;
+    check_same_flags(&mut comm, &training_flags(cli)).with_context(|| format!("rank {rank}"))?;
+    Ok(comm)
+}
+
 pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     if let Some(path) = &cli.print_eval_snippet {
         print!("{}", eval_snippet(path)?);
@@ -976,19 +990,10 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     }
     let threads = cli.cpu.share();
     device::set_cpu_threads(threads.threads);
-    let mut opts = cli.dist.options();
-    // SIGINT/SIGTERM end any wait for peers at once (exit 130).
-    opts.should_stop = cli_common::interrupt::requested;
-    // A rank or world the launcher's variables contradict is a usage error (exit 2).
-    let plan = opts.plan().classified()?;
-    let rank = plan.rank;
-    let mut comm = Communicator::from_plan(plan, &opts, cli.dist.backend)
-        .with_context(|| format!("rank {rank}"))?;
-    let world = comm.world_size();
-    check_same_flags(&mut comm, &training_flags(&cli)).with_context(|| format!("rank {rank}"))?;
-    let speak = rank == 0 || cli.all_ranks;
+    let mut comm = join(&cli)?;
+    let (rank, world) = (comm.rank(), comm.world_size());
     // Rank 0's logs; the other ranks never wait for their device to read per-step figures.
-    let mut logs = if rank == 0 {
+    let logs = if rank == 0 {
         cfg.log_every = cli.tensorboard.as_ref().map(|_| cli.log_every);
         logs::Logs::open(
             cli.tensorboard.as_deref(),
@@ -998,267 +1003,30 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     } else {
         logs::Logs::default()
     };
-    if speak && !cli.common.quiet {
+    if (rank == 0 || cli.all_ranks) && !cli.common.quiet {
+        let engine = comm.engine(device);
         eprintln!(
-            "ddp-train[rank {rank}]: {} ({:?} stem) {}, {world} rank(s), global batch {} ({} per rank), {} via {}{}{}{}, {threads}{}",
-            cfg.arch.name(),
-            cfg.stem,
-            match &cfg.pipeline {
-                Some(p) => format!(
-                    "in {} stages on {:?} ({} micro-batches, split {})",
-                    p.devices.len(),
-                    p.devices,
-                    cfg.accum,
-                    cli.split_at
-                ),
-                None => format!("on {device:?}"),
-            },
-            cfg.batch_size,
-            cfg.batch_size / world.max(1),
-            cli.precision,
-            comm.engine(device),
-            if cfg.cuda_graphs { ", CUDA graphs" } else { "" },
-            if cfg.channels_last {
-                ", channels_last"
-            } else {
-                ""
-            },
-            if cfg.sync_bn && world > 1 {
-                ", SyncBatchNorm"
-            } else {
-                ""
-            },
-            if cfg.data.is_files() {
-                format!(", {} decoding thread(s)", cfg.images.workers)
-            } else {
-                String::new()
-            },
+            "{}",
+            report::banner(&cli, &cfg, engine, (rank, world), &threads)
         );
     }
-    // Rank 0's bar of the run's steps, from its first step (a resumed run starts where it stands).
-    let mut bar: Option<indicatif::ProgressBar> = None;
-    let started = Instant::now();
-    let mut ran = 0usize;
-    let log_error = |e: anyhow::Error| train::Error::Data(format!("{e:#}"));
+    let mut reporter = report::Reporter {
+        cli: &cli,
+        cfg: &cfg,
+        rank,
+        world,
+        out,
+        logs,
+        bar: None,
+        ran: 0,
+        started: Instant::now(),
+    };
     // libtorch errors in tch's ops are panics (CUDA out of memory among them): caught as typed
     // errors, they are this run's error message and stay off stderr.
     let run = cli_common::panics::catch_torch(|| {
-        train::trainer::train(&cfg, &mut comm, |event| {
-            let e = match event {
-                Event::Step(s) => {
-                    if rank == 0 {
-                        bar.get_or_insert_with(|| {
-                            progress::bar_from(
-                                &cli.common,
-                                "ddp-train",
-                                Some((cfg.epochs * s.steps) as u64),
-                                s.global_step as u64 - 1,
-                            )
-                        })
-                        .set_position(s.global_step as u64);
-                    }
-                    return logs.step(s).map_err(log_error);
-                }
-                Event::Epoch(e) => e,
-                Event::Checkpoint(c) => {
-                    if speak {
-                        let rec = CheckpointRecord {
-                            epoch: c.epoch,
-                            step: c.step,
-                            steps: c.steps,
-                            checkpoint: std::path::absolute(&c.checkpoint)
-                                .unwrap_or(c.checkpoint.clone()),
-                            reason: if c.signal { "signal" } else { "every" }.to_string(),
-                            rank,
-                            world_size: world,
-                        };
-                        out.emit(&rec)
-                            .map_err(|e| train::Error::Data(e.to_string()))?;
-                    }
-                    return Ok(());
-                }
-            };
-            if !(e.train_loss.is_finite() && e.val_loss.is_finite()) {
-                return Err(train::Error::Data(format!(
-                    "training diverged at epoch {} (train loss {}, val loss {}): lower --lr, or use --precision fp32",
-                    e.epoch, e.train_loss, e.val_loss
-                )));
-            }
-            ran += 1;
-            logs.epoch(e).map_err(log_error)?;
-            if speak {
-                let rec = EpochRecord {
-                    epoch: e.epoch,
-                    epochs: cfg.epochs,
-                    train_loss: e.train_loss,
-                    train_top1: e.train_top1,
-                    val_loss: e.val_loss,
-                    val_top1: e.val_top1,
-                    images_per_s: e.images_per_s,
-                    train_images_per_s: e.train_images_per_s,
-                    seconds: e.seconds,
-                    lr: e.lr,
-                    loss_scale: e.loss_scale,
-                    steps: e.steps,
-                    skipped_steps: e.skipped_steps,
-                    peak_gpu_mib: gpu_mib(device),
-                    step_ms: e.step_seconds * 1e3,
-                    stages: if e.stages.len() > 1 {
-                        e.stages
-                            .iter()
-                            .enumerate()
-                            .map(|(i, s)| StageRecord {
-                                stage: i,
-                                device: device::name(s.device),
-                                first: s.first.clone(),
-                                last: s.last.clone(),
-                                params: s.params,
-                                gflops: s.flops / 1e9,
-                                peak_gpu_mib: gpu_mib(s.device),
-                            })
-                            .collect()
-                    } else {
-                        Vec::new()
-                    },
-                    checkpoint: e
-                        .checkpoint
-                        .as_ref()
-                        .map(|p| std::path::absolute(p).unwrap_or(p.clone())),
-                    best: e.best,
-                    bad_inputs: e.bad_inputs,
-                    classes: e.classes.clone(),
-                    rank,
-                    world_size: world,
-                };
-                out.emit(&rec)
-                    .map_err(|e| train::Error::Data(e.to_string()))?;
-            }
-            if cli_common::interrupt::requested() {
-                return Err(train::Error::Interrupted {
-                    epoch: e.epoch + 1,
-                    step: 0,
-                    last_complete: e.epoch,
-                });
-            }
-            Ok(())
-        })
+        train::trainer::train(&cfg, &mut comm, |event| reporter.event(event))
     });
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
-    }
-    // CUDA running out of memory surfaces as a panic (tch's forward ops) or as an error (backward
-    // through f_backward): either way the message says what to change.
-    let out_of_memory = || {
-        let used = devices
-            .iter()
-            .filter_map(|&d| Some(format!("{} MiB on {}", gpu_mib(d)?, device::name(d))))
-            .collect::<Vec<_>>();
-        let used = if used.is_empty() {
-            String::new()
-        } else {
-            format!(" ({} in use)", used.join(", "))
-        };
-        anyhow::anyhow!(
-            "rank {rank}: CUDA out of memory at --batch-size {} ({} per rank){used}: lower --batch-size or {}",
-            cfg.batch_size,
-            cfg.batch_size / world,
-            if cfg.pipeline.is_some() {
-                "use more --stages (a pipeline holds every micro-batch's activations until its backward)"
-            } else {
-                "use --accum"
-            }
-        )
-    };
-    let summary = |out: &mut JsonlOut, skipped: usize| -> Result<()> {
-        if speak {
-            out.emit(&Summary {
-                ok: ran,
-                skipped,
-                failed: 0,
-                elapsed_ms: started.elapsed().as_millis() as u64,
-                world_size: Some(world),
-                ..Summary::default()
-            })?;
-        }
-        Ok(())
-    };
-    // The hparams session ends as a success or a failure; a run stopped to be resumed (the
-    // checkpoint signal, an interrupt) leaves it open.
-    match &run {
-        Ok(Ok(_)) => logs.end(tensorboard::SessionStatus::Success),
-        Ok(Err(train::Error::Checkpointed { .. } | train::Error::Interrupted { .. })) => {}
-        Ok(Err(train::Error::Collective(collectives::Error::PeerStopped { .. }))) => {}
-        _ if cli_common::interrupt::requested() => {}
-        _ => logs.end(tensorboard::SessionStatus::Failure),
-    }
-    let trained = match run {
-        Ok(Ok(t)) => t,
-        // The checkpoint signal: every rank stopped at the same step, where the checkpoint
-        // stands; exit 75, and with --requeue-on-signal the job goes back into the queue.
-        Ok(Err(e @ train::Error::Checkpointed { .. })) => {
-            if !cli.common.quiet {
-                eprintln!(
-                    "ddp-train[rank {rank}]: the checkpoint signal came: {e}; --resume goes on from there"
-                );
-            }
-            if let (0, Some(job)) = (rank, &requeue_job) {
-                requeue(job).with_context(|| format!("rank {rank}: {e}, but"))?;
-                if !cli.common.quiet {
-                    eprintln!("ddp-train[rank {rank}]: Slurm job {job} requeued");
-                }
-            }
-            summary(out, 0)?;
-            return Ok(Outcome::Resumable);
-        }
-        // SIGINT/SIGTERM: stopped before the next step, exit 130.
-        Ok(Err(train::Error::Interrupted {
-            epoch,
-            step,
-            last_complete,
-        })) => {
-            let kept = if cfg.checkpoint_dir.is_some() && last_complete > 0 {
-                format!("; the checkpoint of epoch {last_complete} is the last one")
-            } else {
-                String::new()
-            };
-            let why = format!("interrupted before step {} of epoch {epoch}", step + 1);
-            eprintln!("ddp-train[rank {rank}]: {why}{kept}");
-            // The others stop too, naming this rank, instead of failing on a lost peer.
-            comm.leave(&why);
-            return Err(cli_common::Interrupted.into());
-        }
-        // Another rank was interrupted and left: this one stops as well, exit 130.
-        Ok(Err(train::Error::Collective(e @ collectives::Error::PeerStopped { .. }))) => {
-            eprintln!("ddp-train[rank {rank}]: {e}");
-            return Err(cli_common::Interrupted.into());
-        }
-        // Signalled while waiting in a collective (or while a peer that stopped for the same
-        // signal broke it).
-        Ok(Err(e)) if cli_common::interrupt::requested() => {
-            eprintln!("ddp-train[rank {rank}]: interrupted ({e})");
-            comm.leave(&format!("interrupted ({e})"));
-            return Err(cli_common::Interrupted.into());
-        }
-        Ok(Err(e)) if matches!(e.torch(), Some(Torch::OutOfMemory(_))) => {
-            return Err(out_of_memory());
-        }
-        // Its class (a usage error found once the data and model are known: exit 2) goes up.
-        Ok(Err(e)) => {
-            return Err(anyhow::Error::new(Classified::from(e)).context(format!("rank {rank}")));
-        }
-        Err(Torch::OutOfMemory(_)) => return Err(out_of_memory()),
-        Err(other) => bail!("rank {rank}: {other}"),
-    };
-    summary(out, trained.resumed_from.unwrap_or(0))?;
-    Ok(Outcome::Ok)
-}
-
-/// Memory in use on a CUDA device, MiB (`None` for the CPU).
-fn gpu_mib(device: tch::Device) -> Option<u64> {
-    match device {
-        tch::Device::Cuda(i) => device::cuda_mem_used_on(i).map(|b| b >> 20),
-        _ => None,
-    }
+    reporter.ended(run, comm, requeue_job.as_deref())
 }
 
 #[cfg(test)]
