@@ -8,7 +8,7 @@
 #  2. seeds 001-004: a 2-rank ddp-train on the digits data through the CPU backend;
 #  3. all-reduce-check --spawn 2.
 # With real weights: scripts/convert-network-pkl YOUR.pkl -o G.safetensors and NVIDIA's vgg16.pt
-# (or scripts/convert-vgg16-lpips), then the same commands (README, "Projection").
+# (or scripts/convert-vgg16-lpips), then the same commands (docs/projection.md).
 #   scripts/demo.sh [OUT_DIR]   (default: out/demo; re-running skips finished work)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

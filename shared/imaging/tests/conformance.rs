@@ -6,7 +6,7 @@
 //! The files where that does not hold yet are listed in known-gaps.txt with their class; the test
 //! fails on any file that behaves otherwise than listed, in either direction, so the list can only
 //! shrink with the code. A `lenient` entry is a file Pillow refuses and we decode on purpose (the
-//! README's "Matching Pillow" names them).
+//! docs/imaging.md names them).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
