@@ -1,7 +1,7 @@
 //! What every shardkit tool shares, so that each `main.rs` is one line:
 //!
 //! - [`run_main`]: `--generate man` before parsing, clap parsing (exit 2 on usage errors), the
-//!   call into the tool's `run`, and the mapping of its result to the exit codes of DESIGN.md
+//!   call into the tool's `run`, and the mapping of its result to the README's exit codes
 //!   (0 ok, 1 fatal, 2 usage, 3 some items failed, 130 interrupted) — the class an error carries
 //!   ([`error_class`]: library errors passed up `.classified()`, [`UsageError`], [`Interrupted`])
 //!   decides — with errors printed as `<tool>: error: <context chain>` on stderr;

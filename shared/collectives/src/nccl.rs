@@ -478,7 +478,7 @@ mod tests {
 
     #[test]
     fn loads_the_torch_wheels_nccl_and_makes_an_id() {
-        // torch's wheel ships NCCL even for CPU-only machines (NOTES.md); make sure libtorch is
+        // torch's wheel ships NCCL even for CPU-only machines; make sure libtorch is
         // mapped first, as it is in every tool.
         let _ = tch::Tensor::zeros([1], (tch::Kind::Float, tch::Device::Cpu));
         let nccl = Nccl::load().unwrap();

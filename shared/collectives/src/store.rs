@@ -4,7 +4,7 @@
 //! `torchrun` join the store torchrun's agent already serves on `MASTER_PORT`
 //! (`TORCHELASTIC_USE_AGENT_STORE=True`): binding that port would fail with EADDRINUSE. When no
 //! launcher serves one, rank 0 runs [`StoreServer`]. The protocol (little-endian, from c10d's
-//! TCPStore.cpp; NOTES.md): a connection opens with `u8 VALIDATE` + `u32 0x3C85F7CE`; then each
+//! TCPStore.cpp): a connection opens with `u8 VALIDATE` + `u32 0x3C85F7CE`; then each
 //! request is a `u8` command followed by its arguments; strings and values are `u64` length +
 //! bytes; `ADD` takes and returns `i64` and stores the counter as ASCII decimal.
 //!

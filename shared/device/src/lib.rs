@@ -1,4 +1,4 @@
-//! Device choice for GPU workers (DESIGN.md, "Devices and processes").
+//! Device choice for GPU workers: one process per GPU, as torchrun and Slurm start them.
 //!
 //! `--device cpu|cuda|cuda:N|auto`. `auto` picks `cuda:(slot mod visible GPUs)` when CUDA is
 //! available, where the slot is `LOCAL_RANK` (torchrun, and Slurm's `SLURM_LOCALID`), else the
@@ -6,7 +6,7 @@
 //! else 0; without CUDA it is the CPU. `CUDA_VISIBLE_DEVICES` is honoured by CUDA itself: indices
 //! are among the visible devices.
 //!
-//! [`load_cuda`] is the run-time safety net of NOTES.md: it `dlopen`s `libtorch_cuda.so` with
+//! [`load_cuda`] is the run-time safety net against a link that dropped libtorch_cuda: it `dlopen`s `libtorch_cuda.so` with
 //! `RTLD_GLOBAL` so its CUDA hooks register even if a linker dropped it.
 //!
 //! ```

@@ -162,7 +162,7 @@ const HALF: i32 = 1 << (PRECISION_BITS - 1);
 /// A rectangle of an RGB image: `(left, top, width, height)`.
 pub type Box4 = (u32, u32, u32, u32);
 
-/// The square crop of seed 000: side `min(w, h)`, offset `((w-s)//2, (h-s)//2)`.
+/// The square crop a Pillow projection script takes: side `min(w, h)`, offset `((w-s)//2, (h-s)//2)`.
 pub fn center_crop_box(width: u32, height: u32) -> Box4 {
     let s = width.min(height);
     ((width - s) / 2, (height - s) / 2, s, s)

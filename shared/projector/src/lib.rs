@@ -1,4 +1,4 @@
-//! StyleGAN2-ADA's `project()` (upstream `projector.py`, as seed 000 runs it), for a batch of
+//! StyleGAN2-ADA's `project()` (upstream `projector.py`), for a batch of
 //! images at once.
 //!
 //! The maths per image is upstream's: start from `w_avg`, optimise w ([1,1,w_dim], or
@@ -24,7 +24,7 @@ use tch::{Device, Kind, Tensor};
 
 pub use perceptual::Vgg16;
 
-/// `project()`'s keyword arguments, upstream defaults (steps as seed 000: 150).
+/// `project()`'s keyword arguments, upstream defaults (but 150 steps, as the usual projection script runs it).
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub steps: usize,

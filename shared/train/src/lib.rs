@@ -1,4 +1,4 @@
-//! Data-parallel training pieces for `ddp-train` (seeds 001–004), each a faithful copy of what
+//! Data-parallel training pieces for `ddp-train`, each a faithful copy of what
 //! PyTorch does so that runs, checkpoints and numbers carry over:
 //!
 //! - [`resnet`]: torchvision's ResNet-18/34/50/101 with its state_dict keys (+ a CIFAR stem);

@@ -1,8 +1,8 @@
-//! Model parallelism (seed 004): the ResNet cut into contiguous stages of units (the stem, the
+//! Model parallelism (PyTorch's model-parallel ResNet example): the ResNet cut into contiguous stages of units (the stem, the
 //! residual blocks, the head; [`crate::resnet::Unit`]), each stage on its own device of this
 //! process, and every step's micro-batches pushed through them in GPipe order.
 //!
-//! This module decides the cut: at named units (`--split-at layer3` is seed 004's split:
+//! This module decides the cut: at named units (`--split-at layer3` is that example's split:
 //! `conv1 … layer2` on the first device, `layer3 … fc` on the second) or balanced, by the
 //! forward FLOPs of each unit at the data's image size — the contiguous split whose most
 //! expensive stage is cheapest. FLOPs rather than parameters: a ResNet's parameters sit in its

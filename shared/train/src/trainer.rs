@@ -1,4 +1,4 @@
-//! The training loop every rank runs (seeds 001–004, done as DDP does it).
+//! The training loop every rank runs, done as PyTorch DDP does it.
 //!
 //! Per epoch: the sampler's indices for this rank; per step, `--batch-size / world` images,
 //! split into `accum` interleaved micro-batches (micro-batch j takes positions j, j+accum, … of
@@ -14,8 +14,8 @@
 //! ranks' partial sums beside the model, optimiser and loss scaler, so a run resumed at any
 //! step repeats the uninterrupted one exactly on the CPU.
 //!
-//! With a [`Config::pipeline`] the model is cut into stages on several devices (seed 004's
-//! model parallelism, [`crate::pipeline`]): the step's `accum` micro-batches go forward through
+//! With a [`Config::pipeline`] the model is cut into stages on several devices (PyTorch's
+//! model-parallel example, [`crate::pipeline`]): the step's `accum` micro-batches go forward through
 //! every stage, then backward in the same order (GPipe), so the step computes what `accum`
 //! micro-batches compute on one device; each stage's gradients are averaged over the ranks in
 //! that stage's own buckets.

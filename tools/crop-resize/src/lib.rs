@@ -1,4 +1,5 @@
-//! `crop-resize`: seed 000's preprocessing as a tool, bit-exact with Pillow.
+//! `crop-resize`: a projection script's Pillow preprocessing (centre crop, Lanczos) as a tool,
+//! bit-exact with Pillow.
 
 use std::ffi::OsString;
 use std::io::Write;

@@ -1,4 +1,5 @@
-//! `ddp-train`: seeds 001–004's training loop as one Unix tool that each GPU (or CPU rank) runs
+//! `ddp-train`: PyTorch DDP's training loop (torchvision ResNets, DistributedSampler, model
+//! parallelism) as one Unix tool that each GPU (or CPU rank) runs
 //! once. The loop itself is `train::trainer`; this is the command line, the records and the
 //! error messages.
 

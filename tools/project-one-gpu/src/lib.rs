@@ -1,4 +1,4 @@
-//! `project-one-gpu`: seed 000's job — GAN inversion of every image of a shard on one GPU,
+//! `project-one-gpu`: a projection script's job — GAN inversion of every image of a shard on one GPU,
 //! `<stem>.npz` with `w` per image — with the generator and VGG loaded once, W statistics computed
 //! once, and B images optimised at a time.
 
@@ -522,7 +522,7 @@ impl Reader {
 
     fn output_for(&self, item: &InputItem) -> PathBuf {
         // Outputs are named after the original input (a crop-resize record's "input"), so that
-        // the .npz lands beside the photo as in seed 000, not beside the prepared copy.
+        // the .npz lands beside the photo as the usual projection script writes it, not beside the prepared copy.
         let source = Path::new(&item.name);
         match &self.out_dir {
             Some(dir) => paths::output_path(source, &self.base, dir, &self.cwd, "npz"),
@@ -547,7 +547,7 @@ fn skipped_record(item: &InputItem, output: &Path) -> LatentRecord {
     }
 }
 
-/// The image as seed 000 prepares it: Pillow-exact decode, centre crop, Lanczos to R×R (left as
+/// The image as a Pillow projection script prepares it: Pillow-exact decode, centre crop, Lanczos to R×R (left as
 /// is when already R×R); `.npy` inputs are crop-resize's uint8 [3,R,R]. Returns uint8 [3,R,R].
 pub fn load_target(path: &Path, r: i64, decode: &imaging::DecodeOptions) -> Result<Tensor> {
     if path

@@ -2,7 +2,7 @@
 
 use rand_mt::Mt;
 
-/// Seed 000's `subdir_list[i::n]`: unit `j` goes to shard `j % n`, in order.
+/// A projection script's `subdir_list[i::n]`: unit `j` goes to shard `j % n`, in order.
 pub fn round_robin(len: usize, n: usize) -> Vec<Vec<usize>> {
     let mut shards = vec![Vec::with_capacity(len / n + 1); n];
     for j in 0..len {
@@ -30,7 +30,7 @@ pub fn balance(weights: &[u64], n: usize) -> Vec<Vec<usize>> {
     shards
 }
 
-/// Seed 003's `DataPartitioner(data, sizes, seed)`: indices shuffled by Python's
+/// PyTorch's distributed tutorial's `DataPartitioner(data, sizes, seed)`: indices shuffled by Python's
 /// `random.Random(seed).shuffle`, then consecutive slices of `int(frac * len)`; what the fractions
 /// leave over is dropped, as there.
 pub fn partition(len: usize, sizes: &[f64], seed: u64) -> Vec<Vec<usize>> {

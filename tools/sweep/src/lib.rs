@@ -1,5 +1,5 @@
 //! `sweep`: hyper-parameter search over any command that prints JSON records, with ASHA early
-//! stopping decided as Ray Tune's `AsyncHyperBandScheduler` decides (seed 004).
+//! stopping decided as Ray Tune's `AsyncHyperBandScheduler` decides.
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
