@@ -18,6 +18,11 @@
 
 use std::sync::OnceLock;
 
+#[cfg(feature = "clap")]
+mod args;
+#[cfg(feature = "clap")]
+pub use args::{CudaGraphsArg, GpuArgs, Switch};
+
 /// Numeric precision of a tool's work on the device (`--precision`): one type for every tool,
 /// each taking the values it supports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,6 +89,12 @@ pub enum Error {
     Unavailable { asked: String, why: String },
     #[error("unknown precision `{0}`: fp32, tf32, bf16 or fp16")]
     Precision(String),
+    #[error("--precision {asked}: {tool} takes {allowed}")]
+    PrecisionOf {
+        tool: String,
+        asked: &'static str,
+        allowed: String,
+    },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -91,7 +102,9 @@ pub type Result<T> = std::result::Result<T, Error>;
 impl error_class::Classify for Error {
     fn class(&self) -> error_class::Class {
         match self {
-            Error::Parse(_) | Error::Precision(_) => error_class::Class::Usage,
+            Error::Parse(_) | Error::Precision(_) | Error::PrecisionOf { .. } => {
+                error_class::Class::Usage
+            }
             // The machine lacks what was asked for (the tools' --device has always exited 1).
             Error::Unavailable { .. } => error_class::Class::Fatal,
         }
@@ -354,7 +367,7 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
     ),
     (
         "NVIDIA_TF32_OVERRIDE",
-        "Left as given; strict fp32 (--precision fp32, --no-tf32) sets it to 0 when unset.",
+        "Left as given; strict fp32 (--precision fp32) sets it to 0 when unset.",
     ),
     (
         "LD_LIBRARY_PATH",

@@ -201,16 +201,15 @@ pub struct Cli {
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub seed: i64,
 
-    /// fp32 (strict), tf32 (cuDNN's TF32 convolutions), fp16 (autocast + loss scaling, CUDA),
-    /// bf16 (autocast, CUDA; the fastest).
-    #[arg(long, value_name = "P", default_value = "tf32")]
-    pub precision: String,
+    /// --device, and --precision: fp32, tf32, fp16 (autocast with loss scaling) or bf16
+    /// (autocast; the fastest).
+    #[command(flatten)]
+    pub gpu: device::GpuArgs,
 
-    /// Capture each training step as a CUDA graph after 3 eager warm-up steps and replay it
-    /// (several times faster for small batches: the eager loop is bound by kernel launches).
-    /// auto: on with CUDA, except with fp16 (its loss scaler decides on the host).
-    #[arg(long, value_name = "auto|on|off", default_value = "auto")]
-    pub cuda_graphs: Switch,
+    /// --cuda-graphs: several times faster for small batches (the eager loop is bound by kernel
+    /// launches).
+    #[command(flatten)]
+    pub graphs: device::CudaGraphsArg,
 
     /// Only deterministic cuDNN algorithms, no benchmarking: a CUDA run repeats exactly (slower).
     #[arg(long)]
@@ -218,17 +217,13 @@ pub struct Cli {
 
     /// channels_last (NHWC) weights and inputs, cuDNN's fast layout. auto: on with CUDA.
     #[arg(long, value_name = "auto|on|off", default_value = "auto")]
-    pub channels_last: Switch,
+    pub channels_last: device::Switch,
 
     /// PyTorch's fused SGD/AdamW kernels (`fused=True`: one pass over the weights instead of
     /// four or nine; the same step to an ulp and the same checkpointed state) instead of the
     /// single-tensor paths. auto: on with CUDA.
     #[arg(long, value_name = "auto|on|off", default_value = "auto")]
-    pub fused_optim: Switch,
-
-    /// cpu, cuda, cuda:N, or auto (cuda:LOCAL_RANK mod GPUs when CUDA is there, else cpu).
-    #[arg(long, default_value = "auto", value_name = "DEVICE")]
-    pub device: DeviceArg,
+    pub fused_optim: device::Switch,
 
     /// Rank 0 writes last.safetensors (+ last.train.safetensors) every epoch and best.safetensors
     /// when validation improves.
@@ -419,24 +414,6 @@ Accuracies are percent; losses are means over all ranks' images; validation coun
     }
 }
 
-/// An on/off option whose default depends on the device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Switch {
-    Auto,
-    On,
-    Off,
-}
-
-impl Switch {
-    fn or(self, auto: bool) -> bool {
-        match self {
-            Switch::Auto => auto,
-            Switch::On => true,
-            Switch::Off => false,
-        }
-    }
-}
-
 /// The devices of the stages (one without a pipeline), checked against the machine; usage
 /// errors for lists that cannot work.
 fn stage_devices(cli: &Cli, env: &Env) -> Result<Vec<tch::Device>> {
@@ -466,10 +443,10 @@ fn stage_devices(cli: &Cli, env: &Env) -> Result<Vec<tch::Device>> {
             )));
         }
         Some(l) => l,
-        None if stages == 1 => return Ok(vec![cli.device.resolve(env)?]),
+        None if stages == 1 => return Ok(vec![cli.gpu.device.resolve(env)?]),
         None => {
             let gpus = device::cuda_device_count();
-            let first = match cli.device {
+            let first = match cli.gpu.device {
                 DeviceArg::Cpu => None,
                 DeviceArg::Auto if gpus == 0 => None,
                 DeviceArg::Cuda(n) => Some(n),
@@ -499,7 +476,7 @@ fn stage_devices(cli: &Cli, env: &Env) -> Result<Vec<tch::Device>> {
 
 fn config(cli: &Cli, devices: &[tch::Device]) -> Result<Config> {
     let device = devices[0];
-    let precision = cli.precision.parse::<Precision>()?;
+    let precision = cli.gpu.precision;
     let stem = match cli.stem.as_str() {
         "imagenet" => Stem::ImageNet,
         "cifar" => Stem::Cifar,
@@ -575,6 +552,7 @@ fn config(cli: &Cli, devices: &[tch::Device]) -> Result<Config> {
         channels_last: cli.channels_last.or(device.is_cuda()),
         // One device's step: a pipeline runs eagerly.
         cuda_graphs: cli
+            .graphs
             .cuda_graphs
             .or(device.is_cuda() && precision != Precision::Fp16 && devices.len() == 1),
         deterministic: cli.deterministic,
@@ -797,8 +775,8 @@ fn training_flags(cli: &Cli) -> Vec<(&'static str, String)> {
         ("--no-shuffle", cli.no_shuffle.to_string()),
         ("--drop-last", cli.drop_last.to_string()),
         ("--seed", cli.seed.to_string()),
-        ("--precision", cli.precision.clone()),
-        ("--cuda-graphs", format!("{:?}", cli.cuda_graphs)),
+        ("--precision", cli.gpu.precision.name().to_string()),
+        ("--cuda-graphs", format!("{:?}", cli.graphs.cuda_graphs)),
         ("--deterministic", cli.deterministic.to_string()),
         ("--channels-last", format!("{:?}", cli.channels_last)),
         ("--fused-optim", format!("{:?}", cli.fused_optim)),
@@ -971,7 +949,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     }
     // Flag values are checked before the ranks meet or data is read, as usage errors (exit 2).
     let usage = |e: anyhow::Error| anyhow::Error::new(cli_common::UsageError(format!("{e:#}")));
-    let precision: Precision = cli.precision.parse().classified()?;
+    let precision = cli.gpu.precision;
     if precision == Precision::Fp32 {
         device::disable_tf32(); // before CUDA starts
     }

@@ -52,7 +52,7 @@ pub fn banner(
         cfg.stem,
         cfg.batch_size,
         cfg.batch_size / world.max(1),
-        cli.precision,
+        cli.gpu.precision.name(),
     )
 }
 

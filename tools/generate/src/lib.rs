@@ -8,9 +8,10 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, ValueEnum};
+use cli_common::ResultExt as _;
 use cli_common::paths::Claims;
 use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, atomic, inputs, interrupt, paths, progress};
-use device::{DeviceArg, Env};
+use device::{Env, Precision};
 use records::{ErrorRecord, ImageRecord, Summary};
 use stylegan2::{Config, Generator, Noise, SynthesisOptions};
 use tch::{Kind, Tensor};
@@ -25,6 +26,10 @@ pub use latents::{Array, InputKind, Mapper, parse_seeds, read as read_array};
 /// every layer; project-one-gpu's `<stem>.npz`) or ws [N,num_ws,w_dim], named by arguments,
 /// stdin lines or previous records ("output"). PNGs use upstream's mapping
 /// (img*127.5+128).clamp(0,255) to uint8; `--raw` also saves the float32 NCHW images before it.
+///
+/// --precision tf32 (the default, as upstream on a GPU) runs the network's fp16 blocks in fp16 and
+/// lets convolutions use TF32; fp32 runs everything in strict fp32 (CUDA images then differ from a
+/// CPU run by ~1e-5 instead of ~1e-3). On the CPU everything is fp32.
 #[derive(Debug, Parser)]
 #[command(name = "generate", version, max_term_width = 100)]
 pub struct Cli {
@@ -85,9 +90,8 @@ pub struct Cli {
     #[arg(long, value_name = "OUT.npy")]
     pub raw: Option<PathBuf>,
 
-    /// cpu, cuda, cuda:N, or auto (cuda:LOCAL_RANK mod GPUs when CUDA is there, else cpu).
-    #[arg(long, default_value = "auto", value_name = "DEVICE")]
-    pub device: DeviceArg,
+    #[command(flatten)]
+    pub gpu: device::GpuArgs,
 
     #[command(flatten)]
     pub cpu: cli_common::threads::ThreadArgs,
@@ -96,13 +100,14 @@ pub struct Cli {
     #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(i64).range(1..))]
     pub batch_size: i64,
 
-    /// Run the network's fp16 blocks (num_fp16_res) in fp32 too. On the CPU everything is fp32.
-    #[arg(long)]
+    /// Old spelling (kept for one release): the network's fp16 blocks in fp32 (half of
+    /// --precision fp32).
+    #[arg(long, hide = true)]
     pub fp32: bool,
 
-    /// Strict fp32 on CUDA: no TF32 in convolutions (libtorch's default, as PyTorch's, allows it;
-    /// images then differ from a CPU run by ~1e-3 instead of ~1e-5).
-    #[arg(long)]
+    /// Old spelling (kept for one release): no TF32 in convolutions (the other half of
+    /// --precision fp32).
+    #[arg(long, hide = true)]
     pub no_tf32: bool,
 
     /// Re-render PNGs that exist (otherwise they are skipped, unless --raw needs the pixels).
@@ -180,10 +185,15 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let started = Instant::now();
     let threads = cli.cpu.share();
     device::set_cpu_threads(threads.threads);
-    if cli.no_tf32 {
+    let strict = cli
+        .gpu
+        .precision_among("generate", &[Precision::Fp32, Precision::Tf32])
+        .classified()?
+        == Precision::Fp32;
+    if strict || cli.no_tf32 {
         device::disable_tf32();
     }
-    let device = cli.device.resolve(&Env::from_process(None))?;
+    let device = cli.gpu.device.resolve(&Env::from_process(None))?;
     let config = cli
         .config
         .as_deref()
@@ -420,7 +430,7 @@ impl Renderer<'_> {
                     NoiseMode::Random => Noise::Random,
                 },
                 fused_modconv: None,
-                force_fp32: self.cli.fp32,
+                force_fp32: self.cli.fp32 || self.cli.gpu.precision == Precision::Fp32,
                 ..Default::default()
             };
             let img = self

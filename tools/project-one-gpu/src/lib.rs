@@ -11,10 +11,10 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
-use clap::builder::{PossibleValuesParser, TypedValueParser as _};
+use cli_common::ResultExt as _;
 use cli_common::paths::{Claim, Claims};
 use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, atomic, inputs, interrupt, paths, progress};
-use device::{DeviceArg, Env, Precision};
+use device::{Env, Precision};
 use perceptual::Vgg16;
 use pictures::{Picture, Video};
 use projector::{Projection, Projector, Settings, WStats};
@@ -30,6 +30,13 @@ use tch::{Kind, Tensor};
 /// steps with upstream's schedule, noise regularisation and LPIPS (VGG16) distance. The result is
 /// `<stem>.npz` with `w` float32 [1,1,w_dim] ([1,num_ws,w_dim] with --w-plus) beside the image, or
 /// under --out-dir mirroring the input paths. Existing outputs are skipped.
+///
+/// --precision tf32 (the default: PyTorch's, so upstream's) computes in fp32 with TF32
+/// convolutions on CUDA and the network's fp16 blocks; fp32 is strict fp32 everywhere; bf16 is
+/// tf32 with the VGG16 in bfloat16. --cuda-graphs auto is off here (experimental: the same
+/// results, +12-19 % images/s on an H100, more GPU memory than eager; native VGG weights only).
+/// --device auto takes cuda:(LOCAL_RANK, else GNU parallel's job slot - 1, else the shard index of
+/// a shard-record argument) mod the visible GPUs.
 #[derive(Debug, Parser)]
 #[command(name = "project-one-gpu", version, max_term_width = 100)]
 pub struct Cli {
@@ -77,23 +84,14 @@ pub struct Cli {
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub seed: u32,
 
-    /// Numerics: tf32 = fp32 with TF32 convolutions on CUDA (PyTorch's default, so upstream's)
-    /// and the network's fp16 blocks; fp32 = strict fp32 everywhere; bf16 = tf32 with the VGG16
-    /// in bfloat16.
-    #[arg(
-        long,
-        default_value = "tf32",
-        value_parser = PossibleValuesParser::new(["tf32", "fp32", "bf16"])
-            .map(|p| p.parse::<Precision>().expect("a listed precision"))
-    )]
-    pub precision: Precision,
+    #[command(flatten)]
+    pub gpu: device::GpuArgs,
 
-    /// On CUDA, capture each batch's step as a CUDA graph after 3 eager steps and replay it for
-    /// the rest: same results, +12-19 % images/s on an H100 (more at small batches, where the
-    /// host's per-op cost weighs most). Experimental: more GPU memory than eager, how much is
-    /// still to be measured; a batch whose capture fails runs eagerly, with a warning. Native
-    /// VGG weights only (a TorchScript vgg16.pt runs eagerly).
-    #[arg(long)]
+    #[command(flatten)]
+    pub graphs: device::CudaGraphsArg,
+
+    /// The old spelling of --cuda-graphs on (kept for one release).
+    #[arg(long, hide = true)]
     pub cuda_graph: bool,
 
     /// Fix what the projector otherwise picks by timing each way once per shape on CUDA (the
@@ -142,11 +140,6 @@ pub struct Cli {
     /// Also save w after every step in the .npz, as `w_steps` [steps,k,w_dim].
     #[arg(long)]
     pub save_trajectory: bool,
-
-    /// cpu, cuda, cuda:N, or auto: cuda:(LOCAL_RANK, else GNU parallel's job slot - 1, else the
-    /// shard index of a shard-record argument) mod visible GPUs; cpu without CUDA.
-    #[arg(long, default_value = "auto", value_name = "DEVICE")]
-    pub device: DeviceArg,
 
     #[command(flatten)]
     pub cpu: cli_common::threads::ThreadArgs,
@@ -240,17 +233,26 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         );
     }
     let video = cli.video.map(pictures::VideoFormat::resolve).transpose()?;
+    let precision = cli
+        .gpu
+        .precision_among(
+            "project-one-gpu",
+            &[Precision::Fp32, Precision::Tf32, Precision::Bf16],
+        )
+        .classified()?;
+    // Off unless asked for (experimental here); `--cuda-graph` is the old spelling of on.
+    let cuda_graph = cli.graphs.cuda_graphs.or(false) || cli.cuda_graph;
     let threads = cli.cpu.share();
     device::set_cpu_threads(threads.threads);
     stylegan2::tune::set_kernel_choices(cli.kernel_choices);
-    if cli.precision == Precision::Fp32 {
+    if precision == Precision::Fp32 {
         device::disable_tf32();
     }
     let slot = std::env::var("PARALLEL_JOBSLOT")
         .ok()
         .and_then(|s| s.trim().parse::<usize>().ok())
         .map(|s| s.saturating_sub(1));
-    let device = cli.device.resolve(&Env::from_process(
+    let device = cli.gpu.device.resolve(&Env::from_process(
         slot.or_else(|| shard_index(&cli.inputs)),
     ))?;
     if device.is_cuda() {
@@ -277,14 +279,14 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     }
     let mut vgg =
         Vgg16::load(&cli.vgg, device).with_context(|| format!("loading {}", cli.vgg.display()))?;
-    if cli.precision == Precision::Bf16 {
+    if precision == Precision::Bf16 {
         vgg.to_kind(Kind::BFloat16);
     }
     // Warnings through the tool's logger: "project-one-gpu: warning: ...", silenced by -q.
-    if cli.cuda_graph && !device.is_cuda() {
-        log::warn!("--cuda-graph ignored on {device:?} (CUDA only)");
-    } else if cli.cuda_graph && !matches!(vgg, Vgg16::Native(_)) {
-        log::warn!("--cuda-graph ignored with a TorchScript VGG (native weights only)");
+    if cuda_graph && !device.is_cuda() {
+        log::warn!("--cuda-graphs ignored on {device:?} (CUDA only)");
+    } else if cuda_graph && !matches!(vgg, Vgg16::Native(_)) {
+        log::warn!("--cuda-graphs ignored with a TorchScript VGG (native weights only)");
     }
     let stats = WStats::compute(&g, cli.w_avg_samples);
     let settings = Settings {
@@ -293,8 +295,8 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         seed: cli.seed,
         // Upstream's video renders each step's w.
         trajectory: cli.save_trajectory || video.is_some(),
-        force_fp32: cli.precision == Precision::Fp32,
-        cuda_graph: cli.cuda_graph,
+        force_fp32: precision == Precision::Fp32,
+        cuda_graph,
         ..Default::default()
     };
     let projector = Projector {

@@ -233,14 +233,14 @@ fn a_missing_vgg_file_is_fatal_with_its_name() {
     assert_eq!(o.status.code(), Some(1));
 }
 
-/// `--cuda-graph` on the CPU: a warning on stderr (none under -q, which it ignored before) and an
-/// eager run.
+/// `--cuda-graphs on` on the CPU (and its old spelling `--cuda-graph`): a warning on stderr
+/// (none under -q, which it ignored before) and an eager run.
 #[test]
-fn cuda_graph_on_the_cpu_is_a_warning_and_an_eager_run() {
+fn cuda_graphs_on_the_cpu_is_a_warning_and_an_eager_run() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     setup(d);
-    let run = |quiet: bool, out: &str| {
+    let run = |quiet: bool, out: &str, flag: &[&str]| {
         let mut c = Command::new(env!("CARGO_BIN_EXE_project-one-gpu"));
         if quiet {
             c.arg("-q");
@@ -248,7 +248,8 @@ fn cuda_graph_on_the_cpu_is_a_warning_and_an_eager_run() {
         let o = c
             .current_dir(d)
             .args(["--device", "cpu", "--vgg", "vgg.safetensors"])
-            .args(["--w-avg-samples", "500", "--steps", "2", "--cuda-graph"])
+            .args(["--w-avg-samples", "500", "--steps", "2"])
+            .args(flag)
             .args(["-o", out, "imgs/seed0001.png", "--network"])
             .arg(network())
             .output()
@@ -258,13 +259,29 @@ fn cuda_graph_on_the_cpu_is_a_warning_and_an_eager_run() {
         assert_eq!(testkit::records(&o.stdout)[0]["type"], "latent");
         stderr
     };
-    let loud = run(false, "out");
-    assert!(
-        loud.contains("project-one-gpu: warning: --cuda-graph ignored on Cpu"),
-        "{loud}"
-    );
-    let quiet = run(true, "out-q");
+    for (flag, out) in [
+        (&["--cuda-graphs", "on"][..], "a"),
+        (&["--cuda-graph"], "b"),
+    ] {
+        let loud = run(false, out, flag);
+        assert!(
+            loud.contains("project-one-gpu: warning: --cuda-graphs ignored on Cpu"),
+            "{flag:?}: {loud}"
+        );
+    }
+    let quiet = run(true, "out-q", &["--cuda-graphs", "on"]);
     assert!(!quiet.contains("warning"), "-q prints errors only: {quiet}");
+    // auto is off here: no warning.
+    assert!(!run(false, "c", &[]).contains("warning"));
+    // A precision this tool does not have is a usage error naming those it has.
+    let o = exec(d, &["--precision", "fp16", "imgs/seed0001.png"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr)
+            .contains("--precision fp16: project-one-gpu takes fp32, tf32, bf16"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 #[test]
