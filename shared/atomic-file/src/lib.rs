@@ -259,6 +259,7 @@ mod tests {
         let old = unsafe { libc::umask(0o027) };
         let target = dir.path().join("out.txt");
         let r = write_atomic(&target, |w| w.write_all(b"x"));
+        // SAFETY: puts the process's mask back.
         unsafe { libc::umask(old) };
         r.unwrap();
         assert_eq!(

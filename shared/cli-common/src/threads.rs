@@ -158,7 +158,7 @@ mod tests {
 
     #[test]
     fn counts_take_the_leading_digits_and_refuse_zero() {
-        // SAFETY (edition 2024 marks these unsafe): the variables are this test's own.
+        // SAFETY: (edition 2024 marks these unsafe) the variables are this test's own.
         unsafe {
             std::env::set_var("SHARDKIT_TEST_COUNT_A", "2(x3)");
             std::env::set_var("SHARDKIT_TEST_COUNT_B", "0");

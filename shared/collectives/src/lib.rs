@@ -257,6 +257,8 @@ impl Communicator {
         if self.use_nccl(t.device())? {
             let count = contiguous_numel(t, "all_reduce")?;
             let p = t.data_ptr();
+            // SAFETY: device pointers of contiguous tensors of `count` elements of `dtype` (checked
+            // above), alive while NCCL works on them: it queues on libtorch's current stream.
             return self.with_nccl(t.device(), |c| unsafe {
                 c.all_reduce(p, p, count, dtype, op)
             });
@@ -277,6 +279,8 @@ impl Communicator {
             let count = contiguous_numel(input, "all_reduce")?;
             contiguous_numel(output, "all_reduce")?;
             let (s, r) = (input.data_ptr(), output.data_ptr());
+            // SAFETY: device pointers of contiguous tensors of `count` elements of `dtype` (checked
+            // above), alive while NCCL works on them: it queues on libtorch's current stream.
             return self.with_nccl(input.device(), |c| unsafe {
                 c.all_reduce(s, r, count, dtype, op)
             });
@@ -293,6 +297,8 @@ impl Communicator {
             let src = unsafe {
                 std::slice::from_raw_parts(input.data_ptr() as *const u8, byte_len(input))
             };
+            // SAFETY: `output` is a contiguous CPU tensor borrowed mutably (no other view of it
+            // is read here).
             unsafe { tensor_bytes(output) }.copy_from_slice(src);
         } else {
             output.copy_(input);
@@ -307,6 +313,8 @@ impl Communicator {
         if self.use_nccl(t.device())? {
             let count = contiguous_numel(t, "broadcast")?;
             let p = t.data_ptr();
+            // SAFETY: device pointers of contiguous tensors of `count` elements of `dtype` (checked
+            // above), alive while NCCL works on them: it queues on libtorch's current stream.
             return self.with_nccl(t.device(), |c| unsafe {
                 c.broadcast(p, p, count, dtype, root)
             });
@@ -324,6 +332,8 @@ impl Communicator {
             let count = contiguous_numel(input, "all_gather")?;
             contiguous_numel(output, "all_gather")?;
             let (s, r) = (input.data_ptr(), output.data_ptr());
+            // SAFETY: device pointers of contiguous tensors of `count` elements of `dtype` (checked
+            // above), alive while NCCL works on them: it queues on libtorch's current stream.
             return self.with_nccl(input.device(), |c| unsafe {
                 c.all_gather(s, r, count, dtype)
             });
@@ -362,6 +372,8 @@ impl Communicator {
             contiguous_numel(input, "reduce_scatter")?;
             let count = contiguous_numel(output, "reduce_scatter")?;
             let (s, r) = (input.data_ptr(), output.data_ptr());
+            // SAFETY: device pointers of contiguous tensors of `count` elements of `dtype` (checked
+            // above), alive while NCCL works on them: it queues on libtorch's current stream.
             return self.with_nccl(input.device(), |c| unsafe {
                 c.reduce_scatter(s, r, count, dtype, op)
             });

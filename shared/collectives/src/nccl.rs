@@ -119,8 +119,8 @@ impl Nccl {
             .to_string_lossy()
             .into_owned();
         let last = comm
-            // SAFETY: a live communicator (or null, which NCCL accepts).
             .map(|c| {
+                // SAFETY: a live communicator; NCCL returns a string it owns.
                 unsafe { CStr::from_ptr((self.fns.get_last_error)(c)) }
                     .to_string_lossy()
                     .into_owned()
@@ -137,11 +137,8 @@ impl Nccl {
     pub fn unique_id(&self) -> Result<[u8; UNIQUE_ID_BYTES]> {
         let mut id = UniqueId([0; UNIQUE_ID_BYTES]);
         // SAFETY: a valid out-pointer of the right size.
-        self.check(
-            "ncclGetUniqueId",
-            unsafe { (self.fns.get_unique_id)(&mut id) },
-            None,
-        )?;
+        let code = unsafe { (self.fns.get_unique_id)(&mut id) };
+        self.check("ncclGetUniqueId", code, None)?;
         Ok(id.0)
     }
 }

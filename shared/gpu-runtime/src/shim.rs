@@ -267,6 +267,7 @@ pub fn autocast<T>(dtype: AutocastDtype, f: impl FnOnce() -> T) -> Result<T> {
     }
     // SAFETY: plain calls into libtorch's thread-local autocast state.
     let was = unsafe { ffi::shk_autocast_enabled() };
+    // SAFETY: as above; the Exit guard below pairs it with its exit.
     check(unsafe { ffi::shk_autocast_enter(if dtype == AutocastDtype::Bf16 { 1 } else { 0 }) })?;
     let _exit = Exit(was);
     Ok(f())
@@ -346,8 +347,8 @@ pub struct CudaGraph {
 
 impl CudaGraph {
     pub fn new() -> CudaGraph {
-        // SAFETY: allocation only; freed in Drop.
         CudaGraph {
+            // SAFETY: allocation only; freed in Drop.
             raw: unsafe { ffi::shk_graph_new() },
             captured: false,
         }
@@ -458,6 +459,7 @@ unsafe extern "C" fn reduce_cb(
     // SAFETY: the shim hands over a fresh tensor handle (ours to free) and the state made in
     // all_reduce_sum_autograd, alive until drop_cb.
     let t = unsafe { Tensor::from_ptr(t) };
+    // SAFETY: as above: the state lives until drop_cb.
     let reducer = unsafe { &*(state as *const SharedReducer) };
     let err = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| reducer.sum_(&t))) {
         Ok(Ok(())) => return 0,

@@ -482,6 +482,7 @@ impl ImageFiles {
         let pixels = unsafe {
             std::slice::from_raw_parts_mut(x.data_ptr() as *mut f32, indices.len() * per)
         };
+        // SAFETY: as above, for `y`.
         let label_out =
             unsafe { std::slice::from_raw_parts_mut(y.data_ptr() as *mut i64, indices.len()) };
         let labels: Vec<Result<i64>> = self.pool.install(|| {

@@ -58,11 +58,11 @@ pub fn spawn(
         cmd.env(k, v);
     }
     let mask = cpus.map(cpu_set);
-    // SAFETY: prctl, getppid, sched_setaffinity and _exit are async-signal-safe; the closure
-    // only reads a copied pid and mask. A trial whose sweep dies (kill -9) gets SIGTERM instead
-    // of running on unattended. If the sweep died before the prctl, getppid no longer names
-    // it: exit at once.
+    // A trial whose sweep dies (kill -9) gets SIGTERM instead of running on unattended. If the
+    // sweep died before the prctl, getppid no longer names it: exit at once.
     let parent = std::process::id() as libc::pid_t;
+    // SAFETY: prctl, getppid, sched_setaffinity and _exit are async-signal-safe; the closure
+    // only reads a copied pid and mask.
     unsafe {
         cmd.pre_exec(move || {
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
