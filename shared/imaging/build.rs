@@ -23,6 +23,7 @@ fn main() {
         .file("src/jpeg.c")
         .warnings(true)
         .extra_warnings(true)
+        .warnings_into_errors(true)
         .compile("shardkit_jpeg");
 
     let pkg = |what: &str| {
@@ -44,6 +45,7 @@ fn main() {
     tiff.file("src/tiff.c")
         .warnings(true)
         .extra_warnings(true)
+        .warnings_into_errors(true)
         .compile("shardkit_tiff");
     // WebP through Debian's libwebp (libwebp-dev, which libtiff-dev brings), as Pillow decodes
     // it; linked statically below with libtiff's codecs.
@@ -54,6 +56,7 @@ fn main() {
     webp.file("src/webp.c")
         .warnings(true)
         .extra_warnings(true)
+        .warnings_into_errors(true)
         .compile("shardkit_webp");
     println!("cargo:rustc-link-search=native={libdir}");
     // Debian's libtiff 4.5 codecs (pkg-config --static libtiff-4), libjpeg left to turbojpeg-sys.

@@ -147,7 +147,8 @@ int shardkit_tiff_read_rgba(struct sk_tiff *t, uint32_t width, uint32_t height, 
     ret = TIFFGetFieldDefaulted(tif, TIFFTAG_ROWSPERSTRIP, &rows_per_block);
   if (ret != 1 || rows_per_block == (uint32_t)-1 || rows_per_block == 0) rows_per_block = height;
   if (!(TIFFRGBAImageOK(tif, emsg) && TIFFRGBAImageBegin(&img, tif, 0, emsg))) {
-    if (t->message[0] == 0) snprintf(t->message, sizeof t->message, "%s", emsg);
+    if (t->message[0] == 0)
+      snprintf(t->message, sizeof t->message, "%.*s", (int)sizeof t->message - 1, emsg);
     return -1;
   }
   img.req_orientation = ORIENTATION_TOPLEFT;

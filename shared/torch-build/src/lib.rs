@@ -63,16 +63,23 @@ pub fn compile_cxx(name: &str, files: &[&str], includes: &[PathBuf]) {
     for f in files {
         println!("cargo:rerun-if-changed={f}");
     }
-    cc::Build::new()
+    let mut build = cc::Build::new();
+    build
         .cpp(true)
         .files(files)
         .includes(includes)
-        .includes(&wheel)
         .flag("-std=c++17")
         .flag("-D_GLIBCXX_USE_CXX11_ABI=1")
         .flag("-DGLOG_USE_GLOG_EXPORT")
-        .warnings(false)
-        .compile(name);
+        // Our C++ is held to -Wall -Wextra -Werror; libtorch's headers are system headers
+        // (-isystem), whose warnings are theirs.
+        .warnings(true)
+        .extra_warnings(true)
+        .warnings_into_errors(true);
+    for dir in &wheel {
+        build.flag("-isystem").flag(dir.display().to_string());
+    }
+    build.compile(name);
     println!("cargo:rustc-link-search=native={}", lib.display());
     for l in ["torch_cuda", "c10_cuda", "torch_cpu", "c10"] {
         println!("cargo:rustc-link-lib=dylib={l}");
