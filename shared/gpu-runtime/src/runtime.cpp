@@ -18,6 +18,8 @@
 #include <shardkit/runtime.h>
 
 #include <cuda.h>
+
+#include <algorithm>
 #include <nvrtc.h>
 #include <dlfcn.h>
 
@@ -193,8 +195,17 @@ void cu_check(CUresult r, const char *what) {
 
 namespace shardkit {
 
-KernelModule::KernelModule(std::string name, std::string source, std::vector<std::string> functions)
-    : name_(std::move(name)), source_(std::move(source)), functions_(std::move(functions)) {}
+KernelModule::KernelModule(std::string name, std::string source, std::vector<std::string> functions,
+                           std::vector<std::string> defines)
+    : name_(std::move(name)), source_(std::move(source)), functions_(std::move(functions)) {
+  for (auto &d : defines) defines_.push_back("-D" + d);
+}
+
+size_t KernelModule::function_index(const std::string &name) const {
+  auto it = std::find(functions_.begin(), functions_.end(), name);
+  if (it == functions_.end()) throw std::runtime_error(name_ + " has no kernel " + name);
+  return static_cast<size_t>(it - functions_.begin());
+}
 
 std::string KernelModule::compile(int major, int minor) const {
   const Nvrtc &api = nvrtc_api();
@@ -202,8 +213,9 @@ std::string KernelModule::compile(int major, int minor) const {
   nvrtcProgram prog;
   if (api.createProgram(&prog, source_.c_str(), name_.c_str(), 0, nullptr, nullptr) != NVRTC_SUCCESS)
     throw std::runtime_error("nvrtcCreateProgram failed");
-  const char *opts[] = {arch.c_str(), "--std=c++17", "-default-device"};
-  nvrtcResult rc = api.compileProgram(prog, 3, opts);
+  std::vector<const char *> opts = {arch.c_str(), "--std=c++17", "-default-device"};
+  for (auto &d : defines_) opts.push_back(d.c_str());
+  nvrtcResult rc = api.compileProgram(prog, static_cast<int>(opts.size()), opts.data());
   size_t log_size = 0;
   api.getProgramLogSize(prog, &log_size);
   std::string log(log_size, '\0');
@@ -259,6 +271,10 @@ void LoadedModule::launch(size_t index, Grid grid, unsigned block, unsigned shar
                                 reinterpret_cast<CUstream>(stream), args, nullptr);
   // The message is built only for a failure: launches sit on the hot path.
   if (r != CUDA_SUCCESS) cu_check(r, ("launching " + module->function_name(index) + " of " + module->name()).c_str());
+}
+
+void LoadedModule::launch(const std::string &name, Grid grid, unsigned block, unsigned shared_bytes, void **args) const {
+  launch(module->function_index(name), grid, block, shared_bytes, args);
 }
 
 }  // namespace shardkit

@@ -36,7 +36,7 @@ enum { SK_JPEG_OK = 0, SK_JPEG_ERROR = 1, SK_JPEG_TRUNCATED = 2, SK_JPEG_REJECTE
  * pixel, libjpeg-turbo's block smoothing two blocks; one more for good measure. */
 enum { SK_JPEG_MARGIN = 3 };
 
-struct sk_error {
+struct shk_error {
   struct jpeg_error_mgr pub;
   jmp_buf jump;
   /* Set by the source when data runs out where suspending is not allowed (jpeg_skip_scanlines
@@ -44,29 +44,29 @@ struct sk_error {
   int truncated;
 };
 
-static void sk_error_exit(j_common_ptr cinfo) {
-  longjmp(((struct sk_error *)cinfo->err)->jump, 1);
+static void shk_error_exit(j_common_ptr cinfo) {
+  longjmp(((struct shk_error *)cinfo->err)->jump, 1);
 }
 
-static void sk_output_message(j_common_ptr cinfo) { (void)cinfo; }
+static void shk_output_message(j_common_ptr cinfo) { (void)cinfo; }
 
-static void sk_init_source(j_decompress_ptr cinfo) { (void)cinfo; }
+static void shk_init_source(j_decompress_ptr cinfo) { (void)cinfo; }
 
 /* No more data will come: suspend, as Pillow's decoder does at the end of what it was given. */
-static boolean sk_fill_input_buffer(j_decompress_ptr cinfo) {
+static boolean shk_fill_input_buffer(j_decompress_ptr cinfo) {
   (void)cinfo;
   return FALSE;
 }
 
 /* The same for a windowed decode, where suspending is not allowed: the decode stops there, as
  * truncated (what a suspension at the same point means in a full decode). */
-static boolean sk_fill_input_buffer_or_stop(j_decompress_ptr cinfo) {
-  struct sk_error *err = (struct sk_error *)cinfo->err;
+static boolean shk_fill_input_buffer_or_stop(j_decompress_ptr cinfo) {
+  struct shk_error *err = (struct shk_error *)cinfo->err;
   err->truncated = 1;
   longjmp(err->jump, 1);
 }
 
-static void sk_skip_input_data(j_decompress_ptr cinfo, long num_bytes) {
+static void shk_skip_input_data(j_decompress_ptr cinfo, long num_bytes) {
   struct jpeg_source_mgr *src = cinfo->src;
   if (num_bytes <= 0) return;
   if ((size_t)num_bytes > src->bytes_in_buffer) {
@@ -79,7 +79,7 @@ static void sk_skip_input_data(j_decompress_ptr cinfo, long num_bytes) {
   }
 }
 
-static void sk_term_source(j_decompress_ptr cinfo) { (void)cinfo; }
+static void shk_term_source(j_decompress_ptr cinfo) { (void)cinfo; }
 
 /*
  * `out_buffer(ctx, width, height, components, window)` returns where to write the window's rows
@@ -87,11 +87,11 @@ static void sk_term_source(j_decompress_ptr cinfo) { (void)cinfo; }
  * SK_JPEG_REJECTED). `window` (left, top, width, height) is the whole image on entry; the
  * callback may narrow it, if `may_window`. `message` receives libjpeg's text for SK_JPEG_ERROR.
  */
-int shardkit_jpeg_decode(const unsigned char *data, size_t size, int may_window,
+int shk_jpeg_decode(const unsigned char *data, size_t size, int may_window,
                          unsigned char *(*out_buffer)(void *, unsigned, unsigned, int, unsigned *),
                          void *ctx, char *message, size_t message_size) {
   struct jpeg_decompress_struct cinfo;
-  struct sk_error err;
+  struct shk_error err;
   struct jpeg_source_mgr src;
   /* volatile: read after a longjmp. */
   volatile int status = SK_JPEG_OK;
@@ -99,8 +99,8 @@ int shardkit_jpeg_decode(const unsigned char *data, size_t size, int may_window,
 
   memset(&cinfo, 0, sizeof cinfo);
   cinfo.err = jpeg_std_error(&err.pub);
-  err.pub.error_exit = sk_error_exit;
-  err.pub.output_message = sk_output_message;
+  err.pub.error_exit = shk_error_exit;
+  err.pub.output_message = shk_output_message;
   err.truncated = 0;
   if (setjmp(err.jump)) {
     free(row);
@@ -115,11 +115,11 @@ int shardkit_jpeg_decode(const unsigned char *data, size_t size, int may_window,
     return SK_JPEG_ERROR;
   }
   jpeg_create_decompress(&cinfo);
-  src.init_source = sk_init_source;
-  src.fill_input_buffer = sk_fill_input_buffer;
-  src.skip_input_data = sk_skip_input_data;
+  src.init_source = shk_init_source;
+  src.fill_input_buffer = shk_fill_input_buffer;
+  src.skip_input_data = shk_skip_input_data;
   src.resync_to_restart = jpeg_resync_to_restart;
-  src.term_source = sk_term_source;
+  src.term_source = shk_term_source;
   src.next_input_byte = data;
   src.bytes_in_buffer = size;
   cinfo.src = &src;
@@ -169,7 +169,7 @@ int shardkit_jpeg_decode(const unsigned char *data, size_t size, int may_window,
       }
     }
   } else {
-    cinfo.src->fill_input_buffer = sk_fill_input_buffer_or_stop;
+    cinfo.src->fill_input_buffer = shk_fill_input_buffer_or_stop;
     unsigned imcu_w = (unsigned)cinfo.max_h_samp_factor * DCTSIZE;
     unsigned imcu_h = (unsigned)cinfo.max_v_samp_factor * DCTSIZE;
     unsigned margin_w = SK_JPEG_MARGIN * imcu_w, margin_h = SK_JPEG_MARGIN * imcu_h;
@@ -200,7 +200,7 @@ int shardkit_jpeg_decode(const unsigned char *data, size_t size, int may_window,
     }
     /* The rest is read, not decoded: a file truncated below the window is refused as before. */
     jpeg_skip_scanlines(&cinfo, height - cinfo.output_scanline);
-    cinfo.src->fill_input_buffer = sk_fill_input_buffer;
+    cinfo.src->fill_input_buffer = shk_fill_input_buffer;
   }
   /* A suspension here (no EOI) is fine once every line is out, as in Pillow. */
   (void)jpeg_finish_decompress(&cinfo);

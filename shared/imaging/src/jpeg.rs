@@ -7,7 +7,7 @@ use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
 use crate::{Box4, Error, Result};
 
 unsafe extern "C" {
-    fn shardkit_jpeg_decode(
+    fn shk_jpeg_decode(
         data: *const u8,
         size: usize,
         may_window: c_int,
@@ -270,7 +270,7 @@ pub(crate) fn decode(
     // returns a buffer of exactly window width * height * comps bytes, which jpeg.c fills row by
     // row.
     let status = unsafe {
-        shardkit_jpeg_decode(
+        shk_jpeg_decode(
             bytes.as_ptr(),
             bytes.len(),
             !frame.lossless as c_int,

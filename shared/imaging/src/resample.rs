@@ -268,7 +268,12 @@ impl Resize {
                     (top, top + out_h)
                 }
             };
-            let left = (ox as i64 + offset.0) as usize * 3;
+            // Where the rows are copied from when nothing is resampled across (with horizontal
+            // coefficients the offset can be negative, and is not used).
+            let left = match horiz {
+                None => (ox as i64 + offset.0) as usize * 3,
+                Some(_) => 0,
+            };
             let mid = horizontal_pass(src, stride, rows, horiz.as_ref(), left, row_len);
             return match vert {
                 Some(c) => vertical_pass(&mid, row_len, rows.0, &c, row_len),

@@ -21,15 +21,15 @@
 
 #include <tiffio.h>
 
-struct sk_tiff {
+struct shk_tiff {
   TIFF *tif;
   const unsigned char *data;
   toff_t size, loc;
   char message[256];
 };
 
-static tmsize_t sk_read(thandle_t h, void *buf, tmsize_t n) {
-  struct sk_tiff *t = (struct sk_tiff *)h;
+static tmsize_t shk_read(thandle_t h, void *buf, tmsize_t n) {
+  struct shk_tiff *t = (struct shk_tiff *)h;
   tmsize_t left;
   if (t->loc >= t->size) return 0;
   left = (tmsize_t)(t->size - t->loc);
@@ -39,13 +39,13 @@ static tmsize_t sk_read(thandle_t h, void *buf, tmsize_t n) {
   return n;
 }
 
-static tmsize_t sk_write(thandle_t h, void *buf, tmsize_t n) {
+static tmsize_t shk_write(thandle_t h, void *buf, tmsize_t n) {
   (void)h, (void)buf, (void)n;
   return 0;
 }
 
-static toff_t sk_seek(thandle_t h, toff_t off, int whence) {
-  struct sk_tiff *t = (struct sk_tiff *)h;
+static toff_t shk_seek(thandle_t h, toff_t off, int whence) {
+  struct shk_tiff *t = (struct shk_tiff *)h;
   switch (whence) {
     case SEEK_SET: t->loc = off; break;
     case SEEK_CUR: t->loc += off; break;
@@ -54,55 +54,55 @@ static toff_t sk_seek(thandle_t h, toff_t off, int whence) {
   return t->loc;
 }
 
-static int sk_close(thandle_t h) {
+static int shk_close(thandle_t h) {
   (void)h;
   return 0;
 }
 
-static toff_t sk_size(thandle_t h) { return ((struct sk_tiff *)h)->size; }
+static toff_t shk_size(thandle_t h) { return ((struct shk_tiff *)h)->size; }
 
-static int sk_map(thandle_t h, void **base, toff_t *size) {
-  struct sk_tiff *t = (struct sk_tiff *)h;
+static int shk_map(thandle_t h, void **base, toff_t *size) {
+  struct shk_tiff *t = (struct shk_tiff *)h;
   *base = (void *)t->data;
   *size = t->size;
   return 1;
 }
 
-static void sk_unmap(thandle_t h, void *base, toff_t size) { (void)h, (void)base, (void)size; }
+static void shk_unmap(thandle_t h, void *base, toff_t size) { (void)h, (void)base, (void)size; }
 
 /* The first error is the one worth reporting: later ones are usually its consequences. */
-static int sk_on_error(TIFF *tif, void *user, const char *module, const char *fmt, va_list ap) {
-  struct sk_tiff *t = (struct sk_tiff *)user;
+static int shk_on_error(TIFF *tif, void *user, const char *module, const char *fmt, va_list ap) {
+  struct shk_tiff *t = (struct shk_tiff *)user;
   (void)tif, (void)module;
   if (t->message[0] == 0) vsnprintf(t->message, sizeof t->message, fmt, ap);
   return 1;
 }
 
-static int sk_on_warning(TIFF *tif, void *user, const char *module, const char *fmt, va_list ap) {
+static int shk_on_warning(TIFF *tif, void *user, const char *module, const char *fmt, va_list ap) {
   (void)tif, (void)user, (void)module, (void)fmt, (void)ap;
   return 1;
 }
 
-const char *shardkit_tiff_message(const struct sk_tiff *t) { return t->message; }
+const char *shk_tiff_message(const struct shk_tiff *t) { return t->message; }
 
-void shardkit_tiff_close(struct sk_tiff *t) {
+void shk_tiff_close(struct shk_tiff *t) {
   if (!t) return;
   if (t->tif) TIFFClose(t->tif);
   free(t);
 }
 
-static int sk_broken(struct sk_tiff *t, const char *why) {
+static int shk_broken(struct shk_tiff *t, const char *why) {
   if (t->message[0] == 0) snprintf(t->message, sizeof t->message, "%s", why);
   return -1;
 }
 
 /* ImagingLibTiffDecode's first check: libtiff must read the size the caller's tags gave. */
-static int sk_same_size(struct sk_tiff *t, uint32_t width, uint32_t height) {
+static int shk_same_size(struct shk_tiff *t, uint32_t width, uint32_t height) {
   uint32_t w = 0, h = 0;
   if (!t->tif) return -1;
   TIFFGetField(t->tif, TIFFTAG_IMAGEWIDTH, &w);
   TIFFGetField(t->tif, TIFFTAG_IMAGELENGTH, &h);
-  if (w != width || h != height) return sk_broken(t, "libtiff reads another size");
+  if (w != width || h != height) return shk_broken(t, "libtiff reads another size");
   return 0;
 }
 
@@ -110,8 +110,8 @@ static int sk_same_size(struct sk_tiff *t, uint32_t width, uint32_t height) {
  * Opens the first directory of the file. Returns NULL only when out of memory; otherwise a
  * handle whose `tif` may be NULL (the message says why), to be closed either way.
  */
-struct sk_tiff *shardkit_tiff_open(const unsigned char *data, size_t size) {
-  struct sk_tiff *t = calloc(1, sizeof *t);
+struct shk_tiff *shk_tiff_open(const unsigned char *data, size_t size) {
+  struct shk_tiff *t = calloc(1, sizeof *t);
   TIFFOpenOptions *opts;
   if (!t) return NULL;
   t->data = data;
@@ -124,23 +124,23 @@ struct sk_tiff *shardkit_tiff_open(const unsigned char *data, size_t size) {
     free(t);
     return NULL;
   }
-  TIFFOpenOptionsSetErrorHandlerExtR(opts, sk_on_error, t);
-  TIFFOpenOptionsSetWarningHandlerExtR(opts, sk_on_warning, t);
-  t->tif = TIFFClientOpenExt("file.tif", "r", (thandle_t)t, sk_read, sk_write, sk_seek, sk_close,
-                             sk_size, sk_map, sk_unmap, opts);
+  TIFFOpenOptionsSetErrorHandlerExtR(opts, shk_on_error, t);
+  TIFFOpenOptionsSetWarningHandlerExtR(opts, shk_on_warning, t);
+  t->tif = TIFFClientOpenExt("file.tif", "r", (thandle_t)t, shk_read, shk_write, shk_seek, shk_close,
+                             shk_size, shk_map, shk_unmap, opts);
   TIFFOpenOptionsFree(opts);
   if (!t->tif && t->message[0] == 0) snprintf(t->message, sizeof t->message, "not a TIFF file");
   return t;
 }
 
 /* Pillow's _decodeAsRGBA: the whole image as libtiff's RGBA (top-left first), into `out`. */
-int shardkit_tiff_read_rgba(struct sk_tiff *t, uint32_t width, uint32_t height, uint32_t *out) {
+int shk_tiff_read_rgba(struct shk_tiff *t, uint32_t width, uint32_t height, uint32_t *out) {
   TIFF *tif = t->tif;
   TIFFRGBAImage img;
   char emsg[1024] = "";
   uint32_t rows_per_block, y;
   int ret;
-  if (sk_same_size(t, width, height)) return -1;
+  if (shk_same_size(t, width, height)) return -1;
   if (TIFFIsTiled(tif))
     ret = TIFFGetFieldDefaulted(tif, TIFFTAG_TILELENGTH, &rows_per_block);
   else
@@ -166,7 +166,7 @@ int shardkit_tiff_read_rgba(struct sk_tiff *t, uint32_t width, uint32_t height, 
 }
 
 /* Pillow's _decodeStrip: strips of every plane, each row's first `row_bytes` bytes kept. */
-static int sk_read_strips(struct sk_tiff *t, uint32_t width, uint32_t height, int planes,
+static int shk_read_strips(struct shk_tiff *t, uint32_t width, uint32_t height, int planes,
                           unsigned bits, unsigned char *out, size_t row_bytes) {
   TIFF *tif = t->tif;
   uint32_t rows_per_strip, y, r;
@@ -178,18 +178,18 @@ static int sk_read_strips(struct sk_tiff *t, uint32_t width, uint32_t height, in
       rows_per_strip == (uint32_t)-1)
     rows_per_strip = height;
   if (rows_per_strip == 0 || strip_size <= 0 || (uint64_t)strip_size > unpacker_row * rows_per_strip)
-    return sk_broken(t, "strip size does not match the image");
+    return shk_broken(t, "strip size does not match the image");
   if (scanline == 0 || unpacker_row > (uint64_t)scanline || unpacker_row > row_bytes)
-    return sk_broken(t, "scanline size does not match the image");
+    return shk_broken(t, "scanline size does not match the image");
   buf = malloc((size_t)strip_size);
-  if (!buf) return sk_broken(t, "out of memory");
+  if (!buf) return shk_broken(t, "out of memory");
   for (y = 0; y < height; y += rows_per_strip) {
     for (plane = 0; plane < planes; plane++) {
       uint32_t rows = rows_per_strip < height - y ? rows_per_strip : height - y;
       if (TIFFReadEncodedStrip(tif, TIFFComputeStrip(tif, y, (uint16_t)plane), buf, strip_size) ==
           -1) {
         free(buf);
-        return sk_broken(t, "cannot read a strip");
+        return shk_broken(t, "cannot read a strip");
       }
       for (r = 0; r < rows; r++)
         memcpy(out + ((size_t)plane * height + y + r) * row_bytes, buf + (size_t)r * scanline,
@@ -201,7 +201,7 @@ static int sk_read_strips(struct sk_tiff *t, uint32_t width, uint32_t height, in
 }
 
 /* Pillow's _decodeTile: tiles of every plane, their rows placed at the tile's column. */
-static int sk_read_tiles(struct sk_tiff *t, uint32_t width, uint32_t height, int planes,
+static int shk_read_tiles(struct shk_tiff *t, uint32_t width, uint32_t height, int planes,
                          unsigned bits, unsigned char *out, size_t row_bytes) {
   TIFF *tif = t->tif;
   uint32_t tile_width = 0, tile_length = 0, x, y, r;
@@ -209,17 +209,17 @@ static int sk_read_tiles(struct sk_tiff *t, uint32_t width, uint32_t height, int
   unsigned plane_bits = bits / (unsigned)planes;
   unsigned char *buf;
   int plane;
-  if (tile_size == 0) return sk_broken(t, "cannot compute the tile size");
-  if (tile_row == 0 || tile_row > tile_size) return sk_broken(t, "cannot compute the tile row size");
+  if (tile_size == 0) return shk_broken(t, "cannot compute the tile size");
+  if (tile_row == 0 || tile_row > tile_size) return shk_broken(t, "cannot compute the tile row size");
   TIFFGetField(tif, TIFFTAG_TILEWIDTH, &tile_width);
   TIFFGetField(tif, TIFFTAG_TILELENGTH, &tile_length);
-  if (tile_width == 0 || tile_length == 0) return sk_broken(t, "tiles of no size");
+  if (tile_width == 0 || tile_length == 0) return shk_broken(t, "tiles of no size");
   if ((uint64_t)tile_size > (((uint64_t)tile_length * bits / planes + 7) / 8) * tile_width)
-    return sk_broken(t, "tile size does not match the image");
+    return shk_broken(t, "tile size does not match the image");
   /* Tiles start on byte boundaries of the raster (tile widths are multiples of 16). */
-  if (((uint64_t)tile_width * plane_bits) % 8 != 0) return sk_broken(t, "tile width not byte aligned");
+  if (((uint64_t)tile_width * plane_bits) % 8 != 0) return shk_broken(t, "tile width not byte aligned");
   buf = malloc((size_t)tile_size);
-  if (!buf) return sk_broken(t, "out of memory");
+  if (!buf) return shk_broken(t, "out of memory");
   for (y = 0; y < height; y += tile_length) {
     for (plane = 0; plane < planes; plane++) {
       for (x = 0; x < width; x += tile_width) {
@@ -229,11 +229,11 @@ static int sk_read_tiles(struct sk_tiff *t, uint32_t width, uint32_t height, int
         size_t n = (size_t)(((uint64_t)w * plane_bits + 7) / 8);
         if (TIFFReadTile(tif, buf, x, y, 0, (uint16_t)plane) == -1) {
           free(buf);
-          return sk_broken(t, "cannot read a tile");
+          return shk_broken(t, "cannot read a tile");
         }
         if (n > (size_t)tile_row || at + n > row_bytes) {
           free(buf);
-          return sk_broken(t, "tile rows do not match the image");
+          return shk_broken(t, "tile rows do not match the image");
         }
         for (r = 0; r < rows; r++)
           memcpy(out + ((size_t)plane * height + y + r) * row_bytes + at, buf + (size_t)r * tile_row,
@@ -250,11 +250,11 @@ static int sk_read_tiles(struct sk_tiff *t, uint32_t width, uint32_t height, int
  * `row_bytes` (at least Pillow's unpacker row: width * bits / planes bits). `jpeg_rgb` asks
  * libjpeg for RGB (YCbCr JPEG, contiguous).
  */
-int shardkit_tiff_read(struct sk_tiff *t, uint32_t width, uint32_t height, int planes,
+int shk_tiff_read(struct shk_tiff *t, uint32_t width, uint32_t height, int planes,
                        unsigned bits, int jpeg_rgb, unsigned char *out, size_t row_bytes) {
-  if (sk_same_size(t, width, height)) return -1;
+  if (shk_same_size(t, width, height)) return -1;
   if (jpeg_rgb && !TIFFSetField(t->tif, TIFFTAG_JPEGCOLORMODE, JPEGCOLORMODE_RGB))
-    return sk_broken(t, "cannot ask libjpeg for RGB");
-  if (TIFFIsTiled(t->tif)) return sk_read_tiles(t, width, height, planes, bits, out, row_bytes);
-  return sk_read_strips(t, width, height, planes, bits, out, row_bytes);
+    return shk_broken(t, "cannot ask libjpeg for RGB");
+  if (TIFFIsTiled(t->tif)) return shk_read_tiles(t, width, height, planes, bits, out, row_bytes);
+  return shk_read_strips(t, width, height, planes, bits, out, row_bytes);
 }

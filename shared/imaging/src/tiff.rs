@@ -29,11 +29,11 @@ struct Handle {
 }
 
 unsafe extern "C" {
-    fn shardkit_tiff_open(data: *const u8, size: usize) -> *mut Handle;
-    fn shardkit_tiff_message(t: *const Handle) -> *const c_char;
-    fn shardkit_tiff_close(t: *mut Handle);
-    fn shardkit_tiff_read_rgba(t: *mut Handle, width: u32, height: u32, out: *mut u32) -> c_int;
-    fn shardkit_tiff_read(
+    fn shk_tiff_open(data: *const u8, size: usize) -> *mut Handle;
+    fn shk_tiff_message(t: *const Handle) -> *const c_char;
+    fn shk_tiff_close(t: *mut Handle);
+    fn shk_tiff_read_rgba(t: *mut Handle, width: u32, height: u32, out: *mut u32) -> c_int;
+    fn shk_tiff_read(
         t: *mut Handle,
         width: u32,
         height: u32,
@@ -50,15 +50,15 @@ struct Tiff(*mut Handle);
 
 impl Drop for Tiff {
     fn drop(&mut self) {
-        // SAFETY: the handle came from shardkit_tiff_open and is closed once.
-        unsafe { shardkit_tiff_close(self.0) }
+        // SAFETY: the handle came from shk_tiff_open and is closed once.
+        unsafe { shk_tiff_close(self.0) }
     }
 }
 
 impl Tiff {
     fn error(&self, what: &str) -> Error {
         // SAFETY: the handle is alive; the message is a NUL-terminated buffer inside it.
-        let text = unsafe { CStr::from_ptr(shardkit_tiff_message(self.0)) };
+        let text = unsafe { CStr::from_ptr(shk_tiff_message(self.0)) };
         match text.to_string_lossy() {
             t if t.is_empty() => bad(what),
             t => bad(format!("{what}: {t}")),
@@ -544,7 +544,7 @@ pub(crate) fn decode(
         })?
     } else {
         // SAFETY: bytes outlive the handle, which is closed when `tiff` drops below.
-        let handle = unsafe { shardkit_tiff_open(bytes.as_ptr(), bytes.len()) };
+        let handle = unsafe { shk_tiff_open(bytes.as_ptr(), bytes.len()) };
         if handle.is_null() {
             return Err(bad("out of memory"));
         }
@@ -624,7 +624,7 @@ fn read_rgba(tiff: &Tiff, w: u32, h: u32) -> Result<Vec<u32>> {
     let mut rgba = vec![0u32; w as usize * h as usize];
     // SAFETY: rgba holds width × height pixels, what the call writes at most (it checks that
     // libtiff's size is that one).
-    if unsafe { shardkit_tiff_read_rgba(tiff.0, w, h, rgba.as_mut_ptr()) } != 0 {
+    if unsafe { shk_tiff_read_rgba(tiff.0, w, h, rgba.as_mut_ptr()) } != 0 {
         return Err(tiff.error("cannot read YCbCr image"));
     }
     Ok(rgba)
@@ -689,7 +689,7 @@ fn read_decoded<'a>(
     let mut buf = vec![0u8; planes * h * row_bytes];
     // SAFETY: buf holds planes × height rows of row_bytes, what the call writes at most.
     let status = unsafe {
-        shardkit_tiff_read(
+        shk_tiff_read(
             tiff.0,
             width,
             height,

@@ -24,7 +24,7 @@ enum { SK_WEBP_MARGIN = 4 };
 
 /* Copies rows [y, y + h) and columns [x, x + w) of an image with `channels` bytes a pixel and
  * rows `stride` apart to a packed RGB window. */
-static void sk_copy_rgb(const uint8_t *src, size_t stride, int channels, unsigned x, unsigned y,
+static void shk_copy_rgb(const uint8_t *src, size_t stride, int channels, unsigned x, unsigned y,
                         unsigned w, unsigned h, uint8_t *out) {
   for (unsigned row = 0; row < h; row++) {
     const uint8_t *s = src + (size_t)(y + row) * stride + (size_t)x * (size_t)channels;
@@ -41,7 +41,7 @@ static void sk_copy_rgb(const uint8_t *src, size_t stride, int channels, unsigne
   }
 }
 
-static int sk_first_frame(const uint8_t *data, size_t size, const unsigned *window,
+static int shk_first_frame(const uint8_t *data, size_t size, const unsigned *window,
                           uint8_t *pixels, int *code) {
   WebPAnimDecoderOptions options;
   if (!WebPAnimDecoderOptionsInit(&options)) return SK_WEBP_ERROR;
@@ -60,7 +60,7 @@ static int sk_first_frame(const uint8_t *data, size_t size, const unsigned *wind
   if (WebPAnimDecoderGetInfo(dec, &info) && window[0] + window[2] <= info.canvas_width &&
       window[1] + window[3] <= info.canvas_height &&
       WebPAnimDecoderGetNext(dec, &canvas, &timestamp)) {
-    sk_copy_rgb(canvas, (size_t)info.canvas_width * 4, 4, window[0], window[1], window[2],
+    shk_copy_rgb(canvas, (size_t)info.canvas_width * 4, 4, window[0], window[1], window[2],
                 window[3], pixels);
     status = SK_WEBP_OK;
   } else {
@@ -76,7 +76,7 @@ static int sk_first_frame(const uint8_t *data, size_t size, const unsigned *wind
  * `window` (left, top, width, height) is the whole image on entry; the callback may narrow it.
  * `code` receives libwebp's VP8StatusCode for SK_WEBP_ERROR (0 when it gave none).
  */
-int shardkit_webp_decode(const uint8_t *data, size_t size,
+int shk_webp_decode(const uint8_t *data, size_t size,
                          uint8_t *(*out_buffer)(void *, unsigned, unsigned, unsigned *), void *ctx,
                          int *code) {
   WebPDecoderConfig config;
@@ -91,7 +91,7 @@ int shardkit_webp_decode(const uint8_t *data, size_t size,
   unsigned window[4] = {0, 0, width, height};
   uint8_t *pixels = out_buffer(ctx, width, height, window);
   if (!pixels) return SK_WEBP_REJECTED;
-  if (config.input.has_animation) return sk_first_frame(data, size, window, pixels, code);
+  if (config.input.has_animation) return shk_first_frame(data, size, window, pixels, code);
 
   unsigned left = window[0] > SK_WEBP_MARGIN ? (window[0] - SK_WEBP_MARGIN) & ~1u : 0;
   unsigned top = window[1] > SK_WEBP_MARGIN ? (window[1] - SK_WEBP_MARGIN) & ~1u : 0;
@@ -120,7 +120,7 @@ int shardkit_webp_decode(const uint8_t *data, size_t size,
   VP8StatusCode status = WebPDecode(data, size, &config);
   WebPFreeDecBuffer(&config.output);
   if (status == VP8_STATUS_OK && !direct) {
-    sk_copy_rgb(decoded, (size_t)(right - left) * 3, 3, window[0] - left, window[1] - top,
+    shk_copy_rgb(decoded, (size_t)(right - left) * 3, 3, window[0] - left, window[1] - top,
                 window[2], window[3], pixels);
   }
   if (!direct) free(decoded);

@@ -9,7 +9,7 @@ use crate::decode::WindowBuffer;
 use crate::{Box4, Error, Result};
 
 unsafe extern "C" {
-    fn shardkit_webp_decode(
+    fn shk_webp_decode(
         data: *const u8,
         size: usize,
         out_buffer: unsafe extern "C" fn(*mut c_void, c_uint, c_uint, *mut c_uint) -> *mut u8,
@@ -64,7 +64,7 @@ pub(crate) fn decode(
     // SAFETY: bytes outlives the call; out_buffer gets &mut out back as ctx and returns a buffer
     // of exactly window width * height * 3 bytes, which webp.c fills.
     let status = unsafe {
-        shardkit_webp_decode(
+        shk_webp_decode(
             bytes.as_ptr(),
             bytes.len(),
             out_buffer,

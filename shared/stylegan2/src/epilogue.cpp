@@ -14,127 +14,30 @@
 #include <shardkit/runtime.h>
 
 #include <algorithm>
+#include <string>
 
 namespace {
-const char *kEpilogueSource = R"CUDA(
-struct h16 { unsigned short v; };
-struct b16 { unsigned short v; };
-__device__ __forceinline__ float tof(float x) { return x; }
-__device__ __forceinline__ float tof(h16 x) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x.v)); return f; }
-__device__ __forceinline__ float tof(b16 x) { return __uint_as_float(((unsigned)x.v) << 16); }
-__device__ __forceinline__ void st(float *p, float f) { *p = f; }
-__device__ __forceinline__ void st(h16 *p, float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); p->v = h; }
-__device__ __forceinline__ void st(b16 *p, float f) {
-  unsigned u = __float_as_uint(f);
-  p->v = (u & 0x7fffffffu) > 0x7f800000u ? (unsigned short)0x7fc0 : (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
+// src/epilogue.cu, as build.rs embeds it (kEpilogueSource).
+#include "epilogue_cu.inc"
 
-template <typename T>
-__device__ void fwd(const T *x, T *y, const float *d, const float *noise, long long nbs, const float *strength,
-                    const float *bias, float g, float clamp, int B, int C, long long HW) {
-  float sg = noise ? strength[0] * g : 0.f;
-  for (long long bc = blockIdx.y; bc < (long long)B * C; bc += gridDim.y) {
-    int c = (int)(bc % C), b = (int)(bc / C);
-    float dg = d[bc] * g, bg = bias[c] * g;
-    const T *xr = x + bc * HW;
-    T *yr = y + bc * HW;
-    const float *nr = noise ? noise + b * nbs : 0;
-    for (long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x; p < HW; p += (long long)gridDim.x * blockDim.x) {
-      float z = tof(xr[p]) * dg + bg;
-      if (nr) z += nr[p] * sg;
-      float a = z > 0.f ? z : 0.2f * z;
-      st(&yr[p], fminf(fmaxf(a, -clamp), clamp));
-    }
-  }
-}
+// Pixels per thread of the backward kernel: its grid is sized with it here, and the kernel gets
+// it as -DPPT.
+constexpr int kPixelsPerThread = 4;
 
-// Block (tile of PPT*blockDim pixels, image b, channel chunk): per pixel the sum over its
-// channels (dnoise, atomically across chunks), per channel the sum over its pixels (dd: warp
-// shuffles, shared atomics, one global atomic per block and channel).
-#define PPT 4
-template <typename T>
-__device__ void bwd(const T *gy, const T *x, T *gx, float *gd, float *gn, const float *d, const float *noise,
-                    long long nbs, const float *strength, const float *bias, float g, float clamp, int C, int chunk,
-                    long long HW) {
-  extern __shared__ float acc[];
-  int b = blockIdx.y;
-  int c0 = blockIdx.z * chunk, c1 = c0 + chunk < C ? c0 + chunk : C;
-  for (int c = c0 + threadIdx.x; c < c1; c += blockDim.x) acc[c - c0] = 0.f;
-  __syncthreads();
-  float sg = noise ? strength[0] * g : 0.f;
-  long long p0 = (long long)blockIdx.x * blockDim.x * PPT + threadIdx.x;
-  float nz[PPT], gacc[PPT];
-#pragma unroll
-  for (int k = 0; k < PPT; ++k) {
-    long long p = p0 + (long long)k * blockDim.x;
-    nz[k] = (noise && p < HW) ? noise[b * nbs + p] * sg : 0.f;
-    gacc[k] = 0.f;
-  }
-  for (int c = c0; c < c1; ++c) {
-    long long bc = (long long)b * C + c;
-    float dg = d[bc] * g, bg = bias[c] * g;
-    float part = 0.f;
-#pragma unroll
-    for (int k = 0; k < PPT; ++k) {
-      long long p = p0 + (long long)k * blockDim.x;
-      if (p < HW) {
-        long long i = bc * HW + p;
-        float xv = tof(x[i]);
-        float z = xv * dg + nz[k] + bg;
-        float a = z > 0.f ? z : 0.2f * z;
-        float gz = (a >= -clamp && a <= clamp) ? tof(gy[i]) : 0.f;
-        gz = z > 0.f ? gz : 0.2f * gz;
-        st(&gx[i], gz * dg);
-        part += gz * xv;
-        gacc[k] += gz;
-      }
-    }
-    for (int o = 16; o > 0; o >>= 1) part += __shfl_down_sync(0xffffffffu, part, o);
-    if ((threadIdx.x & 31) == 0) atomicAdd(&acc[c - c0], part);
-  }
-  __syncthreads();
-  for (int c = c0 + threadIdx.x; c < c1; c += blockDim.x) atomicAdd(&gd[(long long)b * C + c], acc[c - c0] * g);
-  if (gn) {
-#pragma unroll
-    for (int k = 0; k < PPT; ++k) {
-      long long p = p0 + (long long)k * blockDim.x;
-      if (p < HW) atomicAdd(&gn[b * HW + p], gacc[k] * sg);
-    }
-  }
-}
-
-#define DEFINE(NAME, T)                                                                                       \
-  extern "C" __global__ void fwd_##NAME(const T *x, T *y, const float *d, const float *noise, long long nbs,  \
-                                        const float *strength, const float *bias, float g, float clamp, int B, \
-                                        int C, long long HW) {                                               \
-    fwd<T>(x, y, d, noise, nbs, strength, bias, g, clamp, B, C, HW);                                         \
-  }                                                                                                           \
-  extern "C" __global__ void bwd_##NAME(const T *gy, const T *x, T *gx, float *gd, float *gn, const float *d, \
-                                        const float *noise, long long nbs, const float *strength,             \
-                                        const float *bias, float g, float clamp, int C, int chunk,            \
-                                        long long HW) {                                                       \
-    bwd<T>(gy, x, gx, gd, gn, d, noise, nbs, strength, bias, g, clamp, C, chunk, HW);                         \
-  }
-DEFINE(f32, float)
-DEFINE(f16, h16)
-DEFINE(bf16, b16)
-)CUDA";
-
-
-// The kernels of kEpilogueSource, in the order LoadedModule::functions holds them: forward for
-// f32, f16, bf16, then backward for the same.
+// The kernels of epilogue.cu: forward and backward for f32, f16, bf16.
 shardkit::KernelModule &epilogue_module() {
-  static shardkit::KernelModule module("shardkit_epilogue.cu", kEpilogueSource,
-                                       {"fwd_f32", "fwd_f16", "fwd_bf16", "bwd_f32", "bwd_f16", "bwd_bf16"});
+  static shardkit::KernelModule module("epilogue.cu", kEpilogueSource,
+                                       {"fwd_f32", "fwd_f16", "fwd_bf16", "bwd_f32", "bwd_f16", "bwd_bf16"},
+                                       {"PPT=" + std::to_string(kPixelsPerThread)});
   return module;
 }
-constexpr size_t kBackward = 3;
 
-int dtype_index(const at::Tensor &x) {
+// The kernels' name suffix for x's type.
+const char *dtype_suffix(const at::Tensor &x) {
   switch (x.scalar_type()) {
-    case at::kFloat: return 0;
-    case at::kHalf: return 1;
-    case at::kBFloat16: return 2;
+    case at::kFloat: return "f32";
+    case at::kHalf: return "f16";
+    case at::kBFloat16: return "bf16";
     default: throw std::runtime_error("modconv epilogue: x must be float32, float16 or bfloat16");
   }
 }
@@ -178,7 +81,7 @@ struct ModconvEpilogue : torch::autograd::Function<ModconvEpilogue> {
     void *args[] = {&xp, &yp, &dp, &np, &nbs, &sp, &bp, &gf, &cf, &bi, &ci, &hw};
     unsigned gx = static_cast<unsigned>(std::min<int64_t>((HW + 255) / 256, 1024));
     unsigned gy = static_cast<unsigned>(std::min<int64_t>(B * C, 65535));
-    if (B * C * HW > 0) k.launch(dtype_index(x), {gx, gy, 1}, 256, 0, args);
+    if (B * C * HW > 0) k.launch(std::string("fwd_") + dtype_suffix(x), {gx, gy, 1}, 256, 0, args);
     ctx->save_for_backward({x, d, noise, strength, bias});
     ctx->saved_data["g"] = g;
     ctx->saved_data["clamp"] = clamp;
@@ -206,7 +109,7 @@ struct ModconvEpilogue : torch::autograd::Function<ModconvEpilogue> {
     const void *np = nv.t.defined() ? nv.t.data_ptr() : nullptr;
     void *gxp = gx.data_ptr(), *gdp = gd.data_ptr(), *gnp = want_noise ? gn.data_ptr() : nullptr;
     float gf = static_cast<float>(g), cf = static_cast<float>(clamp);
-    const int threads = 256, ppt = 4;
+    const int threads = 256, ppt = kPixelsPerThread;
     int64_t tiles = (HW + threads * ppt - 1) / (threads * ppt);
     // Enough blocks to fill the GPU: split the channels when tiles x images are few.
     int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(C, 1024 / std::max<int64_t>(1, tiles * B)));
@@ -216,7 +119,7 @@ struct ModconvEpilogue : torch::autograd::Function<ModconvEpilogue> {
     void *args[] = {&gyp, &xp, &gxp, &gdp, &gnp, &dp, &np, &nbs, &sp, &bp, &gf, &cf, &ci, &chunk, &hw};
     TORCH_CHECK(tiles <= INT32_MAX && B <= 65535 && chunks <= 65535, "modconv epilogue: map too large");
     if (B * C * HW > 0)
-      k.launch(kBackward + dtype_index(x), {static_cast<unsigned>(tiles), static_cast<unsigned>(B), static_cast<unsigned>(chunks)}, threads,
+      k.launch(std::string("bwd_") + dtype_suffix(x), {static_cast<unsigned>(tiles), static_cast<unsigned>(B), static_cast<unsigned>(chunks)}, threads,
                static_cast<unsigned>(chunk * sizeof(float)), args);
     at::Tensor gnoise;
     if (want_noise) {

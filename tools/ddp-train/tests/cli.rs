@@ -17,8 +17,8 @@ fn root() -> PathBuf {
 }
 
 /// Runs the venv's Python with `args` and asserts that it succeeds (its output in the message
-/// when not).
-fn python<S: AsRef<std::ffi::OsStr>>(args: impl IntoIterator<Item = S>) {
+/// when not); its stdout.
+fn python<S: AsRef<std::ffi::OsStr>>(args: impl IntoIterator<Item = S>) -> String {
     let out = Command::new(root().join(".venv/bin/python"))
         .args(args)
         .output()
@@ -29,6 +29,7 @@ fn python<S: AsRef<std::ffi::OsStr>>(args: impl IntoIterator<Item = S>) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Runs `c`, which must be a usage error (exit 2) whose message says `says`.
@@ -157,20 +158,6 @@ fn epochs_are_records_checkpoints_are_written_and_resume_continues() {
     assert_eq!(recs.summary.skipped, 2);
 }
 
-/// The venv's Python's stdout for `args` (which must succeed).
-fn python_out<S: AsRef<std::ffi::OsStr>>(args: impl IntoIterator<Item = S>) -> String {
-    let out = Command::new(root().join(".venv/bin/python"))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
 #[test]
 fn tensorboard_and_csv_logs_hold_the_steps_and_epochs_and_progress_counts_steps() {
     let dir = tempfile::tempdir().unwrap();
@@ -246,7 +233,7 @@ print(json.dumps({"loss": s("step/loss"), "top1": s("step/top1"), "lr": s("step/
     "val_top1": s("epoch/val_top1"), "hp_lr": start.hparams["lr"].number_value,
     "hp_model": start.hparams["model"].string_value, "end": end.status}))
 "#;
-    let tb: Value = serde_json::from_str(&python_out([
+    let tb: Value = serde_json::from_str(&python([
         std::ffi::OsStr::new("-c"),
         check.as_ref(),
         tb.as_os_str(),

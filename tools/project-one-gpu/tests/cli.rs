@@ -64,8 +64,16 @@ fn project(dir: &Path, args: &[&str]) -> (Option<i32>, Batch<LatentRecord>) {
 }
 
 fn exec(dir: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_project-one-gpu"))
-        .current_dir(dir)
+    exec_with_path(dir, args, None)
+}
+
+/// [`exec`] with `PATH` set to `path` when given.
+fn exec_with_path(dir: &Path, args: &[&str], path: Option<&str>) -> std::process::Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_project-one-gpu"));
+    if let Some(p) = path {
+        c.env("PATH", p);
+    }
+    c.current_dir(dir)
         .args([
             "-q",
             "--device",
@@ -491,23 +499,11 @@ fn pictures_go_under_the_output_directory_with_a_sheet_and_videos() {
     );
     std::os::unix::fs::symlink(ffmpeg, bin.join("ffmpeg")).unwrap();
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
-    let o = Command::new(env!("CARGO_BIN_EXE_project-one-gpu"))
-        .current_dir(d)
-        .env("PATH", path)
-        .args([
-            "-q",
-            "--device",
-            "cpu",
-            "--vgg",
-            "vgg.safetensors",
-            "--w-avg-samples",
-            "1000",
-        ])
-        .args(["--steps", "4", "-o", "mp4", "--video", "--network"])
-        .arg(network())
-        .arg(imgs[0])
-        .output()
-        .unwrap();
+    let o = exec_with_path(
+        d,
+        &["--steps", "4", "-o", "mp4", "--video", imgs[0]],
+        Some(&path),
+    );
     let recs: Batch<LatentRecord> = testkit::batch(&o.stdout);
     assert_eq!(
         o.status.code(),
@@ -525,23 +521,11 @@ fn pictures_go_under_the_output_directory_with_a_sheet_and_videos() {
         "(4, 0.4)"
     );
     // Without ffmpeg, mp4 asked for by name is a usage error.
-    let o = Command::new(env!("CARGO_BIN_EXE_project-one-gpu"))
-        .current_dir(d)
-        .env("PATH", "/nonexistent")
-        .args([
-            "--device",
-            "cpu",
-            "--vgg",
-            "vgg.safetensors",
-            "-o",
-            "x",
-            "--video=mp4",
-        ])
-        .arg("--network")
-        .arg(network())
-        .arg(imgs[0])
-        .output()
-        .unwrap();
+    let o = exec_with_path(
+        d,
+        &["-o", "x", "--video=mp4", imgs[0]],
+        Some("/nonexistent"),
+    );
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("ffmpeg"));
 }

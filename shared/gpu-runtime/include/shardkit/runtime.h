@@ -68,6 +68,9 @@ struct LoadedModule {
   // Launches function `index` on the device's current CUDA stream (made current in the module's
   // context first). `args` points at each kernel argument, as cuLaunchKernel takes them.
   void launch(size_t index, Grid grid, unsigned block, unsigned shared_bytes, void **args) const;
+
+  // The same, the function named by its `extern "C"` name (one of the module's functions).
+  void launch(const std::string &name, Grid grid, unsigned block, unsigned shared_bytes, void **args) const;
 };
 
 // CUDA C++ source compiled with NVRTC (from the torch wheel: no nvcc, no toolkit) for a
@@ -77,9 +80,11 @@ struct LoadedModule {
 // a failure on a device is remembered and re-thrown.
 class KernelModule {
  public:
-  // `name` names the source in messages ("shardkit_epilogue.cu"); `functions` are the
-  // `extern "C" __global__` names a LoadedModule holds, in this order.
-  KernelModule(std::string name, std::string source, std::vector<std::string> functions);
+  // `name` names the source in messages ("epilogue.cu"); `functions` are the
+  // `extern "C" __global__` names a LoadedModule holds, in this order; `defines` are passed to
+  // NVRTC as -D options (constants the host code shares with the kernels: "PPT=4").
+  KernelModule(std::string name, std::string source, std::vector<std::string> functions,
+               std::vector<std::string> defines = {});
 
   // The cubin for compute capability major.minor (no GPU needed): also the build check.
   std::string compile(int major, int minor) const;
@@ -89,10 +94,12 @@ class KernelModule {
 
   const std::string &name() const { return name_; }
   const std::string &function_name(size_t index) const { return functions_.at(index); }
+  // The index of the function named `name` (an error naming the module when it has none).
+  size_t function_index(const std::string &name) const;
 
  private:
   std::string name_, source_;
-  std::vector<std::string> functions_;
+  std::vector<std::string> functions_, defines_;
   std::mutex mu_;
   std::map<int, LoadedModule> loaded_;
   std::map<int, std::string> failed_;
