@@ -248,40 +248,9 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     if precision == Precision::Fp32 {
         device::disable_tf32();
     }
-    let slot = std::env::var("PARALLEL_JOBSLOT")
-        .ok()
-        .and_then(|s| s.trim().parse::<usize>().ok())
-        .map(|s| s.saturating_sub(1));
-    let device = cli.gpu.device.resolve(&Env::from_process(
-        slot.or_else(|| shard_index(&cli.inputs)),
-    ))?;
-    if device.is_cuda() {
-        // Shapes repeat every step: let cuDNN pick the fastest algorithms once.
-        tch::Cuda::cudnn_set_benchmark(true);
-    }
+    let device = worker_device(&cli)?;
     let mem_base = device::cuda_mem_used();
-    let config = cli
-        .config
-        .as_deref()
-        .map(Config::from_flag)
-        .transpose()
-        .context("--config")?;
-    let g = Generator::load(&cli.network, config, device)
-        .with_context(|| format!("loading {}", cli.network.display()))?;
-    if g.config.img_channels != 3 {
-        bail!(
-            "the generator makes {}-channel images; projection needs RGB",
-            g.config.img_channels
-        );
-    }
-    if g.config.c_dim > 0 {
-        bail!("conditional generators are not supported by the projector (as upstream)");
-    }
-    let mut vgg =
-        Vgg16::load(&cli.vgg, device).with_context(|| format!("loading {}", cli.vgg.display()))?;
-    if precision == Precision::Bf16 {
-        vgg.to_kind(Kind::BFloat16);
-    }
+    let (g, vgg) = load_networks(&cli, device, precision)?;
     // Warnings through the tool's logger: "project-one-gpu: warning: ...", silenced by -q.
     if cuda_graph && !device.is_cuda() {
         log::warn!("--cuda-graphs ignored on {device:?} (CUDA only)");
@@ -305,33 +274,17 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         stats: &stats,
         settings,
     };
+    let r = g.config.img_resolution;
     if !cli.common.quiet {
         eprintln!(
-            "project-one-gpu: {} on {device:?}, {}x{} ({}), batch {}, {} steps, {threads}",
+            "project-one-gpu: {} on {device:?}, {r}x{r} ({}), batch {}, {} steps, {threads}",
             cli.network.display(),
-            g.config.img_resolution,
-            g.config.img_resolution,
             if cli.w_plus { "W+" } else { "W" },
             cli.batch_size,
             cli.steps
         );
     }
-    let reader = Reader {
-        inputs: cli.inputs.clone(),
-        list: cli.list,
-        retry: cli.retry.clone(),
-        out_dir: cli.out_dir.clone(),
-        base: cli.base.clone(),
-        cwd: std::env::current_dir().context("reading the current directory")?,
-        overwrite: cli.overwrite,
-        resolution: g.config.img_resolution,
-        decode: imaging::DecodeOptions {
-            max_pixels: cli.max_pixels,
-            ..Default::default()
-        },
-        claims: Claims::default(),
-    };
-    let (entries, reading) = reader.spawn(cli.batch_size as usize);
+    let (entries, reading) = Reader::new(&cli, r)?.spawn(cli.batch_size as usize);
     let mut run = Run {
         cli: &cli,
         projector: &projector,
@@ -344,16 +297,74 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         sheet: cli
             .sheet
             .as_deref()
-            .map(|f| pictures::Sheet::new(f, g.config.img_resolution as u32)),
+            .map(|f| pictures::Sheet::new(f, r as u32)),
     };
     // The sheet holds what was projected, however the run ends.
     let result = run.all(entries, reading);
     run.bar.finish_and_clear();
-    if let Some(sheet) = &run.sheet {
-        let written = sheet.write();
-        if !cli.common.quiet {
-            match &written {
-                Ok(Some(path)) => eprintln!(
+    run.write_sheet()?;
+    result?;
+    run.summary(started)
+}
+
+/// `--device`, with auto's slot from LOCAL_RANK, else GNU parallel's job slot, else the shard
+/// index of a shard-record argument.
+fn worker_device(cli: &Cli) -> Result<tch::Device> {
+    let slot = std::env::var("PARALLEL_JOBSLOT")
+        .ok()
+        .and_then(|s| s.trim().parse::<usize>().ok())
+        .map(|s| s.saturating_sub(1));
+    let device = cli.gpu.device.resolve(&Env::from_process(
+        slot.or_else(|| shard_index(&cli.inputs)),
+    ))?;
+    if device.is_cuda() {
+        // Shapes repeat every step: let cuDNN pick the fastest algorithms once.
+        tch::Cuda::cudnn_set_benchmark(true);
+    }
+    Ok(device)
+}
+
+/// The generator (an unconditional RGB one) and the VGG16, on `device`.
+fn load_networks(
+    cli: &Cli,
+    device: tch::Device,
+    precision: Precision,
+) -> Result<(Generator, Vgg16)> {
+    let config = cli
+        .config
+        .as_deref()
+        .map(Config::from_flag)
+        .transpose()
+        .context("--config")?;
+    let g = Generator::load(&cli.network, config, device)
+        .with_context(|| format!("loading {}", cli.network.display()))?;
+    if g.config.img_channels != 3 {
+        bail!(
+            "the generator makes {}-channel images; projection needs RGB",
+            g.config.img_channels
+        );
+    }
+    if g.config.c_dim > 0 {
+        bail!("conditional generators are not supported by the projector (as upstream)");
+    }
+    let mut vgg =
+        Vgg16::load(&cli.vgg, device).with_context(|| format!("loading {}", cli.vgg.display()))?;
+    if precision == Precision::Bf16 {
+        vgg.to_kind(Kind::BFloat16);
+    }
+    Ok((g, vgg))
+}
+
+impl Run<'_> {
+    /// --sheet's file, with a line saying where (or why there is none).
+    fn write_sheet(&self) -> Result<()> {
+        let Some(sheet) = &self.sheet else {
+            return Ok(());
+        };
+        let written = sheet.write()?;
+        if !self.cli.common.quiet {
+            match written {
+                Some(path) => eprintln!(
                     "project-one-gpu: contact sheet in {}{}",
                     path.display(),
                     match sheet.left_out() {
@@ -364,25 +375,27 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
                         ),
                     }
                 ),
-                Ok(None) => eprintln!("project-one-gpu: no image projected, no contact sheet"),
-                Err(_) => {}
+                None => eprintln!("project-one-gpu: no image projected, no contact sheet"),
             }
         }
-        written?;
+        Ok(())
     }
-    result?;
-    let (ok, skipped, failed) = run.counts;
-    run.out.emit(&Summary {
-        ok,
-        skipped,
-        failed,
-        elapsed_ms: started.elapsed().as_millis() as u64,
-        ..Summary::default()
-    })?;
-    if !cli.common.quiet && failed > 0 {
-        eprintln!("project-one-gpu: {failed} input(s) failed (see the error records)");
+
+    /// The last record, and the outcome.
+    fn summary(&mut self, started: Instant) -> Result<Outcome> {
+        let (ok, skipped, failed) = self.counts;
+        self.out.emit(&Summary {
+            ok,
+            skipped,
+            failed,
+            elapsed_ms: started.elapsed().as_millis() as u64,
+            ..Summary::default()
+        })?;
+        if !self.cli.common.quiet && failed > 0 {
+            eprintln!("project-one-gpu: {failed} input(s) failed (see the error records)");
+        }
+        Ok(Outcome::from_failures(failed))
     }
-    Ok(Outcome::from_failures(failed))
 }
 
 impl Run<'_> {
@@ -445,6 +458,24 @@ struct Reader {
 }
 
 impl Reader {
+    fn new(cli: &Cli, resolution: i64) -> Result<Reader> {
+        Ok(Reader {
+            inputs: cli.inputs.clone(),
+            list: cli.list,
+            retry: cli.retry.clone(),
+            out_dir: cli.out_dir.clone(),
+            base: cli.base.clone(),
+            cwd: std::env::current_dir().context("reading the current directory")?,
+            overwrite: cli.overwrite,
+            resolution,
+            decode: imaging::DecodeOptions {
+                max_pixels: cli.max_pixels,
+                ..Default::default()
+            },
+            claims: Claims::default(),
+        })
+    }
+
     /// Reads the inputs, skips finished ones and decodes the rest on a thread, at most `ahead`
     /// entries ahead of the consumer: the next batch's images are decoded and resized while
     /// the GPU projects this one, instead of the GPU waiting for them. In input order. The
