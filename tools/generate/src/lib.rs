@@ -194,27 +194,12 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         device::disable_tf32();
     }
     let device = cli.gpu.device.resolve(&Env::from_process(None))?;
-    let config = cli
-        .config
-        .as_deref()
-        .map(Config::from_flag)
-        .transpose()
-        .context("--config")?;
-    let g = Generator::load(&cli.network, config, device)
-        .with_context(|| format!("loading the generator {}", cli.network.display()))?;
-    let channels = g.config.img_channels;
-    if !(1..=4).contains(&channels) {
-        bail!("img_channels = {channels} cannot be written as PNG");
-    }
-    if g.config.c_dim == 0 && cli.class_idx.is_some() && !cli.common.quiet {
-        eprintln!("generate: warning: --class ignored, the network is unconditional");
-    }
+    let g = load_generator(&cli, device)?;
     if !cli.common.quiet {
+        let r = g.config.img_resolution;
         eprintln!(
-            "generate: {} on {device:?}, {}x{}, {threads}",
-            cli.network.display(),
-            g.config.img_resolution,
-            g.config.img_resolution
+            "generate: {} on {device:?}, {r}x{r}, {threads}",
+            cli.network.display()
         );
     }
     let cwd = std::env::current_dir().context("reading the current directory")?;
@@ -237,16 +222,12 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         claims: Claims::default(),
         cwd: cwd.clone(),
     };
-
     for seed in cli.seeds.iter().flat_map(|s| s.0.iter().cloned().flatten()) {
         interrupt::check()?;
-        let z = g.seeded_z(seed, 1);
-        let output = out_dir.join(format!("seed{seed:04}.png"));
-        let ws = mapper.from_z(&z)?;
         r.push(Pending {
             input: format!("seed:{seed}").into(),
-            output,
-            ws,
+            output: out_dir.join(format!("seed{seed:04}.png")),
+            ws: mapper.from_z(&g.seeded_z(seed, 1))?,
         })?;
     }
     let items: Box<dyn Iterator<Item = inputs::Listed> + Send> =
@@ -257,87 +238,36 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         };
     for item in items {
         interrupt::check()?;
-        let item = match item? {
-            Ok(item) => item,
-            Err(e) => {
-                r.fail(e)?;
-                continue;
-            }
-        };
-        let path = item.path.as_path();
-        // A panic while reading or mapping one file is that file's error record.
-        let ws = cli_common::panics::catch_item("reading it", || {
-            read_array(path, cli.key.as_deref()).and_then(|a| mapper.to_ws(&a, cli.input_kind))
-        });
-        match ws {
-            Ok(ws) if ws.size()[0] == 0 => r.fail(ErrorRecord {
-                input: item.name.clone(),
-                message: "holds no rows: nothing to render".into(),
-            })?,
-            Ok(ws) => {
-                let n = ws.size()[0];
-                let mirrored =
-                    paths::output_path(Path::new(&item.name), &cli.base, &out_dir, &cwd, "png");
-                for i in 0..n {
-                    let (input, output) = if n == 1 {
-                        (item.name.clone(), mirrored.clone())
-                    } else {
-                        let mut input = item.name.clone();
-                        input.push(format!("[{i}]"));
-                        (input, mirrored.with_extension(format!("{i:04}.png")))
-                    };
-                    let row = ws.narrow(0, i, 1);
-                    // NaN or inf would render an all-black image counted as done.
-                    if row.isfinite().all().int64_value(&[]) == 0 {
-                        r.fail(ErrorRecord {
-                            input,
-                            message: "has non-finite values (NaN or inf): nothing to render".into(),
-                        })?;
-                        continue;
-                    }
-                    r.push(Pending {
-                        input,
-                        output,
-                        ws: row,
-                    })?;
-                }
-            }
-            Err(e) => r.fail(ErrorRecord {
-                input: item.name.clone(),
-                message: format!("{e:#}"),
-            })?,
+        match item? {
+            Ok(item) => r.file(&item, &mapper, &out_dir)?,
+            Err(e) => r.fail(e)?,
         }
     }
     r.flush()?;
     r.bar.finish_and_clear();
     // A signal during the last batch still ends the run as interrupted (exit 130).
     interrupt::check()?;
-    let Counts {
-        ok,
-        skipped,
-        failed,
-    } = r.counts;
-    let (output, shape) = match &cli.raw {
-        Some(path) => {
-            let shape = write_raw(path, &r.raw, &g)?;
-            (Some(cwd.join(path)), Some(shape))
-        }
-        None => (None, None),
-    };
-    let elapsed_ms = started.elapsed().as_millis() as u64;
-    r.out.emit(&Summary {
-        ok,
-        skipped,
-        failed,
-        elapsed_ms,
-        output,
-        shape,
-        ..Summary::default()
-    })?;
-    if !cli.common.quiet && failed > 0 {
-        eprintln!("generate: {failed} input(s) failed (see the error records)");
+    r.summary(started)
+}
+
+/// The generator, one whose images can be PNGs.
+fn load_generator(cli: &Cli, device: tch::Device) -> Result<Generator> {
+    let config = cli
+        .config
+        .as_deref()
+        .map(Config::from_flag)
+        .transpose()
+        .context("--config")?;
+    let g = Generator::load(&cli.network, config, device)
+        .with_context(|| format!("loading the generator {}", cli.network.display()))?;
+    let channels = g.config.img_channels;
+    if !(1..=4).contains(&channels) {
+        bail!("img_channels = {channels} cannot be written as PNG");
     }
-    Ok(Outcome::from_failures(failed))
+    if g.config.c_dim == 0 && cli.class_idx.is_some() && !cli.common.quiet {
+        eprintln!("generate: warning: --class ignored, the network is unconditional");
+    }
+    Ok(g)
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -363,6 +293,93 @@ struct Renderer<'a> {
 }
 
 impl Renderer<'_> {
+    /// A latent file's rows, each an image to render (a file that cannot be read or mapped, or
+    /// holds no rows, is an error record; so is each row with a non-finite value).
+    fn file(
+        &mut self,
+        item: &records::InputItem,
+        mapper: &Mapper<'_>,
+        out_dir: &Path,
+    ) -> Result<()> {
+        let cli = self.cli;
+        let path = item.path.as_path();
+        // A panic while reading or mapping one file is that file's error record.
+        let ws = cli_common::panics::catch_item("reading it", || {
+            read_array(path, cli.key.as_deref()).and_then(|a| mapper.to_ws(&a, cli.input_kind))
+        });
+        let ws = match ws {
+            Ok(ws) if ws.size()[0] == 0 => {
+                return self.fail(ErrorRecord {
+                    input: item.name.clone(),
+                    message: "holds no rows: nothing to render".into(),
+                });
+            }
+            Ok(ws) => ws,
+            Err(e) => {
+                return self.fail(ErrorRecord {
+                    input: item.name.clone(),
+                    message: format!("{e:#}"),
+                });
+            }
+        };
+        let n = ws.size()[0];
+        let mirrored =
+            paths::output_path(Path::new(&item.name), &cli.base, out_dir, &self.cwd, "png");
+        for i in 0..n {
+            let (input, output) = if n == 1 {
+                (item.name.clone(), mirrored.clone())
+            } else {
+                let mut input = item.name.clone();
+                input.push(format!("[{i}]"));
+                (input, mirrored.with_extension(format!("{i:04}.png")))
+            };
+            let row = ws.narrow(0, i, 1);
+            // NaN or inf would render an all-black image counted as done.
+            if row.isfinite().all().int64_value(&[]) == 0 {
+                self.fail(ErrorRecord {
+                    input,
+                    message: "has non-finite values (NaN or inf): nothing to render".into(),
+                })?;
+                continue;
+            }
+            self.push(Pending {
+                input,
+                output,
+                ws: row,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The --raw array, the last record, and the outcome.
+    fn summary(&mut self, started: Instant) -> Result<Outcome> {
+        let Counts {
+            ok,
+            skipped,
+            failed,
+        } = self.counts;
+        let (output, shape) = match &self.cli.raw {
+            Some(path) => {
+                let shape = write_raw(path, &self.raw, self.g)?;
+                (Some(self.cwd.join(path)), Some(shape))
+            }
+            None => (None, None),
+        };
+        self.out.emit(&Summary {
+            ok,
+            skipped,
+            failed,
+            elapsed_ms: started.elapsed().as_millis() as u64,
+            output,
+            shape,
+            ..Summary::default()
+        })?;
+        if !self.cli.common.quiet && failed > 0 {
+            eprintln!("generate: {failed} input(s) failed (see the error records)");
+        }
+        Ok(Outcome::from_failures(failed))
+    }
+
     fn push(&mut self, p: Pending) -> Result<()> {
         let claim = self
             .claims
