@@ -94,24 +94,12 @@ The .npz holds w (float32 [N,k,d]) and names (numpy unicode [N]); numpy.load rea
 
 pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let started = Instant::now();
-    if cli.output.is_dir() {
-        return cli_common::usage(format!(
-            "-o {} is a directory: give the file to write, e.g. -o {}/latents.npz",
-            cli.output.display(),
-            cli.output.display()
-        ));
-    }
-    if cli.output.exists() && !cli.overwrite {
-        bail!(
-            "{} exists; pass --overwrite to replace it",
-            cli.output.display()
-        );
-    }
+    check_output(&cli)?;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(cli.jobs.unwrap_or(0))
         .build()
         .context("starting reader threads")?;
-
+    // Errors by input index, so that their records come out in input order.
     let mut errors: Vec<(usize, ErrorRecord)> = Vec::new();
     let mut items: Vec<InputItem> = Vec::new();
     for item in inputs::from_args(&cli.inputs, cli.list) {
@@ -131,57 +119,11 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
             Err(e) => errors.push((i, error(item, &e))),
         }
     }
-    let shape = first
-        .as_ref()
-        .map(|(_, s)| s.clone())
-        .unwrap_or_else(|| vec![1, 0, 0]);
-    let row = shape.iter().product::<usize>();
-    let start = first.as_ref().map_or(items.len(), |(i, _)| *i);
+    let (start, shape) = first.unwrap_or((items.len(), vec![1, 0, 0]));
     let rest = &items[start..];
-
-    // Scratch rows, memory-mapped, one per remaining input.
-    let scratch = atomic::temp_beside(&cli.output.with_extension("gather-scratch"))?;
-    let row_bytes = row * 4;
-    let scratch_len = (rest.len() * row_bytes) as u64;
-    scratch
-        .as_file()
-        .set_len(scratch_len)
-        .context("sizing the scratch file")?;
-    reserve(scratch.as_file(), scratch_len).with_context(|| {
-        format!(
-            "reserving {scratch_len} bytes for the scratch file beside {}",
-            cli.output.display()
-        )
-    })?;
-    // SAFETY: the scratch file is private to this process (a fresh temp file) and outlives the map.
-    let mut map = unsafe { memmap2::MmapMut::map_mut(scratch.as_file()) }
-        .context("mapping the scratch file")?;
-    let results: Vec<Result<(), ErrorRecord>> = if row_bytes == 0 || rest.is_empty() {
-        Vec::new()
-    } else {
-        pool.install(|| {
-            map.par_chunks_mut(row_bytes)
-                .zip(rest.par_iter())
-                .map(|(slot, item)| {
-                    if interrupt::requested() {
-                        return Err(error(item, &anyhow::anyhow!("interrupted")));
-                    }
-                    let finite = load(item, &cli.key, Some(&shape), |l| {
-                        l.write_le(slot);
-                        l.all_finite()
-                    })
-                    .map_err(|e| error(item, &e))?;
-                    if !finite {
-                        return Err(error(
-                            item,
-                            &anyhow::anyhow!("has non-finite values (NaN or inf): not a latent"),
-                        ));
-                    }
-                    Ok(())
-                })
-                .collect()
-        })
-    };
+    let row_bytes = shape.iter().product::<usize>() * 4;
+    let (scratch, mut map) = scratch_rows(&cli.output, rest.len() * row_bytes)?;
+    let results = pool.install(|| read_rows(&cli, rest, &shape, &mut map, row_bytes));
     interrupt::check()?;
 
     // Compact the good rows to the front, in input order.
@@ -201,9 +143,9 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let n = names.len();
     let mut out_shape = shape.clone();
     out_shape[0] = n;
-    let data = &map[..n * row_bytes];
     // Nothing gathered, nothing written: an empty array would only make the re-run refuse.
     if n > 0 {
+        let data = &map[..n * row_bytes];
         if cli.jsonl {
             write_jsonl(&cli.output, &names, data, &shape, cli.overwrite)?;
         } else {
@@ -212,11 +154,99 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     }
     drop(map);
     drop(scratch);
-
     errors.sort_by_key(|(i, _)| *i);
-    for (_, e) in &errors {
+    report(&cli, out, &errors, (n > 0).then_some(out_shape), started)
+}
+
+/// -o must be a file, and one that does not exist unless --overwrite.
+fn check_output(cli: &Cli) -> Result<()> {
+    if cli.output.is_dir() {
+        return cli_common::usage(format!(
+            "-o {} is a directory: give the file to write, e.g. -o {}/latents.npz",
+            cli.output.display(),
+            cli.output.display()
+        ));
+    }
+    if cli.output.exists() && !cli.overwrite {
+        bail!(
+            "{} exists; pass --overwrite to replace it",
+            cli.output.display()
+        );
+    }
+    Ok(())
+}
+
+/// A scratch file of `bytes` beside `output`, reserved on the disk and memory-mapped: one row
+/// per input.
+fn scratch_rows(
+    output: &Path,
+    bytes: usize,
+) -> Result<(tempfile::NamedTempFile, memmap2::MmapMut)> {
+    let scratch = atomic::temp_beside(&output.with_extension("gather-scratch"))?;
+    let len = bytes as u64;
+    scratch
+        .as_file()
+        .set_len(len)
+        .context("sizing the scratch file")?;
+    reserve(scratch.as_file(), len).with_context(|| {
+        format!(
+            "reserving {len} bytes for the scratch file beside {}",
+            output.display()
+        )
+    })?;
+    // SAFETY: the scratch file is private to this process (a fresh temp file) and outlives the map.
+    let map = unsafe { memmap2::MmapMut::map_mut(scratch.as_file()) }
+        .context("mapping the scratch file")?;
+    Ok((scratch, map))
+}
+
+/// Each input's row into its slot of `map`, on the pool's threads: per input, nothing or its
+/// error (unreadable, another shape, non-finite values, interrupted).
+fn read_rows(
+    cli: &Cli,
+    items: &[InputItem],
+    shape: &[usize],
+    map: &mut [u8],
+    row_bytes: usize,
+) -> Vec<Result<(), ErrorRecord>> {
+    if row_bytes == 0 || items.is_empty() {
+        return Vec::new();
+    }
+    map.par_chunks_mut(row_bytes)
+        .zip(items.par_iter())
+        .map(|(slot, item)| {
+            if interrupt::requested() {
+                return Err(error(item, &anyhow::anyhow!("interrupted")));
+            }
+            let finite = load(item, &cli.key, Some(shape), |l| {
+                l.write_le(slot);
+                l.all_finite()
+            })
+            .map_err(|e| error(item, &e))?;
+            if !finite {
+                return Err(error(
+                    item,
+                    &anyhow::anyhow!("has non-finite values (NaN or inf): not a latent"),
+                ));
+            }
+            Ok(())
+        })
+        .collect()
+}
+
+/// The error records in input order, the summary (`shape`: the written array's, when one was
+/// written) and the outcome.
+fn report(
+    cli: &Cli,
+    out: &mut JsonlOut,
+    errors: &[(usize, ErrorRecord)],
+    shape: Option<Vec<usize>>,
+    started: Instant,
+) -> Result<Outcome> {
+    for (_, e) in errors {
         out.emit(e)?;
     }
+    let n = shape.as_ref().map_or(0, |s| s[0]);
     let output = (n > 0).then(|| fs::canonicalize(&cli.output).unwrap_or(cli.output.clone()));
     out.emit(&Summary {
         ok: n,
@@ -224,7 +254,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         failed: errors.len(),
         elapsed_ms: started.elapsed().as_millis() as u64,
         output,
-        shape: (n > 0).then_some(out_shape),
+        shape,
         ..Summary::default()
     })?;
     if n == 0 && errors.is_empty() {
