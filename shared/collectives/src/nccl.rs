@@ -304,9 +304,18 @@ impl NcclComm {
             .map_err(|e| Error::Nccl(format!("current CUDA stream: {e}")))
     }
 
+    /// One NCCL collective: `call(comm, stream)` enqueues it on libtorch's current stream, and
+    /// its result is checked (`what` names it in the error).
+    fn enqueue(&mut self, what: &str, call: impl FnOnce(Comm, *mut c_void) -> c_int) -> Result<()> {
+        self.enter()?;
+        let code = call(self.comm, self.stream()?);
+        self.nccl.check(what, code, Some(self.comm))
+    }
+
     /// # Safety
     /// `send`/`recv` must be device pointers on this communicator's device, holding the
-    /// element counts NCCL's call documents, live until the stream has run the collective.
+    /// element counts NCCL's call documents, live until the stream has run the collective
+    /// (the same for the three below).
     pub(crate) unsafe fn all_reduce(
         &mut self,
         send: *const c_void,
@@ -315,25 +324,16 @@ impl NcclComm {
         dtype: DType,
         op: ReduceOp,
     ) -> Result<()> {
-        self.enter()?;
+        let f = self.nccl.fns.all_reduce;
+        let (dtype, op) = (dtype.code().into(), op.code().into());
         // SAFETY: per this function's contract.
-        let code = unsafe {
-            (self.nccl.fns.all_reduce)(
-                send,
-                recv,
-                count,
-                dtype.code().into(),
-                op.code().into(),
-                self.comm,
-                self.stream()?,
-            )
-        };
-        self.nccl.check("ncclAllReduce", code, Some(self.comm))
+        self.enqueue("ncclAllReduce", |comm, stream| unsafe {
+            f(send, recv, count, dtype, op, comm, stream)
+        })
     }
 
     /// # Safety
-    /// `send`/`recv` must be device pointers on this communicator's device, holding the
-    /// element counts NCCL's call documents, live until the stream has run the collective.
+    /// As [`Self::all_reduce`].
     pub(crate) unsafe fn broadcast(
         &mut self,
         send: *const c_void,
@@ -342,26 +342,17 @@ impl NcclComm {
         dtype: DType,
         root: usize,
     ) -> Result<()> {
-        self.enter()?;
+        let f = self.nccl.fns.broadcast;
+        let dtype = dtype.code().into();
         // SAFETY: per this function's contract.
-        let code = unsafe {
-            (self.nccl.fns.broadcast)(
-                send,
-                recv,
-                count,
-                dtype.code().into(),
-                root as c_int,
-                self.comm,
-                self.stream()?,
-            )
-        };
-        self.nccl.check("ncclBroadcast", code, Some(self.comm))
+        self.enqueue("ncclBroadcast", |comm, stream| unsafe {
+            f(send, recv, count, dtype, root as c_int, comm, stream)
+        })
     }
 
     /// `send_count` elements from each rank into `recv` (world × send_count).
     /// # Safety
-    /// `send`/`recv` must be device pointers on this communicator's device, holding the
-    /// element counts NCCL's call documents, live until the stream has run the collective.
+    /// As [`Self::all_reduce`].
     pub(crate) unsafe fn all_gather(
         &mut self,
         send: *const c_void,
@@ -369,25 +360,17 @@ impl NcclComm {
         send_count: usize,
         dtype: DType,
     ) -> Result<()> {
-        self.enter()?;
+        let f = self.nccl.fns.all_gather;
+        let dtype = dtype.code().into();
         // SAFETY: per this function's contract.
-        let code = unsafe {
-            (self.nccl.fns.all_gather)(
-                send,
-                recv,
-                send_count,
-                dtype.code().into(),
-                self.comm,
-                self.stream()?,
-            )
-        };
-        self.nccl.check("ncclAllGather", code, Some(self.comm))
+        self.enqueue("ncclAllGather", |comm, stream| unsafe {
+            f(send, recv, send_count, dtype, comm, stream)
+        })
     }
 
     /// `send` holds world × `recv_count` elements; `recv` gets this rank's reduced slot.
     /// # Safety
-    /// `send`/`recv` must be device pointers on this communicator's device, holding the
-    /// element counts NCCL's call documents, live until the stream has run the collective.
+    /// As [`Self::all_reduce`].
     pub(crate) unsafe fn reduce_scatter(
         &mut self,
         send: *const c_void,
@@ -396,20 +379,12 @@ impl NcclComm {
         dtype: DType,
         op: ReduceOp,
     ) -> Result<()> {
-        self.enter()?;
+        let f = self.nccl.fns.reduce_scatter;
+        let (dtype, op) = (dtype.code().into(), op.code().into());
         // SAFETY: per this function's contract.
-        let code = unsafe {
-            (self.nccl.fns.reduce_scatter)(
-                send,
-                recv,
-                recv_count,
-                dtype.code().into(),
-                op.code().into(),
-                self.comm,
-                self.stream()?,
-            )
-        };
-        self.nccl.check("ncclReduceScatter", code, Some(self.comm))
+        self.enqueue("ncclReduceScatter", |comm, stream| unsafe {
+            f(send, recv, recv_count, dtype, op, comm, stream)
+        })
     }
 
     /// Waits until the default stream is idle, polling NCCL's asynchronous error; on an error

@@ -239,41 +239,18 @@ macro_rules! half_elem {
 half_elem!(f16, bf16);
 
 /// Runs `$body` with `$T` bound to the Rust type of `$dtype`.
+/// `$body` with `$T` the Rust type of `$dtype`'s elements.
 macro_rules! with_elem {
     ($dtype:expr, $T:ident => $body:expr) => {
+        with_elem!(@arms $dtype, $T, $body,
+            U8 u8, I8 i8, I32 i32, I64 i64, F16 f16, BF16 bf16, F32 f32, F64 f64)
+    };
+    (@arms $dtype:expr, $T:ident, $body:expr, $($variant:ident $ty:ty),+) => {
         match $dtype {
-            DType::U8 => {
-                type $T = u8;
+            $(DType::$variant => {
+                type $T = $ty;
                 $body
-            }
-            DType::I8 => {
-                type $T = i8;
-                $body
-            }
-            DType::I32 => {
-                type $T = i32;
-                $body
-            }
-            DType::I64 => {
-                type $T = i64;
-                $body
-            }
-            DType::F16 => {
-                type $T = f16;
-                $body
-            }
-            DType::BF16 => {
-                type $T = bf16;
-                $body
-            }
-            DType::F32 => {
-                type $T = f32;
-                $body
-            }
-            DType::F64 => {
-                type $T = f64;
-                $body
-            }
+            })+
         }
     };
 }

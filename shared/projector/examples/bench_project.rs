@@ -28,18 +28,11 @@ use projector::{Projector, Settings, WStats, noise_regularizer};
 use stylegan2::{Config, Generator, Noise, Ops, SynthesisOptions};
 use tch::{Device, Kind, Tensor};
 
+#[path = "../../stylegan2/examples/common/kernel_choices.rs"]
+mod common;
+
 fn main() {
-    // KERNEL_CHOICES: what project-one-gpu's --kernel-choices sets; library warnings on stderr.
-    cli_common::logger::install("bench_project", false);
-    if let Ok(v) = std::env::var("KERNEL_CHOICES") {
-        match v.parse() {
-            Ok(c) => stylegan2::tune::set_kernel_choices(c),
-            Err(e) => {
-                eprintln!("KERNEL_CHOICES: {e}");
-                std::process::exit(2);
-            }
-        }
-    }
+    common::set_up("bench_project");
     let a: Vec<String> = std::env::args().collect();
     if a.len() < 5 {
         eprintln!(

@@ -394,18 +394,11 @@ fn fast_check(d: Device, res: i64, b: i64, iters: usize) {
     }
 }
 
+#[path = "common/kernel_choices.rs"]
+mod common;
+
 fn main() {
-    // KERNEL_CHOICES: what project-one-gpu's --kernel-choices sets; library warnings on stderr.
-    cli_common::logger::install("bench", false);
-    if let Ok(v) = std::env::var("KERNEL_CHOICES") {
-        match v.parse() {
-            Ok(c) => stylegan2::tune::set_kernel_choices(c),
-            Err(e) => {
-                eprintln!("KERNEL_CHOICES: {e}");
-                std::process::exit(2);
-            }
-        }
-    }
+    common::set_up("bench");
     let a: Vec<String> = std::env::args().collect();
     if std::env::var_os("NO_TF32").is_some() {
         device::disable_tf32();
