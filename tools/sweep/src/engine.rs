@@ -12,12 +12,12 @@ use cli_common::{JsonlOut, Outcome, interrupt};
 use records::{BestTrial, Decision, SweepSummary, TrialRecord, TrialResult};
 use serde_json::{Map, Value};
 
-use crate::asha::{Action, Asha, Scheduler};
 use crate::files::TrialFiles;
 use crate::journal::{Definition, Entry, Journal, SchedulerKind};
 use crate::procs::{self, Msg};
-use crate::space::Config;
 use crate::template::{Bindings, Template};
+use search::asha::{Action, Asha, Scheduler};
+use search::space::Config;
 use tensorboard::SessionStatus;
 
 /// How this run of the sweep executes (may change between a sweep and its resumption).
@@ -969,7 +969,7 @@ impl<'a> Engine<'a> {
                 s,
                 "trials by their last {} ({}):",
                 self.def.metric,
-                if self.def.asha.mode == crate::asha::Mode::Max {
+                if self.def.asha.mode == search::asha::Mode::Max {
                     "highest first"
                 } else {
                     "lowest first"

@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 
 use tensorboard::{EventWriter, SessionStatus};
 
-use crate::asha::Mode;
+use search::asha::Mode;
 
 /// `{"a": {"b": 1}}` → `[("a/b", 1)]`, keys in the map's order (Ray's `flatten_dict`).
 pub fn flatten(record: &Map<String, Value>) -> Vec<(String, Value)> {

@@ -13,8 +13,8 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::asha::AshaSettings;
-use crate::space::Config;
+use search::asha::AshaSettings;
+use search::space::Config;
 
 pub const FILE: &str = "journal.jsonl";
 
@@ -189,7 +189,7 @@ impl Journal {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::asha::Mode;
+    use search::asha::Mode;
 
     fn definition() -> Definition {
         Definition {

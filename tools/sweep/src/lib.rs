@@ -10,17 +10,15 @@ use anyhow::{Context, Result};
 use clap::Parser;
 use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, atomic, usage};
 
-pub mod asha;
 mod engine;
 pub mod files;
 pub mod journal;
 pub mod plot;
 mod procs;
-pub mod space;
 pub mod template;
 
-pub use asha::{Action, Asha, AshaSettings, Mode, Scheduler, nanpercentile};
 use journal::{ArgRepr, Definition, Journal, SchedulerKind};
+use search::{AshaSettings, Mode, space};
 
 /// Hyper-parameter search with ASHA early stopping, as Ray Tune's, over any command that prints JSON records.
 ///

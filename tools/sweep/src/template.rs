@@ -10,7 +10,7 @@ use std::ffi::OsString;
 use anyhow::{Result, bail};
 use serde_json::Value;
 
-use crate::space::Config;
+use search::space::Config;
 
 /// Placeholders every template may use besides the parameters.
 pub const BUILTIN: &[&str] = &["trial", "trial_dir", "slot"];

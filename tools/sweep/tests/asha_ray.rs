@@ -8,8 +8,8 @@
 use std::collections::BTreeMap;
 mod common;
 
+use search::{Action, Asha, AshaSettings, Mode};
 use serde_json::{Value, json};
-use sweep::{Action, Asha, AshaSettings, Mode};
 
 /// xorshift64*: the test's own reproducible randomness.
 struct Rng(u64);
