@@ -134,143 +134,47 @@ impl Optimizer {
             if !g.defined() {
                 continue;
             }
-            let mut p = p.shallow_clone();
+            let state = &mut self.state;
             match self.rule {
                 Rule::Sgd {
                     momentum,
                     nesterov,
                     weight_decay,
-                } if self.fused => {
-                    let key = format!("{name}.momentum_buffer");
-                    let (buf, first_step) = match (momentum != 0.0, self.state.get(&key)) {
-                        (false, _) => (None, false),
-                        (true, Some(b)) => (Some(b.shallow_clone()), false),
-                        (true, None) => {
-                            let b = p.zeros_like();
-                            self.state.insert(key, b.shallow_clone());
-                            (Some(b), true)
-                        }
-                    };
-                    let lr = match &on {
-                        StepOn::Host { lr, .. } => fused::Lr::Host(*lr),
-                        StepOn::Device { lr, .. } => fused::Lr::Device(lr),
-                    };
+                } => {
                     let h = fused::Sgd {
                         weight_decay,
                         momentum,
                         nesterov,
                     };
-                    fused::sgd(&p, &g, buf.as_ref(), h, lr, first_step)
-                        .unwrap_or_else(|e| panic!("fused SGD step on {:?}: {e}", p.device()));
+                    if self.fused {
+                        sgd_fused(state, name, p, &g, h, &on);
+                    } else {
+                        sgd(state, name, p, &g, h, &on);
+                    }
                 }
-                // torch.optim.sgd._single_tensor_sgd (dampening 0), in place: the gradient
-                // becomes the step direction and nothing is allocated (on the CPU each
-                // parameter-sized temporary cost a page-faulted allocation: the step took 47 ms
-                // for ResNet-18's 11.2M parameters, 5 ms in place). addcmul_ with a 0-dim
-                // factor is `a + b·c` rounded as the separate ops were.
-                Rule::Sgd {
-                    momentum,
-                    nesterov,
+                Rule::AdamW {
+                    beta1,
+                    beta2,
+                    eps,
                     weight_decay,
                 } => {
-                    let scalar = device_scalar(&p);
-                    let mut d = g.shallow_clone();
-                    if weight_decay != 0.0 {
-                        let _ = d.addcmul_(&p, &scalar(weight_decay));
-                    }
-                    if momentum != 0.0 {
-                        let key = format!("{name}.momentum_buffer");
-                        let buf = match self.state.get(&key) {
-                            Some(b) => {
-                                let mut b = b.shallow_clone();
-                                let _ = b.g_mul_scalar_(momentum).g_add_(&d);
-                                b
-                            }
-                            None => {
-                                let b = d.detach().copy();
-                                self.state.insert(key, b.shallow_clone());
-                                b
-                            }
+                    if self.fused {
+                        let h = fused::AdamW {
+                            beta1,
+                            beta2,
+                            eps,
+                            weight_decay,
                         };
-                        if nesterov {
-                            let _ = d.addcmul_(&buf, &scalar(momentum));
-                        } else {
-                            d = buf;
-                        }
+                        adamw_fused(state, name, p, &g, h, &on);
+                    } else {
+                        let h = adam::Hyper {
+                            beta1,
+                            beta2,
+                            eps,
+                            weight_decay,
+                        };
+                        adamw(state, &mut self.scratch, name, p, &g, h, &on);
                     }
-                    let _ = match &on {
-                        StepOn::Host { lr, .. } => p.addcmul_(&d, &scalar(-lr)),
-                        StepOn::Device { lr, .. } => p.addcmul_(&d, &lr.neg()),
-                    };
-                }
-                Rule::AdamW {
-                    beta1,
-                    beta2,
-                    eps,
-                    weight_decay,
-                } if self.fused => {
-                    let zeros = || p.zeros_like();
-                    let m = self
-                        .state
-                        .entry(format!("{name}.exp_avg"))
-                        .or_insert_with(zeros)
-                        .shallow_clone();
-                    let v = self
-                        .state
-                        .entry(format!("{name}.exp_avg_sq"))
-                        .or_insert_with(zeros)
-                        .shallow_clone();
-                    let (lr, step) = match &on {
-                        StepOn::Host { lr, t } => (
-                            fused::Lr::Host(*lr),
-                            Tensor::full([], *t, (tch::Kind::Float, p.device())),
-                        ),
-                        StepOn::Device { lr, t } => (fused::Lr::Device(lr), t.shallow_clone()),
-                    };
-                    let h = fused::AdamW {
-                        beta1,
-                        beta2,
-                        eps,
-                        weight_decay,
-                    };
-                    fused::adamw(&p, &g, &m, &v, &step, h, lr)
-                        .unwrap_or_else(|e| panic!("fused AdamW step on {:?}: {e}", p.device()));
-                }
-                // torch.optim.adamw._single_tensor_adamw: the runtime's one Adam/AdamW step,
-                // with one scratch buffer per parameter (not checkpointed).
-                Rule::AdamW {
-                    beta1,
-                    beta2,
-                    eps,
-                    weight_decay,
-                } => {
-                    let zeros = || p.zeros_like();
-                    let m = self
-                        .state
-                        .entry(format!("{name}.exp_avg"))
-                        .or_insert_with(zeros)
-                        .shallow_clone();
-                    let v = self
-                        .state
-                        .entry(format!("{name}.exp_avg_sq"))
-                        .or_insert_with(zeros)
-                        .shallow_clone();
-                    let tmp = self
-                        .scratch
-                        .entry(name.clone())
-                        .or_insert_with(zeros)
-                        .shallow_clone();
-                    let h = adam::Hyper {
-                        beta1,
-                        beta2,
-                        eps,
-                        weight_decay,
-                    };
-                    let on = match &on {
-                        StepOn::Host { lr, t } => adam::On::Host { lr: *lr, t: *t },
-                        StepOn::Device { lr, t } => adam::On::Device { lr, t },
-                    };
-                    adam::step(&p, &g, &m, &v, &tmp, h, &on);
                 }
             }
         }
@@ -404,6 +308,132 @@ impl Schedule {
             }
         }
     }
+}
+
+/// PyTorch's fused SGD kernel on one parameter (its momentum buffer made on the first step).
+fn sgd_fused(
+    state: &mut BTreeMap<String, Tensor>,
+    name: &str,
+    p: &Tensor,
+    g: &Tensor,
+    h: fused::Sgd,
+    on: &StepOn,
+) {
+    let key = format!("{name}.momentum_buffer");
+    let (buf, first_step) = match (h.momentum != 0.0, state.get(&key)) {
+        (false, _) => (None, false),
+        (true, Some(b)) => (Some(b.shallow_clone()), false),
+        (true, None) => {
+            let b = p.zeros_like();
+            state.insert(key, b.shallow_clone());
+            (Some(b), true)
+        }
+    };
+    let lr = match on {
+        StepOn::Host { lr, .. } => fused::Lr::Host(*lr),
+        StepOn::Device { lr, .. } => fused::Lr::Device(lr),
+    };
+    fused::sgd(p, g, buf.as_ref(), h, lr, first_step)
+        .unwrap_or_else(|e| panic!("fused SGD step on {:?}: {e}", p.device()));
+}
+
+/// torch.optim.sgd._single_tensor_sgd (dampening 0), in place: the gradient becomes the step
+/// direction and nothing is allocated (on the CPU each parameter-sized temporary cost a
+/// page-faulted allocation: the step took 47 ms for ResNet-18's 11.2M parameters, 5 ms in
+/// place). addcmul_ with a 0-dim factor is `a + b·c` rounded as the separate ops were.
+fn sgd(
+    state: &mut BTreeMap<String, Tensor>,
+    name: &str,
+    p: &Tensor,
+    g: &Tensor,
+    h: fused::Sgd,
+    on: &StepOn,
+) {
+    let mut p = p.shallow_clone();
+    let scalar = device_scalar(&p);
+    let mut d = g.shallow_clone();
+    if h.weight_decay != 0.0 {
+        let _ = d.addcmul_(&p, &scalar(h.weight_decay));
+    }
+    if h.momentum != 0.0 {
+        let key = format!("{name}.momentum_buffer");
+        let buf = match state.get(&key) {
+            Some(b) => {
+                let mut b = b.shallow_clone();
+                let _ = b.g_mul_scalar_(h.momentum).g_add_(&d);
+                b
+            }
+            None => {
+                let b = d.detach().copy();
+                state.insert(key, b.shallow_clone());
+                b
+            }
+        };
+        if h.nesterov {
+            let _ = d.addcmul_(&buf, &scalar(h.momentum));
+        } else {
+            d = buf;
+        }
+    }
+    let _ = match on {
+        StepOn::Host { lr, .. } => p.addcmul_(&d, &scalar(-lr)),
+        StepOn::Device { lr, .. } => p.addcmul_(&d, &lr.neg()),
+    };
+}
+
+/// AdamW's moments of `name` (zeros at the first step).
+fn moments(state: &mut BTreeMap<String, Tensor>, name: &str, p: &Tensor) -> (Tensor, Tensor) {
+    let mut get = |suffix: &str| {
+        state
+            .entry(format!("{name}.{suffix}"))
+            .or_insert_with(|| p.zeros_like())
+            .shallow_clone()
+    };
+    (get("exp_avg"), get("exp_avg_sq"))
+}
+
+/// PyTorch's fused AdamW kernel on one parameter.
+fn adamw_fused(
+    state: &mut BTreeMap<String, Tensor>,
+    name: &str,
+    p: &Tensor,
+    g: &Tensor,
+    h: fused::AdamW,
+    on: &StepOn,
+) {
+    let (m, v) = moments(state, name, p);
+    let (lr, step) = match on {
+        StepOn::Host { lr, t } => (
+            fused::Lr::Host(*lr),
+            Tensor::full([], *t, (tch::Kind::Float, p.device())),
+        ),
+        StepOn::Device { lr, t } => (fused::Lr::Device(lr), t.shallow_clone()),
+    };
+    fused::adamw(p, g, &m, &v, &step, h, lr)
+        .unwrap_or_else(|e| panic!("fused AdamW step on {:?}: {e}", p.device()));
+}
+
+/// torch.optim.adamw._single_tensor_adamw: the runtime's one Adam/AdamW step, with one scratch
+/// buffer per parameter (not checkpointed).
+fn adamw(
+    state: &mut BTreeMap<String, Tensor>,
+    scratch: &mut BTreeMap<String, Tensor>,
+    name: &str,
+    p: &Tensor,
+    g: &Tensor,
+    h: adam::Hyper,
+    on: &StepOn,
+) {
+    let (m, v) = moments(state, name, p);
+    let tmp = scratch
+        .entry(name.to_string())
+        .or_insert_with(|| p.zeros_like())
+        .shallow_clone();
+    let on = match on {
+        StepOn::Host { lr, t } => adam::On::Host { lr: *lr, t: *t },
+        StepOn::Device { lr, t } => adam::On::Device { lr, t },
+    };
+    adam::step(p, g, &m, &v, &tmp, h, &on);
 }
 
 #[cfg(test)]
