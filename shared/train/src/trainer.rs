@@ -406,21 +406,14 @@ pub fn train(
                 epoch as f64 + step as f64 / steps_per_epoch as f64,
                 cfg.epochs as f64,
             );
-            // Image files: the batches of the steps ahead start decoding (at the epoch's start,
-            // all of the first `prefetch`; then one step further each step).
-            if train_set.is_files() && cfg.prefetch > 0 {
-                let ahead = if step == first {
-                    step
-                } else {
-                    step + cfg.prefetch
-                };
-                for s in ahead..(step + cfg.prefetch + 1).min(steps_per_epoch) {
-                    let batch = order.narrow(0, (s * local) as i64, local as i64);
-                    for idx in micro_indices(cfg, &batch, local) {
-                        train_set.prefetch(&idx, cfg.augment, epoch)?;
-                    }
-                }
-            }
+            prefetch_ahead(
+                cfg,
+                &train_set,
+                &order,
+                (first, step, steps_per_epoch),
+                local,
+                epoch,
+            )?;
             // Augmentation draws (of data held on the device): a function of the seed, epoch,
             // step and rank only, so that a run resumed at any step draws what the uninterrupted
             // one drew.
@@ -459,19 +452,7 @@ pub fn train(
         // Steps this process ran (a resumed epoch's first ones ran before it).
         let ran = (steps_per_epoch - first) as f64;
         let seen = (steps_per_epoch * local) as f64;
-        let train_seconds;
-        let (train_loss, train_top1) = {
-            // Reading the sums waits for the device: the steps are done.
-            let mut t = Tensor::from_slice(&[
-                stepper.loss_sum.double_value(&[]),
-                stepper.correct.int64_value(&[]) as f64,
-                seen,
-            ]);
-            train_seconds = t0.elapsed().as_secs_f64();
-            comm.all_reduce(&mut t, ReduceOp::Sum)?;
-            let v: Vec<f64> = Vec::try_from(&t)?;
-            (v[0] / v[2], 100.0 * v[1] / v[2])
-        };
+        let (train_loss, train_top1, train_seconds) = stepper.epoch_figures(comm, seen, t0)?;
         let val_loss;
         (val_loss, val_top1) = evaluate(&model, &stages, &test_set, &norm, comm, cfg)?;
         if cfg.device.is_cuda() {
@@ -525,6 +506,33 @@ pub fn train(
         epochs,
         resumed_from: start.resumed_from,
     })
+}
+
+/// Image files: the batches of the steps ahead of `step` start decoding (at the epoch's `first`
+/// step, all of the first `prefetch`; then one step further each step).
+fn prefetch_ahead(
+    cfg: &Config,
+    train_set: &Dataset,
+    order: &Tensor,
+    (first, step, steps): (usize, usize, usize),
+    local: usize,
+    epoch: usize,
+) -> Result<()> {
+    if !train_set.is_files() || cfg.prefetch == 0 {
+        return Ok(());
+    }
+    let ahead = if step == first {
+        step
+    } else {
+        step + cfg.prefetch
+    };
+    for s in ahead..(step + cfg.prefetch + 1).min(steps) {
+        let batch = order.narrow(0, (s * local) as i64, local as i64);
+        for idx in micro_indices(cfg, &batch, local) {
+            train_set.prefetch(&idx, cfg.augment, epoch)?;
+        }
+    }
+    Ok(())
 }
 
 /// The settings that cannot work together, as usage errors; the per-rank batch.
@@ -1438,6 +1446,26 @@ struct Stepper<'a> {
 }
 
 impl Stepper<'_> {
+    /// The epoch's training loss and top-1 (%) over every rank's `seen` samples (reading the
+    /// sums waits for the device: the steps are done), and the host seconds since `t0` when
+    /// the steps were done.
+    fn epoch_figures(
+        &self,
+        comm: &mut Communicator,
+        seen: f64,
+        t0: Instant,
+    ) -> Result<(f64, f64, f64)> {
+        let mut t = Tensor::from_slice(&[
+            self.loss_sum.double_value(&[]),
+            self.correct.int64_value(&[]) as f64,
+            seen,
+        ]);
+        let seconds = t0.elapsed().as_secs_f64();
+        comm.all_reduce(&mut t, ReduceOp::Sum)?;
+        let v: Vec<f64> = Vec::try_from(&t)?;
+        Ok((v[0] / v[2], 100.0 * v[1] / v[2], seconds))
+    }
+
     /// Gradients of the mean loss over the micro-batches (× `loss_factor`), averaged over
     /// ranks stage by stage; adds the batch's summed loss and correct count to the epoch sums.
     /// Queues device work only (no host reads), so it can be captured.
