@@ -57,6 +57,13 @@ fn setup(dir: &Path) {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
+/// The three targets [`setup`] renders.
+const IMGS: [&str; 3] = [
+    "imgs/seed0001.png",
+    "imgs/seed0002.png",
+    "imgs/seed0003.png",
+];
+
 /// Exit status and records, decoded.
 fn project(dir: &Path, args: &[&str]) -> (Option<i32>, Batch<LatentRecord>) {
     let o = exec(dir, args);
@@ -109,11 +116,7 @@ fn projection_recovers_the_generators_own_images() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     setup(d);
-    let imgs = [
-        "imgs/seed0001.png",
-        "imgs/seed0002.png",
-        "imgs/seed0003.png",
-    ];
+    let imgs = IMGS;
     // One step leaves w at w_avg (the learning rate of step 0 is 0): the starting point.
     let (code, start) = project(
         d,
@@ -427,11 +430,7 @@ fn pictures_go_under_the_output_directory_with_a_sheet_and_videos() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     setup(d);
-    let imgs = [
-        "imgs/seed0001.png",
-        "imgs/seed0002.png",
-        "imgs/seed0003.png",
-    ];
+    let imgs = IMGS;
     // Pictures beside the inputs only when asked: the next glob would take them for targets.
     let o = exec(d, &["--save-image", imgs[0]]);
     assert_eq!(o.status.code(), Some(2));
