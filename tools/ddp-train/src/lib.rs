@@ -22,7 +22,7 @@ use train::pipeline::Pipeline;
 use train::resnet::{Arch, Stem};
 use train::trainer::{Config, Precision};
 
-/// Data-parallel ResNet training on CIFAR binaries, image folders or RecordIO, one process per GPU (or per pipeline of GPUs), as PyTorch DDP does it (checkpoints, resume, records).
+/// Data-parallel ResNet training on CIFAR binaries, image folders, RecordIO or webdataset shards, one process per GPU (or per pipeline of GPUs), as PyTorch DDP does it (checkpoints, resume, records).
 ///
 /// Run one process per rank (torchrun --no-python, srun, GNU parallel with --rank, or one
 /// process for world size 1). --batch-size is the global batch, split evenly over the ranks.
