@@ -27,7 +27,7 @@ pub use args::{CudaGraphsArg, GpuArgs, Switch};
 /// each taking the values it supports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Precision {
-    /// Strict fp32 ([`disable_tf32`] before CUDA starts).
+    /// Strict fp32 (no TF32: `gpu_runtime::shim::cuda_fp32_strict`).
     Fp32,
     /// fp32 values, TF32 tensor-core convolutions and matmuls on CUDA (libtorch's cuDNN default,
     /// so PyTorch's); fp32 on the CPU.
@@ -218,23 +218,9 @@ pub fn cuda_device_count() -> usize {
     }
 }
 
-/// Turns TF32 off for cuBLAS and cuDNN (`NVIDIA_TF32_OVERRIDE=0`), so fp32 convolutions and
-/// matmuls on Ampere+ GPUs are strict fp32. libtorch's defaults allow TF32 in cuDNN convolutions
-/// (as PyTorch's do, so upstream's generate.py and projector run in TF32 on such GPUs); tch has
-/// no setter for `allow_tf32`, and the libraries read this variable when they initialise, so call
-/// this first thing, before any CUDA work. An explicit `NVIDIA_TF32_OVERRIDE` in the environment
-/// is left alone.
 /// Sets libtorch's intra-op threads: the CPU pool every CPU operation of this process shares.
 pub fn set_cpu_threads(n: usize) {
     tch::set_num_threads(n.min(i32::MAX as usize) as i32);
-}
-
-pub fn disable_tf32() {
-    if std::env::var_os("NVIDIA_TF32_OVERRIDE").is_none() {
-        // SAFETY: called at start-up, before libtorch or CUDA start threads that read the
-        // environment.
-        unsafe { std::env::set_var("NVIDIA_TF32_OVERRIDE", "0") };
-    }
 }
 
 /// Bytes in use on the current CUDA device (total − free, `cudaMemGetInfo`), or `None` without
@@ -367,7 +353,7 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
     ),
     (
         "NVIDIA_TF32_OVERRIDE",
-        "Left as given; strict fp32 (--precision fp32) sets it to 0 when unset.",
+        "Read by cuBLAS and cuDNN themselves: 0 turns TF32 off whatever --precision says.",
     ),
     (
         "LD_LIBRARY_PATH",

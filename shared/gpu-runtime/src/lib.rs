@@ -10,6 +10,7 @@
 //! - [`adam`]: one Adam/AdamW step as `torch.optim`'s single-tensor path computes it, with host
 //!   or device-side learning rate and step count (the trainer's AdamW and the projector's Adam);
 //! - [`scalar`]: 0-dim tensors on a device, the form a captured graph can read;
+//! - [`rng`]: random generators of one's own, seeded as `torch.manual_seed` seeds the default;
 //! - [`tune`]: choosing between formulations of the same maths by timing them once per shape.
 //!
 //! Kernels that belong to a model live with the model, in its own C++ over this crate's
@@ -20,6 +21,7 @@
 pub mod adam;
 pub mod fused;
 pub mod graph;
+pub mod rng;
 pub mod scalar;
 pub mod shim;
 pub mod tune;

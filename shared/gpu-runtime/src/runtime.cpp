@@ -360,6 +360,62 @@ char *shk_autocast_exit(int was_enabled) {
 // torch.backends.cudnn.deterministic.
 void shk_set_cudnn_deterministic(int on) { at::globalContext().setDeterministicCuDNN(on != 0); }
 
+// torch.backends.{cudnn.conv,cudnn.rnn,cuda.matmul}.fp32_precision = "ieee": CUDA's fp32
+// convolutions, RNNs and matmuls without TF32.
+char* shk_cuda_fp32_strict() {
+  return guarded([&] {
+    auto& ctx = at::globalContext();
+    for (auto op : {at::Float32Op::ALL, at::Float32Op::CONV, at::Float32Op::RNN,
+                    at::Float32Op::MATMUL}) {
+      ctx.setFloat32Precision(at::Float32Backend::CUDA, op, at::Float32Precision::IEEE);
+    }
+  });
+}
+
+// A random generator of its own for `device` (the CPU when negative): a copy of the device's
+// default generator reseeded as torch.manual_seed(seed) reseeds that one, so its draws equal
+// the default generator's after manual_seed(seed), without touching it.
+char* shk_generator_new(int device, uint64_t seed, at::Generator** out) {
+  return guarded([&] {
+    auto d = device < 0 ? at::Device(at::kCPU)
+                        : at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device));
+    auto g = at::globalContext().defaultGenerator(d).clone();
+    {
+      std::lock_guard<std::mutex> lock(g.mutex());
+      g.set_current_seed(seed);
+    }
+    *out = new at::Generator(std::move(g));
+  });
+}
+
+void shk_generator_free(at::Generator* g) { delete g; }
+
+// torch.randint(high, size, generator=g, dtype=int64, device=...) (what 0), torch.rand
+// (what 1, float32) or torch.randn (what 2, float32) on `device` (the CPU when negative).
+char* shk_generator_draw(at::Generator* g, int what, int64_t high, const int64_t* sizes, int ndim,
+                         int device, at::Tensor** out) {
+  return guarded([&] {
+    auto size = at::IntArrayRef(sizes, static_cast<size_t>(ndim));
+    auto d = device < 0 ? at::Device(at::kCPU)
+                        : at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device));
+    auto opts = at::TensorOptions().device(d);
+    std::optional<at::Generator> gen = *g;
+    at::Tensor t;
+    switch (what) {
+      case 0: t = at::randint(high, size, gen, opts.dtype(at::kLong)); break;
+      case 1: t = at::rand(size, gen, opts.dtype(at::kFloat)); break;
+      default: t = at::randn(size, gen, opts.dtype(at::kFloat)); break;
+    }
+    *out = new at::Tensor(std::move(t));
+  });
+}
+
+// Whether CUDA's fp32 convolutions or matmuls may use TF32.
+int shk_cuda_tf32_allowed() {
+  auto& ctx = at::globalContext();
+  return ctx.allowTF32CuDNN(at::Float32Op::CONV) || ctx.allowTF32CuBLAS() ? 1 : 0;
+}
+
 int shk_autocast_enabled() { return at::autocast::is_autocast_enabled(at::kCUDA) ? 1 : 0; }
 
 void shk_autocast_set_cache_enabled(int on) { at::autocast::set_autocast_cache_enabled(on != 0); }

@@ -52,6 +52,8 @@ pub(crate) mod ffi {
         pub fn shk_autocast_exit(was_enabled: c_int) -> *mut c_char;
         pub fn shk_autocast_enabled() -> c_int;
         pub fn shk_set_cudnn_deterministic(on: c_int);
+        pub fn shk_cuda_fp32_strict() -> *mut c_char;
+        pub fn shk_cuda_tf32_allowed() -> c_int;
         pub fn shk_autocast_set_cache_enabled(on: c_int);
         pub fn shk_current_stream(device: c_int, out: *mut *mut c_void) -> *mut c_char;
         pub fn shk_side_stream_begin(device: c_int, previous: *mut *mut c_void) -> *mut c_char;
@@ -280,6 +282,23 @@ pub fn set_cudnn_deterministic(on: bool) {
     unsafe { ffi::shk_set_cudnn_deterministic(on as c_int) }
 }
 
+/// Strict fp32 on CUDA: convolutions, RNNs and matmuls without TF32 (PyTorch's
+/// `torch.backends.cudnn.conv.fp32_precision = "ieee"` and the same for RNNs and
+/// `torch.backends.cuda.matmul`). libtorch's default allows TF32 in cuDNN convolutions, as
+/// PyTorch's does, so upstream's generate.py and projector run in TF32 on Ampere and later GPUs.
+/// libtorch's own setting, read at each call: it may be set at any time, and holds for the
+/// whole process.
+pub fn cuda_fp32_strict() -> Result<()> {
+    // SAFETY: plain call returning shardkit::guarded's message.
+    unsafe { abi::result(ffi::shk_cuda_fp32_strict()) }
+}
+
+/// Whether CUDA's fp32 convolutions or matmuls may use TF32 (libtorch's setting).
+pub fn cuda_tf32_allowed() -> bool {
+    // SAFETY: a read of libtorch's global context.
+    unsafe { ffi::shk_cuda_tf32_allowed() != 0 }
+}
+
 /// Whether CUDA autocast is on in this thread.
 pub fn autocast_enabled() -> bool {
     // SAFETY: read of thread-local state.
@@ -497,6 +516,15 @@ pub fn all_reduce_sum_autograd(x: &Tensor, reducer: Arc<dyn SumReducer>) -> Resu
 mod tests {
     use super::*;
     use tch::{Device, Kind};
+
+    #[test]
+    fn strict_fp32_is_libtorchs_own_setting() {
+        // libtorch's default: TF32 convolutions on CUDA (the setting exists without a GPU).
+        assert!(cuda_tf32_allowed());
+        cuda_fp32_strict().unwrap();
+        assert!(!cuda_tf32_allowed());
+        assert!(std::env::var_os("NVIDIA_TF32_OVERRIDE").is_none());
+    }
 
     #[test]
     fn channels_last_in_place_keeps_values_and_aliases() {

@@ -1,15 +1,84 @@
 //! Choosing between formulations of the same maths by timing them, once per input shape, as
 //! cuDNN's benchmark mode picks its algorithms: which is faster depends on the GPU, the dtype
-//! and the shapes, so it is measured where it runs instead of guessed. The model crates name
-//! their choices (`stylegan2::tune::KernelChoices`: the generator's up-sampling convolution, the
-//! VGG16's memory layout) and call [`mode`] and [`choose`] here.
+//! and the shapes, so it is measured where it runs instead of guessed. A [`Tuner`] remembers
+//! the decisions of the model that owns it (the generator, the VGG16); [`KernelChoices`] is how
+//! the tools fix or free each choice (`--kernel-choices`), handed to the models as a value.
 
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
 use tch::{Device, Kind, Tensor};
 
 /// A candidate: its name and how it computes the output from the input.
 pub type Candidate<'a> = (&'static str, &'a dyn Fn(&Tensor) -> Tensor);
+
+/// The StyleGAN2 generator's two 2× up-sampling convolutions (`stylegan2::fast::UpConv`).
+pub const UPCONVS: [&str; 2] = ["phase", "tconv"];
+/// The VGG16's two memory layouts (perceptual's `NativeVgg16::features`).
+pub const VGG_LAYOUTS: [&str; 2] = ["nchw", "nhwc"];
+
+/// How each timed choice is made, and whether the fused CUDA epilogue runs: what the tools'
+/// `--kernel-choices upconv=phase|tconv|auto,vgg-layout=nchw|nhwc|auto,epilogue=on|off` sets.
+/// A choice left unset is timed on CUDA and takes the first candidate elsewhere; `auto` times it
+/// on any device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KernelChoices {
+    /// A name of [`UPCONVS`], `auto`, or unset.
+    pub upconv: Option<&'static str>,
+    /// A name of [`VGG_LAYOUTS`], `auto`, or unset.
+    pub vgg_layout: Option<&'static str>,
+    /// The NVRTC-compiled modulated-convolution epilogue on CUDA (off: separate ops).
+    pub fused_epilogue: bool,
+}
+
+impl Default for KernelChoices {
+    fn default() -> Self {
+        Self {
+            upconv: None,
+            vgg_layout: None,
+            fused_epilogue: true,
+        }
+    }
+}
+
+impl std::str::FromStr for KernelChoices {
+    type Err = String;
+
+    /// `key=value` pairs separated by commas; the empty string is the default.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut c = KernelChoices::default();
+        let pick = |key: &str, value: &str, names: &[&'static str]| {
+            names
+                .iter()
+                .chain(&["auto"])
+                .find(|n| **n == value)
+                .copied()
+                .ok_or_else(|| format!("{key}={value}: one of {} or auto", names.join(", ")))
+        };
+        for pair in s.split(',').filter(|p| !p.trim().is_empty()) {
+            let (key, value) = pair
+                .split_once('=')
+                .ok_or_else(|| format!("{pair:?} is not key=value"))?;
+            let (key, value) = (key.trim(), value.trim());
+            match key {
+                "upconv" => c.upconv = Some(pick(key, value, &UPCONVS)?),
+                "vgg-layout" => c.vgg_layout = Some(pick(key, value, &VGG_LAYOUTS)?),
+                "epilogue" => {
+                    c.fused_epilogue = match value {
+                        "on" => true,
+                        "off" => false,
+                        _ => return Err(format!("epilogue={value}: on or off")),
+                    }
+                }
+                _ => {
+                    return Err(format!(
+                        "unknown kernel choice {key:?}: upconv, vgg-layout or epilogue"
+                    ));
+                }
+            }
+        }
+        Ok(c)
+    }
+}
 
 /// One timed decision.
 #[derive(Debug, Clone)]
@@ -42,17 +111,11 @@ impl std::fmt::Display for Decision {
     }
 }
 
-fn decisions_cell() -> &'static Mutex<Vec<Decision>> {
-    static D: OnceLock<Mutex<Vec<Decision>>> = OnceLock::new();
-    D.get_or_init(Default::default)
-}
-
-/// Every decision timed in this process (benchmarks print them).
-pub fn decisions() -> Vec<Decision> {
-    decisions_cell()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone()
+/// The decisions one model has timed, by (what, device, dtype, shape). Each model that tunes
+/// owns one, so two models (or two configurations) in one process decide apart.
+#[derive(Debug, Default)]
+pub struct Tuner {
+    decisions: Mutex<Vec<Decision>>,
 }
 
 /// The mode a choice asks for: `Some(i)` fixes candidate `i` of `names`, `None` times them.
@@ -66,39 +129,48 @@ pub fn mode(choice: Option<&str>, names: &[&'static str], device: Device) -> Opt
     }
 }
 
-/// Which of `candidates` to run for `x`: `fixed` if given, else the decision made before for
-/// (`what`, device, dtype, shape), else timed now ([`time`]) and remembered. The first
-/// candidate is the default: it is taken untimed while a CUDA graph is being captured (timing
-/// waits for the device, which a capture forbids: the warm-up steps before a capture see every
-/// shape first).
-pub fn choose(what: &str, fixed: Option<usize>, x: &Tensor, candidates: &[Candidate<'_>]) -> usize {
-    if let Some(i) = fixed {
-        return i;
+impl Tuner {
+    /// Every decision this tuner has timed (benchmarks print them).
+    pub fn decisions(&self) -> Vec<Decision> {
+        self.lock().clone()
     }
-    let (device, kind, input) = (x.device(), x.kind(), x.size());
-    let same =
-        |d: &&Decision| d.what == what && d.device == device && d.kind == kind && d.input == input;
-    if let Some(d) = decisions_cell()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .iter()
-        .find(same)
-    {
-        return d.choice;
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Decision>> {
+        self.decisions.lock().unwrap_or_else(|e| e.into_inner())
     }
-    if let Device::Cuda(i) = device
-        && !matches!(crate::shim::stream_capturing(i), Ok(false))
-    {
-        return 0;
-    }
-    let ms = time(x, candidates);
-    // The first of the fastest: ties (and all failing) keep the default.
-    let choice = (0..ms.len()).fold(0, |best, i| if ms[i] < ms[best] { i } else { best });
-    let timings = candidates.iter().map(|(n, _)| *n).zip(ms).collect();
-    decisions_cell()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push(Decision {
+
+    /// Which of `candidates` to run for `x`: `fixed` if given, else the decision made before
+    /// for (`what`, device, dtype, shape), else timed now ([`time`]) and remembered. The first
+    /// candidate is the default: it is taken untimed while a CUDA graph is being captured
+    /// (timing waits for the device, which a capture forbids: the warm-up steps before a
+    /// capture see every shape first).
+    pub fn choose(
+        &self,
+        what: &str,
+        fixed: Option<usize>,
+        x: &Tensor,
+        candidates: &[Candidate<'_>],
+    ) -> usize {
+        if let Some(i) = fixed {
+            return i;
+        }
+        let (device, kind, input) = (x.device(), x.kind(), x.size());
+        let same = |d: &&Decision| {
+            d.what == what && d.device == device && d.kind == kind && d.input == input
+        };
+        if let Some(d) = self.lock().iter().find(same) {
+            return d.choice;
+        }
+        if let Device::Cuda(i) = device
+            && !matches!(crate::shim::stream_capturing(i), Ok(false))
+        {
+            return 0;
+        }
+        let ms = time(x, candidates);
+        // The first of the fastest: ties (and all failing) keep the default.
+        let choice = (0..ms.len()).fold(0, |best, i| if ms[i] < ms[best] { i } else { best });
+        let timings = candidates.iter().map(|(n, _)| *n).zip(ms).collect();
+        self.lock().push(Decision {
             what: what.to_string(),
             device,
             kind,
@@ -106,7 +178,8 @@ pub fn choose(what: &str, fixed: Option<usize>, x: &Tensor, candidates: &[Candid
             timings,
             choice,
         });
-    choice
+        choice
+    }
 }
 
 /// Median forward + backward milliseconds of each candidate on a copy of `x` (the gradient for
@@ -165,6 +238,28 @@ mod tests {
     use std::cell::Cell;
 
     #[test]
+    fn kernel_choices_parse_as_key_value_pairs() {
+        let c: KernelChoices = "upconv=tconv, vgg-layout=auto,epilogue=off"
+            .parse()
+            .unwrap();
+        assert_eq!(
+            c,
+            KernelChoices {
+                upconv: Some("tconv"),
+                vgg_layout: Some("auto"),
+                fused_epilogue: false
+            }
+        );
+        assert_eq!(
+            "".parse::<KernelChoices>().unwrap(),
+            KernelChoices::default()
+        );
+        for bad in ["upconv=fast", "layout=nchw", "epilogue=1", "upconv"] {
+            assert!(bad.parse::<KernelChoices>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn a_shape_is_timed_once_and_the_faster_kept() {
         let o = (Kind::Float, Device::Cpu);
         let calls = Cell::new(0);
@@ -177,24 +272,26 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(3));
             x * 2.0
         };
+        let tuner = Tuner::default();
         let cands: [Candidate<'_>; 2] = [("slow", &slow), ("cheap", &cheap)];
         assert_eq!(
-            choose("test pair", Some(0), &Tensor::ones([3, 4], o), &cands),
+            tuner.choose("test pair", Some(0), &Tensor::ones([3, 4], o), &cands),
             0
         );
         assert_eq!(calls.get(), 0, "a fixed choice times nothing");
         assert_eq!(
-            choose("test pair", None, &Tensor::ones([3, 4], o), &cands),
+            tuner.choose("test pair", None, &Tensor::ones([3, 4], o), &cands),
             1
         );
         let n = calls.get();
         assert_eq!(n, 12, "a warm-up round and 5 timed rounds of each");
         assert_eq!(
-            choose("test pair", None, &Tensor::zeros([3, 4], o), &cands),
+            tuner.choose("test pair", None, &Tensor::zeros([3, 4], o), &cands),
             1
         );
         assert_eq!(calls.get(), n, "the same shape is not timed again");
-        let d = decisions()
+        let d = tuner
+            .decisions()
             .into_iter()
             .find(|d| d.what == "test pair")
             .unwrap();
@@ -206,7 +303,7 @@ mod tests {
         // Another shape is another decision; a candidate that fails is not chosen.
         let fails = |_: &Tensor| -> Tensor { panic!("out of memory (test)") };
         assert_eq!(
-            choose(
+            tuner.choose(
                 "test pair",
                 None,
                 &Tensor::ones([5], o),
@@ -214,6 +311,34 @@ mod tests {
             ),
             1
         );
+    }
+
+    #[test]
+    fn two_tuners_decide_apart_in_one_process() {
+        // The same what and shape, where the faster candidate differs: each tuner (one per
+        // thread, as two models of two configurations) keeps its own answer.
+        let decide = |slow_first: bool| {
+            std::thread::spawn(move || {
+                let tuner = Tuner::default();
+                let x = Tensor::ones([2, 2], (Kind::Float, Device::Cpu));
+                let slow = |x: &Tensor| {
+                    std::thread::sleep(std::time::Duration::from_millis(3));
+                    x * 2.0
+                };
+                let cheap = |x: &Tensor| x * 2.0;
+                let cands: [Candidate<'_>; 2] = if slow_first {
+                    [("slow", &slow), ("cheap", &cheap)]
+                } else {
+                    [("cheap", &cheap), ("slow", &slow)]
+                };
+                (0..3)
+                    .map(|_| tuner.choose("shared shape", None, &x, &cands))
+                    .collect::<Vec<_>>()
+            })
+        };
+        let (a, b) = (decide(true), decide(false));
+        assert_eq!(a.join().unwrap(), [1, 1, 1]);
+        assert_eq!(b.join().unwrap(), [0, 0, 0]);
     }
 
     #[test]

@@ -32,7 +32,7 @@ use tch::{Device, Kind, Tensor};
 mod common;
 
 fn main() {
-    common::set_up("bench_project");
+    let choices = common::set_up("bench_project");
     let a: Vec<String> = std::env::args().collect();
     if a.len() < 5 {
         eprintln!(
@@ -42,7 +42,7 @@ fn main() {
     }
     let precision = a.get(5).map(String::as_str).unwrap_or("tf32");
     if precision == "fp32" {
-        device::disable_tf32();
+        gpu_runtime::shim::cuda_fp32_strict().unwrap();
     }
     let dev = device::DeviceArg::parse(&a[1])
         .unwrap()
@@ -66,6 +66,7 @@ fn main() {
     tch::manual_seed(0);
     let g = Generator::random(Config::paper_stylegan2(res), dev).unwrap();
     let mut vgg = Vgg16::Native(NativeVgg16::random(dev));
+    vgg.set_kernel_choices(choices);
     if precision == "bf16" {
         vgg.to_kind(Kind::BFloat16);
     }
@@ -89,7 +90,7 @@ fn main() {
     };
     let mode = a.get(6).map(String::as_str).unwrap_or("fast");
     let ops = Some(if mode == "fast" {
-        Ops::Fast
+        Ops::Fast(choices)
     } else {
         Ops::Reference
     });
@@ -143,7 +144,8 @@ fn main() {
         step_ms
     );
     // What was chosen by timing (the up-sampling convolutions, the VGG's layout: auto on CUDA).
-    for d in stylegan2::tune::decisions() {
+    let decisions = g.synthesis.fast_state().decisions();
+    for d in decisions.iter().chain(&vgg.decisions()) {
         println!("  {d}");
     }
     if std::env::var_os("PARTS").is_some() {

@@ -49,6 +49,9 @@ pub struct Settings {
     /// (same maths, other rounding); None: Fast on CUDA, Reference on the CPU (where the phase
     /// convolutions' extra FLOPs cost more than the memory passes they save).
     pub ops: Option<Ops>,
+    /// The timed kernel choices of the default `Fast` ops (the VGG16's layout is the VGG's own
+    /// setting: `Vgg16::set_kernel_choices`).
+    pub kernel_choices: stylegan2::tune::KernelChoices,
     /// On CUDA, capture one step as a CUDA graph after a few eager ones and replay it (every
     /// step launches the same kernels; the host's per-op cost goes): same distances, +12-19 %
     /// images/s on an H100. It took about 3x the eager peak GPU memory while the warm-up's
@@ -75,6 +78,7 @@ impl Default for Settings {
             force_fp32: false,
             fused_modconv: None,
             ops: None,
+            kernel_choices: Default::default(),
             cuda_graph: false,
         }
     }
@@ -84,7 +88,7 @@ impl Settings {
     /// The op sequence used on `device`.
     pub fn ops_on(&self, device: Device) -> Ops {
         self.ops.unwrap_or(if device.is_cuda() {
-            Ops::Fast
+            Ops::Fast(self.kernel_choices)
         } else {
             Ops::Reference
         })
@@ -280,6 +284,8 @@ impl Projector<'_> {
     /// Projects `targets` [B, C, R, R] (values in [0,255], R = the generator's resolution).
     /// `on_step(step, dist)` sees each step's per-image distances [B] (a device tensor: reading
     /// it synchronises).
+    ///
+    /// Kept in one piece: upstream's projector loop, step for step (parity with it is the point).
     pub fn project(
         &self,
         targets: &Tensor,

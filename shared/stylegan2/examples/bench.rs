@@ -23,7 +23,7 @@
 //!                                             up-sampling; and the phase and 3×3
 //!                                             convolutions in channels_last (.cl columns)
 //!
-//! `NO_TF32=1` turns TF32 off (device::disable_tf32); `KERNEL_CHOICES=upconv=phase|tconv,...` fixes
+//! `NO_TF32=1` turns TF32 off (gpu_runtime::shim::cuda_fp32_strict); `KERNEL_CHOICES=upconv=phase|tconv,...` fixes
 //! the kernel choices as project-one-gpu's `--kernel-choices` does.
 //!
 //! Forward+backward is the projector's inner step without the VGG: w [B,1,w_dim] broadcast to
@@ -37,6 +37,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
+use stylegan2::tune::KernelChoices;
 use stylegan2::{Config, Generator, Noise, Ops, SynthesisOptions, fast, ops};
 use tch::{Device, Kind, Tensor};
 
@@ -241,7 +242,7 @@ fn paper(d: Device, res: i64, b: i64, fp16: bool, iters: usize) {
     } else {
         "fp32"
     };
-    let tf32 = if std::env::var_os("NVIDIA_TF32_OVERRIDE").is_some() {
+    let tf32 = if !gpu_runtime::shim::cuda_tf32_allowed() {
         "no TF32"
     } else {
         "TF32 convs"
@@ -307,7 +308,7 @@ fn image_and_grads(
     )
 }
 
-fn fast_check(d: Device, res: i64, b: i64, iters: usize) {
+fn fast_check(d: Device, res: i64, b: i64, iters: usize, choices: KernelChoices) {
     tch::manual_seed(0);
     let g = Generator::random(Config::paper_stylegan2(res), d).unwrap();
     {
@@ -341,7 +342,7 @@ fn fast_check(d: Device, res: i64, b: i64, iters: usize) {
         )
     };
     let truth = image_and_grads(&g, &w, &noise, &target, &o(Ops::Reference, true));
-    let fast32 = image_and_grads(&g, &w, &noise, &target, &o(Ops::Fast, true));
+    let fast32 = image_and_grads(&g, &w, &noise, &target, &o(Ops::Fast(choices), true));
     let e = errors(&fast32, &truth);
     // fp32: the reformulation's rounding only (noise gradients carry the lrelu branch flips).
     let mut ok = e.0 <= 1e-4 && e.1 <= 1e-3 && e.2 <= 2e-3;
@@ -361,7 +362,7 @@ fn fast_check(d: Device, res: i64, b: i64, iters: usize) {
             &truth,
         );
         let e16f = errors(
-            &image_and_grads(&g, &w, &noise, &target, &o(Ops::Fast, false)),
+            &image_and_grads(&g, &w, &noise, &target, &o(Ops::Fast(choices), false)),
             &truth,
         );
         let pass = e16f.0 <= 1.5 * e16r.0 && e16f.1 <= 1.5 * e16r.1 && e16f.2 <= 1.5 * e16r.2;
@@ -378,7 +379,7 @@ fn fast_check(d: Device, res: i64, b: i64, iters: usize) {
         );
     }
     for force_fp32 in [true, false] {
-        for ops in [Ops::Reference, Ops::Fast] {
+        for ops in [Ops::Reference, Ops::Fast(choices)] {
             let ms = median_ms(d, iters, || {
                 let _ = image_and_grads(&g, &w, &noise, &target, &o(ops, force_fp32));
             });
@@ -398,10 +399,10 @@ fn fast_check(d: Device, res: i64, b: i64, iters: usize) {
 mod common;
 
 fn main() {
-    common::set_up("bench");
+    let choices = common::set_up("bench");
     let a: Vec<String> = std::env::args().collect();
     if std::env::var_os("NO_TF32").is_some() {
-        device::disable_tf32();
+        gpu_runtime::shim::cuda_fp32_strict().unwrap();
     }
     let _ = device::load_cuda();
     match a.get(1).map(String::as_str) {
@@ -421,12 +422,14 @@ fn main() {
             a[4].parse().unwrap(),
             a[5] == "fp16",
             a[6].parse().unwrap(),
+            choices,
         ),
         Some("fast-check") => fast_check(
             device(&a[2]),
             a[3].parse().unwrap(),
             a[4].parse().unwrap(),
             a[5].parse().unwrap(),
+            choices,
         ),
         _ => {
             eprintln!(
@@ -454,7 +457,12 @@ fn fwd_bwd_ms(d: Device, iters: usize, inputs: &[&Tensor], f: impl Fn() -> Tenso
 }
 
 /// `bench layers`: each piece of a synthesis block at the paper config's shapes.
-fn layers(d: Device, res: i64, b: i64, fp16: bool, iters: usize) {
+fn layers(d: Device, res: i64, b: i64, fp16: bool, iters: usize, choices: KernelChoices) {
+    let state = fast::FastState::default();
+    let fast = fast::Fast {
+        choices,
+        state: &state,
+    };
     let cfg = Config::paper_stylegan2(res);
     let f = ops::default_resample_filter().to_device(d);
     let img_up = fast::upsample_weight(&f);
@@ -520,7 +528,16 @@ fn layers(d: Device, res: i64, b: i64, fp16: bool, iters: usize) {
             Tensor::randn([cout], f32_on),
         );
         let epi = fwd_bwd_ms(d, iters, &[&y, &dc, &noise], || {
-            fast::epilogue(&y, &dc, Some(&noise), &strength, &bias, 1.0, Some(256.0))
+            fast::epilogue(
+                fast,
+                &y,
+                &dc,
+                Some(&noise),
+                &strength,
+                &bias,
+                1.0,
+                Some(256.0),
+            )
         });
         let (wrgb, srgb) = (
             Tensor::randn([3, cout, 1, 1], f32_on),

@@ -22,11 +22,54 @@
 //! - ToRGB (1×1, no demodulation) as one batched matrix product with per-sample weights.
 #![allow(clippy::assign_op_pattern)]
 
-use std::sync::OnceLock;
+use std::sync::Mutex;
 
 use tch::{Device, Kind, Tensor};
 
-use crate::tune;
+use crate::tune::{self, KernelChoices, Tuner};
+
+/// What [`Ops::Fast`](crate::Ops) keeps between calls, one per generator: the up-sampling
+/// convolutions' timed decisions, and whether the fused epilogue compiled on each CUDA device
+/// (the reason it cannot is logged once as a warning).
+#[derive(Debug, Default)]
+pub struct FastState {
+    tuner: Tuner,
+    epilogue: Mutex<Vec<(usize, bool)>>,
+}
+
+impl FastState {
+    /// The decisions timed so far (benchmarks print them).
+    pub fn decisions(&self) -> Vec<tune::Decision> {
+        self.tuner.decisions()
+    }
+
+    /// Whether the fused CUDA epilogue can run on `device` (compiled once per device).
+    fn epilogue_runs(&self, device: Device) -> bool {
+        let Device::Cuda(i) = device else {
+            return false;
+        };
+        let mut known = self.epilogue.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(&(_, ok)) = known.iter().find(|(d, _)| *d == i) {
+            return ok;
+        }
+        let ok = match crate::epilogue::modconv_epilogue_ready(i) {
+            Ok(()) => true,
+            Err(e) => {
+                log::warn!("fused CUDA epilogue unavailable on cuda:{i} ({e}); using separate ops");
+                false
+            }
+        };
+        known.push((i, ok));
+        ok
+    }
+}
+
+/// The fast path's settings and state for one synthesis call.
+#[derive(Debug, Clone, Copy)]
+pub struct Fast<'a> {
+    pub choices: KernelChoices,
+    pub state: &'a FastState,
+}
 
 /// The 4 output phases of `conv2d_resample(x, w, f, up=2, padding=1, flip_weight=false)` for a
 /// 3×3 kernel, as one convolution weight [4·O, I, 3, 3] (f32): output channel `o·4 + py·2 + px`
@@ -114,14 +157,15 @@ pub enum UpConv {
 /// ([`tune::KernelChoices`]); by default CUDA times both once per shape and keeps the faster
 /// ([`tune`]), the CPU takes the phase convolution.
 pub fn upconv_for(
+    fast: Fast<'_>,
     x: &Tensor,
     out_channels: i64,
     phase: &dyn Fn(&Tensor) -> Tensor,
     tconv: &dyn Fn(&Tensor) -> Tensor,
 ) -> UpConv {
     let candidates: [tune::Candidate<'_>; 2] = [("phase", phase), ("tconv", tconv)];
-    let fixed = tune::mode(tune::kernel_choices().upconv, &tune::UPCONVS, x.device());
-    match tune::choose(
+    let fixed = tune::mode(fast.choices.upconv, &tune::UPCONVS, x.device());
+    match fast.state.tuner.choose(
         &format!("up-sampling conv to {out_channels} channels"),
         fixed,
         x,
@@ -181,36 +225,12 @@ pub fn dcoefs(weight: &Tensor, styles: &Tensor) -> Tensor {
     (styles.to_kind(Kind::Float).square().matmul(&wsq.tr()) + 1e-8).rsqrt()
 }
 
-/// Whether the fused CUDA epilogue runs on `device` (compiled once per device; the reason it
-/// cannot is logged once as a warning). `--kernel-choices epilogue=off` turns it off.
-fn fused_epilogue(device: Device) -> bool {
-    static STATE: OnceLock<std::sync::Mutex<Vec<(usize, bool)>>> = OnceLock::new();
-    let Device::Cuda(i) = device else {
-        return false;
-    };
-    if !tune::kernel_choices().fused_epilogue {
-        return false;
-    }
-    let m = STATE.get_or_init(Default::default);
-    let mut known = m.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(&(_, ok)) = known.iter().find(|(d, _)| *d == i) {
-        return ok;
-    }
-    let ok = match crate::epilogue::modconv_epilogue_ready(i) {
-        Ok(()) => true,
-        Err(e) => {
-            log::warn!("fused CUDA epilogue unavailable on cuda:{i} ({e}); using separate ops");
-            false
-        }
-    };
-    known.push((i, ok));
-    ok
-}
-
 /// `addcmul(noise·strength, x, dcoefs)` then `bias_act(lrelu, √2·gain, clamp)`: x [B,O,H,W]
 /// the convolution output, `d` [B,O] f32, `noise` the raw noise (strength not applied), f32,
 /// broadcastable to [B,1,H,W].
+#[allow(clippy::too_many_arguments)] // upstream's two calls' arguments, and the fast path's state
 pub fn epilogue(
+    fast: Fast<'_>,
     x: &Tensor,
     d: &Tensor,
     noise: Option<&Tensor>,
@@ -226,7 +246,8 @@ pub fn epilogue(
             && n.is_contiguous()
             && (n.numel() as i64 == b * h * w || n.numel() as i64 == h * w)
     };
-    if fused_epilogue(x.device())
+    if fast.choices.fused_epilogue
+        && fast.state.epilogue_runs(x.device())
         && !strength.requires_grad()
         && !bias.requires_grad()
         && d.kind() == Kind::Float
@@ -339,7 +360,20 @@ mod tests {
                 std::f64::consts::SQRT_2 * gain,
                 clamp.map(|c| c * gain),
             );
-            let got = epilogue(&x, &d, Some(&n), &s, &b, gain, clamp.map(|c| c * gain));
+            let fast = Fast {
+                choices: KernelChoices::default(),
+                state: &FastState::default(),
+            };
+            let got = epilogue(
+                fast,
+                &x,
+                &d,
+                Some(&n),
+                &s,
+                &b,
+                gain,
+                clamp.map(|c| c * gain),
+            );
             assert!(rel(&got, &want) < 1e-6, "{}", rel(&got, &want));
         }
     }

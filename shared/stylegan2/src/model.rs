@@ -11,8 +11,8 @@ use tch::{Device, Kind, Tensor};
 
 use crate::fast;
 use crate::ops::{self, Act, ModConv};
-use crate::weights::Weights;
 use crate::{Architecture, Config, Result};
+use weights::Weights;
 
 /// `FullyConnectedLayer`: equalised learning rate (weight × lr_multiplier/√in, bias ×
 /// lr_multiplier), then bias + activation.
@@ -173,8 +173,9 @@ pub enum Ops {
     Reference,
     /// The same maths reformulated for speed ([`crate::fast`]): phase convolutions instead of
     /// transposed convolution + FIR, a fused epilogue kernel on CUDA. Differs by rounding;
-    /// `fused_modconv` is ignored (the layers run unfused).
-    Fast,
+    /// `fused_modconv` is ignored (the layers run unfused). The choices fix or free each timed
+    /// kernel choice; the decisions are the synthesis network's own ([`Synthesis::fast_state`]).
+    Fast(crate::tune::KernelChoices),
 }
 
 /// Options of a synthesis call.
@@ -235,6 +236,9 @@ impl SynthesisLayer {
     }
 
     /// [`Ops::Fast`]: the same layer through [`fast`]'s formulations.
+    ///
+    /// Kept in one piece: it mirrors [`SynthesisLayer::forward`] (upstream's layer) step for step,
+    /// so the two read side by side.
     fn forward_fast(
         &self,
         x: &Tensor,
@@ -242,6 +246,7 @@ impl SynthesisLayer {
         noise: Noise<'_>,
         idx: usize,
         gain: f64,
+        fast: fast::Fast<'_>,
     ) -> Tensor {
         let kind = x.kind();
         let batch = x.size()[0];
@@ -273,7 +278,7 @@ impl SynthesisLayer {
             };
             let by_tconv =
                 |x: &Tensor| fast::conv_up_tconv(x, &weight.to_kind(kind), &self.resample_filter);
-            match fast::upconv_for(&x, self.weight.size()[0], &by_phase, &by_tconv) {
+            match fast::upconv_for(fast, &x, self.weight.size()[0], &by_phase, &by_tconv) {
                 fast::UpConv::Phase => by_phase(&x),
                 fast::UpConv::Tconv => by_tconv(&x),
             }
@@ -290,6 +295,7 @@ impl SynthesisLayer {
         let noise = self.raw_noise(noise, batch, x.device(), idx);
         let clamp = self.conv_clamp.map(|c| c * gain);
         fast::epilogue(
+            fast,
             &x,
             &d,
             noise.as_ref(),
@@ -384,7 +390,7 @@ impl ToRgb {
 
     fn forward(&self, x: &Tensor, w: &Tensor, fused: bool, ops: Ops) -> Tensor {
         let styles = self.affine.forward(w) * self.weight_gain;
-        if ops == Ops::Fast {
+        if matches!(ops, Ops::Fast(_)) {
             let x = fast::torgb(x, &self.weight, &styles);
             return ops::bias_act(&x, Some(&self.bias), Act::Linear, 1.0, self.conv_clamp);
         }
@@ -501,6 +507,8 @@ impl Block {
         self.conv0.iter().chain(std::iter::once(&self.conv1))
     }
 
+    // Kept in one piece: upstream's SynthesisBlock.forward, op for op (parity with it is the
+    // point).
     fn forward(
         &self,
         x: Option<Tensor>,
@@ -508,6 +516,7 @@ impl Block {
         ws: &Tensor,
         opts: &SynthesisOptions<'_>,
         noise_idx: usize,
+        state: &fast::FastState,
     ) -> (Tensor, Option<Tensor>) {
         let ws = ws.unbind(1);
         let mut w_iter = ws.iter();
@@ -528,7 +537,9 @@ impl Block {
         let layer =
             |l: &SynthesisLayer, x: &Tensor, w: &Tensor, idx: usize, gain: f64| match opts.ops {
                 Ops::Reference => l.forward(x, w, noise, idx, fused, gain),
-                Ops::Fast => l.forward_fast(x, w, noise, idx, gain),
+                Ops::Fast(choices) => {
+                    l.forward_fast(x, w, noise, idx, gain, fast::Fast { choices, state })
+                }
             };
         let x = match (&self.conv0, &self.skip) {
             (None, _) => layer(&self.conv1, &x, w_iter.next().unwrap(), noise_idx, 1.0),
@@ -547,7 +558,7 @@ impl Block {
         };
         let mut img = img.map(|img| match opts.ops {
             Ops::Reference => ops::upsample2d(&img, &self.resample_filter),
-            Ops::Fast => fast::upsample2d_with(
+            Ops::Fast(_) => fast::upsample2d_with(
                 &img,
                 self.upsample
                     .get_or_init(|| fast::upsample_weight(&self.resample_filter)),
@@ -577,6 +588,7 @@ pub struct Synthesis {
     pub blocks: Vec<Block>,
     num_ws: i64,
     w_dim: i64,
+    fast: fast::FastState,
 }
 
 impl Synthesis {
@@ -590,11 +602,17 @@ impl Synthesis {
             blocks,
             num_ws: cfg.num_ws(),
             w_dim: cfg.w_dim,
+            fast: Default::default(),
         })
     }
 
     pub fn num_ws(&self) -> i64 {
         self.num_ws
+    }
+
+    /// What [`Ops::Fast`] has decided and compiled for this network so far.
+    pub fn fast_state(&self) -> &fast::FastState {
+        &self.fast
     }
 
     /// The noise layers in upstream's buffer order, with their state_dict prefix.
@@ -626,7 +644,7 @@ impl Synthesis {
         let (mut w_idx, mut noise_idx) = (0, 0);
         for block in &self.blocks {
             let cur = ws.narrow(1, w_idx, block.num_ws());
-            let (nx, nimg) = block.forward(x, img, &cur, opts, noise_idx);
+            let (nx, nimg) = block.forward(x, img, &cur, opts, noise_idx, &self.fast);
             x = Some(nx);
             img = nimg;
             w_idx += block.num_conv();

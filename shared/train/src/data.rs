@@ -11,6 +11,7 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+use gpu_runtime::rng::Generator;
 use tch::{Device, Kind, Tensor};
 
 use crate::{Error, Result};
@@ -92,6 +93,8 @@ impl Source {
     /// Parses `--data`: `cifar10:DIR`, `cifar100:DIR`, `synthetic`, `synthetic:N` or
     /// `synthetic:N:SIZE` (SIZE×SIZE images instead of 32×32). DIR is taken as bytes: a
     /// directory name need not be UTF-8.
+    ///
+    /// Kept in one piece: one arm per `--data` kind, with its usage error.
     pub fn parse(s: &OsStr, seed: i64) -> Result<Source> {
         let bytes = s.as_bytes();
         let (kind, arg) = match bytes.iter().position(|&b| b == b':') {
@@ -197,6 +200,8 @@ impl Source {
     }
 
     /// (train, test) on `device`; `images` says how files are prepared.
+    ///
+    /// Kept in one piece: one arm per data source.
     pub fn load(
         &self,
         device: Device,
@@ -303,8 +308,8 @@ impl Source {
                 seed,
                 size,
             } => Ok((
-                synthetic(*train, *classes, *seed, 0, *size).to(device),
-                synthetic(*test, *classes, *seed, *train as i64, *size).to(device),
+                synthetic(*train, *classes, *seed, 0, *size)?.to(device),
+                synthetic(*test, *classes, *seed, *train as i64, *size)?.to(device),
             )),
         }
     }
@@ -408,26 +413,22 @@ fn parent(p: &Path) -> String {
 /// `n` images of `classes` classes: a fixed random 8×8 pattern per class, upsampled to
 /// `size`×`size`, plus per-image noise; label `i mod classes`. Rows start at global index
 /// `offset` so test images differ from training ones.
-fn synthetic(n: usize, classes: i64, seed: i64, offset: i64, size: i64) -> Dataset {
-    let protos = {
-        tch::manual_seed(seed);
-        Tensor::rand([classes, 3, 8, 8], (Kind::Float, Device::Cpu)).upsample_nearest2d(
-            [size, size],
-            None,
-            None,
-        )
-    };
-    tch::manual_seed(seed.wrapping_add(1 + offset));
+fn synthetic(n: usize, classes: i64, seed: i64, offset: i64, size: i64) -> Result<Dataset> {
+    let draws = |seed: i64| Generator::new(Device::Cpu, seed);
+    let protos =
+        draws(seed)?
+            .rand(&[classes, 3, 8, 8])?
+            .upsample_nearest2d([size, size], None, None);
     let labels = (Tensor::arange(n as i64, (Kind::Int64, Device::Cpu)) + offset).remainder(classes);
-    let noise = Tensor::randn([n as i64, 3, size, size], (Kind::Float, Device::Cpu)) * 0.25;
+    let noise = draws(seed.wrapping_add(1 + offset))?.randn(&[n as i64, 3, size, size])? * 0.25;
     let images = ((protos.index_select(0, &labels) + noise).clamp(0.0, 1.0) * 255.0)
         .round()
         .to_kind(Kind::Uint8);
-    Dataset {
+    Ok(Dataset {
         images: Images::Tensor(images),
         labels,
         num_classes: classes,
-    }
+    })
 }
 
 /// The training and validation sets of a source that numbers its classes (RecordIO, shards):
@@ -576,20 +577,33 @@ impl Dataset {
         Ok(())
     }
 
+    /// Where [`Dataset::batch`]'s augmentation draws are made: the device of images held as
+    /// tensors (files draw their own, per image).
+    pub fn draws_device(&self) -> Device {
+        match &self.images {
+            Images::Tensor(images) => images.device(),
+            Images::Files(..) => Device::Cpu,
+        }
+    }
+
     /// The batch at `idx` (int64 on the dataset's device): float images, normalised, augmented
-    /// when asked (files: their transform's training or evaluation form, drawn for `epoch`),
-    /// and labels.
+    /// when `augment` gives a generator on [`Dataset::draws_device`] (images held as tensors
+    /// draw from it; files take their transform's training form, drawn for `epoch`, else the
+    /// evaluation form), and labels.
     pub fn batch(
         &self,
         idx: &Tensor,
         norm: &Normalize,
-        augment: bool,
+        augment: Option<&Generator>,
         epoch: usize,
     ) -> Result<(Tensor, Tensor)> {
         match &self.images {
             Images::Tensor(images) => {
                 let x = images.index_select(0, idx).to_kind(Kind::Float) / 255.0;
-                let x = if augment { augment_batch(&x) } else { x };
+                let x = match augment {
+                    Some(g) => augment_batch(&x, g)?,
+                    None => x,
+                };
                 Ok((
                     (x - &norm.mean) / &norm.std,
                     self.labels.index_select(0, idx),
@@ -597,19 +611,20 @@ impl Dataset {
             }
             Images::Files(files, device) => {
                 let indices = Vec::<i64>::try_from(&idx.to_device(Device::Cpu))?;
-                files.batch(&indices, augment, epoch, *device)
+                files.batch(&indices, augment.is_some(), epoch, *device)
             }
         }
     }
 }
 
-/// RandomCrop(32, padding=4) (zero fill) and RandomHorizontalFlip(0.5), per image, on the device.
-fn augment_batch(x: &Tensor) -> Tensor {
-    let (b, c, h, w) = x.size4().unwrap();
+/// RandomCrop(32, padding=4) (zero fill) and RandomHorizontalFlip(0.5), per image, on the device,
+/// drawn from `g` (on the same device).
+fn augment_batch(x: &Tensor, g: &Generator) -> Result<Tensor> {
+    let (b, c, h, w) = x.size4()?;
     let dev = x.device();
     let padded = x.constant_pad_nd([4, 4, 4, 4]);
-    let dy = Tensor::randint(9, [b], (Kind::Int64, dev));
-    let dx = Tensor::randint(9, [b], (Kind::Int64, dev));
+    let dy = g.randint(9, &[b])?;
+    let dx = g.randint(9, &[b])?;
     let rows = (dy.unsqueeze(1) + Tensor::arange(h, (Kind::Int64, dev)).unsqueeze(0))
         .view([b, 1, h, 1])
         .expand([b, c, h, w + 8], false);
@@ -618,10 +633,8 @@ fn augment_batch(x: &Tensor) -> Tensor {
         .view([b, 1, 1, w])
         .expand([b, c, h, w], false);
     let y = y.gather(3, &cols, false);
-    let flip = Tensor::rand([b], (Kind::Float, dev))
-        .lt(0.5)
-        .view([b, 1, 1, 1]);
-    y.flip([3]).where_self(&flip, &y)
+    let flip = g.rand(&[b])?.lt(0.5).view([b, 1, 1, 1]);
+    Ok(y.flip([3]).where_self(&flip, &y))
 }
 
 #[cfg(test)]
@@ -700,9 +713,8 @@ mod tests {
 
     #[test]
     fn augmentation_crops_with_zero_padding_and_flips() {
-        tch::manual_seed(3);
         let x = Tensor::arange(2 * 32 * 32, (Kind::Float, Device::Cpu)).view([2, 1, 32, 32]) + 1.0;
-        let y = augment_batch(&x);
+        let y = augment_batch(&x, &Generator::new(Device::Cpu, 3).unwrap()).unwrap();
         assert_eq!(y.size(), [2, 1, 32, 32]);
         for i in 0..2 {
             // Every kept pixel comes from the image (or is padding zero), in a contiguous window.
@@ -717,8 +729,8 @@ mod tests {
 
     #[test]
     fn synthetic_data_is_deterministic_and_labelled_round_robin() {
-        let a = synthetic(20, 4, 9, 0, 32);
-        let b = synthetic(20, 4, 9, 0, 32);
+        let a = synthetic(20, 4, 9, 0, 32).unwrap();
+        let b = synthetic(20, 4, 9, 0, 32).unwrap();
         assert!(a.images.tensor().equal(b.images.tensor()));
         assert_eq!(a.labels.int64_value(&[6]), 2);
         let n = a.normalize();
@@ -742,7 +754,7 @@ mod tests {
         ] {
             assert!(parse(bad).is_err(), "{bad}");
         }
-        let big = synthetic(2, 4, 9, 0, 64);
+        let big = synthetic(2, 4, 9, 0, 64).unwrap();
         assert_eq!(big.images.tensor().size(), [2, 3, 64, 64]);
     }
 }

@@ -33,6 +33,7 @@ use std::time::Instant;
 
 use collectives::{Communicator, ReduceOp};
 use gpu_runtime::graph::{self, Graphed, Next, Phase, Ran};
+use gpu_runtime::rng::Generator;
 use gpu_runtime::scalar::DeviceScalar;
 use tch::nn;
 use tch::{Device, Kind, Tensor};
@@ -246,9 +247,9 @@ pub fn dump_batches(
     let started = Instant::now();
     for (step, chunk) in order[..take].chunks(local).enumerate() {
         // Data held on the device draws its augmentation as training's steps of epoch 0 do.
-        tch::manual_seed(step_seed(cfg.seed, 0, step, rank));
+        let draws = step_draws(cfg, data, train, (0, step, rank))?;
         let idx = Tensor::from_slice(chunk);
-        let (x, y) = data.batch(&idx, &norm, train && cfg.augment, 0)?;
+        let (x, y) = data.batch(&idx, &norm, draws.as_ref(), 0)?;
         xs.push(x);
         ys.push(y);
     }
@@ -283,20 +284,19 @@ pub struct Dump {
     pub seconds: f64,
 }
 
-/// Runs the whole training; `on_event` sees every epoch's figures and every mid-epoch
-/// checkpoint (on every rank).
+/// Runs the whole training; `on_event` sees every step, every epoch's figures and every
+/// mid-epoch checkpoint (on every rank).
 pub fn train(
     cfg: &Config,
     comm: &mut Communicator,
     mut on_event: impl FnMut(Event) -> Result<()>,
 ) -> Result<Trained> {
-    let (rank, world) = (comm.rank(), comm.world_size());
-    let local = check(cfg, world)?;
+    let local = check(cfg, comm.world_size())?;
     // One run per checkpoint directory, for the run's life: two runs sharing one would leave
     // best/last files of different runs, which a later --resume would pair. Rank 0 writes; the
     // other ranks only read under its lock (if rank 0 stops here, they see it leave at their
     // first collective and stop, naming it).
-    let _lock = match (&cfg.checkpoint_dir, rank) {
+    let _lock = match (&cfg.checkpoint_dir, comm.rank()) {
         (Some(dir), 0) => Some(atomic_file::DirLock::acquire(dir)?),
         _ => None,
     };
@@ -305,207 +305,410 @@ pub fn train(
         gpu_runtime::shim::set_cudnn_deterministic(cfg.deterministic);
     }
     let (train_set, test_set, mut parts) = setup(cfg, comm)?;
-    let norm = train_set.normalize();
-    let mut start = restore(cfg, &mut parts)?;
-    let sampler = DistributedSampler {
-        len: train_set.len(),
-        world,
-        rank,
-        shuffle: cfg.shuffle,
-        seed: cfg.seed as u64,
-        drop_last: cfg.drop_last,
-    };
-    let steps_per_epoch = {
-        let full = sampler.num_samples() / local;
-        cfg.max_steps.map_or(full, |m| m.min(full))
-    };
-    if steps_per_epoch == 0 {
-        return Err(Error::Usage(format!(
-            "no full per-rank batch of {local} in {} samples per rank",
-            sampler.num_samples()
-        )));
-    }
-    let resumed_sums = start.mid_epoch(cfg, rank, world, steps_per_epoch)?;
-    let run = RunInfo {
-        cfg,
-        world,
-        steps_per_epoch,
-        classes: train_set.class_names(),
-        input: model_input(cfg, &train_set, &norm),
-    };
+    let start = restore(cfg, &mut parts)?;
+    let resumed_from = start.resumed_from;
     let Parts {
         vs,
         model,
         named,
         stages,
-        mut opts,
-        mut scaler,
+        opts,
+        scaler,
         lent,
     } = parts;
-    let out = out_device(&stages);
+    let fixed = Fixed {
+        cfg,
+        local,
+        train_set: &train_set,
+        test_set: &test_set,
+        named: &named,
+    };
     let stepper = Stepper {
         cfg,
         model: &model,
         buffers: &named.buffers,
         stages: &stages,
         lent,
-        loss_sum: Tensor::zeros([], (Kind::Double, out)),
-        correct: Tensor::zeros([], (Kind::Int64, out)),
+        loss_sum: Tensor::zeros([], (Kind::Double, out_device(&stages))),
+        correct: Tensor::zeros([], (Kind::Int64, out_device(&stages))),
     };
-    let mut steps = StepMode::new(cfg);
-    let mut best_top1 = start.best_top1;
-    let mut val_top1 = start.val_top1;
+    let mut run = Epochs::new(fixed, stepper, start, (opts, scaler), comm)?;
     let mut epochs = Vec::new();
-    // The (epoch, step) the last checkpoint written or resumed from stands at.
-    let mut saved_at = start.resumed_from.map(|_| (start.epoch, start.step));
-    let mut signal = Signal::default();
-    for epoch in start.epoch..cfg.epochs {
-        let t0 = Instant::now();
-        let first = if epoch == start.epoch { start.step } else { 0 };
-        let order = train_set.train_order(&sampler, epoch, local, cfg.augment);
+    for epoch in run.first.0..cfg.epochs {
+        let stats = run.epoch(epoch, comm, &mut on_event)?;
+        on_event(Event::Epoch(&stats))?;
+        epochs.push(stats);
+    }
+    drop(run);
+    Ok(Trained {
+        vs,
+        model,
+        epochs,
+        resumed_from,
+    })
+}
+
+/// What the training loop reads and never changes.
+struct Fixed<'a> {
+    cfg: &'a Config,
+    /// Images a step on each rank.
+    local: usize,
+    train_set: &'a Dataset,
+    test_set: &'a Dataset,
+    named: &'a Named,
+}
+
+impl Fixed<'_> {
+    /// Bad files met so far, in both splits.
+    fn bad_inputs(&self) -> usize {
+        self.train_set.bad_inputs() + self.test_set.bad_inputs()
+    }
+}
+
+/// The training loop over a run's epochs: what every step reads, and what the steps change
+/// (optimisers, loss scaler, the best top-1, where the last checkpoint stands).
+struct Epochs<'a> {
+    fixed: Fixed<'a>,
+    stepper: Stepper<'a>,
+    norm: crate::data::Normalize,
+    sampler: DistributedSampler,
+    steps_per_epoch: usize,
+    run: RunInfo<'a>,
+    steps: StepMode,
+    opts: Vec<Optimizer>,
+    scaler: GradScaler,
+    /// The (epoch, step) training starts at, and this rank's sums of that epoch where a
+    /// mid-epoch checkpoint left them.
+    first: (usize, usize),
+    resumed_sums: Option<RankSums>,
+    best_top1: f64,
+    val_top1: f64,
+    /// The (epoch, step) the last checkpoint written or resumed from stands at.
+    saved_at: Option<(usize, usize)>,
+    signal: Signal,
+}
+
+/// One epoch as it goes.
+struct Epoch {
+    epoch: usize,
+    /// Its first step here (a resumed epoch's earlier ones ran before).
+    first: usize,
+    t0: Instant,
+    /// This rank's sample indices, a step's worth after another.
+    order: Tensor,
+    /// The sums it started from, and the bad files met before it.
+    sums: RankSums,
+    bad_before: usize,
+    skipped: usize,
+    lr: f64,
+    window: Window,
+}
+
+impl<'a> Epochs<'a> {
+    fn new(
+        fixed: Fixed<'a>,
+        stepper: Stepper<'a>,
+        mut start: Start,
+        (opts, scaler): (Vec<Optimizer>, GradScaler),
+        comm: &Communicator,
+    ) -> Result<Self> {
+        let (cfg, local) = (fixed.cfg, fixed.local);
+        let (rank, world) = (comm.rank(), comm.world_size());
+        let sampler = DistributedSampler {
+            len: fixed.train_set.len(),
+            world,
+            rank,
+            shuffle: cfg.shuffle,
+            seed: cfg.seed as u64,
+            drop_last: cfg.drop_last,
+        };
+        let steps_per_epoch = {
+            let full = sampler.num_samples() / local;
+            cfg.max_steps.map_or(full, |m| m.min(full))
+        };
+        if steps_per_epoch == 0 {
+            return Err(Error::Usage(format!(
+                "no full per-rank batch of {local} in {} samples per rank",
+                sampler.num_samples()
+            )));
+        }
+        let resumed_sums = start.mid_epoch(cfg, rank, world, steps_per_epoch)?;
+        let norm = fixed.train_set.normalize();
+        let run = RunInfo {
+            cfg,
+            world,
+            steps_per_epoch,
+            classes: fixed.train_set.class_names(),
+            input: model_input(cfg, fixed.train_set, &norm),
+        };
+        Ok(Epochs {
+            fixed,
+            stepper,
+            norm,
+            sampler,
+            steps_per_epoch,
+            run,
+            steps: StepMode::new(cfg),
+            opts,
+            scaler,
+            first: (start.epoch, start.step),
+            resumed_sums,
+            best_top1: start.best_top1,
+            val_top1: start.val_top1,
+            saved_at: start.resumed_from.map(|_| (start.epoch, start.step)),
+            signal: Signal::default(),
+        })
+    }
+
+    /// Trains one epoch, validates, writes the epoch's checkpoint, and gives its figures.
+    fn epoch(
+        &mut self,
+        epoch: usize,
+        comm: &mut Communicator,
+        on_event: &mut dyn FnMut(Event) -> Result<()>,
+    ) -> Result<EpochStats> {
+        let mut e = self.begin(epoch);
+        for step in e.first..self.steps_per_epoch {
+            self.step(&mut e, step, comm, on_event)?;
+        }
+        self.end(e, comm)
+    }
+
+    fn begin(&self, epoch: usize) -> Epoch {
+        let Fixed {
+            cfg,
+            local,
+            train_set,
+            ..
+        } = self.fixed;
+        let first = if epoch == self.first.0 {
+            self.first.1
+        } else {
+            0
+        };
+        let order = train_set.train_order(&self.sampler, epoch, local, cfg.augment);
         let order = Tensor::from_slice(&order.iter().map(|&i| i as i64).collect::<Vec<_>>())
-            .to_device(index_device(cfg, &train_set));
+            .to_device(index_device(cfg, train_set));
         // The epoch's sums start at zero, or at this rank's where a mid-epoch checkpoint left
         // them.
-        let sums = match &resumed_sums {
+        let sums = match &self.resumed_sums {
             Some(s) if first > 0 => s.clone(),
             _ => RankSums::default(),
         };
-        let _ = stepper.loss_sum.shallow_clone().fill_(sums.loss);
-        let _ = stepper.correct.shallow_clone().fill_(sums.correct);
-        let bad_before = train_set.bad_inputs() + test_set.bad_inputs();
-        let (mut skipped, mut lr) = (sums.skipped, cfg.lr);
-        let mut window = Window::start(&sums, first);
-        for step in first..steps_per_epoch {
-            if (cfg.should_stop)() {
-                return Err(Error::Interrupted {
-                    epoch: epoch + 1,
-                    step,
-                    last_complete: epoch,
-                });
-            }
-            if signal.agreed(cfg, comm)? {
-                // Written unless the last checkpoint already stands here (the one at the end of
-                // the previous epoch, say); reported either way.
-                let at = if saved_at == Some((epoch, step)) {
-                    MidEpoch::standing(cfg, epoch, step, steps_per_epoch)
-                } else {
-                    let bad = train_set.bad_inputs() + test_set.bad_inputs() - bad_before;
-                    let meta = run.meta(epoch, step, best_top1, val_top1, &scaler, skipped);
-                    save_mid_epoch(comm, &stepper, &named, &opts, &meta, sums.bad + bad)?
-                };
-                on_event(Event::Checkpoint(&at.signalled()))?;
-                return Err(Error::Checkpointed {
-                    epoch: epoch + 1,
-                    step,
-                    steps: steps_per_epoch,
-                });
-            }
-            lr = cfg.schedule.lr(
-                cfg.lr,
-                epoch as f64 + step as f64 / steps_per_epoch as f64,
-                cfg.epochs as f64,
-            );
-            prefetch_ahead(
-                cfg,
-                &train_set,
-                &order,
-                (first, step, steps_per_epoch),
-                local,
-                epoch,
-            )?;
-            // Augmentation draws (of data held on the device): a function of the seed, epoch,
-            // step and rank only, so that a run resumed at any step draws what the uninterrupted
-            // one drew.
-            tch::manual_seed(step_seed(cfg.seed, epoch, step, rank));
-            let batch = order.narrow(0, (step * local) as i64, local as i64);
-            let micro = micro_batches(cfg, &train_set, &norm, &batch, local, epoch)?;
-            if !steps.run(&stepper, comm, &micro, lr, &mut opts, &mut scaler)? {
-                skipped += 1;
-            }
-            let done = epoch * steps_per_epoch + step + 1;
-            let figures = match cfg.log_every {
-                Some(every) if done.is_multiple_of(every) => {
-                    Some(window.take(&stepper, step + 1, (local, world), &scaler))
-                }
-                _ => None,
-            };
-            on_event(Event::Step(&StepInfo {
-                epoch: epoch + 1,
-                step: step + 1,
-                steps: steps_per_epoch,
-                global_step: done,
-                lr,
-                figures,
-            }))?;
-            if let (Some(every), Some(_)) = (cfg.checkpoint_every, &cfg.checkpoint_dir)
-                && done.is_multiple_of(every)
-                && step + 1 < steps_per_epoch
-            {
-                let bad = train_set.bad_inputs() + test_set.bad_inputs() - bad_before;
-                let meta = run.meta(epoch, step + 1, best_top1, val_top1, &scaler, skipped);
-                let at = save_mid_epoch(comm, &stepper, &named, &opts, &meta, sums.bad + bad)?;
-                saved_at = Some((epoch, step + 1));
-                on_event(Event::Checkpoint(&at))?;
-            }
+        let _ = self.stepper.loss_sum.shallow_clone().fill_(sums.loss);
+        let _ = self.stepper.correct.shallow_clone().fill_(sums.correct);
+        Epoch {
+            epoch,
+            first,
+            t0: Instant::now(),
+            order,
+            bad_before: self.fixed.bad_inputs(),
+            skipped: sums.skipped,
+            lr: cfg.lr,
+            window: Window::start(&sums, first),
+            sums,
         }
+    }
+
+    /// Bad files of the epoch so far (a resumed epoch's earlier ones included).
+    fn bad(&self, e: &Epoch) -> usize {
+        e.sums.bad + self.fixed.bad_inputs() - e.bad_before
+    }
+
+    /// One training step, unless the run is to stop before it (interrupted, or checkpointed on
+    /// the checkpoint signal: both errors); then its event and any mid-epoch checkpoint due.
+    fn step(
+        &mut self,
+        e: &mut Epoch,
+        step: usize,
+        comm: &mut Communicator,
+        on_event: &mut dyn FnMut(Event) -> Result<()>,
+    ) -> Result<()> {
+        let Fixed {
+            cfg,
+            local,
+            train_set,
+            ..
+        } = self.fixed;
+        let (epoch, steps_per_epoch) = (e.epoch, self.steps_per_epoch);
+        if (cfg.should_stop)() {
+            return Err(Error::Interrupted {
+                epoch: epoch + 1,
+                step,
+                last_complete: epoch,
+            });
+        }
+        if self.signal.agreed(cfg, comm)? {
+            return Err(self.stop_on_signal(e, step, comm, on_event));
+        }
+        e.lr = cfg.schedule.lr(
+            cfg.lr,
+            epoch as f64 + step as f64 / steps_per_epoch as f64,
+            cfg.epochs as f64,
+        );
+        let ahead = (e.first, step, steps_per_epoch);
+        prefetch_ahead(cfg, train_set, &e.order, ahead, local, epoch)?;
+        let draws = step_draws(cfg, train_set, true, (epoch, step, comm.rank()))?;
+        let batch = e.order.narrow(0, (step * local) as i64, local as i64);
+        let micro = micro_batches(cfg, train_set, &self.norm, &batch, draws.as_ref(), epoch)?;
+        let stepper = &self.stepper;
+        if !self.steps.run(
+            stepper,
+            comm,
+            &micro,
+            e.lr,
+            &mut self.opts,
+            &mut self.scaler,
+        )? {
+            e.skipped += 1;
+        }
+        self.stepped(e, step, comm, on_event)
+    }
+
+    /// After `step` ran: its event (with the figures since the last, every `--log-every`
+    /// steps), and a mid-epoch checkpoint when one is due.
+    fn stepped(
+        &mut self,
+        e: &mut Epoch,
+        step: usize,
+        comm: &mut Communicator,
+        on_event: &mut dyn FnMut(Event) -> Result<()>,
+    ) -> Result<()> {
+        let (cfg, local) = (self.fixed.cfg, self.fixed.local);
+        let (epoch, steps_per_epoch) = (e.epoch, self.steps_per_epoch);
+        let done = epoch * steps_per_epoch + step + 1;
+        let figures = match cfg.log_every {
+            Some(every) if done.is_multiple_of(every) => {
+                let ranks = (local, comm.world_size());
+                Some(e.window.take(&self.stepper, step + 1, ranks, &self.scaler))
+            }
+            _ => None,
+        };
+        on_event(Event::Step(&StepInfo {
+            epoch: epoch + 1,
+            step: step + 1,
+            steps: steps_per_epoch,
+            global_step: done,
+            lr: e.lr,
+            figures,
+        }))?;
+        if let (Some(every), Some(_)) = (cfg.checkpoint_every, &cfg.checkpoint_dir)
+            && done.is_multiple_of(every)
+            && step + 1 < steps_per_epoch
+        {
+            let at = self.save_mid_epoch(e, step + 1, comm)?;
+            self.saved_at = Some((epoch, step + 1));
+            on_event(Event::Checkpoint(&at))?;
+        }
+        Ok(())
+    }
+
+    /// The checkpoint signal before `step`: the checkpoint written there (unless the last one
+    /// already stands there, the one at the end of the previous epoch say) and reported either
+    /// way; the error that ends the run, or what failed on the way.
+    fn stop_on_signal(
+        &mut self,
+        e: &Epoch,
+        step: usize,
+        comm: &mut Communicator,
+        on_event: &mut dyn FnMut(Event) -> Result<()>,
+    ) -> Error {
+        let (cfg, epoch, steps) = (self.fixed.cfg, e.epoch, self.steps_per_epoch);
+        let at = if self.saved_at == Some((epoch, step)) {
+            MidEpoch::standing(cfg, epoch, step, steps)
+        } else {
+            match self.save_mid_epoch(e, step, comm) {
+                Ok(at) => at,
+                Err(err) => return err,
+            }
+        };
+        if let Err(err) = on_event(Event::Checkpoint(&at.signalled())) {
+            return err;
+        }
+        Error::Checkpointed {
+            epoch: epoch + 1,
+            step,
+            steps,
+        }
+    }
+
+    fn save_mid_epoch(&self, e: &Epoch, step: usize, comm: &mut Communicator) -> Result<MidEpoch> {
+        let meta = self.run.meta(
+            e.epoch,
+            step,
+            self.best_top1,
+            self.val_top1,
+            &self.scaler,
+            e.skipped,
+        );
+        let (named, bad) = (self.fixed.named, self.bad(e));
+        save_mid_epoch(comm, &self.stepper, named, &self.opts, &meta, bad)
+    }
+
+    /// The epoch's figures over every rank, validation, and the checkpoint at its end.
+    fn end(&mut self, e: Epoch, comm: &mut Communicator) -> Result<EpochStats> {
+        let Fixed {
+            cfg,
+            local,
+            train_set,
+            test_set,
+            named,
+        } = self.fixed;
+        let (steps, world) = (self.steps_per_epoch, comm.world_size());
         // Steps this process ran (a resumed epoch's first ones ran before it).
-        let ran = (steps_per_epoch - first) as f64;
-        let seen = (steps_per_epoch * local) as f64;
-        let (train_loss, train_top1, train_seconds) = stepper.epoch_figures(comm, seen, t0)?;
+        let ran = (steps - e.first) as f64;
+        let seen = (steps * local) as f64;
+        let (train_loss, train_top1, train_seconds) =
+            self.stepper.epoch_figures(comm, seen, e.t0)?;
+        let (model, stages) = (self.stepper.model, self.stepper.stages);
         let val_loss;
-        (val_loss, val_top1) = evaluate(&model, &stages, &test_set, &norm, comm, cfg)?;
+        (val_loss, self.val_top1) = evaluate(model, stages, test_set, &self.norm, comm, cfg)?;
         if cfg.device.is_cuda() {
             comm.synchronize()?;
         }
-        let seconds = t0.elapsed().as_secs_f64();
-        let best = val_top1 > best_top1;
+        let seconds = e.t0.elapsed().as_secs_f64();
+        let best = self.val_top1 > self.best_top1;
         if best {
-            best_top1 = val_top1;
+            self.best_top1 = self.val_top1;
         }
         let mut stats = EpochStats {
-            epoch: epoch + 1,
+            epoch: e.epoch + 1,
             train_loss,
             train_top1,
             val_loss,
-            val_top1,
+            val_top1: self.val_top1,
             images_per_s: ran * (local * world) as f64 / seconds,
             train_images_per_s: ran * (local * world) as f64 / train_seconds,
             seconds,
             step_seconds: train_seconds / ran,
             stages: stages.iter().map(|s| s.plan.clone()).collect(),
-            lr,
-            loss_scale: scaler.enabled.then_some(scaler.scale),
-            steps: steps_per_epoch,
-            skipped_steps: skipped,
+            lr: e.lr,
+            loss_scale: self.scaler.enabled.then_some(self.scaler.scale),
+            steps,
+            skipped_steps: e.skipped,
             checkpoint: None,
             best,
-            bad_inputs: sums.bad + train_set.bad_inputs() + test_set.bad_inputs() - bad_before,
-            classes: if epoch == start.epoch {
+            bad_inputs: self.bad(&e),
+            classes: if e.epoch == self.first.0 {
                 train_set.class_names()
             } else {
                 Vec::new()
             },
         };
         if let Some(dir) = &cfg.checkpoint_dir {
-            if rank == 0 {
-                let meta = run.meta(epoch + 1, 0, best_top1, val_top1, &scaler, 0);
-                save_last(dir, &named, &opts, &meta, best, None)?;
+            if comm.rank() == 0 {
+                let (best_top1, val_top1) = (self.best_top1, self.val_top1);
+                let meta = self
+                    .run
+                    .meta(e.epoch + 1, 0, best_top1, val_top1, &self.scaler, 0);
+                save_last(dir, named, &self.opts, &meta, best, None)?;
             }
-            saved_at = Some((epoch + 1, 0));
+            self.saved_at = Some((e.epoch + 1, 0));
             stats.checkpoint = Some(dir.join("last.safetensors"));
             comm.barrier()?;
         }
-        on_event(Event::Epoch(&stats))?;
-        epochs.push(stats);
+        Ok(stats)
     }
-    drop(stepper);
-    Ok(Trained {
-        vs,
-        model,
-        epochs,
-        resumed_from: start.resumed_from,
-    })
 }
 
 /// Image files: the batches of the steps ahead of `step` start decoding (at the epoch's `first`
@@ -661,12 +864,11 @@ fn out_device(stages: &[StageParts]) -> Device {
 /// The data, and the model built from `cfg.seed` (placed on its stages' devices) with each
 /// stage's flat buffers, buckets and optimiser, and the loss scaler; every rank ends with rank
 /// 0's weights and buffers (DDP's constructor).
+///
+/// Kept in one piece: DDP's constructor in its order: data, model, stages, flat buffers and
+/// buckets, optimisers, rank 0's weights broadcast.
 fn setup(cfg: &Config, comm: &mut Communicator) -> Result<(Dataset, Dataset, Parts)> {
     let (rank, world) = (comm.rank(), comm.world_size());
-    // libtorch's generator is process-global: ranks run as threads of one process (tests) must
-    // not interleave their seeded draws (synthetic data, initialisation).
-    static SEEDED: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let seeded = SEEDED.lock().unwrap_or_else(|e| e.into_inner());
     let (train_set, test_set) = cfg.data.load(cfg.device, &cfg.images, cfg.seed)?;
     if train_set.len() < cfg.batch_size {
         return Err(Error::Usage(format!(
@@ -675,10 +877,18 @@ fn setup(cfg: &Config, comm: &mut Communicator) -> Result<(Dataset, Dataset, Par
             train_set.len()
         )));
     }
-    tch::manual_seed(cfg.seed);
-    let vs = nn::VarStore::new(cfg.device);
-    let mut model = ResNet::new(&vs.root(), cfg.arch, train_set.num_classes, cfg.stem);
-    drop(seeded);
+    // The initialisation draws from libtorch's default generator (tch's initialisers take no
+    // generator), as torchvision's do after torch.manual_seed: a lock held only around them
+    // keeps ranks run as threads of one process (tests) from interleaving their draws. Every
+    // other draw of a run is from a generator of its own (gpu_runtime::rng).
+    static INIT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let (vs, mut model) = {
+        let _init = INIT.lock().unwrap_or_else(|e| e.into_inner());
+        tch::manual_seed(cfg.seed);
+        let vs = nn::VarStore::new(cfg.device);
+        let model = ResNet::new(&vs.root(), cfg.arch, train_set.num_classes, cfg.stem);
+        (vs, model)
+    };
     let plans = {
         let units = cfg
             .arch
@@ -937,13 +1147,13 @@ fn micro_batches(
     data: &Dataset,
     norm: &crate::data::Normalize,
     batch: &Tensor,
-    local: usize,
+    draws: Option<&Generator>,
     epoch: usize,
 ) -> Result<Vec<(Tensor, Tensor)>> {
-    micro_indices(cfg, batch, local)
+    micro_indices(cfg, batch, batch.size()[0] as usize)
         .into_iter()
         .map(|idx| {
-            let (x, y) = data.batch(&idx, norm, cfg.augment, epoch)?;
+            let (x, y) = data.batch(&idx, norm, draws, epoch)?;
             Ok((
                 if cfg.channels_last {
                     gpu_runtime::shim::to_channels_last(&x)?
@@ -998,6 +1208,9 @@ impl StepMode {
 
     /// One optimisation step on `micro` at `lr` (`opts`: each stage's optimiser); false when
     /// the loss scaler skipped it (inf/nan gradients).
+    ///
+    /// Kept in one piece: one step, eager and graphed side by side: the graphed form must do what
+    /// the eager one does.
     fn run(
         &mut self,
         stepper: &Stepper,
@@ -1387,9 +1600,26 @@ impl Signal {
     }
 }
 
-/// The libtorch generator's seed for a training step's augmentation draws: a function of the
-/// run's seed, the epoch, the step and the rank only (`scripts/reference/train_ref.py` seeds
-/// its steps the same way).
+/// The generator of a training step's augmentation draws (None without augmentation): a
+/// generator of the step's own, seeded with [`step_seed`] of the (epoch, step, rank) given, so
+/// that a run resumed at any step draws what the uninterrupted one drew, and ranks run as
+/// threads of one process draw apart.
+fn step_draws(
+    cfg: &Config,
+    data: &Dataset,
+    train: bool,
+    (epoch, step, rank): (usize, usize, usize),
+) -> Result<Option<Generator>> {
+    if !(train && cfg.augment) {
+        return Ok(None);
+    }
+    let seed = step_seed(cfg.seed, epoch, step, rank);
+    Ok(Some(Generator::new(data.draws_device(), seed)?))
+}
+
+/// The seed of a training step's augmentation draws: a function of the run's seed, the epoch,
+/// the step and the rank only (`scripts/reference/train_ref.py` seeds libtorch's generator with
+/// it before each step's draws; ours is the step's own, seeded the same way).
 pub fn step_seed(seed: i64, epoch: usize, step: usize, rank: usize) -> i64 {
     (seed as u64)
         .wrapping_mul(1_000_003)
@@ -1565,6 +1795,8 @@ struct Pass {
 /// (PyTorch's strict `load_state_dict`): the file holds every tensor of the model and no other,
 /// else an error naming them and saying `hint`; not strict: what matches is loaded and the rest
 /// named in a warning. Shapes must match either way.
+///
+/// Kept in one piece: `load_state_dict`'s checks in their order: names, shapes, values.
 fn copy_weights(
     vs: &nn::VarStore,
     weights: &BTreeMap<String, Tensor>,
@@ -1684,7 +1916,7 @@ fn evaluate(
     tch::no_grad(|| -> Result<()> {
         for start in (0..mine.len()).step_by(bs) {
             let n = bs.min(mine.len() - start);
-            let (x, y) = data.batch(&idx.narrow(0, start as i64, n as i64), norm, false, 0)?;
+            let (x, y) = data.batch(&idx.narrow(0, start as i64, n as i64), norm, None, 0)?;
             let x = if cfg.channels_last {
                 gpu_runtime::shim::to_channels_last(&x)?
             } else {

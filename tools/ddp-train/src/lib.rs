@@ -474,6 +474,7 @@ fn stage_devices(cli: &Cli, env: &Env) -> Result<Vec<tch::Device>> {
         .collect()
 }
 
+// Kept in one piece: one field per flag of the training `Config`.
 fn config(cli: &Cli, devices: &[tch::Device]) -> Result<Config> {
     let device = devices[0];
     let precision = cli.gpu.precision;
@@ -951,7 +952,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let usage = |e: anyhow::Error| anyhow::Error::new(cli_common::UsageError(format!("{e:#}")));
     let precision = cli.gpu.precision;
     if precision == Precision::Fp32 {
-        device::disable_tf32(); // before CUDA starts
+        gpu_runtime::shim::cuda_fp32_strict()?;
     }
     let env = Env::from_process(None);
     let devices = stage_devices(&cli, &env)?;
