@@ -8,19 +8,9 @@ use serde_json::Value;
 
 #[test]
 fn asha_over_ddp_train_stops_the_poor_learning_rates_early() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let dir = tempfile::tempdir().unwrap();
     let digits = dir.path().join("digits");
-    let made = Command::new(root.join(".venv/bin/python"))
-        .arg(root.join("scripts/make-digits-cifar"))
-        .arg(&digits)
-        .output()
-        .unwrap();
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
+    testkit::make_digits(&digits, &[]);
     // Grid values in the order listed, batch_size (the first key) fastest: trials 0-3 have the
     // good learning rates, 4-7 the poor ones, so that the rungs hold good values when the poor
     // trials reach them.

@@ -131,6 +131,25 @@ pub fn python() -> String {
         .unwrap_or_else(|_| format!("{}/../.venv/bin/python", env!("CARGO_MANIFEST_DIR")))
 }
 
+/// scikit-learn's digits in the CIFAR-100 layout, written into `dir` by
+/// `scripts/make-digits-cifar` with the venv's python, with its `extra` flags (`--class-order`,
+/// `--image-folder DIR`, `--shards DIR`): the small real data set the training tests learn.
+pub fn make_digits(dir: &Path, extra: &[&std::ffi::OsStr]) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/make-digits-cifar");
+    let out = std::process::Command::new(python())
+        .arg(script)
+        .arg(dir)
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "make-digits-cifar: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 pub fn write_image(path: &Path, w: u32, h: u32, seed: u32) {
     if let Some(d) = path.parent() {
         std::fs::create_dir_all(d).unwrap();

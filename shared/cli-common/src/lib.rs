@@ -39,7 +39,7 @@ pub mod threads;
 
 pub use error_class::{Class, Classified, ResultExt, Torch};
 pub use man::render_man;
-pub use out::{JsonlOut, StdoutClosed};
+pub use out::{JsonlOut, StdoutClosed, Tally};
 
 use std::process::ExitCode;
 

@@ -83,10 +83,95 @@ fn map_pipe(e: io::Error) -> anyhow::Error {
     }
 }
 
+/// A per-item tool's counts, kept as its records go out, and the summary record and outcome
+/// that end its stream.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Tally {
+    pub ok: usize,
+    /// Items whose output already existed.
+    pub skipped: usize,
+    /// Items that failed (each has an error record).
+    pub failed: usize,
+}
+
+impl Tally {
+    /// Emits an item's record, counted as done (or skipped), or its error record, counted as
+    /// failed.
+    pub fn emit<R: Serialize>(
+        &mut self,
+        out: &mut JsonlOut,
+        item: &Result<R, records::ErrorRecord>,
+        skipped: impl FnOnce(&R) -> bool,
+    ) -> anyhow::Result<()> {
+        match item {
+            Ok(r) => {
+                self.done(skipped(r));
+                out.emit(r)
+            }
+            Err(e) => {
+                self.failed += 1;
+                out.emit(e)
+            }
+        }
+    }
+
+    /// One item done, or skipped because its output existed.
+    pub fn done(&mut self, skipped: bool) {
+        if skipped {
+            self.skipped += 1
+        } else {
+            self.ok += 1
+        }
+    }
+
+    /// The summary record of these counts; the tool adds what else it reports.
+    pub fn summary(&self, started: std::time::Instant) -> records::Summary {
+        records::Summary {
+            ok: self.ok,
+            skipped: self.skipped,
+            failed: self.failed,
+            elapsed_ms: started.elapsed().as_millis() as u64,
+            ..Default::default()
+        }
+    }
+
+    /// The run's outcome; with failures, `tool` says how many on stderr (unless `quiet`).
+    pub fn outcome(&self, tool: &str, quiet: bool) -> crate::Outcome {
+        if !quiet && self.failed > 0 {
+            eprintln!(
+                "{tool}: {} of {} inputs failed (see the error records)",
+                self.failed,
+                self.ok + self.skipped + self.failed
+            );
+        }
+        crate::Outcome::from_failures(self.failed)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::{Arc, Mutex};
+
+    #[test]
+    fn a_tally_counts_what_it_emits() {
+        let buf = Shared::default();
+        let mut out = JsonlOut::new(Box::new(buf.clone()));
+        let mut t = Tally::default();
+        let err = records::ErrorRecord {
+            input: "b".into(),
+            message: "m".into(),
+        };
+        for (item, skipped) in [(Ok(1), false), (Ok(2), true), (Err(err), false)] {
+            t.emit(&mut out, &item, |_| skipped).unwrap();
+        }
+        assert_eq!((t.ok, t.skipped, t.failed), (1, 1, 1));
+        assert_eq!(out.records(), 3);
+        let s = t.summary(std::time::Instant::now());
+        assert_eq!((s.ok, s.skipped, s.failed), (1, 1, 1));
+        assert_eq!(t.outcome("x", true), crate::Outcome::ItemsFailed);
+        assert_eq!(Tally::default().outcome("x", true), crate::Outcome::Ok);
+    }
 
     #[derive(Clone, Default)]
     struct Shared(Arc<Mutex<Vec<u8>>>);

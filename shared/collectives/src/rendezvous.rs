@@ -180,6 +180,10 @@ impl Options {
     }
 
     /// Resolves against `env` (a lookup, so tests need no process environment).
+    ///
+    /// Kept in one piece: the launchers' variables in their order of precedence (flags, torchrun,
+    /// Slurm, defaults), which is what a reader checks against the documentation; split, that
+    /// order would be spread over functions.
     pub fn plan_with(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Plan> {
         let num = |k: &str| -> Result<Option<usize>> {
             env(k)
@@ -360,6 +364,9 @@ pub(crate) struct Joined {
 }
 
 /// Meets the other ranks and wires the ring.
+///
+/// Kept in one piece: the rendezvous steps in order (store, run identity, peers, ring), each with
+/// its own deadline and message.
 pub(crate) fn connect(
     plan: &Plan,
     method: &InitMethod,

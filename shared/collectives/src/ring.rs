@@ -340,6 +340,9 @@ impl Ring {
     }
 
     /// Sends `send` to the next rank while receiving `sink`'s length from the previous one.
+    ///
+    /// Kept in one piece: one non-blocking send-and-receive loop whose deadline, peer-loss and
+    /// stop checks share its state (offsets, header, buffers).
     fn exchange(&mut self, send: &[u8], sink: Sink<'_>, kind: Kind) -> Result<()> {
         let (next_rank, prev_rank, timeout, seq, stop) = (
             self.next_rank(),
@@ -460,6 +463,9 @@ impl Ring {
 
     /// Broadcast relay: receive `buf` from the previous rank (unless root) while forwarding what
     /// has arrived to the next one (unless it is the root).
+    ///
+    /// Kept in one piece: the same loop as `exchange`, relaying: its checks share the loop's
+    /// state.
     fn relay(&mut self, buf: &mut [u8], receive: bool, forward: bool) -> Result<()> {
         let (next_rank, prev_rank, timeout, seq, stop) = (
             self.next_rank(),

@@ -410,6 +410,7 @@ fn wake_addr(addr: SocketAddr) -> SocketAddr {
     }
 }
 
+// Kept in one piece: the request loop, one arm per command of PyTorch's TCPStore protocol.
 fn serve(conn: TcpStream, st: &ServerState) -> io::Result<()> {
     conn.set_nodelay(true)?;
     // A client validates at once; a connection that stays silent is closed.

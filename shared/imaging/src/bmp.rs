@@ -58,6 +58,9 @@ pub(crate) type BmpImage = (u32, u32, Vec<u8>, &'static str);
 
 /// Decodes a BMP file as `Image.open(p).convert('RGB')` does; `check(w, h)` is asked before
 /// any pixel is decoded.
+///
+/// Kept in one piece: BmpImagePlugin's header fields in file order, each checked before what it
+/// sizes is allocated.
 pub(crate) fn decode(bytes: &[u8], check: impl FnOnce(u32, u32) -> Result<()>) -> Result<BmpImage> {
     let mut fp = File::new(bytes, 0);
     let head = fp.read(14);
@@ -287,6 +290,9 @@ fn unpack(raw: &str, row: &[u8], x: usize) -> [u8; 3] {
 }
 
 /// BmpRleDecoder.decode: indices of the whole image in file row order (may be short).
+///
+/// Kept in one piece: BmpRleDecoder.decode's state machine, transcribed whole to read beside
+/// Pillow's.
 fn rle_decode(bytes: &[u8], start: usize, w: usize, h: usize, rle4: bool) -> Vec<u8> {
     let mut fd = File::new(bytes, start);
     let dest = w * h;

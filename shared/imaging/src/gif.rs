@@ -48,6 +48,9 @@ fn palette(p: &[u8]) -> Result<Option<&[u8]>> {
 }
 
 /// The first frame: (width, height, RGB, Pillow's mode: `P`, or `L` without a palette).
+///
+/// Kept in one piece: GifImagePlugin's blocks in stream order up to the first frame, each length
+/// checked before it is read.
 pub(crate) fn decode(
     bytes: &[u8],
     check: impl FnOnce(u32, u32) -> Result<()>,
@@ -186,6 +189,8 @@ impl Lzw {
         true
     }
 
+    // Kept in one piece: the LZW decoder's loop, transcribed whole to read beside Pillow's
+    // GifDecode.c.
     fn decode(
         &mut self,
         stream: &[u8],

@@ -79,6 +79,8 @@ struct Ifd {
 }
 
 impl Ifd {
+    // Kept in one piece: the IFD's entries in file order, each bounds check beside the read it
+    // guards.
     fn read(bytes: &[u8]) -> Result<Self> {
         let big_endian = bytes.starts_with(b"MM");
         let bigtiff = bytes.get(2) == Some(&43);
@@ -305,6 +307,8 @@ impl Px {
 }
 
 /// Pillow's unpacker for `raw` (Unpack.c), pixel `x` of a row.
+///
+/// Kept in one piece: one arm per Pillow raw mode, a table of Unpack.c read as one.
 fn unpack(raw: &str, row: &[u8], x: usize) -> Px {
     let mut p = Px::default();
     let bit = |bits: usize| {
@@ -418,6 +422,10 @@ fn bands(mode: &str) -> usize {
 
 /// Decodes the first image of a TIFF file as `Image.open(p).convert('RGB')` does, orientation
 /// applied. `check(w, h)` is asked before anything is decoded.
+///
+/// Kept in one piece: it walks the file in Pillow's TiffImagePlugin order (tags, mode, strips or
+/// tiles, orientation), each check just before the allocation it bounds; split, the checks would
+/// sit apart from what they guard.
 pub(crate) fn decode(
     bytes: &[u8],
     check: impl FnOnce(u32, u32) -> Result<()>,

@@ -1,4 +1,4 @@
-//! Reading one latent from `.npz`/`.npy`, and writing `.npy` headers for the gathered output.
+//! Reading one array from `.npz`/`.npy` bytes, and writing `.npy` headers.
 //!
 //! The common case — an uncompressed `.npz` (`np.savez`) or a `.npy` holding little-endian
 //! float32 in C order — is read without copying or allocating: the zip's central directory is
@@ -6,6 +6,7 @@
 //! `descr`, `fortran_order` and `shape`. Anything else (deflated archives, other byte orders,
 //! Fortran order, zip64) goes through the `zip` and `ndarray-npy` crates.
 
+use std::borrow::Cow;
 use std::ffi::OsStr;
 use std::io::{Cursor, Read};
 use std::os::unix::ffi::OsStrExt;
@@ -58,14 +59,73 @@ impl Latent<'_> {
 
 /// Reads array `key` of a `.npz` (stored or deflated), or the array of a `.npy`, as float32.
 pub fn read_latent<'a>(bytes: &'a [u8], key: &str) -> Result<Latent<'a>> {
-    if bytes.starts_with(b"\x93NUMPY") {
-        if let Some(l) = raw_npy(bytes) {
-            return Ok(l);
+    let npy = entry(bytes, key)?;
+    if let Cow::Borrowed(b) = npy
+        && let Some(l) = raw_npy(b)
+    {
+        return Ok(l);
+    }
+    check_size(&npy)?;
+    let what = if bytes.starts_with(b"\x93NUMPY") {
+        "reading .npy".to_string()
+    } else {
+        format!("reading `{key}`")
+    };
+    Ok(Latent::Array(
+        ArrayD::<f32>::read_npy(&npy[..]).context(what)?,
+    ))
+}
+
+/// Reads array `key` of a `.npz`, or the array of a `.npy`, holding float32 or float64, as
+/// float32 values in C order with its shape.
+pub fn read_f32_or_f64(bytes: &[u8], key: &str) -> Result<(Vec<usize>, Vec<f32>)> {
+    let npy = entry(bytes, key)?;
+    if let Cow::Borrowed(b) = npy
+        && let Some(Latent::Raw { shape, le_bytes }) = raw_npy(b)
+    {
+        let values = le_bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
+            .collect();
+        return Ok((shape, values));
+    }
+    check_size(&npy)?;
+    let standard = |shape: &[usize], values: Vec<f32>| (shape.to_vec(), values);
+    match ArrayD::<f32>::read_npy(&npy[..]) {
+        Ok(a) => Ok(standard(
+            a.shape(),
+            a.as_standard_layout().iter().copied().collect(),
+        )),
+        Err(_) => {
+            let a = ArrayD::<f64>::read_npy(&npy[..])
+                .with_context(|| format!("`{key}` is not a float32/float64 array"))?;
+            let values = a.as_standard_layout().iter().map(|&v| v as f32).collect();
+            Ok(standard(a.shape(), values))
         }
-        check_size(bytes)?;
-        return Ok(Latent::Array(
-            ArrayD::<f32>::read_npy(bytes).context("reading .npy")?,
-        ));
+    }
+}
+
+/// The names of a `.npz`'s arrays (its entries without `.npy`).
+pub fn npz_names(bytes: &[u8]) -> Result<Vec<String>> {
+    let strip = |n: &str| n.strip_suffix(".npy").unwrap_or(n).to_string();
+    if let Some(dir) = central_directory(bytes) {
+        return Ok(dir
+            .iter()
+            .map(|(_, n)| strip(&String::from_utf8_lossy(n)))
+            .collect());
+    }
+    let zip = zip::ZipArchive::new(Cursor::new(bytes)).context("reading .npz")?;
+    Ok(zip.file_names().map(strip).collect())
+}
+
+/// The `.npy` bytes of array `key`: a `.npy` file's own, an uncompressed entry borrowed from the
+/// archive (its CRC checked), or an entry inflated up to the size its `.npy` header declares.
+///
+/// Kept in one piece: the archive's checks in the order they bound what is read (duplicate
+/// names, the entry's claimed size, the header, then the declared size).
+fn entry<'a>(bytes: &'a [u8], key: &str) -> Result<Cow<'a, [u8]>> {
+    if bytes.starts_with(b"\x93NUMPY") {
+        return Ok(Cow::Borrowed(bytes));
     }
     if !bytes.starts_with(b"PK") {
         bail!("neither .npz nor .npy (bad magic bytes)");
@@ -81,8 +141,10 @@ pub fn read_latent<'a>(bytes: &'a [u8], key: &str) -> Result<Latent<'a>> {
             );
         }
     }
-    if let Some(l) = stored_entry(bytes, name.as_bytes()).and_then(raw_npy) {
-        return Ok(l);
+    if let Some(data) = stored_entry(bytes, name.as_bytes())
+        && raw_npy(data).is_some()
+    {
+        return Ok(Cow::Borrowed(data));
     }
     let mut zip = zip::ZipArchive::new(Cursor::new(bytes)).context("reading .npz")?;
     let Some(index) = zip.index_for_name(&name) else {
@@ -127,10 +189,7 @@ pub fn read_latent<'a>(bytes: &'a [u8], key: &str) -> Result<Latent<'a>> {
     data.truncate(limit as usize);
     let rest = limit.saturating_sub(data.len() as u64);
     read(&mut entry, &mut data, rest)?;
-    check_size(&data)?;
-    Ok(Latent::Array(
-        ArrayD::<f32>::read_npy(&data[..]).with_context(|| format!("reading `{key}`"))?,
-    ))
+    Ok(Cow::Owned(data))
 }
 
 /// The largest array entry read from an .npz (latents are kilobytes; this only stops archives
@@ -476,10 +535,13 @@ mod fuzz_regressions {
                 .to_string()
                 .contains("header claims")
         );
+        assert!(read_f32_or_f64(npy, "w").is_err());
         // A .npy whose header claims 10^12 floats over 8 bytes of data.
         let mut npy = header("<f8", &[1_000_000, 1_000_000]);
         npy.extend([0u8; 8]);
         let e = read_latent(&npy, "w").unwrap_err().to_string();
+        assert!(e.contains("needs more bytes"), "{e}");
+        let e = read_f32_or_f64(&npy, "w").unwrap_err().to_string();
         assert!(e.contains("needs more bytes"), "{e}");
         // Shapes whose byte count overflows usize.
         let mut npy = header("<f4", &[usize::MAX / 2, 3]);

@@ -16,8 +16,9 @@
 
 use std::path::Path;
 
-use stylegan2::{Weights, tune};
+use gpu_runtime::tune::{self, Tuner};
 use tch::{CModule, Device, IValue, Kind, Tensor};
+use weights::Weights;
 
 /// torchvision VGG16 `features` indices of the 13 convolutions, and after which of them the
 /// five LPIPS taps come (relu1_2, relu2_2, relu3_3, relu4_3, relu5_3).
@@ -46,7 +47,7 @@ const SCALE: [f32; 3] = [0.458, 0.448, 0.450];
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(transparent)]
-    Weights(#[from] stylegan2::Error),
+    Weights(#[from] weights::Error),
     #[error("{path}: {message}")]
     File { path: String, message: String },
     #[error("running the TorchScript VGG16: {0}")]
@@ -72,6 +73,10 @@ pub struct NativeVgg16 {
     scale: Tensor,
     /// The convolution weights in channels_last, made on first use of that layout.
     convs_nhwc: std::sync::OnceLock<Vec<Tensor>>,
+    /// The layout choice (a name of [`LAYOUTS`], `auto`, or unset: see [`NativeVgg16::features`])
+    /// and the decisions timed for it.
+    layout: Option<&'static str>,
+    tuner: Tuner,
 }
 
 /// A perceptual feature extractor.
@@ -117,7 +122,7 @@ impl Vgg16 {
         let taps = [64, 128, 256, 512, 512];
         let lpips = (0..5)
             .map(|k| w.take(&format!("lpips.{k}"), &[taps[k]]))
-            .collect::<stylegan2::Result<Vec<_>>>()?;
+            .collect::<weights::Result<Vec<_>>>()?;
         w.finish()?;
         Ok(Vgg16::Native(NativeVgg16::new(convs, lpips, device)))
     }
@@ -139,6 +144,21 @@ impl Vgg16 {
                     )))),
                 }
             }
+        }
+    }
+
+    /// Fixes or frees the native network's layout choice (`choices.vgg_layout`).
+    pub fn set_kernel_choices(&mut self, choices: tune::KernelChoices) {
+        if let Vgg16::Native(n) = self {
+            n.layout = choices.vgg_layout;
+        }
+    }
+
+    /// The layout decisions the native network has timed (none for TorchScript).
+    pub fn decisions(&self) -> Vec<tune::Decision> {
+        match self {
+            Vgg16::Native(n) => n.tuner.decisions(),
+            Vgg16::Script(_) => Vec::new(),
         }
     }
 
@@ -171,6 +191,8 @@ impl NativeVgg16 {
             shift,
             scale,
             convs_nhwc: Default::default(),
+            layout: None,
+            tuner: Tuner::default(),
         }
     }
 
@@ -198,14 +220,14 @@ impl NativeVgg16 {
     /// Features of images [N,3,H,W] in [0,255], the convolutions in the faster memory layout:
     /// NCHW, or channels_last (NHWC), which cuDNN's tensor-core kernels use natively (NCHW
     /// costs a transpose each way per call). `--kernel-choices vgg-layout=nchw|nhwc|auto`
-    /// ([`tune::KernelChoices`]); by default CUDA times both once per input shape
-    /// ([`stylegan2::tune`]), the CPU runs NCHW.
+    /// ([`tune::KernelChoices`], given by [`Vgg16::set_kernel_choices`]); by default CUDA times
+    /// both once per input shape with this network's own [`Tuner`], the CPU runs NCHW.
     pub fn features(&self, img: &Tensor) -> Tensor {
-        let fixed = tune::mode(tune::kernel_choices().vgg_layout, &LAYOUTS, img.device());
+        let fixed = tune::mode(self.layout, &LAYOUTS, img.device());
         let nchw = |x: &Tensor| self.features_in(x, false);
         let nhwc = |x: &Tensor| self.features_in(x, true);
         let what = format!("vgg16 layout, {:?} weights", self.convs[0].0.kind());
-        let i = tune::choose(
+        let i = self.tuner.choose(
             &what,
             fixed,
             img,

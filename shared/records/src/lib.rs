@@ -357,9 +357,10 @@ pub struct BestTrial {
     pub dir: PathBuf,
 }
 
-/// The last record of a `sweep`.
+/// The last record of a `sweep` (`"type":"sweep_summary"`; sweeps before it wrote "summary",
+/// which reads too: a struct's tag is not checked when it is read).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename = "summary")]
+#[serde(tag = "type", rename = "sweep_summary")]
 pub struct SweepSummary {
     pub trials: usize,
     pub completed: usize,
@@ -462,7 +463,7 @@ pub fn parse_input_line(line: impl AsRef<[u8]>) -> Result<Vec<InputItem>, BadLin
         .as_object()
         .ok_or_else(|| BadLine("not a JSON object".into()))?;
     let kind = obj.get("type").and_then(|t| t.as_str()).unwrap_or("");
-    if matches!(kind, "error" | "summary") {
+    if matches!(kind, "error" | "summary" | "sweep_summary") {
         return Ok(Vec::new());
     }
     let path = |key: &str| -> Result<Option<OsString>, BadLine> {
@@ -572,6 +573,34 @@ mod tests {
                 .unwrap()
                 .is_empty()
         );
+        assert!(
+            parse_input_line(r#"{"type":"sweep_summary","out_dir":"x"}"#)
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_sweep_summary_has_its_own_tag_and_reads_under_the_old_one() {
+        let s = SweepSummary {
+            trials: 2,
+            completed: 1,
+            stopped: 1,
+            error: 0,
+            unfinished: 0,
+            metric: "val_top1".into(),
+            mode: "max".into(),
+            best: None,
+            out_dir: "out".into(),
+            elapsed_ms: 5,
+        };
+        let text = serde_json::to_string(&s).unwrap();
+        assert!(text.starts_with(r#"{"type":"sweep_summary","#), "{text}");
+        let old = text.replace("sweep_summary", "summary");
+        assert_eq!(serde_json::from_str::<SweepSummary>(&old).unwrap(), s);
+        // The per-item tools' summary keeps its tag.
+        let per_item = serde_json::to_string(&Summary::default()).unwrap();
+        assert!(per_item.starts_with(r#"{"type":"summary","#), "{per_item}");
     }
 
     #[test]

@@ -123,6 +123,8 @@ fn valid_name(name: &str) -> bool {
 }
 
 impl Param {
+    // Kept in one piece: one arm per search-space function (Ray Tune's names), each with its
+    // checks.
     fn parse(spec: &Value) -> Result<Self> {
         let Value::Object(obj) = spec else {
             return Ok(Param::Const(spec.clone()));

@@ -88,6 +88,16 @@ impl Config {
         Ok(c)
     }
 
+    /// The config in a weights file's metadata (`config`), if any.
+    pub fn from_metadata(
+        metadata: &std::collections::BTreeMap<String, String>,
+    ) -> Result<Option<Self>> {
+        metadata
+            .get("config")
+            .map(|json| Config::from_json(json))
+            .transpose()
+    }
+
     /// A `--config` flag's value: JSON text (starting with `{`) or the path of a JSON file.
     /// The path need not be UTF-8.
     pub fn from_flag(value: &std::ffi::OsStr) -> Result<Self> {

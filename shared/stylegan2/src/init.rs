@@ -13,6 +13,8 @@ use crate::{Architecture, Config, Error, Result};
 /// multiplier), biases 0 (affine biases 1), `const` and `noise_const` N(0,1), `noise_strength`
 /// 0, `w_avg` 0, resample filters the normalised [1,3,3,1] outer product. Uses torch's global
 /// generator (seed it with `tch::manual_seed`).
+///
+/// Kept in one piece: one entry per upstream tensor name, in upstream's module order.
 pub fn init_tensors(cfg: &Config) -> BTreeMap<String, Tensor> {
     let o = (Kind::Float, Device::Cpu);
     let mut t = BTreeMap::new();

@@ -23,7 +23,6 @@ mod model;
 pub mod np_random;
 pub mod ops;
 pub mod tune;
-mod weights;
 
 use std::path::Path;
 
@@ -50,6 +49,15 @@ pub enum Error {
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
+
+impl From<weights::Error> for Error {
+    fn from(e: weights::Error) -> Self {
+        match e {
+            weights::Error::Io { path, error } => Error::Io { path, error },
+            weights::Error::File { path, message } => Error::File { path, message },
+        }
+    }
+}
 
 impl error_class::Classify for Error {
     fn class(&self) -> error_class::Class {
@@ -105,7 +113,7 @@ impl Generator {
         }
         let config = match config {
             Some(c) => Some(c),
-            None => Weights::config(&meta)?,
+            None => Config::from_metadata(&meta)?,
         };
         let config = config.ok_or_else(|| Error::NoConfig(path.display().to_string()))?;
         Generator::from_weights(config, weights, device)

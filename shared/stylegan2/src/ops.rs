@@ -249,6 +249,8 @@ pub struct ModConv<'a> {
 /// (fused: one grouped convolution with per-sample weights; unfused: scale activations before
 /// and after a shared convolution). fp16 activations get upstream's pre-normalisation of
 /// weight and styles.
+///
+/// Kept in one piece: upstream's `modulated_conv2d`, line for line (parity with it is the point).
 pub fn modulated_conv2d(
     x: &Tensor,
     weight: &Tensor,

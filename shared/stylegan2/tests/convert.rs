@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use stylegan2::Weights;
+use stylegan2::{Config, Weights};
 use tch::{Device, Tensor};
 
 fn repo() -> PathBuf {
@@ -70,7 +70,10 @@ fn converts_each_fixture_pickle_to_its_g_safetensors() {
         }
         let (_, m1) = Weights::read(&out, Device::Cpu).unwrap();
         let (_, m2) = Weights::read(&dir.join("G.safetensors"), Device::Cpu).unwrap();
-        let (c1, c2) = (Weights::config(&m1).unwrap(), Weights::config(&m2).unwrap());
+        let (c1, c2) = (
+            Config::from_metadata(&m1).unwrap(),
+            Config::from_metadata(&m2).unwrap(),
+        );
         assert_eq!(
             c1.unwrap(),
             c2.unwrap(),

@@ -46,6 +46,8 @@ pub struct Group {
 /// where such a difference flips a ReLU or max-pool choice: every weight upstream of it then
 /// gets a visibly different gradient (1e-3 relative, measured), so the tests compare one step
 /// and the weights as a whole (shared/train/tests/train.rs).
+///
+/// Kept in one piece: torch's SyncBatchNorm forward in its order, to read beside it.
 #[allow(clippy::too_many_arguments)]
 pub fn batch_norm(
     x: &Tensor,

@@ -310,6 +310,8 @@ struct Gathering {
 }
 
 /// Reads one shard's member headers (and its `cls`/`json` members) into samples.
+///
+/// Kept in one piece: the tar member loop, each header checked before its member is read.
 fn index(shard: usize, path: &Path) -> Result<Indexed, String> {
     let at = |what: &str| format!("{}: {what}", path.display());
     // Checked before the open, which would wait for a writer on a FIFO.

@@ -21,18 +21,8 @@ use train::trainer::{Config, Event, Precision, Trained, train};
 fn digits() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
         let dir = std::env::temp_dir().join(format!("shardkit-digits-{}", std::process::id()));
-        let out = std::process::Command::new(root.join(".venv/bin/python"))
-            .arg(root.join("scripts/make-digits-cifar"))
-            .arg(&dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        testkit::make_digits(&dir, &[]);
         dir
     })
 }

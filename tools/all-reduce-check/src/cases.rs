@@ -257,6 +257,9 @@ impl Case {
     }
 
     /// Times out of place and in place, then checks both (`how.checks` times each).
+    ///
+    /// Kept in one piece: nccl-tests' loop: warm-up, timed out of place, timed in place, then the
+    /// checks, sharing the buffers.
     pub fn run(&self, comm: &mut Communicator, device: Device, how: &How) -> Result<CaseResult> {
         let check = how.checks > 0;
         let rank = comm.rank();

@@ -187,30 +187,30 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     preamble(&cli, &mut comm, device, table)?;
     let started = Instant::now();
     let mut tally = Tally::default();
-    for &dtype in &dtypes {
-        for &op in &ops {
-            for bytes in cases::sizes(cli.minbytes, cli.maxbytes, cli.stepfactor) {
-                let Some(case) =
-                    cases::Case::new(cli.collective, dtype, op, cli.root, bytes, world)
-                else {
-                    continue;
-                };
-                let rec = match measure(&cli, &mut comm, device, &case) {
-                    Ok(rec) => rec,
-                    // The others stop too, naming this rank, instead of failing on a lost peer.
-                    Err(Stop::Leave(why)) => {
-                        comm.leave(&why);
-                        return Err(cli_common::Interrupted.into());
-                    }
-                    Err(Stop::Error(e)) => return Err(e),
-                };
-                tally.add(&rec);
-                if table {
-                    eprintln!("{}", cases::table_row(&rec));
+    for (dtype, op) in dtypes
+        .iter()
+        .flat_map(|&d| ops.iter().map(move |&o| (d, o)))
+    {
+        for bytes in cases::sizes(cli.minbytes, cli.maxbytes, cli.stepfactor) {
+            let Some(case) = cases::Case::new(cli.collective, dtype, op, cli.root, bytes, world)
+            else {
+                continue;
+            };
+            let rec = match measure(&cli, &mut comm, device, &case) {
+                Ok(rec) => rec,
+                // The others stop too, naming this rank, instead of failing on a lost peer.
+                Err(Stop::Leave(why)) => {
+                    comm.leave(&why);
+                    return Err(cli_common::Interrupted.into());
                 }
-                if speak {
-                    out.emit(&rec)?;
-                }
+                Err(Stop::Error(e)) => return Err(e),
+            };
+            tally.add(&rec);
+            if table {
+                eprintln!("{}", cases::table_row(&rec));
+            }
+            if speak {
+                out.emit(&rec)?;
             }
         }
     }
@@ -223,13 +223,9 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     }
     if speak {
         out.emit(&Summary {
-            ok: tally.ok,
-            failed: tally.failed,
-            elapsed_ms: started.elapsed().as_millis() as u64,
             world_size: Some(world),
             wrong: (how(&cli).checks > 0).then_some(tally.wrong),
-            avg_busbw_gbs: Some(tally.avg_busbw()),
-            ..Summary::default()
+            ..tally.summary(started)
         })?;
     }
     Ok(Outcome::from_failures(tally.failed))
@@ -425,6 +421,17 @@ impl Tally {
             self.busbw_sum / self.timed as f64
         } else {
             0.0
+        }
+    }
+
+    /// The summary record of these cases (the caller adds the world and the check's result).
+    fn summary(&self, started: Instant) -> Summary {
+        Summary {
+            ok: self.ok,
+            failed: self.failed,
+            elapsed_ms: started.elapsed().as_millis() as u64,
+            avg_busbw_gbs: Some(self.avg_busbw()),
+            ..Summary::default()
         }
     }
 }

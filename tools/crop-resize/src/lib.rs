@@ -11,11 +11,11 @@ use clap::{Parser, ValueEnum};
 use cli_common::inputs::Sniffed;
 use cli_common::memory::MemoryBudget;
 use cli_common::paths::Claims;
-use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, atomic, inputs, interrupt, progress};
+use cli_common::{CommonArgs, JsonlOut, Outcome, Tally, Tool, atomic, inputs, interrupt, progress};
 use image::RgbImage;
 use imaging::{DecodeOptions, Gray16};
 use rayon::prelude::*;
-use records::{ErrorRecord, ImageRecord, InputItem, Summary};
+use records::{ErrorRecord, ImageRecord, InputItem};
 
 pub use cli_common::paths::output_path;
 
@@ -149,19 +149,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         .build()
         .context("starting worker threads")?;
     let cwd = std::env::current_dir().context("reading the current directory")?;
-    let job = Job {
-        resolution: cli.resolution,
-        format: cli.format,
-        overwrite: cli.overwrite,
-        exif_transpose: cli.exif_transpose,
-        decode: DecodeOptions {
-            max_pixels: cli.max_pixels,
-            gray16: match cli.gray16 {
-                Gray16Arg::Clip => Gray16::Clip,
-                Gray16Arg::Scale => Gray16::Scale,
-            },
-        },
-    };
+    let job = Job::from(&cli);
     let budget = MemoryBudget::new(cli.max_memory.unwrap_or_else(|| {
         cli_common::memory::available_to_us().map_or(u64::MAX, |bytes| bytes / 2)
     }));
@@ -169,81 +157,27 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let batch = pool.current_num_threads() * BATCH_PER_THREAD;
     let mut items = inputs::from_args_or_failed(&cli.inputs, cli.list, &cli.retry);
     let mut claims = Claims::default();
-    let (mut ok, mut skipped, mut failed) = (0, 0, 0);
+    let mut tally = Tally::default();
     loop {
         interrupt::check()?;
         let (chunk, unreadable) = inputs::next_chunk(&mut items, batch);
         if chunk.is_empty() && unreadable.is_none() {
             break;
         }
-        // Only an input that is an image may claim an output: a caption file or a missing
-        // file listed before the image with its name is its own error, not the image's. Each
-        // is opened here once; the open file goes on to be read.
-        let chunk: Vec<Result<(InputItem, Sniffed), ErrorRecord>> = pool.install(|| {
-            chunk
-                .into_par_iter()
-                .map(|item| {
-                    let item = item?;
-                    match Sniffed::open(&item.path, imaging::sniff) {
-                        Ok(file) => Ok((item, file)),
-                        Err(e) => Err(ErrorRecord {
-                            input: item.name,
-                            message: format!("{e:#}"),
-                        }),
-                    }
-                })
-                .collect()
-        });
+        let chunk = pool.install(|| open_all(chunk));
         // Outputs are claimed in input order here, so that of two inputs with one output
         // (a.jpg, a.png) the first is written and the second is an error, in any chunking.
-        let chunk: Vec<Result<(InputItem, Sniffed, PathBuf), ErrorRecord>> = chunk
+        let chunk: Vec<_> = chunk
             .into_iter()
             .map(|item| {
                 let (item, file) = item?;
-                let target =
-                    output_path(&item.path, &cli.base, &cli.out_dir, &cwd, job.format.ext());
-                let claim = claims.claim(&target, &item.name, &item.path, &cwd);
-                match Claims::message(&claim, &target, &item.name) {
-                    Some(message) => Err(ErrorRecord {
-                        input: item.name,
-                        message,
-                    }),
-                    None => Ok((item, file, target)),
-                }
+                let ext = job.format.ext();
+                let target = output_path(&item.path, &cli.base, &cli.out_dir, &cwd, ext);
+                claim(&mut claims, (item, file), target, &cwd)
             })
             .collect();
-        let results: Vec<Result<ImageRecord, ErrorRecord>> = pool.install(|| {
-            chunk
-                .into_par_iter()
-                .map(|item| {
-                    let (item, file, target) = item?;
-                    // A panic in a decoder (the tiff crate asserts on some tiled files) is this
-                    // input's error record, not the batch's end.
-                    cli_common::panics::catch_item("decoding it", || {
-                        job.process(&item, file, &target, &budget)
-                    })
-                    .map_err(|e| ErrorRecord {
-                        input: item.name.clone(),
-                        message: format!("{e:#}"),
-                    })
-                })
-                .collect()
-        });
-        for r in results {
-            match r {
-                Ok(rec) => {
-                    if rec.skipped {
-                        skipped += 1
-                    } else {
-                        ok += 1
-                    }
-                    out.emit(&rec)?;
-                }
-                Err(e) => {
-                    failed += 1;
-                    out.emit(&e)?;
-                }
-            }
+        for r in &pool.install(|| job.process_all(chunk, &budget)) {
+            tally.emit(out, r, |rec| rec.skipped)?;
             bar.inc(1);
         }
         if let Some(e) = unreadable {
@@ -251,21 +185,45 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         }
     }
     bar.finish_and_clear();
-    let elapsed_ms = started.elapsed().as_millis() as u64;
-    out.emit(&Summary {
-        ok,
-        skipped,
-        failed,
-        elapsed_ms,
-        ..Summary::default()
-    })?;
-    if !cli.common.quiet && failed > 0 {
-        eprintln!(
-            "crop-resize: {failed} of {} inputs failed (see the error records)",
-            ok + skipped + failed
-        );
+    out.emit(&tally.summary(started))?;
+    Ok(tally.outcome("crop-resize", cli.common.quiet))
+}
+
+/// Opens each input once, checking it is an image (the open file goes on to be read): only an
+/// input that is an image may claim an output, so a caption file or a missing file listed
+/// before the image with its name is its own error, not the image's.
+fn open_all(chunk: Vec<inputs::Item>) -> Vec<Result<(InputItem, Sniffed), ErrorRecord>> {
+    chunk
+        .into_par_iter()
+        .map(|item| {
+            let item = item?;
+            match Sniffed::open(&item.path, imaging::sniff) {
+                Ok(file) => Ok((item, file)),
+                Err(e) => Err(ErrorRecord {
+                    input: item.name,
+                    message: format!("{e:#}"),
+                }),
+            }
+        })
+        .collect()
+}
+
+/// An opened input with its output `target`, unless an earlier input claimed that output (or
+/// the input is listed again): then the input's error record.
+fn claim(
+    claims: &mut Claims,
+    (item, file): (InputItem, Sniffed),
+    target: PathBuf,
+    cwd: &Path,
+) -> Result<(InputItem, Sniffed, PathBuf), ErrorRecord> {
+    let claim = claims.claim(&target, &item.name, &item.path, cwd);
+    match Claims::message(&claim, &target, &item.name) {
+        Some(message) => Err(ErrorRecord {
+            input: item.name,
+            message,
+        }),
+        None => Ok((item, file, target)),
     }
-    Ok(Outcome::from_failures(failed))
 }
 
 /// What `--max-memory` reckons an image takes a pixel, beside its file: more than any decoder here
@@ -284,7 +242,49 @@ struct Job {
     decode: DecodeOptions,
 }
 
+impl From<&Cli> for Job {
+    fn from(cli: &Cli) -> Self {
+        Job {
+            resolution: cli.resolution,
+            format: cli.format,
+            overwrite: cli.overwrite,
+            exif_transpose: cli.exif_transpose,
+            decode: DecodeOptions {
+                max_pixels: cli.max_pixels,
+                gray16: match cli.gray16 {
+                    Gray16Arg::Clip => Gray16::Clip,
+                    Gray16Arg::Scale => Gray16::Scale,
+                },
+            },
+        }
+    }
+}
+
 impl Job {
+    /// Decodes, crops, resizes and writes the claimed inputs in parallel (in the caller's pool),
+    /// each to its record or its error record, in input order.
+    fn process_all(
+        &self,
+        chunk: Vec<Result<(InputItem, Sniffed, PathBuf), ErrorRecord>>,
+        budget: &MemoryBudget,
+    ) -> Vec<Result<ImageRecord, ErrorRecord>> {
+        chunk
+            .into_par_iter()
+            .map(|item| {
+                let (item, file, target) = item?;
+                // A panic in a decoder (the tiff crate asserts on some tiled files) is this
+                // input's error record, not the batch's end.
+                cli_common::panics::catch_item("decoding it", || {
+                    self.process(&item, file, &target, budget)
+                })
+                .map_err(|e| ErrorRecord {
+                    input: item.name.clone(),
+                    message: format!("{e:#}"),
+                })
+            })
+            .collect()
+    }
+
     fn process(
         &self,
         item: &InputItem,

@@ -154,6 +154,8 @@ impl Reporter<'_> {
 
     /// How the run ended, as the tool's outcome: the hparams session closed, the summary
     /// printed, and each way of stopping said in its own words (and exit status).
+    ///
+    /// Kept in one piece: one arm per way a run ends, each with its words and exit status.
     pub fn ended(
         &mut self,
         run: std::result::Result<train::Result<train::trainer::Trained>, Torch>,

@@ -44,7 +44,7 @@ fn digits() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let dir = std::env::temp_dir().join(format!("shardkit-ddp-digits-{}", std::process::id()));
-        python([root().join("scripts/make-digits-cifar"), dir.clone()]);
+        testkit::make_digits(&dir, &[]);
         dir
     })
 }
@@ -1167,15 +1167,16 @@ fn digits_twice() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let dir = std::env::temp_dir().join(format!("shardkit-ddp-folder-{}", std::process::id()));
-        python([
-            root().join("scripts/make-digits-cifar"),
-            dir.clone(),
-            "--class-order".into(),
-            "--image-folder".into(),
-            dir.join("folder"),
-            "--shards".into(),
-            dir.join("shards"),
-        ]);
+        let (folder, shards) = (dir.join("folder"), dir.join("shards"));
+        let extra = [
+            "--class-order".as_ref(),
+            "--image-folder".as_ref(),
+            folder.as_os_str(),
+        ];
+        testkit::make_digits(
+            &dir,
+            &[&extra[..], &["--shards".as_ref(), shards.as_os_str()]].concat(),
+        );
         dir
     })
 }

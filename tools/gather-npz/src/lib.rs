@@ -17,8 +17,7 @@ use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, atomic, inputs, interrupt}
 use rayon::prelude::*;
 use records::{ErrorRecord, InputItem, Summary};
 
-mod npy;
-pub use npy::{Latent, header as npy_header, read_latent, unicode_array};
+pub use latent_file::{Latent, npy_header, read_latent, unicode_array};
 
 /// Gather per-image latent files (.npz/.npy with w [1,k,d]) into one .npz with w [N,k,d] and names.
 ///
@@ -288,9 +287,6 @@ fn reserve(f: &fs::File, len: u64) -> std::io::Result<()> {
     }
 }
 
-/// No latent file is larger (a latent is kilobytes; an .npz entry is capped at 1 GiB too).
-const MAX_LATENT_FILE_BYTES: u64 = 1 << 30;
-
 fn error(item: &InputItem, e: &anyhow::Error) -> ErrorRecord {
     ErrorRecord {
         input: item.path.clone().into_os_string(),
@@ -308,16 +304,8 @@ fn load<T>(
 ) -> Result<T> {
     // A panic in a reader on a malformed file is this input's error, not the batch's end.
     cli_common::panics::catch_item("reading it", || {
-        let bytes = inputs::read_regular(&item.path, MAX_LATENT_FILE_BYTES, |head| {
-            if head.starts_with(b"\x93NUMPY")
-                || head.starts_with(b"PK\x03\x04")
-                || head.starts_with(b"PK\x05\x06")
-            {
-                Ok(())
-            } else {
-                Err("neither .npz nor .npy (bad magic bytes)".into())
-            }
-        })?;
+        let bytes =
+            inputs::read_regular(&item.path, latent_file::MAX_FILE_BYTES, latent_file::sniff)?;
         let l = read_latent(&bytes, key)?;
         let shape = l.shape();
         match want {

@@ -1,110 +1,27 @@
 //! Reading z / w / ws arrays from `.npy` and `.npz` files, and turning them into ws.
 
-use std::fs::File;
-use std::io::BufReader;
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use clap::ValueEnum;
-use ndarray::ArrayD;
-use ndarray_npy::{NpzReader, ReadNpyExt};
 use stylegan2::Generator;
 use tch::{Kind, Tensor};
 
-/// A float array read from a file, as f32.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Array {
-    pub shape: Vec<usize>,
-    pub data: Vec<f32>,
-}
-
-impl Array {
-    fn from_f32(a: ArrayD<f32>) -> Self {
-        Array {
-            shape: a.shape().to_vec(),
-            data: a.as_standard_layout().iter().copied().collect(),
-        }
-    }
-    fn from_f64(a: ArrayD<f64>) -> Self {
-        Array {
-            shape: a.shape().to_vec(),
-            data: a.as_standard_layout().iter().map(|&v| v as f32).collect(),
-        }
-    }
-}
+pub use latent_file::Array;
 
 /// Reads a float32/float64 array from `.npy`, or from `.npz` under `key` (default: `w`, else
-/// `ws`, else `z`, else the only array).
+/// `ws`, else `z`, else the only array): the latent file reader project-one-gpu's and
+/// gather-npz's files go through.
 pub fn read(path: &Path, key: Option<&str>) -> Result<Array> {
-    let is_npz = path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("npz"));
-    if !is_npz {
-        let bytes = cli_common::inputs::read_regular(path, 1 << 30, |head| {
-            if head.starts_with(b"\x93NUMPY") {
-                Ok(())
-            } else {
-                Err(format!(
-                    "{} is not a .npy array (bad magic bytes)",
-                    path.display()
-                ))
-            }
-        })?;
-        return match ArrayD::<f32>::read_npy(&bytes[..]) {
-            Ok(a) => Ok(Array::from_f32(a)),
-            Err(_) => ArrayD::<f64>::read_npy(&bytes[..])
-                .map(Array::from_f64)
-                .with_context(|| format!("{} is not a float32/float64 .npy array", path.display())),
-        };
-    }
-    // read_regular checked the .npy above; an .npz is opened (twice) by the reader below.
-    cli_common::inputs::regular_file(path)?;
-    let open = || -> Result<NpzReader<BufReader<File>>> {
-        let f = File::open(path).with_context(|| format!("reading {}", path.display()))?;
-        NpzReader::new(BufReader::new(f))
-            .with_context(|| format!("{} is not an .npz archive", path.display()))
-    };
-    let names = open()?
-        .names()
-        .with_context(|| format!("listing {}", path.display()))?;
-    let name = match key {
-        Some(k) if names.iter().any(|n| n == k) => k.to_string(),
-        Some(k) => bail!(
-            "no array `{k}` in {} (it has: {})",
-            path.display(),
-            names.join(", ")
-        ),
-        None => ["w", "ws", "z"]
-            .iter()
-            .find(|k| names.iter().any(|n| n == *k))
-            .map(|k| k.to_string())
-            .or_else(|| {
-                if names.len() == 1 {
-                    Some(names[0].clone())
-                } else {
-                    None
-                }
-            })
-            .with_context(|| {
-                format!(
-                    "no array w, ws or z in {} (it has: {}); name one with --key",
-                    path.display(),
-                    names.join(", ")
-                )
-            })?,
-    };
-    match open()?.by_name::<ndarray::OwnedRepr<f32>, ndarray::IxDyn>(&name) {
-        Ok(a) => Ok(Array::from_f32(a)),
-        Err(_) => open()?
-            .by_name::<ndarray::OwnedRepr<f64>, ndarray::IxDyn>(&name)
-            .map(Array::from_f64)
-            .with_context(|| {
-                format!(
-                    "array `{name}` of {} is not float32/float64",
-                    path.display()
-                )
-            }),
-    }
+    let bytes = cli_common::inputs::read_regular(path, latent_file::MAX_FILE_BYTES, |head| {
+        latent_file::sniff(head).map_err(|_| {
+            format!(
+                "{} is not an .npz archive or a .npy array (bad magic bytes)",
+                path.display()
+            )
+        })
+    })?;
+    latent_file::read_array(&bytes, key).with_context(|| format!("reading {}", path.display()))
 }
 
 /// What an input array holds.
@@ -239,27 +156,5 @@ mod tests {
         assert!(parse_seeds("3-1").is_err());
         assert!(parse_seeds("x").is_err());
         assert!(parse_seeds("-1").is_err());
-    }
-
-    #[test]
-    fn reads_npy_and_npz_with_default_keys() {
-        use ndarray_npy::{NpzWriter, WriteNpyExt};
-        let dir = tempfile::tempdir().unwrap();
-        let a = ndarray::Array3::<f32>::from_shape_fn((2, 1, 3), |(i, _, k)| (i * 3 + k) as f32);
-        let npy = dir.path().join("a.npy");
-        a.write_npy(File::create(&npy).unwrap()).unwrap();
-        let got = read(&npy, None).unwrap();
-        assert_eq!(got.shape, [2, 1, 3]);
-        assert_eq!(got.data, [0., 1., 2., 3., 4., 5.]);
-
-        let npz = dir.path().join("a.npz");
-        let mut w = NpzWriter::new(File::create(&npz).unwrap());
-        w.add_array("other", &ndarray::arr1(&[1.0f64])).unwrap();
-        w.add_array("w", &a.mapv(|v| v as f64)).unwrap();
-        w.finish().unwrap();
-        assert_eq!(read(&npz, None).unwrap().data, [0., 1., 2., 3., 4., 5.]);
-        assert_eq!(read(&npz, Some("other")).unwrap().data, [1.0]);
-        let e = read(&npz, Some("z")).unwrap_err().to_string();
-        assert!(e.contains("no array `z`") && e.contains("other"), "{e}");
     }
 }

@@ -10,7 +10,9 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, ValueEnum};
 use cli_common::ResultExt as _;
 use cli_common::paths::Claims;
-use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, atomic, inputs, interrupt, paths, progress};
+use cli_common::{
+    CommonArgs, JsonlOut, Outcome, Tally, Tool, atomic, inputs, interrupt, paths, progress,
+};
 use device::{Env, Precision};
 use records::{ErrorRecord, ImageRecord, Summary};
 use stylegan2::{Config, Generator, Noise, SynthesisOptions};
@@ -191,7 +193,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         .classified()?
         == Precision::Fp32;
     if strict || cli.no_tf32 {
-        device::disable_tf32();
+        gpu_runtime::shim::cuda_fp32_strict()?;
     }
     let device = cli.gpu.device.resolve(&Env::from_process(None))?;
     let g = load_generator(&cli, device)?;
@@ -217,7 +219,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         out,
         pending: Vec::new(),
         raw: Vec::new(),
-        counts: Counts::default(),
+        counts: Tally::default(),
         bar: progress::bar(&cli.common, "generate", None),
         claims: Claims::default(),
         cwd: cwd.clone(),
@@ -270,13 +272,6 @@ fn load_generator(cli: &Cli, device: tch::Device) -> Result<Generator> {
     Ok(g)
 }
 
-#[derive(Debug, Default, Clone, Copy)]
-struct Counts {
-    ok: usize,
-    skipped: usize,
-    failed: usize,
-}
-
 /// Batches pending images, renders them, writes PNGs and records in input order.
 struct Renderer<'a> {
     g: &'a Generator,
@@ -285,7 +280,7 @@ struct Renderer<'a> {
     pending: Vec<Pending>,
     /// Rendered float images [1,C,R,R] on the CPU, for --raw.
     raw: Vec<Tensor>,
-    counts: Counts,
+    counts: Tally,
     bar: indicatif::ProgressBar,
     /// Which input writes each PNG (a.npy and a.npz would both write a.png).
     claims: Claims,
@@ -353,11 +348,6 @@ impl Renderer<'_> {
 
     /// The --raw array, the last record, and the outcome.
     fn summary(&mut self, started: Instant) -> Result<Outcome> {
-        let Counts {
-            ok,
-            skipped,
-            failed,
-        } = self.counts;
         let (output, shape) = match &self.cli.raw {
             Some(path) => {
                 let shape = write_raw(path, &self.raw, self.g)?;
@@ -366,18 +356,11 @@ impl Renderer<'_> {
             None => (None, None),
         };
         self.out.emit(&Summary {
-            ok,
-            skipped,
-            failed,
-            elapsed_ms: started.elapsed().as_millis() as u64,
             output,
             shape,
-            ..Summary::default()
+            ..self.counts.summary(started)
         })?;
-        if !self.cli.common.quiet && failed > 0 {
-            eprintln!("generate: {failed} input(s) failed (see the error records)");
-        }
-        Ok(Outcome::from_failures(failed))
+        Ok(self.counts.outcome("generate", self.cli.common.quiet))
     }
 
     fn push(&mut self, p: Pending) -> Result<()> {
@@ -420,6 +403,8 @@ impl Renderer<'_> {
         }
     }
 
+    // Kept in one piece: one batch from its latents to its records, in order: render, write,
+    // record.
     fn flush(&mut self) -> Result<()> {
         if self.pending.is_empty() {
             return Ok(());
@@ -480,11 +465,7 @@ impl Renderer<'_> {
                     if need_raw {
                         self.raw.push(img);
                     }
-                    if skipped {
-                        self.counts.skipped += 1
-                    } else {
-                        self.counts.ok += 1
-                    }
+                    self.counts.done(skipped);
                     let rec = self.record(p, skipped);
                     self.out.emit(&rec)?;
                 }

@@ -13,13 +13,15 @@ use anyhow::{Context, Result, bail};
 use clap::Parser;
 use cli_common::ResultExt as _;
 use cli_common::paths::{Claim, Claims};
-use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, atomic, inputs, interrupt, paths, progress};
+use cli_common::{
+    CommonArgs, JsonlOut, Outcome, Tally, Tool, atomic, inputs, interrupt, paths, progress,
+};
 use device::{Env, Precision};
 use perceptual::Vgg16;
 use pictures::{Picture, Video};
 use projector::{Projection, Projector, Settings, WStats};
 use rayon::prelude::*;
-use records::{ErrorRecord, InputItem, LatentRecord, Summary};
+use records::{ErrorRecord, InputItem, LatentRecord};
 use stylegan2::{Config, Generator};
 use tch::{Kind, Tensor};
 
@@ -225,13 +227,7 @@ enum Entry {
 
 pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let started = Instant::now();
-    if (cli.save_image || cli.video.is_some()) && cli.out_dir.is_none() && !cli.beside_inputs {
-        return cli_common::usage(
-            "--save-image and --video write pictures under --out-dir (beside the inputs, the next \
-             glob of them would take the pictures for images to project): give --out-dir DIR, or \
-             --beside-inputs to put them there",
-        );
-    }
+    check_picture_flags(&cli)?;
     let video = cli.video.map(pictures::VideoFormat::resolve).transpose()?;
     let precision = cli
         .gpu
@@ -244,9 +240,8 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let cuda_graph = cli.graphs.cuda_graphs.or(false) || cli.cuda_graph;
     let threads = cli.cpu.share();
     device::set_cpu_threads(threads.threads);
-    stylegan2::tune::set_kernel_choices(cli.kernel_choices);
     if precision == Precision::Fp32 {
-        device::disable_tf32();
+        gpu_runtime::shim::cuda_fp32_strict()?;
     }
     let device = worker_device(&cli)?;
     let mem_base = device::cuda_mem_used();
@@ -266,6 +261,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         trajectory: cli.save_trajectory || video.is_some(),
         force_fp32: precision == Precision::Fp32,
         cuda_graph,
+        kernel_choices: cli.kernel_choices,
         ..Default::default()
     };
     let projector = Projector {
@@ -276,20 +272,14 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     };
     let r = g.config.img_resolution;
     if !cli.common.quiet {
-        eprintln!(
-            "project-one-gpu: {} on {device:?}, {r}x{r} ({}), batch {}, {} steps, {threads}",
-            cli.network.display(),
-            if cli.w_plus { "W+" } else { "W" },
-            cli.batch_size,
-            cli.steps
-        );
+        eprintln!("project-one-gpu: {}", banner(&cli, device, r, &threads));
     }
     let (entries, reading) = Reader::new(&cli, r)?.spawn(cli.batch_size as usize);
     let mut run = Run {
         cli: &cli,
         projector: &projector,
         out,
-        counts: (0, 0, 0),
+        counts: Tally::default(),
         mem_base,
         bar: progress::bar(&cli.common, "project-one-gpu", None),
         done: HashSet::new(),
@@ -305,6 +295,30 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     run.write_sheet()?;
     result?;
     run.summary(started)
+}
+
+/// Pictures go under --out-dir, or beside the inputs only when asked to.
+fn check_picture_flags(cli: &Cli) -> Result<()> {
+    if (cli.save_image || cli.video.is_some()) && cli.out_dir.is_none() && !cli.beside_inputs {
+        return cli_common::usage(
+            "--save-image and --video write pictures under --out-dir (beside the inputs, the next \
+             glob of them would take the pictures for images to project): give --out-dir DIR, or \
+             --beside-inputs to put them there",
+        );
+    }
+    Ok(())
+}
+
+/// What the start line says: the network, the device, the resolution, the space, the batch,
+/// the steps and the threads.
+fn banner(cli: &Cli, device: tch::Device, r: i64, threads: &impl std::fmt::Display) -> String {
+    format!(
+        "{} on {device:?}, {r}x{r} ({}), batch {}, {} steps, {threads}",
+        cli.network.display(),
+        if cli.w_plus { "W+" } else { "W" },
+        cli.batch_size,
+        cli.steps
+    )
 }
 
 /// `--device`, with auto's slot from LOCAL_RANK, else GNU parallel's job slot, else the shard
@@ -352,6 +366,7 @@ fn load_networks(
     if precision == Precision::Bf16 {
         vgg.to_kind(Kind::BFloat16);
     }
+    vgg.set_kernel_choices(cli.kernel_choices);
     Ok((g, vgg))
 }
 
@@ -383,18 +398,10 @@ impl Run<'_> {
 
     /// The last record, and the outcome.
     fn summary(&mut self, started: Instant) -> Result<Outcome> {
-        let (ok, skipped, failed) = self.counts;
-        self.out.emit(&Summary {
-            ok,
-            skipped,
-            failed,
-            elapsed_ms: started.elapsed().as_millis() as u64,
-            ..Summary::default()
-        })?;
-        if !self.cli.common.quiet && failed > 0 {
-            eprintln!("project-one-gpu: {failed} input(s) failed (see the error records)");
-        }
-        Ok(Outcome::from_failures(failed))
+        self.out.emit(&self.counts.summary(started))?;
+        Ok(self
+            .counts
+            .outcome("project-one-gpu", self.cli.common.quiet))
     }
 }
 
@@ -626,7 +633,7 @@ struct Run<'a> {
     cli: &'a Cli,
     projector: &'a Projector<'a>,
     out: &'a mut JsonlOut,
-    counts: (usize, usize, usize),
+    counts: Tally,
     mem_base: Option<u64>,
     bar: indicatif::ProgressBar,
     /// Outputs this run wrote or found done (for inputs listed again).
@@ -636,6 +643,8 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
+    // Kept in one piece: one batch from its targets to its records, in order: skips, projection,
+    // each image's files, records.
     fn flush(&mut self, entries: Vec<Entry>) -> Result<()> {
         let jobs: Vec<&Tensor> = entries
             .iter()
@@ -665,21 +674,21 @@ impl Run<'_> {
             match e {
                 Entry::Done(rec) => {
                     self.done.insert(PathBuf::from(&rec.output));
-                    self.counts.1 += 1;
+                    self.counts.skipped += 1;
                     self.out.emit(&rec)?;
                 }
                 Entry::Failed(rec) => {
-                    self.counts.2 += 1;
+                    self.counts.failed += 1;
                     self.out.emit(&rec)?;
                 }
                 // Never pending: run() ends at it.
                 Entry::Unreadable(e) => return Err(e),
                 Entry::Again { item, output } => {
                     if self.done.contains(&output) {
-                        self.counts.1 += 1;
+                        self.counts.skipped += 1;
                         self.out.emit(&skipped_record(&item, &output))?;
                     } else {
-                        self.counts.2 += 1;
+                        self.counts.failed += 1;
                         let message =
                             "listed again, and its earlier listing failed (see that error record)"
                                 .into();
@@ -694,7 +703,7 @@ impl Run<'_> {
                     match saved.next().expect("one result per job") {
                         Ok(Saved { image, video }) => {
                             self.done.insert(output.clone());
-                            self.counts.0 += 1;
+                            self.counts.ok += 1;
                             let n = p.distance.len() as f64;
                             self.out.emit(&LatentRecord {
                                 input: item.name.clone(),
@@ -716,7 +725,7 @@ impl Run<'_> {
                             })?;
                         }
                         Err(e) => {
-                            self.counts.2 += 1;
+                            self.counts.failed += 1;
                             self.out.emit(&ErrorRecord {
                                 input: item.name,
                                 message: format!("{e:#}"),
@@ -925,7 +934,6 @@ impl Files {
     /// Writes them, each atomically: the pictures first, since the .npz marks the image done
     /// (a re-run skips it).
     fn write(self) -> Result<Saved> {
-        use ndarray_npy::NpzWriter;
         let image = match &self.pictures {
             Some((target, proj)) => {
                 target.write_png(&self.output.with_extension("target.png"))?;
@@ -935,14 +943,8 @@ impl Files {
             }
             None => None,
         };
-        atomic::write_atomic(&self.output, |out| -> Result<()> {
-            let mut npz = NpzWriter::new(out);
-            npz.add_array("w", &self.w)?;
-            if let Some(s) = &self.steps {
-                npz.add_array("w_steps", s)?;
-            }
-            npz.finish()?;
-            Ok(())
+        atomic::write_atomic(&self.output, |out| {
+            latent_file::write(out, &self.w, self.steps.as_ref())
         })?;
         Ok(Saved {
             image,

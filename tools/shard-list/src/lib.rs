@@ -114,17 +114,7 @@ With \-\-balance size the record also has "bytes". A path that cannot be read as
 
 /// Reads the list, shards it and prints the records.
 pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
-    if let Some(sizes) = &cli.sizes {
-        let total: f64 = sizes.iter().sum();
-        if sizes.iter().any(|f| !f.is_finite() || *f < 0.0)
-            || total > 1.0 + 1e-9
-            || sizes.is_empty()
-        {
-            return cli_common::usage(format!(
-                "--sizes must be non-negative fractions summing to at most 1, got {sizes:?}"
-            ));
-        }
-    }
+    check_sizes(cli.sizes.as_deref())?;
     let parts = cli
         .sizes
         .as_ref()
@@ -139,7 +129,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     };
     // Many records per millisecond: block-buffered (the one tool that may be).
     out.set_flush_each(false);
-    let mut failed = 0usize;
+    let mut failed = 0;
     let mut paths = Vec::new();
     for item in inputs::from_files(&cli.files, cli.list) {
         match item? {
@@ -159,46 +149,69 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     } else {
         paths.into_iter().map(|p| vec![p]).collect()
     };
-
     let (units, bytes) = if cli.balance == Balance::Size {
-        let (units, bytes, errors) = sizes_of(units);
-        failed += errors.len();
-        for e in &errors {
+        let (units, bytes, unreadable) = sizes_of(units);
+        failed += unreadable.len();
+        for e in &unreadable {
             out.emit(e)?;
         }
         (units, Some(bytes))
     } else {
         (units, None)
     };
-
-    if units.is_empty() {
-        return Ok(Outcome::from_failures(failed));
+    if !units.is_empty() {
+        for record in shards(&cli, &units, bytes.as_deref(), only) {
+            out.emit(&record)?;
+        }
     }
+    Ok(Outcome::from_failures(failed))
+}
+
+/// `--sizes`: non-negative fractions summing to at most 1.
+fn check_sizes(sizes: Option<&[f64]>) -> Result<()> {
+    let Some(sizes) = sizes else {
+        return Ok(());
+    };
+    let total: f64 = sizes.iter().sum();
+    if sizes.iter().any(|f| !f.is_finite() || *f < 0.0) || total > 1.0 + 1e-9 || sizes.is_empty() {
+        return cli_common::usage(format!(
+            "--sizes must be non-negative fractions summing to at most 1, got {sizes:?}"
+        ));
+    }
+    Ok(())
+}
+
+/// The shard records of `units` (with their sizes when balancing by bytes): every non-empty
+/// shard, or only shard `only`.
+fn shards(
+    cli: &Cli,
+    units: &[Vec<PathBuf>],
+    bytes: Option<&[u64]>,
+    only: Option<usize>,
+) -> Vec<Shard> {
     let assignment = match (&cli.sizes, cli.shards) {
         (Some(sizes), _) => partition(units.len(), sizes, cli.seed),
-        (None, Some(n)) => match &bytes {
+        (None, Some(n)) => match bytes {
             Some(b) => balance(b, n as usize),
             None => round_robin(units.len(), n as usize),
         },
         (None, None) => unreachable!("clap requires -n or --sizes"),
     };
     let shards = assignment.len();
-    for (shard, members) in assignment.into_iter().enumerate() {
-        if members.is_empty() || only.is_some_and(|k| k != shard) {
-            continue;
-        }
-        let record = Shard {
+    assignment
+        .into_iter()
+        .enumerate()
+        .filter(|(shard, members)| !members.is_empty() && only.is_none_or(|k| k == *shard))
+        .map(|(shard, members)| Shard {
             shard,
             shards,
-            bytes: bytes.as_ref().map(|b| members.iter().map(|&j| b[j]).sum()),
+            bytes: bytes.map(|b| members.iter().map(|&j| b[j]).sum()),
             paths: members
                 .iter()
                 .flat_map(|&j| units[j].iter().cloned())
                 .collect(),
-        };
-        out.emit(&record)?;
-    }
-    Ok(Outcome::from_failures(failed))
+        })
+        .collect()
 }
 
 /// `--shard K|slurm` as a shard number below `parts`; `slurm` reads `array_task_id`

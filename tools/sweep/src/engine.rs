@@ -208,6 +208,9 @@ impl<'a> Engine<'a> {
     }
 
     /// Rebuilds the trials' state and the scheduler's rungs from the journal, in its order.
+    ///
+    /// Kept in one piece: one match over the journal's entry kinds, in the order they were
+    /// written.
     fn replay(&mut self, entries: &[Entry]) -> Result<()> {
         let mut decided: Vec<Option<Status>> = vec![None; self.trials.len()];
         for e in entries {
@@ -466,6 +469,9 @@ impl<'a> Engine<'a> {
     }
 
     /// One stdout line of a running trial.
+    ///
+    /// Kept in one piece: one result as the journal records it: parsed, journalled, judged by the
+    /// scheduler, acted on, in that order (a replay depends on it).
     fn line(&mut self, i: usize, line: &[u8]) -> Result<()> {
         let metric_key = &self.def.metric;
         let record = match serde_json::from_slice::<Value>(line) {
@@ -850,6 +856,7 @@ impl<'a> Engine<'a> {
         eprint!("{}", self.table(last));
     }
 
+    // Kept in one piece: the status table's parts in the order printed (counts, columns, rows).
     fn table(&self, sorted: bool) -> String {
         use std::fmt::Write as _;
         let mut s = String::new();

@@ -169,7 +169,7 @@ impl Tool for Cli {
 {"type":"result","trial":0,"training_iteration":1,"time":1,"metric":41.5,"record":{...the trial's record...}}
 {"type":"decision","trial":0,"milestone":1,"value":41.5,"cutoff":38.2,"action":"continue"}
 {"type":"trial","event":"end","trial":0,"config":{...},"dir":"...","attempt":1,"status":"stopped","stopped_at":4,"last":{...}}
-{"type":"summary","trials":8,"completed":2,"stopped":6,"error":0,"unfinished":0,"metric":"val_top1","mode":"max",
+{"type":"sweep_summary","trials":8,"completed":2,"stopped":6,"error":0,"unfinished":0,"metric":"val_top1","mode":"max",
  "best":{"trial":3,"config":{...},"metric":91.2,"time":10,"status":"completed"},"out_dir":"/abs/out","elapsed_ms":81234}
 .fi
 .PP

@@ -65,6 +65,9 @@ fn esc(s: &str) -> String {
 }
 
 /// The SVG text.
+///
+/// Kept in one piece: the drawing from the back to the front (frame, grid, ticks, curves, legend),
+/// all on the same scales.
 pub fn svg(curves: &[Curve<'_>], time_attr: &str, metric: &str, best: Option<usize>) -> String {
     let (w, h, left, right, top, bottom) = (1100.0, 540.0, 70.0, 370.0, 40.0, 55.0);
     let pts = curves.iter().flat_map(|c| c.points.iter());

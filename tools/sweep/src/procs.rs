@@ -82,37 +82,56 @@ pub fn spawn(
     let stdout = child.stdout.take().expect("stdout is piped");
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     let lines = tx.clone();
-    std::thread::spawn(move || {
-        let mut r = BufReader::with_capacity(1 << 16, stdout);
-        loop {
-            let msg = match read_line_capped(&mut r, MAX_LINE) {
-                Ok(Read::End) | Err(_) => break,
-                Ok(Read::Line(line)) => Msg::Line {
-                    trial,
-                    attempt,
-                    line,
-                },
-                Ok(Read::TooLong(bytes)) => Msg::LongLine { trial, bytes },
-            };
-            if lines.send(msg).is_err() {
-                break;
-            }
-        }
-        drop(done_tx);
-    });
-    std::thread::spawn(move || {
-        let status = child.wait();
-        // Whatever the trial wrote before exiting is read within the grace (the reader ends at
-        // end of file); a pipe still open then is held by a process it left behind.
-        let _ = done_rx.recv_timeout(EXIT_GRACE);
-        signal_group(pid, libc::SIGKILL);
-        let _ = tx.send(Msg::Exit {
-            trial,
-            attempt,
-            status,
-        });
-    });
+    std::thread::spawn(move || forward_lines(stdout, (trial, attempt), &lines, done_tx));
+    std::thread::spawn(move || reap(child, (trial, attempt), &tx, &done_rx));
     Ok(pid)
+}
+
+/// Sends each line of a trial's stdout (an over-long one as its length), until it ends;
+/// dropping `done` then says so.
+fn forward_lines(
+    stdout: std::process::ChildStdout,
+    (trial, attempt): (usize, usize),
+    tx: &Sender<Msg>,
+    done: std::sync::mpsc::Sender<()>,
+) {
+    let mut r = BufReader::with_capacity(1 << 16, stdout);
+    loop {
+        let msg = match read_line_capped(&mut r, MAX_LINE) {
+            Ok(Read::End) | Err(_) => break,
+            Ok(Read::Line(line)) => Msg::Line {
+                trial,
+                attempt,
+                line,
+            },
+            Ok(Read::TooLong(bytes)) => Msg::LongLine { trial, bytes },
+        };
+        if tx.send(msg).is_err() {
+            break;
+        }
+    }
+    drop(done);
+}
+
+/// Waits for a trial to exit, then for its stdout to be read to the end, kills what it left
+/// behind in its process group, and sends its exit status.
+fn reap(
+    mut child: std::process::Child,
+    (trial, attempt): (usize, usize),
+    tx: &Sender<Msg>,
+    stdout_done: &std::sync::mpsc::Receiver<()>,
+) {
+    let pid = child.id() as i32;
+    let status = child.wait();
+    // Whatever the trial wrote before exiting is read within the grace (the reader ends at
+    // end of file); a pipe still open then is held by a process it left behind.
+    let _ = stdout_done.recv_timeout(EXIT_GRACE);
+    signal_group(pid, libc::SIGKILL);
+    let _ = tx.send(Msg::Exit {
+        trial,
+        attempt,
+        status,
+    });
 }
 
 /// `cpus` as an affinity mask (CPUs past the mask's size are left out).

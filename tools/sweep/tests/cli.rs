@@ -83,7 +83,7 @@ fn records(stdout: &[u8]) -> Records {
             }
             "result" => r.results.push(serde_json::from_value(v).unwrap()),
             "decision" => r.decisions.push(serde_json::from_value(v).unwrap()),
-            "summary" => r.summary = Some(serde_json::from_value(v).unwrap()),
+            "sweep_summary" => r.summary = Some(serde_json::from_value(v).unwrap()),
             other => panic!("record type {other}: {line}"),
         }
     }

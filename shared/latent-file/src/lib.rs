@@ -1,0 +1,160 @@
+//! The latent files the projection tools share. `project-one-gpu` writes one per image: an
+//! uncompressed `.npz` (`np.savez`'s format) holding [`W`], float32 [1, k, w_dim] (k = 1, or the
+//! generator's num_ws for W+), and with the trajectory kept [`W_STEPS`], float32
+//! [steps, k, w_dim], as StyleGAN2-ADA's projection script's `projected_w.npz` holds `w`.
+//! `gather-npz` reads many of them into one array; `generate` renders them (and z, w or ws
+//! arrays from anywhere, float32 or float64, in `.npz` or `.npy`).
+//!
+//! Reading never trusts a header: the `.npy` header's shape is checked against the bytes that
+//! follow it, and an archive entry is inflated no further than its header declares
+//! ([`npy`]).
+
+use std::io::{Seek, Write};
+
+use anyhow::{Context, Result, bail};
+use ndarray::ArrayD;
+
+pub mod npy;
+
+pub use npy::{Latent, header as npy_header, npz_names, read_latent, unicode_array};
+
+/// The projected latent's array name.
+pub const W: &str = "w";
+/// The per-step trajectory's array name.
+pub const W_STEPS: &str = "w_steps";
+
+/// The largest latent file read (latents are kilobytes; a trajectory of 1,000 W+ steps at
+/// 1024² is 36 MB).
+pub const MAX_FILE_BYTES: u64 = 1 << 30;
+
+/// Whether a file's first bytes are an `.npz` (a zip) or a `.npy`, else what it is not.
+pub fn sniff(head: &[u8]) -> std::result::Result<(), String> {
+    if head.starts_with(b"\x93NUMPY")
+        || head.starts_with(b"PK\x03\x04")
+        || head.starts_with(b"PK\x05\x06")
+    {
+        Ok(())
+    } else {
+        Err("neither .npz nor .npy (bad magic bytes)".into())
+    }
+}
+
+/// Writes a latent file to `out`: [`W`], and [`W_STEPS`] when given.
+pub fn write<O: Write + Seek>(out: O, w: &ArrayD<f32>, steps: Option<&ArrayD<f32>>) -> Result<()> {
+    let mut npz = ndarray_npy::NpzWriter::new(out);
+    npz.add_array(W, w)?;
+    if let Some(s) = steps {
+        npz.add_array(W_STEPS, s)?;
+    }
+    npz.finish()?;
+    Ok(())
+}
+
+/// A float array read from a latent file, as float32 values in C order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Array {
+    pub shape: Vec<usize>,
+    pub data: Vec<f32>,
+}
+
+/// The array of a `.npy`, or of an `.npz` under `key` (default: `w`, else `ws`, else `z`, else
+/// its only array), float32 or float64, as float32.
+pub fn read_array(bytes: &[u8], key: Option<&str>) -> Result<Array> {
+    let key = if bytes.starts_with(b"PK") {
+        npz_key(bytes, key)?
+    } else {
+        key.unwrap_or(W).to_string()
+    };
+    let (shape, data) = npy::read_f32_or_f64(bytes, &key)?;
+    Ok(Array { shape, data })
+}
+
+/// The array an `.npz` is read under: `key` if it holds it, else the default.
+fn npz_key(bytes: &[u8], key: Option<&str>) -> Result<String> {
+    let names = npz_names(bytes).context("not an .npz archive")?;
+    let has = |k: &str| names.iter().any(|n| n == k);
+    match key {
+        Some(k) if has(k) => Ok(k.to_string()),
+        Some(k) => bail!("no array `{k}` (it has: {})", names.join(", ")),
+        None => match ["w", "ws", "z"].into_iter().find(|k| has(k)) {
+            Some(k) => Ok(k.to_string()),
+            None if names.len() == 1 => Ok(names[0].clone()),
+            None => bail!(
+                "no array w, ws or z (it has: {}); name one with --key",
+                names.join(", ")
+            ),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray_npy::{NpzWriter, WriteNpyExt};
+    use std::io::Cursor;
+
+    #[test]
+    fn what_is_written_reads_back_in_both_readers() {
+        let w = ndarray::Array3::<f32>::from_shape_fn((1, 2, 3), |(_, i, j)| (i * 3 + j) as f32)
+            .into_dyn();
+        let steps = ndarray::Array3::<f32>::from_elem((4, 2, 3), 0.5).into_dyn();
+        let mut file = Cursor::new(Vec::new());
+        write(&mut file, &w, Some(&steps)).unwrap();
+        let bytes = file.into_inner();
+        assert_eq!(npz_names(&bytes).unwrap(), [W, W_STEPS]);
+        let l = read_latent(&bytes, W).unwrap();
+        assert!(
+            matches!(l, Latent::Raw { .. }),
+            "uncompressed: read in place"
+        );
+        assert_eq!(l.shape(), [1, 2, 3]);
+        let a = read_array(&bytes, None).unwrap();
+        assert_eq!(
+            (a.shape, a.data),
+            (vec![1, 2, 3], vec![0., 1., 2., 3., 4., 5.])
+        );
+        assert_eq!(read_array(&bytes, Some(W_STEPS)).unwrap().shape, [4, 2, 3]);
+    }
+
+    #[test]
+    fn arrays_are_read_by_key_or_default_in_either_dtype() {
+        let a = ndarray::Array3::<f32>::from_shape_fn((2, 1, 3), |(i, _, k)| (i * 3 + k) as f32);
+        let mut npy = Vec::new();
+        a.write_npy(&mut npy).unwrap();
+        let got = read_array(&npy, None).unwrap();
+        assert_eq!(got.shape, [2, 1, 3]);
+        assert_eq!(got.data, [0., 1., 2., 3., 4., 5.]);
+
+        let mut npz = Cursor::new(Vec::new());
+        let mut w = NpzWriter::new(&mut npz);
+        w.add_array("other", &ndarray::arr1(&[1.0f64])).unwrap();
+        w.add_array("w", &a.mapv(|v| v as f64)).unwrap();
+        w.finish().unwrap();
+        let npz = npz.into_inner();
+        assert_eq!(
+            read_array(&npz, None).unwrap().data,
+            [0., 1., 2., 3., 4., 5.]
+        );
+        assert_eq!(read_array(&npz, Some("other")).unwrap().data, [1.0]);
+        let e = read_array(&npz, Some("z")).unwrap_err().to_string();
+        assert!(e.contains("no array `z`") && e.contains("other"), "{e}");
+
+        let mut two = Cursor::new(Vec::new());
+        let mut w = NpzWriter::new_compressed(&mut two);
+        w.add_array("a", &ndarray::arr1(&[1.0f32])).unwrap();
+        w.add_array("b", &ndarray::arr1(&[2.0f32])).unwrap();
+        w.finish().unwrap();
+        let e = read_array(two.get_ref(), None).unwrap_err().to_string();
+        assert!(e.contains("name one with --key"), "{e}");
+        let mut one = Cursor::new(Vec::new());
+        let mut w = NpzWriter::new_compressed(&mut one);
+        w.add_array("latent", &ndarray::arr1(&[3.0f64])).unwrap();
+        w.finish().unwrap();
+        assert_eq!(read_array(one.get_ref(), None).unwrap().data, [3.0]);
+
+        let mut ints = Vec::new();
+        ndarray::arr1(&[1i32]).write_npy(&mut ints).unwrap();
+        let e = format!("{:#}", read_array(&ints, None).unwrap_err());
+        assert!(e.contains("not a float32/float64"), "{e}");
+    }
+}
