@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use stylegan2::{Architecture, Config, Generator, Noise, SynthesisOptions, init};
+use stylegan2::tune::KernelChoices;
+use stylegan2::{Architecture, Config, Generator, Noise, Ops, SynthesisOptions, init};
 use tch::{Device, Kind, Tensor};
 
 fn repo() -> PathBuf {
@@ -211,4 +212,56 @@ fn random_init_has_upstream_structure() {
     );
     assert_eq!(a.kind(), Kind::Float);
     assert!(a.equal(&b));
+}
+
+#[test]
+fn two_kernel_choices_coexist_in_one_process() {
+    // Each generator runs the fast ops with its own choice of up-sampling convolution and keeps
+    // its own decisions: run at once in two threads, each gives what it gives alone.
+    let cfg = config(Architecture::Skip, 0, 3, 32, 2);
+    let g = Generator::random(cfg.clone(), Device::Cpu).unwrap();
+    let ws = Tensor::randn([2, g.num_ws(), 16], (Kind::Float, Device::Cpu));
+    let opts = |upconv: &'static str| SynthesisOptions {
+        noise: Noise::Const,
+        ops: Ops::Fast(KernelChoices {
+            upconv: Some(upconv),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let alone: Vec<Tensor> = ["phase", "tconv"]
+        .iter()
+        .map(|u| g.synthesis.forward(&ws, &opts(u)))
+        .collect();
+    assert!(
+        !alone[0].equal(&alone[1]),
+        "the two formulations round differently: the choice took effect"
+    );
+    let reference = g.synthesis.forward(&ws, &SynthesisOptions::default());
+    for a in &alone {
+        assert!(
+            max_abs(a, &reference) < 1e-4,
+            "same maths as the reference ops"
+        );
+    }
+    let other = Generator::random(cfg, Device::Cpu).unwrap();
+    let other_alone = other.synthesis.forward(&ws, &opts("tconv"));
+    // Generators are not shared between threads (tensors are Send, not Sync): each thread owns
+    // one, as each rank or job would.
+    let run = |net: Generator, upconv: &'static str| {
+        let ws = ws.shallow_clone();
+        std::thread::spawn(move || {
+            let out: Vec<Tensor> = (0..3)
+                .map(|_| net.synthesis.forward(&ws, &opts(upconv)))
+                .collect();
+            (net, out)
+        })
+    };
+    let (a, b) = (run(g, "phase"), run(other, "tconv"));
+    let (g, a) = a.join().unwrap();
+    let (_, b) = b.join().unwrap();
+    assert!(a.iter().all(|t| t.equal(&alone[0])));
+    assert!(b.iter().all(|t| t.equal(&other_alone)));
+    // A fixed choice times nothing.
+    assert!(g.synthesis.fast_state().decisions().is_empty());
 }
