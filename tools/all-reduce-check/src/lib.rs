@@ -13,7 +13,7 @@ use anyhow::{Context, Result, bail};
 use clap::Parser;
 use cli_common::ResultExt as _;
 use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, interrupt};
-use collectives::{Communicator, DistArgs};
+use collectives::{Communicator, DType, DistArgs, ReduceOp};
 use device::{DeviceArg, Env};
 use records::{BandwidthRecord, Summary};
 
@@ -162,11 +162,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     if let (Some(n), false) = (cli.spawn, spawned) {
         return spawn::run(n as usize, cli.dist.master_port);
     }
-    let dtypes = cases::dtypes(&cli.datatype)?;
-    let ops = cases::ops(&cli.op, cli.collective)?;
-    if cli.minbytes > cli.maxbytes {
-        bail!("-b {} is larger than -e {}", cli.minbytes, cli.maxbytes);
-    }
+    let cases = cases_of(&cli)?;
     // The tool's own tensor work (fill, check) is light; libtorch's intra-op threads would only
     // spin on the cores the ranks' ring loops need (torchrun sets OMP_NUM_THREADS=1 likewise).
     tch::set_num_threads(1);
@@ -187,31 +183,25 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     preamble(&cli, &mut comm, device, table)?;
     let started = Instant::now();
     let mut tally = Tally::default();
-    for (dtype, op) in dtypes
-        .iter()
-        .flat_map(|&d| ops.iter().map(move |&o| (d, o)))
-    {
-        for bytes in cases::sizes(cli.minbytes, cli.maxbytes, cli.stepfactor) {
-            let Some(case) = cases::Case::new(cli.collective, dtype, op, cli.root, bytes, world)
-            else {
-                continue;
-            };
-            let rec = match measure(&cli, &mut comm, device, &case) {
-                Ok(rec) => rec,
-                // The others stop too, naming this rank, instead of failing on a lost peer.
-                Err(Stop::Leave(why)) => {
-                    comm.leave(&why);
-                    return Err(cli_common::Interrupted.into());
-                }
-                Err(Stop::Error(e)) => return Err(e),
-            };
-            tally.add(&rec);
-            if table {
-                eprintln!("{}", cases::table_row(&rec));
+    for (dtype, op, bytes) in cases {
+        let Some(case) = cases::Case::new(cli.collective, dtype, op, cli.root, bytes, world) else {
+            continue;
+        };
+        let rec = match measure(&cli, &mut comm, device, &case) {
+            Ok(rec) => rec,
+            // The others stop too, naming this rank, instead of failing on a lost peer.
+            Err(Stop::Leave(why)) => {
+                comm.leave(&why);
+                return Err(cli_common::Interrupted.into());
             }
-            if speak {
-                out.emit(&rec)?;
-            }
+            Err(Stop::Error(e)) => return Err(e),
+        };
+        tally.add(&rec);
+        if table {
+            eprintln!("{}", cases::table_row(&rec));
+        }
+        if speak {
+            out.emit(&rec)?;
         }
     }
     comm.barrier()
@@ -229,6 +219,23 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         })?;
     }
     Ok(Outcome::from_failures(tally.failed))
+}
+
+/// The (dtype, op, bytes) of every case, in nccl-tests' order: dtypes, then ops, then sizes.
+fn cases_of(cli: &Cli) -> Result<Vec<(DType, Option<ReduceOp>, u64)>> {
+    let dtypes = cases::dtypes(&cli.datatype)?;
+    let ops = cases::ops(&cli.op, cli.collective)?;
+    if cli.minbytes > cli.maxbytes {
+        bail!("-b {} is larger than -e {}", cli.minbytes, cli.maxbytes);
+    }
+    let sizes = cases::sizes(cli.minbytes, cli.maxbytes, cli.stepfactor);
+    let mut all = Vec::new();
+    for &d in &dtypes {
+        for &o in &ops {
+            all.extend(sizes.iter().map(|&b| (d, o, b)));
+        }
+    }
+    Ok(all)
 }
 
 /// nccl-tests' flags this design cannot honour, refused before any rank starts (exit 2).

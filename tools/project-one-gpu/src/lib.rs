@@ -246,12 +246,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let device = worker_device(&cli)?;
     let mem_base = device::cuda_mem_used();
     let (g, vgg) = load_networks(&cli, device, precision)?;
-    // Warnings through the tool's logger: "project-one-gpu: warning: ...", silenced by -q.
-    if cuda_graph && !device.is_cuda() {
-        log::warn!("--cuda-graphs ignored on {device:?} (CUDA only)");
-    } else if cuda_graph && !matches!(vgg, Vgg16::Native(_)) {
-        log::warn!("--cuda-graphs ignored with a TorchScript VGG (native weights only)");
-    }
+    let cuda_graph = cuda_graph && graphs_can_run(device, &vgg);
     let stats = WStats::compute(&g, cli.w_avg_samples);
     let settings = Settings {
         steps: cli.steps as usize,
@@ -295,6 +290,20 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     run.write_sheet()?;
     result?;
     run.summary(started)
+}
+
+/// Whether --cuda-graphs can run on `device` with `vgg`; where not, a warning says why (through
+/// the tool's logger: "project-one-gpu: warning: ...", silenced by -q).
+fn graphs_can_run(device: tch::Device, vgg: &Vgg16) -> bool {
+    if !device.is_cuda() {
+        log::warn!("--cuda-graphs ignored on {device:?} (CUDA only)");
+        false
+    } else if !matches!(vgg, Vgg16::Native(_)) {
+        log::warn!("--cuda-graphs ignored with a TorchScript VGG (native weights only)");
+        false
+    } else {
+        true
+    }
 }
 
 /// Pictures go under --out-dir, or beside the inputs only when asked to.
