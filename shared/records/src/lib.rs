@@ -320,7 +320,8 @@ pub struct TrialResult {
     pub training_iteration: usize,
     /// The time attribute's value.
     pub time: f64,
-    /// The metric's value.
+    /// The metric's value (NaN and ±infinity as the strings "NaN", "Infinity", "-Infinity").
+    #[serde(with = "float")]
     pub metric: f64,
     /// The record as the command printed it.
     pub record: serde_json::Value,
@@ -333,13 +334,72 @@ pub struct Decision {
     pub trial: usize,
     /// The rung's time attribute value.
     pub milestone: f64,
-    /// The trial's metric.
+    /// The trial's metric (non-finite values as strings, as `metric` of a result).
+    #[serde(with = "float")]
     pub value: f64,
     /// The rung's percentile of the values recorded there before (in the metric's units); null
-    /// for the first trial at the rung.
+    /// for the first trial at the rung, "NaN" when only NaNs were.
+    #[serde(with = "float::option")]
     pub cutoff: Option<f64>,
     /// `continue` or `stop`.
     pub action: String,
+}
+
+/// A float field that may be NaN or infinite (a sweep's metric): finite values are numbers, the
+/// others the strings Python's JSON tokens spell (`"NaN"`, `"Infinity"`, `"-Infinity"`), since
+/// JSON has no such numbers (serde_json would write null, and lose which).
+pub mod float {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
+        if x.is_finite() {
+            x.serialize(s)
+        } else if x.is_nan() {
+            "NaN".serialize(s)
+        } else if *x > 0.0 {
+            "Infinity".serialize(s)
+        } else {
+            "-Infinity".serialize(s)
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Float {
+            Number(f64),
+            Token(String),
+        }
+        match Float::deserialize(d)? {
+            Float::Number(x) => Ok(x),
+            Float::Token(t) => match t.as_str() {
+                "NaN" => Ok(f64::NAN),
+                "Infinity" => Ok(f64::INFINITY),
+                "-Infinity" => Ok(f64::NEG_INFINITY),
+                other => Err(serde::de::Error::custom(format!(
+                    "{other:?} is not a number"
+                ))),
+            },
+        }
+    }
+
+    /// The same for an optional float (None is null).
+    pub mod option {
+        use serde::{Deserialize, Deserializer, Serializer};
+
+        pub fn serialize<S: Serializer>(x: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+            match x {
+                Some(x) => super::serialize(x, s),
+                None => s.serialize_none(),
+            }
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+            #[derive(Deserialize)]
+            struct Wrap(#[serde(with = "super")] f64);
+            Ok(Option::<Wrap>::deserialize(d)?.map(|Wrap(x)| x))
+        }
+    }
 }
 
 /// The best trial of a `sweep`.
@@ -578,6 +638,38 @@ mod tests {
                 .unwrap()
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn non_finite_metrics_round_trip_as_strings() {
+        for v in [1.25, f64::INFINITY, f64::NEG_INFINITY, f64::NAN] {
+            for cutoff in [None, Some(v), Some(2.0)] {
+                let d = Decision {
+                    trial: 1,
+                    milestone: 2.0,
+                    value: v,
+                    cutoff,
+                    action: "continue".into(),
+                };
+                let text = serde_json::to_string(&d).unwrap();
+                let back: Decision = serde_json::from_str(&text).unwrap();
+                let same = |a: f64, b: f64| a == b || (a.is_nan() && b.is_nan());
+                assert!(same(back.value, v), "{text}");
+                assert_eq!(back.cutoff.is_some(), cutoff.is_some(), "{text}");
+                if let (Some(a), Some(b)) = (back.cutoff, cutoff) {
+                    assert!(same(a, b), "{text}");
+                }
+            }
+        }
+        let text = serde_json::to_string(&Decision {
+            trial: 0,
+            milestone: 1.0,
+            value: f64::NAN,
+            cutoff: None,
+            action: "continue".into(),
+        })
+        .unwrap();
+        assert!(text.contains(r#""value":"NaN","cutoff":null"#), "{text}");
     }
 
     #[test]

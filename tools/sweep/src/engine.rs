@@ -474,26 +474,25 @@ impl<'a> Engine<'a> {
     /// scheduler, acted on, in that order (a replay depends on it).
     fn line(&mut self, i: usize, line: &[u8]) -> Result<()> {
         let metric_key = &self.def.metric;
-        let record = match serde_json::from_slice::<Value>(line) {
-            Ok(Value::Object(record)) => record,
-            _ => {
-                // Not a record: other output, unless it names the metric (a Python dict with
-                // NaN or Infinity, or a number out of range, is no JSON).
-                let text = String::from_utf8_lossy(line);
-                if text.trim_start().starts_with('{') && text.contains(&format!("\"{metric_key}\""))
-                {
-                    self.warn(
-                        i,
-                        line,
-                        "is not valid JSON (NaN, Infinity or a number out of range?): ignored",
-                    );
-                }
-                return Ok(());
+        let Some((record, non_finite)) = crate::pyjson::parse_record(line) else {
+            // Not a record: other output, unless it names the metric (a number out of range is
+            // no JSON).
+            let text = String::from_utf8_lossy(line);
+            if text.trim_start().starts_with('{') && text.contains(&format!("\"{metric_key}\"")) {
+                self.warn(
+                    i,
+                    line,
+                    "is not valid JSON (a number out of range?): ignored",
+                );
             }
+            return Ok(());
         };
-        let metric = match record.get(metric_key) {
-            None => return Ok(()),
-            Some(v) => match v.as_f64() {
+        // NaN and ±Infinity as Python writes them are results, as Ray takes them (ASHA records
+        // a NaN, and its cutoffs leave NaNs out).
+        let metric = match (record.get(metric_key), non_finite.get(metric_key)) {
+            (_, Some(&x)) => x,
+            (None, None) => return Ok(()),
+            (Some(v), None) => match v.as_f64() {
                 Some(m) => m,
                 None => {
                     let why = format!("has \"{metric_key}\": {v}, not a number: ignored");
@@ -502,6 +501,14 @@ impl<'a> Engine<'a> {
                 }
             },
         };
+        if let Some(x) = non_finite.get(&self.def.time_attr) {
+            let why = format!(
+                "has \"{}\": {x}, not a finite time: ignored",
+                self.def.time_attr
+            );
+            self.warn(i, line, &why);
+            return Ok(());
+        }
         let t = &mut self.trials[i];
         let iteration = t.history.len() + 1;
         let time = match record.get(&self.def.time_attr) {
@@ -726,9 +733,10 @@ impl<'a> Engine<'a> {
 
     fn best(&self) -> Option<&Trial> {
         let mode = self.def.asha.mode;
+        // Ray's get_best_result leaves out trials whose metric is NaN or infinite.
         self.trials
             .iter()
-            .filter(|t| t.last_point().is_some())
+            .filter(|t| t.last_point().is_some_and(|(_, m)| m.is_finite()))
             .fold(None, |best: Option<&Trial>, t| match best {
                 Some(b) if !mode.better(t.last_point().unwrap().1, b.last_point().unwrap().1) => {
                     Some(b)
@@ -924,7 +932,9 @@ impl<'a> Engine<'a> {
         let mut order: Vec<&Trial> = self.trials.iter().collect();
         if sorted {
             let mode = self.def.asha.mode;
-            order.sort_by(|a, b| match (a.last_point(), b.last_point()) {
+            // Trials without a finite result last (a NaN compares with nothing).
+            let finite = |t: &Trial| t.last_point().filter(|(_, m)| m.is_finite());
+            order.sort_by(|a, b| match (finite(a), finite(b)) {
                 (Some(x), Some(y)) if mode.better(x.1, y.1) => std::cmp::Ordering::Less,
                 (Some(x), Some(y)) if mode.better(y.1, x.1) => std::cmp::Ordering::Greater,
                 (Some(_), None) => std::cmp::Ordering::Less,

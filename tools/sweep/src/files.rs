@@ -200,6 +200,7 @@ pub fn results_csv(rows: &[ResultRow<'_>], time_attr: &str, metric: &str, mode: 
             .history
             .iter()
             .map(|&(_, m)| m)
+            .filter(|m| m.is_finite())
             .reduce(|a, b| if mode.better(b, a) { b } else { a });
         let mut row = vec![r.trial.to_string(), text(r.status)];
         row.extend(keys.iter().map(|k| csv_field(r.config.get(*k))));

@@ -85,6 +85,8 @@ pub enum Entry {
     Result {
         trial: usize,
         time: f64,
+        /// NaN and ±infinity as Python's tokens, in a string.
+        #[serde(with = "records::float")]
         metric: f64,
         record: Map<String, Value>,
         stop: bool,

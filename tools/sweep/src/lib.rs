@@ -15,6 +15,7 @@ pub mod files;
 pub mod journal;
 pub mod plot;
 mod procs;
+mod pyjson;
 pub mod template;
 
 use journal::{ArgRepr, Definition, Journal, SchedulerKind};
@@ -173,7 +174,7 @@ impl Tool for Cli {
  "best":{"trial":3,"config":{...},"metric":91.2,"time":10,"status":"completed"},"out_dir":"/abs/out","elapsed_ms":81234}
 .fi
 .PP
-A decision record is printed when a result is judged at an ASHA rung (value and cutoff in the metric's units; cutoff is null for the first trial at a rung). A trial that failed and runs again prints an event "retry" record with the message; one whose retries are used up ends with status "error" and a message. The best trial is the one whose last result has the best metric (Ray's scope "last").
+A decision record is printed when a result is judged at an ASHA rung (value and cutoff in the metric's units; cutoff is null for the first trial at a rung). A metric of NaN or Infinity, as Python's json.dumps writes it, is a result as in Ray Tune (ASHA records a NaN and its cutoffs leave NaNs out; the best trial has a finite metric); records carry such values as the strings "NaN", "Infinity", "-Infinity". A trial that failed and runs again prints an event "retry" record with the message; one whose retries are used up ends with status "error" and a message. The best trial is the one whose last result has the best metric (Ray's scope "last").
 .PP
 Files in OUT_DIR: journal.jsonl (append-only: the definition, every start, result with its decision, failure and end), best.json (the best trial by its last result: config, metric, directory), results.csv (a row per trial: status, config, last and best metric, where it was stopped), metric.svg (a line per trial, named by its config), a TensorBoard event file with the hparams experiment, and per trial trial-NNNN/ with params.json, result.json (JSON lines: the record plus trial_id, training_iteration, time_total_s, timestamp, config), progress.csv, stderr.log and events.out.tfevents.* (a scalar per numeric field at step = the time attribute, and the hparams session; a trial stopped early ends with status Unknown, as the dashboard has no \"stopped\", and the metric stopped_early = 1).
 .PP

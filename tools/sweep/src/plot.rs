@@ -70,7 +70,9 @@ fn esc(s: &str) -> String {
 /// all on the same scales.
 pub fn svg(curves: &[Curve<'_>], time_attr: &str, metric: &str, best: Option<usize>) -> String {
     let (w, h, left, right, top, bottom) = (1100.0, 540.0, 70.0, 370.0, 40.0, 55.0);
-    let pts = curves.iter().flat_map(|c| c.points.iter());
+    // A NaN or infinite metric (a result Ray takes too) has no place on the plot.
+    let finite = |&&(x, y): &&(f64, f64)| x.is_finite() && y.is_finite();
+    let pts = curves.iter().flat_map(|c| c.points.iter().filter(finite));
     let (mut x0, mut x1, mut y0, mut y1) = (
         f64::INFINITY,
         f64::NEG_INFINITY,
@@ -158,6 +160,7 @@ pub fn svg(curves: &[Curve<'_>], time_attr: &str, metric: &str, best: Option<usi
         let path: Vec<String> = c
             .points
             .iter()
+            .filter(finite)
             .map(|&(x, y)| format!("{:.1},{:.1}", sx(x), sy(y)))
             .collect();
         let _ = writeln!(
@@ -168,7 +171,7 @@ pub fn svg(curves: &[Curve<'_>], time_attr: &str, metric: &str, best: Option<usi
             c.status,
             esc(&c.config)
         );
-        if let Some(&(x, y)) = c.points.last() {
+        if let Some(&(x, y)) = c.points.iter().rfind(|p| finite(p)) {
             let (x, y) = (sx(x), sy(y));
             if c.status == "stopped" {
                 let _ = writeln!(

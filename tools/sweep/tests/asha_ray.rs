@@ -1,7 +1,7 @@
 //! sweep's ASHA against Ray Tune's own `AsyncHyperBandScheduler` (ray 2.60.0 in the venv), fed
 //! the same result streams: random interleavings of up to four trials at a time, times that
-//! sometimes skip a rung, tied values, trials that end before max_t, over rf 2/3/4, grace 1/2,
-//! several max_t, 1-3 brackets, min and max. Every decision, every trial's bracket and every
+//! sometimes skip a rung, tied values, NaN values (as Python reports a diverged metric), trials
+//! that end before max_t, over rf 2/3/4, grace 1/2, several max_t, 1-3 brackets, min and max. Every decision, every trial's bracket and every
 //! value recorded at every rung must be identical (exact equality: the same float operations in
 //! the same order, numpy's percentile included).
 
@@ -26,6 +26,11 @@ impl Rng {
     fn unit(&mut self) -> f64 {
         (self.next() >> 11) as f64 / (1u64 << 53) as f64
     }
+}
+
+/// A value as the JSON both sides read: NaN as the string "NaN".
+fn num(v: f64) -> Value {
+    if v.is_nan() { json!("NaN") } else { json!(v) }
 }
 
 struct Case {
@@ -55,6 +60,8 @@ fn make_case(rng: &mut Rng, seed: u32) -> Case {
     let n = 5 + rng.below(26) as usize;
     let concurrency = 1 + rng.below(4) as usize;
     let ties = rng.below(2) == 0;
+    // A third of the cases have NaN results, about one in eight of their values.
+    let nans = rng.below(3) == 0;
     let mut asha = Asha::new(settings, seed).unwrap();
     let brackets_of: Vec<usize> = (0..n).map(|t| asha.add(t)).collect();
     let mut events = Vec::new();
@@ -74,12 +81,14 @@ fn make_case(rng: &mut Rng, seed: u32) -> Case {
             _ => 1.0,
         };
         let time = time + step;
-        let value = if ties {
+        let value = if nans && rng.below(8) == 0 {
+            f64::NAN
+        } else if ties {
             (rng.below(5) as f64) / 4.0
         } else {
             (rng.unit() * 1000.0).round() / 10.0
         };
-        events.push(json!(["result", trial, time, value]));
+        events.push(json!(["result", trial, time, num(value)]));
         let v = asha.on_result(trial, time, value);
         actions.push(if v.action == Action::Stop {
             "STOP"
@@ -88,7 +97,7 @@ fn make_case(rng: &mut Rng, seed: u32) -> Case {
         });
         if v.action == Action::Stop || rng.below(12) == 0 {
             asha.on_complete(trial, Some((time, value)));
-            events.push(json!(["complete", trial, time, value]));
+            events.push(json!(["complete", trial, time, num(value)]));
             active.remove(k);
         } else {
             active[k].1 = time;
@@ -103,7 +112,7 @@ fn make_case(rng: &mut Rng, seed: u32) -> Case {
                     json!([
                         m,
                         rec.into_iter()
-                            .map(|(t, v)| (t.to_string(), v))
+                            .map(|(t, v)| (t.to_string(), num(v)))
                             .collect::<BTreeMap<_, _>>()
                     ])
                 })
@@ -131,6 +140,7 @@ fn decisions_brackets_and_rungs_equal_ray_tunes() {
         &Value::Array(cases.iter().map(|c| c.json.clone()).collect()),
     );
     let mut decisions = 0;
+    let mut nan_results = 0;
     let mut stops = 0;
     for (i, (c, r)) in cases.iter().zip(&ray).enumerate() {
         let ray_actions: Vec<&str> = r["actions"]
@@ -164,6 +174,12 @@ fn decisions_brackets_and_rungs_equal_ray_tunes() {
         };
         assert_eq!(norm(&r["rungs"]), norm(&c.rungs), "case {i}: rungs");
         decisions += c.actions.len();
+        nan_results += c.json["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e[0] == "result" && e[3] == "NaN")
+            .count();
         stops += c.actions.iter().filter(|a| **a == "STOP").count();
     }
     // The streams exercise both answers a fair amount.
@@ -171,6 +187,7 @@ fn decisions_brackets_and_rungs_equal_ray_tunes() {
         stops > decisions / 10 && stops < decisions / 2,
         "{stops} stops of {decisions}"
     );
+    assert!(nan_results > 100, "{nan_results} NaN results");
     eprintln!(
         "{} cases, {decisions} decisions ({stops} stops): identical to Ray Tune",
         cases.len()

@@ -1152,7 +1152,8 @@ fn a_trial_ends_when_its_process_exits_whatever_it_left_behind() {
 fn results_that_cannot_be_used_are_warnings_naming_the_trial_and_line() {
     let dir = tempfile::tempdir().unwrap();
     // A line of 2 MiB without a newline is skipped (it was buffered whole); the others each
-    // lose a result that vanished without a word before.
+    // lose a result that vanished without a word before, except the NaN Python writes for a
+    // diverged metric, which is a result (Ray Tune takes it too).
     let script = concat!(
         r#"head -c 2097152 /dev/zero | tr '\0' x; echo; "#,
         r#"printf '\173"m": null, "epoch": 1\175\n\173"m": "12", "epoch": 1\175\n'; "#,
@@ -1164,18 +1165,31 @@ fn results_that_cannot_be_used_are_warnings_naming_the_trial_and_line() {
     let err = String::from_utf8_lossy(&o.stderr);
     let r = ok(&o);
     let times: Vec<f64> = r.results.iter().map(|x| x.time).collect();
-    assert_eq!(times, [2.0, 3.0], "{err}");
+    assert_eq!(times, [1.0, 2.0, 3.0], "{err}");
+    assert!(r.results[0].metric.is_nan());
+    assert_eq!(r.results[0].record["m"], Value::Null);
     for want in [
         "a line of 2097153 bytes (over 1 MiB) was skipped",
         r#"has "m": null, not a number"#,
         r#"has "m": "12", not a number"#,
-        "NaN, Infinity or a number out of range",
+        "is not valid JSON (a number out of range?)",
         r#"has "epoch": "two", not a number"#,
         "1 after 2: the time went backwards",
     ] {
         assert!(err.contains(want), "{want}: {err}");
     }
-    assert_eq!(err.matches("warning: trial 0").count(), 7, "{err}");
+    assert_eq!(err.matches("warning: trial 0").count(), 6, "{err}");
+    // The journal keeps the NaN: a resumed sweep replays it.
+    let journal = std::fs::read_to_string(dir.path().join("run/journal.jsonl")).unwrap();
+    assert!(journal.contains(r#""metric":"NaN""#), "{journal}");
+    let resumed = Command::new(BIN)
+        .args(["--resume", "--out-dir"])
+        .arg(dir.path().join("run"))
+        .output()
+        .unwrap();
+    let r = ok(&resumed);
+    assert_eq!(r.summary.as_ref().unwrap().completed, 1);
+    assert_eq!(r.summary.unwrap().best.unwrap().metric, 3.0);
 }
 
 #[test]

@@ -53,12 +53,16 @@ def replay(case):
     brackets = [sched._brackets.index(sched._trial_info[t.trial_id]) for t in trials]
     actions = []
     for kind, i, time, value in case["events"]:
-        result = {"t": num(time), "m": value}
+        result = {"t": num(time), "m": float(value) if isinstance(value, str) else value}
         if kind == "result":
             actions.append(sched.on_trial_result(None, trials[i], result))
         else:
             sched.on_trial_complete(None, trials[i], result)
-    rungs = [[[m, {k: v for k, v in rec.items()}] for m, rec in b._rungs] for b in sched._brackets]
+    # NaN as the string "NaN" (json.dump would write a bare NaN, which is not JSON).
+    rungs = [
+        [[m, {k: "NaN" if v != v else v for k, v in rec.items()}] for m, rec in b._rungs]
+        for b in sched._brackets
+    ]
     return {"actions": actions, "brackets": brackets, "rungs": rungs}
 
 
