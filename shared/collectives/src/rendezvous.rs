@@ -570,6 +570,23 @@ fn wait_for_ranks(
                         String::from_utf8_lossy(&why).into_owned(),
                     ));
                 }
+                // A rank that claimed its place and whose store connection then closed has
+                // gone (our store server says so; torch's agent store does not).
+                let mut left = Vec::new();
+                for (_, r) in keys.iter().filter(|(k, _)| missing.contains(k)) {
+                    if store.check(&[&format!("{}{r}", crate::store::LEFT)])? {
+                        left.push(r.to_string());
+                    }
+                }
+                if !left.is_empty() {
+                    let msg = format!(
+                        "rank(s) {} of {world} left before the rendezvous ({method}) completed: \
+                         their connection to the store closed (did they fail at start-up?)",
+                        left.join(", ")
+                    );
+                    let _ = store.set("rendezvous_failed", msg.as_bytes());
+                    return Err(Error::Rendezvous(msg));
+                }
                 if until.passed() {
                     let msg = format!(
                         "rank(s) {} of {world} never arrived at the rendezvous ({method}) within {:.0} s: were they \
@@ -599,7 +616,7 @@ fn wire(
     same_run(plan, store, method, timeout, until)?;
     // Two processes given the same rank would otherwise wire a ring that deadlocks. (So one
     // communicator per process and store: a second would claim its rank again.)
-    if store.add(&format!("claim/{rank}"), 1)? > 1 {
+    if store.add(&format!("{}{rank}", crate::store::CLAIM), 1)? > 1 {
         return Err(Error::Rendezvous(format!(
             "another process already joined as rank {rank} ({method}): each rank must be given once"
         )));

@@ -12,6 +12,11 @@
 //!
 //! The client never blocks in the server: [`Store::wait`] polls `CHECK`, so every wait has a
 //! deadline and a timed-out wait can say which keys are missing, and the connection stays usable.
+//!
+//! One thing our server adds to torch's: a rank that claimed its place (`ADD` of a key
+//! `…/claim/R`, as the rendezvous does) and whose connection then closes leaves the key
+//! `…/left/R` behind, so that the ranks waiting for it learn at once that it has gone (torch's
+//! agent store has no such key: under torchrun the agent notices a dead worker itself).
 
 use std::collections::HashMap;
 use std::io::{self, BufReader, BufWriter, Read, Write};
@@ -364,7 +369,9 @@ impl StoreServer {
                         .spawn({
                             let st = st.clone();
                             move || {
-                                let _ = serve(conn, &st);
+                                let mut claims = Vec::new();
+                                let _ = serve(conn, &st, &mut claims);
+                                st.left(&claims);
                                 st.map.lock().unwrap().conns.remove(&id);
                             }
                         });
@@ -411,7 +418,7 @@ fn wake_addr(addr: SocketAddr) -> SocketAddr {
 }
 
 // Kept in one piece: the request loop, one arm per command of PyTorch's TCPStore protocol.
-fn serve(conn: TcpStream, st: &ServerState) -> io::Result<()> {
+fn serve(conn: TcpStream, st: &ServerState, claims: &mut Vec<Vec<u8>>) -> io::Result<()> {
     conn.set_nodelay(true)?;
     // A client validates at once; a connection that stays silent is closed.
     conn.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
@@ -472,6 +479,9 @@ fn serve(conn: TcpStream, st: &ServerState) -> io::Result<()> {
             cmd::ADD => {
                 let k = read_bytes(&mut r)?;
                 let delta = read_i64(&mut r)?;
+                if left_key(&k).is_some() {
+                    claims.push(k.clone());
+                }
                 let v = st.update(|m| {
                     let cur: i64 = m
                         .get(&k)
@@ -549,7 +559,34 @@ fn serve(conn: TcpStream, st: &ServerState) -> io::Result<()> {
     }
 }
 
+/// The `…/left/R` key of a claim key `…/claim/R`, or `None` for another key.
+fn left_key(claim: &[u8]) -> Option<Vec<u8>> {
+    let at = claim
+        .windows(CLAIM.len())
+        .rposition(|w| w == CLAIM.as_bytes())?;
+    let rank = &claim[at + CLAIM.len()..];
+    (!rank.is_empty() && rank.iter().all(u8::is_ascii_digit))
+        .then(|| [&claim[..at], LEFT.as_bytes(), rank].concat())
+}
+
+/// Where a rank claims its place in the rendezvous (`claim/R`), and the key the server leaves
+/// when that rank's connection closes (`left/R`).
+pub(crate) const CLAIM: &str = "claim/";
+pub(crate) const LEFT: &str = "left/";
+
 impl ServerState {
+    /// A connection that claimed places closed: each place's `left/R` key says so.
+    fn left(&self, claims: &[Vec<u8>]) {
+        if claims.is_empty() {
+            return;
+        }
+        self.update(|m| {
+            for k in claims.iter().filter_map(|k| left_key(k)) {
+                m.insert(k, b"1".to_vec());
+            }
+        });
+    }
+
     fn update<T>(&self, f: impl FnOnce(&mut HashMap<Vec<u8>, Vec<u8>>) -> T) -> T {
         let v = f(&mut self.map.lock().unwrap().data);
         self.changed.notify_all();

@@ -246,6 +246,56 @@ fn a_rank_that_dies_fails_the_others_naming_it() {
 }
 
 #[test]
+fn a_rank_that_leaves_before_the_rendezvous_completes_is_named_at_once() {
+    // Rank 2 joins the store and claims its place, then its process dies before it publishes
+    // its ring address: the others name it within a second or so, not at the 30 s deadline.
+    let server = StoreServer::bind("127.0.0.1:0").unwrap();
+    let port = server.addr().port();
+    let t0 = Instant::now();
+    let hs: Vec<_> = (0..2)
+        .map(|rank| {
+            std::thread::spawn(move || {
+                let plan = Plan {
+                    rank,
+                    world_size: 3,
+                    local_rank: None,
+                    store: StoreAt::Tcp {
+                        host: "127.0.0.1".into(),
+                        port,
+                        serve: false,
+                        port_from: "test",
+                    },
+                    prefix: "gone/".into(),
+                    launcher: "test",
+                    run_id: None,
+                };
+                let opts = Options {
+                    timeout: Duration::from_secs(30),
+                    ..Options::default()
+                };
+                Communicator::from_plan(plan, &opts, Backend::Cpu)
+                    .unwrap_err()
+                    .to_string()
+            })
+        })
+        .collect();
+    {
+        let addr = format!("127.0.0.1:{port}");
+        let mut rank2 =
+            crate::store::Store::connect(&addr, "gone/", Duration::from_secs(5)).unwrap();
+        assert_eq!(rank2.add("claim/2", 1).unwrap(), 1);
+    } // its connection closes here
+    for h in hs {
+        let e = h.join().unwrap();
+        assert!(
+            e.contains("rank(s) 2 of 3 left before the rendezvous"),
+            "{e}"
+        );
+    }
+    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+}
+
+#[test]
 fn a_rank_that_never_arrives_is_named_after_the_timeout() {
     let server = StoreServer::bind("127.0.0.1:0").unwrap();
     let port = server.addr().port();
