@@ -625,12 +625,15 @@ fn wire(
         store.set("world_size", world.to_string().as_bytes())?;
         store.set("ring_nonce", format!("{:016x}", random_u64()).as_bytes())?;
     }
-    let listener = TcpListener::bind("0.0.0.0:0").map_err(Error::io("ring listener"))?;
+    // Bound to the address this rank advertises (the one its store connection leaves from),
+    // not to every interface: only the network the ranks share can reach the ring port.
+    let ip = store.local_ip();
+    let listener = TcpListener::bind((ip, 0)).map_err(Error::io("ring listener"))?;
     let port = listener
         .local_addr()
         .map_err(Error::io("ring listener"))?
         .port();
-    let me = format!("{}:{port}", store.local_ip());
+    let me = std::net::SocketAddr::new(ip, port).to_string();
     store.set(&format!("addr/{rank}"), me.as_bytes())?;
 
     let keys: Vec<(String, usize)> = (0..world).map(|r| (format!("addr/{r}"), r)).collect();
