@@ -85,7 +85,7 @@ fn asha_over_ddp_train_stops_the_poor_learning_rates_early() {
         assert_ne!(status, "error", "{e}");
     }
     let summary = recs.last().unwrap();
-    assert_eq!(summary["type"], "summary");
+    assert_eq!(summary["type"], "sweep_summary");
     let best = &summary["best"];
     assert!(best["config"]["lr"].as_f64().unwrap() > 1e-3, "{summary}");
     let acc = best["metric"].as_f64().unwrap();
