@@ -37,9 +37,10 @@ pub fn bar_from(common: &CommonArgs, tool: &str, len: Option<u64>, done: u64) ->
         } else {
             ProgressDrawTarget::term_like_with_hz(Box::new(Lines::default()), 1)
         });
+        // The first line now, not at the ticker's first tick: a run shorter than that said
+        // nothing (and `tick` does nothing once a ticker is installed, so it is a forced draw).
+        bar.force_draw();
         bar.enable_steady_tick(Duration::from_secs(1));
-        // The first line now, not at the first tick: a run shorter than a second said nothing.
-        bar.tick();
     }
     bar
 }
