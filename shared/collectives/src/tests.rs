@@ -245,14 +245,14 @@ fn a_rank_that_dies_fails_the_others_naming_it() {
     }
 }
 
-#[test]
-fn a_rank_that_leaves_before_the_rendezvous_completes_is_named_at_once() {
-    // Rank 2 joins the store and claims its place, then its process dies before it publishes
-    // its ring address: the others name it within a second or so, not at the 30 s deadline.
-    let server = StoreServer::bind("127.0.0.1:0").unwrap();
-    let port = server.addr().port();
-    let t0 = Instant::now();
-    let hs: Vec<_> = (0..2)
+/// Ranks 0 and 1 of a world of 3 joining the store on `port` under `prefix`, each in a thread
+/// that gives the error its rendezvous ends with.
+fn two_of_three_failing(
+    port: u16,
+    prefix: &'static str,
+    timeout: Duration,
+) -> Vec<std::thread::JoinHandle<String>> {
+    (0..2)
         .map(|rank| {
             std::thread::spawn(move || {
                 let plan = Plan {
@@ -265,12 +265,12 @@ fn a_rank_that_leaves_before_the_rendezvous_completes_is_named_at_once() {
                         serve: false,
                         port_from: "test",
                     },
-                    prefix: "gone/".into(),
+                    prefix: prefix.into(),
                     launcher: "test",
                     run_id: None,
                 };
                 let opts = Options {
-                    timeout: Duration::from_secs(30),
+                    timeout,
                     ..Options::default()
                 };
                 Communicator::from_plan(plan, &opts, Backend::Cpu)
@@ -278,7 +278,17 @@ fn a_rank_that_leaves_before_the_rendezvous_completes_is_named_at_once() {
                     .to_string()
             })
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn a_rank_that_leaves_before_the_rendezvous_completes_is_named_at_once() {
+    // Rank 2 joins the store and claims its place, then its process dies before it publishes
+    // its ring address: the others name it within a second or so, not at the 30 s deadline.
+    let server = StoreServer::bind("127.0.0.1:0").unwrap();
+    let port = server.addr().port();
+    let t0 = Instant::now();
+    let hs = two_of_three_failing(port, "gone/", Duration::from_secs(30));
     {
         let addr = format!("127.0.0.1:{port}");
         let mut rank2 =
@@ -300,33 +310,7 @@ fn a_rank_that_never_arrives_is_named_after_the_timeout() {
     let server = StoreServer::bind("127.0.0.1:0").unwrap();
     let port = server.addr().port();
     let t0 = Instant::now();
-    let hs: Vec<_> = (0..2)
-        .map(|rank| {
-            std::thread::spawn(move || {
-                let plan = Plan {
-                    rank,
-                    world_size: 3,
-                    local_rank: None,
-                    store: StoreAt::Tcp {
-                        host: "127.0.0.1".into(),
-                        port,
-                        serve: false,
-                        port_from: "test",
-                    },
-                    prefix: "absent/".into(),
-                    launcher: "test",
-                    run_id: None,
-                };
-                let opts = Options {
-                    timeout: Duration::from_millis(800),
-                    ..Options::default()
-                };
-                Communicator::from_plan(plan, &opts, Backend::Cpu)
-                    .unwrap_err()
-                    .to_string()
-            })
-        })
-        .collect();
+    let hs = two_of_three_failing(port, "absent/", Duration::from_millis(800));
     for h in hs {
         let e = h.join().unwrap();
         assert!(e.contains("rank(s) 2 of 3 never arrived"), "{e}");

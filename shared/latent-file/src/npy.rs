@@ -47,6 +47,17 @@ impl Latent<'_> {
         }
     }
 
+    /// The values, C order.
+    pub fn values(&self) -> Vec<f32> {
+        match self {
+            Latent::Raw { le_bytes, .. } => le_bytes
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
+                .collect(),
+            Latent::Array(a) => a.iter().copied().collect(),
+        }
+    }
+
     pub fn all_finite(&self) -> bool {
         match self {
             Latent::Raw { le_bytes, .. } => le_bytes
@@ -59,7 +70,26 @@ impl Latent<'_> {
 
 /// Reads array `key` of a `.npz` (stored or deflated), or the array of a `.npy`, as float32.
 pub fn read_latent<'a>(bytes: &'a [u8], key: &str) -> Result<Latent<'a>> {
+    latent_of(entry(bytes, key)?, bytes, key)
+}
+
+/// Reads array `key` of a `.npz`, or the array of a `.npy`, holding float32 or float64, as
+/// float32 values in C order with its shape.
+pub fn read_f32_or_f64(bytes: &[u8], key: &str) -> Result<(Vec<usize>, Vec<f32>)> {
     let npy = entry(bytes, key)?;
+    if let Ok(l) = latent_of(npy.clone(), bytes, key) {
+        return Ok((l.shape().to_vec(), l.values()));
+    }
+    check_size(&npy)?;
+    let a = ArrayD::<f64>::read_npy(&npy[..])
+        .with_context(|| format!("`{key}` is not a float32/float64 array"))?;
+    Ok((a.shape().to_vec(), a.iter().map(|&v| v as f32).collect()))
+}
+
+/// The float32 array of `npy` (array `key` of the file `bytes`): borrowed when it is raw
+/// little-endian C-order data, else decoded by ndarray-npy once its shape is checked against
+/// the bytes.
+fn latent_of<'a>(npy: Cow<'a, [u8]>, bytes: &[u8], key: &str) -> Result<Latent<'a>> {
     if let Cow::Borrowed(b) = npy
         && let Some(l) = raw_npy(b)
     {
@@ -74,35 +104,6 @@ pub fn read_latent<'a>(bytes: &'a [u8], key: &str) -> Result<Latent<'a>> {
     Ok(Latent::Array(
         ArrayD::<f32>::read_npy(&npy[..]).context(what)?,
     ))
-}
-
-/// Reads array `key` of a `.npz`, or the array of a `.npy`, holding float32 or float64, as
-/// float32 values in C order with its shape.
-pub fn read_f32_or_f64(bytes: &[u8], key: &str) -> Result<(Vec<usize>, Vec<f32>)> {
-    let npy = entry(bytes, key)?;
-    if let Cow::Borrowed(b) = npy
-        && let Some(Latent::Raw { shape, le_bytes }) = raw_npy(b)
-    {
-        let values = le_bytes
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
-            .collect();
-        return Ok((shape, values));
-    }
-    check_size(&npy)?;
-    let standard = |shape: &[usize], values: Vec<f32>| (shape.to_vec(), values);
-    match ArrayD::<f32>::read_npy(&npy[..]) {
-        Ok(a) => Ok(standard(
-            a.shape(),
-            a.as_standard_layout().iter().copied().collect(),
-        )),
-        Err(_) => {
-            let a = ArrayD::<f64>::read_npy(&npy[..])
-                .with_context(|| format!("`{key}` is not a float32/float64 array"))?;
-            let values = a.as_standard_layout().iter().map(|&v| v as f32).collect();
-            Ok(standard(a.shape(), values))
-        }
-    }
 }
 
 /// The names of a `.npz`'s arrays (its entries without `.npy`).

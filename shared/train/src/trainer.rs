@@ -323,14 +323,15 @@ pub fn train(
         test_set: &test_set,
         named: &named,
     };
+    let out = out_device(&stages);
     let stepper = Stepper {
         cfg,
         model: &model,
         buffers: &named.buffers,
         stages: &stages,
         lent,
-        loss_sum: Tensor::zeros([], (Kind::Double, out_device(&stages))),
-        correct: Tensor::zeros([], (Kind::Int64, out_device(&stages))),
+        loss_sum: Tensor::zeros([], (Kind::Double, out)),
+        correct: Tensor::zeros([], (Kind::Int64, out)),
     };
     let mut run = Epochs::new(fixed, stepper, start, (opts, scaler), comm)?;
     let mut epochs = Vec::new();
@@ -539,7 +540,7 @@ impl<'a> Epochs<'a> {
             });
         }
         if self.signal.agreed(cfg, comm)? {
-            return Err(self.stop_on_signal(e, step, comm, on_event));
+            return Err(self.stop_on_signal(e, step, comm, on_event)?);
         }
         e.lr = cfg.schedule.lr(
             cfg.lr,
@@ -605,31 +606,26 @@ impl<'a> Epochs<'a> {
 
     /// The checkpoint signal before `step`: the checkpoint written there (unless the last one
     /// already stands there, the one at the end of the previous epoch say) and reported either
-    /// way; the error that ends the run, or what failed on the way.
+    /// way; the error that ends the run (Err: what failed on the way).
     fn stop_on_signal(
         &mut self,
         e: &Epoch,
         step: usize,
         comm: &mut Communicator,
         on_event: &mut dyn FnMut(Event) -> Result<()>,
-    ) -> Error {
+    ) -> Result<Error> {
         let (cfg, epoch, steps) = (self.fixed.cfg, e.epoch, self.steps_per_epoch);
         let at = if self.saved_at == Some((epoch, step)) {
             MidEpoch::standing(cfg, epoch, step, steps)
         } else {
-            match self.save_mid_epoch(e, step, comm) {
-                Ok(at) => at,
-                Err(err) => return err,
-            }
+            self.save_mid_epoch(e, step, comm)?
         };
-        if let Err(err) = on_event(Event::Checkpoint(&at.signalled())) {
-            return err;
-        }
-        Error::Checkpointed {
+        on_event(Event::Checkpoint(&at.signalled()))?;
+        Ok(Error::Checkpointed {
             epoch: epoch + 1,
             step,
             steps,
-        }
+        })
     }
 
     fn save_mid_epoch(&self, e: &Epoch, step: usize, comm: &mut Communicator) -> Result<MidEpoch> {
