@@ -385,7 +385,7 @@ impl Mixture {
             let Kernels::Numerical { discrete, log, .. } = &self.dims[d] else {
                 unreachable!("numerical dimensions only")
             };
-            for j in 0..n {
+            for (j, row) in out.iter_mut().enumerate() {
                 let e = r * n + j;
                 let mut v = x[e] * scale[e] + loc[e];
                 if *log {
@@ -394,7 +394,7 @@ impl Mixture {
                 if let Some((lo, hi, step)) = discrete {
                     v = (lo + round_half_even((v - lo) / step) * step).clamp(*lo, *hi);
                 }
-                out[j][d] = v;
+                row[d] = v;
             }
         }
         out
@@ -572,6 +572,7 @@ fn numerical(obs: &[f64], low0: f64, high0: f64, log: bool, step: Option<f64>) -
 /// Optuna's `_truncnorm`: the truncated normal's log mass, log density and inverse CDF, with
 /// the tails in log space.
 mod truncnorm {
+    use std::cmp::Ordering;
     use std::f64::consts::{PI, SQRT_2};
 
     /// ln √(2π), computed as Optuna computes it.
@@ -680,8 +681,8 @@ mod truncnorm {
                 let log_norm_pdf_x = -0.5 * (*x * *x) - norm_pdf_log_c();
                 let dx = (log_ndtr_x - z) * (log_ndtr_x - log_norm_pdf_x).exp();
                 *x -= dx;
-                // NaN compares false: not converged, as numpy's all() sees it.
-                if !(dx.abs() < 1e-8 * x.abs()) {
+                // NaN is not converged, as numpy's all() sees it.
+                if dx.abs().partial_cmp(&(1e-8 * x.abs())) != Some(Ordering::Less) {
                     done = false;
                 }
             }
@@ -701,8 +702,8 @@ mod truncnorm {
     /// together from the right.
     pub fn ppf(q: &[f64], a: &[f64], b: &[f64]) -> Vec<f64> {
         let n = q.len();
-        let left: Vec<usize> = (0..n).filter(|&i| a[i] < 0.0).collect();
-        let right: Vec<usize> = (0..n).filter(|&i| !(a[i] < 0.0)).collect();
+        // `~(a < 0)`: a NaN bound goes right.
+        let (left, right): (Vec<usize>, Vec<usize>) = (0..n).partition(|&i| a[i] < 0.0);
         let mut out = vec![0.0; n];
         let y: Vec<f64> = left
             .iter()
