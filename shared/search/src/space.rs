@@ -18,6 +18,8 @@ use anyhow::{Context, Result, bail};
 use rand_mt::Mt64;
 use serde_json::{Map, Value};
 
+use crate::tpe::Dist;
+
 /// One parameter of the space.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Param {
@@ -216,6 +218,146 @@ impl Param {
     }
 }
 
+/// The space as the TPE sampler sees it: every drawn parameter a dimension (in key order, as
+/// Optuna sorts them), plain values kept aside.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TpeSpace {
+    names: Vec<String>,
+    dists: Vec<Dist>,
+    /// The values of each categorical dimension (empty for the others).
+    choices: Vec<Vec<Value>>,
+    consts: Vec<(String, Value)>,
+}
+
+impl Space {
+    /// The TPE sampler's dimensions: `uniform` and `loguniform` are Optuna's float
+    /// distributions, `randint` [a, b) its int [a, b − 1], `quniform` [a, b, q] its float with
+    /// step q (b − a must be a multiple of q), `choice` its categorical. A grid is refused (TPE
+    /// draws every parameter: a `choice` is the same values, drawn), as are draws of one value.
+    pub fn tpe(&self) -> Result<TpeSpace> {
+        let mut t = TpeSpace {
+            names: Vec::new(),
+            dists: Vec::new(),
+            choices: Vec::new(),
+            consts: Vec::new(),
+        };
+        for (name, p) in &self.0 {
+            let (dist, choices) = match p {
+                Param::Const(v) => {
+                    t.consts.push((name.clone(), v.clone()));
+                    continue;
+                }
+                Param::Grid(_) => bail!(
+                    "parameter {name:?}: a grid is enumerated, TPE draws every parameter: use {{\"choice\": [...]}}"
+                ),
+                Param::Choice(v) if v.len() < 2 => {
+                    bail!(
+                        "parameter {name:?}: a choice of one value is a plain value: write the value"
+                    )
+                }
+                Param::Choice(v) => (Dist::Categorical(v.len()), v.clone()),
+                Param::Uniform(a, b) => (
+                    Dist::Float {
+                        low: *a,
+                        high: *b,
+                        log: false,
+                        step: None,
+                    },
+                    vec![],
+                ),
+                Param::LogUniform(a, b) => (
+                    Dist::Float {
+                        low: *a,
+                        high: *b,
+                        log: true,
+                        step: None,
+                    },
+                    vec![],
+                ),
+                Param::RandInt(a, b) if b - a < 2 => {
+                    bail!("parameter {name:?}: randint [{a}, {b}) has one value: write the value")
+                }
+                Param::RandInt(a, b) => (
+                    Dist::Int {
+                        low: *a,
+                        high: b - 1,
+                    },
+                    vec![],
+                ),
+                Param::QUniform(a, b, q) => {
+                    let steps = (b - a) / q;
+                    if (steps - steps.round()).abs() > 1e-9 * steps.abs().max(1.0) {
+                        bail!(
+                            "parameter {name:?}: with TPE, quniform [a, b, q] needs b − a to be a multiple of q (its values are a, a + q, …, b)"
+                        );
+                    }
+                    (
+                        Dist::Float {
+                            low: *a,
+                            high: *b,
+                            log: false,
+                            step: Some(*q),
+                        },
+                        vec![],
+                    )
+                }
+            };
+            t.names.push(name.clone());
+            t.dists.push(dist);
+            t.choices.push(choices);
+        }
+        if t.dists.is_empty() {
+            bail!("the space draws no parameter: TPE has nothing to choose");
+        }
+        Ok(t)
+    }
+}
+
+impl TpeSpace {
+    pub fn dists(&self) -> &[Dist] {
+        &self.dists
+    }
+
+    /// A trial's config from the sampler's values (an index for a choice).
+    pub fn config(&self, values: &[f64]) -> Config {
+        let mut c = Config::new();
+        for (k, v) in &self.consts {
+            c.insert(k.clone(), v.clone());
+        }
+        for (((name, d), choices), &x) in self
+            .names
+            .iter()
+            .zip(&self.dists)
+            .zip(&self.choices)
+            .zip(values)
+        {
+            let v = match d {
+                Dist::Categorical(_) => choices[x as usize].clone(),
+                Dist::Int { .. } => Value::from(x as i64),
+                Dist::Float { .. } => float(x),
+            };
+            c.insert(name.clone(), v);
+        }
+        c
+    }
+
+    /// The sampler's values of a config this space made (None if it is not one).
+    pub fn values(&self, config: &Config) -> Option<Vec<f64>> {
+        self.names
+            .iter()
+            .zip(&self.dists)
+            .zip(&self.choices)
+            .map(|((name, d), choices)| {
+                let v = config.get(name)?;
+                match d {
+                    Dist::Categorical(_) => choices.iter().position(|c| c == v).map(|i| i as f64),
+                    _ => v.as_f64(),
+                }
+            })
+            .collect()
+    }
+}
+
 fn ordered(kind: &str, a: f64, b: f64) -> Result<()> {
     if a >= b {
         bail!("{kind} needs a < b, got [{a}, {b}]");
@@ -321,6 +463,50 @@ mod tests {
             (70..130).contains(&below),
             "{below} of 200 below the geometric mean"
         );
+    }
+
+    #[test]
+    fn tpe_dimensions_in_key_order_and_configs_both_ways() {
+        let s = space(
+            json!({"opt": {"choice": ["sgd", "adam"]}, "lr": {"loguniform": [1e-4, 1]},
+            "bs": {"randint": [16, 65]}, "drop": {"quniform": [0, 0.5, 0.1]}, "epochs": 3}),
+        );
+        let t = s.tpe().unwrap();
+        assert_eq!(
+            t.dists(),
+            [
+                Dist::Int { low: 16, high: 64 },
+                Dist::Float {
+                    low: 0.0,
+                    high: 0.5,
+                    log: false,
+                    step: Some(0.1)
+                },
+                Dist::Float {
+                    low: 1e-4,
+                    high: 1.0,
+                    log: true,
+                    step: None
+                },
+                Dist::Categorical(2),
+            ]
+        );
+        let c = t.config(&[32.0, 0.2, 0.01, 1.0]);
+        assert_eq!(
+            Value::Object(c.clone()),
+            json!({"bs": 32, "drop": 0.2, "epochs": 3, "lr": 0.01, "opt": "adam"})
+        );
+        assert_eq!(t.values(&c), Some(vec![32.0, 0.2, 0.01, 1.0]));
+        for (bad, why) in [
+            (json!({"a": {"grid": [1, 2]}}), "grid"),
+            (json!({"a": {"choice": [1]}}), "one value"),
+            (json!({"a": {"randint": [3, 4]}}), "one value"),
+            (json!({"a": {"quniform": [0, 1, 0.3]}}), "multiple of q"),
+            (json!({"a": 1}), "no parameter"),
+        ] {
+            let e = space(bad).tpe().unwrap_err().to_string();
+            assert!(e.contains(why), "{e}");
+        }
     }
 
     #[test]

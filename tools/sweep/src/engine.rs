@@ -13,11 +13,12 @@ use records::{BestTrial, Decision, SweepSummary, TrialRecord, TrialResult};
 use serde_json::{Map, Value};
 
 use crate::files::TrialFiles;
-use crate::journal::{Definition, Entry, Journal, SchedulerKind};
+use crate::journal::{Definition, Entry, Journal, SchedulerKind, SearchKind};
 use crate::procs::{self, Msg};
 use crate::template::{Bindings, Template};
 use search::asha::{Action, Asha, Scheduler};
-use search::space::Config;
+use search::space::{Config, Space, TpeSpace};
+use search::tpe::{Observed, Tpe};
 use tensorboard::SessionStatus;
 
 /// How this run of the sweep executes (may change between a sweep and its resumption).
@@ -75,6 +76,8 @@ struct Proc {
 struct Trial {
     id: usize,
     config: Config,
+    /// Whether `config` is chosen (TPE chooses it when the trial first starts).
+    chosen: bool,
     dir: PathBuf,
     status: Status,
     attempts: usize,
@@ -118,6 +121,8 @@ pub struct Engine<'a> {
     out_dir: PathBuf,
     trials: Vec<Trial>,
     scheduler: Scheduler,
+    /// TPE's view of the space and its sampler (--search tpe).
+    tpe: Option<(TpeSpace, Tpe)>,
     journal: Journal,
     queue: VecDeque<usize>,
     slots: Vec<Option<usize>>,
@@ -161,13 +166,23 @@ impl<'a> Engine<'a> {
                 max_t: def.asha.max_t,
             },
         };
-        let trials: Vec<Trial> = def
-            .trials
-            .iter()
-            .enumerate()
-            .map(|(i, c)| Trial {
+        let tpe = match def.search {
+            SearchKind::Random => None,
+            SearchKind::Tpe => {
+                let space = Space::parse(&def.space.to_string())?.tpe()?;
+                let tpe = Tpe::new(space.dists().to_vec(), def.asha.mode, def.seed);
+                Some((space, tpe))
+            }
+        };
+        let count = match def.search {
+            SearchKind::Random => def.trials.len(),
+            SearchKind::Tpe => def.samples,
+        };
+        let trials: Vec<Trial> = (0..count)
+            .map(|i| Trial {
                 id: i,
-                config: c.clone(),
+                config: def.trials.get(i).cloned().unwrap_or_default(),
+                chosen: tpe.is_none(),
                 dir: trial_dir(&out_dir, i),
                 status: Status::Pending,
                 attempts: 0,
@@ -192,6 +207,7 @@ impl<'a> Engine<'a> {
             out_dir,
             trials,
             scheduler,
+            tpe,
             journal,
             queue: VecDeque::new(),
             slots,
@@ -216,6 +232,18 @@ impl<'a> Engine<'a> {
         for e in entries {
             match e {
                 Entry::Sweep { .. } => {}
+                Entry::Suggest { trial, config } => {
+                    // The sampler's stream advances as it did: the same history, the same draws.
+                    let again = self.suggest(*trial)?;
+                    if again != *config {
+                        anyhow::bail!(
+                            "the journal's config for trial {trial} differs from this sweep's TPE suggestion: was it written by another version?"
+                        );
+                    }
+                    let t = &mut self.trials[*trial];
+                    t.config = again;
+                    t.chosen = true;
+                }
                 Entry::Start { trial, attempt, .. } => {
                     let t = &mut self.trials[*trial];
                     t.attempts = *attempt;
@@ -325,7 +353,42 @@ impl<'a> Engine<'a> {
         Ok(Outcome::from_failures(failed))
     }
 
+    /// TPE's config for trial `i`, from every trial chosen so far: finished ones by their last
+    /// metric (an error, no result or a NaN leaves a trial out, as Optuna leaves out failed
+    /// trials), the others as running.
+    fn suggest(&mut self, i: usize) -> Result<Config> {
+        let Some((space, tpe)) = &mut self.tpe else {
+            anyhow::bail!("trial {i}: a suggestion in a sweep without --search tpe");
+        };
+        let mut history = Vec::new();
+        for t in self.trials.iter().filter(|t| t.chosen && t.id != i) {
+            let value = match t.status {
+                Status::Error => continue,
+                Status::Completed | Status::Stopped => match t.last_point() {
+                    Some((_, m)) if !m.is_nan() => Some(m),
+                    _ => continue,
+                },
+                Status::Running | Status::Pending => None,
+            };
+            let params = space
+                .values(&t.config)
+                .with_context(|| format!("trial {}'s config is not of this space", t.id))?;
+            history.push(Observed { params, value });
+        }
+        Ok(space.config(&tpe.suggest(&history)))
+    }
+
     fn start(&mut self, i: usize, slot: usize) -> Result<()> {
+        if !self.trials[i].chosen {
+            let config = self.suggest(i)?;
+            self.journal.append(&Entry::Suggest {
+                trial: i,
+                config: config.clone(),
+            })?;
+            let t = &mut self.trials[i];
+            t.config = config;
+            t.chosen = true;
+        }
         let attempt = self.trials[i].attempts + 1;
         let t = &mut self.trials[i];
         t.attempts = attempt;

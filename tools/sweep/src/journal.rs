@@ -1,5 +1,6 @@
 //! The sweep's append-only journal, `OUT_DIR/journal.jsonl`: the sweep's definition first, then
-//! every trial start, result (with the scheduler's answer), failure and end, one JSON line each,
+//! every suggested config, trial start, result (with the scheduler's answer), failure and end,
+//! one JSON line each,
 //! written with one `write` call so that a killed sweep leaves at most a torn last line.
 //! `sweep --resume` replays it through a fresh scheduler to rebuild the rungs.
 
@@ -52,6 +53,19 @@ pub enum SchedulerKind {
     Fifo,
 }
 
+/// How trial configs are chosen.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum SearchKind {
+    /// Every grid combination, --samples times, other parameters drawn at random; all made
+    /// when the sweep starts.
+    #[default]
+    Random,
+    /// Optuna's tree-structured Parzen estimator: each trial's config suggested when it
+    /// starts, from the results of the trials before it.
+    Tpe,
+}
+
 /// Everything that decides a sweep's trials and decisions (what `--resume` takes from the
 /// journal rather than the command line).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -62,10 +76,13 @@ pub struct Definition {
     pub metric: String,
     pub time_attr: String,
     pub scheduler: SchedulerKind,
+    /// Absent from journals written before TPE: random.
+    #[serde(default)]
+    pub search: SearchKind,
     pub asha: AshaSettings,
     pub max_failures: usize,
     pub command: Vec<ArgRepr>,
-    /// The generated configs, in trial order.
+    /// The generated configs, in trial order (random search; TPE's are `Suggest` entries).
     pub trials: Vec<Config>,
 }
 
@@ -77,6 +94,8 @@ pub enum Entry {
         version: u32,
         definition: Definition,
     },
+    /// A config the search algorithm suggested, before the trial's first start.
+    Suggest { trial: usize, config: Config },
     Start {
         trial: usize,
         attempt: usize,
@@ -201,6 +220,7 @@ mod tests {
             metric: "acc".into(),
             time_attr: "epoch".into(),
             scheduler: SchedulerKind::Asha,
+            search: SearchKind::Random,
             asha: AshaSettings {
                 max_t: 4.0,
                 grace_period: 1.0,
@@ -215,6 +235,14 @@ mod tests {
             ],
             trials: vec![],
         }
+    }
+
+    #[test]
+    fn a_definition_written_before_tpe_reads_as_random_search() {
+        let mut v = serde_json::to_value(definition()).unwrap();
+        v.as_object_mut().unwrap().remove("search").unwrap();
+        let d: Definition = serde_json::from_value(v).unwrap();
+        assert_eq!(d, definition());
     }
 
     #[test]

@@ -18,12 +18,13 @@ mod procs;
 mod pyjson;
 pub mod template;
 
-use journal::{ArgRepr, Definition, Journal, SchedulerKind};
+use journal::{ArgRepr, Definition, Journal, SchedulerKind, SearchKind};
 use search::{AshaSettings, Mode, space};
 
 /// Hyper-parameter search with ASHA early stopping, as Ray Tune's, over any command that prints JSON records.
 ///
-/// Draws trial configs from a search space (Ray Tune's primitives, as JSON), runs the command
+/// Draws trial configs from a search space (Ray Tune's primitives, as JSON; at random, or
+/// suggested by TPE as Optuna's sampler suggests them, --search tpe), runs the command
 /// once per trial with {placeholders} filled in, at most --slots at a time, each slot with its
 /// own CUDA_VISIBLE_DEVICES. Every stdout line of a trial that is a JSON object holding
 /// --metric (and --time-attr) is a result; ASHA stops the trials that fall behind at each rung,
@@ -47,7 +48,8 @@ pub struct Cli {
     pub space: Option<PathBuf>,
 
     /// Repetitions of the space (Ray's num_samples): every grid combination is run this many
-    /// times, each time with fresh draws for the other parameters. [default: 1]
+    /// times, each time with fresh draws for the other parameters. With --search tpe, the
+    /// number of trials (required). [default: 1]
     #[arg(long, value_name = "N", conflicts_with = "resume", value_parser = clap::value_parser!(u32).range(1..))]
     pub samples: Option<u32>,
 
@@ -55,6 +57,16 @@ pub struct Cli {
     /// it, as np.random.seed(N) before Ray adds the trials). [default: 0]
     #[arg(long, value_name = "N", conflicts_with = "resume")]
     pub seed: Option<u32>,
+
+    /// How configs are chosen: random (grid combinations, other parameters drawn at random,
+    /// all when the sweep starts) or tpe (Optuna's TPESampler with its defaults and --seed:
+    /// 10 random trials, then each config suggested when its trial starts from the trials
+    /// before it — finished ones by their last --metric, running ones as Optuna's constant
+    /// liar counts them; a trial ASHA stopped counts with its last result, as Ray's OptunaSearch
+    /// reports it). TPE takes choice, uniform, loguniform, randint and quniform, no grid.
+    /// [default: random]
+    #[arg(long, value_enum, conflicts_with = "resume")]
+    pub search: Option<SearchKind>,
 
     /// The record field to optimise.
     #[arg(
@@ -295,9 +307,21 @@ fn definition(cli: &Cli) -> Result<(Definition, template::Template)> {
     if let Err(e) = asha.validate() {
         return usage(format!("{e:#}"));
     }
+    let search = cli.search.unwrap_or_default();
+    if search == SearchKind::Tpe {
+        if let Err(e) = space.tpe() {
+            return usage(format!("--search tpe: {e:#}"));
+        }
+        if cli.samples.is_none() {
+            return usage("--search tpe needs --samples N, the number of trials");
+        }
+    }
     let samples = cli.samples.unwrap_or(1) as usize;
     // Every trial's config is made up front and journalled: bounded before anything is made.
-    let trials = space.trial_count(samples);
+    let trials = match search {
+        SearchKind::Random => space.trial_count(samples),
+        SearchKind::Tpe => samples as u128,
+    };
     if trials > MAX_TRIALS {
         return usage(format!(
             "the space gives {trials} trials (--samples {samples} × its grid combinations); a sweep \
@@ -318,10 +342,14 @@ fn definition(cli: &Cli) -> Result<(Definition, template::Template)> {
             .clone()
             .unwrap_or_else(|| "training_iteration".into()),
         scheduler: cli.scheduler.unwrap_or(SchedulerKind::Asha),
+        search,
         asha,
         max_failures: cli.max_failures.unwrap_or(0),
         command: cli.command.iter().map(ArgRepr::from_os).collect(),
-        trials: space.generate(samples, seed as u64),
+        trials: match search {
+            SearchKind::Random => space.generate(samples, seed as u64),
+            SearchKind::Tpe => Vec::new(),
+        },
     };
     Ok((def, template))
 }
@@ -404,8 +432,26 @@ fn installed_gpus() -> Option<usize> {
 
 /// OUT_DIR's own event file: the hparams experiment (parameters and the metric).
 fn write_experiment(out_dir: &std::path::Path, def: &Definition) -> Result<()> {
-    let Some(first) = def.trials.first() else {
-        return Ok(());
+    // A config shows the parameters' names and kinds: the first trial's, or with TPE (whose
+    // configs come later) one at the space's lower bounds.
+    let first = match def.search {
+        SearchKind::Random => match def.trials.first() {
+            Some(c) => c.clone(),
+            None => return Ok(()),
+        },
+        SearchKind::Tpe => {
+            let space = space::Space::parse(&def.space.to_string())?.tpe()?;
+            let lows: Vec<f64> = space
+                .dists()
+                .iter()
+                .map(|d| match *d {
+                    search::tpe::Dist::Float { low, .. } => low,
+                    search::tpe::Dist::Int { low, .. } => low as f64,
+                    search::tpe::Dist::Categorical(_) => 0.0,
+                })
+                .collect();
+            space.config(&lows)
+        }
     };
     let params: Vec<(String, &serde_json::Value)> =
         first.iter().map(|(k, v)| (k.clone(), v)).collect();

@@ -1296,3 +1296,180 @@ fn each_slot_runs_on_cpus_of_its_own_with_that_many_omp_threads() {
         );
     }
 }
+
+const TPE: &[&str] = &[
+    "--search",
+    "tpe",
+    "--samples",
+    "14",
+    "--seed",
+    "5",
+    "--metric",
+    "val_top1",
+    "--mode",
+    "max",
+    "--time-attr",
+    "epoch",
+    "--max-t",
+    "4",
+    "--grace-period",
+    "1",
+    "--reduction-factor",
+    "2",
+];
+
+fn tpe_space() -> Value {
+    json!({"lr": {"loguniform": [1e-4, 1]}, "batch_size": {"randint": [16, 512]}})
+}
+
+/// The configs of the trials in trial order (from their start records).
+fn started_configs(r: &Records) -> Vec<serde_json::Map<String, Value>> {
+    let mut s: Vec<&TrialRecord> = r.starts.iter().collect();
+    s.sort_by_key(|t| t.trial);
+    s.iter().map(|t| t.config.clone()).collect()
+}
+
+#[test]
+fn tpe_suggests_what_optuna_suggests_given_the_same_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let args = [TPE, &["--out-dir", out.to_str().unwrap()]].concat();
+    let cmd = [
+        "--lr",
+        "{lr}",
+        "--batch-size",
+        "{batch_size}",
+        "--epochs",
+        "4",
+    ];
+    let r = ok(&sweep(dir.path(), &tpe_space(), &args, &cmd)
+        .output()
+        .unwrap());
+    let configs = started_configs(&r);
+    assert_eq!(configs.len(), 14);
+    // Each trial's value is its last result, whether ASHA stopped it or it completed.
+    let mut ends: Vec<&TrialRecord> = r.ends.iter().collect();
+    ends.sort_by_key(|t| t.trial);
+    let values: Vec<f64> = ends
+        .iter()
+        .map(|e| e.last.as_ref().unwrap()["val_top1"].as_f64().unwrap())
+        .collect();
+    let (stopped, _) = outcome(&r.ends);
+    assert!(!stopped.is_empty(), "ASHA stopped some trials");
+    let case = json!({"seed": 5, "mode": "max", "values": values, "space": {
+        "lr": {"float": [1e-4, 1.0], "log": true}, "batch_size": {"int": [16, 511]}}});
+    let path = dir.path().join("case.json");
+    std::fs::write(&path, case.to_string()).unwrap();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/optuna_replay.py");
+    let o = Command::new(common::python())
+        .arg(script)
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let want: Vec<serde_json::Map<String, Value>> = serde_json::from_slice(&o.stdout).unwrap();
+    for (i, (got, want)) in configs.iter().zip(&want).enumerate() {
+        assert_eq!(got["batch_size"], want["batch_size"], "trial {i}");
+        let (g, w) = (got["lr"].as_f64().unwrap(), want["lr"].as_f64().unwrap());
+        assert!(
+            (g - w).abs() <= 1e-9 * w,
+            "trial {i}: lr {g} vs Optuna's {w}"
+        );
+    }
+    // TPE's suggestions after the 10 random ones gather near the curve's best lr (0.03).
+    let near = configs[10..]
+        .iter()
+        .filter(|c| (c["lr"].as_f64().unwrap().log10() + 1.5).abs() < 1.0)
+        .count();
+    assert!(near >= 2, "{configs:?}");
+}
+
+#[test]
+fn tpe_kill_9_then_resume_suggests_what_an_uninterrupted_sweep_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let cmd = [
+        "--lr",
+        "{lr}",
+        "--batch-size",
+        "{batch_size}",
+        "--epochs",
+        "4",
+        "--sleep-ms",
+        "15",
+        "--state",
+        "{trial_dir}/state",
+    ];
+    let run = |out: &Path| {
+        let args = [TPE, &["--out-dir", out.to_str().unwrap()]].concat();
+        sweep(dir.path(), &tpe_space(), &args, &cmd)
+    };
+    let whole = dir.path().join("whole");
+    let r = ok(&run(&whole).output().unwrap());
+    let want = started_configs(&r);
+
+    let cut = dir.path().join("cut");
+    // Killed in the middle of the sweep (past the random start-up), then again.
+    kill_after_results(run(&cut), 30);
+    let mut resume = Command::new(BIN);
+    resume
+        .args(["--resume", "--report-secs", "0", "--out-dir"])
+        .arg(&cut);
+    kill_after_results(resume, 4);
+    let mut resume = Command::new(BIN);
+    resume.args(["--resume", "--out-dir"]).arg(&cut);
+    ok(&resume.output().unwrap());
+    let suggested: Vec<serde_json::Map<String, Value>> =
+        std::fs::read_to_string(cut.join("journal.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|e| e["event"] == "suggest")
+            .map(|e| e["config"].as_object().unwrap().clone())
+            .collect();
+    assert_eq!(
+        suggested, want,
+        "each trial suggested once, as without the kills"
+    );
+    assert_eq!(journal_ends(&cut), journal_ends(&whole));
+    assert_eq!(journal_results(&cut), journal_results(&whole));
+}
+
+#[test]
+fn tpe_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let cmd = ["--lr", "{lr}", "--batch-size", "{batch_size}"];
+    for (space, extra, why) in [
+        (tpe_space(), &["--search", "tpe"][..], "--samples"),
+        (
+            json!({"lr": {"grid": [0.1, 0.01]}, "batch_size": 32}),
+            &["--search", "tpe", "--samples", "4"][..],
+            "grid",
+        ),
+    ] {
+        let args = [
+            extra,
+            &[
+                "--metric",
+                "val_top1",
+                "--mode",
+                "max",
+                "--out-dir",
+                out.to_str().unwrap(),
+            ],
+        ]
+        .concat();
+        let o = sweep(dir.path(), &space, &args, &cmd).output().unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains(why),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}
