@@ -24,6 +24,8 @@ use std::collections::{BTreeMap, HashMap};
 use anyhow::{Result, bail};
 use rand_mt::Mt;
 
+use crate::median::Median;
+
 /// What the metric should do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
@@ -56,6 +58,8 @@ impl Mode {
 pub enum Action {
     Continue,
     Stop,
+    /// Yield the slot to a waiting trial; run again later from where it was.
+    Pause,
 }
 
 /// A rung's judgement of one result (values in the metric's own units, not multiplied by op).
@@ -379,37 +383,56 @@ pub enum Scheduler {
     Fifo {
         max_t: f64,
     },
+    /// The median stopping rule; max_t completes a trial (Ray's stopper, checked before the
+    /// scheduler sees the result).
+    Median {
+        rule: Box<Median>,
+        max_t: f64,
+    },
 }
 
 impl Scheduler {
     pub fn add(&mut self, trial: usize) -> Option<usize> {
         match self {
             Scheduler::Asha(a) => Some(a.add(trial)),
-            Scheduler::Fifo { .. } => None,
+            Scheduler::Fifo { .. } | Scheduler::Median { .. } => None,
         }
     }
 
-    pub fn on_result(&mut self, trial: usize, time: f64, metric: f64) -> Verdict {
+    /// `others_waiting`: some other trial is pending or paused (the median rule yields to it).
+    pub fn on_result(
+        &mut self,
+        trial: usize,
+        time: f64,
+        metric: f64,
+        others_waiting: bool,
+    ) -> Verdict {
+        let plain = |action| Verdict {
+            action,
+            complete: false,
+            rung: None,
+        };
         match self {
             Scheduler::Asha(a) => a.on_result(trial, time, metric),
-            Scheduler::Fifo { max_t } => {
-                let complete = time >= *max_t;
+            Scheduler::Fifo { max_t } | Scheduler::Median { max_t, .. } if time >= *max_t => {
                 Verdict {
-                    action: if complete {
-                        Action::Stop
-                    } else {
-                        Action::Continue
-                    },
-                    complete,
+                    action: Action::Stop,
+                    complete: true,
                     rung: None,
                 }
+            }
+            Scheduler::Fifo { .. } => plain(Action::Continue),
+            Scheduler::Median { rule, .. } => {
+                plain(rule.on_result(trial, time, metric, others_waiting))
             }
         }
     }
 
     pub fn on_complete(&mut self, trial: usize, last: Option<(f64, f64)>) {
-        if let Scheduler::Asha(a) = self {
-            a.on_complete(trial, last);
+        match self {
+            Scheduler::Asha(a) => a.on_complete(trial, last),
+            Scheduler::Median { rule, .. } => rule.on_complete(trial, last),
+            Scheduler::Fifo { .. } => {}
         }
     }
 }

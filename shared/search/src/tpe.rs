@@ -218,7 +218,7 @@ fn next_down(x: f64) -> f64 {
 }
 
 /// numpy's sum of a contiguous array: pairwise, eight accumulators per block of up to 128.
-fn np_sum(a: &[f64]) -> f64 {
+pub(crate) fn np_sum(a: &[f64]) -> f64 {
     let n = a.len();
     if n < 8 {
         return a.iter().fold(0.0, |s, x| s + x);

@@ -17,6 +17,7 @@ use crate::journal::{Definition, Entry, Journal, SchedulerKind, SearchKind};
 use crate::procs::{self, Msg};
 use crate::template::{Bindings, Template};
 use search::asha::{Action, Asha, Scheduler};
+use search::median::Median;
 use search::space::{Config, Space, TpeSpace};
 use search::tpe::{Observed, Tpe};
 use tensorboard::SessionStatus;
@@ -39,6 +40,8 @@ pub struct RunOptions {
 enum Status {
     Pending,
     Running,
+    /// Yielded its slot to a waiting trial (the median rule); runs again later.
+    Paused,
     Completed,
     Stopped,
     Error,
@@ -49,6 +52,7 @@ impl Status {
         match self {
             Status::Pending => "pending",
             Status::Running => "running",
+            Status::Paused => "paused",
             Status::Completed => "completed",
             Status::Stopped => "stopped",
             Status::Error => "error",
@@ -165,6 +169,13 @@ impl<'a> Engine<'a> {
             SchedulerKind::Fifo => Scheduler::Fifo {
                 max_t: def.asha.max_t,
             },
+            SchedulerKind::Median => Scheduler::Median {
+                rule: Box::new(Median::new(
+                    def.median
+                        .context("a median sweep's journal without its settings")?,
+                )),
+                max_t: def.asha.max_t,
+            },
         };
         let tpe = match def.search {
             SearchKind::Random => None,
@@ -255,17 +266,23 @@ impl<'a> Engine<'a> {
                     metric,
                     record,
                     stop,
+                    pause,
+                    waiting,
                 } => {
                     let t = &mut self.trials[*trial];
                     t.push_result(*time, *metric, record);
-                    let v = self.scheduler.on_result(*trial, *time, *metric);
-                    if (v.action == Action::Stop) != *stop {
+                    let v = self.scheduler.on_result(*trial, *time, *metric, *waiting);
+                    if (v.action == Action::Stop) != *stop || (v.action == Action::Pause) != *pause
+                    {
                         anyhow::bail!(
                             "the journal's decision for trial {trial} at {time} differs from this sweep's scheduler: was it written by another version?"
                         );
                     }
                     if v.action == Action::Stop {
                         decided[*trial] = Some(t.stopped(v.complete, *time));
+                    }
+                    if v.action == Action::Pause {
+                        t.status = Status::Paused;
                     }
                 }
                 Entry::Failure { trial, .. } => self.trials[*trial].failures += 1,
@@ -320,7 +337,9 @@ impl<'a> Engine<'a> {
                 break true;
             }
             while let Some(slot) = self.slots.iter().position(Option::is_none) {
-                let Some(i) = self.queue.pop_front() else {
+                // Pending trials first, then paused ones in trial order (Ray's FIFO choice).
+                let paused = || self.trials.iter().find(|t| t.status == Status::Paused);
+                let Some(i) = self.queue.pop_front().or_else(|| paused().map(|t| t.id)) else {
                     break;
                 };
                 self.start(i, slot)?;
@@ -368,7 +387,7 @@ impl<'a> Engine<'a> {
                     Some((_, m)) if !m.is_nan() => Some(m),
                     _ => continue,
                 },
-                Status::Running | Status::Pending => None,
+                Status::Running | Status::Pending | Status::Paused => None,
             };
             let params = space
                 .values(&t.config)
@@ -391,6 +410,7 @@ impl<'a> Engine<'a> {
         }
         let attempt = self.trials[i].attempts + 1;
         let t = &mut self.trials[i];
+        let resumed = t.status == Status::Paused;
         t.attempts = attempt;
         t.status = Status::Running;
         t.first_start.get_or_insert_with(Instant::now);
@@ -402,7 +422,12 @@ impl<'a> Engine<'a> {
         let launched = self.launch(i, slot, attempt);
         let t = &mut self.trials[i];
         let record = TrialRecord {
-            event: if attempt == 1 { "start" } else { "retry" }.into(),
+            event: match (attempt, resumed) {
+                (1, _) => "start",
+                (_, true) => "resume",
+                _ => "retry",
+            }
+            .into(),
             trial: i,
             config: t.config.clone(),
             dir: t.dir.clone(),
@@ -411,7 +436,11 @@ impl<'a> Engine<'a> {
             status: None,
             stopped_at: None,
             last: None,
-            message: if attempt > 1 { t.message.clone() } else { None },
+            message: if attempt > 1 && !resumed {
+                t.message.clone()
+            } else {
+                None
+            },
         };
         self.out.emit(&record)?;
         self.dirty = true;
@@ -485,7 +514,9 @@ impl<'a> Engine<'a> {
                 line,
             } => {
                 let t = &self.trials[trial];
-                if t.status != Status::Running
+                // A paused trial's process may print results before its SIGTERM lands: they
+                // are results (its checkpoint will hold them), not lost lines.
+                if !matches!(t.status, Status::Running | Status::Paused)
                     || t.proc.as_ref().is_none_or(|p| p.attempt != attempt)
                 {
                     return Ok(()); // decided already, or an old attempt's last words
@@ -598,16 +629,21 @@ impl<'a> Engine<'a> {
             }
             return Ok(());
         }
+        let waiting = !self.queue.is_empty()
+            || (self.trials.iter()).any(|t| t.id != i && t.status == Status::Paused);
         let t = &mut self.trials[i];
         t.push_result(time, metric, &record);
-        let verdict = self.scheduler.on_result(i, time, metric);
+        let verdict = self.scheduler.on_result(i, time, metric, waiting);
         let stop = verdict.action == Action::Stop;
+        let pause = verdict.action == Action::Pause;
         self.journal.append(&Entry::Result {
             trial: i,
             time,
             metric,
             record: record.clone(),
             stop,
+            pause,
+            waiting,
         })?;
 
         let t = &mut self.trials[i];
@@ -651,6 +687,32 @@ impl<'a> Engine<'a> {
             self.finish(i, status, None)?;
             self.terminate(i);
         }
+        if pause && self.trials[i].status == Status::Running {
+            self.pause(i, time)?;
+        }
+        Ok(())
+    }
+
+    /// The median rule's pause: the trial's process is stopped as a stopped trial's is, and the
+    /// trial runs again (its command restarted in its directory) when no pending trial is left.
+    fn pause(&mut self, i: usize, time: f64) -> Result<()> {
+        let t = &mut self.trials[i];
+        t.status = Status::Paused;
+        let record = TrialRecord {
+            event: "pause".into(),
+            trial: i,
+            config: t.config.clone(),
+            dir: t.dir.clone(),
+            attempt: t.attempts,
+            slot: t.proc.as_ref().map(|p| p.slot),
+            status: None,
+            stopped_at: Some(time),
+            last: t.last.clone().map(Value::Object),
+            message: None,
+        };
+        self.out.emit(&record)?;
+        self.terminate(i);
+        self.dirty = true;
         Ok(())
     }
 

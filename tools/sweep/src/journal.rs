@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use search::asha::AshaSettings;
+use search::median::MedianSettings;
 use search::space::Config;
 
 pub const FILE: &str = "journal.jsonl";
@@ -45,12 +46,13 @@ impl ArgRepr {
     }
 }
 
-/// `asha` or `fifo`.
+/// `asha`, `fifo` or `median`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum SchedulerKind {
     Asha,
     Fifo,
+    Median,
 }
 
 /// How trial configs are chosen.
@@ -80,6 +82,9 @@ pub struct Definition {
     #[serde(default)]
     pub search: SearchKind,
     pub asha: AshaSettings,
+    /// The median rule's settings (absent before it, and for the other schedulers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub median: Option<MedianSettings>,
     pub max_failures: usize,
     pub command: Vec<ArgRepr>,
     /// The generated configs, in trial order (random search; TPE's are `Suggest` entries).
@@ -109,6 +114,12 @@ pub enum Entry {
         metric: f64,
         record: Map<String, Value>,
         stop: bool,
+        /// The median rule paused the trial (it yields its slot and runs again later).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        pause: bool,
+        /// Another trial was pending or paused (what the median rule asks).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        waiting: bool,
     },
     Failure {
         trial: usize,
@@ -221,6 +232,7 @@ mod tests {
             time_attr: "epoch".into(),
             scheduler: SchedulerKind::Asha,
             search: SearchKind::Random,
+            median: None,
             asha: AshaSettings {
                 max_t: 4.0,
                 grace_period: 1.0,

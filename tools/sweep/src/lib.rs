@@ -19,6 +19,7 @@ mod pyjson;
 pub mod template;
 
 use journal::{ArgRepr, Definition, Journal, SchedulerKind, SearchKind};
+use search::median::MedianSettings;
 use search::{AshaSettings, Mode, space};
 
 /// Hyper-parameter search (random, grid or TPE as Optuna's) with ASHA early stopping, as Ray Tune's, over any command that prints JSON records.
@@ -91,7 +92,11 @@ pub struct Cli {
     #[arg(long, value_name = "NAME", conflicts_with = "resume")]
     pub time_attr: Option<String>,
 
-    /// asha (early stopping) or fifo (every trial runs to its end). [default: asha]
+    /// asha (early stopping), median (Ray's MedianStoppingRule: past --grace-period, a trial
+    /// whose best metric is below the median of the others' running means at the same time is
+    /// stopped; with fewer than --min-samples such trials it yields its slot to a pending one,
+    /// to be restarted later in its directory) or fifo (every trial runs to its end).
+    /// [default: asha]
     #[arg(long, value_enum, conflicts_with = "resume")]
     pub scheduler: Option<SchedulerKind>,
 
@@ -100,7 +105,8 @@ pub struct Cli {
     #[arg(long, value_name = "T", conflicts_with = "resume")]
     pub max_t: Option<f64>,
 
-    /// ASHA: no trial is stopped before its time attribute reaches this. [default: 1]
+    /// ASHA and median: no trial is stopped before its time attribute reaches this (median:
+    /// running means start there). [default: 1]
     #[arg(long, value_name = "T", conflicts_with = "resume")]
     pub grace_period: Option<f64>,
 
@@ -111,6 +117,17 @@ pub struct Cli {
     /// ASHA brackets (bracket s starts its rungs at grace·rf^s). [default: 1]
     #[arg(long, value_name = "N", conflicts_with = "resume")]
     pub brackets: Option<usize>,
+
+    /// Median: trials (other than the one judged) that must have reached its time before it
+    /// can be stopped. [default: 3]
+    #[arg(long, value_name = "N", conflicts_with = "resume")]
+    pub min_samples: Option<usize>,
+
+    /// Median: a trial yields its slot at most once per this much of its time attribute (a
+    /// paused trial's command is restarted: give it a flag that resumes from {trial_dir}).
+    /// [default: 0]
+    #[arg(long, value_name = "T", conflicts_with = "resume")]
+    pub min_time_slice: Option<f64>,
 
     /// Times a failed trial (its command exited non-zero before it was stopped) runs again
     /// before it is an error. A retry runs the same command in the same trial directory: give
@@ -307,6 +324,17 @@ fn definition(cli: &Cli) -> Result<(Definition, template::Template)> {
     if let Err(e) = asha.validate() {
         return usage(format!("{e:#}"));
     }
+    let scheduler = cli.scheduler.unwrap_or(SchedulerKind::Asha);
+    if cli.min_time_slice.is_some_and(|t| t.is_nan() || t < 0.0) {
+        return usage("--min-time-slice must be 0 or more");
+    }
+    if scheduler != SchedulerKind::Median
+        && (cli.min_samples.is_some() || cli.min_time_slice.is_some())
+    {
+        return usage(
+            "--min-samples and --min-time-slice are the median rule's: add --scheduler median",
+        );
+    }
     let search = cli.search.unwrap_or_default();
     if search == SearchKind::Tpe {
         if let Err(e) = space.tpe() {
@@ -341,9 +369,15 @@ fn definition(cli: &Cli) -> Result<(Definition, template::Template)> {
             .time_attr
             .clone()
             .unwrap_or_else(|| "training_iteration".into()),
-        scheduler: cli.scheduler.unwrap_or(SchedulerKind::Asha),
+        scheduler,
         search,
         asha,
+        median: (scheduler == SchedulerKind::Median).then_some(MedianSettings {
+            grace_period: asha.grace_period,
+            min_samples: cli.min_samples.unwrap_or(3),
+            min_time_slice: cli.min_time_slice.unwrap_or(0.0),
+            mode,
+        }),
         max_failures: cli.max_failures.unwrap_or(0),
         command: cli.command.iter().map(ArgRepr::from_os).collect(),
         trials: match search {

@@ -61,6 +61,8 @@ struct Records {
     starts: Vec<TrialRecord>,
     ends: Vec<TrialRecord>,
     retries: Vec<TrialRecord>,
+    pauses: Vec<TrialRecord>,
+    resumes: Vec<TrialRecord>,
     results: Vec<TrialResult>,
     decisions: Vec<Decision>,
     summary: Option<SweepSummary>,
@@ -77,6 +79,8 @@ fn records(stdout: &[u8]) -> Records {
                 match t.event.as_str() {
                     "start" => r.starts.push(t),
                     "retry" => r.retries.push(t),
+                    "pause" => r.pauses.push(t),
+                    "resume" => r.resumes.push(t),
                     "end" => r.ends.push(t),
                     other => panic!("trial event {other}"),
                 }
@@ -1472,4 +1476,120 @@ fn tpe_usage_errors() {
             String::from_utf8_lossy(&o.stderr)
         );
     }
+}
+
+#[test]
+fn median_rule_decides_as_rays_and_paused_trials_resume_from_their_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let space = json!({"lr": {"grid": [0.0003, 0.03, 0.3, 0.003, 0.01]}, "batch_size": 64});
+    let args = [
+        "--scheduler",
+        "median",
+        "--min-samples",
+        "2",
+        "--grace-period",
+        "2",
+        "--max-t",
+        "6",
+        "--metric",
+        "val_top1",
+        "--mode",
+        "max",
+        "--time-attr",
+        "epoch",
+        "--out-dir",
+        out.to_str().unwrap(),
+    ];
+    let cmd = [
+        "--lr",
+        "{lr}",
+        "--batch-size",
+        "{batch_size}",
+        "--epochs",
+        "6",
+        "--sleep-ms",
+        "20",
+        "--state",
+        "{trial_dir}/state",
+    ];
+    let r = ok(&sweep(dir.path(), &space, &args, &cmd).output().unwrap());
+    assert!(
+        !r.pauses.is_empty(),
+        "the first trials yield to pending ones"
+    );
+    // A paused trial runs again once no trial is pending, unless results its process printed
+    // before the SIGTERM landed ended it (they count: its checkpoint holds them).
+    assert!(!r.resumes.is_empty() && r.resumes.len() <= r.pauses.len());
+    assert_eq!(r.summary.as_ref().unwrap().unfinished, 0);
+    let (stopped, completed) = outcome(&r.ends);
+    assert!(
+        !stopped.is_empty() && !completed.is_empty(),
+        "{stopped:?} {completed:?}"
+    );
+    // Each trial's results go on from where it was paused: epochs 1, 2, ... once each.
+    let journal: Vec<Value> = std::fs::read_to_string(out.join("journal.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for trial in 0..5u64 {
+        let times: Vec<f64> = journal
+            .iter()
+            .filter(|e| e["event"] == "result" && e["trial"] == trial)
+            .map(|e| e["time"].as_f64().unwrap())
+            .collect();
+        let want: Vec<f64> = (1..=times.len()).map(|e| e as f64).collect();
+        assert_eq!(times, want, "trial {trial}");
+    }
+    // Ray's MedianStoppingRule fed the journal's results (and a completion with each trial's
+    // last result when it ended) takes the journal's decisions.
+    let mut events = Vec::new();
+    let mut want = Vec::new();
+    let mut last: BTreeMap<u64, (f64, Value)> = BTreeMap::new();
+    for e in &journal {
+        match e["event"].as_str().unwrap() {
+            "result" => {
+                let (t, m) = (e["time"].as_f64().unwrap(), e["metric"].clone());
+                let trial = e["trial"].as_u64().unwrap();
+                // A result at max_t completes the trial before the scheduler sees it.
+                if t < 6.0 {
+                    events.push(json!([
+                        "result",
+                        trial,
+                        t,
+                        m,
+                        e["waiting"].as_bool().unwrap_or(false)
+                    ]));
+                    want.push(if e["stop"] == true {
+                        "STOP"
+                    } else if e["pause"] == true {
+                        "PAUSE"
+                    } else {
+                        "CONTINUE"
+                    });
+                }
+                last.insert(trial, (t, m));
+            }
+            "end" => {
+                let trial = e["trial"].as_u64().unwrap();
+                let (t, m) = last[&trial].clone();
+                events.push(json!(["complete", trial, t, m, false]));
+            }
+            _ => {}
+        }
+    }
+    let case = json!([{"settings": {"grace_period": 2.0, "min_samples": 2, "min_time_slice": 0.0,
+        "mode": "max"}, "events": events}]);
+    let path = dir.path().join("median.json");
+    std::fs::write(&path, case.to_string()).unwrap();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/ray_median.py");
+    let o = Command::new(common::python())
+        .arg(script)
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let ray: Vec<Vec<String>> = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(ray[0], want);
 }

@@ -1,3 +1,4 @@
+#![allow(dead_code)] // shared by several test crates, each using a part
 //! Shared by sweep's integration tests: Ray Tune's scheduler through the venv's python.
 
 use std::path::PathBuf;
