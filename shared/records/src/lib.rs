@@ -279,30 +279,32 @@ pub struct BandwidthRecord {
     pub in_place: Option<Timing>,
 }
 
-/// A `sweep` trial starting, being retried, or ending.
+/// A `sweep` trial starting, being retried, paused and resumed (the median rule), or ending.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename = "trial")]
 pub struct TrialRecord {
-    /// `start`, `retry` (it failed and runs again) or `end`.
+    /// `start`, `retry` (it failed and runs again), `pause` (it yields its slot to a waiting
+    /// trial), `resume` (its command restarts after a pause) or `end`.
     pub event: String,
     pub trial: usize,
     pub config: serde_json::Map<String, serde_json::Value>,
     /// The trial's directory ({trial_dir}).
     #[serde(with = "os_text")]
     pub dir: PathBuf,
-    /// 1 for the first run of the command, 2 for the first retry, ...
+    /// 1 for the first run of the command, 2 for the second (a retry or a resume), ...
     pub attempt: usize,
-    /// `start` and `retry`: the slot the command runs in.
+    /// `start`, `retry`, `resume`: the slot the command runs in; `pause`: the one it leaves.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub slot: Option<usize>,
     /// `end`: completed (reached max_t or its command finished), stopped (by the scheduler) or
     /// error (its command failed, retries used up).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub status: Option<String>,
-    /// `end` of a stopped trial: the time attribute of the result that stopped it.
+    /// `end` of a stopped trial, `pause`: the time attribute of the result that stopped or
+    /// paused it.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub stopped_at: Option<f64>,
-    /// `end`: the trial's last result, as its command printed it.
+    /// `end`, `pause`: the trial's last result, as its command printed it.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub last: Option<serde_json::Value>,
     /// `retry` and `end` with status error: what went wrong.

@@ -1439,7 +1439,7 @@ fn tpe_kill_9_then_resume_suggests_what_an_uninterrupted_sweep_does() {
 }
 
 #[test]
-fn tpe_usage_errors() {
+fn tpe_and_median_usage_errors() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let cmd = ["--lr", "{lr}", "--batch-size", "{batch_size}"];
@@ -1449,6 +1449,16 @@ fn tpe_usage_errors() {
             json!({"lr": {"grid": [0.1, 0.01]}, "batch_size": 32}),
             &["--search", "tpe", "--samples", "4"][..],
             "grid",
+        ),
+        (
+            tpe_space(),
+            &["--samples", "2", "--min-samples", "2"][..],
+            "--scheduler median",
+        ),
+        (
+            tpe_space(),
+            &["--scheduler", "median", "--min-time-slice=-1"][..],
+            "--min-time-slice",
         ),
     ] {
         let args = [
