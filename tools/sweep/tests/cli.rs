@@ -1537,7 +1537,13 @@ fn median_rule_decides_as_rays_and_paused_trials_resume_from_their_state() {
         !stopped.is_empty() && !completed.is_empty(),
         "{stopped:?} {completed:?}"
     );
-    // Each trial's results go on from where it was paused: epochs 1, 2, ... once each.
+    assert_median_journal_is_rays(&out);
+}
+
+/// A median sweep's journal: each trial's results go on from where it was paused (epochs 1, 2,
+/// ... once each), and Ray's MedianStoppingRule fed the journal's results (and a completion
+/// with each trial's last result when it ended) takes the journal's decisions.
+fn assert_median_journal_is_rays(out: &Path) {
     let journal: Vec<Value> = std::fs::read_to_string(out.join("journal.jsonl"))
         .unwrap()
         .lines()
@@ -1591,7 +1597,7 @@ fn median_rule_decides_as_rays_and_paused_trials_resume_from_their_state() {
     }
     let case = json!([{"settings": {"grace_period": 2.0, "min_samples": 2, "min_time_slice": 0.0,
         "mode": "max"}, "events": events}]);
-    let path = dir.path().join("median.json");
+    let path = out.join("median-case.json");
     std::fs::write(&path, case.to_string()).unwrap();
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/ray_median.py");
     let o = Command::new(common::python())
@@ -1602,4 +1608,57 @@ fn median_rule_decides_as_rays_and_paused_trials_resume_from_their_state() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let ray: Vec<Vec<String>> = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(ray[0], want);
+}
+
+#[test]
+fn median_kill_9_then_resume_keeps_pauses_and_decides_as_rays() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let space = json!({"lr": {"grid": [0.0003, 0.03, 0.3, 0.003, 0.01]}, "batch_size": 64});
+    let args = [
+        "--scheduler",
+        "median",
+        "--min-samples",
+        "2",
+        "--grace-period",
+        "2",
+        "--max-t",
+        "6",
+        "--metric",
+        "val_top1",
+        "--mode",
+        "max",
+        "--time-attr",
+        "epoch",
+        "--out-dir",
+        out.to_str().unwrap(),
+    ];
+    let cmd = [
+        "--lr",
+        "{lr}",
+        "--batch-size",
+        "{batch_size}",
+        "--epochs",
+        "6",
+        "--sleep-ms",
+        "20",
+        "--state",
+        "{trial_dir}/state",
+    ];
+    // Killed after some trials have paused, then resumed to the end.
+    kill_after_results(sweep(dir.path(), &space, &args, &cmd), 8);
+    let paused_before = std::fs::read_to_string(out.join("journal.jsonl"))
+        .unwrap()
+        .matches("\"pause\":true")
+        .count();
+    assert!(paused_before > 0, "a pause before the kill");
+    let mut resume = Command::new(BIN);
+    resume.args(["--resume", "--out-dir"]).arg(&out);
+    let r = ok(&resume.output().unwrap());
+    assert_eq!(r.summary.as_ref().unwrap().unfinished, 0);
+    assert!(
+        !r.resumes.is_empty(),
+        "trials paused before the kill run again"
+    );
+    assert_median_journal_is_rays(&out);
 }
