@@ -21,10 +21,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use anyhow::{Result, bail};
-use rand_mt::Mt;
-
 use crate::median::Median;
+use crate::np_random::RandomState;
+use anyhow::{Result, bail};
 
 /// What the metric should do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -207,48 +206,14 @@ pub fn nanpercentile(values: &[f64], q: f64) -> f64 {
     }
 }
 
-/// numpy's legacy global generator as `np.random.seed(seed)` leaves it, for the bracket draws.
-#[derive(Debug)]
-struct NumpyLegacy(Mt);
-
-impl NumpyLegacy {
-    fn new(seed: u32) -> Self {
-        NumpyLegacy(Mt::new(seed))
-    }
-
-    /// `random_sample()`: mt19937's 53-bit double.
-    fn random_sample(&mut self) -> f64 {
-        let a = (self.0.next_u32() >> 5) as f64;
-        let b = (self.0.next_u32() >> 6) as f64;
-        (a * 67108864.0 + b) / 9007199254740992.0
-    }
-
-    /// `np.random.choice(len(p), p=p)`.
-    fn choice(&mut self, p: &[f64]) -> usize {
-        let mut cdf: Vec<f64> = p
-            .iter()
-            .scan(0.0, |acc, x| {
-                *acc += x;
-                Some(*acc)
-            })
-            .collect();
-        let last = *cdf.last().expect("at least one bracket");
-        for c in &mut cdf {
-            *c /= last;
-        }
-        let u = self.random_sample();
-        // searchsorted(side='right'): the number of entries <= u.
-        cdf.iter().take_while(|c| **c <= u).count().min(p.len() - 1)
-    }
-}
-
 /// `AsyncHyperBandScheduler`.
 #[derive(Debug)]
 pub struct Asha {
     settings: AshaSettings,
     brackets: Vec<Bracket>,
     trial_bracket: HashMap<usize, usize>,
-    rng: NumpyLegacy,
+    /// numpy's legacy global generator as `np.random.seed(seed)` leaves it: the bracket draws.
+    rng: RandomState,
     /// Trials stopped so far (Ray's `num_stopped`).
     pub num_stopped: usize,
 }
@@ -270,7 +235,7 @@ impl Asha {
             settings,
             brackets,
             trial_bracket: HashMap::new(),
-            rng: NumpyLegacy::new(seed),
+            rng: RandomState::new(seed),
             num_stopped: 0,
         })
     }
@@ -285,7 +250,7 @@ impl Asha {
             .collect();
         let sum: f64 = probs.iter().sum();
         let normalized: Vec<f64> = probs.iter().map(|p| p / sum).collect();
-        let idx = self.rng.choice(&normalized);
+        let idx = self.rng.choice(&normalized, 1)[0];
         self.trial_bracket.insert(trial, idx);
         idx
     }
@@ -512,15 +477,5 @@ mod tests {
         assert_eq!(v.rung.unwrap().cutoff, Some(0.5));
         let v = a.on_result(0, 4.0, 0.1);
         assert!(v.complete && v.action == Action::Stop && v.rung.is_none());
-    }
-
-    #[test]
-    fn numpy_legacy_stream() {
-        // np.random.seed(0); np.random.random_sample() -> 0.5488135039273248
-        assert_eq!(NumpyLegacy::new(0).random_sample(), 0.5488135039273248);
-        // np.random.seed(1); [np.random.choice(3, p=[.2, .3, .5]) for _ in range(4)] -> [1, 2, 0, 1]
-        let mut r = NumpyLegacy::new(1);
-        let picks: Vec<usize> = (0..4).map(|_| r.choice(&[0.2, 0.3, 0.5])).collect();
-        assert_eq!(picks, [1, 2, 0, 1]);
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod asha;
 pub mod median;
+mod np_random;
 pub mod space;
 pub mod tpe;
 

@@ -15,9 +15,8 @@
 
 use std::cmp::Ordering;
 
-use rand_mt::Mt;
-
 use crate::asha::Mode;
+use crate::np_random::RandomState;
 
 /// One parameter as Optuna sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,48 +41,6 @@ pub struct Observed {
     pub params: Vec<f64>,
     /// The objective of a finished trial; `None` while it runs.
     pub value: Option<f64>,
-}
-
-/// numpy's legacy `RandomState`: what Optuna's samplers draw from.
-#[derive(Debug, Clone)]
-struct RandomState(Mt);
-
-impl RandomState {
-    fn new(seed: u32) -> Self {
-        RandomState(Mt::new(seed))
-    }
-
-    /// `random_sample()`: 53 bits from two 32-bit draws.
-    fn double(&mut self) -> f64 {
-        let a = (self.0.next_u32() >> 5) as f64;
-        let b = (self.0.next_u32() >> 6) as f64;
-        (a * 67108864.0 + b) / 9007199254740992.0
-    }
-
-    /// `uniform(low, high)`.
-    fn uniform(&mut self, low: f64, high: f64) -> f64 {
-        low + (high - low) * self.double()
-    }
-
-    /// `choice(len(p), p=p, size=n)`: the cumulative sum, normalised by its last element,
-    /// searched on the right for each draw.
-    fn choice(&mut self, p: &[f64], n: usize) -> Vec<usize> {
-        let mut cdf: Vec<f64> = p
-            .iter()
-            .scan(0.0, |s, &x| {
-                *s += x;
-                Some(*s)
-            })
-            .collect();
-        let last = *cdf.last().expect("a mixture has a kernel");
-        cdf.iter_mut().for_each(|c| *c /= last);
-        (0..n)
-            .map(|_| {
-                let u = self.double();
-                cdf.partition_point(|&c| c <= u)
-            })
-            .collect()
-    }
 }
 
 /// Optuna's `TPESampler(seed=seed)` with its defaults, for one objective.
@@ -332,7 +289,7 @@ impl Mixture {
         for (d, k) in self.dims.iter().enumerate() {
             if let Kernels::Categorical(w) = k {
                 for (j, &a) in active.iter().enumerate() {
-                    let u = rng.double();
+                    let u = rng.random_sample();
                     let mut cum = 0.0;
                     let row = &w[a];
                     let mut count = 0;
@@ -742,20 +699,6 @@ mod truncnorm {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn numpy_random_state_streams() {
-        // np.random.RandomState(0).random_sample(3)
-        let mut r = RandomState::new(0);
-        let v: Vec<f64> = (0..3).map(|_| r.double()).collect();
-        assert_eq!(
-            v,
-            [0.5488135039273248, 0.7151893663724195, 0.6027633760716439]
-        );
-        // np.random.RandomState(1).choice(3, p=[0.2, 0.5, 0.3], size=5)
-        let mut r = RandomState::new(1);
-        assert_eq!(r.choice(&[0.2, 0.5, 0.3], 5), [1, 2, 0, 1, 0]);
-    }
 
     #[test]
     fn weights_ramp_for_all_but_the_newest_25() {

@@ -7,26 +7,10 @@
 
 use std::collections::BTreeMap;
 mod common;
+use common::Rng;
 
 use search::{Action, Asha, AshaSettings, Mode};
 use serde_json::{Value, json};
-
-/// xorshift64*: the test's own reproducible randomness.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
 
 /// A value as the JSON both sides read: NaN as the string "NaN".
 fn num(v: f64) -> Value {

@@ -1492,38 +1492,7 @@ fn tpe_and_median_usage_errors() {
 fn median_rule_decides_as_rays_and_paused_trials_resume_from_their_state() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let space = json!({"lr": {"grid": [0.0003, 0.03, 0.3, 0.003, 0.01]}, "batch_size": 64});
-    let args = [
-        "--scheduler",
-        "median",
-        "--min-samples",
-        "2",
-        "--grace-period",
-        "2",
-        "--max-t",
-        "6",
-        "--metric",
-        "val_top1",
-        "--mode",
-        "max",
-        "--time-attr",
-        "epoch",
-        "--out-dir",
-        out.to_str().unwrap(),
-    ];
-    let cmd = [
-        "--lr",
-        "{lr}",
-        "--batch-size",
-        "{batch_size}",
-        "--epochs",
-        "6",
-        "--sleep-ms",
-        "20",
-        "--state",
-        "{trial_dir}/state",
-    ];
-    let r = ok(&sweep(dir.path(), &space, &args, &cmd).output().unwrap());
+    let r = ok(&median_sweep(dir.path(), &out).output().unwrap());
     assert!(
         !r.pauses.is_empty(),
         "the first trials yield to pending ones"
@@ -1614,6 +1583,27 @@ fn assert_median_journal_is_rays(out: &Path) {
 fn median_kill_9_then_resume_keeps_pauses_and_decides_as_rays() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
+    // Killed after some trials have paused, then resumed to the end.
+    kill_after_results(median_sweep(dir.path(), &out), 8);
+    let paused_before = std::fs::read_to_string(out.join("journal.jsonl"))
+        .unwrap()
+        .matches("\"pause\":true")
+        .count();
+    assert!(paused_before > 0, "a pause before the kill");
+    let mut resume = Command::new(BIN);
+    resume.args(["--resume", "--out-dir"]).arg(&out);
+    let r = ok(&resume.output().unwrap());
+    assert_eq!(r.summary.as_ref().unwrap().unfinished, 0);
+    assert!(
+        !r.resumes.is_empty(),
+        "trials paused before the kill run again"
+    );
+    assert_median_journal_is_rays(&out);
+}
+
+/// A median-rule sweep of five resumable curves (one slot, grace 2, 2 samples, max_t 6).
+/// A median-rule sweep of five resumable curves (one slot, grace 2, 2 samples, max_t 6).
+fn median_sweep(dir: &Path, out: &Path) -> Command {
     let space = json!({"lr": {"grid": [0.0003, 0.03, 0.3, 0.003, 0.01]}, "batch_size": 64});
     let args = [
         "--scheduler",
@@ -1645,20 +1635,5 @@ fn median_kill_9_then_resume_keeps_pauses_and_decides_as_rays() {
         "--state",
         "{trial_dir}/state",
     ];
-    // Killed after some trials have paused, then resumed to the end.
-    kill_after_results(sweep(dir.path(), &space, &args, &cmd), 8);
-    let paused_before = std::fs::read_to_string(out.join("journal.jsonl"))
-        .unwrap()
-        .matches("\"pause\":true")
-        .count();
-    assert!(paused_before > 0, "a pause before the kill");
-    let mut resume = Command::new(BIN);
-    resume.args(["--resume", "--out-dir"]).arg(&out);
-    let r = ok(&resume.output().unwrap());
-    assert_eq!(r.summary.as_ref().unwrap().unfinished, 0);
-    assert!(
-        !r.resumes.is_empty(),
-        "trials paused before the kill run again"
-    );
-    assert_median_journal_is_rays(&out);
+    sweep(dir, &space, &args, &cmd)
 }

@@ -6,6 +6,7 @@
 //! identical.
 
 mod common;
+use common::Rng;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -14,20 +15,6 @@ use search::Action;
 use search::asha::Mode;
 use search::median::{Median, MedianSettings};
 use serde_json::{Value, json};
-
-/// xorshift64*: the test's own reproducible randomness.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 fn num(v: f64) -> Value {
     if v.is_nan() { json!("NaN") } else { json!(v) }

@@ -1,5 +1,6 @@
 #![allow(dead_code)] // shared by several test crates, each using a part
-//! Shared by sweep's integration tests: Ray Tune's scheduler through the venv's python.
+//! Shared by sweep's integration tests: the venv's python, Ray Tune's scheduler through it, and
+//! the tests' own reproducible randomness.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -30,4 +31,21 @@ pub fn ray(how: &str, cases: &Value) -> Vec<Value> {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice::<Vec<Value>>(&out.stdout).unwrap()
+}
+
+/// xorshift64*: the test's own reproducible randomness.
+pub struct Rng(pub u64);
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    pub fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
 }

@@ -1,0 +1,71 @@
+//! numpy's legacy `RandomState` (MT19937 seeded with `init_genrand`), the draws Ray's schedulers
+//! and Optuna's samplers take from it: `random_sample`, `uniform`, `choice` with probabilities.
+
+use rand_mt::Mt;
+
+#[derive(Debug, Clone)]
+pub(crate) struct RandomState(Mt);
+
+impl RandomState {
+    /// `RandomState(seed)`, as `np.random.seed(seed)` leaves the global one.
+    pub(crate) fn new(seed: u32) -> Self {
+        RandomState(Mt::new(seed))
+    }
+
+    /// `random_sample()`: 53 bits from two 32-bit draws.
+    pub(crate) fn random_sample(&mut self) -> f64 {
+        let a = (self.0.next_u32() >> 5) as f64;
+        let b = (self.0.next_u32() >> 6) as f64;
+        (a * 67108864.0 + b) / 9007199254740992.0
+    }
+
+    /// `uniform(low, high)`.
+    pub(crate) fn uniform(&mut self, low: f64, high: f64) -> f64 {
+        low + (high - low) * self.random_sample()
+    }
+
+    /// `choice(len(p), p=p, size=n)`: the cumulative sum, normalised by its last element,
+    /// searched on the right (`searchsorted(side='right')`) for each draw.
+    pub(crate) fn choice(&mut self, p: &[f64], n: usize) -> Vec<usize> {
+        let mut cdf: Vec<f64> = p
+            .iter()
+            .scan(0.0, |s, &x| {
+                *s += x;
+                Some(*s)
+            })
+            .collect();
+        let last = *cdf.last().expect("a choice among at least one");
+        cdf.iter_mut().for_each(|c| *c /= last);
+        (0..n)
+            .map(|_| {
+                let u = self.random_sample();
+                cdf.partition_point(|&c| c <= u).min(p.len() - 1)
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numpy_streams() {
+        // np.random.RandomState(0).random_sample(3)
+        let mut r = RandomState::new(0);
+        let v: Vec<f64> = (0..3).map(|_| r.random_sample()).collect();
+        assert_eq!(
+            v,
+            [0.5488135039273248, 0.7151893663724195, 0.6027633760716439]
+        );
+        // np.random.RandomState(1).choice(3, p=[0.2, 0.5, 0.3], size=5)
+        assert_eq!(
+            RandomState::new(1).choice(&[0.2, 0.5, 0.3], 5),
+            [1, 2, 0, 1, 0]
+        );
+        // np.random.seed(1); [np.random.choice(3, p=[.2, .3, .5]) for _ in range(4)]
+        let mut r = RandomState::new(1);
+        let picks: Vec<usize> = (0..4).map(|_| r.choice(&[0.2, 0.3, 0.5], 1)[0]).collect();
+        assert_eq!(picks, [1, 2, 0, 1]);
+    }
+}
