@@ -337,8 +337,11 @@ impl<'a> Engine<'a> {
                 break true;
             }
             while let Some(slot) = self.slots.iter().position(Option::is_none) {
-                // Pending trials first, then paused ones in trial order (Ray's FIFO choice).
-                let paused = || self.trials.iter().find(|t| t.status == Status::Paused);
+                // Pending trials first, then paused ones in trial order (Ray's FIFO choice),
+                // once the paused one's process has exited (it must not run twice at once).
+                let paused = || {
+                    (self.trials.iter()).find(|t| t.status == Status::Paused && t.proc.is_none())
+                };
                 let Some(i) = self.queue.pop_front().or_else(|| paused().map(|t| t.id)) else {
                     break;
                 };

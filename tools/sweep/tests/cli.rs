@@ -1492,7 +1492,7 @@ fn tpe_and_median_usage_errors() {
 fn median_rule_decides_as_rays_and_paused_trials_resume_from_their_state() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let r = ok(&median_sweep(dir.path(), &out).output().unwrap());
+    let r = ok(&median_sweep(dir.path(), &out, &[], &[]).output().unwrap());
     assert!(
         !r.pauses.is_empty(),
         "the first trials yield to pending ones"
@@ -1584,7 +1584,7 @@ fn median_kill_9_then_resume_keeps_pauses_and_decides_as_rays() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     // Killed after some trials have paused, then resumed to the end.
-    kill_after_results(median_sweep(dir.path(), &out), 8);
+    kill_after_results(median_sweep(dir.path(), &out, &[], &[]), 8);
     let paused_before = std::fs::read_to_string(out.join("journal.jsonl"))
         .unwrap()
         .matches("\"pause\":true")
@@ -1602,8 +1602,11 @@ fn median_kill_9_then_resume_keeps_pauses_and_decides_as_rays() {
 }
 
 /// A median-rule sweep of five resumable curves (one slot, grace 2, 2 samples, max_t 6).
-/// A median-rule sweep of five resumable curves (one slot, grace 2, 2 samples, max_t 6).
-fn median_sweep(dir: &Path, out: &Path) -> Command {
+/// A median-rule sweep of five resumable curves (grace 2, 2 samples, max_t 6), one slot unless
+/// `extra` says otherwise (`extra_cmd` goes after the curve's arguments, a later value winning);
+/// each trial's processes take a lock in its directory (one that finds
+/// it held exits 4: an error).
+fn median_sweep(dir: &Path, out: &Path, extra: &[&str], extra_cmd: &[&str]) -> Command {
     let space = json!({"lr": {"grid": [0.0003, 0.03, 0.3, 0.003, 0.01]}, "batch_size": 64});
     let args = [
         "--scheduler",
@@ -1634,6 +1637,41 @@ fn median_sweep(dir: &Path, out: &Path) -> Command {
         "20",
         "--state",
         "{trial_dir}/state",
+        "--slot-lock",
+        "{trial_dir}/lock",
     ];
-    sweep(dir, &space, &args, &cmd)
+    sweep(
+        dir,
+        &space,
+        &[&args[..], extra].concat(),
+        &[&cmd[..], extra_cmd].concat(),
+    )
+}
+
+#[test]
+fn median_with_two_slots_never_runs_a_paused_trial_twice_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    // Paused processes that ignore SIGTERM live on until SIGKILL half a second later, while
+    // the other slot may free: a paused trial must not start again before its process is gone
+    // (the lock would catch it). A guard: the race did not show in runs without the check.
+    let r = ok(&median_sweep(
+        dir.path(),
+        &out,
+        &[
+            "--slots",
+            "2",
+            "--gpus-per-trial",
+            "0",
+            "--stop-grace-secs",
+            "0.5",
+        ],
+        &["--ignore-term", "--sleep-ms", "150"],
+    )
+    .output()
+    .unwrap());
+    assert!(!r.pauses.is_empty());
+    assert_eq!(r.summary.as_ref().unwrap().error, 0, "no overlap");
+    assert_eq!(r.summary.as_ref().unwrap().unfinished, 0);
+    assert_median_journal_is_rays(&out);
 }
