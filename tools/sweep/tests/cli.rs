@@ -1380,6 +1380,16 @@ fn tpe_suggests_what_optuna_suggests_given_the_same_results() {
             "trial {i}: lr {g} vs Optuna's {w}"
         );
     }
+    // best.json is the trial with the best last value; results.csv has a row per trial.
+    let best_file: Value =
+        serde_json::from_slice(&std::fs::read(out.join("best.json")).unwrap()).unwrap();
+    let best = (0..values.len())
+        .max_by(|&a, &b| values[a].total_cmp(&values[b]))
+        .unwrap();
+    assert_eq!(best_file["trial"], json!(best));
+    assert_eq!(best_file["config"], Value::Object(configs[best].clone()));
+    let table = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    assert_eq!(table.lines().count(), 15, "{table}");
     // TPE's suggestions after the 10 random ones gather near the curve's best lr (0.03).
     let near = configs[10..]
         .iter()
@@ -1674,4 +1684,22 @@ fn median_with_two_slots_never_runs_a_paused_trial_twice_at_once() {
     assert_eq!(r.summary.as_ref().unwrap().error, 0, "no overlap");
     assert_eq!(r.summary.as_ref().unwrap().unfinished, 0);
     assert_median_journal_is_rays(&out);
+    // results.csv: every trial ended, a resumed one with more than one attempt.
+    let table = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    let rows: Vec<Vec<&str>> = table
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
+    assert_eq!(rows.len(), 5);
+    assert!(
+        rows.iter()
+            .all(|r| r[1] == "completed" || r[1] == "stopped"),
+        "{table}"
+    );
+    if !r.resumes.is_empty() {
+        let header: Vec<&str> = table.lines().next().unwrap().split(',').collect();
+        let a = header.iter().position(|h| *h == "attempts").unwrap();
+        assert!(rows.iter().any(|r| r[a] != "1"), "{table}");
+    }
 }
