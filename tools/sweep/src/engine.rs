@@ -1000,10 +1000,14 @@ impl<'a> Engine<'a> {
         let secs = self.started.elapsed().as_secs();
         let _ = writeln!(
             s,
-            "== sweep: {} trials ({} running, {} pending, {} completed, {} stopped, {} error), {:02}:{:02}:{:02} ==",
+            "== sweep: {} trials ({} running, {} pending, {}{} completed, {} stopped, {} error), {:02}:{:02}:{:02} ==",
             self.trials.len(),
             count(Status::Running),
             count(Status::Pending),
+            match count(Status::Paused) {
+                0 => String::new(),
+                n => format!("{n} paused, "),
+            },
             count(Status::Completed),
             count(Status::Stopped),
             count(Status::Error),

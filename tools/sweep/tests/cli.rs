@@ -1502,11 +1502,14 @@ fn tpe_and_median_usage_errors() {
 fn median_rule_decides_as_rays_and_paused_trials_resume_from_their_state() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let r = ok(&median_sweep(dir.path(), &out, &[], &[]).output().unwrap());
+    let o = median_sweep(dir.path(), &out, &[], &[]).output().unwrap();
+    let r = ok(&o);
     assert!(
         !r.pauses.is_empty(),
         "the first trials yield to pending ones"
     );
+    // The status table counts them.
+    assert!(String::from_utf8_lossy(&o.stderr).contains(" paused, "));
     // A paused trial runs again once no trial is pending, unless results its process printed
     // before the SIGTERM landed ended it (they count: its checkpoint holds them).
     assert!(!r.resumes.is_empty() && r.resumes.len() <= r.pauses.len());
