@@ -1007,6 +1007,30 @@ fn usage_errors_exit_2_before_anything_runs() {
             &["--a", "{a}", "--b", "{b}"],
             "gives 1000000 trials",
         ),
+        (
+            tpe_space(),
+            &["--search", "tpe"],
+            &["--lr", "{lr}", "--batch-size", "{batch_size}"],
+            "--samples",
+        ),
+        (
+            json!({"lr": {"grid": [0.1, 0.01]}}),
+            &["--search", "tpe", "--samples", "4"],
+            &["--lr", "{lr}"],
+            "grid",
+        ),
+        (
+            json!({"lr": 0.1}),
+            &["--min-samples", "2"],
+            &[],
+            "--scheduler median",
+        ),
+        (
+            json!({"lr": 0.1}),
+            &["--scheduler", "median", "--min-time-slice=-1"],
+            &[],
+            "--min-time-slice",
+        ),
     ] {
         let r = o(space, extra, cmd);
         assert_eq!(
@@ -1362,16 +1386,8 @@ fn tpe_suggests_what_optuna_suggests_given_the_same_results() {
     assert!(!stopped.is_empty(), "ASHA stopped some trials");
     let case = json!({"seed": 5, "mode": "max", "values": values, "space": {
         "lr": {"float": [1e-4, 1.0], "log": true}, "batch_size": {"int": [16, 511]}}});
-    let path = dir.path().join("case.json");
-    std::fs::write(&path, case.to_string()).unwrap();
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/optuna_replay.py");
-    let o = Command::new(common::python())
-        .arg(script)
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let want: Vec<serde_json::Map<String, Value>> = serde_json::from_slice(&o.stdout).unwrap();
+    let want: Vec<serde_json::Map<String, Value>> =
+        common::reference("optuna_replay.py", &[], &case);
     for (i, (got, want)) in configs.iter().zip(&want).enumerate() {
         assert_eq!(got["batch_size"], want["batch_size"], "trial {i}");
         let (g, w) = (got["lr"].as_f64().unwrap(), want["lr"].as_f64().unwrap());
@@ -1446,56 +1462,6 @@ fn tpe_kill_9_then_resume_suggests_what_an_uninterrupted_sweep_does() {
     );
     assert_eq!(journal_ends(&cut), journal_ends(&whole));
     assert_eq!(journal_results(&cut), journal_results(&whole));
-}
-
-#[test]
-fn tpe_and_median_usage_errors() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("run");
-    let cmd = ["--lr", "{lr}", "--batch-size", "{batch_size}"];
-    for (space, extra, why) in [
-        (tpe_space(), &["--search", "tpe"][..], "--samples"),
-        (
-            json!({"lr": {"grid": [0.1, 0.01]}, "batch_size": 32}),
-            &["--search", "tpe", "--samples", "4"][..],
-            "grid",
-        ),
-        (
-            tpe_space(),
-            &["--samples", "2", "--min-samples", "2"][..],
-            "--scheduler median",
-        ),
-        (
-            tpe_space(),
-            &["--scheduler", "median", "--min-time-slice=-1"][..],
-            "--min-time-slice",
-        ),
-    ] {
-        let args = [
-            extra,
-            &[
-                "--metric",
-                "val_top1",
-                "--mode",
-                "max",
-                "--out-dir",
-                out.to_str().unwrap(),
-            ],
-        ]
-        .concat();
-        let o = sweep(dir.path(), &space, &args, &cmd).output().unwrap();
-        assert_eq!(
-            o.status.code(),
-            Some(2),
-            "{}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        assert!(
-            String::from_utf8_lossy(&o.stderr).contains(why),
-            "{}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-    }
 }
 
 #[test]
@@ -1579,16 +1545,7 @@ fn assert_median_journal_is_rays(out: &Path) {
     }
     let case = json!([{"settings": {"grace_period": 2.0, "min_samples": 2, "min_time_slice": 0.0,
         "mode": "max"}, "events": events}]);
-    let path = out.join("median-case.json");
-    std::fs::write(&path, case.to_string()).unwrap();
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/ray_median.py");
-    let o = Command::new(common::python())
-        .arg(script)
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let ray: Vec<Vec<String>> = serde_json::from_slice(&o.stdout).unwrap();
+    let ray: Vec<Vec<String>> = common::reference("ray_median.py", &[], &case);
     assert_eq!(ray[0], want);
 }
 

@@ -8,9 +8,6 @@
 mod common;
 use common::Rng;
 
-use std::path::PathBuf;
-use std::process::Command;
-
 use search::Action;
 use search::asha::Mode;
 use search::median::{Median, MedianSettings};
@@ -83,21 +80,7 @@ fn decisions_equal_rays_median_stopping_rule() {
             })
         })
         .collect();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("cases.json");
-    std::fs::write(&path, serde_json::to_string(&json_cases).unwrap()).unwrap();
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/ray_median.py");
-    let out = Command::new(common::python())
-        .arg(script)
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "ray_median.py: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let ray: Vec<Vec<String>> = serde_json::from_slice(&out.stdout).unwrap();
+    let ray: Vec<Vec<String>> = common::reference("ray_median.py", &[], &Value::Array(json_cases));
     let mut counts = [0usize; 3];
     for (n, (c, want)) in cases.iter().zip(&ray).enumerate() {
         let mut rule = Median::new(c.settings);

@@ -13,24 +13,33 @@ pub fn python() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python"))
 }
 
-/// Runs tests/ray_asha.py on `cases`.
-pub fn ray(how: &str, cases: &Value) -> Vec<Value> {
+/// Runs the reference script `tests/SCRIPT` with `args` and a file holding `input` (JSON), and
+/// reads its stdout as JSON.
+pub fn reference<T: serde::de::DeserializeOwned>(script: &str, args: &[&str], input: &Value) -> T {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("cases.json");
-    std::fs::write(&path, cases.to_string()).unwrap();
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/ray_asha.py");
+    let path = dir.path().join("input.json");
+    std::fs::write(&path, input.to_string()).unwrap();
     let out = Command::new(python())
-        .arg(script)
-        .arg(how)
+        .arg(
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("tests")
+                .join(script),
+        )
+        .args(args)
         .arg(&path)
         .output()
         .expect("running the venv's python");
     assert!(
         out.status.success(),
-        "ray_asha.py failed: {}",
+        "{script} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice::<Vec<Value>>(&out.stdout).unwrap()
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Runs tests/ray_asha.py on `cases`.
+pub fn ray(how: &str, cases: &Value) -> Vec<Value> {
+    reference("ray_asha.py", &[how], cases)
 }
 
 /// xorshift64*: the test's own reproducible randomness.
