@@ -22,7 +22,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::median::Median;
-use crate::np_random::RandomState;
+use crate::numpy::RandomState;
 use anyhow::{Result, bail};
 
 /// What the metric should do.

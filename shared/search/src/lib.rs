@@ -5,7 +5,7 @@
 
 pub mod asha;
 pub mod median;
-mod np_random;
+mod numpy;
 pub mod space;
 pub mod tpe;
 

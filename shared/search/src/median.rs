@@ -6,6 +6,7 @@
 //! since it last yielded; otherwise it continues.
 
 use crate::asha::{Action, Mode};
+use crate::numpy::sum as np_sum;
 
 /// `MedianStoppingRule`'s arguments.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -133,11 +134,6 @@ fn np_median(mut v: Vec<f64>) -> f64 {
     } else {
         np_sum(&v[n / 2 - 1..=n / 2]) / 2.0
     }
-}
-
-/// numpy's pairwise sum (as `np.mean` adds).
-fn np_sum(a: &[f64]) -> f64 {
-    crate::tpe::np_sum(a)
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@
 use std::cmp::Ordering;
 
 use crate::asha::Mode;
-use crate::np_random::RandomState;
+use crate::numpy::{RandomState, sum as np_sum};
 
 /// One parameter as Optuna sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -73,48 +73,10 @@ impl Tpe {
     pub fn suggest(&mut self, history: &[Observed]) -> Vec<f64> {
         let complete = history.iter().filter(|t| t.value.is_some()).count();
         if complete < N_STARTUP {
-            let space = self.space.clone();
-            return space.iter().map(|d| self.random_value(d)).collect();
+            let random = &mut self.random;
+            return self.space.iter().map(|d| random_value(random, d)).collect();
         }
         self.sample(history, complete)
-    }
-
-    /// `RandomSampler.sample_independent` for one parameter.
-    fn random_value(&mut self, d: &Dist) -> f64 {
-        match *d {
-            Dist::Categorical(n) => {
-                // One uniform per choice (its one-hot column), the first largest wins.
-                let draws: Vec<f64> = (0..n).map(|_| self.random.uniform(0.0, 1.0)).collect();
-                argmax(&draws) as f64
-            }
-            Dist::Int { low, high } => {
-                let (lo, hi) = (low as f64, high as f64);
-                let v = self.random.uniform(lo - 0.5, hi + 0.5);
-                ((v - lo + 0.5).floor() + lo).clamp(lo, hi)
-            }
-            Dist::Float {
-                low,
-                high,
-                log: true,
-                ..
-            } => {
-                let v = self.random.uniform(low.ln(), high.ln()).exp();
-                v.clamp(low, next_down(high))
-            }
-            Dist::Float {
-                low,
-                high,
-                step: Some(step),
-                ..
-            } => {
-                let v = self.random.uniform(low - 0.5 * step, high + 0.5 * step);
-                (round_half_even((v - low) / step) * step + low).clamp(low, high)
-            }
-            Dist::Float { low, high, .. } => {
-                let v = self.random.uniform(low, high);
-                v.min(next_down(high))
-            }
-        }
     }
 
     /// `TPESampler._sample` over the whole space.
@@ -149,6 +111,44 @@ impl Tpe {
     }
 }
 
+/// `RandomSampler.sample_independent` for one parameter.
+fn random_value(random: &mut RandomState, d: &Dist) -> f64 {
+    match *d {
+        Dist::Categorical(n) => {
+            // One uniform per choice (its one-hot column), the first largest wins.
+            let draws: Vec<f64> = (0..n).map(|_| random.uniform(0.0, 1.0)).collect();
+            argmax(&draws) as f64
+        }
+        Dist::Int { low, high } => {
+            let (lo, hi) = (low as f64, high as f64);
+            let v = random.uniform(lo - 0.5, hi + 0.5);
+            ((v - lo + 0.5).floor() + lo).clamp(lo, hi)
+        }
+        Dist::Float {
+            low,
+            high,
+            log: true,
+            ..
+        } => {
+            let v = random.uniform(low.ln(), high.ln()).exp();
+            v.clamp(low, next_down(high))
+        }
+        Dist::Float {
+            low,
+            high,
+            step: Some(step),
+            ..
+        } => {
+            let v = random.uniform(low - 0.5 * step, high + 0.5 * step);
+            (round_half_even((v - low) / step) * step + low).clamp(low, high)
+        }
+        Dist::Float { low, high, .. } => {
+            let v = random.uniform(low, high);
+            v.min(next_down(high))
+        }
+    }
+}
+
 /// The first index of the largest value (`np.argmax`: a NaN wins).
 fn argmax(v: &[f64]) -> usize {
     let mut best = 0;
@@ -172,33 +172,6 @@ fn next_down(x: f64) -> f64 {
     }
     let bits = x.to_bits();
     f64::from_bits(if x > 0.0 { bits - 1 } else { bits + 1 })
-}
-
-/// numpy's sum of a contiguous array: pairwise, eight accumulators per block of up to 128.
-pub(crate) fn np_sum(a: &[f64]) -> f64 {
-    let n = a.len();
-    if n < 8 {
-        return a.iter().fold(0.0, |s, x| s + x);
-    }
-    if n <= 128 {
-        let mut r = [0.0; 8];
-        r.copy_from_slice(&a[..8]);
-        let mut i = 8;
-        while i < n - n % 8 {
-            for j in 0..8 {
-                r[j] += a[i + j];
-            }
-            i += 8;
-        }
-        let mut res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-        for x in &a[i..] {
-            res += x;
-        }
-        return res;
-    }
-    let mut n2 = n / 2;
-    n2 -= n2 % 8;
-    np_sum(&a[..n2]) + np_sum(&a[n2..])
 }
 
 /// `np.round`: halves to even.

@@ -1,5 +1,6 @@
-//! numpy's legacy `RandomState` (MT19937 seeded with `init_genrand`), the draws Ray's schedulers
-//! and Optuna's samplers take from it: `random_sample`, `uniform`, `choice` with probabilities.
+//! What Ray's schedulers and Optuna's samplers take from numpy, bit for bit: the legacy
+//! `RandomState` (MT19937 seeded with `init_genrand`: `random_sample`, `uniform`, `choice` with
+//! probabilities) and the pairwise `sum` its reductions use (`np.sum`, `np.mean`).
 
 use rand_mt::Mt;
 
@@ -43,6 +44,33 @@ impl RandomState {
             })
             .collect()
     }
+}
+
+/// numpy's sum of a contiguous array: pairwise, eight accumulators per block of up to 128.
+pub(crate) fn sum(a: &[f64]) -> f64 {
+    let n = a.len();
+    if n < 8 {
+        return a.iter().fold(0.0, |s, x| s + x);
+    }
+    if n <= 128 {
+        let mut r = [0.0; 8];
+        r.copy_from_slice(&a[..8]);
+        let mut i = 8;
+        while i < n - n % 8 {
+            for j in 0..8 {
+                r[j] += a[i + j];
+            }
+            i += 8;
+        }
+        let mut res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for x in &a[i..] {
+            res += x;
+        }
+        return res;
+    }
+    let mut n2 = n / 2;
+    n2 -= n2 % 8;
+    sum(&a[..n2]) + sum(&a[n2..])
 }
 
 #[cfg(test)]
