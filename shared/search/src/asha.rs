@@ -364,6 +364,11 @@ impl Scheduler {
         }
     }
 
+    /// Whether [`Self::on_result`] uses its `others_waiting` (the median rule's question).
+    pub fn asks_waiting(&self) -> bool {
+        matches!(self, Scheduler::Median { .. })
+    }
+
     /// `others_waiting`: some other trial is pending or paused (the median rule yields to it).
     pub fn on_result(
         &mut self,

@@ -632,8 +632,10 @@ impl<'a> Engine<'a> {
             }
             return Ok(());
         }
-        let waiting = !self.queue.is_empty()
-            || (self.trials.iter()).any(|t| t.id != i && t.status == Status::Paused);
+        // Only the median rule asks (the scan over every trial stays off other sweeps' results).
+        let waiting = self.scheduler.asks_waiting()
+            && (!self.queue.is_empty()
+                || (self.trials.iter()).any(|t| t.id != i && t.status == Status::Paused));
         let t = &mut self.trials[i];
         t.push_result(time, metric, &record);
         let verdict = self.scheduler.on_result(i, time, metric, waiting);
