@@ -51,6 +51,13 @@ fn help_has_synopsis_records_exit_status_and_examples() {
             examples.matches("\n    $ ").count() + usize::from(examples.starts_with("    $ ")) >= 2,
             "{tool}: fewer than two examples"
         );
+        // The one-line summary opens the help once (a doc comment that lost its blank line
+        // runs into the next paragraph).
+        let summary = help.split("\n\n").next().unwrap();
+        assert!(
+            help.split("\n\n").skip(1).all(|p| p != summary) && !summary.contains(". "),
+            "{tool} --help: its summary is not one sentence on its own: {summary:?}"
+        );
         // Plain text: no roff left over.
         assert!(
             !help.contains("\\-") && !help.contains("\n.PP") && !help.contains("\\&"),

@@ -21,8 +21,8 @@ pub mod template;
 use journal::{ArgRepr, Definition, Journal, SchedulerKind, SearchKind};
 use search::median::MedianSettings;
 use search::{AshaSettings, Mode, space};
+
 /// Hyper-parameter search (random, grid or TPE as Optuna's) with ASHA or median early stopping, as Ray Tune's, over any command that prints JSON records.
-/// Hyper-parameter search (random, grid or TPE as Optuna's) with ASHA early stopping, as Ray Tune's, over any command that prints JSON records.
 ///
 /// Draws trial configs from a search space (Ray Tune's primitives, as JSON; at random, or
 /// suggested by TPE as Optuna's sampler suggests them, --search tpe), runs the command
