@@ -1,9 +1,10 @@
 //! Hyper-parameter search without processes: the search space and its variants as Ray Tune's
 //! `BasicVariantGenerator` makes them ([`space`]), and trial schedulers that decide as Ray Tune's
-//! ([`asha`], [`median`]), and a sampler that suggests as Optuna's TPE ([`tpe`]). `sweep` runs them over
+//! ([`asha`], [`hyperband`], [`median`]), and a sampler that suggests as Optuna's TPE ([`tpe`]). `sweep` runs them over
 //! commands; another tool could drive them as well.
 
 pub mod asha;
+pub mod hyperband;
 pub mod median;
 mod numpy;
 pub mod space;

@@ -1,0 +1,110 @@
+"""Ray Tune's own HyperBandScheduler driven through a stand-in controller, for sweep's tests.
+
+  python ray_hyperband.py CASES.json
+
+Each case: {"settings": {"max_t", "reduction_factor", "mode"}, "trials": N, "events": [...]}.
+The N trials are added first, in order (Ray adds every trial up front when the search makes
+them all at once). Events, in order:
+  ["choose"]              choose_trial_to_run: the trial it returns (or null)
+  ["start", i]            the controller runs trial i (status RUNNING)
+  ["result", i, t, v]     on_trial_result: its action; PAUSE makes the trial PAUSED, STOP makes
+                          the controller stop it (on_trial_complete with its last result)
+  ["complete", i]         the trial's command finished: on_trial_complete, then TERMINATED
+  ["error", i]            the trial failed for good: on_trial_error, then ERROR
+Values may be the string "NaN". Prints per case one output per event: [action or chosen trial
+or null, [trials the controller was told to stop while handling the event, in order]]. An
+exception (Ray asserting on a state it cannot be in) is output as ["EXCEPTION: ...", []] and
+ends the case.
+"""
+import json
+import sys
+
+from ray.tune.experiment import Trial
+from ray.tune.schedulers import HyperBandScheduler
+
+
+class T:
+    def __init__(self, i):
+        self.trial_id = str(i)
+        self.index = i
+        self.status = Trial.PENDING
+        self.is_saving = False
+        self.last_result = None
+
+    def __repr__(self):
+        return f"T{self.index}"
+
+
+class Controller:
+    def __init__(self, scheduler):
+        self.scheduler = scheduler
+        self.stopped = []
+
+    def stop_trial(self, t):
+        # TuneController.stop_trial, as far as the scheduler sees it.
+        if t.status in (Trial.ERROR, Trial.TERMINATED):
+            return
+        if t.status in (Trial.PENDING, Trial.PAUSED):
+            self.scheduler.on_trial_remove(self, t)
+        elif t.status == Trial.RUNNING:
+            self.scheduler.on_trial_complete(self, t, t.last_result)
+        t.status = Trial.TERMINATED
+        self.stopped.append(t.index)
+
+
+def number(v):
+    return float(v)
+
+
+def run(case):
+    s = case["settings"]
+    hb = HyperBandScheduler(time_attr="t", metric="m", mode=s["mode"], max_t=s["max_t"],
+                            reduction_factor=s["reduction_factor"])
+    ctl = Controller(hb)
+    trials = [T(i) for i in range(case["trials"])]
+    for t in trials:
+        hb.on_trial_add(ctl, t)
+    out = []
+    for ev in case["events"]:
+        ctl.stopped = []
+        try:
+            kind = ev[0]
+            answer = None
+            if kind == "choose":
+                t = hb.choose_trial_to_run(ctl)
+                answer = None if t is None else t.index
+            elif kind == "start":
+                trials[ev[1]].status = Trial.RUNNING
+            elif kind == "result":
+                t = trials[ev[1]]
+                result = {"t": number(ev[2]), "m": number(ev[3])}
+                answer = hb.on_trial_result(ctl, t, result)
+                t.last_result = result
+                if answer == "PAUSE":
+                    t.status = Trial.PAUSED
+                elif answer == "STOP":
+                    ctl.stop_trial(t)
+            elif kind == "complete":
+                t = trials[ev[1]]
+                hb.on_trial_complete(ctl, t, t.last_result)
+                t.status = Trial.TERMINATED
+            elif kind == "error":
+                t = trials[ev[1]]
+                hb.on_trial_error(ctl, t)
+                t.status = Trial.ERROR
+            else:
+                raise ValueError(kind)
+        except Exception as e:  # Ray's assertions: report and end the case
+            out.append([f"EXCEPTION: {type(e).__name__}: {e}", []])
+            break
+        out.append([answer, ctl.stopped])
+    return out
+
+
+def main():
+    cases = json.load(open(sys.argv[1]))
+    json.dump([run(c) for c in cases], sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
