@@ -21,6 +21,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use crate::hyperband::{Effects, HyperBand, TrialState};
 use crate::median::Median;
 use crate::numpy::RandomState;
 use anyhow::{Result, bail};
@@ -344,6 +345,8 @@ impl Asha {
 #[derive(Debug)]
 pub enum Scheduler {
     Asha(Box<Asha>),
+    /// Synchronous brackets; trials pause at each milestone until their bracket halves.
+    HyperBand(Box<HyperBand>),
     /// Every trial runs until its command ends or reaches max_t.
     Fifo {
         max_t: f64,
@@ -356,10 +359,14 @@ pub enum Scheduler {
     },
 }
 
+/// The caller's view of its trials, for the schedulers that act on other trials.
+pub type States<'a> = &'a dyn Fn(usize) -> TrialState;
+
 impl Scheduler {
     pub fn add(&mut self, trial: usize) -> Option<usize> {
         match self {
             Scheduler::Asha(a) => Some(a.add(trial)),
+            Scheduler::HyperBand(h) => Some(h.add(trial)),
             Scheduler::Fifo { .. } | Scheduler::Median { .. } => None,
         }
     }
@@ -370,39 +377,92 @@ impl Scheduler {
     }
 
     /// `others_waiting`: some other trial is pending or paused (the median rule yields to it).
+    /// The effects (HyperBand's) are other trials to stop, each already out of the scheduler.
     pub fn on_result(
         &mut self,
         trial: usize,
         time: f64,
         metric: f64,
         others_waiting: bool,
-    ) -> Verdict {
+        states: States<'_>,
+    ) -> (Verdict, Effects) {
         let plain = |action| Verdict {
             action,
             complete: false,
             rung: None,
         };
+        let none = Effects::default();
         match self {
-            Scheduler::Asha(a) => a.on_result(trial, time, metric),
-            Scheduler::Fifo { max_t } | Scheduler::Median { max_t, .. } if time >= *max_t => {
+            Scheduler::Asha(a) => (a.on_result(trial, time, metric), none),
+            Scheduler::HyperBand(h) => {
+                let (action, effects) = h.on_result(trial, time, metric, states);
+                let verdict = Verdict {
+                    action,
+                    complete: action == Action::Stop && effects.completes(trial),
+                    rung: None,
+                };
+                (verdict, effects)
+            }
+            Scheduler::Fifo { max_t } | Scheduler::Median { max_t, .. } if time >= *max_t => (
                 Verdict {
                     action: Action::Stop,
                     complete: true,
                     rung: None,
-                }
-            }
-            Scheduler::Fifo { .. } => plain(Action::Continue),
-            Scheduler::Median { rule, .. } => {
-                plain(rule.on_result(trial, time, metric, others_waiting))
-            }
+                },
+                none,
+            ),
+            Scheduler::Fifo { .. } => (plain(Action::Continue), none),
+            Scheduler::Median { rule, .. } => (
+                plain(rule.on_result(trial, time, metric, others_waiting)),
+                none,
+            ),
         }
     }
 
-    pub fn on_complete(&mut self, trial: usize, last: Option<(f64, f64)>) {
+    /// The trial ended: stopped, complete, or its command finished (`last`: its last result).
+    pub fn on_complete(
+        &mut self,
+        trial: usize,
+        last: Option<(f64, f64)>,
+        states: States<'_>,
+    ) -> Effects {
         match self {
             Scheduler::Asha(a) => a.on_complete(trial, last),
+            Scheduler::HyperBand(h) => return h.on_remove(trial, states),
             Scheduler::Median { rule, .. } => rule.on_complete(trial, last),
             Scheduler::Fifo { .. } => {}
+        }
+        Effects::default()
+    }
+
+    /// The trial failed for good (Ray's `on_trial_error`; only HyperBand acts on it).
+    pub fn on_error(&mut self, trial: usize, states: States<'_>) -> Effects {
+        match self {
+            Scheduler::HyperBand(h) => h.on_remove(trial, states),
+            _ => Effects::default(),
+        }
+    }
+
+    /// The trial the scheduler wants run next (`choose_trial_to_run`; HyperBand's only).
+    pub fn choose(&self, states: States<'_>) -> Option<usize> {
+        match self {
+            Scheduler::HyperBand(h) => h.choose(states),
+            _ => None,
+        }
+    }
+
+    /// Whether a paused trial runs again only when [`Self::choose`] picks it (else paused
+    /// trials run, in trial order, once no trial is pending).
+    pub fn chooses_paused(&self) -> bool {
+        matches!(self, Scheduler::HyperBand(_))
+    }
+
+    /// Nothing runs and nothing can start while trials are paused: see
+    /// [`HyperBand::unstick`].
+    pub fn unstick(&mut self, states: States<'_>) -> Effects {
+        match self {
+            Scheduler::HyperBand(h) => h.unstick(states),
+            _ => Effects::default(),
         }
     }
 }

@@ -103,6 +103,17 @@ pub struct Effects {
     pub halving: Option<Halving>,
 }
 
+impl Effects {
+    /// Whether stopping `trial` completes it: it was not among a halving's losers (it won
+    /// every halving of its bracket, which is finished).
+    pub fn completes(&self, trial: usize) -> bool {
+        !self
+            .halving
+            .as_ref()
+            .is_some_and(|h| h.judged.iter().any(|&(t, _, kept)| t == trial && !kept))
+    }
+}
+
 #[derive(Debug, Clone)]
 struct Bracket {
     /// Ray's `_live_trials` (insertion-ordered): trial → its last (time, metric).
@@ -594,6 +605,42 @@ mod tests {
         );
         states[0] = TrialState::Running;
         assert_eq!(h.choose(&st(states)), Some(3));
+    }
+
+    #[test]
+    fn a_bracket_left_waiting_after_its_first_halving_is_unstuck() {
+        let mut h = hb(4.0, 2.0);
+        for t in 0..6 {
+            h.add(t);
+        }
+        let mut states = [TrialState::Ended; 6];
+        let st = |s: [TrialState; 6]| move |t: usize| s[t];
+        // Bracket 1: trials 3, 4, 5 to 2; the halving keeps 4 and 5 (5 reported last).
+        for t in 3..6 {
+            states[t] = TrialState::Running;
+            let (a, _) = h.on_result(t, 2.0, 1.0, &st(states));
+            if t < 5 {
+                assert_eq!(a, Action::Pause);
+                states[t] = TrialState::Paused;
+            } else {
+                assert_eq!(a, Action::Continue);
+            }
+        }
+        assert_eq!(states[3], TrialState::Paused);
+        states[3] = TrialState::Ended; // stopped by the halving
+        // Trial 5 reaches 4 and waits for trial 4, which fails before getting there.
+        assert_eq!(h.on_result(5, 4.0, 1.0, &st(states)).0, Action::Pause);
+        states[5] = TrialState::Paused;
+        assert_eq!(h.choose(&st(states)), Some(4));
+        states[4] = TrialState::Running;
+        assert_eq!(h.on_result(4, 3.0, 1.0, &st(states)).0, Action::Continue);
+        states[4] = TrialState::Ended;
+        assert_eq!(h.on_remove(4, &st(states)), Effects::default());
+        // Where Ray waits for ever: nothing to choose. Unsticking finishes the bracket.
+        assert_eq!(h.choose(&st(states)), None);
+        let e = h.unstick(&st(states));
+        assert_eq!(e.stop, [5]);
+        assert!(e.completes(5));
     }
 
     #[test]

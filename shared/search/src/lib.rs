@@ -10,4 +10,7 @@ mod numpy;
 pub mod space;
 pub mod tpe;
 
-pub use asha::{Action, Asha, AshaSettings, Judgement, Mode, Scheduler, Verdict, nanpercentile};
+pub use asha::{
+    Action, Asha, AshaSettings, Judgement, Mode, Scheduler, States, Verdict, nanpercentile,
+};
+pub use hyperband::TrialState;

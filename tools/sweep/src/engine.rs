@@ -16,7 +16,9 @@ use crate::files::TrialFiles;
 use crate::journal::{Definition, Entry, Journal, SchedulerKind, SearchKind};
 use crate::procs::{self, Msg};
 use crate::template::{Bindings, Template};
+use search::TrialState;
 use search::asha::{Action, Asha, Scheduler};
+use search::hyperband::{Effects, HyperBand, HyperBandSettings};
 use search::median::Median;
 use search::space::{Config, Space, TpeSpace};
 use search::tpe::{Observed, Tpe};
@@ -62,6 +64,21 @@ impl Status {
     fn ended(self) -> bool {
         matches!(self, Status::Completed | Status::Stopped | Status::Error)
     }
+
+    /// What the schedulers that act on other trials see.
+    fn state(self) -> TrialState {
+        match self {
+            Status::Pending => TrialState::Pending,
+            Status::Running => TrialState::Running,
+            Status::Paused => TrialState::Paused,
+            Status::Completed | Status::Stopped | Status::Error => TrialState::Ended,
+        }
+    }
+}
+
+/// The trials' states as the scheduler sees them.
+fn states(trials: &[Trial]) -> impl Fn(usize) -> TrialState + '_ {
+    |i| trials[i].status.state()
 }
 
 #[derive(Debug)]
@@ -169,6 +186,13 @@ impl<'a> Engine<'a> {
             SchedulerKind::Fifo => Scheduler::Fifo {
                 max_t: def.asha.max_t,
             },
+            SchedulerKind::Hyperband => {
+                Scheduler::HyperBand(Box::new(HyperBand::new(HyperBandSettings {
+                    max_t: def.asha.max_t,
+                    reduction_factor: def.asha.reduction_factor,
+                    mode: def.asha.mode,
+                })?))
+            }
             SchedulerKind::Median => Scheduler::Median {
                 rule: Box::new(Median::new(
                     def.median
@@ -269,9 +293,16 @@ impl<'a> Engine<'a> {
                     pause,
                     waiting,
                 } => {
+                    self.trials[*trial].push_result(*time, *metric, record);
+                    let (v, effects) = self.scheduler.on_result(
+                        *trial,
+                        *time,
+                        *metric,
+                        *waiting,
+                        &states(&self.trials),
+                    );
+                    self.replay_stops(&effects, &mut decided);
                     let t = &mut self.trials[*trial];
-                    t.push_result(*time, *metric, record);
-                    let v = self.scheduler.on_result(*trial, *time, *metric, *waiting);
                     if (v.action == Action::Stop) != *stop || (v.action == Action::Pause) != *pause
                     {
                         anyhow::bail!(
@@ -298,11 +329,18 @@ impl<'a> Engine<'a> {
                         _ => Status::Error,
                     };
                     t.message = message.clone();
-                    if t.status != Status::Error {
-                        let last = t.last_point();
-                        self.scheduler.on_complete(*trial, last);
-                    }
+                    let last = t.last_point();
+                    let effects = if t.status == Status::Error {
+                        self.scheduler.on_error(*trial, &states(&self.trials))
+                    } else {
+                        (self.scheduler).on_complete(*trial, last, &states(&self.trials))
+                    };
                     decided[*trial] = None;
+                    self.replay_stops(&effects, &mut decided);
+                }
+                Entry::Unstick => {
+                    let effects = self.scheduler.unstick(&states(&self.trials));
+                    self.replay_stops(&effects, &mut decided);
                 }
             }
         }
@@ -330,6 +368,36 @@ impl<'a> Engine<'a> {
         Ok(())
     }
 
+    /// Trials a replayed decision stopped: ended when the journal says so, or at the end of
+    /// the replay if it was cut before.
+    fn replay_stops(&mut self, effects: &Effects, decided: &mut [Option<Status>]) {
+        for &x in &effects.stop {
+            let t = &mut self.trials[x];
+            let time = t.last_point().map_or(0.0, |p| p.0);
+            decided[x] = Some(t.stopped(effects.completes(x), time));
+        }
+    }
+
+    /// The trial to start in a free slot: the scheduler's choice (HyperBand's), else the first
+    /// pending one, else (median) a paused one in trial order, once its process has exited
+    /// (it must not run twice at once).
+    fn next_trial(&mut self) -> Option<usize> {
+        let chosen = self.scheduler.choose(&states(&self.trials));
+        if let Some(i) = chosen.filter(|&i| self.trials[i].proc.is_none()) {
+            self.queue.retain(|&q| q != i);
+            return Some(i);
+        }
+        if let Some(i) = self.queue.pop_front() {
+            return Some(i);
+        }
+        if self.scheduler.chooses_paused() {
+            return None;
+        }
+        (self.trials.iter())
+            .find(|t| t.status == Status::Paused && t.proc.is_none())
+            .map(|t| t.id)
+    }
+
     /// Runs every trial to its end; the summary record is printed last.
     pub fn run(mut self) -> Result<Outcome> {
         let interrupted = loop {
@@ -337,17 +405,16 @@ impl<'a> Engine<'a> {
                 break true;
             }
             while let Some(slot) = self.slots.iter().position(Option::is_none) {
-                // Pending trials first, then paused ones in trial order (Ray's FIFO choice),
-                // once the paused one's process has exited (it must not run twice at once).
-                let paused = || {
-                    (self.trials.iter()).find(|t| t.status == Status::Paused && t.proc.is_none())
-                };
-                let Some(i) = self.queue.pop_front().or_else(|| paused().map(|t| t.id)) else {
+                let Some(i) = self.next_trial() else {
                     break;
                 };
                 self.start(i, slot)?;
             }
             if self.slots.iter().all(Option::is_none) && self.queue.is_empty() {
+                if self.trials.iter().any(|t| t.status == Status::Paused) {
+                    self.unstick()?;
+                    continue;
+                }
                 break false;
             }
             match self.rx.recv_timeout(Duration::from_millis(100)) {
@@ -517,9 +584,13 @@ impl<'a> Engine<'a> {
                 line,
             } => {
                 let t = &self.trials[trial];
-                // A paused trial's process may print results before its SIGTERM lands: they
-                // are results (its checkpoint will hold them), not lost lines.
-                if !matches!(t.status, Status::Running | Status::Paused)
+                // A paused trial's process may print results before its SIGTERM lands: for the
+                // median rule they are results (its checkpoint will hold them), not lost lines.
+                // HyperBand judges a bracket at one milestone: what a trial did past it is not
+                // compared (Ray's trials stop at once when paused).
+                let late = t.status == Status::Paused && self.scheduler.chooses_paused();
+                if late
+                    || !matches!(t.status, Status::Running | Status::Paused)
                     || t.proc.as_ref().is_none_or(|p| p.attempt != attempt)
                 {
                     return Ok(()); // decided already, or an old attempt's last words
@@ -552,8 +623,9 @@ impl<'a> Engine<'a> {
                 if ok {
                     // The command finished on its own: complete, as Ray's on_trial_complete.
                     let last = t.last_point();
-                    self.scheduler.on_complete(trial, last);
-                    self.finish(trial, Status::Completed, None)
+                    let effects = (self.scheduler).on_complete(trial, last, &states(&self.trials));
+                    self.finish(trial, Status::Completed, None)?;
+                    self.stop_others(&effects)
                 } else {
                     let mut message = procs::describe(&status);
                     if let Some(l) = procs::last_line(&t.dir.join("stderr.log")) {
@@ -636,9 +708,9 @@ impl<'a> Engine<'a> {
         let waiting = self.scheduler.asks_waiting()
             && (!self.queue.is_empty()
                 || (self.trials.iter()).any(|t| t.id != i && t.status == Status::Paused));
-        let t = &mut self.trials[i];
-        t.push_result(time, metric, &record);
-        let verdict = self.scheduler.on_result(i, time, metric, waiting);
+        self.trials[i].push_result(time, metric, &record);
+        let (verdict, effects) =
+            (self.scheduler).on_result(i, time, metric, waiting, &states(&self.trials));
         let stop = verdict.action == Action::Stop;
         let pause = verdict.action == Action::Pause;
         self.journal.append(&Entry::Result {
@@ -686,11 +758,14 @@ impl<'a> Engine<'a> {
             })?;
         }
         self.dirty = true;
+        self.stop_others(&effects)?;
         if stop {
-            self.scheduler.on_complete(i, Some((time, metric)));
+            let last = Some((time, metric));
+            let more = (self.scheduler).on_complete(i, last, &states(&self.trials));
             let status = self.trials[i].stopped(verdict.complete, time);
             self.finish(i, status, None)?;
             self.terminate(i);
+            self.stop_others(&more)?;
         }
         if pause && self.trials[i].status == Status::Running {
             self.pause(i, time)?;
@@ -721,6 +796,64 @@ impl<'a> Engine<'a> {
         Ok(())
     }
 
+    /// A halving's judgements as decision records, then the other trials a decision stopped
+    /// (each ends: completed if it won every halving of its bracket, else stopped).
+    fn stop_others(&mut self, effects: &Effects) -> Result<()> {
+        if let Some(h) = &effects.halving {
+            // The worst value kept: below it (in the metric's direction) a trial stops.
+            let cutoff = h.judged.iter().find(|j| j.2).map(|j| j.1);
+            for &(trial, value, kept) in &h.judged {
+                self.out.emit(&Decision {
+                    trial,
+                    milestone: h.milestone,
+                    value,
+                    cutoff,
+                    action: if kept { "continue" } else { "stop" }.into(),
+                })?;
+            }
+        }
+        for &x in &effects.stop {
+            let t = &mut self.trials[x];
+            if t.status.ended() {
+                continue;
+            }
+            let time = t.last_point().map_or(0.0, |p| p.0);
+            let status = t.stopped(effects.completes(x), time);
+            self.finish(x, status, None)?;
+            self.terminate(x);
+        }
+        Ok(())
+    }
+
+    /// Nothing runs, nothing is pending, and trials are paused that HyperBand will not run
+    /// again (Ray would wait for ever): their brackets are processed again; any still left
+    /// paused then end as stopped.
+    fn unstick(&mut self) -> Result<()> {
+        self.journal.append(&Entry::Unstick)?;
+        let effects = self.scheduler.unstick(&states(&self.trials));
+        self.note(
+            "every trial left is paused and its bracket would wait for ever: processing it again",
+        );
+        self.stop_others(&effects)?;
+        if self.scheduler.choose(&states(&self.trials)).is_some() {
+            return Ok(());
+        }
+        let paused: Vec<usize> = (self.trials.iter())
+            .filter(|t| t.status == Status::Paused)
+            .map(|t| t.id)
+            .collect();
+        for i in paused {
+            let last = self.trials[i].last_point();
+            let more = (self.scheduler).on_complete(i, last, &states(&self.trials));
+            let time = last.map_or(0.0, |p| p.0);
+            let status = self.trials[i].stopped(false, time);
+            let why = "left paused with nothing else to run".to_string();
+            self.finish(i, status, Some(why))?;
+            self.stop_others(&more)?;
+        }
+        Ok(())
+    }
+
     /// A failed attempt: retried while --max-failures allows, else the trial's end.
     fn failed(&mut self, i: usize, message: String) -> Result<()> {
         let t = &mut self.trials[i];
@@ -745,7 +878,8 @@ impl<'a> Engine<'a> {
             // The end goes into the event file too (the hparams session as a failure).
             self.finish(i, Status::Error, Some(message))?;
             self.trials[i].files = None;
-            Ok(())
+            let effects = self.scheduler.on_error(i, &states(&self.trials));
+            self.stop_others(&effects)
         }
     }
 
@@ -1038,6 +1172,18 @@ impl<'a> Engine<'a> {
                     } else {
                         r.join(" | ")
                     }
+                );
+            }
+        }
+        if let Scheduler::HyperBand(h) = &self.scheduler {
+            for (band, s_, n, milestone, done, live) in h.brackets() {
+                let _ = writeln!(
+                    s,
+                    "HyperBand round {band} bracket {s_}: {live} live of at most {} trials, milestone {} {}, {:.0}% done",
+                    fmt_num(n),
+                    self.def.time_attr,
+                    fmt_num(milestone),
+                    done * 100.0
                 );
             }
         }

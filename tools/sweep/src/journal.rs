@@ -46,13 +46,14 @@ impl ArgRepr {
     }
 }
 
-/// `asha`, `fifo` or `median`.
+/// `asha`, `hyperband`, `median` or `fifo`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum SchedulerKind {
     Asha,
     Fifo,
     Median,
+    Hyperband,
 }
 
 /// How trial configs are chosen.
@@ -131,6 +132,8 @@ pub enum Entry {
         status: String,
         message: Option<String>,
     },
+    /// Nothing could run while trials were paused: HyperBand processed their brackets again.
+    Unstick,
 }
 
 /// The open journal.

@@ -22,7 +22,7 @@ use journal::{ArgRepr, Definition, Journal, SchedulerKind, SearchKind};
 use search::median::MedianSettings;
 use search::{AshaSettings, Mode, space};
 
-/// Hyper-parameter search (random, grid or TPE as Optuna's) with ASHA or median early stopping, as Ray Tune's, over any command that prints JSON records.
+/// Hyper-parameter search (random, grid or TPE as Optuna's) with ASHA, HyperBand or median early stopping, as Ray Tune's, over any command that prints JSON records.
 ///
 /// Draws trial configs from a search space (Ray Tune's primitives, as JSON; at random, or
 /// suggested by TPE as Optuna's sampler suggests them, --search tpe), runs the command
@@ -92,16 +92,19 @@ pub struct Cli {
     #[arg(long, value_name = "NAME", conflicts_with = "resume")]
     pub time_attr: Option<String>,
 
-    /// asha (early stopping), median (Ray's MedianStoppingRule: past --grace-period, a trial
-    /// whose best metric is below the median of the others' running means at the same time is
-    /// stopped; with fewer than --min-samples such trials it yields its slot to a pending one,
-    /// to be restarted later in its directory) or fifo (every trial runs to its end).
-    /// [default: asha]
+    /// asha (early stopping), hyperband (Ray's HyperBandScheduler: trials fill brackets in
+    /// turn; each pauses at its bracket's milestone until every trial of the bracket is there,
+    /// then the best 1/--reduction-factor go on to a milestone that many times further and the
+    /// others stop), median (Ray's MedianStoppingRule: past --grace-period, a trial whose best
+    /// metric is below the median of the others' running means at the same time is stopped;
+    /// with fewer than --min-samples such trials it yields its slot to a pending one) or fifo
+    /// (every trial runs to its end). A paused trial's command is restarted later in its
+    /// directory: give it a flag that resumes from {trial_dir}. [default: asha]
     #[arg(long, value_enum, conflicts_with = "resume")]
     pub scheduler: Option<SchedulerKind>,
 
     /// A trial whose time attribute reaches this is complete (and stopped if still running).
-    /// [default: 100]
+    /// [default: 100; hyperband: 81]
     #[arg(long, value_name = "T", conflicts_with = "resume")]
     pub max_t: Option<f64>,
 
@@ -110,7 +113,8 @@ pub struct Cli {
     #[arg(long, value_name = "T", conflicts_with = "resume")]
     pub grace_period: Option<f64>,
 
-    /// ASHA: rungs at grace·rf^k; at each, trials below the top 1/rf are stopped. [default: 4]
+    /// ASHA: rungs at grace·rf^k; at each, trials below the top 1/rf are stopped. HyperBand:
+    /// brackets halve by this factor (Ray's eta). [default: 4; hyperband: 3]
     #[arg(long, value_name = "RF", conflicts_with = "resume")]
     pub reduction_factor: Option<f64>,
 
@@ -123,8 +127,7 @@ pub struct Cli {
     #[arg(long, value_name = "N", conflicts_with = "resume")]
     pub min_samples: Option<usize>,
 
-    /// Median: a trial yields its slot at most once per this much of its time attribute (a
-    /// paused trial's command is restarted: give it a flag that resumes from {trial_dir}).
+    /// Median: a trial yields its slot at most once per this much of its time attribute.
     /// [default: 0]
     #[arg(long, value_name = "T", conflicts_with = "resume")]
     pub min_time_slice: Option<f64>,
@@ -314,17 +317,36 @@ fn definition(cli: &Cli) -> Result<(Definition, template::Template)> {
         Err(e) => return usage(format!("{e:#}")),
     };
     let mode = cli.mode.expect("clap requires --mode without --resume");
+    let scheduler = cli.scheduler.unwrap_or(SchedulerKind::Asha);
+    let hyperband = scheduler == SchedulerKind::Hyperband;
+    // Each scheduler's defaults are its Ray class's.
     let asha = AshaSettings {
-        max_t: cli.max_t.unwrap_or(100.0),
+        max_t: cli.max_t.unwrap_or(if hyperband { 81.0 } else { 100.0 }),
         grace_period: cli.grace_period.unwrap_or(1.0),
-        reduction_factor: cli.reduction_factor.unwrap_or(4.0),
+        reduction_factor: cli
+            .reduction_factor
+            .unwrap_or(if hyperband { 3.0 } else { 4.0 }),
         brackets: cli.brackets.unwrap_or(1),
         mode,
     };
     if let Err(e) = asha.validate() {
         return usage(format!("{e:#}"));
     }
-    let scheduler = cli.scheduler.unwrap_or(SchedulerKind::Asha);
+    if hyperband {
+        if cli.grace_period.is_some() || cli.brackets.is_some() {
+            return usage(
+                "--grace-period and --brackets are ASHA's: HyperBand's brackets follow from --max-t and --reduction-factor",
+            );
+        }
+        let settings = search::hyperband::HyperBandSettings {
+            max_t: asha.max_t,
+            reduction_factor: asha.reduction_factor,
+            mode,
+        };
+        if let Err(e) = settings.validate() {
+            return usage(format!("{e:#}"));
+        }
+    }
     if cli.min_time_slice.is_some_and(|t| t.is_nan() || t < 0.0) {
         return usage("--min-time-slice must be 0 or more");
     }

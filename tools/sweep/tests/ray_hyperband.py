@@ -7,6 +7,7 @@ The N trials are added first, in order (Ray adds every trial up front when the s
 them all at once). Events, in order:
   ["choose"]              choose_trial_to_run: the trial it returns (or null)
   ["start", i]            the controller runs trial i (status RUNNING)
+  ["pending", i]          trial i was interrupted (the sweep was killed): PENDING again
   ["result", i, t, v]     on_trial_result: its action; PAUSE makes the trial PAUSED, STOP makes
                           the controller stop it (on_trial_complete with its last result)
   ["complete", i]         the trial's command finished: on_trial_complete, then TERMINATED
@@ -75,6 +76,8 @@ def run(case):
                 answer = None if t is None else t.index
             elif kind == "start":
                 trials[ev[1]].status = Trial.RUNNING
+            elif kind == "pending":
+                trials[ev[1]].status = Trial.PENDING
             elif kind == "result":
                 t = trials[ev[1]]
                 result = {"t": number(ev[2]), "m": number(ev[3])}
