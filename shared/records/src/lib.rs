@@ -329,7 +329,26 @@ pub struct TrialResult {
     pub record: serde_json::Value,
 }
 
-/// An ASHA rung's judgement of one `sweep` result.
+/// A `sweep` population-based training trial copying a better one: its directory is replaced by
+/// a copy of `from`'s when it runs again, with `config` explored from `from`'s.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename = "exploit")]
+pub struct Exploit {
+    pub trial: usize,
+    /// The time attribute of the trial's result that decided it.
+    pub time: f64,
+    /// The trial copied, at its time `from_time` (which the copying trial takes).
+    pub from: usize,
+    pub from_time: f64,
+    pub from_config: serde_json::Map<String, serde_json::Value>,
+    /// The config the trial runs with from now on.
+    pub config: serde_json::Map<String, serde_json::Value>,
+    /// What was done to each mutated parameter: `resample`, `shift left`, `shift right` (with
+    /// ` (noop)` at the end of the list), `* 1.2`, ...
+    pub operations: serde_json::Map<String, serde_json::Value>,
+}
+
+/// An ASHA rung's (or a HyperBand halving's) judgement of one `sweep` result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename = "decision")]
 pub struct Decision {

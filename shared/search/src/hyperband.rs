@@ -34,6 +34,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use anyhow::{Result, bail};
 
 use crate::asha::{Action, Mode};
+use crate::scheduler::{Effects, Halving, TrialState};
 
 /// `HyperBandScheduler`'s arguments.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -69,48 +70,6 @@ impl HyperBandSettings {
     /// `int(np.round(np.log(max_t) / np.log(eta))) + 1` (numpy rounds half to even).
     fn s_max_1(&self) -> f64 {
         (self.max_t.ln() / self.reduction_factor.ln()).round_ties_even() + 1.0
-    }
-}
-
-/// What the caller knows of a trial, as Ray's `Trial.status`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TrialState {
-    Pending,
-    Running,
-    /// Yielded its slot at the scheduler's request (or is saving to do so).
-    Paused,
-    /// Terminated or errored.
-    Ended,
-}
-
-/// A bracket's successive halving: each live trial's last metric and whether it goes on.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Halving {
-    /// The milestone the trials were judged at.
-    pub milestone: f64,
-    /// The milestone the kept trials go on to.
-    pub next: f64,
-    /// (trial, metric, kept), worst first.
-    pub judged: Vec<(usize, f64, bool)>,
-}
-
-/// What a decision does besides its answer for the trial that reported.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Effects {
-    /// Other trials to stop, in the order Ray's controller is told to (each already left the
-    /// scheduler, as `stop_trial` removes it).
-    pub stop: Vec<usize>,
-    pub halving: Option<Halving>,
-}
-
-impl Effects {
-    /// Whether stopping `trial` completes it: it was not among a halving's losers (it won
-    /// every halving of its bracket, which is finished).
-    pub fn completes(&self, trial: usize) -> bool {
-        !self
-            .halving
-            .as_ref()
-            .is_some_and(|h| h.judged.iter().any(|&(t, _, kept)| t == trial && !kept))
     }
 }
 

@@ -86,8 +86,10 @@ fn main() {
         // The state lags one epoch behind the records, so a run killed with a record still in
         // the pipe prints it again when restarted (sweep ignores what it has seen).
         if let Some(d) = &state {
+            // Written whole (a SIGTERM between truncating and writing would leave it empty).
             std::fs::create_dir_all(d).unwrap();
-            std::fs::write(d.join("epoch"), (e - 1).to_string()).unwrap();
+            std::fs::write(d.join("epoch.tmp"), (e - 1).to_string()).unwrap();
+            std::fs::rename(d.join("epoch.tmp"), d.join("epoch")).unwrap();
         }
         if crash_at == Some(e) {
             let marker = state.as_ref().map(|d| d.join("crashed"));

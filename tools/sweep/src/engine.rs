@@ -13,15 +13,16 @@ use records::{BestTrial, Decision, SweepSummary, TrialRecord, TrialResult};
 use serde_json::{Map, Value};
 
 use crate::files::TrialFiles;
-use crate::journal::{Definition, Entry, Journal, SchedulerKind, SearchKind};
+use crate::journal::{Copied, Definition, Entry, Journal, SchedulerKind, SearchKind};
 use crate::procs::{self, Msg};
 use crate::template::{Bindings, Template};
-use search::TrialState;
-use search::asha::{Action, Asha, Scheduler};
-use search::hyperband::{Effects, HyperBand, HyperBandSettings};
+use search::asha::{Action, Asha};
+use search::hyperband::{HyperBand, HyperBandSettings};
 use search::median::Median;
+use search::pbt::{self, Pbt};
 use search::space::{Config, Space, TpeSpace};
 use search::tpe::{Observed, Tpe};
+use search::{Effects, Scheduler, TrialState};
 use tensorboard::SessionStatus;
 
 /// How this run of the sweep executes (may change between a sweep and its resumption).
@@ -111,6 +112,14 @@ struct Trial {
     proc: Option<Proc>,
     files: Option<TrialFiles>,
     first_start: Option<Instant>,
+    /// Results at or before this time are repeats of a restarted command (the last result's
+    /// time; none after a copy, whose command goes on from the copied trial's checkpoint).
+    floor: Option<f64>,
+    /// Population-based training: the trial whose directory this one takes before it runs
+    /// again, the copies made so far and the last trial copied.
+    copy_from: Option<usize>,
+    copies: usize,
+    copied_from: Option<usize>,
 }
 
 impl Trial {
@@ -121,7 +130,18 @@ impl Trial {
     /// Takes a result into the trial's history.
     fn push_result(&mut self, time: f64, metric: f64, record: &Map<String, Value>) {
         self.history.push((time, metric));
+        self.floor = Some(time);
         self.last = Some(record.clone());
+    }
+
+    /// A copy decided (population-based training): the new config now, the directory when
+    /// the trial runs again.
+    fn take_copy(&mut self, e: &pbt::Exploit) {
+        self.config = e.config.clone();
+        self.copy_from = Some(e.from);
+        self.copied_from = Some(e.from);
+        self.copies += 1;
+        self.floor = None;
     }
 
     /// The status a stop verdict gives (completed at max_t, else stopped at `time`).
@@ -193,6 +213,15 @@ impl<'a> Engine<'a> {
                     mode: def.asha.mode,
                 })?))
             }
+            SchedulerKind::Pbt => Scheduler::Pbt {
+                pbt: Box::new(Pbt::new(
+                    def.pbt
+                        .context("a pbt sweep's journal without its settings")?,
+                    pbt::mutations(&Space::parse(&def.space.to_string())?),
+                    def.seed,
+                )?),
+                max_t: def.asha.max_t,
+            },
             SchedulerKind::Median => Scheduler::Median {
                 rule: Box::new(Median::new(
                     def.median
@@ -229,10 +258,14 @@ impl<'a> Engine<'a> {
                 proc: None,
                 files: None,
                 first_start: None,
+                floor: None,
+                copy_from: None,
+                copies: 0,
+                copied_from: None,
             })
             .collect();
         for t in &trials {
-            scheduler.add(t.id);
+            scheduler.add(t.id, &t.config);
         }
         let (tx, rx) = mpsc::channel();
         let slots = vec![None; opts.slots];
@@ -283,6 +316,7 @@ impl<'a> Engine<'a> {
                     let t = &mut self.trials[*trial];
                     t.attempts = *attempt;
                     t.status = Status::Running;
+                    t.copy_from = None; // copied before the start was journalled
                 }
                 Entry::Result {
                     trial,
@@ -292,6 +326,7 @@ impl<'a> Engine<'a> {
                     stop,
                     pause,
                     waiting,
+                    exploit,
                 } => {
                     self.trials[*trial].push_result(*time, *metric, record);
                     let (v, effects) = self.scheduler.on_result(
@@ -302,6 +337,18 @@ impl<'a> Engine<'a> {
                         &states(&self.trials),
                     );
                     self.replay_stops(&effects, &mut decided);
+                    let copied = effects.exploit.as_ref().map(|e| Copied {
+                        from: e.from,
+                        config: e.config.clone(),
+                    });
+                    if copied != *exploit {
+                        anyhow::bail!(
+                            "the journal's copy for trial {trial} at {time} differs from this sweep's population-based training: was it written by another version?"
+                        );
+                    }
+                    if let Some(e) = &effects.exploit {
+                        self.trials[*trial].take_copy(e);
+                    }
                     let t = &mut self.trials[*trial];
                     if (v.action == Action::Stop) != *stop || (v.action == Action::Pause) != *pause
                     {
@@ -477,6 +524,16 @@ impl<'a> Engine<'a> {
             let t = &mut self.trials[i];
             t.config = config;
             t.chosen = true;
+        }
+        if let Some(from) = self.trials[i].copy_from {
+            // Its own process has exited: the copied trial's checkpoint as it is now.
+            let (src, dst) = (&self.trials[from].dir, &self.trials[i].dir);
+            if let Err(e) = crate::files::copy_checkpoint(src, dst) {
+                let message = format!("copying trial {from}'s directory: {e:#}");
+                self.trials[i].copy_from = None;
+                return self.failed(i, message);
+            }
+            self.trials[i].copy_from = None;
         }
         let attempt = self.trials[i].attempts + 1;
         let t = &mut self.trials[i];
@@ -694,7 +751,7 @@ impl<'a> Engine<'a> {
         };
         let proc_last = t.proc.as_mut().and_then(|p| p.last_time.replace(time));
         // A restarted command repeats what it had reported before its checkpoint: skip it.
-        if t.last_point().is_some_and(|(last, _)| time <= last) {
+        if t.floor.is_some_and(|last| time <= last) {
             if let Some(before) = proc_last.filter(|&before| time <= before) {
                 let why = format!(
                     "has \"{}\": {time} after {before}: the time went backwards: ignored",
@@ -721,6 +778,10 @@ impl<'a> Engine<'a> {
             stop,
             pause,
             waiting,
+            exploit: effects.exploit.as_ref().map(|e| Copied {
+                from: e.from,
+                config: e.config.clone(),
+            }),
         })?;
 
         let t = &mut self.trials[i];
@@ -738,6 +799,15 @@ impl<'a> Engine<'a> {
             ),
         );
         full.insert("config".into(), Value::Object(t.config.clone()));
+        if matches!(self.scheduler, Scheduler::Pbt { .. }) {
+            // The lineage, as numbers TensorBoard plots: the copies made so far, and the trial
+            // last copied (its own id before any).
+            full.insert("pbt_copies".into(), Value::from(t.copies));
+            full.insert(
+                "pbt_copied_from".into(),
+                Value::from(t.copied_from.unwrap_or(i)),
+            );
+        }
         if let Some(f) = &mut t.files {
             f.result(&full, time.round() as i64)?;
         }
@@ -759,6 +829,9 @@ impl<'a> Engine<'a> {
         }
         self.dirty = true;
         self.stop_others(&effects)?;
+        if let Some(e) = &effects.exploit {
+            self.copy_decided(i, time, e)?;
+        }
         if stop {
             let last = Some((time, metric));
             let more = (self.scheduler).on_complete(i, last, &states(&self.trials));
@@ -770,6 +843,52 @@ impl<'a> Engine<'a> {
         if pause && self.trials[i].status == Status::Running {
             self.pause(i, time)?;
         }
+        Ok(())
+    }
+
+    /// Population-based training decided that trial `i` copies another: its config now (an
+    /// `exploit` record, and Ray's policy files: OUT_DIR/pbt_global.txt, and
+    /// OUT_DIR/pbt_policy_NNNN.txt, the copied trial's policy followed by this copy), its
+    /// directory when it runs again; it pauses.
+    fn copy_decided(&mut self, i: usize, time: f64, e: &pbt::Exploit) -> Result<()> {
+        let iteration = |t: &Trial| t.history.len();
+        let row = serde_json::json!([
+            format!("trial-{i:04}"),
+            format!("trial-{:04}", e.from),
+            iteration(&self.trials[i]),
+            iteration(&self.trials[e.from]),
+            e.from_config,
+            e.config,
+        ]);
+        self.trials[i].take_copy(e);
+        let policy = |t: usize| self.out_dir.join(format!("pbt_policy_{t:04}.txt"));
+        let mut lines = std::fs::read(policy(e.from)).unwrap_or_default();
+        lines.extend_from_slice(format!("{row}\n").as_bytes());
+        let written =
+            cli_common::atomic::write_atomic(&policy(i), |w| std::io::Write::write_all(w, &lines));
+        if let Err(err) = written {
+            self.note(&format!("warning: {}", err.describe()));
+        }
+        let global = self.out_dir.join("pbt_global.txt");
+        let appended = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&global)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, format!("{row}\n").as_bytes()));
+        if let Err(err) = appended {
+            self.note(&format!("warning: writing {}: {err}", global.display()));
+        }
+        self.out.emit(&records::Exploit {
+            trial: i,
+            time,
+            from: e.from,
+            from_time: e.from_time,
+            from_config: e.from_config.clone(),
+            config: e.config.clone(),
+            operations: (e.operations.iter())
+                .map(|(k, op)| (k.clone(), Value::String(op.clone())))
+                .collect(),
+        })?;
         Ok(())
     }
 

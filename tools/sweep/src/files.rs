@@ -149,6 +149,62 @@ impl TrialFiles {
     }
 }
 
+/// Whether `name` is one of the files sweep keeps in a trial's directory (the trial's own
+/// history, which a copy of another trial's checkpoint leaves alone).
+pub fn sweep_owned(name: &std::ffi::OsStr) -> bool {
+    let name = name.to_string_lossy();
+    matches!(
+        name.as_ref(),
+        "params.json" | "result.json" | "progress.csv" | "stderr.log"
+    ) || name.starts_with("events.out.tfevents.")
+}
+
+/// Population-based training's copy: everything in `to` but sweep's own files is replaced by a
+/// copy of what `from` holds (its command's checkpoint), sweep's files of `from` left out.
+/// Symbolic links are copied as links.
+pub fn copy_checkpoint(from: &Path, to: &Path) -> Result<()> {
+    fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+        let meta = std::fs::symlink_metadata(from)
+            .with_context(|| format!("reading {}", from.display()))?;
+        if meta.is_symlink() {
+            let target = std::fs::read_link(from)?;
+            std::os::unix::fs::symlink(&target, to)
+                .with_context(|| format!("linking {}", to.display()))?;
+        } else if meta.is_dir() {
+            std::fs::create_dir_all(to).with_context(|| format!("creating {}", to.display()))?;
+            for entry in std::fs::read_dir(from)? {
+                let entry = entry?;
+                copy_tree(&entry.path(), &to.join(entry.file_name()))?;
+            }
+        } else {
+            std::fs::copy(from, to)
+                .with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
+        }
+        Ok(())
+    }
+    std::fs::create_dir_all(to).with_context(|| format!("creating {}", to.display()))?;
+    for entry in std::fs::read_dir(to).with_context(|| format!("reading {}", to.display()))? {
+        let entry = entry?;
+        if sweep_owned(&entry.file_name()) {
+            continue;
+        }
+        let path = entry.path();
+        let removed = if entry.file_type()?.is_dir() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        removed.with_context(|| format!("removing {}", path.display()))?;
+    }
+    for entry in std::fs::read_dir(from).with_context(|| format!("reading {}", from.display()))? {
+        let entry = entry?;
+        if !sweep_owned(&entry.file_name()) {
+            copy_tree(&entry.path(), &to.join(entry.file_name()))?;
+        }
+    }
+    Ok(())
+}
+
 /// The metric each trial's event file gets at its end: 1 when the scheduler stopped it early.
 pub const STOPPED_EARLY: &str = "stopped_early";
 
@@ -244,6 +300,36 @@ fn split_csv_header(line: &str) -> Vec<String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_copy_replaces_the_checkpoint_and_keeps_the_trials_own_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let (from, to) = (dir.path().join("from"), dir.path().join("to"));
+        for d in [&from, &to] {
+            std::fs::create_dir_all(d.join("ckpt")).unwrap();
+            std::fs::write(d.join("params.json"), d.display().to_string()).unwrap();
+            std::fs::write(
+                d.join("events.out.tfevents.1.h.2.x"),
+                d.display().to_string(),
+            )
+            .unwrap();
+        }
+        std::fs::write(from.join("ckpt/model.pt"), "better").unwrap();
+        std::os::unix::fs::symlink("ckpt/model.pt", from.join("latest")).unwrap();
+        std::fs::write(to.join("ckpt/model.pt"), "worse").unwrap();
+        std::fs::write(to.join("ckpt/stale.pt"), "stale").unwrap();
+        std::fs::write(to.join("notes"), "gone").unwrap();
+        copy_checkpoint(&from, &to).unwrap();
+        let read = |p: &str| std::fs::read_to_string(to.join(p)).unwrap();
+        assert_eq!(read("ckpt/model.pt"), "better");
+        assert_eq!(read("latest"), "better", "the link copied as a link");
+        assert!(!to.join("ckpt/stale.pt").exists() && !to.join("notes").exists());
+        assert_eq!(read("params.json"), to.display().to_string());
+        assert_eq!(
+            read("events.out.tfevents.1.h.2.x"),
+            to.display().to_string()
+        );
+    }
 
     #[test]
     fn flatten_nests_with_slashes() {

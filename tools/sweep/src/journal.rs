@@ -16,6 +16,7 @@ use serde_json::{Map, Value};
 
 use search::asha::AshaSettings;
 use search::median::MedianSettings;
+use search::pbt::PbtSettings;
 use search::space::Config;
 
 pub const FILE: &str = "journal.jsonl";
@@ -46,7 +47,7 @@ impl ArgRepr {
     }
 }
 
-/// `asha`, `hyperband`, `median` or `fifo`.
+/// `asha`, `hyperband`, `median`, `pbt` or `fifo`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum SchedulerKind {
@@ -54,6 +55,7 @@ pub enum SchedulerKind {
     Fifo,
     Median,
     Hyperband,
+    Pbt,
 }
 
 /// How trial configs are chosen.
@@ -86,10 +88,20 @@ pub struct Definition {
     /// The median rule's settings (absent before it, and for the other schedulers).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub median: Option<MedianSettings>,
+    /// Population-based training's settings (pbt only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pbt: Option<PbtSettings>,
     pub max_failures: usize,
     pub command: Vec<ArgRepr>,
     /// The generated configs, in trial order (random search; TPE's are `Suggest` entries).
     pub trials: Vec<Config>,
+}
+
+/// A copy population-based training decided: the trial copied and the new config.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Copied {
+    pub from: usize,
+    pub config: Config,
 }
 
 /// One journal line.
@@ -121,6 +133,9 @@ pub enum Entry {
         /// Another trial was pending or paused (what the median rule asks).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         waiting: bool,
+        /// Population-based training: the trial copies another (and pauses).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exploit: Option<Copied>,
     },
     Failure {
         trial: usize,
@@ -236,6 +251,7 @@ mod tests {
             scheduler: SchedulerKind::Asha,
             search: SearchKind::Random,
             median: None,
+            pbt: None,
             asha: AshaSettings {
                 max_t: 4.0,
                 grace_period: 1.0,

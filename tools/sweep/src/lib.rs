@@ -20,9 +20,10 @@ pub mod template;
 
 use journal::{ArgRepr, Definition, Journal, SchedulerKind, SearchKind};
 use search::median::MedianSettings;
+use search::pbt::PbtSettings;
 use search::{AshaSettings, Mode, space};
 
-/// Hyper-parameter search (random, grid or TPE as Optuna's) with ASHA, HyperBand or median early stopping, as Ray Tune's, over any command that prints JSON records.
+/// Hyper-parameter search (random, grid or TPE as Optuna's) with ASHA, HyperBand, median stopping or population-based training, as Ray Tune's, over any command that prints JSON records.
 ///
 /// Draws trial configs from a search space (Ray Tune's primitives, as JSON; at random, or
 /// suggested by TPE as Optuna's sampler suggests them, --search tpe), runs the command
@@ -97,9 +98,13 @@ pub struct Cli {
     /// then the best 1/--reduction-factor go on to a milestone that many times further and the
     /// others stop), median (Ray's MedianStoppingRule: past --grace-period, a trial whose best
     /// metric is below the median of the others' running means at the same time is stopped;
-    /// with fewer than --min-samples such trials it yields its slot to a pending one) or fifo
-    /// (every trial runs to its end). A paused trial's command is restarted later in its
-    /// directory: give it a flag that resumes from {trial_dir}. [default: asha]
+    /// with fewer than --min-samples such trials it yields its slot to a pending one), pbt
+    /// (Ray's PopulationBasedTraining: every --perturbation-interval, a trial in the bottom
+    /// --quantile-fraction copies one of the top: its directory is replaced by a copy of the
+    /// other's and it runs on with a config mutated from the other's; the space's parameters
+    /// are the mutations) or fifo (every trial runs to its end). A paused trial's command is
+    /// restarted later in its directory: give it a flag that resumes from {trial_dir}.
+    /// [default: asha]
     #[arg(long, value_enum, conflicts_with = "resume")]
     pub scheduler: Option<SchedulerKind>,
 
@@ -131,6 +136,37 @@ pub struct Cli {
     /// [default: 0]
     #[arg(long, value_name = "T", conflicts_with = "resume")]
     pub min_time_slice: Option<f64>,
+
+    /// PBT: a trial is compared (and may copy a better one) each time its time attribute has
+    /// advanced this much since it last was. Required with --scheduler pbt.
+    #[arg(long, value_name = "T", conflicts_with = "resume")]
+    pub perturbation_interval: Option<f64>,
+
+    /// PBT: no trial is compared before its time attribute reaches this. [default: 0]
+    #[arg(long, value_name = "T", conflicts_with = "resume")]
+    pub burn_in_period: Option<f64>,
+
+    /// PBT: the share of trials (at most half) in the bottom quantile, which copy, and in the
+    /// top one, which are copied. [default: 0.25]
+    #[arg(long, value_name = "F", conflicts_with = "resume")]
+    pub quantile_fraction: Option<f64>,
+
+    /// PBT: the probability that a copy draws a parameter afresh from the space rather than
+    /// perturbing it (a list value moves one place, a number is multiplied by one of
+    /// --perturbation-factors). [default: 0.25]
+    #[arg(long, value_name = "P", conflicts_with = "resume")]
+    pub resample_probability: Option<f64>,
+
+    /// PBT: the two factors a perturbed number is multiplied by, one drawn per copy.
+    /// [default: 1.2,0.8]
+    #[arg(
+        long,
+        value_name = "UP,DOWN",
+        value_delimiter = ',',
+        num_args = 2,
+        conflicts_with = "resume"
+    )]
+    pub perturbation_factors: Option<Vec<f64>>,
 
     /// Times a failed trial (its command exited non-zero before it was stopped) runs again
     /// before it is an error. A retry runs the same command in the same trial directory: give
@@ -329,8 +365,14 @@ fn definition(cli: &Cli) -> Result<(Definition, template::Template)> {
         brackets: cli.brackets.unwrap_or(1),
         mode,
     };
-    if let Err(e) = asha.validate() {
+    // The grace period and brackets are ASHA's (the median rule's grace period too); every
+    // scheduler takes max_t.
+    let uses_grace = matches!(scheduler, SchedulerKind::Asha | SchedulerKind::Median);
+    if uses_grace && let Err(e) = asha.validate() {
         return usage(format!("{e:#}"));
+    }
+    if !(asha.max_t.is_finite() && asha.max_t > 0.0) {
+        return usage("--max-t must be positive");
     }
     if hyperband {
         if cli.grace_period.is_some() || cli.brackets.is_some() {
@@ -357,6 +399,50 @@ fn definition(cli: &Cli) -> Result<(Definition, template::Template)> {
             "--min-samples and --min-time-slice are the median rule's: add --scheduler median",
         );
     }
+    let pbt_flags = cli.perturbation_interval.is_some()
+        || cli.burn_in_period.is_some()
+        || cli.quantile_fraction.is_some()
+        || cli.resample_probability.is_some()
+        || cli.perturbation_factors.is_some();
+    let pbt = if scheduler == SchedulerKind::Pbt {
+        if cli.grace_period.is_some() || cli.brackets.is_some() {
+            return usage(
+                "--grace-period and --brackets are ASHA's, not population-based training's",
+            );
+        }
+        if cli.search == Some(SearchKind::Tpe) {
+            return usage(
+                "--scheduler pbt makes its own configs: it takes random search only, as Ray's",
+            );
+        }
+        let Some(interval) = cli.perturbation_interval else {
+            return usage("--scheduler pbt needs --perturbation-interval T (in --time-attr units)");
+        };
+        let factors = cli.perturbation_factors.clone().unwrap_or(vec![1.2, 0.8]);
+        let settings = PbtSettings {
+            perturbation_interval: interval,
+            burn_in_period: cli.burn_in_period.unwrap_or(0.0),
+            quantile_fraction: cli.quantile_fraction.unwrap_or(0.25),
+            resample_probability: cli.resample_probability.unwrap_or(0.25),
+            perturbation_factors: [factors[0], factors[1]],
+            mode,
+        };
+        if let Err(e) = settings.validate() {
+            return usage(format!("{e:#}"));
+        }
+        if search::pbt::mutations(&space).is_empty() {
+            return usage(
+                "--scheduler pbt: the space has nothing to mutate (a grid, choice or distribution)",
+            );
+        }
+        Some(settings)
+    } else if pbt_flags {
+        return usage(
+            "--perturbation-interval, --burn-in-period, --quantile-fraction, --resample-probability and --perturbation-factors are population-based training's: add --scheduler pbt",
+        );
+    } else {
+        None
+    };
     let search = cli.search.unwrap_or_default();
     if search == SearchKind::Tpe {
         if let Err(e) = space.tpe() {
@@ -400,6 +486,7 @@ fn definition(cli: &Cli) -> Result<(Definition, template::Template)> {
             min_time_slice: cli.min_time_slice.unwrap_or(0.0),
             mode,
         }),
+        pbt,
         max_failures: cli.max_failures.unwrap_or(0),
         command: cli.command.iter().map(ArgRepr::from_os).collect(),
         trials: match search {

@@ -9,8 +9,9 @@ mod common;
 use common::Rng;
 
 use search::Action;
+use search::TrialState;
 use search::asha::Mode;
-use search::hyperband::{HyperBand, HyperBandSettings, TrialState};
+use search::hyperband::{HyperBand, HyperBandSettings};
 use serde_json::{Value, json};
 
 fn num(v: f64) -> Value {
