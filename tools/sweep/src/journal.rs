@@ -52,10 +52,10 @@ impl ArgRepr {
 #[serde(rename_all = "snake_case")]
 pub enum SchedulerKind {
     Asha,
-    Fifo,
-    Median,
     Hyperband,
+    Median,
     Pbt,
+    Fifo,
 }
 
 /// How trial configs are chosen.

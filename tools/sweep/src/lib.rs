@@ -161,7 +161,7 @@ pub struct Cli {
     /// [default: 1.2,0.8]
     #[arg(
         long,
-        value_name = "UP,DOWN",
+        value_names = ["UP", "DOWN"],
         value_delimiter = ',',
         num_args = 2,
         conflicts_with = "resume"
