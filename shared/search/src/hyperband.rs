@@ -34,7 +34,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use anyhow::{Result, bail};
 
 use crate::asha::{Action, Mode};
-use crate::scheduler::{Effects, Halving, TrialState};
+use crate::scheduler::{Effects, Halving, States, TrialState};
 
 /// `HyperBandScheduler`'s arguments.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -328,7 +328,7 @@ impl HyperBand {
         trial: usize,
         time: f64,
         metric: f64,
-        state: &dyn Fn(usize) -> TrialState,
+        state: States<'_>,
     ) -> (Action, Effects) {
         let Some(&b) = self.trial_bracket.get(&trial) else {
             return (Action::Stop, Effects::default());
@@ -346,7 +346,7 @@ impl HyperBand {
 
     /// `on_trial_complete` and `on_trial_error` (through `on_trial_remove`): the trial leaves
     /// its bracket, which may then halve.
-    pub fn on_remove(&mut self, trial: usize, state: &dyn Fn(usize) -> TrialState) -> Effects {
+    pub fn on_remove(&mut self, trial: usize, state: States<'_>) -> Effects {
         if !self.removed.insert(trial) {
             return Effects::default();
         }
@@ -377,7 +377,7 @@ impl HyperBand {
         &mut self,
         b: usize,
         current: Option<usize>,
-        state: &dyn Fn(usize) -> TrialState,
+        state: States<'_>,
     ) -> (Action, Effects) {
         let mut action = Action::Pause;
         let mut effects = Effects::default();
@@ -437,7 +437,7 @@ impl HyperBand {
 
     /// `choose_trial_to_run`: the first pending trial, or paused one its bracket unpaused, of
     /// the least complete bracket, band by band.
-    pub fn choose(&self, state: &dyn Fn(usize) -> TrialState) -> Option<usize> {
+    pub fn choose(&self, state: States<'_>) -> Option<usize> {
         for band in &self.bands {
             let mut brackets: Vec<usize> = band.iter().flatten().copied().collect();
             // Stable, as Python's sorted (completions are never NaN).
@@ -464,7 +464,7 @@ impl HyperBand {
     /// them unpaused are processed as a removal would have before their first halving (or,
     /// if they have not all reached the milestone, all unpaused). Call only when no trial is
     /// running and [`Self::choose`] finds none.
-    pub fn unstick(&mut self, state: &dyn Fn(usize) -> TrialState) -> Effects {
+    pub fn unstick(&mut self, state: States<'_>) -> Effects {
         let mut all = Effects::default();
         for b in 0..self.brackets.len() {
             let br = &self.brackets[b];

@@ -29,7 +29,7 @@ use serde_json::Value;
 
 use crate::asha::{Action, Mode};
 use crate::numpy::{PyRandom, RandomState};
-use crate::scheduler::TrialState;
+use crate::scheduler::{States, TrialState};
 use crate::space::{Config, Param, Space};
 
 /// `PopulationBasedTraining`'s arguments.
@@ -172,7 +172,7 @@ impl Pbt {
         trial: usize,
         time: f64,
         metric: f64,
-        state: &dyn Fn(usize) -> TrialState,
+        state: States<'_>,
     ) -> (Action, Option<Exploit>) {
         let k = self.index(trial);
         if time < self.s.burn_in_period {
@@ -224,7 +224,7 @@ impl Pbt {
     }
 
     /// `_quantiles`: indices into `trials` of the lower and upper quantiles.
-    fn quantiles(&self, state: &dyn Fn(usize) -> TrialState) -> (Vec<usize>, Vec<usize>) {
+    fn quantiles(&self, state: States<'_>) -> (Vec<usize>, Vec<usize>) {
         let mut ranked: Vec<usize> = (0..self.trials.len())
             .filter(|&i| {
                 let (t, st) = &self.trials[i];
@@ -299,7 +299,7 @@ impl Pbt {
 
     /// `choose_trial_to_run`: the pending or paused trial with the least time (the first added
     /// among equals).
-    pub fn choose(&self, state: &dyn Fn(usize) -> TrialState) -> Option<usize> {
+    pub fn choose(&self, state: States<'_>) -> Option<usize> {
         (self.trials.iter())
             .filter(|(t, _)| matches!(state(*t), TrialState::Pending | TrialState::Paused))
             .fold(None, |best: Option<&(usize, TrialPbt)>, x| match best {

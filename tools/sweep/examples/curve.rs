@@ -2,10 +2,12 @@
 //! accuracy follows a known curve of its config, like a training run that takes no time.
 //!
 //!   curve --lr LR [--batch-size N] [--epochs N] [--sleep-ms MS] [--state DIR]
-//!         [--crash-at E] [--ignore-term] [--slot-lock FILE]
+//!         [--crash-at E] [--ignore-term] [--slot-lock FILE] [--noise SD --noise-seed N]
 //!
 //! val_top1(e) = 100 · q · (1 − e^(−e/3)), q = exp(−(log10(lr) + 1.5)²) · (1 − batch/1024):
-//! best at lr ≈ 0.03, small batches. --state DIR resumes after the last epoch written there
+//! best at lr ≈ 0.03, small batches. --noise SD adds SD · z to each epoch's value, z a standard
+//! normal of (--noise-seed, epoch) (splitmix64 and Box–Muller, as scripts/bench/schedulers.py
+//! computes it), as validation noise that can mislead early stopping. --state DIR resumes after the last epoch written there
 //! (DIR/epoch); --crash-at E exits 1 after epoch E unless DIR/crashed exists (so it crashes once);
 //! --ignore-term ignores SIGTERM; --slot-lock FILE takes an exclusive flock on FILE for the life
 //! of the process and exits 4 with an "overlap" record if another process holds it. Each record carries the
@@ -22,6 +24,7 @@ fn main() {
     let mut state: Option<PathBuf> = None;
     let mut crash_at: Option<u32> = None;
     let mut lock: Option<PathBuf> = None;
+    let (mut noise, mut noise_seed) = (0.0f64, 0u64);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut val = || args.next().unwrap_or_else(|| panic!("{a} needs a value"));
@@ -33,6 +36,8 @@ fn main() {
             "--state" => state = Some(PathBuf::from(val())),
             "--crash-at" => crash_at = Some(val().parse().expect("--crash-at")),
             "--slot-lock" => lock = Some(PathBuf::from(val())),
+            "--noise" => noise = val().parse().expect("--noise"),
+            "--noise-seed" => noise_seed = val().parse().expect("--noise-seed"),
             "--ignore-term" => {
                 // SAFETY: setting a signal disposition to SIG_IGN at start-up, single-threaded.
                 unsafe {
@@ -80,7 +85,7 @@ fn main() {
         if sleep_ms > 0 {
             std::thread::sleep(std::time::Duration::from_millis(sleep_ms));
         }
-        let acc = 100.0 * q * (1.0 - (-(e as f64) / 3.0).exp());
+        let acc = 100.0 * q * (1.0 - (-(e as f64) / 3.0).exp()) + noise * normal(noise_seed, e);
         writeln!(out, "{{\"type\":\"epoch\",\"epoch\":{e},\"epochs\":{epochs},\"val_top1\":{acc},\"val_loss\":{},\"cuda\":{cuda:?}}}", 1.0 - acc / 100.0).unwrap();
         out.flush().unwrap();
         // The state lags one epoch behind the records, so a run killed with a record still in
@@ -103,4 +108,19 @@ fn main() {
         }
     }
     writeln!(out, "{{\"type\":\"summary\",\"ok\":1}}").unwrap();
+}
+
+/// A standard normal of (seed, epoch): two splitmix64 outputs through Box–Muller.
+fn normal(seed: u64, epoch: u32) -> f64 {
+    let mut x = seed ^ (epoch as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let mut next = || {
+        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    let u1 = ((next() >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+    let u2 = (next() >> 11) as f64 / (1u64 << 53) as f64;
+    (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
 }

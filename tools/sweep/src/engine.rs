@@ -425,7 +425,7 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// The trial to start in a free slot: the scheduler's choice (HyperBand's), else the first
+    /// The trial to start in a free slot: the scheduler's choice (HyperBand's, PBT's), else the first
     /// pending one, else (median) a paused one in trial order, once its process has exited
     /// (it must not run twice at once).
     fn next_trial(&mut self) -> Option<usize> {
@@ -529,8 +529,8 @@ impl<'a> Engine<'a> {
             // Its own process has exited: the copied trial's checkpoint as it is now.
             let (src, dst) = (&self.trials[from].dir, &self.trials[i].dir);
             if let Err(e) = crate::files::copy_checkpoint(src, dst) {
+                // A failed attempt: a retry copies again.
                 let message = format!("copying trial {from}'s directory: {e:#}");
-                self.trials[i].copy_from = None;
                 return self.failed(i, message);
             }
             self.trials[i].copy_from = None;
@@ -1305,6 +1305,13 @@ impl<'a> Engine<'a> {
                     done * 100.0
                 );
             }
+        }
+        if let Scheduler::Pbt { pbt, .. } = &self.scheduler {
+            let _ = writeln!(
+                s,
+                "PBT: {} copies of a better trial, {} trials in the top quantile when compared",
+                pbt.num_perturbations, pbt.num_checkpoints
+            );
         }
         if let Some(b) = self.best() {
             let (time, metric) = b.last_point().expect("best has a result");
