@@ -4,7 +4,7 @@ scheduler (fifo = random search alone, ASHA, HyperBand, the median rule, populat
 training) and each seed, how good the trial each one picks is, and the epochs it spent.
 
   .venv/bin/python scripts/bench/schedulers.py [--seeds 20] [--trials 27] [--epochs 27]
-                                               [--noise 3] [--slots 4]
+                                               [--noise 3] [--slots 4] [--epoch-ms 10]
 
 The model is sweep's `curve` stand-in with validation noise: val_top1(e) = 100·q·(1 − e^(−e/3))
 + noise·z(trial, e), q = exp(−(log10 lr + 1.5)²)·(1 − batch/1024), over lr ~ loguniform(1e-4, 1)
@@ -12,7 +12,9 @@ and batch ∈ {16, 32, ..., 512}. A scheduler's pick is the trial with the best 
 (sweep's best.json, Ray's get_best_result(scope="last")); its quality is the noise-free value of
 its final config at the last epoch (what the pick is worth), out of at most 100·(1 − e^−9).
 
-Ours: the sweep CLI running the curve program (release build), --slots trials at a time.
+Ours: the sweep CLI running the curve program (release build, each epoch --epoch-ms long so that
+a pause or stop lands before the next), --slots trials at a time; epochs spent are the results
+it judged.
 Ray's: Ray Tune 2.60's own scheduler objects (AsyncHyperBandScheduler, HyperBandScheduler,
 MedianStoppingRule, PopulationBasedTraining) driven by a stand-in controller with the same
 number of trials running at once, configs drawn by Ray's own samplers from numpy seeded with the
@@ -80,7 +82,8 @@ def ours(method, seed, a, work):
            "--slots", str(a.slots), "--gpus-per-trial", "0", "--cpus-per-trial", "0", "-q",
            "--out-dir", out] + sweep_args(method, a) + [
         "--", curve, "--lr", "{lr}", "--batch-size", "{batch_size}", "--epochs", str(a.epochs),
-        "--noise", str(a.noise), "--noise-seed", "{trial}", "--state", "{trial_dir}/state"]
+        "--noise", str(a.noise), "--noise-seed", "{trial}", "--state", "{trial_dir}/state",
+        "--sleep-ms", str(a.epoch_ms)]
     t0 = time.time()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     wall = time.time() - t0
@@ -220,6 +223,9 @@ def main():
     ap.add_argument("--epochs", type=int, default=27)
     ap.add_argument("--noise", type=float, default=3.0)
     ap.add_argument("--slots", type=int, default=4)
+    # An epoch must take long enough for a pause or stop to land before the next one: a
+    # command that runs ahead of the scheduler does work nobody asked for.
+    ap.add_argument("--epoch-ms", type=int, default=10)
     ap.add_argument("--methods", default=",".join(METHODS))
     a = ap.parse_args()
     subprocess.run(["cargo", "build", "-q", "--release", "-p", "sweep", "--bins", "--examples"],

@@ -100,6 +100,27 @@ pub struct Exploit {
     pub operations: Vec<(String, String)>,
 }
 
+/// PBT's answer to one result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    pub action: Action,
+    /// The trial is in the top quantile: its state is saved now (Ray's `_schedule_trial_save`),
+    /// for a later copy to take.
+    pub save: bool,
+    /// The copy the trial makes (it then pauses).
+    pub exploit: Option<Exploit>,
+}
+
+impl Step {
+    fn plain(action: Action) -> Self {
+        Step {
+            action,
+            save: false,
+            exploit: None,
+        }
+    }
+}
+
 /// Ray's `_PBTTrialState`.
 #[derive(Debug, Clone)]
 struct TrialPbt {
@@ -166,21 +187,15 @@ impl Pbt {
         &self.trials[self.index(trial)].1.config
     }
 
-    /// `on_trial_result`: the action, and the copy the trial makes (it then pauses).
-    pub fn on_result(
-        &mut self,
-        trial: usize,
-        time: f64,
-        metric: f64,
-        state: States<'_>,
-    ) -> (Action, Option<Exploit>) {
+    /// `on_trial_result`.
+    pub fn on_result(&mut self, trial: usize, time: f64, metric: f64, state: States<'_>) -> Step {
         let k = self.index(trial);
         if time < self.s.burn_in_period {
-            return (Action::Continue, None);
+            return Step::plain(Action::Continue);
         }
         let st = &mut self.trials[k].1;
         if time - st.last_perturbation_time < self.s.perturbation_interval {
-            return (Action::Continue, None);
+            return Step::plain(Action::Continue);
         }
         st.last_score = Some(self.s.mode.op() * metric);
         st.last_train_time = time;
@@ -199,13 +214,17 @@ impl Pbt {
             self.num_checkpoints += 1;
         }
         self.trials[k].1.has_checkpoint = in_upper;
+        let step = Step {
+            save: in_upper,
+            ..Step::plain(decision)
+        };
         if !lower.contains(&k) {
-            return (decision, None);
+            return step;
         }
         let c = upper[self.py.below(upper.len())];
         let (from, clone) = self.trials[c].clone();
         if !clone.has_checkpoint {
-            return (decision, None); // Ray: no checkpoint for the trial, skip exploit
+            return step; // Ray: no checkpoint for the trial, skip exploit
         }
         let (config, operations) = self.explore(&clone.config);
         let st = &mut self.trials[k].1;
@@ -220,7 +239,11 @@ impl Pbt {
             config,
             operations,
         };
-        (Action::Pause, Some(exploit))
+        Step {
+            action: Action::Pause,
+            save: false,
+            exploit: Some(exploit),
+        }
     }
 
     /// `_quantiles`: indices into `trials` of the lower and upper quantiles.
@@ -382,15 +405,19 @@ mod tests {
         }
         let running = |_: usize| TrialState::Running;
         // Before the interval: continue; the first at 2 has no one to compare with.
-        assert_eq!(p.on_result(0, 1.0, 1.0, &running), (Action::Continue, None));
+        assert_eq!(
+            p.on_result(0, 1.0, 1.0, &running),
+            Step::plain(Action::Continue)
+        );
         for t in 0..3 {
-            assert_eq!(p.on_result(t, 2.0, t as f64, &running).1, None);
+            assert_eq!(p.on_result(t, 2.0, t as f64, &running).exploit, None);
         }
-        // Trial 3 best: upper quantile (checkpoint); then trial 0, the worst, copies it.
-        assert_eq!(p.on_result(3, 2.0, 9.0, &running).1, None);
-        let (a, e) = p.on_result(0, 4.0, 0.0, &running);
-        assert_eq!(a, Action::Pause);
-        let e = e.unwrap();
+        // Trial 3 best: upper quantile (its state saved); then trial 0, the worst, copies it.
+        let s = p.on_result(3, 2.0, 9.0, &running);
+        assert!(s.save && s.exploit.is_none());
+        let s = p.on_result(0, 4.0, 0.0, &running);
+        assert_eq!((s.action, s.save), (Action::Pause, false));
+        let e = s.exploit.unwrap();
         assert_eq!((e.from, e.from_time), (3, 2.0));
         assert_eq!(e.operations.len(), 1, "only lr mutates");
         assert_eq!(e.config["bs"], json!(64));
@@ -414,7 +441,7 @@ mod tests {
         };
         assert_eq!(p.choose(&st), Some(2), "time 0 before time 2");
         assert_eq!(
-            p.on_result(1, 2.0, 1.0, &st).0,
+            p.on_result(1, 2.0, 1.0, &st).action,
             Action::Pause,
             "others wait"
         );

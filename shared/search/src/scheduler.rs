@@ -38,6 +38,9 @@ pub struct Effects {
     pub halving: Option<Halving>,
     /// Population-based training: the trial that reported copies another (it pauses).
     pub exploit: Option<Exploit>,
+    /// Population-based training: the trial's state is saved now (it is in the top quantile),
+    /// for a later copy to take.
+    pub save: bool,
 }
 
 impl Effects {
@@ -139,12 +142,13 @@ impl Scheduler {
                 )
             }
             Scheduler::Pbt { pbt, .. } => {
-                let (action, exploit) = pbt.on_result(trial, time, metric, states);
+                let step = pbt.on_result(trial, time, metric, states);
                 let effects = Effects {
-                    exploit,
+                    exploit: step.exploit,
+                    save: step.save,
                     ..Effects::default()
                 };
-                (plain(action), effects)
+                (plain(step.action), effects)
             }
             Scheduler::Fifo { .. } => (plain(Action::Continue), none),
             Scheduler::Median { rule, .. } => (

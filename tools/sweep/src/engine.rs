@@ -327,6 +327,7 @@ impl<'a> Engine<'a> {
                     pause,
                     waiting,
                     exploit,
+                    save,
                 } => {
                     self.trials[*trial].push_result(*time, *metric, record);
                     let (v, effects) = self.scheduler.on_result(
@@ -341,9 +342,9 @@ impl<'a> Engine<'a> {
                         from: e.from,
                         config: e.config.clone(),
                     });
-                    if copied != *exploit {
+                    if copied != *exploit || effects.save != *save {
                         anyhow::bail!(
-                            "the journal's copy for trial {trial} at {time} differs from this sweep's population-based training: was it written by another version?"
+                            "the journal's copy or save for trial {trial} at {time} differs from this sweep's population-based training: was it written by another version?"
                         );
                     }
                     if let Some(e) = &effects.exploit {
@@ -526,9 +527,15 @@ impl<'a> Engine<'a> {
             t.chosen = true;
         }
         if let Some(from) = self.trials[i].copy_from {
-            // Its own process has exited: the copied trial's checkpoint as it is now.
-            let (src, dst) = (&self.trials[from].dir, &self.trials[i].dir);
-            if let Err(e) = crate::files::copy_checkpoint(src, dst) {
+            // Its own process has exited: the copied trial's state as saved when it was last in
+            // the top quantile (Ray's checkpoint), else (a save that failed) as it is now.
+            let saved = self.saved_dir(from);
+            let src = if saved.exists() {
+                saved
+            } else {
+                self.trials[from].dir.clone()
+            };
+            if let Err(e) = crate::files::copy_checkpoint(&src, &self.trials[i].dir) {
                 // A failed attempt: a retry copies again.
                 let message = format!("copying trial {from}'s directory: {e:#}");
                 return self.failed(i, message);
@@ -782,6 +789,7 @@ impl<'a> Engine<'a> {
                 from: e.from,
                 config: e.config.clone(),
             }),
+            save: effects.save,
         })?;
 
         let t = &mut self.trials[i];
@@ -829,6 +837,12 @@ impl<'a> Engine<'a> {
         }
         self.dirty = true;
         self.stop_others(&effects)?;
+        if effects.save {
+            let (dir, saved) = (&self.trials[i].dir, self.saved_dir(i));
+            if let Err(e) = crate::files::save_checkpoint(dir, &saved) {
+                self.note(&format!("warning: trial {i}: saving its state: {e:#}"));
+            }
+        }
         if let Some(e) = &effects.exploit {
             self.copy_decided(i, time, e)?;
         }
@@ -844,6 +858,13 @@ impl<'a> Engine<'a> {
             self.pause(i, time)?;
         }
         Ok(())
+    }
+
+    /// Where population-based training saves trial `i`'s state when it is in the top quantile.
+    fn saved_dir(&self, i: usize) -> PathBuf {
+        self.out_dir
+            .join("pbt-checkpoints")
+            .join(format!("trial-{i:04}"))
     }
 
     /// Population-based training decided that trial `i` copies another: its config now (an

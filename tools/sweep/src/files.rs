@@ -159,10 +159,9 @@ pub fn sweep_owned(name: &std::ffi::OsStr) -> bool {
     ) || name.starts_with("events.out.tfevents.")
 }
 
-/// Population-based training's copy: everything in `to` but sweep's own files is replaced by a
-/// copy of what `from` holds (its command's checkpoint), sweep's files of `from` left out.
+/// Copies what `from` holds, sweep's own files left out, into `to` (created if need be).
 /// Symbolic links are copied as links.
-pub fn copy_checkpoint(from: &Path, to: &Path) -> Result<()> {
+fn copy_contents(from: &Path, to: &Path) -> Result<()> {
     fn copy_tree(from: &Path, to: &Path) -> Result<()> {
         let meta = std::fs::symlink_metadata(from)
             .with_context(|| format!("reading {}", from.display()))?;
@@ -183,19 +182,6 @@ pub fn copy_checkpoint(from: &Path, to: &Path) -> Result<()> {
         Ok(())
     }
     std::fs::create_dir_all(to).with_context(|| format!("creating {}", to.display()))?;
-    for entry in std::fs::read_dir(to).with_context(|| format!("reading {}", to.display()))? {
-        let entry = entry?;
-        if sweep_owned(&entry.file_name()) {
-            continue;
-        }
-        let path = entry.path();
-        let removed = if entry.file_type()?.is_dir() {
-            std::fs::remove_dir_all(&path)
-        } else {
-            std::fs::remove_file(&path)
-        };
-        removed.with_context(|| format!("removing {}", path.display()))?;
-    }
     for entry in std::fs::read_dir(from).with_context(|| format!("reading {}", from.display()))? {
         let entry = entry?;
         if !sweep_owned(&entry.file_name()) {
@@ -203,6 +189,43 @@ pub fn copy_checkpoint(from: &Path, to: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+fn remove(path: &Path) -> Result<()> {
+    let removed = match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
+        Ok(_) => std::fs::remove_file(path),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    };
+    removed.with_context(|| format!("removing {}", path.display()))
+}
+
+/// Population-based training's save: `to` becomes a copy of what trial directory `from` holds
+/// (its command's checkpoint), sweep's own files left out; written beside, then renamed over
+/// the previous save.
+pub fn save_checkpoint(from: &Path, to: &Path) -> Result<()> {
+    let mut tmp = to.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    remove(&tmp)?;
+    copy_contents(from, &tmp)?;
+    remove(to)?;
+    std::fs::rename(&tmp, to).with_context(|| format!("renaming {}", tmp.display()))
+}
+
+/// Population-based training's copy: everything in trial directory `to` but sweep's own files
+/// is replaced by a copy of `from` (a saved checkpoint, or another trial's directory, whose
+/// sweep files are left out).
+pub fn copy_checkpoint(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to).with_context(|| format!("creating {}", to.display()))?;
+    for entry in std::fs::read_dir(to).with_context(|| format!("reading {}", to.display()))? {
+        let entry = entry?;
+        if !sweep_owned(&entry.file_name()) {
+            remove(&entry.path())?;
+        }
+    }
+    copy_contents(from, to)
 }
 
 /// The metric each trial's event file gets at its end: 1 when the scheduler stopped it early.
@@ -319,7 +342,13 @@ mod tests {
         std::fs::write(to.join("ckpt/model.pt"), "worse").unwrap();
         std::fs::write(to.join("ckpt/stale.pt"), "stale").unwrap();
         std::fs::write(to.join("notes"), "gone").unwrap();
-        copy_checkpoint(&from, &to).unwrap();
+        // Saved (sweep's files left out), then changed: the copy takes the saved state.
+        let saved = dir.path().join("saved");
+        save_checkpoint(&from, &saved).unwrap();
+        save_checkpoint(&from, &saved).unwrap();
+        assert!(!saved.join("params.json").exists());
+        std::fs::write(from.join("ckpt/model.pt"), "later").unwrap();
+        copy_checkpoint(&saved, &to).unwrap();
         let read = |p: &str| std::fs::read_to_string(to.join(p)).unwrap();
         assert_eq!(read("ckpt/model.pt"), "better");
         assert_eq!(read("latest"), "better", "the link copied as a link");

@@ -136,6 +136,9 @@ pub enum Entry {
         /// Population-based training: the trial copies another (and pauses).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         exploit: Option<Copied>,
+        /// Population-based training: the trial's state was saved (it was in the top quantile).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        save: bool,
     },
     Failure {
         trial: usize,

@@ -128,7 +128,8 @@ fn make_case(rng: &mut Rng) -> Case {
         };
         events.push(json!(["result", i, t, num(value)]));
         let st = state.clone();
-        let (a, exploit) = pbt.on_result(i, t, value, &|t| st[t]);
+        let step = pbt.on_result(i, t, value, &|t| st[t]);
+        let (a, exploit) = (step.action, step.exploit);
         let answer = match (a, &exploit) {
             (Action::Pause, Some(_)) => "NOOP",
             (Action::Pause, None) => "PAUSE",
