@@ -97,3 +97,106 @@ fn asha_over_ddp_train_stops_the_poor_learning_rates_early() {
     // ddp-train wrote its checkpoints into each trial's directory.
     assert!(out.join("trial-0000/ck/last.safetensors").exists());
 }
+
+/// Population-based training over ddp-train: a trial in the bottom quarter copies the save of one
+/// in the top quarter made when it was compared, and ddp-train --resume goes on from it with a
+/// learning rate moved one place along the grid.
+#[test]
+fn pbt_over_ddp_train_copies_a_good_checkpoint_into_a_poor_trial() {
+    let dir = tempfile::tempdir().unwrap();
+    let digits = dir.path().join("digits");
+    testkit::make_digits(&digits, &[]);
+    let space = dir.path().join("space.json");
+    std::fs::write(&space, r#"{"lr": {"grid": [1e-6, 1e-5, 0.02, 0.05]}}"#).unwrap();
+    let out = dir.path().join("sweep");
+    let o = Command::new(testkit::bin("sweep"))
+        .arg("--space")
+        .arg(&space)
+        .args([
+            "--metric",
+            "val_top1",
+            "--mode",
+            "max",
+            "--time-attr",
+            "epoch",
+            "--max-t",
+            "4",
+            "--scheduler",
+            "pbt",
+            "--perturbation-interval",
+            "1",
+            "--resample-probability",
+            "0",
+        ])
+        .args(["--slots", "1", "-q", "--out-dir"])
+        .arg(&out)
+        .arg("--")
+        .arg(testkit::bin("ddp-train"))
+        .args(["--device", "cpu", "--data"])
+        .arg(format!("cifar100:{}", digits.display()))
+        .args([
+            "--lr",
+            "{lr}",
+            "--batch-size",
+            "32",
+            "--epochs",
+            "4",
+            "--max-steps",
+            "12",
+            "--schedule",
+            "constant",
+            "--checkpoint-dir",
+            "{trial_dir}/ck",
+            "--resume",
+            "-q",
+        ])
+        .env("OMP_NUM_THREADS", "1")
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "exit {:?}: {}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let recs = testkit::records(&o.stdout);
+    let copies: Vec<&Value> = recs.iter().filter(|r| r["type"] == "exploit").collect();
+    assert!(!copies.is_empty(), "a poor trial copied a good one");
+    let grid = [1e-6, 1e-5, 0.02, 0.05];
+    let place = |v: &Value| grid.iter().position(|&g| g == v.as_f64().unwrap()).unwrap() as i64;
+    for c in &copies {
+        let t = c["trial"].as_u64().unwrap();
+        // Explored from the copied trial's (no resampling): one place along the grid, or the
+        // same value at its end.
+        let shift = place(&c["config"]["lr"]) - place(&c["from_config"]["lr"]);
+        assert!(shift.abs() <= 1, "{c}");
+        // The copying trial went on from the copied trial's save of from_time (ddp-train
+        // writes its checkpoint before it prints the epoch's record, and goes on after it) —
+        // not from a later save: one slot, turns at each epoch, so the copied trial is saved
+        // again before the copying one runs.
+        let first = (recs.iter())
+            .skip_while(|r| *r != *c)
+            .find(|r| r["type"] == "result" && r["trial"] == t)
+            .unwrap_or_else(|| panic!("trial {t} ran after its copy"));
+        let (from_time, time) = (
+            c["from_time"].as_f64().unwrap(),
+            c["time"].as_f64().unwrap(),
+        );
+        let resumed = first["time"].as_f64().unwrap();
+        assert_eq!(
+            resumed,
+            from_time + 1.0,
+            "trial {t} went on at epoch {resumed} after copying a checkpoint of epoch {from_time} at {time}"
+        );
+    }
+    let summary = recs.last().unwrap();
+    assert!(
+        summary["best"]["metric"].as_f64().unwrap() > 50.0,
+        "{summary}"
+    );
+    let ends: Vec<&Value> = (recs.iter())
+        .filter(|r| r["type"] == "trial" && r["event"] == "end")
+        .collect();
+    assert_eq!(ends.len(), 4);
+    assert!(ends.iter().all(|e| e["status"] == "completed"), "{ends:?}");
+}

@@ -527,18 +527,21 @@ impl<'a> Engine<'a> {
             t.chosen = true;
         }
         if let Some(from) = self.trials[i].copy_from {
-            // Its own process has exited: the copied trial's state as saved when it was last in
-            // the top quantile (Ray's checkpoint), else (a save that failed) as it is now.
-            let saved = self.saved_dir(from);
-            let src = if saved.exists() {
-                saved
+            // Its own process has exited: the copied trial's save kept when the copy was
+            // decided (Ray's checkpoint to exploit), else (no save) its directory as it is now.
+            let kept = self.kept_dir(i);
+            let src = if kept.exists() {
+                kept.clone()
             } else {
                 self.trials[from].dir.clone()
             };
             if let Err(e) = crate::files::copy_checkpoint(&src, &self.trials[i].dir) {
                 // A failed attempt: a retry copies again.
-                let message = format!("copying trial {from}'s directory: {e:#}");
+                let message = format!("copying trial {from}'s checkpoint: {e:#}");
                 return self.failed(i, message);
+            }
+            if let Err(e) = crate::files::remove(&kept) {
+                self.note(&format!("warning: {e:#}"));
             }
             self.trials[i].copy_from = None;
         }
@@ -867,6 +870,13 @@ impl<'a> Engine<'a> {
             .join(format!("trial-{i:04}"))
     }
 
+    /// Where trial `i` keeps the save it copies until it runs again.
+    fn kept_dir(&self, i: usize) -> PathBuf {
+        self.out_dir
+            .join("pbt-checkpoints")
+            .join(format!("trial-{i:04}.copy"))
+    }
+
     /// Population-based training decided that trial `i` copies another: its config now (an
     /// `exploit` record, and Ray's policy files: OUT_DIR/pbt_global.txt, and
     /// OUT_DIR/pbt_policy_NNNN.txt, the copied trial's policy followed by this copy), its
@@ -882,6 +892,14 @@ impl<'a> Engine<'a> {
             e.config,
         ]);
         self.trials[i].take_copy(e);
+        let (saved, kept) = (self.saved_dir(e.from), self.kept_dir(i));
+        if let Err(err) = crate::files::keep_save(&saved, &kept) {
+            let _ = crate::files::remove(&kept);
+            self.note(&format!(
+                "warning: trial {i}: keeping trial {}'s save ({err:#}): it will copy trial {}'s directory as it is when it runs again",
+                e.from, e.from
+            ));
+        }
         let policy = |t: usize| self.out_dir.join(format!("pbt_policy_{t:04}.txt"));
         let mut lines = std::fs::read(policy(e.from)).unwrap_or_default();
         lines.extend_from_slice(format!("{row}\n").as_bytes());

@@ -160,9 +160,10 @@ pub fn sweep_owned(name: &std::ffi::OsStr) -> bool {
 }
 
 /// Copies what `from` holds, sweep's own files left out, into `to` (created if need be).
-/// Symbolic links are copied as links.
-fn copy_contents(from: &Path, to: &Path) -> Result<()> {
-    fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+/// Symbolic links are copied as links; with `link`, files are hard links (for a save, whose files
+/// are never written again).
+fn copy_contents(from: &Path, to: &Path, link: bool) -> Result<()> {
+    fn copy_tree(from: &Path, to: &Path, link: bool) -> Result<()> {
         let meta = std::fs::symlink_metadata(from)
             .with_context(|| format!("reading {}", from.display()))?;
         if meta.is_symlink() {
@@ -173,9 +174,9 @@ fn copy_contents(from: &Path, to: &Path) -> Result<()> {
             std::fs::create_dir_all(to).with_context(|| format!("creating {}", to.display()))?;
             for entry in std::fs::read_dir(from)? {
                 let entry = entry?;
-                copy_tree(&entry.path(), &to.join(entry.file_name()))?;
+                copy_tree(&entry.path(), &to.join(entry.file_name()), link)?;
             }
-        } else {
+        } else if !(link && std::fs::hard_link(from, to).is_ok()) {
             std::fs::copy(from, to)
                 .with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
         }
@@ -185,20 +186,10 @@ fn copy_contents(from: &Path, to: &Path) -> Result<()> {
     for entry in std::fs::read_dir(from).with_context(|| format!("reading {}", from.display()))? {
         let entry = entry?;
         if !sweep_owned(&entry.file_name()) {
-            copy_tree(&entry.path(), &to.join(entry.file_name()))?;
+            copy_tree(&entry.path(), &to.join(entry.file_name()), link)?;
         }
     }
     Ok(())
-}
-
-fn remove(path: &Path) -> Result<()> {
-    let removed = match std::fs::symlink_metadata(path) {
-        Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
-        Ok(_) => std::fs::remove_file(path),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e),
-    };
-    removed.with_context(|| format!("removing {}", path.display()))
 }
 
 /// Population-based training's save: `to` becomes a copy of what trial directory `from` holds
@@ -209,9 +200,28 @@ pub fn save_checkpoint(from: &Path, to: &Path) -> Result<()> {
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
     remove(&tmp)?;
-    copy_contents(from, &tmp)?;
+    copy_contents(from, &tmp, false)?;
     remove(to)?;
     std::fs::rename(&tmp, to).with_context(|| format!("renaming {}", tmp.display()))
+}
+
+/// Population-based training's decision to copy: `to` becomes a copy of save `from` as it is
+/// now (hard links), for the copying trial to take when it runs again (the copied trial may be
+/// saved anew before then).
+pub fn keep_save(from: &Path, to: &Path) -> Result<()> {
+    remove(to)?;
+    copy_contents(from, to, true)
+}
+
+/// Removes a file or a directory tree, if there is one.
+pub fn remove(path: &Path) -> Result<()> {
+    let removed = match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
+        Ok(_) => std::fs::remove_file(path),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    };
+    removed.with_context(|| format!("removing {}", path.display()))
 }
 
 /// Population-based training's copy: everything in trial directory `to` but sweep's own files
@@ -225,7 +235,7 @@ pub fn copy_checkpoint(from: &Path, to: &Path) -> Result<()> {
             remove(&entry.path())?;
         }
     }
-    copy_contents(from, to)
+    copy_contents(from, to, false)
 }
 
 /// The metric each trial's event file gets at its end: 1 when the scheduler stopped it early.
@@ -347,8 +357,12 @@ mod tests {
         save_checkpoint(&from, &saved).unwrap();
         save_checkpoint(&from, &saved).unwrap();
         assert!(!saved.join("params.json").exists());
+        // The copy is decided: the save is kept; the copied trial is then saved anew.
+        let kept = dir.path().join("kept");
+        keep_save(&saved, &kept).unwrap();
         std::fs::write(from.join("ckpt/model.pt"), "later").unwrap();
-        copy_checkpoint(&saved, &to).unwrap();
+        save_checkpoint(&from, &saved).unwrap();
+        copy_checkpoint(&kept, &to).unwrap();
         let read = |p: &str| std::fs::read_to_string(to.join(p)).unwrap();
         assert_eq!(read("ckpt/model.pt"), "better");
         assert_eq!(read("latest"), "better", "the link copied as a link");

@@ -2182,7 +2182,7 @@ fn pbt_copies_as_rays_and_writes_each_trials_lineage() {
 }
 
 /// In a one-slot sweep of curves, a trial that copied another goes on from the copied trial's
-/// state as saved when it was last in the top quantile at epoch T: its first result after the
+/// state as saved when it was last in the top quantile (at epoch T) before the copy: its first result after the
 /// copy is T (the curve's state lags its records by one epoch), or T − 1 when the save came
 /// before the curve wrote its state for T. Returns the copies checked.
 fn assert_copies_go_on_from_the_copied_checkpoint(out: &Path) -> usize {
@@ -2192,15 +2192,15 @@ fn assert_copies_go_on_from_the_copied_checkpoint(out: &Path) -> usize {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     let mut saved_at: BTreeMap<u64, f64> = BTreeMap::new();
-    let mut copying: BTreeMap<u64, u64> = BTreeMap::new(); // trial → copied trial
+    let mut copying: BTreeMap<u64, f64> = BTreeMap::new(); // trial → the save it copies
     let mut restarted: BTreeMap<u64, f64> = BTreeMap::new(); // trial → the epoch it should repeat
     let mut checked = 0;
     for e in &journal {
         let trial = e["trial"].as_u64().unwrap_or(u64::MAX);
         match e["event"].as_str().unwrap() {
             "start" => {
-                if let Some(from) = copying.remove(&trial) {
-                    restarted.insert(trial, saved_at[&from]);
+                if let Some(save) = copying.remove(&trial) {
+                    restarted.insert(trial, save);
                 }
             }
             "result" => {
@@ -2215,8 +2215,10 @@ fn assert_copies_go_on_from_the_copied_checkpoint(out: &Path) -> usize {
                 if e["save"] == true {
                     saved_at.insert(trial, time);
                 }
+                // The copy is of the copied trial's save when the copy is decided (it may be
+                // saved again before the copying trial runs).
                 if let Some(from) = e["exploit"]["from"].as_u64() {
-                    copying.insert(trial, from);
+                    copying.insert(trial, saved_at[&from]);
                 }
             }
             _ => {}
