@@ -602,7 +602,7 @@ impl<'a> Engine<'a> {
 
     fn launch(&mut self, i: usize, slot: usize, attempt: usize) -> Result<(i32, TrialFiles)> {
         let t = &self.trials[i];
-        let files = TrialFiles::open(&t.dir, i, attempt, &t.config)?;
+        let files = TrialFiles::open(&t.dir, i, attempt, &t.config, t.copies)?;
         let stderr_path = t.dir.join("stderr.log");
         let stderr = std::fs::OpenOptions::new()
             .create(true)
@@ -891,7 +891,12 @@ impl<'a> Engine<'a> {
             e.from_config,
             e.config,
         ]);
-        self.trials[i].take_copy(e);
+        // The segment before the copy ends in TensorBoard as a trial the scheduler stopped.
+        let t = &mut self.trials[i];
+        if let Some(f) = &mut t.files {
+            f.end(SessionStatus::Unknown, true, time as i64)?;
+        }
+        t.take_copy(e);
         let (saved, kept) = (self.saved_dir(e.from), self.kept_dir(i));
         if let Err(err) = crate::files::keep_save(&saved, &kept) {
             let _ = crate::files::remove(&kept);

@@ -59,12 +59,16 @@ pub struct TrialFiles {
 
 impl TrialFiles {
     /// Creates the directory and `params.json`, opens the result files for appending (a
-    /// restarted trial goes on where it was) and starts a new event file.
+    /// restarted trial goes on where it was) and starts a new event file: in the trial's
+    /// directory, or after population-based training's `copies`-th copy in its
+    /// `pbt-copy-K` subdirectory, a TensorBoard run of its own whose hparams session holds the
+    /// config explored (TensorBoard keeps a run's first session).
     pub fn open(
         dir: &Path,
         trial: usize,
         attempt: usize,
         config: &Map<String, Value>,
+        copies: usize,
     ) -> Result<Self> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let params = serde_json::to_vec_pretty(config)?;
@@ -85,7 +89,11 @@ impl TrialFiles {
             let line = line.trim_end();
             (!line.is_empty()).then(|| split_csv_header(line))
         });
-        let mut events = EventWriter::create(dir, &format!("trial-{trial}.{attempt}"))?;
+        let events_dir = match copies {
+            0 => dir.to_path_buf(),
+            k => dir.join(format!("{COPY_RUN}{k}")),
+        };
+        let mut events = EventWriter::create(&events_dir, &format!("trial-{trial}.{attempt}"))?;
         events.session_start(config)?;
         Ok(TrialFiles {
             dir: dir.to_path_buf(),
@@ -149,6 +157,9 @@ impl TrialFiles {
     }
 }
 
+/// The TensorBoard run of a trial's segment after a copy: `pbt-copy-K` in its directory.
+const COPY_RUN: &str = "pbt-copy-";
+
 /// Whether `name` is one of the files sweep keeps in a trial's directory (the trial's own
 /// history, which a copy of another trial's checkpoint leaves alone).
 pub fn sweep_owned(name: &std::ffi::OsStr) -> bool {
@@ -157,6 +168,7 @@ pub fn sweep_owned(name: &std::ffi::OsStr) -> bool {
         name.as_ref(),
         "params.json" | "result.json" | "progress.csv" | "stderr.log"
     ) || name.starts_with("events.out.tfevents.")
+        || name.starts_with(COPY_RUN)
 }
 
 /// Copies what `from` holds, sweep's own files left out, into `to` (created if need be).
@@ -395,10 +407,10 @@ mod tests {
             }
             v.as_object().unwrap().clone()
         };
-        let mut f = TrialFiles::open(dir.path(), 0, 1, &config).unwrap();
+        let mut f = TrialFiles::open(dir.path(), 0, 1, &config, 0).unwrap();
         f.result(&r(1, false), 1).unwrap();
         drop(f);
-        let mut f = TrialFiles::open(dir.path(), 0, 2, &config).unwrap();
+        let mut f = TrialFiles::open(dir.path(), 0, 2, &config, 0).unwrap();
         f.result(&r(2, true), 2).unwrap();
         let csv = std::fs::read_to_string(dir.path().join("progress.csv")).unwrap();
         assert_eq!(

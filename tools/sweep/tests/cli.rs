@@ -1753,7 +1753,7 @@ fn hyperband_sweep(dir: &Path, out: &Path, extra: &[&str], extra_cmd: &[&str]) -
         "--epochs",
         "9",
         "--sleep-ms",
-        "20",
+        "40",
         "--state",
         "{trial_dir}/state",
         "--slot-lock",
@@ -1895,6 +1895,13 @@ fn hyperband_decides_as_rays_and_paused_trials_resume_from_their_state() {
     let table = String::from_utf8_lossy(&o.stderr);
     assert!(table.contains("HyperBand round 0 bracket 1: "), "{table}");
     assert_hyperband_journal_is_rays(&out);
+    // best.json and results.csv hold for HyperBand as for the others.
+    let best: Value =
+        serde_json::from_slice(&std::fs::read(out.join("best.json")).unwrap()).unwrap();
+    assert_eq!(best["trial"], s.best.as_ref().unwrap().trial);
+    assert_eq!(best["status"], "completed");
+    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 10);
 }
 
 #[test]
@@ -1978,6 +1985,10 @@ fn hyperband_unsticks_a_bracket_ray_would_leave_waiting_and_resume_replays_it() 
         "{crash}",
         "--state",
         "{trial_dir}/state",
+        // Slow enough that a paused trial stops before its next epoch (else trial 4 could
+        // crash while paused rather than after it runs again).
+        "--sleep-ms",
+        "100",
     ];
     let o = sweep(dir.path(), &space, &args, &cmd).output().unwrap();
     assert_eq!(o.status.code(), Some(3), "a trial failed");
@@ -2178,6 +2189,56 @@ fn pbt_copies_as_rays_and_writes_each_trials_lineage() {
     .unwrap();
     if !after.is_empty() {
         assert_eq!(params, last["config"]);
+        // TensorBoard shows it: each copy starts a run of its own (trial-NNNN/pbt-copy-K)
+        // whose hparams session holds the config explored, and the trial copied as a scalar.
+        let check = r#"
+import os, sys
+from tensorboard.backend.event_processing import plugin_event_multiplexer as pem
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.plugins.hparams import plugin_data_pb2
+m = pem.EventMultiplexer(); m.AddRunsFromDirectory(sys.argv[1]); m.Reload()
+run = sys.argv[2]
+start = plugin_data_pb2.HParamsPluginData.FromString(
+    m.PluginRunToTagToContent("hparams")[run]["_hparams_/session_start_info"]).session_start_info
+ea = EventAccumulator(os.path.join(sys.argv[1], run)); ea.Reload()
+print(int(ea.Scalars("pbt_copied_from")[-1].value), repr(start.hparams["lr"].number_value))
+"#;
+        let copies = exploits
+            .iter()
+            .filter(|e| e["trial"] == last["trial"])
+            .count();
+        let py = Command::new(common::python())
+            .args(["-c", check])
+            .arg(&out)
+            .arg(format!("trial-{t:04}/pbt-copy-{copies}"))
+            .output()
+            .unwrap();
+        assert!(
+            py.status.success(),
+            "{}",
+            String::from_utf8_lossy(&py.stderr)
+        );
+        let lr = last["config"]["lr"].as_f64().unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&py.stdout).trim(),
+            format!("{} {}", last["from"], py_repr(lr))
+        );
+    }
+    // best.json and results.csv hold for PBT as for the others.
+    let best: Value =
+        serde_json::from_slice(&std::fs::read(out.join("best.json")).unwrap()).unwrap();
+    assert_eq!(best["trial"], s.best.as_ref().unwrap().trial);
+    let table = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    assert_eq!(table.lines().count(), 7);
+}
+
+/// Python's repr of a float (shortest round trip, as Rust's Display, with ".0" on integers).
+fn py_repr(x: f64) -> String {
+    let s = x.to_string();
+    if s.contains(['.', 'e', 'E']) {
+        s
+    } else {
+        format!("{s}.0")
     }
 }
 
