@@ -501,7 +501,7 @@ fn numerical(obs: &[f64], low0: f64, high0: f64, log: bool, step: Option<f64>) -
 
 /// Optuna's `_truncnorm`: the truncated normal's log mass, log density and inverse CDF, with
 /// the tails in log space.
-mod truncnorm {
+pub(crate) mod truncnorm {
     use std::cmp::Ordering;
     use std::f64::consts::{PI, SQRT_2};
 
