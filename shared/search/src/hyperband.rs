@@ -267,6 +267,8 @@ pub struct HyperBand {
     removed: HashSet<usize>,
     /// Trials stopped by halvings (Ray's `_num_stopped`).
     pub num_stopped: usize,
+    /// Ray's `HyperBandForBOHB` (see [`HyperBand::for_bohb`]).
+    bohb: bool,
 }
 
 impl HyperBand {
@@ -281,6 +283,20 @@ impl HyperBand {
             trial_bracket: HashMap::new(),
             removed: HashSet::new(),
             num_stopped: 0,
+            bohb: false,
+        })
+    }
+
+    /// Ray's `HyperBandForBOHB`: brackets are made from the most halvings down; a trial at its
+    /// milestone pauses unless its bracket is full and every other trial of it is paused, and
+    /// its result is then the model's, at the milestone as budget ([`Effects::budget`]); the
+    /// next trial is the first pending or unpaused one bracket by bracket (not by completion),
+    /// and when nothing runs the brackets with paused trials are processed
+    /// ([`HyperBand::unstick`], which Ray's `choose_trial_to_run` does itself).
+    pub fn for_bohb(s: HyperBandSettings) -> Result<Self> {
+        Ok(HyperBand {
+            bohb: true,
+            ..HyperBand::new(s)?
         })
     }
 
@@ -300,7 +316,11 @@ impl HyperBand {
                     self.bands.push(Vec::new());
                 }
                 let band = self.bands.last_mut().expect("a band");
-                let s = band.len();
+                let s = if self.bohb {
+                    self.s_max_1 - band.len() - 1
+                } else {
+                    band.len()
+                };
                 let r0 = self.r0(s);
                 if r0 == 0.0 {
                     self.bands.last_mut().expect("a band").push(None);
@@ -340,6 +360,21 @@ impl HyperBand {
         self.brackets[b].update(p, time, metric);
         if self.brackets[b].continue_trial(trial) {
             return (Action::Continue, Effects::default());
+        }
+        if self.bohb {
+            let br = &self.brackets[b];
+            let budget = Some(br.cumul_r);
+            let others_paused =
+                (br.live.iter()).all(|&(t, _)| t == trial || state(t) == TrialState::Paused);
+            if !br.filled() || !others_paused {
+                let effects = Effects {
+                    budget,
+                    ..Effects::default()
+                };
+                return (Action::Pause, effects);
+            }
+            let (action, effects) = self.process(b, Some(trial), state);
+            return (action, Effects { budget, ..effects });
         }
         self.process(b, Some(trial), state)
     }
@@ -440,24 +475,31 @@ impl HyperBand {
     pub fn choose(&self, state: States<'_>) -> Option<usize> {
         for band in &self.bands {
             let mut brackets: Vec<usize> = band.iter().flatten().copied().collect();
-            // Stable, as Python's sorted (completions are never NaN).
-            brackets.sort_by(|&a, &b| {
-                self.brackets[a]
-                    .completion()
-                    .total_cmp(&self.brackets[b].completion())
-            });
+            if !self.bohb {
+                // Stable, as Python's sorted (completions are never NaN).
+                brackets.sort_by(|&a, &b| {
+                    self.brackets[a]
+                        .completion()
+                        .total_cmp(&self.brackets[b].completion())
+                });
+            }
             for b in brackets {
-                let br = &self.brackets[b];
-                for &(t, _) in &br.live {
-                    match state(t) {
-                        TrialState::Pending => return Some(t),
-                        TrialState::Paused if br.to_unpause.contains(&t) => return Some(t),
-                        _ => {}
-                    }
+                if let Some(t) = self.choosable(b, state) {
+                    return Some(t);
                 }
             }
         }
         None
+    }
+
+    /// The first of bracket `b`'s trials that is pending, or paused and unpaused.
+    fn choosable(&self, b: usize, state: States<'_>) -> Option<usize> {
+        let br = &self.brackets[b];
+        br.live.iter().map(|l| l.0).find(|&t| match state(t) {
+            TrialState::Pending => true,
+            TrialState::Paused => br.to_unpause.contains(&t),
+            _ => false,
+        })
     }
 
     /// Where Ray would wait for ever: brackets whose live trials are all paused and none of
@@ -465,6 +507,9 @@ impl HyperBand {
     /// if they have not all reached the milestone, all unpaused). Call only when no trial is
     /// running and [`Self::choose`] finds none.
     pub fn unstick(&mut self, state: States<'_>) -> Effects {
+        if self.bohb {
+            return self.process_paused(state);
+        }
         let mut all = Effects::default();
         for b in 0..self.brackets.len() {
             let br = &self.brackets[b];
@@ -482,6 +527,36 @@ impl HyperBand {
                 let br = &mut self.brackets[b];
                 let live: Vec<usize> = br.live.iter().map(|l| l.0).collect();
                 br.to_unpause.extend(live);
+            }
+        }
+        all
+    }
+
+    /// `HyperBandForBOHB.choose_trial_to_run` when no trial runs: each bracket (in band order)
+    /// with a paused trial is processed, until one has a trial to run.
+    fn process_paused(&mut self, state: States<'_>) -> Effects {
+        let mut all = Effects::default();
+        let order: Vec<usize> = self.bands.iter().flatten().flatten().copied().collect();
+        for b in order {
+            let paused =
+                (self.brackets[b].live.iter()).any(|&(t, _)| state(t) == TrialState::Paused);
+            if !paused {
+                continue;
+            }
+            // Trials it stops are ended for what follows (Ray's stop_trial sets them TERMINATED).
+            let stopped = all.stop.clone();
+            let st = |t: usize| {
+                if stopped.contains(&t) {
+                    TrialState::Ended
+                } else {
+                    state(t)
+                }
+            };
+            let (_, e) = self.process(b, None, &st);
+            all.stop.extend(e.stop);
+            all.halving = all.halving.or(e.halving);
+            if self.choosable(b, &st).is_some() {
+                break;
             }
         }
         all

@@ -41,6 +41,9 @@ pub struct Effects {
     /// Population-based training: the trial's state is saved now (it is in the top quantile),
     /// for a later copy to take.
     pub save: bool,
+    /// BOHB's HyperBand: the result is the model's, at this budget (the bracket's milestone),
+    /// unless the trial stops.
+    pub budget: Option<f64>,
 }
 
 impl Effects {

@@ -1797,12 +1797,12 @@ fn assert_hyperband_journal_is_rays(out: &Path) {
             "start" => {
                 if let Some(r) = running.replace(trial) {
                     events.push(json!(["pending", r]));
-                    want.push(json!([null, []]));
+                    want.push(json!([null, [], null]));
                 }
                 events.push(json!(["choose"]));
-                want.push(json!([trial, []]));
+                want.push(json!([trial, [], null]));
                 events.push(json!(["start", trial]));
-                want.push(json!([null, []]));
+                want.push(json!([null, [], null]));
             }
             "result" => {
                 events.push(json!(["result", trial, e["time"], e["metric"]]));
@@ -1822,7 +1822,7 @@ fn assert_hyperband_journal_is_rays(out: &Path) {
                 if action != "CONTINUE" {
                     running = None;
                 }
-                want.push(json!([action, ends]));
+                want.push(json!([action, ends, null]));
             }
             "end" if !explained.iter().any(|&(t, at)| Some(t) == trial && at < k) => {
                 running = None;
@@ -1834,13 +1834,13 @@ fn assert_hyperband_journal_is_rays(out: &Path) {
                 events.push(json!([kind, trial]));
                 let ends = ends_after(k);
                 explained.extend(ends.iter().map(|&t| (t, k)));
-                want.push(json!([null, ends]));
+                want.push(json!([null, ends, null]));
             }
             "unstick" => {
                 // Where the sweep found nothing to run but paused trials: Ray chooses none
                 // either (and would wait for ever); the comparison ends here.
                 events.push(json!(["choose"]));
-                want.push(json!([null, []]));
+                want.push(json!([null, [], null]));
                 break;
             }
             _ => {}

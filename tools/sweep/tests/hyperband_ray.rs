@@ -1,14 +1,16 @@
-//! sweep's HyperBand against Ray Tune's own `HyperBandScheduler` (ray 2.60.0 in the venv),
-//! driven through the same controller steps: which trial the scheduler picks to run, each
-//! result's action (continue, pause, stop), and which other trials each event stops. Cases
-//! draw max_t 1–30, η 2, 2.5, 3 or 4, 1–40 trials, 1–4 slots, results that sometimes skip a
-//! step, trials whose command ends before max_t, trials that fail for good, tied values, NaN
-//! values, min and max. Every output must be identical.
+//! sweep's HyperBand against Ray Tune's own `HyperBandScheduler` and `HyperBandForBOHB` (ray
+//! 2.60.0 in the venv), driven through the same controller steps: which trial the scheduler
+//! picks to run, each result's action (continue, pause, stop), which other trials each event
+//! stops, and (BOHB's) the budget a result is the model's at. Cases draw max_t 1–30, η 2, 2.5, 3
+//! or 4, 1–40 trials, 1–4 slots, results that sometimes skip a step, trials whose command ends
+//! before max_t, trials that fail for good, tied values, NaN values, min and max; BOHB's trials
+//! are made one at a time, as Ray makes a searcher's. Every output must be identical.
 
 mod common;
 use common::Rng;
 
 use search::Action;
+use search::Effects;
 use search::TrialState;
 use search::asha::Mode;
 use search::hyperband::{HyperBand, HyperBandSettings};
@@ -35,7 +37,7 @@ struct Case {
 /// Runs a sweep's controller steps with our scheduler, recording the events and our outputs:
 /// free slots take the scheduler's choice, else the first pending trial (Ray starts pending
 /// trials as well); a random running trial reports next.
-fn make_case(rng: &mut Rng) -> Case {
+fn make_case(rng: &mut Rng, bohb: bool) -> Case {
     let settings = HyperBandSettings {
         max_t: (1 + rng.below(30)) as f64,
         reduction_factor: [2.0, 2.5, 3.0, 4.0][rng.below(4) as usize],
@@ -45,7 +47,11 @@ fn make_case(rng: &mut Rng) -> Case {
             Mode::Min
         },
     };
-    let mut hb = HyperBand::new(settings).unwrap();
+    let mut hb = if bohb {
+        HyperBand::for_bohb(settings).unwrap()
+    } else {
+        HyperBand::new(settings).unwrap()
+    };
     let n = 1 + rng.below(40) as usize;
     let slots = 1 + rng.below(4) as usize;
     let nans = rng.below(3) == 0;
@@ -60,9 +66,13 @@ fn make_case(rng: &mut Rng) -> Case {
         .map(|_| (rng.below(10) == 0).then(|| 1 + rng.below(settings.max_t as u64)))
         .collect();
     let quality: Vec<f64> = (0..n).map(|_| rng.below(20) as f64 / 4.0).collect();
-    for t in 0..n {
-        hb.add(t);
+    if !bohb {
+        for t in 0..n {
+            hb.add(t);
+        }
     }
+    // BOHB's trials are made one at a time: one pending while more remain.
+    let mut made = if bohb { 0 } else { n };
     let mut state = vec![TrialState::Pending; n];
     let mut time = vec![0u64; n];
     let mut events: Vec<Value> = Vec::new();
@@ -79,14 +89,29 @@ fn make_case(rng: &mut Rng) -> Case {
             if running >= slots {
                 break;
             }
+            if made < n && (0..made).all(|t| state[t] != TrialState::Pending) {
+                events.push(json!(["add", made]));
+                outputs.push(json!([null, [], null]));
+                hb.add(made);
+                made += 1;
+            }
             let st = state.clone();
-            let chosen = hb.choose(&|t| st[t]);
+            let mut chosen = hb.choose(&|t| st[t]);
+            let mut stopped = Vec::new();
+            // HyperBandForBOHB's choice processes brackets with paused trials when none runs.
+            if bohb && chosen.is_none() && !state.contains(&TrialState::Running) {
+                let e = hb.unstick(&|t| st[t]);
+                end(&mut state, &e.stop);
+                stopped = e.stop;
+                let st = state.clone();
+                chosen = hb.choose(&|t| st[t]);
+            }
             events.push(json!(["choose"]));
-            outputs.push(json!([chosen, []]));
+            outputs.push(json!([chosen, stopped, null]));
             let next = chosen.or_else(|| state.iter().position(|s| *s == TrialState::Pending));
             let Some(i) = next else { break };
             events.push(json!(["start", i]));
-            outputs.push(json!([null, []]));
+            outputs.push(json!([null, [], null]));
             state[i] = TrialState::Running;
         }
         let running: Vec<usize> = (0..n)
@@ -106,7 +131,8 @@ fn make_case(rng: &mut Rng) -> Case {
         };
         events.push(json!(["result", i, t, num(value)]));
         let st = state.clone();
-        let (a, effects) = hb.on_result(i, t, value, &|t| st[t]);
+        let (a, effects): (_, Effects) = hb.on_result(i, t, value, &|t| st[t]);
+        let budget = effects.budget;
         let mut stopped = effects.stop.clone();
         end(&mut state, &effects.stop);
         match a {
@@ -122,7 +148,7 @@ fn make_case(rng: &mut Rng) -> Case {
             Action::Pause => state[i] = TrialState::Paused,
             Action::Continue => {}
         }
-        outputs.push(json!([action(a), stopped]));
+        outputs.push(json!([action(a), stopped, budget]));
         if state[i] != TrialState::Running {
             continue;
         }
@@ -139,12 +165,12 @@ fn make_case(rng: &mut Rng) -> Case {
             let e = hb.on_remove(i, &|t| st[t]);
             end(&mut state, &e.stop);
             state[i] = TrialState::Ended;
-            outputs.push(json!([null, e.stop]));
+            outputs.push(json!([null, e.stop, null]));
         }
     }
     let json = json!({
         "settings": {"max_t": settings.max_t, "reduction_factor": settings.reduction_factor,
-            "mode": if settings.mode == Mode::Max { "max" } else { "min" }},
+            "mode": if settings.mode == Mode::Max { "max" } else { "min" }, "bohb": bohb},
         "trials": n,
         "events": events,
     });
@@ -154,7 +180,8 @@ fn make_case(rng: &mut Rng) -> Case {
 #[test]
 fn decisions_equal_rays_hyperband_scheduler() {
     let mut rng = Rng(0x6879_7065_7262_616e);
-    let cases: Vec<Case> = (0..400).map(|_| make_case(&mut rng)).collect();
+    // The first 300 as HyperBandScheduler, the others as HyperBandForBOHB.
+    let cases: Vec<Case> = (0..450).map(|k| make_case(&mut rng, k >= 300)).collect();
     let input = Value::Array(cases.iter().map(|c| c.json.clone()).collect());
     let ray: Vec<Vec<Value>> = common::reference("ray_hyperband.py", &[], &input);
     let (mut pauses, mut stops, mut unpaused, mut others) = (0, 0, 0, 0);
