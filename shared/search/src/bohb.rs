@@ -142,6 +142,11 @@ impl BohbSpace {
             .collect()
     }
 
+    /// A config at the lowest value of each parameter (the first category).
+    pub fn lowest(&self) -> Config {
+        self.config(&vec![0.0; self.dims.len()])
+    }
+
     fn config(&self, vector: &[f64]) -> Config {
         let mut c = self.constants.clone();
         for ((n, d), &x) in self.dims.iter().zip(vector) {

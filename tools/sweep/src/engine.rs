@@ -17,6 +17,7 @@ use crate::journal::{Copied, Definition, Entry, Journal, SchedulerKind, SearchKi
 use crate::procs::{self, Msg};
 use crate::template::{Bindings, Template};
 use search::asha::{Action, Asha};
+use search::bohb::Bohb;
 use search::hyperband::{HyperBand, HyperBandSettings};
 use search::median::Median;
 use search::pbt::{self, Pbt};
@@ -164,6 +165,10 @@ pub struct Engine<'a> {
     scheduler: Scheduler,
     /// TPE's view of the space and its sampler (--search tpe).
     tpe: Option<(TpeSpace, Tpe)>,
+    /// BOHB's config generator (--search bohb).
+    bohb: Option<Bohb>,
+    /// Trials made so far (the scheduler knows them): all but BOHB's at the start.
+    made: usize,
     journal: Journal,
     queue: VecDeque<usize>,
     slots: Vec<Option<usize>>,
@@ -207,11 +212,16 @@ impl<'a> Engine<'a> {
                 max_t: def.asha.max_t,
             },
             SchedulerKind::Hyperband => {
-                Scheduler::HyperBand(Box::new(HyperBand::new(HyperBandSettings {
+                let s = HyperBandSettings {
                     max_t: def.asha.max_t,
                     reduction_factor: def.asha.reduction_factor,
                     mode: def.asha.mode,
-                })?))
+                };
+                let h = match def.search {
+                    SearchKind::Bohb => HyperBand::for_bohb(s)?,
+                    _ => HyperBand::new(s)?,
+                };
+                Scheduler::HyperBand(Box::new(h))
             }
             SchedulerKind::Pbt => Scheduler::Pbt {
                 pbt: Box::new(Pbt::new(
@@ -231,22 +241,29 @@ impl<'a> Engine<'a> {
             },
         };
         let tpe = match def.search {
-            SearchKind::Random => None,
+            SearchKind::Random | SearchKind::Bohb => None,
             SearchKind::Tpe => {
                 let space = Space::parse(&def.space.to_string())?.tpe()?;
                 let tpe = Tpe::new(space.dists().to_vec(), def.asha.mode, def.seed);
                 Some((space, tpe))
             }
         };
+        let bohb = match def.search {
+            SearchKind::Bohb => {
+                let space = Space::parse(&def.space.to_string())?.bohb()?;
+                Some(Bohb::new(space, def.seed))
+            }
+            _ => None,
+        };
         let count = match def.search {
             SearchKind::Random => def.trials.len(),
-            SearchKind::Tpe => def.samples,
+            SearchKind::Tpe | SearchKind::Bohb => def.samples,
         };
         let trials: Vec<Trial> = (0..count)
             .map(|i| Trial {
                 id: i,
                 config: def.trials.get(i).cloned().unwrap_or_default(),
-                chosen: tpe.is_none(),
+                chosen: def.search == SearchKind::Random,
                 dir: trial_dir(&out_dir, i),
                 status: Status::Pending,
                 attempts: 0,
@@ -264,7 +281,9 @@ impl<'a> Engine<'a> {
                 copied_from: None,
             })
             .collect();
-        for t in &trials {
+        // A searcher's trials (BOHB's) are made one at a time, as Ray makes them.
+        let made = if bohb.is_some() { 0 } else { trials.len() };
+        for t in &trials[..made] {
             scheduler.add(t.id, &t.config);
         }
         let (tx, rx) = mpsc::channel();
@@ -276,6 +295,8 @@ impl<'a> Engine<'a> {
             trials,
             scheduler,
             tpe,
+            bohb,
+            made,
             journal,
             queue: VecDeque::new(),
             slots,
@@ -300,7 +321,11 @@ impl<'a> Engine<'a> {
         for e in entries {
             match e {
                 Entry::Sweep { .. } => {}
-                Entry::Suggest { trial, config } => {
+                Entry::Suggest { trial, config, .. } if self.bohb.is_some() => {
+                    // Made as it was: the same results, the same draws.
+                    self.make(*trial, Some(config))?;
+                }
+                Entry::Suggest { trial, config, .. } => {
                     // The sampler's stream advances as it did: the same history, the same draws.
                     let again = self.suggest(*trial)?;
                     if again != *config {
@@ -338,6 +363,7 @@ impl<'a> Engine<'a> {
                         &states(&self.trials),
                     );
                     self.replay_stops(&effects, &mut decided);
+                    self.observe(*trial, v.action, &effects, *metric);
                     let copied = effects.exploit.as_ref().map(|e| Copied {
                         from: e.from,
                         config: e.config.clone(),
@@ -404,8 +430,7 @@ impl<'a> Engine<'a> {
             .iter()
             .filter(|t| t.status == Status::Running)
             .map(|t| t.id);
-        let pending = self
-            .trials
+        let pending = self.trials[..self.made]
             .iter()
             .filter(|t| t.status == Status::Pending)
             .map(|t| t.id);
@@ -429,21 +454,81 @@ impl<'a> Engine<'a> {
     /// The trial to start in a free slot: the scheduler's choice (HyperBand's, PBT's), else the first
     /// pending one, else (median) a paused one in trial order, once its process has exited
     /// (it must not run twice at once).
-    fn next_trial(&mut self) -> Option<usize> {
+    fn next_trial(&mut self) -> Result<Option<usize>> {
+        self.make_pending()?;
         let chosen = self.scheduler.choose(&states(&self.trials));
         if let Some(i) = chosen.filter(|&i| self.trials[i].proc.is_none()) {
             self.queue.retain(|&q| q != i);
-            return Some(i);
+            return Ok(Some(i));
         }
         if let Some(i) = self.queue.pop_front() {
-            return Some(i);
+            return Ok(Some(i));
         }
         if self.scheduler.chooses_paused() {
-            return None;
+            return Ok(None);
         }
-        (self.trials.iter())
+        Ok((self.trials.iter())
             .find(|t| t.status == Status::Paused && t.proc.is_none())
-            .map(|t| t.id)
+            .map(|t| t.id))
+    }
+
+    /// BOHB: while trials remain to be made and none made is pending, the next is made: its
+    /// config suggested (journalled) and the scheduler told (Ray keeps one searcher trial
+    /// pending).
+    fn make_pending(&mut self) -> Result<()> {
+        if self.bohb.is_none() || self.made == self.trials.len() {
+            return Ok(());
+        }
+        let pending = (self.queue.iter()).any(|&i| self.trials[i].status == Status::Pending);
+        if !pending {
+            self.make(self.made, None)?;
+            self.queue.push_back(self.made - 1);
+        }
+        Ok(())
+    }
+
+    /// Makes BOHB's trial `i` (the next): its config suggested (checked against the journal's
+    /// when replayed, else journalled), and the scheduler told.
+    fn make(&mut self, i: usize, journalled: Option<&Config>) -> Result<()> {
+        let bohb = self
+            .bohb
+            .as_mut()
+            .context("a BOHB trial in a sweep without --search bohb")?;
+        if i != self.made {
+            anyhow::bail!(
+                "the journal makes trial {i} where this sweep makes trial {}",
+                self.made
+            );
+        }
+        let (config, model) = bohb.suggest();
+        match journalled {
+            Some(c) if *c != config => anyhow::bail!(
+                "the journal's config for trial {i} differs from this sweep's BOHB suggestion: was it written by another version?"
+            ),
+            Some(_) => {}
+            None => self.journal.append(&Entry::Suggest {
+                trial: i,
+                config: config.clone(),
+                model,
+            })?,
+        }
+        let t = &mut self.trials[i];
+        t.config = config;
+        t.chosen = true;
+        self.scheduler.add(i, &t.config);
+        self.made += 1;
+        Ok(())
+    }
+
+    /// BOHB's model takes a result at a milestone (unless the trial stops there): its loss
+    /// is the metric, negated when maximised (Ray's TuneBOHB).
+    fn observe(&mut self, i: usize, action: Action, effects: &Effects, metric: f64) {
+        if let (Some(bohb), Some(budget)) = (&mut self.bohb, effects.budget)
+            && action != Action::Stop
+        {
+            let loss = -self.def.asha.mode.op() * metric;
+            bohb.observe(&self.trials[i].config, budget, loss);
+        }
     }
 
     /// Runs every trial to its end; the summary record is printed last.
@@ -453,11 +538,12 @@ impl<'a> Engine<'a> {
                 break true;
             }
             while let Some(slot) = self.slots.iter().position(Option::is_none) {
-                let Some(i) = self.next_trial() else {
+                let Some(i) = self.next_trial()? else {
                     break;
                 };
                 self.start(i, slot)?;
             }
+            self.make_pending()?;
             if self.slots.iter().all(Option::is_none) && self.queue.is_empty() {
                 if self.trials.iter().any(|t| t.status == Status::Paused) {
                     self.unstick()?;
@@ -521,6 +607,7 @@ impl<'a> Engine<'a> {
             self.journal.append(&Entry::Suggest {
                 trial: i,
                 config: config.clone(),
+                model: false,
             })?;
             let t = &mut self.trials[i];
             t.config = config;
@@ -778,6 +865,7 @@ impl<'a> Engine<'a> {
         self.trials[i].push_result(time, metric, &record);
         let (verdict, effects) =
             (self.scheduler).on_result(i, time, metric, waiting, &states(&self.trials));
+        self.observe(i, verdict.action, &effects, metric);
         let stop = verdict.action == Action::Stop;
         let pause = verdict.action == Action::Pause;
         self.journal.append(&Entry::Result {

@@ -69,6 +69,10 @@ pub enum SearchKind {
     /// Optuna's tree-structured Parzen estimator: each trial's config suggested when it
     /// starts, from the results of the trials before it.
     Tpe,
+    /// BOHB (HpBandSter's config generator, Ray's HyperBandForBOHB): each trial made and its
+    /// config suggested when the one before has started, from the results at the brackets'
+    /// milestones.
+    Bohb,
 }
 
 /// Everything that decides a sweep's trials and decisions (what `--resume` takes from the
@@ -113,7 +117,13 @@ pub enum Entry {
         definition: Definition,
     },
     /// A config the search algorithm suggested, before the trial's first start.
-    Suggest { trial: usize, config: Config },
+    Suggest {
+        trial: usize,
+        config: Config,
+        /// BOHB: the config came from its density models (else it was drawn at random).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        model: bool,
+    },
     Start {
         trial: usize,
         attempt: usize,

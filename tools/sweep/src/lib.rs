@@ -23,7 +23,7 @@ use search::median::MedianSettings;
 use search::pbt::PbtSettings;
 use search::{AshaSettings, Mode, space};
 
-/// Hyper-parameter search (random, grid or TPE as Optuna's) with ASHA, HyperBand, median stopping or population-based training, as Ray Tune's, over any command that prints JSON records.
+/// Hyper-parameter search (random, grid, TPE as Optuna's or BOHB) with ASHA, HyperBand, median stopping or population-based training, as Ray Tune's, over any command that prints JSON records.
 ///
 /// Draws trial configs from a search space (Ray Tune's primitives, as JSON; at random, or
 /// suggested by TPE as Optuna's sampler suggests them, --search tpe), runs the command
@@ -61,7 +61,11 @@ pub struct Cli {
     pub seed: Option<u32>,
 
     /// How configs are chosen: random (grid combinations, other parameters drawn at random,
-    /// all when the sweep starts) or tpe (Optuna's TPESampler with its defaults and --seed:
+    /// all when the sweep starts), bohb (BOHB as Ray's TuneBOHB runs HpBandSter's: HyperBand's
+    /// brackets, each trial made when the one before has started, its config drawn at random
+    /// or, once a budget has enough results, from density models of the good and bad configs
+    /// at the largest such budget; --samples trials; choice, uniform, loguniform, randint,
+    /// quniform without its quantization) or tpe (Optuna's TPESampler with its defaults and --seed:
     /// 10 random trials, then each config suggested when its trial starts from the trials
     /// before it — finished ones by their last --metric, running ones as Optuna's constant
     /// liar counts them; a trial ASHA stopped counts with its last result, as Ray's OptunaSearch
@@ -353,7 +357,11 @@ fn definition(cli: &Cli) -> Result<(Definition, template::Template)> {
         Err(e) => return usage(format!("{e:#}")),
     };
     let mode = cli.mode.expect("clap requires --mode without --resume");
-    let scheduler = cli.scheduler.unwrap_or(SchedulerKind::Asha);
+    // BOHB runs in HyperBand's brackets (Ray's HyperBandForBOHB).
+    let scheduler = cli.scheduler.unwrap_or(match cli.search {
+        Some(SearchKind::Bohb) => SchedulerKind::Hyperband,
+        _ => SchedulerKind::Asha,
+    });
     let hyperband = scheduler == SchedulerKind::Hyperband;
     // Each scheduler's defaults are its Ray class's.
     let asha = AshaSettings {
@@ -444,6 +452,19 @@ fn definition(cli: &Cli) -> Result<(Definition, template::Template)> {
         None
     };
     let search = cli.search.unwrap_or_default();
+    if search == SearchKind::Bohb {
+        if !hyperband {
+            return usage(
+                "--search bohb runs in HyperBand's brackets (Ray's HyperBandForBOHB): leave out --scheduler, or give hyperband",
+            );
+        }
+        if let Err(e) = space.bohb() {
+            return usage(format!("--search bohb: {e:#}"));
+        }
+        if cli.samples.is_none() {
+            return usage("--search bohb needs --samples N, the number of trials");
+        }
+    }
     if search == SearchKind::Tpe {
         if let Err(e) = space.tpe() {
             return usage(format!("--search tpe: {e:#}"));
@@ -456,7 +477,7 @@ fn definition(cli: &Cli) -> Result<(Definition, template::Template)> {
     // Every trial's config is made up front and journalled: bounded before anything is made.
     let trials = match search {
         SearchKind::Random => space.trial_count(samples),
-        SearchKind::Tpe => samples as u128,
+        SearchKind::Tpe | SearchKind::Bohb => samples as u128,
     };
     if trials > MAX_TRIALS {
         return usage(format!(
@@ -491,7 +512,7 @@ fn definition(cli: &Cli) -> Result<(Definition, template::Template)> {
         command: cli.command.iter().map(ArgRepr::from_os).collect(),
         trials: match search {
             SearchKind::Random => space.generate(samples, seed as u64),
-            SearchKind::Tpe => Vec::new(),
+            SearchKind::Tpe | SearchKind::Bohb => Vec::new(),
         },
     };
     Ok((def, template))
@@ -595,6 +616,9 @@ fn write_experiment(out_dir: &std::path::Path, def: &Definition) -> Result<()> {
                 .collect();
             space.config(&lows)
         }
+        SearchKind::Bohb => space::Space::parse(&def.space.to_string())?
+            .bohb()?
+            .lowest(),
     };
     let params: Vec<(String, &serde_json::Value)> =
         first.iter().map(|(k, v)| (k.clone(), v)).collect();
