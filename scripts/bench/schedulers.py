@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """sweep's schedulers against Ray Tune's on a noisy learning-curve model, side by side: for each
 scheduler (fifo = random search alone, ASHA, HyperBand, the median rule, population-based
-training) and each seed, how good the trial each one picks is, and the epochs it spent.
+training; and BOHB, sweep's only: Ray's needs HpBandSter, not in the venv) and each seed, how good the trial each one picks is, and the epochs it spent.
 
   .venv/bin/python scripts/bench/schedulers.py [--seeds 20] [--trials 27] [--epochs 27]
                                                [--noise 3] [--slots 4] [--epoch-ms 10]
@@ -29,7 +29,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 M = (1 << 64) - 1
 BATCHES = [16, 32, 64, 128, 256, 512]
-METHODS = ["fifo", "asha", "hyperband", "median", "pbt"]
+METHODS = ["fifo", "asha", "hyperband", "median", "pbt", "bohb"]
 
 
 def normal(seed, epoch):
@@ -68,6 +68,7 @@ def sweep_args(method, a):
         "hyperband": ["--scheduler", "hyperband", "--reduction-factor", "3"],
         "median": ["--scheduler", "median", "--grace-period", "3"],
         "pbt": ["--scheduler", "pbt", "--perturbation-interval", "3"],
+        "bohb": ["--search", "bohb", "--reduction-factor", "3"],
     }[method]
 
 
@@ -241,12 +242,15 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         for method in a.methods.split(","):
             o = [ours(method, s, a, work) for s in range(a.seeds)]
-            r = [ray(method, s, a) for s in range(a.seeds)]
+            # Ray's BOHB needs HpBandSter, which the venv does not hold.
+            r = [ray(method, s, a) for s in range(a.seeds)] if method != "bohb" else None
 
             def ms(v):
                 return f"{statistics.mean(v):6.2f} ± {statistics.stdev(v) if len(v) > 1 else 0:4.2f}"
-            print(f"{method:<10} {ms([x[0] for x in o]):>16} {ms([x[0] for x in r]):>16} "
-                  f"{statistics.mean(x[1] for x in o):>13.0f} {statistics.mean(x[1] for x in r):>11.0f} "
+            rw = ms([x[0] for x in r]) if r else "n/a"
+            re = f"{statistics.mean(x[1] for x in r):.0f}" if r else "n/a"
+            print(f"{method:<10} {ms([x[0] for x in o]):>16} {rw:>16} "
+                  f"{statistics.mean(x[1] for x in o):>13.0f} {re:>11} "
                   f"{statistics.mean(x[2] for x in o):>12.2f}", flush=True)
 
 
