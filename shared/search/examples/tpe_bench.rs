@@ -1,12 +1,15 @@
 //! The TPE sampler and random search on standard test functions, for scripts/bench/search.py:
 //! prints one JSON line per (function, method, seed) with the best value after each trial, and
-//! one line with the time a suggestion takes given a history of H finished trials.
+//! one line with the time a suggestion takes given a history of H finished trials (TPE's, and
+//! BOHB's model-based ones with H results at one budget).
 //!
 //!   tpe_bench TRIALS SEEDS HISTORY
 
 use std::time::Instant;
 
 use search::Mode;
+use search::bohb::Bohb;
+use search::space::{Config, Space};
 use search::tpe::{Dist, Observed, Tpe};
 
 /// Branin on [-5, 10] × [0, 15]: minimum 0.397887.
@@ -122,9 +125,40 @@ fn main() {
             std::hint::black_box(tpe.suggest(&history));
         }
         let ms = t.elapsed().as_secs_f64() * 1000.0 / reps as f64;
+        // BOHB: the same history as results at one budget; only model-based suggestions timed.
+        let names: Vec<String> = (0..space.len()).map(|d| format!("x{d}")).collect();
+        let spec: serde_json::Map<String, serde_json::Value> = (names.iter().zip(space))
+            .map(|(n, dist)| {
+                let Dist::Float { low, high, .. } = *dist else {
+                    unreachable!()
+                };
+                (n.clone(), serde_json::json!({"uniform": [low, high]}))
+            })
+            .collect();
+        let bspace = Space::parse(&serde_json::Value::Object(spec).to_string())
+            .unwrap()
+            .bohb()
+            .unwrap();
+        let mut bohb = Bohb::new(bspace, 0);
+        for o in &history {
+            let c: Config = (names.iter().zip(&o.params))
+                .map(|(n, &x)| (n.clone(), serde_json::json!(x)))
+                .collect();
+            bohb.observe(&c, 1.0, o.value.unwrap());
+        }
+        let (mut model_ms, mut n) = (0.0, 0);
+        while n < reps {
+            let t = Instant::now();
+            let (_, model) = std::hint::black_box(bohb.suggest());
+            if model {
+                model_ms += t.elapsed().as_secs_f64() * 1000.0;
+                n += 1;
+            }
+        }
         println!(
             "{}",
-            serde_json::json!({"function": name, "history": history_len, "suggest_ms": ms})
+            serde_json::json!({"function": name, "history": history_len, "suggest_ms": ms,
+                "bohb_suggest_ms": model_ms / n as f64})
         );
     }
 }

@@ -180,6 +180,9 @@ struct Kde {
     data: Vec<Vec<f64>>,
     bw: Vec<f64>,
     levels: Vec<usize>,
+    /// Per dimension, the distinct values in the data (statsmodels counts a category's levels
+    /// there, not in the space).
+    seen: Vec<f64>,
 }
 
 impl Kde {
@@ -197,25 +200,26 @@ impl Kde {
                 bw.max(min_bw)
             })
             .collect();
+        let seen = (0..d)
+            .map(|j| {
+                let mut v: Vec<f64> = data.iter().map(|r| r[j]).collect();
+                v.sort_by(f64::total_cmp);
+                v.dedup();
+                v.len() as f64
+            })
+            .collect();
         Kde {
             data,
             bw,
             levels: levels.to_vec(),
+            seen,
         }
     }
 
     /// `pdf(x)`: the mean over the points of the product kernels.
     fn pdf(&self, x: &[f64]) -> f64 {
         let d = self.levels.len();
-        // statsmodels counts a category's levels in the data, not in the space.
-        let seen: Vec<f64> = (0..d)
-            .map(|j| {
-                let mut v: Vec<f64> = self.data.iter().map(|r| r[j]).collect();
-                v.sort_by(f64::total_cmp);
-                v.dedup();
-                v.len() as f64
-            })
-            .collect();
+        let seen = &self.seen;
         let continuous_bw = (0..d)
             .filter(|&j| self.levels[j] == 0)
             .fold(1.0, |p, j| p * self.bw[j]);
