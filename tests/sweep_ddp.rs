@@ -9,67 +9,25 @@ use serde_json::Value;
 #[test]
 fn asha_over_ddp_train_stops_the_poor_learning_rates_early() {
     let dir = tempfile::tempdir().unwrap();
-    let digits = dir.path().join("digits");
-    testkit::make_digits(&digits, &[]);
     // Grid values in the order listed, batch_size (the first key) fastest: trials 0-3 have the
     // good learning rates, 4-7 the poor ones, so that the rungs hold good values when the poor
     // trials reach them.
-    let space = dir.path().join("space.json");
-    std::fs::write(
-        &space,
+    let recs = sweep_over_ddp_train(
+        dir.path(),
         r#"{"lr": {"grid": [0.05, 0.02, 1e-5, 1e-6]}, "batch_size": {"grid": [32, 64]}}"#,
-    )
-    .unwrap();
-    let out = dir.path().join("sweep");
-    let o = Command::new(testkit::bin("sweep"))
-        .arg("--space")
-        .arg(&space)
-        .args([
-            "--metric",
-            "val_top1",
-            "--mode",
-            "max",
-            "--time-attr",
-            "epoch",
-            "--max-t",
-            "4",
+        &[
             "--grace-period",
             "1",
             "--reduction-factor",
             "2",
-        ])
-        .args(["--slots", "2", "--gpus-per-trial", "0", "-q", "--out-dir"])
-        .arg(&out)
-        .arg("--")
-        .arg(testkit::bin("ddp-train"))
-        .args(["--device", "cpu", "--data"])
-        .arg(format!("cifar100:{}", digits.display()))
-        .args([
-            "--lr",
-            "{lr}",
-            "--batch-size",
-            "{batch_size}",
-            "--epochs",
-            "4",
-            "--max-steps",
-            "12",
-            "--schedule",
-            "constant",
-            "--checkpoint-dir",
-            "{trial_dir}/ck",
-            "--resume",
-            "-q",
-        ])
-        .env("OMP_NUM_THREADS", "1")
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "exit {:?}: {}",
-        o.status,
-        String::from_utf8_lossy(&o.stderr)
+            "--slots",
+            "2",
+            "--gpus-per-trial",
+            "0",
+        ],
+        "{batch_size}",
     );
-    let recs = testkit::records(&o.stdout);
+    let out = dir.path().join("sweep");
     let ends: Vec<&Value> = recs
         .iter()
         .filter(|r| r["type"] == "trial" && r["event"] == "end")
@@ -104,62 +62,21 @@ fn asha_over_ddp_train_stops_the_poor_learning_rates_early() {
 #[test]
 fn pbt_over_ddp_train_copies_a_good_checkpoint_into_a_poor_trial() {
     let dir = tempfile::tempdir().unwrap();
-    let digits = dir.path().join("digits");
-    testkit::make_digits(&digits, &[]);
-    let space = dir.path().join("space.json");
-    std::fs::write(&space, r#"{"lr": {"grid": [1e-6, 1e-5, 0.02, 0.05]}}"#).unwrap();
-    let out = dir.path().join("sweep");
-    let o = Command::new(testkit::bin("sweep"))
-        .arg("--space")
-        .arg(&space)
-        .args([
-            "--metric",
-            "val_top1",
-            "--mode",
-            "max",
-            "--time-attr",
-            "epoch",
-            "--max-t",
-            "4",
+    let recs = sweep_over_ddp_train(
+        dir.path(),
+        r#"{"lr": {"grid": [1e-6, 1e-5, 0.02, 0.05]}}"#,
+        &[
             "--scheduler",
             "pbt",
             "--perturbation-interval",
             "1",
             "--resample-probability",
             "0",
-        ])
-        .args(["--slots", "1", "-q", "--out-dir"])
-        .arg(&out)
-        .arg("--")
-        .arg(testkit::bin("ddp-train"))
-        .args(["--device", "cpu", "--data"])
-        .arg(format!("cifar100:{}", digits.display()))
-        .args([
-            "--lr",
-            "{lr}",
-            "--batch-size",
-            "32",
-            "--epochs",
-            "4",
-            "--max-steps",
-            "12",
-            "--schedule",
-            "constant",
-            "--checkpoint-dir",
-            "{trial_dir}/ck",
-            "--resume",
-            "-q",
-        ])
-        .env("OMP_NUM_THREADS", "1")
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "exit {:?}: {}",
-        o.status,
-        String::from_utf8_lossy(&o.stderr)
+            "--slots",
+            "1",
+        ],
+        "32",
     );
-    let recs = testkit::records(&o.stdout);
     let copies: Vec<&Value> = recs.iter().filter(|r| r["type"] == "exploit").collect();
     assert!(!copies.is_empty(), "a poor trial copied a good one");
     let grid = [1e-6, 1e-5, 0.02, 0.05];
@@ -199,4 +116,63 @@ fn pbt_over_ddp_train_copies_a_good_checkpoint_into_a_poor_trial() {
         .collect();
     assert_eq!(ends.len(), 4);
     assert!(ends.iter().all(|e| e["status"] == "completed"), "{ends:?}");
+}
+
+/// `sweep` with `args` over ddp-train on the digits (4 epochs of 12 steps, checkpoints in each
+/// trial's directory, --resume), the space written from `space`, `batch` as ddp-train's
+/// --batch-size (a value or a placeholder); its records, after checking it succeeded.
+fn sweep_over_ddp_train(
+    dir: &std::path::Path,
+    space: &str,
+    args: &[&str],
+    batch: &str,
+) -> Vec<Value> {
+    let digits = dir.join("digits");
+    testkit::make_digits(&digits, &[]);
+    let space_path = dir.join("space.json");
+    std::fs::write(&space_path, space).unwrap();
+    let o = Command::new(testkit::bin("sweep"))
+        .arg("--space")
+        .arg(&space_path)
+        .args([
+            "--metric",
+            "val_top1",
+            "--mode",
+            "max",
+            "--time-attr",
+            "epoch",
+        ])
+        .args(["--max-t", "4", "-q", "--out-dir"])
+        .arg(dir.join("sweep"))
+        .args(args)
+        .arg("--")
+        .arg(testkit::bin("ddp-train"))
+        .args(["--device", "cpu", "--data"])
+        .arg(format!("cifar100:{}", digits.display()))
+        .args([
+            "--lr",
+            "{lr}",
+            "--batch-size",
+            batch,
+            "--epochs",
+            "4",
+            "--max-steps",
+            "12",
+            "--schedule",
+            "constant",
+            "--checkpoint-dir",
+            "{trial_dir}/ck",
+            "--resume",
+            "-q",
+        ])
+        .env("OMP_NUM_THREADS", "1")
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "exit {:?}: {}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    testkit::records(&o.stdout)
 }
