@@ -50,13 +50,14 @@ pub struct Cli {
     pub space: Option<PathBuf>,
 
     /// Repetitions of the space (Ray's num_samples): every grid combination is run this many
-    /// times, each time with fresh draws for the other parameters. With --search tpe, the
+    /// times, each time with fresh draws for the other parameters. With --search tpe or bohb, the
     /// number of trials (required). [default: 1]
     #[arg(long, value_name = "N", conflicts_with = "resume", value_parser = clap::value_parser!(u32).range(1..))]
     pub samples: Option<u32>,
 
-    /// Seed of the draws and of ASHA's bracket choice (numpy's legacy generator seeded with
-    /// it, as np.random.seed(N) before Ray adds the trials). [default: 0]
+    /// Seed of the draws, of ASHA's bracket choice (numpy's legacy generator seeded with it, as
+    /// np.random.seed(N) before Ray adds the trials), of PBT's (Python's random and numpy's
+    /// generator) and of BOHB's (numpy's, and ConfigSpace's sampler). [default: 0]
     #[arg(long, value_name = "N", conflicts_with = "resume")]
     pub seed: Option<u32>,
 
