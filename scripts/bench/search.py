@@ -2,8 +2,9 @@
 """sweep's search algorithms on standard test functions against Optuna's, side by side: the best
 value found after 10, 25, 50 and 100 trials (mean and median over the seeds) for random search
 and TPE, ours (shared/search, through its tpe_bench example) and Optuna 5.0's (RandomSampler,
-TPESampler with its defaults), on Branin (minimum 0.397887) and Hartmann-6 (minimum -3.32237);
-then the time of one suggestion with 1,000 finished trials of history.
+TPESampler with its defaults), and our BOHB's model alone (every result at one budget: no
+brackets; HpBandSter's is not in the venv), on Branin (minimum 0.397887) and Hartmann-6
+(minimum -3.32237); then the time of one suggestion with 1,000 finished trials of history.
 
   .venv/bin/python scripts/bench/search.py [--trials 100] [--seeds 20] [--history 1000]
 
@@ -101,7 +102,7 @@ def main():
     for name in FUNCTIONS:
         print(f"# {name}: best value after N trials, mean (median) over {a.seeds} seeds")
         print(f"{'method':<15}" + "".join(f"{'N=' + str(b):>20}" for b in budgets))
-        for method in ("ours random", "optuna random", "ours tpe", "optuna tpe"):
+        for method in ("ours random", "optuna random", "ours tpe", "optuna tpe", "ours bohb"):
             c = np.array(curves[(name, method)])
             cells = [(float(c[:, b - 1].mean()), float(np.median(c[:, b - 1]))) for b in budgets]
             print(f"{method:<15}" + "".join(f"{m:>11.4f} ({md:>7.4f})" for m, md in cells))

@@ -72,7 +72,39 @@ fn main() {
         ("hartmann6", hartmann6, vec![float(0.0, 1.0); 6]),
     ];
     for (name, f, space) in &functions {
+        let names: Vec<String> = (0..space.len()).map(|d| format!("x{d}")).collect();
+        let spec: serde_json::Map<String, serde_json::Value> = (names.iter().zip(space))
+            .map(|(n, dist)| {
+                let Dist::Float { low, high, .. } = *dist else {
+                    unreachable!()
+                };
+                (n.clone(), serde_json::json!({"uniform": [low, high]}))
+            })
+            .collect();
+        let bspace = Space::parse(&serde_json::Value::Object(spec).to_string())
+            .unwrap()
+            .bohb()
+            .unwrap();
+        let to_config = |x: &[f64]| -> Config {
+            (names.iter().zip(x))
+                .map(|(n, &v)| (n.clone(), serde_json::json!(v)))
+                .collect()
+        };
         for seed in 0..seeds as u32 {
+            // BOHB's model on its own (every result at one budget: no brackets).
+            let mut bohb = Bohb::new(bspace.clone(), seed);
+            let mut best: Vec<f64> = Vec::with_capacity(trials);
+            for _ in 0..trials {
+                let (c, _) = bohb.suggest();
+                let x: Vec<f64> = names.iter().map(|n| c[n].as_f64().unwrap()).collect();
+                let v = f(&x);
+                bohb.observe(&c, 1.0, v);
+                best.push(best.last().map_or(v, |b| b.min(v)));
+            }
+            println!(
+                "{}",
+                serde_json::json!({"function": name, "method": "bohb", "seed": seed, "best": best})
+            );
             // Random search: the TPE sampler's start-up draws, never leaving them.
             for method in ["tpe", "random"] {
                 let mut tpe = Tpe::new(space.clone(), Mode::Min, seed);
@@ -126,25 +158,9 @@ fn main() {
         }
         let ms = t.elapsed().as_secs_f64() * 1000.0 / reps as f64;
         // BOHB: the same history as results at one budget; only model-based suggestions timed.
-        let names: Vec<String> = (0..space.len()).map(|d| format!("x{d}")).collect();
-        let spec: serde_json::Map<String, serde_json::Value> = (names.iter().zip(space))
-            .map(|(n, dist)| {
-                let Dist::Float { low, high, .. } = *dist else {
-                    unreachable!()
-                };
-                (n.clone(), serde_json::json!({"uniform": [low, high]}))
-            })
-            .collect();
-        let bspace = Space::parse(&serde_json::Value::Object(spec).to_string())
-            .unwrap()
-            .bohb()
-            .unwrap();
         let mut bohb = Bohb::new(bspace, 0);
         for o in &history {
-            let c: Config = (names.iter().zip(&o.params))
-                .map(|(n, &x)| (n.clone(), serde_json::json!(x)))
-                .collect();
-            bohb.observe(&c, 1.0, o.value.unwrap());
+            bohb.observe(&to_config(&o.params), 1.0, o.value.unwrap());
         }
         let (mut model_ms, mut n) = (0.0, 0);
         while n < reps {
