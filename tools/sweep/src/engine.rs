@@ -938,12 +938,7 @@ impl<'a> Engine<'a> {
             self.copy_decided(i, time, e)?;
         }
         if stop {
-            let last = Some((time, metric));
-            let more = (self.scheduler).on_complete(i, last, &states(&self.trials));
-            let status = self.trials[i].stopped(verdict.complete, time);
-            self.finish(i, status, None)?;
-            self.terminate(i);
-            self.stop_others(&more)?;
+            self.stop_trial(i, verdict.complete, None)?;
         }
         if pause && self.trials[i].status == Status::Running {
             self.pause(i, time)?;
@@ -1094,15 +1089,23 @@ impl<'a> Engine<'a> {
             .map(|t| t.id)
             .collect();
         for i in paused {
-            let last = self.trials[i].last_point();
-            let more = (self.scheduler).on_complete(i, last, &states(&self.trials));
-            let time = last.map_or(0.0, |p| p.0);
-            let status = self.trials[i].stopped(false, time);
             let why = "left paused with nothing else to run".to_string();
-            self.finish(i, status, Some(why))?;
-            self.stop_others(&more)?;
+            self.stop_trial(i, false, Some(why))?;
         }
         Ok(())
+    }
+
+    /// Stops trial `i` at its last result, as Ray's controller stops a trial: the scheduler
+    /// told (`on_trial_complete`), its end journalled, its process signalled, and the trials
+    /// the scheduler stops in turn ended after it.
+    fn stop_trial(&mut self, i: usize, complete: bool, message: Option<String>) -> Result<()> {
+        let last = self.trials[i].last_point();
+        let more = (self.scheduler).on_complete(i, last, &states(&self.trials));
+        let time = last.map_or(0.0, |p| p.0);
+        let status = self.trials[i].stopped(complete, time);
+        self.finish(i, status, message)?;
+        self.terminate(i);
+        self.stop_others(&more)
     }
 
     /// A failed attempt: retried while --max-failures allows, else the trial's end.
