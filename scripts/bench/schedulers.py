@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """sweep's schedulers against Ray Tune's on a noisy learning-curve model, side by side: for each
 scheduler (fifo = random search alone, ASHA, HyperBand, the median rule, population-based
-training; and BOHB, sweep's only: Ray's needs HpBandSter, not in the venv) and each seed, how good the trial each one picks is, and the epochs it spent.
+training, BOHB) and each seed, how good the trial each one picks is, and the epochs it spent.
 
   .venv/bin/python scripts/bench/schedulers.py [--seeds 20] [--trials 27] [--epochs 27]
                                                [--noise 3] [--slots 4] [--epoch-ms 10]
@@ -16,11 +16,16 @@ Ours: the sweep CLI running the curve program (release build, each epoch --epoch
 a pause or stop lands before the next), --slots trials at a time; epochs spent are the results
 it judged.
 Ray's: Ray Tune 2.60's own scheduler objects (AsyncHyperBandScheduler, HyperBandScheduler,
-MedianStoppingRule, PopulationBasedTraining) driven by a stand-in controller with the same
-number of trials running at once, configs drawn by Ray's own samplers from numpy seeded with the
-seed, and the same model (computed here in Python, bit for bit as the curve program does) —
-Ray's decisions without Ray's actors, so it runs in seconds. Both sides draw different configs
-(sweep's space draws are not numpy's): the comparison is of distributions over the seeds.
+MedianStoppingRule, PopulationBasedTraining, HyperBandForBOHB with the TuneBOHB searcher) driven
+by a stand-in controller with the same number of trials running at once, configs drawn by Ray's
+own samplers from numpy seeded with the seed (BOHB's by TuneBOHB(seed=seed), one trial made at a
+time as Ray's controller makes a searcher's), and the same model (computed here in Python, bit
+for bit as the curve program does) — Ray's decisions without Ray's actors, so it runs in
+seconds. A trial's result at the last epoch goes to the scheduler (and searcher), then the trial
+completes, as with a Tuner given no stop condition and as in sweep. Both sides draw different
+configs except BOHB's (sweep's space draws are not numpy's), and which trial reports first
+differs: the comparison is of distributions over the seeds. Ray's BOHB needs HpBandSter
+(`scripts/setup --bench`); without it that cell says n/a.
 """
 import argparse, json, math, os, random, statistics, subprocess, sys, tempfile, time
 
@@ -29,7 +34,9 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 M = (1 << 64) - 1
 BATCHES = [16, 32, 64, 128, 256, 512]
-METHODS = ["fifo", "asha", "hyperband", "median", "pbt", "bohb"]
+# NAME or NAME:TRIALS (that many trials instead of --trials: 49 fill one HyperBand round of
+# η 3 and 27 epochs — 27 + 12 + 6 + 4 — where 27 trials all land in its most aggressive bracket).
+METHODS = ["fifo", "asha", "hyperband", "median", "pbt", "bohb", "bohb:49"]
 
 
 def normal(seed, epoch):
@@ -72,13 +79,14 @@ def sweep_args(method, a):
     }[method]
 
 
-def ours(method, seed, a, work):
-    out = os.path.join(work, f"{method}-{seed}")
+def ours(name, seed, a, work):
+    method, trials = split(name, a)
+    out = os.path.join(work, f"{method}-{trials}-{seed}")
     space = os.path.join(work, "space.json")
     with open(space, "w") as f:
         json.dump({"lr": {"loguniform": [1e-4, 1.0]}, "batch_size": {"choice": BATCHES}}, f)
     curve = os.path.join(ROOT, "target/release/examples/curve")
-    cmd = [os.path.join(ROOT, "target/release/sweep"), "--space", space, "--samples", str(a.trials),
+    cmd = [os.path.join(ROOT, "target/release/sweep"), "--space", space, "--samples", str(trials),
            "--seed", str(seed), "--metric", "val_top1", "--mode", "max", "--time-attr", "epoch",
            "--slots", str(a.slots), "--gpus-per-trial", "0", "--cpus-per-trial", "0", "-q",
            "--out-dir", out] + sweep_args(method, a) + [
@@ -124,10 +132,13 @@ class Trial:
 
 class Controller:
     """What Ray's schedulers ask of the TuneController."""
-    search_alg = None
-
-    def __init__(self, scheduler, trials):
+    def __init__(self, scheduler, trials, searcher=None):
         self.scheduler, self.trials = scheduler, trials
+
+        class SearchAlg:
+            pass
+        self.search_alg = SearchAlg()
+        self.search_alg.searcher = searcher
 
     def get_trials(self):
         return self.trials
@@ -146,20 +157,25 @@ class Controller:
             return
         if t.status in (t.S.PENDING, t.S.PAUSED):
             self.scheduler.on_trial_remove(self, t)
+            if self.search_alg.searcher:
+                self.search_alg.searcher.on_trial_complete(t.trial_id)
         else:
             self.scheduler.on_trial_complete(self, t, t.last_result)
+            if self.search_alg.searcher:
+                self.search_alg.searcher.on_trial_complete(t.trial_id, result=t.last_result)
         t.status = t.S.TERMINATED
 
 
 def ray_scheduler(method, a):
     from ray import tune
-    from ray.tune.schedulers import (AsyncHyperBandScheduler, FIFOScheduler, HyperBandScheduler,
-                                     MedianStoppingRule, PopulationBasedTraining)
+    from ray.tune.schedulers import (AsyncHyperBandScheduler, FIFOScheduler, HyperBandForBOHB,
+                                     HyperBandScheduler, MedianStoppingRule, PopulationBasedTraining)
     kw = dict(time_attr="epoch", metric="val_top1", mode="max")
     return {
         "fifo": lambda: FIFOScheduler(),
         "asha": lambda: AsyncHyperBandScheduler(max_t=a.epochs, grace_period=1, reduction_factor=3, **kw),
         "hyperband": lambda: HyperBandScheduler(max_t=a.epochs, reduction_factor=3, **kw),
+        "bohb": lambda: HyperBandForBOHB(max_t=a.epochs, reduction_factor=3, **kw),
         "median": lambda: MedianStoppingRule(grace_period=3, hard_stop=True, **kw),
         "pbt": lambda: PopulationBasedTraining(
             perturbation_interval=3, log_config=False,
@@ -167,22 +183,44 @@ def ray_scheduler(method, a):
     }[method]()
 
 
-def ray(method, seed, a):
+def split(name, a):
+    method, _, trials = name.partition(":")
+    return method, int(trials) if trials else a.trials
+
+
+def ray(name, seed, a):
+    method, n = split(name, a)
     from ray import tune
+    from ray.tune.experiment import Trial as RayTrial
     np.random.seed(seed)
     random.seed(seed)
-    lr, batch = tune.loguniform(1e-4, 1.0), tune.choice(BATCHES)
-    configs = [{"lr": lr.sample(), "batch_size": batch.sample()} for _ in range(a.trials)]
+    space = {"lr": tune.loguniform(1e-4, 1.0), "batch_size": tune.choice(BATCHES)}
     sched = ray_scheduler(method, a)
-    trials = [Trial(i, c) for i, c in enumerate(configs)]
-    ctl = Controller(sched, trials)
+    S = RayTrial
+    if method == "bohb":
+        from ray.tune.search.bohb import TuneBOHB
+        searcher = TuneBOHB(space=space, metric="val_top1", mode="max", seed=seed)
+        trials = []
+    else:
+        searcher = None
+        configs = [{k: d.sample() for k, d in space.items()} for _ in range(n)]
+        trials = [Trial(i, c) for i, c in enumerate(configs)]
+    ctl = Controller(sched, trials, searcher)
     for t in trials:
         sched.on_trial_add(ctl, t)
+
+    def make_pending():
+        # A searcher's trials are made one at a time: the next when none made is pending.
+        if searcher and len(trials) < n and not any(t.status == S.PENDING for t in trials):
+            t = Trial(len(trials), searcher.suggest(str(len(trials))))
+            trials.append(t)
+            sched.on_trial_add(ctl, t)
+
     pick = random.Random(seed)
-    S = trials[0].S
     epochs_used = 0
     # A copy (PBT) takes the copied trial's checkpoint: its epoch then.
     for _ in range(100000):
+        make_pending()
         while sum(t.status == S.RUNNING for t in trials) < a.slots:
             t = sched.choose_trial_to_run(ctl) if hasattr(sched, "choose_trial_to_run") else None
             t = t or next((t for t in trials if t.status == S.PENDING), None)
@@ -193,6 +231,9 @@ def ray(method, seed, a):
                 t.epoch = ck.checkpoint[2]
                 t.run_metadata.checkpoint_manager._latest_checkpoint_result = None
             t.status = S.RUNNING
+            if t.epoch >= a.epochs:  # resumed after its last epoch: it ends at once
+                ctl.stop_trial(t)
+            make_pending()
         running = [t for t in trials if t.status == S.RUNNING]
         if not running:
             break
@@ -202,16 +243,16 @@ def ray(method, seed, a):
         result = {"epoch": t.epoch, "val_top1": val(t.config, t.epoch, t.index, a.noise),
                   "training_iteration": len(t.history) + 1}
         t.history.append(result["val_top1"])
-        if t.epoch >= a.epochs:  # the stopper (max_t): completes before the scheduler sees it
-            t.last_result = result
-            ctl.stop_trial(t)
-            continue
         action = sched.on_trial_result(ctl, t, result)
+        if action != "STOP" and searcher:
+            searcher.on_trial_result(t.trial_id, result)
         t.last_result = result
         if action == "STOP":
             ctl.stop_trial(t)
         elif action == "PAUSE":
             t.status = S.PAUSED
+        elif t.epoch >= a.epochs:  # the command ends after its last epoch
+            ctl.stop_trial(t)
     best = max((t for t in trials if t.history and math.isfinite(t.history[-1])),
                key=lambda t: t.history[-1])
     return worth(best.config, a.epochs), epochs_used
@@ -231,8 +272,11 @@ def main():
     a = ap.parse_args()
     subprocess.run(["cargo", "build", "-q", "--release", "-p", "sweep", "--bins", "--examples"],
                    cwd=ROOT, check=True)
-    import logging
+    import logging, warnings
     logging.disable(logging.WARNING)
+    # statsmodels' notices and numpy's divide warnings under HpBandSter's model
+    warnings.simplefilter("ignore", FutureWarning)
+    warnings.simplefilter("ignore", RuntimeWarning)
     best_possible = worth({"lr": 10 ** -1.5, "batch_size": 16}, a.epochs)
     print(f"{a.trials} trials, {a.epochs} epochs each at most, noise {a.noise}, {a.slots} at once, "
           f"{a.seeds} seeds; worth of the picked config (best possible {best_possible:.2f}), "
@@ -242,8 +286,11 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         for method in a.methods.split(","):
             o = [ours(method, s, a, work) for s in range(a.seeds)]
-            # Ray's BOHB needs HpBandSter, which the venv does not hold.
-            r = [ray(method, s, a) for s in range(a.seeds)] if method != "bohb" else None
+            try:
+                r = [ray(method, s, a) for s in range(a.seeds)]
+            except ImportError as e:  # Ray's BOHB without HpBandSter (scripts/setup --bench)
+                print(f"# Ray's {method}: {e}", file=sys.stderr)
+                r = None
 
             def ms(v):
                 return f"{statistics.mean(v):6.2f} ± {statistics.stdev(v) if len(v) > 1 else 0:4.2f}"

@@ -1,31 +1,57 @@
 #!/usr/bin/env python3
 """A real sweep: ddp-train on the digits (scikit-learn's 8x8 digits as CIFAR-100 files, ResNet-18,
-E epochs) over lr and weight decay, by sweep's random search, TPE, and ASHA over random search,
-beside Optuna's TPESampler running the same command: the best val_top1 after each number of
-trials, per method and seed.
+at most E epochs) over learning rate and weight decay, by sweep's random search, TPE, ASHA over
+random search and BOHB, beside Optuna's TPESampler and Ray Tune (a Tuner running the same
+command: random search, ASHA over random search, BOHB) on the same objective and the same
+number of trials: the best val_top1 after each number of trials, and the epochs spent, per
+method and seed.
 
-  .venv/bin/python scripts/bench/sweep_digits.py [--trials 30] [--seeds 1] [--epochs 3]
+  .venv/bin/python scripts/bench/sweep_digits.py [--trials 18] [--seeds 1] [--first-seed 0]
+      [--epochs 9] [--max-steps 8] [--stem imagenet] [--methods ...] [--json RUNS.jsonl]
+  .venv/bin/python scripts/bench/sweep_digits.py --report RUNS.jsonl   # the table of saved runs
 
-Every trial runs `ddp-train --data cifar100:DIGITS --epochs E --lr {lr} --weight-decay
-{weight_decay} --batch-size 64 --threads N -q` (the training seed fixed: a config's value does
-not depend on the method that chose it; on the CPU ddp-train is deterministic), one trial at a
-time. sweep's TPE decides as Optuna's does for the same history, so with the same seed and the
-same values the two TPE columns are expected to pick the same configs. A run takes about
-trials x methods x seeds x (E x 3.5 s) on this 2-core machine.
+Every trial runs `ddp-train --data cifar100:DIGITS --epochs E --max-steps S --lr {lr}
+--weight-decay {weight_decay} --batch-size 64 --stem STEM --threads N --checkpoint-dir DIR
+--resume -q` (the training seed fixed: a config's value does not depend on the method that chose
+it; on the CPU ddp-train is deterministic, and a resumed run equals an uninterrupted one), one
+trial at a time. ResNet-18's ImageNet stem (a 7x7/2 convolution and a max-pool) makes the 32x32
+digits an 8x8 map, and S steps of 64 images an epoch (of 1,437) make each epoch see a part of the
+set: harder than full epochs through the CIFAR stem, where every method reaches 98.6 %, and about
+20x cheaper (about 2 s an epoch on this 2-core machine). Runs of seeds can be split over
+machines or sessions with --first-seed and --json, and reported together with --report.
+
+- sweep: `--slots 1`; ASHA `--grace-period 1 --reduction-factor 3`; BOHB `--search bohb
+  --reduction-factor 3` (HyperBand brackets over max_t = E).
+- Optuna: its TPESampler(seed) with ask/tell, each trial run to the end. A config that sweep's
+  random search or TPE already ran to the end for this seed (the same floats: sweep's TPE
+  suggests what Optuna does) takes that run's value instead of training again (counted).
+- Ray Tune 2.60: a Tuner over a function trainable that runs the same command and reports each
+  epoch record (for BOHB with the checkpoint directory, which a paused trial resumes from), one trial
+  at a time (ray.init(num_cpus=1)); random search = BasicVariantGenerator(random_state=seed);
+  ASHA = AsyncHyperBandScheduler(grace_period=1, reduction_factor=3); BOHB = TuneBOHB(seed=seed)
+  with HyperBandForBOHB(reduction_factor=3) (needs HpBandSter: `scripts/setup --bench`). While
+  Ray decides on a result the command is stopped (SIGSTOP), as a function trainable waits in
+  `tune.report`; it dies with the trial's actor.
+
+A trial stopped early counts with its last value (what the search knew of it). With the same
+seed, sweep's TPE and Optuna's decide alike, and so do sweep's BOHB and Ray's: the script counts
+the seeds where they picked the same configs.
 """
-import argparse, csv, json, os, subprocess, sys, tempfile
+import argparse, csv, json, os, subprocess, sys, tempfile, time
 
-import optuna
-
-optuna.logging.set_verbosity(optuna.logging.ERROR)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.environ.get("SHARDKIT_BIN", os.path.join(ROOT, "target", "release"))
 SPACE = {"lr": {"loguniform": [1e-3, 1.0]}, "weight_decay": {"loguniform": [1e-6, 1e-2]}}
+# "ray random" (Ray's BasicVariantGenerator: the same distribution as sweep's random search from
+# another generator) runs when named.
+METHODS = ["random", "tpe", "asha+random", "bohb", "optuna tpe", "ray asha+random", "ray bohb"]
 
 
-def command(digits, epochs, threads):
-    return [f"{BIN}/ddp-train", "--data", f"cifar100:{digits}", "--epochs", str(epochs), "--lr", "{lr}",
-            "--weight-decay", "{weight_decay}", "--batch-size", "64", "--threads", str(threads), "-q"]
+def command(a, digits, lr="{lr}", wd="{weight_decay}", ck="{trial_dir}/ck"):
+    return [f"{BIN}/ddp-train", "--data", f"cifar100:{digits}", "--epochs", str(a.epochs),
+            "--max-steps", str(a.max_steps), "--lr", lr,
+            "--weight-decay", wd, "--batch-size", "64", "--stem", a.stem, "--threads", str(a.threads),
+            "--checkpoint-dir", ck, "--resume", "-q"]
 
 
 def best_so_far(values):
@@ -43,70 +69,194 @@ def run_sweep(method, seed, a, digits, work):
     args = [f"{BIN}/sweep", "--space", space, "--samples", str(a.trials), "--seed", str(seed),
             "--metric", "val_top1", "--mode", "max", "--time-attr", "epoch", "--max-t", str(a.epochs),
             "--slots", "1", "--gpus-per-trial", "0", "--cpus-per-trial", "0", "--out-dir", out, "-q"]
-    if method == "tpe":
-        args += ["--search", "tpe", "--scheduler", "fifo"]
-    elif method == "random":
-        args += ["--scheduler", "fifo"]
-    else:  # asha over random search
-        args += ["--scheduler", "asha", "--grace-period", "1", "--reduction-factor", "3"]
-    subprocess.run(args + ["--"] + command(digits, a.epochs, a.threads), check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    args += {
+        "random": ["--scheduler", "fifo"],
+        "tpe": ["--search", "tpe", "--scheduler", "fifo"],
+        "asha+random": ["--scheduler", "asha", "--grace-period", "1", "--reduction-factor", "3"],
+        "bohb": ["--search", "bohb", "--reduction-factor", "3"],
+    }[method]
+    subprocess.run(args + ["--"] + command(a, digits), check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
     rows = sorted(csv.DictReader(open(os.path.join(out, "results.csv"))), key=lambda r: int(r["trial"]))
-    # A trial ASHA stopped counts with its last value (what the sweep knew of it).
-    return best_so_far([float(r["last_val_top1"]) for r in rows]), [
-        (float(r["config/lr"]), float(r["config/weight_decay"])) for r in rows]
+    epochs = sum(1 for line in open(os.path.join(out, "journal.jsonl"))
+                 if json.loads(line)["event"] == "result")
+    return ([float(r["last_val_top1"]) for r in rows],
+            [(float(r["config/lr"]), float(r["config/weight_decay"])) for r in rows], epochs)
 
 
-def run_optuna(seed, a, digits):
+def run_optuna(seed, a, digits, work, known):
+    import optuna
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
     study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=seed))
-    values, configs = [], []
-    for _ in range(a.trials):
+    values, configs, reused = [], [], 0
+    for i in range(a.trials):
         t = study.ask()
         lr = t.suggest_float("lr", 1e-3, 1.0, log=True)  # in name order, as sweep suggests
         wd = t.suggest_float("weight_decay", 1e-6, 1e-2, log=True)
-        cmd = [c.replace("{lr}", repr(lr)).replace("{weight_decay}", repr(wd))
-               for c in command(digits, a.epochs, a.threads)]
-        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-        v = [json.loads(l) for l in out.splitlines() if '"type":"epoch"' in l][-1]["val_top1"]
+        if (lr, wd) in known:
+            v = known[(lr, wd)]
+            reused += 1
+        else:
+            ck = os.path.join(work, f"optuna-{seed}", f"trial-{i:04d}", "ck")
+            out = subprocess.run(command(a, digits, repr(lr), repr(wd), ck), check=True,
+                                 capture_output=True, text=True).stdout
+            v = [json.loads(l) for l in out.splitlines() if '"type":"epoch"' in l][-1]["val_top1"]
         study.tell(t, v)
         values.append(v)
         configs.append((lr, wd))
-    return best_so_far(values), configs
+    print(f"# optuna seed {seed}: {reused} of {a.trials} configs already run by sweep", file=sys.stderr)
+    return values, configs, a.trials * a.epochs
+
+
+def ray_trainable(template, checkpoints):
+    """A function trainable running ddp-train and reporting its epoch records (with the
+    checkpoint directory when a trial may be paused and resumed)."""
+    def trainable(config):
+        import ctypes, signal, subprocess, json, os, shutil
+        from ray import tune
+        ctx = tune.get_context()
+        ck = os.path.join(ctx.get_trial_dir(), "ck")
+        shutil.rmtree(ck, ignore_errors=True)
+        restored = tune.get_checkpoint()
+        if restored is not None:
+            restored.to_directory(ck)
+        cmd = [c.replace("{lr}", repr(config["lr"])).replace("{weight_decay}", repr(config["weight_decay"]))
+               .replace("{trial_dir}/ck", ck) for c in template]
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        # The command dies with the thread that started it (the trial's actor stopping).
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                preexec_fn=lambda: libc.prctl(1, signal.SIGKILL))
+        for line in proc.stdout:
+            rec = json.loads(line)
+            if rec.get("type") != "epoch":
+                continue
+            proc.send_signal(signal.SIGSTOP)  # waits while Ray decides, as a function trainable does
+            tune.report({"epoch": rec["epoch"], "val_top1": rec["val_top1"]},
+                        checkpoint=tune.Checkpoint.from_directory(ck) if checkpoints else None)
+            proc.send_signal(signal.SIGCONT)
+        if proc.wait() != 0:
+            raise RuntimeError(f"ddp-train exited with {proc.returncode}")
+    return trainable
+
+
+def run_ray(method, seed, a, digits, work):
+    import numpy as np
+    from ray import tune
+    from ray.tune.schedulers import AsyncHyperBandScheduler, FIFOScheduler, HyperBandForBOHB
+    from ray.tune.search import BasicVariantGenerator
+    space = {"lr": tune.loguniform(1e-3, 1.0), "weight_decay": tune.loguniform(1e-6, 1e-2)}
+    np.random.seed(seed)
+    if method == "ray bohb":
+        from ray.tune.search.bohb import TuneBOHB
+        search, sched = TuneBOHB(seed=seed), HyperBandForBOHB(time_attr="epoch", max_t=a.epochs,
+                                                             reduction_factor=3)
+    else:
+        search = BasicVariantGenerator(random_state=seed)
+        sched = (AsyncHyperBandScheduler(time_attr="epoch", max_t=a.epochs, grace_period=1,
+                                         reduction_factor=3)
+                 if method == "ray asha+random" else FIFOScheduler())
+    tuner = tune.Tuner(
+        ray_trainable(command(a, digits), method == "ray bohb"), param_space=space,
+        tune_config=tune.TuneConfig(metric="val_top1", mode="max", num_samples=a.trials,
+                                    search_alg=search, scheduler=sched, reuse_actors=False),
+        run_config=tune.RunConfig(
+            name=f"{method.replace(' ', '-')}-{seed}", storage_path=os.path.join(work, "ray"),
+            verbose=0, checkpoint_config=tune.CheckpointConfig(num_to_keep=1)))
+    grid = tuner.fit()
+    # The grid lists the trials in the order they were made.
+    rows = [r for r in grid if r.metrics and "val_top1" in r.metrics]
+    if len(rows) != a.trials:
+        raise RuntimeError(f"{method}: {len(rows)} of {a.trials} trials reported "
+                           f"({[str(r.error) for r in grid if r.error][:1]})")
+    return ([r.metrics["val_top1"] for r in rows],
+            [(r.config["lr"], r.config["weight_decay"]) for r in rows],
+            sum(r.metrics["training_iteration"] for r in rows))
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--trials", type=int, default=30)
+    ap.add_argument("--trials", type=int, default=18)
     ap.add_argument("--seeds", type=int, default=1)
-    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--first-seed", type=int, default=0)
+    ap.add_argument("--epochs", type=int, default=9)
+    ap.add_argument("--max-steps", type=int, default=8)
+    ap.add_argument("--stem", default="imagenet")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--methods", default=",".join(METHODS))
     ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "shardkit-bench-sweep"))
+    ap.add_argument("--json", help="append each run's values, configs and epochs here (JSON lines)")
+    ap.add_argument("--report", help="print the table of the runs saved in this file, and exit")
     a = ap.parse_args()
+    if a.report:
+        runs, methods = {}, []
+        for line in open(a.report):
+            r = json.loads(line)
+            a.epochs, a.max_steps, a.stem, a.trials = r["epochs_max"], r["max_steps"], r["stem"], len(r["values"])
+            runs[(r["method"], r["seed"])] = (r["values"], r["configs"], r["epochs"])
+            methods += [r["method"]] if r["method"] not in methods else []
+        seeds = sorted({s for _, s in runs})
+        # Only seeds every method finished.
+        seeds = [s for s in seeds if all((m, s) in runs for m in methods)]
+        report({k: v for k, v in runs.items() if k[1] in seeds}, methods, a)
+        return
+    methods = a.methods.split(",")
     digits = os.path.join(a.workdir, "digits")
     if not os.path.exists(os.path.join(digits, "train.bin")):
         subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "make-digits-cifar"), digits], check=True,
                        stdout=subprocess.DEVNULL)
-    curves, picks = {}, {}
-    for seed in range(a.seeds):
+    if any(m.startswith("ray") for m in methods):
+        import logging, warnings
+        import ray
+        warnings.simplefilter("ignore")
+        os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+        ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    runs = {}
+    for seed in range(a.first_seed, a.first_seed + a.seeds):
         work = os.path.join(a.workdir, f"seed{seed}")
         subprocess.run(["rm", "-rf", work], check=True)
         os.makedirs(work)
-        for method in ("random", "tpe", "asha+random"):
-            c, p = run_sweep(method, seed, a, digits, work)
-            curves.setdefault(method, []).append(c)
-            picks[(method, seed)] = p
-        c, p = run_optuna(seed, a, digits)
-        curves.setdefault("optuna tpe", []).append(c)
-        picks[("optuna tpe", seed)] = p
-    budgets = [b for b in (5, 10, 15, 20, 30, 50, 100) if b <= a.trials]
-    print(f"# ddp-train on the digits, {a.epochs} epochs: best val_top1 after N trials, mean over {a.seeds} seed(s)")
-    print(f"{'method':<14}" + "".join(f"{'N=' + str(b):>9}" for b in budgets))
-    for m, cs in curves.items():
-        print(f"{m:<14}" + "".join(f"{sum(c[b - 1] for c in cs) / len(cs):>9.2f}" for b in budgets))
-    close = lambda p, q: all(abs(x - y) <= 1e-9 * abs(y) for u, v in zip(p, q) for x, y in zip(u, v))
-    same = sum(close(picks[("tpe", s)], picks[("optuna tpe", s)]) for s in range(a.seeds))
-    print(f"sweep's TPE and Optuna's picked the same {a.trials} configs in {same} of {a.seeds} seed(s)")
-    print(json.dumps({"bench": "sweep-digits", "epochs": a.epochs, "trials": a.trials, "curves": curves}))
+        known = {}  # (lr, wd) → value of a trial run to the end by sweep's random search or TPE
+        for m in methods:
+            t0 = time.time()
+            if m == "optuna tpe":
+                r = run_optuna(seed, a, digits, work, known)
+            elif m.startswith("ray "):
+                r = run_ray(m, seed, a, digits, work)
+            else:
+                r = run_sweep(m, seed, a, digits, work)
+                if m in ("random", "tpe"):
+                    known.update({tuple(c): v for c, v in zip(r[1], r[0])})
+            runs[(m, seed)] = r
+            print(f"# seed {seed} {m}: best {max(r[0]):.2f}, {r[2]} epochs, {time.time() - t0:.0f} s",
+                  file=sys.stderr, flush=True)
+            if a.json:
+                with open(a.json, "a") as f:
+                    f.write(json.dumps({"method": m, "seed": seed, "epochs_max": a.epochs, "max_steps": a.max_steps, "stem": a.stem,
+                                        "values": r[0], "configs": r[1], "epochs": r[2]}) + "\n")
+        subprocess.run(["rm", "-rf", work], check=True)
+    report(runs, methods, a)
+
+
+def report(runs, methods, a):
+    seeds = sorted({s for _, s in runs})
+    budgets = sorted({b for b in (3, 6, 9, 12, 15, 20, 30, 50, 100) if b <= a.trials} | {a.trials})
+    print(f"# ddp-train on the digits, ResNet-18 ({a.stem} stem), at most {a.epochs} epochs of "
+          f"{a.max_steps} steps: best val_top1 after N trials, mean over {len(seeds)} seed(s); "
+          f"epochs spent")
+    print(f"{'method':<16}" + "".join(f"{'N=' + str(b):>8}" for b in budgets) + f"{'epochs':>8}")
+    for m in methods:
+        cs = [best_so_far(runs[(m, s)][0]) for s in seeds]
+        ep = sum(runs[(m, s)][2] for s in seeds) / len(seeds)
+        print(f"{m:<16}" + "".join(f"{sum(c[b - 1] for c in cs) / len(cs):>8.2f}" for b in budgets)
+              + f"{ep:>8.0f}")
+
+    def close(p, q):
+        return len(p) == len(q) and all(abs(x - y) <= 1e-9 * abs(y) for u, v in zip(p, q) for x, y in zip(u, v))
+    for ours, theirs in (("tpe", "optuna tpe"), ("bohb", "ray bohb")):
+        if ours in methods and theirs in methods:
+            same = sum(close(runs[(ours, s)][1], runs[(theirs, s)][1]) for s in seeds)
+            print(f"sweep's {ours} and {theirs} picked the same {a.trials} configs in {same} of "
+                  f"{len(seeds)} seed(s)")
 
 
 if __name__ == "__main__":

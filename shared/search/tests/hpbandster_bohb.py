@@ -1,7 +1,7 @@
 """BOHB's config generator as HpBandSter makes it (hpbandster 0.7.4 on ConfigSpace 1.2.2,
 statsmodels 0.15.0, scipy 1.17.1, numpy 2.4.6), recorded for shared/search/tests/bohb_hpbandster.rs.
 
-  pip install hpbandster==0.7.4 ConfigSpace==1.2.2     # (not in the project venv)
+  scripts/setup --bench     # HpBandSter and ConfigSpace, pinned (benchmarks only, not CI's venv)
   .venv/bin/python shared/search/tests/hpbandster_bohb.py > shared/search/tests/bohb_hpbandster.json
 
 Each case: a search space (sweep's JSON primitives, converted as Ray's TuneBOHB converts them),

@@ -1461,11 +1461,12 @@ impl<'a> Engine<'a> {
                 config_text(&b.config)
             );
         }
+        // The parameters of the first config chosen (TPE and BOHB choose theirs as trials start).
         let names: Vec<&String> = self
-            .def
             .trials
-            .first()
-            .map(|c| c.keys().collect())
+            .iter()
+            .find(|t| t.chosen)
+            .map(|t| t.config.keys().collect())
             .unwrap_or_default();
         let mut header = vec!["trial".to_string(), "status".into(), "slot".into()];
         header.extend(names.iter().map(|n| n.to_string()));

@@ -1424,6 +1424,21 @@ const TPE: &[&str] = &[
     "2",
 ];
 
+/// The last status table's header names these parameters (TPE and BOHB choose configs as
+/// trials start, after the table's first look at them).
+fn assert_table_shows(stderr: &[u8], params: &[&str]) {
+    let err = String::from_utf8_lossy(stderr);
+    let header = err
+        .lines()
+        .filter(|l| l.starts_with("trial  status"))
+        .last()
+        .unwrap_or_else(|| panic!("no status table: {err}"));
+    let cols: Vec<&str> = header.split_whitespace().collect();
+    for p in params {
+        assert!(cols.contains(p), "{p} not in {header:?}");
+    }
+}
+
 fn tpe_space() -> Value {
     json!({"lr": {"loguniform": [1e-4, 1]}, "batch_size": {"randint": [16, 512]}})
 }
@@ -1448,11 +1463,13 @@ fn tpe_suggests_what_optuna_suggests_given_the_same_results() {
         "--epochs",
         "4",
     ];
-    let r = ok(&sweep(dir.path(), &tpe_space(), &args, &cmd)
+    let o = sweep(dir.path(), &tpe_space(), &args, &cmd)
         .output()
-        .unwrap());
+        .unwrap();
+    let r = ok(&o);
     let configs = started_configs(&r);
     assert_eq!(configs.len(), 14);
+    assert_table_shows(&o.stderr, &["lr", "batch_size"]);
     // Each trial's value is its last result, whether ASHA stopped it or it completed.
     let mut ends: Vec<&TrialRecord> = r.ends.iter().collect();
     ends.sort_by_key(|t| t.trial);
@@ -2395,9 +2412,11 @@ fn bohb_sweep(dir: &Path, out: &Path, extra: &[&str]) -> Command {
 fn bohb_decides_as_rays_hyperband_for_bohb_and_suggests_from_its_models() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let r = ok(&bohb_sweep(dir.path(), &out, &[]).output().unwrap());
+    let o = bohb_sweep(dir.path(), &out, &[]).output().unwrap();
+    let r = ok(&o);
     let s = r.summary.as_ref().unwrap();
     assert_eq!((s.trials, s.unfinished, s.error), (30, 0, 0));
+    assert_table_shows(&o.stderr, &["lr", "batch_size"]);
     assert_hyperband_journal_is_rays(&out);
     let journal = std::fs::read_to_string(out.join("journal.jsonl")).unwrap();
     let suggestions: Vec<Value> = (journal.lines())
