@@ -75,6 +75,8 @@ impl HyperBandSettings {
 
 #[derive(Debug, Clone)]
 struct Bracket {
+    /// Ray's `s`: the halvings the bracket was made with.
+    s: usize,
     /// Ray's `_live_trials` (insertion-ordered): trial → its last (time, metric).
     live: Vec<(usize, Option<(f64, f64)>)>,
     n: f64,
@@ -92,6 +94,7 @@ struct Bracket {
 impl Bracket {
     fn new(n0: f64, r0: f64, max_t: f64, eta: f64, s: usize) -> Self {
         Bracket {
+            s,
             live: Vec::new(),
             n: n0,
             r: r0,
@@ -567,11 +570,9 @@ impl HyperBand {
     pub fn brackets(&self) -> Vec<(usize, usize, f64, f64, f64, usize)> {
         let mut out = Vec::new();
         for (i, band) in self.bands.iter().enumerate() {
-            for (s, b) in band.iter().enumerate() {
-                if let Some(b) = b {
-                    let br = &self.brackets[*b];
-                    out.push((i, s, br.n, br.cumul_r, br.completion(), br.live.len()));
-                }
+            for b in band.iter().flatten() {
+                let br = &self.brackets[*b];
+                out.push((i, br.s, br.n, br.cumul_r, br.completion(), br.live.len()));
             }
         }
         out
@@ -604,6 +605,18 @@ mod tests {
         let mut h = h;
         let b: Vec<usize> = (0..6).map(|t| h.add(t)).collect();
         assert_eq!(b, [0, 0, 0, 0, 0, 1]);
+        let s: Vec<usize> = h.brackets().iter().map(|b| b.1).collect();
+        assert_eq!(s, [0, 1]);
+        // HyperBandForBOHB fills the bracket of the most halvings first: s = 4 (81 trials).
+        let mut bohb = HyperBand::for_bohb(HyperBandSettings {
+            max_t: 81.0,
+            reduction_factor: 3.0,
+            mode: Mode::Max,
+        })
+        .unwrap();
+        bohb.add(0);
+        let b = bohb.brackets();
+        assert_eq!((b.len(), b[0].1, b[0].2, b[0].3), (1, 4, 81.0, 1.0));
     }
 
     #[test]

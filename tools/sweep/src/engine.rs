@@ -154,6 +154,13 @@ impl Trial {
             Status::Stopped
         }
     }
+
+    /// [`Trial::stopped`] at the trial's last result (a trial the scheduler stops, or one
+    /// stopped with it).
+    fn stopped_at_last(&mut self, complete: bool) -> Status {
+        let time = self.last_point().map_or(0.0, |p| p.0);
+        self.stopped(complete, time)
+    }
 }
 
 /// The sweep in progress.
@@ -206,6 +213,7 @@ impl<'a> Engine<'a> {
         opts: RunOptions,
         out: &'a mut JsonlOut,
     ) -> Result<Self> {
+        let space = Space::parse(&def.space.to_string())?;
         let mut scheduler = match def.scheduler {
             SchedulerKind::Asha => Scheduler::Asha(Box::new(Asha::new(def.asha, def.seed)?)),
             SchedulerKind::Fifo => Scheduler::Fifo {
@@ -227,7 +235,7 @@ impl<'a> Engine<'a> {
                 pbt: Box::new(Pbt::new(
                     def.pbt
                         .context("a pbt sweep's journal without its settings")?,
-                    pbt::mutations(&Space::parse(&def.space.to_string())?),
+                    pbt::mutations(&space),
                     def.seed,
                 )?),
                 max_t: def.asha.max_t,
@@ -243,16 +251,13 @@ impl<'a> Engine<'a> {
         let tpe = match def.search {
             SearchKind::Random | SearchKind::Bohb => None,
             SearchKind::Tpe => {
-                let space = Space::parse(&def.space.to_string())?.tpe()?;
+                let space = space.tpe()?;
                 let tpe = Tpe::new(space.dists().to_vec(), def.asha.mode, def.seed);
                 Some((space, tpe))
             }
         };
         let bohb = match def.search {
-            SearchKind::Bohb => {
-                let space = Space::parse(&def.space.to_string())?.bohb()?;
-                Some(Bohb::new(space, def.seed))
-            }
+            SearchKind::Bohb => Some(Bohb::new(space.bohb()?, def.seed)),
             _ => None,
         };
         let count = match def.search {
@@ -445,9 +450,7 @@ impl<'a> Engine<'a> {
     /// the replay if it was cut before.
     fn replay_stops(&mut self, effects: &Effects, decided: &mut [Option<Status>]) {
         for &x in &effects.stop {
-            let t = &mut self.trials[x];
-            let time = t.last_point().map_or(0.0, |p| p.0);
-            decided[x] = Some(t.stopped(effects.completes(x), time));
+            decided[x] = Some(self.trials[x].stopped_at_last(effects.completes(x)));
         }
     }
 
@@ -1059,12 +1062,10 @@ impl<'a> Engine<'a> {
             }
         }
         for &x in &effects.stop {
-            let t = &mut self.trials[x];
-            if t.status.ended() {
+            if self.trials[x].status.ended() {
                 continue;
             }
-            let time = t.last_point().map_or(0.0, |p| p.0);
-            let status = t.stopped(effects.completes(x), time);
+            let status = self.trials[x].stopped_at_last(effects.completes(x));
             self.finish(x, status, None)?;
             self.terminate(x);
         }
@@ -1101,8 +1102,7 @@ impl<'a> Engine<'a> {
     fn stop_trial(&mut self, i: usize, complete: bool, message: Option<String>) -> Result<()> {
         let last = self.trials[i].last_point();
         let more = (self.scheduler).on_complete(i, last, &states(&self.trials));
-        let time = last.map_or(0.0, |p| p.0);
-        let status = self.trials[i].stopped(complete, time);
+        let status = self.trials[i].stopped_at_last(complete);
         self.finish(i, status, message)?;
         self.terminate(i);
         self.stop_others(&more)
