@@ -1430,8 +1430,7 @@ fn assert_table_shows(stderr: &[u8], params: &[&str]) {
     let err = String::from_utf8_lossy(stderr);
     let header = err
         .lines()
-        .filter(|l| l.starts_with("trial  status"))
-        .last()
+        .rfind(|l| l.starts_with("trial  status"))
         .unwrap_or_else(|| panic!("no status table: {err}"));
     let cols: Vec<&str> = header.split_whitespace().collect();
     for p in params {
