@@ -402,6 +402,50 @@ def tiff_cases(img):
     out["tiff-ojpeg-photometric-rgb"] = tiff_file(w, h, {**ojpeg, photo: (3, [2])}, [jpg])
     cmyk16 = (np.asarray(img.convert("CMYK")).astype(np.uint32) * 257).astype("<u2").tobytes()
     out["tiff-CMYK16-raw"] = tiff_file(w, h, {bps: (3, [16] * 4), photo: (3, [5]), spp: (3, [4])}, [cmyk16])
+    out.update(fax_cases())
+    # A PhotometricInterpretation of two values: Pillow drops it (min-is-white, the default).
+    bits = (np.asarray(bw) > 0).astype(np.uint32)
+    out["tiff-1-photometric-two-values"] = tiff_file(w, h, {bps: (3, [1]), photo: (3, [1, 1])},
+                                                     [pack_bits(bits, 1)])
+    out["tiff-1-group3-photometric-two-values"] = tiff_file(
+        w, h, {bps: (3, [1]), comp: (3, [3]), photo: (3, [1, 1])}, [fax_strip(bw, "group3")])
+    return out
+
+
+def fax_strip(bw, compression):
+    """The one strip of Pillow's fax-coded TIFF of a bilevel image."""
+    data = save(bw, "TIFF", compression=compression)
+    with Image.open(io.BytesIO(data)) as im:
+        (at,), (n,) = im.tag_v2[273], im.tag_v2[279]
+    return data[at:at + n]
+
+
+def fax_cases():
+    """Fax-coded strips with a bad code word half way: libtiff writes no pixels for some lines
+    after it, leaving those rows of the strip buffer as they were, which Pillow's decoder has
+    zeroed (white rows). A 48x40 pattern with black in every row; the first three bit flips
+    from the middle of the strip after which Pillow gives an all-white row."""
+    y, x = np.mgrid[0:40, 0:48]
+    bw = Image.fromarray((((x // 3 + y // 2) % 2) * 255).astype(np.uint8)).convert("1")
+    out = {}
+    for compression in ("group4", "group3"):
+        data = save(bw, "TIFF", compression=compression)
+        with Image.open(io.BytesIO(data)) as im:
+            (at,), (n,) = im.tag_v2[273], im.tag_v2[279]
+        found = 0
+        for i in range(at + n // 2, at + n):
+            flipped = bytearray(data)
+            flipped[i] ^= 0x10
+            try:
+                with Image.open(io.BytesIO(bytes(flipped))) as im:
+                    rows = np.asarray(im.convert("L"))
+            except Exception:  # noqa: BLE001 - Pillow refuses this one: not the case wanted
+                continue
+            if (rows.min(axis=1) == 255).any():
+                out[f"tiff-1-{compression}-bad-code-word-{found}"] = bytes(flipped)
+                found += 1
+                if found == 3:
+                    break
     return out
 
 

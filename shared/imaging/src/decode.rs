@@ -23,6 +23,11 @@ pub struct DecodeOptions {
     /// `Image.MAX_IMAGE_PIXELS` warns above 89,478,485 and refuses above twice that.
     pub max_pixels: u64,
     pub gray16: Gray16,
+    /// Decode as Pillow decodes a file it opens by name (`Image.open(path)`), not a stream
+    /// (`Image.open(file_object)`, `BytesIO`): Pillow then memory-maps an uncompressed TIFF of
+    /// one strip stored in its own mode (L, P, RGBA, RGBX, CMYK, I;16), so all its rows come
+    /// from that strip's offset whatever RowsPerStrip says. Only such files differ.
+    pub by_name: bool,
 }
 
 impl Default for DecodeOptions {
@@ -30,6 +35,7 @@ impl Default for DecodeOptions {
         Self {
             max_pixels: 2 * 89_478_485,
             gray16: Gray16::Clip,
+            by_name: false,
         }
     }
 }
@@ -234,7 +240,7 @@ pub fn decode_region(
         let (whole, mode) = match format {
             Format::Gif => sized(crate::gif::decode(bytes, fits)?),
             Format::Bmp => sized(crate::bmp::decode(bytes, fits)?),
-            Format::Tiff => sized(crate::tiff::decode(bytes, fits)?),
+            Format::Tiff => sized(crate::tiff::decode(bytes, opts.by_name, fits)?),
             Format::Jpeg | Format::WebP | Format::Png => unreachable!("decoded above"),
         };
         let (x, y, w, h) = window(whole.width(), whole.height())?;

@@ -181,7 +181,9 @@ static int shk_read_strips(struct shk_tiff *t, uint32_t width, uint32_t height, 
     return shk_broken(t, "strip size does not match the image");
   if (scanline == 0 || unpacker_row > (uint64_t)scanline || unpacker_row > row_bytes)
     return shk_broken(t, "scanline size does not match the image");
-  buf = malloc((size_t)strip_size);
+  /* Zeroed, as Pillow's: a damaged fax strip can leave rows unwritten (libtiff stops filling
+   * after a bad code word), and they must be white, not what the heap held. */
+  buf = calloc(1, (size_t)strip_size);
   if (!buf) return shk_broken(t, "out of memory");
   for (y = 0; y < height; y += rows_per_strip) {
     for (plane = 0; plane < planes; plane++) {
@@ -218,7 +220,7 @@ static int shk_read_tiles(struct shk_tiff *t, uint32_t width, uint32_t height, i
     return shk_broken(t, "tile size does not match the image");
   /* Tiles start on byte boundaries of the raster (tile widths are multiples of 16). */
   if (((uint64_t)tile_width * plane_bits) % 8 != 0) return shk_broken(t, "tile width not byte aligned");
-  buf = malloc((size_t)tile_size);
+  buf = calloc(1, (size_t)tile_size);
   if (!buf) return shk_broken(t, "out of memory");
   for (y = 0; y < height; y += tile_length) {
     for (plane = 0; plane < planes; plane++) {

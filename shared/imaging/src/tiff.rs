@@ -197,6 +197,9 @@ impl Ifd {
     }
 }
 
+/// The modes Pillow memory-maps (`Image._MAPMODES`).
+const MAP_MODES: [&str; 8] = ["L", "P", "RGBX", "RGBA", "CMYK", "I;16", "I;16L", "I;16B"];
+
 /// TiffImagePlugin's OPEN_INFO: (big-endian, photometric, sample format, bits per sample,
 /// extra samples) with fill order 1 → (mode, raw mode). Fill order 2 has the same entries where
 /// [`reversible`] says so (libtiff reverses the bits; the raw path reverses them itself).
@@ -428,6 +431,7 @@ fn bands(mode: &str) -> usize {
 /// sit apart from what they guard.
 pub(crate) fn decode(
     bytes: &[u8],
+    by_name: bool,
     check: impl FnOnce(u32, u32) -> Result<()>,
 ) -> Result<TiffImage> {
     let ifd = Ifd::read(bytes)?;
@@ -443,8 +447,14 @@ pub(crate) fn decode(
         return Err(bad(format!("unknown compression {compression}")));
     }
     let planar = ifd.get(284, 1);
-    // Old-style JPEG is YCbCr whatever the tag says.
-    let photo = if compression == 6 { 6 } else { ifd.get(262, 0) };
+    // Old-style JPEG is YCbCr whatever the tag says. A PhotometricInterpretation of more than
+    // one value is dropped (Pillow's `_setitem` keeps the first value of other single-valued
+    // tags, but not of this one), so it counts as absent.
+    let photo = match ifd.tuple(262) {
+        _ if compression == 6 => 6,
+        Some(Ok(v)) if v.len() > 1 => 0,
+        _ => ifd.get(262, 0),
+    };
     let fillorder = ifd.get(266, 1);
     let (Some(Ok(w)), Some(Ok(h))) = (ifd.single(256), ifd.single(257)) else {
         return Err(bad("missing or invalid dimensions"));
@@ -546,7 +556,8 @@ pub(crate) fn decode(
             sum_bps: bps.iter().map(|&b| b.max(0) as usize).sum(),
             bps_count,
         };
-        let pixels = read_raw(&ifd, bytes, wu, hu, raw, &layout)?;
+        let mapped = by_name && raw == mode && MAP_MODES.contains(&mode);
+        let pixels = read_raw(&ifd, bytes, wu, hu, raw, &layout, mapped)?;
         rows_to_rgb(mode, wu, hu, palette, |y, row| {
             row.copy_from_slice(&pixels[y * wu..(y + 1) * wu])
         })?
@@ -740,6 +751,7 @@ fn read_raw(
     h: usize,
     raw: &str,
     layout: &Layout,
+    mappable: bool,
 ) -> Result<Vec<Px>> {
     let (all, bw, bh) = if let Some(offsets) = ifd.tuple(273) {
         let rows = match ifd.single(278) {
@@ -760,15 +772,51 @@ fn read_raw(
     let (Ok(bw), Ok(bh)) = (usize::try_from(bw), usize::try_from(bh)) else {
         return Err(bad("negative strip or tile size"));
     };
-    if bw == 0 || bh == 0 {
-        return Err(bad("strips or tiles of no size"));
-    }
     // "Every tile covers the image. Only use the last offset."
     let offsets = if bw == w && bh == h && !layout.planar {
         &all[all.len() - 1..]
     } else {
         all
     };
+    // Opened by name, Pillow memory-maps an image of one tile in its own mode (ImageFile.load):
+    // every row from that tile's offset, a row apart (the tile's width where it is wider than
+    // the image), whatever its height says — when the file holds them all.
+    if let [offset] = offsets
+        && mappable
+    {
+        let Ok(at) = usize::try_from(*offset) else {
+            return Err(bad("Tile offset cannot be negative"));
+        };
+        let stride = if bw > w {
+            bw.checked_mul(layout.sum_bps).map(|b| b / 8)
+        } else {
+            w.checked_mul(raw_bits(raw) as usize).map(|b| b.div_ceil(8))
+        };
+        let end = stride
+            .and_then(|stride| stride.checked_mul(h))
+            .and_then(|n| n.checked_add(at));
+        if end.is_some_and(|end| end <= bytes.len()) {
+            return read_tiles(bytes, offsets, w, h, bw.max(w), h, raw, layout);
+        }
+    }
+    if bw == 0 || bh == 0 {
+        return Err(bad("strips or tiles of no size"));
+    }
+    read_tiles(bytes, offsets, w, h, bw, bh, raw, layout)
+}
+
+/// The pixels of `bw`×`bh` strips or tiles at `offsets`, in Pillow's tile order.
+#[allow(clippy::too_many_arguments)]
+fn read_tiles(
+    bytes: &[u8],
+    offsets: &[i64],
+    w: usize,
+    h: usize,
+    bw: usize,
+    bh: usize,
+    raw: &str,
+    layout: &Layout,
+) -> Result<Vec<Px>> {
     // Every row is found in the file before the image is allocated: a small file that claims
     // millions of pixels is "truncated" without first taking gigabytes.
     visit_rows(bytes, offsets, w, h, bw, bh, raw, layout, |_, _, _| {})?;
@@ -975,15 +1023,14 @@ fn orient(w: u32, h: u32, rgb: Vec<u8>, orientation: i64) -> (u32, u32, Vec<u8>)
 mod tests {
     use super::*;
 
-    /// A little-endian TIFF of one 2x1 strip of `data` with the given (tag, type, value) entries
-    /// besides the size and the strip.
+    /// A little-endian TIFF of one strip of `data`, 2x1 unless the given (tag, type, value)
+    /// entries say otherwise, the IFD after the strip.
     fn tiff(entries: &[(u16, u16, u32)], data: &[u8]) -> Vec<u8> {
-        let mut all = vec![
-            (256, 4, 2),
-            (257, 4, 1),
-            (273, 4, 8),
-            (279, 4, data.len() as u32),
-        ];
+        let mut all: Vec<(u16, u16, u32)> = [(256, 4, 2), (257, 4, 1)]
+            .into_iter()
+            .filter(|d| entries.iter().all(|e| e.0 != d.0))
+            .collect();
+        all.extend([(273, 4, 8), (279, 4, data.len() as u32)]);
         all.extend_from_slice(entries);
         all.sort();
         let ifd = 8 + data.len() as u32;
@@ -1005,11 +1052,54 @@ mod tests {
     fn a_negative_sample_count_is_refused_not_a_panic() {
         let ok = |_, _| Ok(());
         let grey = tiff(&[(258, 3, 8), (262, 3, 1)], &[10, 20]);
-        assert_eq!(decode(&grey, ok).unwrap().2, [10, 10, 10, 20, 20, 20]);
+        assert_eq!(
+            decode(&grey, false, ok).unwrap().2,
+            [10, 10, 10, 20, 20, 20]
+        );
         // SamplesPerPixel as a signed short of -1 (the fuzzer's find: a capacity overflow).
         let signed = tiff(&[(258, 3, 8), (262, 3, 1), (277, 8, 0xFFFF)], &[10, 20]);
-        let e = decode(&signed, ok).unwrap_err().to_string();
+        let e = decode(&signed, false, ok).unwrap_err().to_string();
         assert!(e.contains("unknown data organization"), "{e}");
+    }
+
+    #[test]
+    fn a_one_strip_image_in_its_own_mode_is_read_whole_when_opened_by_name() {
+        // Pillow 13 on a 2x3 8-bit grey TIFF of one strip: Image.open(path) memory-maps it
+        // (every row from the strip's offset), Image.open(BytesIO) decodes RowsPerStrip rows.
+        let ok = |_, _| Ok(());
+        let grey = |rows: u32, data: &[u8]| {
+            tiff(
+                &[(257, 4, 3), (258, 3, 8), (262, 3, 1), (278, 4, rows)],
+                data,
+            )
+        };
+        let data = [10, 20, 30, 40, 50, 60];
+        let rgb = |v: &[u8]| v.iter().flat_map(|&x| [x; 3]).collect::<Vec<u8>>();
+        // RowsPerStrip 0: by name as stored; as a stream "tile cannot extend outside image".
+        let zero = grey(0, &data);
+        assert_eq!(decode(&zero, true, ok).unwrap().2, rgb(&data));
+        assert!(decode(&zero, false, ok).is_err());
+        // RowsPerStrip 1 with one strip: by name every row; as a stream the first, then black.
+        let one = grey(1, &data);
+        assert_eq!(decode(&one, true, ok).unwrap().2, rgb(&data));
+        assert_eq!(
+            decode(&one, false, ok).unwrap().2,
+            rgb(&[10, 20, 0, 0, 0, 0])
+        );
+        // Short data: the map takes the bytes that follow (here the IFD's count, 7), as
+        // Pillow's does, since the file holds them.
+        assert_eq!(
+            decode(&grey(0, &data[..4]), true, ok).unwrap().2,
+            rgb(&[10, 20, 30, 40, 7, 0])
+        );
+        // A file too short for the map ("buffer is not large enough"): read as a stream is.
+        let tall = tiff(
+            &[(257, 4, 100), (258, 3, 8), (262, 3, 1), (278, 4, 3)],
+            &data,
+        );
+        let streamed = decode(&tall, false, ok).unwrap().2;
+        assert_eq!(streamed[..18], rgb(&data));
+        assert_eq!(decode(&tall, true, ok).unwrap().2, streamed);
     }
 
     #[test]

@@ -144,3 +144,38 @@ fn decoding_matches_pillow_on_the_conformance_corpus() {
         wrong.join("\n")
     );
 }
+
+unsafe extern "C" {
+    /// glibc's `mallopt`.
+    fn mallopt(param: std::ffi::c_int, value: std::ffi::c_int) -> std::ffi::c_int;
+}
+
+/// A fax-coded strip with a bad code word half way: libtiff decodes the lines before it and
+/// leaves the rest of the strip buffer untouched. Pillow's rows there are white (its buffer is
+/// zeroed); ours must be too, whatever the heap held before. glibc's M_PERTURB makes every
+/// block malloc hands out hold a set byte instead of what chance left there.
+#[test]
+fn fax_strips_that_end_early_decode_as_pillows_whatever_the_heap_held() {
+    const M_PERTURB: std::ffi::c_int = -6;
+    // SAFETY: mallopt only changes how glibc's malloc fills the blocks it hands out.
+    assert_eq!(unsafe { mallopt(M_PERTURB, 0xA5) }, 1);
+    let root = root();
+    let expected: BTreeMap<String, serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(root.join("expected.json")).unwrap())
+            .unwrap();
+    let blob = std::fs::read(root.join("expected.rgb")).unwrap();
+    let names: Vec<&String> = (expected.keys())
+        .filter(|n| n.contains("bad-code-word"))
+        .collect();
+    assert!(names.len() >= 2, "{names:?}");
+    for name in names {
+        let bytes = std::fs::read(root.join("files").join(name)).unwrap();
+        assert_eq!(
+            classify(&bytes, &expected[name], &blob),
+            Class::Exact,
+            "{name}"
+        );
+    }
+    // SAFETY: as above; 0 turns the filling off again.
+    unsafe { mallopt(M_PERTURB, 0) };
+}

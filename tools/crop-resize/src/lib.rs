@@ -255,6 +255,8 @@ impl From<&Cli> for Job {
                     Gray16Arg::Clip => Gray16::Clip,
                     Gray16Arg::Scale => Gray16::Scale,
                 },
+                // Each input is a file Pillow would open by name.
+                by_name: true,
             },
         }
     }

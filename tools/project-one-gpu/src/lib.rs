@@ -486,6 +486,8 @@ impl Reader {
             resolution,
             decode: imaging::DecodeOptions {
                 max_pixels: cli.max_pixels,
+                // Each target is a file the projection script opens by name.
+                by_name: true,
                 ..Default::default()
             },
             claims: Claims::default(),

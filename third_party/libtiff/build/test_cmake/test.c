@@ -1,0 +1,7 @@
+#include "tiffio.h"
+
+int main()
+{
+    TIFFGetVersion();
+    return 0;
+}
