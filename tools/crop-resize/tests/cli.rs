@@ -991,3 +991,39 @@ fn progress_off_a_terminal_is_plain_lines() {
     let (_, _, stderr) = run(tmp.path(), &["-r", "8", "-o", "again"], "a.png\n");
     assert!(stderr.is_empty(), "{stderr:?}");
 }
+
+#[test]
+fn an_uncompressed_tiff_with_rows_per_strip_0_gives_pillows_pixels() {
+    // 3×3 8-bit grey in one strip with RowsPerStrip 0: Pillow 13's Image.open(path) memory-maps
+    // the strip (one raw tile in the image's own mode) and gives the stored grey; crop-resize
+    // refused it ("strips or tiles of no size").
+    let grey: Vec<u8> = (1..=9).map(|v| v * 10).collect();
+    let tiff = tiff_with_strip(
+        &[
+            (256, 4, 3),
+            (257, 4, 3),
+            (258, 3, 8),
+            (259, 3, 1),
+            (262, 3, 1),
+            (278, 4, 0),
+        ],
+        &grey,
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("zero.tif"), tiff).unwrap();
+    let (code, recs, stderr) = run(
+        tmp.path(),
+        &["-r", "3", "-o", "out", "--format", "npy"],
+        "zero.tif\n",
+    );
+    assert_eq!(code, 0, "{stderr} {recs:?}");
+    use ndarray_npy::ReadNpyExt;
+    let a = ndarray::Array3::<u8>::read_npy(
+        std::fs::File::open(tmp.path().join("out/zero.npy")).unwrap(),
+    )
+    .unwrap();
+    for c in 0..3 {
+        let plane: Vec<u8> = a.index_axis(ndarray::Axis(0), c).iter().copied().collect();
+        assert_eq!(plane, grey, "channel {c}");
+    }
+}
