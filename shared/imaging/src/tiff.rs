@@ -556,7 +556,8 @@ pub(crate) fn decode(
             sum_bps: bps.iter().map(|&b| b.max(0) as usize).sum(),
             bps_count,
         };
-        let mapped = by_name && raw == mode && MAP_MODES.contains(&mode);
+        // Pillow's raw mode is the mode itself (fill order 2 has a ";R" raw mode of its own).
+        let mapped = by_name && raw == mode && fillorder == 1 && MAP_MODES.contains(&mode);
         let pixels = read_raw(&ifd, bytes, wu, hu, raw, &layout, mapped)?;
         rows_to_rgb(mode, wu, hu, palette, |y, row| {
             row.copy_from_slice(&pixels[y * wu..(y + 1) * wu])
@@ -1092,6 +1093,18 @@ mod tests {
             decode(&grey(0, &data[..4]), true, ok).unwrap().2,
             rgb(&[10, 20, 30, 40, 7, 0])
         );
+        // Fill order 2: Pillow's raw mode is "L;R", not the mode, so no map, and no rows.
+        let reversed = tiff(
+            &[
+                (257, 4, 3),
+                (258, 3, 8),
+                (262, 3, 1),
+                (266, 3, 2),
+                (278, 4, 0),
+            ],
+            &data,
+        );
+        assert!(decode(&reversed, true, ok).is_err());
         // A file too short for the map ("buffer is not large enough"): read as a stream is.
         let tall = tiff(
             &[(257, 4, 100), (258, 3, 8), (262, 3, 1), (278, 4, 3)],
