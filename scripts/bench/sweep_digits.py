@@ -209,7 +209,11 @@ def main():
         import ray
         warnings.simplefilter("ignore")
         os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
-        ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+        # Ray's session files (gigabytes over a few seeds) under the work directory, removed at
+        # the end.
+        ray_tmp = os.path.join(a.workdir, "ray-tmp")
+        ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
+                 _temp_dir=ray_tmp)
     runs = {}
     for seed in range(a.first_seed, a.first_seed + a.seeds):
         work = os.path.join(a.workdir, f"seed{seed}")
@@ -234,6 +238,9 @@ def main():
                     f.write(json.dumps({"method": m, "seed": seed, "epochs_max": a.epochs, "max_steps": a.max_steps, "stem": a.stem,
                                         "values": r[0], "configs": r[1], "epochs": r[2]}) + "\n")
         subprocess.run(["rm", "-rf", work], check=True)
+    if any(m.startswith("ray") for m in methods):
+        ray.shutdown()
+        subprocess.run(["rm", "-rf", ray_tmp], check=True)
     report(runs, methods, a)
 
 
