@@ -557,8 +557,8 @@ pub(crate) fn decode(
             bps_count,
         };
         // Pillow's raw mode is the mode itself (fill order 2 has a ";R" raw mode of its own).
-        let mapped = by_name && raw == mode && fillorder == 1 && MAP_MODES.contains(&mode);
-        let pixels = read_raw(&ifd, bytes, wu, hu, raw, &layout, mapped)?;
+        let mappable = by_name && raw == mode && fillorder == 1 && MAP_MODES.contains(&mode);
+        let pixels = read_raw(&ifd, bytes, wu, hu, raw, &layout, mappable)?;
         rows_to_rgb(mode, wu, hu, palette, |y, row| {
             row.copy_from_slice(&pixels[y * wu..(y + 1) * wu])
         })?
@@ -781,7 +781,9 @@ fn read_raw(
     };
     // Opened by name, Pillow memory-maps an image of one tile in its own mode (ImageFile.load):
     // every row from that tile's offset, a row apart (the tile's width where it is wider than
-    // the image), whatever its height says — when the file holds them all.
+    // the image), whatever its height says — when the file holds them all. That is the walk
+    // below over one tile of the image's height.
+    let (mut bw, mut bh) = (bw, bh);
     if let [offset] = offsets
         && mappable
     {
@@ -797,27 +799,12 @@ fn read_raw(
             .and_then(|stride| stride.checked_mul(h))
             .and_then(|n| n.checked_add(at));
         if end.is_some_and(|end| end <= bytes.len()) {
-            return read_tiles(bytes, offsets, w, h, bw.max(w), h, raw, layout);
+            (bw, bh) = (bw.max(w), h);
         }
     }
     if bw == 0 || bh == 0 {
         return Err(bad("strips or tiles of no size"));
     }
-    read_tiles(bytes, offsets, w, h, bw, bh, raw, layout)
-}
-
-/// The pixels of `bw`×`bh` strips or tiles at `offsets`, in Pillow's tile order.
-#[allow(clippy::too_many_arguments)]
-fn read_tiles(
-    bytes: &[u8],
-    offsets: &[i64],
-    w: usize,
-    h: usize,
-    bw: usize,
-    bh: usize,
-    raw: &str,
-    layout: &Layout,
-) -> Result<Vec<Px>> {
     // Every row is found in the file before the image is allocated: a small file that claims
     // millions of pixels is "truncated" without first taking gigabytes.
     visit_rows(bytes, offsets, w, h, bw, bh, raw, layout, |_, _, _| {})?;
