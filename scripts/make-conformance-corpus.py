@@ -412,11 +412,17 @@ def tiff_cases(img):
     return out
 
 
+def one_strip(data):
+    """(offset, byte count) of a one-strip TIFF's strip."""
+    with Image.open(io.BytesIO(data)) as im:
+        (at,), (n,) = im.tag_v2[273], im.tag_v2[279]
+    return at, n
+
+
 def fax_strip(bw, compression):
     """The one strip of Pillow's fax-coded TIFF of a bilevel image."""
     data = save(bw, "TIFF", compression=compression)
-    with Image.open(io.BytesIO(data)) as im:
-        (at,), (n,) = im.tag_v2[273], im.tag_v2[279]
+    at, n = one_strip(data)
     return data[at:at + n]
 
 
@@ -430,8 +436,7 @@ def fax_cases():
     out = {}
     for compression in ("group4", "group3"):
         data = save(bw, "TIFF", compression=compression)
-        with Image.open(io.BytesIO(data)) as im:
-            (at,), (n,) = im.tag_v2[273], im.tag_v2[279]
+        at, n = one_strip(data)
         found = 0
         for i in range(at + n // 2, at + n):
             flipped = bytearray(data)

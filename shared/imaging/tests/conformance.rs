@@ -17,6 +17,14 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/conformance")
 }
 
+/// Pillow's result for each file (expected.json) and the RGB bytes they point into (expected.rgb).
+fn references(root: &Path) -> (BTreeMap<String, serde_json::Value>, Vec<u8>) {
+    let expected =
+        serde_json::from_str(&std::fs::read_to_string(root.join("expected.json")).unwrap())
+            .unwrap();
+    (expected, std::fs::read(root.join("expected.rgb")).unwrap())
+}
+
 /// How one file compares with Pillow.
 #[derive(Debug, PartialEq, Eq)]
 enum Class {
@@ -90,10 +98,7 @@ fn classify(bytes: &[u8], expected: &serde_json::Value, blob: &[u8]) -> Class {
 #[test]
 fn decoding_matches_pillow_on_the_conformance_corpus() {
     let root = root();
-    let expected: BTreeMap<String, serde_json::Value> =
-        serde_json::from_str(&std::fs::read_to_string(root.join("expected.json")).unwrap())
-            .unwrap();
-    let blob = std::fs::read(root.join("expected.rgb")).unwrap();
+    let (expected, blob) = references(&root);
     let gaps: BTreeMap<String, String> = std::fs::read_to_string(root.join("known-gaps.txt"))
         .unwrap()
         .lines()
@@ -160,10 +165,7 @@ fn fax_strips_that_end_early_decode_as_pillows_whatever_the_heap_held() {
     // SAFETY: mallopt only changes how glibc's malloc fills the blocks it hands out.
     assert_eq!(unsafe { mallopt(M_PERTURB, 0xA5) }, 1);
     let root = root();
-    let expected: BTreeMap<String, serde_json::Value> =
-        serde_json::from_str(&std::fs::read_to_string(root.join("expected.json")).unwrap())
-            .unwrap();
-    let blob = std::fs::read(root.join("expected.rgb")).unwrap();
+    let (expected, blob) = references(&root);
     let names: Vec<&String> = (expected.keys())
         .filter(|n| n.contains("bad-code-word"))
         .collect();
