@@ -54,8 +54,7 @@ impl Filter {
 }
 
 /// Per output pixel: first input index, number of taps, and `stride` fixed-point weights (the
-/// taps' and then zeros: `stride` is Pillow's `ksize` rounded up to a multiple of 8, so that the
-/// SIMD kernels read whole vectors).
+/// taps' and then zeros: `stride` is Pillow's `ksize`).
 #[derive(Clone)]
 struct Coeffs {
     bounds: Vec<(usize, usize)>,
@@ -70,7 +69,7 @@ impl Coeffs {
         let filterscale = scale.max(1.0);
         let support = filter.support() * filterscale;
         let ksize = support.ceil() as usize * 2 + 1;
-        let stride = ksize.next_multiple_of(8);
+        let stride = ksize;
         let mut bounds = Vec::with_capacity(out_size);
         let mut weights = vec![0i32; out_size * stride];
         let mut k = vec![0f64; ksize];
@@ -140,14 +139,6 @@ impl Coeffs {
     fn taps(&self, out: usize) -> (usize, &[i32]) {
         let (min, n) = self.bounds[out];
         (min, &self.weights[out * self.stride..out * self.stride + n])
-    }
-
-    /// [`Self::taps`] padded with zero weights to a multiple of 8.
-    #[cfg(target_arch = "x86_64")]
-    fn taps8(&self, out: usize) -> (usize, &[i32]) {
-        let (min, n) = self.bounds[out];
-        let at = out * self.stride;
-        (min, &self.weights[at..at + n.next_multiple_of(8)])
     }
 }
 
@@ -311,11 +302,11 @@ fn horizontal_pass(
     row_len: usize,
 ) -> Vec<u8> {
     let mut mid = vec![0u8; (last - first) * row_len];
-    let mut scratch = Vec::new();
+    let mut kernel = coeffs.map(Horizontal::new);
     for (y, out_row) in (first..last).zip(mid.chunks_exact_mut(row_len)) {
         let row = &src[y * stride..(y * stride + stride).min(src.len())];
-        match coeffs {
-            Some(c) => horizontal_row(row, out_row, c, &mut scratch),
+        match &mut kernel {
+            Some(k) => k.row(row, out_row),
             None => out_row.copy_from_slice(&row[left..left + row_len]),
         }
     }
@@ -347,15 +338,32 @@ fn use_avx2() -> bool {
     false
 }
 
-/// `ImagingResampleHorizontal_8bpc` for one RGB row; `scratch` is kept between rows.
-fn horizontal_row(src: &[u8], out: &mut [u8], c: &Coeffs, scratch: &mut Vec<u8>) {
+/// `ImagingResampleHorizontal_8bpc` row by row, in the widest form this CPU runs: with AVX2
+/// the weights are split once per pass for [`avx2::horizontal_row`] and a row's planes are kept
+/// between rows.
+struct Horizontal<'a> {
+    c: &'a Coeffs,
     #[cfg(target_arch = "x86_64")]
-    if use_avx2() {
-        // SAFETY: the CPU has AVX2 (checked above).
-        return unsafe { avx2::horizontal_row(src, out, c, scratch) };
+    avx2: Option<(avx2::SplitWeights, Vec<u8>)>,
+}
+
+impl<'a> Horizontal<'a> {
+    fn new(c: &'a Coeffs) -> Self {
+        Self {
+            c,
+            #[cfg(target_arch = "x86_64")]
+            avx2: use_avx2().then(|| (avx2::SplitWeights::new(c), Vec::new())),
+        }
     }
-    let _ = scratch;
-    horizontal_row_scalar(src, out, c)
+
+    fn row(&mut self, src: &[u8], out: &mut [u8]) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some((split, planes)) = &mut self.avx2 {
+            // SAFETY: the CPU has AVX2 (use_avx2() said so in new()).
+            return unsafe { avx2::horizontal_row(src, out, self.c, split, planes) };
+        }
+        horizontal_row_scalar(src, out, self.c)
+    }
 }
 
 /// `ImagingResampleVertical_8bpc` for one output row: tap `i` reads `out.len()` bytes of `src`
@@ -417,15 +425,62 @@ mod avx2 {
         super::vertical_row_generic(src, stride, start, k, acc, out)
     }
 
+    /// Pillow's weights for `_mm256_madd_epi16`, which multiplies 16-bit lanes: each weight
+    /// `k` as `hi · 2^11 + lo` with `hi = k >> 11` and `lo = k & 0x7ff`, both of which fit 16
+    /// bits (|k| ≤ 2^22 · the largest normalised weight, well under 2^26). `stride` parts per
+    /// output, zeros after its taps: 8 when every output has at most 8 taps (two outputs a
+    /// vector), else a multiple of 16 (16 taps a vector); one output of zeros at the end.
+    pub(super) struct SplitWeights {
+        stride: usize,
+        hi: Vec<i16>,
+        lo: Vec<i16>,
+    }
+
+    impl SplitWeights {
+        pub(super) fn new(c: &Coeffs) -> Self {
+            let stride = match c.stride {
+                ..=8 => 8,
+                n => n.next_multiple_of(16),
+            };
+            let mut hi = vec![0i16; (c.bounds.len() + 1) * stride];
+            let mut lo = hi.clone();
+            for (xx, (hi, lo)) in hi
+                .chunks_exact_mut(stride)
+                .zip(lo.chunks_exact_mut(stride))
+                .enumerate()
+            {
+                if xx == c.bounds.len() {
+                    break;
+                }
+                for ((h, l), &k) in hi.iter_mut().zip(lo.iter_mut()).zip(c.taps(xx).1) {
+                    *h = i16::try_from(k >> 11).expect("a weight under 2^26");
+                    *l = (k & 0x7ff) as i16;
+                }
+            }
+            Self { stride, hi, lo }
+        }
+    }
+
     /// [`super::horizontal_row_scalar`] on the row split into three planes (R, G, B, each
-    /// followed by 8 zeros), eight taps a step: lane i of a channel's accumulator sums the taps
-    /// i, i + 8, i + 16... and the lanes are added at the end. Every channel's sum has the
-    /// scalar one's terms (the padding's weights are 0), and 32-bit integer addition gives the
-    /// same bits in any order.
+    /// followed by 16 zeros). `_mm256_madd_epi16` multiplies 16 pixels by 16 weights' high parts
+    /// and by their low parts and adds pairs of products; each 32-bit lane's
+    /// `hi_sum · 2^11 + lo_sum` is then its pixels' sum of pixel × weight, and the lanes of an
+    /// output are added at the end ([`sums8`], [`pair_sums8`]). With at most 8 taps an output,
+    /// a vector holds two outputs' taps (one in each 128-bit half); with more, 16 taps of one
+    /// output a step. Every channel's sum has the scalar one's terms (the padding's weights are
+    /// 0), and 32-bit integer addition and multiplication give the same bits in any order
+    /// (wrapping arithmetic is exact modulo 2^32, and the whole sum fits in 32 bits as in
+    /// Pillow).
     #[target_feature(enable = "avx2")]
-    pub(super) fn horizontal_row(src: &[u8], out: &mut [u8], c: &Coeffs, planes: &mut Vec<u8>) {
+    pub(super) fn horizontal_row(
+        src: &[u8],
+        out: &mut [u8],
+        c: &Coeffs,
+        split: &SplitWeights,
+        planes: &mut Vec<u8>,
+    ) {
         let w = src.len() / 3;
-        let plane = w + 8;
+        let plane = w + 16;
         planes.clear();
         planes.resize(3 * plane, 0);
         let (r, rest) = planes.split_at_mut(plane);
@@ -433,45 +488,199 @@ mod avx2 {
         for (((p, r), g), b) in src.chunks_exact(3).zip(&mut *r).zip(&mut *g).zip(&mut *b) {
             (*r, *g, *b) = (p[0], p[1], p[2]);
         }
-        let (r, g, b) = (&r[..], &g[..], &b[..]);
-        for (xx, px) in out.chunks_exact_mut(3).enumerate() {
-            let (xmin, k) = c.taps8(xx);
-            // xmin + n <= w and k.len() < n + 8: every read below is inside a plane.
-            assert!(xmin + k.len() <= plane, "taps inside the row");
-            let (mut ar, mut ag, mut ab) = (
-                _mm256_setzero_si256(),
-                _mm256_setzero_si256(),
-                _mm256_setzero_si256(),
-            );
-            for (j, w8) in k.chunks_exact(8).enumerate() {
-                let at = xmin + 8 * j;
-                // SAFETY: w8 holds 8 i32 and each plane has 8 bytes from `at` (asserted above).
-                unsafe {
-                    let w8 = _mm256_loadu_si256(w8.as_ptr().cast());
-                    let load =
-                        |p: &[u8]| _mm256_cvtepu8_epi32(_mm_loadl_epi64(p.as_ptr().add(at).cast()));
-                    ar = _mm256_add_epi32(ar, _mm256_mullo_epi32(load(r), w8));
-                    ag = _mm256_add_epi32(ag, _mm256_mullo_epi32(load(g), w8));
-                    ab = _mm256_add_epi32(ab, _mm256_mullo_epi32(load(b), w8));
+        let rgb = [&r[..], &g[..], &b[..]];
+        for (block, px) in out.chunks_mut(3 * 8).enumerate() {
+            let outputs = block * 8..block * 8 + px.len() / 3;
+            let channels = if split.stride == 8 {
+                narrow_block(rgb, outputs, c, split)
+            } else {
+                wide_block(rgb, outputs, c, split)
+            };
+            if px.len() == 24 {
+                interleave(channels, px);
+            } else {
+                let mut pixels = [0; 24];
+                interleave(channels, &mut pixels);
+                px.copy_from_slice(&pixels[..px.len()]);
+            }
+        }
+    }
+
+    /// Eight R, eight G and eight B bytes (each in the low half of a vector) as R G B R G B...
+    /// into the first 24 bytes of `out`.
+    #[target_feature(enable = "avx2")]
+    fn interleave([r, g, b]: [__m128i; 3], out: &mut [u8]) {
+        // Byte i of the output is channel i % 3 of pixel i / 3: R at p and G at 8 + p of `rg`,
+        // B at p of `b`; -1 selects a zero.
+        const RG: [i8; 24] = {
+            let mut m = [-1i8; 24];
+            let mut i = 0;
+            while i < 24 {
+                m[i] = match i % 3 {
+                    0 => (i / 3) as i8,
+                    1 => 8 + (i / 3) as i8,
+                    _ => -1,
+                };
+                i += 1;
+            }
+            m
+        };
+        const B: [i8; 24] = {
+            let mut m = [-1i8; 24];
+            let mut i = 2;
+            while i < 24 {
+                m[i] = (i / 3) as i8;
+                i += 3;
+            }
+            m
+        };
+        let rg = _mm_unpacklo_epi64(r, g);
+        assert!(out.len() >= 24, "room for eight pixels");
+        // SAFETY: the masks hold 24 bytes (16 read from 0, 16 from 8) and `out` at least 24
+        // (16 written at 0, 16 at 8).
+        unsafe {
+            let mask = |m: &[i8; 24], at: usize| _mm_loadu_si128(m.as_ptr().add(at).cast());
+            let part = |at| {
+                _mm_or_si128(
+                    _mm_shuffle_epi8(rg, mask(&RG, at)),
+                    _mm_shuffle_epi8(b, mask(&B, at)),
+                )
+            };
+            _mm_storeu_si128(out.as_mut_ptr().cast(), part(0));
+            // Bytes 8..24: the first 8 again, then the last 8.
+            _mm_storeu_si128(out.as_mut_ptr().add(8).cast(), part(8));
+        }
+    }
+
+    /// `hi · 2^11 + lo`, lane by lane.
+    #[target_feature(enable = "avx2")]
+    fn whole(hi: __m256i, lo: __m256i) -> __m256i {
+        _mm256_add_epi32(_mm256_slli_epi32(hi, 11), lo)
+    }
+
+    /// Up to eight outputs of at most 8 taps, two a vector; per channel, those outputs' bytes.
+    #[target_feature(enable = "avx2")]
+    fn narrow_block(
+        rgb: [&[u8]; 3],
+        outputs: std::ops::Range<usize>,
+        c: &Coeffs,
+        split: &SplitWeights,
+    ) -> [__m128i; 3] {
+        let mut sums = [[_mm256_setzero_si256(); 4]; 3];
+        for (pair, o) in outputs.clone().step_by(2).enumerate() {
+            // A missing second output reads the first's pixels with the zero weights at the end.
+            let x0 = c.bounds[o].0;
+            let x1 = c
+                .bounds
+                .get(o + 1)
+                .filter(|_| o + 1 < outputs.end)
+                .map_or(x0, |b| b.0);
+            // Taps end at most 8 after their first input, and each plane has 16 bytes of padding.
+            assert!(x0.max(x1) + 8 <= rgb[0].len(), "taps inside the row");
+            let at = o * 8;
+            assert!(at + 16 <= split.hi.len(), "two outputs' weights");
+            // SAFETY: the reads are inside the planes and the weights (asserted above).
+            unsafe {
+                let kh = _mm256_loadu_si256(split.hi.as_ptr().add(at).cast());
+                let kl = _mm256_loadu_si256(split.lo.as_ptr().add(at).cast());
+                for (ch, p) in rgb.iter().enumerate() {
+                    let taps = _mm_unpacklo_epi64(
+                        _mm_loadl_epi64(p.as_ptr().add(x0).cast()),
+                        _mm_loadl_epi64(p.as_ptr().add(x1).cast()),
+                    );
+                    let px = _mm256_cvtepu8_epi16(taps);
+                    sums[ch][pair] = whole(_mm256_madd_epi16(px, kh), _mm256_madd_epi16(px, kl));
                 }
             }
-            // [r g b 0] in each 128-bit half, then the halves added.
-            let rg = _mm256_hadd_epi32(ar, ag);
-            let b0 = _mm256_hadd_epi32(ab, _mm256_setzero_si256());
-            let rgb = _mm256_hadd_epi32(rg, b0);
-            let sum = _mm_add_epi32(
-                _mm_add_epi32(
-                    _mm256_castsi256_si128(rgb),
-                    _mm256_extracti128_si256(rgb, 1),
-                ),
-                _mm_set1_epi32(HALF),
-            );
-            // >> 22, then clamped to 0..=255 by the two saturating packs (Pillow's clip8).
-            let shifted = _mm_srai_epi32(sum, PRECISION_BITS as i32);
-            let packed = _mm_packus_epi16(_mm_packs_epi32(shifted, shifted), shifted);
-            let rgb = (_mm_cvtsi128_si32(packed) as u32).to_le_bytes();
-            px.copy_from_slice(&rgb[..3]);
         }
+        sums.map(|v| pair_sums8(v))
+    }
+
+    /// Up to eight outputs, 16 taps a step; per channel, those outputs' bytes.
+    #[target_feature(enable = "avx2")]
+    fn wide_block(
+        [r, g, b]: [&[u8]; 3],
+        outputs: std::ops::Range<usize>,
+        c: &Coeffs,
+        split: &SplitWeights,
+    ) -> [__m128i; 3] {
+        let zero = _mm256_setzero_si256();
+        let (mut sr, mut sg, mut sb) = ([zero; 8], [zero; 8], [zero; 8]);
+        for (o, xx) in outputs.enumerate() {
+            let (xmin, n) = c.bounds[xx];
+            let steps = n.div_ceil(16);
+            // xmin + n <= w and 16 * steps < n + 16: every read below is inside a plane.
+            assert!(xmin + 16 * steps <= r.len(), "taps inside the row");
+            let hi = &split.hi[xx * split.stride..(xx + 1) * split.stride];
+            let lo = &split.lo[xx * split.stride..(xx + 1) * split.stride];
+            let (mut hr, mut hg, mut hb) = (zero, zero, zero);
+            let (mut lr, mut lg, mut lb) = (zero, zero, zero);
+            for j in 0..steps {
+                let at = xmin + 16 * j;
+                // SAFETY: hi and lo hold 16 i16 from 16 * j (16 * steps <= stride) and each
+                // plane has 16 bytes from `at` (asserted above).
+                unsafe {
+                    let kh = _mm256_loadu_si256(hi.as_ptr().add(16 * j).cast());
+                    let kl = _mm256_loadu_si256(lo.as_ptr().add(16 * j).cast());
+                    let load =
+                        |p: &[u8]| _mm256_cvtepu8_epi16(_mm_loadu_si128(p.as_ptr().add(at).cast()));
+                    let (pr, pg, pb) = (load(r), load(g), load(b));
+                    hr = _mm256_add_epi32(hr, _mm256_madd_epi16(pr, kh));
+                    lr = _mm256_add_epi32(lr, _mm256_madd_epi16(pr, kl));
+                    hg = _mm256_add_epi32(hg, _mm256_madd_epi16(pg, kh));
+                    lg = _mm256_add_epi32(lg, _mm256_madd_epi16(pg, kl));
+                    hb = _mm256_add_epi32(hb, _mm256_madd_epi16(pb, kh));
+                    lb = _mm256_add_epi32(lb, _mm256_madd_epi16(pb, kl));
+                }
+            }
+            (sr[o], sg[o], sb[o]) = (whole(hr, lr), whole(hg, lg), whole(hb, lb));
+        }
+        [sums8(sr), sums8(sg), sums8(sb)]
+    }
+
+    /// The sums of the lanes of each of eight vectors, clipped: two rounds of pairwise adds
+    /// within the 128-bit halves leave each half's sums of v0..v3 and of v4..v7, and the halves
+    /// are then added.
+    #[target_feature(enable = "avx2")]
+    fn sums8(v: [__m256i; 8]) -> __m128i {
+        let t0 = _mm256_hadd_epi32(v[0], v[1]);
+        let t1 = _mm256_hadd_epi32(v[2], v[3]);
+        let t2 = _mm256_hadd_epi32(v[4], v[5]);
+        let t3 = _mm256_hadd_epi32(v[6], v[7]);
+        let (u0, u1) = (_mm256_hadd_epi32(t0, t1), _mm256_hadd_epi32(t2, t3));
+        clip8x8(_mm256_add_epi32(
+            _mm256_permute2x128_si256(u0, u1, 0x20),
+            _mm256_permute2x128_si256(u0, u1, 0x31),
+        ))
+    }
+
+    /// The sums of each 128-bit half's lanes of four vectors (outputs 2i and 2i + 1 in vector
+    /// i), clipped: two rounds of pairwise adds leave [o0 o2 o4 o6 | o1 o3 o5 o7], put in order.
+    #[target_feature(enable = "avx2")]
+    fn pair_sums8(v: [__m256i; 4]) -> __m128i {
+        let t0 = _mm256_hadd_epi32(v[0], v[1]);
+        let t1 = _mm256_hadd_epi32(v[2], v[3]);
+        let u = _mm256_hadd_epi32(t0, t1);
+        clip8x8(_mm256_permutevar8x32_epi32(
+            u,
+            _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7),
+        ))
+    }
+
+    /// Pillow's `clip8(HALF + sum)` of eight sums, as the low 8 bytes of a vector: >> 22, then
+    /// clamped to 0..=255 by the two saturating packs, after which each 128-bit half's first
+    /// four bytes are its four outputs, brought together.
+    #[target_feature(enable = "avx2")]
+    fn clip8x8(sums: __m256i) -> __m128i {
+        let shifted = _mm256_srai_epi32(
+            _mm256_add_epi32(sums, _mm256_set1_epi32(HALF)),
+            PRECISION_BITS as i32,
+        );
+        let packed = _mm256_packus_epi16(_mm256_packs_epi32(shifted, shifted), shifted);
+        _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(
+            packed,
+            _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0),
+        ))
     }
 }
 
@@ -518,26 +727,38 @@ mod tests {
             eprintln!("no AVX2 here: only the scalar kernels run");
             return;
         }
-        // Odd and even tap counts, up- and downscaling, a pair read at the very end of a row.
+        // Odd and even tap counts, up- and downscaling, a pair read at the very end of a row,
+        // many taps (a 16 MP photo's side to 256: 70 of them), an upscale whose weights include
+        // exactly 2^22 (output centres on input centres), output counts that leave a part of
+        // eight and an odd one out; Lanczos and bilinear (at most 8 taps an output: two outputs
+        // a vector), so both kernels.
         for (i, (w, o)) in [
+            (4624, 256),
+            (3, 9),
             (1000, 256),
             (257, 256),
             (33, 7),
             (5, 64),
             (3, 1),
             (600, 599),
+            (500, 223),
+            (375, 224),
+            (161, 224),
         ]
         .into_iter()
         .enumerate()
         {
             let img = noise(w, 2, i as u64 + 1);
-            let c = Coeffs::new(w as usize, o, Filter::Lanczos);
             let row = &img.as_raw()[..w as usize * 3];
             let (mut a, mut b) = (vec![0u8; o * 3], vec![0u8; o * 3]);
-            horizontal_row_scalar(row, &mut a, &c);
-            // SAFETY: use_avx2() said yes.
-            unsafe { avx2::horizontal_row(row, &mut b, &c, &mut Vec::new()) };
-            assert_eq!(a, b, "horizontal {w} -> {o}");
+            for filter in [Filter::Lanczos, Filter::Bilinear] {
+                let c = Coeffs::new(w as usize, o, filter);
+                horizontal_row_scalar(row, &mut a, &c);
+                let split = avx2::SplitWeights::new(&c);
+                // SAFETY: use_avx2() said yes.
+                unsafe { avx2::horizontal_row(row, &mut b, &c, &split, &mut Vec::new()) };
+                assert_eq!(a, b, "horizontal {w} -> {o}, {filter:?}");
+            }
             let rows = noise(o as u32, 40, i as u64 + 7);
             let k = &Coeffs::new(100, 37, Filter::Lanczos).weights[..];
             let taps = &k[..(rows.height() as usize).min(k.len())];
