@@ -104,24 +104,16 @@ impl Coeffs {
         }
     }
 
-    /// These coefficients for the outputs `outputs` only, their first inputs moved by `shift`
-    /// (the source's offset in the image the passes read).
-    fn restricted(mut self, outputs: std::ops::Range<usize>, shift: i64) -> Self {
+    /// These coefficients for the outputs `outputs` only.
+    fn restricted(mut self, outputs: std::ops::Range<usize>) -> Self {
         let at = |i: usize| i * self.stride;
         self.weights = self.weights[at(outputs.start)..at(outputs.end)].to_vec();
-        self.bounds = self.bounds[outputs]
-            .iter()
-            .map(|&(min, n)| {
-                (
-                    usize::try_from(min as i64 + shift).expect("inside the image"),
-                    n,
-                )
-            })
-            .collect();
+        self.bounds = self.bounds[outputs].to_vec();
         self
     }
 
-    /// The same with every first input moved by `shift`.
+    /// The same with every first input moved by `shift` (the source's offset in the image the
+    /// passes read).
     fn shifted(mut self, shift: i64) -> Self {
         for b in &mut self.bounds {
             b.0 = usize::try_from(b.0 as i64 + shift).expect("inside the image");
@@ -191,33 +183,36 @@ pub struct Resize {
 }
 
 impl Resize {
-    fn axis(&self, axis: usize, outputs: std::ops::Range<usize>, shift: i64) -> Option<Coeffs> {
+    fn axis(&self, axis: usize, outputs: std::ops::Range<usize>) -> Option<Coeffs> {
         let (from, to) = match axis {
             0 => (self.from.0, self.to.0),
             _ => (self.from.1, self.to.1),
         };
         // An axis that keeps its size is not resampled (Pillow's need_horizontal/vertical).
-        (from != to).then(|| {
-            Coeffs::new(from as usize, to as usize, self.filter).restricted(outputs, shift)
-        })
+        (from != to)
+            .then(|| Coeffs::new(from as usize, to as usize, self.filter).restricted(outputs))
     }
 
     /// The box of the source that the outputs in `out` (a box of the resized image) read.
     pub fn reads(&self, out: Box4) -> Box4 {
+        self.passes(out).0
+    }
+
+    /// [`Self::reads`] and the two passes' coefficients (in the source's frame) for the
+    /// outputs in `out`, computed once.
+    fn passes(&self, out: Box4) -> (Box4, Option<Coeffs>, Option<Coeffs>) {
         let (x, y, w, h) = out;
-        let span = |axis: usize, start: u32, len: u32| match self.axis(
-            axis,
-            start as usize..(start + len) as usize,
-            0,
-        ) {
+        let horiz = self.axis(0, x as usize..(x + w) as usize);
+        let vert = self.axis(1, y as usize..(y + h) as usize);
+        let span = |c: &Option<Coeffs>, start: u32, len: u32| match c {
             Some(c) => {
                 let (first, last) = c.span();
                 (first as u32, (last - first) as u32)
             }
             None => (start, len),
         };
-        let ((sx, sw), (sy, sh)) = (span(0, x, w), span(1, y, h));
-        (sx, sy, sw, sh)
+        let ((sx, sw), (sy, sh)) = (span(&horiz, x, w), span(&vert, y, h));
+        ((sx, sy, sw, sh), horiz, vert)
     }
 
     /// The outputs in `out` (a box of the resized image), bit for bit those of resizing the
@@ -236,7 +231,7 @@ impl Resize {
             ox + out_w <= self.to.0 && oy + out_h <= self.to.1,
             "output box outside the resized image"
         );
-        let (sx, sy, sw, sh) = self.reads(out);
+        let ((sx, sy, sw, sh), horiz, vert) = self.passes(out);
         let inside = |s: u32, len: u32, off: i64, size: u32| {
             s as i64 + off >= 0 && s as i64 + len as i64 + off <= size as i64
         };
@@ -247,8 +242,8 @@ impl Resize {
         let (out_w, out_h) = (out_w as usize, out_h as usize);
         let stride = img.width() as usize * 3;
         let src = img.as_raw();
-        let horiz = self.axis(0, ox as usize..ox as usize + out_w, offset.0);
-        let vert = self.axis(1, oy as usize..oy as usize + out_h, offset.1);
+        let horiz = horiz.map(|c| c.shifted(offset.0));
+        let vert = vert.map(|c| c.shifted(offset.1));
         let row_len = out_w * 3;
         let (Some(horiz), Some(vert)) = (horiz.as_ref(), vert.as_ref()) else {
             // One pass, or none: straight from `img`.
@@ -412,7 +407,12 @@ mod avx2 {
 
     use super::{Coeffs, HALF, PRECISION_BITS};
 
-    /// [`super::vertical_row_generic`] compiled for AVX2.
+    /// [`super::vertical_row_generic`] 16 bytes of the row at a time, two taps a step: the
+    /// bytes of two source rows interleaved and widened to 16 bits, `_mm256_madd_epi16` against
+    /// the two taps' weights split as in [`SplitWeights`] gives each output's two products
+    /// added, and the sums stay in registers over all the taps. The same sums as Pillow's (an
+    /// odd tap count's last step pairs the last row with a weight of 0); the bytes past the
+    /// last multiple of 16 go through the generic code.
     #[target_feature(enable = "avx2")]
     pub(super) fn vertical_row(
         src: &[u8],
@@ -422,7 +422,81 @@ mod avx2 {
         acc: &mut [i32],
         out: &mut [u8],
     ) {
-        super::vertical_row_generic(src, stride, start, k, acc, out)
+        let n = out.len();
+        if k.is_empty() || n == 0 {
+            return super::vertical_row_generic(src, stride, start, k, acc, out);
+        }
+        // Every tap's row of `n` bytes is inside `src`.
+        assert!(
+            start + (k.len() - 1) * stride + n <= src.len(),
+            "taps inside the image"
+        );
+        let part = |i: usize, shift: u32| match k.get(i) {
+            Some(&w) if shift == 11 => i16::try_from(w >> 11).expect("a weight under 2^26") as u16,
+            Some(&w) => (w & 0x7ff) as u16,
+            None => 0,
+        };
+        // Per pair of taps: (hi, lo) of both, as the 16-bit pairs `madd` multiplies by.
+        let pairs: Vec<(__m256i, __m256i)> = (0..k.len())
+            .step_by(2)
+            .map(|i| {
+                let two = |s| (part(i, s) as u32 | (part(i + 1, s) as u32) << 16) as i32;
+                (_mm256_set1_epi32(two(11)), _mm256_set1_epi32(two(0)))
+            })
+            .collect();
+        let whole16 = n / 16 * 16;
+        let zero = _mm256_setzero_si256();
+        for x in (0..whole16).step_by(16) {
+            let (mut h0, mut l0, mut h1, mut l1) = (zero, zero, zero, zero);
+            for (p, &(kh, kl)) in pairs.iter().enumerate() {
+                let a = start + 2 * p * stride + x;
+                // An odd count's last tap pairs its row with itself (at a weight of 0).
+                let b = if 2 * p + 1 < k.len() { a + stride } else { a };
+                // SAFETY: rows a and b have 16 bytes from x (x + 16 <= n, asserted above).
+                let (ra, rb) = unsafe {
+                    (
+                        _mm_loadu_si128(src.as_ptr().add(a).cast()),
+                        _mm_loadu_si128(src.as_ptr().add(b).cast()),
+                    )
+                };
+                let low = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(ra, rb));
+                let high = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(ra, rb));
+                h0 = _mm256_add_epi32(h0, _mm256_madd_epi16(low, kh));
+                l0 = _mm256_add_epi32(l0, _mm256_madd_epi16(low, kl));
+                h1 = _mm256_add_epi32(h1, _mm256_madd_epi16(high, kh));
+                l1 = _mm256_add_epi32(l1, _mm256_madd_epi16(high, kl));
+            }
+            let clip = |h, l| {
+                _mm256_srai_epi32(
+                    _mm256_add_epi32(whole(h, l), _mm256_set1_epi32(HALF)),
+                    PRECISION_BITS as i32,
+                )
+            };
+            // Packs work within 128-bit halves: [0-3 8-11 | 4-7 12-15] as 16 bits, put in
+            // order, then as bytes [0-7 0-7 | 8-15 8-15], of which the two first quarters.
+            let words = _mm256_permute4x64_epi64(
+                _mm256_packs_epi32(clip(h0, l0), clip(h1, l1)),
+                0b11_01_10_00,
+            );
+            let bytes = _mm256_permute4x64_epi64(_mm256_packus_epi16(words, words), 0b00_00_10_00);
+            // SAFETY: out has 16 bytes from x.
+            unsafe {
+                _mm_storeu_si128(
+                    out.as_mut_ptr().add(x).cast(),
+                    _mm256_castsi256_si128(bytes),
+                )
+            };
+        }
+        if whole16 < n {
+            super::vertical_row_generic(
+                src,
+                stride,
+                start + whole16,
+                k,
+                &mut acc[whole16..],
+                &mut out[whole16..],
+            );
+        }
     }
 
     /// Pillow's weights for `_mm256_madd_epi16`, which multiplies 16-bit lanes: each weight
@@ -759,16 +833,20 @@ mod tests {
                 unsafe { avx2::horizontal_row(row, &mut b, &c, &split, &mut Vec::new()) };
                 assert_eq!(a, b, "horizontal {w} -> {o}, {filter:?}");
             }
+            // Even and odd tap counts (the last one paired with a weight of 0), negative
+            // weights, rows of whole 16-byte parts and with a rest.
             let rows = noise(o as u32, 40, i as u64 + 7);
             let k = &Coeffs::new(100, 37, Filter::Lanczos).weights[..];
-            let taps = &k[..(rows.height() as usize).min(k.len())];
-            let rows = &rows.as_raw()[..taps.len() * o * 3];
-            let mut acc = vec![0; o * 3];
-            let stride = o * 3;
-            vertical_row_generic(rows, stride, 0, taps, &mut acc, &mut a);
-            // SAFETY: as above.
-            unsafe { avx2::vertical_row(rows, stride, 0, taps, &mut acc, &mut b) };
-            assert_eq!(a, b, "vertical, {} taps", taps.len());
+            for n in [40, 7, 1] {
+                let taps = &k[..n];
+                let rows = &rows.as_raw()[..taps.len() * o * 3];
+                let mut acc = vec![0; o * 3];
+                let stride = o * 3;
+                vertical_row_generic(rows, stride, 0, taps, &mut acc, &mut a);
+                // SAFETY: as above.
+                unsafe { avx2::vertical_row(rows, stride, 0, taps, &mut acc, &mut b) };
+                assert_eq!(a, b, "vertical, {} taps, {o} outputs", taps.len());
+            }
         }
     }
 

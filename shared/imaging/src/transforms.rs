@@ -148,14 +148,35 @@ pub fn to_chw(img: &RgbImage, mean: [f32; 3], std: [f32; 3], flip: bool, out: &m
         .chunks_exact_mut(w)
         .zip(g.chunks_exact_mut(w))
         .zip(b.chunks_exact_mut(w));
+    // One loop per direction, over iterators: no index to check per pixel.
+    fn put<'a>(
+        pixels: std::slice::ChunksExact<u8>,
+        planes: impl Iterator<Item = ((&'a mut f32, &'a mut f32), &'a mut f32)>,
+        lut: &[[f32; 256]; 3],
+    ) {
+        for (p, ((r, g), b)) in pixels.zip(planes) {
+            (*r, *g, *b) = (
+                lut[0][p[0] as usize],
+                lut[1][p[1] as usize],
+                lut[2][p[2] as usize],
+            );
+        }
+    }
     for (row, ((r, g), b)) in rows.zip(planes) {
-        let mut put = |x: usize, p: &[u8]| {
-            r[x] = lut[0][p[0] as usize];
-            g[x] = lut[1][p[1] as usize];
-            b[x] = lut[2][p[2] as usize];
-        };
-        for (x, p) in row.chunks_exact(3).enumerate() {
-            put(if flip { w - 1 - x } else { x }, p);
+        let pixels = row.chunks_exact(3);
+        if flip {
+            let planes = r
+                .iter_mut()
+                .rev()
+                .zip(g.iter_mut().rev())
+                .zip(b.iter_mut().rev());
+            put(pixels, planes, &lut);
+        } else {
+            put(
+                pixels,
+                r.iter_mut().zip(g.iter_mut()).zip(b.iter_mut()),
+                &lut,
+            );
         }
     }
 }
