@@ -237,6 +237,11 @@ def main():
                 with open(a.json, "a") as f:
                     f.write(json.dumps({"method": m, "seed": seed, "epochs_max": a.epochs, "max_steps": a.max_steps, "stem": a.stem,
                                         "values": r[0], "configs": r[1], "epochs": r[2]}) + "\n")
+            # The method's trial directories (checkpoints: about 2 GB a method) are no longer
+            # needed: its values are in `runs`.
+            for entry in os.listdir(work):
+                if entry != "space.json":
+                    subprocess.run(["rm", "-rf", os.path.join(work, entry)], check=True)
         subprocess.run(["rm", "-rf", work], check=True)
     if any(m.startswith("ray") for m in methods):
         ray.shutdown()
