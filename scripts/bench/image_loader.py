@@ -3,9 +3,11 @@
 same ImageNet-like JPEGs, side by side in one run: images/s with 1 worker (per core) and with all
 cores, for the training transform (RandomResizedCrop(224) + flip + ToTensor + Normalize) and the
 evaluation one (Resize(256) + CenterCrop(224) + ToTensor + Normalize, which must agree bit for
-bit: max |delta| printed).
+bit: max |delta| printed). Each case is measured --rounds times, the two sides alternately: the
+medians of images/s and of the rounds' ratios are printed, with the ratios' range (a shared
+machine's speed drifts from run to run).
 
-  .venv/bin/python scripts/bench/image_loader.py [--images 512] [--batch 64]
+  .venv/bin/python scripts/bench/image_loader.py [--images 512] [--batch 64] [--rounds 3]
       [--cache ~/.cache/shardkit-bench/wallpapers] [--workdir /tmp/shardkit-bench-loader]
 
 The JPEGs are 500x375 (and 375x500) crops of real photos from Debian's wallpaper packages
@@ -97,6 +99,9 @@ def main():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--cache", default=os.path.expanduser("~/.cache/shardkit-bench/wallpapers"))
     ap.add_argument("--workdir", default="/tmp/shardkit-bench-loader")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="measure both sides this many times, alternately; medians are printed (a shared "
+                         "machine's speed drifts between runs)")
     a = ap.parse_args()
     photos = [p for f in ("JPEG", "PNG", "WEBP") for p, _ in fetch(a.cache)[f]]
     make_set(photos, a.workdir, a.images)
@@ -105,15 +110,21 @@ def main():
     rows = []
     for split in ("train", "val"):
         for workers in sorted({1, cores}):
-            o, dump = ours(a.workdir, split, batches, a.batch, workers)
+            runs = []
+            for _ in range(a.rounds):
+                o, dump = ours(a.workdir, split, batches, a.batch, workers)
+                runs.append((o, torchvision_loader(a.workdir, split, batches, a.batch, workers)))
             diff = max_diff(a.workdir, dump) if split == "val" else None
-            t = torchvision_loader(a.workdir, split, batches, a.batch, workers)
+            o, t = (float(np.median([r[i] for r in runs])) for i in (0, 1))
+            ratios = sorted(r[0] / r[1] for r in runs)
             rows.append({"transform": split, "workers": workers, "ours_img_s": o, "torchvision_img_s": t,
-                         "ratio": o / t, "max_abs_diff": diff})
-    print(f"{'transform':<9} {'workers':>7} {'ours img/s':>10} {'torchvision':>11} {'ratio':>6} {'max|d|':>7}")
+                         "ratio": float(np.median(ratios)), "ratios": ratios, "max_abs_diff": diff})
+    print(f"{'transform':<9} {'workers':>7} {'ours img/s':>10} {'torchvision':>11} {'ratio':>6} {'min-max':>9} {'max|d|':>7}")
     for r in rows:
         d = "-" if r["max_abs_diff"] is None else f"{r['max_abs_diff']:.1g}"
-        print(f"{r['transform']:<9} {r['workers']:>7} {r['ours_img_s']:>10.1f} {r['torchvision_img_s']:>11.1f} {r['ratio']:>6.2f} {d:>7}")
+        spread = f"{r['ratios'][0]:.2f}-{r['ratios'][-1]:.2f}"
+        print(f"{r['transform']:<9} {r['workers']:>7} {r['ours_img_s']:>10.1f} {r['torchvision_img_s']:>11.1f} "
+              f"{r['ratio']:>6.2f} {spread:>9} {d:>7}")
     import json
     print(json.dumps({"bench": "image-loader", "cores": cores, "images": a.images, "rows": rows}))
 
