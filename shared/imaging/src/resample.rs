@@ -409,7 +409,7 @@ mod avx2 {
 
     /// [`super::vertical_row_generic`] 16 bytes of the row at a time, two taps a step: the
     /// bytes of two source rows interleaved and widened to 16 bits, `_mm256_madd_epi16` against
-    /// the two taps' weights split as in [`SplitWeights`] gives each output's two products
+    /// the two taps' weights [`split`] gives each output's two products
     /// added, and the sums stay in registers over all the taps. The same sums as Pillow's (an
     /// odd tap count's last step pairs the last row with a weight of 0); the bytes past the
     /// last multiple of 16 go through the generic code.
@@ -431,17 +431,18 @@ mod avx2 {
             start + (k.len() - 1) * stride + n <= src.len(),
             "taps inside the image"
         );
-        let part = |i: usize, shift: u32| match k.get(i) {
-            Some(&w) if shift == 11 => i16::try_from(w >> 11).expect("a weight under 2^26") as u16,
-            Some(&w) => (w & 0x7ff) as u16,
-            None => 0,
-        };
-        // Per pair of taps: (hi, lo) of both, as the 16-bit pairs `madd` multiplies by.
+        // Per pair of taps: the high parts of both weights, then the low parts, as the 16-bit
+        // pairs `madd` multiplies by (a missing second tap weighs 0).
+        let parts = |i: usize| k.get(i).map_or((0, 0), |&w| split(w));
+        let two = |a: i16, b: i16| (a as u16 as u32 | (b as u16 as u32) << 16) as i32;
         let pairs: Vec<(__m256i, __m256i)> = (0..k.len())
             .step_by(2)
             .map(|i| {
-                let two = |s| (part(i, s) as u32 | (part(i + 1, s) as u32) << 16) as i32;
-                (_mm256_set1_epi32(two(11)), _mm256_set1_epi32(two(0)))
+                let ((h0, l0), (h1, l1)) = (parts(i), parts(i + 1));
+                (
+                    _mm256_set1_epi32(two(h0, h1)),
+                    _mm256_set1_epi32(two(l0, l1)),
+                )
             })
             .collect();
         let whole16 = n / 16 * 16;
@@ -499,11 +500,17 @@ mod avx2 {
         }
     }
 
-    /// Pillow's weights for `_mm256_madd_epi16`, which multiplies 16-bit lanes: each weight
-    /// `k` as `hi · 2^11 + lo` with `hi = k >> 11` and `lo = k & 0x7ff`, both of which fit 16
-    /// bits (|k| ≤ 2^22 · the largest normalised weight, well under 2^26). `stride` parts per
-    /// output, zeros after its taps: 8 when every output has at most 8 taps (two outputs a
-    /// vector), else a multiple of 16 (16 taps a vector); one output of zeros at the end.
+    /// One of Pillow's weights for `_mm256_madd_epi16`, which multiplies 16-bit lanes: `k` as
+    /// `hi · 2^11 + lo` with `hi = k >> 11` and `lo = k & 0x7ff`, both of which fit 16 bits
+    /// (|k| ≤ 2^22 · the largest normalised weight, well under 2^26).
+    fn split(k: i32) -> (i16, i16) {
+        let hi = i16::try_from(k >> 11).expect("a weight under 2^26");
+        (hi, (k & 0x7ff) as i16)
+    }
+
+    /// A horizontal pass's weights, [`split`]: `stride` parts per output, zeros after its taps:
+    /// 8 when every output has at most 8 taps (two outputs a vector), else a multiple of 16 (16
+    /// taps a vector); one output of zeros at the end.
     pub(super) struct SplitWeights {
         stride: usize,
         hi: Vec<i16>,
@@ -518,17 +525,11 @@ mod avx2 {
             };
             let mut hi = vec![0i16; (c.bounds.len() + 1) * stride];
             let mut lo = hi.clone();
-            for (xx, (hi, lo)) in hi
-                .chunks_exact_mut(stride)
-                .zip(lo.chunks_exact_mut(stride))
-                .enumerate()
-            {
-                if xx == c.bounds.len() {
-                    break;
-                }
+            // The last output's parts (the zeros) are left as they are.
+            let outputs = hi.chunks_exact_mut(stride).zip(lo.chunks_exact_mut(stride));
+            for (xx, (hi, lo)) in (0..c.bounds.len()).zip(outputs) {
                 for ((h, l), &k) in hi.iter_mut().zip(lo.iter_mut()).zip(c.taps(xx).1) {
-                    *h = i16::try_from(k >> 11).expect("a weight under 2^26");
-                    *l = (k & 0x7ff) as i16;
+                    (*h, *l) = split(k);
                 }
             }
             Self { stride, hi, lo }
