@@ -2,16 +2,18 @@
 """End-to-end CPU training on JPEGs: ddp-train on an image folder against the same loop in plain
 PyTorch (torchvision's ImageFolder + DataLoader(num_workers=N) + RandomResizedCrop/flip/ToTensor/
 Normalize, torchvision's ResNet, SGD with momentum and weight decay, cross-entropy), side by side
-in one run: training images/s, with the first step (start-up, workers spawning) left out of both.
+in one run: training images/s, with the first step (start-up, workers spawning) left out of both;
+--rounds times, the two sides alternately, medians printed (a shared machine's speed drifts).
 
   .venv/bin/python scripts/bench/image_train.py [--images 512] [--batch 32] [--size 112]
-      [--steps 12] [--model resnet18] [--cache ~/.cache/shardkit-bench/wallpapers]
+      [--steps 12] [--model resnet18] [--rounds 3] [--cache ~/.cache/shardkit-bench/wallpapers]
 
 The images are image_loader.py's set (500x375 crops of real photos, 10 classes). Both sides use
 every core: ddp-train's decoding threads (--workers, default the cores) beside libtorch's
 threads, PyTorch's DataLoader worker processes (the cores) beside its own.
 """
 import argparse, json, os, subprocess, sys, time
+from statistics import median
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from crop_resize_photos import fetch  # noqa: E402
@@ -68,15 +70,21 @@ def main():
     ap.add_argument("--model", default="resnet18")
     ap.add_argument("--cache", default=os.path.expanduser("~/.cache/shardkit-bench/wallpapers"))
     ap.add_argument("--workdir", default="/tmp/shardkit-bench-loader")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="measure both sides this many times, alternately; medians are printed")
     a = ap.parse_args()
     assert a.steps * a.batch <= a.images, "one epoch holds the steps"
     photos = [p for f in ("JPEG", "PNG", "WEBP") for p, _ in fetch(a.cache)[f]]
     make_set(photos, a.workdir, a.images)
-    o, p = ours(a.workdir, a), pytorch(a.workdir, a)
-    print(f"{a.model} {a.size}x{a.size} batch {a.batch}, {os.cpu_count()} cores: ddp-train {o:.1f} img/s, "
-          f"PyTorch {p:.1f} img/s, ratio {o / p:.2f}")
+    runs = [(ours(a.workdir, a), pytorch(a.workdir, a)) for _ in range(a.rounds)]
+    o, p = median([r[0] for r in runs]), median([r[1] for r in runs])
+    ratios = sorted(r[0] / r[1] for r in runs)
+    print(f"{a.model} {a.size}x{a.size} batch {a.batch}, {os.cpu_count()} cores, medians of {a.rounds} rounds: "
+          f"ddp-train {o:.1f} img/s, PyTorch {p:.1f} img/s, ratio {median(ratios):.2f} "
+          f"(rounds {ratios[0]:.2f}-{ratios[-1]:.2f})")
     print(json.dumps({"bench": "image-train", "model": a.model, "size": a.size, "batch": a.batch,
-                      "cores": os.cpu_count(), "ours_img_s": o, "pytorch_img_s": p, "ratio": o / p}))
+                      "cores": os.cpu_count(), "ours_img_s": o, "pytorch_img_s": p, "ratio": median(ratios),
+                      "ratios": ratios}))
 
 
 if __name__ == "__main__":
