@@ -17,8 +17,9 @@
  * jpeg_crop_scanline and jpeg_skip_scanlines), and every pixel of the window is the one a full
  * decode gives, because the decoded area extends SK_JPEG_MARGIN iMCUs past the window on each
  * side (the context that fancy upsampling and progressive block smoothing read) and only the
- * window is copied out. Every entropy-coded segment is still read to the end, so the same
- * truncated or corrupt files are refused as by a full decode.
+ * window is copied out. The entropy-coded data below the window is still read, so the same
+ * truncated or corrupt files are refused as by a full decode, except where what is left provably
+ * ends at the EOI (shk_rest_ends_at_eoi).
  *
  * Called from jpeg.rs; everything libjpeg longjmps over is C.
  */
@@ -80,6 +81,31 @@ static void shk_skip_input_data(j_decompress_ptr cinfo, long num_bytes) {
 }
 
 static void shk_term_source(j_decompress_ptr cinfo) { (void)cinfo; }
+
+/*
+ * Whether the rows below a window may be left undecoded without changing which files are
+ * refused. A file is refused when its data runs out before the last row; reading to the end
+ * also meets the markers jpeg_finish_decompress reads. In a single-scan, Huffman-coded image
+ * without restart intervals the entropy decoder reads the data in order and stops at the first
+ * marker it meets (the rest of the rows then decode as zeros, a warning): when that marker is
+ * the EOI, the data cannot run out and finishing reads nothing else, so the outcome is known
+ * without decoding the rows. Any other case (progressive or multi-scan files, whose data is all
+ * read by jpeg_start_decompress; arithmetic coding; restart markers; another marker first; no
+ * marker at all, as in a truncated file) is read to the end as before.
+ */
+static int shk_rest_ends_at_eoi(j_decompress_ptr cinfo) {
+  if (cinfo->arith_code || cinfo->restart_interval != 0 || jpeg_has_multiple_scans(cinfo))
+    return 0;
+  if (cinfo->unread_marker != 0) return cinfo->unread_marker == JPEG_EOI;
+  const JOCTET *p = cinfo->src->next_input_byte;
+  const JOCTET *end = p + cinfo->src->bytes_in_buffer;
+  /* A marker is 0xFF followed by a byte other than 0x00 (a stuffed data byte) or 0xFF (fill). */
+  while ((p = memchr(p, 0xFF, (size_t)(end - p))) != NULL && end - p >= 2) {
+    if (p[1] != 0x00 && p[1] != 0xFF) return p[1] == JPEG_EOI;
+    p++;
+  }
+  return 0;
+}
 
 /*
  * `out_buffer(ctx, width, height, components, window)` returns where to write the window's rows
@@ -198,8 +224,19 @@ int shk_jpeg_decode(const unsigned char *data, size_t size, int may_window,
         memcpy(pixels + (size_t)(y - window[1]) * window_stride, row + skip, window_stride);
       }
     }
-    /* The rest is read, not decoded: a file truncated below the window is refused as before. */
-    jpeg_skip_scanlines(&cinfo, height - cinfo.output_scanline);
+    /* The rest is read, so that a file truncated below the window is refused as by a full
+     * decode, unless what is left ends at the EOI (shk_rest_ends_at_eoi). jpeg_skip_scanlines
+     * reads no data at all when asked to skip to the bottom of the image: all but the last row
+     * are skipped (their entropy-coded data read), and the last one decoded. */
+    if (cinfo.output_scanline < height && !shk_rest_ends_at_eoi(&cinfo)) {
+      jpeg_skip_scanlines(&cinfo, height - 1 - cinfo.output_scanline);
+      JSAMPROW out = row;
+      if (jpeg_read_scanlines(&cinfo, &out, 1) != 1) {
+        status = SK_JPEG_TRUNCATED;
+        goto done;
+      }
+    }
+    if (cinfo.output_scanline < height) goto done; /* Known to end at the EOI: nothing to finish. */
     cinfo.src->fill_input_buffer = shk_fill_input_buffer;
   }
   /* A suspension here (no EOI) is fine once every line is out, as in Pillow. */

@@ -253,3 +253,49 @@ fn an_exif_rotated_jpeg_is_cropped_in_its_rotated_frame() {
     let rotated = exif_transpose(whole.rgb, whole.orientation);
     assert!(r.rgb == crop(&rotated, (0, 0, h, w / 2)));
 }
+
+/// A window in the top part of `bytes` against the whole decode: the same refusal, or the same
+/// pixels.
+fn top_window_agrees(name: &str, bytes: &[u8]) {
+    let opts = DecodeOptions::default();
+    let whole = decode_rgb(bytes, &opts);
+    let top = |w: u32, h: u32| (w / 3, h / 8, w / 3, h / 5);
+    let region = decode_region(bytes, &opts, Frame::Stored, top);
+    match (&whole, &region) {
+        (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{name}"),
+        (Ok(d), Ok(r)) => {
+            let (w, h) = d.rgb.dimensions();
+            assert!(r.rgb == crop(&d.rgb, top(w, h)), "{name}: pixels differ");
+        }
+        _ => panic!(
+            "{name}: whole {:?}, window {:?}",
+            whole.as_ref().err(),
+            region.as_ref().err()
+        ),
+    }
+}
+
+#[test]
+fn rows_below_a_window_are_skipped_only_where_the_outcome_is_the_same() {
+    use turbojpeg_sys::*;
+    // A baseline JPEG's data is read to its end below a window unless the next marker is the
+    // EOI: cut short it is still refused; cut short with an EOI after the cut, or with another
+    // marker first, it decodes as the whole file does (zeros after the cut).
+    let jpeg = encode(333, 217, TJSAMP_TJSAMP_420, TJPF_TJPF_RGB, false, false);
+    let cut = &jpeg[..jpeg.len() * 2 / 3];
+    let comment = [0xFF, 0xFE, 0x00, 0x04, b'h', b'i'];
+    let variants: [(&str, Vec<u8>); 5] = [
+        ("whole", jpeg.clone()),
+        ("cut short", cut.to_vec()),
+        ("cut short, then EOI", [cut, &[0xFF, 0xD9]].concat()),
+        ("cut short, then a comment", [cut, &comment[..]].concat()),
+        (
+            "a comment before the EOI",
+            [&jpeg[..jpeg.len() - 2], &comment[..], &[0xFF, 0xD9]].concat(),
+        ),
+    ];
+    for (name, bytes) in &variants {
+        top_window_agrees(name, bytes);
+    }
+    assert!(decode_rgb(cut, &DecodeOptions::default()).is_err());
+}

@@ -1027,3 +1027,31 @@ fn an_uncompressed_tiff_with_rows_per_strip_0_gives_pillows_pixels() {
         assert_eq!(plane, grey, "channel {c}");
     }
 }
+
+#[test]
+fn a_baseline_jpeg_cut_short_below_the_centre_square_is_refused_as_pillow_refuses_it() {
+    // A tall photo's centre square ends well above its last rows; the rows below were not read
+    // at all (libjpeg-turbo's jpeg_skip_scanlines reads nothing when skipping to the bottom), so
+    // a file cut short there was resized where Pillow says "image file is truncated".
+    let (w, h) = (64u32, 400u32);
+    let mut x = 7u32;
+    let img = image::RgbImage::from_fn(w, h, |_, _| {
+        x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+        image::Rgb([(x >> 24) as u8, (x >> 16) as u8, (x >> 8) as u8])
+    });
+    let mut jpeg = Vec::new();
+    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut jpeg, 90)
+        .encode_image(&img)
+        .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("cut.jpg"), &jpeg[..jpeg.len() * 19 / 20]).unwrap();
+    std::fs::write(tmp.path().join("whole.jpg"), &jpeg).unwrap();
+    let (code, recs, stderr) = run(
+        tmp.path(),
+        &["-r", "16", "-o", "out"],
+        "cut.jpg\nwhole.jpg\n",
+    );
+    assert_eq!(code, 3, "{stderr}");
+    assert_eq!(recs.types, ["error", "image", "summary"], "{stderr}");
+    assert!(recs.errors[0].message.contains("truncated"), "{recs:?}");
+}
