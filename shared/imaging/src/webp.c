@@ -5,9 +5,11 @@
  * the canvas through WebPAnimDecoder, which starts from a transparent black canvas.
  *
  * A caller may ask for a window of a still image (`out_buffer` sets it): libwebp's cropping then
- * converts only the rows and columns around it. The decoded area starts at even coordinates and
- * extends SK_WEBP_MARGIN pixels past the window where the image goes on (the chroma that fancy
- * upsampling reads), and only the window is copied out, so its pixels are a full decode's.
+ * converts only the columns around it, from the rows around it to the last row (so that data cut
+ * short below the window is refused as a whole decode refuses it). The decoded area starts at
+ * even coordinates and extends SK_WEBP_MARGIN pixels past the window where the image goes on (the
+ * chroma that fancy upsampling reads), and only the window is copied out, so its pixels are a full
+ * decode's.
  *
  * Called from webp.rs.
  */
@@ -98,9 +100,9 @@ int shk_webp_decode(const uint8_t *data, size_t size,
   unsigned right = width - window[0] - window[2] > SK_WEBP_MARGIN
                        ? window[0] + window[2] + SK_WEBP_MARGIN
                        : width;
-  unsigned bottom = height - window[1] - window[3] > SK_WEBP_MARGIN
-                        ? window[1] + window[3] + SK_WEBP_MARGIN
-                        : height;
+  /* Every row below the window is decoded too: libwebp stops reading at the crop's last row,
+   * so data cut short (or damaged) below it would decode where a whole decode, Pillow's, fails. */
+  unsigned bottom = height;
   int whole = left == 0 && top == 0 && right == width && bottom == height;
   int direct = window[0] == 0 && window[1] == 0 && window[2] == width && window[3] == height;
   uint8_t *decoded = direct ? pixels : malloc((size_t)(right - left) * (bottom - top) * 3);

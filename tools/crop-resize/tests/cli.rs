@@ -1055,3 +1055,47 @@ fn a_baseline_jpeg_cut_short_below_the_centre_square_is_refused_as_pillow_refuse
     assert_eq!(recs.types, ["error", "image", "summary"], "{stderr}");
     assert!(recs.errors[0].message.contains("truncated"), "{recs:?}");
 }
+
+#[test]
+fn a_webp_cut_short_below_the_centre_square_is_refused_as_pillow_refuses_it() {
+    // A tall lossless WebP cut at three quarters, its RIFF and VP8L sizes made to fit: libwebp's
+    // cropping stopped at the crop's last row and never met the end of the data, where Pillow's
+    // whole decode fails ("failed to read next frame"), as the script checks.
+    let tmp = tempfile::tempdir().unwrap();
+    let python = std::env::var("SHARDKIT_PYTHON")
+        .unwrap_or_else(|_| format!("{}/../../.venv/bin/python", env!("CARGO_MANIFEST_DIR")));
+    let script = r#"
+import io, random, struct, sys
+from PIL import Image
+random.seed(3)
+im = Image.frombytes("RGB", (64, 800), bytes(random.randrange(256) for _ in range(64 * 800 * 3)))
+b = io.BytesIO()
+im.save(b, "WEBP", lossless=True)
+whole = b.getvalue()
+assert whole[12:16] == b"VP8L"
+n = len(whole) * 3 // 4 & ~1
+cut = bytearray(whole[:n])
+cut[4:8] = struct.pack("<I", n - 8)
+cut[16:20] = struct.pack("<I", n - 20)
+open("whole.webp", "wb").write(whole)
+open("cut.webp", "wb").write(cut)
+try:
+    Image.open("cut.webp").convert("RGB")
+    sys.exit("Pillow decodes the cut file")
+except OSError:
+    pass
+"#;
+    let made = std::process::Command::new(python)
+        .args(["-c", script])
+        .current_dir(tmp.path())
+        .output()
+        .expect("the venv's python");
+    assert!(made.status.success(), "{made:?}");
+    let (code, recs, stderr) = run(
+        tmp.path(),
+        &["-r", "16", "-o", "out"],
+        "cut.webp\nwhole.webp\n",
+    );
+    assert_eq!(code, 3, "{stderr}");
+    assert_eq!(recs.types, ["error", "image", "summary"], "{stderr}");
+}
