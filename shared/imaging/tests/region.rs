@@ -52,15 +52,19 @@ fn check(name: &str, bytes: &[u8]) -> usize {
             }
             Ok(d) => (d.rgb.clone(), d.orientation),
             Err(e) => {
-                let r = decode_region(bytes, &opts, frame, |w, h| {
-                    (w / 2, h / 2, w - w / 2, h - h / 2)
-                });
-                let theirs = r.err().map(|e| e.to_string());
-                assert_eq!(
-                    theirs,
-                    Some(e.to_string()),
-                    "{name}: refused whole, not as a region"
-                );
+                // A region reaching the last row, and one ending far above it (what is wrong
+                // with a file may lie below a window).
+                let bottom = |w: u32, h: u32| (w / 2, h / 2, w - w / 2, h - h / 2);
+                let top = |w: u32, h: u32| (w / 4, 0, w.div_ceil(4), h.div_ceil(8));
+                for choose in [bottom, top] {
+                    let r = decode_region(bytes, &opts, frame, choose);
+                    let theirs = r.err().map(|e| e.to_string());
+                    assert_eq!(
+                        theirs,
+                        Some(e.to_string()),
+                        "{name}: refused whole, not as a region"
+                    );
+                }
                 return 0;
             }
         };
