@@ -1046,14 +1046,16 @@ fn a_baseline_jpeg_cut_short_below_the_centre_square_is_refused_as_pillow_refuse
     let tmp = tempfile::tempdir().unwrap();
     std::fs::write(tmp.path().join("cut.jpg"), &jpeg[..jpeg.len() * 19 / 20]).unwrap();
     std::fs::write(tmp.path().join("whole.jpg"), &jpeg).unwrap();
-    let (code, recs, stderr) = run(
-        tmp.path(),
-        &["-r", "16", "-o", "out"],
-        "cut.jpg\nwhole.jpg\n",
-    );
+    let recs = cut_refused_whole_resized(tmp.path(), "cut.jpg", "whole.jpg");
+    assert!(recs.errors[0].message.contains("truncated"), "{recs:?}");
+}
+
+/// crop-resize on `cut` then `whole` in `dir`: the first is an error record, the second resized.
+fn cut_refused_whole_resized(dir: &Path, cut: &str, whole: &str) -> Batch<ImageRecord> {
+    let (code, recs, stderr) = run(dir, &["-r", "16", "-o", "out"], format!("{cut}\n{whole}\n"));
     assert_eq!(code, 3, "{stderr}");
     assert_eq!(recs.types, ["error", "image", "summary"], "{stderr}");
-    assert!(recs.errors[0].message.contains("truncated"), "{recs:?}");
+    recs
 }
 
 #[test]
@@ -1091,11 +1093,5 @@ except OSError:
         .output()
         .expect("the venv's python");
     assert!(made.status.success(), "{made:?}");
-    let (code, recs, stderr) = run(
-        tmp.path(),
-        &["-r", "16", "-o", "out"],
-        "cut.webp\nwhole.webp\n",
-    );
-    assert_eq!(code, 3, "{stderr}");
-    assert_eq!(recs.types, ["error", "image", "summary"], "{stderr}");
+    cut_refused_whole_resized(tmp.path(), "cut.webp", "whole.webp");
 }
