@@ -645,11 +645,11 @@ mod avx2 {
         for (pair, o) in outputs.clone().step_by(2).enumerate() {
             // A missing second output reads the first's pixels with the zero weights at the end.
             let x0 = c.bounds[o].0;
-            let x1 = c
-                .bounds
-                .get(o + 1)
-                .filter(|_| o + 1 < outputs.end)
-                .map_or(x0, |b| b.0);
+            let x1 = if o + 1 < outputs.end {
+                c.bounds[o + 1].0
+            } else {
+                x0
+            };
             // Taps end at most 8 after their first input, and each plane has 16 bytes of padding.
             assert!(x0.max(x1) + 8 <= rgb[0].len(), "taps inside the row");
             let at = o * 8;
