@@ -184,7 +184,7 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--methods", default=",".join(METHODS))
     ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "shardkit-bench-sweep"))
-    ap.add_argument("--json", help="append each run's values, configs and epochs here (JSON lines)")
+    ap.add_argument("--json", help="append each run's values, configs and epochs here (JSON lines); runs already there are not run again")
     ap.add_argument("--report", help="print the table of the runs saved in this file, and exit")
     a = ap.parse_args()
     if a.report:
@@ -215,12 +215,24 @@ def main():
         ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
                  _temp_dir=ray_tmp)
     runs = {}
+    # Runs already saved in --json (an interrupted benchmark run again) are not run again.
+    if a.json and os.path.exists(a.json):
+        for line in open(a.json):
+            r = json.loads(line)
+            if r["method"] in methods and a.first_seed <= r["seed"] < a.first_seed + a.seeds:
+                runs[(r["method"], r["seed"])] = (r["values"], r["configs"], r["epochs"])
     for seed in range(a.first_seed, a.first_seed + a.seeds):
         work = os.path.join(a.workdir, f"seed{seed}")
         subprocess.run(["rm", "-rf", work], check=True)
         os.makedirs(work)
         known = {}  # (lr, wd) → value of a trial run to the end by sweep's random search or TPE
+        for m in ("random", "tpe"):
+            if (m, seed) in runs:
+                known.update({tuple(c): v for c, v in zip(runs[(m, seed)][1], runs[(m, seed)][0])})
         for m in methods:
+            if (m, seed) in runs:
+                print(f"# seed {seed} {m}: saved in {a.json} already", file=sys.stderr, flush=True)
+                continue
             t0 = time.time()
             if m == "optuna tpe":
                 r = run_optuna(seed, a, digits, work, known)
