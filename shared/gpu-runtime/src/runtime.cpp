@@ -456,6 +456,13 @@ char *shk_empty_pinned(const int64_t *sizes, int ndim, int dtype, at::Tensor **o
   });
 }
 
+// Whether `t` is the only handle on its data: no other tensor (a copy of the handle, a view,
+// a tensor autograd saved) refers to its TensorImpl or its storage. Both counts only fall while
+// it is the only one, so a `true` stays true until this handle is copied.
+int shk_sole_owner(at::Tensor *t) {
+  return t->use_count() == 1 && t->storage().use_count() == 1;
+}
+
 // Copies host tensor `src` (pinned, for the copy to be asynchronous) to CUDA `device` on a side
 // stream of libtorch's pool and makes the current stream wait for it with an event: the copy
 // overlaps the work queued before it on the current stream, and the host does not wait (the

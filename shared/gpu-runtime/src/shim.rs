@@ -65,6 +65,7 @@ pub(crate) mod ffi {
             dtype: c_int,
             out: *mut *mut C_tensor,
         ) -> *mut c_char;
+        pub fn shk_sole_owner(t: *mut C_tensor) -> c_int;
         pub fn shk_to_device_on_side_stream(
             src: *mut C_tensor,
             device: c_int,
@@ -429,6 +430,14 @@ pub fn empty_pinned(sizes: &[i64], kind: tch::Kind) -> Result<Tensor> {
     Ok(owned(out))
 }
 
+/// Whether `t` is the only handle on its data: no other tensor (a shallow clone, a view, a
+/// tensor that autograd saved) refers to it or to its storage, so that writing to it changes
+/// nothing anyone else can see. Stays true until `t` is cloned (counts only fall meanwhile).
+pub fn sole_owner(t: &Tensor) -> bool {
+    // SAFETY: `t` is live for the call, which reads two reference counts.
+    unsafe { ffi::shk_sole_owner(ptr(t)) != 0 }
+}
+
 /// `src` (a host tensor, pinned for the copy to be asynchronous) copied to CUDA `device` on a
 /// side stream, the current stream made to wait for the copy with an event: the copy overlaps
 /// what the current stream is running and the host does not wait for the device (PyTorch's
@@ -601,6 +610,25 @@ mod tests {
             let on_gpu = to_device_on_side_stream(&pinned, 0).unwrap();
             assert!(on_gpu.to_device(tch::Device::Cpu).equal(&host));
         }
+    }
+
+    #[test]
+    fn sole_owner_sees_clones_views_and_what_autograd_saved() {
+        let x = Tensor::ones([2, 3], (tch::Kind::Float, tch::Device::Cpu));
+        assert!(sole_owner(&x));
+        let clone = x.shallow_clone();
+        assert!(!sole_owner(&x) && !sole_owner(&clone));
+        drop(clone);
+        assert!(sole_owner(&x));
+        let view = x.narrow(0, 1, 1);
+        assert!(!sole_owner(&x));
+        drop(view);
+        // A product with a weight that needs its gradient keeps `x` for the backward pass.
+        let w = Tensor::ones([3, 1], (tch::Kind::Float, tch::Device::Cpu)).set_requires_grad(true);
+        let loss = x.matmul(&w).sum(tch::Kind::Float);
+        assert!(!sole_owner(&x));
+        drop(loss);
+        assert!(sole_owner(&x));
     }
 
     #[test]

@@ -244,19 +244,22 @@ pub fn dump_batches(
     let norm = data.normalize();
     let take = (n * local).min(order.len());
     let (mut xs, mut ys) = (Vec::new(), Vec::new());
-    let started = Instant::now();
+    let mut seconds = 0.0;
     for (step, chunk) in order[..take].chunks(local).enumerate() {
         // Data held on the device draws its augmentation as training's steps of epoch 0 do.
         let draws = step_draws(cfg, data, train, (0, step, rank))?;
         let idx = Tensor::from_slice(chunk);
+        let started = Instant::now();
         let (x, y) = data.batch(&idx, &norm, draws.as_ref(), 0)?;
-        xs.push(x);
-        ys.push(y);
+        seconds += started.elapsed().as_secs_f64();
+        // Copies, as training lets each batch go after its step: the loader may then reuse
+        // its memory, as it does in training.
+        xs.push(x.copy());
+        ys.push(y.copy());
     }
     if xs.is_empty() {
         return Err(Error::Usage("no batch to dump: the split is empty".into()));
     }
-    let seconds = started.elapsed().as_secs_f64();
     let indices = order[..take].to_vec();
     let paths = data.sample_paths().map_or_else(Vec::new, |p| {
         indices.iter().map(|&i| p[i as usize].clone()).collect()
@@ -280,7 +283,8 @@ pub struct Dump {
     pub indices: Vec<i64>,
     /// Each sample's file (image files; none for CIFAR and synthetic data).
     pub paths: Vec<PathBuf>,
-    /// Time the batches took (decoding and transforms, for files).
+    /// Time the batches took (decoding and transforms, for files), the copies kept for the dump
+    /// left out.
     pub seconds: f64,
 }
 
