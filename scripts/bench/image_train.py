@@ -4,9 +4,12 @@ PyTorch (torchvision's ImageFolder + DataLoader(num_workers=N) + RandomResizedCr
 Normalize, torchvision's ResNet, SGD with momentum and weight decay, cross-entropy), side by side
 in one run: training images/s, with the first step (start-up, workers spawning) left out of both;
 --rounds times, the two sides alternately, medians printed (a shared machine's speed drifts).
+--from-memory measures the same steps without images (ddp-train's synthetic data, one random batch
+in PyTorch): the model's own share, and the most a loader could bring.
 
   .venv/bin/python scripts/bench/image_train.py [--images 512] [--batch 32] [--size 112]
-      [--steps 12] [--model resnet18] [--rounds 3] [--cache ~/.cache/shardkit-bench/wallpapers]
+      [--steps 12] [--model resnet18] [--rounds 3] [--from-memory]
+      [--cache ~/.cache/shardkit-bench/wallpapers]
 
 The images are image_loader.py's set (500x375 crops of real photos, 10 classes). Both sides use
 every core: ddp-train's decoding threads (--workers, default the cores) beside libtorch's
@@ -22,10 +25,13 @@ from image_loader import BIN, make_set  # noqa: E402
 
 def ours(root, a):
     """Images/s of ddp-train's training steps after the first (two runs: steps-1 and steps)."""
+    data = f"synthetic:{a.images}:{a.size}" if a.from_memory else f"imagefolder:{root}"
+    size = [] if a.from_memory else ["--image-size", str(a.size)]  # synthetic data is sized already
+
     def run(steps):
         out = subprocess.run(
-            [f"{BIN}/ddp-train", "--device", "cpu", "--data", f"imagefolder:{root}", "--model", a.model,
-             "--image-size", str(a.size), "--batch-size", str(a.batch), "--epochs", "1",
+            [f"{BIN}/ddp-train", "--device", "cpu", "--data", data, "--model", a.model,
+             *size, "--batch-size", str(a.batch), "--epochs", "1",
              "--max-steps", str(steps), "--lr", "0.01", "-q"],
             capture_output=True, text=True, check=True)
         rec = [json.loads(l) for l in out.stdout.splitlines() if '"type":"epoch"' in l][-1]
@@ -42,13 +48,18 @@ def pytorch(root, a):
     from torchvision.datasets import ImageFolder
     tf = T.Compose([T.RandomResizedCrop(a.size), T.RandomHorizontalFlip(), T.ToTensor(),
                     T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
-    ds = ImageFolder(os.path.join(root, "train"), transform=tf)
-    dl = torch.utils.data.DataLoader(ds, batch_size=a.batch, shuffle=True, drop_last=True,
-                                     num_workers=os.cpu_count())
-    model = getattr(torchvision.models, a.model)(num_classes=len(ds.classes))
+    if a.from_memory:
+        # ddp-train's synthetic data has 100 classes.
+        batch = (torch.randn(a.batch, 3, a.size, a.size), torch.randint(0, 100, (a.batch,)))
+        classes, it = 100, iter([batch] * a.steps)
+    else:
+        ds = ImageFolder(os.path.join(root, "train"), transform=tf)
+        dl = torch.utils.data.DataLoader(ds, batch_size=a.batch, shuffle=True, drop_last=True,
+                                         num_workers=os.cpu_count())
+        classes, it = len(ds.classes), iter(dl)
+    model = getattr(torchvision.models, a.model)(num_classes=classes)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
     model.train()
-    it = iter(dl)
     t = None
     for step in range(a.steps):
         x, y = next(it)
@@ -72,6 +83,8 @@ def main():
     ap.add_argument("--workdir", default="/tmp/shardkit-bench-loader")
     ap.add_argument("--rounds", type=int, default=3,
                     help="measure both sides this many times, alternately; medians are printed")
+    ap.add_argument("--from-memory", action="store_true",
+                    help="the same steps on data held in memory, without images or a loader")
     a = ap.parse_args()
     assert a.steps * a.batch <= a.images, "one epoch holds the steps"
     photos = [p for f in ("JPEG", "PNG", "WEBP") for p, _ in fetch(a.cache)[f]]
@@ -79,10 +92,11 @@ def main():
     runs = [(ours(a.workdir, a), pytorch(a.workdir, a)) for _ in range(a.rounds)]
     o, p = median([r[0] for r in runs]), median([r[1] for r in runs])
     ratios = sorted(r[0] / r[1] for r in runs)
-    print(f"{a.model} {a.size}x{a.size} batch {a.batch}, {os.cpu_count()} cores, medians of {a.rounds} rounds: "
+    source = "from memory" if a.from_memory else "from JPEGs"
+    print(f"{a.model} {a.size}x{a.size} batch {a.batch} {source}, {os.cpu_count()} cores, medians of {a.rounds} rounds: "
           f"ddp-train {o:.1f} img/s, PyTorch {p:.1f} img/s, ratio {median(ratios):.2f} "
           f"(rounds {ratios[0]:.2f}-{ratios[-1]:.2f})")
-    print(json.dumps({"bench": "image-train", "model": a.model, "size": a.size, "batch": a.batch,
+    print(json.dumps({"bench": "image-train", "from_memory": a.from_memory, "model": a.model, "size": a.size, "batch": a.batch,
                       "cores": os.cpu_count(), "ours_img_s": o, "pytorch_img_s": p, "ratio": median(ratios),
                       "ratios": ratios}))
 
