@@ -189,8 +189,7 @@ def main():
     a = ap.parse_args()
     if a.report:
         runs, methods = {}, []
-        for line in open(a.report):
-            r = json.loads(line)
+        for r in saved(a.report):
             a.epochs, a.max_steps, a.stem, a.trials = r["epochs_max"], r["max_steps"], r["stem"], len(r["values"])
             runs[(r["method"], r["seed"])] = (r["values"], r["configs"], r["epochs"])
             methods += [r["method"]] if r["method"] not in methods else []
@@ -214,51 +213,58 @@ def main():
         ray_tmp = os.path.join(a.workdir, "ray-tmp")
         ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
                  _temp_dir=ray_tmp)
-    runs = {}
+    seeds = range(a.first_seed, a.first_seed + a.seeds)
     # Runs already saved in --json (an interrupted benchmark run again) are not run again.
-    if a.json and os.path.exists(a.json):
-        for line in open(a.json):
-            r = json.loads(line)
-            if r["method"] in methods and a.first_seed <= r["seed"] < a.first_seed + a.seeds:
-                runs[(r["method"], r["seed"])] = (r["values"], r["configs"], r["epochs"])
-    for seed in range(a.first_seed, a.first_seed + a.seeds):
+    runs = {(r["method"], r["seed"]): (r["values"], r["configs"], r["epochs"])
+            for r in (saved(a.json) if a.json and os.path.exists(a.json) else [])
+            if r["method"] in methods and r["seed"] in seeds}
+    for seed in seeds:
         work = os.path.join(a.workdir, f"seed{seed}")
         subprocess.run(["rm", "-rf", work], check=True)
         os.makedirs(work)
         known = {}  # (lr, wd) → value of a trial run to the end by sweep's random search or TPE
-        for m in ("random", "tpe"):
-            if (m, seed) in runs:
-                known.update({tuple(c): v for c, v in zip(runs[(m, seed)][1], runs[(m, seed)][0])})
         for m in methods:
-            if (m, seed) in runs:
-                print(f"# seed {seed} {m}: saved in {a.json} already", file=sys.stderr, flush=True)
-                continue
-            t0 = time.time()
-            if m == "optuna tpe":
-                r = run_optuna(seed, a, digits, work, known)
-            elif m.startswith("ray "):
-                r = run_ray(m, seed, a, digits, work)
+            r = runs.get((m, seed))
+            if r is None:
+                r = run_method(m, seed, a, digits, work, known, runs)
             else:
-                r = run_sweep(m, seed, a, digits, work)
-                if m in ("random", "tpe"):
-                    known.update({tuple(c): v for c, v in zip(r[1], r[0])})
-            runs[(m, seed)] = r
-            print(f"# seed {seed} {m}: best {max(r[0]):.2f}, {r[2]} epochs, {time.time() - t0:.0f} s",
-                  file=sys.stderr, flush=True)
-            if a.json:
-                with open(a.json, "a") as f:
-                    f.write(json.dumps({"method": m, "seed": seed, "epochs_max": a.epochs, "max_steps": a.max_steps, "stem": a.stem,
-                                        "values": r[0], "configs": r[1], "epochs": r[2]}) + "\n")
-            # The method's trial directories (checkpoints: about 2 GB a method) are no longer
-            # needed: its values are in `runs`.
-            for entry in os.listdir(work):
-                if entry != "space.json":
-                    subprocess.run(["rm", "-rf", os.path.join(work, entry)], check=True)
+                print(f"# seed {seed} {m}: saved in {a.json} already", file=sys.stderr, flush=True)
+            if m in ("random", "tpe"):
+                known.update({tuple(c): v for c, v in zip(r[1], r[0])})
         subprocess.run(["rm", "-rf", work], check=True)
     if any(m.startswith("ray") for m in methods):
         ray.shutdown()
         subprocess.run(["rm", "-rf", ray_tmp], check=True)
     report(runs, methods, a)
+
+
+def saved(path):
+    """The runs saved in a --json file."""
+    return [json.loads(line) for line in open(path)]
+
+
+def run_method(m, seed, a, digits, work, known, runs):
+    """Runs method m for seed into runs (and --json), its trial directories removed after."""
+    t0 = time.time()
+    if m == "optuna tpe":
+        r = run_optuna(seed, a, digits, work, known)
+    elif m.startswith("ray "):
+        r = run_ray(m, seed, a, digits, work)
+    else:
+        r = run_sweep(m, seed, a, digits, work)
+    runs[(m, seed)] = r
+    print(f"# seed {seed} {m}: best {max(r[0]):.2f}, {r[2]} epochs, {time.time() - t0:.0f} s",
+          file=sys.stderr, flush=True)
+    if a.json:
+        with open(a.json, "a") as f:
+            f.write(json.dumps({"method": m, "seed": seed, "epochs_max": a.epochs, "max_steps": a.max_steps, "stem": a.stem,
+                                "values": r[0], "configs": r[1], "epochs": r[2]}) + "\n")
+    # The method's trial directories (checkpoints: about 2 GB a method) are no longer needed: its
+    # values are in `runs`.
+    for entry in os.listdir(work):
+        if entry != "space.json":
+            subprocess.run(["rm", "-rf", os.path.join(work, entry)], check=True)
+    return r
 
 
 def report(runs, methods, a):
