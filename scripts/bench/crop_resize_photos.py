@@ -2,7 +2,10 @@
 """crop-resize vs Pillow on real photos (2-16 MP wallpapers from Debian's packages), the same work
 on both sides: decode, convert('RGB'), centre crop, LANCZOS resize, write PNG. Per format (JPEG,
 PNG, WebP) and output size: images/s and MP/s (megapixels of input decoded per second) on one core
-and on all cores, the peak memory of one process on one core, and max |delta| (must be 0).
+and on all cores, the peak memory of one process on one core, and max |delta| (must be 0). Then
+where our time goes (the decoding of the centre squares alone, the resize, the PNG encoding:
+from the imaging crate's crop_rate example, when it is built), which bounds the ratio any exact
+pipeline on the same decoders can reach, and for JPEG libjpeg-turbo's entropy decoding alone.
 
   .venv/bin/python scripts/bench/crop_resize_photos.py [--sizes 256,1024] [--repeat 2]
       [--cache ~/.cache/shardkit-bench/wallpapers] [--workdir /tmp/shardkit-bench-photos]
@@ -103,6 +106,20 @@ def entropy_floor(paths, workdir):
     d = max(libs, key=lambda d: os.path.getmtime(f"{d}/lib/libjpeg.a"))
     subprocess.run(["cc", "-O2", "-o", exe, src, f"-I{d}/include", f"{d}/lib/libjpeg.a"], check=True)
     return float(subprocess.run([exe, *paths], check=True, capture_output=True, text=True).stdout)
+
+
+def decode_floor(paths, r):
+    """Seconds crop-resize's decoders take for these files' centre squares alone (one thread,
+    files in memory; libjpeg-turbo, libwebp and our PNG reader, as crop-resize calls them), with
+    the resize and PNG encoding timed apart: from the imaging crate's crop_rate example, built
+    beside the binaries (cargo build --release -p imaging --example crop_rate). None without it."""
+    exe = os.path.join(BIN, "examples", "crop_rate")
+    if not os.path.exists(exe):
+        print(f"{exe} is not built: no decode floor (cargo build --release -p imaging --example crop_rate)",
+              file=sys.stderr)
+        return None
+    out = subprocess.run([exe, str(r), "2", *paths], check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
 
 
 def fetch(cache):
@@ -210,6 +227,11 @@ def main():
                          f"ours_j{cores}_vs_j1": o1 / on,
                          "pillow_peak_mib": p1_mem, "ours_j1_peak_mib": o1_mem, f"ours_j{cores}_peak_mib": on_mem,
                          "max_abs_diff": max(compare(w + "/pil1", w + "/ours1"), compare(w + "/pil1", w + "/ours"))})
+            steps = decode_floor([p for p, _ in items], r)
+            if steps is not None:
+                rows[-1].update({"decode_s": steps["decode_s"], "resize_s": steps["resize_s"],
+                                 "encode_s": steps["encode_s"], "pillow_1proc_s": p1, "ours_j1_s": o1,
+                                 "decode_bound_ratio_j1": p1 / steps["decode_s"]})
             if fmt == "JPEG":
                 floor = entropy_floor([p for p, _ in items], a.workdir)
                 if floor is not None:
@@ -223,6 +245,11 @@ def main():
               f"{r[f'ratio_j{cores}_vs_pillow_{cores}proc']:>6.2f} {r[f'ours_j{cores}_vs_j1']:>6.2f} {r['ours_j1_mp_s']:>9.1f} "
               f"{r['pillow_peak_mib']:>7.0f}/{r['ours_j1_peak_mib']:<7.0f} {r['max_abs_diff']:>6}")
     for r in rows:
+        if "decode_s" in r:
+            print(f"{r['case']}: decoding the centre squares alone takes {r['decode_s']:.2f} s (resize "
+                  f"{r['resize_s']:.2f} s, PNG {r['encode_s']:.2f} s; one thread, files in memory; ours "
+                  f"{r['ours_j1_s']:.2f} s, Pillow {r['pillow_1proc_s']:.2f} s): with these decoders, at most "
+                  f"{r['decode_bound_ratio_j1']:.2f}x Pillow per core")
         if "entropy_floor_s" in r:
             print(f"{r['case']}: libjpeg's entropy decoding alone takes {r['entropy_floor_s']:.2f} s of these "
                   f"files (one core; ours {r['ours_j1_s']:.2f} s, Pillow {r['pillow_1proc_s']:.2f} s): an exact "
