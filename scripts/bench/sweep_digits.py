@@ -37,7 +37,7 @@ A trial stopped early counts with its last value (what the search knew of it). W
 seed, sweep's TPE and Optuna's decide alike, and so do sweep's BOHB and Ray's: the script counts
 the seeds where they picked the same configs.
 """
-import argparse, csv, json, os, subprocess, sys, tempfile, time
+import argparse, csv, glob, json, os, shutil, subprocess, sys, tempfile, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.environ.get("SHARDKIT_BIN", os.path.join(ROOT, "target", "release"))
@@ -168,9 +168,14 @@ def run_ray(method, seed, a, digits, work):
     if len(rows) != a.trials:
         raise RuntimeError(f"{method}: {len(rows)} of {a.trials} trials reported "
                            f"({[str(r.error) for r in grid if r.error][:1]})")
-    return ([r.metrics["val_top1"] for r in rows],
-            [(r.config["lr"], r.config["weight_decay"]) for r in rows],
-            sum(r.metrics["training_iteration"] for r in rows))
+    result = ([r.metrics["val_top1"] for r in rows],
+              [(r.config["lr"], r.config["weight_decay"]) for r in rows],
+              sum(r.metrics["training_iteration"] for r in rows))
+    # The trials' working folders in Ray's session (their checkpoints: over 2 GB a run) are not
+    # needed once the results are read.
+    for d in glob.glob(os.path.join(a.workdir, "ray-tmp", "session_latest", "artifacts", "*")):
+        shutil.rmtree(d, ignore_errors=True)
+    return result
 
 
 def main():
@@ -208,8 +213,8 @@ def main():
         import ray
         warnings.simplefilter("ignore")
         os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
-        # Ray's session files (gigabytes over a few seeds) under the work directory, removed at
-        # the end.
+        # Ray's session files under the work directory, removed at the end (each run's trial
+        # folders as soon as the run is read).
         ray_tmp = os.path.join(a.workdir, "ray-tmp")
         ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
                  _temp_dir=ray_tmp)
