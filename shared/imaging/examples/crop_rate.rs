@@ -7,7 +7,8 @@
 //!     cargo run --release -p imaging --example crop_rate -- [--whole] R ROUNDS FILE...
 //!
 //! Prints one JSON line: the best round's seconds for each step over all the files. `--whole`
-//! decodes every image whole instead of its centre square (as Pillow decodes it).
+//! decodes every image whole instead of its centre square (as Pillow decodes it), then resizes
+//! all of it.
 use imaging::{DecodeOptions, Frame};
 use std::time::{Duration, Instant};
 
