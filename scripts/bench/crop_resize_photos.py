@@ -223,6 +223,7 @@ def main():
                          "pillow_1proc_img_s": n / p1, f"pillow_{cores}proc_img_s": n / pn,
                          "ours_j1_img_s": n / o1, f"ours_j{cores}_img_s": n / on,
                          "pillow_1proc_mp_s": mp / p1, "ours_j1_mp_s": mp / o1,
+                         "pillow_1proc_s": p1, "ours_j1_s": o1,
                          "ratio_j1_vs_pillow_1proc": p1 / o1, f"ratio_j{cores}_vs_pillow_{cores}proc": pn / on,
                          f"ours_j{cores}_vs_j1": o1 / on,
                          "pillow_peak_mib": p1_mem, "ours_j1_peak_mib": o1_mem, f"ours_j{cores}_peak_mib": on_mem,
@@ -230,13 +231,11 @@ def main():
             steps = decode_floor([p for p, _ in items], r)
             if steps is not None:
                 rows[-1].update({"decode_s": steps["decode_s"], "resize_s": steps["resize_s"],
-                                 "encode_s": steps["encode_s"], "pillow_1proc_s": p1, "ours_j1_s": o1,
-                                 "decode_bound_ratio_j1": p1 / steps["decode_s"]})
+                                 "encode_s": steps["encode_s"], "decode_bound_ratio_j1": p1 / steps["decode_s"]})
             if fmt == "JPEG":
                 floor = entropy_floor([p for p, _ in items], a.workdir)
                 if floor is not None:
-                    rows[-1].update({"entropy_floor_s": floor, "pillow_1proc_s": p1, "ours_j1_s": o1,
-                                     "best_possible_ratio_j1": p1 / floor})
+                    rows[-1].update({"entropy_floor_s": floor, "best_possible_ratio_j1": p1 / floor})
     print(f"{'case':<11} {'n':>3} {'MP':>6} {'Pillow 1p':>9} {'ours -j1':>8} {'x 1 core':>8} {'Pillow %dp' % cores:>9} "
           f"{'ours -j%d' % cores:>8} {'x all':>6} {'j%d/j1' % cores:>6} {'MP/s ours':>9} {'peak MiB P/ours':>15} {'max|d|':>6}")
     for r in rows:
