@@ -139,6 +139,11 @@ def ray_trainable(template, checkpoints):
     return trainable
 
 
+def ray_tmp_dir(a):
+    """Ray's session files, under the work directory."""
+    return os.path.join(a.workdir, "ray-tmp")
+
+
 def run_ray(method, seed, a, digits, work):
     import numpy as np
     from ray import tune
@@ -173,7 +178,7 @@ def run_ray(method, seed, a, digits, work):
               sum(r.metrics["training_iteration"] for r in rows))
     # The trials' working folders in Ray's session (their checkpoints: over 2 GB a run) are not
     # needed once the results are read.
-    for d in glob.glob(os.path.join(a.workdir, "ray-tmp", "session_latest", "artifacts", "*")):
+    for d in glob.glob(os.path.join(ray_tmp_dir(a), "session_latest", "artifacts", "*")):
         shutil.rmtree(d, ignore_errors=True)
     return result
 
@@ -215,9 +220,8 @@ def main():
         os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
         # Ray's session files under the work directory, removed at the end (each run's trial
         # folders as soon as the run is read).
-        ray_tmp = os.path.join(a.workdir, "ray-tmp")
         ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
-                 _temp_dir=ray_tmp)
+                 _temp_dir=ray_tmp_dir(a))
     seeds = range(a.first_seed, a.first_seed + a.seeds)
     # Runs already saved in --json (an interrupted benchmark run again) are not run again.
     runs = {(r["method"], r["seed"]): (r["values"], r["configs"], r["epochs"])
@@ -239,7 +243,7 @@ def main():
         subprocess.run(["rm", "-rf", work], check=True)
     if any(m.startswith("ray") for m in methods):
         ray.shutdown()
-        subprocess.run(["rm", "-rf", ray_tmp], check=True)
+        subprocess.run(["rm", "-rf", ray_tmp_dir(a)], check=True)
     report(runs, methods, a)
 
 
