@@ -4,7 +4,7 @@
 //! (some items failed) or 1 (gather-npz's one output, ddp-train's checkpoint), and nothing
 //! truncated is left under an output's name, nor any temp file.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use testkit::{bin_dir, files_under, projection_job, records, write_image, write_latent};
@@ -183,18 +183,34 @@ fn project_one_gpu_on_a_full_disk_reports_each_image_and_leaves_no_partial_file(
     }
 }
 
-#[test]
-fn ddp_train_on_a_full_disk_fails_with_a_message_and_leaves_no_partial_checkpoint() {
-    let tmp = tempfile::tempdir().unwrap();
-    let digits = tmp.path().join("digits");
+/// The digits as CIFAR-100 binaries under `dir/digits`.
+fn digits(dir: &Path) {
     let o = std::process::Command::new(testkit::python())
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/make-digits-cifar"))
-        .arg(&digits)
+        .arg(dir.join("digits"))
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// The files of `dir` but the run's lock (`.lock`, never removed: removing it would race with a
+/// run taking it).
+fn names_under(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = files_under(dir, "")
+        .iter()
+        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .filter(|n| n != ".lock")
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn ddp_train_on_a_full_disk_fails_with_a_message_and_leaves_no_partial_checkpoint() {
+    let tmp = tempfile::tempdir().unwrap();
+    digits(tmp.path());
     // ResNet-18's weights are 45 MB, its SGD momentum as much: 60 MB holds the training state
-    // (written first) but not the model beside it.
+    // but not the model beside it, and a checkpoint is both or neither.
     let (code, recs, stderr) = on_full_disk_of(
         tmp.path(),
         "60m",
@@ -205,29 +221,61 @@ fn ddp_train_on_a_full_disk_fails_with_a_message_and_leaves_no_partial_checkpoin
         stderr.to_lowercase().contains("space") && stderr.contains("last.safetensors"),
         "{stderr}"
     );
-    // (The run's lock on the directory, `.lock`, stays: a lock file is never removed, which
-    // would race with a run taking it.)
-    let saved: Vec<PathBuf> = files_under(&tmp.path().join("saved"), "")
-        .into_iter()
-        .filter(|p| p.file_name().is_some_and(|n| n != ".lock"))
-        .collect();
-    let names: Vec<String> = saved
-        .iter()
-        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
-        .collect();
-    assert_eq!(
-        names,
-        ["last.train.safetensors"],
-        "only the complete training state, no temp file"
+    let names = names_under(&tmp.path().join("saved"));
+    assert!(
+        names.is_empty(),
+        "no half checkpoint, no temp file: {names:?}"
     );
-    // What is there is whole.
-    let o = std::process::Command::new(testkit::python())
-        .args([
-            "-c",
-            "import sys, safetensors.torch as s; assert len(s.load_file(sys.argv[1])) > 0",
-        ])
-        .arg(&saved[0])
+}
+
+/// A full disk while the second epoch's checkpoint is written: the first epoch's stays whole and
+/// resumable (before, the optimiser half was replaced before the model half failed, and
+/// `--resume` refused the mismatched pair: every epoch lost). Without momentum the optimiser
+/// half is a few bytes, so it fits where the model does not.
+#[test]
+fn ddp_train_keeps_the_previous_checkpoint_whole_when_the_disk_fills_up() {
+    let tmp = tempfile::tempdir().unwrap();
+    digits(tmp.path());
+    let train = "ddp-train -q --device cpu --data cifar100:digits --batch-size 32 --max-steps 1 \
+                 --momentum 0 --checkpoint-dir out";
+    // Epoch 1 (model, best, training state: ~90 MB) fits in 100 MB; epoch 2's does not beside it.
+    let (code, recs, stderr) = on_full_disk_of(
+        tmp.path(),
+        "100m",
+        &format!("{train} --epochs 1 || exit 99; {train} --epochs 2 --resume"),
+    );
+    assert_eq!(code, Some(1), "{recs:?} {stderr}");
+    assert!(
+        stderr.to_lowercase().contains("space") && stderr.contains("intact"),
+        "{stderr}"
+    );
+    let saved = tmp.path().join("saved");
+    assert_eq!(
+        names_under(&saved),
+        [
+            "best.safetensors",
+            "last.safetensors",
+            "last.train.safetensors"
+        ],
+        "the epoch-1 checkpoint, no staged or temp file"
+    );
+    let o = std::process::Command::new(bin_dir().join("ddp-train"))
+        .args(["-q", "--device", "cpu", "--data", "cifar100:digits"])
+        .args(["--batch-size", "32", "--max-steps", "1", "--momentum", "0"])
+        .args(["--epochs", "2", "--resume", "--checkpoint-dir", "saved"])
+        .current_dir(tmp.path())
         .output()
         .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let epochs: Vec<_> = records(&o.stdout)
+        .into_iter()
+        .filter(|r| r["type"] == "epoch")
+        .map(|r| r["epoch"].clone())
+        .collect();
+    assert_eq!(epochs, [serde_json::json!(2)], "resumed after epoch 1");
 }

@@ -20,7 +20,9 @@ use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 mod lock;
+mod set;
 pub use lock::{DirLock, LockError};
+pub use set::{Recovered, recover_set, staged, write_set};
 
 /// What can go wrong writing one output; each names the path.
 #[derive(Debug, thiserror::Error)]

@@ -311,18 +311,19 @@ impl Options {
             ),
             _ => "shardkit/".to_string(),
         };
+        // The run's identity whichever variables name the rank: a job script that exports
+        // RANK/WORLD_SIZE under Slurm is still its job's step (torchrun's default rendezvous id
+        // is the word "none", which names no run).
         let run_id = self.run_id.clone().or_else(|| {
-            if torchrun {
-                env("TORCHELASTIC_RUN_ID")
-            } else if slurm {
-                Some(format!(
-                    "slurm:{}.{}",
-                    env("SLURM_JOB_ID")?.trim(),
-                    step.map_or("batch".to_string(), |s| s.to_string())
-                ))
-            } else {
-                None
-            }
+            env("TORCHELASTIC_RUN_ID")
+                .filter(|id| id.trim() != "none")
+                .or_else(|| {
+                    Some(format!(
+                        "slurm:{}.{}",
+                        env("SLURM_JOB_ID")?.trim(),
+                        step.map_or("batch".to_string(), |s| s.to_string())
+                    ))
+                })
         });
         Ok(Plan {
             run_id,
@@ -1063,6 +1064,39 @@ mod tests {
             Some("mine")
         );
         assert_eq!(plan(&Options::default(), &[]).unwrap().run_id, None);
+    }
+
+    #[test]
+    fn a_slurm_job_that_exports_rank_and_world_size_keeps_its_job_as_its_run() {
+        // `export RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS` in the script srun starts: two
+        // jobs on one MASTER_PORT must not take each other's ranks.
+        let job = |id: &'static str| {
+            vec![
+                ("SLURM_PROCID", "1"),
+                ("SLURM_NTASKS", "2"),
+                ("SLURM_JOB_ID", id),
+                ("SLURM_STEP_ID", "0"),
+                ("RANK", "1"),
+                ("WORLD_SIZE", "2"),
+                ("MASTER_PORT", "29500"),
+            ]
+        };
+        let (a, b) = (
+            plan(&Options::default(), &job("100")).unwrap(),
+            plan(&Options::default(), &job("200")).unwrap(),
+        );
+        assert_eq!(a.run_id.as_deref(), Some("slurm:100.0"));
+        assert_eq!(b.run_id.as_deref(), Some("slurm:200.0"));
+        // torchrun's default id names no run: the job does.
+        let mut torchrun = job("300");
+        torchrun.push(("TORCHELASTIC_RUN_ID", "none"));
+        assert_eq!(
+            plan(&Options::default(), &torchrun)
+                .unwrap()
+                .run_id
+                .as_deref(),
+            Some("slurm:300.0")
+        );
     }
 
     #[test]

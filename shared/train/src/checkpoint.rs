@@ -52,6 +52,59 @@ pub fn save(
     tensors: &BTreeMap<String, Tensor>,
     meta: &HashMap<String, String>,
 ) -> Result<()> {
+    let bytes = encode(path, tensors, meta)?;
+    // Temp file beside the target, synced, renamed: a killed run never leaves half a checkpoint.
+    atomic_file::write_atomic(path, |w| w.write_all(&bytes))
+        .map_err(|e| Error::Checkpoint(e.describe()))
+}
+
+/// Writes several files as one unit ([`atomic_file::write_set`]): each `(path, tensors)` with
+/// `meta`; on error the files there before are all as they were, and the error says so. The
+/// first path is the set's commit point: [`recover`] with the same paths (and any that a set
+/// may omit after them) finishes or drops what a crash left.
+pub fn save_set(
+    files: &[(&Path, &BTreeMap<String, Tensor>)],
+    meta: &HashMap<String, String>,
+) -> Result<()> {
+    let paths: Vec<&Path> = files.iter().map(|(p, _)| *p).collect();
+    // One file's bytes at a time, encoded as its turn comes.
+    atomic_file::write_set(&paths, |i, w| {
+        let (path, tensors) = files[i];
+        let bytes = encode(path, tensors, meta).map_err(|e| e.to_string())?;
+        w.write_all(&bytes).map_err(|e| e.to_string())
+    })
+    .map_err(|e| {
+        Error::Checkpoint(format!(
+            "{}; nothing was replaced: the checkpoint there before, if any, is intact",
+            e.describe()
+        ))
+    })
+}
+
+/// Finishes or drops a set of files that a crash in [`save_set`] left half-written; says which.
+pub fn recover(paths: &[&Path]) -> Result<atomic_file::Recovered> {
+    atomic_file::recover_set(paths).map_err(|e| Error::Io {
+        what: format!(
+            "finishing the checkpoint a killed run left in {}",
+            paths[0].parent().unwrap_or(Path::new(".")).display()
+        ),
+        error: e,
+    })
+}
+
+/// The first tensor (in name order) holding NaN or an infinity, if any.
+pub fn non_finite(tensors: &BTreeMap<String, Tensor>) -> Option<&str> {
+    tensors.iter().find_map(|(n, t)| {
+        (t.is_floating_point() && t.isfinite().all().int64_value(&[]) == 0).then_some(n.as_str())
+    })
+}
+
+/// A safetensors file's bytes.
+fn encode(
+    path: &Path,
+    tensors: &BTreeMap<String, Tensor>,
+    meta: &HashMap<String, String>,
+) -> Result<Vec<u8>> {
     let mut owned = Vec::with_capacity(tensors.len());
     for (name, t) in tensors {
         let t = t.detach().to_device(Device::Cpu).contiguous();
@@ -69,11 +122,8 @@ pub fn save(
                 .map_err(|e| Error::Checkpoint(format!("{name}: {e:?}")))
         })
         .collect::<Result<Vec<_>>>()?;
-    let bytes = safetensors::tensor::serialize(views, &Some(meta.clone()))
-        .map_err(|e| Error::Checkpoint(format!("encoding {}: {e:?}", path.display())))?;
-    // Temp file beside the target, synced, renamed: a killed run never leaves half a checkpoint.
-    atomic_file::write_atomic(path, |w| w.write_all(&bytes))
-        .map_err(|e| Error::Checkpoint(e.describe()))
+    safetensors::tensor::serialize(views, &Some(meta.clone()))
+        .map_err(|e| Error::Checkpoint(format!("encoding {}: {e:?}", path.display())))
 }
 
 /// Reads every tensor (on `device`) and the metadata.
@@ -81,8 +131,9 @@ pub fn load(
     path: &Path,
     device: Device,
 ) -> Result<(BTreeMap<String, Tensor>, HashMap<String, String>)> {
-    let bytes = std::fs::read(path).map_err(|e| Error::Io {
-        what: format!("reading {}", path.display()),
+    // A regular file only: a FIFO given as --init would block the open for ever.
+    let bytes = input_file::read(path, u64::MAX >> 1).map_err(|e| Error::Io {
+        what: "reading a checkpoint".into(),
         error: e,
     })?;
     let bad = |e: safetensors::SafeTensorError| {
@@ -238,7 +289,16 @@ impl Meta {
             steps_per_epoch: count("steps_per_epoch"),
             seed: get("seed").and_then(|v| v.parse().ok()).unwrap_or(0),
             skipped_steps: count("skipped_steps"),
-            arch: get("arch").unwrap_or_default().to_string(),
+            arch: match get("arch") {
+                Some(a) => a
+                    .parse::<crate::resnet::Arch>()
+                    .map_err(|_| {
+                        Error::Checkpoint(format!("{}: bad arch in its metadata", path.display()))
+                    })?
+                    .name()
+                    .to_string(),
+                None => String::new(),
+            },
             best_top1: num("best_top1", f64::NEG_INFINITY),
             val_top1: num("val_top1", f64::NAN),
             scaler: get("scaler") == Some("true"),
@@ -277,13 +337,34 @@ impl Input {
                 .filter(|v| v.len() == 3)
                 .ok_or_else(|| bad(k))
         };
+        // Each value within what ddp-train writes: the metadata is read by code that prints
+        // Python from it (--print-eval-snippet) and may come from anyone.
+        let one_of = |k: &str, v: &str, set: &[&str]| {
+            if set.contains(&v) {
+                Ok(v.to_string())
+            } else {
+                Err(bad(k))
+            }
+        };
+        let within = |k: &str, max: i64| {
+            number(k).and_then(|n| (1..=max).contains(&n).then_some(n).ok_or_else(|| bad(k)))
+        };
+        let finite = |k: &str, positive: bool| {
+            list(k).and_then(|v| {
+                v.iter()
+                    .all(|x| x.is_finite() && (!positive || *x > 0.0))
+                    .then_some(v)
+                    .ok_or_else(|| bad(k))
+            })
+        };
+        let eval_transform = map.get("eval_transform").map_or("none", String::as_str);
         Ok(Some(Input {
-            stem: stem.clone(),
-            num_classes: number("num_classes")?,
-            image_size: number("image_size")?,
-            mean: list("normalize_mean")?,
-            std: list("normalize_std")?,
-            eval_transform: map.get("eval_transform").cloned().unwrap_or("none".into()),
+            stem: one_of("stem", stem, &["imagenet", "cifar"])?,
+            num_classes: within("num_classes", crate::images::MAX_CLASSES as i64)?,
+            image_size: within("image_size", 1 << 16)?,
+            mean: finite("normalize_mean", false)?,
+            std: finite("normalize_std", true)?,
+            eval_transform: one_of("eval_transform", eval_transform, &["imagenet", "none"])?,
         }))
     }
 }

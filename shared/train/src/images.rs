@@ -57,7 +57,19 @@ pub struct ImageOptions {
     /// Files that cannot be used, in the whole run, before it stops.
     pub max_bad: usize,
     pub decode: DecodeOptions,
+    /// For sources that number their classes (RecordIO, shards): how many there are
+    /// (`--num-classes`; a label past them is an error), else 0 to the largest label, which
+    /// must be under [`DEFAULT_MAX_CLASSES`].
+    pub classes: Option<usize>,
 }
+
+/// The most classes a source that numbers them may have when the run does not state their
+/// number: a label sizes the model's last layer, so one label of 10^9 in a damaged or hostile
+/// file would otherwise ask for gigabytes.
+pub const DEFAULT_MAX_CLASSES: usize = 100_000;
+
+/// The most classes a run may state (`--num-classes`).
+pub const MAX_CLASSES: usize = 10_000_000;
 
 impl Default for ImageOptions {
     /// 224² ImageNet transforms and statistics, one thread, a shuffle buffer of 1000, 100 bad
@@ -72,6 +84,7 @@ impl Default for ImageOptions {
             shuffle_buffer: 1000,
             max_bad: 100,
             decode: DecodeOptions::default(),
+            classes: None,
         }
     }
 }
@@ -212,7 +225,7 @@ impl ImageFiles {
                 prefix.display()
             )));
         }
-        let classes = numbered_classes(&labels);
+        let classes = numbered_classes(&paths, &labels, opts.classes)?;
         Self::with(paths, Store::Records(rec, at), labels, classes, opts, seed)
     }
 
@@ -230,9 +243,9 @@ impl ImageFiles {
                 shards.left_out.join("; ")
             );
         }
-        let paths = (0..shards.samples.len()).map(|i| shards.name(i)).collect();
+        let paths: Vec<PathBuf> = (0..shards.samples.len()).map(|i| shards.name(i)).collect();
         let labels: Vec<i64> = shards.samples.iter().map(|s| s.label).collect();
-        let classes = numbered_classes(&labels);
+        let classes = numbered_classes(&paths, &labels, opts.classes)?;
         Self::with(paths, Store::Shards(shards), labels, classes, opts, seed)
     }
 
@@ -563,28 +576,46 @@ impl ImageFiles {
     }
 }
 
-/// Classes "0" to the largest label, for sources that number their classes.
-fn numbered_classes(labels: &[i64]) -> Vec<OsString> {
-    (0..=labels.iter().copied().max().unwrap_or(0))
-        .map(|c| OsString::from(c.to_string()))
-        .collect()
+/// Classes "0" to `stated - 1`, or to the largest label, for sources that number their classes
+/// (the samples at `paths`), checked first: a label past the classes stated, or past
+/// [`DEFAULT_MAX_CLASSES`] when none are, is an error naming its sample.
+fn numbered_classes(
+    paths: &[PathBuf],
+    labels: &[i64],
+    stated: Option<usize>,
+) -> Result<Vec<OsString>> {
+    let limit = stated.unwrap_or(DEFAULT_MAX_CLASSES).min(MAX_CLASSES) as i64;
+    if let Some((path, label)) = paths.iter().zip(labels).find(|&(_, &l)| l >= limit) {
+        let why = match stated {
+            Some(n) => format!("--num-classes is {n}"),
+            None => format!(
+                "more than {DEFAULT_MAX_CLASSES} classes need --num-classes N to state how many \
+                 (at most {MAX_CLASSES})"
+            ),
+        };
+        return Err(Error::Data(format!(
+            "{}: label {label} is past the classes: {why}",
+            path.display()
+        )));
+    }
+    let n = stated.map_or_else(
+        || labels.iter().copied().max().unwrap_or(0) + 1,
+        |n| n as i64,
+    );
+    Ok((0..n).map(|c| OsString::from(c.to_string())).collect())
 }
 
 /// A file's bytes, refusing more than `limit` (and anything but a regular file).
 fn read_bounded(path: &std::path::Path, limit: u64) -> std::result::Result<Vec<u8>, String> {
     use std::io::Read;
-    let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
-    let meta = f.metadata().map_err(|e| e.to_string())?;
-    if !meta.is_file() {
-        return Err("not a regular file".into());
-    }
-    if meta.len() > limit {
+    // Opened without blocking: a FIFO in a folder is refused, not waited on.
+    let (f, len) = input_file::open(path).map_err(|e| e.to_string())?;
+    if len > limit {
         return Err(format!(
-            "{} bytes, over the {limit} an image within --max-pixels takes",
-            meta.len()
+            "{len} bytes, over the {limit} an image within --max-pixels takes"
         ));
     }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    let mut bytes = Vec::with_capacity(len as usize);
     f.take(limit + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| e.to_string())?;

@@ -13,20 +13,21 @@
 //! the last image key (images are keys 1 .. label[0] - 1); else every key of the index is an
 //! image. A record's class is its label, or the first of its label vector.
 
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-
-use memmap2::Mmap;
 
 /// The magic word that starts every record part.
 pub const MAGIC: u32 = 0xced7_230a;
 /// Size of the `IRHeader` (`struct.calcsize('IfQQ')`).
 pub const HEADER_BYTES: usize = 24;
 
-/// One `.rec` file, mapped, with its index.
+/// One `.rec` file, read by position (not mapped: a file truncated while training would end the
+/// process with SIGBUS; a read past its end is an error naming the file and byte), with its
+/// index.
 #[derive(Debug)]
 pub struct RecordIo {
     rec: PathBuf,
-    map: Mmap,
+    file: std::fs::File,
     /// (key, offset) in the index's order.
     pub index: Vec<(u64, u64)>,
 }
@@ -62,14 +63,11 @@ impl RecordIo {
             PathBuf::from(p)
         };
         let (rec, idx) = (with(".rec"), with(".idx"));
-        let file = std::fs::File::open(&rec).map_err(|e| format!("{}: {e}", rec.display()))?;
-        if !file.metadata().is_ok_and(|m| m.is_file()) {
-            return Err(format!("{}: not a regular file", rec.display()));
-        }
-        // SAFETY: the mapping is read only; a file truncated under us is the usual mmap caveat
-        // (every read below is bounds-checked against the length seen here).
-        let map = unsafe { Mmap::map(&file) }.map_err(|e| format!("{}: {e}", rec.display()))?;
-        let text = std::fs::read_to_string(&idx).map_err(|e| format!("{}: {e}", idx.display()))?;
+        let (file, len) = input_file::open(&rec).map_err(|e| e.to_string())?;
+        // An index line is a key and an offset: 1 GiB of them is 50 million records.
+        let text = input_file::read(&idx, 1 << 30).map_err(|e| e.to_string())?;
+        let text = String::from_utf8(text)
+            .map_err(|_| format!("{}: not text (a key<TAB>offset per line)", idx.display()))?;
         let mut index = Vec::new();
         for (n, line) in text.lines().enumerate() {
             if line.trim().is_empty() {
@@ -87,18 +85,18 @@ impl RecordIo {
                 k.trim().parse().map_err(|_| bad())?,
                 o.trim().parse().map_err(|_| bad())?,
             );
-            if o >= map.len() as u64 {
+            if o >= len {
                 return Err(format!(
                     "{} line {}: offset {o} is past the end of {} ({} bytes)",
                     idx.display(),
                     n + 1,
                     rec.display(),
-                    map.len()
+                    len
                 ));
             }
             index.push((k, o));
         }
-        Ok(RecordIo { rec, map, index })
+        Ok(RecordIo { rec, file, index })
     }
 
     /// The offset of record `key`.
@@ -109,14 +107,14 @@ impl RecordIo {
     /// The record at `offset`, its parts joined, its header parsed; an error naming the file and
     /// offset where it is damaged or cut short.
     pub fn read(&self, offset: u64) -> Result<Record, String> {
-        let data = self.joined(offset)?;
+        let data = self.joined(offset, false)?;
         parse(&data, true).map_err(|e| self.at(&e, offset as usize))
     }
 
     /// The class of the record at `offset` ([`Record::class`]), without copying its payload:
     /// listing a set reads its records' headers, not their images.
     pub fn class(&self, offset: u64) -> Result<f32, String> {
-        let data = self.joined(offset)?;
+        let data = self.joined(offset, true)?;
         Ok(parse(&data, false)
             .map_err(|e| self.at(&e, offset as usize))?
             .class())
@@ -126,49 +124,74 @@ impl RecordIo {
         format!("{} at byte {pos}: {what}", self.rec.display())
     }
 
-    /// The bytes of the record at `offset`: in the file, for a record of one part; joined (the
-    /// dropped magic words put back), for one MXNet's writer cut.
-    fn joined(&self, offset: u64) -> Result<std::borrow::Cow<'_, [u8]>, String> {
-        let bytes = &self.map[..];
-        let at = |what: &str, pos: usize| self.at(what, pos);
-        let word = |pos: usize| -> Result<u32, String> {
-            bytes
-                .get(pos..pos + 4)
-                .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
-                .ok_or_else(|| at("the file ends inside a record (truncated?)", pos))
-        };
-        let mut pos = offset as usize;
+    /// `len` bytes at `pos`, or an error naming the byte where the file ends (truncated while
+    /// read, say).
+    fn bytes_at(&self, pos: u64, len: usize) -> Result<Vec<u8>, String> {
+        // Allocated only once the file is known to hold them: a length word sizes nothing
+        // before that.
+        if pos + len as u64 > self.file_len()? {
+            return Err(self.at("the file ends inside a record (truncated?)", pos as usize));
+        }
+        let mut buf = vec![0; len];
+        self.file.read_exact_at(&mut buf, pos).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                self.at("the file ends inside a record (truncated?)", pos as usize)
+            } else {
+                self.at(&e.to_string(), pos as usize)
+            }
+        })?;
+        Ok(buf)
+    }
+
+    /// The magic and length words of the record part at `pos`: its continuation flag and length.
+    fn part_at(&self, pos: u64) -> Result<(u32, usize), String> {
+        let head = self.bytes_at(pos, 8)?;
+        let word = |i: usize| u32::from_le_bytes(head[i..i + 4].try_into().expect("4 bytes"));
+        if word(0) != MAGIC {
+            return Err(self.at("no record starts here (bad magic word)", pos as usize));
+        }
+        let lrec = word(4);
+        Ok((lrec >> 29, (lrec & ((1 << 29) - 1)) as usize))
+    }
+
+    /// The bytes of the record at `offset` (a record MXNet's writer cut joined, the dropped
+    /// magic words put back); with `head`, a record of one part is read only as far as its
+    /// header and first label.
+    fn joined(&self, offset: u64, head: bool) -> Result<Vec<u8>, String> {
+        let (flag, len) = self.part_at(offset)?;
+        if flag == 0 {
+            let len = if head { len.min(HEADER_BYTES + 4) } else { len };
+            return self.bytes_at(offset + 8, len);
+        }
+        let mut pos = offset;
         let mut data = Vec::new();
         loop {
-            if word(pos)? != MAGIC {
-                return Err(at("no record starts here (bad magic word)", pos));
-            }
-            let lrec = word(pos + 4)?;
-            let (flag, len) = (lrec >> 29, (lrec & ((1 << 29) - 1)) as usize);
+            let (flag, len) = self.part_at(pos)?;
             let body = pos + 8;
-            let part = bytes
-                .get(body..body + len)
-                .ok_or_else(|| at("the file ends inside a record (truncated?)", body))?;
-            match (flag, pos == offset as usize) {
-                (0, true) => return Ok(std::borrow::Cow::Borrowed(part)),
-                (1, true) => data.extend_from_slice(part),
-                (2 | 3, false) => {
-                    data.extend_from_slice(&MAGIC.to_le_bytes());
-                    data.extend_from_slice(part);
-                    if flag == 3 {
-                        break;
-                    }
-                }
+            match (flag, pos == offset) {
+                (1, true) => {}
+                (2 | 3, false) => data.extend_from_slice(&MAGIC.to_le_bytes()),
                 _ => {
-                    return Err(at(
+                    return Err(self.at(
                         &format!("a record part with flag {flag} out of order"),
-                        pos,
+                        pos as usize,
                     ));
                 }
             }
-            pos = body + len.next_multiple_of(4);
+            data.extend_from_slice(&self.bytes_at(body, len)?);
+            if flag == 3 {
+                break;
+            }
+            pos = body + len.next_multiple_of(4) as u64;
         }
-        Ok(std::borrow::Cow::Owned(data))
+        Ok(data)
+    }
+
+    fn file_len(&self) -> Result<u64, String> {
+        self.file
+            .metadata()
+            .map(|m| m.len())
+            .map_err(|e| format!("{}: {e}", self.rec.display()))
     }
 
     /// The image keys as MXFaceDataset lists them: 1 .. label[0] - 1 when record 0's header has a
@@ -181,6 +204,15 @@ impl RecordIo {
                 if !(end.is_finite() && end >= 1.0) {
                     return Err(format!(
                         "{}: record 0 says the images end at {end}",
+                        self.rec.display()
+                    ));
+                }
+                // Keys 1 .. end - 1, each a record of the index: no more than it holds.
+                let records = self.index.len();
+                if f64::from(end) - 1.0 > records as f64 {
+                    return Err(format!(
+                        "{}: record 0 says the images end at {end}, but the index holds {records} \
+                         records",
                         self.rec.display()
                     ));
                 }
@@ -202,7 +234,12 @@ fn parse(data: &[u8], payload: bool) -> Result<Record, String> {
     let flag = u32_at(0);
     let label = f32::from_bits(u32_at(4));
     let rest = &data[HEADER_BYTES..];
-    let labels_len = flag as usize * 4;
+    // Listing a set reads a record's class only: its first label.
+    let labels_len = if payload {
+        flag as usize
+    } else {
+        flag.min(1) as usize
+    } * 4;
     if labels_len > rest.len() {
         return Err(format!(
             "the header announces {flag} labels; the record has {} bytes",

@@ -1054,6 +1054,22 @@ fn restore(cfg: &Config, parts: &mut Parts) -> Result<Start> {
     }
     if let Some(state) = last {
         copy_weights(&parts.vs, &state.model, cfg.arch, Some(""), &state.path)?;
+        // The epoch's loss sum may be infinite (fp16's skipped steps); the state may not.
+        let optim: BTreeMap<String, Tensor> = state
+            .train
+            .iter()
+            .filter(|(n, _)| n.as_str() != PROGRESS)
+            .map(|(n, t)| (n.clone(), t.shallow_clone()))
+            .collect();
+        if let Some(name) = checkpoint::non_finite(&optim) {
+            return Err(Error::Checkpoint(format!(
+                "{}: tensor {name} holds NaN or infinite values: not a usable checkpoint",
+                state
+                    .path
+                    .with_file_name("last.train.safetensors")
+                    .display()
+            )));
+        }
         load_optimizers(&mut parts.opts, &state.train)?;
         let mid = match (state.meta.step, state.train.get(PROGRESS)) {
             (0, _) => None,
@@ -1287,8 +1303,10 @@ impl StepMode {
 }
 
 /// Rank 0's checkpoint: `last.train.safetensors` (optimiser state, and in a mid-epoch
-/// checkpoint every rank's sums of the unfinished epoch as `progress`), then `last.safetensors`
-/// (the model), and `best.safetensors` when validation improved.
+/// checkpoint every rank's sums of the unfinished epoch as `progress`), `last.safetensors` (the
+/// model), and `best.safetensors` when validation improved, written as one unit
+/// ([`checkpoint::save_set`]): a failure (a full disk) leaves the previous checkpoint whole.
+/// Weights or optimiser state holding NaN or infinities are never written over it.
 fn save_last(
     dir: &std::path::Path,
     named: &Named,
@@ -1301,26 +1319,49 @@ fn save_last(
         what: format!("creating {}", dir.display()),
         error: e,
     })?;
+    let (epoch, step) = (meta.epoch, meta.step);
     let meta = meta.to_map();
     let model_state: BTreeMap<String, Tensor> = named
         .all_sorted
         .iter()
         .map(|(n, t)| (n.clone(), t.shallow_clone()))
         .collect();
-    // Training state first: a crash between the two renames leaves halves of different epochs,
-    // which resume refuses rather than mixes.
     // Each stage's optimiser state names its parameters: together, the unsplit run's state.
     let mut train_state: BTreeMap<String, Tensor> =
         opts.iter().flat_map(Optimizer::state).collect();
+    if let Some(name) =
+        checkpoint::non_finite(&model_state).or_else(|| checkpoint::non_finite(&train_state))
+    {
+        let at = match step {
+            0 => format!("epoch {epoch}"),
+            _ => format!("step {step} of epoch {}", epoch + 1),
+        };
+        return Err(Error::Data(format!(
+            "training diverged: {name} holds NaN or infinite values after {at}; the checkpoint in \
+             {} was left as it was: --resume from it with a lower --lr, or use --precision fp32",
+            dir.display()
+        )));
+    }
     if let Some(p) = progress {
         train_state.insert(PROGRESS.to_string(), p);
     }
-    checkpoint::save(&dir.join("last.train.safetensors"), &train_state, &meta)?;
-    checkpoint::save(&dir.join("last.safetensors"), &model_state, &meta)?;
+    let [train, model, best_path] = checkpoint_files(dir);
+    checkpoint::recover(&[&train, &model, &best_path])?;
+    // The training state is the set's commit point (see `checkpoint::save_set`).
+    let mut files = vec![
+        (train.as_path(), &train_state),
+        (model.as_path(), &model_state),
+    ];
     if best {
-        checkpoint::save(&dir.join("best.safetensors"), &model_state, &meta)?;
+        files.push((best_path.as_path(), &model_state));
     }
-    Ok(())
+    checkpoint::save_set(&files, &meta)
+}
+
+/// A checkpoint directory's files, in the order they are committed: `last.train.safetensors`,
+/// `last.safetensors`, `best.safetensors`.
+fn checkpoint_files(dir: &std::path::Path) -> [PathBuf; 3] {
+    ["last.train", "last", "best"].map(|n| dir.join(format!("{n}.safetensors")))
 }
 
 /// The name, in `last.train.safetensors`, of a mid-epoch checkpoint's per-rank sums: float64
@@ -1806,10 +1847,7 @@ fn copy_weights(
 ) -> Result<()> {
     let mut vars = vs.variables();
     // A checkpoint with NaN or infinite values would only resume into "training diverged".
-    if let Some(name) = weights.iter().find_map(|(n, t)| {
-        let float = t.is_floating_point();
-        (float && t.isfinite().all().int64_value(&[]) == 0).then_some(n)
-    }) {
+    if let Some(name) = checkpoint::non_finite(weights) {
         return Err(Error::Checkpoint(format!(
             "{}: tensor {name} holds NaN or infinite values: not a usable checkpoint",
             path.display()
@@ -1952,10 +1990,15 @@ struct LastState {
 
 /// The last checkpoint in `dir`, if any; both halves must be of one epoch.
 fn load_last(dir: &std::path::Path, device: Device) -> Result<Option<LastState>> {
-    let (mp, tp) = (
-        dir.join("last.safetensors"),
-        dir.join("last.train.safetensors"),
-    );
+    let [tp, mp, best] = checkpoint_files(dir);
+    // A run killed while committing its checkpoint: the set it was writing is finished, or
+    // dropped if none of it was in place yet.
+    if checkpoint::recover(&[&tp, &mp, &best])? == atomic_file::Recovered::Finished {
+        log::warn!(
+            "{}: finished the checkpoint a killed run was committing",
+            dir.display()
+        );
+    }
     if !mp.exists() {
         if tp.exists() {
             return Err(Error::Checkpoint(format!(

@@ -147,7 +147,8 @@ impl Shards {
             ));
         }
         let path = &self.files[s.shard];
-        let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        // Opened as a regular file only: a shard replaced by a FIFO would block the open.
+        let (f, _) = input_file::open(path).map_err(|e| e.to_string())?;
         let mut bytes = vec![0; s.len as usize];
         f.read_exact_at(&mut bytes, s.offset).map_err(|e| {
             format!(
@@ -214,7 +215,8 @@ fn shuffle_buffer(
 ) -> Vec<usize> {
     let bufsize = bufsize.max(1);
     let initial = bufsize.min(100);
-    let mut buf = Vec::with_capacity(bufsize + 1);
+    // Sized by the samples there are, not by the flag (`--shuffle-buffer 1000000000000`).
+    let mut buf = Vec::with_capacity(bufsize.min(data.size_hint().0) + 1);
     let mut out = Vec::new();
     let mut pick = |buf: &mut Vec<usize>| {
         let k = (draws.next_u64() % buf.len() as u64) as usize;
@@ -314,10 +316,8 @@ struct Gathering {
 /// Kept in one piece: the tar member loop, each header checked before its member is read.
 fn index(shard: usize, path: &Path) -> Result<Indexed, String> {
     let at = |what: &str| format!("{}: {what}", path.display());
-    // Checked before the open, which would wait for a writer on a FIFO.
-    crate::data::regular_file(path, "webdataset shard").map_err(|e| e.to_string())?;
-    let file = std::fs::File::open(path).map_err(|e| at(&e.to_string()))?;
-    let len = file.metadata().map_err(|e| at(&e.to_string()))?.len();
+    // A FIFO is refused without waiting for a writer.
+    let (file, len) = input_file::open(path).map_err(|e| e.to_string())?;
     let mut magic = [0u8; 2];
     if file.read_exact_at(&mut magic, 0).is_ok() && magic == [0x1f, 0x8b] {
         return Err(at(
@@ -878,6 +878,14 @@ mod tests {
         };
         assert_eq!(set.order(&d, 0), [0]);
         assert_eq!(set.order(&Split { rank: 1, ..d }, 0), [1]);
+    }
+
+    #[test]
+    fn a_huge_shuffle_buffer_allocates_for_the_samples_there_are() {
+        let mut d = Draws::new(1, 0, 0);
+        let mut out = shuffle_buffer(0..500, usize::MAX, &mut d);
+        out.sort_unstable();
+        assert_eq!(out, (0..500).collect::<Vec<_>>());
     }
 
     #[test]

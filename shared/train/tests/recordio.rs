@@ -84,3 +84,52 @@ fn records_written_as_mxnet_writes_them_read_back() {
             .contains("past the end")
     );
 }
+
+/// A `.rec` truncated while it is read (a memory map gave SIGBUS), a header record whose label
+/// would size the key list (4e9 keys: 32 GB; 1e30: "capacity overflow"), and FIFOs in place of
+/// the files (an open that waits for a writer for ever): each an error naming the file.
+#[test]
+fn truncation_a_huge_header_label_and_fifos_are_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let prefix = tmp.path().join("train");
+    let scripts = format!("{}/../../scripts/reference", env!("CARGO_MANIFEST_DIR"));
+    common::run_script(WRITER, &[prefix.as_os_str(), scripts.as_ref()]);
+    let rec = RecordIo::open(&prefix).unwrap();
+    let (rec_path, idx_path) = (prefix.with_extension("rec"), prefix.with_extension("idx"));
+    let at = rec.offset(9).unwrap();
+    // Cut to a page boundary below the record, after the open (SIGBUS with a mapping).
+    std::fs::File::options()
+        .write(true)
+        .open(&rec_path)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    let e = rec.read(at).unwrap_err();
+    assert!(e.contains("train.rec") && e.contains("truncated"), "{e}");
+
+    let header = r#"
+import sys
+sys.path.insert(0, sys.argv[2])
+from mxnet_recordio import pack, write
+write(sys.argv[1], [(0, pack([float(sys.argv[3]), 2.0], b"")), (1, pack(1.0, b"x"))])
+"#;
+    for end in ["4e9", "1e30", "3e8"] {
+        common::run_script(
+            header,
+            &[prefix.as_os_str(), scripts.as_ref(), end.as_ref()],
+        );
+        let e = RecordIo::open(&prefix).unwrap().image_keys().unwrap_err();
+        assert!(e.contains("the index holds 2 records"), "{end}: {e}");
+    }
+
+    for path in [&rec_path, &idx_path] {
+        std::fs::remove_file(path).unwrap();
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: mkfifo with a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = RecordIo::open(&prefix).unwrap_err();
+        assert!(e.contains("is a FIFO, not a regular file"), "{e}");
+        std::fs::remove_file(path).unwrap();
+        std::fs::write(path, b"").unwrap();
+    }
+}

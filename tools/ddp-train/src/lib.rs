@@ -5,6 +5,7 @@
 
 mod logs;
 mod report;
+mod snippet;
 
 use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
@@ -158,6 +159,12 @@ pub struct Cli {
     /// OMP_NUM_THREADS: torchrun sets it to 1 for libtorch's sake).
     #[command(flatten)]
     pub cpu: cli_common::threads::ThreadArgs,
+
+    /// recordio and wds data: the number of classes (labels 0 to N-1; a label past them is an
+    /// error naming its sample). Without it the classes are 0 to the largest label, which must
+    /// be under 100000: a label sizes the model's last layer.
+    #[arg(long, value_name = "N", value_parser = num_classes)]
+    pub num_classes: Option<usize>,
 
     /// wds shards: samples in each stream's shuffle buffer (webdataset's shuffle(N)); shards are
     /// shuffled too, per epoch.
@@ -327,6 +334,15 @@ fn at_least_one(s: &str) -> Result<usize, String> {
         Ok(_) => Err("must be at least 1".into()),
         Err(e) => Err(e.to_string()),
     }
+}
+
+/// 1 to [`train::images::MAX_CLASSES`].
+fn num_classes(s: &str) -> Result<usize, String> {
+    let n = at_least_one(s)?;
+    if n > train::images::MAX_CLASSES {
+        return Err(format!("at most {}", train::images::MAX_CLASSES));
+    }
+    Ok(n)
 }
 
 /// A finite number >= 0 (NaN, infinities and negatives are refused before anything starts).
@@ -632,6 +648,13 @@ fn requeue(job: &str) -> Result<()> {
 /// other data).
 fn image_options(cli: &Cli, data: &Source) -> Result<train::images::ImageOptions> {
     use train::images::{IMAGENET_MEAN, IMAGENET_STD, ImageOptions, Transform};
+    if cli.num_classes.is_some() && !matches!(data, Source::Shards { .. } | Source::RecordIo { .. })
+    {
+        bail!(
+            "--num-classes applies to --data recordio:PREFIX and wds:PATTERN (an image folder's \
+             classes are its folders, CIFAR's are fixed)"
+        );
+    }
     if !data.is_files() {
         let given = [
             ("--val-data", cli.val_data.is_some()),
@@ -693,6 +716,7 @@ fn image_options(cli: &Cli, data: &Source) -> Result<train::images::ImageOptions
         shuffle_buffer: cli.shuffle_buffer.unwrap_or(1000),
         max_bad: cli.max_bad_inputs,
         decode: Default::default(),
+        classes: cli.num_classes,
     })
 }
 
@@ -772,6 +796,7 @@ fn training_flags(cli: &Cli) -> Vec<(&'static str, String)> {
         ("--image-size", format!("{:?}", cli.image_size)),
         ("--normalize", format!("{:?}", cli.normalize)),
         ("--max-bad-inputs", cli.max_bad_inputs.to_string()),
+        ("--num-classes", format!("{:?}", cli.num_classes)),
         ("--augment", cli.augment.to_string()),
         ("--no-shuffle", cli.no_shuffle.to_string()),
         ("--drop-last", cli.drop_last.to_string()),
@@ -865,70 +890,6 @@ fn data_arg(cli: &Cli) -> &OsStr {
     cli.data.as_deref().unwrap_or_default()
 }
 
-/// `--print-eval-snippet`: Python that evaluates the checkpoint at `path` as ddp-train did.
-fn eval_snippet(path: &std::path::Path) -> Result<String> {
-    let (_, map) = train::checkpoint::load(path, tch::Device::Cpu).classified()?;
-    let meta = train::checkpoint::Meta::from_map(&map, path).classified()?;
-    let Some(input) = &meta.input else {
-        bail!(
-            "{}: written by an older ddp-train, whose checkpoints did not keep how the model sees \
-             images (normalisation, size): train on, or resume, to write a checkpoint that does",
-            path.display()
-        );
-    };
-    let py = |s: &str| serde_json::to_string(s).expect("strings serialise");
-    let floats = |v: &[f64]| {
-        let v: Vec<String> = v.iter().map(|x| format!("{x:?}")).collect();
-        format!("[{}]", v.join(", "))
-    };
-    let size = input.image_size;
-    let mut s = format!(
-        "# {}: {}, {} classes, {} stem, {size}x{size} images (written by ddp-train --print-eval-snippet)\n\
-         import torch, torchvision\n\
-         from torchvision import transforms\n\
-         from safetensors.torch import load_file\n\n\
-         model = torchvision.models.{}(num_classes={})\n",
-        path.display(),
-        meta.arch,
-        input.num_classes,
-        input.stem,
-        meta.arch,
-        input.num_classes,
-    );
-    if input.stem == "cifar" {
-        s += "# ddp-train's CIFAR stem: a 3x3 stride-1 first convolution and no max-pool\n\
-              model.conv1 = torch.nn.Conv2d(3, 64, kernel_size=3, stride=1, padding=1, bias=False)\n\
-              model.maxpool = torch.nn.Identity()\n";
-    }
-    s += &format!(
-        "model.load_state_dict(load_file({}))\nmodel.eval()\n\n",
-        py(&path.to_string_lossy())
-    );
-    s += "# An image as evaluation prepared it (a PIL image in RGB)\ntransform = transforms.Compose([\n";
-    if input.eval_transform == "imagenet" {
-        s += &format!(
-            "    transforms.Resize({}),\n    transforms.CenterCrop({size}),\n",
-            size * 256 / 224
-        );
-    } else {
-        s += &format!("    # the image as it is, {size}x{size}\n");
-    }
-    s += &format!(
-        "    transforms.ToTensor(),\n    transforms.Normalize(mean={}, std={}),\n])\n",
-        floats(&input.mean),
-        floats(&input.std)
-    );
-    if !meta.classes.is_empty() {
-        let names: Vec<String> = meta.classes.iter().map(|c| py(c)).collect();
-        s += &format!("classes = [{}]\n", names.join(", "));
-    }
-    s += "\n# from PIL import Image\n\
-          # with torch.no_grad():\n\
-          #     logits = model(transform(Image.open(\"image.png\").convert(\"RGB\"))[None])\n\
-          # print(logits.argmax(1).item())\n";
-    Ok(s)
-}
-
 /// This rank in its group, which was started with the same training flags.
 fn join(cli: &Cli) -> Result<Communicator> {
     let mut opts = cli.dist.options();
@@ -945,7 +906,7 @@ fn join(cli: &Cli) -> Result<Communicator> {
 
 pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     if let Some(path) = &cli.print_eval_snippet {
-        print!("{}", eval_snippet(path)?);
+        print!("{}", snippet::eval_snippet(path)?);
         return Ok(Outcome::Ok);
     }
     // Flag values are checked before the ranks meet or data is read, as usage errors (exit 2).

@@ -143,10 +143,11 @@ struct EpochCsv {
 
 impl EpochCsv {
     fn open(path: &Path) -> Result<EpochCsv> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
+        // A regular file only (a FIFO would block the open); a CSV of epochs is small.
+        let text = match input_file::read(path, 1 << 30) {
+            Ok(t) => String::from_utf8_lossy(&t).into_owned(),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-            Err(e) => return Err(e).with_context(|| format!("reading --csv {}", path.display())),
+            Err(e) => return Err(e).context("reading --csv"),
         };
         let mut lines = text.lines();
         let rows = match lines.next() {

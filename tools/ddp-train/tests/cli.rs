@@ -1002,6 +1002,63 @@ fn poison(path: &Path, name: &str) {
     std::fs::write(path, bytes).unwrap();
 }
 
+/// A run that diverges never writes its NaN weights over the last finite checkpoint (before, it
+/// did, and `--resume` with a lower --lr, as the error said, was then refused); NaN in the
+/// optimiser's state is an error at --resume naming the tensor.
+#[test]
+fn a_diverging_run_keeps_the_last_finite_checkpoint_to_resume_from() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ck = tmp.path().join("ck");
+    one_epoch(&ck);
+    let before = std::fs::read(ck.join("last.safetensors")).unwrap();
+    let run = |lr: &str, epochs: &str| {
+        cmd()
+            .args(["--batch-size", "64", "--max-steps", "2", "--resume"])
+            .args(["--epochs", epochs, "--lr", lr])
+            .arg("--checkpoint-dir")
+            .arg(&ck)
+            .output()
+            .unwrap()
+    };
+    let o = run("1e30", "2");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("training diverged") && err.contains("left as it was"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(ck.join("last.safetensors")).unwrap(),
+        before,
+        "the epoch-1 checkpoint is kept"
+    );
+    let o = run("0.01", "2");
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let epochs: Vec<usize> = records(&o).items.iter().map(|e| e.epoch).collect();
+    assert_eq!(epochs, [2], "resumed after epoch 1");
+    // The optimiser's momentum poisoned: named at --resume, not "diverged" later.
+    let train = ck.join("last.train.safetensors");
+    let names = Tensor::read_safetensors(&train).unwrap();
+    let momentum = names
+        .iter()
+        .map(|(n, _)| n.clone())
+        .find(|n| n.contains("fc.weight"))
+        .expect("the fc's momentum");
+    poison(&train, &momentum);
+    let o = run("0.01", "3");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("{momentum} holds NaN or infinite values")),
+        "{err}"
+    );
+}
+
 #[test]
 fn init_and_resume_refuse_partial_non_finite_and_incomplete_checkpoints() {
     let tmp = tempfile::tempdir().unwrap();
@@ -2165,4 +2222,160 @@ print(json.dumps({"loss": loss, "top1": 100 * float((logits.argmax(1).numpy() ==
             rec.val_top1
         );
     }
+}
+
+/// A checkpoint's metadata may come from anyone: `--print-eval-snippet` pastes none of it as
+/// code. Hostile class names and a hostile file name come out as the same strings in Python
+/// (nothing they say runs); an architecture or stem outside ddp-train's is an error.
+#[test]
+fn the_eval_snippet_runs_no_code_from_a_crafted_checkpoint() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("ck'\"\n; touch PWNED #");
+    std::fs::create_dir_all(&dir).unwrap();
+    let hostile = [
+        "cat",
+        "'); open('PWNED', 'w') #",
+        "\"\"\"\nopen('PWNED', 'w')\n\"\"\"",
+        "\\'; __import__('os').system('touch PWNED') #",
+        "line\u{2028}sep\u{85}nel\0nul\x0cff",
+        "é😀",
+    ];
+    let make = r#"
+import json, sys, torchvision
+from safetensors.torch import save_file
+path, classes, arch, stem = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], sys.argv[4]
+m = torchvision.models.resnet18(num_classes=len(classes))
+meta = {"epoch": "1", "arch": arch, "stem": stem, "num_classes": str(len(classes)),
+        "image_size": "32", "normalize_mean": "[0.5, 0.5, 0.5]",
+        "normalize_std": "[0.5, 0.5, 0.5]", "eval_transform": "none",
+        "classes": json.dumps(classes)}
+save_file({k: v.contiguous() for k, v in m.state_dict().items()}, path, metadata=meta)
+"#;
+    let python = root().join(".venv/bin/python");
+    let checkpoint = |name: &str, arch: &str, stem: &str| {
+        let path = dir.join(name);
+        let o = Command::new(&python)
+            .args(["-c", make])
+            .arg(&path)
+            .arg(serde_json::to_string(&hostile).unwrap())
+            .args([arch, stem])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        path
+    };
+    let snippet = |path: &Path| {
+        Command::new(BIN)
+            .arg("--print-eval-snippet")
+            .arg(path)
+            .current_dir(tmp.path())
+            .output()
+            .unwrap()
+    };
+    let good = checkpoint("x'\n\".safetensors", "resnet18", "imagenet");
+    let out = snippet(&good);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let code = String::from_utf8(out.stdout).unwrap();
+    let check = "\nimport json, sys\njson.dump(classes, sys.stdout)\n";
+    let out = Command::new(&python)
+        .args(["-c", &format!("{code}{check}")])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{code}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let classes: Vec<String> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(classes, hostile, "{code}");
+    for (name, arch, stem) in [
+        (
+            "arch.safetensors",
+            "resnet18(); __import__('os').system('touch PWNED') #",
+            "imagenet",
+        ),
+        ("stem.safetensors", "resnet18", "cifar\nopen('PWNED', 'w')"),
+    ] {
+        let out = snippet(&checkpoint(name, arch, stem));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains("bad arch") || err.contains("bad stem"),
+            "{err}"
+        );
+        assert!(out.stdout.is_empty());
+    }
+    assert!(!tmp.path().join("PWNED").exists() && !dir.join("PWNED").exists());
+}
+
+/// A label sizes the model's last layer: one `.cls` of 999,999,999 in a shard asked for a 24 GB
+/// allocation (abort), 5,000,000 for a 10 GB layer. Labels are bounded before anything is sized
+/// by them: past 100,000 classes the run must state their number with --num-classes, and a
+/// label past the stated number names its sample.
+#[test]
+fn a_huge_label_sizes_nothing_and_num_classes_states_the_classes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let make = r#"
+import io, sys, tarfile
+from PIL import Image
+def shard(path, labels):
+    with tarfile.open(path, "w") as t:
+        for i, label in enumerate(labels):
+            png = io.BytesIO()
+            Image.new("RGB", (8, 8), (40 * i % 256, 90, 200)).save(png, "PNG")
+            for suffix, data in (("png", png.getvalue()), ("cls", str(label).encode())):
+                info = tarfile.TarInfo("%03d.%s" % (i, suffix))
+                info.size = len(data)
+                t.addfile(info, io.BytesIO(data))
+shard(sys.argv[1] + "/huge.tar", [0, 1, 999999999, 2])
+shard(sys.argv[1] + "/big.tar", [0, 1, 5000000, 2])
+shard(sys.argv[1] + "/small.tar", [0, 1, 2, 3])
+"#;
+    let o = Command::new(root().join(".venv/bin/python"))
+        .args(["-c", make])
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let command = |train: &str, val: &str, extra: &[&str]| {
+        let mut c = cmd_on(format!("wds:{}", tmp.path().join(train).display()));
+        c.arg("--val-data")
+            .arg(tmp.path().join(val))
+            .args(["--epochs", "1", "--max-steps", "1", "--batch-size", "2"])
+            .args(["--image-size", "8", "--stem", "cifar"])
+            .args(extra);
+        c
+    };
+    let run = |train: &str, val: &str, extra: &[&str]| command(train, val, extra).output().unwrap();
+    for (train, val) in [("huge.tar", "small.tar"), ("small.tar", "big.tar")] {
+        let o = run(train, val, &[]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{train} {val}: {err}");
+        assert!(
+            err.contains(":002: label") && err.contains("--num-classes"),
+            "{err}"
+        );
+    }
+    let o = run("small.tar", "small.tar", &["--num-classes", "3"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("label 3") && err.contains("--num-classes is 3"),
+        "{err}"
+    );
+    let r = records(&run("small.tar", "small.tar", &["--num-classes", "1000"]));
+    assert_eq!(r.items[0].classes.len(), 1000);
+    assert_usage(
+        cmd().args(["--num-classes", "10"]),
+        "--num-classes applies to --data recordio:PREFIX and wds:PATTERN",
+    );
+    assert_usage(
+        &mut command("small.tar", "small.tar", &["--num-classes", "20000000"]),
+        "--num-classes",
+    );
 }

@@ -471,17 +471,24 @@ struct Reader {
     resolution: i64,
     decode: imaging::DecodeOptions,
     claims: Claims,
+    /// What each job writes beside its .npz (--save-image's pictures, --video's file), and
+    /// --sheet's file: claimed as outputs too, so that no two inputs, and no input and the
+    /// sheet, share a file.
+    save_image: bool,
+    video: Option<&'static str>,
+    sheet: Option<PathBuf>,
 }
 
 impl Reader {
     fn new(cli: &Cli, resolution: i64) -> Result<Reader> {
+        let cwd = std::env::current_dir().context("reading the current directory")?;
         Ok(Reader {
             inputs: cli.inputs.clone(),
             list: cli.list,
             retry: cli.retry.clone(),
             out_dir: cli.out_dir.clone(),
             base: cli.base.clone(),
-            cwd: std::env::current_dir().context("reading the current directory")?,
+            cwd: cwd.clone(),
             overwrite: cli.overwrite,
             resolution,
             decode: imaging::DecodeOptions {
@@ -491,7 +498,27 @@ impl Reader {
                 ..Default::default()
             },
             claims: Claims::default(),
+            save_image: cli.save_image,
+            video: cli
+                .video
+                .map(|v| v.resolve().map(pictures::VideoFormat::extension))
+                .transpose()?,
+            sheet: cli.sheet.as_deref().map(|p| paths::absolute(p, &cwd)),
         })
+    }
+
+    /// The files `item`'s job writes, its .npz first.
+    fn outputs_for(&self, npz: PathBuf) -> Vec<PathBuf> {
+        let mut out = vec![];
+        if self.save_image {
+            out.push(npz.with_extension("target.png"));
+            out.push(npz.with_extension("proj.png"));
+        }
+        if let Some(ext) = self.video {
+            out.push(npz.with_extension(format!("proj.{ext}")));
+        }
+        out.insert(0, npz);
+        out
     }
 
     /// Reads the inputs, skips finished ones and decodes the rest on a thread, at most `ahead`
@@ -539,20 +566,41 @@ impl Reader {
     }
 
     fn prepare(&mut self, item: InputItem) -> Entry {
-        let output = self.output_for(&item);
-        match self
-            .claims
-            .claim(&output, &item.name, &item.path, &self.cwd)
-        {
-            Claim::First => {}
-            Claim::Again => return Entry::Again { item, output },
-            other => {
-                let message = Claims::message(&other, &output, &item.name)
-                    .expect("a refused claim has a message");
-                return Entry::Failed(ErrorRecord {
-                    input: item.name.clone(),
-                    message,
-                });
+        let files = self.outputs_for(self.output_for(&item));
+        let output = files[0].clone();
+        let refused = |message: String| {
+            Entry::Failed(ErrorRecord {
+                input: item.name.clone(),
+                message,
+            })
+        };
+        if let Some(sheet) = &self.sheet {
+            if paths::absolute(&item.path, &self.cwd) == *sheet {
+                return refused(format!(
+                    "this input is the contact sheet (--sheet {}): it would be replaced",
+                    sheet.display()
+                ));
+            }
+            if let Some(f) = files.iter().find(|f| *f == sheet) {
+                return refused(format!(
+                    "{} is the contact sheet (--sheet): choose another sheet file",
+                    f.display()
+                ));
+            }
+        }
+        // Every file the job writes, not the .npz alone: a picture of one input must not be
+        // another input, nor another input's picture.
+        for (i, file) in files.iter().enumerate() {
+            match self.claims.claim(file, &item.name, &item.path, &self.cwd) {
+                Claim::First => {}
+                Claim::Again if i == 0 => return Entry::Again { item, output },
+                Claim::Again => {}
+                other => {
+                    return refused(
+                        Claims::message(&other, file, &item.name)
+                            .expect("a refused claim has a message"),
+                    );
+                }
             }
         }
         if !self.overwrite && output.exists() {

@@ -358,6 +358,49 @@ fn inputs_listed_twice_and_inputs_sharing_an_output() {
     assert_eq!(skipped, [true; 4], "{recs:?}");
 }
 
+/// Every file a job writes is claimed, not its .npz alone: a picture of one input that is
+/// another input (`seed0001.png`'s `seed0001.proj.png`), and an input that is the contact sheet,
+/// are error records, and neither file is written over.
+#[test]
+fn pictures_never_replace_another_input_and_no_input_is_the_sheet() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    setup(d);
+    std::fs::copy(d.join(IMGS[1]), d.join("imgs/seed0001.proj.png")).unwrap();
+    let before = std::fs::read(d.join("imgs/seed0001.proj.png")).unwrap();
+    let args = [
+        "--steps",
+        "1",
+        "--save-image",
+        "--beside-inputs",
+        "--sheet",
+        "imgs/seed0003.png",
+        "imgs/seed0001.proj.png",
+        "imgs/seed0001.png",
+        "imgs/seed0003.png",
+    ];
+    let (code, recs) = project(d, &args);
+    assert_eq!(code, Some(3), "{recs:?}");
+    assert_eq!(recs.types, ["latent", "error", "error", "summary"]);
+    let errors = recs.errors();
+    assert_eq!(errors[0].0, "imgs/seed0001.png");
+    assert!(
+        errors[0]
+            .1
+            .contains("seed0001.proj.png is the input imgs/seed0001.proj.png"),
+        "{errors:?}"
+    );
+    assert_eq!(errors[1].0, "imgs/seed0003.png");
+    assert!(errors[1].1.contains("contact sheet"), "{errors:?}");
+    assert_eq!(
+        std::fs::read(d.join("imgs/seed0001.proj.png")).unwrap(),
+        before,
+        "the input is as it was"
+    );
+    assert!(!d.join("imgs/seed0001.npz").exists());
+    assert!(d.join("imgs/seed0001.proj.proj.png").exists());
+}
+
 /// The planar tiled TIFF that made the tiff crate assert (an error record from the caught panic
 /// before) is read through libtiff now, as Pillow reads it, and projected.
 #[test]

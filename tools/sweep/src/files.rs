@@ -188,6 +188,9 @@ fn copy_contents(from: &Path, to: &Path, link: bool) -> Result<()> {
                 let entry = entry?;
                 copy_tree(&entry.path(), &to.join(entry.file_name()), link)?;
             }
+        } else if !meta.is_file() {
+            // A FIFO, socket or device holds no state to copy, and opening a FIFO to copy it
+            // would wait for a writer for ever: left out.
         } else if !(link && std::fs::hard_link(from, to).is_ok()) {
             std::fs::copy(from, to)
                 .with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
