@@ -55,6 +55,35 @@ pub fn sh(dir: &Path, script: &str) -> Output {
         .expect("running sh")
 }
 
+/// Makes a FIFO at `path` (with mkfifo(1)).
+pub fn mkfifo(path: &Path) {
+    let o = Command::new("mkfifo").arg(path).output().expect("mkfifo");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// Runs `c` to its end, killing it and failing the test if it runs past `deadline` (what a
+/// test of "never hangs" waits for: long, so that a loaded machine never trips it).
+pub fn output_within(c: &mut Command, deadline: std::time::Duration) -> Output {
+    let mut child = c
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("starting the command");
+    let start = std::time::Instant::now();
+    while child.try_wait().expect("waiting").is_none() {
+        if start.elapsed() > deadline {
+            let _ = child.kill();
+            let o = child.wait_with_output().expect("reaping");
+            panic!(
+                "{c:?} still ran after {deadline:?} (killed): {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("reading its output")
+}
+
 /// A TCP port on 127.0.0.1 that was free a moment ago (for rendezvous in tests).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

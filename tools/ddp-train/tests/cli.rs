@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use records::EpochRecord;
 use serde_json::Value;
@@ -2378,4 +2379,61 @@ shard(sys.argv[1] + "/small.tar", [0, 1, 2, 3])
         &mut command("small.tar", "small.tar", &["--num-classes", "20000000"]),
         "--num-classes",
     );
+}
+
+/// A FIFO given where ddp-train reads a file (--init, --print-eval-snippet, --csv, an image of a
+/// folder, a `.rec` or `.idx`) is refused at once, never waited on in open(2), where no signal
+/// would end the wait.
+#[test]
+fn fifos_in_place_of_files_are_refused_not_waited_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fifo = tmp.path().join("fifo");
+    testkit::mkfifo(&fifo);
+    let deadline = Duration::from_secs(120);
+    let short = ["--epochs", "1", "--max-steps", "1", "--batch-size", "32"];
+    let cases: Vec<(Command, &str)> = vec![
+        (
+            {
+                let mut c = cmd();
+                c.args(short).arg("--init").arg(&fifo);
+                c
+            },
+            "fifo is a FIFO",
+        ),
+        (
+            {
+                let mut c = Command::new(BIN);
+                c.arg("--print-eval-snippet").arg(&fifo);
+                c
+            },
+            "fifo is a FIFO",
+        ),
+        (
+            {
+                let mut c = cmd();
+                c.args(short).arg("--csv").arg(&fifo);
+                c
+            },
+            "fifo is a FIFO",
+        ),
+        (
+            {
+                let prefix = tmp.path().join("faces");
+                testkit::mkfifo(&prefix.with_extension("rec"));
+                std::fs::write(prefix.with_extension("idx"), "0\t0\n").unwrap();
+                let mut c = cmd_on(format!("recordio:{}", prefix.display()));
+                c.args(short).arg("--val-data").arg(&prefix);
+                c
+            },
+            "faces.rec is a FIFO",
+        ),
+    ];
+    for (mut c, says) in cases {
+        let start = Instant::now();
+        let o = testkit::output_within(&mut c, deadline);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{c:?}: {err}");
+        assert!(err.contains(says), "{c:?}: {err}");
+        assert!(start.elapsed() < deadline / 3, "{c:?}");
+    }
 }
