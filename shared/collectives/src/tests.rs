@@ -227,7 +227,7 @@ fn ranks_calling_different_sizes_fail_with_both_calls_named() {
 #[test]
 fn a_rank_that_dies_fails_the_others_naming_it() {
     let t0 = Instant::now();
-    let res = ranks("dies/", 3, Duration::from_secs(30), |rank, comm| {
+    let res = ranks("dies/", 3, Duration::from_secs(600), |rank, comm| {
         let mut comm = comm.unwrap();
         if rank == 2 {
             drop(comm); // as a killed process: its sockets close
@@ -237,8 +237,12 @@ fn a_rank_that_dies_fails_the_others_naming_it() {
         comm.all_reduce(&mut t, ReduceOp::Sum)
             .map_err(|e| e.to_string())
     });
-    // Well within the 30 s timeout: a closed socket is noticed at once.
-    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+    // Well within the 600 s timeout: a closed socket is noticed at once.
+    assert!(
+        t0.elapsed() < Duration::from_secs(120),
+        "{:?}",
+        t0.elapsed()
+    );
     for (rank, r) in res.iter().enumerate().take(2) {
         let e = r.as_ref().unwrap_err();
         assert!(e.contains("rank 2"), "rank {rank}: {e}");
@@ -284,11 +288,11 @@ fn two_of_three_failing(
 #[test]
 fn a_rank_that_leaves_before_the_rendezvous_completes_is_named_at_once() {
     // Rank 2 joins the store and claims its place, then its process dies before it publishes
-    // its ring address: the others name it within a second or so, not at the 30 s deadline.
+    // its ring address: the others name it within a second or so, not at the 600 s deadline.
     let server = StoreServer::bind("127.0.0.1:0").unwrap();
     let port = server.addr().port();
     let t0 = Instant::now();
-    let hs = two_of_three_failing(port, "gone/", Duration::from_secs(30));
+    let hs = two_of_three_failing(port, "gone/", Duration::from_secs(600));
     {
         let addr = format!("127.0.0.1:{port}");
         let mut rank2 =
@@ -302,7 +306,11 @@ fn a_rank_that_leaves_before_the_rendezvous_completes_is_named_at_once() {
             "{e}"
         );
     }
-    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() < Duration::from_secs(120),
+        "{:?}",
+        t0.elapsed()
+    );
 }
 
 #[test]
@@ -315,7 +323,8 @@ fn a_rank_that_never_arrives_is_named_after_the_timeout() {
         let e = h.join().unwrap();
         assert!(e.contains("rank(s) 2 of 3 never arrived"), "{e}");
     }
-    assert!(t0.elapsed() < Duration::from_secs(5));
+    // At the 0.8 s timeout, not a hang.
+    assert!(t0.elapsed() < Duration::from_secs(120));
 }
 
 #[test]
@@ -437,7 +446,7 @@ fn a_rank_that_leaves_is_named_by_the_others() {
                         world_size: Some(3),
                         master_addr: Some("127.0.0.1".into()),
                         master_port: Some(port),
-                        timeout: Duration::from_secs(20),
+                        timeout: Duration::from_secs(600),
                         ..Options::default()
                     };
                     let plan = opts.plan_with(&|_| None).unwrap();
@@ -463,6 +472,6 @@ fn a_rank_that_leaves_is_named_by_the_others() {
                 Some(other) => panic!("leaver {leaver}, rank {rank}: {other}"),
             }
         }
-        assert!(t0.elapsed() < Duration::from_secs(10));
+        assert!(t0.elapsed() < Duration::from_secs(120));
     }
 }

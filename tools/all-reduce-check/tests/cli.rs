@@ -210,7 +210,7 @@ fn a_killed_rank_fails_the_others_within_the_timeout_naming_it() {
                 "--no-check",
                 "--all-ranks",
                 "--dist-timeout-secs",
-                "20",
+                "600",
             ]);
             let mut child = c
                 .stdout(Stdio::null())
@@ -247,8 +247,9 @@ fn a_killed_rank_fails_the_others_within_the_timeout_naming_it() {
         let status = c.wait().unwrap();
         outs.push((status, reader.join().unwrap()));
     }
+    // Against the 600 s timeout: a closed socket is noticed at once.
     assert!(
-        t0.elapsed() < Duration::from_secs(20),
+        t0.elapsed() < Duration::from_secs(120),
         "others took {:?} to give up",
         t0.elapsed()
     );
@@ -270,7 +271,8 @@ fn a_rank_that_never_comes_is_named_and_nothing_hangs() {
             .env("MASTER_PORT", &port);
         c.args(["--dist-timeout-secs", "3"]);
     });
-    assert!(t0.elapsed() < Duration::from_secs(15));
+    // The 3 s timeout, not a hang.
+    assert!(t0.elapsed() < Duration::from_secs(120));
     for o in &outs {
         assert_eq!(o.status.code(), Some(1));
         assert!(
@@ -607,7 +609,7 @@ fn sigterm_ends_a_wait_for_peers_at_once_with_130() {
     for args in cases {
         let mut child = cmd()
             .args(args)
-            .args(["--world-size", "2", "--dist-timeout-secs", "60"])
+            .args(["--world-size", "2", "--dist-timeout-secs", "600"])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -631,17 +633,19 @@ fn sigterm_ends_a_wait_for_peers_at_once_with_130() {
             if let Some(s) = child.try_wait().unwrap() {
                 break s;
             }
-            if t.elapsed() > Duration::from_secs(10) {
+            if t.elapsed() > Duration::from_secs(300) {
                 child.kill().unwrap();
-                panic!("{args:?}: still waiting 10 s after SIGTERM");
+                panic!("{args:?}: still waiting 300 s after SIGTERM");
             }
             std::thread::sleep(Duration::from_millis(20));
         };
         let mut err = String::new();
         std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
         assert_eq!(status.code(), Some(130), "{args:?}: {err}");
+        // "At once" against the 600 s wait it ends: well under a fifth of it on a loaded
+        // machine (it took 2.05 s once against a 2 s bound).
         assert!(
-            t.elapsed() < Duration::from_secs(2),
+            t.elapsed() < Duration::from_secs(120),
             "{args:?}: {:?}",
             t.elapsed()
         );
@@ -689,10 +693,10 @@ fn a_batch_script_without_srun_is_told_so_at_once() {
         .env("SLURM_JOB_ID", "4242")
         .env("SLURM_JOB_NODELIST", "localhost")
         .env_remove("SLURM_STEP_ID")
-        .args(["--dist-timeout-secs", "120"])
+        .args(["--dist-timeout-secs", "600"])
         .output()
         .unwrap();
-    assert!(t0.elapsed() < Duration::from_secs(30));
+    assert!(t0.elapsed() < Duration::from_secs(120));
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("launch the ranks with srun"),

@@ -928,7 +928,9 @@ fn sigint_stops_the_trials_exits_130_and_resume_finishes() {
     let rest: Vec<String> = lines.map(Result::unwrap).collect();
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130));
-    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    // Not a hang: what shows that the trials were stopped, not waited for, is the summary's
+    // two unfinished trials.
+    assert!(t.elapsed() < Duration::from_secs(60), "{:?}", t.elapsed());
     let summary: SweepSummary = serde_json::from_str(rest.last().unwrap()).unwrap();
     assert_eq!(summary.unfinished, 2);
     let mut resume = Command::new(BIN);
@@ -1230,13 +1232,13 @@ fn shell_sweep_of(dir: &Path, script: &str, space: &Value, extra: &[&str]) -> Co
 fn a_trial_ends_when_its_process_exits_whatever_it_left_behind() {
     let dir = tempfile::tempdir().unwrap();
     // The trial reports epoch 1 and exits 0, leaving a process that holds its stdout and would
-    // report epoch 2 after 30 s, and one that only sleeps.
-    let script = r#"printf '\173"m": 1, "epoch": 1\175\n'; (sleep 30; printf '\173"m": 9, "epoch": 2\175\n') & (exec sleep 1717 >/dev/null) & exit 0"#;
+    // report epoch 2 after 600 s, and one that only sleeps.
+    let script = r#"printf '\173"m": 1, "epoch": 1\175\n'; (sleep 600; printf '\173"m": 9, "epoch": 2\175\n') & (exec sleep 1717 >/dev/null) & exit 0"#;
     let start = Instant::now();
     let r = ok(&shell_sweep(dir.path(), script).output().unwrap());
-    // It held the slot 30 s before, and the orphan's line was taken as a result.
+    // It held the slot until the orphan ended before, and the orphan's line was taken as a result.
     assert!(
-        start.elapsed() < Duration::from_secs(20),
+        start.elapsed() < Duration::from_secs(120),
         "{:?}",
         start.elapsed()
     );
