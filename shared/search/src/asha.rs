@@ -109,9 +109,29 @@ impl AshaSettings {
         if self.brackets == 0 {
             bail!("--brackets must be at least 1");
         }
+        // Each bracket holds its rungs: their counts size the scheduler, so they are bounded
+        // before anything is made (a tiny grace period and a factor near 1 gave billions).
+        if self.brackets > MAX_RUNGS {
+            bail!("--brackets must be at most {MAX_RUNGS}");
+        }
+        let rungs = (self.max_t / self.grace_period).ln() / self.reduction_factor.ln() + 1.0;
+        if rungs > MAX_RUNGS as f64 {
+            bail!(
+                "--max-t {} over --grace-period {} with --reduction-factor {} gives {} rungs; at \
+                 most {MAX_RUNGS}",
+                self.max_t,
+                self.grace_period,
+                self.reduction_factor,
+                rungs.trunc()
+            );
+        }
         Ok(())
     }
 }
+
+/// The most rungs (and brackets) ASHA takes: far past any budget (a factor of 2 from 1 to 10^300
+/// is 997 rungs).
+pub const MAX_RUNGS: usize = 1000;
 
 #[derive(Debug, Clone)]
 struct Rung {
@@ -371,6 +391,24 @@ mod tests {
             .map(|b| b.iter().map(|r| r.0).collect())
             .collect();
         assert_eq!(r, [vec![1.0, 4.0, 16.0], vec![4.0, 16.0]]);
+    }
+
+    #[test]
+    fn settings_that_would_size_billions_of_rungs_or_brackets_are_refused() {
+        let settings = |max_t, grace_period, reduction_factor, brackets| AshaSettings {
+            max_t,
+            grace_period,
+            reduction_factor,
+            brackets,
+            mode: Mode::Max,
+        };
+        let e = settings(1e300, 1e-300, 1.000001, 1).validate().unwrap_err();
+        assert!(e.to_string().contains("rungs; at most 1000"), "{e}");
+        let e = settings(100.0, 1.0, 4.0, usize::MAX)
+            .validate()
+            .unwrap_err();
+        assert!(e.to_string().contains("--brackets must be at most"), "{e}");
+        settings(2f64.powi(996), 1.0, 2.0, 1000).validate().unwrap();
     }
 
     #[test]

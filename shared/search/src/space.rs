@@ -196,6 +196,15 @@ impl Param {
                 if v[2] <= 0.0 {
                     bail!("quniform's q must be positive, got {}", v[2]);
                 }
+                // A draw is round(x / q) q: x / q must stay a finite double.
+                if !(v[0] / v[2]).is_finite() || !(v[1] / v[2]).is_finite() {
+                    bail!(
+                        "quniform [{}, {}, {}]: q is too small for the range (a / q or b / q is past the largest double)",
+                        v[0],
+                        v[1],
+                        v[2]
+                    );
+                }
                 Param::QUniform(v[0], v[1], v[2])
             }
             other => bail!(
@@ -274,7 +283,8 @@ impl Space {
                     },
                     vec![],
                 ),
-                Param::RandInt(a, b) if b - a < 2 => {
+                // b - a in i64 wraps for the widest ranges (it made them "one value").
+                Param::RandInt(a, b) if b.abs_diff(*a) < 2 => {
                     bail!("parameter {name:?}: randint [{a}, {b}) has one value: write the value")
                 }
                 Param::RandInt(a, b) => (
@@ -361,6 +371,10 @@ impl TpeSpace {
 fn ordered(kind: &str, a: f64, b: f64) -> Result<()> {
     if a >= b {
         bail!("{kind} needs a < b, got [{a}, {b}]");
+    }
+    // Draws are a + (b - a) u: a width past the largest double would draw infinities.
+    if !(b - a).is_finite() {
+        bail!("{kind} [{a}, {b}]: b - a is past the largest double: narrow the range");
     }
     Ok(())
 }
@@ -501,12 +515,21 @@ mod tests {
             (json!({"a": {"grid": [1, 2]}}), "grid"),
             (json!({"a": {"choice": [1]}}), "one value"),
             (json!({"a": {"randint": [3, 4]}}), "one value"),
+            (
+                json!({"a": {"randint": [i64::MAX - 1, i64::MAX]}}),
+                "one value",
+            ),
             (json!({"a": {"quniform": [0, 1, 0.3]}}), "multiple of q"),
             (json!({"a": 1}), "no parameter"),
         ] {
             let e = space(bad).tpe().unwrap_err().to_string();
             assert!(e.contains(why), "{e}");
         }
+        // The widest ranges are two values and more, not "one value" (b - a wrapped).
+        let wide = space(json!({"a": {"randint": [i64::MIN, i64::MAX]}}));
+        assert!(wide.tpe().is_ok());
+        let wide = space(json!({"a": {"randint": [-5, i64::MAX]}}));
+        assert!(wide.tpe().is_ok());
     }
 
     #[test]
@@ -518,6 +541,16 @@ mod tests {
             (json!({"x": {"normal": [0, 1]}}), "unknown search primitive"),
             (json!({"x": {"grid": []}}), "non-empty"),
             (json!({"x": {"randint": [1.5, 3]}}), "not an integer"),
+            // Widths past the largest double drew infinities (a panic, BOHB's null).
+            (json!({"x": {"uniform": [-1e308, 1e308]}}), "largest double"),
+            (
+                json!({"x": {"quniform": [-1e308, 1e308, 1]}}),
+                "largest double",
+            ),
+            (
+                json!({"x": {"quniform": [0, 1e300, 1e-300]}}),
+                "q is too small",
+            ),
             (json!({"a-b": 1}), "placeholder"),
         ] {
             let e = format!("{:#}", Space::parse(&v.to_string()).unwrap_err());

@@ -324,6 +324,15 @@ impl<'a> Engine<'a> {
     fn replay(&mut self, entries: &[Entry]) -> Result<()> {
         let mut decided: Vec<Option<Status>> = vec![None; self.trials.len()];
         for e in entries {
+            if let Some(trial) = e.trial()
+                && trial >= self.trials.len()
+            {
+                anyhow::bail!(
+                    "the journal names trial {trial}, but this sweep has {} trials: was it written \
+                     by another sweep?",
+                    self.trials.len()
+                );
+            }
             match e {
                 Entry::Sweep { .. } => {}
                 Entry::Suggest { trial, config, .. } if self.bohb.is_some() => {

@@ -164,6 +164,20 @@ pub enum Entry {
     Unstick,
 }
 
+impl Entry {
+    /// The trial the entry is about, if any.
+    pub fn trial(&self) -> Option<usize> {
+        match self {
+            Entry::Suggest { trial, .. }
+            | Entry::Start { trial, .. }
+            | Entry::Result { trial, .. }
+            | Entry::Failure { trial, .. }
+            | Entry::End { trial, .. } => Some(*trial),
+            Entry::Sweep { .. } | Entry::Unstick => None,
+        }
+    }
+}
+
 /// The open journal.
 #[derive(Debug)]
 pub struct Journal {

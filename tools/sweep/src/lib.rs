@@ -6,7 +6,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::Parser;
 use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, atomic, usage};
 
@@ -190,13 +190,13 @@ pub struct Cli {
     #[arg(long)]
     pub resume: bool,
 
-    /// Trials running at once.
-    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    /// Trials running at once (at most 4096).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub slots: u32,
 
     /// GPUs per slot: slot i gets CUDA_VISIBLE_DEVICES = GPUs i·G … i·G+G−1 of --gpus. 0 leaves
     /// CUDA_VISIBLE_DEVICES as it is.
-    #[arg(long, value_name = "G", default_value_t = 1)]
+    #[arg(long, value_name = "G", default_value_t = 1, value_parser = at_most::<1024>)]
     pub gpus_per_trial: usize,
 
     /// The GPUs to share out [default: CUDA_VISIBLE_DEVICES if set, else 0,1,…,slots·G−1, checked
@@ -207,8 +207,8 @@ pub struct Cli {
     /// CPUs per slot: slot i's trials run on CPUs i·N … i·N+N−1 of those the sweep may use (an
     /// affinity mask, as Ray Tune's resources_per_trial={"cpu": N}) with OMP_NUM_THREADS=N, so
     /// that trials side by side do not each start a pool of every core. 0 leaves both as they
-    /// are [default: the sweep's CPUs divided by --slots when --slots is above 1].
-    #[arg(long, value_name = "N")]
+    /// are [default: the sweep's CPUs divided by --slots when --slots is above 1]. At most 4096.
+    #[arg(long, value_name = "N", value_parser = at_most::<4096>)]
     pub cpus_per_trial: Option<usize>,
 
     /// Seconds between SIGTERM and SIGKILL when a trial is stopped.
@@ -318,6 +318,12 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         let held = atomic::DirLock::acquire(&out_dir)?;
         let (def, entries, journal) = Journal::resume(&out_dir)?;
         let space = space::Space::parse(&def.space.to_string())?;
+        check_resumed(&def, &space).with_context(|| {
+            format!(
+                "{}: its sweep definition",
+                out_dir.join(journal::FILE).display()
+            )
+        })?;
         let command: Vec<OsString> = def.command.iter().map(ArgRepr::to_os).collect();
         let template = template_of(&space, &command)?;
         (def, template, journal, entries, out_dir, held)
@@ -519,8 +525,50 @@ fn definition(cli: &Cli) -> Result<(Definition, template::Template)> {
     Ok((def, template))
 }
 
+/// A count from 0 to `MAX` (what sizes per-slot lists is bounded before they are made).
+fn at_most<const MAX: usize>(s: &str) -> std::result::Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n <= MAX => Ok(n),
+        Ok(_) => Err(format!("at most {MAX}")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// The most trials one sweep runs (their configs are made and journalled when it starts).
 const MAX_TRIALS: u128 = 100_000;
+
+/// A journal's definition, checked as `definition` checks flags before anything is sized by it:
+/// the journal may have been edited or damaged.
+fn check_resumed(def: &Definition, space: &space::Space) -> Result<()> {
+    let trials = match def.search {
+        SearchKind::Random => def.trials.len() as u128,
+        SearchKind::Tpe | SearchKind::Bohb => def.samples as u128,
+    };
+    if trials == 0 || trials > MAX_TRIALS {
+        bail!("{trials} trials: a sweep runs 1 to {MAX_TRIALS}");
+    }
+    match def.scheduler {
+        SchedulerKind::Asha | SchedulerKind::Median => def.asha.validate()?,
+        SchedulerKind::Hyperband => search::hyperband::HyperBandSettings {
+            max_t: def.asha.max_t,
+            reduction_factor: def.asha.reduction_factor,
+            mode: def.asha.mode,
+        }
+        .validate()?,
+        SchedulerKind::Pbt => def
+            .pbt
+            .as_ref()
+            .context("population-based training without its settings")?
+            .validate()?,
+        SchedulerKind::Fifo => {}
+    }
+    match def.search {
+        SearchKind::Tpe => drop(space.tpe()?),
+        SearchKind::Bohb => drop(space.bohb()?),
+        SearchKind::Random => {}
+    }
+    Ok(())
+}
 
 /// The CPUs of each slot (`None`: left as inherited): `per_trial` of `allowed` each, in turn,
 /// starting again from the first where there are not enough.

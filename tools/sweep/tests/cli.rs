@@ -1029,6 +1029,46 @@ fn usage_errors_exit_2_before_anything_runs() {
             &[],
             "--scheduler median",
         ),
+        // Settings that size allocations: bounded before anything is made.
+        (
+            json!({"lr": 0.1}),
+            &["--brackets", "1000000000000"],
+            &[],
+            "--brackets must be at most",
+        ),
+        (
+            json!({"lr": 0.1}),
+            &[
+                "--max-t",
+                "1e300",
+                "--grace-period",
+                "1e-300",
+                "--reduction-factor",
+                "1.000001",
+            ],
+            &[],
+            "rungs; at most",
+        ),
+        (json!({"lr": 0.1}), &["--slots", "5000"], &[], "--slots"),
+        (
+            json!({"lr": 0.1}),
+            &["--cpus-per-trial", "1000000000000000000"],
+            &[],
+            "--cpus-per-trial",
+        ),
+        (
+            json!({"lr": 0.1}),
+            &["--gpus-per-trial", "1000000000000000000"],
+            &[],
+            "--gpus-per-trial",
+        ),
+        // A width past the largest double panicked (random, hyperband) or drew null (BOHB).
+        (
+            json!({"lr": {"uniform": [-1e308, 1e308]}}),
+            &["--search", "bohb", "--samples", "3"],
+            &["--lr", "{lr}"],
+            "largest double",
+        ),
         (
             json!({"lr": 0.1}),
             &["--scheduler", "median", "--min-time-slice=-1"],
@@ -2461,4 +2501,67 @@ fn bohb_kill_9_then_resume_suggests_and_decides_as_without_the_kill() {
         "one slot: the same configs"
     );
     assert_eq!(journal_ends(&cut), journal_ends(&whole));
+}
+
+/// A journal is input too: one naming a trial the sweep does not have, a definition with no
+/// trials or more than a sweep runs, or settings no flag could give, is an error at --resume
+/// naming the journal (each panicked or allocated without bound before).
+#[test]
+fn a_damaged_journal_is_an_error_at_resume_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    ok(
+        &shell_sweep(dir.path(), r#"printf '\173"m": 1, "epoch": 1\175\n'"#)
+            .output()
+            .unwrap(),
+    );
+    let journal = dir.path().join("run/journal.jsonl");
+    let good = std::fs::read_to_string(&journal).unwrap();
+    let resume = || {
+        Command::new(BIN)
+            .args(["--resume", "-q", "--out-dir"])
+            .arg(dir.path().join("run"))
+            .output()
+            .unwrap()
+    };
+    let lines: Vec<Value> = good
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    type Edit = Box<dyn Fn(&mut Vec<Value>)>;
+    let edits: Vec<(Edit, &str)> = vec![
+        (
+            Box::new(|l: &mut Vec<Value>| l[1]["trial"] = json!(7)),
+            "names trial 7, but this sweep has 1 trials",
+        ),
+        (
+            Box::new(|l: &mut Vec<Value>| l[0]["definition"]["trials"] = json!([])),
+            "0 trials",
+        ),
+        (
+            Box::new(|l: &mut Vec<Value>| {
+                l[0]["definition"]["search"] = json!("tpe");
+                l[0]["definition"]["samples"] = json!(1u64 << 40);
+            }),
+            "1099511627776 trials",
+        ),
+        (
+            Box::new(|l: &mut Vec<Value>| {
+                l[0]["definition"]["asha"]["brackets"] = json!(1u64 << 40)
+            }),
+            "--brackets must be at most",
+        ),
+    ];
+    for (edit, want) in edits {
+        let mut l = lines.clone();
+        edit(&mut l);
+        let text: String = l.iter().map(|v| format!("{v}\n")).collect();
+        std::fs::write(&journal, text).unwrap();
+        let o = resume();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{want}: {err}");
+        assert!(
+            err.contains(want) && err.contains("journal"),
+            "{want}: {err}"
+        );
+    }
 }
