@@ -34,6 +34,15 @@ const VALIDATION_MAGIC: u32 = 0x3C85_F7CE;
 /// end of the run's timeout.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How a connection's handshake ended when it did not give a [`Store`].
+enum Handshake {
+    /// The server closed the connection before answering (all its connections taken): worth
+    /// trying again.
+    Closed(io::Error),
+    Failed(Error),
+}
+use Handshake::{Closed, Failed};
+
 /// Connections a [`StoreServer`] keeps open at once unless told how many clients it serves:
 /// ranks hold one each; past the bound a new connection is closed at once.
 const DEFAULT_MAX_CONNECTIONS: usize = 1024;
@@ -93,7 +102,14 @@ impl Store {
                     .saturating_duration_since(Instant::now())
                     .max(Duration::from_millis(10));
                 match TcpStream::connect_timeout(&sa, left.min(Duration::from_secs(5))) {
-                    Ok(stream) => return Store::handshake(stream, sa, prefix, timeout),
+                    Ok(stream) => match Store::handshake(stream, sa, prefix, timeout) {
+                        // Closed before the handshake's answer: a server whose connections
+                        // are all taken (strangers holding them until their handshake
+                        // deadline) drops new ones at once. Tried again until the deadline.
+                        Err(Closed(e)) => last_err = Some(e),
+                        Err(Failed(e)) => return Err(e),
+                        Ok(store) => return Ok(store),
+                    },
                     Err(e) => last_err = Some(e),
                 }
             }
@@ -119,18 +135,23 @@ impl Store {
         addr: SocketAddr,
         prefix: &str,
         timeout: Duration,
-    ) -> Result<Store> {
+    ) -> std::result::Result<Store, Handshake> {
+        let failed = |e: Error| Failed(e);
         stream
             .set_nodelay(true)
-            .map_err(Error::io("store socket"))?;
+            .map_err(Error::io("store socket"))
+            .map_err(failed)?;
         let handshake = timeout.min(HANDSHAKE_TIMEOUT);
         stream
             .set_read_timeout(Some(handshake))
-            .map_err(Error::io("store socket"))?;
+            .map_err(Error::io("store socket"))
+            .map_err(failed)?;
         stream
             .set_write_timeout(Some(handshake))
-            .map_err(Error::io("store socket"))?;
-        let reader = BufReader::new(stream.try_clone().map_err(Error::io("store socket"))?);
+            .map_err(Error::io("store socket"))
+            .map_err(failed)?;
+        let clone = stream.try_clone().map_err(Error::io("store socket"));
+        let reader = BufReader::new(clone.map_err(failed)?);
         let mut store = Store {
             reader,
             writer: BufWriter::new(stream),
@@ -138,41 +159,54 @@ impl Store {
             prefix: prefix.to_string(),
             timeout,
         };
-        store
-            .writer
-            .write_all(&[cmd::VALIDATE])
-            .and_then(|_| store.writer.write_all(&VALIDATION_MAGIC.to_le_bytes()))
-            .map_err(|e| store.lost(e))?;
         // PING proves something TCPStore-shaped answers (a stray server would not echo).
         let nonce = std::process::id() ^ 0x5EED;
-        store.send(|w| {
-            w.write_all(&[cmd::PING])?;
-            w.write_all(&nonce.to_le_bytes())
-        })?;
+        let sent = (store.writer.write_all(&[cmd::VALIDATE]))
+            .and_then(|_| store.writer.write_all(&VALIDATION_MAGIC.to_le_bytes()))
+            .and_then(|_| store.writer.write_all(&[cmd::PING]))
+            .and_then(|_| store.writer.write_all(&nonce.to_le_bytes()))
+            .and_then(|_| store.writer.flush());
+        let closed = |e: &io::Error| {
+            matches!(
+                e.kind(),
+                io::ErrorKind::UnexpectedEof
+                    | io::ErrorKind::ConnectionReset
+                    | io::ErrorKind::ConnectionAborted
+                    | io::ErrorKind::BrokenPipe
+            )
+        };
+        match sent {
+            Err(e) if closed(&e) => return Err(Closed(e)),
+            Err(e) => return Err(Failed(store.lost(e))),
+            Ok(()) => {}
+        }
         let echo = match read_u32(&mut store.reader) {
             Ok(echo) => echo,
+            Err(e) if closed(&e) => return Err(Closed(e)),
             Err(e)
                 if matches!(
                     e.kind(),
                     io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
                 ) =>
             {
-                return Err(Error::Rendezvous(format!(
+                return Err(Failed(Error::Rendezvous(format!(
                     "the store at {addr} did not answer the handshake within {} s: something \
                      else holds that port (another job's process?); choose another with \
                      --master-port or MASTER_PORT",
                     handshake.as_secs_f64()
-                )));
+                ))));
             }
-            Err(e) => return Err(store.lost(e)),
+            Err(e) => return Err(Failed(store.lost(e))),
         };
         if echo != nonce {
-            return Err(Error::Rendezvous(format!(
+            return Err(Failed(Error::Rendezvous(format!(
                 "{addr} is not a TCPStore (ping answered {echo:#x})"
-            )));
+            ))));
         }
         for set in [TcpStream::set_read_timeout, TcpStream::set_write_timeout] {
-            set(store.writer.get_ref(), Some(timeout)).map_err(Error::io("store socket"))?;
+            set(store.writer.get_ref(), Some(timeout))
+                .map_err(Error::io("store socket"))
+                .map_err(failed)?;
         }
         Ok(store)
     }
@@ -791,6 +825,19 @@ mod tests {
         let mut last = &silent[39];
         last.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         assert_eq!(last.read(&mut [0u8; 1]).unwrap(), 0, "closed by the server");
+    }
+
+    #[test]
+    fn a_real_rank_waits_out_strangers_that_hold_every_connection() {
+        // World 2: 18 connections at most. Strangers take all of them and say nothing; the
+        // server closes each after the handshake deadline. A real rank's connection, dropped
+        // at once while they hold them, is tried again, not an error at once.
+        let server = StoreServer::bind_for("127.0.0.1:0", 2).unwrap();
+        let addr = server.addr();
+        let _idle: Vec<TcpStream> = (0..18).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        assert!(eventually(30, || server.open_connections() == 18));
+        let mut real = Store::connect(&addr.to_string(), "t/", Duration::from_secs(600)).unwrap();
+        real.set("k", b"v").unwrap();
     }
 
     #[test]

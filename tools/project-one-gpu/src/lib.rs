@@ -446,7 +446,9 @@ impl Run<'_> {
                 "reading the inputs failed (see the message above); images after the last record were not projected"
             );
         }
-        self.flush(pending)
+        self.flush(pending)?;
+        // A signal during the last batch (its video, say) ends the run as interrupted too.
+        interrupt::check()
     }
 }
 

@@ -321,12 +321,7 @@ impl Video {
         match &mut self.kind {
             // One call, one frame (fcTL + fdAT).
             VideoKind::Apng(w, _) => w.write_image_data(&p.rgb).context("writing a frame")?,
-            VideoKind::Ffmpeg(child, _) => child
-                .stdin
-                .as_mut()
-                .expect("ffmpeg's stdin is piped")
-                .write_all(&p.rgb)
-                .context("sending a frame to ffmpeg")?,
+            VideoKind::Ffmpeg(child, _) => send_frame(child, &p.rgb)?,
         }
         Ok(())
     }
@@ -368,6 +363,52 @@ impl Video {
         }
         Ok(target)
     }
+}
+
+/// Writes `bytes` to ffmpeg's stdin without ever blocking for long: the pipe is non-blocking
+/// and waited on in slices, so that SIGINT/SIGTERM end the wait (exit 130) and an ffmpeg that
+/// stops reading (stuck, or a stand-in that never reads) is killed after [`FFMPEG_DEADLINE`]
+/// without progress, an error rather than a hang.
+fn send_frame(child: &mut Child, mut bytes: &[u8]) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    let stdin = child.stdin.as_mut().expect("ffmpeg's stdin is piped");
+    let fd = stdin.as_raw_fd();
+    // SAFETY: fcntl on the pipe this process owns.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags >= 0 && flags & libc::O_NONBLOCK == 0 {
+            libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+        }
+    }
+    let mut progress = Instant::now();
+    while !bytes.is_empty() {
+        match stdin.write(bytes) {
+            Ok(n) => {
+                bytes = &bytes[n..];
+                progress = Instant::now();
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                cli_common::interrupt::check()?;
+                if progress.elapsed() > FFMPEG_DEADLINE {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    bail!("ffmpeg read nothing for {FFMPEG_DEADLINE:?}: killed");
+                }
+                let mut pfd = libc::pollfd {
+                    fd,
+                    events: libc::POLLOUT,
+                    revents: 0,
+                };
+                // SAFETY: one pollfd, valid for the call.
+                unsafe { libc::poll(&mut pfd, 1, 100) };
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
+                cli_common::interrupt::check()?;
+            }
+            Err(e) => return Err(e).context("sending a frame to ffmpeg"),
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

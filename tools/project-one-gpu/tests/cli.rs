@@ -571,3 +571,69 @@ fn pictures_go_under_the_output_directory_with_a_sheet_and_videos() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("ffmpeg"));
 }
+
+/// An ffmpeg that never reads its input (stuck, or a stand-in): writing the video's frames
+/// blocked for ever in write(2), deaf to SIGTERM. Now the wait ends on SIGTERM with exit 130.
+#[test]
+fn sigterm_ends_a_wait_on_an_ffmpeg_that_never_reads() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    setup(d);
+    let bin = d.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    // Reads nothing; says "full" once its input pipe holds what blocks the next frame.
+    let stand_in = format!(
+        "#!{}\n{}",
+        python().display(),
+        r#"import array, fcntl, termios, time
+while True:
+    n = array.array("i", [0])
+    fcntl.ioctl(0, termios.FIONREAD, n)
+    if n[0] > 60000:
+        open("full", "w").close()
+        time.sleep(1000)
+    time.sleep(0.05)
+"#
+    );
+    std::fs::write(bin.join("ffmpeg"), stand_in).unwrap();
+    let mut perms = std::fs::metadata(bin.join("ffmpeg")).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(bin.join("ffmpeg"), perms).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_project-one-gpu"))
+        .current_dir(d)
+        .env("PATH", path)
+        .args(["-q", "--device", "cpu", "--vgg", "vgg.safetensors"])
+        .args(["--w-avg-samples", "1000", "--network"])
+        .arg(network())
+        .args(["--steps", "40", "-o", "out", "--video", "mp4", IMGS[0]])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Duration::from_secs(300);
+    let t = std::time::Instant::now();
+    while !d.join("full").exists() {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "ended before the pipe filled"
+        );
+        assert!(t.elapsed() < deadline, "the stand-in's pipe never filled");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let t = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t.elapsed() > deadline {
+            child.kill().unwrap();
+            panic!("still writing to ffmpeg {deadline:?} after SIGTERM");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(130));
+    assert!(t.elapsed() < deadline / 3, "{:?}", t.elapsed());
+}
