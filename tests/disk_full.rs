@@ -279,3 +279,21 @@ fn ddp_train_keeps_the_previous_checkpoint_whole_when_the_disk_fills_up() {
         .collect();
     assert_eq!(epochs, [serde_json::json!(2)], "resumed after epoch 1");
 }
+
+/// `--dump-batches` on a full disk: an error naming the file, and no `FILE.npz.partial` (or any
+/// temp file) left behind.
+#[test]
+fn a_dump_that_fails_on_a_full_disk_leaves_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    digits(tmp.path());
+    // Two batches of 32 float32 32x32 images: 786 KB, in 256 KB.
+    let (code, _, stderr) = on_full_disk_of(
+        tmp.path(),
+        "256k",
+        "ddp-train -q --device cpu --data cifar100:digits --batch-size 32 --dump-batches 2 --dump out/b.npz",
+    );
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("b.npz"), "{stderr}");
+    let names = names_under(&tmp.path().join("saved"));
+    assert!(names.is_empty(), "{names:?}");
+}

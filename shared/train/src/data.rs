@@ -506,6 +506,15 @@ impl Dataset {
     }
 
     /// The file each sample comes from (image files), by index.
+    /// The sample that stood for sample `index` when it was last decoded (a bad file's
+    /// replacement; `index` itself otherwise, and for data held as tensors).
+    pub fn taken(&self, index: i64) -> i64 {
+        match &self.images {
+            Images::Files(f, _) => f.taken(index as usize % f.len()) as i64,
+            Images::Tensor(_) => index,
+        }
+    }
+
     pub fn sample_paths(&self) -> Option<&[PathBuf]> {
         match &self.images {
             Images::Files(f, _) => Some(&f.paths),

@@ -104,11 +104,16 @@ pub struct ImageFiles {
     opts: ImageOptions,
     seed: i64,
     pool: rayon::ThreadPool,
+    /// Samples skipped so far (a bad file counts each time it is met: the epochs' figures).
     bad: AtomicUsize,
     /// Whether batches are made in pinned host memory (they go to a GPU).
     pub(crate) pinned: bool,
-    /// The first bad files and why (for the error that ends a run).
-    first_bad: Mutex<Vec<String>>,
+    /// The distinct bad files (what `max_bad` bounds: a file met again in a later epoch is
+    /// still one file), and the first of them with why (for the error that ends a run).
+    bad_files: Mutex<(std::collections::HashSet<usize>, Vec<String>)>,
+    /// The sample that took each bad sample's place when it was last asked for
+    /// ([`Self::taken`]).
+    taken: Mutex<std::collections::HashMap<usize, usize>>,
     /// Batches being decoded ahead, oldest first.
     pending: Mutex<VecDeque<Pending>>,
     /// This rank's order of the samples, for training (`[1]`, per epoch) and evaluation
@@ -297,7 +302,8 @@ impl ImageFiles {
             pool,
             bad: AtomicUsize::new(0),
             pinned: false,
-            first_bad: Mutex::new(Vec::new()),
+            bad_files: Mutex::new(Default::default()),
+            taken: Mutex::new(Default::default()),
             pending: Mutex::new(VecDeque::new()),
             orders: Mutex::new([None, None]),
             spare: Mutex::new(VecDeque::new()),
@@ -317,6 +323,13 @@ impl ImageFiles {
     }
 
     /// Files found unusable so far.
+    /// The sample whose pixels and label stood for sample `index` when it was last decoded:
+    /// `index` itself, or the sample that replaced it (a bad file).
+    pub fn taken(&self, index: usize) -> usize {
+        let taken = self.taken.lock().unwrap_or_else(|e| e.into_inner());
+        taken.get(&index).copied().unwrap_or(index)
+    }
+
     pub fn bad_inputs(&self) -> usize {
         self.bad.load(Ordering::Relaxed)
     }
@@ -542,25 +555,31 @@ impl ImageFiles {
                         }))
                         .unwrap_or_else(|_| Err("the decoder panicked on it".into()));
                         match loaded {
-                            Ok(()) => return Ok(self.labels[index]),
+                            Ok(()) => {
+                                if index != first {
+                                    self.taken.lock().unwrap_or_else(|e| e.into_inner()).insert(first, index);
+                                }
+                                return Ok(self.labels[index]);
+                            }
                             Err(why) => {
                                 let text = format!("{}: {why}", self.paths[index].display());
-                                let bad = self.bad.fetch_add(1, Ordering::Relaxed) + 1;
-                                {
-                                    let mut first = self.first_bad.lock().unwrap_or_else(|e| e.into_inner());
-                                    if first.len() < 5 {
-                                        first.push(text.clone());
+                                self.bad.fetch_add(1, Ordering::Relaxed);
+                                let mut files = self.bad_files.lock().unwrap_or_else(|e| e.into_inner());
+                                if files.0.insert(index) {
+                                    if files.1.len() < 5 {
+                                        files.1.push(text.clone());
+                                    }
+                                    let bad = files.0.len();
+                                    log::warn!("skipping {text} (bad input {bad}, the next sample takes its place)");
+                                    if bad > self.opts.max_bad {
+                                        return Err(Error::Data(format!(
+                                            "more than --max-bad-inputs {} files could not be used; the first: {}",
+                                            self.opts.max_bad,
+                                            files.1.join("; ")
+                                        )));
                                     }
                                 }
-                                log::warn!("skipping {text} (bad input {bad}, the next sample takes its place)");
-                                if bad > self.opts.max_bad {
-                                    let first = self.first_bad.lock().unwrap_or_else(|e| e.into_inner());
-                                    return Err(Error::Data(format!(
-                                        "more than --max-bad-inputs {} files could not be used; the first: {}",
-                                        self.opts.max_bad,
-                                        first.join("; ")
-                                    )));
-                                }
+                                drop(files);
                                 tries += 1;
                                 index = self.replacement(first, tries, augment, epoch);
                             }

@@ -260,7 +260,8 @@ pub fn dump_batches(
     if xs.is_empty() {
         return Err(Error::Usage("no batch to dump: the split is empty".into()));
     }
-    let indices = order[..take].to_vec();
+    // A bad file's place was taken by another sample: the dump names what it holds.
+    let indices: Vec<i64> = order[..take].iter().map(|&i| data.taken(i)).collect();
     let paths = data.sample_paths().map_or_else(Vec::new, |p| {
         indices.iter().map(|&i| p[i as usize].clone()).collect()
     });

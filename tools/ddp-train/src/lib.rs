@@ -730,8 +730,11 @@ fn workers(cli: &Cli) -> usize {
 fn dump(cli: &Cli, cfg: &Config, n: usize, path: &std::path::Path) -> Result<Outcome> {
     let opts = cli.dist.options();
     let plan = opts.plan().classified()?;
-    let d = train::trainer::dump_batches(cfg, plan.rank, plan.world_size, n, cli.split == "train")
-        .classified()?;
+    // libtorch's failures (out of memory among them) are panics: an error here as in training.
+    let d = cli_common::panics::catch_torch(|| {
+        train::trainer::dump_batches(cfg, plan.rank, plan.world_size, n, cli.split == "train")
+    })?
+    .classified()?;
     let paths: Vec<u8> = d
         .paths
         .iter()
@@ -750,9 +753,11 @@ fn dump(cli: &Cli, cfg: &Config, n: usize, path: &std::path::Path) -> Result<Out
     if !paths.is_empty() {
         named.push(("paths", tch::Tensor::from_slice(&paths)));
     }
-    let tmp = path.with_extension("npz.partial");
-    tch::Tensor::write_npz(&named, &tmp).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
+    // Written whole or not at all: a temp file beside it (removed if the write fails), renamed.
+    let tmp = cli_common::atomic::temp_beside(path)?;
+    tch::Tensor::write_npz(&named, tmp.path())
+        .with_context(|| format!("writing {}", path.display()))?;
+    cli_common::atomic::persist(tmp, path)?;
     if !cli.common.quiet {
         eprintln!(
             "ddp-train: {} samples of the {} split decoded in {:.3} s ({:.1} images/s), written to {}",

@@ -1567,23 +1567,22 @@ fn a_file_that_does_not_decode_is_replaced_counted_and_bounded() {
         )
         .unwrap();
     }
-    let run = |extra: &[&str]| {
+    let run_for = |epochs: &str, extra: &[&str]| {
         cmd_on(format!("imagefolder:{}", tmp.path().display()))
+            .args(["--stem", "cifar", "--epochs", epochs, "--batch-size", "4"])
             .args([
-                "--stem",
-                "cifar",
-                "--epochs",
-                "1",
-                "--batch-size",
-                "4",
                 "--image-size",
                 "32",
+                "--transform",
+                "none",
+                "--workers",
+                "1",
             ])
-            .args(["--transform", "none", "--workers", "1"])
             .args(extra)
             .output()
             .unwrap()
     };
+    let run = |extra: &[&str]| run_for("1", extra);
     let out = run(&[]);
     let recs = records(&out);
     assert_eq!(recs.items[0].bad_inputs, 2, "one in each split");
@@ -1598,6 +1597,16 @@ fn a_file_that_does_not_decode_is_replaced_counted_and_bounded() {
     assert!(
         stderr.contains("--max-bad-inputs 0") && stderr.contains("broken.png"),
         "{stderr}"
+    );
+    // The bound is on distinct files: the same broken file met again each epoch is one file
+    // (it stopped a run once its skips, counted again every epoch, passed the bound).
+    let out = run_for("4", &["--max-bad-inputs", "1"]);
+    let recs = records(&out);
+    let skipped: Vec<usize> = recs.items.iter().map(|e| e.bad_inputs).collect();
+    assert_eq!(
+        skipped,
+        [2, 2, 2, 2],
+        "each epoch still counts what it skipped"
     );
 }
 
@@ -1862,7 +1871,10 @@ fn a_bad_file_is_replaced_by_the_next_sample_of_the_ranks_order() {
     let script = r#"
 import sys, numpy as np
 d = np.load(sys.argv[1])
-assert list(d["indices"]) == [0, 2, 4, 6], d["indices"]
+# The replaced sample is named by what it holds: sample 4's index and path, not the broken 2's.
+assert list(d["indices"]) == [0, 4, 4, 6], d["indices"]
+paths = bytes(d["paths"]).decode().splitlines()
+assert [p.rsplit("/", 1)[1] for p in paths] == ["0.png", "4.png", "4.png", "6.png"], paths
 x = d["images"]
 assert np.array_equal(x[1], x[2]), "sample 2 is not replaced by sample 4"
 assert not np.array_equal(x[0], x[2]) and not np.array_equal(x[2], x[3])
