@@ -283,7 +283,7 @@ impl Meta {
             Error::Checkpoint(format!("{}: no epoch in its metadata", path.display()))
         })?;
         let count = |k: &str| get(k).and_then(|v| v.parse().ok()).unwrap_or(0);
-        Ok(Meta {
+        let meta = Meta {
             epoch,
             step: count("step"),
             steps_per_epoch: count("steps_per_epoch"),
@@ -313,7 +313,38 @@ impl Meta {
                 None => Vec::new(),
             },
             input: Input::from_map(map, path)?,
-        })
+        };
+        meta.check().map_err(|field| {
+            Error::Checkpoint(format!(
+                "{}: its metadata's {field} is out of range (a damaged or edited checkpoint)",
+                path.display()
+            ))
+        })?;
+        Ok(meta)
+    }
+
+    /// Every field within what a run writes; the first that is not, named.
+    fn check(&self) -> std::result::Result<(), &'static str> {
+        let top1 = |v: f64| (0.0..=100.0).contains(&v);
+        let checks = [
+            (self.step == 0 || self.step < self.steps_per_epoch, "step"),
+            (self.skipped_steps <= self.step, "skipped_steps"),
+            (
+                top1(self.best_top1) || self.best_top1 == f64::NEG_INFINITY,
+                "best_top1",
+            ),
+            (top1(self.val_top1) || self.val_top1.is_nan(), "val_top1"),
+            (
+                self.loss_scale.is_finite() && self.loss_scale > 0.0,
+                "loss_scale",
+            ),
+            (self.step == 0 || self.world_size > 0, "world_size"),
+            (self.step == 0 || self.batch_size > 0, "batch_size"),
+        ];
+        match checks.iter().find(|(ok, _)| !ok) {
+            Some((_, field)) => Err(field),
+            None => Ok(()),
+        }
     }
 }
 
@@ -411,5 +442,26 @@ mod meta_tests {
         assert_eq!(bare.input, None);
         let e = Meta::from_map(&HashMap::new(), p).unwrap_err().to_string();
         assert!(e.contains("no epoch"), "{e}");
+        // Tampered fields are named, not trusted.
+        for (key, value) in [
+            ("step", "40"),
+            ("skipped_steps", "18"),
+            ("best_top1", "1e9"),
+            ("val_top1", "-3"),
+            ("loss_scale", "0"),
+            ("loss_scale", "inf"),
+            ("world_size", "0"),
+            ("arch", "resnet18(); import os"),
+            ("stem", "cifar\nimport os"),
+            ("num_classes", "0"),
+            ("image_size", "99999999"),
+            ("normalize_std", "[0.5, 0.0, 0.5]"),
+            ("eval_transform", "resize"),
+        ] {
+            let mut map = m.to_map();
+            map.insert(key.into(), value.into());
+            let e = Meta::from_map(&map, p).unwrap_err().to_string();
+            assert!(e.contains(key), "{key}={value}: {e}");
+        }
     }
 }

@@ -294,17 +294,33 @@ pub struct Dump {
 pub fn train(
     cfg: &Config,
     comm: &mut Communicator,
+    on_event: impl FnMut(Event) -> Result<()>,
+) -> Result<Trained> {
+    let lock = lock_checkpoint_dir(cfg, comm.rank())?;
+    train_locked(cfg, comm, lock, on_event)
+}
+
+/// One run per checkpoint directory, for the run's life: two runs sharing one would leave
+/// best/last files of different runs, which a later --resume would pair. Rank 0 writes; the
+/// other ranks only read under its lock (if rank 0 stops here, they see it leave at their first
+/// collective and stop, naming it). Rank 0's lock (none without a directory, or on other ranks).
+pub fn lock_checkpoint_dir(cfg: &Config, rank: usize) -> Result<Option<atomic_file::DirLock>> {
+    Ok(match (&cfg.checkpoint_dir, rank) {
+        (Some(dir), 0) => Some(atomic_file::DirLock::acquire(dir)?),
+        _ => None,
+    })
+}
+
+/// [`train`] with the lock [`lock_checkpoint_dir`] gave, taken by the caller before it writes
+/// anything of its own for the run (a run refused the directory then leaves no trace, its logs
+/// included); held to the end.
+pub fn train_locked(
+    cfg: &Config,
+    comm: &mut Communicator,
+    _lock: Option<atomic_file::DirLock>,
     mut on_event: impl FnMut(Event) -> Result<()>,
 ) -> Result<Trained> {
     let local = check(cfg, comm.world_size())?;
-    // One run per checkpoint directory, for the run's life: two runs sharing one would leave
-    // best/last files of different runs, which a later --resume would pair. Rank 0 writes; the
-    // other ranks only read under its lock (if rank 0 stops here, they see it leave at their
-    // first collective and stop, naming it).
-    let _lock = match (&cfg.checkpoint_dir, comm.rank()) {
-        (Some(dir), 0) => Some(atomic_file::DirLock::acquire(dir)?),
-        _ => None,
-    };
     if cfg.device.is_cuda() {
         tch::Cuda::cudnn_set_benchmark(!cfg.deterministic);
         gpu_runtime::shim::set_cudnn_deterministic(cfg.deterministic);
@@ -1022,6 +1038,16 @@ impl Start {
             )));
         }
         let row: Vec<f64> = Vec::try_from(progress.get(rank as i64))?;
+        // Counts are whole numbers, the correct ones at most the samples the steps done saw.
+        let seen = (meta.step * cfg.batch_size) as f64;
+        let whole = |v: f64| v.is_finite() && v.fract() == 0.0 && v >= 0.0;
+        if row[0].is_nan() || row[0] < 0.0 || !whole(row[1]) || row[1] > seen || !whole(row[2]) {
+            return Err(Error::Checkpoint(format!(
+                "{}: {PROGRESS} of rank {rank} is {row:?}: out of range (a damaged or edited \
+                 checkpoint)",
+                path.display()
+            )));
+        }
         Ok(Some(RankSums {
             loss: row[0],
             correct: row[1] as i64,

@@ -626,6 +626,13 @@ fn requeue(job: &str) -> Result<()> {
         .context("running scontrol requeue")?;
     let deadline = Instant::now() + REQUEUE_DEADLINE;
     loop {
+        // SIGINT/SIGTERM end the wait: the checkpoint stands, the job is not requeued.
+        if cli_common::interrupt::requested() {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(anyhow::Error::new(cli_common::Interrupted))
+                .with_context(|| format!("waiting for scontrol requeue {job}"));
+        }
         if let Some(status) = child.try_wait()? {
             if !status.success() {
                 bail!("scontrol requeue {job} failed ({status})");
@@ -938,6 +945,9 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     device::set_cpu_threads(threads.threads);
     let mut comm = join(&cli)?;
     let (rank, world) = (comm.rank(), comm.world_size());
+    // The checkpoint directory is this run's before anything of it is written (a run refused
+    // it wrote its TensorBoard file into the live run's log directory).
+    let lock = train::trainer::lock_checkpoint_dir(&cfg, rank).classified()?;
     // Rank 0's logs; the other ranks never wait for their device to read per-step figures.
     let logs = if rank == 0 {
         cfg.log_every = cli.tensorboard.as_ref().map(|_| cli.log_every);
@@ -970,7 +980,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     // libtorch errors in tch's ops are panics (CUDA out of memory among them): caught as typed
     // errors, they are this run's error message and stay off stderr.
     let run = cli_common::panics::catch_torch(|| {
-        train::trainer::train(&cfg, &mut comm, |event| reporter.event(event))
+        train::trainer::train_locked(&cfg, &mut comm, lock, |event| reporter.event(event))
     });
     reporter.ended(run, comm, requeue_job.as_deref())
 }

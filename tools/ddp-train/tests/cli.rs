@@ -1168,9 +1168,12 @@ fn init_and_resume_refuse_partial_non_finite_and_incomplete_checkpoints() {
 fn two_runs_on_one_checkpoint_directory_are_refused_naming_the_first() {
     let tmp = tempfile::tempdir().unwrap();
     let ck = tmp.path().join("ck");
+    let tb = tmp.path().join("tb");
     let mut first = cmd()
         .args(["--batch-size", "64", "--epochs", "1000", "--checkpoint-dir"])
         .arg(&ck)
+        .arg("--tensorboard")
+        .arg(&tb)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -1179,10 +1182,12 @@ fn two_runs_on_one_checkpoint_directory_are_refused_naming_the_first() {
     let lock = ck.join(".lock");
     let pid = first.id().to_string();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    // ... and to have written its event file.
     while std::fs::read_to_string(&lock)
         .map(|s| s.trim().to_string())
         .ok()
         != Some(pid.clone())
+        || std::fs::read_dir(&tb).map_or(0, |d| d.count()) == 0
     {
         assert!(
             std::time::Instant::now() < deadline,
@@ -1191,6 +1196,7 @@ fn two_runs_on_one_checkpoint_directory_are_refused_naming_the_first() {
         assert!(first.try_wait().unwrap().is_none(), "the first run ended");
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+    let logs_before = std::fs::read_dir(&tb).unwrap().count();
     // Both exited 0 before, leaving best and last files of different runs.
     let o = cmd()
         .args([
@@ -1203,6 +1209,8 @@ fn two_runs_on_one_checkpoint_directory_are_refused_naming_the_first() {
             "--checkpoint-dir",
         ])
         .arg(&ck)
+        .arg("--tensorboard")
+        .arg(&tb)
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
@@ -1211,6 +1219,8 @@ fn two_runs_on_one_checkpoint_directory_are_refused_naming_the_first() {
         err.contains(&format!("in use by another run (pid {pid})")),
         "{err}"
     );
+    // The refused run left no event file in the live run's log directory.
+    assert_eq!(std::fs::read_dir(&tb).map_or(0, |d| d.count()), logs_before);
     // SAFETY: a signal to the child this test started.
     unsafe { libc::kill(first.id() as i32, libc::SIGTERM) };
     first.wait().unwrap();
@@ -2140,6 +2150,67 @@ fn requeue_on_signal_asks_slurm_to_requeue_the_job_after_the_checkpoint() {
     assert_stopped_at_a_signal_checkpoint(&out, "requeue");
     assert_eq!(std::fs::read_to_string(&noted).unwrap(), "requeue 4242\n");
     assert!(String::from_utf8_lossy(&out.stderr).contains("Slurm job 4242 requeued"));
+}
+
+/// SIGTERM while `scontrol requeue` hangs (a slow controller) ends the wait: exit 130 with the
+/// checkpoint standing, not a run deaf to signals for a minute.
+#[test]
+fn sigterm_ends_a_wait_for_scontrol_requeue() {
+    let bin = tempfile::tempdir().unwrap();
+    let noted = bin.path().join("pid");
+    let scontrol = bin.path().join("scontrol");
+    // Notes its parent (ddp-train), then hangs.
+    std::fs::write(
+        &scontrol,
+        format!(
+            "#!/bin/sh\necho $PPID > '{}.tmp'; mv '{}.tmp' '{}'\nexec sleep 1000\n",
+            noted.display(),
+            noted.display(),
+            noted.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &scontrol,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let ck = tempfile::tempdir().unwrap();
+    let mut run = cmd();
+    run.args(["--batch-size", "32", "--max-steps", "24", "--epochs", "1"])
+        .args(["--requeue-on-signal", "--checkpoint-every", "2"])
+        .arg("--checkpoint-dir")
+        .arg(ck.path())
+        .env("SLURM_JOB_ID", "4242")
+        .env("PATH", path);
+    let killer = std::thread::spawn(move || {
+        let t = Instant::now();
+        let pid = loop {
+            if let Ok(p) = std::fs::read_to_string(&noted) {
+                break p.trim().parse::<i32>().unwrap();
+            }
+            assert!(t.elapsed() < Duration::from_secs(300), "scontrol never ran");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        // SAFETY: a signal to the ddp-train this test started.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        Instant::now()
+    });
+    let out = usr1_after_first_checkpoint(vec![run], 0, 0).remove(0);
+    let signalled = killer.join().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(
+        err.contains("interrupted") && !err.contains("requeued"),
+        "{err}"
+    );
+    // Well under the 60 s that scontrol is given.
+    assert!(signalled.elapsed() < Duration::from_secs(30));
 }
 
 /// `--print-eval-snippet`'s Python, run on the validation images with torchvision's own code:
