@@ -375,11 +375,17 @@ fn decode_png(
     window: impl FnOnce(u32, u32) -> Result<Box4>,
 ) -> Result<(RgbImage, &'static str)> {
     let reader = || ImageReader::with_format(Cursor::new(bytes), image::ImageFormat::Png);
-    let (w, h) = reader()
+    // Before anything is inflated: reading the header inflates the chunks before IDAT (a
+    // profile of 512 MB took that much before it was refused).
+    crate::png::check_ancillary_chunks(bytes)?;
+    let mut r = reader();
+    let mut limits = image::Limits::no_limits();
+    limits.max_alloc = Some(2 * crate::png::MAX_TEXT_MEMORY as u64);
+    r.limits(limits);
+    let (w, h) = r
         .into_dimensions()
         .map_err(|e| Error::Decode(e.to_string()))?;
     let window = window(w, h)?;
-    crate::png::check_ancillary_chunks(bytes)?;
     let mut r = reader();
     // The pixel limit (checked by `window`) decides the size; the allocation limit keeps
     // whatever else a decoder inflates (profiles, text, metadata) bounded by it too: 8 bytes a

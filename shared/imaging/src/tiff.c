@@ -165,6 +165,22 @@ int shk_tiff_read_rgba(struct shk_tiff *t, uint32_t width, uint32_t height, uint
   return 0;
 }
 
+/*
+ * A strip or tile buffer sized by the file's tags is bounded by the image it fills: at most
+ * twice the decoded raster, or 16 MiB for small images (a 16x16 file claiming one 65536x65536
+ * tile asked for 4 GB before any byte was read; Pillow stops within 16 MB).
+ */
+static int shk_too_big(struct shk_tiff *t, uint64_t buf, uint32_t height, int planes,
+                       size_t row_bytes) {
+  uint64_t raster = (uint64_t)planes * height * row_bytes;
+  uint64_t limit = raster * 2 > ((uint64_t)16 << 20) ? raster * 2 : ((uint64_t)16 << 20);
+  if (buf <= limit) return 0;
+  snprintf(t->message, sizeof t->message,
+           "a strip or tile of %llu bytes for an image of %llu bytes (damaged tags?)",
+           (unsigned long long)buf, (unsigned long long)raster);
+  return -1;
+}
+
 /* Pillow's _decodeStrip: strips of every plane, each row's first `row_bytes` bytes kept. */
 static int shk_read_strips(struct shk_tiff *t, uint32_t width, uint32_t height, int planes,
                           unsigned bits, unsigned char *out, size_t row_bytes) {
@@ -181,6 +197,7 @@ static int shk_read_strips(struct shk_tiff *t, uint32_t width, uint32_t height, 
     return shk_broken(t, "strip size does not match the image");
   if (scanline == 0 || unpacker_row > (uint64_t)scanline || unpacker_row > row_bytes)
     return shk_broken(t, "scanline size does not match the image");
+  if (shk_too_big(t, (uint64_t)strip_size, height, planes, row_bytes)) return -1;
   /* Zeroed, as Pillow's: a damaged fax strip can leave rows unwritten (libtiff stops filling
    * after a bad code word), and they must be white, not what the heap held. */
   buf = calloc(1, (size_t)strip_size);
@@ -220,6 +237,7 @@ static int shk_read_tiles(struct shk_tiff *t, uint32_t width, uint32_t height, i
     return shk_broken(t, "tile size does not match the image");
   /* Tiles start on byte boundaries of the raster (tile widths are multiples of 16). */
   if (((uint64_t)tile_width * plane_bits) % 8 != 0) return shk_broken(t, "tile width not byte aligned");
+  if (shk_too_big(t, (uint64_t)tile_size, height, planes, row_bytes)) return -1;
   buf = calloc(1, (size_t)tile_size);
   if (!buf) return shk_broken(t, "out of memory");
   for (y = 0; y < height; y += tile_length) {

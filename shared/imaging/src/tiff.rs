@@ -1036,6 +1036,62 @@ mod tests {
         b
     }
 
+    /// A 16x16 8-bit grey TIFF of one `tile`x`tile` tile holding `data`, compressed with
+    /// `compression`.
+    fn tiled(tile: u32, compression: u32, data: &[u8]) -> Vec<u8> {
+        let entries: [(u16, u16, u32); 10] = [
+            (256, 4, 16),
+            (257, 4, 16),
+            (258, 3, 8),
+            (259, 3, compression),
+            (262, 3, 1),
+            (277, 3, 1),
+            (322, 4, tile),
+            (323, 4, tile),
+            (324, 4, 8),
+            (325, 4, data.len() as u32),
+        ];
+        let ifd = 8 + data.len() as u32;
+        let mut b = b"II*\0".to_vec();
+        b.extend_from_slice(&ifd.to_le_bytes());
+        b.extend_from_slice(data);
+        b.extend_from_slice(&(entries.len() as u16).to_le_bytes());
+        for (tag, typ, value) in entries {
+            b.extend_from_slice(&tag.to_le_bytes());
+            b.extend_from_slice(&typ.to_le_bytes());
+            b.extend_from_slice(&1u32.to_le_bytes());
+            b.extend_from_slice(&value.to_le_bytes());
+        }
+        b.extend_from_slice(&[0; 4]);
+        b
+    }
+
+    #[test]
+    fn a_tile_far_larger_than_its_image_is_refused_before_it_is_allocated() {
+        let ok = |_, _| Ok(());
+        // zlib's stream of nothing: libtiff would allocate the whole tile before inflating it.
+        let empty = [0x78, 0x9c, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01];
+        for compression in [8, 1] {
+            let huge = tiled(65536, compression, &empty);
+            let e = decode(&huge, true, ok).unwrap_err().to_string();
+            assert!(e.contains("TIFF"), "{compression}: {e}");
+        }
+        let e = decode(&tiled(65536, 8, &empty), true, ok)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("strip or tile of 4294967296 bytes"), "{e}");
+        // A tile larger than a small image, as encoders write them (256x256), is read.
+        let zeros = {
+            use std::io::Write;
+            let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+            z.write_all(&[7u8; 256 * 256]).unwrap();
+            z.finish().unwrap()
+        };
+        let (w, h, rgb, _) = decode(&tiled(256, 8, &zeros), true, ok).unwrap();
+        assert_eq!((w, h), (16, 16));
+        assert!(rgb.iter().all(|&v| v == 7));
+    }
+
     #[test]
     fn a_negative_sample_count_is_refused_not_a_panic() {
         let ok = |_, _| Ok(());
