@@ -233,7 +233,14 @@ pub fn decode_region(
     } else if format == Format::Png {
         decode_png(bytes, opts, &mut window)?
     } else {
-        let fits = |w: u32, h: u32| check_pixels(w as u64, h as u64, opts);
+        // The window is chosen from the header's size, before the decoder allocates anything
+        // (the caller's choice may hold memory for the image: crop-resize's --max-memory), and
+        // cut from the whole image once decoded.
+        let mut boxed = None;
+        let fits = |w: u32, h: u32| {
+            boxed = Some(((w, h), window(w, h)?));
+            Ok(())
+        };
         let sized = |(w, h, rgb, mode): (u32, u32, Vec<u8>, &'static str)| {
             (RgbImage::from_raw(w, h, rgb).expect("sized"), mode)
         };
@@ -243,7 +250,16 @@ pub fn decode_region(
             Format::Tiff => sized(crate::tiff::decode(bytes, opts.by_name, fits)?),
             Format::Jpeg | Format::WebP | Format::Png => unreachable!("decoded above"),
         };
-        let (x, y, w, h) = window(whole.width(), whole.height())?;
+        let (size, (x, y, w, h)) = boxed.expect("the decoder asked for the size first");
+        if whole.dimensions() != size {
+            return Err(Error::Decode(format!(
+                "decoded {}x{} pixels from a header of {}x{}",
+                whole.width(),
+                whole.height(),
+                size.0,
+                size.1
+            )));
+        }
         if (w, h) == whole.dimensions() {
             (whole, mode)
         } else {

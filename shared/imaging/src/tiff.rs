@@ -424,7 +424,7 @@ fn bands(mode: &str) -> usize {
 }
 
 /// Decodes the first image of a TIFF file as `Image.open(p).convert('RGB')` does, orientation
-/// applied. `check(w, h)` is asked before anything is decoded.
+/// applied. `check(w, h)` is asked before anything is decoded, with the upright size.
 ///
 /// Kept in one piece: it walks the file in Pillow's TiffImagePlugin order (tags, mode, strips or
 /// tiles, orientation), each check just before the allocation it bounds; split, the checks would
@@ -544,7 +544,12 @@ pub(crate) fn decode(
         (Ok(w), Ok(h)) if w > 0 && h > 0 => (w, h),
         _ => return Err(bad(format!("image of {w}x{h} pixels"))),
     };
-    check(w, h)?;
+    // Asked of the image as it comes out: upright (orientations 5 to 8 swap the sides).
+    if (5..=8).contains(&orientation) {
+        check(h, w)?;
+    } else {
+        check(w, h)?;
+    }
     let (wu, hu) = (w as usize, h as usize);
     let palette = palette.as_deref();
     // Each reader's samples are converted to RGB a band of rows at a time, so that no
@@ -1064,6 +1069,38 @@ mod tests {
         }
         b.extend_from_slice(&[0; 4]);
         b
+    }
+
+    #[test]
+    fn the_window_is_chosen_before_the_image_is_decoded() {
+        // The caller's choice holds memory for the image (crop-resize's --max-memory): it was
+        // asked only once the whole image had been decoded, so it bounded nothing. Asked first,
+        // it is asked also of a file that then fails to decode, with the upright size.
+        let cut = tiff(
+            &[(256, 4, 64), (257, 4, 48), (258, 3, 8), (262, 3, 1)],
+            &[1, 2],
+        );
+        let mut asked = None;
+        let e = crate::decode_region(&cut, &Default::default(), crate::Frame::Stored, |w, h| {
+            asked = Some((w, h));
+            (0, 0, w, h)
+        });
+        assert!(e.is_err());
+        assert_eq!(asked, Some((64, 48)));
+        let rotated = tiff(&[(258, 3, 8), (262, 3, 1), (274, 3, 6)], &[10, 20]);
+        let mut asked = None;
+        let r = crate::decode_region(
+            &rotated,
+            &Default::default(),
+            crate::Frame::Stored,
+            |w, h| {
+                asked = Some((w, h));
+                (0, 0, w, h)
+            },
+        )
+        .unwrap();
+        assert_eq!(asked, Some((1, 2)));
+        assert_eq!(r.rgb.dimensions(), (1, 2));
     }
 
     #[test]
