@@ -552,6 +552,17 @@ fn parse_pattern(p: &[u8]) -> Result<Vec<Vec<u8>>, String> {
     if start < pos {
         items.push(vec![p[start..].to_vec()]);
     }
+    // The names are made only once their number is known to be within bounds.
+    let names = items
+        .iter()
+        .try_fold(1usize, |n, item| n.checked_mul(item.len()))
+        .filter(|&n| n <= MAX_SHARDS);
+    if names.is_none() {
+        return Err(format!(
+            "{:?} names more than {MAX_SHARDS} shards",
+            String::from_utf8_lossy(p)
+        ));
+    }
     let mut out = vec![Vec::new()];
     for item in items {
         out = out
@@ -571,7 +582,7 @@ fn parse_pattern(p: &[u8]) -> Result<Vec<Vec<u8>>, String> {
 /// `parse_expression`: an integer range, a letter range, or a comma sequence (None when it is
 /// none of them: the braces are then literal).
 fn parse_expression(e: &[u8]) -> Result<Option<Vec<Vec<u8>>>, String> {
-    if let Some(r) = int_range(e) {
+    if let Some(r) = int_range(e)? {
         return Ok(Some(r));
     }
     if let Some(r) = char_range(e) {
@@ -627,30 +638,35 @@ fn range_parts(e: &[u8], bound: impl Fn(&[u8]) -> bool) -> Option<(&[u8], &[u8],
 
 /// `make_int_range`: zero-padded to the wider bound when either bound (but a lone 0) starts
 /// with 0 or -0.
-fn int_range(e: &[u8]) -> Option<Vec<Vec<u8>>> {
+fn int_range(e: &[u8]) -> Result<Option<Vec<Vec<u8>>>, String> {
     let is_int = |s: &[u8]| {
         let d = s.strip_prefix(b"-").unwrap_or(s);
         !d.is_empty() && d.iter().all(u8::is_ascii_digit)
     };
-    let (a, b, step) = range_parts(e, is_int)?;
+    let Some((a, b, step)) = range_parts(e, is_int) else {
+        return Ok(None);
+    };
     let pad = [a, b]
         .iter()
         .any(|s| *s != b"0" && *s != b"-0" && (s.starts_with(b"0") || s.starts_with(b"-0")));
     let width = if pad { a.len().max(b.len()) } else { 0 };
-    let (x, y): (i64, i64) = (
-        std::str::from_utf8(a).ok()?.parse().ok()?,
-        std::str::from_utf8(b).ok()?.parse().ok()?,
-    );
-    // Far too many shards to name is a mistake, not a data set.
-    if x.abs_diff(y) / step as u64 > 10_000_000 {
-        return None;
+    let int = |s: &[u8]| std::str::from_utf8(s).ok()?.parse::<i64>().ok();
+    let (Some(x), Some(y)) = (int(a), int(b)) else {
+        return Ok(None);
+    };
+    // Far too many shards to name is a mistake, not a data set: said before they are named.
+    if x.abs_diff(y) / step as u64 >= MAX_SHARDS as u64 {
+        return Err(format!(
+            "{{{}}} names more than {MAX_SHARDS} shards",
+            String::from_utf8_lossy(e)
+        ));
     }
     let values: Vec<i64> = if x < y {
         (x..=y).step_by(step as usize).collect()
     } else {
         (y..=x).rev().step_by(step as usize).collect()
     };
-    Some(
+    Ok(Some(
         values
             .into_iter()
             .map(|v| {
@@ -662,8 +678,12 @@ fn int_range(e: &[u8]) -> Option<Vec<Vec<u8>>> {
                 }
             })
             .collect(),
-    )
+    ))
 }
+
+/// The most shards a pattern may name (a million: img2dataset's largest sets have tens of
+/// thousands).
+pub const MAX_SHARDS: usize = 1_000_000;
 
 /// `make_char_range` over `A..Za..z`.
 fn char_range(e: &[u8]) -> Option<Vec<Vec<u8>>> {
@@ -746,6 +766,16 @@ mod tests {
         );
         assert_eq!(expand("{x}"), ["{x}"]);
         assert!(braceexpand(b"{1{2,3}").is_err());
+        // Named only within bounds: a product of ranges, or one range, past a million names.
+        for huge in [
+            "{0..999999}{0..999999}",
+            "{0..1000000000000}",
+            "{1..9}{0..999999}",
+        ] {
+            let e = braceexpand(huge.as_bytes()).unwrap_err();
+            assert!(e.contains("more than 1000000 shards"), "{huge}: {e}");
+        }
+        assert_eq!(braceexpand(b"{0..999999}").unwrap().len(), 1_000_000);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use cli_common::{
 use device::{Env, Precision};
 use records::{ErrorRecord, ImageRecord, Summary};
 use stylegan2::{Config, Generator, Noise, SynthesisOptions};
-use tch::{Kind, Tensor};
+use tch::Tensor;
 
 mod latents;
 pub use latents::{Array, InputKind, Mapper, parse_seeds, read as read_array};
@@ -218,7 +218,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         cli: &cli,
         out,
         pending: Vec::new(),
-        raw: Vec::new(),
+        raw: cli.raw.as_deref().map(RawRows::beside).transpose()?,
         counts: Tally::default(),
         bar: progress::bar(&cli.common, "generate", None),
         claims: Claims::default(),
@@ -278,8 +278,9 @@ struct Renderer<'a> {
     cli: &'a Cli,
     out: &'a mut JsonlOut,
     pending: Vec<Pending>,
-    /// Rendered float images [1,C,R,R] on the CPU, for --raw.
-    raw: Vec<Tensor>,
+    /// Rendered float images for --raw, kept on disk as they come (not in memory: a run of
+    /// many images held them all).
+    raw: Option<RawRows>,
     counts: Tally,
     bar: indicatif::ProgressBar,
     /// Which input writes each PNG (a.npy and a.npz would both write a.png).
@@ -348,12 +349,12 @@ impl Renderer<'_> {
 
     /// The --raw array, the last record, and the outcome.
     fn summary(&mut self, started: Instant) -> Result<Outcome> {
-        let (output, shape) = match &self.cli.raw {
-            Some(path) => {
-                let shape = write_raw(path, &self.raw, self.g)?;
+        let (output, shape) = match (&self.cli.raw, self.raw.take()) {
+            (Some(path), Some(rows)) => {
+                let shape = rows.write(path, self.g)?;
                 (Some(self.cwd.join(path)), Some(shape))
             }
-            None => (None, None),
+            _ => (None, None),
         };
         self.out.emit(&Summary {
             output,
@@ -462,8 +463,8 @@ impl Renderer<'_> {
             };
             match result {
                 Ok(skipped) => {
-                    if need_raw {
-                        self.raw.push(img);
+                    if let Some(raw) = &mut self.raw {
+                        raw.push(&img)?;
                     }
                     self.counts.done(skipped);
                     let rec = self.record(p, skipped);
@@ -491,19 +492,47 @@ fn write_png(path: &Path, img: &Tensor) -> Result<()> {
     })?)
 }
 
-fn write_raw(path: &Path, rows: &[Tensor], g: &Generator) -> Result<Vec<usize>> {
-    use ndarray_npy::WriteNpyExt;
-    let (c, r) = (g.config.img_channels, g.config.img_resolution);
-    let all = if rows.is_empty() {
-        Tensor::zeros([0, c, r, r], (Kind::Float, tch::Device::Cpu))
-    } else {
-        Tensor::cat(rows, 0)
-    };
-    let (shape, data) = stylegan2::to_f32_vec(&all);
-    let arr = ndarray::ArrayD::from_shape_vec(shape.clone(), data)?;
-    atomic::write_atomic(path, |w| arr.write_npy(w))
+/// --raw's rows as they are rendered: float32 little-endian in a temp file beside the target,
+/// one image at a time; written as the .npy (header, then the rows) at the end.
+struct RawRows {
+    rows: usize,
+    data: std::io::BufWriter<tempfile::NamedTempFile>,
+}
+
+impl RawRows {
+    fn beside(target: &Path) -> Result<RawRows> {
+        Ok(RawRows {
+            rows: 0,
+            data: std::io::BufWriter::new(atomic::temp_beside(target)?),
+        })
+    }
+
+    /// Appends a rendered image [1,C,R,R].
+    fn push(&mut self, img: &Tensor) -> Result<()> {
+        let (_, values) = stylegan2::to_f32_vec(img);
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        std::io::Write::write_all(&mut self.data, &bytes).context("keeping a --raw row")?;
+        self.rows += 1;
+        Ok(())
+    }
+
+    /// Writes `path` (atomically): the .npy of every row, [N,C,R,R]; its shape.
+    fn write(self, path: &Path, g: &Generator) -> Result<Vec<usize>> {
+        use std::io::{Seek, Write};
+        let (c, r) = (
+            g.config.img_channels as usize,
+            g.config.img_resolution as usize,
+        );
+        let shape = vec![self.rows, c, r, r];
+        let mut data = self.data.into_inner().map_err(|e| e.into_error())?;
+        data.rewind()?;
+        atomic::write_atomic(path, |w| {
+            w.write_all(&latent_file::npy::header("<f4", &shape))?;
+            std::io::copy(&mut data, w).map(|_| ())
+        })
         .with_context(|| format!("writing {}", path.display()))?;
-    Ok(shape)
+        Ok(shape)
+    }
 }
 
 #[cfg(test)]
