@@ -29,8 +29,10 @@ pub struct DistArgs {
     #[arg(long)]
     pub master_port: Option<u16>,
     /// The run's identity, the same on all its ranks: a rank of another run that reaches this
-    /// run's store is refused before it joins [default: SLURM_JOB_ID.SLURM_STEP_ID under Slurm,
-    /// TORCHELASTIC_RUN_ID under torchrun; otherwise rank 0's token, which any rank accepts].
+    /// run's store is refused before it joins [default: TORCHELASTIC_RUN_ID under torchrun
+    /// (unless "none"), else SLURM_JOB_ID.SLURM_STEP_ID in a Slurm job, whichever variables name
+    /// the rank (a job script may export RANK/WORLD_SIZE); otherwise rank 0's token, which any
+    /// rank accepts].
     #[arg(long, value_name = "ID")]
     pub run_id: Option<String>,
     /// Longest wait for a peer, in seconds: rendezvous, silence within a collective, NCCL

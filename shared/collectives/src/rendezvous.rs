@@ -167,9 +167,10 @@ pub struct Plan {
     pub prefix: String,
     /// Which launcher's variables were used (for messages).
     pub launcher: &'static str,
-    /// The run's identity: `--run-id`, else Slurm's `slurm:JOB.STEP`, else torchrun's
-    /// `TORCHELASTIC_RUN_ID`; none otherwise (rank 0 then makes a token up). A rank whose run is
-    /// not the one rank 0's store serves is refused before it claims its rank.
+    /// The run's identity: `--run-id`, else torchrun's `TORCHELASTIC_RUN_ID` (unless "none"),
+    /// else Slurm's `slurm:JOB.STEP` (whichever variables name the rank); none otherwise (rank 0
+    /// then makes a token up). A rank whose run is not the one rank 0's store serves is refused
+    /// before it claims its rank.
     pub run_id: Option<String>,
 }
 

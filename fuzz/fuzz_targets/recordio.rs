@@ -1,0 +1,31 @@
+//! MXNet RecordIO: an index (`key<TAB>offset` lines) and a `.rec` from one input (its first two
+//! bytes give the index's length). Opening, listing the image keys (record 0's header), each
+//! record's class and each whole record give values or errors naming the file, never a panic,
+//! a hang or an allocation sized by a length word or a header label.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Some((head, rest)) = data.split_first_chunk::<2>() else {
+        return;
+    };
+    let n = (u16::from_le_bytes(*head) as usize).min(rest.len());
+    let (idx, rec) = rest.split_at(n);
+    let dir = std::env::temp_dir().join(format!("shardkit-fuzz-rec-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let prefix = dir.join("train");
+    std::fs::write(prefix.with_extension("idx"), idx).unwrap();
+    std::fs::write(prefix.with_extension("rec"), rec).unwrap();
+    let Ok(r) = train::recordio::RecordIo::open(&prefix) else {
+        return;
+    };
+    if let Ok(keys) = r.image_keys() {
+        assert!(keys.len() <= r.index.len());
+    }
+    for &(_, offset) in r.index.iter().take(64) {
+        if let Ok(record) = r.read(offset) {
+            assert!(record.payload.len() <= rec.len());
+            assert_eq!(r.class(offset).map(f32::to_bits), Ok(record.class().to_bits()));
+        }
+    }
+});

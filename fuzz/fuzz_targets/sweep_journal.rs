@@ -1,0 +1,23 @@
+//! A sweep's journal (`--resume` reads it): its lines give a definition and entries, or an
+//! error naming the line, never a panic; a journal cut anywhere (a killed sweep's torn last
+//! line) is cut back to whole lines.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let dir = std::env::temp_dir().join(format!("shardkit-fuzz-journal-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(sweep::journal::FILE);
+    std::fs::write(&path, data).unwrap();
+    if let Ok((definition, entries, _)) = sweep::journal::Journal::resume(&dir) {
+        let whole = data.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), whole as u64);
+        for e in &entries {
+            let _ = e.trial();
+        }
+        if let Ok(space) = search::space::Space::parse(&definition.space.to_string()) {
+            let _ = space.tpe();
+            let _ = space.bohb();
+        }
+    }
+});
