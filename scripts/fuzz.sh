@@ -52,8 +52,9 @@ d, ref = sys.argv[1], sys.argv[2]
 for name, fmt in (("ustar", tarfile.USTAR_FORMAT), ("pax", tarfile.PAX_FORMAT)):
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=fmt) as t:
+        long = "n" * (120 if fmt == tarfile.PAX_FORMAT else 90)
         for key, suffix, data in (("a/000", "jpg", b"\xff\xd8 jpeg"), ("a/000", "cls", b"3"),
-                                  ("n" * 120, "png", b"png"), ("n" * 120, "json", b'{"label": 1}')):
+                                  (long, "png", b"png"), (long, "json", b'{"label": 1}')):
             info = tarfile.TarInfo(f"{key}.{suffix}")
             info.size = len(data)
             t.addfile(info, io.BytesIO(data))

@@ -289,7 +289,8 @@ impl Meta {
             steps_per_epoch: count("steps_per_epoch"),
             seed: get("seed").and_then(|v| v.parse().ok()).unwrap_or(0),
             skipped_steps: count("skipped_steps"),
-            arch: match get("arch") {
+            // Empty is absent (what `to_map` writes for a meta without one).
+            arch: match get("arch").filter(|a| !a.is_empty()) {
                 Some(a) => a
                     .parse::<crate::resnet::Arch>()
                     .map_err(|_| {
@@ -433,6 +434,8 @@ mod meta_tests {
         let p = Path::new("last.safetensors");
         assert_eq!(Meta::from_map(&m.to_map(), p).unwrap(), m);
         let bare = Meta::from_map(&HashMap::from([("epoch".into(), "2".into())]), p).unwrap();
+        // Written again, it reads back (the fuzzer's find: an empty arch was "bad arch").
+        assert_eq!(Meta::from_map(&bare.to_map(), p).unwrap().arch, "");
         assert_eq!(
             (bare.epoch, bare.step, bare.scaler, bare.loss_scale),
             (2, 0, false, 65536.0)
