@@ -269,7 +269,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     if !cli.common.quiet {
         eprintln!("project-one-gpu: {}", banner(&cli, device, r, &threads));
     }
-    let (entries, reading) = Reader::new(&cli, r)?.spawn(cli.batch_size as usize);
+    let (entries, reading) = Reader::new(&cli, r, video)?.spawn(cli.batch_size as usize);
     let mut run = Run {
         cli: &cli,
         projector: &projector,
@@ -477,12 +477,12 @@ struct Reader {
     /// --sheet's file: claimed as outputs too, so that no two inputs, and no input and the
     /// sheet, share a file.
     save_image: bool,
-    video: Option<&'static str>,
+    video: Option<pictures::VideoFormat>,
     sheet: Option<PathBuf>,
 }
 
 impl Reader {
-    fn new(cli: &Cli, resolution: i64) -> Result<Reader> {
+    fn new(cli: &Cli, resolution: i64, video: Option<pictures::VideoFormat>) -> Result<Reader> {
         let cwd = std::env::current_dir().context("reading the current directory")?;
         Ok(Reader {
             inputs: cli.inputs.clone(),
@@ -501,26 +501,18 @@ impl Reader {
             },
             claims: Claims::default(),
             save_image: cli.save_image,
-            video: cli
-                .video
-                .map(|v| v.resolve().map(pictures::VideoFormat::extension))
-                .transpose()?,
+            video,
             sheet: cli.sheet.as_deref().map(|p| paths::absolute(p, &cwd)),
         })
     }
 
     /// The files `item`'s job writes, its .npz first.
     fn outputs_for(&self, npz: PathBuf) -> Vec<PathBuf> {
-        let mut out = vec![];
-        if self.save_image {
-            out.push(npz.with_extension("target.png"));
-            out.push(npz.with_extension("proj.png"));
-        }
-        if let Some(ext) = self.video {
-            out.push(npz.with_extension(format!("proj.{ext}")));
-        }
-        out.insert(0, npz);
-        out
+        let pictures = pictures::picture_paths(&npz).into_iter();
+        let pictures = pictures.filter(|_| self.save_image);
+        let video = self.video.map(|f| pictures::video_path(&npz, f));
+        let others: Vec<PathBuf> = pictures.chain(video).collect();
+        std::iter::once(npz).chain(others).collect()
     }
 
     /// Reads the inputs, skips finished ones and decodes the rest on a thread, at most `ahead`
@@ -916,7 +908,7 @@ impl Run<'_> {
             .map(|row| {
                 let target = targets[row].as_ref()?;
                 converged[row].then(|| {
-                    let path = outputs[row].with_extension(format!("proj.{}", format.extension()));
+                    let path = pictures::video_path(outputs[row], format);
                     Video::create(&path, format, 2 * target.width, target.height, steps as u32)
                 })
             })
@@ -997,8 +989,8 @@ impl Files {
     fn write(self) -> Result<Saved> {
         let image = match &self.pictures {
             Some((target, proj)) => {
-                target.write_png(&self.output.with_extension("target.png"))?;
-                let path = self.output.with_extension("proj.png");
+                let [target_path, path] = pictures::picture_paths(&self.output);
+                target.write_png(&target_path)?;
                 proj.write_png(&path)?;
                 Some(path)
             }

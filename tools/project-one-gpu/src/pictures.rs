@@ -213,6 +213,21 @@ pub enum VideoFormat {
     Apng,
 }
 
+/// Where an image's pictures go beside its `.npz`: the target as optimised against
+/// (`<stem>.target.png`) and the projection (`<stem>.proj.png`), upstream's target.png and
+/// proj.png.
+pub fn picture_paths(npz: &Path) -> [PathBuf; 2] {
+    [
+        npz.with_extension("target.png"),
+        npz.with_extension("proj.png"),
+    ]
+}
+
+/// Where an image's video goes beside its `.npz` (`<stem>.proj.mp4` or `.proj.apng`).
+pub fn video_path(npz: &Path, format: VideoFormat) -> PathBuf {
+    npz.with_extension(format!("proj.{}", format.extension()))
+}
+
 impl VideoFormat {
     /// The format `auto` means here (`ffmpeg` on PATH or not).
     pub fn resolve(self) -> Result<VideoFormat> {
