@@ -124,9 +124,7 @@ write(sys.argv[1], [(0, pack([float(sys.argv[3]), 2.0], b"")), (1, pack(1.0, b"x
 
     for path in [&rec_path, &idx_path] {
         std::fs::remove_file(path).unwrap();
-        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: mkfifo with a valid C string.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        testkit::mkfifo(path);
         let e = RecordIo::open(&prefix).unwrap_err();
         assert!(e.contains("is a FIFO, not a regular file"), "{e}");
         std::fs::remove_file(path).unwrap();
