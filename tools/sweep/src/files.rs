@@ -390,6 +390,32 @@ mod tests {
     }
 
     #[test]
+    fn a_fifo_in_a_trial_directory_is_left_out_not_waited_on() {
+        // Copying a FIFO opened it for reading: a save waited for a writer for ever.
+        let dir = tempfile::tempdir().unwrap();
+        let from = dir.path().join("from");
+        std::fs::create_dir_all(from.join("ckpt")).unwrap();
+        std::fs::write(from.join("ckpt/model.pt"), "state").unwrap();
+        let fifo = std::process::Command::new("mkfifo")
+            .arg(from.join("ckpt/pipe"))
+            .status()
+            .unwrap();
+        assert!(fifo.success());
+        let saved = dir.path().join("saved");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (f, s) = (from.clone(), saved.clone());
+        std::thread::spawn(move || tx.send(save_checkpoint(&f, &s).map_err(|e| e.to_string())));
+        rx.recv_timeout(std::time::Duration::from_secs(120))
+            .expect("the save ends")
+            .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(saved.join("ckpt/model.pt")).unwrap(),
+            "state"
+        );
+        assert!(!saved.join("ckpt/pipe").exists());
+    }
+
+    #[test]
     fn flatten_nests_with_slashes() {
         let m = json!({"a": 1, "config": {"lr": 0.1, "opt": {"name": "sgd"}}})
             .as_object()
