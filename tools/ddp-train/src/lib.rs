@@ -192,8 +192,9 @@ pub struct Cli {
     #[arg(long, value_name = "STEPS", default_value_t = 2)]
     pub prefetch: usize,
 
-    /// Image folders: files that may fail to decode in a run (each replaced by the next sample
-    /// and counted in the epoch record's bad_inputs) before it stops with exit 1.
+    /// Image folders: distinct files that may fail to decode in a run (each replaced by the next
+    /// sample and counted, each time it is met, in the epoch record's bad_inputs) before it stops
+    /// with exit 1. A file met again in a later epoch is still one file.
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub max_bad_inputs: usize,
 
