@@ -208,6 +208,12 @@ impl Journal {
     /// line from a killed sweep is cut off).
     pub fn resume(dir: &Path) -> Result<(Definition, Vec<Entry>, Self)> {
         let path = dir.join(FILE);
+        // A regular file only: a FIFO in its place would block the read below for ever.
+        if let Err(e) = input_file::open(&path)
+            && e.kind() == std::io::ErrorKind::InvalidInput
+        {
+            bail!("{e}");
+        }
         let mut file = OpenOptions::new()
             .read(true)
             .append(true)
@@ -301,6 +307,26 @@ mod tests {
         v.as_object_mut().unwrap().remove("search").unwrap();
         let d: Definition = serde_json::from_value(v).unwrap();
         assert_eq!(d, definition());
+    }
+
+    #[test]
+    fn a_fifo_in_place_of_the_journal_is_refused_not_read_for_ever() {
+        let dir = tempfile::tempdir().unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(dir.path().join(FILE))
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let d = dir.path().to_path_buf();
+        std::thread::spawn(move || {
+            tx.send(Journal::resume(&d).map(|_| ()).map_err(|e| e.to_string()))
+        });
+        let e = rx
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .expect("resume ends")
+            .unwrap_err();
+        assert!(e.contains("is a FIFO"), "{e}");
     }
 
     #[test]
