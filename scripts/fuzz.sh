@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every fuzz target for a bounded time (not part of CI; issue 7's reliability suite): the
+# Runs every fuzz target for a bounded time (not part of CI): the
 # cargo-fuzz targets under fuzz/fuzz_targets and the atheris target for the Python network-pickle
 # converter (fuzz/python/convert_network_pkl.py; its past finds are replayed in CI from
 # fuzz/python/regressions by shared/stylegan2/tests/convert.rs).
@@ -28,7 +28,7 @@ mkdir -p "$corpus"/{decode_crop_resize,npz_latent,input_line,tar_index,recordio,
 export LD_LIBRARY_PATH="$root/.venv/lib/python3.11/site-packages/torch/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 cp -n tests/fixtures/pillow/inputs/* "$corpus/decode_crop_resize/" 2>/dev/null || true
 # Every mode and compression Pillow writes, a planar tiled TIFF, and damaged variants of each;
-# and the conformance corpus (issue 19: hand-made JPEG warnings, GIF/BMP/PNG oddities).
+# and the conformance corpus (hand-made JPEG warnings, GIF/BMP/PNG oddities).
 .venv/bin/python fuzz/make-decode-corpus.py "$corpus/decode_crop_resize" 2>/dev/null >/dev/null
 for f in tests/fixtures/conformance/files/*; do cp -n "$f" "$corpus/decode_crop_resize/conf-$(basename "$f")"; done
 .venv/bin/python - "$corpus/npz_latent" <<'PY'
