@@ -19,26 +19,14 @@ use records::{ErrorRecord, InputItem, parse_input_line};
 /// would block the open, a device (`/dev/zero`) never ends, a directory is no input. Returns its
 /// length.
 pub fn regular_file(path: &Path) -> anyhow::Result<u64> {
-    use std::os::unix::fs::FileTypeExt;
     let meta = std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?;
-    let t = meta.file_type();
-    let kind = if t.is_file() {
-        return Ok(meta.len());
-    } else if t.is_dir() {
-        "a directory"
-    } else if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_char_device() || t.is_block_device() {
-        "a device"
-    } else if t.is_socket() {
-        "a socket"
-    } else {
-        "not a file"
-    };
-    bail!(
-        "{} is {kind}, not a regular file: only files are read",
-        path.display()
-    )
+    match input_file::not_regular(&meta) {
+        None => Ok(meta.len()),
+        Some(kind) => bail!(
+            "{} is {kind}, not a regular file: only files are read",
+            path.display()
+        ),
+    }
 }
 
 /// An input opened and recognised from its first bytes, the rest not read yet: what a tool holds

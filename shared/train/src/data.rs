@@ -315,32 +315,6 @@ impl Source {
     }
 }
 
-/// Refuses anything but a regular file (following links) before it is opened.
-pub(crate) fn regular_file(f: &Path, hint: &str) -> Result<()> {
-    use std::os::unix::fs::FileTypeExt;
-    let Ok(meta) = std::fs::metadata(f) else {
-        return Ok(()); // the open says what is wrong
-    };
-    let t = meta.file_type();
-    let kind = if t.is_file() {
-        return Ok(());
-    } else if t.is_dir() {
-        "a directory"
-    } else if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_socket() {
-        "a socket"
-    } else if t.is_char_device() || t.is_block_device() {
-        "a device"
-    } else {
-        "not a file"
-    };
-    Err(Error::Data(format!(
-        "{} is {kind}, not a regular file: the {hint} is read from files",
-        f.display()
-    )))
-}
-
 /// The most pixel values synthetic data may hold (1.2 GB as bytes, 4.8 GB as floats while made).
 const MAX_SYNTHETIC_VALUES: u128 = 1 << 30;
 
@@ -359,12 +333,14 @@ fn read_records(
     for f in files {
         // Read, not mapped (a file truncated meanwhile would be SIGBUS), and opened without
         // blocking: a FIFO is refused rather than waited on. CIFAR's largest file is 150 MB.
-        regular_file(f, hint)?;
         let map = input_file::read(f, 1 << 32).map_err(|e| {
-            Error::Data(format!(
-                "{e}. Nothing is downloaded: put the {hint} in {}",
-                parent(f)
-            ))
+            Error::Data(match e.kind() {
+                std::io::ErrorKind::NotFound => format!(
+                    "{e}. Nothing is downloaded: put the {hint} in {}",
+                    parent(f)
+                ),
+                _ => format!("{e}: the {hint} is read from files"),
+            })
         })?;
         if map.is_empty() || map.len() % rec != 0 {
             return Err(Error::Data(format!(
