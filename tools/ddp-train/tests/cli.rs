@@ -2520,3 +2520,42 @@ fn fifos_in_place_of_files_are_refused_not_waited_on() {
         assert!(start.elapsed() < deadline / 3, "{c:?}");
     }
 }
+
+/// RecordIO labels are bounded as the shards' are: one record's label of 5,000,000 (a
+/// damaged or hostile `.rec`) is an error naming the record, not a 10 GB last layer.
+#[test]
+fn a_huge_recordio_label_sizes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let prefix = tmp.path().join("faces");
+    let make = r#"
+import io, sys
+sys.path.insert(0, sys.argv[2])
+from PIL import Image
+from mxnet_recordio import pack, write
+def png():
+    b = io.BytesIO()
+    Image.new("RGB", (8, 8), (10, 20, 30)).save(b, "PNG")
+    return b.getvalue()
+write(sys.argv[1], [(0, pack([3.0, 3.0], b"")), (1, pack(0.0, png())), (2, pack(5000000.0, png()))])
+"#;
+    let o = Command::new(root().join(".venv/bin/python"))
+        .args(["-c", make])
+        .arg(&prefix)
+        .arg(root().join("scripts/reference"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = cmd_on(format!("recordio:{}", prefix.display()))
+        .arg("--val-data")
+        .arg(&prefix)
+        .args(["--epochs", "1", "--max-steps", "1", "--batch-size", "2"])
+        .args(["--image-size", "8", "--stem", "cifar"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("faces.rec:2: label 5000000") && err.contains("--num-classes"),
+        "{err}"
+    );
+}
