@@ -43,6 +43,12 @@ enum Handshake {
 }
 use Handshake::{Closed, Failed};
 
+impl From<Error> for Handshake {
+    fn from(e: Error) -> Self {
+        Failed(e)
+    }
+}
+
 /// Connections a [`StoreServer`] keeps open at once unless told how many clients it serves:
 /// ranks hold one each; past the bound a new connection is closed at once.
 const DEFAULT_MAX_CONNECTIONS: usize = 1024;
@@ -136,22 +142,17 @@ impl Store {
         prefix: &str,
         timeout: Duration,
     ) -> std::result::Result<Store, Handshake> {
-        let failed = |e: Error| Failed(e);
         stream
             .set_nodelay(true)
-            .map_err(Error::io("store socket"))
-            .map_err(failed)?;
+            .map_err(Error::io("store socket"))?;
         let handshake = timeout.min(HANDSHAKE_TIMEOUT);
         stream
             .set_read_timeout(Some(handshake))
-            .map_err(Error::io("store socket"))
-            .map_err(failed)?;
+            .map_err(Error::io("store socket"))?;
         stream
             .set_write_timeout(Some(handshake))
-            .map_err(Error::io("store socket"))
-            .map_err(failed)?;
-        let clone = stream.try_clone().map_err(Error::io("store socket"));
-        let reader = BufReader::new(clone.map_err(failed)?);
+            .map_err(Error::io("store socket"))?;
+        let reader = BufReader::new(stream.try_clone().map_err(Error::io("store socket"))?);
         let mut store = Store {
             reader,
             writer: BufWriter::new(stream),
@@ -204,9 +205,7 @@ impl Store {
             ))));
         }
         for set in [TcpStream::set_read_timeout, TcpStream::set_write_timeout] {
-            set(store.writer.get_ref(), Some(timeout))
-                .map_err(Error::io("store socket"))
-                .map_err(failed)?;
+            set(store.writer.get_ref(), Some(timeout)).map_err(Error::io("store socket"))?;
         }
         Ok(store)
     }
