@@ -16,7 +16,7 @@ fuzz_target!(|data: &[u8]| {
     let prefix = dir.join("train");
     std::fs::write(prefix.with_extension("idx"), idx).unwrap();
     std::fs::write(prefix.with_extension("rec"), rec).unwrap();
-    let Ok(r) = train::recordio::RecordIo::open(&prefix) else {
+    let Ok(r) = train_data::recordio::RecordIo::open(&prefix) else {
         return;
     };
     if let Ok(keys) = r.image_keys() {

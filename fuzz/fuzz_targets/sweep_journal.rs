@@ -7,9 +7,9 @@ use libfuzzer_sys::fuzz_target;
 fuzz_target!(|data: &[u8]| {
     let dir = std::env::temp_dir().join(format!("shardkit-fuzz-journal-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(sweep::journal::FILE);
+    let path = dir.join(sweep_engine::journal::FILE);
     std::fs::write(&path, data).unwrap();
-    if let Ok((definition, entries, _)) = sweep::journal::Journal::resume(&dir) {
+    if let Ok((definition, entries, _)) = sweep_engine::journal::Journal::resume(&dir) {
         let whole = data.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
         assert_eq!(std::fs::metadata(&path).unwrap().len(), whole as u64);
         for e in &entries {

@@ -9,7 +9,7 @@ fuzz_target!(|data: &[u8]| {
     std::fs::create_dir_all(&dir).unwrap();
     let shard = dir.join("shard.tar");
     std::fs::write(&shard, data).unwrap();
-    if let Ok(shards) = train::wds::Shards::open(shard.as_os_str()) {
+    if let Ok(shards) = train_data::wds::Shards::open(shard.as_os_str()) {
         for s in &shards.samples {
             assert!(s.offset + s.len <= data.len() as u64, "{s:?} past the file");
         }

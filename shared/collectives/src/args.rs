@@ -9,7 +9,7 @@ use crate::{Backend, InitMethod, Options};
 #[command(next_help_heading = "Distributed")]
 pub struct DistArgs {
     /// Rendezvous: env:// (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT as torchrun sets them, or
-    /// Slurm's SLURM_PROCID/SLURM_NTASKS/SLURM_JOB_NODELIST), tcp://HOST:PORT, or
+    /// Slurm's SLURM_PROCID/SLURM_NTASKS/SLURM_STEP_NODELIST), tcp://HOST:PORT, or
     /// file:///shared/path (rank 0 publishes its address there; works across machines on a shared
     /// filesystem).
     #[arg(long, value_name = "URL", default_value = "env://")]

@@ -665,9 +665,9 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
          as a client; keys are prefixed with the run id and restart count.",
     ),
     (
-        "SLURM_PROCID, SLURM_NTASKS, SLURM_JOB_NODELIST (SLURM_NODELIST)",
-        "Under srun without RANK: the rank, the world size and (without MASTER_ADDR) the first \
-         node as the rendezvous host.",
+        "SLURM_PROCID, SLURM_NTASKS, SLURM_STEP_NODELIST (SLURM_JOB_NODELIST, SLURM_NODELIST)",
+        "Under srun without RANK: the rank, the world size and (without MASTER_ADDR) the step's \
+         first node as the rendezvous host.",
     ),
     (
         "SHARDKIT_ADDR",

@@ -5,8 +5,9 @@
 //!
 //! - `env://` — `RANK`/`WORLD_SIZE`/`LOCAL_RANK`/`MASTER_ADDR`/`MASTER_PORT` as torchrun sets
 //!   them, else Slurm's `SLURM_PROCID`/`SLURM_NTASKS`/`SLURM_LOCALID` with the first host of
-//!   `SLURM_JOB_NODELIST` as master and a port derived from `SLURM_JOB_ID` (so two jobs sharing a
-//!   node do not clash on torch's fixed 29500, the seeds' `--master_port` trouble);
+//!   `SLURM_STEP_NODELIST` (the step's nodes; else the job's) as master and a port derived from
+//!   `SLURM_JOB_ID` (so two jobs sharing a node do not clash on torch's fixed 29500, the seeds'
+//!   `--master_port` trouble);
 //! - `tcp://host:port` — the same with the address given;
 //! - `file:///path` — rank 0 serves the store on a free port and writes `host:port nonce` to
 //!   the file (atomically); the others read it, connect and check the nonce, so a stale file
@@ -266,8 +267,13 @@ impl Options {
                         let host = self.master_addr.clone().or_else(|| env("MASTER_ADDR"));
                         let host = host.or_else(|| {
                             if slurm {
+                                // The step's first node runs its task 0: a step on a part of
+                                // the job's nodes (srun --exact -N2 in a 4-node job, a sweep's
+                                // trial) does not start on the job's first node.
                                 first_host(
-                                    &env("SLURM_JOB_NODELIST").or_else(|| env("SLURM_NODELIST"))?,
+                                    &env("SLURM_STEP_NODELIST")
+                                        .or_else(|| env("SLURM_JOB_NODELIST"))
+                                        .or_else(|| env("SLURM_NODELIST"))?,
                                 )
                             } else {
                                 None
@@ -1025,6 +1031,24 @@ mod tests {
             matches!(&p.store, StoreAt::Tcp { host, port: 23456, serve: false, .. } if host == "gpu03")
         );
         assert_eq!(p.run_id.as_deref(), Some("slurm:123456.0"));
+    }
+
+    #[test]
+    fn a_step_on_part_of_the_jobs_nodes_meets_on_its_own_first_node() {
+        let vars = [
+            ("SLURM_PROCID", "0"),
+            ("SLURM_NTASKS", "2"),
+            ("SLURM_JOB_NODELIST", "gpu[03-04,07]"),
+            ("SLURM_STEP_NODELIST", "gpu[04,07]"),
+            ("SLURM_JOB_ID", "123456"),
+            ("SLURM_STEP_ID", "3"),
+        ];
+        let p = plan(&Options::default(), &vars).unwrap();
+        assert!(
+            matches!(&p.store, StoreAt::Tcp { host, serve: true, .. } if host == "gpu04"),
+            "{:?}",
+            p.store
+        );
     }
 
     #[test]

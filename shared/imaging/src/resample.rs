@@ -413,6 +413,8 @@ mod avx2 {
     /// added, and the sums stay in registers over all the taps. The same sums as Pillow's (an
     /// odd tap count's last step pairs the last row with a weight of 0); the bytes past the
     /// last multiple of 16 go through the generic code.
+    ///
+    /// Kept in one piece: one pass whose sums stay in registers from the first tap to the store.
     #[target_feature(enable = "avx2")]
     pub(super) fn vertical_row(
         src: &[u8],

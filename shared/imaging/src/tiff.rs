@@ -750,6 +750,8 @@ struct Layout {
 /// Pillow's raw decoder over the tiles TiffImagePlugin._setup lists: rows read from the file at
 /// each strip's (or tile's) offset, whatever its byte count says, and "truncated" where the file
 /// ends first.
+///
+/// Kept in one piece: Pillow's decoder loop, strip by strip and row by row, in its order.
 fn read_raw(
     ifd: &Ifd,
     bytes: &[u8],

@@ -11,10 +11,78 @@
 
 use std::io::{Seek, Write};
 
-use anyhow::{Context, Result, bail};
 use ndarray::ArrayD;
 
+/// `return Err(Error::Format(format!(...)))`: what the bytes are not.
+macro_rules! bail {
+    ($($t:tt)*) => {
+        return Err($crate::Error::Format(format!($($t)*)))
+    };
+}
+
 pub mod npy;
+
+/// What is wrong with a latent file, or with writing one; each displays whole.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The bytes are not a latent file this reads (they say why).
+    #[error("{0}")]
+    Format(String),
+    /// A library below (zip, ndarray-npy) failed while reading `what`.
+    #[error("{what}: {}", chain(&**error))]
+    Read {
+        what: String,
+        error: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// Writing the archive failed.
+    #[error("writing the .npz: {}", chain(.0))]
+    Write(ndarray_npy::WriteNpzError),
+}
+
+/// An error and its sources, `a: b: c` (a full disk's "No space left on device" lies three
+/// sources below the zip writer's error).
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut next = e.source();
+    while let Some(s) = next {
+        let more = s.to_string();
+        if !text.ends_with(&more) {
+            text = format!("{text}: {more}");
+        }
+        next = s.source();
+    }
+    text
+}
+
+impl error_class::Classify for Error {
+    fn class(&self) -> error_class::Class {
+        error_class::Class::Fatal
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A library's error as [`Error::Read`], with what was being read.
+trait Context<T> {
+    fn context(self, what: impl Into<String>) -> Result<T>;
+    fn with_context(self, what: impl FnOnce() -> String) -> Result<T>;
+}
+
+impl<T, E: std::error::Error + Send + Sync + 'static> Context<T> for std::result::Result<T, E> {
+    fn context(self, what: impl Into<String>) -> Result<T> {
+        self.map_err(|e| Error::Read {
+            what: what.into(),
+            error: Box::new(e),
+        })
+    }
+
+    fn with_context(self, what: impl FnOnce() -> String) -> Result<T> {
+        self.map_err(|e| Error::Read {
+            what: what(),
+            error: Box::new(e),
+        })
+    }
+}
 
 pub use npy::{Latent, header as npy_header, npz_names, read_latent, unicode_array};
 
@@ -42,11 +110,11 @@ pub fn sniff(head: &[u8]) -> std::result::Result<(), String> {
 /// Writes a latent file to `out`: [`W`], and [`W_STEPS`] when given.
 pub fn write<O: Write + Seek>(out: O, w: &ArrayD<f32>, steps: Option<&ArrayD<f32>>) -> Result<()> {
     let mut npz = ndarray_npy::NpzWriter::new(out);
-    npz.add_array(W, w)?;
+    npz.add_array(W, w).map_err(Error::Write)?;
     if let Some(s) = steps {
-        npz.add_array(W_STEPS, s)?;
+        npz.add_array(W_STEPS, s).map_err(Error::Write)?;
     }
-    npz.finish()?;
+    npz.finish().map_err(Error::Write)?;
     Ok(())
 }
 
@@ -92,6 +160,27 @@ mod tests {
     use super::*;
     use ndarray_npy::{NpzWriter, WriteNpyExt};
     use std::io::Cursor;
+
+    #[test]
+    fn a_failed_write_names_the_reason_below_the_zip_writer() {
+        struct Full;
+        impl std::io::Write for Full {
+            fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+                Err(std::io::Error::from_raw_os_error(28))
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        impl std::io::Seek for Full {
+            fn seek(&mut self, _: std::io::SeekFrom) -> std::io::Result<u64> {
+                Ok(0)
+            }
+        }
+        let w = ndarray::Array3::<f32>::zeros((1, 2, 3)).into_dyn();
+        let e = write(Full, &w, None).unwrap_err().to_string();
+        assert!(e.contains("No space left on device"), "{e}");
+    }
 
     #[test]
     fn what_is_written_reads_back_in_both_readers() {

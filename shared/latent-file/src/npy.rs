@@ -11,7 +11,7 @@ use std::ffi::OsStr;
 use std::io::{Cursor, Read};
 use std::os::unix::ffi::OsStrExt;
 
-use anyhow::{Context, Result, bail};
+use crate::{Context, Result};
 use ndarray::ArrayD;
 use ndarray_npy::ReadNpyExt;
 

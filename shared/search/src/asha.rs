@@ -21,8 +21,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use crate::Result;
 use crate::numpy::RandomState;
-use anyhow::{Result, bail};
 
 /// What the metric should do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

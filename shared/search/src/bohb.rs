@@ -28,7 +28,7 @@
 
 use std::collections::BTreeMap;
 
-use anyhow::{Result, bail};
+use crate::Result;
 use serde_json::Value;
 
 use crate::numpy::{RandomState, sum as np_sum};

@@ -31,7 +31,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use anyhow::{Result, bail};
+use crate::Result;
 
 use crate::asha::{Action, Mode};
 use crate::scheduler::{Effects, Halving, States, TrialState};

@@ -24,7 +24,7 @@
 //! the C library's in the last bit for about one value in twenty: a log-uniform resample may
 //! differ from Ray's by an ulp.
 
-use anyhow::{Result, bail};
+use crate::Result;
 use serde_json::Value;
 
 use crate::asha::{Action, Mode};
@@ -156,7 +156,7 @@ impl Pbt {
             s,
             mutations,
             trials: Vec::new(),
-            py: PyRandom::new(seed),
+            py: PyRandom::new(seed.into()),
             np: RandomState::new(seed),
             num_checkpoints: 0,
             num_perturbations: 0,

@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use anyhow::{Context, Result, bail};
+use crate::{Error, Result};
 use rand_mt::Mt64;
 use serde_json::{Map, Value};
 
@@ -50,7 +50,7 @@ pub struct Space(pub BTreeMap<String, Param>);
 impl Space {
     /// Parses the JSON object of a space file.
     pub fn parse(text: &str) -> Result<Self> {
-        let v: Value = serde_json::from_str(text).context("the search space is not JSON")?;
+        let v: Value = serde_json::from_str(text).map_err(Error::NotJson)?;
         let Value::Object(obj) = v else {
             bail!("the search space must be a JSON object of parameters")
         };
@@ -61,7 +61,10 @@ impl Space {
                     "parameter name {name:?}: use letters, digits and _ (it is a {{placeholder}} in the command)"
                 );
             }
-            let p = Param::parse(&spec).with_context(|| format!("parameter {name:?}"))?;
+            let p = Param::parse(&spec).map_err(|e| Error::Within {
+                what: format!("parameter {name:?}"),
+                error: Box::new(e),
+            })?;
             params.insert(name, p);
         }
         Ok(Space(params))
@@ -150,9 +153,9 @@ impl Param {
             list(Some(n))?
                 .iter()
                 .map(|v| {
-                    v.as_f64()
-                        .filter(|f| f.is_finite())
-                        .with_context(|| format!("{kind}: {v} is not a finite number"))
+                    v.as_f64().filter(|f| f.is_finite()).ok_or_else(|| {
+                        Error::Invalid(format!("{kind}: {v} is not a finite number"))
+                    })
                 })
                 .collect()
         };
@@ -177,8 +180,9 @@ impl Param {
                 let ints: Vec<i64> = a
                     .iter()
                     .map(|v| {
-                        v.as_i64()
-                            .with_context(|| format!("randint: {v} is not an integer"))
+                        v.as_i64().ok_or_else(|| {
+                            Error::Invalid(format!("randint: {v} is not an integer"))
+                        })
                     })
                     .collect::<Result<_>>()?;
                 if ints[0] >= ints[1] {

@@ -12,7 +12,28 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+/// A file of events that could not be created or written.
+#[derive(Debug, thiserror::Error)]
+#[error("{what} {}: {error}", path.display())]
+pub struct Error {
+    what: &'static str,
+    path: std::path::PathBuf,
+    error: std::io::Error,
+}
+
+impl error_class::Classify for Error {
+    fn class(&self) -> error_class::Class {
+        error_class::Class::Fatal
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// `what path: why`, for `map_err`.
+fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Error {
+    let path = path.to_path_buf();
+    move |error| Error { what, path, error }
+}
 use prost::Message;
 use serde_json::Value;
 
@@ -215,7 +236,7 @@ impl EventWriter {
     /// Creates `dir/events.out.tfevents.<secs>.<host>.<pid>.<suffix>` (and `dir` where it is
     /// missing) with its version record.
     pub fn create(dir: &Path, suffix: &str) -> Result<Self> {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(io("creating", dir))?;
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_string())
             .unwrap_or_else(|_| "localhost".into());
@@ -225,7 +246,7 @@ impl EventWriter {
             std::process::id()
         );
         let path = dir.join(name);
-        let file = File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+        let file = File::create(&path).map_err(io("creating", &path))?;
         let mut w = EventWriter {
             out: BufWriter::new(file),
             path,
@@ -249,7 +270,7 @@ impl EventWriter {
         self.out
             .write_all(&rec)
             .and_then(|_| self.out.flush())
-            .with_context(|| format!("writing {}", self.path.display()))
+            .map_err(io("writing", &self.path))
     }
 
     fn summary(&mut self, step: i64, value: Vec<SummaryValue>) -> Result<()> {

@@ -392,7 +392,7 @@ impl Input {
         let eval_transform = map.get("eval_transform").map_or("none", String::as_str);
         Ok(Some(Input {
             stem: one_of("stem", stem, &["imagenet", "cifar"])?,
-            num_classes: within("num_classes", crate::images::MAX_CLASSES as i64)?,
+            num_classes: within("num_classes", train_data::images::MAX_CLASSES as i64)?,
             image_size: within("image_size", 1 << 16)?,
             mean: finite("normalize_mean", false)?,
             std: finite("normalize_std", true)?,

@@ -2,9 +2,8 @@
 //! PyTorch does so that runs, checkpoints and numbers carry over:
 //!
 //! - [`resnet`]: torchvision's ResNet-18/34/50/101 with its state_dict keys (+ a CIFAR stem);
-//! - [`sampler`]: `DistributedSampler` including torch's `randperm`;
-//! - [`data`]: CIFAR-10/100 binary files (memory-mapped) and a synthetic set, held on the device,
-//!   batches gathered, augmented and normalised there;
+//! - the data (CIFAR, image folders, RecordIO, webdataset shards, `DistributedSampler`) are
+//!   `train_data`'s;
 //! - [`optim`]: SGD (momentum, nesterov, weight decay) and AdamW as `torch.optim` computes them,
 //!   with state as named tensors (saved in checkpoints), LR schedules;
 //! - [`scaler`]: `torch.amp.GradScaler`'s dynamic loss scale;
@@ -12,27 +11,19 @@
 //!   [`collectives::Communicator`];
 //! - [`pipeline`]: model parallelism — the cut into stages on several devices (GPipe);
 //! - [`syncbn`]: SyncBatchNorm (global-batch statistics through a differentiable all-reduce);
-//! - [`folder`], [`recordio`], [`wds`], [`images`]: image folders, MXNet RecordIO and webdataset
-//!   tar shards, decoded with Pillow's pixels and torchvision's transforms by a pool of threads;
 //! - [`checkpoint`]: model + optimiser + scaler + epoch (and, inside an epoch, the step and the
 //!   ranks' partial sums) in safetensors files, written atomically; the model's tensors keep
 //!   torchvision's names.
 
 pub mod checkpoint;
-pub mod data;
 pub mod ddp;
 pub mod flat;
-pub mod folder;
-pub mod images;
 pub mod optim;
 pub mod pipeline;
-pub mod recordio;
 pub mod resnet;
-pub mod sampler;
 pub mod scaler;
 pub mod syncbn;
 pub mod trainer;
-pub mod wds;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -82,6 +73,17 @@ impl error_class::Classify for Error {
             }
             Error::Collective(e) => error_class::Classify::class(e),
             _ => error_class::Class::Fatal,
+        }
+    }
+}
+
+impl From<train_data::Error> for Error {
+    fn from(e: train_data::Error) -> Error {
+        match e {
+            train_data::Error::Usage(m) => Error::Usage(m),
+            train_data::Error::Data(m) => Error::Data(m),
+            train_data::Error::Torch(e) => Error::Torch(e),
+            train_data::Error::Cuda(m) => Error::Cuda(m),
         }
     }
 }

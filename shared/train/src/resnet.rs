@@ -15,10 +15,15 @@ use crate::{Error, Result};
 
 /// Which ResNet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Arch {
+    #[cfg_attr(feature = "clap", value(name = "resnet18"))]
     ResNet18,
+    #[cfg_attr(feature = "clap", value(name = "resnet34"))]
     ResNet34,
+    #[cfg_attr(feature = "clap", value(name = "resnet50"))]
     ResNet50,
+    #[cfg_attr(feature = "clap", value(name = "resnet101"))]
     ResNet101,
 }
 
@@ -146,8 +151,10 @@ fn unit_prefixes(unit: &str) -> Vec<String> {
 
 /// The first layers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Stem {
     /// torchvision's: conv 7×7 stride 2, BN, ReLU, max-pool 3×3 stride 2.
+    #[cfg_attr(feature = "clap", value(name = "imagenet"))]
     ImageNet,
     /// conv 3×3 stride 1, BN, ReLU, no pooling (for 32×32 inputs).
     Cifar,

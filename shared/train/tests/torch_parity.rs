@@ -8,7 +8,7 @@ use std::process::Command;
 use tch::nn::{self, ModuleT};
 use tch::{Device, Kind, Tensor};
 use train::resnet::{Arch, ResNet, Stem};
-use train::sampler::{DistributedSampler, randperm};
+use train_data::sampler::{DistributedSampler, randperm};
 
 fn python(script: &str) -> String {
     let py = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");

@@ -10,12 +10,12 @@ use collectives::rendezvous::StoreAt;
 use collectives::store::StoreServer;
 use collectives::{Backend, Communicator, Options, Plan};
 use tch::{Device, Kind, Tensor};
-use train::data::Source;
 use train::optim::{Rule, Schedule};
 use train::pipeline::Pipeline;
 use train::resnet::{Arch, Stem};
 use train::syncbn::{self, Group, Lent};
 use train::trainer::{Config, Event, Precision, Trained, train};
+use train_data::data::Source;
 
 /// scikit-learn's digits in the CIFAR-100 layout (scripts/make-digits-cifar), made once.
 fn digits() -> &'static Path {

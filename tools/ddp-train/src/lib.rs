@@ -17,11 +17,12 @@ use cli_common::ResultExt as _;
 use cli_common::{CommonArgs, JsonlOut, Outcome, Tool};
 use collectives::{Communicator, DistArgs};
 use device::{DeviceArg, Env};
-use train::data::Source;
 use train::optim::{Rule, Schedule};
 use train::pipeline::Pipeline;
 use train::resnet::{Arch, Stem};
 use train::trainer::{Config, Precision};
+use train_data::data::Source;
+use train_data::images::Transform;
 
 /// Data-parallel ResNet training on CIFAR binaries, image folders, RecordIO or webdataset shards, one process per GPU (or per pipeline of GPUs), as PyTorch DDP does it (checkpoints, resume, records).
 ///
@@ -46,13 +47,13 @@ pub struct Cli {
     )]
     pub data: Option<OsString>,
 
-    /// resnet18, resnet34, resnet50 or resnet101 (torchvision's, with its state_dict keys).
-    #[arg(long, value_name = "NAME", default_value = "resnet18")]
-    pub model: String,
+    /// torchvision's ResNet, with its state_dict keys.
+    #[arg(long, value_name = "NAME", value_enum, default_value_t = Arch::ResNet18)]
+    pub model: Arch,
 
-    /// imagenet (torchvision's 7×7/2 conv + max-pool) or cifar (3×3/1 conv, no pool).
-    #[arg(long, value_name = "STEM", default_value = "imagenet")]
-    pub stem: String,
+    /// The first layers.
+    #[arg(long, value_name = "STEM", value_enum, default_value_t = Stem::ImageNet)]
+    pub stem: Stem,
 
     #[arg(long, value_name = "N", default_value_t = 10, value_parser = at_least_one)]
     pub epochs: usize,
@@ -92,9 +93,9 @@ pub struct Cli {
     #[arg(long, value_name = "M")]
     pub micro_batches: Option<usize>,
 
-    /// sgd or adamw.
-    #[arg(long, value_name = "NAME", default_value = "sgd")]
-    pub optimizer: String,
+    /// The optimiser, as torch.optim computes it.
+    #[arg(long, value_name = "NAME", value_enum, default_value_t = OptimizerKind::Sgd)]
+    pub optimizer: OptimizerKind,
 
     /// Peak learning rate (finite, >= 0, as torch.optim checks it).
     #[arg(long, value_name = "LR", default_value_t = 0.1, value_parser = non_negative)]
@@ -136,8 +137,8 @@ pub struct Cli {
     /// SIZE·256/224 + CenterCrop, as torchvision's reference scripts, with Pillow's BILINEAR),
     /// flip (the images as they are, SIZE×SIZE, flipped at random in training: the face-set
     /// recipe) or none [default: imagenet].
-    #[arg(long, value_name = "T")]
-    pub transform: Option<String>,
+    #[arg(long, value_name = "T", value_enum)]
+    pub transform: Option<Transform>,
 
     /// Image folders: side of the square images the model sees [default: 224].
     #[arg(long, value_name = "PIXELS", value_parser = clap::value_parser!(u32).range(8..=4096))]
@@ -145,8 +146,8 @@ pub struct Cli {
 
     /// Image folders: Normalize's statistics after ToTensor: imagenet (torchvision's ImageNet
     /// mean and std), 0.5 (mean and std 0.5), MEAN,STD, or R,G,B,R,G,B [default: imagenet].
-    #[arg(long, value_name = "STATS")]
-    pub normalize: Option<String>,
+    #[arg(long, value_name = "STATS", value_parser = normalize_stats)]
+    pub normalize: Option<Stats>,
 
     /// Image folders: decoding threads per rank [default: --threads, else SLURM_CPUS_PER_TASK,
     /// else the CPUs divided by the ranks on this node, as PyTorch scripts divide num_workers].
@@ -184,8 +185,8 @@ pub struct Cli {
     pub dump: Option<PathBuf>,
 
     /// Which split --dump-batches takes: train (as training draws it) or val.
-    #[arg(long, value_name = "SPLIT", default_value = "train", value_parser = ["train", "val"])]
-    pub split: String,
+    #[arg(long, value_name = "SPLIT", value_enum, default_value_t = DumpSplit::Train)]
+    pub split: DumpSplit,
 
     /// Image folders: steps whose batches are decoded ahead, while the steps before them run
     /// (0: each batch when its step asks for it).
@@ -328,6 +329,78 @@ pub struct Cli {
     pub common: CommonArgs,
 }
 
+/// `--optimizer`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OptimizerKind {
+    /// SGD (--momentum, --nesterov, --weight-decay).
+    Sgd,
+    /// AdamW (betas 0.9, 0.999, eps 1e-8, --weight-decay).
+    Adamw,
+}
+
+/// `--split`: which split --dump-batches takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DumpSplit {
+    /// As training draws it.
+    Train,
+    /// The validation split.
+    Val,
+}
+
+impl std::fmt::Display for DumpSplit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            DumpSplit::Train => "train",
+            DumpSplit::Val => "val",
+        })
+    }
+}
+
+/// `--normalize`: Normalize's per-channel statistics, and the flag's text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stats {
+    pub text: String,
+    pub mean: [f32; 3],
+    pub std: [f32; 3],
+}
+
+/// A value of a flag as its command line names it (`resnet18`, `adamw`).
+fn value_name<T: clap::ValueEnum>(v: &T) -> String {
+    v.to_possible_value()
+        .map_or_else(String::new, |p| p.get_name().to_string())
+}
+
+/// imagenet, 0.5, MEAN,STD or R,G,B,R,G,B; finite, every standard deviation above 0.
+fn normalize_stats(s: &str) -> Result<Stats, String> {
+    use train_data::images::{IMAGENET_MEAN, IMAGENET_STD};
+    let (mean, std) = match s {
+        "imagenet" => (IMAGENET_MEAN, IMAGENET_STD),
+        "0.5" => ([0.5; 3], [0.5; 3]),
+        other => {
+            let v: Vec<f32> = other
+                .split(',')
+                .map(|x| x.trim().parse::<f32>())
+                .collect::<std::result::Result<_, _>>()
+                .ok()
+                .filter(|v: &Vec<f32>| v.iter().all(|x| x.is_finite()))
+                .ok_or("imagenet, 0.5, MEAN,STD or R,G,B,R,G,B")?;
+            match v[..] {
+                [m, s] => ([m; 3], [s; 3]),
+                [r, g, b, sr, sg, sb] => ([r, g, b], [sr, sg, sb]),
+                _ => return Err("two numbers (MEAN,STD) or six (R,G,B,R,G,B)".into()),
+            }
+        }
+    };
+    if std.iter().any(|s| *s <= 0.0) {
+        return Err("a standard deviation must be above 0".into());
+    }
+    Ok(Stats {
+        text: s.to_string(),
+        mean,
+        std,
+    })
+}
+
 /// A count of at least 1 (clap's message names the flag and the value).
 fn at_least_one(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
@@ -337,11 +410,11 @@ fn at_least_one(s: &str) -> Result<usize, String> {
     }
 }
 
-/// 1 to [`train::images::MAX_CLASSES`].
+/// 1 to [`train_data::images::MAX_CLASSES`].
 fn num_classes(s: &str) -> Result<usize, String> {
     let n = at_least_one(s)?;
-    if n > train::images::MAX_CLASSES {
-        return Err(format!("at most {}", train::images::MAX_CLASSES));
+    if n > train_data::images::MAX_CLASSES {
+        return Err(format!("at most {}", train_data::images::MAX_CLASSES));
     }
     Ok(n)
 }
@@ -495,24 +568,19 @@ fn stage_devices(cli: &Cli, env: &Env) -> Result<Vec<tch::Device>> {
 fn config(cli: &Cli, devices: &[tch::Device]) -> Result<Config> {
     let device = devices[0];
     let precision = cli.gpu.precision;
-    let stem = match cli.stem.as_str() {
-        "imagenet" => Stem::ImageNet,
-        "cifar" => Stem::Cifar,
-        other => bail!("unknown --stem {other}: imagenet or cifar"),
-    };
-    let rule = match cli.optimizer.as_str() {
-        "sgd" => Rule::Sgd {
+    let stem = cli.stem;
+    let rule = match cli.optimizer {
+        OptimizerKind::Sgd => Rule::Sgd {
             momentum: cli.momentum,
             nesterov: cli.nesterov,
             weight_decay: cli.weight_decay,
         },
-        "adamw" => Rule::AdamW {
+        OptimizerKind::Adamw => Rule::AdamW {
             beta1: 0.9,
             beta2: 0.999,
             eps: 1e-8,
             weight_decay: cli.weight_decay,
         },
-        other => bail!("unknown --optimizer {other}: sgd or adamw"),
     };
     let schedule = parse_schedule(&cli.schedule)?;
     let data = Source::parse(data_arg(cli), cli.seed)?;
@@ -522,7 +590,7 @@ fn config(cli: &Cli, devices: &[tch::Device]) -> Result<Config> {
         None => data,
     };
     Ok(Config {
-        arch: cli.model.parse::<Arch>()?,
+        arch: cli.model,
         stem,
         augment: cli.augment || data.is_files(),
         data,
@@ -654,8 +722,8 @@ fn requeue(job: &str) -> Result<()> {
 
 /// How image-folder data is prepared, from the flags that only it takes (a usage error with
 /// other data).
-fn image_options(cli: &Cli, data: &Source) -> Result<train::images::ImageOptions> {
-    use train::images::{IMAGENET_MEAN, IMAGENET_STD, ImageOptions, Transform};
+fn image_options(cli: &Cli, data: &Source) -> Result<train_data::images::ImageOptions> {
+    use train_data::images::{IMAGENET_MEAN, IMAGENET_STD, ImageOptions};
     if cli.num_classes.is_some() && !matches!(data, Source::Shards { .. } | Source::RecordIo { .. })
     {
         bail!(
@@ -682,36 +750,11 @@ fn image_options(cli: &Cli, data: &Source) -> Result<train::images::ImageOptions
     if cli.augment {
         bail!("--augment is CIFAR's crop and flip; image folders take --transform");
     }
-    let transform = match cli.transform.as_deref().unwrap_or("imagenet") {
-        "imagenet" => Transform::Imagenet,
-        "flip" => Transform::Flip,
-        "none" => Transform::None,
-        other => bail!("unknown --transform {other}: imagenet, flip or none"),
-    };
-    let (mean, std) = match cli.normalize.as_deref().unwrap_or("imagenet") {
-        "imagenet" => (IMAGENET_MEAN, IMAGENET_STD),
-        "0.5" => ([0.5; 3], [0.5; 3]),
-        other => {
-            let v: Vec<f32> = other
-                .split(',')
-                .map(|x| x.trim().parse::<f32>())
-                .collect::<std::result::Result<_, _>>()
-                .ok()
-                .filter(|v: &Vec<f32>| v.iter().all(|x| x.is_finite()))
-                .with_context(|| {
-                    format!("--normalize {other}: imagenet, 0.5, MEAN,STD or R,G,B,R,G,B")
-                })?;
-            let (mean, std) = match v[..] {
-                [m, s] => ([m; 3], [s; 3]),
-                [r, g, b, sr, sg, sb] => ([r, g, b], [sr, sg, sb]),
-                _ => bail!("--normalize {other}: two numbers (MEAN,STD) or six (R,G,B,R,G,B)"),
-            };
-            if std.iter().any(|s| *s <= 0.0) {
-                bail!("--normalize {other}: a standard deviation must be above 0");
-            }
-            (mean, std)
-        }
-    };
+    let transform = cli.transform.unwrap_or(Transform::Imagenet);
+    let (mean, std) = cli
+        .normalize
+        .as_ref()
+        .map_or((IMAGENET_MEAN, IMAGENET_STD), |n| (n.mean, n.std));
     if cli.shuffle_buffer.is_some() && !matches!(data, Source::Shards { .. }) {
         bail!("--shuffle-buffer applies to --data wds:PATTERN (other sources are shuffled whole)");
     }
@@ -740,7 +783,13 @@ fn dump(cli: &Cli, cfg: &Config, n: usize, path: &std::path::Path) -> Result<Out
     let plan = opts.plan().classified()?;
     // libtorch's failures (out of memory among them) are panics: an error here as in training.
     let d = cli_common::panics::catch_torch(|| {
-        train::trainer::dump_batches(cfg, plan.rank, plan.world_size, n, cli.split == "train")
+        train::trainer::dump_batches(
+            cfg,
+            plan.rank,
+            plan.world_size,
+            n,
+            cli.split == DumpSplit::Train,
+        )
     })?
     .classified()?;
     let paths: Vec<u8> = d
@@ -780,7 +829,7 @@ fn dump(cli: &Cli, cfg: &Config, n: usize, path: &std::path::Path) -> Result<Out
 }
 
 /// The flags every rank must share, as (flag, value): all that decides what is trained.
-fn training_flags(cli: &Cli) -> Vec<(&'static str, String)> {
+fn training_flags(cli: &Cli, data: &Source) -> Vec<(&'static str, String)> {
     // Exact for any bytes: a name that is not UTF-8 is compared (and shown) escaped.
     let os = |s: &OsStr| s.to_str().map_or_else(|| format!("{s:?}"), str::to_string);
     let opt = |p: &Option<PathBuf>| {
@@ -789,15 +838,15 @@ fn training_flags(cli: &Cli) -> Vec<(&'static str, String)> {
     };
     let mut flags = vec![
         ("--data", os(data_arg(cli))),
-        ("--model", cli.model.clone()),
-        ("--stem", cli.stem.clone()),
+        ("--model", value_name(&cli.model)),
+        ("--stem", value_name(&cli.stem)),
         ("--epochs", cli.epochs.to_string()),
         ("--batch-size", cli.batch_size.to_string()),
         ("--accum", cli.accum.to_string()),
         ("--stages", format!("{:?}", cli.stages)),
         ("--split-at", cli.split_at.clone()),
         ("--micro-batches", format!("{:?}", cli.micro_batches)),
-        ("--optimizer", cli.optimizer.clone()),
+        ("--optimizer", value_name(&cli.optimizer)),
         ("--lr", cli.lr.to_string()),
         ("--momentum", cli.momentum.to_string()),
         ("--nesterov", cli.nesterov.to_string()),
@@ -805,9 +854,15 @@ fn training_flags(cli: &Cli) -> Vec<(&'static str, String)> {
         ("--schedule", cli.schedule.clone()),
         ("--label-smoothing", cli.label_smoothing.to_string()),
         ("--val-data", opt(&cli.val_data)),
-        ("--transform", format!("{:?}", cli.transform)),
+        (
+            "--transform",
+            format!("{:?}", cli.transform.as_ref().map(value_name)),
+        ),
         ("--image-size", format!("{:?}", cli.image_size)),
-        ("--normalize", format!("{:?}", cli.normalize)),
+        (
+            "--normalize",
+            format!("{:?}", cli.normalize.as_ref().map(|n| &n.text)),
+        ),
         ("--max-bad-inputs", cli.max_bad_inputs.to_string()),
         ("--num-classes", format!("{:?}", cli.num_classes)),
         ("--augment", cli.augment.to_string()),
@@ -838,10 +893,7 @@ fn training_flags(cli: &Cli) -> Vec<(&'static str, String)> {
         ("--sync-bn", cli.sync_bn.to_string()),
     ];
     // Shards are split over each rank's streams: every rank must split alike.
-    if matches!(
-        Source::parse(data_arg(cli), cli.seed),
-        Ok(Source::Shards { .. })
-    ) {
+    if matches!(data, Source::Shards { .. }) {
         flags.push(("--workers", workers(cli).to_string()));
         flags.push(("--shuffle-buffer", format!("{:?}", cli.shuffle_buffer)));
     }
@@ -903,8 +955,8 @@ fn data_arg(cli: &Cli) -> &OsStr {
     cli.data.as_deref().unwrap_or_default()
 }
 
-/// This rank in its group, which was started with the same training flags.
-fn join(cli: &Cli) -> Result<Communicator> {
+/// This rank in its group, which was started with the same training `flags`.
+fn join(cli: &Cli, flags: &[(&'static str, String)]) -> Result<Communicator> {
     let mut opts = cli.dist.options();
     // SIGINT/SIGTERM end any wait for peers at once (exit 130).
     opts.should_stop = cli_common::interrupt::requested;
@@ -913,7 +965,7 @@ fn join(cli: &Cli) -> Result<Communicator> {
     let rank = plan.rank;
     let mut comm = Communicator::from_plan(plan, &opts, cli.dist.backend)
         .with_context(|| format!("rank {rank}"))?;
-    check_same_flags(&mut comm, &training_flags(cli)).with_context(|| format!("rank {rank}"))?;
+    check_same_flags(&mut comm, flags).with_context(|| format!("rank {rank}"))?;
     Ok(comm)
 }
 
@@ -944,7 +996,8 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     }
     let threads = cli.cpu.share();
     device::set_cpu_threads(threads.threads);
-    let mut comm = join(&cli)?;
+    let flags = training_flags(&cli, &cfg.data);
+    let mut comm = join(&cli, &flags)?;
     let (rank, world) = (comm.rank(), comm.world_size());
     // The checkpoint directory is this run's before anything of it is written (a run refused
     // it wrote its TensorBoard file into the live run's log directory).
@@ -952,11 +1005,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     // Rank 0's logs; the other ranks never wait for their device to read per-step figures.
     let logs = if rank == 0 {
         cfg.log_every = cli.tensorboard.as_ref().map(|_| cli.log_every);
-        logs::Logs::open(
-            cli.tensorboard.as_deref(),
-            cli.csv.as_deref(),
-            &training_flags(&cli),
-        )?
+        logs::Logs::open(cli.tensorboard.as_deref(), cli.csv.as_deref(), &flags)?
     } else {
         logs::Logs::default()
     };

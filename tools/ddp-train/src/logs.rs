@@ -72,7 +72,7 @@ impl Logs {
         if let Some(scale) = f.loss_scale {
             values.push(("step/loss_scale", scale));
         }
-        w.numbers(s.global_step as i64, values)
+        Ok(w.numbers(s.global_step as i64, values)?)
     }
 
     /// An epoch's figures: `epoch/*` scalars at the epoch's number, and its CSV row.

@@ -1376,7 +1376,7 @@ fn image_folder_flags_that_do_not_fit_the_data_are_usage_errors() {
         (
             "folder",
             vec!["--transform", "crop"],
-            "unknown --transform crop",
+            "invalid value 'crop' for '--transform",
         ),
         ("folder", vec!["--normalize", "1,2,3"], "two numbers"),
         ("folder", vec!["--normalize", "0.5,0"], "above 0"),

@@ -10,7 +10,7 @@ use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, inputs};
 use records::{ErrorRecord, Shard};
 
 mod partition;
-pub use partition::{PyRandom, balance, partition, round_robin};
+pub use partition::{balance, partition, round_robin};
 
 /// Split a list of paths into shards: round-robin, seeded partitions, by directory, or balanced by bytes.
 ///

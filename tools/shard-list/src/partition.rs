@@ -1,6 +1,6 @@
 //! The sharding rules, independent of I/O.
 
-use rand_mt::Mt;
+use ref_rng::PyRandom;
 
 /// A projection script's `subdir_list[i::n]`: unit `j` goes to shard `j % n`, in order.
 pub fn round_robin(len: usize, n: usize) -> Vec<Vec<usize>> {
@@ -48,48 +48,6 @@ pub fn partition(len: usize, sizes: &[f64], seed: u64) -> Vec<Vec<usize>> {
         .collect()
 }
 
-/// CPython's `random.Random` for integer seeds and `shuffle`: MT19937 seeded by
-/// `init_by_array` with the seed's 32-bit words (little-endian; 0 → `[0]`), `_randbelow` by
-/// rejection sampling over `getrandbits(n.bit_length())`. Same seed, same permutation as Python,
-/// on every machine.
-#[derive(Debug)]
-pub struct PyRandom(Mt);
-
-impl PyRandom {
-    pub fn new(seed: u64) -> Self {
-        let mut key = vec![seed as u32];
-        if seed >> 32 != 0 {
-            key.push((seed >> 32) as u32);
-        }
-        PyRandom(Mt::new_with_key(key))
-    }
-
-    /// `getrandbits(k)` for 1 ≤ k ≤ 32.
-    fn getrandbits(&mut self, k: u32) -> u32 {
-        self.0.next_u32() >> (32 - k)
-    }
-
-    /// `_randbelow_with_getrandbits(n)`, n ≥ 1.
-    fn randbelow(&mut self, n: usize) -> usize {
-        let n = u32::try_from(n).expect("shuffle of more than 2^32 items");
-        let k = 32 - n.leading_zeros();
-        loop {
-            let r = self.getrandbits(k);
-            if r < n {
-                return r as usize;
-            }
-        }
-    }
-
-    /// `random.shuffle(x)`.
-    pub fn shuffle<T>(&mut self, x: &mut [T]) {
-        for i in (1..x.len()).rev() {
-            let j = self.randbelow(i + 1);
-            x.swap(i, j);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,28 +60,6 @@ mod tests {
             vec![vec![0, 3, 6], vec![1, 4, 7], vec![2, 5]]
         );
         assert_eq!(round_robin(2, 4)[3], Vec::<usize>::new());
-    }
-
-    #[test]
-    fn shuffle_matches_cpython() {
-        // Printed by CPython 3.11: r = random.Random(); r.seed(s); x = list(range(n)); r.shuffle(x)
-        let cases: [(u64, usize, &[usize]); 4] = [
-            (1234, 10, &[2, 8, 3, 5, 6, 4, 9, 0, 1, 7]),
-            (0, 7, &[4, 2, 1, 0, 5, 3, 6]),
-            (
-                (1 << 40) + 5,
-                20,
-                &[
-                    9, 7, 17, 13, 4, 18, 5, 6, 10, 11, 3, 14, 12, 15, 2, 1, 0, 8, 19, 16,
-                ],
-            ),
-            (1234, 1, &[0]),
-        ];
-        for (seed, n, want) in cases {
-            let mut x: Vec<usize> = (0..n).collect();
-            PyRandom::new(seed).shuffle(&mut x);
-            assert_eq!(x, want, "seed {seed}, n {n}");
-        }
     }
 
     #[test]

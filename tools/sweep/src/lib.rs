@@ -1,27 +1,19 @@
 //! `sweep`: hyper-parameter search over any command that prints JSON records, with ASHA early
 //! stopping decided as Ray Tune's `AsyncHyperBandScheduler` decides.
 
-use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::Parser;
-use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, atomic, usage};
-
-mod engine;
-pub mod files;
-pub mod journal;
-pub mod plot;
-mod procs;
-mod pyjson;
-pub mod template;
-
-use journal::{ArgRepr, Definition, Journal, SchedulerKind, SearchKind};
+use cli_common::{CommonArgs, JsonlOut, Outcome, ResultExt, Tool, interrupt, usage};
 use search::median::MedianSettings;
 use search::pbt::PbtSettings;
 use search::{AshaSettings, Mode, space};
+use sweep_engine::journal::{ArgRepr, Definition, SchedulerKind, SearchKind};
+use sweep_engine::launcher::{self, Allocation, Ask, Local, Slurm};
+use sweep_engine::{MAX_TRIALS, Record, RunOptions, template::Template, template_of};
 
 /// Hyper-parameter search (random, grid, TPE as Optuna's or BOHB) with ASHA, HyperBand, median stopping or population-based training, as Ray Tune's, over any command that prints JSON records.
 ///
@@ -190,14 +182,31 @@ pub struct Cli {
     #[arg(long)]
     pub resume: bool,
 
-    /// Trials running at once (at most 4096).
-    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
-    pub slots: u32,
+    /// Where trials run: local (child processes of the sweep, on this machine's GPUs and CPUs)
+    /// or slurm (inside a Slurm allocation: each trial one job step, `srun --exact`, on the
+    /// nodes Slurm picks, which binds its GPUs and CPUs).
+    #[arg(long, value_enum, default_value_t = LauncherKind::Local)]
+    pub launcher: LauncherKind,
 
-    /// GPUs per slot: slot i gets CUDA_VISIBLE_DEVICES = GPUs i·G … i·G+G−1 of --gpus. 0 leaves
-    /// CUDA_VISIBLE_DEVICES as it is.
-    #[arg(long, value_name = "G", default_value_t = 1, value_parser = at_most::<1024>)]
-    pub gpus_per_trial: usize,
+    /// Trials running at once (at most 4096) [default: 1; with --launcher slurm, what the
+    /// allocation holds divided by what a trial asks for].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub slots: Option<u32>,
+
+    /// GPUs per trial. Local: slot i gets CUDA_VISIBLE_DEVICES = GPUs i·G … i·G+G−1 of --gpus, 0
+    /// leaves CUDA_VISIBLE_DEVICES as it is [default: 1]. Slurm: the step's --gres=gpu, spread
+    /// over its nodes [default: 1 if the allocation has GPUs, else 0].
+    #[arg(long, value_name = "G", value_parser = at_most::<1024>)]
+    pub gpus_per_trial: Option<usize>,
+
+    /// With --launcher slurm: nodes per trial (srun --nodes). [default: 1]
+    #[arg(long, value_name = "N", value_parser = at_most::<4096>)]
+    pub nodes_per_trial: Option<usize>,
+
+    /// With --launcher slurm: tasks on each of a trial's nodes (srun --ntasks-per-node; a
+    /// ddp-train trial's ranks, which read Slurm's variables). [default: 1]
+    #[arg(long, value_name = "N", value_parser = at_most::<4096>)]
+    pub tasks_per_node: Option<usize>,
 
     /// The GPUs to share out [default: CUDA_VISIBLE_DEVICES if set, else 0,1,…,slots·G−1, checked
     /// against the GPUs the NVIDIA driver lists].
@@ -277,11 +286,13 @@ A status table goes to stderr every --report-secs while something changes, and t
     }
 
     fn environment() -> Vec<(&'static str, &'static str)> {
-        vec![(
+        let mut vars = vec![(
             "CUDA_VISIBLE_DEVICES",
             "The GPUs the slots share when --gpus is not given (else the driver's list); each trial \
              gets its slot's share in its own CUDA_VISIBLE_DEVICES.",
-        )]
+        )];
+        vars.extend_from_slice(launcher::SLURM_ENVIRONMENT);
+        vars
     }
 }
 
@@ -292,194 +303,128 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let (Some(stop_grace), Some(report_every)) = (grace, report) else {
         return usage("--stop-grace-secs and --report-secs take a non-negative number of seconds");
     };
-    let slots = cli.slots as usize;
-    let slot_gpus = slot_gpus(
+    let (slots, launcher) = launcher_of(&cli, &|k| std::env::var(k).ok())?;
+    let opts = RunOptions {
         slots,
-        cli.gpus_per_trial,
-        cli.gpus.as_deref(),
-        std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref(),
-        installed_gpus(),
-    )?;
-    let slot_cpus = slot_cpus(slots, cli.cpus_per_trial, &procs::allowed_cpus());
-    let opts = engine::RunOptions {
-        slots,
-        slot_gpus,
-        slot_cpus,
         stop_grace,
         report_every,
-        quiet: cli.common.quiet,
+        interrupted: interrupt::requested,
     };
-
-    // One live sweep per directory (a `--resume` beside the running original ran the same
-    // trials twice into one journal), for the sweep's life: the lock lives to the end of run.
-    let (def, template, journal, replay, out_dir, _lock) = if cli.resume {
-        let out_dir = std::fs::canonicalize(&cli.out_dir)
-            .with_context(|| format!("--out-dir {}", cli.out_dir.display()))?;
-        let held = atomic::DirLock::acquire(&out_dir)?;
-        let (def, entries, journal) = Journal::resume(&out_dir)?;
-        let space = space::Space::parse(&def.space.to_string())?;
-        check_resumed(&def, &space).with_context(|| {
-            format!(
-                "{}: its sweep definition",
-                out_dir.join(journal::FILE).display()
-            )
-        })?;
-        let command: Vec<OsString> = def.command.iter().map(ArgRepr::to_os).collect();
-        let template = template_of(&space, &command)?;
-        (def, template, journal, entries, out_dir, held)
+    let opened = if cli.resume {
+        sweep_engine::resume(&cli.out_dir)
     } else {
         let (def, template) = definition(&cli)?;
-        std::fs::create_dir_all(&cli.out_dir)
-            .with_context(|| format!("creating {}", cli.out_dir.display()))?;
-        let out_dir = std::fs::canonicalize(&cli.out_dir)?;
-        let held = atomic::DirLock::acquire(&out_dir)?;
-        let journal = Journal::create(&out_dir, &def)?;
-        write_experiment(&out_dir, &def)?;
-        (def, template, journal, Vec::new(), out_dir, held)
+        sweep_engine::create(&cli.out_dir, def, template)
+    }
+    .classified()?;
+    let mut printer = Printer {
+        out,
+        quiet: cli.common.quiet,
     };
-    engine::Engine::new(def, template, out_dir, journal, &replay, opts, out)?.run()
+    let engine = sweep_engine::Engine::new(opened, opts, launcher, &mut printer);
+    let finished = match engine.classified()?.run() {
+        Err(sweep_engine::Error::Interrupted) => return Err(cli_common::Interrupted.into()),
+        ended => ended.classified()?,
+    };
+    Ok(Outcome::from_failures(finished.failed))
 }
 
-/// The command template, its placeholders checked against the space's parameters.
-fn template_of(space: &space::Space, command: &[OsString]) -> Result<template::Template> {
-    let params: BTreeSet<String> = space.names().map(String::from).collect();
-    template::Template::parse(command, &params)
+/// `--launcher`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LauncherKind {
+    /// Child processes of the sweep, here.
+    Local,
+    /// Job steps of the Slurm allocation the sweep runs in.
+    Slurm,
+}
+
+/// The slots and the launcher the flags ask for (`env`: the process's variables).
+fn launcher_of(
+    cli: &Cli,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(usize, Box<dyn launcher::Launcher>)> {
+    match cli.launcher {
+        LauncherKind::Local => {
+            if cli.nodes_per_trial.is_some() || cli.tasks_per_node.is_some() {
+                return usage(
+                    "--nodes-per-trial and --tasks-per-node place trials on a Slurm allocation's nodes: add --launcher slurm",
+                );
+            }
+            let slots = cli.slots.unwrap_or(1) as usize;
+            let local = Local {
+                slot_gpus: launcher::slot_gpus(
+                    slots,
+                    cli.gpus_per_trial.unwrap_or(1),
+                    cli.gpus.as_deref(),
+                    env("CUDA_VISIBLE_DEVICES").as_deref(),
+                    launcher::installed_gpus(),
+                )
+                .classified()?,
+                slot_cpus: launcher::slot_cpus(
+                    slots,
+                    cli.cpus_per_trial,
+                    &launcher::allowed_cpus(),
+                ),
+            };
+            Ok((slots, Box::new(local)))
+        }
+        LauncherKind::Slurm => {
+            if cli.gpus.is_some() {
+                return usage(
+                    "--gpus lists this machine's GPUs for local trials; with --launcher slurm, Slurm gives each step its own (--gpus-per-trial)",
+                );
+            }
+            let allocation = Allocation::from_env(env).classified()?;
+            let ask = Ask {
+                nodes: cli.nodes_per_trial.unwrap_or(1).max(1),
+                tasks_per_node: cli.tasks_per_node.unwrap_or(1).max(1),
+                gpus: cli
+                    .gpus_per_trial
+                    .unwrap_or(usize::from(allocation.gpus_per_node > 0)),
+                cpus: cli.cpus_per_trial.filter(|&c| c > 0),
+            };
+            let fits = allocation.slots(&ask).classified()?;
+            let slots = cli.slots.map_or(fits, |s| s as usize);
+            Ok((slots, Box::new(Slurm::new(ask, allocation))))
+        }
+    }
+}
+
+/// Records to stdout, the status table to stderr (not under -q).
+struct Printer<'a> {
+    out: &'a mut JsonlOut,
+    quiet: bool,
+}
+
+impl sweep_engine::Output for Printer<'_> {
+    fn record(&mut self, record: Record) -> Result<()> {
+        self.out.emit(&record)
+    }
+
+    fn status(&mut self, table: &str) {
+        if !self.quiet {
+            eprint!("{table}");
+        }
+    }
 }
 
 /// The sweep's definition and its command template from the command line, checked before
 /// anything runs.
-fn definition(cli: &Cli) -> Result<(Definition, template::Template)> {
+fn definition(cli: &Cli) -> Result<(Definition, Template)> {
     let space_path = cli
         .space
         .as_ref()
         .expect("clap requires --space without --resume");
     let text = std::fs::read_to_string(space_path)
         .with_context(|| format!("reading --space {}", space_path.display()))?;
-    let space = match space::Space::parse(&text) {
-        Ok(s) => s,
-        Err(e) => return usage(format!("--space {}: {e:#}", space_path.display())),
-    };
-    let template = match template_of(&space, &cli.command) {
-        Ok(t) => t,
-        Err(e) => return usage(format!("{e:#}")),
-    };
+    let space = space::Space::parse(&text)
+        .classified()
+        .with_context(|| format!("--space {}", space_path.display()))?;
+    let template = template_of(&space, &cli.command).classified()?;
     let mode = cli.mode.expect("clap requires --mode without --resume");
-    // BOHB runs in HyperBand's brackets (Ray's HyperBandForBOHB).
-    let scheduler = cli.scheduler.unwrap_or(match cli.search {
-        Some(SearchKind::Bohb) => SchedulerKind::Hyperband,
-        _ => SchedulerKind::Asha,
-    });
-    let hyperband = scheduler == SchedulerKind::Hyperband;
-    // Each scheduler's defaults are its Ray class's.
-    let asha = AshaSettings {
-        max_t: cli.max_t.unwrap_or(if hyperband { 81.0 } else { 100.0 }),
-        grace_period: cli.grace_period.unwrap_or(1.0),
-        reduction_factor: cli
-            .reduction_factor
-            .unwrap_or(if hyperband { 3.0 } else { 4.0 }),
-        brackets: cli.brackets.unwrap_or(1),
-        mode,
-    };
-    // The grace period and brackets are ASHA's (the median rule's grace period too); every
-    // scheduler takes max_t.
-    let uses_grace = matches!(scheduler, SchedulerKind::Asha | SchedulerKind::Median);
-    if uses_grace && let Err(e) = asha.validate() {
-        return usage(format!("{e:#}"));
-    }
-    if !(asha.max_t.is_finite() && asha.max_t > 0.0) {
-        return usage("--max-t must be positive");
-    }
-    if hyperband {
-        if cli.grace_period.is_some() || cli.brackets.is_some() {
-            return usage(
-                "--grace-period and --brackets are ASHA's: HyperBand's brackets follow from --max-t and --reduction-factor",
-            );
-        }
-        let settings = search::hyperband::HyperBandSettings {
-            max_t: asha.max_t,
-            reduction_factor: asha.reduction_factor,
-            mode,
-        };
-        if let Err(e) = settings.validate() {
-            return usage(format!("{e:#}"));
-        }
-    }
-    if cli.min_time_slice.is_some_and(|t| t.is_nan() || t < 0.0) {
-        return usage("--min-time-slice must be 0 or more");
-    }
-    if scheduler != SchedulerKind::Median
-        && (cli.min_samples.is_some() || cli.min_time_slice.is_some())
-    {
-        return usage(
-            "--min-samples and --min-time-slice are the median rule's: add --scheduler median",
-        );
-    }
-    let pbt_flags = cli.perturbation_interval.is_some()
-        || cli.burn_in_period.is_some()
-        || cli.quantile_fraction.is_some()
-        || cli.resample_probability.is_some()
-        || cli.perturbation_factors.is_some();
-    let pbt = if scheduler == SchedulerKind::Pbt {
-        if cli.grace_period.is_some() || cli.brackets.is_some() {
-            return usage(
-                "--grace-period and --brackets are ASHA's, not population-based training's",
-            );
-        }
-        if cli.search == Some(SearchKind::Tpe) {
-            return usage(
-                "--scheduler pbt makes its own configs: it takes random search only, as Ray's",
-            );
-        }
-        let Some(interval) = cli.perturbation_interval else {
-            return usage("--scheduler pbt needs --perturbation-interval T (in --time-attr units)");
-        };
-        let factors = cli.perturbation_factors.clone().unwrap_or(vec![1.2, 0.8]);
-        let settings = PbtSettings {
-            perturbation_interval: interval,
-            burn_in_period: cli.burn_in_period.unwrap_or(0.0),
-            quantile_fraction: cli.quantile_fraction.unwrap_or(0.25),
-            resample_probability: cli.resample_probability.unwrap_or(0.25),
-            perturbation_factors: [factors[0], factors[1]],
-            mode,
-        };
-        if let Err(e) = settings.validate() {
-            return usage(format!("{e:#}"));
-        }
-        if search::pbt::mutations(&space).is_empty() {
-            return usage(
-                "--scheduler pbt: the space has nothing to mutate (a grid, choice or distribution)",
-            );
-        }
-        Some(settings)
-    } else if pbt_flags {
-        return usage(
-            "--perturbation-interval, --burn-in-period, --quantile-fraction, --resample-probability and --perturbation-factors are population-based training's: add --scheduler pbt",
-        );
-    } else {
-        None
-    };
-    let search = cli.search.unwrap_or_default();
-    if search == SearchKind::Bohb {
-        if !hyperband {
-            return usage(
-                "--search bohb runs in HyperBand's brackets (Ray's HyperBandForBOHB): leave out --scheduler, or give hyperband",
-            );
-        }
-        if let Err(e) = space.bohb() {
-            return usage(format!("--search bohb: {e:#}"));
-        }
-        if cli.samples.is_none() {
-            return usage("--search bohb needs --samples N, the number of trials");
-        }
-    }
-    if search == SearchKind::Tpe {
-        if let Err(e) = space.tpe() {
-            return usage(format!("--search tpe: {e:#}"));
-        }
-        if cli.samples.is_none() {
-            return usage("--search tpe needs --samples N, the number of trials");
-        }
-    }
+    let (scheduler, asha) = scheduler_settings(cli, mode)?;
+    let pbt = pbt_settings(cli, scheduler, mode, &space)?;
+    let search = search_kind(cli, scheduler == SchedulerKind::Hyperband, &space)?;
     let samples = cli.samples.unwrap_or(1) as usize;
     // Every trial's config is made up front and journalled: bounded before anything is made.
     let trials = match search {
@@ -525,6 +470,135 @@ fn definition(cli: &Cli) -> Result<(Definition, template::Template)> {
     Ok((def, template))
 }
 
+/// The scheduler and its ASHA-shaped settings (max_t, and ASHA's and the median rule's own),
+/// each default its Ray class's, checked.
+fn scheduler_settings(cli: &Cli, mode: Mode) -> Result<(SchedulerKind, AshaSettings)> {
+    // BOHB runs in HyperBand's brackets (Ray's HyperBandForBOHB).
+    let scheduler = cli.scheduler.unwrap_or(match cli.search {
+        Some(SearchKind::Bohb) => SchedulerKind::Hyperband,
+        _ => SchedulerKind::Asha,
+    });
+    let hyperband = scheduler == SchedulerKind::Hyperband;
+    // Each scheduler's defaults are its Ray class's.
+    let asha = AshaSettings {
+        max_t: cli.max_t.unwrap_or(if hyperband { 81.0 } else { 100.0 }),
+        grace_period: cli.grace_period.unwrap_or(1.0),
+        reduction_factor: cli
+            .reduction_factor
+            .unwrap_or(if hyperband { 3.0 } else { 4.0 }),
+        brackets: cli.brackets.unwrap_or(1),
+        mode,
+    };
+    // The grace period and brackets are ASHA's (the median rule's grace period too); every
+    // scheduler takes max_t.
+    let uses_grace = matches!(scheduler, SchedulerKind::Asha | SchedulerKind::Median);
+    if uses_grace {
+        asha.validate().classified()?;
+    }
+    if !(asha.max_t.is_finite() && asha.max_t > 0.0) {
+        return usage("--max-t must be positive");
+    }
+    if hyperband {
+        if cli.grace_period.is_some() || cli.brackets.is_some() {
+            return usage(
+                "--grace-period and --brackets are ASHA's: HyperBand's brackets follow from --max-t and --reduction-factor",
+            );
+        }
+        let settings = search::hyperband::HyperBandSettings {
+            max_t: asha.max_t,
+            reduction_factor: asha.reduction_factor,
+            mode,
+        };
+        settings.validate().classified()?;
+    }
+    if cli.min_time_slice.is_some_and(|t| t.is_nan() || t < 0.0) {
+        return usage("--min-time-slice must be 0 or more");
+    }
+    if scheduler != SchedulerKind::Median
+        && (cli.min_samples.is_some() || cli.min_time_slice.is_some())
+    {
+        return usage(
+            "--min-samples and --min-time-slice are the median rule's: add --scheduler median",
+        );
+    }
+    Ok((scheduler, asha))
+}
+
+/// Population-based training's settings (`None` for another scheduler, whose command line
+/// must not give them), checked.
+fn pbt_settings(
+    cli: &Cli,
+    scheduler: SchedulerKind,
+    mode: Mode,
+    space: &space::Space,
+) -> Result<Option<PbtSettings>> {
+    let pbt_flags = cli.perturbation_interval.is_some()
+        || cli.burn_in_period.is_some()
+        || cli.quantile_fraction.is_some()
+        || cli.resample_probability.is_some()
+        || cli.perturbation_factors.is_some();
+    if scheduler == SchedulerKind::Pbt {
+        if cli.grace_period.is_some() || cli.brackets.is_some() {
+            return usage(
+                "--grace-period and --brackets are ASHA's, not population-based training's",
+            );
+        }
+        if cli.search == Some(SearchKind::Tpe) {
+            return usage(
+                "--scheduler pbt makes its own configs: it takes random search only, as Ray's",
+            );
+        }
+        let Some(interval) = cli.perturbation_interval else {
+            return usage("--scheduler pbt needs --perturbation-interval T (in --time-attr units)");
+        };
+        let factors = cli.perturbation_factors.clone().unwrap_or(vec![1.2, 0.8]);
+        let settings = PbtSettings {
+            perturbation_interval: interval,
+            burn_in_period: cli.burn_in_period.unwrap_or(0.0),
+            quantile_fraction: cli.quantile_fraction.unwrap_or(0.25),
+            resample_probability: cli.resample_probability.unwrap_or(0.25),
+            perturbation_factors: [factors[0], factors[1]],
+            mode,
+        };
+        settings.validate().classified()?;
+        if search::pbt::mutations(space).is_empty() {
+            return usage(
+                "--scheduler pbt: the space has nothing to mutate (a grid, choice or distribution)",
+            );
+        }
+        Ok(Some(settings))
+    } else if pbt_flags {
+        usage(
+            "--perturbation-interval, --burn-in-period, --quantile-fraction, --resample-probability and --perturbation-factors are population-based training's: add --scheduler pbt",
+        )
+    } else {
+        Ok(None)
+    }
+}
+
+/// The search, checked against the scheduler and the space.
+fn search_kind(cli: &Cli, hyperband: bool, space: &space::Space) -> Result<SearchKind> {
+    let search = cli.search.unwrap_or_default();
+    if search == SearchKind::Bohb {
+        if !hyperband {
+            return usage(
+                "--search bohb runs in HyperBand's brackets (Ray's HyperBandForBOHB): leave out --scheduler, or give hyperband",
+            );
+        }
+        space.bohb().classified().context("--search bohb")?;
+        if cli.samples.is_none() {
+            return usage("--search bohb needs --samples N, the number of trials");
+        }
+    }
+    if search == SearchKind::Tpe {
+        space.tpe().classified().context("--search tpe")?;
+        if cli.samples.is_none() {
+            return usage("--search tpe needs --samples N, the number of trials");
+        }
+    }
+    Ok(search)
+}
+
 /// A count from 0 to `MAX` (what sizes per-slot lists is bounded before they are made).
 fn at_most<const MAX: usize>(s: &str) -> std::result::Result<usize, String> {
     match s.parse::<usize>() {
@@ -532,151 +606,6 @@ fn at_most<const MAX: usize>(s: &str) -> std::result::Result<usize, String> {
         Ok(_) => Err(format!("at most {MAX}")),
         Err(e) => Err(e.to_string()),
     }
-}
-
-/// The most trials one sweep runs (their configs are made and journalled when it starts).
-const MAX_TRIALS: u128 = 100_000;
-
-/// A journal's definition, checked as `definition` checks flags before anything is sized by it:
-/// the journal may have been edited or damaged.
-fn check_resumed(def: &Definition, space: &space::Space) -> Result<()> {
-    let trials = match def.search {
-        SearchKind::Random => def.trials.len() as u128,
-        SearchKind::Tpe | SearchKind::Bohb => def.samples as u128,
-    };
-    if trials == 0 || trials > MAX_TRIALS {
-        bail!("{trials} trials: a sweep runs 1 to {MAX_TRIALS}");
-    }
-    match def.scheduler {
-        SchedulerKind::Asha | SchedulerKind::Median => def.asha.validate()?,
-        SchedulerKind::Hyperband => search::hyperband::HyperBandSettings {
-            max_t: def.asha.max_t,
-            reduction_factor: def.asha.reduction_factor,
-            mode: def.asha.mode,
-        }
-        .validate()?,
-        SchedulerKind::Pbt => def
-            .pbt
-            .as_ref()
-            .context("population-based training without its settings")?
-            .validate()?,
-        SchedulerKind::Fifo => {}
-    }
-    match def.search {
-        SearchKind::Tpe => drop(space.tpe()?),
-        SearchKind::Bohb => drop(space.bohb()?),
-        SearchKind::Random => {}
-    }
-    Ok(())
-}
-
-/// The CPUs of each slot (`None`: left as inherited): `per_trial` of `allowed` each, in turn,
-/// starting again from the first where there are not enough.
-fn slot_cpus(slots: usize, per_trial: Option<usize>, allowed: &[usize]) -> Vec<Option<Vec<usize>>> {
-    let per_trial = match per_trial {
-        Some(n) => n,
-        None if slots > 1 => (allowed.len() / slots).max(1),
-        None => 0,
-    };
-    if per_trial == 0 || allowed.is_empty() {
-        return vec![None; slots];
-    }
-    (0..slots)
-        .map(|slot| {
-            let first = slot * per_trial;
-            Some(
-                (first..first + per_trial)
-                    .map(|i| allowed[i % allowed.len()])
-                    .collect(),
-            )
-        })
-        .collect()
-}
-
-/// CUDA_VISIBLE_DEVICES for each slot.
-fn slot_gpus(
-    slots: usize,
-    per_trial: usize,
-    gpus: Option<&[String]>,
-    visible: Option<&str>,
-    installed: Option<usize>,
-) -> Result<Vec<Option<String>>> {
-    if per_trial == 0 {
-        return Ok(vec![None; slots]);
-    }
-    let listed: Option<Vec<String>> = gpus.map(<[String]>::to_vec).or_else(|| {
-        visible.map(|v| {
-            v.split(',')
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty())
-                .collect()
-        })
-    });
-    let need = slots * per_trial;
-    let list = match listed {
-        Some(l) if l.len() < need => {
-            return usage(format!(
-                "--slots {slots} × --gpus-per-trial {per_trial} needs {need} GPUs, {} given ({}): lower --slots, or --gpus-per-trial 0 for CPU trials",
-                l.len(),
-                l.join(",")
-            ));
-        }
-        Some(l) => l,
-        None => match installed {
-            Some(n) if n < need => {
-                return usage(format!(
-                    "--slots {slots} × --gpus-per-trial {per_trial} needs {need} GPUs, this machine has {n}: lower --slots, or --gpus-per-trial 0 for CPU trials"
-                ));
-            }
-            _ => (0..need).map(|i| i.to_string()).collect(),
-        },
-    };
-    Ok((0..slots)
-        .map(|i| Some(list[i * per_trial..(i + 1) * per_trial].join(",")))
-        .collect())
-}
-
-/// GPUs the NVIDIA driver lists (/proc/driver/nvidia/gpus); None without the driver.
-fn installed_gpus() -> Option<usize> {
-    std::fs::read_dir("/proc/driver/nvidia/gpus")
-        .ok()
-        .map(|d| d.count())
-}
-
-/// OUT_DIR's own event file: the hparams experiment (parameters and the metric).
-fn write_experiment(out_dir: &std::path::Path, def: &Definition) -> Result<()> {
-    // A config shows the parameters' names and kinds: the first trial's, or with TPE (whose
-    // configs come later) one at the space's lower bounds.
-    let first = match def.search {
-        SearchKind::Random => match def.trials.first() {
-            Some(c) => c.clone(),
-            None => return Ok(()),
-        },
-        SearchKind::Tpe => {
-            let space = space::Space::parse(&def.space.to_string())?.tpe()?;
-            let lows: Vec<f64> = space
-                .dists()
-                .iter()
-                .map(|d| match *d {
-                    search::tpe::Dist::Float { low, .. } => low,
-                    search::tpe::Dist::Int { low, .. } => low as f64,
-                    search::tpe::Dist::Categorical(_) => 0.0,
-                })
-                .collect();
-            space.config(&lows)
-        }
-        SearchKind::Bohb => space::Space::parse(&def.space.to_string())?
-            .bohb()?
-            .lowest(),
-    };
-    let params: Vec<(String, &serde_json::Value)> =
-        first.iter().map(|(k, v)| (k.clone(), v)).collect();
-    let mut w = tensorboard::EventWriter::create(out_dir, "sweep")?;
-    w.experiment(
-        &out_dir.display().to_string(),
-        &params,
-        &[def.metric.clone(), files::STOPPED_EARLY.to_string()],
-    )
 }
 
 #[cfg(test)]
@@ -687,50 +616,5 @@ mod tests {
     #[test]
     fn verify_cli() {
         Cli::command().debug_assert();
-    }
-
-    #[test]
-    fn slots_get_their_own_cpus() {
-        let cpus = [0, 1, 2, 3, 8, 9];
-        assert_eq!(
-            slot_cpus(3, Some(2), &cpus),
-            [Some(vec![0, 1]), Some(vec![2, 3]), Some(vec![8, 9])]
-        );
-        // By default the CPUs are divided between the slots; with one slot nothing is set.
-        assert_eq!(
-            slot_cpus(2, None, &cpus),
-            [Some(vec![0, 1, 2]), Some(vec![3, 8, 9])]
-        );
-        assert_eq!(slot_cpus(1, None, &cpus), [None]);
-        assert_eq!(slot_cpus(2, Some(0), &cpus), [None, None]);
-        // More slots than CPUs: they share, in turn.
-        assert_eq!(
-            slot_cpus(3, None, &[0, 1]),
-            [Some(vec![0]), Some(vec![1]), Some(vec![0])]
-        );
-    }
-
-    #[test]
-    fn slots_get_their_own_gpus() {
-        assert_eq!(
-            slot_gpus(2, 1, None, None, None).unwrap(),
-            [Some("0".into()), Some("1".into())]
-        );
-        assert_eq!(
-            slot_gpus(2, 2, None, Some("4,5,6,7"), Some(8)).unwrap(),
-            [Some("4,5".into()), Some("6,7".into())]
-        );
-        assert_eq!(
-            slot_gpus(1, 1, Some(&["3".into()]), Some("0,1"), None).unwrap(),
-            [Some("3".into())]
-        );
-        assert_eq!(
-            slot_gpus(3, 0, None, Some("0"), None).unwrap(),
-            [None, None, None]
-        );
-        let e = slot_gpus(4, 1, None, Some("0,1"), None).unwrap_err();
-        assert!(e.is::<cli_common::UsageError>(), "{e}");
-        let e = slot_gpus(4, 1, None, None, Some(2)).unwrap_err();
-        assert!(e.is::<cli_common::UsageError>(), "{e}");
     }
 }

@@ -5,106 +5,16 @@
 
 mod common;
 
+use common::{BIN, Records, curve, ok, records, sweep, sweep_running};
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use records::{Decision, SweepSummary, TrialRecord, TrialResult};
 use serde_json::{Value, json};
-
-const BIN: &str = env!("CARGO_BIN_EXE_sweep");
-
-fn curve() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let p = exe
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("examples/curve");
-    assert!(
-        p.exists(),
-        "{} not built (cargo test builds the examples)",
-        p.display()
-    );
-    p
-}
-
-fn sweep(dir: &Path, space: &Value, args: &[&str], command: &[&str]) -> Command {
-    sweep_running(dir, space, args, curve().as_os_str(), command)
-}
-
-/// A sweep over `space` (written to DIR/space.json) of `program command...`.
-fn sweep_running(
-    dir: &Path,
-    space: &Value,
-    args: &[&str],
-    program: &std::ffi::OsStr,
-    command: &[&str],
-) -> Command {
-    let space_path = dir.join("space.json");
-    std::fs::write(&space_path, space.to_string()).unwrap();
-    let mut c = Command::new(BIN);
-    c.arg("--space")
-        .arg(&space_path)
-        .args(["--report-secs", "0"])
-        .args(args);
-    c.arg("--").arg(program).args(command);
-    c.env_remove("CUDA_VISIBLE_DEVICES");
-    c
-}
-
-#[derive(Debug, Default)]
-struct Records {
-    starts: Vec<TrialRecord>,
-    ends: Vec<TrialRecord>,
-    retries: Vec<TrialRecord>,
-    pauses: Vec<TrialRecord>,
-    resumes: Vec<TrialRecord>,
-    results: Vec<TrialResult>,
-    decisions: Vec<Decision>,
-    exploits: Vec<records::Exploit>,
-    summary: Option<SweepSummary>,
-}
-
-fn records(stdout: &[u8]) -> Records {
-    let mut r = Records::default();
-    for line in String::from_utf8_lossy(stdout).lines() {
-        let v: Value =
-            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
-        match v["type"].as_str().unwrap() {
-            "trial" => {
-                let t: TrialRecord = serde_json::from_value(v).unwrap();
-                match t.event.as_str() {
-                    "start" => r.starts.push(t),
-                    "retry" => r.retries.push(t),
-                    "pause" => r.pauses.push(t),
-                    "resume" => r.resumes.push(t),
-                    "end" => r.ends.push(t),
-                    other => panic!("trial event {other}"),
-                }
-            }
-            "result" => r.results.push(serde_json::from_value(v).unwrap()),
-            "decision" => r.decisions.push(serde_json::from_value(v).unwrap()),
-            "exploit" => r.exploits.push(serde_json::from_value(v).unwrap()),
-            "sweep_summary" => r.summary = Some(serde_json::from_value(v).unwrap()),
-            other => panic!("record type {other}: {line}"),
-        }
-    }
-    r
-}
-
-fn ok(o: &Output) -> Records {
-    assert!(
-        o.status.success(),
-        "exit {:?}: {}",
-        o.status,
-        String::from_utf8_lossy(&o.stderr)
-    );
-    records(&o.stdout)
-}
 
 /// (trial → stop time) and the completed trials, from end records.
 fn outcome(ends: &[TrialRecord]) -> (BTreeMap<usize, f64>, Vec<usize>) {

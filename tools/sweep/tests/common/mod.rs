@@ -1,10 +1,11 @@
 #![allow(dead_code)] // shared by several test crates, each using a part
-//! Shared by sweep's integration tests: the venv's python, Ray Tune's scheduler through it, and
-//! the tests' own reproducible randomness.
+//! Shared by sweep's integration tests: the sweep run over a space and its records read, the
+//! venv's python, Ray Tune's scheduler through it, and the tests' own reproducible randomness.
 
-use std::path::PathBuf;
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 
+use records::{Decision, SweepSummary, TrialRecord, TrialResult};
 use serde_json::Value;
 
 pub fn python() -> PathBuf {
@@ -57,4 +58,96 @@ impl Rng {
     pub fn unit(&mut self) -> f64 {
         (self.next() >> 11) as f64 / (1u64 << 53) as f64
     }
+}
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_sweep");
+
+pub fn curve() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let p = exe
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("examples/curve");
+    assert!(
+        p.exists(),
+        "{} not built (cargo test builds the examples)",
+        p.display()
+    );
+    p
+}
+
+pub fn sweep(dir: &Path, space: &Value, args: &[&str], command: &[&str]) -> Command {
+    sweep_running(dir, space, args, curve().as_os_str(), command)
+}
+
+/// A sweep over `space` (written to DIR/space.json) of `program command...`.
+pub fn sweep_running(
+    dir: &Path,
+    space: &Value,
+    args: &[&str],
+    program: &std::ffi::OsStr,
+    command: &[&str],
+) -> Command {
+    let space_path = dir.join("space.json");
+    std::fs::write(&space_path, space.to_string()).unwrap();
+    let mut c = Command::new(BIN);
+    c.arg("--space")
+        .arg(&space_path)
+        .args(["--report-secs", "0"])
+        .args(args);
+    c.arg("--").arg(program).args(command);
+    c.env_remove("CUDA_VISIBLE_DEVICES");
+    c
+}
+
+#[derive(Debug, Default)]
+pub struct Records {
+    pub starts: Vec<TrialRecord>,
+    pub ends: Vec<TrialRecord>,
+    pub retries: Vec<TrialRecord>,
+    pub pauses: Vec<TrialRecord>,
+    pub resumes: Vec<TrialRecord>,
+    pub results: Vec<TrialResult>,
+    pub decisions: Vec<Decision>,
+    pub exploits: Vec<records::Exploit>,
+    pub summary: Option<SweepSummary>,
+}
+
+pub fn records(stdout: &[u8]) -> Records {
+    let mut r = Records::default();
+    for line in String::from_utf8_lossy(stdout).lines() {
+        let v: Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        match v["type"].as_str().unwrap() {
+            "trial" => {
+                let t: TrialRecord = serde_json::from_value(v).unwrap();
+                match t.event.as_str() {
+                    "start" => r.starts.push(t),
+                    "retry" => r.retries.push(t),
+                    "pause" => r.pauses.push(t),
+                    "resume" => r.resumes.push(t),
+                    "end" => r.ends.push(t),
+                    other => panic!("trial event {other}"),
+                }
+            }
+            "result" => r.results.push(serde_json::from_value(v).unwrap()),
+            "decision" => r.decisions.push(serde_json::from_value(v).unwrap()),
+            "exploit" => r.exploits.push(serde_json::from_value(v).unwrap()),
+            "sweep_summary" => r.summary = Some(serde_json::from_value(v).unwrap()),
+            other => panic!("record type {other}: {line}"),
+        }
+    }
+    r
+}
+
+pub fn ok(o: &Output) -> Records {
+    assert!(
+        o.status.success(),
+        "exit {:?}: {}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    records(&o.stdout)
 }

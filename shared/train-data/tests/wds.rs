@@ -5,7 +5,7 @@
 mod common;
 
 use common::run_script as run;
-use train::wds::{Shards, braceexpand};
+use train_data::wds::{Shards, braceexpand};
 
 /// Writes DIR/shard-00000.tar.. with webdataset's ShardWriter (4 samples a shard), then reads
 /// them with webdataset and prints, per sample it groups: key, the suffixes, and the image

@@ -48,7 +48,8 @@ impl ArgRepr {
 }
 
 /// `asha`, `hyperband`, `median`, `pbt` or `fifo`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "snake_case")]
 pub enum SchedulerKind {
     Asha,
@@ -59,7 +60,8 @@ pub enum SchedulerKind {
 }
 
 /// How trial configs are chosen.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "snake_case")]
 pub enum SearchKind {
     /// Every grid combination, --samples times, other parameters drawn at random; all made

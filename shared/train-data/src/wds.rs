@@ -32,7 +32,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use crate::images::Draws;
+use crate::draws::Draws;
 use crate::sampler::randperm;
 
 /// Image suffixes, in the order a sample's image is chosen by.

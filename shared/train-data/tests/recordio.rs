@@ -6,7 +6,7 @@
 
 mod common;
 
-use train::recordio::RecordIo;
+use train_data::recordio::RecordIo;
 
 /// Writes PREFIX.rec/.idx with scripts/reference/mxnet_recordio.py and prints the records as
 /// JSON: [key, flag, label, labels, id, id2, payload hex].

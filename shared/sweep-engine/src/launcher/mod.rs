@@ -1,15 +1,26 @@
-//! Trial processes: each command runs in a process group of its own (so a stop reaches every
-//! process a trial started, `torchrun` and its workers included), with stdout read line by line
-//! on a thread that sends the lines to the sweep's loop, and a second thread that waits for the
-//! process. A trial ends when its process exits: its pipe is read for [`EXIT_GRACE`] more (what
-//! it wrote just before exiting), then its process group is ended (what it left running in the
-//! background would otherwise hold its slot, and its later lines would count as results), and
-//! the exit status is sent.
+//! Trial launchers: the [`Launcher`] trait the engine starts and signals trials through, and
+//! the process plumbing every launcher shares ([`spawn`]).
+//!
+//! Whatever runs a trial, the engine sees one local process: the trial's command itself
+//! ([`Local`]), or the client that runs it elsewhere. That process runs in a process group of its
+//! own (so a stop reaches every process it started, `torchrun` and its workers included), with
+//! stdout read line by line on a thread that sends the lines to the sweep's loop, and a second
+//! thread that waits for the process. A trial ends when its process exits: its pipe is read for
+//! [`EXIT_GRACE`] more (what it wrote just before exiting), then its process group is ended
+//! (what it left running in the background would otherwise hold its slot, and its later lines
+//! would count as results), and the exit status is sent.
+
+mod local;
+mod slurm;
+
+pub use local::{Local, allowed_cpus, installed_gpus, slot_cpus, slot_gpus};
+pub use slurm::{Allocation, Ask, ENVIRONMENT as SLURM_ENVIRONMENT, Slurm, srun_args};
 
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc::Sender;
 use std::time::Duration;
@@ -35,6 +46,54 @@ pub enum Msg {
         attempt: usize,
         status: std::io::Result<ExitStatus>,
     },
+}
+
+/// A trial's run, as the engine asks a launcher for it.
+#[derive(Debug)]
+pub struct Launch<'a> {
+    pub trial: usize,
+    pub attempt: usize,
+    /// The slot it runs in (0 to the sweep's slots - 1).
+    pub slot: usize,
+    /// The command, its placeholders filled in.
+    pub args: &'a [OsString],
+    /// What the engine sets for every trial (SWEEP_TRIAL, SWEEP_TRIAL_DIR, SWEEP_SLOT); a
+    /// launcher adds its own.
+    pub env: Vec<(&'static str, String)>,
+    /// The trial's directory.
+    pub dir: &'a Path,
+    /// The trial's stderr.log, opened for appending.
+    pub stderr: File,
+}
+
+/// How a stop reaches a trial.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// Asked to stop (SIGTERM): a trial checkpoints and exits.
+    Stop,
+    /// Ended (SIGKILL): the stop's grace period is over.
+    Kill,
+}
+
+/// Runs trials. The engine calls `start` for each attempt and `signal` to stop it; the lines
+/// and the exit of what `start` began arrive as [`Msg`]s through the sender it was given.
+pub trait Launcher: std::fmt::Debug {
+    /// Starts the trial's command; returns the pid of the process the engine waits for (also
+    /// its process group id).
+    fn start(&mut self, launch: Launch<'_>, tx: Sender<Msg>) -> anyhow::Result<i32>;
+
+    /// Sends `signal` to a trial started as `pid`.
+    fn signal(&mut self, pid: i32, signal: Signal);
+
+    /// The trial started as `pid` ended with `status` (stopped or on its own): why it failed,
+    /// None if it succeeded. By default its exit status says.
+    fn ended(&mut self, pid: i32, status: &std::io::Result<ExitStatus>) -> Option<String> {
+        let _ = pid;
+        match status {
+            Ok(s) if s.success() => None,
+            _ => Some(describe(status)),
+        }
+    }
 }
 
 /// Starts `args` with `env` added, on `cpus` (an affinity mask; `None`: the sweep's own), stdin
@@ -147,20 +206,6 @@ fn cpu_set(cpus: &[usize]) -> libc::cpu_set_t {
     set
 }
 
-/// The CPUs this process may run on, in order (its affinity mask; empty if it cannot be read).
-pub fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: the set is written by the kernel, then only read.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return Vec::new();
-        }
-        (0..libc::CPU_SETSIZE as usize)
-            .filter(|&c| libc::CPU_ISSET(c, &set))
-            .collect()
-    }
-}
-
 /// One read of [`read_line_capped`].
 #[derive(Debug, PartialEq)]
 enum Read {
@@ -207,40 +252,6 @@ fn read_line_capped(r: &mut impl BufRead, cap: usize) -> std::io::Result<Read> {
             });
         }
     }
-}
-
-/// Ends the processes (this user's, found in /proc) whose environment says they belong to the
-/// trial in `trial_dir` (`SWEEP_TRIAL_DIR`, which every process a trial starts inherits): what
-/// an earlier sweep of this directory left running when it was killed (PR_SET_PDEATHSIG reaches
-/// only a trial's first process; its children were reparented and ran on). Called before the
-/// trial starts again; returns the pids it killed.
-pub fn end_leftovers(trial_dir: &str) -> Vec<i32> {
-    let marker = format!("SWEEP_TRIAL_DIR={trial_dir}");
-    let me = std::process::id() as i32;
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut killed = Vec::new();
-    for e in entries.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
-            continue;
-        };
-        if pid == me {
-            continue;
-        }
-        // Unreadable for other users' processes, and gone for ended ones: not ours to end.
-        let Ok(environ) = std::fs::read(e.path().join("environ")) else {
-            continue;
-        };
-        if environ.split(|&b| b == 0).any(|v| v == marker.as_bytes()) {
-            // SAFETY: kill(2) on a pid read just now; no memory is shared.
-            unsafe {
-                libc::kill(pid, libc::SIGKILL);
-            }
-            killed.push(pid);
-        }
-    }
-    killed
 }
 
 /// Sends `signal` to the process group `pid`.

@@ -6,11 +6,10 @@
 //! `idx[r : total : world]`. `num_samples = ceil(n / world)`, or `ceil((n − world) / world)` with
 //! `drop_last` and `n % world != 0`.
 //!
-//! `randperm` is re-implemented on MT19937 as ATen's CPU kernel does it (`randperm_cpu`: a
-//! Fisher–Yates pass drawing `random() % (n − i)` for n below 2^24-ish), so the lists equal
-//! torch's; `tests/sampler.rs` compares them with torch from the venv.
+//! `randperm` is torch's own, bit for bit (`ref_rng::randperm`), so the lists equal torch's;
+//! `tests/torch_parity.rs` compares them with torch from the venv.
 
-use rand_mt::Mt;
+pub use ref_rng::randperm;
 
 /// The sampler's settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,22 +58,6 @@ impl DistributedSampler {
             .step_by(self.world)
             .collect()
     }
-}
-
-/// `torch.randperm(n, generator=torch.Generator().manual_seed(seed))` on the CPU.
-pub fn randperm(n: usize, seed: u64) -> Vec<usize> {
-    // CPUGeneratorImpl seeds at::mt19937 with the low 32 bits (init_genrand).
-    let mut mt = Mt::new(seed as u32);
-    let mut r: Vec<usize> = (0..n).collect();
-    if n < 2 {
-        return r;
-    }
-    // ATen randperm_cpu: for i in 0..n-1: z = random() % (n - i); swap(r[i], r[z + i]).
-    for i in 0..n - 1 {
-        let z = (mt.next_u32() as usize) % (n - i);
-        r.swap(i, z + i);
-    }
-    r
 }
 
 #[cfg(test)]

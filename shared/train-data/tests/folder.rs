@@ -7,7 +7,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 mod common;
 
-use train::folder::ImageFolder;
+use train_data::folder::ImageFolder;
 
 /// torchvision's classes and samples (paths as hex of their bytes), or its error's first line.
 /// Class names and (path, label) samples, as bytes, or an error's text.

@@ -145,7 +145,7 @@ impl TrialFiles {
             .iter()
             .filter(|(k, _)| k != "config" && !k.starts_with("config/"))
             .map(|(k, v)| (k.as_str(), v));
-        self.events.scalars(step, scalars)
+        Ok(self.events.scalars(step, scalars)?)
     }
 
     /// Marks the trial's end in its event file: the `stopped_early` metric (1 when the
@@ -153,7 +153,7 @@ impl TrialFiles {
     pub fn end(&mut self, status: SessionStatus, stopped: bool, step: i64) -> Result<()> {
         self.events
             .numbers(step, [(STOPPED_EARLY, if stopped { 1.0 } else { 0.0 })])?;
-        self.events.session_end(status)
+        Ok(self.events.session_end(status)?)
     }
 }
 

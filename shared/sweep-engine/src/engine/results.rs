@@ -1,0 +1,263 @@
+//! A trial's result: parsed, journalled, judged by the scheduler and acted on (population-based
+//! training's copies included).
+
+use super::*;
+
+impl Engine<'_> {
+    /// One stdout line of a running trial.
+    ///
+    /// Kept in one piece: one result as the journal records it: parsed, journalled, judged by the
+    /// scheduler, acted on, in that order (a replay depends on it).
+    pub(super) fn line(&mut self, i: usize, line: &[u8]) -> Result<()> {
+        let metric_key = &self.def.metric;
+        let Some((record, non_finite)) = crate::pyjson::parse_record(line) else {
+            // Not a record: other output, unless it names the metric (a number out of range is
+            // no JSON).
+            let text = String::from_utf8_lossy(line);
+            if text.trim_start().starts_with('{') && text.contains(&format!("\"{metric_key}\"")) {
+                self.warn(
+                    i,
+                    line,
+                    "is not valid JSON (a number out of range?): ignored",
+                );
+            }
+            return Ok(());
+        };
+        // NaN and ±Infinity as Python writes them are results, as Ray takes them (ASHA records
+        // a NaN, and its cutoffs leave NaNs out).
+        let metric = match (record.get(metric_key), non_finite.get(metric_key)) {
+            (_, Some(&x)) => x,
+            (None, None) => return Ok(()),
+            (Some(v), None) => match v.as_f64() {
+                Some(m) => m,
+                None => {
+                    let why = format!("has \"{metric_key}\": {v}, not a number: ignored");
+                    self.warn(i, line, &why);
+                    return Ok(());
+                }
+            },
+        };
+        if let Some(x) = non_finite.get(&self.def.time_attr) {
+            let why = format!(
+                "has \"{}\": {x}, not a finite time: ignored",
+                self.def.time_attr
+            );
+            self.warn(i, line, &why);
+            return Ok(());
+        }
+        let t = &mut self.trials[i];
+        let iteration = t.history.len() + 1;
+        let time = match record.get(&self.def.time_attr) {
+            Some(v) => match v.as_f64() {
+                Some(x) => x,
+                None => {
+                    let why = format!("has \"{}\": {v}, not a number: ignored", self.def.time_attr);
+                    self.warn(i, line, &why);
+                    return Ok(());
+                }
+            },
+            None if self.def.time_attr == "training_iteration" => iteration as f64,
+            None => return Ok(()),
+        };
+        let proc_last = t.proc.as_mut().and_then(|p| p.last_time.replace(time));
+        // A restarted command repeats what it had reported before its checkpoint: skip it.
+        if t.floor.is_some_and(|last| time <= last) {
+            if let Some(before) = proc_last.filter(|&before| time <= before) {
+                let why = format!(
+                    "has \"{}\": {time} after {before}: the time went backwards: ignored",
+                    self.def.time_attr
+                );
+                self.warn(i, line, &why);
+            }
+            return Ok(());
+        }
+        // Only the median rule asks (the scan over every trial stays off other sweeps' results).
+        let waiting = self.scheduler.asks_waiting()
+            && (!self.queue.is_empty()
+                || (self.trials.iter()).any(|t| t.id != i && t.status == Status::Paused));
+        self.trials[i].push_result(time, metric, &record);
+        let (verdict, effects) =
+            (self.scheduler).on_result(i, time, metric, waiting, &states(&self.trials));
+        self.observe(i, verdict.action, &effects, metric);
+        let stop = verdict.action == Action::Stop;
+        let pause = verdict.action == Action::Pause;
+        self.journal.append(&Entry::Result {
+            trial: i,
+            time,
+            metric,
+            record: record.clone(),
+            stop,
+            pause,
+            waiting,
+            exploit: effects.exploit.as_ref().map(|e| Copied {
+                from: e.from,
+                config: e.config.clone(),
+            }),
+            save: effects.save,
+        })?;
+
+        let t = &mut self.trials[i];
+        let mut full = record.clone();
+        full.insert("trial_id".into(), Value::from(i));
+        full.insert("training_iteration".into(), Value::from(iteration));
+        let total = t.first_start.map_or(0.0, |s| s.elapsed().as_secs_f64());
+        full.insert("time_total_s".into(), Value::from(total));
+        full.insert(
+            "timestamp".into(),
+            Value::from(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs()),
+            ),
+        );
+        full.insert("config".into(), Value::Object(t.config.clone()));
+        if matches!(self.scheduler, Scheduler::Pbt { .. }) {
+            // The lineage, as numbers TensorBoard plots: the copies made so far, and the trial
+            // last copied (its own id before any).
+            full.insert("pbt_copies".into(), Value::from(t.copies));
+            full.insert(
+                "pbt_copied_from".into(),
+                Value::from(t.copied_from.unwrap_or(i)),
+            );
+        }
+        if let Some(f) = &mut t.files {
+            f.result(&full, time.round() as i64)?;
+        }
+        self.out.record(Record::Result(TrialResult {
+            trial: i,
+            training_iteration: iteration,
+            time,
+            metric,
+            record: Value::Object(record),
+        }))?;
+        if let Some(j) = verdict.rung {
+            self.out.record(Record::Decision(Decision {
+                trial: i,
+                milestone: j.milestone,
+                value: j.value,
+                cutoff: j.cutoff,
+                action: if stop { "stop" } else { "continue" }.into(),
+            }))?;
+        }
+        self.dirty = true;
+        self.stop_others(&effects)?;
+        if effects.save {
+            let (dir, saved) = (&self.trials[i].dir, self.saved_dir(i));
+            if let Err(e) = crate::files::save_checkpoint(dir, &saved) {
+                log::warn!("trial {i}: saving its state: {e:#}");
+            }
+        }
+        if let Some(e) = &effects.exploit {
+            self.copy_decided(i, time, e)?;
+        }
+        if stop {
+            self.stop_trial(i, verdict.complete, None)?;
+        }
+        if pause && self.trials[i].status == Status::Running {
+            self.pause(i, time)?;
+        }
+        Ok(())
+    }
+
+    /// A warning naming the trial and the line (cut to 200 characters).
+    pub(super) fn warn(&self, trial: usize, line: &[u8], why: &str) {
+        let line: String = String::from_utf8_lossy(line)
+            .trim_end()
+            .chars()
+            .take(200)
+            .collect();
+        log::warn!("trial {trial}: the line {line:?} {why}");
+    }
+
+    /// Where population-based training saves trial `i`'s state when it is in the top quantile.
+    pub(super) fn saved_dir(&self, i: usize) -> PathBuf {
+        self.out_dir
+            .join("pbt-checkpoints")
+            .join(format!("trial-{i:04}"))
+    }
+
+    /// Where trial `i` keeps the save it copies until it runs again.
+    pub(super) fn kept_dir(&self, i: usize) -> PathBuf {
+        self.out_dir
+            .join("pbt-checkpoints")
+            .join(format!("trial-{i:04}.copy"))
+    }
+
+    /// Population-based training: trial `i`, about to run again, takes the directory of trial
+    /// `from` it copies. Its own process has exited: the copied trial's save kept when the copy
+    /// was decided (Ray's checkpoint to exploit), else (no save) its directory as it is now.
+    pub(super) fn take_copy(&mut self, i: usize, from: usize) -> Result<()> {
+        let kept = self.kept_dir(i);
+        let src = if kept.exists() {
+            kept.clone()
+        } else {
+            self.trials[from].dir.clone()
+        };
+        crate::files::copy_checkpoint(&src, &self.trials[i].dir)?;
+        if let Err(e) = crate::files::remove(&kept) {
+            log::warn!("{e:#}");
+        }
+        self.trials[i].copy_from = None;
+        Ok(())
+    }
+
+    /// Population-based training decided that trial `i` copies another: its config now (an
+    /// `exploit` record, and Ray's policy files: OUT_DIR/pbt_global.txt, and
+    /// OUT_DIR/pbt_policy_NNNN.txt, the copied trial's policy followed by this copy), its
+    /// directory when it runs again; it pauses.
+    pub(super) fn copy_decided(&mut self, i: usize, time: f64, e: &pbt::Exploit) -> Result<()> {
+        let iteration = |t: &Trial| t.history.len();
+        let row = serde_json::json!([
+            format!("trial-{i:04}"),
+            format!("trial-{:04}", e.from),
+            iteration(&self.trials[i]),
+            iteration(&self.trials[e.from]),
+            e.from_config,
+            e.config,
+        ]);
+        // The segment before the copy ends in TensorBoard as a trial the scheduler stopped.
+        let t = &mut self.trials[i];
+        if let Some(f) = &mut t.files {
+            f.end(SessionStatus::Unknown, true, time as i64)?;
+        }
+        t.take_copy(e);
+        let (saved, kept) = (self.saved_dir(e.from), self.kept_dir(i));
+        if let Err(err) = crate::files::keep_save(&saved, &kept) {
+            let _ = crate::files::remove(&kept);
+            log::warn!(
+                "trial {i}: keeping trial {}'s save ({err:#}): it will copy trial {}'s directory as it is when it runs again",
+                e.from,
+                e.from
+            );
+        }
+        let policy = |t: usize| self.out_dir.join(format!("pbt_policy_{t:04}.txt"));
+        let mut lines = std::fs::read(policy(e.from)).unwrap_or_default();
+        lines.extend_from_slice(format!("{row}\n").as_bytes());
+        let written =
+            atomic_file::write_atomic(&policy(i), |w| std::io::Write::write_all(w, &lines));
+        if let Err(err) = written {
+            log::warn!("{}", err.describe());
+        }
+        let global = self.out_dir.join("pbt_global.txt");
+        let appended = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&global)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, format!("{row}\n").as_bytes()));
+        if let Err(err) = appended {
+            log::warn!("writing {}: {err}", global.display());
+        }
+        self.out.record(Record::Exploit(records::Exploit {
+            trial: i,
+            time,
+            from: e.from,
+            from_time: e.from_time,
+            from_config: e.from_config.clone(),
+            config: e.config.clone(),
+            operations: (e.operations.iter())
+                .map(|(k, op)| (k.clone(), Value::String(op.clone())))
+                .collect(),
+        }))?;
+        Ok(())
+    }
+}

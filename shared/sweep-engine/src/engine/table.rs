@@ -1,0 +1,230 @@
+//! The status table.
+
+use super::*;
+
+impl Engine<'_> {
+    /// The status table on stderr: at most every --report-secs while something changed, and
+    /// at the end sorted by the metric.
+    pub(super) fn report(&mut self, last: bool) {
+        if !self.dirty {
+            return;
+        }
+        if !last
+            && self
+                .last_report
+                .is_some_and(|r| r.elapsed() < self.opts.report_every)
+        {
+            return;
+        }
+        self.last_report = Some(Instant::now());
+        self.dirty = false;
+        let table = self.table(last);
+        self.out.status(&table);
+    }
+
+    // Kept in one piece: the status table's parts in the order printed (counts, columns, rows).
+    pub(super) fn table(&self, sorted: bool) -> String {
+        use std::fmt::Write as _;
+        let mut s = String::new();
+        let count = |st: Status| self.trials.iter().filter(|t| t.status == st).count();
+        let secs = self.started.elapsed().as_secs();
+        let _ = writeln!(
+            s,
+            "== sweep: {} trials ({} running, {} pending, {}{} completed, {} stopped, {} error), {:02}:{:02}:{:02} ==",
+            self.trials.len(),
+            count(Status::Running),
+            count(Status::Pending),
+            match count(Status::Paused) {
+                0 => String::new(),
+                n => format!("{n} paused, "),
+            },
+            count(Status::Completed),
+            count(Status::Stopped),
+            count(Status::Error),
+            secs / 3600,
+            secs / 60 % 60,
+            secs % 60
+        );
+        if let Scheduler::Asha(a) = &self.scheduler {
+            for (b, rungs) in a.rungs().iter().enumerate() {
+                let r: Vec<String> = rungs
+                    .iter()
+                    .map(|(m, c, n)| {
+                        format!(
+                            "{} {}: {} ({n})",
+                            self.def.time_attr,
+                            fmt_num(*m),
+                            c.map_or("-".into(), fmt_num)
+                        )
+                    })
+                    .collect();
+                let _ = writeln!(
+                    s,
+                    "ASHA bracket {b}, cutoffs: {}",
+                    if r.is_empty() {
+                        "no rungs".into()
+                    } else {
+                        r.join(" | ")
+                    }
+                );
+            }
+        }
+        if let Scheduler::HyperBand(h) = &self.scheduler {
+            for (band, s_, n, milestone, done, live) in h.brackets() {
+                let _ = writeln!(
+                    s,
+                    "HyperBand round {band} bracket {s_}: {live} live of at most {} trials, milestone {} {}, {:.0}% done",
+                    fmt_num(n),
+                    self.def.time_attr,
+                    fmt_num(milestone),
+                    done * 100.0
+                );
+            }
+        }
+        if let Scheduler::Pbt { pbt, .. } = &self.scheduler {
+            let _ = writeln!(
+                s,
+                "PBT: {} copies of a better trial, {} trials in the top quantile when compared",
+                pbt.num_perturbations, pbt.num_checkpoints
+            );
+        }
+        if let Some(b) = self.best() {
+            let (time, metric) = b.last_point().expect("best has a result");
+            let _ = writeln!(
+                s,
+                "best so far: trial {} {}={} at {} {} ({})",
+                b.id,
+                self.def.metric,
+                fmt_num(metric),
+                self.def.time_attr,
+                fmt_num(time),
+                config_text(&b.config)
+            );
+        }
+        // The parameters of the first config chosen (TPE and BOHB choose theirs as trials start).
+        let names: Vec<&String> = self
+            .trials
+            .iter()
+            .find(|t| t.chosen)
+            .map(|t| t.config.keys().collect())
+            .unwrap_or_default();
+        let mut header = vec!["trial".to_string(), "status".into(), "slot".into()];
+        header.extend(names.iter().map(|n| n.to_string()));
+        header.extend([self.def.time_attr.clone(), self.def.metric.clone()]);
+        let mut order: Vec<&Trial> = self.trials.iter().collect();
+        if sorted {
+            let mode = self.def.asha.mode;
+            // Trials without a finite result last (a NaN compares with nothing).
+            let finite = |t: &Trial| t.last_point().filter(|(_, m)| m.is_finite());
+            order.sort_by(|a, b| match (finite(a), finite(b)) {
+                (Some(x), Some(y)) if mode.better(x.1, y.1) => std::cmp::Ordering::Less,
+                (Some(x), Some(y)) if mode.better(y.1, x.1) => std::cmp::Ordering::Greater,
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                _ => a.id.cmp(&b.id),
+            });
+        }
+        let rows: Vec<Vec<String>> = order
+            .iter()
+            .map(|t| {
+                let mut r = vec![
+                    t.id.to_string(),
+                    t.status.name().to_string(),
+                    t.proc.as_ref().map_or("-".into(), |p| p.slot.to_string()),
+                ];
+                r.extend(
+                    names
+                        .iter()
+                        .map(|n| t.config.get(*n).map_or(String::new(), cell)),
+                );
+                let (time, metric) = t
+                    .last_point()
+                    .map_or(("-".into(), "-".into()), |(x, y)| (fmt_num(x), fmt_num(y)));
+                r.extend([time, metric]);
+                r
+            })
+            .collect();
+        let widths: Vec<usize> = (0..header.len())
+            .map(|c| {
+                rows.iter()
+                    .map(|r| r[c].chars().count())
+                    .chain([header[c].chars().count()])
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let line = |cells: &[String]| {
+            cells
+                .iter()
+                .zip(&widths)
+                .map(|(c, w)| format!("{c:<w$}"))
+                .collect::<Vec<_>>()
+                .join("  ")
+                .trim_end()
+                .to_string()
+        };
+        if sorted {
+            let _ = writeln!(
+                s,
+                "trials by their last {} ({}):",
+                self.def.metric,
+                if self.def.asha.mode == search::asha::Mode::Max {
+                    "highest first"
+                } else {
+                    "lowest first"
+                }
+            );
+        }
+        let _ = writeln!(s, "{}", line(&header));
+        let max_rows = if sorted { usize::MAX } else { 40 };
+        for r in rows.iter().take(max_rows) {
+            let _ = writeln!(s, "{}", line(r));
+        }
+        if rows.len() > max_rows {
+            let _ = writeln!(s, "... {} more trials", rows.len() - max_rows);
+        }
+        s
+    }
+}
+
+/// Up to five significant digits, as Ray's table shows numbers.
+fn fmt_num(x: f64) -> String {
+    if x == x.trunc() && x.abs() < 1e15 {
+        return format!("{}", x as i64);
+    }
+    let a = x.abs();
+    if (1e-3..1e5).contains(&a) {
+        let digits = (4 - a.log10().floor() as i32).max(0) as usize;
+        let s = format!("{x:.digits$}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        format!("{x:.4e}")
+    }
+}
+
+fn cell(v: &Value) -> String {
+    match v {
+        Value::Number(n) => n.as_f64().map_or(n.to_string(), fmt_num),
+        other => crate::template::render(other).chars().take(24).collect(),
+    }
+}
+
+pub(super) fn config_text(c: &Config) -> String {
+    c.iter()
+        .map(|(k, v)| format!("{k}={}", cell(v)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_in_the_table() {
+        assert_eq!(fmt_num(4.0), "4");
+        assert_eq!(fmt_num(91.23456), "91.235");
+        assert_eq!(fmt_num(0.012345678), "0.012346");
+        assert_eq!(fmt_num(1.5e-7), "1.5000e-7");
+    }
+}

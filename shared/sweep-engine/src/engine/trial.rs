@@ -1,0 +1,150 @@
+//! A trial as the engine keeps it: its status, config, results and process.
+
+use super::*;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Status {
+    Pending,
+    Running,
+    /// Yielded its slot to a waiting trial (the median rule); runs again later.
+    Paused,
+    Completed,
+    Stopped,
+    Error,
+}
+
+impl Status {
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Status::Pending => "pending",
+            Status::Running => "running",
+            Status::Paused => "paused",
+            Status::Completed => "completed",
+            Status::Stopped => "stopped",
+            Status::Error => "error",
+        }
+    }
+
+    pub(super) fn ended(self) -> bool {
+        matches!(self, Status::Completed | Status::Stopped | Status::Error)
+    }
+
+    /// What the schedulers that act on other trials see.
+    pub(super) fn state(self) -> TrialState {
+        match self {
+            Status::Pending => TrialState::Pending,
+            Status::Running => TrialState::Running,
+            Status::Paused => TrialState::Paused,
+            Status::Completed | Status::Stopped | Status::Error => TrialState::Ended,
+        }
+    }
+}
+
+/// The trials' states as the scheduler sees them.
+pub(super) fn states(trials: &[Trial]) -> impl Fn(usize) -> TrialState + '_ {
+    |i| trials[i].status.state()
+}
+
+#[derive(Debug)]
+pub(super) struct Proc {
+    pub(super) pid: i32,
+    pub(super) slot: usize,
+    pub(super) attempt: usize,
+    pub(super) term_sent: Option<Instant>,
+    pub(super) kill_sent: bool,
+    /// The time attribute of this attempt's last result: one that goes backwards within an
+    /// attempt is reported (a restarted attempt repeating its predecessor's is not).
+    pub(super) last_time: Option<f64>,
+}
+
+#[derive(Debug)]
+pub(super) struct Trial {
+    pub(super) id: usize,
+    pub(super) config: Config,
+    /// Whether `config` is chosen (TPE chooses it when the trial first starts).
+    pub(super) chosen: bool,
+    pub(super) dir: PathBuf,
+    pub(super) status: Status,
+    pub(super) attempts: usize,
+    pub(super) failures: usize,
+    /// (time, metric) of every result (its length is Ray's training_iteration), for the plot.
+    pub(super) history: Vec<(f64, f64)>,
+    pub(super) last: Option<Map<String, Value>>,
+    pub(super) stopped_at: Option<f64>,
+    pub(super) message: Option<String>,
+    pub(super) proc: Option<Proc>,
+    pub(super) files: Option<TrialFiles>,
+    pub(super) first_start: Option<Instant>,
+    /// Results at or before this time are repeats of a restarted command (the last result's
+    /// time; none after a copy, whose command goes on from the copied trial's checkpoint).
+    pub(super) floor: Option<f64>,
+    /// Population-based training: the trial whose directory this one takes before it runs
+    /// again, the copies made so far and the last trial copied.
+    pub(super) copy_from: Option<usize>,
+    pub(super) copies: usize,
+    pub(super) copied_from: Option<usize>,
+}
+
+impl Trial {
+    /// Trial `id`, pending, with `config` (`chosen`: final, else TPE chooses it at its start).
+    pub(super) fn new(id: usize, config: Config, chosen: bool, dir: PathBuf) -> Trial {
+        Trial {
+            id,
+            config,
+            chosen,
+            dir,
+            status: Status::Pending,
+            attempts: 0,
+            failures: 0,
+            history: Vec::new(),
+            last: None,
+            stopped_at: None,
+            message: None,
+            proc: None,
+            files: None,
+            first_start: None,
+            floor: None,
+            copy_from: None,
+            copies: 0,
+            copied_from: None,
+        }
+    }
+
+    pub(super) fn last_point(&self) -> Option<(f64, f64)> {
+        self.history.last().copied()
+    }
+
+    /// Takes a result into the trial's history.
+    pub(super) fn push_result(&mut self, time: f64, metric: f64, record: &Map<String, Value>) {
+        self.history.push((time, metric));
+        self.floor = Some(time);
+        self.last = Some(record.clone());
+    }
+
+    /// A copy decided (population-based training): the new config now, the directory when
+    /// the trial runs again.
+    pub(super) fn take_copy(&mut self, e: &pbt::Exploit) {
+        self.config = e.config.clone();
+        self.copy_from = Some(e.from);
+        self.copied_from = Some(e.from);
+        self.copies += 1;
+        self.floor = None;
+    }
+
+    /// The status a stop verdict gives (completed at max_t, else stopped at `time`).
+    pub(super) fn stopped(&mut self, complete: bool, time: f64) -> Status {
+        self.stopped_at = (!complete).then_some(time);
+        if complete {
+            Status::Completed
+        } else {
+            Status::Stopped
+        }
+    }
+
+    /// [`Trial::stopped`] at the trial's last result (a trial the scheduler stops, or one
+    /// stopped with it).
+    pub(super) fn stopped_at_last(&mut self, complete: bool) -> Status {
+        let time = self.last_point().map_or(0.0, |p| p.0);
+        self.stopped(complete, time)
+    }
+}

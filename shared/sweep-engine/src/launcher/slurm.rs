@@ -1,0 +1,466 @@
+//! The Slurm launcher: inside an allocation (`sbatch`, `salloc`), each trial runs as one job
+//! step, `srun --exact -N NODES -n TASKS ... --job-name sweep-trial-NNNN COMMAND`, on whichever
+//! of the allocation's nodes Slurm picks; Slurm binds its GPUs and CPUs, so the sweep sets no
+//! CUDA_VISIBLE_DEVICES or affinity of its own.
+//!
+//! srun is the local process the engine waits for: its stdout carries the tasks' lines, its
+//! stderr (with Slurm's own messages) goes to the trial's stderr.log. A stop is `scancel
+//! --signal=TERM` of the trial's step (found by its name), which reaches every task at once so
+//! that it can checkpoint — SIGTERM to srun itself would make srun kill the tasks (Slurm 22.05);
+//! after the grace period, SIGKILL to srun and `scancel --signal=KILL` of the step, which would
+//! otherwise outlive its srun. srun
+//! exits 0 for a step whose node failed ("Node failure on n2"), so its exit status alone does not
+//! make a trial a success: Slurm's errors in the attempt's part of stderr.log make it a failure
+//! that names the node.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
+use std::sync::mpsc::Sender;
+
+use anyhow::Context;
+
+use super::{Launch, Launcher, Msg, Signal, describe, signal_group, spawn};
+
+/// What one trial asks of the allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ask {
+    /// Nodes per trial (`srun -N`).
+    pub nodes: usize,
+    /// Tasks on each of them (`--ntasks-per-node`; `srun -n` is nodes × this).
+    pub tasks_per_node: usize,
+    /// GPUs per trial, spread evenly over its nodes (`--gres=gpu:G/N`); 0 asks for none.
+    pub gpus: usize,
+    /// CPUs per trial, spread evenly over its tasks (`--cpus-per-task`); None leaves Slurm's
+    /// default (one per task).
+    pub cpus: Option<usize>,
+}
+
+impl Ask {
+    pub fn tasks(&self) -> usize {
+        self.nodes * self.tasks_per_node
+    }
+
+    /// CPUs per task (at least one).
+    fn cpus_per_task(&self) -> Option<usize> {
+        self.cpus.map(|c| c.div_ceil(self.tasks()).max(1))
+    }
+}
+
+/// The allocation the sweep runs in, as Slurm's variables describe it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Allocation {
+    pub job_id: String,
+    pub nodes: usize,
+    /// GPUs on each node (SLURM_GPUS_ON_NODE, else the count of SLURM_JOB_GPUS); 0 without.
+    pub gpus_per_node: usize,
+    /// CPUs on each node the job may use (SLURM_CPUS_ON_NODE).
+    pub cpus_per_node: usize,
+}
+
+/// The variables [`Allocation::from_env`] reads, for the man page.
+pub const ENVIRONMENT: &[(&str, &str)] = &[
+    (
+        "SLURM_JOB_ID",
+        "With --launcher slurm: the allocation the trials run in as job steps (set by sbatch and salloc).",
+    ),
+    (
+        "SLURM_JOB_NUM_NODES, SLURM_GPUS_ON_NODE, SLURM_JOB_GPUS, SLURM_CPUS_ON_NODE",
+        "With --launcher slurm: what the allocation holds, divided by what a trial asks for to give the default --slots.",
+    ),
+];
+
+impl Allocation {
+    /// The allocation `env` describes; a usage error outside one.
+    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> crate::Result<Allocation> {
+        let usage = |m: String| crate::Error::Usage(m);
+        let Some(job_id) = env("SLURM_JOB_ID").filter(|j| !j.is_empty()) else {
+            return Err(usage(
+                "--launcher slurm runs trials as job steps of a Slurm allocation: start the sweep \
+                 inside one (sbatch, or salloc), or use --launcher local"
+                    .into(),
+            ));
+        };
+        let count = |name: &str| -> crate::Result<Option<usize>> {
+            match env(name) {
+                None => Ok(None),
+                Some(v) => match v.trim().parse::<usize>() {
+                    // Bounded as --slots is: what sizes per-slot lists is checked first.
+                    Ok(n) if n <= 1 << 20 => Ok(Some(n)),
+                    _ => Err(usage(format!("{name}={v:?} is not a count"))),
+                },
+            }
+        };
+        let nodes = count("SLURM_JOB_NUM_NODES")?.unwrap_or(1).max(1);
+        let gpus_per_node = match count("SLURM_GPUS_ON_NODE")? {
+            Some(n) => n,
+            None => env("SLURM_JOB_GPUS")
+                .map(|g| g.split(',').filter(|s| !s.trim().is_empty()).count())
+                .unwrap_or(0),
+        };
+        let cpus_per_node = count("SLURM_CPUS_ON_NODE")?.unwrap_or(1).max(1);
+        Ok(Allocation {
+            job_id,
+            nodes,
+            gpus_per_node,
+            cpus_per_node,
+        })
+    }
+
+    /// How many trials of `ask` the allocation holds at once: its nodes, GPUs and CPUs divided
+    /// by what a trial asks for (the scarcest decides); a usage error if not even one fits.
+    pub fn slots(&self, ask: &Ask) -> crate::Result<usize> {
+        let misfit = |what: String| {
+            crate::Error::Usage(format!(
+                "a trial asks for {what}, more than the allocation holds ({} node(s), {} GPU(s) and {} CPU(s) each)",
+                self.nodes, self.gpus_per_node, self.cpus_per_node
+            ))
+        };
+        if ask.nodes > self.nodes {
+            return Err(misfit(format!("{} nodes", ask.nodes)));
+        }
+        let per_node_gpus = ask.gpus.div_ceil(ask.nodes);
+        if per_node_gpus > self.gpus_per_node {
+            return Err(misfit(format!(
+                "{per_node_gpus} GPU(s) on each of its nodes"
+            )));
+        }
+        let per_node_cpus = ask.cpus_per_task().unwrap_or(1) * ask.tasks_per_node;
+        if per_node_cpus > self.cpus_per_node {
+            return Err(misfit(format!(
+                "{per_node_cpus} CPU(s) on each of its nodes"
+            )));
+        }
+        // Trials per node by each resource, then as many node groups as the allocation has.
+        let mut per_node = self.cpus_per_node / per_node_cpus;
+        if let Some(by_gpus) = self.gpus_per_node.checked_div(per_node_gpus) {
+            per_node = per_node.min(by_gpus);
+        }
+        Ok((self.nodes * per_node / ask.nodes).max(1))
+    }
+}
+
+/// The srun arguments that run `command` as trial `trial`'s step.
+pub fn srun_args(srun: &OsString, ask: &Ask, trial: usize, command: &[OsString]) -> Vec<OsString> {
+    let mut a: Vec<OsString> = vec![srun.clone()];
+    let mut push = |s: String| a.push(s.into());
+    // Only what the step asks for, not the whole allocation (--exact), on its own nodes' share.
+    push("--exact".into());
+    push(format!("--nodes={}", ask.nodes));
+    push(format!("--ntasks={}", ask.tasks()));
+    push(format!("--ntasks-per-node={}", ask.tasks_per_node));
+    if let Some(c) = ask.cpus_per_task() {
+        push(format!("--cpus-per-task={c}"));
+    }
+    if ask.gpus > 0 {
+        push(format!("--gres=gpu:{}", ask.gpus.div_ceil(ask.nodes)));
+    }
+    push(format!("--job-name=sweep-trial-{trial:04}"));
+    // One task that fails ends the step (a rank that died leaves its peers waiting).
+    push("--kill-on-bad-exit=1".into());
+    // Records as they are printed, not when a buffer fills.
+    push("--unbuffered".into());
+    a.extend(command.iter().cloned());
+    a
+}
+
+/// The Slurm launcher.
+#[derive(Debug)]
+pub struct Slurm {
+    pub ask: Ask,
+    pub allocation: Allocation,
+    /// The srun and scancel programs (`srun`, `scancel` from PATH).
+    pub srun: OsString,
+    pub scancel: OsString,
+    pub squeue: OsString,
+    /// Per running srun: its trial, and where its attempt's part of stderr.log starts.
+    running: HashMap<i32, Started>,
+}
+
+#[derive(Debug)]
+struct Started {
+    trial: usize,
+    stderr: PathBuf,
+    from: u64,
+}
+
+impl Slurm {
+    pub fn new(ask: Ask, allocation: Allocation) -> Slurm {
+        Slurm {
+            ask,
+            allocation,
+            srun: "srun".into(),
+            scancel: "scancel".into(),
+            squeue: "squeue".into(),
+            running: HashMap::new(),
+        }
+    }
+
+    /// The ids (JOB.STEP) of trial `trial`'s steps in this allocation.
+    fn steps_of(&self, trial: usize) -> Vec<String> {
+        let mut squeue = std::process::Command::new(&self.squeue);
+        squeue
+            .args(["--steps", "--noheader", "--format=%i %j", "--jobs"])
+            .arg(&self.allocation.job_id);
+        let Some(out) = output_within(squeue, SLURM_COMMAND_DEADLINE) else {
+            return Vec::new();
+        };
+        let name = format!("sweep-trial-{trial:04}");
+        String::from_utf8_lossy(&out)
+            .lines()
+            .filter_map(|l| {
+                let (id, n) = l.trim().split_once(' ')?;
+                (n.trim() == name).then(|| id.to_string())
+            })
+            .collect()
+    }
+
+    /// `scancel --signal=SIGNAL` of each of trial `trial`'s steps; whether there was one.
+    fn scancel(&self, trial: usize, signal: &str) -> bool {
+        let steps = self.steps_of(trial);
+        for step in &steps {
+            let mut scancel = std::process::Command::new(&self.scancel);
+            scancel.arg(format!("--signal={signal}")).arg(step);
+            output_within(scancel, SLURM_COMMAND_DEADLINE);
+        }
+        !steps.is_empty()
+    }
+}
+
+/// How long squeue or scancel may take before it is given up (the controller is unreachable).
+const SLURM_COMMAND_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The stdout of `cmd` if it succeeds within `deadline`; it is killed past it.
+fn output_within(mut cmd: std::process::Command, deadline: std::time::Duration) -> Option<Vec<u8>> {
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let mut stdout = child.stdout.take()?;
+    let reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = stdout.read_to_end(&mut buf);
+        buf
+    });
+    let until = std::time::Instant::now() + deadline;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if std::time::Instant::now() < until => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+        }
+    };
+    let out = reader.join().ok()?;
+    status.filter(|s| s.success()).map(|_| out)
+}
+
+/// Slurm's own errors in `text` (srun's lines on stderr): the first that ends a step.
+pub fn slurm_failure(text: &str) -> Option<String> {
+    text.lines()
+        .map(str::trim)
+        .find(|l| {
+            l.starts_with("srun: error:")
+                && (l.contains("Node failure")
+                    || l.contains("node failure")
+                    || l.contains("CANCELLED")
+                    || l.contains("task") && l.contains("launch failed"))
+        })
+        .map(|l| l.trim_start_matches("srun: error:").trim().to_string())
+}
+
+impl Launcher for Slurm {
+    fn start(&mut self, launch: Launch<'_>, tx: Sender<Msg>) -> anyhow::Result<i32> {
+        let Launch {
+            trial,
+            attempt,
+            args,
+            env,
+            dir,
+            stderr,
+            ..
+        } = launch;
+        let from = stderr.metadata().map(|m| m.len()).unwrap_or(0);
+        let srun = srun_args(&self.srun, &self.ask, trial, args);
+        let pid = spawn(&srun, &env, None, stderr, trial, attempt, tx)
+            .with_context(|| format!("starting {:?}", self.srun))?;
+        self.running.insert(
+            pid,
+            Started {
+                trial,
+                stderr: dir.join("stderr.log"),
+                from,
+            },
+        );
+        Ok(pid)
+    }
+
+    fn signal(&mut self, pid: i32, signal: Signal) {
+        let trial = self.running.get(&pid).map(|s| s.trial);
+        match signal {
+            // SIGTERM to srun makes it kill the step's tasks at once: the tasks get SIGTERM
+            // through scancel instead, and checkpoint. A step not yet listed (srun is still
+            // starting it) has done nothing to keep: srun ends it.
+            Signal::Stop => {
+                if !trial.is_some_and(|t| self.scancel(t, "TERM")) {
+                    signal_group(pid, libc::SIGTERM);
+                }
+            }
+            // The grace period is over: srun and its step, which would outlive a killed srun.
+            Signal::Kill => {
+                signal_group(pid, libc::SIGKILL);
+                if let Some(t) = trial {
+                    self.scancel(t, "KILL");
+                }
+            }
+        }
+    }
+
+    fn ended(&mut self, pid: i32, status: &std::io::Result<ExitStatus>) -> Option<String> {
+        let started = self.running.remove(&pid);
+        let slurm = started
+            .as_ref()
+            .and_then(|s| attempt_text(&s.stderr, s.from));
+        match (slurm.as_deref().and_then(slurm_failure), status) {
+            (Some(why), _) => Some(format!("Slurm: {why}")),
+            (None, Ok(s)) if s.success() => None,
+            (None, _) => Some(describe(status)),
+        }
+    }
+}
+
+/// What an attempt wrote to `path` from byte `from` on (its last 64 KiB).
+fn attempt_text(path: &Path, from: u64) -> Option<String> {
+    let mut f = std::fs::File::open(path).ok()?;
+    let len = f.metadata().ok()?.len();
+    f.seek(SeekFrom::Start(from.max(len.saturating_sub(1 << 16))))
+        .ok()?;
+    let mut buf = Vec::new();
+    f.read_to_end(&mut buf).ok()?;
+    Some(String::from_utf8_lossy(&buf).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+    }
+
+    fn ask(nodes: usize, tasks_per_node: usize, gpus: usize, cpus: Option<usize>) -> Ask {
+        Ask {
+            nodes,
+            tasks_per_node,
+            gpus,
+            cpus,
+        }
+    }
+
+    #[test]
+    fn outside_an_allocation_is_a_usage_error() {
+        let e = Allocation::from_env(&env(&[])).unwrap_err();
+        assert!(
+            matches!(e, crate::Error::Usage(ref m) if m.contains("salloc")),
+            "{e}"
+        );
+        let e = Allocation::from_env(&env(&[("SLURM_JOB_ID", "7"), ("SLURM_CPUS_ON_NODE", "x")]))
+            .unwrap_err();
+        assert!(matches!(e, crate::Error::Usage(_)), "{e}");
+    }
+
+    #[test]
+    fn slots_are_the_allocation_divided_by_a_trials_ask() {
+        // 2 nodes × 4 GPUs × 16 CPUs.
+        let a = Allocation::from_env(&env(&[
+            ("SLURM_JOB_ID", "42"),
+            ("SLURM_JOB_NUM_NODES", "2"),
+            ("SLURM_GPUS_ON_NODE", "4"),
+            ("SLURM_CPUS_ON_NODE", "16"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            a,
+            Allocation {
+                job_id: "42".into(),
+                nodes: 2,
+                gpus_per_node: 4,
+                cpus_per_node: 16
+            }
+        );
+        assert_eq!(a.slots(&ask(1, 1, 1, None)).unwrap(), 8);
+        assert_eq!(a.slots(&ask(1, 1, 2, None)).unwrap(), 4);
+        assert_eq!(
+            a.slots(&ask(1, 1, 1, Some(8))).unwrap(),
+            4,
+            "CPUs are scarcer"
+        );
+        assert_eq!(a.slots(&ask(2, 2, 4, None)).unwrap(), 2, "two-node trials");
+        assert_eq!(
+            a.slots(&ask(1, 1, 0, None)).unwrap(),
+            32,
+            "CPU trials: one CPU each"
+        );
+        let e = a.slots(&ask(3, 1, 0, None)).unwrap_err();
+        assert!(e.to_string().contains("3 nodes"), "{e}");
+        let e = a.slots(&ask(1, 1, 5, None)).unwrap_err();
+        assert!(e.to_string().contains("5 GPU(s)"), "{e}");
+        // SLURM_JOB_GPUS lists them where SLURM_GPUS_ON_NODE is not set.
+        let b = Allocation::from_env(&env(&[("SLURM_JOB_ID", "1"), ("SLURM_JOB_GPUS", "0,1")]));
+        assert_eq!(b.unwrap().gpus_per_node, 2);
+    }
+
+    #[test]
+    fn a_trial_is_one_step_that_asks_for_its_share() {
+        let cmd: Vec<OsString> = vec!["ddp-train".into(), "--lr".into(), "0.1".into()];
+        let args = srun_args(&"srun".into(), &ask(2, 2, 4, Some(8)), 3, &cmd);
+        let text: Vec<String> = args
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            text,
+            [
+                "srun",
+                "--exact",
+                "--nodes=2",
+                "--ntasks=4",
+                "--ntasks-per-node=2",
+                "--cpus-per-task=2",
+                "--gres=gpu:2",
+                "--job-name=sweep-trial-0003",
+                "--kill-on-bad-exit=1",
+                "--unbuffered",
+                "ddp-train",
+                "--lr",
+                "0.1"
+            ]
+        );
+        assert!(!text.iter().any(|a| a.contains("no-kill")));
+    }
+
+    #[test]
+    fn a_node_failure_is_a_failure_whatever_sruns_status() {
+        let log = "epoch 1\nsrun: error: Node failure on n2\nsrun: Job step aborted\n";
+        assert_eq!(slurm_failure(log).as_deref(), Some("Node failure on n2"));
+        assert_eq!(
+            slurm_failure("srun: error: n2: task 1: Exited with exit code 3"),
+            None
+        );
+        assert_eq!(slurm_failure("all well\n"), None);
+    }
+}

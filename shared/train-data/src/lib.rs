@@ -1,0 +1,53 @@
+//! Training data as PyTorch reads it, so that a run sees the samples, pixels and order a
+//! PyTorch script would:
+//!
+//! - [`data`]: where the samples come from (`--data`): CIFAR-10/100 binary files and a
+//!   synthetic set held on the device, batches gathered, augmented and normalised there; image
+//!   sources decoded on the CPU;
+//! - [`folder`], [`recordio`], [`wds`]: torchvision's `ImageFolder`, MXNet RecordIO and
+//!   webdataset tar shards;
+//! - [`images`]: their samples decoded with Pillow's pixels and torchvision's transforms by a
+//!   pool of threads, bad samples replaced deterministically;
+//! - [`sampler`]: `DistributedSampler`, index for index, with torch's `randperm`.
+
+pub mod data;
+mod draws;
+pub mod folder;
+pub mod images;
+pub mod recordio;
+pub mod sampler;
+pub mod wds;
+
+/// What went wrong with the data, by class.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The settings cannot work with these data (a crop larger than the images, say).
+    #[error("{0}")]
+    Usage(String),
+    /// The data cannot be read or used.
+    #[error("{0}")]
+    Data(String),
+    /// libtorch failed (moving the data to the device, say).
+    #[error(transparent)]
+    Torch(#[from] tch::TchError),
+    /// The device's generator failed.
+    #[error("{0}")]
+    Cuda(String),
+}
+
+impl From<gpu_runtime::shim::Error> for Error {
+    fn from(e: gpu_runtime::shim::Error) -> Error {
+        Error::Cuda(e.to_string())
+    }
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl error_class::Classify for Error {
+    fn class(&self) -> error_class::Class {
+        match self {
+            Error::Usage(_) => error_class::Class::Usage,
+            Error::Data(_) | Error::Torch(_) | Error::Cuda(_) => error_class::Class::Fatal,
+        }
+    }
+}

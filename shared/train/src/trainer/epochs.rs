@@ -1,0 +1,526 @@
+//! The loop over epochs and steps: batches prefetched, steps run, evaluation, the checkpoint
+//! signal and the per-step figures.
+
+use super::*;
+
+/// What the training loop reads and never changes.
+pub(super) struct Fixed<'a> {
+    pub(super) cfg: &'a Config,
+    /// Images a step on each rank.
+    pub(super) local: usize,
+    pub(super) train_set: &'a Dataset,
+    pub(super) test_set: &'a Dataset,
+    pub(super) named: &'a Named,
+}
+
+impl Fixed<'_> {
+    /// Bad files met so far, in both splits.
+    pub(super) fn bad_inputs(&self) -> usize {
+        self.train_set.bad_inputs() + self.test_set.bad_inputs()
+    }
+}
+
+/// The training loop over a run's epochs: what every step reads, and what the steps change
+/// (optimisers, loss scaler, the best top-1, where the last checkpoint stands).
+pub(super) struct Epochs<'a> {
+    pub(super) fixed: Fixed<'a>,
+    pub(super) stepper: Stepper<'a>,
+    pub(super) norm: train_data::data::Normalize,
+    pub(super) sampler: DistributedSampler,
+    pub(super) steps_per_epoch: usize,
+    pub(super) run: RunInfo<'a>,
+    pub(super) steps: StepMode,
+    pub(super) opts: Vec<Optimizer>,
+    pub(super) scaler: GradScaler,
+    /// The (epoch, step) training starts at, and this rank's sums of that epoch where a
+    /// mid-epoch checkpoint left them.
+    pub(super) first: (usize, usize),
+    pub(super) resumed_sums: Option<RankSums>,
+    pub(super) best_top1: f64,
+    pub(super) val_top1: f64,
+    /// The (epoch, step) the last checkpoint written or resumed from stands at.
+    pub(super) saved_at: Option<(usize, usize)>,
+    pub(super) signal: Signal,
+}
+
+/// One epoch as it goes.
+pub(super) struct Epoch {
+    pub(super) epoch: usize,
+    /// Its first step here (a resumed epoch's earlier ones ran before).
+    pub(super) first: usize,
+    pub(super) t0: Instant,
+    /// This rank's sample indices, a step's worth after another.
+    pub(super) order: Tensor,
+    /// The sums it started from, and the bad files met before it.
+    pub(super) sums: RankSums,
+    pub(super) bad_before: usize,
+    pub(super) skipped: usize,
+    pub(super) lr: f64,
+    pub(super) window: Window,
+}
+
+impl<'a> Epochs<'a> {
+    pub(super) fn new(
+        fixed: Fixed<'a>,
+        stepper: Stepper<'a>,
+        mut start: Start,
+        (opts, scaler): (Vec<Optimizer>, GradScaler),
+        comm: &Communicator,
+    ) -> Result<Self> {
+        let (cfg, local) = (fixed.cfg, fixed.local);
+        let (rank, world) = (comm.rank(), comm.world_size());
+        let sampler = DistributedSampler {
+            len: fixed.train_set.len(),
+            world,
+            rank,
+            shuffle: cfg.shuffle,
+            seed: cfg.seed as u64,
+            drop_last: cfg.drop_last,
+        };
+        let steps_per_epoch = {
+            let full = sampler.num_samples() / local;
+            cfg.max_steps.map_or(full, |m| m.min(full))
+        };
+        if steps_per_epoch == 0 {
+            return Err(Error::Usage(format!(
+                "no full per-rank batch of {local} in {} samples per rank",
+                sampler.num_samples()
+            )));
+        }
+        let resumed_sums = start.mid_epoch(cfg, rank, world, steps_per_epoch)?;
+        let norm = fixed.train_set.normalize();
+        let run = RunInfo {
+            cfg,
+            world,
+            steps_per_epoch,
+            classes: fixed.train_set.class_names(),
+            input: model_input(cfg, fixed.train_set, &norm),
+        };
+        Ok(Epochs {
+            fixed,
+            stepper,
+            norm,
+            sampler,
+            steps_per_epoch,
+            run,
+            steps: StepMode::new(cfg),
+            opts,
+            scaler,
+            first: (start.epoch, start.step),
+            resumed_sums,
+            best_top1: start.best_top1,
+            val_top1: start.val_top1,
+            saved_at: start.resumed_from.map(|_| (start.epoch, start.step)),
+            signal: Signal::default(),
+        })
+    }
+
+    /// Trains one epoch, validates, writes the epoch's checkpoint, and gives its figures.
+    pub(super) fn epoch(
+        &mut self,
+        epoch: usize,
+        comm: &mut Communicator,
+        on_event: &mut dyn FnMut(Event) -> Result<()>,
+    ) -> Result<EpochStats> {
+        let mut e = self.begin(epoch);
+        for step in e.first..self.steps_per_epoch {
+            self.step(&mut e, step, comm, on_event)?;
+        }
+        self.end(e, comm)
+    }
+
+    pub(super) fn begin(&self, epoch: usize) -> Epoch {
+        let Fixed {
+            cfg,
+            local,
+            train_set,
+            ..
+        } = self.fixed;
+        let first = if epoch == self.first.0 {
+            self.first.1
+        } else {
+            0
+        };
+        let order = train_set.train_order(&self.sampler, epoch, local, cfg.augment);
+        let order = Tensor::from_slice(&order.iter().map(|&i| i as i64).collect::<Vec<_>>())
+            .to_device(index_device(cfg, train_set));
+        // The epoch's sums start at zero, or at this rank's where a mid-epoch checkpoint left
+        // them.
+        let sums = match &self.resumed_sums {
+            Some(s) if first > 0 => s.clone(),
+            _ => RankSums::default(),
+        };
+        let _ = self.stepper.loss_sum.shallow_clone().fill_(sums.loss);
+        let _ = self.stepper.correct.shallow_clone().fill_(sums.correct);
+        Epoch {
+            epoch,
+            first,
+            t0: Instant::now(),
+            order,
+            bad_before: self.fixed.bad_inputs(),
+            skipped: sums.skipped,
+            lr: cfg.lr,
+            window: Window::start(&sums, first),
+            sums,
+        }
+    }
+
+    /// Bad files of the epoch so far (a resumed epoch's earlier ones included).
+    pub(super) fn bad(&self, e: &Epoch) -> usize {
+        e.sums.bad + self.fixed.bad_inputs() - e.bad_before
+    }
+
+    /// One training step, unless the run is to stop before it (interrupted, or checkpointed on
+    /// the checkpoint signal: both errors); then its event and any mid-epoch checkpoint due.
+    pub(super) fn step(
+        &mut self,
+        e: &mut Epoch,
+        step: usize,
+        comm: &mut Communicator,
+        on_event: &mut dyn FnMut(Event) -> Result<()>,
+    ) -> Result<()> {
+        let Fixed {
+            cfg,
+            local,
+            train_set,
+            ..
+        } = self.fixed;
+        let (epoch, steps_per_epoch) = (e.epoch, self.steps_per_epoch);
+        if (cfg.should_stop)() {
+            return Err(Error::Interrupted {
+                epoch: epoch + 1,
+                step,
+                last_complete: epoch,
+            });
+        }
+        if self.signal.agreed(cfg, comm)? {
+            return Err(self.stop_on_signal(e, step, comm, on_event)?);
+        }
+        e.lr = cfg.schedule.lr(
+            cfg.lr,
+            epoch as f64 + step as f64 / steps_per_epoch as f64,
+            cfg.epochs as f64,
+        );
+        let ahead = (e.first, step, steps_per_epoch);
+        prefetch_ahead(cfg, train_set, &e.order, ahead, local, epoch)?;
+        let draws = step_draws(cfg, train_set, true, (epoch, step, comm.rank()))?;
+        let batch = e.order.narrow(0, (step * local) as i64, local as i64);
+        let micro = micro_batches(cfg, train_set, &self.norm, &batch, draws.as_ref(), epoch)?;
+        let stepper = &self.stepper;
+        if !self.steps.run(
+            stepper,
+            comm,
+            &micro,
+            e.lr,
+            &mut self.opts,
+            &mut self.scaler,
+        )? {
+            e.skipped += 1;
+        }
+        self.stepped(e, step, comm, on_event)
+    }
+
+    /// After `step` ran: its event (with the figures since the last, every `--log-every`
+    /// steps), and a mid-epoch checkpoint when one is due.
+    pub(super) fn stepped(
+        &mut self,
+        e: &mut Epoch,
+        step: usize,
+        comm: &mut Communicator,
+        on_event: &mut dyn FnMut(Event) -> Result<()>,
+    ) -> Result<()> {
+        let (cfg, local) = (self.fixed.cfg, self.fixed.local);
+        let (epoch, steps_per_epoch) = (e.epoch, self.steps_per_epoch);
+        let done = epoch * steps_per_epoch + step + 1;
+        let figures = match cfg.log_every {
+            Some(every) if done.is_multiple_of(every) => {
+                let ranks = (local, comm.world_size());
+                Some(e.window.take(&self.stepper, step + 1, ranks, &self.scaler))
+            }
+            _ => None,
+        };
+        on_event(Event::Step(&StepInfo {
+            epoch: epoch + 1,
+            step: step + 1,
+            steps: steps_per_epoch,
+            global_step: done,
+            lr: e.lr,
+            figures,
+        }))?;
+        if let (Some(every), Some(_)) = (cfg.checkpoint_every, &cfg.checkpoint_dir)
+            && done.is_multiple_of(every)
+            && step + 1 < steps_per_epoch
+        {
+            let at = self.save_mid_epoch(e, step + 1, comm)?;
+            self.saved_at = Some((epoch, step + 1));
+            on_event(Event::Checkpoint(&at))?;
+        }
+        Ok(())
+    }
+
+    /// The checkpoint signal before `step`: the checkpoint written there (unless the last one
+    /// already stands there, the one at the end of the previous epoch say) and reported either
+    /// way; the error that ends the run (Err: what failed on the way).
+    pub(super) fn stop_on_signal(
+        &mut self,
+        e: &Epoch,
+        step: usize,
+        comm: &mut Communicator,
+        on_event: &mut dyn FnMut(Event) -> Result<()>,
+    ) -> Result<Error> {
+        let (cfg, epoch, steps) = (self.fixed.cfg, e.epoch, self.steps_per_epoch);
+        let at = if self.saved_at == Some((epoch, step)) {
+            MidEpoch::standing(cfg, epoch, step, steps)
+        } else {
+            self.save_mid_epoch(e, step, comm)?
+        };
+        on_event(Event::Checkpoint(&at.signalled()))?;
+        Ok(Error::Checkpointed {
+            epoch: epoch + 1,
+            step,
+            steps,
+        })
+    }
+
+    pub(super) fn save_mid_epoch(
+        &self,
+        e: &Epoch,
+        step: usize,
+        comm: &mut Communicator,
+    ) -> Result<MidEpoch> {
+        let meta = self.run.meta(
+            e.epoch,
+            step,
+            self.best_top1,
+            self.val_top1,
+            &self.scaler,
+            e.skipped,
+        );
+        let (named, bad) = (self.fixed.named, self.bad(e));
+        save_mid_epoch(comm, &self.stepper, named, &self.opts, &meta, bad)
+    }
+
+    /// The epoch's figures over every rank, validation, and the checkpoint at its end.
+    pub(super) fn end(&mut self, e: Epoch, comm: &mut Communicator) -> Result<EpochStats> {
+        let Fixed {
+            cfg,
+            local,
+            train_set,
+            test_set,
+            named,
+        } = self.fixed;
+        let (steps, world) = (self.steps_per_epoch, comm.world_size());
+        // Steps this process ran (a resumed epoch's first ones ran before it).
+        let ran = (steps - e.first) as f64;
+        let seen = (steps * local) as f64;
+        let (train_loss, train_top1, train_seconds) =
+            self.stepper.epoch_figures(comm, seen, e.t0)?;
+        let (model, stages) = (self.stepper.model, self.stepper.stages);
+        let val_loss;
+        (val_loss, self.val_top1) = evaluate(model, stages, test_set, &self.norm, comm, cfg)?;
+        if cfg.device.is_cuda() {
+            comm.synchronize()?;
+        }
+        let seconds = e.t0.elapsed().as_secs_f64();
+        let best = self.val_top1 > self.best_top1;
+        if best {
+            self.best_top1 = self.val_top1;
+        }
+        let mut stats = EpochStats {
+            epoch: e.epoch + 1,
+            train_loss,
+            train_top1,
+            val_loss,
+            val_top1: self.val_top1,
+            images_per_s: ran * (local * world) as f64 / seconds,
+            train_images_per_s: ran * (local * world) as f64 / train_seconds,
+            seconds,
+            step_seconds: train_seconds / ran,
+            stages: stages.iter().map(|s| s.plan.clone()).collect(),
+            lr: e.lr,
+            loss_scale: self.scaler.enabled.then_some(self.scaler.scale),
+            steps,
+            skipped_steps: e.skipped,
+            checkpoint: None,
+            best,
+            bad_inputs: self.bad(&e),
+            classes: if e.epoch == self.first.0 {
+                train_set.class_names()
+            } else {
+                Vec::new()
+            },
+        };
+        if let Some(dir) = &cfg.checkpoint_dir {
+            if comm.rank() == 0 {
+                let (best_top1, val_top1) = (self.best_top1, self.val_top1);
+                let meta = self
+                    .run
+                    .meta(e.epoch + 1, 0, best_top1, val_top1, &self.scaler, 0);
+                save_last(dir, named, &self.opts, &meta, best, None)?;
+            }
+            self.saved_at = Some((e.epoch + 1, 0));
+            stats.checkpoint = Some(dir.join("last.safetensors"));
+            comm.barrier()?;
+        }
+        Ok(stats)
+    }
+}
+
+/// Image files: the batches of the steps ahead of `step` start decoding (at the epoch's `first`
+/// step, all of the first `prefetch`; then one step further each step).
+pub(super) fn prefetch_ahead(
+    cfg: &Config,
+    train_set: &Dataset,
+    order: &Tensor,
+    (first, step, steps): (usize, usize, usize),
+    local: usize,
+    epoch: usize,
+) -> Result<()> {
+    if !train_set.is_files() || cfg.prefetch == 0 {
+        return Ok(());
+    }
+    let ahead = if step == first {
+        step
+    } else {
+        step + cfg.prefetch
+    };
+    for s in ahead..(step + cfg.prefetch + 1).min(steps) {
+        let batch = order.narrow(0, (s * local) as i64, local as i64);
+        for idx in micro_indices(cfg, &batch, local) {
+            train_set.prefetch(&idx, cfg.augment, epoch)?;
+        }
+    }
+    Ok(())
+}
+
+/// Where the last [`StepFigures`] stood: this rank's epoch sums, the step and the time.
+pub(super) struct Window {
+    pub(super) loss: f64,
+    pub(super) correct: i64,
+    pub(super) step: usize,
+    pub(super) at: Instant,
+}
+
+impl Window {
+    pub(super) fn start(sums: &RankSums, first: usize) -> Window {
+        Window {
+            loss: if first > 0 { sums.loss } else { 0.0 },
+            correct: if first > 0 { sums.correct } else { 0 },
+            step: first,
+            at: Instant::now(),
+        }
+    }
+
+    /// The figures since the last call (reading the sums waits for the device), `done` steps of
+    /// the epoch done, with `local` images a step on each of `world` ranks.
+    pub(super) fn take(
+        &mut self,
+        stepper: &Stepper,
+        done: usize,
+        (local, world): (usize, usize),
+        scaler: &GradScaler,
+    ) -> StepFigures {
+        let loss = stepper.loss_sum.double_value(&[]);
+        let correct = stepper.correct.int64_value(&[]);
+        let steps = done.saturating_sub(self.step).max(1);
+        let seen = (steps * local) as f64;
+        let seconds = self.at.elapsed().as_secs_f64().max(f64::MIN_POSITIVE);
+        let figures = StepFigures {
+            loss: (loss - self.loss) / seen,
+            top1: 100.0 * (correct - self.correct) as f64 / seen,
+            images_per_s: (steps * local * world) as f64 / seconds,
+            loss_scale: scaler.enabled.then_some(scaler.scale),
+        };
+        *self = Window {
+            loss,
+            correct,
+            step: done,
+            at: Instant::now(),
+        };
+        figures
+    }
+}
+
+/// The checkpoint signal ([`Config::checkpoint_signal`]) as the ranks agree on it.
+#[derive(Default)]
+pub(super) struct Signal {
+    pub(super) warned: bool,
+}
+
+impl Signal {
+    /// Whether the signal reached any rank: every rank gets the same answer before the same
+    /// step (a max all-reduce of the ranks' flags over the host ring, which waits for no
+    /// device). Without a checkpoint directory there is nothing to write: a warning, and
+    /// training goes on.
+    pub(super) fn agreed(&mut self, cfg: &Config, comm: &mut Communicator) -> Result<bool> {
+        let Some(requested) = cfg.checkpoint_signal else {
+            return Ok(false);
+        };
+        if cfg.checkpoint_dir.is_none() {
+            if requested() && !self.warned {
+                log::warn!(
+                    "the checkpoint signal arrived, but there is no checkpoint directory to write to: training goes on"
+                );
+                self.warned = true;
+            }
+            return Ok(false);
+        }
+        let mine = requested();
+        if comm.world_size() == 1 {
+            return Ok(mine);
+        }
+        let mut flag = Tensor::from(i32::from(mine));
+        comm.all_reduce(&mut flag, ReduceOp::Max)?;
+        Ok(flag.int64_value(&[]) != 0)
+    }
+}
+
+/// (loss, top-1 %) over the whole test set: each rank takes images rank, rank+world, …
+pub(super) fn evaluate(
+    model: &ResNet,
+    stages: &[StageParts],
+    data: &Dataset,
+    norm: &train_data::data::Normalize,
+    comm: &mut Communicator,
+    cfg: &Config,
+) -> Result<(f64, f64)> {
+    let (rank, world) = (comm.rank(), comm.world_size());
+    let mine: Vec<i64> = data
+        .eval_order(rank, world)
+        .iter()
+        .map(|&i| i as i64)
+        .collect();
+    let idx = Tensor::from_slice(&mine).to_device(index_device(cfg, data));
+    let bs = (cfg.batch_size / world).max(1) * 2;
+    // Sums stay on the (last stage's) device; one read at the end.
+    let out = out_device(stages);
+    let loss = Tensor::zeros([], (Kind::Double, out));
+    let correct = Tensor::zeros([], (Kind::Int64, out));
+    tch::no_grad(|| -> Result<()> {
+        for start in (0..mine.len()).step_by(bs) {
+            let n = bs.min(mine.len() - start);
+            let (x, y) = data.batch(&idx.narrow(0, start as i64, n as i64), norm, None, 0)?;
+            let x = if cfg.channels_last {
+                gpu_runtime::shim::to_channels_last(&x)?
+            } else {
+                x
+            };
+            let logits = forward(model, stages, &x, false, cfg.precision)?.to_kind(Kind::Float);
+            let y = y.to_device_(out, y.kind(), true, false);
+            let _ = loss.shallow_clone().g_add_(
+                &logits
+                    .cross_entropy_loss::<Tensor>(&y, None, tch::Reduction::Sum, -100, 0.0)
+                    .to_kind(Kind::Double),
+            );
+            let _ = correct
+                .shallow_clone()
+                .g_add_(&logits.argmax(1, false).eq_tensor(&y).sum(Kind::Int64));
+        }
+        Ok(())
+    })?;
+    let (loss, correct) = (loss.double_value(&[]), correct.int64_value(&[]));
+    let mut t = Tensor::from_slice(&[loss, correct as f64, mine.len() as f64]);
+    comm.all_reduce(&mut t, ReduceOp::Sum)?;
+    let v: Vec<f64> = Vec::try_from(&t)?;
+    Ok((v[0] / v[2].max(1.0), 100.0 * v[1] / v[2].max(1.0)))
+}

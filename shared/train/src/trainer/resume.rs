@@ -1,0 +1,430 @@
+//! Checkpoints: what is saved at an epoch's end and within one, and what a resumed run starts
+//! from.
+
+use super::*;
+
+/// Where a run starts: epoch 0, or where `--resume` finds the last checkpoint.
+pub(super) struct Start {
+    /// Epochs done, and steps of the next one (a mid-epoch checkpoint).
+    pub(super) epoch: usize,
+    pub(super) step: usize,
+    pub(super) best_top1: f64,
+    /// The last finished epoch's (NaN before the first).
+    pub(super) val_top1: f64,
+    pub(super) resumed_from: Option<usize>,
+    /// A mid-epoch checkpoint's metadata, file and per-rank sums ([`PROGRESS`]).
+    pub(super) mid: Option<(checkpoint::Meta, PathBuf, Tensor)>,
+}
+
+impl Start {
+    /// This rank's sums of the epoch a mid-epoch checkpoint interrupted, once the checkpoint
+    /// is known to come from this very run set-up: the same ranks, global batch, seed and steps
+    /// per epoch (the samples of each step depend on all four), else a usage error.
+    pub(super) fn mid_epoch(
+        &mut self,
+        cfg: &Config,
+        rank: usize,
+        world: usize,
+        steps_per_epoch: usize,
+    ) -> Result<Option<RankSums>> {
+        let Some((meta, path, progress)) = self.mid.take() else {
+            return Ok(None);
+        };
+        let then = (
+            meta.world_size,
+            meta.batch_size,
+            meta.seed,
+            meta.steps_per_epoch,
+        );
+        if then != (world, cfg.batch_size, cfg.seed, steps_per_epoch) {
+            return Err(Error::Usage(format!(
+                "{} was written after step {} of epoch {} by a run of {} rank(s), --batch-size {}, \
+                 --seed {} and {} steps an epoch; this one has {world} rank(s), --batch-size {}, \
+                 --seed {} and {steps_per_epoch} steps an epoch: resume a mid-epoch checkpoint as \
+                 it was run",
+                path.display(),
+                meta.step,
+                meta.epoch + 1,
+                then.0,
+                then.1,
+                then.2,
+                then.3,
+                cfg.batch_size,
+                cfg.seed,
+            )));
+        }
+        if progress.size() != [world as i64, 3] || progress.kind() != Kind::Double {
+            return Err(Error::Checkpoint(format!(
+                "{}: {PROGRESS} is {:?} {:?}, not float64 [{world}, 3]",
+                path.display(),
+                progress.kind(),
+                progress.size()
+            )));
+        }
+        let row: Vec<f64> = Vec::try_from(progress.get(rank as i64))?;
+        // Counts are whole numbers, the correct ones at most the samples the steps done saw.
+        let seen = (meta.step * cfg.batch_size) as f64;
+        let whole = |v: f64| v.is_finite() && v.fract() == 0.0 && v >= 0.0;
+        if row[0].is_nan() || row[0] < 0.0 || !whole(row[1]) || row[1] > seen || !whole(row[2]) {
+            return Err(Error::Checkpoint(format!(
+                "{}: {PROGRESS} of rank {rank} is {row:?}: out of range (a damaged or edited \
+                 checkpoint)",
+                path.display()
+            )));
+        }
+        Ok(Some(RankSums {
+            loss: row[0],
+            correct: row[1] as i64,
+            bad: row[2] as usize,
+            skipped: meta.skipped_steps,
+        }))
+    }
+}
+
+/// `--init`'s weights, then with `--resume` the last checkpoint's weights, optimiser state and
+/// loss scaler.
+pub(super) fn restore(cfg: &Config, parts: &mut Parts) -> Result<Start> {
+    let mut start = Start {
+        epoch: 0,
+        step: 0,
+        best_top1: f64::NEG_INFINITY,
+        val_top1: f64::NAN,
+        resumed_from: None,
+        mid: None,
+    };
+    let last = match (&cfg.checkpoint_dir, cfg.resume) {
+        (Some(dir), true) => load_last(dir, cfg.device)?,
+        _ => None,
+    };
+    if let Some(path) = &cfg.init {
+        let (weights, _) = checkpoint::load(path, cfg.device)?;
+        let strict = cfg
+            .init_strict
+            .then_some("; --init-non-strict loads what matches");
+        copy_weights(&parts.vs, &weights, cfg.arch, strict, path)?;
+    }
+    if let Some(state) = last {
+        copy_weights(&parts.vs, &state.model, cfg.arch, Some(""), &state.path)?;
+        // The epoch's loss sum may be infinite (fp16's skipped steps); the state may not.
+        let optim: BTreeMap<String, Tensor> = state
+            .train
+            .iter()
+            .filter(|(n, _)| n.as_str() != PROGRESS)
+            .map(|(n, t)| (n.clone(), t.shallow_clone()))
+            .collect();
+        if let Some(name) = checkpoint::non_finite(&optim) {
+            return Err(Error::Checkpoint(format!(
+                "{}: tensor {name} holds NaN or infinite values: not a usable checkpoint",
+                state
+                    .path
+                    .with_file_name("last.train.safetensors")
+                    .display()
+            )));
+        }
+        load_optimizers(&mut parts.opts, &state.train)?;
+        let mid = match (state.meta.step, state.train.get(PROGRESS)) {
+            (0, _) => None,
+            (_, Some(p)) => Some((
+                state.meta.clone(),
+                state.path.clone(),
+                p.to_device(Device::Cpu),
+            )),
+            (step, None) => {
+                return Err(Error::Checkpoint(format!(
+                    "{}: a checkpoint after step {step} of an epoch without the ranks' {PROGRESS}",
+                    state.path.display()
+                )));
+            }
+        };
+        start = Start {
+            epoch: state.meta.epoch,
+            step: state.meta.step,
+            best_top1: state.meta.best_top1,
+            val_top1: state.meta.val_top1,
+            resumed_from: Some(state.meta.epoch),
+            mid,
+        };
+        if state.meta.scaler {
+            parts.scaler.scale = state.meta.loss_scale;
+            parts.scaler.growth_tracker = state.meta.growth_tracker;
+        }
+    }
+    Ok(start)
+}
+
+/// Gives each stage's optimiser its parameters' share of the saved state (which names
+/// parameters, so a checkpoint moves between split and unsplit runs).
+pub(super) fn load_optimizers(
+    opts: &mut [Optimizer],
+    saved: &BTreeMap<String, Tensor>,
+) -> Result<()> {
+    let mut claimed = BTreeSet::new();
+    for opt in opts {
+        let mine: BTreeMap<String, Tensor> = saved
+            .iter()
+            .filter(|(k, _)| {
+                k.as_str() == "optim.steps"
+                    || k.strip_prefix("optim.")
+                        .and_then(|k| k.rsplit_once('.'))
+                        .is_some_and(|(param, _)| opt.has_param(param))
+            })
+            .map(|(k, v)| (k.clone(), v.shallow_clone()))
+            .collect();
+        claimed.extend(mine.keys().cloned());
+        opt.load_state(&mine).map_err(Error::Checkpoint)?;
+    }
+    match saved
+        .keys()
+        .find(|k| k.starts_with("optim.") && !claimed.contains(*k))
+    {
+        Some(k) => Err(Error::Checkpoint(format!(
+            "optimiser state {} names no parameter of this model",
+            &k["optim.".len()..]
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Rank 0's checkpoint: `last.train.safetensors` (optimiser state, and in a mid-epoch
+/// checkpoint every rank's sums of the unfinished epoch as `progress`), `last.safetensors` (the
+/// model), and `best.safetensors` when validation improved, written as one unit
+/// ([`checkpoint::save_set`]): a failure (a full disk) leaves the previous checkpoint whole.
+/// Weights or optimiser state holding NaN or infinities are never written over it.
+pub(super) fn save_last(
+    dir: &std::path::Path,
+    named: &Named,
+    opts: &[Optimizer],
+    meta: &checkpoint::Meta,
+    best: bool,
+    progress: Option<Tensor>,
+) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::Io {
+        what: format!("creating {}", dir.display()),
+        error: e,
+    })?;
+    let (epoch, step) = (meta.epoch, meta.step);
+    let meta = meta.to_map();
+    let model_state: BTreeMap<String, Tensor> = named
+        .all_sorted
+        .iter()
+        .map(|(n, t)| (n.clone(), t.shallow_clone()))
+        .collect();
+    // Each stage's optimiser state names its parameters: together, the unsplit run's state.
+    let mut train_state: BTreeMap<String, Tensor> =
+        opts.iter().flat_map(Optimizer::state).collect();
+    if let Some(name) =
+        checkpoint::non_finite(&model_state).or_else(|| checkpoint::non_finite(&train_state))
+    {
+        let at = match step {
+            0 => format!("epoch {epoch}"),
+            _ => format!("step {step} of epoch {}", epoch + 1),
+        };
+        return Err(Error::Data(format!(
+            "training diverged: {name} holds NaN or infinite values after {at}; the checkpoint in \
+             {} was left as it was: --resume from it with a lower --lr, or use --precision fp32",
+            dir.display()
+        )));
+    }
+    if let Some(p) = progress {
+        train_state.insert(PROGRESS.to_string(), p);
+    }
+    let [train, model, best_path] = checkpoint_files(dir);
+    checkpoint::recover(&[&train, &model, &best_path])?;
+    // The training state is the set's commit point (see `checkpoint::save_set`).
+    let mut files = vec![
+        (train.as_path(), &train_state),
+        (model.as_path(), &model_state),
+    ];
+    if best {
+        files.push((best_path.as_path(), &model_state));
+    }
+    checkpoint::save_set(&files, &meta)
+}
+
+/// A checkpoint directory's files, in the order they are committed: `last.train.safetensors`,
+/// `last.safetensors`, `best.safetensors`.
+pub(super) fn checkpoint_files(dir: &std::path::Path) -> [PathBuf; 3] {
+    ["last.train", "last", "best"].map(|n| dir.join(format!("{n}.safetensors")))
+}
+
+/// The name, in `last.train.safetensors`, of a mid-epoch checkpoint's per-rank sums: float64
+/// [world, 3], each rank's row its epoch-so-far loss sum, correct count and unusable files.
+pub(super) const PROGRESS: &str = "progress.ranks";
+
+/// One rank's sums of an unfinished epoch, as a mid-epoch checkpoint keeps them, so that the
+/// resumed epoch reports what the uninterrupted one does.
+#[derive(Debug, Clone, Default)]
+pub(super) struct RankSums {
+    pub(super) loss: f64,
+    pub(super) correct: i64,
+    pub(super) bad: usize,
+    /// Steps the loss scaler skipped (the same on every rank).
+    pub(super) skipped: usize,
+}
+
+/// What every checkpoint's metadata says of the run.
+pub(super) struct RunInfo<'a> {
+    pub(super) cfg: &'a Config,
+    pub(super) world: usize,
+    pub(super) steps_per_epoch: usize,
+    pub(super) classes: Vec<String>,
+    pub(super) input: checkpoint::Input,
+}
+
+/// How the model sees images: its stem and classes, the side of its images, and what
+/// evaluation does to an image before the model (image files: their transform and Normalize;
+/// data held as tensors: ToTensor and the statistics the run computed).
+pub(super) fn model_input(
+    cfg: &Config,
+    data: &Dataset,
+    norm: &train_data::data::Normalize,
+) -> checkpoint::Input {
+    use train_data::images::Transform;
+    let stats = |t: &Tensor| {
+        Vec::<f64>::try_from(t.to_kind(Kind::Double).flatten(0, -1)).unwrap_or_default()
+    };
+    let (mean, std, eval) = if data.is_files() {
+        let wide = |v: [f32; 3]| v.iter().map(|&x| f64::from(x)).collect();
+        let eval = match cfg.images.transform {
+            Transform::Imagenet => "imagenet",
+            Transform::Flip | Transform::None => "none",
+        };
+        (wide(cfg.images.mean), wide(cfg.images.std), eval)
+    } else {
+        (stats(&norm.mean), stats(&norm.std), "none")
+    };
+    checkpoint::Input {
+        stem: match cfg.stem {
+            Stem::ImageNet => "imagenet",
+            Stem::Cifar => "cifar",
+        }
+        .to_string(),
+        num_classes: data.num_classes,
+        image_size: data.image_size().0,
+        mean,
+        std,
+        eval_transform: eval.to_string(),
+    }
+}
+
+impl RunInfo<'_> {
+    /// The metadata of a checkpoint after `step` steps of the epoch after `epoch` (0: at the
+    /// end of epoch `epoch`).
+    pub(super) fn meta(
+        &self,
+        epoch: usize,
+        step: usize,
+        best_top1: f64,
+        val_top1: f64,
+        scaler: &GradScaler,
+        skipped_steps: usize,
+    ) -> checkpoint::Meta {
+        checkpoint::Meta {
+            epoch,
+            step,
+            steps_per_epoch: self.steps_per_epoch,
+            seed: self.cfg.seed,
+            skipped_steps,
+            arch: self.cfg.arch.name().to_string(),
+            best_top1,
+            val_top1,
+            scaler: scaler.enabled,
+            loss_scale: scaler.scale,
+            growth_tracker: scaler.growth_tracker,
+            world_size: self.world,
+            batch_size: self.cfg.batch_size,
+            classes: self.classes.clone(),
+            input: Some(self.input.clone()),
+        }
+    }
+}
+
+/// Every rank's part in a mid-epoch checkpoint: the ranks' epoch sums gathered (exactly: each
+/// row is one rank's), rank 0 writes, then all meet so that none leaves before the file is
+/// whole.
+pub(super) fn save_mid_epoch(
+    comm: &mut Communicator,
+    stepper: &Stepper,
+    named: &Named,
+    opts: &[Optimizer],
+    meta: &checkpoint::Meta,
+    bad: usize,
+) -> Result<MidEpoch> {
+    let dir = stepper.cfg.checkpoint_dir.as_deref().ok_or_else(|| {
+        Error::Usage("a mid-epoch checkpoint needs a checkpoint directory".into())
+    })?;
+    let mine = Tensor::from_slice(&[
+        stepper.loss_sum.double_value(&[]),
+        stepper.correct.int64_value(&[]) as f64,
+        bad as f64,
+    ]);
+    let mut all = Tensor::zeros([comm.world_size() as i64, 3], (Kind::Double, Device::Cpu));
+    comm.all_gather(&mine, &mut all)?;
+    if comm.rank() == 0 {
+        save_last(dir, named, opts, meta, false, Some(all))?;
+    }
+    comm.barrier()?;
+    Ok(MidEpoch::standing(
+        stepper.cfg,
+        meta.epoch,
+        meta.step,
+        meta.steps_per_epoch,
+    ))
+}
+
+pub(super) struct LastState {
+    pub(super) model: BTreeMap<String, Tensor>,
+    pub(super) train: BTreeMap<String, Tensor>,
+    pub(super) meta: checkpoint::Meta,
+    /// The model half's file (named in errors).
+    pub(super) path: PathBuf,
+}
+
+/// The last checkpoint in `dir`, if any; both halves must be of one epoch.
+pub(super) fn load_last(dir: &std::path::Path, device: Device) -> Result<Option<LastState>> {
+    let [tp, mp, best] = checkpoint_files(dir);
+    // A run killed while committing its checkpoint: the set it was writing is finished, or
+    // dropped if none of it was in place yet.
+    if checkpoint::recover(&[&tp, &mp, &best])? == atomic_file::Recovered::Finished {
+        log::warn!(
+            "{}: finished the checkpoint a killed run was committing",
+            dir.display()
+        );
+    }
+    if !mp.exists() {
+        if tp.exists() {
+            return Err(Error::Checkpoint(format!(
+                "{} is there but {} is missing: an incomplete checkpoint (a run killed while \
+                 writing its first one?); remove {} to start over",
+                tp.display(),
+                mp.display(),
+                tp.display()
+            )));
+        }
+        return Ok(None);
+    }
+    let (model, meta) = checkpoint::load(&mp, device)?;
+    let (train, tmeta) = checkpoint::load(&tp, device)?;
+    let meta = checkpoint::Meta::from_map(&meta, &mp)?;
+    let tmeta = checkpoint::Meta::from_map(&tmeta, &tp).ok();
+    let train_at = tmeta.as_ref().map(|t| (t.epoch, t.step));
+    if train_at != Some((meta.epoch, meta.step)) {
+        return Err(Error::Checkpoint(format!(
+            "{} (epoch {}, step {}) and {} ({}) are from different steps: the run was killed while \
+             writing; remove both to start over",
+            mp.display(),
+            meta.epoch,
+            meta.step,
+            tp.display(),
+            train_at.map_or("no epoch".to_string(), |(e, s)| format!(
+                "epoch {e}, step {s}"
+            )),
+        )));
+    }
+    Ok(Some(LastState {
+        model,
+        train,
+        meta,
+        path: mp,
+    }))
+}

@@ -1,0 +1,337 @@
+//! Before the first step: the flags checked against the data and the world, the data loaded, the
+//! model built and placed (on one device or as pipeline stages), its weights copied or broadcast.
+
+use super::*;
+
+/// The settings that cannot work together, as usage errors; the per-rank batch.
+pub(super) fn check(cfg: &Config, world: usize) -> Result<usize> {
+    if !cfg.batch_size.is_multiple_of(world) {
+        return Err(Error::Usage(format!(
+            "--batch-size {} is not divisible by the world size {world}",
+            cfg.batch_size
+        )));
+    }
+    let local = cfg.batch_size / world;
+    let flag = match cfg.pipeline {
+        Some(_) => "--micro-batches",
+        None => "--accum",
+    };
+    if cfg.accum > local {
+        return Err(Error::Usage(format!(
+            "{flag} {} is more than the {local} samples per rank and step (--batch-size {} over \
+             {world} rank(s))",
+            cfg.accum, cfg.batch_size
+        )));
+    }
+    if cfg.accum == 0 || !local.is_multiple_of(cfg.accum) {
+        return Err(Error::Usage(format!(
+            "the per-rank batch {local} is not divisible by {flag} {}",
+            cfg.accum
+        )));
+    }
+    if local / cfg.accum < 2 {
+        // PyTorch: "Expected more than 1 value per channel when training" (BatchNorm).
+        return Err(Error::Usage(format!(
+            "BatchNorm cannot train on one image at a time: --batch-size {} over {world} rank(s) \
+             and {flag} {} leaves 1 per rank and micro-batch; give each at least 2",
+            cfg.batch_size, cfg.accum
+        )));
+    }
+    if let Some(p) = &cfg.pipeline {
+        check_pipeline(cfg, p, world)?;
+    }
+    match cfg.precision {
+        Precision::Fp16 | Precision::Bf16 if !cfg.device.is_cuda() => {
+            return Err(Error::Usage(format!(
+                "--precision {} needs a CUDA device (autocast is CUDA-only here); use fp32 on the CPU",
+                cfg.precision.name()
+            )));
+        }
+        _ => {}
+    }
+    if cfg.cuda_graphs && !cfg.device.is_cuda() {
+        return Err(Error::Usage(
+            "CUDA graphs need a CUDA device (--cuda-graphs off on the CPU)".into(),
+        ));
+    }
+    if cfg.cuda_graphs && cfg.precision == Precision::Fp16 {
+        return Err(Error::Usage(
+            "CUDA graphs cannot hold fp16's loss scaler (it decides on the host whether to skip a step): \
+             use --precision bf16, or --cuda-graphs off with fp16"
+                .into(),
+        ));
+    }
+    Ok(local)
+}
+
+/// What a pipeline cannot be combined with.
+pub(super) fn check_pipeline(cfg: &Config, p: &Pipeline, world: usize) -> Result<()> {
+    if p.devices.first() != Some(&cfg.device) {
+        return Err(Error::Usage(format!(
+            "the first stage's device ({:?}) must be the run's device ({:?}), where the data lives",
+            p.devices.first(),
+            cfg.device
+        )));
+    }
+    if p.devices
+        .iter()
+        .any(|d| d.is_cuda() != cfg.device.is_cuda())
+    {
+        return Err(Error::Usage(
+            "the stages must all be on CUDA devices or all on the CPU".into(),
+        ));
+    }
+    if p.devices.len() > 1 && cfg.cuda_graphs {
+        return Err(Error::Usage(
+            "CUDA graphs capture one device's step: --cuda-graphs off with --stages".into(),
+        ));
+    }
+    if p.devices.len() > 1 && cfg.sync_bn && world > 1 {
+        return Err(Error::Usage(
+            "--sync-bn cannot be combined with --stages over several ranks (each stage's \
+             BatchNorms would all-reduce from the backward pass's per-device threads)"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The model and what trains it, as [`setup`] makes them.
+pub(super) struct Parts {
+    pub(super) vs: nn::VarStore,
+    pub(super) model: ResNet,
+    pub(super) named: Named,
+    /// One per pipeline stage (one for the whole model), with its optimiser in `opts`.
+    pub(super) stages: Vec<StageParts>,
+    pub(super) opts: Vec<Optimizer>,
+    pub(super) scaler: GradScaler,
+    /// The communicator's loan to the SyncBatchNorms (None: per-rank BatchNorm).
+    pub(super) lent: Option<std::sync::Arc<Lent>>,
+}
+
+/// One stage of the model: where it runs, and its parameters as one flat buffer (with the
+/// flat gradient) whose DDP buckets are ranges of it.
+pub(super) struct StageParts {
+    pub(super) plan: Stage,
+    pub(super) flat: FlatParams,
+    pub(super) buckets: Vec<(i64, i64)>,
+}
+
+/// The device the last stage runs on: where the logits, the loss and the epoch sums are.
+pub(super) fn out_device(stages: &[StageParts]) -> Device {
+    stages
+        .last()
+        .expect("a model has one stage at least")
+        .plan
+        .device
+}
+
+/// The data, and the model built from `cfg.seed` (placed on its stages' devices) with each
+/// stage's flat buffers, buckets and optimiser, and the loss scaler; every rank ends with rank
+/// 0's weights and buffers (DDP's constructor).
+///
+/// Kept in one piece: DDP's constructor in its order: data, model, stages, flat buffers and
+/// buckets, optimisers, rank 0's weights broadcast.
+pub(super) fn setup(cfg: &Config, comm: &mut Communicator) -> Result<(Dataset, Dataset, Parts)> {
+    let (rank, world) = (comm.rank(), comm.world_size());
+    let (train_set, test_set) = cfg.data.load(cfg.device, &cfg.images, cfg.seed)?;
+    if train_set.len() < cfg.batch_size {
+        return Err(Error::Usage(format!(
+            "--batch-size {} is larger than the {} training images",
+            cfg.batch_size,
+            train_set.len()
+        )));
+    }
+    // The initialisation draws from libtorch's default generator (tch's initialisers take no
+    // generator), as torchvision's do after torch.manual_seed: a lock held only around them
+    // keeps ranks run as threads of one process (tests) from interleaving their draws. Every
+    // other draw of a run is from a generator of its own (gpu_runtime::rng).
+    static INIT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let (vs, mut model) = {
+        let _init = INIT.lock().unwrap_or_else(|e| e.into_inner());
+        tch::manual_seed(cfg.seed);
+        let vs = nn::VarStore::new(cfg.device);
+        let model = ResNet::new(&vs.root(), cfg.arch, train_set.num_classes, cfg.stem);
+        (vs, model)
+    };
+    let plans = {
+        let units = cfg
+            .arch
+            .units(cfg.stem, train_set.num_classes, train_set.image_size());
+        match &cfg.pipeline {
+            Some(p) => crate::pipeline::stages(&units, &p.split, &p.devices)?,
+            None => crate::pipeline::stages(&units, &Split::At(Vec::new()), &[cfg.device])?,
+        }
+    };
+    if plans.len() > 1 {
+        let place: Vec<(Range<usize>, Device)> =
+            plans.iter().map(|s| (s.units.clone(), s.device)).collect();
+        model.place(&vs, &place)?;
+    }
+    // The communicator is lent to the SyncBatchNorms for each step's forward and backward.
+    let lent = (cfg.sync_bn && world > 1).then(Lent::new);
+    if let Some(l) = &lent {
+        model.sync_batch_norm(crate::syncbn::Group {
+            reducer: l.clone(),
+            rank,
+            world,
+        });
+    }
+    if cfg.channels_last {
+        for t in vs.variables().values() {
+            gpu_runtime::shim::channels_last_(t)?;
+        }
+    }
+    let named = named(&vs);
+    let mut stages = Vec::with_capacity(plans.len());
+    let mut opts = Vec::with_capacity(plans.len());
+    for plan in plans {
+        let (names, tensors): (Vec<String>, Vec<Tensor>) = named
+            .params
+            .iter()
+            .filter(|(n, _)| model.unit_of(n).is_some_and(|u| plan.units.contains(&u)))
+            .map(|(n, t)| (n.clone(), t.shallow_clone()))
+            .unzip();
+        let buckets = Buckets::new(&tensors, ddp::FIRST_BUCKET_BYTES, ddp::BUCKET_BYTES);
+        // One flat buffer for the stage's weights and one for its gradients: the optimiser and
+        // the gradient all-reduce then take a few kernels per step instead of a few per
+        // parameter.
+        let flat = FlatParams::new(&tensors)?;
+        let mut opt = Optimizer::flat(cfg.rule, &flat, names);
+        opt.use_fused(cfg.fused_optim);
+        opts.push(opt);
+        stages.push(StageParts {
+            plan,
+            buckets: buckets.ranges(&flat)?,
+            flat,
+        });
+    }
+    let scaler = GradScaler::new(cfg.precision == Precision::Fp16);
+
+    // Start: everyone takes rank 0's weights and buffers (DDP's constructor).
+    let all: Vec<Tensor> = named
+        .all_sorted
+        .iter()
+        .map(|(_, t)| t.shallow_clone())
+        .collect();
+    ddp::broadcast(comm, &all)?;
+    let parts = Parts {
+        vs,
+        model,
+        named,
+        stages,
+        opts,
+        scaler,
+        lent,
+    };
+    Ok((train_set, test_set, parts))
+}
+
+/// Where a dataset's batch indices live: on the device for data held there, on the host for
+/// image files, which are decoded on the host (indices on a GPU would make every step wait for
+/// the device to read them back).
+pub(super) fn index_device(cfg: &Config, data: &Dataset) -> Device {
+    if data.is_files() {
+        Device::Cpu
+    } else {
+        cfg.device
+    }
+}
+
+/// Copies `weights` (read from `path`) into the model. Non-finite values are refused. `strict`
+/// (PyTorch's strict `load_state_dict`): the file holds every tensor of the model and no other,
+/// else an error naming them and saying `hint`; not strict: what matches is loaded and the rest
+/// named in a warning. Shapes must match either way.
+///
+/// Kept in one piece: `load_state_dict`'s checks in their order: names, shapes, values.
+pub(super) fn copy_weights(
+    vs: &nn::VarStore,
+    weights: &BTreeMap<String, Tensor>,
+    arch: Arch,
+    strict: Option<&str>,
+    path: &std::path::Path,
+) -> Result<()> {
+    let mut vars = vs.variables();
+    // A checkpoint with NaN or infinite values would only resume into "training diverged".
+    if let Some(name) = checkpoint::non_finite(weights) {
+        return Err(Error::Checkpoint(format!(
+            "{}: tensor {name} holds NaN or infinite values: not a usable checkpoint",
+            path.display()
+        )));
+    }
+    let unexpected: Vec<&str> = weights
+        .keys()
+        .filter(|n| !vars.contains_key(*n))
+        .map(String::as_str)
+        .collect();
+    let mut missing: Vec<String> = vars
+        .keys()
+        .filter(|n| !weights.contains_key(*n))
+        .cloned()
+        .collect();
+    missing.sort();
+    let missing: Vec<&str> = missing.iter().map(String::as_str).collect();
+    let (what_missing, what_extra) = (
+        format!("{} tensor(s) of {} it lacks", missing.len(), arch.name()),
+        format!(
+            "{} tensor(s) {} does not have",
+            unexpected.len(),
+            arch.name()
+        ),
+    );
+    if let Some(hint) = strict
+        && !(unexpected.is_empty() && missing.is_empty())
+    {
+        let mut why = Vec::new();
+        if !missing.is_empty() {
+            why.push(format!("{what_missing}: {}", names(&missing, 8)));
+        }
+        if !unexpected.is_empty() {
+            why.push(format!("{what_extra}: {}", names(&unexpected, 8)));
+        }
+        return Err(Error::Checkpoint(format!(
+            "{}: {} (a strict load, as PyTorch's load_state_dict){hint}",
+            path.display(),
+            why.join("; ")
+        )));
+    }
+    tch::no_grad(|| -> Result<()> {
+        for (name, t) in weights {
+            let Some(v) = vars.get_mut(name) else {
+                continue;
+            };
+            if v.size() != t.size() {
+                return Err(Error::Checkpoint(format!(
+                    "{}: {name}: file {:?}, model {:?}",
+                    path.display(),
+                    t.size(),
+                    v.size()
+                )));
+            }
+            v.copy_(t);
+        }
+        Ok(())
+    })?;
+    if !missing.is_empty() || !unexpected.is_empty() {
+        log::warn!(
+            "{}: loaded {} tensor(s); not loaded, {what_missing} (kept from the initialisation): {}; ignored, {what_extra}: {}",
+            path.display(),
+            weights.len() - unexpected.len(),
+            names(&missing, 20),
+            names(&unexpected, 20),
+        );
+    }
+    Ok(())
+}
+
+/// Up to `most` names, then how many more; "none" for none.
+pub(super) fn names(v: &[&str], most: usize) -> String {
+    if v.is_empty() {
+        return "none".into();
+    }
+    let mut text = v[..v.len().min(most)].join(", ");
+    if v.len() > most {
+        text.push_str(&format!(" and {} more", v.len() - most));
+    }
+    text
+}

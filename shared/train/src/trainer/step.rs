@@ -1,0 +1,344 @@
+//! One training step: micro-batches forward and backward (eager, through stages, or as a
+//! captured CUDA graph), gradients averaged, the optimiser's update.
+
+use super::*;
+
+/// The indices of the step's micro-batches: interleaved positions of the rank's `batch` (see
+/// the module doc).
+pub(super) fn micro_indices(cfg: &Config, batch: &Tensor, local: usize) -> Vec<Tensor> {
+    (0..cfg.accum)
+        .map(|j| {
+            if cfg.accum == 1 {
+                batch.shallow_clone()
+            } else {
+                batch.slice(0, j as i64, local as i64, cfg.accum as i64)
+            }
+        })
+        .collect()
+}
+
+/// The step's micro-batches ([`micro_indices`]), gathered and augmented, channels_last when the
+/// run is.
+pub(super) fn micro_batches(
+    cfg: &Config,
+    data: &Dataset,
+    norm: &train_data::data::Normalize,
+    batch: &Tensor,
+    draws: Option<&Generator>,
+    epoch: usize,
+) -> Result<Vec<(Tensor, Tensor)>> {
+    micro_indices(cfg, batch, batch.size()[0] as usize)
+        .into_iter()
+        .map(|idx| {
+            let (x, y) = data.batch(&idx, norm, draws, epoch)?;
+            Ok((
+                if cfg.channels_last {
+                    gpu_runtime::shim::to_channels_last(&x)?
+                } else {
+                    x
+                },
+                y,
+            ))
+        })
+        .collect()
+}
+
+/// How each training step runs: eagerly (with the loss scaler's check), or with CUDA graphs
+/// ([`Config::cuda_graphs`]): [`GRAPH_WARMUP_STEPS`] eager steps on a side stream, then the step
+/// captured once and replayed. A pipelined model steps eagerly ([`Stepper::gradients`] runs its
+/// micro-batches in GPipe order).
+pub(super) enum StepMode {
+    Eager,
+    Graphed {
+        runner: Graphed<graph::Cuda, ()>,
+        /// The captured step's inputs, refilled before each replay.
+        statics: Option<Statics>,
+    },
+}
+
+/// A graphed step's static inputs: each batch is copied into `inputs` and the learning rate
+/// into `lr` before the step.
+pub(super) struct Statics {
+    pub(super) inputs: Vec<(Tensor, Tensor)>,
+    pub(super) lr: DeviceScalar,
+}
+
+impl StepMode {
+    pub(super) fn new(cfg: &Config) -> Self {
+        match (cfg.cuda_graphs, cfg.device) {
+            (false, _) => StepMode::Eager,
+            (true, device) => StepMode::Graphed {
+                runner: Graphed::new(
+                    graph::Cuda {
+                        device: match device {
+                            Device::Cuda(i) => i,
+                            _ => 0,
+                        },
+                    },
+                    GRAPH_WARMUP_STEPS,
+                    "the training step",
+                ),
+                statics: None,
+            },
+        }
+    }
+
+    /// One optimisation step on `micro` at `lr` (`opts`: each stage's optimiser); false when
+    /// the loss scaler skipped it (inf/nan gradients).
+    ///
+    /// Kept in one piece: one step, eager and graphed side by side: the graphed form must do what
+    /// the eager one does.
+    pub(super) fn run(
+        &mut self,
+        stepper: &Stepper,
+        comm: &mut Communicator,
+        micro: &[(Tensor, Tensor)],
+        lr: f64,
+        opts: &mut [Optimizer],
+        scaler: &mut GradScaler,
+    ) -> Result<bool> {
+        match self {
+            StepMode::Eager => {
+                stepper.gradients(comm, micro, scaler.loss_factor(), opts)?;
+                let grads: Vec<Tensor> = stepper
+                    .stages
+                    .iter()
+                    .map(|s| s.flat.grad.shallow_clone())
+                    .collect();
+                let finite = scaler.unscale(&grads);
+                if finite {
+                    for opt in opts.iter_mut() {
+                        opt.step(lr);
+                    }
+                }
+                scaler.update(finite);
+                Ok(finite)
+            }
+            StepMode::Graphed { runner, statics } => {
+                // One stage (check_pipeline): one optimiser.
+                let [opt] = opts else {
+                    return Err(Error::Usage("CUDA graphs capture one device's step".into()));
+                };
+                if matches!(runner.next(), Next::Capture | Next::Replay) {
+                    match statics {
+                        Some(st) => {
+                            for ((sx, sy), (x, y)) in st.inputs.iter().zip(micro) {
+                                sx.shallow_clone().copy_(x);
+                                sy.shallow_clone().copy_(y);
+                            }
+                            st.lr.set(lr);
+                        }
+                        // Made from this step's batch and LR, just before the capture.
+                        None => {
+                            let device = stepper.cfg.device;
+                            opt.prepare_device_steps(device);
+                            *statics = Some(Statics {
+                                inputs: micro.iter().map(|(x, y)| (x.copy(), y.copy())).collect(),
+                                lr: DeviceScalar::new(lr, device),
+                            });
+                        }
+                    }
+                }
+                let statics = &*statics;
+                let (_, ran) = runner.step(|phase| -> Result<()> {
+                    match (phase, statics) {
+                        (Phase::Capture, Some(st)) => {
+                            stepper.gradients(comm, &st.inputs, 1.0, std::slice::from_mut(opt))?;
+                            opt.step_on_device(st.lr.tensor());
+                        }
+                        // Warm-up, or eagerly after a failed capture.
+                        _ => {
+                            stepper.gradients(comm, micro, 1.0, std::slice::from_mut(opt))?;
+                            opt.step(lr);
+                        }
+                    }
+                    Ok(())
+                })?;
+                if ran == Ran::Replayed {
+                    opt.count_replayed_step();
+                }
+                Ok(true)
+            }
+        }
+    }
+}
+
+/// The generator of a training step's augmentation draws (None without augmentation): a
+/// generator of the step's own, seeded with [`step_seed`] of the (epoch, step, rank) given, so
+/// that a run resumed at any step draws what the uninterrupted one drew, and ranks run as
+/// threads of one process draw apart.
+pub(super) fn step_draws(
+    cfg: &Config,
+    data: &Dataset,
+    train: bool,
+    (epoch, step, rank): (usize, usize, usize),
+) -> Result<Option<Generator>> {
+    if !(train && cfg.augment) {
+        return Ok(None);
+    }
+    let seed = step_seed(cfg.seed, epoch, step, rank);
+    Ok(Some(Generator::new(data.draws_device(), seed)?))
+}
+
+/// The model's forward pass through its stages in the run's precision (fp16/bf16: CUDA
+/// autocast). Between stages the activation is copied to the next stage's device: a
+/// device-to-device copy that PyTorch queues on the source device's stream between two events
+/// (the destination's queued work first, the destination's later work after it), so the host
+/// never waits and the previous stage can take the next micro-batch at once. Its backward is
+/// the same copy the other way.
+pub(super) fn forward(
+    model: &ResNet,
+    stages: &[StageParts],
+    x: &Tensor,
+    train: bool,
+    precision: Precision,
+) -> Result<Tensor> {
+    let run = || -> Result<Tensor> {
+        let mut h = x.shallow_clone();
+        for stage in stages {
+            let device = stage.plan.device;
+            if h.device() != device {
+                h = h.to_device_(device, h.kind(), true, false);
+            }
+            h = model.forward_units(&h, stage.plan.units.clone(), train)?;
+        }
+        Ok(h)
+    };
+    let dtype = match precision {
+        Precision::Fp16 => gpu_runtime::shim::AutocastDtype::F16,
+        Precision::Bf16 => gpu_runtime::shim::AutocastDtype::Bf16,
+        Precision::Fp32 | Precision::Tf32 => return run(),
+    };
+    gpu_runtime::shim::autocast(dtype, run)?
+}
+
+/// What one optimisation step touches; shared by the eager and the graphed path.
+pub(super) struct Stepper<'a> {
+    pub(super) cfg: &'a Config,
+    pub(super) model: &'a ResNet,
+    pub(super) buffers: &'a [Tensor],
+    /// Where each stage runs, and its flat gradient with its DDP buckets (ranges of it).
+    pub(super) stages: &'a [StageParts],
+    /// The SyncBatchNorms' way to the communicator (None: per-rank BatchNorm).
+    pub(super) lent: Option<std::sync::Arc<Lent>>,
+    /// Device-side sums of the epoch's loss and correct predictions (on the last stage's
+    /// device), zeroed in place each epoch (a captured step adds into these very tensors).
+    pub(super) loss_sum: Tensor,
+    pub(super) correct: Tensor,
+}
+
+impl Stepper<'_> {
+    /// The epoch's training loss and top-1 (%) over every rank's `seen` samples (reading the
+    /// sums waits for the device: the steps are done), and the host seconds since `t0` when
+    /// the steps were done.
+    pub(super) fn epoch_figures(
+        &self,
+        comm: &mut Communicator,
+        seen: f64,
+        t0: Instant,
+    ) -> Result<(f64, f64, f64)> {
+        let mut t = Tensor::from_slice(&[
+            self.loss_sum.double_value(&[]),
+            self.correct.int64_value(&[]) as f64,
+            seen,
+        ]);
+        let seconds = t0.elapsed().as_secs_f64();
+        comm.all_reduce(&mut t, ReduceOp::Sum)?;
+        let v: Vec<f64> = Vec::try_from(&t)?;
+        Ok((v[0] / v[2], 100.0 * v[1] / v[2], seconds))
+    }
+
+    /// Gradients of the mean loss over the micro-batches (× `loss_factor`), averaged over
+    /// ranks stage by stage; adds the batch's summed loss and correct count to the epoch sums.
+    /// Queues device work only (no host reads), so it can be captured.
+    ///
+    /// One stage: each micro-batch forward and backward in turn (only one micro-batch's
+    /// activations are held). Several (a pipeline): every micro-batch forward, then every one
+    /// backward (GPipe), in the same order, so gradients accumulate as they do with one stage
+    /// and the step computes the same thing.
+    pub(super) fn gradients(
+        &self,
+        comm: &mut Communicator,
+        micro: &[(Tensor, Tensor)],
+        loss_factor: f64,
+        opts: &mut [Optimizer],
+    ) -> Result<()> {
+        for opt in opts.iter_mut() {
+            opt.zero_grad();
+        }
+        let scale = loss_factor / micro.len() as f64;
+        if let [_] = self.stages {
+            for (x, y) in micro {
+                if self.cfg.broadcast_buffers {
+                    ddp::broadcast(comm, self.buffers)?;
+                }
+                let pass = || -> Result<Pass> {
+                    let pass = self.loss(x, y)?;
+                    (&pass.loss * scale).f_backward()?;
+                    Ok(pass)
+                };
+                let pass = match &self.lent {
+                    Some(lent) => lent.lend(comm, pass)?,
+                    None => pass()?,
+                };
+                self.count(&pass);
+            }
+        } else {
+            // No SyncBatchNorm here (check_pipeline), so nothing borrows the communicator.
+            let mut passes = Vec::with_capacity(micro.len());
+            for (x, y) in micro {
+                if self.cfg.broadcast_buffers {
+                    ddp::broadcast(comm, self.buffers)?;
+                }
+                passes.push(self.loss(x, y)?);
+            }
+            for pass in &passes {
+                (&pass.loss * scale).f_backward()?;
+                self.count(pass);
+            }
+        }
+        for stage in self.stages {
+            ddp::all_reduce_flat(comm, &stage.flat.grad, &stage.buckets)?;
+        }
+        Ok(())
+    }
+
+    /// One micro-batch's forward pass and mean loss (on the last stage's device).
+    pub(super) fn loss(&self, x: &Tensor, y: &Tensor) -> Result<Pass> {
+        let logits =
+            forward(self.model, self.stages, x, true, self.cfg.precision)?.to_kind(Kind::Float);
+        let labels = y.to_device_(logits.device(), y.kind(), true, false);
+        let loss = logits.cross_entropy_loss::<Tensor>(
+            &labels,
+            None,
+            tch::Reduction::Mean,
+            -100,
+            self.cfg.label_smoothing,
+        );
+        Ok(Pass {
+            logits,
+            labels,
+            loss,
+        })
+    }
+
+    /// Adds a micro-batch's summed loss and correct predictions to the epoch sums.
+    pub(super) fn count(&self, pass: &Pass) {
+        tch::no_grad(|| {
+            let n = pass.labels.size()[0] as f64;
+            let _ = self
+                .loss_sum
+                .shallow_clone()
+                .g_add_(&(pass.loss.detach().to_kind(Kind::Double) * n));
+            let right = pass.logits.argmax(1, false).eq_tensor(&pass.labels);
+            let _ = self.correct.shallow_clone().g_add_(&right.sum(Kind::Int64));
+        });
+    }
+}
+
+/// A micro-batch's forward pass: logits, labels and mean loss, on the last stage's device.
+pub(super) struct Pass {
+    pub(super) logits: Tensor,
+    pub(super) labels: Tensor,
+    pub(super) loss: Tensor,
+}
