@@ -684,6 +684,8 @@ fn requeue_job(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<Option
 
 /// How long `scontrol requeue` may take before the run ends without it.
 const REQUEUE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
+/// How long scontrol requeue may still take to exit once SIGTERM came (the requeue's own).
+const REQUEUE_SIGNAL_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// `scontrol requeue JOB`, within [`REQUEUE_DEADLINE`]; what went wrong, if anything.
 fn requeue(job: &str) -> Result<()> {
@@ -694,19 +696,25 @@ fn requeue(job: &str) -> Result<()> {
         .spawn()
         .context("running scontrol requeue")?;
     let deadline = Instant::now() + REQUEUE_DEADLINE;
+    let mut interrupted: Option<Instant> = None;
     loop {
-        // SIGINT/SIGTERM end the wait: the checkpoint stands, the job is not requeued.
-        if cli_common::interrupt::requested() {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(anyhow::Error::new(cli_common::Interrupted))
-                .with_context(|| format!("waiting for scontrol requeue {job}"));
-        }
         if let Some(status) = child.try_wait()? {
             if !status.success() {
                 bail!("scontrol requeue {job} failed ({status})");
             }
             return Ok(());
+        }
+        // SIGINT/SIGTERM end the wait: the checkpoint stands, the job is not requeued. The
+        // requeue itself ends the job's steps with SIGTERM, which can come before scontrol is
+        // seen to exit: it has REQUEUE_SIGNAL_GRACE to.
+        if cli_common::interrupt::requested() {
+            let since = *interrupted.get_or_insert_with(Instant::now);
+            if since.elapsed() >= REQUEUE_SIGNAL_GRACE {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(anyhow::Error::new(cli_common::Interrupted))
+                    .with_context(|| format!("waiting for scontrol requeue {job}"));
+            }
         }
         if Instant::now() > deadline {
             let _ = child.kill();

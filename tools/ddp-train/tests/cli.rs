@@ -2213,6 +2213,41 @@ fn sigterm_ends_a_wait_for_scontrol_requeue() {
     assert!(signalled.elapsed() < Duration::from_secs(30));
 }
 
+/// The requeue itself ends the job's steps with SIGTERM, which can reach rank 0 before it sees
+/// `scontrol requeue` exit: the job was requeued all the same, and rank 0 says so (exit 75).
+#[test]
+fn the_requeues_own_sigterm_does_not_hide_that_the_job_was_requeued() {
+    let bin = tempfile::tempdir().unwrap();
+    let scontrol = bin.path().join("scontrol");
+    // As slurmctld does on a requeue: the job's tasks get SIGTERM; scontrol then returns 0.
+    std::fs::write(
+        &scontrol,
+        "#!/bin/sh\nkill -TERM $PPID\nsleep 0.2\nexit 0\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &scontrol,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let ck = tempfile::tempdir().unwrap();
+    let mut run = cmd();
+    run.args(["--batch-size", "32", "--max-steps", "24", "--epochs", "1"])
+        .args(["--requeue-on-signal", "--checkpoint-every", "2"])
+        .arg("--checkpoint-dir")
+        .arg(ck.path())
+        .env("SLURM_JOB_ID", "4242")
+        .env("PATH", path);
+    let out = usr1_after_first_checkpoint(vec![run], 0, 0).remove(0);
+    assert_stopped_at_a_signal_checkpoint(&out, "requeue");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Slurm job 4242 requeued"));
+}
+
 /// `--print-eval-snippet`'s Python, run on the validation images with torchvision's own code:
 /// the loss and top-1 of the checkpoint's epoch record (CIFAR binaries with the CIFAR stem; an
 /// image folder through the ImageNet evaluation transform, with its class names).
