@@ -374,7 +374,7 @@ fn launcher_of(
                     "--gpus lists this machine's GPUs for local trials; with --launcher slurm, Slurm gives each step its own (--gpus-per-trial)",
                 );
             }
-            let allocation = Allocation::from_env(env).classified()?;
+            let allocation = Allocation::detect(env).classified()?;
             let ask = Ask {
                 nodes: cli.nodes_per_trial.unwrap_or(1).max(1),
                 tasks_per_node: cli.tasks_per_node.unwrap_or(1).max(1),

@@ -39,8 +39,13 @@ SLURMD_NODENAME=n1 SLURM_PROCID=0 exec "$@"
 "#,
     )
     .unwrap();
+    // scontrol, asked for the job's GPUs where no variable names them, knows of no job here.
+    let scontrol = bin.join("scontrol");
+    std::fs::write(&scontrol, "#!/bin/sh\nexit 1\n").unwrap();
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&srun, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for f in [&srun, &scontrol] {
+        std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
     bin
 }
 

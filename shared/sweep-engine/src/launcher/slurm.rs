@@ -100,13 +100,36 @@ impl Allocation {
                 .map(|g| g.split(',').filter(|s| !s.trim().is_empty()).count())
                 .unwrap_or(0),
         };
-        let cpus_per_node = count("SLURM_CPUS_ON_NODE")?.unwrap_or(1).max(1);
+        // salloc's shell has no SLURM_CPUS_ON_NODE: the job's CPUs per node, "2(x2)" or
+        // "4,2(x3)", the fewest counted.
+        let cpus_per_node = match count("SLURM_CPUS_ON_NODE")? {
+            Some(n) => n,
+            None => env("SLURM_JOB_CPUS_PER_NODE")
+                .and_then(|v| fewest_per_node(&v))
+                .unwrap_or(1),
+        }
+        .max(1);
         Ok(Allocation {
             job_id,
             nodes,
             gpus_per_node,
             cpus_per_node,
         })
+    }
+
+    /// [`Allocation::from_env`], with the GPUs `scontrol show job` lists where no variable
+    /// names them (salloc's shell: SLURM_GPUS_ON_NODE and SLURM_JOB_GPUS are set only in the
+    /// batch script and in steps).
+    pub fn detect(env: &dyn Fn(&str) -> Option<String>) -> crate::Result<Allocation> {
+        let mut a = Allocation::from_env(env)?;
+        if env("SLURM_GPUS_ON_NODE").is_none() && env("SLURM_JOB_GPUS").is_none() {
+            let mut scontrol = std::process::Command::new("scontrol");
+            scontrol.args(["show", "job", &a.job_id]);
+            if let Some(out) = output_within(scontrol, SLURM_COMMAND_DEADLINE) {
+                a.gpus_per_node = gpus_per_node(&String::from_utf8_lossy(&out), a.nodes);
+            }
+        }
+        Ok(a)
     }
 
     /// How many trials of `ask` the allocation holds at once: its nodes, GPUs and CPUs divided
@@ -140,6 +163,35 @@ impl Allocation {
         }
         Ok((self.nodes * per_node / ask.nodes).max(1))
     }
+}
+
+/// The fewest CPUs of any node in SLURM_JOB_CPUS_PER_NODE's form: `2(x2)`, `4,2(x3)`.
+fn fewest_per_node(v: &str) -> Option<usize> {
+    v.split(',')
+        .map(|part| part.split('(').next().unwrap_or("").trim().parse::<usize>().ok())
+        .collect::<Option<Vec<_>>>()?
+        .into_iter()
+        .min()
+}
+
+/// The GPUs per node `scontrol show job` gives: the allocated `gres/gpu=N` of its TRES over
+/// its nodes, else what each node was asked for (`TresPerNode=gres:gpu:N`, or
+/// `gres/gpu:TYPE:N`); 0 without either.
+fn gpus_per_node(job: &str, nodes: usize) -> usize {
+    let fields = || job.split_whitespace().flat_map(|w| w.split(','));
+    let total = fields().find_map(|f| f.strip_prefix("gres/gpu=")?.parse::<usize>().ok());
+    if let Some(t) = total {
+        return t / nodes.max(1);
+    }
+    fields()
+        .filter_map(|f| f.strip_prefix("TresPerNode="))
+        .chain(fields().filter(|f| f.starts_with("gres")))
+        .find_map(|f| {
+            let f = f.replace('/', ":");
+            let rest = f.strip_prefix("gres:gpu")?;
+            rest.rsplit(':').next()?.parse::<usize>().ok()
+        })
+        .unwrap_or(0)
 }
 
 /// The srun arguments that run `command` as trial `trial`'s step.
@@ -422,6 +474,24 @@ mod tests {
         // SLURM_JOB_GPUS lists them where SLURM_GPUS_ON_NODE is not set.
         let b = Allocation::from_env(&env(&[("SLURM_JOB_ID", "1"), ("SLURM_JOB_GPUS", "0,1")]));
         assert_eq!(b.unwrap().gpus_per_node, 2);
+    }
+
+    #[test]
+    fn sallocs_shell_is_read_from_the_jobs_cpus_and_scontrol() {
+        let a = Allocation::from_env(&env(&[
+            ("SLURM_JOB_ID", "2"),
+            ("SLURM_JOB_NUM_NODES", "2"),
+            ("SLURM_JOB_CPUS_PER_NODE", "4,2(x3)"),
+        ]))
+        .unwrap();
+        assert_eq!((a.nodes, a.cpus_per_node, a.gpus_per_node), (2, 2, 0));
+        assert_eq!(fewest_per_node("2(x2)"), Some(2));
+        // scontrol show job: the allocated TRES, else what each node asked for.
+        let job = "JobId=2 JobName=x\n   TRES=cpu=4,mem=8G,node=2,billing=4,gres/gpu=8\n";
+        assert_eq!(gpus_per_node(job, 2), 4);
+        assert_eq!(gpus_per_node("   TRES=cpu=4,node=2\n   TresPerNode=gres:gpu:2\n", 2), 2);
+        assert_eq!(gpus_per_node("   TresPerNode=gres/gpu:a100:3\n", 1), 3);
+        assert_eq!(gpus_per_node("   TRES=cpu=1,node=1,billing=1\n", 1), 0);
     }
 
     #[test]
