@@ -55,7 +55,7 @@ impl DistArgs {
             master_port: self.master_port,
             run_id: self.run_id.clone(),
             timeout: Duration::from_secs_f64(self.dist_timeout_secs.max(0.001)),
-            should_stop: crate::rendezvous::never,
+            should_stop: crate::never,
         }
     }
 }

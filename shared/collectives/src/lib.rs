@@ -685,5 +685,10 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
     ),
 ];
 
+/// The default [`Options::should_stop`]: waits end only by their deadline.
+pub fn never() -> bool {
+    false
+}
+
 #[cfg(test)]
 mod tests;

@@ -96,10 +96,7 @@ pub struct Options {
     pub should_stop: fn() -> bool,
 }
 
-/// The default [`Options::should_stop`]: waits end only by their deadline.
-pub fn never() -> bool {
-    false
-}
+use crate::never;
 
 impl Default for Options {
     fn default() -> Self {

@@ -141,7 +141,7 @@ impl Ring {
             world: 1,
             links: None,
             timeout: Duration::from_secs(1),
-            stop: crate::rendezvous::never,
+            stop: crate::never,
             seq: 0,
             scratch: Vec::new(),
         }

@@ -90,7 +90,7 @@ impl Store {
     /// Connects to `addr`, retrying refused connections until `timeout` (the server may start
     /// after its clients), and validates the protocol.
     pub fn connect(addr: &str, prefix: &str, timeout: Duration) -> Result<Store> {
-        Store::connect_until(addr, prefix, timeout, crate::rendezvous::never)
+        Store::connect_until(addr, prefix, timeout, crate::never)
     }
 
     /// [`Store::connect`], giving up with [`Error::Interrupted`] as soon as `stop` says so.

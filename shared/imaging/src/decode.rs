@@ -4,6 +4,7 @@ use std::io::Cursor;
 
 use image::{DynamicImage, ImageReader, RgbImage};
 
+use crate::pixels::{Orientation, cmyk2rgb, exif_transpose};
 use crate::{Box4, Error, Result};
 
 /// What 16-bit greyscale becomes.
@@ -36,38 +37,6 @@ impl Default for DecodeOptions {
             max_pixels: 2 * 89_478_485,
             gray16: Gray16::Clip,
             by_name: false,
-        }
-    }
-}
-
-/// EXIF orientation tag (1 = as stored). Pillow's `Image.open` ignores it; see [`exif_transpose`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Orientation(pub u16);
-
-impl Orientation {
-    /// The size of a `width`×`height` image once [`exif_transpose`] has applied this.
-    pub fn size(self, width: u32, height: u32) -> (u32, u32) {
-        if (5..=8).contains(&self.0) {
-            (height, width)
-        } else {
-            (width, height)
-        }
-    }
-
-    /// The box of a stored `width`×`height` image whose pixels [`exif_transpose`] moves to
-    /// `region` (`(left, top, width, height)`) of the oriented one.
-    pub fn stored_box(self, width: u32, height: u32, region: Box4) -> Box4 {
-        let (w, h) = (width, height);
-        let (x, y, bw, bh) = region;
-        match self.0 {
-            2 => (w - x - bw, y, bw, bh),
-            3 => (w - x - bw, h - y - bh, bw, bh),
-            4 => (x, h - y - bh, bw, bh),
-            5 => (y, x, bh, bw),
-            6 => (y, h - x - bw, bh, bw),
-            7 => (w - y - bh, h - x - bw, bh, bw),
-            8 => (w - y - bh, x, bh, bw),
-            _ => region,
         }
     }
 }
@@ -280,53 +249,6 @@ pub fn decode_region(
     })
 }
 
-/// What a C decoder's buffer callback (jpeg.c, webp.c) works with: the caller's choice of
-/// window, then the window's pixel memory, or why the image was refused.
-pub(crate) struct WindowBuffer<'a> {
-    choose: &'a mut dyn FnMut(u32, u32) -> Result<Box4>,
-    /// The window decoded and its samples, once chosen.
-    pub window: Option<(Box4, Vec<u8>)>,
-    /// Why `choose` refused the image.
-    pub refused: Option<Error>,
-}
-
-impl<'a> WindowBuffer<'a> {
-    pub fn new(choose: &'a mut dyn FnMut(u32, u32) -> Result<Box4>) -> Self {
-        Self {
-            choose,
-            window: None,
-            refused: None,
-        }
-    }
-
-    /// Asks for the window of a `w`×`h` image, checks it lies inside, writes it to the
-    /// decoder's four `window` words and returns room for its `bytes_per_pixel` samples; null
-    /// (with `refused` set) when the image is refused, before any pixel memory is taken.
-    pub fn take(
-        &mut self,
-        w: u32,
-        h: u32,
-        bytes_per_pixel: usize,
-        window: &mut [std::ffi::c_uint],
-    ) -> *mut u8 {
-        let chosen = match (self.choose)(w, h) {
-            Ok(b) => b,
-            Err(e) => {
-                self.refused = Some(e);
-                return std::ptr::null_mut();
-            }
-        };
-        let (x, y, ww, hh) = chosen;
-        assert!(
-            ww > 0 && hh > 0 && x.checked_add(ww).is_some_and(|r| r <= w) && y + hh <= h,
-            "window {chosen:?} inside {w}x{h}"
-        );
-        window.copy_from_slice(&[x, y, ww, hh]);
-        let samples = vec![0; ww as usize * hh as usize * bytes_per_pixel];
-        self.window.insert((chosen, samples)).1.as_mut_ptr()
-    }
-}
-
 fn check_pixels(width: u64, height: u64, opts: &DecodeOptions) -> Result<()> {
     let pixels = width * height;
     if pixels > opts.max_pixels {
@@ -367,18 +289,6 @@ fn decode_jpeg(
 /// `c, k` are the inverted file values.
 fn cmyk_to_rgb(raw: &[u8]) -> [u8; 3] {
     cmyk2rgb([255 - raw[0], 255 - raw[1], 255 - raw[2], 255 - raw[3]])
-}
-
-/// libImaging/Convert.c `cmyk2rgb`: `nk = 255 - k; c' = nk - c·nk/255` (rounded as Pillow's
-/// MULDIV255), clipped.
-pub(crate) fn cmyk2rgb([c, m, y, k]: [u8; 4]) -> [u8; 3] {
-    let nk = 255 - k as i32;
-    let muldiv255 = |a: i32, b: i32| {
-        let t = a * b + 128;
-        ((t >> 8) + t) >> 8
-    };
-    let ch = |v: u8| (nk - muldiv255(v as i32, nk)).clamp(0, 255) as u8;
-    [ch(c), ch(m), ch(y)]
 }
 
 /// A PNG's window (`window(width, height)` checks the size and gives it) in RGB, through the
@@ -500,21 +410,6 @@ fn read_orientation(bytes: &[u8]) -> Orientation {
             .and_then(|f| f.value.get_uint(0))
     });
     Orientation(value.filter(|v| (1..=8).contains(v)).unwrap_or(1) as u16)
-}
-
-/// Applies the EXIF orientation like Pillow's `ImageOps.exif_transpose`.
-pub fn exif_transpose(img: RgbImage, o: Orientation) -> RgbImage {
-    use image::imageops::{flip_horizontal, rotate90, rotate180, rotate270};
-    match o.0 {
-        2 => flip_horizontal(&img),
-        3 => rotate180(&img),
-        4 => image::imageops::flip_vertical(&img),
-        5 => flip_horizontal(&rotate90(&img)),  // TRANSPOSE
-        6 => rotate90(&img),                    // ROTATE_270 (counter-clockwise) = 90° clockwise
-        7 => flip_horizontal(&rotate270(&img)), // TRANSVERSE
-        8 => rotate270(&img),                   // ROTATE_90 (counter-clockwise)
-        _ => img,
-    }
 }
 
 #[cfg(test)]

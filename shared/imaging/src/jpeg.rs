@@ -229,7 +229,7 @@ pub(crate) struct Decoded {
 }
 
 struct Output<'a> {
-    buffer: crate::decode::WindowBuffer<'a>,
+    buffer: crate::window::WindowBuffer<'a>,
     components: usize,
 }
 
@@ -262,7 +262,7 @@ pub(crate) fn decode(
     mut choose: impl FnMut(u32, u32) -> Result<Box4>,
 ) -> Result<Decoded> {
     let mut out = Output {
-        buffer: crate::decode::WindowBuffer::new(&mut choose),
+        buffer: crate::window::WindowBuffer::new(&mut choose),
         components: 0,
     };
     let mut message = [0 as c_char; 200];

@@ -34,18 +34,18 @@ mod encode;
 mod gif;
 mod jpeg;
 mod lab;
+mod pixels;
 mod png;
 mod pyfile;
 mod resample;
 mod tiff;
 pub mod transforms;
 mod webp;
+mod window;
 
-pub use decode::{
-    DecodeOptions, Decoded, Frame, Gray16, Orientation, Region, decode_region, decode_rgb,
-    exif_transpose, sniff,
-};
+pub use decode::{DecodeOptions, Decoded, Frame, Gray16, Region, decode_region, decode_rgb, sniff};
 pub use encode::write_png;
+pub use pixels::{Orientation, exif_transpose};
 pub use resample::{Box4, Filter, Resize, center_crop_box, crop_resize, resize_lanczos};
 
 /// Everything that can go wrong with one image.

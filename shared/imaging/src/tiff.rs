@@ -974,7 +974,7 @@ fn to_rgb(mode: &'static str, pixels: &[Px], colormap: Option<&[i64]>) -> Result
         "RGB" | "RGBA" => pixels.iter().map(|p| [p.v[0], p.v[1], p.v[2]]).collect(),
         "CMYK" => pixels
             .iter()
-            .map(|p| crate::decode::cmyk2rgb(p.v))
+            .map(|p| crate::pixels::cmyk2rgb(p.v))
             .collect(),
         "YCbCr" => pixels.iter().map(|p| ycbcr2rgb(p.v)).collect(),
         "LAB" => {
@@ -1010,7 +1010,7 @@ fn orient(w: u32, h: u32, rgb: Vec<u8>, orientation: i64) -> (u32, u32, Vec<u8>)
         return (w, h, rgb);
     }
     let img = image::RgbImage::from_raw(w, h, rgb).expect("sized");
-    let img = crate::decode::exif_transpose(img, crate::Orientation(orientation as u16));
+    let img = crate::pixels::exif_transpose(img, crate::Orientation(orientation as u16));
     (img.width(), img.height(), img.into_raw())
 }
 

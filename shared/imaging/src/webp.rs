@@ -5,7 +5,7 @@ use std::ffi::{c_int, c_uint, c_void};
 
 use image::RgbImage;
 
-use crate::decode::WindowBuffer;
+use crate::window::WindowBuffer;
 use crate::{Box4, Error, Result};
 
 unsafe extern "C" {

@@ -34,7 +34,8 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use crate::Result;
 
 use crate::asha::{Action, Mode};
-use crate::scheduler::{Effects, Halving, States, TrialState};
+use crate::effects::{Effects, Halving};
+use crate::trials::{States, TrialState};
 
 /// `HyperBandScheduler`'s arguments.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]

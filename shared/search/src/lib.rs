@@ -13,6 +13,7 @@ macro_rules! bail {
 
 pub mod asha;
 pub mod bohb;
+mod effects;
 pub mod hyperband;
 pub mod median;
 mod numpy;
@@ -20,6 +21,7 @@ pub mod pbt;
 pub mod scheduler;
 pub mod space;
 pub mod tpe;
+mod trials;
 
 pub use asha::{Action, Asha, AshaSettings, Judgement, Mode, Verdict, nanpercentile};
 pub use scheduler::{Effects, Scheduler, States, TrialState};

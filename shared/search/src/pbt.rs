@@ -29,8 +29,8 @@ use serde_json::Value;
 
 use crate::asha::{Action, Mode};
 use crate::numpy::{PyRandom, RandomState};
-use crate::scheduler::{States, TrialState};
 use crate::space::{Config, Param, Space};
+use crate::trials::{States, TrialState};
 
 /// `PopulationBasedTraining`'s arguments.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]

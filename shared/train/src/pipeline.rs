@@ -11,7 +11,7 @@
 //! the same split without timing anything (the split does not model activation copies or the
 //! memory-bound layers, which favour slightly smaller later stages).
 //!
-//! The step itself is in [`crate::trainer`]: all micro-batches forward (stage s+1 computes
+//! The step itself is in the trainer: all micro-batches forward (stage s+1 computes
 //! micro-batch k while stage s computes k+1: on CUDA the host only queues work, and each
 //! activation crosses devices as a device-to-device copy that PyTorch orders with events on
 //! both devices' streams, without blocking the host), then all backward in the same order,

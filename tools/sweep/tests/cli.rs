@@ -867,6 +867,53 @@ fn sigint_stops_the_trials_exits_130_and_resume_finishes() {
     }
 }
 
+/// A job that Slurm cancels (a node failure, preemption) gets SIGTERM in every process: the
+/// sweep and its trials alike. A trial ended by that signal is unfinished, not failed, even
+/// when its exit is seen before the sweep's own SIGTERM: --resume runs it again.
+#[test]
+fn a_trial_ended_by_the_signal_that_stops_the_sweep_is_unfinished_not_failed() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"echo $$ > "$SWEEP_TRIAL_DIR/pid"
+echo '{{"epoch": 1, "m": 1}}'
+trap 'exit 143' TERM
+sleep 600 >/dev/null & wait"#;
+    let mut c = shell_sweep(dir.path(), script);
+    let mut child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid_file = dir.path().join("run/trial-0000/pid");
+    let t = Instant::now();
+    let trial = loop {
+        if let Some(p) = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|p| p.trim().parse::<i32>().ok())
+        {
+            break p;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(600),
+            "the trial never ran"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // As Slurm cancels a job: the sweep, then at once its trial.
+    // SAFETY: signals to our own child and to the trial it started.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+        libc::kill(trial, libc::SIGTERM);
+    }
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut stdout).unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    let r = records(stdout.as_bytes());
+    assert!(r.ends.is_empty(), "{:?}", r.ends);
+    assert_eq!(r.summary.unwrap().unfinished, 1);
+    let journal = std::fs::read_to_string(dir.path().join("run/journal.jsonl")).unwrap();
+    assert!(!journal.contains("\"failure\""), "{journal}");
+}
+
 #[test]
 fn usage_errors_exit_2_before_anything_runs() {
     let dir = tempfile::tempdir().unwrap();

@@ -82,7 +82,11 @@ impl Engine<'_> {
                 self.dirty = true;
                 let failure = self.launcher.ended(p.pid, &status);
                 let t = &mut self.trials[trial];
-                if t.status != Status::Running {
+                // A trial that fails once the sweep was asked to stop was most likely ended by the
+                // same signal (Slurm cancelling the job signals every process of it; a trial's
+                // exit can be seen before the loop sees the sweep's own SIGTERM): unfinished, as
+                // the trials the shutdown stops, and run again by --resume.
+                if t.status != Status::Running || (failure.is_some() && (self.opts.interrupted)()) {
                     t.files = None;
                     return Ok(());
                 }

@@ -168,7 +168,14 @@ impl Allocation {
 /// The fewest CPUs of any node in SLURM_JOB_CPUS_PER_NODE's form: `2(x2)`, `4,2(x3)`.
 fn fewest_per_node(v: &str) -> Option<usize> {
     v.split(',')
-        .map(|part| part.split('(').next().unwrap_or("").trim().parse::<usize>().ok())
+        .map(|part| {
+            part.split('(')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .parse::<usize>()
+                .ok()
+        })
         .collect::<Option<Vec<_>>>()?
         .into_iter()
         .min()
@@ -489,7 +496,10 @@ mod tests {
         // scontrol show job: the allocated TRES, else what each node asked for.
         let job = "JobId=2 JobName=x\n   TRES=cpu=4,mem=8G,node=2,billing=4,gres/gpu=8\n";
         assert_eq!(gpus_per_node(job, 2), 4);
-        assert_eq!(gpus_per_node("   TRES=cpu=4,node=2\n   TresPerNode=gres:gpu:2\n", 2), 2);
+        assert_eq!(
+            gpus_per_node("   TRES=cpu=4,node=2\n   TresPerNode=gres:gpu:2\n", 2),
+            2
+        );
         assert_eq!(gpus_per_node("   TresPerNode=gres/gpu:a100:3\n", 1), 3);
         assert_eq!(gpus_per_node("   TRES=cpu=1,node=1,billing=1\n", 1), 0);
     }
