@@ -84,6 +84,39 @@ fn free_port() -> String {
     testkit::free_port().to_string()
 }
 
+/// `--rank R --world-size W --master-addr 127.0.0.1 --master-port PORT`: rank R of a run that
+/// meets on this machine.
+fn rank_of(rank: usize, world: usize, port: &str) -> [String; 8] {
+    [
+        "--rank".into(),
+        rank.to_string(),
+        "--world-size".into(),
+        world.to_string(),
+        "--master-addr".into(),
+        "127.0.0.1".into(),
+        "--master-port".into(),
+        port.into(),
+    ]
+}
+
+/// Starts every command at once (stdout and stderr captured) and waits for them all: their
+/// outputs, in order.
+fn run_all(cmds: impl IntoIterator<Item = Command>) -> Vec<Output> {
+    let children: Vec<_> = cmds
+        .into_iter()
+        .map(|mut c| {
+            c.stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect()
+}
+
 /// A successful run's records, decoded: one per epoch (`items`), then the summary.
 type Run = testkit::Batch<EpochRecord>;
 
@@ -289,32 +322,14 @@ fn two_rank_processes_of(
 ) -> ((String, tempfile::TempDir), Run) {
     let ck = tempfile::tempdir().unwrap();
     let port = free_port();
-    let children: Vec<_> = (0..2)
-        .map(|rank| {
-            base()
-                .args(args)
-                .args([
-                    "--rank",
-                    &rank.to_string(),
-                    "--world-size",
-                    "2",
-                    "--master-addr",
-                    "127.0.0.1",
-                    "--master-port",
-                    &port,
-                ])
-                .arg("--checkpoint-dir")
-                .arg(ck.path())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    let outs: Vec<Output> = children
-        .into_iter()
-        .map(|c| c.wait_with_output().unwrap())
-        .collect();
+    let outs = run_all((0..2).map(|rank| {
+        let mut c = base();
+        c.args(args)
+            .args(rank_of(rank, 2, &port))
+            .arg("--checkpoint-dir")
+            .arg(ck.path());
+        c
+    }));
     let recs = records(&outs[0]);
     assert_eq!(recs.items[0].world_size, 2);
     assert_eq!(recs.summary.world_size, Some(2));
@@ -699,31 +714,12 @@ fn sigint_stops_within_a_step_keeps_the_last_checkpoint_and_exits_130() {
 fn ranks_started_with_different_flags_refuse_to_train_naming_the_flag() {
     let port = free_port();
     // Rank 1 got another --batch-size: it trained silently on a mixed batch before.
-    let children: Vec<_> = [("0", "64"), ("1", "32")]
-        .into_iter()
-        .map(|(rank, batch)| {
-            cmd()
-                .args(["--batch-size", batch, "--max-steps", "2", "--epochs", "1"])
-                .args([
-                    "--rank",
-                    rank,
-                    "--world-size",
-                    "2",
-                    "--master-addr",
-                    "127.0.0.1",
-                    "--master-port",
-                    &port,
-                ])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    let outs: Vec<Output> = children
-        .into_iter()
-        .map(|c| c.wait_with_output().unwrap())
-        .collect();
+    let outs = run_all([(0, "64"), (1, "32")].map(|(rank, batch)| {
+        let mut c = cmd();
+        c.args(["--batch-size", batch, "--max-steps", "2", "--epochs", "1"])
+            .args(rank_of(rank, 2, &port));
+        c
+    }));
     for (rank, (mine, theirs)) in [(0, ("64", "32")), (1, ("32", "64"))] {
         let err = String::from_utf8_lossy(&outs[rank].stderr);
         assert_eq!(outs[rank].status.code(), Some(2), "rank {rank}: {err}");
@@ -753,8 +749,7 @@ fn sigterm_to_one_rank_stops_every_rank_with_130_naming_it() {
             .map(|rank| {
                 cmd()
                     .args(["--batch-size", "32", "--epochs", "3"])
-                    .args(["--rank", &rank.to_string(), "--world-size", "2"])
-                    .args(["--master-addr", "127.0.0.1", "--master-port", &port])
+                    .args(rank_of(rank, 2, &port))
                     .stdout(Stdio::piped())
                     .stderr(Stdio::piped())
                     .spawn()
@@ -1990,8 +1985,7 @@ fn usr1_to_one_rank_stops_both_at_one_step_and_resume_trains_the_same_weights() 
                 let mut c = cmd();
                 c.args(args)
                     .args(extra)
-                    .args(["--rank", &rank.to_string(), "--world-size", "2"])
-                    .args(["--master-addr", "127.0.0.1", "--master-port", &port])
+                    .args(rank_of(rank, 2, &port))
                     .arg("--checkpoint-dir")
                     .arg(ck.path());
                 c
@@ -2011,18 +2005,7 @@ fn usr1_to_one_rank_stops_both_at_one_step_and_resume_trains_the_same_weights() 
         String::from_utf8_lossy(&outs[1].stderr)
             .contains(&format!("after step {step} of 24 of epoch 1"))
     );
-    let resumed: Vec<Output> = ranks(&["--resume"])
-        .iter_mut()
-        .map(|c| {
-            c.stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect::<Vec<_>>()
-        .into_iter()
-        .map(|c| c.wait_with_output().unwrap())
-        .collect();
+    let resumed = run_all(ranks(&["--resume"]));
     let recs = records(&resumed[0]);
     assert!(resumed[1].status.success());
     assert_same_weights(straight.path(), ck.path(), 0.0);
