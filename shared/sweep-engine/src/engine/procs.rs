@@ -98,7 +98,10 @@ impl Engine<'_> {
                     self.stop_others(&effects)
                 } else {
                     let mut message = failure.unwrap_or_default();
-                    if let Some(l) = launcher::last_line(&t.dir.join("stderr.log")) {
+                    // The command's last words, unless they are what the launcher said already.
+                    if let Some(l) = launcher::last_line(&t.dir.join("stderr.log"))
+                        && !l.ends_with(message.rsplit(": ").next().unwrap_or_default())
+                    {
                         message = format!("{message}: {l}");
                     }
                     self.failed(trial, message)
