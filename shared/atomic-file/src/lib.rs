@@ -69,14 +69,7 @@ pub enum Error {
 impl Error {
     /// The message and its causes on one line, as anyhow's `{:#}` prints a chain.
     pub fn describe(&self) -> String {
-        let mut text = self.to_string();
-        let mut cause = std::error::Error::source(self);
-        while let Some(c) = cause {
-            text.push_str(": ");
-            text.push_str(&c.to_string());
-            cause = c.source();
-        }
-        text
+        error_class::chain_text(self)
     }
 }
 

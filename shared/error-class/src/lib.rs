@@ -93,6 +93,21 @@ impl<T, E: Classify + Send + Sync + 'static> ResultExt<T> for Result<T, E> {
     }
 }
 
+/// An error and its causes on one line, `a: b: c`, as anyhow's `{:#}` prints a chain; a cause
+/// whose text the line already ends with (a wrapper that repeats its source) is not repeated.
+pub fn chain_text(e: &(dyn Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        let more = cause.to_string();
+        if !text.ends_with(&more) {
+            text = format!("{text}: {more}");
+        }
+        next = cause.source();
+    }
+    text
+}
+
 /// The text a panic was raised with (tch raises libtorch's errors as panics with their message).
 pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {

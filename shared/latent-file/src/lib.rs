@@ -29,29 +29,14 @@ pub enum Error {
     #[error("{0}")]
     Format(String),
     /// A library below (zip, ndarray-npy) failed while reading `what`.
-    #[error("{what}: {}", chain(&**error))]
+    #[error("{what}: {}", error_class::chain_text(&**error))]
     Read {
         what: String,
         error: Box<dyn std::error::Error + Send + Sync>,
     },
     /// Writing the archive failed.
-    #[error("writing the .npz: {}", chain(.0))]
+    #[error("writing the .npz: {}", error_class::chain_text(.0))]
     Write(ndarray_npy::WriteNpzError),
-}
-
-/// An error and its sources, `a: b: c` (a full disk's "No space left on device" lies three
-/// sources below the zip writer's error).
-fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut next = e.source();
-    while let Some(s) = next {
-        let more = s.to_string();
-        if !text.ends_with(&more) {
-            text = format!("{text}: {more}");
-        }
-        next = s.source();
-    }
-    text
 }
 
 impl error_class::Classify for Error {
