@@ -12,7 +12,8 @@
 //! - [`paths`]: where an input's output goes under an output directory;
 //! - [`interrupt`]: SIGINT/SIGTERM set a flag that long loops poll, so temp files are cleaned up;
 //! - [`panics`]: a panic while handling one item becomes that item's error;
-//! - [`progress`]: an indicatif bar on stderr, shown only on a TTY or with `--progress`.
+//! - [`progress`]: an indicatif bar on stderr, shown only on a TTY or with `--progress`;
+//! - [`written`]: a flag's parsed value kept with the text it was given as.
 //!
 //! ```no_run
 //! use cli_common::{JsonlOut, Outcome, Tool};
@@ -36,6 +37,7 @@ pub mod panics;
 pub mod paths;
 pub mod progress;
 pub mod threads;
+pub mod written;
 
 pub use error_class::{Class, Classified, ResultExt, Torch};
 pub use man::render_man;

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use collectives::{Communicator, DType, ReduceOp};
 use records::{BandwidthRecord, Timing};
 use tch::{Device, Kind, Tensor};
@@ -74,20 +74,25 @@ pub fn sizes(min: u64, max: u64, factor: u64) -> Vec<u64> {
     v
 }
 
-/// The element types the checker knows exact results for.
-pub fn dtypes(list: &str) -> Result<Vec<DType>> {
-    if list == "all" {
-        return Ok(vec![
-            DType::F32,
-            DType::F16,
-            DType::BF16,
-            DType::F64,
-            DType::I32,
-            DType::I64,
-        ]);
-    }
-    list.split(',')
-        .map(|s| {
+/// `--datatype`: the element types the checker knows exact results for, comma-separated
+/// (nccl-tests' names too), or `all`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DTypes(pub Vec<DType>);
+
+impl std::str::FromStr for DTypes {
+    type Err = String;
+    fn from_str(list: &str) -> Result<DTypes, String> {
+        if list == "all" {
+            return Ok(DTypes(vec![
+                DType::F32,
+                DType::F16,
+                DType::BF16,
+                DType::F64,
+                DType::I32,
+                DType::I64,
+            ]));
+        }
+        let one = |s: &str| {
             let s = s.trim();
             let name = match s {
                 "float" | "float32" => "f32",
@@ -99,34 +104,43 @@ pub fn dtypes(list: &str) -> Result<Vec<DType>> {
                 other => other,
             };
             match name.parse::<DType>() {
-                Ok(DType::U8 | DType::I8) | Err(_) => {
-                    bail!("unknown or unsupported type `{s}`: f32, f16, bf16, f64, i32, i64 or all")
-                }
+                Ok(DType::U8 | DType::I8) | Err(_) => Err(format!(
+                    "unknown or unsupported type `{s}`: f32, f16, bf16, f64, i32, i64 or all"
+                )),
                 Ok(d) => Ok(d),
             }
-        })
-        .collect()
+        };
+        list.split(',')
+            .map(one)
+            .collect::<Result<_, _>>()
+            .map(DTypes)
+    }
 }
 
-/// The reductions to run; broadcast and all-gather reduce nothing (one `None`).
-pub fn ops(list: &str, collective: Collective) -> Result<Vec<Option<ReduceOp>>> {
+/// `--op`: reductions, comma-separated, or `all` (in nccl-tests' order).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ops(pub Vec<ReduceOp>);
+
+impl std::str::FromStr for Ops {
+    type Err = String;
+    fn from_str(list: &str) -> Result<Ops, String> {
+        if list == "all" {
+            use ReduceOp::*;
+            return Ok(Ops(vec![Sum, Prod, Max, Min, Avg]));
+        }
+        (list.split(','))
+            .map(|s| s.trim().parse::<ReduceOp>().map_err(|e| e.to_string()))
+            .collect::<Result<_, _>>()
+            .map(Ops)
+    }
+}
+
+/// The reductions of a collective's cases: `None` once for one that does not reduce.
+pub fn ops(ops: &Ops, collective: Collective) -> Vec<Option<ReduceOp>> {
     if !collective.reduces() {
-        return Ok(vec![None]);
+        return vec![None];
     }
-    if list == "all" {
-        return Ok([
-            ReduceOp::Sum,
-            ReduceOp::Prod,
-            ReduceOp::Max,
-            ReduceOp::Min,
-            ReduceOp::Avg,
-        ]
-        .map(Some)
-        .to_vec());
-    }
-    list.split(',')
-        .map(|s| Ok(Some(s.trim().parse::<ReduceOp>()?)))
-        .collect()
+    ops.0.iter().copied().map(Some).collect()
 }
 
 /// One size of one collective.
@@ -546,14 +560,15 @@ mod tests {
     #[test]
     fn types_and_ops_take_nccl_names_and_all() {
         assert_eq!(
-            dtypes("float,half,bfloat16").unwrap(),
+            "float,half,bfloat16".parse::<DTypes>().unwrap().0,
             [DType::F32, DType::F16, DType::BF16]
         );
-        assert_eq!(dtypes("all").unwrap().len(), 6);
-        assert!(dtypes("u8").is_err());
-        assert_eq!(ops("all", Collective::AllReduce).unwrap().len(), 5);
-        assert_eq!(ops("sum", Collective::Broadcast).unwrap(), [None]);
-        assert!(ops("mean", Collective::AllReduce).is_err());
+        assert_eq!("all".parse::<DTypes>().unwrap().0.len(), 6);
+        assert!("u8".parse::<DTypes>().is_err());
+        let all: Ops = "all".parse().unwrap();
+        assert_eq!(ops(&all, Collective::AllReduce).len(), 5);
+        assert_eq!(ops(&"sum".parse().unwrap(), Collective::Broadcast), [None]);
+        assert!("mean".parse::<Ops>().is_err());
     }
 
     #[test]

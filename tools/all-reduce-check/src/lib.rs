@@ -49,11 +49,11 @@ pub struct Cli {
     /// Element types, comma-separated: f32, f16, bf16, f64, i32, i64 (nccl-tests' float, half,
     /// bfloat16, double, int32, int64 work too), or all.
     #[arg(short = 'd', long, value_name = "TYPES", default_value = "f32")]
-    pub datatype: String,
+    pub datatype: cases::DTypes,
 
     /// Reductions, comma-separated: sum, avg, prod, max, min, or all.
     #[arg(short = 'o', long, value_name = "OPS", default_value = "sum")]
-    pub op: String,
+    pub op: cases::Ops,
 
     /// Root rank of broadcast.
     #[arg(short = 'r', long, value_name = "RANK", default_value_t = 0)]
@@ -223,14 +223,14 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
 
 /// The (dtype, op, bytes) of every case, in nccl-tests' order: dtypes, then ops, then sizes.
 fn cases_of(cli: &Cli) -> Result<Vec<(DType, Option<ReduceOp>, u64)>> {
-    let dtypes = cases::dtypes(&cli.datatype)?;
-    let ops = cases::ops(&cli.op, cli.collective)?;
+    let dtypes = &cli.datatype.0;
+    let ops = cases::ops(&cli.op, cli.collective);
     if cli.minbytes > cli.maxbytes {
         bail!("-b {} is larger than -e {}", cli.minbytes, cli.maxbytes);
     }
     let sizes = cases::sizes(cli.minbytes, cli.maxbytes, cli.stepfactor);
     let mut all = Vec::new();
-    for &d in &dtypes {
+    for &d in dtypes {
         for &o in &ops {
             all.extend(sizes.iter().map(|&b| (d, o, b)));
         }

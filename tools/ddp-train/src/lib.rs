@@ -14,11 +14,12 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 use cli_common::ResultExt as _;
+use cli_common::written::{Written, written};
 use cli_common::{CommonArgs, JsonlOut, Outcome, Tool};
 use collectives::{Communicator, DistArgs};
 use device::{DeviceArg, Env};
 use train::optim::{Rule, Schedule};
-use train::pipeline::Pipeline;
+use train::pipeline::{Pipeline, Split};
 use train::resnet::{Arch, Stem};
 use train::trainer::{Config, Precision};
 use train_data::data::Source;
@@ -77,14 +78,14 @@ pub struct Cli {
     /// forward FLOPs at the data's image size), or S-1 comma-separated units each later stage
     /// starts at: a layer (layer3: the split of PyTorch's model-parallel tutorial, conv1…layer2 | layer3…fc), a block
     /// (layer3.2), or fc.
-    #[arg(long, value_name = "balanced|UNIT,...", default_value = "balanced")]
-    pub split_at: String,
+    #[arg(long, value_name = "balanced|UNIT,...", default_value = "balanced", value_parser = written(split))]
+    pub split_at: Written<Split>,
 
     /// One device per stage, comma-separated (cuda:0,cuda:1; cpu,cpu). Default: S consecutive
     /// GPUs from LOCAL_RANK×S (from N with --device cuda:N), so `torchrun --nproc_per_node 2
     /// ddp-train --stages 2` on 4 GPUs runs 2 pipelines of 2 stages; all cpu without CUDA.
-    #[arg(long, value_name = "LIST")]
-    pub stage_devices: Option<String>,
+    #[arg(long, value_name = "LIST", value_parser = written(device_list))]
+    pub stage_devices: Option<Written<Vec<DeviceArg>>>,
 
     /// With --stages: micro-batches per rank and step, pushed through the stages in GPipe order
     /// (all forwards, then all backwards) so that stage s+1 works on one while stage s works on
@@ -115,8 +116,8 @@ pub struct Cli {
 
     /// constant, step:EVERY:GAMMA (×GAMMA every EVERY epochs), or cosine[:WARMUP] (linear
     /// warm-up over WARMUP epochs, then cosine to 0).
-    #[arg(long, value_name = "SCHEDULE", default_value = "cosine:1")]
-    pub schedule: String,
+    #[arg(long, value_name = "SCHEDULE", default_value = "cosine:1", value_parser = written(parse_schedule))]
+    pub schedule: Written<Schedule>,
 
     /// Label smoothing of the cross-entropy loss, 0 to 1 (as nn.CrossEntropyLoss takes it).
     #[arg(long, value_name = "EPS", default_value_t = 0.0, value_parser = fraction)]
@@ -261,8 +262,8 @@ pub struct Cli {
     /// finishes its step, rank 0 writes the checkpoint at that step, and the run stops with exit
     /// 75 (Slurm: #SBATCH --signal=USR1@120 before the time limit, scancel --signal=USR1). Without
     /// --checkpoint-dir it is ignored with a warning.
-    #[arg(long, value_name = "SIGNAL", default_value = "USR1")]
-    pub checkpoint_signal: String,
+    #[arg(long, value_name = "SIGNAL", default_value = "USR1", value_parser = written(signal))]
+    pub checkpoint_signal: Written<Option<i32>>,
 
     /// After the checkpoint signal's checkpoint, rank 0 runs `scontrol requeue $SLURM_JOB_ID`, so
     /// that the job goes back into the queue (its script runs again: give it --resume).
@@ -508,19 +509,7 @@ Accuracies are percent; losses are means over all ranks' images; validation coun
 /// errors for lists that cannot work.
 fn stage_devices(cli: &Cli, env: &Env) -> Result<Vec<tch::Device>> {
     let usage = |m: String| anyhow::Error::new(cli_common::UsageError(m));
-    let listed = match &cli.stage_devices {
-        Some(list) => Some(
-            list.split(',')
-                .map(|d| match DeviceArg::parse(d) {
-                    Ok(DeviceArg::Auto) | Err(_) => Err(usage(format!(
-                        "--stage-devices {list}: `{d}` is not cpu, cuda or cuda:N"
-                    ))),
-                    Ok(d) => Ok(d),
-                })
-                .collect::<Result<Vec<_>>>()?,
-        ),
-        None => None,
-    };
+    let listed = cli.stage_devices.as_ref().map(|l| l.value.clone());
     let stages = cli.stages.or(listed.as_ref().map(Vec::len)).unwrap_or(1);
     if stages == 0 {
         return Err(usage("--stages must be at least 1".into()));
@@ -554,7 +543,7 @@ fn stage_devices(cli: &Cli, env: &Env) -> Result<Vec<tch::Device>> {
                 device::Error::Unavailable { asked, why } => usage(format!(
                     "stage {asked} ({}) asked for, but {why}",
                     match &cli.stage_devices {
-                        Some(list) => format!("--stage-devices {list}"),
+                        Some(list) => format!("--stage-devices {}", list.text),
                         None => format!("--stages {stages} on this rank"),
                     }
                 )),
@@ -582,7 +571,6 @@ fn config(cli: &Cli, devices: &[tch::Device]) -> Result<Config> {
             weight_decay: cli.weight_decay,
         },
     };
-    let schedule = parse_schedule(&cli.schedule)?;
     let data = Source::parse(data_arg(cli), cli.seed)?;
     let images = image_options(cli, &data)?;
     let data = match &cli.val_data {
@@ -598,9 +586,9 @@ fn config(cli: &Cli, devices: &[tch::Device]) -> Result<Config> {
         epochs: cli.epochs,
         batch_size: cli.batch_size,
         accum: match (devices.len(), cli.micro_batches) {
-            (1, _) if cli.split_at != "balanced" => bail!(
+            (1, _) if cli.split_at.value != Split::Balanced => bail!(
                 "--split-at {} needs --stages 2 or more (or --stage-devices with two devices)",
-                cli.split_at
+                cli.split_at.text
             ),
             (1, Some(_)) => bail!(
                 "--micro-batches needs --stages 2 or more (on one device, --accum M splits the batch)"
@@ -612,7 +600,7 @@ fn config(cli: &Cli, devices: &[tch::Device]) -> Result<Config> {
             (_, m) => m.unwrap_or(1),
         },
         lr: cli.lr,
-        schedule,
+        schedule: cli.schedule.value,
         rule,
         label_smoothing: cli.label_smoothing,
         shuffle: !cli.no_shuffle,
@@ -620,14 +608,10 @@ fn config(cli: &Cli, devices: &[tch::Device]) -> Result<Config> {
         seed: cli.seed,
         precision,
         device,
-        pipeline: (devices.len() > 1)
-            .then(|| -> Result<Pipeline> {
-                Ok(Pipeline {
-                    split: cli.split_at.parse()?,
-                    devices: devices.to_vec(),
-                })
-            })
-            .transpose()?,
+        pipeline: (devices.len() > 1).then(|| Pipeline {
+            split: cli.split_at.value.clone(),
+            devices: devices.to_vec(),
+        }),
         checkpoint_dir: cli.checkpoint_dir.clone(),
         resume: cli.resume,
         max_steps: cli.max_steps,
@@ -646,26 +630,46 @@ fn config(cli: &Cli, devices: &[tch::Device]) -> Result<Config> {
         fused_optim: cli.fused_optim.or(device.is_cuda()),
         should_stop: cli_common::interrupt::requested,
         checkpoint_every: cli.checkpoint_every,
-        checkpoint_signal: checkpoint_signal(cli)?
+        checkpoint_signal: (cli.checkpoint_signal.value)
             .map(|_| cli_common::interrupt::checkpoint_requested as fn() -> bool),
         // Set once the rank is known: only rank 0 writes them.
         log_every: None,
     })
 }
 
-/// `--checkpoint-signal`'s number (`None` for `none`).
-fn checkpoint_signal(cli: &Cli) -> Result<Option<i32>> {
-    if cli.checkpoint_signal.eq_ignore_ascii_case("none") {
+/// `--checkpoint-signal`: the signal's number (`None` for `none`).
+fn signal(s: &str) -> Result<Option<i32>, String> {
+    if s.eq_ignore_ascii_case("none") {
         return Ok(None);
     }
-    match cli_common::interrupt::checkpoint_signal_by_name(&cli.checkpoint_signal) {
+    match cli_common::interrupt::checkpoint_signal_by_name(s) {
         Some(n) => Ok(Some(n)),
-        None => bail!(
-            "--checkpoint-signal {}: USR1, USR2, HUP, ALRM or none (SIGINT and SIGTERM stop the run \
-             at once, keeping the last checkpoint)",
-            cli.checkpoint_signal
+        None => Err(
+            "USR1, USR2, HUP, ALRM or none (SIGINT and SIGTERM stop the run at once, \
+             keeping the last checkpoint)"
+                .into(),
         ),
     }
+}
+
+/// `--split-at`: `balanced`, or the units each later stage starts at.
+fn split(s: &str) -> Result<Split, String> {
+    match s.parse::<Split>() {
+        Ok(Split::At(units)) if units.iter().any(String::is_empty) => {
+            Err("balanced, or comma-separated units (layer3, layer3.2, fc)".into())
+        }
+        r => r.map_err(|e| e.to_string()),
+    }
+}
+
+/// `--stage-devices`: cpu, cuda or cuda:N, comma-separated.
+fn device_list(s: &str) -> Result<Vec<DeviceArg>, String> {
+    (s.split(','))
+        .map(|d| match DeviceArg::parse(d) {
+            Ok(DeviceArg::Auto) | Err(_) => Err(format!("`{d}` is not cpu, cuda or cuda:N")),
+            Ok(d) => Ok(d),
+        })
+        .collect()
 }
 
 /// The Slurm job `--requeue-on-signal` puts back into the queue (a usage error outside Slurm).
@@ -673,7 +677,7 @@ fn requeue_job(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<Option
     if !cli.requeue_on_signal {
         return Ok(None);
     }
-    if checkpoint_signal(cli)?.is_none() {
+    if cli.checkpoint_signal.value.is_none() {
         bail!("--requeue-on-signal needs a --checkpoint-signal");
     }
     match env("SLURM_JOB_ID") {
@@ -852,14 +856,14 @@ fn training_flags(cli: &Cli, data: &Source) -> Vec<(&'static str, String)> {
         ("--batch-size", cli.batch_size.to_string()),
         ("--accum", cli.accum.to_string()),
         ("--stages", format!("{:?}", cli.stages)),
-        ("--split-at", cli.split_at.clone()),
+        ("--split-at", cli.split_at.text.clone()),
         ("--micro-batches", format!("{:?}", cli.micro_batches)),
         ("--optimizer", value_name(&cli.optimizer)),
         ("--lr", cli.lr.to_string()),
         ("--momentum", cli.momentum.to_string()),
         ("--nesterov", cli.nesterov.to_string()),
         ("--weight-decay", cli.weight_decay.to_string()),
-        ("--schedule", cli.schedule.clone()),
+        ("--schedule", cli.schedule.text.clone()),
         ("--label-smoothing", cli.label_smoothing.to_string()),
         ("--val-data", opt(&cli.val_data)),
         (
@@ -886,7 +890,7 @@ fn training_flags(cli: &Cli, data: &Source) -> Vec<(&'static str, String)> {
         ("--checkpoint-every", format!("{:?}", cli.checkpoint_every)),
         (
             "--checkpoint-signal",
-            format!("{:?}", checkpoint_signal(cli).ok().flatten()),
+            format!("{:?}", cli.checkpoint_signal.value),
         ),
         (
             "--max-steps",
@@ -931,31 +935,42 @@ fn check_same_flags(comm: &mut Communicator, flags: &[(&'static str, String)]) -
     Ok(())
 }
 
-/// `constant`, `step:EVERY:GAMMA`, `cosine[:WARMUP]`.
-pub fn parse_schedule(s: &str) -> Result<Schedule> {
+/// `--schedule`: `constant`, `step:EVERY:GAMMA` (EVERY above 0, GAMMA at least 0),
+/// `cosine[:WARMUP]` (WARMUP at least 0); finite numbers.
+pub fn parse_schedule(s: &str) -> Result<Schedule, String> {
     let parts: Vec<&str> = s.split(':').collect();
-    let num = |i: usize, what: &str| -> Result<f64> {
-        parts
-            .get(i)
-            .with_context(|| format!("--schedule {s}: missing {what}"))?
-            .parse()
-            .with_context(|| format!("--schedule {s}: bad {what}"))
+    let num = |i: usize, what: &str, above_zero: bool| -> Result<f64, String> {
+        let text = parts.get(i).ok_or_else(|| format!("missing {what}"))?;
+        match text.parse::<f64>() {
+            Ok(x) if x.is_finite() && (x > 0.0 || (!above_zero && x == 0.0)) => Ok(x),
+            _ if above_zero => Err(format!("{what} must be a number above 0, not `{text}`")),
+            _ => Err(format!("{what} must be a number at least 0, not `{text}`")),
+        }
     };
-    Ok(match parts[0] {
-        "constant" => Schedule::Constant,
-        "step" => Schedule::Step {
-            every: num(1, "EVERY")?,
-            gamma: num(2, "GAMMA")?,
-        },
-        "cosine" => Schedule::Cosine {
-            warmup: if parts.len() > 1 {
-                num(1, "WARMUP")?
-            } else {
-                0.0
+    let (schedule, used) = match parts[0] {
+        "constant" => (Schedule::Constant, 1),
+        "step" => {
+            let every = num(1, "EVERY", true)?;
+            let gamma = num(2, "GAMMA", false)?;
+            (Schedule::Step { every, gamma }, 3)
+        }
+        "cosine" if parts.len() == 1 => (Schedule::Cosine { warmup: 0.0 }, 1),
+        "cosine" => (
+            Schedule::Cosine {
+                warmup: num(1, "WARMUP", false)?,
             },
-        },
-        _ => bail!("unknown --schedule {s}: constant, step:EVERY:GAMMA or cosine[:WARMUP]"),
-    })
+            2,
+        ),
+        _ => return Err("constant, step:EVERY:GAMMA or cosine[:WARMUP]".into()),
+    };
+    if parts.len() > used {
+        return Err(format!(
+            "`{}` is more than {} takes",
+            parts[used..].join(":"),
+            parts[0]
+        ));
+    }
+    Ok(schedule)
 }
 
 /// `--data` (present unless --print-eval-snippet, which needs none).
@@ -998,7 +1013,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let requeue_job = requeue_job(&cli, &|k| std::env::var(k).ok()).map_err(usage)?;
     // From here on the checkpoint signal no longer ends the process (it arrives on every rank,
     // possibly before they meet).
-    if let Some(signal) = checkpoint_signal(&cli)? {
+    if let Some(signal) = cli.checkpoint_signal.value {
         cli_common::interrupt::install_checkpoint_signal(signal)
             .context("installing the --checkpoint-signal handler")?;
     }
@@ -1073,5 +1088,25 @@ mod tests {
         );
         assert!(parse_schedule("step:30").is_err());
         assert!(parse_schedule("linear").is_err());
+        // Numbers that would make the rate NaN, infinite or negative, and extra parts.
+        for bad in [
+            "step:0:0.1",
+            "step:nan:0.1",
+            "step:30:-1",
+            "cosine:-1",
+            "cosine:inf",
+            "cosine:1:2",
+            "constant:3",
+        ] {
+            assert!(parse_schedule(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            split("layer3,layer4").unwrap(),
+            Split::At(vec!["layer3".into(), "layer4".into()])
+        );
+        assert!(split("layer3,").is_err());
+        assert_eq!(signal("none").unwrap(), None);
+        assert!(signal("TERM").is_err());
+        assert!(device_list("cpu,auto").is_err());
     }
 }

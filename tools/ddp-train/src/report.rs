@@ -27,7 +27,7 @@ pub fn banner(
             p.devices.len(),
             p.devices,
             cfg.accum,
-            cli.split_at
+            cli.split_at.text
         ),
         None => format!("on {:?}", cfg.device),
     };
