@@ -367,9 +367,7 @@ pub fn train_locked(
     let mut run = Epochs::new(fixed, stepper, start, (opts, scaler), comm)?;
     let mut epochs = Vec::new();
     for epoch in run.first.0..cfg.epochs {
-        let stats = run.epoch(epoch, comm, &mut on_event)?;
-        on_event(Event::Epoch(&stats))?;
-        epochs.push(stats);
+        epochs.push(run.epoch(epoch, comm, &mut on_event)?);
     }
     drop(run);
     Ok(Trained {
@@ -450,7 +448,10 @@ pub enum Event<'a> {
     /// After every training step, on every rank (host figures only, unless it carries
     /// [`StepFigures`]).
     Step(&'a StepInfo),
+    /// After the epoch's evaluation and checkpoint: on rank 0 before the ranks meet after the
+    /// checkpoint, so that an interrupt there cannot lose the event of a checkpointed epoch.
     Epoch(&'a EpochStats),
+    /// After a mid-epoch checkpoint, as for `Epoch`.
     Checkpoint(&'a MidEpoch),
 }
 

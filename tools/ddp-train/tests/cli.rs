@@ -2577,3 +2577,169 @@ write(sys.argv[1], [(0, pack([3.0, 3.0], b"")), (1, pack(0.0, png())), (2, pack(
         "{err}"
     );
 }
+
+/// Where, around epoch 1's checkpoint, an interrupt lands.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Around {
+    /// Epoch 1's last steps, its evaluation (once step 2's checkpoint is reported).
+    Before,
+    /// The checkpoint's files being written (a new name in the directory).
+    During,
+    /// The checkpoint written (its model file replaced).
+    After,
+}
+
+/// Two ranks of 2 epochs of 4 steps (a checkpoint every 2 steps), rank 0 writing a CSV and
+/// TensorBoard under `at`; SIGINT to the `signalled` ranks at `around` epoch 1's end; then
+/// `--resume` to the end. The epochs of rank 0's records over both runs.
+fn interrupted_around_the_first_epochs_end(
+    at: &Path,
+    around: Around,
+    signalled: &[usize],
+) -> Vec<usize> {
+    use std::io::BufRead;
+    let ck = at.join("ck");
+    let rank = |r: usize, port: &str, resume: bool| {
+        let mut c = cmd();
+        c.args(["--batch-size", "16", "--max-steps", "4", "--epochs", "2"])
+            .args(["--checkpoint-every", "2", "--lr", "0.05"])
+            .args(rank_of(r, 2, port))
+            .arg("--checkpoint-dir")
+            .arg(&ck)
+            .arg("--csv")
+            .arg(at.join("epochs.csv"))
+            .arg("--tensorboard")
+            .arg(at.join("tb"));
+        if resume {
+            c.arg("--resume");
+        }
+        c.stdout(Stdio::piped()).stderr(Stdio::piped());
+        c
+    };
+    let port = free_port();
+    let mut children: Vec<_> = (0..2)
+        .map(|r| rank(r, &port, false).spawn().unwrap())
+        .collect();
+    let pids: Vec<i32> = children.iter().map(|c| c.id() as i32).collect();
+    let stdout = children[0].stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut lines = String::new();
+        for line in std::io::BufReader::new(stdout).lines() {
+            let line = line.unwrap();
+            if line.contains(r#""type":"checkpoint""#) && line.contains(r#""epoch":1,"#) {
+                let _ = tx.send(());
+            }
+            lines += &line;
+            lines.push('\n');
+        }
+        lines
+    });
+    let deadline = Instant::now() + Duration::from_secs(300);
+    rx.recv_timeout(Duration::from_secs(300))
+        .expect("step 2's checkpoint reported");
+    let names = || -> Vec<std::ffi::OsString> {
+        let mut v: Vec<_> = (std::fs::read_dir(&ck).unwrap())
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        v.sort();
+        v
+    };
+    let model = || {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(ck.join("last.safetensors"))
+            .unwrap()
+            .ino()
+    };
+    let (before, ino) = (names(), model());
+    // Polled, not slept on: the window is the checkpoint's write (tens of milliseconds).
+    let landed = |c: &mut [std::process::Child]| c[0].try_wait().unwrap().is_some();
+    loop {
+        let now = match around {
+            Around::Before => true,
+            Around::During => names().iter().any(|n| !before.contains(n)),
+            Around::After => model() != ino,
+        };
+        if now {
+            break;
+        }
+        assert!(
+            !landed(&mut children) && Instant::now() < deadline,
+            "{around:?}: epoch 1's checkpoint was never seen"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    for &r in signalled {
+        // SAFETY: a signal to a child of this test.
+        unsafe { libc::kill(pids[r], libc::SIGINT) };
+    }
+    let mut outs: Vec<Output> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    outs[0].stdout = reader.join().unwrap().into_bytes();
+    for (r, o) in outs.iter().enumerate() {
+        // 0 when the interrupt came after the last step's check (the run had ended).
+        assert!(
+            matches!(o.status.code(), Some(130 | 0)),
+            "{around:?} {signalled:?}, rank {r}: {:?} {}",
+            o.status,
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let port = free_port();
+    let resumed = run_all((0..2).map(|r| rank(r, &port, true)));
+    records(&resumed[0]);
+    let epochs = |o: &Output| -> Vec<usize> {
+        (testkit::records(&o.stdout).iter())
+            .filter(|r| r["type"] == "epoch")
+            .map(|r| r["epoch"].as_u64().unwrap() as usize)
+            .collect()
+    };
+    let mut printed = epochs(&outs[0]);
+    printed.extend(epochs(&resumed[0]));
+    printed
+}
+
+#[test]
+fn an_interrupt_around_an_epochs_end_loses_no_epoch_record_and_repeats_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut tries = Vec::new();
+    // Before the write both ranks stop at a step or a collective: once is enough there.
+    let both = &[0, 1][..];
+    let mut cases = vec![(Around::Before, both)];
+    for around in [Around::During, Around::After] {
+        cases.extend([(around, &[0][..]), (around, &[1]), (around, both)]);
+    }
+    for (around, signalled) in cases {
+        let at = dir.path().join(format!("{around:?}-{signalled:?}"));
+        std::fs::create_dir(&at).unwrap();
+        let printed = interrupted_around_the_first_epochs_end(&at, around, signalled);
+        // Once its checkpoint exists an epoch is done: --resume does not run it again.
+        assert_eq!(printed, [1, 2], "{around:?} {signalled:?}: records");
+        let csv = std::fs::read_to_string(at.join("epochs.csv")).unwrap();
+        let rows: Vec<&str> = csv
+            .lines()
+            .skip(1)
+            .map(|l| &l[..l.find(',').unwrap()])
+            .collect();
+        assert_eq!(rows, ["1", "2"], "{around:?} {signalled:?}: CSV rows");
+        tries.push(at);
+    }
+    // TensorBoard's own reader: each epoch's scalars once in each run directory.
+    let check = r#"
+import sys, json
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+steps = []
+for d in sys.argv[1:]:
+    ea = EventAccumulator(d + "/tb"); ea.Reload()
+    steps.append([e.step for e in ea.Scalars("epoch/val_top1")])
+print(json.dumps(steps))
+"#;
+    let mut args = vec![std::ffi::OsString::from("-c"), check.into()];
+    args.extend(tries.iter().map(|t| t.clone().into_os_string()));
+    let steps: Vec<Vec<u64>> = serde_json::from_str(&python(args)).unwrap();
+    for (t, s) in tries.iter().zip(&steps) {
+        assert_eq!(s, &[1, 2], "{}: TensorBoard's epochs", t.display());
+    }
+}

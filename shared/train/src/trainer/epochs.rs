@@ -126,7 +126,7 @@ impl<'a> Epochs<'a> {
         for step in e.first..self.steps_per_epoch {
             self.step(&mut e, step, comm, on_event)?;
         }
-        self.end(e, comm)
+        self.end(e, comm, on_event)
     }
 
     pub(super) fn begin(&self, epoch: usize) -> Epoch {
@@ -253,7 +253,7 @@ impl<'a> Epochs<'a> {
         {
             let at = self.save_mid_epoch(e, step + 1, comm)?;
             self.saved_at = Some((epoch, step + 1));
-            on_event(Event::Checkpoint(&at))?;
+            report_then_meet(comm, Event::Checkpoint(&at), on_event)?;
         }
         Ok(())
     }
@@ -269,12 +269,13 @@ impl<'a> Epochs<'a> {
         on_event: &mut dyn FnMut(Event) -> Result<()>,
     ) -> Result<Error> {
         let (cfg, epoch, steps) = (self.fixed.cfg, e.epoch, self.steps_per_epoch);
-        let at = if self.saved_at == Some((epoch, step)) {
-            MidEpoch::standing(cfg, epoch, step, steps)
+        if self.saved_at == Some((epoch, step)) {
+            let at = MidEpoch::standing(cfg, epoch, step, steps);
+            on_event(Event::Checkpoint(&at.signalled()))?;
         } else {
-            self.save_mid_epoch(e, step, comm)?
-        };
-        on_event(Event::Checkpoint(&at.signalled()))?;
+            let at = self.save_mid_epoch(e, step, comm)?;
+            report_then_meet(comm, Event::Checkpoint(&at.signalled()), on_event)?;
+        }
         Ok(Error::Checkpointed {
             epoch: epoch + 1,
             step,
@@ -300,8 +301,14 @@ impl<'a> Epochs<'a> {
         save_mid_epoch(comm, &self.stepper, named, &self.opts, &meta, bad)
     }
 
-    /// The epoch's figures over every rank, validation, and the checkpoint at its end.
-    pub(super) fn end(&mut self, e: Epoch, comm: &mut Communicator) -> Result<EpochStats> {
+    /// The epoch's figures over every rank, validation, the checkpoint at its end, and the
+    /// epoch's event.
+    pub(super) fn end(
+        &mut self,
+        e: Epoch,
+        comm: &mut Communicator,
+        on_event: &mut dyn FnMut(Event) -> Result<()>,
+    ) -> Result<EpochStats> {
         let Fixed {
             cfg,
             local,
@@ -360,9 +367,32 @@ impl<'a> Epochs<'a> {
             }
             self.saved_at = Some((e.epoch + 1, 0));
             stats.checkpoint = Some(dir.join("last.safetensors"));
-            comm.barrier()?;
+            report_then_meet(comm, Event::Epoch(&stats), on_event)?;
+        } else {
+            on_event(Event::Epoch(&stats))?;
         }
         Ok(stats)
+    }
+}
+
+/// The event of a checkpoint rank 0 has just written (an epoch's, or one inside an epoch), and
+/// the ranks' meeting that none leaves before the file is whole. Rank 0 reports before the
+/// meeting, the others after it: a report exists once its checkpoint does, even if the meeting
+/// is interrupted (`--resume` skips what the checkpoint holds, so a report lost there would be
+/// lost for good), and no rank reports a checkpoint that may not exist.
+fn report_then_meet(
+    comm: &mut Communicator,
+    event: Event,
+    on_event: &mut dyn FnMut(Event) -> Result<()>,
+) -> Result<()> {
+    if comm.rank() == 0 {
+        let reported = on_event(event);
+        // Met even when reporting failed: the others are waiting.
+        let met = comm.barrier();
+        reported.and(met.map_err(Error::from))
+    } else {
+        comm.barrier()?;
+        on_event(event)
     }
 }
 

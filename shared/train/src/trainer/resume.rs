@@ -340,8 +340,8 @@ impl RunInfo<'_> {
 }
 
 /// Every rank's part in a mid-epoch checkpoint: the ranks' epoch sums gathered (exactly: each
-/// row is one rank's), rank 0 writes, then all meet so that none leaves before the file is
-/// whole.
+/// row is one rank's), and rank 0 writes; the caller reports it and the ranks meet
+/// (`report_then_meet`).
 pub(super) fn save_mid_epoch(
     comm: &mut Communicator,
     stepper: &Stepper,
@@ -363,7 +363,6 @@ pub(super) fn save_mid_epoch(
     if comm.rank() == 0 {
         save_last(dir, named, opts, meta, false, Some(all))?;
     }
-    comm.barrier()?;
     Ok(MidEpoch::standing(
         stepper.cfg,
         meta.epoch,
