@@ -203,6 +203,14 @@ pub struct EpochRecord {
     /// Image files this rank could not use in the epoch (each replaced by the next sample).
     #[serde(skip_serializing_if = "is_zero", default)]
     pub bad_inputs: usize,
+    /// Training images the epoch did not train on: a last batch the samples do not fill (and,
+    /// with --drop-last, the samples that do not divide among the ranks; with --max-steps, the
+    /// steps not taken). Shuffled, a different set each epoch.
+    #[serde(default)]
+    pub left_out: usize,
+    /// Images the evaluation saw (every one of the validation split).
+    #[serde(default)]
+    pub val_images: usize,
     /// What the logits mean: the class names of an image tree in label order (in the first
     /// epoch record of a run).
     #[serde(skip_serializing_if = "Vec::is_empty", default)]

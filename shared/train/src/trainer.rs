@@ -173,6 +173,10 @@ pub struct EpochStats {
     pub best: bool,
     /// Image files this rank could not use in the epoch (each replaced by the next sample).
     pub bad_inputs: usize,
+    /// Training images the epoch did not train on (see [`Epochs`]'s warning).
+    pub left_out: usize,
+    /// Images the evaluation saw, over every rank.
+    pub val_images: usize,
     /// The class names, in label order, in the first epoch a run reports (image trees only).
     pub classes: Vec<String>,
 }

@@ -204,7 +204,11 @@ pub struct Cli {
     #[arg(long)]
     pub no_shuffle: bool,
 
-    /// Drop the tail so every rank gets the same number of samples without padding.
+    /// Drop the samples that do not divide among the ranks instead of repeating the first ones
+    /// (DistributedSampler's drop_last). A last batch the samples do not fill is left out
+    /// either way, as DataLoader's drop_last=True does: every step takes a full batch. Each
+    /// epoch record counts the images left out (left_out; shuffled, a different set each
+    /// epoch); evaluation sees every image (val_images).
     #[arg(long)]
     pub drop_last: bool,
 
@@ -313,7 +317,8 @@ pub struct Cli {
 
     /// Rank 0 writes a CSV of the epochs to FILE (metrics.csv, say): a header, then per epoch
     /// epoch, global_step, train_loss, train_top1, val_loss, val_top1, lr, loss_scale,
-    /// images_per_s, train_images_per_s, seconds, step_ms, skipped_steps, bad_inputs, best. The
+    /// images_per_s, train_images_per_s, seconds, step_ms, skipped_steps, bad_inputs, best,
+    /// left_out, val_images. The
     /// file is rewritten whole after each epoch; a resumed run keeps the rows of the epochs
     /// before it.
     #[arg(long, value_name = "FILE")]
@@ -444,7 +449,7 @@ impl Tool for Cli {
 .nf
 {"type":"epoch","epoch":3,"epochs":10,"train_loss":1.23,"train_top1":61.2,"val_loss":1.4,"val_top1":58.9,
  "images_per_s":812.5,"train_images_per_s":830.1,"seconds":61.5,"lr":0.0905,"steps":390,"skipped_steps":0,"peak_gpu_mib":2210,
- "step_ms":77.1,"checkpoint":"/abs/ck/last.safetensors","best":true,"rank":0,"world_size":2}
+ "step_ms":77.1,"checkpoint":"/abs/ck/last.safetensors","best":true,"left_out":80,"val_images":10000,"rank":0,"world_size":2}
 .fi
 .PP
 With --stages, the record also lists the stages (devices, first and last unit, parameters, forward GFLOPs per image, memory in use):
@@ -464,7 +469,7 @@ A checkpoint written inside an epoch (--checkpoint-every, or the checkpoint sign
 .PP
 After the checkpoint signal's checkpoint every rank exits 75 (sysexits' EX_TEMPFAIL): the run is not finished; run it again with --resume.
 .PP
-Accuracies are percent; losses are means over all ranks' images; validation counts every test image once (each rank takes images rank, rank+world, ...). loss_scale appears with --precision fp16."#;
+Accuracies are percent; losses are means over all ranks' images; validation counts every test image once (each rank takes images rank, rank+world, ...: val_images). Every step takes a full batch: left_out counts the training images the epoch did not train on (a last batch the samples do not fill). loss_scale appears with --precision fp16."#;
     const EXAMPLES: &'static [(&'static str, &'static str)] = &[
         (
             "Four GPUs under torchrun:",

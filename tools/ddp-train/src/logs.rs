@@ -25,6 +25,8 @@ const COLUMNS: &[&str] = &[
     "skipped_steps",
     "bad_inputs",
     "best",
+    "left_out",
+    "val_images",
 ];
 
 /// The open logs of a run (none on ranks other than 0).
@@ -187,6 +189,8 @@ impl EpochCsv {
             e.skipped_steps.to_string(),
             e.bad_inputs.to_string(),
             e.best.to_string(),
+            e.left_out.to_string(),
+            e.val_images.to_string(),
         ]
         .join(",");
         self.rows.retain(|(epoch, _)| *epoch < e.epoch);
@@ -227,6 +231,8 @@ mod tests {
             checkpoint: None,
             best: epoch == 1,
             bad_inputs: 0,
+            left_out: 0,
+            val_images: 100,
             classes: Vec::new(),
         }
     }

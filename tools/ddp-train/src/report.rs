@@ -311,6 +311,8 @@ fn epoch_record(e: &EpochStats, cfg: &Config, rank: usize, world: usize) -> Epoc
             .map(|p| std::path::absolute(p).unwrap_or(p.clone())),
         best: e.best,
         bad_inputs: e.bad_inputs,
+        left_out: e.left_out,
+        val_images: e.val_images,
         classes: e.classes.clone(),
         rank,
         world_size: world,

@@ -2743,3 +2743,57 @@ print(json.dumps(steps))
         assert_eq!(s, &[1, 2], "{}: TensorBoard's epochs", t.display());
     }
 }
+
+#[test]
+fn an_epoch_counts_the_images_a_last_partial_batch_leaves_out_as_dataloader_does() {
+    // 47 training images (9 for validation): (ranks, --batch-size, --drop-last).
+    let cases = [
+        (1, 16, false),
+        (2, 16, false),
+        (2, 20, false),
+        (2, 16, true),
+    ];
+    let reference = r#"
+import sys, json
+from torch.utils.data import DataLoader, DistributedSampler
+out = []
+for world, batch, drop in json.loads(sys.argv[1]):
+    seen, steps = set(), None
+    for r in range(world):
+        s = DistributedSampler(range(47), num_replicas=world, rank=r, shuffle=True, seed=0, drop_last=drop)
+        dl = DataLoader(list(s), batch_size=batch // world, drop_last=True)
+        steps = len(dl)
+        for b in dl:
+            seen.update(b.tolist())
+    out.append([steps, 47 - len(seen)])
+print(json.dumps(out))
+"#;
+    let spec = serde_json::to_string(&cases).unwrap();
+    let expected: Vec<(usize, usize)> =
+        serde_json::from_str(&python(["-c", reference, &spec])).unwrap();
+    for ((world, batch, drop), (steps, left_out)) in cases.into_iter().zip(expected) {
+        let port = free_port();
+        let outs = run_all((0..world).map(|r| {
+            let mut c = cmd_on("synthetic:47");
+            c.args(["--batch-size", &batch.to_string(), "--epochs", "1"]);
+            if drop {
+                c.arg("--drop-last");
+            }
+            if world > 1 {
+                c.args(rank_of(r, world, &port));
+            }
+            c
+        }));
+        let run = records(&outs[0]);
+        let e = &run.items[0];
+        let case = format!("{world} rank(s), batch {batch}, drop_last {drop}");
+        assert_eq!((e.steps, e.left_out), (steps, left_out), "{case}");
+        assert_eq!(e.val_images, 9, "{case}: evaluation sees every image");
+        let stderr = String::from_utf8_lossy(&outs[0].stderr);
+        assert_eq!(
+            stderr.contains(&format!("the other {left_out} are left out")),
+            left_out > 0,
+            "{case}: {stderr}"
+        );
+    }
+}

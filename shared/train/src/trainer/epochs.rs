@@ -28,6 +28,8 @@ pub(super) struct Epochs<'a> {
     pub(super) norm: train_data::data::Normalize,
     pub(super) sampler: DistributedSampler,
     pub(super) steps_per_epoch: usize,
+    /// Training images an epoch does not train on.
+    pub(super) left_out: usize,
     pub(super) run: RunInfo<'a>,
     pub(super) steps: StepMode,
     pub(super) opts: Vec<Optimizer>,
@@ -87,6 +89,28 @@ impl<'a> Epochs<'a> {
                 sampler.num_samples()
             )));
         }
+        // Padded samples sit at the ranks' ends, past their last full batch: what the steps
+        // take is distinct images only.
+        let (images, trained) = (fixed.train_set.len(), steps_per_epoch * local * world);
+        let left_out = images.saturating_sub(trained);
+        if rank == 0 && left_out > 0 && steps_per_epoch == sampler.num_samples() / local {
+            log::warn!(
+                "an epoch trains on {trained} of the {images} training images: every step takes a \
+                 full batch of {}{}, the other {left_out} are left out ({}); evaluation sees every \
+                 image",
+                local * world,
+                if world > 1 {
+                    format!(" ({local} per rank)")
+                } else {
+                    String::new()
+                },
+                if cfg.shuffle {
+                    "a different set each epoch, as the order is shuffled"
+                } else {
+                    "the same ones every epoch, as the order is not shuffled"
+                }
+            );
+        }
         let resumed_sums = start.mid_epoch(cfg, rank, world, steps_per_epoch)?;
         let norm = fixed.train_set.normalize();
         let run = RunInfo {
@@ -102,6 +126,7 @@ impl<'a> Epochs<'a> {
             norm,
             sampler,
             steps_per_epoch,
+            left_out,
             run,
             steps: StepMode::new(cfg),
             opts,
@@ -323,8 +348,9 @@ impl<'a> Epochs<'a> {
         let (train_loss, train_top1, train_seconds) =
             self.stepper.epoch_figures(comm, seen, e.t0)?;
         let (model, stages) = (self.stepper.model, self.stepper.stages);
-        let val_loss;
-        (val_loss, self.val_top1) = evaluate(model, stages, test_set, &self.norm, comm, cfg)?;
+        let (val_loss, val_images);
+        (val_loss, self.val_top1, val_images) =
+            evaluate(model, stages, test_set, &self.norm, comm, cfg)?;
         if cfg.device.is_cuda() {
             comm.synchronize()?;
         }
@@ -351,6 +377,8 @@ impl<'a> Epochs<'a> {
             checkpoint: None,
             best,
             bad_inputs: self.bad(&e),
+            left_out: self.left_out,
+            val_images,
             classes: if e.epoch == self.first.0 {
                 train_set.class_names()
             } else {
@@ -513,7 +541,7 @@ pub(super) fn evaluate(
     norm: &train_data::data::Normalize,
     comm: &mut Communicator,
     cfg: &Config,
-) -> Result<(f64, f64)> {
+) -> Result<(f64, f64, usize)> {
     let (rank, world) = (comm.rank(), comm.world_size());
     let mine: Vec<i64> = data
         .eval_order(rank, world)
@@ -552,5 +580,9 @@ pub(super) fn evaluate(
     let mut t = Tensor::from_slice(&[loss, correct as f64, mine.len() as f64]);
     comm.all_reduce(&mut t, ReduceOp::Sum)?;
     let v: Vec<f64> = Vec::try_from(&t)?;
-    Ok((v[0] / v[2].max(1.0), 100.0 * v[1] / v[2].max(1.0)))
+    Ok((
+        v[0] / v[2].max(1.0),
+        100.0 * v[1] / v[2].max(1.0),
+        v[2] as usize,
+    ))
 }
