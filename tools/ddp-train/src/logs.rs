@@ -152,11 +152,17 @@ impl EpochCsv {
             Err(e) => return Err(e).context("reading --csv"),
         };
         let mut lines = text.lines();
+        // The columns before left_out and val_images came: their cells stay empty.
+        let before = COLUMNS[..COLUMNS.len() - 2].join(",");
         let rows = match lines.next() {
             None => Vec::new(),
-            Some(h) if h == COLUMNS.join(",") => lines
-                .filter_map(|l| Some((l.split(',').next()?.parse().ok()?, l.to_string())))
-                .collect(),
+            Some(h) if h == COLUMNS.join(",") || h == before => {
+                let pad = if h == before { ",," } else { "" };
+                (lines.filter_map(|l| {
+                    Some((l.split(',').next()?.parse().ok()?, format!("{l}{pad}")))
+                }))
+                .collect()
+            }
             Some(_) => {
                 return cli_common::usage(format!(
                     "--csv {} holds something else than ddp-train's epochs (its first line is not \"{}\"): give another file",
@@ -249,7 +255,7 @@ mod tests {
         assert_eq!(text.lines().count(), 4);
         assert_eq!(
             text.lines().nth(1).unwrap(),
-            "1,10,1.5,40,1.25,50,0.1,,100,120,2,10,0,0,true"
+            "1,10,1.5,40,1.25,50,0.1,,100,120,2,10,0,0,true,0,100"
         );
         // A run resumed after epoch 1 writes epoch 2 again: epochs 2 and 3 of the first run go.
         let mut csv = EpochCsv::open(&path).unwrap();
@@ -261,6 +267,23 @@ mod tests {
             .map(|l| l.split(',').next().unwrap().to_string())
             .collect();
         assert_eq!(epochs, ["1", "2"]);
+        // A file from before left_out and val_images: resumed with those cells empty.
+        let old = COLUMNS[..COLUMNS.len() - 2].join(",");
+        std::fs::write(
+            &path,
+            format!("{old}\n1,10,1.5,40,1.25,50,0.1,,100,120,2,10,0,0,true\n"),
+        )
+        .unwrap();
+        let mut csv = EpochCsv::open(&path).unwrap();
+        csv.push(&stats(2)).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], COLUMNS.join(","));
+        assert_eq!(lines[1], "1,10,1.5,40,1.25,50,0.1,,100,120,2,10,0,0,true,,");
+        assert_eq!(
+            lines[2],
+            "2,20,1.5,40,1.25,50,0.1,,100,120,2,10,0,0,false,0,100"
+        );
         // A file of something else is not overwritten.
         std::fs::write(&path, "a,b\n1,2\n").unwrap();
         let e = EpochCsv::open(&path).unwrap_err();
