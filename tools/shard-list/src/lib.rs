@@ -25,13 +25,18 @@ pub struct Cli {
     #[arg(value_name = "FILES")]
     pub files: Vec<PathBuf>,
 
-    /// Number of shards: shard i takes paths[i::N], like Python's `subdir_list[i::n]`.
-    #[arg(short = 'n', long = "shards", value_name = "N", required_unless_present = "sizes",
+    /// Number of shards: shard i takes paths[i::N], like Python's `subdir_list[i::n]`. With
+    /// --shard slurm it defaults to the job array's size (SLURM_ARRAY_TASK_COUNT).
+    #[arg(short = 'n', long = "shards", value_name = "N",
+          required_unless_present_any = ["sizes", "shard"],
           value_parser = clap::value_parser!(u32).range(1..))]
     pub shards: Option<u32>,
 
-    /// Shuffle with --seed, then split into consecutive parts of these fractions of the list
-    /// (the DataPartitioner of PyTorch's distributed tutorial: part length int(frac*len), what is left over is dropped).
+    /// Shuffle with --seed, then split into consecutive parts of these fractions of the list,
+    /// each int(frac*len) long, as the DataPartitioner of PyTorch's distributed tutorial cuts
+    /// them. Fractions summing to 1 split the whole list: the last part also takes the paths
+    /// that rounding down leaves over (30 paths at 0.75,0.25: 22 and 8). Fractions summing to
+    /// less leave the rest out.
     #[arg(
         long,
         value_name = "F,F,...",
@@ -39,6 +44,11 @@ pub struct Cli {
         conflicts_with = "shards"
     )]
     pub sizes: Option<Vec<f64>>,
+
+    /// --sizes exactly as DataPartitioner: the paths rounding down leaves over are dropped,
+    /// even when the fractions sum to 1 (30 paths at 0.75,0.25: 22 and 7).
+    #[arg(long, requires = "sizes")]
+    pub data_partitioner: bool,
 
     /// Seed of the --sizes shuffle: CPython's random.Random(seed).shuffle, so the split is the
     /// one the Python code gets, on every machine.
@@ -59,9 +69,11 @@ pub struct Cli {
     #[arg(long)]
     pub sort: bool,
 
-    /// Print only shard K (nothing when it is empty), for one task of a job array: `slurm`
-    /// takes K from SLURM_ARRAY_TASK_ID (sbatch --array=0-N-1). K counts every shard, the
-    /// empty ones too.
+    /// Print only shard K (nothing when it is empty), for one task of a job array. K counts
+    /// every shard, the empty ones too. `slurm` takes K from the array task: without -n, the
+    /// array is the shards (SLURM_ARRAY_TASK_COUNT of them; the task's place in the array is
+    /// K: --array=1-4 gives 0 to 3, --array=0-12:4 too); with -n N, the task ids are shard
+    /// numbers (SLURM_ARRAY_TASK_ID: --array=0-99 for -n 100, --array=3,17 to run two again).
     #[arg(long, value_name = "K|slurm")]
     pub shard: Option<String>,
 
@@ -115,17 +127,23 @@ With \-\-balance size the record also has "bytes". A path that cannot be read as
 /// Reads the list, shards it and prints the records.
 pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     check_sizes(cli.sizes.as_deref())?;
-    let parts = cli
-        .sizes
-        .as_ref()
-        .map_or(cli.shards.unwrap_or(1) as usize, Vec::len);
-    let only = match cli.shard.as_deref() {
-        None => None,
-        Some(k) => Some(shard_number(
-            k,
-            std::env::var("SLURM_ARRAY_TASK_ID").ok(),
-            parts,
-        )?),
+    let env = |k: &str| std::env::var(k).ok();
+    let (parts, only) = match (&cli.sizes, cli.shards, cli.shard.as_deref()) {
+        (Some(sizes), _, k) => (
+            sizes.len(),
+            k.map(|k| shard_number(k, &env, sizes.len())).transpose()?,
+        ),
+        (None, Some(n), k) => (
+            n as usize,
+            k.map(|k| shard_number(k, &env, n as usize)).transpose()?,
+        ),
+        (None, None, Some("slurm")) => {
+            let task = ArrayTask::from_env(&env)?;
+            (task.count, Some(task.place()?))
+        }
+        (None, None, _) => {
+            return cli_common::usage("-n N says how many shards --shard K is one of");
+        }
     };
     // Many records per millisecond: block-buffered (the one tool that may be).
     out.set_flush_each(false);
@@ -160,7 +178,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         (units, None)
     };
     if !units.is_empty() {
-        for record in shards(&cli, &units, bytes.as_deref(), only) {
+        for record in shards(&cli, &units, bytes.as_deref(), (parts, only)) {
             out.emit(&record)?;
         }
     }
@@ -187,15 +205,14 @@ fn shards(
     cli: &Cli,
     units: &[Vec<PathBuf>],
     bytes: Option<&[u64]>,
-    only: Option<usize>,
+    (parts, only): (usize, Option<usize>),
 ) -> Vec<Shard> {
-    let assignment = match (&cli.sizes, cli.shards) {
-        (Some(sizes), _) => partition(units.len(), sizes, cli.seed),
-        (None, Some(n)) => match bytes {
-            Some(b) => balance(b, n as usize),
-            None => round_robin(units.len(), n as usize),
+    let assignment = match &cli.sizes {
+        Some(sizes) => partition(units.len(), sizes, cli.seed, !cli.data_partitioner),
+        None => match bytes {
+            Some(b) => balance(b, parts),
+            None => round_robin(units.len(), parts),
         },
-        (None, None) => unreachable!("clap requires -n or --sizes"),
     };
     let shards = assignment.len();
     assignment
@@ -214,28 +231,90 @@ fn shards(
         .collect()
 }
 
-/// `--shard K|slurm` as a shard number below `parts`; `slurm` reads `array_task_id`
-/// (SLURM_ARRAY_TASK_ID).
-fn shard_number(k: &str, array_task_id: Option<String>, parts: usize) -> Result<usize> {
-    let (text, from) = match k {
-        "slurm" => match array_task_id {
-            Some(id) => (id, " (SLURM_ARRAY_TASK_ID)"),
-            None => {
-                return cli_common::usage(
-                    "--shard slurm: SLURM_ARRAY_TASK_ID is not set (this is not a task of a job \
-                     array: sbatch --array=0-N-1)",
-                );
+/// `--shard K|slurm` with the shard count given: a shard number below `parts`; `slurm` reads
+/// the task id (SLURM_ARRAY_TASK_ID), which names the shard.
+fn shard_number(k: &str, env: &dyn Fn(&str) -> Option<String>, parts: usize) -> Result<usize> {
+    let (n, from) = match k {
+        "slurm" => (ArrayTask::from_env(env)?.id, " (SLURM_ARRAY_TASK_ID)"),
+        k => match k.trim().parse::<usize>() {
+            Ok(n) => (n, ""),
+            Err(_) => {
+                return cli_common::usage(format!("--shard {k:?}: a shard number or `slurm`"));
             }
         },
-        k => (k.to_string(), ""),
     };
-    match text.trim().parse::<usize>() {
-        Ok(n) if n < parts => Ok(n),
-        Ok(n) => cli_common::usage(format!(
-            "--shard {n}{from}: there are {parts} shards, 0 to {}",
-            parts - 1
-        )),
-        Err(_) => cli_common::usage(format!("--shard {text:?}{from}: a shard number or `slurm`")),
+    if n < parts {
+        return Ok(n);
+    }
+    let hint = match env("SLURM_ARRAY_TASK_MIN") {
+        Some(_) if !from.is_empty() => {
+            " (with -n the task ids are shard numbers: --array=0-N-1; without -n the array's \
+             size is the shard count and its first task shard 0)"
+        }
+        _ => "",
+    };
+    cli_common::usage(format!(
+        "--shard {n}{from}: there are {parts} shards, 0 to {}{hint}",
+        parts - 1
+    ))
+}
+
+/// A Slurm job array task, as its variables describe it.
+#[derive(Debug, Clone, PartialEq)]
+struct ArrayTask {
+    id: usize,
+    /// Tasks in the array.
+    count: usize,
+    min: usize,
+    max: usize,
+    step: usize,
+}
+
+impl ArrayTask {
+    /// SLURM_ARRAY_TASK_ID, _COUNT, _MIN, _MAX and _STEP (the last four as the ID alone when
+    /// unset: an array of one).
+    fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<ArrayTask> {
+        let var = |k: &str| -> Result<Option<usize>> {
+            match env(k) {
+                None => Ok(None),
+                Some(v) => match v.trim().parse() {
+                    Ok(n) => Ok(Some(n)),
+                    Err(_) => {
+                        cli_common::usage(format!("--shard slurm: {k}={v:?} is not a number"))
+                    }
+                },
+            }
+        };
+        let Some(id) = var("SLURM_ARRAY_TASK_ID")? else {
+            return cli_common::usage(
+                "--shard slurm: SLURM_ARRAY_TASK_ID is not set (this is not a task of a job \
+                 array: sbatch --array=0-N-1)",
+            );
+        };
+        Ok(ArrayTask {
+            id,
+            count: var("SLURM_ARRAY_TASK_COUNT")?.unwrap_or(1).max(1),
+            min: var("SLURM_ARRAY_TASK_MIN")?.unwrap_or(id),
+            max: var("SLURM_ARRAY_TASK_MAX")?.unwrap_or(id),
+            step: var("SLURM_ARRAY_TASK_STEP")?.unwrap_or(1).max(1),
+        })
+    }
+
+    /// The task's place in an evenly spaced array (MIN, MIN+STEP, ... MAX): its shard when the
+    /// array is the shards.
+    fn place(&self) -> Result<usize> {
+        let even = self.max >= self.min
+            && (self.max - self.min).is_multiple_of(self.step)
+            && (self.max - self.min) / self.step + 1 == self.count;
+        if !even || self.id < self.min || !(self.id - self.min).is_multiple_of(self.step) {
+            return cli_common::usage(format!(
+                "--shard slurm: the array's {} task ids ({} to {}) are not evenly spaced, so a \
+                 task's place in it is not its shard: give -n N, and task ids that are shard \
+                 numbers",
+                self.count, self.min, self.max
+            ));
+        }
+        Ok((self.id - self.min) / self.step)
     }
 }
 
@@ -294,17 +373,55 @@ mod tests {
 
     #[test]
     fn shard_numbers_come_from_the_flag_or_the_array_task() {
-        assert_eq!(shard_number("2", None, 4).unwrap(), 2);
-        assert_eq!(shard_number("slurm", Some("3".into()), 4).unwrap(), 3);
-        let e = shard_number("slurm", Some("4".into()), 4).unwrap_err();
+        let none = |_: &str| None;
+        let id =
+            |v: &'static str| move |k: &str| (k == "SLURM_ARRAY_TASK_ID").then(|| v.to_string());
+        assert_eq!(shard_number("2", &none, 4).unwrap(), 2);
+        assert_eq!(shard_number("slurm", &id("3"), 4).unwrap(), 3);
+        let e = shard_number("slurm", &id("4"), 4).unwrap_err();
         assert!(
             e.to_string()
                 .contains("--shard 4 (SLURM_ARRAY_TASK_ID): there are 4 shards, 0 to 3"),
             "{e}"
         );
-        let e = shard_number("slurm", None, 4).unwrap_err();
+        let e = shard_number("slurm", &none, 4).unwrap_err();
         assert!(e.to_string().contains("not a task of a job array"), "{e}");
-        assert!(shard_number("x", None, 4).is_err());
+        assert!(shard_number("x", &none, 4).is_err());
+    }
+
+    /// The variables Slurm 22.05 sets for `sbatch --array=SPEC`'s task `id`.
+    fn array(id: usize, count: usize, min: usize, max: usize, step: usize) -> ArrayTask {
+        let vars = [
+            ("SLURM_ARRAY_TASK_ID", id),
+            ("SLURM_ARRAY_TASK_COUNT", count),
+            ("SLURM_ARRAY_TASK_MIN", min),
+            ("SLURM_ARRAY_TASK_MAX", max),
+            ("SLURM_ARRAY_TASK_STEP", step),
+        ];
+        let env = |k: &str| {
+            (vars.iter())
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        };
+        ArrayTask::from_env(&env).unwrap()
+    }
+
+    #[test]
+    fn an_evenly_spaced_array_is_the_shards_in_order() {
+        // --array=1-4, --array=0-12:4 (printed by a two-node slurm-wlm 22.05 cluster).
+        let places: Vec<usize> = (1..=4)
+            .map(|id| array(id, 4, 1, 4, 1).place().unwrap())
+            .collect();
+        assert_eq!(places, [0, 1, 2, 3]);
+        let places: Vec<usize> = [0, 4, 8, 12]
+            .map(|id| array(id, 4, 0, 12, 4).place().unwrap())
+            .into();
+        assert_eq!(places, [0, 1, 2, 3]);
+        // --array=1,3,7 and --array=2,5-6: step 1, but the ids are not MIN..=MAX.
+        for a in [array(3, 3, 1, 7, 1), array(5, 3, 2, 6, 1)] {
+            let e = a.place().unwrap_err();
+            assert!(e.to_string().contains("not evenly spaced"), "{e}");
+        }
     }
 
     #[test]

@@ -31,13 +31,16 @@ pub fn balance(weights: &[u64], n: usize) -> Vec<Vec<usize>> {
 }
 
 /// PyTorch's distributed tutorial's `DataPartitioner(data, sizes, seed)`: indices shuffled by Python's
-/// `random.Random(seed).shuffle`, then consecutive slices of `int(frac * len)`; what the fractions
-/// leave over is dropped, as there.
-pub fn partition(len: usize, sizes: &[f64], seed: u64) -> Vec<Vec<usize>> {
+/// `random.Random(seed).shuffle`, then consecutive slices of `int(frac * len)`. What rounding down
+/// leaves over is dropped, as there, unless `whole` and the fractions sum to 1: then the last part
+/// takes it.
+pub fn partition(len: usize, sizes: &[f64], seed: u64, whole: bool) -> Vec<Vec<usize>> {
     let mut idx: Vec<usize> = (0..len).collect();
     PyRandom::new(seed).shuffle(&mut idx);
+    let sum: f64 = sizes.iter().sum();
+    let to_last = whole && (sum - 1.0).abs() <= 1e-9;
     let mut rest = &idx[..];
-    sizes
+    let mut parts: Vec<Vec<usize>> = sizes
         .iter()
         .map(|&frac| {
             let part_len = ((frac * len as f64) as usize).min(rest.len());
@@ -45,7 +48,11 @@ pub fn partition(len: usize, sizes: &[f64], seed: u64) -> Vec<Vec<usize>> {
             rest = tail;
             part.to_vec()
         })
-        .collect()
+        .collect();
+    if let Some(last) = parts.last_mut().filter(|_| to_last) {
+        last.extend_from_slice(rest);
+    }
+    parts
 }
 
 #[cfg(test)]
@@ -65,11 +72,24 @@ mod tests {
     #[test]
     fn partition_is_data_partitioner() {
         // DataPartitioner(range(10), [0.7, 0.2, 0.1], 1234).partitions
-        let p = partition(10, &[0.7, 0.2, 0.1], 1234);
+        let p = partition(10, &[0.7, 0.2, 0.1], 1234, false);
         assert_eq!(p, vec![vec![2, 8, 3, 5, 6, 4, 9], vec![0, 1], vec![7]]);
         // int(0.5 * 3) == 1: the remainder is dropped, as in the seed.
-        let p = partition(3, &[0.5, 0.5], 1);
+        let p = partition(3, &[0.5, 0.5], 1, false);
         assert_eq!(p.iter().map(Vec::len).collect::<Vec<_>>(), vec![1, 1]);
+        // Whole: the last part takes it; fractions summing to less still leave the rest out.
+        let lens = |p: Vec<Vec<usize>>| p.iter().map(Vec::len).collect::<Vec<_>>();
+        assert_eq!(lens(partition(3, &[0.5, 0.5], 1, true)), [1, 2]);
+        assert_eq!(lens(partition(30, &[0.75, 0.25], 1, true)), [22, 8]);
+        assert_eq!(lens(partition(30, &[0.75, 0.25], 1, false)), [22, 7]);
+        assert_eq!(lens(partition(30, &[0.5, 0.25], 1, true)), [15, 7]);
+        // The same order either way: only the leftover's place differs.
+        let (a, b) = (
+            partition(30, &[0.75, 0.25], 9, true),
+            partition(30, &[0.75, 0.25], 9, false),
+        );
+        assert_eq!(a[0], b[0]);
+        assert_eq!(a[1][..7], b[1][..]);
     }
 
     #[test]

@@ -239,3 +239,69 @@ fn one_shard_for_one_job_array_task() {
     let (code, _) = run(&["-n", "3", "--shard", "3"], list);
     assert_eq!(code, 2);
 }
+
+#[test]
+fn sizes_summing_to_one_leave_no_path_out_unless_asked_to_as_data_partitioner() {
+    let input: String = (0..30).map(|i| format!("p{i}\n")).collect();
+    let lens = |args: &[&str]| -> Vec<usize> {
+        let (code, out) = run(args, &input);
+        assert_eq!(code, 0);
+        out.shards.iter().map(|s| s.paths.len()).collect()
+    };
+    assert_eq!(lens(&["--sizes", "0.75,0.25"]), [22, 8]);
+    assert_eq!(
+        lens(&["--sizes", "0.75,0.25", "--data-partitioner"]),
+        [22, 7]
+    );
+    assert_eq!(
+        lens(&["--sizes", "0.5,0.25"]),
+        [15, 7],
+        "a subset asked for"
+    );
+}
+
+#[test]
+fn shard_slurm_without_n_takes_the_arrays_size_and_the_tasks_place_in_it() {
+    let list: String = (0..8).map(|i| format!("p{i}\n")).collect();
+    // The variables of `sbatch --array=1-4`'s task 4.
+    let task = |args: &[&str], id: &str| {
+        let mut c = Command::cargo_bin("shard-list").unwrap();
+        c.args(args).args(["--shard", "slurm"]);
+        for (k, v) in [
+            ("SLURM_ARRAY_TASK_ID", id),
+            ("SLURM_ARRAY_TASK_COUNT", "4"),
+            ("SLURM_ARRAY_TASK_MIN", "1"),
+            ("SLURM_ARRAY_TASK_MAX", "4"),
+            ("SLURM_ARRAY_TASK_STEP", "1"),
+        ] {
+            c.env(k, v);
+        }
+        c.write_stdin(list.clone()).output().unwrap()
+    };
+    for id in 1..=4 {
+        let o = task(&[], &id.to_string());
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let recs: Vec<Shard> = testkit::typed(&o.stdout);
+        assert_eq!((recs[0].shard, recs[0].shards), (id - 1, 4));
+        assert_eq!(
+            paths(&recs[0]),
+            [format!("p{}", id - 1), format!("p{}", id + 3)]
+        );
+    }
+    // With -n the ids are shard numbers: id 4 of -n 4 is none, and the message says why.
+    let o = task(&["-n", "4"], "4");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("there are 4 shards, 0 to 3 (with -n the task ids are shard numbers"),
+        "{stderr}"
+    );
+    let o = task(&["-n", "4"], "2");
+    let recs: Vec<Shard> = testkit::typed(&o.stdout);
+    assert_eq!(recs[0].shard, 2);
+}
