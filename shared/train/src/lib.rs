@@ -25,6 +25,16 @@ pub mod scaler;
 pub mod syncbn;
 pub mod trainer;
 
+/// Where a run stopped for the checkpoint signal, in words: between epochs, the end of the one
+/// before.
+fn stopped_at(epoch: usize, step: usize, steps: usize) -> String {
+    match step {
+        0 if epoch > 1 => format!("stopped at the checkpoint of epoch {}'s end", epoch - 1),
+        0 => "stopped before the first step, at the initial checkpoint".into(),
+        _ => format!("stopped at a checkpoint after step {step} of {steps} of epoch {epoch}"),
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("{0}")]
@@ -39,7 +49,7 @@ pub enum Error {
     },
     /// The checkpoint signal came: training stopped after `step` of `steps` steps of epoch
     /// `epoch` (1-based), where a checkpoint now stands (`--resume` goes on from there).
-    #[error("stopped at a checkpoint after step {step} of {steps} of epoch {epoch}")]
+    #[error("{}", stopped_at(*epoch, *step, *steps))]
     Checkpointed {
         epoch: usize,
         step: usize,
@@ -102,5 +112,27 @@ impl Error {
             Error::Cuda(m) => Some(error_class::Torch::from_message(m)),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_checkpoint_between_epochs_is_named_by_the_epoch_it_ends() {
+        let at = |epoch, step| {
+            Error::Checkpointed {
+                epoch,
+                step,
+                steps: 5,
+            }
+            .to_string()
+        };
+        assert_eq!(at(2, 0), "stopped at the checkpoint of epoch 1's end");
+        assert_eq!(
+            at(2, 3),
+            "stopped at a checkpoint after step 3 of 5 of epoch 2"
+        );
     }
 }

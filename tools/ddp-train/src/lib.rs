@@ -1053,6 +1053,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         logs,
         bar: None,
         ran: 0,
+        complete: false,
         started: Instant::now(),
     };
     // libtorch errors in tch's ops are panics (CUDA out of memory among them): caught as typed

@@ -52,7 +52,11 @@ pub fn banner(
         cfg.stem,
         cfg.batch_size,
         cfg.batch_size / world.max(1),
-        cli.gpu.precision.name(),
+        // TF32 is a CUDA tensor-core mode: the CPU computes fp32.
+        match cli.gpu.precision {
+            device::Precision::Tf32 if !cfg.device.is_cuda() => "fp32",
+            p => p.name(),
+        },
     )
 }
 
@@ -69,6 +73,9 @@ pub struct Reporter<'a> {
     pub bar: Option<indicatif::ProgressBar>,
     /// Epochs this process finished.
     pub ran: usize,
+    /// The run's last epoch is reported: an interrupt after it does not make the run
+    /// unfinished.
+    pub complete: bool,
     pub started: Instant,
 }
 
@@ -123,7 +130,10 @@ impl Reporter<'_> {
             let rec = epoch_record(e, self.cfg, self.rank, self.world);
             self.out.emit(&rec).map_err(as_train_error)?;
         }
-        if cli_common::interrupt::requested() {
+        // The last epoch reported: the run is done, whatever comes now (a sweep stopping a
+        // trial once it has its last result, say).
+        self.complete = e.epoch == self.cfg.epochs;
+        if cli_common::interrupt::requested() && !self.complete {
             return Err(train::Error::Interrupted {
                 epoch: e.epoch + 1,
                 step: 0,
@@ -163,6 +173,23 @@ impl Reporter<'_> {
         requeue_job: Option<&str>,
     ) -> Result<Outcome> {
         let (cli, rank) = (self.cli, self.rank);
+        let stopped = match &run {
+            Ok(Ok(_)) => false,
+            Ok(Err(
+                train::Error::Interrupted { .. }
+                | train::Error::Collective(collectives::Error::PeerStopped { .. }),
+            )) => true,
+            _ => cli_common::interrupt::requested(),
+        };
+        if self.complete && stopped {
+            // Interrupted once every epoch was reported (in the ranks' last meeting, say): done.
+            self.logs.end(tensorboard::SessionStatus::Success);
+            if let Some(bar) = self.bar.take() {
+                bar.finish_and_clear();
+            }
+            self.summary(self.cfg.epochs - self.ran)?;
+            return Ok(Outcome::Ok);
+        }
         // The hparams session ends as a success or a failure; a run stopped to be resumed (the
         // checkpoint signal, an interrupt) leaves it open.
         match &run {

@@ -2797,3 +2797,37 @@ print(json.dumps(out))
         );
     }
 }
+
+#[test]
+fn a_signal_once_the_last_epoch_is_done_ends_the_run_as_finished() {
+    // SIGTERM while the last epoch's checkpoint is written (a sweep stopping a trial that has
+    // given its last result lands there or later): the epoch is reported, the run is complete.
+    let ck = tempfile::tempdir().unwrap();
+    let mut child = cmd_on("synthetic:64")
+        .args(["--batch-size", "16", "--epochs", "1", "--checkpoint-dir"])
+        .arg(ck.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    // Polled: the write takes tens of milliseconds.
+    while (std::fs::read_dir(ck.path()).unwrap()).all(|e| e.unwrap().file_name() == ".lock") {
+        assert!(
+            child.try_wait().unwrap().is_none() && Instant::now() < deadline,
+            "no checkpoint seen"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // SAFETY: a signal to a child of this test.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let o = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("interrupted"), "{stderr}");
+    // On the CPU the start line says what runs: fp32 (TF32 is a CUDA mode).
+    assert!(stderr.contains("fp32 via cpu"), "{stderr}");
+    let run = records(&o);
+    assert_eq!(run.items.len(), 1);
+    assert_eq!(run.summary.ok, 1);
+}
