@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The main job on an embedded default, on the CPU (the GPU when there is one):
-#  1. seed 000: target images rendered from known latents by a tiny StyleGAN2-ADA generator (the
-#     upstream snapshot pickle of ../shared's fixtures, converted without running its code: its
-#     weights are RANDOM, as is the VGG16/LPIPS network made here), in a folder of sub-folders;
+#  1. target images rendered from known latents by a tiny StyleGAN2-ADA generator (the upstream
+#     snapshot pickle of ../shared's fixtures, converted without running its code, or without
+#     ../shared one that generate --init-network makes: its weights are RANDOM, as are the
+#     VGG16/LPIPS network's that convert-vgg16-lpips --random makes), in a folder of sub-folders;
 #     find | shard-list | xargs -P (or GNU parallel) project-one-gpu | gather-npz; then how close
 #     the recovered images are to the targets, against the starting point (w_avg);
-#  2. seeds 001-004: a 2-rank ddp-train on the digits data through the CPU backend;
+#  2. a 2-rank ddp-train on the digits data through the CPU backend;
 #  3. all-reduce-check --spawn 2.
 # With real weights: scripts/convert-network-pkl YOUR.pkl -o G.safetensors and NVIDIA's vgg16.pt
 # (or scripts/convert-vgg16-lpips), then the same commands (docs/projection.md).
@@ -21,11 +22,16 @@ mkdir -p "$out"
 cd "$out"
 say() { printf '\n== %s\n' "$*" >&2; }
 pkl=${SHARDKIT_SHARED:-$root/../shared}/fixtures/stylegan2/tiny-skip/network.pkl
-[ -f "$pkl" ] || { echo "demo: $pkl not found (the tiny test network lives in ../shared/fixtures)" >&2; exit 1; }
 
 say "networks: a tiny StyleGAN2-ADA generator (32x32) and a VGG16/LPIPS, both with RANDOM weights"
-[ -f G.safetensors ] || python "$root/scripts/convert-network-pkl" "$pkl" -o G.safetensors | cut -c1-110 >&2
-[ -f vgg.safetensors ] || python "$root/scripts/reference/lpips_ref.py" random vgg.safetensors 2 >/dev/null
+if [ ! -f G.safetensors ]; then
+  if [ -f "$pkl" ]; then  # upstream's own snapshot pickle of a tiny network, converted
+    python "$root/scripts/convert-network-pkl" "$pkl" -o G.safetensors | cut -c1-110 >&2
+  else                    # without ../shared: the same shape, initialised here
+    generate --init-network 0 --network G.safetensors | cut -c1-110 >&2
+  fi
+fi
+[ -f vgg.safetensors ] || python "$root/scripts/convert-vgg16-lpips" --random 2 -o vgg.safetensors >/dev/null
 
 say "targets: 12 images from known latents (seeds 0-11, truncation 0.7) in 3 sub-folders"
 for d in 0 1 2; do

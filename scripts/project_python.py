@@ -5,6 +5,7 @@ and say what to do when the modules they need are not there."""
 import importlib.util
 import os
 import sys
+import tempfile
 
 
 def use(*modules):
@@ -23,3 +24,21 @@ def use(*modules):
             f"which {sys.executable} does not have: run scripts/setup (it makes {venv} with "
             "them), then run this again"
         )
+
+
+def write_atomic(path, write):
+    """Calls `write(tmp)` on a temporary name beside `path`, then renames it to `path`: a reader
+    sees the old file or the whole new one, never a part. The file gets 0666 less the umask, as
+    any created file (a temporary file's 0600 would stay)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".partial", dir=directory)
+    os.close(fd)
+    try:
+        write(tmp)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise

@@ -219,6 +219,21 @@ pub struct EpochRecord {
     pub world_size: usize,
 }
 
+/// A generator weights file written: by `generate --init-network` (freshly initialised) or
+/// `scripts/convert-network-pkl` (from a pickle, its `input`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "type", rename = "network")]
+pub struct NetworkRecord {
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub input: Option<String>,
+    #[serde(with = "os_text")]
+    pub output: PathBuf,
+    pub tensors: usize,
+    pub parameters: usize,
+    /// The generator's config, as its metadata holds it.
+    pub config: serde_json::Value,
+}
+
 /// A checkpoint `ddp-train` wrote inside an epoch (`--checkpoint-every`, or the checkpoint
 /// signal, after which the run stops); `--resume` goes on with the step after it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

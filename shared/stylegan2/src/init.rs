@@ -91,6 +91,21 @@ pub fn init_tensors(cfg: &Config) -> BTreeMap<String, Tensor> {
 /// Writes tensors (as fp32) and `config` metadata to a safetensors file, the format
 /// `scripts/convert-network-pkl` produces.
 pub fn save(path: &Path, tensors: &BTreeMap<String, Tensor>, cfg: &Config) -> Result<()> {
+    let bytes = encode(tensors, cfg).map_err(|message| Error::File {
+        path: path.display().to_string(),
+        message,
+    })?;
+    std::fs::write(path, bytes).map_err(|error| Error::Io {
+        path: path.display().to_string(),
+        error,
+    })
+}
+
+/// The safetensors file [`save`] writes, in memory.
+pub fn encode(
+    tensors: &BTreeMap<String, Tensor>,
+    cfg: &Config,
+) -> std::result::Result<Vec<u8>, String> {
     let mut bytes = Vec::with_capacity(tensors.len());
     for (name, t) in tensors {
         let (shape, v) = crate::to_f32_vec(t);
@@ -102,15 +117,9 @@ pub fn save(path: &Path, tensors: &BTreeMap<String, Tensor>, cfg: &Config) -> Re
         .map(|(name, shape, b)| {
             TensorView::new(safetensors::Dtype::F32, shape.clone(), b)
                 .map(|v| (name.clone(), v))
-                .map_err(|e| Error::File {
-                    path: path.display().to_string(),
-                    message: format!("{e:?}"),
-                })
+                .map_err(|e| format!("{e:?}"))
         })
-        .collect::<Result<Vec<_>>>()?;
+        .collect::<std::result::Result<Vec<_>, String>>()?;
     let meta = HashMap::from([("config".to_string(), cfg.to_json())]);
-    safetensors::tensor::serialize_to_file(views, &Some(meta), path).map_err(|e| Error::File {
-        path: path.display().to_string(),
-        message: format!("{e:?}"),
-    })
+    safetensors::tensor::serialize(views, &Some(meta)).map_err(|e| format!("{e:?}"))
 }

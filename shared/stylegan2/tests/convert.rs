@@ -101,6 +101,28 @@ fn converts_each_fixture_pickle_to_its_g_safetensors() {
 }
 
 #[test]
+fn the_converted_file_is_created_as_any_file_is() {
+    // 0666 less the umask: the temporary file's 0600 was kept (a group could not read it).
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("G.safetensors");
+    let o = Command::new("bash")
+        .args(["-c", "umask 027 && exec \"$0\" \"$@\""])
+        .arg(python())
+        .arg(repo().join("scripts/convert-network-pkl"))
+        .arg(fixtures().join("tiny-skip/network.pkl"))
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mode = std::fs::metadata(&out).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o640);
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+    assert_eq!(left.len(), 1, "no temporary file left");
+}
+
+#[test]
 fn refuses_a_pickle_that_would_run_code() {
     let tmp = tempfile::tempdir().unwrap();
     let pkl = tmp.path().join("evil.pkl");

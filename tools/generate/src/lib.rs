@@ -56,8 +56,21 @@ pub struct Cli {
     /// --base mirrored under DIR (as crop-resize does; a record's "input" names it), with .png
     /// for a one-row file and .0000.png, .0001.png, ... for several rows. (`--outdir` too, as
     /// upstream's gen_images.py spells it.)
-    #[arg(short, long, visible_alias = "outdir", value_name = "DIR")]
-    pub out_dir: PathBuf,
+    #[arg(
+        short,
+        long,
+        visible_alias = "outdir",
+        value_name = "DIR",
+        required_unless_present = "init_network"
+    )]
+    pub out_dir: Option<PathBuf>,
+
+    /// Instead of rendering, write a freshly initialised generator to --network (upstream's
+    /// initialisation, seeded with SEED; on the CPU the same file for a seed): random weights
+    /// to try the tools with, on the CPU too. --config gives its shape; by default a 32×32
+    /// generator of 32 channels (z and w of 32, 2 mapping layers, skip architecture).
+    #[arg(long, value_name = "SEED", conflicts_with_all = ["inputs", "seeds", "raw"])]
+    pub init_network: Option<i64>,
 
     /// Directory the mirrored paths are relative to.
     #[arg(long, value_name = "DIR", default_value = ".")]
@@ -153,6 +166,10 @@ Prints one record per image, in order (seeds first), an error record for each in
 With --raw, the summary's "output" is the .npy and "shape" its shape; its rows follow the image records."#;
     const EXAMPLES: &'static [(&'static str, &'static str)] = &[
         (
+            "A small random generator to try the tools on the CPU, and images from it:",
+            "generate --init-network 0 --network G.safetensors && generate --network G.safetensors --seeds 0-3 -o targets",
+        ),
+        (
             "Curated images, as upstream generate.py:",
             "generate --network ffhq.safetensors --seeds 0-7 --trunc 0.7 -o out",
         ),
@@ -183,7 +200,42 @@ struct Pending {
     ws: Tensor,
 }
 
+/// The generator `--init-network` writes without --config.
+const SMALL_GENERATOR: &str = r#"{"z_dim": 32, "w_dim": 32, "img_resolution": 32, "img_channels": 3,
+ "map_layers": 2, "channel_base": 512, "channel_max": 32, "conv_clamp": null, "architecture": "skip"}"#;
+
+/// `--init-network SEED`: a freshly initialised generator written (atomically) to --network.
+fn init_network(cli: &Cli, seed: i64, out: &mut JsonlOut) -> Result<Outcome> {
+    let config = match &cli.config {
+        Some(c) => Config::from_flag(c).context("--config")?,
+        None => Config::from_json(SMALL_GENERATOR)?,
+    };
+    config.validate().context("--config")?;
+    if cli.network.exists() && !cli.overwrite {
+        return cli_common::usage(format!(
+            "--init-network: {} exists (--overwrite replaces it)",
+            cli.network.display()
+        ));
+    }
+    tch::manual_seed(seed);
+    let tensors = stylegan2::init::init_tensors(&config);
+    let bytes = stylegan2::init::encode(&tensors, &config).map_err(anyhow::Error::msg)?;
+    cli_common::atomic::write_atomic(&cli.network, |w| std::io::Write::write_all(w, &bytes))
+        .map_err(|e| anyhow::anyhow!("{}", e.describe()))?;
+    out.emit(&records::NetworkRecord {
+        input: None,
+        output: std::path::absolute(&cli.network).unwrap_or(cli.network.clone()),
+        tensors: tensors.len(),
+        parameters: tensors.values().map(|t| t.numel()).sum(),
+        config: serde_json::from_str(&config.to_json())?,
+    })?;
+    Ok(Outcome::Ok)
+}
+
 pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
+    if let Some(seed) = cli.init_network {
+        return init_network(&cli, seed, out);
+    }
     let started = Instant::now();
     let threads = cli.cpu.share();
     device::set_cpu_threads(threads.threads);
@@ -205,7 +257,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         );
     }
     let cwd = std::env::current_dir().context("reading the current directory")?;
-    let out_dir = cwd.join(&cli.out_dir);
+    let out_dir = cwd.join(cli.out_dir.as_ref().context("-o DIR")?);
     let _grad = tch::no_grad_guard();
     let mapper = Mapper {
         g: &g,

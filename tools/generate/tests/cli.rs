@@ -413,3 +413,67 @@ fn precision_is_spelled_as_in_every_tool_and_the_old_flags_still_work() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+#[test]
+fn init_network_writes_a_small_random_generator_to_try_the_tools_with() {
+    let dir = tempfile::tempdir().unwrap();
+    let init = |name: &str, seed: &str, extra: &[&str]| {
+        Command::cargo_bin("generate")
+            .unwrap()
+            .current_dir(dir.path())
+            .args(["--init-network", seed, "--network", name])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let o = init("G.safetensors", "0", &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rec: records::NetworkRecord = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(rec.output, dir.path().join("G.safetensors"));
+    assert_eq!(
+        (
+            rec.config["img_resolution"].as_u64(),
+            rec.config["z_dim"].as_u64()
+        ),
+        (Some(32), Some(32))
+    );
+    let bytes = |n: &str| std::fs::read(dir.path().join(n)).unwrap();
+    // One file per seed: the same seed writes the same bytes, another seed other weights.
+    assert!(init("again.safetensors", "0", &[]).status.success());
+    assert!(init("other.safetensors", "1", &[]).status.success());
+    assert_eq!(bytes("G.safetensors"), bytes("again.safetensors"));
+    assert_ne!(bytes("G.safetensors"), bytes("other.safetensors"));
+    // A file there is kept unless --overwrite.
+    let o = init("G.safetensors", "1", &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--overwrite"));
+    assert_eq!(bytes("G.safetensors"), bytes("again.safetensors"));
+    assert!(
+        init("G.safetensors", "1", &["--overwrite"])
+            .status
+            .success()
+    );
+    assert_eq!(bytes("G.safetensors"), bytes("other.safetensors"));
+    // --config gives another shape; the weights render.
+    let cfg = r#"{"z_dim": 16, "w_dim": 16, "img_resolution": 16, "img_channels": 3, "map_layers": 1, "channel_base": 256, "channel_max": 16, "conv_clamp": null, "architecture": "resnet"}"#;
+    let o = init("small.safetensors", "3", &["--config", cfg]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = Command::cargo_bin("generate")
+        .unwrap()
+        .current_dir(dir.path())
+        .args([
+            "--network",
+            "small.safetensors",
+            "--seeds",
+            "0-1",
+            "-o",
+            "out",
+            "--device",
+            "cpu",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let img = image::open(dir.path().join("out/seed0001.png")).unwrap();
+    assert_eq!((img.width(), img.height()), (16, 16));
+}
