@@ -114,9 +114,10 @@ pub struct Cli {
     #[arg(long)]
     pub save_image: bool,
 
-    /// Write a contact sheet of the run to FILE (PNG): a row per image projected, target |
-    /// projection, with its distance under it (up to 200 rows; pictures larger than 256 pixels
-    /// scaled down). Written at the end of the run, or when it is interrupted.
+    /// Write a contact sheet of the run to FILE (PNG): the columns named, a row per image
+    /// projected, target | projection, with the image's name and distance under it (up to 200
+    /// rows; pictures larger than 256 pixels scaled down, smaller than 128 scaled up by a whole
+    /// factor, each pixel a square). Written at the end of the run, or when it is interrupted.
     #[arg(long, value_name = "FILE")]
     pub sheet: Option<PathBuf>,
 
@@ -835,10 +836,14 @@ impl Run<'_> {
         p: &Projection,
         image: Option<&Tensor>,
     ) -> Vec<Result<Saved>> {
-        let (targets, outputs): (Vec<&Tensor>, Vec<&PathBuf>) = entries
+        let (names, (targets, outputs)): (Vec<String>, (Vec<&Tensor>, Vec<&PathBuf>)) = entries
             .iter()
             .filter_map(|e| match e {
-                Entry::Job { target, output, .. } => Some((target, output)),
+                Entry::Job {
+                    item,
+                    target,
+                    output,
+                } => Some((item.name.to_string_lossy().into_owned(), (target, output))),
                 _ => None,
             })
             .unzip();
@@ -854,7 +859,7 @@ impl Run<'_> {
         if let Some(sheet) = &mut self.sheet {
             for row in (0..targets.len()).filter(|&r| converged[r]) {
                 if let (Some(t), Some(q)) = (&target_pics[row], &proj_pics[row]) {
-                    sheet.add(t, q, p.distance[row]);
+                    sheet.add(&names[row], t, q, p.distance[row]);
                 }
             }
         }

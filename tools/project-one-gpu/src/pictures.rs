@@ -53,10 +53,26 @@ impl Picture {
         out
     }
 
-    /// Pillow's Lanczos down to `side` × `side` (the picture is square), or itself.
-    fn thumbnail(&self, side: u32) -> Picture {
+    /// `side` × `side` (the picture is square): each pixel a square when `side` is a multiple
+    /// of a smaller picture's side, else Pillow's Lanczos.
+    fn sized(&self, side: u32) -> Picture {
         if self.width == side && self.height == side {
             return self.clone();
+        }
+        if self.width < side && side.is_multiple_of(self.width) && self.width == self.height {
+            let k = side / self.width;
+            let mut rgb = Vec::with_capacity((side * side * 3) as usize);
+            for y in 0..side {
+                for x in 0..side {
+                    let at = (((y / k) * self.width + x / k) * 3) as usize;
+                    rgb.extend_from_slice(&self.rgb[at..at + 3]);
+                }
+            }
+            return Picture {
+                width: side,
+                height: side,
+                rgb,
+            };
         }
         let img = image::RgbImage::from_raw(self.width, self.height, self.rgb.clone())
             .expect("the size matches the pixels");
@@ -76,89 +92,88 @@ impl Picture {
     }
 }
 
-/// 5×7 glyphs of what the sheet writes (rows top to bottom, bit 4 the leftmost column).
-fn glyph(c: char) -> [u8; 7] {
-    match c {
-        '0' => [14, 17, 19, 21, 25, 17, 14],
-        '1' => [4, 12, 4, 4, 4, 4, 14],
-        '2' => [14, 17, 1, 2, 4, 8, 31],
-        '3' => [31, 2, 4, 2, 1, 17, 14],
-        '4' => [2, 6, 10, 18, 31, 2, 2],
-        '5' => [31, 16, 30, 1, 1, 17, 14],
-        '6' => [6, 8, 16, 30, 17, 17, 14],
-        '7' => [31, 1, 2, 4, 8, 8, 8],
-        '8' => [14, 17, 17, 14, 17, 17, 14],
-        '9' => [14, 17, 17, 15, 1, 2, 12],
-        '.' => [0, 0, 0, 0, 0, 12, 12],
-        '-' => [0, 0, 0, 14, 0, 0, 0],
-        'e' => [0, 0, 14, 17, 31, 16, 14],
-        'a' => [0, 0, 14, 1, 15, 17, 15],
-        'c' => [0, 0, 14, 16, 16, 17, 14],
-        'd' => [1, 1, 13, 19, 17, 17, 15],
-        'i' => [4, 0, 12, 4, 4, 4, 14],
-        'n' => [0, 0, 22, 25, 17, 17, 17],
-        's' => [0, 0, 14, 16, 14, 1, 30],
-        't' => [8, 8, 28, 8, 8, 9, 6],
-        _ => [0; 7],
-    }
-}
-
-/// Writes `text` with its top-left corner at (x, y), each glyph pixel a `scale`² square.
-fn draw_text(p: &mut Picture, text: &str, x: u32, y: u32, scale: u32, rgb: [u8; 3]) {
+/// Writes `text` with its top-left corner at (x, y) in font8x8's 8×8 glyphs (ASCII; anything
+/// else as `?`).
+fn draw_text(p: &mut Picture, text: &str, x: u32, y: u32, rgb: [u8; 3]) {
     for (i, c) in text.chars().enumerate() {
-        let gx = x + i as u32 * 6 * scale;
-        for (row, bits) in glyph(c).iter().enumerate() {
-            for col in 0..5u32 {
-                if bits & (16 >> col) == 0 {
-                    continue;
-                }
-                for dy in 0..scale {
-                    for dx in 0..scale {
-                        let (px, py) = (gx + col * scale + dx, y + row as u32 * scale + dy);
-                        if px < p.width && py < p.height {
-                            let at = ((py * p.width + px) * 3) as usize;
-                            p.rgb[at..at + 3].copy_from_slice(&rgb);
-                        }
-                    }
+        let c = if c.is_ascii() && !c.is_ascii_control() {
+            c
+        } else {
+            '?'
+        };
+        let gx = x + i as u32 * GLYPH;
+        for (row, bits) in font8x8::legacy::BASIC_LEGACY[c as usize].iter().enumerate() {
+            for col in 0..GLYPH {
+                // Bit 0 is the leftmost column.
+                let (px, py) = (gx + col, y + row as u32);
+                if bits & (1 << col) != 0 && px < p.width && py < p.height {
+                    let at = ((py * p.width + px) * 3) as usize;
+                    p.rgb[at..at + 3].copy_from_slice(&rgb);
                 }
             }
         }
     }
 }
 
-/// The contact sheet of a run: a row per projected image (target | projection, at most
-/// [`Sheet::CELL`] pixels a side), its distance under it.
+/// A glyph's side (and advance), pixels.
+const GLYPH: u32 = 8;
+
+/// `text` in at most `chars` characters: its end, after `...`, when longer (a path's file name
+/// is what tells rows apart).
+fn fitted(text: &str, chars: usize) -> String {
+    let n = text.chars().count();
+    if n <= chars {
+        return text.to_string();
+    }
+    let keep = chars.saturating_sub(3);
+    format!("...{}", text.chars().skip(n - keep).collect::<String>())
+}
+
+/// The contact sheet of a run: the columns named, a row per projected image (target |
+/// projection, [`Sheet::MIN_CELL`] to [`Sheet::CELL`] pixels a side), its name and distance
+/// under it.
 #[derive(Debug)]
 pub struct Sheet {
     path: PathBuf,
     side: u32,
-    rows: Vec<(Picture, Picture, f64)>,
+    rows: Vec<(Picture, Picture, String, f64)>,
     left_out: usize,
 }
 
 impl Sheet {
     /// The largest side of a sheet's pictures (larger images are scaled down, Lanczos).
     pub const CELL: u32 = 256;
+    /// The smallest: smaller images are scaled up by a whole factor (each pixel a square) to
+    /// at least this, so that a 32×32 projection can be looked at and its name fits.
+    pub const MIN_CELL: u32 = 128;
+    /// The space around and between pictures, pixels.
+    pub const GAP: u32 = 4;
     /// The most rows a sheet holds (the rest are counted, not drawn).
     pub const MAX_ROWS: usize = 200;
 
     pub fn new(path: &Path, resolution: u32) -> Sheet {
+        let resolution = resolution.max(1);
         Sheet {
             path: path.to_path_buf(),
-            side: resolution.min(Self::CELL),
+            side: match resolution {
+                r if r < Self::MIN_CELL => r * Self::MIN_CELL.div_ceil(r),
+                r => r.min(Self::CELL),
+            },
             rows: Vec::new(),
             left_out: 0,
         }
     }
 
-    pub fn add(&mut self, target: &Picture, projection: &Picture, distance: f64) {
+    /// A row: the input's `name`, its target and projection, and their distance.
+    pub fn add(&mut self, name: &str, target: &Picture, projection: &Picture, distance: f64) {
         if self.rows.len() >= Self::MAX_ROWS {
             self.left_out += 1;
             return;
         }
         self.rows.push((
-            target.thumbnail(self.side),
-            projection.thumbnail(self.side),
+            target.sized(self.side),
+            projection.sized(self.side),
+            name.to_string(),
             distance,
         ));
     }
@@ -173,18 +188,21 @@ impl Sheet {
         if self.rows.is_empty() {
             return None;
         }
-        let side = self.side;
-        let scale = if 2 * side >= 200 { 2 } else { 1 };
-        let (gap, strip) = (4, 7 * scale + 6);
+        let (side, gap, line) = (self.side, Self::GAP, GLYPH + 2);
         let width = 2 * side + 3 * gap;
-        let row_h = side + strip + gap;
-        let mut p = Picture::new(width, gap + row_h * self.rows.len() as u32, 255);
-        for (i, (target, proj, distance)) in self.rows.iter().enumerate() {
-            let y = gap + row_h * i as u32;
+        let (top, row_h) = (gap + line, side + 2 * line + gap);
+        let mut p = Picture::new(width, top + row_h * self.rows.len() as u32, 255);
+        let ink = [0, 0, 0];
+        draw_text(&mut p, "target", gap, gap, ink);
+        draw_text(&mut p, "projection", 2 * gap + side, gap, ink);
+        let chars = ((width - 2 * gap) / GLYPH) as usize;
+        for (i, (target, proj, name, distance)) in self.rows.iter().enumerate() {
+            let y = top + row_h * i as u32;
             p.paste(target, gap, y);
             p.paste(proj, 2 * gap + side, y);
+            draw_text(&mut p, &fitted(name, chars), gap, y + side + 2, ink);
             let text = format!("distance {distance:.4}");
-            draw_text(&mut p, &text, gap, y + side + 3, scale, [0, 0, 0]);
+            draw_text(&mut p, &text, gap, y + side + 2 + line, ink);
         }
         Some(p)
     }
@@ -435,52 +453,74 @@ mod tests {
     }
 
     #[test]
-    fn the_sheet_has_a_row_per_image_with_its_distance() {
+    fn the_sheet_names_its_columns_and_each_row() {
         let dir = tempfile::tempdir().unwrap();
-        let mut sheet = Sheet::new(&dir.path().join("sheet.png"), 64);
+        let mut sheet = Sheet::new(&dir.path().join("sheet.png"), 128);
         assert!(sheet.write().unwrap().is_none(), "no rows, no file");
-        sheet.add(&solid(64, 10), &solid(64, 200), 0.4711);
-        sheet.add(&solid(64, 20), &solid(64, 100), 0.5);
+        sheet.add("a/1.png", &solid(128, 10), &solid(128, 200), 0.4711);
+        sheet.add("b/2.png", &solid(128, 20), &solid(128, 100), 0.5);
         let p = sheet.picture().unwrap();
-        // Two pictures of 64 and three gaps of 4 across; per row 64 + a 13-pixel strip + 4.
-        assert_eq!((p.width, p.height), (140, 4 + 2 * (64 + 13 + 4)));
+        // Two pictures of 128 and three gaps of 4 across; the column names (a 10-pixel line
+        // under a gap), then per row 128 + two 10-pixel lines + 4.
+        let (top, row) = (4 + 10, 128 + 20 + 4);
+        assert_eq!((p.width, p.height), (268, top + 2 * row));
         let at = |x: u32, y: u32| p.rgb[((y * p.width + x) * 3) as usize];
-        assert_eq!((at(4, 4), at(72, 4)), (10, 200));
-        assert_eq!((at(4, 4 + 81), at(72, 4 + 81)), (20, 100));
-        // The strip under each row holds dark text pixels, the gaps none.
+        assert_eq!((at(4, top), at(136, top)), (10, 200));
+        assert_eq!((at(4, top + row), at(136, top + row)), (20, 100));
+        // Text: the column names, and two lines under each row; none in the gaps.
         let dark = |y0: u32, y1: u32| (y0..y1).any(|y| (0..p.width).any(|x| at(x, y) == 0));
-        assert!(dark(4 + 64 + 3, 4 + 64 + 10));
-        assert!(!dark(0, 4));
+        assert!(dark(4, 12) && !dark(0, 4));
+        assert!(dark(top + 130, top + 138) && dark(top + 140, top + 148));
         sheet.write().unwrap();
         let back = image::open(dir.path().join("sheet.png")).unwrap().to_rgb8();
         assert_eq!(back.into_raw(), p.rgb);
     }
 
     #[test]
-    fn large_images_are_scaled_down_and_rows_are_bounded() {
+    fn small_images_are_scaled_up_by_a_whole_factor_large_ones_down() {
         let dir = tempfile::tempdir().unwrap();
         let mut sheet = Sheet::new(&dir.path().join("s.png"), 512);
-        sheet.add(&solid(512, 1), &solid(512, 2), 0.1);
+        sheet.add("x", &solid(512, 1), &solid(512, 2), 0.1);
         let p = sheet.picture().unwrap();
         assert_eq!(p.width, 2 * Sheet::CELL + 12);
-        assert_eq!(p.rgb[(4 * p.width + 4) as usize * 3], 1);
+        assert_eq!(p.rgb[(14 * p.width + 4) as usize * 3], 1);
+        // 32x32 becomes 128x128, each pixel a 4x4 square.
+        let mut small = Picture::new(32, 32, 0);
+        small.rgb[..3].copy_from_slice(&[9, 9, 9]);
+        let mut sheet = Sheet::new(&dir.path().join("s.png"), 32);
+        sheet.add("x", &small, &small, 0.1);
+        let p = sheet.picture().unwrap();
+        assert_eq!(p.width, 2 * 128 + 12);
+        let at = |x: u32, y: u32| p.rgb[((y * p.width + x) * 3) as usize];
+        assert_eq!((at(4, 14), at(7, 17), at(8, 14)), (9, 9, 0));
+        // 48 is scaled by 3, to 144.
+        assert_eq!(Sheet::new(&dir.path().join("s.png"), 48).side, 144);
         let mut sheet = Sheet::new(&dir.path().join("s.png"), 4);
         for _ in 0..Sheet::MAX_ROWS + 3 {
-            sheet.add(&solid(4, 1), &solid(4, 2), 0.1);
+            sheet.add("x", &solid(4, 1), &solid(4, 2), 0.1);
         }
         assert_eq!(sheet.left_out(), 3);
         assert_eq!(sheet.rows.len(), Sheet::MAX_ROWS);
     }
 
     #[test]
-    fn text_is_drawn_from_the_glyphs() {
-        let mut p = Picture::new(12, 7, 255);
-        draw_text(&mut p, "1.", 0, 0, 1, [0, 0, 0]);
-        // '1': the middle column (x = 2) is inked in every row.
-        assert!((0..7).all(|y| p.rgb[((y * 12 + 2) * 3) as usize] == 0));
-        // '.': two by two at the bottom, columns 1-2 of the second glyph (x = 7, 8).
-        assert_eq!(p.rgb[((6 * 12 + 7) * 3) as usize], 0);
-        assert_eq!(p.rgb[((4 * 12 + 7) * 3) as usize], 255);
+    fn text_is_drawn_from_the_glyphs_and_long_names_keep_their_end() {
+        let mut p = Picture::new(16, 8, 255);
+        draw_text(&mut p, "|.", 0, 0, [0, 0, 0]);
+        // font8x8's '|' (0x18: columns 3 and 4, a gap in row 3) and '.' (0x0C in rows 5 and 6:
+        // columns 2 and 3, bit 0 the leftmost).
+        let inked = |x: u32, y: u32| p.rgb[((y * 16 + x) * 3) as usize] == 0;
+        assert!(inked(3, 0) && inked(4, 6) && !inked(3, 3) && !inked(2, 0));
+        assert!(inked(10, 5) && inked(11, 6) && !inked(12, 5) && !inked(10, 4));
+        assert_eq!(fitted("short.png", 20), "short.png");
+        assert_eq!(
+            fitted("a/very/long/path/seed0004.png", 16),
+            ".../seed0004.png"
+        );
+        assert_eq!(
+            fitted("a/very/long/path/seed0004.png", 16).chars().count(),
+            16
+        );
     }
 
     #[test]

@@ -519,17 +519,19 @@ fn pictures_go_under_the_output_directory_with_a_sheet_and_videos() {
         assert_eq!(half(0), target);
         assert_eq!(half(32), rgb(rec.image.as_ref().unwrap()));
     }
-    // The sheet: a row per image, target | projection (32 pixels, gaps of 4), text under each.
+    // The sheet: the columns named, a row per image, target | projection (32 pixels scaled up
+    // 4 times, each pixel a square; gaps of 4), the image's name and distance under each.
     let sheet = rgb(&d.join("sheet.png"));
-    assert_eq!(
-        sheet.dimensions(),
-        (4 + 32 + 4 + 32 + 4, 4 + 3 * (32 + 13 + 4))
-    );
+    let (top, row) = (4 + 10, 128 + 20 + 4);
+    assert_eq!(sheet.dimensions(), (4 + 128 + 4 + 128 + 4, top + 3 * row));
     for (i, rec) in recs.items.iter().enumerate() {
-        let y = 4 + i as u32 * 49;
-        let cell = |x| image::imageops::crop_imm(&sheet, x, y, 32, 32).to_image();
+        let y = top + i as u32 * row;
+        let cell = |x| {
+            let big = image::imageops::crop_imm(&sheet, x, y, 128, 128).to_image();
+            image::imageops::resize(&big, 32, 32, image::imageops::FilterType::Nearest)
+        };
         assert_eq!(cell(4), rgb(&d.join(imgs[i])));
-        assert_eq!(cell(40), rgb(rec.image.as_ref().unwrap()));
+        assert_eq!(cell(136), rgb(rec.image.as_ref().unwrap()));
     }
 
     // With ffmpeg on PATH (the venv's static one), --video alone writes MP4.
