@@ -1,6 +1,7 @@
 //! `metric.svg`: the metric against the time attribute, one line per trial; a stopped trial's
-//! line ends where it was stopped, with a cross, and the best trial is drawn thicker. The legend
-//! names each trial by its config.
+//! line ends where it was stopped, with a cross, and the best trial is drawn thicker, last (over
+//! the others) and marked at its end. The legend names each trial by its config. A time
+//! attribute of whole numbers (epochs) gets whole-number ticks.
 
 use std::fmt::Write as _;
 
@@ -19,8 +20,8 @@ const PALETTE: &[&str] = &[
     "#bcbd22", "#17becf",
 ];
 
-/// Round tick positions covering [lo, hi].
-fn ticks(lo: f64, hi: f64) -> Vec<f64> {
+/// Round tick positions covering [lo, hi]; whole numbers only when `whole`.
+fn ticks(lo: f64, hi: f64, whole: bool) -> Vec<f64> {
     let span = (hi - lo).max(f64::EPSILON);
     let raw = span / 5.0;
     let mag = 10f64.powf(raw.log10().floor());
@@ -29,6 +30,7 @@ fn ticks(lo: f64, hi: f64) -> Vec<f64> {
         .map(|m| m * mag)
         .find(|s| span / s <= 6.0)
         .unwrap_or(10.0 * mag);
+    let step = if whole { step.max(1.0).round() } else { step };
     let mut t = (lo / step).ceil() * step;
     let mut out = Vec::new();
     while t <= hi + step * 1e-9 {
@@ -94,6 +96,10 @@ pub fn svg(curves: &[Curve<'_>], time_attr: &str, metric: &str, best: Option<usi
     if y1 <= y0 {
         (y0, y1) = (y0 - 0.5, y1 + 0.5);
     }
+    // Epochs and iterations: whole numbers, whose ticks must be too (not 1.5 epochs).
+    let whole = (curves.iter())
+        .flat_map(|c| c.points.iter().filter(finite))
+        .all(|&(x, _)| x.fract() == 0.0);
     let pad = (y1 - y0) * 0.05;
     let (y0, y1) = (y0 - pad, y1 + pad);
     let (pw, ph) = (w - left - right, h - top - bottom);
@@ -113,7 +119,7 @@ pub fn svg(curves: &[Curve<'_>], time_attr: &str, metric: &str, best: Option<usi
         esc(metric),
         esc(time_attr)
     );
-    for t in ticks(x0, x1) {
+    for t in ticks(x0, x1, whole) {
         let x = sx(t);
         let _ = writeln!(
             s,
@@ -123,7 +129,7 @@ pub fn svg(curves: &[Curve<'_>], time_attr: &str, metric: &str, best: Option<usi
             label(t)
         );
     }
-    for t in ticks(y0, y1) {
+    for t in ticks(y0, y1, false) {
         let y = sy(t);
         let _ = writeln!(
             s,
@@ -152,11 +158,25 @@ pub fn svg(curves: &[Curve<'_>], time_attr: &str, metric: &str, best: Option<usi
         top + ph / 2.0,
         esc(metric)
     );
-    for (i, c) in curves.iter().enumerate() {
-        let color = PALETTE[i % PALETTE.len()];
-        let width = if best == Some(c.trial) { 3.0 } else { 1.5 };
-        // Past the palette, the colours repeat with another dash pattern.
+    // A trial's colour, line width and dashes (past the palette, the colours repeat with
+    // another dash pattern).
+    let style = |i: usize| {
+        let width = if best == Some(curves[i].trial) {
+            3.0
+        } else {
+            1.5
+        };
         let dash = ["none", "6,3", "2,2", "8,2,2,2"][(i / PALETTE.len()) % 4];
+        (PALETTE[i % PALETTE.len()], width, dash)
+    };
+    // The best trial last, over the others (a flat line drawn later hid it).
+    let is_best = |i: &usize| best == Some(curves[*i].trial);
+    let order = (0..curves.len())
+        .filter(|i| !is_best(i))
+        .chain((0..curves.len()).filter(is_best));
+    for i in order {
+        let c = &curves[i];
+        let (color, width, dash) = style(i);
         let path: Vec<String> = c
             .points
             .iter()
@@ -186,7 +206,18 @@ pub fn svg(curves: &[Curve<'_>], time_attr: &str, metric: &str, best: Option<usi
                     r#"<circle cx="{x:.1}" cy="{y:.1}" r="3" fill="{color}"/>"#
                 );
             }
+            if is_best(&i) {
+                let _ = writeln!(
+                    s,
+                    r#"<circle cx="{x:.1}" cy="{y:.1}" r="7" fill="none" stroke="black" stroke-width="1.5"/><text x="{:.1}" y="{:.1}" font-weight="bold">best</text>"#,
+                    x + 9.0,
+                    y - 8.0
+                );
+            }
         }
+    }
+    for (i, c) in curves.iter().enumerate() {
+        let (color, width, dash) = style(i);
         if i < 30 {
             let ly = top + 14.0 * i as f64 + 8.0;
             let star = if best == Some(c.trial) { ", best" } else { "" };
@@ -224,8 +255,14 @@ mod tests {
 
     #[test]
     fn ticks_are_round_and_cover_the_range() {
-        assert_eq!(ticks(0.0, 10.0), [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]);
-        assert_eq!(ticks(0.12, 0.5), [0.2, 0.30000000000000004, 0.4, 0.5]);
+        assert_eq!(ticks(0.0, 10.0, false), [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]);
+        assert_eq!(
+            ticks(0.12, 0.5, false),
+            [0.2, 0.30000000000000004, 0.4, 0.5]
+        );
+        // Three epochs: 1, 2, 3 (not 1.5 and 2.5).
+        assert_eq!(ticks(1.0, 3.0, false), [1.0, 1.5, 2.0, 2.5, 3.0]);
+        assert_eq!(ticks(1.0, 3.0, true), [1.0, 2.0, 3.0]);
         assert_eq!(label(0.30000000000000004), "0.3");
     }
 
@@ -253,6 +290,12 @@ mod tests {
             Some(0),
         );
         assert_eq!(s.matches("<polyline").count(), 2);
+        // The best trial (0) is drawn after the other, and marked.
+        let line = |trial: usize| s.find(&format!("<title>trial {trial} (")).unwrap();
+        assert!(line(0) > line(1), "{s}");
+        assert_eq!(s.matches(">best</text>").count(), 1);
+        // Whole-number times: whole-number ticks only.
+        assert!(s.contains(">2</text>") && !s.contains(">1.5</text>"), "{s}");
         assert_eq!(
             s.matches("<path d=").count(),
             1,
