@@ -135,8 +135,9 @@ pub struct Config {
     /// step and training ends with [`Error::Checkpointed`]. Asked before every step, agreed
     /// over the ranks. `None`: no such signal.
     pub checkpoint_signal: Option<fn() -> bool>,
-    /// Every this many steps (counted over the whole run), [`Event::Step`] carries the figures
-    /// of the steps since the last (their loss and top-1 on this rank, images per second).
+    /// Every this many steps (counted over the whole run), and at each epoch's last step,
+    /// [`Event::Step`] carries the figures of the steps since the last (their loss and top-1 on
+    /// this rank, images per second).
     /// Reading them waits for the device, so `None` (no one reads them) never does.
     pub log_every: Option<usize>,
 }
@@ -431,7 +432,7 @@ pub struct StepInfo {
     /// Steps of the run done, counted from its first epoch (a resumed run goes on counting).
     pub global_step: usize,
     pub lr: f64,
-    /// At every [`Config::log_every`]-th step: the figures since the last.
+    /// At every [`Config::log_every`]-th step and each epoch's last: the figures since the last.
     pub figures: Option<StepFigures>,
 }
 

@@ -305,7 +305,8 @@ pub struct Cli {
     #[arg(long)]
     pub all_ranks: bool,
 
-    /// Rank 0 writes TensorBoard event files into DIR: every --log-every steps step/loss,
+    /// Rank 0 writes TensorBoard event files into DIR: every --log-every steps (and at each
+    /// epoch's last step) step/loss,
     /// step/top1 (rank 0's samples since the last), step/lr, step/images_per_s (all ranks),
     /// step/epoch and step/loss_scale at the run's step; every epoch epoch/train_loss,
     /// epoch/train_top1, epoch/val_loss, epoch/val_top1, epoch/lr, epoch/images_per_s,

@@ -2831,3 +2831,29 @@ fn a_signal_once_the_last_epoch_is_done_ends_the_run_as_finished() {
     assert_eq!(run.items.len(), 1);
     assert_eq!(run.summary.ok, 1);
 }
+
+#[test]
+fn a_short_run_logs_its_step_figures_at_each_epochs_end() {
+    // 4 steps an epoch, --log-every at its default of 50: figures at steps 4 and 8 all the same.
+    let dir = tempfile::tempdir().unwrap();
+    let tb = dir.path().join("tb");
+    let o = cmd_on("synthetic:64")
+        .args(["--batch-size", "16", "--epochs", "2", "--tensorboard"])
+        .arg(&tb)
+        .output()
+        .unwrap();
+    records(&o);
+    let check = r#"
+import sys, json
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+ea = EventAccumulator(sys.argv[1]); ea.Reload()
+print(json.dumps([e.step for e in ea.Scalars("step/loss")]))
+"#;
+    let steps: Vec<u64> = serde_json::from_str(&python([
+        std::ffi::OsStr::new("-c"),
+        check.as_ref(),
+        tb.as_os_str(),
+    ]))
+    .unwrap();
+    assert_eq!(steps, [4, 8]);
+}

@@ -257,8 +257,9 @@ impl<'a> Epochs<'a> {
         let (cfg, local) = (self.fixed.cfg, self.fixed.local);
         let (epoch, steps_per_epoch) = (e.epoch, self.steps_per_epoch);
         let done = epoch * steps_per_epoch + step + 1;
+        // Also at each epoch's last step: a short run's epochs get their figures too.
         let figures = match cfg.log_every {
-            Some(every) if done.is_multiple_of(every) => {
+            Some(every) if done.is_multiple_of(every) || step + 1 == steps_per_epoch => {
                 let ranks = (local, comm.world_size());
                 Some(e.window.take(&self.stepper, step + 1, ranks, &self.scaler))
             }
