@@ -8,15 +8,19 @@
 //! torchrun and `sweep --cpus-per-trial` set; for libtorch's threads only, see
 //! [`ThreadArgs::workers`]); else the CPUs this process may run on — its affinity mask and
 //! cgroup quota, which `taskset`, Slurm's CPU binding and containers set — divided
-//! by the ranks on this node (`LOCAL_WORLD_SIZE` under torchrun, `SLURM_NTASKS_PER_NODE`).
+//! by the ranks on this node (`LOCAL_WORLD_SIZE` under torchrun, `SLURM_NTASKS_PER_NODE`), or
+//! by the processes of this program running side by side ([`side_by_side`]: `xargs -P`, GNU
+//! parallel), whichever is more.
 
 /// `--threads N`.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct ThreadArgs {
     /// CPU threads this process computes with (libtorch's intra-op pool) [default:
     /// SLURM_CPUS_PER_TASK, else OMP_NUM_THREADS, else the CPUs it may run on (taskset, Slurm's
-    /// binding, cgroups) divided by the ranks on this node]. Give each of N processes run side
-    /// by side (xargs -P N, parallel -j N) its share: --threads $((CPUS / N)).
+    /// binding, cgroups) divided by the ranks on this node, or by the processes of this program
+    /// running side by side when it starts (started by one xargs -P or GNU parallel), whichever
+    /// is more]. The start line says which. Processes started later are not counted: give each
+    /// of N its share, --threads $((CPUS / N)), to be sure.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub threads: Option<u32>,
 }
@@ -31,6 +35,12 @@ pub enum From {
     Cpus {
         cpus: usize,
         ranks: usize,
+    },
+    /// The CPUs this process may run on, divided by the processes of this program side by
+    /// side (itself included).
+    SideBySide {
+        cpus: usize,
+        processes: usize,
     },
 }
 
@@ -50,6 +60,10 @@ impl std::fmt::Display for Share {
             From::Omp => write!(f, "OMP_NUM_THREADS)"),
             From::Cpus { cpus, ranks: 1 } => write!(f, "the {cpus} CPU(s) it may use)"),
             From::Cpus { cpus, ranks } => write!(f, "{cpus} CPUs / {ranks} ranks on the node)"),
+            From::SideBySide { cpus, processes } => write!(
+                f,
+                "{cpus} CPU(s) / {processes} processes of this program side by side; --threads sets it)"
+            ),
         }
     }
 }
@@ -57,26 +71,79 @@ impl std::fmt::Display for Share {
 impl ThreadArgs {
     /// libtorch's intra-op threads.
     pub fn share(&self) -> Share {
-        share(
-            self.threads,
-            &env_count,
-            cpus(),
-            local_ranks(&env_count),
-            true,
-        )
+        self.of(true)
     }
 
     /// Threads of the tool's own (image decoding): as [`ThreadArgs::share`] but not from
     /// `OMP_NUM_THREADS`, which torchrun sets to 1 for libtorch's sake.
     pub fn workers(&self) -> Share {
-        share(
-            self.threads,
-            &env_count,
-            cpus(),
-            local_ranks(&env_count),
-            false,
-        )
+        self.of(false)
     }
+
+    fn of(&self, omp: bool) -> Share {
+        let ranks = local_ranks(&env_count);
+        let s = share(self.threads, &env_count, cpus(), ranks, omp);
+        match s.from {
+            // Only when nothing else said: /proc is read once per call.
+            From::Cpus { cpus, ranks } => match side_by_side() {
+                n if n > ranks => Share {
+                    threads: (cpus / n).max(1),
+                    from: From::SideBySide { cpus, processes: n },
+                },
+                _ => s,
+            },
+            _ => s,
+        }
+    }
+}
+
+/// This process and the others running the same program beside it now, started by the same
+/// `xargs -P` (their parent) or the same GNU parallel (its `PARALLEL_PID`), which compete for
+/// the same CPUs: each running a pool of every core, three projections on two cores took ten
+/// times as long as with a thread each. 1 when alone, when started otherwise, or when /proc
+/// cannot tell. A process started after this one looked is not counted.
+pub fn side_by_side() -> usize {
+    let Ok(exe) = std::fs::read_link("/proc/self/exe") else {
+        return 1;
+    };
+    let me = std::process::id();
+    // Siblings under xargs only: other parents (a shell, a test harness) start processes of
+    // one program for other reasons.
+    let parent = parent_of("self").filter(|p| {
+        std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "xargs")
+    });
+    let parallel = std::env::var("PARALLEL_PID")
+        .ok()
+        .map(|p| format!("PARALLEL_PID={p}").into_bytes());
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return 1;
+    };
+    let others = procs
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| pid != me)
+        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|e| e == exe))
+        .filter(|pid| {
+            let same_parent = parent.is_some() && parent_of(&pid.to_string()) == parent;
+            same_parent
+                || parallel.as_ref().is_some_and(|var| {
+                    std::fs::read(format!("/proc/{pid}/environ"))
+                        .is_ok_and(|env| env.split(|&b| b == 0).any(|v| v == var.as_slice()))
+                })
+        })
+        .count();
+    1 + others
+}
+
+/// The parent of a process (`self` or a pid), from /proc/PID/stat.
+fn parent_of(pid: &str) -> Option<u32> {
+    parent_in(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// The parent in a /proc/PID/stat line: "PID (COMMAND) STATE PPID ...", where the command may
+/// hold spaces and parentheses.
+fn parent_in(stat: &str) -> Option<u32> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// The share of a process: `given`, else `SLURM_CPUS_PER_TASK`, else (with `omp`)
@@ -154,6 +221,15 @@ mod tests {
             share(Some(2), &env(&[]), 16, 1, true).to_string(),
             "2 CPU thread(s) (--threads)"
         );
+    }
+
+    #[test]
+    fn a_process_alone_is_one_and_its_parent_is_read_past_its_name() {
+        // (Processes side by side: generate's CLI tests start three under xargs -P3.)
+        assert_eq!(side_by_side(), 1, "no other process runs this test binary");
+        assert_eq!(parent_of("self"), Some(std::os::unix::process::parent_id()));
+        assert_eq!(parent_in("12 (a) (b c) S 345 12 12 0"), Some(345));
+        assert_eq!(parent_in("12 (x"), None);
     }
 
     #[test]

@@ -477,3 +477,80 @@ fn init_network_writes_a_small_random_generator_to_try_the_tools_with() {
     let img = image::open(dir.path().join("out/seed0001.png")).unwrap();
     assert_eq!((img.width(), img.height()), (16, 16));
 }
+
+#[test]
+fn processes_side_by_side_share_the_cpus_instead_of_each_taking_all() {
+    // Three under xargs -P3, each rendering a few images: each counts the others that xargs
+    // started (the last started sees all three) and takes its share, at least one thread.
+    let dir = tempfile::tempdir().unwrap();
+    let bin = assert_cmd::cargo::cargo_bin("generate");
+    let made = std::process::Command::new(&bin)
+        .current_dir(dir.path())
+        .args(["--init-network", "0", "--network", "G.safetensors"])
+        .output()
+        .unwrap();
+    assert!(made.status.success());
+    let o = std::process::Command::new("xargs")
+        .current_dir(dir.path())
+        .args(["-n", "1", "-P", "3"])
+        .arg(&bin)
+        .args([
+            "--network",
+            "G.safetensors",
+            "--device",
+            "cpu",
+            "--seeds",
+            "0-15",
+            "-o",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(b"a\nb\nc\n")?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    let seen: Vec<usize> = (stderr.lines())
+        .filter_map(|l| {
+            l.split(" processes of this program side by side")
+                .next()
+                .filter(|h| h.len() < l.len())
+        })
+        .map(|h| h.rsplit(' ').next().unwrap().parse().unwrap())
+        .collect();
+    assert!(seen.contains(&3), "{stderr}");
+    let want = format!(
+        "{} CPU thread(s) ({cpus} CPU(s) / 3 processes",
+        (cpus / 3).max(1)
+    );
+    assert!(stderr.contains(&want), "{want}: {stderr}");
+    // Alone (this test's others start generate too, but not under xargs), the pool of every
+    // CPU it may use.
+    let o = std::process::Command::new(&bin)
+        .current_dir(dir.path())
+        .args([
+            "--network",
+            "G.safetensors",
+            "--device",
+            "cpu",
+            "--seeds",
+            "0",
+            "-o",
+            "d",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "{cpus} CPU thread(s) (the {cpus} CPU(s) it may use)"
+        )),
+        "{stderr}"
+    );
+}
