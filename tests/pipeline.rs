@@ -384,3 +384,70 @@ fn python_scripts_find_the_venv_or_say_to_run_setup() {
         "{stderr}"
     );
 }
+
+/// An image tree of real (tiny) PNG and JPEG images, train/ and val/, classes cat, dog, fish.
+fn class_tree(dir: &Path) {
+    for (split, n) in [("train", 6), ("val", 2)] {
+        for (c, class) in ["fish", "cat", "dog"].iter().enumerate() {
+            for i in 0..n {
+                let ext = if i % 2 == 0 { "png" } else { "jpg" };
+                let p = dir.join(format!("{split}/{class}/{i}.{ext}"));
+                testkit::write_image(&p, 36, 32, (7 * c + i) as u32);
+            }
+        }
+    }
+}
+
+#[test]
+fn ddp_train_trains_from_packed_shards_and_recordio_and_names_the_classes() {
+    let tmp = tempfile::tempdir().unwrap();
+    class_tree(&tmp.path().join("imgs"));
+    for format in ["wds", "recordio"] {
+        let out = sh(
+            tmp.path(),
+            &format!("pack imgs --format {format} -o {format} --shard-size 4K"),
+        );
+        assert!(
+            out.status.success(),
+            "{format}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let recs = records(&out.stdout);
+        // The records say what --data takes (and --val-data, after the kind).
+        let data = |split: &str| {
+            let r = of_type(&recs, "packed")
+                .into_iter()
+                .find(|r| r["split"] == split)
+                .unwrap();
+            r["data"].as_str().unwrap().to_string()
+        };
+        let (train, val) = (data("train"), data("val"));
+        let val = val.split_once(':').unwrap().1;
+        let out = sh(
+            tmp.path(),
+            &format!(
+                "ddp-train --device cpu --epochs 1 --batch-size 6 --image-size 32 --stem cifar \
+                 --checkpoint-dir ck-{format} --data '{train}' --val-data '{val}' && \
+                 ddp-train --print-eval-snippet ck-{format}/last.safetensors > snippet-{format}.py"
+            ),
+        );
+        assert!(
+            out.status.success(),
+            "{format}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let recs = records(&out.stdout);
+        let epoch = &of_type(&recs, "epoch")[0];
+        assert_eq!(
+            epoch["classes"],
+            serde_json::json!(["cat", "dog", "fish"]),
+            "{format}"
+        );
+        let snippet =
+            std::fs::read_to_string(tmp.path().join(format!("snippet-{format}.py"))).unwrap();
+        assert!(
+            snippet.contains("classes = ['cat', 'dog', 'fish']"),
+            "{format}: {snippet}"
+        );
+    }
+}

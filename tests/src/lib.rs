@@ -16,6 +16,7 @@ pub const TOOLS: &[&str] = &[
     "all-reduce-check",
     "ddp-train",
     "sweep",
+    "pack",
 ];
 
 /// The directory holding the built binaries: the test executable's directory minus `deps`.
@@ -319,6 +320,8 @@ typed! {
     records::TrialRecord => "trial",
     records::TrialResult => "result",
     records::Decision => "decision",
+    records::Packed => "packed",
+    records::NetworkRecord => "network",
 }
 
 /// Every record of type `T` among `stdout`'s lines ([`records`]), decoded into `T`: a line of

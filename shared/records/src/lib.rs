@@ -219,6 +219,27 @@ pub struct EpochRecord {
     pub world_size: usize,
 }
 
+/// A split of an image folder packed by `pack` (webdataset shards or RecordIO).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "type", rename = "packed")]
+pub struct Packed {
+    /// `train` or `val` when the folder had both, else absent.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub split: Option<String>,
+    /// `wds` or `recordio`.
+    pub format: String,
+    pub samples: usize,
+    pub classes: usize,
+    /// The files written (shards; or the .rec and .idx), then classes.txt.
+    #[serde(with = "os_text::vec")]
+    pub files: Vec<PathBuf>,
+    pub bytes: u64,
+    /// What `ddp-train --data` (or `--val-data`) takes for it: `wds:PATTERN` or
+    /// `recordio:PREFIX` (shards and prefixes are given to --val-data without the kind).
+    #[serde(with = "os_text")]
+    pub data: PathBuf,
+}
+
 /// A generator weights file written: by `generate --init-network` (freshly initialised) or
 /// `scripts/convert-network-pkl` (from a pickle, its `input`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -206,7 +206,8 @@ impl ImageFiles {
                 prefix.display()
             )));
         }
-        let classes = numbered_classes(&paths, &labels, opts.classes)?;
+        let named = data_pack::read_classes_beside(prefix).map_err(Error::Data)?;
+        let classes = numbered_classes(&paths, &labels, opts.classes, named)?;
         Self::with(paths, Store::Records(rec, at), labels, classes, opts, seed)
     }
 
@@ -226,7 +227,11 @@ impl ImageFiles {
         }
         let paths: Vec<PathBuf> = (0..shards.samples.len()).map(|i| shards.name(i)).collect();
         let labels: Vec<i64> = shards.samples.iter().map(|s| s.label).collect();
-        let classes = numbered_classes(&paths, &labels, opts.classes)?;
+        let named = match shards.files.first() {
+            Some(first) => data_pack::read_classes_beside(first).map_err(Error::Data)?,
+            None => None,
+        };
+        let classes = numbered_classes(&paths, &labels, opts.classes, named)?;
         Self::with(paths, Store::Shards(shards), labels, classes, opts, seed)
     }
 
@@ -571,14 +576,40 @@ impl ImageFiles {
     }
 }
 
-/// Classes "0" to `stated - 1`, or to the largest label, for sources that number their classes
-/// (the samples at `paths`), checked first: a label past the classes stated, or past
+/// The classes of sources that number them (the samples at `paths`): the names of the
+/// `classes.txt` beside them (what `pack` writes), else "0" to `stated - 1`, or to the largest
+/// label. Checked first: a label past the classes named or stated, or past
 /// [`DEFAULT_MAX_CLASSES`] when none are, is an error naming its sample.
 fn numbered_classes(
     paths: &[PathBuf],
     labels: &[i64],
     stated: Option<usize>,
+    named: Option<Vec<OsString>>,
 ) -> Result<Vec<OsString>> {
+    if let Some(names) = named {
+        if names.len() > MAX_CLASSES {
+            return Err(Error::Data(format!(
+                "{} class names beside the data: at most {MAX_CLASSES}",
+                names.len()
+            )));
+        }
+        if let Some(n) = stated.filter(|&n| n != names.len()) {
+            return Err(Error::Usage(format!(
+                "--num-classes is {n}, but the classes.txt beside the data names {}",
+                names.len()
+            )));
+        }
+        if let Some((path, label)) =
+            (paths.iter().zip(labels)).find(|&(_, &l)| l >= names.len() as i64)
+        {
+            return Err(Error::Data(format!(
+                "{}: label {label} is past the {} classes named in the classes.txt beside it",
+                path.display(),
+                names.len()
+            )));
+        }
+        return Ok(names);
+    }
     let limit = stated.unwrap_or(DEFAULT_MAX_CLASSES).min(MAX_CLASSES) as i64;
     if let Some((path, label)) = paths.iter().zip(labels).find(|&(_, &l)| l >= limit) {
         let why = match stated {

@@ -12,7 +12,8 @@
 
 pub mod data;
 mod draws;
-pub mod folder;
+/// Image folders are read as torchvision's ImageFolder lists them (shared with `pack`).
+pub use data_pack::folder;
 pub mod images;
 pub mod recordio;
 pub mod sampler;

@@ -16,10 +16,8 @@
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-/// The magic word that starts every record part.
-pub const MAGIC: u32 = 0xced7_230a;
-/// Size of the `IRHeader` (`struct.calcsize('IfQQ')`).
-pub const HEADER_BYTES: usize = 24;
+/// The format's constants, shared with its writer.
+pub use data_pack::{HEADER_BYTES, MAGIC};
 
 /// One `.rec` file, read by position (not mapped: a file truncated while training would end the
 /// process with SIGBUS; a read past its end is an error naming the file and byte), with its

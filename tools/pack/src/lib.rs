@@ -1,0 +1,326 @@
+//! `pack`: an image folder into webdataset tar shards or MXNet RecordIO, with its class names.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use clap::{Parser, ValueEnum};
+use cli_common::{CommonArgs, JsonlOut, Outcome, Tool};
+use data_pack::folder::ImageFolder;
+use data_pack::{RecordWriter, Sample, ShardWriter};
+use records::{ErrorRecord, Packed, Summary};
+
+/// Pack an image folder into webdataset tar shards or MXNet RecordIO, for ddp-train.
+///
+/// Reads DIR as torchvision's ImageFolder does (a sub-folder per class, in its order; the files
+/// its extensions name) — or, when DIR holds train/ and val/, both, with one list of classes —
+/// and writes each split to OUT_DIR (OUT_DIR/train, OUT_DIR/val): shard-000000.tar,
+/// shard-000001.tar, ... (or data.rec and data.idx), and classes.txt, the class names in label
+/// order, which ddp-train reads back (its records and checkpoints then name the classes). The
+/// images are stored as their files hold them. Each split's record says what ddp-train's --data
+/// takes for it.
+#[derive(Debug, Parser)]
+#[command(name = "pack", version, max_term_width = 100)]
+pub struct Cli {
+    /// The image folder (a sub-folder per class, or train/ and val/ holding them).
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+
+    /// Where the packed data goes (made if needed; refused when it holds files, unless
+    /// --overwrite).
+    #[arg(short, long, value_name = "OUT_DIR")]
+    pub out_dir: PathBuf,
+
+    /// What to write.
+    #[arg(long, value_enum, default_value_t = Format::Wds)]
+    pub format: Format,
+
+    /// The largest shard (wds): a shard is closed before a sample would take it past SIZE
+    /// (bytes; K, M, G are powers of 1024). A shard holds at least one sample.
+    #[arg(long, value_name = "SIZE", default_value = "256M", value_parser = size)]
+    pub shard_size: u64,
+
+    /// The most samples a shard holds (wds).
+    #[arg(long, value_name = "N", default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub shard_samples: u64,
+
+    /// The samples are written in a shuffled order (Python's random.Random(SEED).shuffle of the
+    /// folder's), so that every shard holds every class.
+    #[arg(long, value_name = "SEED", default_value_t = 0)]
+    pub seed: u64,
+
+    /// Keep the folder's order (class by class).
+    #[arg(long)]
+    pub no_shuffle: bool,
+
+    /// The class names, one per line in label order, instead of the folder's: to pack a
+    /// validation folder on its own with the training classes (the classes.txt of the packed
+    /// training split). Every sub-folder must be one of them.
+    #[arg(long, value_name = "FILE")]
+    pub classes: Option<PathBuf>,
+
+    /// An image file larger than this is an error record, not packed (K, M, G: powers of 1024).
+    #[arg(long, value_name = "SIZE", default_value = "256M", value_parser = size)]
+    pub max_image_bytes: u64,
+
+    /// Replace what OUT_DIR holds.
+    #[arg(long)]
+    pub overwrite: bool,
+
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+/// The packed formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// webdataset tar shards: each sample its image (KEY.jpg, KEY.png...) and its class
+    /// (KEY.cls), as webdataset's ShardWriter writes them.
+    Wds,
+    /// MXNet's indexed RecordIO (data.rec, data.idx), as im2rec writes it: record i holds
+    /// image i with its class as the label.
+    Recordio,
+}
+
+impl Format {
+    fn name(self) -> &'static str {
+        match self {
+            Format::Wds => "wds",
+            Format::Recordio => "recordio",
+        }
+    }
+}
+
+fn size(s: &str) -> Result<u64, String> {
+    cli_common::memory::parse_size(s).map_err(|e| e.to_string())
+}
+
+impl Tool for Cli {
+    const RECORDS: &'static str = r#"Prints a record per split packed:
+.PP
+.nf
+{"type":"packed","split":"train","format":"wds","samples":1281167,"classes":1000,"files":["/abs/out/train/shard-000000.tar",...,"/abs/out/train/classes.txt"],"bytes":146214523904,"data":"wds:/abs/out/train/shard-{000000..000544}.tar"}
+.fi
+.PP
+("split" only when DIR holds train/ and val/; with --format recordio "data" is "recordio:/abs/out/train/data"), an error record for each image that could not be read (it is left out), then {"type":"summary","ok":SAMPLES,"skipped":0,"failed":N,"elapsed_ms":N}.
+.PP
+Train with: ddp-train --data DATA_OF_TRAIN --val-data PATH_OF_VAL (the val record's "data" after its "wds:" or "recordio:")."#;
+    const EXAMPLES: &'static [(&'static str, &'static str)] = &[
+        (
+            "Shards of 256 MiB from a folder with train/ and val/, then training from them:",
+            "pack imagenet -o packed && ddp-train --data \"wds:packed/train/shard-{000000..000544}.tar\" --val-data \"packed/val/shard-{000000..000024}.tar\"",
+        ),
+        (
+            "RecordIO, as MXNet's im2rec writes it:",
+            "pack photos --format recordio -o packed",
+        ),
+    ];
+
+    fn common(&self) -> &CommonArgs {
+        &self.common
+    }
+}
+
+/// One split to pack: its name (with train/ and val/), its folder and where it goes.
+struct Split {
+    name: Option<&'static str>,
+    dir: PathBuf,
+    out: PathBuf,
+}
+
+pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
+    let started = std::time::Instant::now();
+    let (train, val) = (cli.dir.join("train"), cli.dir.join("val"));
+    let splits = if train.is_dir() && val.is_dir() {
+        vec![
+            Split {
+                name: Some("train"),
+                dir: train,
+                out: cli.out_dir.join("train"),
+            },
+            Split {
+                name: Some("val"),
+                dir: val,
+                out: cli.out_dir.join("val"),
+            },
+        ]
+    } else {
+        vec![Split {
+            name: None,
+            dir: cli.dir.clone(),
+            out: cli.out_dir.clone(),
+        }]
+    };
+    let folders = (splits.iter())
+        .map(|s| ImageFolder::scan(&s.dir).with_context(|| format!("reading {}", s.dir.display())))
+        .collect::<Result<Vec<_>>>()?;
+    let classes = match &cli.classes {
+        Some(file) => data_pack::read_class_file(file)
+            .map_err(|e| anyhow::Error::new(cli_common::UsageError(format!("--classes {e}"))))?,
+        None => folders[0].classes.clone(),
+    };
+    for (s, f) in splits.iter().zip(&folders) {
+        if let Some(c) = f.classes.iter().find(|c| !classes.contains(c)) {
+            return cli_common::usage(format!(
+                "{}: the class {c:?} is not among {}",
+                s.dir.display(),
+                match &cli.classes {
+                    Some(file) => format!("--classes {}", file.display()),
+                    None => format!("the classes of {}", splits[0].dir.display()),
+                }
+            ));
+        }
+    }
+    for s in &splits {
+        clear(&s.out, cli.overwrite)?;
+    }
+    let (mut packed, mut failed) = (0, 0);
+    for (s, f) in splits.iter().zip(&folders) {
+        let (record, errors) = pack_split(&cli, s, f, &classes)?;
+        for e in &errors {
+            out.emit(e)?;
+        }
+        failed += errors.len();
+        packed += record.samples;
+        out.emit(&record)?;
+    }
+    out.emit(&Summary {
+        ok: packed,
+        failed,
+        elapsed_ms: started.elapsed().as_millis() as u64,
+        ..Summary::default()
+    })?;
+    Ok(Outcome::from_failures(failed))
+}
+
+/// Makes `dir`, refusing one that holds files unless `overwrite` (then what an earlier pack
+/// wrote there is removed, so that no old shard is left among the new).
+fn clear(dir: &Path, overwrite: bool) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("making {}", dir.display()))?;
+    let entries: Vec<PathBuf> = (std::fs::read_dir(dir)?)
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    if entries.is_empty() {
+        return Ok(());
+    }
+    if !overwrite {
+        return cli_common::usage(format!(
+            "{} holds files already (--overwrite replaces what pack wrote there)",
+            dir.display()
+        ));
+    }
+    for p in entries {
+        let name = p.file_name().unwrap_or_default().to_string_lossy();
+        let ours = (name.starts_with("shard-") && name.ends_with(".tar"))
+            || ["data.rec", "data.idx", data_pack::CLASSES_FILE].contains(&name.as_ref());
+        if ours {
+            std::fs::remove_file(&p).with_context(|| format!("removing {}", p.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Packs one split: its record, and an error record per image left out.
+fn pack_split(
+    cli: &Cli,
+    s: &Split,
+    f: &ImageFolder,
+    classes: &[OsString],
+) -> Result<(Packed, Vec<ErrorRecord>)> {
+    let mut order: Vec<usize> = (0..f.samples.len()).collect();
+    if !cli.no_shuffle {
+        ref_rng::PyRandom::new(cli.seed).shuffle(&mut order);
+    }
+    let label_of = |folder_label: i64| {
+        let name = &f.classes[folder_label as usize];
+        classes
+            .iter()
+            .position(|c| c == name)
+            .expect("checked to be among the classes")
+    };
+    enum Writer {
+        Shards(ShardWriter),
+        Records(RecordWriter),
+    }
+    let mut w = match cli.format {
+        Format::Wds => Writer::Shards(ShardWriter::new(
+            &s.out,
+            cli.shard_size,
+            cli.shard_samples as usize,
+        )),
+        Format::Recordio => {
+            Writer::Records(RecordWriter::create(&s.out.join("data")).map_err(anyhow::Error::msg)?)
+        }
+    };
+    let (mut errors, mut samples) = (Vec::new(), 0usize);
+    for i in order {
+        if cli_common::interrupt::requested() {
+            // The open shard or record file is dropped: nothing half-written stays.
+            return Err(cli_common::Interrupted.into());
+        }
+        let (path, label) = &f.samples[i];
+        let image = match input_file::read(path, cli.max_image_bytes) {
+            Ok(b) => b,
+            Err(e) => {
+                errors.push(ErrorRecord {
+                    input: path.clone().into_os_string(),
+                    message: format!("{e}: left out"),
+                });
+                continue;
+            }
+        };
+        let suffix = path
+            .extension()
+            .map(|e| e.to_string_lossy().to_ascii_lowercase())
+            .unwrap_or_default();
+        let label = label_of(*label);
+        let sample = Sample {
+            suffix: &suffix,
+            image: &image,
+            label,
+        };
+        let key = format!("{samples:09}");
+        match &mut w {
+            Writer::Shards(sw) => sw.add(&key, &sample),
+            Writer::Records(rw) => rw.add(samples as u64, label as f32, &image),
+        }
+        .map_err(anyhow::Error::msg)?;
+        samples += 1;
+    }
+    let (mut files, data) = match w {
+        Writer::Shards(sw) => {
+            let written = sw.finish().map_err(anyhow::Error::msg)?;
+            let mut data = OsString::from("wds:");
+            data.push(ShardWriter::pattern(&abs(&s.out), written.len()));
+            (written, data)
+        }
+        Writer::Records(rw) => {
+            let written = rw.finish().map_err(anyhow::Error::msg)?;
+            let mut data = OsString::from("recordio:");
+            data.push(abs(&s.out.join("data")));
+            (written.to_vec(), data)
+        }
+    };
+    let classes_file = data_pack::write_classes(&s.out, classes).map_err(anyhow::Error::msg)?;
+    files.push(data_pack::Written {
+        bytes: std::fs::metadata(&classes_file).map_or(0, |m| m.len()),
+        path: classes_file,
+        samples: 0,
+    });
+    Ok((
+        Packed {
+            split: s.name.map(str::to_string),
+            format: cli.format.name().into(),
+            samples,
+            classes: classes.len(),
+            bytes: files.iter().map(|w| w.bytes).sum(),
+            files: files.iter().map(|w| abs(&w.path)).collect(),
+            data: PathBuf::from(data),
+        },
+        errors,
+    ))
+}
+
+fn abs(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
