@@ -36,10 +36,21 @@ ideal=$(awk -v t="$one_by_one" -v c="$cpus" 'BEGIN { printf "%.2f", t / (c < 3 ?
 default=$(seconds xargs -d '\n' -n1 -P3 ./project def <shards.jsonl)
 one=$(seconds xargs -d '\n' -n1 -P3 ./project one --threads 1 <shards.jsonl)
 omp=$(seconds env OMP_NUM_THREADS=1 xargs -d '\n' -n1 -P3 ./project omp <shards.jsonl)
+par=
+if command -v parallel >/dev/null 2>&1; then
+  par=$(seconds parallel --will-cite -j3 ./project par <shards.jsonl)
+fi
+# One shard alone: the default (every CPU it may use, as no sibling runs) against one thread.
+first=$(head -n 1 shards.jsonl)
+alone=$(seconds ./project alone "$first")
+alone1=$(seconds ./project alone1 --threads 1 "$first")
 echo "# $images images in 3 shards, $steps steps, $cpus CPU(s); ideal: the shards one after another with a thread each ($one_by_one s) / min(CPUs, 3)"
 printf '%-36s %8s %8s\n' case seconds "x ideal"
-for row in "ideal:$ideal" "xargs -P3, default threads:$default" "xargs -P3, --threads 1:$one" \
-  "xargs -P3, OMP_NUM_THREADS=1:$omp"; do
+rows=("ideal:$ideal" "xargs -P3, default threads:$default" "xargs -P3, --threads 1:$one"
+  "xargs -P3, OMP_NUM_THREADS=1:$omp")
+[ -n "$par" ] && rows+=("parallel -j3, default threads:$par")
+for row in "${rows[@]}"; do
   name=${row%:*} s=${row##*:}
   printf '%-36s %8.1f %8.2f\n' "$name" "$s" "$(awk -v s="$s" -v i="$ideal" 'BEGIN { print s / i }')"
 done
+echo "# one shard alone: default threads $alone s, --threads 1 $alone1 s ($(awk -v a="$alone" -v b="$alone1" 'BEGIN { printf "%.2f", b / a }')x)"
