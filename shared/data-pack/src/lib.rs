@@ -337,6 +337,137 @@ fn parts(data: &[u8]) -> Vec<(u32, &[u8])> {
     out
 }
 
+/// What [`pack`] writes, and how.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// webdataset shards ([`ShardWriter`]).
+    Wds,
+    /// MXNet's RecordIO ([`RecordWriter`], `DIR/data.rec` and `.idx`).
+    Recordio,
+}
+
+/// How [`pack`] packs.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub format: Format,
+    /// Shards: their largest size, and most samples.
+    pub shard_size: u64,
+    pub shard_samples: usize,
+    /// The seed of the order the samples are written in (Python's `random.Random(seed).shuffle`
+    /// of the folder's); `None` keeps the folder's.
+    pub shuffle: Option<u64>,
+    /// The largest image file taken.
+    pub max_image_bytes: u64,
+}
+
+/// A folder packed.
+#[derive(Debug)]
+pub struct Packed {
+    pub samples: usize,
+    /// The files written: the shards (or the .rec and .idx), then classes.txt.
+    pub files: Vec<Written>,
+    /// What training's `--data` takes for it: `wds:DIR/shard-{000000..N}.tar` or
+    /// `recordio:DIR/data` (DIR as given).
+    pub data: OsString,
+    /// The images left out, and why.
+    pub left_out: Vec<(PathBuf, String)>,
+}
+
+/// Why [`pack`] stopped.
+#[derive(Debug)]
+pub enum PackError {
+    /// `stop` said so: nothing half-written stays (the open file is dropped).
+    Stopped,
+    Failed(String),
+}
+
+/// Packs the images of `folder` into `dir` with their labels in `classes` (each of the
+/// folder's classes is one of them), then writes `dir/classes.txt`. An image that cannot be
+/// read is left out (and said); `stop` is asked before each.
+pub fn pack(
+    folder: &folder::ImageFolder,
+    dir: &Path,
+    classes: &[OsString],
+    o: &Options,
+    stop: &dyn Fn() -> bool,
+) -> Result<Packed, PackError> {
+    let failed = PackError::Failed;
+    let labels: Vec<usize> = (folder.classes.iter())
+        .map(|c| classes.iter().position(|n| n == c))
+        .collect::<Option<_>>()
+        .ok_or_else(|| failed("a class of the folder is not among the classes".into()))?;
+    let mut order: Vec<usize> = (0..folder.samples.len()).collect();
+    if let Some(seed) = o.shuffle {
+        ref_rng::PyRandom::new(seed).shuffle(&mut order);
+    }
+    enum Writer {
+        Shards(ShardWriter),
+        Records(RecordWriter),
+    }
+    let mut w = match o.format {
+        Format::Wds => Writer::Shards(ShardWriter::new(dir, o.shard_size, o.shard_samples)),
+        Format::Recordio => {
+            Writer::Records(RecordWriter::create(&dir.join("data")).map_err(failed)?)
+        }
+    };
+    let (mut left_out, mut samples) = (Vec::new(), 0usize);
+    for i in order {
+        if stop() {
+            return Err(PackError::Stopped);
+        }
+        let (path, label) = &folder.samples[i];
+        let image = match input_file::read(path, o.max_image_bytes) {
+            Ok(b) => b,
+            Err(e) => {
+                left_out.push((path.clone(), e.to_string()));
+                continue;
+            }
+        };
+        let suffix = (path.extension())
+            .map(|e| e.to_string_lossy().to_ascii_lowercase())
+            .unwrap_or_default();
+        let label = labels[*label as usize];
+        match &mut w {
+            Writer::Shards(sw) => {
+                let sample = Sample {
+                    suffix: &suffix,
+                    image: &image,
+                    label,
+                };
+                sw.add(&format!("{samples:09}"), &sample)
+            }
+            Writer::Records(rw) => rw.add(samples as u64, label as f32, &image),
+        }
+        .map_err(failed)?;
+        samples += 1;
+    }
+    let (mut files, data) = match w {
+        Writer::Shards(sw) => {
+            let written = sw.finish().map_err(failed)?;
+            let mut data = OsString::from("wds:");
+            data.push(ShardWriter::pattern(dir, written.len()));
+            (written, data)
+        }
+        Writer::Records(rw) => {
+            let mut data = OsString::from("recordio:");
+            data.push(dir.join("data"));
+            (rw.finish().map_err(failed)?.to_vec(), data)
+        }
+    };
+    let path = write_classes(dir, classes).map_err(failed)?;
+    files.push(Written {
+        bytes: std::fs::metadata(&path).map_or(0, |m| m.len()),
+        path,
+        samples: 0,
+    });
+    Ok(Packed {
+        samples,
+        files,
+        data,
+        left_out,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,6 @@ use anyhow::{Context, Result};
 use clap::{Parser, ValueEnum};
 use cli_common::{CommonArgs, JsonlOut, Outcome, Tool};
 use data_pack::folder::ImageFolder;
-use data_pack::{RecordWriter, Sample, ShardWriter};
 use records::{ErrorRecord, Packed, Summary};
 
 /// Pack an image folder into webdataset tar shards or MXNet RecordIO, for ddp-train.
@@ -227,98 +226,43 @@ fn pack_split(
     f: &ImageFolder,
     classes: &[OsString],
 ) -> Result<(Packed, Vec<ErrorRecord>)> {
-    let mut order: Vec<usize> = (0..f.samples.len()).collect();
-    if !cli.no_shuffle {
-        ref_rng::PyRandom::new(cli.seed).shuffle(&mut order);
-    }
-    let label_of = |folder_label: i64| {
-        let name = &f.classes[folder_label as usize];
-        classes
-            .iter()
-            .position(|c| c == name)
-            .expect("checked to be among the classes")
-    };
-    enum Writer {
-        Shards(ShardWriter),
-        Records(RecordWriter),
-    }
-    let mut w = match cli.format {
-        Format::Wds => Writer::Shards(ShardWriter::new(
-            &s.out,
-            cli.shard_size,
-            cli.shard_samples as usize,
-        )),
-        Format::Recordio => {
-            Writer::Records(RecordWriter::create(&s.out.join("data")).map_err(anyhow::Error::msg)?)
-        }
-    };
-    let (mut errors, mut samples) = (Vec::new(), 0usize);
-    for i in order {
-        if cli_common::interrupt::requested() {
-            // The open shard or record file is dropped: nothing half-written stays.
-            return Err(cli_common::Interrupted.into());
-        }
-        let (path, label) = &f.samples[i];
-        let image = match input_file::read(path, cli.max_image_bytes) {
-            Ok(b) => b,
-            Err(e) => {
-                errors.push(ErrorRecord {
-                    input: path.clone().into_os_string(),
-                    message: format!("{e}: left out"),
-                });
-                continue;
-            }
-        };
-        let suffix = path
-            .extension()
-            .map(|e| e.to_string_lossy().to_ascii_lowercase())
-            .unwrap_or_default();
-        let label = label_of(*label);
-        let sample = Sample {
-            suffix: &suffix,
-            image: &image,
-            label,
-        };
-        let key = format!("{samples:09}");
-        match &mut w {
-            Writer::Shards(sw) => sw.add(&key, &sample),
-            Writer::Records(rw) => rw.add(samples as u64, label as f32, &image),
-        }
-        .map_err(anyhow::Error::msg)?;
-        samples += 1;
-    }
-    let (mut files, data) = match w {
-        Writer::Shards(sw) => {
-            let written = sw.finish().map_err(anyhow::Error::msg)?;
-            let mut data = OsString::from("wds:");
-            data.push(ShardWriter::pattern(&abs(&s.out), written.len()));
-            (written, data)
-        }
-        Writer::Records(rw) => {
-            let written = rw.finish().map_err(anyhow::Error::msg)?;
-            let mut data = OsString::from("recordio:");
-            data.push(abs(&s.out.join("data")));
-            (written.to_vec(), data)
-        }
-    };
-    let classes_file = data_pack::write_classes(&s.out, classes).map_err(anyhow::Error::msg)?;
-    files.push(data_pack::Written {
-        bytes: std::fs::metadata(&classes_file).map_or(0, |m| m.len()),
-        path: classes_file,
-        samples: 0,
-    });
-    Ok((
-        Packed {
-            split: s.name.map(str::to_string),
-            format: cli.format.name().into(),
-            samples,
-            classes: classes.len(),
-            bytes: files.iter().map(|w| w.bytes).sum(),
-            files: files.iter().map(|w| abs(&w.path)).collect(),
-            data: PathBuf::from(data),
+    let o = data_pack::Options {
+        format: match cli.format {
+            Format::Wds => data_pack::Format::Wds,
+            Format::Recordio => data_pack::Format::Recordio,
         },
-        errors,
-    ))
+        shard_size: cli.shard_size,
+        shard_samples: cli.shard_samples as usize,
+        shuffle: (!cli.no_shuffle).then_some(cli.seed),
+        max_image_bytes: cli.max_image_bytes,
+    };
+    let p = match data_pack::pack(
+        f,
+        &abs(&s.out),
+        classes,
+        &o,
+        &cli_common::interrupt::requested,
+    ) {
+        Ok(p) => p,
+        Err(data_pack::PackError::Stopped) => return Err(cli_common::Interrupted.into()),
+        Err(data_pack::PackError::Failed(e)) => anyhow::bail!("{}: {e}", s.out.display()),
+    };
+    let errors = (p.left_out.into_iter())
+        .map(|(path, why)| ErrorRecord {
+            input: path.into_os_string(),
+            message: format!("{why}: left out"),
+        })
+        .collect();
+    let record = Packed {
+        split: s.name.map(str::to_string),
+        format: cli.format.name().into(),
+        samples: p.samples,
+        classes: classes.len(),
+        bytes: p.files.iter().map(|w| w.bytes).sum(),
+        files: p.files.iter().map(|w| w.path.clone()).collect(),
+        data: PathBuf::from(p.data),
+    };
+    Ok((record, errors))
 }
 
 fn abs(p: &Path) -> PathBuf {
