@@ -2599,9 +2599,10 @@ fn interrupted_around_the_first_epochs_end(
 ) -> Vec<usize> {
     use std::io::BufRead;
     let ck = at.join("ck");
+    // 64 images (12 to evaluate): epochs of 4 steps of 8 per rank.
     let rank = |r: usize, port: &str, resume: bool| {
-        let mut c = cmd();
-        c.args(["--batch-size", "16", "--max-steps", "4", "--epochs", "2"])
+        let mut c = cmd_on("synthetic:64");
+        c.args(["--batch-size", "16", "--epochs", "2"])
             .args(["--checkpoint-every", "2", "--lr", "0.05"])
             .args(rank_of(r, 2, port))
             .arg("--checkpoint-dir")
