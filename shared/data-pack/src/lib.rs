@@ -23,6 +23,34 @@ pub const HEADER_BYTES: usize = 24;
 /// The class-name file beside packed data.
 pub const CLASSES_FILE: &str = "classes.txt";
 
+/// The files of MXNet's indexed RecordIO with `prefix`: `PREFIX.rec` and `PREFIX.idx`.
+pub fn recordio_paths(prefix: &Path) -> (PathBuf, PathBuf) {
+    let with = |ext: &str| {
+        let mut p = prefix.as_os_str().to_owned();
+        p.push(ext);
+        PathBuf::from(p)
+    };
+    (with(".rec"), with(".idx"))
+}
+
+/// The prefix [`pack`] gives RecordIO in its directory (`DIR/data.rec`, `DIR/data.idx`).
+const RECORDIO_PREFIX: &str = "data";
+
+/// A shard's name: `shard-000003.tar`.
+fn shard_name(n: usize) -> String {
+    format!("shard-{n:06}.tar")
+}
+
+/// Whether a file of a directory is one [`pack`] writes (a shard, the RecordIO files,
+/// classes.txt), which a pack over it replaces.
+pub fn is_packed_file(name: &std::ffi::OsStr) -> bool {
+    let name = name.to_string_lossy();
+    let rec = [".rec", ".idx"].map(|e| format!("{RECORDIO_PREFIX}{e}"));
+    (name.starts_with("shard-") && name.ends_with(".tar"))
+        || rec.contains(&name.to_string())
+        || name == CLASSES_FILE
+}
+
 /// The most bytes a class-name file may hold: names, not data.
 const MAX_CLASSES_BYTES: u64 = 64 << 20;
 
@@ -160,7 +188,7 @@ impl ShardWriter {
     /// The shard names, as a brace pattern over the shards written (`DIR/shard-{000000..000003}.tar`).
     pub fn pattern(dir: &Path, shards: usize) -> PathBuf {
         match shards {
-            0 | 1 => dir.join("shard-000000.tar"),
+            0 | 1 => dir.join(shard_name(0)),
             n => dir.join(format!("shard-{{000000..{:06}}}.tar", n - 1)),
         }
     }
@@ -175,7 +203,7 @@ impl ShardWriter {
             self.close()?;
         }
         if self.open.is_none() {
-            let path = self.dir.join(format!("shard-{:06}.tar", self.done.len()));
+            let path = self.dir.join(shard_name(self.done.len()));
             let tmp = atomic_file::temp_beside(&path).map_err(|e| e.describe())?;
             let file = tmp.as_file().try_clone().map_err(|e| io_error(&path, e))?;
             let tar = tar::Builder::new(std::io::BufWriter::with_capacity(1 << 20, file));
@@ -250,12 +278,7 @@ impl std::fmt::Debug for RecordWriter {
 
 impl RecordWriter {
     pub fn create(prefix: &Path) -> Result<RecordWriter, String> {
-        let with = |ext: &str| {
-            let mut p = prefix.as_os_str().to_owned();
-            p.push(ext);
-            PathBuf::from(p)
-        };
-        let (rec, idx) = (with(".rec"), with(".idx"));
+        let (rec, idx) = recordio_paths(prefix);
         let tmp = atomic_file::temp_beside(&rec).map_err(|e| e.describe())?;
         let file = tmp.as_file().try_clone().map_err(|e| io_error(&rec, e))?;
         Ok(RecordWriter {
@@ -337,13 +360,26 @@ fn parts(data: &[u8]) -> Vec<(u32, &[u8])> {
     out
 }
 
-/// What [`pack`] writes, and how.
+/// What [`pack`] writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Format {
-    /// webdataset shards ([`ShardWriter`]).
+    /// webdataset tar shards: each sample its image (KEY.jpg, KEY.png...) and its class
+    /// (KEY.cls), as webdataset's ShardWriter writes them.
     Wds,
-    /// MXNet's RecordIO ([`RecordWriter`], `DIR/data.rec` and `.idx`).
+    /// MXNet's indexed RecordIO (data.rec, data.idx), as im2rec writes it: record i holds
+    /// image i with its class as the label.
     Recordio,
+}
+
+impl Format {
+    /// As records and `--data` name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Wds => "wds",
+            Format::Recordio => "recordio",
+        }
+    }
 }
 
 /// How [`pack`] packs.
@@ -407,7 +443,7 @@ pub fn pack(
     let mut w = match o.format {
         Format::Wds => Writer::Shards(ShardWriter::new(dir, o.shard_size, o.shard_samples)),
         Format::Recordio => {
-            Writer::Records(RecordWriter::create(&dir.join("data")).map_err(failed)?)
+            Writer::Records(RecordWriter::create(&dir.join(RECORDIO_PREFIX)).map_err(failed)?)
         }
     };
     let (mut left_out, mut samples) = (Vec::new(), 0usize);
@@ -441,19 +477,19 @@ pub fn pack(
         .map_err(failed)?;
         samples += 1;
     }
-    let (mut files, data) = match w {
+    let (mut files, path) = match w {
         Writer::Shards(sw) => {
             let written = sw.finish().map_err(failed)?;
-            let mut data = OsString::from("wds:");
-            data.push(ShardWriter::pattern(dir, written.len()));
-            (written, data)
+            let pattern = ShardWriter::pattern(dir, written.len());
+            (written, pattern)
         }
-        Writer::Records(rw) => {
-            let mut data = OsString::from("recordio:");
-            data.push(dir.join("data"));
-            (rw.finish().map_err(failed)?.to_vec(), data)
-        }
+        Writer::Records(rw) => (
+            rw.finish().map_err(failed)?.to_vec(),
+            dir.join(RECORDIO_PREFIX),
+        ),
     };
+    let mut data = OsString::from(format!("{}:", o.format.name()));
+    data.push(path);
     let path = write_classes(dir, classes).map_err(failed)?;
     files.push(Written {
         bytes: std::fs::metadata(&path).map_or(0, |m| m.len()),
@@ -486,6 +522,18 @@ mod tests {
         );
         assert_eq!(parts(b"abc"), [(0, &b"abc"[..])]);
         assert_eq!(parts(&m), [(1, &[][..]), (3, &[][..])]);
+    }
+
+    #[test]
+    fn the_files_pack_writes_are_known_by_name() {
+        for name in [&shard_name(12), "data.rec", "data.idx", CLASSES_FILE] {
+            assert!(is_packed_file(name.as_ref()), "{name}");
+        }
+        for name in ["photo.png", "data.txt", "shard-1.tgz"] {
+            assert!(!is_packed_file(name.as_ref()), "{name}");
+        }
+        let (rec, idx) = recordio_paths(Path::new("d/x.y"));
+        assert_eq!((rec, idx), ("d/x.y.rec".into(), "d/x.y.idx".into()));
     }
 
     #[test]

@@ -55,12 +55,7 @@ impl Record {
 impl RecordIo {
     /// Opens `PREFIX.rec` and reads `PREFIX.idx`.
     pub fn open(prefix: &Path) -> Result<RecordIo, String> {
-        let with = |ext: &str| {
-            let mut p = prefix.as_os_str().to_owned();
-            p.push(ext);
-            PathBuf::from(p)
-        };
-        let (rec, idx) = (with(".rec"), with(".idx"));
+        let (rec, idx) = data_pack::recordio_paths(prefix);
         let (file, len) = input_file::open(&rec).map_err(|e| e.to_string())?;
         // An index line is a key and an offset: 1 GiB of them is 50 million records.
         let text = input_file::read(&idx, 1 << 30).map_err(|e| e.to_string())?;

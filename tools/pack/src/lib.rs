@@ -4,8 +4,9 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 use cli_common::{CommonArgs, JsonlOut, Outcome, Tool};
+use data_pack::Format;
 use data_pack::folder::ImageFolder;
 use records::{ErrorRecord, Packed, Summary};
 
@@ -68,26 +69,6 @@ pub struct Cli {
 
     #[command(flatten)]
     pub common: CommonArgs,
-}
-
-/// The packed formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Format {
-    /// webdataset tar shards: each sample its image (KEY.jpg, KEY.png...) and its class
-    /// (KEY.cls), as webdataset's ShardWriter writes them.
-    Wds,
-    /// MXNet's indexed RecordIO (data.rec, data.idx), as im2rec writes it: record i holds
-    /// image i with its class as the label.
-    Recordio,
-}
-
-impl Format {
-    fn name(self) -> &'static str {
-        match self {
-            Format::Wds => "wds",
-            Format::Recordio => "recordio",
-        }
-    }
 }
 
 fn size(s: &str) -> Result<u64, String> {
@@ -209,10 +190,7 @@ fn clear(dir: &Path, overwrite: bool) -> Result<()> {
         ));
     }
     for p in entries {
-        let name = p.file_name().unwrap_or_default().to_string_lossy();
-        let ours = (name.starts_with("shard-") && name.ends_with(".tar"))
-            || ["data.rec", "data.idx", data_pack::CLASSES_FILE].contains(&name.as_ref());
-        if ours {
+        if p.file_name().is_some_and(data_pack::is_packed_file) {
             std::fs::remove_file(&p).with_context(|| format!("removing {}", p.display()))?;
         }
     }
@@ -227,10 +205,7 @@ fn pack_split(
     classes: &[OsString],
 ) -> Result<(Packed, Vec<ErrorRecord>)> {
     let o = data_pack::Options {
-        format: match cli.format {
-            Format::Wds => data_pack::Format::Wds,
-            Format::Recordio => data_pack::Format::Recordio,
-        },
+        format: cli.format,
         shard_size: cli.shard_size,
         shard_samples: cli.shard_samples as usize,
         shuffle: (!cli.no_shuffle).then_some(cli.seed),
