@@ -84,7 +84,7 @@ impl ThreadArgs {
         let ranks = local_ranks(&env_count);
         let s = share(self.threads, &env_count, cpus(), ranks, omp);
         match s.from {
-            // Only when nothing else said: /proc is read once per call.
+            // Only when nothing else said.
             From::Cpus { cpus, ranks } => match side_by_side() {
                 n if n > ranks => Share {
                     threads: (cpus / n).max(1),
@@ -101,8 +101,14 @@ impl ThreadArgs {
 /// `xargs -P` (their parent) or the same GNU parallel (its `PARALLEL_PID`), which compete for
 /// the same CPUs: each running a pool of every core, three projections on two cores took ten
 /// times as long as with a thread each. 1 when alone, when started otherwise, or when /proc
-/// cannot tell. A process started after this one looked is not counted.
+/// cannot tell. Counted once, the first time it is asked (libtorch's threads and the decoding
+/// threads then share one count); a process started after that is not counted.
 pub fn side_by_side() -> usize {
+    static COUNT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *COUNT.get_or_init(count_side_by_side)
+}
+
+fn count_side_by_side() -> usize {
     let Ok(exe) = std::fs::read_link("/proc/self/exe") else {
         return 1;
     };

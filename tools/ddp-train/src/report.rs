@@ -184,9 +184,6 @@ impl Reporter<'_> {
         if self.complete && stopped {
             // Interrupted once every epoch was reported (in the ranks' last meeting, say): done.
             self.logs.end(tensorboard::SessionStatus::Success);
-            if let Some(bar) = self.bar.take() {
-                bar.finish_and_clear();
-            }
             self.summary(self.cfg.epochs - self.ran)?;
             return Ok(Outcome::Ok);
         }
