@@ -160,17 +160,13 @@ pub fn svg(curves: &[Curve<'_>], time_attr: &str, metric: &str, best: Option<usi
     );
     // A trial's colour, line width and dashes (past the palette, the colours repeat with
     // another dash pattern).
+    let is_best = |i: &usize| best == Some(curves[*i].trial);
     let style = |i: usize| {
-        let width = if best == Some(curves[i].trial) {
-            3.0
-        } else {
-            1.5
-        };
+        let width = if is_best(&i) { 3.0 } else { 1.5 };
         let dash = ["none", "6,3", "2,2", "8,2,2,2"][(i / PALETTE.len()) % 4];
         (PALETTE[i % PALETTE.len()], width, dash)
     };
     // The best trial last, over the others (a flat line drawn later hid it).
-    let is_best = |i: &usize| best == Some(curves[*i].trial);
     let order = (0..curves.len())
         .filter(|i| !is_best(i))
         .chain((0..curves.len()).filter(is_best));

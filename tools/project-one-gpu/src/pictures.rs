@@ -59,28 +59,18 @@ impl Picture {
         if self.width == side && self.height == side {
             return self.clone();
         }
-        if self.width < side && side.is_multiple_of(self.width) && self.width == self.height {
-            let k = side / self.width;
-            let mut rgb = Vec::with_capacity((side * side * 3) as usize);
-            for y in 0..side {
-                for x in 0..side {
-                    let at = (((y / k) * self.width + x / k) * 3) as usize;
-                    rgb.extend_from_slice(&self.rgb[at..at + 3]);
-                }
-            }
-            return Picture {
-                width: side,
-                height: side,
-                rgb,
-            };
-        }
         let img = image::RgbImage::from_raw(self.width, self.height, self.rgb.clone())
             .expect("the size matches the pixels");
-        let small = imaging::resize_lanczos(&img, (0, 0, self.width, self.height), side, side);
+        let sized = if self.width < side && side.is_multiple_of(self.width) {
+            let nearest = image::imageops::FilterType::Nearest;
+            image::imageops::resize(&img, side, side, nearest)
+        } else {
+            imaging::resize_lanczos(&img, (0, 0, self.width, self.height), side, side)
+        };
         Picture {
             width: side,
             height: side,
-            rgb: small.into_raw(),
+            rgb: sized.into_raw(),
         }
     }
 
