@@ -1895,7 +1895,6 @@ fn usr1_after_first_checkpoint(
     watch: usize,
     target: usize,
 ) -> Vec<Output> {
-    use std::io::BufRead;
     let mut children: Vec<std::process::Child> = ranks
         .iter_mut()
         .map(|c| {
@@ -1907,19 +1906,9 @@ fn usr1_after_first_checkpoint(
         .collect();
     let target_pid = children[target].id() as i32;
     let watched = children[watch].stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut lines = Vec::new();
-        let mut signalled = false;
-        for line in std::io::BufReader::new(watched).lines() {
-            let line = line.unwrap();
-            if !signalled && line.contains(r#""type":"checkpoint""#) {
-                // SAFETY: a signal to a child of this test, still running (its stdout is open).
-                assert_eq!(unsafe { libc::kill(target_pid, libc::SIGUSR1) }, 0);
-                signalled = true;
-            }
-            lines.push(line + "\n");
-        }
-        lines.concat().into_bytes()
+    let reader = read_watching(watched, r#""type":"checkpoint""#, move || {
+        // SAFETY: a signal to a child of this test, still running (its stdout is open).
+        assert_eq!(unsafe { libc::kill(target_pid, libc::SIGUSR1) }, 0);
     });
     let mut outs: Vec<Output> = children
         .into_iter()
@@ -1927,6 +1916,30 @@ fn usr1_after_first_checkpoint(
         .collect();
     outs[watch].stdout = reader.join().unwrap();
     outs
+}
+
+/// Reads a child's `stdout` to its end on a thread of its own, calling `first` at the first line
+/// that holds `needle`; what was read.
+fn read_watching(
+    stdout: std::process::ChildStdout,
+    needle: &'static str,
+    first: impl FnOnce() + Send + 'static,
+) -> std::thread::JoinHandle<Vec<u8>> {
+    use std::io::BufRead;
+    std::thread::spawn(move || {
+        let (mut lines, mut first) = (String::new(), Some(first));
+        for line in std::io::BufReader::new(stdout).lines() {
+            let line = line.unwrap();
+            if line.contains(needle)
+                && let Some(f) = first.take()
+            {
+                f();
+            }
+            lines += &line;
+            lines.push('\n');
+        }
+        lines.into_bytes()
+    })
 }
 
 /// The checkpoint records in a run's stdout: (epoch, step, reason).
@@ -2597,7 +2610,6 @@ fn interrupted_around_the_first_epochs_end(
     around: Around,
     signalled: &[usize],
 ) -> Vec<usize> {
-    use std::io::BufRead;
     let ck = at.join("ck");
     // 64 images (12 to evaluate): epochs of 4 steps of 8 per rank.
     let rank = |r: usize, port: &str, resume: bool| {
@@ -2624,17 +2636,9 @@ fn interrupted_around_the_first_epochs_end(
     let pids: Vec<i32> = children.iter().map(|c| c.id() as i32).collect();
     let stdout = children[0].stdout.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        let mut lines = String::new();
-        for line in std::io::BufReader::new(stdout).lines() {
-            let line = line.unwrap();
-            if line.contains(r#""type":"checkpoint""#) && line.contains(r#""epoch":1,"#) {
-                let _ = tx.send(());
-            }
-            lines += &line;
-            lines.push('\n');
-        }
-        lines
+    // The first checkpoint record is step 2's, in epoch 1.
+    let reader = read_watching(stdout, r#""type":"checkpoint""#, move || {
+        let _ = tx.send(());
     });
     let deadline = Instant::now() + Duration::from_secs(300);
     rx.recv_timeout(Duration::from_secs(300))
@@ -2678,7 +2682,7 @@ fn interrupted_around_the_first_epochs_end(
         .into_iter()
         .map(|c| c.wait_with_output().unwrap())
         .collect();
-    outs[0].stdout = reader.join().unwrap().into_bytes();
+    outs[0].stdout = reader.join().unwrap();
     for (r, o) in outs.iter().enumerate() {
         // 0 when the interrupt came after the last step's check (the run had ended).
         assert!(
