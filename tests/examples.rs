@@ -13,7 +13,7 @@ fn workdir() -> tempfile::TempDir {
     let out = sh(
         tmp.path(),
         &format!(
-            "{} {}/scripts/reference/lpips_ref.py random vgg.safetensors 2",
+            "{} {}/scripts/convert-vgg16-lpips --random 2 -o vgg.safetensors",
             python(),
             root.display()
         ),

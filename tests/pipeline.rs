@@ -129,7 +129,7 @@ fn shard_crop_project_gather_generate() {
     tree(tmp.path());
     let script = format!(
         "set -e
-        {python} {root}/../scripts/reference/lpips_ref.py random vgg.safetensors 2
+        {python} {root}/../scripts/convert-vgg16-lpips --random 2 -o vgg.safetensors > /dev/null
         find imgs -type f | sort | shard-list -n 2 --by-dir > shards.jsonl
         while read -r shard; do
           crop-resize -q -r 32 -o prepared \"$shard\" | project-one-gpu -q --device cpu --network {g} --vgg vgg.safetensors --steps 3 --w-avg-samples 200 -b 4

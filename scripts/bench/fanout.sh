@@ -17,7 +17,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 "$bin/generate" -q --device cpu --network "$g" --seeds "0-$((images - 1))" --trunc 0.7 -o targets >/dev/null
-"$py" "$root/scripts/reference/lpips_ref.py" random vgg.safetensors 2 >/dev/null
+"$py" "$root/scripts/convert-vgg16-lpips" --random 2 -o vgg.safetensors >/dev/null
 find targets -name '*.png' | sort >targets.txt
 "$bin/shard-list" -n 3 <targets.txt >shards.jsonl
 cpus=$(nproc)

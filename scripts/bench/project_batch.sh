@@ -15,7 +15,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 "$bin/generate" -q --device cpu --network "$g" --seeds 1-4 --trunc 0.5 -o imgs >/dev/null
-"$py" "$root/scripts/reference/lpips_ref.py" random vgg.safetensors 1 >/dev/null
+"$py" "$root/scripts/convert-vgg16-lpips" --random 1 -o vgg.safetensors >/dev/null
 for b in 1 4; do
   "$bin/project-one-gpu" -q --device "$device" --network "$g" --vgg vgg.safetensors \
     --steps "$steps" --save-trajectory -b "$b" -o "b$b" imgs/*.png >"b$b.jsonl"

@@ -6,7 +6,6 @@ formulas with torchvision's VGG16 (no lpips import needed):
   [0:4], [4:9], [9:16], [16:23], [23:30] -> normalize_tensor (x / (||x||_c + 1e-10))
   -> d = (f0 - f1)^2 -> lin_k (1x1 conv, no bias) -> spatial mean -> sum over the five taps.
 
-  lpips_ref.py random OUT.safetensors SEED          random VGG16 + LPIPS weights in our layout
   lpips_ref.py distance W.safetensors IN.safetensors OUT.safetensors
         IN holds `a` and `b` [N,3,H,W] in [0,255]; OUT gets `dist` [N]
   lpips_ref.py script W.safetensors OUT.pt
@@ -82,18 +81,7 @@ class Script(torch.nn.Module):
 
 def main():
     cmd = sys.argv[1]
-    if cmd == "random":
-        torch.manual_seed(int(sys.argv[3]))
-        vgg = torchvision.models.vgg16(weights=None).features
-        t = {f"features.{k}": v.contiguous() for k, v in vgg.state_dict().items()}
-        # Random biases too, so that a bias slip shows.
-        for k in list(t):
-            if k.endswith(".bias"):
-                t[k] = torch.randn_like(t[k]) * 0.1
-        for k, c in enumerate([64, 128, 256, 512, 512]):
-            t[f"lpips.{k}"] = torch.rand(c)
-        save_file(t, sys.argv[2])
-    elif cmd == "distance":
+    if cmd == "distance":
         vgg, lins = vgg_from(load_file(sys.argv[2]))
         inp = load_file(sys.argv[3])
         with torch.no_grad():

@@ -231,8 +231,8 @@ pub fn projection_job(dir: &Path, n: usize) -> (PathBuf, Vec<PathBuf>) {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let o = Command::new(python())
         .current_dir(dir)
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/reference/lpips_ref.py"))
-        .args(["random", "vgg.safetensors", "2"])
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/convert-vgg16-lpips"))
+        .args(["--random", "2", "-o", "vgg.safetensors"])
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -13,12 +13,13 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn py(args: &[&Path]) {
+/// Runs `scripts/SCRIPT args...` with the venv's python.
+fn run(script: &str, args: &[&Path]) {
     let python = std::env::var_os("SHARDKIT_PYTHON")
         .map(PathBuf::from)
         .unwrap_or_else(|| repo().join(".venv/bin/python"));
     let o = Command::new(python)
-        .arg(repo().join("scripts/reference/lpips_ref.py"))
+        .arg(repo().join("scripts").join(script))
         .args(args)
         .output()
         .unwrap();
@@ -29,19 +30,31 @@ fn py(args: &[&Path]) {
 fn native_features_give_the_lpips_distance_and_match_torchscript() {
     let tmp = tempfile::tempdir().unwrap();
     let t = |n: &str| tmp.path().join(n);
-    py(&[Path::new("random"), &t("w.safetensors"), Path::new("7")]);
+    // Random VGG16/LPIPS weights, as the user-facing converter makes them.
+    run(
+        "convert-vgg16-lpips",
+        &[
+            Path::new("--random"),
+            Path::new("7"),
+            Path::new("-o"),
+            &t("w.safetensors"),
+        ],
+    );
     tch::manual_seed(3);
     let opts = (Kind::Float, Device::Cpu);
     for (h, w) in [(32, 32), (48, 40)] {
         let a = Tensor::rand([3, 3, h, w], opts) * 255.0;
         let b = (&a + Tensor::randn([3, 3, h, w], opts) * 20.0).clamp(0.0, 255.0);
         Tensor::write_safetensors(&[("a", &a), ("b", &b)], t("in.safetensors")).unwrap();
-        py(&[
-            Path::new("distance"),
-            &t("w.safetensors"),
-            &t("in.safetensors"),
-            &t("out.safetensors"),
-        ]);
+        run(
+            "reference/lpips_ref.py",
+            &[
+                Path::new("distance"),
+                &t("w.safetensors"),
+                &t("in.safetensors"),
+                &t("out.safetensors"),
+            ],
+        );
         let want = Tensor::read_safetensors(t("out.safetensors"))
             .unwrap()
             .remove(0)
@@ -60,7 +73,10 @@ fn native_features_give_the_lpips_distance_and_match_torchscript() {
         assert!(rel <= 1e-5, "{h}x{w}: relative error {rel}");
     }
 
-    py(&[Path::new("script"), &t("w.safetensors"), &t("vgg.pt")]);
+    run(
+        "reference/lpips_ref.py",
+        &[Path::new("script"), &t("w.safetensors"), &t("vgg.pt")],
+    );
     let script = Vgg16::load(&t("vgg.pt"), Device::Cpu).unwrap();
     let native = Vgg16::load(&t("w.safetensors"), Device::Cpu).unwrap();
     let img = Tensor::rand([2, 3, 32, 32], opts) * 255.0;

@@ -70,7 +70,11 @@ fn max_abs(a: &Tensor, b: &Tensor) -> f64 {
 fn trajectory_matches_the_upstream_loop_and_batching_changes_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let vgg_path = tmp.path().join("vgg.safetensors");
-    python("lpips_ref.py", &["random", s(&vgg_path), "1"]);
+    // Random VGG16/LPIPS weights, as the user-facing converter makes them.
+    python(
+        "../convert-vgg16-lpips",
+        &["--random", "1", "-o", s(&vgg_path)],
+    );
     let g = Generator::load(&fixture(), None, Device::Cpu).unwrap();
     let vgg = Vgg16::load(&vgg_path, Device::Cpu).unwrap();
     let stats = WStats::compute(&g, 1000);
