@@ -147,8 +147,8 @@ pub struct Cli {
 
     /// Image folders: Normalize's statistics after ToTensor: imagenet (torchvision's ImageNet
     /// mean and std), 0.5 (mean and std 0.5), MEAN,STD, or R,G,B,R,G,B [default: imagenet].
-    #[arg(long, value_name = "STATS", value_parser = normalize_stats)]
-    pub normalize: Option<Stats>,
+    #[arg(long, value_name = "STATS", value_parser = written(normalize_stats))]
+    pub normalize: Option<Written<Stats>>,
 
     /// Image folders: decoding threads per rank [default: --threads, else SLURM_CPUS_PER_TASK,
     /// else the CPUs divided by the ranks on this node, as PyTorch scripts divide num_workers].
@@ -363,10 +363,9 @@ impl std::fmt::Display for DumpSplit {
     }
 }
 
-/// `--normalize`: Normalize's per-channel statistics, and the flag's text.
+/// `--normalize`: Normalize's per-channel statistics.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stats {
-    pub text: String,
     pub mean: [f32; 3],
     pub std: [f32; 3],
 }
@@ -401,11 +400,7 @@ fn normalize_stats(s: &str) -> Result<Stats, String> {
     if std.iter().any(|s| *s <= 0.0) {
         return Err("a standard deviation must be above 0".into());
     }
-    Ok(Stats {
-        text: s.to_string(),
-        mean,
-        std,
-    })
+    Ok(Stats { mean, std })
 }
 
 /// A count of at least 1 (clap's message names the flag and the value).
@@ -772,7 +767,9 @@ fn image_options(cli: &Cli, data: &Source) -> Result<train_data::images::ImageOp
     let (mean, std) = cli
         .normalize
         .as_ref()
-        .map_or((IMAGENET_MEAN, IMAGENET_STD), |n| (n.mean, n.std));
+        .map_or((IMAGENET_MEAN, IMAGENET_STD), |n| {
+            (n.value.mean, n.value.std)
+        });
     if cli.shuffle_buffer.is_some() && !matches!(data, Source::Shards { .. }) {
         bail!("--shuffle-buffer applies to --data wds:PATTERN (other sources are shuffled whole)");
     }
