@@ -1,5 +1,5 @@
 //! project-one-gpu end to end on the CPU with the tiny upstream fixture network and a random
-//! VGG16 (scripts/reference/lpips_ref.py): targets rendered from the generator itself are
+//! VGG16 (scripts/convert-vgg16-lpips --random): targets rendered from the generator itself are
 //! projected, the distance falls and the recovered images get closer; outputs, W+ shapes,
 //! trajectories, re-runs and bad inputs.
 
@@ -31,8 +31,8 @@ fn python() -> PathBuf {
 /// (seeds 1..3, truncation 0.5) under `imgs/`.
 fn setup(dir: &Path) {
     let o = Std::new(python())
-        .arg(repo().join("scripts/reference/lpips_ref.py"))
-        .args(["random", "vgg.safetensors", "1"])
+        .arg(repo().join("scripts/convert-vgg16-lpips"))
+        .args(["--random", "1", "-o", "vgg.safetensors"])
         .current_dir(dir)
         .output()
         .unwrap();
