@@ -6,18 +6,30 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 start=$(date +%s)
+# Each phase's time on stderr, to see where the suite's time goes.
+phase_start=$start
+phase() {
+  local now
+  now=$(date +%s)
+  echo "scripts/test.sh: $1 took $(( now - phase_start )) s" >&2
+  phase_start=$now
+}
 bash scripts/setup
+phase "set-up (venv and release build)"
 # shellcheck source=/dev/null
 source scripts/env.sh
 # The tree stays rustfmt-formatted and clippy-clean: both gate the suite, before the long build.
 cargo fmt --all -- --check
 cargo clippy --release --workspace --all-targets -q -- -D warnings
+phase "rustfmt and clippy"
 # The cross-tool tests drive the built binaries, so build them all first (release: one profile).
 cargo test --release --workspace "$@"
+phase "cargo test"
 # The main job end to end, as README's first command runs it (about 2 minutes here).
 if [ -z "${SHARDKIT_SKIP_DEMO:-}" ]; then
   demo=$(mktemp -d)
   bash scripts/demo.sh "$demo" 2>&1 | grep -v -e '^setup:' -e '^#' -e '^  *[0-9]' >&2
   rm -rf "$demo"
+  phase "demo"
 fi
 echo "scripts/test.sh: finished in $(( $(date +%s) - start )) s" >&2

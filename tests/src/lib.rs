@@ -63,26 +63,59 @@ pub fn mkfifo(path: &Path) {
 }
 
 /// Runs `c` to its end, killing it and failing the test if it runs past `deadline` (what a
-/// test of "never hangs" waits for: long, so that a loaded machine never trips it).
+/// test of "never hangs" waits for: long, so that a loaded machine never trips it). Its output
+/// is read as it comes, so that a command writing much never blocks on a full pipe.
 pub fn output_within(c: &mut Command, deadline: std::time::Duration) -> Output {
     let mut child = c
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("starting the command");
+    // Each stream is read into a buffer by a thread of its own; on a timeout the buffer is
+    // read as it is (grandchildren may hold the pipe open).
+    let drain = |mut r: Box<dyn std::io::Read + Send>| {
+        let buf = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let b = buf.clone();
+        let reader = std::thread::spawn(move || {
+            let mut chunk = [0u8; 65536];
+            loop {
+                match r.read(&mut chunk) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => b.lock().expect("buffer").extend_from_slice(&chunk[..n]),
+                }
+            }
+        });
+        (buf, reader)
+    };
+    let (stdout, out_reader) = drain(Box::new(child.stdout.take().expect("piped")));
+    let (stderr, err_reader) = drain(Box::new(child.stderr.take().expect("piped")));
     let start = std::time::Instant::now();
-    while child.try_wait().expect("waiting").is_none() {
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waiting") {
+            break status;
+        }
         if start.elapsed() > deadline {
             let _ = child.kill();
-            let o = child.wait_with_output().expect("reaping");
+            let _ = child.wait();
+            let err = stderr.lock().expect("buffer").clone();
+            let tail = &err[err.len().saturating_sub(4000)..];
             panic!(
                 "{c:?} still ran after {deadline:?} (killed): {}",
-                String::from_utf8_lossy(&o.stderr)
+                String::from_utf8_lossy(tail)
             );
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    out_reader.join().expect("stdout reader");
+    err_reader.join().expect("stderr reader");
+    let take = |b: std::sync::Arc<std::sync::Mutex<Vec<u8>>>| {
+        std::mem::take(&mut *b.lock().expect("buffer"))
+    };
+    Output {
+        status,
+        stdout: take(stdout),
+        stderr: take(stderr),
     }
-    child.wait_with_output().expect("reading its output")
 }
 
 /// A TCP port on 127.0.0.1 that was free a moment ago (for rendezvous in tests).

@@ -7,9 +7,10 @@
 //! - otherwise the trial's score (op·metric) and time are kept, and the trials with a score (not
 //!   NaN, not finished) are ranked, stable, by score: the bottom and top `⌈n·quantile_fraction⌉`
 //!   (at most ⌊n/2⌋; none with fewer than two trials) are the lower and upper quantiles;
-//! - a trial in the upper quantile keeps a checkpoint (its directory, for a sweep); one in the
-//!   lower quantile copies a trial drawn from the upper quantile (`random.choice`) if that one
-//!   kept a checkpoint, with a config explored from the copied trial's: per mutated parameter, a
+//! - a trial in the upper quantile keeps a checkpoint (its directory, for a sweep) if it has one
+//!   (a trial whose command writes no state has none: Ray's save of a trainable that reports no
+//!   checkpoint resolves to nothing); one in the lower quantile copies a trial drawn from the
+//!   upper quantile (`random.choice`) if that one kept a checkpoint (else the copy is skipped), with a config explored from the copied trial's: per mutated parameter, a
 //!   list is resampled (`random.choice`) with probability `resample_probability` or when the
 //!   value is not in it, else shifted one place left or right (`random.choice([-1, 1])`,
 //!   clamped); a distribution is resampled (numpy, as Ray's `Domain.sample`) with that
@@ -127,6 +128,9 @@ struct TrialPbt {
     config: Config,
     last_score: Option<f64>,
     has_checkpoint: bool,
+    /// Whether the trial has state to save (for a sweep, its directory holds files of its
+    /// command's), as last told.
+    has_state: bool,
     last_perturbation_time: f64,
     last_train_time: f64,
 }
@@ -170,6 +174,7 @@ impl Pbt {
                 config,
                 last_score: None,
                 has_checkpoint: false,
+                has_state: true,
                 last_perturbation_time: 0.0,
                 last_train_time: 0.0,
             },
@@ -185,6 +190,14 @@ impl Pbt {
     /// The trial's config as the scheduler last set it.
     pub fn config(&self, trial: usize) -> &Config {
         &self.trials[self.index(trial)].1.config
+    }
+
+    /// Whether the trial has state a save would keep, from now on (true until told otherwise):
+    /// a trial without is never copied, as Ray skips the exploit of a trial whose save gave no
+    /// checkpoint.
+    pub fn set_has_state(&mut self, trial: usize, has_state: bool) {
+        let k = self.index(trial);
+        self.trials[k].1.has_state = has_state;
     }
 
     /// `on_trial_result`.
@@ -213,9 +226,10 @@ impl Pbt {
         if in_upper {
             self.num_checkpoints += 1;
         }
-        self.trials[k].1.has_checkpoint = in_upper;
+        let saved = in_upper && self.trials[k].1.has_state;
+        self.trials[k].1.has_checkpoint = saved;
         let step = Step {
-            save: in_upper,
+            save: saved,
             ..Step::plain(decision)
         };
         if !lower.contains(&k) {
@@ -423,6 +437,32 @@ mod tests {
         assert_eq!(e.config["bs"], json!(64));
         assert_eq!(p.config(0), &e.config);
         assert_eq!(p.num_perturbations, 1);
+    }
+
+    #[test]
+    fn a_trial_without_state_is_never_copied() {
+        let space = Space::parse(r#"{"lr": {"loguniform": [0.001, 1]}}"#).unwrap();
+        let mut p = Pbt::new(settings(), mutations(&space), 0).unwrap();
+        for t in 0..4 {
+            p.add(t, Config::new());
+            p.set_has_state(t, false);
+        }
+        let running = |_: usize| TrialState::Running;
+        for round in 1..=3 {
+            for t in 0..4 {
+                let s = p.on_result(t, 2.0 * round as f64, t as f64, &running);
+                assert_eq!(
+                    (s.save, s.exploit),
+                    (false, None),
+                    "round {round}, trial {t}"
+                );
+            }
+        }
+        assert_eq!(p.num_perturbations, 0);
+        // Once the best trial has state, the worst copies it at its next comparison.
+        p.set_has_state(3, true);
+        assert!(p.on_result(3, 8.0, 9.0, &running).save);
+        assert_eq!(p.on_result(0, 8.0, 0.0, &running).exploit.unwrap().from, 3);
     }
 
     #[test]

@@ -48,6 +48,20 @@ impl Scheduler {
         }
     }
 
+    /// Whether the scheduler asks, before each result, whether the trial has state to save
+    /// (population-based training: see [`Self::set_has_state`]).
+    pub fn asks_state(&self) -> bool {
+        matches!(self, Scheduler::Pbt { .. })
+    }
+
+    /// Whether the trial has state a save would keep (population-based training copies only
+    /// trials that have; others ignore it).
+    pub fn set_has_state(&mut self, trial: usize, has_state: bool) {
+        if let Scheduler::Pbt { pbt, .. } = self {
+            pbt.set_has_state(trial, has_state);
+        }
+    }
+
     /// Whether [`Self::on_result`] uses its `others_waiting` (the median rule's question).
     pub fn asks_waiting(&self) -> bool {
         matches!(self, Scheduler::Median { .. })

@@ -368,6 +368,7 @@ impl<'a> Engine<'a> {
             t.config = config;
             t.chosen = true;
         }
+        let copies = self.trials[i].copy_from.is_some();
         if let Some(from) = self.trials[i].copy_from
             && let Err(e) = self.take_copy(i, from)
         {
@@ -377,6 +378,13 @@ impl<'a> Engine<'a> {
         }
         let attempt = self.trials[i].attempts + 1;
         let t = &mut self.trials[i];
+        t.counted_from = if copies {
+            t.copy_time
+        } else if crate::files::holds_state(&t.dir) {
+            t.last_point().map_or(0.0, |(time, _)| time)
+        } else {
+            0.0
+        };
         let resumed = t.status == Status::Paused;
         t.attempts = attempt;
         t.status = Status::Running;
@@ -422,6 +430,7 @@ impl<'a> Engine<'a> {
                     term_sent: None,
                     kill_sent: false,
                     last_time: None,
+                    counted: 0,
                 });
                 self.slots[slot] = Some(i);
                 Ok(())

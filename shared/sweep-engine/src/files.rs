@@ -171,6 +171,16 @@ pub fn sweep_owned(name: &std::ffi::OsStr) -> bool {
         || name.starts_with(COPY_RUN)
 }
 
+/// Whether trial directory `dir` holds anything of its command's (sweep's own files left out):
+/// state a restarted command can go on from. A directory that cannot be read holds nothing.
+pub fn holds_state(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries
+            .filter_map(|e| e.ok())
+            .any(|e| !sweep_owned(&e.file_name()))
+    })
+}
+
 /// Copies what `from` holds, sweep's own files left out, into `to` (created if need be).
 /// Symbolic links are copied as links; with `link`, files are hard links (for a save, whose files
 /// are never written again).

@@ -151,6 +151,10 @@ pub enum Entry {
         /// Population-based training: the trial's state was saved (it was in the top quantile).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         save: bool,
+        /// Population-based training: the trial's directory held nothing of its command's (no
+        /// state to save or copy).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        no_state: bool,
     },
     Failure {
         trial: usize,

@@ -86,7 +86,9 @@ pub struct Cli {
     pub mode: Option<Mode>,
 
     /// The record field that measures progress (ddp-train: epoch). training_iteration, when a
-    /// record lacks it, counts the trial's results as Ray does. [default: training_iteration]
+    /// record lacks it, counts the trial's results as Ray does: a trial restarted (after a pause
+    /// or a failure) with nothing of its command's in its directory counts from 1 again, its
+    /// repeated results skipped. [default: training_iteration]
     #[arg(long, value_name = "NAME", conflicts_with = "resume")]
     pub time_attr: Option<String>,
 
@@ -97,9 +99,9 @@ pub struct Cli {
     /// metric is below the median of the others' running means at the same time is stopped;
     /// with fewer than --min-samples such trials it yields its slot to a pending one), pbt
     /// (Ray's PopulationBasedTraining: every --perturbation-interval, a trial in the bottom
-    /// --quantile-fraction copies one of the top: its directory is replaced by a copy of the
-    /// other's and it runs on with a config mutated from the other's; the space's parameters
-    /// are the mutations) or fifo (every trial runs to its end). A paused trial's command is
+    /// --quantile-fraction copies one of the top that has files of its command's in its
+    /// directory: its directory is replaced by a copy of the other's and it runs on with a
+    /// config mutated from the other's; the space's parameters are the mutations) or fifo (every trial runs to its end). A paused trial's command is
     /// restarted later in its directory: give it a flag that resumes from {trial_dir}.
     /// [default: asha]
     #[arg(long, value_enum, conflicts_with = "resume")]

@@ -2370,6 +2370,66 @@ fn pbt_with_two_slots_runs_every_trial_to_max_t() {
     assert!(!r.pauses.is_empty());
 }
 
+/// Trials whose command keeps no state (each restart starts over) and reports no time: a
+/// pause must not restart its count of results (it ran for ever: every restart counted on,
+/// was paused again before its command could finish, and copied an empty directory), and no
+/// trial copies another (Ray skips the exploit of a trial whose save gave no checkpoint).
+#[test]
+fn pbt_over_trials_without_state_ends_and_copies_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let space = json!({"lr": {"loguniform": [1e-4, 1.0]}});
+    let args = [
+        "--scheduler",
+        "pbt",
+        "--perturbation-interval",
+        "2",
+        "--samples",
+        "4",
+        "--slots",
+        "2",
+        "--gpus-per-trial",
+        "0",
+        "--max-t",
+        "100000",
+        "--metric",
+        "val_top1",
+        "--mode",
+        "max",
+        "--out-dir",
+        out.to_str().unwrap(),
+    ];
+    let mut c = sweep(
+        dir.path(),
+        &space,
+        &args,
+        &["--lr", "{lr}", "--epochs", "5"],
+    );
+    let o = testkit::output_within(&mut c, Duration::from_secs(300));
+    let r = ok(&o);
+    let s = r.summary.as_ref().unwrap();
+    assert_eq!((s.completed, s.unfinished, s.error), (4, 0, 0));
+    assert!(!r.pauses.is_empty(), "trials paused for others");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(!stdout.contains("\"type\":\"exploit\""), "no copies");
+    // Each trial's results are its command's five epochs, in order, repeats left out.
+    for t in 0..4 {
+        let times: Vec<f64> = (r.results.iter())
+            .filter(|x| x.trial == t)
+            .map(|x| x.time)
+            .collect();
+        assert_eq!(times, [1.0, 2.0, 3.0, 4.0, 5.0], "trial {t}");
+    }
+    // The journal says the trials had no state: a replay decides as the run did.
+    let mut resume = Command::new(BIN);
+    resume.args(["--resume", "--out-dir"]).arg(&out);
+    let again = ok(&testkit::output_within(
+        &mut resume,
+        Duration::from_secs(300),
+    ));
+    assert!(again.starts.is_empty() && again.resumes.is_empty());
+}
+
 /// A BOHB sweep of resumable curves (max_t 9, η 3), one slot unless `extra` says otherwise.
 fn bohb_sweep(dir: &Path, out: &Path, extra: &[&str]) -> Command {
     let space = json!({"lr": {"loguniform": [1e-4, 1.0]}, "batch_size": {"choice": [16, 64, 256]}});

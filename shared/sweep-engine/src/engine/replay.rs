@@ -53,8 +53,10 @@ impl Engine<'_> {
                     waiting,
                     exploit,
                     save,
+                    no_state,
                 } => {
                     self.trials[*trial].push_result(*time, *metric, record);
+                    self.scheduler.set_has_state(*trial, !no_state);
                     let (v, effects) = self.scheduler.on_result(
                         *trial,
                         *time,

@@ -56,7 +56,16 @@ impl Engine<'_> {
                     return Ok(());
                 }
             },
-            None if self.def.time_attr == "training_iteration" => iteration as f64,
+            // Counted from where this attempt's command started: a command restarted without
+            // state counts from 1 again (its repeats are then skipped below), as Ray's
+            // training_iteration starts again for a trial restored without a checkpoint.
+            None if self.def.time_attr == "training_iteration" => {
+                let counted = t.proc.as_mut().map_or(0, |p| {
+                    p.counted += 1;
+                    p.counted
+                });
+                t.counted_from + counted as f64
+            }
             None => return Ok(()),
         };
         let proc_last = t.proc.as_mut().and_then(|p| p.last_time.replace(time));
@@ -76,6 +85,11 @@ impl Engine<'_> {
             && (!self.queue.is_empty()
                 || (self.trials.iter()).any(|t| t.id != i && t.status == Status::Paused));
         self.trials[i].push_result(time, metric, &record);
+        // Population-based training copies only a trial that has state (Ray skips the exploit
+        // of a trial whose save gave no checkpoint); what it saw is journalled for a replay.
+        let no_state =
+            self.scheduler.asks_state() && !crate::files::holds_state(&self.trials[i].dir);
+        self.scheduler.set_has_state(i, !no_state);
         let (verdict, effects) =
             (self.scheduler).on_result(i, time, metric, waiting, &states(&self.trials));
         self.observe(i, verdict.action, &effects, metric);
@@ -94,6 +108,7 @@ impl Engine<'_> {
                 config: e.config.clone(),
             }),
             save: effects.save,
+            no_state,
         })?;
 
         let t = &mut self.trials[i];

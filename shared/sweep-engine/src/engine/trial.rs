@@ -55,6 +55,9 @@ pub(super) struct Proc {
     /// The time attribute of this attempt's last result: one that goes backwards within an
     /// attempt is reported (a restarted attempt repeating its predecessor's is not).
     pub(super) last_time: Option<f64>,
+    /// Results this attempt's command printed without the time attribute (a counted
+    /// training_iteration).
+    pub(super) counted: usize,
 }
 
 #[derive(Debug)]
@@ -78,6 +81,13 @@ pub(super) struct Trial {
     /// Results at or before this time are repeats of a restarted command (the last result's
     /// time; none after a copy, whose command goes on from the copied trial's checkpoint).
     pub(super) floor: Option<f64>,
+    /// A counted training_iteration goes on from this in the running attempt: the trial's last
+    /// time if its command has state to go on from, the copied trial's time after a copy, 0
+    /// for a command that starts over.
+    pub(super) counted_from: f64,
+    /// Population-based training: the copied trial's time, for the copy this trial takes when
+    /// it runs again.
+    pub(super) copy_time: f64,
     /// Population-based training: the trial whose directory this one takes before it runs
     /// again, the copies made so far and the last trial copied.
     pub(super) copy_from: Option<usize>,
@@ -104,6 +114,8 @@ impl Trial {
             files: None,
             first_start: None,
             floor: None,
+            counted_from: 0.0,
+            copy_time: 0.0,
             copy_from: None,
             copies: 0,
             copied_from: None,
@@ -126,6 +138,7 @@ impl Trial {
     pub(super) fn take_copy(&mut self, e: &pbt::Exploit) {
         self.config = e.config.clone();
         self.copy_from = Some(e.from);
+        self.copy_time = e.from_time;
         self.copied_from = Some(e.from);
         self.copies += 1;
         self.floor = None;
