@@ -97,6 +97,9 @@ pub struct Config {
     pub resume: bool,
     /// Stop each epoch after this many steps (benchmarks, quick tests).
     pub max_steps: Option<usize>,
+    /// Evaluate at most this many batches per rank (benchmarks, quick tests): the first ones of
+    /// each rank's share of the validation images.
+    pub max_val_steps: Option<usize>,
     /// Steps whose batches image files decode ahead, while the steps before run (0: each
     /// batch when its step asks for it).
     pub prefetch: usize,

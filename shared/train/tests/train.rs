@@ -60,6 +60,7 @@ fn config() -> Config {
         checkpoint_dir: None,
         resume: false,
         max_steps: Some(3),
+        max_val_steps: None,
         broadcast_buffers: true,
         channels_last: false,
         cuda_graphs: false,
@@ -806,6 +807,8 @@ fn the_checkpoint_signal_stops_at_a_step_that_resume_continues_bit_for_bit() {
     let base = Config {
         epochs: 2,
         max_steps: Some(4),
+        // Resuming is the subject: two evaluation batches say the figures are the same.
+        max_val_steps: Some(2),
         augment: true,
         ..config()
     };
@@ -862,6 +865,7 @@ fn checkpoints_every_n_steps_let_a_stopped_run_resume_bit_for_bit() {
     let cfg = Config {
         epochs: 2,
         max_steps: Some(4),
+        max_val_steps: Some(2),
         augment: true,
         checkpoint_every: Some(3),
         ..config()

@@ -208,7 +208,7 @@ pub struct Cli {
     /// (DistributedSampler's drop_last). A last batch the samples do not fill is left out
     /// either way, as DataLoader's drop_last=True does: every step takes a full batch. Each
     /// epoch record counts the images left out (left_out; shuffled, a different set each
-    /// epoch); evaluation sees every image (val_images).
+    /// epoch); evaluation sees every image (val_images) unless --max-val-steps limits it.
     #[arg(long)]
     pub drop_last: bool,
 
@@ -277,6 +277,11 @@ pub struct Cli {
     /// At most this many steps per epoch (benchmarks, smoke tests).
     #[arg(long, value_name = "N", value_parser = at_least_one)]
     pub max_steps: Option<usize>,
+
+    /// Evaluate at most this many batches per rank (benchmarks, smoke tests): each rank's first
+    /// ones of its share of the validation images; the epoch record's val_images counts them.
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
+    pub max_val_steps: Option<usize>,
 
     /// Start from these weights (safetensors with torchvision's keys, e.g. a torchvision model's
     /// state_dict saved with safetensors.torch.save_file, or a checkpoint of ours).
@@ -616,6 +621,7 @@ fn config(cli: &Cli, devices: &[tch::Device]) -> Result<Config> {
         checkpoint_dir: cli.checkpoint_dir.clone(),
         resume: cli.resume,
         max_steps: cli.max_steps,
+        max_val_steps: cli.max_val_steps,
         prefetch: cli.prefetch,
         broadcast_buffers: !cli.no_broadcast_buffers,
         init: cli.init.clone(),
@@ -898,6 +904,11 @@ fn training_flags(cli: &Cli, data: &Source) -> Vec<(&'static str, String)> {
         (
             "--max-steps",
             cli.max_steps
+                .map_or("(none)".to_string(), |m| m.to_string()),
+        ),
+        (
+            "--max-val-steps",
+            cli.max_val_steps
                 .map_or("(none)".to_string(), |m| m.to_string()),
         ),
         ("--init", opt(&cli.init)),

@@ -576,6 +576,8 @@ fn a_run_killed_mid_epoch_resumes_to_the_same_weights() {
         "--augment",
         "--seed",
         "9",
+        "--max-val-steps",
+        "2",
     ];
     let straight = tempfile::tempdir().unwrap();
     records(
@@ -1271,16 +1273,7 @@ fn an_image_folder_trains_exactly_as_the_same_images_in_cifar_binaries() {
     )
     .unwrap();
     let stats: Vec<String> = mean.iter().chain(&std).map(|v| format!("{v:?}")).collect();
-    let common = [
-        "--stem",
-        "cifar",
-        "--epochs",
-        "1",
-        "--max-steps",
-        "3",
-        "--batch-size",
-        "32",
-    ];
+    let common = ["--epochs", "1", "--max-steps", "3", "--batch-size", "32"];
     let cifar = records(
         &cmd_on(format!("cifar100:{}", dir.display()))
             .args(common)
@@ -1326,8 +1319,6 @@ fn two_ranks_train_on_an_image_folder_through_the_imagenet_transforms() {
     let ((_, ck), recs) = two_rank_processes_of(
         folder,
         &[
-            "--stem",
-            "cifar",
             "--epochs",
             "2",
             "--max-steps",
@@ -1454,16 +1445,7 @@ fn recordio_trains_exactly_as_the_image_folder_it_was_packed_from() {
     // so the same run to the bit.
     let dir = digits_twice();
     let packed = digit_records();
-    let common = [
-        "--stem",
-        "cifar",
-        "--epochs",
-        "1",
-        "--max-steps",
-        "3",
-        "--batch-size",
-        "32",
-    ];
+    let common = ["--epochs", "1", "--max-steps", "3", "--batch-size", "32"];
     let images = [
         "--transform",
         "flip",
@@ -1510,8 +1492,6 @@ fn resnet50_split_over_two_stages_trains_an_image_folder_as_accum_4_does() {
     let base = [
         "--model",
         "resnet50",
-        "--stem",
-        "cifar",
         "--image-size",
         "32",
         "--batch-size",
@@ -1574,7 +1554,7 @@ fn a_file_that_does_not_decode_is_replaced_counted_and_bounded() {
     }
     let run_for = |epochs: &str, extra: &[&str]| {
         cmd_on(format!("imagefolder:{}", tmp.path().display()))
-            .args(["--stem", "cifar", "--epochs", epochs, "--batch-size", "4"])
+            .args(["--epochs", epochs, "--batch-size", "4"])
             .args([
                 "--image-size",
                 "32",
@@ -1648,8 +1628,6 @@ fn shards_train_exactly_as_the_image_folder_they_were_packed_from() {
     // Unshuffled, one rank and one stream, the shards' order is the folder's: the same samples,
     // labels and pixels, so the same run to the bit.
     let common = [
-        "--stem",
-        "cifar",
         "--epochs",
         "1",
         "--max-steps",
@@ -1762,8 +1740,6 @@ fn a_run_on_shards_resumes_to_the_same_weights() {
     // The shards' order is a function of the seed and the epoch: two epochs straight, or one
     // and then --resume, take the same steps.
     let base = [
-        "--stem",
-        "cifar",
         "--batch-size",
         "32",
         "--max-steps",
@@ -1771,6 +1747,8 @@ fn a_run_on_shards_resumes_to_the_same_weights() {
         "--image-size",
         "28",
         "--workers",
+        "2",
+        "--max-val-steps",
         "2",
     ];
     let straight = tempfile::tempdir().unwrap();
@@ -1811,7 +1789,7 @@ fn cpu_threads_come_from_the_flag_or_slurm_and_bound_the_decoding_threads() {
     let folder = format!("imagefolder:{}", digits_twice().join("folder").display());
     let e = banner(
         cmd_on(&folder)
-            .args(["--image-size", "32", "--stem", "cifar", "--threads", "1"])
+            .args(["--image-size", "32", "--threads", "1"])
             .env("OMP_NUM_THREADS", "3"),
     );
     assert!(
@@ -1821,7 +1799,7 @@ fn cpu_threads_come_from_the_flag_or_slurm_and_bound_the_decoding_threads() {
     // torchrun's OMP_NUM_THREADS sets libtorch's threads, not the loader's.
     let e = banner(
         cmd_on(&folder)
-            .args(["--image-size", "32", "--stem", "cifar"])
+            .args(["--image-size", "32"])
             .env("OMP_NUM_THREADS", "1")
             .env_remove("SLURM_CPUS_PER_TASK"),
     );
@@ -1982,12 +1960,14 @@ fn usr1_to_one_rank_stops_both_at_one_step_and_resume_trains_the_same_weights() 
         "--batch-size",
         "32",
         "--max-steps",
-        "24",
+        "8",
         "--epochs",
         "1",
         "--augment",
         "--seed",
         "4",
+        "--max-val-steps",
+        "2",
     ];
     let ((_, straight), plain) = two_rank_processes_of(cmd, &args);
     let ck = tempfile::tempdir().unwrap();
@@ -2016,7 +1996,7 @@ fn usr1_to_one_rank_stops_both_at_one_step_and_resume_trains_the_same_weights() 
     );
     assert!(
         String::from_utf8_lossy(&outs[1].stderr)
-            .contains(&format!("after step {step} of 24 of epoch 1"))
+            .contains(&format!("after step {step} of 8 of epoch 1"))
     );
     let resumed = run_all(ranks(&["--resume"]));
     let recs = records(&resumed[0]);
@@ -2051,8 +2031,6 @@ fn image_folders_recordio_and_shards_resume_mid_epoch_to_the_same_weights() {
         ("shards", Box::new(digit_shards)),
     ];
     let args = [
-        "--stem",
-        "cifar",
         "--epochs",
         "1",
         "--max-steps",
@@ -2062,6 +2040,8 @@ fn image_folders_recordio_and_shards_resume_mid_epoch_to_the_same_weights() {
         "--image-size",
         "28",
         "--workers",
+        "2",
+        "--max-val-steps",
         "2",
     ];
     for (what, base) in &sources {
@@ -2800,6 +2780,21 @@ print(json.dumps(out))
             left_out > 0,
             "{case}: {stderr}"
         );
+    }
+    // --max-val-steps 1: one evaluation batch per rank (twice a rank's training batch).
+    for (world, batch, evaluated) in [(1, 4, 8), (2, 4, 8), (2, 8, 9)] {
+        let port = free_port();
+        let outs = run_all((0..world).map(|r| {
+            let mut c = cmd_on("synthetic:47");
+            c.args(["--batch-size", &batch.to_string(), "--epochs", "1"]);
+            c.args(["--max-steps", "1", "--max-val-steps", "1"]);
+            if world > 1 {
+                c.args(rank_of(r, world, &port));
+            }
+            c
+        }));
+        let e = &records(&outs[0]).items[0];
+        assert_eq!(e.val_images, evaluated, "{world} rank(s), batch {batch}");
     }
 }
 

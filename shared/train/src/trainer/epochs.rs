@@ -534,7 +534,8 @@ impl Signal {
     }
 }
 
-/// (loss, top-1 %) over the whole test set: each rank takes images rank, rank+world, …
+/// (loss, top-1 %, images) over the test set: each rank takes images rank, rank+world, … (the
+/// first `max_val_steps` batches of them, if set).
 pub(super) fn evaluate(
     model: &ResNet,
     stages: &[StageParts],
@@ -544,13 +545,17 @@ pub(super) fn evaluate(
     cfg: &Config,
 ) -> Result<(f64, f64, usize)> {
     let (rank, world) = (comm.rank(), comm.world_size());
+    let bs = (cfg.batch_size / world).max(1) * 2;
+    let limit = cfg
+        .max_val_steps
+        .map_or(usize::MAX, |s| s.saturating_mul(bs));
     let mine: Vec<i64> = data
         .eval_order(rank, world)
         .iter()
+        .take(limit)
         .map(|&i| i as i64)
         .collect();
     let idx = Tensor::from_slice(&mine).to_device(index_device(cfg, data));
-    let bs = (cfg.batch_size / world).max(1) * 2;
     // Sums stay on the (last stage's) device; one read at the end.
     let out = out_device(stages);
     let loss = Tensor::zeros([], (Kind::Double, out));
