@@ -84,10 +84,13 @@ fn free_port() -> String {
     testkit::free_port().to_string()
 }
 
-/// `--rank R --world-size W --master-addr 127.0.0.1 --master-port PORT`: rank R of a run that
-/// meets on this machine.
-fn rank_of(rank: usize, world: usize, port: &str) -> [String; 8] {
+/// `--rank R --world-size W --master-addr 127.0.0.1 --master-port PORT --threads 1`: rank R of a
+/// run that meets on this machine, one CPU thread each (as torchrun's OMP_NUM_THREADS=1 does:
+/// ranks that each spin all the cores' threads run 2.5 times slower here).
+fn rank_of(rank: usize, world: usize, port: &str) -> [String; 10] {
     [
+        "--threads".into(),
+        "1".into(),
         "--rank".into(),
         rank.to_string(),
         "--world-size".into(),
@@ -371,7 +374,9 @@ fn two_rank_processes_match_one_rank_with_the_same_global_batch() {
     records(
         &cmd()
             .args(base)
-            .args(["--accum", "2", "--checkpoint-dir"])
+            // One thread, as each rank has (libtorch's CPU kernels sum in a thread count's
+            // order; three steps make the last bits visible).
+            .args(["--threads", "1", "--accum", "2", "--checkpoint-dir"])
             .arg(one.path())
             .output()
             .unwrap(),
