@@ -10,8 +10,9 @@
 //! - a trial in the upper quantile keeps a checkpoint (its directory, for a sweep) if it has one
 //!   (a trial whose command writes no state has none: Ray's save of a trainable that reports no
 //!   checkpoint resolves to nothing); one in the lower quantile copies a trial drawn from the
-//!   upper quantile (`random.choice`) if that one kept a checkpoint (else the copy is skipped), with a config explored from the copied trial's: per mutated parameter, a
-//!   list is resampled (`random.choice`) with probability `resample_probability` or when the
+//!   upper quantile (`random.choice`) if that one kept a checkpoint (else the copy is
+//!   skipped), with a config explored from the copied trial's: per mutated parameter, a list is
+//!   resampled (`random.choice`) with probability `resample_probability` or when the
 //!   value is not in it, else shifted one place left or right (`random.choice([-1, 1])`,
 //!   clamped); a distribution is resampled (numpy, as Ray's `Domain.sample`) with that
 //!   probability, else multiplied by a factor drawn from `perturbation_factors` (integers
