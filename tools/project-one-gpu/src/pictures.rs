@@ -61,7 +61,8 @@ impl Picture {
         }
         let img = image::RgbImage::from_raw(self.width, self.height, self.rgb.clone())
             .expect("the size matches the pixels");
-        let sized = if self.width < side && side.is_multiple_of(self.width) {
+        let whole = self.width == self.height && side.is_multiple_of(self.width);
+        let sized = if self.width < side && whole {
             let nearest = image::imageops::FilterType::Nearest;
             image::imageops::resize(&img, side, side, nearest)
         } else {
