@@ -368,8 +368,8 @@ impl<'a> Engine<'a> {
             t.config = config;
             t.chosen = true;
         }
-        let copies = self.trials[i].copy_from.is_some();
-        if let Some(from) = self.trials[i].copy_from
+        let copy = self.trials[i].copy_from;
+        if let Some((from, _)) = copy
             && let Err(e) = self.take_copy(i, from)
         {
             // A failed attempt: a retry copies again.
@@ -378,12 +378,10 @@ impl<'a> Engine<'a> {
         }
         let attempt = self.trials[i].attempts + 1;
         let t = &mut self.trials[i];
-        t.counted_from = if copies {
-            t.copy_time
-        } else if crate::files::holds_state(&t.dir) {
-            t.last_point().map_or(0.0, |(time, _)| time)
-        } else {
-            0.0
+        t.counted_from = match copy {
+            Some((_, copied_time)) => copied_time,
+            None if crate::files::holds_state(&t.dir) => t.last_point().map_or(0.0, |p| p.0),
+            None => 0.0,
         };
         let resumed = t.status == Status::Paused;
         t.attempts = attempt;

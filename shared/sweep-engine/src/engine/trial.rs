@@ -85,12 +85,10 @@ pub(super) struct Trial {
     /// time if its command has state to go on from, the copied trial's time after a copy, 0
     /// for a command that starts over.
     pub(super) counted_from: f64,
-    /// Population-based training: the copied trial's time, for the copy this trial takes when
-    /// it runs again.
-    pub(super) copy_time: f64,
     /// Population-based training: the trial whose directory this one takes before it runs
-    /// again, the copies made so far and the last trial copied.
-    pub(super) copy_from: Option<usize>,
+    /// again (and that trial's time, which its count goes on from), the copies made so far and
+    /// the last trial copied.
+    pub(super) copy_from: Option<(usize, f64)>,
     pub(super) copies: usize,
     pub(super) copied_from: Option<usize>,
 }
@@ -115,7 +113,6 @@ impl Trial {
             first_start: None,
             floor: None,
             counted_from: 0.0,
-            copy_time: 0.0,
             copy_from: None,
             copies: 0,
             copied_from: None,
@@ -137,8 +134,7 @@ impl Trial {
     /// the trial runs again.
     pub(super) fn take_copy(&mut self, e: &pbt::Exploit) {
         self.config = e.config.clone();
-        self.copy_from = Some(e.from);
-        self.copy_time = e.from_time;
+        self.copy_from = Some((e.from, e.from_time));
         self.copied_from = Some(e.from);
         self.copies += 1;
         self.floor = None;
