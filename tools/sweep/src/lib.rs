@@ -101,9 +101,9 @@ pub struct Cli {
     /// (Ray's PopulationBasedTraining: every --perturbation-interval, a trial in the bottom
     /// --quantile-fraction copies one of the top that has files of its command's in its
     /// directory: its directory is replaced by a copy of the other's and it runs on with a
-    /// config mutated from the other's; the space's parameters are the mutations) or fifo (every trial runs to its end). A paused trial's command is
-    /// restarted later in its directory: give it a flag that resumes from {trial_dir}.
-    /// [default: asha]
+    /// config mutated from the other's; the space's parameters are the mutations) or fifo
+    /// (every trial runs to its end). A paused trial's command is restarted later in its
+    /// directory: give it a flag that resumes from {trial_dir}. [default: asha]
     #[arg(long, value_enum, conflicts_with = "resume")]
     pub scheduler: Option<SchedulerKind>,
 

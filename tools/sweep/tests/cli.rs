@@ -2371,10 +2371,11 @@ fn pbt_with_two_slots_runs_every_trial_to_max_t() {
     assert!(!r.pauses.is_empty());
 }
 
-/// Trials whose command keeps no state (each restart starts over) and reports no time: a
-/// pause must not restart its count of results (it ran for ever: every restart counted on,
-/// was paused again before its command could finish, and copied an empty directory), and no
-/// trial copies another (Ray skips the exploit of a trial whose save gave no checkpoint).
+/// Trials whose command keeps no state (each restart starts over) and reports no time: after a
+/// pause the count of results starts again with the command (it ran for ever: every restart
+/// counted on from the pause, was paused again before its command could finish, and copied an
+/// empty directory), and no trial copies another (Ray skips the exploit of a trial whose save
+/// gave no checkpoint).
 #[test]
 fn pbt_over_trials_without_state_ends_and_copies_none() {
     let dir = tempfile::tempdir().unwrap();
