@@ -20,7 +20,7 @@ use serde_json::{Map, Value};
 
 use crate::files::TrialFiles;
 use crate::journal::{Copied, Definition, Entry, Journal, SchedulerKind, SearchKind};
-use crate::launcher::{self, Launch, Launcher, Msg, Signal};
+use crate::launcher::{self, Ended, Launch, Launcher, Msg, Signal};
 use crate::setup::Opened;
 use crate::template::{Bindings, Template};
 use crate::{Finished, Output, Record};
@@ -74,6 +74,9 @@ pub struct Engine<'a> {
     started: Instant,
     last_report: Option<Instant>,
     dirty: bool,
+    /// Why the place trials run in is going away (a launcher's [`Ended::Lost`]): the sweep
+    /// stops as when interrupted.
+    ending: Option<String>,
 }
 
 impl std::fmt::Debug for Engine<'_> {
@@ -144,6 +147,13 @@ impl<'a> Engine<'a> {
             out_dir,
             lock,
         } = opened;
+        if !(1..=crate::MAX_SLOTS).contains(&opts.slots) {
+            return Err(crate::Error::Usage(format!(
+                "{} slots: a sweep runs 1 to {} trials at once",
+                opts.slots,
+                crate::MAX_SLOTS
+            )));
+        }
         let space = Space::parse(&def.space.to_string())?;
         let mut scheduler = scheduler_of(&def, &space)?;
         let tpe = match def.search {
@@ -201,6 +211,7 @@ impl<'a> Engine<'a> {
             started: Instant::now(),
             last_report: None,
             dirty: true,
+            ending: None,
         };
         e.replay(&replay)?;
         Ok(e)
@@ -289,7 +300,7 @@ impl<'a> Engine<'a> {
     /// Runs every trial to its end; the summary record is printed last.
     pub fn run(mut self) -> crate::Result<Finished> {
         let interrupted = loop {
-            if (self.opts.interrupted)() {
+            if (self.opts.interrupted)() || self.ending.is_some() {
                 break true;
             }
             while let Some(slot) = self.slots.iter().position(Option::is_none) {
@@ -317,6 +328,11 @@ impl<'a> Engine<'a> {
             self.report(false);
         };
         if interrupted {
+            if let Some(why) = &self.ending {
+                log::warn!(
+                    "{why}: stopping; --resume (the requeued job's) runs the unfinished trials again"
+                );
+            }
             self.shut_down();
         }
         self.report(true);

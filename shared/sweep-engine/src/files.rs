@@ -1,7 +1,9 @@
 //! A trial's files, as Ray Tune writes them into a trial's directory: `params.json` (the config),
 //! `result.json` (one JSON line per result, with the config), `progress.csv` (the results
 //! flattened, columns fixed by the first result) and TensorBoard event files; plus
-//! `stderr.log` (the command's stderr, every attempt appended).
+//! `stderr.log` (the command's stderr, every attempt appended) and, under Slurm, `srun.log`
+//! (srun's own messages). Non-finite values are spelled as in the records: "NaN", "Infinity",
+//! "-Infinity".
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
@@ -104,8 +106,15 @@ impl TrialFiles {
         })
     }
 
-    /// Appends one result (already holding the trial's bookkeeping fields) to every file.
-    pub fn result(&mut self, result: &Map<String, Value>, step: i64) -> Result<()> {
+    /// Appends one result (already holding the trial's bookkeeping fields) to every file; its
+    /// non-finite values, spelled "NaN", "Infinity" and "-Infinity" in it, are given by their
+    /// flattened path in `non_finite` (they are TensorBoard scalars as the numbers are).
+    pub fn result(
+        &mut self,
+        result: &Map<String, Value>,
+        step: i64,
+        non_finite: &[(String, f64)],
+    ) -> Result<()> {
         let mut line = serde_json::to_vec(result)?;
         line.push(b'\n');
         self.result
@@ -140,12 +149,23 @@ impl TrialFiles {
         self.progress
             .write_all(text.as_bytes())
             .with_context(|| format!("writing {}", self.dir.join("progress.csv").display()))?;
-        // The config is in the hparams session, not a scalar.
+        // The config is in the hparams session, not a scalar. A value the record spells as a
+        // non-finite one is a number only where the trial wrote that number (its own string
+        // "NaN" is a string).
         let scalars = flat
             .iter()
             .filter(|(k, _)| k != "config" && !k.starts_with("config/"))
-            .map(|(k, v)| (k.as_str(), v));
-        Ok(self.events.scalars(step, scalars)?)
+            .filter_map(|(k, v)| {
+                let x = match v {
+                    Value::String(s) => non_finite
+                        .iter()
+                        .find(|(p, x)| p == k && crate::pyjson::spelling(*x) == s)
+                        .map(|(_, x)| *x)?,
+                    v => v.as_f64()?,
+                };
+                Some((k.as_str(), x))
+            });
+        Ok(self.events.numbers(step, scalars)?)
     }
 
     /// Marks the trial's end in its event file: the `stopped_early` metric (1 when the
@@ -166,7 +186,7 @@ pub fn sweep_owned(name: &std::ffi::OsStr) -> bool {
     let name = name.to_string_lossy();
     matches!(
         name.as_ref(),
-        "params.json" | "result.json" | "progress.csv" | "stderr.log"
+        "params.json" | "result.json" | "progress.csv" | "stderr.log" | "srun.log"
     ) || name.starts_with("events.out.tfevents.")
         || name.starts_with(COPY_RUN)
 }
@@ -293,7 +313,12 @@ pub fn results_csv(rows: &[ResultRow<'_>], time_attr: &str, metric: &str, mode: 
         }
     }
     let text = |s: &str| csv_field(Some(&Value::String(s.to_string())));
-    let number = |x: Option<f64>| x.map(|x| x.to_string()).unwrap_or_default();
+    // Non-finite values as the records spell them.
+    let number = |x: Option<f64>| match x {
+        Some(x) if x.is_finite() => x.to_string(),
+        Some(x) => crate::pyjson::spelling(x).to_string(),
+        None => String::new(),
+    };
     let mut header = vec!["trial".to_string(), "status".into()];
     header.extend(keys.iter().map(|k| format!("config/{k}")));
     header.extend([
@@ -447,10 +472,10 @@ mod tests {
             v.as_object().unwrap().clone()
         };
         let mut f = TrialFiles::open(dir.path(), 0, 1, &config, 0).unwrap();
-        f.result(&r(1, false), 1).unwrap();
+        f.result(&r(1, false), 1, &[]).unwrap();
         drop(f);
         let mut f = TrialFiles::open(dir.path(), 0, 2, &config, 0).unwrap();
-        f.result(&r(2, true), 2).unwrap();
+        f.result(&r(2, true), 2, &[]).unwrap();
         let csv = std::fs::read_to_string(dir.path().join("progress.csv")).unwrap();
         assert_eq!(
             csv,

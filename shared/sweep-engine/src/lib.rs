@@ -18,6 +18,10 @@ pub mod template;
 pub use engine::{Engine, RunOptions, trial_dir};
 pub use setup::{MAX_TRIALS, Opened, check_resumed, create, resume, template_of};
 
+/// The most trials that run at once (`--slots`, and the default a launcher derives from what
+/// it has, such as a Slurm allocation's nodes and CPUs): the per-slot lists are sized by it.
+pub const MAX_SLOTS: usize = 4096;
+
 use error_class::{Class, Classified, Classify};
 
 /// Every record a sweep prints, in the order it happens.

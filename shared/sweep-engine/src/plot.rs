@@ -20,27 +20,55 @@ const PALETTE: &[&str] = &[
     "#bcbd22", "#17becf",
 ];
 
-/// Round tick positions covering [lo, hi]; whole numbers only when `whole`.
+/// Round tick positions covering [lo, hi] (finite, lo < hi); whole numbers only when `whole`.
+/// At most a dozen, each computed as k·step (a sum of steps may not move a large value), from
+/// halves (the span of the widest finite range is no finite number).
 fn ticks(lo: f64, hi: f64, whole: bool) -> Vec<f64> {
-    let span = (hi - lo).max(f64::EPSILON);
-    let raw = span / 5.0;
+    let half_span = (hi / 2.0 - lo / 2.0).max(f64::MIN_POSITIVE);
+    let raw = half_span / 2.5;
     let mag = 10f64.powf(raw.log10().floor());
     let step = [1.0, 2.0, 5.0, 10.0]
         .iter()
         .map(|m| m * mag)
-        .find(|s| span / s <= 6.0)
+        .find(|s| half_span / s <= 3.0)
         .unwrap_or(10.0 * mag);
     let step = if whole { step.max(1.0).round() } else { step };
-    let mut t = (lo / step).ceil() * step;
-    let mut out = Vec::new();
-    while t <= hi + step * 1e-9 {
-        out.push(if t.abs() < step * 1e-9 { 0.0 } else { t });
-        t += step;
+    let first = (lo / step).ceil();
+    let count = ((hi / step + 1e-9).floor() - first).clamp(0.0, 12.0) as usize;
+    let mut out: Vec<f64> = Vec::new();
+    for k in 0..=count {
+        let t = (first + k as f64) * step;
+        let t = if t.abs() < step * 1e-9 { 0.0 } else { t };
+        if t.is_finite() && t <= hi + step * 1e-9 && out.last().is_none_or(|&l| l < t) {
+            out.push(t);
+        }
     }
     out
 }
 
+/// Where `v` lies between `lo` and `hi` (0 to 1), from halves: no difference overflows.
+fn fraction(v: f64, lo: f64, hi: f64) -> f64 {
+    (v / 2.0 - lo / 2.0) / (hi / 2.0 - lo / 2.0)
+}
+
+/// [lo, hi] made wider by `by` on each side where it is one value (at least what moves it),
+/// within the finite floats.
+fn widened(lo: f64, hi: f64, by: f64) -> (f64, f64) {
+    if hi > lo {
+        return (lo, hi);
+    }
+    let by = by.max(lo.abs() * 1e-9);
+    ((lo - by).max(-f64::MAX), (hi + by).min(f64::MAX))
+}
+
 fn label(v: f64) -> String {
+    // Very large and very small values in scientific notation, trimmed (1e308, 2.5e-7).
+    if v != 0.0 && !(1e-4..1e9).contains(&v.abs()) {
+        let s = format!("{v:.4e}");
+        let (mantissa, exp) = s.split_once('e').unwrap_or((&s, "0"));
+        let mantissa = mantissa.trim_end_matches('0').trim_end_matches('.');
+        return format!("{mantissa}e{exp}");
+    }
     let s = format!("{v:.4}");
     let s = s.trim_end_matches('0').trim_end_matches('.');
     if s == "-0" { "0".into() } else { s.into() }
@@ -91,20 +119,24 @@ pub fn svg(curves: &[Curve<'_>], time_attr: &str, metric: &str, best: Option<usi
         (x0, x1, y0, y1) = (0.0, 1.0, 0.0, 1.0);
     }
     if x1 <= x0 {
-        x1 = x0 + 1.0;
+        // One time: a unit wide (an epoch), where that moves it.
+        (x0, x1) = if x0 + 1.0 > x0 && (x0 + 1.0).is_finite() {
+            (x0, x0 + 1.0)
+        } else {
+            widened(x0, x1, 0.5)
+        };
     }
-    if y1 <= y0 {
-        (y0, y1) = (y0 - 0.5, y1 + 0.5);
-    }
+    (y0, y1) = widened(y0, y1, 0.5);
     // Epochs and iterations: whole numbers, whose ticks must be too (not 1.5 epochs).
     let whole = (curves.iter())
         .flat_map(|c| c.points.iter().filter(finite))
         .all(|&(x, _)| x.fract() == 0.0);
-    let pad = (y1 - y0) * 0.05;
-    let (y0, y1) = (y0 - pad, y1 + pad);
+    // 5% of the span above and below, within the finite floats.
+    let pad = (y1 / 2.0 - y0 / 2.0) * 0.1;
+    let (y0, y1) = ((y0 - pad).max(-f64::MAX), (y1 + pad).min(f64::MAX));
     let (pw, ph) = (w - left - right, h - top - bottom);
-    let sx = |x: f64| left + (x - x0) / (x1 - x0) * pw;
-    let sy = |y: f64| top + (1.0 - (y - y0) / (y1 - y0)) * ph;
+    let sx = |x: f64| left + fraction(x, x0, x1) * pw;
+    let sy = |y: f64| top + (1.0 - fraction(y, y0, y1)) * ph;
 
     let mut s = String::new();
     let _ = writeln!(
@@ -260,6 +292,43 @@ mod tests {
         assert_eq!(ticks(1.0, 3.0, false), [1.0, 1.5, 2.0, 2.5, 3.0]);
         assert_eq!(ticks(1.0, 3.0, true), [1.0, 2.0, 3.0]);
         assert_eq!(label(0.30000000000000004), "0.3");
+    }
+
+    #[test]
+    fn ticks_end_where_a_step_no_longer_moves_a_large_value() {
+        // 1e16 + 0.5 == 1e16: a loop adding the step never reached the end (and filled memory).
+        let t = ticks(1e16, 1e16 + 2.0, false);
+        assert!(!t.is_empty() && t.len() <= 12, "{t:?}");
+        assert!(t.iter().all(|x| (1e16..=1e16 + 2.0).contains(x)), "{t:?}");
+        // The widest finite range.
+        let t = ticks(-f64::MAX, f64::MAX, false);
+        assert!(
+            !t.is_empty() && t.len() <= 12 && t.iter().all(|x| x.is_finite()),
+            "{t:?}"
+        );
+    }
+
+    #[test]
+    fn metrics_at_the_ends_of_the_float_range_are_drawn() {
+        let (a, b) = (
+            [(1.0, 1e308), (2.0, -1e308)],
+            [(1.0, -f64::MAX), (2.0, f64::MAX)],
+        );
+        let curve = |trial, points| Curve {
+            trial,
+            status: "completed",
+            config: format!("x={trial}"),
+            points,
+        };
+        let s = svg(&[curve(0, &a[..]), curve(1, &b[..])], "epoch", "m", Some(0));
+        assert!(!s.contains("NaN") && !s.contains("inf"), "{s}");
+        assert_eq!(s.matches("<polyline points=\"").count(), 2);
+        for line in s.lines().filter(|l| l.starts_with("<polyline")) {
+            let points = line.split('"').nth(1).unwrap();
+            assert_eq!(points.split(' ').count(), 2, "{line}");
+        }
+        // Tick labels stay short.
+        assert!(s.lines().all(|l| l.len() < 400), "{s}");
     }
 
     #[test]

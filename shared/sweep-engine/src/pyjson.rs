@@ -14,23 +14,40 @@ const MARK: &str = "\u{1}nonfinite:";
 /// [`MARK`] as JSON text.
 const MARK_JSON: &str = "\\u0001nonfinite:";
 
-/// A record: the line's JSON object, with the non-finite values Python wrote (as null in the
-/// object) given by their top-level key. `None` when the line is not a JSON object.
-pub fn parse_record(line: &[u8]) -> Option<(Map<String, Value>, HashMap<String, f64>)> {
+/// A record: the line's JSON object, its non-finite values written as the sweep's records
+/// spell them (the strings "NaN", "Infinity", "-Infinity"); those values by their top-level key;
+/// and every one outside arrays by its path as `files::flatten` names it (`extra/loss`), for
+/// the files that keep them as numbers. `None` when the line is not a JSON object.
+pub fn parse_record(line: &[u8]) -> Option<Parsed> {
     if let Ok(Value::Object(record)) = serde_json::from_slice::<Value>(line) {
-        return Some((record, HashMap::new()));
+        return Some((record, HashMap::new(), Vec::new()));
     }
     let marked = mark_tokens(line)?;
     let Ok(Value::Object(mut record)) = serde_json::from_slice::<Value>(&marked) else {
         return None;
     };
-    let mut non_finite = HashMap::new();
+    let mut top = HashMap::new();
+    let mut paths = Vec::new();
     for (key, value) in record.iter_mut() {
-        if let Some(x) = unmark(value) {
-            non_finite.insert(key.clone(), x);
+        if let Some(x) = unmark(value, Some(key), &mut paths) {
+            top.insert(key.clone(), x);
         }
     }
-    Some((record, non_finite))
+    Some((record, top, paths))
+}
+
+/// A record, its non-finite values by top-level key, and by path.
+pub type Parsed = (Map<String, Value>, HashMap<String, f64>, Vec<(String, f64)>);
+
+/// How a non-finite value is spelled in the sweep's records and files, as Python's JSON tokens.
+pub fn spelling(x: f64) -> &'static str {
+    if x.is_nan() {
+        "NaN"
+    } else if x > 0.0 {
+        "Infinity"
+    } else {
+        "-Infinity"
+    }
 }
 
 /// The line with each NaN, Infinity and -Infinity outside strings replaced by a marked string;
@@ -76,9 +93,10 @@ fn mark_tokens(line: &[u8]) -> Option<Vec<u8>> {
     found.then_some(out)
 }
 
-/// Turns the marked strings in `value` back: nulls in the record; the value when `value` itself
-/// was one.
-fn unmark(value: &mut Value) -> Option<f64> {
+/// Turns the marked strings in `value` into the strings the records spell, noting each value
+/// with its path (`path`: None inside an array, whose items `files::flatten` does not name);
+/// the value when `value` itself was one.
+fn unmark(value: &mut Value, path: Option<&str>, paths: &mut Vec<(String, f64)>) -> Option<f64> {
     match value {
         Value::String(s) => {
             let x = match s.strip_prefix(MARK)? {
@@ -86,19 +104,23 @@ fn unmark(value: &mut Value) -> Option<f64> {
                 "Infinity" => f64::INFINITY,
                 _ => f64::NEG_INFINITY,
             };
-            *value = Value::Null;
+            *value = Value::String(spelling(x).into());
+            if let Some(p) = path {
+                paths.push((p.to_string(), x));
+            }
             Some(x)
         }
         Value::Array(items) => {
             items.iter_mut().for_each(|v| {
-                unmark(v);
+                unmark(v, None, paths);
             });
             None
         }
         Value::Object(map) => {
-            map.values_mut().for_each(|v| {
-                unmark(v);
-            });
+            for (k, v) in map.iter_mut() {
+                let inner = path.map(|p| format!("{p}/{k}"));
+                unmark(v, inner.as_deref(), paths);
+            }
             None
         }
         _ => None,
@@ -109,21 +131,37 @@ fn unmark(value: &mut Value) -> Option<f64> {
 mod tests {
     use super::*;
 
+    /// The record and its top-level non-finite values.
+    fn parse_top(line: &[u8]) -> Option<(Map<String, Value>, HashMap<String, f64>)> {
+        parse_record(line).map(|(record, top, _)| (record, top))
+    }
+
     #[test]
     fn python_non_finite_tokens_read_as_numbers_outside_strings_only() {
-        let (r, nf) = parse_record(br#"{"m": NaN, "loss": -Infinity, "note": "NaN, Infinity", "x": [Infinity, 1], "epoch": 2}"#).unwrap();
+        let (r, nf) = parse_top(br#"{"m": NaN, "loss": -Infinity, "note": "NaN, Infinity", "x": [Infinity, 1], "epoch": 2}"#).unwrap();
         assert!(nf["m"].is_nan());
         assert_eq!(nf["loss"], f64::NEG_INFINITY);
         assert_eq!(nf.len(), 2);
-        assert_eq!(r["m"], Value::Null);
+        assert_eq!(r["m"], "NaN");
+        assert_eq!(r["loss"], "-Infinity");
         assert_eq!(r["note"], "NaN, Infinity");
-        assert_eq!(r["x"], serde_json::json!([null, 1]));
+        assert_eq!(r["x"], serde_json::json!(["Infinity", 1]));
         assert_eq!(r["epoch"], 2);
         // Plain JSON takes the fast path; other bad lines are not records.
-        let (r, nf) = parse_record(br#"{"m": 1.5}"#).unwrap();
+        let (r, nf) = parse_top(br#"{"m": 1.5}"#).unwrap();
         assert_eq!((r["m"].as_f64(), nf.len()), (Some(1.5), 0));
-        assert!(parse_record(br#"{"m": 1e400}"#).is_none());
-        assert!(parse_record(b"NaN").is_none());
-        assert!(parse_record(br#"{"s": "a \" NaN"}"#).is_some_and(|(_, nf)| nf.is_empty()));
+        assert!(parse_top(br#"{"m": 1e400}"#).is_none());
+        assert!(parse_top(b"NaN").is_none());
+        assert!(parse_top(br#"{"s": "a \" NaN"}"#).is_some_and(|(_, nf)| nf.is_empty()));
+        // Nested values by their flattened path (not in arrays, which are not flattened).
+        let (_, _, paths) =
+            parse_record(br#"{"a": {"b": -Infinity, "c": [NaN]}, "d": Infinity}"#).unwrap();
+        assert_eq!(
+            paths,
+            [
+                ("a/b".to_string(), f64::NEG_INFINITY),
+                ("d".into(), f64::INFINITY)
+            ]
+        );
     }
 }

@@ -186,13 +186,15 @@ pub struct Cli {
 
     /// Where trials run: local (child processes of the sweep, on this machine's GPUs and CPUs)
     /// or slurm (inside a Slurm allocation: each trial one job step, `srun --exact`, on the
-    /// nodes Slurm picks, which binds its GPUs and CPUs).
+    /// nodes Slurm picks, which binds its GPUs and CPUs; a step that fails while the job itself
+    /// is ending, as when Slurm requeues it, leaves its trial unfinished, not failed, and the
+    /// sweep stops with exit 130 for --resume to go on).
     #[arg(long, value_enum, default_value_t = LauncherKind::Local)]
     pub launcher: LauncherKind,
 
     /// Trials running at once (at most 4096) [default: 1; with --launcher slurm, what the
     /// allocation holds divided by what a trial asks for].
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=sweep_engine::MAX_SLOTS as i64))]
     pub slots: Option<u32>,
 
     /// GPUs per trial. Local: slot i gets CUDA_VISIBLE_DEVICES = GPUs i·G … i·G+G−1 of --gpus, 0
@@ -258,9 +260,9 @@ impl Tool for Cli {
  "best":{"trial":3,"config":{...},"metric":91.2,"time":10,"status":"completed"},"out_dir":"/abs/out","elapsed_ms":81234}
 .fi
 .PP
-A decision record is printed when a result is judged at an ASHA rung (value and cutoff in the metric's units; cutoff is null for the first trial at a rung). A metric of NaN or Infinity, as Python's json.dumps writes it, is a result as in Ray Tune (ASHA records a NaN and its cutoffs leave NaNs out; the best trial has a finite metric); records carry such values as the strings "NaN", "Infinity", "-Infinity". A trial that failed and runs again prints an event "retry" record with the message; one whose retries are used up ends with status "error" and a message. The best trial is the one whose last result has the best metric (Ray's scope "last").
+A decision record is printed when a result is judged at an ASHA rung (value and cutoff in the metric's units; cutoff is null for the first trial at a rung). A metric of NaN or Infinity, as Python's json.dumps writes it, is a result as in Ray Tune (ASHA records a NaN and its cutoffs leave NaNs out; the best trial has a finite metric); records, result.json, progress.csv and results.csv carry such values as the strings "NaN", "Infinity", "-Infinity", and TensorBoard as scalars. A trial that failed and runs again prints an event "retry" record with the message; one whose retries are used up ends with status "error" and a message. The best trial is the one whose last result has the best metric (Ray's scope "last"); a trial in error is never the best.
 .PP
-Files in OUT_DIR: journal.jsonl (append-only: the definition, every start, result with its decision, failure and end), best.json (the best trial by its last result: config, metric, directory), results.csv (a row per trial: status, config, last and best metric, where it was stopped), metric.svg (a line per trial, named by its config), a TensorBoard event file with the hparams experiment, and per trial trial-NNNN/ with params.json, result.json (JSON lines: the record plus trial_id, training_iteration, time_total_s, timestamp, config), progress.csv, stderr.log and events.out.tfevents.* (a scalar per numeric field at step = the time attribute, and the hparams session; a trial stopped early ends with status Unknown, as the dashboard has no \"stopped\", and the metric stopped_early = 1).
+Files in OUT_DIR: journal.jsonl (append-only: the definition, every start, result with its decision, failure and end), best.json (the best trial by its last result: config, metric, directory), results.csv (a row per trial: status, config, last and best metric, where it was stopped), metric.svg (a line per trial, named by its config), a TensorBoard event file with the hparams experiment, and per trial trial-NNNN/ with params.json, result.json (JSON lines: the record plus trial_id, training_iteration, time_total_s, timestamp, config), progress.csv, stderr.log (the command's stderr), srun.log (with --launcher slurm: srun's own messages) and events.out.tfevents.* (a scalar per numeric field at step = the time attribute, and the hparams session; a trial stopped early ends with status Unknown, as the dashboard has no \"stopped\", and the metric stopped_early = 1).
 .PP
 A status table goes to stderr every --report-secs while something changes, and the trials sorted by the metric at the end."#;
     const EXAMPLES: &'static [(&'static str, &'static str)] = &[

@@ -1195,6 +1195,128 @@ fn one_live_sweep_per_directory() {
 /// A sweep of one trial running `sh -c SCRIPT` (its `$1` is the trial's x), reporting `m` by
 /// `epoch`; `{` and `}` in SCRIPT are written `\173` and `\175` for printf (braces are
 /// placeholders in a command).
+#[test]
+fn non_finite_metrics_are_spelled_alike_in_every_file_and_plotted_where_finite() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"case $1 in
+1) printf '\173"epoch": 1, "m": NaN, "extra": \173"loss": Infinity\175\175\n\173"epoch": 2, "m": Infinity\175\n' ;;
+2) printf '\173"epoch": 1, "m": 1e308\175\n\173"epoch": 2, "m": -Infinity\175\n' ;;
+*) printf '\173"epoch": 1, "m": -1e308\175\n\173"epoch": 2, "m": -1e308\175\n' ;;
+esac"#;
+    let space = json!({"x": {"grid": [1, 2, 3]}});
+    let r = ok(
+        &shell_sweep_of(dir.path(), script, &space, &["--scheduler", "fifo"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.results.len(), 6);
+    let out = dir.path().join("run");
+    // result.json: JSON lines (no bare tokens), the values as the records spell them.
+    let lines: Vec<Value> = std::fs::read_to_string(out.join("trial-0000/result.json"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert_eq!(
+        (&lines[0]["m"], &lines[0]["extra"]["loss"], &lines[1]["m"]),
+        (&json!("NaN"), &json!("Infinity"), &json!("Infinity"))
+    );
+    // progress.csv: the same spelling in the cells.
+    let progress = std::fs::read_to_string(out.join("trial-0000/progress.csv")).unwrap();
+    let rows: Vec<Vec<&str>> = progress.lines().map(|l| l.split(',').collect()).collect();
+    let col = |name: &str| rows[0].iter().position(|c| *c == name).unwrap();
+    assert_eq!(
+        (
+            rows[1][col("m")],
+            rows[1][col("extra/loss")],
+            rows[2][col("m")]
+        ),
+        ("NaN", "Infinity", "Infinity"),
+        "{progress}"
+    );
+    // results.csv: the last metric of each trial.
+    let results = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    let rows: Vec<Vec<&str>> = results.lines().map(|l| l.split(',').collect()).collect();
+    let last = rows[0].iter().position(|c| *c == "last_m").unwrap();
+    assert_eq!(
+        (rows[1][last], rows[2][last]),
+        ("Infinity", "-Infinity"),
+        "{results}"
+    );
+    // metric.svg: finite coordinates only, and a line through the finite points.
+    let svg = std::fs::read_to_string(out.join("metric.svg")).unwrap();
+    assert!(!svg.contains("NaN") && !svg.contains("inf"), "{svg}");
+    let points = |trial: usize| {
+        let title = format!("<title>trial {trial} (");
+        let line = svg.lines().find(|l| l.contains(&title)).unwrap();
+        let start = line.find("points=\"").unwrap() + 8;
+        line[start..]
+            .split('"')
+            .next()
+            .unwrap()
+            .split(' ')
+            .filter(|p| !p.is_empty())
+            .count()
+    };
+    assert_eq!((points(0), points(1), points(2)), (0, 1, 2), "{svg}");
+    // TensorBoard: a scalar per result, the non-finite ones included.
+    let check = r#"
+import sys
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+ea = EventAccumulator(sys.argv[1]); ea.Reload()
+print([str(e.value) for e in ea.Scalars("m")], [str(e.value) for e in ea.Scalars("extra/loss")])
+"#;
+    let py = Command::new(common::python())
+        .args(["-c", check])
+        .arg(out.join("trial-0000"))
+        .output()
+        .unwrap();
+    assert!(
+        py.status.success(),
+        "{}",
+        String::from_utf8_lossy(&py.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&py.stdout).trim(),
+        "['nan', 'inf'] ['inf']"
+    );
+}
+
+#[test]
+fn a_trial_in_error_is_never_the_best() {
+    let dir = tempfile::tempdir().unwrap();
+    // Trial 0 reports the better metric, then fails; trial 1 completes.
+    let script = r#"if [ "$1" = 1 ]; then printf '\173"epoch": 1, "m": 100\175\n'; exit 1; fi
+printf '\173"epoch": 1, "m": 1\175\n'"#;
+    let space = json!({"x": {"grid": [1, 2]}});
+    let o = shell_sweep_of(dir.path(), script, &space, &["--scheduler", "fifo"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r = records(&o.stdout);
+    assert_eq!(
+        r.ends
+            .iter()
+            .find(|e| e.trial == 0)
+            .unwrap()
+            .status
+            .as_deref(),
+        Some("error")
+    );
+    assert_eq!(r.summary.unwrap().best.unwrap().trial, 1);
+    let out = dir.path().join("run");
+    let best: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("best.json")).unwrap()).unwrap();
+    assert_eq!(best["trial"], 1);
+    let svg = std::fs::read_to_string(out.join("metric.svg")).unwrap();
+    assert!(svg.contains("(1 completed, best)"), "{svg}");
+}
+
 fn shell_sweep(dir: &Path, script: &str) -> Command {
     shell_sweep_of(dir, script, &json!({"x": {"grid": [1]}}), &[])
 }
@@ -1273,7 +1395,8 @@ fn results_that_cannot_be_used_are_warnings_naming_the_trial_and_line() {
     let times: Vec<f64> = r.results.iter().map(|x| x.time).collect();
     assert_eq!(times, [1.0, 2.0, 3.0], "{err}");
     assert!(r.results[0].metric.is_nan());
-    assert_eq!(r.results[0].record["m"], Value::Null);
+    // The record carries it as every record spells it.
+    assert_eq!(r.results[0].record["m"], "NaN");
     for want in [
         "a line of 2097153 bytes (over 1 MiB) was skipped",
         r#"has "m": null, not a number"#,

@@ -13,29 +13,92 @@ use std::process::Command;
 use common::{ok, records, sweep, sweep_running};
 use serde_json::{Value, json};
 
-/// A directory with the stand-in `srun`: it writes its options (one per line, then `--`) to
-/// SWEEP_TRIAL_DIR/srun.args, and runs the command; a trial whose number names a file in
-/// $FAKE_SRUN_FAIL plays a node failure once (srun's message on stderr, exit status 0, as
-/// srun 22.05 does).
+/// A directory with a stand-in Slurm: `srun` writes its options (one per line, then `--`) to
+/// SWEEP_TRIAL_DIR/srun.args, sends the tasks' stderr where `--error` says, registers the step
+/// (`4242.PID NAME TASK_PID`) in $FAKE_SLURM/steps while it runs (and in $FAKE_SLURM/started
+/// for good), and runs the command as one task would; `squeue --steps` lists the registered
+/// steps, `squeue` alone says the job's state ($FAKE_SLURM/job-state, RUNNING if absent);
+/// `scancel --signal=SIG STEP` logs its arguments to $FAKE_SLURM/scancel.log and signals that
+/// step's task. A trial whose number names a file in $FAKE_SRUN_FAIL plays a node failure once
+/// (srun's message on its own stderr, exit status 0, as srun 22.05 does); with
+/// $FAKE_SRUN_ENDS_JOB set that failure also ends the job (a job Slurm requeues), after which
+/// every srun fails as srun does in an ended job.
 fn fake_srun(dir: &Path) -> PathBuf {
     let bin = dir.join("fake-bin");
     std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir_all(dir.join("fake-slurm/steps")).unwrap();
     let srun = bin.join("srun");
     std::fs::write(
         &srun,
         r#"#!/bin/sh
 log="$SWEEP_TRIAL_DIR/srun.args"
+name=
+err=
 while [ $# -gt 0 ]; do
-  case $1 in --*) echo "$1" >>"$log"; shift ;; *) break ;; esac
+  case $1 in
+  --job-name=*) name=${1#--job-name=} ;;
+  --error=*) err=${1#--error=} ;;
+  --*) ;;
+  *) break ;;
+  esac
+  echo "$1" >>"$log"
+  shift
 done
 echo -- >>"$log"
+if [ "$(cat "$FAKE_SLURM/job-state" 2>/dev/null || echo RUNNING)" != RUNNING ]; then
+  echo "srun: error: Unable to create step for job 4242: Expired or invalid job" >&2
+  exit 1
+fi
 if [ -n "$FAKE_SRUN_FAIL" ] && [ -e "$FAKE_SRUN_FAIL/$SWEEP_TRIAL" ]; then
   rm "$FAKE_SRUN_FAIL/$SWEEP_TRIAL"
+  if [ -n "$FAKE_SRUN_ENDS_JOB" ]; then echo COMPLETING >"$FAKE_SLURM/job-state"; fi
   echo "srun: error: Node failure on n2" >&2
   echo "srun: Job step aborted: Waiting up to 32 seconds for job step to finish." >&2
   exit 0
 fi
-SLURMD_NODENAME=n1 SLURM_PROCID=0 exec "$@"
+if [ -n "$err" ]; then exec 2>>"$err"; fi
+export SLURMD_NODENAME=n1 SLURM_PROCID=0
+"$@" &
+task=$!
+echo "4242.$$ $name $task" >"$FAKE_SLURM/steps/$$"
+echo "4242.$$ $name" >>"$FAKE_SLURM/started"
+wait $task
+rc=$?
+rm -f "$FAKE_SLURM/steps/$$"
+exit $rc
+"#,
+    )
+    .unwrap();
+    let squeue = bin.join("squeue");
+    std::fs::write(
+        &squeue,
+        r#"#!/bin/sh
+case " $* " in
+*" --steps "*)
+  for f in "$FAKE_SLURM"/steps/*; do
+    if [ -e "$f" ]; then cut -d' ' -f1,2 "$f"; fi
+  done ;;
+*) cat "$FAKE_SLURM/job-state" 2>/dev/null || echo RUNNING ;;
+esac
+"#,
+    )
+    .unwrap();
+    let scancel = bin.join("scancel");
+    std::fs::write(
+        &scancel,
+        r#"#!/bin/sh
+echo "$*" >>"$FAKE_SLURM/scancel.log"
+sig=TERM
+step=
+for a in "$@"; do
+  case $a in --signal=*) sig=${a#--signal=} ;; -*) ;; *) step=$a ;; esac
+done
+for f in "$FAKE_SLURM"/steps/*; do
+  [ -e "$f" ] || continue
+  set -- $(cat "$f")
+  if [ "$1" = "$step" ]; then kill -s "$sig" "$3" 2>/dev/null; fi
+done
+exit 0
 "#,
     )
     .unwrap();
@@ -43,23 +106,26 @@ SLURMD_NODENAME=n1 SLURM_PROCID=0 exec "$@"
     let scontrol = bin.join("scontrol");
     std::fs::write(&scontrol, "#!/bin/sh\nexit 1\n").unwrap();
     use std::os::unix::fs::PermissionsExt;
-    for f in [&srun, &scontrol] {
+    for f in [&srun, &squeue, &scancel, &scontrol] {
         std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
     bin
 }
 
-/// `c` inside an allocation of 2 nodes × 2 CPUs (no GPUs), the stand-in srun first on PATH.
+/// `c` inside an allocation of 2 nodes × 2 CPUs (no GPUs), the stand-in Slurm first on PATH.
 fn in_allocation(c: &mut Command, bin: &Path) {
     let path = std::env::var_os("PATH").unwrap_or_default();
     let mut paths = vec![bin.to_path_buf()];
     paths.extend(std::env::split_paths(&path));
     c.env("PATH", std::env::join_paths(paths).unwrap())
+        .env("FAKE_SLURM", bin.parent().unwrap().join("fake-slurm"))
         .env("SLURM_JOB_ID", "4242")
         .env("SLURM_JOB_NUM_NODES", "2")
         .env("SLURM_CPUS_ON_NODE", "2")
         .env_remove("SLURM_GPUS_ON_NODE")
-        .env_remove("SLURM_JOB_GPUS");
+        .env_remove("SLURM_JOB_GPUS")
+        .env_remove("FAKE_SRUN_FAIL")
+        .env_remove("FAKE_SRUN_ENDS_JOB");
 }
 
 /// The options each trial's steps were started with, per step.
@@ -148,18 +214,27 @@ fn trials_are_job_steps_and_decide_as_local_trials_do() {
         let steps = steps_of(&slurm_out.join(format!("trial-{t:04}")));
         assert_eq!(steps.len(), 1, "trial {t}: {steps:?}");
         let s = &steps[0];
+        let dir = slurm_out.join(format!("trial-{t:04}"));
         for want in [
             "--exact",
             "--nodes=1",
             "--ntasks=1",
             "--kill-on-bad-exit=1",
-            &format!("--job-name=sweep-trial-{t:04}"),
+            "--open-mode=append",
+            &format!("--error={}", dir.join("stderr.log").display()),
         ] {
             assert!(
                 s.iter().any(|a| a == want),
                 "trial {t}: {want} not in {s:?}"
             );
         }
+        // Named by the sweep (its directory's identity), the trial and the attempt.
+        assert!(
+            s.iter()
+                .any(|a| a.starts_with("--job-name=sweep-")
+                    && a.ends_with(&format!("-trial-{t:04}-1"))),
+            "{s:?}"
+        );
         assert!(
             !s.iter()
                 .any(|a| a.contains("no-kill") || a.contains("gres")),
@@ -301,4 +376,200 @@ fn outside_an_allocation_the_slurm_launcher_is_a_usage_error() {
     let o = c.output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--launcher slurm"));
+}
+
+/// Waits (at most 120 s) until `what` holds.
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "waited too long for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// The steps the stand-in srun ran: (step id, name).
+fn started_steps(bin: &Path) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(bin.parent().unwrap().join("fake-slurm/started"))
+        .unwrap_or_default();
+    text.lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(id, name)| (id.to_string(), name.to_string()))
+        .collect()
+}
+
+#[test]
+fn two_sweeps_in_one_allocation_stop_only_their_own_trials() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = fake_srun(dir.path());
+    let (a_dir, b_dir) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::create_dir_all(&a_dir).unwrap();
+    std::fs::create_dir_all(&b_dir).unwrap();
+    let release = dir.path().join("release");
+    let space = json!({"x": {"grid": [1]}});
+    // B's trial 0 reports epoch 1, waits for the release (at most 60 s), reports epoch 2.
+    let b_script = format!(
+        r#"echo '{{"epoch": 1, "m": 1}}'; i=0
+while [ ! -e '{}' ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+echo '{{"epoch": 2, "m": 2}}'"#,
+        release.display()
+    );
+    let mut b = shell_sweep(
+        &b_dir,
+        &space,
+        &b_script,
+        &["--launcher", "slurm", "--scheduler", "fifo"],
+    );
+    in_allocation(&mut b, &bin);
+    let b = b
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let b_result = b_dir.join("run/trial-0000/result.json");
+    wait_until("B's first result", || {
+        std::fs::read(&b_result).is_ok_and(|r| !r.is_empty())
+    });
+    // A's trial 0, of the same number, reaches --max-t at its first result: A stops it.
+    let mut a = shell_sweep(
+        &a_dir,
+        &space,
+        r#"echo '{"epoch": 1, "m": 1}'; sleep 30"#,
+        &["--launcher", "slurm", "--scheduler", "fifo", "--max-t", "1"],
+    );
+    in_allocation(&mut a, &bin);
+    let a = ok(&a.output().unwrap());
+    assert_eq!(a.ends[0].status.as_deref(), Some("completed"));
+    std::fs::write(&release, "").unwrap();
+    let b = ok(&b.wait_with_output().unwrap());
+    // B's trial ran to its own end, untouched by A's stop.
+    assert_eq!(b.results.len(), 2, "{:?}", b.ends);
+    assert_eq!(b.ends[0].status.as_deref(), Some("completed"));
+    // No two sweeps' steps share a name, and A signalled its own step only.
+    let steps = started_steps(&bin);
+    assert_eq!(steps.len(), 2, "{steps:?}");
+    assert_ne!(steps[0].1, steps[1].1, "{steps:?}");
+    let b_step = &steps[0].0;
+    let log = std::fs::read_to_string(dir.path().join("fake-slurm/scancel.log")).unwrap();
+    assert!(
+        !log.contains(b_step.as_str()),
+        "B's step {b_step} was signalled: {log}"
+    );
+    assert!(log.contains(steps[1].0.as_str()), "{log}");
+}
+
+#[test]
+fn a_trial_that_prints_slurm_like_lines_is_judged_by_what_slurm_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = fake_srun(dir.path());
+    let space = json!({"x": {"grid": [1]}});
+    // A healthy trial that writes what srun writes of failed steps to its own stderr.
+    let script = r#"echo "srun: error: Node failure on n9" >&2
+echo "srun: error: n9: task 0 launch failed: Unspecified error" >&2
+echo "srun: error: *** STEP 4242.7 ON n9 CANCELLED AT 2026-01-01T00:00:00 ***" >&2
+echo '{"epoch": 1, "m": 1}'"#;
+    let mut c = shell_sweep(
+        dir.path(),
+        &space,
+        script,
+        &["--launcher", "slurm", "--max-failures", "1"],
+    );
+    in_allocation(&mut c, &bin);
+    let r = ok(&c.output().unwrap());
+    assert!(r.retries.is_empty(), "{:?}", r.retries);
+    assert_eq!(r.ends[0].status.as_deref(), Some("completed"));
+    // Its stderr is kept in its stderr.log all the same.
+    let log = std::fs::read_to_string(dir.path().join("run/trial-0000/stderr.log")).unwrap();
+    assert!(log.contains("Node failure on n9"), "{log}");
+}
+
+#[test]
+fn failures_while_the_job_ends_are_unfinished_and_resume_runs_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = fake_srun(dir.path());
+    let fail = dir.path().join("fail");
+    std::fs::create_dir_all(&fail).unwrap();
+    std::fs::write(fail.join("0"), "").unwrap();
+    // Trial 0 (the better one) loses its node, and the job with it: Slurm requeues the job,
+    // and every srun in it fails from then on.
+    let space = json!({"x": {"grid": [3, 1]}});
+    let script = r#"e=1; while [ $e -le 3 ]; do echo "{\"epoch\": $e, \"m\": $(((2 - SWEEP_TRIAL) * e))}"; e=$((e + 1)); done"#;
+    let mut c = shell_sweep(
+        dir.path(),
+        &space,
+        script,
+        &["--launcher", "slurm", "--slots", "1", "--max-failures", "2"],
+    );
+    in_allocation(&mut c, &bin);
+    c.env("FAKE_SRUN_FAIL", &fail)
+        .env("FAKE_SRUN_ENDS_JOB", "1");
+    let o = c.output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    let r = records(&o.stdout);
+    // No failure counted against --max-failures, no trial in error, none named best.
+    assert!(r.retries.is_empty(), "{:?}\n{err}", r.retries);
+    assert!(
+        r.ends.iter().all(|e| e.status.as_deref() != Some("error")),
+        "{:?}",
+        r.ends
+    );
+    let summary = r.summary.clone().expect("a summary");
+    assert_eq!((summary.error, summary.unfinished), (0, 2), "{summary:?}");
+    assert!(summary.best.is_none(), "{summary:?}");
+    assert_eq!(
+        o.status.code(),
+        Some(130),
+        "the sweep stops as when interrupted: {err}"
+    );
+    let out = dir.path().join("run");
+    let best: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("best.json")).unwrap()).unwrap();
+    assert_eq!(best, Value::Null);
+    // The requeued job runs the batch script again: --resume runs both trials (ASHA may stop
+    // the worse one).
+    std::fs::remove_file(dir.path().join("fake-slurm/job-state")).unwrap();
+    let mut c = Command::new(common::BIN);
+    c.args([
+        "--resume",
+        "--report-secs",
+        "0",
+        "--launcher",
+        "slurm",
+        "--out-dir",
+    ])
+    .arg(&out);
+    in_allocation(&mut c, &bin);
+    let r = ok(&c.output().unwrap());
+    let summary = r.summary.unwrap();
+    assert_eq!(
+        (
+            summary.completed + summary.stopped,
+            summary.error,
+            summary.unfinished
+        ),
+        (2, 0, 0),
+        "{summary:?}"
+    );
+    assert_eq!(summary.best.unwrap().trial, 0);
+}
+
+#[test]
+fn default_slots_from_slurms_variables_are_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = fake_srun(dir.path());
+    let space = json!({"x": {"grid": [1, 2]}});
+    let mut c = shell_sweep(
+        dir.path(),
+        &space,
+        r#"echo '{"epoch": 1, "m": 1}'"#,
+        &["--launcher", "slurm"],
+    );
+    in_allocation(&mut c, &bin);
+    c.env("SLURM_JOB_NUM_NODES", "1048576")
+        .env("SLURM_CPUS_ON_NODE", "1048576");
+    let r = ok(&c.output().unwrap());
+    assert_eq!(r.ends.len(), 2);
+    assert!(r.starts.iter().all(|s| s.slot.unwrap() < 4096));
 }

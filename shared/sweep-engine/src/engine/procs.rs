@@ -80,8 +80,22 @@ impl Engine<'_> {
                 };
                 self.slots[p.slot] = None;
                 self.dirty = true;
-                let failure = self.launcher.ended(p.pid, &status);
+                let ended = self.launcher.ended(p.pid, &status);
                 let t = &mut self.trials[trial];
+                let failure = match ended {
+                    Ended::Success => None,
+                    Ended::Failed(why) => Some(why),
+                    // The allocation is going away: the trial is unfinished (run again by
+                    // --resume) and the sweep stops, counting nothing against the trial.
+                    Ended::Lost(why) => {
+                        t.files = None;
+                        if t.status == Status::Running {
+                            log::warn!("trial {trial}: {why}: unfinished; the sweep stops");
+                            self.ending.get_or_insert(why);
+                        }
+                        return Ok(());
+                    }
+                };
                 // A trial that fails once the sweep was asked to stop was most likely ended by the
                 // same signal (Slurm cancelling the job signals every process of it; a trial's
                 // exit can be seen before the loop sees the sweep's own SIGTERM): unfinished, as
@@ -90,21 +104,25 @@ impl Engine<'_> {
                     t.files = None;
                     return Ok(());
                 }
-                if failure.is_none() {
-                    // The command finished on its own: complete, as Ray's on_trial_complete.
-                    let last = t.last_point();
-                    let effects = (self.scheduler).on_complete(trial, last, &states(&self.trials));
-                    self.finish(trial, Status::Completed, None)?;
-                    self.stop_others(&effects)
-                } else {
-                    let mut message = failure.unwrap_or_default();
-                    // The command's last words, unless they are what the launcher said already.
-                    if let Some(l) = launcher::last_line(&t.dir.join("stderr.log"))
-                        && !l.ends_with(message.rsplit(": ").next().unwrap_or_default())
-                    {
-                        message = format!("{message}: {l}");
+                match failure {
+                    None => {
+                        // The command finished on its own: complete, as Ray's on_trial_complete.
+                        let last = t.last_point();
+                        let effects =
+                            (self.scheduler).on_complete(trial, last, &states(&self.trials));
+                        self.finish(trial, Status::Completed, None)?;
+                        self.stop_others(&effects)
                     }
-                    self.failed(trial, message)
+                    Some(mut message) => {
+                        // The command's last words, unless they are what the launcher said
+                        // already.
+                        if let Some(l) = launcher::last_line(&t.dir.join("stderr.log"))
+                            && !l.ends_with(message.rsplit(": ").next().unwrap_or_default())
+                        {
+                            message = format!("{message}: {l}");
+                        }
+                        self.failed(trial, message)
+                    }
                 }
             }
         }
@@ -162,7 +180,7 @@ impl Engine<'_> {
                     if let Some(p) = t.proc.take_if(|p| p.attempt == attempt) {
                         self.slots[p.slot] = None;
                         t.files = None;
-                        self.launcher.ended(p.pid, &status);
+                        let _ = self.launcher.ended(p.pid, &status);
                     }
                 }
                 Err(_) => {}

@@ -10,7 +10,7 @@ impl Engine<'_> {
     /// scheduler, acted on, in that order (a replay depends on it).
     pub(super) fn line(&mut self, i: usize, line: &[u8]) -> Result<()> {
         let metric_key = &self.def.metric;
-        let Some((record, non_finite)) = crate::pyjson::parse_record(line) else {
+        let Some((record, non_finite, non_finite_paths)) = crate::pyjson::parse_record(line) else {
             // Not a record: other output, unless it names the metric (a number out of range is
             // no JSON).
             let text = String::from_utf8_lossy(line);
@@ -136,7 +136,7 @@ impl Engine<'_> {
             );
         }
         if let Some(f) = &mut t.files {
-            f.result(&full, time.round() as i64)?;
+            f.result(&full, time.round() as i64, &non_finite_paths)?;
         }
         self.out.record(Record::Result(TrialResult {
             trial: i,

@@ -5,9 +5,11 @@ use super::*;
 impl Engine<'_> {
     pub(super) fn best(&self) -> Option<&Trial> {
         let mode = self.def.asha.mode;
-        // Ray's get_best_result leaves out trials whose metric is NaN or infinite.
+        // Ray's get_best_result leaves out trials whose metric is NaN or infinite; a trial in
+        // error is never the best (its last result is where it broke off).
         self.trials
             .iter()
+            .filter(|t| t.status != Status::Error)
             .filter(|t| t.last_point().is_some_and(|(_, m)| m.is_finite()))
             .fold(None, |best: Option<&Trial>, t| match best {
                 Some(b) if !mode.better(t.last_point().unwrap().1, b.last_point().unwrap().1) => {

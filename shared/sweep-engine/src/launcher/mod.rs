@@ -14,7 +14,9 @@ mod local;
 mod slurm;
 
 pub use local::{Local, allowed_cpus, installed_gpus, slot_cpus, slot_gpus};
-pub use slurm::{Allocation, Ask, ENVIRONMENT as SLURM_ENVIRONMENT, Slurm, srun_args};
+pub use slurm::{
+    Allocation, Ask, ENVIRONMENT as SLURM_ENVIRONMENT, Slurm, fuzz_slurm_output, srun_args,
+};
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -75,6 +77,19 @@ pub enum Signal {
     Kill,
 }
 
+/// How a trial's process ended, as its launcher judges it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ended {
+    /// Its command finished on its own.
+    Success,
+    /// It failed (the message says why): retried under --max-failures, else an error.
+    Failed(String),
+    /// Whatever it did, the place it ran in is going away (a Slurm job Slurm is ending or
+    /// requeueing): the trial is unfinished, as a stopped sweep's trials are, nothing is counted
+    /// against it, and the sweep stops (the message says why).
+    Lost(String),
+}
+
 /// Runs trials. The engine calls `start` for each attempt and `signal` to stop it; the lines
 /// and the exit of what `start` began arrive as [`Msg`]s through the sender it was given.
 pub trait Launcher: std::fmt::Debug {
@@ -85,13 +100,13 @@ pub trait Launcher: std::fmt::Debug {
     /// Sends `signal` to a trial started as `pid`.
     fn signal(&mut self, pid: i32, signal: Signal);
 
-    /// The trial started as `pid` ended with `status` (stopped or on its own): why it failed,
-    /// None if it succeeded. By default its exit status says.
-    fn ended(&mut self, pid: i32, status: &std::io::Result<ExitStatus>) -> Option<String> {
+    /// The trial started as `pid` ended with `status` (stopped or on its own): how. By default
+    /// its exit status says.
+    fn ended(&mut self, pid: i32, status: &std::io::Result<ExitStatus>) -> Ended {
         let _ = pid;
         match status {
-            Ok(s) if s.success() => None,
-            _ => Some(describe(status)),
+            Ok(s) if s.success() => Ended::Success,
+            _ => Ended::Failed(describe(status)),
         }
     }
 }

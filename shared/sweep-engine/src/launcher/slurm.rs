@@ -1,17 +1,22 @@
 //! The Slurm launcher: inside an allocation (`sbatch`, `salloc`), each trial runs as one job
-//! step, `srun --exact -N NODES -n TASKS ... --job-name sweep-trial-NNNN COMMAND`, on whichever
-//! of the allocation's nodes Slurm picks; Slurm binds its GPUs and CPUs, so the sweep sets no
+//! step, `srun --exact -N NODES -n TASKS ... --job-name NAME COMMAND`, on whichever of the
+//! allocation's nodes Slurm picks; Slurm binds its GPUs and CPUs, so the sweep sets no
 //! CUDA_VISIBLE_DEVICES or affinity of its own.
 //!
-//! srun is the local process the engine waits for: its stdout carries the tasks' lines, its
-//! stderr (with Slurm's own messages) goes to the trial's stderr.log. A stop is `scancel
-//! --signal=TERM` of the trial's step (found by its name), which reaches every task at once so
-//! that it can checkpoint — SIGTERM to srun itself would make srun kill the tasks (Slurm 22.05);
-//! after the grace period, SIGKILL to srun and `scancel --signal=KILL` of the step, which would
-//! otherwise outlive its srun. srun
-//! exits 0 for a step whose node failed ("Node failure on n2"), so its exit status alone does not
-//! make a trial a success: Slurm's errors in the attempt's part of stderr.log make it a failure
-//! that names the node.
+//! A step's name is the sweep's own: `sweep-DEV.INODE-trial-NNNN-A`, from the identity of the
+//! sweep's directory (device and inode, which no other sweep's directory has), the trial and its
+//! attempt, so that two sweeps in one allocation, or two attempts of one trial, never share it.
+//! srun is the local process the engine waits for: its stdout carries the tasks' lines, the
+//! tasks' stderr goes to the trial's stderr.log (`--error`, appended), and srun's own stderr,
+//! with Slurm's messages about the step, to the trial's srun.log, where no task writes. A stop is
+//! `scancel --signal=TERM` of the trial's step (its id, looked up by its exact name), which
+//! reaches every task at once so that it can checkpoint — SIGTERM to srun itself would make srun
+//! kill the tasks (Slurm 22.05); after the grace period, SIGKILL to srun and `scancel
+//! --signal=KILL` of the step, which would otherwise outlive its srun. srun exits 0 for a step
+//! whose node failed ("Node failure on n2"), so its exit status alone does not make a trial a
+//! success: Slurm's errors in the attempt's part of srun.log make it a failure that names the
+//! node. A failure while the job itself is ending (Slurm requeues it after a node failure, or it
+//! is cancelled) is no failure of the trial: it is unfinished, and the sweep stops.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -22,7 +27,7 @@ use std::sync::mpsc::Sender;
 
 use anyhow::Context;
 
-use super::{Launch, Launcher, Msg, Signal, describe, signal_group, spawn};
+use super::{Ended, Launch, Launcher, Msg, Signal, describe, signal_group, spawn};
 
 /// What one trial asks of the allocation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,6 +65,9 @@ pub struct Allocation {
     pub cpus_per_node: usize,
 }
 
+/// The most nodes, GPUs or CPUs per node read from Slurm's variables.
+const MAX_COUNT: usize = 1 << 20;
+
 /// The variables [`Allocation::from_env`] reads, for the man page.
 pub const ENVIRONMENT: &[(&str, &str)] = &[
     (
@@ -87,8 +95,8 @@ impl Allocation {
             match env(name) {
                 None => Ok(None),
                 Some(v) => match v.trim().parse::<usize>() {
-                    // Bounded as --slots is: what sizes per-slot lists is checked first.
-                    Ok(n) if n <= 1 << 20 => Ok(Some(n)),
+                    // Bounded before any product is made of them.
+                    Ok(n) if n <= MAX_COUNT => Ok(Some(n)),
                     _ => Err(usage(format!("{name}={v:?} is not a count"))),
                 },
             }
@@ -104,9 +112,15 @@ impl Allocation {
         // "4,2(x3)", the fewest counted.
         let cpus_per_node = match count("SLURM_CPUS_ON_NODE")? {
             Some(n) => n,
-            None => env("SLURM_JOB_CPUS_PER_NODE")
-                .and_then(|v| fewest_per_node(&v))
-                .unwrap_or(1),
+            None => match env("SLURM_JOB_CPUS_PER_NODE").and_then(|v| fewest_per_node(&v)) {
+                Some(n) if n > MAX_COUNT => {
+                    return Err(usage(format!(
+                        "SLURM_JOB_CPUS_PER_NODE names {n} CPUs on a node, more than {MAX_COUNT}"
+                    )));
+                }
+                Some(n) => n,
+                None => 1,
+            },
         }
         .max(1);
         Ok(Allocation {
@@ -133,7 +147,8 @@ impl Allocation {
     }
 
     /// How many trials of `ask` the allocation holds at once: its nodes, GPUs and CPUs divided
-    /// by what a trial asks for (the scarcest decides); a usage error if not even one fits.
+    /// by what a trial asks for (the scarcest decides), at most [`crate::MAX_SLOTS`] (as
+    /// --slots); a usage error if not even one fits.
     pub fn slots(&self, ask: &Ask) -> crate::Result<usize> {
         let misfit = |what: String| {
             crate::Error::Usage(format!(
@@ -161,12 +176,13 @@ impl Allocation {
         if let Some(by_gpus) = self.gpus_per_node.checked_div(per_node_gpus) {
             per_node = per_node.min(by_gpus);
         }
-        Ok((self.nodes * per_node / ask.nodes).max(1))
+        // Each factor is at most 2^20: the product fits, and is then bounded as --slots is.
+        Ok((self.nodes * per_node / ask.nodes).clamp(1, crate::MAX_SLOTS))
     }
 }
 
 /// The fewest CPUs of any node in SLURM_JOB_CPUS_PER_NODE's form: `2(x2)`, `4,2(x3)`.
-fn fewest_per_node(v: &str) -> Option<usize> {
+pub fn fewest_per_node(v: &str) -> Option<usize> {
     v.split(',')
         .map(|part| {
             part.split('(')
@@ -184,7 +200,7 @@ fn fewest_per_node(v: &str) -> Option<usize> {
 /// The GPUs per node `scontrol show job` gives: the allocated `gres/gpu=N` of its TRES over
 /// its nodes, else what each node was asked for (`TresPerNode=gres:gpu:N`, or
 /// `gres/gpu:TYPE:N`); 0 without either.
-fn gpus_per_node(job: &str, nodes: usize) -> usize {
+pub fn gpus_per_node(job: &str, nodes: usize) -> usize {
     let fields = || job.split_whitespace().flat_map(|w| w.split(','));
     let total = fields().find_map(|f| f.strip_prefix("gres/gpu=")?.parse::<usize>().ok());
     if let Some(t) = total {
@@ -201,8 +217,15 @@ fn gpus_per_node(job: &str, nodes: usize) -> usize {
         .unwrap_or(0)
 }
 
-/// The srun arguments that run `command` as trial `trial`'s step.
-pub fn srun_args(srun: &OsString, ask: &Ask, trial: usize, command: &[OsString]) -> Vec<OsString> {
+/// The srun arguments that run `command` as the step `name`, its tasks' stderr appended to
+/// `stderr` (the trial's stderr.log).
+pub fn srun_args(
+    srun: &OsString,
+    ask: &Ask,
+    name: &str,
+    stderr: &Path,
+    command: &[OsString],
+) -> Vec<OsString> {
     let mut a: Vec<OsString> = vec![srun.clone()];
     let mut push = |s: String| a.push(s.into());
     // Only what the step asks for, not the whole allocation (--exact), on its own nodes' share.
@@ -216,13 +239,49 @@ pub fn srun_args(srun: &OsString, ask: &Ask, trial: usize, command: &[OsString])
     if ask.gpus > 0 {
         push(format!("--gres=gpu:{}", ask.gpus.div_ceil(ask.nodes)));
     }
-    push(format!("--job-name=sweep-trial-{trial:04}"));
+    push(format!("--job-name={name}"));
     // One task that fails ends the step (a rank that died leaves its peers waiting).
     push("--kill-on-bad-exit=1".into());
     // Records as they are printed, not when a buffer fills.
     push("--unbuffered".into());
+    // The tasks' stderr apart from srun's own messages, which are Slurm's word on the step.
+    let mut error = OsString::from("--error=");
+    error.push(file_pattern(stderr));
+    a.push(error);
+    a.push("--open-mode=append".into());
     a.extend(command.iter().cloned());
     a
+}
+
+/// `path` as srun's filename pattern naming it: `%` written `%%` (srun replaces `%j`, `%t`, ...);
+/// a path with a backslash is taken literally by srun as it is.
+fn file_pattern(path: &Path) -> OsString {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let bytes = path.as_os_str().as_bytes();
+    if bytes.contains(&b'\\') {
+        return path.as_os_str().to_owned();
+    }
+    let mut out = Vec::with_capacity(bytes.len() + 8);
+    for &b in bytes {
+        out.push(b);
+        if b == b'%' {
+            out.push(b'%');
+        }
+    }
+    OsString::from_vec(out)
+}
+
+/// The name of trial `trial`'s attempt `attempt` in the sweep whose directory is `sweep_id`.
+pub fn step_name(sweep_id: &str, trial: usize, attempt: usize) -> String {
+    format!("sweep-{sweep_id}-trial-{trial:04}-{attempt}")
+}
+
+/// The identity of a sweep's directory (`DEV.INODE`, hexadecimal): no other directory, hence
+/// no other sweep, has it while it exists.
+fn sweep_id(out_dir: &Path) -> std::io::Result<String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(out_dir)?;
+    Ok(format!("{:x}.{:x}", m.dev(), m.ino()))
 }
 
 /// The Slurm launcher.
@@ -230,20 +289,24 @@ pub fn srun_args(srun: &OsString, ask: &Ask, trial: usize, command: &[OsString])
 pub struct Slurm {
     pub ask: Ask,
     pub allocation: Allocation,
-    /// The srun and scancel programs (`srun`, `scancel` from PATH).
+    /// The srun, scancel and squeue programs (`srun`, `scancel`, `squeue` from PATH).
     pub srun: OsString,
     pub scancel: OsString,
     pub squeue: OsString,
-    /// Per running srun: its trial, and where its attempt's part of stderr.log starts.
+    /// Per running srun: its trial's step, and where its attempt's part of srun.log starts.
     running: HashMap<i32, Started>,
 }
 
 #[derive(Debug)]
 struct Started {
-    trial: usize,
-    stderr: PathBuf,
+    /// The step's name (ours: the sweep's identity, the trial, the attempt).
+    name: String,
+    srun_log: PathBuf,
     from: u64,
 }
+
+/// The file in a trial's directory that holds srun's own stderr (Slurm's messages).
+pub const SRUN_LOG: &str = "srun.log";
 
 impl Slurm {
     pub fn new(ask: Ask, allocation: Allocation) -> Slurm {
@@ -257,8 +320,8 @@ impl Slurm {
         }
     }
 
-    /// The ids (JOB.STEP) of trial `trial`'s steps in this allocation.
-    fn steps_of(&self, trial: usize) -> Vec<String> {
+    /// The ids (JOB.STEP) of this allocation's steps named `name`.
+    fn steps_named(&self, name: &str) -> Vec<String> {
         let mut squeue = std::process::Command::new(&self.squeue);
         squeue
             .args(["--steps", "--noheader", "--format=%i %j", "--jobs"])
@@ -266,19 +329,16 @@ impl Slurm {
         let Some(out) = output_within(squeue, SLURM_COMMAND_DEADLINE) else {
             return Vec::new();
         };
-        let name = format!("sweep-trial-{trial:04}");
-        String::from_utf8_lossy(&out)
-            .lines()
-            .filter_map(|l| {
-                let (id, n) = l.trim().split_once(' ')?;
-                (n.trim() == name).then(|| id.to_string())
-            })
-            .collect()
+        steps_named(
+            &String::from_utf8_lossy(&out),
+            &self.allocation.job_id,
+            name,
+        )
     }
 
-    /// `scancel --signal=SIGNAL` of each of trial `trial`'s steps; whether there was one.
-    fn scancel(&self, trial: usize, signal: &str) -> bool {
-        let steps = self.steps_of(trial);
+    /// `scancel --signal=SIGNAL` of the step named `name` (by its id); whether there was one.
+    fn scancel(&self, name: &str, signal: &str) -> bool {
+        let steps = self.steps_named(name);
         for step in &steps {
             let mut scancel = std::process::Command::new(&self.scancel);
             scancel.arg(format!("--signal={signal}")).arg(step);
@@ -286,6 +346,53 @@ impl Slurm {
         }
         !steps.is_empty()
     }
+
+    /// Why the job itself is ending (its state when not running), or None while it runs or
+    /// when squeue cannot say.
+    fn job_ending(&self) -> Option<String> {
+        let mut squeue = std::process::Command::new(&self.squeue);
+        squeue
+            .args(["--noheader", "--format=%T", "--jobs"])
+            .arg(&self.allocation.job_id);
+        let out = output_within(squeue, SLURM_COMMAND_DEADLINE)?;
+        job_ending(&String::from_utf8_lossy(&out))
+    }
+}
+
+/// The ids in squeue's `--steps --format="%i %j"` lines of job `job`'s steps named exactly
+/// `name`.
+pub fn steps_named(squeue: &str, job: &str, name: &str) -> Vec<String> {
+    squeue
+        .lines()
+        .filter_map(|l| {
+            let (id, n) = l.trim().split_once(' ')?;
+            let ours = id.strip_prefix(job)?.starts_with('.');
+            (ours && n.trim() == name).then(|| id.to_string())
+        })
+        .collect()
+}
+
+/// Whether a job is ending, from squeue's `--format=%T` of it: its state, lower-cased, when not
+/// RUNNING (COMPLETING, REQUEUED, PENDING after a requeue, CANCELLED, ...), "gone from the
+/// queue" when squeue lists nothing.
+pub fn job_ending(squeue: &str) -> Option<String> {
+    let state = squeue.lines().map(str::trim).find(|l| !l.is_empty());
+    match state {
+        None => Some("gone from the queue".into()),
+        Some("RUNNING") => None,
+        Some(s) => Some(s.chars().take(40).collect::<String>().to_lowercase()),
+    }
+}
+
+/// Every parser of Slurm's output the launcher has, on one text (for fuzzing): srun's messages,
+/// squeue's step and job lines, scontrol's job, SLURM_JOB_CPUS_PER_NODE.
+pub fn fuzz_slurm_output(text: &str) {
+    let _ = slurm_failure(text);
+    let _ = steps_named(text, "4242", "sweep-1.2-trial-0000-1");
+    let _ = job_ending(text);
+    let _ = gpus_per_node(text, 2);
+    let _ = gpus_per_node(text, 0);
+    let _ = fewest_per_node(text);
 }
 
 /// How long squeue or scancel may take before it is given up (the controller is unreachable).
@@ -300,10 +407,11 @@ fn output_within(mut cmd: std::process::Command, deadline: std::time::Duration) 
         .stderr(Stdio::null())
         .spawn()
         .ok()?;
-    let mut stdout = child.stdout.take()?;
+    let stdout = child.stdout.take()?;
     let reader = std::thread::spawn(move || {
+        // Bounded: a command that prints without end fills no memory.
         let mut buf = Vec::new();
-        let _ = stdout.read_to_end(&mut buf);
+        let _ = stdout.take(MAX_OUTPUT).read_to_end(&mut buf);
         buf
     });
     let until = std::time::Instant::now() + deadline;
@@ -324,7 +432,10 @@ fn output_within(mut cmd: std::process::Command, deadline: std::time::Duration) 
     status.filter(|s| s.success()).map(|_| out)
 }
 
-/// Slurm's own errors in `text` (srun's lines on stderr): the first that ends a step.
+/// The most of a Slurm command's output that is read.
+const MAX_OUTPUT: u64 = 16 << 20;
+
+/// Slurm's own errors in `text` (srun's own stderr): the first that ends a step.
 pub fn slurm_failure(text: &str) -> Option<String> {
     text.lines()
         .map(str::trim)
@@ -335,7 +446,10 @@ pub fn slurm_failure(text: &str) -> Option<String> {
                     || l.contains("CANCELLED")
                     || l.contains("task") && l.contains("launch failed"))
         })
-        .map(|l| l.trim_start_matches("srun: error:").trim().to_string())
+        .map(|l| {
+            let why = l.trim_start_matches("srun: error:").trim();
+            why.chars().take(300).collect()
+        })
 }
 
 impl Launcher for Slurm {
@@ -346,18 +460,27 @@ impl Launcher for Slurm {
             args,
             env,
             dir,
-            stderr,
             ..
         } = launch;
-        let from = stderr.metadata().map(|m| m.len()).unwrap_or(0);
-        let srun = srun_args(&self.srun, &self.ask, trial, args);
-        let pid = spawn(&srun, &env, None, stderr, trial, attempt, tx)
+        // The trial's directory is OUT_DIR/trial-NNNN: the sweep's identity is OUT_DIR's.
+        let out_dir = dir.parent().unwrap_or(dir);
+        let id = sweep_id(out_dir).with_context(|| format!("reading {}", out_dir.display()))?;
+        let name = step_name(&id, trial, attempt);
+        let srun_log = dir.join(SRUN_LOG);
+        let own = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&srun_log)
+            .with_context(|| format!("opening {}", srun_log.display()))?;
+        let from = own.metadata().map(|m| m.len()).unwrap_or(0);
+        let srun = srun_args(&self.srun, &self.ask, &name, &dir.join("stderr.log"), args);
+        let pid = spawn(&srun, &env, None, own, trial, attempt, tx)
             .with_context(|| format!("starting {:?}", self.srun))?;
         self.running.insert(
             pid,
             Started {
-                trial,
-                stderr: dir.join("stderr.log"),
+                name,
+                srun_log,
                 from,
             },
         );
@@ -365,35 +488,53 @@ impl Launcher for Slurm {
     }
 
     fn signal(&mut self, pid: i32, signal: Signal) {
-        let trial = self.running.get(&pid).map(|s| s.trial);
+        let name = self.running.get(&pid).map(|s| s.name.clone());
         match signal {
             // SIGTERM to srun makes it kill the step's tasks at once: the tasks get SIGTERM
             // through scancel instead, and checkpoint. A step not yet listed (srun is still
             // starting it) has done nothing to keep: srun ends it.
             Signal::Stop => {
-                if !trial.is_some_and(|t| self.scancel(t, "TERM")) {
+                if !name.is_some_and(|n| self.scancel(&n, "TERM")) {
                     signal_group(pid, libc::SIGTERM);
                 }
             }
             // The grace period is over: srun and its step, which would outlive a killed srun.
             Signal::Kill => {
                 signal_group(pid, libc::SIGKILL);
-                if let Some(t) = trial {
-                    self.scancel(t, "KILL");
+                if let Some(n) = name {
+                    self.scancel(&n, "KILL");
                 }
             }
         }
     }
 
-    fn ended(&mut self, pid: i32, status: &std::io::Result<ExitStatus>) -> Option<String> {
+    fn ended(&mut self, pid: i32, status: &std::io::Result<ExitStatus>) -> Ended {
         let started = self.running.remove(&pid);
-        let slurm = started
+        let said = started
             .as_ref()
-            .and_then(|s| attempt_text(&s.stderr, s.from));
-        match (slurm.as_deref().and_then(slurm_failure), status) {
-            (Some(why), _) => Some(format!("Slurm: {why}")),
-            (None, Ok(s)) if s.success() => None,
-            (None, _) => Some(describe(status)),
+            .and_then(|s| attempt_text(&s.srun_log, s.from));
+        let why = match (said.as_deref().and_then(slurm_failure), status) {
+            (Some(why), _) => format!("Slurm: {why}"),
+            (None, Ok(s)) if s.success() => return Ended::Success,
+            (None, _) => {
+                let last = said.as_deref().and_then(|t| {
+                    let l = t.lines().rev().map(str::trim).find(|l| !l.is_empty())?;
+                    Some(l.chars().take(300).collect::<String>())
+                });
+                match last {
+                    Some(l) => format!("{} ({l})", describe(status)),
+                    None => describe(status),
+                }
+            }
+        };
+        // A step that failed because its job is going away (Slurm requeues or ends it) says
+        // nothing of the trial.
+        match self.job_ending() {
+            Some(state) => Ended::Lost(format!(
+                "{why}, while Slurm job {} is {state}",
+                self.allocation.job_id
+            )),
+            None => Ended::Failed(why),
         }
     }
 }
@@ -405,7 +546,7 @@ fn attempt_text(path: &Path, from: u64) -> Option<String> {
     f.seek(SeekFrom::Start(from.max(len.saturating_sub(1 << 16))))
         .ok()?;
     let mut buf = Vec::new();
-    f.read_to_end(&mut buf).ok()?;
+    f.take(1 << 16).read_to_end(&mut buf).ok()?;
     Some(String::from_utf8_lossy(&buf).into_owned())
 }
 
@@ -484,6 +625,25 @@ mod tests {
     }
 
     #[test]
+    fn default_slots_are_bounded_as_slots_is() {
+        // 2^20 nodes of 2^20 CPUs: 2^40 one-CPU trials, a list of 17.6 TB of slots.
+        let a = Allocation::from_env(&env(&[
+            ("SLURM_JOB_ID", "42"),
+            ("SLURM_JOB_NUM_NODES", "1048576"),
+            ("SLURM_CPUS_ON_NODE", "1048576"),
+        ]))
+        .unwrap();
+        assert_eq!(a.slots(&ask(1, 1, 0, None)).unwrap(), crate::MAX_SLOTS);
+        // The CPUs of salloc's form are bounded as the others.
+        let e = Allocation::from_env(&env(&[
+            ("SLURM_JOB_ID", "42"),
+            ("SLURM_JOB_CPUS_PER_NODE", "99999999999(x2)"),
+        ]))
+        .unwrap_err();
+        assert!(matches!(e, crate::Error::Usage(_)), "{e}");
+    }
+
+    #[test]
     fn sallocs_shell_is_read_from_the_jobs_cpus_and_scontrol() {
         let a = Allocation::from_env(&env(&[
             ("SLURM_JOB_ID", "2"),
@@ -507,7 +667,9 @@ mod tests {
     #[test]
     fn a_trial_is_one_step_that_asks_for_its_share() {
         let cmd: Vec<OsString> = vec!["ddp-train".into(), "--lr".into(), "0.1".into()];
-        let args = srun_args(&"srun".into(), &ask(2, 2, 4, Some(8)), 3, &cmd);
+        let name = step_name("803.1f2", 3, 2);
+        let err = Path::new("/o/100%/trial-0003/stderr.log");
+        let args = srun_args(&"srun".into(), &ask(2, 2, 4, Some(8)), &name, err, &cmd);
         let text: Vec<String> = args
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
@@ -522,15 +684,48 @@ mod tests {
                 "--ntasks-per-node=2",
                 "--cpus-per-task=2",
                 "--gres=gpu:2",
-                "--job-name=sweep-trial-0003",
+                "--job-name=sweep-803.1f2-trial-0003-2",
                 "--kill-on-bad-exit=1",
                 "--unbuffered",
+                "--error=/o/100%%/trial-0003/stderr.log",
+                "--open-mode=append",
                 "ddp-train",
                 "--lr",
                 "0.1"
             ]
         );
         assert!(!text.iter().any(|a| a.contains("no-kill")));
+        // A backslash makes srun take the whole pattern literally.
+        assert_eq!(file_pattern(Path::new("/a\\b%j")), "/a\\b%j");
+    }
+
+    #[test]
+    fn a_step_is_found_by_its_exact_name_in_its_own_job() {
+        let squeue = "4242.0 sweep-1.2-trial-0000-1\n4242.1 sweep-1.3-trial-0000-1\n\
+                      42421.5 sweep-1.2-trial-0000-1\n4242.7 sweep-1.2-trial-0000-10\n\
+                      4242.9   sweep-1.2-trial-0000-1  \n";
+        assert_eq!(
+            steps_named(squeue, "4242", "sweep-1.2-trial-0000-1"),
+            ["4242.0", "4242.9"]
+        );
+        // Two directories are two identities.
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        assert_ne!(sweep_id(&a).unwrap(), sweep_id(&b).unwrap());
+        assert_eq!(
+            sweep_id(&a).unwrap(),
+            sweep_id(&dir.path().join("a/.")).unwrap()
+        );
+    }
+
+    #[test]
+    fn a_job_that_is_not_running_is_ending() {
+        assert_eq!(job_ending("RUNNING\n"), None);
+        assert_eq!(job_ending("COMPLETING\n").as_deref(), Some("completing"));
+        assert_eq!(job_ending("PENDING\n").as_deref(), Some("pending"));
+        assert_eq!(job_ending("").as_deref(), Some("gone from the queue"));
     }
 
     #[test]
