@@ -128,23 +128,12 @@ With \-\-balance size the record also has "bytes". A path that cannot be read as
 pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     check_sizes(cli.sizes.as_deref())?;
     let env = |k: &str| std::env::var(k).ok();
-    let (parts, only) = match (&cli.sizes, cli.shards, cli.shard.as_deref()) {
-        (Some(sizes), _, k) => (
-            sizes.len(),
-            k.map(|k| shard_number(k, &env, sizes.len())).transpose()?,
-        ),
-        (None, Some(n), k) => (
-            n as usize,
-            k.map(|k| shard_number(k, &env, n as usize)).transpose()?,
-        ),
-        (None, None, Some("slurm")) => {
-            let task = ArrayTask::from_env(&env)?;
-            (task.count, Some(task.place()?))
-        }
-        (None, None, _) => {
-            return cli_common::usage("-n N says how many shards --shard K is one of");
-        }
-    };
+    let (parts, only) = shard_choice(
+        cli.sizes.as_ref().map(Vec::len),
+        cli.shards,
+        cli.shard.as_deref(),
+        &env,
+    )?;
     // Many records per millisecond: block-buffered (the one tool that may be).
     out.set_flush_each(false);
     let mut failed = 0;
@@ -185,6 +174,43 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     Ok(Outcome::from_failures(failed))
 }
 
+/// The most shards a run has: -n's bound, and the bound on the job array's variables with
+/// `--shard slurm` (Slurm's own arrays are far smaller: MaxArraySize is at most 4000001). No
+/// memory is sized by it: only the non-empty shards are held.
+pub const MAX_SHARDS: usize = u32::MAX as usize;
+
+/// How many shards there are and which one alone to print (`None`: all), from the number of
+/// `--sizes` fractions, `-n`, `--shard K|slurm` and, for `slurm`, the job array's variables as
+/// `env` gives them. Every number is checked against [`MAX_SHARDS`] first; a value that is not
+/// one, or past it, is a usage error. On success the shard is below the count, and the count is
+/// between 1 and [`MAX_SHARDS`].
+pub fn shard_choice(
+    sizes: Option<usize>,
+    shards: Option<u32>,
+    shard: Option<&str>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(usize, Option<usize>)> {
+    let parts = match (sizes, shards, shard) {
+        (Some(n), _, _) if (1..=MAX_SHARDS).contains(&n) => n,
+        (Some(n), _, _) => {
+            return cli_common::usage(format!(
+                "--sizes: {n} fractions; 1 to {MAX_SHARDS} parts can be made"
+            ));
+        }
+        (None, Some(0), _) => return cli_common::usage("-n 0: there must be a shard"),
+        (None, Some(n), _) => n as usize,
+        (None, None, Some("slurm")) => {
+            let task = ArrayTask::from_env(env)?;
+            return Ok((task.count, Some(task.place()?)));
+        }
+        (None, None, _) => {
+            return cli_common::usage("-n N says how many shards --shard K is one of");
+        }
+    };
+    let only = shard.map(|k| shard_number(k, env, parts)).transpose()?;
+    Ok((parts, only))
+}
+
 /// `--sizes`: non-negative fractions summing to at most 1.
 fn check_sizes(sizes: Option<&[f64]>) -> Result<()> {
     let Some(sizes) = sizes else {
@@ -214,7 +240,8 @@ fn shards(
             None => round_robin(units.len(), parts),
         },
     };
-    let shards = assignment.len();
+    // Only the first shards are held (the rest are empty); `parts` counts them all.
+    let shards = parts;
     assignment
         .into_iter()
         .enumerate()
@@ -275,14 +302,19 @@ impl ArrayTask {
     /// unset: an array of one).
     fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<ArrayTask> {
         let var = |k: &str| -> Result<Option<usize>> {
-            match env(k) {
-                None => Ok(None),
-                Some(v) => match v.trim().parse() {
-                    Ok(n) => Ok(Some(n)),
-                    Err(_) => {
-                        cli_common::usage(format!("--shard slurm: {k}={v:?} is not a number"))
-                    }
-                },
+            let Some(v) = env(k) else {
+                return Ok(None);
+            };
+            let t = v.trim();
+            match t.parse::<u64>() {
+                Ok(n) if n <= MAX_SHARDS as u64 => Ok(Some(n as usize)),
+                _ if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) => {
+                    cli_common::usage(format!(
+                        "--shard slurm: {k}={v:?} is more than {MAX_SHARDS}, the most shards \
+                         a run has (Slurm's arrays are far smaller)"
+                    ))
+                }
+                _ => cli_common::usage(format!("--shard slurm: {k}={v:?} is not a number")),
             }
         };
         let Some(id) = var("SLURM_ARRAY_TASK_ID")? else {

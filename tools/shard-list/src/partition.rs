@@ -2,8 +2,14 @@
 
 use ref_rng::PyRandom;
 
-/// A projection script's `subdir_list[i::n]`: unit `j` goes to shard `j % n`, in order.
+/// A projection script's `subdir_list[i::n]`: unit `j` goes to shard `j % n`, in order. Only the
+/// first `min(n, len)` shards are returned (the others are empty), so memory follows `len`
+/// however large `n` is.
 pub fn round_robin(len: usize, n: usize) -> Vec<Vec<usize>> {
+    let n = n.min(len);
+    if n == 0 {
+        return Vec::new();
+    }
     let mut shards = vec![Vec::with_capacity(len / n + 1); n];
     for j in 0..len {
         shards[j % n].push(j);
@@ -13,16 +19,23 @@ pub fn round_robin(len: usize, n: usize) -> Vec<Vec<usize>> {
 
 /// Greedy longest-processing-time balance: units by decreasing weight (ties: input order) each go
 /// to the lightest shard so far (ties: lowest index); each shard then lists its units in input
-/// order. The heaviest shard is at most 4/3 of the optimum.
+/// order. The heaviest shard is at most 4/3 of the optimum. Only the first `min(n, len)` shards
+/// are returned: the greedy rule never reaches a shard past the `len`-th (a unit goes to an
+/// empty shard only when it is the lowest-numbered lightest one), so memory and time follow
+/// `len` however large `n` is.
 pub fn balance(weights: &[u64], n: usize) -> Vec<Vec<usize>> {
+    use std::cmp::Reverse;
+    let n = n.min(weights.len());
     let mut order: Vec<usize> = (0..weights.len()).collect();
     order.sort_by(|&a, &b| weights[b].cmp(&weights[a]).then(a.cmp(&b)));
-    let mut totals = vec![0u64; n];
+    // The lightest shard, lowest index first among equals: the least (total, index).
+    let mut lightest: std::collections::BinaryHeap<Reverse<(u64, usize)>> =
+        (0..n).map(|s| Reverse((0, s))).collect();
     let mut shards = vec![Vec::new(); n];
     for j in order {
-        let lightest = (0..n).min_by_key(|&s| (totals[s], s)).expect("n > 0");
-        totals[lightest] += weights[j];
-        shards[lightest].push(j);
+        let Reverse((total, s)) = lightest.pop().expect("n > 0 when there are units");
+        shards[s].push(j);
+        lightest.push(Reverse((total.saturating_add(weights[j]), s)));
     }
     for s in &mut shards {
         s.sort_unstable();
@@ -66,7 +79,13 @@ mod tests {
             round_robin(8, 3),
             vec![vec![0, 3, 6], vec![1, 4, 7], vec![2, 5]]
         );
-        assert_eq!(round_robin(2, 4)[3], Vec::<usize>::new());
+        assert_eq!(
+            round_robin(2, 4),
+            vec![vec![0], vec![1]],
+            "empty shards left out"
+        );
+        assert_eq!(round_robin(2, usize::MAX), vec![vec![0], vec![1]]);
+        assert!(round_robin(0, 3).is_empty());
     }
 
     #[test]
@@ -101,5 +120,10 @@ mod tests {
             .collect();
         assert_eq!(totals, vec![12, 12]);
         assert!(shards.iter().all(|s| s.windows(2).all(|w| w[0] < w[1])));
+        // More shards than units: the zero-weight units share the first empty shard.
+        assert_eq!(
+            balance(&[0, 5, 0, 3], usize::MAX),
+            vec![vec![1], vec![3], vec![0, 2], vec![]]
+        );
     }
 }

@@ -305,3 +305,90 @@ fn shard_slurm_without_n_takes_the_arrays_size_and_the_tasks_place_in_it() {
     let recs: Vec<Shard> = testkit::typed(&o.stdout);
     assert_eq!(recs[0].shard, 2);
 }
+
+/// shard-list run under a 512 MiB address-space limit (`ulimit -v`): its memory must follow the
+/// paths, not the shard count.
+fn run_small(args: &[&str], env: &[(&str, &str)], stdin: &str) -> std::process::Output {
+    let bin = assert_cmd::cargo::cargo_bin("shard-list");
+    let mut c = Command::new("bash");
+    c.arg("-c")
+        .arg("ulimit -v 524288 && exec \"$0\" \"$@\"")
+        .arg(bin)
+        .args(args);
+    for k in [
+        "SLURM_ARRAY_TASK_ID",
+        "SLURM_ARRAY_TASK_COUNT",
+        "SLURM_ARRAY_TASK_MIN",
+        "SLURM_ARRAY_TASK_MAX",
+        "SLURM_ARRAY_TASK_STEP",
+    ] {
+        c.env_remove(k);
+    }
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.write_stdin(stdin.to_string()).output().unwrap()
+}
+
+#[test]
+fn huge_shard_counts_take_memory_in_proportion_to_the_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let list: String = (0..30)
+        .map(|i| {
+            let p = dir.path().join(format!("p{i}"));
+            std::fs::write(&p, vec![0u8; i]).unwrap();
+            format!("{}\n", p.display())
+        })
+        .collect();
+    let name = |r: &Shard| -> Vec<String> {
+        (r.paths.iter())
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect()
+    };
+    for balance in ["count", "size"] {
+        let o = run_small(&["-n", "4000000000", "--balance", balance], &[], &list);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{balance}: {stderr}");
+        let recs: Vec<Shard> = testkit::typed(&o.stdout);
+        // By count, path j is shard j; by size, the largest first: p29 in shard 0, and the
+        // empty p0 in shard 29.
+        assert_eq!(recs.len(), 30, "{balance}");
+        assert_eq!((recs[29].shard, recs[29].shards), (29, 4_000_000_000));
+        let last = if balance == "count" { "p29" } else { "p0" };
+        assert_eq!(name(&recs[29]), [last]);
+    }
+    let o = run_small(&["-n", "4000000000", "--shard", "3999999999"], &[], &list);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(o.stdout.is_empty(), "an empty shard prints nothing");
+    // An array of 4 * 10^9 tasks: the task's place is its shard; this one holds p7.
+    let big = [
+        ("SLURM_ARRAY_TASK_ID", "7"),
+        ("SLURM_ARRAY_TASK_COUNT", "4000000000"),
+        ("SLURM_ARRAY_TASK_MIN", "0"),
+        ("SLURM_ARRAY_TASK_MAX", "3999999999"),
+        ("SLURM_ARRAY_TASK_STEP", "1"),
+    ];
+    let o = run_small(&["--shard", "slurm"], &big, &list);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let recs: Vec<Shard> = testkit::typed(&o.stdout);
+    assert_eq!(
+        (recs.len(), recs[0].shard, name(&recs[0])),
+        (1, 7, vec!["p7".to_string()])
+    );
+    // Counts past the most shards -n takes (2^32 - 1; Slurm's arrays are far smaller), 2^64 - 1
+    // among them, are usage errors, not an abort or a panic.
+    for count in ["1000000000000", "18446744073709551615"] {
+        let mut env = big;
+        env[1].1 = count;
+        let o = run_small(&["--shard", "slurm"], &env, &list);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{count}: {stderr}");
+        assert!(stderr.contains("SLURM_ARRAY_TASK_COUNT"), "{stderr}");
+    }
+}
