@@ -46,23 +46,29 @@ pub fn output_path(input: &Path, base: &Path, out_dir: &Path, cwd: &Path, ext: &
 /// result, or be "skipped" because the first's output exists.
 ///
 /// It also keeps an input from being replaced by an output: an output that is its own input or
-/// another input of the run seen before, and an input that an earlier input's output already
-/// took, are [`Claim::IsInput`] and [`Claim::InputIsOutput`]. (An input listed after the one
-/// whose output replaced it cannot be saved any more; it is refused rather than read.)
+/// another input of the run, and an input that an earlier input's output already took, are
+/// [`Claim::IsInput`] and [`Claim::InputIsOutput`]. An input is known by its path as given (made
+/// absolute), its real path (symlinks resolved) and, when it exists, its device and inode (hard
+/// links); an output is compared by the same three. Only inputs registered before an output is
+/// claimed count: a tool that may replace existing files registers every input of the run first
+/// ([`list_first`]), so that no earlier input's output replaces a later-listed one.
 ///
-/// Memory is per claiming input, not per record: a 64-bit hash of its output and of its source
-/// (absolute) path, and its name as given, in one arena (about 60 bytes plus the name), so a list
-/// of millions of inputs streams through in bounded memory. A hash collision (about 1 in 10^7 for
-/// a million inputs) would report two inputs as sharing an output; it never overwrites one.
+/// Memory is per input, not per record: 64-bit hashes of its output and of its source paths, its
+/// device and inode, and its name as given, in one arena (about 100 bytes plus the name), so a list
+/// of millions of inputs fits. A hash collision (about 1 in 10^7 for a million inputs) would
+/// report two inputs as sharing an output; it never overwrites one.
 #[derive(Debug, Default)]
 pub struct Claims {
-    /// Output (hash) → the index of the input that writes it.
+    /// Output (hash of its path and of its real path) → the index of the input that writes it.
     owner: HashMap<u64, u32>,
-    /// Source (hash) → the index of the first input read from it.
+    /// Source (hash of its path and of its real path) → the index of the first input read from
+    /// it.
     inputs: HashMap<u64, u32>,
-    /// Each claiming input's source (hash), by index.
+    /// Source (device, inode) → the index of the first input read from it.
+    inodes: HashMap<(u64, u64), u32>,
+    /// Each input's source (hash), by index.
     sources: Vec<u64>,
-    /// Each claiming input's name as given: `names[ends[i-1]..ends[i]]`.
+    /// Each input's name as given: `names[ends[i-1]..ends[i]]`.
     names: Vec<u8>,
     ends: Vec<usize>,
 }
@@ -88,9 +94,62 @@ fn hash_path(p: &Path) -> u64 {
     BuildHasherDefault::<DefaultHasher>::default().hash_one(p.as_os_str().as_bytes())
 }
 
+/// The real path of `p` (absolute): its directory's symlinks resolved, and its own when it is
+/// one; `p` itself where the directory does not exist yet.
+fn real_path(p: &Path) -> PathBuf {
+    if let Ok(real) = std::fs::canonicalize(p) {
+        return real;
+    }
+    match (p.parent(), p.file_name()) {
+        (Some(dir), Some(name)) => {
+            std::fs::canonicalize(dir).map_or(p.to_path_buf(), |d| d.join(name))
+        }
+        _ => p.to_path_buf(),
+    }
+}
+
+/// Device and inode of the file at `p` (following symlinks), if there is one.
+fn inode(p: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
+}
+
 impl Claims {
-    /// Claims `output` for the input named `name` (as given), read from `source` (compared
-    /// lexically after [`absolute`] with `cwd`).
+    /// Registers the input named `name` (as given), read from `source`, as an input of the run
+    /// (once: an input listed again keeps its first index), without claiming an output: no
+    /// output claimed afterwards may replace it.
+    pub fn register_input(&mut self, name: impl AsRef<OsStr>, source: &Path, cwd: &Path) {
+        self.input_index(name.as_ref(), &absolute(source, cwd));
+    }
+
+    /// The index of the input read from `source` (absolute), registered now if it is new.
+    fn input_index(&mut self, name: &OsStr, source: &Path) -> u32 {
+        let src_h = hash_path(source);
+        if let Some(&i) = self.inputs.get(&src_h) {
+            return i;
+        }
+        let i = self.push(name, src_h);
+        self.inputs.insert(src_h, i);
+        self.inputs
+            .entry(hash_path(&real_path(source)))
+            .or_insert(i);
+        if let Some(ino) = inode(source) {
+            self.inodes.entry(ino).or_insert(i);
+        }
+        i
+    }
+
+    /// The name of the registered input that `path` (absolute) is, by path, real path or
+    /// device and inode.
+    pub fn input_at(&self, path: &Path) -> Option<OsString> {
+        let found = (self.inputs.get(&hash_path(path)))
+            .or_else(|| self.inputs.get(&hash_path(&real_path(path))))
+            .or_else(|| inode(path).and_then(|ino| self.inodes.get(&ino)));
+        found.map(|&i| self.name(i))
+    }
+
+    /// Claims `output` for the input named `name` (as given), read from `source` (made absolute
+    /// with `cwd`), registering that input if it is new.
     pub fn claim(
         &mut self,
         output: &Path,
@@ -103,28 +162,24 @@ impl Claims {
         if source == output || same_file(&source, output) {
             return Claim::IsInput(name.to_os_string());
         }
-        let (out_h, src_h) = (hash_path(output), hash_path(&source));
-        if let Some(&other) = self.inputs.get(&out_h) {
-            return Claim::IsInput(self.name(other));
+        if let Some(input) = self.input_at(output) {
+            return Claim::IsInput(input);
         }
-        if let Some(&owner) = self.owner.get(&src_h) {
+        let src_h = hash_path(&source);
+        let src_real_h = hash_path(&real_path(&source));
+        if let Some(&owner) = (self.owner.get(&src_h)).or_else(|| self.owner.get(&src_real_h)) {
             return Claim::InputIsOutput(self.name(owner));
         }
         // Every input is registered as one (also one that does not get its output), so that no
         // later output replaces it.
-        let me = match self.inputs.get(&src_h) {
-            Some(&i) => i,
-            None => {
-                let i = self.push(name, src_h);
-                self.inputs.insert(src_h, i);
-                i
-            }
-        };
-        match self.owner.get(&out_h) {
-            Some(&i) if self.sources[i as usize] == src_h => Claim::Again,
+        let me = self.input_index(name, &source);
+        let (out_h, out_real_h) = (hash_path(output), hash_path(&real_path(output)));
+        match (self.owner.get(&out_h)).or_else(|| self.owner.get(&out_real_h)) {
+            Some(&i) if self.sources[i as usize] == self.sources[me as usize] => Claim::Again,
             Some(&i) => Claim::Taken(self.name(i)),
             None => {
                 self.owner.insert(out_h, me);
+                self.owner.entry(out_real_h).or_insert(me);
                 Claim::First
             }
         }
@@ -132,7 +187,8 @@ impl Claims {
 
     fn push(&mut self, name: &OsStr, source: u64) -> u32 {
         use std::os::unix::ffi::OsStrExt;
-        let i = u32::try_from(self.sources.len()).expect("fewer than 2^32 inputs");
+        // At most MAX_LISTED (listed first) or one per record read: far below 2^32.
+        let i = u32::try_from(self.sources.len()).unwrap_or(u32::MAX);
         self.sources.push(source);
         self.names.extend_from_slice(name.as_bytes());
         self.ends.push(self.names.len());
@@ -180,6 +236,41 @@ impl Claims {
             Path::new(other.as_ref()).display()
         )
     }
+}
+
+/// The most inputs [`list_first`] holds: a run that reads its whole list before writing holds
+/// every item (about 200 bytes each with its claims), so it stops with an error past this
+/// rather than grow without bound.
+pub const MAX_LISTED: usize = 1 << 25;
+
+/// Reads `items` to their end before anything is written, registering every item's path in
+/// `claims` as an input of the run (see [`Claims`]), and gives them back in order: the
+/// tools whose outputs may replace existing files (`--overwrite`, files written beside an
+/// output) call it, so that no output of an earlier input replaces an input listed later. The
+/// error that ended the list, if one did, comes last as before. More than [`MAX_LISTED`] items
+/// are an error (nothing has been written then).
+pub fn list_first(
+    items: Box<dyn Iterator<Item = crate::inputs::Listed> + Send>,
+    claims: &mut Claims,
+    cwd: &Path,
+) -> anyhow::Result<Box<dyn Iterator<Item = crate::inputs::Listed> + Send>> {
+    let mut all = Vec::new();
+    for item in items {
+        if all.len() == MAX_LISTED {
+            anyhow::bail!(
+                "more than {MAX_LISTED} inputs in one run that reads its whole list before writing (so that no output replaces a later input): split the list (shard-list -n)"
+            );
+        }
+        let end = item.is_err();
+        if let Ok(Ok(item)) = &item {
+            claims.register_input(&item.name, &item.path, cwd);
+        }
+        all.push(item);
+        if end {
+            break;
+        }
+    }
+    Ok(Box::new(all.into_iter()))
 }
 
 /// The same file by device and inode (both exist), for outputs reached through links.
@@ -294,6 +385,45 @@ mod tests {
         assert_eq!(
             c.claim(Path::new("/o/c.png"), "c.png", Path::new("c.png"), cwd),
             Claim::InputIsOutput("c.jpg".into())
+        );
+    }
+
+    #[test]
+    fn inputs_registered_first_are_known_by_path_real_path_and_inode() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir(d.join("in")).unwrap();
+        std::fs::write(d.join("in/b.png"), b"b").unwrap();
+        std::fs::write(d.join("a.png"), b"a").unwrap();
+        std::fs::hard_link(d.join("in/b.png"), d.join("x.png")).unwrap();
+        std::os::unix::fs::symlink(d.join("in"), d.join("linked")).unwrap();
+        let mut c = Claims::default();
+        c.register_input("a.png", Path::new("a.png"), d);
+        c.register_input("in/b.png", Path::new("in/b.png"), d);
+        // a.jpg, listed before a.png: its output is a.png.
+        assert_eq!(
+            c.claim(&d.join("a.png"), "a.jpg", Path::new("a.jpg"), d),
+            Claim::IsInput("a.png".into())
+        );
+        // Through a hard link, and through a symlinked directory.
+        for out in ["x.png", "linked/b.png"] {
+            assert_eq!(
+                c.claim(&d.join(out), "q.jpg", Path::new("q.jpg"), d),
+                Claim::IsInput("in/b.png".into()),
+                "{out}"
+            );
+        }
+        assert_eq!(c.input_at(&d.join("linked/b.png")), Some("in/b.png".into()));
+        assert_eq!(c.input_at(&d.join("in/c.png")), None);
+        // A registered input claims its own output as before, once.
+        let out = d.join("out/b.npz");
+        assert_eq!(
+            c.claim(&out, "in/b.png", Path::new("in/b.png"), d),
+            Claim::First
+        );
+        assert_eq!(
+            c.claim(&out, "./in/b.png", Path::new("./in/b.png"), d),
+            Claim::Again
         );
     }
 }

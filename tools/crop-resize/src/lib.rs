@@ -11,7 +11,9 @@ use clap::{Parser, ValueEnum};
 use cli_common::inputs::Sniffed;
 use cli_common::memory::MemoryBudget;
 use cli_common::paths::Claims;
-use cli_common::{CommonArgs, JsonlOut, Outcome, Tally, Tool, atomic, inputs, interrupt, progress};
+use cli_common::{
+    CommonArgs, JsonlOut, Outcome, Tally, Tool, atomic, inputs, interrupt, paths, progress,
+};
 use image::RgbImage;
 use imaging::{DecodeOptions, Gray16};
 use rayon::prelude::*;
@@ -48,7 +50,9 @@ pub struct Cli {
     #[arg(long, value_enum, default_value_t = Format::Png)]
     pub format: Format,
 
-    /// Redo outputs that already exist.
+    /// Redo outputs that already exist. The whole input list is read first, so that no output
+    /// replaces an input listed later: an output that is an input of the run (by its path, its
+    /// real path or a hard link) is that input's error record, and the file stays as it is.
     #[arg(long)]
     pub overwrite: bool,
 
@@ -155,8 +159,15 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     }));
     let bar = progress::bar(&cli.common, "crop-resize", None);
     let batch = pool.current_num_threads() * BATCH_PER_THREAD;
-    let mut items = inputs::from_args_or_failed(&cli.inputs, cli.list, &cli.retry);
+    let items = inputs::from_args_or_failed(&cli.inputs, cli.list, &cli.retry);
     let mut claims = Claims::default();
+    // Without --overwrite no existing file is replaced (an output that exists is skipped), so the
+    // list streams; with it, every input is known before anything is written.
+    let mut items = if cli.overwrite {
+        paths::list_first(items, &mut claims, &cwd)?
+    } else {
+        items
+    };
     let mut tally = Tally::default();
     loop {
         interrupt::check()?;
@@ -342,7 +353,13 @@ impl Job {
         record.alpha_dropped = crop.source_mode.contains(['A', 'a']);
         let (w, h) = crop.rgb.dimensions();
         let resized = imaging::resize_lanczos(&crop.rgb, (0, 0, w, h), r, r);
-        atomic::write_atomic(target, |w| write_image(w, &resized, self.format))?;
+        let write = |w: &mut atomic::Writer<'_>| write_image(w, &resized, self.format);
+        if self.overwrite {
+            atomic::write_atomic(target, write)?;
+        } else {
+            // Nothing that appeared meanwhile is replaced (another run's output, say).
+            atomic::write_new(target, write)?;
+        }
         drop(reservation);
         Ok(record)
     }

@@ -475,6 +475,105 @@ fn an_output_never_replaces_an_input_and_skips_describe_the_file_there() {
 }
 
 #[test]
+fn with_overwrite_no_output_replaces_an_input_listed_later_or_linked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    copy_fixture(d, "rgb.png", "a.jpg");
+    copy_fixture(d, "rgb.png", "a.png");
+    copy_fixture(d, "rgb.png", "in/b.png");
+    copy_fixture(d, "rgb.png", "in/c.png");
+    // A hard link and a symlink to inputs where outputs go.
+    std::fs::create_dir(d.join("out")).unwrap();
+    std::fs::hard_link(d.join("in/b.png"), d.join("out/x.png")).unwrap();
+    std::os::unix::fs::symlink(d.join("in"), d.join("linked")).unwrap();
+    std::fs::write(d.join("y.png"), b"not an image, but an input").unwrap();
+    let read = |p: &str| std::fs::read(d.join(p)).unwrap();
+    let before: Vec<Vec<u8>> = ["a.png", "in/b.png", "in/c.png", "y.png"].map(read).into();
+    // a.jpg's output is a.png, listed after it; x.jpg's is out/x.png, in/b.png's inode;
+    // linked/c.jpg's is in/c.png through the symlink; y.jpg's is y.png (not an image).
+    copy_fixture(d, "rgb.png", "x.jpg");
+    copy_fixture(d, "rgb.png", "in/c.jpg");
+    copy_fixture(d, "rgb.png", "y.jpg");
+    let (code, recs, stderr) = run(
+        d,
+        &[
+            "-r",
+            "8",
+            "--overwrite",
+            "-o",
+            ".",
+            "a.jpg",
+            "a.png",
+            "y.jpg",
+            "y.png",
+        ],
+        "",
+    );
+    assert_eq!(code, 3, "{stderr}");
+    assert_eq!(
+        recs.types,
+        ["error", "error", "error", "error", "summary"],
+        "{recs:?}"
+    );
+    assert!(
+        recs.errors[0]
+            .message
+            .contains("is the input a.png of this run"),
+        "{recs:?}"
+    );
+    assert!(
+        recs.errors[2].message.contains("is the input y.png"),
+        "{recs:?}"
+    );
+    let (code, recs, stderr) = run(
+        d,
+        &[
+            "-r",
+            "8",
+            "--overwrite",
+            "-o",
+            "out",
+            "--base",
+            ".",
+            "x.jpg",
+            "in/b.png",
+        ],
+        "",
+    );
+    assert_eq!(
+        (code, recs.types[0].as_str()),
+        (3, "error"),
+        "{stderr} {recs:?}"
+    );
+    assert!(
+        recs.errors[0].message.contains("is the input in/b.png"),
+        "{recs:?}"
+    );
+    let (code, recs, stderr) = run(
+        d,
+        &[
+            "-r",
+            "8",
+            "--overwrite",
+            "-o",
+            "linked",
+            "--base",
+            "in",
+            "in/c.jpg",
+            "in/c.png",
+        ],
+        "",
+    );
+    assert_eq!(recs.types[0], "error", "{code} {stderr} {recs:?}");
+    assert!(
+        recs.errors[0].message.contains("is the input in/c.png"),
+        "{recs:?}"
+    );
+    let after: Vec<Vec<u8>> = ["a.png", "in/b.png", "in/c.png", "y.png"].map(read).into();
+    assert!(before == after, "the inputs are untouched");
+}
+
+#[test]
 fn a_run_removes_temp_files_that_killed_runs_left_and_keeps_live_ones() {
     let tmp = tempfile::tempdir().unwrap();
     copy_fixture(tmp.path(), "rgb.png", "a.png");
