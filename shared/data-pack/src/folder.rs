@@ -7,8 +7,12 @@
 //! names. Errors are torchvision's: no class directory, or a class with no valid file.
 //!
 //! Where torchvision would recurse forever (a symlink to a directory's own ancestor), this
-//! stops with an error naming the loop; sub-directories that cannot be read, which `os.walk`
-//! skips silently, are skipped and listed in [`ImageFolder::skipped`].
+//! stops with an error naming the loop. Each real directory (device and inode) of a class is
+//! walked once: where symlinks reach one directory by several paths, `os.walk(followlinks=True)`
+//! lists its images once per path (a chain of directories each linking twice to the next is
+//! 2^depth copies of one image), this lists them under the first path in walking order.
+//! Sub-directories that cannot be read, which `os.walk` skips silently, are skipped and listed
+//! in [`ImageFolder::skipped`] for the caller to report.
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
@@ -63,10 +67,19 @@ pub fn python_order(name: &[u8]) -> Vec<u32> {
 
 /// Whether torchvision's `has_file_allowed_extension` keeps a file of this name.
 pub fn is_image_name(name: &[u8]) -> bool {
-    IMG_EXTENSIONS.iter().any(|ext| {
-        name.len() >= ext.len()
-            && name[name.len() - ext.len()..].eq_ignore_ascii_case(ext.as_bytes())
-    })
+    image_suffix(name).is_some()
+}
+
+/// The extension (of [`IMG_EXTENSIONS`], without its dot, in lower case) that a file name ends
+/// with, in any case: `jpg` for `a.JPG` and for a file named only `.jpg`.
+pub fn image_suffix(name: &[u8]) -> Option<&'static str> {
+    IMG_EXTENSIONS
+        .iter()
+        .find(|ext| {
+            name.len() >= ext.len()
+                && name[name.len() - ext.len()..].eq_ignore_ascii_case(ext.as_bytes())
+        })
+        .map(|ext| &ext[1..])
 }
 
 impl ImageFolder {
@@ -97,8 +110,17 @@ impl ImageFolder {
         let mut skipped = Vec::new();
         let mut empty = Vec::new();
         for (label, class) in classes.iter().enumerate() {
+            // Every real directory of a class once (a class that is a link to another's folder
+            // still has its images, as torchvision has them).
+            let mut seen = std::collections::HashSet::new();
             let mut dirs = Vec::new();
-            walk(&dir.join(class), &mut Vec::new(), &mut dirs, &mut skipped)?;
+            let mut walker = Walk {
+                ancestors: Vec::new(),
+                seen: &mut seen,
+                out: &mut dirs,
+                skipped: &mut skipped,
+            };
+            walker.walk(&dir.join(class))?;
             dirs.sort_by_cached_key(|(root, _)| python_order(root.as_os_str().as_bytes()));
             let before = samples.len();
             for (root, mut files) in dirs {
@@ -125,53 +147,65 @@ impl ImageFolder {
     }
 }
 
-/// `os.walk(dir, followlinks=True)`: every directory reachable from `dir` with the names of its
-/// non-directory entries (files, symlinks to files, broken symlinks). `ancestors` holds the
-/// (device, inode) and path of each directory above, to find loops.
-fn walk(
-    dir: &Path,
-    ancestors: &mut Vec<((u64, u64), PathBuf)>,
-    out: &mut Vec<(PathBuf, Vec<OsString>)>,
-    skipped: &mut Vec<(PathBuf, String)>,
-) -> Result<(), FolderError> {
-    let (meta, entries) =
-        match std::fs::metadata(dir).and_then(|m| Ok((m, std::fs::read_dir(dir)?))) {
-            Ok(x) => x,
-            Err(e) => {
-                skipped.push((dir.to_path_buf(), e.to_string()));
-                return Ok(());
-            }
-        };
-    let id = (meta.dev(), meta.ino());
-    if let Some((_, ancestor)) = ancestors.iter().find(|(a, _)| *a == id) {
-        return Err(FolderError::Loop {
-            link: dir.to_path_buf(),
-            ancestor: ancestor.clone(),
-        });
-    }
-    let mut files = Vec::new();
-    let mut subdirs = Vec::new();
-    for entry in entries {
-        let entry = match entry {
-            Ok(e) => e,
-            Err(e) => {
-                skipped.push((dir.to_path_buf(), e.to_string()));
-                continue;
-            }
-        };
-        if std::fs::metadata(entry.path()).is_ok_and(|m| m.is_dir()) {
-            subdirs.push(entry.file_name());
-        } else {
-            files.push(entry.file_name());
+/// `os.walk(dir, followlinks=True)`, each real directory once: every directory reachable from
+/// `dir` with the names of its non-directory entries (files, symlinks to files, broken
+/// symlinks).
+struct Walk<'a> {
+    /// The (device, inode) and path of each directory above, to find loops.
+    ancestors: Vec<((u64, u64), PathBuf)>,
+    /// Every directory walked so far.
+    seen: &'a mut std::collections::HashSet<(u64, u64)>,
+    out: &'a mut Vec<(PathBuf, Vec<OsString>)>,
+    skipped: &'a mut Vec<(PathBuf, String)>,
+}
+
+impl Walk<'_> {
+    fn walk(&mut self, dir: &Path) -> Result<(), FolderError> {
+        let (meta, entries) =
+            match std::fs::metadata(dir).and_then(|m| Ok((m, std::fs::read_dir(dir)?))) {
+                Ok(x) => x,
+                Err(e) => {
+                    self.skipped.push((dir.to_path_buf(), e.to_string()));
+                    return Ok(());
+                }
+            };
+        let id = (meta.dev(), meta.ino());
+        if let Some((_, ancestor)) = self.ancestors.iter().find(|(a, _)| *a == id) {
+            return Err(FolderError::Loop {
+                link: dir.to_path_buf(),
+                ancestor: ancestor.clone(),
+            });
         }
+        if !self.seen.insert(id) {
+            return Ok(());
+        }
+        let mut files = Vec::new();
+        let mut subdirs = Vec::new();
+        for entry in entries {
+            let entry = match entry {
+                Ok(e) => e,
+                Err(e) => {
+                    self.skipped.push((dir.to_path_buf(), e.to_string()));
+                    continue;
+                }
+            };
+            if std::fs::metadata(entry.path()).is_ok_and(|m| m.is_dir()) {
+                subdirs.push(entry.file_name());
+            } else {
+                files.push(entry.file_name());
+            }
+        }
+        // Walked in the order the listing sorts them (directories by path), so that which of
+        // several paths to one directory is kept does not depend on readdir's order.
+        subdirs.sort_by_cached_key(|s| python_order(s.as_bytes()));
+        self.out.push((dir.to_path_buf(), files));
+        self.ancestors.push((id, dir.to_path_buf()));
+        for sub in subdirs {
+            self.walk(&dir.join(OsStr::new(&sub)))?;
+        }
+        self.ancestors.pop();
+        Ok(())
     }
-    out.push((dir.to_path_buf(), files));
-    ancestors.push((id, dir.to_path_buf()));
-    for sub in subdirs {
-        walk(&dir.join(OsStr::new(&sub)), ancestors, out, skipped)?;
-    }
-    ancestors.pop();
-    Ok(())
 }
 
 #[cfg(test)]
@@ -200,5 +234,42 @@ mod tests {
             assert!(!is_image_name(name.as_bytes()), "{name}");
         }
         assert!(is_image_name(b".jpg"));
+    }
+
+    #[test]
+    fn a_directory_reached_by_many_links_is_walked_once() {
+        // d0 holds links a and b to d1, which holds a and b to d2, ... and d16 one image:
+        // os.walk(followlinks=True) lists it 2^16 times.
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("set");
+        let depth = 16;
+        for i in 0..=depth {
+            std::fs::create_dir_all(tmp.path().join(format!("d{i}"))).unwrap();
+        }
+        for i in 0..depth {
+            for link in ["a", "b"] {
+                std::os::unix::fs::symlink(
+                    tmp.path().join(format!("d{}", i + 1)),
+                    tmp.path().join(format!("d{i}/{link}")),
+                )
+                .unwrap();
+            }
+        }
+        std::fs::write(tmp.path().join(format!("d{depth}/x.png")), b"png").unwrap();
+        std::fs::create_dir_all(&root).unwrap();
+        std::os::unix::fs::symlink(tmp.path().join("d0"), root.join("cls")).unwrap();
+        let f = ImageFolder::scan(&root).unwrap();
+        assert_eq!(
+            f.samples.len(),
+            1,
+            "{:?}",
+            &f.samples[..f.samples.len().min(3)]
+        );
+        let first: PathBuf = ["cls"]
+            .into_iter()
+            .chain(["a"; 16])
+            .chain(["x.png"])
+            .collect();
+        assert_eq!(f.samples[0].0, root.join(first));
     }
 }

@@ -1,27 +1,39 @@
 //! Writing the formats training data is read from (`train-data`'s `wds` and `recordio`):
 //! webdataset tar shards and MXNet's indexed RecordIO (as MXNet's `im2rec` writes it: key i
 //! holds image i with its class as the label), with the class names beside them in
-//! `classes.txt` (one per line, in label order), which [`read_classes_beside`] takes back. No
-//! libtorch here: the `pack` tool runs without it.
+//! `classes.txt` (one per line, in label order, as the same bytes: [`classes`]), which
+//! [`read_classes_beside`] takes back. No libtorch here: the `pack` tool runs without it.
 //!
-//! Every file appears whole: each is written under a temporary name and renamed when complete.
-//! [`folder`] lists an image tree as torchvision's `ImageFolder` does (what `pack` packs, and
-//! what training reads).
+//! Every file appears whole: each is written under a temporary name and renamed when complete;
+//! a pack as a whole replaces the previous one in its directory only once it is whole
+//! ([`out::OutDir`]: a lock, a staging directory, a commit). [`folder`] lists an image tree as
+//! torchvision's `ImageFolder` does (what `pack` packs, and what training reads).
+//!
+//! What the readers cannot take back is not written: an image whose first bytes are not those
+//! of a format training decodes, or one too large for a RecordIO record, is left out with its
+//! reason, as an unreadable file or directory is.
 
+pub mod classes;
 pub mod folder;
+pub mod out;
 
 use std::ffi::OsString;
 use std::io::Write;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+
+pub use classes::{
+    CLASSES_FILE, ClassesError, check_class_names, read_class_file, read_classes,
+    read_classes_beside, write_classes,
+};
+pub use out::{OutDir, OutError, RECORDIO_PREFIX, is_packed_file};
 
 /// The magic word that starts every RecordIO record part.
 pub const MAGIC: u32 = 0xced7_230a;
 /// Size of RecordIO's `IRHeader` (`struct.calcsize('IfQQ')`).
 pub const HEADER_BYTES: usize = 24;
-
-/// The class-name file beside packed data.
-pub const CLASSES_FILE: &str = "classes.txt";
+/// A RecordIO part's length has 29 bits: no part reaches this.
+pub const MAX_PART_BYTES: usize = 1 << 29;
 
 /// The files of MXNet's indexed RecordIO with `prefix`: `PREFIX.rec` and `PREFIX.idx`.
 pub fn recordio_paths(prefix: &Path) -> (PathBuf, PathBuf) {
@@ -33,93 +45,45 @@ pub fn recordio_paths(prefix: &Path) -> (PathBuf, PathBuf) {
     (with(".rec"), with(".idx"))
 }
 
-/// The prefix [`pack`] gives RecordIO in its directory (`DIR/data.rec`, `DIR/data.idx`).
-const RECORDIO_PREFIX: &str = "data";
-
 /// A shard's name: `shard-000003.tar`.
 fn shard_name(n: usize) -> String {
     format!("shard-{n:06}.tar")
 }
 
-/// Whether a file of a directory is one [`pack`] writes (a shard, the RecordIO files,
-/// classes.txt), which a pack over it replaces.
-pub fn is_packed_file(name: &std::ffi::OsStr) -> bool {
-    let name = name.to_string_lossy();
-    let rec = [".rec", ".idx"].map(|e| format!("{RECORDIO_PREFIX}{e}"));
-    (name.starts_with("shard-") && name.ends_with(".tar"))
-        || rec.contains(&name.to_string())
-        || name == CLASSES_FILE
+/// What can go wrong writing shards or records.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    #[error("writing {}", .path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Atomic(#[from] atomic_file::Error),
+    #[error(
+        "more than {} shards (their names have six digits): a larger --shard-size or --shard-samples",
+        out::MAX_SHARDS
+    )]
+    TooManyShards,
+    /// One record cannot be written (the writer is unchanged: the others can).
+    #[error(
+        "a RecordIO record part of {0} bytes: RecordIO's lengths have 29 bits (at most {max} bytes)",
+        max = MAX_PART_BYTES - 1
+    )]
+    RecordTooLarge(usize),
 }
 
-/// The most bytes a class-name file may hold: names, not data.
-const MAX_CLASSES_BYTES: u64 = 64 << 20;
-
-fn io_error(path: &Path, e: impl std::fmt::Display) -> String {
-    format!("{}: {e}", path.display())
-}
-
-/// Writes `DIR/classes.txt`: the names in label order, one per line (a name holding a line
-/// break cannot be written).
-pub fn write_classes(dir: &Path, classes: &[OsString]) -> Result<PathBuf, String> {
-    if let Some(c) = classes
-        .iter()
-        .find(|c| c.as_bytes().contains(&b'\n') || c.is_empty())
-    {
-        return Err(format!(
-            "the class name {c:?} cannot be a line of {CLASSES_FILE}"
-        ));
-    }
-    let path = dir.join(CLASSES_FILE);
-    atomic_file::write_atomic(&path, |w| {
-        classes
-            .iter()
-            .try_for_each(|c| w.write_all(c.as_bytes()).and_then(|_| w.write_all(b"\n")))
-    })
-    .map_err(|e| e.describe())?;
-    Ok(path)
-}
-
-/// The class names in `classes.txt` in the directory of `data` (a shard, or a RecordIO prefix),
-/// if there is one there.
-pub fn read_classes_beside(data: &Path) -> Result<Option<Vec<OsString>>, String> {
-    let dir = match data.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    match read_classes(&dir.join(CLASSES_FILE)) {
-        Ok(names) => Ok(Some(names)),
-        Err((_, false)) => Ok(None),
-        Err((e, true)) => Err(e),
+impl error_class::Classify for WriteError {
+    fn class(&self) -> error_class::Class {
+        error_class::Class::Fatal
     }
 }
 
-/// The class names of a class-name file: one per line, in label order.
-pub fn read_class_file(path: &Path) -> Result<Vec<OsString>, String> {
-    read_classes(path).map_err(|(e, _)| e)
-}
-
-/// The names in `path`, or why not (and whether the file was there at all).
-fn read_classes(path: &Path) -> Result<Vec<OsString>, (String, bool)> {
-    let bytes = match input_file::read(path, MAX_CLASSES_BYTES) {
-        Ok(b) => b,
-        Err(e) => {
-            let there = e.kind() != std::io::ErrorKind::NotFound;
-            return Err((io_error(path, e), there));
-        }
-    };
-    let text = bytes.strip_suffix(b"\n").unwrap_or(&bytes);
-    if text.is_empty() {
-        return Err((format!("{}: no class names", path.display()), true));
-    }
-    let names: Vec<OsString> = (text.split(|&b| b == b'\n'))
-        .map(|l| OsString::from_vec(l.strip_suffix(b"\r").unwrap_or(l).to_vec()))
-        .collect();
-    match names.iter().position(|n| n.is_empty()) {
-        Some(n) => Err((
-            format!("{} line {}: an empty class name", path.display(), n + 1),
-            true,
-        )),
-        None => Ok(names),
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> WriteError + '_ {
+    move |source| WriteError::Io {
+        path: path.to_path_buf(),
+        source,
     }
 }
 
@@ -194,7 +158,7 @@ impl ShardWriter {
     }
 
     /// Adds sample `key` (a name without dots).
-    pub fn add(&mut self, key: &str, s: &Sample) -> Result<(), String> {
+    pub fn add(&mut self, key: &str, s: &Sample) -> Result<(), WriteError> {
         let size = member_bytes(s.image.len()) + member_bytes(s.label.to_string().len());
         let full = self.open.as_ref().is_some_and(|o| {
             o.samples >= self.max_samples || (o.samples > 0 && o.bytes + size > self.max_bytes)
@@ -203,9 +167,12 @@ impl ShardWriter {
             self.close()?;
         }
         if self.open.is_none() {
+            if self.done.len() >= out::MAX_SHARDS {
+                return Err(WriteError::TooManyShards);
+            }
             let path = self.dir.join(shard_name(self.done.len()));
-            let tmp = atomic_file::temp_beside(&path).map_err(|e| e.describe())?;
-            let file = tmp.as_file().try_clone().map_err(|e| io_error(&path, e))?;
+            let tmp = atomic_file::temp_beside(&path)?;
+            let file = tmp.as_file().try_clone().map_err(io_error(&path))?;
             let tar = tar::Builder::new(std::io::BufWriter::with_capacity(1 << 20, file));
             self.open = Some(OpenShard {
                 path,
@@ -225,21 +192,21 @@ impl ShardWriter {
             h.set_entry_type(tar::EntryType::Regular);
             h.set_cksum();
             (o.tar.append_data(&mut h, format!("{key}.{suffix}"), data))
-                .map_err(|e| io_error(&o.path, e))?;
+                .map_err(io_error(&o.path))?;
         }
         o.bytes += size;
         o.samples += 1;
         Ok(())
     }
 
-    fn close(&mut self) -> Result<(), String> {
+    fn close(&mut self) -> Result<(), WriteError> {
         let Some(o) = self.open.take() else {
             return Ok(());
         };
-        let mut w = o.tar.into_inner().map_err(|e| io_error(&o.path, e))?;
-        w.flush().map_err(|e| io_error(&o.path, e))?;
+        let mut w = o.tar.into_inner().map_err(io_error(&o.path))?;
+        w.flush().map_err(io_error(&o.path))?;
         drop(w);
-        atomic_file::persist(o.tmp, &o.path).map_err(|e| e.describe())?;
+        atomic_file::persist(o.tmp, &o.path)?;
         self.done.push(Written {
             path: o.path,
             samples: o.samples,
@@ -249,7 +216,7 @@ impl ShardWriter {
     }
 
     /// Closes the last shard; the shards written.
-    pub fn finish(mut self) -> Result<Vec<Written>, String> {
+    pub fn finish(mut self) -> Result<Vec<Written>, WriteError> {
         self.close()?;
         Ok(self.done)
     }
@@ -277,10 +244,10 @@ impl std::fmt::Debug for RecordWriter {
 }
 
 impl RecordWriter {
-    pub fn create(prefix: &Path) -> Result<RecordWriter, String> {
+    pub fn create(prefix: &Path) -> Result<RecordWriter, WriteError> {
         let (rec, idx) = recordio_paths(prefix);
-        let tmp = atomic_file::temp_beside(&rec).map_err(|e| e.describe())?;
-        let file = tmp.as_file().try_clone().map_err(|e| io_error(&rec, e))?;
+        let tmp = atomic_file::temp_beside(&rec)?;
+        let file = tmp.as_file().try_clone().map_err(io_error(&rec))?;
         Ok(RecordWriter {
             rec,
             idx,
@@ -292,29 +259,39 @@ impl RecordWriter {
         })
     }
 
-    /// Appends record `key`.
-    pub fn add(&mut self, key: u64, label: f32, payload: &[u8]) -> Result<(), String> {
-        let mut data = Vec::with_capacity(HEADER_BYTES + payload.len());
-        data.extend_from_slice(&0u32.to_le_bytes());
-        data.extend_from_slice(&label.to_le_bytes());
-        data.extend_from_slice(&key.to_le_bytes());
-        data.extend_from_slice(&0u64.to_le_bytes());
-        data.extend_from_slice(payload);
+    /// Whether a record of this payload can be written: every part shorter than 2^29 bytes
+    /// ([`WriteError::RecordTooLarge`] if not). Checked by [`Self::add`] before it writes
+    /// anything.
+    pub fn check(payload: &[u8]) -> Result<(), WriteError> {
+        // The header holds no aligned magic word (flag 0, then the label's and the key's bits
+        // are checked with the payload below, whole): cut as the record is.
+        let data = record_bytes(0, 0.0, payload);
+        match parts(&data).iter().map(|(_, p)| p.len()).max() {
+            Some(n) if n >= MAX_PART_BYTES => Err(WriteError::RecordTooLarge(n)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Appends record `key`; a record that cannot be written ([`Self::check`]) leaves the
+    /// file as it was.
+    pub fn add(&mut self, key: u64, label: f32, payload: &[u8]) -> Result<(), WriteError> {
+        let data = record_bytes(key, label, payload);
+        let cut = parts(&data);
+        if let Some(n) = cut
+            .iter()
+            .map(|(_, p)| p.len())
+            .find(|&n| n >= MAX_PART_BYTES)
+        {
+            return Err(WriteError::RecordTooLarge(n));
+        }
         self.index.push_str(&format!("{key}\t{}\n", self.offset));
         let rec = &self.rec;
-        for (flag, part) in parts(&data) {
-            if part.len() >= 1 << 29 {
-                return Err(format!(
-                    "{}: a record part of {} bytes is past RecordIO's 2^29",
-                    rec.display(),
-                    part.len()
-                ));
-            }
+        for (flag, part) in cut {
             let head = (flag << 29) | part.len() as u32;
             let pad = [0u8; 3];
             let padding = &pad[..(4 - part.len() % 4) % 4];
             for bytes in [&MAGIC.to_le_bytes()[..], &head.to_le_bytes(), part, padding] {
-                self.out.write_all(bytes).map_err(|e| io_error(rec, e))?;
+                self.out.write_all(bytes).map_err(io_error(rec))?;
             }
             self.offset += 8 + (part.len() + padding.len()) as u64;
         }
@@ -323,13 +300,13 @@ impl RecordWriter {
     }
 
     /// Renames the `.rec` into place, then writes the `.idx` (the set is whole once it exists).
-    pub fn finish(mut self) -> Result<[Written; 2], String> {
-        self.out.flush().map_err(|e| io_error(&self.rec, e))?;
+    pub fn finish(mut self) -> Result<[Written; 2], WriteError> {
+        self.out.flush().map_err(io_error(&self.rec))?;
         drop(self.out);
         let _ = std::fs::remove_file(&self.idx);
-        atomic_file::persist(self.tmp, &self.rec).map_err(|e| e.describe())?;
+        atomic_file::persist(self.tmp, &self.rec)?;
         let index = self.index.into_bytes();
-        atomic_file::write_atomic(&self.idx, |w| w.write_all(&index)).map_err(|e| e.describe())?;
+        atomic_file::write_atomic(&self.idx, |w| w.write_all(&index))?;
         Ok([
             Written {
                 path: self.rec,
@@ -343,6 +320,17 @@ impl RecordWriter {
             },
         ])
     }
+}
+
+/// A record's bytes: the `IRHeader` (flag 0, the label, id = key, id2 = 0), then the payload.
+fn record_bytes(key: u64, label: f32, payload: &[u8]) -> Vec<u8> {
+    let mut data = Vec::with_capacity(HEADER_BYTES + payload.len());
+    data.extend_from_slice(&0u32.to_le_bytes());
+    data.extend_from_slice(&label.to_le_bytes());
+    data.extend_from_slice(&key.to_le_bytes());
+    data.extend_from_slice(&0u64.to_le_bytes());
+    data.extend_from_slice(payload);
+    data
 }
 
 /// dmlc's `RecordIOWriter::WriteRecord`: the record cut at every 4-byte-aligned magic word,
@@ -400,38 +388,93 @@ pub struct Options {
 #[derive(Debug)]
 pub struct Packed {
     pub samples: usize,
-    /// The files written: the shards (or the .rec and .idx), then classes.txt.
+    /// The files written: the shards (or the .rec and .idx), then classes.txt; none when no
+    /// image could be packed (the directory then holds what it held).
     pub files: Vec<Written>,
     /// What training's `--data` takes for it: `wds:DIR/shard-{000000..N}.tar` or
-    /// `recordio:DIR/data` (DIR as given).
-    pub data: OsString,
-    /// The images left out, and why.
+    /// `recordio:DIR/data` (DIR absolute as given, its braces and backslashes escaped with a
+    /// backslash in a brace pattern); none when nothing was written.
+    pub data: Option<OsString>,
+    /// The images (and unreadable directories) left out, and why.
     pub left_out: Vec<(PathBuf, String)>,
 }
 
 /// Why [`pack`] stopped.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum PackError {
-    /// `stop` said so: nothing half-written stays (the open file is dropped).
+    /// `stop` said so: nothing half-written stays, the previous pack stands.
+    #[error("interrupted")]
     Stopped,
-    Failed(String),
+    #[error("the class {:?} of the folder is not among the classes", .0)]
+    NotAmong(OsString),
+    #[error(transparent)]
+    Classes(#[from] ClassesError),
+    #[error(transparent)]
+    Write(#[from] WriteError),
+    #[error(transparent)]
+    Out(#[from] OutError),
 }
 
-/// Packs the images of `folder` into `dir` with their labels in `classes` (each of the
-/// folder's classes is one of them), then writes `dir/classes.txt`. An image that cannot be
-/// read is left out (and said); `stop` is asked before each.
+impl error_class::Classify for PackError {
+    fn class(&self) -> error_class::Class {
+        use error_class::Class;
+        match self {
+            PackError::Stopped => Class::Interrupted,
+            PackError::NotAmong(_) => Class::Usage,
+            PackError::Classes(e) => e.class(),
+            PackError::Write(e) => e.class(),
+            PackError::Out(e) => e.class(),
+        }
+    }
+}
+
+/// `path` as a literal in a brace pattern (webdataset's `braceexpand`): `\`, `{` and `}`
+/// escaped with a backslash.
+pub fn brace_literal(path: &Path) -> OsString {
+    let mut out = Vec::with_capacity(path.as_os_str().len());
+    for &b in path.as_os_str().as_bytes() {
+        if matches!(b, b'\\' | b'{' | b'}') {
+            out.push(b'\\');
+        }
+        out.push(b);
+    }
+    std::os::unix::ffi::OsStringExt::from_vec(out)
+}
+
+/// What `--data` takes for a pack in `dir` of `shards` shards (wds) or RecordIO.
+pub fn data_arg(format: Format, dir: &Path, shards: usize) -> OsString {
+    let mut data = OsString::from(format!("{}:", format.name()));
+    match format {
+        Format::Wds => {
+            data.push(brace_literal(dir));
+            let name = ShardWriter::pattern(Path::new(""), shards);
+            data.push("/");
+            data.push(name);
+        }
+        Format::Recordio => data.push(dir.join(RECORDIO_PREFIX)),
+    }
+    data
+}
+
+/// Packs the images of `folder` into `out` (its staging directory, then committed) with their
+/// labels in `classes` (each of the folder's classes is one of them), with `out/classes.txt`.
+/// An image that cannot be read, that training could not decode (its first bytes are not those
+/// of a format it reads), or that is too large for a record, is left out (and said), as are
+/// directories of the folder that could not be read; `stop` is asked before each image. When no
+/// image could be packed, nothing is committed.
 pub fn pack(
     folder: &folder::ImageFolder,
-    dir: &Path,
+    out: OutDir,
     classes: &[OsString],
     o: &Options,
     stop: &dyn Fn() -> bool,
 ) -> Result<Packed, PackError> {
-    let failed = PackError::Failed;
+    check_class_names(classes)?;
     let labels: Vec<usize> = (folder.classes.iter())
-        .map(|c| classes.iter().position(|n| n == c))
-        .collect::<Option<_>>()
-        .ok_or_else(|| failed("a class of the folder is not among the classes".into()))?;
+        .map(|c| {
+            (classes.iter().position(|n| n == c)).ok_or_else(|| PackError::NotAmong(c.clone()))
+        })
+        .collect::<Result<_, _>>()?;
     let mut order: Vec<usize> = (0..folder.samples.len()).collect();
     if let Some(seed) = o.shuffle {
         ref_rng::PyRandom::new(seed).shuffle(&mut order);
@@ -440,13 +483,20 @@ pub fn pack(
         Shards(ShardWriter),
         Records(RecordWriter),
     }
+    let staging = out.staging().to_path_buf();
     let mut w = match o.format {
-        Format::Wds => Writer::Shards(ShardWriter::new(dir, o.shard_size, o.shard_samples)),
-        Format::Recordio => {
-            Writer::Records(RecordWriter::create(&dir.join(RECORDIO_PREFIX)).map_err(failed)?)
-        }
+        Format::Wds => Writer::Shards(ShardWriter::new(&staging, o.shard_size, o.shard_samples)),
+        Format::Recordio => Writer::Records(RecordWriter::create(&staging.join(RECORDIO_PREFIX))?),
     };
-    let (mut left_out, mut samples) = (Vec::new(), 0usize);
+    let mut left_out: Vec<(PathBuf, String)> = (folder.skipped.iter())
+        .map(|(dir, why)| {
+            (
+                dir.clone(),
+                format!("cannot be read ({why}): the images in it are left out"),
+            )
+        })
+        .collect();
+    let mut samples = 0usize;
     for i in order {
         if stop() {
             return Err(PackError::Stopped);
@@ -455,51 +505,80 @@ pub fn pack(
         let image = match input_file::read(path, o.max_image_bytes) {
             Ok(b) => b,
             Err(e) => {
-                left_out.push((path.clone(), e.to_string()));
+                left_out.push((path.clone(), format!("{e}: left out")));
                 continue;
             }
         };
-        let suffix = (path.extension())
-            .map(|e| e.to_string_lossy().to_ascii_lowercase())
-            .unwrap_or_default();
+        if let Err(why) = imaging::sniff(&image) {
+            left_out.push((
+                path.clone(),
+                format!("{why} (training decodes only these): left out"),
+            ));
+            continue;
+        }
+        // The suffix webdataset names the member by: the extension the folder took the file
+        // for (a file named only `.png` has one too), in lower case.
+        let name = path.file_name().unwrap_or_default().as_bytes();
+        let suffix = folder::image_suffix(name).unwrap_or("jpg");
         let label = labels[*label as usize];
-        match &mut w {
+        let added = match &mut w {
             Writer::Shards(sw) => {
                 let sample = Sample {
-                    suffix: &suffix,
+                    suffix,
                     image: &image,
                     label,
                 };
                 sw.add(&format!("{samples:09}"), &sample)
             }
             Writer::Records(rw) => rw.add(samples as u64, label as f32, &image),
+        };
+        match added {
+            Ok(()) => samples += 1,
+            Err(e @ WriteError::RecordTooLarge(_)) => {
+                left_out.push((path.clone(), format!("{e}: left out")));
+            }
+            Err(e) => return Err(e.into()),
         }
-        .map_err(failed)?;
-        samples += 1;
     }
-    let (mut files, path) = match w {
-        Writer::Shards(sw) => {
-            let written = sw.finish().map_err(failed)?;
-            let pattern = ShardWriter::pattern(dir, written.len());
-            (written, pattern)
-        }
-        Writer::Records(rw) => (
-            rw.finish().map_err(failed)?.to_vec(),
-            dir.join(RECORDIO_PREFIX),
-        ),
+    let files = match w {
+        Writer::Shards(sw) => sw.finish()?,
+        Writer::Records(rw) => rw.finish()?.to_vec(),
     };
-    let mut data = OsString::from(format!("{}:", o.format.name()));
-    data.push(path);
-    let path = write_classes(dir, classes).map_err(failed)?;
-    files.push(Written {
-        bytes: std::fs::metadata(&path).map_or(0, |m| m.len()),
-        path,
+    if samples == 0 {
+        // Dropped: the staging directory goes, the previous pack stands.
+        return Ok(Packed {
+            samples,
+            files: Vec::new(),
+            data: None,
+            left_out,
+        });
+    }
+    let classes_path = write_classes(&staging, classes)?;
+    let classes_bytes = std::fs::metadata(&classes_path).map_or(0, |m| m.len());
+    let names: Vec<OsString> = (files.iter().map(|w| &w.path))
+        .chain([&classes_path])
+        .map(|p| p.file_name().unwrap_or_default().to_owned())
+        .collect();
+    let dir = out.dir().to_path_buf();
+    let shards = files.len();
+    let placed = out.commit(&names)?;
+    let mut written: Vec<Written> = files
+        .into_iter()
+        .zip(&placed)
+        .map(|(w, path)| Written {
+            path: path.clone(),
+            ..w
+        })
+        .collect();
+    written.push(Written {
+        path: placed.last().expect("classes.txt").clone(),
         samples: 0,
+        bytes: classes_bytes,
     });
     Ok(Packed {
         samples,
-        files,
-        data,
+        files: written,
+        data: Some(data_arg(o.format, &dir, shards)),
         left_out,
     })
 }
@@ -525,31 +604,36 @@ mod tests {
     }
 
     #[test]
-    fn the_files_pack_writes_are_known_by_name() {
-        for name in [&shard_name(12), "data.rec", "data.idx", CLASSES_FILE] {
-            assert!(is_packed_file(name.as_ref()), "{name}");
-        }
-        for name in ["photo.png", "data.txt", "shard-1.tgz"] {
-            assert!(!is_packed_file(name.as_ref()), "{name}");
-        }
-        let (rec, idx) = recordio_paths(Path::new("d/x.y"));
-        assert_eq!((rec, idx), ("d/x.y.rec".into(), "d/x.y.idx".into()));
+    fn a_record_too_large_is_refused_before_anything_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = RecordWriter::create(&dir.path().join("data")).unwrap();
+        w.add(0, 1.0, b"small").unwrap();
+        let big = vec![0u8; MAX_PART_BYTES];
+        let e = w.add(1, 1.0, &big).unwrap_err();
+        assert!(matches!(e, WriteError::RecordTooLarge(_)), "{e}");
+        assert!(RecordWriter::check(&big).is_err());
+        // Cut by magic words into parts under the bound, it fits.
+        let mut cut = vec![0u8; MAX_PART_BYTES];
+        cut[1 << 28..(1 << 28) + 4].copy_from_slice(&MAGIC.to_le_bytes());
+        assert!(RecordWriter::check(&cut).is_ok());
+        w.add(1, 2.0, b"next").unwrap();
+        let [rec, _] = w.finish().unwrap();
+        assert_eq!(rec.samples, 2);
+        let r = std::fs::read(&rec.path).unwrap();
+        assert_eq!(r.len() as u64, rec.bytes, "nothing of the refused record");
     }
 
     #[test]
-    fn class_names_go_beside_and_come_back() {
-        let dir = tempfile::tempdir().unwrap();
-        let names: Vec<OsString> = ["cat", "dog é", "x y"].map(OsString::from).into();
-        write_classes(dir.path(), &names).unwrap();
-        let back = read_classes_beside(&dir.path().join("shard-000000.tar")).unwrap();
-        assert_eq!(back, Some(names));
+    fn brace_patterns_name_the_directory_literally() {
+        let d = Path::new("/data/a{b,c}\\x");
+        assert_eq!(brace_literal(d), OsString::from("/data/a\\{b,c\\}\\\\x"));
         assert_eq!(
-            read_classes_beside(Path::new("/nonexistent/x.tar")).unwrap(),
-            None
+            data_arg(Format::Wds, d, 3),
+            OsString::from("wds:/data/a\\{b,c\\}\\\\x/shard-{000000..000002}.tar")
         );
-        assert!(write_classes(dir.path(), &[OsString::from("a\nb")]).is_err());
-        std::fs::write(dir.path().join(CLASSES_FILE), "a\n\nb\n").unwrap();
-        let e = read_classes_beside(&dir.path().join("p")).unwrap_err();
-        assert!(e.contains("line 2: an empty class name"), "{e}");
+        assert_eq!(
+            data_arg(Format::Recordio, d, 0),
+            OsString::from("recordio:/data/a{b,c}\\x/data")
+        );
     }
 }

@@ -6,19 +6,27 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::Parser;
 use cli_common::{CommonArgs, JsonlOut, Outcome, Tool};
-use data_pack::Format;
 use data_pack::folder::ImageFolder;
+use data_pack::{Format, OutDir};
+use error_class::ResultExt;
 use records::{ErrorRecord, Packed, Summary};
 
 /// Pack an image folder into webdataset tar shards or MXNet RecordIO, for ddp-train.
 ///
 /// Reads DIR as torchvision's ImageFolder does (a sub-folder per class, in its order; the files
-/// its extensions name) — or, when DIR holds train/ and val/, both, with one list of classes —
-/// and writes each split to OUT_DIR (OUT_DIR/train, OUT_DIR/val): shard-000000.tar,
-/// shard-000001.tar, ... (or data.rec and data.idx), and classes.txt, the class names in label
-/// order, which ddp-train reads back (its records and checkpoints then name the classes). The
-/// images are stored as their files hold them. Each split's record says what ddp-train's --data
-/// takes for it.
+/// its extensions name; a directory that symlinks reach by several paths once) — or, when DIR
+/// holds train/ and val/, both, with one list of classes (other folders beside them are error
+/// records, not packed) — and writes each split to OUT_DIR (OUT_DIR/train, OUT_DIR/val):
+/// shard-000000.tar, shard-000001.tar, ... (or data.rec and data.idx), and classes.txt, the
+/// class names in label order, which ddp-train reads back (its records and checkpoints then name
+/// the classes). The images are stored as their files hold them; one that ddp-train could not
+/// decode (its first bytes are not PNG, JPEG, GIF, BMP, TIFF or WebP: PPM and PGM, say), or that
+/// cannot be read, is an error record and left out, as is a directory that cannot be read. Each
+/// split's record says what ddp-train's --data takes for it.
+///
+/// A pack is written beside the previous one (in OUT_DIR/.pack-staging) and replaces it only
+/// once whole: a pack that is interrupted or fails leaves OUT_DIR as it was. One pack at a time
+/// writes to a directory (a lock on OUT_DIR/.lock).
 #[derive(Debug, Parser)]
 #[command(name = "pack", version, max_term_width = 100)]
 pub struct Cli {
@@ -63,7 +71,9 @@ pub struct Cli {
     #[arg(long, value_name = "SIZE", default_value = "256M", value_parser = size)]
     pub max_image_bytes: u64,
 
-    /// Replace what OUT_DIR holds.
+    /// Replace the pack in OUT_DIR: the files pack writes there (shard-NNNNNN.tar, data.rec,
+    /// data.idx, classes.txt) are replaced or removed once the new pack is whole; other files
+    /// are left as they are.
     #[arg(long)]
     pub overwrite: bool,
 
@@ -82,7 +92,7 @@ impl Tool for Cli {
 {"type":"packed","split":"train","format":"wds","samples":1281167,"classes":1000,"files":["/abs/out/train/shard-000000.tar",...,"/abs/out/train/classes.txt"],"bytes":146214523904,"data":"wds:/abs/out/train/shard-{000000..000544}.tar"}
 .fi
 .PP
-("split" only when DIR holds train/ and val/; with --format recordio "data" is "recordio:/abs/out/train/data"), an error record for each image that could not be read (it is left out), then {"type":"summary","ok":SAMPLES,"skipped":0,"failed":N,"elapsed_ms":N}.
+("split" only when DIR holds train/ and val/; with --format recordio "data" is "recordio:/abs/out/train/data"; braces and backslashes of OUT_DIR escaped with a backslash in a pattern), an error record for each image left out (it cannot be read, ddp-train could not decode it, or it is too large for a RecordIO record), each directory that cannot be read, each folder beside train/ and val/, and each split of which no image could be packed (nothing is written for it, and it has no packed record), then {"type":"summary","ok":SAMPLES,"skipped":0,"failed":N,"elapsed_ms":N}.
 .PP
 Train with: ddp-train --data DATA_OF_TRAIN --val-data PATH_OF_VAL (the val record's "data" after its "wds:" or "recordio:")."#;
     const EXAMPLES: &'static [(&'static str, &'static str)] = &[
@@ -111,7 +121,17 @@ struct Split {
 pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let started = std::time::Instant::now();
     let (train, val) = (cli.dir.join("train"), cli.dir.join("val"));
+    let mut failed = 0;
     let splits = if train.is_dir() && val.is_dir() {
+        // Other folders beside train/ and val/ (test/, say) are not packed: said, not dropped.
+        for other in other_folders(&cli.dir)? {
+            out.emit(&ErrorRecord {
+                input: other.into_os_string(),
+                message: "a folder beside train/ and val/: not packed (pack it on its own, with                           --classes naming the packed training split's classes.txt)"
+                    .into(),
+            })?;
+            failed += 1;
+        }
         vec![
             Split {
                 name: Some("train"),
@@ -135,10 +155,18 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         .map(|s| ImageFolder::scan(&s.dir).with_context(|| format!("reading {}", s.dir.display())))
         .collect::<Result<Vec<_>>>()?;
     let classes = match &cli.classes {
-        Some(file) => data_pack::read_class_file(file)
-            .map_err(|e| anyhow::Error::new(cli_common::UsageError(format!("--classes {e}"))))?,
+        Some(file) => data_pack::read_classes(file).map_err(|e| {
+            cli_common::UsageError(format!("--classes {}", error_class::chain_text(&e)))
+        })?,
         None => folders[0].classes.clone(),
     };
+    // Before anything is written: names a line of classes.txt cannot carry back.
+    if let Err(e) = data_pack::check_class_names(&classes) {
+        return cli_common::usage(match &cli.classes {
+            Some(file) => format!("--classes {}: {e}", file.display()),
+            None => format!("{}: {e}", splits[0].dir.display()),
+        });
+    }
     for (s, f) in splits.iter().zip(&folders) {
         if let Some(c) = f.classes.iter().find(|c| !classes.contains(c)) {
             return cli_common::usage(format!(
@@ -151,18 +179,22 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
             ));
         }
     }
-    for s in &splits {
-        clear(&s.out, cli.overwrite)?;
-    }
-    let (mut packed, mut failed) = (0, 0);
-    for (s, f) in splits.iter().zip(&folders) {
-        let (record, errors) = pack_split(&cli, s, f, &classes)?;
+    // Every output directory locked (one pack at a time in each) and checked before any is
+    // written; each keeps its previous pack until its new one is whole.
+    let dirs = (splits.iter())
+        .map(|s| OutDir::open(&abs(&s.out), cli.overwrite).classified())
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut packed = 0;
+    for ((s, f), dir) in splits.iter().zip(&folders).zip(dirs) {
+        let (record, errors) = pack_split(&cli, s, f, dir, &classes)?;
         for e in &errors {
             out.emit(e)?;
         }
         failed += errors.len();
-        packed += record.samples;
-        out.emit(&record)?;
+        if let Some(record) = record {
+            packed += record.samples;
+            out.emit(&record)?;
+        }
     }
     out.emit(&Summary {
         ok: packed,
@@ -173,37 +205,28 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     Ok(Outcome::from_failures(failed))
 }
 
-/// Makes `dir`, refusing one that holds files unless `overwrite` (then what an earlier pack
-/// wrote there is removed, so that no old shard is left among the new).
-fn clear(dir: &Path, overwrite: bool) -> Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("making {}", dir.display()))?;
-    let entries: Vec<PathBuf> = (std::fs::read_dir(dir)?)
-        .filter_map(|e| e.ok().map(|e| e.path()))
+/// The folders in `dir` other than train/ and val/, in name order.
+fn other_folders(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut others: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name() != "train" && e.file_name() != "val")
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
         .collect();
-    if entries.is_empty() {
-        return Ok(());
-    }
-    if !overwrite {
-        return cli_common::usage(format!(
-            "{} holds files already (--overwrite replaces what pack wrote there)",
-            dir.display()
-        ));
-    }
-    for p in entries {
-        if p.file_name().is_some_and(data_pack::is_packed_file) {
-            std::fs::remove_file(&p).with_context(|| format!("removing {}", p.display()))?;
-        }
-    }
-    Ok(())
+    others.sort();
+    Ok(others)
 }
 
-/// Packs one split: its record, and an error record per image left out.
+/// Packs one split: its record (none when no image could be packed: nothing was written), and
+/// an error record per image or directory left out.
 fn pack_split(
     cli: &Cli,
     s: &Split,
     f: &ImageFolder,
+    dir: OutDir,
     classes: &[OsString],
-) -> Result<(Packed, Vec<ErrorRecord>)> {
+) -> Result<(Option<Packed>, Vec<ErrorRecord>)> {
     let o = data_pack::Options {
         format: cli.format,
         shard_size: cli.shard_size,
@@ -211,23 +234,30 @@ fn pack_split(
         shuffle: (!cli.no_shuffle).then_some(cli.seed),
         max_image_bytes: cli.max_image_bytes,
     };
-    let p = match data_pack::pack(
-        f,
-        &abs(&s.out),
-        classes,
-        &o,
-        &cli_common::interrupt::requested,
-    ) {
+    let p = match data_pack::pack(f, dir, classes, &o, &cli_common::interrupt::requested) {
         Ok(p) => p,
         Err(data_pack::PackError::Stopped) => return Err(cli_common::Interrupted.into()),
-        Err(data_pack::PackError::Failed(e)) => anyhow::bail!("{}: {e}", s.out.display()),
+        Err(e) => {
+            return Err(anyhow::Error::new(error_class::Classified::from(e)))
+                .with_context(|| format!("packing into {}", s.out.display()));
+        }
     };
-    let errors = (p.left_out.into_iter())
+    let mut errors: Vec<ErrorRecord> = (p.left_out.into_iter())
         .map(|(path, why)| ErrorRecord {
             input: path.into_os_string(),
-            message: format!("{why}: left out"),
+            message: why,
         })
         .collect();
+    let Some(data) = p.data else {
+        errors.push(ErrorRecord {
+            input: s.dir.clone().into_os_string(),
+            message: format!(
+                "no image could be packed: nothing written ({} holds what it held)",
+                s.out.display()
+            ),
+        });
+        return Ok((None, errors));
+    };
     let record = Packed {
         split: s.name.map(str::to_string),
         format: cli.format.name().into(),
@@ -235,9 +265,9 @@ fn pack_split(
         classes: classes.len(),
         bytes: p.files.iter().map(|w| w.bytes).sum(),
         files: p.files.iter().map(|w| w.path.clone()).collect(),
-        data: PathBuf::from(p.data),
+        data: PathBuf::from(data),
     };
-    Ok((record, errors))
+    Ok((Some(record), errors))
 }
 
 fn abs(p: &Path) -> PathBuf {

@@ -35,11 +35,21 @@ fn folder(dir: &Path) {
                 let ext = ["png", "jpg", "webp"][(i + c) % 3];
                 let p = dir.join(format!("{split}/{class}/{class}{i}.{ext}"));
                 std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-                std::fs::write(&p, format!("{split} {class} {i}").repeat(100 * (i + 1))).unwrap();
+                std::fs::write(&p, image_bytes(&format!("{split} {class} {i}"), i)).unwrap();
             }
         }
     }
 }
+
+/// Bytes that start as a PNG does (what training's decoders are chosen by), then `text`
+/// repeated: images told apart by their bytes.
+fn image_bytes(text: &str, i: usize) -> Vec<u8> {
+    let mut b = PNG_MAGIC.to_vec();
+    b.extend(text.repeat(100 * (i + 1)).bytes());
+    b
+}
+
+const PNG_MAGIC: &[u8] = b"\x89PNG\r\n\x1a\n";
 
 fn pack(args: &[&str], dir: &Path) -> Output {
     Command::new(BIN)
@@ -207,7 +217,10 @@ fn a_folder_packed_before_is_kept_unless_overwritten_and_classes_can_be_given() 
     // Replaced, with no shard of the earlier pack left beside the new one.
     let recs = packed(&pack(&["imgs/train", "-o", "out", "--overwrite"], d));
     assert_eq!(recs[0].files.len(), 2, "one shard and classes.txt");
-    assert_eq!(std::fs::read_dir(d.join("out")).unwrap().count(), 2);
+    assert_eq!(
+        visible(&d.join("out")),
+        [&b"classes.txt"[..], b"shard-000000.tar"]
+    );
     // The validation folder alone, labelled by the training classes (a fourth class first).
     std::fs::write(d.join("names.txt"), "bird\ncat\ndog\nfish\n").unwrap();
     let recs = packed(&pack(
@@ -229,4 +242,411 @@ print(json.dumps(sorted({int(s["cls"]) for s in wds.WebDataset(list(braceexpand.
     let o = pack(&["imgs/val", "-o", "val2", "--classes", "few.txt"], d);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("\"fish\" is not among --classes few.txt"));
+}
+
+/// The names in `dir`, sorted, as bytes.
+fn names(dir: &Path) -> Vec<Vec<u8>> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut n: Vec<Vec<u8>> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().as_bytes().to_vec())
+        .collect();
+    n.sort();
+    n
+}
+
+/// The names in `dir` that do not start with a dot.
+fn visible(dir: &Path) -> Vec<Vec<u8>> {
+    names(dir)
+        .into_iter()
+        .filter(|n| !n.starts_with(b"."))
+        .collect()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn overwrite_replaces_only_the_files_pack_wrote() {
+    use std::os::unix::ffi::OsStrExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    folder(&d.join("imgs"));
+    let first = packed(&pack(&["imgs/train", "-o", "out", "--shard-size", "4K"], d));
+    assert!(
+        first[0].files.len() > 3,
+        "several shards: {:?}",
+        first[0].files
+    );
+    let out = d.join("out");
+    // Files pack never wrote, some named almost as it names its own; a RecordIO file of
+    // another tool's beside a pack of shards.
+    let foreign: Vec<PathBuf> = [
+        &b"shard-final.tar"[..],
+        b"shard-\xff.tar",
+        b"shard-00001.tar",
+        b"shard-0000001.tar",
+        b"notes.txt",
+        b"data.rec",
+    ]
+    .iter()
+    .map(|n| out.join(std::ffi::OsStr::from_bytes(n)))
+    .collect();
+    for f in &foreign {
+        std::fs::write(f, b"not pack's").unwrap();
+    }
+    let recs = packed(&pack(&["imgs/train", "-o", "out", "--overwrite"], d));
+    assert_eq!(recs[0].files.len(), 2, "one shard and classes.txt");
+    for f in &foreign {
+        assert_eq!(
+            std::fs::read(f).unwrap(),
+            b"not pack's",
+            "{} kept",
+            f.display()
+        );
+    }
+    // The earlier pack's other shards are gone: nothing of it is left beside the new one.
+    assert!(!out.join("shard-000001.tar").exists());
+    assert!(out.join("shard-000000.tar").exists() && out.join("classes.txt").exists());
+}
+
+#[test]
+fn an_overwrite_stopped_midway_leaves_the_previous_pack_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    folder(&d.join("imgs"));
+    packed(&pack(&["imgs", "-o", "out"], d));
+    let before = visible(&d.join("out/val"));
+    let old_val = std::fs::read(d.join("out/val/shard-000000.tar")).unwrap();
+    // The training split now holds many files that cannot be read: their error records fill
+    // the pipe to a reader that does not read, which stops the pack between its two splits.
+    for i in 0..1500 {
+        let p = d.join(format!("imgs/train/cat/fifo-with-a-long-name-{i:04}.png"));
+        let c = std::ffi::CString::new(p.into_os_string().into_encoded_bytes()).unwrap();
+        // SAFETY: mkfifo with a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    }
+    std::fs::write(d.join("imgs/val/cat/new.png"), image_bytes("new", 1)).unwrap();
+    let mut child = Command::new(BIN)
+        .current_dir(d)
+        .args(["imgs", "-o", "out", "--overwrite"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Waits until the pipe (64 KiB) is all but full: the training split is written, its error
+    // records wait, and the pack waits for them to be read.
+    let fd = std::os::fd::AsRawFd::as_raw_fd(child.stdout.as_ref().unwrap());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let mut n: libc::c_int = 0;
+        // SAFETY: FIONREAD writes the bytes waiting in the pipe into `n`.
+        unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) };
+        if n >= 60_000 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "pack never blocked");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // The pack is held between its splits: the validation split keeps its previous pack.
+    assert_eq!(visible(&d.join("out/val")), before, "the previous val pack");
+    assert_eq!(
+        std::fs::read(d.join("out/val/shard-000000.tar")).unwrap(),
+        old_val
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(visible(&d.join("out/val")), before, "the previous val pack");
+    // What the killed run left does not stand in the next one's way.
+    for i in 0..1500 {
+        std::fs::remove_file(d.join(format!("imgs/train/cat/fifo-with-a-long-name-{i:04}.png")))
+            .unwrap();
+    }
+    let recs = packed(&pack(&["imgs", "-o", "out", "--overwrite"], d));
+    assert_eq!(recs[1].samples, 7);
+    assert_eq!(
+        names(&d.join("out/val")),
+        [
+            &b".lock"[..],
+            b".pack-files",
+            b"classes.txt",
+            b"shard-000000.tar"
+        ]
+    );
+}
+
+#[test]
+fn a_second_pack_into_a_directory_in_use_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    folder(&d.join("imgs"));
+    packed(&pack(&["imgs/train", "-o", "out"], d));
+    let before = std::fs::read(d.join("out/shard-000000.tar")).unwrap();
+    // Another run holds the directory.
+    let held = atomic_file::DirLock::acquire(&d.join("out")).unwrap();
+    let o = pack(&["imgs/val", "-o", "out", "--overwrite"], d);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("in use by another run"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(
+        std::fs::read(d.join("out/shard-000000.tar")).unwrap(),
+        before
+    );
+    drop(held);
+    packed(&pack(&["imgs/val", "-o", "out", "--overwrite"], d));
+}
+
+#[test]
+fn what_a_killed_pack_left_does_not_block_the_next() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    folder(&d.join("imgs"));
+    let out = d.join("out");
+    std::fs::create_dir_all(out.join(".pack-staging")).unwrap();
+    // A pack killed while writing: its staging directory, and temp files of packs that wrote
+    // in the directory itself, by a process that is gone and by a zombie (a child that ended
+    // and that no one reaped: its pid still has its /proc entry).
+    std::fs::write(out.join(".pack-staging/shard-000000.tar"), b"half").unwrap();
+    let mut zombie = Command::new("true").spawn().unwrap();
+    let zpid = zombie.id();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !std::fs::read_to_string(format!("/proc/{zpid}/stat"))
+        .unwrap()
+        .contains(") Z")
+    {
+        assert!(std::time::Instant::now() < deadline, "never a zombie");
+        std::thread::yield_now();
+    }
+    let partials = [
+        format!(".data.rec.{zpid}.AbC123.partial"),
+        ".shard-000000.tar.999999999.XyZ789.partial".to_string(),
+    ];
+    for p in &partials {
+        std::fs::write(out.join(p), vec![0u8; 1000]).unwrap();
+    }
+    packed(&pack(&["imgs/train", "-o", "out"], d));
+    for p in &partials {
+        assert!(!out.join(p).exists(), "{p} removed");
+    }
+    assert!(!out.join(".pack-staging").exists());
+    zombie.wait().unwrap();
+}
+
+#[test]
+fn class_names_a_line_cannot_carry_are_refused_before_anything_is_written() {
+    use std::os::unix::ffi::OsStrExt;
+    for (name, says) in [
+        (&b"cr\r"[..], "carriage return"),
+        (b"two\nlines", "line break"),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        folder(&d.join("imgs"));
+        let class = d.join("imgs/train").join(std::ffi::OsStr::from_bytes(name));
+        std::fs::create_dir_all(&class).unwrap();
+        std::fs::write(class.join("a.png"), image_bytes("a", 0)).unwrap();
+        let o = pack(&["imgs/train", "-o", "out"], d);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{}", stderr(&o));
+        assert!(
+            !d.join("out").exists() || names(&d.join("out")).is_empty(),
+            "nothing written: {:?}",
+            names(&d.join("out"))
+        );
+    }
+    // Names that are not UTF-8 come back as the same bytes: the pack's classes.txt packs the
+    // validation split.
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    for split in ["train", "val"] {
+        for (i, class) in [&b"caf\xe9"[..], b"caf\xe8"].iter().enumerate() {
+            let c = d
+                .join("imgs")
+                .join(split)
+                .join(std::ffi::OsStr::from_bytes(class));
+            std::fs::create_dir_all(&c).unwrap();
+            std::fs::write(c.join("a.png"), image_bytes(split, i)).unwrap();
+        }
+    }
+    packed(&pack(&["imgs/train", "-o", "train"], d));
+    assert_eq!(
+        std::fs::read(d.join("train/classes.txt")).unwrap(),
+        b"caf\xe8\ncaf\xe9\n"
+    );
+    let recs = packed(&pack(
+        &["imgs/val", "-o", "val", "--classes", "train/classes.txt"],
+        d,
+    ));
+    assert_eq!(recs[0].classes, 2);
+}
+
+#[test]
+fn images_training_cannot_decode_are_error_records_and_suffixes_are_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let c = d.join("imgs/cls");
+    std::fs::create_dir_all(&c).unwrap();
+    std::fs::write(c.join(".png"), image_bytes("only a suffix", 0)).unwrap();
+    std::fs::write(c.join("LOUD.JPG"), image_bytes("upper case", 0)).unwrap();
+    std::fs::write(c.join("x.ppm"), b"P6\n1 1\n255\n\x01\x02\x03").unwrap();
+    std::fs::write(c.join("y.pgm"), b"P5\n1 1\n255\n\x01").unwrap();
+    let o = pack(&["imgs", "-o", "out", "--no-shuffle"], d);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let errors: Vec<ErrorRecord> = testkit::typed(&o.stdout);
+    let mut left: Vec<String> = errors
+        .iter()
+        .map(|e| {
+            e.input
+                .to_string_lossy()
+                .rsplit('/')
+                .next()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    left.sort();
+    assert_eq!(left, ["x.ppm", "y.pgm"], "{errors:?}");
+    assert!(errors[0].message.contains("not an image"), "{errors:?}");
+    let recs: Vec<Packed> = testkit::typed(&o.stdout);
+    assert_eq!(recs[0].samples, 2);
+    let members = python(
+        r#"
+import json, sys, tarfile
+print(json.dumps(sorted(tarfile.open(sys.argv[1]).getnames())))
+"#,
+        &[&d.join("out/shard-000000.tar")],
+    );
+    assert_eq!(
+        members,
+        serde_json::json!([
+            "000000000.cls",
+            "000000000.png",
+            "000000001.cls",
+            "000000001.jpg"
+        ])
+    );
+}
+
+#[test]
+fn an_image_too_large_for_a_record_is_an_error_record() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    folder(&d.join("imgs"));
+    // 512 MiB (a sparse file that starts as a PNG): no RecordIO length holds it.
+    let big = d.join("imgs/train/cat/big.png");
+    let f = std::fs::File::create(&big).unwrap();
+    std::io::Write::write_all(&mut &f, PNG_MAGIC).unwrap();
+    f.set_len(1 << 29).unwrap();
+    drop(f);
+    let o = pack(
+        &[
+            "imgs/train",
+            "-o",
+            "out",
+            "--format",
+            "recordio",
+            "--max-image-bytes",
+            "1G",
+        ],
+        d,
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let errors: Vec<ErrorRecord> = testkit::typed(&o.stdout);
+    assert_eq!(errors.len(), 1);
+    assert!(errors[0].input.to_string_lossy().ends_with("big.png"));
+    assert!(errors[0].message.contains("29 bits"), "{errors:?}");
+    let recs: Vec<Packed> = testkit::typed(&o.stdout);
+    assert_eq!(recs[0].samples, 15);
+}
+
+#[test]
+fn the_record_names_what_ddp_train_takes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    folder(&d.join("imgs"));
+    // A directory whose name a brace pattern would expand.
+    let recs = packed(&pack(
+        &["imgs/train", "-o", "out{a,b}\\x", "--shard-size", "8K"],
+        d,
+    ));
+    let data = recs[0].data.to_str().unwrap().strip_prefix("wds:").unwrap();
+    let got = python(
+        r#"
+import json, sys, braceexpand
+print(json.dumps(list(braceexpand.braceexpand(sys.argv[1]))))
+"#,
+        &[Path::new(data)],
+    );
+    let shards: Vec<String> = recs[0].files[..recs[0].files.len() - 1]
+        .iter()
+        .map(|p| p.to_str().unwrap().to_string())
+        .collect();
+    assert_eq!(got, serde_json::json!(shards));
+    // When every image fails, nothing is written and no record names files.
+    let bad = d.join("bad/cls");
+    std::fs::create_dir_all(&bad).unwrap();
+    testkit::mkfifo(&bad.join("a.png"));
+    let o = pack(&["bad", "-o", "none"], d);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(
+        testkit::typed::<Packed>(&o.stdout).is_empty(),
+        "no packed record"
+    );
+    let errors: Vec<ErrorRecord> = testkit::typed(&o.stdout);
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(
+        names(&d.join("none")).iter().all(|n| n.starts_with(b".")),
+        "{:?}",
+        names(&d.join("none"))
+    );
+}
+
+#[test]
+fn folders_that_are_not_packed_and_unreadable_directories_are_error_records() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    folder(&d.join("imgs"));
+    std::fs::create_dir_all(d.join("imgs/test/cat")).unwrap();
+    std::fs::write(d.join("imgs/test/cat/a.png"), image_bytes("t", 0)).unwrap();
+    // A class's sub-directory that cannot be read (by an unprivileged user: the test drops
+    // root's rights for the pack when it has them).
+    let locked = d.join("imgs/train/dog/more");
+    std::fs::create_dir_all(&locked).unwrap();
+    std::fs::write(locked.join("m.png"), image_bytes("m", 0)).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    for p in [d.to_path_buf(), d.join("imgs")] {
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let mut c = Command::new(BIN);
+    c.current_dir(d).args(["imgs", "-o", "out"]);
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: setgid/setuid between fork and exec, async-signal-safe.
+        unsafe {
+            c.pre_exec(|| {
+                if libc::setgid(65534) != 0 || libc::setuid(65534) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    let o = c.output().unwrap();
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let errors: Vec<ErrorRecord> = testkit::typed(&o.stdout);
+    let inputs: Vec<PathBuf> = errors.iter().map(|e| PathBuf::from(&e.input)).collect();
+    assert!(inputs.contains(&PathBuf::from("imgs/test")), "{errors:?}");
+    assert!(
+        inputs.contains(&PathBuf::from("imgs/train/dog/more")),
+        "{errors:?}"
+    );
+    let recs: Vec<Packed> = testkit::typed(&o.stdout);
+    assert_eq!((recs[0].samples, recs[1].samples), (15, 6));
 }
