@@ -172,6 +172,13 @@ impl ImageFiles {
         let (paths, labels) = folder.samples.into_iter().unzip();
         Self::with(paths, Store::Files, labels, folder.classes, opts, seed)
     }
+        // What the walk could not read is said, not silently lost (os.walk's way).
+        for (dir, why) in &folder.skipped {
+            log::warn!(
+                "{}: cannot be read ({why}): the images in it are left out",
+                dir.display()
+            );
+        }
 
     /// The images of an MXNet RecordIO file, as MXFaceDataset lists them; a record's class is
     /// its label (or its label vector's first), classes 0 to the largest.
@@ -325,6 +332,16 @@ impl ImageFiles {
     ) -> std::result::Result<(), String> {
         let o = &self.opts;
         let bytes = match &self.store {
+    /// Why the store can no longer be read as it was opened (a `.rec` or shard cut short while
+    /// the run reads it), if it cannot.
+    fn shrunk(&self, index: usize) -> Option<String> {
+        match &self.store {
+            Store::Records(rec, _) => rec.shrunk(),
+            Store::Shards(shards) => shards.shrunk(index),
+            Store::Files => None,
+        }
+    }
+
             Store::Records(rec, offsets) => {
                 let payload = rec.read(offsets[index])?.payload;
                 if payload.len() as u64 > o.decode.max_file_bytes() {
@@ -593,6 +610,11 @@ fn numbered_classes(
                 names.len()
             )));
         }
+                                // Data cut short under the run end it: not a bad sample to
+                                // replace (the rest of the file would be skipped one by one).
+                                if let Some(why) = self.shrunk(index) {
+                                    return Err(Error::Data(why));
+                                }
         if let Some(n) = stated.filter(|&n| n != names.len()) {
             return Err(Error::Usage(format!(
                 "--num-classes is {n}, but the classes.txt beside the data names {}",
@@ -606,6 +628,14 @@ fn numbered_classes(
                 "{}: label {label} is past the {} classes named in the classes.txt beside it",
                 path.display(),
                 names.len()
+                                            files.1.join("; ")
+                                        )));
+                                    }
+                                    // Whatever the bound, a run on data of which most cannot be
+                                    // used is not the run asked for.
+                                    if bad * 2 > n {
+                                        return Err(Error::Data(format!(
+                                            "{bad} of the {n} samples could not be used (more than half); the first: {}",
             )));
         }
         return Ok(names);

@@ -26,6 +26,8 @@ pub use data_pack::{HEADER_BYTES, MAGIC};
 pub struct RecordIo {
     rec: PathBuf,
     file: std::fs::File,
+    /// The file's length when it was opened: shorter later, it was cut while read.
+    len: u64,
     /// (key, offset) in the index's order.
     pub index: Vec<(u64, u64)>,
 }
@@ -89,7 +91,12 @@ impl RecordIo {
             }
             index.push((k, o));
         }
-        Ok(RecordIo { rec, file, index })
+        Ok(RecordIo {
+            rec,
+            file,
+            len,
+            index,
+        })
     }
 
     /// The offset of record `key`.
@@ -111,6 +118,23 @@ impl RecordIo {
         Ok(parse(&data, false)
             .map_err(|e| self.at(&e, offset as usize))?
             .class())
+    }
+
+    /// Why the data can no longer be read as it was opened, if it cannot: the file is shorter
+    /// than when it was opened (truncated, or replaced, while a run reads it), named with the
+    /// byte where it now ends. Not a bad record but data that shrank under the run.
+    pub fn shrunk(&self) -> Option<String> {
+        let now = self.file_len().ok()?;
+        (now < self.len).then(|| {
+            self.at(
+                &format!(
+                    "the file ends here, {} bytes short of the {} it had when the run opened it                      (truncated or replaced while read)",
+                    self.len - now,
+                    self.len
+                ),
+                now as usize,
+            )
+        })
     }
 
     fn at(&self, what: &str, pos: usize) -> String {

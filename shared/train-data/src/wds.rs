@@ -53,6 +53,8 @@ pub struct Shards {
     /// Samples left out (no image, or no class), with why: the first few.
     pub left_out: Vec<String>,
     pub left_out_count: usize,
+    /// Each shard's length when it was indexed: shorter later, it was cut while read.
+    lens: Vec<u64>,
 }
 
 /// One sample: its key and where its image is.
@@ -103,9 +105,11 @@ impl Shards {
             ranges: Vec::new(),
             left_out: Vec::new(),
             left_out_count: 0,
+            lens: Vec::new(),
         };
         for one in indexed {
             let one = one?;
+            shards.lens.push(one.len);
             let start = shards.samples.len();
             shards.samples.extend(one.samples);
             shards.ranges.push(start..shards.samples.len());
@@ -135,6 +139,23 @@ impl Shards {
         name.push(b':');
         name.extend_from_slice(&s.key);
         PathBuf::from(OsStr::from_bytes(&name))
+    }
+
+    /// Why sample `i`'s shard can no longer be read as it was indexed, if it cannot: it is
+    /// shorter than it was (truncated, or replaced, while a run reads it), named with the byte
+    /// where it now ends. Not a bad sample but data that shrank under the run.
+    pub fn shrunk(&self, i: usize) -> Option<String> {
+        let shard = self.samples.get(i)?.shard;
+        let path = &self.files[shard];
+        let now = std::fs::metadata(path).ok()?.len();
+        let was = self.lens[shard];
+        (now < was).then(|| {
+            format!(
+                "{} at byte {now}: the shard ends here, {} bytes short of the {was} it had when                  the run indexed it (truncated or replaced while read)",
+                path.display(),
+                was - now
+            )
+        })
     }
 
     /// Sample `i`'s image bytes, refused past `limit`.
@@ -300,6 +321,8 @@ fn balance(mut lists: Vec<Vec<usize>>, split: &Split, total: usize) -> Vec<usize
 struct Indexed {
     samples: Vec<Sample>,
     left_out: Vec<String>,
+    /// The shard's length.
+    len: u64,
 }
 
 /// A sample being gathered: its key, members' suffixes, image (suffix rank, offset, length) and
@@ -328,6 +351,7 @@ fn index(shard: usize, path: &Path) -> Result<Indexed, String> {
     let mut out = Indexed {
         samples: Vec::new(),
         left_out: Vec::new(),
+        len,
     };
     let mut archive = tar::Archive::new(file);
     let entries = archive

@@ -62,3 +62,113 @@ fn records_read_back_as_written_across_magic_words() {
         );
     }
 }
+
+/// `n` 16×16 PNGs of noise.
+fn noise_pngs(n: usize) -> Vec<Vec<u8>> {
+    let mut state = 11u32;
+    (0..n)
+        .map(|_| {
+            let pixels: Vec<u8> = (0..16 * 16 * 3)
+                .map(|_| {
+                    state = state.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                    (state >> 16) as u8
+                })
+                .collect();
+            let mut png = Vec::new();
+            imaging::write_png(&mut png, &pixels, 16, 16, 3).unwrap();
+            png
+        })
+        .collect()
+}
+
+fn opts() -> train_data::images::ImageOptions {
+    train_data::images::ImageOptions {
+        size: 16,
+        transform: train_data::images::Transform::None,
+        ..Default::default()
+    }
+}
+
+/// Every sample once, in batches of 4, until one fails: that error.
+fn read_all(files: &train_data::images::ImageFiles) -> Result<(), String> {
+    let n = files.len() as i64;
+    for start in (0..n).step_by(4) {
+        let batch: Vec<i64> = (start..(start + 4).min(n)).collect();
+        let _batch = files
+            .batch(&batch, false, 0, tch::Device::Cpu)
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+#[test]
+fn a_rec_cut_short_while_read_ends_the_run_naming_the_file_and_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("data");
+    let mut w = RecordWriter::create(&prefix).unwrap();
+    for (key, png) in noise_pngs(40).iter().enumerate() {
+        w.add(key as u64, (key % 2) as f32, png).unwrap();
+    }
+    w.finish().unwrap();
+    let rec = train_data::recordio::RecordIo::open(&prefix).unwrap();
+    let files = train_data::images::ImageFiles::from_records(rec, &prefix, opts(), 0).unwrap();
+    read_all(&files).unwrap();
+    // Cut to 2,000 bytes while the run reads it: the first records still decode, the rest are
+    // not bad samples to replace but data gone.
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.path().join("data.rec"))
+        .unwrap();
+    f.set_len(2000).unwrap();
+    let e = read_all(&files).unwrap_err();
+    assert!(
+        e.contains("data.rec at byte 2000") && e.contains("truncated"),
+        "{e}"
+    );
+    assert_eq!(files.bad_inputs(), 0, "nothing counted as a bad sample");
+}
+
+#[test]
+fn a_shard_cut_short_while_read_ends_the_run_naming_the_file_and_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = ShardWriter::new(dir.path(), 1 << 30, 1000);
+    for (i, png) in noise_pngs(40).iter().enumerate() {
+        let s = Sample {
+            suffix: "png",
+            image: png,
+            label: i % 2,
+        };
+        w.add(&format!("{i:09}"), &s).unwrap();
+    }
+    let written = w.finish().unwrap();
+    let shards = train_data::wds::Shards::open(written[0].path.as_os_str()).unwrap();
+    let files = train_data::images::ImageFiles::from_shards(shards, opts(), 0).unwrap();
+    read_all(&files).unwrap();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&written[0].path)
+        .unwrap();
+    f.set_len(4000).unwrap();
+    let e = read_all(&files).unwrap_err();
+    assert!(
+        e.contains("shard-000000.tar at byte 4000") && e.contains("truncated"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_run_where_most_samples_cannot_be_used_stops_whatever_the_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let pngs = noise_pngs(8);
+    for (i, png) in pngs.iter().enumerate() {
+        let class = dir.path().join(format!("c{}", i % 2));
+        std::fs::create_dir_all(&class).unwrap();
+        // Five of eight are not images.
+        let bytes: &[u8] = if i < 5 { b"not an image" } else { png };
+        std::fs::write(class.join(format!("{i}.png")), bytes).unwrap();
+    }
+    let folder = train_data::folder::ImageFolder::scan(dir.path()).unwrap();
+    let files = train_data::images::ImageFiles::new(folder, opts(), 0).unwrap();
+    let e = read_all(&files).unwrap_err();
+    assert!(e.contains("more than half"), "{e}");
+}
