@@ -169,9 +169,6 @@ impl ImageFiles {
         opts: ImageOptions,
         seed: i64,
     ) -> Result<ImageFiles> {
-        let (paths, labels) = folder.samples.into_iter().unzip();
-        Self::with(paths, Store::Files, labels, folder.classes, opts, seed)
-    }
         // What the walk could not read is said, not silently lost (os.walk's way).
         for (dir, why) in &folder.skipped {
             log::warn!(
@@ -179,6 +176,9 @@ impl ImageFiles {
                 dir.display()
             );
         }
+        let (paths, labels) = folder.samples.into_iter().unzip();
+        Self::with(paths, Store::Files, labels, folder.classes, opts, seed)
+    }
 
     /// The images of an MXNet RecordIO file, as MXFaceDataset lists them; a record's class is
     /// its label (or its label vector's first), classes 0 to the largest.
@@ -322,16 +322,6 @@ impl ImageFiles {
         self.bad.load(Ordering::Relaxed)
     }
 
-    /// Sample `index` as the model receives it: float32 [3, size, size] into `out`.
-    fn load(
-        &self,
-        index: usize,
-        augment: bool,
-        epoch: usize,
-        out: &mut [f32],
-    ) -> std::result::Result<(), String> {
-        let o = &self.opts;
-        let bytes = match &self.store {
     /// Why the store can no longer be read as it was opened (a `.rec` or shard cut short while
     /// the run reads it), if it cannot.
     fn shrunk(&self, index: usize) -> Option<String> {
@@ -342,6 +332,16 @@ impl ImageFiles {
         }
     }
 
+    /// Sample `index` as the model receives it: float32 [3, size, size] into `out`.
+    fn load(
+        &self,
+        index: usize,
+        augment: bool,
+        epoch: usize,
+        out: &mut [f32],
+    ) -> std::result::Result<(), String> {
+        let o = &self.opts;
+        let bytes = match &self.store {
             Store::Records(rec, offsets) => {
                 let payload = rec.read(offsets[index])?.payload;
                 if payload.len() as u64 > o.decode.max_file_bytes() {
@@ -560,6 +560,11 @@ impl ImageFiles {
                                 return Ok(self.labels[index]);
                             }
                             Err(why) => {
+                                // Data cut short under the run end it: not a bad sample to
+                                // replace (the rest of the file would be skipped one by one).
+                                if let Some(why) = self.shrunk(index) {
+                                    return Err(Error::Data(why));
+                                }
                                 let text = format!("{}: {why}", self.paths[index].display());
                                 self.bad.fetch_add(1, Ordering::Relaxed);
                                 let mut files = self.bad_files.lock().unwrap_or_else(|e| e.into_inner());
@@ -573,6 +578,14 @@ impl ImageFiles {
                                         return Err(Error::Data(format!(
                                             "more than --max-bad-inputs {} files could not be used; the first: {}",
                                             self.opts.max_bad,
+                                            files.1.join("; ")
+                                        )));
+                                    }
+                                    // Whatever the bound, a run on data of which most cannot be
+                                    // used is not the run asked for.
+                                    if bad * 2 > n {
+                                        return Err(Error::Data(format!(
+                                            "{bad} of the {n} samples could not be used (more than half); the first: {}",
                                             files.1.join("; ")
                                         )));
                                     }
@@ -610,11 +623,6 @@ fn numbered_classes(
                 names.len()
             )));
         }
-                                // Data cut short under the run end it: not a bad sample to
-                                // replace (the rest of the file would be skipped one by one).
-                                if let Some(why) = self.shrunk(index) {
-                                    return Err(Error::Data(why));
-                                }
         if let Some(n) = stated.filter(|&n| n != names.len()) {
             return Err(Error::Usage(format!(
                 "--num-classes is {n}, but the classes.txt beside the data names {}",
@@ -628,14 +636,6 @@ fn numbered_classes(
                 "{}: label {label} is past the {} classes named in the classes.txt beside it",
                 path.display(),
                 names.len()
-                                            files.1.join("; ")
-                                        )));
-                                    }
-                                    // Whatever the bound, a run on data of which most cannot be
-                                    // used is not the run asked for.
-                                    if bad * 2 > n {
-                                        return Err(Error::Data(format!(
-                                            "{bad} of the {n} samples could not be used (more than half); the first: {}",
             )));
         }
         return Ok(names);
