@@ -5,7 +5,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${SHARDKIT_BIN:-$root/target/release}
 mkdir -p "$root/man"
-for tool in shard-list crop-resize gather-npz generate project-one-gpu all-reduce-check ddp-train sweep pack; do
+for tool in shard-list crop-resize gather-npz generate project-one-gpu all-reduce-check ddp-train sweep pack classify; do
   "$bin/$tool" --generate man >"$root/man/$tool.1.tmp"
   mv "$root/man/$tool.1.tmp" "$root/man/$tool.1"
   echo "man/$tool.1"

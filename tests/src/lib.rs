@@ -17,6 +17,7 @@ pub const TOOLS: &[&str] = &[
     "ddp-train",
     "sweep",
     "pack",
+    "classify",
 ];
 
 /// The directory holding the built binaries: the test executable's directory minus `deps`.
@@ -355,6 +356,8 @@ typed! {
     records::Decision => "decision",
     records::Packed => "packed",
     records::NetworkRecord => "network",
+    records::PredictionRecord => "prediction",
+    records::EvaluationRecord => "evaluation",
 }
 
 /// Every record of type `T` among `stdout`'s lines ([`records`]), decoded into `T`: a line of

@@ -518,6 +518,69 @@ pub struct Timing {
     pub wrong: Option<u64>,
 }
 
+/// One image classified by `classify`: its most probable classes, most probable first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename = "prediction")]
+pub struct PredictionRecord {
+    /// The input as given (with `--data`, the sample's name: its file, `PREFIX.rec:KEY`,
+    /// `SHARD:KEY`).
+    #[serde(with = "os_text")]
+    pub input: OsString,
+    pub top: Vec<ClassProb>,
+    /// The image's class in labelled data (`--data`), by index.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub label: Option<usize>,
+}
+
+/// A class and the probability the model gives it (softmax of the logits).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClassProb {
+    /// Its name (a class folder of the training images), or its index as text.
+    pub class: String,
+    pub index: usize,
+    pub prob: f64,
+}
+
+/// `classify`'s figures over labelled data (`--data`), as `ddp-train`'s validation computes
+/// them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename = "evaluation")]
+pub struct EvaluationRecord {
+    /// `--data` as given.
+    #[serde(with = "os_text")]
+    pub data: OsString,
+    /// Images evaluated (those that could not be used have error records and are not counted).
+    pub images: usize,
+    /// Mean cross-entropy.
+    pub loss: f64,
+    /// Percent of images whose most probable class is theirs.
+    pub top1: f64,
+    /// Percent whose class is among the 5 most probable (among all, when the model has fewer
+    /// than 5 classes: `top5_of` says how many).
+    pub top5: f64,
+    pub top5_of: usize,
+    /// Top-1 per class, in label order.
+    pub per_class: Vec<ClassAccuracy>,
+    /// The confusion matrix's CSV (`--confusion`), absolute.
+    #[serde(
+        with = "os_text::option",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
+    pub confusion: Option<PathBuf>,
+}
+
+/// One class's share of an [`EvaluationRecord`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClassAccuracy {
+    pub class: String,
+    pub index: usize,
+    /// Its images evaluated.
+    pub images: usize,
+    /// Percent of them classified as it; null when it has none.
+    pub top1: Option<f64>,
+}
+
 /// One work item read from a line or an argument.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InputItem {
@@ -808,6 +871,53 @@ mod tests {
             vec![InputItem::path("t.png")]
         );
         assert!(parse_input_line(b"{\"path\":\"\xe9\"}").is_err());
+    }
+
+    #[test]
+    fn predictions_and_evaluations_round_trip_and_give_no_work_item() {
+        let p = PredictionRecord {
+            input: OsString::from_vec(b"imgs/caf\xe9.jpg".to_vec()),
+            top: vec![ClassProb {
+                class: "cat, \"big\"".into(),
+                index: 3,
+                prob: 0.75,
+            }],
+            label: Some(1),
+        };
+        let line = serde_json::to_string(&p).unwrap();
+        assert!(
+            line.starts_with(r#"{"type":"prediction","input":{"bytes":"#),
+            "{line}"
+        );
+        assert_eq!(serde_json::from_str::<PredictionRecord>(&line).unwrap(), p);
+        // Read as an input line, a prediction names no file to work on.
+        assert!(parse_input_line(&line).unwrap().is_empty());
+        let e = EvaluationRecord {
+            data: "imagefolder:val".into(),
+            images: 2,
+            loss: 0.5,
+            top1: 50.0,
+            top5: 100.0,
+            top5_of: 5,
+            per_class: vec![
+                ClassAccuracy {
+                    class: "a".into(),
+                    index: 0,
+                    images: 2,
+                    top1: Some(50.0),
+                },
+                ClassAccuracy {
+                    class: "b".into(),
+                    index: 1,
+                    images: 0,
+                    top1: None,
+                },
+            ],
+            confusion: Some("/o/confusion.csv".into()),
+        };
+        let line = serde_json::to_string(&e).unwrap();
+        assert!(line.contains(r#""top1":null"#), "{line}");
+        assert_eq!(serde_json::from_str::<EvaluationRecord>(&line).unwrap(), e);
     }
 
     #[test]

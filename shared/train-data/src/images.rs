@@ -519,6 +519,46 @@ impl ImageFiles {
         }
     }
 
+    /// Image files named by their paths, unlabelled (label 0, no classes), for a tool that
+    /// prepares images as evaluation does ([`Self::eval_batch`]).
+    pub fn from_paths(paths: Vec<PathBuf>, opts: ImageOptions) -> Result<ImageFiles> {
+        let labels = vec![0; paths.len()];
+        Self::with(paths, Store::Files, labels, Vec::new(), opts, 0)
+    }
+
+    /// The samples at `indices` as evaluation prepares them (the transform's evaluation form,
+    /// normalised), decoded on the worker threads: float32 [n, 3, size, size] on the host, and
+    /// per sample `Ok` or why it cannot be used (its rows then hold nothing meaningful). Unlike
+    /// [`Self::batch`], a bad sample is neither replaced nor counted: the caller reports it.
+    pub fn eval_batch(&self, indices: &[usize]) -> (Tensor, Vec<std::result::Result<(), String>>) {
+        use rayon::prelude::*;
+        let s = self.opts.size as usize;
+        let per = 3 * s * s;
+        let x = Tensor::zeros(
+            [indices.len() as i64, 3, s as i64, s as i64],
+            (tch::Kind::Float, Device::Cpu),
+        );
+        // SAFETY: `x` is a new contiguous host tensor of exactly these many float32 elements,
+        // held only here while the slice lives.
+        let pixels = unsafe {
+            std::slice::from_raw_parts_mut(x.data_ptr() as *mut f32, indices.len() * per)
+        };
+        let results = self.pool.install(|| {
+            pixels
+                .par_chunks_exact_mut(per)
+                .zip(indices.par_iter())
+                .map(|(out, &index)| {
+                    // A decoder that panics on a file makes it a bad sample, not the end.
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        self.load(index, false, 0, out)
+                    }))
+                    .unwrap_or_else(|_| Err("the decoder panicked on it".into()))
+                })
+                .collect()
+        });
+        (x, results)
+    }
+
     /// Decodes the batch at `indices` on the worker threads: pixels and labels.
     fn decode(&self, indices: &[i64], augment: bool, epoch: usize) -> Decoded {
         use rayon::prelude::*;

@@ -11,6 +11,8 @@
 //!   [`collectives::Communicator`];
 //! - [`pipeline`]: model parallelism — the cut into stages on several devices (GPipe);
 //! - [`syncbn`]: SyncBatchNorm (global-batch statistics through a differentiable all-reduce);
+//! - [`infer`]: a checkpoint's model loaded for evaluation, and an evaluation's figures (the
+//!   sums validation takes), for `classify`;
 //! - [`checkpoint`]: model + optimiser + scaler + epoch (and, inside an epoch, the step and the
 //!   ranks' partial sums) in safetensors files, written atomically; the model's tensors keep
 //!   torchvision's names.
@@ -18,6 +20,7 @@
 pub mod checkpoint;
 pub mod ddp;
 pub mod flat;
+pub mod infer;
 pub mod optim;
 pub mod pipeline;
 pub mod resnet;

@@ -571,14 +571,10 @@ pub(super) fn evaluate(
             };
             let logits = forward(model, stages, &x, false, cfg.precision)?.to_kind(Kind::Float);
             let y = y.to_device_(out, y.kind(), true, false);
-            let _ = loss.shallow_clone().g_add_(
-                &logits
-                    .cross_entropy_loss::<Tensor>(&y, None, tch::Reduction::Sum, -100, 0.0)
-                    .to_kind(Kind::Double),
-            );
-            let _ = correct
-                .shallow_clone()
-                .g_add_(&logits.argmax(1, false).eq_tensor(&y).sum(Kind::Int64));
+            // The sums `classify` takes too, so that its figures are these.
+            let (batch_loss, batch_correct) = crate::infer::batch_sums(&logits, &y);
+            let _ = loss.shallow_clone().g_add_(&batch_loss);
+            let _ = correct.shallow_clone().g_add_(&batch_correct);
         }
         Ok(())
     })?;

@@ -1,0 +1,3 @@
+fn main() {
+    torch_build::link_libtorch();
+}

@@ -1,0 +1,430 @@
+//! `classify`: a `ddp-train` checkpoint put to work on images: the most probable classes of
+//! each, and with labelled data the evaluation `ddp-train`'s validation computes.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use cli_common::{CommonArgs, JsonlOut, Outcome, ResultExt as _, Tally, Tool, inputs, interrupt};
+use device::{Env, Precision};
+use records::{ClassAccuracy, ClassProb, ErrorRecord, EvaluationRecord, PredictionRecord};
+use tch::{Device, Kind, Tensor};
+use train::infer::{Classifier, Evaluation};
+use train_data::images::ImageFiles;
+
+/// Classify images with a ddp-train checkpoint.
+///
+/// Loads the model of a checkpoint that ddp-train wrote (--checkpoint: last.safetensors or
+/// best.safetensors; every ResNet and both stems) and prepares each image as that run's
+/// evaluation did, from the checkpoint's metadata: decoded with Pillow's pixels
+/// (`Image.open(p).convert("RGB")`), torchvision's `Resize(size * 256 // 224)` and
+/// `CenterCrop(size)` (or the image as it is, for runs without a resize), `ToTensor()` and the
+/// run's `Normalize(mean, std)`; `ddp-train --print-eval-snippet` prints the same steps as
+/// torchvision code. Each image gets its most probable classes (softmax of the logits), named
+/// as the run named them.
+///
+/// Images come from arguments, stdin lines or shard-list's records. With --data (labelled
+/// images, as ddp-train's --data names them) the tool also evaluates the model on them: loss,
+/// top-1, top-5 and per-class accuracy as ddp-train's validation computes them, and with
+/// --confusion the confusion matrix as CSV.
+#[derive(Debug, Parser)]
+#[command(name = "classify", version, max_term_width = 100)]
+pub struct Cli {
+    /// Images or JSON records (shard records, records with "path"); `-` or none reads stdin.
+    /// --device auto takes cuda:(LOCAL_RANK, else GNU parallel's job slot - 1, else the shard
+    /// index of a shard-record argument) mod the visible GPUs.
+    #[arg(value_name = "INPUTS", conflicts_with = "data")]
+    pub inputs: Vec<OsString>,
+
+    /// The checkpoint ddp-train wrote (last.safetensors, best.safetensors).
+    #[arg(long, value_name = "FILE")]
+    pub checkpoint: PathBuf,
+
+    /// Classes per image, most probable first (at most the model's classes).
+    #[arg(long, value_name = "K", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    pub top_k: u32,
+
+    /// Labelled images to evaluate the model on instead of INPUTS: imagefolder:DIR (DIR/val
+    /// when DIR holds train and val, else DIR; its class folders must be the model's),
+    /// recordio:PREFIX or wds:PATTERN (the validation records or shards, as pack writes them).
+    #[arg(long, value_name = "KIND:ARG")]
+    pub data: Option<OsString>,
+
+    /// Write the confusion matrix of --data to FILE as CSV: a row per true class, a column per
+    /// predicted class, headed by the class names.
+    #[arg(long, value_name = "FILE.csv", requires = "data")]
+    pub confusion: Option<PathBuf>,
+
+    /// Images per forward pass. ddp-train evaluates in batches of twice its per-rank
+    /// --batch-size; the same batches give its figures to the bit.
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    pub batch_size: u32,
+
+    #[command(flatten)]
+    pub gpu: device::GpuArgs,
+
+    #[command(flatten)]
+    pub cpu: cli_common::threads::ThreadArgs,
+
+    #[command(flatten)]
+    pub list: cli_common::inputs::ListArgs,
+
+    #[command(flatten)]
+    pub retry: cli_common::inputs::RetryArgs,
+
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+impl Tool for Cli {
+    const RECORDS: &'static str = r#"Reads image paths, one per line or as arguments, or JSON records: shard records ("paths"), records with "path", or a previous stage's records with "output". "error" and "summary" records are skipped. With --data, the labelled images instead.
+.PP
+Prints one record per image, in input order: its --top-k most probable classes (softmax of the logits, most probable first; "class" is the name the training run gave it, or its index as text), and with --data its true class ("label"):
+.PP
+.nf
+{"type":"prediction","input":"imgs/a/1.jpg","top":[{"class":"tabby","index":281,"prob":0.8127},{"class":"tiger_cat","index":282,"prob":0.1032}]}
+{"type":"error","input":"imgs/a/2.jpg","message":"cannot decode: ..."}
+.fi
+.PP
+With --data, an evaluation record after the images: the loss (mean cross-entropy), top-1 and top-5 (percent; top5_of is 5, or the classes when the model has fewer), the top-1 of each class ("top1" null for a class without images), and the confusion CSV written:
+.PP
+.nf
+{"type":"evaluation","data":"imagefolder:val","images":500,"loss":0.412,"top1":88.6,"top5":99.2,"top5_of":5,"per_class":[{"class":"cat","index":0,"images":250,"top1":90.4},...],"confusion":"/abs/confusion.csv"}
+.fi
+.PP
+and last {"type":"summary","ok":N,"skipped":0,"failed":N,"elapsed_ms":N}. An image that cannot be used (unreadable, not an image, the wrong size for a model that does not resize) is an error record and is left out of the figures; the others go on, and the tool exits 3."#;
+    const EXAMPLES: &'static [(&'static str, &'static str)] = &[
+        (
+            "The five most probable classes of every JPEG:",
+            "find imgs -name '*.jpg' | classify --checkpoint ck/best.safetensors",
+        ),
+        (
+            "Four processes, one shard each (GPUs by job slot):",
+            "find imgs -type f | shard-list -n 4 | parallel classify --checkpoint ck/best.safetensors",
+        ),
+        (
+            "Evaluate on the validation images, with a confusion matrix:",
+            "classify --checkpoint ck/best.safetensors --data imagefolder:imagenet --confusion confusion.csv",
+        ),
+    ];
+
+    fn common(&self) -> &CommonArgs {
+        &self.common
+    }
+
+    fn environment() -> Vec<(&'static str, &'static str)> {
+        let mut env = device::ENVIRONMENT.to_vec();
+        env.push((
+            "PARALLEL_JOBSLOT",
+            "GNU parallel's job slot: --device auto's slot (minus 1) when LOCAL_RANK is unset.",
+        ));
+        env
+    }
+}
+
+/// `--device`, with auto's slot from LOCAL_RANK, else GNU parallel's job slot, else the shard
+/// index of a shard-record argument (as project-one-gpu picks its GPU).
+fn worker_device(cli: &Cli) -> Result<Device> {
+    let slot = std::env::var("PARALLEL_JOBSLOT")
+        .ok()
+        .and_then(|s| s.trim().parse::<usize>().ok())
+        .map(|s| s.saturating_sub(1));
+    let shard = || {
+        cli.inputs.iter().find_map(|a| {
+            let v: serde_json::Value = serde_json::from_str(a.to_str()?).ok()?;
+            (v.get("type")?.as_str()? == "shard")
+                .then(|| v.get("shard")?.as_u64().map(|s| s as usize))?
+        })
+    };
+    Ok(cli
+        .gpu
+        .device
+        .resolve(&Env::from_process(slot.or_else(shard)))?)
+}
+
+/// The most float32 values a batch of prepared images may take (4 GiB): the checkpoint's image
+/// size and --batch-size together size it.
+const MAX_BATCH_VALUES: u64 = 1 << 30;
+
+pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
+    let started = Instant::now();
+    let threads = cli.cpu.share();
+    device::set_cpu_threads(threads.threads);
+    let precision = cli.gpu.precision;
+    if precision == Precision::Fp32 {
+        gpu_runtime::shim::cuda_fp32_strict()?;
+    }
+    let device = worker_device(&cli)?;
+    let model = train::infer::model_from_checkpoint(&cli.checkpoint, device)
+        .classified()
+        .with_context(|| format!("loading {}", cli.checkpoint.display()))?;
+    let size = model.input.image_size as u64;
+    let values = u64::from(cli.batch_size) * 3 * size * size;
+    if values > MAX_BATCH_VALUES {
+        return cli_common::usage(format!(
+            "--batch-size {} of {size}x{size} images is {values} values; a batch holds at most \
+             {MAX_BATCH_VALUES}: give a smaller --batch-size",
+            cli.batch_size
+        ));
+    }
+    if !cli.common.quiet {
+        eprintln!(
+            "classify: {} ({}, {} classes, {} stem, {size}x{size}) on {}, {threads}",
+            cli.checkpoint.display(),
+            model.arch.name(),
+            model.classes.len(),
+            model.input.stem,
+            device::name(device),
+        );
+    }
+    let opts = model.image_options(cli.cpu.workers().threads);
+    let mut job = Job {
+        top_k: (cli.top_k as usize).min(model.classes.len()) as i64,
+        model: &model,
+        precision,
+        out,
+        tally: Tally::default(),
+    };
+    let _grad = tch::no_grad_guard();
+    let evaluation = match &cli.data {
+        Some(data) => Some(job.labelled(&cli, data, opts)?),
+        None => {
+            job.paths(&cli, opts)?;
+            None
+        }
+    };
+    // A signal during the last batch still ends the run as interrupted (exit 130).
+    interrupt::check()?;
+    if let Some(record) = evaluation {
+        job.out.emit(&record)?;
+    }
+    job.out.emit(&job.tally.summary(started))?;
+    Ok(job.tally.outcome("classify", cli.common.quiet))
+}
+
+/// What every batch needs.
+struct Job<'a> {
+    model: &'a Classifier,
+    precision: Precision,
+    top_k: i64,
+    out: &'a mut JsonlOut,
+    tally: Tally,
+}
+
+/// A batch's usable images, run through the model.
+struct Scored {
+    /// Per row of the batch: its classes, or why it has none.
+    rows: Vec<Result<Vec<ClassProb>, String>>,
+    /// The logits of the rows that have classes, in order (on the model's device).
+    logits: Option<Tensor>,
+    /// Those rows.
+    kept: Vec<usize>,
+}
+
+impl Job<'_> {
+    /// Images named by the inputs, a batch at a time.
+    fn paths(&mut self, cli: &Cli, opts: train_data::images::ImageOptions) -> Result<()> {
+        let mut items = inputs::from_args_or_failed(&cli.inputs, cli.list, &cli.retry);
+        loop {
+            interrupt::check()?;
+            let (chunk, unreadable) = inputs::next_chunk(&mut items, cli.batch_size as usize);
+            if chunk.is_empty() && unreadable.is_none() {
+                break;
+            }
+            let paths: Vec<PathBuf> = chunk
+                .iter()
+                .filter_map(|item| Some(item.as_ref().ok()?.path.clone()))
+                .collect();
+            let files = ImageFiles::from_paths(paths, opts).classified()?;
+            let indices: Vec<usize> = (0..files.len()).collect();
+            let scored = self.score(&files, &indices)?;
+            let mut rows = scored.rows.into_iter();
+            for item in chunk {
+                let record = item.and_then(|item| {
+                    let row = rows.next().expect("a row per readable item");
+                    match row {
+                        Ok(top) => Ok(PredictionRecord {
+                            input: item.name,
+                            top,
+                            label: None,
+                        }),
+                        Err(message) => Err(ErrorRecord {
+                            input: item.name,
+                            message,
+                        }),
+                    }
+                });
+                self.tally.emit(self.out, &record, |_| false)?;
+            }
+            if let Some(e) = unreadable {
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// The labelled images of `--data`, a batch at a time, and their evaluation.
+    fn labelled(
+        &mut self,
+        cli: &Cli,
+        data: &OsString,
+        opts: train_data::images::ImageOptions,
+    ) -> Result<EvaluationRecord> {
+        let model = self.model;
+        let source = train_data::data::Source::parse(data, 0)
+            .classified()
+            .context("--data")?;
+        let files = train::infer::labelled_images(&source, opts, model)
+            .classified()
+            .context("--data")?;
+        let classes = model.classes.len();
+        let mut evaluation =
+            Evaluation::new(classes, model.device, cli.confusion.is_some()).classified()?;
+        let all: Vec<usize> = (0..files.len()).collect();
+        for chunk in all.chunks(cli.batch_size as usize) {
+            interrupt::check()?;
+            let scored = self.score(&files, chunk)?;
+            if let Some(logits) = &scored.logits {
+                let labels: Vec<i64> = scored
+                    .kept
+                    .iter()
+                    .map(|&r| files.labels[chunk[r]])
+                    .collect();
+                let y = Tensor::from_slice(&labels).to_device(model.device);
+                evaluation.add(logits, &y).classified()?;
+            }
+            for (row, &index) in scored.rows.into_iter().zip(chunk) {
+                let input = files.paths[index].clone().into_os_string();
+                let record = match row {
+                    Ok(top) => Ok(PredictionRecord {
+                        input,
+                        top,
+                        label: Some(files.labels[index] as usize),
+                    }),
+                    Err(message) => Err(ErrorRecord { input, message }),
+                };
+                self.tally.emit(self.out, &record, |_| false)?;
+            }
+        }
+        let Some(figures) = evaluation.figures() else {
+            anyhow::bail!(
+                "--data: none of the {} images could be used (see the error records)",
+                files.len()
+            );
+        };
+        let confusion = match &cli.confusion {
+            Some(path) => {
+                cli_common::atomic::write_atomic(path, |w| {
+                    evaluation.write_confusion(&model.classes, w)
+                })
+                .map_err(|e| anyhow::anyhow!("{}", e.describe()))
+                .with_context(|| format!("writing --confusion {}", path.display()))?;
+                Some(std::path::absolute(path).unwrap_or_else(|_| path.clone()))
+            }
+            None => None,
+        };
+        let finite = |what: &str, v: f64| {
+            anyhow::ensure!(v.is_finite(), "the evaluation's {what} is {v}");
+            Ok(v)
+        };
+        Ok(EvaluationRecord {
+            data: data.clone(),
+            images: figures.images as usize,
+            loss: finite("loss", figures.loss)?,
+            top1: figures.top1,
+            top5: figures.top_k,
+            top5_of: figures.k as usize,
+            per_class: (figures.per_class.iter().enumerate())
+                .map(|(index, &(images, top1))| ClassAccuracy {
+                    class: model.classes[index].clone(),
+                    index,
+                    images: images as usize,
+                    top1,
+                })
+                .collect(),
+            confusion,
+        })
+    }
+
+    /// Decodes the samples `indices` of `files` as evaluation prepares them and runs the
+    /// usable ones through the model.
+    fn score(&self, files: &ImageFiles, indices: &[usize]) -> Result<Scored> {
+        let (x, decoded) = files.eval_batch(indices);
+        let usable: Vec<usize> = (decoded.iter().enumerate())
+            .filter_map(|(i, r)| r.is_ok().then_some(i))
+            .collect();
+        let mut rows: Vec<Result<Vec<ClassProb>, String>> = (decoded.into_iter())
+            .map(|r| r.map(|()| Vec::new()))
+            .collect();
+        if usable.is_empty() {
+            return Ok(Scored {
+                rows,
+                logits: None,
+                kept: Vec::new(),
+            });
+        }
+        let device = self.model.device;
+        let x = if usable.len() == indices.len() {
+            x
+        } else {
+            let at: Vec<i64> = usable.iter().map(|&i| i as i64).collect();
+            x.index_select(0, &Tensor::from_slice(&at))
+        };
+        let logits = self
+            .model
+            .forward(&x.to_device(device), self.precision)
+            .classified()?;
+        // Ranked by the logits, as the evaluation's top-k is (probabilities that round to
+        // the same float would rank their classes in another order).
+        let (_, c) = logits.topk(self.top_k, 1, true, true);
+        let p = logits.softmax(1, Kind::Float).gather(1, &c, false);
+        let finite =
+            Vec::<bool>::try_from(logits.isfinite().all_dim(1, false).to_device(Device::Cpu))?;
+        let p = Vec::<f32>::try_from(p.to_device(Device::Cpu).flatten(0, -1))?;
+        let c = Vec::<i64>::try_from(c.to_device(Device::Cpu).flatten(0, -1))?;
+        let k = self.top_k as usize;
+        let mut kept = Vec::new();
+        for (j, &row) in usable.iter().enumerate() {
+            rows[row] = if finite[j] {
+                kept.push(j);
+                Ok((0..k)
+                    .map(|t| {
+                        let index = c[j * k + t] as usize;
+                        ClassProb {
+                            class: self.model.classes[index].clone(),
+                            index,
+                            prob: f64::from(p[j * k + t]),
+                        }
+                    })
+                    .collect())
+            } else {
+                Err("the model's output for it is not finite (NaN or inf)".into())
+            };
+        }
+        let logits = if kept.len() == usable.len() {
+            logits
+        } else {
+            let at: Vec<i64> = kept.iter().map(|&j| j as i64).collect();
+            logits.index_select(0, &Tensor::from_slice(&at).to_device(device))
+        };
+        let kept_rows: Vec<usize> = kept.iter().map(|&j| usable[j]).collect();
+        Ok(Scored {
+            rows,
+            logits: (!kept_rows.is_empty()).then_some(logits),
+            kept: kept_rows,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn verify_cli() {
+        Cli::command().debug_assert();
+    }
+}

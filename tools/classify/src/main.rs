@@ -1,0 +1,3 @@
+fn main() -> std::process::ExitCode {
+    cli_common::run_main::<classify::Cli>(classify::run)
+}

@@ -1,0 +1,448 @@
+//! `classify` through its command line, on checkpoints that ddp-train trains here in seconds on
+//! the digits data (scripts/make-digits-cifar): its probabilities against torchvision's, its
+//! error records, and its evaluation against ddp-train's validation of the same checkpoint.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use records::{EpochRecord, EvaluationRecord, PredictionRecord};
+
+const BIN: &str = env!("CARGO_BIN_EXE_classify");
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The digits (DIR: CIFAR-100 binaries) also as a PNG tree in ImageFolder's order
+/// (DIR/folder/{train,val}) and as webdataset shards of the same order (DIR/shards), made once.
+fn digits() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("shardkit-classify-{}", std::process::id()));
+        let (folder, shards) = (dir.join("folder"), dir.join("shards"));
+        testkit::make_digits(
+            &dir,
+            &[
+                "--class-order".as_ref(),
+                "--image-folder".as_ref(),
+                folder.as_os_str(),
+                "--shards".as_ref(),
+                shards.as_os_str(),
+            ],
+        );
+        dir
+    })
+}
+
+/// `ddp-train --device cpu --threads 2` with no launcher variables.
+fn ddp_train() -> Command {
+    let mut c = Command::new(testkit::bin("ddp-train"));
+    for v in [
+        "RANK",
+        "WORLD_SIZE",
+        "LOCAL_RANK",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "TORCHELASTIC_USE_AGENT_STORE",
+        "SLURM_PROCID",
+    ] {
+        c.env_remove(v);
+    }
+    c.args(["--device", "cpu", "--threads", "2"]);
+    c
+}
+
+/// A checkpoint trained for 8 steps of 32 on `data` with `args`, and its epoch record (whose
+/// validation evaluated exactly these weights).
+struct Trained {
+    checkpoint: PathBuf,
+    epoch: EpochRecord,
+    _dir: tempfile::TempDir,
+}
+
+fn train(data: &str, args: &[&str]) -> Trained {
+    let dir = tempfile::tempdir().unwrap();
+    let out = ddp_train()
+        .arg("--data")
+        .arg(data)
+        .args(args)
+        .args(["--epochs", "1", "--max-steps", "8", "--batch-size", "32"])
+        .arg("--checkpoint-dir")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "ddp-train: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run: testkit::Batch<EpochRecord> = testkit::batch(&out.stdout);
+    Trained {
+        checkpoint: dir.path().join("last.safetensors"),
+        epoch: run.items[0].clone(),
+        _dir: dir,
+    }
+}
+
+/// ResNet-18 with the ImageNet stem on the digits' PNG tree at 32x32 through the ImageNet
+/// evaluation transform (Resize(36) + CenterCrop(32)), with its class names.
+fn folder_model() -> &'static Trained {
+    static T: OnceLock<Trained> = OnceLock::new();
+    T.get_or_init(|| {
+        let data = format!("imagefolder:{}", digits().join("folder").display());
+        train(&data, &["--image-size", "32", "--transform", "imagenet"])
+    })
+}
+
+/// ResNet-18 with the CIFAR stem on the digits' CIFAR binaries (normalised with the data's own
+/// statistics; images as they are, 32x32).
+fn cifar_model() -> &'static Trained {
+    static T: OnceLock<Trained> = OnceLock::new();
+    T.get_or_init(|| {
+        train(
+            &format!("cifar100:{}", digits().display()),
+            &["--stem", "cifar"],
+        )
+    })
+}
+
+/// `classify --device cpu --threads 2 --checkpoint CK ARGS`.
+fn classify(checkpoint: &Path, args: &[&std::ffi::OsStr]) -> Output {
+    Command::new(BIN)
+        .args(["--device", "cpu", "--threads", "2", "--checkpoint"])
+        .arg(checkpoint)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn pillow_inputs() -> PathBuf {
+    root().join("tests/fixtures/pillow/inputs")
+}
+
+/// Softmax of torchvision's model (built by `ddp-train --print-eval-snippet`) over each image
+/// prepared by the snippet's own transform: path → probabilities by class index.
+fn torchvision_probs(checkpoint: &Path, images: &[PathBuf]) -> BTreeMap<String, Vec<f64>> {
+    let out = Command::new(testkit::bin("ddp-train"))
+        .arg("--print-eval-snippet")
+        .arg(checkpoint)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let snippet = String::from_utf8(out.stdout).unwrap();
+    let check = r#"
+import json, sys
+from PIL import Image
+probs = {}
+with torch.no_grad():
+    for p in sys.argv[1:]:
+        x = transform(Image.open(p).convert("RGB"))[None]
+        probs[p] = torch.softmax(model(x), 1)[0].tolist()
+print(json.dumps(probs))
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("probs.py");
+    std::fs::write(&script, format!("{snippet}\n{check}")).unwrap();
+    let out = Command::new(testkit::python())
+        .arg(&script)
+        .args(images)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{snippet}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Every prediction's probabilities against torchvision's for the same image, by class index;
+/// the largest difference.
+fn largest_difference(
+    preds: &[PredictionRecord],
+    want: &BTreeMap<String, Vec<f64>>,
+    classes: usize,
+) -> f64 {
+    let mut worst = 0f64;
+    for p in preds {
+        let input = p.input.to_str().unwrap();
+        let want = &want[input];
+        assert_eq!(p.top.len(), classes, "{input}: --top-k {classes}");
+        for (a, b) in p.top.iter().zip(&p.top[1..]) {
+            assert!(a.prob >= b.prob, "{input}: most probable first");
+        }
+        for c in &p.top {
+            worst = worst.max((c.prob - want[c.index]).abs());
+        }
+    }
+    worst
+}
+
+#[test]
+fn probabilities_equal_torchvisions_softmax_for_photos_of_several_formats_and_sizes() {
+    // Both stems; JPEG (4:2:0, 4:4:4, progressive, CMYK, greyscale, EXIF-rotated), PNG (RGB,
+    // RGBA, 16-bit, palette, grey, grey+alpha, bilevel) of several sizes through the
+    // ImageNet-stem model's Resize + CenterCrop; the digits' 32x32 PNGs through the CIFAR-stem
+    // model, which takes them as they are.
+    let photos: Vec<PathBuf> = [
+        "photo420.jpg",
+        "photo444.jpg",
+        "progressive.jpg",
+        "cmyk.jpg",
+        "gray.jpg",
+        "exif6.jpg",
+        "rgb.png",
+        "rgba.png",
+        "rgb16.png",
+        "rgba16.png",
+        "palette.png",
+        "gray.png",
+        "gray16.png",
+        "la.png",
+        "bilevel.png",
+    ]
+    .iter()
+    .map(|f| pillow_inputs().join(f))
+    .collect();
+    let val = digits().join("folder/val");
+    let digit_pngs: Vec<PathBuf> = (0..10)
+        .flat_map(|d| {
+            let mut v = testkit::files_under(&val.join(d.to_string()), ".png");
+            v.truncate(2);
+            v
+        })
+        .collect();
+    for (what, model, images) in [
+        ("imagenet stem", folder_model(), &photos),
+        ("cifar stem", cifar_model(), &digit_pngs),
+    ] {
+        let args: Vec<&std::ffi::OsStr> = ["--top-k".as_ref(), "10".as_ref()]
+            .into_iter()
+            .chain(images.iter().map(|p| p.as_os_str()))
+            .collect();
+        let out = classify(&model.checkpoint, &args);
+        assert!(
+            out.status.success(),
+            "{what}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let run: testkit::Batch<PredictionRecord> = testkit::batch(&out.stdout);
+        assert_eq!(run.items.len(), images.len(), "{what}");
+        assert_eq!((run.summary.ok, run.summary.failed), (images.len(), 0));
+        let inputs: Vec<&Path> = run.items.iter().map(|p| Path::new(&p.input)).collect();
+        assert_eq!(
+            inputs,
+            images.iter().map(PathBuf::as_path).collect::<Vec<_>>()
+        );
+        let want = torchvision_probs(&model.checkpoint, images);
+        // The same pixels (Pillow's decoding and resize, bit for bit) through the same libtorch
+        // kernels: the probabilities agree to float32 rounding of a softmax over 10 classes
+        // (the test allows 1e-5, the task's bound; what is reached is printed).
+        let worst = largest_difference(&run.items, &want, 10);
+        eprintln!("{what}: largest probability difference from torchvision {worst:e}");
+        assert!(worst <= 1e-5, "{what}: {worst}");
+    }
+}
+
+#[test]
+fn unreadable_images_are_error_records_in_input_order_and_the_rest_go_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(dir.join("notes.txt"), "not an image\n").unwrap();
+    let jpeg = std::fs::read(pillow_inputs().join("photo420.jpg")).unwrap();
+    std::fs::write(dir.join("cut.jpg"), &jpeg[..jpeg.len() / 3]).unwrap();
+    std::fs::create_dir(dir.join("folder.png")).unwrap();
+    testkit::mkfifo(&dir.join("fifo.png"));
+    let good = pillow_inputs().join("rgb.png");
+    let list = [
+        good.clone(),
+        dir.join("notes.txt"),
+        dir.join("missing.png"),
+        dir.join("cut.jpg"),
+        dir.join("folder.png"),
+        dir.join("fifo.png"),
+        pillow_inputs().join("photo444.jpg"),
+    ];
+    let lines: String = list.iter().map(|p| format!("{}\n", p.display())).collect();
+    std::fs::write(dir.join("list.txt"), lines).unwrap();
+    let mut c = Command::new(BIN);
+    c.args(["--device", "cpu", "--threads", "2", "--batch-size", "3"])
+        .arg("--checkpoint")
+        .arg(&folder_model().checkpoint)
+        .stdin(std::fs::File::open(dir.join("list.txt")).unwrap());
+    // A FIFO is refused, not waited on: the run ends (the deadline only catches a hang).
+    let out = testkit::output_within(&mut c, std::time::Duration::from_secs(120));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    let recs = testkit::records(&out.stdout);
+    let kinds: Vec<&str> = recs.iter().map(|r| r["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "prediction",
+            "error",
+            "error",
+            "error",
+            "error",
+            "error",
+            "prediction",
+            "summary"
+        ]
+    );
+    let inputs: Vec<&str> = recs[..7]
+        .iter()
+        .map(|r| r["input"].as_str().unwrap())
+        .collect();
+    let listed: Vec<String> = list.iter().map(|p| p.display().to_string()).collect();
+    assert_eq!(inputs, listed);
+    let message = |i: usize| recs[i]["message"].as_str().unwrap().to_string();
+    assert!(message(2).contains("No such file"), "{}", message(2));
+    assert!(message(4).contains("directory"), "{}", message(4));
+    assert!(message(5).contains("FIFO"), "{}", message(5));
+    let run: testkit::Batch<PredictionRecord> = testkit::batch(&out.stdout);
+    assert_eq!((run.summary.ok, run.summary.failed), (2, 5));
+    // Five classes by default, named as the run named them.
+    let top = &run.items[0].top;
+    assert_eq!(top.len(), 5);
+    assert!(top.iter().all(|c| c.class == c.index.to_string()));
+    let sum: f64 = top.iter().map(|c| c.prob).sum();
+    assert!(sum > 0.0 && sum <= 1.0 + 1e-6, "{sum}");
+    assert!(stderr.contains("5 of 7 inputs failed"), "{stderr}");
+}
+
+/// (evaluation, predictions) of `classify --data DATA --batch-size 64`.
+fn evaluate(data: &str, extra: &[&std::ffi::OsStr]) -> (EvaluationRecord, Vec<PredictionRecord>) {
+    let args: Vec<&std::ffi::OsStr> = [
+        "--data".as_ref(),
+        data.as_ref(),
+        "--batch-size".as_ref(),
+        "64".as_ref(),
+    ]
+    .into_iter()
+    .chain(extra.iter().copied())
+    .collect();
+    let out = classify(&folder_model().checkpoint, &args);
+    assert!(
+        out.status.success(),
+        "{data}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run: testkit::Batch<PredictionRecord> = testkit::batch(&out.stdout);
+    let types = &run.types;
+    assert_eq!(types[types.len() - 2], "evaluation", "{types:?}");
+    (testkit::one::<EvaluationRecord>(&out.stdout), run.items)
+}
+
+#[test]
+fn the_evaluation_equals_ddp_trains_validation_of_the_checkpoint() {
+    // ddp-train evaluated these weights on the 359 validation PNGs in batches of 2 x 32; the same
+    // batches through the same decoding, model and sums give the same figures to the bit.
+    let model = folder_model();
+    let tmp = tempfile::tempdir().unwrap();
+    let csv = tmp.path().join("confusion.csv");
+    let data = format!("imagefolder:{}", digits().join("folder").display());
+    let (e, preds) = evaluate(&data, &["--confusion".as_ref(), csv.as_os_str()]);
+    let epoch = &model.epoch;
+    assert_eq!(
+        (e.images, e.loss, e.top1),
+        (epoch.val_images, epoch.val_loss, epoch.val_top1)
+    );
+    // Top-5, per class and the confusion matrix, counted again from the prediction records.
+    assert_eq!(preds.len(), e.images);
+    let mut per_class = vec![(0usize, 0usize); 10];
+    let mut top5 = 0;
+    let mut confusion = vec![vec![0usize; 10]; 10];
+    for p in &preds {
+        let label = p.label.unwrap();
+        per_class[label].0 += 1;
+        per_class[label].1 += usize::from(p.top[0].index == label);
+        top5 += usize::from(p.top.iter().any(|c| c.index == label));
+        confusion[label][p.top[0].index] += 1;
+        assert!(
+            p.input.to_str().unwrap().contains("/folder/val/"),
+            "{:?}",
+            p.input
+        );
+    }
+    assert!(
+        (e.top5 - 100.0 * top5 as f64 / preds.len() as f64).abs() < 1e-9,
+        "{} vs {top5} of {}; top-1 {}",
+        e.top5,
+        preds.len(),
+        e.top1
+    );
+    assert_eq!(e.top5_of, 5);
+    for (c, pc) in e.per_class.iter().enumerate() {
+        assert_eq!((pc.index, pc.class.as_str()), (c, c.to_string().as_str()));
+        assert_eq!(pc.images, per_class[c].0);
+        let want = 100.0 * per_class[c].1 as f64 / per_class[c].0 as f64;
+        assert!((pc.top1.unwrap() - want).abs() < 1e-9);
+    }
+    assert_eq!(e.confusion.as_deref(), Some(csv.as_path()));
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows[0][0], "true\\predicted");
+    assert_eq!(
+        &rows[0][1..],
+        ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"]
+    );
+    for (t, row) in rows[1..].iter().enumerate() {
+        assert_eq!(row[0], t.to_string());
+        let counts: Vec<usize> = row[1..].iter().map(|v| v.parse().unwrap()).collect();
+        assert_eq!(counts, confusion[t], "row {t}");
+    }
+}
+
+#[test]
+fn shards_evaluate_as_the_image_folder_they_were_packed_from() {
+    // The same PNGs in the same order and with the same labels: the same figures to the bit.
+    let folder = format!("imagefolder:{}", digits().join("folder/val").display());
+    let shards = format!(
+        "wds:{}/val-{{00000..00001}}.tar",
+        digits().join("shards").display()
+    );
+    let (a, _) = evaluate(&folder, &[]);
+    let (b, preds) = evaluate(&shards, &[]);
+    assert_eq!(
+        (a.images, a.loss, a.top1, a.top5),
+        (b.images, b.loss, b.top1, b.top5)
+    );
+    assert!(
+        preds[0].input.to_str().unwrap().contains("val-00000.tar:"),
+        "{:?}",
+        preds[0].input
+    );
+}
+
+#[test]
+fn data_and_checkpoints_that_do_not_fit_are_refused_naming_why() {
+    let model = folder_model();
+    let tmp = tempfile::tempdir().unwrap();
+    // Class folders other than the model's.
+    for c in ["cat", "dog"] {
+        testkit::write_image(&tmp.path().join(format!("pets/{c}/1.png")), 40, 40, 1);
+    }
+    let pets = format!("imagefolder:{}", tmp.path().join("pets").display());
+    let out = classify(&model.checkpoint, &["--data".as_ref(), pets.as_ref()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("class folders"), "{stderr}");
+    // The training half of a checkpoint is no model.
+    let train_half = model.checkpoint.with_file_name("last.train.safetensors");
+    let out = classify(&train_half, &[pillow_inputs().join("rgb.png").as_os_str()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("not its .train.safetensors"), "{stderr}");
+    // --confusion without --data is a usage error.
+    let out = classify(
+        &model.checkpoint,
+        &["--confusion".as_ref(), "c.csv".as_ref()],
+    );
+    assert_eq!(out.status.code(), Some(2));
+}
