@@ -33,6 +33,8 @@ pub enum ClassesError {
     Empty(PathBuf),
     #[error("{} line {line}: an empty class name", .path.display())]
     EmptyLine { path: PathBuf, line: usize },
+    #[error("{} line {line}: a class name ending in a carriage return", .path.display())]
+    CarriageReturn { path: PathBuf, line: usize },
     #[error("{} line {line}: the class name {:?} is there twice (first on line {first})", .path.display(), .name)]
     TwiceIn {
         path: PathBuf,
@@ -120,7 +122,8 @@ pub fn read_class_file(path: &Path) -> Result<Vec<OsString>, String> {
 }
 
 /// The names in `path`: one per line (a `\r` before the line break taken as part of it, as a
-/// file written on Windows has it), none empty, none twice.
+/// file written on Windows has it), none empty, none ending in another `\r`, none twice: names
+/// [`write_classes`] writes as they are.
 pub fn read_classes(path: &Path) -> Result<Vec<OsString>, ClassesError> {
     let bytes = input_file::read(path, MAX_CLASSES_BYTES).map_err(|source| ClassesError::Read {
         path: path.to_path_buf(),
@@ -136,6 +139,12 @@ pub fn read_classes(path: &Path) -> Result<Vec<OsString>, ClassesError> {
         let name = l.strip_suffix(b"\r").unwrap_or(l);
         if name.is_empty() {
             return Err(ClassesError::EmptyLine {
+                path: path.to_path_buf(),
+                line: n + 1,
+            });
+        }
+        if name.ends_with(b"\r") {
+            return Err(ClassesError::CarriageReturn {
                 path: path.to_path_buf(),
                 line: n + 1,
             });
@@ -203,6 +212,9 @@ mod tests {
             read_classes(&dir.path().join("w.txt")).unwrap(),
             [OsString::from("a"), OsString::from("b")]
         );
+        std::fs::write(dir.path().join("r.txt"), "a\r\r\nb\n").unwrap();
+        let e = read_classes(&dir.path().join("r.txt")).unwrap_err();
+        assert!(e.to_string().contains("line 1"), "{e}");
         std::fs::write(dir.path().join("t.txt"), "a\nb\na\n").unwrap();
         let e = read_classes(&dir.path().join("t.txt")).unwrap_err();
         assert!(e.to_string().contains("line 3"), "{e}");

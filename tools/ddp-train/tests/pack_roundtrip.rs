@@ -1,0 +1,166 @@
+//! What `pack` writes, `ddp-train` reads back: a tree of every extension the image-folder reader
+//! takes, packed as shards and as RecordIO, and every sample pack packed read back through
+//! `--dump-batches` with the pixels Pillow decodes from its file; what pack leaves out is an
+//! error record naming the file.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use records::{ErrorRecord, Packed};
+
+const BIN: &str = env!("CARGO_BIN_EXE_ddp-train");
+
+fn venv_python() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python")
+}
+
+fn python(script: &str, args: &[&Path]) -> String {
+    let out = Command::new(venv_python())
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn ok(o: &Output) {
+    assert!(
+        o.status.code().is_some_and(|c| c == 0 || c == 3),
+        "{:?}: {}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// DIR/train and DIR/val, each with two classes holding a 16×16 picture (told apart by their
+/// pixels) in every extension torchvision's ImageFolder takes, in upper case too, and as a file
+/// named only by its extension.
+fn every_extension(dir: &Path) {
+    let script = r#"
+import sys, os
+from PIL import Image
+root = sys.argv[1]
+names = ["a.jpg", "b.jpeg", "c.png", "d.ppm", "e.bmp", "f.pgm", "g.tif", "h.tiff", "i.webp",
+         "J.JPG", "K.PNG", "L.TIFF", ".png", ".JPG"]
+formats = {"jpg": "JPEG", "jpeg": "JPEG", "png": "PNG", "ppm": "PPM", "bmp": "BMP", "pgm": "PPM",
+           "tif": "TIFF", "tiff": "TIFF", "webp": "WEBP"}
+n = 0
+for split in ["train", "val"]:
+    for cls in ["cat", "dog"]:
+        os.makedirs(os.path.join(root, split, cls))
+        for name in names:
+            n += 1
+            ext = name.rsplit(".", 1)[1].lower()
+            mode = "L" if ext == "pgm" else "RGB"
+            im = Image.new(mode, (16, 16))
+            im.putdata([(x * 16 + n * 7) % 256 if mode == "L" else ((x * 3 + n) % 256, (x * 5) % 256, (n * 11) % 256)
+                        for x in range(256)])
+            kw = {"lossless": True} if ext == "webp" else {}
+            im.save(os.path.join(root, split, cls, name), formats[ext], **kw)
+"#;
+    python(script, &[dir]);
+}
+
+/// Packs `imgs` in `format`; the split records and the error records.
+fn pack(d: &Path, format: &str) -> (Vec<Packed>, Vec<ErrorRecord>) {
+    let out = d.join(format!("out-{format}"));
+    let o = Command::new(testkit::bin("pack"))
+        .arg(d.join("imgs"))
+        .arg("-o")
+        .arg(&out)
+        .args(["--format", format, "--no-shuffle"])
+        .output()
+        .unwrap();
+    ok(&o);
+    (testkit::typed(&o.stdout), testkit::typed(&o.stdout))
+}
+
+#[test]
+fn every_image_pack_packs_trains_from_every_format_it_writes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    every_extension(&d.join("imgs"));
+    for format in ["wds", "recordio"] {
+        let (recs, errors) = pack(d, format);
+        // PPM and PGM: Pillow reads them, ddp-train's decoders do not; pack says so.
+        let mut left: Vec<String> = errors
+            .iter()
+            .map(|e| e.input.to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        let expected: Vec<String> = ["train", "val"]
+            .iter()
+            .flat_map(|s| {
+                ["cat", "dog"].iter().flat_map(move |c| {
+                    ["d.ppm", "f.pgm"]
+                        .iter()
+                        .map(move |f| format!("{}/imgs/{s}/{c}/{f}", d.display()))
+                })
+            })
+            .collect();
+        assert_eq!(left, expected, "{format}: {errors:?}");
+        let (train, val) = (&recs[0], &recs[1]);
+        assert_eq!((train.samples, val.samples), (24, 24), "{format}");
+        let val_data = val.data.to_str().unwrap().split_once(':').unwrap().1;
+        let npz = d.join(format!("{format}.npz"));
+        let o = Command::new(BIN)
+            .args(["--device", "cpu", "--data"])
+            .arg(&train.data)
+            .arg("--val-data")
+            .arg(val_data)
+            .args([
+                "--image-size",
+                "16",
+                "--transform",
+                "none",
+                "--batch-size",
+                "24",
+                "--workers",
+                "1",
+                "--dump-batches",
+                "1",
+                "--split",
+                "val",
+                "--max-bad-inputs",
+                "0",
+            ])
+            .arg("--dump")
+            .arg(&npz)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{format}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        // Every packed validation sample, its label and Pillow's pixels of its file: the
+        // folder's images but PPM and PGM, in ImageFolder's order (packed unshuffled).
+        let check = r#"
+import sys, numpy as np
+from PIL import Image
+from torchvision.datasets import ImageFolder
+d = np.load(sys.argv[1])
+samples = [s for s in ImageFolder(sys.argv[2], loader=lambda p: None).samples
+           if not s[0].lower().endswith((".ppm", ".pgm"))]
+paths = d["paths"].tobytes().split(b"\n")[:-1]
+keys = [int(p.rsplit(b":", 1)[1]) for p in paths]
+assert sorted(keys) == list(range(len(samples))), keys
+mean, std = np.array([0.485, 0.456, 0.406]), np.array([0.229, 0.224, 0.225])
+for k, img, label in zip(keys, d["images"], d["labels"]):
+    path, cls = samples[k]
+    assert label == cls, (path, label, cls)
+    ref = (np.asarray(Image.open(path).convert("RGB"), np.float32) / 255 - mean) / std
+    diff = np.abs(ref.transpose(2, 0, 1) - img).max()
+    assert diff < 1e-4, (path, diff)
+print("ok")
+"#;
+        python(check, &[&npz, &d.join("imgs/val")]);
+    }
+}
