@@ -186,6 +186,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         precision,
         out,
         tally: Tally::default(),
+        bar: cli_common::progress::bar(&cli.common, "classify", None),
     };
     let _grad = tch::no_grad_guard();
     let evaluation = match &cli.data {
@@ -195,6 +196,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
             None
         }
     };
+    job.bar.finish_and_clear();
     // A signal during the last batch still ends the run as interrupted (exit 130).
     interrupt::check()?;
     if let Some(record) = evaluation {
@@ -211,6 +213,7 @@ struct Job<'a> {
     top_k: i64,
     out: &'a mut JsonlOut,
     tally: Tally,
+    bar: indicatif::ProgressBar,
 }
 
 /// A batch's usable images, run through the model.
@@ -257,6 +260,7 @@ impl Job<'_> {
                     }
                 });
                 self.tally.emit(self.out, &record, |_| false)?;
+                self.bar.inc(1);
             }
             if let Some(e) = unreadable {
                 return Err(e);
@@ -282,6 +286,7 @@ impl Job<'_> {
         let classes = model.classes.len();
         let mut evaluation =
             Evaluation::new(classes, model.device, cli.confusion.is_some()).classified()?;
+        self.bar.set_length(files.len() as u64);
         let all: Vec<usize> = (0..files.len()).collect();
         for chunk in all.chunks(cli.batch_size as usize) {
             interrupt::check()?;
@@ -306,6 +311,7 @@ impl Job<'_> {
                     Err(message) => Err(ErrorRecord { input, message }),
                 };
                 self.tally.emit(self.out, &record, |_| false)?;
+                self.bar.inc(1);
             }
         }
         let Some(figures) = evaluation.figures() else {
