@@ -8,5 +8,9 @@ fn main() {
     let include = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("include");
     println!("cargo:rerun-if-changed=include/shardkit/runtime.h");
     println!("cargo:include={}", include.display());
-    torch_build::compile_cxx("shardkit_gpu_runtime", &["src/runtime.cpp"], &[include]);
+    torch_build::compile_cxx(
+        "shardkit_gpu_runtime",
+        &["src/runtime.cpp", "src/script.cpp"],
+        &[include],
+    );
 }

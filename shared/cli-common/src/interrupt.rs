@@ -7,20 +7,34 @@
 //! time limit, `scancel --signal=USR1`): [`install_checkpoint_signal`] makes it raise the flag
 //! [`checkpoint_requested`] reads instead of ending the process.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Once, OnceLock};
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 static INSTALL: Once = Once::new();
+/// The checkpoint signal when it is one of the signals [`install`] takes (SIGHUP), which then
+/// asks for a checkpoint instead of interrupting; 0 when none.
+static CHECKPOINT_SIGNAL: AtomicI32 = AtomicI32::new(0);
 
-/// Installs the handler (idempotent; [`crate::run_main`] calls it).
+/// Installs the handler of SIGINT, SIGTERM and SIGHUP (idempotent; [`crate::run_main`] calls
+/// it): a thread of its own takes the signals as they come, so it can tell them apart.
 pub fn install() {
     INSTALL.call_once(|| {
-        let _ = ctrlc::set_handler(|| {
-            if INTERRUPTED.swap(true, Ordering::SeqCst) {
-                std::process::exit(crate::EXIT_INTERRUPTED as i32);
-            }
-        });
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+        let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) else {
+            return;
+        };
+        let _ = std::thread::Builder::new()
+            .name("signals".into())
+            .spawn(move || {
+                for signal in signals.forever() {
+                    if signal == CHECKPOINT_SIGNAL.load(Ordering::SeqCst) {
+                        checkpoint_flag().store(true, Ordering::SeqCst);
+                    } else if INTERRUPTED.swap(true, Ordering::SeqCst) {
+                        std::process::exit(crate::EXIT_INTERRUPTED as i32);
+                    }
+                }
+            });
     });
 }
 
@@ -54,10 +68,20 @@ pub fn checkpoint_signal_by_name(name: &str) -> Option<i32> {
     })
 }
 
-/// From now on `signal` raises the checkpoint flag instead of its default action.
+/// From now on `signal` raises the checkpoint flag instead of its default action (SIGHUP:
+/// instead of interrupting).
 pub fn install_checkpoint_signal(signal: i32) -> std::io::Result<()> {
-    let flag = CHECKPOINT.get_or_init(Default::default).clone();
+    let flag = checkpoint_flag().clone();
+    if signal == signal_hook::consts::SIGHUP {
+        install();
+        CHECKPOINT_SIGNAL.store(signal, Ordering::SeqCst);
+        return Ok(());
+    }
     signal_hook::flag::register(signal, flag).map(|_| ())
+}
+
+fn checkpoint_flag() -> &'static Arc<AtomicBool> {
+    CHECKPOINT.get_or_init(Default::default)
 }
 
 /// True once the checkpoint signal has arrived.

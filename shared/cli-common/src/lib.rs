@@ -215,7 +215,11 @@ pub fn run_main<C: Tool>(
     interrupt::install();
     panics::install_hook();
     let mut out = JsonlOut::stdout();
-    let result = run(cli, &mut out).and_then(|outcome| out.flush().map(|_| outcome));
+    // A panic that no step caught (libtorch raises its errors as panics through tch) ends the
+    // run as a fatal error with libtorch's first line, not a Rust backtrace of C++ frames.
+    let result = panics::catch(|| run(cli, &mut out))
+        .unwrap_or_else(|panic| Err(anyhow::Error::new(error_class::Torch::from_message(&panic))))
+        .and_then(|outcome| out.flush().map(|_| outcome));
     match result {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,
         Ok(Outcome::ItemsFailed) => ExitCode::from(EXIT_ITEMS_FAILED),

@@ -19,8 +19,9 @@ pub struct ThreadArgs {
     /// SLURM_CPUS_PER_TASK, else OMP_NUM_THREADS, else the CPUs it may run on (taskset, Slurm's
     /// binding, cgroups) divided by the ranks on this node, or by the processes of this program
     /// running side by side when it starts (started by one xargs -P or GNU parallel), whichever
-    /// is more]. The start line says which. Processes started later are not counted: give each
-    /// of N its share, --threads $((CPUS / N)), to be sure.
+    /// is more]. Never more than the CPUs it may use (a larger count is capped there). The
+    /// start line says which. Processes started later are not counted: give each of N its
+    /// share, --threads $((CPUS / N)), to be sure.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub threads: Option<u32>,
 }
@@ -49,6 +50,9 @@ pub enum From {
 pub struct Share {
     pub threads: usize,
     pub from: From,
+    /// What the origin asked for when it was more than the CPUs this process may use (the
+    /// threads are capped there: a pool of 100,000 threads on two cores answers no signal).
+    pub capped_from: Option<usize>,
 }
 
 impl std::fmt::Display for Share {
@@ -64,6 +68,14 @@ impl std::fmt::Display for Share {
                 f,
                 "{cpus} CPU(s) / {processes} processes of this program side by side; --threads sets it)"
             ),
+        }?;
+        match self.capped_from {
+            Some(asked) => write!(
+                f,
+                ", capped: {asked} asked, more than the {} CPU(s) it may use",
+                self.threads
+            ),
+            None => Ok(()),
         }
     }
 }
@@ -89,6 +101,7 @@ impl ThreadArgs {
                 n if n > ranks => Share {
                     threads: (cpus / n).max(1),
                     from: From::SideBySide { cpus, processes: n },
+                    capped_from: None,
                 },
                 _ => s,
             },
@@ -153,7 +166,8 @@ fn parent_in(stat: &str) -> Option<u32> {
 }
 
 /// The share of a process: `given`, else `SLURM_CPUS_PER_TASK`, else (with `omp`)
-/// `OMP_NUM_THREADS`, else `cpus / ranks` (at least one).
+/// `OMP_NUM_THREADS`, else `cpus / ranks` (at least one); never more than `cpus`, whatever
+/// the flag or the environment asks.
 pub fn share(
     given: Option<u32>,
     var: &dyn Fn(&str) -> Option<usize>,
@@ -171,7 +185,12 @@ pub fn share(
         let ranks = ranks.max(1);
         ((cpus / ranks).max(1), From::Cpus { cpus, ranks })
     };
-    Share { threads, from }
+    let cpus = cpus.max(1);
+    Share {
+        threads: threads.min(cpus),
+        from,
+        capped_from: (threads > cpus).then_some(threads),
+    }
 }
 
 /// The CPUs this process may run on (its affinity mask, within its cgroup's quota).
@@ -227,6 +246,30 @@ mod tests {
             share(Some(2), &env(&[]), 16, 1, true).to_string(),
             "2 CPU thread(s) (--threads)"
         );
+    }
+
+    #[test]
+    fn a_share_past_the_cpus_is_capped_and_says_so() {
+        let env = |k: &str| match k {
+            "SLURM_CPUS_PER_TASK" => Some(100_000),
+            _ => None,
+        };
+        let from_slurm = share(None, &env, 2, 1, true);
+        assert_eq!(from_slurm.threads, 2);
+        assert_eq!(from_slurm.capped_from, Some(100_000));
+        assert_eq!(
+            from_slurm.to_string(),
+            "2 CPU thread(s) (SLURM_CPUS_PER_TASK), capped: 100000 asked, more than the 2 CPU(s) \
+             it may use"
+        );
+        let from_flag = share(Some(u32::MAX), &|_| None, 4, 1, true);
+        assert_eq!(
+            (from_flag.threads, from_flag.capped_from),
+            (4, Some(u32::MAX as usize))
+        );
+        let omp = |k: &str| (k == "OMP_NUM_THREADS").then_some(usize::MAX);
+        assert_eq!(share(None, &omp, 3, 1, true).threads, 3);
+        assert_eq!(share(Some(2), &|_| None, 4, 1, true).capped_from, None);
     }
 
     #[test]

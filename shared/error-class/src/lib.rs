@@ -132,7 +132,12 @@ impl Torch {
     /// Reads libtorch's text: `CUDA out of memory. Tried to allocate …` (and the allocator's
     /// other out-of-memory wordings) is [`Torch::OutOfMemory`].
     pub fn from_message(message: &str) -> Torch {
-        let first = message.lines().next().unwrap_or("(no message)").to_string();
+        // tch's `unwrap` of a `TchError`: the text libtorch raised is inside the quotes.
+        let inner = message
+            .strip_prefix("called `Result::unwrap()` on an `Err` value: Torch(\"")
+            .unwrap_or(message);
+        let first = inner.lines().next().unwrap_or("(no message)");
+        let first = first.trim_end_matches("\")").to_string();
         if message.contains("out of memory") {
             Torch::OutOfMemory(first)
         } else {
@@ -183,6 +188,18 @@ mod tests {
         assert!(e.source().is_none());
         assert_eq!(e.class.exit_code(), 2);
         assert_eq!(Class::Interrupted.exit_code(), 130);
+    }
+
+    #[test]
+    fn a_tch_unwrap_panic_keeps_only_libtorchs_first_line() {
+        let panic = "called `Result::unwrap()` on an `Err` value: Torch(\"value cannot be converted \
+                     to type float without overflow\nException raised from checked_convert at \
+                     /pytorch/c10/util/TypeCast.h:44\n(no backtrace available)\") (at /root/.cargo/\
+                     registry/src/tch-0.24.0/src/wrappers/tensor_generated.rs:1)";
+        assert_eq!(
+            Torch::from_message(panic).to_string(),
+            "libtorch error: value cannot be converted to type float without overflow"
+        );
     }
 
     #[test]

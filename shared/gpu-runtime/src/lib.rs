@@ -23,5 +23,6 @@ pub mod fused;
 pub mod graph;
 pub mod rng;
 pub mod scalar;
+pub mod script;
 pub mod shim;
 pub mod tune;

@@ -213,6 +213,16 @@ pub struct Meta {
     /// images as evaluation prepared them (`ddp-train --print-eval-snippet` writes them out as
     /// torchvision code).
     pub input: Option<Input>,
+    /// The TorchScript file the run trained (`arch` is then empty, the stem `none`).
+    pub script: Option<ScriptFile>,
+}
+
+/// A TorchScript model file as a checkpoint names it: its path as the run was given it, and
+/// the SHA-256 of what it held.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScriptFile {
+    pub file: String,
+    pub sha256: String,
 }
 
 /// How a checkpoint's model sees images.
@@ -256,6 +266,12 @@ impl Meta {
             ("batch_size".to_string(), self.batch_size.to_string()),
         ])
         .into_iter()
+        .chain(self.script.iter().flat_map(|s| {
+            [
+                ("model_file".to_string(), s.file.clone()),
+                ("model_sha256".to_string(), s.sha256.clone()),
+            ]
+        }))
         .chain((!self.classes.is_empty()).then(|| {
             let json = serde_json::to_string(&self.classes).expect("strings serialise");
             ("classes".to_string(), json)
@@ -314,6 +330,24 @@ impl Meta {
                 None => Vec::new(),
             },
             input: Input::from_map(map, path)?,
+            script: match (get("model_file"), get("model_sha256")) {
+                (Some(file), Some(sha256))
+                    if sha256.len() == 64 && sha256.bytes().all(|b| b.is_ascii_hexdigit()) =>
+                {
+                    Some(ScriptFile {
+                        file: file.to_string(),
+                        sha256: sha256.to_string(),
+                    })
+                }
+                (None, None) => None,
+                _ => {
+                    return Err(Error::Checkpoint(format!(
+                        "{}: its metadata's model_file and model_sha256 are not a pair ddp-train \
+                         writes",
+                        path.display()
+                    )));
+                }
+            },
         };
         meta.check().map_err(|field| {
             Error::Checkpoint(format!(
@@ -391,7 +425,7 @@ impl Input {
         };
         let eval_transform = map.get("eval_transform").map_or("none", String::as_str);
         Ok(Some(Input {
-            stem: one_of("stem", stem, &["imagenet", "cifar"])?,
+            stem: one_of("stem", stem, &["imagenet", "cifar", "none"])?,
             num_classes: within("num_classes", train_data::images::MAX_CLASSES as i64)?,
             image_size: within("image_size", 1 << 16)?,
             mean: finite("normalize_mean", false)?,
@@ -422,6 +456,7 @@ mod meta_tests {
             world_size: 2,
             batch_size: 64,
             classes: vec!["cat".into(), "dog, \"big\"\n".into()],
+            script: None,
             input: Some(Input {
                 stem: "cifar".into(),
                 num_classes: 10,

@@ -21,6 +21,7 @@ pub mod checkpoint;
 pub mod ddp;
 pub mod flat;
 pub mod infer;
+pub mod net;
 pub mod optim;
 pub mod pipeline;
 pub mod resnet;

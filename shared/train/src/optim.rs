@@ -308,6 +308,19 @@ impl Schedule {
             }
         }
     }
+
+    /// The largest LR of a run of `epochs` epochs from base `lr`, and the first epoch (0-based)
+    /// that has it: `lr` itself, but for a step schedule whose gamma grows it.
+    pub fn peak(self, lr: f64, epochs: usize) -> (f64, usize) {
+        match self {
+            Schedule::Step { every, gamma } if gamma > 1.0 && epochs > 0 => {
+                // The last epoch's steps: epoch epochs - 1 + a fraction below 1.
+                let k = ((epochs as f64 / every).ceil() - 1.0).max(0.0);
+                (lr * gamma.powf(k), (k * every).ceil() as usize)
+            }
+            _ => (lr, 0),
+        }
+    }
 }
 
 /// PyTorch's fused SGD kernel on one parameter (its momentum buffer made on the first step).

@@ -40,6 +40,7 @@ use tch::{Device, Kind, Tensor};
 
 use crate::ddp::{self, Buckets};
 use crate::flat::FlatParams;
+use crate::net::{Net, ScriptNet};
 use crate::optim::{Optimizer, Rule, Schedule};
 use crate::pipeline::{Pipeline, Split, Stage};
 use crate::resnet::{Arch, ResNet, Stem};
@@ -62,12 +63,16 @@ use step::*;
 /// Numeric precision of the forward/backward pass (fp16 and bf16 autocast are CUDA-only; fp16
 /// comes with the loss scaler).
 pub use device::Precision;
+pub use step::dropout_seed;
 
 /// Everything a run is made of.
 #[derive(Debug, Clone)]
 pub struct Config {
     pub arch: Arch,
     pub stem: Stem,
+    /// Train this TorchScript module (a `torch.jit.save` file taking `[N, 3, H, W]` and
+    /// returning logits `[N, classes]`) instead of a ResNet: `arch` and `stem` are then unused.
+    pub script: Option<PathBuf>,
     pub data: Source,
     /// How image files are prepared (image-folder data).
     pub images: train_data::images::ImageOptions,
@@ -189,7 +194,7 @@ pub struct EpochStats {
 #[derive(Debug)]
 pub struct Trained {
     pub vs: nn::VarStore,
-    pub model: ResNet,
+    pub model: Net,
     pub epochs: Vec<EpochStats>,
     /// Epochs already done by the checkpoint this run resumed from.
     pub resumed_from: Option<usize>,
@@ -371,6 +376,7 @@ pub fn train_locked(
         lent,
         loss_sum: Tensor::zeros([], (Kind::Double, out)),
         correct: Tensor::zeros([], (Kind::Int64, out)),
+        at: std::cell::Cell::new((0, 0)),
     };
     let mut run = Epochs::new(fixed, stepper, start, (opts, scaler), comm)?;
     let mut epochs = Vec::new();

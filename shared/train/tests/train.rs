@@ -37,6 +37,7 @@ fn config() -> Config {
     Config {
         arch: Arch::ResNet18,
         stem: Stem::ImageNet,
+        script: None,
         data: Source::Cifar100(digits().to_path_buf()),
         images: Default::default(),
         prefetch: 0,

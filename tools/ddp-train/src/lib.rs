@@ -48,13 +48,17 @@ pub struct Cli {
     )]
     pub data: Option<OsString>,
 
-    /// torchvision's ResNet, with its state_dict keys.
-    #[arg(long, value_name = "NAME", value_enum, default_value_t = Arch::ResNet18)]
-    pub model: Arch,
+    /// torchvision's ResNet (resnet18, resnet34, resnet50, resnet101), with its state_dict
+    /// keys; or torchscript:FILE, your own model as torch.jit.save wrote it (scripted or
+    /// traced): it takes the float batch [N, 3, H, W] and returns logits [N, classes], and its
+    /// parameters and buffers are trained and saved under its state_dict names (--stem does
+    /// not apply; --stages and --sync-bn need a ResNet).
+    #[arg(long, value_name = "MODEL", default_value = "resnet18", value_parser = written(parse_model))]
+    pub model: Written<ModelArg>,
 
-    /// The first layers.
-    #[arg(long, value_name = "STEM", value_enum, default_value_t = Stem::ImageNet)]
-    pub stem: Stem,
+    /// The ResNet's first layers [default: imagenet].
+    #[arg(long, value_name = "STEM", value_enum)]
+    pub stem: Option<Stem>,
 
     #[arg(long, value_name = "N", default_value_t = 10, value_parser = at_least_one)]
     pub epochs: usize,
@@ -98,11 +102,11 @@ pub struct Cli {
     #[arg(long, value_name = "NAME", value_enum, default_value_t = OptimizerKind::Sgd)]
     pub optimizer: OptimizerKind,
 
-    /// Peak learning rate (finite, >= 0, as torch.optim checks it).
+    /// Peak learning rate (0 to float32's largest, as torch.optim checks it).
     #[arg(long, value_name = "LR", default_value_t = 0.1, value_parser = non_negative)]
     pub lr: f64,
 
-    /// SGD momentum (finite, >= 0).
+    /// SGD momentum (0 to float32's largest).
     #[arg(long, value_name = "M", default_value_t = 0.9, value_parser = non_negative)]
     pub momentum: f64,
 
@@ -110,7 +114,7 @@ pub struct Cli {
     #[arg(long)]
     pub nesterov: bool,
 
-    /// Weight decay (finite, >= 0).
+    /// Weight decay (0 to float32's largest).
     #[arg(long, value_name = "WD", default_value_t = 5e-4, value_parser = non_negative)]
     pub weight_decay: f64,
 
@@ -154,7 +158,8 @@ pub struct Cli {
     /// else the CPUs divided by the ranks on this node, as PyTorch scripts divide num_workers].
     /// With wds shards, each rank's shards are also split over N streams (webdataset's
     /// split_by_worker), so the sample order depends on it: every rank must have the same N.
-    #[arg(long, value_name = "N", value_parser = at_least_one)]
+    /// At most 256.
+    #[arg(long, value_name = "N", value_parser = worker_count)]
     pub workers: Option<usize>,
 
     /// This rank's CPU threads (libtorch's, and the default of --workers, which does not take
@@ -426,11 +431,41 @@ fn num_classes(s: &str) -> Result<usize, String> {
     Ok(n)
 }
 
-/// A finite number >= 0 (NaN, infinities and negatives are refused before anything starts).
+/// `--workers`: 1 to 256 (each a thread with a batch of its own in memory).
+fn worker_count(s: &str) -> Result<usize, String> {
+    match at_least_one(s)? {
+        n if n <= 256 => Ok(n),
+        _ => Err("at most 256".into()),
+    }
+}
+
+/// `--model`: a ResNet, or `torchscript:FILE`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelArg {
+    ResNet(Arch),
+    TorchScript(std::path::PathBuf),
+}
+
+fn parse_model(s: &str) -> Result<ModelArg, String> {
+    match s.strip_prefix("torchscript:") {
+        Some("") => Err("torchscript:FILE needs the model file".into()),
+        Some(file) => Ok(ModelArg::TorchScript(file.into())),
+        None => s.parse::<Arch>().map(ModelArg::ResNet).map_err(|_| {
+            format!("resnet18, resnet34, resnet50, resnet101 or torchscript:FILE, not `{s}`")
+        }),
+    }
+}
+
+/// A number from 0 to float32's largest (NaN, infinities, negatives and numbers a float32
+/// cannot hold are refused before anything starts: the optimiser computes with float32).
 fn non_negative(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
-        Ok(_) => Err("must be a finite number >= 0".into()),
+        Ok(v) if v.is_finite() && (0.0..=f32::MAX as f64).contains(&v) => Ok(v),
+        Ok(_) => Err(format!(
+            "must be a number from 0 to {:e} (the largest float32: the optimiser computes in \
+             float32)",
+            f32::MAX
+        )),
         Err(e) => Err(e.to_string()),
     }
 }
@@ -563,7 +598,12 @@ fn stage_devices(cli: &Cli, env: &Env) -> Result<Vec<tch::Device>> {
 fn config(cli: &Cli, devices: &[tch::Device]) -> Result<Config> {
     let device = devices[0];
     let precision = cli.gpu.precision;
-    let stem = cli.stem;
+    if let (ModelArg::TorchScript(_), Some(_)) = (&cli.model.value, cli.stem) {
+        return cli_common::usage(
+            "--stem picks a ResNet's first layers: a TorchScript model has its own",
+        );
+    }
+    let stem = cli.stem.unwrap_or(Stem::ImageNet);
     let rule = match cli.optimizer {
         OptimizerKind::Sgd => Rule::Sgd {
             momentum: cli.momentum,
@@ -577,6 +617,16 @@ fn config(cli: &Cli, devices: &[tch::Device]) -> Result<Config> {
             weight_decay: cli.weight_decay,
         },
     };
+    let (peak, at) = cli.schedule.value.peak(cli.lr, cli.epochs);
+    if peak.is_nan() || peak > f32::MAX as f64 {
+        return cli_common::usage(format!(
+            "--lr {} with --schedule {} reaches {peak:e} at epoch {}, more than a float32 holds \
+             (the optimiser computes in float32)",
+            cli.lr,
+            cli.schedule.text,
+            at + 1
+        ));
+    }
     let data = Source::parse(data_arg(cli), cli.seed)?;
     let images = image_options(cli, &data)?;
     let data = match &cli.val_data {
@@ -584,7 +634,14 @@ fn config(cli: &Cli, devices: &[tch::Device]) -> Result<Config> {
         None => data,
     };
     Ok(Config {
-        arch: cli.model,
+        arch: match &cli.model.value {
+            ModelArg::ResNet(a) => *a,
+            ModelArg::TorchScript(_) => Arch::ResNet18,
+        },
+        script: match &cli.model.value {
+            ModelArg::TorchScript(file) => Some(file.clone()),
+            ModelArg::ResNet(_) => None,
+        },
         stem,
         augment: cli.augment || data.is_files(),
         data,
@@ -859,8 +916,8 @@ fn training_flags(cli: &Cli, data: &Source) -> Vec<(&'static str, String)> {
     };
     let mut flags = vec![
         ("--data", os(data_arg(cli))),
-        ("--model", value_name(&cli.model)),
-        ("--stem", value_name(&cli.stem)),
+        ("--model", cli.model.text.clone()),
+        ("--stem", value_name(&cli.stem.unwrap_or(Stem::ImageNet))),
         ("--epochs", cli.epochs.to_string()),
         ("--batch-size", cli.batch_size.to_string()),
         ("--accum", cli.accum.to_string()),

@@ -47,9 +47,11 @@ pub fn banner(
         String::new()
     };
     format!(
-        "ddp-train[rank {rank}]: {} ({:?} stem) {placement}, {world} rank(s), global batch {} ({} per rank), {} via {engine}{extras}, {threads}{decoding}",
-        cfg.arch.name(),
-        cfg.stem,
+        "ddp-train[rank {rank}]: {} {placement}, {world} rank(s), global batch {} ({} per rank), {} via {engine}{extras}, {threads}{decoding}",
+        match &cfg.script {
+            Some(file) => format!("TorchScript model {}", file.display()),
+            None => format!("{} ({:?} stem)", cfg.arch.name(), cfg.stem),
+        },
         cfg.batch_size,
         cfg.batch_size / world.max(1),
         // TF32 is a CUDA tensor-core mode: the CPU computes fp32.

@@ -30,37 +30,36 @@ pub fn eval_snippet(path: &Path) -> Result<String> {
             py_str(value)
         )
     };
-    let arch: Arch = meta.arch.parse().map_err(|_| bad("arch", &meta.arch))?;
-    let arch = arch.name();
-    let cifar = match input.stem.as_str() {
-        "cifar" => true,
-        "imagenet" => false,
-        other => return Err(bad("stem", other)),
+    let floats = |v: &[f64]| {
+        let v: Vec<String> = v.iter().map(|x| format!("{x:?}")).collect();
+        format!("[{}]", v.join(", "))
     };
+    let (classes, size) = (input.num_classes, input.image_size);
+    let mut s;
+    if let Some(script) = &meta.script {
+        // The user's own model: its TorchScript file (or the eager nn.Module it was made
+        // from: the checkpoint's names are its state_dict's).
+        s = format!(
+            "# A TorchScript model, {classes} classes, {size}x{size} images (written by \
+             ddp-train --print-eval-snippet)\n\
+             import os, torch\n\
+             from torchvision import transforms\n\
+             from safetensors.torch import load_file\n\n\
+             # The file the run trained (sha256 {}); your eager nn.Module takes the same \
+             state_dict\n\
+             model = torch.jit.load({}, map_location='cpu')\n",
+            script.sha256, // hex digits only (checked when the metadata is read)
+            py_str(&script.file),
+        );
+    } else {
+        let arch: Arch = meta.arch.parse().map_err(|_| bad("arch", &meta.arch))?;
+        s = resnet_lines(arch, input.stem.as_str(), classes, size).map_err(|v| bad("stem", &v))?;
+    }
     let resize = match input.eval_transform.as_str() {
         "imagenet" => true,
         "none" => false,
         other => return Err(bad("eval_transform", other)),
     };
-    let (classes, size) = (input.num_classes, input.image_size);
-    let floats = |v: &[f64]| {
-        let v: Vec<String> = v.iter().map(|x| format!("{x:?}")).collect();
-        format!("[{}]", v.join(", "))
-    };
-    let mut s = format!(
-        "# {arch}, {classes} classes, {} stem, {size}x{size} images (written by ddp-train \
-         --print-eval-snippet)\n\
-         import os, torch, torchvision\n\
-         from torchvision import transforms\n\
-         from safetensors.torch import load_file\n\n\
-         model = torchvision.models.{arch}(num_classes={classes})\n",
-        if cifar { "cifar" } else { "imagenet" },
-    );
-    if cifar {
-        s += "# ddp-train's CIFAR stem: a 3x3 stride-1 first convolution and no max-pool\n\
-              model.conv1 = torch.nn.Conv2d(3, 64, kernel_size=3, stride=1, padding=1, bias=False)\n\
-              model.maxpool = torch.nn.Identity()\n";
-    }
     s += &format!(
         "model.load_state_dict(load_file({}))\nmodel.eval()\n\n",
         py_path(path)
@@ -87,6 +86,32 @@ pub fn eval_snippet(path: &Path) -> Result<String> {
           # with torch.no_grad():\n\
           #     logits = model(transform(Image.open(\"image.png\").convert(\"RGB\"))[None])\n\
           # print(logits.argmax(1).item())\n";
+    Ok(s)
+}
+
+/// The lines that build a ResNet as ddp-train trained it (`Err(stem)` for a stem it does not
+/// write).
+fn resnet_lines(arch: Arch, stem: &str, classes: i64, size: i64) -> Result<String, String> {
+    let arch = arch.name();
+    let cifar = match stem {
+        "cifar" => true,
+        "imagenet" => false,
+        other => return Err(other.to_string()),
+    };
+    let mut s = format!(
+        "# {arch}, {classes} classes, {} stem, {size}x{size} images (written by ddp-train \
+         --print-eval-snippet)\n\
+         import os, torch, torchvision\n\
+         from torchvision import transforms\n\
+         from safetensors.torch import load_file\n\n\
+         model = torchvision.models.{arch}(num_classes={classes})\n",
+        if cifar { "cifar" } else { "imagenet" },
+    );
+    if cifar {
+        s += "# ddp-train's CIFAR stem: a 3x3 stride-1 first convolution and no max-pool\n\
+              model.conv1 = torch.nn.Conv2d(3, 64, kernel_size=3, stride=1, padding=1, bias=False)\n\
+              model.maxpool = torch.nn.Identity()\n";
+    }
     Ok(s)
 }
 

@@ -537,6 +537,11 @@ fn bad_set_ups_say_what_to_do() {
         ("--lr=-1", ""),
         ("--momentum", "nan"),
         ("--weight-decay", "inf"),
+        // Past float32, which the optimiser computes in (a libtorch unwrap after start-up).
+        ("--lr", "1e39"),
+        ("--weight-decay", "1e39"),
+        ("--momentum", "4e38"),
+        ("--workers", "100000"),
         ("--label-smoothing", "2"),
         ("--max-steps", "0"),
         ("--epochs", "0"),
@@ -556,6 +561,17 @@ fn bad_set_ups_say_what_to_do() {
             "{flag} {value}: {err}"
         );
     }
+    // A step schedule whose gamma takes the LR past float32 within the run.
+    let o = cmd()
+        .args(["--lr", "1", "--schedule", "step:1:1e20", "--epochs", "3"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--schedule step:1:1e20 reaches 1e40 at epoch 3"),
+        "{err}"
+    );
     let o = Command::new(BIN)
         .args(["--device", "cpu", "--data", "synthetic:1000000000"])
         .output()
@@ -1797,6 +1813,17 @@ fn cpu_threads_come_from_the_flag_or_slurm_and_bound_the_decoding_threads() {
     };
     let e = banner(cmd().env("SLURM_CPUS_PER_TASK", "1"));
     assert!(e.contains(", 1 CPU thread(s) (SLURM_CPUS_PER_TASK)"), "{e}");
+    // More than the CPUs it may use is capped there, and the start line says so (100,000
+    // threads answered no signal).
+    let cores = std::thread::available_parallelism().unwrap().get();
+    let e = banner(cmd().env("SLURM_CPUS_PER_TASK", "100000"));
+    assert!(
+        e.contains(&format!(
+            ", {cores} CPU thread(s) (SLURM_CPUS_PER_TASK), capped: 100000 asked, more than the \
+             {cores} CPU(s) it may use"
+        )),
+        "{e}"
+    );
     let folder = format!("imagefolder:{}", digits_twice().join("folder").display());
     let e = banner(
         cmd_on(&folder)
@@ -1876,13 +1903,19 @@ assert not np.array_equal(x[0], x[2]) and not np.array_equal(x[2], x[3])
     python([std::ffi::OsStr::new("-c"), script.as_ref(), npz.as_os_str()]);
 }
 
-/// Spawns the `ranks` (their stdout piped, stderr captured) and sends the checkpoint signal to
-/// `target` once `watch` has printed its first checkpoint record (so that it lands inside an
-/// epoch, after --checkpoint-every's first one): each rank's output.
-fn usr1_after_first_checkpoint(
+/// Spawns the `ranks` (their stdout piped, stderr captured) and sends the checkpoint signal
+/// (SIGUSR1) to `target` once `watch` has printed its first checkpoint record (so that it lands
+/// inside an epoch, after --checkpoint-every's first one): each rank's output.
+fn usr1_after_first_checkpoint(ranks: Vec<Command>, watch: usize, target: usize) -> Vec<Output> {
+    signal_after_first_checkpoint(ranks, watch, target, libc::SIGUSR1)
+}
+
+/// [`usr1_after_first_checkpoint`] with another signal.
+fn signal_after_first_checkpoint(
     mut ranks: Vec<Command>,
     watch: usize,
     target: usize,
+    signal: i32,
 ) -> Vec<Output> {
     let mut children: Vec<std::process::Child> = ranks
         .iter_mut()
@@ -1897,7 +1930,7 @@ fn usr1_after_first_checkpoint(
     let watched = children[watch].stdout.take().unwrap();
     let reader = read_watching(watched, r#""type":"checkpoint""#, move || {
         // SAFETY: a signal to a child of this test, still running (its stdout is open).
-        assert_eq!(unsafe { libc::kill(target_pid, libc::SIGUSR1) }, 0);
+        assert_eq!(unsafe { libc::kill(target_pid, signal) }, 0);
     });
     let mut outs: Vec<Output> = children
         .into_iter()
@@ -1963,6 +1996,34 @@ fn assert_stopped_at_a_signal_checkpoint(o: &Output, what: &str) -> u64 {
         "{what}: {stderr}"
     );
     step
+}
+
+#[test]
+fn hup_as_the_checkpoint_signal_checkpoints_instead_of_interrupting() {
+    // SIGHUP also ends a run (a closed terminal); named as the checkpoint signal it must only
+    // checkpoint, as USR1 does, not interrupt (exit 130) and lose the step's work.
+    let ck = tempfile::tempdir().unwrap();
+    let mut run = cmd();
+    run.args([
+        "--batch-size",
+        "32",
+        "--max-steps",
+        "8",
+        "--epochs",
+        "1",
+        "--max-val-steps",
+        "2",
+        "--threads",
+        "1",
+        "--checkpoint-every",
+        "2",
+        "--checkpoint-signal",
+        "HUP",
+        "--checkpoint-dir",
+    ])
+    .arg(ck.path());
+    let out = signal_after_first_checkpoint(vec![run], 0, 0, libc::SIGHUP).remove(0);
+    assert_stopped_at_a_signal_checkpoint(&out, "SIGHUP as --checkpoint-signal");
 }
 
 #[test]
@@ -2241,18 +2302,30 @@ fn the_requeues_own_sigterm_does_not_hide_that_the_job_was_requeued() {
 #[test]
 fn the_eval_snippet_evaluates_the_checkpoint_in_torchvision_as_training_did() {
     let folder = digits_twice().join("folder");
+    // (what, --data, flags, validation data, ranks): with two ranks, each rank's BatchNorm
+    // statistics differ after the last step; the checkpoint keeps rank 0's, so evaluation
+    // must use rank 0's too (as DDP's first forward under no_grad broadcasts them).
     let cases = [
         (
             "cifar",
             format!("cifar100:{}", digits_twice().display()),
             vec!["--stem", "cifar"],
             digits_twice().to_path_buf(),
+            1,
         ),
         (
             "folder",
             format!("imagefolder:{}", folder.display()),
             vec!["--image-size", "32", "--transform", "imagenet"],
             folder.join("val"),
+            1,
+        ),
+        (
+            "cifar",
+            format!("cifar100:{}", digits_twice().display()),
+            vec!["--stem", "cifar"],
+            digits_twice().to_path_buf(),
+            2,
         ),
     ];
     let check = r#"
@@ -2275,17 +2348,24 @@ with torch.no_grad():
 loss = torch.nn.functional.cross_entropy(logits, torch.from_numpy(ys)).item()
 print(json.dumps({"loss": loss, "top1": 100 * float((logits.argmax(1).numpy() == ys).mean())}))
 "#;
-    for (what, data, args, val) in cases {
+    for (what, data, args, val, ranks) in cases {
         let ck = tempfile::tempdir().unwrap();
-        let run = records(
-            &cmd_on(&data)
-                .args(args)
+        let port = free_port();
+        let outs = run_all((0..ranks).map(|rank| {
+            let mut c = cmd_on(&data);
+            c.args(&args)
                 .args(["--epochs", "1", "--max-steps", "8", "--batch-size", "32"])
                 .arg("--checkpoint-dir")
-                .arg(ck.path())
-                .output()
-                .unwrap(),
-        );
+                .arg(ck.path());
+            if ranks > 1 {
+                c.args(rank_of(rank, ranks, &port));
+            }
+            c
+        }));
+        let run = records(&outs[0]);
+        let mode = what;
+        let what = format!("{what}, {ranks} rank(s)");
+        let what = what.as_str();
         let last = ck.path().join("last.safetensors");
         let out = Command::new(BIN)
             .arg("--print-eval-snippet")
@@ -2302,7 +2382,7 @@ print(json.dumps({"loss": loss, "top1": 100 * float((logits.argmax(1).numpy() ==
         std::fs::write(&script, format!("{snippet}\n{check}")).unwrap();
         let out = Command::new(root().join(".venv/bin/python"))
             .arg(&script)
-            .arg(what)
+            .arg(mode)
             .arg(&val)
             .output()
             .unwrap();

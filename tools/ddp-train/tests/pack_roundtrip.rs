@@ -164,3 +164,62 @@ print("ok")
         python(check, &[&npz, &d.join("imgs/val")]);
     }
 }
+
+#[test]
+fn an_unreadable_folder_of_a_class_is_a_warning_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    for split in ["train", "val"] {
+        for (c, class) in ["cat", "dog"].iter().enumerate() {
+            for i in 0..3 {
+                let p = d.join(format!("imgs/{split}/{class}/{i}.png"));
+                testkit::write_image(&p, 16, 16, (c * 3 + i) as u32);
+            }
+        }
+    }
+    // Two of the class's images in a folder that cannot be read (by an unprivileged user: the
+    // test drops root's rights for the run when it has them).
+    let locked = d.join("imgs/train/dog/more");
+    for i in 0..2 {
+        testkit::write_image(&locked.join(format!("m{i}.png")), 16, 16, 40 + i);
+    }
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let mut c = Command::new(BIN);
+    c.args(["--device", "cpu", "--data"])
+        .arg(format!("imagefolder:{}", d.join("imgs").display()))
+        .args([
+            "--image-size",
+            "16",
+            "--transform",
+            "none",
+            "--batch-size",
+            "4",
+            "--dump-batches",
+            "1",
+        ])
+        .arg("--dump")
+        .arg(d.join("x.npz"));
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: setgid/setuid between fork and exec, async-signal-safe.
+        unsafe {
+            c.pre_exec(|| {
+                if libc::setgid(65534) != 0 || libc::setuid(65534) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    let o = c.output().unwrap();
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{}: cannot be read", locked.display())),
+        "{stderr}"
+    );
+}

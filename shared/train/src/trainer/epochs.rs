@@ -119,6 +119,13 @@ impl<'a> Epochs<'a> {
             steps_per_epoch,
             classes: fixed.train_set.class_names(),
             input: model_input(cfg, fixed.train_set, &norm),
+            script: match stepper.model {
+                Net::Script(s) => Some(checkpoint::ScriptFile {
+                    file: s.file.display().to_string(),
+                    sha256: s.sha256.clone(),
+                }),
+                Net::ResNet(_) => None,
+            },
         };
         Ok(Epochs {
             fixed,
@@ -232,6 +239,7 @@ impl<'a> Epochs<'a> {
         let batch = e.order.narrow(0, (step * local) as i64, local as i64);
         let micro = micro_batches(cfg, train_set, &self.norm, &batch, draws.as_ref(), epoch)?;
         let stepper = &self.stepper;
+        stepper.at.set((epoch, step));
         if !self.steps.run(
             stepper,
             comm,
@@ -349,6 +357,12 @@ impl<'a> Epochs<'a> {
         let (train_loss, train_top1, train_seconds) =
             self.stepper.epoch_figures(comm, seen, e.t0)?;
         let (model, stages) = (self.stepper.model, self.stepper.stages);
+        // DDP's first forward after a training step (in eval mode, under no_grad) broadcasts
+        // rank 0's buffers when broadcast_buffers is on: every rank evaluates with the
+        // BatchNorm statistics that rank 0's checkpoint keeps.
+        if cfg.broadcast_buffers {
+            crate::ddp::broadcast(comm, self.stepper.buffers)?;
+        }
         let (val_loss, val_images);
         (val_loss, self.val_top1, val_images) =
             evaluate(model, stages, test_set, &self.norm, comm, cfg)?;
@@ -537,7 +551,7 @@ impl Signal {
 /// (loss, top-1 %, images) over the test set: each rank takes images rank, rank+world, … (the
 /// first `max_val_steps` batches of them, if set).
 pub(super) fn evaluate(
-    model: &ResNet,
+    model: &Net,
     stages: &[StageParts],
     data: &Dataset,
     norm: &train_data::data::Normalize,

@@ -101,10 +101,16 @@ pub(super) fn restore(cfg: &Config, parts: &mut Parts) -> Result<Start> {
         let strict = cfg
             .init_strict
             .then_some("; --init-non-strict loads what matches");
-        copy_weights(&parts.vs, &weights, cfg.arch, strict, path)?;
+        copy_weights(&parts.vs, &weights, &model_name(cfg), strict, path)?;
     }
     if let Some(state) = last {
-        copy_weights(&parts.vs, &state.model, cfg.arch, Some(""), &state.path)?;
+        copy_weights(
+            &parts.vs,
+            &state.model,
+            &model_name(cfg),
+            Some(""),
+            &state.path,
+        )?;
         // The epoch's loss sum may be infinite (fp16's skipped steps); the state may not.
         let optim: BTreeMap<String, Tensor> = state
             .train
@@ -269,6 +275,7 @@ pub(super) struct RunInfo<'a> {
     pub(super) steps_per_epoch: usize,
     pub(super) classes: Vec<String>,
     pub(super) input: checkpoint::Input,
+    pub(super) script: Option<checkpoint::ScriptFile>,
 }
 
 /// How the model sees images: its stem and classes, the side of its images, and what
@@ -294,9 +301,10 @@ pub(super) fn model_input(
         (stats(&norm.mean), stats(&norm.std), "none")
     };
     checkpoint::Input {
-        stem: match cfg.stem {
-            Stem::ImageNet => "imagenet",
-            Stem::Cifar => "cifar",
+        stem: match (&cfg.script, cfg.stem) {
+            (Some(_), _) => "none",
+            (None, Stem::ImageNet) => "imagenet",
+            (None, Stem::Cifar) => "cifar",
         }
         .to_string(),
         num_classes: data.num_classes,
@@ -325,7 +333,10 @@ impl RunInfo<'_> {
             steps_per_epoch: self.steps_per_epoch,
             seed: self.cfg.seed,
             skipped_steps,
-            arch: self.cfg.arch.name().to_string(),
+            arch: match self.script {
+                Some(_) => String::new(),
+                None => self.cfg.arch.name().to_string(),
+            },
             best_top1,
             val_top1,
             scaler: scaler.enabled,
@@ -335,6 +346,7 @@ impl RunInfo<'_> {
             batch_size: self.cfg.batch_size,
             classes: self.classes.clone(),
             input: Some(self.input.clone()),
+            script: self.script.clone(),
         }
     }
 }

@@ -5,6 +5,20 @@ use super::*;
 
 /// The settings that cannot work together, as usage errors; the per-rank batch.
 pub(super) fn check(cfg: &Config, world: usize) -> Result<usize> {
+    if cfg.script.is_some() {
+        if cfg.pipeline.is_some() {
+            return Err(Error::Usage(
+                "a TorchScript model runs whole on one device: --stages needs a ResNet".into(),
+            ));
+        }
+        if cfg.sync_bn {
+            return Err(Error::Usage(
+                "--sync-bn swaps a ResNet's BatchNorms for SyncBatchNorms; a TorchScript \
+                 model's cannot be swapped once scripted: train it without --sync-bn"
+                    .into(),
+            ));
+        }
+    }
     if !cfg.batch_size.is_multiple_of(world) {
         return Err(Error::Usage(format!(
             "--batch-size {} is not divisible by the world size {world}",
@@ -99,7 +113,7 @@ pub(super) fn check_pipeline(cfg: &Config, p: &Pipeline, world: usize) -> Result
 /// The model and what trains it, as [`setup`] makes them.
 pub(super) struct Parts {
     pub(super) vs: nn::VarStore,
-    pub(super) model: ResNet,
+    pub(super) model: Net,
     pub(super) named: Named,
     /// One per pipeline stage (one for the whole model), with its optimiser in `opts`.
     pub(super) stages: Vec<StageParts>,
@@ -151,13 +165,37 @@ pub(super) fn setup(cfg: &Config, comm: &mut Communicator) -> Result<(Dataset, D
         let _init = INIT.lock().unwrap_or_else(|e| e.into_inner());
         tch::manual_seed(cfg.seed);
         let vs = nn::VarStore::new(cfg.device);
-        let model = ResNet::new(&vs.root(), cfg.arch, train_set.num_classes, cfg.stem);
+        let model = match &cfg.script {
+            Some(file) => Net::Script(ScriptNet::load(file, &vs)?),
+            None => Net::ResNet(ResNet::new(
+                &vs.root(),
+                cfg.arch,
+                train_set.num_classes,
+                cfg.stem,
+            )),
+        };
         (vs, model)
     };
+    if let Net::Script(s) = &model {
+        check_script_output(s, &train_set, cfg.device)?;
+    }
     let plans = {
-        let units = cfg
-            .arch
-            .units(cfg.stem, train_set.num_classes, train_set.image_size());
+        let units = match &model {
+            Net::ResNet(_) => {
+                cfg.arch
+                    .units(cfg.stem, train_set.num_classes, train_set.image_size())
+            }
+            // One unit: the module is run whole.
+            Net::Script(_) => vec![crate::resnet::Unit {
+                name: "model".into(),
+                flops: 1.0,
+                params: vs
+                    .trainable_variables()
+                    .iter()
+                    .map(Tensor::numel)
+                    .sum::<usize>() as i64,
+            }],
+        };
         match &cfg.pipeline {
             Some(p) => crate::pipeline::stages(&units, &p.split, &p.devices)?,
             None => crate::pipeline::stages(&units, &Split::At(Vec::new()), &[cfg.device])?,
@@ -166,16 +204,22 @@ pub(super) fn setup(cfg: &Config, comm: &mut Communicator) -> Result<(Dataset, D
     if plans.len() > 1 {
         let place: Vec<(Range<usize>, Device)> =
             plans.iter().map(|s| (s.units.clone(), s.device)).collect();
-        model.place(&vs, &place)?;
+        // (A TorchScript model is one stage: `check` refuses --stages.)
+        if let Net::ResNet(r) = &mut model {
+            r.place(&vs, &place)?;
+        }
     }
     // The communicator is lent to the SyncBatchNorms for each step's forward and backward.
     let lent = (cfg.sync_bn && world > 1).then(Lent::new);
     if let Some(l) = &lent {
-        model.sync_batch_norm(crate::syncbn::Group {
-            reducer: l.clone(),
-            rank,
-            world,
-        });
+        // (A TorchScript model is refused with --sync-bn by `check`.)
+        if let Net::ResNet(r) = &mut model {
+            r.sync_batch_norm(crate::syncbn::Group {
+                reducer: l.clone(),
+                rank,
+                world,
+            });
+        }
     }
     if cfg.channels_last {
         for t in vs.variables().values() {
@@ -227,6 +271,26 @@ pub(super) fn setup(cfg: &Config, comm: &mut Communicator) -> Result<(Dataset, D
     Ok((train_set, test_set, parts))
 }
 
+/// A TorchScript model's output for a batch of two zero images of the data's size (in
+/// evaluation mode, so nothing of its state changes) must be float logits `[2, classes]`.
+fn check_script_output(s: &ScriptNet, data: &Dataset, device: Device) -> Result<()> {
+    let (h, w) = data.image_size();
+    let x = Tensor::zeros([2, 3, h, w], (Kind::Float, device));
+    let y = tch::no_grad(|| s.forward(&x, false))?;
+    let want = [2, data.num_classes];
+    if y.size() != want || !y.is_floating_point() {
+        return Err(Error::Data(format!(
+            "--model torchscript:{}: for a batch of shape [2, 3, {h}, {w}] it returns {:?} of \
+             shape {:?}; the data has {} classes, so it must return logits of shape {want:?}",
+            s.file.display(),
+            y.kind(),
+            y.size(),
+            data.num_classes
+        )));
+    }
+    Ok(())
+}
+
 /// Where a dataset's batch indices live: on the device for data held there, on the host for
 /// image files, which are decoded on the host (indices on a GPU would make every step wait for
 /// the device to read them back).
@@ -235,6 +299,14 @@ pub(super) fn index_device(cfg: &Config, data: &Dataset) -> Device {
         Device::Cpu
     } else {
         cfg.device
+    }
+}
+
+/// How messages name the run's model: its architecture, or its TorchScript file.
+pub(super) fn model_name(cfg: &Config) -> String {
+    match &cfg.script {
+        Some(file) => file.display().to_string(),
+        None => cfg.arch.name().to_string(),
     }
 }
 
@@ -247,7 +319,7 @@ pub(super) fn index_device(cfg: &Config, data: &Dataset) -> Device {
 pub(super) fn copy_weights(
     vs: &nn::VarStore,
     weights: &BTreeMap<String, Tensor>,
-    arch: Arch,
+    model: &str,
     strict: Option<&str>,
     path: &std::path::Path,
 ) -> Result<()> {
@@ -272,12 +344,8 @@ pub(super) fn copy_weights(
     missing.sort();
     let missing: Vec<&str> = missing.iter().map(String::as_str).collect();
     let (what_missing, what_extra) = (
-        format!("{} tensor(s) of {} it lacks", missing.len(), arch.name()),
-        format!(
-            "{} tensor(s) {} does not have",
-            unexpected.len(),
-            arch.name()
-        ),
+        format!("{} tensor(s) of {model} it lacks", missing.len()),
+        format!("{} tensor(s) {model} does not have", unexpected.len()),
     );
     if let Some(hint) = strict
         && !(unexpected.is_empty() && missing.is_empty())

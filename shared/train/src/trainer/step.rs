@@ -187,7 +187,7 @@ pub(super) fn step_draws(
 /// never waits and the previous stage can take the next micro-batch at once. Its backward is
 /// the same copy the other way.
 pub(super) fn forward(
-    model: &ResNet,
+    model: &Net,
     stages: &[StageParts],
     x: &Tensor,
     train: bool,
@@ -215,7 +215,7 @@ pub(super) fn forward(
 /// What one optimisation step touches; shared by the eager and the graphed path.
 pub(super) struct Stepper<'a> {
     pub(super) cfg: &'a Config,
-    pub(super) model: &'a ResNet,
+    pub(super) model: &'a Net,
     pub(super) buffers: &'a [Tensor],
     /// Where each stage runs, and its flat gradient with its DDP buckets (ranges of it).
     pub(super) stages: &'a [StageParts],
@@ -225,6 +225,19 @@ pub(super) struct Stepper<'a> {
     /// device), zeroed in place each epoch (a captured step adds into these very tensors).
     pub(super) loss_sum: Tensor,
     pub(super) correct: Tensor,
+    /// The (epoch, step) being run: a TorchScript model's dropout is seeded from it.
+    pub(super) at: std::cell::Cell<(usize, usize)>,
+}
+
+/// A TorchScript model's random draws (dropout) come from libtorch's default generator, not
+/// one of the run's: it is seeded before each micro-batch's forward with [`step_seed`] of the
+/// (epoch, step) and the micro-batch's place among all ranks' (rank × accum + j), so that a
+/// resumed run draws what the uninterrupted one drew, and one rank with `--accum k` draws
+/// what k ranks draw. (PyTorch does the same with `torch.manual_seed(step_seed(...))` before
+/// the forward.) Ranks run as threads of one process share that generator: tests with dropout
+/// run ranks as processes.
+pub fn dropout_seed(seed: i64, (epoch, step): (usize, usize), place: usize) -> i64 {
+    step_seed(seed ^ 0x005e_edd0, epoch, step, place)
 }
 
 impl Stepper<'_> {
@@ -267,10 +280,17 @@ impl Stepper<'_> {
             opt.zero_grad();
         }
         let scale = loss_factor / micro.len() as f64;
+        // (Not inside a CUDA graph's capture, where seeding is not allowed: a captured
+        // step's draws advance from the seed of the capture with every replay.)
+        let script = matches!(self.model, Net::Script(_)) && !self.cfg.cuda_graphs;
         if let [_] = self.stages {
-            for (x, y) in micro {
+            for (j, (x, y)) in micro.iter().enumerate() {
                 if self.cfg.broadcast_buffers {
                     ddp::broadcast(comm, self.buffers)?;
+                }
+                if script {
+                    let place = comm.rank() * micro.len() + j;
+                    tch::manual_seed(dropout_seed(self.cfg.seed, self.at.get(), place));
                 }
                 let pass = || -> Result<Pass> {
                     let pass = self.loss(x, y)?;

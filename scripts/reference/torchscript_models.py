@@ -1,0 +1,164 @@
+"""Small models that stress a trainer differently, scripted with torch.jit.script, and a
+reference trainer for them: ddp-train's `--model torchscript:FILE` parity tests train the same
+file on the same batches (ddp-train's --dump-batches) with torch.optim and compare weights.
+
+  torchscript_models.py make KIND OUT.pt CLASSES [SEED]   # KIND: gn_dropout, vit, bn
+  torchscript_models.py train MODEL.pt OUT.safetensors SEED LR STEPS ACCUM BATCHES.npz...
+      # each npz is one rank's batches (ddp-train --dump-batches STEPS*... per rank)
+
+`train` runs what ddp-train runs (SGD, momentum 0.9, weight decay 5e-4, constant LR; DDP's
+semantics emulated in one process for several ranks: rank 0's buffers are the ones kept (DDP
+broadcasts them before every forward), gradients averaged over ranks and micro-batches; dropout seeded before each
+micro-batch's forward as ddp-train seeds it).
+"""
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class GnDropout(nn.Module):
+    """Convolutions with GroupNorm and dropout: no buffers, random draws in training."""
+
+    def __init__(self, classes: int):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 16, 3, padding=1)
+        self.gn1 = nn.GroupNorm(4, 16)
+        self.conv2 = nn.Conv2d(16, 32, 3, stride=2, padding=1)
+        self.gn2 = nn.GroupNorm(8, 32)
+        self.drop = nn.Dropout(0.3)
+        self.fc = nn.Linear(32, classes)
+
+    def forward(self, x):
+        x = F.relu(self.gn1(self.conv1(x)))
+        x = F.relu(self.gn2(self.conv2(x)))
+        x = x.mean(dim=(2, 3))
+        return self.fc(self.drop(x))
+
+
+class Block(nn.Module):
+    def __init__(self, dim: int, heads: int):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim)
+        self.attn = nn.MultiheadAttention(dim, heads, batch_first=True)
+        self.norm2 = nn.LayerNorm(dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 2 * dim), nn.GELU(), nn.Linear(2 * dim, dim))
+
+    def forward(self, x):
+        h = self.norm1(x)
+        a, _ = self.attn(h, h, h, need_weights=False)
+        x = x + a
+        return x + self.mlp(self.norm2(x))
+
+
+class TinyViT(nn.Module):
+    """A vision transformer: patch embedding, class token, position embedding, attention
+    blocks with LayerNorm and GELU."""
+
+    def __init__(self, classes: int, size: int = 32, patch: int = 8, dim: int = 32):
+        super().__init__()
+        self.patch = nn.Conv2d(3, dim, patch, stride=patch)
+        n = (size // patch) ** 2
+        self.cls = nn.Parameter(torch.zeros(1, 1, dim))
+        self.pos = nn.Parameter(torch.randn(1, n + 1, dim) * 0.02)
+        self.blocks = nn.Sequential(Block(dim, 4), Block(dim, 4))
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, classes)
+
+    def forward(self, x):
+        x = self.patch(x).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
+        x = self.blocks(x)
+        return self.head(self.norm(x[:, 0]))
+
+
+class BnNet(nn.Module):
+    """Convolutions with BatchNorm: running statistics as buffers."""
+
+    def __init__(self, classes: int):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 16, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(16)
+        self.conv2 = nn.Conv2d(16, 32, 3, stride=2, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(32)
+        self.fc = nn.Linear(32, classes)
+
+    def forward(self, x):
+        x = F.relu(self.bn1(self.conv1(x)))
+        x = F.relu(self.bn2(self.conv2(x)))
+        return self.fc(x.mean(dim=(2, 3)))
+
+
+KINDS = {"gn_dropout": GnDropout, "vit": TinyViT, "bn": BnNet}
+
+
+def step_seed(seed, epoch, step, rank):
+    """ddp-train's step_seed (u64 wrapping arithmetic, as an i64)."""
+    m = (1 << 64) - 1
+    v = ((seed & m) * 1_000_003) & m
+    v = (v + epoch * 1009 + rank) & m
+    v = (v * 1_000_033) & m
+    v = (v + step) & m
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def dropout_seed(seed, epoch, step, place):
+    return step_seed(seed ^ 0x5EED_D0, epoch, step, place)
+
+
+def make(kind, out, classes, seed=0):
+    torch.manual_seed(seed)
+    m = KINDS[kind](classes)
+    torch.jit.save(torch.jit.script(m), out)
+
+
+def train(model, out, seed, lr, steps, accum, batches):
+    from safetensors.torch import save_file
+
+    torch.set_num_threads(1)
+    m = torch.jit.load(model)
+    m.train()
+    ranks = [np.load(b) for b in batches]
+    world = len(ranks)
+    opt = torch.optim.SGD(m.parameters(), lr=lr, momentum=0.9, weight_decay=5e-4)
+    buffers = dict(m.named_buffers())
+    params = list(m.parameters())
+    for step in range(steps):
+        grads = [torch.zeros_like(p) for p in params]
+        rank0 = None
+        for r, d in enumerate(ranks):
+            per = len(d["labels"]) // steps
+            x = torch.from_numpy(d["images"][step * per:(step + 1) * per])
+            y = torch.from_numpy(d["labels"][step * per:(step + 1) * per]).long()
+            for j in range(accum):
+                # Micro-batch j takes positions j, j + accum, ... of the rank's batch.
+                torch.manual_seed(dropout_seed(seed, 0, step, r * accum + j))
+                loss = F.cross_entropy(m(x[j::accum]), y[j::accum]) / accum
+                for p in params:
+                    p.grad = None
+                loss.backward()
+                for g, p in zip(grads, params):
+                    g += p.grad
+            if r == 0:
+                # DDP broadcasts rank 0's buffers before every forward: only rank 0's count.
+                rank0 = {k: v.clone() for k, v in buffers.items()}
+        with torch.no_grad():
+            for k, v in buffers.items():
+                v.copy_(rank0[k])
+        for g, p in zip(grads, params):
+            p.grad = g / world
+        opt.step()
+    save_file({k: v.detach().contiguous() for k, v in m.state_dict().items()}, out)
+
+
+if __name__ == "__main__":
+    cmd = sys.argv[1]
+    if cmd == "make":
+        make(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]) if len(sys.argv) > 5 else 0)
+    elif cmd == "train":
+        train(sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6]),
+              int(sys.argv[7]), sys.argv[8:])
+    else:
+        sys.exit(__doc__)

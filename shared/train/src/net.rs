@@ -1,0 +1,146 @@
+//! The model a run trains: a torchvision ResNet built here ([`crate::resnet`]), or the user's own
+//! model as a TorchScript file ([`ScriptNet`]: written by `torch.jit.save`, scripted or traced,
+//! taking the loader's float batch `[N, 3, H, W]` and returning logits `[N, classes]`).
+//!
+//! A TorchScript model's parameters and buffers join the run's `VarStore` under their
+//! `state_dict` names (handles to the module's own tensors), so everything that works on the
+//! store — DDP's broadcasts and buckets, the flat buffers, the optimisers, checkpoints, `--init`
+//! — works on it unchanged, and a checkpoint loads with `load_state_dict` into the user's eager
+//! `nn.Module`.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use gpu_runtime::script::ScriptModule;
+use tch::{Tensor, nn};
+
+use crate::resnet::ResNet;
+use crate::{Error, Result};
+
+/// A run's model (one per run: the size difference of the variants costs nothing).
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
+pub enum Net {
+    ResNet(ResNet),
+    Script(ScriptNet),
+}
+
+/// A TorchScript module being trained.
+#[derive(Debug)]
+pub struct ScriptNet {
+    module: ScriptModule,
+    /// The file it was loaded from, and its SHA-256 (hex): what a checkpoint names.
+    pub file: PathBuf,
+    pub sha256: String,
+}
+
+/// The most bytes a model file may have (a TorchScript archive of 4 GiB holds a billion float32
+/// weights).
+pub const MAX_MODEL_BYTES: u64 = 4 << 30;
+
+impl ScriptNet {
+    /// Loads `file` onto the store's device and adds its parameters (trainable, in
+    /// `parameters()` order) and buffers to `vs` under their `state_dict` names. A file that is
+    /// not TorchScript, or a module without parameters, is an error naming the file.
+    pub fn load(file: &Path, vs: &nn::VarStore) -> Result<ScriptNet> {
+        let bad =
+            |why: String| Error::Data(format!("--model torchscript:{}: {why}", file.display()));
+        // A regular file, read once for its digest: what is loaded is what is named.
+        let bytes = input_file::read(file, MAX_MODEL_BYTES).map_err(|e| bad(e.to_string()))?;
+        let sha256 = sha256_hex(&bytes);
+        drop(bytes);
+        let module = ScriptModule::load(file, vs.device()).map_err(|e| {
+            bad(format!(
+                "not a TorchScript module torch.jit.load reads ({e})"
+            ))
+        })?;
+        let params = module.named_parameters().map_err(|e| bad(e.to_string()))?;
+        let buffers = module.named_buffers().map_err(|e| bad(e.to_string()))?;
+        if params.is_empty() {
+            return Err(bad("the module has no parameters to train".into()));
+        }
+        for (name, t) in params {
+            // A frozen parameter (requires_grad False) is state, not trained: as DDP leaves it.
+            let trainable = t.requires_grad();
+            add(vs, &name, t, trainable).map_err(bad)?;
+        }
+        for (name, t) in buffers {
+            add(vs, &name, t, false).map_err(bad)?;
+        }
+        Ok(ScriptNet {
+            module,
+            file: file.to_path_buf(),
+            sha256,
+        })
+    }
+
+    /// `model.train(train)`, then `model(x)`.
+    pub fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
+        self.module
+            .forward(x, train)
+            .map_err(|e| Error::Data(format!("{}: its forward: {e}", self.file.display())))
+    }
+}
+
+/// Adds `t` to `vs` as `name` (a dotted state_dict name: one path segment per part).
+fn add(
+    vs: &nn::VarStore,
+    name: &str,
+    t: Tensor,
+    trainable: bool,
+) -> std::result::Result<(), String> {
+    let parts: Vec<&str> = name.split('.').collect();
+    if parts.iter().any(|p| p.is_empty()) {
+        return Err(format!("a tensor named {name:?}"));
+    }
+    if vs.variables().contains_key(name) {
+        return Err(format!("two tensors named {name:?}"));
+    }
+    let (last, dirs) = parts.split_last().expect("split gives one part at least");
+    let path = dirs.iter().fold(vs.root(), |p, d| p / *d);
+    let _ = path.add(last, t, trainable);
+    Ok(())
+}
+
+/// SHA-256 of `bytes`, in hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+impl Net {
+    /// Units `units` of the forward pass (a pipeline stage); a TorchScript model is one unit.
+    pub fn forward_units(&self, x: &Tensor, units: Range<usize>, train: bool) -> Result<Tensor> {
+        match self {
+            Net::ResNet(r) => r.forward_units(x, units, train),
+            Net::Script(s) => s.forward(x, train),
+        }
+    }
+
+    /// The whole forward pass.
+    pub fn try_forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
+        match self {
+            Net::ResNet(r) => r.try_forward(x, train),
+            Net::Script(s) => s.forward(x, train),
+        }
+    }
+
+    /// The unit a parameter belongs to (a TorchScript model is one unit).
+    pub fn unit_of(&self, name: &str) -> Option<usize> {
+        match self {
+            Net::ResNet(r) => r.unit_of(name),
+            Net::Script(_) => Some(0),
+        }
+    }
+
+    /// The ResNet, if this is one.
+    pub fn resnet(&self) -> Option<&ResNet> {
+        match self {
+            Net::ResNet(r) => Some(r),
+            Net::Script(_) => None,
+        }
+    }
+}
