@@ -6,7 +6,7 @@
 //! "-Infinity".
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -74,23 +74,15 @@ impl TrialFiles {
     ) -> Result<Self> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let params = serde_json::to_vec_pretty(config)?;
-        std::fs::write(dir.join("params.json"), params)
+        let mut params_file = open_regular(&dir.join("params.json"), false)?;
+        params_file
+            .set_len(0)
+            .and_then(|()| params_file.write_all(&params))
             .with_context(|| format!("writing {}", dir.join("params.json").display()))?;
-        let append = |name: &str| {
-            let p = dir.join(name);
-            OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&p)
-                .with_context(|| format!("opening {}", p.display()))
-        };
+        let result = open_regular(&dir.join("result.json"), true)?;
         // A restarted trial keeps the columns its progress.csv already has.
-        let columns = File::open(dir.join("progress.csv")).ok().and_then(|f| {
-            let mut line = String::new();
-            BufReader::new(f).read_line(&mut line).ok()?;
-            let line = line.trim_end();
-            (!line.is_empty()).then(|| split_csv_header(line))
-        });
+        let mut progress = open_regular(&dir.join("progress.csv"), true)?;
+        let columns = header_record(&mut progress).map(|h| split_csv_header(&h));
         let events_dir = match copies {
             0 => dir.to_path_buf(),
             k => dir.join(format!("{COPY_RUN}{k}")),
@@ -99,8 +91,8 @@ impl TrialFiles {
         events.session_start(config)?;
         Ok(TrialFiles {
             dir: dir.to_path_buf(),
-            result: append("result.json")?,
-            progress: append("progress.csv")?,
+            result,
+            progress,
             columns,
             events,
         })
@@ -175,6 +167,49 @@ impl TrialFiles {
             .numbers(step, [(STOPPED_EARLY, if stopped { 1.0 } else { 0.0 })])?;
         Ok(self.events.session_end(status)?)
     }
+}
+
+/// Opens one of the trial's own files for writing (created if need be; appended to, or else
+/// written from the start by the caller): a regular file only, so that a FIFO or device put in
+/// its place is an error, not a wait (the open does not block) or an endless write.
+pub fn open_regular(path: &Path, append: bool) -> Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .append(append)
+        .create(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    let meta = f
+        .metadata()
+        .with_context(|| format!("reading {}", path.display()))?;
+    if let Some(what) = input_file::not_regular(&meta) {
+        anyhow::bail!("{}: {what}, not a regular file", path.display());
+    }
+    Ok(f)
+}
+
+/// The most of progress.csv's header that is read back.
+const MAX_HEADER: u64 = 1 << 20;
+
+/// The first record of a CSV file (its header, whose quoted names may hold newlines), read
+/// from the start; None when the file has no whole one.
+fn header_record(f: &mut File) -> Option<String> {
+    use std::io::{Read, Seek};
+    f.seek(std::io::SeekFrom::Start(0)).ok()?;
+    let mut bytes = Vec::new();
+    f.take(MAX_HEADER).read_to_end(&mut bytes).ok()?;
+    let mut quoted = false;
+    let end = bytes.iter().position(|&b| {
+        if b == b'"' {
+            quoted = !quoted;
+        }
+        b == b'\n' && !quoted
+    })?;
+    let text = String::from_utf8_lossy(&bytes[..end]).into_owned();
+    (!text.is_empty()).then_some(text)
 }
 
 /// The TensorBoard run of a trial's segment after a copy: `pbt-copy-K` in its directory.
@@ -489,6 +524,54 @@ mod tests {
             2
         );
         assert_eq!(split_csv_header("a,\"b,c\",d"), ["a", "b,c", "d"]);
+    }
+
+    #[test]
+    fn progress_csv_columns_with_newlines_survive_a_restart() {
+        // The header was read back as its first line: a quoted key holding a newline was cut,
+        // and the restarted trial's rows lost their columns.
+        let dir = tempfile::tempdir().unwrap();
+        let config = json!({}).as_object().unwrap().clone();
+        let r = |a: i64| {
+            json!({"a\nb": a, "x,y": a + 1})
+                .as_object()
+                .unwrap()
+                .clone()
+        };
+        let mut f = TrialFiles::open(dir.path(), 0, 1, &config, 0).unwrap();
+        f.result(&r(1), 1, &[]).unwrap();
+        drop(f);
+        let mut f = TrialFiles::open(dir.path(), 0, 2, &config, 0).unwrap();
+        f.result(&r(3), 2, &[]).unwrap();
+        let csv = std::fs::read_to_string(dir.path().join("progress.csv")).unwrap();
+        assert_eq!(csv, "\"a\nb\",\"x,y\"\n1,2\n3,4\n");
+    }
+
+    #[test]
+    fn a_fifo_in_place_of_a_trials_file_is_an_error_not_a_wait() {
+        for name in ["progress.csv", "result.json"] {
+            let dir = tempfile::tempdir().unwrap();
+            let made = std::process::Command::new("mkfifo")
+                .arg(dir.path().join(name))
+                .status()
+                .unwrap();
+            assert!(made.success());
+            let (tx, rx) = std::sync::mpsc::channel();
+            let d = dir.path().to_path_buf();
+            std::thread::spawn(move || {
+                let config = Map::new();
+                tx.send(
+                    TrialFiles::open(&d, 0, 1, &config, 0)
+                        .map(drop)
+                        .map_err(|e| format!("{e:#}")),
+                )
+            });
+            let opened = rx
+                .recv_timeout(std::time::Duration::from_secs(60))
+                .expect("opening the trial's files ends");
+            let e = opened.unwrap_err();
+            assert!(e.contains(name) && e.contains("not a regular file"), "{e}");
+        }
     }
 
     #[test]

@@ -1317,6 +1317,45 @@ printf '\173"epoch": 1, "m": 1\175\n'"#;
     assert!(svg.contains("(1 completed, best)"), "{svg}");
 }
 
+#[test]
+fn a_fifo_in_place_of_a_trials_stderr_log_fails_the_trial_not_the_sweep() {
+    let dir = tempfile::tempdir().unwrap();
+    let trial_dir = dir.path().join("run/trial-0000");
+    std::fs::create_dir_all(&trial_dir).unwrap();
+    let made = Command::new("mkfifo")
+        .arg(trial_dir.join("stderr.log"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let mut child = shell_sweep(dir.path(), r#"printf '\173"epoch": 1, "m": 1\175\n'"#)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Opening the FIFO to write waited for a reader for ever.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("the sweep waits on the FIFO");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r = records(&o.stdout);
+    let why = r.ends[0].message.clone().unwrap_or_default();
+    assert!(
+        why.contains("stderr.log") && why.contains("not a regular file"),
+        "{why}"
+    );
+}
+
 fn shell_sweep(dir: &Path, script: &str) -> Command {
     shell_sweep_of(dir, script, &json!({"x": {"grid": [1]}}), &[])
 }

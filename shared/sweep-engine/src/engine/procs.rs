@@ -12,11 +12,7 @@ impl Engine<'_> {
         let t = &self.trials[i];
         let files = TrialFiles::open(&t.dir, i, attempt, &t.config, t.copies)?;
         let stderr_path = t.dir.join("stderr.log");
-        let stderr = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&stderr_path)
-            .with_context(|| format!("opening {}", stderr_path.display()))?;
+        let stderr = crate::files::open_regular(&stderr_path, true)?;
         let args = self.template.expand(&Bindings {
             config: &t.config,
             trial: i,

@@ -189,6 +189,9 @@ impl Engine<'_> {
 
 /// Up to five significant digits, as Ray's table shows numbers.
 fn fmt_num(x: f64) -> String {
+    if !x.is_finite() {
+        return crate::pyjson::spelling(x).into();
+    }
     if x == x.trunc() && x.abs() < 1e15 {
         return format!("{}", x as i64);
     }
@@ -226,5 +229,11 @@ mod tests {
         assert_eq!(fmt_num(91.23456), "91.235");
         assert_eq!(fmt_num(0.012345678), "0.012346");
         assert_eq!(fmt_num(1.5e-7), "1.5000e-7");
+        // Non-finite values as the records and files spell them.
+        let spelled: Vec<String> = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY]
+            .into_iter()
+            .map(fmt_num)
+            .collect();
+        assert_eq!(spelled, ["NaN", "Infinity", "-Infinity"]);
     }
 }

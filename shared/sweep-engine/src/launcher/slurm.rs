@@ -467,11 +467,7 @@ impl Launcher for Slurm {
         let id = sweep_id(out_dir).with_context(|| format!("reading {}", out_dir.display()))?;
         let name = step_name(&id, trial, attempt);
         let srun_log = dir.join(SRUN_LOG);
-        let own = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&srun_log)
-            .with_context(|| format!("opening {}", srun_log.display()))?;
+        let own = crate::files::open_regular(&srun_log, true)?;
         let from = own.metadata().map(|m| m.len()).unwrap_or(0);
         let srun = srun_args(&self.srun, &self.ask, &name, &dir.join("stderr.log"), args);
         let pid = spawn(&srun, &env, None, own, trial, attempt, tx)
