@@ -553,6 +553,26 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("does not say how the model sees images"), "{e}");
+        // Strict: a tensor missing or one too many is named; NaN is refused.
+        map.insert("stem".into(), "cifar".into());
+        let mut t = tensors;
+        let var = t.remove("layer1.0.bn1.running_var").unwrap();
+        t.insert("extra.weight".into(), var.copy());
+        checkpoint::save(&path, &t, &map).unwrap();
+        let e = model_from_checkpoint(&path, Device::Cpu)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("missing 1 (layer1.0.bn1.running_var), extra 1 (extra.weight)"),
+            "{e}"
+        );
+        t.remove("extra.weight");
+        t.insert("layer1.0.bn1.running_var".into(), var.fill(f64::NAN));
+        checkpoint::save(&path, &t, &map).unwrap();
+        let e = model_from_checkpoint(&path, Device::Cpu)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("holds NaN"), "{e}");
     }
 
     #[test]

@@ -355,7 +355,7 @@ fn the_evaluation_equals_ddp_trains_validation_of_the_checkpoint() {
     );
     // Top-5, per class and the confusion matrix, counted again from the prediction records.
     assert_eq!(preds.len(), e.images);
-    let mut per_class = vec![(0usize, 0usize); 10];
+    let mut per_class = [(0usize, 0usize); 10];
     let mut top5 = 0;
     let mut confusion = vec![vec![0usize; 10]; 10];
     for p in &preds {
