@@ -848,6 +848,7 @@ mod tests {
             ranges,
             left_out: Vec::new(),
             left_out_count: 0,
+            lens: sizes.iter().map(|_| 0).collect(),
         }
     }
 
