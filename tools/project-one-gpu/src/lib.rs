@@ -148,6 +148,11 @@ pub struct Cli {
     pub cpu: cli_common::threads::ThreadArgs,
 
     /// Re-project images whose output exists.
+    ///
+    /// With --overwrite, --save-image, --video or --sheet (which may replace files that exist)
+    /// the whole input list is read before anything is written, so that no output replaces an
+    /// input listed later: an output that is an input of the run (by its path, its real path or
+    /// a hard link) is that input's error record, and a --sheet that is one is refused.
     #[arg(long)]
     pub overwrite: bool,
 
@@ -230,6 +235,8 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let started = Instant::now();
     check_picture_flags(&cli)?;
     let video = cli.video.map(pictures::VideoFormat::resolve).transpose()?;
+    // Every input known (and the sheet checked) before a network is loaded or a file written.
+    let mut reader = Reader::new(&cli, video)?;
     let precision = cli
         .gpu
         .precision_among(
@@ -270,7 +277,8 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     if !cli.common.quiet {
         eprintln!("project-one-gpu: {}", banner(&cli, device, r, &threads));
     }
-    let (entries, reading) = Reader::new(&cli, r, video)?.spawn(cli.batch_size as usize);
+    reader.resolution = r;
+    let (entries, reading) = reader.spawn(cli.batch_size as usize);
     let mut run = Run {
         cli: &cli,
         projector: &projector,
@@ -462,11 +470,13 @@ fn shard_index(args: &[OsString]) -> Option<usize> {
     })
 }
 
+/// The longest file name Linux file systems hold, in bytes.
+const NAME_MAX: usize = 255;
+
 /// What the input side needs, owned: it runs on a thread of its own ([`Reader::spawn`]).
 struct Reader {
-    inputs: Vec<OsString>,
-    list: inputs::ListArgs,
-    retry: inputs::RetryArgs,
+    /// The inputs: read as the thread goes, or already read to their end ([`paths::list_first`]).
+    items: Box<dyn Iterator<Item = inputs::Listed> + Send>,
     out_dir: Option<PathBuf>,
     base: PathBuf,
     cwd: PathBuf,
@@ -483,27 +493,45 @@ struct Reader {
 }
 
 impl Reader {
-    fn new(cli: &Cli, resolution: i64, video: Option<pictures::VideoFormat>) -> Result<Reader> {
+    /// The run's reader, its resolution set once the generator is loaded. When the run may
+    /// replace files that exist (--overwrite, pictures, videos, a sheet), every input is read
+    /// first and registered as one, so that no output of an earlier input replaces a later one,
+    /// and a --sheet that is an input is a usage error.
+    fn new(cli: &Cli, video: Option<pictures::VideoFormat>) -> Result<Reader> {
         let cwd = std::env::current_dir().context("reading the current directory")?;
+        let mut claims = Claims::default();
+        let items = inputs::from_args_or_failed(&cli.inputs, cli.list, &cli.retry);
+        let replaces = cli.overwrite || cli.save_image || video.is_some() || cli.sheet.is_some();
+        let items = if replaces {
+            paths::list_first(items, &mut claims, &cwd)?
+        } else {
+            items
+        };
+        let sheet = cli.sheet.as_deref().map(|p| paths::absolute(p, &cwd));
+        if let Some(input) = sheet.as_deref().and_then(|s| claims.input_at(s)) {
+            return cli_common::usage(format!(
+                "--sheet {} is the input {} of this run: the sheet would replace it; choose another sheet file",
+                cli.sheet.as_deref().unwrap_or(Path::new("")).display(),
+                Path::new(&input).display()
+            ));
+        }
         Ok(Reader {
-            inputs: cli.inputs.clone(),
-            list: cli.list,
-            retry: cli.retry.clone(),
+            items,
             out_dir: cli.out_dir.clone(),
             base: cli.base.clone(),
             cwd: cwd.clone(),
             overwrite: cli.overwrite,
-            resolution,
+            resolution: 0,
             decode: imaging::DecodeOptions {
                 max_pixels: cli.max_pixels,
                 // Each target is a file the projection script opens by name.
                 by_name: true,
                 ..Default::default()
             },
-            claims: Claims::default(),
+            claims,
             save_image: cli.save_image,
             video,
-            sheet: cli.sheet.as_deref().map(|p| paths::absolute(p, &cwd)),
+            sheet,
         })
     }
 
@@ -531,7 +559,7 @@ impl Reader {
     ) {
         let (tx, rx) = std::sync::mpsc::sync_channel(ahead.max(1));
         let handle = std::thread::spawn(move || {
-            let items = inputs::from_args_or_failed(&self.inputs, self.list, &self.retry);
+            let items = std::mem::replace(&mut self.items, Box::new(std::iter::empty()));
             for item in items {
                 let (entry, last) = match item {
                     Ok(item) => (self.entry(item), false),
@@ -569,19 +597,25 @@ impl Reader {
                 message,
             })
         };
-        if let Some(sheet) = &self.sheet {
-            if paths::absolute(&item.path, &self.cwd) == *sheet {
-                return refused(format!(
-                    "this input is the contact sheet (--sheet {}): it would be replaced",
-                    sheet.display()
-                ));
-            }
-            if let Some(f) = files.iter().find(|f| *f == sheet) {
-                return refused(format!(
-                    "{} is the contact sheet (--sheet): choose another sheet file",
-                    f.display()
-                ));
-            }
+        // (A sheet that is an input stopped the run before it began.)
+        if let Some(sheet) = &self.sheet
+            && let Some(f) = files.iter().find(|f| *f == sheet)
+        {
+            return refused(format!(
+                "{} is the contact sheet (--sheet): choose another sheet file",
+                f.display()
+            ));
+        }
+        // A name the file system cannot hold is refused before the image is projected.
+        if let Some(f) = files
+            .iter()
+            .find(|f| f.file_name().map_or(0, |n| n.len()) > NAME_MAX)
+        {
+            return refused(format!(
+                "{} is a name of {} bytes, longer than file names may be ({NAME_MAX}): rename the input",
+                f.display(),
+                f.file_name().map_or(0, |n| n.len())
+            ));
         }
         // Every file the job writes, not the .npz alone: a picture of one input must not be
         // another input, nor another input's picture.
@@ -856,13 +890,6 @@ impl Run<'_> {
         let proj_pics: Vec<Option<Picture>> = (0..targets.len())
             .map(|row| image.map(|img| rendered_picture(&img.get(row as i64))))
             .collect();
-        if let Some(sheet) = &mut self.sheet {
-            for row in (0..targets.len()).filter(|&r| converged[r]) {
-                if let (Some(t), Some(q)) = (&target_pics[row], &proj_pics[row]) {
-                    sheet.add(&names[row], t, q, p.distance[row]);
-                }
-            }
-        }
         let videos: Vec<Result<Option<PathBuf>>> = match self.video {
             Some(format) => self.videos(p, &target_pics, &outputs, &converged, format),
             None => outputs.iter().map(|_| Ok(None)).collect(),
@@ -890,10 +917,20 @@ impl Run<'_> {
                 })
             })
             .collect();
-        files
+        let written: Vec<Result<Saved>> = files
             .into_par_iter()
             .map(|f| f.and_then(Files::write))
-            .collect()
+            .collect();
+        // The sheet shows what was projected and written (a diverged image, or one whose files
+        // failed, has its error record instead).
+        if let Some(sheet) = &mut self.sheet {
+            for row in (0..targets.len()).filter(|&r| written[r].is_ok()) {
+                if let (Some(t), Some(q)) = (&target_pics[row], &proj_pics[row]) {
+                    sheet.add(&names[row], t, q, p.distance[row]);
+                }
+            }
+        }
+        written
     }
 
     /// Each converged row's video of the optimisation: target | each step's w rendered with the
