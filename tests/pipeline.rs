@@ -451,3 +451,81 @@ fn ddp_train_trains_from_packed_shards_and_recordio_and_names_the_classes() {
         );
     }
 }
+
+#[test]
+fn training_and_validation_data_whose_class_lists_disagree_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    class_tree(&tmp.path().join("imgs"));
+    // Validation images of two of the three classes: packed alone, label 0 is "dog".
+    for class in ["dog", "fish"] {
+        let to = tmp.path().join("valonly").join(class);
+        std::fs::create_dir_all(&to).unwrap();
+        for f in std::fs::read_dir(tmp.path().join("imgs/val").join(class)).unwrap() {
+            let f = f.unwrap().path();
+            std::fs::copy(&f, to.join(f.file_name().unwrap())).unwrap();
+        }
+    }
+    for format in ["wds", "recordio"] {
+        let data = |from: &str, to: &str| -> String {
+            let out = sh(
+                tmp.path(),
+                &format!("pack {from} --format {format} -o {to}-{format}"),
+            );
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let recs = records(&out.stdout);
+            of_type(&recs, "packed")[0]["data"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        };
+        let train = data("imgs/train", "dt");
+        let val = data("valonly", "dv");
+        let val = val.split_once(':').unwrap().1.to_string();
+        let train_ddp = |what: &str| {
+            let out = sh(
+                tmp.path(),
+                &format!(
+                    "ddp-train --device cpu --epochs 1 --batch-size 4 --image-size 32 \
+                     --max-steps 1 --data '{train}' --val-data '{val}'"
+                ),
+            );
+            let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+            assert_eq!(out.status.code(), Some(1), "{format}, {what}: {stderr}");
+            stderr
+        };
+        let stderr = train_ddp("a class missing");
+        assert!(
+            stderr.contains("name different classes")
+                && stderr.contains(r#"label 0 is "cat" in one and "dog" in the other"#)
+                && stderr.contains(r#"training ["cat", "dog", "fish"]"#)
+                && stderr.contains(r#"validation ["dog", "fish"]"#),
+            "{format}: {stderr}"
+        );
+        // The same three classes listed in another order: the labels mean other classes.
+        std::fs::write(
+            tmp.path().join(format!("dv-{format}/classes.txt")),
+            "fish\ndog\ncat\n",
+        )
+        .unwrap();
+        let stderr = train_ddp("the classes reordered");
+        assert!(
+            stderr.contains(r#"label 0 is "cat" in one and "fish" in the other"#),
+            "{format}: {stderr}"
+        );
+        // A classes.txt sizes the last layer as labels do: past 100,000 names (a 20 GB layer
+        // for 10^7) only with --num-classes stating as many.
+        let names: String = (0..100_001).map(|i| format!("c{i}\n")).collect();
+        std::fs::write(tmp.path().join(format!("dt-{format}/classes.txt")), &names).unwrap();
+        std::fs::write(tmp.path().join(format!("dv-{format}/classes.txt")), &names).unwrap();
+        let stderr = train_ddp("100,001 class names");
+        assert!(
+            stderr.contains("the classes.txt beside the data names 100001 classes")
+                && stderr.contains("--num-classes"),
+            "{format}: {stderr}"
+        );
+    }
+}

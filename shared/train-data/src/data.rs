@@ -257,12 +257,11 @@ impl Source {
                 let (train, val) = (scan(&train)?, scan(&val)?);
                 if train.classes != val.classes {
                     return Err(Error::Data(format!(
-                        "the training images have {} classes and the validation images {}: the \
-                         class folders must be the same ({:?}... vs {:?}...)",
-                        train.classes.len(),
-                        val.classes.len(),
-                        &train.classes[..train.classes.len().min(3)],
-                        &val.classes[..val.classes.len().min(3)]
+                        "the training images and the validation images have different class \
+                         folders ({}): training {}, validation {}",
+                        first_difference(&train.classes, &val.classes),
+                        class_list(&train.classes),
+                        class_list(&val.classes)
                     )));
                 }
                 let files = |f| crate::images::ImageFiles::new(f, *images, seed);
@@ -409,6 +408,29 @@ fn numbered_splits(
     what: &str,
     device: Device,
 ) -> Result<(Dataset, Dataset)> {
+    match (train.named_classes, val.named_classes) {
+        // A label means the class its classes.txt names: the same number in two lists that
+        // disagree is two classes, scored as one.
+        (true, true) if train.classes != val.classes => {
+            return Err(Error::Data(format!(
+                "the training {what} and the validation {what} name different classes in the \
+                 classes.txt beside them ({}): training {}, validation {}",
+                first_difference(&train.classes, &val.classes),
+                class_list(&train.classes),
+                class_list(&val.classes)
+            )));
+        }
+        (true, false) | (false, true) => log::warn!(
+            "only the {} {what} have a classes.txt beside them: the other's labels are taken as \
+             the same class numbers, unchecked",
+            if train.named_classes {
+                "training"
+            } else {
+                "validation"
+            }
+        ),
+        _ => {}
+    }
     let (train, mut val) = (Dataset::files(train, device), Dataset::files(val, device));
     if val.num_classes > train.num_classes {
         return Err(Error::Data(format!(
@@ -419,6 +441,27 @@ fn numbered_splits(
     }
     val.num_classes = train.num_classes;
     Ok((train, val))
+}
+
+/// Where two class lists first differ, in words.
+fn first_difference(a: &[std::ffi::OsString], b: &[std::ffi::OsString]) -> String {
+    match a.iter().zip(b).position(|(x, y)| x != y) {
+        Some(i) => format!("label {i} is {:?} in one and {:?} in the other", a[i], b[i]),
+        None => format!("{} classes against {}", a.len(), b.len()),
+    }
+}
+
+/// A class list as messages show it: its first names, and how many in all.
+fn class_list(names: &[std::ffi::OsString]) -> String {
+    const SHOWN: usize = 20;
+    let shown: Vec<String> = names.iter().take(SHOWN).map(|n| format!("{n:?}")).collect();
+    let more = names.len().saturating_sub(SHOWN);
+    let tail = if more > 0 {
+        format!(", ... ({} in all)", names.len())
+    } else {
+        String::new()
+    };
+    format!("[{}{tail}]", shown.join(", "))
 }
 
 impl Dataset {

@@ -103,6 +103,9 @@ pub struct ImageFiles {
     store: Store,
     pub labels: Vec<i64>,
     pub classes: Vec<OsString>,
+    /// Whether [`Self::classes`] came from a `classes.txt` beside the data (sources that number
+    /// their classes), rather than from the labels (folders name them always).
+    pub named_classes: bool,
     opts: ImageOptions,
     seed: i64,
     pool: rayon::ThreadPool,
@@ -214,8 +217,11 @@ impl ImageFiles {
             )));
         }
         let named = data_pack::read_classes_beside(prefix).map_err(Error::Data)?;
+        let is_named = named.is_some();
         let classes = numbered_classes(&paths, &labels, opts.classes, named)?;
-        Self::with(paths, Store::Records(rec, at), labels, classes, opts, seed)
+        let mut files = Self::with(paths, Store::Records(rec, at), labels, classes, opts, seed)?;
+        files.named_classes = is_named;
+        Ok(files)
     }
 
     /// The samples of webdataset shards ([`crate::wds`]); classes 0 to the largest.
@@ -238,8 +244,11 @@ impl ImageFiles {
             Some(first) => data_pack::read_classes_beside(first).map_err(Error::Data)?,
             None => None,
         };
+        let is_named = named.is_some();
         let classes = numbered_classes(&paths, &labels, opts.classes, named)?;
-        Self::with(paths, Store::Shards(shards), labels, classes, opts, seed)
+        let mut files = Self::with(paths, Store::Shards(shards), labels, classes, opts, seed)?;
+        files.named_classes = is_named;
+        Ok(files)
     }
 
     /// This rank's training order for `epoch` when the samples are in shards (webdataset's
@@ -285,6 +294,7 @@ impl ImageFiles {
             store,
             labels,
             classes,
+            named_classes: false,
             opts,
             seed,
             pool,
@@ -656,10 +666,19 @@ fn numbered_classes(
     stated: Option<usize>,
     named: Option<Vec<OsString>>,
 ) -> Result<Vec<OsString>> {
+    let limit = stated.unwrap_or(DEFAULT_MAX_CLASSES).min(MAX_CLASSES);
     if let Some(names) = named {
-        if names.len() > MAX_CLASSES {
+        // The names size the model's last layer as labels do: the same bound.
+        if names.len() > limit {
+            let why = match stated {
+                Some(n) => format!("--num-classes is {n}"),
+                None => format!(
+                    "more than {DEFAULT_MAX_CLASSES} classes need --num-classes N to state how \
+                     many (at most {MAX_CLASSES})"
+                ),
+            };
             return Err(Error::Data(format!(
-                "{} class names beside the data: at most {MAX_CLASSES}",
+                "the classes.txt beside the data names {} classes: {why}",
                 names.len()
             )));
         }
@@ -680,7 +699,7 @@ fn numbered_classes(
         }
         return Ok(names);
     }
-    let limit = stated.unwrap_or(DEFAULT_MAX_CLASSES).min(MAX_CLASSES) as i64;
+    let limit = limit as i64;
     if let Some((path, label)) = paths.iter().zip(labels).find(|&(_, &l)| l >= limit) {
         let why = match stated {
             Some(n) => format!("--num-classes is {n}"),
