@@ -400,24 +400,39 @@ fn the_evaluation_equals_ddp_trains_validation_of_the_checkpoint() {
 }
 
 #[test]
-fn shards_evaluate_as_the_image_folder_they_were_packed_from() {
+fn shards_and_recordio_evaluate_as_the_image_folder_they_were_packed_from() {
     // The same PNGs in the same order and with the same labels: the same figures to the bit.
     let folder = format!("imagefolder:{}", digits().join("folder/val").display());
     let shards = format!(
         "wds:{}/val-{{00000..00001}}.tar",
         digits().join("shards").display()
     );
-    let (a, _) = evaluate(&folder, &[]);
-    let (b, preds) = evaluate(&shards, &[]);
-    assert_eq!(
-        (a.images, a.loss, a.top1, a.top5),
-        (b.images, b.loss, b.top1, b.top5)
-    );
+    // RecordIO by the transcription of MXNet's writer, in ImageFolder's order.
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Command::new(testkit::python())
+        .arg(root().join("scripts/reference/mxnet_recordio.py"))
+        .arg("pack-folder")
+        .arg(digits().join("folder/val"))
+        .arg(tmp.path().join("val"))
+        .output()
+        .unwrap();
     assert!(
-        preds[0].input.to_str().unwrap().contains("val-00000.tar:"),
-        "{:?}",
-        preds[0].input
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
+    let records = format!("recordio:{}", tmp.path().join("val").display());
+    let (a, _) = evaluate(&folder, &[]);
+    for (data, name) in [(&shards, "val-00000.tar:"), (&records, "val.rec:")] {
+        let (b, preds) = evaluate(data, &[]);
+        assert_eq!(
+            (a.images, a.loss, a.top1, a.top5, &a.per_class),
+            (b.images, b.loss, b.top1, b.top5, &b.per_class),
+            "{data}"
+        );
+        let first = preds[0].input.to_str().unwrap();
+        assert!(first.contains(name), "{first}");
+    }
 }
 
 #[test]
@@ -439,6 +454,16 @@ fn data_and_checkpoints_that_do_not_fit_are_refused_naming_why() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("not its .train.safetensors"), "{stderr}");
+    // A FIFO as the checkpoint is refused, not waited on (the deadline only catches a hang).
+    testkit::mkfifo(&tmp.path().join("fifo.safetensors"));
+    let mut c = Command::new(BIN);
+    c.args(["--device", "cpu", "--checkpoint"])
+        .arg(tmp.path().join("fifo.safetensors"))
+        .arg(pillow_inputs().join("rgb.png"));
+    let out = testkit::output_within(&mut c, std::time::Duration::from_secs(120));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("FIFO"), "{stderr}");
     // --confusion without --data is a usage error.
     let out = classify(
         &model.checkpoint,
