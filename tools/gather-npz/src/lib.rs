@@ -46,7 +46,8 @@ pub struct Cli {
     #[arg(long)]
     pub jsonl: bool,
 
-    /// Replace the output if it exists (otherwise an existing output is an error).
+    /// Replace the output if it exists (otherwise an existing output is an error). An output
+    /// that is one of the inputs (by its path, its real path or a hard link) is refused either way.
     #[arg(long)]
     pub overwrite: bool,
 
@@ -106,6 +107,20 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
             Ok(i) => items.push(i),
             Err(e) => errors.push((items.len(), e)),
         }
+    }
+    // The output replaces no input (by its path, its real path or a hard link), --overwrite or
+    // not: checked against every input before anything is written.
+    let cwd = std::env::current_dir().context("reading the current directory")?;
+    let mut claims = cli_common::paths::Claims::default();
+    for item in &items {
+        claims.register_input(&item.name, &item.path, &cwd);
+    }
+    if let Some(input) = claims.input_at(&cli_common::paths::absolute(&cli.output, &cwd)) {
+        return cli_common::usage(format!(
+            "-o {} is the input {} of this run: the gathered file would replace it; choose another output",
+            cli.output.display(),
+            Path::new(&input).display()
+        ));
     }
     // The first readable input fixes the row shape.
     let mut first = None;

@@ -171,6 +171,36 @@ fn existing_output_needs_overwrite() {
 }
 
 #[test]
+fn the_output_is_never_an_input_of_the_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    npz(&d.join("a.npz"), "w", &latent(2, 3, 0.0), false);
+    npz(&d.join("b.npz"), "w", &latent(2, 3, 10.0), false);
+    std::fs::create_dir(d.join("sub")).unwrap();
+    std::fs::hard_link(d.join("b.npz"), d.join("sub/linked.npz")).unwrap();
+    std::os::unix::fs::symlink(d, d.join("here")).unwrap();
+    let before = |p: &str| std::fs::read(d.join(p)).unwrap();
+    let (a, b) = (before("a.npz"), before("b.npz"));
+    // The output by its name, through a symlinked directory, and as a hard link to an input.
+    for (output, input) in [
+        ("b.npz", "b.npz"),
+        ("here/a.npz", "a.npz"),
+        ("sub/linked.npz", "b.npz"),
+    ] {
+        let (code, stderr) = refused(d, &["-o", output, "--overwrite", "a.npz", "b.npz"]);
+        assert_eq!(code, 2, "{output}: {stderr}");
+        assert!(
+            stderr.contains(&format!("-o {output} is the input {input} of this run")),
+            "{stderr}"
+        );
+    }
+    assert!(
+        before("a.npz") == a && before("b.npz") == b,
+        "the inputs are untouched"
+    );
+}
+
+#[test]
 fn two_runs_at_once_never_both_write_one_output() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
