@@ -1356,6 +1356,40 @@ fn a_fifo_in_place_of_a_trials_stderr_log_fails_the_trial_not_the_sweep() {
     );
 }
 
+#[test]
+fn a_trial_directory_whose_name_is_not_utf8_reaches_the_trial_as_it_is() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join(std::ffi::OsStr::from_bytes(b"run-\xff"));
+    // The trial reports a result only when SWEEP_TRIAL_DIR is its directory, byte for byte.
+    let script = r#"[ "$SWEEP_TRIAL_DIR" = "$1" ] && printf '\173"epoch": 1, "m": 1\175\n'; true"#;
+    let space = dir.path().join("space.json");
+    std::fs::write(&space, json!({"x": {"grid": [1]}}).to_string()).unwrap();
+    let o = Command::new(BIN)
+        .arg("--space")
+        .arg(&space)
+        .args([
+            "--metric",
+            "m",
+            "--mode",
+            "max",
+            "--time-attr",
+            "epoch",
+            "-q",
+        ])
+        .arg("--out-dir")
+        .arg(&out)
+        .args(["--", "sh", "-c", script, "sh", "{trial_dir}"])
+        .output()
+        .unwrap();
+    let r = ok(&o);
+    assert_eq!(
+        r.results.len(),
+        1,
+        "SWEEP_TRIAL_DIR was not the trial's directory"
+    );
+}
+
 fn shell_sweep(dir: &Path, script: &str) -> Command {
     shell_sweep_of(dir, script, &json!({"x": {"grid": [1]}}), &[])
 }

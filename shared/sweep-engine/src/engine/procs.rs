@@ -20,9 +20,9 @@ impl Engine<'_> {
             slot,
         });
         let env = vec![
-            ("SWEEP_TRIAL", i.to_string()),
-            ("SWEEP_TRIAL_DIR", t.dir.display().to_string()),
-            ("SWEEP_SLOT", slot.to_string()),
+            ("SWEEP_TRIAL", i.to_string().into()),
+            ("SWEEP_TRIAL_DIR", t.dir.as_os_str().to_owned()),
+            ("SWEEP_SLOT", slot.to_string().into()),
         ];
         let launch = Launch {
             trial: i,

@@ -29,15 +29,15 @@ impl Launcher for Local {
             stderr,
         } = launch;
         if let Some(g) = self.slot_gpus.get(slot).cloned().flatten() {
-            env.push(("CUDA_VISIBLE_DEVICES", g));
+            env.push(("CUDA_VISIBLE_DEVICES", g.into()));
         }
         let cpus = self.slot_cpus.get(slot).and_then(Option::as_deref);
         if let Some(c) = cpus {
-            env.push(("OMP_NUM_THREADS", c.len().to_string()));
+            env.push(("OMP_NUM_THREADS", c.len().to_string().into()));
         }
         // A sweep killed with SIGKILL left this trial's background processes running in its
         // directory: end them before the trial runs there again.
-        let left = end_leftovers(&dir.display().to_string());
+        let left = end_leftovers(dir);
         if !left.is_empty() {
             log::warn!(
                 "trial {trial}: {} process(es) of an earlier run of this trial were still running in {} (pids {left:?}): ended them",
@@ -156,8 +156,9 @@ pub fn allowed_cpus() -> Vec<usize> {
 /// an earlier sweep of this directory left running when it was killed (PR_SET_PDEATHSIG reaches
 /// only a trial's first process; its children were reparented and ran on). Called before the
 /// trial starts again; returns the pids it killed.
-pub fn end_leftovers(trial_dir: &str) -> Vec<i32> {
-    let marker = format!("SWEEP_TRIAL_DIR={trial_dir}");
+pub fn end_leftovers(trial_dir: &std::path::Path) -> Vec<i32> {
+    use std::os::unix::ffi::OsStrExt;
+    let marker = [b"SWEEP_TRIAL_DIR=", trial_dir.as_os_str().as_bytes()].concat();
     let me = std::process::id() as i32;
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
@@ -174,7 +175,7 @@ pub fn end_leftovers(trial_dir: &str) -> Vec<i32> {
         let Ok(environ) = std::fs::read(e.path().join("environ")) else {
             continue;
         };
-        if environ.split(|&b| b == 0).any(|v| v == marker.as_bytes()) {
+        if environ.split(|&b| b == 0).any(|v| v == marker) {
             // SAFETY: kill(2) on a pid read just now; no memory is shared.
             unsafe {
                 libc::kill(pid, libc::SIGKILL);

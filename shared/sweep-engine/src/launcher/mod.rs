@@ -60,8 +60,8 @@ pub struct Launch<'a> {
     /// The command, its placeholders filled in.
     pub args: &'a [OsString],
     /// What the engine sets for every trial (SWEEP_TRIAL, SWEEP_TRIAL_DIR, SWEEP_SLOT); a
-    /// launcher adds its own.
-    pub env: Vec<(&'static str, String)>,
+    /// launcher adds its own. OS strings: a directory's name is passed on as it is.
+    pub env: Vec<(&'static str, OsString)>,
     /// The trial's directory.
     pub dir: &'a Path,
     /// The trial's stderr.log, opened for appending.
@@ -115,7 +115,7 @@ pub trait Launcher: std::fmt::Debug {
 /// closed, stderr into `stderr`; returns the pid (also the process group id).
 pub fn spawn(
     args: &[OsString],
-    env: &[(&str, String)],
+    env: &[(&str, OsString)],
     cpus: Option<&[usize]>,
     stderr: File,
     trial: usize,
