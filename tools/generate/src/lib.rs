@@ -126,6 +126,10 @@ pub struct Cli {
     pub no_tf32: bool,
 
     /// Re-render PNGs that exist (otherwise they are skipped, unless --raw needs the pixels).
+    /// With it, or with --raw, the whole input list is read before anything is written, so that
+    /// no output replaces an input listed later (by its path, its real path or a hard link): the
+    /// latent whose image would is an error record instead, and a --raw file that is an input is
+    /// refused.
     #[arg(long)]
     pub overwrite: bool,
 
@@ -258,6 +262,30 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     }
     let cwd = std::env::current_dir().context("reading the current directory")?;
     let out_dir = cwd.join(cli.out_dir.as_ref().context("-o DIR")?);
+    let items: Box<dyn Iterator<Item = inputs::Listed> + Send> =
+        if cli.seeds.is_some() && cli.inputs.is_empty() {
+            Box::new(std::iter::empty())
+        } else {
+            inputs::from_args(&cli.inputs, cli.list)
+        };
+    // With --overwrite (images replace files that exist) or --raw, every input is known before
+    // anything is written, so that no output replaces an input listed later; otherwise the list
+    // streams, and an existing image is kept.
+    let mut claims = Claims::default();
+    let items = if cli.overwrite || cli.raw.is_some() {
+        paths::list_first(items, &mut claims, &cwd)?
+    } else {
+        items
+    };
+    if let Some(raw) = &cli.raw
+        && let Some(input) = claims.input_at(&paths::absolute(raw, &cwd))
+    {
+        return cli_common::usage(format!(
+            "--raw {} is the input {} of this run: the array would replace it; choose another file",
+            raw.display(),
+            Path::new(&input).display()
+        ));
+    }
     let _grad = tch::no_grad_guard();
     let mapper = Mapper {
         g: &g,
@@ -273,7 +301,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         raw: cli.raw.as_deref().map(RawRows::beside).transpose()?,
         counts: Tally::default(),
         bar: progress::bar(&cli.common, "generate", None),
-        claims: Claims::default(),
+        claims,
         cwd: cwd.clone(),
     };
     for seed in cli.seeds.iter().flat_map(|s| s.0.iter().cloned().flatten()) {
@@ -284,12 +312,6 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
             ws: mapper.from_z(&g.seeded_z(seed, 1))?,
         })?;
     }
-    let items: Box<dyn Iterator<Item = inputs::Listed> + Send> =
-        if cli.seeds.is_some() && cli.inputs.is_empty() {
-            Box::new(std::iter::empty())
-        } else {
-            inputs::from_args(&cli.inputs, cli.list)
-        };
     for item in items {
         interrupt::check()?;
         match item? {

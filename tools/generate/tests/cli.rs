@@ -189,6 +189,47 @@ fn bad_inputs_are_error_records_and_the_rest_render() {
     assert_eq!((out.summary.ok, out.summary.failed), (1, 4));
 }
 
+/// Every input is known before anything is written: an image is not written over an input
+/// listed after its latent, nor --raw's array over an input.
+#[test]
+fn with_overwrite_no_image_replaces_an_input_listed_later() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let w = reference()["w_avg_1000"].shallow_clone();
+    let mut npz = ndarray_npy::NpzWriter::new(File::create(d.join("a.npz")).unwrap());
+    npz.add_array("w", &to_array(&w)).unwrap();
+    npz.finish().unwrap();
+    std::fs::write(d.join("a.png"), b"an input, not a latent").unwrap();
+    let read = |p: &str| std::fs::read(d.join(p)).unwrap();
+    let (png, latent) = (read("a.png"), read("a.npz"));
+    let o = generate(d)
+        .args(["-q", "-o", ".", "--overwrite", "a.npz", "a.png"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{stderr}");
+    let out: Batch<ImageRecord> = testkit::batch(&o.stdout);
+    let errors = out.errors();
+    assert_eq!(errors[0].0, "a.npz", "{errors:?}");
+    assert!(
+        errors[0].1.contains("is the input a.png of this run"),
+        "{errors:?}"
+    );
+    assert_eq!(read("a.png"), png, "the input is untouched");
+    let o = generate(d)
+        .args(["-q", "-o", "out", "--raw", "a.npz", "a.npz"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--raw a.npz is the input a.npz"),
+        "{stderr}"
+    );
+    assert_eq!(read("a.npz"), latent, "the input is untouched");
+    assert!(!d.join("out").exists(), "nothing written");
+}
+
 #[test]
 fn config_comes_from_metadata_or_the_flag_never_the_name() {
     let tmp = tempfile::tempdir().unwrap();
