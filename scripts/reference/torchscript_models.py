@@ -5,6 +5,9 @@ file on the same batches (ddp-train's --dump-batches) with torch.optim and compa
   torchscript_models.py make KIND OUT.pt CLASSES [SEED]   # KIND: gn_dropout, vit, bn
   torchscript_models.py train MODEL.pt OUT.safetensors SEED LR STEPS ACCUM BATCHES.npz...
       # each npz is one rank's batches (ddp-train --dump-batches STEPS*... per rank)
+  torchscript_models.py eager KIND CLASSES CHECKPOINT.safetensors SNIPPET.py
+      # the checkpoint loads strictly into the eager module, which computes what the
+      # snippet's model (torch.jit.load + the checkpoint) computes
 
 `train` runs what ddp-train runs (SGD, momentum 0.9, weight decay 5e-4, constant LR; DDP's
 semantics emulated in one process for several ranks: rank 0's buffers are the ones kept (DDP
@@ -153,6 +156,21 @@ def train(model, out, seed, lr, steps, accum, batches):
     save_file({k: v.detach().contiguous() for k, v in m.state_dict().items()}, out)
 
 
+def eager(kind, classes, checkpoint, snippet):
+    from safetensors.torch import load_file
+
+    m = KINDS[kind](classes)
+    m.load_state_dict(load_file(checkpoint), strict=True)
+    m.eval()
+    scope = {}
+    exec(open(snippet).read(), scope)
+    torch.manual_seed(0)
+    x = torch.randn(4, 3, 32, 32)
+    with torch.no_grad():
+        a, b = m(x), scope["model"](x)
+    assert torch.equal(a, b), (a - b).abs().max()
+
+
 if __name__ == "__main__":
     cmd = sys.argv[1]
     if cmd == "make":
@@ -160,5 +178,7 @@ if __name__ == "__main__":
     elif cmd == "train":
         train(sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6]),
               int(sys.argv[7]), sys.argv[8:])
+    elif cmd == "eager":
+        eager(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5])
     else:
         sys.exit(__doc__)

@@ -50,8 +50,8 @@ const SEED: &str = "3";
 const LR: &str = "0.05";
 const STEPS: usize = 3;
 
-/// The training flags of every run here: 3 steps of a global batch of 8 synthetic 32×32
-/// images (100 classes), SGD at a constant LR.
+/// The training flags of every run here: one epoch of a global batch of 8 synthetic 32×32
+/// images (100 classes; the runs add --max-steps), SGD at a constant LR.
 fn flags(model: &Path) -> Vec<std::ffi::OsString> {
     let mut m = std::ffi::OsString::from("--model=torchscript:");
     m.push(model);
@@ -60,8 +60,6 @@ fn flags(model: &Path) -> Vec<std::ffi::OsString> {
         "synthetic:64",
         "--epochs",
         "1",
-        "--max-steps",
-        "3",
         "--batch-size",
         "8",
         "--schedule",
@@ -105,7 +103,7 @@ fn train(dir: &Path, model: &Path, world: usize, accum: usize) -> PathBuf {
         .map(|r| {
             let mut c = cmd();
             c.args(flags(model))
-                .args(["--accum", &accum.to_string()])
+                .args(["--max-steps", "3", "--accum", &accum.to_string()])
                 .arg("--checkpoint-dir")
                 .arg(&ck);
             if world > 1 {
@@ -130,7 +128,13 @@ fn dumps(dir: &Path, model: &Path, world: usize) -> Vec<PathBuf> {
             let npz = dir.join(format!("batches-{r}-of-{world}.npz"));
             let mut c = cmd();
             c.args(flags(model))
-                .args(["--dump-batches", &STEPS.to_string(), "--dump"])
+                .args([
+                    "--max-steps",
+                    "3",
+                    "--dump-batches",
+                    &STEPS.to_string(),
+                    "--dump",
+                ])
                 .arg(&npz);
             if world > 1 {
                 c.args(ranks_of(r, world, 1));
@@ -204,6 +208,23 @@ fn torchscript_models_train_to_pytorchs_weights_on_one_and_two_ranks() {
             eprintln!("{kind}, {world} rank(s): largest relative difference {d:e}");
             assert!(d <= 1e-5, "{kind}, {world} rank(s): {d}");
         }
+        // The checkpoint loads strictly into the eager nn.Module, and --print-eval-snippet's
+        // code (torch.jit.load of the file, then the checkpoint) computes what it computes.
+        let snippet = sub.join("snippet.py");
+        let out = Command::new(BIN)
+            .arg("--print-eval-snippet")
+            .arg(sub.join("ck-1x1/last.safetensors"))
+            .output()
+            .unwrap();
+        ok(&out);
+        std::fs::write(&snippet, &out.stdout).unwrap();
+        python(&[
+            "eager".as_ref(),
+            kind.as_ref(),
+            "100".as_ref(),
+            sub.join("ck-1x1/last.safetensors").as_os_str(),
+            snippet.as_os_str(),
+        ]);
         // Two ranks compute what one rank with two micro-batches computes, bit for bit: the
         // weights (BatchNorm's running statistics follow rank 0's batches with DDP, and every
         // micro-batch's with --accum, as in PyTorch).
@@ -248,4 +269,64 @@ fn a_model_file_that_is_not_torchscript_or_returns_the_wrong_shape_is_refused_na
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{extra:?}: {stderr}");
     }
+}
+
+#[test]
+fn a_torchscript_model_with_dropout_resumes_mid_epoch_to_the_same_weights() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("gn_dropout.pt");
+    python(&[
+        "make".as_ref(),
+        "gn_dropout".as_ref(),
+        model.as_os_str(),
+        "100".as_ref(),
+    ]);
+    let run = |ck: &Path| {
+        let mut c = cmd();
+        c.args(flags(&model))
+            .args([
+                "--max-steps",
+                "8",
+                "--checkpoint-every",
+                "3",
+                "--checkpoint-dir",
+            ])
+            .arg(ck);
+        c
+    };
+    let straight = dir.path().join("straight");
+    ok(&run(&straight).output().unwrap());
+    // The checkpoint signal once the first mid-epoch checkpoint is on record.
+    let stopped = dir.path().join("stopped");
+    let mut child = run(&stopped)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    for line in lines.by_ref() {
+        if line.unwrap().contains(r#""type":"checkpoint""#) {
+            // SAFETY: a signal to our child, still running (its stdout is open).
+            assert_eq!(unsafe { libc::kill(pid, libc::SIGUSR1) }, 0);
+            break;
+        }
+    }
+    lines.for_each(drop);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(75),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    ok(&run(&stopped).arg("--resume").output().unwrap());
+    // Dropout's draws are seeded per step: the resumed steps draw what the straight run drew.
+    let d = max_rel_diff(
+        &straight.join("last.safetensors"),
+        &stopped.join("last.safetensors"),
+        false,
+    );
+    assert_eq!(d, 0.0, "resumed mid-epoch vs uninterrupted");
 }
