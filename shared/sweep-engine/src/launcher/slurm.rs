@@ -722,6 +722,18 @@ mod tests {
         assert_eq!(job_ending("COMPLETING\n").as_deref(), Some("completing"));
         assert_eq!(job_ending("PENDING\n").as_deref(), Some("pending"));
         assert_eq!(job_ending("").as_deref(), Some("gone from the queue"));
+        // The fuzz target's entry: every parser, on text of any shape.
+        for text in [
+            "",
+            "\n\n",
+            "4242. x",
+            "gres/gpu=99999999999999999999",
+            "2(x",
+            "((,,",
+            "\u{0}é",
+        ] {
+            fuzz_slurm_output(text);
+        }
     }
 
     #[test]
