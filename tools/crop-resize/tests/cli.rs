@@ -573,6 +573,39 @@ fn with_overwrite_no_output_replaces_an_input_listed_later_or_linked() {
     assert!(before == after, "the inputs are untouched");
 }
 
+/// Outputs named up to the file system's 255-byte limit are written (as Pillow writes them):
+/// the temp file beside them has a short name of its own.
+#[test]
+fn outputs_with_names_of_up_to_255_bytes_are_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let names: Vec<String> = [230, 245, 251]
+        .map(|n| format!("{}.jpg", "n".repeat(n)))
+        .into();
+    for n in &names {
+        copy_fixture(tmp.path(), "rgb.png", n);
+    }
+    let (code, recs, stderr) = run(
+        tmp.path(),
+        &[
+            &["-r", "8", "-o", "out"][..],
+            &names.iter().map(String::as_str).collect::<Vec<_>>(),
+        ]
+        .concat(),
+        "",
+    );
+    assert_eq!(code, 0, "{stderr} {recs:?}");
+    for (rec, name) in recs.items.iter().zip(&names) {
+        let out = rec.output.file_name().unwrap().len();
+        assert_eq!(out, name.len(), "{rec:?}");
+        assert!(rec.output.is_file());
+    }
+    assert_eq!(
+        all_files(&tmp.path().join("out")).len(),
+        3,
+        "no temp file left"
+    );
+}
+
 #[test]
 fn a_run_removes_temp_files_that_killed_runs_left_and_keeps_live_ones() {
     let tmp = tempfile::tempdir().unwrap();
