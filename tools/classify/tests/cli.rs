@@ -572,3 +572,28 @@ fn sigint_stops_between_batches_with_130_and_no_summary() {
     assert!(rest.len() < 399, "{} records after the signal", rest.len());
     assert!(rest.iter().all(|l| !l.contains(r#""type":"summary""#)));
 }
+
+#[test]
+fn a_shard_record_argument_is_its_paths() {
+    // What `shard-list -n 4 | parallel classify ...` hands each process.
+    let paths = [
+        pillow_inputs().join("rgb.png"),
+        pillow_inputs().join("photo420.jpg"),
+    ];
+    let shard = serde_json::json!({
+        "type": "shard",
+        "shard": 0,
+        "shards": 4,
+        "paths": [paths[0], paths[1]],
+    })
+    .to_string();
+    let out = classify(&folder_model().checkpoint, &[shard.as_ref()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run: testkit::Batch<PredictionRecord> = testkit::batch(&out.stdout);
+    let inputs: Vec<&Path> = run.items.iter().map(|p| Path::new(&p.input)).collect();
+    assert_eq!(inputs, [paths[0].as_path(), paths[1].as_path()]);
+}
