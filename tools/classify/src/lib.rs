@@ -190,7 +190,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     };
     let _grad = tch::no_grad_guard();
     let evaluation = match &cli.data {
-        Some(data) => Some(job.labelled(&cli, data, opts)?),
+        Some(data) => job.labelled(&cli, data, opts)?,
         None => {
             job.paths(&cli, opts)?;
             None
@@ -275,7 +275,7 @@ impl Job<'_> {
         cli: &Cli,
         data: &OsString,
         opts: train_data::images::ImageOptions,
-    ) -> Result<EvaluationRecord> {
+    ) -> Result<Option<EvaluationRecord>> {
         let model = self.model;
         let source = train_data::data::Source::parse(data, 0)
             .classified()
@@ -315,10 +315,12 @@ impl Job<'_> {
             }
         }
         let Some(figures) = evaluation.figures() else {
-            anyhow::bail!(
-                "--data: none of the {} images could be used (see the error records)",
+            // Every image has its error record: the stream still ends with its summary.
+            log::warn!(
+                "no evaluation: none of the {} images of --data could be used",
                 files.len()
             );
+            return Ok(None);
         };
         let confusion = match &cli.confusion {
             Some(path) => {
@@ -335,7 +337,7 @@ impl Job<'_> {
             anyhow::ensure!(v.is_finite(), "the evaluation's {what} is {v}");
             Ok(v)
         };
-        Ok(EvaluationRecord {
+        Ok(Some(EvaluationRecord {
             data: data.clone(),
             images: figures.images as usize,
             loss: finite("loss", figures.loss)?,
@@ -351,7 +353,7 @@ impl Job<'_> {
                 })
                 .collect(),
             confusion,
-        })
+        }))
     }
 
     /// Decodes the samples `indices` of `files` as evaluation prepares them and runs the

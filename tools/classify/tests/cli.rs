@@ -597,3 +597,28 @@ fn a_shard_record_argument_is_its_paths() {
     let inputs: Vec<&Path> = run.items.iter().map(|p| Path::new(&p.input)).collect();
     assert_eq!(inputs, [paths[0].as_path(), paths[1].as_path()]);
 }
+
+#[test]
+fn labelled_data_none_of_which_can_be_used_ends_with_its_errors_and_summary() {
+    let tmp = tempfile::tempdir().unwrap();
+    for d in 0..10 {
+        let dir = tmp.path().join(d.to_string());
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("x.png"), b"\x89PNG\r\n\x1a\ncut").unwrap();
+    }
+    let data = format!("imagefolder:{}", tmp.path().display());
+    let out = classify(
+        &folder_model().checkpoint,
+        &["--data".as_ref(), data.as_ref()],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    let run: testkit::Batch<PredictionRecord> = testkit::batch(&out.stdout);
+    assert_eq!((run.items.len(), run.errors.len()), (0, 10));
+    assert!(
+        !run.types.iter().any(|t| t == "evaluation"),
+        "{:?}",
+        run.types
+    );
+    assert!(stderr.contains("no evaluation"), "{stderr}");
+}
