@@ -20,9 +20,9 @@ secs=${1:-60}
 shift || true
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(decode_crop_resize npz_latent input_line tar_index recordio checkpoint_meta
-  sweep_space sweep_journal convert_network_pkl)
+  sweep_space sweep_journal slurm_output classes_txt shard_list_slurm convert_network_pkl)
 corpus=fuzz/corpus
-mkdir -p "$corpus"/{decode_crop_resize,npz_latent,input_line,tar_index,recordio,checkpoint_meta,sweep_space,sweep_journal,convert_network_pkl} \
+mkdir -p "$corpus"/{decode_crop_resize,npz_latent,input_line,tar_index,recordio,checkpoint_meta,sweep_space,sweep_journal,slurm_output,classes_txt,shard_list_slurm,convert_network_pkl} \
   fuzz/artifacts/convert_network_pkl
 # The targets over ddp-train's parsers link libtorch (the train crate): found at run time here.
 export LD_LIBRARY_PATH="$root/.venv/lib/python3.11/site-packages/torch/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
