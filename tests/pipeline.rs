@@ -529,3 +529,31 @@ fn training_and_validation_data_whose_class_lists_disagree_are_refused() {
         );
     }
 }
+
+#[test]
+fn a_class_name_that_is_not_utf8_is_refused_before_training() {
+    use std::os::unix::ffi::OsStrExt;
+    let tmp = tempfile::tempdir().unwrap();
+    class_tree(&tmp.path().join("imgs"));
+    // "cat" renamed to Latin-1 "caf\xe9" in both splits: records would show it as "caf\u{fffd}".
+    for split in ["train", "val"] {
+        let from = tmp.path().join("imgs").join(split).join("cat");
+        let to = tmp
+            .path()
+            .join("imgs")
+            .join(split)
+            .join(std::ffi::OsStr::from_bytes(b"caf\xe9"));
+        std::fs::rename(from, to).unwrap();
+    }
+    let out = sh(
+        tmp.path(),
+        "ddp-train --device cpu --epochs 1 --batch-size 4 --image-size 32 --max-steps 1 \
+         --data imagefolder:imgs",
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(r#"the class name "caf\xE9" is not UTF-8"#),
+        "{stderr}"
+    );
+}

@@ -550,6 +550,19 @@ impl Dataset {
     }
 
     /// The class names (an image tree's folders), or none (CIFAR, synthetic data).
+    /// The first class name that is not UTF-8, if any (records, checkpoints and the evaluation
+    /// snippet carry names as text: two such names would look alike there).
+    pub fn non_utf8_class(&self) -> Option<&std::ffi::OsStr> {
+        match &self.images {
+            Images::Files(f, _) => f
+                .classes
+                .iter()
+                .find(|c| c.to_str().is_none())
+                .map(|c| c.as_os_str()),
+            Images::Tensor(_) => None,
+        }
+    }
+
     pub fn class_names(&self) -> Vec<String> {
         match &self.images {
             Images::Files(f, _) => f

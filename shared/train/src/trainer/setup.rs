@@ -149,6 +149,13 @@ pub(super) fn out_device(stages: &[StageParts]) -> Device {
 pub(super) fn setup(cfg: &Config, comm: &mut Communicator) -> Result<(Dataset, Dataset, Parts)> {
     let (rank, world) = (comm.rank(), comm.world_size());
     let (train_set, test_set) = cfg.data.load(cfg.device, &cfg.images, cfg.seed)?;
+    if let Some(name) = train_set.non_utf8_class() {
+        return Err(Error::Data(format!(
+            "the class name {name:?} is not UTF-8: records, checkpoints and the evaluation \
+             snippet name classes as text, where two such names would look alike (rename the \
+             class folder, or its line of classes.txt)"
+        )));
+    }
     if train_set.len() < cfg.batch_size {
         return Err(Error::Usage(format!(
             "--batch-size {} is larger than the {} training images",
