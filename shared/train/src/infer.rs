@@ -32,14 +32,19 @@ pub const MAX_IMAGE_SIZE: i64 = 8192;
 const HINT: &str = "; classify takes the model file ddp-train writes (last.safetensors, \
                     best.safetensors), not its .train.safetensors";
 
-/// A network that maps prepared images to logits. Today the ResNets `ddp-train` builds; a
-/// TorchScript module is another variant of the same thing.
+/// A network that maps prepared images to logits: a ResNet `ddp-train` builds, or the user's
+/// TorchScript module a run trained (`--model torchscript:FILE`).
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)] // one per process
 enum Network {
     ResNet {
         /// Owns the weights the net's modules point at.
         _vs: nn::VarStore,
         net: ResNet,
+    },
+    Script {
+        _vs: nn::VarStore,
+        net: crate::net::ScriptNet,
     },
 }
 
@@ -47,8 +52,11 @@ enum Network {
 #[derive(Debug)]
 pub struct Classifier {
     network: Network,
-    pub arch: Arch,
+    /// The ResNet (None for a TorchScript model).
+    pub arch: Option<Arch>,
     pub stem: Stem,
+    /// How messages name the model: `resnet18`, or `TorchScript FILE`.
+    pub name: String,
     /// How the model sees images: size, normalisation, evaluation transform.
     pub input: Input,
     /// What each logit means: the run's class names, else "0", "1", ….
@@ -63,6 +71,16 @@ pub struct Classifier {
 /// (PyTorch's strict `load_state_dict`) and finite; its metadata says the architecture, stem,
 /// classes and how images are prepared, each checked before anything is sized by it.
 pub fn model_from_checkpoint(path: &Path, device: Device) -> Result<Classifier> {
+    model_from_checkpoint_with(path, device, None)
+}
+
+/// [`model_from_checkpoint`], for a checkpoint of a TorchScript model with its module from
+/// `script` instead of the file its metadata names (the path the run was given).
+pub fn model_from_checkpoint_with(
+    path: &Path,
+    device: Device,
+    script: Option<&Path>,
+) -> Result<Classifier> {
     let (tensors, map) = checkpoint::load(path, Device::Cpu)?;
     let meta = Meta::from_map(&map, path)?;
     let bad = |why: String| Error::Checkpoint(format!("{}: {why}", path.display()));
@@ -73,6 +91,22 @@ pub fn model_from_checkpoint(path: &Path, device: Device) -> Result<Classifier> 
                 .into(),
         ));
     };
+    if input.image_size > MAX_IMAGE_SIZE {
+        return Err(bad(format!(
+            "its metadata's image_size {} is past the {MAX_IMAGE_SIZE} evaluation prepares",
+            input.image_size
+        )));
+    }
+    if let Some(trained) = &meta.script {
+        return script_model(path, device, script, trained.clone(), tensors, meta, input);
+    }
+    if script.is_some() {
+        return Err(Error::Usage(format!(
+            "{}: a ResNet's checkpoint (its metadata names no TorchScript file): --model is for \
+             a TorchScript model's",
+            path.display()
+        )));
+    }
     let arch: Arch = meta
         .arch
         .parse()
@@ -81,12 +115,6 @@ pub fn model_from_checkpoint(path: &Path, device: Device) -> Result<Classifier> 
         "cifar" => Stem::Cifar,
         _ => Stem::ImageNet,
     };
-    if input.image_size > MAX_IMAGE_SIZE {
-        return Err(bad(format!(
-            "its metadata's image_size {} is past the {MAX_IMAGE_SIZE} evaluation prepares",
-            input.image_size
-        )));
-    }
     let k = input.num_classes;
     // The classifier's shape in the file, checked before the model (whose last layer the class
     // count sizes) is made: the file itself holds a layer of that size.
@@ -110,25 +138,88 @@ pub fn model_from_checkpoint(path: &Path, device: Device) -> Result<Classifier> 
             )));
         }
     }
-    let classes = if meta.classes.is_empty() {
-        (0..k).map(|c| c.to_string()).collect()
-    } else if meta.classes.len() as i64 == k {
-        meta.classes.clone()
-    } else {
-        return Err(bad(format!(
-            "its metadata names {} classes, but the model has {k}",
-            meta.classes.len()
-        )));
-    };
+    let classes = class_names(&meta, k, path)?;
     let vs = nn::VarStore::new(device);
     let net = ResNet::new(&vs.root(), arch, k, stem);
-    load_strict(&vs, &tensors, arch, path)?;
+    load_strict(&vs, &tensors, arch.name(), path)?;
     Ok(Classifier {
         network: Network::ResNet { _vs: vs, net },
-        arch,
+        arch: Some(arch),
         stem,
+        name: arch.name().to_string(),
         input,
         classes,
+        meta,
+        device,
+    })
+}
+
+/// The classes a checkpoint's logits mean: its run's names, else "0", "1", …; as many as the
+/// model has.
+fn class_names(meta: &Meta, k: i64, path: &Path) -> Result<Vec<String>> {
+    if meta.classes.is_empty() {
+        Ok((0..k).map(|c| c.to_string()).collect())
+    } else if meta.classes.len() as i64 == k {
+        Ok(meta.classes.clone())
+    } else {
+        Err(Error::Checkpoint(format!(
+            "{}: its metadata names {} classes, but the model has {k}",
+            path.display(),
+            meta.classes.len()
+        )))
+    }
+}
+
+/// A TorchScript model's checkpoint: the module from `script`, else the file the run trained
+/// (its path as the run was given it), its weights loaded strictly; a file whose SHA-256 is not
+/// the one the run trained is named in a warning (the strict load still checks every name and
+/// shape), and the module's output for a batch of one must be `[1, classes]`.
+fn script_model(
+    path: &Path,
+    device: Device,
+    script: Option<&Path>,
+    trained: checkpoint::ScriptFile,
+    tensors: BTreeMap<String, Tensor>,
+    meta: Meta,
+    input: Input,
+) -> Result<Classifier> {
+    let file = script.map_or_else(
+        || std::path::PathBuf::from(&trained.file),
+        Path::to_path_buf,
+    );
+    let vs = nn::VarStore::new(device);
+    let net = crate::net::ScriptNet::load(&file, &vs)?;
+    if net.sha256 != trained.sha256 {
+        log::warn!(
+            "{}: the run trained a file with SHA-256 {}, {} has {}",
+            path.display(),
+            trained.sha256,
+            file.display(),
+            net.sha256
+        );
+    }
+    let name = format!("TorchScript {}", file.display());
+    load_strict(&vs, &tensors, &name, path)?;
+    let k = input.num_classes;
+    let size = input.image_size;
+    let x = Tensor::zeros([1, 3, size, size], (Kind::Float, device));
+    let y = tch::no_grad(|| net.forward(&x, false))?;
+    if y.size() != [1, k] {
+        return Err(Error::Checkpoint(format!(
+            "{}: {} returns {:?} for one {size}x{size} image, not the [1, {k}] of the {k} classes \
+             its metadata says",
+            path.display(),
+            file.display(),
+            y.size()
+        )));
+    }
+    Ok(Classifier {
+        classes: class_names(&meta, k, path)?,
+        network: Network::Script { _vs: vs, net },
+        arch: None,
+        stem: Stem::ImageNet,
+        name,
+        input,
         meta,
         device,
     })
@@ -139,7 +230,7 @@ pub fn model_from_checkpoint(path: &Path, device: Device) -> Result<Classifier> 
 fn load_strict(
     vs: &nn::VarStore,
     weights: &BTreeMap<String, Tensor>,
-    arch: Arch,
+    model: &str,
     path: &Path,
 ) -> Result<()> {
     let bad = |why: String| Error::Checkpoint(format!("{}: {why}", path.display()));
@@ -163,9 +254,8 @@ fn load_strict(
     let extra: Vec<&String> = weights.keys().filter(|n| !vars.contains_key(*n)).collect();
     if !missing.is_empty() || !extra.is_empty() {
         return Err(bad(format!(
-            "not the tensors of a {}: missing {}, extra {} (a strict load, as PyTorch's \
+            "not the tensors of {model}: missing {}, extra {} (a strict load, as PyTorch's \
              load_state_dict){HINT}",
-            arch.name(),
             list(missing),
             list(extra)
         )));
@@ -194,6 +284,7 @@ impl Classifier {
         let run = || -> Result<Tensor> {
             tch::no_grad(|| match &self.network {
                 Network::ResNet { net, .. } => net.try_forward(x, false),
+                Network::Script { net, .. } => net.forward(x, false),
             })
         };
         let dtype = match precision {
@@ -523,7 +614,7 @@ mod tests {
         ] {
             let (path, x, want) = save_model(dir.path(), arch, stem, 7);
             let model = model_from_checkpoint(&path, Device::Cpu).unwrap();
-            assert_eq!((model.arch, model.stem), (arch, stem));
+            assert_eq!((model.arch, model.stem), (Some(arch), stem));
             assert_eq!(model.classes, ["0", "1", "2", "3", "4", "5", "6"]);
             let got = model.forward(&x, Precision::Fp32).unwrap();
             // The same weights through the same ops: equal to the bit.

@@ -38,9 +38,17 @@ pub struct Cli {
     #[arg(value_name = "INPUTS", conflicts_with = "data")]
     pub inputs: Vec<OsString>,
 
-    /// The checkpoint ddp-train wrote (last.safetensors, best.safetensors).
+    /// The checkpoint ddp-train wrote (last.safetensors, best.safetensors): a ResNet's, or a
+    /// TorchScript model's (--model torchscript:FILE), whose module is loaded from the file its
+    /// metadata names (the path the run was given; a file with another SHA-256 is named in a
+    /// warning).
     #[arg(long, value_name = "FILE")]
     pub checkpoint: PathBuf,
+
+    /// A TorchScript model's module from this file instead of the one the checkpoint's
+    /// metadata names.
+    #[arg(long, value_name = "FILE.pt")]
+    pub model: Option<PathBuf>,
 
     /// Classes per image, most probable first (at most the model's classes).
     #[arg(long, value_name = "K", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
@@ -157,9 +165,10 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         gpu_runtime::shim::cuda_fp32_strict()?;
     }
     let device = worker_device(&cli)?;
-    let model = train::infer::model_from_checkpoint(&cli.checkpoint, device)
-        .classified()
-        .with_context(|| format!("loading {}", cli.checkpoint.display()))?;
+    let model =
+        train::infer::model_from_checkpoint_with(&cli.checkpoint, device, cli.model.as_deref())
+            .classified()
+            .with_context(|| format!("loading {}", cli.checkpoint.display()))?;
     let size = model.input.image_size as u64;
     let values = u64::from(cli.batch_size) * 3 * size * size;
     if values > MAX_BATCH_VALUES {
@@ -173,7 +182,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         eprintln!(
             "classify: {} ({}, {} classes, {} stem, {size}x{size}) on {}, {threads}",
             cli.checkpoint.display(),
-            model.arch.name(),
+            model.name,
             model.classes.len(),
             model.input.stem,
             device::name(device),

@@ -120,6 +120,45 @@ fn cifar_model() -> &'static Trained {
     })
 }
 
+/// A TorchScript model (convolutions with BatchNorm, scripted by
+/// scripts/reference/torchscript_models.py) trained as `folder_model` is: `--model
+/// torchscript:FILE`, whose checkpoint names the file.
+fn script_model() -> &'static Trained {
+    static T: OnceLock<(tempfile::TempDir, Trained)> = OnceLock::new();
+    &T.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let model = dir.path().join("bn.pt");
+        let out = Command::new(testkit::python())
+            .arg(root().join("scripts/reference/torchscript_models.py"))
+            .args(["make", "bn"])
+            .arg(&model)
+            .arg("10")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let data = format!("imagefolder:{}", digits().join("folder").display());
+        let flag = format!("--model=torchscript:{}", model.display());
+        let trained = train(
+            &data,
+            &[
+                "--image-size",
+                "32",
+                "--transform",
+                "imagenet",
+                "--lr",
+                "0.002",
+                &flag,
+            ],
+        );
+        (dir, trained)
+    })
+    .1
+}
+
 /// `classify --device cpu --threads 2 --checkpoint CK ARGS`.
 fn classify(checkpoint: &Path, args: &[&std::ffi::OsStr]) -> Output {
     Command::new(BIN)
@@ -233,6 +272,7 @@ fn probabilities_equal_torchvisions_softmax_for_photos_of_several_formats_and_si
     for (what, model, images) in [
         ("imagenet stem", folder_model(), &photos),
         ("cifar stem", cifar_model(), &digit_pngs),
+        ("torchscript", script_model(), &photos),
     ] {
         let args: Vec<&std::ffi::OsStr> = ["--top-k".as_ref(), "10".as_ref()]
             .into_iter()
