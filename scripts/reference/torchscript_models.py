@@ -5,6 +5,9 @@ file on the same batches (ddp-train's --dump-batches) with torch.optim and compa
   torchscript_models.py make KIND OUT.pt CLASSES [SEED]   # KIND: gn_dropout, vit, bn
   torchscript_models.py train MODEL.pt OUT.safetensors SEED LR STEPS ACCUM BATCHES.npz...
       # each npz is one rank's batches (ddp-train --dump-batches STEPS*... per rank)
+  torchscript_models.py ddp MODEL.pt OUT.safetensors SEED LR STEPS PORT BATCHES.npz...
+      # the same with PyTorch's DistributedDataParallel over gloo, one process per rank
+      # (one npz each), on 127.0.0.1:PORT; rank 0 writes OUT
   torchscript_models.py eager KIND CLASSES CHECKPOINT.safetensors SNIPPET.py
       # the checkpoint loads strictly into the eager module, which computes what the
       # snippet's model (torch.jit.load + the checkpoint) computes
@@ -156,6 +159,40 @@ def train(model, out, seed, lr, steps, accum, batches):
     save_file({k: v.detach().contiguous() for k, v in m.state_dict().items()}, out)
 
 
+def _ddp_rank(rank, world, port, model, out, seed, lr, steps, batches):
+    import os
+
+    import torch.distributed as dist
+    from safetensors.torch import save_file
+
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.set_num_threads(1)
+    m = torch.jit.load(model)
+    m.train()
+    ddp = torch.nn.parallel.DistributedDataParallel(m)  # broadcast_buffers=True, as ddp-train
+    opt = torch.optim.SGD(m.parameters(), lr=lr, momentum=0.9, weight_decay=5e-4)
+    d = np.load(batches[rank])
+    per = len(d["labels"]) // steps
+    for step in range(steps):
+        x = torch.from_numpy(d["images"][step * per:(step + 1) * per])
+        y = torch.from_numpy(d["labels"][step * per:(step + 1) * per]).long()
+        torch.manual_seed(dropout_seed(seed, 0, step, rank))
+        opt.zero_grad()
+        F.cross_entropy(ddp(x), y).backward()
+        opt.step()
+    if rank == 0:
+        save_file({k: v.detach().contiguous() for k, v in m.state_dict().items()}, out)
+    dist.destroy_process_group()
+
+
+def ddp(model, out, seed, lr, steps, port, batches):
+    import torch.multiprocessing as mp
+
+    world = len(batches)
+    mp.spawn(_ddp_rank, args=(world, port, model, out, seed, lr, steps, batches), nprocs=world)
+
+
 def eager(kind, classes, checkpoint, snippet):
     from safetensors.torch import load_file
 
@@ -178,6 +215,9 @@ if __name__ == "__main__":
     elif cmd == "train":
         train(sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6]),
               int(sys.argv[7]), sys.argv[8:])
+    elif cmd == "ddp":
+        ddp(sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6]),
+            int(sys.argv[7]), sys.argv[8:])
     elif cmd == "eager":
         eager(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5])
     else:

@@ -3,8 +3,9 @@
 //! Three small models that stress a trainer differently (GroupNorm and dropout; a vision
 //! transformer with LayerNorm, attention and GELU; BatchNorm with running statistics) are
 //! scripted by `scripts/reference/torchscript_models.py`, trained here for a few steps, and
-//! trained again by that script with `torch.optim.SGD` on the very batches ddp-train drew
-//! (`--dump-batches`): the weights and buffers must agree.
+//! trained again by that script with `torch.optim.SGD` (two ranks: PyTorch's
+//! DistributedDataParallel over gloo) on the very batches ddp-train drew (`--dump-batches`): the
+//! weights and buffers must agree.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -190,15 +191,24 @@ fn torchscript_models_train_to_pytorchs_weights_on_one_and_two_ranks() {
             let ours = train(&sub, &model, world, 1);
             let batches = dumps(&sub, &model, world);
             let theirs = sub.join(format!("torch-{world}.safetensors"));
-            let mut args: Vec<&std::ffi::OsStr> = vec![
-                "train".as_ref(),
+            // One rank: torch.optim on the module; two: PyTorch's DistributedDataParallel over
+            // gloo, one process per rank.
+            let port = testkit::free_port().to_string();
+            let mut args: Vec<&std::ffi::OsStr> = match world {
+                1 => vec!["train".as_ref()],
+                _ => vec!["ddp".as_ref()],
+            };
+            args.extend([
                 model.as_os_str(),
                 theirs.as_os_str(),
                 SEED.as_ref(),
                 LR.as_ref(),
                 "3".as_ref(),
-                "1".as_ref(),
-            ];
+            ]);
+            args.push(match world {
+                1 => "1".as_ref(), // micro-batches
+                _ => port.as_ref(),
+            });
             args.extend(batches.iter().map(|b| b.as_os_str()));
             python(&args);
             // libtorch's kernels are PyTorch's, on one thread each: equal on this machine (0
