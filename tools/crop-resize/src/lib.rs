@@ -56,9 +56,9 @@ pub struct Cli {
     #[arg(long)]
     pub overwrite: bool,
 
-    /// Worker threads (default: all cores).
-    #[arg(short, long, value_name = "N")]
-    pub jobs: Option<usize>,
+    /// Worker threads, 1 to 1024 (default: all cores).
+    #[arg(short, long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=MAX_JOBS))]
+    pub jobs: Option<u64>,
 
     /// Refuse images with more pixels than this, read from the header before decoding
     /// (Pillow refuses above 2 x Image.MAX_IMAGE_PIXELS, the default).
@@ -143,13 +143,18 @@ and last {"type":"summary","ok":N,"skipped":N,"failed":N,"elapsed_ms":N}. Output
     }
 }
 
+/// The most worker threads -j takes: each holds an image being worked on, and more threads
+/// than cores only add memory.
+const MAX_JOBS: u64 = 1024;
+
 /// Images in flight at once per batch; records are printed in input order batch by batch.
 const BATCH_PER_THREAD: usize = 8;
 
 pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let started = Instant::now();
     let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(cli.jobs.unwrap_or(0))
+        // 0: rayon's default, a thread per core.
+        .num_threads(cli.jobs.map_or(0, |j| j as usize))
         .build()
         .context("starting worker threads")?;
     let cwd = std::env::current_dir().context("reading the current directory")?;

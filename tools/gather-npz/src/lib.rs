@@ -51,9 +51,9 @@ pub struct Cli {
     #[arg(long)]
     pub overwrite: bool,
 
-    /// Reader threads (default: all cores).
-    #[arg(short, long, value_name = "N")]
-    pub jobs: Option<usize>,
+    /// Reader threads, 1 to 1024 (default: all cores).
+    #[arg(short, long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=MAX_JOBS))]
+    pub jobs: Option<u64>,
 
     #[command(flatten)]
     pub list: cli_common::inputs::ListArgs,
@@ -92,11 +92,15 @@ The .npz holds w (float32 [N,k,d]) and names (numpy unicode [N]); numpy.load rea
     }
 }
 
+/// The most reader threads -j takes (more than cores only add memory).
+const MAX_JOBS: u64 = 1024;
+
 pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let started = Instant::now();
     check_output(&cli)?;
     let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(cli.jobs.unwrap_or(0))
+        // 0: rayon's default, a thread per core.
+        .num_threads(cli.jobs.map_or(0, |j| j as usize))
         .build()
         .context("starting reader threads")?;
     // Errors by input index, so that their records come out in input order.

@@ -411,3 +411,23 @@ fn non_regular_inputs_are_error_records() {
     );
     assert_eq!(w_of(&d.join("all.npz")).shape(), [1, 1, 3]);
 }
+
+/// The thread count sizes a thread pool: past its bound (1024) it is a usage error, not a
+/// hundred million threads being started.
+#[test]
+fn jobs_past_the_bound_is_a_usage_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    for j in ["1025", "100000000", "18446744073709551615"] {
+        let o = Command::cargo_bin("gather-npz")
+            .unwrap()
+            .current_dir(tmp.path())
+            .args(["-o", "all.npz", "-j", j])
+            .write_stdin("")
+            .timeout(std::time::Duration::from_secs(60))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "-j {j}: {stderr}");
+        assert!(stderr.contains("1..=1024"), "{stderr}");
+    }
+}
