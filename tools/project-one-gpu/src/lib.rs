@@ -74,8 +74,8 @@ pub struct Cli {
     pub steps: u32,
 
     /// Images optimised together, each independently (the same maths as one at a time; the
-    /// floats round differently, so long runs end at different, equally close, w).
-    #[arg(short, long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
+    /// floats round differently, so long runs end at different, equally close, w); 1 to 1024.
+    #[arg(short, long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub batch_size: u32,
 
     /// Optimise one w per layer ([1,num_ws,w_dim]) instead of one w ([1,1,w_dim]).
@@ -103,8 +103,8 @@ pub struct Cli {
     #[arg(long, value_name = "KEY=VALUE,...", default_value = "")]
     pub kernel_choices: stylegan2::tune::KernelChoices,
 
-    /// z samples for w_avg/w_std (computed once per run).
-    #[arg(long, value_name = "N", default_value_t = 10000)]
+    /// z samples for w_avg/w_std (computed once per run), 1 to 1000000.
+    #[arg(long, value_name = "N", default_value_t = 10000, value_parser = clap::value_parser!(i64).range(1..=1_000_000))]
     pub w_avg_samples: i64,
 
     /// Also save the target as it was optimised against (`<stem>.target.png`: cropped and

@@ -744,3 +744,26 @@ while True:
     assert_eq!(status.code(), Some(130));
     assert!(t.elapsed() < deadline / 3, "{:?}", t.elapsed());
 }
+
+/// Counts that size allocations (the batch, the w_avg samples) are checked against their
+/// bounds before anything is loaded: usage errors, not a 400 GB channel or sample tensor.
+#[test]
+fn counts_past_their_bounds_are_usage_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    setup(d);
+    for args in [
+        ["--batch-size", "4000000000"],
+        ["--batch-size", "1025"],
+        ["--w-avg-samples", "1000000000000"],
+        ["--w-avg-samples", "0"],
+    ] {
+        let mut all = vec!["--steps", "1", "-o", "out"];
+        all.extend(args);
+        all.push(IMGS[0]);
+        let o = exec(d, &all);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(args[0]), "{stderr}");
+    }
+}
