@@ -111,8 +111,8 @@ pub struct Cli {
     #[command(flatten)]
     pub cpu: cli_common::threads::ThreadArgs,
 
-    /// Images per synthesis call.
-    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(i64).range(1..))]
+    /// Images per synthesis call, 1 to 1024.
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(i64).range(1..=1024))]
     pub batch_size: i64,
 
     /// Old spelling (kept for one release): the network's fp16 blocks in fp32 (half of

@@ -595,3 +595,20 @@ fn processes_side_by_side_share_the_cpus_instead_of_each_taking_all() {
         "{stderr}"
     );
 }
+
+/// --batch-size sizes how many latents are held and rendered at once: past its bound (1024)
+/// it is a usage error.
+#[test]
+fn a_batch_size_past_the_bound_is_a_usage_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    for b in ["1025", "1000000000000"] {
+        let o = generate(tmp.path())
+            .args(["-q", "-o", "out", "--seeds", "1", "--batch-size", b])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "--batch-size {b}: {stderr}");
+        assert!(stderr.contains("1..=1024"), "{stderr}");
+    }
+    assert!(!tmp.path().join("out").exists());
+}
