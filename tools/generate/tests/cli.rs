@@ -391,11 +391,19 @@ fn start_line(wrap: &[&str], args: &[&str], env: &[(&str, &str)]) -> String {
 
 #[test]
 fn cpu_threads_come_from_the_flag_the_launcher_or_the_cpus_it_may_use() {
-    let line = start_line(&[], &["--threads", "3"], &[("OMP_NUM_THREADS", "2")]);
-    assert!(line.ends_with(", 3 CPU thread(s) (--threads)"), "{line}");
-    let line = start_line(&[], &[], &[("OMP_NUM_THREADS", "2")]);
+    let line = start_line(&[], &["--threads", "1"], &[("OMP_NUM_THREADS", "2")]);
+    assert!(line.ends_with(", 1 CPU thread(s) (--threads)"), "{line}");
+    let line = start_line(&[], &[], &[("OMP_NUM_THREADS", "1")]);
     assert!(
-        line.ends_with(", 2 CPU thread(s) (OMP_NUM_THREADS)"),
+        line.ends_with(", 1 CPU thread(s) (OMP_NUM_THREADS)"),
+        "{line}"
+    );
+    // More than the CPUs it may use is capped there, and the start line says so.
+    let line = start_line(&["taskset", "-c", "0"], &["--threads", "3"], &[]);
+    assert!(
+        line.ends_with(
+            ", 1 CPU thread(s) (--threads), capped: 3 asked, more than the 1 CPU(s) it may use"
+        ),
         "{line}"
     );
     let line = start_line(&[], &[], &[("SLURM_CPUS_PER_TASK", "1")]);
