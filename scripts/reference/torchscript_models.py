@@ -97,7 +97,46 @@ class BnNet(nn.Module):
         return self.fc(x.mean(dim=(2, 3)))
 
 
-KINDS = {"gn_dropout": GnDropout, "vit": TinyViT, "bn": BnNet}
+class Detached(nn.Module):
+    """A broken model for the tests: its output depends on no parameter."""
+
+    def __init__(self, classes: int):
+        super().__init__()
+        self.net = BnNet(classes)
+
+    def forward(self, x):
+        return self.net(x).detach()
+
+
+class TrainShape(nn.Module):
+    """A broken model for the tests: five logits in training mode, the classes in evaluation."""
+
+    def __init__(self, classes: int):
+        super().__init__()
+        self.net = BnNet(classes)
+
+    def forward(self, x):
+        y = self.net(x)
+        if self.training:
+            return y[:, :5]
+        return y
+
+
+class Raises(nn.Module):
+    """A broken model for the tests: its forward raises in training mode."""
+
+    def __init__(self, classes: int):
+        super().__init__()
+        self.net = BnNet(classes)
+
+    def forward(self, x):
+        if self.training:
+            raise RuntimeError("boom from forward")
+        return self.net(x)
+
+
+KINDS = {"gn_dropout": GnDropout, "vit": TinyViT, "bn": BnNet, "detached": Detached,
+         "train_shape": TrainShape, "raises": Raises}
 
 
 def step_seed(seed, epoch, step, rank):

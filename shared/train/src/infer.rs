@@ -189,7 +189,7 @@ fn script_model(
     );
     let vs = nn::VarStore::new(device);
     let net = crate::net::ScriptNet::load(&file, &vs)?;
-    if net.sha256 != trained.sha256 {
+    if !net.sha256.eq_ignore_ascii_case(&trained.sha256) {
         log::warn!(
             "{}: the run trained a file with SHA-256 {}, {} has {}",
             path.display(),

@@ -32,6 +32,8 @@ pub struct ScriptNet {
     /// The file it was loaded from, and its SHA-256 (hex): what a checkpoint names.
     pub file: PathBuf,
     pub sha256: String,
+    /// The classes its output has, once the first check saw them.
+    pub classes: std::sync::OnceLock<i64>,
 }
 
 /// The most bytes a model file may have (a TorchScript archive of 4 GiB holds a billion float32
@@ -56,8 +58,20 @@ impl ScriptNet {
         })?;
         let params = module.named_parameters().map_err(|e| bad(e.to_string()))?;
         let buffers = module.named_buffers().map_err(|e| bad(e.to_string()))?;
-        if params.is_empty() {
-            return Err(bad("the module has no parameters to train".into()));
+        let trained: Vec<&(String, Tensor)> =
+            params.iter().filter(|(_, t)| t.requires_grad()).collect();
+        let Some((first, t0)) = trained.first() else {
+            return Err(bad(
+                "the module has no parameters to train (none, or none with requires_grad)".into(),
+            ));
+        };
+        // One flat buffer holds the trained parameters (DDP's buckets are ranges of it).
+        if let Some((name, t)) = trained.iter().find(|(_, t)| t.kind() != t0.kind()) {
+            return Err(bad(format!(
+                "its trained parameters must share one dtype: {first} is {:?}, {name} {:?}",
+                t0.kind(),
+                t.kind()
+            )));
         }
         for (name, t) in params {
             // A frozen parameter (requires_grad False) is state, not trained: as DDP leaves it.
@@ -69,16 +83,77 @@ impl ScriptNet {
         }
         Ok(ScriptNet {
             module,
-            file: file.to_path_buf(),
+            // Absolute: what a checkpoint names must not depend on where it is read.
+            file: std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf()),
             sha256,
+            classes: std::sync::OnceLock::new(),
         })
     }
 
-    /// `model.train(train)`, then `model(x)`.
+    /// `model.train(train)`, then `model(x)`. An exception the module's code raised is named by
+    /// its last line (`RuntimeError: ...`) beside libtorch's first.
     pub fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
-        self.module
-            .forward(x, train)
-            .map_err(|e| Error::Data(format!("{}: its forward: {e}", self.file.display())))
+        self.module.forward(x, train).map_err(|e| {
+            let reason =
+                e.0.lines()
+                    .rev()
+                    .map(str::trim)
+                    .find(|l| l.contains("Error: ") || l.contains("Exception: "))
+                    .filter(|l| *l != e.to_string());
+            Error::Data(format!(
+                "{:?}: its forward: {e}{}",
+                self.file,
+                reason.map_or(String::new(), |r| format!(" ({r})"))
+            ))
+        })
+    }
+
+    /// The module's parameters and buffers (handles to its own tensors).
+    pub fn state(&self) -> Vec<Tensor> {
+        let mut v: Vec<Tensor> = self
+            .module
+            .named_parameters()
+            .map(|p| p.into_iter().map(|(_, t)| t).collect())
+            .unwrap_or_default();
+        v.extend(
+            self.module
+                .named_buffers()
+                .map(|b| b.into_iter().map(|(_, t)| t).collect::<Vec<_>>())
+                .unwrap_or_default(),
+        );
+        v
+    }
+
+    /// A training forward's output for a batch of `n` (of a global batch `batch`): float
+    /// logits `[n, classes]` (as many as the first check saw) that depend on the parameters.
+    pub fn check_training_output(
+        &self,
+        x: &Tensor,
+        y: &Tensor,
+        n: i64,
+        batch: usize,
+    ) -> Result<()> {
+        let classes = self.classes.get().copied();
+        let ok_shape = y.dim() == 2 && y.size()[0] == n && classes.is_none_or(|k| y.size()[1] == k);
+        if !ok_shape || !y.is_floating_point() {
+            return Err(Error::Data(format!(
+                "--model torchscript:{:?}: in training mode, for a batch of shape {:?} it returns \
+                 {:?} of shape {:?}, not float logits [{n}, {}] (global batch {batch})",
+                self.file,
+                x.size(),
+                y.kind(),
+                y.size(),
+                classes.map_or("classes".to_string(), |k| k.to_string())
+            )));
+        }
+        if !y.requires_grad() {
+            return Err(Error::Data(format!(
+                "--model torchscript:{:?}: its output in training mode depends on no trained \
+                 parameter (detached, or computed without them): there is nothing to train",
+                self.file
+            )));
+        }
+        Ok(())
     }
 }
 

@@ -273,6 +273,38 @@ fn a_model_file_that_is_not_torchscript_or_returns_the_wrong_shape_is_refused_na
         stderr.contains("ten.pt") && stderr.contains("[2, 10]") && stderr.contains("[2, 100]"),
         "{stderr}"
     );
+    // What only a training forward shows: one line naming the file and why, no C++ frames.
+    for (kind, why) in [
+        ("detached", "depends on no trained parameter"),
+        (
+            "train_shape",
+            "in training mode, for a batch of shape [8, 3, 32, 32] it returns",
+        ),
+        ("raises", "RuntimeError: boom from forward"),
+    ] {
+        let model = dir.path().join(format!("{kind}.pt"));
+        python(&[
+            "make".as_ref(),
+            kind.as_ref(),
+            model.as_os_str(),
+            "100".as_ref(),
+        ]);
+        let out = cmd()
+            .args(flags(&model))
+            .args(["--max-steps", "1"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{kind}: {stderr}");
+        assert!(
+            stderr.contains(why) && stderr.contains(&format!("{kind}.pt")),
+            "{kind}: {stderr}"
+        );
+        assert!(
+            !stderr.contains("Exception raised from") && !stderr.contains("frame #"),
+            "{kind}: {stderr}"
+        );
+    }
     // Flags that only a ResNet takes.
     for extra in [&["--stem", "cifar"][..], &["--stages", "2"], &["--sync-bn"]] {
         let out = cmd().args(flags(&ten)).args(extra).output().unwrap();

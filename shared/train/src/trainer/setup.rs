@@ -283,7 +283,15 @@ pub(super) fn setup(cfg: &Config, comm: &mut Communicator) -> Result<(Dataset, D
 fn check_script_output(s: &ScriptNet, data: &Dataset, device: Device) -> Result<()> {
     let (h, w) = data.image_size();
     let x = Tensor::zeros([2, 3, h, w], (Kind::Float, device));
-    let y = tch::no_grad(|| s.forward(&x, false))?;
+    // The probe leaves the module's state as it was (a module may count its calls in a buffer).
+    let state: Vec<(Tensor, Tensor)> = s.state().into_iter().map(|t| (t.copy(), t)).collect();
+    let y = tch::no_grad(|| s.forward(&x, false));
+    tch::no_grad(|| {
+        for (saved, t) in &state {
+            t.shallow_clone().copy_(saved);
+        }
+    });
+    let y = y?;
     let want = [2, data.num_classes];
     if y.size() != want || !y.is_floating_point() {
         return Err(Error::Data(format!(
@@ -295,6 +303,7 @@ fn check_script_output(s: &ScriptNet, data: &Dataset, device: Device) -> Result<
             data.num_classes
         )));
     }
+    let _ = s.classes.set(data.num_classes);
     Ok(())
 }
 

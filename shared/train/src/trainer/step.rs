@@ -325,8 +325,13 @@ impl Stepper<'_> {
 
     /// One micro-batch's forward pass and mean loss (on the last stage's device).
     pub(super) fn loss(&self, x: &Tensor, y: &Tensor) -> Result<Pass> {
-        let logits =
-            forward(self.model, self.stages, x, true, self.cfg.precision)?.to_kind(Kind::Float);
+        let raw = forward(self.model, self.stages, x, true, self.cfg.precision)?;
+        if let Net::Script(s) = self.model {
+            // The user's module in training mode: what evaluation's check cannot see (another
+            // shape or dtype when training, an output that depends on no parameter).
+            s.check_training_output(x, &raw, y.size()[0], self.cfg.batch_size)?;
+        }
+        let logits = raw.to_kind(Kind::Float);
         let labels = y.to_device_(logits.device(), y.kind(), true, false);
         let loss = logits.cross_entropy_loss::<Tensor>(
             &labels,
