@@ -135,7 +135,19 @@ class Raises(nn.Module):
         return self.net(x)
 
 
-KINDS = {"gn_dropout": GnDropout, "vit": TinyViT, "bn": BnNet, "detached": Detached,
+class Unused(nn.Module):
+    """A broken model for the tests: a layer its forward never uses."""
+
+    def __init__(self, classes: int):
+        super().__init__()
+        self.net = BnNet(classes)
+        self.extra = nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.net(x)
+
+
+KINDS = {"unused": Unused, "gn_dropout": GnDropout, "vit": TinyViT, "bn": BnNet, "detached": Detached,
          "train_shape": TrainShape, "raises": Raises}
 
 

@@ -278,7 +278,11 @@ fn a_model_file_that_is_not_torchscript_or_returns_the_wrong_shape_is_refused_na
         ("detached", "depends on no trained parameter"),
         (
             "train_shape",
-            "in training mode, for a batch of shape [8, 3, 32, 32] it returns",
+            "in training mode, for a batch of shape [2, 3, 32, 32] it returns",
+        ),
+        (
+            "unused",
+            "2 trained parameter(s) get no gradient in training mode (extra.bias, extra.weight)",
         ),
         ("raises", "RuntimeError: boom from forward"),
     ] {

@@ -184,7 +184,7 @@ pub(super) fn setup(cfg: &Config, comm: &mut Communicator) -> Result<(Dataset, D
         (vs, model)
     };
     if let Net::Script(s) = &model {
-        check_script_output(s, &train_set, cfg.device)?;
+        check_script_output(s, &vs, &train_set, cfg.device)?;
     }
     let plans = {
         let units = match &model {
@@ -278,19 +278,30 @@ pub(super) fn setup(cfg: &Config, comm: &mut Communicator) -> Result<(Dataset, D
     Ok((train_set, test_set, parts))
 }
 
-/// A TorchScript model's output for a batch of two zero images of the data's size (in
-/// evaluation mode, so nothing of its state changes) must be float logits `[2, classes]`.
-fn check_script_output(s: &ScriptNet, data: &Dataset, device: Device) -> Result<()> {
+/// A TorchScript model's output for a batch of two zero images of the data's size must be
+/// float logits `[2, classes]` in evaluation mode, and in training mode depend on every trained
+/// parameter: one that gets no gradient is refused by name, as PyTorch's DDP refuses it (without
+/// `find_unused_parameters`; torch.optim would skip it, ddp-train's flat optimiser would move it
+/// by weight decay and momentum). The probes leave the module's state as it was (BatchNorm's
+/// statistics, a module counting its calls in a buffer).
+fn check_script_output(
+    s: &ScriptNet,
+    vs: &nn::VarStore,
+    data: &Dataset,
+    device: Device,
+) -> Result<()> {
     let (h, w) = data.image_size();
     let x = Tensor::zeros([2, 3, h, w], (Kind::Float, device));
-    // The probe leaves the module's state as it was (a module may count its calls in a buffer).
     let state: Vec<(Tensor, Tensor)> = s.state().into_iter().map(|t| (t.copy(), t)).collect();
+    let restore = || {
+        tch::no_grad(|| {
+            for (saved, t) in &state {
+                t.shallow_clone().copy_(saved);
+            }
+        })
+    };
     let y = tch::no_grad(|| s.forward(&x, false));
-    tch::no_grad(|| {
-        for (saved, t) in &state {
-            t.shallow_clone().copy_(saved);
-        }
-    });
+    restore();
     let y = y?;
     let want = [2, data.num_classes];
     if y.size() != want || !y.is_floating_point() {
@@ -304,6 +315,41 @@ fn check_script_output(s: &ScriptNet, data: &Dataset, device: Device) -> Result<
         )));
     }
     let _ = s.classes.set(data.num_classes);
+    let trained: Vec<(String, Tensor)> = {
+        let mut v: Vec<(String, Tensor)> = (vs.variables().into_iter())
+            .filter(|(_, t)| t.requires_grad())
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    };
+    let train = s.forward(&x, true);
+    let unused = train.and_then(|y| {
+        s.check_training_output(&x, &y, 2, 2)?;
+        let tensors: Vec<&Tensor> = trained.iter().map(|(_, t)| t).collect();
+        let grads = Tensor::f_run_backward(
+            &[y.to_kind(Kind::Float).sum(Kind::Float)],
+            &tensors,
+            false,
+            false,
+        )?;
+        Ok((trained.iter().zip(grads))
+            .filter(|(_, g)| !g.defined())
+            .map(|((n, _), _)| n.clone())
+            .collect::<Vec<String>>())
+    });
+    restore();
+    let unused = unused?;
+    if !unused.is_empty() {
+        let listed: Vec<&str> = unused.iter().map(String::as_str).collect();
+        return Err(Error::Data(format!(
+            "--model torchscript:{}: {} trained parameter(s) get no gradient in training mode \
+             ({}): PyTorch's DDP refuses such a model too; make them frozen \
+             (requires_grad=False) or leave them out",
+            s.file.display(),
+            unused.len(),
+            names(&listed, 8)
+        )));
+    }
     Ok(())
 }
 
