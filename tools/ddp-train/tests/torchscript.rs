@@ -318,6 +318,53 @@ fn a_model_file_that_is_not_torchscript_or_returns_the_wrong_shape_is_refused_na
 }
 
 #[test]
+fn resuming_with_another_model_file_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.pt"), dir.path().join("b.pt"));
+    python(&[
+        "make".as_ref(),
+        "bn".as_ref(),
+        a.as_os_str(),
+        "100".as_ref(),
+        "0".as_ref(),
+    ]);
+    python(&[
+        "make".as_ref(),
+        "bn".as_ref(),
+        b.as_os_str(),
+        "100".as_ref(),
+        "1".as_ref(),
+    ]);
+    let ck = dir.path().join("ck");
+    let run = |model: &Path, epochs: &str| {
+        let mut base = flags(model);
+        let at = base.iter().position(|a| a == "--epochs").unwrap();
+        base.drain(at..at + 2);
+        cmd()
+            .args(base)
+            .args([
+                "--max-steps",
+                "1",
+                "--epochs",
+                epochs,
+                "--resume",
+                "--checkpoint-dir",
+            ])
+            .arg(&ck)
+            .output()
+            .unwrap()
+    };
+    ok(&run(&a, "1"));
+    let out = run(&b, "2");
+    ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("a.pt") && stderr.contains("it goes on with") && stderr.contains("b.pt"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn a_torchscript_model_with_dropout_resumes_mid_epoch_to_the_same_weights() {
     use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();

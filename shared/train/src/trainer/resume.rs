@@ -111,6 +111,21 @@ pub(super) fn restore(cfg: &Config, parts: &mut Parts) -> Result<Start> {
             Some(""),
             &state.path,
         )?;
+        // Another module file of the same names and shapes loads; the run says so, as later
+        // checkpoints name the new file.
+        if let (Net::Script(s), Some(then)) = (&parts.model, &state.meta.script)
+            && !then.sha256.eq_ignore_ascii_case(&s.sha256)
+        {
+            log::warn!(
+                "{}: the run trained {} (SHA-256 {}); it goes on with {} (SHA-256 {}), which its \
+                 checkpoints name from now on",
+                state.path.display(),
+                then.file,
+                then.sha256,
+                s.file.display(),
+                s.sha256
+            );
+        }
         // The epoch's loss sum may be infinite (fp16's skipped steps); the state may not.
         let optim: BTreeMap<String, Tensor> = state
             .train
