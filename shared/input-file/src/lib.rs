@@ -68,24 +68,47 @@ pub fn open(path: &Path) -> io::Result<(File, u64)> {
 /// The whole of the regular file at `path`, refused when longer than `limit` bytes (before
 /// anything is allocated for it) or when it grows past it while read.
 pub fn read(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
-    let (file, len) = open(path)?;
-    let too_long = || {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("{} is longer than {limit} bytes", path.display()),
-        )
-    };
-    if len > limit {
-        return Err(too_long());
-    }
+    let (mut reader, len) = bounded(path, limit)?;
     let mut bytes = Vec::with_capacity(len as usize);
-    file.take(limit + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-    if bytes.len() as u64 > limit {
-        return Err(too_long());
-    }
+    within(
+        path,
+        limit,
+        reader.read_to_end(&mut bytes).map(|n| n as u64),
+    )?;
     Ok(bytes)
+}
+
+/// The regular file at `path` written into `sink` as it is read (a digest, say), with the
+/// bounds of [`read`]; the bytes copied.
+pub fn copy_to(path: &Path, limit: u64, sink: &mut impl io::Write) -> io::Result<u64> {
+    let (mut reader, _) = bounded(path, limit)?;
+    within(path, limit, io::copy(&mut reader, sink))
+}
+
+/// The file opened ([`open`]) and its length, refused when longer than `limit`; reads of it
+/// stop one byte past `limit`.
+fn bounded(path: &Path, limit: u64) -> io::Result<(io::Take<File>, u64)> {
+    let (file, len) = open(path)?;
+    if len > limit {
+        return Err(too_long(path, limit));
+    }
+    Ok((file.take(limit + 1), len))
+}
+
+/// The count a bounded read gave, or its error named, or [`too_long`] past `limit`.
+fn within(path: &Path, limit: u64, read: io::Result<u64>) -> io::Result<u64> {
+    match read {
+        Ok(n) if n > limit => Err(too_long(path, limit)),
+        Ok(n) => Ok(n),
+        Err(e) => Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+    }
+}
+
+fn too_long(path: &Path, limit: u64) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("{} is longer than {limit} bytes", path.display()),
+    )
 }
 
 #[cfg(test)]

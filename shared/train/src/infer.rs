@@ -20,6 +20,7 @@ use tch::{Device, Kind, Tensor, nn};
 use train_data::images::{ImageFiles, ImageOptions, Transform};
 
 use crate::checkpoint::{self, Input, Meta};
+use crate::net::Net;
 use crate::resnet::{Arch, ResNet, Stem};
 use crate::trainer::Precision;
 use crate::{Error, Result};
@@ -32,26 +33,13 @@ pub const MAX_IMAGE_SIZE: i64 = 8192;
 const HINT: &str = "; classify takes the model file ddp-train writes (last.safetensors, \
                     best.safetensors), not its .train.safetensors";
 
-/// A network that maps prepared images to logits: a ResNet `ddp-train` builds, or the user's
-/// TorchScript module a run trained (`--model torchscript:FILE`).
-#[derive(Debug)]
-#[allow(clippy::large_enum_variant)] // one per process
-enum Network {
-    ResNet {
-        /// Owns the weights the net's modules point at.
-        _vs: nn::VarStore,
-        net: ResNet,
-    },
-    Script {
-        _vs: nn::VarStore,
-        net: crate::net::ScriptNet,
-    },
-}
-
 /// A checkpoint's model, ready to evaluate images, with what its metadata says of them.
 #[derive(Debug)]
 pub struct Classifier {
-    network: Network,
+    /// The network (a ResNet ddp-train builds, or the user's TorchScript module), and the
+    /// store that owns its weights.
+    net: Net,
+    _vs: nn::VarStore,
     /// The ResNet (None for a TorchScript model).
     pub arch: Option<Arch>,
     pub stem: Stem,
@@ -143,7 +131,8 @@ pub fn model_from_checkpoint_with(
     let net = ResNet::new(&vs.root(), arch, k, stem);
     load_strict(&vs, &tensors, arch.name(), path)?;
     Ok(Classifier {
-        network: Network::ResNet { _vs: vs, net },
+        net: Net::ResNet(net),
+        _vs: vs,
         arch: Some(arch),
         stem,
         name: arch.name().to_string(),
@@ -215,7 +204,8 @@ fn script_model(
     }
     Ok(Classifier {
         classes: class_names(&meta, k, path)?,
-        network: Network::Script { _vs: vs, net },
+        net: Net::Script(net),
+        _vs: vs,
         arch: None,
         stem: Stem::ImageNet,
         name,
@@ -281,12 +271,7 @@ impl Classifier {
     /// model's device), in evaluation mode (BatchNorm's running statistics), without gradients;
     /// `precision` bf16 and fp16 run under CUDA autocast as training's evaluation does.
     pub fn forward(&self, x: &Tensor, precision: Precision) -> Result<Tensor> {
-        let run = || -> Result<Tensor> {
-            tch::no_grad(|| match &self.network {
-                Network::ResNet { net, .. } => net.try_forward(x, false),
-                Network::Script { net, .. } => net.forward(x, false),
-            })
-        };
+        let run = || -> Result<Tensor> { tch::no_grad(|| self.net.try_forward(x, false)) };
         let dtype = match precision {
             Precision::Fp16 => gpu_runtime::shim::AutocastDtype::F16,
             Precision::Bf16 => gpu_runtime::shim::AutocastDtype::Bf16,

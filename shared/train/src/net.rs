@@ -47,10 +47,10 @@ impl ScriptNet {
     pub fn load(file: &Path, vs: &nn::VarStore) -> Result<ScriptNet> {
         let bad =
             |why: String| Error::Data(format!("--model torchscript:{}: {why}", file.display()));
-        // A regular file, read once for its digest: what is loaded is what is named.
-        let bytes = input_file::read(file, MAX_MODEL_BYTES).map_err(|e| bad(e.to_string()))?;
-        let sha256 = sha256_hex(&bytes);
-        drop(bytes);
+        // A regular file, hashed as it is read (not held): what is loaded is what is named.
+        let mut digest = sha2::Sha256::default();
+        input_file::copy_to(file, MAX_MODEL_BYTES, &mut digest).map_err(|e| bad(e.to_string()))?;
+        let sha256 = hex(&sha2::Digest::finalize(digest));
         let module = ScriptModule::load(file, vs.device()).map_err(|e| {
             bad(format!(
                 "not a TorchScript module torch.jit.load reads ({e})"
@@ -108,22 +108,6 @@ impl ScriptNet {
         })
     }
 
-    /// The module's parameters and buffers (handles to its own tensors).
-    pub fn state(&self) -> Vec<Tensor> {
-        let mut v: Vec<Tensor> = self
-            .module
-            .named_parameters()
-            .map(|p| p.into_iter().map(|(_, t)| t).collect())
-            .unwrap_or_default();
-        v.extend(
-            self.module
-                .named_buffers()
-                .map(|b| b.into_iter().map(|(_, t)| t).collect::<Vec<_>>())
-                .unwrap_or_default(),
-        );
-        v
-    }
-
     /// A training forward's output for a batch of `n` (of a global batch `batch`): float
     /// logits `[n, classes]` (as many as the first check saw) that depend on the parameters.
     pub fn check_training_output(
@@ -177,13 +161,9 @@ fn add(
     Ok(())
 }
 
-/// SHA-256 of `bytes`, in hex.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest as _;
-    sha2::Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+/// Bytes in lower-case hex.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 impl Net {
@@ -208,14 +188,6 @@ impl Net {
         match self {
             Net::ResNet(r) => r.unit_of(name),
             Net::Script(_) => Some(0),
-        }
-    }
-
-    /// The ResNet, if this is one.
-    pub fn resnet(&self) -> Option<&ResNet> {
-        match self {
-            Net::ResNet(r) => Some(r),
-            Net::Script(_) => None,
         }
     }
 }

@@ -292,7 +292,10 @@ fn check_script_output(
 ) -> Result<()> {
     let (h, w) = data.image_size();
     let x = Tensor::zeros([2, 3, h, w], (Kind::Float, device));
-    let state: Vec<(Tensor, Tensor)> = s.state().into_iter().map(|t| (t.copy(), t)).collect();
+    // The module's parameters and buffers are the store's variables (handles to its tensors).
+    let state: Vec<(Tensor, Tensor)> = (vs.variables().into_values())
+        .map(|t| (t.copy(), t))
+        .collect();
     let restore = || {
         tch::no_grad(|| {
             for (saved, t) in &state {
