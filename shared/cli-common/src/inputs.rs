@@ -291,6 +291,32 @@ fn parse(line: &[u8]) -> Vec<Item> {
     }
 }
 
+/// GNU parallel's job slot, which [`worker_slot`] reads, as `Tool::environment` lists it.
+pub const JOB_SLOT_ENV: (&str, &str) = (
+    "PARALLEL_JOBSLOT",
+    "GNU parallel's job slot: --device auto's slot (minus 1) when LOCAL_RANK is unset.",
+);
+
+/// A worker's place among processes started side by side (what `--device auto` picks a GPU
+/// by when no launcher says): GNU parallel's job slot (1-based) minus 1, else the shard index of
+/// a shard-record argument (`shard-list -n 4 | parallel tool`).
+pub fn worker_slot(args: &[OsString]) -> Option<usize> {
+    let slot = std::env::var(JOB_SLOT_ENV.0)
+        .ok()
+        .and_then(|s| s.trim().parse::<usize>().ok())
+        .map(|s| s.saturating_sub(1));
+    slot.or_else(|| shard_index(args))
+}
+
+/// The shard index of the first shard-record argument.
+fn shard_index(args: &[OsString]) -> Option<usize> {
+    args.iter().find_map(|a| {
+        let v: serde_json::Value = serde_json::from_str(a.to_str()?).ok()?;
+        (v.get("type")?.as_str()? == "shard")
+            .then(|| v.get("shard")?.as_u64().map(|s| s as usize))?
+    })
+}
+
 #[cfg(test)]
 mod read_tests {
     use super::*;
@@ -339,6 +365,13 @@ mod read_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shard_index_comes_from_a_shard_record_argument() {
+        let args = vec![r#"{"type":"shard","shard":3,"shards":4,"paths":["a.jpg"]}"#.into()];
+        assert_eq!(shard_index(&args), Some(3));
+        assert_eq!(shard_index(&["a.jpg".into()]), None);
+    }
 
     #[test]
     fn arguments_are_paths_or_records() {

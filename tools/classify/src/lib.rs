@@ -124,10 +124,7 @@ and last {"type":"summary","ok":N,"skipped":0,"failed":N,"elapsed_ms":N}. An ima
 
     fn environment() -> Vec<(&'static str, &'static str)> {
         let mut env = device::ENVIRONMENT.to_vec();
-        env.push((
-            "PARALLEL_JOBSLOT",
-            "GNU parallel's job slot: --device auto's slot (minus 1) when LOCAL_RANK is unset.",
-        ));
+        env.push(cli_common::inputs::JOB_SLOT_ENV);
         env
     }
 }
@@ -135,21 +132,8 @@ and last {"type":"summary","ok":N,"skipped":0,"failed":N,"elapsed_ms":N}. An ima
 /// `--device`, with auto's slot from LOCAL_RANK, else GNU parallel's job slot, else the shard
 /// index of a shard-record argument (as project-one-gpu picks its GPU).
 fn worker_device(cli: &Cli) -> Result<Device> {
-    let slot = std::env::var("PARALLEL_JOBSLOT")
-        .ok()
-        .and_then(|s| s.trim().parse::<usize>().ok())
-        .map(|s| s.saturating_sub(1));
-    let shard = || {
-        cli.inputs.iter().find_map(|a| {
-            let v: serde_json::Value = serde_json::from_str(a.to_str()?).ok()?;
-            (v.get("type")?.as_str()? == "shard")
-                .then(|| v.get("shard")?.as_u64().map(|s| s as usize))?
-        })
-    };
-    Ok(cli
-        .gpu
-        .device
-        .resolve(&Env::from_process(slot.or_else(shard)))?)
+    let slot = cli_common::inputs::worker_slot(&cli.inputs);
+    Ok(cli.gpu.device.resolve(&Env::from_process(slot))?)
 }
 
 /// The most float32 values a batch of prepared images may take (4 GiB): the checkpoint's image

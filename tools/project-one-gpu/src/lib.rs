@@ -202,10 +202,7 @@ and last {"type":"summary","ok":N,"skipped":N,"failed":N,"elapsed_ms":N}. distan
 
     fn environment() -> Vec<(&'static str, &'static str)> {
         let mut env = device::ENVIRONMENT.to_vec();
-        env.push((
-            "PARALLEL_JOBSLOT",
-            "GNU parallel's job slot: --device auto's slot (minus 1) when LOCAL_RANK is unset.",
-        ));
+        env.push(cli_common::inputs::JOB_SLOT_ENV);
         env
     }
 }
@@ -342,13 +339,9 @@ fn banner(cli: &Cli, device: tch::Device, r: i64, threads: &impl std::fmt::Displ
 /// `--device`, with auto's slot from LOCAL_RANK, else GNU parallel's job slot, else the shard
 /// index of a shard-record argument.
 fn worker_device(cli: &Cli) -> Result<tch::Device> {
-    let slot = std::env::var("PARALLEL_JOBSLOT")
-        .ok()
-        .and_then(|s| s.trim().parse::<usize>().ok())
-        .map(|s| s.saturating_sub(1));
-    let device = cli.gpu.device.resolve(&Env::from_process(
-        slot.or_else(|| shard_index(&cli.inputs)),
-    ))?;
+    let device = (cli.gpu.device).resolve(&Env::from_process(cli_common::inputs::worker_slot(
+        &cli.inputs,
+    )))?;
     if device.is_cuda() {
         // Shapes repeat every step: let cuDNN pick the fastest algorithms once.
         tch::Cuda::cudnn_set_benchmark(true);
@@ -459,15 +452,6 @@ impl Run<'_> {
         // A signal during the last batch (its video, say) ends the run as interrupted too.
         interrupt::check()
     }
-}
-
-/// The `shard` of the first shard-record argument.
-fn shard_index(args: &[OsString]) -> Option<usize> {
-    args.iter().find_map(|a| {
-        let v: serde_json::Value = serde_json::from_str(a.to_str()?).ok()?;
-        (v.get("type")?.as_str()? == "shard")
-            .then(|| v.get("shard")?.as_u64().map(|s| s as usize))?
-    })
 }
 
 /// The longest file name Linux file systems hold, in bytes.
@@ -1061,12 +1045,5 @@ mod tests {
     #[test]
     fn verify_cli() {
         Cli::command().debug_assert();
-    }
-
-    #[test]
-    fn shard_index_comes_from_a_shard_record_argument() {
-        let args = vec![r#"{"type":"shard","shard":3,"shards":4,"paths":["a.jpg"]}"#.into()];
-        assert_eq!(shard_index(&args), Some(3));
-        assert_eq!(shard_index(&["a.jpg".into()]), None);
     }
 }
