@@ -24,6 +24,7 @@
 
 #[cfg(feature = "clap")]
 mod args;
+mod host;
 pub mod nccl;
 mod reduce;
 pub mod rendezvous;
@@ -36,6 +37,7 @@ use tch::{Device, Tensor};
 
 #[cfg(feature = "clap")]
 pub use args::DistArgs;
+pub use host::Hosts;
 pub use reduce::{DType, ReduceOp};
 pub use rendezvous::{InitMethod, Options, Plan};
 
@@ -233,6 +235,29 @@ impl Communicator {
     /// `LOCAL_RANK` / `SLURM_LOCALID`, when a launcher set it.
     pub fn local_rank(&self) -> Option<usize> {
         self.plan.local_rank
+    }
+
+    /// Which host each rank is on, as the ranks found at the rendezvous (each rank's kernel
+    /// boot id, network namespace and host name, exchanged through the store).
+    pub fn hosts(&self) -> &Hosts {
+        &self.joined.hosts
+    }
+
+    /// The ranks on this rank's host, ascending (this rank among them): for dividing the
+    /// host's CPU threads among them.
+    pub fn host_peers(&self) -> Vec<usize> {
+        self.joined.hosts.peers_of(self.plan.rank)
+    }
+
+    /// This rank's place among [`Communicator::host_peers`] (0 for the lowest rank on the host).
+    pub fn host_rank(&self) -> usize {
+        let me = self.plan.rank;
+        self.host_peers().iter().position(|&r| r == me).unwrap_or(0)
+    }
+
+    /// How many ranks share this rank's host.
+    pub fn host_size(&self) -> usize {
+        self.host_peers().len()
     }
 
     pub fn plan(&self) -> &Plan {

@@ -366,6 +366,8 @@ pub(crate) struct Joined {
     /// Held so that it serves until the communicator is dropped.
     pub _server: Option<StoreServer>,
     pub file: Option<(PathBuf, String)>,
+    /// Which host each rank is on.
+    pub hosts: crate::host::Hosts,
 }
 
 /// Meets the other ranks and wires the ring.
@@ -384,6 +386,7 @@ pub(crate) fn connect(
             ring: Ring::single(),
             _server: None,
             file: None,
+            hosts: crate::host::Hosts::single(),
         });
     }
     let until = Until::new(timeout, stop);
@@ -436,7 +439,7 @@ pub(crate) fn connect(
         }
         StoreAt::File(path) => (join_file(path, &prefix, timeout, until)?, None, None),
     };
-    let ring = match wire(plan, &mut store, method, timeout, until) {
+    let (ring, hosts) = match wire(plan, &mut store, method, timeout, until) {
         Ok(r) => r,
         Err(e) => {
             if server.is_some() {
@@ -452,6 +455,7 @@ pub(crate) fn connect(
         ring,
         _server: server,
         file,
+        hosts,
     })
 }
 
@@ -608,15 +612,15 @@ fn wait_for_ranks(
     }
 }
 
-/// Publishes this rank's ring address, waits for everyone's, connects to the next rank and
-/// accepts the previous one.
+/// Publishes this rank's host identity and ring address, waits for everyone's, connects to the
+/// next rank and accepts the previous one.
 fn wire(
     plan: &Plan,
     store: &mut Store,
     method: &InitMethod,
     timeout: Duration,
     until: Until,
-) -> Result<Ring> {
+) -> Result<(Ring, crate::host::Hosts)> {
     let (rank, world) = (plan.rank, plan.world_size);
     same_run(plan, store, method, timeout, until)?;
     // Two processes given the same rank would otherwise wire a ring that deadlocks. (So one
@@ -639,6 +643,7 @@ fn wire(
         .map_err(Error::io("ring listener"))?
         .port();
     let me = std::net::SocketAddr::new(ip, port).to_string();
+    crate::host::publish(store, rank)?;
     store.set(&format!("addr/{rank}"), me.as_bytes())?;
 
     let keys: Vec<(String, usize)> = (0..world).map(|r| (format!("addr/{r}"), r)).collect();
@@ -651,6 +656,7 @@ fn wire(
     }
     let nonce =
         u64::from_str_radix(&String::from_utf8_lossy(&store.get("ring_nonce")?), 16).unwrap_or(0);
+    let hosts = crate::host::gather(store, world)?;
 
     let next = (rank + 1) % world;
     let prev = (rank + world - 1) % world;
@@ -669,7 +675,10 @@ fn wire(
                 "rank {prev} (previous in the ring) never connected to rank {rank}: {e}"
             )),
         })?;
-    Ring::new(rank, world, to_next, from_prev, timeout, until.stop)
+    Ok((
+        Ring::new(rank, world, to_next, from_prev, timeout, until.stop)?,
+        hosts,
+    ))
 }
 
 /// The rank field of a probe: a connection that only checks the port is open, dropped quietly.

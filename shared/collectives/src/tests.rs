@@ -475,3 +475,20 @@ fn a_rank_that_leaves_is_named_by_the_others() {
         assert!(t0.elapsed() < Duration::from_secs(120));
     }
 }
+
+#[test]
+fn ranks_of_one_process_find_they_share_a_host() {
+    let res = ranks("hosts/", 3, Duration::from_secs(20), |_, comm| {
+        let comm = comm.unwrap();
+        (
+            comm.host_peers(),
+            comm.host_rank(),
+            comm.host_size(),
+            comm.hosts().count(),
+        )
+    });
+    for (rank, (peers, host_rank, size, hosts)) in res.into_iter().enumerate() {
+        assert_eq!(peers, [0, 1, 2]);
+        assert_eq!((host_rank, size, hosts), (rank, 3, 1));
+    }
+}
