@@ -82,6 +82,15 @@ pub fn image_suffix(name: &[u8]) -> Option<&'static str> {
         .map(|ext| &ext[1..])
 }
 
+/// The place in [`IMG_EXTENSIONS`] of an extension given without its dot (`jpg`, `PNG`), in any
+/// case: whether a webdataset sample's member of that suffix is an image, and which of several
+/// is the sample's image (the first in that order).
+pub fn extension_rank(ext: &[u8]) -> Option<usize> {
+    IMG_EXTENSIONS
+        .iter()
+        .position(|e| e[1..].as_bytes().eq_ignore_ascii_case(ext))
+}
+
 impl ImageFolder {
     /// Reads the tree under `dir`.
     pub fn scan(dir: &Path) -> Result<ImageFolder, FolderError> {
@@ -110,31 +119,11 @@ impl ImageFolder {
         let mut skipped = Vec::new();
         let mut empty = Vec::new();
         for (label, class) in classes.iter().enumerate() {
-            // Every real directory of a class once (a class that is a link to another's folder
-            // still has its images, as torchvision has them).
-            let mut seen = std::collections::HashSet::new();
-            let mut dirs = Vec::new();
-            let mut walker = Walk {
-                ancestors: Vec::new(),
-                seen: &mut seen,
-                out: &mut dirs,
-                skipped: &mut skipped,
-            };
-            walker.walk(&dir.join(class))?;
-            dirs.sort_by_cached_key(|(root, _)| python_order(root.as_os_str().as_bytes()));
-            let before = samples.len();
-            for (root, mut files) in dirs {
-                files.sort_by_cached_key(|f| python_order(f.as_bytes()));
-                samples.extend(
-                    files
-                        .into_iter()
-                        .filter(|f| is_image_name(f.as_bytes()))
-                        .map(|f| (root.join(f), label as i64)),
-                );
-            }
-            if samples.len() == before {
+            let found = images_under(&dir.join(class), &mut skipped)?;
+            if found.is_empty() {
                 empty.push(class.clone());
             }
+            samples.extend(found.into_iter().map(|p| (p, label as i64)));
         }
         if !empty.is_empty() {
             return Err(FolderError::EmptyClasses(empty));
@@ -145,6 +134,45 @@ impl ImageFolder {
             skipped,
         })
     }
+}
+
+/// The image files under `dir`, at any depth, in the order [`ImageFolder::scan`] lists one
+/// class's files: [`files_under`] whose names end with one of [`IMG_EXTENSIONS`].
+pub fn images_under(
+    dir: &Path,
+    skipped: &mut Vec<(PathBuf, String)>,
+) -> Result<Vec<PathBuf>, FolderError> {
+    let mut files = files_under(dir, skipped)?;
+    files.retain(|f| f.file_name().is_some_and(|n| is_image_name(n.as_bytes())));
+    Ok(files)
+}
+
+/// Every file under `dir` (everything but directories: symlinks followed, hidden files kept),
+/// walked as [`ImageFolder::scan`] walks a class: each real directory once, directories in the
+/// order of their paths and files in the order of their names, as Python sorts them.
+/// Directories that cannot be read are added to `skipped`; a symlink loop is an error.
+pub fn files_under(
+    dir: &Path,
+    skipped: &mut Vec<(PathBuf, String)>,
+) -> Result<Vec<PathBuf>, FolderError> {
+    // Every real directory once (a class that is a link to another's folder still has its
+    // images, as torchvision has them).
+    let mut seen = std::collections::HashSet::new();
+    let mut dirs = Vec::new();
+    let mut walker = Walk {
+        ancestors: Vec::new(),
+        seen: &mut seen,
+        out: &mut dirs,
+        skipped,
+    };
+    walker.walk(dir)?;
+    dirs.sort_by_cached_key(|(root, _)| python_order(root.as_os_str().as_bytes()));
+    let mut all = Vec::new();
+    for (root, mut files) in dirs {
+        files.sort_by_cached_key(|f| python_order(f.as_bytes()));
+        all.extend(files.into_iter().map(|f| root.join(f)));
+    }
+    Ok(all)
 }
 
 /// `os.walk(dir, followlinks=True)`, each real directory once: every directory reachable from

@@ -5,9 +5,10 @@
 //! that share a key, as webdataset groups them: a member's key is its name up to the first dot of
 //! its last path component and its suffix the rest, lower-cased (`base_plus_ext`); names without
 //! a dot and webdataset's `__meta__` files are passed over; a suffix twice in one sample is an
-//! error. A sample's image is its `jpg`, `jpeg`, `png`, `webp`, `tif`, `tiff`, `bmp`, `gif` or
-//! `ppm`/`pgm`/`pbm`/`pnm` member (the first of those in that order), its class the integer in
-//! its `cls` member or the `label` field of its `json` member. Samples without an image or a
+//! error. A sample's image is its member with one of the suffixes an image folder takes
+//! ([`crate::folder::IMG_EXTENSIONS`]: `jpg`, `jpeg`, `png`, `ppm`, `bmp`, `pgm`, `tif`, `tiff`,
+//! `webp`; the first of those in that order), its class the integer in its `cls` member or the
+//! `label` field of its `json` member. Samples without an image or a
 //! class are left out, with a warning.
 //!
 //! The shards are indexed when a run starts (each member's header is read; the data between is
@@ -35,11 +36,6 @@ use std::path::{Path, PathBuf};
 use crate::draws::Draws;
 use crate::sampler::randperm;
 
-/// Image suffixes, in the order a sample's image is chosen by.
-const IMAGE_SUFFIXES: [&[u8]; 13] = [
-    b"jpg", b"jpeg", b"png", b"webp", b"tif", b"tiff", b"bmp", b"gif", b"ppm", b"pgm", b"pbm",
-    b"pnm", b"jpe",
-];
 /// The most a `cls` or `json` member may hold: labels, not data.
 const MAX_LABEL_BYTES: u64 = 1 << 20;
 
@@ -408,7 +404,7 @@ fn index(shard: usize, path: &Path) -> Result<Indexed, String> {
                 String::from_utf8_lossy(key)
             )));
         }
-        if let Some(rank) = IMAGE_SUFFIXES.iter().position(|s| *s == suffix) {
+        if let Some(rank) = crate::folder::extension_rank(&suffix) {
             if g.image.is_none_or(|(r, ..)| rank < r) {
                 g.image = Some((rank, data, size));
             }
