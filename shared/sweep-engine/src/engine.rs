@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use crate::error::{Context, Error, Result};
 use records::{BestTrial, Decision, SweepSummary, TrialRecord, TrialResult};
 use serde_json::{Map, Value};
 
@@ -261,16 +261,18 @@ impl<'a> Engine<'a> {
             .as_mut()
             .context("a BOHB trial in a sweep without --search bohb")?;
         if i != self.made {
-            anyhow::bail!(
+            return Err(Error::Journal(format!(
                 "the journal makes trial {i} where this sweep makes trial {}",
                 self.made
-            );
+            )));
         }
         let (config, model) = bohb.suggest();
         match journalled {
-            Some(c) if *c != config => anyhow::bail!(
-                "the journal's config for trial {i} differs from this sweep's BOHB suggestion: was it written by another version?"
-            ),
+            Some(c) if *c != config => {
+                return Err(Error::Journal(format!(
+                    "the journal's config for trial {i} differs from this sweep's BOHB suggestion: was it written by another version?"
+                )));
+            }
             Some(_) => {}
             None => self.journal.append(&Entry::Suggest {
                 trial: i,
@@ -295,6 +297,11 @@ impl<'a> Engine<'a> {
             let loss = -self.def.asha.mode.op() * metric;
             bohb.observe(&self.trials[i].config, budget, loss);
         }
+    }
+
+    /// One record to the output; its refusal ends the sweep.
+    fn emit(&mut self, record: Record) -> Result<()> {
+        self.out.record(record).map_err(Error::Output)
     }
 
     /// Runs every trial to its end; the summary record is printed last.
@@ -340,7 +347,7 @@ impl<'a> Engine<'a> {
         let summary = self.summary();
         self.write_results(&summary);
         let failed = summary.error;
-        self.out.record(Record::Summary(summary))?;
+        self.emit(Record::Summary(summary))?;
         if interrupted {
             return Err(crate::Error::Interrupted);
         }
@@ -352,7 +359,9 @@ impl<'a> Engine<'a> {
     /// trials), the others as running.
     fn suggest(&mut self, i: usize) -> Result<Config> {
         let Some((space, tpe)) = &mut self.tpe else {
-            anyhow::bail!("trial {i}: a suggestion in a sweep without --search tpe");
+            return Err(Error::Journal(format!(
+                "trial {i}: a suggestion in a sweep without --search tpe"
+            )));
         };
         let mut history = Vec::new();
         for t in self.trials.iter().filter(|t| t.chosen && t.id != i) {
@@ -389,7 +398,7 @@ impl<'a> Engine<'a> {
             && let Err(e) = self.take_copy(i, from)
         {
             // A failed attempt: a retry copies again.
-            let message = format!("copying trial {from}'s checkpoint: {e:#}");
+            let message = format!("copying trial {from}'s checkpoint: {}", e.describe());
             return self.failed(i, message);
         }
         let attempt = self.trials[i].attempts + 1;
@@ -431,7 +440,7 @@ impl<'a> Engine<'a> {
                 None
             },
         };
-        self.out.record(Record::Trial(record))?;
+        self.emit(Record::Trial(record))?;
         self.dirty = true;
         match launched {
             Ok((pid, files)) => {
@@ -449,7 +458,7 @@ impl<'a> Engine<'a> {
                 self.slots[slot] = Some(i);
                 Ok(())
             }
-            Err(e) => self.failed(i, format!("{e:#}")),
+            Err(e) => self.failed(i, e.describe()),
         }
     }
 
@@ -470,7 +479,7 @@ impl<'a> Engine<'a> {
             last: t.last.clone().map(Value::Object),
             message: None,
         };
-        self.out.record(Record::Trial(record))?;
+        self.emit(Record::Trial(record))?;
         self.terminate(i);
         self.dirty = true;
         Ok(())
@@ -483,7 +492,7 @@ impl<'a> Engine<'a> {
             // The worst value kept: below it (in the metric's direction) a trial stops.
             let cutoff = h.judged.iter().find(|j| j.2).map(|j| j.1);
             for &(trial, value, kept) in &h.judged {
-                self.out.record(Record::Decision(Decision {
+                self.emit(Record::Decision(Decision {
                     trial,
                     milestone: h.milestone,
                     value,
@@ -603,7 +612,7 @@ impl<'a> Engine<'a> {
             last: t.last.clone().map(Value::Object),
             message,
         };
-        self.out.record(Record::Trial(record))?;
+        self.emit(Record::Trial(record))?;
         self.dirty = true;
         Ok(())
     }

@@ -2813,3 +2813,40 @@ fn help_and_man_page_print_quotes_whole() {
     assert!(help.contains("\"stopped\""), "{help}");
     assert!(!help.contains("\\\""), "a backslash before a quote: {help}");
 }
+
+#[test]
+fn a_reader_that_goes_away_stops_the_sweep_with_sigpipes_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    // One result, then (once the test has closed its end of the pipe) another.
+    let script = format!(
+        "printf '\\173\"epoch\": 1, \"m\": 1\\175\\n'; i=0; while [ ! -e '{}' ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done; printf '\\173\"epoch\": 2, \"m\": 2\\175\\n'",
+        go.display()
+    );
+    let mut c = shell_sweep_of(
+        dir.path(),
+        &script,
+        &json!({"x": {"grid": [1]}}),
+        &["--scheduler", "fifo"],
+    );
+    let mut child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("\"type\":\"result\"") {
+        line.clear();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "no result record");
+    }
+    drop(stdout);
+    std::fs::write(&go, "").unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(141),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

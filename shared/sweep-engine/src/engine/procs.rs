@@ -163,7 +163,7 @@ impl Engine<'_> {
                 // Results still in the pipes are journaled: a trial's checkpoint may hold them.
                 Ok(msg @ (Msg::Line { .. } | Msg::LongLine { .. })) => {
                     if let Err(e) = self.handle(msg) {
-                        log::info!("{e:#}");
+                        log::info!("{}", e.describe());
                     }
                 }
                 // Ended by our SIGTERM: unfinished, not failed.

@@ -13,11 +13,11 @@ impl Engine<'_> {
             if let Some(trial) = e.trial()
                 && trial >= self.trials.len()
             {
-                anyhow::bail!(
+                return Err(Error::Journal(format!(
                     "the journal names trial {trial}, but this sweep has {} trials: was it written \
                      by another sweep?",
                     self.trials.len()
-                );
+                )));
             }
             match e {
                 Entry::Sweep { .. } => {}
@@ -29,9 +29,9 @@ impl Engine<'_> {
                     // The sampler's stream advances as it did: the same history, the same draws.
                     let again = self.suggest(*trial)?;
                     if again != *config {
-                        anyhow::bail!(
+                        return Err(Error::Journal(format!(
                             "the journal's config for trial {trial} differs from this sweep's TPE suggestion: was it written by another version?"
-                        );
+                        )));
                     }
                     let t = &mut self.trials[*trial];
                     t.config = again;
@@ -71,9 +71,9 @@ impl Engine<'_> {
                         config: e.config.clone(),
                     });
                     if copied != *exploit || effects.save != *save {
-                        anyhow::bail!(
+                        return Err(Error::Journal(format!(
                             "the journal's copy or save for trial {trial} at {time} differs from this sweep's population-based training: was it written by another version?"
-                        );
+                        )));
                     }
                     if let Some(e) = &effects.exploit {
                         self.trials[*trial].take_copy(e);
@@ -81,9 +81,9 @@ impl Engine<'_> {
                     let t = &mut self.trials[*trial];
                     if (v.action == Action::Stop) != *stop || (v.action == Action::Pause) != *pause
                     {
-                        anyhow::bail!(
+                        return Err(Error::Journal(format!(
                             "the journal's decision for trial {trial} at {time} differs from this sweep's scheduler: was it written by another version?"
-                        );
+                        )));
                     }
                     if v.action == Action::Stop {
                         decided[*trial] = Some(t.stopped(v.complete, *time));

@@ -138,7 +138,7 @@ impl Engine<'_> {
         if let Some(f) = &mut t.files {
             f.result(&full, time.round() as i64, &non_finite_paths)?;
         }
-        self.out.record(Record::Result(TrialResult {
+        self.emit(Record::Result(TrialResult {
             trial: i,
             training_iteration: iteration,
             time,
@@ -146,7 +146,7 @@ impl Engine<'_> {
             record: Value::Object(record),
         }))?;
         if let Some(j) = verdict.rung {
-            self.out.record(Record::Decision(Decision {
+            self.emit(Record::Decision(Decision {
                 trial: i,
                 milestone: j.milestone,
                 value: j.value,
@@ -159,7 +159,7 @@ impl Engine<'_> {
         if effects.save {
             let (dir, saved) = (&self.trials[i].dir, self.saved_dir(i));
             if let Err(e) = crate::files::save_checkpoint(dir, &saved) {
-                log::warn!("trial {i}: saving its state: {e:#}");
+                log::warn!("trial {i}: saving its state: {}", e.describe());
             }
         }
         if let Some(e) = &effects.exploit {
@@ -210,7 +210,7 @@ impl Engine<'_> {
         };
         crate::files::copy_checkpoint(&src, &self.trials[i].dir)?;
         if let Err(e) = crate::files::remove(&kept) {
-            log::warn!("{e:#}");
+            log::warn!("{}", e.describe());
         }
         self.trials[i].copy_from = None;
         Ok(())
@@ -240,8 +240,9 @@ impl Engine<'_> {
         if let Err(err) = crate::files::keep_save(&saved, &kept) {
             let _ = crate::files::remove(&kept);
             log::warn!(
-                "trial {i}: keeping trial {}'s save ({err:#}): it will copy trial {}'s directory as it is when it runs again",
+                "trial {i}: keeping trial {}'s save ({}): it will copy trial {}'s directory as it is when it runs again",
                 e.from,
+                err.describe(),
                 e.from
             );
         }
@@ -262,7 +263,7 @@ impl Engine<'_> {
         if let Err(err) = appended {
             log::warn!("writing {}: {err}", global.display());
         }
-        self.out.record(Record::Exploit(records::Exploit {
+        self.emit(Record::Exploit(records::Exploit {
             trial: i,
             time,
             from: e.from,
