@@ -389,6 +389,7 @@ fn a_model_file_that_is_not_torchscript_or_returns_the_wrong_shape_is_refused_na
             "2 trained parameter(s) get no gradient in training mode (extra.bias, extra.weight)",
         ),
         ("raises", "RuntimeError: boom from forward"),
+        ("no_params", "the module has no parameters to train"),
     ] {
         let model = dir.path().join(format!("{kind}.pt"));
         python(&[
@@ -414,10 +415,29 @@ fn a_model_file_that_is_not_torchscript_or_returns_the_wrong_shape_is_refused_na
         );
     }
     // Flags that only a ResNet takes.
-    for extra in [&["--stem", "cifar"][..], &["--stages", "2"], &["--sync-bn"]] {
+    for extra in [
+        &["--stem", "cifar"][..],
+        &["--stages", "2"],
+        &["--stage-devices", "cpu,cpu"],
+        &["--sync-bn"],
+    ] {
         let out = cmd().args(flags(&ten)).args(extra).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{extra:?}: {stderr}");
+    }
+    // A file name that is not UTF-8: checkpoints name the file as text, so it is refused
+    // before anything starts, saying so (not only that some argument was not UTF-8).
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let odd = dir.path().join(std::ffi::OsStr::from_bytes(b"b\xffn.pt"));
+        std::fs::copy(&ten, &odd).unwrap();
+        let out = cmd().args(flags(&odd)).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains("--model") && stderr.contains("not UTF-8"),
+            "{stderr}"
+        );
     }
 }
 
