@@ -203,36 +203,41 @@ class AddsOne(nn.Module):
         return self.net(x + 1.0)
 
 
-class IntLogits(nn.Module):
+class IntLogits(BnNet):
     """A hostile model for the tests: BnNet's state_dict, int64 logits in evaluation."""
 
-    def __init__(self, classes: int):
-        super().__init__()
-        self.net = BnNet(classes)
-
     def forward(self, x):
-        y = self.net(x)
+        x = F.relu(self.bn1(self.conv1(x)))
+        x = F.relu(self.bn2(self.conv2(x)))
+        y = self.fc(x.mean(dim=(2, 3)))
         if self.training:
             return y
         return (y * 1000).long()
 
 
-class NanLogits(nn.Module):
+class NanLogits(BnNet):
     """A hostile model for the tests: BnNet's state_dict, NaN logits in evaluation."""
 
-    def __init__(self, classes: int):
-        super().__init__()
-        self.net = BnNet(classes)
-
     def forward(self, x):
-        y = self.net(x)
+        x = F.relu(self.bn1(self.conv1(x)))
+        x = F.relu(self.bn2(self.conv2(x)))
+        y = self.fc(x.mean(dim=(2, 3)))
         if self.training:
             return y
         return y * float("nan")
 
 
+class Narrow(BnNet):
+    """A hostile model for the tests: BnNet's state_dict, the first 5 logits only."""
+
+    def forward(self, x):
+        x = F.relu(self.bn1(self.conv1(x)))
+        x = F.relu(self.bn2(self.conv2(x)))
+        return self.fc(x.mean(dim=(2, 3)))[:, :5]
+
+
 KINDS = {"no_params": NoParams, "tied": Tied, "mutates": Mutates, "adds_one": AddsOne, "int_logits": IntLogits,
-         "nan_logits": NanLogits, "unused": Unused, "gn_dropout": GnDropout, "vit": TinyViT, "bn": BnNet, "detached": Detached,
+         "nan_logits": NanLogits, "narrow": Narrow, "unused": Unused, "gn_dropout": GnDropout, "vit": TinyViT, "bn": BnNet, "detached": Detached,
          "train_shape": TrainShape, "raises": Raises}
 
 

@@ -525,6 +525,92 @@ fn data_and_checkpoints_that_do_not_fit_are_refused_naming_why() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// `scripts/reference/torchscript_models.py make KIND OUT CLASSES`.
+fn make_script(kind: &str, out: &Path, classes: &str) {
+    let o = Command::new(testkit::python())
+        .arg(root().join("scripts/reference/torchscript_models.py"))
+        .args(["make", kind])
+        .arg(out)
+        .arg(classes)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn torchscript_modules_that_cannot_classify_are_refused_naming_the_file_and_why() {
+    let model = script_model();
+    let tmp = tempfile::tempdir().unwrap();
+    let image = pillow_inputs().join("rgb.png");
+    // The run's state_dict names, but int64 "logits" in evaluation (softmax would have
+    // ranked their float conversion), or 5 of the 10 classes.
+    for (kind, why) in [
+        ("int_logits", "Int64"),
+        ("narrow", "returns [1, 5] for one 32x32 image"),
+    ] {
+        let file = tmp.path().join(format!("{kind}.pt"));
+        make_script(kind, &file, "10");
+        let out = classify(
+            &model.checkpoint,
+            &["--model".as_ref(), file.as_os_str(), image.as_os_str()],
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{kind}: {stderr}");
+        assert!(
+            stderr.contains(why) && stderr.contains(&format!("{kind}.pt")),
+            "{kind}: {stderr}"
+        );
+        assert!(
+            out.stdout.is_empty(),
+            "{kind}: no records before the model is usable"
+        );
+    }
+    // Not a regular file, or not a module: refused before libtorch reads it.
+    testkit::mkfifo(&tmp.path().join("fifo.pt"));
+    std::fs::create_dir(tmp.path().join("dir.pt")).unwrap();
+    std::fs::write(tmp.path().join("empty.pt"), b"").unwrap();
+    for (name, why) in [
+        ("fifo.pt", "FIFO"),
+        ("dir.pt", "directory"),
+        ("empty.pt", "not a TorchScript module"),
+    ] {
+        let file = tmp.path().join(name);
+        let mut c = Command::new(BIN);
+        c.args(["--device", "cpu", "--checkpoint"])
+            .arg(&model.checkpoint)
+            .arg("--model")
+            .arg(&file)
+            .arg(&image);
+        let out = testkit::output_within(&mut c, std::time::Duration::from_secs(120));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{name}: {stderr}");
+        assert!(
+            stderr.contains(why) && stderr.contains(name),
+            "{name}: {stderr}"
+        );
+    }
+    // A module under a name that is not UTF-8 is the module.
+    use std::os::unix::ffi::OsStrExt;
+    let odd = tmp.path().join(std::ffi::OsStr::from_bytes(b"b\xffn.pt"));
+    let trained = classify(&model.checkpoint, &[image.as_os_str()]);
+    assert!(trained.status.success());
+    let meta = train::checkpoint::load(&model.checkpoint, tch::Device::Cpu)
+        .unwrap()
+        .1;
+    std::fs::copy(&meta["model_file"], &odd).unwrap();
+    let out = classify(
+        &model.checkpoint,
+        &["--model".as_ref(), odd.as_os_str(), image.as_os_str()],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let first = |o: &Output| o.stdout.split(|&b| b == b'\n').next().unwrap().to_vec();
+    assert_eq!(first(&out), first(&trained), "the same prediction record");
+}
+
 #[test]
 fn a_labelled_image_that_cannot_be_used_is_an_error_record_left_out_of_the_figures() {
     // The validation tree again, with a damaged PNG among class 3's: its error record, and the
