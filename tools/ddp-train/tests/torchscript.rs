@@ -441,6 +441,58 @@ fn a_model_file_that_is_not_torchscript_or_returns_the_wrong_shape_is_refused_na
     }
 }
 
+/// The evaluation snippet of a TorchScript checkpoint loads the module from the file the run
+/// trained; replaced by a module with the same state_dict but another output width, the
+/// snippet raises before any image is classified.
+#[test]
+fn the_eval_snippet_raises_when_the_module_returns_other_than_the_runs_classes() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("model.pt");
+    python(&[
+        "make".as_ref(),
+        "bn".as_ref(),
+        model.as_os_str(),
+        "100".as_ref(),
+    ]);
+    let ck = dir.path().join("ck");
+    let out = cmd()
+        .args(flags(&model))
+        .args(["--max-steps", "1", "--checkpoint-dir"])
+        .arg(&ck)
+        .output()
+        .unwrap();
+    ok(&out);
+    let out = Command::new(BIN)
+        .arg("--print-eval-snippet")
+        .arg(ck.join("last.safetensors"))
+        .output()
+        .unwrap();
+    ok(&out);
+    let snippet = dir.path().join("snippet.py");
+    std::fs::write(&snippet, &out.stdout).unwrap();
+    let run = || {
+        Command::new(testkit::python())
+            .arg(&snippet)
+            .output()
+            .unwrap()
+    };
+    ok(&run());
+    // The first 5 logits only: the same names and shapes, so load_state_dict takes it.
+    python(&[
+        "make".as_ref(),
+        "narrow".as_ref(),
+        model.as_os_str(),
+        "100".as_ref(),
+    ]);
+    let out = run();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the snippet ran: {stderr}");
+    assert!(
+        stderr.contains("ValueError") && stderr.contains("(1, 5)") && stderr.contains("100"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn resuming_with_another_model_file_says_so() {
     let dir = tempfile::tempdir().unwrap();
