@@ -17,7 +17,8 @@
 //! 3. copies the next chunk of its buffer into its slot of the next set.
 //!
 //! A set is written again three chunks later, after every rank has passed the barrier that
-//! follows its last reads.
+//! follows its last reads. A buffer of up to [`WHOLE`] bytes is reduced whole by every rank
+//! after one barrier (latency rules there, not bandwidth).
 //!
 //! **The order of a sum is the TCP ring's** ([`crate::ring`]): element e of a buffer of `count`
 //! elements belongs to ring segment k = the one with ⌊count·k/n⌋ ≤ e < ⌊count·(k+1)/n⌋, and its
@@ -55,6 +56,8 @@ const SETS: usize = 3;
 const PAGE: usize = 4096;
 /// How often a wait checks the stop hook, the deadline and the sockets.
 const CHECK_EVERY: Duration = Duration::from_millis(50);
+/// Buffers up to this size are reduced whole by every rank (one barrier instead of two).
+const WHOLE: usize = 256 << 10;
 /// Bytes reduced per pass through the slots (fits L1 with the inputs streaming).
 const BLOCK: usize = 16 << 10;
 const SPINS: u32 = 200;
@@ -366,23 +369,17 @@ impl Group {
         // consecutive iterations, each on its own set of slots (three sets).
         self.copy_in(buf, set(0), range(0), es);
         self.announce(call)?;
+        if buf.len() <= WHOLE {
+            // Small: every rank reduces the whole buffer from the slots (the same sums in the
+            // same order on every rank), one barrier in all.
+            self.reduce_range(set(0), 0..count, count, dtype, op, buf, false);
+            return Ok(());
+        }
         for c in 0..chunks {
             let r = range(c);
             let part = |i: usize| r.start + r.len() * i / n..r.start + r.len() * (i + 1) / n;
             let own = part(self.me);
-            // Split this rank's part where the ring's segments (of the whole buffer) change.
-            let mut e = own.start;
-            while e < own.end {
-                let k = ring_segment(count, n, e);
-                let seg_end = ((count as u128 * (k as u128 + 1)) / n as u128) as usize;
-                let end = own.end.min(seg_end);
-                while e < end {
-                    let b = (end - e).min(BLOCK / es);
-                    let out = &mut buf[e * es..(e + b) * es];
-                    self.reduce_block(set(c), k, e - r.start, b, dtype, op, out);
-                    e += b;
-                }
-            }
+            self.reduce_range(set(c), own, count, dtype, op, buf, true);
             if c + 1 < chunks {
                 self.copy_in(buf, set(c + 1), range(c + 1), es);
             }
@@ -419,8 +416,39 @@ impl Group {
         };
     }
 
+    /// Reduces elements `r` of the buffer (of `count`, in the chunk held by `set`, whose first
+    /// element is `r.start` rounded down to a chunk) from every slot into `buf`, and into this
+    /// rank's slot when `publish`.
+    #[allow(clippy::too_many_arguments)]
+    fn reduce_range(
+        &mut self,
+        set: u64,
+        r: std::ops::Range<usize>,
+        count: usize,
+        dtype: DType,
+        op: ReduceOp,
+        buf: &mut [u8],
+        publish: bool,
+    ) {
+        let (es, n) = (dtype.size(), self.n());
+        let chunk_start = r.start - r.start % (SLOT / es);
+        // Split where the ring's segments (of the whole buffer) change.
+        let mut e = r.start;
+        while e < r.end {
+            let k = ring_segment(count, n, e);
+            let seg_end = ((count as u128 * (k as u128 + 1)) / n as u128) as usize;
+            let end = r.end.min(seg_end);
+            while e < end {
+                let b = (end - e).min(BLOCK / es);
+                let out = &mut buf[e * es..(e + b) * es];
+                self.reduce_block(set, k, e - chunk_start, b, dtype, op, out, publish);
+                e += b;
+            }
+        }
+    }
+
     /// Reduces elements `at..at + b` of this chunk (ring segment `k`) from every slot into
-    /// `out` and into this rank's slot.
+    /// `out`, and into this rank's slot when `publish`.
     #[allow(clippy::too_many_arguments)]
     fn reduce_block(
         &mut self,
@@ -431,6 +459,7 @@ impl Group {
         dtype: DType,
         op: ReduceOp,
         out: &mut [u8],
+        publish: bool,
     ) {
         let (es, n) = (dtype.size(), self.n());
         let bytes = b * es;
@@ -446,6 +475,9 @@ impl Group {
         }
         if op == ReduceOp::Avg {
             divide(dtype, out, n);
+        }
+        if !publish {
+            return;
         }
         // SAFETY: this rank's own part of its own slot; the others read it after the next
         // barrier.
