@@ -525,6 +525,104 @@ fn data_and_checkpoints_that_do_not_fit_are_refused_naming_why() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+#[test]
+fn packed_samples_name_the_file_they_were_packed_from() {
+    // The validation PNGs and one that pack takes (its first bytes are PNG's) but nothing
+    // decodes, packed both ways; each prediction names its file, whose prediction from the
+    // folder itself is the same.
+    let tmp = tempfile::tempdir().unwrap();
+    let val = tmp.path().join("val");
+    let from = digits().join("folder/val");
+    for class in std::fs::read_dir(&from).unwrap() {
+        let class = class.unwrap().path();
+        let to = val.join(class.file_name().unwrap());
+        std::fs::create_dir_all(&to).unwrap();
+        for f in std::fs::read_dir(&class).unwrap() {
+            let f = f.unwrap().path();
+            std::fs::copy(&f, to.join(f.file_name().unwrap())).unwrap();
+        }
+    }
+    std::fs::write(
+        val.join("3/bad.png"),
+        b"\x89PNG\r\n\x1a\nnot the rest of a PNG",
+    )
+    .unwrap();
+    let folder = format!("imagefolder:{}", val.display());
+    let out = classify(
+        &folder_model().checkpoint,
+        &[
+            "--data".as_ref(),
+            folder.as_ref(),
+            "--top-k".as_ref(),
+            "10".as_ref(),
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let by_file: BTreeMap<PathBuf, PredictionRecord> =
+        testkit::batch::<PredictionRecord>(&out.stdout)
+            .items
+            .into_iter()
+            .map(|p| (PathBuf::from(&p.input), p))
+            .collect();
+    assert_eq!(by_file.len(), 359, "the readable PNGs");
+    for format in ["wds", "recordio"] {
+        let packed = tmp.path().join(format);
+        let out = Command::new(testkit::bin("pack"))
+            .arg(&val)
+            .arg("-o")
+            .arg(&packed)
+            .args(["--format", format])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let record: serde_json::Value =
+            serde_json::from_slice(out.stdout.split(|&b| b == b'\n').next().unwrap()).unwrap();
+        let data = record["data"].as_str().unwrap().to_string();
+        let out = classify(
+            &folder_model().checkpoint,
+            &[
+                "--data".as_ref(),
+                data.as_ref(),
+                "--top-k".as_ref(),
+                "10".as_ref(),
+            ],
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(3),
+            "{data}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let preds = testkit::batch::<PredictionRecord>(&out.stdout).items;
+        assert_eq!(preds.len(), 359, "{data}");
+        for p in &preds {
+            let file = val.join(p.packed_path.as_ref().expect("a packed sample's path"));
+            let want = &by_file[&file];
+            assert_eq!(
+                (&p.top, p.label),
+                (&want.top, want.label),
+                "{data}: {file:?}"
+            );
+        }
+        // The sample nothing decodes: its error record says where it came from.
+        let bad = stdout
+            .lines()
+            .find(|l| l.contains(r#""type":"error""#))
+            .unwrap_or_else(|| panic!("{data}: no error record: {stdout}"));
+        assert!(bad.contains(r#"(packed from \"3/bad.png\")"#), "{bad}");
+    }
+}
+
 /// `scripts/reference/torchscript_models.py make KIND OUT CLASSES`.
 fn make_script(kind: &str, out: &Path, classes: &str) {
     let o = Command::new(testkit::python())
