@@ -97,197 +97,260 @@ fn esc(s: &str) -> String {
         .replace('>', "&gt;")
 }
 
-/// The SVG text.
-///
-/// Kept in one piece: the drawing from the back to the front (frame, grid, ticks, curves, legend),
-/// all on the same scales.
-pub fn svg(curves: &[Curve<'_>], time_attr: &str, metric: &str, best: Option<usize>) -> String {
-    let (w, h, left, right, top, bottom) = (1100.0, 540.0, 70.0, 370.0, 40.0, 55.0);
-    // A NaN or infinite metric (a result Ray takes too) has no place on the plot.
-    let finite = |&&(x, y): &&(f64, f64)| x.is_finite() && y.is_finite();
-    let pts = curves.iter().flat_map(|c| c.points.iter().filter(finite));
-    let (mut x0, mut x1, mut y0, mut y1) = (
-        f64::INFINITY,
-        f64::NEG_INFINITY,
-        f64::INFINITY,
-        f64::NEG_INFINITY,
-    );
-    for &(x, y) in pts {
-        x0 = x0.min(x);
-        x1 = x1.max(x);
-        y0 = y0.min(y);
-        y1 = y1.max(y);
-    }
-    if !x0.is_finite() {
-        (x0, x1, y0, y1) = (0.0, 1.0, 0.0, 1.0);
-    }
-    if x1 <= x0 {
-        // One time: a unit wide (an epoch), where that moves it.
-        (x0, x1) = if x0 + 1.0 > x0 && (x0 + 1.0).is_finite() {
-            (x0, x0 + 1.0)
-        } else {
-            widened(x0, x1, 0.5)
-        };
-    }
-    (y0, y1) = widened(y0, y1, 0.5);
-    // Epochs and iterations: whole numbers, whose ticks must be too (not 1.5 epochs).
-    let whole = (curves.iter())
-        .flat_map(|c| c.points.iter().filter(finite))
-        .all(|&(x, _)| x.fract() == 0.0);
-    // 5% of the span above and below, within the finite floats.
-    let pad = (y1 / 2.0 - y0 / 2.0) * 0.1;
-    let (y0, y1) = ((y0 - pad).max(-f64::MAX), (y1 + pad).min(f64::MAX));
-    let (pw, ph) = (w - left - right, h - top - bottom);
-    let sx = |x: f64| left + fraction(x, x0, x1) * pw;
-    let sy = |y: f64| top + (1.0 - fraction(y, y0, y1)) * ph;
+/// The picture's size and the plot area's margins, in pixels.
+const W: f64 = 1100.0;
+const H: f64 = 540.0;
+const LEFT: f64 = 70.0;
+const RIGHT: f64 = 370.0;
+const TOP: f64 = 40.0;
+const BOTTOM: f64 = 55.0;
+/// The plot area's width and height.
+const PW: f64 = W - LEFT - RIGHT;
+const PH: f64 = H - TOP - BOTTOM;
+/// The legend's rows (the rest are counted).
+const LEGEND_ROWS: usize = 30;
 
+/// Whether a point can be drawn: a NaN or infinite metric (a result Ray takes too) has no
+/// place on the plot.
+fn finite(&&(x, y): &&(f64, f64)) -> bool {
+    x.is_finite() && y.is_finite()
+}
+
+/// The ranges drawn: every finite point inside, each at least a little wide.
+#[derive(Debug, Clone, Copy)]
+struct Scale {
+    x0: f64,
+    x1: f64,
+    y0: f64,
+    y1: f64,
+    /// Times are whole numbers (epochs, iterations): so are the ticks (not 1.5 epochs).
+    whole: bool,
+}
+
+impl Scale {
+    fn of(curves: &[Curve<'_>]) -> Scale {
+        let pts = || curves.iter().flat_map(|c| c.points.iter().filter(finite));
+        let (mut x0, mut x1, mut y0, mut y1) = (
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+        );
+        for &(x, y) in pts() {
+            x0 = x0.min(x);
+            x1 = x1.max(x);
+            y0 = y0.min(y);
+            y1 = y1.max(y);
+        }
+        if !x0.is_finite() {
+            (x0, x1, y0, y1) = (0.0, 1.0, 0.0, 1.0);
+        }
+        if x1 <= x0 {
+            // One time: a unit wide (an epoch), where that moves it.
+            (x0, x1) = if x0 + 1.0 > x0 && (x0 + 1.0).is_finite() {
+                (x0, x0 + 1.0)
+            } else {
+                widened(x0, x1, 0.5)
+            };
+        }
+        (y0, y1) = widened(y0, y1, 0.5);
+        // 5% of the span above and below, within the finite floats.
+        let pad = (y1 / 2.0 - y0 / 2.0) * 0.1;
+        let (y0, y1) = ((y0 - pad).max(-f64::MAX), (y1 + pad).min(f64::MAX));
+        let whole = pts().all(|&(x, _)| x.fract() == 0.0);
+        Scale {
+            x0,
+            x1,
+            y0,
+            y1,
+            whole,
+        }
+    }
+
+    fn x(&self, x: f64) -> f64 {
+        LEFT + fraction(x, self.x0, self.x1) * PW
+    }
+
+    fn y(&self, y: f64) -> f64 {
+        TOP + (1.0 - fraction(y, self.y0, self.y1)) * PH
+    }
+}
+
+/// The SVG text: drawn from the back to the front (frame, grid, ticks, curves, legend), all
+/// on the same scales.
+pub fn svg(curves: &[Curve<'_>], time_attr: &str, metric: &str, best: Option<usize>) -> String {
+    let scale = Scale::of(curves);
     let mut s = String::new();
     let _ = writeln!(
         s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">"#
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">"#
     );
-    let _ = writeln!(s, r#"<rect width="{w}" height="{h}" fill="white"/>"#);
+    let _ = writeln!(s, r#"<rect width="{W}" height="{H}" fill="white"/>"#);
+    axes(&mut s, &scale, time_attr, metric);
+    let is_best = |i: &usize| best == Some(curves[*i].trial);
+    // The best trial last, over the others (a flat line drawn later hid it).
+    let order = (0..curves.len())
+        .filter(|i| !is_best(i))
+        .chain((0..curves.len()).filter(is_best));
+    for i in order {
+        curve(
+            &mut s,
+            &scale,
+            &curves[i],
+            style(i, is_best(&i)),
+            is_best(&i),
+        );
+    }
+    legend(&mut s, curves, best);
+    s.push_str("</svg>\n");
+    s
+}
+
+/// The title, the grid with its tick labels, the frame and the axes' names.
+fn axes(s: &mut String, scale: &Scale, time_attr: &str, metric: &str) {
     let _ = writeln!(
         s,
         r#"<text x="{}" y="22" font-size="15" text-anchor="middle">{} by {}, one line per trial</text>"#,
-        left + pw / 2.0,
+        LEFT + PW / 2.0,
         esc(metric),
         esc(time_attr)
     );
-    for t in ticks(x0, x1, whole) {
-        let x = sx(t);
+    for t in ticks(scale.x0, scale.x1, scale.whole) {
+        let x = scale.x(t);
         let _ = writeln!(
             s,
-            r##"<line x1="{x:.1}" y1="{top}" x2="{x:.1}" y2="{:.1}" stroke="#e5e5e5"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
-            top + ph,
-            top + ph + 16.0,
+            r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{:.1}" stroke="#e5e5e5"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
+            TOP + PH,
+            TOP + PH + 16.0,
             label(t)
         );
     }
-    for t in ticks(y0, y1, false) {
-        let y = sy(t);
+    for t in ticks(scale.y0, scale.y1, false) {
+        let y = scale.y(t);
         let _ = writeln!(
             s,
-            r##"<line x1="{left}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#e5e5e5"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
-            left + pw,
-            left - 6.0,
+            r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#e5e5e5"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
+            LEFT + PW,
+            LEFT - 6.0,
             y + 4.0,
             label(t)
         );
     }
     let _ = writeln!(
         s,
-        r#"<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="black"/>"#
+        r#"<rect x="{LEFT}" y="{TOP}" width="{PW}" height="{PH}" fill="none" stroke="black"/>"#
     );
     let _ = writeln!(
         s,
         r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
-        left + pw / 2.0,
-        h - 12.0,
+        LEFT + PW / 2.0,
+        H - 12.0,
         esc(time_attr)
     );
     let _ = writeln!(
         s,
         r#"<text x="16" y="{}" text-anchor="middle" transform="rotate(-90 16 {})">{}</text>"#,
-        top + ph / 2.0,
-        top + ph / 2.0,
+        TOP + PH / 2.0,
+        TOP + PH / 2.0,
         esc(metric)
     );
-    // A trial's colour, line width and dashes (past the palette, the colours repeat with
-    // another dash pattern).
-    let is_best = |i: &usize| best == Some(curves[*i].trial);
-    let style = |i: usize| {
-        let width = if is_best(&i) { 3.0 } else { 1.5 };
-        let dash = ["none", "6,3", "2,2", "8,2,2,2"][(i / PALETTE.len()) % 4];
-        (PALETTE[i % PALETTE.len()], width, dash)
+}
+
+/// The `i`-th trial's colour, line width and dashes (past the palette, the colours repeat
+/// with another dash pattern).
+fn style(i: usize, best: bool) -> (&'static str, f64, &'static str) {
+    let width = if best { 3.0 } else { 1.5 };
+    let dash = ["none", "6,3", "2,2", "8,2,2,2"][(i / PALETTE.len()) % 4];
+    (PALETTE[i % PALETTE.len()], width, dash)
+}
+
+/// A trial's line, its end marked (a cross where it was stopped), and the best trial's ring
+/// and label.
+fn curve(
+    s: &mut String,
+    scale: &Scale,
+    c: &Curve<'_>,
+    (color, width, dash): (&str, f64, &str),
+    best: bool,
+) {
+    let path: Vec<String> = (c.points.iter().filter(finite))
+        .map(|&(x, y)| format!("{:.1},{:.1}", scale.x(x), scale.y(y)))
+        .collect();
+    let _ = writeln!(
+        s,
+        r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="{width}" stroke-dasharray="{dash}"><title>trial {} ({}): {}</title></polyline>"#,
+        path.join(" "),
+        c.trial,
+        c.status,
+        esc(&c.config)
+    );
+    let Some(&(x, y)) = c.points.iter().rfind(finite) else {
+        return;
     };
-    // The best trial last, over the others (a flat line drawn later hid it).
-    let order = (0..curves.len())
-        .filter(|i| !is_best(i))
-        .chain((0..curves.len()).filter(is_best));
-    for i in order {
-        let c = &curves[i];
-        let (color, width, dash) = style(i);
-        let path: Vec<String> = c
-            .points
-            .iter()
-            .filter(finite)
-            .map(|&(x, y)| format!("{:.1},{:.1}", sx(x), sy(y)))
-            .collect();
+    let (x, y) = (scale.x(x), scale.y(y));
+    if c.status == "stopped" {
         let _ = writeln!(
             s,
-            r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="{width}" stroke-dasharray="{dash}"><title>trial {} ({}): {}</title></polyline>"#,
-            path.join(" "),
+            r#"<path d="M{:.1},{:.1}l8,8m0,-8l-8,8" stroke="{color}" stroke-width="2"/>"#,
+            x - 4.0,
+            y - 4.0
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            r#"<circle cx="{x:.1}" cy="{y:.1}" r="3" fill="{color}"/>"#
+        );
+    }
+    if best {
+        // The label stays inside the frame (the legend is right of it): left of the mark
+        // where the mark is near the right edge, below it near the top.
+        let (lx, anchor) = if x + 9.0 + BEST_LABEL_WIDTH <= LEFT + PW {
+            (x + 9.0, "start")
+        } else {
+            (x - 9.0, "end")
+        };
+        let ly = if y - 8.0 - 12.0 >= TOP {
+            y - 8.0
+        } else {
+            y + 20.0
+        };
+        let _ = writeln!(
+            s,
+            r#"<circle cx="{x:.1}" cy="{y:.1}" r="7" fill="none" stroke="black" stroke-width="1.5"/><text x="{lx:.1}" y="{ly:.1}" text-anchor="{anchor}" font-weight="bold">best</text>"#,
+        );
+    }
+}
+
+/// The legend right of the plot: a row per trial (its config, cut; whole in its tooltip), at
+/// most [`LEGEND_ROWS`], then how many more.
+fn legend(s: &mut String, curves: &[Curve<'_>], best: Option<usize>) {
+    for (i, c) in curves.iter().enumerate().take(LEGEND_ROWS) {
+        let (color, width, dash) = style(i, best == Some(c.trial));
+        let ly = TOP + 14.0 * i as f64 + 8.0;
+        let star = if best == Some(c.trial) { ", best" } else { "" };
+        let _ = writeln!(
+            s,
+            r#"<line x1="{:.1}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{color}" stroke-width="{width}" stroke-dasharray="{dash}"/><text x="{:.1}" y="{:.1}">{} ({} {}{star})<title>trial {}: {}</title></text>"#,
+            LEFT + PW + 10.0,
+            LEFT + PW + 28.0,
+            LEFT + PW + 32.0,
+            ly + 4.0,
+            esc(&cut(&c.config, LEGEND_CHARS)),
             c.trial,
             c.status,
+            c.trial,
             esc(&c.config)
         );
-        if let Some(&(x, y)) = c.points.iter().rfind(|p| finite(p)) {
-            let (x, y) = (sx(x), sy(y));
-            if c.status == "stopped" {
-                let _ = writeln!(
-                    s,
-                    r#"<path d="M{:.1},{:.1}l8,8m0,-8l-8,8" stroke="{color}" stroke-width="2"/>"#,
-                    x - 4.0,
-                    y - 4.0
-                );
-            } else {
-                let _ = writeln!(
-                    s,
-                    r#"<circle cx="{x:.1}" cy="{y:.1}" r="3" fill="{color}"/>"#
-                );
-            }
-            if is_best(&i) {
-                // The label stays inside the frame (the legend is right of it): left of the
-                // mark where the mark is near the right edge, below it near the top.
-                let (lx, anchor) = if x + 9.0 + BEST_LABEL_WIDTH <= left + pw {
-                    (x + 9.0, "start")
-                } else {
-                    (x - 9.0, "end")
-                };
-                let ly = if y - 8.0 - 12.0 >= top {
-                    y - 8.0
-                } else {
-                    y + 20.0
-                };
-                let _ = writeln!(
-                    s,
-                    r#"<circle cx="{x:.1}" cy="{y:.1}" r="7" fill="none" stroke="black" stroke-width="1.5"/><text x="{lx:.1}" y="{ly:.1}" text-anchor="{anchor}" font-weight="bold">best</text>"#,
-                );
-            }
-        }
     }
-    for (i, c) in curves.iter().enumerate() {
-        let (color, width, dash) = style(i);
-        if i < 30 {
-            let ly = top + 14.0 * i as f64 + 8.0;
-            let star = if best == Some(c.trial) { ", best" } else { "" };
-            let _ = writeln!(
-                s,
-                r#"<line x1="{:.1}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{color}" stroke-width="{width}" stroke-dasharray="{dash}"/><text x="{:.1}" y="{:.1}">{} ({} {}{star})<title>trial {}: {}</title></text>"#,
-                left + pw + 10.0,
-                left + pw + 28.0,
-                left + pw + 32.0,
-                ly + 4.0,
-                esc(&cut(&c.config, LEGEND_CHARS)),
-                c.trial,
-                c.status,
-                c.trial,
-                esc(&c.config)
-            );
-        }
-    }
-    if curves.len() > 30 {
+    if curves.len() > LEGEND_ROWS {
         let _ = writeln!(
             s,
             r#"<text x="{:.1}" y="{:.1}">… {} more</text>"#,
-            left + pw + 10.0,
-            top + 14.0 * 30.0 + 12.0,
-            curves.len() - 30
+            LEFT + PW + 10.0,
+            TOP + 14.0 * LEGEND_ROWS as f64 + 12.0,
+            curves.len() - LEGEND_ROWS
         );
     }
-    s.push_str("</svg>\n");
-    s
 }
 
 #[cfg(test)]

@@ -2,12 +2,33 @@
 
 use super::*;
 
+/// A result entry's fields, as the journal holds them.
+struct Journalled<'e> {
+    trial: usize,
+    time: f64,
+    metric: f64,
+    record: &'e Map<String, Value>,
+    stop: bool,
+    pause: bool,
+    waiting: bool,
+    exploit: &'e Option<Copied>,
+    save: bool,
+    no_state: bool,
+}
+
+/// The error for a journalled step this sweep would not have taken.
+fn differs(what: String) -> Error {
+    Error::Journal(format!(
+        "the journal's {what}: was it written by another version?"
+    ))
+}
+
 impl Engine<'_> {
-    /// Rebuilds the trials' state and the scheduler's rungs from the journal, in its order.
-    ///
-    /// Kept in one piece: one match over the journal's entry kinds, in the order they were
-    /// written.
+    /// Rebuilds the trials' state and the scheduler's rungs from the journal, in its order:
+    /// each entry applied as the sweep applied it when it was written, then the trials a
+    /// decision ended whose end was not written ended, and the unfinished ones queued.
     pub(super) fn replay(&mut self, entries: &[Entry]) -> Result<()> {
+        // The status a replayed decision gave a trial, until its end entry is read.
         let mut decided: Vec<Option<Status>> = vec![None; self.trials.len()];
         for e in entries {
             if let Some(trial) = e.trial()
@@ -19,108 +40,7 @@ impl Engine<'_> {
                     self.trials.len()
                 )));
             }
-            match e {
-                Entry::Sweep { .. } => {}
-                Entry::Suggest { trial, config, .. } if self.search.makes_trials() => {
-                    // Made as it was: the same results, the same draws.
-                    self.make(*trial, Some(config))?;
-                }
-                Entry::Suggest { trial, config, .. } => {
-                    // The sampler's stream advances as it did: the same history, the same draws.
-                    let again = self.search.suggest(*trial, &self.trials)?;
-                    if again != *config {
-                        return Err(Error::Journal(format!(
-                            "the journal's config for trial {trial} differs from this sweep's TPE suggestion: was it written by another version?"
-                        )));
-                    }
-                    let t = &mut self.trials[*trial];
-                    t.config = again;
-                    t.chosen = true;
-                }
-                Entry::Start { trial, attempt, .. } => {
-                    let t = &mut self.trials[*trial];
-                    t.attempts = *attempt;
-                    t.status = Status::Running;
-                    t.copy_from = None; // copied before the start was journalled
-                }
-                Entry::Result {
-                    trial,
-                    time,
-                    metric,
-                    record,
-                    stop,
-                    pause,
-                    waiting,
-                    exploit,
-                    save,
-                    no_state,
-                } => {
-                    self.trials[*trial].push_result(*time, *metric, record);
-                    self.search.scheduler.set_has_state(*trial, !no_state);
-                    let (v, effects) = self.search.scheduler.on_result(
-                        *trial,
-                        *time,
-                        *metric,
-                        *waiting,
-                        &states(&self.trials),
-                    );
-                    self.replay_stops(&effects, &mut decided);
-                    (self.search).observe(&self.trials[*trial].config, v.action, &effects, *metric);
-                    let copied = effects.exploit.as_ref().map(|e| Copied {
-                        from: e.from,
-                        config: e.config.clone(),
-                    });
-                    if copied != *exploit || effects.save != *save {
-                        return Err(Error::Journal(format!(
-                            "the journal's copy or save for trial {trial} at {time} differs from this sweep's population-based training: was it written by another version?"
-                        )));
-                    }
-                    if let Some(e) = &effects.exploit {
-                        self.trials[*trial].take_copy(e);
-                    }
-                    let t = &mut self.trials[*trial];
-                    if (v.action == Action::Stop) != *stop || (v.action == Action::Pause) != *pause
-                    {
-                        return Err(Error::Journal(format!(
-                            "the journal's decision for trial {trial} at {time} differs from this sweep's scheduler: was it written by another version?"
-                        )));
-                    }
-                    if v.action == Action::Stop {
-                        decided[*trial] = Some(t.stopped(v.complete, *time));
-                    }
-                    if v.action == Action::Pause {
-                        t.status = Status::Paused;
-                    }
-                }
-                Entry::Failure { trial, .. } => self.trials[*trial].failures += 1,
-                Entry::End {
-                    trial,
-                    status,
-                    message,
-                } => {
-                    let t = &mut self.trials[*trial];
-                    t.status = match status.as_str() {
-                        "completed" => Status::Completed,
-                        "stopped" => Status::Stopped,
-                        _ => Status::Error,
-                    };
-                    t.message = message.clone();
-                    let last = t.last_point();
-                    let effects = if t.status == Status::Error {
-                        self.search
-                            .scheduler
-                            .on_error(*trial, &states(&self.trials))
-                    } else {
-                        (self.search.scheduler).on_complete(*trial, last, &states(&self.trials))
-                    };
-                    decided[*trial] = None;
-                    self.replay_stops(&effects, &mut decided);
-                }
-                Entry::Unstick => {
-                    let effects = self.search.scheduler.unstick(&states(&self.trials));
-                    self.replay_stops(&effects, &mut decided);
-                }
-            }
+            self.replay_entry(e, &mut decided)?;
         }
         // Decided but killed before the end was written: end them now.
         for (i, d) in decided.into_iter().enumerate() {
@@ -128,7 +48,148 @@ impl Engine<'_> {
                 self.finish(i, status, None)?;
             }
         }
-        // Unfinished trials first (they were running), then the ones never started.
+        self.requeue();
+        Ok(())
+    }
+
+    /// One journal entry, applied.
+    fn replay_entry(&mut self, e: &Entry, decided: &mut [Option<Status>]) -> Result<()> {
+        match e {
+            Entry::Sweep { .. } => {}
+            Entry::Suggest { trial, config, .. } => self.replay_suggest(*trial, config)?,
+            Entry::Start { trial, attempt, .. } => {
+                let t = &mut self.trials[*trial];
+                t.attempts = *attempt;
+                t.status = Status::Running;
+                t.copy_from = None; // copied before the start was journalled
+            }
+            Entry::Result {
+                trial,
+                time,
+                metric,
+                record,
+                stop,
+                pause,
+                waiting,
+                exploit,
+                save,
+                no_state,
+            } => self.replay_result(
+                Journalled {
+                    trial: *trial,
+                    time: *time,
+                    metric: *metric,
+                    record,
+                    stop: *stop,
+                    pause: *pause,
+                    waiting: *waiting,
+                    exploit,
+                    save: *save,
+                    no_state: *no_state,
+                },
+                decided,
+            )?,
+            Entry::Failure { trial, .. } => self.trials[*trial].failures += 1,
+            Entry::End {
+                trial,
+                status,
+                message,
+            } => self.replay_end(*trial, status, message, decided),
+            Entry::Unstick => {
+                let effects = self.search.scheduler.unstick(&states(&self.trials));
+                self.replay_stops(&effects, decided);
+            }
+        }
+        Ok(())
+    }
+
+    /// A config made as it was: BOHB's trial made again, or TPE's sampler advanced as it did
+    /// (the same history, the same draws), each checked against the journal's.
+    fn replay_suggest(&mut self, trial: usize, config: &Config) -> Result<()> {
+        if self.search.makes_trials() {
+            return self.make(trial, Some(config));
+        }
+        let again = self.search.suggest(trial, &self.trials)?;
+        if again != *config {
+            return Err(differs(format!(
+                "config for trial {trial} differs from this sweep's TPE suggestion"
+            )));
+        }
+        let t = &mut self.trials[trial];
+        t.config = again;
+        t.chosen = true;
+        Ok(())
+    }
+
+    /// A result given to the scheduler again: its verdict, copy and save must be the
+    /// journal's.
+    fn replay_result(&mut self, r: Journalled<'_>, decided: &mut [Option<Status>]) -> Result<()> {
+        let (trial, time) = (r.trial, r.time);
+        self.trials[trial].push_result(time, r.metric, r.record);
+        self.search.scheduler.set_has_state(trial, !r.no_state);
+        let (v, effects) = self.search.scheduler.on_result(
+            trial,
+            time,
+            r.metric,
+            r.waiting,
+            &states(&self.trials),
+        );
+        self.replay_stops(&effects, decided);
+        (self.search).observe(&self.trials[trial].config, v.action, &effects, r.metric);
+        let copied = effects.exploit.as_ref().map(|e| Copied {
+            from: e.from,
+            config: e.config.clone(),
+        });
+        if copied != *r.exploit || effects.save != r.save {
+            return Err(differs(format!(
+                "copy or save for trial {trial} at {time} differs from this sweep's population-based training"
+            )));
+        }
+        if let Some(e) = &effects.exploit {
+            self.trials[trial].take_copy(e);
+        }
+        let t = &mut self.trials[trial];
+        if (v.action == Action::Stop) != r.stop || (v.action == Action::Pause) != r.pause {
+            return Err(differs(format!(
+                "decision for trial {trial} at {time} differs from this sweep's scheduler"
+            )));
+        }
+        if v.action == Action::Stop {
+            decided[trial] = Some(t.stopped(v.complete, time));
+        }
+        if v.action == Action::Pause {
+            t.status = Status::Paused;
+        }
+        Ok(())
+    }
+
+    /// A trial's end: its status, and the scheduler told as it was then.
+    fn replay_end(
+        &mut self,
+        trial: usize,
+        status: &str,
+        message: &Option<String>,
+        decided: &mut [Option<Status>],
+    ) {
+        let t = &mut self.trials[trial];
+        t.status = match status {
+            "completed" => Status::Completed,
+            "stopped" => Status::Stopped,
+            _ => Status::Error,
+        };
+        t.message = message.clone();
+        let last = t.last_point();
+        let effects = if t.status == Status::Error {
+            self.search.scheduler.on_error(trial, &states(&self.trials))
+        } else {
+            (self.search.scheduler).on_complete(trial, last, &states(&self.trials))
+        };
+        decided[trial] = None;
+        self.replay_stops(&effects, decided);
+    }
+
+    /// Unfinished trials first (they were running), then the ones never started, pending.
+    fn requeue(&mut self) {
         let unfinished = self
             .trials
             .iter()
@@ -142,7 +203,6 @@ impl Engine<'_> {
         for &i in &self.queue {
             self.trials[i].status = Status::Pending;
         }
-        Ok(())
     }
 
     /// Trials a replayed decision stopped: ended when the journal says so, or at the end of

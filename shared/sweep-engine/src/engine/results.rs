@@ -3,74 +3,126 @@
 
 use super::*;
 
+/// A stdout line read as a result: its record, metric and time, or why it is none.
+#[derive(Debug, PartialEq)]
+enum Parsed {
+    /// Not a result (other output, or a record without the metric): ignored quietly.
+    Other,
+    /// A record that cannot be used: ignored with this warning.
+    Unusable(String),
+    /// A result: its record, metric, time (`None`: counted, as Ray's training_iteration) and
+    /// the flattened paths of its non-finite values.
+    Result {
+        record: Map<String, Value>,
+        metric: f64,
+        time: Option<f64>,
+        non_finite: Vec<(String, f64)>,
+    },
+}
+
+/// Reads one line of a trial as a result of `metric` by `time_attr`. NaN and ±Infinity as
+/// Python writes them are results, as Ray takes them (ASHA records a NaN, and its cutoffs
+/// leave NaNs out).
+fn parse(line: &[u8], metric: &str, time_attr: &str) -> Parsed {
+    let Some((record, non_finite, non_finite_paths)) = crate::pyjson::parse_record(line) else {
+        // Not a record: other output, unless it names the metric (a number out of range is
+        // no JSON).
+        let text = String::from_utf8_lossy(line);
+        if text.trim_start().starts_with('{') && text.contains(&format!("\"{metric}\"")) {
+            return Parsed::Unusable("is not valid JSON (a number out of range?): ignored".into());
+        }
+        return Parsed::Other;
+    };
+    let metric_value = match (record.get(metric), non_finite.get(metric)) {
+        (_, Some(&x)) => x,
+        (None, None) => return Parsed::Other,
+        (Some(v), None) => match v.as_f64() {
+            Some(m) => m,
+            None => {
+                return Parsed::Unusable(format!("has \"{metric}\": {v}, not a number: ignored"));
+            }
+        },
+    };
+    if let Some(x) = non_finite.get(time_attr) {
+        return Parsed::Unusable(format!(
+            "has \"{time_attr}\": {x}, not a finite time: ignored"
+        ));
+    }
+    let time = match record.get(time_attr) {
+        Some(v) => match v.as_f64() {
+            Some(x) => Some(x),
+            None => {
+                return Parsed::Unusable(format!(
+                    "has \"{time_attr}\": {v}, not a number: ignored"
+                ));
+            }
+        },
+        None if time_attr == "training_iteration" => None,
+        None => return Parsed::Other,
+    };
+    Parsed::Result {
+        record,
+        metric: metric_value,
+        time,
+        non_finite: non_finite_paths,
+    }
+}
+
 impl Engine<'_> {
     /// One stdout line of a running trial.
     ///
-    /// Kept in one piece: one result as the journal records it: parsed, journalled, judged by the
-    /// scheduler, acted on, in that order (a replay depends on it).
+    /// One result as the journal records it: parsed, its time checked, then journalled, judged
+    /// by the scheduler and acted on, in that order (a replay depends on it).
     pub(super) fn line(&mut self, i: usize, line: &[u8]) -> Result<()> {
-        let metric_key = &self.def.metric;
-        let Some((record, non_finite, non_finite_paths)) = crate::pyjson::parse_record(line) else {
-            // Not a record: other output, unless it names the metric (a number out of range is
-            // no JSON).
-            let text = String::from_utf8_lossy(line);
-            if text.trim_start().starts_with('{') && text.contains(&format!("\"{metric_key}\"")) {
-                self.warn(
-                    i,
-                    line,
-                    "is not valid JSON (a number out of range?): ignored",
-                );
-            }
-            return Ok(());
-        };
-        // NaN and ±Infinity as Python writes them are results, as Ray takes them (ASHA records
-        // a NaN, and its cutoffs leave NaNs out).
-        let metric = match (record.get(metric_key), non_finite.get(metric_key)) {
-            (_, Some(&x)) => x,
-            (None, None) => return Ok(()),
-            (Some(v), None) => match v.as_f64() {
-                Some(m) => m,
-                None => {
-                    let why = format!("has \"{metric_key}\": {v}, not a number: ignored");
+        let (record, metric, time, non_finite) =
+            match parse(line, &self.def.metric, &self.def.time_attr) {
+                Parsed::Other => return Ok(()),
+                Parsed::Unusable(why) => {
                     self.warn(i, line, &why);
                     return Ok(());
                 }
-            },
-        };
-        if let Some(x) = non_finite.get(&self.def.time_attr) {
-            let why = format!(
-                "has \"{}\": {x}, not a finite time: ignored",
-                self.def.time_attr
-            );
-            self.warn(i, line, &why);
+                Parsed::Result {
+                    record,
+                    metric,
+                    time,
+                    non_finite,
+                } => (record, metric, time, non_finite),
+            };
+        let Some(time) = self.result_time(i, line, time) else {
             return Ok(());
+        };
+        let iteration = self.trials[i].history.len() + 1;
+        let (verdict, effects) = self.judge(i, time, metric, &record)?;
+        let full = self.full_record(i, &record, iteration);
+        if let Some(f) = &mut self.trials[i].files {
+            f.result(&full, time.round() as i64, &non_finite)?;
         }
+        self.emit(Record::Result(TrialResult {
+            trial: i,
+            training_iteration: iteration,
+            time,
+            metric,
+            record: Value::Object(record),
+        }))?;
+        self.act(i, time, verdict, &effects)
+    }
+
+    /// The result's time: as the record gives it, or counted from where this attempt's command
+    /// started (a command restarted without state counts from 1 again, its repeats then
+    /// skipped, as Ray's training_iteration starts again for a trial restored without a
+    /// checkpoint). `None`: a repeat of what a restarted command reported before, skipped.
+    fn result_time(&mut self, i: usize, line: &[u8], time: Option<f64>) -> Option<f64> {
         let t = &mut self.trials[i];
-        let iteration = t.history.len() + 1;
-        let time = match record.get(&self.def.time_attr) {
-            Some(v) => match v.as_f64() {
-                Some(x) => x,
-                None => {
-                    let why = format!("has \"{}\": {v}, not a number: ignored", self.def.time_attr);
-                    self.warn(i, line, &why);
-                    return Ok(());
-                }
-            },
-            // Counted from where this attempt's command started: a command restarted without
-            // state counts from 1 again (its repeats are then skipped below), as Ray's
-            // training_iteration starts again for a trial restored without a checkpoint.
-            None if self.def.time_attr == "training_iteration" => {
-                let counted = t.proc.as_mut().map_or(0, |p| {
-                    p.counted += 1;
-                    p.counted
-                });
-                t.counted_from + counted as f64
-            }
-            None => return Ok(()),
-        };
+        let time = time.unwrap_or_else(|| {
+            let counted = t.proc.as_mut().map_or(0, |p| {
+                p.counted += 1;
+                p.counted
+            });
+            t.counted_from + counted as f64
+        });
         let proc_last = t.proc.as_mut().and_then(|p| p.last_time.replace(time));
-        // A restarted command repeats what it had reported before its checkpoint: skip it.
         if t.floor.is_some_and(|last| time <= last) {
+            // Backwards within one attempt is the command's mistake: said so.
             if let Some(before) = proc_last.filter(|&before| time <= before) {
                 let why = format!(
                     "has \"{}\": {time} after {before}: the time went backwards: ignored",
@@ -78,13 +130,25 @@ impl Engine<'_> {
                 );
                 self.warn(i, line, &why);
             }
-            return Ok(());
+            return None;
         }
+        Some(time)
+    }
+
+    /// The result taken into trial `i`'s history, judged by the scheduler (and BOHB's model),
+    /// and journalled with the verdict.
+    fn judge(
+        &mut self,
+        i: usize,
+        time: f64,
+        metric: f64,
+        record: &Map<String, Value>,
+    ) -> Result<(search::Verdict, Effects)> {
         // Only the median rule asks (the scan over every trial stays off other sweeps' results).
         let waiting = self.search.scheduler.asks_waiting()
             && (!self.queue.is_empty()
                 || (self.trials.iter()).any(|t| t.id != i && t.status == Status::Paused));
-        self.trials[i].push_result(time, metric, &record);
+        self.trials[i].push_result(time, metric, record);
         // Population-based training copies only a trial that has state (Ray skips the exploit
         // of a trial whose save gave no checkpoint); what it saw is journalled for a replay.
         let no_state =
@@ -93,15 +157,13 @@ impl Engine<'_> {
         let (verdict, effects) =
             (self.search.scheduler).on_result(i, time, metric, waiting, &states(&self.trials));
         (self.search).observe(&self.trials[i].config, verdict.action, &effects, metric);
-        let stop = verdict.action == Action::Stop;
-        let pause = verdict.action == Action::Pause;
         self.journal.append(&Entry::Result {
             trial: i,
             time,
             metric,
             record: record.clone(),
-            stop,
-            pause,
+            stop: verdict.action == Action::Stop,
+            pause: verdict.action == Action::Pause,
             waiting,
             exploit: effects.exploit.as_ref().map(|e| Copied {
                 from: e.from,
@@ -110,8 +172,18 @@ impl Engine<'_> {
             save: effects.save,
             no_state,
         })?;
+        Ok((verdict, effects))
+    }
 
-        let t = &mut self.trials[i];
+    /// The result as result.json holds it: the record plus Ray's bookkeeping fields (and,
+    /// with population-based training, the trial's lineage).
+    fn full_record(
+        &self,
+        i: usize,
+        record: &Map<String, Value>,
+        iteration: usize,
+    ) -> Map<String, Value> {
+        let t = &self.trials[i];
         let mut full = record.clone();
         full.insert("trial_id".into(), Value::from(i));
         full.insert("training_iteration".into(), Value::from(iteration));
@@ -135,16 +207,19 @@ impl Engine<'_> {
                 Value::from(t.copied_from.unwrap_or(i)),
             );
         }
-        if let Some(f) = &mut t.files {
-            f.result(&full, time.round() as i64, &non_finite_paths)?;
-        }
-        self.emit(Record::Result(TrialResult {
-            trial: i,
-            training_iteration: iteration,
-            time,
-            metric,
-            record: Value::Object(record),
-        }))?;
+        full
+    }
+
+    /// What the verdict on trial `i`'s result at `time` says to do: its rung's decision
+    /// printed, the trials it stops ended, a save or copy made, the trial stopped or paused.
+    fn act(
+        &mut self,
+        i: usize,
+        time: f64,
+        verdict: search::Verdict,
+        effects: &Effects,
+    ) -> Result<()> {
+        let stop = verdict.action == Action::Stop;
         if let Some(j) = verdict.rung {
             self.emit(Record::Decision(Decision {
                 trial: i,
@@ -155,7 +230,7 @@ impl Engine<'_> {
             }))?;
         }
         self.output.dirty = true;
-        self.stop_others(&effects)?;
+        self.stop_others(effects)?;
         if effects.save {
             let (dir, saved) = (&self.trials[i].dir, self.saved_dir(i));
             if let Err(e) = crate::files::save_checkpoint(dir, &saved) {
@@ -168,7 +243,7 @@ impl Engine<'_> {
         if stop {
             self.stop_trial(i, verdict.complete, None)?;
         }
-        if pause && self.trials[i].status == Status::Running {
+        if verdict.action == Action::Pause && self.trials[i].status == Status::Running {
             self.pause(i, time)?;
         }
         Ok(())
@@ -277,5 +352,50 @@ impl Engine<'_> {
                 .collect(),
         }))?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result_of(line: &str) -> Parsed {
+        parse(line.as_bytes(), "m", "epoch")
+    }
+
+    #[test]
+    fn a_line_is_a_result_other_output_or_an_unusable_record() {
+        match result_of(r#"{"epoch": 2, "m": NaN, "x": {"y": Infinity}}"#) {
+            Parsed::Result {
+                metric,
+                time,
+                non_finite,
+                ..
+            } => {
+                assert!(metric.is_nan());
+                assert_eq!(time, Some(2.0));
+                assert_eq!(non_finite.len(), 2, "{non_finite:?}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(result_of("epoch 2: m = 3"), Parsed::Other);
+        assert_eq!(result_of(r#"{"epoch": 2, "loss": 1}"#), Parsed::Other);
+        // Without the time attribute a record is no result, unless it is counted.
+        assert_eq!(result_of(r#"{"m": 1}"#), Parsed::Other);
+        assert!(matches!(
+            parse(br#"{"m": 1}"#, "m", "training_iteration"),
+            Parsed::Result { time: None, .. }
+        ));
+        for (line, why) in [
+            (r#"{"epoch": 1, "m": "high"}"#, "not a number"),
+            (r#"{"epoch": Infinity, "m": 1}"#, "not a finite time"),
+            (r#"{"epoch": "one", "m": 1}"#, "not a number"),
+            (r#"{"epoch": 1, "m": 1e999}"#, "not valid JSON"),
+        ] {
+            match result_of(line) {
+                Parsed::Unusable(w) => assert!(w.contains(why), "{line}: {w}"),
+                other => panic!("{line}: {other:?}"),
+            }
+        }
     }
 }
