@@ -432,6 +432,9 @@ impl sweep_engine::Output for Printer<'_> {
     }
 }
 
+/// The longest --space file read (a space of a few parameters is a few hundred bytes).
+const MAX_SPACE_BYTES: u64 = 16 << 20;
+
 /// The sweep's definition and its command template from the command line, checked before
 /// anything runs.
 fn definition(cli: &Cli) -> Result<(Definition, Template)> {
@@ -439,8 +442,11 @@ fn definition(cli: &Cli) -> Result<(Definition, Template)> {
         .space
         .as_ref()
         .expect("clap requires --space without --resume");
-    let text = std::fs::read_to_string(space_path)
+    // A regular file only (a FIFO would block the read for ever), bounded before it is read.
+    let bytes = input_file::read(space_path, MAX_SPACE_BYTES)
         .with_context(|| format!("reading --space {}", space_path.display()))?;
+    let text = String::from_utf8(bytes)
+        .with_context(|| format!("reading --space {}: not UTF-8", space_path.display()))?;
     let space = space::Space::parse(&text)
         .classified()
         .with_context(|| format!("--space {}", space_path.display()))?;

@@ -1,0 +1,338 @@
+//! Trials that fail, hang, ignore SIGTERM or print what cannot be used: retried, killed, warned about, never the sweep's end.
+
+use super::*;
+
+#[test]
+fn a_failed_trial_is_retried_from_its_checkpoint_and_one_out_of_retries_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let space = json!({"lr": 0.03, "crash": {"grid": [0, 2]}});
+    let cmd = [
+        "--lr",
+        "{lr}",
+        "--epochs",
+        "4",
+        "--crash-at",
+        "{crash}",
+        "--state",
+        "{trial_dir}/state",
+    ];
+    // One retry allowed: trial 1 crashes after epoch 2, runs again from its state, completes.
+    let out = dir.path().join("retry");
+    let r = ok(&sweep(
+        dir.path(),
+        &space,
+        &[
+            FIFO_TO_4,
+            &["--max-failures", "1", "--out-dir", out.to_str().unwrap()],
+        ]
+        .concat(),
+        &cmd,
+    )
+    .output()
+    .unwrap());
+    assert_eq!(r.retries.len(), 1);
+    assert_eq!(r.retries[0].trial, 1);
+    assert!(
+        r.retries[0]
+            .message
+            .as_deref()
+            .unwrap()
+            .contains("exit status 1: curve: crashing at epoch 2 as asked"),
+        "{:?}",
+        r.retries[0]
+    );
+    let epochs: Vec<f64> = r
+        .results
+        .iter()
+        .filter(|x| x.trial == 1)
+        .map(|x| x.time)
+        .collect();
+    assert_eq!(
+        epochs,
+        [1.0, 2.0, 3.0, 4.0],
+        "the retry continued after epoch 2"
+    );
+    assert!(
+        r.ends
+            .iter()
+            .all(|e| e.status.as_deref() == Some("completed"))
+    );
+
+    // No retries: the trial is an error, the other completes, exit 3.
+    let out = dir.path().join("error");
+    std::fs::create_dir_all(&out).unwrap();
+    let o = sweep(
+        dir.path(),
+        &space,
+        &[FIFO_TO_4, &["--out-dir", out.to_str().unwrap()]].concat(),
+        &cmd,
+    )
+    .output()
+    .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r = records(&o.stdout);
+    let e = r.ends.iter().find(|e| e.trial == 1).unwrap();
+    assert_eq!(e.status.as_deref(), Some("error"));
+    assert!(e.message.as_deref().unwrap().contains("exit status 1"));
+    assert_eq!(r.summary.unwrap().error, 1);
+
+    // A command that cannot start is a trial error too, not the sweep's end.
+    let o = Command::new(BIN)
+        .arg("--space")
+        .arg(dir.path().join("space.json"))
+        .args(["--metric", "m", "--mode", "max", "--out-dir"])
+        .arg(dir.path().join("nocmd"))
+        .args(["--", "/nonexistent/program", "{lr}"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3));
+    let r = records(&o.stdout);
+    assert_eq!(r.ends.len(), 2);
+    assert!(
+        r.ends[0]
+            .message
+            .as_deref()
+            .unwrap()
+            .contains("/nonexistent/program"),
+        "{:?}",
+        r.ends[0]
+    );
+}
+
+#[test]
+fn a_trial_that_ignores_sigterm_is_killed_after_the_grace_period() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    // Trial 0 is good, trial 1 poor: ASHA (rf 2) stops trial 1 at epoch 1; it ignores SIGTERM and
+    // would print for 300 s.
+    let space = json!({"lr": {"grid": [0.03, 1e-4]}});
+    let start = Instant::now();
+    let mut c = sweep(
+        dir.path(),
+        &space,
+        &[
+            "--metric",
+            "val_top1",
+            "--mode",
+            "max",
+            "--time-attr",
+            "epoch",
+            "--max-t",
+            "2",
+            "--reduction-factor",
+            "2",
+            "--stop-grace-secs",
+            "0.5",
+            "--out-dir",
+            out.to_str().unwrap(),
+        ],
+        &[
+            "--lr",
+            "{lr}",
+            "--epochs",
+            "3000",
+            "--sleep-ms",
+            "100",
+            "--ignore-term",
+        ],
+    );
+    let r = ok(&c.output().unwrap());
+    let elapsed = start.elapsed();
+    let (stopped, completed) = outcome(&r.ends);
+    assert_eq!(stopped, BTreeMap::from([(1, 1.0)]));
+    assert_eq!(completed, [0]);
+    assert!(
+        elapsed < Duration::from_secs(60),
+        "{elapsed:?}: SIGKILL after the grace period"
+    );
+    assert!(
+        r.results.iter().all(|x| x.trial != 1 || x.time <= 1.0),
+        "no results of a stopped trial"
+    );
+}
+
+#[test]
+fn a_trial_in_error_is_never_the_best() {
+    let dir = tempfile::tempdir().unwrap();
+    // Trial 0 reports the better metric, then fails; trial 1 completes.
+    let script = r#"if [ "$1" = 1 ]; then printf '\173"epoch": 1, "m": 100\175\n'; exit 1; fi
+printf '\173"epoch": 1, "m": 1\175\n'"#;
+    let space = json!({"x": {"grid": [1, 2]}});
+    let o = shell_sweep_of(dir.path(), script, &space, &["--scheduler", "fifo"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r = records(&o.stdout);
+    assert_eq!(
+        r.ends
+            .iter()
+            .find(|e| e.trial == 0)
+            .unwrap()
+            .status
+            .as_deref(),
+        Some("error")
+    );
+    assert_eq!(r.summary.unwrap().best.unwrap().trial, 1);
+    let out = dir.path().join("run");
+    let best: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("best.json")).unwrap()).unwrap();
+    assert_eq!(best["trial"], 1);
+    let svg = std::fs::read_to_string(out.join("metric.svg")).unwrap();
+    assert!(svg.contains("(1 completed, best)"), "{svg}");
+}
+
+#[test]
+fn a_fifo_in_place_of_a_trials_stderr_log_fails_the_trial_not_the_sweep() {
+    let dir = tempfile::tempdir().unwrap();
+    let trial_dir = dir.path().join("run/trial-0000");
+    std::fs::create_dir_all(&trial_dir).unwrap();
+    let made = Command::new("mkfifo")
+        .arg(trial_dir.join("stderr.log"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let mut child = shell_sweep(dir.path(), r#"printf '\173"epoch": 1, "m": 1\175\n'"#)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Opening the FIFO to write waited for a reader for ever.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("the sweep waits on the FIFO");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r = records(&o.stdout);
+    let why = r.ends[0].message.clone().unwrap_or_default();
+    assert!(
+        why.contains("stderr.log") && why.contains("not a regular file"),
+        "{why}"
+    );
+}
+
+#[test]
+fn a_trial_directory_whose_name_is_not_utf8_reaches_the_trial_as_it_is() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join(std::ffi::OsStr::from_bytes(b"run-\xff"));
+    // The trial reports a result only when SWEEP_TRIAL_DIR is its directory, byte for byte.
+    let script = r#"[ "$SWEEP_TRIAL_DIR" = "$1" ] && printf '\173"epoch": 1, "m": 1\175\n'; true"#;
+    let space = dir.path().join("space.json");
+    std::fs::write(&space, json!({"x": {"grid": [1]}}).to_string()).unwrap();
+    let o = Command::new(BIN)
+        .arg("--space")
+        .arg(&space)
+        .args([
+            "--metric",
+            "m",
+            "--mode",
+            "max",
+            "--time-attr",
+            "epoch",
+            "-q",
+        ])
+        .arg("--out-dir")
+        .arg(&out)
+        .args(["--", "sh", "-c", script, "sh", "{trial_dir}"])
+        .output()
+        .unwrap();
+    let r = ok(&o);
+    assert_eq!(
+        r.results.len(),
+        1,
+        "SWEEP_TRIAL_DIR was not the trial's directory"
+    );
+}
+
+#[test]
+fn a_trial_ends_when_its_process_exits_whatever_it_left_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    // The trial reports epoch 1 and exits 0, leaving a process that holds its stdout and would
+    // report epoch 2 after 600 s, and one that only sleeps.
+    let script = r#"printf '\173"m": 1, "epoch": 1\175\n'; (sleep 600; printf '\173"m": 9, "epoch": 2\175\n') & (exec sleep 1717 >/dev/null) & exit 0"#;
+    let start = Instant::now();
+    let r = ok(&shell_sweep(dir.path(), script).output().unwrap());
+    // It held the slot until the orphan ended before, and the orphan's line was taken as a result.
+    assert!(
+        start.elapsed() < Duration::from_secs(120),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(r.results.len(), 1, "{:?}", r.results);
+    assert_eq!(r.results[0].time, 1.0);
+    // The trial's process group is gone, the sleeper included.
+    let left = Command::new("pgrep")
+        .args(["-f", "sleep 1717"])
+        .output()
+        .unwrap();
+    assert!(
+        left.stdout.is_empty(),
+        "left running: {}",
+        String::from_utf8_lossy(&left.stdout)
+    );
+}
+
+#[test]
+fn results_that_cannot_be_used_are_warnings_naming_the_trial_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    // A line of 2 MiB without a newline is skipped (it was buffered whole); the others each
+    // lose a result that vanished without a word before, except the NaN Python writes for a
+    // diverged metric, which is a result (Ray Tune takes it too).
+    let script = concat!(
+        r#"head -c 2097152 /dev/zero | tr '\0' x; echo; "#,
+        r#"printf '\173"m": null, "epoch": 1\175\n\173"m": "12", "epoch": 1\175\n'; "#,
+        r#"printf '\173"m": NaN, "epoch": 1\175\n\173"m": 1e400, "epoch": 1\175\n'; "#,
+        r#"printf '\173"m": 5, "epoch": "two"\175\n'; "#,
+        r#"printf '\173"m": 1, "epoch": 2\175\n\173"m": 2, "epoch": 1\175\n\173"m": 3, "epoch": 3\175\n'"#
+    );
+    let o = shell_sweep(dir.path(), script).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    let r = ok(&o);
+    let times: Vec<f64> = r.results.iter().map(|x| x.time).collect();
+    assert_eq!(times, [1.0, 2.0, 3.0], "{err}");
+    assert!(r.results[0].metric.is_nan());
+    // The record carries it as every record spells it.
+    assert_eq!(r.results[0].record["m"], "NaN");
+    for want in [
+        "a line of 2097153 bytes (over 1 MiB) was skipped",
+        r#"has "m": null, not a number"#,
+        r#"has "m": "12", not a number"#,
+        "is not valid JSON (a number out of range?)",
+        r#"has "epoch": "two", not a number"#,
+        "1 after 2: the time went backwards",
+    ] {
+        assert!(err.contains(want), "{want}: {err}");
+    }
+    assert_eq!(err.matches("warning: trial 0").count(), 6, "{err}");
+    // The journal keeps the NaN: a resumed sweep replays it.
+    let journal = std::fs::read_to_string(dir.path().join("run/journal.jsonl")).unwrap();
+    assert!(journal.contains(r#""metric":"NaN""#), "{journal}");
+    let resumed = Command::new(BIN)
+        .args(["--resume", "--out-dir"])
+        .arg(dir.path().join("run"))
+        .output()
+        .unwrap();
+    let r = ok(&resumed);
+    assert_eq!(r.summary.as_ref().unwrap().completed, 1);
+    assert_eq!(r.summary.unwrap().best.unwrap().metric, 3.0);
+}

@@ -1,0 +1,130 @@
+//! What the sweep writes: non-finite metrics in every file, and a reader of stdout that goes away.
+
+use super::*;
+
+/// A sweep of one trial running `sh -c SCRIPT` (its `$1` is the trial's x), reporting `m` by
+/// `epoch`; `{` and `}` in SCRIPT are written `\173` and `\175` for printf (braces are
+/// placeholders in a command).
+#[test]
+fn non_finite_metrics_are_spelled_alike_in_every_file_and_plotted_where_finite() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"case $1 in
+1) printf '\173"epoch": 1, "m": NaN, "extra": \173"loss": Infinity\175\175\n\173"epoch": 2, "m": Infinity\175\n' ;;
+2) printf '\173"epoch": 1, "m": 1e308\175\n\173"epoch": 2, "m": -Infinity\175\n' ;;
+*) printf '\173"epoch": 1, "m": -1e308\175\n\173"epoch": 2, "m": -1e308\175\n' ;;
+esac"#;
+    let space = json!({"x": {"grid": [1, 2, 3]}});
+    let r = ok(
+        &shell_sweep_of(dir.path(), script, &space, &["--scheduler", "fifo"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.results.len(), 6);
+    let out = dir.path().join("run");
+    // result.json: JSON lines (no bare tokens), the values as the records spell them.
+    let lines: Vec<Value> = std::fs::read_to_string(out.join("trial-0000/result.json"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert_eq!(
+        (&lines[0]["m"], &lines[0]["extra"]["loss"], &lines[1]["m"]),
+        (&json!("NaN"), &json!("Infinity"), &json!("Infinity"))
+    );
+    // progress.csv: the same spelling in the cells.
+    let progress = std::fs::read_to_string(out.join("trial-0000/progress.csv")).unwrap();
+    let rows: Vec<Vec<&str>> = progress.lines().map(|l| l.split(',').collect()).collect();
+    let col = |name: &str| rows[0].iter().position(|c| *c == name).unwrap();
+    assert_eq!(
+        (
+            rows[1][col("m")],
+            rows[1][col("extra/loss")],
+            rows[2][col("m")]
+        ),
+        ("NaN", "Infinity", "Infinity"),
+        "{progress}"
+    );
+    // results.csv: the last metric of each trial.
+    let results = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    let rows: Vec<Vec<&str>> = results.lines().map(|l| l.split(',').collect()).collect();
+    let last = rows[0].iter().position(|c| *c == "last_m").unwrap();
+    assert_eq!(
+        (rows[1][last], rows[2][last]),
+        ("Infinity", "-Infinity"),
+        "{results}"
+    );
+    // metric.svg: finite coordinates only, and a line through the finite points.
+    let svg = std::fs::read_to_string(out.join("metric.svg")).unwrap();
+    assert!(!svg.contains("NaN") && !svg.contains("inf"), "{svg}");
+    let points = |trial: usize| {
+        let title = format!("<title>trial {trial} (");
+        let line = svg.lines().find(|l| l.contains(&title)).unwrap();
+        let start = line.find("points=\"").unwrap() + 8;
+        line[start..]
+            .split('"')
+            .next()
+            .unwrap()
+            .split(' ')
+            .filter(|p| !p.is_empty())
+            .count()
+    };
+    assert_eq!((points(0), points(1), points(2)), (0, 1, 2), "{svg}");
+    // TensorBoard: a scalar per result, the non-finite ones included.
+    let check = r#"
+import sys
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+ea = EventAccumulator(sys.argv[1]); ea.Reload()
+print([str(e.value) for e in ea.Scalars("m")], [str(e.value) for e in ea.Scalars("extra/loss")])
+"#;
+    let py = Command::new(common::python())
+        .args(["-c", check])
+        .arg(out.join("trial-0000"))
+        .output()
+        .unwrap();
+    assert!(
+        py.status.success(),
+        "{}",
+        String::from_utf8_lossy(&py.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&py.stdout).trim(),
+        "['nan', 'inf'] ['inf']"
+    );
+}
+
+#[test]
+fn a_reader_that_goes_away_stops_the_sweep_with_sigpipes_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    // One result, then (once the test has closed its end of the pipe) another.
+    let script = format!(
+        "printf '\\173\"epoch\": 1, \"m\": 1\\175\\n'; i=0; while [ ! -e '{}' ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done; printf '\\173\"epoch\": 2, \"m\": 2\\175\\n'",
+        go.display()
+    );
+    let mut c = shell_sweep_of(
+        dir.path(),
+        &script,
+        &json!({"x": {"grid": [1]}}),
+        &["--scheduler", "fifo"],
+    );
+    let mut child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("\"type\":\"result\"") {
+        line.clear();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "no result record");
+    }
+    drop(stdout);
+    std::fs::write(&go, "").unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(141),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

@@ -1,0 +1,436 @@
+//! kill -9, SIGINT and --resume: the journal replayed, what was left running ended, one live sweep per directory, a damaged journal refused.
+
+use super::*;
+
+/// Reads the sweep's stdout until `n` result records have come, then kills it with SIGKILL.
+pub(crate) fn kill_after_results(mut c: Command, n: usize) {
+    let mut child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut seen = 0;
+    for line in BufReader::new(stdout).lines() {
+        if line.unwrap().contains("\"type\":\"result\"") {
+            seen += 1;
+            if seen == n {
+                break;
+            }
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+pub(crate) fn journal_ends(out: &Path) -> Vec<(u64, String)> {
+    let mut v: Vec<(u64, String)> = std::fs::read_to_string(out.join("journal.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["event"] == "end")
+        .map(|e| {
+            (
+                e["trial"].as_u64().unwrap(),
+                e["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+pub(crate) fn journal_results(out: &Path) -> Vec<(u64, f64)> {
+    std::fs::read_to_string(out.join("journal.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["event"] == "result")
+        .map(|e| (e["trial"].as_u64().unwrap(), e["time"].as_f64().unwrap()))
+        .collect()
+}
+
+#[test]
+fn kill_9_then_resume_ends_with_the_decisions_of_an_uninterrupted_sweep() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = |out: &Path| {
+        [ASHA, &["--out-dir", out.to_str().unwrap()]]
+            .concat()
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
+    };
+    let cmd = [
+        "--lr",
+        "{lr}",
+        "--batch-size",
+        "{batch_size}",
+        "--epochs",
+        "12",
+        "--sleep-ms",
+        "15",
+        "--state",
+        "{trial_dir}/state",
+    ];
+    let whole = dir.path().join("whole");
+    let a = args(&whole);
+    let r = ok(&sweep(
+        dir.path(),
+        &lr_batch_space(),
+        &a.iter().map(String::as_str).collect::<Vec<_>>(),
+        &cmd,
+    )
+    .output()
+    .unwrap());
+    let want = outcome(&r.ends);
+
+    let cut = dir.path().join("cut");
+    let a = args(&cut);
+    // Killed in the middle of the fourth trial, then killed again during the resumed run.
+    kill_after_results(
+        sweep(
+            dir.path(),
+            &lr_batch_space(),
+            &a.iter().map(String::as_str).collect::<Vec<_>>(),
+            &cmd,
+        ),
+        9,
+    );
+    let mut resume = Command::new(BIN);
+    resume
+        .args(["--resume", "--report-secs", "0", "--out-dir"])
+        .arg(&cut);
+    kill_after_results(resume, 12);
+    let mut resume = Command::new(BIN);
+    resume.args(["--resume", "--out-dir"]).arg(&cut);
+    let r = ok(&resume.output().unwrap());
+    assert_eq!(r.summary.as_ref().unwrap().trials, 16);
+    assert_eq!(r.summary.as_ref().unwrap().unfinished, 0);
+    assert_eq!(journal_ends(&cut), journal_ends(&whole));
+    // The same results, each once: restarted trials continued from their state.
+    assert_eq!(journal_results(&cut), journal_results(&whole));
+    let mut from_journal: Vec<TrialRecord> = Vec::new();
+    for l in std::fs::read_to_string(cut.join("journal.jsonl"))
+        .unwrap()
+        .lines()
+    {
+        let e: Value = serde_json::from_str(l).unwrap();
+        if e["event"] == "end" {
+            let stopped_at = journal_results(&cut)
+                .iter()
+                .filter(|(t, _)| *t == e["trial"].as_u64().unwrap())
+                .map(|x| x.1)
+                .fold(0.0, f64::max);
+            from_journal.push(TrialRecord {
+                event: "end".into(),
+                trial: e["trial"].as_u64().unwrap() as usize,
+                config: Default::default(),
+                dir: PathBuf::new(),
+                attempt: 1,
+                slot: None,
+                status: e["status"].as_str().map(String::from),
+                stopped_at: Some(stopped_at),
+                last: None,
+                message: None,
+            });
+        }
+    }
+    assert_eq!(outcome(&from_journal), want);
+
+    // A resumed sweep takes its definition from the journal: redefining it is a usage error.
+    let o = Command::new(BIN)
+        .args(["--resume", "--metric", "x", "--out-dir"])
+        .arg(&cut)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    // And a new sweep does not overwrite an old one.
+    let o = sweep(
+        dir.path(),
+        &lr_batch_space(),
+        &args(&cut).iter().map(String::as_str).collect::<Vec<_>>(),
+        &cmd,
+    )
+    .output()
+    .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--resume"));
+}
+
+#[test]
+fn sigint_stops_the_trials_exits_130_and_resume_finishes() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let space = json!({"lr": {"grid": [0.01, 0.03]}});
+    let mut c = sweep(
+        dir.path(),
+        &space,
+        &[
+            "--scheduler",
+            "fifo",
+            "--metric",
+            "val_top1",
+            "--mode",
+            "max",
+            "--time-attr",
+            "epoch",
+            "--max-t",
+            "40",
+            "--slots",
+            "2",
+            "--gpus-per-trial",
+            "0",
+            "--out-dir",
+            out.to_str().unwrap(),
+        ],
+        &[
+            "--lr",
+            "{lr}",
+            "--epochs",
+            "40",
+            "--sleep-ms",
+            "50",
+            "--state",
+            "{trial_dir}/state",
+        ],
+    );
+    let mut child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut results = 0;
+    for l in lines.by_ref() {
+        if l.unwrap().contains("\"type\":\"result\"") {
+            results += 1;
+            if results == 4 {
+                break;
+            }
+        }
+    }
+    let t = Instant::now();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let rest: Vec<String> = lines.map(Result::unwrap).collect();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    // Not a hang: what shows that the trials were stopped, not waited for, is the summary's
+    // two unfinished trials.
+    assert!(t.elapsed() < Duration::from_secs(60), "{:?}", t.elapsed());
+    let summary: SweepSummary = serde_json::from_str(rest.last().unwrap()).unwrap();
+    assert_eq!(summary.unfinished, 2);
+    let mut resume = Command::new(BIN);
+    resume
+        .args([
+            "--resume",
+            "--slots",
+            "2",
+            "--gpus-per-trial",
+            "0",
+            "--out-dir",
+        ])
+        .arg(&out);
+    let r = ok(&resume.output().unwrap());
+    assert_eq!(r.summary.unwrap().completed, 2);
+    let times: Vec<(u64, f64)> = journal_results(&out);
+    for trial in 0..2 {
+        let t: Vec<f64> = times.iter().filter(|x| x.0 == trial).map(|x| x.1).collect();
+        assert_eq!(
+            t,
+            (1..=40).map(f64::from).collect::<Vec<_>>(),
+            "trial {trial}: every epoch once"
+        );
+    }
+}
+
+/// A job that Slurm cancels (a node failure, preemption) gets SIGTERM in every process: the
+/// sweep and its trials alike. A trial ended by that signal is unfinished, not failed, even
+/// when its exit is seen before the sweep's own SIGTERM: --resume runs it again.
+#[test]
+fn a_trial_ended_by_the_signal_that_stops_the_sweep_is_unfinished_not_failed() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"echo $$ > "$SWEEP_TRIAL_DIR/pid"
+echo '{{"epoch": 1, "m": 1}}'
+trap 'exit 143' TERM
+sleep 600 >/dev/null & wait"#;
+    let mut c = shell_sweep(dir.path(), script);
+    let mut child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid_file = dir.path().join("run/trial-0000/pid");
+    let t = Instant::now();
+    let trial = loop {
+        if let Some(p) = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|p| p.trim().parse::<i32>().ok())
+        {
+            break p;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(600),
+            "the trial never ran"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // As Slurm cancels a job: the sweep, then at once its trial.
+    // SAFETY: signals to our own child and to the trial it started.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+        libc::kill(trial, libc::SIGTERM);
+    }
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut stdout).unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    let r = records(stdout.as_bytes());
+    assert!(r.ends.is_empty(), "{:?}", r.ends);
+    assert_eq!(r.summary.unwrap().unfinished, 1);
+    let journal = std::fs::read_to_string(dir.path().join("run/journal.jsonl")).unwrap();
+    assert!(!journal.contains("\"failure\""), "{journal}");
+}
+
+#[test]
+fn one_live_sweep_per_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let space = json!({"lr": {"grid": [0.03, 0.01]}});
+    let args = [
+        "--metric",
+        "val_top1",
+        "--mode",
+        "max",
+        "--time-attr",
+        "epoch",
+        "--out-dir",
+        out.to_str().unwrap(),
+    ];
+    let mut first = sweep(
+        dir.path(),
+        &space,
+        &args,
+        &["--lr", "{lr}", "--epochs", "300", "--sleep-ms", "100"],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    // Wait for a result: the first sweep is under way.
+    let stdout = first.stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    while !lines
+        .next()
+        .unwrap()
+        .unwrap()
+        .contains("\"type\":\"result\"")
+    {}
+    // `--resume` beside the running original ran trials 0 and 1 again into one journal (exit 0).
+    let o = Command::new(BIN)
+        .args(["--resume", "--out-dir"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("in use by another run (pid {})", first.id())),
+        "{err}"
+    );
+    assert!(o.stdout.is_empty());
+    first.kill().unwrap();
+    first.wait().unwrap();
+}
+
+#[test]
+fn resume_ends_what_a_killed_sweep_left_running_in_a_trial() {
+    let dir = tempfile::tempdir().unwrap();
+    // The first run starts a child, reports epoch 1 and waits (the trial's shell gets SIGTERM
+    // when the sweep dies; its child gets nothing, and runs on). The second run of the trial
+    // reports epoch 2 and ends.
+    let script = r#"if [ -e "$SWEEP_TRIAL_DIR/again" ]; then printf '\173"m": 2, "epoch": 2\175\n'; exit 0; fi; touch "$SWEEP_TRIAL_DIR/again"; (trap '' TERM; exec sleep 1313) & printf '\173"m": 1, "epoch": 1\175\n'; wait"#;
+    kill_after_results(shell_sweep(dir.path(), script), 1);
+    let run = dir.path().join("run");
+    let orphan = || {
+        let o = Command::new("pgrep")
+            .args(["-f", "sleep 1313"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    // Before: --resume started the trial again beside the orphan, in the same directory.
+    assert!(!orphan().is_empty(), "the orphan runs after the kill");
+    let o = Command::new(BIN)
+        .args(["--resume", "--report-secs", "0", "--out-dir"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    let r = ok(&o);
+    assert!(err.contains("were still running in"), "{err}");
+    assert_eq!(r.results.last().unwrap().time, 2.0);
+    assert!(orphan().is_empty(), "left running: {}", orphan());
+}
+
+/// A journal is input too: one naming a trial the sweep does not have, a definition with no
+/// trials or more than a sweep runs, or settings no flag could give, is an error at --resume
+/// naming the journal (each panicked or allocated without bound before).
+#[test]
+fn a_damaged_journal_is_an_error_at_resume_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    ok(
+        &shell_sweep(dir.path(), r#"printf '\173"m": 1, "epoch": 1\175\n'"#)
+            .output()
+            .unwrap(),
+    );
+    let journal = dir.path().join("run/journal.jsonl");
+    let good = std::fs::read_to_string(&journal).unwrap();
+    let resume = || {
+        Command::new(BIN)
+            .args(["--resume", "-q", "--out-dir"])
+            .arg(dir.path().join("run"))
+            .output()
+            .unwrap()
+    };
+    let lines: Vec<Value> = good
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    type Edit = Box<dyn Fn(&mut Vec<Value>)>;
+    let edits: Vec<(Edit, &str)> = vec![
+        (
+            Box::new(|l: &mut Vec<Value>| l[1]["trial"] = json!(7)),
+            "names trial 7, but this sweep has 1 trials",
+        ),
+        (
+            Box::new(|l: &mut Vec<Value>| l[0]["definition"]["trials"] = json!([])),
+            "0 trials",
+        ),
+        (
+            Box::new(|l: &mut Vec<Value>| {
+                l[0]["definition"]["search"] = json!("tpe");
+                l[0]["definition"]["samples"] = json!(1u64 << 40);
+            }),
+            "1099511627776 trials",
+        ),
+        (
+            Box::new(|l: &mut Vec<Value>| {
+                l[0]["definition"]["asha"]["brackets"] = json!(1u64 << 40)
+            }),
+            "--brackets must be at most",
+        ),
+    ];
+    for (edit, want) in edits {
+        let mut l = lines.clone();
+        edit(&mut l);
+        let text: String = l.iter().map(|v| format!("{v}\n")).collect();
+        std::fs::write(&journal, text).unwrap();
+        let o = resume();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{want}: {err}");
+        assert!(
+            err.contains(want) && err.contains("journal"),
+            "{want}: {err}"
+        );
+    }
+}
