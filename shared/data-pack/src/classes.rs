@@ -102,7 +102,7 @@ pub fn write_classes(dir: &Path, classes: &[OsString]) -> Result<PathBuf, Classe
 
 /// The class names in `classes.txt` in the directory of `data` (a shard, or a RecordIO prefix),
 /// if there is one there.
-pub fn read_classes_beside(data: &Path) -> Result<Option<Vec<OsString>>, String> {
+pub fn read_classes_beside(data: &Path) -> Result<Option<Vec<OsString>>, ClassesError> {
     let dir = match data.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -112,13 +112,8 @@ pub fn read_classes_beside(data: &Path) -> Result<Option<Vec<OsString>>, String>
         Err(ClassesError::Read { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
             Ok(None)
         }
-        Err(e) => Err(error_class::chain_text(&e)),
+        Err(e) => Err(e),
     }
-}
-
-/// The class names of a class-name file: one per line, in label order.
-pub fn read_class_file(path: &Path) -> Result<Vec<OsString>, String> {
-    read_classes(path).map_err(|e| error_class::chain_text(&e))
 }
 
 /// The names in `path`: one per line (a `\r` before the line break taken as part of it, as a
@@ -181,7 +176,8 @@ mod tests {
         assert!(write_classes(dir.path(), &[OsString::from("a\nb")]).is_err());
         std::fs::write(dir.path().join(CLASSES_FILE), "a\n\nb\n").unwrap();
         let e = read_classes_beside(&dir.path().join("p")).unwrap_err();
-        assert!(e.contains("line 2: an empty class name"), "{e}");
+        assert!(matches!(e, ClassesError::EmptyLine { line: 2, .. }), "{e}");
+        assert!(e.to_string().contains("line 2: an empty class name"), "{e}");
     }
 
     #[test]

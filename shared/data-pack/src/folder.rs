@@ -62,12 +62,14 @@ impl std::fmt::Display for NotTaken {
     }
 }
 
+/// Why a tree cannot be read as ImageFolder reads it.
 #[derive(Debug, thiserror::Error)]
 pub enum FolderError {
-    #[error("cannot read {}: {error}", .path.display())]
+    #[error("cannot read {}", .path.display())]
     Read {
         path: PathBuf,
-        error: std::io::Error,
+        #[source]
+        source: std::io::Error,
     },
     #[error("Couldn't find any class folder in {}.", .0.display())]
     NoClasses(PathBuf),
@@ -79,6 +81,12 @@ pub enum FolderError {
     EmptyClasses(Vec<OsString>),
     #[error("{} leads back to {} (a symlink loop): torchvision would walk it forever", .link.display(), .ancestor.display())]
     Loop { link: PathBuf, ancestor: PathBuf },
+}
+
+impl error_class::Classify for FolderError {
+    fn class(&self) -> error_class::Class {
+        error_class::Class::Fatal
+    }
 }
 
 /// The order in which Python sorts the `str` that `os.fsdecode` makes of a name: UTF-8 code
@@ -122,17 +130,17 @@ impl ImageFolder {
     /// Reads the tree under `dir`.
     pub fn scan(dir: &Path) -> Result<ImageFolder, FolderError> {
         let read = |path: &Path| {
-            std::fs::read_dir(path).map_err(|error| FolderError::Read {
+            std::fs::read_dir(path).map_err(|source| FolderError::Read {
                 path: path.to_path_buf(),
-                error,
+                source,
             })
         };
         let mut classes = Vec::new();
         let mut outside = Vec::new();
         for entry in read(dir)? {
-            let entry = entry.map_err(|error| FolderError::Read {
+            let entry = entry.map_err(|source| FolderError::Read {
                 path: dir.to_path_buf(),
-                error,
+                source,
             })?;
             // os.scandir's entry.is_dir() follows symlinks.
             if std::fs::metadata(entry.path()).is_ok_and(|m| m.is_dir()) {

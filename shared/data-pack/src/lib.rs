@@ -23,8 +23,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 pub use classes::{
-    CLASSES_FILE, ClassesError, check_class_names, read_class_file, read_classes,
-    read_classes_beside, write_classes,
+    CLASSES_FILE, ClassesError, check_class_names, read_classes, read_classes_beside, write_classes,
 };
 pub use out::{OutDir, OutError, RECORDIO_PREFIX, is_packed_file};
 
@@ -496,10 +495,27 @@ pub struct Packed {
     /// backslash in a brace pattern); none when nothing was written.
     pub data: Option<OsString>,
     /// The images (and unreadable directories) left out, and why.
-    pub left_out: Vec<(PathBuf, String)>,
+    pub left_out: Vec<(PathBuf, LeftOut)>,
     /// The files of the folder that are not images to pack (by their names, as ImageFolder
     /// leaves them out, or outside the class folders), and why: none is left out unsaid.
-    pub skipped: Vec<(PathBuf, String)>,
+    pub skipped: Vec<(PathBuf, folder::NotTaken)>,
+}
+
+/// Why [`pack`] left an image (or a directory of images) out; the others are packed.
+#[derive(Debug, thiserror::Error)]
+pub enum LeftOut {
+    /// A directory of the folder that could not be read (as `os.walk` skips it).
+    #[error("cannot be read ({0}): the images in it are left out")]
+    Directory(String),
+    /// The image cannot be read (its text names the file), or is over `max_image_bytes`.
+    #[error("{0}: left out")]
+    Unreadable(std::io::Error),
+    /// Its first bytes are not those of a format training decodes.
+    #[error("{0} (training decodes only these): left out")]
+    NotDecodable(String),
+    /// Too large for a RecordIO record.
+    #[error("{0}: left out")]
+    TooLarge(WriteError),
 }
 
 /// Why [`pack`] stopped.
@@ -591,17 +607,10 @@ pub fn pack(
         Format::Wds => Writer::Shards(ShardWriter::new(&staging, o.shard_size, o.shard_samples)),
         Format::Recordio => Writer::Records(RecordWriter::create(&staging.join(RECORDIO_PREFIX))?),
     };
-    let mut left_out: Vec<(PathBuf, String)> = (folder.skipped.iter())
-        .map(|(dir, why)| {
-            (
-                dir.clone(),
-                format!("cannot be read ({why}): the images in it are left out"),
-            )
-        })
+    let mut left_out: Vec<(PathBuf, LeftOut)> = (folder.skipped.iter())
+        .map(|(dir, why)| (dir.clone(), LeftOut::Directory(why.clone())))
         .collect();
-    let skipped: Vec<(PathBuf, String)> = (folder.not_taken.iter())
-        .map(|(path, why)| (path.clone(), why.to_string()))
-        .collect();
+    let skipped = folder.not_taken.clone();
     let mut samples = 0usize;
     for i in order {
         if stop() {
@@ -611,15 +620,12 @@ pub fn pack(
         let image = match input_file::read(path, o.max_image_bytes) {
             Ok(b) => b,
             Err(e) => {
-                left_out.push((path.clone(), format!("{e}: left out")));
+                left_out.push((path.clone(), LeftOut::Unreadable(e)));
                 continue;
             }
         };
         if let Err(why) = imaging::sniff(&image) {
-            left_out.push((
-                path.clone(),
-                format!("{why} (training decodes only these): left out"),
-            ));
+            left_out.push((path.clone(), LeftOut::NotDecodable(why)));
             continue;
         }
         // The suffix webdataset names the member by: the extension the folder took the file
@@ -647,7 +653,7 @@ pub fn pack(
         match added {
             Ok(()) => samples += 1,
             Err(e @ WriteError::RecordTooLarge(_)) => {
-                left_out.push((path.clone(), format!("{e}: left out")));
+                left_out.push((path.clone(), LeftOut::TooLarge(e)));
             }
             Err(e) => return Err(e.into()),
         }

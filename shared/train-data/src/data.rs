@@ -200,8 +200,6 @@ impl Source {
     }
 
     /// (train, test) on `device`; `images` says how files are prepared.
-    ///
-    /// Kept in one piece: one arm per data source.
     pub fn load(
         &self,
         device: Device,
@@ -222,7 +220,7 @@ impl Source {
                 val: Some(val),
             } => {
                 let open = |p: &Path| {
-                    let rec = crate::recordio::RecordIo::open(p).map_err(Error::Data)?;
+                    let rec = crate::recordio::RecordIo::open(p)?;
                     crate::images::ImageFiles::from_records(rec, p, *images, seed)
                 };
                 numbered_splits(open(prefix)?, open(val)?, "records", device)
@@ -232,74 +230,16 @@ impl Source {
                 val: Some(val),
             } => {
                 let open = |p: &Path| {
-                    let shards = crate::wds::Shards::open(p.as_os_str()).map_err(Error::Data)?;
+                    let shards = crate::wds::Shards::open(p.as_os_str())?;
                     crate::images::ImageFiles::from_shards(shards, *images, seed)
                 };
                 numbered_splits(open(pattern)?, open(val)?, "shards", device)
             }
             Source::ImageFolder { dir, val } => {
-                let (train, val) = match val {
-                    Some(v) => (dir.clone(), v.clone()),
-                    None if dir.join("train").is_dir() && dir.join("val").is_dir() => {
-                        (dir.join("train"), dir.join("val"))
-                    }
-                    None => {
-                        return Err(Error::Usage(format!(
-                            "--data imagefolder:{} has no validation split: give --val-data DIR, or \
-                             lay the images out as DIR/train and DIR/val",
-                            dir.display()
-                        )));
-                    }
-                };
-                let scan = |d: &Path| {
-                    crate::folder::ImageFolder::scan(d).map_err(|e| Error::Data(e.to_string()))
-                };
-                let (train, val) = (scan(&train)?, scan(&val)?);
-                if train.classes != val.classes {
-                    return Err(Error::Data(format!(
-                        "the training images and the validation images have different class \
-                         folders ({}): training {}, validation {}",
-                        first_difference(&train.classes, &val.classes),
-                        class_list(&train.classes),
-                        class_list(&val.classes)
-                    )));
-                }
-                let files = |f| crate::images::ImageFiles::new(f, *images, seed);
-                Ok((
-                    Dataset::files(files(train)?, device),
-                    Dataset::files(files(val)?, device),
-                ))
+                image_folders(dir, val.as_deref(), device, images, seed)
             }
-            Source::Cifar10(dir) => {
-                let train: Vec<PathBuf> = (1..=5)
-                    .map(|i| dir.join(format!("data_batch_{i}.bin")))
-                    .collect();
-                let test = vec![dir.join("test_batch.bin")];
-                let hint = "CIFAR-10 binary version (cifar-10-binary.tar.gz from https://www.cs.toronto.edu/~kriz/cifar.html: \
-                            data_batch_1.bin … data_batch_5.bin, test_batch.bin)";
-                Ok((
-                    read_records(&train, 1, 0, 10, hint)?.to(device),
-                    read_records(&test, 1, 0, 10, hint)?.to(device),
-                ))
-            }
-            Source::Cifar100(dir) => {
-                let hint = "CIFAR-100 binary version (cifar-100-binary.tar.gz from https://www.cs.toronto.edu/~kriz/cifar.html: \
-                            train.bin, test.bin); scripts/make-digits-cifar writes a small real set in this layout";
-                // Fine labels (byte 1); the classes are the largest label + 1 (100 for CIFAR-100).
-                let train = read_records(&[dir.join("train.bin")], 2, 1, 100, hint)?;
-                let test = read_records(&[dir.join("test.bin")], 2, 1, 100, hint)?;
-                let classes = train
-                    .labels
-                    .max()
-                    .int64_value(&[])
-                    .max(test.labels.max().int64_value(&[]))
-                    + 1;
-                let fix = |d: Dataset| Dataset {
-                    num_classes: classes,
-                    ..d
-                };
-                Ok((fix(train).to(device), fix(test).to(device)))
-            }
+            Source::Cifar10(dir) => cifar10(dir, device),
+            Source::Cifar100(dir) => cifar100(dir, device),
             Source::Synthetic {
                 train,
                 test,
@@ -312,6 +252,80 @@ impl Source {
             )),
         }
     }
+}
+
+/// An image tree's training and validation splits (`val`, else DIR/train and DIR/val), with
+/// the same class folders.
+fn image_folders(
+    dir: &Path,
+    val: Option<&Path>,
+    device: Device,
+    images: &crate::images::ImageOptions,
+    seed: i64,
+) -> Result<(Dataset, Dataset)> {
+    let (train, val) = match val {
+        Some(v) => (dir.to_path_buf(), v.to_path_buf()),
+        None if dir.join("train").is_dir() && dir.join("val").is_dir() => {
+            (dir.join("train"), dir.join("val"))
+        }
+        None => {
+            return Err(Error::Usage(format!(
+                "--data imagefolder:{} has no validation split: give --val-data DIR, or \
+                 lay the images out as DIR/train and DIR/val",
+                dir.display()
+            )));
+        }
+    };
+    let scan = |d: &Path| crate::folder::ImageFolder::scan(d);
+    let (train, val) = (scan(&train)?, scan(&val)?);
+    if train.classes != val.classes {
+        return Err(Error::Data(format!(
+            "the training images and the validation images have different class \
+             folders ({}): training {}, validation {}",
+            first_difference(&train.classes, &val.classes),
+            class_list(&train.classes),
+            class_list(&val.classes)
+        )));
+    }
+    let files = |f| crate::images::ImageFiles::new(f, *images, seed);
+    Ok((
+        Dataset::files(files(train)?, device),
+        Dataset::files(files(val)?, device),
+    ))
+}
+
+/// CIFAR-10's binary files in `dir`: data_batch_1.bin … data_batch_5.bin, test_batch.bin.
+fn cifar10(dir: &Path, device: Device) -> Result<(Dataset, Dataset)> {
+    let train: Vec<PathBuf> = (1..=5)
+        .map(|i| dir.join(format!("data_batch_{i}.bin")))
+        .collect();
+    let test = vec![dir.join("test_batch.bin")];
+    let hint = "CIFAR-10 binary version (cifar-10-binary.tar.gz from https://www.cs.toronto.edu/~kriz/cifar.html: \
+                data_batch_1.bin … data_batch_5.bin, test_batch.bin)";
+    Ok((
+        read_records(&train, 1, 0, 10, hint)?.to(device),
+        read_records(&test, 1, 0, 10, hint)?.to(device),
+    ))
+}
+
+/// CIFAR-100's binary files in `dir`: train.bin, test.bin, the fine labels.
+fn cifar100(dir: &Path, device: Device) -> Result<(Dataset, Dataset)> {
+    let hint = "CIFAR-100 binary version (cifar-100-binary.tar.gz from https://www.cs.toronto.edu/~kriz/cifar.html: \
+                train.bin, test.bin); scripts/make-digits-cifar writes a small real set in this layout";
+    // Fine labels (byte 1); the classes are the largest label + 1 (100 for CIFAR-100).
+    let train = read_records(&[dir.join("train.bin")], 2, 1, 100, hint)?;
+    let test = read_records(&[dir.join("test.bin")], 2, 1, 100, hint)?;
+    let classes = train
+        .labels
+        .max()
+        .int64_value(&[])
+        .max(test.labels.max().int64_value(&[]))
+        + 1;
+    let fix = |d: Dataset| Dataset {
+        num_classes: classes,
+        ..d
+    };
+    Ok((fix(train).to(device), fix(test).to(device)))
 }
 
 /// The most pixel values synthetic data may hold (1.2 GB as bytes, 4.8 GB as floats while made).

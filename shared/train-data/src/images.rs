@@ -28,6 +28,36 @@ use tch::{Device, Tensor};
 use crate::draws::Draws;
 use crate::{Error, Result};
 
+/// Why one sample cannot be used (it is replaced, and counted: [`ImageFiles`]).
+#[derive(Debug, thiserror::Error)]
+pub enum SampleError {
+    #[error(transparent)]
+    RecordIo(#[from] crate::recordio::Error),
+    #[error(transparent)]
+    Shards(#[from] crate::wds::Error),
+    /// The file cannot be opened or read (its text names the file).
+    #[error("{0}")]
+    Read(std::io::Error),
+    #[error("{len} bytes, over the {limit} an image within --max-pixels takes")]
+    FileTooLarge { len: u64, limit: u64 },
+    #[error("a payload of {len} bytes, over --max-pixels' bound")]
+    PayloadTooLarge { len: u64 },
+    #[error(transparent)]
+    Decode(#[from] imaging::Error),
+    #[error(
+        "is {width}x{height}, not the {size}x{size} that --image-size says (and --transform \
+         {transform} does not resize)"
+    )]
+    Size {
+        width: u32,
+        height: u32,
+        size: u32,
+        transform: &'static str,
+    },
+    #[error("the decoder panicked on it")]
+    Panicked,
+}
+
 /// What becomes of each image before the model sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
@@ -192,14 +222,14 @@ impl ImageFiles {
         seed: i64,
     ) -> Result<ImageFiles> {
         let offsets: std::collections::HashMap<u64, u64> = rec.index.iter().copied().collect();
-        let keys = rec.image_keys().map_err(Error::Data)?;
+        let keys = rec.image_keys()?;
         let (mut paths, mut labels, mut at) = (Vec::new(), Vec::new(), Vec::new());
         for &key in &keys {
             let name = || format!("{}.rec:{key}", prefix.display());
             let offset = *offsets
                 .get(&key)
                 .ok_or_else(|| Error::Data(format!("{}: key {key} is not in the index", name())))?;
-            let class = rec.class(offset).map_err(Error::Data)?;
+            let class = rec.class(offset)?;
             if !(class.is_finite() && class >= 0.0 && class.fract() == 0.0 && class < 1e9) {
                 return Err(Error::Data(format!(
                     "{}: label {class} is not a class number",
@@ -216,7 +246,7 @@ impl ImageFiles {
                 prefix.display()
             )));
         }
-        let named = data_pack::read_classes_beside(prefix).map_err(Error::Data)?;
+        let named = data_pack::read_classes_beside(prefix)?;
         let is_named = named.is_some();
         let classes = numbered_classes(&paths, &labels, opts.classes, named)?;
         let store = Store::Records(rec, at, keys);
@@ -242,7 +272,7 @@ impl ImageFiles {
         let paths: Vec<PathBuf> = (0..shards.samples.len()).map(|i| shards.name(i)).collect();
         let labels: Vec<i64> = shards.samples.iter().map(|s| s.label).collect();
         let named = match shards.files.first() {
-            Some(first) => data_pack::read_classes_beside(first).map_err(Error::Data)?,
+            Some(first) => data_pack::read_classes_beside(first)?,
             None => None,
         };
         let is_named = named.is_some();
@@ -334,8 +364,8 @@ impl ImageFiles {
     /// if the data holds one; none for files, which [`Self::paths`] names.
     pub fn packed_path(&self, index: usize) -> Result<Option<PathBuf>> {
         match &self.store {
-            Store::Records(rec, _, keys) => rec.packed_path(keys[index]).map_err(Error::Data),
-            Store::Shards(shards) => shards.packed_path(index).map_err(Error::Data),
+            Store::Records(rec, _, keys) => Ok(rec.packed_path(keys[index])?),
+            Store::Shards(shards) => Ok(shards.packed_path(index)?),
             Store::Files => Ok(None),
         }
     }
@@ -346,10 +376,10 @@ impl ImageFiles {
 
     /// Why the store can no longer be read as it was opened (a `.rec` or shard cut short while
     /// the run reads it), if it cannot.
-    fn shrunk(&self, index: usize) -> Option<String> {
+    fn shrunk(&self, index: usize) -> Option<Error> {
         match &self.store {
-            Store::Records(rec, ..) => rec.shrunk(),
-            Store::Shards(shards) => shards.shrunk(index),
+            Store::Records(rec, ..) => rec.shrunk().map(Error::from),
+            Store::Shards(shards) => shards.shrunk(index).map(Error::from),
             Store::Files => None,
         }
     }
@@ -361,16 +391,15 @@ impl ImageFiles {
         augment: bool,
         epoch: usize,
         out: &mut [f32],
-    ) -> std::result::Result<(), String> {
+    ) -> std::result::Result<(), SampleError> {
         let o = &self.opts;
         let bytes = match &self.store {
             Store::Records(rec, offsets, _) => {
                 let payload = rec.read(offsets[index])?.payload;
                 if payload.len() as u64 > o.decode.max_file_bytes() {
-                    return Err(format!(
-                        "a payload of {} bytes, over --max-pixels' bound",
-                        payload.len()
-                    ));
+                    return Err(SampleError::PayloadTooLarge {
+                        len: payload.len() as u64,
+                    });
                 }
                 payload
             }
@@ -401,19 +430,17 @@ impl ImageFiles {
                 (img, flip)
             }
         };
-        let img = img.map_err(|e| e.to_string())?;
+        let img = img?;
         if img.dimensions() != (o.size, o.size) {
-            return Err(format!(
-                "is {}x{}, not the {}x{} that --image-size says (and --transform {} does not resize)",
-                img.width(),
-                img.height(),
-                o.size,
-                o.size,
-                match o.transform {
+            return Err(SampleError::Size {
+                width: img.width(),
+                height: img.height(),
+                size: o.size,
+                transform: match o.transform {
                     Transform::Flip => "flip",
                     _ => "none",
-                }
-            ));
+                },
+            });
         }
         transforms::to_chw(&img, o.mean, o.std, flip, out);
         Ok(())
@@ -551,7 +578,8 @@ impl ImageFiles {
     /// The samples at `indices` as evaluation prepares them (the transform's evaluation form,
     /// normalised), decoded on the worker threads: float32 [n, 3, size, size] on the host, and
     /// per sample `Ok` or why it cannot be used (its rows then hold nothing meaningful). Unlike
-    /// [`Self::batch`], a bad sample is neither replaced nor counted: the caller reports it.
+    /// [`Self::batch`], a bad sample is neither replaced nor counted: the caller reports it (the
+    /// reason as text, whole: [`SampleError`] and its causes).
     pub fn eval_batch(&self, indices: &[usize]) -> (Tensor, Vec<std::result::Result<(), String>>) {
         use rayon::prelude::*;
         let s = self.opts.size as usize;
@@ -574,7 +602,8 @@ impl ImageFiles {
                     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                         self.load(index, false, 0, out)
                     }))
-                    .unwrap_or_else(|_| Err("the decoder panicked on it".into()))
+                    .unwrap_or(Err(SampleError::Panicked))
+                    .map_err(|e| error_class::chain_text(&e))
                 })
                 .collect()
         });
@@ -613,7 +642,7 @@ impl ImageFiles {
                         let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                             self.load(index, augment, epoch, out)
                         }))
-                        .unwrap_or_else(|_| Err("the decoder panicked on it".into()));
+                        .unwrap_or(Err(SampleError::Panicked));
                         match loaded {
                             Ok(()) => {
                                 if index != first {
@@ -624,9 +653,10 @@ impl ImageFiles {
                             Err(why) => {
                                 // Data cut short under the run end it: not a bad sample to
                                 // replace (the rest of the file would be skipped one by one).
-                                if let Some(why) = self.shrunk(index) {
-                                    return Err(Error::Data(why));
+                                if let Some(e) = self.shrunk(index) {
+                                    return Err(e);
                                 }
+                                let why = error_class::chain_text(&why);
                                 let text = format!("{}: {why}", self.paths[index].display());
                                 self.bad.fetch_add(1, Ordering::Relaxed);
                                 let mut files = self.bad_files.lock().unwrap_or_else(|e| e.into_inner());
@@ -637,19 +667,19 @@ impl ImageFiles {
                                     let bad = files.0.len();
                                     log::warn!("skipping {text} (bad input {bad}, the next sample takes its place)");
                                     if bad > self.opts.max_bad {
-                                        return Err(Error::Data(format!(
-                                            "more than --max-bad-inputs {} files could not be used; the first: {}",
-                                            self.opts.max_bad,
-                                            files.1.join("; ")
-                                        )));
+                                        return Err(Error::TooManyBad {
+                                            max_bad: self.opts.max_bad,
+                                            first: files.1.clone(),
+                                        });
                                     }
                                     // Whatever the bound, a run on data of which most cannot be
                                     // used is not the run asked for.
                                     if bad * 2 > n {
-                                        return Err(Error::Data(format!(
-                                            "{bad} of the {n} samples could not be used (more than half); the first: {}",
-                                            files.1.join("; ")
-                                        )));
+                                        return Err(Error::MostBad {
+                                            bad,
+                                            samples: n,
+                                            first: files.1.clone(),
+                                        });
                                     }
                                 }
                                 drop(files);
@@ -733,19 +763,17 @@ fn numbered_classes(
 }
 
 /// A file's bytes, refusing more than `limit` (and anything but a regular file).
-fn read_bounded(path: &std::path::Path, limit: u64) -> std::result::Result<Vec<u8>, String> {
+fn read_bounded(path: &std::path::Path, limit: u64) -> std::result::Result<Vec<u8>, SampleError> {
     use std::io::Read;
     // Opened without blocking: a FIFO in a folder is refused, not waited on.
-    let (f, len) = input_file::open(path).map_err(|e| e.to_string())?;
+    let (f, len) = input_file::open(path).map_err(SampleError::Read)?;
     if len > limit {
-        return Err(format!(
-            "{len} bytes, over the {limit} an image within --max-pixels takes"
-        ));
+        return Err(SampleError::FileTooLarge { len, limit });
     }
     let mut bytes = Vec::with_capacity(len as usize);
     f.take(limit + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| e.to_string())?;
+        .map_err(SampleError::Read)?;
     Ok(bytes)
 }
 

@@ -25,9 +25,45 @@ pub enum Error {
     /// The settings cannot work with these data (a crop larger than the images, say).
     #[error("{0}")]
     Usage(String),
-    /// The data cannot be read or used.
+    /// The data cannot be used (classes that do not match, labels past them, ...).
     #[error("{0}")]
     Data(String),
+    /// MXNet RecordIO that cannot be read: the file, and the byte or line.
+    #[error(transparent)]
+    RecordIo(#[from] recordio::Error),
+    /// webdataset shards that cannot be read: the shard, and the byte.
+    #[error(transparent)]
+    Shards(#[from] wds::Error),
+    /// An image folder that cannot be listed.
+    #[error(transparent)]
+    Folder(#[from] folder::FolderError),
+    /// The `classes.txt` beside the data cannot be read.
+    #[error(transparent)]
+    Classes(#[from] data_pack::ClassesError),
+    /// More files than `--max-bad-inputs` could not be used.
+    #[error(
+        "more than --max-bad-inputs {max_bad} files could not be used; the first: {}",
+        .first.join("; ")
+    )]
+    TooManyBad { max_bad: usize, first: Vec<String> },
+    /// More than half the samples could not be used, whatever the bound.
+    #[error(
+        "{bad} of the {samples} samples could not be used (more than half); the first: {}",
+        .first.join("; ")
+    )]
+    MostBad {
+        bad: usize,
+        samples: usize,
+        first: Vec<String>,
+    },
+    /// A CIFAR binary file that cannot be read (the source names it).
+    #[error("{hint}")]
+    Cifar {
+        path: std::path::PathBuf,
+        hint: String,
+        #[source]
+        source: std::io::Error,
+    },
     /// libtorch failed (moving the data to the device, say).
     #[error(transparent)]
     Torch(#[from] tch::TchError),
@@ -48,7 +84,9 @@ impl error_class::Classify for Error {
     fn class(&self) -> error_class::Class {
         match self {
             Error::Usage(_) => error_class::Class::Usage,
-            Error::Data(_) | Error::Torch(_) | Error::Cuda(_) => error_class::Class::Fatal,
+            Error::Folder(e) => error_class::Classify::class(e),
+            Error::Classes(e) => error_class::Classify::class(e),
+            _ => error_class::Class::Fatal,
         }
     }
 }

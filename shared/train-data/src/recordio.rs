@@ -25,6 +25,104 @@ use std::path::{Path, PathBuf};
 /// The format's constants, shared with its writer.
 pub use data_pack::{HEADER_BYTES, MAGIC};
 
+/// What goes wrong reading RecordIO: each error names its file, and the byte or line where
+/// there is one.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A file of the set cannot be opened or read (the source names it).
+    #[error("cannot read the {what}")]
+    Open {
+        /// `records`, `index` or `list of files`.
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: not text (a key<TAB>offset per line)", .path.display())]
+    IndexNotText { path: PathBuf },
+    #[error("{} line {line}: not `key<TAB>offset`: {text:?}", .path.display())]
+    IndexLine {
+        path: PathBuf,
+        line: usize,
+        text: String,
+    },
+    #[error(
+        "{} line {line}: offset {offset} is past the end of {} ({len} bytes)",
+        .path.display(), .rec.display()
+    )]
+    OffsetPastEnd {
+        path: PathBuf,
+        line: usize,
+        offset: u64,
+        rec: PathBuf,
+        len: u64,
+    },
+    /// The `.rec` does not hold a record where the index or a record's parts say.
+    #[error("{} at byte {offset}: {damage}", .path.display())]
+    Damaged {
+        path: PathBuf,
+        offset: u64,
+        damage: Damage,
+    },
+    /// Reading the `.rec` failed.
+    #[error("{} at byte {offset}: cannot read", .path.display())]
+    Read {
+        path: PathBuf,
+        offset: u64,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: record 0 says the images end at {end}", .path.display())]
+    HeaderEnd { path: PathBuf, end: f32 },
+    #[error(
+        "{}: record 0 says the images end at {end}, but the index holds {records} records",
+        .path.display()
+    )]
+    HeaderPastIndex {
+        path: PathBuf,
+        end: f32,
+        records: usize,
+    },
+    #[error("{}: {len} bytes, over the {MAX_LIST_BYTES} a list of files may hold", .path.display())]
+    ListTooLarge { path: PathBuf, len: u64 },
+    #[error("{} line {line}: not `key<TAB>label<TAB>path`: {text:?}", .path.display())]
+    ListLine {
+        path: PathBuf,
+        line: usize,
+        text: String,
+    },
+}
+
+/// How a record is damaged, at its byte.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Damage {
+    #[error("the file ends inside a record (truncated?)")]
+    Truncated,
+    #[error("no record starts here (bad magic word)")]
+    BadMagic,
+    #[error("a record part with flag {0} out of order")]
+    PartOutOfOrder(u32),
+    #[error("a record of {0} bytes has no IRHeader")]
+    NoHeader(usize),
+    #[error("the header announces {flag} labels; the record has {bytes} bytes")]
+    Labels { flag: u32, bytes: usize },
+    /// The file is shorter than when it was opened: [`RecordIo::shrunk`].
+    #[error(
+        "the file ends here, {short} bytes short of the {was} it had when the run opened it \
+         (truncated or replaced while read)"
+    )]
+    Shrunk { short: u64, was: u64 },
+}
+
+impl error_class::Classify for Error {
+    fn class(&self) -> error_class::Class {
+        error_class::Class::Fatal
+    }
+}
+
+/// The largest `PREFIX.lst` read: a line per record, 1 GiB of them is millions of paths.
+const MAX_LIST_BYTES: u64 = 1 << 30;
+
 /// One `.rec` file, read by position (not mapped: a file truncated while training would end the
 /// process with SIGBUS; a read past its end is an error naming the file and byte), with its
 /// index.
@@ -39,7 +137,7 @@ pub struct RecordIo {
     /// `PREFIX.lst`, opened with the rest (a pack that replaces the set later does not change
     /// what this one reads), and its paths by key once asked for.
     lst: Option<(PathBuf, std::fs::File, u64)>,
-    paths: std::sync::OnceLock<Result<std::collections::HashMap<u64, Vec<u8>>, String>>,
+    paths: std::sync::OnceLock<std::collections::HashMap<u64, Vec<u8>>>,
 }
 
 /// A record's `IRHeader`, its label vector, and where its payload is.
@@ -66,24 +164,26 @@ impl Record {
 
 impl RecordIo {
     /// Opens `PREFIX.rec` and reads `PREFIX.idx`.
-    pub fn open(prefix: &Path) -> Result<RecordIo, String> {
+    pub fn open(prefix: &Path) -> Result<RecordIo, Error> {
         let (rec, idx) = data_pack::recordio_paths(prefix);
-        let (file, len) = input_file::open(&rec).map_err(|e| e.to_string())?;
+        let opening = |what, path: &Path| {
+            let path = path.to_path_buf();
+            move |source| Error::Open { what, path, source }
+        };
+        let (file, len) = input_file::open(&rec).map_err(opening("records", &rec))?;
         // An index line is a key and an offset: 1 GiB of them is 50 million records.
-        let text = input_file::read(&idx, 1 << 30).map_err(|e| e.to_string())?;
-        let text = String::from_utf8(text)
-            .map_err(|_| format!("{}: not text (a key<TAB>offset per line)", idx.display()))?;
+        let text = input_file::read(&idx, 1 << 30).map_err(opening("index", &idx))?;
+        let text =
+            String::from_utf8(text).map_err(|_| Error::IndexNotText { path: idx.clone() })?;
         let mut index = Vec::new();
         for (n, line) in text.lines().enumerate() {
             if line.trim().is_empty() {
                 continue;
             }
-            let bad = || {
-                format!(
-                    "{} line {}: not `key<TAB>offset`: {line:?}",
-                    idx.display(),
-                    n + 1
-                )
+            let bad = || Error::IndexLine {
+                path: idx.clone(),
+                line: n + 1,
+                text: line.to_string(),
             };
             let (k, o) = line.split_once('\t').ok_or_else(bad)?;
             let (k, o) = (
@@ -91,13 +191,13 @@ impl RecordIo {
                 o.trim().parse().map_err(|_| bad())?,
             );
             if o >= len {
-                return Err(format!(
-                    "{} line {}: offset {o} is past the end of {} ({} bytes)",
-                    idx.display(),
-                    n + 1,
-                    rec.display(),
-                    len
-                ));
+                return Err(Error::OffsetPastEnd {
+                    path: idx,
+                    line: n + 1,
+                    offset: o,
+                    rec,
+                    len,
+                });
             }
             index.push((k, o));
         }
@@ -105,7 +205,7 @@ impl RecordIo {
         let lst = match input_file::open(&lst) {
             Ok((f, len)) => Some((lst, f, len)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(opening("list of files", &lst)(e)),
         };
         Ok(RecordIo {
             rec,
@@ -119,12 +219,17 @@ impl RecordIo {
 
     /// The path of the file record `key` was packed from, as `PREFIX.lst` names it (the bytes
     /// [`data_pack::lst_line`] wrote), if there is a list and it names the key.
-    pub fn packed_path(&self, key: u64) -> Result<Option<PathBuf>, String> {
+    pub fn packed_path(&self, key: u64) -> Result<Option<PathBuf>, Error> {
         let Some((path, file, len)) = &self.lst else {
             return Ok(None);
         };
-        let paths = self.paths.get_or_init(|| read_list(path, file, *len));
-        let paths = paths.as_ref().map_err(Clone::clone)?;
+        let paths = match self.paths.get() {
+            Some(p) => p,
+            None => {
+                let read = read_list(path, file, *len)?;
+                self.paths.get_or_init(|| read)
+            }
+        };
         Ok(paths
             .get(&key)
             .map(|p| PathBuf::from(std::ffi::OsString::from_vec(p.clone()))))
@@ -137,66 +242,74 @@ impl RecordIo {
 
     /// The record at `offset`, its parts joined, its header parsed; an error naming the file and
     /// offset where it is damaged or cut short.
-    pub fn read(&self, offset: u64) -> Result<Record, String> {
+    pub fn read(&self, offset: u64) -> Result<Record, Error> {
         let data = self.joined(offset, false)?;
-        parse(&data, true).map_err(|e| self.at(&e, offset as usize))
+        parse(&data, true).map_err(|d| self.damaged(d, offset))
     }
 
     /// The class of the record at `offset` ([`Record::class`]), without copying its payload:
     /// listing a set reads its records' headers, not their images.
-    pub fn class(&self, offset: u64) -> Result<f32, String> {
+    pub fn class(&self, offset: u64) -> Result<f32, Error> {
         let data = self.joined(offset, true)?;
         Ok(parse(&data, false)
-            .map_err(|e| self.at(&e, offset as usize))?
+            .map_err(|d| self.damaged(d, offset))?
             .class())
     }
 
     /// Why the data can no longer be read as it was opened, if it cannot: the file is shorter
     /// than when it was opened (truncated, or replaced, while a run reads it), named with the
     /// byte where it now ends. Not a bad record but data that shrank under the run.
-    pub fn shrunk(&self) -> Option<String> {
+    pub fn shrunk(&self) -> Option<Error> {
         let now = self.file_len().ok()?;
         (now < self.len).then(|| {
-            self.at(
-                &format!(
-                    "the file ends here, {} bytes short of the {} it had when the run opened it                      (truncated or replaced while read)",
-                    self.len - now,
-                    self.len
-                ),
-                now as usize,
+            let short = self.len - now;
+            self.damaged(
+                Damage::Shrunk {
+                    short,
+                    was: self.len,
+                },
+                now,
             )
         })
     }
 
-    fn at(&self, what: &str, pos: usize) -> String {
-        format!("{} at byte {pos}: {what}", self.rec.display())
+    fn damaged(&self, damage: Damage, offset: u64) -> Error {
+        Error::Damaged {
+            path: self.rec.clone(),
+            offset,
+            damage,
+        }
     }
 
     /// `len` bytes at `pos`, or an error naming the byte where the file ends (truncated while
     /// read, say).
-    fn bytes_at(&self, pos: u64, len: usize) -> Result<Vec<u8>, String> {
+    fn bytes_at(&self, pos: u64, len: usize) -> Result<Vec<u8>, Error> {
         // Allocated only once the file is known to hold them: a length word sizes nothing
         // before that.
         if pos + len as u64 > self.file_len()? {
-            return Err(self.at("the file ends inside a record (truncated?)", pos as usize));
+            return Err(self.damaged(Damage::Truncated, pos));
         }
         let mut buf = vec![0; len];
         self.file.read_exact_at(&mut buf, pos).map_err(|e| {
             if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                self.at("the file ends inside a record (truncated?)", pos as usize)
+                self.damaged(Damage::Truncated, pos)
             } else {
-                self.at(&e.to_string(), pos as usize)
+                Error::Read {
+                    path: self.rec.clone(),
+                    offset: pos,
+                    source: e,
+                }
             }
         })?;
         Ok(buf)
     }
 
     /// The magic and length words of the record part at `pos`: its continuation flag and length.
-    fn part_at(&self, pos: u64) -> Result<(u32, usize), String> {
+    fn part_at(&self, pos: u64) -> Result<(u32, usize), Error> {
         let head = self.bytes_at(pos, 8)?;
         let word = |i: usize| u32::from_le_bytes(head[i..i + 4].try_into().expect("4 bytes"));
         if word(0) != MAGIC {
-            return Err(self.at("no record starts here (bad magic word)", pos as usize));
+            return Err(self.damaged(Damage::BadMagic, pos));
         }
         let lrec = word(4);
         Ok((lrec >> 29, (lrec & ((1 << 29) - 1)) as usize))
@@ -205,7 +318,7 @@ impl RecordIo {
     /// The bytes of the record at `offset` (a record MXNet's writer cut joined, the dropped
     /// magic words put back); with `head`, a record of one part is read only as far as its
     /// header and first label.
-    fn joined(&self, offset: u64, head: bool) -> Result<Vec<u8>, String> {
+    fn joined(&self, offset: u64, head: bool) -> Result<Vec<u8>, Error> {
         let (flag, len) = self.part_at(offset)?;
         if flag == 0 {
             let len = if head { len.min(HEADER_BYTES + 4) } else { len };
@@ -219,12 +332,7 @@ impl RecordIo {
             match (flag, pos == offset) {
                 (1, true) => {}
                 (2 | 3, false) => data.extend_from_slice(&MAGIC.to_le_bytes()),
-                _ => {
-                    return Err(self.at(
-                        &format!("a record part with flag {flag} out of order"),
-                        pos as usize,
-                    ));
-                }
+                _ => return Err(self.damaged(Damage::PartOutOfOrder(flag), pos)),
             }
             data.extend_from_slice(&self.bytes_at(body, len)?);
             if flag == 3 {
@@ -235,34 +343,38 @@ impl RecordIo {
         Ok(data)
     }
 
-    fn file_len(&self) -> Result<u64, String> {
+    fn file_len(&self) -> Result<u64, Error> {
         self.file
             .metadata()
             .map(|m| m.len())
-            .map_err(|e| format!("{}: {e}", self.rec.display()))
+            .map_err(|source| Error::Read {
+                path: self.rec.clone(),
+                offset: 0,
+                source,
+            })
     }
 
     /// The image keys as MXFaceDataset lists them: 1 .. label[0] - 1 when record 0's header has a
     /// label vector, else every key of the index.
-    pub fn image_keys(&self) -> Result<Vec<u64>, String> {
+    pub fn image_keys(&self) -> Result<Vec<u64>, Error> {
         if let Some(o) = self.offset(0) {
             let head = self.read(o)?;
             if head.flag > 0 {
                 let end = head.labels[0];
                 if !(end.is_finite() && end >= 1.0) {
-                    return Err(format!(
-                        "{}: record 0 says the images end at {end}",
-                        self.rec.display()
-                    ));
+                    return Err(Error::HeaderEnd {
+                        path: self.rec.clone(),
+                        end,
+                    });
                 }
                 // Keys 1 .. end - 1, each a record of the index: no more than it holds.
                 let records = self.index.len();
                 if f64::from(end) - 1.0 > records as f64 {
-                    return Err(format!(
-                        "{}: record 0 says the images end at {end}, but the index holds {records} \
-                         records",
-                        self.rec.display()
-                    ));
+                    return Err(Error::HeaderPastIndex {
+                        path: self.rec.clone(),
+                        end,
+                        records,
+                    });
                 }
                 return Ok((1..end as u64).collect());
             }
@@ -277,36 +389,34 @@ fn read_list(
     path: &Path,
     file: &std::fs::File,
     len: u64,
-) -> Result<std::collections::HashMap<u64, Vec<u8>>, String> {
+) -> Result<std::collections::HashMap<u64, Vec<u8>>, Error> {
     use std::io::Read;
-    // A line per record: 1 GiB of them is millions of paths.
-    const MAX_LIST_BYTES: u64 = 1 << 30;
     if len > MAX_LIST_BYTES {
-        return Err(format!(
-            "{}: {len} bytes, over the {MAX_LIST_BYTES} a list of files may hold",
-            path.display()
-        ));
+        return Err(Error::ListTooLarge {
+            path: path.to_path_buf(),
+            len,
+        });
     }
+    let reading = |source| Error::Open {
+        what: "list of files",
+        path: path.to_path_buf(),
+        source,
+    };
     let mut text = Vec::with_capacity(len as usize);
-    (file
-        .try_clone()
-        .map_err(|e| format!("{}: {e}", path.display()))?)
-    .take(MAX_LIST_BYTES + 1)
-    .read_to_end(&mut text)
-    .map_err(|e| format!("{}: {e}", path.display()))?;
+    (file.try_clone().map_err(reading)?)
+        .take(MAX_LIST_BYTES + 1)
+        .read_to_end(&mut text)
+        .map_err(reading)?;
     let mut paths = std::collections::HashMap::new();
     for (n, line) in text.split(|&b| b == b'\n').enumerate() {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if line.trim_ascii().is_empty() {
             continue;
         }
-        let bad = || {
-            format!(
-                "{} line {}: not `key<TAB>label<TAB>path`: {:?}",
-                path.display(),
-                n + 1,
-                line.escape_ascii().to_string()
-            )
+        let bad = || Error::ListLine {
+            path: path.to_path_buf(),
+            line: n + 1,
+            text: line.escape_ascii().to_string(),
         };
         let (first, last) = match (
             line.iter().position(|&b| b == b'\t'),
@@ -326,9 +436,9 @@ fn read_list(
 
 /// `recordio.unpack`: the header, the label vector when flag > 0, and the payload when asked
 /// (else left empty).
-fn parse(data: &[u8], payload: bool) -> Result<Record, String> {
+fn parse(data: &[u8], payload: bool) -> Result<Record, Damage> {
     if data.len() < HEADER_BYTES {
-        return Err(format!("a record of {} bytes has no IRHeader", data.len()));
+        return Err(Damage::NoHeader(data.len()));
     }
     let u32_at = |i: usize| u32::from_le_bytes(data[i..i + 4].try_into().expect("4 bytes"));
     let u64_at = |i: usize| u64::from_le_bytes(data[i..i + 8].try_into().expect("8 bytes"));
@@ -342,10 +452,10 @@ fn parse(data: &[u8], payload: bool) -> Result<Record, String> {
         flag.min(1) as usize
     } * 4;
     if labels_len > rest.len() {
-        return Err(format!(
-            "the header announces {flag} labels; the record has {} bytes",
-            rest.len()
-        ));
+        return Err(Damage::Labels {
+            flag,
+            bytes: rest.len(),
+        });
     }
     let labels = rest[..labels_len]
         .chunks_exact(4)

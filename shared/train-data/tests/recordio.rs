@@ -6,7 +6,12 @@
 
 mod common;
 
-use train_data::recordio::RecordIo;
+use train_data::recordio::{Damage, Error, RecordIo};
+
+/// An error and its causes, as a tool prints them.
+fn text(e: &Error) -> String {
+    error_class::chain_text(e)
+}
 
 /// Writes PREFIX.rec/.idx with scripts/reference/mxnet_recordio.py and prints the records as
 /// JSON: [key, flag, label, labels, id, id2, payload hex].
@@ -71,18 +76,43 @@ fn records_written_as_mxnet_writes_them_read_back() {
         .unwrap()
         .read(last as u64)
         .unwrap_err();
+    assert!(
+        matches!(&e, Error::Damaged { damage: Damage::Truncated, offset, .. } if *offset > last as u64),
+        "{e}"
+    );
+    let e = text(&e);
     assert!(e.contains("train.rec") && e.contains("truncated"), "{e}");
     // An offset that is not a record.
     std::fs::write(prefix.with_extension("rec"), &bytes).unwrap();
     let e = RecordIo::open(&prefix).unwrap().read(4).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::Damaged {
+                damage: Damage::BadMagic,
+                offset: 4,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e = text(&e);
     assert!(e.contains("at byte 4") && e.contains("magic"), "{e}");
     // An index pointing past the file.
     std::fs::write(prefix.with_extension("idx"), "1\t999999\n").unwrap();
+    let e = RecordIo::open(&prefix).unwrap_err();
     assert!(
-        RecordIo::open(&prefix)
-            .unwrap_err()
-            .contains("past the end")
+        matches!(
+            e,
+            Error::OffsetPastEnd {
+                line: 1,
+                offset: 999999,
+                ..
+            }
+        ),
+        "{e}"
     );
+    assert!(text(&e).contains("past the end"), "{e}");
 }
 
 /// A `.rec` truncated while it is read (a memory map gave SIGBUS), a header record whose label
@@ -104,7 +134,7 @@ fn truncation_a_huge_header_label_and_fifos_are_errors() {
         .unwrap()
         .set_len(0)
         .unwrap();
-    let e = rec.read(at).unwrap_err();
+    let e = text(&rec.read(at).unwrap_err());
     assert!(e.contains("train.rec") && e.contains("truncated"), "{e}");
 
     let header = r#"
@@ -119,13 +149,22 @@ write(sys.argv[1], [(0, pack([float(sys.argv[3]), 2.0], b"")), (1, pack(1.0, b"x
             &[prefix.as_os_str(), scripts.as_ref(), end.as_ref()],
         );
         let e = RecordIo::open(&prefix).unwrap().image_keys().unwrap_err();
-        assert!(e.contains("the index holds 2 records"), "{end}: {e}");
+        assert!(
+            matches!(e, Error::HeaderPastIndex { records: 2, .. }),
+            "{e}"
+        );
+        assert!(
+            e.to_string().contains("the index holds 2 records"),
+            "{end}: {e}"
+        );
     }
 
     for path in [&rec_path, &idx_path] {
         std::fs::remove_file(path).unwrap();
         testkit::mkfifo(path);
         let e = RecordIo::open(&prefix).unwrap_err();
+        assert!(matches!(e, Error::Open { .. }), "{e}");
+        let e = text(&e);
         assert!(e.contains("is a FIFO, not a regular file"), "{e}");
         std::fs::remove_file(path).unwrap();
         std::fs::write(path, b"").unwrap();

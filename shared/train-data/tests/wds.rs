@@ -5,7 +5,12 @@
 mod common;
 
 use common::run_script as run;
-use train_data::wds::{Shards, braceexpand};
+use train_data::wds::{Error, Shards, braceexpand};
+
+/// An error and its causes, as a tool prints them.
+fn text(e: &Error) -> String {
+    error_class::chain_text(e)
+}
 
 /// Writes DIR/shard-00000.tar.. with webdataset's ShardWriter (4 samples a shard), then reads
 /// them with webdataset and prints, per sample it groups: key, the suffixes, and the image
@@ -78,7 +83,9 @@ fn shards_written_and_read_by_webdataset_read_the_same() {
     assert!(shards.left_out[0].ends_with(":no-label: no `cls` or `json` file (its class)"));
     assert!(shards.left_out[1].ends_with(":no-image: no image file"));
     // Beyond the limit an image is refused before it is read.
-    assert!(shards.read(0, 3).unwrap_err().contains("over the 3"));
+    let e = shards.read(0, 3).unwrap_err();
+    assert!(matches!(e, Error::ImageTooLarge { limit: 3, .. }), "{e}");
+    assert!(text(&e).contains("over the 3"));
 }
 
 #[test]
@@ -130,9 +137,21 @@ print(json.dumps([[m.name, m.offset, m.offset_data] for m in tarfile.open(p)]))
         std::fs::write(&p, bytes).unwrap();
         Shards::open(p.as_os_str()).map(|s| s.samples.len())
     };
-    assert_eq!(open("copy.tar", &good), Ok(3));
+    assert_eq!(open("copy.tar", &good).unwrap(), 3);
     // Cut inside the last image: the member says how much is missing.
     let e = open("cut.tar", &good[..at("002.jpg").2 + 1000]).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::CutShort {
+                size: 3000,
+                left: 1000,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e = text(&e);
     assert!(
         e.contains("cut.tar: cut short: member 002.jpg at byte")
             && e.contains("holds 3000 bytes, and the file ends 1000 bytes after its start"),
@@ -140,6 +159,8 @@ print(json.dumps([[m.name, m.offset, m.offset_data] for m in tarfile.open(p)]))
     );
     // Cut inside a header.
     let e = open("cut-header.tar", &good[..at("002.cls").1 + 100]).unwrap_err();
+    assert!(matches!(e, Error::Damaged { .. }), "{e}");
+    let e = text(&e);
     assert!(
         e.contains(&format!(
             "cut-header.tar: damaged or cut short after byte {}",
@@ -150,18 +171,27 @@ print(json.dumps([[m.name, m.offset, m.offset_data] for m in tarfile.open(p)]))
     // A header whose checksum is wrong.
     let mut bad = good.clone();
     bad[at("001.cls").1] ^= 1;
-    let e = open("bad-sum.tar", &bad).unwrap_err();
+    let e = text(&open("bad-sum.tar", &bad).unwrap_err());
     assert!(
         e.contains("bad-sum.tar: damaged") && e.contains("checksum"),
         "{e}"
     );
     // Compressed shards cannot be read by position.
     let e = open("gz.tar", &[0x1f, 0x8b, 8, 0]).unwrap_err();
-    assert!(e.contains("gz.tar: a compressed (gzip) shard"), "{e}");
+    assert!(matches!(e, Error::Compressed { .. }), "{e}");
+    assert!(
+        text(&e).contains("gz.tar: a compressed (gzip) shard"),
+        "{e}"
+    );
     // No such file; a shard that holds nothing.
     let e = Shards::open(tmp.path().join("none-{0..1}.tar").as_os_str()).unwrap_err();
-    assert!(e.contains("none-0.tar: No such file"), "{e}");
-    let e = open("empty.tar", &[0; 1024]).unwrap_err();
+    let Error::Open { path, source } = &e else {
+        panic!("{e}")
+    };
+    assert!(path.ends_with("none-0.tar"), "{e}");
+    assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+    assert!(text(&e).contains("none-0.tar: No such file"), "{e}");
+    let e = text(&open("empty.tar", &[0; 1024]).unwrap_err());
     assert!(
         e.contains("no sample with an image and a class in 1 shard"),
         "{e}"
@@ -181,7 +211,8 @@ with tarfile.open(sys.argv[1] + "/dup.tar", "w") as t:
         &[tmp.path()],
     );
     let e = Shards::open(tmp.path().join("dup.tar").as_os_str()).unwrap_err();
-    assert!(e.contains("a second `jpg` file for sample k"), "{e}");
+    assert!(matches!(e, Error::Duplicate { .. }), "{e}");
+    assert!(text(&e).contains("a second `jpg` file for sample k"), "{e}");
 }
 
 #[test]
@@ -202,5 +233,8 @@ fn a_fifo_among_the_shards_is_refused_not_waited_on() {
         .recv_timeout(std::time::Duration::from_secs(20))
         .expect("Shards::open returned")
         .unwrap_err();
-    assert!(e.contains("shard.tar is a FIFO, not a regular file"), "{e}");
+    assert!(
+        text(&e).contains("shard.tar is a FIFO, not a regular file"),
+        "{e}"
+    );
 }

@@ -327,8 +327,8 @@ pub fn labelled_images(
             } else {
                 dir.clone()
             };
-            let folder = train_data::folder::ImageFolder::scan(&dir)
-                .map_err(|e| Error::Data(e.to_string()))?;
+            let folder =
+                train_data::folder::ImageFolder::scan(&dir).map_err(train_data::Error::from)?;
             let names: Vec<String> = folder
                 .classes
                 .iter()
@@ -348,11 +348,13 @@ pub fn labelled_images(
             ImageFiles::new(folder, opts, 0)?
         }
         Source::RecordIo { prefix, .. } => {
-            let rec = train_data::recordio::RecordIo::open(prefix).map_err(Error::Data)?;
+            let rec =
+                train_data::recordio::RecordIo::open(prefix).map_err(train_data::Error::from)?;
             ImageFiles::from_records(rec, prefix, opts, 0)?
         }
         Source::Shards { pattern, .. } => {
-            let shards = train_data::wds::Shards::open(pattern.as_os_str()).map_err(Error::Data)?;
+            let shards = train_data::wds::Shards::open(pattern.as_os_str())
+                .map_err(train_data::Error::from)?;
             ImageFiles::from_shards(shards, opts, 0)?
         }
         _ => {

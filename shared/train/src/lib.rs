@@ -98,6 +98,11 @@ impl From<train_data::Error> for Error {
             train_data::Error::Data(m) => Error::Data(m),
             train_data::Error::Torch(e) => Error::Torch(e),
             train_data::Error::Cuda(m) => Error::Cuda(m),
+            // Typed data errors (a file and byte, a source): their whole text, in their class.
+            e => match error_class::Classify::class(&e) {
+                error_class::Class::Usage => Error::Usage(error_class::chain_text(&e)),
+                _ => Error::Data(error_class::chain_text(&e)),
+            },
         }
     }
 }

@@ -170,7 +170,10 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         }]
     };
     let folders = (splits.iter())
-        .map(|s| ImageFolder::scan(&s.dir).with_context(|| format!("reading {}", s.dir.display())))
+        .map(|s| {
+            (ImageFolder::scan(&s.dir).classified())
+                .with_context(|| format!("reading {}", s.dir.display()))
+        })
         .collect::<Result<Vec<_>>>()?;
     let classes = match &cli.classes {
         Some(file) => data_pack::read_classes(file).map_err(|e| {
@@ -271,23 +274,21 @@ fn pack_split(
         max_image_bytes: cli.max_image_bytes,
     };
     let p = match data_pack::pack(f, dir, classes, &o, &cli_common::interrupt::requested) {
-        Ok(p) => p,
         Err(data_pack::PackError::Stopped) => return Err(cli_common::Interrupted.into()),
-        Err(e) => {
-            return Err(anyhow::Error::new(error_class::Classified::from(e)))
-                .with_context(|| format!("packing into {}", s.out.display()));
+        packed => {
+            (packed.classified()).with_context(|| format!("packing into {}", s.out.display()))?
         }
     };
     let skips = (p.skipped.into_iter())
         .map(|(path, why)| SkippedRecord {
             input: path.into_os_string(),
-            message: why,
+            message: why.to_string(),
         })
         .collect();
     let mut errors: Vec<ErrorRecord> = (p.left_out.into_iter())
         .map(|(path, why)| ErrorRecord {
             input: path.into_os_string(),
-            message: why,
+            message: error_class::chain_text(&why),
         })
         .collect();
     let Some(data) = p.data else {
