@@ -345,10 +345,38 @@ impl Ring {
     }
 
     /// Sends `send` to the next rank while receiving `sink`'s length from the previous one.
-    ///
-    /// Kept in one piece: one non-blocking send-and-receive loop whose deadline, peer-loss and
-    /// stop checks share its state (offsets, header, buffers).
     fn exchange(&mut self, send: &[u8], sink: Sink<'_>, kind: Kind) -> Result<()> {
+        let (dst, reduce) = match sink {
+            Sink::Copy(d) => (d, None),
+            Sink::Reduce(d, dtype, op) => (d, Some((dtype, op))),
+        };
+        self.transfer(Some(send), dst, reduce, 0, 0, kind)
+    }
+
+    /// Broadcast relay: receives `buf` from the previous rank (unless root) while forwarding what
+    /// has arrived to the next one (unless it is the root).
+    fn relay(&mut self, buf: &mut [u8], receive: bool, forward: bool) -> Result<()> {
+        let got = if receive { 0 } else { buf.len() };
+        let sent = if forward { 0 } else { buf.len() };
+        self.transfer(None, buf, None, got, sent, Kind::Broadcast)
+    }
+
+    /// The one send-and-receive loop of the ring: receives into `dst` from the previous rank
+    /// (from byte `got` on; `reduce`: combining it into what `dst` holds) while sending to the
+    /// next rank `send`, or (`None`, a relay) the bytes of `dst` received so far, from byte `sent`
+    /// on.
+    ///
+    /// Kept in one piece: one non-blocking loop whose deadline, peer-loss and stop checks share
+    /// its state (offsets, partial elements, buffers).
+    fn transfer(
+        &mut self,
+        send: Option<&[u8]>,
+        dst: &mut [u8],
+        reduce: Option<(DType, ReduceOp)>,
+        mut got: usize,
+        mut sent: usize,
+        kind: Kind,
+    ) -> Result<()> {
         let (next_rank, prev_rank, timeout, seq, stop) = (
             self.next_rank(),
             self.prev_rank(),
@@ -356,11 +384,7 @@ impl Ring {
             self.seq,
             self.stop,
         );
-        let links = self.links.as_mut().expect("exchange on a ring of one");
-        let (dst, reduce) = match sink {
-            Sink::Copy(d) => (d, None),
-            Sink::Reduce(d, dtype, op) => (d, Some((dtype, op))),
-        };
+        let links = self.links.as_mut().expect("a transfer on a ring of one");
         if reduce.is_some() && self.scratch.is_empty() {
             self.scratch = vec![0u64; CHUNK / 8];
         }
@@ -370,11 +394,14 @@ impl Ring {
             what,
             during: format!("{} #{seq}", kind.name()),
         };
-        let (mut sent, mut got, mut fill) = (0usize, 0usize, 0usize);
+        let send_len = send.map_or(dst.len(), <[u8]>::len);
         // For reductions: `got` counts bytes reduced into dst, `fill` bytes waiting in scratch.
+        let mut fill = 0usize;
         let mut last_progress = Instant::now();
-        while sent < send.len() || got < dst.len() {
-            let want_write = sent < send.len();
+        while sent < send_len || got < dst.len() {
+            // A relay forwards only what has arrived.
+            let ready = if send.is_some() { send_len } else { got };
+            let want_write = sent < ready;
             let want_read = got < dst.len();
             let (readable, writable) = poll2(
                 &links.prev,
@@ -386,7 +413,11 @@ impl Ring {
             .map_err(Error::io("poll"))?;
             let mut progressed = false;
             if writable {
-                match links.next.write(&send[sent..]) {
+                let data = match send {
+                    Some(s) => &s[sent..ready],
+                    None => &dst[sent..ready],
+                };
+                match links.next.write(data) {
                     Ok(k) => {
                         sent += k;
                         progressed |= k > 0;
@@ -460,95 +491,6 @@ impl Ring {
                         next_rank,
                         format!("took nothing for {secs:.0} s (hung or stopped)"),
                     )
-                });
-            }
-        }
-        Ok(())
-    }
-
-    /// Broadcast relay: receive `buf` from the previous rank (unless root) while forwarding what
-    /// has arrived to the next one (unless it is the root).
-    ///
-    /// Kept in one piece: the same loop as `exchange`, relaying: its checks share the loop's
-    /// state.
-    fn relay(&mut self, buf: &mut [u8], receive: bool, forward: bool) -> Result<()> {
-        let (next_rank, prev_rank, timeout, seq, stop) = (
-            self.next_rank(),
-            self.prev_rank(),
-            self.timeout,
-            self.seq,
-            self.stop,
-        );
-        let links = self.links.as_mut().expect("relay on a ring of one");
-        let peer = |rank: usize, what: &str| Error::Peer {
-            rank,
-            what: what.to_string(),
-            during: format!("broadcast #{seq}"),
-        };
-        let mut got = if receive { 0 } else { buf.len() };
-        let mut sent = if forward { 0 } else { buf.len() };
-        let mut last_progress = Instant::now();
-        while got < buf.len() || sent < buf.len() {
-            let want_read = got < buf.len();
-            let want_write = sent < got;
-            let (readable, writable) = poll2(
-                &links.prev,
-                want_read,
-                &links.next,
-                want_write,
-                Duration::from_millis(100),
-            )
-            .map_err(Error::io("poll"))?;
-            let mut progressed = false;
-            if readable {
-                match links.prev.read(&mut buf[got..]) {
-                    Ok(0) => {
-                        return Err(peer(
-                            prev_rank,
-                            "closed its connection: it exited or was killed",
-                        ));
-                    }
-                    Ok(k) => {
-                        got += k;
-                        progressed = true;
-                    }
-                    Err(e) if retry(&e) => {}
-                    Err(_) => {
-                        return Err(peer(
-                            prev_rank,
-                            "connection failed: it exited or was killed",
-                        ));
-                    }
-                }
-            }
-            if writable {
-                match links.next.write(&buf[sent..got]) {
-                    Ok(k) => {
-                        sent += k;
-                        progressed |= k > 0;
-                    }
-                    Err(e) if retry(&e) => {}
-                    Err(_) => {
-                        return Err(peer(
-                            next_rank,
-                            "stopped receiving: it exited or was killed",
-                        ));
-                    }
-                }
-            }
-            if progressed {
-                last_progress = Instant::now();
-            } else if stop() {
-                return Err(Error::Interrupted(format!(
-                    "in broadcast #{seq}, waiting for rank {}",
-                    if want_read { prev_rank } else { next_rank }
-                )));
-            } else if last_progress.elapsed() >= timeout {
-                let secs = timeout.as_secs_f64();
-                return Err(if want_read {
-                    peer(prev_rank, &format!("sent nothing for {secs:.0} s"))
-                } else {
-                    peer(next_rank, &format!("took nothing for {secs:.0} s"))
                 });
             }
         }

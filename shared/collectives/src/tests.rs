@@ -94,37 +94,47 @@ fn max_diff(a: &Tensor, b: &Tensor) -> f64 {
 
 #[test]
 fn all_reduce_is_exact_for_every_world_dtype_and_op() {
-    for world in [2, 3, 4] {
-        let res = ranks("all/", world, Duration::from_secs(20), move |rank, comm| {
-            let mut comm = comm.unwrap();
-            let mut worst: Vec<String> = Vec::new();
-            for dtype in [
-                DType::F32,
-                DType::F64,
-                DType::F16,
-                DType::BF16,
-                DType::I32,
-                DType::I64,
-                DType::I8,
-            ] {
-                for op in ReduceOp::ALL {
-                    // Sizes around the segment split: fewer elements than ranks, odd counts,
-                    // and more than one receive chunk.
-                    for n in [0i64, 1, 3, 1001, 300_007] {
-                        if dtype == DType::I8 && op == ReduceOp::Prod {
-                            continue; // products of 4 values up to 3 overflow i8's 127
-                        }
-                        let mut t = values(rank, n).to_kind(dtype.kind());
-                        comm.all_reduce(&mut t, op).unwrap();
-                        let want = expected(world, n, op);
-                        // avg: the f64 quotient rounded to the dtype (half types keep 8/11
-                        // significant bits; integers truncate toward zero).
-                        let want = match (op, dtype.is_float()) {
-                            (ReduceOp::Avg, false) => want.trunc(),
-                            _ => want.to_kind(dtype.kind()).to_kind(Kind::Double),
-                        };
-                        let tol =
-                            if op == ReduceOp::Avg && matches!(dtype, DType::F16 | DType::BF16) {
+    for (world, transport) in [2, 3, 4]
+        .into_iter()
+        .flat_map(|w| [(w, Transport::Shm), (w, Transport::Tcp)])
+    {
+        let res = ranks_over(
+            "all/",
+            world,
+            Duration::from_secs(20),
+            transport,
+            never,
+            move |rank, comm| {
+                let mut comm = comm.unwrap();
+                let mut worst: Vec<String> = Vec::new();
+                for dtype in [
+                    DType::F32,
+                    DType::F64,
+                    DType::F16,
+                    DType::BF16,
+                    DType::I32,
+                    DType::I64,
+                    DType::I8,
+                ] {
+                    for op in ReduceOp::ALL {
+                        // Sizes around the segment split: fewer elements than ranks, odd counts,
+                        // and more than one receive chunk.
+                        for n in [0i64, 1, 3, 1001, 300_007] {
+                            if dtype == DType::I8 && op == ReduceOp::Prod {
+                                continue; // products of 4 values up to 3 overflow i8's 127
+                            }
+                            let mut t = values(rank, n).to_kind(dtype.kind());
+                            comm.all_reduce(&mut t, op).unwrap();
+                            let want = expected(world, n, op);
+                            // avg: the f64 quotient rounded to the dtype (half types keep 8/11
+                            // significant bits; integers truncate toward zero).
+                            let want = match (op, dtype.is_float()) {
+                                (ReduceOp::Avg, false) => want.trunc(),
+                                _ => want.to_kind(dtype.kind()).to_kind(Kind::Double),
+                            };
+                            let tol = if op == ReduceOp::Avg
+                                && matches!(dtype, DType::F16 | DType::BF16)
+                            {
                                 // one rounding of the sum's quotient in f32 vs in f64: ≤ 1 ulp (|x| ≤ 3)
                                 if dtype == DType::BF16 {
                                     3.0 / 128.0
@@ -134,17 +144,18 @@ fn all_reduce_is_exact_for_every_world_dtype_and_op() {
                             } else {
                                 0.0
                             };
-                        let d = max_diff(&t, &want);
-                        if d > tol {
-                            worst.push(format!("{dtype:?} {op:?} n={n}: {d}"));
+                            let d = max_diff(&t, &want);
+                            if d > tol {
+                                worst.push(format!("{dtype:?} {op:?} n={n}: {d}"));
+                            }
                         }
                     }
                 }
-            }
-            worst
-        });
+                worst
+            },
+        );
         for (rank, w) in res.iter().enumerate() {
-            assert!(w.is_empty(), "world {world} rank {rank}: {w:?}");
+            assert!(w.is_empty(), "world {world} {transport} rank {rank}: {w:?}");
         }
     }
 }
@@ -152,114 +163,136 @@ fn all_reduce_is_exact_for_every_world_dtype_and_op() {
 #[test]
 fn out_of_place_broadcast_gather_scatter_and_barrier() {
     let world = 3;
-    ranks(
-        "misc/",
-        world,
-        Duration::from_secs(20),
-        move |rank, comm| {
-            let mut comm = comm.unwrap();
-            let n = 1003i64;
-            // all_reduce_into leaves the input alone.
-            let input = values(rank, n).to_kind(Kind::Float);
-            let before = input.copy();
-            let mut out = Tensor::zeros([n], (Kind::Float, Device::Cpu));
-            comm.all_reduce_into(&input, &mut out, ReduceOp::Max)
-                .unwrap();
-            assert_eq!(max_diff(&out, &expected(world, n, ReduceOp::Max)), 0.0);
-            assert_eq!(max_diff(&input, &before.to_kind(Kind::Double)), 0.0);
+    for transport in [Transport::Shm, Transport::Tcp] {
+        ranks_over(
+            "misc/",
+            world,
+            Duration::from_secs(20),
+            transport,
+            never,
+            move |rank, comm| {
+                let mut comm = comm.unwrap();
+                let n = 1003i64;
+                // all_reduce_into leaves the input alone.
+                let input = values(rank, n).to_kind(Kind::Float);
+                let before = input.copy();
+                let mut out = Tensor::zeros([n], (Kind::Float, Device::Cpu));
+                comm.all_reduce_into(&input, &mut out, ReduceOp::Max)
+                    .unwrap();
+                assert_eq!(max_diff(&out, &expected(world, n, ReduceOp::Max)), 0.0);
+                assert_eq!(max_diff(&input, &before.to_kind(Kind::Double)), 0.0);
 
-            for root in 0..world {
-                let mut t = if rank == root {
-                    values(root, n)
-                } else {
-                    Tensor::full([n], -9.0, (Kind::Double, Device::Cpu))
-                };
-                comm.broadcast(&mut t, root).unwrap();
-                assert_eq!(max_diff(&t, &values(root, n)), 0.0, "broadcast from {root}");
-            }
+                for root in 0..world {
+                    let mut t = if rank == root {
+                        values(root, n)
+                    } else {
+                        Tensor::full([n], -9.0, (Kind::Double, Device::Cpu))
+                    };
+                    comm.broadcast(&mut t, root).unwrap();
+                    assert_eq!(max_diff(&t, &values(root, n)), 0.0, "broadcast from {root}");
+                }
 
-            // all_gather into a [world, n] tensor.
-            let mine = values(rank, n).to_kind(Kind::Int);
-            let mut all = Tensor::zeros([world as i64, n], (Kind::Int, Device::Cpu));
-            comm.all_gather(&mine, &mut all).unwrap();
-            for r in 0..world {
-                assert_eq!(max_diff(&all.get(r as i64), &values(r, n)), 0.0, "slot {r}");
-            }
+                // all_gather into a [world, n] tensor.
+                let mine = values(rank, n).to_kind(Kind::Int);
+                let mut all = Tensor::zeros([world as i64, n], (Kind::Int, Device::Cpu));
+                comm.all_gather(&mine, &mut all).unwrap();
+                for r in 0..world {
+                    assert_eq!(max_diff(&all.get(r as i64), &values(r, n)), 0.0, "slot {r}");
+                }
 
-            // reduce_scatter: rank r gets the sum over ranks of slot r.
-            let big = values(rank, n * world as i64).to_kind(Kind::Float);
-            let mut mine = Tensor::zeros([n], (Kind::Float, Device::Cpu));
-            comm.reduce_scatter(&big, &mut mine, ReduceOp::Sum).unwrap();
-            let want =
-                expected(world, n * world as i64, ReduceOp::Sum).narrow(0, rank as i64 * n, n);
-            assert_eq!(max_diff(&mine, &want), 0.0);
+                // reduce_scatter: rank r gets the sum over ranks of slot r.
+                let big = values(rank, n * world as i64).to_kind(Kind::Float);
+                let mut mine = Tensor::zeros([n], (Kind::Float, Device::Cpu));
+                comm.reduce_scatter(&big, &mut mine, ReduceOp::Sum).unwrap();
+                let want =
+                    expected(world, n * world as i64, ReduceOp::Sum).narrow(0, rank as i64 * n, n);
+                assert_eq!(max_diff(&mine, &want), 0.0);
 
-            // Non-contiguous outputs of all_gather / reduce_scatter are filled through copies.
-            let mut all_t = Tensor::zeros([n, world as i64], (Kind::Int, Device::Cpu)).tr();
-            comm.all_gather(&values(rank, n).to_kind(Kind::Int), &mut all_t)
-                .unwrap();
-            for r in 0..world {
-                assert_eq!(
-                    max_diff(&all_t.get(r as i64), &values(r, n)),
-                    0.0,
-                    "non-contiguous slot {r}"
-                );
-            }
-            let holder = Tensor::zeros([n, 2], (Kind::Float, Device::Cpu));
-            let mut mine_t = holder.select(1, 0); // stride 2
-            assert!(!mine_t.is_contiguous());
-            comm.reduce_scatter(&big, &mut mine_t, ReduceOp::Sum)
-                .unwrap();
-            assert_eq!(max_diff(&holder.select(1, 0), &want), 0.0);
+                // Non-contiguous outputs of all_gather / reduce_scatter are filled through copies.
+                let mut all_t = Tensor::zeros([n, world as i64], (Kind::Int, Device::Cpu)).tr();
+                comm.all_gather(&values(rank, n).to_kind(Kind::Int), &mut all_t)
+                    .unwrap();
+                for r in 0..world {
+                    assert_eq!(
+                        max_diff(&all_t.get(r as i64), &values(r, n)),
+                        0.0,
+                        "non-contiguous slot {r}"
+                    );
+                }
+                let holder = Tensor::zeros([n, 2], (Kind::Float, Device::Cpu));
+                let mut mine_t = holder.select(1, 0); // stride 2
+                assert!(!mine_t.is_contiguous());
+                comm.reduce_scatter(&big, &mut mine_t, ReduceOp::Sum)
+                    .unwrap();
+                assert_eq!(max_diff(&holder.select(1, 0), &want), 0.0);
 
-            // A non-contiguous tensor goes through a copy and comes back in place.
-            let mut tr = Tensor::ones([4, 6], (Kind::Float, Device::Cpu)).tr();
-            comm.all_reduce(&mut tr, ReduceOp::Sum).unwrap();
-            assert_eq!(tr.min().double_value(&[]), world as f64);
+                // A non-contiguous tensor goes through a copy and comes back in place.
+                let mut tr = Tensor::ones([4, 6], (Kind::Float, Device::Cpu)).tr();
+                comm.all_reduce(&mut tr, ReduceOp::Sum).unwrap();
+                assert_eq!(tr.min().double_value(&[]), world as f64);
 
-            comm.barrier().unwrap();
-        },
-    );
+                comm.barrier().unwrap();
+            },
+        );
+    }
 }
 
 #[test]
 fn ranks_calling_different_sizes_fail_with_both_calls_named() {
-    let res = ranks("mismatch/", 2, Duration::from_secs(10), |rank, comm| {
-        let mut comm = comm.unwrap();
-        let mut t = Tensor::ones([10 + rank as i64], (Kind::Float, Device::Cpu));
-        comm.all_reduce(&mut t, ReduceOp::Sum)
-            .map_err(|e| e.to_string())
-    });
-    let errs: Vec<String> = res.into_iter().map(|r| r.unwrap_err()).collect();
-    assert!(
-        errs.iter()
-            .any(|e| e.contains("of 10 × f32") && e.contains("of 11 × f32")),
-        "{errs:?}"
-    );
+    for transport in [Transport::Shm, Transport::Tcp] {
+        let res = ranks_over(
+            "mismatch/",
+            2,
+            Duration::from_secs(10),
+            transport,
+            never,
+            |rank, comm| {
+                let mut comm = comm.unwrap();
+                let mut t = Tensor::ones([10 + rank as i64], (Kind::Float, Device::Cpu));
+                comm.all_reduce(&mut t, ReduceOp::Sum)
+                    .map_err(|e| e.to_string())
+            },
+        );
+        let errs: Vec<String> = res.into_iter().map(|r| r.unwrap_err()).collect();
+        assert!(
+            errs.iter()
+                .any(|e| e.contains("of 10 × f32") && e.contains("of 11 × f32")),
+            "{errs:?}"
+        );
+    }
 }
 
 #[test]
 fn a_rank_that_dies_fails_the_others_naming_it() {
-    let t0 = Instant::now();
-    let res = ranks("dies/", 3, Duration::from_secs(600), |rank, comm| {
-        let mut comm = comm.unwrap();
-        if rank == 2 {
-            drop(comm); // as a killed process: its sockets close
-            return Ok(());
+    for transport in [Transport::Shm, Transport::Tcp] {
+        let t0 = Instant::now();
+        let res = ranks_over(
+            "dies/",
+            3,
+            Duration::from_secs(600),
+            transport,
+            never,
+            |rank, comm| {
+                let mut comm = comm.unwrap();
+                if rank == 2 {
+                    drop(comm); // as a killed process: its sockets close
+                    return Ok(());
+                }
+                let mut t = Tensor::ones([100_000], (Kind::Float, Device::Cpu));
+                comm.all_reduce(&mut t, ReduceOp::Sum)
+                    .map_err(|e| e.to_string())
+            },
+        );
+        // Well within the 600 s timeout: a closed socket is noticed at once.
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "{:?}",
+            t0.elapsed()
+        );
+        for (rank, r) in res.iter().enumerate().take(2) {
+            let e = r.as_ref().unwrap_err();
+            assert!(e.contains("rank 2"), "rank {rank}: {e}");
         }
-        let mut t = Tensor::ones([100_000], (Kind::Float, Device::Cpu));
-        comm.all_reduce(&mut t, ReduceOp::Sum)
-            .map_err(|e| e.to_string())
-    });
-    // Well within the 600 s timeout: a closed socket is noticed at once.
-    assert!(
-        t0.elapsed() < Duration::from_secs(120),
-        "{:?}",
-        t0.elapsed()
-    );
-    for (rank, r) in res.iter().enumerate().take(2) {
-        let e = r.as_ref().unwrap_err();
-        assert!(e.contains("rank 2"), "rank {rank}: {e}");
     }
 }
 
