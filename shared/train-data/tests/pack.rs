@@ -126,6 +126,8 @@ fn a_rec_cut_short_while_read_ends_the_run_naming_the_file_and_byte() {
         e.contains("data.rec at byte 2000") && e.contains("truncated"),
         "{e}"
     );
+    // One line of words: the message once held a run of spaces where its source broke a line.
+    assert!(!e.contains("  "), "{e}");
     assert_eq!(files.bad_inputs(), 0, "nothing counted as a bad sample");
 }
 
@@ -156,6 +158,7 @@ fn a_shard_cut_short_while_read_ends_the_run_naming_the_file_and_byte() {
         e.contains("shard-000000.tar at byte 4000") && e.contains("truncated"),
         "{e}"
     );
+    assert!(!e.contains("  "), "{e}");
 }
 
 #[test]
