@@ -70,6 +70,12 @@ pub struct Cli {
     #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=65_536))]
     pub batch_size: u32,
 
+    /// Refuse images with more pixels than this, read from their header before decoding
+    /// (decompression bombs): twice Pillow's Image.MAX_IMAGE_PIXELS, where Pillow refuses, by
+    /// default; at most 4294967296 (65536x65536, 12 GiB decoded).
+    #[arg(long, value_name = "N", default_value_t = 178_956_970, value_parser = clap::value_parser!(u64).range(1..=1 << 32))]
+    pub max_pixels: u64,
+
     #[command(flatten)]
     pub gpu: device::GpuArgs,
 
@@ -177,7 +183,8 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
             device::name(device),
         );
     }
-    let opts = model.image_options(cli.cpu.workers().threads);
+    let mut opts = model.image_options(cli.cpu.workers().threads);
+    opts.decode.max_pixels = cli.max_pixels;
     let mut job = Job {
         top_k: (cli.top_k as usize).min(model.classes.len()) as i64,
         model: &model,

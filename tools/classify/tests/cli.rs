@@ -623,6 +623,39 @@ fn packed_samples_name_the_file_they_were_packed_from() {
     }
 }
 
+#[test]
+fn an_image_over_max_pixels_is_an_error_record_whose_advice_works() {
+    let model = folder_model();
+    let tmp = tempfile::tempdir().unwrap();
+    let image = tmp.path().join("40x40.png");
+    testkit::write_image(&image, 40, 40, 3);
+    // 1600 pixels over a limit of 1599: the record names the flag that raises it.
+    let out = classify(
+        &model.checkpoint,
+        &["--max-pixels".as_ref(), "1599".as_ref(), image.as_os_str()],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains(r#""type":"error""#) && stdout.contains("raise --max-pixels"),
+        "{stdout}"
+    );
+    let out = classify(
+        &model.checkpoint,
+        &["--max-pixels".as_ref(), "1600".as_ref(), image.as_os_str()],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// `scripts/reference/torchscript_models.py make KIND OUT CLASSES`.
 fn make_script(kind: &str, out: &Path, classes: &str) {
     let o = Command::new(testkit::python())
