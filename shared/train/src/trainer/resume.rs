@@ -41,7 +41,7 @@ impl Start {
                 "{} was written after step {} of epoch {} by a run of {} rank(s), --batch-size {}, \
                  --seed {} and {} steps an epoch; this one has {world} rank(s), --batch-size {}, \
                  --seed {} and {steps_per_epoch} steps an epoch: resume a mid-epoch checkpoint as \
-                 it was run",
+                 it was run (the steps an epoch count its smaller last batch unless --drop-last)",
                 path.display(),
                 meta.step,
                 meta.epoch + 1,

@@ -4,14 +4,22 @@
 use super::*;
 
 /// The indices of the step's micro-batches: interleaved positions of the rank's `batch` (see
-/// the module doc).
+/// the module doc). A full batch (`local` samples) splits into `--accum` micro-batches; an
+/// epoch's smaller last batch into as many as give each at least 2 samples (BatchNorm's
+/// minimum, as for a full batch), at most `--accum`, interleaved the same way.
 pub(super) fn micro_indices(cfg: &Config, batch: &Tensor, local: usize) -> Vec<Tensor> {
-    (0..cfg.accum)
+    let n = batch.size()[0] as usize;
+    let parts = if n == local {
+        cfg.accum
+    } else {
+        cfg.accum.min(n / 2).max(1)
+    };
+    (0..parts)
         .map(|j| {
-            if cfg.accum == 1 {
+            if parts == 1 {
                 batch.shallow_clone()
             } else {
-                batch.slice(0, j as i64, local as i64, cfg.accum as i64)
+                batch.slice(0, j as i64, n as i64, parts as i64)
             }
         })
         .collect()
@@ -26,8 +34,9 @@ pub(super) fn micro_batches(
     batch: &Tensor,
     draws: Option<&Generator>,
     epoch: usize,
+    local: usize,
 ) -> Result<Vec<(Tensor, Tensor)>> {
-    micro_indices(cfg, batch, batch.size()[0] as usize)
+    micro_indices(cfg, batch, local)
         .into_iter()
         .map(|idx| {
             let (x, y) = data.batch(&idx, norm, draws, epoch)?;
@@ -84,7 +93,8 @@ impl StepMode {
     }
 
     /// One optimisation step on `micro` at `lr` (`opts`: each stage's optimiser); false when
-    /// the loss scaler skipped it (inf/nan gradients).
+    /// the loss scaler skipped it (inf/nan gradients). `full`: the step's batch is a full one
+    /// (an epoch's smaller last batch runs eagerly, never in the captured graph).
     ///
     /// Kept in one piece: one step, eager and graphed side by side: the graphed form must do what
     /// the eager one does.
@@ -92,7 +102,7 @@ impl StepMode {
         &mut self,
         stepper: &Stepper,
         comm: &mut Communicator,
-        micro: &[(Tensor, Tensor)],
+        (micro, full): (&[(Tensor, Tensor)], bool),
         lr: f64,
         opts: &mut [Optimizer],
         scaler: &mut GradScaler,
@@ -119,6 +129,21 @@ impl StepMode {
                 let [opt] = opts else {
                     return Err(Error::Usage("CUDA graphs capture one device's step".into()));
                 };
+                if !full {
+                    // An epoch's smaller last batch: eagerly, outside the graph, with the
+                    // step the graph takes once it replays (its device-side LR and step count,
+                    // which stay in step with the host's), else the warm-up's host step.
+                    stepper.gradients(comm, micro, 1.0, std::slice::from_mut(opt))?;
+                    match (runner.next(), &*statics) {
+                        (Next::Replay, Some(st)) => {
+                            st.lr.set(lr);
+                            opt.step_on_device(st.lr.tensor());
+                            opt.count_replayed_step();
+                        }
+                        _ => opt.step(lr),
+                    }
+                    return Ok(true);
+                }
                 if matches!(runner.next(), Next::Capture | Next::Replay) {
                     match statics {
                         Some(st) => {
