@@ -3,16 +3,21 @@ reference trainer for them: ddp-train's `--model torchscript:FILE` parity tests 
 file on the same batches (ddp-train's --dump-batches) with torch.optim and compare weights.
 
   torchscript_models.py make KIND OUT.pt CLASSES [SEED]   # KIND: gn_dropout, vit, bn
-  torchscript_models.py train MODEL.pt OUT.safetensors SEED LR STEPS ACCUM BATCHES.npz...
-      # each npz is one rank's batches (ddp-train --dump-batches STEPS*... per rank)
+  torchscript_models.py train [OPTION...] MODEL.pt OUT.safetensors SEED LR STEPS ACCUM BATCHES.npz...
+      # each npz is one rank's batches (ddp-train --dump-batches STEPS*... per rank); options
+      # (ddp-train's flags of the same names): --optimizer=adamw, --label-smoothing=EPS,
+      # --init=STATE_DICT.safetensors, --channels-last
   torchscript_models.py ddp MODEL.pt OUT.safetensors SEED LR STEPS PORT BATCHES.npz...
       # the same with PyTorch's DistributedDataParallel over gloo, one process per rank
       # (one npz each), on 127.0.0.1:PORT; rank 0 writes OUT
+  torchscript_models.py state MODEL.pt OUT.safetensors
+      # the module's state_dict as safetensors.torch.save_file writes it (an --init file)
   torchscript_models.py eager KIND CLASSES CHECKPOINT.safetensors SNIPPET.py
       # the checkpoint loads strictly into the eager module, which computes what the
       # snippet's model (torch.jit.load + the checkpoint) computes
 
-`train` runs what ddp-train runs (SGD, momentum 0.9, weight decay 5e-4, constant LR; DDP's
+`train` runs what ddp-train runs (SGD, momentum 0.9, weight decay 5e-4, constant LR, or AdamW
+with betas 0.9, 0.999, eps 1e-8 and the same weight decay on every parameter; DDP's
 semantics emulated in one process for several ranks: rank 0's buffers are the ones kept (DDP
 broadcasts them before every forward), gradients averaged over ranks and micro-batches; dropout seeded before each
 micro-batch's forward as ddp-train seeds it).
@@ -171,15 +176,32 @@ def make(kind, out, classes, seed=0):
     torch.jit.save(torch.jit.script(m), out)
 
 
-def train(model, out, seed, lr, steps, accum, batches):
+def state(model, out):
     from safetensors.torch import save_file
+
+    m = torch.jit.load(model)
+    save_file({k: v.detach().contiguous() for k, v in m.state_dict().items()}, out)
+
+
+def train(model, out, seed, lr, steps, accum, batches, optimizer="sgd", label_smoothing=0.0,
+          init=None, channels_last=False):
+    from safetensors.torch import load_file, save_file
 
     torch.set_num_threads(1)
     m = torch.jit.load(model)
+    if init is not None:
+        m.load_state_dict(load_file(init), strict=True)
+    if channels_last:
+        m = m.to(memory_format=torch.channels_last)
     m.train()
     ranks = [np.load(b) for b in batches]
     world = len(ranks)
-    opt = torch.optim.SGD(m.parameters(), lr=lr, momentum=0.9, weight_decay=5e-4)
+    if optimizer == "adamw":
+        # ddp-train's --optimizer adamw: one group, --weight-decay on every parameter.
+        opt = torch.optim.AdamW(m.parameters(), lr=lr, betas=(0.9, 0.999), eps=1e-8,
+                                weight_decay=5e-4)
+    else:
+        opt = torch.optim.SGD(m.parameters(), lr=lr, momentum=0.9, weight_decay=5e-4)
     buffers = dict(m.named_buffers())
     params = list(m.parameters())
     for step in range(steps):
@@ -192,7 +214,11 @@ def train(model, out, seed, lr, steps, accum, batches):
             for j in range(accum):
                 # Micro-batch j takes positions j, j + accum, ... of the rank's batch.
                 torch.manual_seed(dropout_seed(seed, 0, step, r * accum + j))
-                loss = F.cross_entropy(m(x[j::accum]), y[j::accum]) / accum
+                xj = x[j::accum]
+                if channels_last:
+                    xj = xj.contiguous(memory_format=torch.channels_last)
+                loss = F.cross_entropy(m(xj), y[j::accum],
+                                       label_smoothing=label_smoothing) / accum
                 for p in params:
                     p.grad = None
                 loss.backward()
@@ -264,11 +290,27 @@ if __name__ == "__main__":
     if cmd == "make":
         make(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]) if len(sys.argv) > 5 else 0)
     elif cmd == "train":
-        train(sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6]),
-              int(sys.argv[7]), sys.argv[8:])
+        opts = {}
+        args = sys.argv[2:]
+        while args and args[0].startswith("--"):
+            key, _, value = args.pop(0)[2:].partition("=")
+            if key == "optimizer" and value in ("sgd", "adamw"):
+                opts["optimizer"] = value
+            elif key == "label-smoothing":
+                opts["label_smoothing"] = float(value)
+            elif key == "init":
+                opts["init"] = value
+            elif key == "channels-last" and not value:
+                opts["channels_last"] = True
+            else:
+                sys.exit(f"train: unknown option --{key}")
+        train(args[0], args[1], int(args[2]), float(args[3]), int(args[4]), int(args[5]), args[6:],
+              **opts)
     elif cmd == "ddp":
         ddp(sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6]),
             int(sys.argv[7]), sys.argv[8:])
+    elif cmd == "state":
+        state(sys.argv[2], sys.argv[3])
     elif cmd == "eager":
         eager(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5])
     else:

@@ -346,6 +346,7 @@ macro_rules! typed {
 typed! {
     records::Shard => "shard",
     records::ErrorRecord => "error",
+    records::SkippedRecord => "skipped",
     records::ImageRecord => "image",
     records::LatentRecord => "latent",
     records::Summary => "summary",

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::{Backend, InitMethod, Options};
+use crate::{Backend, InitMethod, Options, Transport};
 
 #[derive(Debug, Clone, clap::Args)]
 #[command(next_help_heading = "Distributed")]
@@ -43,6 +43,12 @@ pub struct DistArgs {
     /// CPU ring), nccl, or cpu. CPU tensors always use the CPU ring.
     #[arg(long, value_name = "NAME", default_value = "auto")]
     pub backend: Backend,
+    /// How CPU collectives travel between ranks: auto (shared memory when every rank is on one
+    /// host, found at the rendezvous; else the TCP ring), shm (shared memory: a memfd segment
+    /// the ranks of the host map, an error across hosts), or tcp (the TCP ring, like gloo).
+    /// Every rank must be given the same; results are bit-identical either way.
+    #[arg(long, value_name = "NAME", default_value = "auto")]
+    pub transport: Transport,
 }
 
 impl DistArgs {
@@ -55,6 +61,7 @@ impl DistArgs {
             master_port: self.master_port,
             run_id: self.run_id.clone(),
             timeout: Duration::from_secs_f64(self.dist_timeout_secs.max(0.001)),
+            transport: self.transport,
             should_stop: crate::never,
         }
     }

@@ -29,6 +29,7 @@ pub mod nccl;
 mod reduce;
 pub mod rendezvous;
 mod ring;
+mod shm;
 pub mod store;
 
 use std::time::Duration;
@@ -40,6 +41,7 @@ pub use args::DistArgs;
 pub use host::Hosts;
 pub use reduce::{DType, ReduceOp};
 pub use rendezvous::{InitMethod, Options, Plan};
+pub use shm::Transport;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -163,7 +165,23 @@ impl Communicator {
     /// Connects a resolved plan (tests build plans without a process environment), with the
     /// init method, timeout and stop hook of `opts`.
     pub fn from_plan(plan: Plan, opts: &Options, backend: Backend) -> Result<Communicator> {
-        let joined = rendezvous::connect(&plan, &opts.init_method, opts.timeout, opts.should_stop)?;
+        let mut joined =
+            rendezvous::connect(&plan, &opts.init_method, opts.timeout, opts.should_stop)?;
+        if let Err(e) = shm::setup(
+            &plan,
+            &mut joined,
+            opts.transport,
+            &opts.init_method,
+            opts.timeout,
+            opts.should_stop,
+        ) {
+            if joined._server.is_some() {
+                // The others read this rank's verdict from the store it serves: keep it up a
+                // moment (their polls are 200 ms apart).
+                std::thread::sleep(Duration::from_millis(600));
+            }
+            return Err(e);
+        }
         Ok(Communicator {
             plan,
             joined,
@@ -194,9 +212,18 @@ impl Communicator {
             let key = format!("stopped/{me}");
             store.set(&key, why.as_bytes()).is_ok() && store.check(&[&key]).unwrap_or(false)
         });
-        self.joined.ring = ring::Ring::single();
+        self.drop_links();
         if noted {
             self.linger();
+        }
+    }
+
+    /// Closes the ring's sockets and leaves the host's shared memory: the others' waits on this
+    /// rank end now, not at their deadline.
+    fn drop_links(&mut self) {
+        self.joined.ring = ring::Ring::single();
+        if let Some(g) = self.joined.shm.take() {
+            g.abandon();
         }
     }
 
@@ -264,15 +291,29 @@ impl Communicator {
         &self.plan
     }
 
-    /// The engine collectives on tensors on `device` use: `"cpu-ring"` or `"nccl"`.
+    /// The engine collectives on tensors on `device` use: `"nccl"`, else `"cpu-shm"` (the
+    /// host's shared memory, [`Transport::Shm`]) or `"cpu-ring"` (the TCP ring).
     pub fn engine(&self, device: Device) -> &'static str {
         if device.is_cuda()
             && self.backend != Backend::Cpu
             && (self.backend == Backend::Nccl || nccl::Nccl::load().is_ok())
         {
             "nccl"
+        } else if self.joined.shm.is_some() {
+            "cpu-shm"
         } else {
             "cpu-ring"
+        }
+    }
+
+    /// How CPU collectives travel: `"shm"` (the host's shared memory: all-reduce, broadcast
+    /// and barrier; all-gather and reduce-scatter keep the ring) or `"tcp"` (the ring; also a
+    /// world of one).
+    pub fn transport(&self) -> &'static str {
+        if self.joined.shm.is_some() {
+            "shm"
+        } else {
+            "tcp"
         }
     }
 
@@ -288,7 +329,10 @@ impl Communicator {
                 c.all_reduce(p, p, count, dtype, op)
             });
         }
-        self.on_host(t, |ring, buf| ring.all_reduce(buf, dtype, op))
+        self.on_host(t, |j, buf| match j.shm.as_mut() {
+            Some(g) => g.all_reduce(buf, dtype, op),
+            None => j.ring.all_reduce(buf, dtype, op),
+        })
     }
 
     /// Out-of-place all-reduce: `output` (same shape and kind) gets the reduction of `input`.
@@ -328,7 +372,10 @@ impl Communicator {
         } else {
             output.copy_(input);
         }
-        self.on_host(output, |ring, buf| ring.all_reduce(buf, dtype, op))
+        self.on_host(output, |j, buf| match j.shm.as_mut() {
+            Some(g) => g.all_reduce(buf, dtype, op),
+            None => j.ring.all_reduce(buf, dtype, op),
+        })
     }
 
     /// Copies `root`'s tensor into every rank's `t`.
@@ -344,7 +391,10 @@ impl Communicator {
                 c.broadcast(p, p, count, dtype, root)
             });
         }
-        self.on_host(t, |ring, buf| ring.broadcast(buf, dtype, root))
+        self.on_host(t, |j, buf| match j.shm.as_mut() {
+            Some(g) => g.broadcast(buf, dtype, root),
+            None => j.ring.broadcast(buf, dtype, root),
+        })
     }
 
     /// `output` (world × input.numel() elements, any shape) gets every rank's `input`, in rank
@@ -375,7 +425,7 @@ impl Communicator {
         if flat.narrow(0, rank * n, n).data_ptr() != input.data_ptr() {
             flat.narrow(0, rank * n, n).copy_(&input.reshape([-1]));
         }
-        self.on_host(&mut flat, |ring, buf| ring.all_gather(buf, dtype))?;
+        self.on_host(&mut flat, |j, buf| j.ring.all_gather(buf, dtype))?;
         if !output.is_contiguous() {
             output.copy_(&flat.view(output.size().as_slice()));
         }
@@ -405,7 +455,7 @@ impl Communicator {
         }
         let n = output.numel() as i64;
         let mut work = input.to_device(Device::Cpu).reshape([-1]).copy();
-        self.on_host(&mut work, |ring, buf| ring.reduce_scatter(buf, dtype, op))?;
+        self.on_host(&mut work, |j, buf| j.ring.reduce_scatter(buf, dtype, op))?;
         output.copy_(
             &work
                 .narrow(0, self.rank() as i64 * n, n)
@@ -442,7 +492,10 @@ impl Communicator {
     /// Returns once every rank has called it (host-side: it does not wait for queued GPU work;
     /// call [`Communicator::synchronize`] first for that).
     pub fn barrier(&mut self) -> Result<()> {
-        let r = self.joined.ring.barrier();
+        let r = match self.joined.shm.as_mut() {
+            Some(g) => g.barrier(),
+            None => self.joined.ring.barrier(),
+        };
         self.noted(r)
     }
 
@@ -524,18 +577,18 @@ impl Communicator {
         self.noted(r)
     }
 
-    /// Runs a ring collective on `t`'s bytes: in place for contiguous CPU tensors, else through
+    /// Runs a CPU collective (shared memory or ring) on `t`'s bytes: in place for contiguous CPU tensors, else through
     /// a contiguous host copy that is copied back.
     fn on_host(
         &mut self,
         t: &mut Tensor,
-        f: impl FnOnce(&mut ring::Ring, &mut [u8]) -> Result<()>,
+        f: impl FnOnce(&mut rendezvous::Joined, &mut [u8]) -> Result<()>,
     ) -> Result<()> {
         let r = if t.device() == Device::Cpu && t.is_contiguous() {
             // SAFETY: a contiguous CPU tensor owns numel × elt_size bytes at data_ptr, and the
             // `&mut Tensor` keeps anything else from touching them meanwhile.
             let buf = unsafe { tensor_bytes(t) };
-            f(&mut self.joined.ring, buf)
+            f(&mut self.joined, buf)
         } else {
             let mut host = t.to_device(Device::Cpu).contiguous();
             if host.data_ptr() == t.data_ptr() {
@@ -543,7 +596,7 @@ impl Communicator {
             }
             // SAFETY: as above, for the private host copy.
             let buf = unsafe { tensor_bytes(&mut host) };
-            let r = f(&mut self.joined.ring, buf);
+            let r = f(&mut self.joined, buf);
             if r.is_ok() {
                 t.copy_(&host);
             }
@@ -587,7 +640,7 @@ impl Communicator {
         if let Some(left) = left {
             // Done with the group: the sockets close (the others learn of it now, not at their
             // timeout), and a rank serving the store keeps it up until they have read the note.
-            self.joined.ring = ring::Ring::single();
+            self.drop_links();
             self.linger();
             return Err(left);
         }

@@ -283,6 +283,34 @@ pub(crate) fn combine(dtype: DType, op: ReduceOp, dst: &mut [u8], src: &[u8]) {
     with_elem!(dtype, T => combine_slices::<T>(dst, src, op))
 }
 
+fn combine_rev_slices<T: Elem>(acc: &mut [u8], x: &[u8], op: ReduceOp) {
+    let acc: &mut [T] = bytemuck::cast_slice_mut(acc);
+    let x: &[T] = bytemuck::cast_slice(x);
+    macro_rules! lane {
+        ($op:expr) => {
+            for (a, x) in acc.iter_mut().zip(x) {
+                *a = T::combine(*x, *a, $op);
+            }
+        };
+    }
+    match op {
+        ReduceOp::Sum | ReduceOp::Avg => lane!(ReduceOp::Sum),
+        ReduceOp::Prod => lane!(ReduceOp::Prod),
+        ReduceOp::Max => lane!(ReduceOp::Max),
+        ReduceOp::Min => lane!(ReduceOp::Min),
+    }
+}
+
+/// `acc[i] = op(x[i], acc[i])`: the TCP ring's step (a rank combines what arrives into its own
+/// values, [`combine`] with `dst` its own), with the running result kept in `acc`.
+pub(crate) fn combine_rev(dtype: DType, op: ReduceOp, acc: &mut [u8], x: &[u8]) {
+    debug_assert_eq!(acc.len(), x.len());
+    if acc.is_empty() {
+        return;
+    }
+    with_elem!(dtype, T => combine_rev_slices::<T>(acc, x, op))
+}
+
 fn div_slice<T: Elem>(buf: &mut [u8], n: usize) {
     for v in bytemuck::cast_slice_mut::<u8, T>(buf) {
         *v = T::div(*v, n);

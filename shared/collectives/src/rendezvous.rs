@@ -91,6 +91,8 @@ pub struct Options {
     /// The run this rank belongs to (`--run-id`); else the launcher's ([`Plan::run_id`]).
     pub run_id: Option<String>,
     pub timeout: Duration,
+    /// How CPU collectives travel between ranks on one host.
+    pub transport: crate::Transport,
     /// Asked while waiting for peers (rendezvous, ring collectives, NCCL completion): true ends
     /// the wait at once with [`Error::Interrupted`]. A tool passes its SIGINT/SIGTERM flag.
     pub should_stop: fn() -> bool,
@@ -108,6 +110,7 @@ impl Default for Options {
             master_port: None,
             run_id: None,
             timeout: DEFAULT_TIMEOUT,
+            transport: crate::Transport::Auto,
             should_stop: never,
         }
     }
@@ -368,6 +371,8 @@ pub(crate) struct Joined {
     pub file: Option<(PathBuf, String)>,
     /// Which host each rank is on.
     pub hosts: crate::host::Hosts,
+    /// The host's shared memory, when CPU collectives go through it ([`crate::shm`]).
+    pub shm: Option<crate::shm::Group>,
 }
 
 /// Meets the other ranks and wires the ring.
@@ -387,6 +392,7 @@ pub(crate) fn connect(
             _server: None,
             file: None,
             hosts: crate::host::Hosts::single(),
+            shm: None,
         });
     }
     let until = Until::new(timeout, stop);
@@ -456,6 +462,7 @@ pub(crate) fn connect(
         _server: server,
         file,
         hosts,
+        shm: None,
     })
 }
 
@@ -546,7 +553,7 @@ fn same_run(
 /// another rank reached (it timed out first) is seen at once and repeated, rather than this rank
 /// outliving the store. At the deadline, the verdict names the ranks that never came, and is left
 /// in the store for the others.
-fn wait_for_ranks(
+pub(crate) fn wait_for_ranks(
     store: &mut Store,
     keys: &[(String, usize)],
     world: usize,

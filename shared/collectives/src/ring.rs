@@ -41,7 +41,7 @@ pub(crate) enum Kind {
 }
 
 impl Kind {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Kind::AllReduce => "all_reduce",
             Kind::Broadcast => "broadcast",
@@ -63,7 +63,7 @@ pub(crate) struct Call {
 }
 
 impl Call {
-    fn encode(&self, seq: u64) -> [u8; 32] {
+    pub(crate) fn encode(&self, seq: u64) -> [u8; 32] {
         let mut h = [0u8; 32];
         h[0..4].copy_from_slice(&MAGIC.to_le_bytes());
         h[4] = self.kind as u8;
@@ -75,7 +75,12 @@ impl Call {
         h
     }
 
-    fn describe(h: &[u8; 32]) -> String {
+    /// Whether `h` starts as a header does.
+    pub(crate) fn is_header(h: &[u8; 32]) -> bool {
+        u32::from_le_bytes(h[0..4].try_into().unwrap()) == MAGIC
+    }
+
+    pub(crate) fn describe(h: &[u8; 32]) -> String {
         let kind = match h[4] {
             1 => "all_reduce",
             2 => "broadcast",
@@ -188,7 +193,7 @@ impl Ring {
         self.exchange(&ours, Sink::Copy(&mut theirs), call.kind)?;
         if theirs != ours {
             let prev = self.prev_rank();
-            let them = if u32::from_le_bytes(theirs[0..4].try_into().unwrap()) == MAGIC {
+            let them = if Call::is_header(&theirs) {
                 Call::describe(&theirs)
             } else {
                 "bytes that are not a collective header".to_string()

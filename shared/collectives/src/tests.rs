@@ -16,6 +16,18 @@ fn ranks<T: Send + 'static>(
     timeout: Duration,
     f: impl Fn(usize, Result<Communicator>) -> T + Send + Sync + 'static,
 ) -> Vec<T> {
+    ranks_over(prefix, world, timeout, Transport::Auto, never, f)
+}
+
+/// [`ranks`] over `transport`, with `stop` as every rank's stop hook.
+fn ranks_over<T: Send + 'static>(
+    prefix: &'static str,
+    world: usize,
+    timeout: Duration,
+    transport: Transport,
+    stop: fn() -> bool,
+    f: impl Fn(usize, Result<Communicator>) -> T + Send + Sync + 'static,
+) -> Vec<T> {
     let server = StoreServer::bind("127.0.0.1:0").unwrap();
     let port = server.addr().port();
     let f = std::sync::Arc::new(f);
@@ -39,6 +51,8 @@ fn ranks<T: Send + 'static>(
                 };
                 let opts = Options {
                     timeout,
+                    transport,
+                    should_stop: stop,
                     ..Options::default()
                 };
                 let comm = Communicator::from_plan(plan, &opts, Backend::Cpu);
@@ -491,4 +505,211 @@ fn ranks_of_one_process_find_they_share_a_host() {
         assert_eq!(peers, [0, 1, 2]);
         assert_eq!((host_rank, size, hosts), (rank, 3, 1));
     }
+}
+
+/// Rank-dependent pseudo-random values of every sign and magnitude (an LCG: no global seed
+/// shared by the rank threads), as `kind`.
+fn noise(rank: usize, n: usize, kind: Kind) -> Tensor {
+    let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ (rank as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03);
+    let v: Vec<f64> = (0..n)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let u = (x >> 11) as f64 / (1u64 << 53) as f64;
+            (u - 0.5) * 2f64.powi(((x >> 3) % 20) as i32 - 10)
+        })
+        .collect();
+    Tensor::from_slice(&v).to_kind(kind)
+}
+
+fn bytes_of(t: &Tensor) -> Vec<u8> {
+    let n = t.numel() * t.kind().elt_size_in_bytes();
+    let mut v = vec![0u8; n];
+    t.contiguous().copy_data_u8(&mut v, t.numel());
+    v
+}
+
+/// Every float dtype and op over 3 and 4 ranks, through shared memory and through the TCP
+/// ring, on buffers of two chunks and an odd length: the same bits (tolerance 0: both sum in
+/// the ring's order, documented in shm.rs).
+#[test]
+fn shared_memory_and_the_tcp_ring_give_bit_identical_results() {
+    let kinds = [Kind::Float, Kind::Double, Kind::BFloat16, Kind::Half];
+    let n = (crate::shm::SLOT / 2 + 12_345) as i64; // > one slot even for 2-byte types
+    for world in [3usize, 4] {
+        let mut got: Vec<Vec<Vec<u8>>> = Vec::new();
+        for transport in [Transport::Shm, Transport::Tcp] {
+            let prefix: &'static str = if transport == Transport::Shm {
+                "bits-shm/"
+            } else {
+                "bits-tcp/"
+            };
+            let res = ranks_over(
+                prefix,
+                world,
+                Duration::from_secs(60),
+                transport,
+                never,
+                move |rank, comm| {
+                    let mut comm = comm.unwrap();
+                    let want = if transport == Transport::Shm {
+                        "shm"
+                    } else {
+                        "tcp"
+                    };
+                    assert_eq!(comm.transport(), want);
+                    let mut out = Vec::new();
+                    for kind in kinds {
+                        for op in ReduceOp::ALL {
+                            let mut t = noise(rank, n as usize, kind);
+                            comm.all_reduce(&mut t, op).unwrap();
+                            out.push(bytes_of(&t));
+                        }
+                    }
+                    let mut b = if rank == 1 {
+                        noise(9, n as usize, Kind::Float)
+                    } else {
+                        Tensor::zeros([n], (Kind::Float, Device::Cpu))
+                    };
+                    comm.broadcast(&mut b, 1).unwrap();
+                    out.push(bytes_of(&b));
+                    out
+                },
+            );
+            // Every rank holds the same result.
+            for r in 1..world {
+                assert!(
+                    res[r] == res[0],
+                    "{transport}: rank {r} differs from rank 0"
+                );
+            }
+            got.push(res.into_iter().next().unwrap());
+        }
+        for (i, (a, b)) in got[0].iter().zip(&got[1]).enumerate() {
+            assert!(
+                a == b,
+                "world {world}, case {i}: shared memory and the ring differ"
+            );
+        }
+    }
+}
+
+/// A rank whose process ends mid-run (its communicator dropped: its sockets close and its
+/// mapping goes) fails the others' shared-memory collective naming it, the leader or not, long
+/// before the 600 s deadline.
+#[test]
+fn a_rank_that_dies_is_named_over_shared_memory() {
+    for dead in [0usize, 2] {
+        let t0 = Instant::now();
+        let prefix: &'static str = if dead == 0 {
+            "shm-dies0/"
+        } else {
+            "shm-dies2/"
+        };
+        let res = ranks_over(
+            prefix,
+            3,
+            Duration::from_secs(600),
+            Transport::Shm,
+            never,
+            move |rank, comm| {
+                let mut comm = comm.unwrap();
+                assert_eq!(comm.transport(), "shm");
+                comm.barrier().unwrap();
+                if rank == dead {
+                    drop(comm);
+                    return Ok(());
+                }
+                let mut t = Tensor::ones([3_000_000], (Kind::Float, Device::Cpu));
+                comm.all_reduce(&mut t, ReduceOp::Sum)
+                    .map_err(|e| e.to_string())
+            },
+        );
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "{:?}",
+            t0.elapsed()
+        );
+        for (rank, r) in res.iter().enumerate().filter(|(r, _)| *r != dead) {
+            let e = r.as_ref().unwrap_err();
+            assert!(
+                e.contains(&format!("rank {dead}")),
+                "dead {dead}, rank {rank}: {e}"
+            );
+        }
+    }
+}
+
+/// The stop hook (SIGINT/SIGTERM in the tools) ends a shared-memory wait at once.
+#[test]
+fn a_stop_request_ends_a_shared_memory_wait() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static STOP: AtomicBool = AtomicBool::new(false);
+    let t0 = Instant::now();
+    let res = ranks_over(
+        "shm-stop/",
+        2,
+        Duration::from_secs(600),
+        Transport::Shm,
+        || STOP.load(Ordering::SeqCst),
+        |rank, comm| {
+            let mut comm = comm.unwrap();
+            comm.barrier().unwrap();
+            if rank == 0 {
+                // Never joins the collective; asks the other to stop once it waits.
+                std::thread::sleep(Duration::from_millis(300));
+                STOP.store(true, Ordering::SeqCst);
+                return None;
+            }
+            let mut t = Tensor::ones([10], (Kind::Float, Device::Cpu));
+            Some(comm.all_reduce(&mut t, ReduceOp::Sum).unwrap_err())
+        },
+    );
+    assert!(
+        matches!(res[1], Some(Error::Interrupted(_))),
+        "{:?}",
+        res[1]
+    );
+    assert!(t0.elapsed() < Duration::from_secs(120));
+}
+
+/// Ranks given different transports refuse at the rendezvous instead of waiting on each other.
+#[test]
+fn ranks_given_different_transports_refuse_naming_the_flag() {
+    let server = StoreServer::bind("127.0.0.1:0").unwrap();
+    let port = server.addr().port();
+    let hs: Vec<_> = [Transport::Tcp, Transport::Shm]
+        .into_iter()
+        .enumerate()
+        .map(|(rank, transport)| {
+            std::thread::spawn(move || {
+                let plan = Plan {
+                    rank,
+                    world_size: 2,
+                    local_rank: None,
+                    store: StoreAt::Tcp {
+                        host: "127.0.0.1".into(),
+                        port,
+                        serve: false,
+                        port_from: "test",
+                    },
+                    prefix: "mixed2/".into(),
+                    launcher: "test",
+                    run_id: None,
+                };
+                let opts = Options {
+                    timeout: Duration::from_secs(60),
+                    transport,
+                    ..Options::default()
+                };
+                Communicator::from_plan(plan, &opts, Backend::Cpu)
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            })
+        })
+        .collect();
+    let res: Vec<_> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+    let e = res[1].as_ref().unwrap_err();
+    assert!(e.contains("--transport"), "{e}");
 }

@@ -33,6 +33,33 @@ pub struct ImageFolder {
     pub samples: Vec<(PathBuf, i64)>,
     /// Directories that could not be read (and what went wrong), skipped as `os.walk` skips them.
     pub skipped: Vec<(PathBuf, String)>,
+    /// The directory read: each sample's path starts with it.
+    pub root: PathBuf,
+    /// The files that are not samples, and why (ImageFolder passes over them without a word): by
+    /// their names, in the classes' walking order, then those beside the class folders.
+    pub not_taken: Vec<(PathBuf, NotTaken)>,
+}
+
+/// Why a file of the tree is not a sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotTaken {
+    /// Its name does not end with one of [`IMG_EXTENSIONS`] (a `.gif`, a `.txt`).
+    Name,
+    /// It lies beside the class folders, in none of them.
+    OutsideClasses,
+}
+
+impl std::fmt::Display for NotTaken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotTaken::Name => write!(
+                f,
+                "not an image file name (ImageFolder's extensions: {}): not packed",
+                IMG_EXTENSIONS.join(", ")
+            ),
+            NotTaken::OutsideClasses => f.write_str("not in a class folder: not packed"),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -88,7 +115,7 @@ pub fn image_suffix(name: &[u8]) -> Option<&'static str> {
 pub fn extension_rank(ext: &[u8]) -> Option<usize> {
     IMG_EXTENSIONS
         .iter()
-        .position(|e| e[1..].as_bytes().eq_ignore_ascii_case(ext))
+        .position(|e| e.as_bytes()[1..].eq_ignore_ascii_case(ext))
 }
 
 impl ImageFolder {
@@ -101,6 +128,7 @@ impl ImageFolder {
             })
         };
         let mut classes = Vec::new();
+        let mut outside = Vec::new();
         for entry in read(dir)? {
             let entry = entry.map_err(|error| FolderError::Read {
                 path: dir.to_path_buf(),
@@ -109,6 +137,8 @@ impl ImageFolder {
             // os.scandir's entry.is_dir() follows symlinks.
             if std::fs::metadata(entry.path()).is_ok_and(|m| m.is_dir()) {
                 classes.push(entry.file_name());
+            } else {
+                outside.push(entry.path());
             }
         }
         if classes.is_empty() {
@@ -117,21 +147,29 @@ impl ImageFolder {
         classes.sort_by_cached_key(|c| python_order(c.as_bytes()));
         let mut samples = Vec::new();
         let mut skipped = Vec::new();
+        let mut not_taken = Vec::new();
         let mut empty = Vec::new();
         for (label, class) in classes.iter().enumerate() {
-            let found = images_under(&dir.join(class), &mut skipped)?;
+            let (found, others): (Vec<PathBuf>, Vec<PathBuf>) =
+                (files_under(&dir.join(class), &mut skipped)?.into_iter())
+                    .partition(|f| f.file_name().is_some_and(|n| is_image_name(n.as_bytes())));
             if found.is_empty() {
                 empty.push(class.clone());
             }
             samples.extend(found.into_iter().map(|p| (p, label as i64)));
+            not_taken.extend(others.into_iter().map(|p| (p, NotTaken::Name)));
         }
         if !empty.is_empty() {
             return Err(FolderError::EmptyClasses(empty));
         }
+        outside.sort_by_cached_key(|p| python_order(p.as_os_str().as_bytes()));
+        not_taken.extend(outside.into_iter().map(|p| (p, NotTaken::OutsideClasses)));
         Ok(ImageFolder {
             classes,
             samples,
             skipped,
+            root: dir.to_path_buf(),
+            not_taken,
         })
     }
 }

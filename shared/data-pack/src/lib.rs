@@ -87,14 +87,21 @@ fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> WriteError + '_ {
     }
 }
 
-/// One sample to pack: an encoded image as its file holds it, and its class.
+/// One sample to pack: an encoded image as its file holds it, its class, and the path of its
+/// file.
 #[derive(Debug, Clone)]
 pub struct Sample<'a> {
     /// The image's suffix as webdataset names members (`jpg`, `png`, `webp`...).
     pub suffix: &'a str,
     pub image: &'a [u8],
     pub label: usize,
+    /// The path of the file the image was read from (relative to the folder packed), as bytes:
+    /// written as the sample's `KEY.path` member, its bytes as they are.
+    pub path: Option<&'a [u8]>,
 }
+
+/// The suffix of the member that holds a sample's path (`KEY.path`).
+pub const PATH_SUFFIX: &str = "path";
 
 /// A shard written: its path and how many samples it holds.
 #[derive(Debug, Clone, PartialEq)]
@@ -111,7 +118,7 @@ fn member_bytes(len: usize) -> u64 {
 
 /// webdataset shards `DIR/shard-000000.tar`, `shard-000001.tar`, ...: a sample is its image
 /// (`KEY.SUFFIX`) and its class (`KEY.cls`, the label in decimal), as webdataset's `TarWriter`
-/// writes them; a shard is closed before a sample would take it past `max_bytes` (a shard
+/// writes them, and the path of its file (`KEY.path`, the path's bytes) when it has one; a shard is closed before a sample would take it past `max_bytes` (a shard
 /// holds at least one sample) or once it holds `max_samples`.
 pub struct ShardWriter {
     dir: PathBuf,
@@ -159,7 +166,9 @@ impl ShardWriter {
 
     /// Adds sample `key` (a name without dots).
     pub fn add(&mut self, key: &str, s: &Sample) -> Result<(), WriteError> {
-        let size = member_bytes(s.image.len()) + member_bytes(s.label.to_string().len());
+        let size = member_bytes(s.image.len())
+            + member_bytes(s.label.to_string().len())
+            + s.path.map_or(0, |p| member_bytes(p.len()));
         let full = self.open.as_ref().is_some_and(|o| {
             o.samples >= self.max_samples || (o.samples > 0 && o.bytes + size > self.max_bytes)
         });
@@ -184,7 +193,10 @@ impl ShardWriter {
         }
         let o = self.open.as_mut().expect("opened above");
         let label = s.label.to_string();
-        for (suffix, data) in [(s.suffix, s.image), ("cls", label.as_bytes())] {
+        let members = [(s.suffix, s.image), ("cls", label.as_bytes())]
+            .into_iter()
+            .chain(s.path.map(|p| (PATH_SUFFIX, p)));
+        for (suffix, data) in members {
             let mut h = tar::Header::new_ustar();
             h.set_size(data.len() as u64);
             h.set_mode(0o644);
@@ -223,10 +235,15 @@ impl ShardWriter {
 }
 
 /// MXNet's indexed RecordIO, `PREFIX.rec` and `PREFIX.idx`, as `im2rec` writes it: record
-/// `key` is an `IRHeader` (flag 0, the label, id = key) and the image's bytes.
+/// `key` is an `IRHeader` (flag 0, the label, id = key) and the image's bytes; with the paths
+/// of the records' files ([`Self::add_with_path`]), `PREFIX.lst` beside, as im2rec's list
+/// ([`lst_line`]).
 pub struct RecordWriter {
     rec: PathBuf,
     idx: PathBuf,
+    lst: PathBuf,
+    /// The list's lines, once a record has a path.
+    list: Vec<u8>,
     tmp: tempfile::NamedTempFile,
     out: std::io::BufWriter<std::fs::File>,
     offset: u64,
@@ -246,11 +263,14 @@ impl std::fmt::Debug for RecordWriter {
 impl RecordWriter {
     pub fn create(prefix: &Path) -> Result<RecordWriter, WriteError> {
         let (rec, idx) = recordio_paths(prefix);
+        let lst = lst_path(prefix);
         let tmp = atomic_file::temp_beside(&rec)?;
         let file = tmp.as_file().try_clone().map_err(io_error(&rec))?;
         Ok(RecordWriter {
             rec,
             idx,
+            lst,
+            list: Vec::new(),
             tmp,
             out: std::io::BufWriter::with_capacity(1 << 20, file),
             offset: 0,
@@ -275,6 +295,18 @@ impl RecordWriter {
     /// Appends record `key`; a record that cannot be written ([`Self::check`]) leaves the
     /// file as it was.
     pub fn add(&mut self, key: u64, label: f32, payload: &[u8]) -> Result<(), WriteError> {
+        self.add_with_path(key, label, payload, None)
+    }
+
+    /// Appends record `key` as [`Self::add`] does, and the path of its file (relative to the
+    /// folder packed, as bytes) as its line of `PREFIX.lst`.
+    pub fn add_with_path(
+        &mut self,
+        key: u64,
+        label: f32,
+        payload: &[u8],
+        path: Option<&[u8]>,
+    ) -> Result<(), WriteError> {
         let data = record_bytes(key, label, payload);
         let cut = parts(&data);
         if let Some(n) = cut
@@ -295,31 +327,99 @@ impl RecordWriter {
             }
             self.offset += 8 + (part.len() + padding.len()) as u64;
         }
+        if let Some(path) = path {
+            self.list.extend(lst_line(key, label, path));
+        }
         self.records += 1;
         Ok(())
     }
 
-    /// Renames the `.rec` into place, then writes the `.idx` (the set is whole once it exists).
-    pub fn finish(mut self) -> Result<[Written; 2], WriteError> {
+    /// Renames the `.rec` into place, then writes the `.lst` (when records have paths) and the
+    /// `.idx` (the set is whole once it exists): the files written, in that order.
+    pub fn finish(mut self) -> Result<Vec<Written>, WriteError> {
         self.out.flush().map_err(io_error(&self.rec))?;
         drop(self.out);
         let _ = std::fs::remove_file(&self.idx);
+        let _ = std::fs::remove_file(&self.lst);
         atomic_file::persist(self.tmp, &self.rec)?;
+        let mut written = vec![Written {
+            path: self.rec,
+            samples: self.records,
+            bytes: self.offset,
+        }];
+        let list = (!self.list.is_empty()).then_some(Written {
+            path: self.lst,
+            samples: self.records,
+            bytes: self.list.len() as u64,
+        });
+        if let Some(l) = list {
+            atomic_file::write_atomic(&l.path, |w| w.write_all(&self.list))?;
+            written.push(l);
+        }
         let index = self.index.into_bytes();
         atomic_file::write_atomic(&self.idx, |w| w.write_all(&index))?;
-        Ok([
-            Written {
-                path: self.rec,
-                samples: self.records,
-                bytes: self.offset,
-            },
-            Written {
-                path: self.idx,
-                samples: self.records,
-                bytes: index.len() as u64,
-            },
-        ])
+        written.push(Written {
+            path: self.idx,
+            samples: self.records,
+            bytes: index.len() as u64,
+        });
+        Ok(written)
     }
+}
+
+/// The list of a RecordIO file's images beside it, as MXNet's `im2rec` names it:
+/// `PREFIX.lst`.
+pub fn lst_path(prefix: &Path) -> PathBuf {
+    let mut p = prefix.as_os_str().to_owned();
+    p.push(".lst");
+    PathBuf::from(p)
+}
+
+/// A line of an `im2rec` list (its `write_list`: the key, the label as `%f`, the path, separated
+/// by tabs): the path's bytes as they are (not necessarily UTF-8), but for a tab, a line break,
+/// a carriage return and a backslash, written `\t`, `\n`, `\r` and `\\` ([`lst_unescape`]
+/// reads them back).
+pub fn lst_line(key: u64, label: f32, path: &[u8]) -> Vec<u8> {
+    let mut line = format!("{key}\t{label:.6}\t").into_bytes();
+    for &b in path {
+        match b {
+            b'\t' => line.extend_from_slice(b"\\t"),
+            b'\n' => line.extend_from_slice(b"\\n"),
+            b'\r' => line.extend_from_slice(b"\\r"),
+            b'\\' => line.extend_from_slice(b"\\\\"),
+            _ => line.push(b),
+        }
+    }
+    line.push(b'\n');
+    line
+}
+
+/// A path of an `im2rec` list as [`lst_line`] writes it, read back: `\t`, `\n`, `\r` and
+/// `\\` are a tab, a line break, a carriage return and a backslash; a backslash before
+/// anything else is itself.
+pub fn lst_unescape(text: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len());
+    let mut i = 0;
+    while i < text.len() {
+        let escaped = match (text[i], text.get(i + 1)) {
+            (b'\\', Some(b't')) => Some(b'\t'),
+            (b'\\', Some(b'n')) => Some(b'\n'),
+            (b'\\', Some(b'r')) => Some(b'\r'),
+            (b'\\', Some(b'\\')) => Some(b'\\'),
+            _ => None,
+        };
+        match escaped {
+            Some(b) => {
+                out.push(b);
+                i += 2;
+            }
+            None => {
+                out.push(text[i]);
+                i += 1;
+            }
+        }
+    }
+    out
 }
 
 /// A record's bytes: the `IRHeader` (flag 0, the label, id = key, id2 = 0), then the payload.
@@ -397,6 +497,9 @@ pub struct Packed {
     pub data: Option<OsString>,
     /// The images (and unreadable directories) left out, and why.
     pub left_out: Vec<(PathBuf, String)>,
+    /// The files of the folder that are not images to pack (by their names, as ImageFolder
+    /// leaves them out, or outside the class folders), and why: none is left out unsaid.
+    pub skipped: Vec<(PathBuf, String)>,
 }
 
 /// Why [`pack`] stopped.
@@ -496,6 +599,9 @@ pub fn pack(
             )
         })
         .collect();
+    let skipped: Vec<(PathBuf, String)> = (folder.not_taken.iter())
+        .map(|(path, why)| (path.clone(), why.to_string()))
+        .collect();
     let mut samples = 0usize;
     for i in order {
         if stop() {
@@ -521,16 +627,22 @@ pub fn pack(
         let name = path.file_name().unwrap_or_default().as_bytes();
         let suffix = folder::image_suffix(name).unwrap_or("jpg");
         let label = labels[*label as usize];
+        // Where the image came from, relative to the folder: every sample can be traced back.
+        let relative = path.strip_prefix(&folder.root).unwrap_or(path);
+        let relative = relative.as_os_str().as_bytes();
         let added = match &mut w {
             Writer::Shards(sw) => {
                 let sample = Sample {
                     suffix,
                     image: &image,
                     label,
+                    path: Some(relative),
                 };
                 sw.add(&format!("{samples:09}"), &sample)
             }
-            Writer::Records(rw) => rw.add(samples as u64, label as f32, &image),
+            Writer::Records(rw) => {
+                rw.add_with_path(samples as u64, label as f32, &image, Some(relative))
+            }
         };
         match added {
             Ok(()) => samples += 1,
@@ -542,7 +654,7 @@ pub fn pack(
     }
     let files = match w {
         Writer::Shards(sw) => sw.finish()?,
-        Writer::Records(rw) => rw.finish()?.to_vec(),
+        Writer::Records(rw) => rw.finish()?,
     };
     if samples == 0 {
         // Dropped: the staging directory goes, the previous pack stands.
@@ -551,6 +663,7 @@ pub fn pack(
             files: Vec::new(),
             data: None,
             left_out,
+            skipped,
         });
     }
     let classes_path = write_classes(&staging, classes)?;
@@ -580,6 +693,7 @@ pub fn pack(
         files: written,
         data: Some(data_arg(o.format, &dir, shards)),
         left_out,
+        skipped,
     })
 }
 
@@ -617,10 +731,23 @@ mod tests {
         cut[1 << 28..(1 << 28) + 4].copy_from_slice(&MAGIC.to_le_bytes());
         assert!(RecordWriter::check(&cut).is_ok());
         w.add(1, 2.0, b"next").unwrap();
-        let [rec, _] = w.finish().unwrap();
+        let written = w.finish().unwrap();
+        assert_eq!(written.len(), 2, "no list: no record has a path");
+        let rec = &written[0];
         assert_eq!(rec.samples, 2);
         let r = std::fs::read(&rec.path).unwrap();
         assert_eq!(r.len() as u64, rec.bytes, "nothing of the refused record");
+    }
+
+    #[test]
+    fn list_paths_come_back_as_the_same_bytes() {
+        let odd: &[u8] = b"a\tb\\c\nd\re\xff\\t.png";
+        let line = lst_line(3, 2.0, odd);
+        assert_eq!(line, b"3\t2.000000\ta\\tb\\\\c\\nd\\re\xff\\\\t.png\n");
+        let path = &line[line.iter().rposition(|&b| b == b'\t').unwrap() + 1..line.len() - 1];
+        assert_eq!(lst_unescape(path), odd);
+        // im2rec's own lists hold plain paths; a lone backslash stays.
+        assert_eq!(lst_unescape(b"cat/x\\y.jpg"), b"cat/x\\y.jpg");
     }
 
     #[test]

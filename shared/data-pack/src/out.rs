@@ -28,21 +28,29 @@ const COMMIT_MARK: &str = "commit";
 /// `--overwrite` replaces or removes (and no other file).
 pub const MANIFEST: &str = ".pack-files";
 
-/// The prefix a pack gives RecordIO in its directory (`DIR/data.rec`, `DIR/data.idx`).
+/// The prefix a pack gives RecordIO in its directory (`DIR/data.rec`, `DIR/data.idx`, and the
+/// list of the records' files, `DIR/data.lst`).
 pub const RECORDIO_PREFIX: &str = "data";
 
 /// The most shards a pack writes: their names have six digits.
 pub const MAX_SHARDS: usize = 1_000_000;
 
 /// Whether a file name is one a pack writes: a shard (`shard-` and exactly six digits, then
-/// `.tar`), `data.rec`, `data.idx` or `classes.txt`.
+/// `.tar`), `data.rec`, `data.idx`, `data.lst` or `classes.txt`.
 pub fn is_packed_file(name: &OsStr) -> bool {
     let b = name.as_bytes();
     let shard = b
         .strip_prefix(b"shard-")
         .and_then(|r| r.strip_suffix(b".tar"))
         .is_some_and(|d| d.len() == 6 && d.iter().all(u8::is_ascii_digit));
-    shard || [&b"data.rec"[..], b"data.idx", CLASSES_FILE.as_bytes()].contains(&b)
+    shard
+        || [
+            &b"data.rec"[..],
+            b"data.idx",
+            b"data.lst",
+            CLASSES_FILE.as_bytes(),
+        ]
+        .contains(&b)
 }
 
 /// What can go wrong with the output directory.
@@ -207,11 +215,14 @@ fn finish(dir: &Path, staging: &Path, names: &[OsString]) -> Result<(), OutError
         Err(e) => return Err(io("reading", &manifest)(e)),
     };
     let was_ours = |n: &OsString| previous.as_ref().is_none_or(|p| p.contains(n));
-    // A reader between the renames finds no index rather than the previous one beside the new
-    // records.
-    let idx = OsString::from("data.idx");
-    if names.iter().any(|n| n == "data.rec") && was_ours(&idx) {
-        remove_if_there(&dir.join(&idx))?;
+    // A reader between the renames finds no index (nor list of files) rather than the
+    // previous one beside the new records.
+    if names.iter().any(|n| n == "data.rec") {
+        for n in ["data.idx", "data.lst"].map(OsString::from) {
+            if was_ours(&n) {
+                remove_if_there(&dir.join(&n))?;
+            }
+        }
     }
     for n in names {
         let from = staging.join(n);
@@ -330,7 +341,13 @@ mod tests {
 
     #[test]
     fn the_files_pack_writes_are_known_by_their_exact_names() {
-        for name in ["shard-000012.tar", "data.rec", "data.idx", CLASSES_FILE] {
+        for name in [
+            "shard-000012.tar",
+            "data.rec",
+            "data.idx",
+            "data.lst",
+            CLASSES_FILE,
+        ] {
             assert!(is_packed_file(name.as_ref()), "{name}");
         }
         for name in [

@@ -47,6 +47,17 @@ pub struct ErrorRecord {
     pub message: String,
 }
 
+/// An input left out on purpose (not an error): `pack` names each file of a folder that is not
+/// an image to pack, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename = "skipped")]
+pub struct SkippedRecord {
+    /// The input as given (a path).
+    #[serde(with = "os_text")]
+    pub input: OsString,
+    pub message: String,
+}
+
 /// One image written (or found already written) by `crop-resize`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename = "image")]

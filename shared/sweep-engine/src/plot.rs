@@ -77,6 +77,9 @@ fn label(v: f64) -> String {
 /// The legend's room for a config, in characters (the full text is its tooltip).
 const LEGEND_CHARS: usize = 34;
 
+/// The room the bold "best" label takes, in pixels (12 px sans-serif, generously).
+const BEST_LABEL_WIDTH: f64 = 34.0;
+
 /// `s` cut to `n` characters, with an ellipsis where it was cut.
 fn cut(s: &str, n: usize) -> String {
     if s.chars().count() <= n {
@@ -235,11 +238,21 @@ pub fn svg(curves: &[Curve<'_>], time_attr: &str, metric: &str, best: Option<usi
                 );
             }
             if is_best(&i) {
+                // The label stays inside the frame (the legend is right of it): left of the
+                // mark where the mark is near the right edge, below it near the top.
+                let (lx, anchor) = if x + 9.0 + BEST_LABEL_WIDTH <= left + pw {
+                    (x + 9.0, "start")
+                } else {
+                    (x - 9.0, "end")
+                };
+                let ly = if y - 8.0 - 12.0 >= top {
+                    y - 8.0
+                } else {
+                    y + 20.0
+                };
                 let _ = writeln!(
                     s,
-                    r#"<circle cx="{x:.1}" cy="{y:.1}" r="7" fill="none" stroke="black" stroke-width="1.5"/><text x="{:.1}" y="{:.1}" font-weight="bold">best</text>"#,
-                    x + 9.0,
-                    y - 8.0
+                    r#"<circle cx="{x:.1}" cy="{y:.1}" r="7" fill="none" stroke="black" stroke-width="1.5"/><text x="{lx:.1}" y="{ly:.1}" text-anchor="{anchor}" font-weight="bold">best</text>"#,
                 );
             }
         }
@@ -379,5 +392,75 @@ mod tests {
             s.contains("<title>trial 1: lr=0.001, batch_size=256, weight_decay=0.0001</title>")
         );
         assert!(s.starts_with("<svg") && s.ends_with("</svg>\n"));
+    }
+    /// An element's number attribute `name="…"` in `line`, after `from`.
+    fn attr(line: &str, from: usize, name: &str) -> f64 {
+        let key = format!(" {name}=\"");
+        let at = line[from..].find(&key).unwrap() + from + key.len();
+        let end = at + line[at..].find('"').unwrap();
+        line[at..end].parse().unwrap()
+    }
+
+    /// Boxes (x0, y0, x1, y1) of a 12 px sans-serif text of `chars` characters at (x, y),
+    /// generously wide (0.7 em a character, bold included), from its baseline up one em.
+    fn text_box(x: f64, y: f64, chars: usize, end_anchored: bool) -> (f64, f64, f64, f64) {
+        let width = chars as f64 * 12.0 * 0.7;
+        let x0 = if end_anchored { x - width } else { x };
+        (x0, y - 12.0, x0 + width, y + 3.0)
+    }
+
+    fn intersect(a: (f64, f64, f64, f64), b: (f64, f64, f64, f64)) -> bool {
+        a.0 < b.2 && b.0 < a.2 && a.1 < b.3 && b.1 < a.3
+    }
+
+    #[test]
+    fn the_best_label_stays_clear_of_the_legend() {
+        // The best trial ends at the last time with the highest metric: its mark is at the
+        // plot's top right corner, beside the legend's first entries.
+        let best = [(1.0, 0.1), (2.0, 0.5), (9.0, 0.9)];
+        let other = [(1.0, 0.2), (9.0, 0.3)];
+        let third = [(1.0, 0.05), (4.0, 0.6)];
+        let curve = |trial, points| Curve {
+            trial,
+            status: "completed",
+            config: format!("lr=0.{trial}, batch_size=64"),
+            points,
+        };
+        let s = svg(
+            &[
+                curve(0, &other[..]),
+                curve(1, &best[..]),
+                curve(2, &third[..]),
+            ],
+            "epoch",
+            "val_top1",
+            Some(1),
+        );
+        let line = s.lines().find(|l| l.contains(">best</text>")).unwrap();
+        let text = line.find("<text").unwrap();
+        let label = text_box(
+            attr(line, text, "x"),
+            attr(line, text, "y"),
+            "best".len(),
+            line[text..].contains("text-anchor=\"end\""),
+        );
+        // The legend: from its first line's start to the end of the picture, over its rows.
+        let rows: Vec<&str> = s
+            .lines()
+            .filter(|l| l.starts_with("<line") && l.contains("<title>trial"))
+            .collect();
+        assert_eq!(rows.len(), 3, "{s}");
+        let legend = (
+            attr(rows[0], 0, "x1"),
+            attr(rows[0], 0, "y1") - 12.0,
+            attr(&s, 0, "width"),
+            attr(rows[2], 0, "y1") + 8.0,
+        );
+        assert!(
+            !intersect(label, legend),
+            "the best label {label:?} overlaps the legend {legend:?}: {line}"
+        );
+        // Inside the picture too.
+        assert!(label.0 >= 0.0 && label.1 >= 0.0, "{label:?}");
     }
 }

@@ -14,6 +14,7 @@ fn shards_read_back_as_written_and_are_cut_by_size() {
             suffix: "png",
             image: img,
             label: i % 2,
+            path: None,
         };
         w.add(&format!("{i:09}"), &s).unwrap();
     }
@@ -137,6 +138,7 @@ fn a_shard_cut_short_while_read_ends_the_run_naming_the_file_and_byte() {
             suffix: "png",
             image: png,
             label: i % 2,
+            path: None,
         };
         w.add(&format!("{i:09}"), &s).unwrap();
     }

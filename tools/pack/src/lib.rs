@@ -9,7 +9,7 @@ use cli_common::{CommonArgs, JsonlOut, Outcome, Tool};
 use data_pack::folder::ImageFolder;
 use data_pack::{Format, OutDir};
 use error_class::ResultExt;
-use records::{ErrorRecord, Packed, Summary};
+use records::{ErrorRecord, Packed, SkippedRecord, Summary};
 
 /// Pack an image folder into webdataset tar shards or MXNet RecordIO, for ddp-train.
 ///
@@ -19,10 +19,14 @@ use records::{ErrorRecord, Packed, Summary};
 /// records, not packed) — and writes each split to OUT_DIR (OUT_DIR/train, OUT_DIR/val):
 /// shard-000000.tar, shard-000001.tar, ... (or data.rec and data.idx), and classes.txt, the
 /// class names in label order, which ddp-train reads back (its records and checkpoints then name
-/// the classes). The images are stored as their files hold them; one that ddp-train could not
-/// decode (its first bytes are not PNG, JPEG, GIF, BMP, TIFF or WebP: PPM and PGM, say), or that
-/// cannot be read, is an error record and left out, as is a directory that cannot be read. Each
-/// split's record says what ddp-train's --data takes for it.
+/// the classes). The images are stored as their files hold them, each with the path of its file
+/// relative to the split's folder (a shard's KEY.path member; with RecordIO, data.lst as MXNet's
+/// im2rec writes a list), which ddp-train's --dump-batches and classify show. A file that is not
+/// an image by its name (a .gif or a .txt, which ImageFolder leaves out too) or that lies outside
+/// the class folders is a skipped record, not an error. An image that ddp-train could not decode
+/// (its first bytes are not PNG, JPEG, GIF, BMP, TIFF or WebP: PPM and PGM, say), or that cannot
+/// be read, is an error record and left out, as is a directory that cannot be read. Each split's
+/// record says what ddp-train's --data takes for it.
 ///
 /// A pack is written beside the previous one (in OUT_DIR/.pack-staging) and replaces it only
 /// once whole: a pack that is interrupted or fails leaves OUT_DIR as it was. One pack at a time
@@ -92,7 +96,13 @@ impl Tool for Cli {
 {"type":"packed","split":"train","format":"wds","samples":1281167,"classes":1000,"files":["/abs/out/train/shard-000000.tar",...,"/abs/out/train/classes.txt"],"bytes":146214523904,"data":"wds:/abs/out/train/shard-{000000..000544}.tar"}
 .fi
 .PP
-("split" only when DIR holds train/ and val/; with --format recordio "data" is "recordio:/abs/out/train/data"; braces and backslashes of OUT_DIR escaped with a backslash in a pattern), an error record for each image left out (it cannot be read, ddp-train could not decode it, or it is too large for a RecordIO record), each directory that cannot be read, each folder beside train/ and val/, and each split of which no image could be packed (nothing is written for it, and it has no packed record), then {"type":"summary","ok":SAMPLES,"skipped":0,"failed":N,"elapsed_ms":N}.
+("split" only when DIR holds train/ and val/; with --format recordio "data" is "recordio:/abs/out/train/data" and "files" holds data.rec, data.lst and data.idx; braces and backslashes of OUT_DIR escaped with a backslash in a pattern), a skipped record for each file that is not an image to pack:
+.PP
+.nf
+{"type":"skipped","input":"photos/train/cat/anim.gif","message":"not an image file name (ImageFolder's extensions: .jpg, ...): not packed"}
+.fi
+.PP
+(files beside the class folders, and beside train/ and val/, too), an error record for each image left out (it cannot be read, ddp-train could not decode it, or it is too large for a RecordIO record), each directory that cannot be read, each folder beside train/ and val/, and each split of which no image could be packed (nothing is written for it, and it has no packed record), then {"type":"summary","ok":SAMPLES,"skipped":FILES,"failed":N,"elapsed_ms":N}. Skipped files alone end with exit status 0; error records, with 3.
 .PP
 Train with: ddp-train --data DATA_OF_TRAIN --val-data PATH_OF_VAL (the val record's "data" after its "wds:" or "recordio:")."#;
     const EXAMPLES: &'static [(&'static str, &'static str)] = &[
@@ -122,7 +132,15 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let started = std::time::Instant::now();
     let (train, val) = (cli.dir.join("train"), cli.dir.join("val"));
     let mut failed = 0;
+    let mut skipped = 0;
     let splits = if train.is_dir() && val.is_dir() {
+        for file in other_files(&cli.dir)? {
+            out.emit(&SkippedRecord {
+                input: file.into_os_string(),
+                message: "a file beside train/ and val/: not packed".into(),
+            })?;
+            skipped += 1;
+        }
         // Other folders beside train/ and val/ (test/, say) are not packed: said, not dropped.
         for other in other_folders(&cli.dir)? {
             out.emit(&ErrorRecord {
@@ -186,7 +204,11 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         .collect::<Result<Vec<_>, _>>()?;
     let mut packed = 0;
     for ((s, f), dir) in splits.iter().zip(&folders).zip(dirs) {
-        let (record, errors) = pack_split(&cli, s, f, dir, &classes)?;
+        let (record, skips, errors) = pack_split(&cli, s, f, dir, &classes)?;
+        for r in &skips {
+            out.emit(r)?;
+        }
+        skipped += skips.len();
         for e in &errors {
             out.emit(e)?;
         }
@@ -198,6 +220,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     }
     out.emit(&Summary {
         ok: packed,
+        skipped,
         failed,
         elapsed_ms: started.elapsed().as_millis() as u64,
         ..Summary::default()
@@ -218,15 +241,28 @@ fn other_folders(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(others)
 }
 
-/// Packs one split: its record (none when no image could be packed: nothing was written), and
-/// an error record per image or directory left out.
+/// The files (not directories) in `dir`, in name order.
+fn other_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| !p.is_dir())
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+/// Packs one split: its record (none when no image could be packed: nothing was written), a
+/// skipped record per file that is not an image to pack, and an error record per image or
+/// directory left out.
 fn pack_split(
     cli: &Cli,
     s: &Split,
     f: &ImageFolder,
     dir: OutDir,
     classes: &[OsString],
-) -> Result<(Option<Packed>, Vec<ErrorRecord>)> {
+) -> Result<(Option<Packed>, Vec<SkippedRecord>, Vec<ErrorRecord>)> {
     let o = data_pack::Options {
         format: cli.format,
         shard_size: cli.shard_size,
@@ -242,6 +278,12 @@ fn pack_split(
                 .with_context(|| format!("packing into {}", s.out.display()));
         }
     };
+    let skips = (p.skipped.into_iter())
+        .map(|(path, why)| SkippedRecord {
+            input: path.into_os_string(),
+            message: why,
+        })
+        .collect();
     let mut errors: Vec<ErrorRecord> = (p.left_out.into_iter())
         .map(|(path, why)| ErrorRecord {
             input: path.into_os_string(),
@@ -256,7 +298,7 @@ fn pack_split(
                 s.out.display()
             ),
         });
-        return Ok((None, errors));
+        return Ok((None, skips, errors));
     };
     let record = Packed {
         split: s.name.map(str::to_string),
@@ -267,7 +309,7 @@ fn pack_split(
         files: p.files.iter().map(|w| w.path.clone()).collect(),
         data: PathBuf::from(data),
     };
-    Ok((Some(record), errors))
+    Ok((Some(record), skips, errors))
 }
 
 fn abs(p: &Path) -> PathBuf {

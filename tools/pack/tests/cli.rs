@@ -524,9 +524,11 @@ print(json.dumps(sorted(tarfile.open(sys.argv[1]).getnames())))
         members,
         serde_json::json!([
             "000000000.cls",
+            "000000000.path",
             "000000000.png",
             "000000001.cls",
-            "000000001.jpg"
+            "000000001.jpg",
+            "000000001.path"
         ])
     );
 }
@@ -649,4 +651,145 @@ fn folders_that_are_not_packed_and_unreadable_directories_are_error_records() {
     );
     let recs: Vec<Packed> = testkit::typed(&o.stdout);
     assert_eq!((recs[0].samples, recs[1].samples), (15, 6));
+}
+
+/// The records of `type` in `o`'s stdout, as JSON.
+fn of_type(o: &Output, kind: &str) -> Vec<Value> {
+    (o.stdout.split(|&b| b == b'\n'))
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice::<Value>(l).unwrap())
+        .filter(|r| r["type"] == kind)
+        .collect()
+}
+
+#[test]
+fn files_pack_does_not_take_are_skipped_records_naming_each() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    folder(&d.join("imgs"));
+    // A GIF and a text file in a class folder (ImageFolder's extensions leave them out), and a
+    // file beside the class folders and one beside train/ and val/.
+    std::fs::write(d.join("imgs/train/cat/anim.gif"), b"GIF89a").unwrap();
+    std::fs::write(d.join("imgs/train/cat/notes.txt"), b"hello").unwrap();
+    std::fs::write(d.join("imgs/val/list.csv"), b"a,b").unwrap();
+    std::fs::write(d.join("imgs/README"), b"about").unwrap();
+    let o = pack(&["imgs", "-o", "out"], d);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(of_type(&o, "error").is_empty(), "{}", stderr(&o));
+    let skipped = of_type(&o, "skipped");
+    let mut got: Vec<(String, String)> = skipped
+        .iter()
+        .map(|r| {
+            (
+                r["input"].as_str().unwrap().to_string(),
+                r["message"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    got.sort();
+    let inputs: Vec<&str> = got.iter().map(|(i, _)| i.as_str()).collect();
+    assert_eq!(
+        inputs,
+        [
+            "imgs/README",
+            "imgs/train/cat/anim.gif",
+            "imgs/train/cat/notes.txt",
+            "imgs/val/list.csv"
+        ],
+        "{skipped:?}"
+    );
+    for (input, message) in &got {
+        let why = if input.ends_with("README") {
+            "beside train/ and val/"
+        } else if input.ends_with("list.csv") {
+            "not in a class folder"
+        } else {
+            "not an image file name"
+        };
+        assert!(message.contains(why), "{input}: {message}");
+    }
+    let summary: Summary = testkit::typed(&o.stdout).remove(0);
+    assert_eq!((summary.ok, summary.skipped, summary.failed), (21, 4, 0));
+    // An image that cannot be read stays an error (exit 3), beside the skipped files.
+    testkit::mkfifo(&d.join("imgs/train/dog/stuck.jpg"));
+    let o = pack(&["imgs", "-o", "out", "--overwrite"], d);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert_eq!(of_type(&o, "error").len(), 1);
+    assert_eq!(of_type(&o, "skipped").len(), 4);
+}
+
+#[test]
+fn each_sample_keeps_the_path_of_its_file_in_the_folder() {
+    use std::os::unix::ffi::OsStrExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    folder(&d.join("imgs"));
+    // A name that is not UTF-8, and one holding a tab, in a sub-folder of a class.
+    let odd = d.join("imgs/train/cat/deep");
+    std::fs::create_dir_all(&odd).unwrap();
+    let latin1 = odd.join(std::ffi::OsStr::from_bytes(b"caf\xe9.png"));
+    std::fs::write(&latin1, image_bytes("latin1", 0)).unwrap();
+    std::fs::write(odd.join("a\tb.png"), image_bytes("tab", 0)).unwrap();
+    packed(&pack(&["imgs/train", "-o", "wds", "--seed", "5"], d));
+    packed(&pack(
+        &[
+            "imgs/train",
+            "-o",
+            "rec",
+            "--format",
+            "recordio",
+            "--seed",
+            "5",
+        ],
+        d,
+    ));
+    // webdataset reads each sample's path member (bytes) beside its image and class; it is
+    // the file's path relative to the folder packed, as bytes, and the image is that file's.
+    let check = r#"
+import json, os, sys, webdataset as wds
+folder, shard = sys.argv[1], sys.argv[2]
+got = []
+for s in wds.WebDataset(shard, shardshuffle=False):
+    image = [k for k in s if k not in ("__key__", "__url__", "__local_path__", "cls", "path")][0]
+    p = s["path"]
+    got.append([p.hex(), s[image] == open(os.path.join(os.fsencode(folder), p), "rb").read()])
+print(json.dumps(got))
+"#;
+    let got = python(
+        check,
+        &[&d.join("imgs/train"), &d.join("wds/shard-000000.tar")],
+    );
+    let got = got.as_array().unwrap();
+    assert_eq!(got.len(), 17);
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let mut paths: Vec<String> = got
+        .iter()
+        .map(|s| {
+            assert_eq!(s[1], true, "the file's bytes: {s}");
+            s[0].as_str().unwrap().to_string()
+        })
+        .collect();
+    paths.sort();
+    assert!(paths.contains(&hex(b"cat/deep/caf\xe9.png")), "{paths:?}");
+    assert!(paths.contains(&hex(b"cat/deep/a\tb.png")), "{paths:?}");
+    assert!(paths.contains(&hex(b"dog/dog0.png")), "{paths:?}");
+    // RecordIO: data.lst beside, as MXNet's im2rec writes a list (key, label, path by tabs):
+    // key i the record's, its label the record's class; the tab in a name escaped.
+    let lst = std::fs::read(d.join("rec/data.lst")).unwrap();
+    let lines: Vec<&[u8]> = lst
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(lines.len(), 17);
+    let classes = ["cat", "dog", "fish"];
+    for (k, line) in lines.iter().enumerate() {
+        let cols: Vec<&[u8]> = line.split(|&b| b == b'\t').collect();
+        assert_eq!(cols.len(), 3, "{}", line.escape_ascii());
+        assert_eq!(cols[0], k.to_string().as_bytes());
+        let class = cols[2].split(|&b| b == b'/').next().unwrap();
+        let label = classes.iter().position(|c| c.as_bytes() == class).unwrap();
+        assert_eq!(cols[1], format!("{:.6}", label as f64).as_bytes());
+    }
+    assert!(lines.iter().any(|l| l.ends_with(b"\tcat/deep/caf\xe9.png")));
+    assert!(lines.iter().any(|l| l.ends_with(b"\tcat/deep/a\\tb.png")));
 }

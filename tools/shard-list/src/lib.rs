@@ -4,7 +4,9 @@ use std::collections::HashMap;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use std::io::Write;
+
+use anyhow::{Context, Result};
 use clap::{Parser, ValueEnum};
 use cli_common::{CommonArgs, JsonlOut, Outcome, Tool, inputs};
 use records::{ErrorRecord, Shard};
@@ -17,7 +19,8 @@ pub use partition::{balance, partition, round_robin};
 /// Reads paths, one per line, from FILES or stdin (JSON records with a "path" field, or shard
 /// records, are accepted too), and prints one shard record per non-empty shard:
 /// {"type":"shard","shard":0,"shards":4,"paths":[...]}. Each line is one job for
-/// `parallel`, `xargs` or a Makefile.
+/// `parallel`, `xargs` or a Makefile. `--images DIR` lists the image files under DIR instead
+/// (every file pack and ddp-train's image folders would take), one path a line.
 #[derive(Debug, Parser)]
 #[command(name = "shard-list", version, max_term_width = 100)]
 pub struct Cli {
@@ -25,10 +28,21 @@ pub struct Cli {
     #[arg(value_name = "FILES")]
     pub files: Vec<PathBuf>,
 
+    /// The image files under DIR instead of a list: every file whose name ends, in any case,
+    /// with an extension torchvision's ImageFolder takes (.jpg .jpeg .png .ppm .bmp .pgm .tif
+    /// .tiff .webp), found as pack and ddp-train walk an image folder's class (symlinks
+    /// followed, hidden files kept, each directory once, directories in the order of their
+    /// paths and files in the order of their names). Without -n, --sizes or --shard, prints
+    /// them one path a line (NUL-terminated with -0, as `find -print0`), bytes as they are; a
+    /// name holding a newline needs -0 and is otherwise reported and left out (exit 3), as is
+    /// a sub-directory that cannot be read. With them, shards the images. May be repeated.
+    #[arg(long, value_name = "DIR", conflicts_with = "files")]
+    pub images: Vec<PathBuf>,
+
     /// Number of shards: shard i takes paths[i::N], like Python's `subdir_list[i::n]`. With
     /// --shard slurm it defaults to the job array's size (SLURM_ARRAY_TASK_COUNT).
     #[arg(short = 'n', long = "shards", value_name = "N",
-          required_unless_present_any = ["sizes", "shard"],
+          required_unless_present_any = ["sizes", "shard", "images"],
           value_parser = clap::value_parser!(u32).range(1..))]
     pub shards: Option<u32>,
 
@@ -99,11 +113,15 @@ Prints one line per non-empty shard, in shard order:
 {"type":"shard","shard":0,"shards":4,"paths":["a/1.jpg","c/7.jpg"]}
 .fi
 .PP
-With \-\-balance size the record also has "bytes". A path that cannot be read as a list entry (or, with \-\-balance size, whose size cannot be read) gives {"type":"error","input":...,"message":...} and is left out. shard\-list prints no summary record, so that every line of its output is one job for GNU parallel."#;
+With \-\-balance size the record also has "bytes". A path that cannot be read as a list entry (or, with \-\-balance size, whose size cannot be read) gives {"type":"error","input":...,"message":...} and is left out; so does, with \-\-images, a sub\-directory that cannot be read. With \-\-images alone, the output is paths, not records: one a line (or NUL\-terminated with \-0). shard\-list prints no summary record, so that every line of its output is one job for GNU parallel."#;
     const EXAMPLES: &'static [(&'static str, &'static str)] = &[
         (
             "Project every image, one shard per GPU:",
-            "find imgs -name '*.jpg' | sort | shard-list -n 4 | parallel -j4 project-one-gpu --network G.safetensors --vgg vgg16.pt",
+            "shard-list --images imgs -n 4 | parallel -j4 project-one-gpu --network G.safetensors --vgg vgg16.pt",
+        ),
+        (
+            "Count the images that pack and ddp-train would take:",
+            "shard-list --images imgs | wc -l",
         ),
         (
             "PyTorch's DataPartitioner 70/20/10 split of a file list:",
@@ -115,7 +133,7 @@ With \-\-balance size the record also has "bytes". A path that cannot be read as
         ),
         (
             "Four shards of whole directories, balanced by bytes:",
-            "find imgs -type f | shard-list -n 4 --by-dir --balance size",
+            "shard-list --images imgs -n 4 --by-dir --balance size",
         ),
     ];
 
@@ -127,6 +145,10 @@ With \-\-balance size the record also has "bytes". A path that cannot be read as
 /// Reads the list, shards it and prints the records.
 pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     check_sizes(cli.sizes.as_deref())?;
+    if !cli.images.is_empty() && cli.shards.is_none() && cli.sizes.is_none() && cli.shard.is_none()
+    {
+        return list_images(&cli.images, cli.list.null);
+    }
     let env = |k: &str| std::env::var(k).ok();
     let (parts, only) = shard_choice(
         cli.sizes.as_ref().map(Vec::len),
@@ -138,11 +160,22 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     out.set_flush_each(false);
     let mut failed = 0;
     let mut paths = Vec::new();
-    for item in inputs::from_files(&cli.files, cli.list) {
-        match item? {
-            Ok(item) => paths.push(item.path),
-            Err(e) => {
-                failed += 1;
+    if cli.images.is_empty() {
+        for item in inputs::from_files(&cli.files, cli.list) {
+            match item? {
+                Ok(item) => paths.push(item.path),
+                Err(e) => {
+                    failed += 1;
+                    out.emit(&e)?;
+                }
+            }
+        }
+    } else {
+        for dir in &cli.images {
+            let (images, skipped) = images_under(dir)?;
+            paths.extend(images);
+            failed += skipped.len();
+            for e in skipped {
                 out.emit(&e)?;
             }
         }
@@ -171,6 +204,66 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
             out.emit(&record)?;
         }
     }
+    Ok(Outcome::from_failures(failed))
+}
+
+/// The image files under `dir` as the image folder reader walks a class, and an error record
+/// for each sub-directory that could not be read. `dir` itself must be a directory, and a
+/// symlink loop under it is an error (the folder reader's).
+fn images_under(dir: &Path) -> Result<(Vec<PathBuf>, Vec<ErrorRecord>)> {
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => anyhow::bail!("--images {}: not a directory", dir.display()),
+        Err(e) => anyhow::bail!("--images {}: {e}", dir.display()),
+    }
+    let mut skipped = Vec::new();
+    let images = data_pack::folder::images_under(dir, &mut skipped)
+        .with_context(|| format!("--images {}", dir.display()))?;
+    let errors = (skipped.into_iter())
+        .map(|(path, message)| ErrorRecord {
+            input: path.into_os_string(),
+            message: format!("cannot read this directory ({message}): its images are not listed"),
+        })
+        .collect();
+    Ok((images, errors))
+}
+
+/// `--images` alone: the image files, one path a line (or NUL-terminated), bytes as they are.
+/// A name that holds the separator is reported on stderr and left out, as is a directory that
+/// cannot be read; either makes the run exit 3.
+fn list_images(dirs: &[PathBuf], null: bool) -> Result<Outcome> {
+    let sep = if null { b'\0' } else { b'\n' };
+    let stdout = std::io::stdout();
+    let mut w = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
+    let pipe = |e: std::io::Error| {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            anyhow::Error::new(cli_common::StdoutClosed)
+        } else {
+            anyhow::Error::new(e).context("writing to stdout")
+        }
+    };
+    let mut failed = 0;
+    for dir in dirs {
+        let (images, skipped) = images_under(dir)?;
+        for e in skipped {
+            failed += 1;
+            log::error!("{}: {}", e.input.display(), e.message);
+        }
+        for p in images {
+            let bytes = p.as_os_str().as_bytes();
+            if bytes.contains(&sep) {
+                failed += 1;
+                log::error!(
+                    "{}: its name holds a newline; not listed (-0 lists it, NUL-terminated)",
+                    bytes.escape_ascii()
+                );
+                continue;
+            }
+            w.write_all(bytes).map_err(pipe)?;
+            w.write_all(&[sep]).map_err(pipe)?;
+        }
+    }
+    w.flush().map_err(pipe)?;
     Ok(Outcome::from_failures(failed))
 }
 

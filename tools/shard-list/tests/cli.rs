@@ -392,3 +392,209 @@ fn huge_shard_counts_take_memory_in_proportion_to_the_paths() {
         assert!(stderr.contains("SLURM_ARRAY_TASK_COUNT"), "{stderr}");
     }
 }
+
+/// A photo tree in every extension the image folder reader takes, in mixed case, with files it
+/// passes over, a hidden file, a name that is not UTF-8 and a sub-folder; and the image files in
+/// the order the folder reader walks them.
+fn mixed_case_tree(root: &std::path::Path) -> Vec<Vec<u8>> {
+    use std::os::unix::ffi::OsStrExt;
+    let files: &[&[u8]] = &[
+        b"top.PNG",
+        b".hidden.jpg",
+        b"caf\xe9.jpg",
+        b"notes.txt",
+        b"a/IMG_1001.JPG",
+        b"a/b.Jpeg",
+        b"a/c.webp",
+        b"a/d.Tif",
+        b"a/e.TIFF",
+        b"a/f.bmp",
+        b"a/g.png",
+        b"a/h.gif",
+        b"a/i.ppm",
+        b"a/j.PGM",
+        b"a/k.jpg.bak",
+        b"a/deeper/l.jpeg",
+    ];
+    for f in files {
+        let p = root.join(std::ffi::OsStr::from_bytes(f));
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, b"x").unwrap();
+    }
+    let want: &[&[u8]] = &[
+        b".hidden.jpg",
+        b"caf\xe9.jpg",
+        b"top.PNG",
+        b"a/IMG_1001.JPG",
+        b"a/b.Jpeg",
+        b"a/c.webp",
+        b"a/d.Tif",
+        b"a/e.TIFF",
+        b"a/f.bmp",
+        b"a/g.png",
+        b"a/i.ppm",
+        b"a/j.PGM",
+        b"a/deeper/l.jpeg",
+    ];
+    want.iter().map(|w| w.to_vec()).collect()
+}
+
+/// The tree under DIR/photos, and the paths `shard-list --images DIR/photos` must print.
+fn photos() -> (tempfile::TempDir, std::path::PathBuf, Vec<Vec<u8>>) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("photos");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut want: Vec<Vec<u8>> = mixed_case_tree(&dir)
+        .into_iter()
+        .map(|w| [b"photos/".as_slice(), &w].concat())
+        .collect();
+    // A link to a folder outside DIR is followed (os.walk(followlinks=True)).
+    std::fs::create_dir_all(tmp.path().join("else")).unwrap();
+    std::fs::write(tmp.path().join("else/m.JPG"), b"x").unwrap();
+    std::os::unix::fs::symlink(tmp.path().join("else"), dir.join("linked")).unwrap();
+    want.push(b"photos/linked/m.JPG".to_vec());
+    (tmp, dir, want)
+}
+
+fn lines(out: &[u8], sep: u8) -> Vec<Vec<u8>> {
+    let mut v: Vec<Vec<u8>> = out.split(|&b| b == sep).map(<[u8]>::to_vec).collect();
+    assert_eq!(v.pop(), Some(vec![]), "the output ends with a separator");
+    v
+}
+
+#[test]
+fn images_lists_every_extension_in_any_case_as_the_folder_reader_walks() {
+    let (tmp, _, want) = photos();
+    let out = Command::cargo_bin("shard-list")
+        .unwrap()
+        .args(["--images", "photos"])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        lines(&out.stdout, b'\n'),
+        want,
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // -0: NUL-terminated, as find -print0.
+    let out = Command::cargo_bin("shard-list")
+        .unwrap()
+        .args(["--images", "photos", "-0"])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    assert_eq!(lines(&out.stdout, b'\0'), want);
+}
+
+#[test]
+fn images_are_what_the_folder_reader_takes_as_a_class() {
+    // The same tree as a class of an image folder: its samples are the listed paths.
+    let (tmp, _, want) = photos();
+    let folder = data_pack::folder::ImageFolder::scan(tmp.path()).unwrap();
+    use std::os::unix::ffi::OsStrExt;
+    let photos: Vec<Vec<u8>> = (folder.samples.iter())
+        .filter(|(_, label)| folder.classes[*label as usize] == "photos")
+        .map(|(p, _)| {
+            p.strip_prefix(tmp.path())
+                .unwrap()
+                .as_os_str()
+                .as_bytes()
+                .to_vec()
+        })
+        .collect();
+    assert_eq!(photos, want);
+}
+
+#[test]
+fn images_piped_to_shard_list_come_back_byte_for_byte_and_shard_with_n() {
+    use std::os::unix::ffi::OsStrExt;
+    let (tmp, _, want) = photos();
+    let listed = Command::cargo_bin("shard-list")
+        .unwrap()
+        .args(["--images", "photos"])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    let out = Command::cargo_bin("shard-list")
+        .unwrap()
+        .args(["-n", "1"])
+        .write_stdin(listed.stdout)
+        .output()
+        .unwrap();
+    let recs: Vec<Shard> = testkit::typed(&out.stdout);
+    let got: Vec<Vec<u8>> = (recs[0].paths.iter())
+        .map(|p| p.as_os_str().as_bytes().to_vec())
+        .collect();
+    assert_eq!(got, want);
+    // --images with -n shards the listing itself.
+    let out = Command::cargo_bin("shard-list")
+        .unwrap()
+        .args(["--images", "photos", "-n", "2"])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let recs: Vec<Shard> = testkit::typed(&out.stdout);
+    let firsts: Vec<Vec<u8>> = (recs[0].paths.iter())
+        .map(|p| p.as_os_str().as_bytes().to_vec())
+        .collect();
+    let evens: Vec<Vec<u8>> = want.iter().step_by(2).cloned().collect();
+    assert_eq!(firsts, evens);
+}
+
+#[test]
+fn an_image_name_with_a_newline_needs_nul_separators_and_is_reported_without() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(tmp.path().join("p")).unwrap();
+    std::fs::write(tmp.path().join("p/a.jpg"), b"x").unwrap();
+    std::fs::write(tmp.path().join("p/b\nc.jpg"), b"x").unwrap();
+    let out = Command::cargo_bin("shard-list")
+        .unwrap()
+        .args(["--images", "p"])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(out.stdout, b"p/a.jpg\n");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("p/b\\nc.jpg") && err.contains("-0"), "{err}");
+    let out = Command::cargo_bin("shard-list")
+        .unwrap()
+        .args(["--images", "p", "--null"])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.stdout, b"p/a.jpg\0p/b\nc.jpg\0");
+}
+
+#[test]
+fn images_of_a_missing_directory_or_a_file_or_a_loop_are_fatal() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("f.jpg"), b"x").unwrap();
+    std::fs::create_dir_all(tmp.path().join("d/e")).unwrap();
+    std::os::unix::fs::symlink(tmp.path().join("d"), tmp.path().join("d/e/up")).unwrap();
+    for (dir, says) in [
+        ("missing", "missing"),
+        ("f.jpg", "not a directory"),
+        ("d", "symlink loop"),
+    ] {
+        let out = Command::cargo_bin("shard-list")
+            .unwrap()
+            .args(["--images", dir])
+            .current_dir(tmp.path())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{dir}: {err}");
+        assert!(err.contains(says), "{dir}: {err}");
+        assert!(out.stdout.is_empty());
+    }
+}

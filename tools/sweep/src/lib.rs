@@ -262,7 +262,7 @@ impl Tool for Cli {
 .PP
 A decision record is printed when a result is judged at an ASHA rung (value and cutoff in the metric's units; cutoff is null for the first trial at a rung). A metric of NaN or Infinity, as Python's json.dumps writes it, is a result as in Ray Tune (ASHA records a NaN and its cutoffs leave NaNs out; the best trial has a finite metric); records, result.json, progress.csv and results.csv carry such values as the strings "NaN", "Infinity", "-Infinity", and TensorBoard as scalars. A trial that failed and runs again prints an event "retry" record with the message; one whose retries are used up ends with status "error" and a message. The best trial is the one whose last result has the best metric (Ray's scope "last"); a trial in error is never the best.
 .PP
-Files in OUT_DIR: journal.jsonl (append-only: the definition, every start, result with its decision, failure and end), best.json (the best trial by its last result: config, metric, directory), results.csv (a row per trial: status, config, last and best metric, where it was stopped), metric.svg (a line per trial, named by its config), a TensorBoard event file with the hparams experiment, and per trial trial-NNNN/ with params.json, result.json (JSON lines: the record plus trial_id, training_iteration, time_total_s, timestamp, config), progress.csv, stderr.log (the command's stderr), srun.log (with --launcher slurm: srun's own messages) and events.out.tfevents.* (a scalar per numeric field at step = the time attribute, and the hparams session; a trial stopped early ends with status Unknown, as the dashboard has no \"stopped\", and the metric stopped_early = 1).
+Files in OUT_DIR: journal.jsonl (append-only: the definition, every start, result with its decision, failure and end), best.json (the best trial by its last result: config, metric, directory), results.csv (a row per trial: status, config, last and best metric, where it was stopped), metric.svg (a line per trial, named by its config), a TensorBoard event file with the hparams experiment, and per trial trial-NNNN/ with params.json, result.json (JSON lines: the record plus trial_id, training_iteration, time_total_s, timestamp, config), progress.csv, stderr.log (the command's stderr), srun.log (with --launcher slurm: srun's own messages) and events.out.tfevents.* (a scalar per numeric field at step = the time attribute, and the hparams session; a trial stopped early ends with status Unknown, as the dashboard has no "stopped", and the metric stopped_early = 1).
 .PP
 A status table goes to stderr every --report-secs while something changes, and the trials sorted by the metric at the end."#;
     const EXAMPLES: &'static [(&'static str, &'static str)] = &[
@@ -389,6 +389,14 @@ fn launcher_of(
             };
             let fits = allocation.slots(&ask).classified()?;
             let slots = cli.slots.map_or(fits, |s| s as usize);
+            if slots > fits {
+                // srun --exact queues a step the allocation has no room for: it would wait
+                // silently for a running trial to end.
+                log::warn!(
+                    "--slots {slots}: the allocation holds {fits} trial(s) of this size at once; \
+                     the other steps wait in Slurm's queue until one ends"
+                );
+            }
             Ok((slots, Box::new(Slurm::new(ask, allocation))))
         }
     }

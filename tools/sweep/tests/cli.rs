@@ -2780,3 +2780,36 @@ fn a_damaged_journal_is_an_error_at_resume_not_a_panic() {
         );
     }
 }
+
+/// Where roff's `\"` starts a comment outside a comment line: the rest of that line is lost.
+fn roff_comment_in_text(page: &str) -> Option<&str> {
+    page.lines().filter(|l| !l.starts_with(".\\\"")).find(|l| {
+        let mut chars = l.chars();
+        while let Some(c) = chars.next() {
+            if c == '\\' {
+                match chars.next() {
+                    Some('"') => return true,
+                    _ => continue, // `\\` and other escapes are whole
+                }
+            }
+        }
+        false
+    })
+}
+
+#[test]
+fn help_and_man_page_print_quotes_whole() {
+    let man = Command::new(BIN)
+        .args(["--generate", "man"])
+        .output()
+        .unwrap();
+    let page = String::from_utf8(man.stdout).unwrap();
+    assert!(page.contains(".SH \"OUTPUT RECORDS\""), "{page}");
+    if let Some(line) = roff_comment_in_text(&page) {
+        panic!("roff reads the rest of this line as a comment: {line}");
+    }
+    let help = Command::new(BIN).arg("--help").output().unwrap();
+    let help = String::from_utf8(help.stdout).unwrap();
+    assert!(help.contains("\"stopped\""), "{help}");
+    assert!(!help.contains("\\\""), "a backslash before a quote: {help}");
+}

@@ -573,3 +573,35 @@ fn default_slots_from_slurms_variables_are_bounded() {
     assert_eq!(r.ends.len(), 2);
     assert!(r.starts.iter().all(|s| s.slot.unwrap() < 4096));
 }
+
+#[test]
+fn slots_beyond_what_the_allocation_holds_are_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = fake_srun(dir.path());
+    let space = json!({"x": {"grid": [1, 2]}});
+    let run = |slots: &str| {
+        let sub = dir.path().join(format!("slots-{slots}"));
+        std::fs::create_dir_all(&sub).unwrap();
+        let mut c = shell_sweep(
+            &sub,
+            &space,
+            r#"echo '{"epoch": 1, "m": 1}'"#,
+            &["--launcher", "slurm", "--slots", slots],
+        );
+        in_allocation(&mut c, &bin);
+        let o = c.output().unwrap();
+        ok(&o);
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    // 2 nodes × 2 CPUs, one CPU per trial: four at once; the other two steps would wait in
+    // Slurm's queue.
+    let err = run("6");
+    let warning = err
+        .lines()
+        .find(|l| l.starts_with("sweep: warning: --slots 6"))
+        .unwrap_or_else(|| panic!("no warning about --slots 6: {err}"));
+    assert!(warning.contains("holds 4"), "{warning}");
+    // As many as it holds: no warning.
+    let err = run("4");
+    assert!(!err.contains("--slots"), "{err}");
+}

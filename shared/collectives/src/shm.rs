@@ -1,0 +1,1076 @@
+//! The shared-memory transport: ranks on one host all-reduce, broadcast and meet at barriers
+//! through one memory segment instead of loopback TCP.
+//!
+//! The segment is a `memfd` made by the lowest rank on the host (the leader) and passed to the
+//! others over an abstract Unix socket (`SCM_RIGHTS`): no file is left in `/dev/shm` by a killed
+//! run, and only a process of the same user that knows the run's secret gets it (the socket's
+//! peer credentials are checked). Its size is sealed, so nobody can shrink it under a reader.
+//!
+//! Layout: a control block (an abort word, then one line per rank: its barrier counter and its
+//! last two collective headers), then two sets of one slot per rank ([`SLOT`] bytes each). A
+//! buffer goes through in chunks of one slot, alternating sets, so a chunk's copy-in never waits
+//! for the previous chunk's readers. All-reduce of a chunk (reduce-scatter + all-gather over
+//! memory):
+//!
+//! 1. every rank copies its chunk into its slot, then meets the others (barrier 1);
+//! 2. rank i reduces part i of the chunk from every slot and writes the result into its own
+//!    buffer and its slot (barrier 2);
+//! 3. every rank copies the other parts from their owners' slots into its buffer.
+//!
+//! **The order of a sum is the TCP ring's** ([`crate::ring`]): element e of a buffer of `count`
+//! elements belongs to ring segment k = the one with ⌊count·k/n⌋ ≤ e < ⌊count·(k+1)/n⌋, and its
+//! reduction is op(x[k−1], … op(x[k+2], op(x[k+1], x[k]))) over the ranks k, k+1, … k−1 (mod
+//! n). Both transports therefore give bit-identical results, for every dtype and op.
+//!
+//! Waits spin briefly, then yield, then sleep on a futex of the awaited rank's counter (2 ms at
+//! a time); every 50 ms a wait checks the stop hook, the deadline and the Unix sockets (each rank
+//! holds one to the leader, which holds one to each): a rank that dies is seen by the leader as a
+//! closed socket, which it writes to the abort word for the others; a leader that dies is seen by
+//! everyone.
+
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr as UnixAddr, UnixListener, UnixStream};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::reduce::{DType, ReduceOp, combine_rev, divide};
+use crate::rendezvous::{InitMethod, Joined, Plan, Until};
+use crate::ring::{Call, Kind};
+use crate::store::Store;
+use crate::{Error, Result};
+
+/// Bytes of one rank's slot in each of the two sets: a chunk of a collective. Small enough that
+/// a chunk's slots stay in cache between its copy-in and the others' reads (measured with
+/// scripts/bench/all_reduce.py), large enough that barriers are few.
+pub(crate) const SLOT: usize = 1 << 20;
+/// The most ranks one segment serves.
+pub(crate) const MAX_LOCAL: usize = 256;
+const LINE: usize = 128;
+const PAGE: usize = 4096;
+/// How often a wait checks the stop hook, the deadline and the sockets.
+const CHECK_EVERY: Duration = Duration::from_millis(50);
+/// Bytes reduced per pass through the slots (fits L1 with the inputs streaming).
+const BLOCK: usize = 16 << 10;
+const SPINS: u32 = 200;
+const YIELDS: u32 = 2000;
+
+/// Which transport CPU collectives use between ranks on one host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Transport {
+    /// Shared memory when every rank is on one host, else the TCP ring.
+    #[default]
+    Auto,
+    /// Shared memory (an error when the ranks are on several hosts).
+    Shm,
+    /// The TCP ring, even between ranks on one host.
+    Tcp,
+}
+
+impl std::str::FromStr for Transport {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "auto" => Ok(Transport::Auto),
+            "shm" => Ok(Transport::Shm),
+            "tcp" => Ok(Transport::Tcp),
+            _ => Err(Error::Usage(format!(
+                "unknown transport `{s}`: auto, shm or tcp"
+            ))),
+        }
+    }
+}
+
+impl std::fmt::Display for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Transport::Auto => "auto",
+            Transport::Shm => "shm",
+            Transport::Tcp => "tcp",
+        })
+    }
+}
+
+/// Why the abort word was set (its high half; the low half is the rank + 1).
+const LEFT: u64 = 1;
+const KILLED: u64 = 2;
+
+/// A mapped segment.
+#[derive(Debug)]
+struct Mapping {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `map`, unmapped once.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+fn control_len(n: usize) -> usize {
+    (LINE * (n + 1)).div_ceil(PAGE) * PAGE
+}
+
+fn segment_len(n: usize) -> usize {
+    control_len(n) + 2 * n * SLOT
+}
+
+/// This rank's share of a host's segment.
+#[derive(Debug)]
+pub(crate) struct Group {
+    /// This rank's index among `ranks`.
+    me: usize,
+    /// The global ranks of the group, ascending.
+    ranks: Vec<usize>,
+    map: Mapping,
+    /// The leader's: one socket per other rank (`None` for itself); the others': the leader's.
+    links: Vec<(usize, UnixStream)>,
+    timeout: Duration,
+    stop: fn() -> bool,
+    seq: u64,
+    /// Chunks moved so far (which set the next one uses).
+    phase: u64,
+    barriers: u32,
+}
+
+// SAFETY: the mapping is owned by the group (shared with other processes through the protocol,
+// not with other threads of this one); the group moves between threads as a whole.
+unsafe impl Send for Group {}
+
+impl Group {
+    fn n(&self) -> usize {
+        self.ranks.len()
+    }
+
+    fn abort_word(&self) -> &AtomicU64 {
+        // SAFETY: the control block's first line, 8-byte aligned in a page-aligned mapping.
+        unsafe { &*(self.map.ptr as *const AtomicU64) }
+    }
+
+    fn sleepers(&self) -> &AtomicU32 {
+        // SAFETY: as above, the next word of line 0.
+        unsafe { &*(self.map.ptr.add(8) as *const AtomicU32) }
+    }
+
+    fn counter(&self, i: usize) -> &AtomicU32 {
+        // SAFETY: rank i's line (i < n), 4-byte aligned.
+        unsafe { &*(self.map.ptr.add(LINE * (i + 1)) as *const AtomicU32) }
+    }
+
+    fn header(&self, i: usize, seq: u64) -> *mut [u8; 32] {
+        // SAFETY: rank i's line holds two headers at offsets 64 and 96.
+        unsafe {
+            self.map
+                .ptr
+                .add(LINE * (i + 1) + 64 + 32 * (seq % 2) as usize)
+        }
+        .cast()
+    }
+
+    fn slot(&self, set: u64, i: usize) -> *mut u8 {
+        let off = control_len(self.n()) + ((set as usize % 2) * self.n() + i) * SLOT;
+        // SAFETY: inside the mapping (segment_len).
+        unsafe { self.map.ptr.add(off) }
+    }
+
+    /// Marks the group dead for the others (first reason wins) and wakes them.
+    fn abort(&self, why: u64, rank: usize) {
+        let _ = self.abort_word().compare_exchange(
+            0,
+            (why << 32) | (rank as u64 + 1),
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        );
+        for i in 0..self.n() {
+            futex_wake(self.counter(i));
+        }
+    }
+
+    /// This rank leaves: the others' waits end at once naming it.
+    pub fn abandon(&self) {
+        self.abort(LEFT, self.ranks[self.me]);
+    }
+
+    fn peer(&self, rank: usize, what: String, kind: Kind) -> Error {
+        Error::Peer {
+            rank,
+            what,
+            during: format!("{} #{}", kind.name(), self.seq),
+        }
+    }
+
+    fn aborted(&self, kind: Kind) -> Option<Error> {
+        let w = self.abort_word().load(Ordering::Acquire);
+        if w == 0 {
+            return None;
+        }
+        let rank = (w & 0xffff_ffff) as usize - 1;
+        let what = if w >> 32 == KILLED {
+            "exited or was killed (its connection to the host's shared memory closed)"
+        } else {
+            "left the collective (it failed or was stopped)"
+        };
+        Some(self.peer(rank, what.to_string(), kind))
+    }
+
+    /// Every 50 ms of a wait: the stop hook, the sockets, the deadline.
+    fn check(&self, waiting_for: usize, since: Instant, kind: Kind) -> Result<()> {
+        if (self.stop)() {
+            return Err(Error::Interrupted(format!(
+                "in {} #{}, waiting for rank {}",
+                kind.name(),
+                self.seq,
+                self.ranks[waiting_for]
+            )));
+        }
+        for (rank, s) in &self.links {
+            if hung_up(s) {
+                self.abort(KILLED, *rank);
+                return Err(self.peer(
+                    *rank,
+                    "exited or was killed (its connection to the host's shared memory closed)"
+                        .into(),
+                    kind,
+                ));
+            }
+        }
+        if since.elapsed() >= self.timeout {
+            let rank = self.ranks[waiting_for];
+            return Err(self.peer(
+                rank,
+                format!(
+                    "did not arrive for {:.0} s (hung, stopped, or still in an earlier step)",
+                    self.timeout.as_secs_f64()
+                ),
+                kind,
+            ));
+        }
+        Ok(())
+    }
+
+    /// Raises this rank's counter and waits until every other rank's has reached it.
+    fn barrier_wait(&mut self, kind: Kind) -> Result<()> {
+        self.barriers = self.barriers.wrapping_add(1);
+        let target = self.barriers;
+        self.counter(self.me).store(target, Ordering::SeqCst);
+        if self.sleepers().load(Ordering::SeqCst) > 0 {
+            futex_wake(self.counter(self.me));
+        }
+        let reached = |v: u32| v.wrapping_sub(target) as i32 >= 0;
+        let since = Instant::now();
+        let mut last_check = since;
+        let mut tries = 0u32;
+        for j in (0..self.n()).filter(|&j| j != self.me) {
+            loop {
+                let v = self.counter(j).load(Ordering::Acquire);
+                if reached(v) {
+                    break;
+                }
+                if let Some(e) = self.aborted(kind) {
+                    return Err(e);
+                }
+                tries = tries.saturating_add(1);
+                if tries <= SPINS {
+                    std::hint::spin_loop();
+                    continue;
+                }
+                if tries <= YIELDS {
+                    std::thread::yield_now();
+                } else {
+                    self.sleepers().fetch_add(1, Ordering::SeqCst);
+                    if self.counter(j).load(Ordering::SeqCst) == v
+                        && self.abort_word().load(Ordering::SeqCst) == 0
+                    {
+                        futex_wait(self.counter(j), v, Duration::from_millis(2));
+                    }
+                    self.sleepers().fetch_sub(1, Ordering::SeqCst);
+                }
+                if last_check.elapsed() >= CHECK_EVERY {
+                    last_check = Instant::now();
+                    if let Err(e) = self.check(j, since, kind) {
+                        if !matches!(e, Error::Interrupted(_)) {
+                            self.abandon();
+                        }
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Announces `call` (header `seq`), after the caller's copy-in; barrier 1 of the first
+    /// chunk; then checks every rank's header against this one's.
+    fn announce(&mut self, call: Call) -> Result<()> {
+        let ours = call.encode(self.seq);
+        // SAFETY: this rank's own header slot for this parity; the others read it only after
+        // the barrier below, and the previous use of this parity was read before the previous
+        // collective's barrier (so nobody reads it now).
+        unsafe { self.header(self.me, self.seq).write_volatile(ours) };
+        self.barrier_wait(call.kind)?;
+        for j in (0..self.n()).filter(|&j| j != self.me) {
+            // SAFETY: rank j wrote it before it reached the barrier just passed.
+            let theirs = unsafe { self.header(j, self.seq).read_volatile() };
+            if theirs != ours {
+                self.abandon();
+                let them = if Call::is_header(&theirs) {
+                    Call::describe(&theirs)
+                } else {
+                    "bytes that are not a collective header".to_string()
+                };
+                return Err(Error::Mismatch(format!(
+                    "rank {} called {them}, but rank {} called {}: every rank must make the same \
+                     collective calls with the same sizes and types",
+                    self.ranks[j],
+                    self.ranks[self.me],
+                    Call::describe(&ours)
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn next_set(&mut self) -> u64 {
+        self.phase += 1;
+        self.phase
+    }
+
+    /// In-place all-reduce of `buf` (whole elements of `dtype`), in the ring's order of sums.
+    pub fn all_reduce(&mut self, buf: &mut [u8], dtype: DType, op: ReduceOp) -> Result<()> {
+        let es = dtype.size();
+        let count = buf.len() / es;
+        let n = self.n();
+        self.seq += 1;
+        let call = Call {
+            kind: Kind::AllReduce,
+            op: Some(op),
+            dtype: Some(dtype),
+            root: None,
+            count: count as u64,
+        };
+        let per = SLOT / es;
+        let chunks = count.div_ceil(per).max(1);
+        for c in 0..chunks {
+            let (c0, c1) = (c * per, ((c + 1) * per).min(count));
+            let len = c1 - c0;
+            let set = self.next_set();
+            let mine = self.slot(set, self.me);
+            // SAFETY: this rank's slot of this set: nobody reads it until the barrier below, and
+            // its last readers finished before the previous chunk's barrier 1 (two sets).
+            unsafe {
+                std::ptr::copy_nonoverlapping(buf[c0 * es..].as_ptr(), mine, len * es);
+            }
+            if c == 0 {
+                self.announce(call)?;
+            } else {
+                self.barrier_wait(Kind::AllReduce)?;
+            }
+            let part = |i: usize| c0 + len * i / n..c0 + len * (i + 1) / n;
+            let own = part(self.me);
+            // Split this rank's part where the ring's segments (of the whole buffer) change.
+            let mut e = own.start;
+            while e < own.end {
+                let k = ring_segment(count, n, e);
+                let seg_end = ((count as u128 * (k as u128 + 1)) / n as u128) as usize;
+                let end = own.end.min(seg_end);
+                while e < end {
+                    let b = (end - e).min(BLOCK / es);
+                    self.reduce_block(set, k, e - c0, b, dtype, op, &mut buf[e * es..(e + b) * es]);
+                    e += b;
+                }
+            }
+            self.barrier_wait(Kind::AllReduce)?;
+            for j in (0..n).filter(|&j| j != self.me) {
+                let p = part(j);
+                let src = self.slot(set, j);
+                // SAFETY: rank j wrote part j of its slot before barrier 2 and writes that slot
+                // again only after everyone reached the next chunk's barrier 1.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        src.add((p.start - c0) * es),
+                        buf[p.start * es..].as_mut_ptr(),
+                        p.len() * es,
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Reduces elements `at..at + b` of this chunk (ring segment `k`) from every slot into
+    /// `out` and into this rank's slot.
+    #[allow(clippy::too_many_arguments)]
+    fn reduce_block(
+        &mut self,
+        set: u64,
+        k: usize,
+        at: usize,
+        b: usize,
+        dtype: DType,
+        op: ReduceOp,
+        out: &mut [u8],
+    ) {
+        let (es, n) = (dtype.size(), self.n());
+        let bytes = b * es;
+        let slot = |i: usize| -> &[u8] {
+            // SAFETY: elements at..at+b of rank i's slot, written before barrier 1 and not
+            // written again until after barrier 2 (this rank's own part: only by this rank,
+            // below, after reading it).
+            unsafe { std::slice::from_raw_parts(self.slot(set, i).add(at * es), bytes) }
+        };
+        out.copy_from_slice(slot(k));
+        for j in 1..n {
+            combine_rev(dtype, op, out, slot((k + j) % n));
+        }
+        if op == ReduceOp::Avg {
+            divide(dtype, out, n);
+        }
+        // SAFETY: this rank's own part of its own slot; the others read it after barrier 2.
+        unsafe {
+            std::ptr::copy_nonoverlapping(out.as_ptr(), self.slot(set, self.me).add(at * es), bytes)
+        };
+    }
+
+    /// Copies `root`'s (global rank) `buf` into every rank's.
+    pub fn broadcast(&mut self, buf: &mut [u8], dtype: DType, root: usize) -> Result<()> {
+        let root_at = self
+            .ranks
+            .iter()
+            .position(|&r| r == root)
+            .expect("broadcast root in the group");
+        self.seq += 1;
+        let call = Call {
+            kind: Kind::Broadcast,
+            op: None,
+            dtype: Some(dtype),
+            root: Some(root),
+            count: (buf.len() / dtype.size()) as u64,
+        };
+        let chunks = buf.len().div_ceil(SLOT).max(1);
+        for c in 0..chunks {
+            let range = c * SLOT..((c + 1) * SLOT).min(buf.len());
+            let set = self.next_set();
+            let src = self.slot(set, root_at);
+            if self.me == root_at {
+                // SAFETY: the root's slot of this set, read by the others after the barrier
+                // below and before they reach the next chunk's.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(buf[range.clone()].as_ptr(), src, range.len())
+                };
+            }
+            if c == 0 {
+                self.announce(call)?;
+            } else {
+                self.barrier_wait(Kind::Broadcast)?;
+            }
+            if self.me != root_at {
+                // SAFETY: written by the root before the barrier just passed.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(src, buf[range.clone()].as_mut_ptr(), range.len())
+                };
+            }
+        }
+        Ok(())
+    }
+
+    /// Returns once every rank of the group has entered it.
+    pub fn barrier(&mut self) -> Result<()> {
+        self.seq += 1;
+        self.announce(Call {
+            kind: Kind::Barrier,
+            op: None,
+            dtype: Some(DType::U8),
+            root: None,
+            count: self.n() as u64,
+        })
+    }
+}
+
+/// The ring segment (of `n`) that element `e` of `count` falls in: the k with
+/// ⌊count·k/n⌋ ≤ e < ⌊count·(k+1)/n⌋ ([`crate::ring`]'s `segment`).
+fn ring_segment(count: usize, n: usize, e: usize) -> usize {
+    let bound = |k: usize| ((count as u128 * k as u128) / n as u128) as usize;
+    // The first guess is within one of the answer.
+    let mut k = ((e as u128 * n as u128) / count as u128) as usize;
+    while k + 1 < n && bound(k + 1) <= e {
+        k += 1;
+    }
+    while k > 0 && bound(k) > e {
+        k -= 1;
+    }
+    k
+}
+
+/// Whether the peer closed its end (readable with nothing to read, or hung up).
+fn hung_up(s: &UnixStream) -> bool {
+    let mut fd = libc::pollfd {
+        fd: s.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, no wait.
+    let n = unsafe { libc::poll(&mut fd, 1, 0) };
+    n > 0 && fd.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0
+}
+
+fn futex_wait(word: &AtomicU32, expected: u32, wait: Duration) {
+    let ts = libc::timespec {
+        tv_sec: wait.as_secs() as libc::time_t,
+        tv_nsec: wait.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: a futex word in a shared mapping (hence not FUTEX_PRIVATE_FLAG) and a valid
+    // relative timeout; a spurious or interrupted return is handled by the caller's loop.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT,
+            expected,
+            &ts as *const libc::timespec,
+            std::ptr::null::<u32>(),
+            0,
+        )
+    };
+}
+
+fn futex_wake(word: &AtomicU32) {
+    // SAFETY: a futex word in a shared mapping; wakes every waiter.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE,
+            i32::MAX,
+            std::ptr::null::<libc::timespec>(),
+            std::ptr::null::<u32>(),
+            0,
+        )
+    };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Setting the segment up at the rendezvous.
+
+/// Chooses the transport after the rendezvous (every rank the same: rank 0's choice is checked
+/// by the others) and, for shared memory, maps the host's segment into `joined.shm`.
+pub(crate) fn setup(
+    plan: &Plan,
+    joined: &mut Joined,
+    transport: Transport,
+    method: &InitMethod,
+    timeout: Duration,
+    stop: fn() -> bool,
+) -> Result<()> {
+    let Some(store) = joined.store.as_mut() else {
+        return Ok(());
+    };
+    let until = Until::new(timeout, stop);
+    let hosts = joined.hosts.count();
+    let shm = match transport {
+        Transport::Tcp => false,
+        Transport::Auto => hosts == 1,
+        Transport::Shm if hosts == 1 => true,
+        Transport::Shm => {
+            return Err(Error::Usage(format!(
+                "--transport shm needs every rank on one host, but they are on {hosts} (use auto or tcp)"
+            )));
+        }
+    };
+    let chosen = if shm { "shm" } else { "tcp" };
+    if plan.rank == 0 {
+        store.set("transport", chosen.as_bytes())?;
+    } else {
+        crate::rendezvous::wait_for_ranks(
+            store,
+            &[("transport".to_string(), 0)],
+            plan.world_size,
+            method,
+            timeout,
+            until,
+        )?;
+        let theirs = String::from_utf8_lossy(&store.get_now("transport")?).into_owned();
+        if theirs != chosen {
+            let msg = format!(
+                "rank 0 uses the {theirs} transport but rank {} the {chosen} one: give every rank \
+                 the same --transport",
+                plan.rank
+            );
+            let _ = store.set("rendezvous_failed", msg.as_bytes());
+            return Err(Error::Usage(msg));
+        }
+    }
+    if shm {
+        let peers = joined.hosts.peers_of(plan.rank);
+        joined.shm = Some(join(plan, store, &peers, method, timeout, until)?);
+    }
+    Ok(())
+}
+
+/// Bytes of a joining rank's hello: the run's secret (16) and its rank (4).
+const HELLO: usize = 20;
+const HELLO_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Makes the host's group for `plan.rank` (every rank of the world on this host: the caller
+/// checked), the leader serving the segment to the others.
+fn join(
+    plan: &Plan,
+    store: &mut Store,
+    peers: &[usize],
+    method: &InitMethod,
+    timeout: Duration,
+    until: Until,
+) -> Result<Group> {
+    let me = peers
+        .iter()
+        .position(|&r| r == plan.rank)
+        .expect("rank among its host's");
+    let n = peers.len();
+    if n > MAX_LOCAL {
+        return Err(Error::Unsupported(format!(
+            "{n} ranks on one host: shared memory serves at most {MAX_LOCAL} (use --transport tcp)"
+        )));
+    }
+    let leader = peers[0];
+    let key = format!("shm/{leader}");
+    let (map, links) = if me == 0 {
+        let secret = format!(
+            "{:016x}{:016x}",
+            crate::rendezvous::random_u64(),
+            crate::rendezvous::random_u64()
+        );
+        let name = format!("shardkit-{}", &secret[..16]);
+        let made = make_segment(n).and_then(|(fd, map)| {
+            let addr = UnixAddr::from_abstract_name(name.as_bytes())
+                .map_err(Error::io("shared-memory socket"))?;
+            let l = UnixListener::bind_addr(&addr).map_err(Error::io("shared-memory socket"))?;
+            Ok((fd, map, l))
+        });
+        let (fd, map, listener) = match made {
+            Ok(m) => m,
+            Err(e) => {
+                let msg = format!("rank {leader} cannot share memory on its host: {e}");
+                let _ = store.set("rendezvous_failed", msg.as_bytes());
+                return Err(Error::Rendezvous(msg));
+            }
+        };
+        store.set(&key, format!("{name} {secret}").as_bytes())?;
+        let links = serve(
+            &listener,
+            fd.as_raw_fd(),
+            &secret.as_bytes()[16..],
+            peers,
+            store,
+            until,
+        )?;
+        (map, links)
+    } else {
+        crate::rendezvous::wait_for_ranks(
+            store,
+            &[(key.clone(), leader)],
+            plan.world_size,
+            method,
+            timeout,
+            until,
+        )?;
+        let v = store.get_now(&key)?;
+        let text = String::from_utf8_lossy(&v);
+        let (name, secret) = text
+            .split_once(' ')
+            .filter(|(_, s)| s.len() == 32)
+            .ok_or_else(|| Error::Rendezvous(format!("rank {leader} published no segment")))?;
+        match fetch(name, &secret.as_bytes()[16..], plan.rank, n) {
+            Ok((map, link)) => (map, vec![(leader, link)]),
+            Err(e) => {
+                let msg = format!(
+                    "rank {} cannot map rank {leader}'s shared memory: {e} (use --transport tcp)",
+                    plan.rank
+                );
+                let _ = store.set("rendezvous_failed", msg.as_bytes());
+                return Err(Error::Rendezvous(msg));
+            }
+        }
+    };
+    Ok(Group {
+        me,
+        ranks: peers.to_vec(),
+        map,
+        links,
+        timeout,
+        stop: until.stop,
+        seq: 0,
+        phase: 0,
+        barriers: 0,
+    })
+}
+
+/// A sealed memfd of the segment's size, mapped.
+fn make_segment(n: usize) -> Result<(OwnedFd, Mapping)> {
+    let len = segment_len(n);
+    // SAFETY: a NUL-terminated name; the flags are memfd_create's.
+    let fd = unsafe {
+        libc::memfd_create(
+            c"shardkit-collectives".as_ptr(),
+            libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
+        )
+    };
+    if fd < 0 {
+        return Err(Error::io("memfd_create")(io::Error::last_os_error()));
+    }
+    // SAFETY: a descriptor just returned to us.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: plain calls on our descriptor.
+    let ok = unsafe {
+        libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) == 0
+            && libc::fcntl(
+                fd.as_raw_fd(),
+                libc::F_ADD_SEALS,
+                libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL,
+            ) == 0
+    };
+    if !ok {
+        return Err(Error::io("sizing the shared memory")(
+            io::Error::last_os_error(),
+        ));
+    }
+    let map = map_fd(fd.as_raw_fd(), len)?;
+    Ok((fd, map))
+}
+
+fn map_fd(fd: RawFd, len: usize) -> Result<Mapping> {
+    // SAFETY: a shared read-write mapping of `len` bytes of a sealed memfd of that size.
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd,
+            0,
+        )
+    };
+    if ptr == libc::MAP_FAILED {
+        return Err(Error::io("mapping the shared memory")(
+            io::Error::last_os_error(),
+        ));
+    }
+    Ok(Mapping {
+        ptr: ptr.cast(),
+        len,
+    })
+}
+
+/// The leader: accepts one connection per other rank of the host, each from a process of this
+/// user that says the secret and a rank of the host not yet seen, and passes it the segment.
+fn serve(
+    listener: &UnixListener,
+    fd: RawFd,
+    secret: &[u8],
+    peers: &[usize],
+    store: &mut Store,
+    until: Until,
+) -> Result<Vec<(usize, UnixStream)>> {
+    listener
+        .set_nonblocking(true)
+        .map_err(Error::io("shared-memory socket"))?;
+    let mut links: Vec<(usize, UnixStream)> = Vec::new();
+    let mut checked = Instant::now();
+    while links.len() + 1 < peers.len() {
+        match listener.accept() {
+            Ok((s, _)) => match admit(&s, secret, peers, &links) {
+                Ok(rank) => {
+                    send_fd(&s, fd).map_err(Error::io("passing the shared memory"))?;
+                    s.set_nonblocking(true)
+                        .map_err(Error::io("shared-memory socket"))?;
+                    links.push((rank, s));
+                }
+                Err(why) => log::warn!("dropped a connection to the shared-memory socket: {why}"),
+            },
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Err(e) => return Err(Error::io("shared-memory socket")(e)),
+        }
+        until.check(|| "waiting for the host's ranks to map its shared memory".to_string())?;
+        if checked.elapsed() > Duration::from_millis(200) {
+            checked = Instant::now();
+            if store.check(&["rendezvous_failed"])? {
+                let why = store.get_now("rendezvous_failed")?;
+                return Err(Error::Rendezvous(
+                    String::from_utf8_lossy(&why).into_owned(),
+                ));
+            }
+        }
+        if until.passed() {
+            let missing: Vec<String> = peers[1..]
+                .iter()
+                .filter(|r| !links.iter().any(|(l, _)| l == *r))
+                .map(|r| r.to_string())
+                .collect();
+            return Err(Error::Rendezvous(format!(
+                "rank(s) {} never mapped the host's shared memory",
+                missing.join(", ")
+            )));
+        }
+    }
+    Ok(links)
+}
+
+/// Checks a connection: this user's, the run's secret, a rank of the host not yet seen.
+fn admit(
+    s: &UnixStream,
+    secret: &[u8],
+    peers: &[usize],
+    links: &[(usize, UnixStream)],
+) -> std::result::Result<usize, String> {
+    let uid = peer_uid(s).map_err(|e| format!("no peer credentials ({e})"))?;
+    // SAFETY: no arguments.
+    if uid != unsafe { libc::geteuid() } {
+        return Err(format!("it is user {uid}'s"));
+    }
+    s.set_nonblocking(false).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(HELLO_TIMEOUT))
+        .map_err(|e| e.to_string())?;
+    let mut hello = [0u8; HELLO];
+    (&*s)
+        .read_exact(&mut hello)
+        .map_err(|e| format!("it said no hello ({e})"))?;
+    if &hello[..16] != secret {
+        return Err("it does not know this run's secret".into());
+    }
+    let rank = u32::from_le_bytes(hello[16..].try_into().unwrap()) as usize;
+    if !peers[1..].contains(&rank) || links.iter().any(|(r, _)| *r == rank) {
+        return Err(format!(
+            "rank {rank} is not a rank of this host still to come"
+        ));
+    }
+    Ok(rank)
+}
+
+/// A rank other than the leader: connects, says hello, receives and maps the segment.
+fn fetch(name: &str, secret: &[u8], rank: usize, n: usize) -> Result<(Mapping, UnixStream)> {
+    let addr =
+        UnixAddr::from_abstract_name(name.as_bytes()).map_err(Error::io("shared-memory socket"))?;
+    let s = UnixStream::connect_addr(&addr).map_err(Error::io("shared-memory socket"))?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))
+        .map_err(Error::io("shared-memory socket"))?;
+    let mut hello = [0u8; HELLO];
+    hello[..16].copy_from_slice(secret);
+    hello[16..].copy_from_slice(&(rank as u32).to_le_bytes());
+    (&s).write_all(&hello)
+        .map_err(Error::io("shared-memory hello"))?;
+    let fd = recv_fd(&s).map_err(Error::io("receiving the shared memory"))?;
+    // The size that n ranks need, sealed against shrinking: no SIGBUS while reading it.
+    // SAFETY: a plain C struct, all zeroes valid.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid descriptor and stat buffer.
+    let seals = unsafe {
+        libc::fstat(fd.as_raw_fd(), &mut st);
+        libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS)
+    };
+    let len = segment_len(n);
+    if st.st_size as usize != len || seals < 0 || seals & libc::F_SEAL_SHRINK == 0 {
+        return Err(Error::Rendezvous(format!(
+            "the segment passed is not the sealed {len} bytes this host's {n} ranks need"
+        )));
+    }
+    let map = map_fd(fd.as_raw_fd(), len)?;
+    s.set_nonblocking(true)
+        .map_err(Error::io("shared-memory socket"))?;
+    Ok((map, s))
+}
+
+fn peer_uid(s: &UnixStream) -> io::Result<u32> {
+    // SAFETY: a plain C struct, all zeroes valid.
+    let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: a valid socket and a ucred buffer of the given length.
+    let r = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(cred.uid)
+}
+
+/// Sends one byte with `fd` attached (SCM_RIGHTS).
+fn send_fd(s: &UnixStream, fd: RawFd) -> io::Result<()> {
+    let byte = [1u8];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_ptr() as *mut libc::c_void,
+        iov_len: 1,
+    };
+    // SAFETY: CMSG_SPACE is a pure size computation.
+    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
+    let mut cbuf = vec![0u64; space.div_ceil(8)];
+    // SAFETY: a zeroed msghdr is valid; the pointers set below outlive the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.as_mut_ptr().cast();
+    msg.msg_controllen = space as _;
+    // SAFETY: the control buffer holds one header with room for one descriptor.
+    let r = unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg) as *mut RawFd, fd);
+        libc::sendmsg(s.as_raw_fd(), &msg, libc::MSG_NOSIGNAL)
+    };
+    if r != 1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Receives one byte and the descriptor attached to it.
+fn recv_fd(s: &UnixStream) -> io::Result<OwnedFd> {
+    let mut byte = [0u8];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    // SAFETY: a pure size computation.
+    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
+    let mut cbuf = vec![0u64; space.div_ceil(8)];
+    // SAFETY: as in send_fd.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.as_mut_ptr().cast();
+    msg.msg_controllen = space as _;
+    // SAFETY: valid buffers for one byte and one control message.
+    let r = unsafe { libc::recvmsg(s.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if r == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "the leader closed the socket",
+        ));
+    }
+    // SAFETY: the kernel filled msg_control; walk its first header.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        if cmsg.is_null()
+            || (*cmsg).cmsg_level != libc::SOL_SOCKET
+            || (*cmsg).cmsg_type != libc::SCM_RIGHTS
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "no descriptor came with the message",
+            ));
+        }
+        let fd = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const RawFd);
+        Ok(OwnedFd::from_raw_fd(fd))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ring_segments_are_found_for_every_element() {
+        for (count, n) in [(10usize, 3usize), (1, 4), (7, 7), (1000, 6), (5, 2)] {
+            for e in 0..count {
+                let k = ring_segment(count, n, e);
+                let lo = count * k / n;
+                let hi = count * (k + 1) / n;
+                assert!(lo <= e && e < hi, "count {count} n {n} e {e} k {k}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_leader_admits_only_a_rank_of_its_host_that_knows_the_secret_once() {
+        let secret = [7u8; 16];
+        let peers = [0usize, 3, 5];
+        let hello = |secret: &[u8], rank: u32| {
+            let (a, b) = UnixStream::pair().unwrap();
+            let mut h = secret.to_vec();
+            h.extend_from_slice(&rank.to_le_bytes());
+            (&a).write_all(&h).unwrap();
+            (a, b)
+        };
+        let (_a, b) = hello(&secret, 3);
+        assert_eq!(admit(&b, &secret, &peers, &[]), Ok(3));
+        let links = vec![(3usize, b)];
+        let (_a, b) = hello(&secret, 3);
+        assert!(
+            admit(&b, &secret, &peers, &links)
+                .unwrap_err()
+                .contains("rank 3")
+        );
+        let (_a, b) = hello(&secret, 4);
+        assert!(
+            admit(&b, &secret, &peers, &links).is_err(),
+            "not a rank of the host"
+        );
+        let (_a, b) = hello(&secret, 0);
+        assert!(
+            admit(&b, &secret, &peers, &links).is_err(),
+            "the leader itself"
+        );
+        let (_a, b) = hello(&[8u8; 16], 5);
+        assert!(
+            admit(&b, &secret, &peers, &links)
+                .unwrap_err()
+                .contains("secret")
+        );
+        // Silent, or closed half-way through its hello: dropped within the hello's deadline.
+        let (a, b) = UnixStream::pair().unwrap();
+        (&a).write_all(&secret[..5]).unwrap();
+        drop(a);
+        assert!(
+            admit(&b, &secret, &peers, &links)
+                .unwrap_err()
+                .contains("no hello")
+        );
+        let (_a, b) = UnixStream::pair().unwrap();
+        let t0 = Instant::now();
+        assert!(admit(&b, &secret, &peers, &links).is_err());
+        assert!(t0.elapsed() < Duration::from_secs(60));
+    }
+
+    #[test]
+    fn a_segment_passed_over_the_socket_is_sealed_and_shared() {
+        let (fd, map) = make_segment(2).unwrap();
+        let (a, b) = UnixStream::pair().unwrap();
+        send_fd(&a, fd.as_raw_fd()).unwrap();
+        let got = recv_fd(&b).unwrap();
+        // SAFETY: plain calls on a descriptor we own.
+        let seals = unsafe { libc::fcntl(got.as_raw_fd(), libc::F_GET_SEALS) };
+        assert_ne!(seals & libc::F_SEAL_SHRINK, 0);
+        // SAFETY: as above; shrinking a sealed memfd fails.
+        assert_ne!(unsafe { libc::ftruncate(got.as_raw_fd(), 0) }, 0);
+        let other = map_fd(got.as_raw_fd(), segment_len(2)).unwrap();
+        // SAFETY: both mappings are segment_len(2) bytes of the same memfd.
+        unsafe {
+            *map.ptr.add(100) = 42;
+            assert_eq!(*other.ptr.add(100), 42);
+        }
+        // No file anywhere: the descriptor is a memfd's.
+        let link = std::fs::read_link(format!("/proc/self/fd/{}", got.as_raw_fd())).unwrap();
+        assert!(link.to_string_lossy().starts_with("/memfd:"), "{link:?}");
+    }
+
+    #[test]
+    fn transports_parse() {
+        assert_eq!("shm".parse::<Transport>().unwrap(), Transport::Shm);
+        assert_eq!("auto".parse::<Transport>().unwrap(), Transport::Auto);
+        assert_eq!("tcp".parse::<Transport>().unwrap(), Transport::Tcp);
+        assert!("nccl".parse::<Transport>().is_err());
+    }
+}
