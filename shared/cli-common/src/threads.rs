@@ -126,9 +126,39 @@ impl ThreadArgs {
                     },
                     _ => s,
                 };
-                fewer_when_busy(s, free_cpus())
+                // libtorch's OpenMP threads spin; the decoding threads sleep while they wait.
+                if omp {
+                    fewer_when_busy(s, free_cpus())
+                } else {
+                    s
+                }
             }
             _ => s,
+        }
+    }
+}
+
+impl Share {
+    /// This share once the run's ranks know that `ranks` of them share this host (they compare
+    /// hosts at the rendezvous): the CPUs divided among them, when nothing else said how many
+    /// (no flag, Slurm, OpenMP or launcher count: ranks started by hand with --rank and
+    /// --world-size each took every CPU), and never more than the share already was.
+    pub fn among_host_ranks(self, ranks: usize) -> Share {
+        match self.from {
+            From::Cpus { cpus, ranks: 1 } | From::SideBySide { cpus, .. } if ranks > 1 => {
+                let divided = (cpus / ranks).max(1);
+                Share {
+                    threads: self.threads.min(divided),
+                    from: From::Cpus { cpus, ranks },
+                    // Still cut below the division by busy CPUs: it says so.
+                    busy: self.busy.filter(|_| self.threads < divided).map(|b| Busy {
+                        share: divided,
+                        ..b
+                    }),
+                    ..self
+                }
+            }
+            _ => self,
         }
     }
 }
@@ -415,6 +445,34 @@ mod tests {
         if let Some(f) = free_cpus() {
             assert!((0.0..=cpus() as f64 + 0.01).contains(&f), "{f}");
         }
+    }
+
+    #[test]
+    fn ranks_found_on_one_host_divide_its_cpus_unless_something_said_how_many() {
+        let alone = share(None, &|_| None, 8, 1, true);
+        let four = alone.among_host_ranks(4);
+        assert_eq!(four.threads, 2);
+        assert_eq!(
+            four.to_string(),
+            "2 CPU thread(s) (8 CPUs / 4 ranks on the node)"
+        );
+        assert_eq!(alone.among_host_ranks(1), alone);
+        assert_eq!(alone.among_host_ranks(16).threads, 1, "at least one");
+        // A flag, Slurm or a launcher's count already decided.
+        let flag = share(Some(8), &|_| None, 8, 1, true);
+        assert_eq!(flag.among_host_ranks(4), flag);
+        let torchrun = share(None, &|_| None, 8, 2, true);
+        assert_eq!(torchrun.among_host_ranks(4), torchrun);
+        // Busy CPUs had cut it further already: the smaller stays, and both are said.
+        let busy = fewer_when_busy(alone, Some(1.0)).among_host_ranks(2);
+        assert_eq!(busy.threads, 1);
+        assert_eq!(
+            busy.to_string(),
+            "1 CPU thread(s) (8 CPUs / 2 ranks on the node), not 4: 1.0 CPU(s) were free when it \
+             started (--threads sets it)"
+        );
+        let less_busy = fewer_when_busy(alone, Some(6.0)).among_host_ranks(2);
+        assert_eq!((less_busy.threads, less_busy.busy), (4, None));
     }
 
     #[test]

@@ -1110,6 +1110,14 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let flags = training_flags(&cli, &cfg.data);
     let mut comm = join(&cli, &flags)?;
     let (rank, world) = (comm.rank(), comm.world_size());
+    // Ranks started by hand on one host find each other at the rendezvous: they divide its
+    // CPUs (libtorch's threads and, unless --workers, the decoding threads; not shards'
+    // streams, which decide the order: the ranks compared them already).
+    let threads = threads.among_host_ranks(comm.host_size());
+    device::set_cpu_threads(threads.threads);
+    if cli.workers.is_none() && !matches!(cfg.data, Source::Shards { .. }) {
+        cfg.images.workers = cli.cpu.workers().among_host_ranks(comm.host_size()).threads;
+    }
     // The checkpoint directory is this run's before anything of it is written (a run refused
     // it wrote its TensorBoard file into the live run's log directory).
     let lock = train::trainer::lock_checkpoint_dir(&cfg, rank).classified()?;
