@@ -72,6 +72,16 @@ pub struct Cli {
     #[arg(long, value_name = "K", default_value_t = 1, value_parser = at_least_one)]
     pub accum: usize,
 
+    /// Elastic runs: the run's rank count V, whatever the processes. The epoch's order is
+    /// DistributedSampler's for V ranks and each of the W processes (W must divide V) computes
+    /// V/W of them as micro-batches, each as that rank would (its augmentation and dropout
+    /// draws, rank 0's BatchNorm statistics), their gradients summed in rank order: a run
+    /// gives the same weights on 1, 2, ... or V processes, and any checkpoint, mid-epoch
+    /// included, resumes on another W that divides V. Costs an all-gather of V gradients a step
+    /// instead of an all-reduce; not with --accum, stages, --sync-bn, CUDA graphs or wds shards.
+    #[arg(long, value_name = "V", value_parser = at_least_one)]
+    pub virtual_ranks: Option<usize>,
+
     /// Model parallelism (PyTorch's model-parallel ResNet, pipelined): cut the model into S pipeline stages, each on its own
     /// device of this process (--stage-devices). Composes with data parallelism: each stage's
     /// gradients are averaged over the ranks. Default: 1, or the number of --stage-devices.
@@ -650,6 +660,7 @@ fn config(cli: &Cli, devices: &[tch::Device]) -> Result<Config> {
         images,
         epochs: cli.epochs,
         batch_size: cli.batch_size,
+        virtual_ranks: cli.virtual_ranks,
         accum: match (devices.len(), cli.micro_batches) {
             (1, _) if cli.split_at.value != Split::Balanced => bail!(
                 "--split-at {} needs --stages 2 or more (or --stage-devices with two devices)",
@@ -687,10 +698,10 @@ fn config(cli: &Cli, devices: &[tch::Device]) -> Result<Config> {
         init_strict: !cli.init_non_strict,
         channels_last: cli.channels_last.or(device.is_cuda()),
         // One device's step: a pipeline runs eagerly.
-        cuda_graphs: cli
-            .graphs
-            .cuda_graphs
-            .or(device.is_cuda() && precision != Precision::Fp16 && devices.len() == 1),
+        cuda_graphs: cli.graphs.cuda_graphs.or(device.is_cuda()
+            && precision != Precision::Fp16
+            && devices.len() == 1
+            && cli.virtual_ranks.is_none()),
         deterministic: cli.deterministic,
         sync_bn: cli.sync_bn,
         fused_optim: cli.fused_optim.or(device.is_cuda()),
@@ -925,6 +936,11 @@ fn training_flags(cli: &Cli, data: &Source) -> Vec<(&'static str, String)> {
         ("--epochs", cli.epochs.to_string()),
         ("--batch-size", cli.batch_size.to_string()),
         ("--accum", cli.accum.to_string()),
+        (
+            "--virtual-ranks",
+            cli.virtual_ranks
+                .map_or("(none)".to_string(), |v| v.to_string()),
+        ),
         ("--stages", format!("{:?}", cli.stages)),
         ("--split-at", cli.split_at.text.clone()),
         ("--micro-batches", format!("{:?}", cli.micro_batches)),

@@ -74,17 +74,20 @@ impl<'a> Epochs<'a> {
     ) -> Result<Self> {
         let (cfg, local) = (fixed.cfg, fixed.local);
         let (rank, world) = (comm.rank(), comm.world_size());
+        // With virtual ranks the sampler is theirs (this process computes virtual ranks rank,
+        // rank + world, …, `hosted` of them), and the steps count a virtual rank's samples.
+        let hosted = hosted_virtual(cfg, local).unwrap_or(1);
         let sampler = DistributedSampler {
             len: fixed.train_set.len(),
-            world,
+            world: world * hosted,
             rank,
             shuffle: cfg.shuffle,
             seed: cfg.seed as u64,
             drop_last: cfg.drop_last,
         };
-        let per_rank = sampler.num_samples();
+        let per_rank = sampler.num_samples() * hosted;
         let steps_per_epoch = {
-            let all = steps_in(per_rank, local, cfg.drop_last);
+            let all = steps_in(sampler.num_samples(), local / hosted, cfg.drop_last);
             cfg.max_steps.map_or(all, |m| m.min(all))
         };
         if steps_per_epoch == 0 {
@@ -102,7 +105,9 @@ impl<'a> Epochs<'a> {
         let trained = (steps_per_epoch * local).min(per_rank) * world;
         let images = fixed.train_set.len();
         let left_out = images.saturating_sub(trained);
-        if rank == 0 && left_out > 0 && steps_per_epoch == steps_in(per_rank, local, cfg.drop_last)
+        if rank == 0
+            && left_out > 0
+            && steps_per_epoch == steps_in(sampler.num_samples(), local / hosted, cfg.drop_last)
         {
             log::warn!(
                 "an epoch trains on {trained} of the {images} training images: {}, the other \
@@ -190,7 +195,27 @@ impl<'a> Epochs<'a> {
         } else {
             0
         };
-        let order = train_set.train_order(&self.sampler, epoch, local, cfg.augment);
+        let order = match hosted_virtual(cfg, local) {
+            // Virtual ranks rank, rank + world, …: their lists interleaved, so that micro-batch
+            // j of a step (positions j, j + k, …) is virtual rank rank + world × j's batch.
+            Some(k) => {
+                let world = self.sampler.world / k;
+                let lists: Vec<Vec<usize>> = (0..k)
+                    .map(|j| {
+                        DistributedSampler {
+                            rank: self.sampler.rank + world * j,
+                            ..self.sampler
+                        }
+                        .indices(epoch as u64)
+                    })
+                    .collect();
+                let order = (0..lists[0].len())
+                    .flat_map(|i| lists.iter().map(move |l| l[i]))
+                    .collect();
+                train_set.train_order_given(order, epoch, cfg.augment)
+            }
+            None => train_set.train_order(&self.sampler, epoch, local, cfg.augment),
+        };
         let order = Tensor::from_slice(&order.iter().map(|&i| i as i64).collect::<Vec<_>>())
             .to_device(index_device(cfg, train_set));
         // The epoch's sums start at zero, or at this rank's where a mid-epoch checkpoint left
@@ -257,18 +282,15 @@ impl<'a> Epochs<'a> {
         );
         let ahead = (e.first, step, steps_per_epoch);
         prefetch_ahead(cfg, train_set, &e.order, ahead, local, epoch)?;
-        let draws = step_draws(cfg, train_set, true, (epoch, step, comm.rank()))?;
+        // Each virtual rank draws as that rank would; without them the process's one
+        // generator serves its micro-batches.
+        let (rank, world) = (comm.rank(), comm.world_size());
+        let draws = (0..hosted_virtual(cfg, local).unwrap_or(1))
+            .map(|j| step_draws(cfg, train_set, true, (epoch, step, rank + world * j)))
+            .collect::<Result<Vec<_>>>()?;
         let n = self.batch_len(step);
         let batch = e.order.narrow(0, (step * local) as i64, n as i64);
-        let micro = micro_batches(
-            cfg,
-            train_set,
-            &self.norm,
-            &batch,
-            draws.as_ref(),
-            epoch,
-            local,
-        )?;
+        let micro = micro_batches(cfg, train_set, &self.norm, &batch, &draws, epoch, local)?;
         let stepper = &self.stepper;
         stepper.at.set((epoch, step));
         if !self.steps.run(
