@@ -228,3 +228,261 @@ fn without_virtual_ranks_another_world_size_resumes_at_an_epochs_end_only() {
     assert!(err.contains("written by 2 rank(s)"), "{err}");
     assert_eq!(epochs(&out).len(), 1);
 }
+
+/// torchrun's elastic agents, two "nodes" of two workers on this machine (`--nnodes 1:2`, c10d
+/// rendezvous, each agent its own process group), running 4 virtual ranks.
+mod torchrun {
+    use super::*;
+    use std::os::unix::process::CommandExt;
+    use std::time::{Duration, Instant};
+
+    /// Longest wait for anything here (torchrun notices a dead agent by its missing
+    /// heartbeats: about 15 s).
+    const DEADLINE: Duration = Duration::from_secs(300);
+
+    /// An agent: the store's host (`host`) or the other node.
+    pub fn agent(model: &Path, ck: &Path, port: u16, host: bool, out: &Path) -> Child {
+        let torchrun = Path::new(&testkit::python()).with_file_name("torchrun");
+        let mut c = Command::new(torchrun);
+        c.args([
+            "--nnodes",
+            "1:2",
+            "--nproc-per-node",
+            "2",
+            "--max-restarts",
+            "3",
+        ])
+        .args([
+            "--rdzv-backend",
+            "c10d",
+            "--rdzv-id",
+            "elastic",
+            "--monitor-interval",
+            "0.5",
+        ])
+        .arg(format!("--rdzv-endpoint=127.0.0.1:{port}"))
+        .arg(format!(
+            "--rdzv-conf=is_host={},join_timeout=120,last_call_timeout=5,close_timeout=10",
+            u8::from(host)
+        ))
+        .args(["--no-python", BIN])
+        // torch 2.11's agents share the rendezvous store with the workers and publish its
+        // address once: an agent joining later waits for it forever (MASTER_ADDR). Without
+        // the sharing, each round publishes it, and ddp-train's rank 0 serves the store.
+        .env("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1");
+        let mut m = std::ffi::OsString::from("--model=torchscript:");
+        m.push(model);
+        c.args([
+            "--device",
+            "cpu",
+            "--threads",
+            "1",
+            "--data",
+            "synthetic:240:16",
+        ])
+        .args([
+            "--batch-size",
+            "12",
+            "--seed",
+            "5",
+            "--augment",
+            "--epochs",
+            "2",
+        ])
+        .args([
+            "--lr",
+            "0.05",
+            "--schedule",
+            "constant",
+            "--max-val-steps",
+            "1",
+        ])
+        .arg(m)
+        .args([
+            "--virtual-ranks",
+            "4",
+            "--checkpoint-every",
+            "2",
+            "--resume",
+        ])
+        .args(["--all-ranks", "--checkpoint-dir"])
+        .arg(ck)
+        .stdout(std::fs::File::create(out).unwrap())
+        .stderr(std::fs::File::create(out.with_extension("err")).unwrap())
+        .process_group(0);
+        c.spawn().unwrap()
+    }
+
+    /// The records in `out` so far.
+    pub fn records(out: &Path) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(out)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// Waits until `what` holds (or the deadline passes: a panic naming `why`).
+    pub fn wait_for(why: &str, mut what: impl FnMut() -> bool) {
+        let t0 = Instant::now();
+        while !what() {
+            assert!(t0.elapsed() < DEADLINE, "no {why} within {DEADLINE:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The agent's workers (its children).
+    pub fn workers(agent: u32) -> Vec<i32> {
+        std::fs::read_to_string(format!("/proc/{agent}/task/{agent}/children"))
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect()
+    }
+
+    pub fn signal(pid: i32, sig: i32) {
+        // SAFETY: a signal to a process this test started (or its child).
+        unsafe { libc::kill(pid, sig) };
+    }
+
+    /// Whether SIGTERM waits for `pid` (stopped, it cannot act on it yet).
+    pub fn term_pending(pid: i32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.strip_prefix("ShdPnd:").or(l.strip_prefix("SigPnd:")))
+            .filter_map(|m| u64::from_str_radix(m.trim(), 16).ok())
+            .any(|m| m & (1 << (libc::SIGTERM - 1)) != 0)
+    }
+
+    /// Each epoch's record of rank 0 over every agent's output, in order.
+    pub fn rank0_epochs(outs: &[&Path]) -> Vec<u64> {
+        let mut e: Vec<u64> = outs
+            .iter()
+            .flat_map(|o| records(o))
+            .filter(|r| r["type"] == "epoch" && r["rank"] == 0)
+            .map(|r| r["epoch"].as_u64().unwrap())
+            .collect();
+        e.sort();
+        e
+    }
+}
+
+#[test]
+fn under_torchrun_an_agent_lost_and_an_agent_joining_end_with_the_uninterrupted_weights() {
+    use torchrun::*;
+    let dir = tempfile::tempdir().unwrap();
+    let model = model(dir.path());
+    // The uninterrupted run (the same flags, 4 virtual ranks on one process).
+    let straight = dir.path().join("straight");
+    let out = Command::new(BIN)
+        .args([
+            "--device",
+            "cpu",
+            "--threads",
+            "1",
+            "--data",
+            "synthetic:240:16",
+        ])
+        .args([
+            "--batch-size",
+            "12",
+            "--seed",
+            "5",
+            "--augment",
+            "--epochs",
+            "2",
+        ])
+        .args([
+            "--lr",
+            "0.05",
+            "--schedule",
+            "constant",
+            "--max-val-steps",
+            "1",
+        ])
+        .arg(format!("--model=torchscript:{}", model.display()))
+        .args(["--virtual-ranks", "4", "--checkpoint-dir"])
+        .arg(&straight)
+        .output()
+        .unwrap();
+    ok(&out);
+
+    // A node lost: two agents form 4 ranks; once a step checkpoint is on record, the second
+    // agent and its workers are killed; the first re-forms the group with 2 ranks and goes on
+    // from that checkpoint.
+    let ck = dir.path().join("lost");
+    let port = testkit::free_port();
+    let (a_out, b_out) = (dir.path().join("a1.out"), dir.path().join("b1.out"));
+    let mut a = agent(&model, &ck, port, true, &a_out);
+    let mut b = agent(&model, &ck, port, false, &b_out);
+    wait_for("checkpoint of 4 ranks", || {
+        records(&a_out)
+            .iter()
+            .any(|r| r["type"] == "checkpoint" && r["world_size"] == 4)
+    });
+    let b_workers = workers(b.id());
+    signal(b.id() as i32, libc::SIGKILL);
+    for w in b_workers {
+        signal(w, libc::SIGKILL);
+    }
+    b.wait().unwrap();
+    let status = a.wait().unwrap();
+    assert!(
+        status.success(),
+        "{}",
+        std::fs::read_to_string(a_out.with_extension("err")).unwrap()
+    );
+    let after: Vec<_> = records(&a_out)
+        .into_iter()
+        .filter(|r| r["type"] == "epoch")
+        .collect();
+    assert_eq!(after.last().unwrap()["world_size"], 2, "{after:?}");
+    assert_eq!(rank0_epochs(&[&a_out, &b_out]), [1, 2], "each epoch once");
+    assert_same_bits(&straight, &ck);
+
+    // A node joining: one agent trains 2 ranks; its workers are held after a step checkpoint
+    // while a second agent joins; torchrun restarts the workers with 4 ranks, which go on from
+    // that checkpoint.
+    let ck = dir.path().join("joined");
+    let port = testkit::free_port();
+    let (a_out, b_out) = (dir.path().join("a2.out"), dir.path().join("b2.out"));
+    let mut a = agent(&model, &ck, port, true, &a_out);
+    wait_for("checkpoint of 2 ranks", || {
+        records(&a_out)
+            .iter()
+            .any(|r| r["type"] == "checkpoint" && r["world_size"] == 2)
+    });
+    let held = workers(a.id());
+    for &w in &held {
+        signal(w, libc::SIGSTOP);
+    }
+    let mut b = agent(&model, &ck, port, false, &b_out);
+    // The first agent stops its workers to restart them with the newcomer's.
+    wait_for("the restart's SIGTERM", || {
+        held.iter().any(|&w| term_pending(w))
+    });
+    for &w in &held {
+        signal(w, libc::SIGCONT);
+    }
+    for (name, child, out) in [("first", &mut a, &a_out), ("second", &mut b, &b_out)] {
+        let status = child.wait().unwrap();
+        let err = std::fs::read_to_string(out.with_extension("err")).unwrap();
+        let tail: Vec<&str> = err.lines().rev().take(40).collect();
+        assert!(
+            status.success(),
+            "{name} agent: {status:?}\n{}",
+            tail.join("\n")
+        );
+    }
+    let four: Vec<_> = records(&b_out)
+        .into_iter()
+        .filter(|r| r["type"] == "epoch")
+        .collect();
+    assert!(
+        four.iter().all(|r| r["world_size"] == 4),
+        "the second agent's workers are ranks of 4: {four:?}"
+    );
+    assert_eq!(rank0_epochs(&[&a_out, &b_out]), [1, 2], "each epoch once");
+    assert_same_bits(&straight, &ck);
+}
