@@ -4,7 +4,7 @@
 #     snapshot pickle of ../shared's fixtures, converted without running its code, or without
 #     ../shared one that generate --init-network makes: its weights are RANDOM, as are the
 #     VGG16/LPIPS network's that convert-vgg16-lpips --random makes), in a folder of sub-folders;
-#     find | shard-list | xargs -P (or GNU parallel) project-one-gpu | gather-npz; then how close
+#     shard-list --images | xargs -P (or GNU parallel) project-one-gpu | gather-npz; then how close
 #     the recovered images are to the targets, against the starting point (w_avg);
 #  2. a 2-rank ddp-train on the digits data through the CPU backend;
 #  3. all-reduce-check --spawn 2.
@@ -39,8 +39,8 @@ for d in 0 1 2; do
 done
 [ -f start.png ] || generate -q --network G.safetensors --seeds 0 --trunc 0 -o start >/dev/null
 
-say "find | shard-list -n 3 --by-dir | (parallel | xargs -P 3) project-one-gpu | gather-npz"
-find targets -name '*.png' | sort | shard-list -n 3 --by-dir >shards.jsonl
+say "shard-list --images -n 3 --by-dir | (parallel | xargs -P 3) project-one-gpu | gather-npz"
+shard-list --images targets -n 3 --by-dir >shards.jsonl
 project=(project-one-gpu -q --network G.safetensors --vgg vgg.safetensors --steps 100 --w-avg-samples 2000 -b 4)
 if command -v parallel >/dev/null 2>&1; then
   parallel --will-cite --halt now,fail=1 --line-buffer -j3 "${project[@]}" {} <shards.jsonl >latents.jsonl

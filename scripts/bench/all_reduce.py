@@ -1,20 +1,32 @@
 #!/usr/bin/env python3
-"""all-reduce-check's CPU ring vs torch.distributed gloo, side by side on this machine.
+"""all-reduce-check's CPU transports vs torch.distributed gloo and OpenMPI, side by side.
 
-  .venv/bin/python scripts/bench/all_reduce.py [--ranks 2 4] [--sizes-mib 1 8 64 256] [--iters 5]
+  .venv/bin/python scripts/bench/all_reduce.py [--ranks 2 4] [--rounds 3] [--json]
 
-For each world size, the same float32 sum all-reduce, in place, ranks on this host over
-loopback TCP, one intra-op thread per rank (as torchrun's OMP_NUM_THREADS=1):
+Needs Debian's openmpi-bin and mpi4py in the venv (scripts/setup --bench installs both).
+For each world size, the same float32 sum all-reduce, in place, ranks on this host, one
+intra-op thread per rank (as torchrun's OMP_NUM_THREADS=1), sizes 4 KiB to 256 MiB (x4):
   gloo: torch.multiprocessing ranks, dist.init_process_group("gloo"), dist.all_reduce(t)
-  ours: all-reduce-check --spawn N --device cpu --no-check (its in-place column)
-Each figure is the mean time of --iters iterations after --warmup, averaged over ranks (as
-all-reduce-check reports it); busbw = bytes / time x 2(n-1)/n (nccl-tests' definition).
+  mpi:  mpirun -np N (ob1 + vader: shared memory, single copy by CMA), comm.Allreduce(IN_PLACE)
+  shm:  all-reduce-check --spawn N --transport shm (its in-place column)
+  tcp:  all-reduce-check --spawn N --transport tcp (the TCP ring)
+and the single-core copy bandwidth (numpy copyto of 256 MiB). Each round runs every
+implementation once, in a rotated order; a figure is the median over --rounds rounds of the
+mean time of the timed iterations (after warm-ups), averaged over ranks (as all-reduce-check
+reports it). algbw = bytes / time (GB = 1e9 B).
 """
-import argparse, json, os, socket, subprocess, sys, time
+import argparse, json, os, socket, statistics, subprocess, sys, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.environ.get("SHARDKIT_BIN", os.path.join(ROOT, "target", "release"))
-MIB = 1 << 20
+KIB, MIB = 1 << 10, 1 << 20
+SIZES = [4 * KIB * 4**i for i in range(9)]  # 4 KiB .. 256 MiB
+SMALL = 1 * MIB  # sizes up to this get more iterations
+
+
+def iters_for(size):
+    """(warm-ups, timed iterations): many for small messages, where one call is microseconds."""
+    return (20, 200) if size <= SMALL else (2, 8)
 
 
 def free_port():
@@ -23,7 +35,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def gloo_worker(rank, world, port, sizes, warmup, iters, q):
+def gloo_worker(rank, world, port, sizes, q):
     import torch
     import torch.distributed as dist
 
@@ -31,6 +43,7 @@ def gloo_worker(rank, world, port, sizes, warmup, iters, q):
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     out = {}
     for size in sizes:
+        warmup, iters = iters_for(size)
         t = torch.ones(size // 4, dtype=torch.float32)
         for _ in range(warmup):
             dist.all_reduce(t)
@@ -46,13 +59,13 @@ def gloo_worker(rank, world, port, sizes, warmup, iters, q):
     dist.destroy_process_group()
 
 
-def gloo(world, sizes, warmup, iters):
+def gloo(world, sizes):
     import torch.multiprocessing as mp
 
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     port = free_port()
-    procs = [ctx.Process(target=gloo_worker, args=(r, world, port, sizes, warmup, iters, q)) for r in range(world)]
+    procs = [ctx.Process(target=gloo_worker, args=(r, world, port, sizes, q)) for r in range(world)]
     for p in procs:
         p.start()
     res = q.get()
@@ -61,43 +74,117 @@ def gloo(world, sizes, warmup, iters):
     return res
 
 
-def ours(world, sizes, warmup, iters):
+def mpi_worker(sizes):
+    """Run under mpirun: one JSON line {size: seconds} from rank 0."""
+    import numpy as np
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    rank, world = comm.Get_rank(), comm.Get_size()
+    out = {}
+    for size in sizes:
+        warmup, iters = iters_for(size)
+        a = np.ones(size // 4, dtype=np.float32)
+        for _ in range(warmup):
+            comm.Allreduce(MPI.IN_PLACE, a, op=MPI.SUM)
+        comm.Barrier()
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            comm.Allreduce(MPI.IN_PLACE, a, op=MPI.SUM)
+        dt = (time.perf_counter() - t0) / iters
+        out[size] = comm.allreduce(dt, op=MPI.SUM) / world
+    if rank == 0:
+        print(json.dumps(out))
+
+
+def mpi(world, sizes):
+    cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", str(world),
+           "--mca", "pml", "ob1", "--mca", "btl", "self,vader",
+           sys.executable, os.path.abspath(__file__), "--mpi-worker", "--sizes", *map(str, sizes)]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
+    return {int(k): v for k, v in json.loads(out.strip().splitlines()[-1]).items()}
+
+
+def ours(world, sizes, transport):
     res = {}
-    for size in sizes:  # one size per call: -b = -e
+    groups = [[s for s in sizes if s <= SMALL], [s for s in sizes if s > SMALL]]
+    for group in filter(None, groups):
+        warmup, iters = iters_for(group[0])
         cmd = [f"{BIN}/all-reduce-check", "--spawn", str(world), "--device", "cpu", "--no-check", "-q",
-               "-b", str(size), "-e", str(size), "-w", str(warmup), "-n", str(iters)]
+               "--transport", transport, "-b", str(group[0]), "-e", str(group[-1]), "-f", "4",
+               "-w", str(warmup), "-n", str(iters)]
         out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
         for line in out.splitlines():
             r = json.loads(line)
-            if r["type"] == "bandwidth":
-                res[size] = r["in_place"]["time_us"] * 1e-6
+            if r["type"] == "bandwidth" and r["bytes"] in group:
+                res[r["bytes"]] = r["in_place"]["time_us"] * 1e-6
     return res
+
+
+def copy_bandwidth():
+    """Single-core memcpy of 256 MiB (numpy copyto), GB/s, best of 5 after a warm-up."""
+    import numpy as np
+
+    a = np.ones(64 * MIB, dtype=np.float32)
+    b = np.empty_like(a)
+    np.copyto(b, a)
+    best = 0.0
+    for _ in range(5):
+        t0 = time.perf_counter()
+        np.copyto(b, a)
+        best = max(best, a.nbytes / (time.perf_counter() - t0) / 1e9)
+    return best
+
+
+IMPLS = {"gloo": lambda w, s: gloo(w, s), "mpi": lambda w, s: mpi(w, s),
+         "shm": lambda w, s: ours(w, s, "shm"), "tcp": lambda w, s: ours(w, s, "tcp")}
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
-    ap.add_argument("--sizes-mib", type=int, nargs="+", default=[1, 8, 64, 256])
-    ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--sizes", type=int, nargs="+", default=SIZES, help="bytes")
+    ap.add_argument("--impls", nargs="+", default=list(IMPLS), choices=list(IMPLS))
     ap.add_argument("--json", action="store_true", help="one JSON line per row instead of the table")
+    ap.add_argument("--mpi-worker", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
-    sizes = [m * MIB for m in a.sizes_mib]
-    print(f"# float32 sum all-reduce, in place, {os.cpu_count()} cores, busbw in GB/s (1e9 B/s)", file=sys.stderr)
-    if not a.json:
-        print(f"{'ranks':>5} {'MiB':>5} {'gloo ms':>9} {'gloo busbw':>10} {'ours ms':>9} {'ours busbw':>10} {'ratio':>6}")
+    if a.mpi_worker:
+        return mpi_worker(a.sizes)
+    copies = []
     for world in a.ranks:
-        g = gloo(world, sizes, a.warmup, a.iters)
-        o = ours(world, sizes, a.warmup, a.iters)
-        factor = 2 * (world - 1) / world
-        for size in sizes:
-            gb, ob = size / g[size] / 1e9 * factor, size / o[size] / 1e9 * factor
-            row = dict(ranks=world, mib=size // MIB, gloo_ms=g[size] * 1e3, gloo_busbw=gb,
-                       ours_ms=o[size] * 1e3, ours_busbw=ob, ratio=ob / gb)
+        times = {impl: {s: [] for s in a.sizes} for impl in a.impls}
+        for rnd in range(a.rounds):
+            order = a.impls[rnd % len(a.impls):] + a.impls[:rnd % len(a.impls)]
+            copies.append(copy_bandwidth())
+            for impl in order:
+                for s, t in IMPLS[impl](world, a.sizes).items():
+                    times[impl][s].append(t)
+            print(f"# {world} ranks: round {rnd + 1} of {a.rounds} done", file=sys.stderr)
+        med = {impl: {s: statistics.median(v) for s, v in d.items()} for impl, d in times.items()}
+        copy = statistics.median(copies)
+        print(f"# float32 sum all-reduce in place, {world} ranks, {os.cpu_count()} cores; "
+              f"single-core copy {copy:.2f} GB/s (median of {len(copies)} rounds)", file=sys.stderr)
+        if not a.json:
+            cols = "".join(f"{i + ' ms':>11}" for i in a.impls)
+            print(f"{'ranks':>5} {'bytes':>10}{cols} {'shm GB/s':>9} {'%copy':>6} {'/gloo':>6} {'/mpi':>6} {'/tcp':>6}")
+        for s in a.sizes:
+            row = dict(ranks=world, bytes=s, copy_gbs=copy, **{f"{i}_ms": med[i][s] * 1e3 for i in a.impls})
+            if "shm" in med:
+                shm = med["shm"][s]
+                row["shm_algbw_gbs"] = s / shm / 1e9
+                row["shm_pct_copy"] = 100 * row["shm_algbw_gbs"] / copy
+                for other in ("gloo", "mpi", "tcp"):
+                    if other in med:
+                        row[f"shm_vs_{other}"] = med[other][s] / shm
             if a.json:
                 print(json.dumps(row))
             else:
-                print(f"{world:>5} {size // MIB:>5} {g[size] * 1e3:>9.2f} {gb:>10.2f} {o[size] * 1e3:>9.2f} {ob:>10.2f} {ob / gb:>5.2f}x")
+                cells = "".join(f"{med[i][s] * 1e3:>11.3f}" for i in a.impls)
+                r = lambda k: f"{row[k]:>5.2f}x" if k in row else f"{'-':>6}"
+                print(f"{world:>5} {s:>10}{cells} {row.get('shm_algbw_gbs', 0):>9.2f} "
+                      f"{row.get('shm_pct_copy', 0):>5.0f}% {r('shm_vs_gloo')} {r('shm_vs_mpi')} {r('shm_vs_tcp')}")
             sys.stdout.flush()
 
 

@@ -4,6 +4,7 @@
   scripts/slurm-check --up                    # as root: a two-node Slurm cluster left running
   export SLURM_CONF=/tmp/slurm-check.XXXXXX/slurm.conf
   .venv/bin/python scripts/bench/sweep_cluster.py [--sleep-ms 200] [--epochs 16]
+  scripts/slurm-check --down /tmp/slurm-check.XXXXXX  # afterwards: stops all --up started
 
 Both search learning rate x batch size (8 x 2 = 16 trials) with ASHA (max_t --epochs, grace 1,
 reduction factor 4) over the curve of tools/sweep/examples/curve.rs, four trials at once over two

@@ -152,7 +152,92 @@ class Unused(nn.Module):
         return self.net(x)
 
 
-KINDS = {"unused": Unused, "gn_dropout": GnDropout, "vit": TinyViT, "bn": BnNet, "detached": Detached,
+class NoParams(nn.Module):
+    """A broken model for the tests: no parameters at all (a fixed projection as a buffer)."""
+
+    def __init__(self, classes: int):
+        super().__init__()
+        self.register_buffer("proj", torch.randn(3, classes))
+
+    def forward(self, x):
+        return x.mean(dim=(2, 3)) @ self.proj
+
+
+class Tied(nn.Module):
+    """Weight tying (as language models tie their embedding and output layer): two layers
+    sharing one weight, which the state_dict lists under both names."""
+
+    def __init__(self, classes: int):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 16, 3, padding=1)
+        self.a = nn.Linear(16, 16)
+        self.b = nn.Linear(16, 16)
+        self.b.weight = self.a.weight
+        self.fc = nn.Linear(16, classes)
+
+    def forward(self, x):
+        x = F.relu(self.conv(x)).mean(dim=(2, 3))
+        return self.fc(F.relu(self.b(F.relu(self.a(x)))))
+
+
+class Mutates(nn.Module):
+    """A hostile model for the tests: adds 1 to its input in place (its batch is its own)."""
+
+    def __init__(self, classes: int):
+        super().__init__()
+        self.net = BnNet(classes)
+
+    def forward(self, x):
+        x.add_(1.0)
+        return self.net(x)
+
+
+class AddsOne(nn.Module):
+    """What Mutates computes, without touching its input."""
+
+    def __init__(self, classes: int):
+        super().__init__()
+        self.net = BnNet(classes)
+
+    def forward(self, x):
+        return self.net(x + 1.0)
+
+
+class IntLogits(BnNet):
+    """A hostile model for the tests: BnNet's state_dict, int64 logits in evaluation."""
+
+    def forward(self, x):
+        x = F.relu(self.bn1(self.conv1(x)))
+        x = F.relu(self.bn2(self.conv2(x)))
+        y = self.fc(x.mean(dim=(2, 3)))
+        if self.training:
+            return y
+        return (y * 1000).long()
+
+
+class NanLogits(BnNet):
+    """A hostile model for the tests: BnNet's state_dict, NaN logits in evaluation."""
+
+    def forward(self, x):
+        x = F.relu(self.bn1(self.conv1(x)))
+        x = F.relu(self.bn2(self.conv2(x)))
+        y = self.fc(x.mean(dim=(2, 3)))
+        if self.training:
+            return y
+        return y * float("nan")
+
+
+class Narrow(BnNet):
+    """A hostile model for the tests: BnNet's state_dict, the first 5 logits only."""
+
+    def forward(self, x):
+        x = F.relu(self.bn1(self.conv1(x)))
+        x = F.relu(self.bn2(self.conv2(x)))
+        return self.fc(x.mean(dim=(2, 3)))[:, :5]
+
+
+KINDS = {"no_params": NoParams, "tied": Tied, "mutates": Mutates, "adds_one": AddsOne, "int_logits": IntLogits,
+         "nan_logits": NanLogits, "narrow": Narrow, "unused": Unused, "gn_dropout": GnDropout, "vit": TinyViT, "bn": BnNet, "detached": Detached,
          "train_shape": TrainShape, "raises": Raises}
 
 
@@ -180,7 +265,7 @@ def state(model, out):
     from safetensors.torch import save_file
 
     m = torch.jit.load(model)
-    save_file({k: v.detach().contiguous() for k, v in m.state_dict().items()}, out)
+    save_file({k: v.detach().clone().contiguous() for k, v in m.state_dict().items()}, out)
 
 
 def train(model, out, seed, lr, steps, accum, batches, optimizer="sgd", label_smoothing=0.0,
@@ -233,7 +318,7 @@ def train(model, out, seed, lr, steps, accum, batches, optimizer="sgd", label_sm
         for g, p in zip(grads, params):
             p.grad = g / world
         opt.step()
-    save_file({k: v.detach().contiguous() for k, v in m.state_dict().items()}, out)
+    save_file({k: v.detach().clone().contiguous() for k, v in m.state_dict().items()}, out)
 
 
 def _ddp_rank(rank, world, port, model, out, seed, lr, steps, batches):
@@ -259,7 +344,7 @@ def _ddp_rank(rank, world, port, model, out, seed, lr, steps, batches):
         F.cross_entropy(ddp(x), y).backward()
         opt.step()
     if rank == 0:
-        save_file({k: v.detach().contiguous() for k, v in m.state_dict().items()}, out)
+        save_file({k: v.detach().clone().contiguous() for k, v in m.state_dict().items()}, out)
     dist.destroy_process_group()
 
 

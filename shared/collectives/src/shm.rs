@@ -7,15 +7,18 @@
 //! peer credentials are checked). Its size is sealed, so nobody can shrink it under a reader.
 //!
 //! Layout: a control block (an abort word, then one line per rank: its barrier counter and its
-//! last two collective headers), then two sets of one slot per rank ([`SLOT`] bytes each). A
-//! buffer goes through in chunks of one slot, alternating sets, so a chunk's copy-in never waits
-//! for the previous chunk's readers. All-reduce of a chunk (reduce-scatter + all-gather over
-//! memory):
+//! last two collective headers), then three sets of one slot per rank ([`SLOT`] bytes each). A
+//! buffer goes through in chunks of one slot, chunk c in set c mod 3. All-reduce
+//! (reduce-scatter + all-gather over memory) takes one barrier per chunk: between two barriers
+//! a rank
 //!
-//! 1. every rank copies its chunk into its slot, then meets the others (barrier 1);
-//! 2. rank i reduces part i of the chunk from every slot and writes the result into its own
-//!    buffer and its slot (barrier 2);
-//! 3. every rank copies the other parts from their owners' slots into its buffer.
+//! 1. copies the other ranks' parts of the previous chunk from their slots into its buffer;
+//! 2. reduces its own part (1/n) of this chunk from every slot, into its buffer and its slot;
+//! 3. copies the next chunk of its buffer into its slot of the next set.
+//!
+//! A set is written again three chunks later, after every rank has passed the barrier that
+//! follows its last reads. A buffer of up to [`WHOLE`] bytes is reduced whole by every rank
+//! after one barrier (latency rules there, not bandwidth).
 //!
 //! **The order of a sum is the TCP ring's** ([`crate::ring`]): element e of a buffer of `count`
 //! elements belongs to ring segment k = the one with ⌊count·k/n⌋ ≤ e < ⌊count·(k+1)/n⌋, and its
@@ -41,16 +44,20 @@ use crate::ring::{Call, Kind};
 use crate::store::Store;
 use crate::{Error, Result};
 
-/// Bytes of one rank's slot in each of the two sets: a chunk of a collective. Small enough that
+/// Bytes of one rank's slot in each of the three sets: a chunk of a collective. Small enough that
 /// a chunk's slots stay in cache between its copy-in and the others' reads (measured with
 /// scripts/bench/all_reduce.py), large enough that barriers are few.
 pub(crate) const SLOT: usize = 1 << 20;
 /// The most ranks one segment serves.
 pub(crate) const MAX_LOCAL: usize = 256;
 const LINE: usize = 128;
+/// Sets of slots: a chunk is copied in, reduced and copied out in three consecutive steps.
+const SETS: usize = 3;
 const PAGE: usize = 4096;
 /// How often a wait checks the stop hook, the deadline and the sockets.
 const CHECK_EVERY: Duration = Duration::from_millis(50);
+/// Buffers up to this size are reduced whole by every rank (one barrier instead of two).
+const WHOLE: usize = 256 << 10;
 /// Bytes reduced per pass through the slots (fits L1 with the inputs streaming).
 const BLOCK: usize = 16 << 10;
 const SPINS: u32 = 200;
@@ -115,7 +122,7 @@ fn control_len(n: usize) -> usize {
 }
 
 fn segment_len(n: usize) -> usize {
-    control_len(n) + 2 * n * SLOT
+    control_len(n) + SETS * n * SLOT
 }
 
 /// This rank's share of a host's segment.
@@ -171,7 +178,7 @@ impl Group {
     }
 
     fn slot(&self, set: u64, i: usize) -> *mut u8 {
-        let off = control_len(self.n()) + ((set as usize % 2) * self.n() + i) * SLOT;
+        let off = control_len(self.n()) + ((set % SETS as u64) as usize * self.n() + i) * SLOT;
         // SAFETY: inside the mapping (segment_len).
         unsafe { self.map.ptr.add(off) }
     }
@@ -302,8 +309,8 @@ impl Group {
         Ok(())
     }
 
-    /// Announces `call` (header `seq`), after the caller's copy-in; barrier 1 of the first
-    /// chunk; then checks every rank's header against this one's.
+    /// Announces `call` (header `seq`), after the caller's first copy-in; the first barrier;
+    /// then checks every rank's header against this one's.
     fn announce(&mut self, call: Call) -> Result<()> {
         let ours = call.encode(self.seq);
         // SAFETY: this rank's own header slot for this parity; the others read it only after
@@ -353,44 +360,39 @@ impl Group {
         };
         let per = SLOT / es;
         let chunks = count.div_ceil(per).max(1);
+        let range = |c: usize| c * per..((c + 1) * per).min(count);
+        // The sets after the last one used (`phase`).
+        let base = self.phase + 1;
+        self.phase += chunks as u64;
+        let set = |c: usize| base + c as u64;
+        // One barrier per chunk: chunk c's copy-in, reduction and copy-out fall in three
+        // consecutive iterations, each on its own set of slots (three sets).
+        self.copy_in(buf, set(0), range(0), es);
+        self.announce(call)?;
+        if buf.len() <= WHOLE {
+            // Small: every rank reduces the whole buffer from the slots (the same sums in the
+            // same order on every rank), one barrier in all.
+            self.reduce_range(set(0), 0..count, count, dtype, op, buf, false);
+            return Ok(());
+        }
         for c in 0..chunks {
-            let (c0, c1) = (c * per, ((c + 1) * per).min(count));
-            let len = c1 - c0;
-            let set = self.next_set();
-            let mine = self.slot(set, self.me);
-            // SAFETY: this rank's slot of this set: nobody reads it until the barrier below, and
-            // its last readers finished before the previous chunk's barrier 1 (two sets).
-            unsafe {
-                std::ptr::copy_nonoverlapping(buf[c0 * es..].as_ptr(), mine, len * es);
-            }
-            if c == 0 {
-                self.announce(call)?;
-            } else {
-                self.barrier_wait(Kind::AllReduce)?;
-            }
-            let part = |i: usize| c0 + len * i / n..c0 + len * (i + 1) / n;
+            let r = range(c);
+            let part = |i: usize| r.start + r.len() * i / n..r.start + r.len() * (i + 1) / n;
             let own = part(self.me);
-            // Split this rank's part where the ring's segments (of the whole buffer) change.
-            let mut e = own.start;
-            while e < own.end {
-                let k = ring_segment(count, n, e);
-                let seg_end = ((count as u128 * (k as u128 + 1)) / n as u128) as usize;
-                let end = own.end.min(seg_end);
-                while e < end {
-                    let b = (end - e).min(BLOCK / es);
-                    self.reduce_block(set, k, e - c0, b, dtype, op, &mut buf[e * es..(e + b) * es]);
-                    e += b;
-                }
+            self.reduce_range(set(c), own, count, dtype, op, buf, true);
+            if c + 1 < chunks {
+                self.copy_in(buf, set(c + 1), range(c + 1), es);
             }
             self.barrier_wait(Kind::AllReduce)?;
             for j in (0..n).filter(|&j| j != self.me) {
                 let p = part(j);
-                let src = self.slot(set, j);
-                // SAFETY: rank j wrote part j of its slot before barrier 2 and writes that slot
-                // again only after everyone reached the next chunk's barrier 1.
+                let src = self.slot(set(c), j);
+                // SAFETY: rank j wrote part j of its slot before the barrier just passed, and
+                // writes that slot of this set again only after the barrier two chunks on,
+                // which this rank reaches after this copy.
                 unsafe {
                     std::ptr::copy_nonoverlapping(
-                        src.add((p.start - c0) * es),
+                        src.add((p.start - r.start) * es),
                         buf[p.start * es..].as_mut_ptr(),
                         p.len() * es,
                     );
@@ -400,8 +402,53 @@ impl Group {
         Ok(())
     }
 
+    /// Copies elements `r` of `buf` into this rank's slot of `set`.
+    fn copy_in(&self, buf: &[u8], set: u64, r: std::ops::Range<usize>, es: usize) {
+        // SAFETY: this rank's slot of this set, in the mapping. Its last readers (three chunks
+        // ago) finished before the barrier this rank passed last; nobody reads it again before
+        // the next barrier.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                buf[r.start * es..].as_ptr(),
+                self.slot(set, self.me),
+                r.len() * es,
+            )
+        };
+    }
+
+    /// Reduces elements `r` of the buffer (of `count`, in the chunk held by `set`, whose first
+    /// element is `r.start` rounded down to a chunk) from every slot into `buf`, and into this
+    /// rank's slot when `publish`.
+    #[allow(clippy::too_many_arguments)]
+    fn reduce_range(
+        &mut self,
+        set: u64,
+        r: std::ops::Range<usize>,
+        count: usize,
+        dtype: DType,
+        op: ReduceOp,
+        buf: &mut [u8],
+        publish: bool,
+    ) {
+        let (es, n) = (dtype.size(), self.n());
+        let chunk_start = r.start - r.start % (SLOT / es);
+        // Split where the ring's segments (of the whole buffer) change.
+        let mut e = r.start;
+        while e < r.end {
+            let k = ring_segment(count, n, e);
+            let seg_end = ((count as u128 * (k as u128 + 1)) / n as u128) as usize;
+            let end = r.end.min(seg_end);
+            while e < end {
+                let b = (end - e).min(BLOCK / es);
+                let out = &mut buf[e * es..(e + b) * es];
+                self.reduce_block(set, k, e - chunk_start, b, dtype, op, out, publish);
+                e += b;
+            }
+        }
+    }
+
     /// Reduces elements `at..at + b` of this chunk (ring segment `k`) from every slot into
-    /// `out` and into this rank's slot.
+    /// `out`, and into this rank's slot when `publish`.
     #[allow(clippy::too_many_arguments)]
     fn reduce_block(
         &mut self,
@@ -412,12 +459,13 @@ impl Group {
         dtype: DType,
         op: ReduceOp,
         out: &mut [u8],
+        publish: bool,
     ) {
         let (es, n) = (dtype.size(), self.n());
         let bytes = b * es;
         let slot = |i: usize| -> &[u8] {
-            // SAFETY: elements at..at+b of rank i's slot, written before barrier 1 and not
-            // written again until after barrier 2 (this rank's own part: only by this rank,
+            // SAFETY: elements at..at+b of rank i's slot, written before the last barrier and
+            // not written again before two more (this rank's own part: only by this rank,
             // below, after reading it).
             unsafe { std::slice::from_raw_parts(self.slot(set, i).add(at * es), bytes) }
         };
@@ -428,7 +476,11 @@ impl Group {
         if op == ReduceOp::Avg {
             divide(dtype, out, n);
         }
-        // SAFETY: this rank's own part of its own slot; the others read it after barrier 2.
+        if !publish {
+            return;
+        }
+        // SAFETY: this rank's own part of its own slot; the others read it after the next
+        // barrier.
         unsafe {
             std::ptr::copy_nonoverlapping(out.as_ptr(), self.slot(set, self.me).add(at * es), bytes)
         };

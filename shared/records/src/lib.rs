@@ -550,6 +550,14 @@ pub struct PredictionRecord {
     /// The image's class in labelled data (`--data`), by index.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub label: Option<usize>,
+    /// With `--data` shards or records that `pack` wrote: the file the sample was packed from,
+    /// relative to the folder packed (not a path to open here).
+    #[serde(
+        with = "os_text::option",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
+    pub packed_path: Option<PathBuf>,
 }
 
 /// A class and the probability the model gives it (softmax of the logits).
@@ -903,6 +911,7 @@ mod tests {
                 prob: 0.75,
             }],
             label: Some(1),
+            packed_path: Some(OsString::from_vec(b"cat/\xff 1.jpg".to_vec()).into()),
         };
         let line = serde_json::to_string(&p).unwrap();
         assert!(

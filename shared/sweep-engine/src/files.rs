@@ -9,7 +9,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use crate::error::{Context, Error, Result};
 use serde_json::{Map, Value};
 
 use tensorboard::{EventWriter, SessionStatus};
@@ -185,8 +185,11 @@ pub fn open_regular(path: &Path, append: bool) -> Result<File> {
     let meta = f
         .metadata()
         .with_context(|| format!("reading {}", path.display()))?;
-    if let Some(what) = input_file::not_regular(&meta) {
-        anyhow::bail!("{}: {what}, not a regular file", path.display());
+    if let Some(kind) = input_file::not_regular(&meta) {
+        return Err(Error::NotRegular {
+            path: path.to_path_buf(),
+            kind,
+        });
     }
     Ok(f)
 }
@@ -563,7 +566,7 @@ mod tests {
                 tx.send(
                     TrialFiles::open(&d, 0, 1, &config, 0)
                         .map(drop)
-                        .map_err(|e| format!("{e:#}")),
+                        .map_err(|e| e.describe()),
                 )
             });
             let opened = rx

@@ -10,7 +10,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use crate::error::{Context, Error, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -195,13 +195,19 @@ impl Journal {
     /// Creates the journal of a new sweep; an existing one is an error (use --resume).
     pub fn create(dir: &Path, definition: &Definition) -> Result<Self> {
         let path = dir.join(FILE);
-        let file = OpenOptions::new().create_new(true).append(true).open(&path).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::AlreadyExists {
-                anyhow::anyhow!("{} holds a sweep already: continue it with `sweep --resume --out-dir {}`, or choose another --out-dir", dir.display(), dir.display())
-            } else {
-                anyhow::Error::new(e).context(format!("creating {}", path.display()))
-            }
-        })?;
+        let file = OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| {
+                if e.kind() == std::io::ErrorKind::AlreadyExists {
+                    Error::Started {
+                        dir: dir.to_path_buf(),
+                    }
+                } else {
+                    Error::Io(e).context(format!("creating {}", path.display()))
+                }
+            })?;
         let mut j = Journal { file, path };
         j.append(&Entry::Sweep {
             version: 1,
@@ -218,7 +224,7 @@ impl Journal {
         if let Err(e) = input_file::open(&path)
             && e.kind() == std::io::ErrorKind::InvalidInput
         {
-            bail!("{e}");
+            return Err(Error::Io(e));
         }
         let mut file = OpenOptions::new()
             .read(true)
@@ -256,10 +262,10 @@ impl Journal {
             definition,
         }) = entries.first().cloned()
         else {
-            bail!(
+            return Err(Error::Journal(format!(
                 "{} does not start with a sweep definition of version 1",
                 path.display()
-            );
+            )));
         };
         entries.remove(0);
         Ok((definition, entries, Journal { file, path }))

@@ -7,6 +7,7 @@
 //! printed here.
 
 mod engine;
+mod error;
 pub mod files;
 pub mod journal;
 pub mod launcher;
@@ -22,8 +23,6 @@ pub use setup::{MAX_TRIALS, Opened, check_resumed, create, resume, template_of};
 /// it has, such as a Slurm allocation's nodes and CPUs): the per-slot lists are sized by it.
 pub const MAX_SLOTS: usize = 4096;
 
-use error_class::{Class, Classified, Classify};
-
 /// Every record a sweep prints, in the order it happens.
 #[derive(Debug, Clone, serde::Serialize)]
 #[serde(untagged)]
@@ -35,10 +34,14 @@ pub enum Record {
     Summary(records::SweepSummary),
 }
 
+/// What an [`Output`] that refuses a record says why.
+pub type OutputError = Box<dyn std::error::Error + Send + Sync>;
+
 /// Where a running sweep's output goes.
 pub trait Output {
-    /// One record (stdout, for the tool); an error (a closed pipe) ends the sweep.
-    fn record(&mut self, record: Record) -> anyhow::Result<()>;
+    /// One record (stdout, for the tool); an error (a closed pipe) ends the sweep, as
+    /// [`Error::Output`] holding it.
+    fn record(&mut self, record: Record) -> std::result::Result<(), OutputError>;
     /// The status table, as it changes and at the end.
     fn status(&mut self, table: &str);
 }
@@ -50,39 +53,4 @@ pub struct Finished {
     pub failed: usize,
 }
 
-/// What went wrong, by class.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// The settings (flags, a definition) cannot work; nothing was run.
-    #[error("{0}")]
-    Usage(String),
-    /// SIGINT or SIGTERM: the running trials were stopped and the journal kept for `--resume`.
-    #[error("interrupted")]
-    Interrupted,
-    /// Anything else: a file that cannot be read or written, a damaged journal.
-    #[error(transparent)]
-    Failed(#[from] anyhow::Error),
-}
-
-impl From<search::Error> for Error {
-    /// A definition that no longer passes the schedulers' checks: a damaged journal.
-    fn from(e: search::Error) -> Error {
-        Error::Failed(anyhow::Error::new(e))
-    }
-}
-
-impl Classify for Error {
-    fn class(&self) -> Class {
-        match self {
-            Error::Usage(_) => Class::Usage,
-            Error::Interrupted => Class::Interrupted,
-            // A classified error inside (an input that is not a regular file) keeps its class.
-            Error::Failed(e) => e
-                .chain()
-                .find_map(|c| c.downcast_ref::<Classified>().map(|c| c.class))
-                .unwrap_or(Class::Fatal),
-        }
-    }
-}
-
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub use error::{Error, Result};

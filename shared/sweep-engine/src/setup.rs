@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, bail};
+use crate::error::{Context, Error};
 use atomic_file::DirLock;
 use search::space::Space;
 
@@ -30,7 +30,7 @@ pub struct Opened {
 /// The command template, its placeholders checked against the space's parameters.
 pub fn template_of(space: &Space, command: &[OsString]) -> crate::Result<Template> {
     let params: BTreeSet<String> = space.names().map(String::from).collect();
-    Template::parse(command, &params).map_err(|e| crate::Error::Usage(format!("{e:#}")))
+    Template::parse(command, &params)
 }
 
 /// Starts a sweep of `def` in `out_dir` (created if needed): its journal and its TensorBoard
@@ -39,7 +39,7 @@ pub fn create(out_dir: &Path, def: Definition, template: Template) -> crate::Res
     std::fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     let out_dir = std::fs::canonicalize(out_dir)
         .with_context(|| format!("--out-dir {}", out_dir.display()))?;
-    let lock = DirLock::acquire(&out_dir).map_err(anyhow::Error::new)?;
+    let lock = DirLock::acquire(&out_dir)?;
     let journal = Journal::create(&out_dir, &def)?;
     write_experiment(&out_dir, &def)?;
     Ok(Opened {
@@ -56,7 +56,7 @@ pub fn create(out_dir: &Path, def: Definition, template: Template) -> crate::Res
 pub fn resume(out_dir: &Path) -> crate::Result<Opened> {
     let out_dir = std::fs::canonicalize(out_dir)
         .with_context(|| format!("--out-dir {}", out_dir.display()))?;
-    let lock = DirLock::acquire(&out_dir).map_err(anyhow::Error::new)?;
+    let lock = DirLock::acquire(&out_dir)?;
     let (def, replay, journal) = Journal::resume(&out_dir)?;
     let space = Space::parse(&def.space.to_string())?;
     check_resumed(&def, &space).with_context(|| {
@@ -67,7 +67,7 @@ pub fn resume(out_dir: &Path) -> crate::Result<Opened> {
     })?;
     let command: Vec<OsString> = def.command.iter().map(ArgRepr::to_os).collect();
     // A journal's command that does not parse is a damaged journal, not a usage error.
-    let template = template_of(&space, &command).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let template = template_of(&space, &command).map_err(|e| Error::Journal(e.to_string()))?;
     Ok(Opened {
         def,
         template,
@@ -83,13 +83,15 @@ pub const MAX_TRIALS: u128 = 100_000;
 
 /// A journal's definition, checked as `definition` checks flags before anything is sized by it:
 /// the journal may have been edited or damaged.
-pub fn check_resumed(def: &Definition, space: &Space) -> anyhow::Result<()> {
+pub fn check_resumed(def: &Definition, space: &Space) -> crate::Result<()> {
     let trials = match def.search {
         SearchKind::Random => def.trials.len() as u128,
         SearchKind::Tpe | SearchKind::Bohb => def.samples as u128,
     };
     if trials == 0 || trials > MAX_TRIALS {
-        bail!("{trials} trials: a sweep runs 1 to {MAX_TRIALS}");
+        return Err(Error::Journal(format!(
+            "{trials} trials: a sweep runs 1 to {MAX_TRIALS}"
+        )));
     }
     match def.scheduler {
         SchedulerKind::Asha | SchedulerKind::Median => def.asha.validate()?,
@@ -115,7 +117,7 @@ pub fn check_resumed(def: &Definition, space: &Space) -> anyhow::Result<()> {
 }
 
 /// OUT_DIR's own event file: the hparams experiment (parameters and the metric).
-fn write_experiment(out_dir: &std::path::Path, def: &Definition) -> anyhow::Result<()> {
+fn write_experiment(out_dir: &std::path::Path, def: &Definition) -> crate::Result<()> {
     // A config shows the parameters' names and kinds: the first trial's, or with TPE (whose
     // configs come later) one at the space's lower bounds.
     let first = match def.search {

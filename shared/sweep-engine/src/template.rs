@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 use std::ffi::OsString;
 
-use anyhow::{Result, bail};
+use crate::{Error, Result};
 use serde_json::Value;
 
 use search::space::Config;
@@ -45,11 +45,15 @@ impl Template {
     /// Parses `args`; every placeholder must be a parameter in `params` or a builtin.
     pub fn parse(args: &[OsString], params: &BTreeSet<String>) -> Result<Self> {
         if args.is_empty() {
-            bail!("no command: give it after `--`, e.g. `sweep ... -- ddp-train --lr {{lr}}`");
+            return Err(Error::Usage(
+                "no command: give it after `--`, e.g. `sweep ... -- ddp-train --lr {lr}`".into(),
+            ));
         }
         for p in params {
             if BUILTIN.contains(&p.as_str()) {
-                bail!("parameter {p:?} has the name of the builtin placeholder {{{p}}}: rename it");
+                return Err(Error::Usage(format!(
+                    "parameter {p:?} has the name of the builtin placeholder {{{p}}}: rename it"
+                )));
             }
         }
         let mut out = Vec::with_capacity(args.len());
@@ -69,10 +73,10 @@ impl Template {
                         .cloned()
                         .chain(BUILTIN.iter().map(|b| b.to_string()))
                         .collect();
-                    bail!(
+                    return Err(Error::Usage(format!(
                         "unknown placeholder {{{v}}} in {s:?} (known: {}; write {{{{ and }}}} for literal braces)",
                         known.join(", ")
-                    );
+                    )));
                 }
             }
             out.push(Arg::Pieces(pieces));
@@ -131,13 +135,15 @@ fn pieces(s: &str) -> Result<Vec<Piece>> {
             '{' => {
                 let rest = &s[i + 1..];
                 let Some(end) = rest.find('}') else {
-                    bail!("unclosed {{ in {s:?} (write {{{{ for a literal brace)")
+                    return Err(Error::Usage(format!(
+                        "unclosed {{ in {s:?} (write {{{{ for a literal brace)"
+                    )));
                 };
                 let name = &rest[..end];
                 if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-                    bail!(
+                    return Err(Error::Usage(format!(
                         "{{{name}}} in {s:?} is not a placeholder (write {{{{ and }}}} for literal braces)"
-                    );
+                    )));
                 }
                 if !text.is_empty() {
                     out.push(Piece::Text(std::mem::take(&mut text)));
@@ -147,7 +153,11 @@ fn pieces(s: &str) -> Result<Vec<Piece>> {
                     chars.next();
                 }
             }
-            '}' => bail!("lone }} in {s:?} (write }}}} for a literal brace)"),
+            '}' => {
+                return Err(Error::Usage(format!(
+                    "lone }} in {s:?} (write }}}} for a literal brace)"
+                )));
+            }
             c => text.push(c),
         }
     }

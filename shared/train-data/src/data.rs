@@ -543,6 +543,15 @@ impl Dataset {
         }
     }
 
+    /// The path of the file sample `index` was packed from, relative to the folder packed (what
+    /// `pack` stores in shards and beside RecordIO), if its data holds one.
+    pub fn packed_path(&self, index: i64) -> Result<Option<PathBuf>> {
+        match &self.images {
+            Images::Files(f, _) => f.packed_path(index as usize % f.len()),
+            Images::Tensor(_) => Ok(None),
+        }
+    }
+
     pub fn sample_paths(&self) -> Option<&[PathBuf]> {
         match &self.images {
             Images::Files(f, _) => Some(&f.paths),

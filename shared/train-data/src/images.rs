@@ -146,8 +146,8 @@ struct RankOrder {
 enum Store {
     /// Each in its file (`paths`).
     Files,
-    /// Records of a `.rec`, at these offsets.
-    Records(crate::recordio::RecordIo, Vec<u64>),
+    /// Records of a `.rec`, at these offsets, of these keys.
+    Records(crate::recordio::RecordIo, Vec<u64>, Vec<u64>),
     /// In tar shards.
     Shards(crate::wds::Shards),
 }
@@ -194,7 +194,7 @@ impl ImageFiles {
         let offsets: std::collections::HashMap<u64, u64> = rec.index.iter().copied().collect();
         let keys = rec.image_keys().map_err(Error::Data)?;
         let (mut paths, mut labels, mut at) = (Vec::new(), Vec::new(), Vec::new());
-        for key in keys {
+        for &key in &keys {
             let name = || format!("{}.rec:{key}", prefix.display());
             let offset = *offsets
                 .get(&key)
@@ -219,7 +219,8 @@ impl ImageFiles {
         let named = data_pack::read_classes_beside(prefix).map_err(Error::Data)?;
         let is_named = named.is_some();
         let classes = numbered_classes(&paths, &labels, opts.classes, named)?;
-        let mut files = Self::with(paths, Store::Records(rec, at), labels, classes, opts, seed)?;
+        let store = Store::Records(rec, at, keys);
+        let mut files = Self::with(paths, store, labels, classes, opts, seed)?;
         files.named_classes = is_named;
         Ok(files)
     }
@@ -328,6 +329,17 @@ impl ImageFiles {
         taken.get(&index).copied().unwrap_or(index)
     }
 
+    /// The path of the file sample `index` was packed from, relative to the folder packed
+    /// (what `pack` stores: a shard sample's `path` member, a record's line of `PREFIX.lst`),
+    /// if the data holds one; none for files, which [`Self::paths`] names.
+    pub fn packed_path(&self, index: usize) -> Result<Option<PathBuf>> {
+        match &self.store {
+            Store::Records(rec, _, keys) => rec.packed_path(keys[index]).map_err(Error::Data),
+            Store::Shards(shards) => shards.packed_path(index).map_err(Error::Data),
+            Store::Files => Ok(None),
+        }
+    }
+
     pub fn bad_inputs(&self) -> usize {
         self.bad.load(Ordering::Relaxed)
     }
@@ -336,7 +348,7 @@ impl ImageFiles {
     /// the run reads it), if it cannot.
     fn shrunk(&self, index: usize) -> Option<String> {
         match &self.store {
-            Store::Records(rec, _) => rec.shrunk(),
+            Store::Records(rec, ..) => rec.shrunk(),
             Store::Shards(shards) => shards.shrunk(index),
             Store::Files => None,
         }
@@ -352,7 +364,7 @@ impl ImageFiles {
     ) -> std::result::Result<(), String> {
         let o = &self.opts;
         let bytes = match &self.store {
-            Store::Records(rec, offsets) => {
+            Store::Records(rec, offsets, _) => {
                 let payload = rec.read(offsets[index])?.payload;
                 if payload.len() as u64 > o.decode.max_file_bytes() {
                     return Err(format!(

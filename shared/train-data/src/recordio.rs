@@ -12,7 +12,13 @@
 //! As `MXFaceDataset` reads it: when record 0's header has flag > 0, its first label is one past
 //! the last image key (images are keys 1 .. label[0] - 1); else every key of the index is an
 //! image. A record's class is its label, or the first of its label vector.
+//!
+//! `PREFIX.lst` beside them, when there is one (`pack` writes it; MXNet's `im2rec` makes its
+//! records from one), names each record's file: a line per record, its key, its labels and the
+//! path, separated by tabs ([`data_pack::lst_line`]); read only when a path is asked for
+//! ([`RecordIo::packed_path`]).
 
+use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -30,6 +36,10 @@ pub struct RecordIo {
     len: u64,
     /// (key, offset) in the index's order.
     pub index: Vec<(u64, u64)>,
+    /// `PREFIX.lst`, opened with the rest (a pack that replaces the set later does not change
+    /// what this one reads), and its paths by key once asked for.
+    lst: Option<(PathBuf, std::fs::File, u64)>,
+    paths: std::sync::OnceLock<Result<std::collections::HashMap<u64, Vec<u8>>, String>>,
 }
 
 /// A record's `IRHeader`, its label vector, and where its payload is.
@@ -91,12 +101,33 @@ impl RecordIo {
             }
             index.push((k, o));
         }
+        let lst = data_pack::lst_path(prefix);
+        let lst = match input_file::open(&lst) {
+            Ok((f, len)) => Some((lst, f, len)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e.to_string()),
+        };
         Ok(RecordIo {
             rec,
             file,
             len,
             index,
+            lst,
+            paths: std::sync::OnceLock::new(),
         })
+    }
+
+    /// The path of the file record `key` was packed from, as `PREFIX.lst` names it (the bytes
+    /// [`data_pack::lst_line`] wrote), if there is a list and it names the key.
+    pub fn packed_path(&self, key: u64) -> Result<Option<PathBuf>, String> {
+        let Some((path, file, len)) = &self.lst else {
+            return Ok(None);
+        };
+        let paths = self.paths.get_or_init(|| read_list(path, file, *len));
+        let paths = paths.as_ref().map_err(Clone::clone)?;
+        Ok(paths
+            .get(&key)
+            .map(|p| PathBuf::from(std::ffi::OsString::from_vec(p.clone()))))
     }
 
     /// The offset of record `key`.
@@ -238,6 +269,59 @@ impl RecordIo {
         }
         Ok(self.index.iter().map(|(k, _)| *k).collect())
     }
+}
+
+/// The paths of an `im2rec` list by key: on each line the key before the first tab, the path
+/// after the last ([`data_pack::lst_unescape`]).
+fn read_list(
+    path: &Path,
+    file: &std::fs::File,
+    len: u64,
+) -> Result<std::collections::HashMap<u64, Vec<u8>>, String> {
+    use std::io::Read;
+    // A line per record: 1 GiB of them is millions of paths.
+    const MAX_LIST_BYTES: u64 = 1 << 30;
+    if len > MAX_LIST_BYTES {
+        return Err(format!(
+            "{}: {len} bytes, over the {MAX_LIST_BYTES} a list of files may hold",
+            path.display()
+        ));
+    }
+    let mut text = Vec::with_capacity(len as usize);
+    (file
+        .try_clone()
+        .map_err(|e| format!("{}: {e}", path.display()))?)
+    .take(MAX_LIST_BYTES + 1)
+    .read_to_end(&mut text)
+    .map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut paths = std::collections::HashMap::new();
+    for (n, line) in text.split(|&b| b == b'\n').enumerate() {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.trim_ascii().is_empty() {
+            continue;
+        }
+        let bad = || {
+            format!(
+                "{} line {}: not `key<TAB>label<TAB>path`: {:?}",
+                path.display(),
+                n + 1,
+                line.escape_ascii().to_string()
+            )
+        };
+        let (first, last) = match (
+            line.iter().position(|&b| b == b'\t'),
+            line.iter().rposition(|&b| b == b'\t'),
+        ) {
+            (Some(f), Some(l)) if f < l => (f, l),
+            _ => return Err(bad()),
+        };
+        let key = std::str::from_utf8(&line[..first])
+            .ok()
+            .and_then(|k| k.trim().parse::<u64>().ok())
+            .ok_or_else(bad)?;
+        paths.insert(key, data_pack::lst_unescape(&line[last + 1..]));
+    }
+    Ok(paths)
 }
 
 /// `recordio.unpack`: the header, the label vector when flag > 0, and the payload when asked

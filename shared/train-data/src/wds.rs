@@ -9,7 +9,8 @@
 //! ([`crate::folder::IMG_EXTENSIONS`]: `jpg`, `jpeg`, `png`, `ppm`, `bmp`, `pgm`, `tif`, `tiff`,
 //! `webp`; the first of those in that order), its class the integer in its `cls` member or the
 //! `label` field of its `json` member. Samples without an image or a
-//! class are left out, with a warning.
+//! class are left out, with a warning. A `path` member (what `pack` writes) holds the path of the
+//! file the sample was packed from, as bytes ([`Shards::packed_path`]).
 //!
 //! The shards are indexed when a run starts (each member's header is read; the data between is
 //! skipped by seeking; only `cls` and `json` members are read), so that every rank knows every
@@ -29,7 +30,7 @@
 use std::ffi::OsStr;
 use std::io::Read;
 use std::ops::Range;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -38,6 +39,8 @@ use crate::sampler::randperm;
 
 /// The most a `cls` or `json` member may hold: labels, not data.
 const MAX_LABEL_BYTES: u64 = 1 << 20;
+/// The most a `path` member may hold (a longer one is passed over): a path, not data.
+const MAX_PATH_BYTES: u64 = 1 << 16;
 
 /// The samples of a set of shards.
 #[derive(Debug)]
@@ -62,6 +65,9 @@ pub struct Sample {
     pub offset: u64,
     pub len: u64,
     pub label: i64,
+    /// Where the sample's `path` member's bytes are in the shard file (offset, length), if it
+    /// has one.
+    pub path: Option<(u64, u64)>,
 }
 
 /// How one epoch's samples are split and shuffled.
@@ -176,6 +182,27 @@ impl Shards {
             )
         })?;
         Ok(bytes)
+    }
+
+    /// The path of the file sample `i` was packed from (its `path` member, as bytes), if it has
+    /// one: read from the shard when asked.
+    pub fn packed_path(&self, i: usize) -> Result<Option<PathBuf>, String> {
+        let s = &self.samples[i];
+        let Some((offset, len)) = s.path else {
+            return Ok(None);
+        };
+        let path = &self.files[s.shard];
+        let (f, _) = input_file::open(path).map_err(|e| e.to_string())?;
+        // Bounded when indexed (MAX_PATH_BYTES).
+        let mut bytes = vec![0; len as usize];
+        f.read_exact_at(&mut bytes, offset).map_err(|e| {
+            format!(
+                "{}: reading the path of sample {} ({len} bytes at offset {offset}): {e}",
+                path.display(),
+                String::from_utf8_lossy(&s.key)
+            )
+        })?;
+        Ok(Some(PathBuf::from(std::ffi::OsString::from_vec(bytes))))
     }
 
     /// This rank's samples for `epoch`, in the order it trains on them (see the module's text).
@@ -328,6 +355,7 @@ struct Gathering {
     suffixes: Vec<Vec<u8>>,
     image: Option<(usize, u64, u64)>,
     label: Option<Result<i64, String>>,
+    path: Option<(u64, u64)>,
 }
 
 /// Reads one shard's member headers (and its `cls`/`json` members) into samples.
@@ -391,6 +419,7 @@ fn index(shard: usize, path: &Path) -> Result<Indexed, String> {
                 suffixes: Vec::new(),
                 image: None,
                 label: None,
+                path: None,
             });
         }
         let g = current.as_mut().expect("a sample is being gathered");
@@ -426,6 +455,8 @@ fn index(shard: usize, path: &Path) -> Result<Indexed, String> {
                 }
             };
             g.label = Some(label);
+        } else if suffix == b"path" && size <= MAX_PATH_BYTES {
+            g.path = Some((data, size));
         }
         g.suffixes.push(suffix);
     }
@@ -445,6 +476,7 @@ fn finish(shard: usize, path: &Path, g: Gathering, out: &mut Indexed) {
             offset,
             len,
             label,
+            path: g.path,
         }),
         (None, _) => out.left_out.push(format!("{}: no image file", name())),
         (_, None) => out
@@ -834,6 +866,7 @@ mod tests {
                     offset: 0,
                     len: 0,
                     label: 0,
+                    path: None,
                 });
             }
             ranges.push(start..samples.len());

@@ -25,7 +25,7 @@ with tarfile.open(sys.argv[1] + "/s.tar", "w", format=tarfile.GNU_FORMAT) as t:
 "#,
         &[tmp.path().as_os_str()]
             .into_iter()
-            .chain(suffixes.iter().map(|s| std::ffi::OsStr::new(s)))
+            .chain(suffixes.iter().map(std::ffi::OsStr::new))
             .collect::<Vec<_>>(),
     );
     let shards = Shards::open(tmp.path().join("s.tar").as_os_str()).unwrap();

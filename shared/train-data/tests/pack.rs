@@ -174,3 +174,110 @@ fn a_run_where_most_samples_cannot_be_used_stops_whatever_the_bound() {
     let e = read_all(&files).unwrap_err();
     assert!(e.contains("more than half"), "{e}");
 }
+
+#[test]
+fn a_packed_samples_path_comes_back_through_the_readers() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("imgs");
+    // Four images in two classes, one with a name that is not UTF-8 and one holding a tab and
+    // a backslash, in a sub-folder.
+    let names: [&[u8]; 4] = [
+        b"a/x.png",
+        b"a/deep/caf\xe9.png",
+        b"b/t\tab\\1.png",
+        b"b/y.png",
+    ];
+    for (name, png) in names.iter().zip(noise_pngs(4)) {
+        let p = root.join(std::ffi::OsStr::from_bytes(name));
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, png).unwrap();
+    }
+    let folder = train_data::folder::ImageFolder::scan(&root).unwrap();
+    for format in [data_pack::Format::Wds, data_pack::Format::Recordio] {
+        let out = dir.path().join(format.name());
+        let o = data_pack::Options {
+            format,
+            shard_size: 1 << 20,
+            shard_samples: 3,
+            shuffle: Some(1),
+            max_image_bytes: 1 << 20,
+        };
+        let packed = data_pack::pack(
+            &folder,
+            data_pack::OutDir::open(&out, false).unwrap(),
+            &folder.classes,
+            &o,
+            &|| false,
+        )
+        .unwrap();
+        // The samples, and each one's image bytes as the store holds them.
+        let (files, bytes): (_, Vec<Vec<u8>>) = match format {
+            data_pack::Format::Wds => {
+                let pattern = data_pack::ShardWriter::pattern(&out, packed.files.len() - 1);
+                let open = || train_data::wds::Shards::open(pattern.as_os_str()).unwrap();
+                let shards = open();
+                let bytes = (0..shards.samples.len())
+                    .map(|i| shards.read(i, 1 << 20).unwrap())
+                    .collect();
+                let files = train_data::images::ImageFiles::from_shards(open(), opts(), 0);
+                (files.unwrap(), bytes)
+            }
+            data_pack::Format::Recordio => {
+                let prefix = out.join("data");
+                let open = || train_data::recordio::RecordIo::open(&prefix).unwrap();
+                let rec = open();
+                let bytes = (rec.image_keys().unwrap().iter())
+                    .map(|&k| rec.read(rec.offset(k).unwrap()).unwrap().payload)
+                    .collect();
+                let files =
+                    train_data::images::ImageFiles::from_records(open(), &prefix, opts(), 0);
+                (files.unwrap(), bytes)
+            }
+        };
+        assert_eq!(files.len(), 4);
+        let mut seen = Vec::new();
+        for (i, bytes) in bytes.iter().enumerate() {
+            let path = files.packed_path(i).unwrap().unwrap_or_else(|| {
+                panic!("{format:?}: sample {i} ({:?}) has no path", files.paths[i])
+            });
+            // The path names the file the sample was packed from: its class and its bytes.
+            let file = root.join(&path);
+            let class = path.components().next().unwrap().as_os_str().to_owned();
+            assert_eq!(
+                files.classes[files.labels[i] as usize], class,
+                "{format:?} {path:?}"
+            );
+            assert_eq!(*bytes, std::fs::read(&file).unwrap(), "{format:?} {path:?}");
+            seen.push(path.as_os_str().as_bytes().to_vec());
+        }
+        seen.sort();
+        let mut want: Vec<Vec<u8>> = names.iter().map(|n| n.to_vec()).collect();
+        want.sort();
+        assert_eq!(seen, want, "{format:?}");
+    }
+    // Data packed without paths (before they were stored) reads as before, with none.
+    let old = dir.path().join("old");
+    let mut w = ShardWriter::new(&old, 1 << 20, 100);
+    let png = &noise_pngs(1)[0];
+    for i in 0..2 {
+        let s = Sample {
+            suffix: "png",
+            image: png,
+            label: i,
+            path: None,
+        };
+        w.add(&format!("{i:09}"), &s).unwrap();
+    }
+    let written = w.finish().unwrap();
+    let shards = train_data::wds::Shards::open(written[0].path.as_os_str()).unwrap();
+    let files = train_data::images::ImageFiles::from_shards(shards, opts(), 0).unwrap();
+    assert_eq!(files.packed_path(1).unwrap(), None);
+    let prefix = old.join("data");
+    let mut w = RecordWriter::create(&prefix).unwrap();
+    w.add(0, 0.0, png).unwrap();
+    w.finish().unwrap();
+    let rec = train_data::recordio::RecordIo::open(&prefix).unwrap();
+    let files = train_data::images::ImageFiles::from_records(rec, &prefix, opts(), 0).unwrap();
+    assert_eq!(files.packed_path(0).unwrap(), None);
+}

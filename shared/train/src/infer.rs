@@ -193,6 +193,15 @@ fn script_model(
     let size = input.image_size;
     let x = Tensor::zeros([1, 3, size, size], (Kind::Float, device));
     let y = tch::no_grad(|| net.forward(&x, false))?;
+    // Integer "logits" would be ranked by their float conversion without a word.
+    if !y.is_floating_point() {
+        return Err(Error::Checkpoint(format!(
+            "{}: {} returns {:?} values for one {size}x{size} image, not float logits",
+            path.display(),
+            file.display(),
+            y.kind()
+        )));
+    }
     if y.size() != [1, k] {
         return Err(Error::Checkpoint(format!(
             "{}: {} returns {:?} for one {size}x{size} image, not the [1, {k}] of the {k} classes \

@@ -295,11 +295,15 @@ pub fn dump_batches(
     let paths = data.sample_paths().map_or_else(Vec::new, |p| {
         indices.iter().map(|&i| p[i as usize].clone()).collect()
     });
+    let packed_paths = (indices.iter())
+        .map(|&i| data.packed_path(i))
+        .collect::<std::result::Result<_, _>>()?;
     Ok(Dump {
         images: Tensor::cat(&xs, 0),
         labels: Tensor::cat(&ys, 0),
         indices,
         paths,
+        packed_paths,
         seconds,
     })
 }
@@ -314,6 +318,9 @@ pub struct Dump {
     pub indices: Vec<i64>,
     /// Each sample's file (image files; none for CIFAR and synthetic data).
     pub paths: Vec<PathBuf>,
+    /// Each sample's path as `pack` stored it (the file it was packed from, relative to the
+    /// folder packed), where its data holds one.
+    pub packed_paths: Vec<Option<PathBuf>>,
     /// Time the batches took (decoding and transforms, for files), the copies kept for the dump
     /// left out.
     pub seconds: f64,

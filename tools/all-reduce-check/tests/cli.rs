@@ -101,7 +101,8 @@ fn spawn_checks_every_collective_type_and_op_on_two_and_three_ranks() {
         assert_all_right(&out, 90);
         let first = &bandwidths(&out)[0];
         assert_eq!(first.world_size.to_string(), n);
-        assert_eq!(first.engine, "cpu-ring");
+        // Ranks on one host meet in shared memory unless told otherwise.
+        assert_eq!(first.engine, "cpu-shm");
         // nccl-tests' table on stderr.
         let err = stderr(&out);
         assert!(
@@ -119,6 +120,42 @@ fn spawn_checks_every_collective_type_and_op_on_two_and_three_ranks() {
                 .unwrap();
             assert_all_right(&out, 9); // 3 types × (4K, 64K, 1M)
         }
+    }
+}
+
+#[test]
+fn both_transports_are_exact_on_buffers_of_several_chunks() {
+    for (transport, engine) in [("shm", "cpu-shm"), ("tcp", "cpu-ring")] {
+        let out = cmd()
+            .args([
+                "--spawn", "3", "-b", "1K", "-e", "4M", "-f", "64", "-n", "1", "-w", "0",
+            ])
+            .args(["-d", "f32,bf16,i64", "-o", "all", "--transport", transport])
+            .output()
+            .unwrap();
+        // 3 types × 5 ops × 3 sizes (1K, 64K, 4M: four 1 MiB chunks of shared memory).
+        assert_all_right(&out, 45);
+        assert!(
+            bandwidths(&out).iter().all(|b| b.engine == engine),
+            "{transport}"
+        );
+        let out = cmd()
+            .args([
+                "--spawn",
+                "3",
+                "-C",
+                "broadcast",
+                "-b",
+                "3M",
+                "-e",
+                "3M",
+                "-n",
+                "1",
+            ])
+            .args(["-w", "0", "-r", "2", "--transport", transport])
+            .output()
+            .unwrap();
+        assert_all_right(&out, 1);
     }
 }
 
@@ -185,19 +222,26 @@ fn env_tcp_and_file_rendezvous_across_processes() {
     }
 }
 
-#[test]
-fn a_killed_rank_fails_the_others_within_the_timeout_naming_it() {
+/// Starts `world` ranks over `transport` on a long run of 16 MiB all-reduces, sends `signal` to
+/// rank `victim` once every rank is past the rendezvous, and returns how each ended (exit
+/// status, stderr) and how long the others took after the signal.
+fn signal_mid_run(
+    world: usize,
+    transport: &str,
+    victim: usize,
+    signal: i32,
+) -> (Vec<(std::process::ExitStatus, String)>, Duration) {
     use std::io::{BufRead, BufReader, Read};
     let port = free_port().to_string();
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let mut children: Vec<(Child, std::thread::JoinHandle<String>)> = (0..3)
+    let mut children: Vec<(Child, std::thread::JoinHandle<String>)> = (0..world)
         .map(|rank| {
             let mut c = cmd();
             c.env("RANK", rank.to_string())
-                .env("WORLD_SIZE", "3")
+                .env("WORLD_SIZE", world.to_string())
                 .env("MASTER_ADDR", "127.0.0.1")
                 .env("MASTER_PORT", &port);
-            // Long enough to be killed mid-run; every rank says when its ring is up.
+            // Long enough to be signalled mid-run; every rank says when its ring is up.
             c.args([
                 "-b",
                 "16M",
@@ -211,6 +255,8 @@ fn a_killed_rank_fails_the_others_within_the_timeout_naming_it() {
                 "--all-ranks",
                 "--dist-timeout-secs",
                 "600",
+                "--transport",
+                transport,
             ]);
             let mut child = c
                 .stdout(Stdio::null())
@@ -233,31 +279,58 @@ fn a_killed_rank_fails_the_others_within_the_timeout_naming_it() {
             (child, reader)
         })
         .collect();
-    // Killed once every rank is past the rendezvous (a fixed 2 s sleep let the kill land inside
-    // it on a loaded machine, and the others then waited for the whole timeout).
-    for _ in 0..3 {
+    // Signalled once every rank is past the rendezvous (a fixed 2 s sleep let the kill land
+    // inside it on a loaded machine, and the others then waited for the whole timeout).
+    for _ in 0..world {
         ready_rx
             .recv_timeout(Duration::from_secs(120))
             .expect("every rank joins the ring");
     }
-    children[1].0.kill().unwrap(); // SIGKILL
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(children[victim].0.id() as i32, signal) };
     let t0 = Instant::now();
     let mut outs = Vec::new();
     for (mut c, reader) in children.drain(..) {
         let status = c.wait().unwrap();
         outs.push((status, reader.join().unwrap()));
     }
-    // Against the 600 s timeout: a closed socket is noticed at once.
-    assert!(
-        t0.elapsed() < Duration::from_secs(120),
-        "others took {:?} to give up",
-        t0.elapsed()
-    );
-    for rank in [0, 2] {
-        let (status, err) = &outs[rank];
-        assert_eq!(status.code(), Some(1), "rank {rank}: {err}");
-        assert!(err.contains("rank 1"), "rank {rank}: {err}");
+    (outs, t0.elapsed())
+}
+
+#[test]
+fn a_killed_rank_fails_the_others_within_the_timeout_naming_it() {
+    // Over the TCP ring, and over shared memory a rank that is not the host's leader (rank 0,
+    // which made the segment) and the leader itself.
+    for (transport, victim) in [("tcp", 1), ("shm", 1), ("shm", 0)] {
+        let (outs, took) = signal_mid_run(3, transport, victim, libc::SIGKILL);
+        // Against the 600 s timeout: a closed socket is noticed at once.
+        assert!(
+            took < Duration::from_secs(120),
+            "{transport}: others took {took:?} to give up"
+        );
+        for rank in (0..3).filter(|&r| r != victim) {
+            let (status, err) = &outs[rank];
+            assert_eq!(status.code(), Some(1), "{transport}, rank {rank}: {err}");
+            assert!(
+                err.contains(&format!("rank {victim}")),
+                "{transport}, rank {rank}: {err}"
+            );
+        }
     }
+}
+
+#[test]
+fn sigterm_mid_collective_over_shared_memory_stops_every_rank_with_130_naming_it() {
+    let (outs, took) = signal_mid_run(2, "shm", 1, libc::SIGTERM);
+    assert!(took < Duration::from_secs(120), "{took:?}");
+    for (rank, (status, err)) in outs.iter().enumerate() {
+        assert_eq!(status.code(), Some(130), "rank {rank}: {err}");
+    }
+    assert!(
+        outs[0].1.contains("stopping too: rank 1 was interrupted"),
+        "{}",
+        outs[0].1
+    );
 }
 
 #[test]

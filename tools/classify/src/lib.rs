@@ -89,11 +89,12 @@ pub struct Cli {
 impl Tool for Cli {
     const RECORDS: &'static str = r#"Reads image paths, one per line or as arguments, or JSON records: shard records ("paths"), records with "path", or a previous stage's records with "output". "error" and "summary" records are skipped. With --data, the labelled images instead.
 .PP
-Prints one record per image, in input order: its --top-k most probable classes (softmax of the logits, most probable first; "class" is the name the training run gave it, or its index as text), and with --data its true class ("label"):
+Prints one record per image, in input order: its --top-k most probable classes (softmax of the logits, most probable first; "class" is the name the training run gave it, or its index as text), and with --data its true class ("label") and, for shards or records that pack wrote, the file the sample was packed from ("packed_path", relative to the folder packed; an error record's message ends with it):
 .PP
 .nf
 {"type":"prediction","input":"imgs/a/1.jpg","top":[{"class":"tabby","index":281,"prob":0.8127},{"class":"tiger_cat","index":282,"prob":0.1032}]}
 {"type":"error","input":"imgs/a/2.jpg","message":"cannot decode: ..."}
+{"type":"prediction","input":"val/shard-000000.tar:000000007","top":[{"class":"cat","index":0,"prob":0.91}],"label":1,"packed_path":"dog/IMG_1001.jpg"}
 .fi
 .PP
 With --data, an evaluation record after the images: the loss (mean cross-entropy), top-1 and top-5 (percent; top5_of is 5, or the classes when the model has fewer), the top-1 of each class ("top1" null for a class without images), and the confusion CSV written:
@@ -163,12 +164,16 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         ));
     }
     if !cli.common.quiet {
+        // (A TorchScript module has its own first layers: no stem.)
+        let stem = match model.arch {
+            Some(_) => format!(", {} stem", model.input.stem),
+            None => String::new(),
+        };
         eprintln!(
-            "classify: {} ({}, {} classes, {} stem, {size}x{size}) on {}, {threads}",
+            "classify: {} ({}, {} classes{stem}, {size}x{size}) on {}, {threads}",
             cli.checkpoint.display(),
             model.name,
             model.classes.len(),
-            model.input.stem,
             device::name(device),
         );
     }
@@ -245,6 +250,7 @@ impl Job<'_> {
                             input: item.name,
                             top,
                             label: None,
+                            packed_path: None,
                         }),
                         Err(message) => Err(ErrorRecord {
                             input: item.name,
@@ -295,13 +301,27 @@ impl Job<'_> {
             }
             for (row, &index) in scored.rows.into_iter().zip(chunk) {
                 let input = files.paths[index].clone().into_os_string();
+                // Where pack found the sample: unreadable, the data is damaged (as a shard cut
+                // short is).
+                let packed_path = files
+                    .packed_path(index)
+                    .classified()
+                    .with_context(|| format!("--data: the packed path of {}", input.display()))?;
                 let record = match row {
                     Ok(top) => Ok(PredictionRecord {
                         input,
                         top,
                         label: Some(files.labels[index] as usize),
+                        packed_path,
                     }),
-                    Err(message) => Err(ErrorRecord { input, message }),
+                    Err(mut message) => {
+                        if let Some(p) = packed_path {
+                            // (Quoted as Rust quotes it: a name that is not UTF-8 keeps its
+                            // bytes as \x escapes.)
+                            message += &format!(" (packed from {:?})", p.as_os_str());
+                        }
+                        Err(ErrorRecord { input, message })
+                    }
                 };
                 self.tally.emit(self.out, &record, |_| false)?;
                 self.bar.inc(1);

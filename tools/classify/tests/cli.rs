@@ -526,6 +526,190 @@ fn data_and_checkpoints_that_do_not_fit_are_refused_naming_why() {
 }
 
 #[test]
+fn packed_samples_name_the_file_they_were_packed_from() {
+    // The validation PNGs and one that pack takes (its first bytes are PNG's) but nothing
+    // decodes, packed both ways; each prediction names its file, whose prediction from the
+    // folder itself is the same.
+    let tmp = tempfile::tempdir().unwrap();
+    let val = tmp.path().join("val");
+    let from = digits().join("folder/val");
+    for class in std::fs::read_dir(&from).unwrap() {
+        let class = class.unwrap().path();
+        let to = val.join(class.file_name().unwrap());
+        std::fs::create_dir_all(&to).unwrap();
+        for f in std::fs::read_dir(&class).unwrap() {
+            let f = f.unwrap().path();
+            std::fs::copy(&f, to.join(f.file_name().unwrap())).unwrap();
+        }
+    }
+    std::fs::write(
+        val.join("3/bad.png"),
+        b"\x89PNG\r\n\x1a\nnot the rest of a PNG",
+    )
+    .unwrap();
+    let folder = format!("imagefolder:{}", val.display());
+    let out = classify(
+        &folder_model().checkpoint,
+        &[
+            "--data".as_ref(),
+            folder.as_ref(),
+            "--top-k".as_ref(),
+            "10".as_ref(),
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let by_file: BTreeMap<PathBuf, PredictionRecord> =
+        testkit::batch::<PredictionRecord>(&out.stdout)
+            .items
+            .into_iter()
+            .map(|p| (PathBuf::from(&p.input), p))
+            .collect();
+    assert_eq!(by_file.len(), 359, "the readable PNGs");
+    for format in ["wds", "recordio"] {
+        let packed = tmp.path().join(format);
+        let out = Command::new(testkit::bin("pack"))
+            .arg(&val)
+            .arg("-o")
+            .arg(&packed)
+            .args(["--format", format])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let record: serde_json::Value =
+            serde_json::from_slice(out.stdout.split(|&b| b == b'\n').next().unwrap()).unwrap();
+        let data = record["data"].as_str().unwrap().to_string();
+        let out = classify(
+            &folder_model().checkpoint,
+            &[
+                "--data".as_ref(),
+                data.as_ref(),
+                "--top-k".as_ref(),
+                "10".as_ref(),
+            ],
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(3),
+            "{data}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let preds = testkit::batch::<PredictionRecord>(&out.stdout).items;
+        assert_eq!(preds.len(), 359, "{data}");
+        for p in &preds {
+            let file = val.join(p.packed_path.as_ref().expect("a packed sample's path"));
+            let want = &by_file[&file];
+            assert_eq!(
+                (&p.top, p.label),
+                (&want.top, want.label),
+                "{data}: {file:?}"
+            );
+        }
+        // The sample nothing decodes: its error record says where it came from.
+        let bad = stdout
+            .lines()
+            .find(|l| l.contains(r#""type":"error""#))
+            .unwrap_or_else(|| panic!("{data}: no error record: {stdout}"));
+        assert!(bad.contains(r#"(packed from \"3/bad.png\")"#), "{bad}");
+    }
+}
+
+/// `scripts/reference/torchscript_models.py make KIND OUT CLASSES`.
+fn make_script(kind: &str, out: &Path, classes: &str) {
+    let o = Command::new(testkit::python())
+        .arg(root().join("scripts/reference/torchscript_models.py"))
+        .args(["make", kind])
+        .arg(out)
+        .arg(classes)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn torchscript_modules_that_cannot_classify_are_refused_naming_the_file_and_why() {
+    let model = script_model();
+    let tmp = tempfile::tempdir().unwrap();
+    let image = pillow_inputs().join("rgb.png");
+    // The run's state_dict names, but int64 "logits" in evaluation (softmax would have
+    // ranked their float conversion), or 5 of the 10 classes.
+    for (kind, why) in [
+        ("int_logits", "Int64"),
+        ("narrow", "returns [1, 5] for one 32x32 image"),
+    ] {
+        let file = tmp.path().join(format!("{kind}.pt"));
+        make_script(kind, &file, "10");
+        let out = classify(
+            &model.checkpoint,
+            &["--model".as_ref(), file.as_os_str(), image.as_os_str()],
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{kind}: {stderr}");
+        assert!(
+            stderr.contains(why) && stderr.contains(&format!("{kind}.pt")),
+            "{kind}: {stderr}"
+        );
+        assert!(
+            out.stdout.is_empty(),
+            "{kind}: no records before the model is usable"
+        );
+    }
+    // Not a regular file, or not a module: refused before libtorch reads it.
+    testkit::mkfifo(&tmp.path().join("fifo.pt"));
+    std::fs::create_dir(tmp.path().join("dir.pt")).unwrap();
+    std::fs::write(tmp.path().join("empty.pt"), b"").unwrap();
+    for (name, why) in [
+        ("fifo.pt", "FIFO"),
+        ("dir.pt", "directory"),
+        ("empty.pt", "not a TorchScript module"),
+    ] {
+        let file = tmp.path().join(name);
+        let mut c = Command::new(BIN);
+        c.args(["--device", "cpu", "--checkpoint"])
+            .arg(&model.checkpoint)
+            .arg("--model")
+            .arg(&file)
+            .arg(&image);
+        let out = testkit::output_within(&mut c, std::time::Duration::from_secs(120));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{name}: {stderr}");
+        assert!(
+            stderr.contains(why) && stderr.contains(name),
+            "{name}: {stderr}"
+        );
+    }
+    // A module under a name that is not UTF-8 is the module.
+    use std::os::unix::ffi::OsStrExt;
+    let odd = tmp.path().join(std::ffi::OsStr::from_bytes(b"b\xffn.pt"));
+    let trained = classify(&model.checkpoint, &[image.as_os_str()]);
+    assert!(trained.status.success());
+    let meta = train::checkpoint::load(&model.checkpoint, tch::Device::Cpu)
+        .unwrap()
+        .1;
+    std::fs::copy(&meta["model_file"], &odd).unwrap();
+    let out = classify(
+        &model.checkpoint,
+        &["--model".as_ref(), odd.as_os_str(), image.as_os_str()],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let first = |o: &Output| o.stdout.split(|&b| b == b'\n').next().unwrap().to_vec();
+    assert_eq!(first(&out), first(&trained), "the same prediction record");
+}
+
+#[test]
 fn a_labelled_image_that_cannot_be_used_is_an_error_record_left_out_of_the_figures() {
     // The validation tree again, with a damaged PNG among class 3's: its error record, and the
     // figures of the others: the same images as the clean tree's, in other batches, whose

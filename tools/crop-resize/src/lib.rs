@@ -129,8 +129,8 @@ A source with an alpha channel (RGBA, LA, PA) adds "alpha_dropped":true: convert
 and last {"type":"summary","ok":N,"skipped":N,"failed":N,"elapsed_ms":N}. Outputs are written to a temp file and renamed, so a killed run leaves no partial output; a re-run skips outputs that exist."#;
     const EXAMPLES: &'static [(&'static str, &'static str)] = &[
         (
-            "Prepare every JPEG for a 1024x1024 generator, using all cores:",
-            "find imgs -name '*.jpg' | crop-resize -r 1024 -o prepared",
+            "Prepare every photo for a 1024x1024 generator, using all cores:",
+            "shard-list --images imgs | crop-resize -r 1024 -o prepared",
         ),
         (
             "One shard of a shard-list run, as channels-first uint8 arrays:",

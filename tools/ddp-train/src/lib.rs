@@ -53,7 +53,7 @@ pub struct Cli {
     /// traced): it takes the float batch [N, 3, H, W] and returns logits [N, classes], and its
     /// parameters and buffers are trained and saved under its state_dict names (--stem does
     /// not apply; --stages and --sync-bn need a ResNet).
-    #[arg(long, value_name = "MODEL", default_value = "resnet18", value_parser = written(parse_model))]
+    #[arg(long, value_name = "MODEL", default_value = "resnet18", value_parser = clap::builder::TypedValueParser::try_map(clap::builder::OsStringValueParser::new(), model_arg))]
     pub model: Written<ModelArg>,
 
     /// The ResNet's first layers [default: imagenet].
@@ -191,7 +191,9 @@ pub struct Cli {
     /// Write the first N batches this rank's loader gives (epoch 0) to --dump as .npz and exit
     /// without training: `images` (float32 NCHW, as the model receives them), `labels`,
     /// `indices` (in the split) and, for image files, `paths` (uint8: the paths' bytes, each
-    /// ending in a newline). For comparing the data stage with torchvision, or looking at the
+    /// ending in a newline); for data pack wrote, `packed_paths` (uint8: each sample's file as
+    /// pack stored it, relative to the folder packed, its bytes ending in a NUL byte; empty for
+    /// a sample without one). For comparing the data stage with torchvision, or looking at the
     /// augmentations.
     #[arg(long, value_name = "N", requires = "dump")]
     pub dump_batches: Option<usize>,
@@ -456,6 +458,18 @@ fn worker_count(s: &str) -> Result<usize, String> {
 pub enum ModelArg {
     ResNet(Arch),
     TorchScript(std::path::PathBuf),
+}
+
+/// `--model` as written: a file name that is not UTF-8 is refused by name (a checkpoint names
+/// its model file as text), where clap would only say that some argument was not UTF-8.
+fn model_arg(s: OsString) -> Result<Written<ModelArg>, String> {
+    let text = s.to_str().ok_or_else(|| {
+        format!(
+            "{s:?} is not UTF-8: a checkpoint names its model file as text; give the file a \
+             UTF-8 name (or a symbolic link with one)"
+        )
+    })?;
+    written(parse_model)(text)
 }
 
 fn parse_model(s: &str) -> Result<ModelArg, String> {
@@ -900,6 +914,17 @@ fn dump(cli: &Cli, cfg: &Config, n: usize, path: &std::path::Path) -> Result<Out
     ];
     if !paths.is_empty() {
         named.push(("paths", tch::Tensor::from_slice(&paths)));
+    }
+    // NUL-terminated: any file name, a line break in it too, comes back whole.
+    if d.packed_paths.iter().any(Option::is_some) {
+        use std::os::unix::ffi::OsStrExt;
+        let packed: Vec<u8> = (d.packed_paths.iter())
+            .flat_map(|p| {
+                let p = p.as_ref().map_or(&[][..], |p| p.as_os_str().as_bytes());
+                p.iter().copied().chain([0])
+            })
+            .collect();
+        named.push(("packed_paths", tch::Tensor::from_slice(&packed)));
     }
     // Written whole or not at all: a temp file beside it (removed if the write fails), renamed.
     let tmp = cli_common::atomic::temp_beside(path)?;

@@ -64,6 +64,19 @@ pub fn eval_snippet(path: &Path) -> Result<String> {
         "model.load_state_dict(load_file({}))\nmodel.eval()\n\n",
         py_path(path)
     );
+    if meta.script.is_some() {
+        // The module file may have changed since the run (its state_dict is checked by
+        // load_state_dict, its output is not): the run's classes, as float logits.
+        s += &format!(
+            "# The module must return float logits for the run's {classes} classes\n\
+             with torch.no_grad():\n    \
+             _y = model(torch.zeros(1, 3, {size}, {size}))\n\
+             if tuple(_y.shape) != (1, {classes}) or not _y.is_floating_point():\n    \
+             raise ValueError(f\"the module returns {{_y.dtype}} {{tuple(_y.shape)}} for one \
+             {size}x{size} image, not float logits (1, {classes}) for the run's {classes} \
+             classes\")\n\n"
+        );
+    }
     s += "# An image as evaluation prepared it (a PIL image in RGB)\ntransform = transforms.Compose([\n";
     if resize {
         s += &format!(

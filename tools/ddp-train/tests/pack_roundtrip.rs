@@ -141,9 +141,10 @@ fn every_image_pack_packs_trains_from_every_format_it_writes() {
             String::from_utf8_lossy(&o.stderr)
         );
         // Every packed validation sample, its label and Pillow's pixels of its file: the
-        // folder's images but PPM and PGM, in ImageFolder's order (packed unshuffled).
+        // folder's images but PPM and PGM, in ImageFolder's order (packed unshuffled); and the
+        // path pack stored for it, its file's relative to the folder packed.
         let check = r#"
-import sys, numpy as np
+import os, sys, numpy as np
 from PIL import Image
 from torchvision.datasets import ImageFolder
 d = np.load(sys.argv[1])
@@ -152,6 +153,10 @@ samples = [s for s in ImageFolder(sys.argv[2], loader=lambda p: None).samples
 paths = d["paths"].tobytes().split(b"\n")[:-1]
 keys = [int(p.rsplit(b":", 1)[1]) for p in paths]
 assert sorted(keys) == list(range(len(samples))), keys
+packed = d["packed_paths"].tobytes().split(b"\0")[:-1]
+assert len(packed) == len(keys), (len(packed), len(keys))
+for k, p in zip(keys, packed):
+    assert p == os.fsencode(os.path.relpath(samples[k][0], sys.argv[2])), (p, samples[k][0])
 mean, std = np.array([0.485, 0.456, 0.406]), np.array([0.229, 0.224, 0.225])
 for k, img, label in zip(keys, d["images"], d["labels"]):
     path, cls = samples[k]

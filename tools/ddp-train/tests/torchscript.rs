@@ -389,6 +389,7 @@ fn a_model_file_that_is_not_torchscript_or_returns_the_wrong_shape_is_refused_na
             "2 trained parameter(s) get no gradient in training mode (extra.bias, extra.weight)",
         ),
         ("raises", "RuntimeError: boom from forward"),
+        ("no_params", "the module has no parameters to train"),
     ] {
         let model = dir.path().join(format!("{kind}.pt"));
         python(&[
@@ -414,11 +415,82 @@ fn a_model_file_that_is_not_torchscript_or_returns_the_wrong_shape_is_refused_na
         );
     }
     // Flags that only a ResNet takes.
-    for extra in [&["--stem", "cifar"][..], &["--stages", "2"], &["--sync-bn"]] {
+    for extra in [
+        &["--stem", "cifar"][..],
+        &["--stages", "2"],
+        &["--stage-devices", "cpu,cpu"],
+        &["--sync-bn"],
+    ] {
         let out = cmd().args(flags(&ten)).args(extra).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{extra:?}: {stderr}");
     }
+    // A file name that is not UTF-8: checkpoints name the file as text, so it is refused
+    // before anything starts, saying so (not only that some argument was not UTF-8).
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let odd = dir.path().join(std::ffi::OsStr::from_bytes(b"b\xffn.pt"));
+        std::fs::copy(&ten, &odd).unwrap();
+        let out = cmd().args(flags(&odd)).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains("--model") && stderr.contains("not UTF-8"),
+            "{stderr}"
+        );
+    }
+}
+
+/// The evaluation snippet of a TorchScript checkpoint loads the module from the file the run
+/// trained; replaced by a module with the same state_dict but another output width, the
+/// snippet raises before any image is classified.
+#[test]
+fn the_eval_snippet_raises_when_the_module_returns_other_than_the_runs_classes() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("model.pt");
+    python(&[
+        "make".as_ref(),
+        "bn".as_ref(),
+        model.as_os_str(),
+        "100".as_ref(),
+    ]);
+    let ck = dir.path().join("ck");
+    let out = cmd()
+        .args(flags(&model))
+        .args(["--max-steps", "1", "--checkpoint-dir"])
+        .arg(&ck)
+        .output()
+        .unwrap();
+    ok(&out);
+    let out = Command::new(BIN)
+        .arg("--print-eval-snippet")
+        .arg(ck.join("last.safetensors"))
+        .output()
+        .unwrap();
+    ok(&out);
+    let snippet = dir.path().join("snippet.py");
+    std::fs::write(&snippet, &out.stdout).unwrap();
+    let run = || {
+        Command::new(testkit::python())
+            .arg(&snippet)
+            .output()
+            .unwrap()
+    };
+    ok(&run());
+    // The first 5 logits only: the same names and shapes, so load_state_dict takes it.
+    python(&[
+        "make".as_ref(),
+        "narrow".as_ref(),
+        model.as_os_str(),
+        "100".as_ref(),
+    ]);
+    let out = run();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the snippet ran: {stderr}");
+    assert!(
+        stderr.contains("ValueError") && stderr.contains("(1, 5)") && stderr.contains("100"),
+        "{stderr}"
+    );
 }
 
 #[test]

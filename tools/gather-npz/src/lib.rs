@@ -74,12 +74,16 @@ Prints an error record for each input that could not be gathered, then
 The .npz holds w (float32 [N,k,d]) and names (numpy unicode [N]); numpy.load reads both without allow_pickle."#;
     const EXAMPLES: &'static [(&'static str, &'static str)] = &[
         (
-            "Gather everything project-one-gpu wrote:",
-            "find imgs -name '*.npz' | sort | gather-npz -o latents.npz",
+            "Gather what a projection job recorded, each w named by its photo:",
+            "cat out/shard-*.jsonl | gather-npz -o latents.npz",
         ),
         (
             "Gather straight from the projector's records:",
             "project-one-gpu --network G.safetensors --vgg vgg16.pt shard.json | gather-npz -o latents.npz",
+        ),
+        (
+            "Gather .npz files found on disk (each named by its own path):",
+            "find out -name '*.npz' | sort | gather-npz -o latents.npz",
         ),
         (
             "Then, in Python:",

@@ -2,6 +2,7 @@
 //! `<stem>.npz` with `w` per image — with the generator and VGG loaded once, W statistics computed
 //! once, and B images optimised at a time.
 
+mod names;
 pub mod pictures;
 
 use std::collections::HashSet;
@@ -65,7 +66,9 @@ pub struct Cli {
     #[arg(short, long, visible_alias = "outdir", value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
 
-    /// Directory the mirrored paths are relative to.
+    /// Directory the mirrored paths are relative to. An input outside it goes to
+    /// `OUT/<its folder's name>-<hash>/<stem>.npz` (16 hex digits of a hash of the folder's
+    /// absolute path): short, the same in every run, one output folder per input folder.
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub base: PathBuf,
 
@@ -184,7 +187,7 @@ and last {"type":"summary","ok":N,"skipped":N,"failed":N,"elapsed_ms":N}. distan
     const EXAMPLES: &'static [(&'static str, &'static str)] = &[
         (
             "A folder of photos over four GPUs, one shard each (GNU parallel's job slot picks the GPU):",
-            "find imgs -name '*.jpg' | shard-list -n 4 | parallel -j4 project-one-gpu --network G.safetensors --vgg vgg16.pt {} > latents.jsonl",
+            "shard-list --images imgs -n 4 | parallel -j4 project-one-gpu --network G.safetensors --vgg vgg16.pt {} > latents.jsonl",
         ),
         (
             "Then one array of every w:",
@@ -637,7 +640,7 @@ impl Reader {
         // the .npz lands beside the photo as the usual projection script writes it, not beside the prepared copy.
         let source = Path::new(&item.name);
         match &self.out_dir {
-            Some(dir) => paths::output_path(source, &self.base, dir, &self.cwd, "npz"),
+            Some(dir) => names::output_path(source, &self.base, dir, &self.cwd, "npz"),
             None => paths::absolute(source, &self.cwd).with_extension("npz"),
         }
     }

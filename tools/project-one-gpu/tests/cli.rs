@@ -767,3 +767,71 @@ fn counts_past_their_bounds_are_usage_errors() {
         assert!(stderr.contains(args[0]), "{stderr}");
     }
 }
+
+/// Inputs outside --base land in a short folder of their own under --out-dir (their folder's
+/// name and a hash of its path), not under their whole absolute path; two photos of one name in
+/// two folders of one name never share an output.
+#[test]
+fn outputs_of_inputs_outside_base_are_short_and_never_collide() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    setup(d);
+    for (from, to) in [("seed0001", "x"), ("seed0002", "y")] {
+        std::fs::create_dir_all(d.join(to).join("photos")).unwrap();
+        std::fs::copy(
+            d.join(format!("imgs/{from}.png")),
+            d.join(to).join("photos/IMG_1001.png"),
+        )
+        .unwrap();
+    }
+    let x = d.join("x/photos/IMG_1001.png");
+    let y = d.join("y/photos/IMG_1001.png");
+    let (code, recs) = project(
+        d,
+        &[
+            "--steps",
+            "1",
+            "-o",
+            "out",
+            "--base",
+            "imgs",
+            x.to_str().unwrap(),
+            y.to_str().unwrap(),
+            "imgs/seed0003.png",
+        ],
+    );
+    assert_eq!(code, Some(0), "{recs:?}");
+    let out = d.join("out").canonicalize().unwrap();
+    let rel: Vec<PathBuf> = (recs.items.iter())
+        .map(|r| r.output.strip_prefix(&out).unwrap().to_path_buf())
+        .collect();
+    // Inside --base, mirrored as before.
+    assert_eq!(rel[2], Path::new("seed0003.npz"));
+    for r in &rel[..2] {
+        let parts: Vec<_> = r.components().collect();
+        assert_eq!(parts.len(), 2, "{r:?}");
+        assert_eq!(r.file_name().unwrap(), "IMG_1001.npz", "{r:?}");
+        let folder = parts[0].as_os_str().to_str().unwrap();
+        assert!(
+            folder.starts_with("photos-") && folder.len() <= 7 + 16,
+            "{r:?}"
+        );
+    }
+    assert_ne!(rel[0], rel[1]);
+    assert!(out.join(&rel[0]).is_file() && out.join(&rel[1]).is_file());
+    // The same names on a second run (so that finished images are skipped).
+    let (_, again) = project(
+        d,
+        &[
+            "--steps",
+            "1",
+            "-o",
+            "out",
+            "--base",
+            "imgs",
+            x.to_str().unwrap(),
+        ],
+    );
+    assert!(again.items[0].skipped, "{again:?}");
+    assert_eq!(again.items[0].output, recs.items[0].output);
+}

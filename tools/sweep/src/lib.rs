@@ -324,9 +324,15 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let mut printer = Printer {
         out,
         quiet: cli.common.quiet,
+        refused: None,
     };
-    let engine = sweep_engine::Engine::new(opened, opts, launcher, &mut printer);
-    let finished = match engine.classified()?.run() {
+    let ended = sweep_engine::Engine::new(opened, opts, launcher, &mut printer)
+        .and_then(sweep_engine::Engine::run);
+    // A record stdout refused (its reader gone): that error as it was, for the exit status.
+    if let Some(e) = printer.refused {
+        return Err(e);
+    }
+    let finished = match ended {
         Err(sweep_engine::Error::Interrupted) => return Err(cli_common::Interrupted.into()),
         ended => ended.classified()?,
     };
@@ -406,11 +412,17 @@ fn launcher_of(
 struct Printer<'a> {
     out: &'a mut JsonlOut,
     quiet: bool,
+    /// Why stdout refused a record (the sweep then stops).
+    refused: Option<anyhow::Error>,
 }
 
 impl sweep_engine::Output for Printer<'_> {
-    fn record(&mut self, record: Record) -> Result<()> {
-        self.out.emit(&record)
+    fn record(&mut self, record: Record) -> std::result::Result<(), sweep_engine::OutputError> {
+        self.out.emit(&record).map_err(|e| {
+            let text = format!("{e:#}");
+            self.refused = Some(e);
+            text.into()
+        })
     }
 
     fn status(&mut self, table: &str) {

@@ -1,15 +1,68 @@
-//! Trials' processes: launched through the launcher, their lines and exits handled, stopped.
+//! Trials' processes: launched through the launcher into slots, their lines and exits
+//! received, stopped (SIGTERM, then SIGKILL after the grace period).
 
 use super::*;
 
-impl Engine<'_> {
+/// The trials' processes: the launcher, the command template, the slots and the channel the
+/// launcher's threads send lines and exits through.
+pub(super) struct Procs {
+    launcher: Box<dyn Launcher>,
+    template: Template,
+    tx: mpsc::Sender<Msg>,
+    rx: mpsc::Receiver<Msg>,
+    /// The trial running in each slot.
+    pub(super) slots: Vec<Option<usize>>,
+    stop_grace: Duration,
+}
+
+impl Procs {
+    pub(super) fn new(
+        launcher: Box<dyn Launcher>,
+        template: Template,
+        slots: usize,
+        stop_grace: Duration,
+    ) -> Self {
+        let (tx, rx) = mpsc::channel();
+        Procs {
+            launcher,
+            template,
+            tx,
+            rx,
+            slots: vec![None; slots],
+            stop_grace,
+        }
+    }
+
+    /// The first free slot.
+    pub(super) fn free_slot(&self) -> Option<usize> {
+        self.slots.iter().position(Option::is_none)
+    }
+
+    /// Whether no slot runs a trial.
+    pub(super) fn idle(&self) -> bool {
+        self.slots.iter().all(Option::is_none)
+    }
+
+    /// The next line or exit, waiting at most `timeout`.
+    pub(super) fn recv(&self, timeout: Duration) -> Option<Msg> {
+        match self.rx.recv_timeout(timeout) {
+            Ok(msg) => Some(msg),
+            Err(mpsc::RecvTimeoutError::Timeout) => None,
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                unreachable!("the engine holds a sender")
+            }
+        }
+    }
+
+    /// Starts attempt `attempt` of trial `t` in `slot`: its files opened, its command
+    /// expanded and given to the launcher; the pid it runs as.
     pub(super) fn launch(
         &mut self,
-        i: usize,
+        t: &Trial,
         slot: usize,
         attempt: usize,
     ) -> Result<(i32, TrialFiles)> {
-        let t = &self.trials[i];
+        let i = t.id;
         let files = TrialFiles::open(&t.dir, i, attempt, &t.config, t.copies)?;
         let stderr_path = t.dir.join("stderr.log");
         let stderr = crate::files::open_regular(&stderr_path, true)?;
@@ -37,6 +90,50 @@ impl Engine<'_> {
         Ok((pid, files))
     }
 
+    /// Attempt `attempt` of trial `t` exited: its slot freed; how it ended, as its launcher
+    /// judges it (`None`: an earlier attempt's exit, already dealt with).
+    pub(super) fn exited(
+        &mut self,
+        t: &mut Trial,
+        attempt: usize,
+        status: &std::io::Result<std::process::ExitStatus>,
+    ) -> Option<Ended> {
+        let p = t.proc.take_if(|p| p.attempt == attempt)?;
+        self.slots[p.slot] = None;
+        Some(self.launcher.ended(p.pid, status))
+    }
+
+    /// Asks trial `t`'s process to stop (once).
+    pub(super) fn terminate(&mut self, t: &mut Trial) {
+        if let Some(p) = &mut t.proc
+            && p.term_sent.is_none()
+        {
+            self.launcher.signal(p.pid, Signal::Stop);
+            p.term_sent = Some(Instant::now());
+        }
+    }
+
+    /// SIGKILL for trials still running a grace period after their SIGTERM.
+    pub(super) fn enforce_deadlines(&mut self, trials: &mut [Trial]) {
+        for t in trials {
+            if let Some(p) = &mut t.proc
+                && !p.kill_sent
+                && p.term_sent.is_some_and(|s| s.elapsed() >= self.stop_grace)
+            {
+                self.launcher.signal(p.pid, Signal::Kill);
+                p.kill_sent = true;
+            }
+        }
+    }
+
+    /// How long a shutdown waits for the trials it stopped.
+    pub(super) fn shutdown_deadline(&self) -> Instant {
+        Instant::now() + self.stop_grace + Duration::from_secs(5)
+    }
+}
+
+impl Engine<'_> {
+    /// A line or exit from a trial's process.
     pub(super) fn handle(&mut self, msg: Msg) -> Result<()> {
         match msg {
             Msg::Line {
@@ -49,7 +146,7 @@ impl Engine<'_> {
                 // median rule they are results (its checkpoint will hold them), not lost lines.
                 // HyperBand judges a bracket at one milestone: what a trial did past it is not
                 // compared (Ray's trials stop at once when paused).
-                let late = t.status == Status::Paused && self.scheduler.chooses_paused();
+                let late = t.status == Status::Paused && self.search.scheduler.chooses_paused();
                 if late
                     || !matches!(t.status, Status::Running | Status::Paused)
                     || t.proc.as_ref().is_none_or(|p| p.attempt != attempt)
@@ -69,82 +166,68 @@ impl Engine<'_> {
                 trial,
                 attempt,
                 status,
-            } => {
-                let t = &mut self.trials[trial];
-                let Some(p) = t.proc.take_if(|p| p.attempt == attempt) else {
-                    return Ok(());
-                };
-                self.slots[p.slot] = None;
-                self.dirty = true;
-                let ended = self.launcher.ended(p.pid, &status);
-                let t = &mut self.trials[trial];
-                let failure = match ended {
-                    Ended::Success => None,
-                    Ended::Failed(why) => Some(why),
-                    // The allocation is going away: the trial is unfinished (run again by
-                    // --resume) and the sweep stops, counting nothing against the trial.
-                    Ended::Lost(why) => {
-                        t.files = None;
-                        if t.status == Status::Running {
-                            log::warn!("trial {trial}: {why}: unfinished; the sweep stops");
-                            self.ending.get_or_insert(why);
-                        }
-                        return Ok(());
-                    }
-                };
-                // A trial that fails once the sweep was asked to stop was most likely ended by the
-                // same signal (Slurm cancelling the job signals every process of it; a trial's
-                // exit can be seen before the loop sees the sweep's own SIGTERM): unfinished, as
-                // the trials the shutdown stops, and run again by --resume.
-                if t.status != Status::Running || (failure.is_some() && (self.opts.interrupted)()) {
-                    t.files = None;
-                    return Ok(());
+            } => self.exit(trial, attempt, &status),
+        }
+    }
+
+    /// Attempt `attempt` of trial `i` exited with `status`: complete, failed (retried or an
+    /// error), or unfinished when the sweep is stopping.
+    fn exit(
+        &mut self,
+        i: usize,
+        attempt: usize,
+        status: &std::io::Result<std::process::ExitStatus>,
+    ) -> Result<()> {
+        let Some(ended) = self.procs.exited(&mut self.trials[i], attempt, status) else {
+            return Ok(());
+        };
+        self.output.dirty = true;
+        let t = &mut self.trials[i];
+        let failure = match ended {
+            Ended::Success => None,
+            Ended::Failed(why) => Some(why),
+            // The allocation is going away: the trial is unfinished (run again by
+            // --resume) and the sweep stops, counting nothing against the trial.
+            Ended::Lost(why) => {
+                t.files = None;
+                if t.status == Status::Running {
+                    log::warn!("trial {i}: {why}: unfinished; the sweep stops");
+                    self.ending.get_or_insert(why);
                 }
-                match failure {
-                    None => {
-                        // The command finished on its own: complete, as Ray's on_trial_complete.
-                        let last = t.last_point();
-                        let effects =
-                            (self.scheduler).on_complete(trial, last, &states(&self.trials));
-                        self.finish(trial, Status::Completed, None)?;
-                        self.stop_others(&effects)
-                    }
-                    Some(mut message) => {
-                        // The command's last words, unless they are what the launcher said
-                        // already.
-                        if let Some(l) = launcher::last_line(&t.dir.join("stderr.log"))
-                            && !l.ends_with(message.rsplit(": ").next().unwrap_or_default())
-                        {
-                            message = format!("{message}: {l}");
-                        }
-                        self.failed(trial, message)
-                    }
+                return Ok(());
+            }
+        };
+        // A trial that fails once the sweep was asked to stop was most likely ended by the
+        // same signal (Slurm cancelling the job signals every process of it; a trial's
+        // exit can be seen before the loop sees the sweep's own SIGTERM): unfinished, as
+        // the trials the shutdown stops, and run again by --resume.
+        if t.status != Status::Running || (failure.is_some() && (self.interrupted)()) {
+            t.files = None;
+            return Ok(());
+        }
+        match failure {
+            None => {
+                // The command finished on its own: complete, as Ray's on_trial_complete.
+                let last = t.last_point();
+                let effects = (self.search.scheduler).on_complete(i, last, &states(&self.trials));
+                self.finish(i, Status::Completed, None)?;
+                self.stop_others(&effects)
+            }
+            Some(mut message) => {
+                // The command's last words, unless they are what the launcher said already.
+                if let Some(l) = launcher::last_line(&t.dir.join("stderr.log"))
+                    && !l.ends_with(message.rsplit(": ").next().unwrap_or_default())
+                {
+                    message = format!("{message}: {l}");
                 }
+                self.failed(i, message)
             }
         }
     }
 
+    /// Asks trial `i`'s process to stop.
     pub(super) fn terminate(&mut self, i: usize) {
-        if let Some(p) = &mut self.trials[i].proc
-            && p.term_sent.is_none()
-        {
-            self.launcher.signal(p.pid, Signal::Stop);
-            p.term_sent = Some(Instant::now());
-        }
-    }
-
-    /// SIGKILL for trials still running a grace period after their SIGTERM.
-    pub(super) fn enforce_deadlines(&mut self) {
-        for t in &mut self.trials {
-            if let Some(p) = &mut t.proc
-                && !p.kill_sent
-                && p.term_sent
-                    .is_some_and(|s| s.elapsed() >= self.opts.stop_grace)
-            {
-                self.launcher.signal(p.pid, Signal::Kill);
-                p.kill_sent = true;
-            }
-        }
+        self.procs.terminate(&mut self.trials[i]);
     }
 
     /// Stops every running trial (SIGTERM, then SIGKILL after the grace period) and waits for
@@ -152,36 +235,34 @@ impl Engine<'_> {
     pub(super) fn shut_down(&mut self) {
         log::info!(
             "interrupted: stopping {} running trial(s)",
-            self.slots.iter().flatten().count()
+            self.procs.slots.iter().flatten().count()
         );
         for i in 0..self.trials.len() {
             self.terminate(i);
         }
-        let deadline = Instant::now() + self.opts.stop_grace + Duration::from_secs(5);
-        while self.slots.iter().any(Option::is_some) && Instant::now() < deadline {
-            match self.rx.recv_timeout(Duration::from_millis(50)) {
+        let deadline = self.procs.shutdown_deadline();
+        while !self.procs.idle() && Instant::now() < deadline {
+            match self.procs.recv(Duration::from_millis(50)) {
                 // Results still in the pipes are journaled: a trial's checkpoint may hold them.
-                Ok(msg @ (Msg::Line { .. } | Msg::LongLine { .. })) => {
+                Some(msg @ (Msg::Line { .. } | Msg::LongLine { .. })) => {
                     if let Err(e) = self.handle(msg) {
-                        log::info!("{e:#}");
+                        log::info!("{}", e.describe());
                     }
                 }
                 // Ended by our SIGTERM: unfinished, not failed.
-                Ok(Msg::Exit {
+                Some(Msg::Exit {
                     trial,
                     attempt,
                     status,
                 }) => {
                     let t = &mut self.trials[trial];
-                    if let Some(p) = t.proc.take_if(|p| p.attempt == attempt) {
-                        self.slots[p.slot] = None;
+                    if self.procs.exited(t, attempt, &status).is_some() {
                         t.files = None;
-                        let _ = self.launcher.ended(p.pid, &status);
                     }
                 }
-                Err(_) => {}
+                None => {}
             }
-            self.enforce_deadlines();
+            self.procs.enforce_deadlines(&mut self.trials);
         }
     }
 }

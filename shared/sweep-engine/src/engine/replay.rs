@@ -13,25 +13,25 @@ impl Engine<'_> {
             if let Some(trial) = e.trial()
                 && trial >= self.trials.len()
             {
-                anyhow::bail!(
+                return Err(Error::Journal(format!(
                     "the journal names trial {trial}, but this sweep has {} trials: was it written \
                      by another sweep?",
                     self.trials.len()
-                );
+                )));
             }
             match e {
                 Entry::Sweep { .. } => {}
-                Entry::Suggest { trial, config, .. } if self.bohb.is_some() => {
+                Entry::Suggest { trial, config, .. } if self.search.makes_trials() => {
                     // Made as it was: the same results, the same draws.
                     self.make(*trial, Some(config))?;
                 }
                 Entry::Suggest { trial, config, .. } => {
                     // The sampler's stream advances as it did: the same history, the same draws.
-                    let again = self.suggest(*trial)?;
+                    let again = self.search.suggest(*trial, &self.trials)?;
                     if again != *config {
-                        anyhow::bail!(
+                        return Err(Error::Journal(format!(
                             "the journal's config for trial {trial} differs from this sweep's TPE suggestion: was it written by another version?"
-                        );
+                        )));
                     }
                     let t = &mut self.trials[*trial];
                     t.config = again;
@@ -56,8 +56,8 @@ impl Engine<'_> {
                     no_state,
                 } => {
                     self.trials[*trial].push_result(*time, *metric, record);
-                    self.scheduler.set_has_state(*trial, !no_state);
-                    let (v, effects) = self.scheduler.on_result(
+                    self.search.scheduler.set_has_state(*trial, !no_state);
+                    let (v, effects) = self.search.scheduler.on_result(
                         *trial,
                         *time,
                         *metric,
@@ -65,15 +65,15 @@ impl Engine<'_> {
                         &states(&self.trials),
                     );
                     self.replay_stops(&effects, &mut decided);
-                    self.observe(*trial, v.action, &effects, *metric);
+                    (self.search).observe(&self.trials[*trial].config, v.action, &effects, *metric);
                     let copied = effects.exploit.as_ref().map(|e| Copied {
                         from: e.from,
                         config: e.config.clone(),
                     });
                     if copied != *exploit || effects.save != *save {
-                        anyhow::bail!(
+                        return Err(Error::Journal(format!(
                             "the journal's copy or save for trial {trial} at {time} differs from this sweep's population-based training: was it written by another version?"
-                        );
+                        )));
                     }
                     if let Some(e) = &effects.exploit {
                         self.trials[*trial].take_copy(e);
@@ -81,9 +81,9 @@ impl Engine<'_> {
                     let t = &mut self.trials[*trial];
                     if (v.action == Action::Stop) != *stop || (v.action == Action::Pause) != *pause
                     {
-                        anyhow::bail!(
+                        return Err(Error::Journal(format!(
                             "the journal's decision for trial {trial} at {time} differs from this sweep's scheduler: was it written by another version?"
-                        );
+                        )));
                     }
                     if v.action == Action::Stop {
                         decided[*trial] = Some(t.stopped(v.complete, *time));
@@ -107,15 +107,17 @@ impl Engine<'_> {
                     t.message = message.clone();
                     let last = t.last_point();
                     let effects = if t.status == Status::Error {
-                        self.scheduler.on_error(*trial, &states(&self.trials))
+                        self.search
+                            .scheduler
+                            .on_error(*trial, &states(&self.trials))
                     } else {
-                        (self.scheduler).on_complete(*trial, last, &states(&self.trials))
+                        (self.search.scheduler).on_complete(*trial, last, &states(&self.trials))
                     };
                     decided[*trial] = None;
                     self.replay_stops(&effects, &mut decided);
                 }
                 Entry::Unstick => {
-                    let effects = self.scheduler.unstick(&states(&self.trials));
+                    let effects = self.search.scheduler.unstick(&states(&self.trials));
                     self.replay_stops(&effects, &mut decided);
                 }
             }
@@ -132,7 +134,7 @@ impl Engine<'_> {
             .iter()
             .filter(|t| t.status == Status::Running)
             .map(|t| t.id);
-        let pending = self.trials[..self.made]
+        let pending = self.trials[..self.search.made]
             .iter()
             .filter(|t| t.status == Status::Pending)
             .map(|t| t.id);

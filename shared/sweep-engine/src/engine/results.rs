@@ -81,18 +81,18 @@ impl Engine<'_> {
             return Ok(());
         }
         // Only the median rule asks (the scan over every trial stays off other sweeps' results).
-        let waiting = self.scheduler.asks_waiting()
+        let waiting = self.search.scheduler.asks_waiting()
             && (!self.queue.is_empty()
                 || (self.trials.iter()).any(|t| t.id != i && t.status == Status::Paused));
         self.trials[i].push_result(time, metric, &record);
         // Population-based training copies only a trial that has state (Ray skips the exploit
         // of a trial whose save gave no checkpoint); what it saw is journalled for a replay.
         let no_state =
-            self.scheduler.asks_state() && !crate::files::holds_state(&self.trials[i].dir);
-        self.scheduler.set_has_state(i, !no_state);
+            self.search.scheduler.asks_state() && !crate::files::holds_state(&self.trials[i].dir);
+        self.search.scheduler.set_has_state(i, !no_state);
         let (verdict, effects) =
-            (self.scheduler).on_result(i, time, metric, waiting, &states(&self.trials));
-        self.observe(i, verdict.action, &effects, metric);
+            (self.search.scheduler).on_result(i, time, metric, waiting, &states(&self.trials));
+        (self.search).observe(&self.trials[i].config, verdict.action, &effects, metric);
         let stop = verdict.action == Action::Stop;
         let pause = verdict.action == Action::Pause;
         self.journal.append(&Entry::Result {
@@ -126,7 +126,7 @@ impl Engine<'_> {
             ),
         );
         full.insert("config".into(), Value::Object(t.config.clone()));
-        if matches!(self.scheduler, Scheduler::Pbt { .. }) {
+        if matches!(self.search.scheduler, Scheduler::Pbt { .. }) {
             // The lineage, as numbers TensorBoard plots: the copies made so far, and the trial
             // last copied (its own id before any).
             full.insert("pbt_copies".into(), Value::from(t.copies));
@@ -138,7 +138,7 @@ impl Engine<'_> {
         if let Some(f) = &mut t.files {
             f.result(&full, time.round() as i64, &non_finite_paths)?;
         }
-        self.out.record(Record::Result(TrialResult {
+        self.emit(Record::Result(TrialResult {
             trial: i,
             training_iteration: iteration,
             time,
@@ -146,7 +146,7 @@ impl Engine<'_> {
             record: Value::Object(record),
         }))?;
         if let Some(j) = verdict.rung {
-            self.out.record(Record::Decision(Decision {
+            self.emit(Record::Decision(Decision {
                 trial: i,
                 milestone: j.milestone,
                 value: j.value,
@@ -154,12 +154,12 @@ impl Engine<'_> {
                 action: if stop { "stop" } else { "continue" }.into(),
             }))?;
         }
-        self.dirty = true;
+        self.output.dirty = true;
         self.stop_others(&effects)?;
         if effects.save {
             let (dir, saved) = (&self.trials[i].dir, self.saved_dir(i));
             if let Err(e) = crate::files::save_checkpoint(dir, &saved) {
-                log::warn!("trial {i}: saving its state: {e:#}");
+                log::warn!("trial {i}: saving its state: {}", e.describe());
             }
         }
         if let Some(e) = &effects.exploit {
@@ -186,14 +186,16 @@ impl Engine<'_> {
 
     /// Where population-based training saves trial `i`'s state when it is in the top quantile.
     pub(super) fn saved_dir(&self, i: usize) -> PathBuf {
-        self.out_dir
+        self.output
+            .out_dir
             .join("pbt-checkpoints")
             .join(format!("trial-{i:04}"))
     }
 
     /// Where trial `i` keeps the save it copies until it runs again.
     pub(super) fn kept_dir(&self, i: usize) -> PathBuf {
-        self.out_dir
+        self.output
+            .out_dir
             .join("pbt-checkpoints")
             .join(format!("trial-{i:04}.copy"))
     }
@@ -210,7 +212,7 @@ impl Engine<'_> {
         };
         crate::files::copy_checkpoint(&src, &self.trials[i].dir)?;
         if let Err(e) = crate::files::remove(&kept) {
-            log::warn!("{e:#}");
+            log::warn!("{}", e.describe());
         }
         self.trials[i].copy_from = None;
         Ok(())
@@ -240,12 +242,13 @@ impl Engine<'_> {
         if let Err(err) = crate::files::keep_save(&saved, &kept) {
             let _ = crate::files::remove(&kept);
             log::warn!(
-                "trial {i}: keeping trial {}'s save ({err:#}): it will copy trial {}'s directory as it is when it runs again",
+                "trial {i}: keeping trial {}'s save ({}): it will copy trial {}'s directory as it is when it runs again",
                 e.from,
+                err.describe(),
                 e.from
             );
         }
-        let policy = |t: usize| self.out_dir.join(format!("pbt_policy_{t:04}.txt"));
+        let policy = |t: usize| self.output.out_dir.join(format!("pbt_policy_{t:04}.txt"));
         let mut lines = std::fs::read(policy(e.from)).unwrap_or_default();
         lines.extend_from_slice(format!("{row}\n").as_bytes());
         let written =
@@ -253,7 +256,7 @@ impl Engine<'_> {
         if let Err(err) = written {
             log::warn!("{}", err.describe());
         }
-        let global = self.out_dir.join("pbt_global.txt");
+        let global = self.output.out_dir.join("pbt_global.txt");
         let appended = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -262,7 +265,7 @@ impl Engine<'_> {
         if let Err(err) = appended {
             log::warn!("writing {}: {err}", global.display());
         }
-        self.out.record(Record::Exploit(records::Exploit {
+        self.emit(Record::Exploit(records::Exploit {
             trial: i,
             time,
             from: e.from,

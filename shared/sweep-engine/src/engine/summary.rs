@@ -1,25 +1,30 @@
-//! The sweep's end: the best trial, the summary record, results.csv, best.json and metric.svg.
+//! The sweep's end: the best trial, the summary record, and the text of results.csv, best.json
+//! and metric.svg.
 
 use super::*;
 
-impl Engine<'_> {
+/// The best of `trials` by the metric in `mode`: Ray's get_best_result leaves out trials whose
+/// metric is NaN or infinite; a trial in error is never the best (its last result is where it
+/// broke off).
+pub(super) fn best(trials: &[Trial], mode: search::asha::Mode) -> Option<&Trial> {
+    trials
+        .iter()
+        .filter(|t| t.status != Status::Error)
+        .filter(|t| t.last_point().is_some_and(|(_, m)| m.is_finite()))
+        .fold(None, |best: Option<&Trial>, t| match best {
+            Some(b) if !mode.better(t.last_point().unwrap().1, b.last_point().unwrap().1) => {
+                Some(b)
+            }
+            _ => Some(t),
+        })
+}
+
+impl View<'_> {
     pub(super) fn best(&self) -> Option<&Trial> {
-        let mode = self.def.asha.mode;
-        // Ray's get_best_result leaves out trials whose metric is NaN or infinite; a trial in
-        // error is never the best (its last result is where it broke off).
-        self.trials
-            .iter()
-            .filter(|t| t.status != Status::Error)
-            .filter(|t| t.last_point().is_some_and(|(_, m)| m.is_finite()))
-            .fold(None, |best: Option<&Trial>, t| match best {
-                Some(b) if !mode.better(t.last_point().unwrap().1, b.last_point().unwrap().1) => {
-                    Some(b)
-                }
-                _ => Some(t),
-            })
+        best(self.trials, self.def.asha.mode)
     }
 
-    pub(super) fn summary(&self) -> SweepSummary {
+    pub(super) fn summary(&self, out_dir: &Path, elapsed: Duration) -> SweepSummary {
         let count = |s: Status| self.trials.iter().filter(|t| t.status == s).count();
         let best = self.best().map(|t| {
             let (time, metric) = t.last_point().expect("best has a result");
@@ -41,14 +46,14 @@ impl Engine<'_> {
             metric: self.def.metric.clone(),
             mode: format!("{:?}", self.def.asha.mode).to_lowercase(),
             best,
-            out_dir: self.out_dir.clone(),
-            elapsed_ms: self.started.elapsed().as_millis() as u64,
+            out_dir: out_dir.to_path_buf(),
+            elapsed_ms: elapsed.as_millis() as u64,
         }
     }
 
-    /// `best.json` (the best trial: its config, metric and directory; `null` when no trial has
-    /// a result) and `results.csv` (a row per trial), each written whole.
-    pub(super) fn write_results(&self, summary: &SweepSummary) {
+    /// best.json's text: the best trial (its config, metric and directory), `null` when no
+    /// trial has a result.
+    pub(super) fn best_json(&self, summary: &SweepSummary) -> Vec<u8> {
         let best = summary.best.as_ref().map(|b| {
             serde_json::json!({
                 "trial": b.trial,
@@ -64,6 +69,11 @@ impl Engine<'_> {
         });
         let mut json = serde_json::to_vec_pretty(&best).expect("JSON values serialise");
         json.push(b'\n');
+        json
+    }
+
+    /// results.csv's text: a row per trial.
+    pub(super) fn results_csv(&self) -> String {
         let rows: Vec<crate::files::ResultRow<'_>> = self
             .trials
             .iter()
@@ -78,23 +88,16 @@ impl Engine<'_> {
                 message: t.message.as_deref(),
             })
             .collect();
-        let csv = crate::files::results_csv(
+        crate::files::results_csv(
             &rows,
             &self.def.time_attr,
             &self.def.metric,
             self.def.asha.mode,
-        );
-        for (name, bytes) in [("best.json", json), ("results.csv", csv.into_bytes())] {
-            let path = self.out_dir.join(name);
-            if let Err(e) =
-                atomic_file::write_atomic(&path, |w| std::io::Write::write_all(w, &bytes))
-            {
-                log::warn!("{}", e.describe());
-            }
-        }
+        )
     }
 
-    pub(super) fn write_plot(&self) {
+    /// metric.svg's text.
+    pub(super) fn plot(&self) -> String {
         let curves: Vec<crate::plot::Curve<'_>> = self
             .trials
             .iter()
@@ -106,17 +109,11 @@ impl Engine<'_> {
                 points: &t.history,
             })
             .collect();
-        let svg = crate::plot::svg(
+        crate::plot::svg(
             &curves,
             &self.def.time_attr,
             &self.def.metric,
             self.best().map(|t| t.id),
-        );
-        let path = self.out_dir.join("metric.svg");
-        if let Err(e) =
-            atomic_file::write_atomic(&path, |w| std::io::Write::write_all(w, svg.as_bytes()))
-        {
-            log::warn!("{}", e.describe());
-        }
+        )
     }
 }

@@ -2,35 +2,23 @@
 
 use super::*;
 
-impl Engine<'_> {
-    /// The status table on stderr: at most every --report-secs while something changed, and
-    /// at the end sorted by the metric.
-    pub(super) fn report(&mut self, last: bool) {
-        if !self.dirty {
-            return;
-        }
-        if !last
-            && self
-                .last_report
-                .is_some_and(|r| r.elapsed() < self.opts.report_every)
-        {
-            return;
-        }
-        self.last_report = Some(Instant::now());
-        self.dirty = false;
-        let table = self.table(last);
-        self.out.status(&table);
+impl View<'_> {
+    /// The status table: the counts, each scheduler's state, the best trial so far, and a row
+    /// per trial (at the end, `sorted` by the metric).
+    pub(super) fn table(&self, elapsed: Duration, sorted: bool) -> String {
+        let mut s = self.counts_line(elapsed);
+        s.push_str(&self.scheduler_lines());
+        s.push_str(&self.best_line());
+        s.push_str(&self.rows_text(sorted));
+        s
     }
 
-    // Kept in one piece: the status table's parts in the order printed (counts, columns, rows).
-    pub(super) fn table(&self, sorted: bool) -> String {
-        use std::fmt::Write as _;
-        let mut s = String::new();
+    /// `== sweep: N trials (...) HH:MM:SS ==`.
+    fn counts_line(&self, elapsed: Duration) -> String {
         let count = |st: Status| self.trials.iter().filter(|t| t.status == st).count();
-        let secs = self.started.elapsed().as_secs();
-        let _ = writeln!(
-            s,
-            "== sweep: {} trials ({} running, {} pending, {}{} completed, {} stopped, {} error), {:02}:{:02}:{:02} ==",
+        let secs = elapsed.as_secs();
+        format!(
+            "== sweep: {} trials ({} running, {} pending, {}{} completed, {} stopped, {} error), {:02}:{:02}:{:02} ==\n",
             self.trials.len(),
             count(Status::Running),
             count(Status::Pending),
@@ -44,77 +32,78 @@ impl Engine<'_> {
             secs / 3600,
             secs / 60 % 60,
             secs % 60
-        );
-        if let Scheduler::Asha(a) = &self.scheduler {
-            for (b, rungs) in a.rungs().iter().enumerate() {
-                let r: Vec<String> = rungs
-                    .iter()
-                    .map(|(m, c, n)| {
-                        format!(
-                            "{} {}: {} ({n})",
-                            self.def.time_attr,
-                            fmt_num(*m),
-                            c.map_or("-".into(), fmt_num)
-                        )
-                    })
-                    .collect();
-                let _ = writeln!(
-                    s,
-                    "ASHA bracket {b}, cutoffs: {}",
-                    if r.is_empty() {
+        )
+    }
+
+    /// ASHA's cutoffs per bracket, HyperBand's brackets, or PBT's counts.
+    fn scheduler_lines(&self) -> String {
+        use std::fmt::Write as _;
+        let mut s = String::new();
+        let time_attr = &self.def.time_attr;
+        match self.scheduler {
+            Scheduler::Asha(a) => {
+                for (b, rungs) in a.rungs().iter().enumerate() {
+                    let r: Vec<String> = rungs
+                        .iter()
+                        .map(|(m, c, n)| {
+                            let cutoff = c.map_or("-".into(), fmt_num);
+                            format!("{time_attr} {}: {cutoff} ({n})", fmt_num(*m))
+                        })
+                        .collect();
+                    let cutoffs = if r.is_empty() {
                         "no rungs".into()
                     } else {
                         r.join(" | ")
-                    }
-                );
+                    };
+                    let _ = writeln!(s, "ASHA bracket {b}, cutoffs: {cutoffs}");
+                }
             }
-        }
-        if let Scheduler::HyperBand(h) = &self.scheduler {
-            for (band, s_, n, milestone, done, live) in h.brackets() {
+            Scheduler::HyperBand(h) => {
+                for (band, s_, n, milestone, done, live) in h.brackets() {
+                    let _ = writeln!(
+                        s,
+                        "HyperBand round {band} bracket {s_}: {live} live of at most {} trials, milestone {time_attr} {}, {:.0}% done",
+                        fmt_num(n),
+                        fmt_num(milestone),
+                        done * 100.0
+                    );
+                }
+            }
+            Scheduler::Pbt { pbt, .. } => {
                 let _ = writeln!(
                     s,
-                    "HyperBand round {band} bracket {s_}: {live} live of at most {} trials, milestone {} {}, {:.0}% done",
-                    fmt_num(n),
-                    self.def.time_attr,
-                    fmt_num(milestone),
-                    done * 100.0
+                    "PBT: {} copies of a better trial, {} trials in the top quantile when compared",
+                    pbt.num_perturbations, pbt.num_checkpoints
                 );
             }
+            _ => {}
         }
-        if let Scheduler::Pbt { pbt, .. } = &self.scheduler {
-            let _ = writeln!(
-                s,
-                "PBT: {} copies of a better trial, {} trials in the top quantile when compared",
-                pbt.num_perturbations, pbt.num_checkpoints
-            );
-        }
-        if let Some(b) = self.best() {
-            let (time, metric) = b.last_point().expect("best has a result");
-            let _ = writeln!(
-                s,
-                "best so far: trial {} {}={} at {} {} ({})",
-                b.id,
-                self.def.metric,
-                fmt_num(metric),
-                self.def.time_attr,
-                fmt_num(time),
-                config_text(&b.config)
-            );
-        }
-        // The parameters of the first config chosen (TPE and BOHB choose theirs as trials start).
-        let names: Vec<&String> = self
-            .trials
-            .iter()
-            .find(|t| t.chosen)
-            .map(|t| t.config.keys().collect())
-            .unwrap_or_default();
-        let mut header = vec!["trial".to_string(), "status".into(), "slot".into()];
-        header.extend(names.iter().map(|n| n.to_string()));
-        header.extend([self.def.time_attr.clone(), self.def.metric.clone()]);
+        s
+    }
+
+    /// `best so far: ...`, when a trial has a finite result.
+    fn best_line(&self) -> String {
+        let Some(b) = self.best() else {
+            return String::new();
+        };
+        let (time, metric) = b.last_point().expect("best has a result");
+        format!(
+            "best so far: trial {} {}={} at {} {} ({})\n",
+            b.id,
+            self.def.metric,
+            fmt_num(metric),
+            self.def.time_attr,
+            fmt_num(time),
+            config_text(&b.config)
+        )
+    }
+
+    /// The trials in table order: by trial, or (`sorted`) best first, trials without a
+    /// finite result last (a NaN compares with nothing).
+    fn ordered(&self, sorted: bool) -> Vec<&Trial> {
         let mut order: Vec<&Trial> = self.trials.iter().collect();
         if sorted {
             let mode = self.def.asha.mode;
-            // Trials without a finite result last (a NaN compares with nothing).
             let finite = |t: &Trial| t.last_point().filter(|(_, m)| m.is_finite());
             order.sort_by(|a, b| match (finite(a), finite(b)) {
                 (Some(x), Some(y)) if mode.better(x.1, y.1) => std::cmp::Ordering::Less,
@@ -124,56 +113,45 @@ impl Engine<'_> {
                 _ => a.id.cmp(&b.id),
             });
         }
-        let rows: Vec<Vec<String>> = order
-            .iter()
-            .map(|t| {
-                let mut r = vec![
-                    t.id.to_string(),
-                    t.status.name().to_string(),
-                    t.proc.as_ref().map_or("-".into(), |p| p.slot.to_string()),
-                ];
-                r.extend(
-                    names
-                        .iter()
-                        .map(|n| t.config.get(*n).map_or(String::new(), cell)),
-                );
-                let (time, metric) = t
-                    .last_point()
-                    .map_or(("-".into(), "-".into()), |(x, y)| (fmt_num(x), fmt_num(y)));
-                r.extend([time, metric]);
-                r
-            })
+        order
+    }
+
+    /// The header and a row per trial (at most 40 while running), in aligned columns.
+    fn rows_text(&self, sorted: bool) -> String {
+        use std::fmt::Write as _;
+        // The parameters of the first config chosen (TPE and BOHB choose theirs as trials start).
+        let names: Vec<&String> = (self.trials.iter())
+            .find(|t| t.chosen)
+            .map(|t| t.config.keys().collect())
+            .unwrap_or_default();
+        let mut header = vec!["trial".to_string(), "status".into(), "slot".into()];
+        header.extend(names.iter().map(|n| n.to_string()));
+        header.extend([self.def.time_attr.clone(), self.def.metric.clone()]);
+        let rows: Vec<Vec<String>> = (self.ordered(sorted).iter())
+            .map(|t| row(t, &names))
             .collect();
         let widths: Vec<usize> = (0..header.len())
             .map(|c| {
-                rows.iter()
-                    .map(|r| r[c].chars().count())
+                (rows.iter().map(|r| r[c].chars().count()))
                     .chain([header[c].chars().count()])
                     .max()
                     .unwrap_or(0)
             })
             .collect();
         let line = |cells: &[String]| {
-            cells
-                .iter()
-                .zip(&widths)
+            let padded: Vec<String> = (cells.iter().zip(&widths))
                 .map(|(c, w)| format!("{c:<w$}"))
-                .collect::<Vec<_>>()
-                .join("  ")
-                .trim_end()
-                .to_string()
+                .collect();
+            padded.join("  ").trim_end().to_string()
         };
+        let mut s = String::new();
         if sorted {
-            let _ = writeln!(
-                s,
-                "trials by their last {} ({}):",
-                self.def.metric,
-                if self.def.asha.mode == search::asha::Mode::Max {
-                    "highest first"
-                } else {
-                    "lowest first"
-                }
-            );
+            let order = if self.def.asha.mode == search::asha::Mode::Max {
+                "highest first"
+            } else {
+                "lowest first"
+            };
+            let _ = writeln!(s, "trials by their last {} ({order}):", self.def.metric);
         }
         let _ = writeln!(s, "{}", line(&header));
         let max_rows = if sorted { usize::MAX } else { 40 };
@@ -185,6 +163,25 @@ impl Engine<'_> {
         }
         s
     }
+}
+
+/// A trial's row: its number, status, slot, the `names` parameters, its last time and metric.
+fn row(t: &Trial, names: &[&String]) -> Vec<String> {
+    let mut r = vec![
+        t.id.to_string(),
+        t.status.name().to_string(),
+        t.proc.as_ref().map_or("-".into(), |p| p.slot.to_string()),
+    ];
+    r.extend(
+        names
+            .iter()
+            .map(|n| t.config.get(*n).map_or(String::new(), cell)),
+    );
+    let (time, metric) = t
+        .last_point()
+        .map_or(("-".into(), "-".into()), |(x, y)| (fmt_num(x), fmt_num(y)));
+    r.extend([time, metric]);
+    r
 }
 
 /// Up to five significant digits, as Ray's table shows numbers.

@@ -119,6 +119,23 @@ impl Trial {
         }
     }
 
+    /// The trial's record of `event`: its number, config, directory and attempts so far, the
+    /// rest for the caller to fill in.
+    pub(super) fn record(&self, event: &str) -> TrialRecord {
+        TrialRecord {
+            event: event.into(),
+            trial: self.id,
+            config: self.config.clone(),
+            dir: self.dir.clone(),
+            attempt: self.attempts,
+            slot: None,
+            status: None,
+            stopped_at: None,
+            last: None,
+            message: None,
+        }
+    }
+
     pub(super) fn last_point(&self) -> Option<(f64, f64)> {
         self.history.last().copied()
     }

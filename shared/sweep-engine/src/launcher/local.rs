@@ -3,7 +3,7 @@
 
 use std::sync::mpsc::Sender;
 
-use anyhow::Context;
+use crate::error::Context;
 
 use super::{Launch, Launcher, Msg, Signal, signal_group, spawn};
 
@@ -18,7 +18,7 @@ pub struct Local {
 }
 
 impl Launcher for Local {
-    fn start(&mut self, launch: Launch<'_>, tx: Sender<Msg>) -> anyhow::Result<i32> {
+    fn start(&mut self, launch: Launch<'_>, tx: Sender<Msg>) -> crate::Result<i32> {
         let Launch {
             trial,
             attempt,

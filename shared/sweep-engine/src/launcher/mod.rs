@@ -95,7 +95,7 @@ pub enum Ended {
 pub trait Launcher: std::fmt::Debug {
     /// Starts the trial's command; returns the pid of the process the engine waits for (also
     /// its process group id).
-    fn start(&mut self, launch: Launch<'_>, tx: Sender<Msg>) -> anyhow::Result<i32>;
+    fn start(&mut self, launch: Launch<'_>, tx: Sender<Msg>) -> crate::Result<i32>;
 
     /// Sends `signal` to a trial started as `pid`.
     fn signal(&mut self, pid: i32, signal: Signal);

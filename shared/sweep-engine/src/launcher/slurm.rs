@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 use std::sync::mpsc::Sender;
 
-use anyhow::Context;
+use crate::error::Context;
 
 use super::{Ended, Launch, Launcher, Msg, Signal, describe, signal_group, spawn};
 
@@ -453,7 +453,7 @@ pub fn slurm_failure(text: &str) -> Option<String> {
 }
 
 impl Launcher for Slurm {
-    fn start(&mut self, launch: Launch<'_>, tx: Sender<Msg>) -> anyhow::Result<i32> {
+    fn start(&mut self, launch: Launch<'_>, tx: Sender<Msg>) -> crate::Result<i32> {
         let Launch {
             trial,
             attempt,

@@ -1,0 +1,421 @@
+//! The engine on its own, against a stand-in [`Launcher`] whose "processes" are threads that
+//! send scripted lines and exits: the order of records, the schedulers' decisions acted on
+//! (a stop signalled), retries, a lost allocation stopping the sweep, `--resume`'s replay, and
+//! an output that refuses a record. No process runs, so each sweep takes milliseconds.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use error_class::{Class, Classify};
+use serde_json::{Value, json};
+use sweep_engine::journal::{ArgRepr, Definition, SchedulerKind, SearchKind};
+use sweep_engine::launcher::{Ended, Launch, Launcher, Msg, Signal};
+use sweep_engine::{Engine, Error, Output, OutputError, Record, RunOptions};
+
+/// How one attempt of a stand-in trial ends after printing its lines.
+#[derive(Debug, Clone, PartialEq)]
+enum Exit {
+    Code(i32),
+    /// The place it ran in went away ([`Ended::Lost`]).
+    Lost,
+}
+
+/// What attempt `.1` of trial `.0` prints and how it ends.
+type Script = dyn Fn(usize, usize) -> (Vec<String>, Exit) + Send + Sync;
+
+/// A launcher whose trials are threads: each sends its script's lines, then its exit.
+struct Fake {
+    script: Arc<Script>,
+    next_pid: i32,
+    exits: BTreeMap<i32, Exit>,
+    /// Every start (trial, attempt, slot, the command) and signal (pid, signal), in order.
+    log: Arc<Mutex<Vec<Value>>>,
+}
+
+impl std::fmt::Debug for Fake {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Fake")
+    }
+}
+
+impl Fake {
+    fn new(script: impl Fn(usize, usize) -> (Vec<String>, Exit) + Send + Sync + 'static) -> Self {
+        Fake {
+            script: Arc::new(script),
+            // Far above any real pid: nothing here signals a process.
+            next_pid: 1 << 30,
+            exits: BTreeMap::new(),
+            log: Arc::default(),
+        }
+    }
+}
+
+impl Launcher for Fake {
+    fn start(&mut self, launch: Launch<'_>, tx: Sender<Msg>) -> sweep_engine::Result<i32> {
+        let (trial, attempt) = (launch.trial, launch.attempt);
+        let args: Vec<String> = (launch.args.iter())
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        self.log.lock().unwrap().push(json!({
+            "start": trial, "attempt": attempt, "slot": launch.slot, "args": args,
+        }));
+        let (lines, exit) = (self.script)(trial, attempt);
+        self.next_pid += 1;
+        self.exits.insert(self.next_pid, exit.clone());
+        std::thread::spawn(move || {
+            for line in lines {
+                let line = format!("{line}\n").into_bytes();
+                let _ = tx.send(Msg::Line {
+                    trial,
+                    attempt,
+                    line,
+                });
+            }
+            let code = match exit {
+                Exit::Code(c) => c,
+                Exit::Lost => 1,
+            };
+            let _ = tx.send(Msg::Exit {
+                trial,
+                attempt,
+                status: Ok(ExitStatus::from_raw(code << 8)),
+            });
+        });
+        Ok(self.next_pid)
+    }
+
+    fn signal(&mut self, pid: i32, signal: Signal) {
+        let signal = format!("{signal:?}");
+        self.log
+            .lock()
+            .unwrap()
+            .push(json!({"signal": pid - (1 << 30), "kind": signal}));
+    }
+
+    fn ended(&mut self, pid: i32, status: &std::io::Result<ExitStatus>) -> Ended {
+        match self.exits.get(&pid) {
+            Some(Exit::Lost) => Ended::Lost("the job is being requeued".into()),
+            _ => match status {
+                Ok(s) if s.success() => Ended::Success,
+                _ => Ended::Failed(sweep_engine::launcher::describe(status)),
+            },
+        }
+    }
+}
+
+/// Every record as JSON, and how many status tables came.
+#[derive(Default)]
+struct Collect {
+    records: Vec<Value>,
+    tables: usize,
+    /// Refuse the record after this many.
+    refuse_after: Option<usize>,
+}
+
+impl Output for Collect {
+    fn record(&mut self, record: Record) -> Result<(), OutputError> {
+        if self.refuse_after == Some(self.records.len()) {
+            return Err("the reader went away".into());
+        }
+        self.records.push(serde_json::to_value(&record).unwrap());
+        Ok(())
+    }
+
+    fn status(&mut self, _table: &str) {
+        self.tables += 1;
+    }
+}
+
+impl Collect {
+    fn of_type<'a>(&'a self, ty: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
+        self.records.iter().filter(move |r| r["type"] == ty)
+    }
+
+    /// The trial records of `event`, as (trial, status).
+    fn events(&self, event: &str) -> Vec<(u64, Value)> {
+        self.of_type("trial")
+            .filter(|r| r["event"] == event)
+            .map(|r| (r["trial"].as_u64().unwrap(), r["status"].clone()))
+            .collect()
+    }
+
+    fn summary(&self) -> &Value {
+        let last = self.records.last().expect("records");
+        assert_eq!(last["type"], "sweep_summary", "the summary comes last");
+        last
+    }
+}
+
+/// A sweep over `x` in `xs` maximising `m` by `epoch`, with `scheduler` and max_t `max_t`.
+fn definition(xs: &[i64], scheduler: SchedulerKind, max_t: f64, max_failures: usize) -> Definition {
+    let space = json!({"x": {"grid": xs}});
+    let parsed = search::space::Space::parse(&space.to_string()).unwrap();
+    Definition {
+        space,
+        samples: 1,
+        seed: 0,
+        metric: "m".into(),
+        time_attr: "epoch".into(),
+        scheduler,
+        search: SearchKind::Random,
+        asha: search::AshaSettings {
+            max_t,
+            grace_period: 1.0,
+            reduction_factor: 2.0,
+            brackets: 1,
+            mode: search::Mode::Max,
+        },
+        median: None,
+        pbt: None,
+        max_failures,
+        command: ["train", "--x", "{x}", "--dir", "{trial_dir}"]
+            .iter()
+            .map(|a| ArgRepr::Text(a.to_string()))
+            .collect(),
+        trials: parsed.generate(1, 0),
+    }
+}
+
+fn options(slots: usize) -> RunOptions {
+    RunOptions {
+        slots,
+        stop_grace: Duration::from_secs(60),
+        report_every: Duration::ZERO,
+        interrupted: || false,
+    }
+}
+
+/// A new sweep of `def` in `dir`.
+fn create(dir: &Path, def: Definition) -> sweep_engine::Opened {
+    let space = search::space::Space::parse(&def.space.to_string()).unwrap();
+    let command: Vec<OsString> = def.command.iter().map(ArgRepr::to_os).collect();
+    let template = sweep_engine::template_of(&space, &command).unwrap();
+    sweep_engine::create(dir, def, template).unwrap()
+}
+
+/// Runs `opened` with `launcher` and `slots`: what it printed and how it ended.
+fn run(
+    opened: sweep_engine::Opened,
+    launcher: Fake,
+    slots: usize,
+) -> (Collect, sweep_engine::Result<sweep_engine::Finished>) {
+    let mut out = Collect::default();
+    let ended =
+        Engine::new(opened, options(slots), Box::new(launcher), &mut out).and_then(Engine::run);
+    (out, ended)
+}
+
+/// Results at epochs 1..=`epochs` with m = `slope` · epoch.
+fn curve(slope: i64, epochs: i64) -> Vec<String> {
+    (1..=epochs)
+        .map(|e| json!({"epoch": e, "m": slope * e}).to_string())
+        .collect()
+}
+
+fn out_dir(tmp: &tempfile::TempDir) -> PathBuf {
+    tmp.path().join("sweep")
+}
+
+#[test]
+fn fifo_runs_every_trial_and_prints_the_summary_and_files_last() {
+    let tmp = tempfile::tempdir().unwrap();
+    let def = definition(&[1, 2, 3], SchedulerKind::Fifo, 3.0, 0);
+    let fake = Fake::new(|trial, _| (curve(trial as i64 + 1, 3), Exit::Code(0)));
+    let log = fake.log.clone();
+    let (out, ended) = run(create(&out_dir(&tmp), def), fake, 2);
+    assert_eq!(ended.unwrap().failed, 0);
+    // Each trial: a start, three results, an end (completed); the command's placeholders
+    // filled in.
+    assert_eq!(out.events("start").len(), 3);
+    assert_eq!(out.of_type("result").count(), 9);
+    let ends = out.events("end");
+    assert_eq!(ends.len(), 3);
+    assert!(ends.iter().all(|(_, s)| s == "completed"), "{ends:?}");
+    let starts: Vec<Value> = (log.lock().unwrap().iter())
+        .filter(|l| l.get("start").is_some())
+        .cloned()
+        .collect();
+    assert_eq!(starts.len(), 3);
+    let dir = out_dir(&tmp).canonicalize().unwrap();
+    assert_eq!(
+        starts[0]["args"],
+        json!([
+            "train",
+            "--x",
+            "1",
+            "--dir",
+            dir.join("trial-0000").to_str().unwrap()
+        ])
+    );
+    // Two slots, never the same one twice at once: slots 0 and 1 only.
+    assert!(
+        starts.iter().all(|s| s["slot"].as_u64().unwrap() < 2),
+        "{starts:?}"
+    );
+    let summary = out.summary();
+    assert_eq!(
+        (
+            &summary["completed"],
+            &summary["best"]["trial"],
+            &summary["best"]["metric"]
+        ),
+        (&json!(3), &json!(2), &json!(9.0))
+    );
+    assert!(out.tables > 0);
+    let best: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("best.json")).unwrap()).unwrap();
+    assert_eq!(best["trial"], 2);
+    let csv = std::fs::read_to_string(dir.join("results.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 4, "{csv}");
+    assert!(
+        std::fs::read_to_string(dir.join("metric.svg"))
+            .unwrap()
+            .contains(">best</text>")
+    );
+}
+
+#[test]
+fn asha_stops_a_trial_that_falls_behind_and_signals_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Trial 1 is worse than trial 0 at every rung: ASHA (rf 2) stops it at its first.
+    let def = definition(&[1, 2], SchedulerKind::Asha, 4.0, 0);
+    let fake = Fake::new(|trial, _| (curve(if trial == 0 { 10 } else { 1 }, 4), Exit::Code(0)));
+    let log = fake.log.clone();
+    let (out, ended) = run(create(&out_dir(&tmp), def), fake, 1);
+    assert_eq!(ended.unwrap().failed, 0);
+    let stops: Vec<&Value> = (out.of_type("decision"))
+        .filter(|d| d["action"] == "stop")
+        .collect();
+    assert_eq!(stops.len(), 1, "{:?}", out.records);
+    assert_eq!(stops[0]["trial"], 1);
+    assert_eq!(
+        out.events("end"),
+        [(0, json!("completed")), (1, json!("stopped"))]
+    );
+    // The stopped trial's process was asked to stop; its results after the stop are not
+    // counted.
+    let signals: Vec<Value> = (log.lock().unwrap().iter())
+        .filter(|l| l.get("signal").is_some())
+        .cloned()
+        .collect();
+    assert!(
+        signals
+            .iter()
+            .any(|s| s["kind"] == "Stop" && s["signal"] == 2),
+        "{signals:?}"
+    );
+    let results_of_1 = (out.of_type("result")).filter(|r| r["trial"] == 1).count();
+    assert_eq!(results_of_1, 1);
+}
+
+#[test]
+fn a_failed_attempt_is_retried_and_one_out_of_retries_is_an_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let def = definition(&[1, 2], SchedulerKind::Fifo, 2.0, 1);
+    // Trial 0 fails once, then succeeds; trial 1 always fails.
+    let fake = Fake::new(|trial, attempt| match (trial, attempt) {
+        (0, 1) | (1, _) => (curve(1, 1), Exit::Code(3)),
+        _ => (curve(1, 2), Exit::Code(0)),
+    });
+    let (out, ended) = run(create(&out_dir(&tmp), def), fake, 1);
+    assert_eq!(ended.unwrap().failed, 1);
+    let retries: Vec<&Value> = (out.of_type("trial"))
+        .filter(|r| r["event"] == "retry")
+        .collect();
+    assert_eq!(retries.len(), 2, "one per trial: {retries:?}");
+    assert!(
+        retries[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("exit status 3"),
+        "{retries:?}"
+    );
+    assert_eq!(
+        out.events("end"),
+        [(0, json!("completed")), (1, json!("error"))]
+    );
+    assert_eq!(out.summary()["error"], 1);
+}
+
+#[test]
+fn a_lost_allocation_stops_the_sweep_and_resume_runs_only_the_unfinished_trial() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = out_dir(&tmp);
+    let def = definition(&[1, 2], SchedulerKind::Fifo, 2.0, 3);
+    // Trial 0 completes; trial 1's place goes away under it.
+    let fake = Fake::new(|trial, _| match trial {
+        0 => (curve(1, 2), Exit::Code(0)),
+        _ => (curve(2, 1), Exit::Lost),
+    });
+    let (out, ended) = run(create(&dir, def), fake, 1);
+    assert!(matches!(ended, Err(Error::Interrupted)), "{ended:?}");
+    assert_eq!(Error::Interrupted.class(), Class::Interrupted);
+    assert!(out.events("retry").is_empty(), "nothing counted against it");
+    assert_eq!(out.summary()["unfinished"], 1);
+    // Resumed: the journal replayed (trial 0 stays completed, trial 1's result is kept) and
+    // only trial 1 runs again, from its second epoch on.
+    let fake = Fake::new(|_, _| (curve(2, 2), Exit::Code(0)));
+    let log = fake.log.clone();
+    let (out, ended) = run(sweep_engine::resume(&dir).unwrap(), fake, 1);
+    assert_eq!(ended.unwrap().failed, 0);
+    let starts: Vec<Value> = (log.lock().unwrap().iter())
+        .filter(|l| l.get("start").is_some())
+        .cloned()
+        .collect();
+    assert_eq!(starts.len(), 1, "{starts:?}");
+    assert_eq!(
+        (&starts[0]["start"], &starts[0]["attempt"]),
+        (&json!(1), &json!(2))
+    );
+    let times: Vec<&Value> = out.of_type("result").map(|r| &r["time"]).collect();
+    assert_eq!(times, [&json!(2.0)], "the repeated epoch 1 is skipped");
+    let summary = out.summary();
+    assert_eq!(
+        (&summary["completed"], &summary["best"]["trial"]),
+        (&json!(2), &json!(1))
+    );
+}
+
+#[test]
+fn an_output_that_refuses_a_record_ends_the_sweep_with_its_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let def = definition(&[1], SchedulerKind::Fifo, 2.0, 0);
+    let fake = Fake::new(|_, _| (curve(1, 2), Exit::Code(0)));
+    let mut out = Collect {
+        refuse_after: Some(1),
+        ..Collect::default()
+    };
+    let opened = create(&out_dir(&tmp), def);
+    let ended = Engine::new(opened, options(1), Box::new(fake), &mut out).and_then(Engine::run);
+    let e = ended.unwrap_err();
+    assert!(matches!(e, Error::Output(_)), "{e:?}");
+    assert_eq!(e.class(), Class::Fatal);
+    assert_eq!(
+        e.describe(),
+        "the sweep's output refused a record: the reader went away"
+    );
+    assert_eq!(out.records.len(), 1);
+}
+
+#[test]
+fn slots_out_of_bounds_are_a_usage_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let def = definition(&[1], SchedulerKind::Fifo, 2.0, 0);
+    let fake = Fake::new(|_, _| (Vec::new(), Exit::Code(0)));
+    let e = run(create(&out_dir(&tmp), def), fake, 0).1.unwrap_err();
+    assert_eq!(e.class(), Class::Usage, "{e}");
+    // A second sweep in the same directory is refused: it holds one already.
+    let def = definition(&[1], SchedulerKind::Fifo, 2.0, 0);
+    let space = search::space::Space::parse(&def.space.to_string()).unwrap();
+    let command: Vec<OsString> = def.command.iter().map(ArgRepr::to_os).collect();
+    let template = sweep_engine::template_of(&space, &command).unwrap();
+    let e = sweep_engine::create(&out_dir(&tmp), def, template).unwrap_err();
+    assert!(matches!(e.root(), Error::Started { .. }), "{e:?}");
+    assert_eq!(e.class(), Class::Fatal);
+}
