@@ -4,6 +4,7 @@
 # after another with a thread each: their CPU time, spread over the cores), with libtorch's
 # default pool in every process (the CPUs it may use) and with --threads 1.
 #   scripts/bench/fanout.sh [IMAGES] [STEPS]      (defaults 6 and 20; minutes on 2 cores)
+#   LOAD=N: N busy loops run in the background all along (other work on the machine).
 # The tiny test generator and a VGG16 with random weights (the LPIPS distance's compute).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -21,6 +22,13 @@ cd "$work"
 find targets -name '*.png' | sort >targets.txt
 "$bin/shard-list" -n 3 <targets.txt >shards.jsonl
 cpus=$(nproc)
+load=${LOAD:-0}
+busy=()
+for ((i = 0; i < load; i++)); do
+  sh -c 'while :; do :; done' &
+  busy+=($!)
+done
+trap 'kill "${busy[@]}" 2>/dev/null; rm -rf "$work"' EXIT
 # ./project OUT [FLAGS...] RECORD: one shard's projection into OUT.
 printf '#!/bin/sh\nout=$1; shift\nexec "%s" -q --device cpu --network "%s" --vgg vgg.safetensors --steps %s --w-avg-samples 200 -b 1 -o "$out" "$@"\n' \
   "$bin/project-one-gpu" "$g" "$steps" >project
@@ -44,7 +52,8 @@ fi
 first=$(head -n 1 shards.jsonl)
 alone=$(seconds ./project alone "$first")
 alone1=$(seconds ./project alone1 --threads 1 "$first")
-echo "# $images images in 3 shards, $steps steps, $cpus CPU(s); ideal: the shards one after another with a thread each ($one_by_one s) / min(CPUs, 3)"
+alone_all=$(seconds ./project alone_all --threads "$cpus" "$first")
+echo "# $images images in 3 shards, $steps steps, $cpus CPU(s), $load busy loop(s) beside; ideal: the shards one after another with a thread each ($one_by_one s) / min(CPUs, 3)"
 printf '%-36s %8s %8s\n' case seconds "x ideal"
 rows=("ideal:$ideal" "xargs -P3, default threads:$default" "xargs -P3, --threads 1:$one"
   "xargs -P3, OMP_NUM_THREADS=1:$omp")
@@ -53,4 +62,4 @@ for row in "${rows[@]}"; do
   name=${row%:*} s=${row##*:}
   printf '%-36s %8.1f %8.2f\n' "$name" "$s" "$(awk -v s="$s" -v i="$ideal" 'BEGIN { print s / i }')"
 done
-echo "# one shard alone: default threads $alone s, --threads 1 $alone1 s ($(awk -v a="$alone" -v b="$alone1" 'BEGIN { printf "%.2f", b / a }')x)"
+echo "# one shard alone: default threads $alone s, --threads 1 $alone1 s ($(awk -v a="$alone" -v b="$alone1" 'BEGIN { printf "%.2f", b / a }')x), --threads $cpus (every CPU) $alone_all s"

@@ -68,6 +68,19 @@ pub fn checkpoint_signal_by_name(name: &str) -> Option<i32> {
     })
 }
 
+/// The name [`checkpoint_signal_by_name`] takes for `signal` (`USR1`...), or its number for
+/// another signal.
+pub fn checkpoint_signal_name(signal: i32) -> String {
+    use signal_hook::consts::{SIGALRM, SIGHUP, SIGUSR1, SIGUSR2};
+    match signal {
+        SIGUSR1 => "USR1".into(),
+        SIGUSR2 => "USR2".into(),
+        SIGHUP => "HUP".into(),
+        SIGALRM => "ALRM".into(),
+        n => n.to_string(),
+    }
+}
+
 /// From now on `signal` raises the checkpoint flag instead of its default action (SIGHUP:
 /// instead of interrupting).
 pub fn install_checkpoint_signal(signal: i32) -> std::io::Result<()> {

@@ -46,13 +46,26 @@ pub enum From {
 }
 
 /// A thread count and its origin, as start lines show it: `2 (--threads)`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Share {
     pub threads: usize,
     pub from: From,
     /// What the origin asked for when it was more than the CPUs this process may use (the
     /// threads are capped there: a pool of 100,000 threads on two cores answers no signal).
     pub capped_from: Option<usize>,
+    /// Fewer than the share because the CPUs were busy when the process started (only when
+    /// nothing said how many: see [`ThreadArgs::share`]): the share it would have taken and the
+    /// CPUs that were free.
+    pub busy: Option<Busy>,
+}
+
+/// CPUs found busy at the start: libtorch's OpenMP threads spin while they wait for each other,
+/// and a pool larger than the free CPUs then waits for cores other work holds (a projection
+/// with two threads on two busy cores took 30 s, with one 0.9 s).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Busy {
+    pub share: usize,
+    pub free: f64,
 }
 
 impl std::fmt::Display for Share {
@@ -69,11 +82,17 @@ impl std::fmt::Display for Share {
                 "{cpus} CPU(s) / {processes} processes of this program side by side; --threads sets it)"
             ),
         }?;
-        match self.capped_from {
-            Some(asked) => write!(
+        if let Some(asked) = self.capped_from {
+            write!(
                 f,
                 ", capped: {asked} asked, more than the {} CPU(s) it may use",
                 self.threads
+            )?;
+        }
+        match self.busy {
+            Some(Busy { share, free }) => write!(
+                f,
+                ", not {share}: {free:.1} CPU(s) were free when it started (--threads sets it)"
             ),
             None => Ok(()),
         }
@@ -97,17 +116,131 @@ impl ThreadArgs {
         let s = share(self.threads, &env_count, cpus(), ranks, omp);
         match s.from {
             // Only when nothing else said.
-            From::Cpus { cpus, ranks } => match side_by_side() {
-                n if n > ranks => Share {
-                    threads: (cpus / n).max(1),
-                    from: From::SideBySide { cpus, processes: n },
-                    capped_from: None,
-                },
-                _ => s,
-            },
+            From::Cpus { cpus, ranks } => {
+                let s = match side_by_side() {
+                    n if n > ranks => Share {
+                        threads: (cpus / n).max(1),
+                        from: From::SideBySide { cpus, processes: n },
+                        capped_from: None,
+                        busy: None,
+                    },
+                    _ => s,
+                };
+                // libtorch's OpenMP threads spin; the decoding threads sleep while they wait.
+                if omp {
+                    fewer_when_busy(s, free_cpus())
+                } else {
+                    s
+                }
+            }
             _ => s,
         }
     }
+}
+
+impl Share {
+    /// This share once the run's ranks know that `ranks` of them share this host (they compare
+    /// hosts at the rendezvous): the CPUs divided among them, when nothing else said how many
+    /// (no flag, Slurm, OpenMP or launcher count: ranks started by hand with --rank and
+    /// --world-size each took every CPU), and never more than the share already was.
+    pub fn among_host_ranks(self, ranks: usize) -> Share {
+        match self.from {
+            From::Cpus { cpus, ranks: 1 } | From::SideBySide { cpus, .. } if ranks > 1 => {
+                let divided = (cpus / ranks).max(1);
+                Share {
+                    threads: self.threads.min(divided),
+                    from: From::Cpus { cpus, ranks },
+                    // Still cut below the division by busy CPUs: it says so.
+                    busy: self.busy.filter(|_| self.threads < divided).map(|b| Busy {
+                        share: divided,
+                        ..b
+                    }),
+                    ..self
+                }
+            }
+            _ => self,
+        }
+    }
+}
+
+/// `share` cut to the CPUs that were `free` (rounded, at least one) when they are fewer.
+pub fn fewer_when_busy(share: Share, free: Option<f64>) -> Share {
+    match free {
+        Some(free) if (free.round().max(1.0) as usize) < share.threads => Share {
+            threads: free.round().max(1.0) as usize,
+            busy: Some(Busy {
+                share: share.threads,
+                free,
+            }),
+            ..share
+        },
+        _ => share,
+    }
+}
+
+/// How long [`free_cpus`] watches the CPUs.
+const WATCH: std::time::Duration = std::time::Duration::from_millis(40);
+
+/// The CPUs this process may run on that were idle over a short while now (in CPUs: 1.5 is
+/// one idle and one half busy), from /proc/stat; None where it cannot tell. Measured once, the
+/// first time it is asked.
+pub fn free_cpus() -> Option<f64> {
+    static FREE: std::sync::OnceLock<Option<f64>> = std::sync::OnceLock::new();
+    *FREE.get_or_init(|| {
+        let allowed = allowed_cpus()?;
+        let before = std::fs::read_to_string("/proc/stat").ok()?;
+        std::thread::sleep(WATCH);
+        let after = std::fs::read_to_string("/proc/stat").ok()?;
+        idle_between(&before, &after, &allowed)
+    })
+}
+
+/// The CPUs in this process's affinity mask.
+fn allowed_cpus() -> Option<Vec<usize>> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity fills it for this
+    // process (pid 0) and CPU_ISSET reads it within its size.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return None;
+        }
+        Some(
+            (0..libc::CPU_SETSIZE as usize)
+                .filter(|&c| libc::CPU_ISSET(c, &set))
+                .collect(),
+        )
+    }
+}
+
+/// The idle CPUs of `allowed` between two readings of /proc/stat: each one's idle and
+/// iowait time over its whole time in between, summed. None when a reading lacks them or no
+/// time passed.
+pub fn idle_between(before: &str, after: &str, allowed: &[usize]) -> Option<f64> {
+    // cpuN user nice system idle iowait irq softirq steal ...: (idle + iowait, total) by N.
+    let times = |stat: &str| -> std::collections::HashMap<usize, (u64, u64)> {
+        stat.lines()
+            .filter_map(|l| {
+                let mut f = l.split_whitespace();
+                let n = f.next()?.strip_prefix("cpu")?.parse::<usize>().ok()?;
+                let v: Vec<u64> = f.take(8).map(|x| x.parse().unwrap_or(0)).collect();
+                let idle = v.get(3)? + v.get(4).copied().unwrap_or(0);
+                Some((n, (idle, v.iter().sum())))
+            })
+            .collect()
+    };
+    let (a, b) = (times(before), times(after));
+    let mut free = 0.0;
+    let mut seen = false;
+    for cpu in allowed {
+        let (Some(&(i0, t0)), Some(&(i1, t1))) = (a.get(cpu), b.get(cpu)) else {
+            continue;
+        };
+        if t1 > t0 {
+            free += i1.saturating_sub(i0) as f64 / (t1 - t0) as f64;
+            seen = true;
+        }
+    }
+    seen.then_some(free)
 }
 
 /// This process and the others running the same program beside it now, started by the same
@@ -190,6 +323,7 @@ pub fn share(
         threads: threads.min(cpus),
         from,
         capped_from: (threads > cpus).then_some(threads),
+        busy: None,
     }
 }
 
@@ -279,6 +413,66 @@ mod tests {
         assert_eq!(parent_of("self"), Some(std::os::unix::process::parent_id()));
         assert_eq!(parent_in("12 (a) (b c) S 345 12 12 0"), Some(345));
         assert_eq!(parent_in("12 (x"), None);
+    }
+
+    #[test]
+    fn busy_cpus_cut_the_share_to_the_free_ones() {
+        let before = "cpu  10 0 10 100 0 0 0 0 0 0\ncpu0 5 0 5 50 0 0 0 0 0 0\n\
+                      cpu1 5 0 5 50 0 0 0 0 0 0\nintr 1 2\n";
+        // cpu0 idle all along (100 of 100), cpu1 busy (10 of 100 idle, 5 of them iowait).
+        let after = "cpu  110 0 110 190 5 0 0 0 0 0\ncpu0 5 0 5 150 0 0 0 0 0 0\n\
+                     cpu1 95 0 5 55 5 0 0 0 0 0\nintr 1 2\n";
+        let free = idle_between(before, after, &[0, 1]).unwrap();
+        assert!((free - 1.1).abs() < 1e-9, "{free}");
+        assert_eq!(idle_between(before, after, &[1]), Some(0.1));
+        assert_eq!(
+            idle_between(before, before, &[0, 1]),
+            None,
+            "no time passed"
+        );
+        assert_eq!(idle_between("", after, &[0]), None);
+        let two = share(None, &|_| None, 2, 1, true);
+        let cut = fewer_when_busy(two, Some(0.1));
+        assert_eq!((cut.threads, cut.busy.map(|b| b.share)), (1, Some(2)));
+        assert_eq!(
+            cut.to_string(),
+            "1 CPU thread(s) (the 2 CPU(s) it may use), not 2: 0.1 CPU(s) were free when it \
+             started (--threads sets it)"
+        );
+        assert_eq!(fewer_when_busy(two, Some(1.6)), two, "1.6 free rounds to 2");
+        assert_eq!(fewer_when_busy(two, None), two);
+        // What the machine has is a number of CPUs at most (read from this process's /proc).
+        if let Some(f) = free_cpus() {
+            assert!((0.0..=cpus() as f64 + 0.01).contains(&f), "{f}");
+        }
+    }
+
+    #[test]
+    fn ranks_found_on_one_host_divide_its_cpus_unless_something_said_how_many() {
+        let alone = share(None, &|_| None, 8, 1, true);
+        let four = alone.among_host_ranks(4);
+        assert_eq!(four.threads, 2);
+        assert_eq!(
+            four.to_string(),
+            "2 CPU thread(s) (8 CPUs / 4 ranks on the node)"
+        );
+        assert_eq!(alone.among_host_ranks(1), alone);
+        assert_eq!(alone.among_host_ranks(16).threads, 1, "at least one");
+        // A flag, Slurm or a launcher's count already decided.
+        let flag = share(Some(8), &|_| None, 8, 1, true);
+        assert_eq!(flag.among_host_ranks(4), flag);
+        let torchrun = share(None, &|_| None, 8, 2, true);
+        assert_eq!(torchrun.among_host_ranks(4), torchrun);
+        // Busy CPUs had cut it further already: the smaller stays, and both are said.
+        let busy = fewer_when_busy(alone, Some(1.0)).among_host_ranks(2);
+        assert_eq!(busy.threads, 1);
+        assert_eq!(
+            busy.to_string(),
+            "1 CPU thread(s) (8 CPUs / 2 ranks on the node), not 4: 1.0 CPU(s) were free when it \
+             started (--threads sets it)"
+        );
+        let less_busy = fewer_when_busy(alone, Some(6.0)).among_host_ranks(2);
+        assert_eq!((less_busy.threads, less_busy.busy), (4, None));
     }
 
     #[test]

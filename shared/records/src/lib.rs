@@ -160,6 +160,9 @@ pub struct Summary {
     /// Ranks in the run, for distributed tools.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub world_size: Option<usize>,
+    /// The run's `--virtual-ranks` (ddp-train's elastic runs), when it has them.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub virtual_ranks: Option<usize>,
     /// `all-reduce-check`: elements that came out wrong over all sizes, and the mean bus
     /// bandwidth over every timed case (GB/s, 1e9 bytes).
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -228,6 +231,9 @@ pub struct EpochRecord {
     pub classes: Vec<String>,
     pub rank: usize,
     pub world_size: usize,
+    /// The run's `--virtual-ranks` (ddp-train's elastic runs), when it has them.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub virtual_ranks: Option<usize>,
 }
 
 /// A split of an image folder packed by `pack` (webdataset shards or RecordIO).
@@ -282,6 +288,9 @@ pub struct CheckpointRecord {
     pub reason: String,
     pub rank: usize,
     pub world_size: usize,
+    /// The run's `--virtual-ranks` (ddp-train's elastic runs), when it has them.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub virtual_ranks: Option<usize>,
 }
 
 fn is_zero(n: &usize) -> bool {

@@ -509,6 +509,15 @@ impl Dataset {
         order
     }
 
+    /// [`Self::train_order`] for an order made by the caller (a rank computing several
+    /// virtual ranks interleaves theirs): image files are told it, as they are the sampler's.
+    pub fn train_order_given(&self, order: Vec<usize>, epoch: usize, augment: bool) -> Vec<usize> {
+        if let Images::Files(f, _) = &self.images {
+            f.set_order(augment, epoch, order.clone());
+        }
+        order
+    }
+
     /// This rank's evaluation samples: `rank`, `rank + world`, … (image files are told, as in
     /// [`Self::train_order`]).
     pub fn eval_order(&self, rank: usize, world: usize) -> Vec<usize> {

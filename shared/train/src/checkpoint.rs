@@ -206,6 +206,9 @@ pub struct Meta {
     pub growth_tracker: u64,
     pub world_size: usize,
     pub batch_size: usize,
+    /// The run's `--virtual-ranks` (None: its processes were its ranks): a mid-epoch
+    /// checkpoint of a run with virtual ranks resumes on any number of processes dividing them.
+    pub virtual_ranks: Option<usize>,
     /// The class names of an image tree, in label order (what the logits mean); none for
     /// CIFAR and synthetic data.
     pub classes: Vec<String>,
@@ -266,6 +269,7 @@ impl Meta {
             ("batch_size".to_string(), self.batch_size.to_string()),
         ])
         .into_iter()
+        .chain((self.virtual_ranks.iter()).map(|v| ("virtual_ranks".to_string(), v.to_string())))
         .chain(self.script.iter().flat_map(|s| {
             [
                 ("model_file".to_string(), s.file.clone()),
@@ -323,6 +327,16 @@ impl Meta {
             growth_tracker: num("growth_tracker", 0.0) as u64,
             world_size: num("world_size", 0.0) as usize,
             batch_size: num("batch_size", 0.0) as usize,
+            virtual_ranks: match get("virtual_ranks") {
+                Some(v) => Some(v.parse().ok().filter(|&v: &usize| v > 0).ok_or_else(|| {
+                    Error::Checkpoint(format!(
+                        "{}: its metadata's virtual_ranks is not a count (a damaged or edited \
+                         checkpoint)",
+                        path.display()
+                    ))
+                })?),
+                None => None,
+            },
             classes: match get("classes") {
                 Some(json) => serde_json::from_str(json).map_err(|e| {
                     Error::Checkpoint(format!("{}: its class names: {e}", path.display()))
@@ -455,6 +469,7 @@ mod meta_tests {
             growth_tracker: 17,
             world_size: 2,
             batch_size: 64,
+            virtual_ranks: Some(4),
             classes: vec!["cat".into(), "dog, \"big\"\n".into()],
             script: None,
             input: Some(Input {

@@ -578,6 +578,7 @@ mod tests {
             growth_tracker: 0,
             world_size: 1,
             batch_size: 2,
+            virtual_ranks: None,
             classes: Vec::new(),
             script: None,
             input: Some(Input {

@@ -82,6 +82,13 @@ pub struct Config {
     /// Micro-batches per rank and step (gradient accumulation; with a pipeline, the GPipe
     /// micro-batches).
     pub accum: usize,
+    /// The run's canonical rank count V (`--virtual-ranks`): the epoch's order is
+    /// DistributedSampler's for V ranks and each of the W processes computes V/W of them as
+    /// micro-batches (virtual rank v on process v mod W), each with its own draws, dropout
+    /// seeds and rank 0's BatchNorm statistics, their gradients summed in the order v = 0..V-1:
+    /// what a step computes does not depend on W, so a run resumes on any W that divides V
+    /// with the weights of the uninterrupted run. `None`: the processes are the ranks.
+    pub virtual_ranks: Option<usize>,
     pub lr: f64,
     pub schedule: Schedule,
     pub rule: Rule,

@@ -44,6 +44,7 @@ fn config() -> Config {
         epochs: 1,
         batch_size: 32,
         accum: 1,
+        virtual_ranks: None,
         lr: 0.05,
         schedule: Schedule::Constant,
         rule: Rule::Sgd {

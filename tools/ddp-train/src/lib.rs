@@ -72,6 +72,16 @@ pub struct Cli {
     #[arg(long, value_name = "K", default_value_t = 1, value_parser = at_least_one)]
     pub accum: usize,
 
+    /// Elastic runs: the run's rank count V, whatever the processes. The epoch's order is
+    /// DistributedSampler's for V ranks and each of the W processes (W must divide V) computes
+    /// V/W of them as micro-batches, each as that rank would (its augmentation and dropout
+    /// draws, rank 0's BatchNorm statistics), their gradients summed in rank order: a run
+    /// gives the same weights on 1, 2, ... or V processes, and any checkpoint, mid-epoch
+    /// included, resumes on another W that divides V. Costs an all-gather of V gradients a step
+    /// instead of an all-reduce; not with --accum, stages, --sync-bn, CUDA graphs or wds shards.
+    #[arg(long, value_name = "V", value_parser = at_least_one)]
+    pub virtual_ranks: Option<usize>,
+
     /// Model parallelism (PyTorch's model-parallel ResNet, pipelined): cut the model into S pipeline stages, each on its own
     /// device of this process (--stage-devices). Composes with data parallelism: each stage's
     /// gradients are averaged over the ranks. Default: 1, or the number of --stage-devices.
@@ -211,11 +221,13 @@ pub struct Cli {
     #[arg(long)]
     pub no_shuffle: bool,
 
-    /// Drop the samples that do not divide among the ranks instead of repeating the first ones
-    /// (DistributedSampler's drop_last). A last batch the samples do not fill is left out
-    /// either way, as DataLoader's drop_last=True does: every step takes a full batch. Each
-    /// epoch record counts the images left out (left_out; shuffled, a different set each
-    /// epoch); evaluation sees every image (val_images) unless --max-val-steps limits it.
+    /// Train full batches only (DataLoader's and DistributedSampler's drop_last=True): the
+    /// samples that do not divide among the ranks are dropped instead of repeating the first
+    /// ones, and an epoch's last batch the samples do not fill is left out. Without it an epoch
+    /// trains every image, its last step the smaller batch left (as PyTorch's DataLoader by
+    /// default; a last batch of one image per rank is left out, as BatchNorm cannot train on
+    /// one). Each epoch record counts the images left out (left_out; shuffled, a different set
+    /// each epoch); evaluation sees every image (val_images) unless --max-val-steps limits it.
     #[arg(long)]
     pub drop_last: bool,
 
@@ -519,7 +531,7 @@ A checkpoint written inside an epoch (--checkpoint-every, or the checkpoint sign
 .PP
 After the checkpoint signal's checkpoint every rank exits 75 (sysexits' EX_TEMPFAIL): the run is not finished; run it again with --resume.
 .PP
-Accuracies are percent; losses are means over all ranks' images; validation counts every test image once (each rank takes images rank, rank+world, ...: val_images). Every step takes a full batch: left_out counts the training images the epoch did not train on (a last batch the samples do not fill). loss_scale appears with --precision fp16."#;
+Accuracies are percent; losses are means over all ranks' images; validation counts every test image once (each rank takes images rank, rank+world, ...: val_images). An epoch's last step trains the smaller batch its samples leave (all of them unless --drop-last): left_out counts the training images the epoch did not train on (with --drop-last, a last batch the samples do not fill). loss_scale appears with --precision fp16."#;
     const EXAMPLES: &'static [(&'static str, &'static str)] = &[
         (
             "Four GPUs under torchrun:",
@@ -546,8 +558,8 @@ Accuracies are percent; losses are means over all ranks' images; validation coun
             "ddp-train --data cifar100:cifar-100-binary --checkpoint-dir ck --resume",
         ),
         (
-            "Load the result in PyTorch:",
-            "python -c \"import torchvision, safetensors.torch as st; m = torchvision.models.resnet18(num_classes=100); m.load_state_dict(st.load_file('ck/best.safetensors'))\"",
+            "Load the result in PyTorch (the model, its classes and evaluation's transform, from the checkpoint):",
+            "ddp-train --print-eval-snippet ck/best.safetensors > load.py && python load.py",
         ),
     ];
 
@@ -662,6 +674,7 @@ fn config(cli: &Cli, devices: &[tch::Device]) -> Result<Config> {
         images,
         epochs: cli.epochs,
         batch_size: cli.batch_size,
+        virtual_ranks: cli.virtual_ranks,
         accum: match (devices.len(), cli.micro_batches) {
             (1, _) if cli.split_at.value != Split::Balanced => bail!(
                 "--split-at {} needs --stages 2 or more (or --stage-devices with two devices)",
@@ -699,10 +712,10 @@ fn config(cli: &Cli, devices: &[tch::Device]) -> Result<Config> {
         init_strict: !cli.init_non_strict,
         channels_last: cli.channels_last.or(device.is_cuda()),
         // One device's step: a pipeline runs eagerly.
-        cuda_graphs: cli
-            .graphs
-            .cuda_graphs
-            .or(device.is_cuda() && precision != Precision::Fp16 && devices.len() == 1),
+        cuda_graphs: cli.graphs.cuda_graphs.or(device.is_cuda()
+            && precision != Precision::Fp16
+            && devices.len() == 1
+            && cli.virtual_ranks.is_none()),
         deterministic: cli.deterministic,
         sync_bn: cli.sync_bn,
         fused_optim: cli.fused_optim.or(device.is_cuda()),
@@ -939,6 +952,8 @@ fn training_flags(cli: &Cli, data: &Source) -> Vec<(&'static str, String)> {
         p.as_ref()
             .map_or("(none)".to_string(), |p| os(p.as_os_str()))
     };
+    let none = || "(none)".to_string();
+    let files = data.is_files().then_some(());
     let mut flags = vec![
         ("--data", os(data_arg(cli))),
         ("--model", cli.model.text.clone()),
@@ -946,6 +961,11 @@ fn training_flags(cli: &Cli, data: &Source) -> Vec<(&'static str, String)> {
         ("--epochs", cli.epochs.to_string()),
         ("--batch-size", cli.batch_size.to_string()),
         ("--accum", cli.accum.to_string()),
+        (
+            "--virtual-ranks",
+            cli.virtual_ranks
+                .map_or("(none)".to_string(), |v| v.to_string()),
+        ),
         ("--stages", format!("{:?}", cli.stages)),
         ("--split-at", cli.split_at.text.clone()),
         ("--micro-batches", format!("{:?}", cli.micro_batches)),
@@ -957,14 +977,25 @@ fn training_flags(cli: &Cli, data: &Source) -> Vec<(&'static str, String)> {
         ("--schedule", cli.schedule.text.clone()),
         ("--label-smoothing", cli.label_smoothing.to_string()),
         ("--val-data", opt(&cli.val_data)),
+        // The values in effect: an image source's defaults by name, "(none)" where the flag
+        // does not apply (decoded data).
         (
             "--transform",
-            format!("{:?}", cli.transform.as_ref().map(value_name)),
+            files.map_or(none(), |_| {
+                value_name(&cli.transform.unwrap_or(Transform::Imagenet))
+            }),
         ),
-        ("--image-size", format!("{:?}", cli.image_size)),
+        (
+            "--image-size",
+            files.map_or(none(), |_| cli.image_size.unwrap_or(224).to_string()),
+        ),
         (
             "--normalize",
-            format!("{:?}", cli.normalize.as_ref().map(|n| &n.text)),
+            files.map_or(none(), |_| {
+                cli.normalize
+                    .as_ref()
+                    .map_or("imagenet".to_string(), |n| n.text.clone())
+            }),
         ),
         ("--max-bad-inputs", cli.max_bad_inputs.to_string()),
         ("--num-classes", format!("{:?}", cli.num_classes)),
@@ -981,7 +1012,9 @@ fn training_flags(cli: &Cli, data: &Source) -> Vec<(&'static str, String)> {
         ("--checkpoint-every", format!("{:?}", cli.checkpoint_every)),
         (
             "--checkpoint-signal",
-            format!("{:?}", cli.checkpoint_signal.value),
+            cli.checkpoint_signal.value.map_or("none".to_string(), |n| {
+                cli_common::interrupt::checkpoint_signal_name(n)
+            }),
         ),
         (
             "--max-steps",
@@ -1118,6 +1151,14 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let flags = training_flags(&cli, &cfg.data);
     let mut comm = join(&cli, &flags)?;
     let (rank, world) = (comm.rank(), comm.world_size());
+    // Ranks started by hand on one host find each other at the rendezvous: they divide its
+    // CPUs (libtorch's threads and, unless --workers, the decoding threads; not shards'
+    // streams, which decide the order: the ranks compared them already).
+    let threads = threads.among_host_ranks(comm.host_size());
+    device::set_cpu_threads(threads.threads);
+    if cli.workers.is_none() && !matches!(cfg.data, Source::Shards { .. }) {
+        cfg.images.workers = cli.cpu.workers().among_host_ranks(comm.host_size()).threads;
+    }
     // The checkpoint directory is this run's before anything of it is written (a run refused
     // it wrote its TensorBoard file into the live run's log directory).
     let lock = train::trainer::lock_checkpoint_dir(&cfg, rank).classified()?;
@@ -1163,6 +1204,48 @@ mod tests {
     #[test]
     fn verify_cli() {
         Cli::command().debug_assert();
+    }
+
+    /// TensorBoard's hparams and the ranks' comparison see the values in effect: an image
+    /// folder's default transform, size and statistics by name, the checkpoint signal by name.
+    #[test]
+    fn training_flags_name_the_values_in_effect() {
+        let flags = |args: &[&str], data: &Source| -> std::collections::HashMap<_, _> {
+            let cli = Cli::try_parse_from([&["ddp-train", "--data", "x"], args].concat()).unwrap();
+            training_flags(&cli, data).into_iter().collect()
+        };
+        let folder = Source::ImageFolder {
+            dir: "photos".into(),
+            val: None,
+        };
+        let f = flags(&[], &folder);
+        assert_eq!(f["--transform"], "imagenet");
+        assert_eq!(f["--image-size"], "224");
+        assert_eq!(f["--normalize"], "imagenet");
+        assert_eq!(f["--checkpoint-signal"], "USR1");
+        let f = flags(
+            &[
+                "--transform",
+                "flip",
+                "--normalize",
+                "0.5",
+                "--checkpoint-signal",
+                "none",
+            ],
+            &folder,
+        );
+        assert_eq!(
+            (f["--transform"].as_str(), f["--normalize"].as_str()),
+            ("flip", "0.5")
+        );
+        assert_eq!(f["--checkpoint-signal"], "none");
+        // Decoded data takes no transform.
+        let f = flags(
+            &["--checkpoint-signal", "sigusr2"],
+            &Source::Cifar10("c".into()),
+        );
+        assert_eq!(f["--transform"], "(none)");
+        assert_eq!(f["--checkpoint-signal"], "USR2");
     }
 
     #[test]

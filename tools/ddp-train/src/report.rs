@@ -46,8 +46,12 @@ pub fn banner(
     } else {
         String::new()
     };
+    let ranks = match cfg.virtual_ranks {
+        Some(v) => format!("{v} virtual ranks on {world} process(es)"),
+        None => format!("{world} rank(s)"),
+    };
     format!(
-        "ddp-train[rank {rank}]: {} {placement}, {world} rank(s), global batch {} ({} per rank), {} via {engine}{extras}, {threads}{decoding}",
+        "ddp-train[rank {rank}]: {} {placement}, {ranks}, global batch {} ({} per rank), {} via {engine}{extras}, {threads}{decoding}",
         match &cfg.script {
             Some(file) => format!("TorchScript model {}", file.display()),
             None => format!("{} ({:?} stem)", cfg.arch.name(), cfg.stem),
@@ -110,7 +114,7 @@ impl Reporter<'_> {
             }
             Event::Checkpoint(c) => {
                 if self.speaks() {
-                    let rec = checkpoint_record(c, self.rank, self.world);
+                    let rec = checkpoint_record(c, self.rank, (self.world, self.cfg.virtual_ranks));
                     self.out.emit(&rec).map_err(as_train_error)?;
                 }
                 Ok(())
@@ -158,6 +162,7 @@ impl Reporter<'_> {
                 failed: 0,
                 elapsed_ms: self.started.elapsed().as_millis() as u64,
                 world_size: Some(self.world),
+                virtual_ranks: self.cfg.virtual_ranks,
                 ..Summary::default()
             })?;
         }
@@ -298,6 +303,7 @@ fn out_of_memory(cfg: &Config, rank: usize, world: usize) -> anyhow::Error {
 
 /// An epoch's record.
 fn epoch_record(e: &EpochStats, cfg: &Config, rank: usize, world: usize) -> EpochRecord {
+    let virtual_ranks = cfg.virtual_ranks;
     EpochRecord {
         epoch: e.epoch,
         epochs: cfg.epochs,
@@ -342,11 +348,16 @@ fn epoch_record(e: &EpochStats, cfg: &Config, rank: usize, world: usize) -> Epoc
         classes: e.classes.clone(),
         rank,
         world_size: world,
+        virtual_ranks,
     }
 }
 
 /// A mid-epoch checkpoint's record.
-fn checkpoint_record(c: &MidEpoch, rank: usize, world: usize) -> CheckpointRecord {
+fn checkpoint_record(
+    c: &MidEpoch,
+    rank: usize,
+    (world, virtual_ranks): (usize, Option<usize>),
+) -> CheckpointRecord {
     CheckpointRecord {
         epoch: c.epoch,
         step: c.step,
@@ -355,6 +366,7 @@ fn checkpoint_record(c: &MidEpoch, rank: usize, world: usize) -> CheckpointRecor
         reason: if c.signal { "signal" } else { "every" }.to_string(),
         rank,
         world_size: world,
+        virtual_ranks,
     }
 }
 

@@ -1851,6 +1851,44 @@ fn cpu_threads_come_from_the_flag_or_slurm_and_bound_the_decoding_threads() {
 }
 
 #[test]
+fn ranks_started_by_hand_on_one_host_divide_its_cpus() {
+    // No --threads, OMP_NUM_THREADS or launcher count: each rank took every CPU before.
+    let port = free_port();
+    let outs = run_all((0..2).map(|r| {
+        let mut c = cmd();
+        c.env_remove("OMP_NUM_THREADS")
+            .env_remove("SLURM_CPUS_PER_TASK")
+            .env_remove("LOCAL_WORLD_SIZE")
+            .args(["--epochs", "1", "--max-steps", "1", "--batch-size", "16"])
+            .args(["--rank", &r.to_string(), "--world-size", "2"])
+            .args([
+                "--master-addr",
+                "127.0.0.1",
+                "--master-port",
+                &port,
+                "--all-ranks",
+            ]);
+        c
+    }));
+    let cores = std::thread::available_parallelism().unwrap().get();
+    for o in &outs {
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{e}");
+        let line = e.lines().find(|l| l.contains("CPU thread(s)")).unwrap();
+        let threads: usize = line
+            .split(", ")
+            .find_map(|p| p.split_once(" CPU thread(s) (")?.0.parse().ok())
+            .unwrap();
+        assert!(threads <= (cores / 2).max(1), "{line}");
+        // Divided among the ranks (fewer still where the CPUs were busy at the start).
+        assert!(
+            line.contains(&format!("({cores} CPUs / 2 ranks on the node)")),
+            "{line}"
+        );
+    }
+}
+
+#[test]
 fn a_bad_file_is_replaced_by_the_next_sample_of_the_ranks_order() {
     // Rank 0 of 2, unshuffled, takes samples 0, 2, 4, 6: with sample 2 broken, its place goes to
     // sample 4 (the next of rank 0's), not to sample 3 (the dataset's next, rank 1's).
@@ -2821,13 +2859,16 @@ print(json.dumps(steps))
 }
 
 #[test]
-fn an_epoch_counts_the_images_a_last_partial_batch_leaves_out_as_dataloader_does() {
-    // 47 training images (9 for validation): (ranks, --batch-size, --drop-last).
+fn an_epoch_trains_its_last_smaller_batch_or_counts_what_drop_last_leaves_out_as_dataloader_does() {
+    // 47 training images (9 for validation): (ranks, --batch-size, --drop-last). A last batch
+    // of one image per rank is left out (BatchNorm cannot train on one).
     let cases = [
         (1, 16, false),
         (2, 16, false),
         (2, 20, false),
+        (1, 23, false),
         (2, 16, true),
+        (1, 16, true),
     ];
     let reference = r#"
 import sys, json
@@ -2837,9 +2878,11 @@ for world, batch, drop in json.loads(sys.argv[1]):
     seen, steps = set(), None
     for r in range(world):
         s = DistributedSampler(range(47), num_replicas=world, rank=r, shuffle=True, seed=0, drop_last=drop)
-        dl = DataLoader(list(s), batch_size=batch // world, drop_last=True)
-        steps = len(dl)
-        for b in dl:
+        batches = list(DataLoader(list(s), batch_size=batch // world, drop_last=drop))
+        if len(batches[-1]) == 1:
+            batches.pop()
+        steps = len(batches)
+        for b in batches:
             seen.update(b.tolist())
     out.append([steps, 47 - len(seen)])
 print(json.dumps(out))

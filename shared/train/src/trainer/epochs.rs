@@ -28,6 +28,9 @@ pub(super) struct Epochs<'a> {
     pub(super) norm: train_data::data::Normalize,
     pub(super) sampler: DistributedSampler,
     pub(super) steps_per_epoch: usize,
+    /// Samples in a rank's epoch (the sampler's, padded as DistributedSampler pads): the last
+    /// step's batch is what is left of them when they do not fill it.
+    pub(super) per_rank: usize,
     /// Training images an epoch does not train on.
     pub(super) left_out: usize,
     pub(super) run: RunInfo<'a>,
@@ -71,38 +74,56 @@ impl<'a> Epochs<'a> {
     ) -> Result<Self> {
         let (cfg, local) = (fixed.cfg, fixed.local);
         let (rank, world) = (comm.rank(), comm.world_size());
+        // With virtual ranks the sampler is theirs (this process computes virtual ranks rank,
+        // rank + world, …, `hosted` of them), and the steps count a virtual rank's samples.
+        let hosted = hosted_virtual(cfg, local).unwrap_or(1);
         let sampler = DistributedSampler {
             len: fixed.train_set.len(),
-            world,
+            world: world * hosted,
             rank,
             shuffle: cfg.shuffle,
             seed: cfg.seed as u64,
             drop_last: cfg.drop_last,
         };
+        let per_rank = sampler.num_samples() * hosted;
         let steps_per_epoch = {
-            let full = sampler.num_samples() / local;
-            cfg.max_steps.map_or(full, |m| m.min(full))
+            let all = steps_in(sampler.num_samples(), local / hosted, cfg.drop_last);
+            cfg.max_steps.map_or(all, |m| m.min(all))
         };
         if steps_per_epoch == 0 {
             return Err(Error::Usage(format!(
-                "no full per-rank batch of {local} in {} samples per rank",
-                sampler.num_samples()
+                "no batch to train: {per_rank} sample(s) per rank{}",
+                if cfg.drop_last {
+                    format!(" and --drop-last leaves out a batch smaller than {local}")
+                } else {
+                    " (a batch needs at least 2)".into()
+                }
             )));
         }
-        // Padded samples sit at the ranks' ends, past their last full batch: what the steps
-        // take is distinct images only.
-        let (images, trained) = (fixed.train_set.len(), steps_per_epoch * local * world);
+        // Padded samples repeat the first ones: what the steps take covers every image unless
+        // --drop-last or --max-steps leave some out.
+        let trained = (steps_per_epoch * local).min(per_rank) * world;
+        let images = fixed.train_set.len();
         let left_out = images.saturating_sub(trained);
-        if rank == 0 && left_out > 0 && steps_per_epoch == sampler.num_samples() / local {
+        if rank == 0
+            && left_out > 0
+            && steps_per_epoch == steps_in(sampler.num_samples(), local / hosted, cfg.drop_last)
+        {
             log::warn!(
-                "an epoch trains on {trained} of the {images} training images: every step takes a \
-                 full batch of {}{}, the other {left_out} are left out ({}); evaluation sees every \
-                 image",
-                local * world,
-                if world > 1 {
-                    format!(" ({local} per rank)")
+                "an epoch trains on {trained} of the {images} training images: {}, the other \
+                 {left_out} are left out ({}); evaluation sees every image",
+                if cfg.drop_last {
+                    format!(
+                        "--drop-last keeps only full batches of {}{}",
+                        local * world,
+                        if world > 1 {
+                            format!(" ({local} per rank)")
+                        } else {
+                            String::new()
+                        }
+                    )
                 } else {
-                    String::new()
+                    "a last batch of one image per rank cannot train (BatchNorm needs two)".into()
                 },
                 if cfg.shuffle {
                     "a different set each epoch, as the order is shuffled"
@@ -133,6 +154,7 @@ impl<'a> Epochs<'a> {
             norm,
             sampler,
             steps_per_epoch,
+            per_rank,
             left_out,
             run,
             steps: StepMode::new(cfg),
@@ -173,7 +195,27 @@ impl<'a> Epochs<'a> {
         } else {
             0
         };
-        let order = train_set.train_order(&self.sampler, epoch, local, cfg.augment);
+        let order = match hosted_virtual(cfg, local) {
+            // Virtual ranks rank, rank + world, …: their lists interleaved, so that micro-batch
+            // j of a step (positions j, j + k, …) is virtual rank rank + world × j's batch.
+            Some(k) => {
+                let world = self.sampler.world / k;
+                let lists: Vec<Vec<usize>> = (0..k)
+                    .map(|j| {
+                        DistributedSampler {
+                            rank: self.sampler.rank + world * j,
+                            ..self.sampler
+                        }
+                        .indices(epoch as u64)
+                    })
+                    .collect();
+                let order = (0..lists[0].len())
+                    .flat_map(|i| lists.iter().map(move |l| l[i]))
+                    .collect();
+                train_set.train_order_given(order, epoch, cfg.augment)
+            }
+            None => train_set.train_order(&self.sampler, epoch, local, cfg.augment),
+        };
         let order = Tensor::from_slice(&order.iter().map(|&i| i as i64).collect::<Vec<_>>())
             .to_device(index_device(cfg, train_set));
         // The epoch's sums start at zero, or at this rank's where a mid-epoch checkpoint left
@@ -195,6 +237,11 @@ impl<'a> Epochs<'a> {
             window: Window::start(&sums, first),
             sums,
         }
+    }
+
+    /// Samples of a rank's batch at `step`: a full batch, or an epoch's smaller last one.
+    pub(super) fn batch_len(&self, step: usize) -> usize {
+        batch_len(self.fixed.local, self.per_rank, step)
     }
 
     /// Bad files of the epoch so far (a resumed epoch's earlier ones included).
@@ -235,15 +282,21 @@ impl<'a> Epochs<'a> {
         );
         let ahead = (e.first, step, steps_per_epoch);
         prefetch_ahead(cfg, train_set, &e.order, ahead, local, epoch)?;
-        let draws = step_draws(cfg, train_set, true, (epoch, step, comm.rank()))?;
-        let batch = e.order.narrow(0, (step * local) as i64, local as i64);
-        let micro = micro_batches(cfg, train_set, &self.norm, &batch, draws.as_ref(), epoch)?;
+        // Each virtual rank draws as that rank would; without them the process's one
+        // generator serves its micro-batches.
+        let (rank, world) = (comm.rank(), comm.world_size());
+        let draws = (0..hosted_virtual(cfg, local).unwrap_or(1))
+            .map(|j| step_draws(cfg, train_set, true, (epoch, step, rank + world * j)))
+            .collect::<Result<Vec<_>>>()?;
+        let n = self.batch_len(step);
+        let batch = e.order.narrow(0, (step * local) as i64, n as i64);
+        let micro = micro_batches(cfg, train_set, &self.norm, &batch, &draws, epoch, local)?;
         let stepper = &self.stepper;
         stepper.at.set((epoch, step));
         if !self.steps.run(
             stepper,
             comm,
-            &micro,
+            (&micro, n == local),
             e.lr,
             &mut self.opts,
             &mut self.scaler,
@@ -268,7 +321,7 @@ impl<'a> Epochs<'a> {
         // Also at each epoch's last step: a short run's epochs get their figures too.
         let figures = match cfg.log_every {
             Some(every) if done.is_multiple_of(every) || step + 1 == steps_per_epoch => {
-                let ranks = (local, comm.world_size());
+                let ranks = (local, self.per_rank, comm.world_size());
                 Some(e.window.take(&self.stepper, step + 1, ranks, &self.scaler))
             }
             _ => None,
@@ -353,7 +406,10 @@ impl<'a> Epochs<'a> {
         let (steps, world) = (self.steps_per_epoch, comm.world_size());
         // Steps this process ran (a resumed epoch's first ones ran before it).
         let ran = (steps - e.first) as f64;
-        let seen = (steps * local) as f64;
+        let through = |step: usize| (step * local).min(self.per_rank);
+        let seen = through(steps) as f64;
+        // Images this process's steps took, over all ranks.
+        let took = ((through(steps) - through(e.first)) * world) as f64;
         let (train_loss, train_top1, train_seconds) =
             self.stepper.epoch_figures(comm, seen, e.t0)?;
         let (model, stages) = (self.stepper.model, self.stepper.stages);
@@ -380,8 +436,8 @@ impl<'a> Epochs<'a> {
             train_top1,
             val_loss,
             val_top1: self.val_top1,
-            images_per_s: ran * (local * world) as f64 / seconds,
-            train_images_per_s: ran * (local * world) as f64 / train_seconds,
+            images_per_s: took / seconds,
+            train_images_per_s: took / train_seconds,
             seconds,
             step_seconds: train_seconds / ran,
             stages: stages.iter().map(|s| s.plan.clone()).collect(),
@@ -457,13 +513,28 @@ pub(super) fn prefetch_ahead(
     } else {
         step + cfg.prefetch
     };
+    let per_rank = order.size()[0] as usize;
     for s in ahead..(step + cfg.prefetch + 1).min(steps) {
-        let batch = order.narrow(0, (s * local) as i64, local as i64);
+        let n = batch_len(local, per_rank, s);
+        let batch = order.narrow(0, (s * local) as i64, n as i64);
         for idx in micro_indices(cfg, &batch, local) {
             train_set.prefetch(&idx, cfg.augment, epoch)?;
         }
     }
     Ok(())
+}
+
+/// Steps an epoch of `per_rank` samples takes in batches of `local`: its full batches, and a
+/// last smaller one unless `drop_last` (or it would hold a single sample, which BatchNorm
+/// cannot train on).
+pub(super) fn steps_in(per_rank: usize, local: usize, drop_last: bool) -> usize {
+    let rest = per_rank % local;
+    per_rank / local + usize::from(!drop_last && rest >= 2)
+}
+
+/// Samples of a rank's batch at `step` (see [`steps_in`]).
+pub(super) fn batch_len(local: usize, per_rank: usize, step: usize) -> usize {
+    local.min(per_rank.saturating_sub(step * local))
 }
 
 /// Where the last [`StepFigures`] stood: this rank's epoch sums, the step and the time.
@@ -485,23 +556,24 @@ impl Window {
     }
 
     /// The figures since the last call (reading the sums waits for the device), `done` steps of
-    /// the epoch done, with `local` images a step on each of `world` ranks.
+    /// the epoch done, with `local` images a step (of `per_rank` an epoch) on each of `world`
+    /// ranks.
     pub(super) fn take(
         &mut self,
         stepper: &Stepper,
         done: usize,
-        (local, world): (usize, usize),
+        (local, per_rank, world): (usize, usize, usize),
         scaler: &GradScaler,
     ) -> StepFigures {
         let loss = stepper.loss_sum.double_value(&[]);
         let correct = stepper.correct.int64_value(&[]);
-        let steps = done.saturating_sub(self.step).max(1);
-        let seen = (steps * local) as f64;
+        let through = |step: usize| (step * local).min(per_rank);
+        let seen = (through(done.max(self.step + 1)) - through(self.step)) as f64;
         let seconds = self.at.elapsed().as_secs_f64().max(f64::MIN_POSITIVE);
         let figures = StepFigures {
             loss: (loss - self.loss) / seen,
             top1: 100.0 * (correct - self.correct) as f64 / seen,
-            images_per_s: (steps * local * world) as f64 / seconds,
+            images_per_s: seen * world as f64 / seconds,
             loss_scale: scaler.enabled.then_some(scaler.scale),
         };
         *self = Window {

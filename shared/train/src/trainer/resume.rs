@@ -14,6 +14,8 @@ pub(super) struct Start {
     pub(super) resumed_from: Option<usize>,
     /// A mid-epoch checkpoint's metadata, file and per-rank sums ([`PROGRESS`]).
     pub(super) mid: Option<(checkpoint::Meta, PathBuf, Tensor)>,
+    /// The world size and virtual ranks of the run that wrote the checkpoint resumed from.
+    pub(super) written_by: Option<(usize, Option<usize>)>,
 }
 
 impl Start {
@@ -28,40 +30,75 @@ impl Start {
         steps_per_epoch: usize,
     ) -> Result<Option<RankSums>> {
         let Some((meta, path, progress)) = self.mid.take() else {
+            if let Some((then, v)) = self.written_by
+                && then != world
+                && rank == 0
+            {
+                log::warn!(
+                    "the checkpoint resumed from was written by {then} rank(s){}; the run goes on \
+                     with {world} from this epoch on",
+                    v.map_or(String::new(), |v| format!(" of {v} virtual"))
+                );
+            }
             return Ok(None);
         };
+        // The ranks that decide what a step computes: the virtual ones, else the processes.
+        let ranks = |w: usize, v: Option<usize>| v.unwrap_or(w);
         let then = (
-            meta.world_size,
+            ranks(meta.world_size, meta.virtual_ranks),
             meta.batch_size,
             meta.seed,
             meta.steps_per_epoch,
         );
-        if then != (world, cfg.batch_size, cfg.seed, steps_per_epoch) {
+        let now = (
+            ranks(world, cfg.virtual_ranks),
+            cfg.batch_size,
+            cfg.seed,
+            steps_per_epoch,
+        );
+        let same_kind = meta.virtual_ranks.is_some() == cfg.virtual_ranks.is_some();
+        if then != now || !same_kind {
+            let kind = |v: Option<usize>, w: usize| match v {
+                Some(v) => format!("--virtual-ranks {v} ({w} process(es))"),
+                None => format!("{w} rank(s)"),
+            };
             return Err(Error::Usage(format!(
-                "{} was written after step {} of epoch {} by a run of {} rank(s), --batch-size {}, \
-                 --seed {} and {} steps an epoch; this one has {world} rank(s), --batch-size {}, \
-                 --seed {} and {steps_per_epoch} steps an epoch: resume a mid-epoch checkpoint as \
-                 it was run",
+                "{} was written after step {} of epoch {} by a run of {}, --batch-size {}, \
+                 --seed {} and {} steps an epoch; this one has {}, --batch-size {}, --seed {} and \
+                 {steps_per_epoch} steps an epoch: resume a mid-epoch checkpoint as it was run \
+                 (the steps an epoch count its smaller last batch unless --drop-last; a run \
+                 started with --virtual-ranks V resumes mid-epoch on any number of processes \
+                 that divides V)",
                 path.display(),
                 meta.step,
                 meta.epoch + 1,
-                then.0,
+                kind(meta.virtual_ranks, meta.world_size),
                 then.1,
                 then.2,
                 then.3,
+                kind(cfg.virtual_ranks, world),
                 cfg.batch_size,
                 cfg.seed,
             )));
         }
-        if progress.size() != [world as i64, 3] || progress.kind() != Kind::Double {
+        let rows = meta.world_size as i64;
+        if progress.size() != [rows, 3] || progress.kind() != Kind::Double {
             return Err(Error::Checkpoint(format!(
-                "{}: {PROGRESS} is {:?} {:?}, not float64 [{world}, 3]",
+                "{}: {PROGRESS} is {:?} {:?}, not float64 [{rows}, 3]",
                 path.display(),
                 progress.kind(),
                 progress.size()
             )));
         }
-        let row: Vec<f64> = Vec::try_from(progress.get(rank as i64))?;
+        // On as many processes as wrote it, each its own row; on another number (virtual
+        // ranks), the sums are the epoch's figures only: rank 0 takes them all.
+        let row: Vec<f64> = if rows == world as i64 {
+            Vec::try_from(progress.get(rank as i64))?
+        } else if rank == 0 {
+            Vec::try_from(progress.sum_dim_intlist(0, false, Kind::Double))?
+        } else {
+            vec![0.0; 3]
+        };
         // Counts are whole numbers, the correct ones at most the samples the steps done saw.
         let seen = (meta.step * cfg.batch_size) as f64;
         let whole = |v: f64| v.is_finite() && v.fract() == 0.0 && v >= 0.0;
@@ -91,6 +128,7 @@ pub(super) fn restore(cfg: &Config, parts: &mut Parts) -> Result<Start> {
         val_top1: f64::NAN,
         resumed_from: None,
         mid: None,
+        written_by: None,
     };
     let last = match (&cfg.checkpoint_dir, cfg.resume) {
         (Some(dir), true) => load_last(dir, cfg.device)?,
@@ -164,6 +202,7 @@ pub(super) fn restore(cfg: &Config, parts: &mut Parts) -> Result<Start> {
             val_top1: state.meta.val_top1,
             resumed_from: Some(state.meta.epoch),
             mid,
+            written_by: Some((state.meta.world_size, state.meta.virtual_ranks)),
         };
         if state.meta.scaler {
             parts.scaler.scale = state.meta.loss_scale;
@@ -359,6 +398,7 @@ impl RunInfo<'_> {
             growth_tracker: scaler.growth_tracker,
             world_size: self.world,
             batch_size: self.cfg.batch_size,
+            virtual_ranks: self.cfg.virtual_ranks,
             classes: self.classes.clone(),
             input: Some(self.input.clone()),
             script: self.script.clone(),

@@ -54,6 +54,9 @@ pub(super) fn check(cfg: &Config, world: usize) -> Result<usize> {
     if let Some(p) = &cfg.pipeline {
         check_pipeline(cfg, p, world)?;
     }
+    if let Some(v) = cfg.virtual_ranks {
+        check_virtual(cfg, v, world)?;
+    }
     match cfg.precision {
         Precision::Fp16 | Precision::Bf16 if !cfg.device.is_cuda() => {
             return Err(Error::Usage(format!(
@@ -79,6 +82,39 @@ pub(super) fn check(cfg: &Config, world: usize) -> Result<usize> {
 }
 
 /// What a pipeline cannot be combined with.
+/// `--virtual-ranks V` on `world` processes: what it cannot be combined with, and sizes that
+/// divide.
+fn check_virtual(cfg: &Config, v: usize, world: usize) -> Result<()> {
+    let refuse = |why: String| Err(Error::Usage(format!("--virtual-ranks {v}: {why}")));
+    if v == 0 || !v.is_multiple_of(world) {
+        return refuse(format!(
+            "the processes ({world}) must divide the virtual ranks (each computes the same number)"
+        ));
+    }
+    if !cfg.batch_size.is_multiple_of(v) || cfg.batch_size / v < 2 {
+        return refuse(format!(
+            "--batch-size {} must give every virtual rank the same batch of at least 2",
+            cfg.batch_size
+        ));
+    }
+    let with = if cfg.accum != 1 {
+        "--accum (each virtual rank is one micro-batch: give more virtual ranks instead)"
+    } else if cfg.pipeline.is_some() {
+        "a pipeline of stages"
+    } else if cfg.sync_bn {
+        "--sync-bn (virtual ranks run one after another, SyncBatchNorm needs them at once)"
+    } else if cfg.cuda_graphs {
+        "CUDA graphs (--cuda-graphs off)"
+    } else if !cfg.broadcast_buffers {
+        "--no-broadcast-buffers (only rank 0's BatchNorm statistics are kept)"
+    } else if matches!(cfg.data, train_data::data::Source::Shards { .. }) {
+        "wds shards (their order is split by the processes' streams)"
+    } else {
+        return Ok(());
+    };
+    refuse(format!("not with {with}"))
+}
+
 pub(super) fn check_pipeline(cfg: &Config, p: &Pipeline, world: usize) -> Result<()> {
     if p.devices.first() != Some(&cfg.device) {
         return Err(Error::Usage(format!(

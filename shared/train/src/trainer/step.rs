@@ -4,32 +4,50 @@
 use super::*;
 
 /// The indices of the step's micro-batches: interleaved positions of the rank's `batch` (see
-/// the module doc).
+/// the module doc). A full batch (`local` samples) splits into `--accum` micro-batches; an
+/// epoch's smaller last batch into as many as give each at least 2 samples (BatchNorm's
+/// minimum, as for a full batch), at most `--accum`, interleaved the same way.
 pub(super) fn micro_indices(cfg: &Config, batch: &Tensor, local: usize) -> Vec<Tensor> {
-    (0..cfg.accum)
+    let n = batch.size()[0] as usize;
+    let parts = match hosted_virtual(cfg, local) {
+        // Each virtual rank's share, full or the last smaller one (at least 2 each: steps_in).
+        Some(k) => k,
+        None if n == local => cfg.accum,
+        None => cfg.accum.min(n / 2).max(1),
+    };
+    (0..parts)
         .map(|j| {
-            if cfg.accum == 1 {
+            if parts == 1 {
                 batch.shallow_clone()
             } else {
-                batch.slice(0, j as i64, local as i64, cfg.accum as i64)
+                batch.slice(0, j as i64, n as i64, parts as i64)
             }
         })
         .collect()
 }
 
-/// The step's micro-batches ([`micro_indices`]), gathered and augmented, channels_last when the
-/// run is.
+/// The virtual ranks each process computes (`--virtual-ranks` V over the W processes of a
+/// per-rank batch `local` = batch / W: V / W), None without them.
+pub(super) fn hosted_virtual(cfg: &Config, local: usize) -> Option<usize> {
+    cfg.virtual_ranks.map(|v| v * local / cfg.batch_size)
+}
+
+/// The step's micro-batches ([`micro_indices`]), gathered and augmented (micro-batch j with
+/// `draws[j]`, or all with the one generator given), channels_last when the run is.
 pub(super) fn micro_batches(
     cfg: &Config,
     data: &Dataset,
     norm: &train_data::data::Normalize,
     batch: &Tensor,
-    draws: Option<&Generator>,
+    draws: &[Option<Generator>],
     epoch: usize,
+    local: usize,
 ) -> Result<Vec<(Tensor, Tensor)>> {
-    micro_indices(cfg, batch, batch.size()[0] as usize)
+    micro_indices(cfg, batch, local)
         .into_iter()
-        .map(|idx| {
+        .enumerate()
+        .map(|(j, idx)| {
+            let draws = draws.get(j).or(draws.first()).and_then(Option::as_ref);
             let (x, y) = data.batch(&idx, norm, draws, epoch)?;
             Ok((
                 if cfg.channels_last {
@@ -84,7 +102,8 @@ impl StepMode {
     }
 
     /// One optimisation step on `micro` at `lr` (`opts`: each stage's optimiser); false when
-    /// the loss scaler skipped it (inf/nan gradients).
+    /// the loss scaler skipped it (inf/nan gradients). `full`: the step's batch is a full one
+    /// (an epoch's smaller last batch runs eagerly, never in the captured graph).
     ///
     /// Kept in one piece: one step, eager and graphed side by side: the graphed form must do what
     /// the eager one does.
@@ -92,7 +111,7 @@ impl StepMode {
         &mut self,
         stepper: &Stepper,
         comm: &mut Communicator,
-        micro: &[(Tensor, Tensor)],
+        (micro, full): (&[(Tensor, Tensor)], bool),
         lr: f64,
         opts: &mut [Optimizer],
         scaler: &mut GradScaler,
@@ -119,6 +138,21 @@ impl StepMode {
                 let [opt] = opts else {
                     return Err(Error::Usage("CUDA graphs capture one device's step".into()));
                 };
+                if !full {
+                    // An epoch's smaller last batch: eagerly, outside the graph, with the
+                    // step the graph takes once it replays (its device-side LR and step count,
+                    // which stay in step with the host's), else the warm-up's host step.
+                    stepper.gradients(comm, micro, 1.0, std::slice::from_mut(opt))?;
+                    match (runner.next(), &*statics) {
+                        (Next::Replay, Some(st)) => {
+                            st.lr.set(lr);
+                            opt.step_on_device(st.lr.tensor());
+                            opt.count_replayed_step();
+                        }
+                        _ => opt.step(lr),
+                    }
+                    return Ok(true);
+                }
                 if matches!(runner.next(), Next::Capture | Next::Replay) {
                     match statics {
                         Some(st) => {
@@ -283,6 +317,9 @@ impl Stepper<'_> {
         // (Not inside a CUDA graph's capture, where seeding is not allowed: a captured
         // step's draws advance from the seed of the capture with every replay.)
         let script = matches!(self.model, Net::Script(_)) && !self.cfg.cuda_graphs;
+        if let (Some(_), [stage]) = (self.cfg.virtual_ranks, self.stages) {
+            return self.virtual_gradients(comm, micro, loss_factor, stage, script);
+        }
         if let [_] = self.stages {
             for (j, (x, y)) in micro.iter().enumerate() {
                 if self.cfg.broadcast_buffers {
@@ -320,6 +357,79 @@ impl Stepper<'_> {
         for stage in self.stages {
             ddp::all_reduce_flat(comm, &stage.flat.grad, &stage.buckets)?;
         }
+        Ok(())
+    }
+
+    /// [`Stepper::gradients`] with virtual ranks: micro-batch j is virtual rank v = rank +
+    /// world × j, computed as that rank of a V-rank run would: from rank 0's BatchNorm
+    /// statistics (virtual rank 0's, which alone are kept), dropout seeded for v, its gradient
+    /// of its own mean loss. Every virtual rank's gradient is gathered on every process and
+    /// the flat gradient made as DDP makes it, g ÷ V summed, in the order v = 0, 1, …, V-1,
+    /// whatever the processes: the step computes the same bits on any W.
+    fn virtual_gradients(
+        &self,
+        comm: &mut Communicator,
+        micro: &[(Tensor, Tensor)],
+        loss_factor: f64,
+        stage: &StageParts,
+        script: bool,
+    ) -> Result<()> {
+        let (rank, world, k) = (comm.rank(), comm.world_size(), micro.len());
+        let v_all = world * k;
+        let grad = &stage.flat.grad;
+        if self.cfg.broadcast_buffers {
+            ddp::broadcast(comm, self.buffers)?;
+        }
+        let copies = |from: &[Tensor]| -> Vec<Tensor> { from.iter().map(Tensor::copy).collect() };
+        let put = |from: &[Tensor]| {
+            tch::no_grad(|| {
+                for (b, f) in self.buffers.iter().zip(from) {
+                    b.shallow_clone().copy_(f);
+                }
+            })
+        };
+        let start = copies(self.buffers);
+        let mut kept = None;
+        let mine = Tensor::zeros(
+            [k as i64, grad.numel() as i64],
+            (grad.kind(), grad.device()),
+        );
+        for (j, (x, y)) in micro.iter().enumerate() {
+            if j > 0 {
+                put(&start);
+            }
+            let _ = grad.shallow_clone().zero_();
+            if script {
+                tch::manual_seed(dropout_seed(self.cfg.seed, self.at.get(), rank + world * j));
+            }
+            let pass = self.loss(x, y)?;
+            (&pass.loss * loss_factor).f_backward()?;
+            self.count(&pass);
+            mine.get(j as i64).copy_(&grad.view([-1]));
+            if j == 0 {
+                kept = Some(copies(self.buffers));
+            }
+        }
+        if let Some(kept) = kept {
+            put(&kept);
+        }
+        let mut all = Tensor::zeros(
+            [v_all as i64, grad.numel() as i64],
+            (grad.kind(), grad.device()),
+        );
+        comm.all_gather(&mine, &mut all)?;
+        tch::no_grad(|| {
+            let sum = grad.shallow_clone().view([-1]);
+            for v in 0..v_all {
+                // Process v mod W's micro-batch v / W.
+                let g = all.get(((v % world) * k + v / world) as i64) / v_all as f64;
+                if v == 0 {
+                    sum.shallow_clone().copy_(&g);
+                } else {
+                    let _ = sum.shallow_clone().g_add_(&g);
+                }
+            }
+        });
         Ok(())
     }
 

@@ -1,0 +1,488 @@
+//! Elastic runs: with `--virtual-ranks V` a run computes the same steps on any number of
+//! processes dividing V (bit for bit on the CPU), and any checkpoint, mid-epoch included,
+//! resumes on another number; without it a resume on another world size is allowed at an
+//! epoch's end only.
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_ddp-train");
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn ok(o: &Output) {
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// A scripted network with BatchNorm (buffers that only rank 0 keeps) in `dir`.
+fn model(dir: &Path) -> PathBuf {
+    let model = dir.join("bn.pt");
+    let out = Command::new(testkit::python())
+        .arg(root().join("scripts/reference/torchscript_models.py"))
+        .args(["make", "bn"])
+        .arg(&model)
+        .arg("100")
+        .output()
+        .unwrap();
+    ok(&out);
+    model
+}
+
+/// Two epochs of 30 synthetic images (augmented: each rank draws its own), a global batch of
+/// 12: with 4 virtual ranks, 8 samples each (two repeated), steps of 3, 3 and 2.
+fn cmd(model: &Path, ck: &Path, extra: &[&str]) -> Command {
+    let mut c = Command::new(BIN);
+    for v in [
+        "RANK",
+        "WORLD_SIZE",
+        "LOCAL_RANK",
+        "LOCAL_WORLD_SIZE",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "SLURM_PROCID",
+    ] {
+        c.env_remove(v);
+    }
+    let mut m = std::ffi::OsString::from("--model=torchscript:");
+    m.push(model);
+    c.args([
+        "--device",
+        "cpu",
+        "--threads",
+        "1",
+        "--data",
+        "synthetic:30:16",
+    ])
+    .args(["--batch-size", "12", "--seed", "5", "--augment"])
+    .args([
+        "--lr",
+        "0.05",
+        "--schedule",
+        "constant",
+        "--max-val-steps",
+        "1",
+    ])
+    .arg(m)
+    .args(extra);
+    if !extra.contains(&"--epochs") {
+        c.args(["--epochs", "2"]);
+    }
+    c.arg("--checkpoint-dir")
+        .arg(ck)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+/// Starts `world` processes of one run.
+fn start(model: &Path, ck: &Path, world: usize, extra: &[&str]) -> Vec<Child> {
+    let port = testkit::free_port().to_string();
+    (0..world)
+        .map(|r| {
+            let mut c = cmd(model, ck, extra);
+            if world > 1 {
+                c.args(["--rank", &r.to_string(), "--world-size", &world.to_string()])
+                    .args(["--master-addr", "127.0.0.1", "--master-port", &port]);
+            }
+            c.spawn().unwrap()
+        })
+        .collect()
+}
+
+fn finish(children: Vec<Child>) -> Vec<Output> {
+    children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect()
+}
+
+/// Runs `world` processes to the end; rank 0's output.
+fn run(model: &Path, ck: &Path, world: usize, extra: &[&str]) -> Output {
+    let mut outs = finish(start(model, ck, world, extra));
+    for o in &outs {
+        ok(o);
+    }
+    outs.swap_remove(0)
+}
+
+/// Starts `world` processes, sends the checkpoint signal to rank 0 once its first mid-epoch
+/// checkpoint is on record, and waits for them to stop there (exit 75).
+fn stopped_at_first_checkpoint(model: &Path, ck: &Path, world: usize, extra: &[&str]) {
+    let mut children = start(model, ck, world, extra);
+    let pid = children[0].id() as i32;
+    let mut lines = std::io::BufReader::new(children[0].stdout.take().unwrap()).lines();
+    for line in lines.by_ref() {
+        if line.unwrap().contains(r#""type":"checkpoint""#) {
+            // SAFETY: a signal to our child, still running (its stdout is open).
+            assert_eq!(unsafe { libc::kill(pid, libc::SIGUSR1) }, 0);
+            break;
+        }
+    }
+    lines.for_each(drop);
+    for o in finish(children) {
+        assert_eq!(
+            o.status.code(),
+            Some(75),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}
+
+/// Both checkpoints' tensors (the model's state_dict and the optimiser's state) equal to the
+/// bit.
+fn assert_same_bits(a: &Path, b: &Path) {
+    for file in ["last.safetensors", "last.train.safetensors"] {
+        let read = |d: &Path| -> std::collections::BTreeMap<String, tch::Tensor> {
+            tch::Tensor::read_safetensors(d.join(file))
+                .unwrap()
+                .into_iter()
+                .collect()
+        };
+        let (ta, tb) = (read(a), read(b));
+        assert_eq!(ta.keys().collect::<Vec<_>>(), tb.keys().collect::<Vec<_>>());
+        for (name, x) in &ta {
+            assert!(
+                x.equal(&tb[name]),
+                "{file} {name}: {} vs {}",
+                a.display(),
+                b.display()
+            );
+        }
+    }
+}
+
+fn epochs(out: &Output) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains(r#""type":"epoch""#))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn four_virtual_ranks_train_the_same_bits_on_four_two_or_one_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = model(dir.path());
+    let mut runs = Vec::new();
+    for world in [4, 2, 1] {
+        let ck = dir.path().join(format!("w{world}"));
+        let out = run(&model, &ck, world, &["--virtual-ranks", "4"]);
+        let e = epochs(&out);
+        assert_eq!(e.len(), 2, "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(
+            (e[0]["steps"].as_u64(), e[0]["left_out"].as_u64()),
+            (Some(3), Some(0))
+        );
+        assert_eq!(e[1]["virtual_ranks"], 4);
+        assert_eq!(e[1]["world_size"], world);
+        runs.push(ck);
+    }
+    assert_same_bits(&runs[0], &runs[1]);
+    assert_same_bits(&runs[0], &runs[2]);
+}
+
+#[test]
+fn a_mid_epoch_checkpoint_of_virtual_ranks_resumes_on_another_number_of_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = model(dir.path());
+    let straight = dir.path().join("straight");
+    run(&model, &straight, 2, &["--virtual-ranks", "4"]);
+    // Two processes stop after step 2 of the first epoch; one goes on from there, and stops
+    // after step 1 of the second; two finish.
+    let ck = dir.path().join("elastic");
+    let every = ["--virtual-ranks", "4", "--checkpoint-every", "2"];
+    stopped_at_first_checkpoint(&model, &ck, 2, &every);
+    let one = [
+        "--virtual-ranks",
+        "4",
+        "--checkpoint-every",
+        "2",
+        "--resume",
+    ];
+    stopped_at_first_checkpoint(&model, &ck, 1, &one);
+    let out = run(&model, &ck, 4, &["--virtual-ranks", "4", "--resume"]);
+    assert_eq!(epochs(&out).len(), 1, "only the second epoch is left");
+    assert_same_bits(&straight, &ck);
+}
+
+#[test]
+fn without_virtual_ranks_another_world_size_resumes_at_an_epochs_end_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = model(dir.path());
+    let ck = dir.path().join("ck");
+    stopped_at_first_checkpoint(&model, &ck, 2, &["--checkpoint-every", "2"]);
+    let out = cmd(&model, &ck, &["--resume"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--virtual-ranks"), "{err}");
+    // At an epoch's end: another world size goes on, and says so.
+    let ck = dir.path().join("epoch");
+    run(&model, &ck, 2, &["--epochs", "1"]);
+    let out = cmd(&model, &ck, &["--resume"]).output().unwrap();
+    ok(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("written by 2 rank(s)"), "{err}");
+    assert_eq!(epochs(&out).len(), 1);
+}
+
+/// torchrun's elastic agents, two "nodes" of two workers on this machine (`--nnodes 1:2`, c10d
+/// rendezvous, each agent its own process group), running 4 virtual ranks.
+mod torchrun {
+    use super::*;
+    use std::os::unix::process::CommandExt;
+    use std::time::{Duration, Instant};
+
+    /// Longest wait for anything here (torchrun notices a dead agent by its missing
+    /// heartbeats: about 15 s).
+    const DEADLINE: Duration = Duration::from_secs(300);
+
+    /// An agent: the store's host (`host`) or the other node.
+    pub fn agent(model: &Path, ck: &Path, port: u16, host: bool, out: &Path) -> Child {
+        let torchrun = Path::new(&testkit::python()).with_file_name("torchrun");
+        let mut c = Command::new(torchrun);
+        c.args([
+            "--nnodes",
+            "1:2",
+            "--nproc-per-node",
+            "2",
+            "--max-restarts",
+            "3",
+        ])
+        .args([
+            "--rdzv-backend",
+            "c10d",
+            "--rdzv-id",
+            "elastic",
+            "--monitor-interval",
+            "0.5",
+        ])
+        .arg(format!("--rdzv-endpoint=127.0.0.1:{port}"))
+        .arg(format!(
+            "--rdzv-conf=is_host={},join_timeout=120,last_call_timeout=5,close_timeout=10",
+            u8::from(host)
+        ))
+        .args(["--no-python", BIN])
+        // torch 2.11's agents share the rendezvous store with the workers and publish its
+        // address once: an agent joining later waits for it forever (MASTER_ADDR). Without
+        // the sharing, each round publishes it, and ddp-train's rank 0 serves the store.
+        .env("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1");
+        let mut m = std::ffi::OsString::from("--model=torchscript:");
+        m.push(model);
+        c.args([
+            "--device",
+            "cpu",
+            "--threads",
+            "1",
+            "--data",
+            "synthetic:240:16",
+        ])
+        .args([
+            "--batch-size",
+            "12",
+            "--seed",
+            "5",
+            "--augment",
+            "--epochs",
+            "2",
+        ])
+        .args([
+            "--lr",
+            "0.05",
+            "--schedule",
+            "constant",
+            "--max-val-steps",
+            "1",
+        ])
+        .arg(m)
+        .args([
+            "--virtual-ranks",
+            "4",
+            "--checkpoint-every",
+            "2",
+            "--resume",
+        ])
+        .args(["--all-ranks", "--checkpoint-dir"])
+        .arg(ck)
+        .stdout(std::fs::File::create(out).unwrap())
+        .stderr(std::fs::File::create(out.with_extension("err")).unwrap())
+        .process_group(0);
+        c.spawn().unwrap()
+    }
+
+    /// The records in `out` so far.
+    pub fn records(out: &Path) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(out)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// Waits until `what` holds (or the deadline passes: a panic naming `why`).
+    pub fn wait_for(why: &str, mut what: impl FnMut() -> bool) {
+        let t0 = Instant::now();
+        while !what() {
+            assert!(t0.elapsed() < DEADLINE, "no {why} within {DEADLINE:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The agent's workers (its children).
+    pub fn workers(agent: u32) -> Vec<i32> {
+        std::fs::read_to_string(format!("/proc/{agent}/task/{agent}/children"))
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect()
+    }
+
+    pub fn signal(pid: i32, sig: i32) {
+        // SAFETY: a signal to a process this test started (or its child).
+        unsafe { libc::kill(pid, sig) };
+    }
+
+    /// Whether SIGTERM waits for `pid` (stopped, it cannot act on it yet).
+    pub fn term_pending(pid: i32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.strip_prefix("ShdPnd:").or(l.strip_prefix("SigPnd:")))
+            .filter_map(|m| u64::from_str_radix(m.trim(), 16).ok())
+            .any(|m| m & (1 << (libc::SIGTERM - 1)) != 0)
+    }
+
+    /// Each epoch's record of rank 0 over every agent's output, in order.
+    pub fn rank0_epochs(outs: &[&Path]) -> Vec<u64> {
+        let mut e: Vec<u64> = outs
+            .iter()
+            .flat_map(|o| records(o))
+            .filter(|r| r["type"] == "epoch" && r["rank"] == 0)
+            .map(|r| r["epoch"].as_u64().unwrap())
+            .collect();
+        e.sort();
+        e
+    }
+}
+
+#[test]
+fn under_torchrun_an_agent_lost_and_an_agent_joining_end_with_the_uninterrupted_weights() {
+    use torchrun::*;
+    let dir = tempfile::tempdir().unwrap();
+    let model = model(dir.path());
+    // The uninterrupted run (the same flags, 4 virtual ranks on one process).
+    let straight = dir.path().join("straight");
+    let out = Command::new(BIN)
+        .args([
+            "--device",
+            "cpu",
+            "--threads",
+            "1",
+            "--data",
+            "synthetic:240:16",
+        ])
+        .args([
+            "--batch-size",
+            "12",
+            "--seed",
+            "5",
+            "--augment",
+            "--epochs",
+            "2",
+        ])
+        .args([
+            "--lr",
+            "0.05",
+            "--schedule",
+            "constant",
+            "--max-val-steps",
+            "1",
+        ])
+        .arg(format!("--model=torchscript:{}", model.display()))
+        .args(["--virtual-ranks", "4", "--checkpoint-dir"])
+        .arg(&straight)
+        .output()
+        .unwrap();
+    ok(&out);
+
+    // A node lost: two agents form 4 ranks; once a step checkpoint is on record, the second
+    // agent and its workers are killed; the first re-forms the group with 2 ranks and goes on
+    // from that checkpoint.
+    let ck = dir.path().join("lost");
+    let port = testkit::free_port();
+    let (a_out, b_out) = (dir.path().join("a1.out"), dir.path().join("b1.out"));
+    let mut a = agent(&model, &ck, port, true, &a_out);
+    let mut b = agent(&model, &ck, port, false, &b_out);
+    wait_for("checkpoint of 4 ranks", || {
+        records(&a_out)
+            .iter()
+            .any(|r| r["type"] == "checkpoint" && r["world_size"] == 4)
+    });
+    let b_workers = workers(b.id());
+    signal(b.id() as i32, libc::SIGKILL);
+    for w in b_workers {
+        signal(w, libc::SIGKILL);
+    }
+    b.wait().unwrap();
+    let status = a.wait().unwrap();
+    assert!(
+        status.success(),
+        "{}",
+        std::fs::read_to_string(a_out.with_extension("err")).unwrap()
+    );
+    let after: Vec<_> = records(&a_out)
+        .into_iter()
+        .filter(|r| r["type"] == "epoch")
+        .collect();
+    assert_eq!(after.last().unwrap()["world_size"], 2, "{after:?}");
+    assert_eq!(rank0_epochs(&[&a_out, &b_out]), [1, 2], "each epoch once");
+    assert_same_bits(&straight, &ck);
+
+    // A node joining: one agent trains 2 ranks; its workers are held after a step checkpoint
+    // while a second agent joins; torchrun restarts the workers with 4 ranks, which go on from
+    // that checkpoint.
+    let ck = dir.path().join("joined");
+    let port = testkit::free_port();
+    let (a_out, b_out) = (dir.path().join("a2.out"), dir.path().join("b2.out"));
+    let mut a = agent(&model, &ck, port, true, &a_out);
+    wait_for("checkpoint of 2 ranks", || {
+        records(&a_out)
+            .iter()
+            .any(|r| r["type"] == "checkpoint" && r["world_size"] == 2)
+    });
+    let held = workers(a.id());
+    for &w in &held {
+        signal(w, libc::SIGSTOP);
+    }
+    let mut b = agent(&model, &ck, port, false, &b_out);
+    // The first agent stops its workers to restart them with the newcomer's.
+    wait_for("the restart's SIGTERM", || {
+        held.iter().any(|&w| term_pending(w))
+    });
+    for &w in &held {
+        signal(w, libc::SIGCONT);
+    }
+    for (name, child, out) in [("first", &mut a, &a_out), ("second", &mut b, &b_out)] {
+        let status = child.wait().unwrap();
+        let err = std::fs::read_to_string(out.with_extension("err")).unwrap();
+        let tail: Vec<&str> = err.lines().rev().take(40).collect();
+        assert!(
+            status.success(),
+            "{name} agent: {status:?}\n{}",
+            tail.join("\n")
+        );
+    }
+    let four: Vec<_> = records(&b_out)
+        .into_iter()
+        .filter(|r| r["type"] == "epoch")
+        .collect();
+    assert!(
+        four.iter().all(|r| r["world_size"] == 4),
+        "the second agent's workers are ranks of 4: {four:?}"
+    );
+    assert_eq!(rank0_epochs(&[&a_out, &b_out]), [1, 2], "each epoch once");
+    assert_same_bits(&straight, &ck);
+}
