@@ -170,3 +170,40 @@ write(sys.argv[1], [(0, pack([float(sys.argv[3]), 2.0], b"")), (1, pack(1.0, b"x
         std::fs::write(path, b"").unwrap();
     }
 }
+
+/// `PREFIX.lst` beside the records: im2rec's own lists (several labels, CRLF), escapes read
+/// back, a key it does not name, and a damaged line named by its number, never a panic.
+#[test]
+fn the_list_beside_names_records_and_a_damaged_line_is_an_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let prefix = tmp.path().join("data");
+    let mut w = data_pack::RecordWriter::create(&prefix).unwrap();
+    for key in 0..3 {
+        w.add(key, key as f32, b"payload").unwrap();
+    }
+    w.finish().unwrap();
+    let lst = data_pack::lst_path(&prefix);
+    std::fs::write(
+        &lst,
+        b"0\t1.000000\t2.000000\tcat/a b.jpg\r\n1\t0.000000\tx\\ty\\\\z.png\n\n",
+    )
+    .unwrap();
+    let rec = RecordIo::open(&prefix).unwrap();
+    let path = |k| rec.packed_path(k).unwrap();
+    assert_eq!(path(0), Some("cat/a b.jpg".into()));
+    assert_eq!(path(1), Some("x\ty\\z.png".into()));
+    assert_eq!(path(2), None, "a key the list does not name");
+    for (bad, line) in [(&b"0\t1.0\tok.png\n7 no tab\n"[..], 2), (b"k\t1.0\tp\n", 1)] {
+        std::fs::write(&lst, bad).unwrap();
+        let e = RecordIo::open(&prefix).unwrap().packed_path(0).unwrap_err();
+        assert!(
+            matches!(e, Error::ListLine { line: l, .. } if l == line),
+            "{e}"
+        );
+    }
+    // A list in place of which there is a FIFO is refused when the set is opened.
+    std::fs::remove_file(&lst).unwrap();
+    testkit::mkfifo(&lst);
+    let e = RecordIo::open(&prefix).unwrap_err();
+    assert!(text(&e).contains("is a FIFO"), "{e}");
+}
