@@ -10,7 +10,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{ok, records, sweep, sweep_running};
+use common::{ok, records, sweep};
 use serde_json::{Value, json};
 
 /// A directory with a stand-in Slurm: `srun` writes its options (one per line, then `--`) to
@@ -246,24 +246,9 @@ fn trials_are_job_steps_and_decide_as_local_trials_do() {
 
 /// A sweep of `sh -c SCRIPT` over `space` into DIR/run, maximising `m` by `epoch`.
 fn shell_sweep(dir: &Path, space: &Value, script: &str, extra: &[&str]) -> Command {
-    let out = dir.join("run");
-    let args = [
-        &[
-            "--metric",
-            "m",
-            "--mode",
-            "max",
-            "--time-attr",
-            "epoch",
-            "--out-dir",
-            out.to_str().unwrap(),
-        ],
-        extra,
-    ]
-    .concat();
     // The script's braces are its own, not placeholders.
     let script = script.replace('{', "{{").replace('}', "}}");
-    sweep_running(dir, space, &args, "sh".as_ref(), &["-c", &script, "sh"])
+    common::script_sweep(dir, space, &script, &[], extra)
 }
 
 #[test]

@@ -12,42 +12,20 @@ pub(crate) fn hyperband_sweep(
 ) -> Command {
     let lrs = [0.0003, 0.03, 0.3, 0.003, 0.01, 0.1, 0.001, 0.05, 0.02];
     let space = json!({"lr": {"grid": lrs}, "batch_size": 64});
-    let args = [
+    let flags = [
         "--scheduler",
         "hyperband",
         "--max-t",
         "9",
         "--reduction-factor",
         "3",
-        "--metric",
-        "val_top1",
-        "--mode",
-        "max",
-        "--time-attr",
-        "epoch",
-        "--out-dir",
-        out.to_str().unwrap(),
     ];
-    let cmd = [
-        "--lr",
-        "{lr}",
-        "--batch-size",
-        "{batch_size}",
-        "--epochs",
-        "9",
-        "--sleep-ms",
-        "40",
-        "--state",
-        "{trial_dir}/state",
-        "--slot-lock",
-        "{trial_dir}/lock",
-    ];
-    sweep(
-        dir,
-        &space,
-        &[&args[..], extra].concat(),
-        &[&cmd[..], extra_cmd].concat(),
-    )
+    let curves = Curves {
+        epochs: 9,
+        sleep_ms: 40,
+        lock: true,
+    };
+    resumable_sweep(dir, out, &space, &flags, curves, extra, extra_cmd)
 }
 
 /// A one-slot HyperBand sweep's journal replayed through Ray's HyperBandScheduler and a

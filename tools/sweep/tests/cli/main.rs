@@ -18,7 +18,7 @@ mod searchers;
 mod slots;
 mod usage;
 
-use common::{BIN, Records, curve, ok, records, sweep, sweep_running};
+use common::{BIN, Records, curve, ok, records, sweep};
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -43,26 +43,60 @@ pub(crate) fn shell_sweep(dir: &Path, script: &str) -> Command {
 /// A sweep into DIR/run over `space` of `sh -c SCRIPT sh {x}`, maximising the result `m` by
 /// `epoch`, with `extra` flags.
 pub(crate) fn shell_sweep_of(dir: &Path, script: &str, space: &Value, extra: &[&str]) -> Command {
-    let out = dir.join("run");
-    let args = [
-        &[
-            "--metric",
-            "m",
-            "--mode",
-            "max",
-            "--time-attr",
-            "epoch",
-            "--out-dir",
-            out.to_str().unwrap(),
-        ],
-        extra,
-    ]
-    .concat();
-    sweep_running(
+    common::script_sweep(dir, space, script, &["{x}"], extra)
+}
+
+/// The curves a resumable sweep runs: `epochs` long, `sleep_ms` per epoch; with `lock`, each
+/// trial's processes take a lock in its directory (one that finds it held exits 4: an error).
+pub(crate) struct Curves {
+    pub(crate) epochs: u32,
+    pub(crate) sleep_ms: u32,
+    pub(crate) lock: bool,
+}
+
+/// A sweep into `out` over `space` of curves that keep their state in their trial's directory
+/// (a paused, retried or copied trial goes on from it), maximising val_top1 by epoch:
+/// `flags` (the scheduler's or searcher's), then `extra`; `extra_cmd` after the curve's
+/// arguments (a later value winning).
+pub(crate) fn resumable_sweep(
+    dir: &Path,
+    out: &Path,
+    space: &Value,
+    flags: &[&str],
+    curves: Curves,
+    extra: &[&str],
+    extra_cmd: &[&str],
+) -> Command {
+    let common = [
+        "--metric",
+        "val_top1",
+        "--mode",
+        "max",
+        "--time-attr",
+        "epoch",
+        "--out-dir",
+        out.to_str().unwrap(),
+    ];
+    let (epochs, sleep_ms) = (curves.epochs.to_string(), curves.sleep_ms.to_string());
+    let mut cmd = vec![
+        "--lr",
+        "{lr}",
+        "--batch-size",
+        "{batch_size}",
+        "--epochs",
+        &epochs,
+        "--sleep-ms",
+        &sleep_ms,
+        "--state",
+        "{trial_dir}/state",
+    ];
+    if curves.lock {
+        cmd.extend(["--slot-lock", "{trial_dir}/lock"]);
+    }
+    sweep(
         dir,
         space,
-        &args,
-        "sh".as_ref(),
-        &["-c", script, "sh", "{x}"],
+        &[flags, &common, extra].concat(),
+        &[&cmd[..], extra_cmd].concat(),
     )
 }

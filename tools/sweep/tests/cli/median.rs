@@ -116,7 +116,7 @@ fn median_kill_9_then_resume_keeps_pauses_and_decides_as_rays() {
 /// it held exits 4: an error).
 pub(crate) fn median_sweep(dir: &Path, out: &Path, extra: &[&str], extra_cmd: &[&str]) -> Command {
     let space = json!({"lr": {"grid": [0.0003, 0.03, 0.3, 0.003, 0.01]}, "batch_size": 64});
-    let args = [
+    let flags = [
         "--scheduler",
         "median",
         "--min-samples",
@@ -125,35 +125,13 @@ pub(crate) fn median_sweep(dir: &Path, out: &Path, extra: &[&str], extra_cmd: &[
         "2",
         "--max-t",
         "6",
-        "--metric",
-        "val_top1",
-        "--mode",
-        "max",
-        "--time-attr",
-        "epoch",
-        "--out-dir",
-        out.to_str().unwrap(),
     ];
-    let cmd = [
-        "--lr",
-        "{lr}",
-        "--batch-size",
-        "{batch_size}",
-        "--epochs",
-        "6",
-        "--sleep-ms",
-        "20",
-        "--state",
-        "{trial_dir}/state",
-        "--slot-lock",
-        "{trial_dir}/lock",
-    ];
-    sweep(
-        dir,
-        &space,
-        &[&args[..], extra].concat(),
-        &[&cmd[..], extra_cmd].concat(),
-    )
+    let curves = Curves {
+        epochs: 6,
+        sleep_ms: 20,
+        lock: true,
+    };
+    resumable_sweep(dir, out, &space, &flags, curves, extra, extra_cmd)
 }
 
 #[test]

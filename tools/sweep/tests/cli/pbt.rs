@@ -7,7 +7,7 @@ use super::*;
 pub(crate) fn pbt_sweep(dir: &Path, out: &Path, extra: &[&str]) -> Command {
     let space =
         json!({"lr": {"loguniform": [1e-4, 1.0]}, "batch_size": {"choice": [32, 64, 128, 256]}});
-    let args = [
+    let flags = [
         "--scheduler",
         "pbt",
         "--perturbation-interval",
@@ -18,28 +18,13 @@ pub(crate) fn pbt_sweep(dir: &Path, out: &Path, extra: &[&str]) -> Command {
         "5",
         "--max-t",
         "12",
-        "--metric",
-        "val_top1",
-        "--mode",
-        "max",
-        "--time-attr",
-        "epoch",
-        "--out-dir",
-        out.to_str().unwrap(),
     ];
-    let cmd = [
-        "--lr",
-        "{lr}",
-        "--batch-size",
-        "{batch_size}",
-        "--epochs",
-        "12",
-        "--sleep-ms",
-        "10",
-        "--state",
-        "{trial_dir}/state",
-    ];
-    sweep(dir, &space, &[&args[..], extra].concat(), &cmd)
+    let curves = Curves {
+        epochs: 12,
+        sleep_ms: 10,
+        lock: false,
+    };
+    resumable_sweep(dir, out, &space, &flags, curves, extra, &[])
 }
 
 /// A one-slot population-based training sweep's journal replayed through Ray's own scheduler

@@ -160,7 +160,7 @@ fn tpe_kill_9_then_resume_suggests_what_an_uninterrupted_sweep_does() {
 /// A BOHB sweep of resumable curves (max_t 9, η 3), one slot unless `extra` says otherwise.
 pub(crate) fn bohb_sweep(dir: &Path, out: &Path, extra: &[&str]) -> Command {
     let space = json!({"lr": {"loguniform": [1e-4, 1.0]}, "batch_size": {"choice": [16, 64, 256]}});
-    let args = [
+    let flags = [
         "--search",
         "bohb",
         "--samples",
@@ -169,28 +169,13 @@ pub(crate) fn bohb_sweep(dir: &Path, out: &Path, extra: &[&str]) -> Command {
         "3",
         "--max-t",
         "9",
-        "--metric",
-        "val_top1",
-        "--mode",
-        "max",
-        "--time-attr",
-        "epoch",
-        "--out-dir",
-        out.to_str().unwrap(),
     ];
-    let cmd = [
-        "--lr",
-        "{lr}",
-        "--batch-size",
-        "{batch_size}",
-        "--epochs",
-        "9",
-        "--sleep-ms",
-        "20",
-        "--state",
-        "{trial_dir}/state",
-    ];
-    sweep(dir, &space, &[&args[..], extra].concat(), &cmd)
+    let curves = Curves {
+        epochs: 9,
+        sleep_ms: 20,
+        lock: false,
+    };
+    resumable_sweep(dir, out, &space, &flags, curves, extra, &[])
 }
 
 #[test]

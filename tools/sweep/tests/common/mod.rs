@@ -102,6 +102,34 @@ pub fn sweep_running(
     c
 }
 
+/// A sweep into DIR/run over `space` of `sh -c SCRIPT sh ARGS...` (placeholders in SCRIPT and
+/// ARGS filled in), maximising the result `m` by `epoch`, with `extra` flags.
+pub fn script_sweep(
+    dir: &Path,
+    space: &Value,
+    script: &str,
+    args: &[&str],
+    extra: &[&str],
+) -> Command {
+    let out = dir.join("run");
+    let flags = [
+        &[
+            "--metric",
+            "m",
+            "--mode",
+            "max",
+            "--time-attr",
+            "epoch",
+            "--out-dir",
+            out.to_str().unwrap(),
+        ],
+        extra,
+    ]
+    .concat();
+    let command = [&["-c", script, "sh"], args].concat();
+    sweep_running(dir, space, &flags, "sh".as_ref(), &command)
+}
+
 #[derive(Debug, Default)]
 pub struct Records {
     pub starts: Vec<TrialRecord>,
