@@ -57,6 +57,86 @@ pub fn sh(dir: &Path, script: &str) -> Output {
         .expect("running sh")
 }
 
+/// The workspace's root (the checkout holding `scripts/`, `shared/` and `.venv/`).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The variables a launcher (torchrun, Slurm, a hand-made rendezvous) sets for a process: a
+/// test that starts ranks itself clears them, so that a test run inside a job does not take
+/// the job's rank for its own.
+pub const LAUNCHER_VARS: &[&str] = &[
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "TORCHELASTIC_USE_AGENT_STORE",
+    "SLURM_PROCID",
+];
+
+/// A command for `program` with none of [`LAUNCHER_VARS`] in its environment.
+pub fn without_launcher(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut c = Command::new(program);
+    for v in LAUNCHER_VARS {
+        c.env_remove(v);
+    }
+    c
+}
+
+/// Asserts that a command succeeded (exit 0); its stderr in the message when not.
+pub fn ok(o: &Output) {
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// Starts every command at once (stdout and stderr captured) and waits for them all: their
+/// outputs, in order.
+pub fn run_all(cmds: impl IntoIterator<Item = Command>) -> Vec<Output> {
+    let children: Vec<_> = cmds
+        .into_iter()
+        .map(|mut c| {
+            c.stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("starting a command")
+        })
+        .collect();
+    children
+        .into_iter()
+        .map(|c| c.wait_with_output().expect("waiting for a command"))
+        .collect()
+}
+
+/// Runs the venv's Python ([`python`]) with `args`, asserting that it succeeds (its stdout and
+/// stderr in the message when not); its output.
+pub fn run_python<S: AsRef<std::ffi::OsStr>>(args: impl IntoIterator<Item = S>) -> Output {
+    let out = Command::new(python())
+        .args(args)
+        .output()
+        .expect("running the venv's python");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// [`run_python`] on `scripts/reference/SCRIPT` (the PyTorch transcriptions tests compare
+/// with).
+pub fn reference_script<S: AsRef<std::ffi::OsStr>>(
+    script: &str,
+    args: impl IntoIterator<Item = S>,
+) -> Output {
+    let path = repo_root().join("scripts/reference").join(script);
+    run_python(
+        std::iter::once(path.into_os_string())
+            .chain(args.into_iter().map(|a| a.as_ref().to_os_string())),
+    )
+}
+
 /// Makes a FIFO at `path` (with mkfifo(1)).
 pub fn mkfifo(path: &Path) {
     let o = Command::new("mkfifo").arg(path).output().expect("mkfifo");

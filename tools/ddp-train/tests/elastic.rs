@@ -3,70 +3,53 @@
 //! resumes on another number; without it a resume on another world size is allowed at an
 //! epoch's end only.
 
-use std::io::BufRead;
+mod common;
+
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
-const BIN: &str = env!("CARGO_BIN_EXE_ddp-train");
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn ok(o: &Output) {
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-}
+use common::{BIN, assert_same_bits, epochs, model_flag, ranks, usr1_after_first_checkpoint};
+use testkit::ok;
 
 /// A scripted network with BatchNorm (buffers that only rank 0 keeps) in `dir`.
 fn model(dir: &Path) -> PathBuf {
-    let model = dir.join("bn.pt");
-    let out = Command::new(testkit::python())
-        .arg(root().join("scripts/reference/torchscript_models.py"))
-        .args(["make", "bn"])
-        .arg(&model)
-        .arg("100")
-        .output()
-        .unwrap();
-    ok(&out);
-    model
+    common::torchscript_model(dir, "bn")
 }
 
-/// Two epochs of 30 synthetic images (augmented: each rank draws its own), a global batch of
-/// 12: with 4 virtual ranks, 8 samples each (two repeated), steps of 3, 3 and 2.
-fn cmd(model: &Path, ck: &Path, extra: &[&str]) -> Command {
-    let mut c = Command::new(BIN);
-    for v in [
-        "RANK",
-        "WORLD_SIZE",
-        "LOCAL_RANK",
-        "LOCAL_WORLD_SIZE",
-        "MASTER_ADDR",
-        "MASTER_PORT",
-        "SLURM_PROCID",
-    ] {
-        c.env_remove(v);
-    }
-    let mut m = std::ffi::OsString::from("--model=torchscript:");
-    m.push(model);
-    c.args([
+/// The flags of every run here: `data` (synthetic images, augmented: each rank draws its own)
+/// at a global batch of 12, SGD at a constant LR, on the CPU with one thread.
+fn flags(data: &str, model: &Path) -> Vec<OsString> {
+    [
         "--device",
         "cpu",
         "--threads",
         "1",
         "--data",
-        "synthetic:30:16",
-    ])
-    .args(["--batch-size", "12", "--seed", "5", "--augment"])
-    .args([
+        data,
+        "--batch-size",
+        "12",
+        "--seed",
+        "5",
+        "--augment",
         "--lr",
         "0.05",
         "--schedule",
         "constant",
         "--max-val-steps",
         "1",
-    ])
-    .arg(m)
-    .args(extra);
+    ]
+    .iter()
+    .map(Into::into)
+    .chain([model_flag(model)])
+    .collect()
+}
+
+/// Two epochs of 30 synthetic images, a global batch of 12: with 4 virtual ranks, 8 samples each
+/// (two repeated), steps of 3, 3 and 2.
+fn cmd(model: &Path, ck: &Path, extra: &[&str]) -> Command {
+    let mut c = testkit::without_launcher(BIN);
+    c.args(flags("synthetic:30:16", model)).args(extra);
     if !extra.contains(&"--epochs") {
         c.args(["--epochs", "2"]);
     }
@@ -77,31 +60,14 @@ fn cmd(model: &Path, ck: &Path, extra: &[&str]) -> Command {
     c
 }
 
-/// Starts `world` processes of one run.
-fn start(model: &Path, ck: &Path, world: usize, extra: &[&str]) -> Vec<Child> {
-    let port = testkit::free_port().to_string();
-    (0..world)
-        .map(|r| {
-            let mut c = cmd(model, ck, extra);
-            if world > 1 {
-                c.args(["--rank", &r.to_string(), "--world-size", &world.to_string()])
-                    .args(["--master-addr", "127.0.0.1", "--master-port", &port]);
-            }
-            c.spawn().unwrap()
-        })
-        .collect()
-}
-
-fn finish(children: Vec<Child>) -> Vec<Output> {
-    children
-        .into_iter()
-        .map(|c| c.wait_with_output().unwrap())
-        .collect()
+/// The `world` processes of one run.
+fn start(model: &Path, ck: &Path, world: usize, extra: &[&str]) -> Vec<Command> {
+    ranks(world, |_| cmd(model, ck, extra))
 }
 
 /// Runs `world` processes to the end; rank 0's output.
 fn run(model: &Path, ck: &Path, world: usize, extra: &[&str]) -> Output {
-    let mut outs = finish(start(model, ck, world, extra));
+    let mut outs = testkit::run_all(start(model, ck, world, extra));
     for o in &outs {
         ok(o);
     }
@@ -111,18 +77,7 @@ fn run(model: &Path, ck: &Path, world: usize, extra: &[&str]) -> Output {
 /// Starts `world` processes, sends the checkpoint signal to rank 0 once its first mid-epoch
 /// checkpoint is on record, and waits for them to stop there (exit 75).
 fn stopped_at_first_checkpoint(model: &Path, ck: &Path, world: usize, extra: &[&str]) {
-    let mut children = start(model, ck, world, extra);
-    let pid = children[0].id() as i32;
-    let mut lines = std::io::BufReader::new(children[0].stdout.take().unwrap()).lines();
-    for line in lines.by_ref() {
-        if line.unwrap().contains(r#""type":"checkpoint""#) {
-            // SAFETY: a signal to our child, still running (its stdout is open).
-            assert_eq!(unsafe { libc::kill(pid, libc::SIGUSR1) }, 0);
-            break;
-        }
-    }
-    lines.for_each(drop);
-    for o in finish(children) {
+    for o in usr1_after_first_checkpoint(start(model, ck, world, extra), 0, 0) {
         assert_eq!(
             o.status.code(),
             Some(75),
@@ -130,37 +85,6 @@ fn stopped_at_first_checkpoint(model: &Path, ck: &Path, world: usize, extra: &[&
             String::from_utf8_lossy(&o.stderr)
         );
     }
-}
-
-/// Both checkpoints' tensors (the model's state_dict and the optimiser's state) equal to the
-/// bit.
-fn assert_same_bits(a: &Path, b: &Path) {
-    for file in ["last.safetensors", "last.train.safetensors"] {
-        let read = |d: &Path| -> std::collections::BTreeMap<String, tch::Tensor> {
-            tch::Tensor::read_safetensors(d.join(file))
-                .unwrap()
-                .into_iter()
-                .collect()
-        };
-        let (ta, tb) = (read(a), read(b));
-        assert_eq!(ta.keys().collect::<Vec<_>>(), tb.keys().collect::<Vec<_>>());
-        for (name, x) in &ta {
-            assert!(
-                x.equal(&tb[name]),
-                "{file} {name}: {} vs {}",
-                a.display(),
-                b.display()
-            );
-        }
-    }
-}
-
-fn epochs(out: &Output) -> Vec<serde_json::Value> {
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| l.contains(r#""type":"epoch""#))
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 #[test]
@@ -171,7 +95,7 @@ fn four_virtual_ranks_train_the_same_bits_on_four_two_or_one_process() {
     for world in [4, 2, 1] {
         let ck = dir.path().join(format!("w{world}"));
         let out = run(&model, &ck, world, &["--virtual-ranks", "4"]);
-        let e = epochs(&out);
+        let e = epochs(&out.stdout);
         assert_eq!(e.len(), 2, "{}", String::from_utf8_lossy(&out.stderr));
         assert_eq!(
             (e[0]["steps"].as_u64(), e[0]["left_out"].as_u64()),
@@ -205,7 +129,11 @@ fn a_mid_epoch_checkpoint_of_virtual_ranks_resumes_on_another_number_of_processe
     ];
     stopped_at_first_checkpoint(&model, &ck, 1, &one);
     let out = run(&model, &ck, 4, &["--virtual-ranks", "4", "--resume"]);
-    assert_eq!(epochs(&out).len(), 1, "only the second epoch is left");
+    assert_eq!(
+        epochs(&out.stdout).len(),
+        1,
+        "only the second epoch is left"
+    );
     assert_same_bits(&straight, &ck);
 }
 
@@ -226,7 +154,7 @@ fn without_virtual_ranks_another_world_size_resumes_at_an_epochs_end_only() {
     ok(&out);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("written by 2 rank(s)"), "{err}");
-    assert_eq!(epochs(&out).len(), 1);
+    assert_eq!(epochs(&out.stdout).len(), 1);
 }
 
 /// torchrun's elastic agents, two "nodes" of two workers on this machine (`--nnodes 1:2`, c10d
@@ -270,46 +198,20 @@ mod torchrun {
         // address once: an agent joining later waits for it forever (MASTER_ADDR). Without
         // the sharing, each round publishes it, and ddp-train's rank 0 serves the store.
         .env("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1");
-        let mut m = std::ffi::OsString::from("--model=torchscript:");
-        m.push(model);
-        c.args([
-            "--device",
-            "cpu",
-            "--threads",
-            "1",
-            "--data",
-            "synthetic:240:16",
-        ])
-        .args([
-            "--batch-size",
-            "12",
-            "--seed",
-            "5",
-            "--augment",
-            "--epochs",
-            "2",
-        ])
-        .args([
-            "--lr",
-            "0.05",
-            "--schedule",
-            "constant",
-            "--max-val-steps",
-            "1",
-        ])
-        .arg(m)
-        .args([
-            "--virtual-ranks",
-            "4",
-            "--checkpoint-every",
-            "2",
-            "--resume",
-        ])
-        .args(["--all-ranks", "--checkpoint-dir"])
-        .arg(ck)
-        .stdout(std::fs::File::create(out).unwrap())
-        .stderr(std::fs::File::create(out.with_extension("err")).unwrap())
-        .process_group(0);
+        c.args(flags("synthetic:240:16", model))
+            .args(["--epochs", "2"])
+            .args([
+                "--virtual-ranks",
+                "4",
+                "--checkpoint-every",
+                "2",
+                "--resume",
+            ])
+            .args(["--all-ranks", "--checkpoint-dir"])
+            .arg(ck)
+            .stdout(std::fs::File::create(out).unwrap())
+            .stderr(std::fs::File::create(out.with_extension("err")).unwrap())
+            .process_group(0);
         c.spawn().unwrap()
     }
 
@@ -375,33 +277,9 @@ fn under_torchrun_an_agent_lost_and_an_agent_joining_end_with_the_uninterrupted_
     let model = model(dir.path());
     // The uninterrupted run (the same flags, 4 virtual ranks on one process).
     let straight = dir.path().join("straight");
-    let out = Command::new(BIN)
-        .args([
-            "--device",
-            "cpu",
-            "--threads",
-            "1",
-            "--data",
-            "synthetic:240:16",
-        ])
-        .args([
-            "--batch-size",
-            "12",
-            "--seed",
-            "5",
-            "--augment",
-            "--epochs",
-            "2",
-        ])
-        .args([
-            "--lr",
-            "0.05",
-            "--schedule",
-            "constant",
-            "--max-val-steps",
-            "1",
-        ])
-        .arg(format!("--model=torchscript:{}", model.display()))
+    let out = testkit::without_launcher(BIN)
+        .args(flags("synthetic:240:16", &model))
+        .args(["--epochs", "2"])
         .args(["--virtual-ranks", "4", "--checkpoint-dir"])
         .arg(&straight)
         .output()

@@ -3,40 +3,39 @@
 //! `--dump-batches` with the pixels Pillow decodes from its file; what pack leaves out is an
 //! error record naming the file.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::process::{Command, Output};
 
 use records::{ErrorRecord, Packed};
 
-const BIN: &str = env!("CARGO_BIN_EXE_ddp-train");
-
-fn venv_python() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python")
-}
-
+/// Runs the venv's Python on the code `script` with `args`, which must succeed; its stdout.
 fn python(script: &str, args: &[&Path]) -> String {
-    let out = Command::new(venv_python())
-        .arg("-c")
-        .arg(script)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let args = args.iter().map(|a| a.as_os_str());
+    let out = testkit::run_python(["-c".as_ref(), script.as_ref()].into_iter().chain(args));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn ok(o: &Output) {
+/// Asserts that pack finished (exit 0, or 3 when it left files out).
+fn packed(o: &Output) {
     assert!(
         o.status.code().is_some_and(|c| c == 0 || c == 3),
         "{:?}: {}",
         o.status,
         String::from_utf8_lossy(&o.stderr)
     );
+}
+
+/// `ddp-train --device cpu --data DATA`, reading 16×16 images as they are, for
+/// `--dump-batches`.
+fn dump(data: impl AsRef<std::ffi::OsStr>, batch: &str) -> Command {
+    let mut c = common::cpu();
+    c.arg("--data")
+        .arg(data)
+        .args(["--image-size", "16", "--transform", "none"])
+        .args(["--batch-size", batch]);
+    c
 }
 
 /// DIR/train and DIR/val, each with two classes holding a 16×16 picture (told apart by their
@@ -78,7 +77,7 @@ fn pack(d: &Path, format: &str) -> (Vec<Packed>, Vec<ErrorRecord>) {
         .args(["--format", format, "--no-shuffle"])
         .output()
         .unwrap();
-    ok(&o);
+    packed(&o);
     (testkit::typed(&o.stdout), testkit::typed(&o.stdout))
 }
 
@@ -110,18 +109,10 @@ fn every_image_pack_packs_trains_from_every_format_it_writes() {
         assert_eq!((train.samples, val.samples), (24, 24), "{format}");
         let val_data = val.data.to_str().unwrap().split_once(':').unwrap().1;
         let npz = d.join(format!("{format}.npz"));
-        let o = Command::new(BIN)
-            .args(["--device", "cpu", "--data"])
-            .arg(&train.data)
+        let o = dump(&train.data, "24")
             .arg("--val-data")
             .arg(val_data)
             .args([
-                "--image-size",
-                "16",
-                "--transform",
-                "none",
-                "--batch-size",
-                "24",
                 "--workers",
                 "1",
                 "--dump-batches",
@@ -191,19 +182,8 @@ fn an_unreadable_folder_of_a_class_is_a_warning_naming_it() {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o777)).unwrap();
     std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
-    let mut c = Command::new(BIN);
-    c.args(["--device", "cpu", "--data"])
-        .arg(format!("imagefolder:{}", d.join("imgs").display()))
-        .args([
-            "--image-size",
-            "16",
-            "--transform",
-            "none",
-            "--batch-size",
-            "4",
-            "--dump-batches",
-            "1",
-        ])
+    let mut c = dump(format!("imagefolder:{}", d.join("imgs").display()), "4");
+    c.args(["--dump-batches", "1"])
         .arg("--dump")
         .arg(d.join("x.npz"));
     // SAFETY: geteuid has no preconditions.
