@@ -419,3 +419,112 @@ fn slots_out_of_bounds_are_a_usage_error() {
     assert!(matches!(e.root(), Error::Started { .. }), "{e:?}");
     assert_eq!(e.class(), Class::Fatal);
 }
+
+/// `dir`'s journal with `edit` applied to each entry after the definition.
+fn edit_journal(dir: &Path, edit: impl Fn(&mut Value)) {
+    let path = dir.join(sweep_engine::journal::FILE);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines: Vec<String> = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let mut v: Value = serde_json::from_str(line).unwrap();
+        if n > 0 {
+            edit(&mut v);
+        }
+        lines.push(v.to_string());
+    }
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+}
+
+#[test]
+fn resume_refuses_a_journal_whose_decisions_this_sweep_would_not_take() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = out_dir(&tmp);
+    let def = definition(&[1, 2], SchedulerKind::Asha, 4.0, 0);
+    let fake = Fake::new(|trial, _| (curve(if trial == 0 { 10 } else { 1 }, 4), Exit::Code(0)));
+    let (_, ended) = run(create(&dir, def), fake, 1);
+    ended.unwrap();
+    // ASHA stopped trial 1 at its first result: a journal saying it went on is another
+    // sweep's.
+    edit_journal(&dir, |v| {
+        if v["event"] == "result" && v["trial"] == 1 {
+            v["stop"] = json!(false);
+        }
+    });
+    let mut out = Collect::default();
+    let fake = Fake::new(|_, _| (Vec::new(), Exit::Code(0)));
+    let opened = sweep_engine::resume(&dir).unwrap();
+    let e = Engine::new(opened, options(1), Box::new(fake), &mut out).unwrap_err();
+    assert!(matches!(e, Error::Journal(_)), "{e:?}");
+    assert!(
+        e.describe()
+            .contains("decision for trial 1 at 1 differs from this sweep's scheduler"),
+        "{e}"
+    );
+    assert_eq!(e.class(), Class::Fatal);
+    // A trial the sweep does not have (the decision put back).
+    edit_journal(&dir, |v| {
+        if v["event"] == "result" && v["trial"] == 1 {
+            v["stop"] = json!(true);
+        }
+        if v["event"] == "end" && v["trial"] == 1 {
+            v["trial"] = json!(7);
+        }
+    });
+    let fake = Fake::new(|_, _| (Vec::new(), Exit::Code(0)));
+    let opened = sweep_engine::resume(&dir).unwrap();
+    let e = Engine::new(opened, options(1), Box::new(fake), &mut out).unwrap_err();
+    assert!(e.describe().contains("names trial 7"), "{e}");
+}
+
+#[test]
+fn tpe_resumed_suggests_again_what_its_journal_holds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = out_dir(&tmp);
+    let mut def = definition(&[1], SchedulerKind::Fifo, 2.0, 0);
+    def.space = json!({"x": {"uniform": [0.0, 1.0]}});
+    def.search = SearchKind::Tpe;
+    def.samples = 4;
+    def.trials = Vec::new();
+    // The metric is the config's x: each trial's results depend on what TPE suggested. Trial
+    // 2's allocation goes away under it.
+    let script = |lost: bool| {
+        move |trial: usize, _: usize| {
+            let line = json!({"epoch": 1, "m": trial as f64 * 0.1}).to_string();
+            let exit = if lost && trial == 2 {
+                Exit::Lost
+            } else {
+                Exit::Code(0)
+            };
+            (vec![line], exit)
+        }
+    };
+    let fake = Fake::new(script(true));
+    let first = fake.log.clone();
+    let (out, ended) = run(create(&dir, def), fake, 1);
+    assert!(matches!(ended, Err(Error::Interrupted)), "{ended:?}");
+    let configs = |records: &[Value]| -> Vec<(u64, Value)> {
+        (records.iter())
+            .filter(|r| r["type"] == "trial" && r["event"] != "end")
+            .map(|r| (r["trial"].as_u64().unwrap(), r["config"].clone()))
+            .collect()
+    };
+    let before = configs(&out.records);
+    assert_eq!(before.len(), 3, "{before:?}");
+    assert_eq!(first.lock().unwrap().len(), 3);
+    // Resumed: the sampler replays trials 0 to 2's suggestions (checked against the
+    // journal's), then runs trial 2 again with its config, and suggests trial 3.
+    let (out, ended) = run(
+        sweep_engine::resume(&dir).unwrap(),
+        Fake::new(script(false)),
+        1,
+    );
+    assert_eq!(ended.unwrap().failed, 0);
+    let after = configs(&out.records);
+    assert_eq!(after.len(), 2, "{after:?}");
+    assert_eq!(
+        after[0], before[2],
+        "trial 2 runs again with the config it had"
+    );
+    assert_eq!(after[1].0, 3);
+    assert_eq!(out.summary()["completed"], 4);
+}
