@@ -224,7 +224,9 @@ impl Group {
     }
 
     /// Every 50 ms of a wait: the stop hook, the sockets, the deadline.
-    fn check(&self, waiting_for: usize, since: Instant, kind: Kind) -> Result<()> {
+    /// `target`: the barrier waited for; a peer whose socket closed after it reached that
+    /// barrier has done its part (the last barrier before it exits), and is not taken for dead.
+    fn check(&self, waiting_for: usize, target: u32, since: Instant, kind: Kind) -> Result<()> {
         if (self.stop)() {
             return Err(Error::Interrupted(format!(
                 "in {} #{}, waiting for rank {}",
@@ -234,7 +236,8 @@ impl Group {
             )));
         }
         for (rank, s) in &self.links {
-            if hung_up(s) {
+            let at = self.ranks.iter().position(|r| r == rank).unwrap_or(0);
+            if hung_up(s) && !reached(self.counter(at).load(Ordering::SeqCst), target) {
                 self.abort(KILLED, *rank);
                 return Err(self.peer(
                     *rank,
@@ -266,14 +269,13 @@ impl Group {
         if self.sleepers().load(Ordering::SeqCst) > 0 {
             futex_wake(self.counter(self.me));
         }
-        let reached = |v: u32| v.wrapping_sub(target) as i32 >= 0;
         let since = Instant::now();
         let mut last_check = since;
         let mut tries = 0u32;
         for j in (0..self.n()).filter(|&j| j != self.me) {
             loop {
                 let v = self.counter(j).load(Ordering::Acquire);
-                if reached(v) {
+                if reached(v, target) {
                     break;
                 }
                 if let Some(e) = self.aborted(kind) {
@@ -297,7 +299,7 @@ impl Group {
                 }
                 if last_check.elapsed() >= CHECK_EVERY {
                     last_check = Instant::now();
-                    if let Err(e) = self.check(j, since, kind) {
+                    if let Err(e) = self.check(j, target, since, kind) {
                         if !matches!(e, Error::Interrupted(_)) {
                             self.abandon();
                         }
@@ -554,6 +556,11 @@ fn ring_segment(count: usize, n: usize, e: usize) -> usize {
         k -= 1;
     }
     k
+}
+
+/// Whether a barrier counter at `v` has reached barrier `target` (counters wrap).
+fn reached(v: u32, target: u32) -> bool {
+    v.wrapping_sub(target) as i32 >= 0
 }
 
 /// Whether the peer closed its end (readable with nothing to read, or hung up).
@@ -1116,6 +1123,45 @@ mod tests {
         // No file anywhere: the descriptor is a memfd's.
         let link = std::fs::read_link(format!("/proc/self/fd/{}", got.as_raw_fd())).unwrap();
         assert!(link.to_string_lossy().starts_with("/memfd:"), "{link:?}");
+    }
+
+    /// The leader passes the last barrier and exits (its socket closes) while rank 2 still waits
+    /// for rank 1, which arrives later: the barrier completes; the leader had done its part.
+    #[test]
+    fn a_peer_that_leaves_after_reaching_the_barrier_is_not_taken_for_dead() {
+        let (fd, map) = make_segment(3).unwrap();
+        let (a, b) = UnixStream::pair().unwrap();
+        b.set_nonblocking(true).unwrap();
+        let mut g = Group {
+            me: 2,
+            ranks: vec![0, 1, 2],
+            map,
+            links: vec![(0, b)],
+            timeout: Duration::from_secs(600),
+            stop: crate::never,
+            seq: 0,
+            phase: 0,
+            barriers: 0,
+        };
+        // The leader arrived at barrier 1 and left.
+        g.counter(0).store(1, Ordering::SeqCst);
+        drop(a);
+        // Rank 1 arrives 300 ms later, through its own mapping.
+        let other = map_fd(fd.as_raw_fd(), segment_len(3)).unwrap();
+        let addr = other.ptr as usize;
+        let late = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            // SAFETY: rank 1's counter in a live mapping of the segment (`other`, kept alive
+            // until the join below).
+            let c = unsafe { &*((addr + LINE * 2) as *const AtomicU32) };
+            c.store(1, Ordering::SeqCst);
+            futex_wake(c);
+        });
+        let r = g.barrier_wait(Kind::Barrier);
+        late.join().unwrap();
+        drop(other);
+        r.unwrap();
+        assert_eq!(g.abort_word().load(Ordering::SeqCst), 0);
     }
 
     #[test]
