@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """all-reduce-check's CPU transports vs torch.distributed gloo and OpenMPI, side by side.
 
-  .venv/bin/python scripts/bench/all_reduce.py [--ranks 2 4] [--rounds 3] [--json]
+  .venv/bin/python scripts/bench/all_reduce.py [--ranks 2 4] [--rounds 3] [--sizes BYTES...] [--impls ...] [--json]
 
 Needs Debian's openmpi-bin and mpi4py in the venv (scripts/setup --bench installs both).
 For each world size, the same float32 sum all-reduce, in place, ranks on this host, one
@@ -137,6 +137,13 @@ def copy_bandwidth():
     return best
 
 
+def available():
+    import importlib.util, shutil
+
+    mpi_ok = shutil.which("mpirun") and importlib.util.find_spec("mpi4py") is not None
+    return [i for i in IMPLS if i != "mpi" or mpi_ok]
+
+
 IMPLS = {"gloo": lambda w, s: gloo(w, s), "mpi": lambda w, s: mpi(w, s),
          "shm": lambda w, s: ours(w, s, "shm"), "tcp": lambda w, s: ours(w, s, "tcp")}
 
@@ -146,10 +153,14 @@ def main():
     ap.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--sizes", type=int, nargs="+", default=SIZES, help="bytes")
-    ap.add_argument("--impls", nargs="+", default=list(IMPLS), choices=list(IMPLS))
+    ap.add_argument("--sizes-mib", type=int, nargs="+", help="sizes in MiB instead of --sizes")
+    ap.add_argument("--impls", nargs="+", default=available(), choices=list(IMPLS),
+                    help="default: all four (mpi only where mpirun and mpi4py are installed)")
     ap.add_argument("--json", action="store_true", help="one JSON line per row instead of the table")
     ap.add_argument("--mpi-worker", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.sizes_mib:
+        a.sizes = [m * MIB for m in a.sizes_mib]
     if a.mpi_worker:
         return mpi_worker(a.sizes)
     copies = []
@@ -170,7 +181,13 @@ def main():
             cols = "".join(f"{i + ' ms':>11}" for i in a.impls)
             print(f"{'ranks':>5} {'bytes':>10}{cols} {'shm GB/s':>9} {'%copy':>6} {'/gloo':>6} {'/mpi':>6} {'/tcp':>6}")
         for s in a.sizes:
-            row = dict(ranks=world, bytes=s, copy_gbs=copy, **{f"{i}_ms": med[i][s] * 1e3 for i in a.impls})
+            row = dict(ranks=world, bytes=s, mib=s // MIB if s % MIB == 0 else s / MIB, copy_gbs=copy,
+                       **{f"{i}_ms": med[i][s] * 1e3 for i in a.impls})
+            # busbw (nccl-tests' definition), as scripts/bench/run_all.py reads it.
+            factor = 2 * (world - 1) / world
+            for i, key in (("shm", "ours_busbw"), ("gloo", "gloo_busbw")):
+                if i in med:
+                    row[key] = s / med[i][s] / 1e9 * factor
             if "shm" in med:
                 shm = med["shm"][s]
                 row["shm_algbw_gbs"] = s / shm / 1e9
