@@ -20,14 +20,7 @@ fn a_run_killed_mid_epoch_resumes_to_the_same_weights() {
         "2",
     ];
     let straight = tempfile::tempdir().unwrap();
-    records(
-        &cmd()
-            .args(args)
-            .arg("--checkpoint-dir")
-            .arg(straight.path())
-            .output()
-            .unwrap(),
-    );
+    trained(cmd().args(args), straight.path());
 
     // Killed (SIGKILL) once the first checkpoint exists, i.e. somewhere in epoch 2 or 3.
     let ck = tempfile::tempdir().unwrap();
@@ -47,14 +40,7 @@ fn a_run_killed_mid_epoch_resumes_to_the_same_weights() {
     child.kill().unwrap();
     child.wait().unwrap();
     // No partial file is ever taken for a checkpoint; resume finishes the run.
-    let recs = records(
-        &cmd()
-            .args(args)
-            .args(["--resume", "--checkpoint-dir"])
-            .arg(ck.path())
-            .output()
-            .unwrap(),
-    );
+    let recs = trained(cmd().args(args).args(["--resume"]), ck.path());
     assert!(recs.items.iter().any(|e| e.epoch == 3), "{recs:?}");
     let (a, b) = (
         params(&straight.path().join("last.safetensors")),
@@ -113,13 +99,9 @@ fn fused_optimisers_take_the_same_steps_and_resume_the_same_state() {
 
 /// One quick epoch's checkpoint directory.
 fn one_epoch(ck: &Path) {
-    records(
-        &cmd()
-            .args(["--batch-size", "64", "--max-steps", "2", "--epochs", "1"])
-            .arg("--checkpoint-dir")
-            .arg(ck)
-            .output()
-            .unwrap(),
+    trained(
+        cmd().args(["--batch-size", "64", "--max-steps", "2", "--epochs", "1"]),
+        ck,
     );
 }
 
@@ -379,13 +361,9 @@ fn a_run_on_shards_resumes_to_the_same_weights() {
         "2",
     ];
     let straight = tempfile::tempdir().unwrap();
-    records(
-        &digit_shards()
-            .args(base)
-            .args(["--epochs", "2", "--checkpoint-dir"])
-            .arg(straight.path())
-            .output()
-            .unwrap(),
+    trained(
+        digit_shards().args(base).args(["--epochs", "2"]),
+        straight.path(),
     );
     let resumed = tempfile::tempdir().unwrap();
     for (epochs, resume) in [("1", false), ("2", true)] {

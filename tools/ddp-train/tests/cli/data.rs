@@ -54,14 +54,8 @@ fn an_image_folder_trains_exactly_as_the_same_images_in_cifar_binaries() {
             .unwrap(),
     );
     let (a, b) = (&cifar.items[0], &folder.items[0]);
-    assert_eq!(
-        (a.train_loss, a.train_top1, a.val_loss, a.val_top1),
-        (b.train_loss, b.train_top1, b.val_loss, b.val_top1)
-    );
-    assert_eq!(
-        b.classes,
-        (0..10).map(|d| d.to_string()).collect::<Vec<_>>()
-    );
+    assert_same_figures(a, b);
+    assert_eq!(b.classes, digit_classes());
     assert!(a.classes.is_empty());
     assert_eq!(b.bad_inputs, 0);
 }
@@ -102,7 +96,7 @@ fn two_ranks_train_on_an_image_folder_through_the_imagenet_transforms() {
     let (_, meta) =
         train::checkpoint::load(&ck.path().join("last.safetensors"), tch::Device::Cpu).unwrap();
     let classes: Vec<String> = serde_json::from_str(&meta["classes"]).unwrap();
-    assert_eq!(classes, (0..10).map(|d| d.to_string()).collect::<Vec<_>>());
+    assert_eq!(classes, digit_classes());
 }
 
 #[test]
@@ -168,11 +162,7 @@ fn dumped_validation_batches_equal_torchvisions_to_the_bit() {
         .arg(&npz)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ok(&out);
     assert!(out.stdout.is_empty(), "nothing trained, no records");
     let script = r#"
 import sys, numpy as np, torchvision.transforms as T
@@ -229,10 +219,7 @@ fn recordio_trains_exactly_as_the_image_folder_it_was_packed_from() {
             .unwrap(),
     );
     let (a, b) = (&folder.items[0], &rec.items[0]);
-    assert_eq!(
-        (a.train_loss, a.train_top1, a.val_loss, a.val_top1),
-        (b.train_loss, b.train_top1, b.val_loss, b.val_top1)
-    );
+    assert_same_figures(a, b);
     assert_eq!(b.classes.len(), 10);
     // Without its validation records: a usage error.
     assert_usage(
@@ -345,11 +332,7 @@ fn a_bad_file_is_replaced_by_the_next_sample_of_the_ranks_order() {
         .arg(&npz)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ok(&out);
     let script = r#"
 import sys, numpy as np
 d = np.load(sys.argv[1])
@@ -394,14 +377,8 @@ fn shards_train_exactly_as_the_image_folder_they_were_packed_from() {
     );
     let shards = records(&digit_shards().args(common).output().unwrap());
     let (a, b) = (&folder.items[0], &shards.items[0]);
-    assert_eq!(
-        (a.train_loss, a.train_top1, a.val_loss, a.val_top1),
-        (b.train_loss, b.train_top1, b.val_loss, b.val_top1)
-    );
-    assert_eq!(
-        b.classes,
-        (0..10).map(|d| d.to_string()).collect::<Vec<_>>()
-    );
+    assert_same_figures(a, b);
+    assert_eq!(b.classes, digit_classes());
     // Without validation shards, or with a flag only shards take on other data: usage errors.
     assert_usage(
         &mut cmd_on(format!(
@@ -446,11 +423,7 @@ fn two_ranks_of_three_streams_take_every_shard_sample_once_an_epoch() {
             .arg(tmp.path().join(format!("rank{rank}.npz")))
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        ok(&out);
     }
     let script = r#"
 import sys, numpy as np, webdataset as wds

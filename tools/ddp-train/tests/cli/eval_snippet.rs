@@ -79,11 +79,7 @@ print(json.dumps({"loss": loss, "top1": 100 * float((logits.argmax(1).numpy() ==
             .arg(&last)
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        ok(&out);
         let snippet = String::from_utf8(out.stdout).unwrap();
         let script = ck.path().join("eval.py");
         std::fs::write(&script, format!("{snippet}\n{check}")).unwrap();
@@ -154,7 +150,7 @@ save_file({k: v.contiguous() for k, v in m.state_dict().items()}, path, metadata
             .args([arch, stem])
             .output()
             .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        ok(&o);
         path
     };
     let snippet = |path: &Path| {
@@ -167,11 +163,7 @@ save_file({k: v.contiguous() for k, v in m.state_dict().items()}, path, metadata
     };
     let good = checkpoint("x'\n\".safetensors", "resnet18", "imagenet");
     let out = snippet(&good);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ok(&out);
     let code = String::from_utf8(out.stdout).unwrap();
     let check = "\nimport json, sys\njson.dump(classes, sys.stdout)\n";
     let out = Command::new(&python)

@@ -7,14 +7,7 @@ use super::*;
 fn epochs_are_records_checkpoints_are_written_and_resume_continues() {
     let ck = tempfile::tempdir().unwrap();
     let args = ["--batch-size", "64", "--max-steps", "4", "--augment"];
-    let recs = records(
-        &cmd()
-            .args(args)
-            .args(["--epochs", "2", "--checkpoint-dir"])
-            .arg(ck.path())
-            .output()
-            .unwrap(),
-    );
+    let recs = trained(cmd().args(args).args(["--epochs", "2"]), ck.path());
     assert_eq!(recs.items.len(), 2);
     let e = &recs.items[1];
     for (k, v) in [
@@ -42,13 +35,9 @@ fn epochs_are_records_checkpoints_are_written_and_resume_continues() {
     assert_eq!((recs.summary.ok, recs.summary.skipped), (2, 0));
 
     // Resume with --epochs 3: only epoch 3 runs.
-    let recs = records(
-        &cmd()
-            .args(args)
-            .args(["--epochs", "3", "--resume", "--checkpoint-dir"])
-            .arg(ck.path())
-            .output()
-            .unwrap(),
+    let recs = trained(
+        cmd().args(args).args(["--epochs", "3", "--resume"]),
+        ck.path(),
     );
     let epochs: Vec<usize> = recs.items.iter().map(|e| e.epoch).collect();
     assert_eq!(epochs, [3]);
@@ -324,7 +313,7 @@ fn cpu_threads_come_from_the_flag_or_slurm_and_bound_the_decoding_threads() {
             .args(["--epochs", "1", "--max-steps", "1", "--batch-size", "16"])
             .output()
             .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        ok(&o);
         String::from_utf8_lossy(&o.stderr).into_owned()
     };
     let e = banner(cmd().env("SLURM_CPUS_PER_TASK", "1"));

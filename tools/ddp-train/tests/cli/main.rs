@@ -14,7 +14,7 @@ mod ranks;
 mod signals;
 
 use common::{BIN, read_watching, signal_after_first_checkpoint, usr1_after_first_checkpoint};
-use testkit::{repo_root as root, run_all};
+use testkit::{ok, repo_root as root, run_all};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -92,6 +92,25 @@ fn records(o: &Output) -> Run {
     let run: Run = testkit::batch(&o.stdout);
     assert!(run.errors.is_empty(), "{run:?}");
     run
+}
+
+/// Runs `c` with `--checkpoint-dir CK` to its successful end; its records.
+fn trained(c: &mut Command, ck: impl AsRef<std::ffi::OsStr>) -> Run {
+    records(&c.arg("--checkpoint-dir").arg(ck).output().unwrap())
+}
+
+/// Two runs' figures of an epoch equal to the bit: the losses and top-1s of training and
+/// evaluation.
+fn assert_same_figures(a: &EpochRecord, b: &EpochRecord) {
+    assert_eq!(
+        (a.train_loss, a.train_top1, a.val_loss, a.val_top1),
+        (b.train_loss, b.train_top1, b.val_loss, b.val_top1)
+    );
+}
+
+/// The digits' class names, as an image folder of them names them: "0" to "9".
+fn digit_classes() -> Vec<String> {
+    (0..10).map(|d| d.to_string()).collect()
 }
 
 fn params(path: &Path) -> BTreeMap<String, Tensor> {

@@ -48,21 +48,10 @@ fn sync_bn_on_two_rank_processes_matches_one_rank_with_the_whole_batch() {
         "constant",
     ];
     let (init, one) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    records(
-        &cmd()
-            .args(base)
-            .args(["--lr", "0", "--checkpoint-dir"])
-            .arg(init.path())
-            .output()
-            .unwrap(),
-    );
-    records(
-        &cmd()
-            .args(base)
-            .args(["--lr", "0.05", "--sync-bn", "--checkpoint-dir"])
-            .arg(one.path())
-            .output()
-            .unwrap(),
+    trained(cmd().args(base).args(["--lr", "0"]), init.path());
+    trained(
+        cmd().args(base).args(["--lr", "0.05", "--sync-bn"]),
+        one.path(),
     );
     let mut args = base.to_vec();
     args.extend(["--lr", "0.05", "--sync-bn"]);
@@ -187,14 +176,9 @@ fn a_pipelined_run_reports_its_stages_and_its_checkpoint_resumes_unsplit() {
         "--augment",
     ];
     let straight = tempfile::tempdir().unwrap();
-    let recs = records(
-        &cmd()
-            .args(base)
-            .args(PIPED)
-            .args(["--epochs", "2", "--checkpoint-dir"])
-            .arg(straight.path())
-            .output()
-            .unwrap(),
+    let recs = trained(
+        cmd().args(base).args(PIPED).args(["--epochs", "2"]),
+        straight.path(),
     );
     let e = &recs.items[1];
     let cut: Vec<_> = e
@@ -210,29 +194,15 @@ fn a_pipelined_run_reports_its_stages_and_its_checkpoint_resumes_unsplit() {
     assert!(e.step_ms > 0.0);
     // Epoch 1 split, epoch 2 on one device with --accum 4: the same weights.
     let resumed = tempfile::tempdir().unwrap();
-    records(
-        &cmd()
-            .args(base)
-            .args(PIPED)
-            .args(["--epochs", "1", "--checkpoint-dir"])
-            .arg(resumed.path())
-            .output()
-            .unwrap(),
+    trained(
+        cmd().args(base).args(PIPED).args(["--epochs", "1"]),
+        resumed.path(),
     );
-    let recs = records(
-        &cmd()
+    let recs = trained(
+        cmd()
             .args(base)
-            .args([
-                "--accum",
-                "4",
-                "--epochs",
-                "2",
-                "--resume",
-                "--checkpoint-dir",
-            ])
-            .arg(resumed.path())
-            .output()
-            .unwrap(),
+            .args(["--accum", "4", "--epochs", "2", "--resume"]),
+        resumed.path(),
     );
     let e = &recs.items[0];
     assert_eq!(e.epoch, 2);
@@ -257,14 +227,7 @@ fn two_rank_processes_of_two_stages_match_one_of_two_stages_with_the_whole_batch
         "cpu,cpu",
     ];
     let one = tempfile::tempdir().unwrap();
-    records(
-        &cmd()
-            .args(base)
-            .args(["--micro-batches", "4", "--checkpoint-dir"])
-            .arg(one.path())
-            .output()
-            .unwrap(),
-    );
+    trained(cmd().args(base).args(["--micro-batches", "4"]), one.path());
     let mut args = base.to_vec();
     args.extend(["--micro-batches", "2"]);
     let (stderr, two) = two_rank_processes(&args);
@@ -349,14 +312,11 @@ fn resnet50_split_over_two_stages_trains_an_image_folder_as_accum_4_does() {
     ];
     let run = |extra: &[&str]| {
         let ck = tempfile::tempdir().unwrap();
-        records(
-            &cmd_on(format!("imagefolder:{}", dir.join("folder").display()))
+        trained(
+            cmd_on(format!("imagefolder:{}", dir.join("folder").display()))
                 .args(base)
-                .args(extra)
-                .arg("--checkpoint-dir")
-                .arg(ck.path())
-                .output()
-                .unwrap(),
+                .args(extra),
+            ck.path(),
         );
         ck
     };

@@ -280,14 +280,7 @@ fn image_folders_recordio_and_shards_resume_mid_epoch_to_the_same_weights() {
     ];
     for (what, base) in &sources {
         let straight = tempfile::tempdir().unwrap();
-        let plain = records(
-            &base()
-                .args(args)
-                .arg("--checkpoint-dir")
-                .arg(straight.path())
-                .output()
-                .unwrap(),
-        );
+        let plain = trained(base().args(args), straight.path());
         let ck = tempfile::tempdir().unwrap();
         let mut run = base();
         run.args(args)
@@ -295,14 +288,7 @@ fn image_folders_recordio_and_shards_resume_mid_epoch_to_the_same_weights() {
             .arg(ck.path());
         let out = usr1_after_first_checkpoint(vec![run], 0, 0).remove(0);
         assert_stopped_at_a_signal_checkpoint(&out, what);
-        let resumed = records(
-            &base()
-                .args(args)
-                .args(["--resume", "--checkpoint-dir"])
-                .arg(ck.path())
-                .output()
-                .unwrap(),
-        );
+        let resumed = trained(base().args(args).args(["--resume"]), ck.path());
         assert_same_weights(straight.path(), ck.path(), 0.0);
         let (a, b) = (&plain.items[0], &resumed.items[0]);
         assert_eq!(
