@@ -16,28 +16,47 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-fn main() {
-    let mut lr = 0.01f64;
-    let mut batch = 64.0f64;
-    let mut epochs = 10u32;
-    let mut sleep_ms = 0u64;
-    let mut state: Option<PathBuf> = None;
-    let mut crash_at: Option<u32> = None;
-    let mut lock: Option<PathBuf> = None;
-    let (mut noise, mut noise_seed) = (0.0f64, 0u64);
+/// The command line.
+struct Args {
+    lr: f64,
+    batch: f64,
+    epochs: u32,
+    sleep_ms: u64,
+    state: Option<PathBuf>,
+    crash_at: Option<u32>,
+    lock: Option<PathBuf>,
+    noise: f64,
+    noise_seed: u64,
+}
+
+fn parse_args() -> Args {
+    let mut a = Args {
+        lr: 0.01,
+        batch: 64.0,
+        epochs: 10,
+        sleep_ms: 0,
+        state: None,
+        crash_at: None,
+        lock: None,
+        noise: 0.0,
+        noise_seed: 0,
+    };
     let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        let mut val = || args.next().unwrap_or_else(|| panic!("{a} needs a value"));
-        match a.as_str() {
-            "--lr" => lr = val().parse().expect("--lr"),
-            "--batch-size" => batch = val().parse().expect("--batch-size"),
-            "--epochs" => epochs = val().parse().expect("--epochs"),
-            "--sleep-ms" => sleep_ms = val().parse().expect("--sleep-ms"),
-            "--state" => state = Some(PathBuf::from(val())),
-            "--crash-at" => crash_at = Some(val().parse().expect("--crash-at")),
-            "--slot-lock" => lock = Some(PathBuf::from(val())),
-            "--noise" => noise = val().parse().expect("--noise"),
-            "--noise-seed" => noise_seed = val().parse().expect("--noise-seed"),
+    while let Some(flag) = args.next() {
+        let mut val = || {
+            args.next()
+                .unwrap_or_else(|| panic!("{flag} needs a value"))
+        };
+        match flag.as_str() {
+            "--lr" => a.lr = val().parse().expect("--lr"),
+            "--batch-size" => a.batch = val().parse().expect("--batch-size"),
+            "--epochs" => a.epochs = val().parse().expect("--epochs"),
+            "--sleep-ms" => a.sleep_ms = val().parse().expect("--sleep-ms"),
+            "--state" => a.state = Some(PathBuf::from(val())),
+            "--crash-at" => a.crash_at = Some(val().parse().expect("--crash-at")),
+            "--slot-lock" => a.lock = Some(PathBuf::from(val())),
+            "--noise" => a.noise = val().parse().expect("--noise"),
+            "--noise-seed" => a.noise_seed = val().parse().expect("--noise-seed"),
             "--ignore-term" => {
                 // SAFETY: setting a signal disposition to SIG_IGN at start-up, single-threaded.
                 unsafe {
@@ -47,65 +66,79 @@ fn main() {
             other => panic!("unknown argument {other}"),
         }
     }
-    let mut out = std::io::stdout().lock();
-    let _lock_file = lock.map(|p| {
-        let f = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&p)
-            .expect("lock file");
-        // SAFETY: flock on a file descriptor this process owns.
-        if unsafe {
-            libc::flock(
-                std::os::fd::AsRawFd::as_raw_fd(&f),
-                libc::LOCK_EX | libc::LOCK_NB,
-            )
-        } != 0
-        {
-            writeln!(
-                out,
-                "{{\"type\":\"overlap\",\"lock\":{:?}}}",
-                p.display().to_string()
-            )
-            .unwrap();
-            std::process::exit(4);
+    a
+}
+
+/// An exclusive flock on `path` for the life of the process; held by another process, an
+/// "overlap" record and exit 4.
+fn take_lock(path: &std::path::Path, out: &mut impl Write) -> std::fs::File {
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .expect("lock file");
+    // SAFETY: flock on a file descriptor this process owns.
+    if unsafe {
+        libc::flock(
+            std::os::fd::AsRawFd::as_raw_fd(&f),
+            libc::LOCK_EX | libc::LOCK_NB,
+        )
+    } != 0
+    {
+        writeln!(
+            out,
+            "{{\"type\":\"overlap\",\"lock\":{:?}}}",
+            path.display().to_string()
+        )
+        .unwrap();
+        std::process::exit(4);
+    }
+    f
+}
+
+/// After epoch `e`: the state written (lagging one epoch behind the records, so a run killed
+/// with a record still in the pipe prints it again when restarted; sweep ignores what it has
+/// seen), and the crash --crash-at asks for, once.
+fn after_epoch(a: &Args, e: u32) {
+    if let Some(d) = &a.state {
+        // Written whole (a SIGTERM between truncating and writing would leave it empty).
+        std::fs::create_dir_all(d).unwrap();
+        std::fs::write(d.join("epoch.tmp"), (e - 1).to_string()).unwrap();
+        std::fs::rename(d.join("epoch.tmp"), d.join("epoch")).unwrap();
+    }
+    if a.crash_at == Some(e) {
+        let marker = a.state.as_ref().map(|d| d.join("crashed"));
+        if marker.as_ref().is_none_or(|m| !m.exists()) {
+            if let Some(m) = marker {
+                std::fs::write(m, "").unwrap();
+            }
+            eprintln!("curve: crashing at epoch {e} as asked");
+            std::process::exit(1);
         }
-        f
-    });
+    }
+}
+
+fn main() {
+    let a = parse_args();
+    let mut out = std::io::stdout().lock();
+    let _lock_file = a.lock.as_deref().map(|p| take_lock(p, &mut out));
     let cuda = std::env::var("CUDA_VISIBLE_DEVICES").unwrap_or_default();
+    let (lr, batch, epochs) = (a.lr, a.batch, a.epochs);
     eprintln!("curve: lr {lr} batch {batch}");
-    let start = state
-        .as_ref()
+    let start = (a.state.as_ref())
         .and_then(|d| std::fs::read_to_string(d.join("epoch")).ok())
         .and_then(|s| s.trim().parse::<u32>().ok())
         .unwrap_or(0);
     let q = (-(lr.log10() + 1.5).powi(2)).exp() * (1.0 - batch / 1024.0);
     for e in start + 1..=epochs {
-        if sleep_ms > 0 {
-            std::thread::sleep(std::time::Duration::from_millis(sleep_ms));
+        if a.sleep_ms > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(a.sleep_ms));
         }
-        let acc = 100.0 * q * (1.0 - (-(e as f64) / 3.0).exp()) + noise * normal(noise_seed, e);
+        let acc = 100.0 * q * (1.0 - (-(e as f64) / 3.0).exp()) + a.noise * normal(a.noise_seed, e);
         writeln!(out, "{{\"type\":\"epoch\",\"epoch\":{e},\"epochs\":{epochs},\"val_top1\":{acc},\"val_loss\":{},\"cuda\":{cuda:?}}}", 1.0 - acc / 100.0).unwrap();
         out.flush().unwrap();
-        // The state lags one epoch behind the records, so a run killed with a record still in
-        // the pipe prints it again when restarted (sweep ignores what it has seen).
-        if let Some(d) = &state {
-            // Written whole (a SIGTERM between truncating and writing would leave it empty).
-            std::fs::create_dir_all(d).unwrap();
-            std::fs::write(d.join("epoch.tmp"), (e - 1).to_string()).unwrap();
-            std::fs::rename(d.join("epoch.tmp"), d.join("epoch")).unwrap();
-        }
-        if crash_at == Some(e) {
-            let marker = state.as_ref().map(|d| d.join("crashed"));
-            if marker.as_ref().is_none_or(|m| !m.exists()) {
-                if let Some(m) = marker {
-                    std::fs::write(m, "").unwrap();
-                }
-                eprintln!("curve: crashing at epoch {e} as asked");
-                std::process::exit(1);
-            }
-        }
+        after_epoch(&a, e);
     }
     writeln!(out, "{{\"type\":\"summary\",\"ok\":1}}").unwrap();
 }
