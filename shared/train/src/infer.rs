@@ -211,6 +211,8 @@ fn script_model(
             y.size()
         )));
     }
+    // Every later batch's output is checked against them (ScriptNet::forward).
+    let _ = net.classes.set(k);
     Ok(Classifier {
         classes: class_names(&meta, k, path)?,
         net: Net::Script(net),

@@ -91,8 +91,28 @@ impl ScriptNet {
     }
 
     /// `model.train(train)`, then `model(x)`. An exception the module's code raised is named by
-    /// its last line (`RuntimeError: ...`) beside libtorch's first.
+    /// its last line (`RuntimeError: ...`) beside libtorch's first. In evaluation mode, once the
+    /// classes are known, the output must be float logits `[batch, classes]` (an evaluation
+    /// would otherwise fail inside libtorch's loss, or index rows that are not there).
     pub fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
+        let y = self.run(x, train)?;
+        if let (false, Some(&k)) = (train, self.classes.get()) {
+            let n = x.size().first().copied().unwrap_or(0);
+            if y.size() != [n, k] || !y.is_floating_point() {
+                return Err(Error::Data(format!(
+                    "{}: in evaluation mode, for a batch of shape {:?} it returns {:?} of shape \
+                     {:?}, not float logits [{n}, {k}]",
+                    self.file.display(),
+                    x.size(),
+                    y.kind(),
+                    y.size()
+                )));
+            }
+        }
+        Ok(y)
+    }
+
+    fn run(&self, x: &Tensor, train: bool) -> Result<Tensor> {
         self.module.forward(x, train).map_err(|e| {
             let reason =
                 e.0.lines()
