@@ -696,6 +696,27 @@ fn torchscript_modules_that_cannot_classify_are_refused_naming_the_file_and_why(
             "{kind}: no records before the model is usable"
         );
     }
+    // Right for one image, two rows for a batch of three: the batch's error, not a panic.
+    let file = tmp.path().join("two_rows.pt");
+    make_script("two_rows", &file, "10");
+    let out = classify(
+        &model.checkpoint,
+        &[
+            "--model".as_ref(),
+            file.as_os_str(),
+            image.as_os_str(),
+            image.as_os_str(),
+            image.as_os_str(),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("two_rows.pt")
+            && stderr.contains("for a batch of shape [3, 3, 32, 32] it returns")
+            && !stderr.contains("index out of bounds"),
+        "{stderr}"
+    );
     // Not a regular file, or not a module: refused before libtorch reads it.
     testkit::mkfifo(&tmp.path().join("fifo.pt"));
     std::fs::create_dir(tmp.path().join("dir.pt")).unwrap();

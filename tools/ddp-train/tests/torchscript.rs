@@ -428,6 +428,10 @@ fn a_model_file_that_is_not_torchscript_or_returns_the_wrong_shape_is_refused_na
         ),
         ("raises", "RuntimeError: boom from forward"),
         ("no_params", "the module has no parameters to train"),
+        (
+            "two_rows",
+            "in evaluation mode, for a batch of shape [12, 3, 32, 32] it returns",
+        ),
     ] {
         let model = dir.path().join(format!("{kind}.pt"));
         python(&[
