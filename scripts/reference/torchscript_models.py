@@ -2,7 +2,10 @@
 reference trainer for them: ddp-train's `--model torchscript:FILE` parity tests train the same
 file on the same batches (ddp-train's --dump-batches) with torch.optim and compare weights.
 
-  torchscript_models.py make KIND OUT.pt CLASSES [SEED]   # KIND: gn_dropout, vit, bn
+  torchscript_models.py make KIND OUT.pt CLASSES [SEED]
+      # KIND: gn_dropout, vit, bn, tied (models to train); detached, train_shape, raises,
+      # unused, no_params, mutates, adds_one, int_logits, nan_logits, narrow, two_rows (broken
+      # or hostile ones, for the tests)
   torchscript_models.py train [OPTION...] MODEL.pt OUT.safetensors SEED LR STEPS ACCUM BATCHES.npz...
       # each npz is one rank's batches (ddp-train --dump-batches STEPS*... per rank); options
       # (ddp-train's flags of the same names): --optimizer=adamw, --label-smoothing=EPS,
