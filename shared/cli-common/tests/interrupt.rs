@@ -15,6 +15,7 @@ fn the_flag_is_up_when_the_signal_has_been_delivered() {
     );
     // The checkpoint signal likewise.
     cli_common::interrupt::install_checkpoint_signal(libc::SIGUSR2).unwrap();
+    // SAFETY: as above, a signal this process now handles.
     assert_eq!(unsafe { libc::raise(libc::SIGUSR2) }, 0);
     assert!(cli_common::interrupt::checkpoint_requested());
 }
