@@ -7,35 +7,39 @@
 //! time limit, `scancel --signal=USR1`): [`install_checkpoint_signal`] makes it raise the flag
 //! [`checkpoint_requested`] reads instead of ending the process.
 
+use std::sync::Once;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
-use std::sync::{Arc, Once, OnceLock};
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 static INSTALL: Once = Once::new();
 /// The checkpoint signal when it is one of the signals [`install`] takes (SIGHUP), which then
 /// asks for a checkpoint instead of interrupting; 0 when none.
 static CHECKPOINT_SIGNAL: AtomicI32 = AtomicI32::new(0);
+/// Raised by the checkpoint signal.
+static CHECKPOINT: AtomicBool = AtomicBool::new(false);
 
 /// Installs the handler of SIGINT, SIGTERM and SIGHUP (idempotent; [`crate::run_main`] calls
-/// it): a thread of its own takes the signals as they come, so it can tell them apart.
+/// it). The handler itself raises the flag, so it is up once the signal has been delivered:
+/// a process whose child dies of the same signal (its process group signalled) sees the flag
+/// before it sees the child's end.
 pub fn install() {
     INSTALL.call_once(|| {
         use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-        let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) else {
-            return;
-        };
-        let _ = std::thread::Builder::new()
-            .name("signals".into())
-            .spawn(move || {
-                for signal in signals.forever() {
-                    if signal == CHECKPOINT_SIGNAL.load(Ordering::SeqCst) {
-                        checkpoint_flag().store(true, Ordering::SeqCst);
-                    } else if INTERRUPTED.swap(true, Ordering::SeqCst) {
-                        std::process::exit(crate::EXIT_INTERRUPTED as i32);
-                    }
-                }
-            });
+        for signal in [SIGINT, SIGTERM, SIGHUP] {
+            // SAFETY: the action only reads and writes atomics and calls _exit, all
+            // async-signal-safe.
+            let _ = unsafe { signal_hook::low_level::register(signal, move || on_signal(signal)) };
+        }
     });
+}
+
+/// What a signal [`install`] handles does (in the handler: atomics and `_exit` only).
+fn on_signal(signal: i32) {
+    if signal == CHECKPOINT_SIGNAL.load(Ordering::SeqCst) {
+        CHECKPOINT.store(true, Ordering::SeqCst);
+    } else if INTERRUPTED.swap(true, Ordering::SeqCst) {
+        signal_hook::low_level::exit(crate::EXIT_INTERRUPTED as i32);
+    }
 }
 
 /// True once a signal has arrived.
@@ -51,8 +55,6 @@ pub fn check() -> anyhow::Result<()> {
         Ok(())
     }
 }
-
-static CHECKPOINT: OnceLock<Arc<AtomicBool>> = OnceLock::new();
 
 /// The signals a checkpoint can be asked with, by name (`USR1` or `SIGUSR1`, any case): those
 /// whose default action ends the process and that schedulers send as a warning.
@@ -84,22 +86,19 @@ pub fn checkpoint_signal_name(signal: i32) -> String {
 /// From now on `signal` raises the checkpoint flag instead of its default action (SIGHUP:
 /// instead of interrupting).
 pub fn install_checkpoint_signal(signal: i32) -> std::io::Result<()> {
-    let flag = checkpoint_flag().clone();
     if signal == signal_hook::consts::SIGHUP {
         install();
         CHECKPOINT_SIGNAL.store(signal, Ordering::SeqCst);
         return Ok(());
     }
-    signal_hook::flag::register(signal, flag).map(|_| ())
-}
-
-fn checkpoint_flag() -> &'static Arc<AtomicBool> {
-    CHECKPOINT.get_or_init(Default::default)
+    // SAFETY: the action only stores an atomic, which is async-signal-safe.
+    unsafe { signal_hook::low_level::register(signal, || CHECKPOINT.store(true, Ordering::SeqCst)) }
+        .map(|_| ())
 }
 
 /// True once the checkpoint signal has arrived.
 pub fn checkpoint_requested() -> bool {
-    CHECKPOINT.get().is_some_and(|f| f.load(Ordering::Relaxed))
+    CHECKPOINT.load(Ordering::Relaxed)
 }
 
 #[cfg(test)]

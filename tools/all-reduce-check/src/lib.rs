@@ -153,7 +153,16 @@ On stderr rank 0 prints nccl-tests' table: size, count, type, redop, root, then 
     }
 
     fn environment() -> Vec<(&'static str, &'static str)> {
-        [collectives::ENVIRONMENT, device::ENVIRONMENT].concat()
+        [
+            collectives::ENVIRONMENT,
+            device::ENVIRONMENT,
+            &[(
+                spawn::CHILD_VAR,
+                "Set by --spawn in the ranks it starts, which then run as ranks instead of \
+                 spawning again (not for users to set).",
+            )],
+        ]
+        .concat()
     }
 }
 
