@@ -2,9 +2,12 @@
 //! xargs, Make, `torchrun --no-python`, Slurm `srun`).
 //!
 //! One [`Communicator`] per process: [`Communicator::connect`] meets the other ranks (see
-//! [`rendezvous`]) and wires a TCP ring; collectives on CPU tensors run on that ring (the CPU
-//! backend, [`ring`]), collectives on CUDA tensors on NCCL ([`nccl`], loaded at run time, its
-//! communicator made at the first CUDA collective with the id passed through the store).
+//! [`rendezvous`]), learns which of them share its host ([`Communicator::host_peers`]) and wires
+//! a TCP ring; collectives on CPU tensors run on that ring (the CPU backend, [`ring`]), or, when
+//! every rank is on one host, all-reduce, broadcast and barrier through a shared-memory segment
+//! ([`Transport`], `shm`: the same sums in the same order, so the same bits); collectives on
+//! CUDA tensors on NCCL ([`nccl`], loaded at run time, its communicator made at the first CUDA
+//! collective with the id passed through the store).
 //!
 //! Invariants:
 //! - every wait has a deadline ([`Options::timeout`]); a peer that dies, hangs or never arrives
