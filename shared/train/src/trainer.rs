@@ -14,6 +14,17 @@
 //! ranks' partial sums beside the model, optimiser and loss scaler, so a run resumed at any
 //! step repeats the uninterrupted one exactly on the CPU.
 //!
+//! An epoch's last step takes what is left of each rank's samples when they do not fill a
+//! batch (DataLoader's `drop_last=False`; [`Config::drop_last`] keeps full batches only). With
+//! [`Config::virtual_ranks`] V, the sampler is V ranks' and each process computes V / W of them
+//! as its micro-batches, their gradients gathered and summed in virtual-rank order
+//! ([`step`]'s `virtual_gradients`), so a step computes the same on any number of processes.
+//!
+//! The parts, each with one job: `setup` (checks, the model's stages and flat buffers), `step`
+//! (one optimisation step: micro-batches, gradients, the optimiser, eager or graphed),
+//! `epochs` (the loop: batches, steps, evaluation, checkpoints at their times), `resume`
+//! (what checkpoints hold and what a resumed run starts from).
+//!
 //! With a [`Config::pipeline`] the model is cut into stages on several devices (PyTorch's
 //! model-parallel example, [`crate::pipeline`]): the step's `accum` micro-batches go forward through
 //! every stage, then backward in the same order (GPipe), so the step computes what `accum`
@@ -26,27 +37,18 @@
 //! the step eagerly from then on, with a warning, if the capture fails); with `--deterministic`
 //! the replayed run equals the eager one bit for bit (scripts/gpu-check).
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::ops::Range;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use collectives::{Communicator, ReduceOp};
-use gpu_runtime::graph::{self, Graphed, Next, Phase, Ran};
-use gpu_runtime::rng::Generator;
-use gpu_runtime::scalar::DeviceScalar;
+use collectives::Communicator;
 use tch::nn;
 use tch::{Device, Kind, Tensor};
 
-use crate::ddp::{self, Buckets};
-use crate::flat::FlatParams;
-use crate::net::{Net, ScriptNet};
-use crate::optim::{Optimizer, Rule, Schedule};
-use crate::pipeline::{Pipeline, Split, Stage};
-use crate::resnet::{Arch, ResNet, Stem};
-use crate::scaler::GradScaler;
-use crate::syncbn::Lent;
-use crate::{Error, Result, checkpoint};
+use crate::net::Net;
+use crate::optim::{Rule, Schedule};
+use crate::pipeline::{Pipeline, Stage};
+use crate::resnet::{Arch, Stem};
+use crate::{Error, Result};
 use train_data::data::{Dataset, Source};
 use train_data::sampler::DistributedSampler;
 
@@ -55,10 +57,10 @@ mod resume;
 mod setup;
 mod step;
 
-use epochs::*;
-use resume::*;
-use setup::*;
-use step::*;
+use epochs::{Epochs, Fixed};
+use resume::restore;
+use setup::{Parts, check, out_device, setup};
+use step::{Stepper, step_draws};
 
 /// Numeric precision of the forward/backward pass (fp16 and bf16 autocast are CUDA-only; fp16
 /// comes with the loss scaler).
@@ -394,7 +396,7 @@ pub fn train_locked(
     };
     let mut run = Epochs::new(fixed, stepper, start, (opts, scaler), comm)?;
     let mut epochs = Vec::new();
-    for epoch in run.first.0..cfg.epochs {
+    for epoch in run.first_epoch()..cfg.epochs {
         epochs.push(run.epoch(epoch, comm, &mut on_event)?);
     }
     drop(run);

@@ -1,7 +1,27 @@
 //! The loop over epochs and steps: batches prefetched, steps run, evaluation, the checkpoint
 //! signal and the per-step figures.
 
-use super::*;
+use std::time::Instant;
+
+use collectives::Communicator;
+use collectives::ReduceOp;
+use tch::Kind;
+use tch::Tensor;
+use train_data::data::Dataset;
+use train_data::sampler::DistributedSampler;
+
+use super::resume::{RankSums, RunInfo, Start, model_input, save_last, save_mid_epoch};
+use super::setup::{StageParts, index_device, out_device};
+use super::step::{
+    StepMode, Stepper, forward, hosted_virtual, micro_batches, micro_indices, step_draws,
+};
+use super::{Config, EpochStats, Event, MidEpoch, Named, StepFigures, StepInfo};
+use crate::Error;
+use crate::Result;
+use crate::checkpoint;
+use crate::net::Net;
+use crate::optim::Optimizer;
+use crate::scaler::GradScaler;
 
 /// What the training loop reads and never changes.
 pub(super) struct Fixed<'a> {
@@ -23,45 +43,45 @@ impl Fixed<'_> {
 /// The training loop over a run's epochs: what every step reads, and what the steps change
 /// (optimisers, loss scaler, the best top-1, where the last checkpoint stands).
 pub(super) struct Epochs<'a> {
-    pub(super) fixed: Fixed<'a>,
-    pub(super) stepper: Stepper<'a>,
-    pub(super) norm: train_data::data::Normalize,
-    pub(super) sampler: DistributedSampler,
-    pub(super) steps_per_epoch: usize,
+    fixed: Fixed<'a>,
+    stepper: Stepper<'a>,
+    norm: train_data::data::Normalize,
+    sampler: DistributedSampler,
+    steps_per_epoch: usize,
     /// Samples in a rank's epoch (the sampler's, padded as DistributedSampler pads): the last
     /// step's batch is what is left of them when they do not fill it.
-    pub(super) per_rank: usize,
+    per_rank: usize,
     /// Training images an epoch does not train on.
-    pub(super) left_out: usize,
-    pub(super) run: RunInfo<'a>,
-    pub(super) steps: StepMode,
-    pub(super) opts: Vec<Optimizer>,
-    pub(super) scaler: GradScaler,
+    left_out: usize,
+    run: RunInfo<'a>,
+    steps: StepMode,
+    opts: Vec<Optimizer>,
+    scaler: GradScaler,
     /// The (epoch, step) training starts at, and this rank's sums of that epoch where a
     /// mid-epoch checkpoint left them.
-    pub(super) first: (usize, usize),
-    pub(super) resumed_sums: Option<RankSums>,
-    pub(super) best_top1: f64,
-    pub(super) val_top1: f64,
+    first: (usize, usize),
+    resumed_sums: Option<RankSums>,
+    best_top1: f64,
+    val_top1: f64,
     /// The (epoch, step) the last checkpoint written or resumed from stands at.
-    pub(super) saved_at: Option<(usize, usize)>,
-    pub(super) signal: Signal,
+    saved_at: Option<(usize, usize)>,
+    signal: Signal,
 }
 
 /// One epoch as it goes.
 pub(super) struct Epoch {
-    pub(super) epoch: usize,
+    epoch: usize,
     /// Its first step here (a resumed epoch's earlier ones ran before).
-    pub(super) first: usize,
-    pub(super) t0: Instant,
+    first: usize,
+    t0: Instant,
     /// This rank's sample indices, a step's worth after another.
-    pub(super) order: Tensor,
+    order: Tensor,
     /// The sums it started from, and the bad files met before it.
-    pub(super) sums: RankSums,
-    pub(super) bad_before: usize,
-    pub(super) skipped: usize,
-    pub(super) lr: f64,
-    pub(super) window: Window,
+    sums: RankSums,
+    bad_before: usize,
+    skipped: usize,
+    lr: f64,
+    window: Window,
 }
 
 impl<'a> Epochs<'a> {
@@ -167,6 +187,11 @@ impl<'a> Epochs<'a> {
             saved_at: start.resumed_from.map(|_| (start.epoch, start.step)),
             signal: Signal::default(),
         })
+    }
+
+    /// The epoch training starts in (a resumed run's first unfinished one).
+    pub(super) fn first_epoch(&self) -> usize {
+        self.first.0
     }
 
     /// Trains one epoch, validates, writes the epoch's checkpoint, and gives its figures.
@@ -419,9 +444,9 @@ impl<'a> Epochs<'a> {
         if cfg.broadcast_buffers {
             crate::ddp::broadcast(comm, self.stepper.buffers)?;
         }
-        let (val_loss, val_images);
-        (val_loss, self.val_top1, val_images) =
-            evaluate(model, stages, test_set, &self.norm, comm, cfg)?;
+        let val = evaluate(model, stages, (test_set, &self.norm, local), comm, cfg)?;
+        let (val_loss, val_images) = (val.loss, val.images);
+        self.val_top1 = val.top1;
         if cfg.device.is_cuda() {
             comm.synchronize()?;
         }
@@ -620,18 +645,25 @@ impl Signal {
     }
 }
 
-/// (loss, top-1 %, images) over the test set: each rank takes images rank, rank+world, … (the
-/// first `max_val_steps` batches of them, if set).
+/// What an evaluation found, over every rank.
+pub(super) struct Evaluation {
+    /// Mean loss and top-1 (%) over the images seen.
+    pub(super) loss: f64,
+    pub(super) top1: f64,
+    pub(super) images: usize,
+}
+
+/// The model over the test set: each rank takes images rank, rank+world, … in batches of twice
+/// its training batch `local` (the first `max_val_steps` batches of them, if set).
 pub(super) fn evaluate(
     model: &Net,
     stages: &[StageParts],
-    data: &Dataset,
-    norm: &train_data::data::Normalize,
+    (data, norm, local): (&Dataset, &train_data::data::Normalize, usize),
     comm: &mut Communicator,
     cfg: &Config,
-) -> Result<(f64, f64, usize)> {
+) -> Result<Evaluation> {
     let (rank, world) = (comm.rank(), comm.world_size());
-    let bs = (cfg.batch_size / world).max(1) * 2;
+    let bs = local.max(1) * 2;
     let limit = cfg
         .max_val_steps
         .map_or(usize::MAX, |s| s.saturating_mul(bs));
@@ -668,9 +700,9 @@ pub(super) fn evaluate(
     let mut t = Tensor::from_slice(&[loss, correct as f64, mine.len() as f64]);
     comm.all_reduce(&mut t, ReduceOp::Sum)?;
     let v: Vec<f64> = Vec::try_from(&t)?;
-    Ok((
-        v[0] / v[2].max(1.0),
-        100.0 * v[1] / v[2].max(1.0),
-        v[2] as usize,
-    ))
+    Ok(Evaluation {
+        loss: v[0] / v[2].max(1.0),
+        top1: 100.0 * v[1] / v[2].max(1.0),
+        images: v[2] as usize,
+    })
 }

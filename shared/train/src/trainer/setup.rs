@@ -1,7 +1,32 @@
 //! Before the first step: the flags checked against the data and the world, the data loaded, the
 //! model built and placed (on one device or as pipeline stages), its weights copied or broadcast.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use collectives::Communicator;
+use tch::Device;
+use tch::Kind;
+use tch::Tensor;
+use tch::nn;
+use train_data::data::Dataset;
+
+use super::{Config, Named, Precision, named};
+use crate::Error;
+use crate::Result;
+use crate::checkpoint;
+use crate::ddp;
+use crate::ddp::Buckets;
+use crate::flat::FlatParams;
+use crate::net::Net;
+use crate::net::ScriptNet;
+use crate::optim::Optimizer;
+use crate::pipeline::Pipeline;
+use crate::pipeline::Split;
+use crate::pipeline::Stage;
+use crate::resnet::ResNet;
+use crate::scaler::GradScaler;
+use crate::syncbn::Lent;
 
 /// The settings that cannot work together, as usage errors; the per-rank batch.
 pub(super) fn check(cfg: &Config, world: usize) -> Result<usize> {
