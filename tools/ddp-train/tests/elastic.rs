@@ -45,11 +45,15 @@ fn flags(data: &str, model: &Path) -> Vec<OsString> {
     .collect()
 }
 
-/// Two epochs of 30 synthetic images, a global batch of 12: with 4 virtual ranks, 8 samples each
-/// (two repeated), steps of 3, 3 and 2.
+/// Two epochs of 30 synthetic images (unless `extra` gives `--data`), a global batch of 12:
+/// with 4 virtual ranks, 8 samples each (two repeated), steps of 3, 3 and 2.
 fn cmd(model: &Path, ck: &Path, extra: &[&str]) -> Command {
     let mut c = testkit::without_launcher(BIN);
-    c.args(flags("synthetic:30:16", model)).args(extra);
+    let (data, extra) = match extra.iter().position(|a| *a == "--data") {
+        Some(i) => (extra[i + 1], [&extra[..i], &extra[i + 2..]].concat()),
+        None => ("synthetic:30:16", extra.to_vec()),
+    };
+    c.args(flags(data, model)).args(&extra);
     if !extra.contains(&"--epochs") {
         c.args(["--epochs", "2"]);
     }
@@ -142,9 +146,24 @@ fn without_virtual_ranks_another_world_size_resumes_at_an_epochs_end_only() {
     let dir = tempfile::tempdir().unwrap();
     let model = model(dir.path());
     let ck = dir.path().join("ck");
-    stopped_at_first_checkpoint(&model, &ck, 2, &["--checkpoint-every", "2"]);
-    let out = cmd(&model, &ck, &["--resume"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    // Twenty steps an epoch: the signal after step 2's checkpoint stops the run within the
+    // epoch (with three, the run could reach the epoch's end first).
+    let long = ["--data", "synthetic:240:16"];
+    stopped_at_first_checkpoint(
+        &model,
+        &ck,
+        2,
+        &[&long[..], &["--checkpoint-every", "2"]].concat(),
+    );
+    let out = cmd(&model, &ck, &[&long[..], &["--resume"]].concat())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--virtual-ranks"), "{err}");
     // At an epoch's end: another world size goes on, and says so.
