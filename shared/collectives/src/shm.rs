@@ -263,6 +263,11 @@ impl Group {
 
     /// Raises this rank's counter and waits until every other rank's has reached it.
     fn barrier_wait(&mut self, kind: Kind) -> Result<()> {
+        // Asked at every barrier, not only in a long wait: ranks in step never wait 50 ms, and
+        // an interrupted one went on with every collective of a long loop.
+        if (self.stop)() {
+            return Err(Error::Interrupted(format!("in {} #{}", kind.name(), self.seq)));
+        }
         self.barriers = self.barriers.wrapping_add(1);
         let target = self.barriers;
         self.counter(self.me).store(target, Ordering::SeqCst);

@@ -112,12 +112,12 @@ With --data, an evaluation record after the images: the loss (mean cross-entropy
 and last {"type":"summary","ok":N,"skipped":0,"failed":N,"elapsed_ms":N}. An image that cannot be used (unreadable, not an image, the wrong size for a model that does not resize) is an error record and is left out of the figures; the others go on, and the tool exits 3."#;
     const EXAMPLES: &'static [(&'static str, &'static str)] = &[
         (
-            "The five most probable classes of every JPEG:",
-            "find imgs -name '*.jpg' | classify --checkpoint ck/best.safetensors",
+            "The five most probable classes of every image under imgs/ (every suffix the folder reader takes, any case):",
+            "shard-list --images imgs | classify --checkpoint ck/best.safetensors",
         ),
         (
             "Four processes, one shard each (GPUs by job slot):",
-            "find imgs -type f | shard-list -n 4 | parallel classify --checkpoint ck/best.safetensors",
+            "shard-list --images imgs -n 4 | parallel classify --checkpoint ck/best.safetensors",
         ),
         (
             "Evaluate on the validation images, with a confusion matrix:",

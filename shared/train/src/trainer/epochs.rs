@@ -3,10 +3,8 @@
 
 use std::time::Instant;
 
-use collectives::Communicator;
-use collectives::ReduceOp;
-use tch::Kind;
-use tch::Tensor;
+use collectives::{Communicator, ReduceOp};
+use tch::{Kind, Tensor};
 use train_data::data::Dataset;
 use train_data::sampler::DistributedSampler;
 
@@ -16,12 +14,10 @@ use super::step::{
     StepMode, Stepper, forward, hosted_virtual, micro_batches, micro_indices, step_draws,
 };
 use super::{Config, EpochStats, Event, MidEpoch, Named, StepFigures, StepInfo};
-use crate::Error;
-use crate::Result;
-use crate::checkpoint;
 use crate::net::Net;
 use crate::optim::Optimizer;
 use crate::scaler::GradScaler;
+use crate::{Error, Result, checkpoint};
 
 /// What the training loop reads and never changes.
 pub(super) struct Fixed<'a> {

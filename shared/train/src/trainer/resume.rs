@@ -1,26 +1,21 @@
 //! Checkpoints: what is saved at an epoch's end and within one, and what a resumed run starts
 //! from.
 
-use std::collections::BTreeMap;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use collectives::Communicator;
-use tch::Device;
-use tch::Kind;
-use tch::Tensor;
+use tch::{Device, Kind, Tensor};
 use train_data::data::Dataset;
 
 use super::setup::{Parts, copy_weights, model_name};
 use super::step::Stepper;
 use super::{Config, MidEpoch, Named};
-use crate::Error;
-use crate::Result;
-use crate::checkpoint;
 use crate::net::Net;
 use crate::optim::Optimizer;
 use crate::resnet::Stem;
 use crate::scaler::GradScaler;
+use crate::{Error, Result, checkpoint};
 
 /// Where a run starts: epoch 0, or where `--resume` finds the last checkpoint.
 pub(super) struct Start {

@@ -5,28 +5,19 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 
 use collectives::Communicator;
-use tch::Device;
-use tch::Kind;
-use tch::Tensor;
-use tch::nn;
+use tch::{Device, Kind, Tensor, nn};
 use train_data::data::Dataset;
 
 use super::{Config, Named, Precision, named};
-use crate::Error;
-use crate::Result;
-use crate::checkpoint;
-use crate::ddp;
-use crate::ddp::Buckets;
+use crate::ddp::{self, Buckets};
 use crate::flat::FlatParams;
-use crate::net::Net;
-use crate::net::ScriptNet;
+use crate::net::{Net, ScriptNet};
 use crate::optim::Optimizer;
-use crate::pipeline::Pipeline;
-use crate::pipeline::Split;
-use crate::pipeline::Stage;
+use crate::pipeline::{Pipeline, Split, Stage};
 use crate::resnet::ResNet;
 use crate::scaler::GradScaler;
 use crate::syncbn::Lent;
+use crate::{Error, Result, checkpoint};
 
 /// The settings that cannot work together, as usage errors; the per-rank batch.
 pub(super) fn check(cfg: &Config, world: usize) -> Result<usize> {

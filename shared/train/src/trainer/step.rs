@@ -3,29 +3,20 @@
 
 use std::time::Instant;
 
-use collectives::Communicator;
-use collectives::ReduceOp;
-use gpu_runtime::graph;
-use gpu_runtime::graph::Graphed;
-use gpu_runtime::graph::Next;
-use gpu_runtime::graph::Phase;
-use gpu_runtime::graph::Ran;
+use collectives::{Communicator, ReduceOp};
+use gpu_runtime::graph::{self, Graphed, Next, Phase, Ran};
 use gpu_runtime::rng::Generator;
 use gpu_runtime::scalar::DeviceScalar;
-use tch::Device;
-use tch::Kind;
-use tch::Tensor;
+use tch::{Device, Kind, Tensor};
 use train_data::data::Dataset;
 
 use super::setup::StageParts;
 use super::{Config, GRAPH_WARMUP_STEPS, Precision, step_seed};
-use crate::Error;
-use crate::Result;
-use crate::ddp;
 use crate::net::Net;
 use crate::optim::Optimizer;
 use crate::scaler::GradScaler;
 use crate::syncbn::Lent;
+use crate::{Error, Result, ddp};
 
 /// The indices of the step's micro-batches: interleaved positions of the rank's `batch` (see
 /// the module doc). A full batch (`local` samples) splits into `--accum` micro-batches; an
