@@ -266,7 +266,11 @@ impl Group {
         // Asked at every barrier, not only in a long wait: ranks in step never wait 50 ms, and
         // an interrupted one went on with every collective of a long loop.
         if (self.stop)() {
-            return Err(Error::Interrupted(format!("in {} #{}", kind.name(), self.seq)));
+            return Err(Error::Interrupted(format!(
+                "in {} #{}",
+                kind.name(),
+                self.seq
+            )));
         }
         self.barriers = self.barriers.wrapping_add(1);
         let target = self.barriers;
