@@ -10,7 +10,10 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const BIN: &str = env!("CARGO_BIN_EXE_ddp-train");
+mod common;
+
+use common::{BIN, max_rel_diff, rank_flags as ranks_of};
+use testkit::ok;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -30,20 +33,10 @@ fn python(args: &[&std::ffi::OsStr]) -> Output {
     out
 }
 
-/// `ddp-train --device cpu` with no launcher variables.
+/// `ddp-train --device cpu --threads 1` with no launcher variables.
 fn cmd() -> Command {
-    let mut c = Command::new(BIN);
-    for v in [
-        "RANK",
-        "WORLD_SIZE",
-        "LOCAL_RANK",
-        "MASTER_ADDR",
-        "MASTER_PORT",
-        "SLURM_PROCID",
-    ] {
-        c.env_remove(v);
-    }
-    c.args(["--device", "cpu", "--threads", "1"]);
+    let mut c = common::cpu();
+    c.args(["--threads", "1"]);
     c
 }
 
@@ -76,24 +69,6 @@ fn flags(model: &Path) -> Vec<std::ffi::OsString> {
     .map(Into::into)
     .chain([m])
     .collect()
-}
-
-fn ranks_of(rank: usize, world: usize, port: u16) -> Vec<String> {
-    [
-        "--rank".to_string(),
-        rank.to_string(),
-        "--world-size".into(),
-        world.to_string(),
-        "--master-addr".into(),
-        "127.0.0.1".into(),
-        "--master-port".into(),
-        port.to_string(),
-    ]
-    .into()
-}
-
-fn ok(o: &Output) {
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
 /// Trains `model` on `world` ranks (processes) with `accum` micro-batches each; the checkpoint.
@@ -164,34 +139,6 @@ fn dumps(dir: &Path, model: &Path, world: usize) -> Vec<PathBuf> {
             npz
         })
         .collect()
-}
-
-/// The largest difference between two checkpoints' tensors (`params_only`: BatchNorm's
-/// running statistics and counts left out), relative to the tensor's largest value (at least
-/// 1); the same names in both, or a panic naming the difference.
-fn max_rel_diff(a: &Path, b: &Path, params_only: bool) -> f64 {
-    let read = |p: &Path| -> std::collections::BTreeMap<String, tch::Tensor> {
-        tch::Tensor::read_safetensors(p)
-            .unwrap()
-            .into_iter()
-            .filter(|(n, _)| !params_only || !(n.contains("running_") || n.contains("num_batches")))
-            .collect()
-    };
-    let (a, b) = (read(a), read(b));
-    assert_eq!(
-        a.keys().collect::<Vec<_>>(),
-        b.keys().collect::<Vec<_>>(),
-        "the checkpoint's names are the module's state_dict's"
-    );
-    a.iter()
-        .map(|(k, x)| {
-            let y = &b[k];
-            assert_eq!(x.size(), y.size(), "{k}");
-            let (x, y) = (x.to_kind(tch::Kind::Double), y.to_kind(tch::Kind::Double));
-            let scale = y.abs().max().double_value(&[]).max(1.0);
-            (x - y).abs().max().double_value(&[]) / scale
-        })
-        .fold(0.0, f64::max)
 }
 
 #[test]
