@@ -21,7 +21,8 @@ pub struct ThreadArgs {
     /// running side by side when it starts (started by one xargs -P or GNU parallel), whichever
     /// is more]. Never more than the CPUs it may use (a larger count is capped there). The
     /// start line says which. Processes started later are not counted: give each of N its
-    /// share, --threads $((CPUS / N)), to be sure.
+    /// share, --threads $((CPUS / N)), to be sure. Fewer when the CPUs are busy as it starts,
+    /// except where the count changes the results (training on the CPU).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub threads: Option<u32>,
 }
@@ -55,7 +56,8 @@ pub struct Share {
     pub capped_from: Option<usize>,
     /// Fewer than the share because the CPUs were busy when the process started (only when
     /// nothing said how many: see [`ThreadArgs::share`]): the share it would have taken and the
-    /// CPUs that were free.
+    /// CPUs that were free; or, where the count was kept (see [`ThreadArgs::exact_share`]),
+    /// that they were busy.
     pub busy: Option<Busy>,
 }
 
@@ -66,6 +68,9 @@ pub struct Share {
 pub struct Busy {
     pub share: usize,
     pub free: f64,
+    /// The share was kept, not cut: the count changes the results (see
+    /// [`ThreadArgs::exact_share`]).
+    pub kept: bool,
 }
 
 impl std::fmt::Display for Share {
@@ -90,9 +95,21 @@ impl std::fmt::Display for Share {
             )?;
         }
         match self.busy {
-            Some(Busy { share, free }) => write!(
+            Some(Busy {
+                share,
+                free,
+                kept: false,
+            }) => write!(
                 f,
                 ", not {share}: {free:.1} CPU(s) were free when it started (--threads sets it)"
+            ),
+            Some(Busy {
+                free, kept: true, ..
+            }) => write!(
+                f,
+                ", though {free:.1} CPU(s) were free when it started: not fewer, as on the CPU \
+                 the count changes the results' last bits (--threads sets it; fewer are faster \
+                 on busy CPUs)"
             ),
             None => Ok(()),
         }
@@ -102,16 +119,25 @@ impl std::fmt::Display for Share {
 impl ThreadArgs {
     /// libtorch's intra-op threads.
     pub fn share(&self) -> Share {
-        self.of(true)
+        self.of(true, false)
+    }
+
+    /// libtorch's intra-op threads where the count is part of the arithmetic (training on the
+    /// CPU: a reduction split over 2 threads adds in another order than over 1, and a run's
+    /// weights then differ from a run's with the same seed, or from the run it resumes): as
+    /// [`ThreadArgs::share`], but never fewer because the CPUs were busy as it started, which
+    /// would make the results depend on what else ran (it says so instead).
+    pub fn exact_share(&self) -> Share {
+        self.of(true, true)
     }
 
     /// Threads of the tool's own (image decoding): as [`ThreadArgs::share`] but not from
     /// `OMP_NUM_THREADS`, which torchrun sets to 1 for libtorch's sake.
     pub fn workers(&self) -> Share {
-        self.of(false)
+        self.of(false, false)
     }
 
-    fn of(&self, omp: bool) -> Share {
+    fn of(&self, omp: bool, exact: bool) -> Share {
         let ranks = local_ranks(&env_count);
         let s = share(self.threads, &env_count, cpus(), ranks, omp);
         match s.from {
@@ -127,10 +153,10 @@ impl ThreadArgs {
                     _ => s,
                 };
                 // libtorch's OpenMP threads spin; the decoding threads sleep while they wait.
-                if omp {
-                    fewer_when_busy(s, free_cpus())
-                } else {
-                    s
+                match (omp, exact) {
+                    (true, false) => fewer_when_busy(s, free_cpus()),
+                    (true, true) => noting_busy(s, free_cpus()),
+                    (false, _) => s,
                 }
             }
             _ => s,
@@ -150,11 +176,18 @@ impl Share {
                 Share {
                     threads: self.threads.min(divided),
                     from: From::Cpus { cpus, ranks },
-                    // Still cut below the division by busy CPUs: it says so.
-                    busy: self.busy.filter(|_| self.threads < divided).map(|b| Busy {
-                        share: divided,
-                        ..b
-                    }),
+                    // Still cut below the division by busy CPUs, or still more than were
+                    // free: it says so.
+                    busy: self
+                        .busy
+                        .filter(|b| match b.kept {
+                            false => self.threads < divided,
+                            true => rounded(b.free) < divided,
+                        })
+                        .map(|b| Busy {
+                            share: divided,
+                            ..b
+                        }),
                     ..self
                 }
             }
@@ -166,16 +199,37 @@ impl Share {
 /// `share` cut to the CPUs that were `free` (rounded, at least one) when they are fewer.
 pub fn fewer_when_busy(share: Share, free: Option<f64>) -> Share {
     match free {
-        Some(free) if (free.round().max(1.0) as usize) < share.threads => Share {
-            threads: free.round().max(1.0) as usize,
+        Some(free) if rounded(free) < share.threads => Share {
+            threads: rounded(free),
             busy: Some(Busy {
                 share: share.threads,
                 free,
+                kept: false,
             }),
             ..share
         },
         _ => share,
     }
+}
+
+/// `share` as it is, noting that fewer CPUs than its threads were `free`.
+pub fn noting_busy(share: Share, free: Option<f64>) -> Share {
+    match free {
+        Some(free) if rounded(free) < share.threads => Share {
+            busy: Some(Busy {
+                share: share.threads,
+                free,
+                kept: true,
+            }),
+            ..share
+        },
+        _ => share,
+    }
+}
+
+/// Free CPUs as a thread count: rounded, at least one.
+fn rounded(free: f64) -> usize {
+    free.round().max(1.0) as usize
 }
 
 /// How long [`free_cpus`] watches the CPUs.
@@ -473,6 +527,26 @@ mod tests {
         );
         let less_busy = fewer_when_busy(alone, Some(6.0)).among_host_ranks(2);
         assert_eq!((less_busy.threads, less_busy.busy), (4, None));
+        // Where the count was kept, the note stays only while the free CPUs are fewer.
+        let kept = noting_busy(alone, Some(1.0)).among_host_ranks(2);
+        assert_eq!((kept.threads, kept.busy.map(|b| b.kept)), (4, Some(true)));
+        let kept = noting_busy(alone, Some(6.0)).among_host_ranks(2);
+        assert_eq!((kept.threads, kept.busy), (4, None));
+    }
+
+    #[test]
+    fn an_exact_share_is_not_cut_for_busy_cpus_but_says_they_were() {
+        let two = share(None, &|_| None, 2, 1, true);
+        let kept = noting_busy(two, Some(0.1));
+        assert_eq!((kept.threads, kept.busy.map(|b| b.kept)), (2, Some(true)));
+        assert_eq!(
+            kept.to_string(),
+            "2 CPU thread(s) (the 2 CPU(s) it may use), though 0.1 CPU(s) were free when it \
+             started: not fewer, as on the CPU the count changes the results' last bits \
+             (--threads sets it; fewer are faster on busy CPUs)"
+        );
+        assert_eq!(noting_busy(two, Some(1.6)), two, "1.6 free rounds to 2");
+        assert_eq!(noting_busy(two, None), two);
     }
 
     #[test]

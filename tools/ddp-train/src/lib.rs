@@ -921,7 +921,11 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
         cli_common::interrupt::install_checkpoint_signal(signal)
             .context("installing the --checkpoint-signal handler")?;
     }
-    let threads = cli.cpu.share();
+    // On the CPU the thread count is part of the arithmetic: it does not follow the load.
+    let threads = match devices.contains(&tch::Device::Cpu) {
+        true => cli.cpu.exact_share(),
+        false => cli.cpu.share(),
+    };
     device::set_cpu_threads(threads.threads);
     let flags = training_flags(&cli, &cfg.data);
     let mut comm = join(&cli, &flags)?;
