@@ -243,15 +243,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let started = Instant::now();
     let threads = cli.cpu.share();
     device::set_cpu_threads(threads.threads);
-    let strict = cli
-        .gpu
-        .precision_among("generate", &[Precision::Fp32, Precision::Tf32])
-        .classified()?
-        == Precision::Fp32;
-    if strict || cli.no_tf32 {
-        gpu_runtime::shim::cuda_fp32_strict()?;
-    }
-    let device = cli.gpu.device.resolve(&Env::from_process(None))?;
+    let device = choose_device(&cli)?;
     let g = load_generator(&cli, device)?;
     if !cli.common.quiet {
         let r = g.config.img_resolution;
@@ -262,30 +254,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     }
     let cwd = std::env::current_dir().context("reading the current directory")?;
     let out_dir = cwd.join(cli.out_dir.as_ref().context("-o DIR")?);
-    let items: Box<dyn Iterator<Item = inputs::Listed> + Send> =
-        if cli.seeds.is_some() && cli.inputs.is_empty() {
-            Box::new(std::iter::empty())
-        } else {
-            inputs::from_args(&cli.inputs, cli.list)
-        };
-    // With --overwrite (images replace files that exist) or --raw, every input is known before
-    // anything is written, so that no output replaces an input listed later; otherwise the list
-    // streams, and an existing image is kept.
-    let mut claims = Claims::default();
-    let items = if cli.overwrite || cli.raw.is_some() {
-        paths::list_first(items, &mut claims, &cwd)?
-    } else {
-        items
-    };
-    if let Some(raw) = &cli.raw
-        && let Some(input) = claims.input_at(&paths::absolute(raw, &cwd))
-    {
-        return cli_common::usage(format!(
-            "--raw {} is the input {} of this run: the array would replace it; choose another file",
-            raw.display(),
-            Path::new(&input).display()
-        ));
-    }
+    let (items, claims) = listed_inputs(&cli, &cwd)?;
     let _grad = tch::no_grad_guard();
     let mapper = Mapper {
         g: &g,
@@ -324,6 +293,52 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     // A signal during the last batch still ends the run as interrupted (exit 130).
     interrupt::check()?;
     r.summary(started)
+}
+
+/// The device `--device` names, after `--precision` (fp32 or tf32) and `--no-tf32` have set
+/// libtorch's float32 math.
+fn choose_device(cli: &Cli) -> Result<tch::Device> {
+    let strict = cli
+        .gpu
+        .precision_among("generate", &[Precision::Fp32, Precision::Tf32])
+        .classified()?
+        == Precision::Fp32;
+    if strict || cli.no_tf32 {
+        gpu_runtime::shim::cuda_fp32_strict()?;
+    }
+    Ok(cli.gpu.device.resolve(&Env::from_process(None))?)
+}
+
+/// The inputs (none with --seeds alone), and the paths they claim. With --overwrite (images
+/// replace files that exist) or --raw, every input is known before anything is written, so
+/// that no output replaces an input listed later (nor --raw's array an input); otherwise the
+/// list streams, and an existing image is kept.
+fn listed_inputs(
+    cli: &Cli,
+    cwd: &Path,
+) -> Result<(Box<dyn Iterator<Item = inputs::Listed> + Send>, Claims)> {
+    let items: Box<dyn Iterator<Item = inputs::Listed> + Send> =
+        if cli.seeds.is_some() && cli.inputs.is_empty() {
+            Box::new(std::iter::empty())
+        } else {
+            inputs::from_args(&cli.inputs, cli.list)
+        };
+    let mut claims = Claims::default();
+    let items = if cli.overwrite || cli.raw.is_some() {
+        paths::list_first(items, &mut claims, cwd)?
+    } else {
+        items
+    };
+    if let Some(raw) = &cli.raw
+        && let Some(input) = claims.input_at(&paths::absolute(raw, cwd))
+    {
+        return cli_common::usage(format!(
+            "--raw {} is the input {} of this run: the array would replace it; choose another file",
+            raw.display(),
+            Path::new(&input).display()
+        ));
+    }
+    Ok((items, claims))
 }
 
 /// The generator, one whose images can be PNGs.

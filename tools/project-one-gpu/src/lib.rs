@@ -718,8 +718,8 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
-    // Kept in one piece: one batch from its targets to its records, in order: skips, projection,
-    // each image's files, records.
+    /// One batch from its targets to its records, in order: skips, projection, each image's
+    /// files, records.
     fn flush(&mut self, entries: Vec<Entry>) -> Result<()> {
         let jobs: Vec<&Tensor> = entries
             .iter()
@@ -758,59 +758,73 @@ impl Run<'_> {
                 }
                 // Never pending: run() ends at it.
                 Entry::Unreadable(e) => return Err(e),
-                Entry::Again { item, output } => {
-                    if self.done.contains(&output) {
-                        self.counts.skipped += 1;
-                        self.out.emit(&skipped_record(&item, &output))?;
-                    } else {
-                        self.counts.failed += 1;
-                        let message =
-                            "listed again, and its earlier listing failed (see that error record)"
-                                .into();
-                        self.out.emit(&ErrorRecord {
-                            input: item.name,
-                            message,
-                        })?;
-                    }
-                }
+                Entry::Again { item, output } => self.again(item, &output)?,
                 Entry::Job { item, output, .. } => {
                     let (p, seconds, _) = result.as_ref().unwrap();
-                    match saved.next().expect("one result per job") {
-                        Ok(Saved { image, video }) => {
-                            self.done.insert(output.clone());
-                            self.counts.ok += 1;
-                            let n = p.distance.len() as f64;
-                            self.out.emit(&LatentRecord {
-                                input: item.name.clone(),
-                                output: output.to_path_buf(),
-                                w_shape: Some(vec![
-                                    1,
-                                    p.w.size()[1] as usize,
-                                    p.w.size()[2] as usize,
-                                ]),
-                                // Finite: a diverged image's result is the error below.
-                                distance: Some(p.distance[row]),
-                                steps: Some(self.cli.steps as usize),
-                                batch_seconds: Some(*seconds),
-                                images_per_s: Some(n / seconds),
-                                peak_gpu_mib: self.peak_mib(),
-                                image,
-                                video,
-                                skipped: false,
-                            })?;
-                        }
-                        Err(e) => {
-                            self.counts.failed += 1;
-                            self.out.emit(&ErrorRecord {
-                                input: item.name,
-                                message: format!("{e:#}"),
-                            })?;
-                        }
-                    }
+                    let saved = saved.next().expect("one result per job");
+                    self.projected(item, output, (p, *seconds, row), saved)?;
                     row += 1;
                 }
             }
             self.bar.inc(1);
+        }
+        Ok(())
+    }
+
+    /// The record of an input listed again: skipped if its first listing's `output` was
+    /// written or skipped, else failed like it.
+    fn again(&mut self, item: InputItem, output: &Path) -> Result<()> {
+        if self.done.contains(output) {
+            self.counts.skipped += 1;
+            self.out.emit(&skipped_record(&item, output))?;
+        } else {
+            self.counts.failed += 1;
+            let message =
+                "listed again, and its earlier listing failed (see that error record)".into();
+            self.out.emit(&ErrorRecord {
+                input: item.name,
+                message,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The record of a projected image (row `row` of the batch's projection `p`, which took
+    /// `seconds`): its latent and files, or why they were not written.
+    fn projected(
+        &mut self,
+        item: InputItem,
+        output: PathBuf,
+        (p, seconds, row): (&Projection, f64, usize),
+        saved: Result<Saved>,
+    ) -> Result<()> {
+        match saved {
+            Ok(Saved { image, video }) => {
+                self.done.insert(output.clone());
+                self.counts.ok += 1;
+                let n = p.distance.len() as f64;
+                self.out.emit(&LatentRecord {
+                    input: item.name.clone(),
+                    output: output.to_path_buf(),
+                    w_shape: Some(vec![1, p.w.size()[1] as usize, p.w.size()[2] as usize]),
+                    // Finite: a diverged image's result is the error below.
+                    distance: Some(p.distance[row]),
+                    steps: Some(self.cli.steps as usize),
+                    batch_seconds: Some(seconds),
+                    images_per_s: Some(n / seconds),
+                    peak_gpu_mib: self.peak_mib(),
+                    image,
+                    video,
+                    skipped: false,
+                })?;
+            }
+            Err(e) => {
+                self.counts.failed += 1;
+                self.out.emit(&ErrorRecord {
+                    input: item.name,
+                    message: format!("{e:#}"),
+                })?;
+            }
         }
         Ok(())
     }
