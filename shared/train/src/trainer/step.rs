@@ -18,6 +18,43 @@ use crate::scaler::GradScaler;
 use crate::syncbn::Lent;
 use crate::{Error, Result, ddp};
 
+/// The most gradient elements [`Stepper::virtual_gradients`] gathers at once, over all the
+/// processes (64 MiB of float32).
+const GATHER: i64 = 16 << 20;
+
+/// Adds round `j` of [`Stepper::virtual_gradients`] to `sum`: the `world` processes' gradients
+/// of virtual ranks jW … jW+W-1, each ÷ `v_all`, in that order (the first of round 0 copied).
+/// `gather(offset, len, out)` fills `out` ([world, len], a view of `buf`) with every process's
+/// elements offset … offset+len of its gradient, `chunk` elements at a time.
+fn add_round(
+    sum: &Tensor,
+    buf: &Tensor,
+    (j, world, v_all): (usize, usize, usize),
+    chunk: i64,
+    mut gather: impl FnMut(i64, i64, &mut Tensor) -> Result<()>,
+) -> Result<()> {
+    let numel = sum.numel() as i64;
+    for off in (0..numel).step_by(chunk.max(1) as usize) {
+        let len = chunk.min(numel - off);
+        let mut all = buf
+            .narrow(0, 0, world as i64 * len)
+            .view([world as i64, len]);
+        gather(off, len, &mut all)?;
+        tch::no_grad(|| {
+            let part = sum.narrow(0, off, len);
+            for p in 0..world {
+                let g = all.get(p as i64) / v_all as f64;
+                if j == 0 && p == 0 {
+                    part.shallow_clone().copy_(&g);
+                } else {
+                    let _ = part.shallow_clone().g_add_(&g);
+                }
+            }
+        });
+    }
+    Ok(())
+}
+
 /// The indices of the step's micro-batches: interleaved positions of the rank's `batch` (see
 /// the module doc). A full batch (`local` samples) splits into `--accum` micro-batches; an
 /// epoch's smaller last batch into as many as give each at least 2 samples (BatchNorm's
@@ -118,10 +155,8 @@ impl StepMode {
 
     /// One optimisation step on `micro` at `lr` (`opts`: each stage's optimiser); false when
     /// the loss scaler skipped it (inf/nan gradients). `full`: the step's batch is a full one
-    /// (an epoch's smaller last batch runs eagerly, never in the captured graph).
-    ///
-    /// Kept in one piece: one step, eager and graphed side by side: the graphed form must do what
-    /// the eager one does.
+    /// (an epoch's smaller last batch runs eagerly, never in the captured graph). The graphed
+    /// form does what the eager one does.
     pub(super) fn run(
         &mut self,
         stepper: &Stepper,
@@ -132,22 +167,7 @@ impl StepMode {
         scaler: &mut GradScaler,
     ) -> Result<bool> {
         match self {
-            StepMode::Eager => {
-                stepper.gradients(comm, micro, scaler.loss_factor(), opts)?;
-                let grads: Vec<Tensor> = stepper
-                    .stages
-                    .iter()
-                    .map(|s| s.flat.grad.shallow_clone())
-                    .collect();
-                let finite = scaler.unscale(&grads);
-                if finite {
-                    for opt in opts.iter_mut() {
-                        opt.step(lr);
-                    }
-                }
-                scaler.update(finite);
-                Ok(finite)
-            }
+            StepMode::Eager => eager_step(stepper, comm, micro, lr, opts, scaler),
             StepMode::Graphed { runner, statics } => {
                 // One stage (check_pipeline): one optimiser.
                 let [opt] = opts else {
@@ -169,24 +189,7 @@ impl StepMode {
                     return Ok(true);
                 }
                 if matches!(runner.next(), Next::Capture | Next::Replay) {
-                    match statics {
-                        Some(st) => {
-                            for ((sx, sy), (x, y)) in st.inputs.iter().zip(micro) {
-                                sx.shallow_clone().copy_(x);
-                                sy.shallow_clone().copy_(y);
-                            }
-                            st.lr.set(lr);
-                        }
-                        // Made from this step's batch and LR, just before the capture.
-                        None => {
-                            let device = stepper.cfg.device;
-                            opt.prepare_device_steps(device);
-                            *statics = Some(Statics {
-                                inputs: micro.iter().map(|(x, y)| (x.copy(), y.copy())).collect(),
-                                lr: DeviceScalar::new(lr, device),
-                            });
-                        }
-                    }
+                    Statics::fill(statics, micro, lr, stepper.cfg.device, opt);
                 }
                 let statics = &*statics;
                 let (_, ran) = runner.step(|phase| -> Result<()> {
@@ -207,6 +210,61 @@ impl StepMode {
                     opt.count_replayed_step();
                 }
                 Ok(true)
+            }
+        }
+    }
+}
+
+/// An eager step: the gradients of `micro` (scaled by the loss scaler), unscaled, and each
+/// stage's optimiser step at `lr` unless they hold inf/nan (then false: the step is skipped).
+fn eager_step(
+    stepper: &Stepper,
+    comm: &mut Communicator,
+    micro: &[(Tensor, Tensor)],
+    lr: f64,
+    opts: &mut [Optimizer],
+    scaler: &mut GradScaler,
+) -> Result<bool> {
+    stepper.gradients(comm, micro, scaler.loss_factor(), opts)?;
+    let grads: Vec<Tensor> = stepper
+        .stages
+        .iter()
+        .map(|s| s.flat.grad.shallow_clone())
+        .collect();
+    let finite = scaler.unscale(&grads);
+    if finite {
+        for opt in opts.iter_mut() {
+            opt.step(lr);
+        }
+    }
+    scaler.update(finite);
+    Ok(finite)
+}
+
+impl Statics {
+    /// The step's batch `micro` and `lr` copied into the captured step's inputs; made from
+    /// them (and `opt` readied for device-side steps) just before the capture.
+    fn fill(
+        statics: &mut Option<Statics>,
+        micro: &[(Tensor, Tensor)],
+        lr: f64,
+        device: Device,
+        opt: &mut Optimizer,
+    ) {
+        match statics {
+            Some(st) => {
+                for ((sx, sy), (x, y)) in st.inputs.iter().zip(micro) {
+                    sx.shallow_clone().copy_(x);
+                    sy.shallow_clone().copy_(y);
+                }
+                st.lr.set(lr);
+            }
+            None => {
+                opt.prepare_device_steps(device);
+                *statics = Some(Statics {
+                    inputs: micro.iter().map(|(x, y)| (x.copy(), y.copy())).collect(),
+                    lr: DeviceScalar::new(lr, device),
+                });
             }
         }
     }
@@ -378,9 +436,11 @@ impl Stepper<'_> {
     /// [`Stepper::gradients`] with virtual ranks: micro-batch j is virtual rank v = rank +
     /// world × j, computed as that rank of a V-rank run would: from rank 0's BatchNorm
     /// statistics (virtual rank 0's, which alone are kept), dropout seeded for v, its gradient
-    /// of its own mean loss. Every virtual rank's gradient is gathered on every process and
-    /// the flat gradient made as DDP makes it, g ÷ V summed, in the order v = 0, 1, …, V-1,
-    /// whatever the processes: the step computes the same bits on any W.
+    /// of its own mean loss. The flat gradient is made as DDP makes it, g ÷ V summed, in the
+    /// order v = 0, 1, …, V-1, whatever the processes: the step computes the same bits on any
+    /// W. Round j gathers the W gradients of v = jW … jW+W-1 (consecutive in that order) on
+    /// every process and adds them, through a buffer of at most [`GATHER`] elements: memory
+    /// does not grow with V.
     fn virtual_gradients(
         &self,
         comm: &mut Communicator,
@@ -405,10 +465,11 @@ impl Stepper<'_> {
         };
         let start = copies(self.buffers);
         let mut kept = None;
-        let mine = Tensor::zeros(
-            [k as i64, grad.numel() as i64],
-            (grad.kind(), grad.device()),
-        );
+        let numel = grad.numel() as i64;
+        let on = (grad.kind(), grad.device());
+        let sum = Tensor::zeros([numel], on);
+        let chunk = (GATHER / world as i64).clamp(1, numel.max(1));
+        let gathered = Tensor::zeros([world as i64 * chunk], on);
         for (j, (x, y)) in micro.iter().enumerate() {
             if j > 0 {
                 put(&start);
@@ -420,31 +481,22 @@ impl Stepper<'_> {
             let pass = self.loss(x, y)?;
             (&pass.loss * loss_factor).f_backward()?;
             self.count(&pass);
-            mine.get(j as i64).copy_(&grad.view([-1]));
             if j == 0 {
                 kept = Some(copies(self.buffers));
             }
+            let mine = grad.view([-1]);
+            add_round(
+                &sum,
+                &gathered,
+                (j, world, v_all),
+                chunk,
+                |off, len, all| Ok(comm.all_gather(&mine.narrow(0, off, len), all)?),
+            )?;
         }
         if let Some(kept) = kept {
             put(&kept);
         }
-        let mut all = Tensor::zeros(
-            [v_all as i64, grad.numel() as i64],
-            (grad.kind(), grad.device()),
-        );
-        comm.all_gather(&mine, &mut all)?;
-        tch::no_grad(|| {
-            let sum = grad.shallow_clone().view([-1]);
-            for v in 0..v_all {
-                // Process v mod W's micro-batch v / W.
-                let g = all.get(((v % world) * k + v / world) as i64) / v_all as f64;
-                if v == 0 {
-                    sum.shallow_clone().copy_(&g);
-                } else {
-                    let _ = sum.shallow_clone().g_add_(&g);
-                }
-            }
-        });
+        tch::no_grad(|| grad.shallow_clone().view([-1]).copy_(&sum));
         Ok(())
     }
 
@@ -491,4 +543,51 @@ pub(super) struct Pass {
     pub(super) logits: Tensor,
     pub(super) labels: Tensor,
     pub(super) loss: Tensor,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Gathered a few elements at a time, the rounds add the same bits as the whole gradients
+    /// summed in the order of the virtual ranks: g0/V + g1/V + … (V = 6 on W = 3 processes).
+    #[test]
+    fn rounds_add_the_virtual_ranks_gradients_in_order_whatever_the_chunk() {
+        let (world, k, numel) = (3usize, 2usize, 7i64);
+        let v_all = world * k;
+        // Gradient of virtual rank v: values of many magnitudes, so the order of a sum shows.
+        let g: Vec<Tensor> = (0..v_all)
+            .map(|v| {
+                Tensor::randn([numel], (Kind::Float, Device::Cpu)) * 10f64.powi(v as i32 * 3 - 8)
+            })
+            .collect();
+        let mut expected = &g[0] / v_all as f64;
+        for gv in &g[1..] {
+            expected = &expected + gv / v_all as f64;
+        }
+        for chunk in [1, 2, 3, 7] {
+            let sum = Tensor::zeros([numel], (Kind::Float, Device::Cpu));
+            let buf = Tensor::zeros([world as i64 * chunk], (Kind::Float, Device::Cpu));
+            for j in 0..k {
+                add_round(&sum, &buf, (j, world, v_all), chunk, |off, len, all| {
+                    for p in 0..world {
+                        all.get(p as i64)
+                            .copy_(&g[j * world + p].narrow(0, off, len));
+                    }
+                    Ok(())
+                })
+                .unwrap();
+            }
+            assert!(
+                sum.equal(&expected),
+                "chunk {chunk}: {sum:?} vs {expected:?}"
+            );
+        }
+        // Another order would differ in the last bits (so the check above can fail).
+        let mut reversed = &g[v_all - 1] / v_all as f64;
+        for gv in g[..v_all - 1].iter().rev() {
+            reversed = &reversed + gv / v_all as f64;
+        }
+        assert!(!reversed.equal(&expected));
+    }
 }
