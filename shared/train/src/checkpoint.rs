@@ -298,17 +298,17 @@ impl Meta {
     /// run starts with (step 0, no best yet, GradScaler's defaults).
     pub fn from_map(map: &HashMap<String, String>, path: &Path) -> Result<Self> {
         let get = |k: &str| map.get(k).map(String::as_str);
-        let num = |k: &str, default: f64| get(k).and_then(|v| v.parse().ok()).unwrap_or(default);
-        let epoch = get("epoch").and_then(|e| e.parse().ok()).ok_or_else(|| {
+        let epoch = parsed(map, "epoch", path)?.ok_or_else(|| {
             Error::Checkpoint(format!("{}: no epoch in its metadata", path.display()))
         })?;
-        let count = |k: &str| get(k).and_then(|v| v.parse().ok()).unwrap_or(0);
+        let count = |k: &str| parsed::<usize>(map, k, path).map(Option::unwrap_or_default);
+        let num = |k: &str, default: f64| parsed(map, k, path).map(|v| v.unwrap_or(default));
         let meta = Meta {
             epoch,
-            step: count("step"),
-            steps_per_epoch: count("steps_per_epoch"),
-            seed: get("seed").and_then(|v| v.parse().ok()).unwrap_or(0),
-            skipped_steps: count("skipped_steps"),
+            step: count("step")?,
+            steps_per_epoch: count("steps_per_epoch")?,
+            seed: parsed(map, "seed", path)?.unwrap_or(0),
+            skipped_steps: count("skipped_steps")?,
             // Empty is absent (what `to_map` writes for a meta without one).
             arch: match get("arch").filter(|a| !a.is_empty()) {
                 Some(a) => a
@@ -320,13 +320,13 @@ impl Meta {
                     .to_string(),
                 None => String::new(),
             },
-            best_top1: num("best_top1", f64::NEG_INFINITY),
-            val_top1: num("val_top1", f64::NAN),
-            scaler: get("scaler") == Some("true"),
-            loss_scale: num("loss_scale", 65536.0),
-            growth_tracker: num("growth_tracker", 0.0) as u64,
-            world_size: num("world_size", 0.0) as usize,
-            batch_size: num("batch_size", 0.0) as usize,
+            best_top1: num("best_top1", f64::NEG_INFINITY)?,
+            val_top1: num("val_top1", f64::NAN)?,
+            scaler: parsed(map, "scaler", path)?.unwrap_or(false),
+            loss_scale: num("loss_scale", 65536.0)?,
+            growth_tracker: parsed(map, "growth_tracker", path)?.unwrap_or(0),
+            world_size: count("world_size")?,
+            batch_size: count("batch_size")?,
             virtual_ranks: match get("virtual_ranks") {
                 Some(v) => Some(v.parse().ok().filter(|&v: &usize| v > 0).ok_or_else(|| {
                     Error::Checkpoint(format!(
@@ -389,12 +389,42 @@ impl Meta {
             ),
             (self.step == 0 || self.world_size > 0, "world_size"),
             (self.step == 0 || self.batch_size > 0, "batch_size"),
+            // As `--virtual-ranks` is checked: the processes divide them, and they the batch,
+            // at least 2 samples each (0: a field not written).
+            (
+                self.virtual_ranks.is_none_or(|v| {
+                    (self.world_size == 0 || v.is_multiple_of(self.world_size))
+                        && (self.batch_size == 0
+                            || (self.batch_size.is_multiple_of(v) && self.batch_size / v >= 2))
+                }),
+                "virtual_ranks",
+            ),
         ];
         match checks.iter().find(|(ok, _)| !ok) {
             Some((_, field)) => Err(field),
             None => Ok(()),
         }
     }
+}
+
+/// Metadata field `k` as a `T`, None when it is missing (checkpoints written before it was
+/// kept); one that is there but not a `T` is an error naming it, never read as the default.
+fn parsed<T: std::str::FromStr>(
+    map: &HashMap<String, String>,
+    k: &str,
+    path: &Path,
+) -> Result<Option<T>> {
+    map.get(k)
+        .map(|v| {
+            v.parse().map_err(|_| {
+                Error::Checkpoint(format!(
+                    "{}: its metadata's {k} is not what a run writes (a damaged or edited \
+                     checkpoint)",
+                    path.display()
+                ))
+            })
+        })
+        .transpose()
 }
 
 impl Input {
@@ -516,5 +546,78 @@ mod meta_tests {
             let e = Meta::from_map(&map, p).unwrap_err().to_string();
             assert!(e.contains(key), "{key}={value}: {e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod edited_meta_tests {
+    use super::*;
+
+    /// A run's metadata: step 17 of 40, 4 virtual ranks on 2 processes, a global batch of 64.
+    fn written() -> HashMap<String, String> {
+        Meta {
+            epoch: 3,
+            step: 17,
+            steps_per_epoch: 40,
+            seed: -5,
+            skipped_steps: 2,
+            arch: "resnet18".into(),
+            best_top1: f64::NEG_INFINITY,
+            val_top1: f64::NAN,
+            scaler: true,
+            loss_scale: 32768.0,
+            growth_tracker: 17,
+            world_size: 2,
+            batch_size: 64,
+            virtual_ranks: Some(4),
+            classes: Vec::new(),
+            script: None,
+            input: None,
+        }
+        .to_map()
+    }
+
+    #[test]
+    fn a_field_that_is_there_but_not_what_a_run_writes_is_named_not_read_as_its_default() {
+        let p = Path::new("ck/last.safetensors");
+        // What a run writes reads back, infinities and NaN included.
+        let m = Meta::from_map(&written(), p).unwrap();
+        assert_eq!((m.step, m.best_top1), (17, f64::NEG_INFINITY));
+        assert!(m.val_top1.is_nan());
+        let mut wrong = Vec::new();
+        for (key, value) in [
+            // Read as 0 before, a mid-epoch checkpoint resumed as one at the epoch's start.
+            ("step", "abc"),
+            ("step", "-1"),
+            ("step", "3.0"),
+            ("steps_per_epoch", "x"),
+            ("skipped_steps", "-2"),
+            ("seed", "five"),
+            ("seed", "18446744073709551616"),
+            // Cut to a count before: 2.5 processes read as 2, 1e30 as usize::MAX.
+            ("world_size", "2.5"),
+            ("world_size", "1e30"),
+            ("batch_size", "1e30"),
+            ("batch_size", "-64"),
+            ("growth_tracker", "-5"),
+            ("loss_scale", "big"),
+            ("best_top1", ""),
+            ("val_top1", "high"),
+            ("scaler", "yes"),
+            // Virtual ranks that no run of 2 processes and a batch of 64 has.
+            ("virtual_ranks", "3"),
+            ("virtual_ranks", "64"),
+            ("virtual_ranks", "1099511627776"),
+            ("virtual_ranks", "18446744073709551616"),
+        ] {
+            let mut map = written();
+            map.insert(key.into(), value.into());
+            let named = format!("ck/last.safetensors: its metadata's {key} ");
+            match Meta::from_map(&map, p) {
+                Err(e) if e.to_string().contains(&named) => {}
+                other => wrong.push(format!("{key}={value:?}: {other:?}")),
+            }
+        }
+        assert!(wrong.is_empty(), "{wrong:#?}");
     }
 }
