@@ -13,8 +13,20 @@ use crate::{Error, Result};
 /// The longest host identity read back from the store: longer ones are nobody's neighbour.
 const MAX_IDENTITY: usize = 512;
 
+#[cfg(test)]
+thread_local! {
+    /// Unit tests run ranks as threads of one process: each thread may pretend to be on its own
+    /// host by naming one here before it connects.
+    pub(crate) static TEST_HOST: std::cell::RefCell<Option<String>> =
+        const { std::cell::RefCell::new(None) };
+}
+
 /// This process's host identity: `boot_id netns hostname`.
 pub(crate) fn identity() -> String {
+    #[cfg(test)]
+    if let Some(h) = TEST_HOST.with(|h| h.borrow().clone()) {
+        return h;
+    }
     let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
         .ok()
         .map(|s| s.trim().to_string())

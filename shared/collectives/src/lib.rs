@@ -295,28 +295,32 @@ impl Communicator {
     }
 
     /// The engine collectives on tensors on `device` use: `"nccl"`, else `"cpu-shm"` (the
-    /// host's shared memory, [`Transport::Shm`]) or `"cpu-ring"` (the TCP ring).
+    /// host's shared memory, [`Transport::Shm`]), `"cpu-shm+tcp"` (shared memory inside each
+    /// host, TCP between the hosts' leaders), `"cpu-ring"` (the TCP ring) or
+    /// `"cpu-ring-interleaved"` (the TCP ring because the ranks of a host are not consecutive).
     pub fn engine(&self, device: Device) -> &'static str {
         if device.is_cuda()
             && self.backend != Backend::Cpu
             && (self.backend == Backend::Nccl || nccl::Nccl::load().is_ok())
         {
-            "nccl"
-        } else if self.joined.shm.is_some() {
-            "cpu-shm"
-        } else {
-            "cpu-ring"
+            return "nccl";
+        }
+        match (self.transport(), self.joined.interleaved) {
+            ("shm", _) => "cpu-shm",
+            ("shm+tcp", _) => "cpu-shm+tcp",
+            (_, true) => "cpu-ring-interleaved",
+            _ => "cpu-ring",
         }
     }
 
     /// How CPU collectives travel: `"shm"` (the host's shared memory: all-reduce, broadcast
-    /// and barrier; all-gather and reduce-scatter keep the ring) or `"tcp"` (the ring; also a
-    /// world of one).
+    /// and barrier; all-gather and reduce-scatter keep the ring), `"shm+tcp"` (the same inside
+    /// each host, and TCP between the hosts' leaders) or `"tcp"` (the ring; also a world of one).
     pub fn transport(&self) -> &'static str {
-        if self.joined.shm.is_some() {
-            "shm"
-        } else {
-            "tcp"
+        match &self.joined.shm {
+            Some(g) if g.is_cross() => "shm+tcp",
+            Some(_) => "shm",
+            None => "tcp",
         }
     }
 

@@ -30,6 +30,7 @@ mod wire;
 
 pub use plan::first_host;
 use wire::wire;
+pub(crate) use wire::wire_leaders;
 
 /// torch's default `MASTER_PORT`.
 pub const DEFAULT_PORT: u16 = 29500;
@@ -193,6 +194,9 @@ pub(crate) struct Joined {
     pub hosts: crate::host::Hosts,
     /// The host's shared memory, when CPU collectives go through it ([`crate::shm`]).
     pub shm: Option<crate::shm::Group>,
+    /// Ranks on several hosts, some sharing one, but not in runs of consecutive ranks per host:
+    /// everything goes over the TCP ring ([`crate::shm`] needs them consecutive).
+    pub interleaved: bool,
 }
 
 /// Meets the other ranks and wires the ring.
@@ -213,6 +217,7 @@ pub(crate) fn connect(
             file: None,
             hosts: crate::host::Hosts::single(),
             shm: None,
+            interleaved: false,
         });
     }
     let until = Until::new(timeout, stop);
@@ -283,6 +288,7 @@ pub(crate) fn connect(
         file,
         hosts,
         shm: None,
+        interleaved: false,
     })
 }
 

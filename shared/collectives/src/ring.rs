@@ -123,6 +123,9 @@ pub(crate) struct Ring {
     stop: fn() -> bool,
     seq: u64,
     scratch: Vec<u64>,
+    /// The rank each ring position is known as in messages (the leaders' ring of the
+    /// hierarchical transport: host g's leader); empty: the position itself.
+    names: Vec<usize>,
 }
 
 #[derive(Debug)]
@@ -149,6 +152,7 @@ impl Ring {
             stop: crate::never,
             seq: 0,
             scratch: Vec::new(),
+            names: Vec::new(),
         }
     }
 
@@ -173,7 +177,19 @@ impl Ring {
             stop,
             seq: 0,
             scratch: Vec::new(),
+            names: Vec::new(),
         })
+    }
+
+    /// Names position i of the ring `names[i]` in messages (a ring of the hosts' leaders).
+    pub fn with_names(mut self, names: Vec<usize>) -> Ring {
+        self.names = names;
+        self
+    }
+
+    /// The rank position `i` is known as.
+    fn name(&self, i: usize) -> usize {
+        self.names.get(i).copied().unwrap_or(i)
     }
 
     fn next_rank(&self) -> usize {
@@ -185,14 +201,14 @@ impl Ring {
     }
 
     /// Sends our header and checks the predecessor's; returns the collective's number.
-    fn announce(&mut self, call: Call) -> Result<u64> {
+    pub(crate) fn announce(&mut self, call: Call) -> Result<u64> {
         self.seq += 1;
         let seq = self.seq;
         let ours = call.encode(seq);
         let mut theirs = [0u8; 32];
         self.exchange(&ours, Sink::Copy(&mut theirs), call.kind)?;
         if theirs != ours {
-            let prev = self.prev_rank();
+            let prev = self.name(self.prev_rank());
             let them = if Call::is_header(&theirs) {
                 Call::describe(&theirs)
             } else {
@@ -201,7 +217,7 @@ impl Ring {
             return Err(Error::Mismatch(format!(
                 "rank {prev} called {them}, but rank {} called {}: every rank must make the same collective calls \
                  with the same sizes and types",
-                self.rank,
+                self.name(self.rank),
                 Call::describe(&ours)
             )));
         }
@@ -238,7 +254,7 @@ impl Ring {
 
     /// n−1 steps that spread each rank's finished segment: rank r starts by sending segment
     /// `own` (which it holds complete) and ends holding every segment.
-    fn gather_phase(
+    pub(crate) fn gather_phase(
         &mut self,
         buf: &mut [u8],
         seg: impl Fn(usize) -> Range<usize>,
@@ -344,6 +360,30 @@ impl Ring {
         self.gather_phase(&mut token, |i| i % w..i % w + 1, self.rank, Kind::Barrier)
     }
 
+    /// Sends `send` to the next rank while combining as many bytes from the previous one into
+    /// `dst` (`op(dst, received)`, element by element; `None`: stored as they are).
+    pub(crate) fn exchange_into(
+        &mut self,
+        send: &[u8],
+        dst: &mut [u8],
+        reduce: Option<(DType, ReduceOp)>,
+        kind: Kind,
+    ) -> Result<()> {
+        let sink = match reduce {
+            Some((dtype, op)) => Sink::Reduce(dst, dtype, op),
+            None => Sink::Copy(dst),
+        };
+        self.exchange(send, sink, kind)
+    }
+
+    /// Broadcast's relay without a header (the caller announced the collective): `buf` comes
+    /// from position `root` along the ring.
+    pub(crate) fn relay_from(&mut self, buf: &mut [u8], root: usize) -> Result<()> {
+        let receive = self.rank != root;
+        let forward = self.next_rank() != root;
+        self.relay(buf, receive, forward)
+    }
+
     /// Sends `send` to the next rank while receiving `sink`'s length from the previous one.
     fn exchange(&mut self, send: &[u8], sink: Sink<'_>, kind: Kind) -> Result<()> {
         let (dst, reduce) = match sink {
@@ -378,8 +418,8 @@ impl Ring {
         kind: Kind,
     ) -> Result<()> {
         let (next_rank, prev_rank, timeout, seq, stop) = (
-            self.next_rank(),
-            self.prev_rank(),
+            self.name(self.next_rank()),
+            self.name(self.prev_rank()),
             self.timeout,
             self.seq,
             self.stop,
@@ -528,7 +568,7 @@ fn segment(count: usize, n: usize, i: usize, esize: usize) -> Range<usize> {
 }
 
 /// `(&buf[a], &mut buf[b])` for disjoint ranges.
-fn split(buf: &mut [u8], a: Range<usize>, b: Range<usize>) -> (&[u8], &mut [u8]) {
+pub(crate) fn split(buf: &mut [u8], a: Range<usize>, b: Range<usize>) -> (&[u8], &mut [u8]) {
     assert!(
         a.end <= b.start || b.end <= a.start,
         "overlapping ring segments {a:?} {b:?}"

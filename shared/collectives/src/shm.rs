@@ -32,6 +32,7 @@
 //! everyone.
 
 use std::io::{self, Read, Write};
+use std::ops::Range;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr as UnixAddr, UnixListener, UnixStream};
@@ -40,7 +41,7 @@ use std::time::{Duration, Instant};
 
 use crate::reduce::{DType, ReduceOp, combine_rev, divide};
 use crate::rendezvous::{InitMethod, Joined, Plan, Until};
-use crate::ring::{Call, Kind};
+use crate::ring::{Call, Kind, Ring};
 use crate::store::Store;
 use crate::{Error, Result};
 
@@ -63,13 +64,16 @@ const BLOCK: usize = 16 << 10;
 const SPINS: u32 = 200;
 const YIELDS: u32 = 2000;
 
-/// Which transport CPU collectives use between ranks on one host.
+/// Which transport CPU collectives use between ranks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Transport {
-    /// Shared memory when every rank is on one host, else the TCP ring.
+    /// Shared memory when every rank is on one host; over several hosts with two or more ranks
+    /// on one, shared memory inside each host and TCP between hosts (`shm+tcp`); else the TCP
+    /// ring.
     #[default]
     Auto,
-    /// Shared memory (an error when the ranks are on several hosts).
+    /// Shared memory inside each host, and TCP between hosts when there are several (`shm+tcp`,
+    /// even with one rank per host).
     Shm,
     /// The TCP ring, even between ranks on one host.
     Tcp,
@@ -141,6 +145,85 @@ pub(crate) struct Group {
     /// Chunks moved so far (which set the next one uses).
     phase: u64,
     barriers: u32,
+    /// Ranks on several hosts (the hierarchical transport): where the hosts' ranks start, and
+    /// on the host's leader the leaders' ring.
+    cross: Option<Cross>,
+}
+
+/// The hierarchical transport's share of a group: the ranks of each host are consecutive (host
+/// g holds ranks `bounds[g]..bounds[g + 1]`), and the lowest rank of each host (its leader) is
+/// on a TCP ring with the other hosts' leaders, host g's sending to host g + 1's.
+///
+/// All-reduce keeps the ring's order of sums ([`crate::ring`]): segment k of the buffer is
+/// folded over ranks k, k+1, … k−1. The ranks of one host are consecutive in that order, so the
+/// leader folds them from their slots, and the running partial crosses to the next host's
+/// leader over TCP only where the fold passes to the next host: host h's leader starts the
+/// segments of its ranks (k over k..its last rank) and sends them on; each leader folds every
+/// rank of its host into the partials it receives and sends them on; after going round, a
+/// segment comes back to its host's leader, which folds the host's ranks before k. Then the
+/// leaders all-gather the hosts' segments and each host's ranks copy the result from their
+/// leader's slot. A buffer goes through in chunks of one slot, each chunk a piece of every
+/// host's segments in proportion, so that every link carries data at every step.
+#[derive(Debug)]
+pub(crate) struct Cross {
+    bounds: Vec<usize>,
+    /// This rank's host.
+    host: usize,
+    /// The leaders' ring: the leader's only.
+    ring: Option<Ring>,
+}
+
+impl Cross {
+    fn hosts(&self) -> usize {
+        self.bounds.len() - 1
+    }
+
+    fn world(&self) -> usize {
+        self.bounds[self.hosts()]
+    }
+
+    fn host_of(&self, rank: usize) -> usize {
+        self.bounds.partition_point(|&b| b <= rank) - 1
+    }
+}
+
+/// The most hosts the hierarchical transport takes (a chunk holds a piece of each host's).
+const MAX_HOSTS: usize = 4096;
+
+/// The first rank of each host, then the world size, when each host's ranks are consecutive
+/// (`of`: every rank's host, numbered in order of first appearance); `None` when interleaved.
+fn consecutive(of: &[usize]) -> Option<Vec<usize>> {
+    let mut bounds = vec![0];
+    for r in 1..of.len() {
+        if of[r] != of[r - 1] {
+            if of[r] != of[r - 1] + 1 {
+                return None;
+            }
+            bounds.push(r);
+        }
+    }
+    bounds.push(of.len());
+    Some(bounds)
+}
+
+/// Where chunk `c` of `chunks` of a hierarchical all-reduce of `count` elements lies: one piece
+/// of each host's elements (its ranks' ring segments), in proportion to them, as (elements of the
+/// buffer, their offset in a slot in elements), hosts in order.
+fn pieces(bounds: &[usize], count: usize, c: usize, chunks: usize) -> Vec<(Range<usize>, usize)> {
+    let world = bounds[bounds.len() - 1] as u128;
+    let lo = |k: usize| (count as u128 * k as u128 / world) as usize;
+    let mut off = 0;
+    bounds
+        .windows(2)
+        .map(|w| {
+            let (a, len) = (lo(w[0]), (lo(w[1]) - lo(w[0])) as u128);
+            let start = a + (len * c as u128 / chunks as u128) as usize;
+            let end = a + (len * (c as u128 + 1) / chunks as u128) as usize;
+            let piece = (start..end, off);
+            off += end - start;
+            piece
+        })
+        .collect()
 }
 
 // SAFETY: the mapping is owned by the group (shared with other processes through the protocol,
@@ -358,6 +441,9 @@ impl Group {
 
     /// In-place all-reduce of `buf` (whole elements of `dtype`), in the ring's order of sums.
     pub fn all_reduce(&mut self, buf: &mut [u8], dtype: DType, op: ReduceOp) -> Result<()> {
+        if self.cross.is_some() {
+            return self.with_cross(|g, cross| g.cross_all_reduce(cross, buf, dtype, op));
+        }
         let es = dtype.size();
         let count = buf.len() / es;
         let n = self.n();
@@ -499,6 +585,9 @@ impl Group {
 
     /// Copies `root`'s (global rank) `buf` into every rank's.
     pub fn broadcast(&mut self, buf: &mut [u8], dtype: DType, root: usize) -> Result<()> {
+        if self.cross.is_some() {
+            return self.with_cross(|g, cross| g.cross_broadcast(cross, buf, dtype, root));
+        }
         let root_at = self
             .ranks
             .iter()
@@ -539,8 +628,11 @@ impl Group {
         Ok(())
     }
 
-    /// Returns once every rank of the group has entered it.
+    /// Returns once every rank of the group (of the world, across hosts) has entered it.
     pub fn barrier(&mut self) -> Result<()> {
+        if self.cross.is_some() {
+            return self.with_cross(|g, cross| g.cross_barrier(cross));
+        }
         self.seq += 1;
         self.announce(Call {
             kind: Kind::Barrier,
@@ -549,6 +641,295 @@ impl Group {
             root: None,
             count: self.n() as u64,
         })
+    }
+}
+
+/// The hierarchical transport ([`Cross`]).
+impl Group {
+    /// Whether collectives cross hosts (the hierarchical transport).
+    pub fn is_cross(&self) -> bool {
+        self.cross.is_some()
+    }
+
+    /// Runs `f` with the group's [`Cross`] lent out (so that `f` borrows the group mutably
+    /// too); a leader's failure on the leaders' ring ends the host's collective for its ranks
+    /// at once (they would otherwise wait for it until the deadline).
+    fn with_cross(&mut self, f: impl FnOnce(&mut Group, &mut Cross) -> Result<()>) -> Result<()> {
+        let mut cross = self.cross.take().expect("a group across hosts");
+        let r = f(self, &mut cross);
+        self.cross = Some(cross);
+        if let Err(e) = &r
+            && !matches!(e, Error::Interrupted(_))
+        {
+            self.abandon();
+        }
+        r
+    }
+
+    /// Element range `at..at + b` of local rank `j`'s slot of `set`, as bytes.
+    fn slot_elems(&self, set: u64, j: usize, at: usize, b: usize, es: usize) -> &[u8] {
+        // SAFETY: inside rank j's slot (chunks never exceed a slot); the protocol orders its
+        // writes (before a barrier) and these reads (after it, before the next but one).
+        unsafe { std::slice::from_raw_parts(self.slot(set, j).add(at * es), b * es) }
+    }
+
+    /// Copies `pieces` of `buf` into this rank's slot of `set`, each at its offset.
+    fn pieces_in(&self, buf: &[u8], set: u64, pieces: &[(Range<usize>, usize)], es: usize) {
+        for (r, off) in pieces {
+            // SAFETY: this rank's own slot of this set, which nobody reads before the next
+            // barrier, and whose last readers passed the barrier this rank passed last.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    buf[r.start * es..].as_ptr(),
+                    self.slot(set, self.me).add(off * es),
+                    r.len() * es,
+                )
+            };
+        }
+    }
+
+    /// Copies `pieces` from the leader's slot of `set` into `buf`.
+    fn pieces_out(&self, buf: &mut [u8], set: u64, pieces: &[(Range<usize>, usize)], es: usize) {
+        for (r, off) in pieces {
+            let src = self.slot_elems(set, 0, *off, r.len(), es);
+            buf[r.start * es..r.end * es].copy_from_slice(src);
+        }
+    }
+
+    /// Folds elements `r` of this host's ring segments (at `off` in the slots of `set`; the
+    /// host's first rank is global rank `first`). `head` false: each segment k starts at rank
+    /// k's value and takes in the host's later ranks, into `buf`; true: `buf` holds segment k's
+    /// fold over every other host, which takes in the host's ranks before k.
+    #[allow(clippy::too_many_arguments)]
+    fn fold_segments(
+        &self,
+        set: u64,
+        (r, off): &(Range<usize>, usize),
+        (count, world, first): (usize, usize, usize),
+        dtype: DType,
+        op: ReduceOp,
+        buf: &mut [u8],
+        head: bool,
+    ) {
+        let es = dtype.size();
+        let mut e = r.start;
+        while e < r.end {
+            let k = ring_segment(count, world, e);
+            let seg_end = ((count as u128 * (k as u128 + 1)) / world as u128) as usize;
+            let end = r.end.min(seg_end);
+            let ki = k - first;
+            while e < end {
+                let b = (end - e).min(BLOCK / es);
+                let at = off + e - r.start;
+                let out = &mut buf[e * es..(e + b) * es];
+                let js = if head {
+                    0..ki
+                } else {
+                    out.copy_from_slice(self.slot_elems(set, ki, at, b, es));
+                    ki + 1..self.n()
+                };
+                for j in js {
+                    combine_rev(dtype, op, out, self.slot_elems(set, j, at, b, es));
+                }
+                e += b;
+            }
+        }
+    }
+
+    /// The leader's share of one chunk of a hierarchical all-reduce (every local rank's copy of
+    /// the chunk's `pieces` is in its slot of `set`): the fold across hosts, the leaders'
+    /// all-gather, and the result into `buf` and this rank's slot for the others.
+    #[allow(clippy::too_many_arguments)]
+    fn lead_all_reduce(
+        &mut self,
+        cross: &mut Cross,
+        buf: &mut [u8],
+        set: u64,
+        pieces: &[(Range<usize>, usize)],
+        count: usize,
+        dtype: DType,
+        op: ReduceOp,
+    ) -> Result<()> {
+        let (es, hosts, host, world) = (dtype.size(), cross.hosts(), cross.host, cross.world());
+        let first = cross.bounds[host];
+        let ring = cross.ring.as_mut().expect("a leader on the leaders' ring");
+        let bytes = |g: usize| pieces[g].0.start * es..pieces[g].0.end * es;
+        let shape = (count, world, first);
+        // This host's segments, each from its own rank to the host's last.
+        self.fold_segments(set, &pieces[host], shape, dtype, op, buf, false);
+        for s in 0..hosts - 1 {
+            let (sent, got) = ((host + hosts - s) % hosts, (host + hosts - s - 1) % hosts);
+            let (send, recv) = crate::ring::split(buf, bytes(sent), bytes(got));
+            // `recv` holds this rank's own values there: op(own, partial) is its ring step.
+            ring.exchange_into(send, recv, Some((dtype, op)), Kind::AllReduce)?;
+            let (r, off) = &pieces[got];
+            let mut e = 0;
+            while e < r.len() {
+                let b = (r.len() - e).min(BLOCK / es);
+                let out = &mut buf[(r.start + e) * es..(r.start + e + b) * es];
+                for j in 1..self.n() {
+                    combine_rev(dtype, op, out, self.slot_elems(set, j, off + e, b, es));
+                }
+                e += b;
+            }
+        }
+        // The next host's segments go home; this host's come back, to take in its ranks before
+        // each segment's own.
+        let next = (host + 1) % hosts;
+        let (send, recv) = crate::ring::split(buf, bytes(next), bytes(host));
+        ring.exchange_into(send, recv, None, Kind::AllReduce)?;
+        self.fold_segments(set, &pieces[host], shape, dtype, op, buf, true);
+        if op == ReduceOp::Avg {
+            divide(dtype, &mut buf[bytes(host)], world);
+        }
+        ring.gather_phase(buf, |i| bytes(i % hosts), host, Kind::AllReduce)?;
+        self.pieces_in(buf, set, pieces, es);
+        Ok(())
+    }
+
+    fn cross_all_reduce(
+        &mut self,
+        cross: &mut Cross,
+        buf: &mut [u8],
+        dtype: DType,
+        op: ReduceOp,
+    ) -> Result<()> {
+        let es = dtype.size();
+        let count = buf.len() / es;
+        self.seq += 1;
+        let call = Call {
+            kind: Kind::AllReduce,
+            op: Some(op),
+            dtype: Some(dtype),
+            root: None,
+            count: count as u64,
+        };
+        // A chunk's pieces add up to at most one slot (each is at most its share + 1).
+        let chunks = count.div_ceil(SLOT / es - cross.hosts()).max(1);
+        let bounds = cross.bounds.clone();
+        let layout = |c: usize| pieces(&bounds, count, c, chunks);
+        let base = self.phase + 1;
+        self.phase += chunks as u64;
+        let set = |c: usize| base + c as u64;
+        let leader = self.me == 0;
+        // Chunk c is copied in before barrier c, folded and gathered by the leader between
+        // barriers c and c + 1, and copied out after barrier c + 1: a set is written again three
+        // chunks on, after everyone passed the barrier that follows its last reads.
+        let mut next = layout(0);
+        self.pieces_in(buf, set(0), &next, es);
+        self.announce(call)?;
+        if leader {
+            cross.ring.as_mut().expect("leader").announce(call)?;
+        }
+        let mut done: Option<Vec<(Range<usize>, usize)>> = None;
+        for c in 0..chunks {
+            let now = std::mem::take(&mut next);
+            if leader {
+                self.lead_all_reduce(cross, buf, set(c), &now, count, dtype, op)?;
+            }
+            if c + 1 < chunks {
+                next = layout(c + 1);
+                self.pieces_in(buf, set(c + 1), &next, es);
+            }
+            if let (false, Some(p)) = (leader, done.take()) {
+                self.pieces_out(buf, set(c - 1), &p, es);
+            }
+            done = Some(now);
+            self.barrier_wait(Kind::AllReduce)?;
+        }
+        if let (false, Some(p)) = (leader, done) {
+            self.pieces_out(buf, set(chunks - 1), &p, es);
+        }
+        Ok(())
+    }
+
+    fn cross_broadcast(
+        &mut self,
+        cross: &mut Cross,
+        buf: &mut [u8],
+        dtype: DType,
+        root: usize,
+    ) -> Result<()> {
+        self.seq += 1;
+        let call = Call {
+            kind: Kind::Broadcast,
+            op: None,
+            dtype: Some(dtype),
+            root: Some(root),
+            count: (buf.len() / dtype.size()) as u64,
+        };
+        let root_host = cross.host_of(root);
+        // The root's place in this host's group, when it is on this host.
+        let root_here = (root_host == cross.host).then(|| root - cross.bounds[cross.host]);
+        let (leader, is_root) = (self.me == 0, root_here == Some(self.me));
+        let len = buf.len();
+        let chunks = len.div_ceil(SLOT).max(1);
+        let range = |c: usize| c * SLOT..((c + 1) * SLOT).min(len);
+        let base = self.phase + 1;
+        self.phase += chunks as u64;
+        let set = |c: usize| base + c as u64;
+        let copy_in = |g: &Group, buf: &[u8], c: usize| {
+            let r = range(c);
+            // SAFETY: this rank's own slot of the set, as in `pieces_in`.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    buf[r.clone()].as_ptr(),
+                    g.slot(set(c), g.me),
+                    r.len(),
+                )
+            };
+        };
+        if is_root {
+            copy_in(self, buf, 0);
+        }
+        self.announce(call)?;
+        if leader {
+            cross.ring.as_mut().expect("leader").announce(call)?;
+        }
+        for c in 0..chunks {
+            let r = range(c);
+            if leader {
+                if let Some(at) = root_here.filter(|&at| at != 0) {
+                    buf[r.clone()].copy_from_slice(self.slot_elems(set(c), at, 0, r.len(), 1));
+                }
+                let ring = cross.ring.as_mut().expect("leader");
+                ring.relay_from(&mut buf[r.clone()], root_host)?;
+                if !is_root {
+                    copy_in(self, buf, c);
+                }
+            }
+            if is_root && c + 1 < chunks {
+                copy_in(self, buf, c + 1);
+            }
+            if !leader && !is_root && c > 0 {
+                let p = range(c - 1);
+                let src = self.slot_elems(set(c - 1), 0, 0, p.len(), 1);
+                buf[p].copy_from_slice(src);
+            }
+            self.barrier_wait(Kind::Broadcast)?;
+        }
+        if !leader && !is_root {
+            let p = range(chunks - 1);
+            let src = self.slot_elems(set(chunks - 1), 0, 0, p.len(), 1);
+            buf[p].copy_from_slice(src);
+        }
+        Ok(())
+    }
+
+    /// The host's ranks meet, the leaders meet over their ring, then the host's ranks again.
+    fn cross_barrier(&mut self, cross: &mut Cross) -> Result<()> {
+        self.seq += 1;
+        self.announce(Call {
+            kind: Kind::Barrier,
+            op: None,
+            dtype: Some(DType::U8),
+            root: None,
+            count: self.n() as u64,
+        })?;
+        if let Some(ring) = cross.ring.as_mut() {
+            ring.barrier()?;
+        }
+        self.barrier_wait(Kind::Barrier)
     }
 }
 
@@ -623,7 +1004,8 @@ fn futex_wake(word: &AtomicU32) {
 // Setting the segment up at the rendezvous.
 
 /// Chooses the transport after the rendezvous (every rank the same: rank 0's choice is checked
-/// by the others) and, for shared memory, maps the host's segment into `joined.shm`.
+/// by the others) and, for shared memory, maps the host's segment into `joined.shm`; across
+/// hosts, the hosts' leaders wire their ring too.
 pub(crate) fn setup(
     plan: &Plan,
     joined: &mut Joined,
@@ -636,18 +1018,27 @@ pub(crate) fn setup(
         return Ok(());
     };
     let until = Until::new(timeout, stop);
+    let of = joined.hosts.of_ranks();
     let hosts = joined.hosts.count();
-    let shm = match transport {
-        Transport::Tcp => false,
-        Transport::Auto => hosts == 1,
-        Transport::Shm if hosts == 1 => true,
-        Transport::Shm => {
-            return Err(Error::Usage(format!(
-                "--transport shm needs every rank on one host, but they are on {hosts} (use auto or tcp)"
-            )));
-        }
+    let crowded = (0..hosts).any(|h| of.iter().filter(|&&g| g == h).count() > 1);
+    let bounds = consecutive(of).filter(|_| hosts <= MAX_HOSTS);
+    // Across hosts, shared memory needs each host's ranks consecutive (as torchrun and Slurm
+    // place them): else the ring, and the engine's name says why.
+    let (shm, cross, interleaved) = match transport {
+        Transport::Tcp => (false, None, false),
+        _ if hosts == 1 => (true, None, false),
+        Transport::Auto if !crowded => (false, None, false),
+        _ => match bounds {
+            Some(b) => (true, Some(b), false),
+            None => (false, None, true),
+        },
     };
-    let chosen = if shm { "shm" } else { "tcp" };
+    joined.interleaved = interleaved;
+    let chosen = match (shm, &cross) {
+        (true, Some(_)) => "shm+tcp",
+        (true, None) => "shm",
+        (false, _) => "tcp",
+    };
     if plan.rank == 0 {
         store.set("transport", chosen.as_bytes())?;
     } else {
@@ -672,7 +1063,36 @@ pub(crate) fn setup(
     }
     if shm {
         let peers = joined.hosts.peers_of(plan.rank);
-        joined.shm = Some(join(plan, store, &peers, method, timeout, until)?);
+        let mut group = join(plan, store, &peers, method, timeout, until)?;
+        if let Some(bounds) = cross {
+            let host = of[plan.rank];
+            let leaders = &bounds[..bounds.len() - 1];
+            let ring = if plan.rank == leaders[host] {
+                let wired = crate::rendezvous::wire_leaders(
+                    store,
+                    host,
+                    leaders,
+                    plan.world_size,
+                    method,
+                    timeout,
+                    until,
+                );
+                match wired {
+                    Ok(ring) => Some(ring),
+                    Err(e) => {
+                        if !matches!(e, Error::Interrupted(_)) {
+                            let _ = store.set("rendezvous_failed", e.to_string().as_bytes());
+                        }
+                        group.abandon();
+                        return Err(e);
+                    }
+                }
+            } else {
+                None
+            };
+            group.cross = Some(Cross { bounds, host, ring });
+        }
+        joined.shm = Some(group);
     }
     Ok(())
 }
@@ -681,8 +1101,8 @@ pub(crate) fn setup(
 const HELLO: usize = 20;
 const HELLO_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Makes the host's group for `plan.rank` (every rank of the world on this host: the caller
-/// checked), the leader serving the segment to the others.
+/// Makes the group of `plan.rank`'s host (`peers`: its ranks), the leader serving the segment
+/// to the others.
 fn join(
     plan: &Plan,
     store: &mut Store,
@@ -771,6 +1191,7 @@ fn join(
         seq: 0,
         phase: 0,
         barriers: 0,
+        cross: None,
     })
 }
 
@@ -1151,6 +1572,7 @@ mod tests {
             seq: 0,
             phase: 0,
             barriers: 0,
+            cross: None,
         };
         // The leader arrived at barrier 1 and left.
         g.counter(0).store(1, Ordering::SeqCst);

@@ -28,6 +28,19 @@ fn ranks_over<T: Send + 'static>(
     stop: fn() -> bool,
     f: impl Fn(usize, Result<Communicator>) -> T + Send + Sync + 'static,
 ) -> Vec<T> {
+    ranks_placed(prefix, world, None, timeout, transport, stop, f)
+}
+
+/// [`ranks_over`] with rank r pretending to be on host `hosts[r]` (a name per rank) when given.
+fn ranks_placed<T: Send + 'static>(
+    prefix: &'static str,
+    world: usize,
+    hosts: Option<&'static [&'static str]>,
+    timeout: Duration,
+    transport: Transport,
+    stop: fn() -> bool,
+    f: impl Fn(usize, Result<Communicator>) -> T + Send + Sync + 'static,
+) -> Vec<T> {
     let server = StoreServer::bind("127.0.0.1:0").unwrap();
     let port = server.addr().port();
     let f = std::sync::Arc::new(f);
@@ -35,6 +48,9 @@ fn ranks_over<T: Send + 'static>(
         .map(|rank| {
             let f = f.clone();
             std::thread::spawn(move || {
+                if let Some(hosts) = hosts {
+                    crate::host::TEST_HOST.with(|h| *h.borrow_mut() = Some(hosts[rank].into()));
+                }
                 let plan = Plan {
                     rank,
                     world_size: world,
@@ -748,4 +764,89 @@ fn ranks_given_different_transports_refuse_naming_the_flag() {
     let res: Vec<_> = hs.into_iter().map(|h| h.join().unwrap()).collect();
     let e = res[1].as_ref().unwrap_err();
     assert!(e.contains("--transport"), "{e}");
+}
+
+/// Ranks on several hosts (threads that each name their host) through shared memory inside
+/// each host and the TCP ring between hosts' leaders: for hosts of 2+2 and 3+1 ranks, the same
+/// bits as the TCP ring for every dtype and op (tolerance 0: both fold each ring segment over the
+/// ranks in ring order, shm.rs), on buffers of 0 to several chunks; broadcast from every root and
+/// barriers too. Ranks interleaved across hosts (0 and 2 on one, 1 and 3 on the other) fall
+/// back to the TCP ring and say so.
+#[test]
+fn ranks_on_several_hosts_reduce_through_memory_and_tcp_to_the_rings_bits() {
+    const PLACEMENTS: [&[&str]; 3] = [
+        &["a", "a", "b", "b"],
+        &["a", "a", "a", "b"],
+        &["a", "b", "a", "b"],
+    ];
+    const PREFIXES: [[&str; 2]; 3] = [
+        ["hier22-auto/", "hier22-tcp/"],
+        ["hier31-auto/", "hier31-tcp/"],
+        ["hier-mixed-auto/", "hier-mixed-tcp/"],
+    ];
+    let large = 300_007usize; // two or more chunks of the slots for 4- and 8-byte types
+    for (p, hosts) in PLACEMENTS.into_iter().enumerate() {
+        let world = hosts.len();
+        let mut got: Vec<Vec<Vec<u8>>> = Vec::new();
+        for (t, transport) in [Transport::Auto, Transport::Tcp].into_iter().enumerate() {
+            let res = ranks_placed(
+                PREFIXES[p][t],
+                world,
+                Some(hosts),
+                Duration::from_secs(120),
+                transport,
+                never,
+                move |rank, comm| {
+                    let mut comm = comm.unwrap();
+                    let (want, engine) = match (transport, p) {
+                        (Transport::Tcp, _) => ("tcp", "cpu-ring"),
+                        (_, 2) => ("tcp", "cpu-ring-interleaved"),
+                        _ => ("shm+tcp", "cpu-shm+tcp"),
+                    };
+                    assert_eq!(comm.transport(), want, "{hosts:?}");
+                    assert_eq!(comm.engine(Device::Cpu), engine, "{hosts:?}");
+                    let mut out = Vec::new();
+                    for dtype in DType::ALL {
+                        let sizes: &[usize] = if dtype.is_float() || dtype == DType::I64 {
+                            &[0, 1, 3, 1001, large]
+                        } else {
+                            &[0, 1, 3, 1001]
+                        };
+                        for &len in sizes {
+                            for op in ReduceOp::ALL {
+                                let mut t = noise(rank, len, dtype.kind());
+                                comm.all_reduce(&mut t, op).unwrap();
+                                out.push(bytes_of(&t));
+                            }
+                        }
+                    }
+                    comm.barrier().unwrap();
+                    for root in 0..world {
+                        let mut b = if rank == root {
+                            noise(9 + root, large, Kind::Float)
+                        } else {
+                            Tensor::zeros([large as i64], (Kind::Float, Device::Cpu))
+                        };
+                        comm.broadcast(&mut b, root).unwrap();
+                        out.push(bytes_of(&b));
+                    }
+                    comm.barrier().unwrap();
+                    out
+                },
+            );
+            for r in 1..world {
+                assert!(
+                    res[r] == res[0],
+                    "{hosts:?} {transport}: rank {r} differs from rank 0"
+                );
+            }
+            got.push(res.into_iter().next().unwrap());
+        }
+        for (i, (a, b)) in got[0].iter().zip(&got[1]).enumerate() {
+            assert!(
+                a == b,
+                "{hosts:?}, case {i}: memory+tcp and the ring differ"
+            );
+        }
+    }
 }

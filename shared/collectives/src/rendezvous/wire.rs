@@ -80,6 +80,71 @@ pub(super) fn wire(
     ))
 }
 
+/// Wires the ring of the hosts' leaders (hierarchical transport, [`crate::shm`]): host
+/// `host`'s leader (global rank `leaders[host]`) publishes an address of its own, connects to
+/// host `host + 1`'s leader and accepts host `host − 1`'s, whose hello carries the run's token
+/// (altered, so that no hello of the ranks' ring passes here), its host number and the number of
+/// hosts. Messages name the leaders by their global ranks.
+pub(crate) fn wire_leaders(
+    store: &mut Store,
+    host: usize,
+    leaders: &[usize],
+    world: usize,
+    method: &InitMethod,
+    timeout: Duration,
+    until: Until,
+) -> Result<Ring> {
+    let hosts = leaders.len();
+    let me = leaders[host];
+    let ip = store.local_ip();
+    let listener = TcpListener::bind((ip, 0)).map_err(Error::io("leaders' ring listener"))?;
+    let port = listener
+        .local_addr()
+        .map_err(Error::io("leaders' ring listener"))?
+        .port();
+    store.set(
+        &format!("leader_addr/{host}"),
+        std::net::SocketAddr::new(ip, port).to_string().as_bytes(),
+    )?;
+    let keys: Vec<(String, usize)> = (0..hosts)
+        .map(|g| (format!("leader_addr/{g}"), leaders[g]))
+        .collect();
+    wait_for_ranks(store, &keys, world, method, timeout, until)?;
+    let nonce = u64::from_str_radix(&String::from_utf8_lossy(&store.get("ring_nonce")?), 16)
+        .unwrap_or(0)
+        ^ LEADERS;
+    let (next, prev) = ((host + 1) % hosts, (host + hosts - 1) % hosts);
+    let addr = |g: usize, store: &mut Store| -> Result<String> {
+        Ok(String::from_utf8_lossy(&store.get_now(&format!("leader_addr/{g}"))?).into_owned())
+    };
+    let (next_addr, prev_addr) = (addr(next, store)?, addr(prev, store)?);
+    let (next_rank, prev_rank) = (leaders[next], leaders[prev]);
+    let mut to_next = connect_retry(&next_addr, until).map_err(|e| match e {
+        Error::Interrupted(_) => e,
+        e => Error::Rendezvous(format!(
+            "rank {me} cannot connect to rank {next_rank} (the next host's leader) at \
+             {next_addr}: {e}"
+        )),
+    })?;
+    to_next
+        .write_all(&hello(nonce, host, hosts))
+        .map_err(Error::io("leaders' ring hello"))?;
+    let from_prev =
+        accept_prev(&listener, nonce, prev, &prev_addr, hosts, until).map_err(|e| match e {
+            Error::Interrupted(_) => e,
+            e => Error::Rendezvous(format!(
+                "rank {prev_rank} (the previous host's leader) never connected to rank {me}: {e}"
+            )),
+        })?;
+    Ok(
+        Ring::new(host, hosts, to_next, from_prev, timeout, until.stop)?
+            .with_names(leaders.to_vec()),
+    )
+}
+
+/// XORed into the run's token for the leaders' ring ("leaders" in ASCII).
+const LEADERS: u64 = 0x006c_6561_6465_7273;
+
 /// The rank field of a probe: a connection that only checks the port is open, dropped quietly.
 const PROBE: usize = u32::MAX as usize;
 
