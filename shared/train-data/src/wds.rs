@@ -471,17 +471,7 @@ struct Gathering {
 ///
 /// Kept in one piece: the tar member loop, each header checked before its member is read.
 fn index(shard: usize, path: &Path) -> Result<Indexed, Error> {
-    // A FIFO is refused without waiting for a writer.
-    let (file, len) = input_file::open(path).map_err(|source| Error::Open {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let mut magic = [0u8; 2];
-    if file.read_exact_at(&mut magic, 0).is_ok() && magic == [0x1f, 0x8b] {
-        return Err(Error::Compressed {
-            path: path.to_path_buf(),
-        });
-    }
+    let (file, len) = open_tar(path)?;
     let damaged = |after, source| Error::Damaged {
         path: path.to_path_buf(),
         after,
@@ -547,26 +537,7 @@ fn index(shard: usize, path: &Path) -> Result<Indexed, Error> {
                 g.image = Some((rank, data, size));
             }
         } else if (suffix == b"cls" || suffix == b"json") && g.label.is_none() {
-            let label = if size > MAX_LABEL_BYTES {
-                Err(LabelError::TooLarge {
-                    suffix: suffix.escape_ascii().to_string(),
-                    size,
-                })
-            } else {
-                let mut text = Vec::with_capacity(size as usize);
-                entry.read_to_end(&mut text).map_err(|source| Error::Read {
-                    path: path.to_path_buf(),
-                    offset: data,
-                    len: size,
-                    source,
-                })?;
-                if suffix == b"cls" {
-                    parse_cls(&text)
-                } else {
-                    parse_json_label(&text)
-                }
-            };
-            g.label = Some(label);
+            g.label = Some(read_label(&mut entry, &suffix, (data, size), path)?);
         } else if suffix == b"path" && size <= MAX_PATH_BYTES {
             g.path = Some((data, size));
         }
@@ -576,6 +547,52 @@ fn index(shard: usize, path: &Path) -> Result<Indexed, Error> {
         finish(shard, path, g, &mut out);
     }
     Ok(out)
+}
+
+/// A shard opened for reading (a FIFO refused without waiting for a writer), and its length;
+/// a gzip-compressed one is refused.
+fn open_tar(path: &Path) -> Result<(std::fs::File, u64), Error> {
+    let (file, len) = input_file::open(path).map_err(|source| Error::Open {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut magic = [0u8; 2];
+    if file.read_exact_at(&mut magic, 0).is_ok() && magic == [0x1f, 0x8b] {
+        return Err(Error::Compressed {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok((file, len))
+}
+
+/// A `cls` or `json` member's label (`suffix` lowercase), the member `size` bytes at `data` in
+/// the shard at `path`: one over [`MAX_LABEL_BYTES`] is not read (the sample is left out).
+fn read_label(
+    member: &mut impl Read,
+    suffix: &[u8],
+    (data, size): (u64, u64),
+    path: &Path,
+) -> Result<Result<i64, LabelError>, Error> {
+    if size > MAX_LABEL_BYTES {
+        return Ok(Err(LabelError::TooLarge {
+            suffix: suffix.escape_ascii().to_string(),
+            size,
+        }));
+    }
+    let mut text = Vec::with_capacity(size as usize);
+    member
+        .read_to_end(&mut text)
+        .map_err(|source| Error::Read {
+            path: path.to_path_buf(),
+            offset: data,
+            len: size,
+            source,
+        })?;
+    Ok(if suffix == b"cls" {
+        parse_cls(&text)
+    } else {
+        parse_json_label(&text)
+    })
 }
 
 /// A gathered sample into the shard's samples, or its reason into the left-out list.

@@ -221,6 +221,79 @@ struct Job<'a> {
     bar: indicatif::ProgressBar,
 }
 
+/// A labelled image's record: its classes and label, or why it has none; either way naming
+/// where pack found the sample (unreadable: the data is damaged, as a shard cut short is).
+fn labelled_record(
+    files: &ImageFiles,
+    index: usize,
+    row: std::result::Result<Vec<ClassProb>, String>,
+) -> Result<std::result::Result<PredictionRecord, ErrorRecord>> {
+    let input = files.paths[index].clone().into_os_string();
+    let packed_path = files
+        .packed_path(index)
+        .classified()
+        .with_context(|| format!("--data: the packed path of {}", input.display()))?;
+    Ok(match row {
+        Ok(top) => Ok(PredictionRecord {
+            input,
+            top,
+            label: Some(files.labels[index] as usize),
+            packed_path,
+        }),
+        Err(mut message) => {
+            if let Some(p) = packed_path {
+                // (Quoted as Rust quotes it: a name that is not UTF-8 keeps its bytes as \x
+                // escapes.)
+                message += &format!(" (packed from {:?})", p.as_os_str());
+            }
+            Err(ErrorRecord { input, message })
+        }
+    })
+}
+
+/// The evaluation's record of `--data` (its figures finite), with the confusion matrix
+/// written where `--confusion` says.
+fn evaluation_record(
+    cli: &Cli,
+    data: &OsString,
+    model: &Classifier,
+    evaluation: &Evaluation,
+    figures: train::infer::Figures,
+) -> Result<EvaluationRecord> {
+    let confusion = match &cli.confusion {
+        Some(path) => {
+            cli_common::atomic::write_atomic(path, |w| {
+                evaluation.write_confusion(&model.classes, w)
+            })
+            .map_err(|e| anyhow::anyhow!("{}", e.describe()))
+            .with_context(|| format!("writing --confusion {}", path.display()))?;
+            Some(std::path::absolute(path).unwrap_or_else(|_| path.clone()))
+        }
+        None => None,
+    };
+    let finite = |what: &str, v: f64| {
+        anyhow::ensure!(v.is_finite(), "the evaluation's {what} is {v}");
+        Ok(v)
+    };
+    Ok(EvaluationRecord {
+        data: data.clone(),
+        images: figures.images as usize,
+        loss: finite("loss", figures.loss)?,
+        top1: figures.top1,
+        top5: figures.top_k,
+        top5_of: figures.k as usize,
+        per_class: (figures.per_class.iter().enumerate())
+            .map(|(index, &(images, top1))| ClassAccuracy {
+                class: model.classes[index].clone(),
+                index,
+                images: images as usize,
+                top1,
+            })
+            .collect(),
+        confusion,
+    })
+}
+
 /// A batch's usable images, run through the model.
 struct Scored {
     /// Per row of the batch: its classes, or why it has none.
@@ -307,29 +380,7 @@ impl Job<'_> {
                 evaluation.add(logits, &y).classified()?;
             }
             for (row, &index) in scored.rows.into_iter().zip(chunk) {
-                let input = files.paths[index].clone().into_os_string();
-                // Where pack found the sample: unreadable, the data is damaged (as a shard cut
-                // short is).
-                let packed_path = files
-                    .packed_path(index)
-                    .classified()
-                    .with_context(|| format!("--data: the packed path of {}", input.display()))?;
-                let record = match row {
-                    Ok(top) => Ok(PredictionRecord {
-                        input,
-                        top,
-                        label: Some(files.labels[index] as usize),
-                        packed_path,
-                    }),
-                    Err(mut message) => {
-                        if let Some(p) = packed_path {
-                            // (Quoted as Rust quotes it: a name that is not UTF-8 keeps its
-                            // bytes as \x escapes.)
-                            message += &format!(" (packed from {:?})", p.as_os_str());
-                        }
-                        Err(ErrorRecord { input, message })
-                    }
-                };
+                let record = labelled_record(&files, index, row)?;
                 self.tally.emit(self.out, &record, |_| false)?;
                 self.bar.inc(1);
             }
@@ -342,38 +393,7 @@ impl Job<'_> {
             );
             return Ok(None);
         };
-        let confusion = match &cli.confusion {
-            Some(path) => {
-                cli_common::atomic::write_atomic(path, |w| {
-                    evaluation.write_confusion(&model.classes, w)
-                })
-                .map_err(|e| anyhow::anyhow!("{}", e.describe()))
-                .with_context(|| format!("writing --confusion {}", path.display()))?;
-                Some(std::path::absolute(path).unwrap_or_else(|_| path.clone()))
-            }
-            None => None,
-        };
-        let finite = |what: &str, v: f64| {
-            anyhow::ensure!(v.is_finite(), "the evaluation's {what} is {v}");
-            Ok(v)
-        };
-        Ok(Some(EvaluationRecord {
-            data: data.clone(),
-            images: figures.images as usize,
-            loss: finite("loss", figures.loss)?,
-            top1: figures.top1,
-            top5: figures.top_k,
-            top5_of: figures.k as usize,
-            per_class: (figures.per_class.iter().enumerate())
-                .map(|(index, &(images, top1))| ClassAccuracy {
-                    class: model.classes[index].clone(),
-                    index,
-                    images: images as usize,
-                    top1,
-                })
-                .collect(),
-            confusion,
-        }))
+        evaluation_record(cli, data, model, &evaluation, figures).map(Some)
     }
 
     /// Decodes the samples `indices` of `files` as evaluation prepares them and runs the

@@ -130,6 +130,48 @@ struct Split {
 
 pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let started = std::time::Instant::now();
+    let (splits, mut skipped, mut failed) = splits(&cli, out)?;
+    let folders = (splits.iter())
+        .map(|s| {
+            (ImageFolder::scan(&s.dir).classified())
+                .with_context(|| format!("reading {}", s.dir.display()))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let classes = classes(&cli, &splits, &folders)?;
+    // Every output directory locked (one pack at a time in each) and checked before any is
+    // written; each keeps its previous pack until its new one is whole.
+    let dirs = (splits.iter())
+        .map(|s| OutDir::open(&abs(&s.out), cli.overwrite).classified())
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut packed = 0;
+    for ((s, f), dir) in splits.iter().zip(&folders).zip(dirs) {
+        let (record, skips, errors) = pack_split(&cli, s, f, dir, &classes)?;
+        for r in &skips {
+            out.emit(r)?;
+        }
+        skipped += skips.len();
+        for e in &errors {
+            out.emit(e)?;
+        }
+        failed += errors.len();
+        if let Some(record) = record {
+            packed += record.samples;
+            out.emit(&record)?;
+        }
+    }
+    out.emit(&Summary {
+        ok: packed,
+        skipped,
+        failed,
+        elapsed_ms: started.elapsed().as_millis() as u64,
+        ..Summary::default()
+    })?;
+    Ok(Outcome::from_failures(failed))
+}
+
+/// The splits to pack: train/ and val/ where the folder has both (each file and other folder
+/// beside them reported, as skipped and failed: their counts follow), else the folder itself.
+fn splits(cli: &Cli, out: &mut JsonlOut) -> Result<(Vec<Split>, usize, usize)> {
     let (train, val) = (cli.dir.join("train"), cli.dir.join("val"));
     let mut failed = 0;
     let mut skipped = 0;
@@ -169,12 +211,12 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
             out: cli.out_dir.clone(),
         }]
     };
-    let folders = (splits.iter())
-        .map(|s| {
-            (ImageFolder::scan(&s.dir).classified())
-                .with_context(|| format!("reading {}", s.dir.display()))
-        })
-        .collect::<Result<Vec<_>>>()?;
+    Ok((splits, skipped, failed))
+}
+
+/// The classes the splits are packed with (`--classes`, else the first split's), each split's
+/// classes among them and every name one a line of classes.txt carries back.
+fn classes(cli: &Cli, splits: &[Split], folders: &[ImageFolder]) -> Result<Vec<OsString>> {
     let classes = match &cli.classes {
         Some(file) => data_pack::read_classes(file).map_err(|e| {
             cli_common::UsageError(format!("--classes {}", error_class::chain_text(&e)))
@@ -188,7 +230,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
             None => format!("{}: {e}", splits[0].dir.display()),
         });
     }
-    for (s, f) in splits.iter().zip(&folders) {
+    for (s, f) in splits.iter().zip(folders) {
         if let Some(c) = f.classes.iter().find(|c| !classes.contains(c)) {
             return cli_common::usage(format!(
                 "{}: the class {c:?} is not among {}",
@@ -200,35 +242,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
             ));
         }
     }
-    // Every output directory locked (one pack at a time in each) and checked before any is
-    // written; each keeps its previous pack until its new one is whole.
-    let dirs = (splits.iter())
-        .map(|s| OutDir::open(&abs(&s.out), cli.overwrite).classified())
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut packed = 0;
-    for ((s, f), dir) in splits.iter().zip(&folders).zip(dirs) {
-        let (record, skips, errors) = pack_split(&cli, s, f, dir, &classes)?;
-        for r in &skips {
-            out.emit(r)?;
-        }
-        skipped += skips.len();
-        for e in &errors {
-            out.emit(e)?;
-        }
-        failed += errors.len();
-        if let Some(record) = record {
-            packed += record.samples;
-            out.emit(&record)?;
-        }
-    }
-    out.emit(&Summary {
-        ok: packed,
-        skipped,
-        failed,
-        elapsed_ms: started.elapsed().as_millis() as u64,
-        ..Summary::default()
-    })?;
-    Ok(Outcome::from_failures(failed))
+    Ok(classes)
 }
 
 /// The folders in `dir` other than train/ and val/, in name order.
