@@ -29,6 +29,30 @@ pub fn regular_file(path: &Path) -> anyhow::Result<u64> {
     }
 }
 
+/// A boxed error, as a format's sniffer gives it.
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// An input whose first bytes are not of the kind asked for: the sniffer's own error (typed:
+/// [`NotOfKind::kind`], e.g. `imaging::Error::NotAnImage`) and how many bytes it judged.
+#[derive(Debug, thiserror::Error)]
+#[error("{kind} (judged from its first {head_len} bytes)")]
+pub struct NotOfKind {
+    kind: BoxError,
+    head_len: usize,
+}
+
+impl NotOfKind {
+    /// What the sniffer said the input is not (downcast it to the sniffer's error type).
+    pub fn kind(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        &*self.kind
+    }
+
+    /// The bytes judged (64, or fewer in a shorter file).
+    pub fn head_len(&self) -> usize {
+        self.head_len
+    }
+}
+
 /// An input opened and recognised from its first bytes, the rest not read yet: what a tool holds
 /// between deciding that an input is of its kind (before it may claim its output) and reading
 /// it, so the file is opened and sniffed once.
@@ -42,8 +66,12 @@ pub struct Sniffed {
 
 impl Sniffed {
     /// Opens `path` if it is a regular file whose first bytes (up to 64) `sniff` recognises
-    /// (`Err` names what it is not): a file of the wrong kind is refused after a few bytes.
-    pub fn open(path: &Path, sniff: impl Fn(&[u8]) -> Result<(), String>) -> anyhow::Result<Self> {
+    /// (`Err` names what it is not): a file of the wrong kind is refused after a few bytes, with
+    /// a [`NotOfKind`] holding the sniffer's error.
+    pub fn open<E: Into<BoxError>>(
+        path: &Path,
+        sniff: impl Fn(&[u8]) -> Result<(), E>,
+    ) -> anyhow::Result<Self> {
         let len = regular_file(path)?;
         let mut file = File::open(path).with_context(|| format!("reading {}", path.display()))?;
         let mut head = Vec::with_capacity(64);
@@ -52,7 +80,11 @@ impl Sniffed {
             .read_to_end(&mut head)
             .with_context(|| format!("reading {}", path.display()))?;
         if let Err(what) = sniff(&head) {
-            bail!("{what} (judged from its first {} bytes)", head.len());
+            return Err(NotOfKind {
+                kind: what.into(),
+                head_len: head.len(),
+            }
+            .into());
         }
         Ok(Sniffed {
             file,
@@ -89,10 +121,10 @@ impl Sniffed {
 
 /// Reads an input file whose kind `sniff` recognises from its first bytes and which is at most
 /// `limit` bytes ([`Sniffed::open`], then [`Sniffed::read_all`]).
-pub fn read_regular(
+pub fn read_regular<E: Into<BoxError>>(
     path: &Path,
     limit: u64,
-    sniff: impl Fn(&[u8]) -> Result<(), String>,
+    sniff: impl Fn(&[u8]) -> Result<(), E>,
 ) -> anyhow::Result<Vec<u8>> {
     Sniffed::open(path, sniff)?.read_all(limit)
 }
@@ -359,6 +391,32 @@ mod read_tests {
             e.contains("not MAGIC (judged from its first 64 bytes)"),
             "{e}"
         );
+    }
+
+    /// What a format's sniffer says a file is not.
+    #[derive(Debug, PartialEq)]
+    struct NotMagic;
+    impl std::fmt::Display for NotMagic {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("not MAGIC")
+        }
+    }
+    impl std::error::Error for NotMagic {}
+
+    #[test]
+    fn a_file_of_another_kind_keeps_the_sniffers_typed_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let other = dir.path().join("a.txt");
+        std::fs::write(&other, b"plain text").unwrap();
+        let sniff = |b: &[u8]| b.starts_with(b"MAGIC").then_some(()).ok_or(NotMagic);
+        let e = read_regular(&other, 100, sniff).unwrap_err();
+        assert_eq!(
+            format!("{e:#}"),
+            "not MAGIC (judged from its first 10 bytes)"
+        );
+        let not = e.downcast_ref::<NotOfKind>().expect("a NotOfKind");
+        assert_eq!(not.head_len(), 10);
+        assert_eq!(not.kind().downcast_ref::<NotMagic>(), Some(&NotMagic));
     }
 }
 

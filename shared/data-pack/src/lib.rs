@@ -625,7 +625,7 @@ pub fn pack(
             }
         };
         if let Err(why) = imaging::sniff(&image) {
-            left_out.push((path.clone(), LeftOut::NotDecodable(why)));
+            left_out.push((path.clone(), LeftOut::NotDecodable(why.to_string())));
             continue;
         }
         // The suffix webdataset names the member by: the extension the folder took the file

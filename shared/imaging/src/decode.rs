@@ -102,11 +102,10 @@ fn format_of(head: &[u8]) -> Option<Format> {
 }
 
 /// Whether a file's first bytes are those of a format [`decode_rgb`] reads (PNG, JPEG, GIF, BMP,
-/// TIFF and BigTIFF, WebP), so that anything else is refused before the rest is read.
-pub fn sniff(head: &[u8]) -> std::result::Result<(), String> {
-    format_of(head)
-        .map(|_| ())
-        .ok_or_else(|| "not an image: neither PNG, JPEG, GIF, BMP, TIFF nor WebP".into())
+/// TIFF and BigTIFF, WebP), so that anything else is refused before the rest is read
+/// ([`Error::NotAnImage`]).
+pub fn sniff(head: &[u8]) -> Result<()> {
+    format_of(head).map(|_| ()).ok_or(Error::NotAnImage)
 }
 
 /// Decodes `bytes` to RGB as Pillow's `Image.open(p).convert('RGB')` would: JPEG through
@@ -421,6 +420,22 @@ mod tests {
         img.write_to(&mut Cursor::new(&mut buf), image::ImageFormat::Png)
             .unwrap();
         buf
+    }
+
+    #[test]
+    fn sniff_refuses_other_bytes_as_not_an_image() {
+        assert!(sniff(b"\x89PNG\r\n\x1a\n").is_ok());
+        let e = sniff(b"hello, world").unwrap_err();
+        assert!(matches!(e, Error::NotAnImage), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "not an image: neither PNG, JPEG, GIF, BMP, TIFF nor WebP"
+        );
+        // One image's failure: the batch goes on (exit 3 if it ends the run).
+        assert_eq!(
+            error_class::Classify::class(&e),
+            error_class::Class::ItemsFailed
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! need it to start; without it, Lab images are refused with a message that says so.
 
 use std::ffi::c_void;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use crate::{Error, Result};
 
@@ -30,40 +30,45 @@ struct Lcms {
     delete_transform: unsafe extern "C" fn(Handle),
 }
 
-fn lcms() -> std::result::Result<&'static Lcms, String> {
-    static LCMS: OnceLock<std::result::Result<Lcms, String>> = OnceLock::new();
-    LCMS.get_or_init(|| {
-        // SAFETY: loading LittleCMS runs no initialisation with side effects; each symbol is
-        // given the signature lcms2.h declares for it.
-        unsafe {
-            let lib = libloading::Library::new("liblcms2.so.2").map_err(|e| e.to_string())?;
-            macro_rules! sym {
-                ($name:literal) => {
-                    *lib.get($name).map_err(|e| e.to_string())?
-                };
-            }
-            Ok(Lcms {
-                create_lab: sym!(b"cmsCreateLab2Profile"),
-                create_srgb: sym!(b"cmsCreate_sRGBProfile"),
-                close_profile: sym!(b"cmsCloseProfile"),
-                create_transform: sym!(b"cmsCreateTransform"),
-                do_transform: sym!(b"cmsDoTransform"),
-                delete_transform: sym!(b"cmsDeleteTransform"),
-                _lib: lib,
-            })
+/// LittleCMS, loaded once; `Err` is the loader's error (kept for every later Lab image).
+fn lcms() -> std::result::Result<&'static Lcms, Arc<libloading::Error>> {
+    static LCMS: OnceLock<std::result::Result<Lcms, Arc<libloading::Error>>> = OnceLock::new();
+    LCMS.get_or_init(|| load("liblcms2.so.2").map_err(Arc::new))
+        .as_ref()
+        .map_err(Arc::clone)
+}
+
+/// Loads LittleCMS from `file` (a soname) and takes its symbols.
+fn load(file: &str) -> std::result::Result<Lcms, libloading::Error> {
+    // SAFETY: loading LittleCMS runs no initialisation with side effects; each symbol is
+    // given the signature lcms2.h declares for it.
+    unsafe {
+        let lib = libloading::Library::new(file)?;
+        macro_rules! sym {
+            ($name:literal) => {
+                *lib.get($name)?
+            };
         }
-    })
-    .as_ref()
-    .map_err(Clone::clone)
+        Ok(Lcms {
+            create_lab: sym!(b"cmsCreateLab2Profile"),
+            create_srgb: sym!(b"cmsCreate_sRGBProfile"),
+            close_profile: sym!(b"cmsCloseProfile"),
+            create_transform: sym!(b"cmsCreateTransform"),
+            do_transform: sym!(b"cmsDoTransform"),
+            delete_transform: sym!(b"cmsDeleteTransform"),
+            _lib: lib,
+        })
+    }
+}
+
+/// The error for a Lab image when LittleCMS could not be loaded.
+fn no_lcms(e: impl Into<Arc<libloading::Error>>) -> Error {
+    Error::NoLcms(e.into())
 }
 
 /// Pillow's Lab pixels (L, a + 128, b + 128) to RGB.
 pub(crate) fn to_rgb(lab: &[[u8; 3]]) -> Result<Vec<[u8; 3]>> {
-    let l = lcms().map_err(|e| {
-        Error::Unsupported(format!(
-            "a CIELab image needs LittleCMS (liblcms2.so.2), as Pillow converts it with it: {e}"
-        ))
-    })?;
+    let l = lcms().map_err(no_lcms)?;
     let n =
         u32::try_from(lab.len()).map_err(|_| Error::Unsupported("Lab image too large".into()))?;
     let mut rgba = vec![[0u8; 4]; lab.len()];
@@ -92,6 +97,32 @@ pub(crate) fn to_rgb(lab: &[[u8; 3]]) -> Result<Vec<[u8; 3]>> {
 
 #[cfg(test)]
 mod tests {
+    use std::error::Error as _;
+
+    #[test]
+    fn without_littlecms_a_lab_image_is_unsupported_with_the_loaders_error() {
+        let e = super::no_lcms(super::load("liblcms2-not-here.so.0").err().unwrap());
+        assert!(matches!(e, crate::Error::NoLcms(_)), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "unsupported image: a CIELab image needs LittleCMS (liblcms2.so.2), as Pillow \
+             converts it with it"
+        );
+        // The loader's error (shared: it is kept for every later Lab image).
+        let source = e.source().expect("the loader's error is the source");
+        assert!(
+            source.is::<std::sync::Arc<libloading::Error>>(),
+            "{source:?}"
+        );
+        // As users see it (the tools print the chain): the loader's reason follows, with the
+        // file it looked for.
+        let text = error_class::chain_text(&e);
+        assert!(
+            text.starts_with(&format!("{e}: {source}")) && text.contains("liblcms2-not-here.so.0"),
+            "{text}"
+        );
+    }
+
     #[test]
     fn lab_follows_pillow() {
         // Pillow 13: Image.new("LAB", (1, 1), c).convert("RGB").

@@ -66,6 +66,14 @@ pub enum Error {
     Unsupported(String),
     #[error("image has no pixels ({0}x{1})")]
     Empty(u32, u32),
+    /// The first bytes are none of the formats [`decode_rgb`] reads ([`sniff`]).
+    #[error("not an image: neither PNG, JPEG, GIF, BMP, TIFF nor WebP")]
+    NotAnImage,
+    /// A CIELab image, and LittleCMS (`liblcms2.so.2`) could not be loaded: the loader's error.
+    #[error(
+        "unsupported image: a CIELab image needs LittleCMS (liblcms2.so.2), as Pillow converts it with it"
+    )]
+    NoLcms(#[source] std::sync::Arc<libloading::Error>),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

@@ -55,7 +55,7 @@ impl Class {
 fn classify(bytes: &[u8], expected: &serde_json::Value, blob: &[u8]) -> Class {
     // The tools read only what `sniff` recognises from the first 64 bytes, then decode.
     let ours = match imaging::sniff(&bytes[..bytes.len().min(64)]) {
-        Err(e) => Err(imaging::Error::Unsupported(e)),
+        Err(e) => Err(e),
         Ok(()) => std::panic::catch_unwind(|| decode_rgb(bytes, &DecodeOptions::default()))
             .unwrap_or_else(|_| Err(imaging::Error::Decode("panicked".into()))),
     };

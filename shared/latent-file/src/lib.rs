@@ -28,6 +28,9 @@ pub enum Error {
     /// The bytes are not a latent file this reads (they say why).
     #[error("{0}")]
     Format(String),
+    /// The first bytes are neither a `.npy` array's nor a zip archive's ([`sniff`]).
+    #[error("neither .npz nor .npy (bad magic bytes)")]
+    NotLatentFile,
     /// A library below (zip, ndarray-npy) failed while reading `what`.
     #[error("{what}: {}", error_class::chain_text(&**error))]
     Read {
@@ -80,15 +83,16 @@ pub const W_STEPS: &str = "w_steps";
 /// 1024² is 36 MB).
 pub const MAX_FILE_BYTES: u64 = 1 << 30;
 
-/// Whether a file's first bytes are an `.npz` (a zip) or a `.npy`, else what it is not.
-pub fn sniff(head: &[u8]) -> std::result::Result<(), String> {
+/// Whether a file's first bytes are an `.npz` (a zip) or a `.npy`, else
+/// [`Error::NotLatentFile`].
+pub fn sniff(head: &[u8]) -> Result<()> {
     if head.starts_with(b"\x93NUMPY")
         || head.starts_with(b"PK\x03\x04")
         || head.starts_with(b"PK\x05\x06")
     {
         Ok(())
     } else {
-        Err("neither .npz nor .npy (bad magic bytes)".into())
+        Err(Error::NotLatentFile)
     }
 }
 
@@ -145,6 +149,17 @@ mod tests {
     use super::*;
     use ndarray_npy::{NpzWriter, WriteNpyExt};
     use std::io::Cursor;
+
+    #[test]
+    fn sniff_tells_other_bytes_apart_by_kind() {
+        assert!(sniff(b"\x93NUMPY\x01\x00").is_ok() && sniff(b"PK\x03\x04").is_ok());
+        let e = sniff(b"P6 1 1 255\n").unwrap_err();
+        assert!(matches!(e, Error::NotLatentFile), "{e:?}");
+        assert_eq!(e.to_string(), "neither .npz nor .npy (bad magic bytes)");
+        // The reader says the same of the whole file.
+        let e = read_latent(b"P6 1 1 255\n\0\0\0", W).unwrap_err();
+        assert!(matches!(e, Error::NotLatentFile), "{e:?}");
+    }
 
     #[test]
     fn a_failed_write_names_the_reason_below_the_zip_writer() {

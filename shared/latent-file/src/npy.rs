@@ -11,7 +11,7 @@ use std::ffi::OsStr;
 use std::io::{Cursor, Read};
 use std::os::unix::ffi::OsStrExt;
 
-use crate::{Context, Result};
+use crate::{Context, Error, Result};
 use ndarray::ArrayD;
 use ndarray_npy::ReadNpyExt;
 
@@ -129,7 +129,7 @@ fn entry<'a>(bytes: &'a [u8], key: &str) -> Result<Cow<'a, [u8]>> {
         return Ok(Cow::Borrowed(bytes));
     }
     if !bytes.starts_with(b"PK") {
-        bail!("neither .npz nor .npy (bad magic bytes)");
+        return Err(Error::NotLatentFile);
     }
     let name = format!("{key}.npy");
     // numpy's zipfile reads the last of several entries with one name, a zip reader the first:
