@@ -33,8 +33,20 @@ pub fn to_json(s: &OsStr) -> serde_json::Value {
     serde_json::to_value(Out(s)).expect("a string or a one-entry map is always a JSON value")
 }
 
+/// Why a JSON value is not a path ([`from_json`]).
+#[derive(Debug, thiserror::Error)]
+pub enum PathError {
+    /// `{"bytes": ...}` whose text is not base64. The message ends with base64's reason (what
+    /// error records and serde's messages carry); `chain_text` does not repeat it.
+    #[error("\"bytes\" is not base64: {0}")]
+    NotBase64(#[source] base64::DecodeError),
+    /// Neither a string, `{"bytes": base64}` nor `{"text": string}`: the value.
+    #[error("not a path: {0}")]
+    NotAPath(serde_json::Value),
+}
+
 /// A path from its JSON value: a string, `{"bytes": base64}` or `{"text": string}`.
-pub fn from_json(v: &serde_json::Value) -> Result<OsString, String> {
+pub fn from_json(v: &serde_json::Value) -> Result<OsString, PathError> {
     use serde_json::Value;
     match v {
         Value::String(s) => Ok(s.into()),
@@ -43,10 +55,10 @@ pub fn from_json(v: &serde_json::Value) -> Result<OsString, String> {
             Some((k, Value::String(s))) if k == "bytes" => STANDARD
                 .decode(s)
                 .map(OsString::from_vec)
-                .map_err(|e| format!("\"bytes\" is not base64: {e}")),
-            _ => Err(format!("not a path: {v}")),
+                .map_err(PathError::NotBase64),
+            _ => Err(PathError::NotAPath(v.clone())),
         },
-        _ => Err(format!("not a path: {v}")),
+        _ => Err(PathError::NotAPath(v.clone())),
     }
 }
 
@@ -126,6 +138,24 @@ pub mod vec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_value_that_is_no_path_says_which_way() {
+        use std::error::Error as _;
+        let e = from_json(&serde_json::json!({"bytes": "not base64!"})).unwrap_err();
+        assert!(matches!(e, PathError::NotBase64(_)), "{e:?}");
+        assert!(
+            e.to_string().starts_with("\"bytes\" is not base64: "),
+            "{e}"
+        );
+        let source = e.source().expect("base64's error is the source");
+        assert!(source.is::<base64::DecodeError>(), "{source:?}");
+        let e = from_json(&serde_json::json!(7)).unwrap_err();
+        assert!(matches!(e, PathError::NotAPath(_)), "{e:?}");
+        assert_eq!(e.to_string(), "not a path: 7");
+        let e = from_json(&serde_json::json!({"bytes": "YQ==", "text": "a"})).unwrap_err();
+        assert_eq!(e.to_string(), r#"not a path: {"bytes":"YQ==","text":"a"}"#);
+    }
 
     #[test]
     fn utf8_paths_are_plain_strings_and_others_bytes() {
