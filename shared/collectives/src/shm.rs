@@ -1253,6 +1253,10 @@ fn map_fd(fd: RawFd, len: usize) -> Result<Mapping> {
 
 /// The leader: accepts one connection per other rank of the host, each from a process of this
 /// user that says the secret and a rank of the host not yet seen, and passes it the segment.
+///
+/// Nothing blocks on one connection: hellos are read as they arrive ([`Callers`]), so strangers
+/// that connect and say nothing (the socket's name is listed in /proc/net/unix) cost nothing,
+/// and the deadline, the stop hook and the others' verdicts are seen every few milliseconds.
 fn serve(
     listener: &UnixListener,
     fd: RawFd,
@@ -1265,22 +1269,39 @@ fn serve(
         .set_nonblocking(true)
         .map_err(Error::io("shared-memory socket"))?;
     let mut links: Vec<(usize, UnixStream)> = Vec::new();
+    let mut callers = Callers::default();
     let mut checked = Instant::now();
     while links.len() + 1 < peers.len() {
+        let mut busy = false;
         match listener.accept() {
-            Ok((s, _)) => match admit(&s, secret, peers, &links) {
+            Ok((s, _)) => {
+                busy = true;
+                match same_user(&s).and_then(|()| {
+                    s.set_nonblocking(true)
+                        .map_err(|e| format!("it failed ({e})"))
+                }) {
+                    Ok(()) => callers.add(s),
+                    Err(why) => {
+                        log::warn!("dropped a connection to the shared-memory socket: {why}")
+                    }
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(Error::io("shared-memory socket")(e)),
+        }
+        let (hellos, read) = callers.read();
+        busy |= read;
+        for (s, hello) in hellos {
+            match check_hello(&hello, secret, peers, &links) {
                 Ok(rank) => {
                     send_fd(&s, fd).map_err(Error::io("passing the shared memory"))?;
-                    s.set_nonblocking(true)
-                        .map_err(Error::io("shared-memory socket"))?;
                     links.push((rank, s));
                 }
                 Err(why) => log::warn!("dropped a connection to the shared-memory socket: {why}"),
-            },
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(2));
             }
-            Err(e) => return Err(Error::io("shared-memory socket")(e)),
+        }
+        if !busy {
+            std::thread::sleep(Duration::from_millis(2));
         }
         until.check(|| "waiting for the host's ranks to map its shared memory".to_string())?;
         if checked.elapsed() > Duration::from_millis(200) {
@@ -1307,25 +1328,89 @@ fn serve(
     Ok(links)
 }
 
-/// Checks a connection: this user's, the run's secret, a rank of the host not yet seen.
-fn admit(
-    s: &UnixStream,
-    secret: &[u8],
-    peers: &[usize],
-    links: &[(usize, UnixStream)],
-) -> std::result::Result<usize, String> {
+/// Connections waiting to say their hello at once; past that the oldest is dropped.
+const MAX_CALLERS: usize = MAX_LOCAL + 64;
+
+/// Connections to the shared-memory socket (non-blocking) that have not said all of their hello.
+#[derive(Default)]
+struct Callers {
+    pending: Vec<(UnixStream, Vec<u8>, Instant)>,
+}
+
+impl Callers {
+    fn add(&mut self, s: UnixStream) {
+        if self.pending.len() == MAX_CALLERS {
+            self.pending.remove(0);
+            log::warn!(
+                "dropped a connection to the shared-memory socket: too many unannounced ones"
+            );
+        }
+        self.pending
+            .push((s, Vec::with_capacity(HELLO), Instant::now()));
+    }
+
+    /// Reads what each connection has sent: the connections whose hello is whole (with it), and
+    /// whether anything arrived. One that closes, fails or says nothing for [`HELLO_TIMEOUT`]
+    /// is dropped with a warning.
+    fn read(&mut self) -> (Vec<(UnixStream, [u8; HELLO])>, bool) {
+        let (mut whole, mut read) = (Vec::new(), false);
+        let mut i = 0;
+        while i < self.pending.len() {
+            let (s, got, since) = &mut self.pending[i];
+            let mut buf = [0u8; HELLO];
+            let verdict = match (&*s).read(&mut buf[..HELLO - got.len()]) {
+                Ok(0) => Err("it closed the connection before its hello".to_string()),
+                Ok(k) => {
+                    read = true;
+                    got.extend_from_slice(&buf[..k]);
+                    Ok(())
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if since.elapsed() > HELLO_TIMEOUT {
+                        Err(format!(
+                            "it said no hello within {} s",
+                            HELLO_TIMEOUT.as_secs()
+                        ))
+                    } else {
+                        Ok(())
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(()),
+                Err(e) => Err(format!("it failed ({e})")),
+            };
+            match verdict {
+                Ok(()) if got.len() == HELLO => {
+                    let (s, got, _) = self.pending.swap_remove(i);
+                    whole.push((s, got.try_into().expect("a whole hello")));
+                }
+                Ok(()) => i += 1,
+                Err(why) => {
+                    self.pending.swap_remove(i);
+                    log::warn!("dropped a connection to the shared-memory socket: {why}");
+                }
+            }
+        }
+        (whole, read)
+    }
+}
+
+/// Whether the process at the other end is this user's.
+fn same_user(s: &UnixStream) -> std::result::Result<(), String> {
     let uid = peer_uid(s).map_err(|e| format!("no peer credentials ({e})"))?;
     // SAFETY: no arguments.
     if uid != unsafe { libc::geteuid() } {
         return Err(format!("it is user {uid}'s"));
     }
-    s.set_nonblocking(false).map_err(|e| e.to_string())?;
-    s.set_read_timeout(Some(HELLO_TIMEOUT))
-        .map_err(|e| e.to_string())?;
-    let mut hello = [0u8; HELLO];
-    (&*s)
-        .read_exact(&mut hello)
-        .map_err(|e| format!("it said no hello ({e})"))?;
+    Ok(())
+}
+
+/// Checks a hello: the run's secret, a rank of the host not yet seen.
+fn check_hello(
+    hello: &[u8; HELLO],
+    secret: &[u8],
+    peers: &[usize],
+    links: &[(usize, UnixStream)],
+) -> std::result::Result<usize, String> {
     if &hello[..16] != secret {
         return Err("it does not know this run's secret".into());
     }
@@ -1486,51 +1571,102 @@ mod tests {
     fn the_leader_admits_only_a_rank_of_its_host_that_knows_the_secret_once() {
         let secret = [7u8; 16];
         let peers = [0usize, 3, 5];
-        let hello = |secret: &[u8], rank: u32| {
-            let (a, b) = UnixStream::pair().unwrap();
+        let hello = |secret: &[u8], rank: u32| -> [u8; HELLO] {
             let mut h = secret.to_vec();
             h.extend_from_slice(&rank.to_le_bytes());
-            (&a).write_all(&h).unwrap();
-            (a, b)
+            h.try_into().unwrap()
         };
-        let (_a, b) = hello(&secret, 3);
-        assert_eq!(admit(&b, &secret, &peers, &[]), Ok(3));
-        let links = vec![(3usize, b)];
-        let (_a, b) = hello(&secret, 3);
+        assert_eq!(check_hello(&hello(&secret, 3), &secret, &peers, &[]), Ok(3));
+        let links = vec![(3usize, UnixStream::pair().unwrap().0)];
         assert!(
-            admit(&b, &secret, &peers, &links)
+            check_hello(&hello(&secret, 3), &secret, &peers, &links)
                 .unwrap_err()
                 .contains("rank 3")
         );
-        let (_a, b) = hello(&secret, 4);
         assert!(
-            admit(&b, &secret, &peers, &links).is_err(),
+            check_hello(&hello(&secret, 4), &secret, &peers, &links).is_err(),
             "not a rank of the host"
         );
-        let (_a, b) = hello(&secret, 0);
         assert!(
-            admit(&b, &secret, &peers, &links).is_err(),
+            check_hello(&hello(&secret, 0), &secret, &peers, &links).is_err(),
             "the leader itself"
         );
-        let (_a, b) = hello(&[8u8; 16], 5);
         assert!(
-            admit(&b, &secret, &peers, &links)
+            check_hello(&hello(&[8u8; 16], 5), &secret, &peers, &links)
                 .unwrap_err()
                 .contains("secret")
         );
-        // Silent, or closed half-way through its hello: dropped within the hello's deadline.
+        // A process of this user passes the credentials check.
+        let (a, _b) = UnixStream::pair().unwrap();
+        assert_eq!(same_user(&a), Ok(()));
+        // Silent, or closed half-way through its hello: dropped, the latter at once.
+        let mut callers = Callers::default();
         let (a, b) = UnixStream::pair().unwrap();
         (&a).write_all(&secret[..5]).unwrap();
         drop(a);
-        assert!(
-            admit(&b, &secret, &peers, &links)
-                .unwrap_err()
-                .contains("no hello")
-        );
-        let (_a, b) = UnixStream::pair().unwrap();
+        b.set_nonblocking(true).unwrap();
+        callers.add(b);
+        let (whole, read) = callers.read();
+        assert!(whole.is_empty() && read);
+        let (whole, _) = callers.read();
+        assert!(whole.is_empty() && callers.pending.is_empty());
+    }
+
+    /// Strangers on the leader's abstract socket (its name is listed in /proc/net/unix): many
+    /// that connect and say nothing, one that stops half-way through a hello, one that sends
+    /// garbage and a rank of another run (another secret). The real rank, which comes last, is
+    /// served within seconds, not after each stranger's hello deadline in turn, and gets the
+    /// segment.
+    #[test]
+    fn strangers_on_the_shared_memory_socket_do_not_hold_up_the_hosts_ranks() {
+        let server = crate::store::StoreServer::bind("127.0.0.1:0").unwrap();
+        let mut store = Store::connect(
+            &server.addr().to_string(),
+            "strangers/",
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        let name = format!("shardkit-test-{}-{}", std::process::id(), line!());
+        let addr = UnixAddr::from_abstract_name(name.as_bytes()).unwrap();
+        let listener = UnixListener::bind_addr(&addr).unwrap();
+        let secret = [7u8; 16];
+        let (fd, _map) = make_segment(2).unwrap();
+        let connect = || UnixStream::connect_addr(&addr).unwrap();
+        let mut strangers: Vec<UnixStream> = (0..30).map(|_| connect()).collect();
+        let half = connect();
+        (&half).write_all(&secret[..5]).unwrap();
+        strangers.push(half);
+        let garbage = connect();
+        (&garbage).write_all(&[0xAB; HELLO]).unwrap();
+        strangers.push(garbage);
+        let other_run = connect();
+        let mut hello = [9u8; HELLO];
+        hello[16..].copy_from_slice(&3u32.to_le_bytes());
+        (&other_run).write_all(&hello).unwrap();
+        strangers.push(other_run);
+        let real = std::thread::spawn(move || {
+            let s = UnixStream::connect_addr(&addr).unwrap();
+            let mut hello = secret.to_vec();
+            hello.extend_from_slice(&3u32.to_le_bytes());
+            (&s).write_all(&hello).unwrap();
+            recv_fd(&s).map(|_| ())
+        });
         let t0 = Instant::now();
-        assert!(admit(&b, &secret, &peers, &links).is_err());
-        assert!(t0.elapsed() < Duration::from_secs(60));
+        let until = Until::new(Duration::from_secs(600), crate::never);
+        let links = serve(
+            &listener,
+            fd.as_raw_fd(),
+            &secret,
+            &[0, 3],
+            &mut store,
+            until,
+        )
+        .unwrap();
+        // Each silent stranger held the leader for its 2 s hello deadline before: a minute here.
+        assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
+        assert_eq!(links.iter().map(|(r, _)| *r).collect::<Vec<_>>(), [3]);
+        real.join().unwrap().unwrap();
+        drop(strangers);
     }
 
     #[test]
