@@ -231,16 +231,29 @@ fn signal_mid_run(
     victim: usize,
     signal: i32,
 ) -> (Vec<(std::process::ExitStatus, String)>, Duration) {
-    use std::io::{BufRead, BufReader, Read};
     let port = free_port().to_string();
+    signal_mid_run_on(world, transport, victim, signal, |_| {
+        let mut c = cmd();
+        c.env("MASTER_ADDR", "127.0.0.1").env("MASTER_PORT", &port);
+        c
+    })
+}
+
+/// [`signal_mid_run`] with each rank's command (its rendezvous address set) from `base`.
+fn signal_mid_run_on(
+    world: usize,
+    transport: &str,
+    victim: usize,
+    signal: i32,
+    base: impl Fn(usize) -> Command,
+) -> (Vec<(std::process::ExitStatus, String)>, Duration) {
+    use std::io::{BufRead, BufReader, Read};
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let mut children: Vec<(Child, std::thread::JoinHandle<String>)> = (0..world)
         .map(|rank| {
-            let mut c = cmd();
+            let mut c = base(rank);
             c.env("RANK", rank.to_string())
-                .env("WORLD_SIZE", world.to_string())
-                .env("MASTER_ADDR", "127.0.0.1")
-                .env("MASTER_PORT", &port);
+                .env("WORLD_SIZE", world.to_string());
             // Long enough to be signalled mid-run; every rank says when its ring is up.
             c.args([
                 "-b",
@@ -822,4 +835,114 @@ fn a_rank_of_another_job_on_the_same_port_is_refused_and_the_run_goes_on() {
     let zero = zero.wait_with_output().unwrap();
     assert!(zero.status.success(), "{}", stderr(&zero));
     assert!(one.status.success(), "{}", stderr(&one));
+}
+
+#[path = "../../../shared/collectives/tests/support/netns.rs"]
+mod netns;
+
+/// all-reduce-check as rank `rank` of 4 in two network namespaces (two hosts: ranks 0 and 1 in
+/// the first, 2 and 3 in the second), meeting at rank 0's store on the first's veth address.
+fn on_two_hosts(hosts: &netns::TwoHosts, rank: usize) -> Command {
+    let mut c = hosts.command(rank / 2, BIN);
+    for v in LAUNCH_VARS {
+        c.env_remove(v);
+    }
+    c.args(["--device", "cpu"])
+        .env("MASTER_ADDR", netns::ADDRS[0])
+        .env("MASTER_PORT", "29500");
+    c
+}
+
+/// Ranks of two hosts (network namespaces) with two ranks each: `--transport auto` goes through
+/// shared memory inside each host and TCP between them (engine cpu-shm+tcp), every dtype and op
+/// exact on buffers of one to several chunks, broadcast from a root that is not its host's
+/// leader too; `tcp` gives the ring. (Bit-identity on inexact inputs: collectives' tests/hosts.rs.)
+#[test]
+fn two_hosts_in_network_namespaces_go_through_memory_and_tcp() {
+    let hosts = netns::TwoHosts::new();
+    for (transport, engine) in [("auto", "cpu-shm+tcp"), ("tcp", "cpu-ring")] {
+        let children: Vec<Child> = (0..4)
+            .map(|rank| {
+                let mut c = on_two_hosts(&hosts, rank);
+                c.env("RANK", rank.to_string()).env("WORLD_SIZE", "4");
+                c.args(["-b", "1K", "-e", "4M", "-f", "64", "-n", "1", "-w", "0"])
+                    .args(["-d", "all", "-o", "all", "--transport", transport])
+                    .args(["--dist-timeout-secs", "120"]);
+                c.stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let outs: Vec<Output> = children
+            .into_iter()
+            .map(|c| c.wait_with_output().unwrap())
+            .collect();
+        // 6 types × 5 ops × 3 sizes (1K, 64K, 4M).
+        assert_all_right(&outs[0], 90);
+        for o in &outs[1..] {
+            assert!(o.status.success(), "{}", stderr(o));
+        }
+        assert!(
+            bandwidths(&outs[0]).iter().all(|b| b.engine == engine),
+            "{transport}: {:?}",
+            bandwidths(&outs[0])[0]
+        );
+    }
+    let children: Vec<Child> = (0..4)
+        .map(|rank| {
+            let mut c = on_two_hosts(&hosts, rank);
+            c.env("RANK", rank.to_string()).env("WORLD_SIZE", "4");
+            c.args([
+                "-C",
+                "broadcast",
+                "-r",
+                "3",
+                "-b",
+                "3M",
+                "-e",
+                "3M",
+                "-n",
+                "1",
+            ])
+            .args(["-w", "0", "-d", "f32,bf16", "--dist-timeout-secs", "120"]);
+            c.stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outs: Vec<Output> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    assert_all_right(&outs[0], 2);
+}
+
+/// A rank killed mid-collective on one host ends every rank on both within the timeout (600 s)
+/// with an error naming it: a rank that is not its host's leader (3) and a leader (2).
+#[test]
+fn a_rank_killed_on_one_of_two_hosts_ends_every_other_naming_it() {
+    let hosts = netns::TwoHosts::new();
+    for victim in [3usize, 2] {
+        let (outs, took) = signal_mid_run_on(4, "auto", victim, libc::SIGKILL, |r| {
+            on_two_hosts(&hosts, r)
+        });
+        assert!(
+            took < Duration::from_secs(120),
+            "victim {victim}: others took {took:?}"
+        );
+        for rank in (0..4).filter(|&r| r != victim) {
+            let (status, err) = &outs[rank];
+            assert_eq!(
+                status.code(),
+                Some(1),
+                "victim {victim}, rank {rank}: {err}"
+            );
+            assert!(
+                err.contains(&format!("rank {victim}")),
+                "victim {victim}, rank {rank}: {err}"
+            );
+        }
+    }
 }
