@@ -426,16 +426,76 @@ fn bands(mode: &str) -> usize {
 /// Decodes the first image of a TIFF file as `Image.open(p).convert('RGB')` does, orientation
 /// applied. `check(w, h)` is asked before anything is decoded, with the upright size.
 ///
-/// Kept in one piece: it walks the file in Pillow's TiffImagePlugin order (tags, mode, strips or
-/// tiles, orientation), each check just before the allocation it bounds; split, the checks would
-/// sit apart from what they guard.
+/// Pillow's TiffImagePlugin order: the directory ([`Ifd::read`]), the mode and layout it implies
+/// ([`setup`], no pixel read), the caller's check, the strips or tiles read and converted to RGB
+/// a band of rows at a time ([`raw_rgb`] for uncompressed files, [`libtiff_rgb`] for the rest;
+/// each allocation bounded by the checks before it), then the orientation.
 pub(crate) fn decode(
     bytes: &[u8],
     by_name: bool,
     check: impl FnOnce(u32, u32) -> Result<()>,
 ) -> Result<TiffImage> {
     let ifd = Ifd::read(bytes)?;
-    // TiffImagePlugin._setup, step by step.
+    let setup = setup(&ifd)?;
+    let (w, h) = setup.upright();
+    check(w, h)?;
+    let rgb = if setup.raw_path() {
+        raw_rgb(&ifd, bytes, &setup, by_name)?
+    } else {
+        libtiff_rgb(bytes, &setup)?
+    };
+    let (w, h, rgb) = orient(setup.width, setup.height, rgb, setup.orientation);
+    Ok((w, h, rgb, setup.mode))
+}
+
+/// What the directory says of the image, as TiffImagePlugin `_setup` works it out: its size, its
+/// mode and raw mode, and the layout the readers follow.
+#[derive(Debug, Clone, PartialEq)]
+struct Setup {
+    /// The stored size (before the orientation), both at least 1.
+    width: u32,
+    height: u32,
+    orientation: i64,
+    /// Pillow's mode, and the raw mode its samples are unpacked with (on the libtiff branch,
+    /// as libtiff hands them over: YCbCr as RGB, 16-bit samples in native order).
+    mode: &'static str,
+    raw: &'static str,
+    compression: i64,
+    planar: i64,
+    photo: i64,
+    fillorder: i64,
+    bps: Vec<i64>,
+    extra: Vec<i64>,
+    bps_count: usize,
+    /// The colour map of a `P` or `PA` image.
+    palette: Option<Vec<i64>>,
+}
+
+impl Setup {
+    /// Uncompressed: Pillow's own raw decoder reads the rows; else libtiff.
+    fn raw_path(&self) -> bool {
+        self.compression == 1
+    }
+
+    /// A compressed YCbCr file libtiff reads as an RGBA raster (all but JPEG-compressed
+    /// contiguous ones).
+    fn ycbcr_rgba(&self) -> bool {
+        !self.raw_path() && self.photo == 6 && !(self.compression == 7 && self.planar == 1)
+    }
+
+    /// The size as the image comes out: orientations 5 to 8 swap the sides.
+    fn upright(&self) -> (u32, u32) {
+        if (5..=8).contains(&self.orientation) {
+            (self.height, self.width)
+        } else {
+            (self.width, self.height)
+        }
+    }
+}
+
+/// TiffImagePlugin._setup, step by step: the mode, raw mode and layout from the directory's
+/// tags, or why Pillow refuses the file. Reads no pixel.
+fn setup(ifd: &Ifd) -> Result<Setup> {
     if ifd.tags.contains_key(&0xBC01) {
         return Err(bad("Windows Media Photo files not yet supported"));
     }
@@ -518,14 +578,16 @@ pub(crate) fn decode(
         }
     })();
     let (mut mode, mut raw) = key.ok_or_else(|| bad("unknown pixel mode"))?;
-    let bits = bps.first().copied().unwrap_or(1) as u16;
-    let raw_path = compression == 1;
-    let ycbcr_rgba = !raw_path && photo == 6 && !(compression == 7 && planar == 1);
-    if !raw_path {
+    if compression != 1 {
         // The libtiff branch: YCbCr comes out as RGB, 16-bit samples in native order.
         if photo == 6 {
             mode = "RGB";
-            raw = if ycbcr_rgba { "RGBX" } else { "RGB" };
+            // JPEG-compressed contiguous YCbCr: libjpeg gives RGB; others an RGBA raster.
+            raw = if compression == 7 && planar == 1 {
+                "RGB"
+            } else {
+                "RGBX"
+            };
         } else if let Some(stem) = raw.strip_suffix(";16B").or(raw.strip_suffix(";16L")) {
             raw = native16(stem);
         } else if raw == "I;16" {
@@ -540,65 +602,80 @@ pub(crate) fn decode(
     } else {
         None
     };
-    let (w, h) = match (u32::try_from(w), u32::try_from(h)) {
+    let (width, height) = match (u32::try_from(w), u32::try_from(h)) {
         (Ok(w), Ok(h)) if w > 0 && h > 0 => (w, h),
         _ => return Err(bad(format!("image of {w}x{h} pixels"))),
     };
-    // Asked of the image as it comes out: upright (orientations 5 to 8 swap the sides).
-    if (5..=8).contains(&orientation) {
-        check(h, w)?;
-    } else {
-        check(w, h)?;
-    }
-    let (wu, hu) = (w as usize, h as usize);
-    let palette = palette.as_deref();
-    // Each reader's samples are converted to RGB a band of rows at a time, so that no
-    // whole-image intermediate is wider than the samples themselves.
-    let rgb = if raw_path {
-        let layout = Layout {
-            fill_reversed: fillorder == 2,
-            planar: planar == 2,
-            sum_bps: bps.iter().map(|&b| b.max(0) as usize).sum(),
-            bps_count,
-        };
-        // Pillow's raw mode is the mode itself (fill order 2 has a ";R" raw mode of its own).
-        let mappable = by_name && raw == mode && fillorder == 1 && MAP_MODES.contains(&mode);
-        let pixels = read_raw(&ifd, bytes, wu, hu, raw, &layout, mappable)?;
-        rows_to_rgb(mode, wu, hu, palette, |y, row| {
-            row.copy_from_slice(&pixels[y * wu..(y + 1) * wu])
-        })?
-    } else {
-        // SAFETY: bytes outlive the handle, which is closed when `tiff` drops below.
-        let handle = unsafe { shk_tiff_open(bytes.as_ptr(), bytes.len()) };
-        if handle.is_null() {
-            return Err(bad("out of memory"));
-        }
-        let tiff = Tiff(handle);
-        if ycbcr_rgba {
-            let rgba = read_rgba(&tiff, w, h)?;
-            rows_to_rgb(mode, wu, hu, palette, |y, row| {
-                // TIFFRGBAImage packs R in the low byte; Pillow unpacks it as `RGBX`.
-                for (p, &v) in row.iter_mut().zip(&rgba[y * wu..]) {
-                    p.v = v.to_le_bytes();
-                }
-            })?
-        } else {
-            let planes = if planar == 2 { bands(mode) } else { 1 };
-            let decoded = read_decoded(&tiff, w, h, raw, planes, photo == 6, bits)?;
-            // ImagingLibTiffDecode: separate RGBA planes with associated (or unspecified) alpha.
-            let associated = planar == 2 && mode == "RGBA" && matches!(extra.first(), Some(0 | 1));
-            rows_to_rgb(mode, wu, hu, palette, |y, row| {
-                decoded.unpack_row(y, row);
-                if associated {
-                    for p in row.iter_mut() {
-                        p.v = unpack("RGBa", &p.v, 0).v;
-                    }
-                }
-            })?
-        }
+    Ok(Setup {
+        width,
+        height,
+        orientation,
+        mode,
+        raw,
+        compression,
+        planar,
+        photo,
+        fillorder,
+        bps,
+        extra,
+        bps_count,
+        palette,
+    })
+}
+
+/// An uncompressed file's RGB: Pillow's raw decoder reads the rows at each strip's or tile's
+/// offset ([`read_raw`]), memory-mapped as Pillow maps them when `by_name` allows, then they are
+/// converted a band of rows at a time.
+fn raw_rgb(ifd: &Ifd, bytes: &[u8], s: &Setup, by_name: bool) -> Result<Vec<u8>> {
+    let (wu, hu) = (s.width as usize, s.height as usize);
+    let layout = Layout {
+        fill_reversed: s.fillorder == 2,
+        planar: s.planar == 2,
+        sum_bps: s.bps.iter().map(|&b| b.max(0) as usize).sum(),
+        bps_count: s.bps_count,
     };
-    let (w, h, rgb) = orient(w, h, rgb, orientation);
-    Ok((w, h, rgb, mode))
+    // Pillow's raw mode is the mode itself (fill order 2 has a ";R" raw mode of its own).
+    let mappable = by_name && s.raw == s.mode && s.fillorder == 1 && MAP_MODES.contains(&s.mode);
+    let pixels = read_raw(ifd, bytes, wu, hu, s.raw, &layout, mappable)?;
+    rows_to_rgb(s.mode, wu, hu, s.palette.as_deref(), |y, row| {
+        row.copy_from_slice(&pixels[y * wu..(y + 1) * wu])
+    })
+}
+
+/// A compressed file's RGB: libtiff's samples (an RGBA raster for YCbCr, else the decompressed
+/// strips or tiles unpacked with the raw mode), converted a band of rows at a time.
+fn libtiff_rgb(bytes: &[u8], s: &Setup) -> Result<Vec<u8>> {
+    let (w, h) = (s.width, s.height);
+    let (wu, hu) = (w as usize, h as usize);
+    let palette = s.palette.as_deref();
+    // SAFETY: bytes outlive the handle, which is closed when `tiff` drops below.
+    let handle = unsafe { shk_tiff_open(bytes.as_ptr(), bytes.len()) };
+    if handle.is_null() {
+        return Err(bad("out of memory"));
+    }
+    let tiff = Tiff(handle);
+    if s.ycbcr_rgba() {
+        let rgba = read_rgba(&tiff, w, h)?;
+        return rows_to_rgb(s.mode, wu, hu, palette, |y, row| {
+            // TIFFRGBAImage packs R in the low byte; Pillow unpacks it as `RGBX`.
+            for (p, &v) in row.iter_mut().zip(&rgba[y * wu..]) {
+                p.v = v.to_le_bytes();
+            }
+        });
+    }
+    let planes = if s.planar == 2 { bands(s.mode) } else { 1 };
+    let bits = s.bps.first().copied().unwrap_or(1) as u16;
+    let decoded = read_decoded(&tiff, w, h, s.raw, planes, s.photo == 6, bits)?;
+    // ImagingLibTiffDecode: separate RGBA planes with associated (or unspecified) alpha.
+    let associated = s.planar == 2 && s.mode == "RGBA" && matches!(s.extra.first(), Some(0 | 1));
+    rows_to_rgb(s.mode, wu, hu, palette, |y, row| {
+        decoded.unpack_row(y, row);
+        if associated {
+            for p in row.iter_mut() {
+                p.v = unpack("RGBa", &p.v, 0).v;
+            }
+        }
+    })
 }
 
 /// [`to_rgb`] over an image whose rows `row(y, pixels)` fills, into one buffer, a band of rows
@@ -1071,6 +1148,66 @@ mod tests {
         }
         b.extend_from_slice(&[0; 4]);
         b
+    }
+
+    fn setup_of(entries: &[(u16, u16, u32)]) -> Result<Setup> {
+        setup(&Ifd::read(&tiff(entries, &[0; 12]))?)
+    }
+
+    #[test]
+    fn setup_reads_mode_and_layout_from_the_tags_alone() {
+        // 8-bit grey, uncompressed, rotated: Pillow's raw decoder, the sides swapped upright.
+        let s = setup_of(&[(258, 3, 8), (262, 3, 1), (274, 3, 6)]).unwrap();
+        assert_eq!((s.mode, s.raw, s.raw_path()), ("L", "L", true));
+        assert_eq!(((s.width, s.height), s.upright()), ((2, 1), (1, 2)));
+        assert_eq!(s.palette, None);
+        // 16-bit RGB, deflated: libtiff hands the samples over in native order.
+        let s = setup_of(&[(258, 3, 16), (259, 3, 8), (262, 3, 2), (277, 3, 3)]).unwrap();
+        assert_eq!((s.mode, s.raw, s.raw_path()), ("RGB", "RGB;16N", false));
+        assert_eq!((s.bps.as_slice(), s.bps_count), (&[16, 16, 16][..], 3));
+        // YCbCr: libjpeg's RGB for a JPEG-compressed contiguous file, else libtiff's raster.
+        let jpeg = [(258, 3, 8), (259, 3, 7), (262, 3, 6), (277, 3, 3)];
+        let s = setup_of(&jpeg).unwrap();
+        assert_eq!((s.mode, s.raw, s.ycbcr_rgba()), ("RGB", "RGB", false));
+        let lzw = [(258, 3, 8), (259, 3, 5), (262, 3, 6), (277, 3, 3)];
+        let s = setup_of(&lzw).unwrap();
+        assert_eq!((s.mode, s.raw, s.ycbcr_rgba()), ("RGB", "RGBX", true));
+        // Refusals, in Pillow's words.
+        for (entries, why) in [
+            (
+                vec![(258, 3, 8), (262, 3, 3)],
+                "palette image without a colour map",
+            ),
+            (vec![(258, 3, 8), (259, 3, 9)], "unknown compression 9"),
+            (
+                vec![(258, 3, 8), (262, 3, 1), (277, 3, 7)],
+                "Invalid value for samples per pixel",
+            ),
+            (
+                vec![(256, 4, 0), (258, 3, 8), (262, 3, 1)],
+                "image of 0x1 pixels",
+            ),
+            (vec![(258, 3, 3), (262, 3, 1)], "unknown pixel mode"),
+        ] {
+            let e = setup_of(&entries).unwrap_err();
+            assert_eq!(e.to_string(), format!("cannot decode: TIFF: {why}"));
+        }
+    }
+
+    #[test]
+    fn raw_rows_convert_to_rgb_as_stored() {
+        let bytes = tiff(&[(258, 3, 8), (262, 3, 1), (274, 3, 6)], &[10, 20]);
+        let ifd = Ifd::read(&bytes).unwrap();
+        let s = setup(&ifd).unwrap();
+        // Before the orientation: the rows as stored.
+        assert_eq!(
+            raw_rgb(&ifd, &bytes, &s, false).unwrap(),
+            [10, 10, 10, 20, 20, 20]
+        );
+        assert_eq!(
+            decode(&bytes, false, |_, _| Ok(())).unwrap(),
+            (1, 2, vec![10, 10, 10, 20, 20, 20], "L")
+        );
     }
 
     #[test]
