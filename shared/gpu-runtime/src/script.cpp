@@ -6,6 +6,8 @@
 
 #include <shardkit/runtime.h>
 
+#include <istream>
+#include <streambuf>
 #include <string>
 
 namespace {
@@ -16,16 +18,38 @@ struct Script {
 };
 
 typedef void (*shk_named_fn)(void *state, const char *name, at::Tensor *t);
+
+// Bytes in memory as a read-only stream that seeks (torch::jit::load reads a zip archive: it
+// seeks to the central directory at the end first).
+struct Bytes : std::streambuf {
+  Bytes(const char *data, size_t len) {
+    char *p = const_cast<char *>(data);  // read only: no put area is set
+    setg(p, p, p + len);
+  }
+  pos_type seekoff(off_type off, std::ios_base::seekdir dir, std::ios_base::openmode) override {
+    off_type base = dir == std::ios_base::beg ? 0 : dir == std::ios_base::cur ? gptr() - eback() : egptr() - eback();
+    return seekpos(pos_type(base + off), std::ios_base::in);
+  }
+  pos_type seekpos(pos_type pos, std::ios_base::openmode) override {
+    if (pos < 0 || pos > egptr() - eback()) return pos_type(off_type(-1));
+    setg(eback(), eback() + static_cast<off_type>(pos), egptr());
+    return pos;
+  }
+};
 }  // namespace
 
 extern "C" {
 
-// Loads the module at `path` with its tensors on `device` (type 0 CPU, 1 CUDA; `index`).
-char *shk_script_load(const char *path, int device_type, int index, Script **out) {
+// Loads the module held in `len` bytes at `data` (a file read once, by the caller, who hashes
+// what it read: what is loaded is what is named) with its tensors on `device` (type 0 CPU,
+// 1 CUDA; `index`). The bytes are read in place, not copied.
+char *shk_script_load_bytes(const char *data, size_t len, int device_type, int index, Script **out) {
   return guarded([&] {
     c10::Device device = device_type == 1 ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index))
                                           : c10::Device(c10::kCPU);
-    auto module = torch::jit::load(std::string(path), device);
+    Bytes buf(data, len);
+    std::istream in(&buf);
+    auto module = torch::jit::load(in, device);
     *out = new Script{std::move(module)};
   });
 }

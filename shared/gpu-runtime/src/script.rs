@@ -5,14 +5,12 @@
 //! `model.train()` / `model.eval()` switch dropout and BatchNorm. tch 0.24 lists a module's
 //! parameters only, under names with `.` replaced, and no buffers.
 
-use std::ffi::{CStr, CString, c_char, c_int, c_void};
-use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::ffi::{CStr, c_char, c_int, c_void};
 
 use tch::{Device, Tensor};
 use torch_sys::C_tensor;
 
-use crate::shim::{Error, Result, check, ptr};
+use crate::shim::{Result, check, ptr};
 
 /// The opaque C++ module.
 #[repr(C)]
@@ -23,8 +21,9 @@ struct Script {
 type NamedFn = unsafe extern "C" fn(*mut c_void, *const c_char, *mut C_tensor);
 
 unsafe extern "C" {
-    fn shk_script_load(
-        path: *const c_char,
+    fn shk_script_load_bytes(
+        data: *const c_char,
+        len: usize,
         device_type: c_int,
         index: c_int,
         out: *mut *mut Script,
@@ -62,18 +61,21 @@ impl std::fmt::Debug for ScriptModule {
 }
 
 impl ScriptModule {
-    /// Loads `path` with its tensors on `device`. Anything but a TorchScript archive is an
-    /// error with libtorch's first line.
-    pub fn load(path: &Path, device: Device) -> Result<ScriptModule> {
-        let c = CString::new(path.as_os_str().as_bytes())
-            .map_err(|_| Error("a path with a NUL byte".into()))?;
+    /// The module saved (`torch.jit.save`) in `bytes`, with its tensors on `device`. The
+    /// caller reads the file once and names what it read (hash these bytes, load these
+    /// bytes): loading by path after hashing would load whatever the path holds by then.
+    pub fn from_bytes(bytes: &[u8], device: Device) -> Result<ScriptModule> {
         let (kind, index) = match device {
             Device::Cuda(i) => (1, i as c_int),
             _ => (0, 0),
         };
         let mut out = std::ptr::null_mut();
-        // SAFETY: a NUL-terminated path; on success `out` is a module we own.
-        check(unsafe { shk_script_load(c.as_ptr(), kind, index, &mut out) })?;
+        // SAFETY: `bytes` is alive and unchanged for the call (the C++ reads it in place and
+        // keeps no pointer into it: the module's tensors are its own); on success `out` is a
+        // module we own.
+        check(unsafe {
+            shk_script_load_bytes(bytes.as_ptr().cast(), bytes.len(), kind, index, &mut out)
+        })?;
         Ok(ScriptModule { ptr: out })
     }
 
@@ -136,11 +138,8 @@ mod tests {
 
     #[test]
     fn a_file_that_is_not_torchscript_is_an_error_with_one_line() {
-        let p = std::env::temp_dir().join(format!("shardkit-script-{}.pt", std::process::id()));
-        std::fs::write(&p, b"not a zip archive").unwrap();
-        let e = ScriptModule::load(&p, Device::Cpu).unwrap_err();
-        std::fs::remove_file(&p).unwrap();
+        let e = ScriptModule::from_bytes(b"not a zip archive", Device::Cpu).unwrap_err();
         assert!(!e.to_string().contains('\n'), "{e}");
-        assert!(ScriptModule::load(&p, Device::Cpu).is_err(), "absent");
+        assert!(ScriptModule::from_bytes(b"", Device::Cpu).is_err(), "empty");
     }
 }

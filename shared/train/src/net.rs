@@ -47,11 +47,11 @@ impl ScriptNet {
     pub fn load(file: &Path, vs: &nn::VarStore) -> Result<ScriptNet> {
         let bad =
             |why: String| Error::Data(format!("--model torchscript:{}: {why}", file.display()));
-        // A regular file, hashed as it is read (not held): what is loaded is what is named.
-        let mut digest = sha2::Sha256::default();
-        input_file::copy_to(file, MAX_MODEL_BYTES, &mut digest).map_err(|e| bad(e.to_string()))?;
-        let sha256 = hex(&sha2::Digest::finalize(digest));
-        let module = ScriptModule::load(file, vs.device()).map_err(|e| {
+        // A regular file read once: the bytes hashed are the bytes loaded (loading the path
+        // again after hashing would load whatever it holds by then).
+        let bytes = input_file::read(file, MAX_MODEL_BYTES).map_err(|e| bad(e.to_string()))?;
+        let sha256 = hex(&<sha2::Sha256 as sha2::Digest>::digest(&bytes));
+        let module = ScriptModule::from_bytes(&bytes, vs.device()).map_err(|e| {
             bad(format!(
                 "not a TorchScript module torch.jit.load reads ({e})"
             ))
