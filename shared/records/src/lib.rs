@@ -684,7 +684,10 @@ pub fn parse_input_line(line: impl AsRef<[u8]>) -> Result<Vec<InputItem>, BadLin
     }
     let path = |key: &str| -> Result<Option<OsString>, BadLine> {
         match obj.get(key) {
-            None | Some(serde_json::Value::Null) => Ok(None),
+            None => Ok(None),
+            // A record that names a file by this key but gives none: an input lost, not one to
+            // skip silently.
+            Some(serde_json::Value::Null) => Err(BadLine(format!("\"{key}\" is null: no file"))),
             Some(v) => os_text::from_json(v)
                 .map(Some)
                 .map_err(|e| BadLine(format!("\"{key}\": {e}"))),
@@ -955,5 +958,10 @@ mod tests {
         assert!(parse_input_line(r#"{"paths":"a"}"#).is_err());
         assert!(parse_input_line(r#"{"paths":[1]}"#).is_err());
         assert!(parse_input_line(r#"{"path":3}"#).is_err());
+        // Named but null: an error naming the key, not a record silently skipped.
+        for line in [r#"{"path":null}"#, r#"{"output":null,"input":"a.png"}"#] {
+            let e = parse_input_line(line).unwrap_err().0;
+            assert!(e.contains("is null"), "{line}: {e}");
+        }
     }
 }
