@@ -102,68 +102,28 @@ impl<'a> Epochs<'a> {
             drop_last: cfg.drop_last,
         };
         let per_rank = sampler.num_samples() * hosted;
-        let steps_per_epoch = {
-            let all = steps_in(sampler.num_samples(), local / hosted, cfg.drop_last);
-            cfg.max_steps.map_or(all, |m| m.min(all))
-        };
+        let all = steps_in(sampler.num_samples(), local / hosted, cfg.drop_last);
+        let steps_per_epoch = cfg.max_steps.map_or(all, |m| m.min(all));
         if steps_per_epoch == 0 {
-            return Err(Error::Usage(format!(
-                "no batch to train: {per_rank} sample(s) per rank{}",
-                if cfg.drop_last {
-                    format!(" and --drop-last leaves out a batch smaller than {local}")
-                } else {
-                    " (a batch needs at least 2)".into()
-                }
-            )));
+            return Err(no_batch(per_rank, cfg.drop_last, local));
         }
         // Padded samples repeat the first ones: what the steps take covers every image unless
         // --drop-last or --max-steps leave some out.
         let trained = (steps_per_epoch * local).min(per_rank) * world;
         let images = fixed.train_set.len();
         let left_out = images.saturating_sub(trained);
-        if rank == 0
-            && left_out > 0
-            && steps_per_epoch == steps_in(sampler.num_samples(), local / hosted, cfg.drop_last)
-        {
-            log::warn!(
-                "an epoch trains on {trained} of the {images} training images: {}, the other \
-                 {left_out} are left out ({}); evaluation sees every image",
-                if cfg.drop_last {
-                    format!(
-                        "--drop-last keeps only full batches of {}{}",
-                        local * world,
-                        if world > 1 {
-                            format!(" ({local} per rank)")
-                        } else {
-                            String::new()
-                        }
-                    )
-                } else {
-                    "a last batch of one image per rank cannot train (BatchNorm needs two)".into()
-                },
-                if cfg.shuffle {
-                    "a different set each epoch, as the order is shuffled"
-                } else {
-                    "the same ones every epoch, as the order is not shuffled"
-                }
-            );
+        if rank == 0 && left_out > 0 && steps_per_epoch == all {
+            warn_left_out(cfg, (trained, images), local, world);
         }
         let resumed_sums = start.mid_epoch(cfg, rank, world, steps_per_epoch)?;
         let norm = fixed.train_set.normalize();
-        let run = RunInfo {
+        let run = run_info(
             cfg,
-            world,
-            steps_per_epoch,
-            classes: fixed.train_set.class_names(),
-            input: model_input(cfg, fixed.train_set, &norm),
-            script: match stepper.model {
-                Net::Script(s) => Some(checkpoint::ScriptFile {
-                    file: s.file.display().to_string(),
-                    sha256: s.sha256.clone(),
-                }),
-                Net::ResNet(_) => None,
-            },
-        };
+            (world, steps_per_epoch),
+            fixed.train_set,
+            stepper.model,
+            &norm,
+        );
         Ok(Epochs {
             fixed,
             stepper,
@@ -417,73 +377,27 @@ impl<'a> Epochs<'a> {
         comm: &mut Communicator,
         on_event: &mut dyn FnMut(Event) -> Result<()>,
     ) -> Result<EpochStats> {
-        let Fixed {
-            cfg,
-            local,
-            train_set,
-            test_set,
-            named,
-        } = self.fixed;
+        let (local, per_rank) = (self.fixed.local, self.per_rank);
         let (steps, world) = (self.steps_per_epoch, comm.world_size());
-        // Steps this process ran (a resumed epoch's first ones ran before it).
-        let ran = (steps - e.first) as f64;
-        let through = |step: usize| (step * local).min(self.per_rank);
-        let seen = through(steps) as f64;
-        // Images this process's steps took, over all ranks.
-        let took = ((through(steps) - through(e.first)) * world) as f64;
-        let (train_loss, train_top1, train_seconds) =
-            self.stepper.epoch_figures(comm, seen, e.t0)?;
-        let (model, stages) = (self.stepper.model, self.stepper.stages);
-        // DDP's first forward after a training step (in eval mode, under no_grad) broadcasts
-        // rank 0's buffers when broadcast_buffers is on: every rank evaluates with the
-        // BatchNorm statistics that rank 0's checkpoint keeps.
-        if cfg.broadcast_buffers {
-            crate::ddp::broadcast(comm, self.stepper.buffers)?;
-        }
-        let val = evaluate(model, stages, (test_set, &self.norm, local), comm, cfg)?;
-        let (val_loss, val_images) = (val.loss, val.images);
-        self.val_top1 = val.top1;
-        if cfg.device.is_cuda() {
-            comm.synchronize()?;
-        }
+        let seen = images_through(steps, local, per_rank);
+        // Images this process's steps took (a resumed epoch's first ones ran before it), over
+        // all ranks.
+        let took = ((seen - images_through(e.first, local, per_rank)) * world) as f64;
+        let train = self.stepper.epoch_figures(comm, seen as f64, e.t0)?;
+        let val = self.validate(comm)?;
         let seconds = e.t0.elapsed().as_secs_f64();
         let best = self.val_top1 > self.best_top1;
         if best {
             self.best_top1 = self.val_top1;
         }
-        let mut stats = EpochStats {
-            epoch: e.epoch + 1,
-            train_loss,
-            train_top1,
-            val_loss,
-            val_top1: self.val_top1,
-            images_per_s: took / seconds,
-            train_images_per_s: took / train_seconds,
-            seconds,
-            step_seconds: train_seconds / ran,
-            stages: stages.iter().map(|s| s.plan.clone()).collect(),
-            lr: e.lr,
-            loss_scale: self.scaler.enabled.then_some(self.scaler.scale),
-            steps,
-            skipped_steps: e.skipped,
-            checkpoint: None,
-            best,
-            bad_inputs: self.bad(&e),
-            left_out: self.left_out,
-            val_images,
-            classes: if e.epoch == self.first.0 {
-                train_set.class_names()
-            } else {
-                Vec::new()
-            },
-        };
-        if let Some(dir) = &cfg.checkpoint_dir {
+        let mut stats = self.epoch_stats(&e, train, &val, (took, seconds), best);
+        if let Some(dir) = &self.fixed.cfg.checkpoint_dir {
             if comm.rank() == 0 {
                 let (best_top1, val_top1) = (self.best_top1, self.val_top1);
                 let meta = self
                     .run
                     .meta(e.epoch + 1, 0, best_top1, val_top1, &self.scaler, 0);
-                save_last(dir, named, &self.opts, &meta, best, None)?;
+                save_last(dir, self.fixed.named, &self.opts, &meta, best, None)?;
             }
             self.saved_at = Some((e.epoch + 1, 0));
             stats.checkpoint = Some(dir.join("last.safetensors"));
@@ -493,6 +407,137 @@ impl<'a> Epochs<'a> {
         }
         Ok(stats)
     }
+
+    /// Validation at an epoch's end (with rank 0's buffers where DDP broadcasts them), its
+    /// top-1 kept as the run's latest.
+    fn validate(&mut self, comm: &mut Communicator) -> Result<Evaluation> {
+        let cfg = self.fixed.cfg;
+        let (model, stages) = (self.stepper.model, self.stepper.stages);
+        // DDP's first forward after a training step (in eval mode, under no_grad) broadcasts
+        // rank 0's buffers when broadcast_buffers is on: every rank evaluates with the
+        // BatchNorm statistics that rank 0's checkpoint keeps.
+        if cfg.broadcast_buffers {
+            crate::ddp::broadcast(comm, self.stepper.buffers)?;
+        }
+        let data = (self.fixed.test_set, &self.norm, self.fixed.local);
+        let val = evaluate(model, stages, data, comm, cfg)?;
+        self.val_top1 = val.top1;
+        if cfg.device.is_cuda() {
+            comm.synchronize()?;
+        }
+        Ok(val)
+    }
+
+    /// The epoch's record (no checkpoint yet): `train` is the training steps' loss, top-1 and
+    /// seconds, `took` the images they took over all ranks in the epoch's `seconds`.
+    fn epoch_stats(
+        &self,
+        e: &Epoch,
+        (train_loss, train_top1, train_seconds): (f64, f64, f64),
+        val: &Evaluation,
+        (took, seconds): (f64, f64),
+        best: bool,
+    ) -> EpochStats {
+        let steps = self.steps_per_epoch;
+        // Steps this process ran (a resumed epoch's first ones ran before it).
+        let ran = (steps - e.first) as f64;
+        EpochStats {
+            epoch: e.epoch + 1,
+            train_loss,
+            train_top1,
+            val_loss: val.loss,
+            val_top1: self.val_top1,
+            images_per_s: took / seconds,
+            train_images_per_s: took / train_seconds,
+            seconds,
+            step_seconds: train_seconds / ran,
+            stages: self.stepper.stages.iter().map(|s| s.plan.clone()).collect(),
+            lr: e.lr,
+            loss_scale: self.scaler.enabled.then_some(self.scaler.scale),
+            steps,
+            skipped_steps: e.skipped,
+            checkpoint: None,
+            best,
+            bad_inputs: self.bad(e),
+            left_out: self.left_out,
+            val_images: val.images,
+            classes: if e.epoch == self.first.0 {
+                self.fixed.train_set.class_names()
+            } else {
+                Vec::new()
+            },
+        }
+    }
+}
+
+/// The error when an epoch has no batch to train: `per_rank` samples a rank, in batches of
+/// `local`.
+fn no_batch(per_rank: usize, drop_last: bool, local: usize) -> Error {
+    Error::Usage(format!(
+        "no batch to train: {per_rank} sample(s) per rank{}",
+        if drop_last {
+            format!(" and --drop-last leaves out a batch smaller than {local}")
+        } else {
+            " (a batch needs at least 2)".into()
+        }
+    ))
+}
+
+/// Warns that an epoch trains on `trained` of the `images` training images, and why.
+fn warn_left_out(cfg: &Config, (trained, images): (usize, usize), local: usize, world: usize) {
+    let left_out = images - trained;
+    log::warn!(
+        "an epoch trains on {trained} of the {images} training images: {}, the other \
+         {left_out} are left out ({}); evaluation sees every image",
+        if cfg.drop_last {
+            format!(
+                "--drop-last keeps only full batches of {}{}",
+                local * world,
+                if world > 1 {
+                    format!(" ({local} per rank)")
+                } else {
+                    String::new()
+                }
+            )
+        } else {
+            "a last batch of one image per rank cannot train (BatchNorm needs two)".into()
+        },
+        if cfg.shuffle {
+            "a different set each epoch, as the order is shuffled"
+        } else {
+            "the same ones every epoch, as the order is not shuffled"
+        }
+    );
+}
+
+/// What every checkpoint's metadata says of the run: `world` ranks taking `steps_per_epoch`
+/// steps an epoch of `train_set` through `model`.
+fn run_info<'a>(
+    cfg: &'a Config,
+    (world, steps_per_epoch): (usize, usize),
+    train_set: &Dataset,
+    model: &Net,
+    norm: &train_data::data::Normalize,
+) -> RunInfo<'a> {
+    RunInfo {
+        cfg,
+        world,
+        steps_per_epoch,
+        classes: train_set.class_names(),
+        input: model_input(cfg, train_set, norm),
+        script: match model {
+            Net::Script(s) => Some(checkpoint::ScriptFile {
+                file: s.file.display().to_string(),
+                sha256: s.sha256.clone(),
+            }),
+            Net::ResNet(_) => None,
+        },
+    }
+}
+
+/// Images a rank's first `step` steps take, with `local` a step and `per_rank` an epoch.
+fn images_through(step: usize, local: usize, per_rank: usize) -> usize {
+    (step * local).min(per_rank)
 }
 
 /// The event of a checkpoint rank 0 has just written (an epoch's, or one inside an epoch), and
@@ -588,7 +633,7 @@ impl Window {
     ) -> StepFigures {
         let loss = stepper.loss_sum.double_value(&[]);
         let correct = stepper.correct.int64_value(&[]);
-        let through = |step: usize| (step * local).min(per_rank);
+        let through = |step: usize| images_through(step, local, per_rank);
         let seen = (through(done.max(self.step + 1)) - through(self.step)) as f64;
         let seconds = self.at.elapsed().as_secs_f64().max(f64::MIN_POSITIVE);
         let figures = StepFigures {

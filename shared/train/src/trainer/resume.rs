@@ -2,7 +2,7 @@
 //! from.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use collectives::Communicator;
 use tch::{Device, Kind, Tensor};
@@ -11,7 +11,7 @@ use train_data::data::Dataset;
 use super::setup::{Parts, copy_weights, model_name};
 use super::step::Stepper;
 use super::{Config, MidEpoch, Named};
-use crate::net::Net;
+use crate::net::{Net, ScriptNet};
 use crate::optim::Optimizer;
 use crate::resnet::Stem;
 use crate::scaler::GradScaler;
@@ -44,85 +44,32 @@ impl Start {
         steps_per_epoch: usize,
     ) -> Result<Option<RankSums>> {
         let Some((meta, path, progress)) = self.mid.take() else {
+            // At an epoch's end the run goes on with other ranks or virtual ranks, as that
+            // number's run from this epoch on, and says so; the same virtual ranks on another
+            // number of processes are the same run.
+            let ranks = |w: usize, v: Option<usize>| match v {
+                Some(v) => format!("--virtual-ranks {v} ({w} process(es))"),
+                None => format!("{w} rank(s)"),
+            };
             if let Some((then, v)) = self.written_by
-                && then != world
                 && rank == 0
+                && match (v, cfg.virtual_ranks) {
+                    (Some(v), Some(now)) => v != now,
+                    (None, None) => then != world,
+                    _ => true,
+                }
             {
                 log::warn!(
-                    "the checkpoint resumed from was written by {then} rank(s){}; the run goes on \
-                     with {world} from this epoch on",
-                    v.map_or(String::new(), |v| format!(" of {v} virtual"))
+                    "the checkpoint resumed from was written by {}; the run goes on with {} from \
+                     this epoch on",
+                    ranks(then, v),
+                    ranks(world, cfg.virtual_ranks)
                 );
             }
             return Ok(None);
         };
-        // The ranks that decide what a step computes: the virtual ones, else the processes.
-        let ranks = |w: usize, v: Option<usize>| v.unwrap_or(w);
-        let then = (
-            ranks(meta.world_size, meta.virtual_ranks),
-            meta.batch_size,
-            meta.seed,
-            meta.steps_per_epoch,
-        );
-        let now = (
-            ranks(world, cfg.virtual_ranks),
-            cfg.batch_size,
-            cfg.seed,
-            steps_per_epoch,
-        );
-        let same_kind = meta.virtual_ranks.is_some() == cfg.virtual_ranks.is_some();
-        if then != now || !same_kind {
-            let kind = |v: Option<usize>, w: usize| match v {
-                Some(v) => format!("--virtual-ranks {v} ({w} process(es))"),
-                None => format!("{w} rank(s)"),
-            };
-            return Err(Error::Usage(format!(
-                "{} was written after step {} of epoch {} by a run of {}, --batch-size {}, \
-                 --seed {} and {} steps an epoch; this one has {}, --batch-size {}, --seed {} and \
-                 {steps_per_epoch} steps an epoch: resume a mid-epoch checkpoint as it was run \
-                 (the steps an epoch count its smaller last batch unless --drop-last; a run \
-                 started with --virtual-ranks V resumes mid-epoch on any number of processes \
-                 that divides V)",
-                path.display(),
-                meta.step,
-                meta.epoch + 1,
-                kind(meta.virtual_ranks, meta.world_size),
-                then.1,
-                then.2,
-                then.3,
-                kind(cfg.virtual_ranks, world),
-                cfg.batch_size,
-                cfg.seed,
-            )));
-        }
-        let rows = meta.world_size as i64;
-        if progress.size() != [rows, 3] || progress.kind() != Kind::Double {
-            return Err(Error::Checkpoint(format!(
-                "{}: {PROGRESS} is {:?} {:?}, not float64 [{rows}, 3]",
-                path.display(),
-                progress.kind(),
-                progress.size()
-            )));
-        }
-        // On as many processes as wrote it, each its own row; on another number (virtual
-        // ranks), the sums are the epoch's figures only: rank 0 takes them all.
-        let row: Vec<f64> = if rows == world as i64 {
-            Vec::try_from(progress.get(rank as i64))?
-        } else if rank == 0 {
-            Vec::try_from(progress.sum_dim_intlist(0, false, Kind::Double))?
-        } else {
-            vec![0.0; 3]
-        };
-        // Counts are whole numbers, the correct ones at most the samples the steps done saw.
-        let seen = (meta.step * cfg.batch_size) as f64;
-        let whole = |v: f64| v.is_finite() && v.fract() == 0.0 && v >= 0.0;
-        if row[0].is_nan() || row[0] < 0.0 || !whole(row[1]) || row[1] > seen || !whole(row[2]) {
-            return Err(Error::Checkpoint(format!(
-                "{}: {PROGRESS} of rank {rank} is {row:?}: out of range (a damaged or edited \
-                 checkpoint)",
-                path.display()
-            )));
-        }
+        same_set_up(cfg, (&meta, &path), world, steps_per_epoch)?;
+        let row = rank_row(cfg, (&meta, &path, &progress), rank, world)?;
         Ok(Some(RankSums {
             loss: row[0],
             correct: row[1] as i64,
@@ -130,6 +77,96 @@ impl Start {
             skipped: meta.skipped_steps,
         }))
     }
+}
+
+/// A mid-epoch checkpoint (`meta`, from `path`) comes from this run's set-up: the same ranks
+/// (virtual ones, where either run has them), global batch, seed and steps per epoch, else a
+/// usage error.
+fn same_set_up(
+    cfg: &Config,
+    (meta, path): (&checkpoint::Meta, &Path),
+    world: usize,
+    steps_per_epoch: usize,
+) -> Result<()> {
+    // The ranks that decide what a step computes: the virtual ones, else the processes.
+    let ranks = |w: usize, v: Option<usize>| v.unwrap_or(w);
+    let then = (
+        ranks(meta.world_size, meta.virtual_ranks),
+        meta.batch_size,
+        meta.seed,
+        meta.steps_per_epoch,
+    );
+    let now = (
+        ranks(world, cfg.virtual_ranks),
+        cfg.batch_size,
+        cfg.seed,
+        steps_per_epoch,
+    );
+    let same_kind = meta.virtual_ranks.is_some() == cfg.virtual_ranks.is_some();
+    if then == now && same_kind {
+        return Ok(());
+    }
+    let kind = |v: Option<usize>, w: usize| match v {
+        Some(v) => format!("--virtual-ranks {v} ({w} process(es))"),
+        None => format!("{w} rank(s)"),
+    };
+    Err(Error::Usage(format!(
+        "{} was written after step {} of epoch {} by a run of {}, --batch-size {}, \
+         --seed {} and {} steps an epoch; this one has {}, --batch-size {}, --seed {} and \
+         {steps_per_epoch} steps an epoch: resume a mid-epoch checkpoint as it was run \
+         (the steps an epoch count its smaller last batch unless --drop-last; a run \
+         started with --virtual-ranks V resumes mid-epoch on any number of processes \
+         that divides V)",
+        path.display(),
+        meta.step,
+        meta.epoch + 1,
+        kind(meta.virtual_ranks, meta.world_size),
+        then.1,
+        then.2,
+        then.3,
+        kind(cfg.virtual_ranks, world),
+        cfg.batch_size,
+        cfg.seed,
+    )))
+}
+
+/// This rank's sums (loss, correct, bad files) from a mid-epoch checkpoint's `progress`
+/// (float64, a row per rank that wrote it), checked to be in range.
+fn rank_row(
+    cfg: &Config,
+    (meta, path, progress): (&checkpoint::Meta, &Path, &Tensor),
+    rank: usize,
+    world: usize,
+) -> Result<Vec<f64>> {
+    let rows = meta.world_size as i64;
+    if progress.size() != [rows, 3] || progress.kind() != Kind::Double {
+        return Err(Error::Checkpoint(format!(
+            "{}: {PROGRESS} is {:?} {:?}, not float64 [{rows}, 3]",
+            path.with_file_name("last.train.safetensors").display(),
+            progress.kind(),
+            progress.size()
+        )));
+    }
+    // On as many processes as wrote it, each its own row; on another number (virtual
+    // ranks), the sums are the epoch's figures only: rank 0 takes them all.
+    let row: Vec<f64> = if rows == world as i64 {
+        Vec::try_from(progress.get(rank as i64))?
+    } else if rank == 0 {
+        Vec::try_from(progress.sum_dim_intlist(0, false, Kind::Double))?
+    } else {
+        vec![0.0; 3]
+    };
+    // Counts are whole numbers, the correct ones at most the samples the steps done saw.
+    let seen = (meta.step * cfg.batch_size) as f64;
+    let whole = |v: f64| v.is_finite() && v.fract() == 0.0 && v >= 0.0;
+    if row[0].is_nan() || row[0] < 0.0 || !whole(row[1]) || row[1] > seen || !whole(row[2]) {
+        return Err(Error::Checkpoint(format!(
+            "{}: {PROGRESS} of rank {rank} is {row:?}: out of range (a damaged or edited \
+             checkpoint)",
+            path.with_file_name("last.train.safetensors").display()
+        )));
+    }
+    Ok(row)
 }
 
 /// `--init`'s weights, then with `--resume` the last checkpoint's weights, optimiser state and
@@ -148,6 +185,9 @@ pub(super) fn restore(cfg: &Config, parts: &mut Parts) -> Result<Start> {
         (Some(dir), true) => load_last(dir, cfg.device)?,
         _ => None,
     };
+    if let Some(state) = &last {
+        within_epochs(cfg, state)?;
+    }
     if let Some(path) = &cfg.init {
         let (weights, _) = checkpoint::load(path, cfg.device)?;
         let strict = cfg
@@ -163,52 +203,12 @@ pub(super) fn restore(cfg: &Config, parts: &mut Parts) -> Result<Start> {
             Some(""),
             &state.path,
         )?;
-        // Another module file of the same names and shapes loads; the run says so, as later
-        // checkpoints name the new file.
-        if let (Net::Script(s), Some(then)) = (&parts.model, &state.meta.script)
-            && !then.sha256.eq_ignore_ascii_case(&s.sha256)
-        {
-            log::warn!(
-                "{}: the run trained {} (SHA-256 {}); it goes on with {} (SHA-256 {}), which its \
-                 checkpoints name from now on",
-                state.path.display(),
-                then.file,
-                then.sha256,
-                s.file.display(),
-                s.sha256
-            );
+        if let Net::Script(s) = &parts.model {
+            warn_other_script(&state, s);
         }
-        // The epoch's loss sum may be infinite (fp16's skipped steps); the state may not.
-        let optim: BTreeMap<String, Tensor> = state
-            .train
-            .iter()
-            .filter(|(n, _)| n.as_str() != PROGRESS)
-            .map(|(n, t)| (n.clone(), t.shallow_clone()))
-            .collect();
-        if let Some(name) = checkpoint::non_finite(&optim) {
-            return Err(Error::Checkpoint(format!(
-                "{}: tensor {name} holds NaN or infinite values: not a usable checkpoint",
-                state
-                    .path
-                    .with_file_name("last.train.safetensors")
-                    .display()
-            )));
-        }
+        check_optim_finite(&state)?;
         load_optimizers(&mut parts.opts, &state.train)?;
-        let mid = match (state.meta.step, state.train.get(PROGRESS)) {
-            (0, _) => None,
-            (_, Some(p)) => Some((
-                state.meta.clone(),
-                state.path.clone(),
-                p.to_device(Device::Cpu),
-            )),
-            (step, None) => {
-                return Err(Error::Checkpoint(format!(
-                    "{}: a checkpoint after step {step} of an epoch without the ranks' {PROGRESS}",
-                    state.path.display()
-                )));
-            }
-        };
+        let mid = mid_epoch_progress(&state)?;
         start = Start {
             epoch: state.meta.epoch,
             step: state.meta.step,
@@ -224,6 +224,81 @@ pub(super) fn restore(cfg: &Config, parts: &mut Parts) -> Result<Start> {
         }
     }
     Ok(start)
+}
+
+/// Another module file of the same names and shapes loads; the run says so, as later
+/// checkpoints name the new file.
+fn warn_other_script(state: &LastState, s: &ScriptNet) {
+    if let Some(then) = &state.meta.script
+        && !then.sha256.eq_ignore_ascii_case(&s.sha256)
+    {
+        log::warn!(
+            "{}: the run trained {} (SHA-256 {}); it goes on with {} (SHA-256 {}), which its \
+             checkpoints name from now on",
+            state.path.display(),
+            then.file,
+            then.sha256,
+            s.file.display(),
+            s.sha256
+        );
+    }
+}
+
+/// The optimiser state resumed from holds finite numbers only (the epoch's loss sum may be
+/// infinite: fp16's skipped steps).
+fn check_optim_finite(state: &LastState) -> Result<()> {
+    let optim: BTreeMap<String, Tensor> = state
+        .train
+        .iter()
+        .filter(|(n, _)| n.as_str() != PROGRESS)
+        .map(|(n, t)| (n.clone(), t.shallow_clone()))
+        .collect();
+    match checkpoint::non_finite(&optim) {
+        Some(name) => Err(Error::Checkpoint(format!(
+            "{}: tensor {name} holds NaN or infinite values: not a usable checkpoint",
+            state
+                .path
+                .with_file_name("last.train.safetensors")
+                .display()
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// A mid-epoch checkpoint's metadata, path and the ranks' sums (on the CPU); None for one at
+/// an epoch's end.
+fn mid_epoch_progress(state: &LastState) -> Result<Option<(checkpoint::Meta, PathBuf, Tensor)>> {
+    match (state.meta.step, state.train.get(PROGRESS)) {
+        (0, _) => Ok(None),
+        (_, Some(p)) => Ok(Some((
+            state.meta.clone(),
+            state.path.clone(),
+            p.to_device(Device::Cpu),
+        ))),
+        (step, None) => Err(Error::Checkpoint(format!(
+            "{}: a checkpoint after step {step} of an epoch without the ranks' {PROGRESS}",
+            state.path.display()
+        ))),
+    }
+}
+
+/// A checkpoint past the run's --epochs (more epochs done, or within the epoch after the last)
+/// is refused: a usage error, not a run that trains nothing and says it finished.
+fn within_epochs(cfg: &Config, state: &LastState) -> Result<()> {
+    let (epoch, step) = (state.meta.epoch, state.meta.step);
+    if epoch < cfg.epochs || (epoch == cfg.epochs && step == 0) {
+        return Ok(());
+    }
+    let at = match step {
+        0 => format!("the end of epoch {epoch}"),
+        _ => format!("step {step} of epoch {}", epoch.saturating_add(1)),
+    };
+    Err(Error::Usage(format!(
+        "{} was written at {at}, past this run's --epochs {}: resume it with --epochs {} or more",
+        state.path.display(),
+        cfg.epochs,
+        epoch.saturating_add(usize::from(step > 0))
+    )))
 }
 
 /// Gives each stage's optimiser its parameters' share of the saved state (which names
@@ -483,10 +558,10 @@ pub(super) fn load_last(dir: &std::path::Path, device: Device) -> Result<Option<
         }
         return Ok(None);
     }
-    let (model, meta) = checkpoint::load(&mp, device)?;
-    let (train, tmeta) = checkpoint::load(&tp, device)?;
-    let meta = checkpoint::Meta::from_map(&meta, &mp)?;
-    let tmeta = checkpoint::Meta::from_map(&tmeta, &tp).ok();
+    let (model, map) = checkpoint::load(&mp, device)?;
+    let (train, tmap) = checkpoint::load(&tp, device)?;
+    let meta = checkpoint::Meta::from_map(&map, &mp)?;
+    let tmeta = checkpoint::Meta::from_map(&tmap, &tp).ok();
     let train_at = tmeta.as_ref().map(|t| (t.epoch, t.step));
     if train_at != Some((meta.epoch, meta.step)) {
         return Err(Error::Checkpoint(format!(
@@ -499,6 +574,20 @@ pub(super) fn load_last(dir: &std::path::Path, device: Device) -> Result<Option<
             train_at.map_or("no epoch".to_string(), |(e, s)| format!(
                 "epoch {e}, step {s}"
             )),
+        )));
+    }
+    // Both halves are written with one metadata: keys that differ pair two runs' files.
+    let differ: BTreeSet<&str> = (map.keys().chain(tmap.keys()))
+        .filter(|k| map.get(*k) != tmap.get(*k))
+        .map(String::as_str)
+        .collect();
+    if !differ.is_empty() {
+        return Err(Error::Checkpoint(format!(
+            "{} and {} are not of one checkpoint: their metadata's {} differ (files of two \
+             runs?); put back the pair a run wrote, or remove both to start over",
+            mp.display(),
+            tp.display(),
+            super::setup::names(&differ.into_iter().collect::<Vec<_>>(), 5)
         )));
     }
     Ok(Some(LastState {

@@ -194,72 +194,17 @@ pub(super) fn out_device(stages: &[StageParts]) -> Device {
 
 /// The data, and the model built from `cfg.seed` (placed on its stages' devices) with each
 /// stage's flat buffers, buckets and optimiser, and the loss scaler; every rank ends with rank
-/// 0's weights and buffers (DDP's constructor).
-///
-/// Kept in one piece: DDP's constructor in its order: data, model, stages, flat buffers and
-/// buckets, optimisers, rank 0's weights broadcast.
+/// 0's weights and buffers (DDP's constructor: data, model, stages, flat buffers and buckets,
+/// optimisers, rank 0's weights broadcast).
 pub(super) fn setup(cfg: &Config, comm: &mut Communicator) -> Result<(Dataset, Dataset, Parts)> {
     let (rank, world) = (comm.rank(), comm.world_size());
     let (train_set, test_set) = cfg.data.load(cfg.device, &cfg.images, cfg.seed)?;
-    if let Some(name) = train_set.non_utf8_class() {
-        return Err(Error::Data(format!(
-            "the class name {name:?} is not UTF-8: records, checkpoints and the evaluation \
-             snippet name classes as text, where two such names would look alike (rename the \
-             class folder, or its line of classes.txt)"
-        )));
-    }
-    if train_set.len() < cfg.batch_size {
-        return Err(Error::Usage(format!(
-            "--batch-size {} is larger than the {} training images",
-            cfg.batch_size,
-            train_set.len()
-        )));
-    }
-    // The initialisation draws from libtorch's default generator (tch's initialisers take no
-    // generator), as torchvision's do after torch.manual_seed: a lock held only around them
-    // keeps ranks run as threads of one process (tests) from interleaving their draws. Every
-    // other draw of a run is from a generator of its own (gpu_runtime::rng).
-    static INIT: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let (vs, mut model) = {
-        let _init = INIT.lock().unwrap_or_else(|e| e.into_inner());
-        tch::manual_seed(cfg.seed);
-        let vs = nn::VarStore::new(cfg.device);
-        let model = match &cfg.script {
-            Some(file) => Net::Script(ScriptNet::load(file, &vs)?),
-            None => Net::ResNet(ResNet::new(
-                &vs.root(),
-                cfg.arch,
-                train_set.num_classes,
-                cfg.stem,
-            )),
-        };
-        (vs, model)
-    };
+    check_train_set(cfg, &train_set)?;
+    let (vs, mut model) = build_model(cfg, &train_set)?;
     if let Net::Script(s) = &model {
         check_script_output(s, &vs, &train_set, cfg.device)?;
     }
-    let plans = {
-        let units = match &model {
-            Net::ResNet(_) => {
-                cfg.arch
-                    .units(cfg.stem, train_set.num_classes, train_set.image_size())
-            }
-            // One unit: the module is run whole.
-            Net::Script(_) => vec![crate::resnet::Unit {
-                name: "model".into(),
-                flops: 1.0,
-                params: vs
-                    .trainable_variables()
-                    .iter()
-                    .map(Tensor::numel)
-                    .sum::<usize>() as i64,
-            }],
-        };
-        match &cfg.pipeline {
-            Some(p) => crate::pipeline::stages(&units, &p.split, &p.devices)?,
-            None => crate::pipeline::stages(&units, &Split::At(Vec::new()), &[cfg.device])?,
-        }
-    };
+    let plans = stage_plans(cfg, &model, &vs, &train_set)?;
     if plans.len() > 1 {
         let place: Vec<(Range<usize>, Device)> =
             plans.iter().map(|s| (s.units.clone(), s.device)).collect();
@@ -286,6 +231,109 @@ pub(super) fn setup(cfg: &Config, comm: &mut Communicator) -> Result<(Dataset, D
         }
     }
     let named = named(&vs);
+    let (stages, opts) = stage_parts(cfg, &model, &named, plans)?;
+    let scaler = GradScaler::new(cfg.precision == Precision::Fp16);
+
+    // Start: everyone takes rank 0's weights and buffers (DDP's constructor).
+    let all: Vec<Tensor> = named
+        .all_sorted
+        .iter()
+        .map(|(_, t)| t.shallow_clone())
+        .collect();
+    ddp::broadcast(comm, &all)?;
+    let parts = Parts {
+        vs,
+        model,
+        named,
+        stages,
+        opts,
+        scaler,
+        lent,
+    };
+    Ok((train_set, test_set, parts))
+}
+
+/// The training set can be trained on: its class names are text, and it holds a batch.
+fn check_train_set(cfg: &Config, train_set: &Dataset) -> Result<()> {
+    if let Some(name) = train_set.non_utf8_class() {
+        return Err(Error::Data(format!(
+            "the class name {name:?} is not UTF-8: records, checkpoints and the evaluation \
+             snippet name classes as text, where two such names would look alike (rename the \
+             class folder, or its line of classes.txt)"
+        )));
+    }
+    if train_set.len() < cfg.batch_size {
+        return Err(Error::Usage(format!(
+            "--batch-size {} is larger than the {} training images",
+            cfg.batch_size,
+            train_set.len()
+        )));
+    }
+    Ok(())
+}
+
+/// The model (`--script`'s module, or the ResNet for the data's classes), initialised from
+/// `cfg.seed` on `cfg.device`.
+fn build_model(cfg: &Config, train_set: &Dataset) -> Result<(nn::VarStore, Net)> {
+    // The initialisation draws from libtorch's default generator (tch's initialisers take no
+    // generator), as torchvision's do after torch.manual_seed: a lock held only around them
+    // keeps ranks run as threads of one process (tests) from interleaving their draws. Every
+    // other draw of a run is from a generator of its own (gpu_runtime::rng).
+    static INIT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _init = INIT.lock().unwrap_or_else(|e| e.into_inner());
+    tch::manual_seed(cfg.seed);
+    let vs = nn::VarStore::new(cfg.device);
+    let model = match &cfg.script {
+        Some(file) => Net::Script(ScriptNet::load(file, &vs)?),
+        None => Net::ResNet(ResNet::new(
+            &vs.root(),
+            cfg.arch,
+            train_set.num_classes,
+            cfg.stem,
+        )),
+    };
+    Ok((vs, model))
+}
+
+/// The model's stages: its units split as `--pipeline` says, or one stage on `cfg.device`.
+fn stage_plans(
+    cfg: &Config,
+    model: &Net,
+    vs: &nn::VarStore,
+    train_set: &Dataset,
+) -> Result<Vec<Stage>> {
+    let units = match model {
+        Net::ResNet(_) => cfg
+            .arch
+            .units(cfg.stem, train_set.num_classes, train_set.image_size()),
+        // One unit: the module is run whole.
+        Net::Script(_) => vec![crate::resnet::Unit {
+            name: "model".into(),
+            flops: 1.0,
+            params: vs
+                .trainable_variables()
+                .iter()
+                .map(Tensor::numel)
+                .sum::<usize>() as i64,
+        }],
+    };
+    match &cfg.pipeline {
+        Some(p) => Ok(crate::pipeline::stages(&units, &p.split, &p.devices)?),
+        None => Ok(crate::pipeline::stages(
+            &units,
+            &Split::At(Vec::new()),
+            &[cfg.device],
+        )?),
+    }
+}
+
+/// Each stage's parameters in one flat buffer, its gradient buckets and its optimiser.
+fn stage_parts(
+    cfg: &Config,
+    model: &Net,
+    named: &Named,
+    plans: Vec<Stage>,
+) -> Result<(Vec<StageParts>, Vec<Optimizer>)> {
     let mut stages = Vec::with_capacity(plans.len());
     let mut opts = Vec::with_capacity(plans.len());
     for plan in plans {
@@ -309,25 +357,7 @@ pub(super) fn setup(cfg: &Config, comm: &mut Communicator) -> Result<(Dataset, D
             flat,
         });
     }
-    let scaler = GradScaler::new(cfg.precision == Precision::Fp16);
-
-    // Start: everyone takes rank 0's weights and buffers (DDP's constructor).
-    let all: Vec<Tensor> = named
-        .all_sorted
-        .iter()
-        .map(|(_, t)| t.shallow_clone())
-        .collect();
-    ddp::broadcast(comm, &all)?;
-    let parts = Parts {
-        vs,
-        model,
-        named,
-        stages,
-        opts,
-        scaler,
-        lent,
-    };
-    Ok((train_set, test_set, parts))
+    Ok((stages, opts))
 }
 
 /// A TorchScript model's output for a batch of two zero images of the data's size must be
