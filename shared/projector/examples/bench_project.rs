@@ -33,29 +33,21 @@ mod common;
 
 fn main() {
     let choices = common::set_up("bench_project");
-    let a: Vec<String> = std::env::args().collect();
-    if a.len() < 5 {
-        eprintln!(
-            "usage: bench_project DEVICE RES BATCH STEPS [tf32|fp32|bf16] [fast|auto|fused|unfused]"
-        );
-        std::process::exit(2);
-    }
-    let precision = a.get(5).map(String::as_str).unwrap_or("tf32");
+    let Args {
+        dev,
+        res,
+        batch,
+        steps,
+        precision,
+        mode,
+    } = Args::parse();
+    let precision = precision.as_str();
     if precision == "fp32" {
         gpu_runtime::shim::cuda_fp32_strict().unwrap();
     }
-    let dev = device::DeviceArg::parse(&a[1])
-        .unwrap()
-        .resolve(&device::Env::default())
-        .unwrap();
-    let (res, batch, steps): (i64, i64, usize) = (
-        a[2].parse().unwrap(),
-        a[3].parse().unwrap(),
-        a[4].parse().unwrap(),
-    );
-    let fused = match a.get(6).map(String::as_str) {
-        Some("fused") => Some(true),
-        Some("unfused") => Some(false),
+    let fused = match mode.as_str() {
+        "fused" => Some(true),
+        "unfused" => Some(false),
         _ => None,
     };
     if dev.is_cuda() {
@@ -73,22 +65,7 @@ fn main() {
     let t0 = Instant::now();
     let stats = WStats::compute(&g, 10000);
     let stats_s = t0.elapsed().as_secs_f64();
-    let targets = {
-        let _ng = tch::no_grad_guard();
-        let z: Vec<Tensor> = (0..batch as u32).map(|s| g.seeded_z(s, 1)).collect();
-        let img = g.forward(
-            &Tensor::cat(&z, 0),
-            None,
-            0.7,
-            None,
-            &SynthesisOptions {
-                force_fp32: true,
-                ..Default::default()
-            },
-        );
-        ((img + 1.0) * 127.5).clamp(0.0, 255.0)
-    };
-    let mode = a.get(6).map(String::as_str).unwrap_or("fast");
+    let targets = targets(&g, batch);
     let ops = Some(if mode == "fast" {
         Ops::Fast(choices)
     } else {
@@ -110,39 +87,15 @@ fn main() {
         stats: &stats,
         settings,
     };
-    // Warm-up (cuDNN autotuning) on 2 steps, not timed.
-    let warm = Projector {
-        settings: Settings {
-            steps: 2,
-            ..p.settings.clone()
-        },
-        ..p
-    };
-    let _ = warm.project(&targets, |_, _| {}).unwrap();
-    if let Device::Cuda(i) = dev {
-        tch::Cuda::synchronize(i as i64);
-    }
-    let t = Instant::now();
-    let out = p.project(&targets, |_, _| {}).unwrap();
-    let secs = t.elapsed().as_secs_f64();
-    let mean = out.distance.iter().sum::<f64>() / out.distance.len() as f64;
-    let mem = match (base, device::cuda_mem_used()) {
-        (Some(a), Some(b)) => format!("{} MiB", b.saturating_sub(a) >> 20),
-        _ => "n/a".into(),
-    };
+    let (out, secs) = timed(&p, &targets, dev);
     let step_ms = secs * 1e3 / steps as f64;
-    println!(
-        "project {res}x{res} batch {batch} {steps} steps {precision} {}{}: {:.3} img/s ({:.2} s/img, {:.1} ms/step), mean final distance {mean:.4}, peak reserved {mem}, w stats {stats_s:.2} s",
-        mode,
-        if cuda_graph && dev.is_cuda() {
-            " graphed"
-        } else {
-            ""
-        },
-        batch as f64 / secs,
-        secs / batch as f64,
-        step_ms
-    );
+    let graphed = if cuda_graph && dev.is_cuda() {
+        " graphed"
+    } else {
+        ""
+    };
+    let run = format!("{res}x{res} batch {batch} {steps} steps {precision} {mode}{graphed}");
+    report(&run, &out.distance, (batch, secs, step_ms), base, stats_s);
     // What was chosen by timing (the up-sampling convolutions, the VGG's layout: auto on CUDA).
     let decisions = g.synthesis.fast_state().decisions();
     for d in decisions.iter().chain(&vgg.decisions()) {
@@ -157,6 +110,97 @@ fn main() {
         };
         parts(&g, &vgg, &stats, &targets, &opts, step_ms);
     }
+}
+
+/// The command line: DEVICE RES BATCH STEPS [tf32|fp32|bf16] [fast|auto|fused|unfused].
+struct Args {
+    dev: Device,
+    res: i64,
+    batch: i64,
+    steps: usize,
+    precision: String,
+    mode: String,
+}
+
+impl Args {
+    fn parse() -> Args {
+        let a: Vec<String> = std::env::args().collect();
+        if a.len() < 5 {
+            eprintln!(
+                "usage: bench_project DEVICE RES BATCH STEPS [tf32|fp32|bf16] [fast|auto|fused|unfused]"
+            );
+            std::process::exit(2);
+        }
+        Args {
+            dev: device::DeviceArg::parse(&a[1])
+                .unwrap()
+                .resolve(&device::Env::default())
+                .unwrap(),
+            res: a[2].parse().unwrap(),
+            batch: a[3].parse().unwrap(),
+            steps: a[4].parse().unwrap(),
+            precision: a.get(5).cloned().unwrap_or_else(|| "tf32".into()),
+            mode: a.get(6).cloned().unwrap_or_else(|| "fast".into()),
+        }
+    }
+}
+
+/// `batch` images the random generator makes from seeds 0.. (ψ 0.7), as 0..255 targets.
+fn targets(g: &Generator, batch: i64) -> Tensor {
+    let _ng = tch::no_grad_guard();
+    let z: Vec<Tensor> = (0..batch as u32).map(|s| g.seeded_z(s, 1)).collect();
+    let img = g.forward(
+        &Tensor::cat(&z, 0),
+        None,
+        0.7,
+        None,
+        &SynthesisOptions {
+            force_fp32: true,
+            ..Default::default()
+        },
+    );
+    ((img + 1.0) * 127.5).clamp(0.0, 255.0)
+}
+
+/// The projection of `targets` and its seconds, after a warm-up (cuDNN autotuning) on 2
+/// steps, not timed.
+fn timed(p: &Projector, targets: &Tensor, dev: Device) -> (projector::Projection, f64) {
+    let warm = Projector {
+        settings: Settings {
+            steps: 2,
+            ..p.settings.clone()
+        },
+        ..*p
+    };
+    let _ = warm.project(targets, |_, _| {}).unwrap();
+    if let Device::Cuda(i) = dev {
+        tch::Cuda::synchronize(i as i64);
+    }
+    let t = Instant::now();
+    let out = p.project(targets, |_, _| {}).unwrap();
+    (out, t.elapsed().as_secs_f64())
+}
+
+/// The timed run's line: `batch` images projected in `secs` (`step_ms` a step), their mean
+/// final distance, the memory reserved since `base`, and the w statistics' seconds.
+fn report(
+    run: &str,
+    distance: &[f64],
+    (batch, secs, step_ms): (i64, f64, f64),
+    base: Option<u64>,
+    stats_s: f64,
+) {
+    let mean = distance.iter().sum::<f64>() / distance.len() as f64;
+    let mem = match (base, device::cuda_mem_used()) {
+        (Some(a), Some(b)) => format!("{} MiB", b.saturating_sub(a) >> 20),
+        _ => "n/a".into(),
+    };
+    println!(
+        "project {run}: {:.3} img/s ({:.2} s/img, {:.1} ms/step), mean final distance {mean:.4}, peak reserved {mem}, w stats {stats_s:.2} s",
+        batch as f64 / secs,
+        secs / batch as f64,
+        step_ms
+    );
 }
 
 /// Median milliseconds of `f` over 10 runs after 3 warm-ups, the device synchronised.

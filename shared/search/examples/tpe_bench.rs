@@ -8,7 +8,7 @@
 use std::time::Instant;
 
 use search::Mode;
-use search::bohb::Bohb;
+use search::bohb::{Bohb, BohbSpace};
 use search::space::{Config, Space};
 use search::tpe::{Dist, Observed, Tpe};
 
@@ -58,6 +58,8 @@ fn float(low: f64, high: f64) -> Dist {
     }
 }
 
+type F = fn(&[f64]) -> f64;
+
 fn main() {
     let args: Vec<usize> = std::env::args()
         .skip(1)
@@ -66,115 +68,144 @@ fn main() {
     let [trials, seeds, history_len] = args[..] else {
         panic!("tpe_bench TRIALS SEEDS HISTORY")
     };
-    type F = fn(&[f64]) -> f64;
     let functions: [(&str, F, Vec<Dist>); 2] = [
         ("branin", branin, vec![float(-5.0, 10.0), float(0.0, 15.0)]),
         ("hartmann6", hartmann6, vec![float(0.0, 1.0); 6]),
     ];
     for (name, f, space) in &functions {
         let names: Vec<String> = (0..space.len()).map(|d| format!("x{d}")).collect();
-        let spec: serde_json::Map<String, serde_json::Value> = (names.iter().zip(space))
-            .map(|(n, dist)| {
-                let Dist::Float { low, high, .. } = *dist else {
-                    unreachable!()
-                };
-                (n.clone(), serde_json::json!({"uniform": [low, high]}))
-            })
-            .collect();
-        let bspace = Space::parse(&serde_json::Value::Object(spec).to_string())
-            .unwrap()
-            .bohb()
-            .unwrap();
-        let to_config = |x: &[f64]| -> Config {
-            (names.iter().zip(x))
-                .map(|(n, &v)| (n.clone(), serde_json::json!(v)))
-                .collect()
-        };
+        let bspace = bohb_space(&names, space);
         for seed in 0..seeds as u32 {
-            // BOHB's model on its own (every result at one budget: no brackets).
-            let mut bohb = Bohb::new(bspace.clone(), seed);
-            let mut best: Vec<f64> = Vec::with_capacity(trials);
-            for _ in 0..trials {
-                let (c, _) = bohb.suggest();
-                let x: Vec<f64> = names.iter().map(|n| c[n].as_f64().unwrap()).collect();
-                let v = f(&x);
-                bohb.observe(&c, 1.0, v);
-                best.push(best.last().map_or(v, |b| b.min(v)));
-            }
+            let best = bohb_curve(&bspace, &names, *f, seed, trials);
             println!(
                 "{}",
                 serde_json::json!({"function": name, "method": "bohb", "seed": seed, "best": best})
             );
             // Random search: the TPE sampler's start-up draws, never leaving them.
             for method in ["tpe", "random"] {
-                let mut tpe = Tpe::new(space.clone(), Mode::Min, seed);
-                let mut history: Vec<Observed> = Vec::new();
-                let mut best = Vec::with_capacity(trials);
-                for _ in 0..trials {
-                    let x = if method == "tpe" {
-                        tpe.suggest(&history)
-                    } else {
-                        tpe.suggest(&history[..0])
-                    };
-                    let v = f(&x);
-                    history.push(Observed {
-                        params: x,
-                        value: Some(v),
-                    });
-                    best.push(best.last().map_or(v, |b: &f64| b.min(v)));
-                }
+                let best = tpe_curve(space, *f, seed, trials, method == "tpe");
                 println!(
                     "{}",
                     serde_json::json!({"function": name, "method": method, "seed": seed, "best": best})
                 );
             }
         }
-        // The time of one suggestion with `history_len` finished trials.
-        let mut tpe = Tpe::new(space.clone(), Mode::Min, 0);
-        let history: Vec<Observed> = (0..history_len)
-            .map(|i| {
-                let x: Vec<f64> = space
-                    .iter()
-                    .enumerate()
-                    .map(|(d, dist)| {
-                        let Dist::Float { low, high, .. } = *dist else {
-                            unreachable!()
-                        };
-                        let u = ((i * 7919 + d * 104_729) % 1000) as f64 / 1000.0;
-                        low + u * (high - low)
-                    })
-                    .collect();
-                let v = f(&x);
-                Observed {
-                    params: x,
-                    value: Some(v),
-                }
-            })
-            .collect();
-        let reps = 20;
-        let t = Instant::now();
-        for _ in 0..reps {
-            std::hint::black_box(tpe.suggest(&history));
-        }
-        let ms = t.elapsed().as_secs_f64() * 1000.0 / reps as f64;
-        // BOHB: the same history as results at one budget; only model-based suggestions timed.
-        let mut bohb = Bohb::new(bspace, 0);
-        for o in &history {
-            bohb.observe(&to_config(&o.params), 1.0, o.value.unwrap());
-        }
-        let (mut model_ms, mut n) = (0.0, 0);
-        while n < reps {
-            let t = Instant::now();
-            let (_, model) = std::hint::black_box(bohb.suggest());
-            if model {
-                model_ms += t.elapsed().as_secs_f64() * 1000.0;
-                n += 1;
-            }
-        }
+        let (ms, model_ms) = suggest_ms(space, bspace, &names, *f, history_len);
         println!(
             "{}",
             serde_json::json!({"function": name, "history": history_len, "suggest_ms": ms,
-                "bohb_suggest_ms": model_ms / n as f64})
+                "bohb_suggest_ms": model_ms})
         );
     }
+}
+
+/// The same space for BOHB: each dimension `names[d]` uniform over `space[d]`'s range.
+fn bohb_space(names: &[String], space: &[Dist]) -> BohbSpace {
+    let spec: serde_json::Map<String, serde_json::Value> = (names.iter().zip(space))
+        .map(|(n, dist)| {
+            let Dist::Float { low, high, .. } = *dist else {
+                unreachable!()
+            };
+            (n.clone(), serde_json::json!({"uniform": [low, high]}))
+        })
+        .collect();
+    Space::parse(&serde_json::Value::Object(spec).to_string())
+        .unwrap()
+        .bohb()
+        .unwrap()
+}
+
+/// A point as BOHB's config.
+fn to_config(names: &[String], x: &[f64]) -> Config {
+    (names.iter().zip(x))
+        .map(|(n, &v)| (n.clone(), serde_json::json!(v)))
+        .collect()
+}
+
+/// The best value after each of `trials` of BOHB's model on its own (every result at one
+/// budget: no brackets).
+fn bohb_curve(bspace: &BohbSpace, names: &[String], f: F, seed: u32, trials: usize) -> Vec<f64> {
+    let mut bohb = Bohb::new(bspace.clone(), seed);
+    let mut best: Vec<f64> = Vec::with_capacity(trials);
+    for _ in 0..trials {
+        let (c, _) = bohb.suggest();
+        let x: Vec<f64> = names.iter().map(|n| c[n].as_f64().unwrap()).collect();
+        let v = f(&x);
+        bohb.observe(&c, 1.0, v);
+        best.push(best.last().map_or(v, |b| b.min(v)));
+    }
+    best
+}
+
+/// The best value after each of `trials` of TPE (`tpe`), or of its start-up draws alone.
+fn tpe_curve(space: &[Dist], f: F, seed: u32, trials: usize, tpe_on: bool) -> Vec<f64> {
+    let mut tpe = Tpe::new(space.to_vec(), Mode::Min, seed);
+    let mut history: Vec<Observed> = Vec::new();
+    let mut best = Vec::with_capacity(trials);
+    for _ in 0..trials {
+        let x = if tpe_on {
+            tpe.suggest(&history)
+        } else {
+            tpe.suggest(&history[..0])
+        };
+        let v = f(&x);
+        history.push(Observed {
+            params: x,
+            value: Some(v),
+        });
+        best.push(best.last().map_or(v, |b: &f64| b.min(v)));
+    }
+    best
+}
+
+/// The milliseconds of one TPE suggestion with `history_len` finished trials, and of one
+/// model-based BOHB suggestion with the same history as results at one budget.
+fn suggest_ms(
+    space: &[Dist],
+    bspace: BohbSpace,
+    names: &[String],
+    f: F,
+    history_len: usize,
+) -> (f64, f64) {
+    let mut tpe = Tpe::new(space.to_vec(), Mode::Min, 0);
+    let history: Vec<Observed> = (0..history_len)
+        .map(|i| {
+            let x: Vec<f64> = space
+                .iter()
+                .enumerate()
+                .map(|(d, dist)| {
+                    let Dist::Float { low, high, .. } = *dist else {
+                        unreachable!()
+                    };
+                    let u = ((i * 7919 + d * 104_729) % 1000) as f64 / 1000.0;
+                    low + u * (high - low)
+                })
+                .collect();
+            let v = f(&x);
+            Observed {
+                params: x,
+                value: Some(v),
+            }
+        })
+        .collect();
+    let reps = 20;
+    let t = Instant::now();
+    for _ in 0..reps {
+        std::hint::black_box(tpe.suggest(&history));
+    }
+    let ms = t.elapsed().as_secs_f64() * 1000.0 / reps as f64;
+    let mut bohb = Bohb::new(bspace, 0);
+    for o in &history {
+        bohb.observe(&to_config(names, &o.params), 1.0, o.value.unwrap());
+    }
+    let (mut model_ms, mut n) = (0.0, 0);
+    while n < reps {
+        let t = Instant::now();
+        let (_, model) = std::hint::black_box(bohb.suggest());
+        if model {
+            model_ms += t.elapsed().as_secs_f64() * 1000.0;
+            n += 1;
+        }
+    }
+    (ms, model_ms / n as f64)
 }

@@ -128,8 +128,8 @@ fn valid_name(name: &str) -> bool {
 }
 
 impl Param {
-    // Kept in one piece: one arm per search-space function (Ray Tune's names), each with its
-    // checks.
+    /// One search-space function (Ray Tune's names: an arm each, with its checks), or a plain
+    /// value.
     fn parse(spec: &Value) -> Result<Self> {
         let Value::Object(obj) = spec else {
             return Ok(Param::Const(spec.clone()));
@@ -175,47 +175,50 @@ impl Param {
                 }
                 Param::LogUniform(v[0], v[1])
             }
-            "randint" => {
-                let a = list(Some(2))?;
-                let ints: Vec<i64> = a
-                    .iter()
-                    .map(|v| {
-                        v.as_i64().ok_or_else(|| {
-                            Error::Invalid(format!("randint: {v} is not an integer"))
-                        })
-                    })
-                    .collect::<Result<_>>()?;
-                if ints[0] >= ints[1] {
-                    bail!(
-                        "randint needs a < b (b is excluded), got [{}, {}]",
-                        ints[0],
-                        ints[1]
-                    );
-                }
-                Param::RandInt(ints[0], ints[1])
-            }
-            "quniform" => {
-                let v = nums(3)?;
-                ordered(kind, v[0], v[1])?;
-                if v[2] <= 0.0 {
-                    bail!("quniform's q must be positive, got {}", v[2]);
-                }
-                // A draw is round(x / q) q: x / q must stay a finite double.
-                if !(v[0] / v[2]).is_finite() || !(v[1] / v[2]).is_finite() {
-                    bail!(
-                        "quniform [{}, {}, {}]: q is too small for the range (a / q or b / q is past the largest double)",
-                        v[0],
-                        v[1],
-                        v[2]
-                    );
-                }
-                Param::QUniform(v[0], v[1], v[2])
-            }
+            "randint" => Param::randint(list(Some(2))?)?,
+            "quniform" => Param::quniform(&nums(3)?)?,
             other => bail!(
                 "unknown search primitive {other:?} (grid, choice, uniform, loguniform, randint, quniform)"
             ),
         };
         Ok(p)
+    }
+
+    /// `randint`'s [a, b]: integers, a < b (b is excluded).
+    fn randint(a: &[Value]) -> Result<Self> {
+        let ints: Vec<i64> = a
+            .iter()
+            .map(|v| {
+                v.as_i64()
+                    .ok_or_else(|| Error::Invalid(format!("randint: {v} is not an integer")))
+            })
+            .collect::<Result<_>>()?;
+        if ints[0] >= ints[1] {
+            bail!(
+                "randint needs a < b (b is excluded), got [{}, {}]",
+                ints[0],
+                ints[1]
+            );
+        }
+        Ok(Param::RandInt(ints[0], ints[1]))
+    }
+
+    /// `quniform`'s [a, b, q]: a ≤ b, q positive and not so small that a / q or b / q leaves
+    /// the doubles (a draw is round(x / q) q).
+    fn quniform(v: &[f64]) -> Result<Self> {
+        ordered("quniform", v[0], v[1])?;
+        if v[2] <= 0.0 {
+            bail!("quniform's q must be positive, got {}", v[2]);
+        }
+        if !(v[0] / v[2]).is_finite() || !(v[1] / v[2]).is_finite() {
+            bail!(
+                "quniform [{}, {}, {}]: q is too small for the range (a / q or b / q is past the largest double)",
+                v[0],
+                v[1],
+                v[2]
+            );
+        }
+        Ok(Param::QUniform(v[0], v[1], v[2]))
     }
 
     fn draw(&self, rng: &mut Rng) -> Value {

@@ -112,73 +112,7 @@ fn parity(d: Device, dir: &Path) {
                 .into_iter()
                 .map(|(k, v)| (k, v.to_device(d)))
                 .collect();
-        let diff = |a: &Tensor, b: &Tensor| (a - b).abs().max().double_value(&[]);
-        let o = |noise, fused| SynthesisOptions {
-            noise,
-            fused_modconv: fused,
-            force_fp32: false,
-            ..Default::default()
-        };
-        let mut line = vec![
-            (
-                "ws",
-                diff(&g.mapping.forward(&r["z"], None, 1.0, None), &r["ws"]),
-            ),
-            (
-                "ws_psi0.7",
-                diff(
-                    &g.mapping.forward(&r["z"], None, 0.7, None),
-                    &r["ws_psi0.7"],
-                ),
-            ),
-        ];
-        line.push((
-            "ws_psi0.5_cutoff2",
-            diff(
-                &g.mapping.forward(&r["z"], None, 0.5, Some(2)),
-                &r["ws_psi0.5_cutoff2"],
-            ),
-        ));
-        line.push((
-            "img_const",
-            diff(
-                &g.synthesis.forward(&r["ws"], &o(Noise::Const, None)),
-                &r["img_const"],
-            ),
-        ));
-        line.push((
-            "img_none",
-            diff(
-                &g.synthesis.forward(&r["ws"], &o(Noise::None, None)),
-                &r["img_none"],
-            ),
-        ));
-        line.push((
-            "img_const_unfused",
-            diff(
-                &g.synthesis.forward(&r["ws"], &o(Noise::Const, Some(false))),
-                &r["img_const_unfused"],
-            ),
-        ));
-        let (w_avg, w_std) = g.w_avg_std(1000);
-        line.push(("w_avg_1000", diff(&w_avg, &r["w_avg_1000"])));
-        line.push((
-            "w_std_1000",
-            (w_std - r["w_std_1000"].double_value(&[0])).abs(),
-        ));
-        let w = r["w_avg_1000"].copy().set_requires_grad(true);
-        let img = g
-            .synthesis
-            .forward(&w.repeat([1, g.num_ws(), 1]), &o(Noise::Const, None));
-        let loss = (&img - &r["grad_target"]).square().mean(Kind::Float);
-        let grad = Tensor::run_backward(&[&loss], &[&w], false, false)
-            .pop()
-            .unwrap();
-        line.push((
-            "grad_loss",
-            (loss.double_value(&[]) - r["grad_loss"].double_value(&[0])).abs(),
-        ));
-        line.push(("grad_w", diff(&grad, &r["grad_w"])));
+        let line = parity_line(&g, &r);
         let worst = line.iter().map(|(_, v)| *v).fold(0.0, f64::max);
         let name = cfg.file_name().unwrap().to_string_lossy();
         let items: Vec<String> = line.iter().map(|(k, v)| format!("{k} {v:.2e}")).collect();
@@ -188,6 +122,79 @@ fn parity(d: Device, dir: &Path) {
             if worst <= 1e-4 { "PASS" } else { "FAIL" }
         );
     }
+}
+
+/// Each figure's largest difference from the reference outputs `r` (mapping, synthesis with
+/// each noise mode, fused or not, the w statistics, a gradient through synthesis).
+fn parity_line(g: &Generator, r: &BTreeMap<String, Tensor>) -> Vec<(&'static str, f64)> {
+    let diff = |a: &Tensor, b: &Tensor| (a - b).abs().max().double_value(&[]);
+    let o = |noise, fused| SynthesisOptions {
+        noise,
+        fused_modconv: fused,
+        force_fp32: false,
+        ..Default::default()
+    };
+    let mut line = vec![
+        (
+            "ws",
+            diff(&g.mapping.forward(&r["z"], None, 1.0, None), &r["ws"]),
+        ),
+        (
+            "ws_psi0.7",
+            diff(
+                &g.mapping.forward(&r["z"], None, 0.7, None),
+                &r["ws_psi0.7"],
+            ),
+        ),
+    ];
+    line.push((
+        "ws_psi0.5_cutoff2",
+        diff(
+            &g.mapping.forward(&r["z"], None, 0.5, Some(2)),
+            &r["ws_psi0.5_cutoff2"],
+        ),
+    ));
+    line.push((
+        "img_const",
+        diff(
+            &g.synthesis.forward(&r["ws"], &o(Noise::Const, None)),
+            &r["img_const"],
+        ),
+    ));
+    line.push((
+        "img_none",
+        diff(
+            &g.synthesis.forward(&r["ws"], &o(Noise::None, None)),
+            &r["img_none"],
+        ),
+    ));
+    line.push((
+        "img_const_unfused",
+        diff(
+            &g.synthesis.forward(&r["ws"], &o(Noise::Const, Some(false))),
+            &r["img_const_unfused"],
+        ),
+    ));
+    let (w_avg, w_std) = g.w_avg_std(1000);
+    line.push(("w_avg_1000", diff(&w_avg, &r["w_avg_1000"])));
+    line.push((
+        "w_std_1000",
+        (w_std - r["w_std_1000"].double_value(&[0])).abs(),
+    ));
+    let w = r["w_avg_1000"].copy().set_requires_grad(true);
+    let img = g
+        .synthesis
+        .forward(&w.repeat([1, g.num_ws(), 1]), &o(Noise::Const, None));
+    let loss = (&img - &r["grad_target"]).square().mean(Kind::Float);
+    let grad = Tensor::run_backward(&[&loss], &[&w], false, false)
+        .pop()
+        .unwrap();
+    line.push((
+        "grad_loss",
+        (loss.double_value(&[]) - r["grad_loss"].double_value(&[0])).abs(),
+    ));
+    line.push(("grad_w", diff(&grad, &r["grad_w"])));
+    line
 }
 
 fn fixture(d: Device, path: &Path, iters: usize) {
@@ -308,21 +315,37 @@ fn image_and_grads(
     )
 }
 
+/// Non-zero noise strengths and biases, so that every input of the epilogue matters.
+fn stir_epilogue_inputs(g: &Generator) {
+    let _ng = tch::no_grad_guard();
+    for blk in &g.synthesis.blocks {
+        for l in blk.conv0.iter().chain(std::iter::once(&blk.conv1)) {
+            let _ = l.noise_strength.shallow_clone().fill_(0.3);
+            l.bias
+                .shallow_clone()
+                .copy_(&(Tensor::randn_like(&l.bias) * 0.2));
+        }
+    }
+}
+
+/// The relative errors of an image and its gradients against the reference's: the image's, w's
+/// gradient's, and the worst noise buffer's gradient's.
+fn errors(
+    (img, grads): &(Tensor, Vec<Tensor>),
+    (img_r, grads_r): &(Tensor, Vec<Tensor>),
+) -> (f64, f64, f64) {
+    let g: Vec<f64> = grads.iter().zip(grads_r).map(|(a, b)| rel(a, b)).collect();
+    (
+        rel(img, img_r),
+        g[0],
+        g[1..].iter().cloned().fold(0.0, f64::max),
+    )
+}
+
 fn fast_check(d: Device, res: i64, b: i64, iters: usize, choices: KernelChoices) {
     tch::manual_seed(0);
     let g = Generator::random(Config::paper_stylegan2(res), d).unwrap();
-    {
-        // Non-zero noise strengths and biases, so that every input of the epilogue matters.
-        let _ng = tch::no_grad_guard();
-        for blk in &g.synthesis.blocks {
-            for l in blk.conv0.iter().chain(std::iter::once(&blk.conv1)) {
-                let _ = l.noise_strength.shallow_clone().fill_(0.3);
-                l.bias
-                    .shallow_clone()
-                    .copy_(&(Tensor::randn_like(&l.bias) * 0.2));
-            }
-        }
-    }
+    stir_epilogue_inputs(&g);
     let w = (Tensor::randn([b, 1, 512], (Kind::Float, d)) * 0.5).set_requires_grad(true);
     let noise = noise_bufs(&g, b, d);
     let target = Tensor::randn([b, 3, res, res], (Kind::Float, d));
@@ -331,15 +354,6 @@ fn fast_check(d: Device, res: i64, b: i64, iters: usize, choices: KernelChoices)
         fused_modconv: Some(false),
         force_fp32,
         ops,
-    };
-    let errors = |(img, grads): &(Tensor, Vec<Tensor>),
-                  (img_r, grads_r): &(Tensor, Vec<Tensor>)| {
-        let g: Vec<f64> = grads.iter().zip(grads_r).map(|(a, b)| rel(a, b)).collect();
-        (
-            rel(img, img_r),
-            g[0],
-            g[1..].iter().cloned().fold(0.0, f64::max),
-        )
     };
     let truth = image_and_grads(&g, &w, &noise, &target, &o(Ops::Reference, true));
     let fast32 = image_and_grads(&g, &w, &noise, &target, &o(Ops::Fast(choices), true));
@@ -457,19 +471,8 @@ fn fwd_bwd_ms(d: Device, iters: usize, inputs: &[&Tensor], f: impl Fn() -> Tenso
 }
 
 /// `bench layers`: each piece of a synthesis block at the paper config's shapes.
-fn layers(d: Device, res: i64, b: i64, fp16: bool, iters: usize, choices: KernelChoices) {
-    let state = fast::FastState::default();
-    let fast = fast::Fast {
-        choices,
-        state: &state,
-    };
-    let cfg = Config::paper_stylegan2(res);
-    let f = ops::default_resample_filter().to_device(d);
-    let img_up = fast::upsample_weight(&f);
-    let f32_on = (Kind::Float, d);
-    println!(
-        "layers {res}x{res} batch {b} on {d:?}: forward+backward ms (median of {iters}) per block resolution"
-    );
+/// The column names of `layers`' table.
+fn print_layers_header() {
     println!(
         "{:>6} {:>5} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7} {:>8} {:>8}",
         "res",
@@ -486,6 +489,64 @@ fn layers(d: Device, res: i64, b: i64, fp16: bool, iters: usize, choices: Kernel
         "up-ph.cl",
         "conv.cl"
     );
+}
+
+/// Forward+backward milliseconds of a block's epilogue (noise, bias, gain, clamp), ToRGB and
+/// the image's up-sampling (`img_up`), on `y` ([batch, channels, r, r]).
+fn epilogue_torgb_ms(
+    d: Device,
+    iters: usize,
+    fast: fast::Fast,
+    y: &Tensor,
+    img_up: &Tensor,
+) -> (f64, f64, f64) {
+    let [b, cout, r, _] = y.size()[..] else {
+        unreachable!("y is NCHW")
+    };
+    let f32_on = (Kind::Float, d);
+    let grad = |t: Tensor| t.set_requires_grad(true);
+    let dc = grad(Tensor::rand([b, cout], f32_on));
+    let noise = grad(Tensor::randn([b, 1, r, r], f32_on));
+    let (strength, bias) = (
+        Tensor::from(0.1f32).to_device(d),
+        Tensor::randn([cout], f32_on),
+    );
+    let epi = fwd_bwd_ms(d, iters, &[y, &dc, &noise], || {
+        fast::epilogue(
+            fast,
+            y,
+            &dc,
+            Some(&noise),
+            &strength,
+            &bias,
+            1.0,
+            Some(256.0),
+        )
+    });
+    let (wrgb, srgb) = (
+        Tensor::randn([3, cout, 1, 1], f32_on),
+        grad(Tensor::randn([b, cout], f32_on)),
+    );
+    let torgb = fwd_bwd_ms(d, iters, &[y, &srgb], || fast::torgb(y, &wrgb, &srgb));
+    let img = grad(Tensor::randn([b, 3, r / 2, r / 2], f32_on));
+    let up_img = fwd_bwd_ms(d, iters, &[&img], || fast::upsample2d_with(&img, img_up));
+    (epi, torgb, up_img)
+}
+
+fn layers(d: Device, res: i64, b: i64, fp16: bool, iters: usize, choices: KernelChoices) {
+    let state = fast::FastState::default();
+    let fast = fast::Fast {
+        choices,
+        state: &state,
+    };
+    let cfg = Config::paper_stylegan2(res);
+    let f = ops::default_resample_filter().to_device(d);
+    let img_up = fast::upsample_weight(&f);
+    let f32_on = (Kind::Float, d);
+    println!(
+        "layers {res}x{res} batch {b} on {d:?}: forward+backward ms (median of {iters}) per block resolution"
+    );
+    print_layers_header();
     let (mut fast_total, mut ref_total, mut tconv_total) = (0.0, 0.0, 0.0);
     for r in cfg.block_resolutions().into_iter().filter(|&r| r >= 8) {
         let (cin, cout) = (cfg.channels(r / 2), cfg.channels(r));
@@ -521,31 +582,7 @@ fn layers(d: Device, res: i64, b: i64, fp16: bool, iters: usize, choices: Kernel
         let conv_cl = fwd_bwd_ms(d, iters, &[&y_cl], || {
             y_cl.conv2d(&w1_cl, None::<Tensor>, [1, 1], [1, 1], [1, 1], 1)
         });
-        let dc = grad(Tensor::rand([b, cout], f32_on));
-        let noise = grad(Tensor::randn([b, 1, r, r], f32_on));
-        let (strength, bias) = (
-            Tensor::from(0.1f32).to_device(d),
-            Tensor::randn([cout], f32_on),
-        );
-        let epi = fwd_bwd_ms(d, iters, &[&y, &dc, &noise], || {
-            fast::epilogue(
-                fast,
-                &y,
-                &dc,
-                Some(&noise),
-                &strength,
-                &bias,
-                1.0,
-                Some(256.0),
-            )
-        });
-        let (wrgb, srgb) = (
-            Tensor::randn([3, cout, 1, 1], f32_on),
-            grad(Tensor::randn([b, cout], f32_on)),
-        );
-        let torgb = fwd_bwd_ms(d, iters, &[&y, &srgb], || fast::torgb(&y, &wrgb, &srgb));
-        let img = grad(Tensor::randn([b, 3, r / 2, r / 2], f32_on));
-        let up_img = fwd_bwd_ms(d, iters, &[&img], || fast::upsample2d_with(&img, &img_up));
+        let (epi, torgb, up_img) = epilogue_torgb_ms(d, iters, fast, &y, &img_up);
         // A block: two modulations, one up-sampling and one plain convolution, two epilogues,
         // ToRGB and the image's up-sampling.
         let common = 2.0 * modulate + conv + 2.0 * epi + torgb + up_img;
