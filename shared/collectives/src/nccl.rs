@@ -245,7 +245,7 @@ impl NcclComm {
             .name("nccl-init".into())
             .spawn(move || {
                 let r = device::cuda_set_device(device)
-                    .map_err(Error::Nccl)
+                    .map_err(cuda_error)
                     .and_then(|_| {
                         let mut comm: Comm = std::ptr::null_mut();
                         // SAFETY: a valid out-pointer; id by value as nccl.h declares.
@@ -294,7 +294,7 @@ impl NcclComm {
     }
 
     fn enter(&self) -> Result<()> {
-        device::cuda_set_device(self.device).map_err(Error::Nccl)
+        device::cuda_set_device(self.device).map_err(cuda_error)
     }
 
     /// libtorch's current stream on this device: the legacy default stream normally, the
@@ -393,7 +393,7 @@ impl NcclComm {
         self.enter()?;
         let start = Instant::now();
         loop {
-            if device::cuda_default_stream_done().map_err(Error::Nccl)? {
+            if device::cuda_default_stream_done().map_err(cuda_error)? {
                 return Ok(());
             }
             let mut async_err: c_int = 0;
@@ -442,6 +442,11 @@ impl Drop for NcclComm {
             unsafe { (self.nccl.fns.comm_destroy)(self.comm) };
         }
     }
+}
+
+/// A CUDA runtime failure on NCCL's path, with its causes (the loader's reason, say).
+fn cuda_error(e: device::Error) -> Error {
+    Error::Nccl(error_class::chain_text(&e))
 }
 
 #[cfg(test)]

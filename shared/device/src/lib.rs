@@ -16,7 +16,7 @@
 //! assert_eq!(DeviceArg::parse("auto").unwrap().resolve_with(&env, 0), tch::Device::Cpu);
 //! ```
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 #[cfg(feature = "clap")]
 mod args;
@@ -95,6 +95,16 @@ pub enum Error {
         asked: &'static str,
         allowed: String,
     },
+    /// `libtorch_cuda.so` could not be loaded (no CUDA build, or not on the run path): the
+    /// loader's error ([`load_cuda`]).
+    #[error("libtorch's CUDA library could not be loaded")]
+    CudaLoad(#[source] Arc<libloading::Error>),
+    /// libtorch's CUDA is there, but no device is.
+    #[error("no CUDA device is visible (driver missing, or CUDA_VISIBLE_DEVICES empty)")]
+    NoCuda,
+    /// A CUDA runtime call (`call`, with its arguments) returned error `code`.
+    #[error("{call} failed with CUDA error {code}")]
+    CudaCall { call: String, code: i32 },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -107,6 +117,9 @@ impl error_class::Classify for Error {
             }
             // The machine lacks what was asked for (the tools' --device has always exited 1).
             Error::Unavailable { .. } => error_class::Class::Fatal,
+            Error::CudaLoad(_) | Error::NoCuda | Error::CudaCall { .. } => {
+                error_class::Class::Fatal
+            }
         }
     }
 }
@@ -163,7 +176,7 @@ impl DeviceArg {
             if gpus == 0 {
                 return Err(Error::Unavailable {
                     asked: name(device),
-                    why: cuda_unavailable_reason(),
+                    why: error_class::chain_text(&cuda_unavailable_reason()),
                 });
             }
             if i >= gpus {
@@ -187,25 +200,25 @@ impl std::str::FromStr for DeviceArg {
     }
 }
 
-static CUDA_LOAD: OnceLock<std::result::Result<(), String>> = OnceLock::new();
+static CUDA_LOAD: OnceLock<std::result::Result<(), Arc<libloading::Error>>> = OnceLock::new();
 
-/// `dlopen("libtorch_cuda.so", RTLD_NOW | RTLD_GLOBAL)` once; `Err` says why it failed (no
-/// CUDA build, or the library is not on the run path).
-pub fn load_cuda() -> std::result::Result<(), String> {
+/// `dlopen("libtorch_cuda.so", RTLD_NOW | RTLD_GLOBAL)` once; `Err` ([`Error::CudaLoad`]) holds
+/// why it failed (no CUDA build, or the library is not on the run path).
+pub fn load_cuda() -> Result<()> {
     CUDA_LOAD
-        .get_or_init(|| {
-            use libloading::os::unix::{Library, RTLD_GLOBAL, RTLD_NOW};
-            // SAFETY: loading libtorch_cuda runs its static initialisers, which register CUDA
-            // hooks with the libtorch already loaded; that is what linking it would do.
-            match unsafe { Library::open(Some("libtorch_cuda.so"), RTLD_NOW | RTLD_GLOBAL) } {
-                Ok(lib) => {
-                    std::mem::forget(lib); // stays loaded for the life of the process
-                    Ok(())
-                }
-                Err(e) => Err(e.to_string()),
-            }
-        })
+        .get_or_init(|| load_library("libtorch_cuda.so").map_err(Arc::new))
         .clone()
+        .map_err(Error::CudaLoad)
+}
+
+/// Loads `name` for good with its symbols global.
+fn load_library(name: &str) -> std::result::Result<(), libloading::Error> {
+    use libloading::os::unix::{Library, RTLD_GLOBAL, RTLD_NOW};
+    // SAFETY: loading libtorch_cuda runs its static initialisers, which register CUDA
+    // hooks with the libtorch already loaded; that is what linking it would do.
+    let lib = unsafe { Library::open(Some(name), RTLD_NOW | RTLD_GLOBAL) }?;
+    std::mem::forget(lib); // stays loaded for the life of the process
+    Ok(())
 }
 
 /// Number of visible CUDA devices (0 without CUDA).
@@ -281,7 +294,7 @@ pub fn cuda_device_label(i: usize) -> Option<String> {
 
 /// `cudaSetDevice(i)` for the calling thread (what NCCL launches on is the current device's
 /// stream).
-pub fn cuda_set_device(i: usize) -> std::result::Result<(), String> {
+pub fn cuda_set_device(i: usize) -> Result<()> {
     type SetDevice = unsafe extern "C" fn(i32) -> i32;
     static SET_DEVICE: OnceLock<Option<SetDevice>> = OnceLock::new();
     // SAFETY: the CUDA runtime's documented signature.
@@ -290,13 +303,16 @@ pub fn cuda_set_device(i: usize) -> std::result::Result<(), String> {
     // SAFETY: plain integer argument.
     match unsafe { f(i as i32) } {
         0 => Ok(()),
-        code => Err(format!("cudaSetDevice({i}) failed with CUDA error {code}")),
+        code => Err(Error::CudaCall {
+            call: format!("cudaSetDevice({i})"),
+            code,
+        }),
     }
 }
 
 /// Whether all work queued on the current device's legacy default stream (libtorch's stream
 /// unless told otherwise) has finished: `cudaStreamQuery(0)`. `Err` for a CUDA error.
-pub fn cuda_default_stream_done() -> std::result::Result<bool, String> {
+pub fn cuda_default_stream_done() -> Result<bool> {
     type StreamQuery = unsafe extern "C" fn(*mut std::ffi::c_void) -> i32;
     static STREAM_QUERY: OnceLock<Option<StreamQuery>> = OnceLock::new();
     // SAFETY: the CUDA runtime's documented signature.
@@ -306,7 +322,10 @@ pub fn cuda_default_stream_done() -> std::result::Result<bool, String> {
     match unsafe { f(std::ptr::null_mut()) } {
         0 => Ok(true),
         600 => Ok(false), // cudaErrorNotReady
-        code => Err(format!("cudaStreamQuery failed with CUDA error {code}")),
+        code => Err(Error::CudaCall {
+            call: "cudaStreamQuery".into(),
+            code,
+        }),
     }
 }
 
@@ -332,12 +351,11 @@ unsafe fn cudart_symbol<T: Copy>(name: &[u8]) -> Option<T> {
         })
 }
 
-fn cuda_unavailable_reason() -> String {
+/// Why the CUDA runtime's symbols are not there: libtorch's CUDA did not load, or no device.
+fn cuda_unavailable_reason() -> Error {
     match load_cuda() {
-        Err(e) => format!("libtorch's CUDA library could not be loaded ({e})"),
-        Ok(()) => {
-            "no CUDA device is visible (driver missing, or CUDA_VISIBLE_DEVICES empty)".into()
-        }
+        Err(e) => e,
+        Ok(()) => Error::NoCuda,
     }
 }
 
@@ -364,6 +382,35 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cuda_failures_are_typed_with_the_loaders_error_as_source() {
+        use std::error::Error as _;
+        let e = Error::CudaLoad(Arc::new(
+            load_library("libtorch_cuda-not-here.so").unwrap_err(),
+        ));
+        assert_eq!(e.to_string(), "libtorch's CUDA library could not be loaded");
+        let source = e.source().expect("the loader's error is the source");
+        assert!(source.is::<Arc<libloading::Error>>(), "{source:?}");
+        assert!(
+            error_class::chain_text(&e).contains("libtorch_cuda-not-here.so"),
+            "{}",
+            error_class::chain_text(&e)
+        );
+        let e = Error::CudaCall {
+            call: "cudaSetDevice(3)".into(),
+            code: 101,
+        };
+        assert_eq!(e.to_string(), "cudaSetDevice(3) failed with CUDA error 101");
+        for e in [e, Error::NoCuda] {
+            assert_eq!(error_class::Classify::class(&e), error_class::Class::Fatal);
+        }
+        // Without a GPU, setting one says why in a kind the caller can match.
+        match cuda_set_device(0) {
+            Ok(()) => assert!(cuda_device_count() > 0),
+            Err(e) => assert!(matches!(e, Error::NoCuda | Error::CudaLoad(_)), "{e:?}"),
+        }
+    }
 
     #[test]
     fn parses_every_form() {
