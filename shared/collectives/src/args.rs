@@ -40,13 +40,17 @@ pub struct DistArgs {
     #[arg(long, value_name = "SECS", default_value_t = 300.0)]
     pub dist_timeout_secs: f64,
     /// Engine for CUDA tensors: auto (NCCL when libnccl.so.2 loads, else host copies over the
-    /// CPU ring), nccl, or cpu. CPU tensors always use the CPU ring.
+    /// CPU ring), nccl, or cpu. CPU tensors always go the CPU way (--transport).
     #[arg(long, value_name = "NAME", default_value = "auto")]
     pub backend: Backend,
     /// How CPU collectives travel between ranks: auto (shared memory when every rank is on one
-    /// host, found at the rendezvous; else the TCP ring), shm (shared memory: a memfd segment
-    /// the ranks of the host map, an error across hosts), or tcp (the TCP ring, like gloo).
-    /// Every rank must be given the same; results are bit-identical either way.
+    /// host, found at the rendezvous; over several hosts with two or more ranks on one, shared
+    /// memory inside each host and TCP between the hosts' lowest ranks, engine cpu-shm+tcp; else
+    /// the TCP ring), shm (shared memory: a memfd segment the ranks of a host map, with TCP
+    /// between hosts when there are several), or tcp (the TCP ring, like gloo). Across hosts,
+    /// shared memory needs each host's ranks consecutive, as torchrun and srun place them;
+    /// otherwise the TCP ring is used (engine cpu-ring-interleaved). Every rank must be given
+    /// the same; results are bit-identical whichever is used.
     #[arg(long, value_name = "NAME", default_value = "auto")]
     pub transport: Transport,
 }

@@ -770,25 +770,35 @@ fn ranks_given_different_transports_refuse_naming_the_flag() {
 /// each host and the TCP ring between hosts' leaders: for hosts of 2+2 and 3+1 ranks, the same
 /// bits as the TCP ring for every dtype and op (tolerance 0: both fold each ring segment over the
 /// ranks in ring order, shm.rs), on buffers of 0 to several chunks; broadcast from every root and
-/// barriers too. Ranks interleaved across hosts (0 and 2 on one, 1 and 3 on the other) fall
-/// back to the TCP ring and say so.
+/// barriers too. Three hosts of 2+1+2 ranks, and of one rank each under `--transport shm`
+/// (auto keeps the ring there), take the same path. Ranks interleaved across hosts (0 and 2 on
+/// one, 1 and 3 on the other) fall back to the TCP ring and say so.
 #[test]
 fn ranks_on_several_hosts_reduce_through_memory_and_tcp_to_the_rings_bits() {
-    const PLACEMENTS: [&[&str]; 3] = [
+    const PLACEMENTS: [&[&str]; 5] = [
         &["a", "a", "b", "b"],
         &["a", "a", "a", "b"],
         &["a", "b", "a", "b"],
+        &["a", "a", "b", "c", "c"],
+        &["a", "b", "c"],
     ];
-    const PREFIXES: [[&str; 2]; 3] = [
+    const PREFIXES: [[&str; 2]; 5] = [
         ["hier22-auto/", "hier22-tcp/"],
         ["hier31-auto/", "hier31-tcp/"],
         ["hier-mixed-auto/", "hier-mixed-tcp/"],
+        ["hier212-auto/", "hier212-tcp/"],
+        ["hier111-shm/", "hier111-tcp/"],
     ];
     let large = 300_007usize; // two or more chunks of the slots for 4- and 8-byte types
     for (p, hosts) in PLACEMENTS.into_iter().enumerate() {
         let world = hosts.len();
         let mut got: Vec<Vec<Vec<u8>>> = Vec::new();
-        for (t, transport) in [Transport::Auto, Transport::Tcp].into_iter().enumerate() {
+        let first = if p == 4 {
+            Transport::Shm
+        } else {
+            Transport::Auto
+        };
+        for (t, transport) in [first, Transport::Tcp].into_iter().enumerate() {
             let res = ranks_placed(
                 PREFIXES[p][t],
                 world,

@@ -26,8 +26,9 @@ pub use cases::{Collective, parse_size};
 ///
 /// Launch one process per rank (torchrun --no-python, srun, GNU parallel, by hand with --rank and
 /// --world-size), or let `--spawn N` start N local ranks. CUDA tensors go through NCCL, CPU
-/// tensors through the host's shared memory when every rank is on one host (--transport), else
-/// the TCP ring. Exits 3 if any element came out wrong.
+/// tensors through the host's shared memory when every rank is on one host, through shared
+/// memory inside each host and TCP between hosts when the ranks are on several (--transport),
+/// else the TCP ring. Exits 3 if any element came out wrong.
 #[derive(Debug, Parser)]
 #[command(name = "all-reduce-check", version, max_term_width = 100)]
 pub struct Cli {
@@ -124,7 +125,7 @@ impl Tool for Cli {
  "in_place":{"time_us":790.1,"algbw_gbs":1.33,"busbw_gbs":1.33,"wrong":0}}
 .fi
 .PP
-where engine is nccl, cpu-shm (shared memory) or cpu-ring (the TCP ring), then {"type":"summary","ok":N,"skipped":0,"failed":N,"world_size":N,"wrong":N,"avg_busbw_gbs":X,"elapsed_ms":N}, where failed counts sizes with wrong elements.
+where engine is nccl, cpu-shm (shared memory), cpu-shm+tcp (shared memory inside each host, TCP between hosts), cpu-ring (the TCP ring) or cpu-ring-interleaved (the TCP ring, because a host's ranks are not consecutive), then {"type":"summary","ok":N,"skipped":0,"failed":N,"world_size":N,"wrong":N,"avg_busbw_gbs":X,"elapsed_ms":N}, where failed counts sizes with wrong elements.
 .PP
 time_us is the mean of -n iterations after -w warm-ups, averaged over ranks; algbw = bytes / time (GB = 1e9 bytes); busbw = algbw x 2(n-1)/n for all-reduce, (n-1)/n for all-gather and reduce-scatter (bytes = the full n-slot buffer), 1 for broadcast. Inputs are small integers (+-1 for prod) so every result is exact: 0 wrong elements allowed, except avg on floats, which may differ from the exact quotient by 2 units in the last place.
 .PP
