@@ -71,6 +71,12 @@ pub(crate) fn config(cli: &Cli, devices: &[tch::Device]) -> Result<Config> {
             "--stem picks a ResNet's first layers: a TorchScript model has its own",
         );
     }
+    if let (Some(_), Some(v)) = (cli.dump_batches, cli.virtual_ranks) {
+        bail!(
+            "--virtual-ranks {v}: not with --dump-batches (it shows a rank's batches of a run \
+             without virtual ranks)"
+        );
+    }
     let stem = cli.stem.unwrap_or(Stem::ImageNet);
     let rule = match cli.optimizer {
         OptimizerKind::Sgd => Rule::Sgd {

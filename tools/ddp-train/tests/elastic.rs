@@ -383,3 +383,195 @@ fn under_torchrun_an_agent_lost_and_an_agent_joining_end_with_the_uninterrupted_
     assert_eq!(rank0_epochs(&[&a_out, &b_out]), [1, 2], "each epoch once");
     assert_same_bits(&straight, &ck);
 }
+
+/// A metadata key set to a value (Some) or removed (None).
+type Edit<'a> = (&'a str, Option<&'a str>);
+
+/// Applies `edits` to a safetensors file's metadata, as an edit by hand would; the tensors stay
+/// as they are.
+fn edit_meta(file: &Path, edits: &[Edit]) {
+    let bytes = std::fs::read(file).unwrap();
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let mut header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+    let meta = header["__metadata__"].as_object_mut().unwrap();
+    for (k, v) in edits {
+        match v {
+            Some(v) => meta.insert(k.to_string(), (*v).into()),
+            None => meta.remove(*k),
+        };
+    }
+    // The header padded to 8 bytes with spaces, as safetensors writes it.
+    let mut text = serde_json::to_vec(&header).unwrap();
+    text.resize(text.len().next_multiple_of(8), b' ');
+    let mut out = (text.len() as u64).to_le_bytes().to_vec();
+    out.extend(text);
+    out.extend(&bytes[8 + n..]);
+    std::fs::write(file, out).unwrap();
+}
+
+/// A copy of checkpoint directory `ck` at `to` (its two halves).
+fn copy_checkpoint(ck: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for f in ["last.safetensors", "last.train.safetensors"] {
+        std::fs::copy(ck.join(f), to.join(f)).unwrap();
+    }
+}
+
+/// `--resume` from `ck`: its exit code and stderr.
+fn resumed(model: &Path, ck: &Path, extra: &[&str]) -> (Option<i32>, String) {
+    let out = cmd(model, ck, &[extra, &["--resume"]].concat())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.code(), err)
+}
+
+#[test]
+fn an_edited_checkpoint_is_refused_naming_its_file_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = model(dir.path());
+    // A mid-epoch checkpoint of 2 virtual ranks on one process: after step 2 of 20.
+    let ck = dir.path().join("ck");
+    let v2 = ["--virtual-ranks", "2", "--data", "synthetic:240:16"];
+    stopped_at_first_checkpoint(
+        &model,
+        &ck,
+        1,
+        &[&v2[..], &["--checkpoint-every", "2"]].concat(),
+    );
+    let train = "last.train.safetensors";
+    let cases: &[(&[Edit], i32, &[&str])] = &[
+        // Read as step 0 before: the epoch trained again from its start.
+        (&[("step", Some("abc"))], 1, &["last.safetensors", "step"]),
+        (&[("step", Some("-1"))], 1, &["last.safetensors", "step"]),
+        (&[("virtual_ranks", Some("5"))], 1, &["virtual_ranks"]),
+        (&[("virtual_ranks", Some("-2"))], 1, &["virtual_ranks"]),
+        (
+            &[("virtual_ranks", Some("18446744073709551616"))],
+            1,
+            &["virtual_ranks"],
+        ),
+        (&[("world_size", Some("1.5"))], 1, &["world_size"]),
+        // Another run's set-up: refused as a usage error naming the flag.
+        (&[("virtual_ranks", Some("4"))], 2, &["--virtual-ranks 4"]),
+        (&[("virtual_ranks", None)], 2, &["--virtual-ranks"]),
+        // Sums of 2 processes where the metadata says 1: named in the file that holds them.
+        (&[("world_size", Some("2"))], 1, &[train, "progress.ranks"]),
+        // Past the run's --epochs 2: a mid-epoch checkpoint of epoch 3, an end of epoch 3.
+        (&[("epoch", Some("2"))], 2, &["--epochs 2"]),
+        (
+            &[("epoch", Some("3")), ("step", Some("0"))],
+            2,
+            &["--epochs 2"],
+        ),
+    ];
+    for (i, (edits, code, named)) in cases.iter().enumerate() {
+        let case = dir.path().join(format!("case{i}"));
+        copy_checkpoint(&ck, &case);
+        for half in ["last.safetensors", train] {
+            edit_meta(&case.join(half), edits);
+        }
+        let (got, err) = resumed(&model, &case, &v2);
+        assert_eq!(got, Some(*code), "{edits:?}: {err}");
+        for n in *named {
+            assert!(err.contains(n), "{edits:?}: no {n:?} in {err}");
+        }
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    // As written, it resumes.
+    let (got, err) = resumed(&model, &ck, &v2);
+    assert_eq!(got, Some(0), "{err}");
+}
+
+#[test]
+fn halves_of_two_runs_are_refused_naming_what_differs() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = model(dir.path());
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    run(&model, &a, 1, &["--virtual-ranks", "2", "--epochs", "1"]);
+    run(&model, &b, 1, &["--epochs", "1"]);
+    // b's optimiser state beside a's weights: both at the end of epoch 1.
+    std::fs::copy(
+        b.join("last.train.safetensors"),
+        a.join("last.train.safetensors"),
+    )
+    .unwrap();
+    let (got, err) = resumed(&model, &a, &["--virtual-ranks", "2"]);
+    assert_eq!(got, Some(1), "{err}");
+    for n in [
+        "last.train.safetensors",
+        "last.safetensors",
+        "virtual_ranks",
+    ] {
+        assert!(err.contains(n), "no {n:?} in {err}");
+    }
+}
+
+#[test]
+fn a_resume_with_other_virtual_ranks_at_an_epochs_end_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = model(dir.path());
+    let ck = dir.path().join("v4");
+    run(&model, &ck, 1, &["--virtual-ranks", "4", "--epochs", "1"]);
+    let goes_on = "the run goes on with";
+    // The same virtual ranks on another number of processes: the same run, nothing to say.
+    let same = dir.path().join("same");
+    copy_checkpoint(&ck, &same);
+    let outs = testkit::run_all(start(
+        &model,
+        &same,
+        2,
+        &["--virtual-ranks", "4", "--resume"],
+    ));
+    for o in &outs {
+        ok(o);
+    }
+    let err = String::from_utf8_lossy(&outs[0].stderr);
+    assert!(!err.contains(goes_on), "{err}");
+    // Other virtual ranks, or none: another run from this epoch on, and the run says so.
+    for (extra, now) in [
+        (
+            &["--virtual-ranks", "2"][..],
+            "--virtual-ranks 2 (1 process(es))",
+        ),
+        (&[][..], "1 rank(s)"),
+    ] {
+        let other = dir.path().join(format!("other{}", extra.len()));
+        copy_checkpoint(&ck, &other);
+        let out = cmd(&model, &other, &[extra, &["--resume"]].concat())
+            .output()
+            .unwrap();
+        ok(&out);
+        let err = String::from_utf8_lossy(&out.stderr);
+        let said = format!("--virtual-ranks 4 (1 process(es)); {goes_on} {now}");
+        assert!(err.contains(&said), "no {said:?} in {err}");
+    }
+    // A checkpoint of a run without virtual ranks, resumed with them, says so too.
+    let plain = dir.path().join("plain");
+    run(&model, &plain, 1, &["--epochs", "1"]);
+    let (got, err) = resumed(&model, &plain, &["--virtual-ranks", "4"]);
+    assert_eq!(got, Some(0), "{err}");
+    let said = format!("1 rank(s); {goes_on} --virtual-ranks 4 (1 process(es))");
+    assert!(err.contains(&said), "no {said:?} in {err}");
+}
+
+#[test]
+fn dump_batches_with_virtual_ranks_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = model(dir.path());
+    let npz = dir.path().join("batches.npz");
+    // Dumped the batches of a run without them before: not what the run trains on.
+    let out = testkit::without_launcher(BIN)
+        .args(flags("synthetic:30:16", &model))
+        .args(["--virtual-ranks", "4", "--dump-batches", "1", "--dump"])
+        .arg(&npz)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--virtual-ranks 4") && err.contains("--dump-batches"),
+        "{err}"
+    );
+    assert!(!npz.exists());
+}
