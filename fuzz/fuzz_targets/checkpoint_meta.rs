@@ -19,8 +19,12 @@ fuzz_target!(|data: &[u8]| {
     if meta.step > 0 {
         assert!(meta.step < meta.steps_per_epoch && meta.world_size > 0);
     }
+    if let Some(v) = meta.virtual_ranks {
+        assert!(v >= 1 && (meta.world_size == 0 || v.is_multiple_of(meta.world_size)));
+    }
     if let Some(i) = &meta.input {
-        assert!(["imagenet", "cifar"].contains(&i.stem.as_str()));
+        // "none": a TorchScript model's (the user's module has its own stem).
+        assert!(["imagenet", "cifar", "none"].contains(&i.stem.as_str()));
         assert!(["imagenet", "none"].contains(&i.eval_transform.as_str()));
         assert!(i.num_classes >= 1 && i.image_size >= 1);
         assert!(i.mean.iter().chain(&i.std).all(|x| x.is_finite()));
