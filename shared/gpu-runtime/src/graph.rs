@@ -62,13 +62,41 @@ impl Output for tch::Tensor {
     }
 }
 
+/// Why a capture failed (the runner then warns and runs eagerly).
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    /// libtorch refused (an operation not permitted while capturing, its pool out of memory).
+    #[error("{0}")]
+    Failed(#[source] shim::Error),
+    /// The step panicked while it was being captured (tch raises libtorch's errors as panics):
+    /// the panic's text.
+    #[error("{0}")]
+    Panicked(String),
+}
+
+impl From<shim::Error> for CaptureError {
+    fn from(e: shim::Error) -> Self {
+        CaptureError::Failed(e)
+    }
+}
+
+impl CaptureError {
+    /// The libtorch failure this is, typed (out of memory, or other).
+    pub fn torch(&self) -> error_class::Torch {
+        match self {
+            CaptureError::Failed(e) => e.torch(),
+            CaptureError::Panicked(m) => error_class::Torch::from_message(m),
+        }
+    }
+}
+
 /// The CUDA calls the runner makes ([`Cuda`]); tests drive the policy with a fake.
 pub trait Backend {
     type Graph;
     /// Runs `f` on a side stream, waiting for it before and after.
     fn side_stream<T>(&mut self, f: impl FnOnce() -> T) -> shim::Result<T>;
     /// Captures what `f` queues (nothing runs). A panic inside `f` is a failed capture too.
-    fn capture<T>(&mut self, f: impl FnOnce() -> T) -> Result<(Self::Graph, T), String>;
+    fn capture<T>(&mut self, f: impl FnOnce() -> T) -> Result<(Self::Graph, T), CaptureError>;
     fn replay(&mut self, graph: &Self::Graph) -> shim::Result<()>;
     /// Gives the caching allocator's free blocks back (a failed capture's, a dropped graph's).
     fn release(&mut self) -> shim::Result<()>;
@@ -87,7 +115,7 @@ impl Backend for Cuda {
         shim::on_side_stream(self.device, f)
     }
 
-    fn capture<T>(&mut self, f: impl FnOnce() -> T) -> Result<(Self::Graph, T), String> {
+    fn capture<T>(&mut self, f: impl FnOnce() -> T) -> Result<(Self::Graph, T), CaptureError> {
         let mut graph = shim::CudaGraph::new();
         // No autocast cast may be cached across the capture's end (make_graphed_callables' rule).
         shim::set_autocast_cache_enabled(false);
@@ -97,8 +125,8 @@ impl Backend for Cuda {
         shim::set_autocast_cache_enabled(true);
         match captured {
             Ok(Ok(out)) => Ok((graph, out)),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(panic) => Err(error_class::panic_text(&*panic)),
+            Ok(Err(e)) => Err(CaptureError::Failed(e)),
+            Err(panic) => Err(CaptureError::Panicked(error_class::panic_text(&*panic))),
         }
     }
 
@@ -186,7 +214,7 @@ impl<B: Backend, T: Output> Graphed<B, T> {
                     Ok((run(Phase::Eager)?, Ran::Eagerly))
                 }
                 Err(why) => {
-                    self.fall_back(&why)?;
+                    self.fall_back(&why.to_string())?;
                     Ok((run(Phase::Eager)?, Ran::Eagerly))
                 }
             },
@@ -234,7 +262,7 @@ mod tests {
             self.log.push("side".into());
             Ok(f())
         }
-        fn capture<T>(&mut self, f: impl FnOnce() -> T) -> Result<(u32, T), String> {
+        fn capture<T>(&mut self, f: impl FnOnce() -> T) -> Result<(u32, T), CaptureError> {
             self.log.push("capture".into());
             let panics = self.panic_in_capture;
             let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -243,9 +271,9 @@ mod tests {
                 }
                 f()
             }))
-            .map_err(|p| error_class::panic_text(&*p))?;
+            .map_err(|p| CaptureError::Panicked(error_class::panic_text(&*p)))?;
             match self.fail_capture {
-                Some(why) => Err(why.into()),
+                Some(why) => Err(shim::Error(why.into()).into()),
                 None => Ok((7, out)),
             }
         }
@@ -320,6 +348,37 @@ mod tests {
             );
             assert!(ran.iter().all(|r| r.1 == Ran::Eagerly));
         }
+    }
+
+    #[test]
+    fn a_failed_capture_says_whether_libtorch_refused_or_the_step_panicked() {
+        use std::error::Error as _;
+        let mut fake = Fake {
+            fail_capture: Some("operation not permitted when stream is capturing\nbacktrace"),
+            ..Fake::default()
+        };
+        let e = fake.capture(|| ()).unwrap_err();
+        assert!(matches!(&e, CaptureError::Failed(_)), "{e:?}");
+        // libtorch's first line; the error itself is the source.
+        assert_eq!(
+            e.to_string(),
+            "operation not permitted when stream is capturing"
+        );
+        assert!(e.source().is_some_and(|s| s.is::<shim::Error>()));
+        let mut fake = Fake {
+            panic_in_capture: true,
+            ..Fake::default()
+        };
+        let e = fake.capture(|| ()).unwrap_err();
+        assert!(
+            matches!(&e, CaptureError::Panicked(m) if m == "CUDA out of memory while capturing"),
+            "{e:?}"
+        );
+        assert_eq!(e.to_string(), "CUDA out of memory while capturing");
+        assert_eq!(
+            e.torch(),
+            error_class::Torch::OutOfMemory("CUDA out of memory while capturing".into())
+        );
     }
 
     #[test]

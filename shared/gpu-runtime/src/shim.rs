@@ -473,8 +473,13 @@ impl Drop for CudaGraph {
 /// node: in its forward, and again in backward, possibly on the autograd engine's device thread
 /// (hence `Send + Sync`).
 pub trait SumReducer: Send + Sync + std::fmt::Debug {
-    fn sum_(&self, t: &Tensor) -> std::result::Result<(), String>;
+    /// `Err` is the reducer's own error; its text and its causes' (`a: b`) become the C++
+    /// exception's message that autograd raises.
+    fn sum_(&self, t: &Tensor) -> std::result::Result<(), ReduceError>;
 }
+
+/// A [`SumReducer`]'s error, whatever its type.
+pub type ReduceError = Box<dyn std::error::Error + Send + Sync>;
 
 type SharedReducer = Arc<dyn SumReducer>;
 
@@ -491,7 +496,7 @@ unsafe extern "C" fn reduce_cb(
     let reducer = unsafe { &*(state as *const SharedReducer) };
     let err = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| reducer.sum_(&t))) {
         Ok(Ok(())) => return 0,
-        Ok(Err(e)) => e,
+        Ok(Err(e)) => error_class::chain_text(&*e),
         Err(_) => "the all-reduce callback panicked".to_string(),
     };
     let n = err.len().min(cap);
@@ -685,10 +690,16 @@ mod tests {
         fail_at: usize,
     }
 
+    /// A reducer's typed error with its cause.
+    #[derive(Debug, thiserror::Error)]
+    #[error("rank 1 is gone")]
+    struct Gone(#[source] std::io::Error);
+
     impl SumReducer for Fake {
-        fn sum_(&self, t: &Tensor) -> std::result::Result<(), String> {
+        fn sum_(&self, t: &Tensor) -> std::result::Result<(), ReduceError> {
             if self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 == self.fail_at {
-                return Err("rank 1 is gone".into());
+                let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+                return Err(Box::new(Gone(reset)));
             }
             let _ = t.shallow_clone().g_mul_scalar_(self.ranks);
             Ok(())
@@ -727,7 +738,11 @@ mod tests {
         let x = Tensor::ones([2], (Kind::Float, Device::Cpu)).set_requires_grad(true);
         let r = fake(1);
         let e = all_reduce_sum_autograd(&x, r.clone()).unwrap_err();
-        assert!(e.to_string().contains("rank 1 is gone"), "{e}");
+        // The reducer's error and its causes, as text (it crosses libtorch's C++).
+        assert!(
+            e.to_string().contains("rank 1 is gone: connection reset"),
+            "{e}"
+        );
         assert_eq!(Arc::strong_count(&r), 1);
         let y = all_reduce_sum_autograd(&x, fake(2)).unwrap();
         let e = y.sum(Kind::Float).f_backward().unwrap_err();

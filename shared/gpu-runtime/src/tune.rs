@@ -40,24 +40,56 @@ impl Default for KernelChoices {
     }
 }
 
+/// Why a `--kernel-choices` value cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChoiceError {
+    /// A comma-separated part without `=`.
+    #[error("{0:?} is not key=value")]
+    NotKeyValue(String),
+    /// A key this does not know.
+    #[error("unknown kernel choice {0:?}: upconv, vgg-layout or epilogue")]
+    UnknownKey(String),
+    /// A value the key does not take (`expected` says which it does).
+    #[error("{key}={value}: {expected}")]
+    Value {
+        key: String,
+        value: String,
+        expected: String,
+    },
+}
+
+/// A command-line value: a usage error.
+impl error_class::Classify for ChoiceError {
+    fn class(&self) -> error_class::Class {
+        error_class::Class::Usage
+    }
+}
+
 impl std::str::FromStr for KernelChoices {
-    type Err = String;
+    type Err = ChoiceError;
 
     /// `key=value` pairs separated by commas; the empty string is the default.
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, ChoiceError> {
         let mut c = KernelChoices::default();
+        let bad_value = |key: &str, value: &str, expected: String| ChoiceError::Value {
+            key: key.into(),
+            value: value.into(),
+            expected,
+        };
         let pick = |key: &str, value: &str, names: &[&'static str]| {
             names
                 .iter()
                 .chain(&["auto"])
                 .find(|n| **n == value)
                 .copied()
-                .ok_or_else(|| format!("{key}={value}: one of {} or auto", names.join(", ")))
+                .ok_or_else(|| {
+                    bad_value(key, value, format!("one of {} or auto", names.join(", ")))
+                })
         };
         for pair in s.split(',').filter(|p| !p.trim().is_empty()) {
             let (key, value) = pair
                 .split_once('=')
-                .ok_or_else(|| format!("{pair:?} is not key=value"))?;
+                .ok_or_else(|| ChoiceError::NotKeyValue(pair.into()))?;
             let (key, value) = (key.trim(), value.trim());
             match key {
                 "upconv" => c.upconv = Some(pick(key, value, &UPCONVS)?),
@@ -66,14 +98,10 @@ impl std::str::FromStr for KernelChoices {
                     c.fused_epilogue = match value {
                         "on" => true,
                         "off" => false,
-                        _ => return Err(format!("epilogue={value}: on or off")),
+                        _ => return Err(bad_value(key, value, "on or off".into())),
                     }
                 }
-                _ => {
-                    return Err(format!(
-                        "unknown kernel choice {key:?}: upconv, vgg-layout or epilogue"
-                    ));
-                }
+                _ => return Err(ChoiceError::UnknownKey(key.into())),
             }
         }
         Ok(c)
@@ -257,6 +285,32 @@ mod tests {
         for bad in ["upconv=fast", "layout=nchw", "epilogue=1", "upconv"] {
             assert!(bad.parse::<KernelChoices>().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_bad_kernel_choice_says_which_kind_in_the_same_words() {
+        let e = |s: &str| s.parse::<KernelChoices>().unwrap_err();
+        let bad = e("upconv=fast");
+        assert!(
+            matches!(&bad, ChoiceError::Value { key, .. } if key == "upconv"),
+            "{bad:?}"
+        );
+        assert_eq!(bad.to_string(), "upconv=fast: one of phase, tconv or auto");
+        assert_eq!(e("epilogue=1").to_string(), "epilogue=1: on or off");
+        let unknown = e("layout=nchw");
+        assert!(matches!(&unknown, ChoiceError::UnknownKey(k) if k == "layout"));
+        assert_eq!(
+            unknown.to_string(),
+            r#"unknown kernel choice "layout": upconv, vgg-layout or epilogue"#
+        );
+        let pair = e("upconv");
+        assert!(matches!(&pair, ChoiceError::NotKeyValue(p) if p == "upconv"));
+        assert_eq!(pair.to_string(), r#""upconv" is not key=value"#);
+        // A command-line mistake: exit 2.
+        assert_eq!(
+            error_class::Classify::class(&pair),
+            error_class::Class::Usage
+        );
     }
 
     #[test]

@@ -157,18 +157,27 @@ impl Lent {
     }
 }
 
+/// Why a SyncBatchNorm all-reduce failed (it reaches autograd as the error's text and causes).
+#[derive(Debug, thiserror::Error)]
+pub enum SyncBnError {
+    /// Called outside [`Lent::lend`]: no communicator to reduce with.
+    #[error("SyncBatchNorm's all-reduce ran outside a training step (no communicator lent)")]
+    NotLent,
+    /// The communicator's all-reduce failed.
+    #[error("SyncBatchNorm all-reduce")]
+    AllReduce(#[source] collectives::Error),
+}
+
 impl SumReducer for Lent {
-    fn sum_(&self, t: &Tensor) -> std::result::Result<(), String> {
+    fn sum_(&self, t: &Tensor) -> std::result::Result<(), gpu_runtime::shim::ReduceError> {
         let held = self.comm.lock().unwrap_or_else(|e| e.into_inner());
-        let CommPtr(p) = held.ok_or(
-            "SyncBatchNorm's all-reduce ran outside a training step (no communicator lent)",
-        )?;
+        let CommPtr(p) = held.ok_or(SyncBnError::NotLent)?;
         // SAFETY: set by `lend` from a live `&mut Communicator` that nothing else uses until the
         // loan ends (which clears it under this lock, held here).
         let comm = unsafe { &mut *p };
         let mut t = t.shallow_clone();
         comm.all_reduce(&mut t, ReduceOp::Sum)
-            .map_err(|e| format!("SyncBatchNorm all-reduce: {e}"))
+            .map_err(|e| SyncBnError::AllReduce(e).into())
     }
 }
 
@@ -181,7 +190,7 @@ mod tests {
     #[derive(Debug)]
     struct Alone;
     impl SumReducer for Alone {
-        fn sum_(&self, _: &Tensor) -> std::result::Result<(), String> {
+        fn sum_(&self, _: &Tensor) -> std::result::Result<(), gpu_runtime::shim::ReduceError> {
             Ok(())
         }
     }
@@ -244,6 +253,9 @@ mod tests {
         let e = lent
             .sum_(&Tensor::ones([2], (Kind::Float, Device::Cpu)))
             .unwrap_err();
-        assert!(e.contains("outside a training step"), "{e}");
+        // A kind the caller can match, in the same words.
+        let e = e.downcast_ref::<SyncBnError>().expect("a SyncBnError");
+        assert!(matches!(e, SyncBnError::NotLent), "{e:?}");
+        assert!(e.to_string().contains("outside a training step"), "{e}");
     }
 }
