@@ -74,6 +74,9 @@ pub enum Error {
     Cuda(String),
     #[error("{what}: {error}")]
     Io { what: String, error: std::io::Error },
+    /// A checkpoint's optimiser state does not fit this run's optimiser.
+    #[error(transparent)]
+    OptimizerState(#[from] optim::StateError),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

@@ -76,10 +76,10 @@ impl ScriptNet {
         for (name, t) in params {
             // A frozen parameter (requires_grad False) is state, not trained: as DDP leaves it.
             let trainable = t.requires_grad();
-            add(vs, &name, t, trainable).map_err(bad)?;
+            add(vs, &name, t, trainable).map_err(|e| bad(e.to_string()))?;
         }
         for (name, t) in buffers {
-            add(vs, &name, t, false).map_err(bad)?;
+            add(vs, &name, t, false).map_err(|e| bad(e.to_string()))?;
         }
         Ok(ScriptNet {
             module,
@@ -161,19 +161,30 @@ impl ScriptNet {
     }
 }
 
+/// Why a module's tensor cannot be added under its name ([`add`]).
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+enum NameError {
+    /// A name with an empty part (`a..b`, `.a`): no path in a VarStore.
+    #[error("a tensor named {0:?}")]
+    Malformed(String),
+    /// A name already in the store.
+    #[error("two tensors named {0:?}")]
+    Twice(String),
+}
+
 /// Adds `t` to `vs` as `name` (a dotted state_dict name: one path segment per part).
 fn add(
     vs: &nn::VarStore,
     name: &str,
     t: Tensor,
     trainable: bool,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), NameError> {
     let parts: Vec<&str> = name.split('.').collect();
     if parts.iter().any(|p| p.is_empty()) {
-        return Err(format!("a tensor named {name:?}"));
+        return Err(NameError::Malformed(name.into()));
     }
     if vs.variables().contains_key(name) {
-        return Err(format!("two tensors named {name:?}"));
+        return Err(NameError::Twice(name.into()));
     }
     let (last, dirs) = parts.split_last().expect("split gives one part at least");
     let path = dirs.iter().fold(vs.root(), |p, d| p / *d);
@@ -209,5 +220,24 @@ impl Net {
             Net::ResNet(r) => r.unit_of(name),
             Net::Script(_) => Some(0),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tensor_name_that_cannot_be_a_store_path_is_refused_by_kind() {
+        let vs = nn::VarStore::new(tch::Device::Cpu);
+        let t = || Tensor::zeros([2], (tch::Kind::Float, tch::Device::Cpu));
+        add(&vs, "layer.weight", t(), true).unwrap();
+        assert!(vs.variables().contains_key("layer.weight"));
+        let e = add(&vs, "layer.weight", t(), false).unwrap_err();
+        assert_eq!(e, NameError::Twice("layer.weight".into()));
+        assert_eq!(e.to_string(), r#"two tensors named "layer.weight""#);
+        let e = add(&vs, "layer..bias", t(), false).unwrap_err();
+        assert_eq!(e, NameError::Malformed("layer..bias".into()));
+        assert_eq!(e.to_string(), r#"a tensor named "layer..bias""#);
     }
 }

@@ -25,6 +25,25 @@ pub enum Rule {
     },
 }
 
+/// Why a checkpoint's optimiser state does not fit this optimiser ([`Optimizer::load_state`]):
+/// each names the state's key (without `optim.`, except [`StateError::Missing`]'s, which is the
+/// whole key expected).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StateError {
+    #[error("optimiser state {0}: not <parameter>.<what>")]
+    NotParameterWhat(String),
+    #[error("optimiser state {0} names no parameter of this model")]
+    NoSuchParameter(String),
+    #[error("optimiser state {key}: shape {saved:?}, parameter {parameter:?}")]
+    Shape {
+        key: String,
+        saved: Vec<i64>,
+        parameter: Vec<i64>,
+    },
+    #[error("optimiser state {0} is missing")]
+    Missing(String),
+}
+
 /// An optimiser over named parameters, one by one or as one flat buffer.
 #[derive(Debug)]
 pub struct Optimizer {
@@ -223,7 +242,7 @@ impl Optimizer {
     }
 
     /// Restores what [`Optimizer::state`] saved (tensors moved to the parameters' device).
-    pub fn load_state(&mut self, saved: &BTreeMap<String, Tensor>) -> Result<(), String> {
+    pub fn load_state(&mut self, saved: &BTreeMap<String, Tensor>) -> Result<(), StateError> {
         let device = self
             .params
             .first()
@@ -244,23 +263,23 @@ impl Optimizer {
             // `<param>.<what>` into the flat `<what>` buffer.
             let (name, what) = k
                 .rsplit_once('.')
-                .ok_or_else(|| format!("optimiser state {k}: not <parameter>.<what>"))?;
+                .ok_or_else(|| StateError::NotParameterWhat(k.into()))?;
             let seg = f
                 .segments
                 .iter()
                 .find(|s| names[s.index] == name)
-                .ok_or_else(|| format!("optimiser state {k} names no parameter of this model"))?;
+                .ok_or_else(|| StateError::NoSuchParameter(k.into()))?;
             let buf = self
                 .state
                 .entry(format!("flat.{what}"))
                 .or_insert_with(|| f.data.zeros_like())
                 .shallow_clone();
             if v.size() != seg.size {
-                return Err(format!(
-                    "optimiser state {k}: shape {:?}, parameter {:?}",
-                    v.size(),
-                    seg.size
-                ));
+                return Err(StateError::Shape {
+                    key: k.into(),
+                    saved: v.size(),
+                    parameter: seg.size.clone(),
+                });
             }
             tch::no_grad(|| f.view(&buf, seg).copy_(v));
         }
@@ -271,7 +290,7 @@ impl Optimizer {
                     .iter()
                     .find(|n| !saved.contains_key(&format!("optim.{n}.{what}")))
                 {
-                    return Err(format!("optimiser state optim.{n}.{what} is missing"));
+                    return Err(StateError::Missing(format!("optim.{n}.{what}")));
                 }
             }
         }
@@ -457,6 +476,62 @@ mod tests {
     fn quad(p: &Tensor) {
         // loss = Σ p², grad = 2p
         (p * p).sum(Kind::Float).backward();
+    }
+
+    #[test]
+    fn a_saved_state_that_does_not_fit_says_which_way() {
+        let a = Tensor::zeros([2, 3], (Kind::Float, Device::Cpu)).set_requires_grad(true);
+        let b = Tensor::zeros([4], (Kind::Float, Device::Cpu)).set_requires_grad(true);
+        let flat = FlatParams::new(&[a, b]).unwrap();
+        let rule = Rule::Sgd {
+            momentum: 0.9,
+            nesterov: false,
+            weight_decay: 0.0,
+        };
+        let names = vec!["a".to_string(), "b".to_string()];
+        let load = |saved: &[(&str, Tensor)]| {
+            let saved: BTreeMap<String, Tensor> = saved
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.shallow_clone()))
+                .collect();
+            Optimizer::flat(rule, &flat, names.clone())
+                .load_state(&saved)
+                .unwrap_err()
+        };
+        let buf = |n: &[i64]| Tensor::zeros(n, (Kind::Float, Device::Cpu));
+        let e = load(&[("optim.nodot", buf(&[1]))]);
+        assert!(
+            matches!(&e, StateError::NotParameterWhat(k) if k == "nodot"),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "optimiser state nodot: not <parameter>.<what>"
+        );
+        let e = load(&[("optim.c.momentum_buffer", buf(&[1]))]);
+        assert!(matches!(&e, StateError::NoSuchParameter(_)), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "optimiser state c.momentum_buffer names no parameter of this model"
+        );
+        let e = load(&[("optim.a.momentum_buffer", buf(&[3, 2]))]);
+        assert!(
+            matches!(&e, StateError::Shape { saved, .. } if saved == &[3, 2]),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "optimiser state a.momentum_buffer: shape [3, 2], parameter [2, 3]"
+        );
+        let e = load(&[("optim.a.momentum_buffer", buf(&[2, 3]))]);
+        assert!(matches!(&e, StateError::Missing(k) if k == "optim.b.momentum_buffer"));
+        assert_eq!(
+            e.to_string(),
+            "optimiser state optim.b.momentum_buffer is missing"
+        );
+        // A checkpoint that does not fit the run: fatal, as it was.
+        let e = crate::Error::from(e);
+        assert_eq!(error_class::Classify::class(&e), error_class::Class::Fatal);
     }
 
     #[test]

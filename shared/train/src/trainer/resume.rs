@@ -320,7 +320,7 @@ pub(super) fn load_optimizers(
             .map(|(k, v)| (k.clone(), v.shallow_clone()))
             .collect();
         claimed.extend(mine.keys().cloned());
-        opt.load_state(&mine).map_err(Error::Checkpoint)?;
+        opt.load_state(&mine)?;
     }
     match saved
         .keys()
