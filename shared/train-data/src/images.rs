@@ -579,8 +579,11 @@ impl ImageFiles {
     /// normalised), decoded on the worker threads: float32 [n, 3, size, size] on the host, and
     /// per sample `Ok` or why it cannot be used (its rows then hold nothing meaningful). Unlike
     /// [`Self::batch`], a bad sample is neither replaced nor counted: the caller reports it (the
-    /// reason as text, whole: [`SampleError`] and its causes).
-    pub fn eval_batch(&self, indices: &[usize]) -> (Tensor, Vec<std::result::Result<(), String>>) {
+    /// reason as text, whole: `error_class::chain_text` of the [`SampleError`]).
+    pub fn eval_batch(
+        &self,
+        indices: &[usize],
+    ) -> (Tensor, Vec<std::result::Result<(), SampleError>>) {
         use rayon::prelude::*;
         let s = self.opts.size as usize;
         let per = 3 * s * s;
@@ -603,7 +606,6 @@ impl ImageFiles {
                         self.load(index, false, 0, out)
                     }))
                     .unwrap_or(Err(SampleError::Panicked))
-                    .map_err(|e| error_class::chain_text(&e))
                 })
                 .collect()
         });
@@ -797,6 +799,33 @@ mod tests {
             imaging::write_png(f, &pixels, 40, 30, 3).unwrap();
         }
         crate::folder::ImageFolder::scan(dir).unwrap()
+    }
+
+    #[test]
+    fn an_evaluation_batch_says_why_each_bad_sample_is_bad_by_kind() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = noise_folder(dir.path(), 1);
+        let good = folder.samples[0].0.clone();
+        let text = dir.path().join("notes.png");
+        std::fs::write(&text, b"not an image at all").unwrap();
+        let missing = dir.path().join("gone.png");
+        let opts = ImageOptions {
+            size: 16,
+            ..Default::default()
+        };
+        let files = ImageFiles::from_paths(vec![good, text, missing], opts).unwrap();
+        let (x, results) = files.eval_batch(&[0, 1, 2]);
+        assert_eq!(x.size(), [3, 3, 16, 16]);
+        assert!(results[0].is_ok(), "{:?}", results[0]);
+        assert!(
+            matches!(&results[1], Err(SampleError::Decode(_))),
+            "{:?}",
+            results[1]
+        );
+        match &results[2] {
+            Err(SampleError::Read(e)) => assert_eq!(e.kind(), std::io::ErrorKind::NotFound),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -404,7 +404,10 @@ impl Job<'_> {
             .filter_map(|(i, r)| r.is_ok().then_some(i))
             .collect();
         let mut rows: Vec<Result<Vec<ClassProb>, String>> = (decoded.into_iter())
-            .map(|r| r.map(|()| Vec::new()))
+            .map(|r| {
+                r.map(|()| Vec::new())
+                    .map_err(|e| error_class::chain_text(&e))
+            })
             .collect();
         if usable.is_empty() {
             return Ok(Scored {
