@@ -5,7 +5,9 @@
 //! [`rendezvous`]), learns which of them share its host ([`Communicator::host_peers`]) and wires
 //! a TCP ring; collectives on CPU tensors run on that ring (the CPU backend, [`ring`]), or, when
 //! every rank is on one host, all-reduce, broadcast and barrier through a shared-memory segment
-//! ([`Transport`], `shm`: the same sums in the same order, so the same bits); collectives on
+//! ([`Transport`], `shm`: the same sums in the same order, so the same bits), or, across hosts,
+//! through each host's segment and TCP between the hosts' leaders (`shm+tcp`, the same bits
+//! again); collectives on
 //! CUDA tensors on NCCL ([`nccl`], loaded at run time, its communicator made at the first CUDA
 //! collective with the id passed through the store).
 //!

@@ -25,6 +25,9 @@
 //! reduction is op(x[k−1], … op(x[k+2], op(x[k+1], x[k]))) over the ranks k, k+1, … k−1 (mod
 //! n). Both transports therefore give bit-identical results, for every dtype and op.
 //!
+//! Ranks on several hosts use one segment per host and a TCP ring between the hosts' leaders
+//! (the lowest rank of each host), in the same order of sums: see [`Cross`].
+//!
 //! Waits spin briefly, then yield, then sleep on a futex of the awaited rank's counter (2 ms at
 //! a time); every 50 ms a wait checks the stop hook, the deadline and the Unix sockets (each rank
 //! holds one to the leader, which holds one to each): a rank that dies is seen by the leader as a
