@@ -721,26 +721,38 @@ fn dump(cli: &Cli, cfg: &Config, n: usize, path: &std::path::Path) -> Result<Out
 
 /// The flags every rank must share, as (flag, value): all that decides what is trained.
 fn training_flags(cli: &Cli, data: &Source) -> Vec<(&'static str, String)> {
-    // Exact for any bytes: a name that is not UTF-8 is compared (and shown) escaped.
-    let os = |s: &OsStr| s.to_str().map_or_else(|| format!("{s:?}"), str::to_string);
-    let opt = |p: &Option<PathBuf>| {
-        p.as_ref()
-            .map_or("(none)".to_string(), |p| os(p.as_os_str()))
-    };
-    let none = || "(none)".to_string();
-    let files = data.is_files().then_some(());
-    let mut flags = vec![
-        ("--data", os(data_arg(cli))),
+    let mut flags = model_flags(cli);
+    flags.extend(data_flags(cli, data));
+    flags.extend(run_flags(cli));
+    // Shards are split over each rank's streams: every rank must split alike.
+    if matches!(data, Source::Shards { .. }) {
+        flags.push(("--workers", workers(cli).to_string()));
+        flags.push(("--shuffle-buffer", format!("{:?}", cli.shuffle_buffer)));
+    }
+    flags
+}
+
+/// A flag's path, exact for any bytes: a name that is not UTF-8 is compared (and shown)
+/// escaped.
+fn os_flag(s: &OsStr) -> String {
+    s.to_str().map_or_else(|| format!("{s:?}"), str::to_string)
+}
+
+/// A flag's optional value, "(none)" when not given.
+fn or_none<T: ToString>(v: Option<T>) -> String {
+    v.map_or("(none)".to_string(), |v| v.to_string())
+}
+
+/// The training flags of the data, model and optimiser.
+fn model_flags(cli: &Cli) -> Vec<(&'static str, String)> {
+    vec![
+        ("--data", os_flag(data_arg(cli))),
         ("--model", cli.model.text.clone()),
         ("--stem", value_name(&cli.stem.unwrap_or(Stem::ImageNet))),
         ("--epochs", cli.epochs.to_string()),
         ("--batch-size", cli.batch_size.to_string()),
         ("--accum", cli.accum.to_string()),
-        (
-            "--virtual-ranks",
-            cli.virtual_ranks
-                .map_or("(none)".to_string(), |v| v.to_string()),
-        ),
+        ("--virtual-ranks", or_none(cli.virtual_ranks)),
         ("--stages", format!("{:?}", cli.stages)),
         ("--split-at", cli.split_at.text.clone()),
         ("--micro-batches", format!("{:?}", cli.micro_batches)),
@@ -751,26 +763,33 @@ fn training_flags(cli: &Cli, data: &Source) -> Vec<(&'static str, String)> {
         ("--weight-decay", cli.weight_decay.to_string()),
         ("--schedule", cli.schedule.text.clone()),
         ("--label-smoothing", cli.label_smoothing.to_string()),
-        ("--val-data", opt(&cli.val_data)),
-        // The values in effect: an image source's defaults by name, "(none)" where the flag
-        // does not apply (decoded data).
+        (
+            "--val-data",
+            or_none(cli.val_data.as_ref().map(|p| os_flag(p.as_os_str()))),
+        ),
+    ]
+}
+
+/// The training flags of how images are read and drawn: the values in effect (an image
+/// source's defaults by name, "(none)" where the flag does not apply: decoded data).
+fn data_flags(cli: &Cli, data: &Source) -> Vec<(&'static str, String)> {
+    let files = data.is_files().then_some(());
+    vec![
         (
             "--transform",
-            files.map_or(none(), |_| {
-                value_name(&cli.transform.unwrap_or(Transform::Imagenet))
-            }),
+            or_none(files.map(|_| value_name(&cli.transform.unwrap_or(Transform::Imagenet)))),
         ),
         (
             "--image-size",
-            files.map_or(none(), |_| cli.image_size.unwrap_or(224).to_string()),
+            or_none(files.map(|_| cli.image_size.unwrap_or(224))),
         ),
         (
             "--normalize",
-            files.map_or(none(), |_| {
+            or_none(files.map(|_| {
                 cli.normalize
                     .as_ref()
                     .map_or("imagenet".to_string(), |n| n.text.clone())
-            }),
+            })),
         ),
         ("--max-bad-inputs", cli.max_bad_inputs.to_string()),
         ("--num-classes", format!("{:?}", cli.num_classes)),
@@ -778,6 +797,12 @@ fn training_flags(cli: &Cli, data: &Source) -> Vec<(&'static str, String)> {
         ("--no-shuffle", cli.no_shuffle.to_string()),
         ("--drop-last", cli.drop_last.to_string()),
         ("--seed", cli.seed.to_string()),
+    ]
+}
+
+/// The training flags of how the steps run, checkpoints and where the run starts.
+fn run_flags(cli: &Cli) -> Vec<(&'static str, String)> {
+    vec![
         ("--precision", cli.gpu.precision.name().to_string()),
         ("--cuda-graphs", format!("{:?}", cli.graphs.cuda_graphs)),
         ("--deterministic", cli.deterministic.to_string()),
@@ -791,29 +816,18 @@ fn training_flags(cli: &Cli, data: &Source) -> Vec<(&'static str, String)> {
                 cli_common::interrupt::checkpoint_signal_name(n)
             }),
         ),
+        ("--max-steps", or_none(cli.max_steps)),
+        ("--max-val-steps", or_none(cli.max_val_steps)),
         (
-            "--max-steps",
-            cli.max_steps
-                .map_or("(none)".to_string(), |m| m.to_string()),
+            "--init",
+            or_none(cli.init.as_ref().map(|p| os_flag(p.as_os_str()))),
         ),
-        (
-            "--max-val-steps",
-            cli.max_val_steps
-                .map_or("(none)".to_string(), |m| m.to_string()),
-        ),
-        ("--init", opt(&cli.init)),
         (
             "--no-broadcast-buffers",
             cli.no_broadcast_buffers.to_string(),
         ),
         ("--sync-bn", cli.sync_bn.to_string()),
-    ];
-    // Shards are split over each rank's streams: every rank must split alike.
-    if matches!(data, Source::Shards { .. }) {
-        flags.push(("--workers", workers(cli).to_string()));
-        flags.push(("--shuffle-buffer", format!("{:?}", cli.shuffle_buffer)));
-    }
-    flags
+    ]
 }
 
 /// Every rank compares its training flags with every other rank's before training: ranks

@@ -170,25 +170,16 @@ impl Reporter<'_> {
     }
 
     /// How the run ended, as the tool's outcome: the hparams session closed, the summary
-    /// printed, and each way of stopping said in its own words (and exit status).
-    ///
-    /// Kept in one piece: one arm per way a run ends, each with its words and exit status.
+    /// printed, and each way of stopping said in its own words (and exit status): one arm per
+    /// way a run ends.
     pub fn ended(
         &mut self,
         run: std::result::Result<train::Result<train::trainer::Trained>, Torch>,
         comm: Communicator,
         requeue_job: Option<&str>,
     ) -> Result<Outcome> {
-        let (cli, rank) = (self.cli, self.rank);
-        let stopped = match &run {
-            Ok(Ok(_)) => false,
-            Ok(Err(
-                train::Error::Interrupted { .. }
-                | train::Error::Collective(collectives::Error::PeerStopped { .. }),
-            )) => true,
-            _ => cli_common::interrupt::requested(),
-        };
-        if self.complete && stopped {
+        let rank = self.rank;
+        if self.complete && stopped(&run) {
             // Interrupted once every epoch was reported (in the ranks' last meeting, say): done.
             self.logs.end(tensorboard::SessionStatus::Success);
             self.summary(self.cfg.epochs - self.ran)?;
@@ -213,35 +204,19 @@ impl Reporter<'_> {
             }
             // The checkpoint signal: every rank stopped at the same step, where the checkpoint
             // stands; exit 75, and with --requeue-on-signal the job goes back into the queue.
-            Ok(Err(e @ train::Error::Checkpointed { .. })) => {
-                if !cli.common.quiet {
-                    eprintln!(
-                        "ddp-train[rank {rank}]: the checkpoint signal came: {e}; --resume goes on from there"
-                    );
-                }
-                if let (0, Some(job)) = (rank, requeue_job) {
-                    anyhow::Context::with_context(crate::requeue(job), || {
-                        format!("rank {rank}: {e}, but")
-                    })?;
-                    if !cli.common.quiet {
-                        eprintln!("ddp-train[rank {rank}]: Slurm job {job} requeued");
-                    }
-                }
-                self.summary(0)?;
-                Ok(Outcome::Resumable)
-            }
+            Ok(Err(e @ train::Error::Checkpointed { .. })) => self.checkpointed(&e, requeue_job),
             // SIGINT/SIGTERM: stopped before the next step, exit 130.
             Ok(Err(train::Error::Interrupted {
                 epoch,
                 step,
                 last_complete,
             })) => {
+                let why = format!("interrupted before step {} of epoch {epoch}", step + 1);
                 let kept = if self.cfg.checkpoint_dir.is_some() && last_complete > 0 {
                     format!("; the checkpoint of epoch {last_complete} is the last one")
                 } else {
                     String::new()
                 };
-                let why = format!("interrupted before step {} of epoch {epoch}", step + 1);
                 eprintln!("ddp-train[rank {rank}]: {why}{kept}");
                 // The others stop too, naming this rank, instead of failing on a lost peer.
                 comm.leave(&why);
@@ -271,6 +246,39 @@ impl Reporter<'_> {
             }
             Err(other) => anyhow::bail!("rank {rank}: {other}"),
         }
+    }
+
+    /// The checkpoint signal (`e`): every rank stopped at the same step, where the checkpoint
+    /// stands; rank 0 requeues Slurm's job `requeue_job` where given.
+    fn checkpointed(&mut self, e: &train::Error, requeue_job: Option<&str>) -> Result<Outcome> {
+        let (cli, rank) = (self.cli, self.rank);
+        if !cli.common.quiet {
+            eprintln!(
+                "ddp-train[rank {rank}]: the checkpoint signal came: {e}; --resume goes on from there"
+            );
+        }
+        if let (0, Some(job)) = (rank, requeue_job) {
+            anyhow::Context::with_context(crate::requeue(job), || {
+                format!("rank {rank}: {e}, but")
+            })?;
+            if !cli.common.quiet {
+                eprintln!("ddp-train[rank {rank}]: Slurm job {job} requeued");
+            }
+        }
+        self.summary(0)?;
+        Ok(Outcome::Resumable)
+    }
+}
+
+/// Whether the run was stopped: interrupted here or by another rank, or signalled.
+fn stopped(run: &std::result::Result<train::Result<train::trainer::Trained>, Torch>) -> bool {
+    match run {
+        Ok(Ok(_)) => false,
+        Ok(Err(
+            train::Error::Interrupted { .. }
+            | train::Error::Collective(collectives::Error::PeerStopped { .. }),
+        )) => true,
+        _ => cli_common::interrupt::requested(),
     }
 }
 

@@ -62,7 +62,7 @@ pub(crate) fn stage_devices(cli: &Cli, env: &Env) -> Result<Vec<tch::Device>> {
         .collect()
 }
 
-// Kept in one piece: one field per flag of the training `Config`.
+/// The training `Config`: one field per flag.
 pub(crate) fn config(cli: &Cli, devices: &[tch::Device]) -> Result<Config> {
     let device = devices[0];
     let precision = cli.gpu.precision;
@@ -78,29 +78,7 @@ pub(crate) fn config(cli: &Cli, devices: &[tch::Device]) -> Result<Config> {
         );
     }
     let stem = cli.stem.unwrap_or(Stem::ImageNet);
-    let rule = match cli.optimizer {
-        OptimizerKind::Sgd => Rule::Sgd {
-            momentum: cli.momentum,
-            nesterov: cli.nesterov,
-            weight_decay: cli.weight_decay,
-        },
-        OptimizerKind::Adamw => Rule::AdamW {
-            beta1: 0.9,
-            beta2: 0.999,
-            eps: 1e-8,
-            weight_decay: cli.weight_decay,
-        },
-    };
-    let (peak, at) = cli.schedule.value.peak(cli.lr, cli.epochs);
-    if peak.is_nan() || peak > f32::MAX as f64 {
-        return cli_common::usage(format!(
-            "--lr {} with --schedule {} reaches {peak:e} at epoch {}, more than a float32 holds \
-             (the optimiser computes in float32)",
-            cli.lr,
-            cli.schedule.text,
-            at + 1
-        ));
-    }
+    check_peak_lr(cli)?;
     let data = Source::parse(data_arg(cli), cli.seed)?;
     let images = image_options(cli, &data)?;
     let data = match &cli.val_data {
@@ -126,7 +104,7 @@ pub(crate) fn config(cli: &Cli, devices: &[tch::Device]) -> Result<Config> {
         accum: micro_batches(cli, devices.len())?,
         lr: cli.lr,
         schedule: cli.schedule.value,
-        rule,
+        rule: rule(cli),
         label_smoothing: cli.label_smoothing,
         shuffle: !cli.no_shuffle,
         drop_last: cli.drop_last,
@@ -161,6 +139,40 @@ pub(crate) fn config(cli: &Cli, devices: &[tch::Device]) -> Result<Config> {
         // Set once the rank is known: only rank 0 writes them.
         log_every: None,
     })
+}
+
+/// The optimiser's update rule: --optimizer with its flags (AdamW's betas and eps as
+/// torch.optim.AdamW's defaults).
+fn rule(cli: &Cli) -> Rule {
+    match cli.optimizer {
+        OptimizerKind::Sgd => Rule::Sgd {
+            momentum: cli.momentum,
+            nesterov: cli.nesterov,
+            weight_decay: cli.weight_decay,
+        },
+        OptimizerKind::Adamw => Rule::AdamW {
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: cli.weight_decay,
+        },
+    }
+}
+
+/// The learning rate at the schedule's peak fits a float32 (the optimiser computes in
+/// float32), else a usage error.
+fn check_peak_lr(cli: &Cli) -> Result<()> {
+    let (peak, at) = cli.schedule.value.peak(cli.lr, cli.epochs);
+    if peak.is_nan() || peak > f32::MAX as f64 {
+        return cli_common::usage(format!(
+            "--lr {} with --schedule {} reaches {peak:e} at epoch {}, more than a float32 holds \
+             (the optimiser computes in float32)",
+            cli.lr,
+            cli.schedule.text,
+            at + 1
+        ));
+    }
+    Ok(())
 }
 
 /// Micro-batches a step splits into: --accum on one device, --micro-batches over a pipeline's

@@ -30,27 +30,10 @@ pub fn eval_snippet(path: &Path) -> Result<String> {
             py_str(value)
         )
     };
-    let floats = |v: &[f64]| {
-        let v: Vec<String> = v.iter().map(|x| format!("{x:?}")).collect();
-        format!("[{}]", v.join(", "))
-    };
     let (classes, size) = (input.num_classes, input.image_size);
     let mut s;
     if let Some(script) = &meta.script {
-        // The user's own model: its TorchScript file (or the eager nn.Module it was made
-        // from: the checkpoint's names are its state_dict's).
-        s = format!(
-            "# A TorchScript model, {classes} classes, {size}x{size} images (written by \
-             ddp-train --print-eval-snippet)\n\
-             import os, torch\n\
-             from torchvision import transforms\n\
-             from safetensors.torch import load_file\n\n\
-             # The file the run trained (sha256 {}); your eager nn.Module takes the same \
-             state_dict\n\
-             model = torch.jit.load({}, map_location='cpu')\n",
-            script.sha256, // hex digits only (checked when the metadata is read)
-            py_str(&script.file),
-        );
+        s = script_lines(script, classes, size);
     } else {
         let arch: Arch = meta.arch.parse().map_err(|_| bad("arch", &meta.arch))?;
         s = resnet_lines(arch, input.stem.as_str(), classes, size).map_err(|v| bad("stem", &v))?;
@@ -65,19 +48,62 @@ pub fn eval_snippet(path: &Path) -> Result<String> {
         py_path(path)
     );
     if meta.script.is_some() {
-        // The module file may have changed since the run (its state_dict is checked by
-        // load_state_dict, its output is not): the run's classes, as float logits.
-        s += &format!(
-            "# The module must return float logits for the run's {classes} classes\n\
-             with torch.no_grad():\n    \
-             _y = model(torch.zeros(1, 3, {size}, {size}))\n\
-             if tuple(_y.shape) != (1, {classes}) or not _y.is_floating_point():\n    \
-             raise ValueError(f\"the module returns {{_y.dtype}} {{tuple(_y.shape)}} for one \
-             {size}x{size} image, not float logits (1, {classes}) for the run's {classes} \
-             classes\")\n\n"
-        );
+        s += &output_check_lines(classes, size);
     }
-    s += "# An image as evaluation prepared it (a PIL image in RGB)\ntransform = transforms.Compose([\n";
+    s += &transform_lines(resize, size, (&input.mean, &input.std));
+    if !meta.classes.is_empty() {
+        let names: Vec<String> = meta.classes.iter().map(|c| py_str(c)).collect();
+        s += &format!("classes = [{}]\n", names.join(", "));
+    }
+    s += "\n# from PIL import Image\n\
+          # with torch.no_grad():\n\
+          #     logits = model(transform(Image.open(\"image.png\").convert(\"RGB\"))[None])\n\
+          # print(logits.argmax(1).item())\n";
+    Ok(s)
+}
+
+/// The lines that load the user's own model: its TorchScript file (or the eager nn.Module it
+/// was made from: the checkpoint's names are its state_dict's).
+fn script_lines(script: &train::checkpoint::ScriptFile, classes: i64, size: i64) -> String {
+    format!(
+        "# A TorchScript model, {classes} classes, {size}x{size} images (written by \
+         ddp-train --print-eval-snippet)\n\
+         import os, torch\n\
+         from torchvision import transforms\n\
+         from safetensors.torch import load_file\n\n\
+         # The file the run trained (sha256 {}); your eager nn.Module takes the same \
+         state_dict\n\
+         model = torch.jit.load({}, map_location='cpu')\n",
+        script.sha256, // hex digits only (checked when the metadata is read)
+        py_str(&script.file),
+    )
+}
+
+/// The lines that check a TorchScript module's output: the module file may have changed since
+/// the run (its state_dict is checked by load_state_dict, its output is not): the run's
+/// classes, as float logits.
+fn output_check_lines(classes: i64, size: i64) -> String {
+    format!(
+        "# The module must return float logits for the run's {classes} classes\n\
+         with torch.no_grad():\n    \
+         _y = model(torch.zeros(1, 3, {size}, {size}))\n\
+         if tuple(_y.shape) != (1, {classes}) or not _y.is_floating_point():\n    \
+         raise ValueError(f\"the module returns {{_y.dtype}} {{tuple(_y.shape)}} for one \
+         {size}x{size} image, not float logits (1, {classes}) for the run's {classes} \
+         classes\")\n\n"
+    )
+}
+
+/// The lines of the transform evaluation applied to an image of side `size` (resized and
+/// center-cropped as ImageNet's, or as it is), normalised with `(mean, std)`.
+fn transform_lines(resize: bool, size: i64, (mean, std): (&[f64], &[f64])) -> String {
+    let floats = |v: &[f64]| {
+        let v: Vec<String> = v.iter().map(|x| format!("{x:?}")).collect();
+        format!("[{}]", v.join(", "))
+    };
+    let mut s = String::from(
+        "# An image as evaluation prepared it (a PIL image in RGB)\ntransform = transforms.Compose([\n",
+    );
     if resize {
         s += &format!(
             "    transforms.Resize({}),\n    transforms.CenterCrop({size}),\n",
@@ -88,18 +114,10 @@ pub fn eval_snippet(path: &Path) -> Result<String> {
     }
     s += &format!(
         "    transforms.ToTensor(),\n    transforms.Normalize(mean={}, std={}),\n])\n",
-        floats(&input.mean),
-        floats(&input.std)
+        floats(mean),
+        floats(std)
     );
-    if !meta.classes.is_empty() {
-        let names: Vec<String> = meta.classes.iter().map(|c| py_str(c)).collect();
-        s += &format!("classes = [{}]\n", names.join(", "));
-    }
-    s += "\n# from PIL import Image\n\
-          # with torch.no_grad():\n\
-          #     logits = model(transform(Image.open(\"image.png\").convert(\"RGB\"))[None])\n\
-          # print(logits.argmax(1).item())\n";
-    Ok(s)
+    s
 }
 
 /// The lines that build a ResNet as ddp-train trained it (`Err(stem)` for a stem it does not
