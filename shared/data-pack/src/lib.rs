@@ -589,6 +589,7 @@ pub fn pack(
     stop: &dyn Fn() -> bool,
 ) -> Result<Packed, PackError> {
     check_class_names(classes)?;
+    // Each of the folder's classes as its label among `classes`.
     let labels: Vec<usize> = (folder.classes.iter())
         .map(|c| {
             (classes.iter().position(|n| n == c)).ok_or_else(|| PackError::NotAmong(c.clone()))
@@ -598,15 +599,8 @@ pub fn pack(
     if let Some(seed) = o.shuffle {
         ref_rng::PyRandom::new(seed).shuffle(&mut order);
     }
-    enum Writer {
-        Shards(ShardWriter),
-        Records(RecordWriter),
-    }
     let staging = out.staging().to_path_buf();
-    let mut w = match o.format {
-        Format::Wds => Writer::Shards(ShardWriter::new(&staging, o.shard_size, o.shard_samples)),
-        Format::Recordio => Writer::Records(RecordWriter::create(&staging.join(RECORDIO_PREFIX))?),
-    };
+    let mut w = Writer::new(o, &staging)?;
     let mut left_out: Vec<(PathBuf, LeftOut)> = (folder.skipped.iter())
         .map(|(dir, why)| (dir.clone(), LeftOut::Directory(why.clone())))
         .collect();
@@ -617,17 +611,13 @@ pub fn pack(
             return Err(PackError::Stopped);
         }
         let (path, label) = &folder.samples[i];
-        let image = match input_file::read(path, o.max_image_bytes) {
+        let image = match read_image(path, o.max_image_bytes) {
             Ok(b) => b,
-            Err(e) => {
-                left_out.push((path.clone(), LeftOut::Unreadable(e)));
+            Err(why) => {
+                left_out.push((path.clone(), why));
                 continue;
             }
         };
-        if let Err(why) = imaging::sniff(&image) {
-            left_out.push((path.clone(), LeftOut::NotDecodable(why.to_string())));
-            continue;
-        }
         // The suffix webdataset names the member by: the extension the folder took the file
         // for (a file named only `.png` has one too), in lower case.
         let name = path.file_name().unwrap_or_default().as_bytes();
@@ -635,22 +625,13 @@ pub fn pack(
         let label = labels[*label as usize];
         // Where the image came from, relative to the folder: every sample can be traced back.
         let relative = path.strip_prefix(&folder.root).unwrap_or(path);
-        let relative = relative.as_os_str().as_bytes();
-        let added = match &mut w {
-            Writer::Shards(sw) => {
-                let sample = Sample {
-                    suffix,
-                    image: &image,
-                    label,
-                    path: Some(relative),
-                };
-                sw.add(&format!("{samples:09}"), &sample)
-            }
-            Writer::Records(rw) => {
-                rw.add_with_path(samples as u64, label as f32, &image, Some(relative))
-            }
+        let sample = Sample {
+            suffix,
+            image: &image,
+            label,
+            path: Some(relative.as_os_str().as_bytes()),
         };
-        match added {
+        match w.add(samples, &sample) {
             Ok(()) => samples += 1,
             Err(e @ WriteError::RecordTooLarge(_)) => {
                 left_out.push((path.clone(), LeftOut::TooLarge(e)));
@@ -658,10 +639,7 @@ pub fn pack(
             Err(e) => return Err(e.into()),
         }
     }
-    let files = match w {
-        Writer::Shards(sw) => sw.finish()?,
-        Writer::Records(rw) => rw.finish()?,
-    };
+    let files = w.finish()?;
     if samples == 0 {
         // Dropped: the staging directory goes, the previous pack stands.
         return Ok(Packed {
@@ -672,7 +650,69 @@ pub fn pack(
             skipped,
         });
     }
-    let classes_path = write_classes(&staging, classes)?;
+    let (files, data) = commit(out, files, classes, o.format)?;
+    Ok(Packed {
+        samples,
+        files,
+        data: Some(data),
+        left_out,
+        skipped,
+    })
+}
+
+/// An image file's bytes (at most `max_bytes`), or why it is left out: unreadable, or not
+/// of a format training decodes (by its first bytes).
+fn read_image(path: &Path, max_bytes: u64) -> Result<Vec<u8>, LeftOut> {
+    let image = input_file::read(path, max_bytes).map_err(LeftOut::Unreadable)?;
+    if let Err(why) = imaging::sniff(&image) {
+        return Err(LeftOut::NotDecodable(why.to_string()));
+    }
+    Ok(image)
+}
+
+/// A pack's writer: shards or RecordIO, in the staging directory.
+enum Writer {
+    Shards(ShardWriter),
+    Records(RecordWriter),
+}
+
+impl Writer {
+    fn new(o: &Options, staging: &Path) -> Result<Writer, PackError> {
+        Ok(match o.format {
+            Format::Wds => Writer::Shards(ShardWriter::new(staging, o.shard_size, o.shard_samples)),
+            Format::Recordio => {
+                Writer::Records(RecordWriter::create(&staging.join(RECORDIO_PREFIX))?)
+            }
+        })
+    }
+
+    /// Adds the pack's sample number `n`.
+    fn add(&mut self, n: usize, sample: &Sample) -> Result<(), WriteError> {
+        match self {
+            Writer::Shards(sw) => sw.add(&format!("{n:09}"), sample),
+            Writer::Records(rw) => {
+                rw.add_with_path(n as u64, sample.label as f32, sample.image, sample.path)
+            }
+        }
+    }
+
+    fn finish(self) -> Result<Vec<Written>, PackError> {
+        Ok(match self {
+            Writer::Shards(sw) => sw.finish()?,
+            Writer::Records(rw) => rw.finish()?,
+        })
+    }
+}
+
+/// The staged `files` with classes.txt (naming `classes`) committed into `out`: the files as
+/// placed (classes.txt last), and what `--data` takes for them.
+fn commit(
+    out: OutDir,
+    files: Vec<Written>,
+    classes: &[OsString],
+    format: Format,
+) -> Result<(Vec<Written>, OsString), PackError> {
+    let classes_path = write_classes(out.staging(), classes)?;
     let classes_bytes = std::fs::metadata(&classes_path).map_or(0, |m| m.len());
     let names: Vec<OsString> = (files.iter().map(|w| &w.path))
         .chain([&classes_path])
@@ -694,13 +734,7 @@ pub fn pack(
         samples: 0,
         bytes: classes_bytes,
     });
-    Ok(Packed {
-        samples,
-        files: written,
-        data: Some(data_arg(o.format, &dir, shards)),
-        left_out,
-        skipped,
-    })
+    Ok((written, data_arg(format, &dir, shards)))
 }
 
 #[cfg(test)]

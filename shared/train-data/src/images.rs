@@ -634,69 +634,86 @@ impl ImageFiles {
             pixels
                 .par_chunks_exact_mut(per)
                 .zip(indices.par_iter())
-                .map(|(out, &first)| {
-                    let n = self.len();
-                    let first = first as usize % n;
-                    let (mut index, mut tries) = (first, 0);
-                    loop {
-                        // A decoder that panics on a file makes it a bad input, not the end
-                        // of the run.
-                        let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                            self.load(index, augment, epoch, out)
-                        }))
-                        .unwrap_or(Err(SampleError::Panicked));
-                        match loaded {
-                            Ok(()) => {
-                                if index != first {
-                                    self.taken.lock().unwrap_or_else(|e| e.into_inner()).insert(first, index);
-                                }
-                                return Ok(self.labels[index]);
-                            }
-                            Err(why) => {
-                                // Data cut short under the run end it: not a bad sample to
-                                // replace (the rest of the file would be skipped one by one).
-                                if let Some(e) = self.shrunk(index) {
-                                    return Err(e);
-                                }
-                                let why = error_class::chain_text(&why);
-                                let text = format!("{}: {why}", self.paths[index].display());
-                                self.bad.fetch_add(1, Ordering::Relaxed);
-                                let mut files = self.bad_files.lock().unwrap_or_else(|e| e.into_inner());
-                                if files.0.insert(index) {
-                                    if files.1.len() < 5 {
-                                        files.1.push(text.clone());
-                                    }
-                                    let bad = files.0.len();
-                                    log::warn!("skipping {text} (bad input {bad}, the next sample takes its place)");
-                                    if bad > self.opts.max_bad {
-                                        return Err(Error::TooManyBad {
-                                            max_bad: self.opts.max_bad,
-                                            first: files.1.clone(),
-                                        });
-                                    }
-                                    // Whatever the bound, a run on data of which most cannot be
-                                    // used is not the run asked for.
-                                    if bad * 2 > n {
-                                        return Err(Error::MostBad {
-                                            bad,
-                                            samples: n,
-                                            first: files.1.clone(),
-                                        });
-                                    }
-                                }
-                                drop(files);
-                                tries += 1;
-                                index = self.replacement(first, tries, augment, epoch);
-                            }
-                        }
-                    }
-                })
+                .map(|(out, &first)| self.decode_one(first as usize, (augment, epoch), out))
                 .collect()
         });
         for (out, label) in label_out.iter_mut().zip(labels) {
             *out = label?;
         }
         Ok((x, y))
+    }
+
+    /// Decodes sample `first` (modulo the samples) into `out` and gives its label; a bad one
+    /// is counted and replaced by the next sample that decodes (see [`Self::replacement`]).
+    fn decode_one(
+        &self,
+        first: usize,
+        (augment, epoch): (bool, usize),
+        out: &mut [f32],
+    ) -> Result<i64> {
+        let first = first % self.len();
+        let (mut index, mut tries) = (first, 0);
+        loop {
+            // A decoder that panics on a file makes it a bad input, not the end of the run.
+            let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                self.load(index, augment, epoch, out)
+            }))
+            .unwrap_or(Err(SampleError::Panicked));
+            match loaded {
+                Ok(()) => {
+                    if index != first {
+                        self.taken
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .insert(first, index);
+                    }
+                    return Ok(self.labels[index]);
+                }
+                Err(why) => {
+                    // Data cut short under the run end it: not a bad sample to replace (the
+                    // rest of the file would be skipped one by one).
+                    if let Some(e) = self.shrunk(index) {
+                        return Err(e);
+                    }
+                    self.note_bad(index, &why)?;
+                    tries += 1;
+                    index = self.replacement(first, tries, augment, epoch);
+                }
+            }
+        }
+    }
+
+    /// Counts sample `index` as bad (`why`), warning the first time; an error once the bad
+    /// ones pass `max_bad` or most of the data.
+    fn note_bad(&self, index: usize, why: &SampleError) -> Result<()> {
+        let n = self.len();
+        let why = error_class::chain_text(why);
+        let text = format!("{}: {why}", self.paths[index].display());
+        self.bad.fetch_add(1, Ordering::Relaxed);
+        let mut files = self.bad_files.lock().unwrap_or_else(|e| e.into_inner());
+        if files.0.insert(index) {
+            if files.1.len() < 5 {
+                files.1.push(text.clone());
+            }
+            let bad = files.0.len();
+            log::warn!("skipping {text} (bad input {bad}, the next sample takes its place)");
+            if bad > self.opts.max_bad {
+                return Err(Error::TooManyBad {
+                    max_bad: self.opts.max_bad,
+                    first: files.1.clone(),
+                });
+            }
+            // Whatever the bound, a run on data of which most cannot be used is not the run
+            // asked for.
+            if bad * 2 > n {
+                return Err(Error::MostBad {
+                    bad,
+                    samples: n,
+                    first: files.1.clone(),
+                });
+            }
+        }
+        Ok(())
     }
 }
 
