@@ -333,7 +333,9 @@ pub struct BandwidthRecord {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub root: Option<usize>,
     pub world_size: usize,
-    /// `nccl` or `cpu-ring`.
+    /// `nccl`, `cpu-shm` (shared memory), `cpu-shm+tcp` (shared memory inside each host, TCP
+    /// between hosts), `cpu-ring` (the TCP ring) or `cpu-ring-interleaved` (the TCP ring: a
+    /// host's ranks are not consecutive).
     pub engine: String,
     /// Rank 0's device (`cpu`, `cuda:0`).
     pub device: String,
