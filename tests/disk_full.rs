@@ -190,7 +190,7 @@ fn digits(dir: &Path) {
         .arg(dir.join("digits"))
         .output()
         .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    testkit::ok(&o);
 }
 
 /// The files of `dir` but the run's lock (`.lock`, never removed: removing it would race with a
@@ -266,12 +266,7 @@ fn ddp_train_keeps_the_previous_checkpoint_whole_when_the_disk_fills_up() {
         .current_dir(tmp.path())
         .output()
         .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    testkit::exits(&o, 0);
     let epochs: Vec<_> = records(&o.stdout)
         .into_iter()
         .filter(|r| r["type"] == "epoch")

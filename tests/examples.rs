@@ -54,21 +54,13 @@ fn workdir() -> tempfile::TempDir {
             root.display()
         ),
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testkit::ok(&out);
     std::fs::write(tmp.path().join("mixed.py"), MAKE_MIXED).unwrap();
     let out = sh(
         tmp.path(),
         &format!("{} mixed.py {} imgs/d/h.gif", python(), MIXED.join(" ")),
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testkit::ok(&out);
     std::fs::write(tmp.path().join("imgs/d/notes.txt"), "not a photo").unwrap();
     tmp
 }
@@ -100,11 +92,7 @@ fn vars() -> String {
 fn check_latents(dir: &Path, npz: &str, npz_beside: bool) {
     std::fs::write(dir.join("read_latents.py"), READ_LATENTS).unwrap();
     let out = sh(dir, &format!("{} read_latents.py {npz}", python()));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testkit::ok(&out);
     let text = String::from_utf8_lossy(&out.stdout);
     let mut lines = text.lines();
     let n = photos().len();

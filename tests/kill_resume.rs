@@ -74,7 +74,7 @@ fn crop_resize_killed_then_rerun_completes_identically() {
         image::open(&p).unwrap_or_else(|e| panic!("{} is corrupt after SIGKILL: {e}", p.display()));
     }
     let o = run("killed").output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    testkit::ok(&o);
     let recs = records(&o.stdout);
     let skipped = recs
         .iter()
@@ -150,7 +150,7 @@ fn gather_npz_killed_leaves_no_partial_output() {
     eprintln!("gather-npz: {mid_run}/30 runs killed mid-run, {complete} left a (complete) output");
     // A re-run completes.
     let o = run().output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    testkit::ok(&o);
     let mut npz = ndarray_npy::NpzReader::new(std::fs::File::open(&target).unwrap()).unwrap();
     let w: ndarray::Array3<f32> = npz.by_name("w.npy").unwrap();
     assert_eq!(w[[n - 1, 0, 0]], (n - 1) as f32);
@@ -201,7 +201,7 @@ fn project_one_gpu_killed_then_rerun_skips_finished_and_matches() {
         let _: ndarray::Array3<f32> = npz.by_name("w.npy").unwrap();
     }
     let o = run("killed").output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    testkit::ok(&o);
     let recs = records(&o.stdout);
     let skipped = recs
         .iter()

@@ -282,9 +282,5 @@ fn ddp_train_across_two_nodes_trains_the_same_weights_however_launched() {
         .args(dirs.iter().map(|d| d.path().join("last.safetensors")))
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testkit::ok(&out);
 }

@@ -12,11 +12,7 @@ fn find_shard_list_crop_resize_covers_every_image_once() {
         tmp.path(),
         "find imgs -type f | sort | shard-list -n 2 | while read -r shard; do crop-resize -q -r 16 -o out \"$shard\" || exit 1; done",
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testkit::ok(&out);
     let recs = records(&out.stdout);
     let images = of_type(&recs, "image");
     assert_eq!(images.len(), 9);
@@ -90,11 +86,7 @@ fn gather_reads_a_previous_stage_records_and_numpy_loads_the_result() {
         + "{\"type\":\"summary\",\"ok\":5}\n";
     std::fs::write(tmp.path().join("records.jsonl"), lines).unwrap();
     let out = sh(tmp.path(), "cat records.jsonl | gather-npz -o all.npz");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testkit::ok(&out);
     let recs = records(&out.stdout);
     assert_eq!(recs.last().unwrap()["shape"], serde_json::json!([5, 1, 4]));
 
@@ -141,11 +133,7 @@ fn shard_crop_project_gather_generate() {
         g = g.display()
     );
     let out = sh(tmp.path(), &script);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testkit::ok(&out);
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "(9, 1, 32) 9");
     let latents = records(&std::fs::read(tmp.path().join("latents.jsonl")).unwrap());
     let latents = of_type(&latents, "latent");
@@ -196,11 +184,7 @@ fn names_that_are_not_utf8_survive_every_stage() {
         d,
         "find imgs -type f | sort | shard-list -n 1 | crop-resize -q -r 8 -o out -",
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testkit::ok(&out);
     let recs = records(&out.stdout);
     let images = of_type(&recs, "image");
     assert_eq!(images.len(), 2);
@@ -222,11 +206,7 @@ fn names_that_are_not_utf8_survive_every_stage() {
         d,
         "gather-npz -o all.npz lat/* && gather-npz --jsonl -o all.jsonl lat/*",
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testkit::ok(&out);
     let manifest = std::fs::read_to_string(d.join("all.jsonl")).unwrap();
     // The shell's glob order: b.npz first.
     let second: serde_json::Value = serde_json::from_str(manifest.lines().nth(1).unwrap()).unwrap();
@@ -258,11 +238,7 @@ fn upstream_flag_spellings_are_accepted() {
             g = g.display()
         ),
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testkit::ok(&out);
     let recs = records(&out.stdout);
     assert!(tmp.path().join("gen/seed0005.png").exists());
     assert_eq!(
@@ -303,11 +279,7 @@ fn wrong_network_files_say_what_they_are_and_what_to_run() {
         ])
         .output()
         .unwrap();
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
+    testkit::ok(&made);
     let fails_saying = |script: &str, says: &str| {
         let out = sh(tmp.path(), script);
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -353,11 +325,7 @@ fn python_scripts_find_the_venv_or_say_to_run_setup() {
         .arg("--help")
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testkit::ok(&out);
     // A checkout without .venv.
     let tmp = tempfile::tempdir().unwrap();
     let scripts = tmp.path().join("scripts");
@@ -471,11 +439,7 @@ fn training_and_validation_data_whose_class_lists_disagree_are_refused() {
                 tmp.path(),
                 &format!("pack {from} --format {format} -o {to}-{format}"),
             );
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            testkit::ok(&out);
             let recs = records(&out.stdout);
             of_type(&recs, "packed")[0]["data"]
                 .as_str()

@@ -90,6 +90,16 @@ pub fn ok(o: &Output) {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
+/// Asserts that a command exited with `code`; its stderr in the message when not.
+pub fn exits(o: &Output, code: i32) {
+    assert_eq!(
+        o.status.code(),
+        Some(code),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 /// Starts every command at once (stdout and stderr captured) and waits for them all: their
 /// outputs, in order.
 pub fn run_all(cmds: impl IntoIterator<Item = Command>) -> Vec<Output> {

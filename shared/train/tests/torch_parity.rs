@@ -18,11 +18,7 @@ fn python(script: &str) -> String {
         py.display()
     );
     let out = Command::new(py).arg("-c").arg(script).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testkit::ok(&out);
     String::from_utf8(out.stdout).unwrap()
 }
 

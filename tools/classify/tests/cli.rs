@@ -135,11 +135,7 @@ fn script_model() -> &'static Trained {
             .arg("10")
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        testkit::ok(&out);
         let data = format!("imagefolder:{}", digits().join("folder").display());
         let flag = format!("--model=torchscript:{}", model.display());
         let trained = train(
@@ -181,11 +177,7 @@ fn torchvision_probs(checkpoint: &Path, images: &[PathBuf]) -> BTreeMap<String, 
         .arg(checkpoint)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testkit::ok(&out);
     let snippet = String::from_utf8(out.stdout).unwrap();
     let check = r#"
 import json, sys
@@ -469,11 +461,7 @@ fn shards_and_recordio_evaluate_as_the_image_folder_they_were_packed_from() {
         .arg(tmp.path().join("val"))
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testkit::ok(&out);
     let records = format!("recordio:{}", tmp.path().join("val").display());
     let (a, _) = evaluate(&folder, &[]);
     for (data, name) in [(&shards, "val-00000.tar:"), (&records, "val.rec:")] {
@@ -557,12 +545,7 @@ fn packed_samples_name_the_file_they_were_packed_from() {
             "10".as_ref(),
         ],
     );
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testkit::exits(&out, 3);
     let by_file: BTreeMap<PathBuf, PredictionRecord> =
         testkit::batch::<PredictionRecord>(&out.stdout)
             .items
@@ -579,11 +562,7 @@ fn packed_samples_name_the_file_they_were_packed_from() {
             .args(["--format", format])
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        testkit::ok(&out);
         let record: serde_json::Value =
             serde_json::from_slice(out.stdout.split(|&b| b == b'\n').next().unwrap()).unwrap();
         let data = record["data"].as_str().unwrap().to_string();
@@ -649,11 +628,7 @@ fn an_image_over_max_pixels_is_an_error_record_whose_advice_works() {
         &model.checkpoint,
         &["--max-pixels".as_ref(), "1600".as_ref(), image.as_os_str()],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testkit::ok(&out);
 }
 
 /// `scripts/reference/torchscript_models.py make KIND OUT CLASSES`.
@@ -665,7 +640,7 @@ fn make_script(kind: &str, out: &Path, classes: &str) {
         .arg(classes)
         .output()
         .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    testkit::ok(&o);
 }
 
 #[test]
@@ -754,11 +729,7 @@ fn torchscript_modules_that_cannot_classify_are_refused_naming_the_file_and_why(
         &model.checkpoint,
         &["--model".as_ref(), odd.as_os_str(), image.as_os_str()],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testkit::ok(&out);
     let first = |o: &Output| o.stdout.split(|&b| b == b'\n').next().unwrap().to_vec();
     assert_eq!(first(&out), first(&trained), "the same prediction record");
 }
@@ -866,11 +837,7 @@ fn a_shard_record_argument_is_its_paths() {
     })
     .to_string();
     let out = classify(&folder_model().checkpoint, &[shard.as_ref()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testkit::ok(&out);
     let run: testkit::Batch<PredictionRecord> = testkit::batch(&out.stdout);
     let inputs: Vec<&Path> = run.items.iter().map(|p| Path::new(&p.input)).collect();
     assert_eq!(inputs, [paths[0].as_path(), paths[1].as_path()]);

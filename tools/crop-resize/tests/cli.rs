@@ -345,7 +345,7 @@ fn outputs_are_created_0666_less_the_umask() {
         ))
         .output()
         .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    testkit::ok(&o);
     let mode = std::fs::metadata(tmp.path().join("out/a.png"))
         .unwrap()
         .permissions()
@@ -415,12 +415,7 @@ fn fifos_devices_directories_and_non_images_are_error_records_read_no_further() 
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     let o = child.wait_with_output().unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    testkit::exits(&o, 3);
     let recs: Batch<ImageRecord> = testkit::batch(&o.stdout);
     let errors = recs.errors();
     assert_eq!(errors.len(), 4, "{errors:?}");

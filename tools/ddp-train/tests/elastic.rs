@@ -82,12 +82,7 @@ fn run(model: &Path, ck: &Path, world: usize, extra: &[&str]) -> Output {
 /// checkpoint is on record, and waits for them to stop there (exit 75).
 fn stopped_at_first_checkpoint(model: &Path, ck: &Path, world: usize, extra: &[&str]) {
     for o in usr1_after_first_checkpoint(start(model, ck, world, extra), 0, 0) {
-        assert_eq!(
-            o.status.code(),
-            Some(75),
-            "{}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        testkit::exits(&o, 75);
     }
 }
 
@@ -158,12 +153,7 @@ fn without_virtual_ranks_another_world_size_resumes_at_an_epochs_end_only() {
     let out = cmd(&model, &ck, &[&long[..], &["--resume"]].concat())
         .output()
         .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(2),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testkit::exits(&out, 2);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--virtual-ranks"), "{err}");
     // At an epoch's end: another world size goes on, and says so.

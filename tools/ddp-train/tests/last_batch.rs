@@ -113,12 +113,7 @@ fn a_run_stopped_before_the_smaller_last_batch_resumes_to_the_same_weights() {
     run.args(["--checkpoint-every", "2", "--checkpoint-dir"])
         .arg(&stopped);
     let out = usr1_after_first_checkpoint(vec![run], 0, 0).remove(0);
-    assert_eq!(
-        out.status.code(),
-        Some(75),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testkit::exits(&out, 75);
     let resumed = cmd(&model)
         .args(["--checkpoint-every", "2", "--resume", "--checkpoint-dir"])
         .arg(&stopped)

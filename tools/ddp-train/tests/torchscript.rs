@@ -25,11 +25,7 @@ fn python(args: &[&std::ffi::OsStr]) -> Output {
         .args(args)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testkit::ok(&out);
     out
 }
 
@@ -573,12 +569,7 @@ fn a_torchscript_model_with_dropout_resumes_mid_epoch_to_the_same_weights() {
     }
     lines.for_each(drop);
     let out = child.wait_with_output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(75),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testkit::exits(&out, 75);
     ok(&run(&stopped).arg("--resume").output().unwrap());
     // Dropout's draws are seeded per step: the resumed steps draw what the straight run drew.
     let d = max_rel_diff(

@@ -397,12 +397,7 @@ fn non_regular_inputs_are_error_records() {
         .timeout(std::time::Duration::from_secs(60))
         .output()
         .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testkit::exits(&out, 3);
     let decoded = decode(&out.stdout);
     let errors: Vec<&str> = decoded.errors().into_iter().map(|e| e.1).collect();
     assert!(

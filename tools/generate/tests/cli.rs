@@ -61,7 +61,7 @@ fn raw_output_equals_upstream_images_from_ws_and_z() {
         .args(["ws.npy", "z.npy", "--raw", "raw.npy", "-o", "out"])
         .output()
         .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    testkit::ok(&o);
     let out: Batch<ImageRecord> = testkit::batch(&o.stdout);
     assert_eq!((out.items.len(), out.types.len()), (8, 9));
     assert_eq!(out.summary.shape, Some(vec![8, 3, 32, 32]));
@@ -164,12 +164,7 @@ fn bad_inputs_are_error_records_and_the_rest_render() {
         .write_stdin(stdin)
         .output()
         .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    testkit::exits(&o, 3);
     let out: Batch<ImageRecord> = testkit::batch(&o.stdout);
     assert_eq!(out.types[0], "image");
     assert_eq!(out.items[0].input, "imgs/a.jpg");
@@ -251,7 +246,7 @@ fn config_comes_from_metadata_or_the_flag_never_the_name() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("no `config` metadata"));
     let cfg = std::fs::read_to_string(fixture().join("config.json")).unwrap();
     let o = run(&["--config", &cfg]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    testkit::ok(&o);
     // A config that does not fit the tensors is refused with the tensor named.
     let o = run(&[
         "--config",
@@ -297,12 +292,7 @@ fn non_finite_latents_are_error_records_not_black_images() {
         .args(["-o", "out", "--input-kind", "w", "ws.npy"])
         .output()
         .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    testkit::exits(&o, 3);
     let out: Batch<ImageRecord> = testkit::batch(&o.stdout);
     assert_eq!(out.types, ["image", "error", "summary"]);
     assert_eq!(out.errors[0].input, "ws.npy[1]");
@@ -316,12 +306,7 @@ fn non_finite_latents_are_error_records_not_black_images() {
         .args(["-o", "out", "--input-kind", "z", "empty.npy"])
         .output()
         .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    testkit::exits(&o, 3);
     let out: Batch<ImageRecord> = testkit::batch(&o.stdout);
     assert_eq!(out.types[0], "error", "{out:?}");
     assert_eq!(out.errors[0].input, "empty.npy");
@@ -381,7 +366,7 @@ fn start_line(wrap: &[&str], args: &[&str], env: &[(&str, &str)]) -> String {
         c.env(k, v);
     }
     let o = c.output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    testkit::ok(&o);
     String::from_utf8_lossy(&o.stderr)
         .lines()
         .find(|l| l.starts_with("generate: "))
@@ -476,7 +461,7 @@ fn init_network_writes_a_small_random_generator_to_try_the_tools_with() {
             .unwrap()
     };
     let o = init("G.safetensors", "0", &[]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    testkit::ok(&o);
     let rec: records::NetworkRecord = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(rec.output, dir.path().join("G.safetensors"));
     assert_eq!(
@@ -506,7 +491,7 @@ fn init_network_writes_a_small_random_generator_to_try_the_tools_with() {
     // --config gives another shape; the weights render.
     let cfg = r#"{"z_dim": 16, "w_dim": 16, "img_resolution": 16, "img_channels": 3, "map_layers": 1, "channel_base": 256, "channel_max": 16, "conv_clamp": null, "architecture": "resnet"}"#;
     let o = init("small.safetensors", "3", &["--config", cfg]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    testkit::ok(&o);
     let o = Command::cargo_bin("generate")
         .unwrap()
         .current_dir(dir.path())
@@ -522,7 +507,7 @@ fn init_network_writes_a_small_random_generator_to_try_the_tools_with() {
         ])
         .output()
         .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    testkit::ok(&o);
     let img = image::open(dir.path().join("out/seed0001.png")).unwrap();
     assert_eq!((img.width(), img.height()), (16, 16));
 }

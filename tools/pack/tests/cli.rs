@@ -22,7 +22,7 @@ fn python(script: &str, args: &[&Path]) -> Value {
         .args(args)
         .output()
         .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    testkit::ok(&o);
     serde_json::from_slice(&o.stdout).unwrap()
 }
 
@@ -192,12 +192,7 @@ fn an_unreadable_image_is_left_out_with_an_error_and_the_rest_are_packed() {
     folder(&d.join("imgs"));
     testkit::mkfifo(&d.join("imgs/train/cat/stuck.png"));
     let o = pack(&["imgs/train", "-o", "out"], d);
-    assert_eq!(
-        o.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    testkit::exits(&o, 3);
     let errors: Vec<ErrorRecord> = testkit::typed(&o.stdout);
     assert_eq!(errors.len(), 1);
     assert!(errors[0].input.to_string_lossy().ends_with("stuck.png"));

@@ -36,7 +36,7 @@ fn setup(dir: &Path) {
         .current_dir(dir)
         .output()
         .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    testkit::ok(&o);
     let o = Std::new(env!("CARGO_BIN_EXE_project-one-gpu").replace("project-one-gpu", "generate"))
         .current_dir(dir)
         .args([
@@ -54,7 +54,7 @@ fn setup(dir: &Path) {
         .arg(network())
         .output()
         .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    testkit::ok(&o);
 }
 
 /// The three targets [`setup`] renders.
@@ -565,7 +565,7 @@ fn py(code: &str, args: &[&Path]) -> String {
         .args(args)
         .output()
         .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    testkit::ok(&o);
     String::from_utf8(o.stdout).unwrap().trim().to_string()
 }
 
@@ -654,12 +654,7 @@ fn pictures_go_under_the_output_directory_with_a_sheet_and_videos() {
         Some(&path),
     );
     let recs: Batch<LatentRecord> = testkit::batch(&o.stdout);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    testkit::exits(&o, 0);
     let video = recs.items[0].video.clone().unwrap();
     assert_eq!(video, d.join("mp4/imgs/seed0001.proj.mp4"));
     assert_eq!(

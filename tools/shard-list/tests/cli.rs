@@ -280,12 +280,7 @@ fn shard_slurm_without_n_takes_the_arrays_size_and_the_tasks_place_in_it() {
     };
     for id in 1..=4 {
         let o = task(&[], &id.to_string());
-        assert_eq!(
-            o.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        testkit::exits(&o, 0);
         let recs: Vec<Shard> = testkit::typed(&o.stdout);
         assert_eq!((recs[0].shard, recs[0].shards), (id - 1, 4));
         assert_eq!(
@@ -358,12 +353,7 @@ fn huge_shard_counts_take_memory_in_proportion_to_the_paths() {
         assert_eq!(name(&recs[29]), [last]);
     }
     let o = run_small(&["-n", "4000000000", "--shard", "3999999999"], &[], &list);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    testkit::exits(&o, 0);
     assert!(o.stdout.is_empty(), "an empty shard prints nothing");
     // An array of 4 * 10^9 tasks: the task's place is its shard; this one holds p7.
     let big = [
@@ -471,12 +461,7 @@ fn images_lists_every_extension_in_any_case_as_the_folder_reader_walks() {
         .current_dir(tmp.path())
         .output()
         .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testkit::exits(&out, 0);
     assert_eq!(
         lines(&out.stdout, b'\n'),
         want,

@@ -331,12 +331,7 @@ fn a_node_failure_is_a_failed_trial_even_when_srun_exits_0() {
     in_allocation(&mut c, &bin);
     c.env("FAKE_SRUN_FAIL", &fail);
     let o = c.output().unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    testkit::exits(&o, 3);
     let r = records(&o.stdout);
     let e = r.ends.iter().find(|e| e.trial == 0).unwrap();
     assert_eq!(e.status.as_deref(), Some("error"));

@@ -14,10 +14,6 @@ pub fn run_script<S: AsRef<OsStr>>(script: &str, args: &[S]) -> Vec<u8> {
         .args(args)
         .output()
         .expect("the venv's python (scripts/setup makes it)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testkit::ok(&out);
     out.stdout
 }

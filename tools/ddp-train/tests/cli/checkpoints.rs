@@ -150,12 +150,7 @@ fn a_diverging_run_keeps_the_last_finite_checkpoint_to_resume_from() {
         "the epoch-1 checkpoint is kept"
     );
     let o = run("0.01", "2");
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    testkit::exits(&o, 0);
     let epochs: Vec<usize> = records(&o).items.iter().map(|e| e.epoch).collect();
     assert_eq!(epochs, [2], "resumed after epoch 1");
     // The optimiser's momentum poisoned: named at --resume, not "diverged" later.

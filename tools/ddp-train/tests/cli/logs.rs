@@ -226,31 +226,16 @@ fn bad_set_ups_say_what_to_do() {
     assert_eq!(o.status.code(), Some(2), "--resume needs --checkpoint-dir");
     // Flag values checked before anything starts are usage errors (these were exit 1).
     let o = cmd().args(["--precision", "fp8"]).output().unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(2),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    testkit::exits(&o, 2);
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown precision `fp8`"));
     let o = Command::new(BIN)
         .args(["--device", "cpu", "--data", "/nonexistent"])
         .output()
         .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(2),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    testkit::exits(&o, 2);
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown --data `/nonexistent`"));
     let o = cmd().args(["--schedule", "linear"]).output().unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(2),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    testkit::exits(&o, 2);
     // Every flag's range is checked before anything starts, naming the flag and the value:
     // these trained and "diverged" (exit 1), or unwrapped a libtorch error, or trained on.
     for (flag, value) in [

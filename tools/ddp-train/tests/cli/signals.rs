@@ -222,12 +222,7 @@ fn usr1_to_one_rank_stops_both_at_one_step_and_resume_trains_the_same_weights() 
     // Only rank 1 gets the signal; rank 0 stops at the same step all the same.
     let outs = usr1_after_first_checkpoint(ranks(&["--checkpoint-every", "2"]), 0, 1);
     let step = assert_stopped_at_a_signal_checkpoint(&outs[0], "rank 0");
-    assert_eq!(
-        outs[1].status.code(),
-        Some(75),
-        "{}",
-        String::from_utf8_lossy(&outs[1].stderr)
-    );
+    testkit::exits(&outs[1], 75);
     assert!(
         String::from_utf8_lossy(&outs[1].stderr)
             .contains(&format!("after step {step} of 8 of epoch 1"))

@@ -329,11 +329,7 @@ for d in sys.argv[3:]:
         .arg(out.join(format!("trial-{completed:04}")))
         .output()
         .unwrap();
-    assert!(
-        py.status.success(),
-        "{}",
-        String::from_utf8_lossy(&py.stderr)
-    );
+    testkit::ok(&py);
     let steps: Vec<String> = (1..=results).map(|e| e.to_string()).collect();
     assert_eq!(
         String::from_utf8_lossy(&py.stdout).trim(),

@@ -69,12 +69,7 @@ fn a_failed_trial_is_retried_from_its_checkpoint_and_one_out_of_retries_is_an_er
     )
     .output()
     .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    testkit::exits(&o, 3);
     let r = records(&o.stdout);
     let e = r.ends.iter().find(|e| e.trial == 1).unwrap();
     assert_eq!(e.status.as_deref(), Some("error"));
@@ -166,12 +161,7 @@ printf '\173"epoch": 1, "m": 1\175\n'"#;
     let o = shell_sweep_of(dir.path(), script, &space, &["--scheduler", "fifo"])
         .output()
         .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    testkit::exits(&o, 3);
     let r = records(&o.stdout);
     assert_eq!(
         r.ends
@@ -216,12 +206,7 @@ fn a_fifo_in_place_of_a_trials_stderr_log_fails_the_trial_not_the_sweep() {
         std::thread::sleep(Duration::from_millis(50));
     }
     let o = child.wait_with_output().unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    testkit::exits(&o, 3);
     let r = records(&o.stdout);
     let why = r.ends[0].message.clone().unwrap_or_default();
     assert!(

@@ -81,11 +81,7 @@ print([str(e.value) for e in ea.Scalars("m")], [str(e.value) for e in ea.Scalars
         .arg(out.join("trial-0000"))
         .output()
         .unwrap();
-    assert!(
-        py.status.success(),
-        "{}",
-        String::from_utf8_lossy(&py.stderr)
-    );
+    testkit::ok(&py);
     assert_eq!(
         String::from_utf8_lossy(&py.stdout).trim(),
         "['nan', 'inf'] ['inf']"
@@ -121,10 +117,5 @@ fn a_reader_that_goes_away_stops_the_sweep_with_sigpipes_status() {
     drop(stdout);
     std::fs::write(&go, "").unwrap();
     let o = child.wait_with_output().unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(141),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    testkit::exits(&o, 141);
 }

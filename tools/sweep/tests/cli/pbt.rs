@@ -187,11 +187,7 @@ print(int(ea.Scalars("pbt_copied_from")[-1].value), repr(start.hparams["lr"].num
             .arg(format!("trial-{t:04}/pbt-copy-{copies}"))
             .output()
             .unwrap();
-        assert!(
-            py.status.success(),
-            "{}",
-            String::from_utf8_lossy(&py.stderr)
-        );
+        testkit::ok(&py);
         let lr = last["config"]["lr"].as_f64().unwrap();
         assert_eq!(
             String::from_utf8_lossy(&py.stdout).trim(),
