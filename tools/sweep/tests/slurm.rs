@@ -137,23 +137,6 @@ fn steps_of(trial_dir: &Path) -> Vec<Vec<String>> {
         .collect()
 }
 
-const ASHA: &[&str] = &[
-    "--metric",
-    "val_top1",
-    "--mode",
-    "max",
-    "--time-attr",
-    "epoch",
-    "--max-t",
-    "9",
-    "--grace-period",
-    "1",
-    "--reduction-factor",
-    "3",
-    "--seed",
-    "3",
-];
-
 /// The journal's lines without times and slots: what was decided, in order.
 fn decisions(out: &Path) -> Vec<Value> {
     std::fs::read_to_string(out.join("journal.jsonl"))
@@ -187,8 +170,15 @@ fn trials_are_job_steps_and_decide_as_local_trials_do() {
     let run = |name: &str, extra: &[&str]| {
         let out = dir.path().join(name);
         let args = [
-            ASHA,
-            &["--slots", "1", "--out-dir", out.to_str().unwrap()],
+            common::ASHA,
+            &[
+                "--seed",
+                "3",
+                "--slots",
+                "1",
+                "--out-dir",
+                out.to_str().unwrap(),
+            ],
             extra,
         ]
         .concat();

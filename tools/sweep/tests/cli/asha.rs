@@ -23,20 +23,7 @@ pub(crate) fn lr_batch_space() -> Value {
     json!({"lr": {"grid": [1e-4, 1e-3, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0]}, "batch_size": {"grid": [64, 512]}})
 }
 
-pub(crate) const ASHA: &[&str] = &[
-    "--metric",
-    "val_top1",
-    "--mode",
-    "max",
-    "--time-attr",
-    "epoch",
-    "--max-t",
-    "9",
-    "--grace-period",
-    "1",
-    "--reduction-factor",
-    "3",
-];
+pub(crate) use common::ASHA;
 
 /// Nine seeded draws of the space, run to the end (FIFO), maximising val_top1.
 pub(crate) const NINE_DRAWS: &[&str] = &[

@@ -212,14 +212,7 @@ fn hyperband_with_two_slots_runs_every_trial_to_its_end_and_never_twice_at_once(
     let r = ok(&hyperband_sweep(
         dir.path(),
         &out,
-        &[
-            "--slots",
-            "2",
-            "--gpus-per-trial",
-            "0",
-            "--stop-grace-secs",
-            "0.5",
-        ],
+        TWO_SLOTS_SLOW_STOP,
         &["--ignore-term", "--sleep-ms", "60"],
     )
     .output()

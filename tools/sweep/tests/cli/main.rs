@@ -36,6 +36,16 @@ use {
     slots::*, usage::*,
 };
 
+/// Two slots of no GPU, a stopped trial's process given half a second after SIGTERM.
+pub(crate) const TWO_SLOTS_SLOW_STOP: &[&str] = &[
+    "--slots",
+    "2",
+    "--gpus-per-trial",
+    "0",
+    "--stop-grace-secs",
+    "0.5",
+];
+
 pub(crate) fn shell_sweep(dir: &Path, script: &str) -> Command {
     shell_sweep_of(dir, script, &json!({"x": {"grid": [1]}}), &[])
 }

@@ -144,14 +144,7 @@ fn median_with_two_slots_never_runs_a_paused_trial_twice_at_once() {
     let r = ok(&median_sweep(
         dir.path(),
         &out,
-        &[
-            "--slots",
-            "2",
-            "--gpus-per-trial",
-            "0",
-            "--stop-grace-secs",
-            "0.5",
-        ],
+        TWO_SLOTS_SLOW_STOP,
         &["--ignore-term", "--sleep-ms", "150"],
     )
     .output()

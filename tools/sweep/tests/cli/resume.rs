@@ -23,6 +23,19 @@ pub(crate) fn kill_after_results(mut c: Command, n: usize) {
     child.wait().unwrap();
 }
 
+/// Resumes the sweep in `cut`, kills the resumed run after `n` results, and resumes it again
+/// to the end: that run's records.
+pub(crate) fn cut_then_resumed(cut: &Path, n: usize) -> Records {
+    let mut resume = Command::new(BIN);
+    resume
+        .args(["--resume", "--report-secs", "0", "--out-dir"])
+        .arg(cut);
+    kill_after_results(resume, n);
+    let mut resume = Command::new(BIN);
+    resume.args(["--resume", "--out-dir"]).arg(cut);
+    ok(&resume.output().unwrap())
+}
+
 pub(crate) fn journal_ends(out: &Path) -> Vec<(u64, String)> {
     let mut v: Vec<(u64, String)> = std::fs::read_to_string(out.join("journal.jsonl"))
         .unwrap()
@@ -96,14 +109,7 @@ fn kill_9_then_resume_ends_with_the_decisions_of_an_uninterrupted_sweep() {
         ),
         9,
     );
-    let mut resume = Command::new(BIN);
-    resume
-        .args(["--resume", "--report-secs", "0", "--out-dir"])
-        .arg(&cut);
-    kill_after_results(resume, 12);
-    let mut resume = Command::new(BIN);
-    resume.args(["--resume", "--out-dir"]).arg(&cut);
-    let r = ok(&resume.output().unwrap());
+    let r = cut_then_resumed(&cut, 12);
     assert_eq!(r.summary.as_ref().unwrap().trials, 16);
     assert_eq!(r.summary.as_ref().unwrap().unfinished, 0);
     assert_eq!(journal_ends(&cut), journal_ends(&whole));

@@ -133,14 +133,7 @@ fn tpe_kill_9_then_resume_suggests_what_an_uninterrupted_sweep_does() {
     let cut = dir.path().join("cut");
     // Killed in the middle of the sweep (past the random start-up), then again.
     kill_after_results(run(&cut), 30);
-    let mut resume = Command::new(BIN);
-    resume
-        .args(["--resume", "--report-secs", "0", "--out-dir"])
-        .arg(&cut);
-    kill_after_results(resume, 4);
-    let mut resume = Command::new(BIN);
-    resume.args(["--resume", "--out-dir"]).arg(&cut);
-    ok(&resume.output().unwrap());
+    cut_then_resumed(&cut, 4);
     let suggested: Vec<serde_json::Map<String, Value>> =
         std::fs::read_to_string(cut.join("journal.jsonl"))
             .unwrap()

@@ -8,6 +8,22 @@ use std::process::{Command, Output};
 use records::{Decision, SweepSummary, TrialRecord, TrialResult};
 use serde_json::Value;
 
+/// ASHA maximising val_top1 by epoch to 9, grace period 1, reduction factor 3.
+pub const ASHA: &[&str] = &[
+    "--metric",
+    "val_top1",
+    "--mode",
+    "max",
+    "--time-attr",
+    "epoch",
+    "--max-t",
+    "9",
+    "--grace-period",
+    "1",
+    "--reduction-factor",
+    "3",
+];
+
 pub fn python() -> PathBuf {
     std::env::var_os("SHARDKIT_PYTHON")
         .map(PathBuf::from)
