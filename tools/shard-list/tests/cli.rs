@@ -1,5 +1,6 @@
 use assert_cmd::Command;
 use records::{ErrorRecord, Shard};
+use std::path::Path;
 
 /// What a run printed: its shard and error records, decoded, and every record's type in order.
 struct Out {
@@ -446,6 +447,16 @@ fn photos() -> (tempfile::TempDir, std::path::PathBuf, Vec<Vec<u8>>) {
     (tmp, dir, want)
 }
 
+/// shard-list run in `dir` with `args`: its output.
+fn shard_list_in(dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::cargo_bin("shard-list")
+        .unwrap()
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
 fn lines(out: &[u8], sep: u8) -> Vec<Vec<u8>> {
     let mut v: Vec<Vec<u8>> = out.split(|&b| b == sep).map(<[u8]>::to_vec).collect();
     assert_eq!(v.pop(), Some(vec![]), "the output ends with a separator");
@@ -455,12 +466,7 @@ fn lines(out: &[u8], sep: u8) -> Vec<Vec<u8>> {
 #[test]
 fn images_lists_every_extension_in_any_case_as_the_folder_reader_walks() {
     let (tmp, _, want) = photos();
-    let out = Command::cargo_bin("shard-list")
-        .unwrap()
-        .args(["--images", "photos"])
-        .current_dir(tmp.path())
-        .output()
-        .unwrap();
+    let out = shard_list_in(tmp.path(), &["--images", "photos"]);
     testkit::exits(&out, 0);
     assert_eq!(
         lines(&out.stdout, b'\n'),
@@ -469,12 +475,7 @@ fn images_lists_every_extension_in_any_case_as_the_folder_reader_walks() {
         String::from_utf8_lossy(&out.stdout)
     );
     // -0: NUL-terminated, as find -print0.
-    let out = Command::cargo_bin("shard-list")
-        .unwrap()
-        .args(["--images", "photos", "-0"])
-        .current_dir(tmp.path())
-        .output()
-        .unwrap();
+    let out = shard_list_in(tmp.path(), &["--images", "photos", "-0"]);
     assert_eq!(lines(&out.stdout, b'\0'), want);
 }
 
@@ -501,12 +502,7 @@ fn images_are_what_the_folder_reader_takes_as_a_class() {
 fn images_piped_to_shard_list_come_back_byte_for_byte_and_shard_with_n() {
     use std::os::unix::ffi::OsStrExt;
     let (tmp, _, want) = photos();
-    let listed = Command::cargo_bin("shard-list")
-        .unwrap()
-        .args(["--images", "photos"])
-        .current_dir(tmp.path())
-        .output()
-        .unwrap();
+    let listed = shard_list_in(tmp.path(), &["--images", "photos"]);
     let out = Command::cargo_bin("shard-list")
         .unwrap()
         .args(["-n", "1"])
@@ -519,12 +515,7 @@ fn images_piped_to_shard_list_come_back_byte_for_byte_and_shard_with_n() {
         .collect();
     assert_eq!(got, want);
     // --images with -n shards the listing itself.
-    let out = Command::cargo_bin("shard-list")
-        .unwrap()
-        .args(["--images", "photos", "-n", "2"])
-        .current_dir(tmp.path())
-        .output()
-        .unwrap();
+    let out = shard_list_in(tmp.path(), &["--images", "photos", "-n", "2"]);
     assert_eq!(out.status.code(), Some(0));
     let recs: Vec<Shard> = testkit::typed(&out.stdout);
     let firsts: Vec<Vec<u8>> = (recs[0].paths.iter())
@@ -540,22 +531,12 @@ fn an_image_name_with_a_newline_needs_nul_separators_and_is_reported_without() {
     std::fs::create_dir_all(tmp.path().join("p")).unwrap();
     std::fs::write(tmp.path().join("p/a.jpg"), b"x").unwrap();
     std::fs::write(tmp.path().join("p/b\nc.jpg"), b"x").unwrap();
-    let out = Command::cargo_bin("shard-list")
-        .unwrap()
-        .args(["--images", "p"])
-        .current_dir(tmp.path())
-        .output()
-        .unwrap();
+    let out = shard_list_in(tmp.path(), &["--images", "p"]);
     assert_eq!(out.status.code(), Some(3));
     assert_eq!(out.stdout, b"p/a.jpg\n");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("p/b\\nc.jpg") && err.contains("-0"), "{err}");
-    let out = Command::cargo_bin("shard-list")
-        .unwrap()
-        .args(["--images", "p", "--null"])
-        .current_dir(tmp.path())
-        .output()
-        .unwrap();
+    let out = shard_list_in(tmp.path(), &["--images", "p", "--null"]);
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(out.stdout, b"p/a.jpg\0p/b\nc.jpg\0");
 }
@@ -571,12 +552,7 @@ fn images_of_a_missing_directory_or_a_file_or_a_loop_are_fatal() {
         ("f.jpg", "not a directory"),
         ("d", "symlink loop"),
     ] {
-        let out = Command::cargo_bin("shard-list")
-            .unwrap()
-            .args(["--images", dir])
-            .current_dir(tmp.path())
-            .output()
-            .unwrap();
+        let out = shard_list_in(tmp.path(), &["--images", dir]);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{dir}: {err}");
         assert!(err.contains(says), "{dir}: {err}");
