@@ -187,7 +187,8 @@ fn splits(cli: &Cli, out: &mut JsonlOut) -> Result<(Vec<Split>, usize, usize)> {
         for other in other_folders(&cli.dir)? {
             out.emit(&ErrorRecord {
                 input: other.into_os_string(),
-                message: "a folder beside train/ and val/: not packed (pack it on its own, with                           --classes naming the packed training split's classes.txt)"
+                message: "a folder beside train/ and val/: not packed (pack it on its own, with \
+                          --classes naming the packed training split's classes.txt)"
                     .into(),
             })?;
             failed += 1;

@@ -640,6 +640,14 @@ fn folders_that_are_not_packed_and_unreadable_directories_are_error_records() {
     let errors: Vec<ErrorRecord> = testkit::typed(&o.stdout);
     let inputs: Vec<PathBuf> = errors.iter().map(|e| PathBuf::from(&e.input)).collect();
     assert!(inputs.contains(&PathBuf::from("imgs/test")), "{errors:?}");
+    let test = errors
+        .iter()
+        .find(|e| Path::new(&e.input) == Path::new("imgs/test"));
+    assert_eq!(
+        test.unwrap().message,
+        "a folder beside train/ and val/: not packed (pack it on its own, with --classes naming \
+         the packed training split's classes.txt)"
+    );
     assert!(
         inputs.contains(&PathBuf::from("imgs/train/dog/more")),
         "{errors:?}"
