@@ -92,21 +92,21 @@ fn folder_model() -> &'static Trained {
     static T: OnceLock<Trained> = OnceLock::new();
     T.get_or_init(|| {
         let data = format!("imagefolder:{}", digits().join("folder").display());
-        // A small learning rate: probabilities spread over the classes (a loss near ln 10),
-        // so that comparing them compares every one (0.1 diverges in 8 steps: one-hot softmax).
-        train(
-            &data,
-            &[
-                "--image-size",
-                "32",
-                "--transform",
-                "imagenet",
-                "--lr",
-                "0.002",
-            ],
-        )
+        train(&data, FOLDER_FLAGS)
     })
 }
+
+/// The image-folder models' training flags: 32x32 images as evaluation prepares ImageNet's,
+/// and a small learning rate: probabilities spread over the classes (a loss near ln 10), so
+/// that comparing them compares every one (0.1 diverges in 8 steps: one-hot softmax).
+const FOLDER_FLAGS: &[&str] = &[
+    "--image-size",
+    "32",
+    "--transform",
+    "imagenet",
+    "--lr",
+    "0.002",
+];
 
 /// ResNet-18 with the CIFAR stem on the digits' CIFAR binaries (normalised with the data's own
 /// statistics; images as they are, 32x32).
@@ -128,28 +128,10 @@ fn script_model() -> &'static Trained {
     &T.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
         let model = dir.path().join("bn.pt");
-        let out = Command::new(testkit::python())
-            .arg(root().join("scripts/reference/torchscript_models.py"))
-            .args(["make", "bn"])
-            .arg(&model)
-            .arg("10")
-            .output()
-            .unwrap();
-        testkit::ok(&out);
+        make_script("bn", &model, "10");
         let data = format!("imagefolder:{}", digits().join("folder").display());
         let flag = format!("--model=torchscript:{}", model.display());
-        let trained = train(
-            &data,
-            &[
-                "--image-size",
-                "32",
-                "--transform",
-                "imagenet",
-                "--lr",
-                "0.002",
-                &flag,
-            ],
-        );
+        let trained = train(&data, &[FOLDER_FLAGS, &[flag.as_str()]].concat());
         (dir, trained)
     })
     .1
