@@ -220,6 +220,13 @@ pub struct Cli {
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub max_bad_inputs: usize,
 
+    /// Image folders, RecordIO and wds shards: refuse images with more pixels than this, read
+    /// from their header before decoding (decompression bombs), as a bad input: twice Pillow's
+    /// Image.MAX_IMAGE_PIXELS, where Pillow refuses [default: 178956970]; at most 4294967296
+    /// (65536x65536, 12 GiB decoded).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1 << 32))]
+    pub max_pixels: Option<u64>,
+
     /// Keep the data order (no per-epoch shuffle).
     #[arg(long)]
     pub no_shuffle: bool,
@@ -792,6 +799,7 @@ fn data_flags(cli: &Cli, data: &Source) -> Vec<(&'static str, String)> {
             })),
         ),
         ("--max-bad-inputs", cli.max_bad_inputs.to_string()),
+        ("--max-pixels", or_none(files.and(cli.max_pixels))),
         ("--num-classes", format!("{:?}", cli.num_classes)),
         ("--augment", cli.augment.to_string()),
         ("--no-shuffle", cli.no_shuffle.to_string()),

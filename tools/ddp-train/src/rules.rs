@@ -230,6 +230,7 @@ fn image_options(cli: &Cli, data: &Source) -> Result<train_data::images::ImageOp
             ("--normalize", cli.normalize.is_some()),
             ("--workers", cli.workers.is_some()),
             ("--shuffle-buffer", cli.shuffle_buffer.is_some()),
+            ("--max-pixels", cli.max_pixels.is_some()),
         ];
         if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
             bail!(
@@ -251,7 +252,7 @@ fn image_options(cli: &Cli, data: &Source) -> Result<train_data::images::ImageOp
     if cli.shuffle_buffer.is_some() && !matches!(data, Source::Shards { .. }) {
         bail!("--shuffle-buffer applies to --data wds:PATTERN (other sources are shuffled whole)");
     }
-    Ok(ImageOptions {
+    let mut options = ImageOptions {
         size: cli.image_size.unwrap_or(224),
         transform,
         mean,
@@ -261,7 +262,11 @@ fn image_options(cli: &Cli, data: &Source) -> Result<train_data::images::ImageOp
         max_bad: cli.max_bad_inputs,
         decode: Default::default(),
         classes: cli.num_classes,
-    })
+    };
+    if let Some(n) = cli.max_pixels {
+        options.decode.max_pixels = n;
+    }
+    Ok(options)
 }
 
 /// Decoding threads per rank: --workers, else the rank's CPU share without OMP_NUM_THREADS.

@@ -549,3 +549,39 @@ write(sys.argv[1], [(0, pack([3.0, 3.0], b"")), (1, pack(0.0, png())), (2, pack(
         "{err}"
     );
 }
+
+/// The decoder's bound on pixels is a flag of ddp-train's too: a bad input's message advises
+/// `--max-pixels`, which ddp-train did not take (the advice could not be followed).
+#[test]
+fn max_pixels_bounds_the_images_and_the_advice_to_raise_it_works() {
+    let dir = digits_twice();
+    let folder = format!("imagefolder:{}", dir.join("folder").display());
+    let run = |limit: &str| {
+        cmd_on(&folder)
+            .args(["--epochs", "1", "--max-steps", "1", "--batch-size", "4"])
+            .args([
+                "--image-size",
+                "28",
+                "--workers",
+                "1",
+                "--max-val-steps",
+                "1",
+            ])
+            .args(["--max-bad-inputs", "0", "--max-pixels", limit])
+            .output()
+            .unwrap()
+    };
+    // The digits' PNGs are 32x32 = 1024 pixels.
+    let out = run("1023");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("over the limit of 1023") && stderr.contains("raise --max-pixels"),
+        "{stderr}"
+    );
+    ok(&run("1024"));
+    assert_usage(
+        cmd_on(format!("cifar100:{}", dir.display())).args(["--max-pixels", "1024"]),
+        "--max-pixels applies to --data imagefolder",
+    );
+}
