@@ -109,6 +109,8 @@ impl std::fmt::Display for Transport {
 /// Why the abort word was set (its high half; the low half is the rank + 1).
 const LEFT: u64 = 1;
 const KILLED: u64 = 2;
+/// A rank of another host, lost by this host's leader on the leaders' ring.
+const LOST: u64 = 3;
 
 /// A mapped segment.
 #[derive(Debug)]
@@ -301,10 +303,10 @@ impl Group {
             return None;
         }
         let rank = (w & 0xffff_ffff) as usize - 1;
-        let what = if w >> 32 == KILLED {
-            "exited or was killed (its connection to the host's shared memory closed)"
-        } else {
-            "left the collective (it failed or was stopped)"
+        let what = match w >> 32 {
+            KILLED => "exited or was killed (its connection to the host's shared memory closed)",
+            LOST => "was lost on another host (this host's leader saw it fail)",
+            _ => "left the collective (it failed or was stopped)",
         };
         Some(self.peer(rank, what.to_string(), kind))
     }
@@ -324,6 +326,10 @@ impl Group {
         for (rank, s) in &self.links {
             let at = self.ranks.iter().position(|r| r == rank).unwrap_or(0);
             if hung_up(s) && !reached(self.counter(at).load(Ordering::SeqCst), target) {
+                // A rank that left after saying why (the abort word): its reason, not its exit.
+                if let Some(e) = self.aborted(kind) {
+                    return Err(e);
+                }
                 self.abort(KILLED, *rank);
                 return Err(self.peer(
                     *rank,
@@ -661,10 +667,14 @@ impl Group {
         let mut cross = self.cross.take().expect("a group across hosts");
         let r = f(self, &mut cross);
         self.cross = Some(cross);
-        if let Err(e) = &r
-            && !matches!(e, Error::Interrupted(_))
-        {
-            self.abandon();
+        match &r {
+            Err(Error::Interrupted(_)) | Ok(()) => {}
+            // A rank of another host lost: the host's ranks name it, not their leader (whose
+            // exit they would otherwise report, the store that holds its notes gone with it).
+            Err(Error::Peer { rank, .. }) if *rank != self.ranks[self.me] => {
+                self.abort(LOST, *rank)
+            }
+            Err(_) => self.abandon(),
         }
         r
     }
