@@ -63,6 +63,57 @@ pub(crate) struct Call {
 }
 
 impl Call {
+    pub(crate) fn all_reduce(op: ReduceOp, dtype: DType, count: u64) -> Call {
+        Call {
+            kind: Kind::AllReduce,
+            op: Some(op),
+            dtype: Some(dtype),
+            root: None,
+            count,
+        }
+    }
+
+    pub(crate) fn all_gather(dtype: DType, count: u64) -> Call {
+        Call {
+            kind: Kind::AllGather,
+            op: None,
+            dtype: Some(dtype),
+            root: None,
+            count,
+        }
+    }
+
+    pub(crate) fn reduce_scatter(op: ReduceOp, dtype: DType, count: u64) -> Call {
+        Call {
+            kind: Kind::ReduceScatter,
+            op: Some(op),
+            dtype: Some(dtype),
+            root: None,
+            count,
+        }
+    }
+
+    pub(crate) fn broadcast(dtype: DType, root: usize, count: u64) -> Call {
+        Call {
+            kind: Kind::Broadcast,
+            op: None,
+            dtype: Some(dtype),
+            root: Some(root),
+            count,
+        }
+    }
+
+    /// A barrier of `ranks` ranks (announced as that many bytes).
+    pub(crate) fn barrier(ranks: u64) -> Call {
+        Call {
+            kind: Kind::Barrier,
+            op: None,
+            dtype: Some(DType::U8),
+            root: None,
+            count: ranks,
+        }
+    }
+
     pub(crate) fn encode(&self, seq: u64) -> [u8; 32] {
         let mut h = [0u8; 32];
         h[0..4].copy_from_slice(&MAGIC.to_le_bytes());
@@ -230,13 +281,7 @@ impl Ring {
         if self.world == 1 {
             return Ok(());
         }
-        self.announce(Call {
-            kind: Kind::AllReduce,
-            op: Some(op),
-            dtype: Some(dtype),
-            root: None,
-            count,
-        })?;
+        self.announce(Call::all_reduce(op, dtype, count))?;
         let n = self.world;
         let seg = |i: usize| segment(count as usize, n, i % n, dtype.size());
         // Reduce-scatter: after step s rank r holds the sum over r−s−1..r of segment r−s−1.
@@ -279,13 +324,7 @@ impl Ring {
             return Ok(());
         }
         let count = (slot / dtype.size()) as u64;
-        self.announce(Call {
-            kind: Kind::AllGather,
-            op: None,
-            dtype: Some(dtype),
-            root: None,
-            count,
-        })?;
+        self.announce(Call::all_gather(dtype, count))?;
         let n = self.world;
         self.gather_phase(
             out,
@@ -304,13 +343,7 @@ impl Ring {
             return Ok(());
         }
         let count = (slot / dtype.size()) as u64;
-        self.announce(Call {
-            kind: Kind::ReduceScatter,
-            op: Some(op),
-            dtype: Some(dtype),
-            root: None,
-            count,
-        })?;
+        self.announce(Call::reduce_scatter(op, dtype, count))?;
         let seg = |i: usize| (i % n) * slot..(i % n + 1) * slot;
         // As all_reduce's first phase, shifted by one so that rank r ends owning slot r.
         let r = self.rank + 2 * n - 1;
@@ -330,13 +363,7 @@ impl Ring {
             return Ok(());
         }
         let count = (buf.len() / dtype.size()) as u64;
-        self.announce(Call {
-            kind: Kind::Broadcast,
-            op: None,
-            dtype: Some(dtype),
-            root: Some(root),
-            count,
-        })?;
+        self.announce(Call::broadcast(dtype, root, count))?;
         let receive = self.rank != root;
         let forward = self.next_rank() != root;
         self.relay(buf, receive, forward)
@@ -348,13 +375,7 @@ impl Ring {
             return Ok(());
         }
         let n = self.world as u64;
-        self.announce(Call {
-            kind: Kind::Barrier,
-            op: None,
-            dtype: Some(DType::U8),
-            root: None,
-            count: n,
-        })?;
+        self.announce(Call::barrier(n))?;
         let mut token = vec![0u8; self.world];
         let w = self.world;
         self.gather_phase(&mut token, |i| i % w..i % w + 1, self.rank, Kind::Barrier)

@@ -457,13 +457,7 @@ impl Group {
         let count = buf.len() / es;
         let n = self.n();
         self.seq += 1;
-        let call = Call {
-            kind: Kind::AllReduce,
-            op: Some(op),
-            dtype: Some(dtype),
-            root: None,
-            count: count as u64,
-        };
+        let call = Call::all_reduce(op, dtype, count as u64);
         let per = SLOT / es;
         let chunks = count.div_ceil(per).max(1);
         let range = |c: usize| c * per..((c + 1) * per).min(count);
@@ -603,13 +597,7 @@ impl Group {
             .position(|&r| r == root)
             .expect("broadcast root in the group");
         self.seq += 1;
-        let call = Call {
-            kind: Kind::Broadcast,
-            op: None,
-            dtype: Some(dtype),
-            root: Some(root),
-            count: (buf.len() / dtype.size()) as u64,
-        };
+        let call = Call::broadcast(dtype, root, (buf.len() / dtype.size()) as u64);
         let chunks = buf.len().div_ceil(SLOT).max(1);
         for c in 0..chunks {
             let range = c * SLOT..((c + 1) * SLOT).min(buf.len());
@@ -643,13 +631,7 @@ impl Group {
             return self.with_cross(|g, cross| g.cross_barrier(cross));
         }
         self.seq += 1;
-        self.announce(Call {
-            kind: Kind::Barrier,
-            op: None,
-            dtype: Some(DType::U8),
-            root: None,
-            count: self.n() as u64,
-        })
+        self.announce(Call::barrier(self.n() as u64))
     }
 }
 
@@ -810,13 +792,7 @@ impl Group {
         let es = dtype.size();
         let count = buf.len() / es;
         self.seq += 1;
-        let call = Call {
-            kind: Kind::AllReduce,
-            op: Some(op),
-            dtype: Some(dtype),
-            root: None,
-            count: count as u64,
-        };
+        let call = Call::all_reduce(op, dtype, count as u64);
         // A chunk's pieces add up to at most one slot (each is at most its share + 1).
         let chunks = count.div_ceil(SLOT / es - cross.hosts()).max(1);
         let bounds = cross.bounds.clone();
@@ -864,13 +840,7 @@ impl Group {
         root: usize,
     ) -> Result<()> {
         self.seq += 1;
-        let call = Call {
-            kind: Kind::Broadcast,
-            op: None,
-            dtype: Some(dtype),
-            root: Some(root),
-            count: (buf.len() / dtype.size()) as u64,
-        };
+        let call = Call::broadcast(dtype, root, (buf.len() / dtype.size()) as u64);
         let root_host = cross.host_of(root);
         // The root's place in this host's group, when it is on this host.
         let root_here = (root_host == cross.host).then(|| root - cross.bounds[cross.host]);
@@ -932,13 +902,7 @@ impl Group {
     /// The host's ranks meet, the leaders meet over their ring, then the host's ranks again.
     fn cross_barrier(&mut self, cross: &mut Cross) -> Result<()> {
         self.seq += 1;
-        self.announce(Call {
-            kind: Kind::Barrier,
-            op: None,
-            dtype: Some(DType::U8),
-            root: None,
-            count: self.n() as u64,
-        })?;
+        self.announce(Call::barrier(self.n() as u64))?;
         if let Some(ring) = cross.ring.as_mut() {
             ring.barrier()?;
         }
