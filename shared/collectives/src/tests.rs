@@ -8,6 +8,10 @@ use super::*;
 use crate::rendezvous::StoreAt;
 use crate::store::StoreServer;
 
+#[path = "../tests/support/values.rs"]
+mod values;
+use values::{bytes_of, noise};
+
 /// Runs `f(rank, comm)` on `world` ranks joined through a store served by the test (as
 /// torchrun's agent would), returning each rank's result in rank order.
 fn ranks<T: Send + 'static>(
@@ -554,29 +558,6 @@ fn ranks_of_one_process_find_they_share_a_host() {
         assert_eq!(peers, [0, 1, 2]);
         assert_eq!((host_rank, size, hosts), (rank, 3, 1));
     }
-}
-
-/// Rank-dependent pseudo-random values of every sign and magnitude (an LCG: no global seed
-/// shared by the rank threads), as `kind`.
-fn noise(rank: usize, n: usize, kind: Kind) -> Tensor {
-    let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ (rank as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03);
-    let v: Vec<f64> = (0..n)
-        .map(|_| {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            let u = (x >> 11) as f64 / (1u64 << 53) as f64;
-            (u - 0.5) * 2f64.powi(((x >> 3) % 20) as i32 - 10)
-        })
-        .collect();
-    Tensor::from_slice(&v).to_kind(kind)
-}
-
-fn bytes_of(t: &Tensor) -> Vec<u8> {
-    let n = t.numel() * t.kind().elt_size_in_bytes();
-    let mut v = vec![0u8; n];
-    t.contiguous().copy_data_u8(&mut v, t.numel());
-    v
 }
 
 /// Every float dtype and op over 3 and 4 ranks, through shared memory and through the TCP
