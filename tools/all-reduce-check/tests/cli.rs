@@ -71,9 +71,18 @@ fn assert_all_right(out: &Output, sizes: usize) {
 
 /// Starts `world` ranks as separate processes, each with `args(rank)`, and waits for all.
 fn launch(world: usize, args: impl Fn(usize, &mut Command)) -> Vec<Output> {
+    launch_on(world, |_| cmd(), args)
+}
+
+/// [`launch`] with rank r's command made by `cmd_of(r)` (in another network namespace).
+fn launch_on(
+    world: usize,
+    cmd_of: impl Fn(usize) -> Command,
+    args: impl Fn(usize, &mut Command),
+) -> Vec<Output> {
     let children: Vec<Child> = (0..world)
         .map(|rank| {
-            let mut c = cmd();
+            let mut c = cmd_of(rank);
             args(rank, &mut c);
             c.stdout(Stdio::piped())
                 .stderr(Stdio::piped())
@@ -861,23 +870,16 @@ fn on_two_hosts(hosts: &netns::TwoHosts, rank: usize) -> Command {
 fn two_hosts_in_network_namespaces_go_through_memory_and_tcp() {
     let hosts = netns::TwoHosts::new();
     for (transport, engine) in [("auto", "cpu-shm+tcp"), ("tcp", "cpu-ring")] {
-        let children: Vec<Child> = (0..4)
-            .map(|rank| {
-                let mut c = on_two_hosts(&hosts, rank);
+        let outs = launch_on(
+            4,
+            |r| on_two_hosts(&hosts, r),
+            |rank, c| {
                 c.env("RANK", rank.to_string()).env("WORLD_SIZE", "4");
                 c.args(["-b", "1K", "-e", "4M", "-f", "64", "-n", "1", "-w", "0"])
                     .args(["-d", "all", "-o", "all", "--transport", transport])
                     .args(["--dist-timeout-secs", "120"]);
-                c.stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .unwrap()
-            })
-            .collect();
-        let outs: Vec<Output> = children
-            .into_iter()
-            .map(|c| c.wait_with_output().unwrap())
-            .collect();
+            },
+        );
         // 6 types × 5 ops × 3 sizes (1K, 64K, 4M).
         assert_all_right(&outs[0], 90);
         for o in &outs[1..] {
@@ -889,9 +891,10 @@ fn two_hosts_in_network_namespaces_go_through_memory_and_tcp() {
             bandwidths(&outs[0])[0]
         );
     }
-    let children: Vec<Child> = (0..4)
-        .map(|rank| {
-            let mut c = on_two_hosts(&hosts, rank);
+    let outs = launch_on(
+        4,
+        |r| on_two_hosts(&hosts, r),
+        |rank, c| {
             c.env("RANK", rank.to_string()).env("WORLD_SIZE", "4");
             c.args([
                 "-C",
@@ -906,16 +909,8 @@ fn two_hosts_in_network_namespaces_go_through_memory_and_tcp() {
                 "1",
             ])
             .args(["-w", "0", "-d", "f32,bf16", "--dist-timeout-secs", "120"]);
-            c.stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    let outs: Vec<Output> = children
-        .into_iter()
-        .map(|c| c.wait_with_output().unwrap())
-        .collect();
+        },
+    );
     assert_all_right(&outs[0], 2);
 }
 
