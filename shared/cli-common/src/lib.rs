@@ -218,7 +218,11 @@ pub fn run_main<C: Tool>(
     // A panic that no step caught (libtorch raises its errors as panics through tch) ends the
     // run as a fatal error with libtorch's first line, not a Rust backtrace of C++ frames.
     let result = panics::catch(|| run(cli, &mut out))
-        .unwrap_or_else(|panic| Err(anyhow::Error::new(error_class::Torch::from_message(&panic))))
+        .unwrap_or_else(|panic| {
+            Err(anyhow::Error::new(error_class::Torch::from_message(
+                &panic.message,
+            )))
+        })
         .and_then(|outcome| out.flush().map(|_| outcome));
     match result {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,

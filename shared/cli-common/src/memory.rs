@@ -4,8 +4,25 @@
 
 use std::sync::{Condvar, Mutex};
 
+/// A size on the command line that [`parse_size`] cannot read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SizeError {
+    /// Not a whole number with an optional K/M/G/T suffix.
+    #[error("`{text}` is not a size (e.g. 1M, 512K, 8)")]
+    NotANumber { text: String },
+    /// More bytes than 64 bits hold.
+    #[error("`{text}` is not a size (e.g. 1M, 512K, 8)")]
+    TooLarge { text: String },
+}
+
+impl error_class::Classify for SizeError {
+    fn class(&self) -> error_class::Class {
+        error_class::Class::Usage
+    }
+}
+
 /// `1M`, `64M`, `512K`, `4G`, `8` (bytes; K/M/G/T are powers of 1024; `B`, `iB` accepted).
-pub fn parse_size(s: &str) -> Result<u64, String> {
+pub fn parse_size(s: &str) -> Result<u64, SizeError> {
     let t = s.trim().trim_end_matches(['B', 'b']).trim_end_matches('i');
     let (num, mult) = match t.char_indices().last() {
         Some((i, 'K' | 'k')) => (&t[..i], 1u64 << 10),
@@ -14,11 +31,13 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         Some((i, 'T' | 't')) => (&t[..i], 1 << 40),
         _ => (t, 1),
     };
-    num.trim()
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(mult))
-        .ok_or_else(|| format!("`{s}` is not a size (e.g. 1M, 512K, 8)"))
+    let text = || s.to_string();
+    let n = num.trim().parse::<u64>().map_err(|e| match e.kind() {
+        std::num::IntErrorKind::PosOverflow => SizeError::TooLarge { text: text() },
+        _ => SizeError::NotANumber { text: text() },
+    })?;
+    n.checked_mul(mult)
+        .ok_or_else(|| SizeError::TooLarge { text: text() })
 }
 
 /// The memory this process may use: the machine's (`MemTotal`), or its cgroup's limit where
@@ -122,6 +141,42 @@ mod tests {
         assert_eq!(parse_size("3T").unwrap(), 3 << 40);
         assert!(parse_size("lots").is_err());
         assert!(parse_size("99999999999T").is_err());
+    }
+
+    #[test]
+    fn a_bad_size_is_a_usage_error_of_its_kind_in_the_same_words() {
+        use error_class::{Class, Classify};
+        let e = parse_size("lots").unwrap_err();
+        assert_eq!(
+            e,
+            SizeError::NotANumber {
+                text: "lots".into()
+            }
+        );
+        assert_eq!(e.to_string(), "`lots` is not a size (e.g. 1M, 512K, 8)");
+        assert_eq!(e.class(), Class::Usage);
+        let e = parse_size("99999999999T").unwrap_err();
+        assert_eq!(
+            e,
+            SizeError::TooLarge {
+                text: "99999999999T".into()
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "`99999999999T` is not a size (e.g. 1M, 512K, 8)"
+        );
+        // clap takes it as a value parser's error, with its text.
+        let cmd = clap::Command::new("t")
+            .arg(clap::Arg::new("size").long("size").value_parser(parse_size));
+        let err = cmd
+            .try_get_matches_from(["t", "--size", "lots"])
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("`lots` is not a size (e.g. 1M, 512K, 8)"),
+            "{err}"
+        );
     }
 
     #[test]
