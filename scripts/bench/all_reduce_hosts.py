@@ -13,7 +13,8 @@ time of the timed iterations (after warm-ups), averaged over ranks (as all-reduc
 it). algbw = bytes / time (GB = 1e9 B); busbw = algbw x 2(n-1)/n (n = 4). The namespaces are
 deleted at the end, also on failure.
 """
-import argparse, json, os, statistics, subprocess, sys
+import json, os, statistics, subprocess, sys
+from benchlib import flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.environ.get("SHARDKIT_BIN", os.path.join(ROOT, "target", "release"))
@@ -85,10 +86,8 @@ def run(hosts, transport, sizes, port):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=3)
+    ap = flags(rounds=3, json=False)
     ap.add_argument("--sizes", type=int, nargs="+", default=[MIB, 64 * MIB])
-    ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("all_reduce_hosts.py makes network namespaces: run it as root")

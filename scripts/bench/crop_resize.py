@@ -9,10 +9,11 @@ the crop), PNG ~800x600 down to 256. Pillow runs in one process (what seed 000 d
 multiprocessing pool of all cores; crop-resize with -j1 and with all cores. Each timing is the best
 of --repeat runs with outputs removed between runs (so nothing is skipped).
 """
-import argparse, json, multiprocessing as mp, os, shutil, subprocess, sys, time
+import json, multiprocessing as mp, os, shutil, subprocess, sys, time
 
 import numpy as np
 from PIL import Image
+from benchlib import flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.environ.get("SHARDKIT_BIN", os.path.join(ROOT, "target", "release"))
@@ -84,11 +85,7 @@ def compare(a_dir, b_dir):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--n", type=int, default=120)
-    ap.add_argument("--repeat", type=int, default=2)
-    ap.add_argument("--workdir", default="/tmp/shardkit-bench-crop")
-    a = ap.parse_args()
+    a = flags(n=120, repeat=2, workdir="/tmp/shardkit-bench-crop").parse_args()
     cores = os.cpu_count()
     paths = make_inputs(f"{a.workdir}/in", a.n)
     rows = []

@@ -17,10 +17,11 @@ of --repeat runs with the outputs removed between runs (so nothing is skipped). 
 largest resident set of the process doing the whole format on one core (Python's own ~30 MB
 included on Pillow's side).
 """
-import argparse, glob, json, os, shutil, subprocess, sys, time
+import glob, json, os, shutil, subprocess, sys, time
 
 import numpy as np
 from PIL import Image
+from benchlib import flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.environ.get("SHARDKIT_BIN", os.path.join(ROOT, "target", "release"))
@@ -196,13 +197,9 @@ def compare(a_dir, b_dir):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--sizes", default="256,1024")
-    ap.add_argument("--repeat", type=int, default=2)
-    ap.add_argument("--formats", default="JPEG,PNG,WEBP")
-    ap.add_argument("--cache", default=os.path.expanduser("~/.cache/shardkit-bench/wallpapers"))
-    ap.add_argument("--workdir", default="/tmp/shardkit-bench-photos")
-    a = ap.parse_args()
+    a = flags(sizes="256,1024", repeat=2, formats="JPEG,PNG,WEBP",
+              cache=os.path.expanduser("~/.cache/shardkit-bench/wallpapers"),
+              workdir="/tmp/shardkit-bench-photos").parse_args()
     cores = os.cpu_count()
     photos = fetch(a.cache)
     rows = []

@@ -7,16 +7,11 @@
 #   LOAD=N: N busy loops run in the background all along (other work on the machine).
 # The tiny test generator and a VGG16 with random weights (the LPIPS distance's compute).
 set -euo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
 images=${1:-6}
 steps=${2:-20}
-bin=${SHARDKIT_BIN:-$root/target/release}
-py=${PYTHON:-$root/.venv/bin/python}
-shared=${SHARDKIT_SHARED:-$root/../shared}
+# shellcheck source=scripts/bench/workdir.sh
+source "$(dirname "$0")/workdir.sh"
 g="$shared/fixtures/stylegan2/tiny-skip/G.safetensors"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
 "$bin/generate" -q --device cpu --network "$g" --seeds "0-$((images - 1))" --trunc 0.7 -o targets >/dev/null
 "$py" "$root/scripts/convert-vgg16-lpips" --random 2 -o vgg.safetensors >/dev/null
 find targets -name '*.png' | sort >targets.txt

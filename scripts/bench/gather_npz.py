@@ -8,22 +8,17 @@ Makes N files <i>.npz with w float32 [1,k,d] (np.savez, as seed 000 writes them)
   gather-npz: gather-npz -o out.npz < list
 each the best of --repeat warm-cache runs, and checks both outputs hold the same array.
 """
-import argparse, json, os, subprocess, time
+import json, os, subprocess, time
 
 import numpy as np
+from benchlib import flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.environ.get("SHARDKIT_BIN", os.path.join(ROOT, "target", "release"))
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--n", type=int, default=20000)
-    ap.add_argument("--k", type=int, default=1)
-    ap.add_argument("--d", type=int, default=512)
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--workdir", default="/tmp/shardkit-bench-gather")
-    a = ap.parse_args()
+    a = flags(n=20000, k=1, d=512, repeat=3, workdir="/tmp/shardkit-bench-gather").parse_args()
     d = f"{a.workdir}/lat_{a.n}_{a.k}_{a.d}"
     os.makedirs(d, exist_ok=True)
     paths = [f"{d}/{i:06d}.npz" for i in range(a.n)]

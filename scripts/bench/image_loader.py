@@ -16,13 +16,14 @@ The JPEGs are 500x375 (and 375x500) crops of real photos from Debian's wallpaper
 the tool itself, without the .npz it then writes); torchvision's iterates a DataLoader of
 num_workers processes over the same number of batches.
 """
-import argparse, os, re, subprocess, sys, time
+import os, re, subprocess, sys, time
 
 import numpy as np
 from PIL import Image
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from crop_resize_photos import fetch  # noqa: E402
+from benchlib import flags  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.environ.get("SHARDKIT_BIN", os.path.join(ROOT, "target", "release"))
@@ -94,15 +95,12 @@ def max_diff(root, dump):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--images", type=int, default=512)
-    ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--cache", default=os.path.expanduser("~/.cache/shardkit-bench/wallpapers"))
-    ap.add_argument("--workdir", default="/tmp/shardkit-bench-loader")
-    ap.add_argument("--rounds", type=int, default=3,
-                    help="measure both sides this many times, alternately; medians are printed (a shared "
-                         "machine's speed drifts between runs)")
-    a = ap.parse_args()
+    a = flags(
+        images=512, batch=64,
+        cache=os.path.expanduser("~/.cache/shardkit-bench/wallpapers"), workdir="/tmp/shardkit-bench-loader",
+        rounds=(3, "measure both sides this many times, alternately; medians are printed (a shared "
+                   "machine's speed drifts between runs)"),
+    ).parse_args()
     photos = [p for f in ("JPEG", "PNG", "WEBP") for p, _ in fetch(a.cache)[f]]
     make_set(photos, a.workdir, a.images)
     cores = os.cpu_count()

@@ -15,12 +15,13 @@ The images are image_loader.py's set (500x375 crops of real photos, 10 classes).
 every core: ddp-train's decoding threads (--workers, default the cores) beside libtorch's
 threads, PyTorch's DataLoader worker processes (the cores) beside its own.
 """
-import argparse, json, os, subprocess, sys, time
+import json, os, subprocess, sys, time
 from statistics import median
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from crop_resize_photos import fetch  # noqa: E402
 from image_loader import BIN, make_set  # noqa: E402
+from benchlib import flags  # noqa: E402
 
 
 def ours(root, a):
@@ -73,19 +74,12 @@ def pytorch(root, a):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--images", type=int, default=512)
-    ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--size", type=int, default=112)
-    ap.add_argument("--steps", type=int, default=12)
-    ap.add_argument("--model", default="resnet18")
-    ap.add_argument("--cache", default=os.path.expanduser("~/.cache/shardkit-bench/wallpapers"))
-    ap.add_argument("--workdir", default="/tmp/shardkit-bench-loader")
-    ap.add_argument("--rounds", type=int, default=3,
-                    help="measure both sides this many times, alternately; medians are printed")
-    ap.add_argument("--from-memory", action="store_true",
-                    help="the same steps on data held in memory, without images or a loader")
-    a = ap.parse_args()
+    a = flags(
+        images=512, batch=32, size=112, steps=12, model="resnet18",
+        cache=os.path.expanduser("~/.cache/shardkit-bench/wallpapers"), workdir="/tmp/shardkit-bench-loader",
+        rounds=(3, "measure both sides this many times, alternately; medians are printed"),
+        from_memory=(False, "the same steps on data held in memory, without images or a loader"),
+    ).parse_args()
     assert a.steps * a.batch <= a.images, "one epoch holds the steps"
     photos = [p for f in ("JPEG", "PNG", "WEBP") for p, _ in fetch(a.cache)[f]]
     make_set(photos, a.workdir, a.images)

@@ -4,16 +4,11 @@
 #   scripts/bench/project_batch.sh [STEPS] [DEVICE]      (defaults 150 and cpu; ~1 min on 2 cores)
 # The tiny test generator (32², skip, clamp) and a VGG16 with random weights.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
 steps=${1:-150}
 device=${2:-cpu}
-bin=${SHARDKIT_BIN:-$root/target/release}
-py=${PYTHON:-$root/.venv/bin/python}
-shared=${SHARDKIT_SHARED:-$root/../shared}
+# shellcheck source=scripts/bench/workdir.sh
+source "$(dirname "$0")/workdir.sh"
 g="$shared/fixtures/stylegan2/tiny-skip-clamp/G.safetensors"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
 "$bin/generate" -q --device cpu --network "$g" --seeds 1-4 --trunc 0.5 -o imgs >/dev/null
 "$py" "$root/scripts/convert-vgg16-lpips" --random 1 -o vgg.safetensors >/dev/null
 for b in 1 4; do

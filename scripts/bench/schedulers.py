@@ -27,9 +27,10 @@ configs except BOHB's (sweep's space draws are not numpy's), and which trial rep
 differs: the comparison is of distributions over the seeds. Ray's BOHB needs HpBandSter
 (`scripts/setup --bench`); without it that cell says n/a.
 """
-import argparse, json, math, os, random, statistics, subprocess, sys, tempfile, time
+import json, math, os, random, statistics, subprocess, sys, tempfile, time
 
 import numpy as np
+from benchlib import flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 M = (1 << 64) - 1
@@ -259,17 +260,10 @@ def ray(name, seed, a):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--seeds", type=int, default=20)
-    ap.add_argument("--trials", type=int, default=27)
-    ap.add_argument("--epochs", type=int, default=27)
-    ap.add_argument("--noise", type=float, default=3.0)
-    ap.add_argument("--slots", type=int, default=4)
-    # An epoch must take long enough for a pause or stop to land before the next one: a
-    # command that runs ahead of the scheduler does work nobody asked for.
-    ap.add_argument("--epoch-ms", type=int, default=10)
-    ap.add_argument("--methods", default=",".join(METHODS))
-    a = ap.parse_args()
+    # An epoch must take long enough (--epoch-ms) for a pause or stop to land before the next
+    # one: a command that runs ahead of the scheduler does work nobody asked for.
+    a = flags(seeds=20, trials=27, epochs=27, noise=3.0, slots=4, epoch_ms=10,
+              methods=",".join(METHODS)).parse_args()
     subprocess.run(["cargo", "build", "-q", "--release", "-p", "sweep", "--bins", "--examples"],
                    cwd=ROOT, check=True)
     import logging, warnings

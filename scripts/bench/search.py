@@ -15,10 +15,11 @@ history (shared/search/tests/tpe_optuna.rs), and our BOHB as HpBandSter's given 
 equal trial for trial (the functions are the same float64 arithmetic on both sides); the
 benchmark shows whether they are, and the cost of a suggestion.
 """
-import argparse, json, math, os, subprocess, sys, time
+import json, math, os, subprocess, sys, time
 
 import numpy as np
 import optuna
+from benchlib import flags
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -102,11 +103,7 @@ def optuna_suggest_ms(name, history):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--trials", type=int, default=100)
-    ap.add_argument("--seeds", type=int, default=20)
-    ap.add_argument("--history", type=int, default=1000)
-    a = ap.parse_args()
+    a = flags(trials=100, seeds=20, history=1000).parse_args()
     env = dict(os.environ)
     subprocess.run(["cargo", "build", "--release", "-q", "-p", "search", "--examples"], cwd=ROOT, check=True, env=env)
     target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))

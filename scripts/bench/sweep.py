@@ -17,14 +17,13 @@ Printed:
 Needs target/release/sweep and target/release/examples/curve (cargo build --release -p sweep
 --examples), or SHARDKIT_BIN / CURVE pointing at them.
 """
-import argparse
 import json
 import math
 import os
 import subprocess
 import sys
 import tempfile
-import time
+from benchlib import flags, run_sweep_timed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.environ.get("SHARDKIT_BIN", os.path.join(ROOT, "target/release"))
@@ -51,17 +50,7 @@ def run_sweep(a, scheduler, epochs, sleep_ms, slots, out):
            "--max-t", str(epochs), "--grace-period", "1", "--reduction-factor", "4", "--scheduler", scheduler,
            "--slots", str(slots), "--gpus-per-trial", "0", "--out-dir", os.path.join(out, "run"), "-q", "--",
            CURVE, "--lr", "{lr}", "--batch-size", "{batch_size}", "--epochs", str(epochs), "--sleep-ms", str(sleep_ms)]
-    t = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    wall = time.perf_counter() - t
-    if p.returncode != 0:
-        sys.exit(f"sweep failed: {p.stderr}")
-    stopped = {}
-    for line in p.stdout.splitlines():
-        r = json.loads(line)
-        if r["type"] == "trial" and r["event"] == "end" and r["status"] == "stopped":
-            stopped[r["trial"]] = r["stopped_at"]
-    return wall, stopped
+    return run_sweep_timed(cmd, lambda r: r["trial"])
 
 
 RAY_RUN = r"""
@@ -113,12 +102,7 @@ def run_ray(a, scheduler, epochs, sleep_ms, slots, out):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--trials", type=int, default=64)
-    ap.add_argument("--slots", type=int, default=4)
-    ap.add_argument("--sleep-ms", type=int, default=20)
-    ap.add_argument("--epochs", type=int, default=16)
-    a = ap.parse_args()
+    a = flags(trials=64, slots=4, sleep_ms=20, epochs=16).parse_args()
     n, s = a.trials, a.slots
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

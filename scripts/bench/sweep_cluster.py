@@ -19,15 +19,14 @@ results depends on timing, so a difference can be timing, not a different rule: 
 the rule one slot at a time).
 Needs target/release/sweep and target/release/examples/curve.
 """
-import argparse
 import json
 import logging
 import math
 import os
-import subprocess
 import sys
 import tempfile
 import time
+from benchlib import flags, run_sweep_timed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.join(ROOT, "target/release")
@@ -46,17 +45,7 @@ def run_sweep(a, out):
            "--out-dir", os.path.join(out, "run"), "-q", "--",
            CURVE, "--lr", "{lr}", "--batch-size", "{batch_size}", "--epochs", str(a.epochs),
            "--sleep-ms", str(a.sleep_ms)]
-    t = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    wall = time.perf_counter() - t
-    if p.returncode != 0:
-        sys.exit(f"sweep failed: {p.stderr[-3000:]}")
-    stopped = {}
-    for line in p.stdout.splitlines():
-        r = json.loads(line)
-        if r["type"] == "trial" and r["event"] == "end" and r["status"] == "stopped":
-            stopped[(r["config"]["lr"], r["config"]["batch_size"])] = r["stopped_at"]
-    return wall, stopped
+    return run_sweep_timed(cmd, lambda r: (r["config"]["lr"], r["config"]["batch_size"]))
 
 
 def run_ray(a, out):
@@ -98,10 +87,7 @@ def run_ray(a, out):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--sleep-ms", type=int, default=200)
-    ap.add_argument("--epochs", type=int, default=16)
-    a = ap.parse_args()
+    a = flags(sleep_ms=200, epochs=16).parse_args()
     if not os.environ.get("SLURM_CONF"):
         sys.exit("SLURM_CONF is not set: start a cluster with scripts/slurm-check --up (as root) and export what it prints")
     with tempfile.TemporaryDirectory() as tmp:

@@ -37,7 +37,8 @@ A trial stopped early counts with its last value (what the search knew of it). W
 seed, sweep's TPE and Optuna's decide alike, and so do sweep's BOHB and Ray's: the script counts
 the seeds where they picked the same configs.
 """
-import argparse, csv, glob, json, os, shutil, subprocess, sys, tempfile, time
+import csv, glob, json, os, shutil, subprocess, sys, tempfile, time
+from benchlib import flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.environ.get("SHARDKIT_BIN", os.path.join(ROOT, "target", "release"))
@@ -184,19 +185,13 @@ def run_ray(method, seed, a, digits, work):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--trials", type=int, default=18)
-    ap.add_argument("--seeds", type=int, default=1)
-    ap.add_argument("--first-seed", type=int, default=0)
-    ap.add_argument("--epochs", type=int, default=9)
-    ap.add_argument("--max-steps", type=int, default=8)
-    ap.add_argument("--stem", default="imagenet")
-    ap.add_argument("--threads", type=int, default=os.cpu_count())
-    ap.add_argument("--methods", default=",".join(METHODS))
-    ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "shardkit-bench-sweep"))
-    ap.add_argument("--json", help="append each run's values, configs and epochs here (JSON lines); runs already there are not run again")
-    ap.add_argument("--report", help="print the table of the runs saved in this file, and exit")
-    a = ap.parse_args()
+    a = flags(
+        trials=18, seeds=1, first_seed=0, epochs=9, max_steps=8, stem="imagenet", threads=os.cpu_count(),
+        methods=",".join(METHODS), workdir=os.path.join(tempfile.gettempdir(), "shardkit-bench-sweep"),
+        json=(None, "append each run's values, configs and epochs here (JSON lines); runs already there are not "
+                    "run again"),
+        report=(None, "print the table of the runs saved in this file, and exit"),
+    ).parse_args()
     if a.report:
         runs, methods = {}, []
         for r in saved(a.report):

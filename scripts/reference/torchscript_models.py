@@ -99,10 +99,13 @@ class BnNet(nn.Module):
         self.bn2 = nn.BatchNorm2d(32)
         self.fc = nn.Linear(32, classes)
 
-    def forward(self, x):
+    def features(self, x):
         x = F.relu(self.bn1(self.conv1(x)))
         x = F.relu(self.bn2(self.conv2(x)))
-        return self.fc(x.mean(dim=(2, 3)))
+        return x.mean(dim=(2, 3))
+
+    def forward(self, x):
+        return self.fc(self.features(x))
 
 
 class Detached(nn.Module):
@@ -210,9 +213,7 @@ class IntLogits(BnNet):
     """A hostile model for the tests: BnNet's state_dict, int64 logits in evaluation."""
 
     def forward(self, x):
-        x = F.relu(self.bn1(self.conv1(x)))
-        x = F.relu(self.bn2(self.conv2(x)))
-        y = self.fc(x.mean(dim=(2, 3)))
+        y = self.fc(self.features(x))
         if self.training:
             return y
         return (y * 1000).long()
@@ -222,9 +223,7 @@ class NanLogits(BnNet):
     """A hostile model for the tests: BnNet's state_dict, NaN logits in evaluation."""
 
     def forward(self, x):
-        x = F.relu(self.bn1(self.conv1(x)))
-        x = F.relu(self.bn2(self.conv2(x)))
-        y = self.fc(x.mean(dim=(2, 3)))
+        y = self.fc(self.features(x))
         if self.training:
             return y
         return y * float("nan")
@@ -235,9 +234,7 @@ class TwoRows(BnNet):
     images only in evaluation (right for batches of one or two)."""
 
     def forward(self, x):
-        x = F.relu(self.bn1(self.conv1(x)))
-        x = F.relu(self.bn2(self.conv2(x)))
-        y = self.fc(x.mean(dim=(2, 3)))
+        y = self.fc(self.features(x))
         if self.training:
             return y
         return y[:2]
@@ -247,9 +244,7 @@ class Narrow(BnNet):
     """A hostile model for the tests: BnNet's state_dict, the first 5 logits only."""
 
     def forward(self, x):
-        x = F.relu(self.bn1(self.conv1(x)))
-        x = F.relu(self.bn2(self.conv2(x)))
-        return self.fc(x.mean(dim=(2, 3)))[:, :5]
+        return self.fc(self.features(x))[:, :5]
 
 
 KINDS = {"no_params": NoParams, "tied": Tied, "mutates": Mutates, "adds_one": AddsOne, "int_logits": IntLogits,
