@@ -13,21 +13,53 @@ use std::io::{Seek, Write};
 
 use ndarray::ArrayD;
 
-/// `return Err(Error::Format(format!(...)))`: what the bytes are not.
-macro_rules! bail {
-    ($($t:tt)*) => {
-        return Err($crate::Error::Format(format!($($t)*)))
-    };
-}
-
 pub mod npy;
 
 /// What is wrong with a latent file, or with writing one; each displays whole.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The bytes are not a latent file this reads (they say why).
-    #[error("{0}")]
-    Format(String),
+    /// The archive has no array `key` (`in_npz`: found so while reading its entries).
+    #[error(
+        "no array `{key}`{} (it has: {})",
+        if *.in_npz { " in the .npz" } else { "" },
+        .names.join(", ")
+    )]
+    NoArray {
+        key: String,
+        names: Vec<String>,
+        in_npz: bool,
+    },
+    /// No key was named and the archive has no w, ws or z, nor one array alone.
+    #[error("no array w, ws or z (it has: {}); name one with --key", .names.join(", "))]
+    NoDefaultArray { names: Vec<String> },
+    /// Several entries share the name `name`.
+    #[error(
+        "the .npz holds {copies} entries named {name} (numpy would read the last, a zip reader \
+         the first): refusing an ambiguous file"
+    )]
+    Ambiguous { name: String, copies: usize },
+    /// The archive's entry for `key` claims more bytes than a latent has.
+    #[error("`{key}` in the .npz claims {bytes} bytes (more than {limit}: not a latent)")]
+    EntryTooLarge { key: String, bytes: u64, limit: u64 },
+    /// The `.npy` header of `key`'s entry declares more bytes than a latent has.
+    #[error("`{key}` in the .npz declares {bytes} bytes (more than {limit}: not a latent)")]
+    DeclaredTooLarge {
+        key: String,
+        bytes: usize,
+        limit: u64,
+    },
+    /// No `.npy` header within the first `limit` bytes of `key`'s entry.
+    #[error("`{key}` in the .npz has no .npy header in its first {limit} bytes")]
+    NoHeader { key: String, limit: u64 },
+    /// The `.npy` header's own length runs past the file.
+    #[error("the .npy header claims {header_bytes} bytes; the file has {file_bytes}")]
+    HeaderTooLong {
+        header_bytes: usize,
+        file_bytes: usize,
+    },
+    /// The `.npy` header's shape needs more bytes than follow it.
+    #[error("the .npy header's shape {shape:?} of {descr} needs more bytes than the file has")]
+    ShapeTooLarge { shape: Vec<usize>, descr: String },
     /// The first bytes are neither a `.npy` array's nor a zip archive's ([`sniff`]).
     #[error("neither .npz nor .npy (bad magic bytes)")]
     NotLatentFile,
@@ -132,14 +164,15 @@ fn npz_key(bytes: &[u8], key: Option<&str>) -> Result<String> {
     let has = |k: &str| names.iter().any(|n| n == k);
     match key {
         Some(k) if has(k) => Ok(k.to_string()),
-        Some(k) => bail!("no array `{k}` (it has: {})", names.join(", ")),
+        Some(k) => Err(Error::NoArray {
+            key: k.to_string(),
+            names,
+            in_npz: false,
+        }),
         None => match ["w", "ws", "z"].into_iter().find(|k| has(k)) {
             Some(k) => Ok(k.to_string()),
             None if names.len() == 1 => Ok(names[0].clone()),
-            None => bail!(
-                "no array w, ws or z (it has: {}); name one with --key",
-                names.join(", ")
-            ),
+            None => Err(Error::NoDefaultArray { names }),
         },
     }
 }
@@ -245,5 +278,55 @@ mod tests {
         ndarray::arr1(&[1i32]).write_npy(&mut ints).unwrap();
         let e = format!("{:#}", read_array(&ints, None).unwrap_err());
         assert!(e.contains("not a float32/float64"), "{e}");
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_latent_says_what_it_is_not_by_kind() {
+        use error_class::{Class, Classify};
+        let mut npz = Cursor::new(Vec::new());
+        let mut w = NpzWriter::new(&mut npz);
+        w.add_array("a", &ndarray::arr1(&[1.0f32])).unwrap();
+        w.add_array("b", &ndarray::arr1(&[2.0f32])).unwrap();
+        w.finish().unwrap();
+        let npz = npz.into_inner();
+        let names = vec!["a".to_string(), "b".to_string()];
+        let e = read_array(&npz, Some("z")).unwrap_err();
+        assert_eq!(e.to_string(), "no array `z` (it has: a, b)");
+        assert!(
+            matches!(&e, Error::NoArray { key, names: n, in_npz: false } if key == "z" && *n == names),
+            "{e:?}"
+        );
+        assert_eq!(e.class(), Class::Fatal);
+        let e = read_array(&npz, None).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "no array w, ws or z (it has: a, b); name one with --key"
+        );
+        assert!(
+            matches!(&e, Error::NoDefaultArray { names: n } if *n == names),
+            "{e:?}"
+        );
+        let e = read_latent(&npz, "z").unwrap_err();
+        assert_eq!(e.to_string(), "no array `z` in the .npz (it has: a, b)");
+        assert!(matches!(&e, Error::NoArray { in_npz: true, .. }), "{e:?}");
+        let mut npy = npy::header("<f8", &[1_000_000, 1_000_000]);
+        npy.extend([0u8; 8]);
+        let e = read_latent(&npy, W).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the .npy header's shape [1000000, 1000000] of <f8 needs more bytes than the file has"
+        );
+        assert!(
+            matches!(&e, Error::ShapeTooLarge { shape, descr } if *shape == [1_000_000, 1_000_000] && descr == "<f8"),
+            "{e:?}"
+        );
+        let npy = include_bytes!("../tests/data/fuzz-oom-header-length.npy");
+        let e = read_latent(npy, W).unwrap_err();
+        assert!(
+            matches!(e, Error::HeaderTooLong { file_bytes, .. } if file_bytes == npy.len()),
+            "{e:?}"
+        );
+        assert!(e.to_string().starts_with("the .npy header claims "), "{e}");
+        assert!(std::error::Error::source(&e).is_none());
     }
 }

@@ -137,9 +137,7 @@ fn entry<'a>(bytes: &'a [u8], key: &str) -> Result<Cow<'a, [u8]>> {
     if let Some(dir) = central_directory(bytes) {
         let copies = dir.iter().filter(|(_, n)| *n == name.as_bytes()).count();
         if copies > 1 {
-            bail!(
-                "the .npz holds {copies} entries named {name} (numpy would read the last, a zip reader the first): refusing an ambiguous file"
-            );
+            return Err(Error::Ambiguous { name, copies });
         }
     }
     if let Some(data) = stored_entry(bytes, name.as_bytes())
@@ -153,14 +151,19 @@ fn entry<'a>(bytes: &'a [u8], key: &str) -> Result<Cow<'a, [u8]>> {
             .file_names()
             .map(|n| n.trim_end_matches(".npy").to_string())
             .collect();
-        bail!("no array `{key}` in the .npz (it has: {})", keys.join(", "));
+        return Err(Error::NoArray {
+            key: key.to_string(),
+            names: keys,
+            in_npz: true,
+        });
     };
     let entry = zip.by_index(index).context("reading .npz")?;
     if entry.size() > MAX_ENTRY_BYTES {
-        bail!(
-            "`{key}` in the .npz claims {} bytes (more than {MAX_ENTRY_BYTES}: not a latent)",
-            entry.size()
-        );
+        return Err(Error::EntryTooLarge {
+            key: key.to_string(),
+            bytes: entry.size(),
+            limit: MAX_ENTRY_BYTES,
+        });
     }
     // The zip's claimed size may lie (a deflate bomb, or a header that understates it): the
     // .npy header is read first, and its shape bounds what is inflated after it, as numpy reads
@@ -176,14 +179,21 @@ fn entry<'a>(bytes: &'a [u8], key: &str) -> Result<Cow<'a, [u8]>> {
     read(&mut entry, &mut data, MAX_HEADER_BYTES)?;
     let need = parse_header(&data).and_then(|h| declared_bytes(&h));
     let limit = match need {
-        Some(n) if n as u64 > MAX_ENTRY_BYTES => bail!(
-            "`{key}` in the .npz declares {n} bytes (more than {MAX_ENTRY_BYTES}: not a latent)"
-        ),
+        Some(n) if n as u64 > MAX_ENTRY_BYTES => {
+            return Err(Error::DeclaredTooLarge {
+                key: key.to_string(),
+                bytes: n,
+                limit: MAX_ENTRY_BYTES,
+            });
+        }
         Some(n) => n as u64,
         // No readable header in its first MiB: ndarray-npy says what is wrong with it.
         None if (data.len() as u64) < MAX_HEADER_BYTES => data.len() as u64,
         None => {
-            bail!("`{key}` in the .npz has no .npy header in its first {MAX_HEADER_BYTES} bytes")
+            return Err(Error::NoHeader {
+                key: key.to_string(),
+                limit: MAX_HEADER_BYTES,
+            });
         }
     };
     // What follows the declared data is not read (numpy does not read it either).
@@ -223,10 +233,10 @@ fn check_size(b: &[u8]) -> Result<()> {
     if let Some((len, start)) = header_span(b)
         && start.saturating_add(len) > b.len()
     {
-        bail!(
-            "the .npy header claims {len} bytes; the file has {}",
-            b.len()
-        );
+        return Err(Error::HeaderTooLong {
+            header_bytes: len,
+            file_bytes: b.len(),
+        });
     }
     let Some(h) = parse_header(b) else {
         return Ok(());
@@ -237,11 +247,10 @@ fn check_size(b: &[u8]) -> Result<()> {
         .try_fold(item_bytes(h.descr), |a, &d| a.checked_mul(d));
     match need {
         Some(n) if n <= b.len() - h.data_start => Ok(()),
-        _ => bail!(
-            "the .npy header's shape {:?} of {} needs more bytes than the file has",
-            h.shape,
-            h.descr
-        ),
+        _ => Err(Error::ShapeTooLarge {
+            shape: h.shape,
+            descr: h.descr.to_string(),
+        }),
     }
 }
 
