@@ -1,0 +1,211 @@
+//! The in-host collectives: all-reduce in the ring's order of sums, broadcast, barrier.
+
+use super::*;
+
+impl Group {
+    pub(super) fn next_set(&mut self) -> u64 {
+        self.phase += 1;
+        self.phase
+    }
+
+    /// In-place all-reduce of `buf` (whole elements of `dtype`), in the ring's order of sums.
+    pub fn all_reduce(&mut self, buf: &mut [u8], dtype: DType, op: ReduceOp) -> Result<()> {
+        if self.cross.is_some() {
+            return self.with_cross(|g, cross| g.cross_all_reduce(cross, buf, dtype, op));
+        }
+        let es = dtype.size();
+        let count = buf.len() / es;
+        let n = self.n();
+        self.seq += 1;
+        let call = Call::all_reduce(op, dtype, count as u64);
+        let per = SLOT / es;
+        let chunks = count.div_ceil(per).max(1);
+        let range = |c: usize| c * per..((c + 1) * per).min(count);
+        // The sets after the last one used (`phase`).
+        let base = self.phase + 1;
+        self.phase += chunks as u64;
+        let set = |c: usize| base + c as u64;
+        // One barrier per chunk: chunk c's copy-in, reduction and copy-out fall in three
+        // consecutive iterations, each on its own set of slots (three sets).
+        self.copy_in(buf, set(0), range(0), es);
+        self.announce(call)?;
+        if buf.len() <= WHOLE {
+            // Small: every rank reduces the whole buffer from the slots (the same sums in the
+            // same order on every rank), one barrier in all.
+            self.reduce_range(set(0), 0..count, count, dtype, op, buf, false);
+            return Ok(());
+        }
+        for c in 0..chunks {
+            let r = range(c);
+            let part = |i: usize| r.start + r.len() * i / n..r.start + r.len() * (i + 1) / n;
+            let own = part(self.me);
+            self.reduce_range(set(c), own, count, dtype, op, buf, true);
+            if c + 1 < chunks {
+                self.copy_in(buf, set(c + 1), range(c + 1), es);
+            }
+            self.barrier_wait(Kind::AllReduce)?;
+            for j in (0..n).filter(|&j| j != self.me) {
+                let p = part(j);
+                let src = self.slot(set(c), j);
+                // SAFETY: rank j wrote part j of its slot before the barrier just passed, and
+                // writes that slot of this set again only after the barrier two chunks on,
+                // which this rank reaches after this copy.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        src.add((p.start - r.start) * es),
+                        buf[p.start * es..].as_mut_ptr(),
+                        p.len() * es,
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies elements `r` of `buf` into this rank's slot of `set`.
+    pub(super) fn copy_in(&self, buf: &[u8], set: u64, r: std::ops::Range<usize>, es: usize) {
+        // SAFETY: this rank's slot of this set, in the mapping. Its last readers (three chunks
+        // ago) finished before the barrier this rank passed last; nobody reads it again before
+        // the next barrier.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                buf[r.start * es..].as_ptr(),
+                self.slot(set, self.me),
+                r.len() * es,
+            )
+        };
+    }
+
+    /// Reduces elements `r` of the buffer (of `count`, in the chunk held by `set`, whose first
+    /// element is `r.start` rounded down to a chunk) from every slot into `buf`, and into this
+    /// rank's slot when `publish`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn reduce_range(
+        &mut self,
+        set: u64,
+        r: std::ops::Range<usize>,
+        count: usize,
+        dtype: DType,
+        op: ReduceOp,
+        buf: &mut [u8],
+        publish: bool,
+    ) {
+        let (es, n) = (dtype.size(), self.n());
+        let chunk_start = r.start - r.start % (SLOT / es);
+        // Split where the ring's segments (of the whole buffer) change.
+        let mut e = r.start;
+        while e < r.end {
+            let k = ring_segment(count, n, e);
+            let seg_end = ((count as u128 * (k as u128 + 1)) / n as u128) as usize;
+            let end = r.end.min(seg_end);
+            while e < end {
+                let b = (end - e).min(BLOCK / es);
+                let out = &mut buf[e * es..(e + b) * es];
+                self.reduce_block(set, k, e - chunk_start, b, dtype, op, out, publish);
+                e += b;
+            }
+        }
+    }
+
+    /// Reduces elements `at..at + b` of this chunk (ring segment `k`) from every slot into
+    /// `out`, and into this rank's slot when `publish`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn reduce_block(
+        &mut self,
+        set: u64,
+        k: usize,
+        at: usize,
+        b: usize,
+        dtype: DType,
+        op: ReduceOp,
+        out: &mut [u8],
+        publish: bool,
+    ) {
+        let (es, n) = (dtype.size(), self.n());
+        let bytes = b * es;
+        let slot = |i: usize| -> &[u8] {
+            // SAFETY: elements at..at+b of rank i's slot, written before the last barrier and
+            // not written again before two more (this rank's own part: only by this rank,
+            // below, after reading it).
+            unsafe { std::slice::from_raw_parts(self.slot(set, i).add(at * es), bytes) }
+        };
+        out.copy_from_slice(slot(k));
+        for j in 1..n {
+            combine_rev(dtype, op, out, slot((k + j) % n));
+        }
+        if op == ReduceOp::Avg {
+            divide(dtype, out, n);
+        }
+        if !publish {
+            return;
+        }
+        // SAFETY: this rank's own part of its own slot; the others read it after the next
+        // barrier.
+        unsafe {
+            std::ptr::copy_nonoverlapping(out.as_ptr(), self.slot(set, self.me).add(at * es), bytes)
+        };
+    }
+
+    /// Copies `root`'s (global rank) `buf` into every rank's.
+    pub fn broadcast(&mut self, buf: &mut [u8], dtype: DType, root: usize) -> Result<()> {
+        if self.cross.is_some() {
+            return self.with_cross(|g, cross| g.cross_broadcast(cross, buf, dtype, root));
+        }
+        let root_at = self
+            .ranks
+            .iter()
+            .position(|&r| r == root)
+            .expect("broadcast root in the group");
+        self.seq += 1;
+        let call = Call::broadcast(dtype, root, (buf.len() / dtype.size()) as u64);
+        let chunks = buf.len().div_ceil(SLOT).max(1);
+        for c in 0..chunks {
+            let range = c * SLOT..((c + 1) * SLOT).min(buf.len());
+            let set = self.next_set();
+            let src = self.slot(set, root_at);
+            if self.me == root_at {
+                // SAFETY: the root's slot of this set, read by the others after the barrier
+                // below and before they reach the next chunk's.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(buf[range.clone()].as_ptr(), src, range.len())
+                };
+            }
+            if c == 0 {
+                self.announce(call)?;
+            } else {
+                self.barrier_wait(Kind::Broadcast)?;
+            }
+            if self.me != root_at {
+                // SAFETY: written by the root before the barrier just passed.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(src, buf[range.clone()].as_mut_ptr(), range.len())
+                };
+            }
+        }
+        Ok(())
+    }
+
+    /// Returns once every rank of the group (of the world, across hosts) has entered it.
+    pub fn barrier(&mut self) -> Result<()> {
+        if self.cross.is_some() {
+            return self.with_cross(|g, cross| g.cross_barrier(cross));
+        }
+        self.seq += 1;
+        self.announce(Call::barrier(self.n() as u64))
+    }
+}
+
+/// The ring segment (of `n`) that element `e` of `count` falls in: the k with
+/// ⌊count·k/n⌋ ≤ e < ⌊count·(k+1)/n⌋ ([`crate::ring`]'s `segment`).
+pub(super) fn ring_segment(count: usize, n: usize, e: usize) -> usize {
+    let bound = |k: usize| ((count as u128 * k as u128) / n as u128) as usize;
+    // The first guess is within one of the answer.
+    let mut k = ((e as u128 * n as u128) / count as u128) as usize;
+    while k + 1 < n && bound(k + 1) <= e {
+        k += 1;
+    }
+    while k > 0 && bound(k) > e {
+        k -= 1;
+    }
+    k
+}
