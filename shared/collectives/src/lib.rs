@@ -78,13 +78,26 @@ pub enum Error {
     Mismatch(String),
     #[error("{0}")]
     Unsupported(String),
-    #[error("NCCL: {0}")]
-    Nccl(String),
+    /// NCCL failed (`also`: what the other ranks reported, when they did).
+    #[error("NCCL: {error}{also}")]
+    Nccl {
+        error: nccl::NcclError,
+        also: String,
+    },
     #[error("{what}: {error}")]
     Io {
         what: &'static str,
         error: std::io::Error,
     },
+}
+
+impl From<nccl::NcclError> for Error {
+    fn from(error: nccl::NcclError) -> Error {
+        Error::Nccl {
+            error,
+            also: String::new(),
+        }
+    }
 }
 
 impl Error {
@@ -566,9 +579,9 @@ impl Communicator {
                 } else {
                     let store = self.joined.store.as_mut().expect("world > 1 has a store");
                     let v = store.get(&key)?;
-                    v.try_into().map_err(|_| {
-                        Error::Nccl("rank 0 published a malformed ncclUniqueId".into())
-                    })?
+                    let bytes = v.len();
+                    v.try_into()
+                        .map_err(|_| nccl::NcclError::MalformedId { bytes })?
                 };
                 self.nccl.push(nccl::NcclComm::init(
                     lib,
@@ -674,7 +687,10 @@ impl Communicator {
                 what: what + &also,
             },
             Error::Mismatch(m) => Error::Mismatch(m + &also),
-            Error::Nccl(m) => Error::Nccl(m + &also),
+            Error::Nccl { error, also: a } => Error::Nccl {
+                error,
+                also: a + &also,
+            },
             e @ Error::Interrupted(_) => e,
             other => Error::Rendezvous(format!("{other}{also}")),
         })

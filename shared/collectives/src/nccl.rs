@@ -13,7 +13,7 @@
 
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::path::PathBuf;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use libloading::os::unix::{Library, RTLD_GLOBAL, RTLD_NOW};
@@ -22,6 +22,65 @@ use crate::reduce::{DType, ReduceOp};
 use crate::{Error, Result};
 
 pub const UNIQUE_ID_BYTES: usize = 128;
+
+/// What went wrong on NCCL's path, by kind (carried as [`Error::Nccl`]).
+#[derive(Debug, thiserror::Error)]
+pub enum NcclError {
+    /// `libnccl.so.2` did not load, or lacks an entry point we use.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// An NCCL call returned an error code: its name, NCCL's text for the code, and the
+    /// communicator's last error where there is one.
+    #[error("{what} failed: {text} (ncclResult {code}){}", .last.as_ref().map(|l| format!(": {l}")).unwrap_or_default())]
+    Call {
+        what: &'static str,
+        code: i32,
+        text: String,
+        last: Option<String>,
+    },
+    /// `ncclCommInitRank` did not return within the timeout.
+    #[error(
+        "ncclCommInitRank did not complete within {:.0} s: a rank died or cannot reach this one \
+         (NCCL_DEBUG=INFO shows NCCL's view)",
+        .waited.as_secs_f64()
+    )]
+    InitTimeout { waited: Duration },
+    /// The stream did not drain within the timeout (the communicator was aborted).
+    #[error(
+        "NCCL collectives did not finish within {:.0} s: a rank died or is stuck; communicator \
+         aborted",
+        .waited.as_secs_f64()
+    )]
+    SyncTimeout { waited: Duration },
+    /// The id read from the store is not the size of an `ncclUniqueId`.
+    #[error("rank 0 published a malformed ncclUniqueId ({bytes} bytes)")]
+    MalformedId { bytes: usize },
+    /// The CUDA runtime failed on NCCL's path (with its causes: the loader's reason, say).
+    #[error("{}", error_class::chain_text(.0))]
+    Cuda(device::Error),
+    /// libtorch's current CUDA stream could not be had.
+    #[error("current CUDA stream: {0}")]
+    Stream(gpu_runtime::shim::Error),
+}
+
+/// Why NCCL did not load (kept for the process: [`Nccl::load`] tries once).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LoadError {
+    /// No candidate opened: each one tried (how it was found) and the loader's error.
+    #[error(
+        "libnccl.so.2 could not be loaded ({}); set SHARDKIT_NCCL_LIB to its path",
+        .tried.iter().map(|(source, e)| format!("{source}: {e}")).collect::<Vec<_>>().join("; ")
+    )]
+    NotFound {
+        tried: Vec<(&'static str, Arc<libloading::Error>)>,
+    },
+    /// A file opened but lacks an entry point.
+    #[error("{path}: {error}")]
+    MissingSymbol {
+        path: String,
+        error: Arc<libloading::Error>,
+    },
+}
 
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -90,14 +149,14 @@ pub struct Nccl {
     pub version: i32,
 }
 
-static NCCL: OnceLock<std::result::Result<Nccl, String>> = OnceLock::new();
+static NCCL: OnceLock<std::result::Result<Nccl, LoadError>> = OnceLock::new();
 
 impl Nccl {
     /// Loads NCCL once per process; the error lists every place tried.
     pub fn load() -> Result<&'static Nccl> {
         NCCL.get_or_init(load_uncached)
             .as_ref()
-            .map_err(|e| Error::Nccl(e.clone()))
+            .map_err(|e| NcclError::Load(e.clone()).into())
     }
 
     /// `major.minor.patch`.
@@ -110,7 +169,7 @@ impl Nccl {
         }
     }
 
-    fn check(&self, what: &str, code: c_int, comm: Option<Comm>) -> Result<()> {
+    fn check(&self, what: &'static str, code: c_int, comm: Option<Comm>) -> Result<()> {
         if code == 0 {
             return Ok(());
         }
@@ -125,12 +184,14 @@ impl Nccl {
                     .to_string_lossy()
                     .into_owned()
             })
-            .filter(|l| !l.is_empty())
-            .map(|l| format!(": {l}"))
-            .unwrap_or_default();
-        Err(Error::Nccl(format!(
-            "{what} failed: {s} (ncclResult {code}){last}"
-        )))
+            .filter(|l| !l.is_empty());
+        Err(NcclError::Call {
+            what,
+            code,
+            text: s,
+            last,
+        }
+        .into())
     }
 
     /// A fresh `ncclUniqueId` (rank 0 makes it; the others get it through the store).
@@ -143,7 +204,7 @@ impl Nccl {
     }
 }
 
-fn load_uncached() -> std::result::Result<Nccl, String> {
+fn load_uncached() -> std::result::Result<Nccl, LoadError> {
     let mut tried = Vec::new();
     let mut candidates: Vec<(String, &'static str)> = Vec::new();
     if let Ok(p) = std::env::var("SHARDKIT_NCCL_LIB") {
@@ -158,7 +219,10 @@ fn load_uncached() -> std::result::Result<Nccl, String> {
         // SAFETY: loading NCCL runs its initialisers, which only set up NCCL's own state.
         match unsafe { Library::open(Some(&name), RTLD_NOW | RTLD_GLOBAL) } {
             Ok(lib) => {
-                let fns = bind(&lib).map_err(|e| format!("{name}: {e}"))?;
+                let fns = bind(&lib).map_err(|e| LoadError::MissingSymbol {
+                    path: name.clone(),
+                    error: Arc::new(e),
+                })?;
                 let mut version = 0;
                 // SAFETY: a valid out-pointer.
                 unsafe { (fns.get_version)(&mut version) };
@@ -171,13 +235,10 @@ fn load_uncached() -> std::result::Result<Nccl, String> {
                     version,
                 });
             }
-            Err(e) => tried.push(format!("{source}: {e}")),
+            Err(e) => tried.push((source, Arc::new(e))),
         }
     }
-    Err(format!(
-        "libnccl.so.2 could not be loaded ({}); set SHARDKIT_NCCL_LIB to its path",
-        tried.join("; ")
-    ))
+    Err(LoadError::NotFound { tried })
 }
 
 fn bind(lib: &Library) -> std::result::Result<Fns, libloading::Error> {
@@ -285,11 +346,7 @@ impl NcclComm {
                 timeout,
                 stop,
             }),
-            None => Err(Error::Nccl(format!(
-                "ncclCommInitRank did not complete within {:.0} s: a rank died or cannot reach this one \
-                 (NCCL_DEBUG=INFO shows NCCL's view)",
-                timeout.as_secs_f64()
-            ))),
+            None => Err(NcclError::InitTimeout { waited: timeout }.into()),
         }
     }
 
@@ -300,13 +357,16 @@ impl NcclComm {
     /// libtorch's current stream on this device: the legacy default stream normally, the
     /// capture stream while a CUDA graph is being captured (so collectives become part of it).
     fn stream(&self) -> Result<*mut c_void> {
-        gpu_runtime::shim::current_stream(self.device)
-            .map_err(|e| Error::Nccl(format!("current CUDA stream: {e}")))
+        gpu_runtime::shim::current_stream(self.device).map_err(|e| NcclError::Stream(e).into())
     }
 
     /// One NCCL collective: `call(comm, stream)` enqueues it on libtorch's current stream, and
     /// its result is checked (`what` names it in the error).
-    fn enqueue(&mut self, what: &str, call: impl FnOnce(Comm, *mut c_void) -> c_int) -> Result<()> {
+    fn enqueue(
+        &mut self,
+        what: &'static str,
+        call: impl FnOnce(Comm, *mut c_void) -> c_int,
+    ) -> Result<()> {
         self.enter()?;
         let code = call(self.comm, self.stream()?);
         self.nccl.check(what, code, Some(self.comm))
@@ -415,10 +475,10 @@ impl NcclComm {
             }
             if start.elapsed() > self.timeout {
                 self.abort();
-                return Err(Error::Nccl(format!(
-                    "NCCL collectives did not finish within {:.0} s: a rank died or is stuck; communicator aborted",
-                    self.timeout.as_secs_f64()
-                )));
+                return Err(NcclError::SyncTimeout {
+                    waited: self.timeout,
+                }
+                .into());
             }
             std::thread::sleep(Duration::from_micros(50));
         }
@@ -446,12 +506,58 @@ impl Drop for NcclComm {
 
 /// A CUDA runtime failure on NCCL's path, with its causes (the loader's reason, say).
 fn cuda_error(e: device::Error) -> Error {
-    Error::Nccl(error_class::chain_text(&e))
+    NcclError::Cuda(e).into()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// NCCL's failures keep their kind (and the loader's errors) under `Error::Nccl`, with the
+    /// words they had as text.
+    #[test]
+    fn an_nccl_failure_keeps_its_kind_and_its_words() {
+        // SAFETY: a path that does not exist loads nothing.
+        let missing = unsafe { Library::open(Some("/nonexistent/libnccl.so.2"), RTLD_NOW) };
+        let e: Error = NcclError::Load(LoadError::NotFound {
+            tried: vec![("SHARDKIT_NCCL_LIB", Arc::new(missing.unwrap_err()))],
+        })
+        .into();
+        let text = e.to_string();
+        assert!(
+            text.starts_with("NCCL: libnccl.so.2 could not be loaded (SHARDKIT_NCCL_LIB: ")
+                && text.ends_with("); set SHARDKIT_NCCL_LIB to its path"),
+            "{text}"
+        );
+        let Error::Nccl {
+            error: NcclError::Load(LoadError::NotFound { tried }),
+            ..
+        } = &e
+        else {
+            panic!("{e:?}")
+        };
+        assert!(
+            matches!(&*tried[0].1, libloading::Error::DlOpen { .. }),
+            "{tried:?}"
+        );
+        let e: Error = NcclError::MalformedId { bytes: 3 }.into();
+        assert_eq!(
+            e.to_string(),
+            "NCCL: rank 0 published a malformed ncclUniqueId (3 bytes)"
+        );
+        assert_eq!(error_class::Classify::class(&e), error_class::Class::Fatal);
+        let e: Error = NcclError::Call {
+            what: "ncclAllReduce",
+            code: 3,
+            text: "internal error".into(),
+            last: Some("peer gone".into()),
+        }
+        .into();
+        assert_eq!(
+            e.to_string(),
+            "NCCL: ncclAllReduce failed: internal error (ncclResult 3): peer gone"
+        );
+    }
 
     #[test]
     fn loads_the_torch_wheels_nccl_and_makes_an_id() {
