@@ -1,7 +1,8 @@
 //! A trial's files, as Ray Tune writes them into a trial's directory: `params.json` (the config),
 //! `result.json` (one JSON line per result, with the config), `progress.csv` (the results
 //! flattened, columns fixed by the first result) and TensorBoard event files; plus
-//! `stderr.log` (the command's stderr, every attempt appended) and, under Slurm, `srun.log`
+//! `stdout.log` and `stderr.log` (the command's output, every attempt appended) and, under
+//! Slurm, `srun.log`
 //! (srun's own messages). Non-finite values are spelled as in the records: "NaN", "Infinity",
 //! "-Infinity".
 
@@ -224,7 +225,7 @@ pub fn sweep_owned(name: &std::ffi::OsStr) -> bool {
     let name = name.to_string_lossy();
     matches!(
         name.as_ref(),
-        "params.json" | "result.json" | "progress.csv" | "stderr.log" | "srun.log"
+        "params.json" | "result.json" | "progress.csv" | "stdout.log" | "stderr.log" | "srun.log"
     ) || name.starts_with("events.out.tfevents.")
         || name.starts_with(COPY_RUN)
 }

@@ -130,6 +130,14 @@ pub enum Entry {
         trial: usize,
         attempt: usize,
         slot: usize,
+        /// Where the attempt's output starts in the trial's stdout.log: what it wrote there
+        /// that the sweep had not read when it died is read from there by --resume (absent
+        /// from the journals of versions that read trials through a pipe).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stdout_from: Option<u64>,
+        /// Where a counted training_iteration of the attempt goes on from.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        counted_from: Option<f64>,
     },
     Result {
         trial: usize,
@@ -349,6 +357,8 @@ mod tests {
             trial: 0,
             attempt: 1,
             slot: 0,
+            stdout_from: Some(7),
+            counted_from: None,
         })
         .unwrap();
         drop(j);
@@ -370,7 +380,9 @@ mod tests {
             [Entry::Start {
                 trial: 0,
                 attempt: 1,
-                slot: 0
+                slot: 0,
+                stdout_from: Some(7),
+                counted_from: None,
             }]
         );
         j.append(&Entry::End {

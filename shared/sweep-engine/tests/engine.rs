@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
+use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
@@ -24,6 +25,9 @@ enum Exit {
     Code(i32),
     /// The place it ran in went away ([`Ended::Lost`]).
     Lost,
+    /// As the sweep dies (kill -9): these lines are written to the trial's stdout after the
+    /// script's, but never read by the sweep; then the place goes away as with `Lost`.
+    Died(Vec<String>),
 }
 
 /// What attempt `.1` of trial `.0` prints and how it ends.
@@ -66,6 +70,19 @@ impl Launcher for Fake {
             "start": trial, "attempt": attempt, "slot": launch.slot, "args": args,
         }));
         let (lines, exit) = (self.script)(trial, attempt);
+        // Everything the trial prints is in its stdout.log, as a real trial's output is.
+        let unread = match &exit {
+            Exit::Died(unread) => unread.clone(),
+            _ => Vec::new(),
+        };
+        let mut stdout = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(launch.dir.join("stdout.log"))
+            .unwrap();
+        for line in lines.iter().chain(&unread) {
+            writeln!(stdout, "{line}").unwrap();
+        }
         self.next_pid += 1;
         self.exits.insert(self.next_pid, exit.clone());
         std::thread::spawn(move || {
@@ -79,7 +96,7 @@ impl Launcher for Fake {
             }
             let code = match exit {
                 Exit::Code(c) => c,
-                Exit::Lost => 1,
+                Exit::Lost | Exit::Died(_) => 1,
             };
             let _ = tx.send(Msg::Exit {
                 trial,
@@ -100,7 +117,7 @@ impl Launcher for Fake {
 
     fn ended(&mut self, pid: i32, status: &std::io::Result<ExitStatus>) -> Ended {
         match self.exits.get(&pid) {
-            Some(Exit::Lost) => Ended::Lost("the job is being requeued".into()),
+            Some(Exit::Lost | Exit::Died(_)) => Ended::Lost("the job is being requeued".into()),
             _ => match status {
                 Ok(s) if s.success() => Ended::Success,
                 _ => Ended::Failed(sweep_engine::launcher::describe(status)),
@@ -527,4 +544,80 @@ fn tpe_resumed_suggests_again_what_its_journal_holds() {
     );
     assert_eq!(after[1].0, 3);
     assert_eq!(out.summary()["completed"], 4);
+}
+
+/// The trials started, as (trial, attempt).
+fn starts(log: &Mutex<Vec<Value>>) -> Vec<(u64, u64)> {
+    (log.lock().unwrap().iter())
+        .filter(|l| l.get("start").is_some())
+        .map(|l| (l["start"].as_u64().unwrap(), l["attempt"].as_u64().unwrap()))
+        .collect()
+}
+
+/// The journal's results, as (trial, time).
+fn journal_results(dir: &Path) -> Vec<(u64, f64)> {
+    let text = std::fs::read_to_string(dir.join(sweep_engine::journal::FILE)).unwrap();
+    (text.lines())
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["event"] == "result")
+        .map(|e| (e["trial"].as_u64().unwrap(), e["time"].as_f64().unwrap()))
+        .collect()
+}
+
+/// A trial that keeps its state wrote results the sweep had not read when it died (kill -9
+/// with lines in the trial's pipe): its next attempt goes on after them, so they are taken
+/// from its stdout.log on --resume, not lost.
+#[test]
+fn results_written_but_unread_when_the_sweep_died_are_taken_on_resume() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = out_dir(&tmp);
+    let def = definition(&[1], SchedulerKind::Fifo, 4.0, 0);
+    // The sweep reads epoch 1, then dies with epochs 2 and 3 written.
+    let fake = Fake::new(|_, _| (curve(1, 1), Exit::Died(curve(1, 3)[1..].to_vec())));
+    let (out, ended) = run(create(&dir, def), fake, 1);
+    assert!(matches!(ended, Err(Error::Interrupted)), "{ended:?}");
+    assert_eq!(out.of_type("result").count(), 1);
+    // Resumed: epochs 2 and 3 are this run's results before the trial runs again (from its
+    // state: epoch 4).
+    let fake = Fake::new(|_, _| (curve(1, 4)[3..].to_vec(), Exit::Code(0)));
+    let log = fake.log.clone();
+    let (out, ended) = run(sweep_engine::resume(&dir).unwrap(), fake, 1);
+    assert_eq!(ended.unwrap().failed, 0);
+    let times: Vec<&Value> = out.of_type("result").map(|r| &r["time"]).collect();
+    assert_eq!(times, [&json!(2.0), &json!(3.0), &json!(4.0)]);
+    assert_eq!(starts(&log), [(0, 2)]);
+    assert_eq!(
+        journal_results(&dir),
+        [(0, 1.0), (0, 2.0), (0, 3.0), (0, 4.0)]
+    );
+    let rows = std::fs::read_to_string(dir.join("trial-0000/result.json")).unwrap();
+    assert_eq!(rows.lines().count(), 4, "{rows}");
+    assert_eq!(out.summary()["best"]["metric"], 4.0);
+}
+
+/// A result taken from a dead sweep's trial output is judged as if it had been read: ASHA
+/// stops the trial on it, and it does not run again.
+#[test]
+fn an_unread_result_that_stops_its_trial_is_acted_on_at_resume() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = out_dir(&tmp);
+    let def = definition(&[1, 2], SchedulerKind::Asha, 4.0, 0);
+    // Trial 0 is good; trial 1 writes a poor epoch 1 and the sweep dies before reading it.
+    let fake = Fake::new(|trial, _| match trial {
+        0 => (curve(10, 4), Exit::Code(0)),
+        _ => (Vec::new(), Exit::Died(curve(1, 1))),
+    });
+    let (_, ended) = run(create(&dir, def), fake, 1);
+    assert!(matches!(ended, Err(Error::Interrupted)), "{ended:?}");
+    let fake = Fake::new(|_, _| (curve(1, 4), Exit::Code(0)));
+    let log = fake.log.clone();
+    let (out, ended) = run(sweep_engine::resume(&dir).unwrap(), fake, 1);
+    assert_eq!(ended.unwrap().failed, 0);
+    assert_eq!(starts(&log), [], "trial 1 was stopped at epoch 1");
+    let stops: Vec<&Value> = (out.of_type("decision"))
+        .filter(|d| d["action"] == "stop")
+        .collect();
+    assert_eq!(stops.len(), 1, "{:?}", out.records);
+    assert_eq!(out.events("end"), [(1, json!("stopped"))]);
+    assert_eq!(journal_results(&dir).last(), Some(&(1, 1.0)));
 }

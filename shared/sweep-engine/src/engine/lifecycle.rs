@@ -35,12 +35,19 @@ impl Engine<'_> {
         t.attempts = attempt;
         t.status = Status::Running;
         t.first_start.get_or_insert_with(Instant::now);
+        // Where this attempt's output starts (a file in place of stdout.log fails the launch).
+        let stdout = t.dir.join(launcher::STDOUT_LOG);
+        let stdout_from = std::fs::symlink_metadata(&stdout).map_or(0, |m| m.len());
         self.journal.append(&Entry::Start {
             trial: i,
             attempt,
             slot,
+            stdout_from: Some(stdout_from),
+            counted_from: Some(t.counted_from),
         })?;
-        let launched = self.procs.launch(&self.trials[i], slot, attempt);
+        let launched = self
+            .procs
+            .launch(&self.trials[i], slot, attempt, stdout_from);
         let t = &self.trials[i];
         let event = match (attempt, resumed) {
             (1, _) => "start",

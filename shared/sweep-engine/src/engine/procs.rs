@@ -55,17 +55,23 @@ impl Procs {
     }
 
     /// Starts attempt `attempt` of trial `t` in `slot`: its files opened, its command
-    /// expanded and given to the launcher; the pid it runs as.
+    /// expanded and given to the launcher, its output read from `stdout_from` in its
+    /// stdout.log; the pid it runs as.
     pub(super) fn launch(
         &mut self,
         t: &Trial,
         slot: usize,
         attempt: usize,
+        stdout_from: u64,
     ) -> Result<(i32, TrialFiles)> {
         let i = t.id;
         let files = TrialFiles::open(&t.dir, i, attempt, &t.config, t.copies)?;
         let stderr_path = t.dir.join("stderr.log");
         let stderr = crate::files::open_regular(&stderr_path, true)?;
+        let stdout = launcher::Stdout {
+            file: crate::files::open_regular(&t.dir.join(launcher::STDOUT_LOG), true)?,
+            from: stdout_from,
+        };
         let args = self.template.expand(&Bindings {
             config: &t.config,
             trial: i,
@@ -85,6 +91,7 @@ impl Procs {
             env,
             dir: &t.dir,
             stderr,
+            stdout,
         };
         let pid = self.launcher.start(launch, self.tx.clone())?;
         Ok((pid, files))
@@ -141,25 +148,13 @@ impl Engine<'_> {
                 attempt,
                 line,
             } => {
-                let t = &self.trials[trial];
-                // A paused trial's process may print results before its SIGTERM lands: for the
-                // median rule they are results (its checkpoint will hold them), not lost lines.
-                // HyperBand judges a bracket at one milestone: what a trial did past it is not
-                // compared (Ray's trials stop at once when paused).
-                let late = t.status == Status::Paused && self.search.scheduler.chooses_paused();
-                if late
-                    || !matches!(t.status, Status::Running | Status::Paused)
-                    || t.proc.as_ref().is_none_or(|p| p.attempt != attempt)
-                {
+                if !self.takes_line(trial, attempt) {
                     return Ok(()); // decided already, or an old attempt's last words
                 }
                 self.line(trial, &line)
             }
             Msg::LongLine { trial, bytes } => {
-                log::warn!(
-                    "trial {trial}: a line of {bytes} bytes (over {} MiB) was skipped",
-                    launcher::MAX_LINE >> 20
-                );
+                long_line(trial, bytes);
                 Ok(())
             }
             Msg::Exit {
@@ -168,6 +163,20 @@ impl Engine<'_> {
                 status,
             } => self.exit(trial, attempt, &status),
         }
+    }
+
+    /// Whether a line of attempt `attempt` of `trial` is read as a result: not once the trial
+    /// was decided, nor an old attempt's last words.
+    pub(super) fn takes_line(&self, trial: usize, attempt: usize) -> bool {
+        let t = &self.trials[trial];
+        // A paused trial's process may print results before its SIGTERM lands: for the
+        // median rule they are results (its checkpoint will hold them), not lost lines.
+        // HyperBand judges a bracket at one milestone: what a trial did past it is not
+        // compared (Ray's trials stop at once when paused).
+        let late = t.status == Status::Paused && self.search.scheduler.chooses_paused();
+        !late
+            && matches!(t.status, Status::Running | Status::Paused)
+            && t.proc.as_ref().is_some_and(|p| p.attempt == attempt)
     }
 
     /// Attempt `attempt` of trial `i` exited with `status`: complete, failed (retried or an
@@ -265,4 +274,12 @@ impl Engine<'_> {
             self.procs.enforce_deadlines(&mut self.trials);
         }
     }
+}
+
+/// The warning for a line over [`launcher::MAX_LINE`], skipped.
+pub(super) fn long_line(trial: usize, bytes: u64) {
+    log::warn!(
+        "trial {trial}: a line of {bytes} bytes (over {} MiB) was skipped",
+        launcher::MAX_LINE >> 20
+    );
 }

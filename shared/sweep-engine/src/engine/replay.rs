@@ -1,6 +1,20 @@
-//! `--resume`: the journal replayed through a fresh scheduler, in its order.
+//! `--resume`: the journal replayed through a fresh scheduler, in its order; then what the
+//! unfinished trials wrote that the journal lacks (the sweep died before reading it) taken from
+//! their stdout.log, as if read then.
+
+use std::io::{BufReader, Read, Seek};
 
 use super::*;
+
+/// Where an attempt started, as its start entry says: its slot, where its output starts in
+/// the trial's stdout.log, and where its counted training_iteration goes on from.
+#[derive(Debug, Clone, Copy)]
+struct Started {
+    attempt: usize,
+    slot: usize,
+    stdout_from: u64,
+    counted_from: f64,
+}
 
 /// A result entry's fields, as the journal holds them.
 struct Journalled<'e> {
@@ -30,6 +44,7 @@ impl Engine<'_> {
     pub(super) fn replay(&mut self, entries: &[Entry]) -> Result<()> {
         // The status a replayed decision gave a trial, until its end entry is read.
         let mut decided: Vec<Option<Status>> = vec![None; self.trials.len()];
+        let mut started: Vec<Option<Started>> = vec![None; self.trials.len()];
         for e in entries {
             if let Some(trial) = e.trial()
                 && trial >= self.trials.len()
@@ -40,6 +55,21 @@ impl Engine<'_> {
                     self.trials.len()
                 )));
             }
+            if let Entry::Start {
+                trial,
+                attempt,
+                slot,
+                stdout_from: Some(stdout_from),
+                counted_from,
+            } = e
+            {
+                started[*trial] = Some(Started {
+                    attempt: *attempt,
+                    slot: *slot,
+                    stdout_from: *stdout_from,
+                    counted_from: counted_from.unwrap_or(0.0),
+                });
+            }
             self.replay_entry(e, &mut decided)?;
         }
         // Decided but killed before the end was written: end them now.
@@ -48,8 +78,59 @@ impl Engine<'_> {
                 self.finish(i, status, None)?;
             }
         }
+        // The unfinished trials' unread output, read with the queue a running sweep had then
+        // (the trials not yet started).
+        self.queue = (self.trials[..self.search.made].iter())
+            .filter(|t| t.status == Status::Pending)
+            .map(|t| t.id)
+            .collect();
+        for (i, s) in started.into_iter().enumerate() {
+            if let Some(s) = s
+                && self.trials[i].status == Status::Running
+            {
+                self.read_unread(i, s)?;
+            }
+        }
         self.requeue();
         Ok(())
+    }
+
+    /// Trial `i`'s unfinished attempt `s`: the lines it wrote to its stdout.log (from where the
+    /// attempt started) taken as the running sweep would have taken them; those journalled
+    /// already are repeats, skipped.
+    fn read_unread(&mut self, i: usize, s: Started) -> Result<()> {
+        let path = self.trials[i].dir.join(launcher::STDOUT_LOG);
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            return Ok(()); // nothing written
+        };
+        if meta.len() <= s.stdout_from {
+            return Ok(());
+        }
+        let mut file = crate::files::open_regular(&path, true)?;
+        let len = file.metadata().map_or(0, |m| m.len());
+        file.seek(std::io::SeekFrom::Start(s.stdout_from))
+            .with_context(|| format!("reading {}", path.display()))?;
+        let mut r = BufReader::new(file.take(len.saturating_sub(s.stdout_from)));
+        let t = &mut self.trials[i];
+        t.files = Some(TrialFiles::open(&t.dir, i, s.attempt, &t.config, t.copies)?);
+        t.counted_from = s.counted_from;
+        t.proc = Some(Proc::read_back(s.attempt, s.slot));
+        let read = loop {
+            match launcher::read_line_capped(&mut r, launcher::MAX_LINE) {
+                Ok(launcher::Read::Line(line)) if self.takes_line(i, s.attempt) => {
+                    if let Err(e) = self.line(i, &line) {
+                        break Err(e);
+                    }
+                }
+                Ok(launcher::Read::TooLong(bytes)) => procs::long_line(i, bytes),
+                Ok(_) => break Ok(()),
+                Err(e) => break Err(Error::from(e).context(format!("reading {}", path.display()))),
+            }
+        };
+        let t = &mut self.trials[i];
+        t.proc = None;
+        t.files = None;
+        read
     }
 
     /// One journal entry, applied.

@@ -60,6 +60,22 @@ pub(super) struct Proc {
     pub(super) counted: usize,
 }
 
+impl Proc {
+    /// An attempt whose process is gone (a dead sweep's), while what it wrote is read back:
+    /// marked as already asked to stop and killed, so it is never signalled.
+    pub(super) fn read_back(attempt: usize, slot: usize) -> Proc {
+        Proc {
+            pid: 0,
+            slot,
+            attempt,
+            term_sent: Some(Instant::now()),
+            kill_sent: true,
+            last_time: None,
+            counted: 0,
+        }
+    }
+}
+
 #[derive(Debug)]
 pub(super) struct Trial {
     pub(super) id: usize,

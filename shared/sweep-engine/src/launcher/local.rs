@@ -27,6 +27,7 @@ impl Launcher for Local {
             mut env,
             dir,
             stderr,
+            stdout,
         } = launch;
         if let Some(g) = self.slot_gpus.get(slot).cloned().flatten() {
             env.push(("CUDA_VISIBLE_DEVICES", g.into()));
@@ -45,7 +46,7 @@ impl Launcher for Local {
                 dir.display()
             );
         }
-        spawn(args, &env, cpus, stderr, trial, attempt, tx)
+        spawn(args, &env, cpus, stderr, stdout, (trial, attempt), tx)
             .with_context(|| format!("starting {:?}", args[0]))
     }
 

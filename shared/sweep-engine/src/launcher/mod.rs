@@ -4,11 +4,13 @@
 //! Whatever runs a trial, the engine sees one local process: the trial's command itself
 //! ([`Local`]), or the client that runs it elsewhere. That process runs in a process group of its
 //! own (so a stop reaches every process it started, `torchrun` and its workers included), with
-//! stdout read line by line on a thread that sends the lines to the sweep's loop, and a second
-//! thread that waits for the process. A trial ends when its process exits: its pipe is read for
-//! [`EXIT_GRACE`] more (what it wrote just before exiting), then its process group is ended
-//! (what it left running in the background would otherwise hold its slot, and its later lines
-//! would count as results), and the exit status is sent.
+//! stdout going to a file in the trial's directory (`stdout.log`, appended), not a pipe: what a
+//! trial wrote is kept if the sweep dies before reading it (kill -9), and `--resume` reads it
+//! back. A thread reads the file line by line as it grows and sends the lines to the sweep's
+//! loop; a second thread waits for the process. A trial ends when its process exits: what it
+//! wrote by then is read (for at most [`EXIT_GRACE`]), then its process group is ended (what it
+//! left running in the background would otherwise hold its slot, and its later lines would
+//! count as results), and the exit status is sent.
 
 mod local;
 mod slurm;
@@ -21,14 +23,21 @@ pub use slurm::{
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
+use std::os::unix::fs::FileExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
 use std::time::Duration;
 
-/// How long a trial's pipe is still read after its process exited.
+/// The longest a trial's stdout is still read after its process exited.
 pub const EXIT_GRACE: Duration = Duration::from_secs(1);
+/// The file in a trial's directory that holds its command's stdout, every attempt appended.
+pub const STDOUT_LOG: &str = "stdout.log";
+/// The longest wait between two looks at a trial's stdout file that had nothing new.
+const POLL_MAX: Duration = Duration::from_millis(100);
 /// The longest stdout line of a trial that is read as a record; a longer one is skipped whole
 /// (and reported), so a trial printing without newlines cannot take the sweep's memory.
 pub const MAX_LINE: usize = 1 << 20;
@@ -66,6 +75,16 @@ pub struct Launch<'a> {
     pub dir: &'a Path,
     /// The trial's stderr.log, opened for appending.
     pub stderr: File,
+    /// The trial's stdout.log, and where this attempt's output starts in it.
+    pub stdout: Stdout,
+}
+
+/// A trial's stdout: its file (opened for reading and appending) and the length it had when
+/// this attempt started (where the attempt's lines start).
+#[derive(Debug)]
+pub struct Stdout {
+    pub file: File,
+    pub from: u64,
 }
 
 /// How a stop reaches a trial.
@@ -112,20 +131,21 @@ pub trait Launcher: std::fmt::Debug {
 }
 
 /// Starts `args` with `env` added, on `cpus` (an affinity mask; `None`: the sweep's own), stdin
-/// closed, stderr into `stderr`; returns the pid (also the process group id).
+/// closed, stderr into `stderr`, stdout appended to `stdout`'s file (read from its `from` on);
+/// returns the pid (also the process group id).
 pub fn spawn(
     args: &[OsString],
     env: &[(&str, OsString)],
     cpus: Option<&[usize]>,
     stderr: File,
-    trial: usize,
-    attempt: usize,
+    stdout: Stdout,
+    (trial, attempt): (usize, usize),
     tx: Sender<Msg>,
 ) -> std::io::Result<i32> {
     let mut cmd = Command::new(&args[0]);
     cmd.args(&args[1..])
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
+        .stdout(blocking(stdout.file.try_clone()?)?)
         .stderr(stderr)
         .process_group(0);
     for (k, v) in env {
@@ -151,20 +171,80 @@ pub fn spawn(
             Ok(())
         });
     }
-    let mut child = cmd.spawn()?;
+    let child = cmd.spawn()?;
     let pid = child.id() as i32;
-    let stdout = child.stdout.take().expect("stdout is piped");
+    let exited = Arc::new(AtomicBool::new(false));
+    let tail = Tail {
+        file: stdout.file,
+        at: stdout.from,
+        exited: exited.clone(),
+        end: None,
+    };
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     let lines = tx.clone();
-    std::thread::spawn(move || forward_lines(stdout, (trial, attempt), &lines, done_tx));
-    std::thread::spawn(move || reap(child, (trial, attempt), &tx, &done_rx));
+    std::thread::spawn(move || forward_lines(tail, (trial, attempt), &lines, done_tx));
+    std::thread::spawn(move || reap(child, (trial, attempt), &tx, &exited, &done_rx));
     Ok(pid)
+}
+
+/// `file` without O_NONBLOCK (opened with it so that a FIFO could not block the open; it is a
+/// regular file, and the trial gets it as its stdout as a shell would).
+fn blocking(file: File) -> std::io::Result<File> {
+    use std::os::fd::AsRawFd;
+    let fd = file.as_raw_fd();
+    // SAFETY: fcntl on a descriptor this function owns; no memory is passed.
+    let ok = unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        flags >= 0 && libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) == 0
+    };
+    if !ok {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(file)
+}
+
+/// A trial's stdout file read as it grows, from where its attempt started, until its process
+/// has exited and what it wrote by then is read (what it left behind writes later is not read).
+struct Tail {
+    file: File,
+    at: u64,
+    exited: Arc<AtomicBool>,
+    /// The file's length once the process has exited: where reading ends.
+    end: Option<u64>,
+}
+
+impl std::io::Read for Tail {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let mut wait = Duration::from_millis(1);
+        loop {
+            if self.end.is_none() && self.exited.load(Ordering::Acquire) {
+                self.end = Some(self.file.metadata()?.len());
+            }
+            let room = match self.end {
+                Some(end) => buf.len().min(end.saturating_sub(self.at) as usize),
+                None => buf.len(),
+            };
+            if room == 0 {
+                return Ok(0);
+            }
+            let n = self.file.read_at(&mut buf[..room], self.at)?;
+            if n > 0 {
+                self.at += n as u64;
+                return Ok(n);
+            }
+            if self.end.is_some() {
+                return Ok(0); // cut shorter than it was: nothing more to read
+            }
+            std::thread::sleep(wait);
+            wait = (wait * 2).min(POLL_MAX);
+        }
+    }
 }
 
 /// Sends each line of a trial's stdout (an over-long one as its length), until it ends;
 /// dropping `done` then says so.
 fn forward_lines(
-    stdout: std::process::ChildStdout,
+    stdout: Tail,
     (trial, attempt): (usize, usize),
     tx: &Sender<Msg>,
     done: std::sync::mpsc::Sender<()>,
@@ -187,18 +267,18 @@ fn forward_lines(
     drop(done);
 }
 
-/// Waits for a trial to exit, then for its stdout to be read to the end, kills what it left
-/// behind in its process group, and sends its exit status.
+/// Waits for a trial to exit, then for its stdout to be read to where it was then, kills what
+/// it left behind in its process group, and sends its exit status.
 fn reap(
     mut child: std::process::Child,
     (trial, attempt): (usize, usize),
     tx: &Sender<Msg>,
+    exited: &AtomicBool,
     stdout_done: &std::sync::mpsc::Receiver<()>,
 ) {
     let pid = child.id() as i32;
     let status = child.wait();
-    // Whatever the trial wrote before exiting is read within the grace (the reader ends at
-    // end of file); a pipe still open then is held by a process it left behind.
+    exited.store(true, Ordering::Release);
     let _ = stdout_done.recv_timeout(EXIT_GRACE);
     signal_group(pid, libc::SIGKILL);
     let _ = tx.send(Msg::Exit {
@@ -223,7 +303,7 @@ fn cpu_set(cpus: &[usize]) -> libc::cpu_set_t {
 
 /// One read of [`read_line_capped`].
 #[derive(Debug, PartialEq)]
-enum Read {
+pub(crate) enum Read {
     Line(Vec<u8>),
     /// A line of this many bytes (newline included) was skipped.
     TooLong(u64),
@@ -232,7 +312,7 @@ enum Read {
 
 /// The next line (with its newline, if any), holding at most `cap` bytes: a longer line is read
 /// on to its end and dropped.
-fn read_line_capped(r: &mut impl BufRead, cap: usize) -> std::io::Result<Read> {
+pub(crate) fn read_line_capped(r: &mut impl BufRead, cap: usize) -> std::io::Result<Read> {
     let mut line = Vec::new();
     let mut skipped: u64 = 0;
     loop {

@@ -460,6 +460,7 @@ impl Launcher for Slurm {
             args,
             env,
             dir,
+            stdout,
             ..
         } = launch;
         // The trial's directory is OUT_DIR/trial-NNNN: the sweep's identity is OUT_DIR's.
@@ -470,7 +471,7 @@ impl Launcher for Slurm {
         let own = crate::files::open_regular(&srun_log, true)?;
         let from = own.metadata().map(|m| m.len()).unwrap_or(0);
         let srun = srun_args(&self.srun, &self.ask, &name, &dir.join("stderr.log"), args);
-        let pid = spawn(&srun, &env, None, own, trial, attempt, tx)
+        let pid = spawn(&srun, &env, None, own, stdout, (trial, attempt), tx)
             .with_context(|| format!("starting {:?}", self.srun))?;
         self.running.insert(
             pid,

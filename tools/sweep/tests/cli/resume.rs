@@ -440,3 +440,57 @@ fn a_damaged_journal_is_an_error_at_resume_not_a_panic() {
         );
     }
 }
+
+/// Waits (at most 10 minutes) until `path` exists.
+fn wait_for_file(path: &Path) {
+    let t = Instant::now();
+    while !path.exists() {
+        assert!(
+            t.elapsed() < Duration::from_secs(600),
+            "{} never came",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A trial that saves its state as it reports: results it wrote that the sweep had not read
+/// when it was killed with SIGKILL are taken by --resume (its next run goes on after them).
+/// The sweep is stopped (SIGSTOP) while the trial reports, so that they are unread for sure.
+#[test]
+fn results_unread_when_the_sweep_is_killed_are_taken_by_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    // Run again (with its state), the trial reports epoch 3 and ends. Its first run reports
+    // epochs 1 and 2 once told to ("go"), saves its state, says so ("printed") and waits.
+    let script = r#"d=$SWEEP_TRIAL_DIR
+if [ -e "$d/state" ]; then printf '\173"epoch": 3, "m": 3\175\n'; exit 0; fi
+touch "$d/started"
+while [ ! -e "$d/go" ]; do sleep 0.02; done
+printf '\173"epoch": 1, "m": 1\175\n\173"epoch": 2, "m": 2\175\n'
+touch "$d/state" "$d/printed"
+exec sleep 600"#;
+    let mut child = shell_sweep(dir.path(), script)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let trial = dir.path().join("run/trial-0000");
+    wait_for_file(&trial.join("started"));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGSTOP) };
+    std::fs::write(trial.join("go"), "").unwrap();
+    wait_for_file(&trial.join("printed"));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let o = Command::new(BIN)
+        .args(["--resume", "--out-dir"])
+        .arg(dir.path().join("run"))
+        .output()
+        .unwrap();
+    let r = ok(&o);
+    let times: Vec<f64> = r.results.iter().map(|x| x.time).collect();
+    assert_eq!(times, [1.0, 2.0, 3.0], "the resumed run's results");
+    let out = dir.path().join("run");
+    assert_eq!(journal_results(&out), [(0, 1.0), (0, 2.0), (0, 3.0)]);
+    assert_eq!(journal_ends(&out), [(0, "completed".to_string())]);
+}
