@@ -59,51 +59,124 @@ pub(crate) type BmpImage = (u32, u32, Vec<u8>, &'static str);
 /// Decodes a BMP file as `Image.open(p).convert('RGB')` does; `check(w, h)` is asked before
 /// any pixel is decoded.
 ///
-/// Kept in one piece: BmpImagePlugin's header fields in file order, each checked before what it
-/// sizes is allocated.
+/// BmpImagePlugin's order: the headers' fields in file order ([`Header::read`]), the mode they
+/// imply ([`modes`]), the colour table ([`colour_table`]), each checked before what it sizes is
+/// allocated; then the caller's check, the samples ([`samples`]) and their RGB.
 pub(crate) fn decode(bytes: &[u8], check: impl FnOnce(u32, u32) -> Result<()>) -> Result<BmpImage> {
     let mut fp = File::new(bytes, 0);
-    let head = fp.read(14);
-    let mut offset = le32(head, 10).ok_or_else(|| bad("cannot identify image file"))? as u64;
-    let header_size = fp.u32()?;
-    let data = fp.safe_read((header_size as usize).saturating_sub(4))?;
-    let h16 = |at| le16(data, at).expect("read above");
-    let h32 = |at| le32(data, at).expect("read above");
-    let (width, height, bits, compression, mut colors, padding, top_down);
-    let mut masks = None;
-    match header_size {
-        12 => {
-            (width, height, bits) = (h16(0), h16(2), h16(6));
-            (compression, colors, padding, top_down) = (0, 0, 3, false);
+    let header = Header::read(&mut fp)?;
+    let (mut mode, mut raw, rle) = modes(&header)?;
+    let mut palette = Vec::new();
+    if mode == Mode::P {
+        match colour_table(&mut fp, &header)? {
+            Table::Grey(grey, grey_raw) => (mode, raw) = (grey, grey_raw),
+            Table::Colours(colours) => palette = colours,
         }
-        40 | 52 | 56 | 64 | 108 | 124 => {
-            top_down = data[7] == 0xFF;
-            width = h32(0);
-            height = if top_down {
-                h32(4).wrapping_neg()
-            } else {
-                h32(4)
-            };
-            (bits, compression, colors, padding) = (h16(10), h32(12), h32(28), 4);
-            if compression == 3 {
-                masks = Some(if data.len() >= 48 {
-                    let a = if data.len() >= 52 { h32(48) } else { 0 };
-                    [h32(36), h32(40), h32(44), a]
-                } else {
-                    [fp.u32()?, fp.u32()?, fp.u32()?, 0]
-                });
+    }
+    check(header.width, header.height)?;
+    let start = match header.offset {
+        0 => fp.pos,
+        o => usize::try_from(o).unwrap_or(usize::MAX),
+    };
+    let samples = samples(bytes, start, &header, mode, raw, rle)?;
+    let rgb: Vec<u8> = samples
+        .into_iter()
+        .flat_map(|s| match (mode, s) {
+            (Mode::One, [v, ..]) => [if v != 0 { 255 } else { 0 }; 3],
+            (Mode::L, [v, ..]) => [v; 3],
+            (Mode::P, [i, ..]) => palette.get(i as usize).copied().unwrap_or([0; 3]),
+            (Mode::Rgb, [r, g, b]) => [r, g, b],
+        })
+        .collect();
+    let name = match mode {
+        Mode::One => "1",
+        Mode::L => "L",
+        Mode::P => "P",
+        Mode::Rgb if raw.contains('A') => "RGBA",
+        Mode::Rgb => "RGB",
+    };
+    Ok((header.width, header.height, rgb, name))
+}
+
+/// What the file header and the bitmap header say of the image.
+struct Header {
+    width: u32,
+    height: u32,
+    bits: u32,
+    compression: u32,
+    /// Entries in the colour table (`1 << bits` where the header says 0).
+    colors: u32,
+    /// Bytes of a colour table entry: 3 (OS/2 1.x, BGR) or 4 (BGRX).
+    padding: usize,
+    top_down: bool,
+    /// The red, green, blue and alpha bit fields of compression 3.
+    masks: Option<[u32; 4]>,
+    /// Where the pixels start in the file (0: right after the colour table).
+    offset: u64,
+}
+
+impl Header {
+    /// BmpImagePlugin `_open`'s and `_bitmap`'s header fields in file order; `fp` is left at
+    /// the colour table.
+    fn read(fp: &mut File) -> Result<Header> {
+        let head = fp.read(14);
+        let mut offset = le32(head, 10).ok_or_else(|| bad("cannot identify image file"))? as u64;
+        let header_size = fp.u32()?;
+        let data = fp.safe_read((header_size as usize).saturating_sub(4))?;
+        let h16 = |at| le16(data, at).expect("read above");
+        let h32 = |at| le32(data, at).expect("read above");
+        let (width, height, bits, compression, mut colors, padding, top_down);
+        let mut masks = None;
+        match header_size {
+            12 => {
+                (width, height, bits) = (h16(0), h16(2), h16(6));
+                (compression, colors, padding, top_down) = (0, 0, 3, false);
             }
+            40 | 52 | 56 | 64 | 108 | 124 => {
+                top_down = data[7] == 0xFF;
+                width = h32(0);
+                height = if top_down {
+                    h32(4).wrapping_neg()
+                } else {
+                    h32(4)
+                };
+                (bits, compression, colors, padding) = (h16(10), h32(12), h32(28), 4);
+                if compression == 3 {
+                    masks = Some(if data.len() >= 48 {
+                        let a = if data.len() >= 52 { h32(48) } else { 0 };
+                        [h32(36), h32(40), h32(44), a]
+                    } else {
+                        [fp.u32()?, fp.u32()?, fp.u32()?, 0]
+                    });
+                }
+            }
+            other => return Err(bad(format!("Unsupported BMP header type ({other})"))),
         }
-        other => return Err(bad(format!("Unsupported BMP header type ({other})"))),
+        if colors == 0 {
+            colors = 1u32.checked_shl(bits).unwrap_or(0);
+        }
+        if offset == 14 + header_size as u64 && bits <= 8 {
+            offset += padding as u64 * colors as u64;
+        }
+        Ok(Header {
+            width,
+            height,
+            bits,
+            compression,
+            colors,
+            padding,
+            top_down,
+            masks,
+            offset,
+        })
     }
-    if colors == 0 {
-        colors = 1u32.checked_shl(bits).unwrap_or(0);
-    }
-    if offset == 14 + header_size as u64 && bits <= 8 {
-        offset += padding as u64 * colors as u64;
-    }
-    // BIT2MODE, then the bit fields Pillow supports.
-    let (mut mode, mut raw) = match bits {
+}
+
+/// BIT2MODE, then the bit fields Pillow supports: the mode, the raw mode of the samples and
+/// whether they are run-length encoded.
+fn modes(header: &Header) -> Result<(Mode, &'static str, bool)> {
+    let bits = header.bits;
+    let (mode, mut raw) = match bits {
         1 => (Mode::P, "P;1"),
         4 => (Mode::P, "P;4"),
         8 => (Mode::P, "P"),
@@ -112,11 +185,11 @@ pub(crate) fn decode(bytes: &[u8], check: impl FnOnce(u32, u32) -> Result<()>) -
         32 => (Mode::Rgb, "BGRX"),
         other => return Err(bad(format!("Unsupported BMP pixel depth ({other})"))),
     };
-    let rle = match compression {
+    let rle = match header.compression {
         0 => false,
         1 | 2 => true,
         3 => {
-            let [r, g, b, a] = masks.expect("read with compression 3");
+            let [r, g, b, a] = header.masks.expect("read with compression 3");
             raw = match (bits, r, g, b, a) {
                 (32, 0xFF0000, 0xFF00, 0xFF, 0) => "BGRX",
                 (32, 0xFF000000, 0xFF0000, 0xFF00, 0) => "XBGR",
@@ -135,40 +208,59 @@ pub(crate) fn decode(bytes: &[u8], check: impl FnOnce(u32, u32) -> Result<()>) -
         }
         other => return Err(bad(format!("Unsupported BMP compression ({other})"))),
     };
-    let mut palette = Vec::new();
-    if mode == Mode::P {
-        if !(1..=65536).contains(&colors) {
-            return Err(bad(format!("Unsupported BMP Palette size ({colors})")));
-        }
-        let table = fp.read(padding * colors as usize);
-        let entry = |i: usize| table.get(i * padding..(i * padding + 3).min(table.len()));
-        let grey = (0..colors as usize).all(|i| {
-            let v = if colors == 2 { [0u8, 255][i] } else { i as u8 };
-            entry(i) == Some(&[v, v, v][..])
-        });
-        if grey {
-            (mode, raw) = if colors <= 2 {
-                (Mode::One, "1")
-            } else {
-                (Mode::L, "L")
-            };
-        } else {
-            // "BGRX" or "BGR" entries; indices past the table are black.
-            palette = table
+    Ok((mode, raw, rle))
+}
+
+/// A palette image's colour table.
+enum Table {
+    /// The grey ramp: the image is `1` or `L`, read with that mode's raw mode.
+    Grey(Mode, &'static str),
+    /// Any other table, as RGB; indices past it are black.
+    Colours(Vec<[u8; 3]>),
+}
+
+/// The colour table of a palette image, read from `fp`.
+fn colour_table(fp: &mut File, header: &Header) -> Result<Table> {
+    let (colors, padding) = (header.colors, header.padding);
+    if !(1..=65536).contains(&colors) {
+        return Err(bad(format!("Unsupported BMP Palette size ({colors})")));
+    }
+    let table = fp.read(padding * colors as usize);
+    let entry = |i: usize| table.get(i * padding..(i * padding + 3).min(table.len()));
+    let grey = (0..colors as usize).all(|i| {
+        let v = if colors == 2 { [0u8, 255][i] } else { i as u8 };
+        entry(i) == Some(&[v, v, v][..])
+    });
+    Ok(if grey && colors <= 2 {
+        Table::Grey(Mode::One, "1")
+    } else if grey {
+        Table::Grey(Mode::L, "L")
+    } else {
+        // "BGRX" or "BGR" entries.
+        Table::Colours(
+            table
                 .chunks(padding)
                 .filter(|e| e.len() >= 3)
                 .map(|e| [e[2], e[1], e[0]])
-                .collect();
-        }
-    }
-    check(width, height)?;
-    let (w, h) = (width as usize, height as usize);
-    let start = match offset {
-        0 => fp.pos,
-        o => usize::try_from(o).unwrap_or(usize::MAX),
-    };
-    let samples = if rle {
-        let data = rle_decode(bytes, start, w, h, compression == 2);
+                .collect(),
+        )
+    })
+}
+
+/// The samples of the whole image, from `start`: RLE data decoded (refused where it ends before
+/// the image is full), or raw rows (refused where the file cuts them short).
+fn samples(
+    bytes: &[u8],
+    start: usize,
+    header: &Header,
+    mode: Mode,
+    raw: &str,
+    rle: bool,
+) -> Result<Vec<[u8; 3]>> {
+    let (w, h) = (header.width as usize, header.height as usize);
+    let top_down = header.top_down;
+    if rle {
+        let data = rle_decode(bytes, start, w, h, header.compression == 2);
         if data.len() < w * h {
             return Err(bad("not enough image data"));
         }
@@ -177,39 +269,21 @@ pub(crate) fn decode(bytes: &[u8], check: impl FnOnce(u32, u32) -> Result<()>) -
         } else {
             "P"
         };
-        rows(&data, w, h, w, top_down, raw)
-    } else {
-        let stride = ((w as u64 * bits as u64 + 31) >> 3 & !3) as usize;
-        if stride < row_bytes(raw, w) {
-            // RawDecode: rows longer than the stride (a grey palette read as L or 1).
-            return Err(bad("codec configuration error"));
-        }
-        let need = (h - 1)
-            .checked_mul(stride)
-            .and_then(|n| n.checked_add(row_bytes(raw, w)))
-            .and_then(|n| n.checked_add(start));
-        if need.is_none_or(|n| n > bytes.len()) {
-            return Err(bad("image file is truncated"));
-        }
-        rows(&bytes[start..], w, h, stride, top_down, raw)
-    };
-    let rgb: Vec<u8> = samples
-        .into_iter()
-        .flat_map(|s| match (mode, s) {
-            (Mode::One, [v, ..]) => [if v != 0 { 255 } else { 0 }; 3],
-            (Mode::L, [v, ..]) => [v; 3],
-            (Mode::P, [i, ..]) => palette.get(i as usize).copied().unwrap_or([0; 3]),
-            (Mode::Rgb, [r, g, b]) => [r, g, b],
-        })
-        .collect();
-    let name = match mode {
-        Mode::One => "1",
-        Mode::L => "L",
-        Mode::P => "P",
-        Mode::Rgb if raw.contains('A') => "RGBA",
-        Mode::Rgb => "RGB",
-    };
-    Ok((width, height, rgb, name))
+        return Ok(rows(&data, w, h, w, top_down, raw));
+    }
+    let stride = ((w as u64 * header.bits as u64 + 31) >> 3 & !3) as usize;
+    if stride < row_bytes(raw, w) {
+        // RawDecode: rows longer than the stride (a grey palette read as L or 1).
+        return Err(bad("codec configuration error"));
+    }
+    let need = (h - 1)
+        .checked_mul(stride)
+        .and_then(|n| n.checked_add(row_bytes(raw, w)))
+        .and_then(|n| n.checked_add(start));
+    if need.is_none_or(|n| n > bytes.len()) {
+        return Err(bad("image file is truncated"));
+    }
+    Ok(rows(&bytes[start..], w, h, stride, top_down, raw))
 }
 
 /// The raw decoder: `h` rows of `raw` samples `stride` apart (bottom-up unless `top_down`); the

@@ -156,9 +156,6 @@ pub struct Region {
 ///
 /// # Panics
 /// If `choose` returns an empty region or one outside the image.
-///
-/// Kept in one piece: one dispatch over the formats, each arm a few lines; the window rules are
-/// shared by all.
 pub fn decode_region(
     bytes: &[u8],
     opts: &DecodeOptions,
@@ -201,41 +198,7 @@ pub fn decode_region(
     } else if format == Format::Png {
         decode_png(bytes, opts, &mut window)?
     } else {
-        // The window is chosen from the header's size, before the decoder allocates anything
-        // (the caller's choice may hold memory for the image: crop-resize's --max-memory), and
-        // cut from the whole image once decoded.
-        let mut boxed = None;
-        let fits = |w: u32, h: u32| {
-            boxed = Some(((w, h), window(w, h)?));
-            Ok(())
-        };
-        let sized = |(w, h, rgb, mode): (u32, u32, Vec<u8>, &'static str)| {
-            (RgbImage::from_raw(w, h, rgb).expect("sized"), mode)
-        };
-        let (whole, mode) = match format {
-            Format::Gif => sized(crate::gif::decode(bytes, fits)?),
-            Format::Bmp => sized(crate::bmp::decode(bytes, fits)?),
-            Format::Tiff => sized(crate::tiff::decode(bytes, opts.by_name, fits)?),
-            Format::Jpeg | Format::WebP | Format::Png => unreachable!("decoded above"),
-        };
-        let (size, (x, y, w, h)) = boxed.expect("the decoder asked for the size first");
-        if whole.dimensions() != size {
-            return Err(Error::Decode(format!(
-                "decoded {}x{} pixels from a header of {}x{}",
-                whole.width(),
-                whole.height(),
-                size.0,
-                size.1
-            )));
-        }
-        if (w, h) == whole.dimensions() {
-            (whole, mode)
-        } else {
-            (
-                image::imageops::crop_imm(&whole, x, y, w, h).to_image(),
-                mode,
-            )
-        }
+        decode_whole(bytes, format, opts.by_name, &mut window)?
     };
     let (region, width, height) = chosen.expect("chosen before decoding");
     Ok(Region {
@@ -246,6 +209,49 @@ pub fn decode_region(
         source_mode,
         orientation,
     })
+}
+
+/// A GIF, BMP or TIFF decoded whole, then cut to the window: the window is chosen from the
+/// header's size, before the decoder allocates anything (the caller's choice may hold memory for
+/// the image: crop-resize's --max-memory), and cut from the whole image once decoded.
+fn decode_whole(
+    bytes: &[u8],
+    format: Format,
+    by_name: bool,
+    window: &mut impl FnMut(u32, u32) -> Result<Box4>,
+) -> Result<(RgbImage, &'static str)> {
+    let mut boxed = None;
+    let fits = |w: u32, h: u32| {
+        boxed = Some(((w, h), window(w, h)?));
+        Ok(())
+    };
+    let sized = |(w, h, rgb, mode): (u32, u32, Vec<u8>, &'static str)| {
+        (RgbImage::from_raw(w, h, rgb).expect("sized"), mode)
+    };
+    let (whole, mode) = match format {
+        Format::Gif => sized(crate::gif::decode(bytes, fits)?),
+        Format::Bmp => sized(crate::bmp::decode(bytes, fits)?),
+        Format::Tiff => sized(crate::tiff::decode(bytes, by_name, fits)?),
+        Format::Jpeg | Format::WebP | Format::Png => unreachable!("decoded by their own readers"),
+    };
+    let (size, (x, y, w, h)) = boxed.expect("the decoder asked for the size first");
+    if whole.dimensions() != size {
+        return Err(Error::Decode(format!(
+            "decoded {}x{} pixels from a header of {}x{}",
+            whole.width(),
+            whole.height(),
+            size.0,
+            size.1
+        )));
+    }
+    if (w, h) == whole.dimensions() {
+        Ok((whole, mode))
+    } else {
+        Ok((
+            image::imageops::crop_imm(&whole, x, y, w, h).to_image(),
+            mode,
+        ))
+    }
 }
 
 fn check_pixels(width: u64, height: u64, opts: &DecodeOptions) -> Result<()> {

@@ -49,81 +49,26 @@ fn palette(p: &[u8]) -> Result<Option<&[u8]>> {
 
 /// The first frame: (width, height, RGB, Pillow's mode: `P`, or `L` without a palette).
 ///
-/// Kept in one piece: GifImagePlugin's blocks in stream order up to the first frame, each length
-/// checked before it is read.
+/// GifImagePlugin's blocks in stream order up to the first frame ([`screen`], then
+/// [`first_frame`]), each length checked before it is read; then the caller's check, the LZW
+/// data decoded onto the canvas and the canvas looked up in the colour table.
 pub(crate) fn decode(
     bytes: &[u8],
     check: impl FnOnce(u32, u32) -> Result<()>,
 ) -> Result<(u32, u32, Vec<u8>, &'static str)> {
     let mut fp = Reader::new(bytes, 0);
-    let head = fp.read(13);
-    if !(head.starts_with(b"GIF87a") || head.starts_with(b"GIF89a")) {
-        return Err(bad("not a GIF file"));
-    }
-    let (mut width, mut height) = (le16(head, 6)? as u32, le16(head, 8)? as u32);
-    let flags = *head.get(10).ok_or_else(|| bad("header too short"))?;
-    let global = if flags & 128 != 0 {
-        palette(fp.read(3 << ((flags & 7) + 1)))?
-    } else {
-        None
-    };
-    match fp.read(1) {
-        [] | [b';'] => return Err(bad("no more images in GIF file")),
-        _ => fp.pos -= 1,
-    }
-    let mut transparency = None;
-    let frame = loop {
-        match fp.read(1) {
-            [] | [b';'] => return Err(bad("image not found in GIF frame")),
-            [b'!'] => {
-                let label = *fp
-                    .read(1)
-                    .first()
-                    .ok_or_else(|| bad("extension cut short"))?;
-                let mut block = fp.data();
-                if label == 249 {
-                    if let Some(b) = block {
-                        if b[0] & 1 != 0 {
-                            transparency = Some(*b.get(3).ok_or_else(|| bad("short extension"))?);
-                        }
-                        le16(b, 1)?; // the duration
-                    }
-                } else if label == 254 {
-                    while block.is_some() {
-                        block = fp.data();
-                    }
-                    continue;
-                } else if label == 255 && block.is_some_and(|b| b.starts_with(b"NETSCAPE2.0")) {
-                    fp.data();
-                }
-                while fp.data().is_some() {}
-            }
-            [b','] => {
-                let s = fp.read(9);
-                let (x0, y0) = (le16(s, 0)? as u32, le16(s, 2)? as u32);
-                let (x1, y1) = (x0 + le16(s, 4)? as u32, y0 + le16(s, 6)? as u32);
-                width = width.max(x1);
-                height = height.max(y1);
-                let flags = *s.get(8).ok_or_else(|| bad("image descriptor cut short"))?;
-                let local = if flags & 128 != 0 {
-                    Some(palette(fp.read(3 << ((flags & 7) + 1)))?)
-                } else {
-                    None
-                };
-                let bits = *fp.read(1).first().ok_or_else(|| bad("no image data"))?;
-                break (x0, y0, x1, y1, flags & 64 != 0, local, bits);
-            }
-            _ => {} // anything else between blocks is skipped
-        }
-    };
-    let (x0, y0, x1, y1, interlace, local, bits) = frame;
+    let (width, height, global) = screen(&mut fp)?;
+    let (frame, transparency) = first_frame(&mut fp)?;
+    // The canvas grows to hold a frame that reaches past the logical screen.
+    let (width, height) = (width.max(frame.x1), height.max(frame.y1));
     if width == 0 || height == 0 {
         return Err(bad("not identified (empty screen)"));
     }
     check(width, height)?;
-    let table = local.unwrap_or(global);
+    let table = frame.local.unwrap_or(global);
     let mut canvas = vec![transparency.unwrap_or(0); width as usize * height as usize];
-    Lzw::new(bits, interlace)?.decode(
+    let Frame { x0, y0, x1, y1, .. } = frame;
+    Lzw::new(frame.bits, frame.interlace)?.decode(
         &bytes[fp.pos..],
         &mut canvas,
         width as usize,
@@ -145,6 +90,105 @@ pub(crate) fn decode(
     Ok((width, height, rgb, mode))
 }
 
+/// The header and logical screen descriptor: the screen's size and the global colour table
+/// ([`palette`]: `None` for none or the grey ramp); `fp` is left at the first block.
+fn screen<'a>(fp: &mut Reader<'a>) -> Result<(u32, u32, Option<&'a [u8]>)> {
+    let head = fp.read(13);
+    if !(head.starts_with(b"GIF87a") || head.starts_with(b"GIF89a")) {
+        return Err(bad("not a GIF file"));
+    }
+    let (width, height) = (le16(head, 6)? as u32, le16(head, 8)? as u32);
+    let flags = *head.get(10).ok_or_else(|| bad("header too short"))?;
+    let global = if flags & 128 != 0 {
+        palette(fp.read(3 << ((flags & 7) + 1)))?
+    } else {
+        None
+    };
+    match fp.read(1) {
+        [] | [b';'] => return Err(bad("no more images in GIF file")),
+        _ => fp.pos -= 1,
+    }
+    Ok((width, height, global))
+}
+
+/// The first image descriptor: where the frame lies on the canvas, how it is stored and its
+/// local colour table (`None`: the global one).
+struct Frame<'a> {
+    x0: u32,
+    y0: u32,
+    x1: u32,
+    y1: u32,
+    interlace: bool,
+    local: Option<Option<&'a [u8]>>,
+    /// The LZW minimum code size.
+    bits: u8,
+}
+
+/// The blocks up to the first image descriptor: extensions (a graphic control extension gives
+/// the transparency index), anything else between blocks skipped; `fp` is left at the image
+/// data.
+fn first_frame<'a>(fp: &mut Reader<'a>) -> Result<(Frame<'a>, Option<u8>)> {
+    let mut transparency = None;
+    loop {
+        match fp.read(1) {
+            [] | [b';'] => return Err(bad("image not found in GIF frame")),
+            [b'!'] => extension(fp, &mut transparency)?,
+            [b','] => return Ok((descriptor(fp)?, transparency)),
+            _ => {} // anything else between blocks is skipped
+        }
+    }
+}
+
+/// An extension after its `!`, read to its terminator: a graphic control extension sets
+/// `transparency` when its flag says so.
+fn extension(fp: &mut Reader, transparency: &mut Option<u8>) -> Result<()> {
+    let label = *fp
+        .read(1)
+        .first()
+        .ok_or_else(|| bad("extension cut short"))?;
+    let mut block = fp.data();
+    if label == 249 {
+        if let Some(b) = block {
+            if b[0] & 1 != 0 {
+                *transparency = Some(*b.get(3).ok_or_else(|| bad("short extension"))?);
+            }
+            le16(b, 1)?; // the duration
+        }
+    } else if label == 254 {
+        while block.is_some() {
+            block = fp.data();
+        }
+        return Ok(());
+    } else if label == 255 && block.is_some_and(|b| b.starts_with(b"NETSCAPE2.0")) {
+        fp.data();
+    }
+    while fp.data().is_some() {}
+    Ok(())
+}
+
+/// An image descriptor after its `,`, with its local colour table and the LZW code size.
+fn descriptor<'a>(fp: &mut Reader<'a>) -> Result<Frame<'a>> {
+    let s = fp.read(9);
+    let (x0, y0) = (le16(s, 0)? as u32, le16(s, 2)? as u32);
+    let (x1, y1) = (x0 + le16(s, 4)? as u32, y0 + le16(s, 6)? as u32);
+    let flags = *s.get(8).ok_or_else(|| bad("image descriptor cut short"))?;
+    let local = if flags & 128 != 0 {
+        Some(palette(fp.read(3 << ((flags & 7) + 1)))?)
+    } else {
+        None
+    };
+    let bits = *fp.read(1).first().ok_or_else(|| bad("no image data"))?;
+    Ok(Frame {
+        x0,
+        y0,
+        x1,
+        y1,
+        interlace: flags & 64 != 0,
+        local,
+        bits,
+    })
+}
+
 const TABLE: usize = 4096;
 
 /// GifDecode.c's decoder state.
@@ -157,6 +201,13 @@ struct Lzw {
     step: usize,
     data: [u8; TABLE],
     link: [u16; TABLE],
+    /// The next free entry of the table, and the width of a code.
+    next: u16,
+    codesize: u32,
+    /// The next code is the first after a clear code.
+    first: bool,
+    lastdata: u8,
+    lastcode: u16,
 }
 
 impl Lzw {
@@ -164,14 +215,20 @@ impl Lzw {
         if bits > 12 {
             return Err(bad("codec configuration error (LZW code size over 12)"));
         }
+        let clear = 1 << bits;
         Ok(Self {
-            clear: 1 << bits,
-            end: (1 << bits) + 1,
+            clear,
+            end: clear + 1,
             bits,
             interlace: interlace as u8,
             step: if interlace { 8 } else { 1 },
             data: [0; TABLE],
             link: [0; TABLE],
+            next: clear + 2,
+            codesize: bits as u32 + 1,
+            first: true,
+            lastdata: 0,
+            lastcode: 0,
         })
     }
 
@@ -189,8 +246,10 @@ impl Lzw {
         true
     }
 
-    // Kept in one piece: the LZW decoder's loop, transcribed whole to read beside Pillow's
-    // GifDecode.c.
+    /// GifDecode.c's loop: codes read from `stream` ([`Codes`]), each turned into its string of
+    /// indices ([`Lzw::string`]), written to the frame's box `(x0, y0, x1, y1)` of `canvas` (rows
+    /// of `width`) row by row, in the interlaced order where the frame is interlaced, until its
+    /// last row is full.
     fn decode(
         &mut self,
         stream: &[u8],
@@ -202,39 +261,15 @@ impl Lzw {
         if xsize == 0 || ysize == 0 {
             return Err(bad("tile cannot extend outside image (an empty frame)"));
         }
-        let truncated = || bad("image file is truncated");
-        let broken = || bad("broken data stream when reading image file");
+        let mut codes = Codes::new(stream);
         let (mut x, mut y) = (0usize, 0usize);
-        let mut pos = 0usize;
-        let mut block = 0usize;
-        let (mut bitbuffer, mut bitcount) = (0u32, 0u32);
-        let (mut next, mut codesize) = (self.clear + 2, self.bits as u32 + 1);
-        let mut first = true; // the first code after a clear
-        let (mut lastdata, mut lastcode) = (0u8, 0u16);
         let mut string = Vec::with_capacity(TABLE);
         loop {
-            while bitcount < codesize {
-                if block > 0 {
-                    bitbuffer |= (*stream.get(pos).ok_or_else(truncated)? as u32) << bitcount;
-                    pos += 1;
-                    block -= 1;
-                    bitcount += 8;
-                } else {
-                    // A new sub-block, decoded only when it is all there.
-                    let n = *stream.get(pos).ok_or_else(truncated)? as usize;
-                    if stream.len() < pos + 1 + n {
-                        return Err(truncated());
-                    }
-                    block = n;
-                    pos += 1;
-                }
-            }
-            let mut c = (bitbuffer & ((1 << codesize) - 1)) as u16;
-            bitbuffer >>= codesize;
-            bitcount -= codesize;
+            let c = codes.next(self.codesize)?;
             if c == self.clear {
-                if !first {
-                    (next, codesize, first) = (self.clear + 2, self.bits as u32 + 1, true);
+                if !self.first {
+                    (self.next, self.codesize, self.first) =
+                        (self.clear + 2, self.bits as u32 + 1, true);
                 }
                 continue;
             }
@@ -242,41 +277,7 @@ impl Lzw {
                 // The data ended before the image: Pillow waits for more and finds none.
                 return Err(truncated());
             }
-            string.clear();
-            if first {
-                if c > self.clear {
-                    return Err(broken());
-                }
-                (lastdata, lastcode, first) = (c as u8, c, false);
-                string.push(lastdata);
-            } else {
-                let this = c;
-                if c > next {
-                    return Err(broken());
-                }
-                if c == next {
-                    string.push(lastdata);
-                    c = lastcode;
-                }
-                while c >= self.clear {
-                    if string.len() >= TABLE || c as usize >= TABLE {
-                        return Err(broken());
-                    }
-                    string.push(self.data[c as usize]);
-                    c = self.link[c as usize];
-                }
-                lastdata = c as u8;
-                string.push(lastdata);
-                if (next as usize) < TABLE {
-                    self.data[next as usize] = lastdata;
-                    self.link[next as usize] = lastcode;
-                    if next as u32 == (1 << codesize) - 1 && codesize < 12 {
-                        codesize += 1;
-                    }
-                    next += 1;
-                }
-                lastcode = this;
-            }
+            self.string(c, &mut string)?;
             // The string was built from its end.
             for &v in string.iter().rev() {
                 canvas[(y0 + y) * width + x0 + x] = v;
@@ -289,6 +290,103 @@ impl Lzw {
                 }
             }
         }
+    }
+
+    /// The indices of code `c` into `string`, last first, and the table grown by one entry (the
+    /// code width with it) unless `c` is the first after a clear; refused where `c` is past the
+    /// next free entry, or a first code is above the clear code.
+    fn string(&mut self, mut c: u16, string: &mut Vec<u8>) -> Result<()> {
+        string.clear();
+        if self.first {
+            if c > self.clear {
+                return Err(broken());
+            }
+            (self.lastdata, self.lastcode, self.first) = (c as u8, c, false);
+            string.push(self.lastdata);
+            return Ok(());
+        }
+        let this = c;
+        if c > self.next {
+            return Err(broken());
+        }
+        if c == self.next {
+            string.push(self.lastdata);
+            c = self.lastcode;
+        }
+        while c >= self.clear {
+            if string.len() >= TABLE || c as usize >= TABLE {
+                return Err(broken());
+            }
+            string.push(self.data[c as usize]);
+            c = self.link[c as usize];
+        }
+        self.lastdata = c as u8;
+        string.push(self.lastdata);
+        if (self.next as usize) < TABLE {
+            self.data[self.next as usize] = self.lastdata;
+            self.link[self.next as usize] = self.lastcode;
+            if self.next as u32 == (1 << self.codesize) - 1 && self.codesize < 12 {
+                self.codesize += 1;
+            }
+            self.next += 1;
+        }
+        self.lastcode = this;
+        Ok(())
+    }
+}
+
+fn truncated() -> Error {
+    bad("image file is truncated")
+}
+
+fn broken() -> Error {
+    bad("broken data stream when reading image file")
+}
+
+/// The codes of the image data: its sub-blocks' bytes, least significant bit first.
+struct Codes<'a> {
+    stream: &'a [u8],
+    pos: usize,
+    /// Bytes left in the current sub-block.
+    block: usize,
+    bitbuffer: u32,
+    bitcount: u32,
+}
+
+impl<'a> Codes<'a> {
+    fn new(stream: &'a [u8]) -> Self {
+        Codes {
+            stream,
+            pos: 0,
+            block: 0,
+            bitbuffer: 0,
+            bitcount: 0,
+        }
+    }
+
+    /// The next code of `codesize` bits; "truncated" where the data ends first (a sub-block is
+    /// read only when it is all there).
+    fn next(&mut self, codesize: u32) -> Result<u16> {
+        while self.bitcount < codesize {
+            let byte = *self.stream.get(self.pos).ok_or_else(truncated)?;
+            self.pos += 1;
+            if self.block > 0 {
+                self.bitbuffer |= (byte as u32) << self.bitcount;
+                self.block -= 1;
+                self.bitcount += 8;
+            } else {
+                // A new sub-block, decoded only when it is all there.
+                let n = byte as usize;
+                if self.stream.len() < self.pos + n {
+                    return Err(truncated());
+                }
+                self.block = n;
+            }
+        }
+        let c = (self.bitbuffer & ((1 << codesize) - 1)) as u16;
+        self.bitbuffer >>= codesize;
+        self.bitcount -= codesize;
+        Ok(c)
     }
 }
 
