@@ -100,6 +100,20 @@ pub fn exits(o: &Output, code: i32) {
     );
 }
 
+/// Asserts that a command exited with `code` (its stderr in the message when not); its stderr,
+/// for the assertions on what it says.
+pub fn exit_stderr(o: &Output, code: i32) -> String {
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(code), "{stderr}");
+    stderr
+}
+
+/// Asserts that a command exited with `code` and that its stderr says `says`.
+pub fn exits_saying(o: &Output, code: i32, says: &str) {
+    let stderr = exit_stderr(o, code);
+    assert!(stderr.contains(says), "not saying {says:?}: {stderr}");
+}
+
 /// Starts every command at once (stdout and stderr captured) and waits for them all: their
 /// outputs, in order.
 pub fn run_all(cmds: impl IntoIterator<Item = Command>) -> Vec<Output> {
@@ -121,13 +135,17 @@ pub fn run_all(cmds: impl IntoIterator<Item = Command>) -> Vec<Output> {
 /// Runs the venv's Python ([`python`]) with `args`, asserting that it succeeds (its stdout and
 /// stderr in the message when not); its output.
 pub fn run_python<S: AsRef<std::ffi::OsStr>>(args: impl IntoIterator<Item = S>) -> Output {
-    let out = Command::new(python())
-        .args(args)
-        .output()
-        .expect("running the venv's python");
+    succeeds(Command::new(python()).args(args))
+}
+
+/// Runs `c` to its end and asserts that it succeeded (the command, its stdout and its stderr
+/// in the message when not); its output.
+pub fn succeeds(c: &mut Command) -> Output {
+    let out = c.output().unwrap_or_else(|e| panic!("running {c:?}: {e}"));
     assert!(
         out.status.success(),
-        "{}{}",
+        "{c:?}: {}\n{}{}",
+        out.status,
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
@@ -140,11 +158,26 @@ pub fn reference_script<S: AsRef<std::ffi::OsStr>>(
     script: &str,
     args: impl IntoIterator<Item = S>,
 ) -> Output {
-    let path = repo_root().join("scripts/reference").join(script);
-    run_python(
-        std::iter::once(path.into_os_string())
-            .chain(args.into_iter().map(|a| a.as_ref().to_os_string())),
-    )
+    succeeds(python_script(&format!("scripts/reference/{script}")).args(args))
+}
+
+/// `c`, made to drop root's rights (to nobody, uid and gid 65534) before it runs when the
+/// tests run as root, so that file permissions apply to it.
+pub fn as_nobody(c: &mut Command) -> &mut Command {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: setgid/setuid between fork and exec, async-signal-safe.
+        unsafe {
+            c.pre_exec(|| {
+                if libc::setgid(65534) != 0 || libc::setuid(65534) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    c
 }
 
 /// Makes a FIFO at `path` (with mkfifo(1)).
@@ -285,22 +318,34 @@ pub fn python() -> String {
         .unwrap_or_else(|_| format!("{}/../.venv/bin/python", env!("CARGO_MANIFEST_DIR")))
 }
 
+/// A command running the venv's python ([`python`]) on `script`, a path in the checkout
+/// (`scripts/convert-network-pkl`); add its arguments.
+pub fn python_script(script: &str) -> Command {
+    let mut c = Command::new(python());
+    c.arg(repo_root().join(script));
+    c
+}
+
+/// `shared_dir()/fixtures/stylegan2`: upstream's tiny generators (`tiny-skip`,
+/// `tiny-skip-clamp`: `G.safetensors`, the snapshot pickle and upstream's reference tensors).
+pub fn stylegan2_fixtures() -> PathBuf {
+    let dir = shared_dir().join("fixtures/stylegan2");
+    assert!(
+        dir.is_dir(),
+        "{} is missing: ../shared must sit beside the checkout",
+        dir.display()
+    );
+    dir
+}
+
 /// scikit-learn's digits in the CIFAR-100 layout, written into `dir` by
 /// `scripts/make-digits-cifar` with the venv's python, with its `extra` flags (`--class-order`,
 /// `--image-folder DIR`, `--shards DIR`): the small real data set the training tests learn.
 pub fn make_digits(dir: &Path, extra: &[&std::ffi::OsStr]) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/make-digits-cifar");
-    let out = std::process::Command::new(python())
-        .arg(script)
-        .arg(dir)
-        .args(extra)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "make-digits-cifar: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    succeeds(
+        python_script("scripts/make-digits-cifar")
+            .arg(dir)
+            .args(extra),
     );
 }
 

@@ -3,27 +3,14 @@
 //! vgg16.pt's call signature) against the native one. Tolerance: 1e-5 relative (issue 4); both
 //! sides run the same fp32 convolutions, the distance is summed in a different order.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use perceptual::Vgg16;
 use tch::{Device, Kind, Tensor};
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// Runs `scripts/SCRIPT args...` with the venv's python.
+/// Runs `scripts/SCRIPT args...` with the venv's python, asserting that it succeeds.
 fn run(script: &str, args: &[&Path]) {
-    let python = std::env::var_os("SHARDKIT_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join(".venv/bin/python"));
-    let o = Command::new(python)
-        .arg(repo().join("scripts").join(script))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    testkit::succeeds(testkit::python_script(&format!("scripts/{script}")).args(args));
 }
 
 #[test]

@@ -9,38 +9,18 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use perceptual::Vgg16;
 use projector::{Projector, Settings, WStats};
 use stylegan2::{Generator, SynthesisOptions};
 use tch::{Device, Tensor};
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 fn python(script: &str, args: &[&str]) {
-    let py = std::env::var_os("SHARDKIT_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join(".venv/bin/python"));
-    let o = Command::new(py)
-        .arg(repo().join("scripts/reference").join(script))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "{script}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    testkit::reference_script(script, args);
 }
 
 fn fixture() -> PathBuf {
-    let shared = std::env::var_os("SHARDKIT_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("../shared"));
-    shared.join("fixtures/stylegan2/tiny-skip-clamp/G.safetensors")
+    testkit::stylegan2_fixtures().join("tiny-skip-clamp/G.safetensors")
 }
 
 fn s(p: &Path) -> &str {

@@ -8,39 +8,14 @@
 //! the fixtures.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use stylegan2::tune::KernelChoices;
 use stylegan2::{Architecture, Config, Generator, Noise, Ops, SynthesisOptions, init};
 use tch::{Device, Kind, Tensor};
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn python() -> PathBuf {
-    let py = std::env::var_os("SHARDKIT_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join(".venv/bin/python"));
-    assert!(py.exists(), "{} missing: run scripts/setup", py.display());
-    py
-}
-
-fn fixtures() -> PathBuf {
-    let shared = std::env::var_os("SHARDKIT_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("../shared"));
-    shared.join("fixtures/stylegan2")
-}
-
 fn run_reference(g: &Path, inputs: &Path, out: &Path) -> BTreeMap<String, Tensor> {
-    let o = Command::new(python())
-        .arg(repo().join("scripts/reference/stylegan2_ref.py"))
-        .args([g, inputs, out])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    testkit::reference_script("stylegan2_ref.py", [g, inputs, out]);
     Tensor::read_safetensors(out).unwrap().into_iter().collect()
 }
 
@@ -53,7 +28,7 @@ fn max_abs(a: &Tensor, b: &Tensor) -> f64 {
 fn python_reference_matches_the_upstream_fixtures() {
     let tmp = tempfile::tempdir().unwrap();
     for name in ["tiny-skip", "tiny-skip-clamp"] {
-        let dir = fixtures().join(name);
+        let dir = testkit::stylegan2_fixtures().join(name);
         let got = run_reference(
             &dir.join("G.safetensors"),
             &dir.join("reference.safetensors"),

@@ -1,41 +1,33 @@
 //! `scripts/convert-network-pkl` on the fixtures' upstream snapshot pickles gives exactly their
 //! `G.safetensors` (same keys, bit-equal tensors, same config), and refuses foreign code.
 
-use std::path::{Path, PathBuf};
+use std::ffi::OsString;
+use std::path::Path;
 use std::process::Command;
 
 use stylegan2::{Config, Weights};
 use tch::{Device, Tensor};
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use testkit::stylegan2_fixtures as fixtures;
 
-fn python() -> PathBuf {
-    let py = std::env::var_os("SHARDKIT_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join(".venv/bin/python"));
-    assert!(py.exists(), "{} missing: run scripts/setup", py.display());
-    py
-}
-
-fn fixtures() -> PathBuf {
-    let dir = match std::env::var_os("SHARDKIT_SHARED") {
-        Some(d) => PathBuf::from(d),
-        None => repo().join("../shared"),
-    };
-    dir.join("fixtures/stylegan2")
+/// The venv's python on `scripts/convert-network-pkl PKL -o OUT EXTRA...`: a command line to
+/// run as it is or under a shell's limits.
+fn convert_line(pkl: &Path, out: &Path, extra: &[&str]) -> Vec<OsString> {
+    let script = testkit::repo_root().join("scripts/convert-network-pkl");
+    let mut line: Vec<OsString> = vec![
+        testkit::python().into(),
+        script.into(),
+        pkl.into(),
+        "-o".into(),
+        out.into(),
+    ];
+    line.extend(extra.iter().map(OsString::from));
+    line
 }
 
 fn convert(pkl: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
-    Command::new(python())
-        .arg(repo().join("scripts/convert-network-pkl"))
-        .arg(pkl)
-        .arg("-o")
-        .arg(out)
-        .args(extra)
-        .output()
-        .unwrap()
+    let line = convert_line(pkl, out, extra);
+    Command::new(&line[0]).args(&line[1..]).output().unwrap()
 }
 
 #[test]
@@ -108,11 +100,11 @@ fn the_converted_file_is_created_as_any_file_is() {
     let out = tmp.path().join("G.safetensors");
     let o = Command::new("bash")
         .args(["-c", "umask 027 && exec \"$0\" \"$@\""])
-        .arg(python())
-        .arg(repo().join("scripts/convert-network-pkl"))
-        .arg(fixtures().join("tiny-skip/network.pkl"))
-        .arg("-o")
-        .arg(&out)
+        .args(convert_line(
+            &fixtures().join("tiny-skip/network.pkl"),
+            &out,
+            &[],
+        ))
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -133,7 +125,7 @@ fn refuses_a_pickle_that_would_run_code() {
         pkl.display()
     );
     assert!(
-        Command::new(python())
+        Command::new(testkit::python())
             .args(["-c", &make])
             .status()
             .unwrap()
@@ -173,17 +165,13 @@ fn malformed_pickles_found_by_fuzzing_are_one_clean_error_within_bounded_memory(
             "not plain tensors (Unsupported global: GLOBAL __main__.Foreign)",
         ),
     ];
-    let dir = repo().join("fuzz/python/regressions");
+    let dir = testkit::repo_root().join("fuzz/python/regressions");
     let tmp = tempfile::tempdir().unwrap();
     for (file, want) in cases {
         let out = tmp.path().join("out.safetensors");
         let o = Command::new("bash")
             .args(["-c", "ulimit -v 8388608 && exec \"$@\"", "bash"])
-            .arg(python())
-            .arg(repo().join("scripts/convert-network-pkl"))
-            .arg(dir.join(file))
-            .arg("-o")
-            .arg(&out)
+            .args(convert_line(&dir.join(file), &out, &[]))
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&o.stderr);

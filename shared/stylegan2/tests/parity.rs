@@ -15,22 +15,8 @@ use tch::{Device, Kind, Tensor};
 
 const TOL: f64 = 1e-4;
 
-fn fixtures_dir() -> PathBuf {
-    let dir = match std::env::var_os("SHARDKIT_SHARED") {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"),
-    }
-    .join("fixtures/stylegan2");
-    assert!(
-        dir.is_dir(),
-        "{} is missing: ../shared must sit beside the checkout",
-        dir.display()
-    );
-    dir
-}
-
 fn configs() -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(fixtures_dir())
+    let mut v: Vec<PathBuf> = std::fs::read_dir(testkit::stylegan2_fixtures())
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.join("G.safetensors").is_file())

@@ -12,13 +12,7 @@ use serde_json::Value;
 use tch::Tensor;
 
 fn fixture() -> PathBuf {
-    let shared = match std::env::var_os("SHARDKIT_SHARED") {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"),
-    };
-    let dir = shared.join("fixtures/stylegan2/tiny-skip-clamp");
-    assert!(dir.is_dir(), "{} missing", dir.display());
-    dir
+    testkit::stylegan2_fixtures().join("tiny-skip-clamp")
 }
 
 fn reference() -> BTreeMap<String, Tensor> {
@@ -201,8 +195,7 @@ fn with_overwrite_no_image_replaces_an_input_listed_later() {
         .args(["-q", "-o", ".", "--overwrite", "a.npz", "a.png"])
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(3), "{stderr}");
+    testkit::exits(&o, 3);
     let out: Batch<ImageRecord> = testkit::batch(&o.stdout);
     let errors = out.errors();
     assert_eq!(errors[0].0, "a.npz", "{errors:?}");
@@ -215,12 +208,7 @@ fn with_overwrite_no_image_replaces_an_input_listed_later() {
         .args(["-q", "-o", "out", "--raw", "a.npz", "a.npz"])
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("--raw a.npz is the input a.npz"),
-        "{stderr}"
-    );
+    testkit::exits_saying(&o, 2, "--raw a.npz is the input a.npz");
     assert_eq!(read("a.npz"), latent, "the input is untouched");
     assert!(!d.join("out").exists(), "nothing written");
 }
@@ -242,8 +230,7 @@ fn config_comes_from_metadata_or_the_flag_never_the_name() {
             .unwrap()
     };
     let o = run(&[]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("no `config` metadata"));
+    testkit::exits_saying(&o, 1, "no `config` metadata");
     let cfg = std::fs::read_to_string(fixture().join("config.json")).unwrap();
     let o = run(&["--config", &cfg]);
     testkit::ok(&o);
@@ -252,12 +239,7 @@ fn config_comes_from_metadata_or_the_flag_never_the_name() {
         "--config",
         &cfg.replace("\"map_layers\": 8", "\"map_layers\": 2"),
     ]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("mapping.fc2.weight"),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    testkit::exits_saying(&o, 1, "mapping.fc2.weight");
     // Declared sizes are bounded before anything is sized by them: 10^12 mapping layers
     // aborted the process ("allocation of 8000000000008 bytes failed") before.
     for (key, huge) in [
@@ -440,12 +422,7 @@ fn precision_is_spelled_as_in_every_tool_and_the_old_flags_still_work() {
         .args(["--seeds", "1", "--precision", "bf16", "-o", "d"])
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("--precision bf16: generate takes fp32, tf32"),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    testkit::exits_saying(&o, 2, "--precision bf16: generate takes fp32, tf32");
 }
 
 #[test]

@@ -51,6 +51,13 @@ fn image_bytes(text: &str, i: usize) -> Vec<u8> {
 
 const PNG_MAGIC: &[u8] = b"\x89PNG\r\n\x1a\n";
 
+/// A temporary directory with [`folder`]'s images under `imgs/`.
+fn with_images() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    folder(&tmp.path().join("imgs"));
+    tmp
+}
+
 fn pack(args: &[&str], dir: &Path) -> Output {
     Command::new(BIN)
         .current_dir(dir)
@@ -71,9 +78,8 @@ fn packed(o: &Output) -> Vec<Packed> {
 
 #[test]
 fn shards_are_what_webdataset_reads_in_the_shuffled_folder_order_with_the_class_names() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = with_images();
     let d = tmp.path();
-    folder(&d.join("imgs"));
     // Small shards: 15 training samples of up to ~5 KB cut into several.
     let o = pack(
         &["imgs", "-o", "out", "--shard-size", "8K", "--seed", "3"],
@@ -142,9 +148,8 @@ print(json.dumps(got))
 
 #[test]
 fn recordio_is_what_mxnets_writer_writes() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = with_images();
     let d = tmp.path();
-    folder(&d.join("imgs"));
     let recs = packed(&pack(
         &[
             "imgs/train",
@@ -187,9 +192,8 @@ print(json.dumps(len(samples)))
 
 #[test]
 fn an_unreadable_image_is_left_out_with_an_error_and_the_rest_are_packed() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = with_images();
     let d = tmp.path();
-    folder(&d.join("imgs"));
     testkit::mkfifo(&d.join("imgs/train/cat/stuck.png"));
     let o = pack(&["imgs/train", "-o", "out"], d);
     testkit::exits(&o, 3);
@@ -202,9 +206,8 @@ fn an_unreadable_image_is_left_out_with_an_error_and_the_rest_are_packed() {
 
 #[test]
 fn a_folder_packed_before_is_kept_unless_overwritten_and_classes_can_be_given() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = with_images();
     let d = tmp.path();
-    folder(&d.join("imgs"));
     packed(&pack(&["imgs/train", "-o", "out", "--shard-size", "4K"], d));
     let o = pack(&["imgs/train", "-o", "out"], d);
     assert_eq!(o.status.code(), Some(2));
@@ -265,9 +268,8 @@ fn stderr(o: &Output) -> String {
 #[test]
 fn overwrite_replaces_only_the_files_pack_wrote() {
     use std::os::unix::ffi::OsStrExt;
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = with_images();
     let d = tmp.path();
-    folder(&d.join("imgs"));
     let first = packed(&pack(&["imgs/train", "-o", "out", "--shard-size", "4K"], d));
     assert!(
         first[0].files.len() > 3,
@@ -308,9 +310,8 @@ fn overwrite_replaces_only_the_files_pack_wrote() {
 
 #[test]
 fn an_overwrite_stopped_midway_leaves_the_previous_pack_whole() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = with_images();
     let d = tmp.path();
-    folder(&d.join("imgs"));
     packed(&pack(&["imgs", "-o", "out"], d));
     let before = visible(&d.join("out/val"));
     let old_val = std::fs::read(d.join("out/val/shard-000000.tar")).unwrap();
@@ -373,9 +374,8 @@ fn an_overwrite_stopped_midway_leaves_the_previous_pack_whole() {
 
 #[test]
 fn a_second_pack_into_a_directory_in_use_is_refused() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = with_images();
     let d = tmp.path();
-    folder(&d.join("imgs"));
     packed(&pack(&["imgs/train", "-o", "out"], d));
     let before = std::fs::read(d.join("out/shard-000000.tar")).unwrap();
     // Another run holds the directory.
@@ -397,9 +397,8 @@ fn a_second_pack_into_a_directory_in_use_is_refused() {
 
 #[test]
 fn what_a_killed_pack_left_does_not_block_the_next() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = with_images();
     let d = tmp.path();
-    folder(&d.join("imgs"));
     let out = d.join("out");
     std::fs::create_dir_all(out.join(".pack-staging")).unwrap();
     // A pack killed while writing: its staging directory, and temp files of packs that wrote
@@ -438,9 +437,8 @@ fn class_names_a_line_cannot_carry_are_refused_before_anything_is_written() {
         (&b"cr\r"[..], "carriage return"),
         (b"two\nlines", "line break"),
     ] {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = with_images();
         let d = tmp.path();
-        folder(&d.join("imgs"));
         let class = d.join("imgs/train").join(std::ffi::OsStr::from_bytes(name));
         std::fs::create_dir_all(&class).unwrap();
         std::fs::write(class.join("a.png"), image_bytes("a", 0)).unwrap();
@@ -530,9 +528,8 @@ print(json.dumps(sorted(tarfile.open(sys.argv[1]).getnames())))
 
 #[test]
 fn an_image_too_large_for_a_record_is_an_error_record() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = with_images();
     let d = tmp.path();
-    folder(&d.join("imgs"));
     // 512 MiB (a sparse file that starts as a PNG): no RecordIO length holds it.
     let big = d.join("imgs/train/cat/big.png");
     let f = std::fs::File::create(&big).unwrap();
@@ -562,9 +559,8 @@ fn an_image_too_large_for_a_record_is_an_error_record() {
 
 #[test]
 fn the_record_names_what_ddp_train_takes() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = with_images();
     let d = tmp.path();
-    folder(&d.join("imgs"));
     // A directory whose name a brace pattern would expand.
     let recs = packed(&pack(
         &["imgs/train", "-o", "out{a,b}\\x", "--shard-size", "8K"],
@@ -604,9 +600,8 @@ print(json.dumps(list(braceexpand.braceexpand(sys.argv[1]))))
 
 #[test]
 fn folders_that_are_not_packed_and_unreadable_directories_are_error_records() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = with_images();
     let d = tmp.path();
-    folder(&d.join("imgs"));
     std::fs::create_dir_all(d.join("imgs/test/cat")).unwrap();
     std::fs::write(d.join("imgs/test/cat/a.png"), image_bytes("t", 0)).unwrap();
     // A class's sub-directory that cannot be read (by an unprivileged user: the test drops
@@ -621,20 +616,7 @@ fn folders_that_are_not_packed_and_unreadable_directories_are_error_records() {
     std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
     let mut c = Command::new(BIN);
     c.current_dir(d).args(["imgs", "-o", "out"]);
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        use std::os::unix::process::CommandExt;
-        // SAFETY: setgid/setuid between fork and exec, async-signal-safe.
-        unsafe {
-            c.pre_exec(|| {
-                if libc::setgid(65534) != 0 || libc::setuid(65534) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-    }
-    let o = c.output().unwrap();
+    let o = testkit::as_nobody(&mut c).output().unwrap();
     std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755)).unwrap();
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     let errors: Vec<ErrorRecord> = testkit::typed(&o.stdout);
@@ -667,9 +649,8 @@ fn of_type(o: &Output, kind: &str) -> Vec<Value> {
 
 #[test]
 fn files_pack_does_not_take_are_skipped_records_naming_each() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = with_images();
     let d = tmp.path();
-    folder(&d.join("imgs"));
     // A GIF and a text file in a class folder (ImageFolder's extensions leave them out), and a
     // file beside the class folders and one beside train/ and val/.
     std::fs::write(d.join("imgs/train/cat/anim.gif"), b"GIF89a").unwrap();
@@ -724,9 +705,8 @@ fn files_pack_does_not_take_are_skipped_records_naming_each() {
 #[test]
 fn each_sample_keeps_the_path_of_its_file_in_the_folder() {
     use std::os::unix::ffi::OsStrExt;
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = with_images();
     let d = tmp.path();
-    folder(&d.join("imgs"));
     // A name that is not UTF-8, and one holding a tab, in a sub-folder of a class.
     let odd = d.join("imgs/train/cat/deep");
     std::fs::create_dir_all(&odd).unwrap();
