@@ -3,34 +3,23 @@
 //! images and on conformance files of every format, bit for bit (tolerance 0: the same integer
 //! arithmetic), and `ToTensor` + `Normalize` as float32 bit patterns.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use imaging::transforms::{eval_crop, to_chw};
 use imaging::{DecodeOptions, Filter, Frame, Resize, decode_region};
-
-fn python() -> String {
-    std::env::var("SHARDKIT_PYTHON")
-        .unwrap_or_else(|_| format!("{}/../../.venv/bin/python", env!("CARGO_MANIFEST_DIR")))
-}
 
 /// Runs `script` with the cases (as JSON in DIR/cases.json) and DIR as its arguments; it writes
 /// its results into DIR.
 fn run_python(script: &str, cases: &[serde_json::Value], dir: &Path) {
     let list = dir.join("cases.json");
     std::fs::write(&list, serde_json::to_vec(cases).unwrap()).unwrap();
-    let out = Command::new(python())
-        .arg("-c")
-        .arg(script)
-        .arg(&list)
-        .arg(dir)
-        .output()
-        .expect("the venv's python");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testkit::run_python([
+        OsStr::new("-c"),
+        OsStr::new(script),
+        list.as_os_str(),
+        dir.as_os_str(),
+    ]);
 }
 
 fn inputs() -> Vec<PathBuf> {

@@ -1,6 +1,24 @@
 use super::convert::ycbcr2rgb;
 use super::*;
 
+/// A little-endian TIFF file: `data` from offset 8, then one directory of the (tag, type, value)
+/// entries, one value each, in the order given.
+fn file(entries: &[(u16, u16, u32)], data: &[u8]) -> Vec<u8> {
+    let ifd = 8 + data.len() as u32;
+    let mut b = b"II*\0".to_vec();
+    b.extend_from_slice(&ifd.to_le_bytes());
+    b.extend_from_slice(data);
+    b.extend_from_slice(&(entries.len() as u16).to_le_bytes());
+    for &(tag, typ, value) in entries {
+        b.extend_from_slice(&tag.to_le_bytes());
+        b.extend_from_slice(&typ.to_le_bytes());
+        b.extend_from_slice(&1u32.to_le_bytes());
+        b.extend_from_slice(&value.to_le_bytes());
+    }
+    b.extend_from_slice(&[0; 4]);
+    b
+}
+
 /// A little-endian TIFF of one strip of `data`, 2x1 unless the given (tag, type, value)
 /// entries say otherwise, the IFD after the strip.
 fn tiff(entries: &[(u16, u16, u32)], data: &[u8]) -> Vec<u8> {
@@ -11,19 +29,7 @@ fn tiff(entries: &[(u16, u16, u32)], data: &[u8]) -> Vec<u8> {
     all.extend([(273, 4, 8), (279, 4, data.len() as u32)]);
     all.extend_from_slice(entries);
     all.sort();
-    let ifd = 8 + data.len() as u32;
-    let mut b = b"II*\0".to_vec();
-    b.extend_from_slice(&ifd.to_le_bytes());
-    b.extend_from_slice(data);
-    b.extend_from_slice(&(all.len() as u16).to_le_bytes());
-    for (tag, typ, value) in all {
-        b.extend_from_slice(&tag.to_le_bytes());
-        b.extend_from_slice(&typ.to_le_bytes());
-        b.extend_from_slice(&1u32.to_le_bytes());
-        b.extend_from_slice(&value.to_le_bytes());
-    }
-    b.extend_from_slice(&[0; 4]);
-    b
+    file(&all, data)
 }
 
 /// A 16x16 8-bit grey TIFF of one `tile`x`tile` tile holding `data`, compressed with
@@ -41,19 +47,7 @@ fn tiled(tile: u32, compression: u32, data: &[u8]) -> Vec<u8> {
         (324, 4, 8),
         (325, 4, data.len() as u32),
     ];
-    let ifd = 8 + data.len() as u32;
-    let mut b = b"II*\0".to_vec();
-    b.extend_from_slice(&ifd.to_le_bytes());
-    b.extend_from_slice(data);
-    b.extend_from_slice(&(entries.len() as u16).to_le_bytes());
-    for (tag, typ, value) in entries {
-        b.extend_from_slice(&tag.to_le_bytes());
-        b.extend_from_slice(&typ.to_le_bytes());
-        b.extend_from_slice(&1u32.to_le_bytes());
-        b.extend_from_slice(&value.to_le_bytes());
-    }
-    b.extend_from_slice(&[0; 4]);
-    b
+    file(&entries, data)
 }
 
 fn setup_of(entries: &[(u16, u16, u32)]) -> Result<Setup> {
