@@ -1,15 +1,18 @@
 //! The engine on its own, against a stand-in [`Launcher`] whose "processes" are threads that
 //! send scripted lines and exits: the order of records, the schedulers' decisions acted on
 //! (a stop signalled), retries, a lost allocation stopping the sweep, `--resume`'s replay, and
-//! an output that refuses a record. No process runs, so each sweep takes milliseconds.
+//! an output that refuses a record; the schedulers' behaviour over whole sweeps in
+//! [`schedulers`]. No process runs, so each sweep takes milliseconds.
 
-use std::collections::BTreeMap;
+mod schedulers;
+
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
-use std::sync::mpsc::Sender;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -38,8 +41,18 @@ struct Fake {
     script: Arc<Script>,
     next_pid: i32,
     exits: BTreeMap<i32, Exit>,
-    /// Every start (trial, attempt, slot, the command) and signal (pid, signal), in order.
+    /// Every start (trial, attempt, slot, the command) and signal (pid, signal), in order; a
+    /// start of a trial whose earlier attempt has not exited yet adds {"overlap": trial}.
     log: Arc<Mutex<Vec<Value>>>,
+    /// Paced: a line each this long, a stop (SIGTERM) ending the trial at once, as a training
+    /// run's process; else every line at once, signals unheeded.
+    pace: Option<Duration>,
+    /// Paced trials that go on after a stop until they are killed (SIGKILL).
+    ignore_stop: bool,
+    /// Each attempt's signals, by pid.
+    signals: BTreeMap<i32, Sender<Signal>>,
+    /// The trials whose attempt has not exited yet.
+    live: Arc<Mutex<BTreeSet<usize>>>,
 }
 
 impl std::fmt::Debug for Fake {
@@ -56,6 +69,49 @@ impl Fake {
             next_pid: 1 << 30,
             exits: BTreeMap::new(),
             log: Arc::default(),
+            pace: None,
+            ignore_stop: false,
+            signals: BTreeMap::new(),
+            live: Arc::default(),
+        }
+    }
+
+    /// Trials that print a line each `pace` and stop when asked (`ignore_stop`: only when
+    /// killed).
+    fn paced(mut self, pace: Duration, ignore_stop: bool) -> Self {
+        self.pace = Some(pace);
+        self.ignore_stop = ignore_stop;
+        self
+    }
+}
+
+/// How a paced attempt runs: its lines, a line each `pace`, until a stop (SIGTERM) or, with
+/// `ignore_stop`, a kill; `None`: it was not signalled and exits as its script says.
+fn run_paced(
+    lines: Vec<String>,
+    pace: Duration,
+    ignore_stop: bool,
+    signals: &Receiver<Signal>,
+    mut send: impl FnMut(String),
+) -> Option<ExitStatus> {
+    let mut stopped = false;
+    for line in lines {
+        match signals.recv_timeout(pace) {
+            Ok(Signal::Kill) => return Some(ExitStatus::from_raw(9)),
+            Ok(Signal::Stop) if !ignore_stop => return Some(ExitStatus::from_raw(15)),
+            Ok(Signal::Stop) => stopped = true,
+            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {}
+        }
+        send(line);
+    }
+    if !stopped {
+        return None;
+    }
+    // Asked to stop, ignoring it: it lives on until killed.
+    loop {
+        match signals.recv_timeout(Duration::from_secs(600)) {
+            Ok(Signal::Kill) | Err(_) => return Some(ExitStatus::from_raw(9)),
+            Ok(Signal::Stop) => {}
         }
     }
 }
@@ -85,29 +141,46 @@ impl Launcher for Fake {
         }
         self.next_pid += 1;
         self.exits.insert(self.next_pid, exit.clone());
+        if !self.live.lock().unwrap().insert(trial) {
+            self.log.lock().unwrap().push(json!({"overlap": trial}));
+        }
+        let (signal_tx, signals) = std::sync::mpsc::channel();
+        self.signals.insert(self.next_pid, signal_tx);
+        let (pace, ignore_stop, live) = (self.pace, self.ignore_stop, self.live.clone());
         std::thread::spawn(move || {
-            for line in lines {
+            let send = |line: String| {
                 let line = format!("{line}\n").into_bytes();
                 let _ = tx.send(Msg::Line {
                     trial,
                     attempt,
                     line,
                 });
-            }
+            };
+            let signalled = match pace {
+                Some(pace) => run_paced(lines, pace, ignore_stop, &signals, send),
+                None => {
+                    lines.into_iter().for_each(send);
+                    None
+                }
+            };
             let code = match exit {
                 Exit::Code(c) => c,
                 Exit::Lost | Exit::Died(_) => 1,
             };
+            live.lock().unwrap().remove(&trial);
             let _ = tx.send(Msg::Exit {
                 trial,
                 attempt,
-                status: Ok(ExitStatus::from_raw(code << 8)),
+                status: Ok(signalled.unwrap_or(ExitStatus::from_raw(code << 8))),
             });
         });
         Ok(self.next_pid)
     }
 
     fn signal(&mut self, pid: i32, signal: Signal) {
+        if let Some(s) = self.signals.get(&pid) {
+            let _ = s.send(signal);
+        }
         let signal = format!("{signal:?}");
         self.log
             .lock()
@@ -208,6 +281,17 @@ fn options(slots: usize) -> RunOptions {
     }
 }
 
+/// Runs `opened` with `launcher` and `opts`: what it printed and how it ended.
+fn run_with(
+    opened: sweep_engine::Opened,
+    launcher: Fake,
+    opts: RunOptions,
+) -> (Collect, sweep_engine::Result<sweep_engine::Finished>) {
+    let mut out = Collect::default();
+    let ended = Engine::new(opened, opts, Box::new(launcher), &mut out).and_then(Engine::run);
+    (out, ended)
+}
+
 /// A new sweep of `def` in `dir`.
 fn create(dir: &Path, def: Definition) -> sweep_engine::Opened {
     let space = search::space::Space::parse(&def.space.to_string()).unwrap();
@@ -222,10 +306,7 @@ fn run(
     launcher: Fake,
     slots: usize,
 ) -> (Collect, sweep_engine::Result<sweep_engine::Finished>) {
-    let mut out = Collect::default();
-    let ended =
-        Engine::new(opened, options(slots), Box::new(launcher), &mut out).and_then(Engine::run);
-    (out, ended)
+    run_with(opened, launcher, options(slots))
 }
 
 /// Results at epochs 1..=`epochs` with m = `slope` · epoch.

@@ -327,20 +327,8 @@ fn pbt_over_trials_without_state_ends_and_copies_none() {
     assert!(!r.pauses.is_empty(), "trials paused for others");
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(!stdout.contains("\"type\":\"exploit\""), "no copies");
-    // Each trial's results are its command's five epochs, in order, repeats left out.
-    for t in 0..4 {
-        let times: Vec<f64> = (r.results.iter())
-            .filter(|x| x.trial == t)
-            .map(|x| x.time)
-            .collect();
-        assert_eq!(times, [1.0, 2.0, 3.0, 4.0, 5.0], "trial {t}");
-    }
-    // The journal says the trials had no state: a replay decides as the run did.
-    let mut resume = Command::new(BIN);
-    resume.args(["--resume", "--out-dir"]).arg(&out);
-    let again = ok(&testkit::output_within(
-        &mut resume,
-        Duration::from_secs(300),
-    ));
-    assert!(again.starts.is_empty() && again.resumes.is_empty());
+    // Each trial's results are its command's five epochs (sweep-engine's
+    // schedulers::pbt_over_trials_without_state_ends_and_copies_none checks their order, and
+    // the replay).
+    assert_eq!(r.results.len(), 20);
 }

@@ -1,0 +1,301 @@
+//! Whole sweeps of each scheduler through the stand-in launcher: what HyperBand pauses, halves,
+//! unsticks and replays, what two slots never do (run one trial twice at once), population-based
+//! training over trials without state, a trial in error never the best, and a damaged journal
+//! refused at --resume. The sweep tool's tests compare the same sweeps with Ray Tune's.
+
+use super::*;
+
+/// The learning rates of the HyperBand sweeps' nine trials (trial i has LRS[i]).
+const LRS: [f64; 9] = [0.0003, 0.03, 0.3, 0.003, 0.01, 0.1, 0.001, 0.05, 0.02];
+
+/// The metric of the sweep tool's test trial (examples/curve.rs) at `lr`, batch 64, epochs
+/// 1..=`epochs`: 100 · q · (1 − e^(−e/3)), q = exp(−(log10(lr) + 1.5)²) · (1 − 64/1024).
+fn lr_curve(lr: f64, epochs: u32) -> Vec<String> {
+    let q = (-(lr.log10() + 1.5).powi(2)).exp() * (1.0 - 64.0 / 1024.0);
+    (1..=epochs)
+        .map(|e| {
+            let m = 100.0 * q * (1.0 - (-(e as f64) / 3.0).exp());
+            json!({"epoch": e, "m": m}).to_string()
+        })
+        .collect()
+}
+
+/// HyperBand over the nine trials of [`LRS`] (max_t 9, η 3: brackets of 3 trials to 9, 5 to
+/// 3 then the best 2 to 9, and 1 from 1).
+fn hyperband() -> Definition {
+    let mut def = definition(
+        &[0, 1, 2, 3, 4, 5, 6, 7, 8],
+        SchedulerKind::Hyperband,
+        9.0,
+        0,
+    );
+    def.asha.reduction_factor = 3.0;
+    def
+}
+
+/// Each trial's result times, in the order printed.
+fn times_by_trial(out: &Collect) -> BTreeMap<u64, Vec<f64>> {
+    let mut times: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+    for r in out.of_type("result") {
+        let t = r["trial"].as_u64().unwrap();
+        times
+            .entry(t)
+            .or_default()
+            .push(r["time"].as_f64().unwrap());
+    }
+    times
+}
+
+/// The trials of the 5-trial bracket (3 to 7) that went past epoch 3.
+fn past_3_of_the_5_bracket(out: &Collect) -> BTreeSet<u64> {
+    (times_by_trial(out).into_iter())
+        .filter(|(t, times)| (3..8).contains(t) && times.iter().any(|&x| x > 3.0))
+        .map(|(t, _)| t)
+        .collect()
+}
+
+/// The journal's entries of `event`.
+fn journal_events(dir: &Path, event: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(dir.join(sweep_engine::journal::FILE)).unwrap();
+    (text.lines())
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["event"] == event)
+        .collect()
+}
+
+/// As the sweep tool's hyperband_decides_as_rays_and_paused_trials_resume_from_their_state,
+/// without the comparison with Ray's scheduler.
+#[test]
+fn hyperband_pauses_halves_and_resumes_trials_from_where_they_were() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = out_dir(&tmp);
+    // Each run of a trial prints its whole curve again: a resumed one's repeats are skipped.
+    let fake = Fake::new(|trial, _| (lr_curve(LRS[trial], 9), Exit::Code(0)));
+    let (out, ended) = run(create(&dir, hyperband()), fake, 1);
+    assert_eq!(ended.unwrap().failed, 0);
+    assert!(!out.events("pause").is_empty() && !out.events("resume").is_empty());
+    let s = out.summary();
+    assert_eq!(
+        (&s["trials"], &s["unfinished"], &s["error"]),
+        (&json!(9), &json!(0), &json!(0))
+    );
+    let ends = out.events("end");
+    assert!(ends.iter().any(|(_, s)| s == "stopped"), "{ends:?}");
+    assert!(ends.iter().any(|(_, s)| s == "completed"), "{ends:?}");
+    // The halving of the 5-trial bracket at epoch 3 keeps 2: its decisions say so. (lr 0.01
+    // and 0.1 tie: the one added later is kept, as Python's stable sort leaves it.)
+    let at3: Vec<&Value> = (out.of_type("decision"))
+        .filter(|d| d["milestone"] == 3.0 && (3..8).contains(&d["trial"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(at3.len(), 5, "{at3:?}");
+    assert_eq!(at3.iter().filter(|d| d["action"] == "continue").count(), 2);
+    for d in &at3 {
+        let (value, cutoff) = (d["value"].as_f64().unwrap(), d["cutoff"].as_f64().unwrap());
+        match d["action"].as_str().unwrap() {
+            "continue" => assert!(value >= cutoff, "{d}"),
+            _ => assert!(value <= cutoff, "{d}"),
+        }
+    }
+    // lr 0.05, and 0.1 of the tie.
+    assert_eq!(past_3_of_the_5_bracket(&out), BTreeSet::from([5, 7]));
+    // Each trial's results go on from where it was paused: epochs 1, 2, ... once each.
+    for (t, times) in times_by_trial(&out) {
+        let want: Vec<f64> = (1..=times.len()).map(|e| e as f64).collect();
+        assert_eq!(times, want, "trial {t}");
+    }
+    let best: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("best.json")).unwrap()).unwrap();
+    assert_eq!(best["trial"], s["best"]["trial"]);
+    assert_eq!(best["status"], "completed");
+}
+
+/// As the sweep tool's hyperband_with_two_slots_runs_every_trial_to_its_end_and_never_twice_at_once:
+/// paused trials' processes ignore SIGTERM and live on until SIGKILL while the other slot may
+/// free; a paused trial must not start again before its process is gone.
+#[test]
+fn hyperband_with_two_slots_never_starts_a_trial_whose_process_lives_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = out_dir(&tmp);
+    let fake = Fake::new(|trial, _| (lr_curve(LRS[trial], 9), Exit::Code(0)))
+        .paced(Duration::from_millis(2), true);
+    let log = fake.log.clone();
+    let opts = RunOptions {
+        stop_grace: Duration::from_millis(30),
+        ..options(2)
+    };
+    let (out, ended) = run_with(create(&dir, hyperband()), fake, opts);
+    assert_eq!(ended.unwrap().failed, 0);
+    let overlaps: Vec<Value> = (log.lock().unwrap().iter())
+        .filter(|l| l.get("overlap").is_some())
+        .cloned()
+        .collect();
+    assert_eq!(overlaps, [] as [Value; 0], "a trial ran twice at once");
+    let s = out.summary();
+    assert_eq!((&s["unfinished"], &s["error"]), (&json!(0), &json!(0)));
+    assert!(!out.events("pause").is_empty() && !out.events("resume").is_empty());
+    let kills = (log.lock().unwrap().iter())
+        .filter(|l| l["kind"] == "Kill")
+        .count();
+    assert!(kills > 0, "paused trials lived on until killed");
+    // Exactly the top ⌈5/3⌉ of the 5-trial bracket went past epoch 3.
+    assert_eq!(past_3_of_the_5_bracket(&out), BTreeSet::from([5, 7]));
+}
+
+/// As the sweep tool's hyperband_unsticks_a_bracket_ray_would_leave_waiting_and_resume_replays_it:
+/// equal curves (ties: the later trials win) in brackets of 3 (to 4) and 3 (2, then the best 2
+/// to 4). In the second, trial 5 goes on to 4 and pauses for trial 4, which fails at epoch 3:
+/// Ray would wait for ever with trial 5 paused; the sweep processes the bracket again.
+#[test]
+fn hyperband_unsticks_a_bracket_left_waiting_and_resume_replays_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = out_dir(&tmp);
+    let mut def = definition(&[0, 1, 2, 3, 4, 5], SchedulerKind::Hyperband, 4.0, 0);
+    def.asha.reduction_factor = 2.0;
+    // Trial 4 fails after epoch 3 (a paused run of it is stopped before).
+    let fake = Fake::new(|trial, _| match trial {
+        4 => (lr_curve(0.03, 3), Exit::Code(1)),
+        _ => (lr_curve(0.03, 4), Exit::Code(0)),
+    });
+    let (out, ended) = run(create(&dir, def), fake, 1);
+    assert_eq!(ended.unwrap().failed, 1);
+    let ends: BTreeMap<u64, Value> = out.events("end").into_iter().collect();
+    assert_eq!(
+        (&ends[&3], &ends[&4], &ends[&5]),
+        (&json!("stopped"), &json!("error"), &json!("completed"))
+    );
+    assert_eq!(out.summary()["unfinished"], 0);
+    assert_eq!(journal_events(&dir, "unstick").len(), 1);
+    // --resume replays the journal, the unsticking included, to the same ends.
+    let fake = Fake::new(|_, _| (Vec::new(), Exit::Code(0)));
+    let log = fake.log.clone();
+    let (again, ended) = run(sweep_engine::resume(&dir).unwrap(), fake, 1);
+    assert_eq!(ended.unwrap().failed, 1);
+    assert!(starts(&log).is_empty(), "{:?}", starts(&log));
+    assert!(again.events("start").is_empty() && again.events("resume").is_empty());
+    assert_eq!(journal_events(&dir, "end").len(), 6, "no end written twice");
+}
+
+/// As the sweep tool's pbt_over_trials_without_state_ends_and_copies_none: trials whose
+/// directories hold nothing of their commands' and whose results carry no time (a counted
+/// training_iteration) are never copied; restarted after a pause, their count starts again
+/// with the command, repeats left out; a replay decides as the run did.
+#[test]
+fn pbt_over_trials_without_state_ends_and_copies_none() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = out_dir(&tmp);
+    let mut def = definition(&[0, 1, 2, 3], SchedulerKind::Pbt, 100_000.0, 0);
+    def.pbt = Some(search::pbt::PbtSettings {
+        perturbation_interval: 2.0,
+        burn_in_period: 0.0,
+        quantile_fraction: 0.25,
+        resample_probability: 0.25,
+        perturbation_factors: [1.2, 0.8],
+        mode: search::Mode::Max,
+    });
+    def.time_attr = "training_iteration".into();
+    let fake = Fake::new(|trial, _| (lr_curve(LRS[trial], 5), Exit::Code(0)))
+        .paced(Duration::from_millis(2), false);
+    let (out, ended) = run(create(&dir, def), fake, 2);
+    assert_eq!(ended.unwrap().failed, 0);
+    let s = out.summary();
+    assert_eq!(
+        (&s["completed"], &s["unfinished"], &s["error"]),
+        (&json!(4), &json!(0), &json!(0))
+    );
+    assert!(!out.events("pause").is_empty(), "trials paused for others");
+    assert_eq!(out.of_type("exploit").count(), 0, "no copies");
+    for (t, times) in times_by_trial(&out) {
+        assert_eq!(times, [1.0, 2.0, 3.0, 4.0, 5.0], "trial {t}");
+    }
+    let fake = Fake::new(|_, _| (Vec::new(), Exit::Code(0)));
+    let log = fake.log.clone();
+    let (again, ended) = run(sweep_engine::resume(&dir).unwrap(), fake, 2);
+    assert_eq!(ended.unwrap().failed, 0);
+    assert!(starts(&log).is_empty() && again.events("resume").is_empty());
+}
+
+/// As the sweep tool's a_trial_in_error_is_never_the_best.
+#[test]
+fn a_trial_in_error_is_never_the_best() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = out_dir(&tmp);
+    let def = definition(&[1, 2], SchedulerKind::Fifo, 2.0, 0);
+    // Trial 0 reports the better metric, then fails; trial 1 completes.
+    let fake = Fake::new(|trial, _| match trial {
+        0 => (curve(100, 1), Exit::Code(1)),
+        _ => (curve(1, 1), Exit::Code(0)),
+    });
+    let (out, ended) = run(create(&dir, def), fake, 1);
+    assert_eq!(ended.unwrap().failed, 1);
+    assert_eq!(
+        out.events("end"),
+        [(0, json!("error")), (1, json!("completed"))]
+    );
+    assert_eq!(out.summary()["best"]["trial"], 1);
+    let best: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("best.json")).unwrap()).unwrap();
+    assert_eq!(best["trial"], 1);
+    let svg = std::fs::read_to_string(dir.join("metric.svg")).unwrap();
+    assert!(svg.contains("(1 completed, best)"), "{svg}");
+}
+
+/// As the sweep tool's a_damaged_journal_is_an_error_at_resume_not_a_panic: a journal naming a
+/// trial the sweep does not have, a definition with no trials or more than a sweep runs, or
+/// settings no flag could give, is an error naming the journal.
+#[test]
+fn a_damaged_journal_is_an_error_at_resume_not_a_panic() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = out_dir(&tmp);
+    let def = definition(&[1], SchedulerKind::Asha, 2.0, 0);
+    let (_, ended) = run(
+        create(&dir, def),
+        Fake::new(|_, _| (curve(1, 1), Exit::Code(0))),
+        1,
+    );
+    ended.unwrap();
+    let path = dir.join(sweep_engine::journal::FILE);
+    let good: Vec<Value> = (std::fs::read_to_string(&path).unwrap().lines())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    type Edit = Box<dyn Fn(&mut Vec<Value>)>;
+    let edits: Vec<(Edit, &str)> = vec![
+        (
+            Box::new(|l: &mut Vec<Value>| l[1]["trial"] = json!(7)),
+            "names trial 7, but this sweep has 1 trials",
+        ),
+        (
+            Box::new(|l: &mut Vec<Value>| l[0]["definition"]["trials"] = json!([])),
+            "0 trials",
+        ),
+        (
+            Box::new(|l: &mut Vec<Value>| {
+                l[0]["definition"]["search"] = json!("tpe");
+                l[0]["definition"]["samples"] = json!(1u64 << 40);
+            }),
+            "1099511627776 trials",
+        ),
+        (
+            Box::new(|l: &mut Vec<Value>| {
+                l[0]["definition"]["asha"]["brackets"] = json!(1u64 << 40)
+            }),
+            "--brackets must be at most",
+        ),
+    ];
+    for (edit, want) in edits {
+        let mut lines = good.clone();
+        edit(&mut lines);
+        let text: String = lines.iter().map(|v| format!("{v}\n")).collect();
+        std::fs::write(&path, text).unwrap();
+        let fake = Fake::new(|_, _| (Vec::new(), Exit::Code(0)));
+        let mut out = Collect::default();
+        let e = sweep_engine::resume(&dir)
+            .and_then(|opened| Engine::new(opened, options(1), Box::new(fake), &mut out))
+            .unwrap_err();
+        let text = e.describe();
+        assert!(
+            text.contains(want) && text.contains("journal"),
+            "{want}: {text}"
+        );
+        assert_eq!(e.class(), Class::Fatal, "{want}: {text}");
+    }
+}
