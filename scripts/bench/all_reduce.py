@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """all-reduce-check's CPU transports vs torch.distributed gloo and OpenMPI, side by side.
 
-  .venv/bin/python scripts/bench/all_reduce.py [--ranks 2 4] [--rounds 3] [--sizes BYTES...] [--impls ...] [--json]
+  .venv/bin/python scripts/bench/all_reduce.py [--ranks 2 4] [--rounds 3] [--sizes BYTES...] [--impls ...] [--base DIR] [--json]
 
 Needs Debian's openmpi-bin and mpi4py in the venv (scripts/setup --bench installs both).
 For each world size, the same float32 sum all-reduce, in place, ranks on this host, one
@@ -106,12 +106,12 @@ def mpi(world, sizes):
     return {int(k): v for k, v in json.loads(out.strip().splitlines()[-1]).items()}
 
 
-def ours(world, sizes, transport):
+def ours(world, sizes, transport, bin_dir=None):
     res = {}
     groups = [[s for s in sizes if s <= SMALL], [s for s in sizes if s > SMALL]]
     for group in filter(None, groups):
         warmup, iters = iters_for(group[0])
-        cmd = [f"{BIN}/all-reduce-check", "--spawn", str(world), "--device", "cpu", "--no-check", "-q",
+        cmd = [f"{bin_dir or BIN}/all-reduce-check", "--spawn", str(world), "--device", "cpu", "--no-check", "-q",
                "--transport", transport, "-b", str(group[0]), "-e", str(group[-1]), "-f", "4",
                "-w", str(warmup), "-n", str(iters)]
         out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -157,12 +157,18 @@ def main():
     ap.add_argument("--impls", nargs="+", default=available(), choices=list(IMPLS),
                     help="default: all four (mpi only where mpirun and mpi4py are installed)")
     ap.add_argument("--json", action="store_true", help="one JSON line per row instead of the table")
+    ap.add_argument("--base", metavar="DIR",
+                    help="also time the shm transport of the all-reduce-check in DIR (another build, "
+                         "say the commit before a change), as column base, in the same rounds")
     ap.add_argument("--mpi-worker", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.sizes_mib:
         a.sizes = [m * MIB for m in a.sizes_mib]
     if a.mpi_worker:
         return mpi_worker(a.sizes)
+    if a.base:
+        IMPLS["base"] = lambda w, s: ours(w, s, "shm", a.base)
+        a.impls = a.impls + ["base"]
     copies = []
     for world in a.ranks:
         times = {impl: {s: [] for s in a.sizes} for impl in a.impls}
@@ -179,7 +185,8 @@ def main():
               f"single-core copy {copy:.2f} GB/s (median of {len(copies)} rounds)", file=sys.stderr)
         if not a.json:
             cols = "".join(f"{i + ' ms':>11}" for i in a.impls)
-            print(f"{'ranks':>5} {'bytes':>10}{cols} {'shm GB/s':>9} {'%copy':>6} {'/gloo':>6} {'/mpi':>6} {'/tcp':>6}")
+            base = f" {'/base':>6}" if a.base else ""
+            print(f"{'ranks':>5} {'bytes':>10}{cols} {'shm GB/s':>9} {'%copy':>6} {'/gloo':>6} {'/mpi':>6} {'/tcp':>6}{base}")
         for s in a.sizes:
             row = dict(ranks=world, bytes=s, mib=s // MIB if s % MIB == 0 else s / MIB, copy_gbs=copy,
                        **{f"{i}_ms": med[i][s] * 1e3 for i in a.impls})
@@ -192,7 +199,7 @@ def main():
                 shm = med["shm"][s]
                 row["shm_algbw_gbs"] = s / shm / 1e9
                 row["shm_pct_copy"] = 100 * row["shm_algbw_gbs"] / copy
-                for other in ("gloo", "mpi", "tcp"):
+                for other in ("gloo", "mpi", "tcp", "base"):
                     if other in med:
                         row[f"shm_vs_{other}"] = med[other][s] / shm
             if a.json:
@@ -201,7 +208,8 @@ def main():
                 cells = "".join(f"{med[i][s] * 1e3:>11.3f}" for i in a.impls)
                 r = lambda k: f"{row[k]:>5.2f}x" if k in row else f"{'-':>6}"
                 print(f"{world:>5} {s:>10}{cells} {row.get('shm_algbw_gbs', 0):>9.2f} "
-                      f"{row.get('shm_pct_copy', 0):>5.0f}% {r('shm_vs_gloo')} {r('shm_vs_mpi')} {r('shm_vs_tcp')}")
+                      f"{row.get('shm_pct_copy', 0):>5.0f}% {r('shm_vs_gloo')} {r('shm_vs_mpi')} {r('shm_vs_tcp')}"
+                      + (f" {r('shm_vs_base')}" if a.base else ""))
             sys.stdout.flush()
 
 

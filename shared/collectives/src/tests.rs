@@ -628,6 +628,61 @@ fn shared_memory_and_the_tcp_ring_give_bit_identical_results() {
     }
 }
 
+/// Many chunks in a row through shared memory, the ranks out of step (each pauses before some
+/// of its calls, for a time of its own), with small all-reduces and broadcasts between the large
+/// ones: every result holds the TCP ring's bits (tolerance 0: the
+/// same sums in the same order), and no chunk is overwritten while a slower rank still reads it.
+#[test]
+fn ranks_out_of_step_through_many_chunks_keep_the_rings_bits() {
+    // Twice as many chunks as the segment has sets, plus an odd tail.
+    let big = 2 * crate::shm::SETS * crate::shm::SLOT / 4 + 4_321;
+    let world = 3;
+    let mut got: Vec<Vec<Vec<u8>>> = Vec::new();
+    for transport in [Transport::Shm, Transport::Tcp] {
+        let prefix: &'static str = if transport == Transport::Shm {
+            "steps-shm/"
+        } else {
+            "steps-tcp/"
+        };
+        let res = ranks_over(
+            prefix,
+            world,
+            Duration::from_secs(120),
+            transport,
+            never,
+            move |rank, comm| {
+                let mut comm = comm.unwrap();
+                let mut out = Vec::new();
+                for round in 0..4usize {
+                    if (rank + round) % 3 == 0 {
+                        std::thread::sleep(Duration::from_millis(20 * (rank as u64 + 1)));
+                    }
+                    let mut t = noise(rank * 10 + round, big, Kind::Float);
+                    comm.all_reduce(&mut t, ReduceOp::Sum).unwrap();
+                    out.push(bytes_of(&t));
+                    let mut s = noise(rank * 10 + round, 999, Kind::Float);
+                    comm.all_reduce(&mut s, ReduceOp::Avg).unwrap();
+                    out.push(bytes_of(&s));
+                    let mut b = noise(round, big / 3, Kind::Float);
+                    comm.broadcast(&mut b, round % world).unwrap();
+                    out.push(bytes_of(&b));
+                }
+                out
+            },
+        );
+        for r in 1..world {
+            assert!(
+                res[r] == res[0],
+                "{transport}: rank {r} differs from rank 0"
+            );
+        }
+        got.push(res.into_iter().next().unwrap());
+    }
+    for (i, (a, b)) in got[0].iter().zip(&got[1]).enumerate() {
+        assert!(a == b, "case {i}: shared memory and the ring differ");
+    }
+}
+
 /// A rank whose process ends mid-run (its communicator dropped: its sockets close and its
 /// mapping goes) fails the others' shared-memory collective naming it, the leader or not, long
 /// before the 600 s deadline.

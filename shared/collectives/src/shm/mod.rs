@@ -6,19 +6,24 @@
 //! run, and only a process of the same user that knows the run's secret gets it (the socket's
 //! peer credentials are checked). Its size is sealed, so nobody can shrink it under a reader.
 //!
-//! Layout: a control block (an abort word, then one line per rank: its barrier counter and its
-//! last two collective headers), then three sets of one slot per rank ([`SLOT`] bytes each). A
-//! buffer goes through in chunks of one slot, chunk c in set c mod 3. All-reduce
-//! (reduce-scatter + all-gather over memory) takes one barrier per chunk: between two barriers
-//! a rank
+//! Layout: a control block (an abort word, the sleepers' count and the pipeline's bell, then one
+//! line per rank: its barrier counter, its three pipeline progress words and its last two
+//! collective headers), then [`SETS`] sets of one slot per rank ([`SLOT`] bytes each). A buffer
+//! goes through in chunks of one slot, chunk c in set c mod [`SETS`]. All-reduce of a buffer
+//! larger than [`WHOLE`] (reduce-scatter + all-gather over memory) is pipelined, after one
+//! barrier that checks every rank's call ([`pipeline`]): for each chunk a rank
 //!
-//! 1. copies the other ranks' parts of the previous chunk from their slots into its buffer;
-//! 2. reduces its own part (1/n) of this chunk from every slot, into its buffer and its slot;
-//! 3. copies the next chunk of its buffer into its slot of the next set.
+//! 1. copies the chunk of its buffer into its slot;
+//! 2. once every rank has done 1, reduces its own part (1/n) of the chunk from every slot, into
+//!    its buffer and its slot;
+//! 3. once every rank has done 2, copies the other ranks' parts from their slots into its buffer.
 //!
-//! A set is written again three chunks later, after every rank has passed the barrier that
-//! follows its last reads. A buffer of up to [`WHOLE`] bytes is reduced whole by every rank
-//! after one barrier (latency rules there, not bandwidth).
+//! Each step waits for the progress words of the ranks it reads, not for a barrier, so a rank
+//! runs up to [`SETS`] − 1 chunks ahead of the slowest. A buffer of up to [`WHOLE`] bytes is
+//! reduced whole by every rank after one barrier (latency rules there, not bandwidth).
+//! Broadcast and the hierarchical transport take one barrier per chunk, and write a set again
+//! [`SETS`] chunks later (three would do), after every rank has passed the barrier that follows
+//! its last reads.
 //!
 //! **The order of a sum is the TCP ring's** ([`crate::ring`]): element e of a buffer of `count`
 //! elements belongs to ring segment k = the one with ⌊count·k/n⌋ ≤ e < ⌊count·(k+1)/n⌋, and its
@@ -28,14 +33,15 @@
 //! Ranks on several hosts use one segment per host and a TCP ring between the hosts' leaders
 //! (the lowest rank of each host), in the same order of sums: see [`Cross`].
 //!
-//! Waits spin briefly, then yield, then sleep on a futex of the awaited rank's counter (2 ms at
-//! a time); every 50 ms a wait checks the stop hook, the deadline and the Unix sockets (each rank
+//! Waits spin briefly, then yield, then sleep on a futex (the awaited rank's barrier counter, or
+//! the pipeline's bell; 2 ms at a time); every 50 ms a wait checks the stop hook, the deadline and the Unix sockets (each rank
 //! holds one to the leader, which holds one to each): a rank that dies is seen by the leader as a
 //! closed socket, which it writes to the abort word for the others; a leader that dies is seen by
 //! everyone.
 
 mod cross;
 mod join;
+mod pipeline;
 mod reduce;
 mod segment;
 #[cfg(test)]
@@ -60,15 +66,17 @@ use cross::Cross;
 pub(crate) use join::setup;
 use segment::{Mapping, control_len};
 
-/// Bytes of one rank's slot in each of the three sets: a chunk of a collective. Small enough that
+/// Bytes of one rank's slot in each of the sets: a chunk of a collective. Small enough that
 /// a chunk's slots stay in cache between its copy-in and the others' reads (measured with
 /// scripts/bench/all_reduce.py), large enough that barriers are few.
 pub(crate) const SLOT: usize = 1 << 20;
 /// The most ranks one segment serves.
 pub(crate) const MAX_LOCAL: usize = 256;
 const LINE: usize = 128;
-/// Sets of slots: a chunk is copied in, reduced and copied out in three consecutive steps.
-const SETS: usize = 3;
+/// Sets of slots: a chunk of a barrier-stepped collective is copied in, reduced and copied out
+/// in three consecutive steps (three sets at least); a pipelined all-reduce runs up to SETS − 1
+/// chunks ahead of its slowest rank.
+pub(crate) const SETS: usize = 6;
 const PAGE: usize = 4096;
 /// How often a wait checks the stop hook, the deadline and the sockets.
 const CHECK_EVERY: Duration = Duration::from_millis(50);

@@ -15,7 +15,6 @@ impl Group {
         }
         let es = dtype.size();
         let count = buf.len() / es;
-        let n = self.n();
         self.seq += 1;
         let call = Call::all_reduce(op, dtype, count as u64);
         let per = SLOT / es;
@@ -25,48 +24,25 @@ impl Group {
         let base = self.phase + 1;
         self.phase += chunks as u64;
         let set = |c: usize| base + c as u64;
-        // One barrier per chunk: chunk c's copy-in, reduction and copy-out fall in three
-        // consecutive iterations, each on its own set of slots (three sets).
-        self.copy_in(buf, set(0), range(0), es);
-        self.announce(call)?;
         if buf.len() <= WHOLE {
             // Small: every rank reduces the whole buffer from the slots (the same sums in the
-            // same order on every rank), one barrier in all.
+            // same order on every rank), one barrier in all. The set written before the
+            // announcement is free: a large all-reduce leaves the set after its last one unread
+            // (see `pipelined`).
+            self.copy_in(buf, set(0), range(0), es);
+            self.announce(call)?;
             self.reduce_range(set(0), 0..count, count, dtype, op, buf, false);
             return Ok(());
         }
-        for c in 0..chunks {
-            let r = range(c);
-            let part = |i: usize| r.start + r.len() * i / n..r.start + r.len() * (i + 1) / n;
-            let own = part(self.me);
-            self.reduce_range(set(c), own, count, dtype, op, buf, true);
-            if c + 1 < chunks {
-                self.copy_in(buf, set(c + 1), range(c + 1), es);
-            }
-            self.barrier_wait(Kind::AllReduce)?;
-            for j in (0..n).filter(|&j| j != self.me) {
-                let p = part(j);
-                let src = self.slot(set(c), j);
-                // SAFETY: rank j wrote part j of its slot before the barrier just passed, and
-                // writes that slot of this set again only after the barrier two chunks on,
-                // which this rank reaches after this copy.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        src.add((p.start - r.start) * es),
-                        buf[p.start * es..].as_mut_ptr(),
-                        p.len() * es,
-                    );
-                }
-            }
-        }
-        Ok(())
+        self.announce(call)?;
+        self.pipelined(buf, base, chunks, dtype, op)
     }
 
     /// Copies elements `r` of `buf` into this rank's slot of `set`.
     pub(super) fn copy_in(&self, buf: &[u8], set: u64, r: std::ops::Range<usize>, es: usize) {
-        // SAFETY: this rank's slot of this set, in the mapping. Its last readers (three chunks
-        // ago) finished before the barrier this rank passed last; nobody reads it again before
-        // the next barrier.
+        // SAFETY: this rank's slot of this set, in the mapping. Its last readers are done with
+        // it: they passed the barrier that followed their reads, or (pipelined) their progress
+        // words say so; nobody reads it again before this rank says it is written.
         unsafe {
             std::ptr::copy_nonoverlapping(
                 buf[r.start * es..].as_ptr(),

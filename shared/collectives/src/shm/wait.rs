@@ -15,6 +15,7 @@ impl Group {
         for i in 0..self.n() {
             futex_wake(self.counter(i));
         }
+        futex_wake(self.bell());
     }
 
     /// This rank leaves: the others' waits end at once naming it.
@@ -45,12 +46,13 @@ impl Group {
     }
 
     /// Every 50 ms of a wait: the stop hook, the sockets, the deadline.
-    /// `target`: the barrier waited for; a peer whose socket closed after it reached that
-    /// barrier has done its part (the last barrier before it exits), and is not taken for dead.
+    /// `did_part(i)`: whether local rank i has done its part of what is waited for (reached
+    /// the barrier, copied out the last chunk): a peer whose socket closed after that (the last
+    /// collective before it exits) is not taken for dead.
     pub(super) fn check(
         &self,
         waiting_for: usize,
-        target: u32,
+        did_part: &dyn Fn(usize) -> bool,
         since: Instant,
         kind: Kind,
     ) -> Result<()> {
@@ -64,7 +66,7 @@ impl Group {
         }
         for (rank, s) in &self.links {
             let at = self.ranks.iter().position(|r| r == rank).unwrap_or(0);
-            if hung_up(s) && !reached(self.counter(at).load(Ordering::SeqCst), target) {
+            if hung_up(s) && !did_part(at) {
                 // A rank that left after saying why (the abort word): its reason, not its exit.
                 if let Some(e) = self.aborted(kind) {
                     return Err(e);
@@ -139,7 +141,9 @@ impl Group {
                 }
                 if last_check.elapsed() >= CHECK_EVERY {
                     last_check = Instant::now();
-                    if let Err(e) = self.check(j, target, since, kind) {
+                    let did_part =
+                        |at: usize| reached(self.counter(at).load(Ordering::SeqCst), target);
+                    if let Err(e) = self.check(j, &did_part, since, kind) {
                         if !matches!(e, Error::Interrupted(_)) {
                             self.abandon();
                         }
