@@ -564,3 +564,47 @@ pub fn batch<T: Typed>(stdout: &[u8]) -> Batch<T> {
         types,
     }
 }
+
+/// A `side`×`side` black RGB PNG whose colour profile (iCCP) inflates to `profile_bytes` zeros,
+/// about a thousandth of that in the file: a decompression bomb where decoders look last.
+pub fn png_with_profile(side: u32, profile_bytes: usize) -> Vec<u8> {
+    use std::io::Write;
+    let zlib = |data: &mut dyn FnMut(&mut dyn Write)| {
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+        data(&mut z);
+        z.finish().expect("zlib in memory")
+    };
+    let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+    let mut ihdr = Vec::new();
+    ihdr.extend(side.to_be_bytes());
+    ihdr.extend(side.to_be_bytes());
+    ihdr.extend([8, 2, 0, 0, 0]);
+    png_chunk(&mut png, b"IHDR", &ihdr);
+    let mut iccp = b"icc\0\0".to_vec();
+    iccp.extend(zlib(&mut |w| {
+        let zeros = vec![0u8; 1 << 20];
+        let mut left = profile_bytes;
+        while left > 0 {
+            let n = left.min(zeros.len());
+            w.write_all(&zeros[..n]).expect("zlib in memory");
+            left -= n;
+        }
+    }));
+    png_chunk(&mut png, b"iCCP", &iccp);
+    // Each row: filter type 0, then the row's samples.
+    let rows = vec![0u8; side as usize * (1 + 3 * side as usize)];
+    let idat = zlib(&mut |w| w.write_all(&rows).expect("zlib in memory"));
+    png_chunk(&mut png, b"IDAT", &idat);
+    png_chunk(&mut png, b"IEND", &[]);
+    png
+}
+
+/// Appends a PNG chunk to `png`: its length, type, body and CRC.
+pub fn png_chunk(png: &mut Vec<u8>, kind: &[u8; 4], body: &[u8]) {
+    png.extend((body.len() as u32).to_be_bytes());
+    let start = png.len();
+    png.extend(kind);
+    png.extend(body);
+    let crc = crc32fast::hash(&png[start..]);
+    png.extend(crc.to_be_bytes());
+}

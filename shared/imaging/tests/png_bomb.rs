@@ -3,18 +3,6 @@
 //! since reading the header inflated the profile before the chunks were checked). Alone in its
 //! test binary: the process's peak memory is the measure.
 
-use std::io::Write;
-
-fn chunk(png: &mut Vec<u8>, kind: &[u8; 4], body: &[u8]) {
-    png.extend((body.len() as u32).to_be_bytes());
-    png.extend(kind);
-    png.extend(body);
-    let mut crc = crc32fast::Hasher::new();
-    crc.update(kind);
-    crc.update(body);
-    png.extend(crc.finalize().to_be_bytes());
-}
-
 /// The peak resident memory of this process so far, in bytes (VmHWM).
 fn peak() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
@@ -28,32 +16,7 @@ fn peak() -> u64 {
 
 #[test]
 fn a_profile_that_inflates_to_512_mb_is_refused_within_a_few_megabytes() {
-    let profile = {
-        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
-        let zeros = vec![0u8; 1 << 20];
-        for _ in 0..512 {
-            z.write_all(&zeros).unwrap();
-        }
-        z.finish().unwrap()
-    };
-    let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
-    let mut ihdr = Vec::new();
-    ihdr.extend(4u32.to_be_bytes());
-    ihdr.extend(4u32.to_be_bytes());
-    ihdr.extend([8, 2, 0, 0, 0]);
-    chunk(&mut png, b"IHDR", &ihdr);
-    chunk(
-        &mut png,
-        b"iCCP",
-        &[b"icc\0\0".as_slice(), &profile].concat(),
-    );
-    let pixels = {
-        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
-        z.write_all(&[0u8; 4 * 13]).unwrap();
-        z.finish().unwrap()
-    };
-    chunk(&mut png, b"IDAT", &pixels);
-    chunk(&mut png, b"IEND", &[]);
+    let png = testkit::png_with_profile(4, 512 << 20);
     let before = peak();
     let e = imaging::decode_rgb(&png, &imaging::DecodeOptions::default())
         .unwrap_err()

@@ -81,14 +81,14 @@ fn a_png_whose_profile_inflates_to_gigabytes_is_refused_in_bounded_memory() {
     // A profile under Pillow's MAX_TEXT_CHUNK (1 MiB) is an image like any other.
     std::fs::write(
         tmp.path().join("small.png"),
-        files::png_with_profile(1 << 19),
+        testkit::png_with_profile(16, 1 << 19),
     )
     .unwrap();
     // 1 GiB of profile in a ~1 MB file: it inflated whole before (aborting the whole batch
     // under a memory limit, every record lost); Pillow refuses it, and so must we, cheaply.
     std::fs::write(
         tmp.path().join("bomb.png"),
-        files::png_with_profile(1 << 30),
+        testkit::png_with_profile(16, 1 << 30),
     )
     .unwrap();
     let (code, recs, stderr) = run_in_800_mb(tmp.path(), "good1.png small.png bomb.png good2.png");
