@@ -6,9 +6,6 @@
 //! special functions' last bits: Optuna's erf is the C library's, numpy's exp/log may be
 //! vectorised, here both are Rust's — the chosen candidate is the same).
 
-use std::path::PathBuf;
-use std::process::Command;
-
 use search::Mode;
 use search::tpe::{Dist, Observed, Tpe};
 use serde_json::{Value, json};
@@ -25,12 +22,6 @@ impl Rng {
     fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
-}
-
-fn python() -> PathBuf {
-    std::env::var_os("SHARDKIT_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python"))
 }
 
 fn make_dim(rng: &mut Rng) -> (Value, Dist) {
@@ -127,17 +118,8 @@ fn suggestions_equal_optunas() {
     let path = dir.path().join("cases.json");
     let all: Vec<&Value> = cases.iter().map(|c| &c.json).collect();
     std::fs::write(&path, serde_json::to_string(&all).unwrap()).unwrap();
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/optuna_tpe.py");
-    let out = Command::new(python())
-        .arg(script)
-        .arg(&path)
-        .output()
-        .expect("running the venv's python");
-    assert!(
-        out.status.success(),
-        "optuna_tpe.py failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out =
+        testkit::succeeds(testkit::python_script("shared/search/tests/optuna_tpe.py").arg(&path));
     let recorded: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
     let (mut compared, mut after_startup, mut worst) = (0, 0, 0.0f64);
     for (c, rec) in cases.iter().zip(&recorded) {

@@ -233,9 +233,7 @@ fn one_shard_for_one_job_array_task() {
         ),
     ] {
         let o = slurm(id, "3");
-        let stderr = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{stderr}");
-        assert!(stderr.contains(says), "{stderr}");
+        testkit::exits_saying(&o, 2, says);
     }
     let (code, _) = run(&["-n", "3", "--shard", "3"], list);
     assert_eq!(code, 2);
@@ -291,11 +289,10 @@ fn shard_slurm_without_n_takes_the_arrays_size_and_the_tasks_place_in_it() {
     }
     // With -n the ids are shard numbers: id 4 of -n 4 is none, and the message says why.
     let o = task(&["-n", "4"], "4");
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("there are 4 shards, 0 to 3 (with -n the task ids are shard numbers"),
-        "{stderr}"
+    testkit::exits_saying(
+        &o,
+        2,
+        "there are 4 shards, 0 to 3 (with -n the task ids are shard numbers",
     );
     let o = task(&["-n", "4"], "2");
     let recs: Vec<Shard> = testkit::typed(&o.stdout);
@@ -365,8 +362,7 @@ fn huge_shard_counts_take_memory_in_proportion_to_the_paths() {
         ("SLURM_ARRAY_TASK_STEP", "1"),
     ];
     let o = run_small(&["--shard", "slurm"], &big, &list);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    testkit::ok(&o);
     let recs: Vec<Shard> = testkit::typed(&o.stdout);
     assert_eq!(
         (recs.len(), recs[0].shard, name(&recs[0])),
@@ -389,45 +385,35 @@ fn huge_shard_counts_take_memory_in_proportion_to_the_paths() {
 /// the order the folder reader walks them.
 fn mixed_case_tree(root: &std::path::Path) -> Vec<Vec<u8>> {
     use std::os::unix::ffi::OsStrExt;
-    let files: &[&[u8]] = &[
-        b"top.PNG",
-        b".hidden.jpg",
-        b"caf\xe9.jpg",
-        b"notes.txt",
-        b"a/IMG_1001.JPG",
-        b"a/b.Jpeg",
-        b"a/c.webp",
-        b"a/d.Tif",
-        b"a/e.TIFF",
-        b"a/f.bmp",
-        b"a/g.png",
-        b"a/h.gif",
-        b"a/i.ppm",
-        b"a/j.PGM",
-        b"a/k.jpg.bak",
-        b"a/deeper/l.jpeg",
+    // Every file in the order the folder reader walks them (a folder's files by name, then its
+    // sub-folders), and whether it takes it (an image by its suffix, in any case).
+    let files: &[(&[u8], bool)] = &[
+        (b".hidden.jpg", true),
+        (b"caf\xe9.jpg", true),
+        (b"notes.txt", false),
+        (b"top.PNG", true),
+        (b"a/IMG_1001.JPG", true),
+        (b"a/b.Jpeg", true),
+        (b"a/c.webp", true),
+        (b"a/d.Tif", true),
+        (b"a/e.TIFF", true),
+        (b"a/f.bmp", true),
+        (b"a/g.png", true),
+        (b"a/h.gif", false),
+        (b"a/i.ppm", true),
+        (b"a/j.PGM", true),
+        (b"a/k.jpg.bak", false),
+        (b"a/deeper/l.jpeg", true),
     ];
-    for f in files {
+    for (f, _) in files {
         let p = root.join(std::ffi::OsStr::from_bytes(f));
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(&p, b"x").unwrap();
     }
-    let want: &[&[u8]] = &[
-        b".hidden.jpg",
-        b"caf\xe9.jpg",
-        b"top.PNG",
-        b"a/IMG_1001.JPG",
-        b"a/b.Jpeg",
-        b"a/c.webp",
-        b"a/d.Tif",
-        b"a/e.TIFF",
-        b"a/f.bmp",
-        b"a/g.png",
-        b"a/i.ppm",
-        b"a/j.PGM",
-        b"a/deeper/l.jpeg",
-    ];
-    want.iter().map(|w| w.to_vec()).collect()
+    (files.iter())
+        .filter(|(_, taken)| *taken)
+        .map(|(f, _)| f.to_vec())
+        .collect()
 }
 
 /// The tree under DIR/photos, and the paths `shard-list --images DIR/photos` must print.
