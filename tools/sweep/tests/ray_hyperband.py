@@ -20,11 +20,11 @@ or null, [trials the controller was told to stop while handling the event, in or
 budget HyperBandForBOHB gives the result (or null)]. An exception (Ray asserting on a state it
 cannot be in) is output as ["EXCEPTION: ...", [], null] and ends the case.
 """
-import json
-import sys
 
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import HyperBandForBOHB, HyperBandScheduler
+
+import ray_cases
 
 
 class T:
@@ -132,10 +132,5 @@ def run(case):
     return out
 
 
-def main():
-    cases = json.load(open(sys.argv[1]))
-    json.dump([run(c) for c in cases], sys.stdout)
-
-
 if __name__ == "__main__":
-    main()
+    ray_cases.main(run)

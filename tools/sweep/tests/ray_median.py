@@ -8,10 +8,10 @@ whether another trial is pending, which the rule asks the controller when it has
 samples) or "complete" (on_trial_complete with that result). Values may be the string "NaN".
 Prints per case the actions of the results ("CONTINUE", "STOP", "PAUSE").
 """
-import json
-import sys
 
 from ray.tune.schedulers import MedianStoppingRule
+
+import ray_cases
 
 
 class T:
@@ -49,10 +49,5 @@ def run(case):
     return actions
 
 
-def main():
-    cases = json.load(open(sys.argv[1]))
-    json.dump([run(c) for c in cases], sys.stdout)
-
-
 if __name__ == "__main__":
-    main()
+    ray_cases.main(run)

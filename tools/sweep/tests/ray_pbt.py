@@ -18,14 +18,14 @@ first; the trials are then added in order. Events:
   ["error", i]            the trial failed: ERROR
 Prints per case one output per event: [answer, copy or null].
 """
-import json
 import random
-import sys
 
 import numpy as np
 from ray import tune
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import PopulationBasedTraining
+
+import ray_cases
 
 
 class Stub:
@@ -139,10 +139,5 @@ def run(case):
     return out
 
 
-def main():
-    cases = json.load(open(sys.argv[1]))
-    json.dump([run(c) for c in cases], sys.stdout)
-
-
 if __name__ == "__main__":
-    main()
+    ray_cases.main(run)

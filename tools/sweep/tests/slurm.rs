@@ -139,12 +139,8 @@ fn steps_of(trial_dir: &Path) -> Vec<Vec<String>> {
 
 /// The journal's lines without times and slots: what was decided, in order.
 fn decisions(out: &Path) -> Vec<Value> {
-    std::fs::read_to_string(out.join("journal.jsonl"))
-        .unwrap()
-        .lines()
-        .skip(1)
-        .map(|l| {
-            let mut v: Value = serde_json::from_str(l).unwrap();
+    (common::journal(out).into_iter().skip(1))
+        .map(|mut v| {
             if let Some(o) = v.as_object_mut() {
                 // What the trials print of their own environment (CUDA_VISIBLE_DEVICES) differs.
                 o.retain(|k, _| !["slot", "record", "message"].contains(&k.as_str()));
@@ -171,14 +167,8 @@ fn trials_are_job_steps_and_decide_as_local_trials_do() {
         let out = dir.path().join(name);
         let args = [
             common::ASHA,
-            &[
-                "--seed",
-                "3",
-                "--slots",
-                "1",
-                "--out-dir",
-                out.to_str().unwrap(),
-            ],
+            &common::max_by_epoch("val_top1", &out),
+            &["--seed", "3", "--slots", "1"],
             extra,
         ]
         .concat();

@@ -39,19 +39,8 @@ pub(crate) const NINE_DRAWS: &[&str] = &[
     "max",
 ];
 
-/// FIFO over the curve's epochs, each trial complete at epoch 4.
-pub(crate) const FIFO_TO_4: &[&str] = &[
-    "--scheduler",
-    "fifo",
-    "--metric",
-    "val_top1",
-    "--mode",
-    "max",
-    "--time-attr",
-    "epoch",
-    "--max-t",
-    "4",
-];
+/// FIFO over the curve's epochs, each trial complete at epoch 4 (with [`max_by_epoch`]'s flags).
+pub(crate) const FIFO_TO_4: &[&str] = &["--scheduler", "fifo", "--max-t", "4"];
 
 /// Every trial's whole curve, from the program itself.
 pub(crate) fn curves(
@@ -122,7 +111,7 @@ fn one_slot_stops_what_ray_tune_stops_at_the_same_epochs() {
     let o = sweep(
         dir.path(),
         &lr_batch_space(),
-        &[ASHA, &["--out-dir", out.to_str().unwrap()]].concat(),
+        &[ASHA, &max_by_epoch("val_top1", &out)].concat(),
         &[
             "--lr",
             "{lr}",
@@ -215,13 +204,7 @@ fn one_slot_stops_what_ray_tune_stops_at_the_same_epochs() {
     assert!(csv.lines().next().unwrap().contains("config/lr"));
     let svg = std::fs::read_to_string(out.join("metric.svg")).unwrap();
     assert_eq!(svg.matches("<polyline").count(), 16);
-    assert!(
-        std::fs::read_to_string(out.join("journal.jsonl"))
-            .unwrap()
-            .lines()
-            .count()
-            > 16 * 3
-    );
+    assert!(common::journal(&out).len() > 16 * 3);
 
     // best.json names the summary's best trial; results.csv has a row per trial.
     let best_file: Value =

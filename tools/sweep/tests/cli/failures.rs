@@ -6,16 +6,7 @@ use super::*;
 fn a_failed_trial_is_retried_from_its_checkpoint_and_one_out_of_retries_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let space = json!({"lr": 0.03, "crash": {"grid": [0, 2]}});
-    let cmd = [
-        "--lr",
-        "{lr}",
-        "--epochs",
-        "4",
-        "--crash-at",
-        "{crash}",
-        "--state",
-        "{trial_dir}/state",
-    ];
+    let cmd = CRASHING_CURVE;
     // One retry allowed: trial 1 crashes after epoch 2, runs again from its state, completes.
     let out = dir.path().join("retry");
     let r = ok(&sweep(
@@ -23,10 +14,11 @@ fn a_failed_trial_is_retried_from_its_checkpoint_and_one_out_of_retries_is_an_er
         &space,
         &[
             FIFO_TO_4,
-            &["--max-failures", "1", "--out-dir", out.to_str().unwrap()],
+            &max_by_epoch("val_top1", &out),
+            &["--max-failures", "1"],
         ]
         .concat(),
-        &cmd,
+        cmd,
     )
     .output()
     .unwrap());
@@ -64,8 +56,8 @@ fn a_failed_trial_is_retried_from_its_checkpoint_and_one_out_of_retries_is_an_er
     let o = sweep(
         dir.path(),
         &space,
-        &[FIFO_TO_4, &["--out-dir", out.to_str().unwrap()]].concat(),
-        &cmd,
+        &[FIFO_TO_4, &max_by_epoch("val_top1", &out)].concat(),
+        cmd,
     )
     .output()
     .unwrap();
@@ -111,21 +103,11 @@ fn a_trial_that_ignores_sigterm_is_killed_after_the_grace_period() {
         dir.path(),
         &space,
         &[
-            "--metric",
-            "val_top1",
-            "--mode",
-            "max",
-            "--time-attr",
-            "epoch",
-            "--max-t",
-            "2",
-            "--reduction-factor",
-            "2",
-            "--stop-grace-secs",
-            "0.5",
-            "--out-dir",
-            out.to_str().unwrap(),
-        ],
+            &["--max-t", "2", "--reduction-factor", "2"][..],
+            &["--stop-grace-secs", "0.5"],
+            &max_by_epoch("val_top1", &out),
+        ]
+        .concat(),
         &[
             "--lr",
             "{lr}",

@@ -33,11 +33,7 @@ pub(crate) fn hyperband_sweep(
 /// action, and the trials each event stops are the ends that follow it in the journal (up to
 /// where the sweep had to unstick a bracket: there Ray chooses no trial).
 pub(crate) fn assert_hyperband_journal_is_rays(out: &Path) {
-    let journal: Vec<Value> = std::fs::read_to_string(out.join("journal.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let journal = journal(out);
     let def = &journal[0]["definition"];
     let bohb = def["search"] == "bohb";
     let trials = if bohb {
@@ -244,29 +240,11 @@ fn hyperband_unsticks_a_bracket_ray_would_leave_waiting_and_resume_replays_it() 
         "4",
         "--reduction-factor",
         "2",
-        "--metric",
-        "val_top1",
-        "--mode",
-        "max",
-        "--time-attr",
-        "epoch",
-        "--out-dir",
-        out.to_str().unwrap(),
     ];
-    let cmd = [
-        "--lr",
-        "{lr}",
-        "--epochs",
-        "4",
-        "--crash-at",
-        "{crash}",
-        "--state",
-        "{trial_dir}/state",
-        // Slow enough that a paused trial stops before its next epoch (else trial 4 could
-        // crash while paused rather than after it runs again).
-        "--sleep-ms",
-        "100",
-    ];
+    // Slow enough that a paused trial stops before its next epoch (else trial 4 could crash
+    // while paused rather than after it runs again).
+    let cmd = [CRASHING_CURVE, &["--sleep-ms", "100"]].concat();
+    let args = [&args[..], &max_by_epoch("val_top1", &out)].concat();
     let o = sweep(dir.path(), &space, &args, &cmd).output().unwrap();
     assert_eq!(o.status.code(), Some(3), "a trial failed");
     let r = records(&o.stdout);

@@ -2,7 +2,7 @@
 //! follows a known curve of its config, or over `sh -c` scripts: one test binary, its tests by
 //! topic in the modules below, their shared helpers here and in `tests/common` (which the Ray
 //! comparison and Slurm tests use too). The engine's own behaviour is tested in
-//! `shared/sweep-engine/tests/engine.rs`, without processes.
+//! `shared/sweep-engine/tests/engine/`, without processes.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -18,7 +18,7 @@ mod searchers;
 mod slots;
 mod usage;
 
-use common::{BIN, Records, curve, ok, records, sweep};
+use common::{BIN, Records, curve, journal, journal_events, max_by_epoch, ok, records, sweep};
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -35,6 +35,19 @@ use {
     asha::*, failures::*, hyperband::*, median::*, output::*, pbt::*, resume::*, searchers::*,
     slots::*, usage::*,
 };
+
+/// A curve to epoch 4 that keeps its state in its trial's directory and crashes once after
+/// epoch {crash}.
+pub(crate) const CRASHING_CURVE: &[&str] = &[
+    "--lr",
+    "{lr}",
+    "--epochs",
+    "4",
+    "--crash-at",
+    "{crash}",
+    "--state",
+    "{trial_dir}/state",
+];
 
 /// Two slots of no GPU, a stopped trial's process given half a second after SIGTERM.
 pub(crate) const TWO_SLOTS_SLOW_STOP: &[&str] = &[
@@ -77,16 +90,7 @@ pub(crate) fn resumable_sweep(
     extra: &[&str],
     extra_cmd: &[&str],
 ) -> Command {
-    let common = [
-        "--metric",
-        "val_top1",
-        "--mode",
-        "max",
-        "--time-attr",
-        "epoch",
-        "--out-dir",
-        out.to_str().unwrap(),
-    ];
+    let common = max_by_epoch("val_top1", out);
     let (epochs, sleep_ms) = (curves.epochs.to_string(), curves.sleep_ms.to_string());
     let mut cmd = vec![
         "--lr",

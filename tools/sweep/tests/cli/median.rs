@@ -30,11 +30,7 @@ fn median_rule_decides_as_rays_and_paused_trials_resume_from_their_state() {
 /// ... once each), and Ray's MedianStoppingRule fed the journal's results (and a completion
 /// with each trial's last result when it ended) takes the journal's decisions.
 pub(crate) fn assert_median_journal_is_rays(out: &Path) {
-    let journal: Vec<Value> = std::fs::read_to_string(out.join("journal.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let journal = journal(out);
     for trial in 0..5u64 {
         let times: Vec<f64> = journal
             .iter()

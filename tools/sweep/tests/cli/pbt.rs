@@ -32,11 +32,7 @@ pub(crate) fn pbt_sweep(dir: &Path, out: &Path, extra: &[&str]) -> Command {
 /// Ray's choice, each result gets the journal's action, each copy is from the same trial with
 /// the same config. Returns the number of copies.
 pub(crate) fn assert_pbt_journal_is_rays(out: &Path) -> usize {
-    let journal: Vec<Value> = std::fs::read_to_string(out.join("journal.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let journal = journal(out);
     let def = &journal[0]["definition"];
     let max_t = def["asha"]["max_t"].as_f64().unwrap();
     let (mut events, mut want) = (Vec::new(), Vec::new());
@@ -217,11 +213,7 @@ pub(crate) fn py_repr(x: f64) -> String {
 /// copy is T (the curve's state lags its records by one epoch), or T − 1 when the save came
 /// before the curve wrote its state for T. Returns the copies checked.
 pub(crate) fn assert_copies_go_on_from_the_copied_checkpoint(out: &Path) -> usize {
-    let journal: Vec<Value> = std::fs::read_to_string(out.join("journal.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let journal = journal(out);
     let mut saved_at: BTreeMap<u64, f64> = BTreeMap::new();
     let mut copying: BTreeMap<u64, f64> = BTreeMap::new(); // trial → the save it copies
     let mut restarted: BTreeMap<u64, f64> = BTreeMap::new(); // trial → the epoch it should repeat

@@ -37,11 +37,7 @@ pub(crate) fn cut_then_resumed(cut: &Path, n: usize) -> Records {
 }
 
 pub(crate) fn journal_ends(out: &Path) -> Vec<(u64, String)> {
-    let mut v: Vec<(u64, String)> = std::fs::read_to_string(out.join("journal.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|e| e["event"] == "end")
+    let mut v: Vec<(u64, String)> = (journal_events(out, "end").iter())
         .map(|e| {
             (
                 e["trial"].as_u64().unwrap(),
@@ -54,11 +50,7 @@ pub(crate) fn journal_ends(out: &Path) -> Vec<(u64, String)> {
 }
 
 pub(crate) fn journal_results(out: &Path) -> Vec<(u64, f64)> {
-    std::fs::read_to_string(out.join("journal.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|e| e["event"] == "result")
+    (journal_events(out, "result").iter())
         .map(|e| (e["trial"].as_u64().unwrap(), e["time"].as_f64().unwrap()))
         .collect()
 }
@@ -67,7 +59,7 @@ pub(crate) fn journal_results(out: &Path) -> Vec<(u64, f64)> {
 fn kill_9_then_resume_ends_with_the_decisions_of_an_uninterrupted_sweep() {
     let dir = tempfile::tempdir().unwrap();
     let args = |out: &Path| {
-        [ASHA, &["--out-dir", out.to_str().unwrap()]]
+        [ASHA, &max_by_epoch("val_top1", out)]
             .concat()
             .iter()
             .map(|s| s.to_string())
@@ -172,23 +164,11 @@ fn sigint_stops_the_trials_exits_130_and_resume_finishes() {
         dir.path(),
         &space,
         &[
-            "--scheduler",
-            "fifo",
-            "--metric",
-            "val_top1",
-            "--mode",
-            "max",
-            "--time-attr",
-            "epoch",
-            "--max-t",
-            "40",
-            "--slots",
-            "2",
-            "--gpus-per-trial",
-            "0",
-            "--out-dir",
-            out.to_str().unwrap(),
-        ],
+            &["--scheduler", "fifo", "--max-t", "40"],
+            &TWO_SLOTS_SLOW_STOP[..4],
+            &max_by_epoch("val_top1", &out)[..],
+        ]
+        .concat(),
         &[
             "--lr",
             "{lr}",
@@ -302,16 +282,7 @@ fn one_live_sweep_per_directory() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let space = json!({"lr": {"grid": [0.03, 0.01]}});
-    let args = [
-        "--metric",
-        "val_top1",
-        "--mode",
-        "max",
-        "--time-attr",
-        "epoch",
-        "--out-dir",
-        out.to_str().unwrap(),
-    ];
+    let args = max_by_epoch("val_top1", &out);
     let mut first = sweep(
         dir.path(),
         &space,

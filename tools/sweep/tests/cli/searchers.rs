@@ -2,6 +2,7 @@
 
 use super::*;
 
+/// TPE's sweep (with [`max_by_epoch`]'s flags).
 pub(crate) const TPE: &[&str] = &[
     "--search",
     "tpe",
@@ -9,12 +10,6 @@ pub(crate) const TPE: &[&str] = &[
     "14",
     "--seed",
     "5",
-    "--metric",
-    "val_top1",
-    "--mode",
-    "max",
-    "--time-attr",
-    "epoch",
     "--max-t",
     "4",
     "--grace-period",
@@ -52,7 +47,7 @@ pub(crate) fn started_configs(r: &Records) -> Vec<serde_json::Map<String, Value>
 fn tpe_suggests_what_optuna_suggests_given_the_same_results() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let args = [TPE, &["--out-dir", out.to_str().unwrap()]].concat();
+    let args = [TPE, &max_by_epoch("val_top1", &out)].concat();
     let cmd = [
         "--lr",
         "{lr}",
@@ -123,7 +118,7 @@ fn tpe_kill_9_then_resume_suggests_what_an_uninterrupted_sweep_does() {
         "{trial_dir}/state",
     ];
     let run = |out: &Path| {
-        let args = [TPE, &["--out-dir", out.to_str().unwrap()]].concat();
+        let args = [TPE, &max_by_epoch("val_top1", out)].concat();
         sweep(dir.path(), &tpe_space(), &args, &cmd)
     };
     let whole = dir.path().join("whole");
@@ -134,14 +129,9 @@ fn tpe_kill_9_then_resume_suggests_what_an_uninterrupted_sweep_does() {
     // Killed in the middle of the sweep (past the random start-up), then again.
     kill_after_results(run(&cut), 30);
     cut_then_resumed(&cut, 4);
-    let suggested: Vec<serde_json::Map<String, Value>> =
-        std::fs::read_to_string(cut.join("journal.jsonl"))
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap())
-            .filter(|e| e["event"] == "suggest")
-            .map(|e| e["config"].as_object().unwrap().clone())
-            .collect();
+    let suggested: Vec<serde_json::Map<String, Value>> = (journal_events(&cut, "suggest").iter())
+        .map(|e| e["config"].as_object().unwrap().clone())
+        .collect();
     assert_eq!(
         suggested, want,
         "each trial suggested once, as without the kills"
@@ -181,11 +171,7 @@ fn bohb_decides_as_rays_hyperband_for_bohb_and_suggests_from_its_models() {
     assert_eq!((s.trials, s.unfinished, s.error), (30, 0, 0));
     assert_table_shows(&o.stderr, &["lr", "batch_size"]);
     assert_hyperband_journal_is_rays(&out);
-    let journal = std::fs::read_to_string(out.join("journal.jsonl")).unwrap();
-    let suggestions: Vec<Value> = (journal.lines())
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|e| e["event"] == "suggest")
-        .collect();
+    let suggestions = journal_events(&out, "suggest");
     assert_eq!(suggestions.len(), 30, "each trial made once");
     let from_model = suggestions.iter().filter(|e| e["model"] == true).count();
     assert!(from_model > 5, "{from_model} configs from the models");
@@ -209,13 +195,9 @@ fn bohb_kill_9_then_resume_suggests_and_decides_as_without_the_kill() {
     assert_eq!(r.summary.as_ref().unwrap().unfinished, 0);
     assert_hyperband_journal_is_rays(&cut);
     let suggested = |out: &Path| -> Vec<Value> {
-        (std::fs::read_to_string(out.join("journal.jsonl"))
-            .unwrap()
-            .lines())
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|e| e["event"] == "suggest")
-        .map(|e| e["config"].clone())
-        .collect()
+        (journal_events(out, "suggest").into_iter())
+            .map(|e| e["config"].clone())
+            .collect()
     };
     assert_eq!(
         suggested(&cut),

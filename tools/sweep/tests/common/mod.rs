@@ -8,14 +8,8 @@ use std::process::{Command, Output};
 use records::{Decision, SweepSummary, TrialRecord, TrialResult};
 use serde_json::Value;
 
-/// ASHA maximising val_top1 by epoch to 9, grace period 1, reduction factor 3.
+/// ASHA to 9, grace period 1, reduction factor 3 (with [`max_by_epoch`]'s flags).
 pub const ASHA: &[&str] = &[
-    "--metric",
-    "val_top1",
-    "--mode",
-    "max",
-    "--time-attr",
-    "epoch",
     "--max-t",
     "9",
     "--grace-period",
@@ -23,6 +17,30 @@ pub const ASHA: &[&str] = &[
     "--reduction-factor",
     "3",
 ];
+
+/// The flags of a sweep into `out` that maximises `metric` by epoch.
+pub fn max_by_epoch<'a>(metric: &'a str, out: &'a Path) -> [&'a str; 8] {
+    let out = out.to_str().unwrap();
+    let flags = ["--metric", metric, "--mode", "max", "--time-attr", "epoch"];
+    let [a, b, c, d, e, f] = flags;
+    [a, b, c, d, e, f, "--out-dir", out]
+}
+
+/// The journal of the sweep in `out`, an entry a value.
+pub fn journal(out: &Path) -> Vec<Value> {
+    (std::fs::read_to_string(out.join("journal.jsonl"))
+        .unwrap()
+        .lines())
+    .map(|l| serde_json::from_str(l).unwrap())
+    .collect()
+}
+
+/// The journal's entries of `event`.
+pub fn journal_events(out: &Path, event: &str) -> Vec<Value> {
+    let mut entries = journal(out);
+    entries.retain(|e| e["event"] == event);
+    entries
+}
 
 pub fn python() -> PathBuf {
     std::env::var_os("SHARDKIT_PYTHON")
@@ -128,20 +146,7 @@ pub fn script_sweep(
     extra: &[&str],
 ) -> Command {
     let out = dir.join("run");
-    let flags = [
-        &[
-            "--metric",
-            "m",
-            "--mode",
-            "max",
-            "--time-attr",
-            "epoch",
-            "--out-dir",
-            out.to_str().unwrap(),
-        ],
-        extra,
-    ]
-    .concat();
+    let flags = [&max_by_epoch("m", &out)[..], extra].concat();
     let command = [&["-c", script, "sh"], args].concat();
     sweep_running(dir, space, &flags, "sh".as_ref(), &command)
 }
