@@ -1,12 +1,14 @@
-//! Pixels as Pillow gives them, format by format: the resized outputs, `.npy`, the EXIF orientation, TIFF layouts, files cut short, alpha.
+//! Pixels as Pillow gives them, format by format: the resized outputs, `.npy`, the EXIF
+//! orientation, TIFF layouts, files cut short, alpha.
 
 use super::*;
 
 #[test]
 fn outputs_match_pillow_and_mirror_input_paths() {
-    let tmp = tempfile::tempdir().unwrap();
-    copy_fixture(tmp.path(), "photo420.jpg", "imgs/a/photo.jpg");
-    copy_fixture(tmp.path(), "palette.png", "imgs/b/pal.png");
+    let tmp = with_fixtures(&[
+        ("photo420.jpg", "imgs/a/photo.jpg"),
+        ("palette.png", "imgs/b/pal.png"),
+    ]);
     let (code, recs, _) = run(
         tmp.path(),
         &["-r", "24", "-o", "out"],
@@ -29,9 +31,7 @@ fn outputs_match_pillow_and_mirror_input_paths() {
 
 #[test]
 fn npy_output_is_uint8_channels_first_and_shard_records_are_inputs() {
-    let tmp = tempfile::tempdir().unwrap();
-    copy_fixture(tmp.path(), "rgb.png", "d/a.png");
-    copy_fixture(tmp.path(), "la.png", "d/b.png");
+    let tmp = with_fixtures(&[("rgb.png", "d/a.png"), ("la.png", "d/b.png")]);
     let shard = r#"{"type":"shard","shard":0,"shards":1,"paths":["d/a.png","d/b.png"]}"#;
     let (code, recs, _) = run(
         tmp.path(),
@@ -55,8 +55,7 @@ fn npy_output_is_uint8_channels_first_and_shard_records_are_inputs() {
 
 #[test]
 fn exif_transpose_is_opt_in() {
-    let tmp = tempfile::tempdir().unwrap();
-    copy_fixture(tmp.path(), "exif6.jpg", "e.jpg");
+    let tmp = with_fixtures(&[("exif6.jpg", "e.jpg")]);
     let (_, recs, _) = run(tmp.path(), &["-r", "24", "-o", "plain", "e.jpg"], "");
     assert_eq!(
         (recs.items[0].source_width, recs.items[0].source_height),

@@ -1,12 +1,11 @@
-//! What is read: bad inputs as error records, files that are not regular files, names that are not UTF-8 or hold newlines, stdin, `--retry-failed`.
+//! What is read: bad inputs as error records, files that are not regular files, names that are not
+//! UTF-8 or hold newlines, stdin, `--retry-failed`.
 
 use super::*;
 
 #[test]
 fn bad_inputs_give_error_records_and_the_rest_are_written() {
-    let tmp = tempfile::tempdir().unwrap();
-    copy_fixture(tmp.path(), "rgb.png", "good1.png");
-    copy_fixture(tmp.path(), "gray.jpg", "good2.jpg");
+    let tmp = with_fixtures(&[("rgb.png", "good1.png"), ("gray.jpg", "good2.jpg")]);
     std::fs::write(
         tmp.path().join("garbage.jpg"),
         b"\xff\xd8\xff\xe0 this is not a jpeg",
@@ -43,8 +42,7 @@ fn bad_inputs_give_error_records_and_the_rest_are_written() {
 
 #[test]
 fn fifos_devices_directories_and_non_images_are_error_records_read_no_further() {
-    let tmp = tempfile::tempdir().unwrap();
-    copy_fixture(tmp.path(), "rgb.png", "good.png");
+    let tmp = with_fixtures(&[("rgb.png", "good.png")]);
     testkit::mkfifo(&tmp.path().join("fifo.png"));
     std::fs::create_dir(tmp.path().join("dir.png")).unwrap();
     // 1 GiB of zeros (sparse): refused from its first bytes, not read whole.
@@ -133,8 +131,7 @@ fn base64_of(bytes: &[u8]) -> String {
 
 #[test]
 fn a_failed_input_does_not_claim_its_output() {
-    let tmp = tempfile::tempdir().unwrap();
-    copy_fixture(tmp.path(), "rgb.png", "cap/0001.png");
+    let tmp = with_fixtures(&[("rgb.png", "cap/0001.png")]);
     std::fs::write(tmp.path().join("cap/0001.txt"), "a caption\n").unwrap();
     copy_fixture(tmp.path(), "rgb.png", "x.png");
     // find's order puts the caption (or a file that is gone) before the image of that name.
@@ -185,9 +182,7 @@ fn stdin_that_is_a_directory_is_one_fatal_error() {
 
 #[test]
 fn nul_separated_lists_carry_names_with_newlines() {
-    let tmp = tempfile::tempdir().unwrap();
-    copy_fixture(tmp.path(), "rgb.png", "two\nlines.png");
-    copy_fixture(tmp.path(), "gray.png", "plain.png");
+    let tmp = with_fixtures(&[("rgb.png", "two\nlines.png"), ("gray.png", "plain.png")]);
     let (code, recs, _) = run(
         tmp.path(),
         &["-0", "-r", "16", "-o", "o"],
@@ -201,8 +196,7 @@ fn nul_separated_lists_carry_names_with_newlines() {
 
 #[test]
 fn retry_failed_redoes_only_the_inputs_an_earlier_run_failed() {
-    let tmp = tempfile::tempdir().unwrap();
-    copy_fixture(tmp.path(), "rgb.png", "good.png");
+    let tmp = with_fixtures(&[("rgb.png", "good.png")]);
     std::fs::write(tmp.path().join("later.jpg"), b"\xff\xd8\xff\xe0 not yet").unwrap();
     let first = exec(
         tmp.path(),

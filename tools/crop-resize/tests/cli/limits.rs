@@ -1,4 +1,5 @@
-//! Bounds: decompression bombs, memory under a limit on the address space, `--max-memory`, the thread count, usage errors.
+//! Bounds: decompression bombs, memory under a limit on the address space, `--max-memory`, the
+//! thread count, usage errors.
 
 use super::*;
 
@@ -35,9 +36,7 @@ fn jobs_past_the_bound_is_a_usage_error() {
 
 #[test]
 fn decompression_bombs_are_refused_from_the_header() {
-    let tmp = tempfile::tempdir().unwrap();
-    copy_fixture(tmp.path(), "photo420.jpg", "big.jpg");
-    copy_fixture(tmp.path(), "bilevel.png", "small.png");
+    let tmp = with_fixtures(&[("photo420.jpg", "big.jpg"), ("bilevel.png", "small.png")]);
     let (code, recs, _) = run(
         tmp.path(),
         &[
@@ -75,9 +74,7 @@ fn run_in_800_mb(dir: &Path, inputs: &str) -> (i32, Batch<ImageRecord>, String) 
 
 #[test]
 fn a_png_whose_profile_inflates_to_gigabytes_is_refused_in_bounded_memory() {
-    let tmp = tempfile::tempdir().unwrap();
-    copy_fixture(tmp.path(), "rgb.png", "good1.png");
-    copy_fixture(tmp.path(), "rgb.png", "good2.png");
+    let tmp = with_fixtures(&[("rgb.png", "good1.png"), ("rgb.png", "good2.png")]);
     // A profile under Pillow's MAX_TEXT_CHUNK (1 MiB) is an image like any other.
     std::fs::write(
         tmp.path().join("small.png"),

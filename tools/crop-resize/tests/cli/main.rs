@@ -73,6 +73,15 @@ fn copy_fixture(dir: &Path, name: &str, to: &str) {
     std::fs::copy(fixtures().join("inputs").join(name), dst).unwrap();
 }
 
+/// A temp dir holding the fixtures named, each copied to where the pair says (`(name, to)`).
+fn with_fixtures(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    for (name, to) in files {
+        copy_fixture(tmp.path(), name, to);
+    }
+    tmp
+}
+
 fn all_files(dir: &Path) -> Vec<String> {
     let mut v = Vec::new();
     for e in std::fs::read_dir(dir).unwrap() {

@@ -1,11 +1,11 @@
-//! What is written: skips and `--overwrite`, outputs that would replace inputs or each other, long names, temp files, permissions.
+//! What is written: skips and `--overwrite`, outputs that would replace inputs or each other, long
+//! names, temp files, permissions.
 
 use super::*;
 
 #[test]
 fn reruns_skip_finished_outputs_unless_overwrite() {
-    let tmp = tempfile::tempdir().unwrap();
-    copy_fixture(tmp.path(), "rgb.png", "x.png");
+    let tmp = with_fixtures(&[("rgb.png", "x.png")]);
     let (_, first, _) = run(tmp.path(), &["-r", "8", "-o", "out", "x.png"], "");
     assert!(!first.items[0].skipped);
     let (code, again, _) = run(tmp.path(), &["-r", "8", "-o", "out", "x.png"], "");
@@ -22,9 +22,7 @@ fn reruns_skip_finished_outputs_unless_overwrite() {
 
 #[test]
 fn two_inputs_with_one_output_keep_the_first_and_fail_the_second() {
-    let tmp = tempfile::tempdir().unwrap();
-    copy_fixture(tmp.path(), "rgb.png", "x.png");
-    copy_fixture(tmp.path(), "gray.jpg", "x.jpg");
+    let tmp = with_fixtures(&[("rgb.png", "x.png"), ("gray.jpg", "x.jpg")]);
     // x.jpg and x.png both map to out/x.png: the second is an error, not a silent replacement
     // (same chunk) or a "skipped" record for another image's output (a later chunk, or a re-run).
     for _ in 0..2 {
@@ -51,8 +49,7 @@ fn two_inputs_with_one_output_keep_the_first_and_fail_the_second() {
 
 #[test]
 fn an_output_never_replaces_an_input_and_skips_describe_the_file_there() {
-    let tmp = tempfile::tempdir().unwrap();
-    copy_fixture(tmp.path(), "rgb.png", "photo.png");
+    let tmp = with_fixtures(&[("rgb.png", "photo.png")]);
     let before = std::fs::read(tmp.path().join("photo.png")).unwrap();
     // -o on the inputs' own directory: photo.png's output is photo.png itself.
     for extra in [&[][..], &["--overwrite"][..]] {
@@ -179,8 +176,7 @@ fn outputs_with_names_of_up_to_255_bytes_are_written() {
 
 #[test]
 fn a_run_removes_temp_files_that_killed_runs_left_and_keeps_live_ones() {
-    let tmp = tempfile::tempdir().unwrap();
-    copy_fixture(tmp.path(), "rgb.png", "a.png");
+    let tmp = with_fixtures(&[("rgb.png", "a.png")]);
     std::fs::create_dir(tmp.path().join("out")).unwrap();
     // pid_max is at most 2^22: pid 999999999 never runs; this test's own pid does.
     let dead = tmp.path().join("out/.x.png.999999999.AbCdEf.partial");
@@ -201,8 +197,7 @@ fn a_run_removes_temp_files_that_killed_runs_left_and_keeps_live_ones() {
 #[test]
 fn outputs_are_created_0666_less_the_umask() {
     use std::os::unix::fs::PermissionsExt;
-    let tmp = tempfile::tempdir().unwrap();
-    copy_fixture(tmp.path(), "rgb.png", "a.png");
+    let tmp = with_fixtures(&[("rgb.png", "a.png")]);
     let o = shell(
         tmp.path(),
         r#"umask 022 && "$CROP_RESIZE" -r 16 -o out a.png"#,

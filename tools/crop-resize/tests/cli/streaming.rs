@@ -1,4 +1,5 @@
-//! The record stream: records as work finishes, a reader that goes away, a closed stdout, progress lines.
+//! The record stream: records as work finishes, a reader that goes away, a closed stdout, progress
+//! lines.
 
 use super::*;
 
@@ -78,8 +79,7 @@ fn a_reader_that_goes_away_stops_the_run_with_sigpipes_status() {
 
 #[test]
 fn a_closed_stdout_is_a_fatal_error_before_any_work() {
-    let tmp = tempfile::tempdir().unwrap();
-    copy_fixture(tmp.path(), "rgb.png", "a.png");
+    let tmp = with_fixtures(&[("rgb.png", "a.png")]);
     let out = shell(tmp.path(), r#""$CROP_RESIZE" -r 16 -o o a.png >&-"#)
         .output()
         .unwrap();
@@ -115,8 +115,7 @@ fn a_closed_stdout_is_a_fatal_error_before_any_work() {
 /// terminal bar drew nothing at all off a terminal. Without the flag, nothing.
 #[test]
 fn progress_off_a_terminal_is_plain_lines() {
-    let tmp = tempfile::tempdir().unwrap();
-    copy_fixture(tmp.path(), "rgb.png", "a.png");
+    let tmp = with_fixtures(&[("rgb.png", "a.png")]);
     let (code, _, stderr) = run(
         tmp.path(),
         &["--progress", "-r", "8", "-o", "out"],
