@@ -31,6 +31,64 @@ pub(super) enum Stage {
     Done = 16,
 }
 
+/// An all-reduce's chunks: chunk c holds elements `range(c)` of the buffer, in the slots of set
+/// `set(c)`, numbered `number(c)` in the progress words.
+struct Job {
+    base: u64,
+    chunks: usize,
+    count: usize,
+    n: usize,
+    dtype: DType,
+    op: ReduceOp,
+}
+
+impl Job {
+    fn range(&self, c: usize) -> Range<usize> {
+        let per = SLOT / self.dtype.size();
+        c * per..((c + 1) * per).min(self.count)
+    }
+
+    /// Rank i's part of chunk c (the elements it folds).
+    fn part(&self, c: usize, i: usize) -> Range<usize> {
+        let r = self.range(c);
+        r.start + r.len() * i / self.n..r.start + r.len() * (i + 1) / self.n
+    }
+
+    fn set(&self, c: usize) -> u64 {
+        self.base + c as u64
+    }
+
+    fn number(&self, c: usize) -> u32 {
+        self.set(c) as u32
+    }
+}
+
+/// This rank's progress through a job: the chunks it copied in, folded, copied out.
+#[derive(Default)]
+struct Cursors {
+    copied: usize,
+    folded: usize,
+    done: usize,
+}
+
+/// A wait since the last step that moved.
+struct Wait {
+    since: Instant,
+    last_check: Instant,
+    tries: u32,
+}
+
+impl Wait {
+    fn new() -> Wait {
+        let now = Instant::now();
+        Wait {
+            since: now,
+            last_check: now,
+            tries: 0,
+        }
+    }
+}
+
 impl Group {
     pub(super) fn progress(&self, i: usize, stage: Stage) -> &AtomicU32 {
         // SAFETY: rank i's line (i < n), 4-byte aligned, before the headers at 64.
@@ -67,111 +125,114 @@ impl Group {
         dtype: DType,
         op: ReduceOp,
     ) -> Result<()> {
-        let (es, n) = (dtype.size(), self.n());
-        let count = buf.len() / es;
-        let per = SLOT / es;
-        let range = |c: usize| c * per..((c + 1) * per).min(count);
-        let part = |c: usize, i: usize| {
-            let r = range(c);
-            r.start + r.len() * i / n..r.start + r.len() * (i + 1) / n
+        let job = Job {
+            base,
+            chunks,
+            count: buf.len() / dtype.size(),
+            n: self.n(),
+            dtype,
+            op,
         };
-        let number = |c: usize| (base + c as u64) as u32;
-        let set = |c: usize| base + c as u64;
-        let (mut copied, mut folded, mut done) = (0usize, 0usize, 0usize);
-        let mut since = Instant::now();
-        let mut last_check = since;
-        let mut tries = 0u32;
-        let last = number(chunks - 1);
-        while done < chunks {
+        let mut at = Cursors::default();
+        let mut wait = Wait::new();
+        while at.done < chunks {
             let bell = self.bell().load(Ordering::SeqCst);
-            let mut moved = false;
-            let mut blocker = None;
-            while done < folded {
-                match self.behind(Stage::Folded, number(done)) {
-                    Some(j) => {
-                        blocker.get_or_insert(j);
-                        break;
-                    }
-                    None => {
-                        self.copy_out(buf, set(done), range(done).start, |j| part(done, j), es);
-                        self.publish(Stage::Done, number(done));
-                        done += 1;
-                        moved = true;
-                    }
-                }
-            }
-            while folded < copied {
-                match self.behind(Stage::Copied, number(folded)) {
-                    Some(j) => {
-                        blocker.get_or_insert(j);
-                        break;
-                    }
-                    None => {
-                        let own = part(folded, self.me);
-                        self.reduce_range(set(folded), own, count, dtype, op, buf, true);
-                        self.publish(Stage::Folded, number(folded));
-                        folded += 1;
-                        moved = true;
-                    }
-                }
-            }
-            if copied < chunks {
-                // The chunk SETS − 1 before this one copied out by everyone: its set, and the
-                // one after it, are read by nobody.
-                let free = match copied.checked_sub(SETS - 1) {
-                    Some(c) => self.behind(Stage::Done, number(c)),
-                    None => None,
-                };
-                match free {
-                    Some(j) => {
-                        blocker.get_or_insert(j);
-                    }
-                    None => {
-                        self.copy_in(buf, set(copied), range(copied), es);
-                        self.publish(Stage::Copied, number(copied));
-                        copied += 1;
-                        moved = true;
-                    }
-                }
-            }
+            let (moved, blocker) = self.advance(buf, &job, &mut at);
             if moved {
-                since = Instant::now();
-                tries = 0;
-                continue;
-            }
-            if let Some(e) = self.aborted(Kind::AllReduce) {
-                return Err(e);
-            }
-            tries = tries.saturating_add(1);
-            if tries <= SPINS {
-                std::hint::spin_loop();
-            } else if tries <= YIELDS {
-                std::thread::yield_now();
+                wait = Wait::new();
             } else {
-                self.sleepers().fetch_add(1, Ordering::SeqCst);
-                if self.bell().load(Ordering::SeqCst) == bell
-                    && self.abort_word().load(Ordering::SeqCst) == 0
-                {
-                    futex_wait(self.bell(), bell, Duration::from_millis(2));
-                }
-                self.sleepers().fetch_sub(1, Ordering::SeqCst);
-            }
-            if last_check.elapsed() >= CHECK_EVERY {
-                last_check = Instant::now();
-                let waiting_for = blocker.unwrap_or(0);
-                // A rank that copied out the last chunk has done its part and may be gone.
-                let did_part = |at: usize| {
-                    reached(self.progress(at, Stage::Done).load(Ordering::SeqCst), last)
-                };
-                if let Err(e) = self.check(waiting_for, &did_part, since, Kind::AllReduce) {
-                    if !matches!(e, Error::Interrupted(_)) {
-                        self.abandon();
-                    }
-                    return Err(e);
-                }
+                self.idle(bell, &mut wait, blocker, job.number(chunks - 1))?;
             }
         }
         Ok(())
+    }
+
+    /// Does every step that is ready: copies out the chunks every rank has folded, folds the
+    /// chunks every rank has copied in, and copies in one more chunk if its set is free.
+    /// Returns whether anything moved, and the first rank a step waited for.
+    fn advance(&mut self, buf: &mut [u8], job: &Job, at: &mut Cursors) -> (bool, Option<usize>) {
+        let es = job.dtype.size();
+        let (mut moved, mut blocker) = (false, None);
+        while at.done < at.folded {
+            if let Some(j) = self.behind(Stage::Folded, job.number(at.done)) {
+                blocker.get_or_insert(j);
+                break;
+            }
+            let c = at.done;
+            self.copy_out(buf, job.set(c), job.range(c).start, |j| job.part(c, j), es);
+            self.publish(Stage::Done, job.number(c));
+            at.done += 1;
+            moved = true;
+        }
+        while at.folded < at.copied {
+            if let Some(j) = self.behind(Stage::Copied, job.number(at.folded)) {
+                blocker.get_or_insert(j);
+                break;
+            }
+            let c = at.folded;
+            let own = job.part(c, self.me);
+            self.reduce_range(job.set(c), own, job.count, job.dtype, job.op, buf, true);
+            self.publish(Stage::Folded, job.number(c));
+            at.folded += 1;
+            moved = true;
+        }
+        if at.copied < job.chunks {
+            // The chunk SETS − 1 before this one copied out by everyone: its set, and the one
+            // after it, are read by nobody.
+            let c = at.copied;
+            let busy = c
+                .checked_sub(SETS - 1)
+                .and_then(|old| self.behind(Stage::Done, job.number(old)));
+            match busy {
+                Some(j) => {
+                    blocker.get_or_insert(j);
+                }
+                None => {
+                    self.copy_in(buf, job.set(c), job.range(c), es);
+                    self.publish(Stage::Copied, job.number(c));
+                    at.copied += 1;
+                    moved = true;
+                }
+            }
+        }
+        (moved, blocker)
+    }
+
+    /// Nothing was ready: spins, yields, then sleeps on the bell (rung since `bell` was read:
+    /// no sleep); every 50 ms checks the stop hook, the deadline and the sockets (`blocker`: the
+    /// rank waited for; `last`: the collective's last chunk, which a rank that may leave has
+    /// copied out).
+    fn idle(&self, bell: u32, wait: &mut Wait, blocker: Option<usize>, last: u32) -> Result<()> {
+        if let Some(e) = self.aborted(Kind::AllReduce) {
+            return Err(e);
+        }
+        wait.tries = wait.tries.saturating_add(1);
+        if wait.tries <= SPINS {
+            std::hint::spin_loop();
+        } else if wait.tries <= YIELDS {
+            std::thread::yield_now();
+        } else {
+            self.sleepers().fetch_add(1, Ordering::SeqCst);
+            if self.bell().load(Ordering::SeqCst) == bell
+                && self.abort_word().load(Ordering::SeqCst) == 0
+            {
+                futex_wait(self.bell(), bell, Duration::from_millis(2));
+            }
+            self.sleepers().fetch_sub(1, Ordering::SeqCst);
+        }
+        if wait.last_check.elapsed() < CHECK_EVERY {
+            return Ok(());
+        }
+        wait.last_check = Instant::now();
+        let did_part =
+            |at: usize| reached(self.progress(at, Stage::Done).load(Ordering::SeqCst), last);
+        let r = self.check(blocker.unwrap_or(0), &did_part, wait.since, Kind::AllReduce);
+        if let Err(e) = &r
+            && !matches!(e, Error::Interrupted(_))
+        {
+            self.abandon();
+        }
+        r
     }
 
     /// Copies every other rank's part `part(j)` of a chunk (starting at element `start`) from
