@@ -78,11 +78,7 @@ impl Error {
 
 pub type Result<T> = std::result::Result<T, Error>;
 
-impl error_class::Classify for Error {
-    fn class(&self) -> error_class::Class {
-        error_class::Class::Fatal
-    }
-}
+impl error_class::Classify for Error {}
 
 /// The writer the callbacks get: a buffered temp file.
 pub type Writer<'a> = BufWriter<&'a mut fs::File>;

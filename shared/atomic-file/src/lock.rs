@@ -26,11 +26,7 @@ pub enum LockError {
     },
 }
 
-impl error_class::Classify for LockError {
-    fn class(&self) -> error_class::Class {
-        error_class::Class::Fatal
-    }
-}
+impl error_class::Classify for LockError {}
 
 /// An exclusive lock on a directory, released when dropped (or when the process ends).
 #[derive(Debug)]

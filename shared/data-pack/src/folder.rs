@@ -83,11 +83,7 @@ pub enum FolderError {
     Loop { link: PathBuf, ancestor: PathBuf },
 }
 
-impl error_class::Classify for FolderError {
-    fn class(&self) -> error_class::Class {
-        error_class::Class::Fatal
-    }
-}
+impl error_class::Classify for FolderError {}
 
 /// The order in which Python sorts the `str` that `os.fsdecode` makes of a name: UTF-8 code
 /// points, each undecodable byte as U+DC80 + byte (the surrogateescape error handler).

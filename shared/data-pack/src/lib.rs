@@ -73,11 +73,7 @@ pub enum WriteError {
     RecordTooLarge(usize),
 }
 
-impl error_class::Classify for WriteError {
-    fn class(&self) -> error_class::Class {
-        error_class::Class::Fatal
-    }
-}
+impl error_class::Classify for WriteError {}
 
 fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> WriteError + '_ {
     move |source| WriteError::Io {

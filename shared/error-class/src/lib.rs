@@ -37,9 +37,12 @@ impl Class {
     }
 }
 
-/// An error that knows its class.
+/// An error that knows its class. Fatal unless it says otherwise: an error type whose every
+/// variant is fatal implements it with an empty body (`impl Classify for Error {}`).
 pub trait Classify: Error {
-    fn class(&self) -> Class;
+    fn class(&self) -> Class {
+        Class::Fatal
+    }
 }
 
 /// An error with its class, on its way up to the tool's exit code. Displays as the error it

@@ -111,11 +111,7 @@ impl std::error::Error for Error {}
 
 pub type Result<T> = std::result::Result<T, Error>;
 
-impl error_class::Classify for Error {
-    fn class(&self) -> error_class::Class {
-        error_class::Class::Fatal
-    }
-}
+impl error_class::Classify for Error {}
 
 impl Error {
     /// The libtorch failure this is, typed (out of memory for a graph's pool, say).

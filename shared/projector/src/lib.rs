@@ -136,11 +136,7 @@ pub enum Error {
 
 pub type Result<T> = std::result::Result<T, Error>;
 
-impl error_class::Classify for Error {
-    fn class(&self) -> error_class::Class {
-        error_class::Class::Fatal
-    }
-}
+impl error_class::Classify for Error {}
 
 /// The outcome for a batch.
 #[derive(Debug)]

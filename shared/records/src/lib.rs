@@ -88,6 +88,31 @@ pub struct ImageRecord {
     pub skipped: bool,
 }
 
+impl ImageRecord {
+    /// A `side`×`side` output in `format`, with nothing said of a source image (what a
+    /// renderer writes, or a resize before its source is read).
+    pub fn square(
+        input: OsString,
+        output: PathBuf,
+        format: &str,
+        side: u32,
+        skipped: bool,
+    ) -> Self {
+        ImageRecord {
+            input,
+            output,
+            format: format.into(),
+            width: side,
+            height: side,
+            source_width: None,
+            source_height: None,
+            source_mode: None,
+            alpha_dropped: false,
+            skipped,
+        }
+    }
+}
+
 fn is_false(b: &bool) -> bool {
     !*b
 }

@@ -59,11 +59,7 @@ impl From<weights::Error> for Error {
     }
 }
 
-impl error_class::Classify for Error {
-    fn class(&self) -> error_class::Class {
-        error_class::Class::Fatal
-    }
-}
+impl error_class::Classify for Error {}
 
 /// A tensor's shape and its values as f32 in row-major order, copied to the CPU (for writing
 /// .npy/.npz/safetensors files).

@@ -43,6 +43,13 @@ impl FullyConnected {
         })
     }
 
+    /// `PREFIX.affine` of a modulated layer (SynthesisLayer, ToRGBLayer): w_dim → `in_ch`
+    /// styles, linear, lr_multiplier 1.
+    fn affine(w: &mut Weights, prefix: &str, cfg: &Config, in_ch: i64) -> Result<Self> {
+        let name = format!("{prefix}.affine");
+        Self::load(w, &name, cfg.w_dim, in_ch, Act::Linear, 1.0)
+    }
+
     pub fn forward(&self, x: &Tensor) -> Tensor {
         let w = self.weight.to_kind(x.kind()) * self.weight_gain;
         let mut b = self.bias.to_kind(x.kind());
@@ -215,14 +222,7 @@ impl SynthesisLayer {
         up: i64,
     ) -> Result<Self> {
         Ok(SynthesisLayer {
-            affine: FullyConnected::load(
-                w,
-                &format!("{prefix}.affine"),
-                cfg.w_dim,
-                in_ch,
-                Act::Linear,
-                1.0,
-            )?,
+            affine: FullyConnected::affine(w, prefix, cfg, in_ch)?,
             weight: w.take(&format!("{prefix}.weight"), &[out_ch, in_ch, 3, 3])?,
             noise_const: w.take(&format!("{prefix}.noise_const"), &[resolution, resolution])?,
             noise_strength: w.take(&format!("{prefix}.noise_strength"), &[])?,
@@ -370,14 +370,7 @@ pub struct ToRgb {
 impl ToRgb {
     fn load(w: &mut Weights, prefix: &str, in_ch: i64, cfg: &Config) -> Result<Self> {
         Ok(ToRgb {
-            affine: FullyConnected::load(
-                w,
-                &format!("{prefix}.affine"),
-                cfg.w_dim,
-                in_ch,
-                Act::Linear,
-                1.0,
-            )?,
+            affine: FullyConnected::affine(w, prefix, cfg, in_ch)?,
             weight: w.take(
                 &format!("{prefix}.weight"),
                 &[cfg.img_channels, in_ch, 1, 1],

@@ -21,11 +21,7 @@ pub struct Error {
     error: std::io::Error,
 }
 
-impl error_class::Classify for Error {
-    fn class(&self) -> error_class::Class {
-        error_class::Class::Fatal
-    }
-}
+impl error_class::Classify for Error {}
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

@@ -479,18 +479,7 @@ impl Renderer<'_> {
 
     fn record(&self, p: &Pending, skipped: bool) -> ImageRecord {
         let r = self.g.config.img_resolution as u32;
-        ImageRecord {
-            input: p.input.clone(),
-            output: p.output.clone(),
-            format: "png".into(),
-            width: r,
-            height: r,
-            source_width: None,
-            source_height: None,
-            source_mode: None,
-            alpha_dropped: false,
-            skipped,
-        }
+        ImageRecord::square(p.input.clone(), p.output.clone(), "png", r, skipped)
     }
 
     // Kept in one piece: one batch from its latents to its records, in order: render, write,
