@@ -338,7 +338,7 @@ fn read_records(
     label_bytes: usize,
     label_at: usize,
     num_classes: i64,
-    hint: &str,
+    hint: &'static str,
 ) -> Result<Dataset> {
     let rec = label_bytes + RECORD_PIXELS;
     let mut images = Vec::new();
@@ -346,14 +346,11 @@ fn read_records(
     for f in files {
         // Read, not mapped (a file truncated meanwhile would be SIGBUS), and opened without
         // blocking: a FIFO is refused rather than waited on. CIFAR's largest file is 150 MB.
-        let map = input_file::read(f, 1 << 32).map_err(|e| {
-            Error::Data(match e.kind() {
-                std::io::ErrorKind::NotFound => format!(
-                    "{e}. Nothing is downloaded: put the {hint} in {}",
-                    parent(f)
-                ),
-                _ => format!("{e}: the {hint} is read from files"),
-            })
+        let map = input_file::read(f, 1 << 32).map_err(|source| Error::Cifar {
+            path: f.clone(),
+            dir: f.parent().unwrap_or(Path::new(".")).to_path_buf(),
+            hint,
+            source,
         })?;
         if map.is_empty() || map.len() % rec != 0 {
             return Err(Error::Data(format!(
@@ -387,10 +384,6 @@ fn read_records(
         labels,
         num_classes,
     })
-}
-
-fn parent(p: &Path) -> String {
-    p.parent().map_or(".".into(), |d| d.display().to_string())
 }
 
 /// `n` images of `classes` classes: a fixed random 8×8 pattern per class, upsampled to
@@ -748,6 +741,30 @@ mod tests {
     }
 
     #[test]
+    fn a_cifar_file_that_cannot_be_read_keeps_its_io_error_and_path() {
+        use error_class::{Class, Classify};
+        let dir = tempfile::tempdir().unwrap();
+        let e = Source::Cifar10(dir.path().into())
+            .load(Device::Cpu, &Default::default(), 0)
+            .unwrap_err();
+        let Error::Cifar { path, source, .. } = &e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(*path, dir.path().join("data_batch_1.bin"));
+        assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+        let io = std::error::Error::source(&e).expect("a source");
+        assert!(io.is::<std::io::Error>(), "{io:?}");
+        assert_eq!(e.class(), Class::Fatal);
+        let text = error_class::chain_text(&e);
+        assert!(
+            text.starts_with("Nothing is downloaded: put the CIFAR-10 binary version")
+                && text.contains(&format!("in {}: ", dir.path().display()))
+                && text.ends_with("data_batch_1.bin: No such file or directory (os error 2)"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn labels_out_of_range_and_fifos_are_refused_naming_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let record = |fine: u8| [[0u8, fine].as_slice(), &[0; RECORD_PIXELS]].concat();
@@ -773,8 +790,8 @@ mod tests {
         );
         let e = Source::Cifar100(dir.path().into())
             .load(Device::Cpu, &Default::default(), 0)
-            .unwrap_err()
-            .to_string();
+            .unwrap_err();
+        let e = error_class::chain_text(&e);
         assert!(e.contains("train.bin is a FIFO, not a regular file"), "{e}");
     }
 

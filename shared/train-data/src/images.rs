@@ -35,9 +35,13 @@ pub enum SampleError {
     RecordIo(#[from] crate::recordio::Error),
     #[error(transparent)]
     Shards(#[from] crate::wds::Error),
-    /// The file cannot be opened or read (its text names the file).
-    #[error("{0}")]
-    Read(std::io::Error),
+    /// The file cannot be opened or read (the io error's text names the file).
+    #[error("{source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("{len} bytes, over the {limit} an image within --max-pixels takes")]
     FileTooLarge { len: u64, limit: u64 },
     #[error("a payload of {len} bytes, over --max-pixels' bound")]
@@ -319,7 +323,7 @@ impl ImageFiles {
             .num_threads(opts.workers.max(1))
             .thread_name(|i| format!("decode-{i}"))
             .build()
-            .map_err(|e| Error::Data(format!("starting decoding threads: {e}")))?;
+            .map_err(Error::Threads)?;
         Ok(ImageFiles {
             paths,
             store,
@@ -785,14 +789,16 @@ fn numbered_classes(
 fn read_bounded(path: &std::path::Path, limit: u64) -> std::result::Result<Vec<u8>, SampleError> {
     use std::io::Read;
     // Opened without blocking: a FIFO in a folder is refused, not waited on.
-    let (f, len) = input_file::open(path).map_err(SampleError::Read)?;
+    let read = |source| SampleError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let (f, len) = input_file::open(path).map_err(read)?;
     if len > limit {
         return Err(SampleError::FileTooLarge { len, limit });
     }
     let mut bytes = Vec::with_capacity(len as usize);
-    f.take(limit + 1)
-        .read_to_end(&mut bytes)
-        .map_err(SampleError::Read)?;
+    f.take(limit + 1).read_to_end(&mut bytes).map_err(read)?;
     Ok(bytes)
 }
 
@@ -830,7 +836,7 @@ mod tests {
             size: 16,
             ..Default::default()
         };
-        let files = ImageFiles::from_paths(vec![good, text, missing], opts).unwrap();
+        let files = ImageFiles::from_paths(vec![good, text, missing.clone()], opts).unwrap();
         let (x, results) = files.eval_batch(&[0, 1, 2]);
         assert_eq!(x.size(), [3, 3, 16, 16]);
         assert!(results[0].is_ok(), "{:?}", results[0]);
@@ -840,7 +846,14 @@ mod tests {
             results[1]
         );
         match &results[2] {
-            Err(SampleError::Read(e)) => assert_eq!(e.kind(), std::io::ErrorKind::NotFound),
+            Err(e @ SampleError::Read { path, source }) => {
+                assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+                assert_eq!(*path, missing);
+                let io = std::error::Error::source(e).expect("a source");
+                assert!(io.is::<std::io::Error>(), "{io:?}");
+                // Its text is the io error's, once (which names the file).
+                assert_eq!(error_class::chain_text(e), source.to_string());
+            }
             other => panic!("{other:?}"),
         }
     }

@@ -56,26 +56,32 @@ pub enum Error {
         samples: usize,
         first: Vec<String>,
     },
-    /// A CIFAR binary file that cannot be read (the source names it).
-    #[error("{hint}")]
+    /// A CIFAR binary file that cannot be read (the source names it): where to put the files
+    /// (`dir`) when it is missing, else what the files hold.
+    #[error(
+        "{}",
+        match .source.kind() {
+            std::io::ErrorKind::NotFound =>
+                format!("Nothing is downloaded: put the {hint} in {}", .dir.display()),
+            _ => format!("the {hint} is read from files"),
+        }
+    )]
     Cifar {
         path: std::path::PathBuf,
-        hint: String,
+        dir: std::path::PathBuf,
+        hint: &'static str,
         #[source]
         source: std::io::Error,
     },
+    /// The decoding threads cannot be started.
+    #[error("starting decoding threads")]
+    Threads(#[source] rayon::ThreadPoolBuildError),
     /// libtorch failed (moving the data to the device, say).
     #[error(transparent)]
     Torch(#[from] tch::TchError),
     /// The device's generator failed.
     #[error("{0}")]
-    Cuda(String),
-}
-
-impl From<gpu_runtime::shim::Error> for Error {
-    fn from(e: gpu_runtime::shim::Error) -> Error {
-        Error::Cuda(e.to_string())
-    }
+    Cuda(#[from] gpu_runtime::shim::Error),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -88,5 +94,22 @@ impl error_class::Classify for Error {
             Error::Classes(e) => error_class::Classify::class(e),
             _ => error_class::Class::Fatal,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use error_class::{Class, Classify};
+
+    #[test]
+    fn a_device_generator_failure_keeps_libtorch_error_as_its_source() {
+        let e = Error::from(gpu_runtime::shim::Error("CUDA error: out of memory".into()));
+        assert!(matches!(e, Error::Cuda(_)), "{e:?}");
+        assert_eq!(e.to_string(), "CUDA error: out of memory");
+        let source = std::error::Error::source(&e).expect("a source");
+        assert!(source.is::<gpu_runtime::shim::Error>(), "{source:?}");
+        assert_eq!(error_class::chain_text(&e), "CUDA error: out of memory");
+        assert_eq!(e.class(), Class::Fatal);
     }
 }

@@ -140,10 +140,11 @@ impl error_class::Classify for Error {
 /// A brace pattern that cannot be expanded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PatternError {
-    #[error("unbalanced braces in {0:?}")]
-    Unbalanced(String),
-    #[error("{0:?} names more than {MAX_SHARDS} shards")]
-    TooMany(String),
+    #[error("unbalanced braces in {:?}", String::from_utf8_lossy(.pattern))]
+    Unbalanced { pattern: Vec<u8> },
+    /// The pattern, or one of its ranges (in its braces), names too many shards.
+    #[error("{:?} names more than {MAX_SHARDS} shards", String::from_utf8_lossy(.pattern))]
+    TooMany { pattern: Vec<u8> },
 }
 
 /// Why a sample's class cannot be read (the sample is left out).
@@ -151,8 +152,8 @@ pub enum PatternError {
 pub enum LabelError {
     #[error("its {suffix} member has {size} bytes")]
     TooLarge { suffix: String, size: u64 },
-    #[error("its cls {0:?} is not a class number")]
-    Cls(String),
+    #[error("its cls {:?} is not a class number", .text.escape_ascii().to_string())]
+    Cls { text: Vec<u8> },
     #[error("its json does not parse")]
     Json(#[source] serde_json::Error),
     #[error("its json has no `label` field")]
@@ -623,7 +624,9 @@ fn parse_cls(text: &[u8]) -> Result<i64, LabelError> {
         .ok()
         .and_then(|t| t.trim().parse::<i64>().ok())
         .filter(|c| (0..1_000_000_000).contains(c))
-        .ok_or_else(|| LabelError::Cls(text.escape_ascii().to_string()))
+        .ok_or_else(|| LabelError::Cls {
+            text: text.to_vec(),
+        })
 }
 
 /// A `json` member's `label` field, a class number.
@@ -721,9 +724,9 @@ fn parse_pattern(p: &[u8]) -> Result<Vec<Vec<u8>>, PatternError> {
         pos += 1;
     }
     if depth != 0 {
-        return Err(PatternError::Unbalanced(
-            String::from_utf8_lossy(p).into_owned(),
-        ));
+        return Err(PatternError::Unbalanced {
+            pattern: p.to_vec(),
+        });
     }
     if start < pos {
         items.push(vec![p[start..].to_vec()]);
@@ -734,9 +737,9 @@ fn parse_pattern(p: &[u8]) -> Result<Vec<Vec<u8>>, PatternError> {
         .try_fold(1usize, |n, item| n.checked_mul(item.len()))
         .filter(|&n| n <= MAX_SHARDS);
     if names.is_none() {
-        return Err(PatternError::TooMany(
-            String::from_utf8_lossy(p).into_owned(),
-        ));
+        return Err(PatternError::TooMany {
+            pattern: p.to_vec(),
+        });
     }
     let mut out = vec![Vec::new()];
     for item in items {
@@ -831,10 +834,9 @@ fn int_range(e: &[u8]) -> Result<Option<Vec<Vec<u8>>>, PatternError> {
     };
     // Far too many shards to name is a mistake, not a data set: said before they are named.
     if x.abs_diff(y) / step as u64 >= MAX_SHARDS as u64 {
-        return Err(PatternError::TooMany(format!(
-            "{{{}}}",
-            String::from_utf8_lossy(e)
-        )));
+        return Err(PatternError::TooMany {
+            pattern: [b"{", e, b"}"].concat(),
+        });
     }
     let values: Vec<i64> = if x < y {
         (x..=y).step_by(step as usize).collect()
@@ -913,6 +915,34 @@ mod tests {
     }
 
     #[test]
+    fn patterns_and_labels_that_cannot_be_read_keep_their_bytes() {
+        let e = braceexpand(b"s/\xff{1{2,3}").unwrap_err();
+        assert_eq!(
+            e,
+            PatternError::Unbalanced {
+                pattern: b"s/\xff{1{2,3}".to_vec()
+            }
+        );
+        assert_eq!(e.to_string(), "unbalanced braces in \"s/\u{fffd}{1{2,3}\"");
+        let e = braceexpand(b"{0..1000000000000}").unwrap_err();
+        assert_eq!(
+            e,
+            PatternError::TooMany {
+                pattern: b"{0..1000000000000}".to_vec()
+            }
+        );
+        let e = parse_cls(b"seven\xff").unwrap_err();
+        assert!(
+            matches!(&e, LabelError::Cls { text } if text == b"seven\xff"),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "its cls \"seven\\\\xff\" is not a class number"
+        );
+    }
+
+    #[test]
     fn braces_expand_as_braceexpand_does() {
         assert_eq!(expand("item{1..3}"), ["item1", "item2", "item3"]);
         assert_eq!(expand("{a..c}"), ["a", "b", "c"]);
@@ -948,7 +978,7 @@ mod tests {
             "{1..9}{0..999999}",
         ] {
             let e = braceexpand(huge.as_bytes()).unwrap_err();
-            assert!(matches!(e, PatternError::TooMany(_)), "{huge}: {e}");
+            assert!(matches!(e, PatternError::TooMany { .. }), "{huge}: {e}");
             assert!(
                 e.to_string().contains("more than 1000000 shards"),
                 "{huge}: {e}"

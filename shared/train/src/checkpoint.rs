@@ -46,6 +46,46 @@ fn kind(d: Dtype) -> Result<Kind> {
     })
 }
 
+/// A checkpoint file that cannot be encoded, read or written: the cause below, kept.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    /// A tensor safetensors cannot hold as it is.
+    #[error("{name}")]
+    Tensor {
+        name: String,
+        #[source]
+        source: safetensors::SafeTensorError,
+    },
+    #[error("encoding {}", .path.display())]
+    Encode {
+        path: std::path::PathBuf,
+        #[source]
+        source: safetensors::SafeTensorError,
+    },
+    #[error("{}: not a safetensors file", .path.display())]
+    NotSafetensors {
+        path: std::path::PathBuf,
+        #[source]
+        source: safetensors::SafeTensorError,
+    },
+    /// The class names in its metadata are not a JSON list of names.
+    #[error("{}: its class names", .path.display())]
+    ClassNames {
+        path: std::path::PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Writing one file failed; the one there before is intact.
+    #[error(transparent)]
+    Save(atomic_file::Error),
+    /// Writing a set of files failed; none was replaced.
+    #[error(
+        "writing the checkpoint (nothing was replaced: the checkpoint there before, if any, is \
+         intact)"
+    )]
+    SaveSet(#[source] atomic_file::Error),
+}
+
 /// Writes `tensors` and `meta` to `path` atomically.
 pub fn save(
     path: &Path,
@@ -54,8 +94,7 @@ pub fn save(
 ) -> Result<()> {
     let bytes = encode(path, tensors, meta)?;
     // Temp file beside the target, synced, renamed: a killed run never leaves half a checkpoint.
-    atomic_file::write_atomic(path, |w| w.write_all(&bytes))
-        .map_err(|e| Error::Checkpoint(e.describe()))
+    atomic_file::write_atomic(path, |w| w.write_all(&bytes)).map_err(|e| FileError::Save(e).into())
 }
 
 /// Writes several files as one unit ([`atomic_file::write_set`]): each `(path, tensors)` with
@@ -70,15 +109,11 @@ pub fn save_set(
     // One file's bytes at a time, encoded as its turn comes.
     atomic_file::write_set(&paths, |i, w| {
         let (path, tensors) = files[i];
-        let bytes = encode(path, tensors, meta).map_err(|e| e.to_string())?;
-        w.write_all(&bytes).map_err(|e| e.to_string())
+        type Cause = Box<dyn std::error::Error + Send + Sync>;
+        let bytes = encode(path, tensors, meta).map_err(Cause::from)?;
+        w.write_all(&bytes).map_err(Cause::from)
     })
-    .map_err(|e| {
-        Error::Checkpoint(format!(
-            "{}; nothing was replaced: the checkpoint there before, if any, is intact",
-            e.describe()
-        ))
-    })
+    .map_err(|e| FileError::SaveSet(e).into())
 }
 
 /// Finishes or drops a set of files that a crash in [`save_set`] left half-written; says which.
@@ -119,11 +154,22 @@ fn encode(
         .map(|(name, d, shape, b)| {
             TensorView::new(*d, shape.clone(), b)
                 .map(|v| (name.clone(), v))
-                .map_err(|e| Error::Checkpoint(format!("{name}: {e:?}")))
+                .map_err(|source| {
+                    FileError::Tensor {
+                        name: name.clone(),
+                        source,
+                    }
+                    .into()
+                })
         })
         .collect::<Result<Vec<_>>>()?;
-    safetensors::tensor::serialize(views, &Some(meta.clone()))
-        .map_err(|e| Error::Checkpoint(format!("encoding {}: {e:?}", path.display())))
+    safetensors::tensor::serialize(views, &Some(meta.clone())).map_err(|source| {
+        FileError::Encode {
+            path: path.to_path_buf(),
+            source,
+        }
+        .into()
+    })
 }
 
 /// Reads every tensor (on `device`) and the metadata.
@@ -136,11 +182,9 @@ pub fn load(
         what: "reading a checkpoint".into(),
         error: e,
     })?;
-    let bad = |e: safetensors::SafeTensorError| {
-        Error::Checkpoint(format!(
-            "{}: not a safetensors file ({e:?})",
-            path.display()
-        ))
+    let bad = |source| FileError::NotSafetensors {
+        path: path.to_path_buf(),
+        source,
     };
     let (_, header) = SafeTensors::read_metadata(&bytes).map_err(bad)?;
     let meta = header.metadata().clone().unwrap_or_default();
@@ -157,6 +201,47 @@ pub fn load(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_checkpoint_that_cannot_be_read_or_written_keeps_its_cause_by_kind() {
+        use error_class::chain_text;
+        use std::error::Error as _;
+        let dir = tempfile::tempdir().unwrap();
+        let junk = dir.path().join("junk.safetensors");
+        std::fs::write(&junk, b"not safetensors at all").unwrap();
+        let e = load(&junk, Device::Cpu).unwrap_err();
+        assert!(
+            matches!(&e, Error::File(FileError::NotSafetensors { path, .. }) if *path == junk),
+            "{e:?}"
+        );
+        assert!(
+            e.source()
+                .is_some_and(|s| s.is::<safetensors::SafeTensorError>()),
+            "{e:?}"
+        );
+        assert!(
+            chain_text(&e).starts_with(&format!("{}: not a safetensors file: ", junk.display())),
+            "{e}"
+        );
+        // A checkpoint whose directory is a file: the write's error, whole.
+        let file = dir.path().join("plain");
+        std::fs::write(&file, b"").unwrap();
+        let t = BTreeMap::from([("w".to_string(), Tensor::from_slice(&[1f32]))]);
+        let e = save(&file.join("ck.safetensors"), &t, &HashMap::new()).unwrap_err();
+        assert!(matches!(&e, Error::File(FileError::Save(_))), "{e:?}");
+        assert!(
+            chain_text(&e).starts_with(&format!("creating directory {}: ", file.display())),
+            "{e}"
+        );
+        let e = save_set(&[(&file.join("ck.safetensors"), &t)], &HashMap::new()).unwrap_err();
+        assert!(matches!(&e, Error::File(FileError::SaveSet(_))), "{e:?}");
+        assert!(
+            e.source().is_some_and(|s| s.is::<atomic_file::Error>()),
+            "{e:?}"
+        );
+        assert!(chain_text(&e).contains("nothing was replaced"), "{e}");
+        assert_eq!(error_class::Classify::class(&e), error_class::Class::Fatal);
+    }
 
     #[test]
     fn round_trips_tensors_of_several_kinds_with_metadata() {
@@ -338,9 +423,12 @@ impl Meta {
                 None => None,
             },
             classes: match get("classes") {
-                Some(json) => serde_json::from_str(json).map_err(|e| {
-                    Error::Checkpoint(format!("{}: its class names: {e}", path.display()))
-                })?,
+                Some(json) => {
+                    serde_json::from_str(json).map_err(|source| FileError::ClassNames {
+                        path: path.to_path_buf(),
+                        source,
+                    })?
+                }
                 None => Vec::new(),
             },
             input: Input::from_map(map, path)?,

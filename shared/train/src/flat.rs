@@ -108,7 +108,7 @@ impl FlatParams {
                 view.shallow_clone().copy_(&p);
                 p.set_data(&view);
                 gpu_runtime::shim::set_grad(&p, &flat.view(&flat.grad, seg))
-                    .map_err(|e| Error::Cuda(e.to_string()))?;
+                    .map_err(Error::Cuda)?;
             }
             Ok(())
         })?;

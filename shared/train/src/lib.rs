@@ -59,10 +59,21 @@ pub enum Error {
         step: usize,
         steps: usize,
     },
+    /// The data cannot be used (a pure message; the data's own errors are [`Error::TrainData`]).
     #[error("{0}")]
     Data(String),
+    /// What the data readers said, whole and in its class.
+    #[error(transparent)]
+    TrainData(#[from] train_data::Error),
+    /// A checkpoint's contents cannot be used (a pure message).
     #[error("{0}")]
     Checkpoint(String),
+    /// A checkpoint file that cannot be read or written, with the cause.
+    #[error(transparent)]
+    File(#[from] checkpoint::FileError),
+    /// A TorchScript model that cannot be loaded or run, with the cause.
+    #[error(transparent)]
+    Script(#[from] net::ScriptError),
     /// Another run holds the checkpoint directory.
     #[error(transparent)]
     Locked(#[from] atomic_file::LockError),
@@ -70,58 +81,46 @@ pub enum Error {
     Collective(#[from] collectives::Error),
     #[error(transparent)]
     Torch(#[from] tch::TchError),
+    /// libtorch's C++ below tch (the GPU runtime's shim) failed.
     #[error("{0}")]
-    Cuda(String),
-    #[error("{what}: {error}")]
-    Io { what: String, error: std::io::Error },
+    Cuda(#[from] gpu_runtime::shim::Error),
+    #[error("{what}")]
+    Io {
+        what: String,
+        #[source]
+        error: std::io::Error,
+    },
     /// A checkpoint's optimiser state does not fit this run's optimiser.
     #[error(transparent)]
     OptimizerState(#[from] optim::StateError),
+    /// The caller's event handler failed (writing its records, say): its error as it was.
+    #[error(transparent)]
+    Caller(Box<dyn std::error::Error + Send + Sync>),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
 
 impl error_class::Classify for Error {
     fn class(&self) -> error_class::Class {
+        use error_class::Class;
         match self {
-            Error::Usage(_) => error_class::Class::Usage,
-            Error::Interrupted { .. } | Error::Checkpointed { .. } => {
-                error_class::Class::Interrupted
-            }
-            Error::Collective(e) => error_class::Classify::class(e),
-            _ => error_class::Class::Fatal,
+            Error::Usage(_) => Class::Usage,
+            Error::Interrupted { .. } | Error::Checkpointed { .. } => Class::Interrupted,
+            Error::Collective(e) => e.class(),
+            // A usage error of the data's is one here too; the rest are fatal.
+            Error::TrainData(e) if e.class() == Class::Usage => Class::Usage,
+            _ => Class::Fatal,
         }
-    }
-}
-
-impl From<train_data::Error> for Error {
-    fn from(e: train_data::Error) -> Error {
-        match e {
-            train_data::Error::Usage(m) => Error::Usage(m),
-            train_data::Error::Data(m) => Error::Data(m),
-            train_data::Error::Torch(e) => Error::Torch(e),
-            train_data::Error::Cuda(m) => Error::Cuda(m),
-            // Typed data errors (a file and byte, a source): their whole text, in their class.
-            e => match error_class::Classify::class(&e) {
-                error_class::Class::Usage => Error::Usage(error_class::chain_text(&e)),
-                _ => Error::Data(error_class::chain_text(&e)),
-            },
-        }
-    }
-}
-
-impl From<gpu_runtime::shim::Error> for Error {
-    fn from(e: gpu_runtime::shim::Error) -> Error {
-        Error::Cuda(e.to_string())
     }
 }
 
 impl Error {
     /// A libtorch failure this error is (out of memory in a backward pass, say), typed.
     pub fn torch(&self) -> Option<error_class::Torch> {
+        let from = |e: &dyn std::fmt::Display| error_class::Torch::from_message(&e.to_string());
         match self {
-            Error::Torch(e) => Some(error_class::Torch::from_message(&e.to_string())),
-            Error::Cuda(m) => Some(error_class::Torch::from_message(m)),
+            Error::Torch(e) | Error::TrainData(train_data::Error::Torch(e)) => Some(from(e)),
+            Error::Cuda(e) | Error::TrainData(train_data::Error::Cuda(e)) => Some(from(e)),
             _ => None,
         }
     }
@@ -130,6 +129,58 @@ impl Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use error_class::{Class, Classify, Torch, chain_text};
+    use std::error::Error as _;
+
+    #[test]
+    fn errors_from_below_keep_their_source_and_class() {
+        let e = Error::Io {
+            what: "creating /x".into(),
+            error: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        };
+        assert_eq!(chain_text(&e), "creating /x: permission denied");
+        assert!(e.source().is_some_and(|s| s.is::<std::io::Error>()));
+        assert_eq!(e.class(), Class::Fatal);
+
+        let oom = || gpu_runtime::shim::Error("CUDA error: out of memory".into());
+        let e = Error::from(oom());
+        assert!(matches!(e, Error::Cuda(_)), "{e:?}");
+        assert!(
+            e.source()
+                .is_some_and(|s| s.is::<gpu_runtime::shim::Error>())
+        );
+        assert_eq!(chain_text(&e), "CUDA error: out of memory");
+        assert!(matches!(e.torch(), Some(Torch::OutOfMemory(_))));
+        assert_eq!(e.class(), Class::Fatal);
+
+        // The data's errors are kept whole, in their class.
+        let e = Error::from(train_data::Error::Usage("a crop too large".into()));
+        assert!(
+            matches!(&e, Error::TrainData(train_data::Error::Usage(m)) if m == "a crop too large"),
+            "{e:?}"
+        );
+        assert_eq!(e.class(), Class::Usage);
+        let e = Error::from(train_data::Error::Cuda(oom()));
+        assert!(matches!(e.torch(), Some(Torch::OutOfMemory(_))));
+        let e = Error::from(train_data::Error::Shards(train_data::wds::Error::Open {
+            path: "s/0.tar".into(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        }));
+        assert_eq!(e.class(), Class::Fatal);
+        assert_eq!(chain_text(&e), "cannot read the shard: entity not found");
+        assert!(e.source().is_some_and(|s| s.is::<std::io::Error>()));
+
+        // The event handler's own error comes back as it was (a closed stdout, say).
+        let e = Error::Caller(Box::new(std::io::Error::from(
+            std::io::ErrorKind::BrokenPipe,
+        )));
+        let Error::Caller(inner) = &e else {
+            unreachable!()
+        };
+        assert!(inner.is::<std::io::Error>());
+        assert_eq!(e.to_string(), "broken pipe");
+        assert_eq!(e.class(), Class::Fatal);
+    }
 
     #[test]
     fn a_checkpoint_between_epochs_is_named_by_the_epoch_it_ends() {

@@ -47,17 +47,27 @@ impl ScriptNet {
     pub fn load(file: &Path, vs: &nn::VarStore) -> Result<ScriptNet> {
         let bad =
             |why: String| Error::Data(format!("--model torchscript:{}: {why}", file.display()));
+        let file_of = || file.to_path_buf();
         // A regular file read once: the bytes hashed are the bytes loaded (loading the path
         // again after hashing would load whatever it holds by then).
-        let bytes = input_file::read(file, MAX_MODEL_BYTES).map_err(|e| bad(e.to_string()))?;
+        let bytes =
+            input_file::read(file, MAX_MODEL_BYTES).map_err(|source| ScriptError::Read {
+                file: file_of(),
+                source,
+            })?;
         let sha256 = hex(&<sha2::Sha256 as sha2::Digest>::digest(&bytes));
-        let module = ScriptModule::from_bytes(&bytes, vs.device()).map_err(|e| {
-            bad(format!(
-                "not a TorchScript module torch.jit.load reads ({e})"
-            ))
+        let module = ScriptModule::from_bytes(&bytes, vs.device()).map_err(|source| {
+            ScriptError::NotTorchScript {
+                file: file_of(),
+                source,
+            }
         })?;
-        let params = module.named_parameters().map_err(|e| bad(e.to_string()))?;
-        let buffers = module.named_buffers().map_err(|e| bad(e.to_string()))?;
+        let tensors = |source| ScriptError::Tensors {
+            file: file_of(),
+            source,
+        };
+        let params = module.named_parameters().map_err(tensors)?;
+        let buffers = module.named_buffers().map_err(tensors)?;
         let trained: Vec<&(String, Tensor)> =
             params.iter().filter(|(_, t)| t.requires_grad()).collect();
         let Some((first, t0)) = trained.first() else {
@@ -76,10 +86,16 @@ impl ScriptNet {
         for (name, t) in params {
             // A frozen parameter (requires_grad False) is state, not trained: as DDP leaves it.
             let trainable = t.requires_grad();
-            add(vs, &name, t, trainable).map_err(|e| bad(e.to_string()))?;
+            add(vs, &name, t, trainable).map_err(|source| ScriptError::Name {
+                file: file_of(),
+                source,
+            })?;
         }
         for (name, t) in buffers {
-            add(vs, &name, t, false).map_err(|e| bad(e.to_string()))?;
+            add(vs, &name, t, false).map_err(|source| ScriptError::Name {
+                file: file_of(),
+                source,
+            })?;
         }
         Ok(ScriptNet {
             module,
@@ -120,11 +136,13 @@ impl ScriptNet {
                     .map(str::trim)
                     .find(|l| l.contains("Error: ") || l.contains("Exception: "))
                     .filter(|l| *l != e.to_string());
-            Error::Data(format!(
-                "{:?}: its forward: {e}{}",
-                self.file,
-                reason.map_or(String::new(), |r| format!(" ({r})"))
-            ))
+            let reason = reason.map(str::to_string);
+            ScriptError::Forward {
+                file: self.file.clone(),
+                reason,
+                source: e,
+            }
+            .into()
         })
     }
 
@@ -163,13 +181,61 @@ impl ScriptNet {
 
 /// Why a module's tensor cannot be added under its name ([`add`]).
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
-enum NameError {
+pub enum NameError {
     /// A name with an empty part (`a..b`, `.a`): no path in a VarStore.
     #[error("a tensor named {0:?}")]
     Malformed(String),
     /// A name already in the store.
     #[error("two tensors named {0:?}")]
     Twice(String),
+}
+
+/// A TorchScript model (`--model torchscript:FILE`) that cannot be loaded or run: the file,
+/// and the cause below.
+#[derive(Debug, thiserror::Error)]
+pub enum ScriptError {
+    /// The file cannot be read (the io error names it).
+    #[error("--model torchscript:{}", .file.display())]
+    Read {
+        file: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "--model torchscript:{}: not a TorchScript module torch.jit.load reads",
+        .file.display()
+    )]
+    NotTorchScript {
+        file: PathBuf,
+        #[source]
+        source: gpu_runtime::shim::Error,
+    },
+    /// Its parameters or buffers cannot be listed.
+    #[error("--model torchscript:{}", .file.display())]
+    Tensors {
+        file: PathBuf,
+        #[source]
+        source: gpu_runtime::shim::Error,
+    },
+    /// A parameter's or buffer's name cannot be a store path.
+    #[error("--model torchscript:{}", .file.display())]
+    Name {
+        file: PathBuf,
+        #[source]
+        source: NameError,
+    },
+    /// Its forward raised: libtorch's text, and the exception's own line (`reason`) when
+    /// libtorch's first line is not it.
+    #[error(
+        "{file:?}: its forward{}",
+        .reason.as_ref().map_or(String::new(), |r| format!(" ({r})"))
+    )]
+    Forward {
+        file: PathBuf,
+        reason: Option<String>,
+        #[source]
+        source: gpu_runtime::shim::Error,
+    },
 }
 
 /// Adds `t` to `vs` as `name` (a dotted state_dict name: one path segment per part).
@@ -239,5 +305,52 @@ mod tests {
         let e = add(&vs, "layer..bias", t(), false).unwrap_err();
         assert_eq!(e, NameError::Malformed("layer..bias".into()));
         assert_eq!(e.to_string(), r#"a tensor named "layer..bias""#);
+    }
+
+    #[test]
+    fn a_model_file_that_cannot_be_loaded_keeps_its_cause_by_kind() {
+        use std::error::Error as _;
+        let dir = tempfile::tempdir().unwrap();
+        let vs = nn::VarStore::new(tch::Device::Cpu);
+        let missing = dir.path().join("gone.pt");
+        let Err(e) = ScriptNet::load(&missing, &vs) else {
+            panic!("loaded a missing file")
+        };
+        assert!(
+            matches!(&e, Error::Script(ScriptError::Read { file, .. }) if *file == missing),
+            "{e:?}"
+        );
+        assert!(
+            e.source().is_some_and(|s| s.is::<std::io::Error>()),
+            "{e:?}"
+        );
+        assert_eq!(
+            error_class::chain_text(&e),
+            format!(
+                "--model torchscript:{}: {}: No such file or directory (os error 2)",
+                missing.display(),
+                missing.display()
+            )
+        );
+        let junk = dir.path().join("junk.pt");
+        std::fs::write(&junk, b"not a zip").unwrap();
+        let Err(e) = ScriptNet::load(&junk, &vs) else {
+            panic!("loaded junk")
+        };
+        assert!(
+            matches!(&e, Error::Script(ScriptError::NotTorchScript { .. })),
+            "{e:?}"
+        );
+        assert!(
+            e.source()
+                .is_some_and(|s| s.is::<gpu_runtime::shim::Error>()),
+            "{e:?}"
+        );
+        assert!(
+            e.to_string()
+                .ends_with("junk.pt: not a TorchScript module torch.jit.load reads"),
+            "{e}"
+        );
+        assert_eq!(error_class::Classify::class(&e), error_class::Class::Fatal);
     }
 }

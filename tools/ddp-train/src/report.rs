@@ -85,8 +85,21 @@ pub struct Reporter<'a> {
     pub started: Instant,
 }
 
+/// A reporting error of this tool's (a closed stdout, a log that cannot be written), carried
+/// through the training loop whole: [`caller_failed`] takes it out as it went in.
+#[derive(Debug)]
+struct Reported(anyhow::Error);
+
+impl std::fmt::Display for Reported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:#}", self.0)
+    }
+}
+
+impl std::error::Error for Reported {}
+
 fn as_train_error(e: anyhow::Error) -> train::Error {
-    train::Error::Data(format!("{e:#}"))
+    train::Error::Caller(Box::new(Reported(e)))
 }
 
 impl Reporter<'_> {
@@ -240,6 +253,8 @@ impl Reporter<'_> {
                 Err(out_of_memory(self.cfg, rank, self.world))
             }
             Err(Torch::OutOfMemory(_)) => Err(out_of_memory(self.cfg, rank, self.world)),
+            // This rank's own reporting failed (stdout closed: exit 141, quietly), as it was.
+            Ok(Err(train::Error::Caller(e))) => Err(caller_failed(e, rank)),
             // Its class (a usage error found once the data and model are known: exit 2) goes up.
             Ok(Err(e)) => {
                 Err(anyhow::Error::new(Classified::from(e)).context(format!("rank {rank}")))
@@ -268,6 +283,16 @@ impl Reporter<'_> {
         self.summary(0)?;
         Ok(Outcome::Resumable)
     }
+}
+
+/// This rank's own reporting error (`train::Error::Caller`), as it was: a closed stdout stays
+/// [`cli_common::StdoutClosed`], which ends the run quietly with exit 141.
+fn caller_failed(e: Box<dyn std::error::Error + Send + Sync>, rank: usize) -> anyhow::Error {
+    match e.downcast::<Reported>() {
+        Ok(reported) => reported.0,
+        Err(e) => anyhow::anyhow!(e),
+    }
+    .context(format!("rank {rank}"))
 }
 
 /// Whether the run was stopped: interrupted here or by another rank, or signalled.
@@ -383,5 +408,33 @@ pub fn gpu_mib(device: tch::Device) -> Option<u64> {
     match device {
         tch::Device::Cuda(i) => device::cuda_mem_used_on(i).map(|b| b >> 20),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_closed_stdout_while_reporting_stays_a_closed_stdout() {
+        // As JsonlOut::emit says it, handed through the training loop.
+        let e = as_train_error(anyhow::Error::new(cli_common::StdoutClosed));
+        let train::Error::Caller(e) = e else {
+            panic!("{e:?}")
+        };
+        let up = caller_failed(e, 0);
+        assert!(
+            up.chain().any(|c| c.is::<cli_common::StdoutClosed>()),
+            "{up:#}"
+        );
+        // Any other error keeps its text under the rank.
+        let io = anyhow::Error::new(std::io::Error::other("disk full")).context("writing logs");
+        let train::Error::Caller(e) = as_train_error(io) else {
+            unreachable!()
+        };
+        assert_eq!(
+            format!("{:#}", caller_failed(e, 1)),
+            "rank 1: writing logs: disk full"
+        );
     }
 }
