@@ -147,13 +147,7 @@ fn make_case(rng: &mut Rng) -> Case {
             state[i] = TrialState::Paused;
             continue;
         }
-        let ended = if error_at[i].is_some_and(|e| time[i] >= e) {
-            Some("error")
-        } else if time[i] >= length[i] {
-            Some("complete")
-        } else {
-            None
-        };
+        let ended = common::ended_at(time[i], error_at[i], length[i]);
         if let Some(kind) = ended {
             events.push(json!([kind, i]));
             outputs.push(json!([null, null]));

@@ -290,12 +290,8 @@ fn results_that_cannot_be_used_are_warnings_naming_the_trial_and_line() {
     // The journal keeps the NaN: a resumed sweep replays it.
     let journal = std::fs::read_to_string(dir.path().join("run/journal.jsonl")).unwrap();
     assert!(journal.contains(r#""metric":"NaN""#), "{journal}");
-    let resumed = Command::new(BIN)
-        .args(["--resume", "--out-dir"])
-        .arg(dir.path().join("run"))
-        .output()
-        .unwrap();
-    let r = ok(&resumed);
+    let again = resumed(&dir.path().join("run"));
+    let r = ok(&again);
     assert_eq!(r.summary.as_ref().unwrap().completed, 1);
     assert_eq!(r.summary.unwrap().best.unwrap().metric, 3.0);
 }

@@ -194,9 +194,7 @@ fn hyperband_kill_9_then_resume_decides_as_rays() {
         journal.contains("\"pause\":true"),
         "a pause before the kill"
     );
-    let mut resume = Command::new(BIN);
-    resume.args(["--resume", "--out-dir"]).arg(&out);
-    let r = ok(&resume.output().unwrap());
+    let r = ok(&resumed(&out));
     assert_eq!(r.summary.as_ref().unwrap().unfinished, 0);
     assert_hyperband_journal_is_rays(&out);
 }
@@ -259,9 +257,7 @@ fn hyperband_unsticks_a_bracket_ray_would_leave_waiting_and_resume_replays_it() 
     assert_eq!(journal.matches("\"event\":\"unstick\"").count(), 1);
     assert_hyperband_journal_is_rays(&out);
     // --resume replays the journal, the unsticking included, to the same ends.
-    let mut resume = Command::new(BIN);
-    resume.args(["--resume", "--out-dir"]).arg(&out);
-    let o2 = resume.output().unwrap();
+    let o2 = resumed(&out);
     assert_eq!(o2.status.code(), Some(3));
     let again = records(&o2.stdout);
     assert!(again.starts.is_empty() && again.resumes.is_empty());

@@ -36,6 +36,13 @@ use {
     slots::*, usage::*,
 };
 
+/// `sweep --resume --out-dir OUT`, run to its end.
+pub(crate) fn resumed(out: &Path) -> std::process::Output {
+    let mut c = Command::new(BIN);
+    c.args(["--resume", "--out-dir"]).arg(out);
+    c.output().unwrap()
+}
+
 /// A curve to epoch 4 that keeps its state in its trial's directory and crashes once after
 /// epoch {crash}.
 pub(crate) const CRASHING_CURVE: &[&str] = &[

@@ -94,9 +94,7 @@ fn median_kill_9_then_resume_keeps_pauses_and_decides_as_rays() {
         .matches("\"pause\":true")
         .count();
     assert!(paused_before > 0, "a pause before the kill");
-    let mut resume = Command::new(BIN);
-    resume.args(["--resume", "--out-dir"]).arg(&out);
-    let r = ok(&resume.output().unwrap());
+    let r = ok(&resumed(&out));
     assert_eq!(r.summary.as_ref().unwrap().unfinished, 0);
     assert!(
         !r.resumes.is_empty(),

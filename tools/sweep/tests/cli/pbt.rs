@@ -255,9 +255,7 @@ fn pbt_kill_9_then_resume_copies_as_rays() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     kill_after_results(pbt_sweep(dir.path(), &out, &[]), 25);
-    let mut resume = Command::new(BIN);
-    resume.args(["--resume", "--out-dir"]).arg(&out);
-    let r = ok(&resume.output().unwrap());
+    let r = ok(&resumed(&out));
     assert_eq!(r.summary.as_ref().unwrap().unfinished, 0);
     assert!(assert_pbt_journal_is_rays(&out) > 0);
 }

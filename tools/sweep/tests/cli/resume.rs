@@ -31,9 +31,7 @@ pub(crate) fn cut_then_resumed(cut: &Path, n: usize) -> Records {
         .args(["--resume", "--report-secs", "0", "--out-dir"])
         .arg(cut);
     kill_after_results(resume, n);
-    let mut resume = Command::new(BIN);
-    resume.args(["--resume", "--out-dir"]).arg(cut);
-    ok(&resume.output().unwrap())
+    ok(&resumed(cut))
 }
 
 pub(crate) fn journal_ends(out: &Path) -> Vec<(u64, String)> {
@@ -303,11 +301,7 @@ fn one_live_sweep_per_directory() {
         .contains("\"type\":\"result\"")
     {}
     // `--resume` beside the running original ran trials 0 and 1 again into one journal (exit 0).
-    let o = Command::new(BIN)
-        .args(["--resume", "--out-dir"])
-        .arg(&out)
-        .output()
-        .unwrap();
+    let o = resumed(&out);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
@@ -429,11 +423,7 @@ exec sleep 600"#;
     wait_for_file(&trial.join("printed"));
     child.kill().unwrap();
     child.wait().unwrap();
-    let o = Command::new(BIN)
-        .args(["--resume", "--out-dir"])
-        .arg(dir.path().join("run"))
-        .output()
-        .unwrap();
+    let o = resumed(&dir.path().join("run"));
     let r = ok(&o);
     let times: Vec<f64> = r.results.iter().map(|x| x.time).collect();
     assert_eq!(times, [1.0, 2.0, 3.0], "the resumed run's results");

@@ -189,9 +189,7 @@ fn bohb_kill_9_then_resume_suggests_and_decides_as_without_the_kill() {
     let (whole, cut) = (dir.path().join("whole"), dir.path().join("cut"));
     ok(&bohb_sweep(dir.path(), &whole, &[]).output().unwrap());
     kill_after_results(bohb_sweep(dir.path(), &cut, &[]), 40);
-    let mut resume = Command::new(BIN);
-    resume.args(["--resume", "--out-dir"]).arg(&cut);
-    let r = ok(&resume.output().unwrap());
+    let r = ok(&resumed(&cut));
     assert_eq!(r.summary.as_ref().unwrap().unfinished, 0);
     assert_hyperband_journal_is_rays(&cut);
     let suggested = |out: &Path| -> Vec<Value> {

@@ -77,6 +77,18 @@ pub fn ray(how: &str, cases: &Value) -> Vec<Value> {
     reference("ray_asha.py", &[how], cases)
 }
 
+/// How a random case's trial ends with its result at `time`: "error" at `error_at`,
+/// "complete" at its command's `length`, else not yet.
+pub fn ended_at(time: u64, error_at: Option<u64>, length: u64) -> Option<&'static str> {
+    if error_at.is_some_and(|e| time >= e) {
+        Some("error")
+    } else if time >= length {
+        Some("complete")
+    } else {
+        None
+    }
+}
+
 /// xorshift64*: the test's own reproducible randomness.
 pub struct Rng(pub u64);
 impl Rng {
