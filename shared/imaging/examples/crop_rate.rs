@@ -9,6 +9,9 @@
 //! Prints one JSON line: the best round's seconds for each step over all the files. `--whole`
 //! decodes every image whole instead of its centre square (as Pillow decodes it), then resizes
 //! all of it.
+mod common;
+
+use common::Args;
 use imaging::{DecodeOptions, Frame};
 use std::time::{Duration, Instant};
 
@@ -18,22 +21,19 @@ fn main() {
     if whole {
         args.remove(0);
     }
-    let [size, rounds, paths @ ..] = &args[..] else {
-        eprintln!("usage: crop_rate [--whole] R ROUNDS FILE...");
-        std::process::exit(2);
-    };
+    let Args {
+        first: size,
+        rounds,
+        paths,
+        files,
+    } = Args::parse(&args, "crop_rate [--whole] R ROUNDS FILE...");
     let size: u32 = size.parse().expect("R is a number");
-    let rounds: usize = rounds.parse().expect("ROUNDS is a number");
-    let files: Vec<Vec<u8>> = paths
-        .iter()
-        .map(|p| std::fs::read(p).unwrap_or_else(|e| panic!("{p}: {e}")))
-        .collect();
     let opts = DecodeOptions::default();
     let mut png = Vec::new();
     let mut best = [Duration::MAX; 3];
     for _ in 0..rounds {
         let mut spent = [Duration::ZERO; 3];
-        for (bytes, path) in files.iter().zip(paths) {
+        for (bytes, path) in files.iter().zip(&paths) {
             let t = Instant::now();
             let crop = imaging::decode_region(bytes, &opts, Frame::Stored, |w, h| {
                 if whole {

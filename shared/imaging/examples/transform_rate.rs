@@ -6,20 +6,20 @@
 //!     cargo run --release -p imaging --example transform_rate -- train|val ROUNDS FILE...
 //!
 //! Each round goes over every file once and prints its images/s.
+mod common;
+
+use common::Args;
 use imaging::{DecodeOptions, Frame, transforms};
 use std::time::Instant;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [split, rounds, paths @ ..] = &args[..] else {
-        eprintln!("usage: transform_rate train|val ROUNDS FILE...");
-        std::process::exit(2);
-    };
-    let rounds: usize = rounds.parse().expect("ROUNDS is a number");
-    let files: Vec<Vec<u8>> = paths
-        .iter()
-        .map(|p| std::fs::read(p).unwrap_or_else(|e| panic!("{p}: {e}")))
-        .collect();
+    let Args {
+        first: split,
+        rounds,
+        paths,
+        files,
+    } = Args::parse(&args, "transform_rate train|val ROUNDS FILE...");
     let opts = DecodeOptions::default();
     let mut out = vec![0f32; 3 * 224 * 224];
     // xorshift64: the crops' draws (any uniform stream will do).
@@ -32,7 +32,7 @@ fn main() {
     };
     for _ in 0..rounds {
         let t = Instant::now();
-        for bytes in &files {
+        for (bytes, path) in files.iter().zip(&paths) {
             let img = match split.as_str() {
                 "train" => transforms::train_crop(
                     bytes,
@@ -45,7 +45,7 @@ fn main() {
                 ),
                 _ => transforms::eval_crop(bytes, &opts, Frame::Stored, 256, 224),
             }
-            .expect("the file decodes");
+            .unwrap_or_else(|e| panic!("{path}: {e}"));
             let flip = uniform() < 0.5;
             let (mean, std) = ([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]);
             transforms::to_chw(&img, mean, std, flip, &mut out);

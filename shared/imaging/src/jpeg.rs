@@ -242,12 +242,7 @@ unsafe extern "C" fn out_buffer(
 ) -> *mut u8 {
     // SAFETY: ctx is the &mut Output that decode() passed, alive for the whole call; window
     // points to jpeg.c's four unsigned ints.
-    let (out, window) = unsafe {
-        (
-            &mut *(ctx as *mut Output),
-            std::slice::from_raw_parts_mut(window, 4),
-        )
-    };
+    let (out, window) = unsafe { crate::window::callback_args::<Output>(ctx, window) };
     out.components = comps as usize;
     out.buffer.take(w, h, out.components, window)
 }

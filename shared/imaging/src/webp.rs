@@ -29,12 +29,7 @@ unsafe extern "C" fn out_buffer(
 ) -> *mut u8 {
     // SAFETY: ctx is the &mut WindowBuffer that decode() passed, alive for the whole call;
     // window points to webp.c's four unsigned ints.
-    let (out, window) = unsafe {
-        (
-            &mut *(ctx as *mut WindowBuffer),
-            std::slice::from_raw_parts_mut(window, 4),
-        )
-    };
+    let (out, window) = unsafe { crate::window::callback_args::<WindowBuffer>(ctx, window) };
     out.take(w, h, 3, window)
 }
 

@@ -1,6 +1,8 @@
 //! The memory a C decoder (jpeg.c, webp.c) decodes into: the window the caller chose, taken
 //! only once the image's size is known and accepted.
 
+use std::ffi::{c_uint, c_void};
+
 use crate::{Box4, Error, Result};
 
 /// What a C decoder's buffer callback (jpeg.c, webp.c) works with: the caller's choice of
@@ -47,5 +49,24 @@ impl<'a> WindowBuffer<'a> {
         window.copy_from_slice(&[x, y, ww, hh]);
         let samples = vec![0; ww as usize * hh as usize * bytes_per_pixel];
         self.window.insert((chosen, samples)).1.as_mut_ptr()
+    }
+}
+
+/// A C decoder's buffer callback's arguments as Rust sees them: the context it was handed back
+/// (`&mut T`) and the four unsigned ints of the window to fill.
+///
+/// # Safety
+/// `ctx` is a live `&mut T` that nothing else uses during the call, and `window` points to four
+/// unsigned ints.
+pub(crate) unsafe fn callback_args<'a, T>(
+    ctx: *mut c_void,
+    window: *mut c_uint,
+) -> (&'a mut T, &'a mut [c_uint]) {
+    // SAFETY: what the caller promises.
+    unsafe {
+        (
+            &mut *(ctx as *mut T),
+            std::slice::from_raw_parts_mut(window, 4),
+        )
     }
 }
