@@ -248,11 +248,18 @@ fn report(name: &str, e: &anyhow::Error) -> ExitCode {
     // A run that fails after SIGINT/SIGTERM arrived failed because of it (a wait it cut short,
     // a peer that stopped for the same signal): interrupted too, with what broke.
     if interrupt::requested() || class == Class::Interrupted {
-        eprintln!("{name}: interrupted ({e:#})");
+        eprintln!("{name}: interrupted ({})", error_line(e));
         return ExitCode::from(EXIT_INTERRUPTED);
     }
-    eprintln!("{name}: error: {e:#}");
+    eprintln!("{name}: error: {}", error_line(e));
     ExitCode::from(class.exit_code())
+}
+
+/// An error and its causes on one line, as anyhow's `{:#}` prints them, but a cause whose text
+/// the line already ends with is not said twice (an error that shows its source's text and
+/// also gives it as its source, as a library error holding libtorch's does).
+pub fn error_line(e: &anyhow::Error) -> String {
+    error_class::chain_text(e.as_ref())
 }
 
 /// Whether fd 1 was closed when the process started. Rust's runtime reopens a closed standard
@@ -331,6 +338,23 @@ mod tests {
         );
         // Passed up without .classified(), a library error carries no class: fatal.
         assert_eq!(class_of(&Lib(Class::Usage).into()), Class::Fatal);
+    }
+
+    #[test]
+    fn an_error_line_says_a_repeated_cause_once() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("{0}")]
+        struct Shows(#[source] std::io::Error);
+        let e = anyhow::Error::new(Shows(std::io::Error::other("CUDA error: out of memory")))
+            .context("rank 0");
+        assert_eq!(
+            format!("{e:#}"),
+            "rank 0: CUDA error: out of memory: CUDA error: out of memory"
+        );
+        assert_eq!(error_line(&e), "rank 0: CUDA error: out of memory");
+        // Other chains read as anyhow prints them.
+        let e = anyhow::Error::new(std::io::Error::other("disk full")).context("writing x");
+        assert_eq!(error_line(&e), format!("{e:#}"));
     }
 
     #[test]
