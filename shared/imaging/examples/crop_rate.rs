@@ -21,13 +21,9 @@ fn main() {
     if whole {
         args.remove(0);
     }
-    let Args {
-        first: size,
-        rounds,
-        paths,
-        files,
-    } = Args::parse(&args, "crop_rate [--whole] R ROUNDS FILE...");
-    let size: u32 = size.parse().expect("R is a number");
+    let args = Args::parse(&args, "crop_rate [--whole] R ROUNDS FILE...");
+    let size: u32 = args.first.parse().expect("R is a number");
+    let (rounds, paths, files) = (args.rounds, args.paths, args.files);
     let opts = DecodeOptions::default();
     let mut png = Vec::new();
     let mut best = [Duration::MAX; 3];

@@ -14,12 +14,8 @@ use std::time::Instant;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let Args {
-        first: split,
-        rounds,
-        paths,
-        files,
-    } = Args::parse(&args, "transform_rate train|val ROUNDS FILE...");
+    let args = Args::parse(&args, "transform_rate train|val ROUNDS FILE...");
+    let (split, files) = (args.first, args.files);
     let opts = DecodeOptions::default();
     let mut out = vec![0f32; 3 * 224 * 224];
     // xorshift64: the crops' draws (any uniform stream will do).
@@ -30,9 +26,9 @@ fn main() {
         state ^= state << 17;
         (state >> 11) as f64 / (1u64 << 53) as f64
     };
-    for _ in 0..rounds {
+    for _ in 0..args.rounds {
         let t = Instant::now();
-        for (bytes, path) in files.iter().zip(&paths) {
+        for (bytes, path) in files.iter().zip(&args.paths) {
             let img = match split.as_str() {
                 "train" => transforms::train_crop(
                     bytes,
