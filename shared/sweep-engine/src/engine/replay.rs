@@ -106,7 +106,18 @@ impl Engine<'_> {
         if meta.len() <= s.stdout_from {
             return Ok(());
         }
-        let mut file = crate::files::open_regular(&path, true)?;
+        // Not a regular file (put in its place since): nothing is read, and the trial's launch
+        // fails on it as on any of its files.
+        let mut file = match crate::files::open_regular(&path, true) {
+            Ok(f) => f,
+            Err(e) => {
+                log::warn!(
+                    "trial {i}: {}: its unread results are not read",
+                    e.describe()
+                );
+                return Ok(());
+            }
+        };
         let len = file.metadata().map_or(0, |m| m.len());
         file.seek(std::io::SeekFrom::Start(s.stdout_from))
             .with_context(|| format!("reading {}", path.display()))?;

@@ -702,3 +702,47 @@ fn an_unread_result_that_stops_its_trial_is_acted_on_at_resume() {
     assert_eq!(out.events("end"), [(1, json!("stopped"))]);
     assert_eq!(journal_results(&dir).last(), Some(&(1, 1.0)));
 }
+
+/// A FIFO put in place of a dead sweep's trial's stdout.log (through a link, which has a
+/// length of its own) is not read at --resume, nor does it stop the resume; the trial's next
+/// launch fails on it, naming it.
+#[test]
+fn a_fifo_in_place_of_a_trials_stdout_log_at_resume_is_not_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = out_dir(&tmp);
+    let def = definition(&[1], SchedulerKind::Fifo, 4.0, 0);
+    let fake = Fake::new(|_, _| (curve(1, 1), Exit::Died(curve(1, 3)[1..].to_vec())));
+    let (_, ended) = run(create(&dir, def), fake, 1);
+    assert!(matches!(ended, Err(Error::Interrupted)), "{ended:?}");
+    let stdout = dir.join("trial-0000/stdout.log");
+    std::fs::remove_file(&stdout).unwrap();
+    let fifo = tmp.path().join("fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    std::os::unix::fs::symlink(&fifo, &stdout).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let resumed = sweep_engine::resume(&dir).unwrap();
+    std::thread::spawn(move || {
+        let fake = Fake::new(|_, _| (curve(1, 4), Exit::Code(0)));
+        let (out, ended) = run(resumed, fake, 1);
+        let ends: Vec<Value> = (out.of_type("trial"))
+            .filter(|r| r["event"] == "end")
+            .cloned()
+            .collect();
+        tx.send((ends, ended.map(|f| f.failed).ok())).unwrap();
+    });
+    let (ends, failed) = rx
+        .recv_timeout(Duration::from_secs(120))
+        .expect("the resumed sweep ends");
+    assert_eq!(failed, Some(1));
+    assert_eq!(ends.len(), 1, "{ends:?}");
+    assert_eq!(ends[0]["status"], "error");
+    let why = ends[0]["message"].as_str().unwrap();
+    assert!(
+        why.contains("stdout.log") && why.contains("not a regular file"),
+        "{why}"
+    );
+}
