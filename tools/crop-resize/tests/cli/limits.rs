@@ -20,14 +20,7 @@ fn usage_errors_exit_2() {
 fn jobs_past_the_bound_is_a_usage_error() {
     let tmp = tempfile::tempdir().unwrap();
     for j in ["1025", "100000000", "18446744073709551615"] {
-        let o = Command::cargo_bin("crop-resize")
-            .unwrap()
-            .current_dir(tmp.path())
-            .args(["-r", "8", "-o", "out", "-j", j])
-            .write_stdin("")
-            .timeout(std::time::Duration::from_secs(60))
-            .output()
-            .unwrap();
+        let o = exec(tmp.path(), &["-r", "8", "-o", "out", "-j", j], "");
         let stderr = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "-j {j}: {stderr}");
         assert!(stderr.contains("1..=1024"), "{stderr}");

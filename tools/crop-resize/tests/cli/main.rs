@@ -18,6 +18,8 @@ fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/pillow")
 }
 
+/// crop-resize with `args` in `dir`, `stdin` its input; killed past a deadline (two minutes,
+/// far beyond any of these runs on a loaded machine), so that a run that hangs fails its test.
 fn exec(
     dir: &Path,
     args: &[impl AsRef<std::ffi::OsStr>],
@@ -28,6 +30,7 @@ fn exec(
         .current_dir(dir)
         .args(args)
         .write_stdin(stdin)
+        .timeout(std::time::Duration::from_secs(120))
         .output()
         .unwrap()
 }
