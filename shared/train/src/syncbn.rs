@@ -89,7 +89,7 @@ pub fn batch_norm(
     );
     // The reducer's own message (a lost rank, a timeout) comes back through libtorch.
     let all = gpu_runtime::shim::all_reduce_sum_autograd(&slots, group.reducer.clone())
-        .map_err(|e| Error::Torch(tch::TchError::Torch(e.to_string())))?
+        .map_err(Error::Cuda)?
         .view([group.world as i64, width]);
     let (means, sq, counts) = (
         all.narrow(1, 0, c),
@@ -257,5 +257,24 @@ mod tests {
         let e = e.downcast_ref::<SyncBnError>().expect("a SyncBnError");
         assert!(matches!(e, SyncBnError::NotLent), "{e:?}");
         assert!(e.to_string().contains("outside a training step"), "{e}");
+    }
+
+    #[test]
+    fn a_reducer_that_fails_is_a_libtorch_error_holding_its_words() {
+        let opts = (Kind::Float, Device::Cpu);
+        let x = Tensor::ones([2, 3, 2, 2], opts);
+        let (w, b) = (Tensor::ones([3], opts), Tensor::zeros([3], opts));
+        let (rm, rv) = (Tensor::zeros([3], opts), Tensor::ones([3], opts));
+        let group = Group {
+            reducer: Lent::new(),
+            rank: 0,
+            world: 1,
+        };
+        let e = batch_norm(&x, &w, &b, &rm, &rv, 0.1, 1e-5, &group).unwrap_err();
+        assert!(matches!(e, Error::Cuda(_)), "{e:?}");
+        let source = std::error::Error::source(&e).expect("a source");
+        assert!(source.is::<gpu_runtime::shim::Error>(), "{source:?}");
+        assert!(e.to_string().contains("outside a training step"), "{e}");
+        assert!(matches!(e.torch(), Some(error_class::Torch::Other(_))));
     }
 }
