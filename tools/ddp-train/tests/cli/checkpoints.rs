@@ -69,6 +69,8 @@ fn fused_optimisers_take_the_same_steps_and_resume_the_same_state() {
             optimizer,
             "--lr",
             lr,
+            "--max-val-steps",
+            "1",
         ];
         let run = |fused: &str, epochs: &str, resume: bool, dir: &Path| {
             let mut c = cmd();
@@ -97,12 +99,22 @@ fn fused_optimisers_take_the_same_steps_and_resume_the_same_state() {
     }
 }
 
-/// One quick epoch's checkpoint directory.
+/// One quick epoch's checkpoint directory (one batch evaluated).
 fn one_epoch(ck: &Path) {
     trained(
-        cmd().args(["--batch-size", "64", "--max-steps", "2", "--epochs", "1"]),
+        cmd()
+            .args(["--batch-size", "64", "--max-steps", "2", "--epochs", "1"])
+            .args(["--max-val-steps", "1"]),
         ck,
     );
+}
+
+/// One step of a batch of 64 (one batch evaluated), the run ending with epoch `epochs`.
+fn one_step(epochs: &str) -> Command {
+    let mut c = cmd();
+    c.args(["--batch-size", "64", "--max-steps", "1", "--epochs", epochs])
+        .args(["--max-val-steps", "1"]);
+    c
 }
 
 /// Overwrites the float32 tensor `name` of a safetensors file with NaN in place (its header and
@@ -178,16 +190,8 @@ fn init_and_resume_refuse_partial_non_finite_and_incomplete_checkpoints() {
     one_epoch(&ck);
     let all = Tensor::read_safetensors(ck.join("last.safetensors")).unwrap();
     let run_init = |file: &Path, extra: &[&str]| {
-        cmd()
-            .args([
-                "--batch-size",
-                "64",
-                "--max-steps",
-                "1",
-                "--epochs",
-                "1",
-                "--init",
-            ])
+        one_step("1")
+            .arg("--init")
             .arg(file)
             .args(extra)
             .output()
@@ -240,16 +244,8 @@ fn init_and_resume_refuse_partial_non_finite_and_incomplete_checkpoints() {
     );
     poison(&ck.join("last.safetensors"), "layer1.0.conv1.weight");
     let resume = |dir: &Path| {
-        cmd()
-            .args([
-                "--batch-size",
-                "64",
-                "--max-steps",
-                "1",
-                "--epochs",
-                "2",
-                "--resume",
-            ])
+        one_step("2")
+            .arg("--resume")
             .arg("--checkpoint-dir")
             .arg(dir)
             .output()
@@ -309,16 +305,8 @@ fn two_runs_on_one_checkpoint_directory_are_refused_naming_the_first() {
     }
     let logs_before = std::fs::read_dir(&tb).unwrap().count();
     // Both exited 0 before, leaving best and last files of different runs.
-    let o = cmd()
-        .args([
-            "--batch-size",
-            "64",
-            "--epochs",
-            "1",
-            "--max-steps",
-            "1",
-            "--checkpoint-dir",
-        ])
+    let o = one_step("1")
+        .arg("--checkpoint-dir")
         .arg(&ck)
         .arg("--tensorboard")
         .arg(&tb)

@@ -214,6 +214,8 @@ fn a_pipelined_run_reports_its_stages_and_its_checkpoint_resumes_unsplit() {
         "--seed",
         "4",
         "--augment",
+        "--max-val-steps",
+        "1",
     ];
     let straight = tempfile::tempdir().unwrap();
     let recs = trained(
@@ -265,6 +267,8 @@ fn two_rank_processes_of_two_stages_match_one_of_two_stages_with_the_whole_batch
         "2",
         "--stage-devices",
         "cpu,cpu",
+        "--max-val-steps",
+        "1",
     ];
     let one = tempfile::tempdir().unwrap();
     trained(cmd().args(base).args(["--micro-batches", "4"]), one.path());
@@ -349,6 +353,8 @@ fn resnet50_split_over_two_stages_trains_an_image_folder_as_accum_4_does() {
         "2",
         "--normalize",
         "0.5",
+        "--max-val-steps",
+        "1",
     ];
     let run = |extra: &[&str]| {
         let ck = tempfile::tempdir().unwrap();
