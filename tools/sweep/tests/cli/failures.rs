@@ -164,26 +164,10 @@ fn a_fifo_in_place_of_a_trials_stderr_log_fails_the_trial_not_the_sweep() {
     let dir = tempfile::tempdir().unwrap();
     let trial_dir = dir.path().join("run/trial-0000");
     std::fs::create_dir_all(&trial_dir).unwrap();
-    let made = Command::new("mkfifo")
-        .arg(trial_dir.join("stderr.log"))
-        .status()
-        .unwrap();
-    assert!(made.success());
-    let mut child = shell_sweep(dir.path(), r#"printf '\173"epoch": 1, "m": 1\175\n'"#)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    testkit::mkfifo(&trial_dir.join("stderr.log"));
+    let mut c = shell_sweep(dir.path(), r#"printf '\173"epoch": 1, "m": 1\175\n'"#);
     // Opening the FIFO to write waited for a reader for ever.
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            child.kill().unwrap();
-            panic!("the sweep waits on the FIFO");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let o = child.wait_with_output().unwrap();
+    let o = testkit::output_within(&mut c, Duration::from_secs(120));
     testkit::exits(&o, 3);
     let r = records(&o.stdout);
     let why = r.ends[0].message.clone().unwrap_or_default();

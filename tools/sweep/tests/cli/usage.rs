@@ -265,33 +265,15 @@ fn help_and_man_page_print_quotes_whole() {
 fn a_fifo_as_the_space_is_refused_not_read_for_ever() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("space.json");
-    assert!(
-        Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
+    testkit::mkfifo(&fifo);
     let out = dir.path().join("run");
-    let mut child = Command::new(BIN)
-        .arg("--space")
+    let mut c = Command::new(BIN);
+    c.arg("--space")
         .arg(&fifo)
         .args(["--metric", "m", "--mode", "max", "--out-dir"])
         .arg(&out)
-        .args(["--", "true"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if t.elapsed() > Duration::from_secs(30) {
-            child.kill().unwrap();
-            panic!("still reading the FIFO given as --space after 30 s");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let o = child.wait_with_output().unwrap();
+        .args(["--", "true"]);
+    let o = testkit::output_within(&mut c, Duration::from_secs(30));
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
