@@ -45,6 +45,40 @@ fn on_full_disk(dir: &Path, script: &str) -> (Option<i32>, Vec<serde_json::Value
     (code, recs)
 }
 
+/// Checks a per-item run that filled the disk part-way: one record per input (`n` of them),
+/// either `kind` or an error naming its input (under `prefix`) and the full disk, some of
+/// each, and exit 3. The `kind` records.
+fn filled_part_way<'a>(
+    code: Option<i32>,
+    recs: &'a [serde_json::Value],
+    (kind, n): (&str, usize),
+    prefix: &str,
+    stderr: &str,
+) -> Vec<&'a serde_json::Value> {
+    let ok: Vec<_> = recs.iter().filter(|r| r["type"] == kind).collect();
+    let errors: Vec<_> = recs.iter().filter(|r| r["type"] == "error").collect();
+    assert_eq!(
+        ok.len() + errors.len(),
+        n,
+        "one record per input: {recs:?} {stderr}"
+    );
+    assert!(
+        !ok.is_empty() && !errors.is_empty(),
+        "the disk must fill part-way ({} ok): {stderr}",
+        ok.len()
+    );
+    for e in &errors {
+        let msg = e["message"].as_str().unwrap_or_default().to_lowercase();
+        assert!(
+            e["input"].as_str().is_some_and(|i| i.starts_with(prefix)),
+            "{e}"
+        );
+        assert!(msg.contains("space"), "the reason names the full disk: {e}");
+    }
+    assert_eq!(code, Some(3), "some items failed");
+    ok
+}
+
 #[test]
 fn crop_resize_on_a_full_disk_reports_each_image_and_leaves_no_partial_file() {
     let tmp = tempfile::tempdir().unwrap();
@@ -52,27 +86,7 @@ fn crop_resize_on_a_full_disk_reports_each_image_and_leaves_no_partial_file() {
         write_image(&tmp.path().join(format!("imgs/{i:02}.png")), 300, 300, i);
     }
     let (code, recs) = on_full_disk(tmp.path(), "crop-resize -q -r 160 -j 2 -o out imgs/*.png");
-    let ok: Vec<_> = recs.iter().filter(|r| r["type"] == "image").collect();
-    let errors: Vec<_> = recs.iter().filter(|r| r["type"] == "error").collect();
-    assert_eq!(
-        ok.len() + errors.len(),
-        40,
-        "one record per input: {recs:?}"
-    );
-    assert!(
-        !ok.is_empty() && !errors.is_empty(),
-        "the disk must fill part-way ({} ok)",
-        ok.len()
-    );
-    for e in &errors {
-        let msg = e["message"].as_str().unwrap_or_default().to_lowercase();
-        assert!(
-            e["input"].as_str().is_some_and(|i| i.starts_with("imgs/")),
-            "{e}"
-        );
-        assert!(msg.contains("space"), "the reason names the full disk: {e}");
-    }
-    assert_eq!(code, Some(3), "some items failed");
+    let ok = filled_part_way(code, &recs, ("image", 40), "imgs/", "");
     let saved = files_under(&tmp.path().join("saved"), "");
     assert_eq!(
         saved.len(),
@@ -123,35 +137,7 @@ fn project_one_gpu_on_a_full_disk_reports_each_image_and_leaves_no_partial_file(
         inputs.join(" ")
     );
     let (code, recs, stderr) = on_full_disk_of(tmp.path(), "64k", &script);
-    let ok: Vec<_> = recs.iter().filter(|r| r["type"] == "latent").collect();
-    let errors: Vec<_> = recs.iter().filter(|r| r["type"] == "error").collect();
-    assert_eq!(
-        ok.len() + errors.len(),
-        16,
-        "one record per input: {recs:?} {stderr}"
-    );
-    assert!(
-        !ok.is_empty() && !errors.is_empty(),
-        "the disk must fill part-way ({} ok): {stderr}",
-        ok.len()
-    );
-    for e in &errors {
-        assert!(
-            e["input"]
-                .as_str()
-                .is_some_and(|i| i.starts_with("targets/")),
-            "{e}"
-        );
-        assert!(
-            e["message"]
-                .as_str()
-                .unwrap_or_default()
-                .to_lowercase()
-                .contains("space"),
-            "{e}"
-        );
-    }
-    assert_eq!(code, Some(3), "some items failed");
+    let ok = filled_part_way(code, &recs, ("latent", 16), "targets/", &stderr);
     let saved = tmp.path().join("saved");
     let npz = files_under(&saved, ".npz");
     let png = files_under(&saved, ".proj.png");

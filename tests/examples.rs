@@ -89,6 +89,24 @@ fn vars() -> String {
 /// OUT/latents.npz holds one w per photo, named by the photo's path (from the projection
 /// records, not the .npz files' names); `npz_beside` says where the .npz files are: beside
 /// each photo (the usual projection script's layout) when true.
+/// `examples/NAME`.
+fn example(name: &str) -> std::path::PathBuf {
+    testkit::repo_root().join("examples").join(name)
+}
+
+/// [`sh`] in `dir`, which must succeed: `what`, its stdout and its stderr in the message when
+/// not.
+fn sh_ok(dir: &Path, script: &str, what: &str) -> std::process::Output {
+    let out = sh(dir, script);
+    assert!(
+        out.status.success(),
+        "{what}: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 fn check_latents(dir: &Path, npz: &str, npz_beside: bool) {
     std::fs::write(dir.join("read_latents.py"), READ_LATENTS).unwrap();
     let out = sh(dir, &format!("{} read_latents.py {npz}", python()));
@@ -112,17 +130,9 @@ fn check_latents(dir: &Path, npz: &str, npz_beside: bool) {
 #[test]
 fn makefile_fans_out_and_a_rerun_does_nothing() {
     let tmp = workdir();
-    let mk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/Makefile");
-    let out = sh(
-        tmp.path(),
-        &format!("make -s -j3 -f {} {}", mk.display(), vars()),
-    );
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let mk = example("Makefile");
+    let make = format!("make -s -j3 -f {} {}", mk.display(), vars());
+    sh_ok(tmp.path(), &make, "make");
     check_latents(tmp.path(), "out/latents.npz", true);
     // `make -q` exits 0 only when every target is up to date.
     let again = sh(
@@ -150,17 +160,8 @@ fn makefile_fans_out_and_a_rerun_does_nothing() {
 #[test]
 fn xargs_example_fans_out_and_gathers() {
     let tmp = workdir();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/xargs.sh");
-    let out = sh(
-        tmp.path(),
-        &format!("env {} sh {}", vars(), script.display()),
-    );
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let script = format!("env {} sh {}", vars(), example("xargs.sh").display());
+    let out = sh_ok(tmp.path(), &script, "xargs.sh");
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
         "out/latents.npz"
@@ -171,24 +172,16 @@ fn xargs_example_fans_out_and_gathers() {
 #[test]
 fn slurm_array_tasks_and_their_gather_name_every_photo() {
     let tmp = workdir();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/project-array.sbatch");
+    let script = example("project-array.sbatch");
     // Each task of the array as Slurm runs it: the batch script, with the array's variables.
     for task in 0..3 {
-        let out = sh(
-            tmp.path(),
-            &format!(
-                "env {} SLURM_ARRAY_TASK_ID={task} SLURM_ARRAY_TASK_COUNT=3 \
-                 SLURM_ARRAY_TASK_MIN=0 SLURM_ARRAY_TASK_MAX=2 bash {}",
-                vars(),
-                script.display()
-            ),
+        let run = format!(
+            "env {} SLURM_ARRAY_TASK_ID={task} SLURM_ARRAY_TASK_COUNT=3 \
+             SLURM_ARRAY_TASK_MIN=0 SLURM_ARRAY_TASK_MAX=2 bash {}",
+            vars(),
+            script.display()
         );
-        assert!(
-            out.status.success(),
-            "task {task}: {}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        sh_ok(tmp.path(), &run, &format!("task {task}"));
     }
     // The gather job, as the script's comment submits it (sbatch --wrap "...").
     let text = std::fs::read_to_string(&script).unwrap();
@@ -196,12 +189,7 @@ fn slurm_array_tasks_and_their_gather_name_every_photo() {
         .find_map(|l| l.split_once("--wrap \"").map(|(_, r)| r.trim_end()))
         .and_then(|r| r.strip_suffix('"'))
         .expect("the header's sbatch --wrap \"...\" line");
-    let out = sh(tmp.path(), gather);
-    assert!(
-        out.status.success(),
-        "{gather}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    sh_ok(tmp.path(), gather, gather);
     check_latents(tmp.path(), "latents.npz", false);
     // The .npz files mirror the photos' folders under out/latents.
     let npz = sh(

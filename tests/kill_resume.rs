@@ -43,6 +43,17 @@ fn kill_when(mut cmd: Command, ready: impl Fn() -> bool) -> bool {
     true
 }
 
+/// Runs `cmd` (the killed run, again), which must succeed: how many `kind` records say
+/// `skipped` (an output the killed run had finished).
+fn skipped_on_rerun(mut cmd: Command, kind: &str) -> usize {
+    let o = cmd.output().unwrap();
+    testkit::ok(&o);
+    records(&o.stdout)
+        .iter()
+        .filter(|r| r["type"] == kind && r["skipped"] == true)
+        .count()
+}
+
 #[test]
 fn crop_resize_killed_then_rerun_completes_identically() {
     let tmp = tempfile::tempdir().unwrap();
@@ -73,13 +84,7 @@ fn crop_resize_killed_then_rerun_completes_identically() {
     for p in files(&out, ".png") {
         image::open(&p).unwrap_or_else(|e| panic!("{} is corrupt after SIGKILL: {e}", p.display()));
     }
-    let o = run("killed").output().unwrap();
-    testkit::ok(&o);
-    let recs = records(&o.stdout);
-    let skipped = recs
-        .iter()
-        .filter(|r| r["type"] == "image" && r["skipped"] == true)
-        .count();
+    let skipped = skipped_on_rerun(run("killed"), "image");
     assert_eq!(
         skipped, partial,
         "the re-run skips exactly the finished images"
@@ -200,13 +205,7 @@ fn project_one_gpu_killed_then_rerun_skips_finished_and_matches() {
             .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
         let _: ndarray::Array3<f32> = npz.by_name("w.npy").unwrap();
     }
-    let o = run("killed").output().unwrap();
-    testkit::ok(&o);
-    let recs = records(&o.stdout);
-    let skipped = recs
-        .iter()
-        .filter(|r| r["type"] == "latent" && r["skipped"] == true)
-        .count();
+    let skipped = skipped_on_rerun(run("killed"), "latent");
     assert_eq!(
         skipped,
         partial.len(),

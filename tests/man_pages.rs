@@ -2,16 +2,21 @@
 
 use std::process::Command;
 
+/// What `tool args...` prints on stdout; it must succeed.
+fn stdout_of(tool: &str, args: &[&str]) -> String {
+    let out = Command::new(testkit::bin(tool))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{tool} {} failed", args.join(" "));
+    String::from_utf8(out.stdout).unwrap()
+}
+
 #[test]
 fn man_pages_are_up_to_date() {
     let man = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../man");
     for tool in testkit::TOOLS {
-        let out = Command::new(testkit::bin(tool))
-            .args(["--generate", "man"])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{tool} --generate man failed");
-        let page = String::from_utf8(out.stdout).unwrap();
+        let page = stdout_of(tool, &["--generate", "man"]);
         for section in [
             ".SH NAME",
             ".SH SYNOPSIS",
@@ -32,12 +37,7 @@ fn man_pages_are_up_to_date() {
 #[test]
 fn help_has_synopsis_records_exit_status_and_examples() {
     for tool in testkit::TOOLS {
-        let out = Command::new(testkit::bin(tool))
-            .arg("--help")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{tool} --help failed");
-        let help = String::from_utf8(out.stdout).unwrap();
+        let help = stdout_of(tool, &["--help"]);
         for section in [
             "Usage: ",
             "\nRecords:\n",

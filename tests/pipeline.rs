@@ -102,11 +102,10 @@ fn gather_reads_a_previous_stage_records_and_numpy_loads_the_result() {
                      assert f['w'].shape == (5, 1, 4) and f['w'].dtype == np.float32; \
                      assert list(f['names']) == ['imgs/%d.jpg' % i for i in range(5)], f['names']; \
                      assert f['w'][4, 0, 3] == 43.0";
-        let out = sh(tmp.path(), &format!("'{py}' -c \"{check}\""));
-        assert!(
-            out.status.success(),
-            "numpy check failed: {}",
-            String::from_utf8_lossy(&out.stderr)
+        testkit::succeeds(
+            std::process::Command::new(py)
+                .args(["-c", check])
+                .current_dir(tmp.path()),
         );
     }
 }
@@ -213,11 +212,10 @@ fn names_that_are_not_utf8_survive_every_stage() {
     assert_eq!(bytes(&second["name"]), b"lat/caf\xe9 \xff.npz");
     let check = "import numpy as np, os; f = np.load('all.npz'); \
                  assert [os.fsencode(n) for n in f['names']] == [b'lat/b.npz', b'lat/caf\\xe9 \\xff.npz'], f['names']";
-    let out = sh(d, &format!("'{}' -c \"{check}\"", python()));
-    assert!(
-        out.status.success(),
-        "numpy check failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+    testkit::succeeds(
+        std::process::Command::new(python())
+            .args(["-c", check])
+            .current_dir(d),
     );
 }
 
@@ -344,8 +342,7 @@ fn python_scripts_find_the_venv_or_say_to_run_setup() {
         .arg(scripts.join("needs"))
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let stderr = testkit::exit_stderr(&out, 1);
     assert!(
         stderr.contains("needs the Python module(s) no_such_module_here")
             && stderr.contains("run scripts/setup"),
@@ -514,8 +511,7 @@ fn a_class_name_that_is_not_utf8_is_refused_before_training() {
         "ddp-train --device cpu --epochs 1 --batch-size 4 --image-size 32 --max-steps 1 \
          --data imagefolder:imgs",
     );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let stderr = testkit::exit_stderr(&out, 1);
     assert!(
         stderr.contains(r#"the class name "caf\xE9" is not UTF-8"#),
         "{stderr}"
