@@ -79,16 +79,9 @@ pub const EXIT_RESUMABLE: u8 = 75;
 pub const EXIT_BROKEN_PIPE: u8 = 141;
 
 /// The run was stopped by SIGINT/SIGTERM; [`run_main`] maps it to exit 130.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted")]
 pub struct Interrupted;
-
-impl std::fmt::Display for Interrupted {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("interrupted")
-    }
-}
-
-impl std::error::Error for Interrupted {}
 
 impl error_class::Classify for Interrupted {
     fn class(&self) -> Class {
@@ -98,16 +91,9 @@ impl error_class::Classify for Interrupted {
 
 /// A usage error found after parsing (a flag value clap cannot check alone); [`run_main`] maps
 /// it to exit 2.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
 pub struct UsageError(pub String);
-
-impl std::fmt::Display for UsageError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for UsageError {}
 
 impl error_class::Classify for UsageError {
     fn class(&self) -> Class {
@@ -304,14 +290,9 @@ mod tests {
 
     #[test]
     fn the_class_along_the_chain_decides_the_exit_code() {
-        #[derive(Debug)]
+        #[derive(Debug, thiserror::Error)]
+        #[error("library says no")]
         struct Lib(Class);
-        impl std::fmt::Display for Lib {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("library says no")
-            }
-        }
-        impl std::error::Error for Lib {}
         impl error_class::Classify for Lib {
             fn class(&self) -> Class {
                 self.0

@@ -5,16 +5,9 @@ use std::io::{self, BufWriter, Write};
 use serde::Serialize;
 
 /// Stdout went away (a closed pipe): the tool stops quietly with exit 141, as SIGPIPE would.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("stdout closed")]
 pub struct StdoutClosed;
-
-impl std::fmt::Display for StdoutClosed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("stdout closed")
-    }
-}
-
-impl std::error::Error for StdoutClosed {}
 
 /// Writes one compact JSON record per line. On stdout every record is flushed as it is written
 /// (a pipe streams, and a killed run's finished items are on record); a tool that prints many

@@ -286,45 +286,25 @@ fn same_file(a: &Path, b: &Path) -> bool {
 mod tests {
     use super::*;
 
+    /// [`output_path`] of `input` under `base` into `out_dir` with `ext`, run from /work.
+    fn out_of(input: &str, base: &str, out_dir: &str, ext: &str) -> PathBuf {
+        let (p, cwd) = (Path::new, Path::new("/work"));
+        output_path(p(input), p(base), p(out_dir), cwd, ext)
+    }
+
     #[test]
     fn relative_inputs_are_mirrored_under_out_dir() {
-        let cwd = Path::new("/work");
-        let o = output_path(
-            Path::new("imgs/a/1.jpg"),
-            Path::new("."),
-            Path::new("out"),
-            cwd,
-            "png",
-        );
+        let o = out_of("imgs/a/1.jpg", ".", "out", "png");
         assert_eq!(o, Path::new("/work/out/imgs/a/1.png"));
-        let o = output_path(
-            Path::new("imgs/a/1.jpg"),
-            Path::new("imgs"),
-            Path::new("/o"),
-            cwd,
-            "npy",
-        );
+        let o = out_of("imgs/a/1.jpg", "imgs", "/o", "npy");
         assert_eq!(o, Path::new("/o/a/1.npy"));
     }
 
     #[test]
     fn paths_outside_base_keep_their_whole_path() {
-        let cwd = Path::new("/work");
-        let o = output_path(
-            Path::new("/data/x/1.jpeg"),
-            Path::new("."),
-            Path::new("out"),
-            cwd,
-            "png",
-        );
+        let o = out_of("/data/x/1.jpeg", ".", "out", "png");
         assert_eq!(o, Path::new("/work/out/data/x/1.png"));
-        let o = output_path(
-            Path::new("../y/./2.png"),
-            Path::new("."),
-            Path::new("out"),
-            cwd,
-            "png",
-        );
+        let o = out_of("../y/./2.png", ".", "out", "png");
         assert_eq!(o, Path::new("/work/out/y/2.png"));
     }
 
