@@ -117,11 +117,7 @@ impl<'a> Engine<'a> {
                 crate::MAX_SLOTS
             )));
         }
-        let count = match def.search {
-            SearchKind::Random => def.trials.len(),
-            SearchKind::Tpe | SearchKind::Bohb => def.samples,
-        };
-        let trials: Vec<Trial> = (0..count)
+        let trials: Vec<Trial> = (0..def.trial_count())
             .map(|i| {
                 let config = def.trials.get(i).cloned().unwrap_or_default();
                 let chosen = def.search == SearchKind::Random;

@@ -103,6 +103,17 @@ pub struct Definition {
     pub trials: Vec<Config>,
 }
 
+impl Definition {
+    /// The sweep's trials: its generated configs (random search), else --samples (TPE and
+    /// BOHB suggest each config).
+    pub fn trial_count(&self) -> usize {
+        match self.search {
+            SearchKind::Random => self.trials.len(),
+            SearchKind::Tpe | SearchKind::Bohb => self.samples,
+        }
+    }
+}
+
 /// A copy population-based training decided: the trial copied and the new config.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Copied {

@@ -84,10 +84,7 @@ pub const MAX_TRIALS: u128 = 100_000;
 /// A journal's definition, checked as `definition` checks flags before anything is sized by it:
 /// the journal may have been edited or damaged.
 pub fn check_resumed(def: &Definition, space: &Space) -> crate::Result<()> {
-    let trials = match def.search {
-        SearchKind::Random => def.trials.len() as u128,
-        SearchKind::Tpe | SearchKind::Bohb => def.samples as u128,
-    };
+    let trials = def.trial_count() as u128;
     if trials == 0 || trials > MAX_TRIALS {
         return Err(Error::Journal(format!(
             "{trials} trials: a sweep runs 1 to {MAX_TRIALS}"
