@@ -9,12 +9,11 @@ fn outputs_match_pillow_and_mirror_input_paths() {
         ("photo420.jpg", "imgs/a/photo.jpg"),
         ("palette.png", "imgs/b/pal.png"),
     ]);
-    let (code, recs, _) = run(
+    let recs = run_ok(
         tmp.path(),
         &["-r", "24", "-o", "out"],
         "imgs/a/photo.jpg\nimgs/b/pal.png\n",
     );
-    assert_eq!(code, 0);
     assert_eq!(recs.types, ["image", "image", "summary"]);
     let first = &recs.items[0];
     assert_eq!(first.input, "imgs/a/photo.jpg");
@@ -33,12 +32,11 @@ fn outputs_match_pillow_and_mirror_input_paths() {
 fn npy_output_is_uint8_channels_first_and_shard_records_are_inputs() {
     let tmp = with_fixtures(&[("rgb.png", "d/a.png"), ("la.png", "d/b.png")]);
     let shard = r#"{"type":"shard","shard":0,"shards":1,"paths":["d/a.png","d/b.png"]}"#;
-    let (code, recs, _) = run(
+    let recs = run_ok(
         tmp.path(),
         &["-r", "24", "-o", "out", "--format", "npy", "--base", "d"],
         format!("{shard}\n"),
     );
-    assert_eq!(code, 0);
     assert_eq!(recs.types, ["image", "image", "summary"]);
     let p = tmp.path().join("out/a.npy");
     assert_eq!(
@@ -84,12 +82,11 @@ fn records_say_when_an_alpha_channel_was_dropped() {
     for name in ["rgba.png", "la.png", "rgb.png"] {
         copy_fixture(tmp.path(), name, name);
     }
-    let (code, recs, _) = run(
+    let recs = run_ok(
         tmp.path(),
         &["-r", "8", "-o", "out"],
         "rgba.png\nla.png\nrgb.png\n",
     );
-    assert_eq!(code, 0);
     let dropped: Vec<(String, bool)> = recs
         .items
         .iter()
@@ -116,12 +113,11 @@ fn a_planar_tiled_tiff_is_resized_like_any_image() {
     )
     .unwrap();
     copy_fixture(tmp.path(), "rgb.png", "rgb.png");
-    let (code, recs, stderr) = run(
+    let recs = run_ok(
         tmp.path(),
         &["-r", "16", "-o", "out", "planar.tif", "rgb.png"],
         "",
     );
-    assert_eq!(code, 0, "{stderr}");
     assert_eq!(recs.types[0], "image", "{recs:?}");
     assert_eq!(recs.items[0].input, "planar.tif");
     assert!(tmp.path().join("out/planar.png").exists());
@@ -147,12 +143,11 @@ fn an_uncompressed_tiff_with_rows_per_strip_0_gives_pillows_pixels() {
     );
     let tmp = tempfile::tempdir().unwrap();
     std::fs::write(tmp.path().join("zero.tif"), tiff).unwrap();
-    let (code, recs, stderr) = run(
+    run_ok(
         tmp.path(),
         &["-r", "3", "-o", "out", "--format", "npy"],
         "zero.tif\n",
     );
-    assert_eq!(code, 0, "{stderr} {recs:?}");
     let a = read_npy(&tmp.path().join("out/zero.npy"));
     for c in 0..3 {
         let plane: Vec<u8> = a.index_axis(ndarray::Axis(0), c).iter().copied().collect();

@@ -115,12 +115,11 @@ fn names_that_are_not_utf8_are_inputs_and_records_keep_their_bytes() {
         (&bytes, &false.into())
     );
     // And the raw name on stdin is a path too.
-    let (code, _, err) = run(
+    run_ok(
         tmp.path(),
         &["-r", "4", "-o", "out3"],
         &b"caf\xe9.png\n"[..],
     );
-    assert_eq!(code, 0, "{err}");
     assert!(tmp.path().join("out3").join(name).is_file());
 }
 
@@ -183,12 +182,11 @@ fn stdin_that_is_a_directory_is_one_fatal_error() {
 #[test]
 fn nul_separated_lists_carry_names_with_newlines() {
     let tmp = with_fixtures(&[("rgb.png", "two\nlines.png"), ("gray.png", "plain.png")]);
-    let (code, recs, _) = run(
+    let recs = run_ok(
         tmp.path(),
         &["-0", "-r", "16", "-o", "o"],
         &b"two\nlines.png\0plain.png\0"[..],
     );
-    assert_eq!(code, 0, "{recs:?}");
     assert_eq!(recs.types, ["image", "image", "summary"]);
     assert_eq!(recs.items[0].input, std::ffi::OsStr::new("two\nlines.png"));
     assert!(tmp.path().join("o/two\nlines.png").is_file());
@@ -207,12 +205,11 @@ fn retry_failed_redoes_only_the_inputs_an_earlier_run_failed() {
     std::fs::write(tmp.path().join("run1.jsonl"), &first.stdout).unwrap();
     // The file is fixed; only it is redone (the good one is not even looked at).
     copy_fixture(tmp.path(), "gray.jpg", "later.jpg");
-    let (code, recs, stderr) = run(
+    let recs = run_ok(
         tmp.path(),
         &["-r", "8", "-o", "out", "--retry-failed", "run1.jsonl"],
         "",
     );
-    assert_eq!(code, 0, "{stderr}");
     assert_eq!(recs.types, ["image", "summary"]);
     assert_eq!(recs.items[0].input, "later.jpg");
     assert!(!recs.items[0].skipped);

@@ -49,6 +49,18 @@ fn run(
     )
 }
 
+/// The records of a run that must succeed (exit 0; its stderr and records in the message when
+/// not).
+fn run_ok(
+    dir: &Path,
+    args: &[impl AsRef<std::ffi::OsStr>],
+    stdin: impl Into<Vec<u8>>,
+) -> Batch<ImageRecord> {
+    let (code, recs, stderr) = run(dir, args, stdin);
+    assert_eq!(code, 0, "{stderr} {recs:?}");
+    recs
+}
+
 /// The same with the records as JSON (for their wire form).
 fn run_raw(
     dir: &Path,
