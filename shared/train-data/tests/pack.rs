@@ -1,24 +1,36 @@
 //! data-pack's writers read back by the readers training uses: webdataset shards and MXNet's
 //! RecordIO.
 
-use data_pack::{MAGIC, RecordWriter, Sample, ShardWriter};
+use std::path::Path;
+
+use data_pack::{MAGIC, RecordWriter, Sample, ShardWriter, Written};
+
+/// `images` as PNG samples `000000000`, `000000001`... of labels 0, 1, 0, 1... in shards of at
+/// most `max_bytes` and `max_samples` under `dir`: the shards written.
+fn write_shards<I: AsRef<[u8]>>(
+    dir: &Path,
+    (max_bytes, max_samples): (u64, usize),
+    images: &[I],
+) -> Vec<Written> {
+    let mut w = ShardWriter::new(dir, max_bytes, max_samples);
+    for (i, image) in images.iter().enumerate() {
+        let s = Sample {
+            suffix: "png",
+            image: image.as_ref(),
+            label: i % 2,
+            path: None,
+        };
+        w.add(&format!("{i:09}"), &s).unwrap();
+    }
+    w.finish().unwrap()
+}
 
 #[test]
 fn shards_read_back_as_written_and_are_cut_by_size() {
     let dir = tempfile::tempdir().unwrap();
     let images: Vec<Vec<u8>> = (0..5u8).map(|i| vec![i; 700 + i as usize]).collect();
     // Each sample takes 512 + 1024 (image) + 1024 (cls): two fit in 6 KiB with the end.
-    let mut w = ShardWriter::new(dir.path(), 6 * 1024, 100);
-    for (i, img) in images.iter().enumerate() {
-        let s = Sample {
-            suffix: "png",
-            image: img,
-            label: i % 2,
-            path: None,
-        };
-        w.add(&format!("{i:09}"), &s).unwrap();
-    }
-    let written = w.finish().unwrap();
+    let written = write_shards(dir.path(), (6 * 1024, 100), &images);
     assert_eq!(
         written.iter().map(|w| w.samples).collect::<Vec<_>>(),
         [2, 2, 1]
@@ -102,6 +114,22 @@ fn read_all(files: &train_data::images::ImageFiles) -> Result<(), String> {
     Ok(())
 }
 
+/// Reads every sample of `files`, cuts `file` (which they are read from) to `len` bytes, and
+/// reads them again: the run ends with an error naming the file, the byte and the truncation.
+fn read_after_cutting(files: &train_data::images::ImageFiles, file: &Path, len: u64) {
+    read_all(files).unwrap();
+    let f = std::fs::OpenOptions::new().write(true).open(file).unwrap();
+    f.set_len(len).unwrap();
+    let e = read_all(files).unwrap_err();
+    let name = file.file_name().unwrap().to_str().unwrap();
+    assert!(
+        e.contains(&format!("{name} at byte {len}")) && e.contains("truncated"),
+        "{e}"
+    );
+    // One line of words: the message once held a run of spaces where its source broke a line.
+    assert!(!e.contains("  "), "{e}");
+}
+
 #[test]
 fn a_rec_cut_short_while_read_ends_the_run_naming_the_file_and_byte() {
     let dir = tempfile::tempdir().unwrap();
@@ -113,52 +141,19 @@ fn a_rec_cut_short_while_read_ends_the_run_naming_the_file_and_byte() {
     w.finish().unwrap();
     let rec = train_data::recordio::RecordIo::open(&prefix).unwrap();
     let files = train_data::images::ImageFiles::from_records(rec, &prefix, opts(), 0).unwrap();
-    read_all(&files).unwrap();
     // Cut to 2,000 bytes while the run reads it: the first records still decode, the rest are
     // not bad samples to replace but data gone.
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .open(dir.path().join("data.rec"))
-        .unwrap();
-    f.set_len(2000).unwrap();
-    let e = read_all(&files).unwrap_err();
-    assert!(
-        e.contains("data.rec at byte 2000") && e.contains("truncated"),
-        "{e}"
-    );
-    // One line of words: the message once held a run of spaces where its source broke a line.
-    assert!(!e.contains("  "), "{e}");
+    read_after_cutting(&files, &dir.path().join("data.rec"), 2000);
     assert_eq!(files.bad_inputs(), 0, "nothing counted as a bad sample");
 }
 
 #[test]
 fn a_shard_cut_short_while_read_ends_the_run_naming_the_file_and_byte() {
     let dir = tempfile::tempdir().unwrap();
-    let mut w = ShardWriter::new(dir.path(), 1 << 30, 1000);
-    for (i, png) in noise_pngs(40).iter().enumerate() {
-        let s = Sample {
-            suffix: "png",
-            image: png,
-            label: i % 2,
-            path: None,
-        };
-        w.add(&format!("{i:09}"), &s).unwrap();
-    }
-    let written = w.finish().unwrap();
+    let written = write_shards(dir.path(), (1 << 30, 1000), &noise_pngs(40));
     let shards = train_data::wds::Shards::open(written[0].path.as_os_str()).unwrap();
     let files = train_data::images::ImageFiles::from_shards(shards, opts(), 0).unwrap();
-    read_all(&files).unwrap();
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&written[0].path)
-        .unwrap();
-    f.set_len(4000).unwrap();
-    let e = read_all(&files).unwrap_err();
-    assert!(
-        e.contains("shard-000000.tar at byte 4000") && e.contains("truncated"),
-        "{e}"
-    );
-    assert!(!e.contains("  "), "{e}");
+    read_after_cutting(&files, &written[0].path, 4000);
 }
 
 #[test]
@@ -261,18 +256,8 @@ fn a_packed_samples_path_comes_back_through_the_readers() {
     }
     // Data packed without paths (before they were stored) reads as before, with none.
     let old = dir.path().join("old");
-    let mut w = ShardWriter::new(&old, 1 << 20, 100);
     let png = &noise_pngs(1)[0];
-    for i in 0..2 {
-        let s = Sample {
-            suffix: "png",
-            image: png,
-            label: i,
-            path: None,
-        };
-        w.add(&format!("{i:09}"), &s).unwrap();
-    }
-    let written = w.finish().unwrap();
+    let written = write_shards(&old, (1 << 20, 100), &[png, png]);
     let shards = train_data::wds::Shards::open(written[0].path.as_os_str()).unwrap();
     let files = train_data::images::ImageFiles::from_shards(shards, opts(), 0).unwrap();
     assert_eq!(files.packed_path(1).unwrap(), None);
