@@ -29,6 +29,27 @@ fn python(args: &[&std::ffi::OsStr]) -> Output {
     out
 }
 
+/// `torchscript_models.py make KIND PATH CLASSES`: the scripted model `kind` written to `path`.
+fn make(kind: &str, path: &Path, classes: u32) {
+    python(&[
+        "make".as_ref(),
+        kind.as_ref(),
+        path.as_os_str(),
+        classes.to_string().as_ref(),
+    ]);
+}
+
+/// [`make`] with the model's initialisation drawn from `seed`.
+fn make_seeded(kind: &str, path: &Path, classes: u32, seed: u32) {
+    python(&[
+        "make".as_ref(),
+        kind.as_ref(),
+        path.as_os_str(),
+        classes.to_string().as_ref(),
+        seed.to_string().as_ref(),
+    ]);
+}
+
 /// `ddp-train --device cpu --threads 1` with no launcher variables.
 fn cmd() -> Command {
     let mut c = common::cpu();
@@ -142,12 +163,7 @@ fn torchscript_models_train_to_pytorchs_weights_on_one_and_two_ranks() {
     let dir = tempfile::tempdir().unwrap();
     for kind in ["gn_dropout", "vit", "bn"] {
         let model = dir.path().join(format!("{kind}.pt"));
-        python(&[
-            "make".as_ref(),
-            kind.as_ref(),
-            model.as_os_str(),
-            "100".as_ref(),
-        ]);
+        make(kind, &model, 100);
         let sub = dir.path().join(kind);
         std::fs::create_dir(&sub).unwrap();
         for world in [1, 2] {
@@ -221,20 +237,9 @@ fn torchscript_adamw_smoothing_init_channels_last_and_tied_weights_train_to_pyto
         d.join("other.pt"),
         d.join("init.safetensors"),
     );
-    python(&[
-        "make".as_ref(),
-        "bn".as_ref(),
-        model.as_os_str(),
-        "100".as_ref(),
-    ]);
+    make("bn", &model, 100);
     // --init: another initialisation of the same module (seed 1), as PyTorch saves it.
-    python(&[
-        "make".as_ref(),
-        "bn".as_ref(),
-        other.as_os_str(),
-        "100".as_ref(),
-        "1".as_ref(),
-    ]);
+    make_seeded("bn", &other, 100, 1);
     python(&["state".as_ref(), other.as_os_str(), init.as_os_str()]);
     let batches = dumps(d, &model, 1);
     let mut init_flag = std::ffi::OsString::from("--init=");
@@ -294,12 +299,7 @@ fn torchscript_adamw_smoothing_init_channels_last_and_tied_weights_train_to_pyto
     // stepped once with the sum of both uses' gradients, saved under both names. 0 measured,
     // bound 1e-5.
     let tied = d.join("tied.pt");
-    python(&[
-        "make".as_ref(),
-        "tied".as_ref(),
-        tied.as_os_str(),
-        "100".as_ref(),
-    ]);
+    make("tied", &tied, 100);
     let sub = d.join("tied");
     std::fs::create_dir(&sub).unwrap();
     let ours = train(&sub, &tied, 1, 1);
@@ -345,12 +345,7 @@ fn a_model_file_that_is_not_torchscript_or_returns_the_wrong_shape_is_refused_na
     assert!(!stderr.contains("Exception raised from"), "{stderr}");
     // A model for 10 classes on data of 100.
     let ten = dir.path().join("ten.pt");
-    python(&[
-        "make".as_ref(),
-        "bn".as_ref(),
-        ten.as_os_str(),
-        "10".as_ref(),
-    ]);
+    make("bn", &ten, 10);
     let out = cmd().args(flags(&ten)).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
@@ -377,12 +372,7 @@ fn a_model_file_that_is_not_torchscript_or_returns_the_wrong_shape_is_refused_na
         ),
     ] {
         let model = dir.path().join(format!("{kind}.pt"));
-        python(&[
-            "make".as_ref(),
-            kind.as_ref(),
-            model.as_os_str(),
-            "100".as_ref(),
-        ]);
+        make(kind, &model, 100);
         let out = cmd()
             .args(flags(&model))
             .args(["--max-steps", "1"])
@@ -433,12 +423,7 @@ fn a_model_file_that_is_not_torchscript_or_returns_the_wrong_shape_is_refused_na
 fn the_eval_snippet_raises_when_the_module_returns_other_than_the_runs_classes() {
     let dir = tempfile::tempdir().unwrap();
     let model = dir.path().join("model.pt");
-    python(&[
-        "make".as_ref(),
-        "bn".as_ref(),
-        model.as_os_str(),
-        "100".as_ref(),
-    ]);
+    make("bn", &model, 100);
     let ck = dir.path().join("ck");
     let out = cmd()
         .args(flags(&model))
@@ -463,12 +448,7 @@ fn the_eval_snippet_raises_when_the_module_returns_other_than_the_runs_classes()
     };
     ok(&run());
     // The first 5 logits only: the same names and shapes, so load_state_dict takes it.
-    python(&[
-        "make".as_ref(),
-        "narrow".as_ref(),
-        model.as_os_str(),
-        "100".as_ref(),
-    ]);
+    make("narrow", &model, 100);
     let out = run();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "the snippet ran: {stderr}");
@@ -482,20 +462,8 @@ fn the_eval_snippet_raises_when_the_module_returns_other_than_the_runs_classes()
 fn resuming_with_another_model_file_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (dir.path().join("a.pt"), dir.path().join("b.pt"));
-    python(&[
-        "make".as_ref(),
-        "bn".as_ref(),
-        a.as_os_str(),
-        "100".as_ref(),
-        "0".as_ref(),
-    ]);
-    python(&[
-        "make".as_ref(),
-        "bn".as_ref(),
-        b.as_os_str(),
-        "100".as_ref(),
-        "1".as_ref(),
-    ]);
+    make_seeded("bn", &a, 100, 0);
+    make_seeded("bn", &b, 100, 1);
     let ck = dir.path().join("ck");
     let run = |model: &Path, epochs: &str| {
         let mut base = flags(model);
@@ -530,12 +498,7 @@ fn a_torchscript_model_with_dropout_resumes_mid_epoch_to_the_same_weights() {
     use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
     let model = dir.path().join("gn_dropout.pt");
-    python(&[
-        "make".as_ref(),
-        "gn_dropout".as_ref(),
-        model.as_os_str(),
-        "100".as_ref(),
-    ]);
+    make("gn_dropout", &model, 100);
     let run = |ck: &Path| {
         let mut c = cmd();
         c.args(flags(&model))
