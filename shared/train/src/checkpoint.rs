@@ -332,51 +332,47 @@ pub struct Input {
 impl Meta {
     /// The string map written into the file.
     pub fn to_map(&self) -> HashMap<String, String> {
-        HashMap::from([
-            ("epoch".to_string(), self.epoch.to_string()),
-            ("step".to_string(), self.step.to_string()),
-            (
-                "steps_per_epoch".to_string(),
-                self.steps_per_epoch.to_string(),
-            ),
-            ("seed".to_string(), self.seed.to_string()),
-            ("skipped_steps".to_string(), self.skipped_steps.to_string()),
-            ("arch".to_string(), self.arch.clone()),
-            ("best_top1".to_string(), self.best_top1.to_string()),
-            ("val_top1".to_string(), self.val_top1.to_string()),
-            ("loss_scale".to_string(), self.loss_scale.to_string()),
-            (
-                "growth_tracker".to_string(),
-                self.growth_tracker.to_string(),
-            ),
-            ("scaler".to_string(), self.scaler.to_string()),
-            ("world_size".to_string(), self.world_size.to_string()),
-            ("batch_size".to_string(), self.batch_size.to_string()),
-        ])
-        .into_iter()
-        .chain((self.virtual_ranks.iter()).map(|v| ("virtual_ranks".to_string(), v.to_string())))
-        .chain(self.script.iter().flat_map(|s| {
-            [
-                ("model_file".to_string(), s.file.clone()),
-                ("model_sha256".to_string(), s.sha256.clone()),
-            ]
-        }))
-        .chain((!self.classes.is_empty()).then(|| {
-            let json = serde_json::to_string(&self.classes).expect("strings serialise");
-            ("classes".to_string(), json)
-        }))
-        .chain(self.input.iter().flat_map(|i| {
-            let list = |v: &[f64]| serde_json::to_string(v).expect("numbers serialise");
-            [
-                ("stem".to_string(), i.stem.clone()),
-                ("num_classes".to_string(), i.num_classes.to_string()),
-                ("image_size".to_string(), i.image_size.to_string()),
-                ("normalize_mean".to_string(), list(&i.mean)),
-                ("normalize_std".to_string(), list(&i.std)),
-                ("eval_transform".to_string(), i.eval_transform.clone()),
-            ]
-        }))
-        .collect()
+        let fields = [
+            ("epoch", self.epoch.to_string()),
+            ("step", self.step.to_string()),
+            ("steps_per_epoch", self.steps_per_epoch.to_string()),
+            ("seed", self.seed.to_string()),
+            ("skipped_steps", self.skipped_steps.to_string()),
+            ("arch", self.arch.clone()),
+            ("best_top1", self.best_top1.to_string()),
+            ("val_top1", self.val_top1.to_string()),
+            ("loss_scale", self.loss_scale.to_string()),
+            ("growth_tracker", self.growth_tracker.to_string()),
+            ("scaler", self.scaler.to_string()),
+            ("world_size", self.world_size.to_string()),
+            ("batch_size", self.batch_size.to_string()),
+        ];
+        fields
+            .into_iter()
+            .chain((self.virtual_ranks.iter()).map(|v| ("virtual_ranks", v.to_string())))
+            .chain(self.script.iter().flat_map(|s| {
+                [
+                    ("model_file", s.file.clone()),
+                    ("model_sha256", s.sha256.clone()),
+                ]
+            }))
+            .chain((!self.classes.is_empty()).then(|| {
+                let json = serde_json::to_string(&self.classes).expect("strings serialise");
+                ("classes", json)
+            }))
+            .chain(self.input.iter().flat_map(|i| {
+                let list = |v: &[f64]| serde_json::to_string(v).expect("numbers serialise");
+                [
+                    ("stem", i.stem.clone()),
+                    ("num_classes", i.num_classes.to_string()),
+                    ("image_size", i.image_size.to_string()),
+                    ("normalize_mean", list(&i.mean)),
+                    ("normalize_std", list(&i.std)),
+                    ("eval_transform", i.eval_transform.clone()),
+                ]
+            }))
+            .map(|(k, v)| (k.to_string(), v))
+            .collect()
     }
 
     /// Reads the map back: the epoch is required; what else is missing takes the value a fresh

@@ -626,42 +626,38 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (path, _, _) = save_model(dir.path(), Arch::ResNet18, Stem::Cifar, 3);
         let (tensors, mut map) = checkpoint::load(&path, Device::Cpu).unwrap();
+        // The checkpoint rewritten with these tensors and metadata: why it is refused.
+        let refused = |t: &BTreeMap<String, Tensor>,
+                       map: &std::collections::HashMap<String, String>| {
+            checkpoint::save(&path, t, map).unwrap();
+            model_from_checkpoint(&path, Device::Cpu)
+                .unwrap_err()
+                .to_string()
+        };
         // A class count that would size a 10^7 x 512 layer from a 3 x 512 one.
         map.insert("num_classes".into(), "10000000".into());
-        checkpoint::save(&path, &tensors, &map).unwrap();
-        let e = model_from_checkpoint(&path, Device::Cpu)
-            .unwrap_err()
-            .to_string();
+        let e = refused(&tensors, &map);
         assert!(
             e.contains("fc.weight is [3, 512], not the [10000000, 512]"),
             "{e}"
         );
         map.insert("num_classes".into(), "3".into());
         map.remove("stem");
-        checkpoint::save(&path, &tensors, &map).unwrap();
-        let e = model_from_checkpoint(&path, Device::Cpu)
-            .unwrap_err()
-            .to_string();
+        let e = refused(&tensors, &map);
         assert!(e.contains("does not say how the model sees images"), "{e}");
         // Strict: a tensor missing or one too many is named; NaN is refused.
         map.insert("stem".into(), "cifar".into());
         let mut t = tensors;
         let var = t.remove("layer1.0.bn1.running_var").unwrap();
         t.insert("extra.weight".into(), var.copy());
-        checkpoint::save(&path, &t, &map).unwrap();
-        let e = model_from_checkpoint(&path, Device::Cpu)
-            .unwrap_err()
-            .to_string();
+        let e = refused(&t, &map);
         assert!(
             e.contains("missing 1 (layer1.0.bn1.running_var), extra 1 (extra.weight)"),
             "{e}"
         );
         t.remove("extra.weight");
         t.insert("layer1.0.bn1.running_var".into(), var.fill(f64::NAN));
-        checkpoint::save(&path, &t, &map).unwrap();
-        let e = model_from_checkpoint(&path, Device::Cpu)
-            .unwrap_err()
-            .to_string();
+        let e = refused(&t, &map);
         assert!(e.contains("holds NaN"), "{e}");
     }
 
