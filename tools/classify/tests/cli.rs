@@ -11,10 +11,6 @@ use records::{EpochRecord, EvaluationRecord, PredictionRecord};
 
 const BIN: &str = env!("CARGO_BIN_EXE_classify");
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 /// The digits (DIR: CIFAR-100 binaries) also as a PNG tree in ImageFolder's order
 /// (DIR/folder/{train,val}) and as webdataset shards of the same order (DIR/shards), made once.
 fn digits() -> &'static Path {
@@ -38,18 +34,7 @@ fn digits() -> &'static Path {
 
 /// `ddp-train --device cpu --threads 2` with no launcher variables.
 fn ddp_train() -> Command {
-    let mut c = Command::new(testkit::bin("ddp-train"));
-    for v in [
-        "RANK",
-        "WORLD_SIZE",
-        "LOCAL_RANK",
-        "MASTER_ADDR",
-        "MASTER_PORT",
-        "TORCHELASTIC_USE_AGENT_STORE",
-        "SLURM_PROCID",
-    ] {
-        c.env_remove(v);
-    }
+    let mut c = testkit::without_launcher(testkit::bin("ddp-train"));
     c.args(["--device", "cpu", "--threads", "2"]);
     c
 }
@@ -64,19 +49,14 @@ struct Trained {
 
 fn train(data: &str, args: &[&str]) -> Trained {
     let dir = tempfile::tempdir().unwrap();
-    let out = ddp_train()
-        .arg("--data")
-        .arg(data)
-        .args(args)
-        .args(["--epochs", "1", "--max-steps", "8", "--batch-size", "32"])
-        .arg("--checkpoint-dir")
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "ddp-train: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = testkit::succeeds(
+        ddp_train()
+            .arg("--data")
+            .arg(data)
+            .args(args)
+            .args(["--epochs", "1", "--max-steps", "8", "--batch-size", "32"])
+            .arg("--checkpoint-dir")
+            .arg(dir.path()),
     );
     let run: testkit::Batch<EpochRecord> = testkit::batch(&out.stdout);
     Trained {
@@ -148,7 +128,7 @@ fn classify(checkpoint: &Path, args: &[&std::ffi::OsStr]) -> Output {
 }
 
 fn pillow_inputs() -> PathBuf {
-    root().join("tests/fixtures/pillow/inputs")
+    testkit::repo_root().join("tests/fixtures/pillow/inputs")
 }
 
 /// Softmax of torchvision's model (built by `ddp-train --print-eval-snippet`) over each image
@@ -171,18 +151,13 @@ with torch.no_grad():
         probs[p] = torch.softmax(model(x), 1)[0].tolist()
 print(json.dumps(probs))
 "#;
-    let dir = tempfile::tempdir().unwrap();
-    let script = dir.path().join("probs.py");
-    std::fs::write(&script, format!("{snippet}\n{check}")).unwrap();
-    let out = Command::new(testkit::python())
-        .arg(&script)
-        .args(images)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}\n{snippet}",
-        String::from_utf8_lossy(&out.stderr)
+    // The code is on the command line, so a failure's message shows it.
+    let code = format!("{snippet}\n{check}");
+    let out = testkit::succeeds(
+        Command::new(testkit::python())
+            .arg("-c")
+            .arg(code)
+            .args(images),
     );
     serde_json::from_slice(&out.stdout).unwrap()
 }
@@ -305,8 +280,7 @@ fn unreadable_images_are_error_records_in_input_order_and_the_rest_go_on() {
         .stdin(std::fs::File::open(dir.join("list.txt")).unwrap());
     // A FIFO is refused, not waited on: the run ends (the deadline only catches a hang).
     let out = testkit::output_within(&mut c, std::time::Duration::from_secs(120));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    let stderr = testkit::exit_stderr(&out, 3);
     let recs = testkit::records(&out.stdout);
     let kinds: Vec<&str> = recs.iter().map(|r| r["type"].as_str().unwrap()).collect();
     assert_eq!(
@@ -436,14 +410,14 @@ fn shards_and_recordio_evaluate_as_the_image_folder_they_were_packed_from() {
     );
     // RecordIO by the transcription of MXNet's writer, in ImageFolder's order.
     let tmp = tempfile::tempdir().unwrap();
-    let out = Command::new(testkit::python())
-        .arg(root().join("scripts/reference/mxnet_recordio.py"))
-        .arg("pack-folder")
-        .arg(digits().join("folder/val"))
-        .arg(tmp.path().join("val"))
-        .output()
-        .unwrap();
-    testkit::ok(&out);
+    testkit::reference_script(
+        "mxnet_recordio.py",
+        [
+            "pack-folder".as_ref(),
+            digits().join("folder/val").as_os_str(),
+            tmp.path().join("val").as_os_str(),
+        ],
+    );
     let records = format!("recordio:{}", tmp.path().join("val").display());
     let (a, _) = evaluate(&folder, &[]);
     for (data, name) in [(&shards, "val-00000.tar:"), (&records, "val.rec:")] {
@@ -468,15 +442,11 @@ fn data_and_checkpoints_that_do_not_fit_are_refused_naming_why() {
     }
     let pets = format!("imagefolder:{}", tmp.path().join("pets").display());
     let out = classify(&model.checkpoint, &["--data".as_ref(), pets.as_ref()]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("class folders"), "{stderr}");
+    testkit::exits_saying(&out, 2, "class folders");
     // The training half of a checkpoint is no model.
     let train_half = model.checkpoint.with_file_name("last.train.safetensors");
     let out = classify(&train_half, &[pillow_inputs().join("rgb.png").as_os_str()]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("not its .train.safetensors"), "{stderr}");
+    testkit::exits_saying(&out, 1, "not its .train.safetensors");
     // A FIFO as the checkpoint is refused, not waited on (the deadline only catches a hang).
     testkit::mkfifo(&tmp.path().join("fifo.safetensors"));
     let mut c = Command::new(BIN);
@@ -484,9 +454,7 @@ fn data_and_checkpoints_that_do_not_fit_are_refused_naming_why() {
         .arg(tmp.path().join("fifo.safetensors"))
         .arg(pillow_inputs().join("rgb.png"));
     let out = testkit::output_within(&mut c, std::time::Duration::from_secs(120));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("FIFO"), "{stderr}");
+    testkit::exits_saying(&out, 1, "FIFO");
     // --confusion without --data is a usage error.
     let out = classify(
         &model.checkpoint,
@@ -595,13 +563,8 @@ fn an_image_over_max_pixels_is_an_error_record_whose_advice_works() {
         &model.checkpoint,
         &["--max-pixels".as_ref(), "1599".as_ref(), image.as_os_str()],
     );
+    testkit::exits(&out, 3);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     assert!(
         stdout.contains(r#""type":"error""#) && stdout.contains("raise --max-pixels"),
         "{stdout}"
@@ -615,14 +578,13 @@ fn an_image_over_max_pixels_is_an_error_record_whose_advice_works() {
 
 /// `scripts/reference/torchscript_models.py make KIND OUT CLASSES`.
 fn make_script(kind: &str, out: &Path, classes: &str) {
-    let o = Command::new(testkit::python())
-        .arg(root().join("scripts/reference/torchscript_models.py"))
-        .args(["make", kind])
-        .arg(out)
-        .arg(classes)
-        .output()
-        .unwrap();
-    testkit::ok(&o);
+    let args: [&std::ffi::OsStr; 4] = [
+        "make".as_ref(),
+        kind.as_ref(),
+        out.as_os_str(),
+        classes.as_ref(),
+    ];
+    testkit::reference_script("torchscript_models.py", args);
 }
 
 #[test]
@@ -642,8 +604,7 @@ fn torchscript_modules_that_cannot_classify_are_refused_naming_the_file_and_why(
             &model.checkpoint,
             &["--model".as_ref(), file.as_os_str(), image.as_os_str()],
         );
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{kind}: {stderr}");
+        let stderr = testkit::exit_stderr(&out, 1);
         assert!(
             stderr.contains(why) && stderr.contains(&format!("{kind}.pt")),
             "{kind}: {stderr}"
@@ -666,8 +627,7 @@ fn torchscript_modules_that_cannot_classify_are_refused_naming_the_file_and_why(
             image.as_os_str(),
         ],
     );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let stderr = testkit::exit_stderr(&out, 1);
     assert!(
         stderr.contains("two_rows.pt")
             && stderr.contains("for a batch of shape [3, 3, 32, 32] it returns")
@@ -743,8 +703,7 @@ fn a_labelled_image_that_cannot_be_used_is_an_error_record_left_out_of_the_figur
             "64".as_ref(),
         ],
     );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    testkit::exits(&out, 3);
     let run: testkit::Batch<PredictionRecord> = testkit::batch(&out.stdout);
     assert_eq!(run.errors.len(), 1);
     assert_eq!(Path::new(&run.errors[0].input), bad.as_path());
@@ -838,8 +797,7 @@ fn labelled_data_none_of_which_can_be_used_ends_with_its_errors_and_summary() {
         &folder_model().checkpoint,
         &["--data".as_ref(), data.as_ref()],
     );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    let stderr = testkit::exit_stderr(&out, 3);
     let run: testkit::Batch<PredictionRecord> = testkit::batch(&out.stdout);
     assert_eq!((run.items.len(), run.errors.len()), (0, 10));
     assert!(
