@@ -286,26 +286,36 @@ fn same_file(a: &Path, b: &Path) -> bool {
 mod tests {
     use super::*;
 
-    /// [`output_path`] of `input` under `base` into `out_dir` with `ext`, run from /work.
-    fn out_of(input: &str, base: &str, out_dir: &str, ext: &str) -> PathBuf {
+    /// Each `(input, base, out_dir, ext, output)`: [`output_path`] of `input` under `base`
+    /// into `out_dir` with `ext`, run from /work, is `output`.
+    fn outputs_are(cases: &[(&str, &str, &str, &str, &str)]) {
         let (p, cwd) = (Path::new, Path::new("/work"));
-        output_path(p(input), p(base), p(out_dir), cwd, ext)
+        for &(input, base, out_dir, ext, want) in cases {
+            let o = output_path(p(input), p(base), p(out_dir), cwd, ext);
+            assert_eq!(o, p(want), "{input} under {base} into {out_dir}");
+        }
     }
 
     #[test]
     fn relative_inputs_are_mirrored_under_out_dir() {
-        let o = out_of("imgs/a/1.jpg", ".", "out", "png");
-        assert_eq!(o, Path::new("/work/out/imgs/a/1.png"));
-        let o = out_of("imgs/a/1.jpg", "imgs", "/o", "npy");
-        assert_eq!(o, Path::new("/o/a/1.npy"));
+        outputs_are(&[
+            ("imgs/a/1.jpg", ".", "out", "png", "/work/out/imgs/a/1.png"),
+            ("imgs/a/1.jpg", "imgs", "/o", "npy", "/o/a/1.npy"),
+        ]);
     }
 
     #[test]
     fn paths_outside_base_keep_their_whole_path() {
-        let o = out_of("/data/x/1.jpeg", ".", "out", "png");
-        assert_eq!(o, Path::new("/work/out/data/x/1.png"));
-        let o = out_of("../y/./2.png", ".", "out", "png");
-        assert_eq!(o, Path::new("/work/out/y/2.png"));
+        outputs_are(&[
+            (
+                "/data/x/1.jpeg",
+                ".",
+                "out",
+                "png",
+                "/work/out/data/x/1.png",
+            ),
+            ("../y/./2.png", ".", "out", "png", "/work/out/y/2.png"),
+        ]);
     }
 
     #[test]

@@ -332,21 +332,25 @@ pub struct Input {
 impl Meta {
     /// The string map written into the file.
     pub fn to_map(&self) -> HashMap<String, String> {
-        let fields = [
-            ("epoch", self.epoch.to_string()),
-            ("step", self.step.to_string()),
-            ("steps_per_epoch", self.steps_per_epoch.to_string()),
-            ("seed", self.seed.to_string()),
-            ("skipped_steps", self.skipped_steps.to_string()),
-            ("arch", self.arch.clone()),
-            ("best_top1", self.best_top1.to_string()),
-            ("val_top1", self.val_top1.to_string()),
-            ("loss_scale", self.loss_scale.to_string()),
-            ("growth_tracker", self.growth_tracker.to_string()),
-            ("scaler", self.scaler.to_string()),
-            ("world_size", self.world_size.to_string()),
-            ("batch_size", self.batch_size.to_string()),
-        ];
+        // The plain fields, each under its own name.
+        macro_rules! as_text {
+            ($($field:ident),*) => { [$((stringify!($field), self.$field.to_string())),*] };
+        }
+        let fields = as_text!(
+            epoch,
+            step,
+            steps_per_epoch,
+            seed,
+            skipped_steps,
+            arch,
+            best_top1,
+            val_top1,
+            loss_scale,
+            growth_tracker,
+            scaler,
+            world_size,
+            batch_size
+        );
         fields
             .into_iter()
             .chain((self.virtual_ranks.iter()).map(|v| ("virtual_ranks", v.to_string())))
