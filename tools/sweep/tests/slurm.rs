@@ -155,14 +155,7 @@ fn trials_are_job_steps_and_decide_as_local_trials_do() {
     let dir = tempfile::tempdir().unwrap();
     let bin = fake_srun(dir.path());
     let space = json!({"lr": {"grid": [1e-4, 1e-3, 0.01, 0.1, 0.3, 1.0]}, "batch_size": {"grid": [64, 512]}});
-    let cmd = [
-        "--lr",
-        "{lr}",
-        "--batch-size",
-        "{batch_size}",
-        "--epochs",
-        "12",
-    ];
+    let cmd = common::lr_batch_curve("12", &[]);
     let run = |name: &str, extra: &[&str]| {
         let out = dir.path().join(name);
         let args = [

@@ -112,14 +112,7 @@ fn one_slot_stops_what_ray_tune_stops_at_the_same_epochs() {
         dir.path(),
         &lr_batch_space(),
         &[ASHA, &max_by_epoch("val_top1", &out)].concat(),
-        &[
-            "--lr",
-            "{lr}",
-            "--batch-size",
-            "{batch_size}",
-            "--epochs",
-            "12",
-        ],
+        &lr_batch_curve("12", &[]),
     )
     .output()
     .unwrap();

@@ -92,12 +92,7 @@ pub(crate) fn assert_hyperband_journal_is_rays(out: &Path) {
             }
             "end" if !explained.iter().any(|&(t, at)| Some(t) == trial && at < k) => {
                 running = None;
-                let kind = if e["status"] == "error" {
-                    "error"
-                } else {
-                    "complete"
-                };
-                events.push(json!([kind, trial]));
+                events.push(json!([end_kind(e), trial]));
                 let ends = ends_after(k);
                 explained.extend(ends.iter().map(|&t| (t, k)));
                 want.push(json!([null, ends, null]));

@@ -18,7 +18,10 @@ mod searchers;
 mod slots;
 mod usage;
 
-use common::{BIN, Records, curve, journal, journal_events, max_by_epoch, ok, records, sweep};
+use common::{
+    BIN, Records, curve, end_kind, journal, journal_events, lr_batch_curve, max_by_epoch, ok,
+    records, sweep,
+};
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -42,6 +45,9 @@ pub(crate) fn resumed(out: &Path) -> std::process::Output {
     c.args(["--resume", "--out-dir"]).arg(out);
     c.output().unwrap()
 }
+
+/// 15 ms an epoch, the state kept in the trial's directory (a restarted trial goes on from it).
+pub(crate) const KEEPS_STATE_15MS: &[&str] = &["--sleep-ms", "15", "--state", "{trial_dir}/state"];
 
 /// A curve to epoch 4 that keeps its state in its trial's directory and crashes once after
 /// epoch {crash}.
@@ -99,18 +105,8 @@ pub(crate) fn resumable_sweep(
 ) -> Command {
     let common = max_by_epoch("val_top1", out);
     let (epochs, sleep_ms) = (curves.epochs.to_string(), curves.sleep_ms.to_string());
-    let mut cmd = vec![
-        "--lr",
-        "{lr}",
-        "--batch-size",
-        "{batch_size}",
-        "--epochs",
-        &epochs,
-        "--sleep-ms",
-        &sleep_ms,
-        "--state",
-        "{trial_dir}/state",
-    ];
+    let state = ["--sleep-ms", &sleep_ms, "--state", "{trial_dir}/state"];
+    let mut cmd = lr_batch_curve(&epochs, &state);
     if curves.lock {
         cmd.extend(["--slot-lock", "{trial_dir}/lock"]);
     }

@@ -73,12 +73,7 @@ pub(crate) fn assert_pbt_journal_is_rays(out: &Path) -> usize {
             }
             "end" => {
                 running = None;
-                let kind = if e["status"] == "error" {
-                    "error"
-                } else {
-                    "complete"
-                };
-                events.push(json!([kind, trial]));
+                events.push(json!([end_kind(e), trial]));
                 want.push(json!([null, null]));
             }
             _ => {}

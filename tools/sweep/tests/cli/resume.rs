@@ -63,18 +63,7 @@ fn kill_9_then_resume_ends_with_the_decisions_of_an_uninterrupted_sweep() {
             .map(|s| s.to_string())
             .collect::<Vec<_>>()
     };
-    let cmd = [
-        "--lr",
-        "{lr}",
-        "--batch-size",
-        "{batch_size}",
-        "--epochs",
-        "12",
-        "--sleep-ms",
-        "15",
-        "--state",
-        "{trial_dir}/state",
-    ];
+    let cmd = lr_batch_curve("12", KEEPS_STATE_15MS);
     let whole = dir.path().join("whole");
     let a = args(&whole);
     let r = ok(&sweep(

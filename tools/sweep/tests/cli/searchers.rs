@@ -48,14 +48,7 @@ fn tpe_suggests_what_optuna_suggests_given_the_same_results() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let args = [TPE, &max_by_epoch("val_top1", &out)].concat();
-    let cmd = [
-        "--lr",
-        "{lr}",
-        "--batch-size",
-        "{batch_size}",
-        "--epochs",
-        "4",
-    ];
+    let cmd = lr_batch_curve("4", &[]);
     let o = sweep(dir.path(), &tpe_space(), &args, &cmd)
         .output()
         .unwrap();
@@ -105,18 +98,7 @@ fn tpe_suggests_what_optuna_suggests_given_the_same_results() {
 #[test]
 fn tpe_kill_9_then_resume_suggests_what_an_uninterrupted_sweep_does() {
     let dir = tempfile::tempdir().unwrap();
-    let cmd = [
-        "--lr",
-        "{lr}",
-        "--batch-size",
-        "{batch_size}",
-        "--epochs",
-        "4",
-        "--sleep-ms",
-        "15",
-        "--state",
-        "{trial_dir}/state",
-    ];
+    let cmd = lr_batch_curve("4", KEEPS_STATE_15MS);
     let run = |out: &Path| {
         let args = [TPE, &max_by_epoch("val_top1", out)].concat();
         sweep(dir.path(), &tpe_space(), &args, &cmd)

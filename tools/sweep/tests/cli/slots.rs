@@ -33,18 +33,7 @@ fn slots_run_at_once_each_with_its_own_gpus_never_two_trials_in_one_slot() {
             ],
         ]
         .concat(),
-        &[
-            "--lr",
-            "{lr}",
-            "--batch-size",
-            "{batch_size}",
-            "--epochs",
-            "5",
-            "--sleep-ms",
-            "400",
-            "--slot-lock",
-            &lock,
-        ],
+        &lr_batch_curve("5", &["--sleep-ms", "400", "--slot-lock", &lock]),
     )
     .output()
     .unwrap();

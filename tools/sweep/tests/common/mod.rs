@@ -77,6 +77,29 @@ pub fn ray(how: &str, cases: &Value) -> Vec<Value> {
     reference("ray_asha.py", &[how], cases)
 }
 
+/// The curve's arguments for a trial of the space's lr and batch_size, `epochs` long, then
+/// `extra`.
+pub fn lr_batch_curve<'a>(epochs: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let flags = [
+        "--lr",
+        "{lr}",
+        "--batch-size",
+        "{batch_size}",
+        "--epochs",
+        epochs,
+    ];
+    [&flags[..], extra].concat()
+}
+
+/// The reference scripts' event for a journal's end entry `e`: "error", else "complete".
+pub fn end_kind(e: &Value) -> &'static str {
+    if e["status"] == "error" {
+        "error"
+    } else {
+        "complete"
+    }
+}
+
 /// How a random case's trial ends with its result at `time`: "error" at `error_at`,
 /// "complete" at its command's `length`, else not yet.
 pub fn ended_at(time: u64, error_at: Option<u64>, length: u64) -> Option<&'static str> {
