@@ -571,9 +571,10 @@ impl Input {
 mod meta_tests {
     use super::*;
 
-    #[test]
-    fn meta_round_trips_and_fills_what_is_missing() {
-        let m = Meta {
+    /// A run's metadata: step 17 of 40 of epoch 3, 4 virtual ranks on 2 processes, a global
+    /// batch of 64, no class names, input or model file.
+    pub(super) fn run_meta() -> Meta {
+        Meta {
             epoch: 3,
             step: 17,
             steps_per_epoch: 40,
@@ -588,8 +589,16 @@ mod meta_tests {
             world_size: 2,
             batch_size: 64,
             virtual_ranks: Some(4),
-            classes: vec!["cat".into(), "dog, \"big\"\n".into()],
+            classes: Vec::new(),
             script: None,
+            input: None,
+        }
+    }
+
+    #[test]
+    fn meta_round_trips_and_fills_what_is_missing() {
+        let m = Meta {
+            classes: vec!["cat".into(), "dog, \"big\"\n".into()],
             input: Some(Input {
                 stem: "cifar".into(),
                 num_classes: 10,
@@ -598,6 +607,7 @@ mod meta_tests {
                 std: vec![0.25, 0.24, 0.26],
                 eval_transform: "none".into(),
             }),
+            ..run_meta()
         };
         let p = Path::new("last.safetensors");
         assert_eq!(Meta::from_map(&m.to_map(), p).unwrap(), m);
@@ -644,23 +654,9 @@ mod edited_meta_tests {
     /// A run's metadata: step 17 of 40, 4 virtual ranks on 2 processes, a global batch of 64.
     fn written() -> HashMap<String, String> {
         Meta {
-            epoch: 3,
-            step: 17,
-            steps_per_epoch: 40,
-            seed: -5,
-            skipped_steps: 2,
-            arch: "resnet18".into(),
             best_top1: f64::NEG_INFINITY,
             val_top1: f64::NAN,
-            scaler: true,
-            loss_scale: 32768.0,
-            growth_tracker: 17,
-            world_size: 2,
-            batch_size: 64,
-            virtual_ranks: Some(4),
-            classes: Vec::new(),
-            script: None,
-            input: None,
+            ..super::meta_tests::run_meta()
         }
         .to_map()
     }
