@@ -27,10 +27,24 @@ fn fake_srun(dir: &Path) -> PathBuf {
     let bin = dir.join("fake-bin");
     std::fs::create_dir_all(&bin).unwrap();
     std::fs::create_dir_all(dir.join("fake-slurm/steps")).unwrap();
-    let srun = bin.join("srun");
-    std::fs::write(
-        &srun,
-        r#"#!/bin/sh
+    // scontrol, asked for the job's GPUs where no variable names them, knows of no job here.
+    let scripts = [
+        ("srun", FAKE_SRUN),
+        ("squeue", FAKE_SQUEUE),
+        ("scancel", FAKE_SCANCEL),
+        ("scontrol", "#!/bin/sh\nexit 1\n"),
+    ];
+    use std::os::unix::fs::PermissionsExt;
+    for (name, text) in scripts {
+        let path = bin.join(name);
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    bin
+}
+
+/// The stand-in srun: runs the step's command, noting its options and the step.
+const FAKE_SRUN: &str = r#"#!/bin/sh
 log="$SWEEP_TRIAL_DIR/srun.args"
 name=
 err=
@@ -66,13 +80,10 @@ wait $task
 rc=$?
 rm -f "$FAKE_SLURM/steps/$$"
 exit $rc
-"#,
-    )
-    .unwrap();
-    let squeue = bin.join("squeue");
-    std::fs::write(
-        &squeue,
-        r#"#!/bin/sh
+"#;
+
+/// The stand-in squeue: the running steps, or the job's state.
+const FAKE_SQUEUE: &str = r#"#!/bin/sh
 case " $* " in
 *" --steps "*)
   for f in "$FAKE_SLURM"/steps/*; do
@@ -80,13 +91,10 @@ case " $* " in
   done ;;
 *) cat "$FAKE_SLURM/job-state" 2>/dev/null || echo RUNNING ;;
 esac
-"#,
-    )
-    .unwrap();
-    let scancel = bin.join("scancel");
-    std::fs::write(
-        &scancel,
-        r#"#!/bin/sh
+"#;
+
+/// The stand-in scancel: signals the named step's task.
+const FAKE_SCANCEL: &str = r#"#!/bin/sh
 echo "$*" >>"$FAKE_SLURM/scancel.log"
 sig=TERM
 step=
@@ -99,18 +107,7 @@ for f in "$FAKE_SLURM"/steps/*; do
   if [ "$1" = "$step" ]; then kill -s "$sig" "$3" 2>/dev/null; fi
 done
 exit 0
-"#,
-    )
-    .unwrap();
-    // scontrol, asked for the job's GPUs where no variable names them, knows of no job here.
-    let scontrol = bin.join("scontrol");
-    std::fs::write(&scontrol, "#!/bin/sh\nexit 1\n").unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    for f in [&srun, &squeue, &scancel, &scontrol] {
-        std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-    bin
-}
+"#;
 
 /// `c` inside an allocation of 2 nodes × 2 CPUs (no GPUs), the stand-in Slurm first on PATH.
 fn in_allocation(c: &mut Command, bin: &Path) {
