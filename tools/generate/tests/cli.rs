@@ -45,6 +45,13 @@ fn generate(dir: &Path) -> Command {
 use records::ImageRecord;
 use testkit::Batch;
 
+/// Runs `cmd`, which must end with exit 3 (some items failed): its records.
+fn items_failed(cmd: &mut Command) -> Batch<ImageRecord> {
+    let o = cmd.output().unwrap();
+    testkit::exits(&o, 3);
+    testkit::batch(&o.stdout)
+}
+
 #[test]
 fn raw_output_equals_upstream_images_from_ws_and_z() {
     let tmp = tempfile::tempdir().unwrap();
@@ -153,13 +160,7 @@ fn bad_inputs_are_error_records_and_the_rest_render() {
         r#"{"type":"summary","ok":1,"skipped":0,"failed":0,"elapsed_ms":1}"#,
     ]
     .join("\n");
-    let o = generate(tmp.path())
-        .args(["-o", "out"])
-        .write_stdin(stdin)
-        .output()
-        .unwrap();
-    testkit::exits(&o, 3);
-    let out: Batch<ImageRecord> = testkit::batch(&o.stdout);
+    let out = items_failed(generate(tmp.path()).args(["-o", "out"]).write_stdin(stdin));
     assert_eq!(out.types[0], "image");
     assert_eq!(out.items[0].input, "imgs/a.jpg");
     assert!(tmp.path().join("out/imgs/a.png").is_file());
@@ -191,12 +192,7 @@ fn with_overwrite_no_image_replaces_an_input_listed_later() {
     std::fs::write(d.join("a.png"), b"an input, not a latent").unwrap();
     let read = |p: &str| std::fs::read(d.join(p)).unwrap();
     let (png, latent) = (read("a.png"), read("a.npz"));
-    let o = generate(d)
-        .args(["-q", "-o", ".", "--overwrite", "a.npz", "a.png"])
-        .output()
-        .unwrap();
-    testkit::exits(&o, 3);
-    let out: Batch<ImageRecord> = testkit::batch(&o.stdout);
+    let out = items_failed(generate(d).args(["-q", "-o", ".", "--overwrite", "a.npz", "a.png"]));
     let errors = out.errors();
     assert_eq!(errors[0].0, "a.npz", "{errors:?}");
     assert!(
@@ -270,12 +266,7 @@ fn non_finite_latents_are_error_records_not_black_images() {
         &tmp.path().join("empty.npy"),
         &Tensor::zeros([0, 32], (tch::Kind::Float, tch::Device::Cpu)),
     );
-    let o = generate(tmp.path())
-        .args(["-o", "out", "--input-kind", "w", "ws.npy"])
-        .output()
-        .unwrap();
-    testkit::exits(&o, 3);
-    let out: Batch<ImageRecord> = testkit::batch(&o.stdout);
+    let out = items_failed(generate(tmp.path()).args(["-o", "out", "--input-kind", "w", "ws.npy"]));
     assert_eq!(out.types, ["image", "error", "summary"]);
     assert_eq!(out.errors[0].input, "ws.npy[1]");
     assert!(out.errors[0].message.contains("non-finite"));
@@ -284,12 +275,8 @@ fn non_finite_latents_are_error_records_not_black_images() {
         !tmp.path().join("out/ws.0001.png").exists(),
         "no black image counted as done"
     );
-    let o = generate(tmp.path())
-        .args(["-o", "out", "--input-kind", "z", "empty.npy"])
-        .output()
-        .unwrap();
-    testkit::exits(&o, 3);
-    let out: Batch<ImageRecord> = testkit::batch(&o.stdout);
+    let out =
+        items_failed(generate(tmp.path()).args(["-o", "out", "--input-kind", "z", "empty.npy"]));
     assert_eq!(out.types[0], "error", "{out:?}");
     assert_eq!(out.errors[0].input, "empty.npy");
     assert!(out.errors[0].message.contains("no rows"));
@@ -501,19 +488,13 @@ fn processes_side_by_side_share_the_cpus_instead_of_each_taking_all() {
         .output()
         .unwrap();
     assert!(made.status.success());
+    let on_the_cpu = ["--network", "G.safetensors", "--device", "cpu"];
     let o = std::process::Command::new("xargs")
         .current_dir(dir.path())
         .args(["-n", "1", "-P", "3"])
         .arg(&bin)
-        .args([
-            "--network",
-            "G.safetensors",
-            "--device",
-            "cpu",
-            "--seeds",
-            "0-15",
-            "-o",
-        ])
+        .args(on_the_cpu)
+        .args(["--seeds", "0-15", "-o"])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -545,16 +526,8 @@ fn processes_side_by_side_share_the_cpus_instead_of_each_taking_all() {
     // CPU it may use — fewer only when the CPUs were busy as it started, which it then says.
     let o = std::process::Command::new(&bin)
         .current_dir(dir.path())
-        .args([
-            "--network",
-            "G.safetensors",
-            "--device",
-            "cpu",
-            "--seeds",
-            "0",
-            "-o",
-            "d",
-        ])
+        .args(on_the_cpu)
+        .args(["--seeds", "0", "-o", "d"])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);

@@ -67,12 +67,7 @@ fn pack(args: &[&str], dir: &Path) -> Output {
 }
 
 fn packed(o: &Output) -> Vec<Packed> {
-    assert!(
-        o.status.success(),
-        "{:?}: {}",
-        o.status,
-        String::from_utf8_lossy(&o.stderr)
-    );
+    testkit::ok(o);
     testkit::typed(&o.stdout)
 }
 
