@@ -94,16 +94,9 @@ def run(case):
         budget = None
         try:
             kind = ev[0]
-            answer = None
+            known, answer = ray_cases.control(hb, ctl, trials, ev)
             if kind == "add":
                 hb.on_trial_add(ctl, trials[ev[1]])
-            elif kind == "choose":
-                t = hb.choose_trial_to_run(ctl)
-                answer = None if t is None else t.index
-            elif kind == "start":
-                trials[ev[1]].status = Trial.RUNNING
-            elif kind == "pending":
-                trials[ev[1]].status = Trial.PENDING
             elif kind == "result":
                 t = trials[ev[1]]
                 result = {"t": number(ev[2]), "m": number(ev[3])}
@@ -123,7 +116,7 @@ def run(case):
                 t = trials[ev[1]]
                 hb.on_trial_error(ctl, t)
                 t.status = Trial.ERROR
-            else:
+            elif not known:
                 raise ValueError(kind)
         except Exception as e:  # Ray's assertions: report and end the case
             out.append([f"EXCEPTION: {type(e).__name__}: {e}", [], None])

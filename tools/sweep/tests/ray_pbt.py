@@ -112,15 +112,9 @@ def run(case):
         pbt.on_trial_add(ctl, t)
     out = []
     for ev in case["events"]:
-        kind, answer, copy = ev[0], None, None
-        if kind == "choose":
-            t = pbt.choose_trial_to_run(ctl)
-            answer = None if t is None else t.index
-        elif kind == "start":
-            trials[ev[1]].status = Trial.RUNNING
-        elif kind == "pending":
-            trials[ev[1]].status = Trial.PENDING
-        elif kind == "result":
+        kind, copy = ev[0], None
+        known, answer = ray_cases.control(pbt, ctl, trials, ev)
+        if kind == "result":
             t = trials[ev[1]]
             before = pbt._num_perturbations
             pbt.ops = None
@@ -133,7 +127,7 @@ def run(case):
             trials[ev[1]].status = Trial.TERMINATED
         elif kind == "error":
             trials[ev[1]].status = Trial.ERROR
-        else:
+        elif not known:
             raise ValueError(kind)
         out.append([answer, copy])
     return out
