@@ -645,6 +645,16 @@ fn journal_results(dir: &Path) -> Vec<(u64, f64)> {
         .collect()
 }
 
+/// A FIFO sweep in `dir` of one trial to epoch 4 that dies (as with kill -9) having read
+/// epoch 1 of its trial, with epochs 2 and 3 written.
+fn died_with_two_results_unread(dir: &Path) -> Collect {
+    let def = definition(&[1], SchedulerKind::Fifo, 4.0, 0);
+    let fake = Fake::new(|_, _| (curve(1, 1), Exit::Died(curve(1, 3)[1..].to_vec())));
+    let (out, ended) = run(create(dir, def), fake, 1);
+    assert!(matches!(ended, Err(Error::Interrupted)), "{ended:?}");
+    out
+}
+
 /// A trial that keeps its state wrote results the sweep had not read when it died (kill -9
 /// with lines in the trial's pipe): its next attempt goes on after them, so they are taken
 /// from its stdout.log on --resume, not lost.
@@ -652,11 +662,7 @@ fn journal_results(dir: &Path) -> Vec<(u64, f64)> {
 fn results_written_but_unread_when_the_sweep_died_are_taken_on_resume() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = out_dir(&tmp);
-    let def = definition(&[1], SchedulerKind::Fifo, 4.0, 0);
-    // The sweep reads epoch 1, then dies with epochs 2 and 3 written.
-    let fake = Fake::new(|_, _| (curve(1, 1), Exit::Died(curve(1, 3)[1..].to_vec())));
-    let (out, ended) = run(create(&dir, def), fake, 1);
-    assert!(matches!(ended, Err(Error::Interrupted)), "{ended:?}");
+    let out = died_with_two_results_unread(&dir);
     assert_eq!(out.of_type("result").count(), 1);
     // Resumed: epochs 2 and 3 are this run's results before the trial runs again (from its
     // state: epoch 4).
@@ -710,10 +716,7 @@ fn an_unread_result_that_stops_its_trial_is_acted_on_at_resume() {
 fn a_fifo_in_place_of_a_trials_stdout_log_at_resume_is_not_read() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = out_dir(&tmp);
-    let def = definition(&[1], SchedulerKind::Fifo, 4.0, 0);
-    let fake = Fake::new(|_, _| (curve(1, 1), Exit::Died(curve(1, 3)[1..].to_vec())));
-    let (_, ended) = run(create(&dir, def), fake, 1);
-    assert!(matches!(ended, Err(Error::Interrupted)), "{ended:?}");
+    died_with_two_results_unread(&dir);
     let stdout = dir.join("trial-0000/stdout.log");
     std::fs::remove_file(&stdout).unwrap();
     let fifo = tmp.path().join("fifo");
