@@ -125,15 +125,10 @@ fn up_needs_nothing_built_holds_no_callers_descriptor_and_its_stop_command_stops
         .map(|s| s.trim_end_matches(')').to_string())
         .expect("--up prints a stop command");
     assert!(stop.contains(&work.display().to_string()), "{stop}");
-    let out = Command::new("timeout")
-        .arg(DEADLINE_S.to_string())
-        .args(["sh", "-c", &stop])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{stop}: {}",
-        String::from_utf8_lossy(&out.stderr)
+    testkit::succeeds(
+        Command::new("timeout")
+            .arg(DEADLINE_S.to_string())
+            .args(["sh", "-c", &stop]),
     );
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(DEADLINE_S);
     while daemons.iter().any(|(_, p)| running(*p)) {

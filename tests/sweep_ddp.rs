@@ -168,11 +168,6 @@ fn sweep_over_ddp_train(
         .env("OMP_NUM_THREADS", "1")
         .output()
         .unwrap();
-    assert!(
-        o.status.success(),
-        "exit {:?}: {}",
-        o.status,
-        String::from_utf8_lossy(&o.stderr)
-    );
+    testkit::ok(&o);
     testkit::records(&o.stdout)
 }

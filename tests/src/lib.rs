@@ -85,9 +85,11 @@ pub fn without_launcher(program: impl AsRef<std::ffi::OsStr>) -> Command {
     c
 }
 
-/// Asserts that a command succeeded (exit 0); its stderr in the message when not.
+/// Asserts that a command succeeded (exit 0); its exit status and stderr in the message when
+/// not.
 pub fn ok(o: &Output) {
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{}: {stderr}", o.status);
 }
 
 /// Asserts that a command exited with `code`; its stderr in the message when not.

@@ -10,51 +10,42 @@ use assert_cmd::Command;
 use records::LatentRecord;
 use testkit::Batch;
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 fn network() -> PathBuf {
-    let shared = std::env::var_os("SHARDKIT_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("../shared"));
-    shared.join("fixtures/stylegan2/tiny-skip-clamp/G.safetensors")
+    testkit::stylegan2_fixtures().join("tiny-skip-clamp/G.safetensors")
 }
 
-fn python() -> PathBuf {
-    std::env::var_os("SHARDKIT_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join(".venv/bin/python"))
+use testkit::python;
+
+/// project-one-gpu in `dir` on the CPU with [`setup`]'s VGG16, the fixture network and
+/// `--w-avg-samples samples`; add the rest.
+fn projection(dir: &Path, samples: &str) -> Std {
+    let mut c = Std::new(env!("CARGO_BIN_EXE_project-one-gpu"));
+    c.current_dir(dir)
+        .args(["--device", "cpu", "--vgg", "vgg.safetensors"])
+        .args(["--w-avg-samples", samples, "--network"])
+        .arg(network());
+    c
 }
 
-/// A random VGG16 + LPIPS weights file, and three target images rendered by the generator
-/// (seeds 1..3, truncation 0.5) under `imgs/`.
-fn setup(dir: &Path) {
-    let o = Std::new(python())
-        .arg(repo().join("scripts/convert-vgg16-lpips"))
-        .args(["--random", "1", "-o", "vgg.safetensors"])
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    testkit::ok(&o);
-    let o = Std::new(env!("CARGO_BIN_EXE_project-one-gpu").replace("project-one-gpu", "generate"))
-        .current_dir(dir)
-        .args([
-            "-q",
-            "--device",
-            "cpu",
-            "--seeds",
-            "1-3",
-            "--trunc",
-            "0.5",
-            "-o",
-            "imgs",
-            "--network",
-        ])
-        .arg(network())
-        .output()
-        .unwrap();
-    testkit::ok(&o);
+/// A temporary directory with a random VGG16 + LPIPS weights file, and three target images
+/// rendered by the generator (seeds 1..3, truncation 0.5) under `imgs/`.
+fn setup() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    testkit::succeeds(
+        testkit::python_script("scripts/convert-vgg16-lpips")
+            .args(["--random", "1", "-o", "vgg.safetensors"])
+            .current_dir(dir),
+    );
+    let generate = env!("CARGO_BIN_EXE_project-one-gpu").replace("project-one-gpu", "generate");
+    testkit::succeeds(
+        Std::new(generate)
+            .current_dir(dir)
+            .args(["-q", "--device", "cpu", "--seeds", "1-3", "--trunc", "0.5"])
+            .args(["-o", "imgs", "--network"])
+            .arg(network()),
+    );
+    tmp
 }
 
 /// The three targets [`setup`] renders.
@@ -63,6 +54,13 @@ const IMGS: [&str; 3] = [
     "imgs/seed0002.png",
     "imgs/seed0003.png",
 ];
+
+/// The records of a run that must end with exit 3 (some items failed).
+fn items_failed(dir: &Path, args: &[&str]) -> Batch<LatentRecord> {
+    let (code, recs) = project(dir, args);
+    assert_eq!(code, Some(3), "{recs:?}");
+    recs
+}
 
 /// Exit status and records, decoded.
 fn project(dir: &Path, args: &[&str]) -> (Option<i32>, Batch<LatentRecord>) {
@@ -76,25 +74,11 @@ fn exec(dir: &Path, args: &[&str]) -> std::process::Output {
 
 /// [`exec`] with `PATH` set to `path` when given.
 fn exec_with_path(dir: &Path, args: &[&str], path: Option<&str>) -> std::process::Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_project-one-gpu"));
+    let mut c = projection(dir, "1000");
     if let Some(p) = path {
         c.env("PATH", p);
     }
-    c.current_dir(dir)
-        .args([
-            "-q",
-            "--device",
-            "cpu",
-            "--vgg",
-            "vgg.safetensors",
-            "--w-avg-samples",
-            "1000",
-            "--network",
-        ])
-        .arg(network())
-        .args(args)
-        .output()
-        .unwrap()
+    c.arg("-q").args(args).output().unwrap()
 }
 
 fn mse(a: &Path, b: &Path) -> f64 {
@@ -113,9 +97,8 @@ fn mse(a: &Path, b: &Path) -> f64 {
 
 #[test]
 fn projection_recovers_the_generators_own_images() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = setup();
     let d = tmp.path();
-    setup(d);
     let imgs = IMGS;
     // One step leaves w at w_avg (the learning rate of step 0 is 0): the starting point.
     let (code, start) = project(
@@ -155,27 +138,13 @@ fn projection_recovers_the_generators_own_images() {
 
 #[test]
 fn outputs_beside_inputs_w_plus_trajectory_reruns_and_bad_inputs() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = setup();
     let d = tmp.path();
-    setup(d);
     std::fs::write(d.join("imgs/broken.jpg"), b"\xff\xd8\xff not really").unwrap();
     let stdin = "imgs/seed0001.png\nimgs/missing.png\nimgs/broken.jpg\nimgs/seed0002.png\n";
     let run = |extra: &[&str]| {
-        let o = Command::new(env!("CARGO_BIN_EXE_project-one-gpu"))
-            .current_dir(d)
-            .args([
-                "-q",
-                "--device",
-                "cpu",
-                "--vgg",
-                "vgg.safetensors",
-                "--w-avg-samples",
-                "500",
-                "--steps",
-                "3",
-            ])
-            .arg("--network")
-            .arg(network())
+        let o = Command::from_std(projection(d, "500"))
+            .args(["-q", "--steps", "3"])
             .args(extra)
             .write_stdin(stdin)
             .output()
@@ -248,21 +217,17 @@ fn a_missing_vgg_file_is_fatal_with_its_name() {
 /// (none under -q, which it ignored before) and an eager run.
 #[test]
 fn cuda_graphs_on_the_cpu_is_a_warning_and_an_eager_run() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = setup();
     let d = tmp.path();
-    setup(d);
     let run = |quiet: bool, out: &str, flag: &[&str]| {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_project-one-gpu"));
+        let mut c = projection(d, "500");
         if quiet {
             c.arg("-q");
         }
         let o = c
-            .current_dir(d)
-            .args(["--device", "cpu", "--vgg", "vgg.safetensors"])
-            .args(["--w-avg-samples", "500", "--steps", "2"])
+            .args(["--steps", "2"])
             .args(flag)
-            .args(["-o", out, "imgs/seed0001.png", "--network"])
-            .arg(network())
+            .args(["-o", out, "imgs/seed0001.png"])
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
@@ -297,9 +262,8 @@ fn cuda_graphs_on_the_cpu_is_a_warning_and_an_eager_run() {
 
 #[test]
 fn inputs_listed_twice_and_inputs_sharing_an_output() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = setup();
     let d = tmp.path();
-    setup(d);
     // seed0001.jpg would write seed0001.npz too: it must not replace (or be "skipped" by) the
     // PNG's latent. The repeats land in the same batch and in later ones (batch 2).
     std::fs::write(d.join("imgs/seed0001.jpg"), b"another image").unwrap();
@@ -316,8 +280,7 @@ fn inputs_listed_twice_and_inputs_sharing_an_output() {
         "imgs/missing.png",
         "imgs/missing.png",
     ];
-    let (code, recs) = project(d, &args);
-    assert_eq!(code, Some(3));
+    let recs = items_failed(d, &args);
     assert_eq!(
         recs.types,
         [
@@ -363,9 +326,8 @@ fn inputs_listed_twice_and_inputs_sharing_an_output() {
 /// are error records, and neither file is written over.
 #[test]
 fn pictures_never_replace_another_input() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = setup();
     let d = tmp.path();
-    setup(d);
     std::fs::copy(d.join(IMGS[1]), d.join("imgs/seed0001.proj.png")).unwrap();
     let before = std::fs::read(d.join("imgs/seed0001.proj.png")).unwrap();
     let args = [
@@ -376,8 +338,7 @@ fn pictures_never_replace_another_input() {
         "imgs/seed0001.proj.png",
         "imgs/seed0001.png",
     ];
-    let (code, recs) = project(d, &args);
-    assert_eq!(code, Some(3), "{recs:?}");
+    let recs = items_failed(d, &args);
     assert_eq!(recs.types, ["latent", "error", "summary"]);
     let errors = recs.errors();
     assert_eq!(errors[0].0, "imgs/seed0001.png");
@@ -400,9 +361,8 @@ fn pictures_never_replace_another_input() {
 /// input listed after it, or a sheet that is one, replaces nothing.
 #[test]
 fn outputs_never_replace_inputs_listed_later() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = setup();
     let d = tmp.path();
-    setup(d);
     std::fs::create_dir(d.join("c")).unwrap();
     for (from, to) in [
         (0, "c/a.png"),
@@ -431,8 +391,7 @@ fn outputs_never_replace_inputs_listed_later() {
         "c/a.target.png",
         "c/b.png",
     ];
-    let (code, recs) = project(d, &args);
-    assert_eq!(code, Some(3), "{recs:?}");
+    let recs = items_failed(d, &args);
     assert_eq!(
         recs.types,
         ["error", "error", "latent", "latent", "latent", "summary"]
@@ -455,12 +414,7 @@ fn outputs_never_replace_inputs_listed_later() {
             "--steps", "1", "--sheet", "c/b.png", "-o", "out", "c/a.png", "c/b.png",
         ],
     );
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("--sheet c/b.png is the input c/b.png"),
-        "{stderr}"
-    );
+    testkit::exits_saying(&o, 2, "--sheet c/b.png is the input c/b.png");
     assert_eq!(read("c/b.png"), before[3], "the input is as it was");
     assert!(!d.join("out").exists(), "nothing written");
 }
@@ -469,9 +423,8 @@ fn outputs_never_replace_inputs_listed_later() {
 /// a name too long for its pictures is refused before it is projected.
 #[test]
 fn the_sheet_shows_only_images_whose_files_were_written() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = setup();
     let d = tmp.path();
-    setup(d);
     // A directory where the first image's .npz goes: its rename fails after the projection.
     std::fs::create_dir_all(d.join("out/imgs/seed0001.npz")).unwrap();
     // 250 bytes: its .npz fits in a name, its `.target.png` (257 bytes) does not.
@@ -489,8 +442,7 @@ fn the_sheet_shows_only_images_whose_files_were_written() {
         IMGS[0],
         &long,
     ];
-    let (code, recs) = project(d, &args);
-    assert_eq!(code, Some(3), "{recs:?}");
+    let recs = items_failed(d, &args);
     assert!(
         !d.join("sheet.png").exists(),
         "no image written, no row, no sheet"
@@ -510,20 +462,14 @@ fn the_sheet_shows_only_images_whose_files_were_written() {
 /// before) is read through libtiff now, as Pillow reads it, and projected.
 #[test]
 fn a_planar_tiled_tiff_is_projected_like_any_image() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = setup();
     let d = tmp.path();
-    setup(d);
     std::fs::write(d.join("planar.tif"), testkit::planar_tiled_tiff(20, 20, 16)).unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_project-one-gpu"))
-        .current_dir(d)
-        .args(["--device", "cpu", "--vgg", "vgg.safetensors"])
-        .args(["--w-avg-samples", "500", "--steps", "2", "--network"])
-        .arg(network())
-        .args(["planar.tif", "imgs/seed0001.png"])
+    let o = projection(d, "500")
+        .args(["--steps", "2", "planar.tif", "imgs/seed0001.png"])
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    testkit::ok(&o);
     let recs: Batch<LatentRecord> = testkit::batch(&o.stdout);
     assert_eq!(recs.types, ["latent", "latent", "summary"], "{recs:?}");
     assert_eq!(recs.items[0].input, "planar.tif");
@@ -534,9 +480,8 @@ fn a_planar_tiled_tiff_is_projected_like_any_image() {
 /// other rounding: 1e-4 relative); a bad choice is a usage error naming the valid values.
 #[test]
 fn kernel_choices_are_a_checked_flag() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = setup();
     let d = tmp.path();
-    setup(d);
     let one = |out: &str, extra: &[&str]| {
         let mut args = vec!["--steps", "2", "-o", out];
         args.extend_from_slice(extra);
@@ -575,9 +520,8 @@ fn rgb(p: &Path) -> image::RgbImage {
 
 #[test]
 fn pictures_go_under_the_output_directory_with_a_sheet_and_videos() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = setup();
     let d = tmp.path();
-    setup(d);
     let imgs = IMGS;
     // Pictures beside the inputs only when asked: the next glob would take them for targets.
     let o = exec(d, &["--save-image", imgs[0]]);
@@ -678,15 +622,14 @@ fn pictures_go_under_the_output_directory_with_a_sheet_and_videos() {
 /// blocked for ever in write(2), deaf to SIGTERM. Now the wait ends on SIGTERM with exit 130.
 #[test]
 fn sigterm_ends_a_wait_on_an_ffmpeg_that_never_reads() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = setup();
     let d = tmp.path();
-    setup(d);
     let bin = d.join("bin");
     std::fs::create_dir(&bin).unwrap();
     // Reads nothing; says "full" once its input pipe holds what blocks the next frame.
     let stand_in = format!(
         "#!{}\n{}",
-        python().display(),
+        python(),
         r#"import array, fcntl, termios, time
 while True:
     n = array.array("i", [0])
@@ -702,13 +645,11 @@ while True:
     std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
     std::fs::set_permissions(bin.join("ffmpeg"), perms).unwrap();
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_project-one-gpu"))
-        .current_dir(d)
+    let mut child = projection(d, "1000")
         .env("PATH", path)
-        .args(["-q", "--device", "cpu", "--vgg", "vgg.safetensors"])
-        .args(["--w-avg-samples", "1000", "--network"])
-        .arg(network())
-        .args(["--steps", "40", "-o", "out", "--video", "mp4", IMGS[0]])
+        .args([
+            "-q", "--steps", "40", "-o", "out", "--video", "mp4", IMGS[0],
+        ])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -744,9 +685,8 @@ while True:
 /// bounds before anything is loaded: usage errors, not a 400 GB channel or sample tensor.
 #[test]
 fn counts_past_their_bounds_are_usage_errors() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = setup();
     let d = tmp.path();
-    setup(d);
     for args in [
         ["--batch-size", "4000000000"],
         ["--batch-size", "1025"],
@@ -768,9 +708,8 @@ fn counts_past_their_bounds_are_usage_errors() {
 /// two folders of one name never share an output.
 #[test]
 fn outputs_of_inputs_outside_base_are_short_and_never_collide() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = setup();
     let d = tmp.path();
-    setup(d);
     for (from, to) in [("seed0001", "x"), ("seed0002", "y")] {
         std::fs::create_dir_all(d.join(to).join("photos")).unwrap();
         std::fs::copy(
