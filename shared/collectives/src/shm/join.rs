@@ -16,10 +16,38 @@ pub(crate) fn setup(
     timeout: Duration,
     stop: fn() -> bool,
 ) -> Result<()> {
+    let until = Until::new(timeout, stop);
+    let (shm, cross) = choose(joined, transport);
     let Some(store) = joined.store.as_mut() else {
         return Ok(());
     };
-    let until = Until::new(timeout, stop);
+    let chosen = match (shm, &cross) {
+        (true, Some(_)) => "shm+tcp",
+        (true, None) => "shm",
+        (false, _) => "tcp",
+    };
+    agree(plan, store, chosen, method, timeout, until)?;
+    if shm {
+        let peers = joined.hosts.peers_of(plan.rank);
+        let mut group = join(plan, store, &peers, method, timeout, until)?;
+        if let Some(bounds) = cross {
+            let host = joined.hosts.of_ranks()[plan.rank];
+            let ring = wire_cross(
+                plan, store, &mut group, &bounds, host, method, timeout, until,
+            )?;
+            group.cross = Some(Cross { bounds, host, ring });
+        }
+        joined.shm = Some(group);
+    }
+    Ok(())
+}
+
+/// Whether shared memory is used, and across hosts where each host's ranks start (setting
+/// `joined.interleaved` when hosts' ranks interleave, which leaves the ring).
+fn choose(joined: &mut Joined, transport: Transport) -> (bool, Option<Vec<usize>>) {
+    if joined.store.is_none() {
+        return (false, None);
+    }
     let of = joined.hosts.of_ranks();
     let hosts = joined.hosts.count();
     let crowded = (0..hosts).any(|h| of.iter().filter(|&&g| g == h).count() > 1);
@@ -36,67 +64,75 @@ pub(crate) fn setup(
         },
     };
     joined.interleaved = interleaved;
-    let chosen = match (shm, &cross) {
-        (true, Some(_)) => "shm+tcp",
-        (true, None) => "shm",
-        (false, _) => "tcp",
-    };
+    (shm, cross)
+}
+
+/// Rank 0 publishes the transport it chose; the others check theirs against it.
+fn agree(
+    plan: &Plan,
+    store: &mut Store,
+    chosen: &str,
+    method: &InitMethod,
+    timeout: Duration,
+    until: Until,
+) -> Result<()> {
     if plan.rank == 0 {
-        store.set("transport", chosen.as_bytes())?;
-    } else {
-        crate::rendezvous::wait_for_ranks(
-            store,
-            &[("transport".to_string(), 0)],
-            plan.world_size,
-            method,
-            timeout,
-            until,
-        )?;
-        let theirs = String::from_utf8_lossy(&store.get_now("transport")?).into_owned();
-        if theirs != chosen {
-            let msg = format!(
-                "rank 0 uses the {theirs} transport but rank {} the {chosen} one: give every rank \
-                 the same --transport",
-                plan.rank
-            );
-            let _ = store.set("rendezvous_failed", msg.as_bytes());
-            return Err(Error::Usage(msg));
-        }
+        return store.set("transport", chosen.as_bytes());
     }
-    if shm {
-        let peers = joined.hosts.peers_of(plan.rank);
-        let mut group = join(plan, store, &peers, method, timeout, until)?;
-        if let Some(bounds) = cross {
-            let host = of[plan.rank];
-            let leaders = &bounds[..bounds.len() - 1];
-            let ring = if plan.rank == leaders[host] {
-                let wired = crate::rendezvous::wire_leaders(
-                    store,
-                    host,
-                    leaders,
-                    plan.world_size,
-                    method,
-                    timeout,
-                    until,
-                );
-                match wired {
-                    Ok(ring) => Some(ring),
-                    Err(e) => {
-                        if !matches!(e, Error::Interrupted(_)) {
-                            let _ = store.set("rendezvous_failed", e.to_string().as_bytes());
-                        }
-                        group.abandon();
-                        return Err(e);
-                    }
-                }
-            } else {
-                None
-            };
-            group.cross = Some(Cross { bounds, host, ring });
-        }
-        joined.shm = Some(group);
+    crate::rendezvous::wait_for_ranks(
+        store,
+        &[("transport".to_string(), 0)],
+        plan.world_size,
+        method,
+        timeout,
+        until,
+    )?;
+    let theirs = String::from_utf8_lossy(&store.get_now("transport")?).into_owned();
+    if theirs != chosen {
+        let msg = format!(
+            "rank 0 uses the {theirs} transport but rank {} the {chosen} one: give every rank \
+             the same --transport",
+            plan.rank
+        );
+        let _ = store.set("rendezvous_failed", msg.as_bytes());
+        return Err(Error::Usage(msg));
     }
     Ok(())
+}
+
+/// A host's leader joins the leaders' ring (the others: `None`); on failure the host's group
+/// is abandoned and, unless interrupted, the others told why.
+#[allow(clippy::too_many_arguments)]
+fn wire_cross(
+    plan: &Plan,
+    store: &mut Store,
+    group: &mut Group,
+    bounds: &[usize],
+    host: usize,
+    method: &InitMethod,
+    timeout: Duration,
+    until: Until,
+) -> Result<Option<Ring>> {
+    let leaders = &bounds[..bounds.len() - 1];
+    if plan.rank != leaders[host] {
+        return Ok(None);
+    }
+    let wired = crate::rendezvous::wire_leaders(
+        store,
+        host,
+        leaders,
+        plan.world_size,
+        method,
+        timeout,
+        until,
+    );
+    wired.map(Some).map_err(|e| {
+        if !matches!(e, Error::Interrupted(_)) {
+            let _ = store.set("rendezvous_failed", e.to_string().as_bytes());
+        }
+        group.abandon();
+        e
+    })
 }
 
 /// Why the leader dropped a connection to its socket (logged as a warning; the rank it should
@@ -143,65 +179,10 @@ pub(super) fn join(
             "{n} ranks on one host: shared memory serves at most {MAX_LOCAL} (use --transport tcp)"
         )));
     }
-    let leader = peers[0];
-    let key = format!("shm/{leader}");
     let (map, links) = if me == 0 {
-        let secret = format!(
-            "{:016x}{:016x}",
-            crate::rendezvous::random_u64(),
-            crate::rendezvous::random_u64()
-        );
-        let name = format!("shardkit-{}", &secret[..16]);
-        let made = make_segment(n).and_then(|(fd, map)| {
-            let addr = UnixAddr::from_abstract_name(name.as_bytes())
-                .map_err(Error::io("shared-memory socket"))?;
-            let l = UnixListener::bind_addr(&addr).map_err(Error::io("shared-memory socket"))?;
-            Ok((fd, map, l))
-        });
-        let (fd, map, listener) = match made {
-            Ok(m) => m,
-            Err(e) => {
-                let msg = format!("rank {leader} cannot share memory on its host: {e}");
-                let _ = store.set("rendezvous_failed", msg.as_bytes());
-                return Err(Error::Rendezvous(msg));
-            }
-        };
-        store.set(&key, format!("{name} {secret}").as_bytes())?;
-        let links = serve(
-            &listener,
-            fd.as_raw_fd(),
-            &secret.as_bytes()[16..],
-            peers,
-            store,
-            until,
-        )?;
-        (map, links)
+        lead(store, peers, until)?
     } else {
-        crate::rendezvous::wait_for_ranks(
-            store,
-            &[(key.clone(), leader)],
-            plan.world_size,
-            method,
-            timeout,
-            until,
-        )?;
-        let v = store.get_now(&key)?;
-        let text = String::from_utf8_lossy(&v);
-        let (name, secret) = text
-            .split_once(' ')
-            .filter(|(_, s)| s.len() == 32)
-            .ok_or_else(|| Error::Rendezvous(format!("rank {leader} published no segment")))?;
-        match fetch(name, &secret.as_bytes()[16..], plan.rank, n) {
-            Ok((map, link)) => (map, vec![(leader, link)]),
-            Err(e) => {
-                let msg = format!(
-                    "rank {} cannot map rank {leader}'s shared memory: {e} (use --transport tcp)",
-                    plan.rank
-                );
-                let _ = store.set("rendezvous_failed", msg.as_bytes());
-                return Err(Error::Rendezvous(msg));
-            }
-        }
+        follow(plan, store, peers[0], n, method, timeout, until)?
     };
     Ok(Group {
         me,
@@ -215,6 +196,87 @@ pub(super) fn join(
         barriers: 0,
         cross: None,
     })
+}
+
+/// The leader makes the segment and its socket, publishes their name and the run's secret under
+/// `shm/LEADER`, and serves the segment to the host's other ranks.
+fn lead(
+    store: &mut Store,
+    peers: &[usize],
+    until: Until,
+) -> Result<(Mapping, Vec<(usize, UnixStream)>)> {
+    let leader = peers[0];
+    let secret = format!(
+        "{:016x}{:016x}",
+        crate::rendezvous::random_u64(),
+        crate::rendezvous::random_u64()
+    );
+    let name = format!("shardkit-{}", &secret[..16]);
+    let made = make_segment(peers.len()).and_then(|(fd, map)| {
+        let addr = UnixAddr::from_abstract_name(name.as_bytes())
+            .map_err(Error::io("shared-memory socket"))?;
+        let l = UnixListener::bind_addr(&addr).map_err(Error::io("shared-memory socket"))?;
+        Ok((fd, map, l))
+    });
+    let (fd, map, listener) = match made {
+        Ok(m) => m,
+        Err(e) => {
+            let msg = format!("rank {leader} cannot share memory on its host: {e}");
+            let _ = store.set("rendezvous_failed", msg.as_bytes());
+            return Err(Error::Rendezvous(msg));
+        }
+    };
+    store.set(
+        &format!("shm/{leader}"),
+        format!("{name} {secret}").as_bytes(),
+    )?;
+    let links = serve(
+        &listener,
+        fd.as_raw_fd(),
+        &secret.as_bytes()[16..],
+        peers,
+        store,
+        until,
+    )?;
+    Ok((map, links))
+}
+
+/// A rank other than the leader waits for the leader's `shm/LEADER` and fetches the segment.
+fn follow(
+    plan: &Plan,
+    store: &mut Store,
+    leader: usize,
+    n: usize,
+    method: &InitMethod,
+    timeout: Duration,
+    until: Until,
+) -> Result<(Mapping, Vec<(usize, UnixStream)>)> {
+    let key = format!("shm/{leader}");
+    crate::rendezvous::wait_for_ranks(
+        store,
+        &[(key.clone(), leader)],
+        plan.world_size,
+        method,
+        timeout,
+        until,
+    )?;
+    let v = store.get_now(&key)?;
+    let text = String::from_utf8_lossy(&v);
+    let (name, secret) = text
+        .split_once(' ')
+        .filter(|(_, s)| s.len() == 32)
+        .ok_or_else(|| Error::Rendezvous(format!("rank {leader} published no segment")))?;
+    match fetch(name, &secret.as_bytes()[16..], plan.rank, n) {
+        Ok((map, link)) => Ok((map, vec![(leader, link)])),
+        Err(e) => {
+            let msg = format!(
+                "rank {} cannot map rank {leader}'s shared memory: {e} (use --transport tcp)",
+                plan.rank
+            );
+            let _ = store.set("rendezvous_failed", msg.as_bytes());
+            Err(Error::Rendezvous(msg))
+        }
+    }
 }
 
 /// The leader: accepts one connection per other rank of the host, each from a process of this
