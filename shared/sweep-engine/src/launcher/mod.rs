@@ -6,8 +6,9 @@
 //! own (so a stop reaches every process it started, `torchrun` and its workers included), with
 //! stdout going to a file in the trial's directory (`stdout.log`, appended), not a pipe: what a
 //! trial wrote is kept if the sweep dies before reading it (kill -9), and `--resume` reads it
-//! back. A thread reads the file line by line as it grows and sends the lines to the sweep's
-//! loop; a second thread waits for the process. A trial ends when its process exits: what it
+//! back. A thread reads the file line by line as it grows (woken by inotify as soon as it is
+//! written, as a pipe's reader is) and sends the lines to the sweep's loop; a second thread
+//! waits for the process. A trial ends when its process exits: what it
 //! wrote by then is read (for at most [`EXIT_GRACE`]), then its process group is ended (what it
 //! left running in the background would otherwise hold its slot, and its later lines would
 //! count as results), and the exit status is sent.
@@ -36,8 +37,9 @@ use std::time::Duration;
 pub const EXIT_GRACE: Duration = Duration::from_secs(1);
 /// The file in a trial's directory that holds its command's stdout, every attempt appended.
 pub const STDOUT_LOG: &str = "stdout.log";
-/// The longest wait between two looks at a trial's stdout file that had nothing new.
-const POLL_MAX: Duration = Duration::from_millis(100);
+/// The longest wait between two looks at a trial's stdout file that had nothing new (for its
+/// process's exit, or without inotify for a write).
+const POLL_MAX: Duration = Duration::from_millis(10);
 /// The longest stdout line of a trial that is read as a record; a longer one is skipped whole
 /// (and reported), so a trial printing without newlines cannot take the sweep's memory.
 pub const MAX_LINE: usize = 1 << 20;
@@ -175,6 +177,7 @@ pub fn spawn(
     let pid = child.id() as i32;
     let exited = Arc::new(AtomicBool::new(false));
     let tail = Tail {
+        watch: watch(&stdout.file),
         file: stdout.file,
         at: stdout.from,
         exited: exited.clone(),
@@ -207,6 +210,8 @@ fn blocking(file: File) -> std::io::Result<File> {
 /// has exited and what it wrote by then is read (what it left behind writes later is not read).
 struct Tail {
     file: File,
+    /// Woken when the file is written to (None: inotify could not be had).
+    watch: Option<std::os::fd::OwnedFd>,
     at: u64,
     exited: Arc<AtomicBool>,
     /// The file's length once the process has exited: where reading ends.
@@ -235,9 +240,53 @@ impl std::io::Read for Tail {
             if self.end.is_some() {
                 return Ok(0); // cut shorter than it was: nothing more to read
             }
-            std::thread::sleep(wait);
+            match &self.watch {
+                Some(w) => wait_for_change(w, POLL_MAX),
+                None => std::thread::sleep(wait),
+            }
             wait = (wait * 2).min(POLL_MAX);
         }
+    }
+}
+
+/// An inotify instance watching `file` for writes (through /proc/self/fd, so no path is
+/// needed); None where one cannot be had (the per-user limit on instances).
+fn watch(file: &File) -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    // SAFETY: inotify_init1 takes flags only; a non-negative result is a descriptor we own.
+    let fd = unsafe { libc::inotify_init1(libc::IN_CLOEXEC | libc::IN_NONBLOCK) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: `fd` was just returned to us and is closed only by the OwnedFd.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let path = std::ffi::CString::new(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()?;
+    // SAFETY: a valid inotify descriptor and a NUL-terminated path that outlives the call.
+    let wd = unsafe {
+        libc::inotify_add_watch(
+            fd.as_raw_fd(),
+            path.as_ptr(),
+            libc::IN_MODIFY | libc::IN_CLOSE_WRITE,
+        )
+    };
+    (wd >= 0).then_some(fd)
+}
+
+/// Waits until `watch` reports a change, or `timeout`; then takes its events.
+fn wait_for_change(watch: &std::os::fd::OwnedFd, timeout: Duration) {
+    use std::os::fd::AsRawFd;
+    let mut pfd = libc::pollfd {
+        fd: watch.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    let mut events = [0u8; 4096];
+    // SAFETY: poll on one pollfd we own; read into a buffer of the length given (the
+    // descriptor does not block).
+    unsafe {
+        libc::poll(&mut pfd, 1, ms);
+        while libc::read(watch.as_raw_fd(), events.as_mut_ptr().cast(), events.len()) > 0 {}
     }
 }
 
@@ -387,6 +436,29 @@ pub fn last_line(path: &std::path::Path) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_write_to_a_watched_stdout_file_is_reported_at_once() {
+        use std::io::Write;
+        use std::os::fd::AsRawFd;
+        let dir = tempfile::tempdir().unwrap();
+        let mut file = crate::files::open_regular(&dir.path().join(STDOUT_LOG), true).unwrap();
+        let w = watch(&file).expect("inotify on a regular file");
+        let ready = |w: &std::os::fd::OwnedFd| {
+            let mut pfd = libc::pollfd {
+                fd: w.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: poll on one pollfd we own, without waiting.
+            unsafe { libc::poll(&mut pfd, 1, 0) }
+        };
+        assert_eq!(ready(&w), 0, "nothing written yet");
+        file.write_all(b"{}\n").unwrap();
+        assert_eq!(ready(&w), 1, "the write is an event");
+        wait_for_change(&w, Duration::ZERO);
+        assert_eq!(ready(&w), 0, "taken");
+    }
 
     #[test]
     fn lines_longer_than_the_cap_are_skipped_whole_and_counted() {
