@@ -86,6 +86,7 @@ fn every_image_pack_packs_trains_from_every_format_it_writes() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     every_extension(&d.join("imgs"));
+    let mut dumps = Vec::new();
     for format in ["wds", "recordio"] {
         let (recs, errors) = pack(d, format);
         // PPM and PGM: Pillow reads them, ddp-train's decoders do not; pack says so.
@@ -131,34 +132,46 @@ fn every_image_pack_packs_trains_from_every_format_it_writes() {
             "{format}: {}",
             String::from_utf8_lossy(&o.stderr)
         );
-        // Every packed validation sample, its label and Pillow's pixels of its file: the
-        // folder's images but PPM and PGM, in ImageFolder's order (packed unshuffled); and the
-        // path pack stored for it, its file's relative to the folder packed.
-        let check = r#"
+        dumps.push(npz);
+    }
+    // Every packed validation sample of both formats' dumps, its label and Pillow's pixels of
+    // its file: the folder's images but PPM and PGM, in ImageFolder's order (packed
+    // unshuffled); and the path pack stored for it, its file's relative to the folder packed.
+    // One Python process for both (each start that imports torchvision costs seconds).
+    let check = r#"
 import os, sys, numpy as np
 from PIL import Image
 from torchvision.datasets import ImageFolder
-d = np.load(sys.argv[1])
-samples = [s for s in ImageFolder(sys.argv[2], loader=lambda p: None).samples
+samples = [s for s in ImageFolder(sys.argv[1], loader=lambda p: None).samples
            if not s[0].lower().endswith((".ppm", ".pgm"))]
-paths = d["paths"].tobytes().split(b"\n")[:-1]
-keys = [int(p.rsplit(b":", 1)[1]) for p in paths]
-assert sorted(keys) == list(range(len(samples))), keys
-packed = d["packed_paths"].tobytes().split(b"\0")[:-1]
-assert len(packed) == len(keys), (len(packed), len(keys))
-for k, p in zip(keys, packed):
-    assert p == os.fsencode(os.path.relpath(samples[k][0], sys.argv[2])), (p, samples[k][0])
 mean, std = np.array([0.485, 0.456, 0.406]), np.array([0.229, 0.224, 0.225])
-for k, img, label in zip(keys, d["images"], d["labels"]):
-    path, cls = samples[k]
-    assert label == cls, (path, label, cls)
-    ref = (np.asarray(Image.open(path).convert("RGB"), np.float32) / 255 - mean) / std
-    diff = np.abs(ref.transpose(2, 0, 1) - img).max()
-    assert diff < 1e-4, (path, diff)
+def check(npz):
+    d = np.load(npz)
+    paths = d["paths"].tobytes().split(b"\n")[:-1]
+    keys = [int(p.rsplit(b":", 1)[1]) for p in paths]
+    assert sorted(keys) == list(range(len(samples))), keys
+    packed = d["packed_paths"].tobytes().split(b"\0")[:-1]
+    assert len(packed) == len(keys), (len(packed), len(keys))
+    for k, p in zip(keys, packed):
+        assert p == os.fsencode(os.path.relpath(samples[k][0], sys.argv[1])), (p, samples[k][0])
+    for k, img, label in zip(keys, d["images"], d["labels"]):
+        path, cls = samples[k]
+        assert label == cls, (path, label, cls)
+        ref = (np.asarray(Image.open(path).convert("RGB"), np.float32) / 255 - mean) / std
+        diff = np.abs(ref.transpose(2, 0, 1) - img).max()
+        assert diff < 1e-4, (path, diff)
+for npz in sys.argv[2:]:
+    try:
+        check(npz)
+    except AssertionError as e:
+        raise AssertionError(npz, *e.args) from e
 print("ok")
 "#;
-        python(check, &[&npz, &d.join("imgs/val")]);
-    }
+    let val = d.join("imgs/val");
+    let args: Vec<&Path> = std::iter::once(val.as_path())
+        .chain(dumps.iter().map(|p| p.as_path()))
+        .collect();
+    python(check, &args);
 }
 
 #[test]
