@@ -50,17 +50,17 @@ fn train(model: &Path, ck: &Path, world: usize, extra: &[&str]) -> Vec<u8> {
 #[test]
 fn the_smaller_last_batch_trains_as_pytorchs_dataloader_does_on_one_and_two_ranks() {
     let dir = tempfile::tempdir().unwrap();
-    let model = common::torchscript_model(dir.path(), "bn");
+    let model = common::bn_model();
     // The images as the loader gives them, in index order.
     let data = dir.path().join("data.npz");
-    ok(&cmd(&model)
+    ok(&cmd(model)
         .args(["--no-shuffle", "--dump-batches", "3", "--dump"])
         .arg(&data)
         .output()
         .unwrap());
     for world in [1usize, 2] {
         let ck = dir.path().join(format!("ck-{world}"));
-        let records = train(&model, &ck, world, &[]);
+        let records = train(model, &ck, world, &[]);
         let epochs = epochs(&records);
         assert_eq!(
             epochs.len(),
@@ -94,7 +94,7 @@ fn the_smaller_last_batch_trains_as_pytorchs_dataloader_does_on_one_and_two_rank
         assert!(d <= 1e-5, "{world} rank(s): max relative difference {d}");
     }
     // --drop-last: the full batches only, the last one's images counted as left out.
-    let records = train(&model, &dir.path().join("dropped"), 1, &["--drop-last"]);
+    let records = train(model, &dir.path().join("dropped"), 1, &["--drop-last"]);
     let epochs = epochs(&records);
     assert_eq!(epochs[0]["steps"], 2, "{epochs:?}");
     assert_eq!(epochs[0]["left_out"], 3, "{epochs:?}");
@@ -103,18 +103,18 @@ fn the_smaller_last_batch_trains_as_pytorchs_dataloader_does_on_one_and_two_rank
 #[test]
 fn a_run_stopped_before_the_smaller_last_batch_resumes_to_the_same_weights() {
     let dir = tempfile::tempdir().unwrap();
-    let model = common::torchscript_model(dir.path(), "bn");
+    let model = common::bn_model();
     let straight = dir.path().join("straight");
-    train(&model, &straight, 1, &[]);
+    train(model, &straight, 1, &[]);
     // A mid-epoch checkpoint after step 2 of 3, then the checkpoint signal: the run stops
     // there, before the smaller last batch.
     let stopped = dir.path().join("stopped");
-    let mut run = cmd(&model);
+    let mut run = cmd(model);
     run.args(["--checkpoint-every", "2", "--checkpoint-dir"])
         .arg(&stopped);
     let out = usr1_after_first_checkpoint(vec![run], 0, 0).remove(0);
     testkit::exits(&out, 75);
-    let resumed = cmd(&model)
+    let resumed = cmd(model)
         .args(["--checkpoint-every", "2", "--resume", "--checkpoint-dir"])
         .arg(&stopped)
         .output()

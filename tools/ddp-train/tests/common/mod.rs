@@ -71,6 +71,18 @@ pub fn torchscript_model(dir: &Path, kind: &str) -> PathBuf {
     model
 }
 
+/// [`torchscript_model`]'s "bn" (a scripted network with BatchNorm, made with the script's
+/// fixed seed), made once per test binary for the tests that only read it: each Python start
+/// that imports torch costs a few CPU seconds.
+pub fn bn_model() -> &'static Path {
+    static MODEL: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    MODEL.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("shardkit-ddp-bn-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        torchscript_model(&dir, "bn")
+    })
+}
+
 /// A checkpoint file's tensors by name.
 pub fn tensors(path: &Path) -> std::collections::BTreeMap<String, tch::Tensor> {
     tch::Tensor::read_safetensors(path)
