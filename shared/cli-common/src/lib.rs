@@ -19,8 +19,7 @@
 //! use cli_common::{JsonlOut, Outcome, Tool};
 //! # use cli_common::CommonArgs;
 //! # #[derive(clap::Parser)] struct Cli { #[command(flatten)] common: CommonArgs }
-//! # impl Tool for Cli { const RECORDS: &'static str = ""; const EXAMPLES: &'static [(&'static str, &'static str)] = &[];
-//! #     fn common(&self) -> &CommonArgs { &self.common } }
+//! # impl Tool for Cli { const RECORDS: &'static str = ""; const EXAMPLES: &'static [(&'static str, &'static str)] = &[]; }
 //! fn run(_cli: Cli, _out: &mut JsonlOut) -> anyhow::Result<Outcome> { Ok(Outcome::Ok) }
 //! fn main() -> std::process::ExitCode { cli_common::run_main::<Cli>(run) }
 //! ```
@@ -126,17 +125,18 @@ pub trait Tool: clap::Parser {
     const RECORDS: &'static str;
     /// (what it does, command line) pairs for the EXAMPLES section.
     const EXAMPLES: &'static [(&'static str, &'static str)];
-    /// The `-q`/`--progress` flags (every tool flattens [`CommonArgs`] into its `Cli`).
-    fn common(&self) -> &CommonArgs;
-    /// (variable, what it does) for the ENVIRONMENT section: what the tool and its libraries
-    /// read from the environment besides the flags' own `[env: ...]` fallbacks (launchers'
-    /// variables, library path overrides). None by default.
-    fn environment() -> Vec<(&'static str, &'static str)> {
-        Vec::new()
-    }
+    /// (variable, what it does) for the ENVIRONMENT section, in groups (a library's list, the
+    /// tool's own): what the tool and its libraries read from the environment besides the
+    /// flags' own `[env: ...]` fallbacks (launchers' variables, library path overrides). None
+    /// by default.
+    const ENVIRONMENT: &'static [EnvVars] = &[];
 }
 
-/// `-q` and `--progress`, flattened into every tool's `Cli`.
+/// (variable, what it does) pairs, as a library lists what it reads (`device::ENVIRONMENT`).
+pub type EnvVars = &'static [(&'static str, &'static str)];
+
+/// `-q` and `--progress`, flattened into every tool's `Cli` (`run_main` reads `-q` from the
+/// parsed arguments by its name, `quiet`).
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct CommonArgs {
     /// Print only errors on stderr.
@@ -190,14 +190,14 @@ pub fn run_main<C: Tool>(
         );
         return ExitCode::SUCCESS;
     }
-    let cli = C::parse();
+    let (cli, quiet) = parse::<C>(args).unwrap_or_else(|e| e.exit());
     if stdout_was_closed() {
         eprintln!(
             "{name}: error: stdout is closed (>&-): the records would be lost; redirect it to /dev/null to discard them"
         );
         return ExitCode::from(EXIT_FATAL);
     }
-    logger::install(&name, cli.common().quiet);
+    logger::install(&name, quiet);
     interrupt::install();
     panics::install_hook();
     let mut out = JsonlOut::stdout();
@@ -216,6 +216,15 @@ pub fn run_main<C: Tool>(
         Ok(Outcome::Resumable) => ExitCode::from(EXIT_RESUMABLE),
         Err(e) => report(&name, &e),
     }
+}
+
+/// The tool's `Cli` from `args`, and whether `-q` ([`CommonArgs`]) was given.
+fn parse<C: Tool>(args: Vec<std::ffi::OsString>) -> Result<(C, bool), clap::Error> {
+    let mut matches = <C as clap::CommandFactory>::command().try_get_matches_from(args)?;
+    let quiet = matches!(matches.try_get_one::<bool>("quiet"), Ok(Some(true)));
+    let cli = <C as clap::FromArgMatches>::from_arg_matches_mut(&mut matches)
+        .map_err(|e| e.format(&mut <C as clap::CommandFactory>::command()))?;
+    Ok((cli, quiet))
 }
 
 fn report(name: &str, e: &anyhow::Error) -> ExitCode {
@@ -349,5 +358,31 @@ mod tests {
         let e = anyhow::Error::new(std::io::Error::from(std::io::ErrorKind::BrokenPipe))
             .context("writing");
         assert!(e.chain().any(is_broken_pipe));
+    }
+
+    #[test]
+    fn quiet_is_read_from_the_parsed_common_args() {
+        #[derive(clap::Parser)]
+        #[command(name = "t")]
+        struct Cli {
+            #[arg(long)]
+            n: Option<u32>,
+            #[command(flatten)]
+            common: CommonArgs,
+        }
+        impl Tool for Cli {
+            const RECORDS: &'static str = "";
+            const EXAMPLES: &'static [(&'static str, &'static str)] = &[];
+        }
+        let args = |a: &[&str]| a.iter().map(std::ffi::OsString::from).collect();
+        let (cli, quiet) = parse::<Cli>(args(&["t", "--n", "3", "-q"])).unwrap();
+        assert!(quiet && cli.common.quiet);
+        assert_eq!(cli.n, Some(3));
+        let (cli, quiet) = parse::<Cli>(args(&["t"])).unwrap();
+        assert!(!quiet && !cli.common.quiet);
+        let e = parse::<Cli>(args(&["t", "--n", "x"]))
+            .map(|_| ())
+            .unwrap_err();
+        assert_eq!(e.exit_code(), 2);
     }
 }

@@ -17,7 +17,7 @@ pub fn render_man<C: Tool>() -> anyhow::Result<String> {
     page.push_str(C::RECORDS.trim());
     page.push('\n');
     page.push_str(EXIT_STATUS);
-    let env = C::environment();
+    let env = C::ENVIRONMENT.concat();
     if !env.is_empty() {
         page.push_str(".SH ENVIRONMENT\n");
         for (name, what) in &env {
@@ -71,7 +71,7 @@ pub fn help_tail<C: Tool>() -> String {
         let body = wrap(&pair[1..].join(" "), "       ", 100);
         s.push_str(&format!("  {:<5}{}", pair[0], &body[7..]));
     }
-    let env = C::environment();
+    let env = C::ENVIRONMENT.concat();
     if !env.is_empty() {
         s.push_str("\nEnvironment:\n");
         for (name, what) in &env {
@@ -159,12 +159,7 @@ mod tests {
     impl Tool for WithEnv {
         const RECORDS: &'static str = "none";
         const EXAMPLES: &'static [(&'static str, &'static str)] = &[];
-        fn common(&self) -> &CommonArgs {
-            &self.common
-        }
-        fn environment() -> Vec<(&'static str, &'static str)> {
-            vec![("SOME_VAR", "what it does")]
-        }
+        const ENVIRONMENT: &'static [crate::EnvVars] = &[&[("SOME_VAR", "what it does")]];
     }
 
     #[test]

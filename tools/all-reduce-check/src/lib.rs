@@ -149,22 +149,15 @@ On stderr rank 0 prints nccl-tests' table: size, count, type, redop, root, then 
         ),
     ];
 
-    fn common(&self) -> &CommonArgs {
-        &self.common
-    }
-
-    fn environment() -> Vec<(&'static str, &'static str)> {
-        [
-            collectives::ENVIRONMENT,
-            device::ENVIRONMENT,
-            &[(
-                spawn::CHILD_VAR,
-                "Set by --spawn in the ranks it starts, which then run as ranks instead of \
-                 spawning again (not for users to set).",
-            )],
-        ]
-        .concat()
-    }
+    const ENVIRONMENT: &'static [cli_common::EnvVars] = &[
+        collectives::ENVIRONMENT,
+        device::ENVIRONMENT,
+        &[(
+            spawn::CHILD_VAR,
+            "Set by --spawn in the ranks it starts, which then run as ranks instead of \
+             spawning again (not for users to set).",
+        )],
+    ];
 }
 
 pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {

@@ -125,15 +125,8 @@ and last {"type":"summary","ok":N,"skipped":0,"failed":N,"elapsed_ms":N}. An ima
         ),
     ];
 
-    fn common(&self) -> &CommonArgs {
-        &self.common
-    }
-
-    fn environment() -> Vec<(&'static str, &'static str)> {
-        let mut env = device::ENVIRONMENT.to_vec();
-        env.push(cli_common::inputs::JOB_SLOT_ENV);
-        env
-    }
+    const ENVIRONMENT: &'static [cli_common::EnvVars] =
+        &[device::ENVIRONMENT, &[cli_common::inputs::JOB_SLOT_ENV]];
 }
 
 /// `--device`, with auto's slot from LOCAL_RANK, else GNU parallel's job slot, else the shard

@@ -137,10 +137,6 @@ and last {"type":"summary","ok":N,"skipped":N,"failed":N,"elapsed_ms":N}. Output
             "shard-list -n 4 list.txt | head -1 | crop-resize -r 256 -o arrays --format npy",
         ),
     ];
-
-    fn common(&self) -> &CommonArgs {
-        &self.common
-    }
 }
 
 /// The most worker threads -j takes: each holds an image being worked on, and more threads

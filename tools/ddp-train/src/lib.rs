@@ -573,13 +573,8 @@ Accuracies are percent; losses are means over all ranks' images; validation coun
         ),
     ];
 
-    fn common(&self) -> &CommonArgs {
-        &self.common
-    }
-
-    fn environment() -> Vec<(&'static str, &'static str)> {
-        [collectives::ENVIRONMENT, device::ENVIRONMENT].concat()
-    }
+    const ENVIRONMENT: &'static [cli_common::EnvVars] =
+        &[collectives::ENVIRONMENT, device::ENVIRONMENT];
 }
 
 /// `--checkpoint-signal`: the signal's number (`None` for `none`).

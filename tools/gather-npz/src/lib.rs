@@ -90,10 +90,6 @@ The .npz holds w (float32 [N,k,d]) and names (numpy unicode [N]); numpy.load rea
             "python -c \"import numpy as np; f = np.load('latents.npz'); print(f['w'].shape, f['names'][:3])\"",
         ),
     ];
-
-    fn common(&self) -> &CommonArgs {
-        &self.common
-    }
 }
 
 /// The most reader threads -j takes (more than cores only add memory).

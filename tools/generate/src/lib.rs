@@ -187,13 +187,7 @@ With --raw, the summary's "output" is the .npy and "shape" its shape; its rows f
         ),
     ];
 
-    fn common(&self) -> &CommonArgs {
-        &self.common
-    }
-
-    fn environment() -> Vec<(&'static str, &'static str)> {
-        device::ENVIRONMENT.to_vec()
-    }
+    const ENVIRONMENT: &'static [cli_common::EnvVars] = &[device::ENVIRONMENT];
 }
 
 /// One image to render.

@@ -115,10 +115,6 @@ Train with: ddp-train --data DATA_OF_TRAIN --val-data PATH_OF_VAL (the val recor
             "pack photos --format recordio -o packed",
         ),
     ];
-
-    fn common(&self) -> &CommonArgs {
-        &self.common
-    }
 }
 
 /// One split to pack: its name (with train/ and val/), its folder and where it goes.

@@ -199,15 +199,8 @@ and last {"type":"summary","ok":N,"skipped":N,"failed":N,"elapsed_ms":N}. distan
         ),
     ];
 
-    fn common(&self) -> &CommonArgs {
-        &self.common
-    }
-
-    fn environment() -> Vec<(&'static str, &'static str)> {
-        let mut env = device::ENVIRONMENT.to_vec();
-        env.push(cli_common::inputs::JOB_SLOT_ENV);
-        env
-    }
+    const ENVIRONMENT: &'static [cli_common::EnvVars] =
+        &[device::ENVIRONMENT, &[cli_common::inputs::JOB_SLOT_ENV]];
 }
 
 /// One image waiting for its batch, or a record to print in its place.

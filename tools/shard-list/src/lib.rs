@@ -136,10 +136,6 @@ With \-\-balance size the record also has "bytes". A path that cannot be read as
             "shard-list --images imgs -n 4 --by-dir --balance size",
         ),
     ];
-
-    fn common(&self) -> &CommonArgs {
-        &self.common
-    }
 }
 
 /// Reads the list, shards it and prints the records.

@@ -285,19 +285,14 @@ A status table goes to stderr every --report-secs while something changes, and t
         ("Compare the trials:", "tensorboard --logdir sweeps/run1"),
     ];
 
-    fn common(&self) -> &CommonArgs {
-        &self.common
-    }
-
-    fn environment() -> Vec<(&'static str, &'static str)> {
-        let mut vars = vec![(
+    const ENVIRONMENT: &'static [cli_common::EnvVars] = &[
+        &[(
             "CUDA_VISIBLE_DEVICES",
             "The GPUs the slots share when --gpus is not given (else the driver's list); each trial \
              gets its slot's share in its own CUDA_VISIBLE_DEVICES.",
-        )];
-        vars.extend_from_slice(launcher::SLURM_ENVIRONMENT);
-        vars
-    }
+        )],
+        launcher::SLURM_ENVIRONMENT,
+    ];
 }
 
 /// Starts or resumes the sweep.
