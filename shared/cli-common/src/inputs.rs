@@ -323,7 +323,7 @@ fn parse(line: &[u8]) -> Vec<Item> {
     }
 }
 
-/// GNU parallel's job slot, which [`worker_slot`] reads, as `Tool::environment` lists it.
+/// GNU parallel's job slot, which [`worker_slot`] reads, as `Tool::ENVIRONMENT` lists it.
 pub const JOB_SLOT_ENV: (&str, &str) = (
     "PARALLEL_JOBSLOT",
     "GNU parallel's job slot: --device auto's slot (minus 1) when LOCAL_RANK is unset.",
