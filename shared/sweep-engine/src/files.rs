@@ -174,15 +174,37 @@ impl TrialFiles {
 /// written from the start by the caller): a regular file only, so that a FIFO or device put in
 /// its place is an error, not a wait (the open does not block) or an endless write.
 pub fn open_regular(path: &Path, append: bool) -> Result<File> {
+    open_own(path, append, 0)
+}
+
+/// A trial's stdout.log, opened for reading and appending as [`open_regular`] opens the
+/// sweep's files, but never through a symbolic link: a trial's lines are read from its own file
+/// only (through a link to another trial's, that trial's lines would be judged as this one's).
+pub fn open_stdout_log(path: &Path) -> Result<File> {
+    open_own(path, true, libc::O_NOFOLLOW)
+}
+
+/// [`open_regular`] with `flags` added to the open's.
+fn open_own(path: &Path, append: bool, flags: i32) -> Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
     let f = OpenOptions::new()
         .read(true)
         .write(true)
         .append(append)
         .create(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .with_context(|| format!("opening {}", path.display()))?;
+        .custom_flags(libc::O_NONBLOCK | flags)
+        .open(path);
+    // O_NOFOLLOW's refusal of a link.
+    if let Err(e) = &f
+        && e.raw_os_error() == Some(libc::ELOOP)
+        && flags & libc::O_NOFOLLOW != 0
+    {
+        return Err(Error::NotRegular {
+            path: path.to_path_buf(),
+            kind: "a symbolic link",
+        });
+    }
+    let f = f.with_context(|| format!("opening {}", path.display()))?;
     let meta = f
         .metadata()
         .with_context(|| format!("reading {}", path.display()))?;

@@ -69,7 +69,7 @@ impl Procs {
         let stderr_path = t.dir.join("stderr.log");
         let stderr = crate::files::open_regular(&stderr_path, true)?;
         let stdout = launcher::Stdout {
-            file: crate::files::open_regular(&t.dir.join(launcher::STDOUT_LOG), true)?,
+            file: crate::files::open_stdout_log(&t.dir.join(launcher::STDOUT_LOG))?,
             from: stdout_from,
         };
         let args = self.template.expand(&Bindings {

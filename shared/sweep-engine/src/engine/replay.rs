@@ -63,6 +63,14 @@ impl Engine<'_> {
                 counted_from,
             } = e
             {
+                // Where counting goes on from is a time the sweep had: never below zero.
+                if let Some(c) = counted_from
+                    && !(c.is_finite() && *c >= 0.0)
+                {
+                    return Err(differs(format!(
+                        "start of trial {trial} has counted_from {c}"
+                    )));
+                }
                 started[*trial] = Some(Started {
                     attempt: *attempt,
                     slot: *slot,
@@ -100,15 +108,12 @@ impl Engine<'_> {
     /// already are repeats, skipped.
     fn read_unread(&mut self, i: usize, s: Started) -> Result<()> {
         let path = self.trials[i].dir.join(launcher::STDOUT_LOG);
-        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+        if std::fs::symlink_metadata(&path).is_err() {
             return Ok(()); // nothing written
-        };
-        if meta.len() <= s.stdout_from {
-            return Ok(());
         }
-        // Not a regular file (put in its place since): nothing is read, and the trial's launch
-        // fails on it as on any of its files.
-        let mut file = match crate::files::open_regular(&path, true) {
+        // Not a regular file (put in its place since), or a link: nothing is read, and the
+        // trial's launch fails on it as on any of its files.
+        let mut file = match crate::files::open_stdout_log(&path) {
             Ok(f) => f,
             Err(e) => {
                 log::warn!(
@@ -119,9 +124,25 @@ impl Engine<'_> {
             }
         };
         let len = file.metadata().map_or(0, |m| m.len());
-        file.seek(std::io::SeekFrom::Start(s.stdout_from))
+        // Shorter than where the attempt started: cut since (as logrotate's copytruncate
+        // does), so what it holds was written after the cut (lines read already are repeats).
+        let from = if len < s.stdout_from {
+            log::warn!(
+                "trial {i}: {} has {len} bytes, fewer than the {} it had when the trial's last \
+                 attempt started: it was cut since; read from its start",
+                path.display(),
+                s.stdout_from
+            );
+            0
+        } else {
+            s.stdout_from
+        };
+        if len == from {
+            return Ok(());
+        }
+        file.seek(std::io::SeekFrom::Start(from))
             .with_context(|| format!("reading {}", path.display()))?;
-        let mut r = BufReader::new(file.take(len.saturating_sub(s.stdout_from)));
+        let mut r = BufReader::new(file.take(len - from));
         let t = &mut self.trials[i];
         t.files = Some(TrialFiles::open(&t.dir, i, s.attempt, &t.config, t.copies)?);
         t.counted_from = s.counted_from;

@@ -749,3 +749,126 @@ fn a_fifo_in_place_of_a_trials_stdout_log_at_resume_is_not_read() {
         "{why}"
     );
 }
+
+/// A trial's stdout.log replaced by a link to another trial's at --resume: the other trial's
+/// lines are not judged as this one's; its launch fails on the link, naming it.
+#[test]
+fn a_link_to_another_trials_stdout_log_is_not_read_as_this_trials() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = out_dir(&tmp);
+    let def = definition(&[1, 2], SchedulerKind::Fifo, 4.0, 0);
+    // Trial 0 completes (m = 10 · epoch); trial 1 reads epoch 1 and the sweep dies.
+    let fake = Fake::new(|trial, _| match trial {
+        0 => (curve(10, 4), Exit::Code(0)),
+        _ => (curve(1, 1), Exit::Died(curve(1, 3)[1..].to_vec())),
+    });
+    let (_, ended) = run(create(&dir, def), fake, 1);
+    assert!(matches!(ended, Err(Error::Interrupted)), "{ended:?}");
+    let stdout = dir.join("trial-0001/stdout.log");
+    std::fs::remove_file(&stdout).unwrap();
+    std::os::unix::fs::symlink("../trial-0000/stdout.log", &stdout).unwrap();
+    let fake = Fake::new(|_, _| (curve(1, 4), Exit::Code(0)));
+    let (out, ended) = run(sweep_engine::resume(&dir).unwrap(), fake, 1);
+    assert_eq!(ended.unwrap().failed, 1);
+    let metrics: Vec<&Value> = out.of_type("result").map(|r| &r["metric"]).collect();
+    assert_eq!(
+        metrics,
+        [] as [&Value; 0],
+        "trial 0's lines taken as trial 1's"
+    );
+    let ends: Vec<&Value> = (out.of_type("trial"))
+        .filter(|r| r["event"] == "end")
+        .collect();
+    assert_eq!(ends.len(), 1, "{ends:?}");
+    let why = ends[0]["message"].as_str().unwrap();
+    assert!(
+        why.contains("trial-0001/stdout.log") && why.contains("a symbolic link"),
+        "{why}"
+    );
+}
+
+/// A dead sweep's trial whose stdout.log was cut (as logrotate's copytruncate does) after its
+/// attempt started, then written to: what it wrote since is read from the file's start, not
+/// lost because the file is now shorter than where the attempt started.
+#[test]
+fn results_written_after_the_stdout_log_was_cut_are_taken_on_resume() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = out_dir(&tmp);
+    let def = definition(&[1], SchedulerKind::Fifo, 4.0, 1);
+    // The first attempt prints a long banner and fails; the second reads epoch 1, then the
+    // sweep dies.
+    let fake = Fake::new(|_, attempt| match attempt {
+        1 => (vec!["x".repeat(300)], Exit::Code(3)),
+        _ => (curve(1, 1), Exit::Died(Vec::new())),
+    });
+    let (_, ended) = run(create(&dir, def), fake, 1);
+    assert!(matches!(ended, Err(Error::Interrupted)), "{ended:?}");
+    // Cut, then epochs 2 and 3 written.
+    let unread = curve(1, 3)[1..].join("\n") + "\n";
+    std::fs::write(dir.join("trial-0000/stdout.log"), unread).unwrap();
+    let fake = Fake::new(|_, _| (curve(1, 4)[3..].to_vec(), Exit::Code(0)));
+    let (out, ended) = run(sweep_engine::resume(&dir).unwrap(), fake, 1);
+    assert_eq!(ended.unwrap().failed, 0);
+    let times: Vec<&Value> = out.of_type("result").map(|r| &r["time"]).collect();
+    assert_eq!(times, [&json!(2.0), &json!(3.0), &json!(4.0)]);
+}
+
+/// A journal written before stdout.log (its start entries without `stdout_from` and
+/// `counted_from`) resumes as it did: the unfinished trial runs again, nothing is read back.
+#[test]
+fn a_journal_without_stdout_offsets_resumes_as_before() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = out_dir(&tmp);
+    died_with_two_results_unread(&dir);
+    edit_journal(&dir, |v| {
+        if v["event"] == "start" {
+            let e = v.as_object_mut().unwrap();
+            assert!(e.remove("stdout_from").is_some() && e.remove("counted_from").is_some());
+            assert_eq!(e.len(), 4, "event, trial, attempt, slot: {e:?}");
+        }
+    });
+    // Run again without state: its epochs 2 to 4 (m = 2 · epoch) are this run's results.
+    let fake = Fake::new(|_, _| (curve(2, 4), Exit::Code(0)));
+    let log = fake.log.clone();
+    let (out, ended) = run(sweep_engine::resume(&dir).unwrap(), fake, 1);
+    assert_eq!(ended.unwrap().failed, 0);
+    assert_eq!(starts(&log), [(0, 2)]);
+    let results: Vec<(&Value, &Value)> = (out.of_type("result"))
+        .map(|r| (&r["time"], &r["metric"]))
+        .collect();
+    assert_eq!(
+        results,
+        [
+            (&json!(2.0), &json!(4.0)),
+            (&json!(3.0), &json!(6.0)),
+            (&json!(4.0), &json!(8.0))
+        ]
+    );
+    assert_eq!(out.summary()["completed"], 1);
+}
+
+/// A start entry whose `counted_from` was edited below zero is refused at --resume, as any
+/// journalled step this sweep would not have taken (its unread counted results would get
+/// negative times).
+#[test]
+fn resume_refuses_a_start_counted_from_below_zero() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = out_dir(&tmp);
+    let mut def = definition(&[1], SchedulerKind::Fifo, 4.0, 0);
+    def.time_attr = "training_iteration".into();
+    let m = |x: i64| json!({ "m": x }).to_string();
+    let fake = Fake::new(move |_, _| (vec![m(1)], Exit::Died(vec![m(2), m(3)])));
+    let (_, ended) = run(create(&dir, def), fake, 1);
+    assert!(matches!(ended, Err(Error::Interrupted)), "{ended:?}");
+    edit_journal(&dir, |v| {
+        if v["event"] == "start" {
+            v["counted_from"] = json!(-10.0);
+        }
+    });
+    let fake = Fake::new(|_, _| (Vec::new(), Exit::Code(0)));
+    let mut out = Collect::default();
+    let opened = sweep_engine::resume(&dir).unwrap();
+    let e = Engine::new(opened, options(1), Box::new(fake), &mut out).unwrap_err();
+    assert!(matches!(e, Error::Journal(_)), "{e:?}");
+    assert!(e.describe().contains("counted_from"), "{e}");
+}
