@@ -182,6 +182,7 @@ pub fn spawn(
         at: stdout.from,
         exited: exited.clone(),
         end: None,
+        trial,
     };
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     let lines = tx.clone();
@@ -216,6 +217,8 @@ struct Tail {
     exited: Arc<AtomicBool>,
     /// The file's length once the process has exited: where reading ends.
     end: Option<u64>,
+    /// The trial it is the output of (for warnings).
+    trial: usize,
 }
 
 impl std::io::Read for Tail {
@@ -230,6 +233,9 @@ impl std::io::Read for Tail {
                 None => buf.len(),
             };
             if room == 0 {
+                if self.cut(self.end.unwrap_or(self.at)) {
+                    continue;
+                }
                 return Ok(0);
             }
             let n = self.file.read_at(&mut buf[..room], self.at)?;
@@ -240,12 +246,33 @@ impl std::io::Read for Tail {
             if self.end.is_some() {
                 return Ok(0); // cut shorter than it was: nothing more to read
             }
+            if self.cut(self.file.metadata()?.len()) {
+                continue;
+            }
             match &self.watch {
                 Some(w) => wait_for_change(w, POLL_MAX),
                 None => std::thread::sleep(wait),
             }
             wait = (wait * 2).min(POLL_MAX);
         }
+    }
+}
+
+impl Tail {
+    /// Whether the file, `len` bytes long, was cut below where reading is (as logrotate's
+    /// copytruncate does): then what it holds was written since, and is read from its start.
+    fn cut(&mut self, len: u64) -> bool {
+        if len >= self.at {
+            return false;
+        }
+        log::warn!(
+            "trial {}: its {STDOUT_LOG} was cut from {} to {len} bytes while it was read: read \
+             again from its start",
+            self.trial,
+            self.at
+        );
+        self.at = 0;
+        true
     }
 }
 
@@ -458,6 +485,37 @@ mod tests {
         assert_eq!(ready(&w), 1, "the write is an event");
         wait_for_change(&w, Duration::ZERO);
         assert_eq!(ready(&w), 0, "taken");
+    }
+
+    /// A stdout file cut while it is read (as logrotate's copytruncate does): what is written
+    /// after the cut is read from the file's start, not skipped until the file grows back past
+    /// where reading was.
+    #[test]
+    fn a_stdout_file_cut_while_read_is_read_again_from_its_start() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(STDOUT_LOG);
+        let mut file = crate::files::open_regular(&path, true).unwrap();
+        file.write_all(&[b'x'; 100]).unwrap();
+        file.write_all(b"\n").unwrap();
+        let exited = Arc::new(AtomicBool::new(false));
+        let tail = Tail {
+            watch: watch(&file),
+            file: file.try_clone().unwrap(),
+            at: 101,
+            exited: exited.clone(),
+            end: None,
+            trial: 0,
+        };
+        file.set_len(0).unwrap();
+        file.write_all(b"{\"epoch\": 2}\n").unwrap();
+        exited.store(true, Ordering::Release);
+        let mut r = BufReader::new(tail);
+        assert_eq!(
+            read_line_capped(&mut r, MAX_LINE).unwrap(),
+            Read::Line(b"{\"epoch\": 2}\n".to_vec())
+        );
+        assert_eq!(read_line_capped(&mut r, MAX_LINE).unwrap(), Read::End);
     }
 
     #[test]
