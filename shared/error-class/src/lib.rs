@@ -159,11 +159,8 @@ impl fmt::Display for Torch {
 
 impl Error for Torch {}
 
-impl Classify for Torch {
-    fn class(&self) -> Class {
-        Class::Fatal
-    }
-}
+/// Fatal, out of memory or not (the tool may say more of an out-of-memory error).
+impl Classify for Torch {}
 
 #[cfg(test)]
 mod tests {

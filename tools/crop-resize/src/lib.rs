@@ -307,18 +307,13 @@ impl Job {
         budget: &MemoryBudget,
     ) -> Result<ImageRecord> {
         let r = self.resolution;
-        let mut record = ImageRecord {
-            input: item.name.clone(),
-            output: target.to_path_buf(),
-            format: self.format.ext().into(),
-            width: r,
-            height: r,
-            source_width: None,
-            source_height: None,
-            source_mode: None,
-            alpha_dropped: false,
-            skipped: false,
-        };
+        let mut record = ImageRecord::square(
+            item.name.clone(),
+            target.to_path_buf(),
+            self.format.ext(),
+            r,
+            false,
+        );
         if !self.overwrite && target.exists() {
             // The record describes the file that is there, which may be of another size.
             let (w, h) = existing_size(target, self.format).with_context(|| {

@@ -168,7 +168,7 @@ fn stdin_that_is_a_directory_is_one_fatal_error() {
         .output()
         .unwrap();
     // It looped on EISDIR before, writing error records without end.
-    assert_eq!(out.status.code(), Some(1));
+    testkit::exits(&out, 1);
     assert!(
         out.stdout.is_empty(),
         "{}",
