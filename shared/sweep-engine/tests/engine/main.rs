@@ -741,13 +741,18 @@ fn a_fifo_in_place_of_a_trials_stdout_log_at_resume_is_not_read() {
         .recv_timeout(Duration::from_secs(120))
         .expect("the resumed sweep ends");
     assert_eq!(failed, Some(1));
-    assert_eq!(ends.len(), 1, "{ends:?}");
-    assert_eq!(ends[0]["status"], "error");
-    let why = ends[0]["message"].as_str().unwrap();
+    let why = the_error(&ends);
     assert!(
         why.contains("stdout.log") && why.contains("not a regular file"),
         "{why}"
     );
+}
+
+/// The message of the one trial end among `ends`, an error.
+fn the_error(ends: &[Value]) -> &str {
+    assert_eq!(ends.len(), 1, "{ends:?}");
+    assert_eq!(ends[0]["status"], "error");
+    ends[0]["message"].as_str().unwrap()
 }
 
 /// A trial's stdout.log replaced by a link to another trial's at --resume: the other trial's
@@ -776,11 +781,11 @@ fn a_link_to_another_trials_stdout_log_is_not_read_as_this_trials() {
         [] as [&Value; 0],
         "trial 0's lines taken as trial 1's"
     );
-    let ends: Vec<&Value> = (out.of_type("trial"))
+    let ends: Vec<Value> = (out.of_type("trial"))
         .filter(|r| r["event"] == "end")
+        .cloned()
         .collect();
-    assert_eq!(ends.len(), 1, "{ends:?}");
-    let why = ends[0]["message"].as_str().unwrap();
+    let why = the_error(&ends);
     assert!(
         why.contains("trial-0001/stdout.log") && why.contains("a symbolic link"),
         "{why}"
