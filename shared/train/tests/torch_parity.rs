@@ -75,7 +75,12 @@ fn sampler_index_lists_equal_torchs_distributed_sampler() {
 fn torchvision_loads_our_checkpoints_strictly_with_the_same_logits() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
-    for (arch, tv) in [(Arch::ResNet18, "resnet18"), (Arch::ResNet50, "resnet50")] {
+    // Both architectures' checkpoints and logits written first, then checked by one Python
+    // process (each start that imports torchvision costs seconds): a line per architecture.
+    let archs = [(Arch::ResNet18, "resnet18"), (Arch::ResNet50, "resnet50")];
+    let mut script =
+        String::from("import torch, torchvision\nfrom safetensors.torch import load_file\n");
+    for (arch, tv) in archs {
         tch::manual_seed(5);
         let vs = nn::VarStore::new(Device::Cpu);
         let model = ResNet::new(&vs.root(), arch, 100, Stem::ImageNet);
@@ -94,10 +99,8 @@ fn torchvision_loads_our_checkpoints_strictly_with_the_same_logits() {
         train::checkpoint::save(&ck, &tensors, &HashMap::new()).unwrap();
         let io = dir.path().join(format!("{tv}.io.safetensors"));
         Tensor::write_safetensors(&[("x", &x), ("logits", &ours)], &io).unwrap();
-        let out = python(&format!(
+        script += &format!(
             r#"
-import torch, torchvision
-from safetensors.torch import load_file
 m = torchvision.models.{tv}(num_classes=100)
 m.load_state_dict(load_file("{ck}"), strict=True)
 m.eval()
@@ -108,8 +111,15 @@ print((y - io["logits"]).abs().max().item(), io["logits"].abs().max().item(), in
 "#,
             ck = ck.display(),
             io = io.display()
-        ));
-        let v: Vec<f64> = out.split_whitespace().map(|s| s.parse().unwrap()).collect();
+        );
+    }
+    let out = python(&script);
+    assert_eq!(out.lines().count(), archs.len(), "{out}");
+    for ((_, tv), line) in archs.into_iter().zip(out.lines()) {
+        let v: Vec<f64> = line
+            .split_whitespace()
+            .map(|s| s.parse().unwrap())
+            .collect();
         // fp32 CPU, the same kernels in the same order: 1e-4 absolute is the issue's bound.
         assert!(
             v[0] <= 1e-4,
