@@ -83,6 +83,9 @@ fn two_ranks_train_on_an_image_folder_through_the_imagenet_transforms() {
             "1",
             "--normalize",
             "0.5",
+            // One evaluation batch: the figures are checked for being finite only.
+            "--max-val-steps",
+            "1",
         ],
     );
     assert_eq!(recs.items.len(), 2);

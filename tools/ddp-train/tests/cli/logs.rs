@@ -6,7 +6,16 @@ use super::*;
 #[test]
 fn epochs_are_records_checkpoints_are_written_and_resume_continues() {
     let ck = tempfile::tempdir().unwrap();
-    let args = ["--batch-size", "64", "--max-steps", "4", "--augment"];
+    // One evaluation batch: the figures are checked for being finite, not against a whole set.
+    let args = [
+        "--batch-size",
+        "64",
+        "--max-steps",
+        "4",
+        "--augment",
+        "--max-val-steps",
+        "1",
+    ];
     let recs = trained(cmd().args(args).args(["--epochs", "2"]), ck.path());
     assert_eq!(recs.items.len(), 2);
     let e = &recs.items[1];
@@ -54,8 +63,10 @@ fn tensorboard_and_csv_logs_hold_the_steps_and_epochs_and_progress_counts_steps(
     );
     let run = |epochs: &str, resume: bool| {
         let mut c = cmd();
+        // One evaluation batch: its figures are compared between the logs and the records.
         c.args(["--batch-size", "32", "--max-steps", "4", "--lr", "0.05"])
             .args(["--epochs", epochs, "--log-every", "2", "--progress"])
+            .args(["--max-val-steps", "1"])
             .arg("--tensorboard")
             .arg(&tb)
             .arg("--csv")
@@ -293,9 +304,11 @@ fn bad_set_ups_say_what_to_do() {
 
 #[test]
 fn cpu_threads_come_from_the_flag_or_slurm_and_bound_the_decoding_threads() {
+    // The start line is the point: one step, one evaluation batch.
     let banner = |c: &mut Command| {
         let o = c
             .args(["--epochs", "1", "--max-steps", "1", "--batch-size", "16"])
+            .args(["--max-val-steps", "1"])
             .output()
             .unwrap();
         ok(&o);
