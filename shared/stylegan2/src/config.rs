@@ -104,7 +104,7 @@ impl Config {
         if let Some(json) = value.to_str().filter(|v| v.trim_start().starts_with('{')) {
             return Config::from_json(json);
         }
-        let text = std::fs::read_to_string(value).map_err(|e| Error::Io {
+        let text = std::fs::read_to_string(value).map_err(|e| weights::Error::Io {
             path: std::path::Path::new(value).display().to_string(),
             error: e,
         })?;

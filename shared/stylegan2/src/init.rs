@@ -7,7 +7,7 @@ use std::path::Path;
 use safetensors::tensor::TensorView;
 use tch::{Device, Kind, Tensor};
 
-use crate::{Architecture, Config, Error, Result};
+use crate::{Architecture, Config, Result};
 
 /// Every G_ema tensor for `cfg`, initialised like upstream: weights N(0,1) (FC weights / lr
 /// multiplier), biases 0 (affine biases 1), `const` and `noise_const` N(0,1), `noise_strength`
@@ -91,14 +91,15 @@ pub fn init_tensors(cfg: &Config) -> BTreeMap<String, Tensor> {
 /// Writes tensors (as fp32) and `config` metadata to a safetensors file, the format
 /// `scripts/convert-network-pkl` produces.
 pub fn save(path: &Path, tensors: &BTreeMap<String, Tensor>, cfg: &Config) -> Result<()> {
-    let bytes = encode(tensors, cfg).map_err(|message| Error::File {
+    let bytes = encode(tensors, cfg).map_err(|message| weights::Error::File {
         path: path.display().to_string(),
         message,
     })?;
-    std::fs::write(path, bytes).map_err(|error| Error::Io {
+    std::fs::write(path, bytes).map_err(|error| weights::Error::Io {
         path: path.display().to_string(),
         error,
-    })
+    })?;
+    Ok(())
 }
 
 /// The safetensors file [`save`] writes, in memory.

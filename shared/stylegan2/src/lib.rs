@@ -35,10 +35,10 @@ pub use weights::Weights;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("reading {path}: {error}")]
-    Io { path: String, error: std::io::Error },
-    #[error("{path}: {message}")]
-    File { path: String, message: String },
+    /// Reading or writing the weights file (or a config file): the same errors as the
+    /// `weights` crate's.
+    #[error(transparent)]
+    Weights(#[from] weights::Error),
     #[error("bad generator config: {0}")]
     Config(String),
     #[error(
@@ -49,15 +49,6 @@ pub enum Error {
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
-
-impl From<weights::Error> for Error {
-    fn from(e: weights::Error) -> Self {
-        match e {
-            weights::Error::Io { path, error } => Error::Io { path, error },
-            weights::Error::File { path, message } => Error::File { path, message },
-        }
-    }
-}
 
 impl error_class::Classify for Error {}
 
@@ -102,10 +93,11 @@ impl Generator {
     pub fn load(path: &Path, config: Option<Config>, device: tch::Device) -> Result<Self> {
         let (weights, meta) = Weights::read(path, device)?;
         if let Some(what) = weights.resnet_classifier(&meta) {
-            return Err(Error::File {
+            return Err(weights::Error::File {
                 path: path.display().to_string(),
                 message: format!("{what}, not a StyleGAN2 generator"),
-            });
+            }
+            .into());
         }
         let config = match config {
             Some(c) => Some(c),
