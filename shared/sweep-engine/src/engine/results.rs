@@ -26,9 +26,12 @@ enum Parsed {
 fn parse(line: &[u8], metric: &str, time_attr: &str) -> Parsed {
     let Some((record, non_finite, non_finite_paths)) = crate::pyjson::parse_record(line) else {
         // Not a record: other output, unless it names the metric (a number out of range is
-        // no JSON).
+        // no JSON, nor are bytes that are not UTF-8).
         let text = String::from_utf8_lossy(line);
         if text.trim_start().starts_with('{') && text.contains(&format!("\"{metric}\"")) {
+            if std::str::from_utf8(line).is_err() {
+                return Parsed::Unusable("is not UTF-8, so not JSON: ignored".into());
+            }
             return Parsed::Unusable("is not valid JSON (a number out of range?): ignored".into());
         }
         return Parsed::Other;
@@ -396,6 +399,14 @@ mod tests {
                 Parsed::Unusable(w) => assert!(w.contains(why), "{line}: {w}"),
                 other => panic!("{line}: {other:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn a_record_with_bytes_that_are_not_utf8_is_unusable_for_that_reason() {
+        match parse(b"{\"epoch\": 1, \"m\": 1, \"s\": \"\xff\"}", "m", "epoch") {
+            Parsed::Unusable(w) => assert!(w.contains("not UTF-8"), "{w}"),
+            other => panic!("{other:?}"),
         }
     }
 }
