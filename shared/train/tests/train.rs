@@ -62,7 +62,9 @@ fn config() -> Config {
         checkpoint_dir: None,
         resume: false,
         max_steps: Some(3),
-        max_val_steps: None,
+        // One evaluation batch (64 images): the tests compare runs, and the whole validation
+        // set costs 4 training steps of each run; digits_are_learnt evaluates it all.
+        max_val_steps: Some(1),
         broadcast_buffers: true,
         channels_last: false,
         cuda_graphs: false,
@@ -76,6 +78,16 @@ fn config() -> Config {
         checkpoint_every: None,
         checkpoint_signal: None,
         log_every: None,
+    }
+}
+
+/// Two epochs of two augmented steps each.
+fn two_short_epochs() -> Config {
+    Config {
+        epochs: 2,
+        max_steps: Some(2),
+        augment: true,
+        ..config()
     }
 }
 
@@ -446,12 +458,7 @@ fn sync_batch_norm_on_two_ranks_trains_what_one_rank_does_with_the_whole_batch()
 #[test]
 fn resume_repeats_the_uninterrupted_run_exactly() {
     let _serial = serial();
-    let base = Config {
-        epochs: 2,
-        max_steps: Some(2),
-        augment: true,
-        ..config()
-    };
+    let base = two_short_epochs();
     let a = tempfile::tempdir().unwrap();
     let straight = train(
         &Config {
@@ -505,6 +512,7 @@ fn digits_are_learnt() {
         lr: 0.02,
         schedule: Schedule::Cosine { warmup: 1.0 },
         augment: true,
+        max_val_steps: None,
         ..config()
     };
     let t = train(&cfg, &mut single(), |e| {
@@ -659,12 +667,7 @@ fn two_ranks_of_two_stages_train_what_one_rank_of_two_stages_does_with_the_whole
 #[test]
 fn checkpoints_move_between_split_and_unsplit_runs() {
     let _serial = serial();
-    let base = Config {
-        epochs: 2,
-        max_steps: Some(2),
-        augment: true,
-        ..config()
-    };
+    let base = two_short_epochs();
     let unsplit = Config {
         accum: 4,
         ..base.clone()
