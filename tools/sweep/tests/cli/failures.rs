@@ -215,10 +215,14 @@ fn a_trial_directory_whose_name_is_not_utf8_reaches_the_trial_as_it_is() {
 fn a_trial_ends_when_its_process_exits_whatever_it_left_behind() {
     let dir = tempfile::tempdir().unwrap();
     // The trial reports epoch 1 and exits 0, leaving a process that holds its stdout and would
-    // report epoch 2 after 600 s, and one that only sleeps.
-    let script = r#"printf '\173"m": 1, "epoch": 1\175\n'; (sleep 600; printf '\173"m": 9, "epoch": 2\175\n') & (exec sleep 1717 >/dev/null) & exit 0"#;
+    // report epoch 2 after 600 s, and one that only sleeps (for a time no other run's sleeper
+    // has: this test's pid as its fraction).
+    let sleeper = format!("sleep 1717.{}", std::process::id());
+    let script = format!(
+        r#"printf '\173"m": 1, "epoch": 1\175\n'; (sleep 600; printf '\173"m": 9, "epoch": 2\175\n') & (exec {sleeper} >/dev/null) & exit 0"#
+    );
     let start = Instant::now();
-    let r = ok(&shell_sweep(dir.path(), script).output().unwrap());
+    let r = ok(&shell_sweep(dir.path(), &script).output().unwrap());
     // It held the slot until the orphan ended before, and the orphan's line was taken as a result.
     assert!(
         start.elapsed() < Duration::from_secs(120),
@@ -227,16 +231,20 @@ fn a_trial_ends_when_its_process_exits_whatever_it_left_behind() {
     );
     assert_eq!(r.results.len(), 1, "{:?}", r.results);
     assert_eq!(r.results[0].time, 1.0);
-    // The trial's process group is gone, the sleeper included.
-    let left = Command::new("pgrep")
-        .args(["-f", "sleep 1717"])
-        .output()
-        .unwrap();
-    assert!(
-        left.stdout.is_empty(),
-        "left running: {}",
-        String::from_utf8_lossy(&left.stdout)
-    );
+    // The trial's process group is gone, the sleeper included (SIGKILL was sent before the
+    // sweep ended; on a loaded machine the sleeper may take a moment to die).
+    let running = || {
+        let left = Command::new("pgrep")
+            .args(["-f", &sleeper])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&left.stdout).into_owned()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !running().is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(running(), "", "left running");
 }
 
 #[test]
