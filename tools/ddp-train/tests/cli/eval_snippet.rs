@@ -55,7 +55,12 @@ with torch.no_grad():
 loss = torch.nn.functional.cross_entropy(logits, torch.from_numpy(ys)).item()
 print(json.dumps({"loss": loss, "top1": 100 * float((logits.argmax(1).numpy() == ys).mean())}))
 "#;
-    for (what, data, args, val, ranks) in cases {
+    // Each case's snippet and check as a script, all run by one Python process (each start
+    // that imports torch costs seconds): (what, script, mode, validation data, the epoch record,
+    // the snippet, the checkpoint's directory, which the snippet reads).
+    let dir = tempfile::tempdir().unwrap();
+    let mut scripts = Vec::new();
+    for (i, (mode, data, args, val, ranks)) in cases.into_iter().enumerate() {
         let ck = tempfile::tempdir().unwrap();
         let port = free_port();
         let outs = run_all((0..ranks).map(|rank| {
@@ -70,9 +75,6 @@ print(json.dumps({"loss": loss, "top1": 100 * float((logits.argmax(1).numpy() ==
             c
         }));
         let run = records(&outs[0]);
-        let mode = what;
-        let what = format!("{what}, {ranks} rank(s)");
-        let what = what.as_str();
         let last = ck.path().join("last.safetensors");
         let out = Command::new(BIN)
             .arg("--print-eval-snippet")
@@ -81,21 +83,37 @@ print(json.dumps({"loss": loss, "top1": 100 * float((logits.argmax(1).numpy() ==
             .unwrap();
         ok(&out);
         let snippet = String::from_utf8(out.stdout).unwrap();
-        let script = ck.path().join("eval.py");
+        let script = dir.path().join(format!("eval{i}.py"));
         std::fs::write(&script, format!("{snippet}\n{check}")).unwrap();
-        let out = Command::new(testkit::python())
-            .arg(&script)
-            .arg(mode)
-            .arg(&val)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{what}: {}\n{snippet}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let got: Value = serde_json::from_slice(&out.stdout).unwrap();
-        let rec = &run.items[0];
+        let what = format!("{mode}, {ranks} rank(s)");
+        scripts.push((what, script, mode, val, run.items[0].clone(), snippet, ck));
+    }
+    // Runs each script as `python SCRIPT MODE DATA` would, in a namespace of its own.
+    let driver = r#"
+import runpy, sys
+for script, mode, data in zip(*[iter(sys.argv[1:])] * 3):
+    sys.argv = [script, mode, data]
+    runpy.run_path(script, run_name="__main__")
+    sys.stdout.flush()
+"#;
+    let mut py = Command::new(testkit::python());
+    py.args(["-c", driver]);
+    for (_, script, mode, val, ..) in &scripts {
+        py.arg(script).arg(mode).arg(val);
+    }
+    let out = py.output().unwrap();
+    let snippets: Vec<&str> = scripts.iter().map(|s| s.5.as_str()).collect();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        snippets.join("\n")
+    );
+    let lines: Vec<Value> = (String::from_utf8_lossy(&out.stdout).lines())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), scripts.len(), "one result per script");
+    for ((what, _, _, _, rec, snippet, _), got) in scripts.iter().zip(&lines) {
         // The same float operations in another library's order: the loss to 1e-4, top-1 to one
         // image in 360 (an argmax that flips on a tie).
         let loss = got["loss"].as_f64().unwrap();
@@ -129,30 +147,37 @@ fn the_eval_snippet_runs_no_code_from_a_crafted_checkpoint() {
         "line\u{2028}sep\u{85}nel\0nul\x0cff",
         "é😀",
     ];
+    // One Python process writes the three checkpoints: (file name, arch, stem) each.
     let make = r#"
 import json, sys, torchvision
 from safetensors.torch import save_file
-path, classes, arch, stem = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], sys.argv[4]
+classes = json.loads(sys.argv[1])
 m = torchvision.models.resnet18(num_classes=len(classes))
-meta = {"epoch": "1", "arch": arch, "stem": stem, "num_classes": str(len(classes)),
-        "image_size": "32", "normalize_mean": "[0.5, 0.5, 0.5]",
-        "normalize_std": "[0.5, 0.5, 0.5]", "eval_transform": "none",
-        "classes": json.dumps(classes)}
-save_file({k: v.contiguous() for k, v in m.state_dict().items()}, path, metadata=meta)
+state = {k: v.contiguous() for k, v in m.state_dict().items()}
+for path, arch, stem in zip(*[iter(sys.argv[2:])] * 3):
+    meta = {"epoch": "1", "arch": arch, "stem": stem, "num_classes": str(len(classes)),
+            "image_size": "32", "normalize_mean": "[0.5, 0.5, 0.5]",
+            "normalize_std": "[0.5, 0.5, 0.5]", "eval_transform": "none",
+            "classes": json.dumps(classes)}
+    save_file(state, path, metadata=meta)
 "#;
     let python = testkit::python();
-    let checkpoint = |name: &str, arch: &str, stem: &str| {
-        let path = dir.join(name);
-        let o = Command::new(&python)
-            .args(["-c", make])
-            .arg(&path)
-            .arg(serde_json::to_string(&hostile).unwrap())
-            .args([arch, stem])
-            .output()
-            .unwrap();
-        ok(&o);
-        path
-    };
+    let good = ("x'\n\".safetensors", "resnet18", "imagenet");
+    let crafted = [
+        (
+            "arch.safetensors",
+            "resnet18(); __import__('os').system('touch PWNED') #",
+            "imagenet",
+        ),
+        ("stem.safetensors", "resnet18", "cifar\nopen('PWNED', 'w')"),
+    ];
+    let mut c = Command::new(&python);
+    c.args(["-c", make])
+        .arg(serde_json::to_string(&hostile).unwrap());
+    for (name, arch, stem) in std::iter::once(good).chain(crafted) {
+        c.arg(dir.join(name)).args([arch, stem]);
+    }
+    ok(&c.output().unwrap());
     let snippet = |path: &Path| {
         Command::new(BIN)
             .arg("--print-eval-snippet")
@@ -161,8 +186,7 @@ save_file({k: v.contiguous() for k, v in m.state_dict().items()}, path, metadata
             .output()
             .unwrap()
     };
-    let good = checkpoint("x'\n\".safetensors", "resnet18", "imagenet");
-    let out = snippet(&good);
+    let out = snippet(&dir.join(good.0));
     ok(&out);
     let code = String::from_utf8(out.stdout).unwrap();
     let check = "\nimport json, sys\njson.dump(classes, sys.stdout)\n";
@@ -178,15 +202,8 @@ save_file({k: v.contiguous() for k, v in m.state_dict().items()}, path, metadata
     );
     let classes: Vec<String> = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(classes, hostile, "{code}");
-    for (name, arch, stem) in [
-        (
-            "arch.safetensors",
-            "resnet18(); __import__('os').system('touch PWNED') #",
-            "imagenet",
-        ),
-        ("stem.safetensors", "resnet18", "cifar\nopen('PWNED', 'w')"),
-    ] {
-        let out = snippet(&checkpoint(name, arch, stem));
+    for (name, ..) in crafted {
+        let out = snippet(&dir.join(name));
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{err}");
         assert!(
