@@ -6,15 +6,16 @@
 mod common;
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 
 use common::{BIN, assert_same_bits, epochs, model_flag, ranks, usr1_after_first_checkpoint};
 use testkit::ok;
 
-/// A scripted network with BatchNorm (buffers that only rank 0 keeps) in `dir`.
-fn model(dir: &Path) -> PathBuf {
-    common::torchscript_model(dir, "bn")
+/// A scripted network with BatchNorm (buffers that only rank 0 keeps), made once for the
+/// tests here.
+fn model() -> &'static Path {
+    common::bn_model()
 }
 
 /// The flags of every run here: `data` (synthetic images, augmented: each rank draws its own)
@@ -89,11 +90,11 @@ fn stopped_at_first_checkpoint(model: &Path, ck: &Path, world: usize, extra: &[&
 #[test]
 fn four_virtual_ranks_train_the_same_bits_on_four_two_or_one_process() {
     let dir = tempfile::tempdir().unwrap();
-    let model = model(dir.path());
+    let model = model();
     let mut runs = Vec::new();
     for world in [4, 2, 1] {
         let ck = dir.path().join(format!("w{world}"));
-        let out = run(&model, &ck, world, &["--virtual-ranks", "4"]);
+        let out = run(model, &ck, world, &["--virtual-ranks", "4"]);
         let e = epochs(&out.stdout);
         assert_eq!(e.len(), 2, "{}", String::from_utf8_lossy(&out.stderr));
         assert_eq!(
@@ -111,14 +112,14 @@ fn four_virtual_ranks_train_the_same_bits_on_four_two_or_one_process() {
 #[test]
 fn a_mid_epoch_checkpoint_of_virtual_ranks_resumes_on_another_number_of_processes() {
     let dir = tempfile::tempdir().unwrap();
-    let model = model(dir.path());
+    let model = model();
     let straight = dir.path().join("straight");
-    run(&model, &straight, 2, &["--virtual-ranks", "4"]);
+    run(model, &straight, 2, &["--virtual-ranks", "4"]);
     // Two processes stop after step 2 of the first epoch; one goes on from there, and stops
     // after step 1 of the second; two finish.
     let ck = dir.path().join("elastic");
     let every = ["--virtual-ranks", "4", "--checkpoint-every", "2"];
-    stopped_at_first_checkpoint(&model, &ck, 2, &every);
+    stopped_at_first_checkpoint(model, &ck, 2, &every);
     let one = [
         "--virtual-ranks",
         "4",
@@ -126,8 +127,8 @@ fn a_mid_epoch_checkpoint_of_virtual_ranks_resumes_on_another_number_of_processe
         "2",
         "--resume",
     ];
-    stopped_at_first_checkpoint(&model, &ck, 1, &one);
-    let out = run(&model, &ck, 4, &["--virtual-ranks", "4", "--resume"]);
+    stopped_at_first_checkpoint(model, &ck, 1, &one);
+    let out = run(model, &ck, 4, &["--virtual-ranks", "4", "--resume"]);
     assert_eq!(
         epochs(&out.stdout).len(),
         1,
@@ -139,18 +140,18 @@ fn a_mid_epoch_checkpoint_of_virtual_ranks_resumes_on_another_number_of_processe
 #[test]
 fn without_virtual_ranks_another_world_size_resumes_at_an_epochs_end_only() {
     let dir = tempfile::tempdir().unwrap();
-    let model = model(dir.path());
+    let model = model();
     let ck = dir.path().join("ck");
     // Twenty steps an epoch: the signal after step 2's checkpoint stops the run within the
     // epoch (with three, the run could reach the epoch's end first).
     let long = ["--data", "synthetic:240:16"];
     stopped_at_first_checkpoint(
-        &model,
+        model,
         &ck,
         2,
         &[&long[..], &["--checkpoint-every", "2"]].concat(),
     );
-    let out = cmd(&model, &ck, &[&long[..], &["--resume"]].concat())
+    let out = cmd(model, &ck, &[&long[..], &["--resume"]].concat())
         .output()
         .unwrap();
     testkit::exits(&out, 2);
@@ -158,8 +159,8 @@ fn without_virtual_ranks_another_world_size_resumes_at_an_epochs_end_only() {
     assert!(err.contains("--virtual-ranks"), "{err}");
     // At an epoch's end: another world size goes on, and says so.
     let ck = dir.path().join("epoch");
-    run(&model, &ck, 2, &["--epochs", "1"]);
-    let out = cmd(&model, &ck, &["--resume"]).output().unwrap();
+    run(model, &ck, 2, &["--epochs", "1"]);
+    let out = cmd(model, &ck, &["--resume"]).output().unwrap();
     ok(&out);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("written by 2 rank(s)"), "{err}");
@@ -283,11 +284,11 @@ mod torchrun {
 fn under_torchrun_an_agent_lost_and_an_agent_joining_end_with_the_uninterrupted_weights() {
     use torchrun::*;
     let dir = tempfile::tempdir().unwrap();
-    let model = model(dir.path());
+    let model = model();
     // The uninterrupted run (the same flags, 4 virtual ranks on one process).
     let straight = dir.path().join("straight");
     let out = testkit::without_launcher(BIN)
-        .args(flags("synthetic:240:16", &model))
+        .args(flags("synthetic:240:16", model))
         .args(["--epochs", "2"])
         .args(["--virtual-ranks", "4", "--checkpoint-dir"])
         .arg(&straight)
@@ -301,8 +302,8 @@ fn under_torchrun_an_agent_lost_and_an_agent_joining_end_with_the_uninterrupted_
     let ck = dir.path().join("lost");
     let port = testkit::free_port();
     let (a_out, b_out) = (dir.path().join("a1.out"), dir.path().join("b1.out"));
-    let mut a = agent(&model, &ck, port, true, &a_out);
-    let mut b = agent(&model, &ck, port, false, &b_out);
+    let mut a = agent(model, &ck, port, true, &a_out);
+    let mut b = agent(model, &ck, port, false, &b_out);
     wait_for("checkpoint of 4 ranks", || {
         records(&a_out)
             .iter()
@@ -334,7 +335,7 @@ fn under_torchrun_an_agent_lost_and_an_agent_joining_end_with_the_uninterrupted_
     let ck = dir.path().join("joined");
     let port = testkit::free_port();
     let (a_out, b_out) = (dir.path().join("a2.out"), dir.path().join("b2.out"));
-    let mut a = agent(&model, &ck, port, true, &a_out);
+    let mut a = agent(model, &ck, port, true, &a_out);
     wait_for("checkpoint of 2 ranks", || {
         records(&a_out)
             .iter()
@@ -344,7 +345,7 @@ fn under_torchrun_an_agent_lost_and_an_agent_joining_end_with_the_uninterrupted_
     for &w in &held {
         signal(w, libc::SIGSTOP);
     }
-    let mut b = agent(&model, &ck, port, false, &b_out);
+    let mut b = agent(model, &ck, port, false, &b_out);
     // The first agent stops its workers to restart them with the newcomer's.
     wait_for("the restart's SIGTERM", || {
         held.iter().any(|&w| term_pending(w))
@@ -419,12 +420,12 @@ fn resumed(model: &Path, ck: &Path, extra: &[&str]) -> (Option<i32>, String) {
 #[test]
 fn an_edited_checkpoint_is_refused_naming_its_file_and_field() {
     let dir = tempfile::tempdir().unwrap();
-    let model = model(dir.path());
+    let model = model();
     // A mid-epoch checkpoint of 2 virtual ranks on one process: after step 2 of 20.
     let ck = dir.path().join("ck");
     let v2 = ["--virtual-ranks", "2", "--data", "synthetic:240:16"];
     stopped_at_first_checkpoint(
-        &model,
+        model,
         &ck,
         1,
         &[&v2[..], &["--checkpoint-every", "2"]].concat(),
@@ -461,7 +462,7 @@ fn an_edited_checkpoint_is_refused_naming_its_file_and_field() {
         for half in ["last.safetensors", train] {
             edit_meta(&case.join(half), edits);
         }
-        let (got, err) = resumed(&model, &case, &v2);
+        let (got, err) = resumed(model, &case, &v2);
         assert_eq!(got, Some(*code), "{edits:?}: {err}");
         for n in *named {
             assert!(err.contains(n), "{edits:?}: no {n:?} in {err}");
@@ -469,24 +470,24 @@ fn an_edited_checkpoint_is_refused_naming_its_file_and_field() {
         assert!(!err.contains("panicked"), "{err}");
     }
     // As written, it resumes.
-    let (got, err) = resumed(&model, &ck, &v2);
+    let (got, err) = resumed(model, &ck, &v2);
     assert_eq!(got, Some(0), "{err}");
 }
 
 #[test]
 fn halves_of_two_runs_are_refused_naming_what_differs() {
     let dir = tempfile::tempdir().unwrap();
-    let model = model(dir.path());
+    let model = model();
     let (a, b) = (dir.path().join("a"), dir.path().join("b"));
-    run(&model, &a, 1, &["--virtual-ranks", "2", "--epochs", "1"]);
-    run(&model, &b, 1, &["--epochs", "1"]);
+    run(model, &a, 1, &["--virtual-ranks", "2", "--epochs", "1"]);
+    run(model, &b, 1, &["--epochs", "1"]);
     // b's optimiser state beside a's weights: both at the end of epoch 1.
     std::fs::copy(
         b.join("last.train.safetensors"),
         a.join("last.train.safetensors"),
     )
     .unwrap();
-    let (got, err) = resumed(&model, &a, &["--virtual-ranks", "2"]);
+    let (got, err) = resumed(model, &a, &["--virtual-ranks", "2"]);
     assert_eq!(got, Some(1), "{err}");
     for n in [
         "last.train.safetensors",
@@ -500,15 +501,15 @@ fn halves_of_two_runs_are_refused_naming_what_differs() {
 #[test]
 fn a_resume_with_other_virtual_ranks_at_an_epochs_end_says_so() {
     let dir = tempfile::tempdir().unwrap();
-    let model = model(dir.path());
+    let model = model();
     let ck = dir.path().join("v4");
-    run(&model, &ck, 1, &["--virtual-ranks", "4", "--epochs", "1"]);
+    run(model, &ck, 1, &["--virtual-ranks", "4", "--epochs", "1"]);
     let goes_on = "the run goes on with";
     // The same virtual ranks on another number of processes: the same run, nothing to say.
     let same = dir.path().join("same");
     copy_checkpoint(&ck, &same);
     let outs = testkit::run_all(start(
-        &model,
+        model,
         &same,
         2,
         &["--virtual-ranks", "4", "--resume"],
@@ -528,7 +529,7 @@ fn a_resume_with_other_virtual_ranks_at_an_epochs_end_says_so() {
     ] {
         let other = dir.path().join(format!("other{}", extra.len()));
         copy_checkpoint(&ck, &other);
-        let out = cmd(&model, &other, &[extra, &["--resume"]].concat())
+        let out = cmd(model, &other, &[extra, &["--resume"]].concat())
             .output()
             .unwrap();
         ok(&out);
@@ -538,8 +539,8 @@ fn a_resume_with_other_virtual_ranks_at_an_epochs_end_says_so() {
     }
     // A checkpoint of a run without virtual ranks, resumed with them, says so too.
     let plain = dir.path().join("plain");
-    run(&model, &plain, 1, &["--epochs", "1"]);
-    let (got, err) = resumed(&model, &plain, &["--virtual-ranks", "4"]);
+    run(model, &plain, 1, &["--epochs", "1"]);
+    let (got, err) = resumed(model, &plain, &["--virtual-ranks", "4"]);
     assert_eq!(got, Some(0), "{err}");
     let said = format!("1 rank(s); {goes_on} --virtual-ranks 4 (1 process(es))");
     assert!(err.contains(&said), "no {said:?} in {err}");
@@ -548,11 +549,11 @@ fn a_resume_with_other_virtual_ranks_at_an_epochs_end_says_so() {
 #[test]
 fn dump_batches_with_virtual_ranks_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let model = model(dir.path());
+    let model = model();
     let npz = dir.path().join("batches.npz");
     // Dumped the batches of a run without them before: not what the run trains on.
     let out = testkit::without_launcher(BIN)
-        .args(flags("synthetic:30:16", &model))
+        .args(flags("synthetic:30:16", model))
         .args(["--virtual-ranks", "4", "--dump-batches", "1", "--dump"])
         .arg(&npz)
         .output()
