@@ -483,3 +483,27 @@ fn fifos_in_place_of_files_are_refused_not_waited_on() {
         assert!(start.elapsed() < deadline / 3, "{c:?}");
     }
 }
+
+/// A reader of the records that goes away mid-run (`ddp-train ... | head -1`) ends the run with
+/// SIGPIPE's status, quietly, as STYLE asks of a producer; it was exit 1 with "error: rank 0:
+/// stdout closed" when the record of a later epoch could not be written.
+#[test]
+fn a_reader_that_goes_away_mid_run_is_a_quiet_exit_141() {
+    use std::io::{BufRead, BufReader};
+    let mut child = cmd()
+        .args(["--batch-size", "32", "--max-steps", "1", "--epochs", "3"])
+        .args(["--max-val-steps", "1", "--threads", "1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap(); // then dropped: the pipe closes
+    assert!(first.contains("\"type\":\"epoch\""), "{first}");
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(141), "{stderr}");
+    assert!(!stderr.contains("error"), "{stderr}");
+}
