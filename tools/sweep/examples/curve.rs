@@ -98,7 +98,7 @@ fn take_lock(path: &std::path::Path, out: &mut impl Write) -> std::fs::File {
 }
 
 /// After epoch `e`: the state written (lagging one epoch behind the records, so a run killed
-/// with a record still in the pipe prints it again when restarted; sweep ignores what it has
+/// with a record sweep had not read yet prints it again when restarted; sweep ignores what it has
 /// seen), and the crash --crash-at asks for, once.
 fn after_epoch(a: &Args, e: u32) {
     if let Some(d) = &a.state {

@@ -252,7 +252,7 @@ impl Engine<'_> {
         let deadline = self.procs.shutdown_deadline();
         while !self.procs.idle() && Instant::now() < deadline {
             match self.procs.recv(Duration::from_millis(50)) {
-                // Results still in the pipes are journaled: a trial's checkpoint may hold them.
+                // Results not read yet are journaled: a trial's checkpoint may hold them.
                 Some(msg @ (Msg::Line { .. } | Msg::LongLine { .. })) => {
                     if let Err(e) = self.handle(msg) {
                         log::info!("{}", e.describe());
