@@ -199,20 +199,7 @@ fn an_unreadable_folder_of_a_class_is_a_warning_naming_it() {
     c.args(["--dump-batches", "1"])
         .arg("--dump")
         .arg(d.join("x.npz"));
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        use std::os::unix::process::CommandExt;
-        // SAFETY: setgid/setuid between fork and exec, async-signal-safe.
-        unsafe {
-            c.pre_exec(|| {
-                if libc::setgid(65534) != 0 || libc::setuid(65534) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-    }
-    let o = c.output().unwrap();
+    let o = testkit::as_nobody(&mut c).output().unwrap();
     std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755)).unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{stderr}");
