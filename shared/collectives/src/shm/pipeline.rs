@@ -188,7 +188,10 @@ impl Group {
                     blocker.get_or_insert(j);
                 }
                 None => {
-                    self.copy_in(buf, job.set(c), job.range(c), es);
+                    // Every part but this rank's own, which its fold reads from `buf`.
+                    let (all, own) = (job.range(c), job.part(c, self.me));
+                    self.copy_in(buf, job.set(c), all.start..own.start, all.start, es);
+                    self.copy_in(buf, job.set(c), own.end..all.end, all.start, es);
                     self.publish(Stage::Copied, job.number(c));
                     at.copied += 1;
                     moved = true;

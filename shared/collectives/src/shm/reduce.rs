@@ -29,7 +29,7 @@ impl Group {
             // same order on every rank), one barrier in all. The set written before the
             // announcement is free: a large all-reduce leaves the set after its last one unread
             // (see `pipelined`).
-            self.copy_in(buf, set(0), range(0), es);
+            self.copy_in(buf, set(0), range(0), 0, es);
             self.announce(call)?;
             self.reduce_range(set(0), 0..count, count, dtype, op, buf, false);
             return Ok(());
@@ -38,23 +38,32 @@ impl Group {
         self.pipelined(buf, base, chunks, dtype, op)
     }
 
-    /// Copies elements `r` of `buf` into this rank's slot of `set`.
-    pub(super) fn copy_in(&self, buf: &[u8], set: u64, r: std::ops::Range<usize>, es: usize) {
+    /// Copies elements `r` of `buf` into this rank's slot of `set`, at the slot's element
+    /// `r.start - start` (`start`: the chunk's first element).
+    pub(super) fn copy_in(
+        &self,
+        buf: &[u8],
+        set: u64,
+        r: std::ops::Range<usize>,
+        start: usize,
+        es: usize,
+    ) {
         // SAFETY: this rank's slot of this set, in the mapping. Its last readers are done with
         // it: they passed the barrier that followed their reads, or (pipelined) their progress
         // words say so; nobody reads it again before this rank says it is written.
         unsafe {
             std::ptr::copy_nonoverlapping(
                 buf[r.start * es..].as_ptr(),
-                self.slot(set, self.me),
+                self.slot(set, self.me).add((r.start - start) * es),
                 r.len() * es,
             )
         };
     }
 
     /// Reduces elements `r` of the buffer (of `count`, in the chunk held by `set`, whose first
-    /// element is `r.start` rounded down to a chunk) from every slot into `buf`, and into this
-    /// rank's slot when `publish`.
+    /// element is `r.start` rounded down to a chunk) from every slot into `buf`. When `publish`
+    /// (this rank's own part of a pipelined chunk), this rank's values are read from `buf`, not
+    /// from its slot (it did not copy them in), and the result goes into its slot too.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn reduce_range(
         &mut self,
@@ -84,7 +93,8 @@ impl Group {
     }
 
     /// Reduces elements `at..at + b` of this chunk (ring segment `k`) from every slot into
-    /// `out`, and into this rank's slot when `publish`.
+    /// `out`; when `publish`, with this rank's values from `out` and the result into its slot
+    /// as well (see [`Group::reduce_range`]).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn reduce_block(
         &mut self,
@@ -100,26 +110,35 @@ impl Group {
         let (es, n) = (dtype.size(), self.n());
         let bytes = b * es;
         let slot = |i: usize| -> &[u8] {
-            // SAFETY: elements at..at+b of rank i's slot, written before the last barrier and
-            // not written again before two more (this rank's own part: only by this rank,
-            // below, after reading it).
+            // SAFETY: elements at..at+b of rank i's slot, written before its progress word (or
+            // the last barrier) said so, and not written again before this rank says it is done
+            // with them.
             unsafe { std::slice::from_raw_parts(self.slot(set, i).add(at * es), bytes) }
         };
-        out.copy_from_slice(slot(k));
-        for j in 1..n {
-            combine_rev(dtype, op, out, slot((k + j) % n));
-        }
-        if op == ReduceOp::Avg {
-            divide(dtype, out, n);
-        }
         if !publish {
+            out.copy_from_slice(slot(k));
+            for j in 1..n {
+                combine_rev(dtype, op, out, slot((k + j) % n));
+            }
+            if op == ReduceOp::Avg {
+                divide(dtype, out, n);
+            }
             return;
         }
-        // SAFETY: this rank's own part of its own slot; the others read it after the next
-        // barrier.
-        unsafe {
-            std::ptr::copy_nonoverlapping(out.as_ptr(), self.slot(set, self.me).add(at * es), bytes)
-        };
+        // SAFETY: this rank's own part of its own slot, which nobody reads before this rank
+        // publishes its fold, and which it did not copy its values into: the running result.
+        let acc =
+            unsafe { std::slice::from_raw_parts_mut(self.slot(set, self.me).add(at * es), bytes) };
+        let me = self.me;
+        acc.copy_from_slice(if k == me { &*out } else { slot(k) });
+        for j in 1..n {
+            let i = (k + j) % n;
+            combine_rev(dtype, op, acc, if i == me { &*out } else { slot(i) });
+        }
+        if op == ReduceOp::Avg {
+            divide(dtype, acc, n);
+        }
+        out.copy_from_slice(acc);
     }
 
     /// Copies `root`'s (global rank) `buf` into every rank's.
