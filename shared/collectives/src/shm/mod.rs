@@ -13,9 +13,9 @@
 //! larger than [`WHOLE`] (reduce-scatter + all-gather over memory) is pipelined, after one
 //! barrier that checks every rank's call ([`pipeline`]): for each chunk a rank
 //!
-//! 1. copies the chunk of its buffer into its slot;
-//! 2. once every rank has done 1, reduces its own part (1/n) of the chunk from every slot, into
-//!    its buffer and its slot;
+//! 1. copies the chunk of its buffer into its slot, all but its own part (1/n of the chunk);
+//! 2. once every rank has done 1, reduces its own part from every other slot and its buffer,
+//!    into its buffer and its slot;
 //! 3. once every rank has done 2, copies the other ranks' parts from their slots into its buffer.
 //!
 //! Each step waits for the progress words of the ranks it reads, not for a barrier, so a rank
