@@ -39,7 +39,7 @@ pub mod threads;
 pub mod written;
 
 pub use error_class::{Class, Classified, ResultExt, Torch};
-pub use man::render_man;
+pub use man::{check_cli, render_man};
 pub use out::{JsonlOut, StdoutClosed, Tally};
 
 use std::process::ExitCode;
@@ -283,6 +283,18 @@ fn stdout_was_closed() -> bool {
 fn is_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
     e.downcast_ref::<std::io::Error>()
         .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+}
+
+/// `#[test] fn verify_cli()`: [`check_cli`] on a tool's `Cli`, as a unit test of its crate.
+#[macro_export]
+macro_rules! verify_cli {
+    ($cli:ty) => {
+        #[cfg(test)]
+        #[test]
+        fn verify_cli() {
+            $crate::check_cli::<$cli>();
+        }
+    };
 }
 
 /// Prints `<tool>: message` on stderr unless quiet.

@@ -36,6 +36,50 @@ pub fn render_man<C: Tool>() -> anyhow::Result<String> {
     Ok(page)
 }
 
+/// Checks a tool's command line (its unit test, through [`verify_cli!`](crate::verify_cli)).
+/// Release builds skip clap's own checks (`Command::debug_assert` does nothing without debug
+/// assertions), so these are made here.
+///
+/// Panics naming the first problem: an argument without help text (every flag and input is
+/// documented: `--help` and the man page are made from it), or a flag name (long, short or
+/// alias) that two arguments share. Renders the man page.
+pub fn check_cli<C: Tool>() {
+    let mut cmd = <C as clap::CommandFactory>::command();
+    cmd.build();
+    let tool = cmd.get_name().to_string();
+    let mut names: std::collections::BTreeMap<String, &str> = Default::default();
+    for arg in cmd.get_arguments() {
+        let id = arg.get_id().as_str();
+        let flag = match (arg.get_long(), arg.get_short()) {
+            (Some(long), _) => format!("--{long}"),
+            (None, Some(short)) => format!("-{short}"),
+            (None, None) => id.to_string(),
+        };
+        if !arg.is_hide_set() && arg.get_help().is_none() && arg.get_long_help().is_none() {
+            panic!("{tool}: {flag} has no help text");
+        }
+        let longs = arg
+            .get_long()
+            .into_iter()
+            .chain(arg.get_all_aliases().unwrap_or_default());
+        let shorts = arg
+            .get_short()
+            .into_iter()
+            .chain(arg.get_all_short_aliases().unwrap_or_default());
+        for name in longs
+            .map(|l| format!("--{l}"))
+            .chain(shorts.map(|s| format!("-{s}")))
+        {
+            if let Some(first) = names.insert(name.clone(), id) {
+                panic!("{tool}: {name} names two arguments ({first}, {id})");
+            }
+        }
+    }
+    if let Err(e) = render_man::<C>() {
+        panic!("{tool}: its man page cannot be made: {e:#}");
+    }
+}
+
 /// The same three sections as plain text, for the end of `--help`.
 pub fn help_tail<C: Tool>() -> String {
     let mut s = String::from("Records:\n");
@@ -178,5 +222,74 @@ mod tests {
             help.contains("Environment:\n  SOME_VAR\n      what it does"),
             "{help}"
         );
+    }
+
+    /// A tool with no records or examples of its own.
+    macro_rules! bare_tool {
+        ($t:ty) => {
+            impl Tool for $t {
+                const RECORDS: &'static str = "none";
+                const EXAMPLES: &'static [(&'static str, &'static str)] = &[];
+            }
+        };
+    }
+
+    #[derive(clap::Parser)]
+    #[command(name = "t")]
+    struct Undocumented {
+        /// Documented.
+        #[arg(long)]
+        fine: bool,
+        #[arg(long)]
+        bare: bool,
+        #[command(flatten)]
+        common: CommonArgs,
+    }
+    bare_tool!(Undocumented);
+
+    #[test]
+    #[should_panic(expected = "t: --bare has no help text")]
+    fn an_argument_without_help_fails_the_check() {
+        check_cli::<Undocumented>();
+    }
+
+    #[derive(clap::Parser)]
+    #[command(name = "t")]
+    struct TwiceNamed {
+        /// One.
+        #[arg(long = "same")]
+        one: bool,
+        /// The other.
+        #[arg(long = "same")]
+        other: bool,
+    }
+    bare_tool!(TwiceNamed);
+
+    #[test]
+    #[should_panic(expected = "t: --same names two arguments (one, other)")]
+    fn a_flag_name_given_twice_fails_the_check() {
+        check_cli::<TwiceNamed>();
+    }
+
+    #[derive(clap::Parser)]
+    #[command(name = "t")]
+    struct ShortTwice {
+        /// One.
+        #[arg(short = 'q', long)]
+        one: bool,
+        #[command(flatten)]
+        common: CommonArgs,
+    }
+    bare_tool!(ShortTwice);
+
+    #[test]
+    #[should_panic(expected = "t: -q names two arguments (one, quiet)")]
+    fn a_short_flag_given_twice_fails_the_check() {
+        check_cli::<ShortTwice>();
+    }
+
+    #[test]
+    fn a_documented_command_line_passes_the_check() {
+        check_cli::<WithEnv>();
     }
 }
