@@ -394,15 +394,11 @@ fn write_image(w: &mut impl Write, img: &RgbImage, format: Format) -> Result<()>
     Ok(())
 }
 
+cli_common::verify_cli!(Cli);
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
-
-    #[test]
-    fn verify_cli() {
-        Cli::command().debug_assert();
-    }
 
     #[test]
     fn npy_is_channels_first() {

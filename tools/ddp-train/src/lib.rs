@@ -63,6 +63,7 @@ pub struct Cli {
     #[arg(long, value_name = "STEM", value_enum)]
     pub stem: Option<Stem>,
 
+    /// Epochs to train.
     #[arg(long, value_name = "N", default_value_t = 10, value_parser = at_least_one)]
     pub epochs: usize,
 
@@ -241,6 +242,7 @@ pub struct Cli {
     #[arg(long)]
     pub drop_last: bool,
 
+    /// Seed of the model's initialisation, the sampler's shuffling and the augmentation draws.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub seed: i64,
 
@@ -992,15 +994,11 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     reporter.ended(run, comm, requeue_job.as_deref())
 }
 
+cli_common::verify_cli!(Cli);
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
-
-    #[test]
-    fn verify_cli() {
-        Cli::command().debug_assert();
-    }
 
     /// TensorBoard's hparams and the ranks' comparison see the values in effect: an image
     /// folder's default transform, size and statistics by name, the checkpoint signal by name.

@@ -428,13 +428,4 @@ fn write_jsonl(
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::CommandFactory;
-
-    #[test]
-    fn verify_cli() {
-        Cli::command().debug_assert();
-    }
-}
+cli_common::verify_cli!(Cli);

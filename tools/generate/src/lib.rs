@@ -607,13 +607,4 @@ impl RawRows {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::CommandFactory;
-
-    #[test]
-    fn verify_cli() {
-        Cli::command().debug_assert();
-    }
-}
+cli_common::verify_cli!(Cli);

@@ -1047,13 +1047,4 @@ fn to_array(t: &Tensor) -> ndarray::ArrayD<f32> {
     ndarray::ArrayD::from_shape_vec(shape, v).expect("shape matches")
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::CommandFactory;
-
-    #[test]
-    fn verify_cli() {
-        Cli::command().debug_assert();
-    }
-}
+cli_common::verify_cli!(Cli);

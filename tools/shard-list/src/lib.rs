@@ -482,15 +482,11 @@ fn sizes_of(units: Vec<Vec<PathBuf>>) -> (Vec<Vec<PathBuf>>, Vec<u64>, Vec<Error
     (kept, bytes, errors)
 }
 
+cli_common::verify_cli!(Cli);
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
-
-    #[test]
-    fn verify_cli() {
-        Cli::command().debug_assert();
-    }
 
     #[test]
     fn shard_numbers_come_from_the_flag_or_the_array_task() {
