@@ -560,6 +560,47 @@ fn ranks_of_one_process_find_they_share_a_host() {
     }
 }
 
+/// Runs `f` on `world` ranks over shared memory, then over the TCP ring (store keys under
+/// `name`-shm/ and `name`-tcp/; the transport checked by name), and asserts that every rank of a
+/// run returns the same buffers and that both transports return the same bits, buffer by buffer.
+fn same_bits_over_both_transports(
+    name: &str,
+    world: usize,
+    timeout: Duration,
+    f: impl Fn(usize, &mut Communicator) -> Vec<Vec<u8>> + Send + Sync + Clone + 'static,
+) {
+    let mut got: Vec<Vec<Vec<u8>>> = Vec::new();
+    for transport in [Transport::Shm, Transport::Tcp] {
+        let prefix: &'static str = Box::leak(format!("{name}-{transport}/").into_boxed_str());
+        let f = f.clone();
+        let res = ranks_over(
+            prefix,
+            world,
+            timeout,
+            transport,
+            never,
+            move |rank, comm| {
+                let mut comm = comm.unwrap();
+                assert_eq!(comm.transport(), transport.to_string());
+                f(rank, &mut comm)
+            },
+        );
+        for r in 1..world {
+            assert!(
+                res[r] == res[0],
+                "{transport}: rank {r} differs from rank 0"
+            );
+        }
+        got.push(res.into_iter().next().unwrap());
+    }
+    for (i, (a, b)) in got[0].iter().zip(&got[1]).enumerate() {
+        assert!(
+            a == b,
+            "{name}, world {world}, buffer {i}: shared memory and the ring differ"
+        );
+    }
+}
+
 /// Every float dtype and op over 3 and 4 ranks, through shared memory and through the TCP
 /// ring, on a small buffer and one of two chunks, both of odd length: the same bits (tolerance 0: both sum in
 /// the ring's order, documented in shm.rs).
@@ -568,63 +609,32 @@ fn shared_memory_and_the_tcp_ring_give_bit_identical_results() {
     let kinds = [Kind::Float, Kind::Double, Kind::BFloat16, Kind::Half];
     let n = (crate::shm::SLOT / 2 + 12_345) as i64; // > one slot even for 2-byte types
     for world in [3usize, 4] {
-        let mut got: Vec<Vec<Vec<u8>>> = Vec::new();
-        for transport in [Transport::Shm, Transport::Tcp] {
-            let prefix: &'static str = if transport == Transport::Shm {
-                "bits-shm/"
-            } else {
-                "bits-tcp/"
-            };
-            let res = ranks_over(
-                prefix,
-                world,
-                Duration::from_secs(60),
-                transport,
-                never,
-                move |rank, comm| {
-                    let mut comm = comm.unwrap();
-                    let want = if transport == Transport::Shm {
-                        "shm"
-                    } else {
-                        "tcp"
-                    };
-                    assert_eq!(comm.transport(), want);
-                    let mut out = Vec::new();
-                    // Reduced whole by every rank, and in chunks split among the ranks.
-                    for len in [1001, n as usize] {
-                        for kind in kinds {
-                            for op in ReduceOp::ALL {
-                                let mut t = noise(rank, len, kind);
-                                comm.all_reduce(&mut t, op).unwrap();
-                                out.push(bytes_of(&t));
-                            }
+        same_bits_over_both_transports(
+            "bits",
+            world,
+            Duration::from_secs(60),
+            move |rank, comm| {
+                let mut out = Vec::new();
+                // Reduced whole by every rank, and in chunks split among the ranks.
+                for len in [1001, n as usize] {
+                    for kind in kinds {
+                        for op in ReduceOp::ALL {
+                            let mut t = noise(rank, len, kind);
+                            comm.all_reduce(&mut t, op).unwrap();
+                            out.push(bytes_of(&t));
                         }
                     }
-                    let mut b = if rank == 1 {
-                        noise(9, n as usize, Kind::Float)
-                    } else {
-                        Tensor::zeros([n], (Kind::Float, Device::Cpu))
-                    };
-                    comm.broadcast(&mut b, 1).unwrap();
-                    out.push(bytes_of(&b));
-                    out
-                },
-            );
-            // Every rank holds the same result.
-            for r in 1..world {
-                assert!(
-                    res[r] == res[0],
-                    "{transport}: rank {r} differs from rank 0"
-                );
-            }
-            got.push(res.into_iter().next().unwrap());
-        }
-        for (i, (a, b)) in got[0].iter().zip(&got[1]).enumerate() {
-            assert!(
-                a == b,
-                "world {world}, case {i}: shared memory and the ring differ"
-            );
-        }
+                }
+                let mut b = if rank == 1 {
+                    noise(9, n as usize, Kind::Float)
+                } else {
+                    Tensor::zeros([n], (Kind::Float, Device::Cpu))
+                };
+                comm.broadcast(&mut b, 1).unwrap();
+                out.push(bytes_of(&b));
+                out
+            },
+        );
     }
 }
 
@@ -637,50 +647,29 @@ fn ranks_out_of_step_through_many_chunks_keep_the_rings_bits() {
     // Twice as many chunks as the segment has sets, plus an odd tail.
     let big = 2 * crate::shm::SETS * crate::shm::SLOT / 4 + 4_321;
     let world = 3;
-    let mut got: Vec<Vec<Vec<u8>>> = Vec::new();
-    for transport in [Transport::Shm, Transport::Tcp] {
-        let prefix: &'static str = if transport == Transport::Shm {
-            "steps-shm/"
-        } else {
-            "steps-tcp/"
-        };
-        let res = ranks_over(
-            prefix,
-            world,
-            Duration::from_secs(120),
-            transport,
-            never,
-            move |rank, comm| {
-                let mut comm = comm.unwrap();
-                let mut out = Vec::new();
-                for round in 0..4usize {
-                    if (rank + round) % 3 == 0 {
-                        std::thread::sleep(Duration::from_millis(20 * (rank as u64 + 1)));
-                    }
-                    let mut t = noise(rank * 10 + round, big, Kind::Float);
-                    comm.all_reduce(&mut t, ReduceOp::Sum).unwrap();
-                    out.push(bytes_of(&t));
-                    let mut s = noise(rank * 10 + round, 999, Kind::Float);
-                    comm.all_reduce(&mut s, ReduceOp::Avg).unwrap();
-                    out.push(bytes_of(&s));
-                    let mut b = noise(round, big / 3, Kind::Float);
-                    comm.broadcast(&mut b, round % world).unwrap();
-                    out.push(bytes_of(&b));
+    same_bits_over_both_transports(
+        "steps",
+        world,
+        Duration::from_secs(120),
+        move |rank, comm| {
+            let mut out = Vec::new();
+            for round in 0..4usize {
+                if (rank + round) % 3 == 0 {
+                    std::thread::sleep(Duration::from_millis(20 * (rank as u64 + 1)));
                 }
-                out
-            },
-        );
-        for r in 1..world {
-            assert!(
-                res[r] == res[0],
-                "{transport}: rank {r} differs from rank 0"
-            );
-        }
-        got.push(res.into_iter().next().unwrap());
-    }
-    for (i, (a, b)) in got[0].iter().zip(&got[1]).enumerate() {
-        assert!(a == b, "case {i}: shared memory and the ring differ");
-    }
+                let mut t = noise(rank * 10 + round, big, Kind::Float);
+                comm.all_reduce(&mut t, ReduceOp::Sum).unwrap();
+                out.push(bytes_of(&t));
+                let mut s = noise(rank * 10 + round, 999, Kind::Float);
+                comm.all_reduce(&mut s, ReduceOp::Avg).unwrap();
+                out.push(bytes_of(&s));
+                let mut b = noise(round, big / 3, Kind::Float);
+                comm.broadcast(&mut b, round % world).unwrap();
+                out.push(bytes_of(&b));
+            }
+            out
+        },
+    );
 }
 
 /// A rank whose process ends mid-run (its communicator dropped: its sockets close and its

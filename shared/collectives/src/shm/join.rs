@@ -232,7 +232,7 @@ fn lead(
     )?;
     let links = serve(
         &listener,
-        fd.as_raw_fd(),
+        fd.as_fd(),
         &secret.as_bytes()[16..],
         peers,
         store,
@@ -287,7 +287,7 @@ fn follow(
 /// and the deadline, the stop hook and the others' verdicts are seen every few milliseconds.
 pub(super) fn serve(
     listener: &UnixListener,
-    fd: RawFd,
+    fd: BorrowedFd<'_>,
     secret: &[u8],
     peers: &[usize],
     store: &mut Store,

@@ -50,7 +50,7 @@ mod wait;
 
 use std::io::{self, Read, Write};
 use std::ops::Range;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr as UnixAddr, UnixListener, UnixStream};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};

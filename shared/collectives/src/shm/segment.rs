@@ -1,5 +1,9 @@
 //! The segment: a sealed memfd, mapped, and passed to the host's other ranks over a Unix socket.
 
+use std::io::{IoSlice, IoSliceMut};
+use std::mem::MaybeUninit;
+use std::os::fd::BorrowedFd;
+
 use super::*;
 
 /// A mapped segment.
@@ -81,96 +85,48 @@ pub(super) fn map_fd(fd: RawFd, len: usize) -> Result<Mapping> {
 }
 
 pub(super) fn peer_uid(s: &UnixStream) -> io::Result<u32> {
-    // SAFETY: a plain C struct, all zeroes valid.
-    let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: a valid socket and a ucred buffer of the given length.
-    let r = unsafe {
-        libc::getsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(cred.uid)
+    Ok(rustix::net::sockopt::socket_peercred(s)?.uid.as_raw())
 }
 
 /// Sends one byte with `fd` attached (SCM_RIGHTS).
-pub(super) fn send_fd(s: &UnixStream, fd: RawFd) -> io::Result<()> {
-    let byte = [1u8];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_ptr() as *mut libc::c_void,
-        iov_len: 1,
-    };
-    // SAFETY: CMSG_SPACE is a pure size computation.
-    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
-    let mut cbuf = vec![0u64; space.div_ceil(8)];
-    // SAFETY: a zeroed msghdr is valid; the pointers set below outlive the call.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = cbuf.as_mut_ptr().cast();
-    msg.msg_controllen = space as _;
-    // SAFETY: the control buffer holds one header with room for one descriptor.
-    let r = unsafe {
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        (*cmsg).cmsg_level = libc::SOL_SOCKET;
-        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
-        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg) as *mut RawFd, fd);
-        libc::sendmsg(s.as_raw_fd(), &msg, libc::MSG_NOSIGNAL)
-    };
-    if r != 1 {
-        return Err(io::Error::last_os_error());
-    }
+pub(super) fn send_fd(s: &UnixStream, fd: BorrowedFd<'_>) -> io::Result<()> {
+    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags, sendmsg};
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    let fds = [fd];
+    control.push(SendAncillaryMessage::ScmRights(&fds));
+    sendmsg(s, &[IoSlice::new(&[1])], &mut control, SendFlags::NOSIGNAL)?;
     Ok(())
 }
 
 /// Receives one byte and the descriptor attached to it.
 pub(super) fn recv_fd(s: &UnixStream) -> io::Result<OwnedFd> {
+    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, recvmsg};
     let mut byte = [0u8];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
-    // SAFETY: a pure size computation.
-    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
-    let mut cbuf = vec![0u64; space.div_ceil(8)];
-    // SAFETY: as in send_fd.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = cbuf.as_mut_ptr().cast();
-    msg.msg_controllen = space as _;
-    // SAFETY: valid buffers for one byte and one control message.
-    let r = unsafe { libc::recvmsg(s.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    if r == 0 {
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let got = recvmsg(
+        s,
+        &mut [IoSliceMut::new(&mut byte)],
+        &mut control,
+        RecvFlags::CMSG_CLOEXEC,
+    )?;
+    if got.bytes == 0 {
         return Err(io::Error::new(
             io::ErrorKind::UnexpectedEof,
             "the leader closed the socket",
         ));
     }
-    // SAFETY: the kernel filled msg_control; walk its first header.
-    unsafe {
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        if cmsg.is_null()
-            || (*cmsg).cmsg_level != libc::SOL_SOCKET
-            || (*cmsg).cmsg_type != libc::SCM_RIGHTS
-        {
-            return Err(io::Error::new(
+    control
+        .drain()
+        .find_map(|m| match m {
+            RecvAncillaryMessage::ScmRights(mut fds) => fds.next(),
+            _ => None,
+        })
+        .ok_or_else(|| {
+            io::Error::new(
                 io::ErrorKind::InvalidData,
                 "no descriptor came with the message",
-            ));
-        }
-        let fd = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const RawFd);
-        Ok(OwnedFd::from_raw_fd(fd))
-    }
+            )
+        })
 }

@@ -103,15 +103,7 @@ fn strangers_on_the_shared_memory_socket_do_not_hold_up_the_hosts_ranks() {
     });
     let t0 = Instant::now();
     let until = Until::new(Duration::from_secs(600), crate::never);
-    let links = serve(
-        &listener,
-        fd.as_raw_fd(),
-        &secret,
-        &[0, 3],
-        &mut store,
-        until,
-    )
-    .unwrap();
+    let links = serve(&listener, fd.as_fd(), &secret, &[0, 3], &mut store, until).unwrap();
     // Each silent stranger held the leader for its 2 s hello deadline before: a minute here.
     assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
     assert_eq!(links.iter().map(|(r, _)| *r).collect::<Vec<_>>(), [3]);
@@ -123,7 +115,7 @@ fn strangers_on_the_shared_memory_socket_do_not_hold_up_the_hosts_ranks() {
 fn a_segment_passed_over_the_socket_is_sealed_and_shared() {
     let (fd, map) = make_segment(2).unwrap();
     let (a, b) = UnixStream::pair().unwrap();
-    send_fd(&a, fd.as_raw_fd()).unwrap();
+    send_fd(&a, fd.as_fd()).unwrap();
     let got = recv_fd(&b).unwrap();
     // SAFETY: plain calls on a descriptor we own.
     let seals = unsafe { libc::fcntl(got.as_raw_fd(), libc::F_GET_SEALS) };
