@@ -170,9 +170,12 @@ impl ListArgs {
     }
 }
 
-/// `--retry-failed FILE` for the per-item tools (whose positional arguments are `inputs`).
+/// Where a per-item tool's items come from besides its positional arguments (`inputs`): `-0`
+/// for its lists, and `--retry-failed FILE` ([`from_args_or_failed`]).
 #[derive(clap::Args, Debug, Clone, Default, PartialEq, Eq)]
-pub struct RetryArgs {
+pub struct ItemArgs {
+    #[command(flatten)]
+    pub list: ListArgs,
     /// Redo only what failed in an earlier run: FILE is that run's output, and each of its
     /// `error` records' inputs is an input again (as GNU parallel's --resume-failed redoes a
     /// joblog's failed jobs).
@@ -230,12 +233,11 @@ pub fn from_files(files: &[PathBuf], list: ListArgs) -> Box<dyn Iterator<Item = 
 /// in an earlier run's output ([`failed_in`]); else its arguments ([`from_args`]).
 pub fn from_args_or_failed(
     args: &[OsString],
-    list: ListArgs,
-    retry: &RetryArgs,
+    flags: &ItemArgs,
 ) -> Box<dyn Iterator<Item = Listed> + Send> {
-    match &retry.retry_failed {
+    match &flags.retry_failed {
         Some(f) => failed_in(f),
-        None => from_args(args, list),
+        None => from_args(args, flags.list),
     }
 }
 
@@ -483,10 +485,9 @@ mod tests {
                 .contains("none.jsonl")
         );
         // Without the flag, the arguments.
-        let args: Vec<Item> =
-            from_args_or_failed(&["x".into()], ListArgs::default(), &RetryArgs::default())
-                .map(Result::unwrap)
-                .collect();
+        let args: Vec<Item> = from_args_or_failed(&["x".into()], &ItemArgs::default())
+            .map(Result::unwrap)
+            .collect();
         assert_eq!(args, vec![Ok(InputItem::path("x"))]);
     }
 

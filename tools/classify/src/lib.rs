@@ -83,10 +83,7 @@ pub struct Cli {
     pub cpu: cli_common::threads::ThreadArgs,
 
     #[command(flatten)]
-    pub list: cli_common::inputs::ListArgs,
-
-    #[command(flatten)]
-    pub retry: cli_common::inputs::RetryArgs,
+    pub items: cli_common::inputs::ItemArgs,
 
     #[command(flatten)]
     pub common: CommonArgs,
@@ -300,7 +297,7 @@ struct Scored {
 impl Job<'_> {
     /// Images named by the inputs, a batch at a time.
     fn paths(&mut self, cli: &Cli, opts: train_data::images::ImageOptions) -> Result<()> {
-        let mut items = inputs::from_args_or_failed(&cli.inputs, cli.list, &cli.retry);
+        let mut items = inputs::from_args_or_failed(&cli.inputs, &cli.items);
         loop {
             interrupt::check()?;
             let (chunk, unreadable) = inputs::next_chunk(&mut items, cli.batch_size as usize);

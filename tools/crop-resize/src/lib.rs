@@ -84,10 +84,7 @@ pub struct Cli {
     pub gray16: Gray16Arg,
 
     #[command(flatten)]
-    pub list: cli_common::inputs::ListArgs,
-
-    #[command(flatten)]
-    pub retry: cli_common::inputs::RetryArgs,
+    pub items: cli_common::inputs::ItemArgs,
 
     #[command(flatten)]
     pub common: CommonArgs,
@@ -160,7 +157,7 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     }));
     let bar = progress::bar(&cli.common, "crop-resize", None);
     let batch = pool.current_num_threads() * BATCH_PER_THREAD;
-    let items = inputs::from_args_or_failed(&cli.inputs, cli.list, &cli.retry);
+    let items = inputs::from_args_or_failed(&cli.inputs, &cli.items);
     let mut claims = Claims::default();
     // Without --overwrite no existing file is replaced (an output that exists is skipped), so the
     // list streams; with it, every input is known before anything is written.

@@ -164,10 +164,7 @@ pub struct Cli {
     pub max_pixels: u64,
 
     #[command(flatten)]
-    pub list: cli_common::inputs::ListArgs,
-
-    #[command(flatten)]
-    pub retry: cli_common::inputs::RetryArgs,
+    pub items: cli_common::inputs::ItemArgs,
 
     #[command(flatten)]
     pub common: CommonArgs,
@@ -480,7 +477,7 @@ impl Reader {
     fn new(cli: &Cli, video: Option<pictures::VideoFormat>) -> Result<Reader> {
         let cwd = std::env::current_dir().context("reading the current directory")?;
         let mut claims = Claims::default();
-        let items = inputs::from_args_or_failed(&cli.inputs, cli.list, &cli.retry);
+        let items = inputs::from_args_or_failed(&cli.inputs, &cli.items);
         let replaces = cli.overwrite || cli.save_image || video.is_some() || cli.sheet.is_some();
         let items = if replaces {
             paths::list_first(items, &mut claims, &cwd)?
