@@ -720,20 +720,10 @@ fn outputs_of_inputs_outside_base_are_short_and_never_collide() {
     }
     let x = d.join("x/photos/IMG_1001.png");
     let y = d.join("y/photos/IMG_1001.png");
-    let (code, recs) = project(
-        d,
-        &[
-            "--steps",
-            "1",
-            "-o",
-            "out",
-            "--base",
-            "imgs",
-            x.to_str().unwrap(),
-            y.to_str().unwrap(),
-            "imgs/seed0003.png",
-        ],
-    );
+    let (x, y) = (x.to_str().unwrap(), y.to_str().unwrap());
+    let flags = ["--steps", "1", "-o", "out", "--base", "imgs"];
+    let run = |inputs: &[&str]| project(d, &[&flags[..], inputs].concat());
+    let (code, recs) = run(&[x, y, "imgs/seed0003.png"]);
     assert_eq!(code, Some(0), "{recs:?}");
     let out = d.join("out").canonicalize().unwrap();
     let rel: Vec<PathBuf> = (recs.items.iter())
@@ -754,18 +744,7 @@ fn outputs_of_inputs_outside_base_are_short_and_never_collide() {
     assert_ne!(rel[0], rel[1]);
     assert!(out.join(&rel[0]).is_file() && out.join(&rel[1]).is_file());
     // The same names on a second run (so that finished images are skipped).
-    let (_, again) = project(
-        d,
-        &[
-            "--steps",
-            "1",
-            "-o",
-            "out",
-            "--base",
-            "imgs",
-            x.to_str().unwrap(),
-        ],
-    );
+    let (_, again) = run(&[x]);
     assert!(again.items[0].skipped, "{again:?}");
     assert_eq!(again.items[0].output, recs.items[0].output);
 }
