@@ -781,13 +781,7 @@ mod tests {
         // A FIFO blocked in open(2) for ever, deaf to signals.
         std::fs::remove_file(dir.path().join("train.bin")).unwrap();
         let fifo = dir.path().join("train.bin");
-        assert!(
-            std::process::Command::new("mkfifo")
-                .arg(&fifo)
-                .status()
-                .unwrap()
-                .success()
-        );
+        testkit::mkfifo(&fifo);
         let e = Source::Cifar100(dir.path().into())
             .load(Device::Cpu, &Default::default(), 0)
             .unwrap_err();

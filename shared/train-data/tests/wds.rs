@@ -220,11 +220,7 @@ fn a_fifo_among_the_shards_is_refused_not_waited_on() {
     // Opening a FIFO for reading waits for a writer: the shard is checked before it is opened.
     let tmp = tempfile::tempdir().unwrap();
     let fifo = tmp.path().join("shard.tar");
-    let made = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap();
-    assert!(made.success());
+    testkit::mkfifo(&fifo);
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let _ = tx.send(Shards::open(fifo.as_os_str()).map(|s| s.samples.len()));

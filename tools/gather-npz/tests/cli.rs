@@ -382,13 +382,7 @@ fn non_regular_inputs_are_error_records() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     npz(&d.join("good.npz"), "w", &latent(1, 3, 0.0), false);
-    assert!(
-        std::process::Command::new("mkfifo")
-            .arg(d.join("fifo.npz"))
-            .status()
-            .unwrap()
-            .success()
-    );
+    testkit::mkfifo(&d.join("fifo.npz"));
     // With a deadline: the FIFO blocked the run forever before.
     let out = Command::cargo_bin("gather-npz")
         .unwrap()
