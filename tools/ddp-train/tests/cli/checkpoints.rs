@@ -72,8 +72,9 @@ fn fused_optimisers_take_the_same_steps_and_resume_the_same_state() {
             "--max-val-steps",
             "1",
         ];
+        // The optimiser's step and state are the point: the small network's.
         let run = |fused: &str, epochs: &str, resume: bool, dir: &Path| {
-            let mut c = cmd();
+            let mut c = small();
             c.args(["--fused-optim", fused])
                 .args(base)
                 .args(["--epochs", epochs, "--checkpoint-dir"])
@@ -99,19 +100,20 @@ fn fused_optimisers_take_the_same_steps_and_resume_the_same_state() {
     }
 }
 
-/// One quick epoch's checkpoint directory (one batch evaluated).
-fn one_epoch(ck: &Path) {
+/// One quick epoch of `base()`'s network: its checkpoint directory (one batch evaluated).
+fn one_epoch(base: fn() -> Command, ck: &Path) {
     trained(
-        cmd()
+        base()
             .args(["--batch-size", "64", "--max-steps", "2", "--epochs", "1"])
             .args(["--max-val-steps", "1"]),
         ck,
     );
 }
 
-/// One step of a batch of 64 (one batch evaluated), the run ending with epoch `epochs`.
-fn one_step(epochs: &str) -> Command {
-    let mut c = cmd();
+/// One step of a batch of 64 of `base()`'s network (one batch evaluated), the run ending with
+/// epoch `epochs`.
+fn one_step(base: fn() -> Command, epochs: &str) -> Command {
+    let mut c = base();
     c.args(["--batch-size", "64", "--max-steps", "1", "--epochs", epochs])
         .args(["--max-val-steps", "1"]);
     c
@@ -138,10 +140,11 @@ fn poison(path: &Path, name: &str) {
 fn a_diverging_run_keeps_the_last_finite_checkpoint_to_resume_from() {
     let tmp = tempfile::tempdir().unwrap();
     let ck = tmp.path().join("ck");
-    one_epoch(&ck);
+    // What the loop keeps is the point: the small network.
+    one_epoch(small, &ck);
     let before = std::fs::read(ck.join("last.safetensors")).unwrap();
     let run = |lr: &str, epochs: &str| {
-        cmd()
+        small()
             .args(["--batch-size", "64", "--max-steps", "2", "--resume"])
             .args(["--epochs", epochs, "--lr", lr])
             .arg("--checkpoint-dir")
@@ -187,10 +190,11 @@ fn a_diverging_run_keeps_the_last_finite_checkpoint_to_resume_from() {
 fn init_and_resume_refuse_partial_non_finite_and_incomplete_checkpoints() {
     let tmp = tempfile::tempdir().unwrap();
     let ck = tmp.path().join("ck");
-    one_epoch(&ck);
+    // ResNet-18's: the messages name its layers.
+    one_epoch(cmd, &ck);
     let all = Tensor::read_safetensors(ck.join("last.safetensors")).unwrap();
     let run_init = |file: &Path, extra: &[&str]| {
-        one_step("1")
+        one_step(cmd, "1")
             .arg("--init")
             .arg(file)
             .args(extra)
@@ -244,7 +248,7 @@ fn init_and_resume_refuse_partial_non_finite_and_incomplete_checkpoints() {
     );
     poison(&ck.join("last.safetensors"), "layer1.0.conv1.weight");
     let resume = |dir: &Path| {
-        one_step("2")
+        one_step(cmd, "2")
             .arg("--resume")
             .arg("--checkpoint-dir")
             .arg(dir)
@@ -305,7 +309,7 @@ fn two_runs_on_one_checkpoint_directory_are_refused_naming_the_first() {
     }
     let logs_before = std::fs::read_dir(&tb).unwrap().count();
     // Both exited 0 before, leaving best and last files of different runs.
-    let o = one_step("1")
+    let o = one_step(cmd, "1")
         .arg("--checkpoint-dir")
         .arg(&ck)
         .arg("--tensorboard")
@@ -324,7 +328,7 @@ fn two_runs_on_one_checkpoint_directory_are_refused_naming_the_first() {
     unsafe { libc::kill(first.id() as i32, libc::SIGTERM) };
     first.wait().unwrap();
     // Once the first has gone, the directory is free again.
-    one_epoch(&ck);
+    one_epoch(cmd, &ck);
 }
 
 #[test]
@@ -344,14 +348,19 @@ fn a_run_on_shards_resumes_to_the_same_weights() {
         "2",
     ];
     let straight = tempfile::tempdir().unwrap();
+    // The order of the shards is the point: the small network (10 classes) trains.
     trained(
-        digit_shards().args(base).args(["--epochs", "2"]),
+        with_small_net(&mut digit_shards(), 10)
+            .args(base)
+            .args(["--epochs", "2"]),
         straight.path(),
     );
     let resumed = tempfile::tempdir().unwrap();
     for (epochs, resume) in [("1", false), ("2", true)] {
         let mut c = digit_shards();
-        c.args(base).args(["--epochs", epochs, "--checkpoint-dir"]);
+        with_small_net(&mut c, 10)
+            .args(base)
+            .args(["--epochs", epochs, "--checkpoint-dir"]);
         c.arg(resumed.path());
         if resume {
             c.arg("--resume");

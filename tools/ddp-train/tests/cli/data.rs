@@ -62,11 +62,12 @@ fn an_image_folder_trains_exactly_as_the_same_images_in_cifar_binaries() {
 
 #[test]
 fn two_ranks_train_on_an_image_folder_through_the_imagenet_transforms() {
+    // The data's path is the point: the small network (10 classes) trains.
     fn folder() -> Command {
-        cmd_on(format!(
-            "imagefolder:{}",
-            digits_twice().join("folder").display()
-        ))
+        small_on(
+            format!("imagefolder:{}", digits_twice().join("folder").display()),
+            10,
+        )
     }
     let ((_, ck), recs) = two_rank_processes_of(
         folder,
@@ -205,15 +206,16 @@ fn recordio_trains_exactly_as_the_image_folder_it_was_packed_from() {
         "--normalize",
         "0.5",
     ];
+    // The data is the point: the small network (10 classes) trains.
     let folder = records(
-        &cmd_on(format!("imagefolder:{}", dir.join("folder").display()))
+        &small_on(format!("imagefolder:{}", dir.join("folder").display()), 10)
             .args(common)
             .args(images)
             .output()
             .unwrap(),
     );
     let rec = records(
-        &cmd_on(format!("recordio:{}", packed.join("train").display()))
+        &small_on(format!("recordio:{}", packed.join("train").display()), 10)
             .arg("--val-data")
             .arg(packed.join("val"))
             .args(common)
@@ -258,8 +260,9 @@ fn a_file_that_does_not_decode_is_replaced_counted_and_bounded() {
         )
         .unwrap();
     }
+    // The loader is the point: the small network (2 classes) trains.
     let run_for = |epochs: &str, extra: &[&str]| {
-        cmd_on(format!("imagefolder:{}", tmp.path().display()))
+        small_on(format!("imagefolder:{}", tmp.path().display()), 2)
             .args(["--epochs", epochs, "--batch-size", "4"])
             .args([
                 "--image-size",
@@ -372,13 +375,19 @@ fn shards_train_exactly_as_the_image_folder_they_were_packed_from() {
         "1",
     ];
     let dir = digits_twice();
+    // The data is the point: the small network (10 classes) trains.
     let folder = records(
-        &cmd_on(format!("imagefolder:{}", dir.join("folder").display()))
+        &small_on(format!("imagefolder:{}", dir.join("folder").display()), 10)
             .args(common)
             .output()
             .unwrap(),
     );
-    let shards = records(&digit_shards().args(common).output().unwrap());
+    let shards = records(
+        &with_small_net(&mut digit_shards(), 10)
+            .args(common)
+            .output()
+            .unwrap(),
+    );
     let (a, b) = (&folder.items[0], &shards.items[0]);
     assert_same_figures(a, b);
     assert_eq!(b.classes, digit_classes());

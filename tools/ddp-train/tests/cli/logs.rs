@@ -16,7 +16,8 @@ fn epochs_are_records_checkpoints_are_written_and_resume_continues() {
         "--max-val-steps",
         "1",
     ];
-    let recs = trained(cmd().args(args).args(["--epochs", "2"]), ck.path());
+    // The loop is the point: the small network.
+    let recs = trained(small().args(args).args(["--epochs", "2"]), ck.path());
     assert_eq!(recs.items.len(), 2);
     let e = &recs.items[1];
     for (k, v) in [
@@ -45,7 +46,7 @@ fn epochs_are_records_checkpoints_are_written_and_resume_continues() {
 
     // Resume with --epochs 3: only epoch 3 runs.
     let recs = trained(
-        cmd().args(args).args(["--epochs", "3", "--resume"]),
+        small().args(args).args(["--epochs", "3", "--resume"]),
         ck.path(),
     );
     let epochs: Vec<usize> = recs.items.iter().map(|e| e.epoch).collect();
@@ -62,7 +63,8 @@ fn tensorboard_and_csv_logs_hold_the_steps_and_epochs_and_progress_counts_steps(
         dir.path().join("ck"),
     );
     let run = |epochs: &str, resume: bool| {
-        let mut c = cmd();
+        // The logs are the point: the small network.
+        let mut c = small();
         // One evaluation batch: its figures are compared between the logs and the records.
         c.args(["--batch-size", "32", "--max-steps", "4", "--lr", "0.05"])
             .args(["--epochs", epochs, "--log-every", "2", "--progress"])
@@ -167,7 +169,9 @@ print(json.dumps({"loss": s("step/loss"), "top1": s("step/top1"), "lr": s("step/
         assert!((v.1 - e.val_top1).abs() < 1e-4, "{v:?} vs {e:?}");
     }
     assert_eq!(tb["hp_lr"].as_f64(), Some(0.05));
-    assert_eq!(tb["hp_model"].as_str(), Some("resnet18"));
+    let model = small_model(10);
+    let model = model.to_str().unwrap();
+    assert_eq!(tb["hp_model"].as_str(), model.strip_prefix("--model="));
     assert_eq!(tb["end"].as_i64(), Some(1), "a success");
 }
 
@@ -176,7 +180,7 @@ fn a_short_run_logs_its_step_figures_at_each_epochs_end() {
     // 4 steps an epoch, --log-every at its default of 50: figures at steps 4 and 8 all the same.
     let dir = tempfile::tempdir().unwrap();
     let tb = dir.path().join("tb");
-    let o = cmd_on("synthetic:64")
+    let o = small_on("synthetic:64", 100)
         .args(["--batch-size", "16", "--epochs", "2", "--tensorboard"])
         .arg(&tb)
         .output()
@@ -304,7 +308,7 @@ fn bad_set_ups_say_what_to_do() {
 
 #[test]
 fn cpu_threads_come_from_the_flag_or_slurm_and_bound_the_decoding_threads() {
-    // The start line is the point: one step, one evaluation batch.
+    // The start line is the point: one step of the small network, one evaluation batch.
     let banner = |c: &mut Command| {
         let o = c
             .args(["--epochs", "1", "--max-steps", "1", "--batch-size", "16"])
@@ -314,12 +318,12 @@ fn cpu_threads_come_from_the_flag_or_slurm_and_bound_the_decoding_threads() {
         ok(&o);
         String::from_utf8_lossy(&o.stderr).into_owned()
     };
-    let e = banner(cmd().env("SLURM_CPUS_PER_TASK", "1"));
+    let e = banner(small().env("SLURM_CPUS_PER_TASK", "1"));
     assert!(e.contains(", 1 CPU thread(s) (SLURM_CPUS_PER_TASK)"), "{e}");
     // More than the CPUs it may use is capped there, and the start line says so (100,000
     // threads answered no signal).
     let cores = std::thread::available_parallelism().unwrap().get();
-    let e = banner(cmd().env("SLURM_CPUS_PER_TASK", "100000"));
+    let e = banner(small().env("SLURM_CPUS_PER_TASK", "100000"));
     assert!(
         e.contains(&format!(
             ", {cores} CPU thread(s) (SLURM_CPUS_PER_TASK), capped: 100000 asked, more than the \
@@ -329,7 +333,7 @@ fn cpu_threads_come_from_the_flag_or_slurm_and_bound_the_decoding_threads() {
     );
     let folder = format!("imagefolder:{}", digits_twice().join("folder").display());
     let e = banner(
-        cmd_on(&folder)
+        small_on(&folder, 10)
             .args(["--image-size", "32", "--threads", "1"])
             .env("OMP_NUM_THREADS", "3"),
     );
@@ -339,7 +343,7 @@ fn cpu_threads_come_from_the_flag_or_slurm_and_bound_the_decoding_threads() {
     );
     // torchrun's OMP_NUM_THREADS sets libtorch's threads, not the loader's.
     let e = banner(
-        cmd_on(&folder)
+        small_on(&folder, 10)
             .args(["--image-size", "32"])
             .env("OMP_NUM_THREADS", "1")
             .env_remove("SLURM_CPUS_PER_TASK"),
@@ -356,7 +360,8 @@ fn cpu_threads_come_from_the_flag_or_slurm_and_bound_the_decoding_threads() {
 #[test]
 fn an_epoch_trains_its_last_smaller_batch_or_counts_what_drop_last_leaves_out_as_dataloader_does() {
     // 47 training images (9 for validation): (ranks, --batch-size, --drop-last). A last batch
-    // of one image per rank is left out (BatchNorm cannot train on one).
+    // of one image per rank is left out (BatchNorm cannot train on one). The small network
+    // (BatchNorm too) trains: the steps are the point.
     let cases = [
         (1, 16, false),
         (2, 16, false),
@@ -388,7 +393,7 @@ print(json.dumps(out))
     for ((world, batch, drop), (steps, left_out)) in cases.into_iter().zip(expected) {
         let port = free_port();
         let outs = run_all((0..world).map(|r| {
-            let mut c = cmd_on("synthetic:47");
+            let mut c = small_on("synthetic:47", 100);
             c.args(["--batch-size", &batch.to_string(), "--epochs", "1"]);
             if drop {
                 c.arg("--drop-last");
@@ -414,7 +419,7 @@ print(json.dumps(out))
     for (world, batch, evaluated) in [(1, 4, 8), (2, 4, 8), (2, 8, 9)] {
         let port = free_port();
         let outs = run_all((0..world).map(|r| {
-            let mut c = cmd_on("synthetic:47");
+            let mut c = small_on("synthetic:47", 100);
             c.args(["--batch-size", &batch.to_string(), "--epochs", "1"]);
             c.args(["--max-steps", "1", "--max-val-steps", "1"]);
             if world > 1 {

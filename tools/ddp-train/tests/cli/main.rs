@@ -74,6 +74,35 @@ fn cmd_on(data: impl AsRef<std::ffi::OsStr>) -> Command {
     c
 }
 
+/// `--model=torchscript:FILE` of the small BatchNorm network for `classes` classes
+/// ([`common::bn_model_of`]).
+fn small_model(classes: usize) -> std::ffi::OsString {
+    common::model_flag(common::bn_model_of(classes))
+}
+
+/// `c` training the small network for `classes` classes ([`small_model`]) on one libtorch thread
+/// unless its flags or Slurm say otherwise (OMP_NUM_THREADS=1, as torchrun sets it): for the
+/// tests of the training loop, where ResNet-18 is not the point and cost most of their time.
+/// (Two threads spin between the small network's short kernels: several times the CPU time of
+/// one on a busy machine.)
+fn with_small_net(c: &mut Command, classes: usize) -> &mut Command {
+    c.arg(small_model(classes)).env("OMP_NUM_THREADS", "1")
+}
+
+/// [`cmd`] training the small network (the digits' 10 classes).
+fn small() -> Command {
+    let mut c = cmd();
+    with_small_net(&mut c, 10);
+    c
+}
+
+/// [`cmd_on`] `data` of `classes` classes, training the small network.
+fn small_on(data: impl AsRef<std::ffi::OsStr>, classes: usize) -> Command {
+    let mut c = cmd_on(data);
+    with_small_net(&mut c, classes);
+    c
+}
+
 /// A port nothing listens on now, for a run's --master-port.
 fn free_port() -> String {
     testkit::free_port().to_string()

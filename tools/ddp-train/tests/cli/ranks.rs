@@ -128,10 +128,11 @@ fn ranks_started_with_different_flags_refuse_to_train_naming_the_flag() {
 
 #[test]
 fn ranks_started_by_hand_on_one_host_divide_its_cpus() {
-    // No --threads, OMP_NUM_THREADS or launcher count: each rank took every CPU before.
+    // No --threads, OMP_NUM_THREADS or launcher count: each rank took every CPU before. The
+    // start line is the point: the small network trains.
     let port = free_port();
     let outs = run_all((0..2).map(|r| {
-        let mut c = cmd();
+        let mut c = small();
         c.env_remove("OMP_NUM_THREADS")
             .env_remove("SLURM_CPUS_PER_TASK")
             .env_remove("LOCAL_WORLD_SIZE")
@@ -170,6 +171,14 @@ fn ranks_started_by_hand_on_one_host_divide_its_cpus() {
 #[test]
 fn busy_cpus_do_not_change_a_cpu_runs_thread_count() {
     let cores = std::thread::available_parallelism().unwrap().get();
+    // The start line is the point: the small network, made before the spinners start (they
+    // spin as long as the run lasts), trains one step and evaluates one batch.
+    let mut run = small();
+    run.env_remove("OMP_NUM_THREADS")
+        .env_remove("SLURM_CPUS_PER_TASK")
+        .env_remove("LOCAL_WORLD_SIZE")
+        .args(["--epochs", "1", "--max-steps", "1", "--batch-size", "16"])
+        .args(["--max-val-steps", "1"]);
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let spinners: Vec<_> = (0..2 * cores)
         .map(|_| {
@@ -181,13 +190,7 @@ fn busy_cpus_do_not_change_a_cpu_runs_thread_count() {
             })
         })
         .collect();
-    let out = cmd()
-        .env_remove("OMP_NUM_THREADS")
-        .env_remove("SLURM_CPUS_PER_TASK")
-        .env_remove("LOCAL_WORLD_SIZE")
-        .args(["--epochs", "1", "--max-steps", "1", "--batch-size", "16"])
-        .output()
-        .unwrap();
+    let out = run.output().unwrap();
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     spinners.into_iter().for_each(|t| t.join().unwrap());
     let e = String::from_utf8_lossy(&out.stderr);

@@ -58,6 +58,11 @@ pub fn model_flag(model: &Path) -> OsString {
 /// `scripts/reference/torchscript_models.py`'s scripted model `kind` for 100 classes, written as
 /// `dir/KIND.pt`.
 pub fn torchscript_model(dir: &Path, kind: &str) -> PathBuf {
+    torchscript_model_of(dir, kind, 100)
+}
+
+/// [`torchscript_model`] for `classes` classes.
+pub fn torchscript_model_of(dir: &Path, kind: &str, classes: usize) -> PathBuf {
     let model = dir.join(format!("{kind}.pt"));
     testkit::reference_script(
         "torchscript_models.py",
@@ -65,7 +70,7 @@ pub fn torchscript_model(dir: &Path, kind: &str) -> PathBuf {
             "make".as_ref(),
             kind.as_ref(),
             model.as_os_str(),
-            "100".as_ref(),
+            classes.to_string().as_ref(),
         ],
     );
     model
@@ -75,11 +80,23 @@ pub fn torchscript_model(dir: &Path, kind: &str) -> PathBuf {
 /// fixed seed), made once per test binary for the tests that only read it: each Python start
 /// that imports torch costs a few CPU seconds.
 pub fn bn_model() -> &'static Path {
-    static MODEL: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    MODEL.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("shardkit-ddp-bn-{}", std::process::id()));
+    bn_model_of(100)
+}
+
+/// [`bn_model`] for `classes` classes (the digits have 10, synthetic data 100), made once per
+/// test binary and class count.
+/// It trains many times faster than ResNet-18 on the CPU, for the tests of the training loop
+/// (resume, logs, data, ranks) rather than of the network: the loop treats it as a ResNet (its
+/// parameters and buffers, BatchNorm's included, are the run's store).
+pub fn bn_model_of(classes: usize) -> &'static Path {
+    static MODELS: std::sync::Mutex<std::collections::BTreeMap<usize, &'static Path>> =
+        std::sync::Mutex::new(std::collections::BTreeMap::new());
+    let mut models = MODELS.lock().unwrap_or_else(|e| e.into_inner());
+    models.entry(classes).or_insert_with(|| {
+        let dir =
+            std::env::temp_dir().join(format!("shardkit-ddp-bn{classes}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        torchscript_model(&dir, "bn")
+        Box::leak(torchscript_model_of(&dir, "bn", classes).into_boxed_path())
     })
 }
 
