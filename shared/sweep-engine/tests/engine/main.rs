@@ -2,8 +2,10 @@
 //! send scripted lines and exits: the order of records, the schedulers' decisions acted on
 //! (a stop signalled), retries, a lost allocation stopping the sweep, `--resume`'s replay, and
 //! an output that refuses a record; the schedulers' behaviour over whole sweeps in
-//! [`schedulers`]. No process runs, so each sweep takes milliseconds.
+//! [`schedulers`], what trials print (lines that cannot be used, non-finite metrics, a retry's
+//! results) in [`printed`]. No process runs, so each sweep takes milliseconds.
 
+mod printed;
 mod schedulers;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -19,7 +21,7 @@ use std::time::Duration;
 use error_class::{Class, Classify};
 use serde_json::{Value, json};
 use sweep_engine::journal::{ArgRepr, Definition, SchedulerKind, SearchKind};
-use sweep_engine::launcher::{Ended, Launch, Launcher, Msg, Signal};
+use sweep_engine::launcher::{self, Ended, Launch, Launcher, Msg, Signal};
 use sweep_engine::{Engine, Error, Output, OutputError, Record, RunOptions};
 
 /// How one attempt of a stand-in trial ends after printing its lines.
@@ -41,18 +43,19 @@ struct Fake {
     script: Arc<Script>,
     next_pid: i32,
     exits: BTreeMap<i32, Exit>,
-    /// Every start (trial, attempt, slot, the command) and signal (pid, signal), in order; a
-    /// start of a trial whose earlier attempt has not exited yet adds {"overlap": trial}.
+    /// Every start (trial, attempt, slot, the command) and signal (pid, signal), in order. (A
+    /// start of a trial whose earlier attempt's exit the engine has not taken yet fails the
+    /// test there: it may still run, and the engine would wait for ever for its slot.)
     log: Arc<Mutex<Vec<Value>>>,
     /// Paced: a line each this long, a stop (SIGTERM) ending the trial at once, as a training
     /// run's process; else every line at once, signals unheeded.
     pace: Option<Duration>,
-    /// Paced trials that go on after a stop until they are killed (SIGKILL).
-    ignore_stop: bool,
+    /// What a paced trial does when asked to stop.
+    on_stop: OnStop,
     /// Each attempt's signals, by pid.
     signals: BTreeMap<i32, Sender<Signal>>,
-    /// The trials whose attempt has not exited yet.
-    live: Arc<Mutex<BTreeSet<usize>>>,
+    /// The trial of each attempt whose exit the engine has not taken yet (by pid).
+    running: BTreeMap<i32, usize>,
 }
 
 impl std::fmt::Debug for Fake {
@@ -70,27 +73,37 @@ impl Fake {
             exits: BTreeMap::new(),
             log: Arc::default(),
             pace: None,
-            ignore_stop: false,
+            on_stop: OnStop::Exit,
             signals: BTreeMap::new(),
-            live: Arc::default(),
+            running: BTreeMap::new(),
         }
     }
 
-    /// Trials that print a line each `pace` and stop when asked (`ignore_stop`: only when
-    /// killed).
-    fn paced(mut self, pace: Duration, ignore_stop: bool) -> Self {
+    /// Trials that print a line each `pace` and, asked to stop, do as `on_stop` says.
+    fn paced(mut self, pace: Duration, on_stop: OnStop) -> Self {
         self.pace = Some(pace);
-        self.ignore_stop = ignore_stop;
+        self.on_stop = on_stop;
         self
     }
 }
 
-/// How a paced attempt runs: its lines, a line each `pace`, until a stop (SIGTERM) or, with
-/// `ignore_stop`, a kill; `None`: it was not signalled and exits as its script says.
+/// What a paced trial does when asked to stop (SIGTERM).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum OnStop {
+    /// It exits at once, as a training run's process does.
+    Exit,
+    /// It prints on, then lives until it is killed (SIGKILL).
+    PrintOn,
+    /// It prints nothing more and lives until it is killed (stuck saving its state).
+    Hang,
+}
+
+/// How a paced attempt runs: its lines, a line each `pace`, until a stop (SIGTERM) or, as
+/// `on_stop` says, a kill; `None`: it was not signalled and exits as its script says.
 fn run_paced(
     lines: Vec<String>,
     pace: Duration,
-    ignore_stop: bool,
+    on_stop: OnStop,
     signals: &Receiver<Signal>,
     mut send: impl FnMut(String),
 ) -> Option<ExitStatus> {
@@ -98,9 +111,12 @@ fn run_paced(
     for line in lines {
         match signals.recv_timeout(pace) {
             Ok(Signal::Kill) => return Some(ExitStatus::from_raw(9)),
-            Ok(Signal::Stop) if !ignore_stop => return Some(ExitStatus::from_raw(15)),
+            Ok(Signal::Stop) if on_stop == OnStop::Exit => return Some(ExitStatus::from_raw(15)),
             Ok(Signal::Stop) => stopped = true,
             Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {}
+        }
+        if stopped && on_stop == OnStop::Hang {
+            break;
         }
         send(line);
     }
@@ -141,23 +157,32 @@ impl Launcher for Fake {
         }
         self.next_pid += 1;
         self.exits.insert(self.next_pid, exit.clone());
-        if !self.live.lock().unwrap().insert(trial) {
-            self.log.lock().unwrap().push(json!({"overlap": trial}));
-        }
+        assert!(
+            !self.running.values().any(|&t| t == trial),
+            "trial {trial} started before its last attempt's exit was taken: a trial ran twice at once"
+        );
+        self.running.insert(self.next_pid, trial);
         let (signal_tx, signals) = std::sync::mpsc::channel();
         self.signals.insert(self.next_pid, signal_tx);
-        let (pace, ignore_stop, live) = (self.pace, self.ignore_stop, self.live.clone());
+        let (pace, on_stop) = (self.pace, self.on_stop);
         std::thread::spawn(move || {
+            // A line over the cap arrives as its length, as a launcher's reader sends it.
             let send = |line: String| {
                 let line = format!("{line}\n").into_bytes();
-                let _ = tx.send(Msg::Line {
-                    trial,
-                    attempt,
-                    line,
+                let _ = tx.send(match line.len() {
+                    n if n > launcher::MAX_LINE => Msg::LongLine {
+                        trial,
+                        bytes: n as u64,
+                    },
+                    _ => Msg::Line {
+                        trial,
+                        attempt,
+                        line,
+                    },
                 });
             };
             let signalled = match pace {
-                Some(pace) => run_paced(lines, pace, ignore_stop, &signals, send),
+                Some(pace) => run_paced(lines, pace, on_stop, &signals, send),
                 None => {
                     lines.into_iter().for_each(send);
                     None
@@ -167,7 +192,6 @@ impl Launcher for Fake {
                 Exit::Code(c) => c,
                 Exit::Lost | Exit::Died(_) => 1,
             };
-            live.lock().unwrap().remove(&trial);
             let _ = tx.send(Msg::Exit {
                 trial,
                 attempt,
@@ -189,6 +213,7 @@ impl Launcher for Fake {
     }
 
     fn ended(&mut self, pid: i32, status: &std::io::Result<ExitStatus>) -> Ended {
+        self.running.remove(&pid);
         match self.exits.get(&pid) {
             Some(Exit::Lost | Exit::Died(_)) => Ended::Lost("the job is being requeued".into()),
             _ => match status {
@@ -242,6 +267,39 @@ impl Collect {
     }
 }
 
+thread_local! {
+    /// The warnings given through `log` on this thread.
+    static WARNED: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Keeps each warning for the thread that gave it: a test's sweep runs on the test's thread.
+struct KeepWarnings;
+
+impl log::Log for KeepWarnings {
+    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
+        metadata.level() <= log::Level::Warn
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        if self.enabled(record.metadata()) {
+            WARNED.with(|w| w.borrow_mut().push(record.args().to_string()));
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+/// The warnings given on this thread since the last call (the first call sets the logger up:
+/// none before it are kept).
+fn warnings() -> Vec<String> {
+    static SET: std::sync::Once = std::sync::Once::new();
+    SET.call_once(|| {
+        log::set_logger(&KeepWarnings).expect("no other logger in this test binary");
+        log::set_max_level(log::LevelFilter::Warn);
+    });
+    WARNED.with(|w| w.take())
+}
+
 /// A sweep over `x` in `xs` maximising `m` by `epoch`, with `scheduler` and max_t `max_t`.
 fn definition(xs: &[i64], scheduler: SchedulerKind, max_t: f64, max_failures: usize) -> Definition {
     let space = json!({"x": {"grid": xs}});
@@ -290,6 +348,19 @@ fn run_with(
     let mut out = Collect::default();
     let ended = Engine::new(opened, opts, Box::new(launcher), &mut out).and_then(Engine::run);
     (out, ended)
+}
+
+/// [`run_with`] on a thread of its own, waited for at most 120 s: a sweep that would wait for
+/// ever fails the test.
+fn run_within(
+    opened: sweep_engine::Opened,
+    launcher: Fake,
+    opts: RunOptions,
+) -> (Collect, sweep_engine::Result<sweep_engine::Finished>) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(run_with(opened, launcher, opts)).unwrap());
+    rx.recv_timeout(Duration::from_secs(120))
+        .expect("the sweep ends within 120 s")
 }
 
 /// A new sweep of `def` in `dir`.
@@ -726,21 +797,13 @@ fn a_fifo_in_place_of_a_trials_stdout_log_at_resume_is_not_read() {
         .unwrap();
     assert!(made.success());
     std::os::unix::fs::symlink(&fifo, &stdout).unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let resumed = sweep_engine::resume(&dir).unwrap();
-    std::thread::spawn(move || {
-        let fake = Fake::new(|_, _| (curve(1, 4), Exit::Code(0)));
-        let (out, ended) = run(resumed, fake, 1);
-        let ends: Vec<Value> = (out.of_type("trial"))
-            .filter(|r| r["event"] == "end")
-            .cloned()
-            .collect();
-        tx.send((ends, ended.map(|f| f.failed).ok())).unwrap();
-    });
-    let (ends, failed) = rx
-        .recv_timeout(Duration::from_secs(120))
-        .expect("the resumed sweep ends");
-    assert_eq!(failed, Some(1));
+    let fake = Fake::new(|_, _| (curve(1, 4), Exit::Code(0)));
+    let (out, ended) = run_within(sweep_engine::resume(&dir).unwrap(), fake, options(1));
+    assert_eq!(ended.unwrap().failed, 1);
+    let ends: Vec<Value> = (out.of_type("trial"))
+        .filter(|r| r["event"] == "end")
+        .cloned()
+        .collect();
     let why = the_error(&ends);
     assert!(
         why.contains("stdout.log") && why.contains("not a regular file"),

@@ -2,6 +2,9 @@
 
 use super::*;
 
+/// --max-failures, the exit status and the command's last words in the retry record; what the
+/// retry's results are (going on from the checkpoint) is sweep-engine's
+/// printed::a_failed_trial_is_retried_from_its_checkpoint_or_from_its_start.
 #[test]
 fn a_failed_trial_is_retried_from_its_checkpoint_and_one_out_of_retries_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
@@ -32,22 +35,6 @@ fn a_failed_trial_is_retried_from_its_checkpoint_and_one_out_of_retries_is_an_er
             .contains("exit status 1: curve: crashing at epoch 2 as asked"),
         "{:?}",
         r.retries[0]
-    );
-    let epochs: Vec<f64> = r
-        .results
-        .iter()
-        .filter(|x| x.trial == 1)
-        .map(|x| x.time)
-        .collect();
-    assert_eq!(
-        epochs,
-        [1.0, 2.0, 3.0, 4.0],
-        "the retry continued after epoch 2"
-    );
-    assert!(
-        r.ends
-            .iter()
-            .all(|e| e.status.as_deref() == Some("completed"))
     );
 
     // No retries: the trial is an error, the other completes, exit 3.
@@ -247,6 +234,9 @@ fn a_trial_ends_when_its_process_exits_whatever_it_left_behind() {
     assert_eq!(running(), "", "left running");
 }
 
+/// What reaches stderr, and a line of 2 MiB read through the trial's stdout.log; each warning's
+/// text, the NaN result and its replay are sweep-engine's
+/// printed::results_that_cannot_be_used_are_warnings_naming_the_trial_and_line.
 #[test]
 fn results_that_cannot_be_used_are_warnings_naming_the_trial_and_line() {
     let dir = tempfile::tempdir().unwrap();
@@ -265,25 +255,9 @@ fn results_that_cannot_be_used_are_warnings_naming_the_trial_and_line() {
     let r = ok(&o);
     let times: Vec<f64> = r.results.iter().map(|x| x.time).collect();
     assert_eq!(times, [1.0, 2.0, 3.0], "{err}");
-    assert!(r.results[0].metric.is_nan());
-    // The record carries it as every record spells it.
-    assert_eq!(r.results[0].record["m"], "NaN");
-    for want in [
-        "a line of 2097153 bytes (over 1 MiB) was skipped",
-        r#"has "m": null, not a number"#,
-        r#"has "m": "12", not a number"#,
-        "is not valid JSON (a number out of range?)",
-        r#"has "epoch": "two", not a number"#,
-        "1 after 2: the time went backwards",
-    ] {
-        assert!(err.contains(want), "{want}: {err}");
-    }
+    assert!(
+        err.contains("sweep: warning: trial 0: a line of 2097153 bytes (over 1 MiB) was skipped"),
+        "{err}"
+    );
     assert_eq!(err.matches("warning: trial 0").count(), 6, "{err}");
-    // The journal keeps the NaN: a resumed sweep replays it.
-    let journal = std::fs::read_to_string(dir.path().join("run/journal.jsonl")).unwrap();
-    assert!(journal.contains(r#""metric":"NaN""#), "{journal}");
-    let again = resumed(&dir.path().join("run"));
-    let r = ok(&again);
-    assert_eq!(r.summary.as_ref().unwrap().completed, 1);
-    assert_eq!(r.summary.unwrap().best.unwrap().metric, 3.0);
 }

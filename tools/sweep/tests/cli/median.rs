@@ -128,6 +128,9 @@ pub(crate) fn median_sweep(dir: &Path, out: &Path, extra: &[&str], extra_cmd: &[
     resumable_sweep(dir, out, &space, &flags, curves, extra, extra_cmd)
 }
 
+/// Real processes holding a lock, and Ray's rule on the journal; results.csv and the engine's
+/// side (a start only once the paused process is gone) are sweep-engine's
+/// schedulers::median_with_two_slots_never_runs_a_paused_trial_twice_at_once.
 #[test]
 fn median_with_two_slots_never_runs_a_paused_trial_twice_at_once() {
     let dir = tempfile::tempdir().unwrap();
@@ -147,22 +150,4 @@ fn median_with_two_slots_never_runs_a_paused_trial_twice_at_once() {
     assert_eq!(r.summary.as_ref().unwrap().error, 0, "no overlap");
     assert_eq!(r.summary.as_ref().unwrap().unfinished, 0);
     assert_median_journal_is_rays(&out);
-    // results.csv: every trial ended, a resumed one with more than one attempt.
-    let table = std::fs::read_to_string(out.join("results.csv")).unwrap();
-    let rows: Vec<Vec<&str>> = table
-        .lines()
-        .skip(1)
-        .map(|l| l.split(',').collect())
-        .collect();
-    assert_eq!(rows.len(), 5);
-    assert!(
-        rows.iter()
-            .all(|r| r[1] == "completed" || r[1] == "stopped"),
-        "{table}"
-    );
-    if !r.resumes.is_empty() {
-        let header: Vec<&str> = table.lines().next().unwrap().split(',').collect();
-        let a = header.iter().position(|h| *h == "attempts").unwrap();
-        assert!(rows.iter().any(|r| r[a] != "1"), "{table}");
-    }
 }
