@@ -16,6 +16,8 @@ impl Engine<'_> {
             t.config = config;
             t.chosen = true;
         }
+        // Nothing an earlier run left running may write into the output of this attempt.
+        self.procs.end_leftovers(&self.trials[i]);
         let copy = self.trials[i].copy_from;
         if let Some((from, _)) = copy
             && let Err(e) = self.take_copy(i, from)

@@ -97,6 +97,12 @@ impl Procs {
         Ok((pid, files))
     }
 
+    /// Ends what an earlier run of trial `t` left running (a killed sweep's processes), before
+    /// its output is read back or it starts again.
+    pub(super) fn end_leftovers(&mut self, t: &Trial) {
+        self.launcher.end_leftovers(t.id, &t.dir);
+    }
+
     /// Attempt `attempt` of trial `t` exited: its slot freed; how it ended, as its launcher
     /// judges it (`None`: an earlier attempt's exit, already dealt with).
     pub(super) fn exited(

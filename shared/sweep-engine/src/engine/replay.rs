@@ -96,6 +96,9 @@ impl Engine<'_> {
             if let Some(s) = s
                 && self.trials[i].status == Status::Running
             {
+                // Its processes the dead sweep left running are ended first: what they wrote
+                // until then is read as the dead attempt's, nothing after it as the next's.
+                self.procs.end_leftovers(&self.trials[i]);
                 self.read_unread(i, s)?;
             }
         }

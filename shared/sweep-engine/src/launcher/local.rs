@@ -25,9 +25,9 @@ impl Launcher for Local {
             slot,
             args,
             mut env,
-            dir,
             stderr,
             stdout,
+            ..
         } = launch;
         if let Some(g) = self.slot_gpus.get(slot).cloned().flatten() {
             env.push(("CUDA_VISIBLE_DEVICES", g.into()));
@@ -36,8 +36,13 @@ impl Launcher for Local {
         if let Some(c) = cpus {
             env.push(("OMP_NUM_THREADS", c.len().to_string().into()));
         }
-        // A sweep killed with SIGKILL left this trial's background processes running in its
-        // directory: end them before the trial runs there again.
+        spawn(args, &env, cpus, stderr, stdout, (trial, attempt), tx)
+            .with_context(|| format!("starting {:?}", args[0]))
+    }
+
+    /// A sweep killed with SIGKILL left this trial's background processes running in its
+    /// directory: ended before its output is read back or the trial runs there again.
+    fn end_leftovers(&mut self, trial: usize, dir: &std::path::Path) {
         let left = end_leftovers(dir);
         if !left.is_empty() {
             log::warn!(
@@ -46,8 +51,6 @@ impl Launcher for Local {
                 dir.display()
             );
         }
-        spawn(args, &env, cpus, stderr, stdout, (trial, attempt), tx)
-            .with_context(|| format!("starting {:?}", args[0]))
     }
 
     fn signal(&mut self, pid: i32, signal: Signal) {

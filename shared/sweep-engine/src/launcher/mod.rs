@@ -121,6 +121,14 @@ pub trait Launcher: std::fmt::Debug {
     /// Sends `signal` to a trial started as `pid`.
     fn signal(&mut self, pid: i32, signal: Signal);
 
+    /// Ends what an earlier run of trial `trial` (in `dir`) left running, such as a killed
+    /// sweep's trial processes: called before the trial's stdout.log is read back at
+    /// `--resume` and before each attempt starts, so that nothing they write can be taken as a
+    /// later attempt's. By default there is nothing to end.
+    fn end_leftovers(&mut self, trial: usize, dir: &Path) {
+        let _ = (trial, dir);
+    }
+
     /// The trial started as `pid` ended with `status` (stopped or on its own): how. By default
     /// its exit status says.
     fn ended(&mut self, pid: i32, status: &std::io::Result<ExitStatus>) -> Ended {

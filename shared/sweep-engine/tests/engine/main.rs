@@ -56,6 +56,9 @@ struct Fake {
     signals: BTreeMap<i32, Sender<Signal>>,
     /// The trial of each attempt whose exit the engine has not taken yet (by pid).
     running: BTreeMap<i32, usize>,
+    /// What a dead sweep's processes of a trial, left running, write to its stdout.log once
+    /// the trial starts again, unless they were ended first ([`Launcher::end_leftovers`]).
+    leftovers: BTreeMap<usize, Vec<String>>,
 }
 
 impl std::fmt::Debug for Fake {
@@ -76,6 +79,7 @@ impl Fake {
             on_stop: OnStop::Exit,
             signals: BTreeMap::new(),
             running: BTreeMap::new(),
+            leftovers: BTreeMap::new(),
         }
     }
 
@@ -152,9 +156,14 @@ impl Launcher for Fake {
             .append(true)
             .open(launch.dir.join("stdout.log"))
             .unwrap();
-        for line in lines.iter().chain(&unread) {
+        // Leftovers still running write in the file after where this attempt's output starts,
+        // so the attempt's reader takes their lines first (a real launcher reads the file from
+        // there).
+        let left = self.leftovers.remove(&trial).unwrap_or_default();
+        for line in left.iter().chain(&lines).chain(&unread) {
             writeln!(stdout, "{line}").unwrap();
         }
+        let lines = [left, lines].concat();
         self.next_pid += 1;
         self.exits.insert(self.next_pid, exit.clone());
         assert!(
@@ -210,6 +219,15 @@ impl Launcher for Fake {
             .lock()
             .unwrap()
             .push(json!({"signal": pid - (1 << 30), "kind": signal}));
+    }
+
+    fn end_leftovers(&mut self, trial: usize, _dir: &Path) {
+        if self.leftovers.remove(&trial).is_some() {
+            self.log
+                .lock()
+                .unwrap()
+                .push(json!({ "ended_leftovers": trial }));
+        }
     }
 
     fn ended(&mut self, pid: i32, status: &std::io::Result<ExitStatus>) -> Ended {
@@ -751,6 +769,31 @@ fn results_written_but_unread_when_the_sweep_died_are_taken_on_resume() {
     let rows = std::fs::read_to_string(dir.join("trial-0000/result.json")).unwrap();
     assert_eq!(rows.lines().count(), 4, "{rows}");
     assert_eq!(out.summary()["best"]["metric"], 4.0);
+}
+
+/// A dead sweep's processes of a trial, left running, are ended before its stdout.log is read
+/// back at --resume (what they wrote until then is the dead attempt's output), so no line of
+/// theirs is taken as the next attempt's.
+#[test]
+fn a_dead_sweeps_leftover_processes_are_ended_before_its_output_is_read_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = out_dir(&tmp);
+    died_with_two_results_unread(&dir);
+    // Left running: it would write epoch 9 as the trial starts again.
+    let mut fake = Fake::new(|_, _| (curve(1, 4)[3..].to_vec(), Exit::Code(0)));
+    fake.leftovers.insert(0, curve(1, 9)[8..].to_vec());
+    let log = fake.log.clone();
+    let (out, ended) = run(sweep_engine::resume(&dir).unwrap(), fake, 1);
+    assert_eq!(ended.unwrap().failed, 0);
+    let times: Vec<&Value> = out.of_type("result").map(|r| &r["time"]).collect();
+    assert_eq!(times, [&json!(2.0), &json!(3.0), &json!(4.0)]);
+    let log = log.lock().unwrap();
+    let ended_at = log.iter().position(|l| l["ended_leftovers"] == 0);
+    let started_at = log.iter().position(|l| l["start"] == 0);
+    assert!(
+        ended_at.is_some() && ended_at < started_at,
+        "leftovers ended before the trial starts again: {log:?}"
+    );
 }
 
 /// A result taken from a dead sweep's trial output is judged as if it had been read: ASHA
