@@ -79,6 +79,7 @@ impl Engine<'_> {
                     kill_sent: false,
                     last_time: None,
                     counted: 0,
+                    uncountable: None,
                 });
                 self.procs.slots[slot] = Some(i);
                 Ok(())

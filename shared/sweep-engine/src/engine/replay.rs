@@ -128,8 +128,11 @@ impl Engine<'_> {
         };
         let len = file.metadata().map_or(0, |m| m.len());
         // Shorter than where the attempt started: cut since (as logrotate's copytruncate
-        // does), so what it holds was written after the cut (lines read already are repeats).
-        let from = if len < s.stdout_from {
+        // does), so what it holds was written after the cut (lines read already are repeats),
+        // or kept from before (a cut to a length other than nothing): results with their time
+        // are placed by it; counted ones cannot be, and are skipped.
+        let cut = len < s.stdout_from;
+        let from = if cut {
             log::warn!(
                 "trial {i}: {} has {len} bytes, fewer than the {} it had when the trial's last \
                  attempt started: it was cut since; read from its start",
@@ -149,7 +152,10 @@ impl Engine<'_> {
         let t = &mut self.trials[i];
         t.files = Some(TrialFiles::open(&t.dir, i, s.attempt, &t.config, t.copies)?);
         t.counted_from = s.counted_from;
-        t.proc = Some(Proc::read_back(s.attempt, s.slot));
+        t.proc = Some(Proc {
+            uncountable: cut.then_some(0),
+            ..Proc::read_back(s.attempt, s.slot)
+        });
         let read = loop {
             match launcher::read_line_capped(&mut r, launcher::MAX_LINE) {
                 Ok(launcher::Read::Line(line)) if self.takes_line(i, s.attempt) => {
@@ -163,7 +169,14 @@ impl Engine<'_> {
             }
         };
         let t = &mut self.trials[i];
-        t.proc = None;
+        if let Some(n) = t.proc.take().and_then(|p| p.uncountable).filter(|&n| n > 0) {
+            log::warn!(
+                "trial {i}: {n} result(s) without \"{}\" in {} not taken: the file was cut, so \
+                 where they stand in the count is unknown",
+                self.def.time_attr,
+                path.display()
+            );
+        }
         t.files = None;
         read
     }

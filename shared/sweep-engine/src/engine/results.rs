@@ -116,6 +116,12 @@ impl Engine<'_> {
     /// checkpoint). `None`: a repeat of what a restarted command reported before, skipped.
     fn result_time(&mut self, i: usize, line: &[u8], time: Option<f64>) -> Option<f64> {
         let t = &mut self.trials[i];
+        if time.is_none()
+            && let Some(skipped) = t.proc.as_mut().and_then(|p| p.uncountable.as_mut())
+        {
+            *skipped += 1;
+            return None;
+        }
         let time = time.unwrap_or_else(|| {
             let counted = t.proc.as_mut().map_or(0, |p| {
                 p.counted += 1;

@@ -58,6 +58,10 @@ pub(super) struct Proc {
     /// Results this attempt's command printed without the time attribute (a counted
     /// training_iteration).
     pub(super) counted: usize,
+    /// `Some`: where this attempt's count stands is unknown (its stdout.log, read back, was cut
+    /// since it started, and what is left may be an earlier attempt's), so a result without the
+    /// time attribute is skipped; how many were.
+    pub(super) uncountable: Option<usize>,
 }
 
 impl Proc {
@@ -72,6 +76,7 @@ impl Proc {
             kill_sent: true,
             last_time: None,
             counted: 0,
+            uncountable: None,
         }
     }
 }

@@ -924,6 +924,54 @@ fn results_written_after_the_stdout_log_was_cut_are_taken_on_resume() {
     assert_eq!(times, [&json!(2.0), &json!(3.0), &json!(4.0)]);
 }
 
+/// A dead sweep's trial whose stdout.log was cut to a length below where its last attempt
+/// started, not to nothing: what is left is an earlier attempt's, so a result without a time
+/// (counted) read back from the file's start would count that attempt's results again as this
+/// one's. Such results are not taken (where they stand in the count is unknown), with a
+/// warning; the trial runs again from its checkpoint.
+#[test]
+fn counted_results_after_a_cut_to_a_non_zero_length_are_not_counted_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = out_dir(&tmp);
+    let mut def = definition(&[1], SchedulerKind::Fifo, 4.0, 1);
+    def.time_attr = "training_iteration".into();
+    let m = |x: i64| json!({ "m": x }).to_string();
+    // The first attempt keeps its state, prints 2 results and fails; the second dies before
+    // its 2 results are read.
+    let state = dir.join("trial-0000/state");
+    let fake = Fake::new(move |_, attempt| match attempt {
+        1 => {
+            std::fs::write(&state, "2 done").unwrap();
+            (vec![m(1), m(2)], Exit::Code(3))
+        }
+        _ => (Vec::new(), Exit::Died(vec![m(3), m(4)])),
+    });
+    let (_, ended) = run(create(&dir, def), fake, 1);
+    assert!(matches!(ended, Err(Error::Interrupted)), "{ended:?}");
+    // Cut to its first line, the first attempt's result 1.
+    let stdout = dir.join("trial-0000/stdout.log");
+    std::fs::write(&stdout, m(1) + "\n").unwrap();
+    let fake = Fake::new(move |_, _| (vec![m(3), m(4)], Exit::Code(0)));
+    warnings();
+    let (out, ended) = run(sweep_engine::resume(&dir).unwrap(), fake, 1);
+    let warned = warnings();
+    assert_eq!(ended.unwrap().failed, 0);
+    let results: Vec<(&Value, &Value)> = (out.of_type("result"))
+        .map(|r| (&r["time"], &r["metric"]))
+        .collect();
+    assert_eq!(
+        results,
+        [(&json!(3.0), &json!(3.0)), (&json!(4.0), &json!(4.0))],
+        "{warned:?}"
+    );
+    assert!(
+        warned.iter().any(|w| w.starts_with("trial 0: ")
+            && w.contains("1 result(s) without \"training_iteration\"")
+            && w.contains("cut")),
+        "{warned:?}"
+    );
+}
+
 /// A journal written before stdout.log (its start entries without `stdout_from` and
 /// `counted_from`) resumes as it did: the unfinished trial runs again, nothing is read back.
 #[test]
