@@ -194,6 +194,7 @@ pub(super) fn join(
         seq: 0,
         phase: 0,
         barriers: 0,
+        spins: spins_for(n),
         cross: None,
     })
 }

@@ -85,6 +85,13 @@ const WHOLE: usize = 256 << 10;
 /// Bytes reduced per pass through the slots (fits L1 with the inputs streaming).
 const BLOCK: usize = 16 << 10;
 const SPINS: u32 = 200;
+
+/// Spins before a wait of `n` ranks of a host yields: none when they outnumber the cores this
+/// process may run on, where a spinning rank holds a core that the rank it waits for needs.
+fn spins_for(n: usize) -> u32 {
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    if n > cores { 0 } else { SPINS }
+}
 const YIELDS: u32 = 2000;
 
 /// Which transport CPU collectives use between ranks.
@@ -148,6 +155,8 @@ pub(crate) struct Group {
     /// Chunks moved so far (which set the next one uses).
     phase: u64,
     barriers: u32,
+    /// Spins before a wait yields ([`spins_for`]).
+    spins: u32,
     /// Ranks on several hosts (the hierarchical transport): where the hosts' ranks start, and
     /// on the host's leader the leaders' ring.
     cross: Option<Cross>,

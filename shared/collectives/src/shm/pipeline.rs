@@ -210,7 +210,7 @@ impl Group {
             return Err(e);
         }
         wait.tries = wait.tries.saturating_add(1);
-        if wait.tries <= SPINS {
+        if wait.tries <= self.spins {
             std::hint::spin_loop();
         } else if wait.tries <= YIELDS {
             std::thread::yield_now();

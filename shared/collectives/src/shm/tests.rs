@@ -150,6 +150,7 @@ fn a_peer_that_leaves_after_reaching_the_barrier_is_not_taken_for_dead() {
         seq: 0,
         phase: 0,
         barriers: 0,
+        spins: SPINS,
         cross: None,
     };
     // The leader arrived at barrier 1 and left.

@@ -124,7 +124,7 @@ impl Group {
                     return Err(e);
                 }
                 tries = tries.saturating_add(1);
-                if tries <= SPINS {
+                if tries <= self.spins {
                     std::hint::spin_loop();
                     continue;
                 }
