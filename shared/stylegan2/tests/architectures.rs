@@ -7,21 +7,19 @@
 //! noise_strength, w_avg) randomised too, so that every term contributes. Tolerance 1e-4 as for
 //! the fixtures.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use common::{max_abs, tensors};
 use stylegan2::tune::KernelChoices;
 use stylegan2::{Architecture, Config, Generator, Noise, Ops, SynthesisOptions, init};
 use tch::{Device, Kind, Tensor};
 
 fn run_reference(g: &Path, inputs: &Path, out: &Path) -> BTreeMap<String, Tensor> {
     testkit::reference_script("stylegan2_ref.py", [g, inputs, out]);
-    Tensor::read_safetensors(out).unwrap().into_iter().collect()
-}
-
-fn max_abs(a: &Tensor, b: &Tensor) -> f64 {
-    assert_eq!(a.size(), b.size());
-    (a - b).abs().max().double_value(&[])
+    tensors(out)
 }
 
 #[test]
@@ -34,11 +32,7 @@ fn python_reference_matches_the_upstream_fixtures() {
             &dir.join("reference.safetensors"),
             &tmp.path().join("o"),
         );
-        let want: BTreeMap<String, Tensor> =
-            Tensor::read_safetensors(dir.join("reference.safetensors"))
-                .unwrap()
-                .into_iter()
-                .collect();
+        let want = tensors(&dir.join("reference.safetensors"));
         for k in ["ws", "img_const", "img_none", "img_const_unfused"] {
             let d = max_abs(&got[k], &want[k]);
             assert!(d <= 1e-4, "{name} {k}: {d}");

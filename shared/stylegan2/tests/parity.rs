@@ -7,9 +7,12 @@
 //! pairwise sums). The tolerance leaves room for other CPUs' kernels; a wrong formula (a missing
 //! gain, a flipped filter, a wrong padding) misses it by orders of magnitude.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use common::max_abs;
 use stylegan2::{Generator, Noise, SynthesisOptions};
 use tch::{Device, Kind, Tensor};
 
@@ -27,15 +30,7 @@ fn configs() -> Vec<PathBuf> {
 }
 
 fn reference(dir: &std::path::Path) -> BTreeMap<String, Tensor> {
-    Tensor::read_safetensors(dir.join("reference.safetensors"))
-        .unwrap()
-        .into_iter()
-        .collect()
-}
-
-fn max_abs(a: &Tensor, b: &Tensor) -> f64 {
-    assert_eq!(a.size(), b.size());
-    (a - b).abs().max().double_value(&[])
+    common::tensors(&dir.join("reference.safetensors"))
 }
 
 fn check(report: &mut Vec<String>, name: &str, got: &Tensor, want: &Tensor) {
