@@ -388,17 +388,12 @@ fn cpu_threads_come_from_the_flag_the_launcher_or_the_cpus_it_may_use() {
 fn precision_is_spelled_as_in_every_tool_and_the_old_flags_still_work() {
     let tmp = tempfile::tempdir().unwrap();
     let raw = |args: &[&str], name: &str| {
-        let o = generate(tmp.path())
+        generate(tmp.path())
             .args(["--seeds", "1-2", "-q", "--raw", name, "-o"])
             .arg(format!("{name}.d"))
             .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+            .assert()
+            .success();
         std::fs::read(tmp.path().join(name)).unwrap()
     };
     // On the CPU everything is fp32: the same images whichever way it is asked for.
