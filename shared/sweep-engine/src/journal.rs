@@ -149,6 +149,10 @@ pub enum Entry {
         /// Where a counted training_iteration of the attempt goes on from.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         counted_from: Option<f64>,
+        /// The stdout.log the attempt wrote to, as its device and inode: --resume reads back
+        /// no other file found in its place (absent from older journals).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stdout_file: Option<[u64; 2]>,
     },
     Result {
         trial: usize,
@@ -370,6 +374,7 @@ mod tests {
             slot: 0,
             stdout_from: Some(7),
             counted_from: None,
+            stdout_file: Some([1, 2]),
         })
         .unwrap();
         drop(j);
@@ -394,6 +399,7 @@ mod tests {
                 slot: 0,
                 stdout_from: Some(7),
                 counted_from: None,
+                stdout_file: Some([1, 2]),
             }]
         );
         j.append(&Entry::End {

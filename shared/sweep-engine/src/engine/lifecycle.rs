@@ -1,6 +1,9 @@
 //! A trial's life: started (its config suggested first when TPE chooses it), paused, stopped,
 //! failed (retried or an error) and ended, each journalled before it is printed.
 
+use std::fs::File;
+use std::os::unix::fs::MetadataExt;
+
 use super::*;
 
 impl Engine<'_> {
@@ -37,19 +40,28 @@ impl Engine<'_> {
         t.attempts = attempt;
         t.status = Status::Running;
         t.first_start.get_or_insert_with(Instant::now);
-        // Where this attempt's output starts (a file in place of stdout.log fails the launch).
-        let stdout = t.dir.join(launcher::STDOUT_LOG);
-        let stdout_from = std::fs::symlink_metadata(&stdout).map_or(0, |m| m.len());
+        // Which file this attempt's output goes to, and where in it it starts (a file in place
+        // of stdout.log fails the launch).
+        let stdout = std::fs::create_dir_all(&t.dir)
+            .map_err(Error::from)
+            .and_then(|()| crate::files::open_stdout_log(&t.dir.join(launcher::STDOUT_LOG)));
+        let (stdout_from, stdout_file) = match stdout.as_ref().map(File::metadata) {
+            Ok(Ok(m)) => (m.len(), Some([m.dev(), m.ino()])),
+            _ => (0, None),
+        };
         self.journal.append(&Entry::Start {
             trial: i,
             attempt,
             slot,
             stdout_from: Some(stdout_from),
             counted_from: Some(t.counted_from),
+            stdout_file,
         })?;
-        let launched = self
-            .procs
-            .launch(&self.trials[i], slot, attempt, stdout_from);
+        let stdout = stdout.map(|file| launcher::Stdout {
+            file,
+            from: stdout_from,
+        });
+        let launched = self.procs.launch(&self.trials[i], slot, attempt, stdout);
         let t = &self.trials[i];
         let event = match (attempt, resumed) {
             (1, _) => "start",

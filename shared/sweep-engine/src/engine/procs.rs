@@ -55,23 +55,20 @@ impl Procs {
     }
 
     /// Starts attempt `attempt` of trial `t` in `slot`: its files opened, its command
-    /// expanded and given to the launcher, its output read from `stdout_from` in its
-    /// stdout.log; the pid it runs as.
+    /// expanded and given to the launcher, its output read from `stdout` (its stdout.log, or
+    /// why it could not be opened); the pid it runs as.
     pub(super) fn launch(
         &mut self,
         t: &Trial,
         slot: usize,
         attempt: usize,
-        stdout_from: u64,
+        stdout: Result<launcher::Stdout>,
     ) -> Result<(i32, TrialFiles)> {
         let i = t.id;
         let files = TrialFiles::open(&t.dir, i, attempt, &t.config, t.copies)?;
         let stderr_path = t.dir.join("stderr.log");
         let stderr = crate::files::open_regular(&stderr_path, true)?;
-        let stdout = launcher::Stdout {
-            file: crate::files::open_stdout_log(&t.dir.join(launcher::STDOUT_LOG))?,
-            from: stdout_from,
-        };
+        let stdout = stdout?;
         let args = self.template.expand(&Bindings {
             config: &t.config,
             trial: i,

@@ -3,6 +3,7 @@
 //! their stdout.log, as if read then.
 
 use std::io::{BufReader, Read, Seek};
+use std::os::unix::fs::MetadataExt;
 
 use super::*;
 
@@ -14,6 +15,8 @@ struct Started {
     slot: usize,
     stdout_from: u64,
     counted_from: f64,
+    /// The stdout.log's device and inode, where the journal has them.
+    stdout_file: Option<[u64; 2]>,
 }
 
 /// A result entry's fields, as the journal holds them.
@@ -61,6 +64,7 @@ impl Engine<'_> {
                 slot,
                 stdout_from: Some(stdout_from),
                 counted_from,
+                stdout_file,
             } = e
             {
                 // Where counting goes on from is a time the sweep had: never below zero.
@@ -76,6 +80,7 @@ impl Engine<'_> {
                     slot: *slot,
                     stdout_from: *stdout_from,
                     counted_from: counted_from.unwrap_or(0.0),
+                    stdout_file: *stdout_file,
                 });
             }
             self.replay_entry(e, &mut decided)?;
@@ -126,7 +131,22 @@ impl Engine<'_> {
                 return Ok(());
             }
         };
-        let len = file.metadata().map_or(0, |m| m.len());
+        let meta = file
+            .metadata()
+            .with_context(|| format!("reading {}", path.display()))?;
+        // Another file in its place (renamed over it, as logrotate's default `create` leaves a
+        // new one) holds nothing of this attempt's.
+        if s.stdout_file
+            .is_some_and(|id| id != [meta.dev(), meta.ino()])
+        {
+            log::warn!(
+                "trial {i}: {} is not the file its last attempt wrote to (replaced since): its \
+                 unread results are not read",
+                path.display()
+            );
+            return Ok(());
+        }
+        let len = meta.len();
         // Shorter than where the attempt started: cut since (as logrotate's copytruncate
         // does), so what it holds was written after the cut (lines read already are repeats),
         // or kept from before (a cut to a length other than nothing): results with their time

@@ -834,11 +834,11 @@ fn a_fifo_in_place_of_a_trials_stdout_log_at_resume_is_not_read() {
     let stdout = dir.join("trial-0000/stdout.log");
     std::fs::remove_file(&stdout).unwrap();
     let fifo = tmp.path().join("fifo");
-    let made = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap();
-    assert!(made.success());
+    // mkfifo(3), not the command: a child forked while another test holds its sweep's lock
+    // would hold it too until it execs (that test's --resume then finds it held).
+    let path = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: mkfifo reads a NUL-terminated path that outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
     std::os::unix::fs::symlink(&fifo, &stdout).unwrap();
     let fake = Fake::new(|_, _| (curve(1, 4), Exit::Code(0)));
     let (out, ended) = run_within(sweep_engine::resume(&dir).unwrap(), fake, options(1));
@@ -972,8 +972,43 @@ fn counted_results_after_a_cut_to_a_non_zero_length_are_not_counted_again() {
     );
 }
 
-/// A journal written before stdout.log (its start entries without `stdout_from` and
-/// `counted_from`) resumes as it did: the unfinished trial runs again, nothing is read back.
+/// Another regular file put in place of a dead sweep's trial's stdout.log (renamed over it, as
+/// logrotate's default `create` leaves a new file where the trial's was) is not read back as the
+/// trial's output at --resume: the file is not the one the attempt started with (its device and
+/// inode), a warning says so, and the trial runs again.
+#[test]
+fn another_file_in_place_of_a_trials_stdout_log_is_not_read_as_its_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = out_dir(&tmp);
+    died_with_two_results_unread(&dir);
+    // As long as the trial's file, with other results after where its attempt started.
+    let stdout = dir.join("trial-0000/stdout.log");
+    let kept = std::fs::read(&stdout).unwrap().len() - (curve(1, 3)[1..].join("\n").len() + 1);
+    let other = dir.join("trial-0000/other.log");
+    let text = "x".repeat(kept - 1) + "\n" + &curve(25, 3)[1..].join("\n") + "\n";
+    std::fs::write(&other, text).unwrap();
+    std::fs::rename(&other, &stdout).unwrap();
+    let fake = Fake::new(|_, _| (curve(1, 4)[3..].to_vec(), Exit::Code(0)));
+    warnings();
+    let (out, ended) = run(sweep_engine::resume(&dir).unwrap(), fake, 1);
+    let warned = warnings();
+    assert_eq!(ended.unwrap().failed, 0);
+    let results: Vec<(&Value, &Value)> = (out.of_type("result"))
+        .map(|r| (&r["time"], &r["metric"]))
+        .collect();
+    assert_eq!(results, [(&json!(4.0), &json!(4.0))], "{warned:?}");
+    assert!(
+        warned
+            .iter()
+            .any(|w| w.starts_with("trial 0: ")
+                && w.contains("trial-0000/stdout.log is not the file")),
+        "{warned:?}"
+    );
+}
+
+/// A journal written before stdout.log (its start entries without `stdout_from`,
+/// `counted_from` and `stdout_file`) resumes as it did: the unfinished trial runs again,
+/// nothing is read back.
 #[test]
 fn a_journal_without_stdout_offsets_resumes_as_before() {
     let tmp = tempfile::tempdir().unwrap();
@@ -983,6 +1018,7 @@ fn a_journal_without_stdout_offsets_resumes_as_before() {
         if v["event"] == "start" {
             let e = v.as_object_mut().unwrap();
             assert!(e.remove("stdout_from").is_some() && e.remove("counted_from").is_some());
+            assert!(e.remove("stdout_file").is_some());
             assert_eq!(e.len(), 4, "event, trial, attempt, slot: {e:?}");
         }
     });
