@@ -447,13 +447,4 @@ impl Tally {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::CommandFactory;
-
-    #[test]
-    fn verify_cli() {
-        Cli::command().debug_assert();
-    }
-}
+cli_common::verify_cli!(Cli);
