@@ -368,15 +368,15 @@ mod tests {
     fn round_trip_and_torn_last_line() {
         let dir = tempfile::tempdir().unwrap();
         let mut j = Journal::create(dir.path(), &definition()).unwrap();
-        j.append(&Entry::Start {
+        let start = Entry::Start {
             trial: 0,
             attempt: 1,
             slot: 0,
             stdout_from: Some(7),
             counted_from: None,
             stdout_file: Some([1, 2]),
-        })
-        .unwrap();
+        };
+        j.append(&start).unwrap();
         drop(j);
         assert!(
             Journal::create(dir.path(), &definition())
@@ -391,17 +391,7 @@ mod tests {
         let (d, entries, mut j) = Journal::resume(dir.path()).unwrap();
         assert_eq!(d, definition());
         assert_eq!(d.command[1].to_os().as_bytes(), b"caf\xe9");
-        assert_eq!(
-            entries,
-            [Entry::Start {
-                trial: 0,
-                attempt: 1,
-                slot: 0,
-                stdout_from: Some(7),
-                counted_from: None,
-                stdout_file: Some([1, 2]),
-            }]
-        );
+        assert_eq!(entries, [start]);
         j.append(&Entry::End {
             trial: 0,
             status: "completed".into(),

@@ -270,11 +270,22 @@ impl Collect {
         self.records.iter().filter(move |r| r["type"] == ty)
     }
 
+    /// The trial records of `event`.
+    fn trial_records<'a>(&'a self, event: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
+        self.of_type("trial").filter(move |r| r["event"] == event)
+    }
+
     /// The trial records of `event`, as (trial, status).
     fn events(&self, event: &str) -> Vec<(u64, Value)> {
-        self.of_type("trial")
-            .filter(|r| r["event"] == event)
+        (self.trial_records(event))
             .map(|r| (r["trial"].as_u64().unwrap(), r["status"].clone()))
+            .collect()
+    }
+
+    /// The result records, as (time, metric).
+    fn results(&self) -> Vec<(Value, Value)> {
+        (self.of_type("result"))
+            .map(|r| (r["time"].clone(), r["metric"].clone()))
             .collect()
     }
 
@@ -398,6 +409,28 @@ fn run(
     run_with(opened, launcher, options(slots))
 }
 
+/// A sweep of `def` in `dir` (one slot) that dies with a trial's `Exit::Died` (or stops with
+/// its `Exit::Lost`), leaving its journal for a --resume: what it printed.
+fn died(dir: &Path, def: Definition, launcher: Fake) -> Collect {
+    let (out, ended) = run(create(dir, def), launcher, 1);
+    assert!(matches!(ended, Err(Error::Interrupted)), "{ended:?}");
+    out
+}
+
+/// A stand-in whose trial 0 prints and ends as `first` says, every other trial as `others`.
+fn first_and_others(first: (Vec<String>, Exit), others: (Vec<String>, Exit)) -> Fake {
+    Fake::new(move |trial, _| if trial == 0 { &first } else { &others }.clone())
+}
+
+/// What `--resume` of the sweep in `dir` is refused with (its journal replayed; nothing runs).
+fn resume_refused(dir: &Path) -> Error {
+    let fake = Fake::new(|_, _| (Vec::new(), Exit::Code(0)));
+    let mut out = Collect::default();
+    sweep_engine::resume(dir)
+        .and_then(|opened| Engine::new(opened, options(1), Box::new(fake), &mut out))
+        .unwrap_err()
+}
+
 /// Results at epochs 1..=`epochs` with m = `slope` · epoch.
 fn curve(slope: i64, epochs: i64) -> Vec<String> {
     (1..=epochs)
@@ -512,9 +545,7 @@ fn a_failed_attempt_is_retried_and_one_out_of_retries_is_an_error() {
     });
     let (out, ended) = run(create(&out_dir(&tmp), def), fake, 1);
     assert_eq!(ended.unwrap().failed, 1);
-    let retries: Vec<&Value> = (out.of_type("trial"))
-        .filter(|r| r["event"] == "retry")
-        .collect();
+    let retries: Vec<&Value> = out.trial_records("retry").collect();
     assert_eq!(retries.len(), 2, "one per trial: {retries:?}");
     assert!(
         retries[0]["message"]
@@ -536,12 +567,8 @@ fn a_lost_allocation_stops_the_sweep_and_resume_runs_only_the_unfinished_trial()
     let dir = out_dir(&tmp);
     let def = definition(&[1, 2], SchedulerKind::Fifo, 2.0, 3);
     // Trial 0 completes; trial 1's place goes away under it.
-    let fake = Fake::new(|trial, _| match trial {
-        0 => (curve(1, 2), Exit::Code(0)),
-        _ => (curve(2, 1), Exit::Lost),
-    });
-    let (out, ended) = run(create(&dir, def), fake, 1);
-    assert!(matches!(ended, Err(Error::Interrupted)), "{ended:?}");
+    let fake = first_and_others((curve(1, 2), Exit::Code(0)), (curve(2, 1), Exit::Lost));
+    let out = died(&dir, def, fake);
     assert_eq!(Error::Interrupted.class(), Class::Interrupted);
     assert!(out.events("retry").is_empty(), "nothing counted against it");
     assert_eq!(out.summary()["unfinished"], 1);
@@ -637,10 +664,7 @@ fn resume_refuses_a_journal_whose_decisions_this_sweep_would_not_take() {
             v["stop"] = json!(false);
         }
     });
-    let mut out = Collect::default();
-    let fake = Fake::new(|_, _| (Vec::new(), Exit::Code(0)));
-    let opened = sweep_engine::resume(&dir).unwrap();
-    let e = Engine::new(opened, options(1), Box::new(fake), &mut out).unwrap_err();
+    let e = resume_refused(&dir);
     assert!(matches!(e, Error::Journal(_)), "{e:?}");
     assert!(
         e.describe()
@@ -657,9 +681,7 @@ fn resume_refuses_a_journal_whose_decisions_this_sweep_would_not_take() {
             v["trial"] = json!(7);
         }
     });
-    let fake = Fake::new(|_, _| (Vec::new(), Exit::Code(0)));
-    let opened = sweep_engine::resume(&dir).unwrap();
-    let e = Engine::new(opened, options(1), Box::new(fake), &mut out).unwrap_err();
+    let e = resume_refused(&dir);
     assert!(e.describe().contains("names trial 7"), "{e}");
 }
 
@@ -687,8 +709,7 @@ fn tpe_resumed_suggests_again_what_its_journal_holds() {
     };
     let fake = Fake::new(script(true));
     let first = fake.log.clone();
-    let (out, ended) = run(create(&dir, def), fake, 1);
-    assert!(matches!(ended, Err(Error::Interrupted)), "{ended:?}");
+    let out = died(&dir, def, fake);
     let configs = |records: &[Value]| -> Vec<(u64, Value)> {
         (records.iter())
             .filter(|r| r["type"] == "trial" && r["event"] != "end")
@@ -739,9 +760,7 @@ fn journal_results(dir: &Path) -> Vec<(u64, f64)> {
 fn died_with_two_results_unread(dir: &Path) -> Collect {
     let def = definition(&[1], SchedulerKind::Fifo, 4.0, 0);
     let fake = Fake::new(|_, _| (curve(1, 1), Exit::Died(curve(1, 3)[1..].to_vec())));
-    let (out, ended) = run(create(dir, def), fake, 1);
-    assert!(matches!(ended, Err(Error::Interrupted)), "{ended:?}");
-    out
+    died(dir, def, fake)
 }
 
 /// A trial that keeps its state wrote results the sweep had not read when it died (kill -9
@@ -804,12 +823,11 @@ fn an_unread_result_that_stops_its_trial_is_acted_on_at_resume() {
     let dir = out_dir(&tmp);
     let def = definition(&[1, 2], SchedulerKind::Asha, 4.0, 0);
     // Trial 0 is good; trial 1 writes a poor epoch 1 and the sweep dies before reading it.
-    let fake = Fake::new(|trial, _| match trial {
-        0 => (curve(10, 4), Exit::Code(0)),
-        _ => (Vec::new(), Exit::Died(curve(1, 1))),
-    });
-    let (_, ended) = run(create(&dir, def), fake, 1);
-    assert!(matches!(ended, Err(Error::Interrupted)), "{ended:?}");
+    let fake = first_and_others(
+        (curve(10, 4), Exit::Code(0)),
+        (Vec::new(), Exit::Died(curve(1, 1))),
+    );
+    died(&dir, def, fake);
     let fake = Fake::new(|_, _| (curve(1, 4), Exit::Code(0)));
     let log = fake.log.clone();
     let (out, ended) = run(sweep_engine::resume(&dir).unwrap(), fake, 1);
@@ -843,19 +861,16 @@ fn a_fifo_in_place_of_a_trials_stdout_log_at_resume_is_not_read() {
     let fake = Fake::new(|_, _| (curve(1, 4), Exit::Code(0)));
     let (out, ended) = run_within(sweep_engine::resume(&dir).unwrap(), fake, options(1));
     assert_eq!(ended.unwrap().failed, 1);
-    let ends: Vec<Value> = (out.of_type("trial"))
-        .filter(|r| r["event"] == "end")
-        .cloned()
-        .collect();
-    let why = the_error(&ends);
+    let why = the_error(&out);
     assert!(
         why.contains("stdout.log") && why.contains("not a regular file"),
         "{why}"
     );
 }
 
-/// The message of the one trial end among `ends`, an error.
-fn the_error(ends: &[Value]) -> &str {
+/// The message of the one trial end among `out`'s records, an error.
+fn the_error(out: &Collect) -> &str {
+    let ends: Vec<&Value> = out.trial_records("end").collect();
     assert_eq!(ends.len(), 1, "{ends:?}");
     assert_eq!(ends[0]["status"], "error");
     ends[0]["message"].as_str().unwrap()
@@ -869,12 +884,11 @@ fn a_link_to_another_trials_stdout_log_is_not_read_as_this_trials() {
     let dir = out_dir(&tmp);
     let def = definition(&[1, 2], SchedulerKind::Fifo, 4.0, 0);
     // Trial 0 completes (m = 10 · epoch); trial 1 reads epoch 1 and the sweep dies.
-    let fake = Fake::new(|trial, _| match trial {
-        0 => (curve(10, 4), Exit::Code(0)),
-        _ => (curve(1, 1), Exit::Died(curve(1, 3)[1..].to_vec())),
-    });
-    let (_, ended) = run(create(&dir, def), fake, 1);
-    assert!(matches!(ended, Err(Error::Interrupted)), "{ended:?}");
+    let fake = first_and_others(
+        (curve(10, 4), Exit::Code(0)),
+        (curve(1, 1), Exit::Died(curve(1, 3)[1..].to_vec())),
+    );
+    died(&dir, def, fake);
     let stdout = dir.join("trial-0001/stdout.log");
     std::fs::remove_file(&stdout).unwrap();
     std::os::unix::fs::symlink("../trial-0000/stdout.log", &stdout).unwrap();
@@ -887,11 +901,7 @@ fn a_link_to_another_trials_stdout_log_is_not_read_as_this_trials() {
         [] as [&Value; 0],
         "trial 0's lines taken as trial 1's"
     );
-    let ends: Vec<Value> = (out.of_type("trial"))
-        .filter(|r| r["event"] == "end")
-        .cloned()
-        .collect();
-    let why = the_error(&ends);
+    let why = the_error(&out);
     assert!(
         why.contains("trial-0001/stdout.log") && why.contains("a symbolic link"),
         "{why}"
@@ -912,8 +922,7 @@ fn results_written_after_the_stdout_log_was_cut_are_taken_on_resume() {
         1 => (vec!["x".repeat(300)], Exit::Code(3)),
         _ => (curve(1, 1), Exit::Died(Vec::new())),
     });
-    let (_, ended) = run(create(&dir, def), fake, 1);
-    assert!(matches!(ended, Err(Error::Interrupted)), "{ended:?}");
+    died(&dir, def, fake);
     // Cut, then epochs 2 and 3 written.
     let unread = curve(1, 3)[1..].join("\n") + "\n";
     std::fs::write(dir.join("trial-0000/stdout.log"), unread).unwrap();
@@ -922,6 +931,18 @@ fn results_written_after_the_stdout_log_was_cut_are_taken_on_resume() {
     assert_eq!(ended.unwrap().failed, 0);
     let times: Vec<&Value> = out.of_type("result").map(|r| &r["time"]).collect();
     assert_eq!(times, [&json!(2.0), &json!(3.0), &json!(4.0)]);
+}
+
+/// The sweep in `dir` resumed with `launcher` (one slot) to its end, no trial in error, with a
+/// warning about trial 0 that holds each of `warning`'s parts: its results as (time, metric).
+fn resumed_to_its_end(dir: &Path, launcher: Fake, warning: &[&str]) -> Vec<(Value, Value)> {
+    warnings();
+    let (out, ended) = run(sweep_engine::resume(dir).unwrap(), launcher, 1);
+    let warned = warnings();
+    assert_eq!(ended.unwrap().failed, 0, "{warned:?}");
+    let said = |w: &String| w.starts_with("trial 0: ") && warning.iter().all(|p| w.contains(p));
+    assert!(warned.iter().any(said), "{warning:?}: {warned:?}");
+    out.results()
 }
 
 /// A dead sweep's trial whose stdout.log was cut to a length below where its last attempt
@@ -946,29 +967,19 @@ fn counted_results_after_a_cut_to_a_non_zero_length_are_not_counted_again() {
         }
         _ => (Vec::new(), Exit::Died(vec![m(3), m(4)])),
     });
-    let (_, ended) = run(create(&dir, def), fake, 1);
-    assert!(matches!(ended, Err(Error::Interrupted)), "{ended:?}");
+    died(&dir, def, fake);
     // Cut to its first line, the first attempt's result 1.
     let stdout = dir.join("trial-0000/stdout.log");
     std::fs::write(&stdout, m(1) + "\n").unwrap();
     let fake = Fake::new(move |_, _| (vec![m(3), m(4)], Exit::Code(0)));
-    warnings();
-    let (out, ended) = run(sweep_engine::resume(&dir).unwrap(), fake, 1);
-    let warned = warnings();
-    assert_eq!(ended.unwrap().failed, 0);
-    let results: Vec<(&Value, &Value)> = (out.of_type("result"))
-        .map(|r| (&r["time"], &r["metric"]))
-        .collect();
+    let warning = [
+        "1 result(s) without \"training_iteration\"",
+        "not taken: the file was cut",
+    ];
+    let results = resumed_to_its_end(&dir, fake, &warning);
     assert_eq!(
         results,
-        [(&json!(3.0), &json!(3.0)), (&json!(4.0), &json!(4.0))],
-        "{warned:?}"
-    );
-    assert!(
-        warned.iter().any(|w| w.starts_with("trial 0: ")
-            && w.contains("1 result(s) without \"training_iteration\"")
-            && w.contains("cut")),
-        "{warned:?}"
+        [(json!(3.0), json!(3.0)), (json!(4.0), json!(4.0))]
     );
 }
 
@@ -989,21 +1000,8 @@ fn another_file_in_place_of_a_trials_stdout_log_is_not_read_as_its_output() {
     std::fs::write(&other, text).unwrap();
     std::fs::rename(&other, &stdout).unwrap();
     let fake = Fake::new(|_, _| (curve(1, 4)[3..].to_vec(), Exit::Code(0)));
-    warnings();
-    let (out, ended) = run(sweep_engine::resume(&dir).unwrap(), fake, 1);
-    let warned = warnings();
-    assert_eq!(ended.unwrap().failed, 0);
-    let results: Vec<(&Value, &Value)> = (out.of_type("result"))
-        .map(|r| (&r["time"], &r["metric"]))
-        .collect();
-    assert_eq!(results, [(&json!(4.0), &json!(4.0))], "{warned:?}");
-    assert!(
-        warned
-            .iter()
-            .any(|w| w.starts_with("trial 0: ")
-                && w.contains("trial-0000/stdout.log is not the file")),
-        "{warned:?}"
-    );
+    let results = resumed_to_its_end(&dir, fake, &["trial-0000/stdout.log is not the file"]);
+    assert_eq!(results, [(json!(4.0), json!(4.0))]);
 }
 
 /// A journal written before stdout.log (its start entries without `stdout_from`,
@@ -1028,15 +1026,12 @@ fn a_journal_without_stdout_offsets_resumes_as_before() {
     let (out, ended) = run(sweep_engine::resume(&dir).unwrap(), fake, 1);
     assert_eq!(ended.unwrap().failed, 0);
     assert_eq!(starts(&log), [(0, 2)]);
-    let results: Vec<(&Value, &Value)> = (out.of_type("result"))
-        .map(|r| (&r["time"], &r["metric"]))
-        .collect();
     assert_eq!(
-        results,
+        out.results(),
         [
-            (&json!(2.0), &json!(4.0)),
-            (&json!(3.0), &json!(6.0)),
-            (&json!(4.0), &json!(8.0))
+            (json!(2.0), json!(4.0)),
+            (json!(3.0), json!(6.0)),
+            (json!(4.0), json!(8.0))
         ]
     );
     assert_eq!(out.summary()["completed"], 1);
@@ -1053,17 +1048,13 @@ fn resume_refuses_a_start_counted_from_below_zero() {
     def.time_attr = "training_iteration".into();
     let m = |x: i64| json!({ "m": x }).to_string();
     let fake = Fake::new(move |_, _| (vec![m(1)], Exit::Died(vec![m(2), m(3)])));
-    let (_, ended) = run(create(&dir, def), fake, 1);
-    assert!(matches!(ended, Err(Error::Interrupted)), "{ended:?}");
+    died(&dir, def, fake);
     edit_journal(&dir, |v| {
         if v["event"] == "start" {
             v["counted_from"] = json!(-10.0);
         }
     });
-    let fake = Fake::new(|_, _| (Vec::new(), Exit::Code(0)));
-    let mut out = Collect::default();
-    let opened = sweep_engine::resume(&dir).unwrap();
-    let e = Engine::new(opened, options(1), Box::new(fake), &mut out).unwrap_err();
+    let e = resume_refused(&dir);
     assert!(matches!(e, Error::Journal(_)), "{e:?}");
     assert!(e.describe().contains("counted_from"), "{e}");
 }

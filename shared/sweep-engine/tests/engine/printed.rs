@@ -30,15 +30,12 @@ fn results_that_cannot_be_used_are_warnings_naming_the_trial_and_line() {
     let (out, ended) = run(create(&dir, def), fake, 1);
     let warned = warnings();
     assert_eq!(ended.unwrap().failed, 0);
-    let results: Vec<(&Value, &Value)> = (out.of_type("result"))
-        .map(|r| (&r["time"], &r["metric"]))
-        .collect();
     assert_eq!(
-        results,
+        out.results(),
         [
-            (&json!(1.0), &json!("NaN")),
-            (&json!(2.0), &json!(1.0)),
-            (&json!(3.0), &json!(3.0))
+            (json!(1.0), json!("NaN")),
+            (json!(2.0), json!(1.0)),
+            (json!(3.0), json!(3.0))
         ],
         "{warned:?}"
     );
@@ -175,9 +172,7 @@ fn a_failed_trial_is_retried_from_its_checkpoint_or_from_its_start() {
     });
     let (out, ended) = run(create(&dir, def), fake, 1);
     assert_eq!(ended.unwrap().failed, 0);
-    let retries: Vec<&Value> = (out.of_type("trial"))
-        .filter(|r| r["event"] == "retry")
-        .collect();
+    let retries: Vec<&Value> = out.trial_records("retry").collect();
     assert_eq!(retries.len(), 2, "{retries:?}");
     assert!(
         (retries.iter()).all(|r| r["message"].as_str().unwrap().contains("exit status 3")),

@@ -216,10 +216,7 @@ fn a_trial_in_error_is_never_the_best() {
     let dir = out_dir(&tmp);
     let def = definition(&[1, 2], SchedulerKind::Fifo, 2.0, 0);
     // Trial 0 reports the better metric, then fails; trial 1 completes.
-    let fake = Fake::new(|trial, _| match trial {
-        0 => (curve(100, 1), Exit::Code(1)),
-        _ => (curve(1, 1), Exit::Code(0)),
-    });
+    let fake = first_and_others((curve(100, 1), Exit::Code(1)), (curve(1, 1), Exit::Code(0)));
     let (out, ended) = run(create(&dir, def), fake, 1);
     assert_eq!(ended.unwrap().failed, 1);
     assert_eq!(
@@ -281,11 +278,7 @@ fn a_damaged_journal_is_an_error_at_resume_not_a_panic() {
         edit(&mut lines);
         let text: String = lines.iter().map(|v| format!("{v}\n")).collect();
         std::fs::write(&path, text).unwrap();
-        let fake = Fake::new(|_, _| (Vec::new(), Exit::Code(0)));
-        let mut out = Collect::default();
-        let e = sweep_engine::resume(&dir)
-            .and_then(|opened| Engine::new(opened, options(1), Box::new(fake), &mut out))
-            .unwrap_err();
+        let e = resume_refused(&dir);
         let text = e.describe();
         assert!(
             text.contains(want) && text.contains("journal"),
