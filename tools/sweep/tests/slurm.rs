@@ -109,6 +109,19 @@ done
 exit 0
 "#;
 
+/// [`shell_sweep`] with `--launcher slurm` and `extra`, [`in_allocation`] of the stand-in Slurm
+/// in `bin`.
+fn slurm_sweep(dir: &Path, bin: &Path, space: &Value, script: &str, extra: &[&str]) -> Command {
+    let mut c = shell_sweep(
+        dir,
+        space,
+        script,
+        &[&["--launcher", "slurm"], extra].concat(),
+    );
+    in_allocation(&mut c, bin);
+    c
+}
+
 /// `c` inside an allocation of 2 nodes × 2 CPUs (no GPUs), the stand-in Slurm first on PATH.
 fn in_allocation(c: &mut Command, bin: &Path) {
     let path = std::env::var_os("PATH").unwrap_or_default();
@@ -139,8 +152,10 @@ fn decisions(out: &Path) -> Vec<Value> {
     (common::journal(out).into_iter().skip(1))
         .map(|mut v| {
             if let Some(o) = v.as_object_mut() {
-                // What the trials print of their own environment (CUDA_VISIBLE_DEVICES) differs.
-                o.retain(|k, _| !["slot", "record", "message"].contains(&k.as_str()));
+                // What the trials print of their own environment (CUDA_VISIBLE_DEVICES) differs,
+                // and each run's stdout.log is a file of its own (device and inode).
+                let differ = ["slot", "record", "message", "stdout_file"];
+                o.retain(|k, _| !differ.contains(&k.as_str()));
             }
             v
         })
@@ -235,8 +250,7 @@ done
 echo "{\"epoch\": 1, \"m\": 1, \"cuda\": \"${CUDA_VISIBLE_DEVICES-unset}\", \"omp\": \"${OMP_NUM_THREADS-unset}\", \"node\": \"$SLURMD_NODENAME\"}"
 "#;
     let space = json!({"x": {"grid": [1, 2, 3, 4, 5, 6]}});
-    let mut c = shell_sweep(dir.path(), &space, script, &["--launcher", "slurm"]);
-    in_allocation(&mut c, &bin);
+    let mut c = slurm_sweep(dir.path(), &bin, &space, script, &[]);
     c.env_remove("CUDA_VISIBLE_DEVICES")
         .env_remove("OMP_NUM_THREADS");
     let r = ok(&c.output().unwrap());
@@ -254,13 +268,13 @@ echo "{\"epoch\": 1, \"m\": 1, \"cuda\": \"${CUDA_VISIBLE_DEVICES-unset}\", \"om
         );
     }
     // --slots overrides; a trial asking for more than the allocation holds is a usage error.
-    let mut c = shell_sweep(
+    let mut c = slurm_sweep(
         dir.path(),
+        &bin,
         &space,
         "echo '{\"epoch\": 1, \"m\": 1}'",
-        &["--launcher", "slurm", "--nodes-per-trial", "3"],
+        &["--nodes-per-trial", "3"],
     );
-    in_allocation(&mut c, &bin);
     let o = c.output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("3 nodes"));
@@ -276,13 +290,7 @@ fn a_node_failure_is_a_failed_trial_even_when_srun_exits_0() {
     let script = "echo '{\"epoch\": 1, \"m\": 1}'; echo '{\"epoch\": 2, \"m\": 2}'";
     // Retried under --max-failures: the retry's record names the node and Slurm's reason.
     std::fs::write(fail.join("1"), "").unwrap();
-    let mut c = shell_sweep(
-        dir.path(),
-        &space,
-        script,
-        &["--launcher", "slurm", "--max-failures", "1"],
-    );
-    in_allocation(&mut c, &bin);
+    let mut c = slurm_sweep(dir.path(), &bin, &space, script, &["--max-failures", "1"]);
     c.env("FAKE_SRUN_FAIL", &fail);
     let r = ok(&c.output().unwrap());
     assert_eq!(r.retries.len(), 1);
@@ -297,8 +305,7 @@ fn a_node_failure_is_a_failed_trial_even_when_srun_exits_0() {
     std::fs::write(fail.join("0"), "").unwrap();
     let second = dir.path().join("second");
     std::fs::create_dir_all(&second).unwrap();
-    let mut c = shell_sweep(&second, &space, script, &["--launcher", "slurm"]);
-    in_allocation(&mut c, &bin);
+    let mut c = slurm_sweep(&second, &bin, &space, script, &[]);
     c.env("FAKE_SRUN_FAIL", &fail);
     let o = c.output().unwrap();
     testkit::exits(&o, 3);
@@ -366,13 +373,7 @@ while [ ! -e '{}' ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
 echo '{{"epoch": 2, "m": 2}}'"#,
         release.display()
     );
-    let mut b = shell_sweep(
-        &b_dir,
-        &space,
-        &b_script,
-        &["--launcher", "slurm", "--scheduler", "fifo"],
-    );
-    in_allocation(&mut b, &bin);
+    let mut b = slurm_sweep(&b_dir, &bin, &space, &b_script, &["--scheduler", "fifo"]);
     let b = b
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -383,13 +384,13 @@ echo '{{"epoch": 2, "m": 2}}'"#,
         std::fs::read(&b_result).is_ok_and(|r| !r.is_empty())
     });
     // A's trial 0, of the same number, reaches --max-t at its first result: A stops it.
-    let mut a = shell_sweep(
+    let mut a = slurm_sweep(
         &a_dir,
+        &bin,
         &space,
         r#"echo '{"epoch": 1, "m": 1}'; sleep 30"#,
-        &["--launcher", "slurm", "--scheduler", "fifo", "--max-t", "1"],
+        &["--scheduler", "fifo", "--max-t", "1"],
     );
-    in_allocation(&mut a, &bin);
     let a = ok(&a.output().unwrap());
     assert_eq!(a.ends[0].status.as_deref(), Some("completed"));
     std::fs::write(&release, "").unwrap();
@@ -420,13 +421,7 @@ fn a_trial_that_prints_slurm_like_lines_is_judged_by_what_slurm_says() {
 echo "srun: error: n9: task 0 launch failed: Unspecified error" >&2
 echo "srun: error: *** STEP 4242.7 ON n9 CANCELLED AT 2026-01-01T00:00:00 ***" >&2
 echo '{"epoch": 1, "m": 1}'"#;
-    let mut c = shell_sweep(
-        dir.path(),
-        &space,
-        script,
-        &["--launcher", "slurm", "--max-failures", "1"],
-    );
-    in_allocation(&mut c, &bin);
+    let mut c = slurm_sweep(dir.path(), &bin, &space, script, &["--max-failures", "1"]);
     let r = ok(&c.output().unwrap());
     assert!(r.retries.is_empty(), "{:?}", r.retries);
     assert_eq!(r.ends[0].status.as_deref(), Some("completed"));
@@ -446,13 +441,13 @@ fn failures_while_the_job_ends_are_unfinished_and_resume_runs_them() {
     // and every srun in it fails from then on.
     let space = json!({"x": {"grid": [3, 1]}});
     let script = r#"e=1; while [ $e -le 3 ]; do echo "{\"epoch\": $e, \"m\": $(((2 - SWEEP_TRIAL) * e))}"; e=$((e + 1)); done"#;
-    let mut c = shell_sweep(
+    let mut c = slurm_sweep(
         dir.path(),
+        &bin,
         &space,
         script,
-        &["--launcher", "slurm", "--slots", "1", "--max-failures", "2"],
+        &["--slots", "1", "--max-failures", "2"],
     );
-    in_allocation(&mut c, &bin);
     c.env("FAKE_SRUN_FAIL", &fail)
         .env("FAKE_SRUN_ENDS_JOB", "1");
     let o = c.output().unwrap();
@@ -510,13 +505,13 @@ fn default_slots_from_slurms_variables_are_bounded() {
     let dir = tempfile::tempdir().unwrap();
     let bin = fake_srun(dir.path());
     let space = json!({"x": {"grid": [1, 2]}});
-    let mut c = shell_sweep(
+    let mut c = slurm_sweep(
         dir.path(),
+        &bin,
         &space,
         r#"echo '{"epoch": 1, "m": 1}'"#,
-        &["--launcher", "slurm"],
+        &[],
     );
-    in_allocation(&mut c, &bin);
     c.env("SLURM_JOB_NUM_NODES", "1048576")
         .env("SLURM_CPUS_ON_NODE", "1048576");
     let r = ok(&c.output().unwrap());
@@ -532,13 +527,13 @@ fn slots_beyond_what_the_allocation_holds_are_warned_about() {
     let run = |slots: &str| {
         let sub = dir.path().join(format!("slots-{slots}"));
         std::fs::create_dir_all(&sub).unwrap();
-        let mut c = shell_sweep(
+        let mut c = slurm_sweep(
             &sub,
+            &bin,
             &space,
             r#"echo '{"epoch": 1, "m": 1}'"#,
-            &["--launcher", "slurm", "--slots", slots],
+            &["--slots", slots],
         );
-        in_allocation(&mut c, &bin);
         let o = c.output().unwrap();
         ok(&o);
         String::from_utf8_lossy(&o.stderr).into_owned()
