@@ -492,18 +492,13 @@ mod tests {
         let from = dir.path().join("from");
         std::fs::create_dir_all(from.join("ckpt")).unwrap();
         std::fs::write(from.join("ckpt/model.pt"), "state").unwrap();
-        let fifo = std::process::Command::new("mkfifo")
-            .arg(from.join("ckpt/pipe"))
-            .status()
-            .unwrap();
-        assert!(fifo.success());
+        crate::testing::mkfifo(&from.join("ckpt/pipe"));
         let saved = dir.path().join("saved");
-        let (tx, rx) = std::sync::mpsc::channel();
         let (f, s) = (from.clone(), saved.clone());
-        std::thread::spawn(move || tx.send(save_checkpoint(&f, &s).map_err(|e| e.to_string())));
-        rx.recv_timeout(std::time::Duration::from_secs(120))
-            .expect("the save ends")
-            .unwrap();
+        crate::testing::within("the save ends", move || {
+            save_checkpoint(&f, &s).map_err(|e| e.to_string())
+        })
+        .unwrap();
         assert_eq!(
             std::fs::read_to_string(saved.join("ckpt/model.pt")).unwrap(),
             "state"
@@ -577,24 +572,14 @@ mod tests {
     fn a_fifo_in_place_of_a_trials_file_is_an_error_not_a_wait() {
         for name in ["progress.csv", "result.json"] {
             let dir = tempfile::tempdir().unwrap();
-            let made = std::process::Command::new("mkfifo")
-                .arg(dir.path().join(name))
-                .status()
-                .unwrap();
-            assert!(made.success());
-            let (tx, rx) = std::sync::mpsc::channel();
+            crate::testing::mkfifo(&dir.path().join(name));
             let d = dir.path().to_path_buf();
-            std::thread::spawn(move || {
+            let opened = crate::testing::within("opening the trial's files ends", move || {
                 let config = Map::new();
-                tx.send(
-                    TrialFiles::open(&d, 0, 1, &config, 0)
-                        .map(drop)
-                        .map_err(|e| e.describe()),
-                )
+                (TrialFiles::open(&d, 0, 1, &config, 0))
+                    .map(drop)
+                    .map_err(|e| e.describe())
             });
-            let opened = rx
-                .recv_timeout(std::time::Duration::from_secs(60))
-                .expect("opening the trial's files ends");
             let e = opened.unwrap_err();
             assert!(e.contains(name) && e.contains("not a regular file"), "{e}");
         }

@@ -347,20 +347,12 @@ mod tests {
     #[test]
     fn a_fifo_in_place_of_the_journal_is_refused_not_read_for_ever() {
         let dir = tempfile::tempdir().unwrap();
-        let made = std::process::Command::new("mkfifo")
-            .arg(dir.path().join(FILE))
-            .status()
-            .unwrap();
-        assert!(made.success());
-        let (tx, rx) = std::sync::mpsc::channel();
+        crate::testing::mkfifo(&dir.path().join(FILE));
         let d = dir.path().to_path_buf();
-        std::thread::spawn(move || {
-            tx.send(Journal::resume(&d).map(|_| ()).map_err(|e| e.to_string()))
-        });
-        let e = rx
-            .recv_timeout(std::time::Duration::from_secs(120))
-            .expect("resume ends")
-            .unwrap_err();
+        let e = crate::testing::within("resume ends", move || {
+            Journal::resume(&d).map(|_| ()).map_err(|e| e.to_string())
+        })
+        .unwrap_err();
         assert!(e.contains("is a FIFO"), "{e}");
     }
 

@@ -15,6 +15,8 @@ pub mod plot;
 mod pyjson;
 mod setup;
 pub mod template;
+#[cfg(test)]
+mod testing;
 
 pub use engine::{Engine, RunOptions, trial_dir};
 pub use setup::{MAX_TRIALS, Opened, check_resumed, create, resume, template_of};
