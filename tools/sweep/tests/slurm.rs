@@ -122,6 +122,15 @@ fn slurm_sweep(dir: &Path, bin: &Path, space: &Value, script: &str, extra: &[&st
     c
 }
 
+/// The stand-in srun of `c` plays a node failure once for trial `trial` (a mark in DIR/fail,
+/// removed when played).
+fn node_failure_once(c: &mut Command, dir: &Path, trial: usize) {
+    let fail = dir.join("fail");
+    std::fs::create_dir_all(&fail).unwrap();
+    std::fs::write(fail.join(trial.to_string()), "").unwrap();
+    c.env("FAKE_SRUN_FAIL", &fail);
+}
+
 /// `c` inside an allocation of 2 nodes × 2 CPUs (no GPUs), the stand-in Slurm first on PATH.
 fn in_allocation(c: &mut Command, bin: &Path) {
     let path = std::env::var_os("PATH").unwrap_or_default();
@@ -284,14 +293,11 @@ echo "{\"epoch\": 1, \"m\": 1, \"cuda\": \"${CUDA_VISIBLE_DEVICES-unset}\", \"om
 fn a_node_failure_is_a_failed_trial_even_when_srun_exits_0() {
     let dir = tempfile::tempdir().unwrap();
     let bin = fake_srun(dir.path());
-    let fail = dir.path().join("fail");
-    std::fs::create_dir_all(&fail).unwrap();
     let space = json!({"x": {"grid": [1, 2]}});
     let script = "echo '{\"epoch\": 1, \"m\": 1}'; echo '{\"epoch\": 2, \"m\": 2}'";
     // Retried under --max-failures: the retry's record names the node and Slurm's reason.
-    std::fs::write(fail.join("1"), "").unwrap();
     let mut c = slurm_sweep(dir.path(), &bin, &space, script, &["--max-failures", "1"]);
-    c.env("FAKE_SRUN_FAIL", &fail);
+    node_failure_once(&mut c, dir.path(), 1);
     let r = ok(&c.output().unwrap());
     assert_eq!(r.retries.len(), 1);
     let why = r.retries[0].message.clone().unwrap_or_default();
@@ -302,11 +308,10 @@ fn a_node_failure_is_a_failed_trial_even_when_srun_exits_0() {
             .all(|e| e.status.as_deref() == Some("completed"))
     );
     // Without retries left it is an error (exit 3), not a completed trial.
-    std::fs::write(fail.join("0"), "").unwrap();
     let second = dir.path().join("second");
     std::fs::create_dir_all(&second).unwrap();
     let mut c = slurm_sweep(&second, &bin, &space, script, &[]);
-    c.env("FAKE_SRUN_FAIL", &fail);
+    node_failure_once(&mut c, dir.path(), 0);
     let o = c.output().unwrap();
     testkit::exits(&o, 3);
     let r = records(&o.stdout);
@@ -434,9 +439,6 @@ echo '{"epoch": 1, "m": 1}'"#;
 fn failures_while_the_job_ends_are_unfinished_and_resume_runs_them() {
     let dir = tempfile::tempdir().unwrap();
     let bin = fake_srun(dir.path());
-    let fail = dir.path().join("fail");
-    std::fs::create_dir_all(&fail).unwrap();
-    std::fs::write(fail.join("0"), "").unwrap();
     // Trial 0 (the better one) loses its node, and the job with it: Slurm requeues the job,
     // and every srun in it fails from then on.
     let space = json!({"x": {"grid": [3, 1]}});
@@ -448,8 +450,8 @@ fn failures_while_the_job_ends_are_unfinished_and_resume_runs_them() {
         script,
         &["--slots", "1", "--max-failures", "2"],
     );
-    c.env("FAKE_SRUN_FAIL", &fail)
-        .env("FAKE_SRUN_ENDS_JOB", "1");
+    node_failure_once(&mut c, dir.path(), 0);
+    c.env("FAKE_SRUN_ENDS_JOB", "1");
     let o = c.output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     let r = records(&o.stdout);
