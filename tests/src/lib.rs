@@ -73,12 +73,23 @@ pub const LAUNCHER_VARS: &[&str] = &[
     "MASTER_ADDR",
     "MASTER_PORT",
     "TORCHELASTIC_USE_AGENT_STORE",
+    "TORCHELASTIC_RUN_ID",
+    "SHARDKIT_AGENT_STORE",
+    "SHARDKIT_SPAWNED",
     "SLURM_PROCID",
+    "SLURM_NTASKS",
+    "SLURM_LOCALID",
 ];
 
 /// A command for `program` with none of [`LAUNCHER_VARS`] in its environment.
 pub fn without_launcher(program: impl AsRef<std::ffi::OsStr>) -> Command {
     let mut c = Command::new(program);
+    clear_launcher(&mut c);
+    c
+}
+
+/// Removes [`LAUNCHER_VARS`] from `c`'s environment.
+pub fn clear_launcher(c: &mut Command) -> &mut Command {
     for v in LAUNCHER_VARS {
         c.env_remove(v);
     }

@@ -454,29 +454,45 @@ fn rank_zero_serves_the_store_and_a_taken_port_names_the_flag() {
     drop(taken);
 
     // With the port free, rank 0 serves and rank 1 joins.
-    let hs: Vec<_> = (0..2)
+    let res = ranks_at_port(port, 2, Duration::from_secs(20), |rank, mut comm| {
+        let mut t = Tensor::full([3], 1.0 + rank as f64, (Kind::Float, Device::Cpu));
+        comm.all_reduce(&mut t, ReduceOp::Avg).unwrap();
+        comm.barrier().unwrap();
+        t.double_value(&[2])
+    });
+    assert_eq!(res, [1.5, 1.5]);
+}
+
+/// `world` ranks (threads) that meet at 127.0.0.1:`port` as torchrun's variables say (rank 0
+/// serves the store), each running `f` with its communicator; their results in rank order.
+fn ranks_at_port<T: Send + 'static>(
+    port: u16,
+    world: usize,
+    timeout: Duration,
+    f: impl Fn(usize, Communicator) -> T + Send + Sync + 'static,
+) -> Vec<T> {
+    let f = std::sync::Arc::new(f);
+    let hs: Vec<_> = (0..world)
         .map(|rank| {
+            let f = f.clone();
             std::thread::spawn(move || {
                 let opts = Options {
                     rank: Some(rank),
-                    world_size: Some(2),
+                    world_size: Some(world),
                     master_addr: Some("127.0.0.1".into()),
                     master_port: Some(port),
-                    timeout: Duration::from_secs(20),
+                    timeout,
                     ..Options::default()
                 };
                 let plan = opts.plan_with(&|_| None).unwrap();
-                let mut comm = Communicator::from_plan(plan, &opts, Backend::Cpu).unwrap();
-                let mut t = Tensor::full([3], 1.0 + rank as f64, (Kind::Float, Device::Cpu));
-                comm.all_reduce(&mut t, ReduceOp::Avg).unwrap();
-                comm.barrier().unwrap();
-                t.double_value(&[2])
+                f(
+                    rank,
+                    Communicator::from_plan(plan, &opts, Backend::Cpu).unwrap(),
+                )
             })
         })
         .collect();
-    for h in hs {
-        assert_eq!(h.join().unwrap(), 1.5);
-    }
+    hs.into_iter().map(|h| h.join().unwrap()).collect()
 }
 
 #[test]
@@ -505,33 +521,19 @@ fn a_rank_that_leaves_is_named_by_the_others() {
             .local_addr()
             .unwrap()
             .port();
-        let hs: Vec<_> = (0..3)
-            .map(|rank| {
-                std::thread::spawn(move || {
-                    let opts = Options {
-                        rank: Some(rank),
-                        world_size: Some(3),
-                        master_addr: Some("127.0.0.1".into()),
-                        master_port: Some(port),
-                        timeout: Duration::from_secs(600),
-                        ..Options::default()
-                    };
-                    let plan = opts.plan_with(&|_| None).unwrap();
-                    let mut comm = Communicator::from_plan(plan, &opts, Backend::Cpu).unwrap();
-                    comm.barrier().unwrap();
-                    if rank == leaver {
-                        std::thread::sleep(Duration::from_millis(200));
-                        comm.leave("interrupted (test)");
-                        return None;
-                    }
-                    let mut t = Tensor::full([4], 1.0, (Kind::Float, Device::Cpu));
-                    Some(comm.all_reduce(&mut t, ReduceOp::Sum).unwrap_err())
-                })
-            })
-            .collect();
         let t0 = Instant::now();
-        for (rank, h) in hs.into_iter().enumerate() {
-            match h.join().unwrap() {
+        let res = ranks_at_port(port, 3, Duration::from_secs(600), move |rank, mut comm| {
+            comm.barrier().unwrap();
+            if rank == leaver {
+                std::thread::sleep(Duration::from_millis(200));
+                comm.leave("interrupted (test)");
+                return None;
+            }
+            let mut t = Tensor::full([4], 1.0, (Kind::Float, Device::Cpu));
+            Some(comm.all_reduce(&mut t, ReduceOp::Sum).unwrap_err())
+        });
+        for (rank, r) in res.into_iter().enumerate() {
+            match r {
                 None => assert_eq!(rank, leaver),
                 Some(Error::PeerStopped { rank: r, why }) => {
                     assert_eq!((r, why.as_str()), (leaver, "interrupted (test)"))

@@ -11,28 +11,8 @@ use records::{BandwidthRecord, Summary};
 
 const BIN: &str = env!("CARGO_BIN_EXE_all-reduce-check");
 
-/// The launcher variables a test must not inherit from whatever runs it.
-const LAUNCH_VARS: &[&str] = &[
-    "RANK",
-    "WORLD_SIZE",
-    "LOCAL_RANK",
-    "LOCAL_WORLD_SIZE",
-    "MASTER_ADDR",
-    "MASTER_PORT",
-    "TORCHELASTIC_USE_AGENT_STORE",
-    "TORCHELASTIC_RUN_ID",
-    "SHARDKIT_AGENT_STORE",
-    "SHARDKIT_SPAWNED",
-    "SLURM_PROCID",
-    "SLURM_NTASKS",
-    "SLURM_LOCALID",
-];
-
 fn cmd() -> Command {
-    let mut c = Command::new(BIN);
-    for v in LAUNCH_VARS {
-        c.env_remove(v);
-    }
+    let mut c = testkit::without_launcher(BIN);
     c.arg("--device").arg("cpu");
     c
 }
@@ -426,8 +406,7 @@ fn nccl_tests_flags_header_and_device_list() {
         (&["--spawn", "2", "-G", "5"], "CUDA"),
     ] {
         let out = cmd().args(args).output().unwrap();
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
-        assert!(stderr(&out).contains(says), "{}", stderr(&out));
+        testkit::exits_saying(&out, 2, says);
     }
     // -c 3 checks three times (wrong counts add up: still 0), -z 1 waits for each call; the
     // header and every rank's process and device as nccl-tests lists them.
@@ -483,10 +462,7 @@ fn venv_bin(name: &str) -> PathBuf {
 fn torchrun_no_python_launches_ranks_that_join_its_agent_store() {
     // torchrun's agent already serves a TCPStore on MASTER_PORT; the ranks must join it as
     // clients (binding it would fail with EADDRINUSE).
-    let mut c = Command::new(venv_bin("torchrun"));
-    for v in LAUNCH_VARS {
-        c.env_remove(v);
-    }
+    let mut c = testkit::without_launcher(venv_bin("torchrun"));
     let out = c
         .args(["--no-python", "--standalone", "--nproc_per_node", "2"])
         .arg(BIN)
@@ -645,12 +621,7 @@ fn spawn_honours_master_port_and_refuses_flags_it_cannot_apply() {
         .args(["--master-port", &port])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains(&format!("--master-port {port} is already in use")),
-        "{}",
-        stderr(&out)
-    );
+    testkit::exits_saying(&out, 1, &format!("--master-port {port} is already in use"));
     drop(taken);
     let out = cmd()
         .args(args)
@@ -665,12 +636,7 @@ fn spawn_honours_master_port_and_refuses_flags_it_cannot_apply() {
         &["--init-method", "tcp://127.0.0.1:1234"],
     ] {
         let out = cmd().args(args).args(extra).output().unwrap();
-        assert_eq!(out.status.code(), Some(2), "{extra:?}: {}", stderr(&out));
-        assert!(
-            stderr(&out).contains("cannot be used with"),
-            "{}",
-            stderr(&out)
-        );
+        testkit::exits_saying(&out, 2, "cannot be used with");
     }
 }
 
@@ -772,8 +738,7 @@ fn contradictory_launcher_variables_are_usage_errors() {
             .env("WORLD_SIZE", "2")
             .output()
             .unwrap();
-        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-        assert!(stderr(&out).contains(why), "{}", stderr(&out));
+        testkit::exits_saying(&out, 2, why);
     }
 }
 
@@ -792,12 +757,7 @@ fn a_batch_script_without_srun_is_told_so_at_once() {
         .output()
         .unwrap();
     assert!(t0.elapsed() < Duration::from_secs(120));
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("launch the ranks with srun"),
-        "{}",
-        stderr(&out)
-    );
+    testkit::exits_saying(&out, 2, "launch the ranks with srun");
 }
 
 #[test]
@@ -853,9 +813,7 @@ mod netns;
 /// the first, 2 and 3 in the second), meeting at rank 0's store on the first's veth address.
 fn on_two_hosts(hosts: &netns::TwoHosts, rank: usize) -> Command {
     let mut c = hosts.command(rank / 2, BIN);
-    for v in LAUNCH_VARS {
-        c.env_remove(v);
-    }
+    testkit::clear_launcher(&mut c);
     c.args(["--device", "cpu"])
         .env("MASTER_ADDR", netns::ADDRS[0])
         .env("MASTER_PORT", "29500");
