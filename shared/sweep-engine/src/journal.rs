@@ -149,10 +149,10 @@ pub enum Entry {
         /// Where a counted training_iteration of the attempt goes on from.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         counted_from: Option<f64>,
-        /// The stdout.log the attempt wrote to, as its device and inode: --resume reads back
-        /// no other file found in its place (absent from older journals).
+        /// The stdout.log the attempt wrote to: --resume reads back no other file found in its
+        /// place (absent from older journals).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        stdout_file: Option<[u64; 2]>,
+        stdout_file: Option<FileId>,
     },
     Result {
         trial: usize,
@@ -191,6 +191,22 @@ pub enum Entry {
     },
     /// Nothing could run while trials were paused: HyperBand processed their brackets again.
     Unstick,
+}
+
+/// A file known by its device and inode, and its directory's: in the same directory (the
+/// sweep's, not a copy of it) another file of the same name is another file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileId {
+    pub dir: [u64; 2],
+    pub file: [u64; 2],
+}
+
+impl FileId {
+    /// The device and inode of what `meta` describes.
+    pub fn of(meta: &std::fs::Metadata) -> [u64; 2] {
+        use std::os::unix::fs::MetadataExt;
+        [meta.dev(), meta.ino()]
+    }
 }
 
 impl Entry {
@@ -366,7 +382,10 @@ mod tests {
             slot: 0,
             stdout_from: Some(7),
             counted_from: None,
-            stdout_file: Some([1, 2]),
+            stdout_file: Some(FileId {
+                dir: [1, 2],
+                file: [1, 3],
+            }),
         };
         j.append(&start).unwrap();
         drop(j);

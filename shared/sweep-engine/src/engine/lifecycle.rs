@@ -2,7 +2,8 @@
 //! failed (retried or an error) and ended, each journalled before it is printed.
 
 use std::fs::File;
-use std::os::unix::fs::MetadataExt;
+
+use crate::journal::FileId;
 
 use super::*;
 
@@ -45,8 +46,16 @@ impl Engine<'_> {
         let stdout = std::fs::create_dir_all(&t.dir)
             .map_err(Error::from)
             .and_then(|()| crate::files::open_stdout_log(&t.dir.join(launcher::STDOUT_LOG)));
-        let (stdout_from, stdout_file) = match stdout.as_ref().map(File::metadata) {
-            Ok(Ok(m)) => (m.len(), Some([m.dev(), m.ino()])),
+        let dir = std::fs::metadata(&t.dir).map(|d| FileId::of(&d));
+        let (stdout_from, stdout_file) = match (stdout.as_ref().map(File::metadata), dir) {
+            (Ok(Ok(m)), Ok(dir)) => (
+                m.len(),
+                Some(FileId {
+                    dir,
+                    file: FileId::of(&m),
+                }),
+            ),
+            (Ok(Ok(m)), Err(_)) => (m.len(), None),
             _ => (0, None),
         };
         self.journal.append(&Entry::Start {

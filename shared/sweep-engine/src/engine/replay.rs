@@ -3,7 +3,8 @@
 //! their stdout.log, as if read then.
 
 use std::io::{BufReader, Read, Seek};
-use std::os::unix::fs::MetadataExt;
+
+use crate::journal::FileId;
 
 use super::*;
 
@@ -15,8 +16,8 @@ struct Started {
     slot: usize,
     stdout_from: u64,
     counted_from: f64,
-    /// The stdout.log's device and inode, where the journal has them.
-    stdout_file: Option<[u64; 2]>,
+    /// Which stdout.log it was, where the journal says.
+    stdout_file: Option<FileId>,
 }
 
 /// A result entry's fields, as the journal holds them.
@@ -135,10 +136,11 @@ impl Engine<'_> {
             .metadata()
             .with_context(|| format!("reading {}", path.display()))?;
         // Another file in its place (renamed over it, as logrotate's default `create` leaves a
-        // new one) holds nothing of this attempt's.
-        if s.stdout_file
-            .is_some_and(|id| id != [meta.dev(), meta.ino()])
-        {
+        // new one) holds nothing of this attempt's; in a copy of the sweep's directory (other
+        // inodes throughout) nothing can be told.
+        let dir = std::fs::metadata(&self.trials[i].dir).map(|d| FileId::of(&d));
+        let replaced = |id: FileId| dir.is_ok_and(|d| d == id.dir) && id.file != FileId::of(&meta);
+        if s.stdout_file.is_some_and(replaced) {
             log::warn!(
                 "trial {i}: {} is not the file its last attempt wrote to (replaced since): its \
                  unread results are not read",

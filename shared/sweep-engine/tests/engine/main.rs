@@ -1004,6 +1004,33 @@ fn another_file_in_place_of_a_trials_stdout_log_is_not_read_as_its_output() {
     assert_eq!(results, [(json!(4.0), json!(4.0))]);
 }
 
+/// A dead sweep's directory copied elsewhere (to resume on another machine) holds the same
+/// files under other inodes: its trials' unread results are read back all the same.
+#[test]
+fn a_copied_sweep_directory_reads_back_its_unread_results() {
+    fn copy_tree(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap() {
+            let e = e.unwrap();
+            let (f, t) = (e.path(), to.join(e.file_name()));
+            match e.file_type().unwrap().is_dir() {
+                true => copy_tree(&f, &t),
+                false => drop(std::fs::copy(&f, &t).unwrap()),
+            }
+        }
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = out_dir(&tmp);
+    died_with_two_results_unread(&dir);
+    let copy = tmp.path().join("copy");
+    copy_tree(&dir, &copy);
+    let fake = Fake::new(|_, _| (curve(1, 4)[3..].to_vec(), Exit::Code(0)));
+    let (out, ended) = run(sweep_engine::resume(&copy).unwrap(), fake, 1);
+    assert_eq!(ended.unwrap().failed, 0);
+    let times: Vec<Value> = out.results().into_iter().map(|r| r.0).collect();
+    assert_eq!(times, [json!(2.0), json!(3.0), json!(4.0)]);
+}
+
 /// A journal written before stdout.log (its start entries without `stdout_from`,
 /// `counted_from` and `stdout_file`) resumes as it did: the unfinished trial runs again,
 /// nothing is read back.
