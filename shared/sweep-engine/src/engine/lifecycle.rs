@@ -7,6 +7,23 @@ use crate::journal::FileId;
 
 use super::*;
 
+/// Trial directory `dir`'s stdout.log opened for an attempt (or why it cannot be: a file in
+/// its place fails the launch), where the attempt's output starts in it, and which file it is.
+fn open_stdout(dir: &Path) -> (Result<File>, u64, Option<FileId>) {
+    let stdout = std::fs::create_dir_all(dir)
+        .map_err(Error::from)
+        .and_then(|()| crate::files::open_stdout_log(&dir.join(launcher::STDOUT_LOG)));
+    let dir = std::fs::metadata(dir).map(|d| FileId::of(&d));
+    match (stdout.as_ref().map(File::metadata), dir) {
+        (Ok(Ok(m)), Ok(dir)) => {
+            let file = FileId::of(&m);
+            (stdout, m.len(), Some(FileId { dir, file }))
+        }
+        (Ok(Ok(m)), Err(_)) => (stdout, m.len(), None),
+        _ => (stdout, 0, None),
+    }
+}
+
 impl Engine<'_> {
     pub(super) fn start(&mut self, i: usize, slot: usize) -> Result<()> {
         if !self.trials[i].chosen {
@@ -41,23 +58,7 @@ impl Engine<'_> {
         t.attempts = attempt;
         t.status = Status::Running;
         t.first_start.get_or_insert_with(Instant::now);
-        // Which file this attempt's output goes to, and where in it it starts (a file in place
-        // of stdout.log fails the launch).
-        let stdout = std::fs::create_dir_all(&t.dir)
-            .map_err(Error::from)
-            .and_then(|()| crate::files::open_stdout_log(&t.dir.join(launcher::STDOUT_LOG)));
-        let dir = std::fs::metadata(&t.dir).map(|d| FileId::of(&d));
-        let (stdout_from, stdout_file) = match (stdout.as_ref().map(File::metadata), dir) {
-            (Ok(Ok(m)), Ok(dir)) => (
-                m.len(),
-                Some(FileId {
-                    dir,
-                    file: FileId::of(&m),
-                }),
-            ),
-            (Ok(Ok(m)), Err(_)) => (m.len(), None),
-            _ => (0, None),
-        };
+        let (stdout, stdout_from, stdout_file) = open_stdout(&t.dir);
         self.journal.append(&Entry::Start {
             trial: i,
             attempt,
@@ -92,16 +93,7 @@ impl Engine<'_> {
             Ok((pid, files)) => {
                 let t = &mut self.trials[i];
                 t.files = Some(files);
-                t.proc = Some(Proc {
-                    pid,
-                    slot,
-                    attempt,
-                    term_sent: None,
-                    kill_sent: false,
-                    last_time: None,
-                    counted: 0,
-                    uncountable: None,
-                });
+                t.proc = Some(Proc::new(pid, slot, attempt));
                 self.procs.slots[slot] = Some(i);
                 Ok(())
             }

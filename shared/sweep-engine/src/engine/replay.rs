@@ -20,6 +20,15 @@ struct Started {
     stdout_file: Option<FileId>,
 }
 
+/// The part of a trial's stdout.log its attempt wrote that the sweep had not read: from
+/// `from` to `len`; `cut`: the file was cut since the attempt started.
+struct Unread {
+    file: std::fs::File,
+    from: u64,
+    len: u64,
+    cut: bool,
+}
+
 /// A result entry's fields, as the journal holds them.
 struct Journalled<'e> {
     trial: usize,
@@ -112,24 +121,23 @@ impl Engine<'_> {
         Ok(())
     }
 
-    /// Trial `i`'s unfinished attempt `s`: the lines it wrote to its stdout.log (from where the
-    /// attempt started) taken as the running sweep would have taken them; those journalled
-    /// already are repeats, skipped.
-    fn read_unread(&mut self, i: usize, s: Started) -> Result<()> {
-        let path = self.trials[i].dir.join(launcher::STDOUT_LOG);
-        if std::fs::symlink_metadata(&path).is_err() {
-            return Ok(()); // nothing written
+    /// What of trial `i`'s stdout.log at `path` attempt `s` wrote and the sweep had not read;
+    /// `None` when there is nothing of the attempt's to read (warned when something other than
+    /// its file is in its place).
+    fn unread_part(&self, i: usize, s: &Started, path: &Path) -> Result<Option<Unread>> {
+        if std::fs::symlink_metadata(path).is_err() {
+            return Ok(None); // nothing written
         }
         // Not a regular file (put in its place since), or a link: nothing is read, and the
         // trial's launch fails on it as on any of its files.
-        let mut file = match crate::files::open_stdout_log(&path) {
+        let file = match crate::files::open_stdout_log(path) {
             Ok(f) => f,
             Err(e) => {
                 log::warn!(
                     "trial {i}: {}: its unread results are not read",
                     e.describe()
                 );
-                return Ok(());
+                return Ok(None);
             }
         };
         let meta = file
@@ -146,7 +154,7 @@ impl Engine<'_> {
                  unread results are not read",
                 path.display()
             );
-            return Ok(());
+            return Ok(None);
         }
         let len = meta.len();
         // Shorter than where the attempt started: cut since (as logrotate's copytruncate
@@ -165,9 +173,28 @@ impl Engine<'_> {
         } else {
             s.stdout_from
         };
-        if len == from {
+        Ok((len > from).then_some(Unread {
+            file,
+            from,
+            len,
+            cut,
+        }))
+    }
+
+    /// Trial `i`'s unfinished attempt `s`: the lines it wrote to its stdout.log (from where the
+    /// attempt started) taken as the running sweep would have taken them; those journalled
+    /// already are repeats, skipped.
+    fn read_unread(&mut self, i: usize, s: Started) -> Result<()> {
+        let path = self.trials[i].dir.join(launcher::STDOUT_LOG);
+        let Some(Unread {
+            mut file,
+            from,
+            len,
+            cut,
+        }) = self.unread_part(i, &s, &path)?
+        else {
             return Ok(());
-        }
+        };
         file.seek(std::io::SeekFrom::Start(from))
             .with_context(|| format!("reading {}", path.display()))?;
         let mut r = BufReader::new(file.take(len - from));

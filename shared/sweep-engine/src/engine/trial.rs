@@ -65,18 +65,27 @@ pub(super) struct Proc {
 }
 
 impl Proc {
+    /// Attempt `attempt`, started as `pid` in `slot`.
+    pub(super) fn new(pid: i32, slot: usize, attempt: usize) -> Proc {
+        Proc {
+            pid,
+            slot,
+            attempt,
+            term_sent: None,
+            kill_sent: false,
+            last_time: None,
+            counted: 0,
+            uncountable: None,
+        }
+    }
+
     /// An attempt whose process is gone (a dead sweep's), while what it wrote is read back:
     /// marked as already asked to stop and killed, so it is never signalled.
     pub(super) fn read_back(attempt: usize, slot: usize) -> Proc {
         Proc {
-            pid: 0,
-            slot,
-            attempt,
             term_sent: Some(Instant::now()),
             kill_sent: true,
-            last_time: None,
-            counted: 0,
-            uncountable: None,
+            ..Proc::new(0, slot, attempt)
         }
     }
 }
