@@ -945,6 +945,19 @@ fn resumed_to_its_end(dir: &Path, launcher: Fake, warning: &[&str]) -> Vec<(Valu
     out.results()
 }
 
+/// A FIFO sweep of one trial to 4 whose results carry no time (a counted training_iteration),
+/// with `max_failures`.
+fn counted_sweep(max_failures: usize) -> Definition {
+    let mut def = definition(&[1], SchedulerKind::Fifo, 4.0, max_failures);
+    def.time_attr = "training_iteration".into();
+    def
+}
+
+/// A counted result: m = `x`, no time.
+fn m(x: i64) -> String {
+    json!({ "m": x }).to_string()
+}
+
 /// A dead sweep's trial whose stdout.log was cut to a length below where its last attempt
 /// started, not to nothing: what is left is an earlier attempt's, so a result without a time
 /// (counted) read back from the file's start would count that attempt's results again as this
@@ -954,9 +967,7 @@ fn resumed_to_its_end(dir: &Path, launcher: Fake, warning: &[&str]) -> Vec<(Valu
 fn counted_results_after_a_cut_to_a_non_zero_length_are_not_counted_again() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = out_dir(&tmp);
-    let mut def = definition(&[1], SchedulerKind::Fifo, 4.0, 1);
-    def.time_attr = "training_iteration".into();
-    let m = |x: i64| json!({ "m": x }).to_string();
+    let def = counted_sweep(1);
     // The first attempt keeps its state, prints 2 results and fails; the second dies before
     // its 2 results are read.
     let state = dir.join("trial-0000/state");
@@ -1071,9 +1082,7 @@ fn a_journal_without_stdout_offsets_resumes_as_before() {
 fn resume_refuses_a_start_counted_from_below_zero() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = out_dir(&tmp);
-    let mut def = definition(&[1], SchedulerKind::Fifo, 4.0, 0);
-    def.time_attr = "training_iteration".into();
-    let m = |x: i64| json!({ "m": x }).to_string();
+    let def = counted_sweep(0);
     let fake = Fake::new(move |_, _| (vec![m(1)], Exit::Died(vec![m(2), m(3)])));
     died(&dir, def, fake);
     edit_journal(&dir, |v| {
