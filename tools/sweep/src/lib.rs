@@ -633,13 +633,4 @@ fn at_most<const MAX: usize>(s: &str) -> std::result::Result<usize, String> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::CommandFactory;
-
-    #[test]
-    fn verify_cli() {
-        Cli::command().debug_assert();
-    }
-}
+cli_common::verify_cli!(Cli);
