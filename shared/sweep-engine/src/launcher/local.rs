@@ -155,14 +155,20 @@ pub fn allowed_cpus() -> Vec<usize> {
     }
 }
 
-/// Ends the processes (this user's, found in /proc) whose environment says they belong to the
-/// trial in `trial_dir` (`SWEEP_TRIAL_DIR`, which every process a trial starts inherits): what
-/// an earlier sweep of this directory left running when it was killed (PR_SET_PDEATHSIG reaches
+/// Ends the processes (this user's, found in /proc) that belong to the trial in `trial_dir`:
+/// those whose environment says so (`SWEEP_TRIAL_DIR`, which every process a trial starts
+/// inherits) and those that hold its stdout.log open for writing (its device and inode: found
+/// also when the directory was moved since, or a process cleared its environment). What an
+/// earlier sweep of this directory left running when it was killed (PR_SET_PDEATHSIG reaches
 /// only a trial's first process; its children were reparented and ran on). Called before the
-/// trial starts again; returns the pids it killed.
+/// trial starts again; returns the pids it killed, once each has ended (or after 10 seconds).
 pub fn end_leftovers(trial_dir: &std::path::Path) -> Vec<i32> {
     use std::os::unix::ffi::OsStrExt;
     let marker = [b"SWEEP_TRIAL_DIR=", trial_dir.as_os_str().as_bytes()].concat();
+    let stdout = std::fs::symlink_metadata(trial_dir.join(super::STDOUT_LOG))
+        .ok()
+        .filter(|m| m.is_file())
+        .map(|m| crate::journal::FileId::of(&m));
     let me = std::process::id() as i32;
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
@@ -179,7 +185,9 @@ pub fn end_leftovers(trial_dir: &std::path::Path) -> Vec<i32> {
         let Ok(environ) = std::fs::read(e.path().join("environ")) else {
             continue;
         };
-        if environ.split(|&b| b == 0).any(|v| v == marker) {
+        if environ.split(|&b| b == 0).any(|v| v == marker)
+            || stdout.is_some_and(|id| writes_to(&e.path(), id))
+        {
             // SAFETY: kill(2) on a pid read just now; no memory is shared.
             unsafe {
                 libc::kill(pid, libc::SIGKILL);
@@ -187,7 +195,38 @@ pub fn end_leftovers(trial_dir: &std::path::Path) -> Vec<i32> {
             killed.push(pid);
         }
     }
+    // Nothing of theirs may land in the file after it is read back: each one gone (or a
+    // zombie, its writes done), within a deadline.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let ended = |pid: &i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| {
+                s.rsplit_once(')')
+                    .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+            })
+            .unwrap_or(true)
+    };
+    while !killed.iter().all(ended) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     killed
+}
+
+/// Whether the process at `proc` (its /proc directory) holds the file `id` open for writing.
+fn writes_to(proc: &std::path::Path, id: [u64; 2]) -> bool {
+    let Ok(fds) = std::fs::read_dir(proc.join("fd")) else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        std::fs::metadata(fd.path()).is_ok_and(|m| crate::journal::FileId::of(&m) == id)
+            && std::fs::read_to_string(proc.join("fdinfo").join(fd.file_name())).is_ok_and(|i| {
+                (i.lines())
+                    .find_map(|l| l.strip_prefix("flags:"))
+                    .and_then(|f| i32::from_str_radix(f.trim(), 8).ok())
+                    .is_some_and(|f| f & libc::O_ACCMODE != libc::O_RDONLY)
+            })
+    })
 }
 
 #[cfg(test)]

@@ -420,3 +420,38 @@ exec sleep 600"#;
     assert_eq!(journal_results(&out), [(0, 1.0), (0, 2.0), (0, 3.0)]);
     assert_eq!(journal_ends(&out), [(0, "completed".to_string())]);
 }
+
+/// What a killed sweep left running in a trial is ended by --resume also when the sweep's
+/// directory was moved since (the processes' SWEEP_TRIAL_DIR names the old path), and when a
+/// process cleared its environment and left its session (`setsid env -i`): they hold the
+/// trial's stdout.log, the file the journal names.
+#[test]
+fn resume_of_a_moved_sweep_ends_what_was_left_running_even_without_its_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"if [ -e "$SWEEP_TRIAL_DIR/again" ]; then printf '\173"m": 2, "epoch": 2\175\n'; exit 0; fi; touch "$SWEEP_TRIAL_DIR/again"; (trap '' TERM; exec sleep 1717) & (trap '' TERM; exec setsid env -i sleep 1718) & printf '\173"m": 1, "epoch": 1\175\n'; wait"#;
+    kill_after_results(shell_sweep(dir.path(), script), 1);
+    let left = |n: &str| {
+        let o = Command::new("pgrep")
+            .args(["-f", &format!("^sleep {n}$")])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    let moved = dir.path().join("moved");
+    std::fs::rename(dir.path().join("run"), &moved).unwrap();
+    let o = Command::new(BIN)
+        .args(["--resume", "--report-secs", "0", "--out-dir"])
+        .arg(&moved)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    let r = ok(&o);
+    let (a, b) = (left("1717"), left("1718"));
+    // Not left running for the next test run either.
+    for pid in a.split_whitespace().chain(b.split_whitespace()) {
+        let _ = Command::new("kill").args(["-9", pid]).status();
+    }
+    assert!(a.is_empty() && b.is_empty(), "left running: {a} {b}; {err}");
+    assert!(err.contains("were still running in"), "{err}");
+    assert_eq!(r.results.last().unwrap().time, 2.0);
+}
