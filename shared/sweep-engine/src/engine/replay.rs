@@ -58,6 +58,8 @@ impl Engine<'_> {
         // The status a replayed decision gave a trial, until its end entry is read.
         let mut decided: Vec<Option<Status>> = vec![None; self.trials.len()];
         let mut started: Vec<Option<Started>> = vec![None; self.trials.len()];
+        // Each attempt's stdout.log, as its start entry names it, and its trial.
+        let mut files: Vec<(usize, FileId)> = Vec::new();
         for e in entries {
             if let Some(trial) = e.trial()
                 && trial >= self.trials.len()
@@ -85,6 +87,7 @@ impl Engine<'_> {
                         "start of trial {trial} has counted_from {c}"
                     )));
                 }
+                files.extend(stdout_file.map(|f| (*trial, f)));
                 started[*trial] = Some(Started {
                     attempt: *attempt,
                     slot: *slot,
@@ -114,7 +117,7 @@ impl Engine<'_> {
                 // Its processes the dead sweep left running are ended first: what they wrote
                 // until then is read as the dead attempt's, nothing after it as the next's.
                 self.procs.end_leftovers(&self.trials[i]);
-                self.read_unread(i, s)?;
+                self.read_unread(i, s, &files)?;
             }
         }
         self.requeue();
@@ -123,8 +126,14 @@ impl Engine<'_> {
 
     /// What of trial `i`'s stdout.log at `path` attempt `s` wrote and the sweep had not read;
     /// `None` when there is nothing of the attempt's to read (warned when something other than
-    /// its file is in its place).
-    fn unread_part(&self, i: usize, s: &Started, path: &Path) -> Result<Option<Unread>> {
+    /// its file is in its place: another trial's, as `files` names them, or another file in its
+    /// directory).
+    fn unread_part(
+        &self,
+        (i, s): (usize, &Started),
+        path: &Path,
+        files: &[(usize, FileId)],
+    ) -> Result<Option<Unread>> {
         if std::fs::symlink_metadata(path).is_err() {
             return Ok(None); // nothing written
         }
@@ -146,13 +155,23 @@ impl Engine<'_> {
         // Another file in its place (renamed over it, as logrotate's default `create` leaves a
         // new one) holds nothing of this attempt's; in a copy of the sweep's directory (other
         // inodes throughout) nothing can be told.
-        let dir = std::fs::metadata(&self.trials[i].dir).map(|d| FileId::of(&d));
-        let replaced = |id: FileId| dir.is_ok_and(|d| d == id.dir) && id.file != FileId::of(&meta);
-        if s.stdout_file.is_some_and(replaced) {
+        let dir = std::fs::metadata(&self.trials[i].dir)
+            .ok()
+            .map(|d| FileId::of(&d));
+        let replaced = |id: FileId| dir == Some(id.dir) && id.file != FileId::of(&meta);
+        // Another trial's file or directory (the trials' directories swapped, linked or moved
+        // into each other's places) holds nothing of this trial's either.
+        let another = (files.iter())
+            .any(|(t, id)| *t != i && (id.file == FileId::of(&meta) || dir == Some(id.dir)));
+        if another || s.stdout_file.is_some_and(replaced) {
             log::warn!(
-                "trial {i}: {} is not the file its last attempt wrote to (replaced since): its \
-                 unread results are not read",
-                path.display()
+                "trial {i}: {} is not the file its last attempt wrote to ({} since): its unread \
+                 results are not read",
+                path.display(),
+                match another {
+                    true => "another trial's file or directory put in its place",
+                    false => "replaced",
+                }
             );
             return Ok(None);
         }
@@ -184,14 +203,14 @@ impl Engine<'_> {
     /// Trial `i`'s unfinished attempt `s`: the lines it wrote to its stdout.log (from where the
     /// attempt started) taken as the running sweep would have taken them; those journalled
     /// already are repeats, skipped.
-    fn read_unread(&mut self, i: usize, s: Started) -> Result<()> {
+    fn read_unread(&mut self, i: usize, s: Started, files: &[(usize, FileId)]) -> Result<()> {
         let path = self.trials[i].dir.join(launcher::STDOUT_LOG);
         let Some(Unread {
             mut file,
             from,
             len,
             cut,
-        }) = self.unread_part(i, &s, &path)?
+        }) = self.unread_part((i, &s), &path, files)?
         else {
             return Ok(());
         };

@@ -1094,3 +1094,37 @@ fn resume_refuses_a_start_counted_from_below_zero() {
     assert!(matches!(e, Error::Journal(_)), "{e:?}");
     assert!(e.describe().contains("counted_from"), "{e}");
 }
+
+/// A dead sweep's trial directories swapped (renamed into each other's places) before
+/// --resume: the unfinished trial's stdout.log is now another trial's file, the journal's by
+/// its device and inode, so it is not read back as the unfinished trial's output (that would
+/// judge trial 1 by trial 0's curve); a warning names the trial and the file, and the trial
+/// runs again.
+#[test]
+fn another_trials_stdout_log_in_place_of_a_trials_is_not_read_as_its_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = out_dir(&tmp);
+    let def = definition(&[1, 2], SchedulerKind::Fifo, 4.0, 0);
+    // Trial 0 runs to its end (m = 5 · epoch); trial 1 dies with two results unread.
+    let fake = first_and_others(
+        (curve(5, 4), Exit::Code(0)),
+        (curve(1, 1), Exit::Died(curve(1, 3)[1..].to_vec())),
+    );
+    died(&dir, def, fake);
+    let (a, b, swap) = (
+        dir.join("trial-0000"),
+        dir.join("trial-0001"),
+        dir.join("swap"),
+    );
+    std::fs::rename(&a, &swap).unwrap();
+    std::fs::rename(&b, &a).unwrap();
+    std::fs::rename(&swap, &b).unwrap();
+    warnings();
+    let fake = Fake::new(|_, _| (curve(1, 4)[3..].to_vec(), Exit::Code(0)));
+    let (out, ended) = run(sweep_engine::resume(&dir).unwrap(), fake, 1);
+    let warned = warnings();
+    assert_eq!(ended.unwrap().failed, 0, "{warned:?}");
+    assert_eq!(out.results(), [(json!(4.0), json!(4.0))], "{warned:?}");
+    let said = |w: &String| w.starts_with("trial 1: ") && w.contains("trial-0001/stdout.log");
+    assert!(warned.iter().any(said), "{warned:?}");
+}
