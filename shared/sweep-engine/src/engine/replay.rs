@@ -29,6 +29,25 @@ struct Unread {
     cut: bool,
 }
 
+/// The trials whose start entries name each file and directory (device and inode) as their
+/// stdout.log's: the first one, and whether others do too.
+#[derive(Default)]
+struct Owners(std::collections::HashMap<[u64; 2], (usize, bool)>);
+
+impl Owners {
+    fn add(&mut self, trial: usize, f: &FileId) {
+        for id in [f.dir, f.file] {
+            let o = self.0.entry(id).or_insert((trial, false));
+            o.1 |= o.0 != trial;
+        }
+    }
+
+    /// Whether a trial other than `trial` wrote to `id` or in it.
+    fn other_than(&self, trial: usize, id: [u64; 2]) -> bool {
+        self.0.get(&id).is_some_and(|&(t, more)| more || t != trial)
+    }
+}
+
 /// A result entry's fields, as the journal holds them.
 struct Journalled<'e> {
     trial: usize,
@@ -59,7 +78,7 @@ impl Engine<'_> {
         let mut decided: Vec<Option<Status>> = vec![None; self.trials.len()];
         let mut started: Vec<Option<Started>> = vec![None; self.trials.len()];
         // Each attempt's stdout.log, as its start entry names it, and its trial.
-        let mut files: Vec<(usize, FileId)> = Vec::new();
+        let mut files = Owners::default();
         for e in entries {
             if let Some(trial) = e.trial()
                 && trial >= self.trials.len()
@@ -87,7 +106,9 @@ impl Engine<'_> {
                         "start of trial {trial} has counted_from {c}"
                     )));
                 }
-                files.extend(stdout_file.map(|f| (*trial, f)));
+                if let Some(f) = stdout_file {
+                    files.add(*trial, f);
+                }
                 started[*trial] = Some(Started {
                     attempt: *attempt,
                     slot: *slot,
@@ -132,7 +153,7 @@ impl Engine<'_> {
         &self,
         (i, s): (usize, &Started),
         path: &Path,
-        files: &[(usize, FileId)],
+        files: &Owners,
     ) -> Result<Option<Unread>> {
         if std::fs::symlink_metadata(path).is_err() {
             return Ok(None); // nothing written
@@ -161,8 +182,8 @@ impl Engine<'_> {
         let replaced = |id: FileId| dir == Some(id.dir) && id.file != FileId::of(&meta);
         // Another trial's file or directory (the trials' directories swapped, linked or moved
         // into each other's places) holds nothing of this trial's either.
-        let another = (files.iter())
-            .any(|(t, id)| *t != i && (id.file == FileId::of(&meta) || dir == Some(id.dir)));
+        let another =
+            files.other_than(i, FileId::of(&meta)) || dir.is_some_and(|d| files.other_than(i, d));
         if another || s.stdout_file.is_some_and(replaced) {
             log::warn!(
                 "trial {i}: {} is not the file its last attempt wrote to ({} since): its unread \
@@ -203,7 +224,7 @@ impl Engine<'_> {
     /// Trial `i`'s unfinished attempt `s`: the lines it wrote to its stdout.log (from where the
     /// attempt started) taken as the running sweep would have taken them; those journalled
     /// already are repeats, skipped.
-    fn read_unread(&mut self, i: usize, s: Started, files: &[(usize, FileId)]) -> Result<()> {
+    fn read_unread(&mut self, i: usize, s: Started, files: &Owners) -> Result<()> {
         let path = self.trials[i].dir.join(launcher::STDOUT_LOG);
         let Some(Unread {
             mut file,
