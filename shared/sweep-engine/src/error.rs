@@ -42,6 +42,13 @@ pub enum Error {
     /// One of the sweep's own files is a FIFO, device or directory (`kind` says which).
     #[error("{}: {kind}, not a regular file", .path.display())]
     NotRegular { path: PathBuf, kind: &'static str },
+    /// A trial's stdout.log has other names (hard links): another file of the sweep's, or
+    /// another trial's, would be read and written as the trial's output.
+    #[error(
+        "{}: the file has other names too (hard links): a trial's stdout.log must be its own",
+        .path.display()
+    )]
+    Linked { path: PathBuf },
     /// The directory is held by another live sweep, or cannot be locked.
     #[error(transparent)]
     Lock(#[from] atomic_file::LockError),
@@ -104,6 +111,7 @@ impl Classify for Error {
             | Error::Started { .. }
             | Error::Definition(_)
             | Error::NotRegular { .. }
+            | Error::Linked { .. }
             | Error::Lock(_)
             | Error::Output(_) => Class::Fatal,
         }

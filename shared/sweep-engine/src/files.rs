@@ -179,9 +179,20 @@ pub fn open_regular(path: &Path, append: bool) -> Result<File> {
 
 /// A trial's stdout.log, opened for reading and appending as [`open_regular`] opens the
 /// sweep's files, but never through a symbolic link: a trial's lines are read from its own file
-/// only (through a link to another trial's, that trial's lines would be judged as this one's).
+/// only (through a link to another trial's, that trial's lines would be judged as this one's),
+/// nor a file with other names (a hard link to the journal or another trial's stdout.log).
 pub fn open_stdout_log(path: &Path) -> Result<File> {
-    open_own(path, true, libc::O_NOFOLLOW)
+    use std::os::unix::fs::MetadataExt;
+    let f = open_own(path, true, libc::O_NOFOLLOW)?;
+    let meta = f
+        .metadata()
+        .with_context(|| format!("reading {}", path.display()))?;
+    if meta.nlink() > 1 {
+        return Err(Error::Linked {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(f)
 }
 
 /// [`open_regular`] with `flags` added to the open's.

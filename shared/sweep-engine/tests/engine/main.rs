@@ -1128,3 +1128,31 @@ fn another_trials_stdout_log_in_place_of_a_trials_is_not_read_as_its_output() {
     let said = |w: &String| w.starts_with("trial 1: ") && w.contains("trial-0001/stdout.log");
     assert!(warned.iter().any(said), "{warned:?}");
 }
+
+/// A dead sweep's trial whose stdout.log was made another name of the sweep's journal (a hard
+/// link: the same file) before --resume: nothing of the journal is read back as the trial's
+/// output, and the trial's next attempt does not write into the journal through it (a resume
+/// after it found lines there that are no journal entries); the attempt fails, naming the file.
+#[test]
+fn a_trials_stdout_log_linked_to_the_journal_is_neither_read_nor_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = out_dir(&tmp);
+    died_with_two_results_unread(&dir);
+    let stdout = dir.join("trial-0000/stdout.log");
+    std::fs::remove_file(&stdout).unwrap();
+    std::fs::hard_link(dir.join("journal.jsonl"), &stdout).unwrap();
+    warnings();
+    let fake = Fake::new(|_, _| (curve(1, 4)[3..].to_vec(), Exit::Code(0)));
+    let (out, ended) = run(sweep_engine::resume(&dir).unwrap(), fake, 1);
+    let warned = warnings();
+    assert_eq!(ended.unwrap().failed, 1, "{warned:?}");
+    assert!(out.results().is_empty(), "{:?}", out.results());
+    let message = the_error(&out);
+    assert!(
+        message.contains("trial-0000/stdout.log") && message.contains("other names"),
+        "{message}"
+    );
+    let said = |w: &String| w.starts_with("trial 0: ") && w.contains("trial-0000/stdout.log");
+    assert!(warned.iter().any(said), "{warned:?}");
+    sweep_engine::resume(&dir).unwrap();
+}
