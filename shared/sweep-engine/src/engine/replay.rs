@@ -62,6 +62,47 @@ struct Journalled<'e> {
     no_state: bool,
 }
 
+/// A start entry of a journal of `entries` entries: its trial and where its attempt started
+/// (`None` for another entry, or a start from before stdout.log), its numbers checked.
+fn started_from(e: &Entry, entries: usize) -> Result<Option<(usize, Started)>> {
+    let Entry::Start {
+        trial,
+        attempt,
+        slot,
+        stdout_from,
+        counted_from,
+        stdout_file,
+    } = e
+    else {
+        return Ok(None);
+    };
+    // Each attempt has its start entry: one numbered past them was written by no sweep (and
+    // the next attempt's number would wrap round).
+    if *attempt > entries {
+        return Err(differs(format!(
+            "start of trial {trial} has attempt {attempt}, more than it has entries"
+        )));
+    }
+    // Where counting goes on from is a time the sweep had: never below zero.
+    if let Some(c) = counted_from
+        && !(c.is_finite() && *c >= 0.0)
+    {
+        return Err(differs(format!(
+            "start of trial {trial} has counted_from {c}"
+        )));
+    }
+    Ok(stdout_from.map(|stdout_from| {
+        let s = Started {
+            attempt: *attempt,
+            slot: *slot,
+            stdout_from,
+            counted_from: counted_from.unwrap_or(0.0),
+            stdout_file: *stdout_file,
+        };
+        (*trial, s)
+    }))
+}
+
 /// The error for a journalled step this sweep would not have taken.
 fn differs(what: String) -> Error {
     Error::Journal(format!(
@@ -89,33 +130,11 @@ impl Engine<'_> {
                     self.trials.len()
                 )));
             }
-            if let Entry::Start {
-                trial,
-                attempt,
-                slot,
-                stdout_from: Some(stdout_from),
-                counted_from,
-                stdout_file,
-            } = e
-            {
-                // Where counting goes on from is a time the sweep had: never below zero.
-                if let Some(c) = counted_from
-                    && !(c.is_finite() && *c >= 0.0)
-                {
-                    return Err(differs(format!(
-                        "start of trial {trial} has counted_from {c}"
-                    )));
+            if let Some((trial, s)) = started_from(e, entries.len())? {
+                if let Some(f) = &s.stdout_file {
+                    files.add(trial, f);
                 }
-                if let Some(f) = stdout_file {
-                    files.add(*trial, f);
-                }
-                started[*trial] = Some(Started {
-                    attempt: *attempt,
-                    slot: *slot,
-                    stdout_from: *stdout_from,
-                    counted_from: counted_from.unwrap_or(0.0),
-                    stdout_file: *stdout_file,
-                });
+                started[trial] = Some(s);
             }
             self.replay_entry(e, &mut decided)?;
         }

@@ -1156,3 +1156,21 @@ fn a_trials_stdout_log_linked_to_the_journal_is_neither_read_nor_written() {
     assert!(warned.iter().any(said), "{warned:?}");
     sweep_engine::resume(&dir).unwrap();
 }
+
+/// A start entry whose attempt was edited to more than the journal has entries (the largest
+/// number there is, so that the next attempt's number wrapped round to 0) is refused at
+/// --resume: no sweep writes it.
+#[test]
+fn resume_refuses_a_start_of_an_attempt_no_sweep_made() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = out_dir(&tmp);
+    died_with_two_results_unread(&dir);
+    edit_journal(&dir, |v| {
+        if v["event"] == "start" {
+            v["attempt"] = json!(u64::MAX);
+        }
+    });
+    let e = resume_refused(&dir);
+    assert!(matches!(e, Error::Journal(_)), "{e:?}");
+    assert!(e.describe().contains("attempt"), "{e}");
+}
