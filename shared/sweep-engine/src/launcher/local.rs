@@ -167,7 +167,8 @@ pub fn end_leftovers(trial_dir: &std::path::Path) -> Vec<i32> {
     let marker = [b"SWEEP_TRIAL_DIR=", trial_dir.as_os_str().as_bytes()].concat();
     let stdout = std::fs::symlink_metadata(trial_dir.join(super::STDOUT_LOG))
         .ok()
-        .filter(|m| m.is_file())
+        // The trial's own only: one with other names (hard links) may be another's file.
+        .filter(|m| m.is_file() && std::os::unix::fs::MetadataExt::nlink(m) == 1)
         .map(|m| crate::journal::FileId::of(&m));
     let me = std::process::id() as i32;
     let Ok(entries) = std::fs::read_dir("/proc") else {

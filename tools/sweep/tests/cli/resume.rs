@@ -455,3 +455,30 @@ fn resume_of_a_moved_sweep_ends_what_was_left_running_even_without_its_environme
     assert!(err.contains("were still running in"), "{err}");
     assert_eq!(r.results.last().unwrap().time, 2.0);
 }
+
+/// A trial's stdout.log made another name of a file some other process writes (a hard link)
+/// before --resume: that process is not the trial's and is not ended (the file is not the
+/// trial's own: the trial fails, naming it).
+#[test]
+fn resume_leaves_alone_a_process_writing_a_file_linked_in_place_of_a_trials_stdout_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"printf '\173"m": 1, "epoch": 1\175\n'; exec sleep 600"#;
+    kill_after_results(shell_sweep(dir.path(), script), 1);
+    let other = dir.path().join("other.log");
+    let mut bystander = Command::new("sleep")
+        .arg("600")
+        .stdout(std::fs::File::create(&other).unwrap())
+        .spawn()
+        .unwrap();
+    let stdout = dir.path().join("run/trial-0000/stdout.log");
+    std::fs::remove_file(&stdout).unwrap();
+    std::fs::hard_link(&other, &stdout).unwrap();
+    let o = resumed(&dir.path().join("run"));
+    let alive = bystander.try_wait().unwrap().is_none();
+    bystander.kill().unwrap();
+    bystander.wait().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(alive, "the bystander was ended: {err}");
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(err.contains("other names"), "{err}");
+}
