@@ -59,6 +59,7 @@ impl Engine<'_> {
         t.status = Status::Running;
         t.first_start.get_or_insert_with(Instant::now);
         let (stdout, stdout_from, stdout_file) = open_stdout(&t.dir);
+        t.stdout_file = stdout_file.map(|f| f.file);
         self.journal.append(&Entry::Start {
             trial: i,
             attempt,

@@ -97,7 +97,7 @@ impl Procs {
     /// Ends what an earlier run of trial `t` left running (a killed sweep's processes), before
     /// its output is read back or it starts again.
     pub(super) fn end_leftovers(&mut self, t: &Trial) {
-        self.launcher.end_leftovers(t.id, &t.dir);
+        self.launcher.end_leftovers(t.id, &t.dir, t.stdout_file);
     }
 
     /// Attempt `attempt` of trial `t` exited: its slot freed; how it ended, as its launcher

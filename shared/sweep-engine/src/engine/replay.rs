@@ -156,6 +156,12 @@ impl Engine<'_> {
             {
                 // Its processes the dead sweep left running are ended first: what they wrote
                 // until then is read as the dead attempt's, nothing after it as the next's.
+                // They write to the file its start entry names, if in this directory (in a
+                // copy they write to the original).
+                let t = &mut self.trials[i];
+                let dir = std::fs::metadata(&t.dir).ok().map(|d| FileId::of(&d));
+                let here = s.stdout_file.filter(|f| Some(f.dir) == dir);
+                t.stdout_file = here.map(|f| f.file);
                 self.procs.end_leftovers(&self.trials[i]);
                 self.read_unread(i, s, &files)?;
             }

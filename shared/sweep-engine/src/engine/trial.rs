@@ -121,6 +121,9 @@ pub(super) struct Trial {
     pub(super) copy_from: Option<(usize, f64)>,
     pub(super) copies: usize,
     pub(super) copied_from: Option<usize>,
+    /// The stdout.log its last attempt wrote to (device and inode), where known: what that
+    /// attempt left running still writes to it.
+    pub(super) stdout_file: Option<[u64; 2]>,
 }
 
 impl Trial {
@@ -146,6 +149,7 @@ impl Trial {
             copy_from: None,
             copies: 0,
             copied_from: None,
+            stdout_file: None,
         }
     }
 

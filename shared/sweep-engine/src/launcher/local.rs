@@ -42,8 +42,8 @@ impl Launcher for Local {
 
     /// A sweep killed with SIGKILL left this trial's background processes running in its
     /// directory: ended before its output is read back or the trial runs there again.
-    fn end_leftovers(&mut self, trial: usize, dir: &std::path::Path) {
-        let left = end_leftovers(dir);
+    fn end_leftovers(&mut self, trial: usize, dir: &std::path::Path, stdout: Option<[u64; 2]>) {
+        let left = end_leftovers(dir, stdout);
         if !left.is_empty() {
             log::warn!(
                 "trial {trial}: {} process(es) of an earlier run of this trial were still running in {} (pids {left:?}): ended them",
@@ -157,19 +157,15 @@ pub fn allowed_cpus() -> Vec<usize> {
 
 /// Ends the processes (this user's, found in /proc) that belong to the trial in `trial_dir`:
 /// those whose environment says so (`SWEEP_TRIAL_DIR`, which every process a trial starts
-/// inherits) and those that hold its stdout.log open for writing (its device and inode: found
-/// also when the directory was moved since, or a process cleared its environment). What an
+/// inherits) and those that hold `stdout` open for writing (the device and inode of the
+/// stdout.log its last attempt wrote to: found also when the directory was moved since, or a
+/// process cleared its environment). What an
 /// earlier sweep of this directory left running when it was killed (PR_SET_PDEATHSIG reaches
 /// only a trial's first process; its children were reparented and ran on). Called before the
 /// trial starts again; returns the pids it killed, once each has ended (or after 10 seconds).
-pub fn end_leftovers(trial_dir: &std::path::Path) -> Vec<i32> {
+pub fn end_leftovers(trial_dir: &std::path::Path, stdout: Option<[u64; 2]>) -> Vec<i32> {
     use std::os::unix::ffi::OsStrExt;
     let marker = [b"SWEEP_TRIAL_DIR=", trial_dir.as_os_str().as_bytes()].concat();
-    let stdout = std::fs::symlink_metadata(trial_dir.join(super::STDOUT_LOG))
-        .ok()
-        // The trial's own only: one with other names (hard links) may be another's file.
-        .filter(|m| m.is_file() && std::os::unix::fs::MetadataExt::nlink(m) == 1)
-        .map(|m| crate::journal::FileId::of(&m));
     let me = std::process::id() as i32;
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();

@@ -124,9 +124,10 @@ pub trait Launcher: std::fmt::Debug {
     /// Ends what an earlier run of trial `trial` (in `dir`) left running, such as a killed
     /// sweep's trial processes: called before the trial's stdout.log is read back at
     /// `--resume` and before each attempt starts, so that nothing they write can be taken as a
-    /// later attempt's. By default there is nothing to end.
-    fn end_leftovers(&mut self, trial: usize, dir: &Path) {
-        let _ = (trial, dir);
+    /// later attempt's. `stdout`: the device and inode of the stdout.log its last attempt wrote
+    /// to, where known. By default there is nothing to end.
+    fn end_leftovers(&mut self, trial: usize, dir: &Path, stdout: Option<[u64; 2]>) {
+        let _ = (trial, dir, stdout);
     }
 
     /// The trial started as `pid` ended with `status` (stopped or on its own): how. By default

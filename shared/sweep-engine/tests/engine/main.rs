@@ -221,7 +221,7 @@ impl Launcher for Fake {
             .push(json!({"signal": pid - (1 << 30), "kind": signal}));
     }
 
-    fn end_leftovers(&mut self, trial: usize, _dir: &Path) {
+    fn end_leftovers(&mut self, trial: usize, _dir: &Path, _stdout: Option<[u64; 2]>) {
         if self.leftovers.remove(&trial).is_some() {
             self.log
                 .lock()

@@ -461,8 +461,34 @@ fn resume_of_a_moved_sweep_ends_what_was_left_running_even_without_its_environme
 /// trial's own: the trial fails, naming it).
 #[test]
 fn resume_leaves_alone_a_process_writing_a_file_linked_in_place_of_a_trials_stdout_log() {
+    let (bystander, o) = resumed_with_another_file_as_stdout_log(true);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(bystander, "the bystander was ended: {err}");
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(err.contains("other names"), "{err}");
+}
+
+/// Another file, one some other process writes, renamed over a trial's stdout.log before
+/// --resume: that process is not the trial's (the journal names the file the trial wrote) and
+/// is not ended; the trial runs again.
+#[test]
+fn resume_leaves_alone_a_process_writing_a_file_renamed_over_a_trials_stdout_log() {
+    let (bystander, o) = resumed_with_another_file_as_stdout_log(false);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(bystander, "the bystander was ended: {err}");
+    assert!(
+        err.contains("is not the file its last attempt wrote to"),
+        "{err}"
+    );
+    ok(&o);
+}
+
+/// A killed sweep's trial whose stdout.log is then a file a bystander process writes (linked
+/// there with `link`, else renamed over it), resumed: whether the bystander still ran after,
+/// and the resumed sweep's output.
+fn resumed_with_another_file_as_stdout_log(link: bool) -> (bool, std::process::Output) {
     let dir = tempfile::tempdir().unwrap();
-    let script = r#"printf '\173"m": 1, "epoch": 1\175\n'; exec sleep 600"#;
+    let script = r#"if [ -e "$SWEEP_TRIAL_DIR/again" ]; then printf '\173"m": 2, "epoch": 2\175\n'; exit 0; fi; touch "$SWEEP_TRIAL_DIR/again"; printf '\173"m": 1, "epoch": 1\175\n'; exec sleep 600"#;
     kill_after_results(shell_sweep(dir.path(), script), 1);
     let other = dir.path().join("other.log");
     let mut bystander = Command::new("sleep")
@@ -471,14 +497,15 @@ fn resume_leaves_alone_a_process_writing_a_file_linked_in_place_of_a_trials_stdo
         .spawn()
         .unwrap();
     let stdout = dir.path().join("run/trial-0000/stdout.log");
-    std::fs::remove_file(&stdout).unwrap();
-    std::fs::hard_link(&other, &stdout).unwrap();
+    if link {
+        std::fs::remove_file(&stdout).unwrap();
+        std::fs::hard_link(&other, &stdout).unwrap();
+    } else {
+        std::fs::rename(&other, &stdout).unwrap();
+    }
     let o = resumed(&dir.path().join("run"));
     let alive = bystander.try_wait().unwrap().is_none();
     bystander.kill().unwrap();
     bystander.wait().unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(alive, "the bystander was ended: {err}");
-    assert_eq!(o.status.code(), Some(3), "{err}");
-    assert!(err.contains("other names"), "{err}");
+    (alive, o)
 }
