@@ -876,19 +876,25 @@ fn the_error(out: &Collect) -> &str {
     ends[0]["message"].as_str().unwrap()
 }
 
+/// A sweep of two trials (FIFO, to 4) that dies in trial 1, after its epoch 1 was read and with
+/// epochs 2 and 3 unread (m = epoch); trial 0 ran to its end first, m = `slope` · epoch.
+fn second_died_with_two_results_unread(dir: &Path, slope: i64) {
+    let def = definition(&[1, 2], SchedulerKind::Fifo, 4.0, 0);
+    let fake = first_and_others(
+        (curve(slope, 4), Exit::Code(0)),
+        (curve(1, 1), Exit::Died(curve(1, 3)[1..].to_vec())),
+    );
+    died(dir, def, fake);
+}
+
 /// A trial's stdout.log replaced by a link to another trial's at --resume: the other trial's
 /// lines are not judged as this one's; its launch fails on the link, naming it.
 #[test]
 fn a_link_to_another_trials_stdout_log_is_not_read_as_this_trials() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = out_dir(&tmp);
-    let def = definition(&[1, 2], SchedulerKind::Fifo, 4.0, 0);
     // Trial 0 completes (m = 10 · epoch); trial 1 reads epoch 1 and the sweep dies.
-    let fake = first_and_others(
-        (curve(10, 4), Exit::Code(0)),
-        (curve(1, 1), Exit::Died(curve(1, 3)[1..].to_vec())),
-    );
-    died(&dir, def, fake);
+    second_died_with_two_results_unread(&dir, 10);
     let stdout = dir.join("trial-0001/stdout.log");
     std::fs::remove_file(&stdout).unwrap();
     std::os::unix::fs::symlink("../trial-0000/stdout.log", &stdout).unwrap();
@@ -1104,13 +1110,8 @@ fn resume_refuses_a_start_counted_from_below_zero() {
 fn another_trials_stdout_log_in_place_of_a_trials_is_not_read_as_its_output() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = out_dir(&tmp);
-    let def = definition(&[1, 2], SchedulerKind::Fifo, 4.0, 0);
     // Trial 0 runs to its end (m = 5 · epoch); trial 1 dies with two results unread.
-    let fake = first_and_others(
-        (curve(5, 4), Exit::Code(0)),
-        (curve(1, 1), Exit::Died(curve(1, 3)[1..].to_vec())),
-    );
-    died(&dir, def, fake);
+    second_died_with_two_results_unread(&dir, 5);
     let (a, b, swap) = (
         dir.join("trial-0000"),
         dir.join("trial-0001"),

@@ -320,16 +320,20 @@ fn resume_ends_what_a_killed_sweep_left_running_in_a_trial() {
     };
     // Before: --resume started the trial again beside the orphan, in the same directory.
     assert!(!orphan().is_empty(), "the orphan runs after the kill");
-    let o = Command::new(BIN)
-        .args(["--resume", "--report-secs", "0", "--out-dir"])
-        .arg(&run)
-        .output()
-        .unwrap();
+    let o = resume_reporting(&run);
     let err = String::from_utf8_lossy(&o.stderr);
     let r = ok(&o);
     assert!(err.contains("were still running in"), "{err}");
     assert_eq!(r.results.last().unwrap().time, 2.0);
     assert!(orphan().is_empty(), "left running: {}", orphan());
+}
+
+/// `sweep --resume` of `out` with a status table at every change: its output.
+fn resume_reporting(out: &Path) -> std::process::Output {
+    let mut c = Command::new(BIN);
+    c.args(["--resume", "--report-secs", "0", "--out-dir"])
+        .arg(out);
+    c.output().unwrap()
 }
 
 /// A journal is input too: one naming a trial the sweep does not have, a definition with no
@@ -439,11 +443,7 @@ fn resume_of_a_moved_sweep_ends_what_was_left_running_even_without_its_environme
     };
     let moved = dir.path().join("moved");
     std::fs::rename(dir.path().join("run"), &moved).unwrap();
-    let o = Command::new(BIN)
-        .args(["--resume", "--report-secs", "0", "--out-dir"])
-        .arg(&moved)
-        .output()
-        .unwrap();
+    let o = resume_reporting(&moved);
     let err = String::from_utf8_lossy(&o.stderr);
     let r = ok(&o);
     let (a, b) = (left("1717"), left("1718"));
