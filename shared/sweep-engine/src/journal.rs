@@ -199,6 +199,11 @@ pub enum Entry {
 pub struct FileId {
     pub dir: [u64; 2],
     pub file: [u64; 2],
+    /// When the directory and the file were made (nanoseconds since 1970), where the
+    /// filesystem keeps it: a number of a deleted file's used again (a tar round trip) is
+    /// another file (absent from older journals).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub born: Option<[u64; 2]>,
 }
 
 impl FileId {
@@ -206,6 +211,41 @@ impl FileId {
     pub fn of(meta: &std::fs::Metadata) -> [u64; 2] {
         use std::os::unix::fs::MetadataExt;
         [meta.dev(), meta.ino()]
+    }
+
+    /// When what `meta` describes was made, where the filesystem says.
+    pub fn born(meta: &std::fs::Metadata) -> Option<u64> {
+        let t = meta.created().ok()?;
+        let ns = t.duration_since(std::time::UNIX_EPOCH).ok()?.as_nanos();
+        u64::try_from(ns).ok()
+    }
+
+    /// The id of a file (`file`) in a directory (`dir`), as they are now.
+    pub fn found(dir: &std::fs::Metadata, file: &std::fs::Metadata) -> FileId {
+        FileId {
+            dir: FileId::of(dir),
+            file: FileId::of(file),
+            born: FileId::born(dir)
+                .zip(FileId::born(file))
+                .map(|(d, f)| [d, f]),
+        }
+    }
+
+    /// Whether `other`'s directory is this one's: the same device and inode, made at the same
+    /// time where both say.
+    pub fn same_dir(&self, other: &FileId) -> bool {
+        self.dir == other.dir && self.born.zip(other.born).is_none_or(|(a, b)| a[0] == b[0])
+    }
+
+    /// Whether the directory `dir` describes is this one's, as [`FileId::same_dir`] tells.
+    pub fn in_dir(&self, dir: &std::fs::Metadata) -> bool {
+        let born = self.born.map(|b| b[0]);
+        self.dir == FileId::of(dir) && born.zip(FileId::born(dir)).is_none_or(|(a, b)| a == b)
+    }
+
+    /// Whether `other`'s file is this one's, as [`FileId::same_dir`] tells.
+    pub fn same_file(&self, other: &FileId) -> bool {
+        self.file == other.file && self.born.zip(other.born).is_none_or(|(a, b)| a[1] == b[1])
     }
 }
 
@@ -385,6 +425,7 @@ mod tests {
             stdout_file: Some(FileId {
                 dir: [1, 2],
                 file: [1, 3],
+                born: Some([4, 5]),
             }),
         };
         j.append(&start).unwrap();

@@ -13,12 +13,9 @@ fn open_stdout(dir: &Path) -> (Result<File>, u64, Option<FileId>) {
     let stdout = std::fs::create_dir_all(dir)
         .map_err(Error::from)
         .and_then(|()| crate::files::open_stdout_log(&dir.join(launcher::STDOUT_LOG)));
-    let dir = std::fs::metadata(dir).map(|d| FileId::of(&d));
+    let dir = std::fs::metadata(dir);
     match (stdout.as_ref().map(File::metadata), dir) {
-        (Ok(Ok(m)), Ok(dir)) => {
-            let file = FileId::of(&m);
-            (stdout, m.len(), Some(FileId { dir, file }))
-        }
+        (Ok(Ok(m)), Ok(dir)) => (stdout, m.len(), Some(FileId::found(&dir, &m))),
         (Ok(Ok(m)), Err(_)) => (stdout, m.len(), None),
         _ => (stdout, 0, None),
     }

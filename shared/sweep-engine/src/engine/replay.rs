@@ -29,22 +29,34 @@ struct Unread {
     cut: bool,
 }
 
-/// The trials whose start entries name each file and directory (device and inode) as their
-/// stdout.log's: the first one, and whether others do too.
+/// The trials whose start entries name each file and directory (device and inode, and birth
+/// time where known) as their stdout.log's: the first one, and whether others do too.
 #[derive(Default)]
-struct Owners(std::collections::HashMap<[u64; 2], (usize, bool)>);
+struct Owners(std::collections::HashMap<([u64; 2], Option<u64>), (usize, bool)>);
+
+/// A file's and its directory's ids, each with its birth time where known.
+fn both(f: &FileId) -> [([u64; 2], Option<u64>); 2] {
+    [
+        (f.dir, f.born.map(|b| b[0])),
+        (f.file, f.born.map(|b| b[1])),
+    ]
+}
 
 impl Owners {
     fn add(&mut self, trial: usize, f: &FileId) {
-        for id in [f.dir, f.file] {
+        for id in both(f) {
             let o = self.0.entry(id).or_insert((trial, false));
             o.1 |= o.0 != trial;
         }
     }
 
-    /// Whether a trial other than `trial` wrote to `id` or in it.
-    fn other_than(&self, trial: usize, id: [u64; 2]) -> bool {
-        self.0.get(&id).is_some_and(|&(t, more)| more || t != trial)
+    /// Whether a trial other than `trial` wrote to `now`'s file or in its directory (named
+    /// without a birth time by an older version).
+    fn other_than(&self, trial: usize, now: &FileId) -> bool {
+        let other = |id| self.0.get(&id).is_some_and(|&(t, more)| more || t != trial);
+        both(now)
+            .into_iter()
+            .any(|(id, born)| other((id, born)) || born.is_some() && other((id, None)))
     }
 }
 
@@ -159,8 +171,8 @@ impl Engine<'_> {
                 // They write to the file its start entry names, if in this directory (in a
                 // copy they write to the original).
                 let t = &mut self.trials[i];
-                let dir = std::fs::metadata(&t.dir).ok().map(|d| FileId::of(&d));
-                let here = s.stdout_file.filter(|f| Some(f.dir) == dir);
+                let dir = std::fs::metadata(&t.dir).ok();
+                let here = (s.stdout_file).filter(|f| dir.as_ref().is_some_and(|d| f.in_dir(d)));
                 t.stdout_file = here.map(|f| f.file);
                 self.procs.end_leftovers(&self.trials[i]);
                 self.read_unread(i, s, &files)?;
@@ -201,14 +213,11 @@ impl Engine<'_> {
         // Another file in its place (renamed over it, as logrotate's default `create` leaves a
         // new one) holds nothing of this attempt's; in a copy of the sweep's directory (other
         // inodes throughout) nothing can be told.
-        let dir = std::fs::metadata(&self.trials[i].dir)
-            .ok()
-            .map(|d| FileId::of(&d));
-        let replaced = |id: FileId| dir == Some(id.dir) && id.file != FileId::of(&meta);
+        let now = (std::fs::metadata(&self.trials[i].dir).ok()).map(|d| FileId::found(&d, &meta));
+        let replaced = |id: FileId| now.is_some_and(|n| id.same_dir(&n) && !id.same_file(&n));
         // Another trial's file or directory (the trials' directories swapped, linked or moved
         // into each other's places) holds nothing of this trial's either.
-        let another =
-            files.other_than(i, FileId::of(&meta)) || dir.is_some_and(|d| files.other_than(i, d));
+        let another = now.is_some_and(|n| files.other_than(i, &n));
         if another || s.stdout_file.is_some_and(replaced) {
             log::warn!(
                 "trial {i}: {} is not the file its last attempt wrote to ({} since): its unread \

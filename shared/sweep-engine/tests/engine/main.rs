@@ -1025,22 +1025,54 @@ fn another_file_in_place_of_a_trials_stdout_log_is_not_read_as_its_output() {
 /// files under other inodes: its trials' unread results are read back all the same.
 #[test]
 fn a_copied_sweep_directory_reads_back_its_unread_results() {
-    fn copy_tree(from: &Path, to: &Path) {
-        std::fs::create_dir_all(to).unwrap();
-        for e in std::fs::read_dir(from).unwrap() {
-            let e = e.unwrap();
-            let (f, t) = (e.path(), to.join(e.file_name()));
-            match e.file_type().unwrap().is_dir() {
-                true => copy_tree(&f, &t),
-                false => drop(std::fs::copy(&f, &t).unwrap()),
-            }
-        }
-    }
     let tmp = tempfile::tempdir().unwrap();
     let dir = out_dir(&tmp);
     died_with_two_results_unread(&dir);
     let copy = tmp.path().join("copy");
     copy_tree(&dir, &copy);
+    let fake = Fake::new(|_, _| (curve(1, 4)[3..].to_vec(), Exit::Code(0)));
+    let (out, ended) = run(sweep_engine::resume(&copy).unwrap(), fake, 1);
+    assert_eq!(ended.unwrap().failed, 0);
+    let times: Vec<Value> = out.results().into_iter().map(|r| r.0).collect();
+    assert_eq!(times, [json!(2.0), json!(3.0), json!(4.0)]);
+}
+
+/// Copies directory `from` to `to` (as `cp -r`: new files, new inodes).
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let (f, t) = (e.path(), to.join(e.file_name()));
+        match e.file_type().unwrap().is_dir() {
+            true => copy_tree(&f, &t),
+            false => drop(std::fs::copy(&f, &t).unwrap()),
+        }
+    }
+}
+
+/// A dead sweep's directory copied (or put back from a tar archive), whose copied trial
+/// directory was given the inode number of the original's (numbers of deleted files are used
+/// again): it is still a copy, made later than the original (its birth time, where the
+/// filesystem keeps one), so its stdout.log, another inode, is read back all the same.
+#[test]
+fn a_copy_whose_trial_directory_got_the_originals_inode_number_reads_back_its_results() {
+    use std::os::unix::fs::MetadataExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = out_dir(&tmp);
+    died_with_two_results_unread(&dir);
+    let copy = tmp.path().join("copy");
+    copy_tree(&dir, &copy);
+    let m = std::fs::metadata(copy.join("trial-0000")).unwrap();
+    assert!(
+        m.created().is_ok(),
+        "this test needs a filesystem with birth times"
+    );
+    // The original's directory had the number the copy's has now.
+    edit_journal(&copy, |v| {
+        if v["event"] == "start" {
+            v["stdout_file"]["dir"] = json!([m.dev(), m.ino()]);
+        }
+    });
     let fake = Fake::new(|_, _| (curve(1, 4)[3..].to_vec(), Exit::Code(0)));
     let (out, ended) = run(sweep_engine::resume(&copy).unwrap(), fake, 1);
     assert_eq!(ended.unwrap().failed, 0);
