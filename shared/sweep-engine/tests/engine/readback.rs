@@ -91,6 +91,14 @@ fn an_unread_result_that_stops_its_trial_is_acted_on_at_resume() {
     assert_eq!(journal_results(&dir).last(), Some(&(1, 1.0)));
 }
 
+/// [`died_with_two_results_unread`], then its trial's stdout.log removed: its path.
+fn died_and_stdout_log_removed(dir: &Path) -> PathBuf {
+    died_with_two_results_unread(dir);
+    let stdout = dir.join("trial-0000/stdout.log");
+    std::fs::remove_file(&stdout).unwrap();
+    stdout
+}
+
 /// A FIFO put in place of a dead sweep's trial's stdout.log (through a link, which has a
 /// length of its own) is not read at --resume, nor does it stop the resume; the trial's next
 /// launch fails on it, naming it.
@@ -98,9 +106,7 @@ fn an_unread_result_that_stops_its_trial_is_acted_on_at_resume() {
 fn a_fifo_in_place_of_a_trials_stdout_log_at_resume_is_not_read() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = out_dir(&tmp);
-    died_with_two_results_unread(&dir);
-    let stdout = dir.join("trial-0000/stdout.log");
-    std::fs::remove_file(&stdout).unwrap();
+    let stdout = died_and_stdout_log_removed(&dir);
     let fifo = tmp.path().join("fifo");
     // mkfifo(3), not the command: a child forked while another test holds its sweep's lock
     // would hold it too until it execs (that test's --resume then finds it held).
@@ -271,15 +277,26 @@ fn another_file_in_place_of_a_trials_stdout_log_is_not_read_as_its_output() {
 #[test]
 fn a_copied_sweep_directory_reads_back_its_unread_results() {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = out_dir(&tmp);
+    let copy = died_and_copied(&tmp);
+    assert_eq!(resumed_times(&copy), [json!(2.0), json!(3.0), json!(4.0)]);
+}
+
+/// [`died_with_two_results_unread`] in `tmp`, its directory then copied: the copy's path.
+fn died_and_copied(tmp: &tempfile::TempDir) -> PathBuf {
+    let dir = out_dir(tmp);
     died_with_two_results_unread(&dir);
     let copy = tmp.path().join("copy");
     copy_tree(&dir, &copy);
+    copy
+}
+
+/// The times of the results of the sweep in `dir` resumed to its end, its trial going on to
+/// epoch 4 from its state.
+fn resumed_times(dir: &Path) -> Vec<Value> {
     let fake = Fake::new(|_, _| (curve(1, 4)[3..].to_vec(), Exit::Code(0)));
-    let (out, ended) = run(sweep_engine::resume(&copy).unwrap(), fake, 1);
+    let (out, ended) = run(sweep_engine::resume(dir).unwrap(), fake, 1);
     assert_eq!(ended.unwrap().failed, 0);
-    let times: Vec<Value> = out.results().into_iter().map(|r| r.0).collect();
-    assert_eq!(times, [json!(2.0), json!(3.0), json!(4.0)]);
+    out.results().into_iter().map(|r| r.0).collect()
 }
 
 /// Copies directory `from` to `to` (as `cp -r`: new files, new inodes).
@@ -303,10 +320,7 @@ fn copy_tree(from: &Path, to: &Path) {
 fn a_copy_whose_trial_directory_got_the_originals_inode_number_reads_back_its_results() {
     use std::os::unix::fs::MetadataExt;
     let tmp = tempfile::tempdir().unwrap();
-    let dir = out_dir(&tmp);
-    died_with_two_results_unread(&dir);
-    let copy = tmp.path().join("copy");
-    copy_tree(&dir, &copy);
+    let copy = died_and_copied(&tmp);
     let m = std::fs::metadata(copy.join("trial-0000")).unwrap();
     assert!(
         m.created().is_ok(),
@@ -318,11 +332,7 @@ fn a_copy_whose_trial_directory_got_the_originals_inode_number_reads_back_its_re
             v["stdout_file"]["dir"] = json!([m.dev(), m.ino()]);
         }
     });
-    let fake = Fake::new(|_, _| (curve(1, 4)[3..].to_vec(), Exit::Code(0)));
-    let (out, ended) = run(sweep_engine::resume(&copy).unwrap(), fake, 1);
-    assert_eq!(ended.unwrap().failed, 0);
-    let times: Vec<Value> = out.results().into_iter().map(|r| r.0).collect();
-    assert_eq!(times, [json!(2.0), json!(3.0), json!(4.0)]);
+    assert_eq!(resumed_times(&copy), [json!(2.0), json!(3.0), json!(4.0)]);
 }
 
 /// A journal written before stdout.log (its start entries without `stdout_from`,
@@ -415,9 +425,7 @@ fn another_trials_stdout_log_in_place_of_a_trials_is_not_read_as_its_output() {
 fn a_trials_stdout_log_linked_to_the_journal_is_neither_read_nor_written() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = out_dir(&tmp);
-    died_with_two_results_unread(&dir);
-    let stdout = dir.join("trial-0000/stdout.log");
-    std::fs::remove_file(&stdout).unwrap();
+    let stdout = died_and_stdout_log_removed(&dir);
     std::fs::hard_link(dir.join("journal.jsonl"), &stdout).unwrap();
     warnings();
     let fake = Fake::new(|_, _| (curve(1, 4)[3..].to_vec(), Exit::Code(0)));
