@@ -193,10 +193,20 @@ pub fn as_nobody(c: &mut Command) -> &mut Command {
     c
 }
 
-/// Makes a FIFO at `path` (with mkfifo(1)).
+/// Makes a FIFO at `path` with mkfifo(3), in this process: a child forked for mkfifo(1) would
+/// hold, until it execs, the descriptors (and their locks) of whatever other test runs then.
 pub fn mkfifo(path: &Path) {
-    let o = Command::new("mkfifo").arg(path).output().expect("mkfifo");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).expect("a path without NUL");
+    // SAFETY: mkfifo reads a NUL-terminated path that outlives the call.
+    let r = unsafe { libc::mkfifo(c.as_ptr(), 0o600) };
+    assert_eq!(
+        r,
+        0,
+        "mkfifo {}: {}",
+        path.display(),
+        std::io::Error::last_os_error()
+    );
 }
 
 /// Runs `c` to its end, killing it and failing the test if it runs past `deadline` (what a

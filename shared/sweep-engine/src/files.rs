@@ -503,7 +503,7 @@ mod tests {
         let from = dir.path().join("from");
         std::fs::create_dir_all(from.join("ckpt")).unwrap();
         std::fs::write(from.join("ckpt/model.pt"), "state").unwrap();
-        crate::testing::mkfifo(&from.join("ckpt/pipe"));
+        testkit::mkfifo(&from.join("ckpt/pipe"));
         let saved = dir.path().join("saved");
         let (f, s) = (from.clone(), saved.clone());
         crate::testing::within("the save ends", move || {
@@ -583,7 +583,7 @@ mod tests {
     fn a_fifo_in_place_of_a_trials_file_is_an_error_not_a_wait() {
         for name in ["progress.csv", "result.json"] {
             let dir = tempfile::tempdir().unwrap();
-            crate::testing::mkfifo(&dir.path().join(name));
+            testkit::mkfifo(&dir.path().join(name));
             let d = dir.path().to_path_buf();
             let opened = crate::testing::within("opening the trial's files ends", move || {
                 let config = Map::new();

@@ -403,7 +403,7 @@ mod tests {
     #[test]
     fn a_fifo_in_place_of_the_journal_is_refused_not_read_for_ever() {
         let dir = tempfile::tempdir().unwrap();
-        crate::testing::mkfifo(&dir.path().join(FILE));
+        testkit::mkfifo(&dir.path().join(FILE));
         let d = dir.path().to_path_buf();
         let e = crate::testing::within("resume ends", move || {
             Journal::resume(&d).map(|_| ()).map_err(|e| e.to_string())

@@ -108,11 +108,7 @@ fn a_fifo_in_place_of_a_trials_stdout_log_at_resume_is_not_read() {
     let dir = out_dir(&tmp);
     let stdout = died_and_stdout_log_removed(&dir);
     let fifo = tmp.path().join("fifo");
-    // mkfifo(3), not the command: a child forked while another test holds its sweep's lock
-    // would hold it too until it execs (that test's --resume then finds it held).
-    let path = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: mkfifo reads a NUL-terminated path that outlives the call.
-    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+    testkit::mkfifo(&fifo);
     std::os::unix::fs::symlink(&fifo, &stdout).unwrap();
     let fake = Fake::new(|_, _| (curve(1, 4), Exit::Code(0)));
     let (out, ended) = run_within(sweep_engine::resume(&dir).unwrap(), fake, options(1));
