@@ -33,9 +33,10 @@
 //! Ranks on several hosts use one segment per host and a TCP ring between the hosts' leaders
 //! (the lowest rank of each host), in the same order of sums: see [`Cross`].
 //!
-//! Waits spin briefly, then yield, then sleep on a futex (the awaited rank's barrier counter, or
-//! the pipeline's bell; 2 ms at a time); every 50 ms a wait checks the stop hook, the deadline and the Unix sockets (each rank
-//! holds one to the leader, which holds one to each): a rank that dies is seen by the leader as a
+//! Waits spin briefly (not when the host's ranks outnumber its cores), then yield, then sleep on
+//! a futex (the awaited rank's barrier counter, or the pipeline's bell; 2 ms at a time); every
+//! 50 ms a wait checks the stop hook, the deadline and the Unix sockets (each rank holds one to
+//! the leader, which holds one to each): a rank that dies is seen by the leader as a
 //! closed socket, which it writes to the abort word for the others; a leader that dies is seen by
 //! everyone.
 

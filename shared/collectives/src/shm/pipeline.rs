@@ -4,9 +4,10 @@
 //!
 //! A rank works on whatever is ready, in this order: copies out the chunks every rank has
 //! folded (others' parts from their slots into its buffer; the slots of that chunk are then
-//! free for it), folds its own part of the chunks every rank has copied in (from every other slot and its
-//! buffer, in the ring's order, into its buffer and its slot), and copies in one more chunk (all
-//! of it but its own part) when its set is free. A chunk's set is written again once every rank has copied out the chunk
+//! free for it), folds its own part of the chunks every rank has copied in (from every other
+//! slot and its buffer, in the ring's order, into its buffer and its slot), and copies in one
+//! more chunk (all of it but its own part) when its set is free. A chunk's set is written again
+//! once every rank has copied out the chunk
 //! [`SETS`] − 1 before it, so a rank runs up to [`SETS`] − 1 chunks ahead of the slowest:
 //! a rank that the scheduler takes off its core for a while (more ranks than cores, other jobs)
 //! finds several chunks ready when it comes back instead of stalling the others at every
