@@ -690,13 +690,9 @@ pub fn braceexpand(pattern: &[u8]) -> Result<Vec<Vec<u8>>, PatternError> {
 /// `parse_pattern`: the product of literal runs and brace expressions.
 fn parse_pattern(p: &[u8]) -> Result<Vec<Vec<u8>>, PatternError> {
     let mut items: Vec<Vec<Vec<u8>>> = Vec::new();
-    let (mut start, mut pos, mut depth) = (0usize, 0usize, 0i32);
-    while pos < p.len() {
-        match p[pos] {
-            b'\\' => {
-                pos += 2;
-                continue;
-            }
+    let (mut start, mut depth) = (0usize, 0i32);
+    for (pos, c) in unescaped(p) {
+        match c {
             b'{' => {
                 if depth == 0 && pos > start {
                     items.push(vec![p[start..pos].to_vec()]);
@@ -721,14 +717,13 @@ fn parse_pattern(p: &[u8]) -> Result<Vec<Vec<u8>>, PatternError> {
             }
             _ => {}
         }
-        pos += 1;
     }
     if depth != 0 {
         return Err(PatternError::Unbalanced {
             pattern: p.to_vec(),
         });
     }
-    if start < pos {
+    if start < p.len() {
         items.push(vec![p[start..].to_vec()]);
     }
     // The names are made only once their number is known to be within bounds.
@@ -768,13 +763,9 @@ fn parse_expression(e: &[u8]) -> Result<Option<Vec<Vec<u8>>>, PatternError> {
     }
     // parse_sequence
     let mut items = Vec::new();
-    let (mut start, mut pos, mut depth) = (0usize, 0usize, 0i32);
-    while pos < e.len() {
-        match e[pos] {
-            b'\\' => {
-                pos += 2;
-                continue;
-            }
+    let (mut start, mut depth) = (0usize, 0i32);
+    for (pos, c) in unescaped(e) {
+        match c {
             b'{' => depth += 1,
             b'}' => depth -= 1,
             b',' if depth == 0 => {
@@ -783,13 +774,26 @@ fn parse_expression(e: &[u8]) -> Result<Option<Vec<Vec<u8>>>, PatternError> {
             }
             _ => {}
         }
-        pos += 1;
     }
     if depth != 0 || items.is_empty() {
         return Ok(None);
     }
     items.extend(parse_pattern(&e[start.min(e.len())..])?);
     Ok(Some(items))
+}
+
+/// The bytes of `p` that no backslash escapes, with their places: both of braceexpand's parsers
+/// step over `\x` whole (a trailing `\` ends the pattern).
+fn unescaped(p: &[u8]) -> impl Iterator<Item = (usize, u8)> + '_ {
+    let mut pos = 0;
+    std::iter::from_fn(move || {
+        while p.get(pos) == Some(&b'\\') {
+            pos += 2;
+        }
+        let c = *p.get(pos)?;
+        pos += 1;
+        Some((pos - 1, c))
+    })
 }
 
 /// `(-?\d+)..(-?\d+)(..-?(\d+))?`: the bounds and the step's digits.
