@@ -128,73 +128,9 @@ fn parity(d: Device, dir: &Path) {
 /// each noise mode, fused or not, the w statistics, a gradient through synthesis).
 fn parity_line(g: &Generator, r: &BTreeMap<String, Tensor>) -> Vec<(&'static str, f64)> {
     let diff = |a: &Tensor, b: &Tensor| (a - b).abs().max().double_value(&[]);
-    let o = |noise, fused| SynthesisOptions {
-        noise,
-        fused_modconv: fused,
-        force_fp32: false,
-        ..Default::default()
-    };
-    let mut line = vec![
-        (
-            "ws",
-            diff(&g.mapping.forward(&r["z"], None, 1.0, None), &r["ws"]),
-        ),
-        (
-            "ws_psi0.7",
-            diff(
-                &g.mapping.forward(&r["z"], None, 0.7, None),
-                &r["ws_psi0.7"],
-            ),
-        ),
-    ];
-    line.push((
-        "ws_psi0.5_cutoff2",
-        diff(
-            &g.mapping.forward(&r["z"], None, 0.5, Some(2)),
-            &r["ws_psi0.5_cutoff2"],
-        ),
-    ));
-    line.push((
-        "img_const",
-        diff(
-            &g.synthesis.forward(&r["ws"], &o(Noise::Const, None)),
-            &r["img_const"],
-        ),
-    ));
-    line.push((
-        "img_none",
-        diff(
-            &g.synthesis.forward(&r["ws"], &o(Noise::None, None)),
-            &r["img_none"],
-        ),
-    ));
-    line.push((
-        "img_const_unfused",
-        diff(
-            &g.synthesis.forward(&r["ws"], &o(Noise::Const, Some(false))),
-            &r["img_const_unfused"],
-        ),
-    ));
-    let (w_avg, w_std) = g.w_avg_std(1000);
-    line.push(("w_avg_1000", diff(&w_avg, &r["w_avg_1000"])));
-    line.push((
-        "w_std_1000",
-        (w_std - r["w_std_1000"].double_value(&[0])).abs(),
-    ));
-    let w = r["w_avg_1000"].copy().set_requires_grad(true);
-    let img = g
-        .synthesis
-        .forward(&w.repeat([1, g.num_ws(), 1]), &o(Noise::Const, None));
-    let loss = (&img - &r["grad_target"]).square().mean(Kind::Float);
-    let grad = Tensor::run_backward(&[&loss], &[&w], false, false)
-        .pop()
-        .unwrap();
-    line.push((
-        "grad_loss",
-        (loss.double_value(&[]) - r["grad_loss"].double_value(&[0])).abs(),
-    ));
-    line.push(("grad_w", diff(&grad, &r["grad_w"])));
-    line
+    (parity::outputs(g, r).into_iter())
+        .map(|(name, ours)| (name, diff(&ours, &r[name])))
+        .collect()
 }
 
 fn fixture(d: Device, path: &Path, iters: usize) {
@@ -411,6 +347,8 @@ fn fast_check(d: Device, res: i64, b: i64, iters: usize, choices: KernelChoices)
 
 #[path = "common/kernel_choices.rs"]
 mod common;
+#[path = "../tests/common/parity.rs"]
+mod parity;
 
 fn main() {
     let choices = common::set_up("bench");

@@ -8,13 +8,15 @@
 //! gain, a flipped filter, a wrong padding) misses it by orders of magnitude.
 
 mod common;
+#[path = "common/parity.rs"]
+mod parity;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use common::max_abs;
-use stylegan2::{Generator, Noise, SynthesisOptions};
-use tch::{Device, Kind, Tensor};
+use stylegan2::Generator;
+use tch::{Device, Tensor};
 
 const TOL: f64 = 1e-4;
 
@@ -48,76 +50,9 @@ fn mapping_synthesis_and_gradient_match_upstream() {
         let g = Generator::load(&dir.join("G.safetensors"), None, Device::Cpu).unwrap();
         let r = reference(&dir);
         let mut report = Vec::new();
-        let z = &r["z"];
-        let ws = g.mapping.forward(z, None, 1.0, None);
-        check(&mut report, "ws", &ws, &r["ws"]);
-        check(
-            &mut report,
-            "ws_psi0.7",
-            &g.mapping.forward(z, None, 0.7, None),
-            &r["ws_psi0.7"],
-        );
-        check(
-            &mut report,
-            "ws_psi0.5_cutoff2",
-            &g.mapping.forward(z, None, 0.5, Some(2)),
-            &r["ws_psi0.5_cutoff2"],
-        );
-        // Synthesis from the reference ws, so each stage is checked on its own.
-        let ws = &r["ws"];
-        let opts = |noise, fused| SynthesisOptions {
-            noise,
-            fused_modconv: fused,
-            force_fp32: false,
-            ..Default::default()
-        };
-        check(
-            &mut report,
-            "img_const",
-            &g.synthesis.forward(ws, &opts(Noise::Const, None)),
-            &r["img_const"],
-        );
-        check(
-            &mut report,
-            "img_none",
-            &g.synthesis.forward(ws, &opts(Noise::None, None)),
-            &r["img_none"],
-        );
-        check(
-            &mut report,
-            "img_const_unfused",
-            &g.synthesis.forward(ws, &opts(Noise::Const, Some(false))),
-            &r["img_const_unfused"],
-        );
-
-        // The projector's statistics: 1000 z from numpy RandomState(123), W of the first layer.
-        let (w_avg, w_std) = g.w_avg_std(1000);
-        check(&mut report, "w_avg_1000", &w_avg, &r["w_avg_1000"]);
-        check(
-            &mut report,
-            "w_std_1000",
-            &Tensor::from_slice(&[w_std as f32]),
-            &r["w_std_1000"],
-        );
-
-        // One loss + gradient at w = w_avg_1000, as the projector's first step takes it: the
-        // fixture's loss is mean((G.synthesis(w.repeat(num_ws), noise_mode='const') - target)^2)
-        // (found by matching both the loss and its gradient exactly).
-        let w = r["w_avg_1000"].copy().set_requires_grad(true);
-        let img = g
-            .synthesis
-            .forward(&w.repeat([1, g.num_ws(), 1]), &opts(Noise::Const, None));
-        let loss = (&img - &r["grad_target"]).square().mean(Kind::Float);
-        let grad = Tensor::run_backward(&[&loss], &[&w], false, false)
-            .pop()
-            .unwrap();
-        check(
-            &mut report,
-            "grad_loss",
-            &loss.reshape([1]),
-            &r["grad_loss"],
-        );
-        check(&mut report, "grad_w", &grad, &r["grad_w"]);
+        for (name, ours) in parity::outputs(&g, &r) {
+            check(&mut report, name, &ours, &r[name]);
+        }
         eprintln!("{}: {}", dir.display(), report.join("; "));
     }
 }
