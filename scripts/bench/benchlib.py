@@ -1,10 +1,14 @@
-"""What the benchmark scripts share: their flags, and a timed run of a sweep.
+"""What the benchmark scripts share: their flags, a timed run of a sweep, runs into an emptied
+output folder, and Pillow's side of crop-resize.
 
 The scripts run as `python scripts/bench/NAME.py`, so this folder is on their sys.path and
 `from benchlib import flags` finds this module.
 """
 import argparse
 import json
+import multiprocessing as mp
+import os
+import shutil
 import subprocess
 import sys
 import time
@@ -43,3 +47,35 @@ def run_sweep_timed(cmd, key):
         if r["type"] == "trial" and r["event"] == "end" and r["status"] == "stopped":
             stopped[key(r)] = r["stopped_at"]
     return wall, stopped
+
+
+def pillow_crop_resize(src, dst, r):
+    """What crop-resize does, done by Pillow: open, convert('RGB'), crop the centred square of
+    side min(w, h), resize((r, r), LANCZOS), save (the format by dst's extension)."""
+    from PIL import Image
+    im = Image.open(src).convert("RGB")
+    w, h = im.size
+    s = min(w, h)
+    im = im.crop(((w - s) // 2, (h - s) // 2, (w + s) // 2, (h + s) // 2)).resize((r, r), Image.LANCZOS)
+    im.save(dst)
+
+
+def run_jobs(fn, jobs, procs, chunksize):
+    """fn(*job) for every job: in this process when procs is 1, else in a pool of procs."""
+    if procs == 1:
+        for j in jobs:
+            fn(*j)
+    else:
+        with mp.Pool(procs) as pool:
+            pool.starmap(fn, jobs, chunksize=chunksize)
+
+
+def fresh_runs(fn, out, repeat):
+    """fn(out) repeat times, with out emptied before each run (so that nothing is skipped as done
+    already): their results."""
+    results = []
+    for _ in range(repeat):
+        shutil.rmtree(out, ignore_errors=True)
+        os.makedirs(out)
+        results.append(fn(out))
+    return results

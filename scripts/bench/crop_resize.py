@@ -9,11 +9,11 @@ the crop), PNG ~800x600 down to 256. Pillow runs in one process (what seed 000 d
 multiprocessing pool of all cores; crop-resize with -j1 and with all cores. Each timing is the best
 of --repeat runs with outputs removed between runs (so nothing is skipped).
 """
-import json, multiprocessing as mp, os, shutil, subprocess, sys, time
+import json, os, subprocess, sys, time
 
 import numpy as np
 from PIL import Image
-from benchlib import flags
+from benchlib import flags, fresh_runs, pillow_crop_resize, run_jobs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.environ.get("SHARDKIT_BIN", os.path.join(ROOT, "target", "release"))
@@ -37,24 +37,10 @@ def make_inputs(d, n):
     return paths
 
 
-def pillow_one(args):
-    src, dst, r = args
-    im = Image.open(src).convert("RGB")
-    w, h = im.size
-    s = min(w, h)
-    im = im.crop(((w - s) // 2, (h - s) // 2, (w + s) // 2, (h + s) // 2)).resize((r, r), Image.LANCZOS)
-    im.save(dst)
-
-
 def run_pillow(paths, out, r, procs):
     jobs = [(p, f"{out}/{os.path.splitext(os.path.basename(p))[0]}.png", r) for p in paths]
     t = time.perf_counter()
-    if procs == 1:
-        for j in jobs:
-            pillow_one(j)
-    else:
-        with mp.Pool(procs) as pool:
-            pool.map(pillow_one, jobs, chunksize=4)
+    run_jobs(pillow_crop_resize, jobs, procs, chunksize=4)
     return time.perf_counter() - t
 
 
@@ -66,12 +52,7 @@ def run_ours(paths, out, r, jobs):
 
 
 def best(fn, out, repeat):
-    times = []
-    for _ in range(repeat):
-        shutil.rmtree(out, ignore_errors=True)
-        os.makedirs(out)
-        times.append(fn(out))
-    return min(times)
+    return min(fresh_runs(fn, out, repeat))
 
 
 def compare(a_dir, b_dir):

@@ -21,7 +21,7 @@ import glob, json, os, shutil, subprocess, sys, time
 
 import numpy as np
 from PIL import Image
-from benchlib import flags
+from benchlib import flags, fresh_runs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.environ.get("SHARDKIT_BIN", os.path.join(ROOT, "target", "release"))
@@ -29,30 +29,18 @@ PACKAGES = ["mate-backgrounds", "ukui-wallpapers", "lomiri-wallpapers-20.04", "g
 FORMATS = {"JPEG": "jpeg", "PNG": "png", "WEBP": "webp"}
 
 # The Pillow side, run in its own process so that its peak memory can be read: reads
-# "src\tdst" lines on stdin.
+# "src\tdst\tR" lines on stdin; its arguments are the number of processes and this folder
+# (for benchlib).
 PILLOW_WORKER = r"""
-import sys, multiprocessing as mp
+import sys
+sys.path.insert(0, sys.argv[2])
 from PIL import Image
+from benchlib import pillow_crop_resize, run_jobs
 Image.MAX_IMAGE_PIXELS = None
 
-def one(line):
-    src, dst, r = line.split("\t")
-    r = int(r)
-    im = Image.open(src).convert("RGB")
-    w, h = im.size
-    s = min(w, h)
-    im = im.crop(((w - s) // 2, (h - s) // 2, (w + s) // 2, (h + s) // 2)).resize((r, r), Image.LANCZOS)
-    im.save(dst)
-
 if __name__ == "__main__":
-    jobs = [l.rstrip("\n") for l in sys.stdin if l.strip()]
-    procs = int(sys.argv[1])
-    if procs == 1:
-        for j in jobs:
-            one(j)
-    else:
-        with mp.Pool(procs) as pool:
-            pool.map(one, jobs, chunksize=1)
+    jobs = [l.rstrip("\n").split("\t") for l in sys.stdin if l.strip()]
+    run_jobs(pillow_crop_resize, [(src, dst, int(r)) for src, dst, r in jobs], int(sys.argv[1]), 1)
 """
 
 
@@ -161,7 +149,7 @@ def timed(cmd, stdin):
 
 def run_pillow(items, out, r, procs):
     lines = "".join(f"{p}\t{out}/{i:04d}.png\t{r}\n" for i, (p, _) in enumerate(items))
-    return timed([sys.executable, "-c", PILLOW_WORKER, str(procs)], lines)
+    return timed([sys.executable, "-c", PILLOW_WORKER, str(procs), os.path.dirname(os.path.abspath(__file__))], lines)
 
 
 def run_ours(items, out, r, jobs):
@@ -177,11 +165,7 @@ def run_ours(items, out, r, jobs):
 
 
 def best(fn, out, repeat):
-    runs = []
-    for _ in range(repeat):
-        shutil.rmtree(out, ignore_errors=True)
-        os.makedirs(out)
-        runs.append(fn(out))
+    runs = fresh_runs(fn, out, repeat)
     return min(t for t, _ in runs), max(m for _, m in runs)
 
 
