@@ -172,10 +172,14 @@ fn gather_npz_killed_leaves_no_partial_output() {
 fn project_one_gpu_killed_then_rerun_skips_finished_and_matches() {
     let tmp = tempfile::tempdir().unwrap();
     let (g, inputs) = projection_job(tmp.path(), 12);
+    // One thread in every run: on the CPU the count changes the results' last bits (a sum split
+    // over 2 threads adds in another order), and 6 Adam steps grow them to ~1e-3; left to
+    // itself each run takes fewer threads when the CPUs are busy as it starts, so the runs
+    // compared here could differ in count. One also does not spin on a loaded machine.
     let run = |out: &str| {
         let mut c = Command::new(bin("project-one-gpu"));
         c.current_dir(tmp.path())
-            .args(["-q", "--device", "cpu", "--network"])
+            .args(["-q", "--device", "cpu", "--threads", "1", "--network"])
             .arg(&g)
             .args([
                 "--vgg",
