@@ -313,10 +313,7 @@ fn an_overwrite_stopped_midway_leaves_the_previous_pack_whole() {
     // The training split now holds many files that cannot be read: their error records fill
     // the pipe to a reader that does not read, which stops the pack between its two splits.
     for i in 0..1500 {
-        let p = d.join(format!("imgs/train/cat/fifo-with-a-long-name-{i:04}.png"));
-        let c = std::ffi::CString::new(p.into_os_string().into_encoded_bytes()).unwrap();
-        // SAFETY: mkfifo with a valid C string.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        testkit::mkfifo(&d.join(format!("imgs/train/cat/fifo-with-a-long-name-{i:04}.png")));
     }
     std::fs::write(d.join("imgs/val/cat/new.png"), image_bytes("new", 1)).unwrap();
     let mut child = Command::new(BIN)
