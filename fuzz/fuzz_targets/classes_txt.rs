@@ -5,8 +5,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let dir = std::env::temp_dir().join(format!("shardkit-fuzz-classes-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = shardkit_fuzz::scratch_dir("classes");
     let path = dir.join("in.txt");
     std::fs::write(&path, data).unwrap();
     let Ok(names) = data_pack::read_classes(&path) else {

@@ -12,8 +12,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let n = (u16::from_le_bytes(*head) as usize).min(rest.len());
     let (idx, rec) = rest.split_at(n);
-    let dir = std::env::temp_dir().join(format!("shardkit-fuzz-rec-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = shardkit_fuzz::scratch_dir("rec");
     let prefix = dir.join("train");
     std::fs::write(prefix.with_extension("idx"), idx).unwrap();
     std::fs::write(prefix.with_extension("rec"), rec).unwrap();

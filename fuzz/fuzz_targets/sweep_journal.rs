@@ -5,8 +5,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let dir = std::env::temp_dir().join(format!("shardkit-fuzz-journal-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = shardkit_fuzz::scratch_dir("journal");
     let path = dir.join(sweep_engine::journal::FILE);
     std::fs::write(&path, data).unwrap();
     if let Ok((definition, entries, _)) = sweep_engine::journal::Journal::resume(&dir) {

@@ -5,8 +5,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let dir = std::env::temp_dir().join(format!("shardkit-fuzz-tar-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = shardkit_fuzz::scratch_dir("tar");
     let shard = dir.join("shard.tar");
     std::fs::write(&shard, data).unwrap();
     if let Ok(shards) = train_data::wds::Shards::open(shard.as_os_str()) {
