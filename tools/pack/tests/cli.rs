@@ -71,6 +71,21 @@ fn packed(o: &Output) -> Vec<Packed> {
     testkit::typed(&o.stdout)
 }
 
+/// A pack that left out one training image, `name`, with an error record (exit 3) and packed
+/// the other 15: that error record.
+fn packed_but_one(o: &Output, name: &str) -> ErrorRecord {
+    testkit::exits(o, 3);
+    let mut errors: Vec<ErrorRecord> = testkit::typed(&o.stdout);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].input.to_string_lossy().ends_with(name),
+        "{errors:?}"
+    );
+    let recs: Vec<Packed> = testkit::typed(&o.stdout);
+    assert_eq!(recs[0].samples, 15);
+    errors.remove(0)
+}
+
 #[test]
 fn shards_are_what_webdataset_reads_in_the_shuffled_folder_order_with_the_class_names() {
     let tmp = with_images();
@@ -190,13 +205,7 @@ fn an_unreadable_image_is_left_out_with_an_error_and_the_rest_are_packed() {
     let tmp = with_images();
     let d = tmp.path();
     testkit::mkfifo(&d.join("imgs/train/cat/stuck.png"));
-    let o = pack(&["imgs/train", "-o", "out"], d);
-    testkit::exits(&o, 3);
-    let errors: Vec<ErrorRecord> = testkit::typed(&o.stdout);
-    assert_eq!(errors.len(), 1);
-    assert!(errors[0].input.to_string_lossy().ends_with("stuck.png"));
-    let recs: Vec<Packed> = testkit::typed(&o.stdout);
-    assert_eq!(recs[0].samples, 15);
+    packed_but_one(&pack(&["imgs/train", "-o", "out"], d), "stuck.png");
 }
 
 #[test]
@@ -540,13 +549,8 @@ fn an_image_too_large_for_a_record_is_an_error_record() {
         ],
         d,
     );
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    let errors: Vec<ErrorRecord> = testkit::typed(&o.stdout);
-    assert_eq!(errors.len(), 1);
-    assert!(errors[0].input.to_string_lossy().ends_with("big.png"));
-    assert!(errors[0].message.contains("29 bits"), "{errors:?}");
-    let recs: Vec<Packed> = testkit::typed(&o.stdout);
-    assert_eq!(recs[0].samples, 15);
+    let e = packed_but_one(&o, "big.png");
+    assert!(e.message.contains("29 bits"), "{e:?}");
 }
 
 #[test]
