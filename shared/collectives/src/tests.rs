@@ -562,9 +562,11 @@ fn ranks_of_one_process_find_they_share_a_host() {
     }
 }
 
-/// Runs `f` on `world` ranks over shared memory, then over the TCP ring (store keys under
-/// `name`-shm/ and `name`-tcp/; the transport checked by name), and asserts that every rank of a
-/// run returns the same buffers and that both transports return the same bits, buffer by buffer.
+/// Runs `f` on `world` ranks over shared memory reading the others' buffers directly, then
+/// through the segment's slots, then over the TCP ring (store keys under `name`-direct/,
+/// `name`-slots/ and `name`-tcp/; the transport checked by name, and that the direct reads were
+/// used when tried), and asserts that every rank of a run returns the same buffers and that the
+/// three return the same bits, buffer by buffer.
 fn same_bits_over_both_transports(
     name: &str,
     world: usize,
@@ -572,8 +574,13 @@ fn same_bits_over_both_transports(
     f: impl Fn(usize, &mut Communicator) -> Vec<Vec<u8>> + Send + Sync + Clone + 'static,
 ) {
     let mut got: Vec<Vec<Vec<u8>>> = Vec::new();
-    for transport in [Transport::Shm, Transport::Tcp] {
-        let prefix: &'static str = Box::leak(format!("{name}-{transport}/").into_boxed_str());
+    let ways = [
+        ("direct", Transport::Shm, None),
+        ("slots", Transport::Shm, Some(false)),
+        ("tcp", Transport::Tcp, None),
+    ];
+    for (way, transport, direct) in ways {
+        let prefix: &'static str = Box::leak(format!("{name}-{way}/").into_boxed_str());
         let f = f.clone();
         let res = ranks_over(
             prefix,
@@ -584,22 +591,59 @@ fn same_bits_over_both_transports(
             move |rank, comm| {
                 let mut comm = comm.unwrap();
                 assert_eq!(comm.transport(), transport.to_string());
-                f(rank, &mut comm)
+                if let Some(g) = comm.joined.shm.as_mut() {
+                    g.set_direct(direct);
+                }
+                let out = f(rank, &mut comm);
+                if let Some(g) = comm.joined.shm.as_ref() {
+                    let used = direct.unwrap_or(true);
+                    assert_eq!(g.direct(), Some(used), "{way}: direct reads {used}");
+                }
+                out
             },
         );
         for r in 1..world {
-            assert!(
-                res[r] == res[0],
-                "{transport}: rank {r} differs from rank 0"
-            );
+            assert!(res[r] == res[0], "{way}: rank {r} differs from rank 0");
         }
         got.push(res.into_iter().next().unwrap());
     }
-    for (i, (a, b)) in got[0].iter().zip(&got[1]).enumerate() {
-        assert!(
-            a == b,
-            "{name}, world {world}, buffer {i}: shared memory and the ring differ"
-        );
+    for (way, other) in [("slots", &got[1]), ("tcp", &got[2])] {
+        for (i, (a, b)) in got[0].iter().zip(other).enumerate() {
+            assert!(
+                a == b,
+                "{name}, world {world}, buffer {i}: direct reads and {way} differ"
+            );
+        }
+    }
+}
+
+/// Ranks that cannot read each other's memory (here one rank's token reads back wrong, as
+/// from a process in another PID namespace would) agree at their first large all-reduce to keep
+/// the segment's slots, every rank the same, and reduce exactly.
+#[test]
+fn ranks_that_cannot_read_each_other_keep_the_slots() {
+    let n = (2 * crate::shm::SLOT / 8 + 77) as i64;
+    let res = ranks_over(
+        "no-direct/",
+        3,
+        Duration::from_secs(60),
+        Transport::Shm,
+        never,
+        move |rank, comm| {
+            let mut comm = comm.unwrap();
+            let g = comm.joined.shm.as_ref().unwrap();
+            if rank == 1 {
+                g.spoil_token();
+            }
+            let mut t = values(rank, n);
+            comm.all_reduce(&mut t, ReduceOp::Sum).unwrap();
+            let direct = comm.joined.shm.as_ref().unwrap().direct();
+            (direct, max_diff(&t, &expected(3, n, ReduceOp::Sum)))
+        },
+    );
+    for (rank, (direct, diff)) in res.iter().enumerate() {
+        assert_eq!(*direct, Some(false), "rank {rank}");
+        assert_eq!(*diff, 0.0, "rank {rank}");
     }
 }
 

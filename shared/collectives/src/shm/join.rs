@@ -184,19 +184,9 @@ pub(super) fn join(
     } else {
         follow(plan, store, peers[0], n, method, timeout, until)?
     };
-    Ok(Group {
-        me,
-        ranks: peers.to_vec(),
-        map,
-        links,
-        timeout,
-        stop: until.stop,
-        seq: 0,
-        phase: 0,
-        barriers: 0,
-        spins: spins_for(n),
-        cross: None,
-    })
+    let group = Group::new(me, peers.to_vec(), map, links, timeout, until.stop);
+    group.publish_identity();
+    Ok(group)
 }
 
 /// The leader makes the segment and its socket, publishes their name and the run's secret under

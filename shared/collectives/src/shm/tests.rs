@@ -140,19 +140,14 @@ fn a_peer_that_leaves_after_reaching_the_barrier_is_not_taken_for_dead() {
     let (fd, map) = make_segment(3).unwrap();
     let (a, b) = UnixStream::pair().unwrap();
     b.set_nonblocking(true).unwrap();
-    let mut g = Group {
-        me: 2,
-        ranks: vec![0, 1, 2],
+    let mut g = Group::new(
+        2,
+        vec![0, 1, 2],
         map,
-        links: vec![(0, b)],
-        timeout: Duration::from_secs(600),
-        stop: crate::never,
-        seq: 0,
-        phase: 0,
-        barriers: 0,
-        spins: SPINS,
-        cross: None,
-    };
+        vec![(0, b)],
+        Duration::from_secs(600),
+        crate::never,
+    );
     // The leader arrived at barrier 1 and left.
     g.counter(0).store(1, Ordering::SeqCst);
     drop(a);
