@@ -408,10 +408,15 @@ mod tests {
         }
     }
 
+    /// A PBT with [`settings`] over the space `space` (JSON), seed 0.
+    fn pbt(space: &str) -> Pbt {
+        let space = Space::parse(space).unwrap();
+        Pbt::new(settings(), mutations(&space), 0).unwrap()
+    }
+
     #[test]
     fn the_worst_quarter_copies_the_best_quarter() {
-        let space = Space::parse(r#"{"lr": {"loguniform": [0.001, 1]}, "bs": 64}"#).unwrap();
-        let mut p = Pbt::new(settings(), mutations(&space), 0).unwrap();
+        let mut p = pbt(r#"{"lr": {"loguniform": [0.001, 1]}, "bs": 64}"#);
         for t in 0..4 {
             let mut c = Config::new();
             c.insert("lr".into(), json!(0.01 * (t + 1) as f64));
@@ -442,8 +447,7 @@ mod tests {
 
     #[test]
     fn a_trial_without_state_is_never_copied() {
-        let space = Space::parse(r#"{"lr": {"loguniform": [0.001, 1]}}"#).unwrap();
-        let mut p = Pbt::new(settings(), mutations(&space), 0).unwrap();
+        let mut p = pbt(r#"{"lr": {"loguniform": [0.001, 1]}}"#);
         for t in 0..4 {
             p.add(t, Config::new());
             p.set_has_state(t, false);
@@ -468,8 +472,7 @@ mod tests {
 
     #[test]
     fn paused_and_pending_trials_run_least_time_first() {
-        let space = Space::parse(r#"{"lr": {"choice": [1, 2]}}"#).unwrap();
-        let mut p = Pbt::new(settings(), mutations(&space), 0).unwrap();
+        let mut p = pbt(r#"{"lr": {"choice": [1, 2]}}"#);
         for t in 0..3 {
             p.add(t, Config::new());
         }
