@@ -91,6 +91,15 @@ fn an_unread_result_that_stops_its_trial_is_acted_on_at_resume() {
     assert_eq!(journal_results(&dir).last(), Some(&(1, 1.0)));
 }
 
+/// `dir`'s journal with `edit` applied to each start entry.
+fn edit_starts(dir: &Path, edit: impl Fn(&mut Value)) {
+    edit_journal(dir, |v| {
+        if v["event"] == "start" {
+            edit(v);
+        }
+    });
+}
+
 /// [`died_with_two_results_unread`], then its trial's stdout.log removed: its path.
 fn died_and_stdout_log_removed(dir: &Path) -> PathBuf {
     died_with_two_results_unread(dir);
@@ -323,10 +332,8 @@ fn a_copy_whose_trial_directory_got_the_originals_inode_number_reads_back_its_re
         "this test needs a filesystem with birth times"
     );
     // The original's directory had the number the copy's has now.
-    edit_journal(&copy, |v| {
-        if v["event"] == "start" {
-            v["stdout_file"]["dir"] = json!([m.dev(), m.ino()]);
-        }
+    edit_starts(&copy, |v| {
+        v["stdout_file"]["dir"] = json!([m.dev(), m.ino()])
     });
     assert_eq!(resumed_times(&copy), [json!(2.0), json!(3.0), json!(4.0)]);
 }
@@ -339,13 +346,11 @@ fn a_journal_without_stdout_offsets_resumes_as_before() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = out_dir(&tmp);
     died_with_two_results_unread(&dir);
-    edit_journal(&dir, |v| {
-        if v["event"] == "start" {
-            let e = v.as_object_mut().unwrap();
-            assert!(e.remove("stdout_from").is_some() && e.remove("counted_from").is_some());
-            assert!(e.remove("stdout_file").is_some());
-            assert_eq!(e.len(), 4, "event, trial, attempt, slot: {e:?}");
-        }
+    edit_starts(&dir, |v| {
+        let e = v.as_object_mut().unwrap();
+        assert!(e.remove("stdout_from").is_some() && e.remove("counted_from").is_some());
+        assert!(e.remove("stdout_file").is_some());
+        assert_eq!(e.len(), 4, "event, trial, attempt, slot: {e:?}");
     });
     // Run again without state: its epochs 2 to 4 (m = 2 · epoch) are this run's results.
     let fake = Fake::new(|_, _| (curve(2, 4), Exit::Code(0)));
@@ -374,11 +379,7 @@ fn resume_refuses_a_start_counted_from_below_zero() {
     let def = counted_sweep(0);
     let fake = Fake::new(move |_, _| (vec![m(1)], Exit::Died(vec![m(2), m(3)])));
     died(&dir, def, fake);
-    edit_journal(&dir, |v| {
-        if v["event"] == "start" {
-            v["counted_from"] = json!(-10.0);
-        }
-    });
+    edit_starts(&dir, |v| v["counted_from"] = json!(-10.0));
     let e = resume_refused(&dir);
     assert!(matches!(e, Error::Journal(_)), "{e:?}");
     assert!(e.describe().contains("counted_from"), "{e}");
@@ -447,11 +448,7 @@ fn resume_refuses_a_start_of_an_attempt_no_sweep_made() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = out_dir(&tmp);
     died_with_two_results_unread(&dir);
-    edit_journal(&dir, |v| {
-        if v["event"] == "start" {
-            v["attempt"] = json!(u64::MAX);
-        }
-    });
+    edit_starts(&dir, |v| v["attempt"] = json!(u64::MAX));
     let e = resume_refused(&dir);
     assert!(matches!(e, Error::Journal(_)), "{e:?}");
     assert!(e.describe().contains("attempt"), "{e}");
