@@ -103,11 +103,10 @@ fn median_kill_9_then_resume_keeps_pauses_and_decides_as_rays() {
     assert_median_journal_is_rays(&out);
 }
 
-/// A median-rule sweep of five resumable curves (one slot, grace 2, 2 samples, max_t 6).
 /// A median-rule sweep of five resumable curves (grace 2, 2 samples, max_t 6), one slot unless
 /// `extra` says otherwise (`extra_cmd` goes after the curve's arguments, a later value winning);
-/// each trial's processes take a lock in its directory (one that finds
-/// it held exits 4: an error).
+/// each trial's processes take a lock in its directory (one that finds it held exits 4: an
+/// error).
 pub(crate) fn median_sweep(dir: &Path, out: &Path, extra: &[&str], extra_cmd: &[&str]) -> Command {
     let space = json!({"lr": {"grid": [0.0003, 0.03, 0.3, 0.003, 0.01]}, "batch_size": 64});
     let flags = [
