@@ -562,10 +562,10 @@ fn ranks_of_one_process_find_they_share_a_host() {
     }
 }
 
-/// Runs `f` on `world` ranks over shared memory reading the others' buffers directly, then
-/// through the segment's slots, then over the TCP ring (store keys under `name`-direct/,
-/// `name`-slots/ and `name`-tcp/; the transport checked by name, and that the direct reads were
-/// used when tried), and asserts that every rank of a run returns the same buffers and that the
+/// Runs `f` on `world` ranks over shared memory reading the others' buffers directly (even
+/// where the ranks outnumber the cores and would not), then through the segment's slots, then
+/// over the TCP ring (store keys under `name`-direct/, `name`-slots/ and `name`-tcp/; the
+/// transport checked by name), and asserts that every rank of a run returns the same buffers and that the
 /// three return the same bits, buffer by buffer.
 fn same_bits_over_both_transports(
     name: &str,
@@ -575,7 +575,7 @@ fn same_bits_over_both_transports(
 ) {
     let mut got: Vec<Vec<Vec<u8>>> = Vec::new();
     let ways = [
-        ("direct", Transport::Shm, None),
+        ("direct", Transport::Shm, Some(true)),
         ("slots", Transport::Shm, Some(false)),
         ("tcp", Transport::Tcp, None),
     ];
@@ -594,12 +594,7 @@ fn same_bits_over_both_transports(
                 if let Some(g) = comm.joined.shm.as_mut() {
                     g.set_direct(direct);
                 }
-                let out = f(rank, &mut comm);
-                if let Some(g) = comm.joined.shm.as_ref() {
-                    let used = direct.unwrap_or(true);
-                    assert_eq!(g.direct(), Some(used), "{way}: direct reads {used}");
-                }
-                out
+                f(rank, &mut comm)
             },
         );
         for r in 1..world {
@@ -617,6 +612,37 @@ fn same_bits_over_both_transports(
     }
 }
 
+/// Two ranks (threads of one process here) find at their first all-reduce of a few MiB that
+/// they can read each other's memory, both the same, where the cores are as many as the ranks
+/// (else both keep the slots), and reduce exactly; a smaller all-reduce before it does not ask.
+#[test]
+fn ranks_that_can_read_each_other_do_so_where_they_have_a_core_each() {
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let n = (3 * crate::shm::SLOT / 8) as i64;
+    let res = ranks_over(
+        "direct/",
+        2,
+        Duration::from_secs(60),
+        Transport::Shm,
+        never,
+        move |rank, comm| {
+            let mut comm = comm.unwrap();
+            let mut small = values(rank, 1000);
+            comm.all_reduce(&mut small, ReduceOp::Max).unwrap();
+            let before = comm.joined.shm.as_ref().unwrap().direct();
+            let mut t = values(rank, n);
+            comm.all_reduce(&mut t, ReduceOp::Sum).unwrap();
+            let after = comm.joined.shm.as_ref().unwrap().direct();
+            (before, after, max_diff(&t, &expected(2, n, ReduceOp::Sum)))
+        },
+    );
+    for (rank, (before, after, diff)) in res.iter().enumerate() {
+        assert_eq!(*before, None, "rank {rank}");
+        assert_eq!(*after, Some(cores >= 2), "rank {rank}");
+        assert_eq!(*diff, 0.0, "rank {rank}");
+    }
+}
+
 /// Ranks that cannot read each other's memory (here one rank's token reads back wrong, as
 /// from a process in another PID namespace would) agree at their first large all-reduce to keep
 /// the segment's slots, every rank the same, and reduce exactly.
@@ -625,7 +651,7 @@ fn ranks_that_cannot_read_each_other_keep_the_slots() {
     let n = (2 * crate::shm::SLOT / 8 + 77) as i64;
     let res = ranks_over(
         "no-direct/",
-        3,
+        2,
         Duration::from_secs(60),
         Transport::Shm,
         never,
@@ -638,7 +664,7 @@ fn ranks_that_cannot_read_each_other_keep_the_slots() {
             let mut t = values(rank, n);
             comm.all_reduce(&mut t, ReduceOp::Sum).unwrap();
             let direct = comm.joined.shm.as_ref().unwrap().direct();
-            (direct, max_diff(&t, &expected(3, n, ReduceOp::Sum)))
+            (direct, max_diff(&t, &expected(2, n, ReduceOp::Sum)))
         },
     );
     for (rank, (direct, diff)) in res.iter().enumerate() {

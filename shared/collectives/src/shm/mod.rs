@@ -22,9 +22,10 @@
 //! runs up to [`SETS`] − 1 chunks ahead of the slowest.
 //!
 //! Where the host's ranks may read each other's memory (`process_vm_readv`; found out at the
-//! first large all-reduce, see [`direct`]), a large all-reduce skips the slots instead: each rank
-//! reduces its ring segment in its own buffer from the others' buffers, then copies the others'
-//! segments out of their buffers, each byte moved once. The slots stay for every other case. A buffer of up to [`WHOLE`] bytes is
+//! first all-reduce of 1 to 16 MiB, see [`direct`]), an all-reduce of that size skips the slots
+//! instead: each rank reduces its ring segment in its own buffer from the others' buffers, then
+//! copies the others' segments out of their buffers, each byte moved once. The slots stay for
+//! every other case. A buffer of up to [`WHOLE`] bytes is
 //! reduced whole by every rank after one barrier (latency rules there, not bandwidth).
 //! Broadcast and the hierarchical transport take one barrier per chunk, and write a set again
 //! [`SETS`] chunks later (three would do), after every rank has passed the barrier that follows

@@ -36,7 +36,7 @@ impl Group {
         }
         self.publish_buffer(buf);
         self.announce(call)?;
-        if self.direct_reads()? {
+        if super::direct::direct_size(buf.len()) && self.direct_reads()? {
             let last = (base + chunks as u64 - 1) as u32;
             return self.direct_all_reduce(buf, dtype, op, base, last);
         }
