@@ -612,28 +612,45 @@ fn same_bits_over_both_transports(
     }
 }
 
-/// Two ranks (threads of one process here) find at their first all-reduce of a few MiB that
-/// they can read each other's memory, both the same, where the cores are as many as the ranks
-/// (else both keep the slots), and reduce exactly; a smaller all-reduce before it does not ask.
-#[test]
-fn ranks_that_can_read_each_other_do_so_where_they_have_a_core_each() {
-    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
-    let n = (3 * crate::shm::SLOT / 8) as i64;
-    let res = ranks_over(
-        "direct/",
+/// Two ranks (threads of one process) over shared memory: each runs `prepare`, then sums
+/// `values` of `n` doubles; returns per rank whether it read the other directly before and
+/// after the sum ([`crate::shm`]'s verdict) and the sum's largest error.
+fn two_ranks_direct(
+    prefix: &'static str,
+    n: i64,
+    prepare: fn(usize, &mut Communicator),
+) -> Vec<(Option<bool>, Option<bool>, f64)> {
+    ranks_over(
+        prefix,
         2,
         Duration::from_secs(60),
         Transport::Shm,
         never,
         move |rank, comm| {
             let mut comm = comm.unwrap();
-            let mut small = values(rank, 1000);
-            comm.all_reduce(&mut small, ReduceOp::Max).unwrap();
-            let before = comm.joined.shm.as_ref().unwrap().direct();
+            prepare(rank, &mut comm);
+            let verdict = |c: &Communicator| c.joined.shm.as_ref().unwrap().direct();
+            let before = verdict(&comm);
             let mut t = values(rank, n);
             comm.all_reduce(&mut t, ReduceOp::Sum).unwrap();
-            let after = comm.joined.shm.as_ref().unwrap().direct();
-            (before, after, max_diff(&t, &expected(2, n, ReduceOp::Sum)))
+            let diff = max_diff(&t, &expected(2, n, ReduceOp::Sum));
+            (before, verdict(&comm), diff)
+        },
+    )
+}
+
+/// Two ranks find at their first all-reduce of a few MiB that they can read each other's
+/// memory, both the same, where the cores are as many as the ranks (else both keep the slots),
+/// and reduce exactly; a smaller all-reduce before it does not ask.
+#[test]
+fn ranks_that_can_read_each_other_do_so_where_they_have_a_core_each() {
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let res = two_ranks_direct(
+        "direct/",
+        (3 * crate::shm::SLOT / 8) as i64,
+        |rank, comm| {
+            let mut small = values(rank, 1000);
+            comm.all_reduce(&mut small, ReduceOp::Max).unwrap();
         },
     );
     for (rank, (before, after, diff)) in res.iter().enumerate() {
@@ -644,31 +661,18 @@ fn ranks_that_can_read_each_other_do_so_where_they_have_a_core_each() {
 }
 
 /// Ranks that cannot read each other's memory (here one rank's token reads back wrong, as
-/// from a process in another PID namespace would) agree at their first large all-reduce to keep
-/// the segment's slots, every rank the same, and reduce exactly.
+/// from a process in another PID namespace would) agree at their first all-reduce of a few MiB
+/// to keep the segment's slots, both the same, and reduce exactly.
 #[test]
 fn ranks_that_cannot_read_each_other_keep_the_slots() {
     let n = (2 * crate::shm::SLOT / 8 + 77) as i64;
-    let res = ranks_over(
-        "no-direct/",
-        2,
-        Duration::from_secs(60),
-        Transport::Shm,
-        never,
-        move |rank, comm| {
-            let mut comm = comm.unwrap();
-            let g = comm.joined.shm.as_ref().unwrap();
-            if rank == 1 {
-                g.spoil_token();
-            }
-            let mut t = values(rank, n);
-            comm.all_reduce(&mut t, ReduceOp::Sum).unwrap();
-            let direct = comm.joined.shm.as_ref().unwrap().direct();
-            (direct, max_diff(&t, &expected(2, n, ReduceOp::Sum)))
-        },
-    );
-    for (rank, (direct, diff)) in res.iter().enumerate() {
-        assert_eq!(*direct, Some(false), "rank {rank}");
+    let res = two_ranks_direct("no-direct/", n, |rank, comm| {
+        if rank == 1 {
+            comm.joined.shm.as_ref().unwrap().spoil_token();
+        }
+    });
+    for (rank, (_, after, diff)) in res.iter().enumerate() {
+        assert_eq!(*after, Some(false), "rank {rank}");
         assert_eq!(*diff, 0.0, "rank {rank}");
     }
 }
