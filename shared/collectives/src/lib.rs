@@ -343,18 +343,12 @@ impl Communicator {
     pub fn all_reduce(&mut self, t: &mut Tensor, op: ReduceOp) -> Result<()> {
         let dtype = DType::from_kind(t.kind())?;
         if self.use_nccl(t.device())? {
-            let count = contiguous_numel(t, "all_reduce")?;
-            let p = t.data_ptr();
-            // SAFETY: device pointers of contiguous tensors of `count` elements of `dtype` (checked
-            // above), alive while NCCL works on them: it queues on libtorch's current stream.
-            return self.with_nccl(t.device(), |c| unsafe {
+            // SAFETY: `p` holds `count` elements of `dtype` (nccl_in_place).
+            return self.nccl_in_place(t, "all_reduce", |c, p, count| unsafe {
                 c.all_reduce(p, p, count, dtype, op)
             });
         }
-        self.on_host(t, |j, buf| match j.shm.as_mut() {
-            Some(g) => g.all_reduce(buf, dtype, op),
-            None => j.ring.all_reduce(buf, dtype, op),
-        })
+        self.host_all_reduce(t, dtype, op)
     }
 
     /// Out-of-place all-reduce: `output` (same shape and kind) gets the reduction of `input`.
@@ -394,10 +388,7 @@ impl Communicator {
         } else {
             output.copy_(input);
         }
-        self.on_host(output, |j, buf| match j.shm.as_mut() {
-            Some(g) => g.all_reduce(buf, dtype, op),
-            None => j.ring.all_reduce(buf, dtype, op),
-        })
+        self.host_all_reduce(output, dtype, op)
     }
 
     /// Copies `root`'s tensor into every rank's `t`.
@@ -405,11 +396,8 @@ impl Communicator {
         self.check_root(root)?;
         let dtype = DType::from_kind(t.kind())?;
         if self.use_nccl(t.device())? {
-            let count = contiguous_numel(t, "broadcast")?;
-            let p = t.data_ptr();
-            // SAFETY: device pointers of contiguous tensors of `count` elements of `dtype` (checked
-            // above), alive while NCCL works on them: it queues on libtorch's current stream.
-            return self.with_nccl(t.device(), |c| unsafe {
+            // SAFETY: `p` holds `count` elements of `dtype` (nccl_in_place).
+            return self.nccl_in_place(t, "broadcast", |c, p, count| unsafe {
                 c.broadcast(p, p, count, dtype, root)
             });
         }
@@ -601,6 +589,29 @@ impl Communicator {
 
     /// Runs a CPU collective (shared memory or ring) on `t`'s bytes: in place for contiguous CPU tensors, else through
     /// a contiguous host copy that is copied back.
+    /// Runs `f` on the NCCL communicator of `t`'s device with `t`'s data pointer and element
+    /// count: a contiguous CUDA tensor (checked here; `what` names the collective if not), whose
+    /// memory the caller's `&mut` keeps alive while NCCL works on it on libtorch's current
+    /// stream.
+    fn nccl_in_place(
+        &mut self,
+        t: &mut Tensor,
+        what: &str,
+        f: impl FnOnce(&mut nccl::NcclComm, *mut std::ffi::c_void, usize) -> Result<()>,
+    ) -> Result<()> {
+        let count = contiguous_numel(t, what)?;
+        let p = t.data_ptr();
+        self.with_nccl(t.device(), |c| f(c, p, count))
+    }
+
+    /// In-place all-reduce of a tensor through the host's memory (shared memory or the ring).
+    fn host_all_reduce(&mut self, t: &mut Tensor, dtype: DType, op: ReduceOp) -> Result<()> {
+        self.on_host(t, |j, buf| match j.shm.as_mut() {
+            Some(g) => g.all_reduce(buf, dtype, op),
+            None => j.ring.all_reduce(buf, dtype, op),
+        })
+    }
+
     fn on_host(
         &mut self,
         t: &mut Tensor,

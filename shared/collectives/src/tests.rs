@@ -23,6 +23,30 @@ fn ranks<T: Send + 'static>(
     ranks_over(prefix, world, timeout, Transport::Auto, never, f)
 }
 
+/// The plan of `rank` of `world` whose store (served elsewhere) is at 127.0.0.1:`port`.
+fn test_plan(
+    rank: usize,
+    world: usize,
+    local_rank: Option<usize>,
+    port: u16,
+    prefix: &str,
+) -> Plan {
+    Plan {
+        rank,
+        world_size: world,
+        local_rank,
+        store: StoreAt::Tcp {
+            host: "127.0.0.1".into(),
+            port,
+            serve: false,
+            port_from: "test",
+        },
+        prefix: prefix.into(),
+        launcher: "test",
+        run_id: None,
+    }
+}
+
 /// [`ranks`] over `transport`, with `stop` as every rank's stop hook.
 fn ranks_over<T: Send + 'static>(
     prefix: &'static str,
@@ -55,20 +79,7 @@ fn ranks_placed<T: Send + 'static>(
                 if let Some(hosts) = hosts {
                     crate::host::TEST_HOST.with(|h| *h.borrow_mut() = Some(hosts[rank].into()));
                 }
-                let plan = Plan {
-                    rank,
-                    world_size: world,
-                    local_rank: Some(rank),
-                    store: StoreAt::Tcp {
-                        host: "127.0.0.1".into(),
-                        port,
-                        serve: false,
-                        port_from: "test",
-                    },
-                    prefix: prefix.into(),
-                    launcher: "test",
-                    run_id: None,
-                };
+                let plan = test_plan(rank, world, Some(rank), port, prefix);
                 let opts = Options {
                     timeout,
                     transport,
@@ -326,20 +337,7 @@ fn two_of_three_failing(
     (0..2)
         .map(|rank| {
             std::thread::spawn(move || {
-                let plan = Plan {
-                    rank,
-                    world_size: 3,
-                    local_rank: None,
-                    store: StoreAt::Tcp {
-                        host: "127.0.0.1".into(),
-                        port,
-                        serve: false,
-                        port_from: "test",
-                    },
-                    prefix: prefix.into(),
-                    launcher: "test",
-                    run_id: None,
-                };
+                let plan = test_plan(rank, 3, None, port, prefix);
                 let opts = Options {
                     timeout,
                     ..Options::default()
@@ -837,20 +835,7 @@ fn ranks_given_different_transports_refuse_naming_the_flag() {
         .enumerate()
         .map(|(rank, transport)| {
             std::thread::spawn(move || {
-                let plan = Plan {
-                    rank,
-                    world_size: 2,
-                    local_rank: None,
-                    store: StoreAt::Tcp {
-                        host: "127.0.0.1".into(),
-                        port,
-                        serve: false,
-                        port_from: "test",
-                    },
-                    prefix: "mixed2/".into(),
-                    launcher: "test",
-                    run_id: None,
-                };
+                let plan = test_plan(rank, 2, None, port, "mixed2/");
                 let opts = Options {
                     timeout: Duration::from_secs(60),
                     transport,
