@@ -35,13 +35,7 @@ pub(super) fn wire(
     }
     // Bound to the address this rank advertises (the one its store connection leaves from),
     // not to every interface: only the network the ranks share can reach the ring port.
-    let ip = store.local_ip();
-    let listener = TcpListener::bind((ip, 0)).map_err(Error::io("ring listener"))?;
-    let port = listener
-        .local_addr()
-        .map_err(Error::io("ring listener"))?
-        .port();
-    let me = std::net::SocketAddr::new(ip, port).to_string();
+    let (listener, me) = listen(store, "ring listener")?;
     crate::host::publish(store, rank)?;
     store.set(&format!("addr/{rank}"), me.as_bytes())?;
 
@@ -61,23 +55,55 @@ pub(super) fn wire(
     let prev = (rank + world - 1) % world;
     let next_addr = String::from_utf8_lossy(&store.get_now(&format!("addr/{next}"))?).into_owned();
     let prev_addr = String::from_utf8_lossy(&store.get_now(&format!("addr/{prev}"))?).into_owned();
-    let mut to_next = connect_retry(&next_addr, until).map_err(|e| match e {
-        Error::Interrupted(_) => e,
-        e => Error::Rendezvous(format!("cannot connect to rank {next} at {next_addr}: {e}")),
-    })?;
-    let hello = hello(nonce, rank, world);
-    to_next.write_all(&hello).map_err(Error::io("ring hello"))?;
-    let from_prev =
-        accept_prev(&listener, nonce, prev, &prev_addr, world, until).map_err(|e| match e {
-            Error::Interrupted(_) => e,
-            e => Error::Rendezvous(format!(
-                "rank {prev} (previous in the ring) never connected to rank {rank}: {e}"
-            )),
-        })?;
+    let (to_next, from_prev) = link(
+        &listener,
+        (nonce, rank, world),
+        (&next_addr, prev, &prev_addr),
+        "ring hello",
+        until,
+        |e| format!("cannot connect to rank {next} at {next_addr}: {e}"),
+        |e| format!("rank {prev} (previous in the ring) never connected to rank {rank}: {e}"),
+    )?;
     Ok((
         Ring::new(rank, world, to_next, from_prev, timeout, until.stop)?,
         hosts,
     ))
+}
+
+/// A listener on the address this rank's store connection leaves from (only the network the
+/// ranks share reaches it), and that address.
+fn listen(store: &Store, what: &'static str) -> Result<(TcpListener, String)> {
+    let ip = store.local_ip();
+    let listener = TcpListener::bind((ip, 0)).map_err(Error::io(what))?;
+    let port = listener.local_addr().map_err(Error::io(what))?.port();
+    Ok((listener, std::net::SocketAddr::new(ip, port).to_string()))
+}
+
+/// Member `at` of a ring of `count` connects to the next one (at `next_addr`) and says its
+/// hello (`hello_what` names a failure to), then accepts the previous one's (member `prev`, at
+/// `prev_addr`); a failure other than an interruption is a rendezvous error in the words of
+/// `next_failed` or `prev_failed`.
+#[allow(clippy::too_many_arguments)]
+fn link(
+    listener: &TcpListener,
+    (nonce, at, count): (u64, usize, usize),
+    (next_addr, prev, prev_addr): (&str, usize, &str),
+    hello_what: &'static str,
+    until: Until,
+    next_failed: impl Fn(&Error) -> String,
+    prev_failed: impl Fn(&Error) -> String,
+) -> Result<(TcpStream, TcpStream)> {
+    let named = |e: Error, says: &dyn Fn(&Error) -> String| match e {
+        Error::Interrupted(_) => e,
+        e => Error::Rendezvous(says(&e)),
+    };
+    let mut to_next = connect_retry(next_addr, until).map_err(|e| named(e, &next_failed))?;
+    to_next
+        .write_all(&hello(nonce, at, count))
+        .map_err(Error::io(hello_what))?;
+    let from_prev = accept_prev(listener, nonce, prev, prev_addr, count, until)
+        .map_err(|e| named(e, &prev_failed))?;
+    Ok((to_next, from_prev))
 }
 
 /// Wires the ring of the hosts' leaders (hierarchical transport, [`crate::shm`]): host
@@ -96,16 +122,8 @@ pub(crate) fn wire_leaders(
 ) -> Result<Ring> {
     let hosts = leaders.len();
     let me = leaders[host];
-    let ip = store.local_ip();
-    let listener = TcpListener::bind((ip, 0)).map_err(Error::io("leaders' ring listener"))?;
-    let port = listener
-        .local_addr()
-        .map_err(Error::io("leaders' ring listener"))?
-        .port();
-    store.set(
-        &format!("leader_addr/{host}"),
-        std::net::SocketAddr::new(ip, port).to_string().as_bytes(),
-    )?;
+    let (listener, addr) = listen(store, "leaders' ring listener")?;
+    store.set(&format!("leader_addr/{host}"), addr.as_bytes())?;
     let keys: Vec<(String, usize)> = (0..hosts)
         .map(|g| (format!("leader_addr/{g}"), leaders[g]))
         .collect();
@@ -119,23 +137,24 @@ pub(crate) fn wire_leaders(
     };
     let (next_addr, prev_addr) = (addr(next, store)?, addr(prev, store)?);
     let (next_rank, prev_rank) = (leaders[next], leaders[prev]);
-    let mut to_next = connect_retry(&next_addr, until).map_err(|e| match e {
-        Error::Interrupted(_) => e,
-        e => Error::Rendezvous(format!(
-            "rank {me} cannot connect to rank {next_rank} (the next host's leader) at \
-             {next_addr}: {e}"
-        )),
-    })?;
-    to_next
-        .write_all(&hello(nonce, host, hosts))
-        .map_err(Error::io("leaders' ring hello"))?;
-    let from_prev =
-        accept_prev(&listener, nonce, prev, &prev_addr, hosts, until).map_err(|e| match e {
-            Error::Interrupted(_) => e,
-            e => Error::Rendezvous(format!(
+    let (to_next, from_prev) = link(
+        &listener,
+        (nonce, host, hosts),
+        (&next_addr, prev, &prev_addr),
+        "leaders' ring hello",
+        until,
+        |e| {
+            format!(
+                "rank {me} cannot connect to rank {next_rank} (the next host's leader) at \
+                 {next_addr}: {e}"
+            )
+        },
+        |e| {
+            format!(
                 "rank {prev_rank} (the previous host's leader) never connected to rank {me}: {e}"
-            )),
-        })?;
+            )
+        },
+    )?;
     Ok(
         Ring::new(host, hosts, to_next, from_prev, timeout, until.stop)?
             .with_names(leaders.to_vec()),
