@@ -675,6 +675,139 @@ fn ranks_that_cannot_read_each_other_keep_the_slots() {
     }
 }
 
+/// Polls `cond` every millisecond for up to a minute (then fails naming `what`).
+fn wait_until(what: &str, cond: impl Fn() -> bool) {
+    let t0 = Instant::now();
+    while !cond() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "waited a minute for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Direct reads over 3 ranks: rank 0, about to read rank 1's buffer, finds in the segment that
+/// rank 2 was killed (as a rank that saw it go writes), and rank 1's process gone (it exited on
+/// that news). Every rank names rank 2, the cause, not rank 1.
+#[test]
+fn direct_reads_name_the_rank_that_was_killed_not_one_that_left_after_it() {
+    let n = (3 * crate::shm::SLOT / 4) as i64;
+    let res = ranks_over(
+        "direct-blame/",
+        3,
+        Duration::from_secs(600),
+        Transport::Shm,
+        never,
+        move |rank, comm| {
+            let mut comm = comm.unwrap();
+            let g = comm.joined.shm.as_mut().unwrap();
+            g.set_direct(Some(true));
+            if rank == 0 {
+                g.before_each_read(|g, j| {
+                    if j == 1 {
+                        g.say_killed(2);
+                        // No process has this id (above any pid_max): ESRCH.
+                        g.set_pid_of(1, 0x7fff_fff0);
+                    }
+                });
+            }
+            let mut t = values(rank, n);
+            comm.all_reduce(&mut t, ReduceOp::Sum).unwrap_err()
+        },
+    );
+    for (rank, e) in res.iter().enumerate() {
+        assert!(matches!(e, Error::Peer { rank: 2, .. }), "rank {rank}: {e}");
+    }
+}
+
+/// Direct reads over 2 ranks: rank 0 is stopped (SIGINT in the tools) in its last wait, its
+/// part done, while rank 1 has yet to copy rank 0's reduced segment out of rank 0's buffer;
+/// rank 0's caller then reuses that buffer (`reused`), or it is unmapped, and leaves. Rank 1
+/// returns no values read after that: it fails with rank 0's stop, as over the slots.
+#[test]
+fn a_rank_stopped_in_its_last_wait_is_not_read_after_it_returns() {
+    use std::cell::Cell;
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    static STOP: AtomicBool = AtomicBool::new(false);
+    static RETURNED: AtomicBool = AtomicBool::new(false);
+    static ONE_RETURNED: AtomicBool = AtomicBool::new(false);
+    thread_local!(static RANK0: Cell<bool> = const { Cell::new(false) });
+    fn stop() -> bool {
+        RANK0.with(|r| r.get()) && STOP.load(SeqCst)
+    }
+    // Doubles: one step of the ring's segment per rank.
+    let n = (2 * crate::shm::SLOT / 8) as i64;
+    for reused in [false, true] {
+        STOP.store(false, SeqCst);
+        RETURNED.store(false, SeqCst);
+        ONE_RETURNED.store(false, SeqCst);
+        let prefix = if reused {
+            "direct-left-reused/"
+        } else {
+            "direct-left-unmapped/"
+        };
+        let res = ranks_over(
+            prefix,
+            2,
+            Duration::from_secs(600),
+            Transport::Shm,
+            stop,
+            move |rank, comm| {
+                let mut comm = comm.unwrap();
+                let g = comm.joined.shm.as_mut().unwrap();
+                g.set_direct(Some(true));
+                if rank == 0 {
+                    RANK0.with(|r| r.set(true));
+                    // Folds only once rank 1 has folded: rank 1 then waits for its fold.
+                    g.before_each_read(|g, _| {
+                        wait_until("rank 1's fold", || g.folded_and_done(1).0 != 0)
+                    });
+                } else {
+                    g.before_each_read(|g, _| {
+                        // Its own fold done, this is the copy out of rank 0's segment: once
+                        // rank 0 has done its part, it is stopped and returns.
+                        if g.folded_and_done(1).0 != 0 && !STOP.load(SeqCst) {
+                            wait_until("rank 0's part", || g.folded_and_done(0).1 != 0);
+                            STOP.store(true, SeqCst);
+                            wait_until("rank 0 to return", || RETURNED.load(SeqCst));
+                        }
+                    });
+                }
+                let mut t = values(rank, n);
+                let r = comm.all_reduce(&mut t, ReduceOp::Sum);
+                if rank == 1 {
+                    ONE_RETURNED.store(true, SeqCst);
+                    return r.map(|()| max_diff(&t, &expected(2, n, ReduceOp::Sum)));
+                }
+                let e = r.unwrap_err();
+                assert!(matches!(e, Error::Interrupted(_)), "rank 0: {e}");
+                if reused {
+                    let _ = t.fill_(1e6);
+                } else {
+                    // As if unmapped: nothing is mapped at the first page.
+                    comm.joined.shm.as_ref().unwrap().set_buffer_of(0, 8);
+                }
+                RETURNED.store(true, SeqCst);
+                if !reused {
+                    // A caller slow to leave: rank 1 waits for its reason (given up after 2 s,
+                    // which only makes a rank 1 that does not wait harder to catch).
+                    let t0 = Instant::now();
+                    while !ONE_RETURNED.load(SeqCst) && t0.elapsed() < Duration::from_secs(2) {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
+                comm.leave("interrupted (test)");
+                Err(e)
+            },
+        );
+        match &res[1] {
+            Err(Error::PeerStopped { rank: 0, why }) => assert_eq!(why, "interrupted (test)"),
+            other => panic!("reused {reused}: rank 1 returned {other:?}"),
+        }
+    }
+}
+
 /// Every float dtype and op over 3 and 4 ranks, through shared memory and through the TCP
 /// ring, on a small buffer and one of two chunks, both of odd length: the same bits (tolerance 0: both sum in
 /// the ring's order, documented in shm.rs).

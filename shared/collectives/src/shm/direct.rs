@@ -19,6 +19,12 @@
 //! another user, another PID namespace, a kernel or sandbox that refuses cross-memory attach
 //! (Yama's `ptrace_scope` 1 or more, seccomp) or a process that is not dumpable make it fail,
 //! and the ranks keep the slots.
+//!
+//! A rank that leaves an all-reduce after its part (a signal, the deadline) while others may
+//! still read its buffer takes its `Done` word back first: the others then wait for its reason
+//! (the abort word, its socket) instead of returning what they read from a buffer that went
+//! back to its caller; a read that fails because that buffer is gone waits the same way. A
+//! failed read names the cause the segment already holds (a rank seen killed), if any.
 
 use super::pipeline::{Stage, Wait};
 use super::wait::reached;
@@ -113,7 +119,7 @@ impl Group {
                 iov_len: dst.len() - done,
             };
             let remote = libc::iovec {
-                iov_base: (at as usize + done) as *mut libc::c_void,
+                iov_base: (at as usize).wrapping_add(done) as *mut libc::c_void,
                 iov_len: dst.len() - done,
             };
             // SAFETY: one local iovec inside `dst` (ours, borrowed mutably); the remote one is
@@ -187,7 +193,7 @@ impl Group {
                     }
                     let r = step(j, copied[j]);
                     if let Err(e) =
-                        self.copy_from(j, r.start * es, &mut buf[r.start * es..r.end * es])
+                        self.copy_from(j, r.start * es, &mut buf[r.start * es..r.end * es], last)
                     {
                         break 'all Err(e);
                     }
@@ -198,7 +204,7 @@ impl Group {
             if folded < steps(me) {
                 let r = step(me, folded);
                 let out = &mut buf[r.start * es..r.end * es];
-                if let Err(e) = self.fold(out, r.start * es, dtype, op, &mut scratch) {
+                if let Err(e) = self.fold(out, r.start * es, dtype, op, &mut scratch, last) {
                     break Err(e);
                 }
                 self.publish(Stage::Folded, number(folded));
@@ -221,9 +227,20 @@ impl Group {
         let mut wait = Wait::new();
         loop {
             let bell = self.bell().load(Ordering::SeqCst);
-            match self.behind(Stage::Done, last) {
-                None => return Ok(()),
-                Some(j) => self.idle(bell, &mut wait, Some(j), last)?,
+            // After this rank's reads: a rank that took its `Done` back (below) before this
+            // load may have changed its buffer since, so this rank waits for why.
+            std::sync::atomic::fence(Ordering::SeqCst);
+            let Some(j) = self.behind(Stage::Done, last) else {
+                return Ok(());
+            };
+            if let Err(e) = self.idle(bell, &mut wait, Some(j), last) {
+                // Leaving (a signal, the deadline, another rank's failure) while others may
+                // still read this rank's segment: its buffer goes back to the caller, who may
+                // reuse it, so the others must not return what they read from it from now on.
+                self.progress(self.me, Stage::Done)
+                    .store(last.wrapping_sub(1), Ordering::SeqCst);
+                std::sync::atomic::fence(Ordering::SeqCst);
+                return Err(e);
             }
         }
     }
@@ -237,6 +254,7 @@ impl Group {
         dtype: DType,
         op: ReduceOp,
         scratch: &mut [u8],
+        last: u32,
     ) -> Result<()> {
         let n = self.n();
         let mut at = 0;
@@ -246,7 +264,7 @@ impl Group {
             for j in 1..n {
                 let i = (self.me + j) % n;
                 let theirs = &mut scratch[..b];
-                self.copy_from(i, off + at, theirs)?;
+                self.copy_from(i, off + at, theirs, last)?;
                 combine_rev(dtype, op, acc, theirs);
             }
             if op == ReduceOp::Avg {
@@ -257,27 +275,62 @@ impl Group {
         Ok(())
     }
 
-    /// Copies bytes `off..off + dst.len()` of local rank `j`'s buffer into `dst`.
-    fn copy_from(&self, j: usize, off: usize, dst: &mut [u8]) -> Result<()> {
-        let at = self.line_u64(j, BUF_AT).load(Ordering::Acquire) + off as u64;
-        self.read_from(j, at, dst).map_err(|e| {
-            let rank = self.ranks[j];
-            if e.raw_os_error() == Some(libc::ESRCH) {
+    /// Copies bytes `off..off + dst.len()` of local rank `j`'s buffer into `dst` (`last`: the
+    /// all-reduce's last progress number).
+    fn copy_from(&self, j: usize, off: usize, dst: &mut [u8], last: u32) -> Result<()> {
+        #[cfg(test)]
+        BEFORE_READ.with(|h| {
+            if let Some(f) = h.borrow_mut().as_mut() {
+                f(self, j)
+            }
+        });
+        let at = self
+            .line_u64(j, BUF_AT)
+            .load(Ordering::Acquire)
+            .wrapping_add(off as u64);
+        self.read_from(j, at, dst)
+            .map_err(|e| self.unreadable(j, e, last))
+    }
+
+    /// The error of a read of local rank `j`'s buffer that failed with `e`.
+    fn unreadable(&self, j: usize, e: io::Error, last: u32) -> Error {
+        // A rank that failed or saw another killed said so first: its reason, not the rank
+        // that exited after reading it.
+        if let Some(why) = self.aborted(Kind::AllReduce) {
+            return why;
+        }
+        let rank = self.ranks[j];
+        match e.raw_os_error() {
+            Some(libc::ESRCH) => {
                 // Its process is gone: the others name it, as its closed socket would.
                 self.abort(KILLED, rank);
-                return self.peer(
+                self.peer(
                     rank,
                     "exited or was killed (its process is gone)".into(),
                     Kind::AllReduce,
-                );
+                )
             }
-            self.abandon();
-            self.peer(
-                rank,
-                format!("could not be read directly ({e})"),
-                Kind::AllReduce,
-            )
-        })
+            Some(libc::EFAULT) => {
+                // Its buffer is no longer mapped: it returned from this all-reduce (a signal,
+                // a failure), and says why as it leaves (the abort word, its socket), or the
+                // deadline names it.
+                let mut wait = Wait::new();
+                loop {
+                    let bell = self.bell().load(Ordering::SeqCst);
+                    if let Err(why) = self.idle(bell, &mut wait, Some(j), last) {
+                        return why;
+                    }
+                }
+            }
+            _ => {
+                self.abandon();
+                self.peer(
+                    rank,
+                    format!("could not be read directly ({e})"),
+                    Kind::AllReduce,
+                )
+            }
+        }
     }
 
     /// Whether all-reduces read the others directly (`None`: not found out yet).
@@ -298,4 +351,45 @@ impl Group {
     pub(crate) fn set_direct(&mut self, direct: Option<bool>) {
         self.direct = direct;
     }
+
+    /// Local rank `j`'s `Folded` and `Done` progress words.
+    #[cfg(test)]
+    pub(crate) fn folded_and_done(&self, j: usize) -> (u32, u32) {
+        let word = |s: Stage| self.progress(j, s).load(Ordering::SeqCst);
+        (word(Stage::Folded), word(Stage::Done))
+    }
+
+    /// Says in the segment that global rank `rank` was killed, as a rank that saw it go does.
+    #[cfg(test)]
+    pub(crate) fn say_killed(&self, rank: usize) {
+        self.abort(KILLED, rank);
+    }
+
+    /// Makes local rank `j`'s process id (as the others read it) `pid`.
+    #[cfg(test)]
+    pub(crate) fn set_pid_of(&self, j: usize, pid: u32) {
+        self.line_u32(j, PID).store(pid, Ordering::SeqCst);
+    }
+
+    /// Runs `f(group, j)` on this thread before each of its reads of local rank `j`'s buffer.
+    #[cfg(test)]
+    pub(crate) fn before_each_read(&self, f: impl FnMut(&Group, usize) + 'static) {
+        BEFORE_READ.with(|h| *h.borrow_mut() = Some(Box::new(f)));
+    }
+
+    /// Makes local rank `j`'s buffer (as the others read it) start at `at`.
+    #[cfg(test)]
+    pub(crate) fn set_buffer_of(&self, j: usize, at: u64) {
+        self.line_u64(j, BUF_AT).store(at, Ordering::SeqCst);
+    }
+}
+
+/// Hooks for tests: `f(group, j)` runs on this thread before each read of local rank `j`'s buffer.
+#[cfg(test)]
+type BeforeRead = Box<dyn FnMut(&Group, usize)>;
+
+#[cfg(test)]
+thread_local! {
+    static BEFORE_READ: std::cell::RefCell<Option<BeforeRead>> =
+        const { std::cell::RefCell::new(None) };
 }
