@@ -261,8 +261,7 @@ impl Group {
         let chunks = count.div_ceil(SLOT / es - cross.hosts()).max(1);
         let bounds = cross.bounds.clone();
         let layout = |c: usize| pieces(&bounds, count, c, chunks);
-        let base = self.phase + 1;
-        self.phase += chunks as u64;
+        let base = self.take_sets(chunks);
         let set = |c: usize| base + c as u64;
         let leader = self.me == 0;
         // Chunk c is copied in before barrier c, folded and gathered by the leader between
@@ -312,8 +311,7 @@ impl Group {
         let len = buf.len();
         let chunks = len.div_ceil(SLOT).max(1);
         let range = |c: usize| c * SLOT..((c + 1) * SLOT).min(len);
-        let base = self.phase + 1;
-        self.phase += chunks as u64;
+        let base = self.take_sets(chunks);
         let set = |c: usize| base + c as u64;
         let copy_in = |g: &Group, buf: &[u8], c: usize| {
             let r = range(c);

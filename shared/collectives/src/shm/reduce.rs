@@ -4,8 +4,15 @@ use super::*;
 
 impl Group {
     pub(super) fn next_set(&mut self) -> u64 {
-        self.phase += 1;
-        self.phase
+        self.take_sets(1)
+    }
+
+    /// The sets of the next `chunks` chunks (the sets after the last one used): the first's
+    /// number, the others following it.
+    pub(super) fn take_sets(&mut self, chunks: usize) -> u64 {
+        let first = self.phase + 1;
+        self.phase += chunks as u64;
+        first
     }
 
     /// In-place all-reduce of `buf` (whole elements of `dtype`), in the ring's order of sums.
@@ -20,9 +27,7 @@ impl Group {
         let per = SLOT / es;
         let chunks = count.div_ceil(per).max(1);
         let range = |c: usize| c * per..((c + 1) * per).min(count);
-        // The sets after the last one used (`phase`).
-        let base = self.phase + 1;
-        self.phase += chunks as u64;
+        let base = self.take_sets(chunks);
         let set = |c: usize| base + c as u64;
         if buf.len() <= WHOLE {
             // Small: every rank reduces the whole buffer from the slots (the same sums in the
