@@ -255,14 +255,19 @@ macro_rules! with_elem {
     };
 }
 
-fn combine_slices<T: Elem>(dst: &mut [u8], src: &[u8], op: ReduceOp) {
+/// `dst[i] = op(dst[i], src[i])`, or with `REV` `op(src[i], dst[i])`.
+fn combine_slices<T: Elem, const REV: bool>(dst: &mut [u8], src: &[u8], op: ReduceOp) {
     let dst: &mut [T] = bytemuck::cast_slice_mut(dst);
     let src: &[T] = bytemuck::cast_slice(src);
-    // One monomorphic loop per op, so each vectorises.
+    // One monomorphic loop per op (and order), so each vectorises.
     macro_rules! lane {
         ($op:expr) => {
             for (d, s) in dst.iter_mut().zip(src) {
-                *d = T::combine(*d, *s, $op);
+                *d = if REV {
+                    T::combine(*s, *d, $op)
+                } else {
+                    T::combine(*d, *s, $op)
+                };
             }
         };
     }
@@ -274,41 +279,23 @@ fn combine_slices<T: Elem>(dst: &mut [u8], src: &[u8], op: ReduceOp) {
     }
 }
 
-/// `dst[i] = op(dst[i], src[i])` over whole elements; both slices element-aligned and equal.
-pub(crate) fn combine(dtype: DType, op: ReduceOp, dst: &mut [u8], src: &[u8]) {
+fn combine_in<const REV: bool>(dtype: DType, op: ReduceOp, dst: &mut [u8], src: &[u8]) {
     debug_assert_eq!(dst.len(), src.len());
     if dst.is_empty() {
         return; // an empty slice may be dangling-aligned (1), which bytemuck refuses to cast
     }
-    with_elem!(dtype, T => combine_slices::<T>(dst, src, op))
+    with_elem!(dtype, T => combine_slices::<T, REV>(dst, src, op))
 }
 
-fn combine_rev_slices<T: Elem>(acc: &mut [u8], x: &[u8], op: ReduceOp) {
-    let acc: &mut [T] = bytemuck::cast_slice_mut(acc);
-    let x: &[T] = bytemuck::cast_slice(x);
-    macro_rules! lane {
-        ($op:expr) => {
-            for (a, x) in acc.iter_mut().zip(x) {
-                *a = T::combine(*x, *a, $op);
-            }
-        };
-    }
-    match op {
-        ReduceOp::Sum | ReduceOp::Avg => lane!(ReduceOp::Sum),
-        ReduceOp::Prod => lane!(ReduceOp::Prod),
-        ReduceOp::Max => lane!(ReduceOp::Max),
-        ReduceOp::Min => lane!(ReduceOp::Min),
-    }
+/// `dst[i] = op(dst[i], src[i])` over whole elements; both slices element-aligned and equal.
+pub(crate) fn combine(dtype: DType, op: ReduceOp, dst: &mut [u8], src: &[u8]) {
+    combine_in::<false>(dtype, op, dst, src)
 }
 
 /// `acc[i] = op(x[i], acc[i])`: the TCP ring's step (a rank combines what arrives into its own
 /// values, [`combine`] with `dst` its own), with the running result kept in `acc`.
 pub(crate) fn combine_rev(dtype: DType, op: ReduceOp, acc: &mut [u8], x: &[u8]) {
-    debug_assert_eq!(acc.len(), x.len());
-    if acc.is_empty() {
-        return;
-    }
-    with_elem!(dtype, T => combine_rev_slices::<T>(acc, x, op))
+    combine_in::<true>(dtype, op, acc, x)
 }
 
 fn div_slice<T: Elem>(buf: &mut [u8], n: usize) {
