@@ -845,6 +845,50 @@ fn shared_memory_and_the_tcp_ring_give_bit_identical_results() {
     }
 }
 
+/// One group through buffers on both sides of the sizes that read the others directly (1 to 16
+/// MiB): exactly 1 MiB and 16 MiB, 4 bytes under and over them, odd element counts, half
+/// floats, 64-bit integers and doubles, every op, in an order that goes from direct reads to
+/// the slots and back (the progress words and sets reused across both): the same bits as
+/// the slots alone and the TCP ring (tolerance 0: the same sums in the same order).
+#[test]
+fn sizes_around_the_direct_reads_window_keep_the_rings_bits() {
+    const MIB: usize = 1 << 20;
+    // (bytes, kind): element counts are bytes / the kind's size.
+    let sizes: [(usize, Kind); 9] = [
+        (MIB, Kind::Float),
+        (16 * MIB + 4, Kind::Float),
+        (MIB - 2, Kind::Half),
+        (16 * MIB, Kind::Int64),
+        (MIB + 6, Kind::Half),
+        (300 << 10, Kind::Double),
+        (3 * MIB + 8 * 7, Kind::Double),
+        (1000, Kind::Float),
+        (MIB, Kind::Int64),
+    ];
+    same_bits_over_both_transports("window", 3, Duration::from_secs(120), move |rank, comm| {
+        let mut out = Vec::new();
+        for (i, (bytes, kind)) in sizes.into_iter().enumerate() {
+            let len = bytes / kind.elt_size_in_bytes();
+            // Every op on the smaller buffers; sum and max where they are 16 MiB.
+            let ops: &[ReduceOp] = if bytes > 8 * MIB {
+                &[ReduceOp::Sum, ReduceOp::Max]
+            } else {
+                &ReduceOp::ALL
+            };
+            for &op in ops {
+                let mut t = noise(rank * 100 + i, len, kind);
+                if kind == Kind::Int64 {
+                    t = noise(rank * 100 + i, len, Kind::Double) * 1e6;
+                    t = t.to_kind(Kind::Int64);
+                }
+                comm.all_reduce(&mut t, op).unwrap();
+                out.push(bytes_of(&t));
+            }
+        }
+        out
+    });
+}
+
 /// Many chunks in a row through shared memory, the ranks out of step (each pauses before some
 /// of its calls, for a time of its own), with small all-reduces and broadcasts between the large
 /// ones: every result holds the TCP ring's bits (tolerance 0: the
