@@ -335,6 +335,30 @@ fn sigterm_mid_collective_over_shared_memory_stops_every_rank_with_130_naming_it
     );
 }
 
+/// Two ranks on one host with a core each read each other's buffers directly for 16 MiB
+/// all-reduces: a rank killed there (the host's leader or not) is named by the other at once,
+/// and SIGTERM to the leader stops both with 130, the other naming it.
+#[test]
+fn a_rank_killed_or_stopped_while_they_read_each_other_directly_is_named() {
+    for victim in [1, 0] {
+        let (outs, took) = signal_mid_run(2, "shm", victim, libc::SIGKILL);
+        assert!(took < Duration::from_secs(120), "{took:?}");
+        let (status, err) = &outs[1 - victim];
+        assert_eq!(status.code(), Some(1), "victim {victim}: {err}");
+        assert!(err.contains(&format!("rank {victim}")), "{err}");
+    }
+    let (outs, took) = signal_mid_run(2, "shm", 0, libc::SIGTERM);
+    assert!(took < Duration::from_secs(120), "{took:?}");
+    for (rank, (status, err)) in outs.iter().enumerate() {
+        assert_eq!(status.code(), Some(130), "rank {rank}: {err}");
+    }
+    assert!(
+        outs[1].1.contains("stopping too: rank 0 was interrupted"),
+        "{}",
+        outs[1].1
+    );
+}
+
 #[test]
 fn a_rank_that_never_comes_is_named_and_nothing_hangs() {
     let port = free_port().to_string();
