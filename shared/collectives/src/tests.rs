@@ -808,6 +808,103 @@ fn a_rank_stopped_in_its_last_wait_is_not_read_after_it_returns() {
     }
 }
 
+/// Makes this thread's `process_vm_readv` fail with EPERM (a seccomp filter, as a sandbox
+/// that refuses cross-memory attach installs; it applies to this thread only).
+fn refuse_cross_memory_attach() {
+    let code = |code: u16, k: u32| libc::sock_filter {
+        code,
+        jt: 0,
+        jf: 0,
+        k,
+    };
+    let mut filter = [
+        // Load the system call's number (seccomp_data.nr, at 0).
+        code((libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16, 0),
+        libc::sock_filter {
+            code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 1,
+            k: libc::SYS_process_vm_readv as u32,
+        },
+        code(
+            (libc::BPF_RET | libc::BPF_K) as u16,
+            libc::SECCOMP_RET_ERRNO | libc::EPERM as u32,
+        ),
+        code(
+            (libc::BPF_RET | libc::BPF_K) as u16,
+            libc::SECCOMP_RET_ALLOW,
+        ),
+    ];
+    let prog = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_mut_ptr(),
+    };
+    // SAFETY: prctl with a valid filter program, for this thread.
+    unsafe {
+        assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+        assert_eq!(
+            libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER,
+                &prog as *const libc::sock_fprog
+            ),
+            0,
+            "seccomp: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+/// A rank whose sandbox refuses `process_vm_readv` (seccomp) before the first all-reduce of a
+/// few MiB: both ranks keep the slots and reduce exactly. Refused only after the ranks agreed
+/// on direct reads (a sandbox entered mid-run): both fail at once naming a rank, no hang.
+#[test]
+fn a_sandbox_that_refuses_cross_memory_attach_keeps_the_slots_or_fails_at_once() {
+    let n = (2 * crate::shm::SLOT / 8 + 77) as i64;
+    let res = two_ranks_direct("seccomp/", n, |rank, _| {
+        if rank == 1 {
+            refuse_cross_memory_attach();
+        }
+    });
+    for (rank, (_, after, diff)) in res.iter().enumerate() {
+        assert_eq!(*after, Some(false), "rank {rank}");
+        assert_eq!(*diff, 0.0, "rank {rank}");
+    }
+    let t0 = Instant::now();
+    let res = ranks_over(
+        "seccomp-late/",
+        2,
+        Duration::from_secs(600),
+        Transport::Shm,
+        never,
+        move |rank, comm| {
+            let mut comm = comm.unwrap();
+            comm.joined.shm.as_mut().unwrap().set_direct(Some(true));
+            let mut t = values(rank, n);
+            comm.all_reduce(&mut t, ReduceOp::Sum).unwrap();
+            if rank == 1 {
+                refuse_cross_memory_attach();
+            }
+            comm.all_reduce(&mut t, ReduceOp::Sum).unwrap_err()
+        },
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(120),
+        "{:?}",
+        t0.elapsed()
+    );
+    for (rank, e) in res.iter().enumerate() {
+        assert!(matches!(e, Error::Peer { .. }), "rank {rank}: {e}");
+    }
+    // The refused rank says that it could not read the other, and that this changed.
+    let refused = res[1].to_string();
+    assert!(
+        refused.contains("could not be read directly by rank 1 any more (Operation not permitted")
+            && refused.contains("since"),
+        "{refused}"
+    );
+}
+
 /// Every float dtype and op over 3 and 4 ranks, through shared memory and through the TCP
 /// ring, on a small buffer and one of two chunks, both of odd length: the same bits (tolerance 0: both sum in
 /// the ring's order, documented in shm.rs).
@@ -887,6 +984,51 @@ fn sizes_around_the_direct_reads_window_keep_the_rings_bits() {
         }
         out
     });
+}
+
+/// Max and min of zeros of both signs and NaNs of different payloads, where the result's bits
+/// depend on which operand a step takes (max(+0, −0) is the second; a NaN wins, the first of
+/// two): every transport folds in the same order with the same operands, so 2, 3 and 4 ranks
+/// give the ring's bits over the slots and the direct reads too, on a buffer reduced whole, one
+/// of several chunks, and one in the direct reads' sizes. (Not sums: which NaN's payload a sum
+/// of two NaNs keeps is the compiler's choice, which Rust leaves unspecified.)
+#[test]
+fn signed_zeros_and_nan_payloads_keep_the_rings_bits() {
+    fn tricky(rank: usize, len: usize) -> Tensor {
+        let v: Vec<f32> = (0..len)
+            .map(|e| match (e + rank * 3) % 5 {
+                0 => 0.0,
+                1 => -0.0,
+                2 => f32::from_bits(0x7fc0_0000 | (rank as u32 + 1)),
+                3 => f32::from_bits(0xffc0_0100 | (e as u32 & 0xff)),
+                _ => (e % 7) as f32 - 3.0,
+            })
+            .collect();
+        Tensor::from_slice(&v)
+    }
+    let lens = [
+        999,
+        crate::shm::SLOT / 4 + 1_234,
+        5 * crate::shm::SLOT / 4 + 77,
+    ];
+    for world in [2usize, 3, 4] {
+        same_bits_over_both_transports(
+            "zeros",
+            world,
+            Duration::from_secs(60),
+            move |rank, comm| {
+                let mut out = Vec::new();
+                for len in lens {
+                    for op in [ReduceOp::Max, ReduceOp::Min] {
+                        let mut t = tricky(rank, len);
+                        comm.all_reduce(&mut t, op).unwrap();
+                        out.push(bytes_of(&t));
+                    }
+                }
+                out
+            },
+        );
+    }
 }
 
 /// Many chunks in a row through shared memory, the ranks out of step (each pauses before some

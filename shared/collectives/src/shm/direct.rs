@@ -326,7 +326,12 @@ impl Group {
                 self.abandon();
                 self.peer(
                     rank,
-                    format!("could not be read directly ({e})"),
+                    format!(
+                        "could not be read directly by rank {} any more ({e}): a sandbox \
+                         (seccomp) or a change of credentials since the ranks found they \
+                         could? (--transport tcp does without)",
+                        self.ranks[self.me]
+                    ),
                     Kind::AllReduce,
                 )
             }
