@@ -64,7 +64,7 @@ use std::os::unix::net::{SocketAddr as UnixAddr, UnixListener, UnixStream};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::reduce::{DType, ReduceOp, combine_rev, divide};
+use crate::reduce::{DType, ReduceOp, combine, combine_rev, divide};
 use crate::rendezvous::{InitMethod, Joined, Plan, Until};
 use crate::ring::{Call, Kind, Ring};
 use crate::store::Store;

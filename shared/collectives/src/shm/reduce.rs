@@ -71,9 +71,9 @@ impl Group {
     }
 
     /// Reduces elements `r` of the buffer (of `count`, in the chunk held by `set`, whose first
-    /// element is `r.start` rounded down to a chunk) from every slot into `buf`. When `publish`
-    /// (this rank's own part of a pipelined chunk), this rank's values are read from `buf`, not
-    /// from its slot (it did not copy them in), and the result goes into its slot too.
+    /// element is `r.start` rounded down to a chunk) from every other slot and this rank's values
+    /// in `buf`, into `buf`. When `publish` (this rank's own part of a pipelined chunk, which it
+    /// did not copy into its slot), the result goes into its slot too, for the others.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn reduce_range(
         &mut self,
@@ -87,6 +87,8 @@ impl Group {
     ) {
         let (es, n) = (dtype.size(), self.n());
         let chunk_start = r.start - r.start % (SLOT / es);
+        let mut partial = std::mem::take(&mut self.scratch);
+        partial.resize(partial.len().max(BLOCK), 0);
         // Split where the ring's segments (of the whole buffer) change.
         let mut e = r.start;
         while e < r.end {
@@ -96,59 +98,63 @@ impl Group {
             while e < end {
                 let b = (end - e).min(BLOCK / es);
                 let out = &mut buf[e * es..(e + b) * es];
-                self.reduce_block(set, k, e - chunk_start, b, dtype, op, out, publish);
+                let at = e - chunk_start;
+                self.reduce_block(set, k, at, (dtype, op), out, &mut partial[..b * es]);
+                if publish {
+                    // SAFETY: this rank's own part of its own slot, which nobody reads before
+                    // this rank publishes its fold.
+                    let mine = unsafe {
+                        std::slice::from_raw_parts_mut(self.slot(set, self.me).add(at * es), b * es)
+                    };
+                    mine.copy_from_slice(out);
+                }
                 e += b;
             }
         }
+        self.scratch = partial;
     }
 
-    /// Reduces elements `at..at + b` of this chunk (ring segment `k`) from every slot into
-    /// `out`; when `publish`, with this rank's values from `out` and the result into its slot
-    /// as well (see [`Group::reduce_range`]).
-    #[allow(clippy::too_many_arguments)]
+    /// Reduces elements `at..at + b` of this chunk (ring segment `k`) in place in `out`, which
+    /// holds this rank's values, with every other rank's from its slot, in the ring's order
+    /// (ranks k, k+1, … k−1; see the module's overview). The ranks before this one in that order
+    /// are folded first, in `partial` (`b` elements) unless only one, read from its slot.
     pub(super) fn reduce_block(
-        &mut self,
+        &self,
         set: u64,
         k: usize,
         at: usize,
-        b: usize,
-        dtype: DType,
-        op: ReduceOp,
+        (dtype, op): (DType, ReduceOp),
         out: &mut [u8],
-        publish: bool,
+        partial: &mut [u8],
     ) {
-        let (es, n) = (dtype.size(), self.n());
-        let bytes = b * es;
+        let (es, n, me, bytes) = (dtype.size(), self.n(), self.me, out.len());
         let slot = |i: usize| -> &[u8] {
             // SAFETY: elements at..at+b of rank i's slot, written before its progress word (or
             // the last barrier) said so, and not written again before this rank says it is done
             // with them.
             unsafe { std::slice::from_raw_parts(self.slot(set, i).add(at * es), bytes) }
         };
-        if !publish {
-            out.copy_from_slice(slot(k));
-            for j in 1..n {
-                combine_rev(dtype, op, out, slot((k + j) % n));
-            }
-            if op == ReduceOp::Avg {
-                divide(dtype, out, n);
-            }
-            return;
+        // This rank's place in the order: ranks k … k+p−1 come before it.
+        let p = (me + n - k) % n;
+        if p > 0 {
+            let before: &[u8] = if p == 1 {
+                slot(k)
+            } else {
+                partial.copy_from_slice(slot(k));
+                for j in 1..p {
+                    combine_rev(dtype, op, partial, slot((k + j) % n));
+                }
+                partial
+            };
+            // op(own, partial), as the chain's step at this rank: combine_rev(partial, own).
+            combine(dtype, op, out, before);
         }
-        // SAFETY: this rank's own part of its own slot, which nobody reads before this rank
-        // publishes its fold, and which it did not copy its values into: the running result.
-        let acc =
-            unsafe { std::slice::from_raw_parts_mut(self.slot(set, self.me).add(at * es), bytes) };
-        let me = self.me;
-        acc.copy_from_slice(if k == me { &*out } else { slot(k) });
-        for j in 1..n {
-            let i = (k + j) % n;
-            combine_rev(dtype, op, acc, if i == me { &*out } else { slot(i) });
+        for j in p + 1..n {
+            combine_rev(dtype, op, out, slot((k + j) % n));
         }
         if op == ReduceOp::Avg {
-            divide(dtype, acc, n);
+            divide(dtype, out, n);
         }
-        out.copy_from_slice(acc);
     }
 
     /// Copies `root`'s (global rank) `buf` into every rank's.
