@@ -359,6 +359,57 @@ fn a_rank_killed_or_stopped_while_they_read_each_other_directly_is_named() {
     );
 }
 
+/// Ranks of one host in PID namespaces of their own (two containers of a pod that share its
+/// network but not its processes), each seeing itself as process 1, with address-space
+/// randomisation off (their heaps alike): they meet in shared memory, find they cannot read each
+/// other's memory (a process id names another process there, the address the same) and
+/// reduce exactly through the slots; with only rank 1 in its own namespace as well.
+#[test]
+fn ranks_in_pid_namespaces_of_their_own_share_memory_and_are_exact() {
+    let arch = String::from_utf8(Command::new("uname").arg("-m").output().unwrap().stdout)
+        .unwrap()
+        .trim()
+        .to_string();
+    let in_namespace = |c: &mut Command| {
+        let mut w = Command::new("unshare");
+        w.args(["--pid", "--fork", "--kill-child", "setarch", &arch, "-R"])
+            .arg(c.get_program())
+            .args(c.get_args());
+        for (k, v) in c.get_envs() {
+            match v {
+                Some(v) => w.env(k, v),
+                None => w.env_remove(k),
+            };
+        }
+        w
+    };
+    for both in [true, false] {
+        let port = free_port().to_string();
+        let outs = launch_on(
+            2,
+            |rank| {
+                let mut c = cmd();
+                c.env("RANK", rank.to_string())
+                    .env("WORLD_SIZE", "2")
+                    .env("MASTER_ADDR", "127.0.0.1")
+                    .env("MASTER_PORT", &port)
+                    .args(["-b", "4M", "-e", "4M", "-n", "1", "-w", "0"])
+                    .args(["-d", "f32,f16,i64", "-o", "all", "--transport", "shm"])
+                    .args(["--dist-timeout-secs", "120"]);
+                if both || rank == 1 {
+                    in_namespace(&mut c)
+                } else {
+                    c
+                }
+            },
+            |_, _| {},
+        );
+        assert_all_right(&outs[0], 15);
+        assert!(outs[1].status.success(), "{}", stderr(&outs[1]));
+        assert_eq!(bandwidths(&outs[0])[0].engine, "cpu-shm");
+    }
+}
+
 #[test]
 fn a_rank_that_never_comes_is_named_and_nothing_hangs() {
     let port = free_port().to_string();

@@ -85,7 +85,26 @@ pub(super) fn map_fd(fd: RawFd, len: usize) -> Result<Mapping> {
 }
 
 pub(super) fn peer_uid(s: &UnixStream) -> io::Result<u32> {
-    Ok(rustix::net::sockopt::socket_peercred(s)?.uid.as_raw())
+    // Not rustix's socket_peercred: it refuses credentials whose process id is 0, which is what
+    // the kernel reports for a peer in a PID namespace that this process cannot see (two
+    // containers of one pod), though the user id is right.
+    // SAFETY: a plain C struct, all zeroes valid.
+    let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: a valid socket, and a buffer of `len` bytes for SO_PEERCRED's struct ucred.
+    let r = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(cred.uid)
 }
 
 /// Sends one byte with `fd` attached (SCM_RIGHTS).
