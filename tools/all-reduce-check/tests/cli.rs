@@ -370,6 +370,23 @@ fn ranks_in_pid_namespaces_of_their_own_share_memory_and_are_exact() {
         .unwrap()
         .trim()
         .to_string();
+    // Needs root (as the network namespaces' tests do) and util-linux's unshare and setarch:
+    // fails saying so rather than passing without running.
+    let can = Command::new("unshare")
+        .args([
+            "--pid",
+            "--fork",
+            "--kill-child",
+            "setarch",
+            &arch,
+            "-R",
+            "true",
+        ])
+        .output();
+    assert!(
+        can.as_ref().is_ok_and(|o| o.status.success()),
+        "PID namespaces need root and util-linux's unshare and setarch: {can:?}"
+    );
     let in_namespace = |c: &mut Command| {
         let mut w = Command::new("unshare");
         w.args(["--pid", "--fork", "--kill-child", "setarch", &arch, "-R"])
