@@ -222,8 +222,13 @@ impl Group {
         };
         self.scratch = scratch;
         result?;
-        // Every other rank reads this rank's segment: it stays until they all copied it out.
         self.publish(Stage::Done, last);
+        self.until_read(last)
+    }
+
+    /// Every other rank reads this rank's segment: its buffer stays the all-reduce's until they
+    /// all said they copied it out (their `Done` words at `last`).
+    fn until_read(&self, last: u32) -> Result<()> {
         let mut wait = Wait::new();
         loop {
             let bell = self.bell().load(Ordering::SeqCst);
