@@ -293,37 +293,58 @@ fn ranks_calling_different_sizes_fail_with_both_calls_named() {
     }
 }
 
+/// `world` ranks over `transport` (store keys under `prefix`), of which rank `dead` drops its
+/// communicator as a killed process would (its sockets close; over shared memory its mapping
+/// goes), after a first barrier when `barrier` (mid-run), while the others all-reduce `len`
+/// floats: each of them fails naming it, well within the 600 s deadline (a closed socket is
+/// noticed at once).
+pub(super) fn the_others_name_a_rank_that_dies(
+    prefix: &'static str,
+    (world, dead): (usize, usize),
+    transport: Transport,
+    barrier: bool,
+    len: i64,
+) {
+    let t0 = Instant::now();
+    let res = ranks_over(
+        prefix,
+        world,
+        Duration::from_secs(600),
+        transport,
+        never,
+        move |rank, comm| {
+            let mut comm = comm.unwrap();
+            assert_eq!(comm.transport(), transport.to_string());
+            if barrier {
+                comm.barrier().unwrap();
+            }
+            if rank == dead {
+                drop(comm);
+                return Ok(());
+            }
+            let mut t = Tensor::ones([len], (Kind::Float, Device::Cpu));
+            comm.all_reduce(&mut t, ReduceOp::Sum)
+                .map_err(|e| e.to_string())
+        },
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(120),
+        "{:?}",
+        t0.elapsed()
+    );
+    for (rank, r) in res.iter().enumerate().filter(|(r, _)| *r != dead) {
+        let e = r.as_ref().unwrap_err();
+        assert!(
+            e.contains(&format!("rank {dead}")),
+            "{transport}, dead {dead}, rank {rank}: {e}"
+        );
+    }
+}
+
 #[test]
 fn a_rank_that_dies_fails_the_others_naming_it() {
-    for transport in [Transport::Shm, Transport::Tcp] {
-        let t0 = Instant::now();
-        let res = ranks_over(
-            "dies/",
-            3,
-            Duration::from_secs(600),
-            transport,
-            never,
-            |rank, comm| {
-                let mut comm = comm.unwrap();
-                if rank == 2 {
-                    drop(comm); // as a killed process: its sockets close
-                    return Ok(());
-                }
-                let mut t = Tensor::ones([100_000], (Kind::Float, Device::Cpu));
-                comm.all_reduce(&mut t, ReduceOp::Sum)
-                    .map_err(|e| e.to_string())
-            },
-        );
-        // Well within the 600 s timeout: a closed socket is noticed at once.
-        assert!(
-            t0.elapsed() < Duration::from_secs(120),
-            "{:?}",
-            t0.elapsed()
-        );
-        for (rank, r) in res.iter().enumerate().take(2) {
-            let e = r.as_ref().unwrap_err();
-            assert!(e.contains("rank 2"), "rank {rank}: {e}");
-        }
+    for (prefix, transport) in [("dies-shm/", Transport::Shm), ("dies-tcp/", Transport::Tcp)] {
+        the_others_name_a_rank_that_dies(prefix, (3, 2), transport, false, 100_000);
     }
 }
 

@@ -514,45 +514,9 @@ fn ranks_out_of_step_through_many_chunks_keep_the_rings_bits() {
 /// before the 600 s deadline.
 #[test]
 fn a_rank_that_dies_is_named_over_shared_memory() {
-    for dead in [0usize, 2] {
-        let t0 = Instant::now();
-        let prefix: &'static str = if dead == 0 {
-            "shm-dies0/"
-        } else {
-            "shm-dies2/"
-        };
-        let res = ranks_over(
-            prefix,
-            3,
-            Duration::from_secs(600),
-            Transport::Shm,
-            never,
-            move |rank, comm| {
-                let mut comm = comm.unwrap();
-                assert_eq!(comm.transport(), "shm");
-                comm.barrier().unwrap();
-                if rank == dead {
-                    drop(comm);
-                    return Ok(());
-                }
-                let mut t = Tensor::ones([3_000_000], (Kind::Float, Device::Cpu));
-                comm.all_reduce(&mut t, ReduceOp::Sum)
-                    .map_err(|e| e.to_string())
-            },
-        );
-        assert!(
-            t0.elapsed() < Duration::from_secs(120),
-            "{:?}",
-            t0.elapsed()
-        );
-        for (rank, r) in res.iter().enumerate().filter(|(r, _)| *r != dead) {
-            let e = r.as_ref().unwrap_err();
-            assert!(
-                e.contains(&format!("rank {dead}")),
-                "dead {dead}, rank {rank}: {e}"
-            );
-        }
-    }
+    let big = 3_000_000;
+    the_others_name_a_rank_that_dies("shm-dies0/", (3, 0), Transport::Shm, true, big);
+    the_others_name_a_rank_that_dies("shm-dies2/", (3, 2), Transport::Shm, true, big);
 }
 
 /// The stop hook (SIGINT/SIGTERM in the tools) ends a shared-memory wait at once.
