@@ -12,13 +12,12 @@
 //! copied everything out (the only readers of its own segment).
 //!
 //! Whether the host's ranks can read each other is found at the first all-reduce of a size
-//! that would ([`direct_size`]): each
-//! rank reads a random token of every other rank's (its address and value in the segment) and
-//! says whether it could (and whether the host's ranks do not outnumber the cores it may run
-//! on); the ranks use direct reads only if every rank could. A process of
-//! another user, another PID namespace, a kernel or sandbox that refuses cross-memory attach
-//! (Yama's `ptrace_scope` 1 or more, seccomp) or a process that is not dumpable make it fail,
-//! and the ranks keep the slots.
+//! that would ([`direct_size`]): each rank reads a random token of every other rank's (its
+//! address and value in the segment) and says whether it could (and whether the host's ranks do
+//! not outnumber the cores it may run on); the ranks use direct reads only if every rank could.
+//! A process of another user, another PID namespace, a kernel or sandbox that refuses
+//! cross-memory attach (Yama's `ptrace_scope` 1 or more, seccomp) or a process that is not
+//! dumpable make it fail, and the ranks keep the slots.
 //!
 //! A rank that leaves an all-reduce after its part (a signal, the deadline) while others may
 //! still read its buffer takes its `Done` word back first: the others then wait for its reason
