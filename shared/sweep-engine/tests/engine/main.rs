@@ -40,6 +40,56 @@ enum Exit {
 /// What attempt `.1` of trial `.0` prints and how it ends.
 type Script = dyn Fn(usize, usize) -> (Vec<String>, Exit) + Send + Sync;
 
+/// Where attempt `.1` of trial `.0` waits in its output (a paced trial's).
+type Holds = dyn Fn(usize, usize) -> Vec<Hold> + Send + Sync;
+
+/// A wait in a paced attempt's output, so that the sweep acts on its lines in an order of the
+/// test's choosing however late it reads them: after its `after`-th line the attempt waits
+/// until `until` happened (at most [`HOLD_MAX`]). A stop (SIGTERM) meanwhile is acted on only
+/// then, as by a process slow to stop; a kill (SIGKILL) ends it at once.
+#[derive(Debug, Clone, Copy)]
+struct Hold {
+    after: usize,
+    until: Until,
+}
+
+/// What a [`Hold`] waits for, as the stand-in's log shows it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Until {
+    /// Trial `.0` was signalled (a stop or a kill, of any attempt).
+    Signalled(usize),
+    /// Attempt `.1` of trial `.0` was started.
+    Started(usize, usize),
+}
+
+/// The longest a [`Hold`] waits: a sweep that never does what it waits for goes on, and the
+/// test's assertions say what went wrong.
+const HOLD_MAX: Duration = Duration::from_secs(30);
+
+impl Hold {
+    fn done(&self, log: &Mutex<Vec<Value>>) -> bool {
+        (log.lock().unwrap().iter()).any(|l| match self.until {
+            Until::Signalled(trial) => l.get("signal").is_some() && l["trial"] == trial,
+            Until::Started(trial, attempt) => l["start"] == trial && l["attempt"] == attempt,
+        })
+    }
+
+    /// Waits until the hold is done (or for [`HOLD_MAX`]): the stop heard meanwhile, or a kill
+    /// at once.
+    fn wait(&self, log: &Mutex<Vec<Value>>, signals: &Receiver<Signal>) -> Option<Signal> {
+        let deadline = std::time::Instant::now() + HOLD_MAX;
+        let mut heard = None;
+        while !self.done(log) && std::time::Instant::now() < deadline {
+            match signals.recv_timeout(Duration::from_millis(1)) {
+                Ok(Signal::Kill) => return Some(Signal::Kill),
+                Ok(Signal::Stop) => heard = Some(Signal::Stop),
+                Err(_) => {}
+            }
+        }
+        heard
+    }
+}
+
 /// A launcher whose trials are threads: each sends its script's lines, then its exit.
 struct Fake {
     script: Arc<Script>,
@@ -54,10 +104,14 @@ struct Fake {
     pace: Option<Duration>,
     /// What a paced trial does when asked to stop.
     on_stop: OnStop,
+    /// Where each paced attempt waits.
+    holds: Arc<Holds>,
     /// Each attempt's signals, by pid.
     signals: BTreeMap<i32, Sender<Signal>>,
     /// The trial of each attempt whose exit the engine has not taken yet (by pid).
     running: BTreeMap<i32, usize>,
+    /// The trial of every attempt started (by pid).
+    trial_of: BTreeMap<i32, usize>,
     /// What a dead sweep's processes of a trial, left running, write to its stdout.log once
     /// the trial starts again, unless they were ended first ([`Launcher::end_leftovers`]).
     leftovers: BTreeMap<usize, Vec<String>>,
@@ -79,8 +133,10 @@ impl Fake {
             log: Arc::default(),
             pace: None,
             on_stop: OnStop::Exit,
+            holds: Arc::new(|_, _| Vec::new()),
             signals: BTreeMap::new(),
             running: BTreeMap::new(),
+            trial_of: BTreeMap::new(),
             leftovers: BTreeMap::new(),
         }
     }
@@ -89,6 +145,15 @@ impl Fake {
     fn paced(mut self, pace: Duration, on_stop: OnStop) -> Self {
         self.pace = Some(pace);
         self.on_stop = on_stop;
+        self
+    }
+
+    /// Paced attempts that wait where `holds` says.
+    fn holding(
+        mut self,
+        holds: impl Fn(usize, usize) -> Vec<Hold> + Send + Sync + 'static,
+    ) -> Self {
+        self.holds = Arc::new(holds);
         self
     }
 }
@@ -104,23 +169,39 @@ enum OnStop {
     Hang,
 }
 
-/// How a paced attempt runs: its lines, a line each `pace`, until a stop (SIGTERM) or, as
-/// `on_stop` says, a kill; `None`: it was not signalled and exits as its script says.
+/// How a paced attempt runs: its lines, a line each `pace` (and waits where `holds` say),
+/// until a stop (SIGTERM) or, as `on_stop` says, a kill; `None`: it was not signalled and
+/// exits as its script says.
 fn run_paced(
     lines: Vec<String>,
-    pace: Duration,
-    on_stop: OnStop,
+    (pace, on_stop): (Duration, OnStop),
+    (holds, log): (&[Hold], &Mutex<Vec<Value>>),
     signals: &Receiver<Signal>,
     mut send: impl FnMut(String),
 ) -> Option<ExitStatus> {
     let mut stopped = false;
-    for line in lines {
-        match signals.recv_timeout(pace) {
-            Ok(Signal::Kill) => return Some(ExitStatus::from_raw(9)),
-            Ok(Signal::Stop) if on_stop == OnStop::Exit => return Some(ExitStatus::from_raw(15)),
-            Ok(Signal::Stop) => stopped = true,
-            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {}
+    let count = lines.len();
+    let mut lines = lines.into_iter();
+    for sent in 0..=count {
+        let mut heard: Vec<Signal> = (holds.iter().filter(|h| h.after == sent))
+            .filter_map(|h| h.wait(log, signals))
+            .collect();
+        if sent < count {
+            match signals.recv_timeout(pace) {
+                Ok(signal) => heard.push(signal),
+                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {}
+            }
         }
+        for signal in heard {
+            match signal {
+                Signal::Kill => return Some(ExitStatus::from_raw(9)),
+                Signal::Stop if on_stop == OnStop::Exit => return Some(ExitStatus::from_raw(15)),
+                Signal::Stop => stopped = true,
+            }
+        }
+        let Some(line) = lines.next() else {
+            break;
+        };
         if stopped && on_stop == OnStop::Hang {
             break;
         }
@@ -173,9 +254,11 @@ impl Launcher for Fake {
             "trial {trial} started before its last attempt's exit was taken: a trial ran twice at once"
         );
         self.running.insert(self.next_pid, trial);
+        self.trial_of.insert(self.next_pid, trial);
         let (signal_tx, signals) = std::sync::mpsc::channel();
         self.signals.insert(self.next_pid, signal_tx);
         let (pace, on_stop) = (self.pace, self.on_stop);
+        let (holds, log) = ((self.holds)(trial, attempt), self.log.clone());
         std::thread::spawn(move || {
             // A line over the cap arrives as its length, as a launcher's reader sends it.
             let send = |line: String| {
@@ -193,7 +276,7 @@ impl Launcher for Fake {
                 });
             };
             let signalled = match pace {
-                Some(pace) => run_paced(lines, pace, on_stop, &signals, send),
+                Some(pace) => run_paced(lines, (pace, on_stop), (&holds, &log), &signals, send),
                 None => {
                     lines.into_iter().for_each(send);
                     None
@@ -217,10 +300,11 @@ impl Launcher for Fake {
             let _ = s.send(signal);
         }
         let signal = format!("{signal:?}");
+        let trial = self.trial_of.get(&pid);
         self.log
             .lock()
             .unwrap()
-            .push(json!({"signal": pid - (1 << 30), "kind": signal}));
+            .push(json!({"signal": pid - (1 << 30), "kind": signal, "trial": trial}));
     }
 
     fn end_leftovers(&mut self, trial: usize, _dir: &Path, _stdout: Option<[u64; 2]>) {

@@ -289,15 +289,23 @@ fn a_damaged_journal_is_an_error_at_resume_not_a_panic() {
 }
 
 /// As the sweep tool's median_with_two_slots_never_runs_a_paused_trial_twice_at_once: the
-/// median rule (grace 2, 2 samples, max_t 6) over five curves in two slots. Paused trials'
-/// processes hang on SIGTERM until SIGKILL 300 ms later, while the other slot frees (trials 2
-/// to 4's commands end after 3 epochs): a paused trial must not start again before its process
-/// is gone.
+/// median rule (grace 2, 2 samples, max_t 6) in two slots, where a slot frees while nothing is
+/// pending and a paused trial's process still lives: that trial must not start again before its
+/// process is gone, and the slot goes to a paused trial whose process has exited.
+///
+/// Each step waits for the one before (the stand-in's holds), so the scenario is the same
+/// however late the sweep reads: trials 0 and 1 start, trial 2 waits. Trial 1 pauses at epoch
+/// 2 (trial 2 waits; too few others there) and its process exits at its stop; trial 2 takes its
+/// slot. Trial 0 pauses at epoch 2 (trial 1 is paused) and its process, slow to stop, lives on
+/// until trial 1 has started again. Trial 2 ends after epoch 1, once trial 0 was asked to stop:
+/// its slot is free, nothing is pending, trials 0 and 1 are paused, and only trial 1's process
+/// is gone. (Trials that ran on past their pause before the sweep read their lines would end by
+/// those results, never resumed: the holds keep them from it.)
 #[test]
 fn median_with_two_slots_never_runs_a_paused_trial_twice_at_once() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = out_dir(&tmp);
-    let mut def = definition(&[0, 1, 2, 3, 4], SchedulerKind::Median, 6.0, 0);
+    let mut def = definition(&[0, 1, 2], SchedulerKind::Median, 6.0, 0);
     def.asha.grace_period = 2.0;
     def.median = Some(search::median::MedianSettings {
         grace_period: 2.0,
@@ -306,38 +314,58 @@ fn median_with_two_slots_never_runs_a_paused_trial_twice_at_once() {
         mode: search::Mode::Max,
     });
     // Each run of a trial prints its whole curve again: a resumed one's repeats are skipped.
-    let epochs = |trial: usize| if trial < 2 { 6 } else { 3 };
+    let epochs = |trial: usize| if trial < 2 { 6 } else { 1 };
+    let hold = |after, until| vec![Hold { after, until }];
     let fake = Fake::new(move |trial, _| (lr_curve(LRS[trial], epochs(trial)), Exit::Code(0)))
-        .paced(Duration::from_millis(2), OnStop::Hang);
-    let opts = RunOptions {
-        stop_grace: Duration::from_millis(300),
-        ..options(2)
-    };
-    // (A start before the process is gone would fail the test in the stand-in launcher, or
-    // leave the sweep waiting for ever for the slot that process holds.)
-    let (out, ended) = run_within(create(&dir, def), fake, opts);
+        .paced(Duration::from_millis(2), OnStop::Exit)
+        .holding(move |trial, attempt| match (trial, attempt) {
+            (0, 1) => hold(2, Until::Started(1, 2)),
+            (1, 1) => hold(2, Until::Signalled(1)),
+            (2, 1) => hold(1, Until::Signalled(0)),
+            _ => Vec::new(),
+        });
+    let log = fake.log.clone();
+    // (A start before the process is gone fails the test in the stand-in launcher.)
+    let (out, ended) = run_within(create(&dir, def), fake, options(2));
     assert_eq!(ended.unwrap().failed, 0);
-    let (pauses, resumes) = (out.events("pause").len(), out.events("resume").len());
+    let trials = |event| -> BTreeSet<u64> { out.events(event).iter().map(|e| e.0).collect() };
+    assert_eq!(trials("pause"), BTreeSet::from([0, 1]), "{:?}", out.records);
+    assert_eq!(
+        trials("resume"),
+        BTreeSet::from([0, 1]),
+        "{:?}",
+        out.records
+    );
+    // The freed slot went to trial 1 while trial 0's first process lived (it exits only then),
+    // then trial 0 started again.
+    let starts = starts(&log);
+    let at = |start| starts.iter().position(|s| *s == start);
     assert!(
-        pauses > 0 && resumes > 0,
-        "{pauses} pauses, {resumes} resumes"
+        at((1, 2)).is_some() && at((1, 2)) < at((0, 2)),
+        "{starts:?}"
     );
     let s = out.summary();
     assert_eq!((&s["unfinished"], &s["error"]), (&json!(0), &json!(0)));
     // Each trial's results go on from where it was paused: epochs 1, 2, ... once each.
-    for (t, times) in times_by_trial(&out) {
+    let times = times_by_trial(&out);
+    for (t, times) in &times {
         let want: Vec<f64> = (1..=times.len()).map(|e| e as f64).collect();
-        assert_eq!(times, want, "trial {t}");
+        assert_eq!(*times, want, "trial {t}");
     }
-    // results.csv: every trial ended, a resumed one with more than one attempt.
+    assert_eq!(
+        (times[&0].len(), times[&1].len(), times[&2].len()),
+        (6, 6, 1)
+    );
+    // results.csv: every trial ended, each paused one with more than one attempt.
     let table = std::fs::read_to_string(dir.join("results.csv")).unwrap();
     let rows: Vec<Vec<&str>> = (table.lines().map(|l| l.split(',').collect())).collect();
     let column = |name: &str| rows[0].iter().position(|h| *h == name).unwrap();
     let (status, attempts) = (column("status"), column("attempts"));
-    assert_eq!(rows.len(), 6, "{table}");
+    assert_eq!(rows.len(), 4, "{table}");
     assert!(
-        (rows[1..].iter()).all(|r| r[status] == "completed" || r[status] == "stopped"),
+        rows[1..].iter().all(|r| r[status] == "completed"),
         "{table}"
     );
-    assert!(rows[1..].iter().any(|r| r[attempts] != "1"), "{table}");
+    let more_than_once: Vec<bool> = rows[1..].iter().map(|r| r[attempts] != "1").collect();
+    assert_eq!(more_than_once, [true, true, false], "{table}");
 }
