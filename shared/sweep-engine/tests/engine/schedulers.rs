@@ -116,8 +116,18 @@ fn hyperband_pauses_halves_and_resumes_trials_from_where_they_were() {
 fn hyperband_with_two_slots_never_starts_a_trial_whose_process_lives_on() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = out_dir(&tmp);
+    // Trial 3 (of the 5-trial bracket, never kept) is paused or stopped at epoch 3: its first
+    // process waits there until it is, so that it still lives then however late the sweep
+    // reads (else it may have printed its curve and exited, and no process lives on).
     let fake = Fake::new(|trial, _| (lr_curve(LRS[trial], 9), Exit::Code(0)))
-        .paced(Duration::from_millis(2), OnStop::PrintOn);
+        .paced(Duration::from_millis(2), OnStop::PrintOn)
+        .holding(|trial, attempt| match (trial, attempt) {
+            (3, 1) => vec![Hold {
+                after: 3,
+                until: Until::Signalled(3),
+            }],
+            _ => Vec::new(),
+        });
     let log = fake.log.clone();
     let opts = RunOptions {
         stop_grace: Duration::from_millis(30),
