@@ -335,11 +335,11 @@ fn sigterm_mid_collective_over_shared_memory_stops_every_rank_with_130_naming_it
     );
 }
 
-/// Two ranks on one host with a core each read each other's buffers directly for 16 MiB
-/// all-reduces: a rank killed there (the host's leader or not) is named by the other at once,
-/// and SIGTERM to the leader stops both with 130, the other naming it.
+/// Two ranks over shared memory mid-run (16 MiB all-reduces): a rank killed there (the host's
+/// leader or not) is named by the other at once, and SIGTERM to the leader stops both with
+/// 130, the other naming it.
 #[test]
-fn a_rank_killed_or_stopped_while_they_read_each_other_directly_is_named() {
+fn two_ranks_over_shared_memory_name_a_killed_or_stopped_rank() {
     for victim in [1, 0] {
         let (outs, took) = signal_mid_run(2, "shm", victim, libc::SIGKILL);
         assert!(took < Duration::from_secs(120), "{took:?}");
@@ -361,9 +361,9 @@ fn a_rank_killed_or_stopped_while_they_read_each_other_directly_is_named() {
 
 /// Ranks of one host in PID namespaces of their own (two containers of a pod that share its
 /// network but not its processes), each seeing itself as process 1, with address-space
-/// randomisation off (their heaps alike): they meet in shared memory, find they cannot read each
-/// other's memory (a process id names another process there, the address the same) and
-/// reduce exactly through the slots; with only rank 1 in its own namespace as well.
+/// randomisation off (their heaps alike): they meet in shared memory (the leader reads the
+/// joining rank's credentials though its process id is invisible to it) and reduce exactly;
+/// with only rank 1 in its own namespace as well.
 #[test]
 fn ranks_in_pid_namespaces_of_their_own_share_memory_and_are_exact() {
     let arch = String::from_utf8(Command::new("uname").arg("-m").output().unwrap().stdout)

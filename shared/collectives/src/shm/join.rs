@@ -184,9 +184,14 @@ pub(super) fn join(
     } else {
         follow(plan, store, peers[0], n, method, timeout, until)?
     };
-    let group = Group::new(me, peers.to_vec(), map, links, timeout, until.stop);
-    group.publish_identity();
-    Ok(group)
+    Ok(Group::new(
+        me,
+        peers.to_vec(),
+        map,
+        links,
+        timeout,
+        until.stop,
+    ))
 }
 
 /// The leader makes the segment and its socket, publishes their name and the run's secret under

@@ -7,8 +7,8 @@
 //! peer credentials are checked). Its size is sealed, so nobody can shrink it under a reader.
 //!
 //! Layout: a control block (an abort word, the sleepers' count and the pipeline's bell, then one
-//! line per rank: its barrier counter, its three pipeline progress words, what the others need
-//! to read its memory directly, and its last two collective headers), then [`SETS`] sets of one slot per rank ([`SLOT`] bytes each). A buffer
+//! line per rank: its barrier counter, its three pipeline progress words and its last two
+//! collective headers), then [`SETS`] sets of one slot per rank ([`SLOT`] bytes each). A buffer
 //! goes through in chunks of one slot, chunk c in set c mod [`SETS`]. All-reduce of a buffer
 //! larger than [`WHOLE`] (reduce-scatter + all-gather over memory) is pipelined, after one
 //! barrier that checks every rank's call ([`pipeline`]): for each chunk a rank
@@ -19,13 +19,7 @@
 //! 3. once every rank has done 2, copies the other ranks' parts from their slots into its buffer.
 //!
 //! Each step waits for the progress words of the ranks it reads, not for a barrier, so a rank
-//! runs up to [`SETS`] − 1 chunks ahead of the slowest.
-//!
-//! Where the host's ranks may read each other's memory (`process_vm_readv`; found out at the
-//! first all-reduce of 1 to 16 MiB, see [`direct`]), an all-reduce of that size skips the slots
-//! instead: each rank reduces its ring segment in its own buffer from the others' buffers, then
-//! copies the others' segments out of their buffers, each byte moved once. The slots stay for
-//! every other case. A buffer of up to [`WHOLE`] bytes is
+//! runs up to [`SETS`] − 1 chunks ahead of the slowest. A buffer of up to [`WHOLE`] bytes is
 //! reduced whole by every rank after one barrier (latency rules there, not bandwidth).
 //! Broadcast and the hierarchical transport take one barrier per chunk, and write a set again
 //! [`SETS`] chunks later (three would do), after every rank has passed the barrier that follows
@@ -47,7 +41,6 @@
 //! everyone.
 
 mod cross;
-mod direct;
 mod join;
 mod pipeline;
 mod reduce;
@@ -168,12 +161,8 @@ pub(crate) struct Group {
     /// Ranks on several hosts (the hierarchical transport): where the hosts' ranks start, and
     /// on the host's leader the leaders' ring.
     cross: Option<Cross>,
-    /// Whether large all-reduces read the other ranks' buffers directly ([`direct`]): `None`
-    /// until the first one finds out.
-    direct: Option<bool>,
-    /// A random value the other ranks read from this process to find out.
-    token: Box<u64>,
-    /// The buffer a direct all-reduce reads the other ranks' values into.
+    /// A fold's running result where two or more ranks come before this one in the ring's
+    /// order ([`Group::reduce_block`]).
     scratch: Vec<u8>,
 }
 
@@ -203,8 +192,6 @@ impl Group {
             barriers: 0,
             spins: spins_for(n),
             cross: None,
-            direct: None,
-            token: Box::new(crate::rendezvous::random_u64() | 1),
             scratch: Vec::new(),
         }
     }

@@ -39,12 +39,7 @@ impl Group {
             self.reduce_range(set(0), 0..count, count, dtype, op, buf, false);
             return Ok(());
         }
-        self.publish_buffer(buf);
         self.announce(call)?;
-        if super::direct::direct_size(buf.len()) && self.direct_reads()? {
-            let last = (base + chunks as u64 - 1) as u32;
-            return self.direct_all_reduce(buf, dtype, op, base, last);
-        }
         self.pipelined(buf, base, chunks, dtype, op)
     }
 
