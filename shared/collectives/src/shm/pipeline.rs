@@ -73,14 +73,14 @@ struct Cursors {
 }
 
 /// A wait since the last step that moved.
-pub(super) struct Wait {
+struct Wait {
     since: Instant,
     last_check: Instant,
     tries: u32,
 }
 
 impl Wait {
-    pub(super) fn new() -> Wait {
+    fn new() -> Wait {
         let now = Instant::now();
         Wait {
             since: now,
@@ -102,7 +102,7 @@ impl Group {
         unsafe { &*(self.map.ptr.add(16) as *const AtomicU32) }
     }
 
-    pub(super) fn publish(&self, stage: Stage, chunk: u32) {
+    fn publish(&self, stage: Stage, chunk: u32) {
         self.progress(self.me, stage)
             .store(chunk, Ordering::Release);
         self.bell().fetch_add(1, Ordering::SeqCst);
@@ -112,7 +112,7 @@ impl Group {
     }
 
     /// The first rank whose `stage` has not reached `chunk`, if any.
-    pub(super) fn behind(&self, stage: Stage, chunk: u32) -> Option<usize> {
+    fn behind(&self, stage: Stage, chunk: u32) -> Option<usize> {
         (0..self.n()).find(|&j| !reached(self.progress(j, stage).load(Ordering::Acquire), chunk))
     }
 
@@ -206,13 +206,7 @@ impl Group {
     /// no sleep); every 50 ms checks the stop hook, the deadline and the sockets (`blocker`: the
     /// rank waited for; `last`: the collective's last chunk, which a rank that may leave has
     /// copied out).
-    pub(super) fn idle(
-        &self,
-        bell: u32,
-        wait: &mut Wait,
-        blocker: Option<usize>,
-        last: u32,
-    ) -> Result<()> {
+    fn idle(&self, bell: u32, wait: &mut Wait, blocker: Option<usize>, last: u32) -> Result<()> {
         if let Some(e) = self.aborted(Kind::AllReduce) {
             return Err(e);
         }
