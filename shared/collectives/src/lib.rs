@@ -587,8 +587,6 @@ impl Communicator {
         self.noted(r)
     }
 
-    /// Runs a CPU collective (shared memory or ring) on `t`'s bytes: in place for contiguous CPU tensors, else through
-    /// a contiguous host copy that is copied back.
     /// Runs `f` on the NCCL communicator of `t`'s device with `t`'s data pointer and element
     /// count: a contiguous CUDA tensor (checked here; `what` names the collective if not), whose
     /// memory the caller's `&mut` keeps alive while NCCL works on it on libtorch's current
@@ -612,6 +610,8 @@ impl Communicator {
         })
     }
 
+    /// Runs a CPU collective (shared memory or ring) on `t`'s bytes: in place for contiguous CPU tensors, else through
+    /// a contiguous host copy that is copied back.
     fn on_host(
         &mut self,
         t: &mut Tensor,

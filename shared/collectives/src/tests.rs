@@ -298,7 +298,7 @@ fn ranks_calling_different_sizes_fail_with_both_calls_named() {
 /// goes), after a first barrier when `barrier` (mid-run), while the others all-reduce `len`
 /// floats: each of them fails naming it, well within the 600 s deadline (a closed socket is
 /// noticed at once).
-pub(super) fn the_others_name_a_rank_that_dies(
+fn the_others_name_a_rank_that_dies(
     prefix: &'static str,
     (world, dead): (usize, usize),
     transport: Transport,

@@ -83,7 +83,7 @@ impl Group {
         let (es, n) = (dtype.size(), self.n());
         let chunk_start = r.start - r.start % (SLOT / es);
         let mut partial = std::mem::take(&mut self.scratch);
-        partial.resize(partial.len().max(BLOCK), 0);
+        partial.resize(BLOCK, 0);
         // Split where the ring's segments (of the whole buffer) change.
         let mut e = r.start;
         while e < r.end {
