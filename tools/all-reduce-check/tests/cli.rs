@@ -360,38 +360,22 @@ fn two_ranks_over_shared_memory_name_a_killed_or_stopped_rank() {
 }
 
 /// Ranks of one host in PID namespaces of their own (two containers of a pod that share its
-/// network but not its processes), each seeing itself as process 1, with address-space
-/// randomisation off (their heaps alike): they meet in shared memory (the leader reads the
-/// joining rank's credentials though its process id is invisible to it) and reduce exactly;
-/// with only rank 1 in its own namespace as well.
+/// network but not its processes), each seeing itself as process 1: they meet in shared memory
+/// (the leader reads the joining rank's credentials though its process id is invisible to it)
+/// and reduce exactly; with only rank 1 in its own namespace as well.
 #[test]
 fn ranks_in_pid_namespaces_of_their_own_share_memory_and_are_exact() {
-    let arch = String::from_utf8(Command::new("uname").arg("-m").output().unwrap().stdout)
-        .unwrap()
-        .trim()
-        .to_string();
-    // Needs root (as the network namespaces' tests do) and util-linux's unshare and setarch:
-    // fails saying so rather than passing without running.
-    let can = Command::new("unshare")
-        .args([
-            "--pid",
-            "--fork",
-            "--kill-child",
-            "setarch",
-            &arch,
-            "-R",
-            "true",
-        ])
-        .output();
+    const UNSHARE: [&str; 3] = ["--pid", "--fork", "--kill-child"];
+    // Needs root (as the network namespaces' tests do) and util-linux's unshare: fails saying so
+    // rather than passing without running.
+    let can = Command::new("unshare").args(UNSHARE).arg("true").output();
     assert!(
         can.as_ref().is_ok_and(|o| o.status.success()),
-        "PID namespaces need root and util-linux's unshare and setarch: {can:?}"
+        "PID namespaces need root and util-linux's unshare: {can:?}"
     );
     let in_namespace = |c: &mut Command| {
         let mut w = Command::new("unshare");
-        w.args(["--pid", "--fork", "--kill-child", "setarch", &arch, "-R"])
-            .arg(c.get_program())
-            .args(c.get_args());
+        w.args(UNSHARE).arg(c.get_program()).args(c.get_args());
         for (k, v) in c.get_envs() {
             match v {
                 Some(v) => w.env(k, v),
