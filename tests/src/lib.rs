@@ -361,6 +361,35 @@ pub fn stylegan2_fixtures() -> PathBuf {
     dir
 }
 
+/// `$TMPDIR/shardkit-NAME-PID`, created, for a fixture a test binary makes once and its tests
+/// share (kept in a `static`, which is never dropped). The directories of earlier test processes
+/// of the same NAME that have ended are removed first, so that repeated runs do not fill the
+/// disk: a process alive under such a PID keeps its directory.
+pub fn fixture_dir(name: &str) -> PathBuf {
+    let prefix = format!("shardkit-{name}-");
+    let tmp = std::env::temp_dir();
+    for entry in std::fs::read_dir(&tmp).into_iter().flatten().flatten() {
+        let file_name = entry.file_name();
+        let Some(pid) = file_name
+            .to_str()
+            .and_then(|n| n.strip_prefix(&prefix))
+            .and_then(|p| p.parse::<libc::pid_t>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: kill with signal 0 sends nothing; it only asks whether the process exists.
+        let gone = pid > 0
+            && unsafe { libc::kill(pid, 0) } != 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if gone {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+    let dir = tmp.join(format!("{prefix}{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 /// scikit-learn's digits in the CIFAR-100 layout, written into `dir` by
 /// `scripts/make-digits-cifar` with the venv's python, with its `extra` flags (`--class-order`,
 /// `--image-folder DIR`, `--shards DIR`): the small real data set the training tests learn.
@@ -630,4 +659,42 @@ pub fn png_chunk(png: &mut Vec<u8>, kind: &[u8; 4], body: &[u8]) {
     png.extend(body);
     let crc = crc32fast::hash(&png[start..]);
     png.extend(crc.to_be_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fixture_dir_removes_those_of_ended_processes_and_keeps_the_living_ones() {
+        let name = format!("fixture-dir-test-{}", std::process::id());
+        let tmp = std::env::temp_dir();
+        let mut ended = Command::new("true").spawn().unwrap();
+        let ended_pid = ended.id();
+        ended.wait().unwrap();
+        let mut living = Command::new("sleep").arg("600").spawn().unwrap();
+        let stale = tmp.join(format!("shardkit-{name}-{ended_pid}"));
+        let kept = tmp.join(format!("shardkit-{name}-{}", living.id()));
+        // Same prefix but another name (NAME followed by more characters): not this fixture's.
+        let other = tmp.join(format!("shardkit-{name}0-{ended_pid}"));
+        for d in [&stale, &kept, &other] {
+            std::fs::create_dir_all(d.join("inside")).unwrap();
+        }
+        let mine = fixture_dir(&name);
+        let (stale_left, kept_left, other_left) = (stale.exists(), kept.exists(), other.exists());
+        let made = mine.is_dir();
+        living.kill().unwrap();
+        living.wait().unwrap();
+        for d in [&mine, &kept, &other] {
+            let _ = std::fs::remove_dir_all(d);
+        }
+        assert_eq!(
+            mine,
+            tmp.join(format!("shardkit-{name}-{}", std::process::id()))
+        );
+        assert!(made);
+        assert!(!stale_left, "the ended process's directory is left");
+        assert!(kept_left, "a living process's directory was removed");
+        assert!(other_left, "another fixture's directory was removed");
+    }
 }

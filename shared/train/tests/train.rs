@@ -21,7 +21,7 @@ use train_data::data::Source;
 fn digits() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("shardkit-digits-{}", std::process::id()));
+        let dir = testkit::fixture_dir("digits");
         testkit::make_digits(&dir, &[]);
         dir
     })
@@ -36,9 +36,7 @@ fn small_net() -> PathBuf {
     static MODEL: OnceLock<PathBuf> = OnceLock::new();
     MODEL
         .get_or_init(|| {
-            let dir =
-                std::env::temp_dir().join(format!("shardkit-train-bn-{}", std::process::id()));
-            std::fs::create_dir_all(&dir).unwrap();
+            let dir = testkit::fixture_dir("train-bn");
             let model = dir.join("bn.pt");
             testkit::reference_script(
                 "torchscript_models.py",

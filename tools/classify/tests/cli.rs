@@ -16,7 +16,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_classify");
 fn digits() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("shardkit-classify-{}", std::process::id()));
+        let dir = testkit::fixture_dir("classify");
         let (folder, shards) = (dir.join("folder"), dir.join("shards"));
         testkit::make_digits(
             &dir,

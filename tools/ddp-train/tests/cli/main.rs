@@ -57,7 +57,7 @@ fn assert_usage(c: &mut Command, says: &str) {
 fn digits() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("shardkit-ddp-digits-{}", std::process::id()));
+        let dir = testkit::fixture_dir("ddp-digits");
         testkit::make_digits(&dir, &[]);
         dir
     })
@@ -215,7 +215,7 @@ const PIPED: [&str; 8] = [
 fn digits_twice() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("shardkit-ddp-folder-{}", std::process::id()));
+        let dir = testkit::fixture_dir("ddp-folder");
         let (folder, shards) = (dir.join("folder"), dir.join("shards"));
         let extra = [
             "--class-order".as_ref(),
@@ -235,8 +235,7 @@ fn digits_twice() -> &'static Path {
 fn digit_records() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("shardkit-ddp-rec-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = testkit::fixture_dir("ddp-rec");
         for split in ["train", "val"] {
             python([
                 root().join("scripts/reference/mxnet_recordio.py"),

@@ -93,9 +93,7 @@ pub fn bn_model_of(classes: usize) -> &'static Path {
         std::sync::Mutex::new(std::collections::BTreeMap::new());
     let mut models = MODELS.lock().unwrap_or_else(|e| e.into_inner());
     models.entry(classes).or_insert_with(|| {
-        let dir =
-            std::env::temp_dir().join(format!("shardkit-ddp-bn{classes}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = testkit::fixture_dir(&format!("ddp-bn{classes}"));
         Box::leak(torchscript_model_of(&dir, "bn", classes).into_boxed_path())
     })
 }
