@@ -45,16 +45,7 @@ print("\n".join(sorted(str(n) for n in f["names"])))
 fn workdir() -> tempfile::TempDir {
     let tmp = tempfile::tempdir().unwrap();
     photo_tree(tmp.path());
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let out = sh(
-        tmp.path(),
-        &format!(
-            "{} {}/scripts/convert-vgg16-lpips --random 2 -o vgg.safetensors",
-            python(),
-            root.display()
-        ),
-    );
-    testkit::ok(&out);
+    testkit::random_vgg_at(2, &tmp.path().join("vgg.safetensors"));
     std::fs::write(tmp.path().join("mixed.py"), MAKE_MIXED).unwrap();
     let out = sh(
         tmp.path(),

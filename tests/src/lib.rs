@@ -430,6 +430,29 @@ pub fn write_latent(path: &Path, k: usize, d: usize, base: f32) {
     npz.finish().unwrap();
 }
 
+/// `scripts/convert-vgg16-lpips --random SEED`'s file (VGG16 and LPIPS weights, random), made
+/// once per test binary and seed: the script imports torchvision, seconds of CPU at every start.
+/// Tests copy it where they want it ([`random_vgg_at`]) rather than share the one file.
+pub fn random_vgg(seed: u32) -> &'static Path {
+    static FILES: std::sync::Mutex<std::collections::BTreeMap<u32, &'static Path>> =
+        std::sync::Mutex::new(std::collections::BTreeMap::new());
+    let mut files = FILES.lock().unwrap_or_else(|e| e.into_inner());
+    files.entry(seed).or_insert_with(|| {
+        let path = fixture_dir(&format!("vgg{seed}")).join("vgg.safetensors");
+        succeeds(
+            python_script("scripts/convert-vgg16-lpips")
+                .args(["--random", &seed.to_string(), "-o"])
+                .arg(&path),
+        );
+        Box::leak(path.into_boxed_path())
+    })
+}
+
+/// A copy of [`random_vgg`]`(seed)` at `path`.
+pub fn random_vgg_at(seed: u32, path: &Path) {
+    std::fs::copy(random_vgg(seed), path).unwrap();
+}
+
 /// A projection job on the tiny fixture generator: `n` target images rendered from seeds 0..n
 /// under `dir/targets` and a VGG with random weights at `dir/vgg.safetensors`. Returns the
 /// generator's path and the targets' paths relative to `dir`.
@@ -450,13 +473,7 @@ pub fn projection_job(dir: &Path, n: usize) -> (PathBuf, Vec<PathBuf>) {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let o = Command::new(python())
-        .current_dir(dir)
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/convert-vgg16-lpips"))
-        .args(["--random", "2", "-o", "vgg.safetensors"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    random_vgg_at(2, &dir.join("vgg.safetensors"));
     let inputs: Vec<PathBuf> = files_under(&dir.join("targets"), ".png")
         .iter()
         .map(|p| p.strip_prefix(dir).unwrap().to_path_buf())

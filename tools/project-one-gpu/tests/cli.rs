@@ -32,11 +32,7 @@ fn projection(dir: &Path, samples: &str) -> Std {
 fn setup() -> tempfile::TempDir {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    testkit::succeeds(
-        testkit::python_script("scripts/convert-vgg16-lpips")
-            .args(["--random", "1", "-o", "vgg.safetensors"])
-            .current_dir(dir),
-    );
+    testkit::random_vgg_at(1, &dir.join("vgg.safetensors"));
     let generate = env!("CARGO_BIN_EXE_project-one-gpu").replace("project-one-gpu", "generate");
     testkit::succeeds(
         Std::new(generate)
