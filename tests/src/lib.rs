@@ -430,6 +430,31 @@ pub fn write_latent(path: &Path, k: usize, d: usize, base: f32) {
     npz.finish().unwrap();
 }
 
+/// `scripts/reference/torchscript_models.py make KIND FILE CLASSES`'s scripted model (made with the
+/// script's fixed seed), made once per test binary, kind and class count, for the tests that only
+/// read it: each Python start that imports torch costs a few CPU seconds. Its "bn" (a small
+/// network with BatchNorm) trains many times faster than ResNet-18 on the CPU, for the tests of
+/// the training loop rather than of the network.
+pub fn scripted_model(kind: &str, classes: usize) -> &'static Path {
+    type Made = std::collections::BTreeMap<(String, usize), &'static Path>;
+    static MODELS: std::sync::Mutex<Made> = std::sync::Mutex::new(Made::new());
+    let mut models = MODELS.lock().unwrap_or_else(|e| e.into_inner());
+    models
+        .entry((kind.to_string(), classes))
+        .or_insert_with(|| {
+            let model = fixture_dir(&format!("ts-{kind}-{classes}")).join(format!("{kind}.pt"));
+            let classes = classes.to_string();
+            let args: [&std::ffi::OsStr; 4] = [
+                "make".as_ref(),
+                kind.as_ref(),
+                model.as_os_str(),
+                classes.as_ref(),
+            ];
+            reference_script("torchscript_models.py", args);
+            Box::leak(model.into_boxed_path())
+        })
+}
+
 /// `scripts/convert-vgg16-lpips --random SEED`'s file (VGG16 and LPIPS weights, random), made
 /// once per test binary and seed: the script imports torchvision, seconds of CPU at every start.
 /// Tests copy it where they want it ([`random_vgg_at`]) rather than share the one file.

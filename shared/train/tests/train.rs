@@ -33,23 +33,7 @@ fn digits() -> &'static Path {
 /// faster than ResNet-18 on the CPU. Its parameters and buffers join the run's store as a
 /// ResNet's do.
 fn small_net() -> PathBuf {
-    static MODEL: OnceLock<PathBuf> = OnceLock::new();
-    MODEL
-        .get_or_init(|| {
-            let dir = testkit::fixture_dir("train-bn");
-            let model = dir.join("bn.pt");
-            testkit::reference_script(
-                "torchscript_models.py",
-                [
-                    "make".as_ref(),
-                    "bn".as_ref(),
-                    model.as_os_str(),
-                    "10".as_ref(),
-                ],
-            );
-            model
-        })
-        .clone()
+    testkit::scripted_model("bn", 10).to_path_buf()
 }
 
 /// libtorch's generator is process-global: tests that seed and draw from it run one at a time.

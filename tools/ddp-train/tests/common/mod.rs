@@ -89,13 +89,7 @@ pub fn bn_model() -> &'static Path {
 /// (resume, logs, data, ranks) rather than of the network: the loop treats it as a ResNet (its
 /// parameters and buffers, BatchNorm's included, are the run's store).
 pub fn bn_model_of(classes: usize) -> &'static Path {
-    static MODELS: std::sync::Mutex<std::collections::BTreeMap<usize, &'static Path>> =
-        std::sync::Mutex::new(std::collections::BTreeMap::new());
-    let mut models = MODELS.lock().unwrap_or_else(|e| e.into_inner());
-    models.entry(classes).or_insert_with(|| {
-        let dir = testkit::fixture_dir(&format!("ddp-bn{classes}"));
-        Box::leak(torchscript_model_of(&dir, "bn", classes).into_boxed_path())
-    })
+    testkit::scripted_model("bn", classes)
 }
 
 /// A checkpoint file's tensors by name.
