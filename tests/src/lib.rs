@@ -430,11 +430,25 @@ pub fn write_latent(path: &Path, k: usize, d: usize, base: f32) {
     npz.finish().unwrap();
 }
 
-/// `scripts/reference/torchscript_models.py make KIND FILE CLASSES`'s scripted model (made with the
-/// script's fixed seed), made once per test binary, kind and class count, for the tests that only
-/// read it: each Python start that imports torch costs a few CPU seconds. Its "bn" (a small
-/// network with BatchNorm) trains many times faster than ResNet-18 on the CPU, for the tests of
-/// the training loop rather than of the network.
+/// `scripts/reference/torchscript_models.py make KIND FILE CLASSES [SEED]`: the scripted model
+/// `kind` written to `file`, its initialisation drawn from `seed` (the script's fixed seed
+/// without one).
+pub fn make_scripted_model(kind: &str, file: &Path, classes: usize, seed: Option<u32>) {
+    let (classes, seed) = (classes.to_string(), seed.map(|s| s.to_string()));
+    let mut args: Vec<&std::ffi::OsStr> = vec![
+        "make".as_ref(),
+        kind.as_ref(),
+        file.as_os_str(),
+        classes.as_ref(),
+    ];
+    args.extend(seed.as_deref().map(std::ffi::OsStr::new));
+    reference_script("torchscript_models.py", args);
+}
+
+/// [`make_scripted_model`]'s model (the script's fixed seed), made once per test binary, kind and
+/// class count, for the tests that only read it: each Python start that imports torch costs a
+/// few CPU seconds. Its "bn" (a small network with BatchNorm) trains many times faster than
+/// ResNet-18 on the CPU, for the tests of the training loop rather than of the network.
 pub fn scripted_model(kind: &str, classes: usize) -> &'static Path {
     type Made = std::collections::BTreeMap<(String, usize), &'static Path>;
     static MODELS: std::sync::Mutex<Made> = std::sync::Mutex::new(Made::new());
@@ -443,14 +457,7 @@ pub fn scripted_model(kind: &str, classes: usize) -> &'static Path {
         .entry((kind.to_string(), classes))
         .or_insert_with(|| {
             let model = fixture_dir(&format!("ts-{kind}-{classes}")).join(format!("{kind}.pt"));
-            let classes = classes.to_string();
-            let args: [&std::ffi::OsStr; 4] = [
-                "make".as_ref(),
-                kind.as_ref(),
-                model.as_os_str(),
-                classes.as_ref(),
-            ];
-            reference_script("torchscript_models.py", args);
+            make_scripted_model(kind, &model, classes, None);
             Box::leak(model.into_boxed_path())
         })
 }

@@ -108,7 +108,7 @@ fn script_model() -> &'static Trained {
     &T.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
         let model = dir.path().join("bn.pt");
-        make_script("bn", &model, "10");
+        testkit::make_scripted_model("bn", &model, 10, None);
         let data = format!("imagefolder:{}", digits().join("folder").display());
         let flag = format!("--model=torchscript:{}", model.display());
         let trained = train(&data, &[FOLDER_FLAGS, &[flag.as_str()]].concat());
@@ -576,17 +576,6 @@ fn an_image_over_max_pixels_is_an_error_record_whose_advice_works() {
     testkit::ok(&out);
 }
 
-/// `scripts/reference/torchscript_models.py make KIND OUT CLASSES`.
-fn make_script(kind: &str, out: &Path, classes: &str) {
-    let args: [&std::ffi::OsStr; 4] = [
-        "make".as_ref(),
-        kind.as_ref(),
-        out.as_os_str(),
-        classes.as_ref(),
-    ];
-    testkit::reference_script("torchscript_models.py", args);
-}
-
 #[test]
 fn torchscript_modules_that_cannot_classify_are_refused_naming_the_file_and_why() {
     let model = script_model();
@@ -599,7 +588,7 @@ fn torchscript_modules_that_cannot_classify_are_refused_naming_the_file_and_why(
         ("narrow", "returns [1, 5] for one 32x32 image"),
     ] {
         let file = tmp.path().join(format!("{kind}.pt"));
-        make_script(kind, &file, "10");
+        testkit::make_scripted_model(kind, &file, 10, None);
         let out = classify(
             &model.checkpoint,
             &["--model".as_ref(), file.as_os_str(), image.as_os_str()],
@@ -616,7 +605,7 @@ fn torchscript_modules_that_cannot_classify_are_refused_naming_the_file_and_why(
     }
     // Right for one image, two rows for a batch of three: the batch's error, not a panic.
     let file = tmp.path().join("two_rows.pt");
-    make_script("two_rows", &file, "10");
+    testkit::make_scripted_model("two_rows", &file, 10, None);
     let out = classify(
         &model.checkpoint,
         &[

@@ -30,24 +30,13 @@ fn python(args: &[&std::ffi::OsStr]) -> Output {
 }
 
 /// `torchscript_models.py make KIND PATH CLASSES`: the scripted model `kind` written to `path`.
-fn make(kind: &str, path: &Path, classes: u32) {
-    python(&[
-        "make".as_ref(),
-        kind.as_ref(),
-        path.as_os_str(),
-        classes.to_string().as_ref(),
-    ]);
+fn make(kind: &str, path: &Path, classes: usize) {
+    testkit::make_scripted_model(kind, path, classes, None);
 }
 
 /// [`make`] with the model's initialisation drawn from `seed`.
-fn make_seeded(kind: &str, path: &Path, classes: u32, seed: u32) {
-    python(&[
-        "make".as_ref(),
-        kind.as_ref(),
-        path.as_os_str(),
-        classes.to_string().as_ref(),
-        seed.to_string().as_ref(),
-    ]);
+fn make_seeded(kind: &str, path: &Path, classes: usize, seed: u32) {
+    testkit::make_scripted_model(kind, path, classes, Some(seed));
 }
 
 /// `ddp-train --device cpu --threads 1` with no launcher variables.

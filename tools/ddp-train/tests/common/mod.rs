@@ -4,7 +4,7 @@
 //! checkpoint signal sent once a run has reported its first checkpoint.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
@@ -55,30 +55,9 @@ pub fn model_flag(model: &Path) -> OsString {
     m
 }
 
-/// `scripts/reference/torchscript_models.py`'s scripted model `kind` for 100 classes, written as
-/// `dir/KIND.pt`.
-pub fn torchscript_model(dir: &Path, kind: &str) -> PathBuf {
-    torchscript_model_of(dir, kind, 100)
-}
-
-/// [`torchscript_model`] for `classes` classes.
-pub fn torchscript_model_of(dir: &Path, kind: &str, classes: usize) -> PathBuf {
-    let model = dir.join(format!("{kind}.pt"));
-    testkit::reference_script(
-        "torchscript_models.py",
-        [
-            "make".as_ref(),
-            kind.as_ref(),
-            model.as_os_str(),
-            classes.to_string().as_ref(),
-        ],
-    );
-    model
-}
-
-/// [`torchscript_model`]'s "bn" (a scripted network with BatchNorm, made with the script's
-/// fixed seed), made once per test binary for the tests that only read it: each Python start
-/// that imports torch costs a few CPU seconds.
+/// `scripts/reference/torchscript_models.py`'s "bn" for 100 classes (a scripted network with
+/// BatchNorm, made with the script's fixed seed), made once per test binary for the tests that
+/// only read it: each Python start that imports torch costs a few CPU seconds.
 pub fn bn_model() -> &'static Path {
     bn_model_of(100)
 }
