@@ -127,6 +127,18 @@ pub fn exits_saying(o: &Output, code: i32, says: &str) {
     assert!(stderr.contains(says), "not saying {says:?}: {stderr}");
 }
 
+/// Asserts that `text` (a message, a log) contains each of `parts`; `text` and the parts it
+/// lacks in the message when not.
+#[track_caller]
+pub fn assert_mentions(text: &str, parts: &[&str]) {
+    let missing: Vec<&str> = parts
+        .iter()
+        .copied()
+        .filter(|p| !text.contains(p))
+        .collect();
+    assert!(missing.is_empty(), "not mentioning {missing:?}: {text}");
+}
+
 /// Starts every command at once (stdout and stderr captured) and waits for them all: their
 /// outputs, in order.
 pub fn run_all(cmds: impl IntoIterator<Item = Command>) -> Vec<Output> {
@@ -191,6 +203,25 @@ pub fn as_nobody(c: &mut Command) -> &mut Command {
         }
     }
     c
+}
+
+/// `name` (a file name or a relative path) in a new temporary directory, nothing made there
+/// yet; the directory goes when the returned `TempDir` drops.
+pub fn temp_path(name: impl AsRef<Path>) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join(name);
+    (dir, path)
+}
+
+/// A file `name` holding `contents` in a new temporary directory; the directory goes when the
+/// returned `TempDir` drops.
+pub fn temp_file(
+    name: impl AsRef<Path>,
+    contents: impl AsRef<[u8]>,
+) -> (tempfile::TempDir, PathBuf) {
+    let (dir, path) = temp_path(name);
+    std::fs::write(&path, contents).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    (dir, path)
 }
 
 /// Makes a FIFO at `path` with mkfifo(3), in this process: a child forked for mkfifo(1) would

@@ -363,8 +363,7 @@ mod tests {
 
     #[test]
     fn writes_whole_file_and_leaves_no_temp() {
-        let dir = tempfile::tempdir().unwrap();
-        let target = dir.path().join("sub/out.txt");
+        let (dir, target) = testkit::temp_path("sub/out.txt");
         write_atomic(&target, |w| w.write_all(b"hello")).unwrap();
         assert_eq!(fs::read(&target).unwrap(), b"hello");
         assert_eq!(fs::read_dir(dir.path().join("sub")).unwrap().count(), 1);
@@ -515,9 +514,8 @@ mod tests {
             );
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        let dir = tempfile::tempdir().unwrap();
-        let zombies = dir.path().join(format!(".out.npz.{pid}.AbC123.partial"));
-        fs::write(&zombies, b"127 MB").unwrap();
+        let (dir, zombies) =
+            testkit::temp_file(format!(".out.npz.{pid}.AbC123.partial"), b"127 MB");
         write_atomic(&dir.path().join("out.npz"), |w| w.write_all(b"y")).unwrap();
         let removed = !zombies.exists();
         child.wait().unwrap();

@@ -86,8 +86,7 @@ mod tests {
 
     #[test]
     fn a_second_holder_is_refused_with_the_first_ones_pid_until_it_lets_go() {
-        let dir = tempfile::tempdir().unwrap();
-        let d = dir.path().join("runs/a");
+        let (_dir, d) = testkit::temp_path("runs/a");
         let first = DirLock::acquire(&d).unwrap();
         // flock locks belong to the open file: a second open in this process conflicts too.
         match DirLock::acquire(&d) {

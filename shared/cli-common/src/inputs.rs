@@ -357,9 +357,7 @@ mod read_tests {
 
     #[test]
     fn only_regular_files_of_the_right_kind_and_size_are_read() {
-        let dir = tempfile::tempdir().unwrap();
-        let good = dir.path().join("a.bin");
-        std::fs::write(&good, b"MAGIC and the rest").unwrap();
+        let (dir, good) = testkit::temp_file("a.bin", b"MAGIC and the rest");
         let sniff = |b: &[u8]| {
             if b.starts_with(b"MAGIC") {
                 Ok(())
@@ -407,9 +405,7 @@ mod read_tests {
 
     #[test]
     fn a_file_of_another_kind_keeps_the_sniffers_typed_error() {
-        let dir = tempfile::tempdir().unwrap();
-        let other = dir.path().join("a.txt");
-        std::fs::write(&other, b"plain text").unwrap();
+        let (_dir, other) = testkit::temp_file("a.txt", b"plain text");
         let sniff = |b: &[u8]| b.starts_with(b"MAGIC").then_some(()).ok_or(NotMagic);
         let e = read_regular(&other, 100, sniff).unwrap_err();
         assert_eq!(
@@ -509,9 +505,7 @@ mod tests {
 
     #[test]
     fn list_files_are_read_line_by_line_and_missing_ones_are_errors() {
-        let dir = tempfile::tempdir().unwrap();
-        let list = dir.path().join("list.txt");
-        std::fs::write(&list, "x\n\ny\r\n").unwrap();
+        let (_dir, list) = testkit::temp_file("list.txt", "x\n\ny\r\n");
         let items: Vec<Item> = from_files(&[list, "/no/such/list".into()], ListArgs::default())
             .map(Result::unwrap)
             .collect();
@@ -528,9 +522,7 @@ mod tests {
 
     #[test]
     fn nul_separated_lists_are_paths_byte_for_byte() {
-        let dir = tempfile::tempdir().unwrap();
-        let list = dir.path().join("list0");
-        std::fs::write(&list, b"a\nb.png\0{\"path\":\"x\"}\0\0c\r\0last").unwrap();
+        let (_dir, list) = testkit::temp_file("list0", b"a\nb.png\0{\"path\":\"x\"}\0\0c\r\0last");
         let items: Vec<Item> = from_files(&[list], ListArgs { null: true })
             .map(Result::unwrap)
             .collect();

@@ -117,11 +117,8 @@ mod tests {
 
     #[test]
     fn a_fifo_is_refused_at_once_without_a_writer() {
-        let dir = tempfile::tempdir().unwrap();
-        let fifo = dir.path().join("f");
-        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: mkfifo with a valid C string.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let (_dir, fifo) = testkit::temp_path("f");
+        testkit::mkfifo(&fifo);
         // Would block for ever in open(2) without O_NONBLOCK (no writer ever comes).
         let e = read(&fifo, 100).unwrap_err().to_string();
         assert!(e.ends_with("f is a FIFO, not a regular file"), "{e}");
@@ -131,9 +128,7 @@ mod tests {
 
     #[test]
     fn reads_are_bounded_and_missing_files_named() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("a");
-        std::fs::write(&p, vec![7u8; 100]).unwrap();
+        let (dir, p) = testkit::temp_file("a", vec![7u8; 100]);
         assert_eq!(read(&p, 100).unwrap().len(), 100);
         let e = read(&p, 99).unwrap_err().to_string();
         assert!(e.contains("longer than 99 bytes"), "{e}");
