@@ -206,9 +206,7 @@ mod tests {
     fn a_checkpoint_that_cannot_be_read_or_written_keeps_its_cause_by_kind() {
         use error_class::chain_text;
         use std::error::Error as _;
-        let dir = tempfile::tempdir().unwrap();
-        let junk = dir.path().join("junk.safetensors");
-        std::fs::write(&junk, b"not safetensors at all").unwrap();
+        let (dir, junk) = testkit::temp_file("junk.safetensors", b"not safetensors at all");
         let e = load(&junk, Device::Cpu).unwrap_err();
         assert!(
             matches!(&e, Error::File(FileError::NotSafetensors { path, .. }) if *path == junk),
