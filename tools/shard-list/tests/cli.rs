@@ -73,9 +73,7 @@ fn sizes_reproduce_data_partitioner() {
 
 #[test]
 fn json_records_and_list_files_are_inputs() {
-    let dir = tempfile::tempdir().unwrap();
-    let list = dir.path().join("list.txt");
-    std::fs::write(&list, "x\n{\"path\":\"y\"}\n").unwrap();
+    let (_dir, list) = testkit::temp_file("list.txt", "x\n{\"path\":\"y\"}\n");
     let (code, out) = run(
         &["-n", "1", list.to_str().unwrap(), "-"],
         "{\"type\":\"shard\",\"paths\":[\"z\"]}\n",

@@ -158,10 +158,7 @@ fn a_fifo_in_place_of_a_trials_stderr_log_fails_the_trial_not_the_sweep() {
     testkit::exits(&o, 3);
     let r = records(&o.stdout);
     let why = r.ends[0].message.clone().unwrap_or_default();
-    assert!(
-        why.contains("stderr.log") && why.contains("not a regular file"),
-        "{why}"
-    );
+    testkit::assert_mentions(&why, &["stderr.log", "not a regular file"]);
 }
 
 #[test]
