@@ -321,18 +321,24 @@ fn a_killed_rank_fails_the_others_within_the_timeout_naming_it() {
     }
 }
 
-#[test]
-fn sigterm_mid_collective_over_shared_memory_stops_every_rank_with_130_naming_it() {
-    let (outs, took) = signal_mid_run(2, "shm", 1, libc::SIGTERM);
+/// SIGTERM to rank `victim` of two over shared memory mid-run: both stop with 130 within
+/// the timeout, the other saying it stops because `victim` was interrupted.
+fn sigterm_over_shared_memory_stops_both_naming(victim: usize) {
+    let (outs, took) = signal_mid_run(2, "shm", victim, libc::SIGTERM);
     assert!(took < Duration::from_secs(120), "{took:?}");
     for (rank, (status, err)) in outs.iter().enumerate() {
         assert_eq!(status.code(), Some(130), "rank {rank}: {err}");
     }
+    let other = &outs[1 - victim].1;
     assert!(
-        outs[0].1.contains("stopping too: rank 1 was interrupted"),
-        "{}",
-        outs[0].1
+        other.contains(&format!("stopping too: rank {victim} was interrupted")),
+        "{other}"
     );
+}
+
+#[test]
+fn sigterm_mid_collective_over_shared_memory_stops_every_rank_with_130_naming_it() {
+    sigterm_over_shared_memory_stops_both_naming(1);
 }
 
 /// Two ranks over shared memory mid-run (16 MiB all-reduces): a rank killed there (the host's
@@ -347,16 +353,7 @@ fn two_ranks_over_shared_memory_name_a_killed_or_stopped_rank() {
         assert_eq!(status.code(), Some(1), "victim {victim}: {err}");
         assert!(err.contains(&format!("rank {victim}")), "{err}");
     }
-    let (outs, took) = signal_mid_run(2, "shm", 0, libc::SIGTERM);
-    assert!(took < Duration::from_secs(120), "{took:?}");
-    for (rank, (status, err)) in outs.iter().enumerate() {
-        assert_eq!(status.code(), Some(130), "rank {rank}: {err}");
-    }
-    assert!(
-        outs[1].1.contains("stopping too: rank 0 was interrupted"),
-        "{}",
-        outs[1].1
-    );
+    sigterm_over_shared_memory_stops_both_naming(0);
 }
 
 /// Ranks of one host in PID namespaces of their own (two containers of a pod that share its
