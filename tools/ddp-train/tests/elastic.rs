@@ -558,11 +558,7 @@ fn dump_batches_with_virtual_ranks_is_refused() {
         .arg(&npz)
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains("--virtual-ranks 4") && err.contains("--dump-batches"),
-        "{err}"
-    );
+    let err = testkit::exit_stderr(&out, 2);
+    testkit::assert_mentions(&err, &["--virtual-ranks 4", "--dump-batches"]);
     assert!(!npz.exists());
 }

@@ -321,27 +321,17 @@ fn torchscript_adamw_smoothing_init_channels_last_and_tied_weights_train_to_pyto
 
 #[test]
 fn a_model_file_that_is_not_torchscript_or_returns_the_wrong_shape_is_refused_naming_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let junk = dir.path().join("junk.pt");
-    std::fs::write(&junk, b"not a model").unwrap();
+    let (dir, junk) = testkit::temp_file("junk.pt", b"not a model");
     let out = cmd().args(flags(&junk)).output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.contains("junk.pt") && stderr.contains("not a TorchScript module"),
-        "{stderr}"
-    );
+    let stderr = testkit::exit_stderr(&out, 1);
+    testkit::assert_mentions(&stderr, &["junk.pt", "not a TorchScript module"]);
     assert!(!stderr.contains("Exception raised from"), "{stderr}");
     // A model for 10 classes on data of 100.
     let ten = dir.path().join("ten.pt");
     make("bn", &ten, 10);
     let out = cmd().args(flags(&ten)).output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.contains("ten.pt") && stderr.contains("[2, 10]") && stderr.contains("[2, 100]"),
-        "{stderr}"
-    );
+    let stderr = testkit::exit_stderr(&out, 1);
+    testkit::assert_mentions(&stderr, &["ten.pt", "[2, 10]", "[2, 100]"]);
     // What only a training forward shows: one line naming the file and why, no C++ frames.
     for (kind, why) in [
         ("detached", "depends on no trained parameter"),
@@ -396,12 +386,8 @@ fn a_model_file_that_is_not_torchscript_or_returns_the_wrong_shape_is_refused_na
         let odd = dir.path().join(std::ffi::OsStr::from_bytes(b"b\xffn.pt"));
         std::fs::copy(&ten, &odd).unwrap();
         let out = cmd().args(flags(&odd)).output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{stderr}");
-        assert!(
-            stderr.contains("--model") && stderr.contains("not UTF-8"),
-            "{stderr}"
-        );
+        let stderr = testkit::exit_stderr(&out, 2);
+        testkit::assert_mentions(&stderr, &["--model", "not UTF-8"]);
     }
 }
 
@@ -441,10 +427,7 @@ fn the_eval_snippet_raises_when_the_module_returns_other_than_the_runs_classes()
     let out = run();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "the snippet ran: {stderr}");
-    assert!(
-        stderr.contains("ValueError") && stderr.contains("(1, 5)") && stderr.contains("100"),
-        "{stderr}"
-    );
+    testkit::assert_mentions(&stderr, &["ValueError", "(1, 5)", "100"]);
 }
 
 #[test]
@@ -476,10 +459,7 @@ fn resuming_with_another_model_file_says_so() {
     let out = run(&b, "2");
     ok(&out);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("a.pt") && stderr.contains("it goes on with") && stderr.contains("b.pt"),
-        "{stderr}"
-    );
+    testkit::assert_mentions(&stderr, &["a.pt", "it goes on with", "b.pt"]);
 }
 
 #[test]

@@ -153,12 +153,8 @@ fn a_diverging_run_keeps_the_last_finite_checkpoint_to_resume_from() {
             .unwrap()
     };
     let o = run("1e30", "2");
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains("training diverged") && err.contains("left as it was"),
-        "{err}"
-    );
+    let err = testkit::exit_stderr(&o, 1);
+    testkit::assert_mentions(&err, &["training diverged", "left as it was"]);
     assert_eq!(
         std::fs::read(ck.join("last.safetensors")).unwrap(),
         before,
@@ -178,8 +174,7 @@ fn a_diverging_run_keeps_the_last_finite_checkpoint_to_resume_from() {
         .expect("the fc's momentum");
     poison(&train, &momentum);
     let o = run("0.01", "3");
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    let err = testkit::exit_stderr(&o, 1);
     assert!(
         err.contains(&format!("{momentum} holds NaN or infinite values")),
         "{err}"
@@ -210,21 +205,13 @@ fn init_and_resume_refuse_partial_non_finite_and_incomplete_checkpoints() {
         .collect();
     Tensor::write_safetensors(&fc, &fc_only).unwrap();
     let o = run_init(&fc_only, &[]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains("of resnet18 it lacks") && err.contains("conv1.weight"),
-        "{err}"
-    );
+    let err = testkit::exit_stderr(&o, 1);
+    testkit::assert_mentions(&err, &["of resnet18 it lacks", "conv1.weight"]);
     assert!(err.contains("--init-non-strict"), "{err}");
     // Deliberately partial: loaded, and what was not is named.
     let o = run_init(&fc_only, &["--init-non-strict"]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(0), "{err}");
-    assert!(
-        err.contains("warning") && err.contains("not loaded") && err.contains("conv1.weight"),
-        "{err}"
-    );
+    let err = testkit::exit_stderr(&o, 0);
+    testkit::assert_mentions(&err, &["warning", "not loaded", "conv1.weight"]);
     // NaN weights are refused rather than "diverged ... lower --lr".
     let nan = tmp.path().join("nan.safetensors");
     let poisoned: Vec<(String, Tensor)> = all
@@ -240,8 +227,7 @@ fn init_and_resume_refuse_partial_non_finite_and_incomplete_checkpoints() {
         .collect();
     Tensor::write_safetensors(&poisoned, &nan).unwrap();
     let o = run_init(&nan, &[]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    let err = testkit::exit_stderr(&o, 1);
     assert!(
         err.contains("layer1.0.conv1.weight holds NaN or infinite values"),
         "{err}"
@@ -256,8 +242,7 @@ fn init_and_resume_refuse_partial_non_finite_and_incomplete_checkpoints() {
             .unwrap()
     };
     let o = resume(&ck);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    let err = testkit::exit_stderr(&o, 1);
     assert!(
         err.contains("layer1.0.conv1.weight holds NaN or infinite values"),
         "{err}"
@@ -266,8 +251,7 @@ fn init_and_resume_refuse_partial_non_finite_and_incomplete_checkpoints() {
     std::fs::remove_file(ck.join("last.safetensors")).unwrap();
     let before = std::fs::read(ck.join("last.train.safetensors")).unwrap();
     let o = resume(&ck);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    let err = testkit::exit_stderr(&o, 1);
     assert!(err.contains("last.safetensors is missing"), "{err}");
     assert_eq!(
         std::fs::read(ck.join("last.train.safetensors")).unwrap(),
@@ -316,8 +300,7 @@ fn two_runs_on_one_checkpoint_directory_are_refused_naming_the_first() {
         .arg(&tb)
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    let err = testkit::exit_stderr(&o, 1);
     assert!(
         err.contains(&format!("in use by another run (pid {pid})")),
         "{err}"

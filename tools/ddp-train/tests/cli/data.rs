@@ -286,12 +286,8 @@ fn a_file_that_does_not_decode_is_replaced_counted_and_bounded() {
         "named in a warning: {stderr}"
     );
     let out = run(&["--max-bad-inputs", "0"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.contains("--max-bad-inputs 0") && stderr.contains("broken.png"),
-        "{stderr}"
-    );
+    let stderr = testkit::exit_stderr(&out, 1);
+    testkit::assert_mentions(&stderr, &["--max-bad-inputs 0", "broken.png"]);
     // The bound is on distinct files: the same broken file met again each epoch is one file
     // (it stopped a run once its skips, counted again every epoch, passed the bound).
     let out = run_for("4", &["--max-bad-inputs", "1"]);
@@ -499,18 +495,11 @@ shard(sys.argv[1] + "/small.tar", [0, 1, 2, 3])
         let o = run(train, val, &[]);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(1), "{train} {val}: {err}");
-        assert!(
-            err.contains(":002: label") && err.contains("--num-classes"),
-            "{err}"
-        );
+        testkit::assert_mentions(&err, &[":002: label", "--num-classes"]);
     }
     let o = run("small.tar", "small.tar", &["--num-classes", "3"]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains("label 3") && err.contains("--num-classes is 3"),
-        "{err}"
-    );
+    let err = testkit::exit_stderr(&o, 1);
+    testkit::assert_mentions(&err, &["label 3", "--num-classes is 3"]);
     let r = records(&run("small.tar", "small.tar", &["--num-classes", "1000"]));
     assert_eq!(r.items[0].classes.len(), 1000);
     assert_usage(
@@ -554,12 +543,8 @@ write(sys.argv[1], [(0, pack([3.0, 3.0], b"")), (1, pack(0.0, png())), (2, pack(
         .args(["--image-size", "8", "--stem", "cifar"])
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains("faces.rec:2: label 5000000") && err.contains("--num-classes"),
-        "{err}"
-    );
+    let err = testkit::exit_stderr(&o, 1);
+    testkit::assert_mentions(&err, &["faces.rec:2: label 5000000", "--num-classes"]);
 }
 
 /// The decoder's bound on pixels is a flag of ddp-train's too: a bad input's message advises
@@ -585,12 +570,8 @@ fn max_pixels_bounds_the_images_and_the_advice_to_raise_it_works() {
     };
     // The digits' PNGs are 32x32 = 1024 pixels.
     let out = run("1023");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.contains("over the limit of 1023") && stderr.contains("raise --max-pixels"),
-        "{stderr}"
-    );
+    let stderr = testkit::exit_stderr(&out, 1);
+    testkit::assert_mentions(&stderr, &["over the limit of 1023", "raise --max-pixels"]);
     ok(&run("1024"));
     assert_usage(
         cmd_on(format!("cifar100:{}", dir.display())).args(["--max-pixels", "1024"]),

@@ -221,10 +221,7 @@ fn bad_set_ups_say_what_to_do() {
         .unwrap();
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        err.contains("data_batch_1.bin") && err.contains("Nothing is downloaded"),
-        "{err}"
-    );
+    testkit::assert_mentions(&err, &["data_batch_1.bin", "Nothing is downloaded"]);
 
     for p in ["fp16", "bf16"] {
         let o = cmd().args(["--precision", p]).output().unwrap();
@@ -288,8 +285,7 @@ fn bad_set_ups_say_what_to_do() {
         .args(["--lr", "1", "--schedule", "step:1:1e20", "--epochs", "3"])
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    let err = testkit::exit_stderr(&o, 2);
     assert!(
         err.contains("--schedule step:1:1e20 reaches 1e40 at epoch 3"),
         "{err}"
@@ -298,8 +294,7 @@ fn bad_set_ups_say_what_to_do() {
         .args(["--device", "cpu", "--data", "synthetic:1000000000"])
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    let err = testkit::exit_stderr(&o, 2);
     assert!(
         err.contains("synthetic:1000000000") && !err.contains("unwrap"),
         "{err}"
@@ -508,7 +503,6 @@ fn a_reader_that_goes_away_mid_run_is_a_quiet_exit_141() {
         .unwrap(); // then dropped: the pipe closes
     assert!(first.contains("\"type\":\"epoch\""), "{first}");
     let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(141), "{stderr}");
+    let stderr = testkit::exit_stderr(&out, 141);
     assert!(!stderr.contains("error"), "{stderr}");
 }
