@@ -18,6 +18,10 @@ file on the same batches (ddp-train's --dump-batches) with torch.optim and compa
   torchscript_models.py eager KIND CLASSES CHECKPOINT.safetensors SNIPPET.py
       # the checkpoint loads strictly into the eager module, which computes what the
       # snippet's model (torch.jit.load + the checkpoint) computes
+  torchscript_models.py each CALLS.json
+      # the calls above, each a JSON list of the arguments after the script's name, in one
+      # process (each start that imports torch costs seconds); the `ddp` calls run last, all
+      # in one pair of rank processes (so they must have the same number of ranks)
 
 `train` runs what ddp-train runs (SGD, momentum 0.9, weight decay 5e-4, constant LR, or AdamW
 with betas 0.9, 0.999, eps 1e-8 and the same weight decay on every parameter; DDP's
@@ -351,15 +355,22 @@ def train(model, out, seed, lr, steps, accum, batches, optimizer="sgd", label_sm
     save_file({k: v.detach().clone().contiguous() for k, v in m.state_dict().items()}, out)
 
 
-def _ddp_rank(rank, world, port, model, out, seed, lr, steps, batches):
+def _ddp_rank(rank, world, port, jobs):
     import os
 
     import torch.distributed as dist
-    from safetensors.torch import save_file
 
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     torch.set_num_threads(1)
+    for job in jobs:
+        _ddp_train(rank, *job)
+    dist.destroy_process_group()
+
+
+def _ddp_train(rank, model, out, seed, lr, steps, batches):
+    from safetensors.torch import save_file
+
     m = torch.jit.load(model)
     m.train()
     ddp = torch.nn.parallel.DistributedDataParallel(m)  # broadcast_buffers=True, as ddp-train
@@ -375,14 +386,16 @@ def _ddp_rank(rank, world, port, model, out, seed, lr, steps, batches):
         opt.step()
     if rank == 0:
         save_file({k: v.detach().clone().contiguous() for k, v in m.state_dict().items()}, out)
-    dist.destroy_process_group()
 
 
-def ddp(model, out, seed, lr, steps, port, batches):
+def ddp(port, jobs):
+    """Each job (MODEL, OUT, SEED, LR, STEPS, BATCHES) trained by DDP in turn, in one process per
+    rank (one npz each; every job with as many)."""
     import torch.multiprocessing as mp
 
-    world = len(batches)
-    mp.spawn(_ddp_rank, args=(world, port, model, out, seed, lr, steps, batches), nprocs=world)
+    world = len(jobs[0][-1])
+    assert all(len(j[-1]) == world for j in jobs), "every ddp job with the same number of ranks"
+    mp.spawn(_ddp_rank, args=(world, port, jobs), nprocs=world)
 
 
 def eager(kind, classes, checkpoint, snippet):
@@ -400,13 +413,18 @@ def eager(kind, classes, checkpoint, snippet):
     assert torch.equal(a, b), (a - b).abs().max()
 
 
-if __name__ == "__main__":
-    cmd = sys.argv[1]
+def ddp_job(argv):
+    """`ddp` arguments (MODEL OUT SEED LR STEPS PORT BATCHES...): (port, job)."""
+    return int(argv[5]), (argv[0], argv[1], int(argv[2]), float(argv[3]), int(argv[4]), argv[6:])
+
+
+def run(argv):
+    cmd = argv[0]
     if cmd == "make":
-        make(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]) if len(sys.argv) > 5 else 0)
+        make(argv[1], argv[2], int(argv[3]), int(argv[4]) if len(argv) > 4 else 0)
     elif cmd == "train":
         opts = {}
-        args = sys.argv[2:]
+        args = argv[1:]
         while args and args[0].startswith("--"):
             key, _, value = args.pop(0)[2:].partition("=")
             if key == "optimizer" and value in ("sgd", "adamw"):
@@ -422,11 +440,30 @@ if __name__ == "__main__":
         train(args[0], args[1], int(args[2]), float(args[3]), int(args[4]), int(args[5]), args[6:],
               **opts)
     elif cmd == "ddp":
-        ddp(sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6]),
-            int(sys.argv[7]), sys.argv[8:])
+        port, job = ddp_job(argv[1:])
+        ddp(port, [job])
     elif cmd == "state":
-        state(sys.argv[2], sys.argv[3])
+        state(argv[1], argv[2])
     elif cmd == "eager":
-        eager(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5])
+        eager(argv[1], int(argv[2]), argv[3], argv[4])
+    elif cmd == "each":
+        import json
+
+        with open(argv[1]) as f:
+            calls = json.load(f)
+        jobs = [ddp_job(c[1:]) for c in calls if c[0] == "ddp"]
+        for c in calls:
+            if c[0] == "each":
+                sys.exit("each: calls cannot be `each`")
+            if c[0] != "ddp":
+                run(c)
+        if jobs:
+            ddp(jobs[0][0], [job for _, job in jobs])
     else:
         sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    run(sys.argv[1:])

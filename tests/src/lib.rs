@@ -481,16 +481,59 @@ pub fn make_scripted_model(kind: &str, file: &Path, classes: usize, seed: Option
 /// few CPU seconds. Its "bn" (a small network with BatchNorm) trains many times faster than
 /// ResNet-18 on the CPU, for the tests of the training loop rather than of the network.
 pub fn scripted_model(kind: &str, classes: usize) -> &'static Path {
+    scripted_models(&[(kind, classes)])[0]
+}
+
+/// [`scripted_model`] for several (kind, classes) at once: those not made yet are made by one
+/// Python process.
+pub fn scripted_models(wanted: &[(&str, usize)]) -> Vec<&'static Path> {
     type Made = std::collections::BTreeMap<(String, usize), &'static Path>;
     static MODELS: std::sync::Mutex<Made> = std::sync::Mutex::new(Made::new());
     let mut models = MODELS.lock().unwrap_or_else(|e| e.into_inner());
-    models
-        .entry((kind.to_string(), classes))
-        .or_insert_with(|| {
+    let (mut made, mut calls) = (Vec::new(), Vec::new());
+    for &(kind, classes) in wanted {
+        let key = (kind.to_string(), classes);
+        if !models.contains_key(&key) && !made.iter().any(|(k, _)| *k == key) {
             let model = fixture_dir(&format!("ts-{kind}-{classes}")).join(format!("{kind}.pt"));
-            make_scripted_model(kind, &model, classes, None);
-            Box::leak(model.into_boxed_path())
+            calls.push(vec![
+                "make".into(),
+                kind.into(),
+                model.clone().into_os_string(),
+                classes.to_string().into(),
+            ]);
+            made.push((key, model));
+        }
+    }
+    if !calls.is_empty() {
+        scripted_model_calls(&calls);
+    }
+    for (key, model) in made {
+        models.insert(key, Box::leak(model.into_boxed_path()));
+    }
+    (wanted.iter())
+        .map(|&(kind, classes)| models[&(kind.to_string(), classes)])
+        .collect()
+}
+
+/// `scripts/reference/torchscript_models.py each`: its calls (each the arguments after the
+/// script's name: `make`, `train`, `ddp`, `state`, `eager`) run by one Python process, its `ddp`
+/// calls last, all in one pair of rank processes.
+pub fn scripted_model_calls(calls: &[Vec<std::ffi::OsString>]) {
+    let json: Vec<Vec<&str>> = (calls.iter())
+        .map(|c| {
+            (c.iter())
+                .map(|a| {
+                    a.to_str()
+                        .expect("torchscript_models.py's arguments as UTF-8")
+                })
+                .collect()
         })
+        .collect();
+    let (_dir, list) = temp_file("calls.json", serde_json::to_vec(&json).unwrap());
+    reference_script(
+        "torchscript_models.py",
+        [std::ffi::OsStr::new("each"), list.as_os_str()],
+    );
 }
 
 /// `scripts/convert-vgg16-lpips --random SEED`'s file (VGG16 and LPIPS weights, random), made

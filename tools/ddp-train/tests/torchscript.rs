@@ -8,36 +8,12 @@
 //! weights and buffers must agree.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 mod common;
 
 use common::{BIN, max_rel_diff, rank_flags as ranks_of};
 use testkit::ok;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn python(args: &[&std::ffi::OsStr]) -> Output {
-    let out = Command::new(testkit::python())
-        .arg(root().join("scripts/reference/torchscript_models.py"))
-        .args(args)
-        .output()
-        .unwrap();
-    testkit::ok(&out);
-    out
-}
-
-/// `torchscript_models.py make KIND PATH CLASSES`: the scripted model `kind` written to `path`.
-fn make(kind: &str, path: &Path, classes: usize) {
-    testkit::make_scripted_model(kind, path, classes, None);
-}
-
-/// [`make`] with the model's initialisation drawn from `seed`.
-fn make_seeded(kind: &str, path: &Path, classes: usize, seed: u32) {
-    testkit::make_scripted_model(kind, path, classes, Some(seed));
-}
 
 /// `ddp-train --device cpu --threads 1` with no launcher variables.
 fn cmd() -> Command {
@@ -147,44 +123,55 @@ fn dumps(dir: &Path, model: &Path, world: usize) -> Vec<PathBuf> {
         .collect()
 }
 
+/// The reference's `train` call: `model` trained with torch.optim (its `options`) on one rank's
+/// `batches` for 3 steps without micro-batches, into `out`.
+fn reference_train(
+    options: &[&std::ffi::OsStr],
+    model: &Path,
+    out: &Path,
+    batches: &[PathBuf],
+) -> Vec<std::ffi::OsString> {
+    let mut args = vec!["train".into()];
+    args.extend(options.iter().map(Into::into));
+    args.extend([
+        model.into(),
+        out.into(),
+        SEED.into(),
+        LR.into(),
+        "3".into(),
+        "1".into(),
+    ]);
+    args.extend(batches.iter().map(Into::into));
+    args
+}
+
 #[test]
 fn torchscript_models_train_to_pytorchs_weights_on_one_and_two_ranks() {
     let dir = tempfile::tempdir().unwrap();
-    for kind in ["gn_dropout", "vit", "bn"] {
-        let model = dir.path().join(format!("{kind}.pt"));
-        make(kind, &model, 100);
+    let kinds = ["gn_dropout", "vit", "bn"];
+    let models = testkit::scripted_models(&kinds.map(|k| (k, 100)));
+    // The reference's calls, all run by one Python process at the end, and what each gives.
+    let (mut calls, mut compare) = (Vec::new(), Vec::new());
+    let port = testkit::free_port().to_string();
+    for (kind, model) in kinds.into_iter().zip(models) {
         let sub = dir.path().join(kind);
         std::fs::create_dir(&sub).unwrap();
         for world in [1, 2] {
-            let ours = train(&sub, &model, world, 1);
-            let batches = dumps(&sub, &model, world);
+            let ours = train(&sub, model, world, 1);
+            let batches = dumps(&sub, model, world);
             let theirs = sub.join(format!("torch-{world}.safetensors"));
             // One rank: torch.optim on the module; two: PyTorch's DistributedDataParallel over
             // gloo, one process per rank.
-            let port = testkit::free_port().to_string();
-            let mut args: Vec<&std::ffi::OsStr> = match world {
-                1 => vec!["train".as_ref()],
-                _ => vec!["ddp".as_ref()],
-            };
-            args.extend([
-                model.as_os_str(),
-                theirs.as_os_str(),
-                SEED.as_ref(),
-                LR.as_ref(),
-                "3".as_ref(),
-            ]);
-            args.push(match world {
-                1 => "1".as_ref(), // micro-batches
-                _ => port.as_ref(),
+            calls.push(match world {
+                1 => reference_train(&[], model, &theirs, &batches),
+                _ => {
+                    let mut args = vec!["ddp".into(), model.into(), theirs.clone().into()];
+                    args.extend([SEED, LR, "3", &port].map(Into::into));
+                    args.extend(batches.iter().map(Into::into));
+                    args
+                }
             });
-            args.extend(batches.iter().map(|b| b.as_os_str()));
-            python(&args);
-            // libtorch's kernels are PyTorch's, on one thread each: equal on this machine (0
-            // measured); the bound leaves room for a gradient sum over ranks added in another
-            // order elsewhere: within 1e-5 of each tensor's scale.
-            let d = max_rel_diff(&ours, &theirs, false);
-            eprintln!("{kind}, {world} rank(s): largest relative difference {d:e}");
-            assert!(d <= 1e-5, "{kind}, {world} rank(s): {d}");
+            compare.push((kind, world, ours, theirs));
         }
         // The checkpoint loads strictly into the eager nn.Module, and --print-eval-snippet's
         // code (torch.jit.load of the file, then the checkpoint) computes what it computes.
@@ -196,20 +183,29 @@ fn torchscript_models_train_to_pytorchs_weights_on_one_and_two_ranks() {
             .unwrap();
         ok(&out);
         std::fs::write(&snippet, &out.stdout).unwrap();
-        python(&[
-            "eager".as_ref(),
-            kind.as_ref(),
-            "100".as_ref(),
-            sub.join("ck-1x1/last.safetensors").as_os_str(),
-            snippet.as_os_str(),
+        calls.push(vec![
+            "eager".into(),
+            kind.into(),
+            "100".into(),
+            sub.join("ck-1x1/last.safetensors").into(),
+            snippet.into(),
         ]);
         // Two ranks compute what one rank with two micro-batches computes, bit for bit: the
         // weights (BatchNorm's running statistics follow rank 0's batches with DDP, and every
         // micro-batch's with --accum, as in PyTorch).
-        let accum = train(&sub, &model, 1, 2);
+        let accum = train(&sub, model, 1, 2);
         let two = sub.join("ck-2x1/last.safetensors");
         let d = max_rel_diff(&accum, &two, true);
         assert_eq!(d, 0.0, "{kind}: 2 ranks vs 1 rank × accum 2");
+    }
+    testkit::scripted_model_calls(&calls);
+    for (kind, world, ours, theirs) in compare {
+        // libtorch's kernels are PyTorch's, on one thread each: equal on this machine (0
+        // measured); the bound leaves room for a gradient sum over ranks added in another
+        // order elsewhere: within 1e-5 of each tensor's scale.
+        let d = max_rel_diff(&ours, &theirs, false);
+        eprintln!("{kind}, {world} rank(s): largest relative difference {d:e}");
+        assert!(d <= 1e-5, "{kind}, {world} rank(s): {d}");
     }
 }
 
@@ -221,16 +217,31 @@ fn torchscript_models_train_to_pytorchs_weights_on_one_and_two_ranks() {
 fn torchscript_adamw_smoothing_init_channels_last_and_tied_weights_train_to_pytorchs_weights() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let (model, other, init) = (
-        d.join("bn.pt"),
+    let model = testkit::scripted_model("bn", 100);
+    let (other, init, tied) = (
         d.join("other.pt"),
         d.join("init.safetensors"),
+        d.join("tied.pt"),
     );
-    make("bn", &model, 100);
-    // --init: another initialisation of the same module (seed 1), as PyTorch saves it.
-    make_seeded("bn", &other, 100, 1);
-    python(&["state".as_ref(), other.as_os_str(), init.as_os_str()]);
-    let batches = dumps(d, &model, 1);
+    // --init: another initialisation of the same module (seed 1), as PyTorch saves it; and a
+    // model with tied weights.
+    testkit::scripted_model_calls(&[
+        vec![
+            "make".into(),
+            "bn".into(),
+            other.clone().into(),
+            "100".into(),
+            "1".into(),
+        ],
+        vec!["state".into(), other.into(), init.clone().into()],
+        vec![
+            "make".into(),
+            "tied".into(),
+            tied.clone().into(),
+            "100".into(),
+        ],
+    ]);
+    let batches = dumps(d, model, 1);
     let mut init_flag = std::ffi::OsString::from("--init=");
     init_flag.push(&init);
     // (ddp-train's flags, the reference's options, the bound and why.)
@@ -265,48 +276,30 @@ fn torchscript_adamw_smoothing_init_channels_last_and_tied_weights_train_to_pyto
             1e-5,
         ),
     ];
+    // The reference's calls, run by one Python process, and what each gives.
+    let (mut calls, mut compare) = (Vec::new(), Vec::new());
     for (name, ours_flags, their_flags, bound) in cases {
-        let ours = train_with(d, &model, 1, 1, &ours_flags, name);
+        let ours = train_with(d, model, 1, 1, &ours_flags, name);
         let theirs = d.join(format!("torch-{name}.safetensors"));
-        let mut args: Vec<&std::ffi::OsStr> = vec!["train".as_ref()];
-        args.extend(their_flags);
-        args.extend([
-            model.as_os_str(),
-            theirs.as_os_str(),
-            SEED.as_ref(),
-            LR.as_ref(),
-            "3".as_ref(),
-            "1".as_ref(),
-        ]);
-        args.extend(batches.iter().map(|b| b.as_os_str()));
-        python(&args);
-        let diff = max_rel_diff(&ours, &theirs, false);
-        eprintln!("{name}: largest relative difference {diff:e}");
-        assert!(diff <= bound, "{name}: {diff}");
+        calls.push(reference_train(&their_flags, model, &theirs, &batches));
+        compare.push((name, ours, theirs, bound));
     }
     // Weight tying: one parameter under two state_dict names (parameters() lists it once),
     // stepped once with the sum of both uses' gradients, saved under both names. 0 measured,
     // bound 1e-5.
-    let tied = d.join("tied.pt");
-    make("tied", &tied, 100);
     let sub = d.join("tied");
     std::fs::create_dir(&sub).unwrap();
     let ours = train(&sub, &tied, 1, 1);
     let batches = dumps(&sub, &tied, 1);
     let theirs = sub.join("torch.safetensors");
-    let mut args: Vec<&std::ffi::OsStr> = vec![
-        "train".as_ref(),
-        tied.as_os_str(),
-        theirs.as_os_str(),
-        SEED.as_ref(),
-        LR.as_ref(),
-        "3".as_ref(),
-        "1".as_ref(),
-    ];
-    args.extend(batches.iter().map(|b| b.as_os_str()));
-    python(&args);
-    let diff = max_rel_diff(&ours, &theirs, false);
-    assert!(diff <= 1e-5, "tied: {diff}");
+    calls.push(reference_train(&[], &tied, &theirs, &batches));
+    compare.push(("tied", ours.clone(), theirs, 1e-5));
+    testkit::scripted_model_calls(&calls);
+    for (name, ours, theirs, bound) in compare {
+        let diff = max_rel_diff(&ours, &theirs, false);
+        eprintln!("{name}: largest relative difference {diff:e}");
+        assert!(diff <= bound, "{name}: {diff}");
+    }
     let saved = tch::Tensor::read_safetensors(&ours).unwrap();
     let get = |n: &str| {
         saved
@@ -327,13 +320,8 @@ fn a_model_file_that_is_not_torchscript_or_returns_the_wrong_shape_is_refused_na
     testkit::assert_mentions(&stderr, &["junk.pt", "not a TorchScript module"]);
     assert!(!stderr.contains("Exception raised from"), "{stderr}");
     // A model for 10 classes on data of 100.
-    let ten = dir.path().join("ten.pt");
-    make("bn", &ten, 10);
-    let out = cmd().args(flags(&ten)).output().unwrap();
-    let stderr = testkit::exit_stderr(&out, 1);
-    testkit::assert_mentions(&stderr, &["ten.pt", "[2, 10]", "[2, 100]"]);
-    // What only a training forward shows: one line naming the file and why, no C++ frames.
-    for (kind, why) in [
+    // Every model of this test made by one Python process.
+    let hostile = [
         ("detached", "depends on no trained parameter"),
         (
             "train_shape",
@@ -349,11 +337,19 @@ fn a_model_file_that_is_not_torchscript_or_returns_the_wrong_shape_is_refused_na
             "two_rows",
             "in evaluation mode, for a batch of shape [12, 3, 32, 32] it returns",
         ),
-    ] {
-        let model = dir.path().join(format!("{kind}.pt"));
-        make(kind, &model, 100);
+    ];
+    let mut wanted = vec![("bn", 10)];
+    wanted.extend(hostile.iter().map(|&(kind, _)| (kind, 100)));
+    let models = testkit::scripted_models(&wanted);
+    let ten = dir.path().join("ten.pt");
+    std::fs::copy(models[0], &ten).unwrap();
+    let out = cmd().args(flags(&ten)).output().unwrap();
+    let stderr = testkit::exit_stderr(&out, 1);
+    testkit::assert_mentions(&stderr, &["ten.pt", "[2, 10]", "[2, 100]"]);
+    // What only a training forward shows: one line naming the file and why, no C++ frames.
+    for ((kind, why), model) in hostile.into_iter().zip(&models[1..]) {
         let out = cmd()
-            .args(flags(&model))
+            .args(flags(model))
             .args(["--max-steps", "1"])
             .output()
             .unwrap();
@@ -397,8 +393,9 @@ fn a_model_file_that_is_not_torchscript_or_returns_the_wrong_shape_is_refused_na
 #[test]
 fn the_eval_snippet_raises_when_the_module_returns_other_than_the_runs_classes() {
     let dir = tempfile::tempdir().unwrap();
+    let made = testkit::scripted_models(&[("bn", 100), ("narrow", 100)]);
     let model = dir.path().join("model.pt");
-    make("bn", &model, 100);
+    std::fs::copy(made[0], &model).unwrap();
     let ck = dir.path().join("ck");
     let out = cmd()
         .args(flags(&model))
@@ -423,7 +420,7 @@ fn the_eval_snippet_raises_when_the_module_returns_other_than_the_runs_classes()
     };
     ok(&run());
     // The first 5 logits only: the same names and shapes, so load_state_dict takes it.
-    make("narrow", &model, 100);
+    std::fs::copy(made[1], &model).unwrap();
     let out = run();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "the snippet ran: {stderr}");
@@ -434,8 +431,22 @@ fn the_eval_snippet_raises_when_the_module_returns_other_than_the_runs_classes()
 fn resuming_with_another_model_file_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (dir.path().join("a.pt"), dir.path().join("b.pt"));
-    make_seeded("bn", &a, 100, 0);
-    make_seeded("bn", &b, 100, 1);
+    testkit::scripted_model_calls(&[
+        vec![
+            "make".into(),
+            "bn".into(),
+            a.clone().into(),
+            "100".into(),
+            "0".into(),
+        ],
+        vec![
+            "make".into(),
+            "bn".into(),
+            b.clone().into(),
+            "100".into(),
+            "1".into(),
+        ],
+    ]);
     let ck = dir.path().join("ck");
     let run = |model: &Path, epochs: &str| {
         let mut base = flags(model);
@@ -466,11 +477,10 @@ fn resuming_with_another_model_file_says_so() {
 fn a_torchscript_model_with_dropout_resumes_mid_epoch_to_the_same_weights() {
     use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
-    let model = dir.path().join("gn_dropout.pt");
-    make("gn_dropout", &model, 100);
+    let model = testkit::scripted_model("gn_dropout", 100);
     let run = |ck: &Path| {
         let mut c = cmd();
-        c.args(flags(&model))
+        c.args(flags(model))
             .args([
                 "--max-steps",
                 "8",
