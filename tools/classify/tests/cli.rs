@@ -104,17 +104,13 @@ fn cifar_model() -> &'static Trained {
 /// scripts/reference/torchscript_models.py) trained as `folder_model` is: `--model
 /// torchscript:FILE`, whose checkpoint names the file.
 fn script_model() -> &'static Trained {
-    static T: OnceLock<(tempfile::TempDir, Trained)> = OnceLock::new();
-    &T.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let model = dir.path().join("bn.pt");
-        testkit::make_scripted_model("bn", &model, 10, None);
+    static T: OnceLock<Trained> = OnceLock::new();
+    T.get_or_init(|| {
+        let model = testkit::scripted_model("bn", 10);
         let data = format!("imagefolder:{}", digits().join("folder").display());
         let flag = format!("--model=torchscript:{}", model.display());
-        let trained = train(&data, &[FOLDER_FLAGS, &[flag.as_str()]].concat());
-        (dir, trained)
+        train(&data, &[FOLDER_FLAGS, &[flag.as_str()]].concat())
     })
-    .1
 }
 
 /// `classify --device cpu --threads 2 --checkpoint CK ARGS`.
@@ -581,14 +577,17 @@ fn torchscript_modules_that_cannot_classify_are_refused_naming_the_file_and_why(
     let model = script_model();
     let tmp = tempfile::tempdir().unwrap();
     let image = pillow_inputs().join("rgb.png");
+    // Every module of this test made by one Python process.
+    let made = testkit::scripted_models(&[("int_logits", 10), ("narrow", 10), ("two_rows", 10)]);
     // The run's state_dict names, but int64 "logits" in evaluation (softmax would have
     // ranked their float conversion), or 5 of the 10 classes.
-    for (kind, why) in [
+    for ((kind, why), file) in [
         ("int_logits", "Int64"),
         ("narrow", "returns [1, 5] for one 32x32 image"),
-    ] {
-        let file = tmp.path().join(format!("{kind}.pt"));
-        testkit::make_scripted_model(kind, &file, 10, None);
+    ]
+    .into_iter()
+    .zip(&made)
+    {
         let out = classify(
             &model.checkpoint,
             &["--model".as_ref(), file.as_os_str(), image.as_os_str()],
@@ -604,8 +603,7 @@ fn torchscript_modules_that_cannot_classify_are_refused_naming_the_file_and_why(
         );
     }
     // Right for one image, two rows for a batch of three: the batch's error, not a panic.
-    let file = tmp.path().join("two_rows.pt");
-    testkit::make_scripted_model("two_rows", &file, 10, None);
+    let file = made[2];
     let out = classify(
         &model.checkpoint,
         &[
