@@ -4,9 +4,10 @@ RecordIOWriter::WriteRecord (a record is cut at every 4-byte-aligned magic word,
 dropped; the parts are flagged 1, 2, ..., 3), mxnet.recordio.pack (an IRHeader 'IfQQ', a label
 vector making flag its length) and MXIndexedRecordIO's index (`key\\toffset` lines).
 
-  .venv/bin/python scripts/reference/mxnet_recordio.py pack-folder DIR PREFIX
+  .venv/bin/python scripts/reference/mxnet_recordio.py pack-folder DIR PREFIX [DIR PREFIX...]
 
-writes PREFIX.rec and PREFIX.idx from an image tree as torchvision's ImageFolder lists it: record
+writes PREFIX.rec and PREFIX.idx (for each DIR PREFIX pair, in one process: importing torchvision
+costs seconds) from an image tree as torchvision's ImageFolder lists it: record
 0 is insightface's header (label vector [1 + images, 1 + images]), then key i (1-based) holds the
 i-th image's file bytes with its class as the label.
 """
@@ -60,6 +61,8 @@ def pack_folder(folder, prefix):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 4 or sys.argv[1] != "pack-folder":
+    pairs = sys.argv[2:]
+    if len(sys.argv) < 4 or sys.argv[1] != "pack-folder" or len(pairs) % 2:
         sys.exit(__doc__)
-    pack_folder(sys.argv[2], sys.argv[3])
+    for folder, prefix in zip(pairs[::2], pairs[1::2]):
+        pack_folder(folder, prefix)

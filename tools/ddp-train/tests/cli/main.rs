@@ -236,14 +236,14 @@ fn digit_records() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let dir = testkit::fixture_dir("ddp-rec");
+        let mut args = vec![
+            root().join("scripts/reference/mxnet_recordio.py"),
+            "pack-folder".into(),
+        ];
         for split in ["train", "val"] {
-            python([
-                root().join("scripts/reference/mxnet_recordio.py"),
-                "pack-folder".into(),
-                digits_twice().join("folder").join(split),
-                dir.join(split),
-            ]);
+            args.extend([digits_twice().join("folder").join(split), dir.join(split)]);
         }
+        python(args);
         dir
     })
 }
