@@ -21,7 +21,7 @@ file on the same batches (ddp-train's --dump-batches) with torch.optim and compa
   torchscript_models.py each CALLS.json
       # the calls above, each a JSON list of the arguments after the script's name, in one
       # process (each start that imports torch costs seconds); the `ddp` calls run last, all
-      # in one pair of rank processes (so they must have the same number of ranks)
+      # in the same rank processes, one per rank (so they must have as many ranks each)
 
 `train` runs what ddp-train runs (SGD, momentum 0.9, weight decay 5e-4, constant LR, or AdamW
 with betas 0.9, 0.999, eps 1e-8 and the same weight decay on every parameter; DDP's

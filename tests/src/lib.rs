@@ -517,7 +517,7 @@ pub fn scripted_models(wanted: &[(&str, usize)]) -> Vec<&'static Path> {
 
 /// `scripts/reference/torchscript_models.py each`: its calls (each the arguments after the
 /// script's name: `make`, `train`, `ddp`, `state`, `eager`) run by one Python process, its `ddp`
-/// calls last, all in one pair of rank processes.
+/// calls last, all in the same rank processes (one per rank).
 pub fn scripted_model_calls(calls: &[Vec<std::ffi::OsString>]) {
     let json: Vec<Vec<&str>> = (calls.iter())
         .map(|c| {
