@@ -461,22 +461,26 @@ pub fn write_latent(path: &Path, k: usize, d: usize, base: f32) {
     npz.finish().unwrap();
 }
 
-/// `scripts/reference/torchscript_models.py make KIND FILE CLASSES [SEED]`: the scripted model
-/// `kind` written to `file`, its initialisation drawn from `seed` (the script's fixed seed
-/// without one).
-pub fn make_scripted_model(kind: &str, file: &Path, classes: usize, seed: Option<u32>) {
-    let (classes, seed) = (classes.to_string(), seed.map(|s| s.to_string()));
-    let mut args: Vec<&std::ffi::OsStr> = vec![
-        "make".as_ref(),
-        kind.as_ref(),
-        file.as_os_str(),
-        classes.as_ref(),
+/// The `make` call of `scripts/reference/torchscript_models.py` (for [`scripted_model_calls`]):
+/// the scripted model `kind` for `classes` classes written to `file`, its initialisation drawn
+/// from `seed` (the script's fixed seed without one).
+pub fn scripted_model_make(
+    kind: &str,
+    file: &Path,
+    classes: usize,
+    seed: Option<u32>,
+) -> Vec<std::ffi::OsString> {
+    let mut call = vec![
+        "make".into(),
+        kind.into(),
+        file.into(),
+        classes.to_string().into(),
     ];
-    args.extend(seed.as_deref().map(std::ffi::OsStr::new));
-    reference_script("torchscript_models.py", args);
+    call.extend(seed.map(|s| s.to_string().into()));
+    call
 }
 
-/// [`make_scripted_model`]'s model (the script's fixed seed), made once per test binary, kind and
+/// [`scripted_model_make`]'s model (the script's fixed seed), made once per test binary, kind and
 /// class count, for the tests that only read it: each Python start that imports torch costs a
 /// few CPU seconds. Its "bn" (a small network with BatchNorm) trains many times faster than
 /// ResNet-18 on the CPU, for the tests of the training loop rather than of the network.
@@ -495,12 +499,7 @@ pub fn scripted_models(wanted: &[(&str, usize)]) -> Vec<&'static Path> {
         let key = (kind.to_string(), classes);
         if !models.contains_key(&key) && !made.iter().any(|(k, _)| *k == key) {
             let model = fixture_dir(&format!("ts-{kind}-{classes}")).join(format!("{kind}.pt"));
-            calls.push(vec![
-                "make".into(),
-                kind.into(),
-                model.clone().into_os_string(),
-                classes.to_string().into(),
-            ]);
+            calls.push(scripted_model_make(kind, &model, classes, None));
             made.push((key, model));
         }
     }

@@ -226,20 +226,9 @@ fn torchscript_adamw_smoothing_init_channels_last_and_tied_weights_train_to_pyto
     // --init: another initialisation of the same module (seed 1), as PyTorch saves it; and a
     // model with tied weights.
     testkit::scripted_model_calls(&[
-        vec![
-            "make".into(),
-            "bn".into(),
-            other.clone().into(),
-            "100".into(),
-            "1".into(),
-        ],
+        testkit::scripted_model_make("bn", &other, 100, Some(1)),
         vec!["state".into(), other.into(), init.clone().into()],
-        vec![
-            "make".into(),
-            "tied".into(),
-            tied.clone().into(),
-            "100".into(),
-        ],
+        testkit::scripted_model_make("tied", &tied, 100, None),
     ]);
     let batches = dumps(d, model, 1);
     let mut init_flag = std::ffi::OsString::from("--init=");
@@ -432,20 +421,8 @@ fn resuming_with_another_model_file_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (dir.path().join("a.pt"), dir.path().join("b.pt"));
     testkit::scripted_model_calls(&[
-        vec![
-            "make".into(),
-            "bn".into(),
-            a.clone().into(),
-            "100".into(),
-            "0".into(),
-        ],
-        vec![
-            "make".into(),
-            "bn".into(),
-            b.clone().into(),
-            "100".into(),
-            "1".into(),
-        ],
+        testkit::scripted_model_make("bn", &a, 100, Some(0)),
+        testkit::scripted_model_make("bn", &b, 100, Some(1)),
     ]);
     let ck = dir.path().join("ck");
     let run = |model: &Path, epochs: &str| {
