@@ -121,8 +121,8 @@ fn pbt_over_ddp_train_copies_a_good_checkpoint_into_a_poor_trial() {
 }
 
 /// `sweep` with `args` over ddp-train on the digits (the small network, 4 epochs of 12 steps,
-/// checkpoints in each trial's directory, --resume), the space written from `space`, `batch` as ddp-train's
-/// --batch-size (a value or a placeholder); its records, after checking it succeeded.
+/// checkpoints in each trial's directory, --resume), the space written from `space`, `batch` as
+/// ddp-train's --batch-size (a value or a placeholder); its records, after checking it succeeded.
 fn sweep_over_ddp_train(
     dir: &std::path::Path,
     space: &str,
