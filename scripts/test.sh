@@ -31,6 +31,19 @@ phase "rustfmt and clippy"
 # scripts/run-tests is `cargo test --release --workspace` with as many test binaries at once as
 # there are CPUs, the longest first: one after another, the binaries kept 2 cores 158 % busy
 # (1,308 s, 2,062 CPU-s), as each waits for its last test or for the processes it drives.
+# The tests' Python references (~160 processes, most importing torch and torchvision: ~4 CPU-s
+# each on 2 cores) start warm: scripts/python-warm forks each from a server that has imported
+# them once. Its servers live in a private directory, ended and removed when this script ends.
+warm=$(mktemp -d)
+end_warm() {
+  local f
+  for f in "$warm"/*.pid; do
+    [ -e "$f" ] && kill "$(cat "$f")" 2>/dev/null
+  done
+  rm -rf "$warm"
+}
+trap end_warm EXIT
+export SHARDKIT_PYTHON_WARM_DIR=$warm
 OMP_WAIT_POLICY=passive scripts/run-tests "$@"
 phase "tests"
 # The main job end to end, as README's first command runs it (about 2 minutes here).

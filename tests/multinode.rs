@@ -8,7 +8,6 @@
 //! stderr (past the test harness's capture) and pass without running.
 
 use std::io::Write;
-use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use testkit::{bin, bin_dir, python};
@@ -141,7 +140,7 @@ enum Launch {
 /// Runs `tool args` as four ranks, two per node, launched as `how` with the store on `port`:
 /// every process's output (all must succeed).
 fn four_ranks(nodes: &Nodes, how: Launch, port: u16, tool: &str, args: &[&str]) -> Vec<Output> {
-    let torchrun = Path::new(&python()).with_file_name("torchrun");
+    let torchrun = testkit::venv_bin("torchrun");
     let commands: Vec<Command> = match how {
         Launch::Torchrun => (0..2)
             .map(|node| {

@@ -360,16 +360,35 @@ pub fn photo_tree(dir: &Path) {
     }
 }
 
-/// `../shared` (or SHARDKIT_SHARED) and the project venv's python (or SHARDKIT_PYTHON).
+/// `../shared` (or SHARDKIT_SHARED).
 pub fn shared_dir() -> PathBuf {
     std::env::var_os("SHARDKIT_SHARED")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared"))
 }
 
+/// The command that runs the project venv's python: `scripts/python-warm` where
+/// SHARDKIT_PYTHON_WARM_DIR is set (scripts/test.sh sets it), which runs it forked from a
+/// process that has imported torch once, else the python itself ([`venv_python`]).
 pub fn python() -> String {
+    if std::env::var_os("SHARDKIT_PYTHON_WARM_DIR").is_some() {
+        return repo_root()
+            .join("scripts/python-warm")
+            .to_string_lossy()
+            .into_owned();
+    }
+    venv_python()
+}
+
+/// The project venv's python executable (or SHARDKIT_PYTHON).
+pub fn venv_python() -> String {
     std::env::var("SHARDKIT_PYTHON")
         .unwrap_or_else(|_| format!("{}/../.venv/bin/python", env!("CARGO_MANIFEST_DIR")))
+}
+
+/// A program of the venv's `bin/` beside its python: `venv_bin("torchrun")`.
+pub fn venv_bin(name: &str) -> PathBuf {
+    Path::new(&venv_python()).with_file_name(name)
 }
 
 /// A command running the venv's python ([`python`]) on `script`, a path in the checkout

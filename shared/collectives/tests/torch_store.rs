@@ -1,20 +1,13 @@
 //! Our TCPStore client and server against PyTorch's own `torch.distributed.TCPStore` (from the
 //! project venv that scripts/setup makes): the protocol is undocumented, so this is the proof.
 
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use collectives::store::{Store, StoreServer};
 
-fn python() -> PathBuf {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
-    assert!(
-        p.exists(),
-        "{} missing: scripts/setup installs torch into .venv",
-        p.display()
-    );
-    p
+fn python() -> String {
+    testkit::python()
 }
 
 #[test]

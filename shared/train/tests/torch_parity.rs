@@ -11,13 +11,11 @@ use train::resnet::{Arch, ResNet, Stem};
 use train_data::sampler::{DistributedSampler, randperm};
 
 fn python(script: &str) -> String {
-    let py = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
-    assert!(
-        py.exists(),
-        "{} missing: scripts/setup makes the venv",
-        py.display()
-    );
-    let out = Command::new(py).arg("-c").arg(script).output().unwrap();
+    let out = Command::new(testkit::python())
+        .arg("-c")
+        .arg(script)
+        .output()
+        .unwrap();
     testkit::ok(&out);
     String::from_utf8(out.stdout).unwrap()
 }

@@ -180,7 +180,7 @@ mod torchrun {
 
     /// An agent: the store's host (`host`) or the other node.
     pub fn agent(model: &Path, ck: &Path, port: u16, host: bool, out: &Path) -> Child {
-        let torchrun = Path::new(&testkit::python()).with_file_name("torchrun");
+        let torchrun = testkit::venv_bin("torchrun");
         let mut c = Command::new(torchrun);
         c.args([
             "--nnodes",

@@ -43,9 +43,7 @@ pub fn journal_events(out: &Path, event: &str) -> Vec<Value> {
 }
 
 pub fn python() -> PathBuf {
-    std::env::var_os("SHARDKIT_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python"))
+    testkit::python().into()
 }
 
 /// Runs the reference script `tests/SCRIPT` with `args` and a file holding `input` (JSON), and
