@@ -48,9 +48,13 @@ source scripts/env.sh
 # them once. Its servers live in a private directory, ended and removed when this script ends.
 warm=$(mktemp -d)
 end_warm() {
-  local f
+  local f pid
   for f in "$warm"/*.pid; do
-    [ -e "$f" ] && kill "$(cat "$f")" 2>/dev/null
+    pid=$(cat "$f" 2>/dev/null) || continue
+    # Only a server of this directory: a pid left by one that has ended may be another's now.
+    if grep -qa -e "--serve" "/proc/$pid/cmdline" 2>/dev/null && grep -qaF "$warm/" "/proc/$pid/cmdline"; then
+      kill "$pid" 2>/dev/null || true
+    fi
   done
   rm -rf "$warm"
 }

@@ -119,6 +119,10 @@ fn exit_statuses_errors_and_endings_are_python_s() {
         "raise ValueError('boom')",
         "import os, signal; os.kill(os.getpid(), signal.SIGTERM)",
         "raise KeyboardInterrupt",
+        "import os; os.kill(os.getpid(), 9)",
+        "raise SystemExit(2**70)",
+        // A file left open is written out at the end, as Python's own finalisation does.
+        "import sys; f = open('/dev/stdout', 'w'); f.write('left open'); sys.stdout.write('std')",
         // Threads are joined and atexit functions run, in that order, before the end.
         "import atexit, threading, time\n\
          atexit.register(print, 'atexit')\n\
@@ -127,27 +131,71 @@ fn exit_statuses_errors_and_endings_are_python_s() {
         same(&["-c", code], |_| {}, b"");
     }
     // A resource limit of the client's holds in the child: 1 KiB files, a 4 KiB write refused.
+    let write = "with open('f', 'w') as f: f.write('x' * 4096)";
+    let o = same_through_sh("ulimit -f 1", write);
+    assert_eq!(o.status.code(), Some(1));
+    testkit::assert_mentions(&String::from_utf8_lossy(&o.stderr), &["File too large"]);
+    // An address-space limit that a fresh python lives within (but not the server's torch).
+    same_through_sh(
+        "ulimit -v 1500000",
+        "x = bytearray(50_000_000); print('allocated')",
+    );
+    // Python's own answers: a closed standard input, a script that is missing or a directory.
+    // (A working directory that is gone runs too, but the /bin/sh that starts the client says
+    // so on stderr first.)
+    same_through_sh("exec <&-", "import sys; print(sys.stdin)");
     let dir = tempfile::tempdir().unwrap();
-    let limited = |python: Command| {
-        let mut c = Command::new("bash");
+    std::fs::create_dir(dir.path().join("app")).unwrap();
+    std::fs::write(dir.path().join("app/__main__.py"), "print('the app')").unwrap();
+    for script in ["missing.py", "app"] {
+        same(
+            &[script],
+            |c| {
+                c.current_dir(dir.path());
+            },
+            b"",
+        );
+    }
+}
+
+/// `bash -c 'SHELL_PREFIX && exec python -c CODE'` both ways, in a new directory: the warm run's
+/// output (checked the same as the cold one's).
+fn same_through_sh(prefix: &str, code: &str) -> Output {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |python: Command| {
+        // A deadline: a run that hangs fails here rather than holding the suite.
+        let mut c = Command::new("timeout");
+        c.args(["300", "bash"]);
         for (k, v) in python.get_envs() {
             match v {
                 Some(v) => c.env(k, v),
                 None => c.env_remove(k),
             };
         }
-        c.args(["-c", "ulimit -f 1 && exec \"$0\" -c \"$1\""])
+        c.arg("-c")
+            .arg(format!("{prefix} && exec \"$0\" -c \"$1\""))
             .arg(python.get_program())
-            .arg("with open('f', 'w') as f: f.write('x' * 4096)")
+            .arg(code)
             .current_dir(dir.path())
             .output()
             .unwrap()
     };
-    let (c, w) = (limited(cold()), limited(warm()));
-    for o in [&c, &w] {
-        assert_eq!(o.status.code(), Some(1));
-        testkit::assert_mentions(&String::from_utf8_lossy(&o.stderr), &["File too large"]);
-    }
+    let (c, w) = (run(cold()), run(warm()));
+    let text = |o: &Output| {
+        format!(
+            "{:?} / {:?}\n--- stdout\n{}--- stderr\n{}",
+            o.status.code(),
+            o.status.signal(),
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    };
+    assert_eq!(
+        text(&c),
+        text(&w),
+        "{prefix}; python -c {code:?}: cold, then warm"
+    );
+    w
 }
 
 #[test]
@@ -202,4 +250,95 @@ fn scripts_run_forked_from_the_server() {
         pids.iter().any(|p| out == format!("{p} True\n")),
         "{out:?}: not a child of a server of {pids:?}"
     );
+}
+
+#[test]
+fn the_interpreter_state_a_fresh_process_would_have() {
+    // PYTHONUNBUFFERED as -u: standard output and error reach one pipe in the order written.
+    let merged = |python: Command| {
+        let mut c = Command::new("bash");
+        for (k, v) in python.get_envs() {
+            match v {
+                Some(v) => c.env(k, v),
+                None => c.env_remove(k),
+            };
+        }
+        c.env("PYTHONUNBUFFERED", "1")
+            .args(["-c", "exec \"$0\" -c \"$1\" 2>&1"])
+            .arg(python.get_program())
+            .arg("import sys; print('out1'); print('err', file=sys.stderr); print('out2')")
+            .output()
+            .unwrap()
+    };
+    assert_eq!(merged(cold()).stdout, b"out1\nerr\nout2\n");
+    assert_eq!(merged(warm()).stdout, b"out1\nerr\nout2\n");
+    // Ignored signals and -B come along as a fresh process would have them.
+    same(
+        &[
+            "-B",
+            "-c",
+            "import signal, sys; print(signal.getsignal(signal.SIGINT), sys.dont_write_bytecode)",
+        ],
+        |c| {
+            // SAFETY: only async-signal-safe calls between fork and exec.
+            unsafe {
+                std::os::unix::process::CommandExt::pre_exec(c, || {
+                    libc::signal(libc::SIGINT, libc::SIG_IGN);
+                    Ok(())
+                });
+            }
+        },
+        b"",
+    );
+    // torch's generator is seeded afresh in every run; its threads follow the CPUs allowed.
+    let seeds: Vec<Output> = (0..2)
+        .map(|_| {
+            warm()
+                .args(["-c", "import torch; print(torch.initial_seed())"])
+                .output()
+                .unwrap()
+        })
+        .collect();
+    assert_ne!(seeds[0].stdout, seeds[1].stdout, "the same seed twice");
+    same(
+        &["-c", "import torch; print(torch.get_num_threads())"],
+        |c| {
+            c.env_remove("OMP_NUM_THREADS");
+            // SAFETY: only async-signal-safe calls between fork and exec.
+            unsafe {
+                std::os::unix::process::CommandExt::pre_exec(c, || {
+                    let mut set: libc::cpu_set_t = std::mem::zeroed();
+                    libc::CPU_SET(0, &mut set);
+                    libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set);
+                    Ok(())
+                });
+            }
+        },
+        b"",
+    );
+}
+
+/// A reader that is gone before the last flush: status 120, as Python ends then.
+#[test]
+fn a_failed_last_flush_is_status_120() {
+    let code = "import sys, time; time.sleep(0.5); print('x'); sys.exit(3)";
+    for c in [cold(), warm()] {
+        let program = c.get_program().to_owned();
+        let mut c = c;
+        let mut child = c
+            .args(["-c", code])
+            .env_remove("PYTHONUNBUFFERED")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(120),
+            "{program:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
 }
