@@ -45,19 +45,38 @@ fn both(args: &[&str], setup: impl Fn(&mut Command), stdin: &[u8]) -> (Output, O
     (run(cold()), run(warm()))
 }
 
+/// An output's status, stdout and stderr, to compare and to print.
+fn described(o: &Output) -> String {
+    format!(
+        "{:?} / {:?}\n--- stdout\n{}--- stderr\n{}",
+        o.status.code(),
+        o.status.signal(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// A command running `program` with the environment changes of `python` (a [`cold`] or
+/// [`warm`] command), to start python through a shell.
+fn with_env_of(python: &Command, program: &str) -> Command {
+    let mut c = Command::new(program);
+    for (k, v) in python.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    c
+}
+
 /// Same stdout, stderr and status both ways.
 fn same(args: &[&str], setup: impl Fn(&mut Command), stdin: &[u8]) -> Output {
     let (c, w) = both(args, setup, stdin);
-    let text = |o: &Output| {
-        format!(
-            "{:?} / {:?}\n--- stdout\n{}--- stderr\n{}",
-            o.status.code(),
-            o.status.signal(),
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        )
-    };
-    assert_eq!(text(&c), text(&w), "python {args:?}: cold, then warm");
+    assert_eq!(
+        described(&c),
+        described(&w),
+        "python {args:?}: cold, then warm"
+    );
     w
 }
 
@@ -164,14 +183,8 @@ fn same_through_sh(prefix: &str, code: &str) -> Output {
     let dir = tempfile::tempdir().unwrap();
     let run = |python: Command| {
         // A deadline: a run that hangs fails here rather than holding the suite.
-        let mut c = Command::new("timeout");
+        let mut c = with_env_of(&python, "timeout");
         c.args(["300", "bash"]);
-        for (k, v) in python.get_envs() {
-            match v {
-                Some(v) => c.env(k, v),
-                None => c.env_remove(k),
-            };
-        }
         c.arg("-c")
             .arg(format!("{prefix} && exec \"$0\" -c \"$1\""))
             .arg(python.get_program())
@@ -181,18 +194,9 @@ fn same_through_sh(prefix: &str, code: &str) -> Output {
             .unwrap()
     };
     let (c, w) = (run(cold()), run(warm()));
-    let text = |o: &Output| {
-        format!(
-            "{:?} / {:?}\n--- stdout\n{}--- stderr\n{}",
-            o.status.code(),
-            o.status.signal(),
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        )
-    };
     assert_eq!(
-        text(&c),
-        text(&w),
+        described(&c),
+        described(&w),
         "{prefix}; python -c {code:?}: cold, then warm"
     );
     w
@@ -256,13 +260,7 @@ fn scripts_run_forked_from_the_server() {
 fn the_interpreter_state_a_fresh_process_would_have() {
     // PYTHONUNBUFFERED as -u: standard output and error reach one pipe in the order written.
     let merged = |python: Command| {
-        let mut c = Command::new("bash");
-        for (k, v) in python.get_envs() {
-            match v {
-                Some(v) => c.env(k, v),
-                None => c.env_remove(k),
-            };
-        }
+        let mut c = with_env_of(&python, "bash");
         c.env("PYTHONUNBUFFERED", "1")
             .args(["-c", "exec \"$0\" -c \"$1\" 2>&1"])
             .arg(python.get_program())
