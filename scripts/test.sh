@@ -52,7 +52,8 @@ end_warm() {
   for f in "$warm"/*.pid; do
     pid=$(cat "$f" 2>/dev/null) || continue
     # Only a server of this directory: a pid left by one that has ended may be another's now.
-    if grep -qa -e "--serve" "/proc/$pid/cmdline" 2>/dev/null && grep -qaF "$warm/" "/proc/$pid/cmdline"; then
+    if grep -qa -e "--serve" "/proc/$pid/cmdline" 2>/dev/null \
+      && grep -qaF "$warm/" "/proc/$pid/cmdline"; then
       kill "$pid" 2>/dev/null || true
     fi
   done
