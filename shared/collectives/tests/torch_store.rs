@@ -6,10 +6,6 @@ use std::time::Duration;
 
 use collectives::store::{Store, StoreServer};
 
-fn python() -> String {
-    testkit::python()
-}
-
 #[test]
 fn torch_clients_use_our_server() {
     let server = StoreServer::bind("127.0.0.1:0").unwrap();
@@ -29,7 +25,7 @@ assert s.check(["from_rust"]) and not s.check(["absent"])
 s.set("done", "1")
 "#
     );
-    let out = Command::new(python())
+    let out = Command::new(testkit::python())
         .arg("-c")
         .arg(script)
         .stderr(Stdio::piped())
@@ -63,7 +59,7 @@ s.set("bye", "1")
 time.sleep(1)
 "#
     );
-    let child = Command::new(python())
+    let child = Command::new(testkit::python())
         .arg("-c")
         .arg(script)
         .stderr(Stdio::piped())

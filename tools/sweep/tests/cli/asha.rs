@@ -284,7 +284,7 @@ for d in sys.argv[3:]:
 "#;
     let stopped = *got.0.keys().next().unwrap();
     let completed = got.1[0];
-    let py = Command::new(common::python())
+    let py = Command::new(testkit::python())
         .args(["-c", check])
         .arg(&t0)
         .arg(&out)

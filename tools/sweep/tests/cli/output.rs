@@ -29,7 +29,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 ea = EventAccumulator(sys.argv[1]); ea.Reload()
 print([str(e.value) for e in ea.Scalars("m")], [str(e.value) for e in ea.Scalars("extra/loss")])
 "#;
-    let py = Command::new(common::python())
+    let py = Command::new(testkit::python())
         .args(["-c", check])
         .arg(out.join("trial-0000"))
         .output()

@@ -172,7 +172,7 @@ print(int(ea.Scalars("pbt_copied_from")[-1].value), repr(start.hparams["lr"].num
             .iter()
             .filter(|e| e["trial"] == last["trial"])
             .count();
-        let py = Command::new(common::python())
+        let py = Command::new(testkit::python())
             .args(["-c", check])
             .arg(&out)
             .arg(format!("trial-{t:04}/pbt-copy-{copies}"))

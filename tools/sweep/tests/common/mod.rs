@@ -1,6 +1,6 @@
 #![allow(dead_code)] // shared by several test crates, each using a part
-//! Shared by sweep's integration tests: the sweep run over a space and its records read, the
-//! venv's python, Ray Tune's scheduler through it, and the tests' own reproducible randomness.
+//! Shared by sweep's integration tests: the sweep run over a space and its records read, Ray
+//! Tune's scheduler through the venv's python, and the tests' own reproducible randomness.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -42,17 +42,13 @@ pub fn journal_events(out: &Path, event: &str) -> Vec<Value> {
     entries
 }
 
-pub fn python() -> PathBuf {
-    testkit::python().into()
-}
-
 /// Runs the reference script `tests/SCRIPT` with `args` and a file holding `input` (JSON), and
 /// reads its stdout as JSON.
 pub fn reference<T: serde::de::DeserializeOwned>(script: &str, args: &[&str], input: &Value) -> T {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("input.json");
     std::fs::write(&path, input.to_string()).unwrap();
-    let out = Command::new(python())
+    let out = Command::new(testkit::python())
         .arg(
             PathBuf::from(env!("CARGO_MANIFEST_DIR"))
                 .join("tests")
