@@ -68,9 +68,11 @@ pub(crate) use join::setup;
 use segment::{Mapping, control_len};
 
 /// Bytes of one rank's slot in each of the sets: a chunk of a collective. Small enough that
-/// a chunk's slots stay in cache between its copy-in and the others' reads (measured with
-/// scripts/bench/all_reduce.py), large enough that barriers are few.
-pub(crate) const SLOT: usize = 1 << 20;
+/// a chunk's slots stay in cache between its copy-in and the others' reads, and that a
+/// pipeline of a few MiB has many chunks; large enough that waits and barriers are few.
+/// scripts/bench/all_reduce.py and all_reduce_hosts.py chose it over 64 KiB, 128 KiB and 1 MiB
+/// (docs/benchmarks.md).
+pub(crate) const SLOT: usize = 256 << 10;
 /// The most ranks one segment serves.
 pub(crate) const MAX_LOCAL: usize = 256;
 const LINE: usize = 128;
@@ -83,6 +85,8 @@ const PAGE: usize = 4096;
 const CHECK_EVERY: Duration = Duration::from_millis(50);
 /// Buffers up to this size are reduced whole by every rank (one barrier instead of two).
 const WHOLE: usize = 256 << 10;
+// A whole buffer goes through one slot.
+const _: () = assert!(WHOLE <= SLOT);
 /// Bytes reduced per pass through the slots (fits L1 with the inputs streaming).
 const BLOCK: usize = 16 << 10;
 const SPINS: u32 = 200;
