@@ -10,6 +10,9 @@ intra-op thread per rank (as torchrun's OMP_NUM_THREADS=1), sizes 4 KiB to 256 M
   mpi:  mpirun -np N (ob1 + vader: shared memory, single copy by CMA), comm.Allreduce(IN_PLACE)
   shm:  all-reduce-check --spawn N --transport shm (its in-place column)
   tcp:  all-reduce-check --spawn N --transport tcp (the TCP ring)
+  copy: N processes each copying its buffer once per call, all at once (numpy copyto): not an
+        all-reduce but its floor here, as any in-place all-reduce must at least read each
+        rank's input and write its result; column %floor = copy time / shm time
 and the single-core copy bandwidth (numpy copyto of 256 MiB). Each round runs every
 implementation once, in a rotated order; a figure is the median over --rounds rounds of the
 mean time of the timed iterations (after warm-ups), averaged over ranks (as all-reduce-check
@@ -72,6 +75,42 @@ def gloo(world, sizes):
     for p in procs:
         p.join()
     return res
+
+
+def copy_worker(rank, sizes, barrier, q):
+    import numpy as np
+
+    out = {}
+    for size in sizes:
+        warmup, iters = iters_for(size)
+        a = np.ones(size // 4, dtype=np.float32)
+        b = np.empty_like(a)
+        for _ in range(warmup):
+            np.copyto(b, a)
+        barrier.wait()
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            np.copyto(b, a)
+        out[size] = time.perf_counter() - t0
+        barrier.wait()
+    q.put({s: t / iters_for(s)[1] for s, t in out.items()})
+
+
+def copy(world, sizes):
+    """Every rank copies its buffer once per call, all at once: the least memory traffic of an
+    all-reduce that leaves the result in each rank's own buffer (it must read the input and
+    write the result), so its time is a floor for any all-reduce of these ranks on this host."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    barrier, q = ctx.Barrier(world), ctx.Queue()
+    procs = [ctx.Process(target=copy_worker, args=(r, sizes, barrier, q)) for r in range(world)]
+    for p in procs:
+        p.start()
+    per_rank = [q.get() for _ in procs]
+    for p in procs:
+        p.join()
+    return {s: statistics.mean(r[s] for r in per_rank) for s in sizes}
 
 
 def mpi_worker(sizes):
@@ -145,7 +184,8 @@ def available():
 
 
 IMPLS = {"gloo": lambda w, s: gloo(w, s), "mpi": lambda w, s: mpi(w, s),
-         "shm": lambda w, s: ours(w, s, "shm"), "tcp": lambda w, s: ours(w, s, "tcp")}
+         "shm": lambda w, s: ours(w, s, "shm"), "tcp": lambda w, s: ours(w, s, "tcp"),
+         "copy": lambda w, s: copy(w, s)}
 
 
 def main():
@@ -155,7 +195,7 @@ def main():
     ap.add_argument("--sizes", type=int, nargs="+", default=SIZES, help="bytes")
     ap.add_argument("--sizes-mib", type=int, nargs="+", help="sizes in MiB instead of --sizes")
     ap.add_argument("--impls", nargs="+", default=available(), choices=list(IMPLS),
-                    help="default: all four (mpi only where mpirun and mpi4py are installed)")
+                    help="default: all five (mpi only where mpirun and mpi4py are installed)")
     ap.add_argument("--json", action="store_true", help="one JSON line per row instead of the table")
     ap.add_argument("--base", metavar="DIR",
                     help="also time the shm transport of the all-reduce-check in DIR (another build, "
@@ -186,7 +226,8 @@ def main():
         if not a.json:
             cols = "".join(f"{i + ' ms':>11}" for i in a.impls)
             base = f" {'/base':>6}" if a.base else ""
-            print(f"{'ranks':>5} {'bytes':>10}{cols} {'shm GB/s':>9} {'%copy':>6} {'/gloo':>6} {'/mpi':>6} {'/tcp':>6}{base}")
+            floor = f" {'%floor':>6}" if "copy" in a.impls else ""
+            print(f"{'ranks':>5} {'bytes':>10}{cols} {'shm GB/s':>9} {'%copy':>6} {'/gloo':>6} {'/mpi':>6} {'/tcp':>6}{base}{floor}")
         for s in a.sizes:
             row = dict(ranks=world, bytes=s, mib=s // MIB if s % MIB == 0 else s / MIB, copy_gbs=copy,
                        **{f"{i}_ms": med[i][s] * 1e3 for i in a.impls})
@@ -199,7 +240,7 @@ def main():
                 shm = med["shm"][s]
                 row["shm_algbw_gbs"] = s / shm / 1e9
                 row["shm_pct_copy"] = 100 * row["shm_algbw_gbs"] / copy
-                for other in ("gloo", "mpi", "tcp", "base"):
+                for other in ("gloo", "mpi", "tcp", "base", "copy"):
                     if other in med:
                         row[f"shm_vs_{other}"] = med[other][s] / shm
             if a.json:
@@ -209,7 +250,8 @@ def main():
                 r = lambda k: f"{row[k]:>5.2f}x" if k in row else f"{'-':>6}"
                 print(f"{world:>5} {s:>10}{cells} {row.get('shm_algbw_gbs', 0):>9.2f} "
                       f"{row.get('shm_pct_copy', 0):>5.0f}% {r('shm_vs_gloo')} {r('shm_vs_mpi')} {r('shm_vs_tcp')}"
-                      + (f" {r('shm_vs_base')}" if a.base else ""))
+                      + (f" {r('shm_vs_base')}" if a.base else "")
+                      + (f" {100 * row['shm_vs_copy']:>5.0f}%" if "shm_vs_copy" in row else ""))
             sys.stdout.flush()
 
 
