@@ -304,6 +304,38 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// A TCP port on 127.0.0.1 that refuses connections for as long as the returned socket lives
+/// (what a port whose process died does): bound but not listening, so no other test or process
+/// can take it meanwhile, as they could a port freed by [`free_port`].
+pub fn refusing_port() -> (std::os::fd::OwnedFd, std::net::SocketAddr) {
+    use std::os::fd::FromRawFd;
+    // SAFETY: plain socket calls on a new descriptor, owned at once; `addr` outlives them.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        let fd = std::os::fd::OwnedFd::from_raw_fd(fd);
+        let mut addr: libc::sockaddr_in = std::mem::zeroed();
+        addr.sin_family = libc::AF_INET as libc::sa_family_t;
+        addr.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        let raw = std::os::fd::AsRawFd::as_raw_fd(&fd);
+        let p = (&raw mut addr).cast::<libc::sockaddr>();
+        assert_eq!(
+            libc::bind(raw, p, len),
+            0,
+            "bind: {}",
+            std::io::Error::last_os_error()
+        );
+        let mut got = len;
+        assert_eq!(libc::getsockname(raw, p, &mut got), 0);
+        let port = u16::from_be(addr.sin_port);
+        (
+            fd,
+            std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, port)),
+        )
+    }
+}
+
 /// Parses JSON lines, failing on anything that is not one JSON object per line.
 pub fn records(stdout: &[u8]) -> Vec<Value> {
     let text = std::str::from_utf8(stdout).expect("stdout is UTF-8");

@@ -757,21 +757,20 @@ mod tests {
             .port();
         let addr = format!("127.0.0.1:{port}");
         let a = addr.clone();
+        let (connected, done) = std::sync::mpsc::channel::<()>();
         let t = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(200));
             let s = StoreServer::bind(&a).unwrap();
-            std::thread::sleep(Duration::from_millis(500));
+            // Up until the client has connected (however slow a loaded machine makes it).
+            let _ = done.recv_timeout(Duration::from_secs(120));
             drop(s);
         });
-        Store::connect(&addr, "", Duration::from_secs(5)).unwrap();
+        let store = Store::connect(&addr, "", Duration::from_secs(60));
+        let _ = connected.send(());
+        store.unwrap();
         t.join().unwrap();
-        let free = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let e = Store::connect(&format!("127.0.0.1:{free}"), "", Duration::from_millis(200))
-            .unwrap_err();
+        let (_held, refusing) = testkit::refusing_port();
+        let e = Store::connect(&refusing.to_string(), "", Duration::from_millis(200)).unwrap_err();
         assert!(e.to_string().contains("no store answered"), "{e}");
     }
 

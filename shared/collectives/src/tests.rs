@@ -418,10 +418,7 @@ fn file_rendezvous_ignores_a_stale_file_and_cleans_up() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("rdzv");
     // A file left by a dead run: nothing listens there.
-    let dead = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let (_held, dead) = testkit::refusing_port();
     std::fs::write(&path, format!("{dead} 0123456789abcdef\n")).unwrap();
     let p = path.clone();
     let hs: Vec<_> = (0..3)

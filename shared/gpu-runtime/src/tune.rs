@@ -323,7 +323,7 @@ mod tests {
         };
         let slow = |x: &Tensor| {
             calls.set(calls.get() + 1);
-            std::thread::sleep(std::time::Duration::from_millis(3));
+            std::thread::sleep(std::time::Duration::from_millis(50));
             x * 2.0
         };
         let tuner = Tuner::default();
@@ -376,7 +376,7 @@ mod tests {
                 let tuner = Tuner::default();
                 let x = Tensor::ones([2, 2], (Kind::Float, Device::Cpu));
                 let slow = |x: &Tensor| {
-                    std::thread::sleep(std::time::Duration::from_millis(3));
+                    std::thread::sleep(std::time::Duration::from_millis(50));
                     x * 2.0
                 };
                 let cheap = |x: &Tensor| x * 2.0;

@@ -17,6 +17,15 @@ use stylegan2::tune::KernelChoices;
 use stylegan2::{Architecture, Config, Generator, Noise, Ops, SynthesisOptions, init};
 use tch::{Device, Kind, Tensor};
 
+/// Held by every test that draws from libtorch's global generator: the parity cases seed it
+/// and must draw the same weights on every run, which another test's draws on another thread
+/// would change.
+static DRAWS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn draws() -> std::sync::MutexGuard<'static, ()> {
+    DRAWS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn run_reference(g: &Path, inputs: &Path, out: &Path) -> BTreeMap<String, Tensor> {
     testkit::reference_script("stylegan2_ref.py", [g, inputs, out]);
     tensors(out)
@@ -65,6 +74,7 @@ fn config(
 
 #[test]
 fn other_architectures_match_the_python_reference() {
+    let _draws = draws();
     let tmp = tempfile::tempdir().unwrap();
     let cases = [
         ("orig", config(Architecture::Orig, 0, 3, 32, 2)),
@@ -148,6 +158,7 @@ fn other_architectures_match_the_python_reference() {
 
 #[test]
 fn random_init_has_upstream_structure() {
+    let _draws = draws();
     let cfg = Config {
         num_fp16_res: 2,
         ..config(Architecture::Resnet, 0, 3, 64, 2)
@@ -185,6 +196,7 @@ fn random_init_has_upstream_structure() {
 
 #[test]
 fn two_kernel_choices_coexist_in_one_process() {
+    let _draws = draws();
     // Each generator runs the fast ops with its own choice of up-sampling convolution and keeps
     // its own decisions: run at once in two threads, each gives what it gives alone.
     let cfg = config(Architecture::Skip, 0, 3, 32, 2);

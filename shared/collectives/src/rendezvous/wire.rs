@@ -421,10 +421,8 @@ mod tests {
     #[test]
     fn a_previous_or_next_rank_that_has_gone_is_named_at_once_not_at_the_deadline() {
         // A rank that died after publishing its ring address: its port refuses connections.
-        let gone = {
-            let l = TcpListener::bind("127.0.0.1:0").unwrap();
-            l.local_addr().unwrap().to_string()
-        };
+        let (_held, gone) = testkit::refusing_port();
+        let gone = gone.to_string();
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let t0 = Instant::now();
         let e = accept_prev(

@@ -69,10 +69,24 @@ fn slots_run_at_once_each_with_its_own_gpus_never_two_trials_in_one_slot() {
             .len(),
         3
     );
-    // Nine trials of 5 × 400 ms on three slots: about three trials' time (6 s), well under
-    // half of nine's (18 s) even on a loaded machine (the trials sleep).
+    // At once: by the sweep's own records, three trials were running (started, not ended) at
+    // one time and never more; and the nine took less than the 18 s their sleeps (5 × 400 ms
+    // each) would take one after another, with room for a loaded machine's process starts.
+    let (mut running, mut most) = (0, 0);
+    for line in String::from_utf8_lossy(&o.stdout).lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        if v["type"] == "trial" {
+            running += match v["event"].as_str() {
+                Some("start") => 1,
+                Some("end") => -1,
+                _ => 0,
+            };
+            most = most.max(running);
+        }
+    }
+    assert_eq!(most, 3, "the slots did not run at once");
     assert!(
-        elapsed < Duration::from_secs(9),
+        elapsed < Duration::from_secs(17),
         "{elapsed:?}: the slots did not run at once"
     );
     // The same seed draws the same configs.
