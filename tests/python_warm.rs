@@ -3,7 +3,7 @@
 //! same output, same status, same error text.
 
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::process::ExitStatusExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
@@ -208,6 +208,16 @@ fn signals_to_the_client_reach_the_script() {
     for (signal, how) in [(libc::SIGTERM, "terminated"), (libc::SIGINT, "interrupted")] {
         let mut statuses = Vec::new();
         for mut c in [cold(), warm()] {
+            // As from a terminal, whatever this test inherited: a background job of a
+            // non-interactive shell (`cmd &`) starts with SIGINT ignored, and python then
+            // keeps it ignored.
+            // SAFETY: signal() is async-signal-safe, and nothing else runs in the child yet.
+            unsafe {
+                c.pre_exec(move || {
+                    libc::signal(signal, libc::SIG_DFL);
+                    Ok(())
+                })
+            };
             let mut child = c
                 .args(["-c", wait])
                 .stdout(Stdio::piped())

@@ -10,6 +10,9 @@ intra-op thread per rank (as torchrun's OMP_NUM_THREADS=1), sizes 4 KiB to 256 M
   mpi:  mpirun -np N (ob1 + vader: shared memory, single copy by CMA), comm.Allreduce(IN_PLACE)
   shm:  all-reduce-check --spawn N --transport shm (its in-place column)
   tcp:  all-reduce-check --spawn N --transport tcp (the TCP ring)
+  shared: all-reduce-check --spawn N --transport shm -R 1: the buffer in memory the ranks share,
+        reduced in place from each other's (what ddp-train does with its CPU gradients); its
+        own columns: GB/s, % of copy, /gloo, /mpi, % of floor
   copy: N processes each copying its buffer once per call, all at once (numpy copyto): not an
         all-reduce but its floor here, as any in-place all-reduce must at least read each
         rank's input and write its result; column %floor = copy time / shm time
@@ -145,14 +148,14 @@ def mpi(world, sizes):
     return {int(k): v for k, v in json.loads(out.strip().splitlines()[-1]).items()}
 
 
-def ours(world, sizes, transport, bin_dir=None):
+def ours(world, sizes, transport, bin_dir=None, register=False):
     res = {}
     groups = [[s for s in sizes if s <= SMALL], [s for s in sizes if s > SMALL]]
     for group in filter(None, groups):
         warmup, iters = iters_for(group[0])
         cmd = [f"{bin_dir or BIN}/all-reduce-check", "--spawn", str(world), "--device", "cpu", "--no-check", "-q",
                "--transport", transport, "-b", str(group[0]), "-e", str(group[-1]), "-f", "4",
-               "-w", str(warmup), "-n", str(iters)]
+               "-w", str(warmup), "-n", str(iters)] + (["-R", "1"] if register else [])
         out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
         for line in out.splitlines():
             r = json.loads(line)
@@ -185,6 +188,7 @@ def available():
 
 IMPLS = {"gloo": lambda w, s: gloo(w, s), "mpi": lambda w, s: mpi(w, s),
          "shm": lambda w, s: ours(w, s, "shm"), "tcp": lambda w, s: ours(w, s, "tcp"),
+         "shared": lambda w, s: ours(w, s, "shm", register=True),
          "copy": lambda w, s: copy(w, s)}
 
 
@@ -195,7 +199,7 @@ def main():
     ap.add_argument("--sizes", type=int, nargs="+", default=SIZES, help="bytes")
     ap.add_argument("--sizes-mib", type=int, nargs="+", help="sizes in MiB instead of --sizes")
     ap.add_argument("--impls", nargs="+", default=available(), choices=list(IMPLS),
-                    help="default: all five (mpi only where mpirun and mpi4py are installed)")
+                    help="default: all six (mpi only where mpirun and mpi4py are installed)")
     ap.add_argument("--json", action="store_true", help="one JSON line per row instead of the table")
     ap.add_argument("--base", metavar="DIR",
                     help="also time the shm transport of the all-reduce-check in DIR (another build, "
@@ -227,7 +231,9 @@ def main():
             cols = "".join(f"{i + ' ms':>11}" for i in a.impls)
             base = f" {'/base':>6}" if a.base else ""
             floor = f" {'%floor':>6}" if "copy" in a.impls else ""
-            print(f"{'ranks':>5} {'bytes':>10}{cols} {'shm GB/s':>9} {'%copy':>6} {'/gloo':>6} {'/mpi':>6} {'/tcp':>6}{base}{floor}")
+            shared = (f" {'shared GB/s':>11} {'%copy':>6} {'/gloo':>6} {'/mpi':>6} {'/shm':>6}"
+                      + floor) if "shared" in a.impls else ""
+            print(f"{'ranks':>5} {'bytes':>10}{cols} {'shm GB/s':>9} {'%copy':>6} {'/gloo':>6} {'/mpi':>6} {'/tcp':>6}{base}{floor}{shared}")
         for s in a.sizes:
             row = dict(ranks=world, bytes=s, mib=s // MIB if s % MIB == 0 else s / MIB, copy_gbs=copy,
                        **{f"{i}_ms": med[i][s] * 1e3 for i in a.impls})
@@ -243,6 +249,13 @@ def main():
                 for other in ("gloo", "mpi", "tcp", "base", "copy"):
                     if other in med:
                         row[f"shm_vs_{other}"] = med[other][s] / shm
+            if "shared" in med:
+                sh = med["shared"][s]
+                row["shared_algbw_gbs"] = s / sh / 1e9
+                row["shared_pct_copy"] = 100 * row["shared_algbw_gbs"] / copy
+                for other in ("gloo", "mpi", "shm", "copy"):
+                    if other in med:
+                        row[f"shared_vs_{other}"] = med[other][s] / sh
             if a.json:
                 print(json.dumps(row))
             else:
@@ -251,7 +264,11 @@ def main():
                 print(f"{world:>5} {s:>10}{cells} {row.get('shm_algbw_gbs', 0):>9.2f} "
                       f"{row.get('shm_pct_copy', 0):>5.0f}% {r('shm_vs_gloo')} {r('shm_vs_mpi')} {r('shm_vs_tcp')}"
                       + (f" {r('shm_vs_base')}" if a.base else "")
-                      + (f" {100 * row['shm_vs_copy']:>5.0f}%" if "shm_vs_copy" in row else ""))
+                      + (f" {100 * row['shm_vs_copy']:>5.0f}%" if "shm_vs_copy" in row else "")
+                      + (f" {row['shared_algbw_gbs']:>11.2f} {row['shared_pct_copy']:>5.0f}% {r('shared_vs_gloo')}"
+                         f" {r('shared_vs_mpi')} {r('shared_vs_shm')}"
+                         + (f" {100 * row['shared_vs_copy']:>5.0f}%" if "shared_vs_copy" in row else "")
+                         if "shared_algbw_gbs" in row else ""))
             sys.stdout.flush()
 
 

@@ -499,6 +499,32 @@ impl Communicator {
             .collect())
     }
 
+    /// A zeroed CPU tensor of `numel` elements of `kind` shared with the other ranks of this
+    /// host: with the shared-memory transport on one host (engine `cpu-shm`), an all-reduce of
+    /// it, or of one range of it at the same place on every rank, reads the other ranks' values
+    /// where they are instead of copying them through the transport's slots (about 1.6× less
+    /// memory traffic for buffers over 256 KiB; same bits). Every rank calls it, in the same
+    /// order and with the same size: a collective (another size is [`Error::Mismatch`]). With
+    /// any other transport it is `Tensor::zeros`. Its memory stays until the process exits,
+    /// whatever becomes of the communicator: allocate once (a run's gradients), not per step.
+    pub fn shared_zeros(&mut self, numel: i64, kind: tch::Kind) -> Result<Tensor> {
+        let dtype = DType::from_kind(kind)?;
+        let bytes = usize::try_from(numel)
+            .ok()
+            .and_then(|n| n.checked_mul(dtype.size()))
+            .ok_or_else(|| Error::Usage(format!("{numel} elements cannot be shared")))?;
+        match self.joined.shm.as_mut() {
+            Some(g) if !g.is_cross() => {
+                let r = g.share(bytes);
+                let ptr = self.noted(r)?;
+                // SAFETY: `bytes` bytes of zeroes at `ptr`, page-aligned, mapped read-write until
+                // the process exits (never unmapped).
+                Ok(unsafe { Tensor::from_blob(ptr, &[numel], &[1], kind, Device::Cpu) })
+            }
+            _ => Ok(Tensor::zeros([numel], (kind, Device::Cpu))),
+        }
+    }
+
     /// Returns once every rank has called it (host-side: it does not wait for queued GPU work;
     /// call [`Communicator::synchronize`] first for that).
     pub fn barrier(&mut self) -> Result<()> {

@@ -38,6 +38,8 @@ pub(crate) enum Kind {
     AllGather = 3,
     ReduceScatter = 4,
     Barrier = 5,
+    /// Memory shared between a host's ranks ([`crate::Communicator::shared_zeros`]).
+    Share = 6,
 }
 
 impl Kind {
@@ -48,6 +50,7 @@ impl Kind {
             Kind::AllGather => "all_gather",
             Kind::ReduceScatter => "reduce_scatter",
             Kind::Barrier => "barrier",
+            Kind::Share => "shared_zeros",
         }
     }
 }
@@ -114,6 +117,17 @@ impl Call {
         }
     }
 
+    /// Shared memory of `bytes` per rank (announced as that many bytes).
+    pub(crate) fn share(bytes: u64) -> Call {
+        Call {
+            kind: Kind::Share,
+            op: None,
+            dtype: Some(DType::U8),
+            root: None,
+            count: bytes,
+        }
+    }
+
     pub(crate) fn encode(&self, seq: u64) -> [u8; 32] {
         let mut h = [0u8; 32];
         h[0..4].copy_from_slice(&MAGIC.to_le_bytes());
@@ -138,6 +152,7 @@ impl Call {
             3 => "all_gather",
             4 => "reduce_scatter",
             5 => "barrier",
+            6 => "shared_zeros",
             _ => "?",
         };
         let op = ReduceOp::ALL

@@ -58,6 +58,17 @@ impl FlatParams {
     /// another; parameters keep their shapes, values and layouts (contiguous or channels_last).
     /// All must share dtype and device.
     pub fn new(params: &[Tensor]) -> Result<FlatParams> {
+        FlatParams::with_grad(params, |numel, kind, device| {
+            Ok(Tensor::zeros([numel], (kind, device)))
+        })
+    }
+
+    /// [`FlatParams::new`] with the flat gradient, `numel` zeroes of the parameters' kind and
+    /// device, made by `grad` (memory shared with the host's other ranks, say).
+    pub fn with_grad(
+        params: &[Tensor],
+        grad: impl FnOnce(i64, tch::Kind, tch::Device) -> Result<Tensor>,
+    ) -> Result<FlatParams> {
         let first = params
             .first()
             .ok_or_else(|| Error::Usage("no parameters to flatten".into()))?;
@@ -95,7 +106,7 @@ impl FlatParams {
             segments.push(seg);
         }
         let data = Tensor::zeros([offset], (kind, device));
-        let grad = Tensor::zeros([offset], (kind, device));
+        let grad = grad(offset, kind, device)?;
         let flat = FlatParams {
             data,
             grad,

@@ -274,7 +274,15 @@ impl Case {
     ///
     /// Kept in one piece: nccl-tests' loop: warm-up, timed out of place, timed in place, then the
     /// checks, sharing the buffers.
-    pub fn run(&self, comm: &mut Communicator, device: Device, how: &How) -> Result<CaseResult> {
+    /// Times and checks this case; the in-place buffer is the start of `pool` (bytes) when
+    /// given, else a tensor of its own.
+    pub fn run(
+        &self,
+        comm: &mut Communicator,
+        device: Device,
+        how: &How,
+        pool: Option<&Tensor>,
+    ) -> Result<CaseResult> {
         let check = how.checks > 0;
         let rank = comm.rank();
         let (c, n) = (self.count as i64, self.slot() as i64);
@@ -321,13 +329,22 @@ impl Case {
             Collective::ReduceScatter => n,
             _ => c,
         };
-        let ip_buffer = |input: Tensor| match self.collective {
-            Collective::AllGather => {
-                let buf = zeros(c);
-                buf.narrow(0, rank as i64 * n, n).copy_(&input);
-                buf
+        let ip_buffer = |input: Tensor| {
+            let mut buf = match pool {
+                Some(pool) => pool
+                    .narrow(0, 0, self.bytes() as i64)
+                    .view_dtype(self.dtype.kind()),
+                None if self.collective == Collective::AllGather => zeros(c),
+                None => return input,
+            };
+            match self.collective {
+                Collective::AllGather => {
+                    let _ = buf.zero_();
+                    buf.narrow(0, rank as i64 * n, n).copy_(&input);
+                }
+                _ => buf.copy_(&input),
             }
-            _ => input,
+            buf
         };
 
         let has_oop = self.collective != Collective::Broadcast;

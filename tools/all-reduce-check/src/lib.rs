@@ -84,6 +84,15 @@ pub struct Cli {
           value_parser = clap::value_parser!(u8).range(0..=1))]
     pub blocking: u8,
 
+    /// 1: allocate the in-place buffer once, in memory shared with this host's other ranks
+    /// (nccl-tests' -R, buffer registration): with the shared-memory transport an all-reduce of
+    /// it reads the other ranks' values where they are instead of copying them through the
+    /// transport's slots, as ddp-train does with its gradients on the CPU. CPU buffers only;
+    /// with another transport it is plain memory.
+    #[arg(short = 'R', long, value_name = "0|1", default_value_t = 0,
+          value_parser = clap::value_parser!(u8).range(0..=1))]
+    pub register: u8,
+
     /// Capture the -n timed calls as one CUDA graph and launch it N times (nccl-tests' -G; CUDA
     /// devices only; 0: no graph). A capture that fails runs eagerly, with a warning.
     #[arg(short = 'G', long, value_name = "N", default_value_t = 0)]
@@ -185,13 +194,24 @@ pub fn run(cli: Cli, out: &mut JsonlOut) -> Result<Outcome> {
     let speak = rank == 0 || cli.all_ranks;
     let table = speak && !cli.common.quiet;
     preamble(&cli, &mut comm, device, table)?;
+    let cases: Vec<_> = cases
+        .into_iter()
+        .filter_map(|(dtype, op, bytes)| {
+            cases::Case::new(cli.collective, dtype, op, cli.root, bytes, world)
+        })
+        .collect();
+    // One buffer for every size (shared memory stays until the process exits).
+    let pool = match cases.iter().map(cases::Case::bytes).max() {
+        Some(most) if cli.register == 1 && device == tch::Device::Cpu => Some(
+            comm.shared_zeros(most as i64, tch::Kind::Uint8)
+                .with_context(|| format!("rank {rank}: sharing a buffer of {most} bytes"))?,
+        ),
+        _ => None,
+    };
     let started = Instant::now();
     let mut tally = Tally::default();
-    for (dtype, op, bytes) in cases {
-        let Some(case) = cases::Case::new(cli.collective, dtype, op, cli.root, bytes, world) else {
-            continue;
-        };
-        let rec = match measure(&cli, &mut comm, device, &case) {
+    for case in &cases {
+        let rec = match measure(&cli, &mut comm, device, case, pool.as_ref()) {
             Ok(rec) => rec,
             // The others stop too, naming this rank, instead of failing on a lost peer.
             Err(Stop::Leave(why)) => {
@@ -328,9 +348,14 @@ fn preamble(cli: &Cli, comm: &mut Communicator, device: tch::Device, table: bool
     }
     let engine = comm.engine(device);
     eprintln!(
-        "#\n# all-reduce-check: {} ranks, engine {engine}{}",
+        "#\n# all-reduce-check: {} ranks, engine {engine}{}{}",
         comm.world_size(),
-        if how.blocking { ", blocking" } else { "" }
+        if how.blocking { ", blocking" } else { "" },
+        if cli.register == 1 && device == tch::Device::Cpu {
+            ", shared buffers"
+        } else {
+            ""
+        }
     );
     if engine == "nccl" {
         let nccl = collectives::nccl::Nccl::load()?;
@@ -363,12 +388,13 @@ fn measure(
     comm: &mut Communicator,
     device: tch::Device,
     case: &cases::Case,
+    pool: Option<&tch::Tensor>,
 ) -> std::result::Result<BandwidthRecord, Stop> {
     let rank = comm.rank();
     if interrupt::requested() {
         return Err(Stop::Leave("interrupted (SIGINT or SIGTERM)".into()));
     }
-    let r = match case.run(comm, device, &how(cli)) {
+    let r = match case.run(comm, device, &how(cli), pool) {
         Ok(r) => r,
         Err(e) => {
             // A peer left because it was interrupted: this rank stops as well (exit 130).

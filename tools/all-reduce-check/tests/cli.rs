@@ -114,19 +114,30 @@ fn spawn_checks_every_collective_type_and_op_on_two_and_three_ranks() {
 
 #[test]
 fn both_transports_are_exact_on_buffers_of_several_chunks() {
-    for (transport, engine) in [("shm", "cpu-shm"), ("tcp", "cpu-ring")] {
+    // -R 1: buffers the ranks share, reduced in place from each other's memory over shm.
+    for (transport, engine, register) in [
+        ("shm", "cpu-shm", "0"),
+        ("shm", "cpu-shm", "1"),
+        ("tcp", "cpu-ring", "1"),
+    ] {
         let out = cmd()
             .args([
                 "--spawn", "3", "-b", "1K", "-e", "4M", "-f", "64", "-n", "1", "-w", "0",
             ])
             .args(["-d", "f32,bf16,i64", "-o", "all", "--transport", transport])
+            .args(["-R", register])
             .output()
             .unwrap();
-        // 3 types × 5 ops × 3 sizes (1K, 64K, 4M: four 1 MiB chunks of shared memory).
+        // 3 types × 5 ops × 3 sizes (1K, 64K, 4M: sixteen 256 KiB chunks of shared memory).
         assert_all_right(&out, 45);
         assert!(
             bandwidths(&out).iter().all(|b| b.engine == engine),
             "{transport}"
+        );
+        assert_eq!(
+            stderr(&out).contains(", shared buffers"),
+            register == "1",
+            "{transport} -R {register}"
         );
         let out = cmd()
             .args([
@@ -303,8 +314,21 @@ fn signal_mid_run_on(
 fn a_killed_rank_fails_the_others_within_the_timeout_naming_it() {
     // Over the TCP ring, and over shared memory a rank that is not the host's leader (rank 0,
     // which made the segment) and the leader itself.
-    for (transport, victim) in [("tcp", 1), ("shm", 1), ("shm", 0)] {
-        let (outs, took) = signal_mid_run(3, transport, victim, libc::SIGKILL);
+    // And over buffers the ranks share (-R 1), reduced in place from each other's memory.
+    for (transport, victim, register) in [
+        ("tcp", 1, "0"),
+        ("shm", 1, "0"),
+        ("shm", 0, "0"),
+        ("shm", 2, "1"),
+    ] {
+        let port = free_port().to_string();
+        let (outs, took) = signal_mid_run_on(3, transport, victim, libc::SIGKILL, |_| {
+            let mut c = cmd();
+            c.env("MASTER_ADDR", "127.0.0.1")
+                .env("MASTER_PORT", &port)
+                .args(["-R", register]);
+            c
+        });
         // Against the 600 s timeout: a closed socket is noticed at once.
         assert!(
             took < Duration::from_secs(120),

@@ -45,6 +45,7 @@ mod join;
 mod pipeline;
 mod reduce;
 mod segment;
+mod shared;
 #[cfg(test)]
 mod tests;
 mod wait;
@@ -168,6 +169,10 @@ pub(crate) struct Group {
     /// A fold's running result where two or more ranks come before this one in the ring's
     /// order ([`Group::reduce_block`]).
     scratch: Vec<u8>,
+    /// Buffers shared with the host's other ranks ([`Group::share`]).
+    shared: Vec<shared::Shared>,
+    /// All-reduces done in place in them (tests check which path a call took).
+    pub(crate) in_place: u64,
 }
 
 // SAFETY: the mapping is owned by the group (shared with other processes through the protocol,
@@ -197,6 +202,8 @@ impl Group {
             spins: spins_for(n),
             cross: None,
             scratch: Vec::new(),
+            shared: Vec::new(),
+            in_place: 0,
         }
     }
 

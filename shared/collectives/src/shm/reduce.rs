@@ -39,7 +39,11 @@ impl Group {
             self.reduce_range(set(0), 0..count, count, dtype, op, buf, false);
             return Ok(());
         }
+        let place = self.say_place(buf);
         self.announce(call)?;
+        if self.all_in_place(place) {
+            return self.all_reduce_in_place(buf, place, dtype, op);
+        }
         self.pipelined(buf, base, chunks, dtype, op)
     }
 

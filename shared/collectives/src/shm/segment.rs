@@ -30,7 +30,11 @@ pub(super) fn segment_len(n: usize) -> usize {
 
 /// A sealed memfd of the segment's size, mapped.
 pub(super) fn make_segment(n: usize) -> Result<(OwnedFd, Mapping)> {
-    let len = segment_len(n);
+    make_memfd(segment_len(n))
+}
+
+/// A memfd of `len` bytes (zeroes), its size sealed, mapped.
+pub(super) fn make_memfd(len: usize) -> Result<(OwnedFd, Mapping)> {
     // SAFETY: a NUL-terminated name; the flags are memfd_create's.
     let fd = unsafe {
         libc::memfd_create(
@@ -59,6 +63,17 @@ pub(super) fn make_segment(n: usize) -> Result<(OwnedFd, Mapping)> {
     }
     let map = map_fd(fd.as_raw_fd(), len)?;
     Ok((fd, map))
+}
+
+/// The size of the file behind `fd`.
+pub(super) fn fd_len(fd: BorrowedFd<'_>) -> io::Result<u64> {
+    // SAFETY: a plain C struct, all zeroes valid, filled by fstat on a valid descriptor.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(st.st_size as u64)
 }
 
 pub(super) fn map_fd(fd: RawFd, len: usize) -> Result<Mapping> {

@@ -29,9 +29,10 @@ fn same_bits_over_both_transports(
             },
         );
         for r in 1..world {
+            let first = (0..res[0].len()).find(|&i| res[r].get(i) != res[0].get(i));
             assert!(
-                res[r] == res[0],
-                "{transport}: rank {r} differs from rank 0"
+                first.is_none() && res[r].len() == res[0].len(),
+                "{transport}: rank {r} differs from rank 0 (first at buffer {first:?})"
             );
         }
         got.push(res.into_iter().next().unwrap());
@@ -158,6 +159,129 @@ fn ranks_out_of_step_through_many_chunks_keep_the_rings_bits() {
             out
         },
     );
+}
+
+/// All-reduces done in place in shared buffers by this rank so far.
+fn in_place_calls(comm: &Communicator) -> u64 {
+    comm.joined.shm.as_ref().map_or(0, |g| g.in_place)
+}
+
+/// Buffers from `shared_zeros`, whole and as a range at the same place on every rank, are
+/// reduced in place from the other ranks' memory with the TCP ring's bits (tolerance 0: the same
+/// sums in the same order) for every float dtype and op over 2, 3 and 4 ranks; a range at
+/// another place on one rank, and a private buffer on one rank, go through the slots, with the
+/// same bits. Over TCP `shared_zeros` is plain zeros.
+#[test]
+fn shared_buffers_are_reduced_in_place_with_the_rings_bits() {
+    let kinds = [Kind::Float, Kind::Double, Kind::BFloat16, Kind::Half];
+    let ops = ReduceOp::ALL.len() as u64;
+    // Over the whole-buffer threshold (one slot) for 2-byte types too, and odd.
+    let n = 3 * crate::shm::SLOT / 4 + 4_321;
+    let head = 1_000;
+    for world in [2usize, 3, 4] {
+        same_bits_over_both_transports(
+            "shared",
+            world,
+            Duration::from_secs(60),
+            move |rank, comm| {
+                let mut out = Vec::new();
+                let before = in_place_calls(comm);
+                for kind in kinds {
+                    let mut shared = comm.shared_zeros((head + n) as i64, kind).unwrap();
+                    assert!(shared.equal(&Tensor::zeros([(head + n) as i64], (kind, Device::Cpu))));
+                    for op in ReduceOp::ALL {
+                        shared.copy_(&noise(rank, head + n, kind));
+                        comm.all_reduce(&mut shared, op).unwrap();
+                        out.push(bytes_of(&shared));
+                        let before = noise(rank + 7, head + n, kind);
+                        shared.copy_(&before);
+                        let mut part = shared.narrow(0, head as i64, n as i64);
+                        comm.all_reduce(&mut part, op).unwrap();
+                        out.push(bytes_of(&part));
+                        let (h, h0) = (head as i64, 0);
+                        assert!(shared.narrow(0, h0, h).equal(&before.narrow(0, h0, h)));
+                    }
+                    let at = if rank == 1 { head - 1 } else { head };
+                    let mut elsewhere = shared.narrow(0, at as i64, n as i64);
+                    elsewhere.copy_(&noise(rank, n, kind));
+                    comm.all_reduce(&mut elsewhere, ReduceOp::Sum).unwrap();
+                    out.push(bytes_of(&elsewhere));
+                }
+                let mut shared = comm.shared_zeros(n as i64, Kind::Float).unwrap();
+                let mut t = if rank == 0 {
+                    noise(rank, n, Kind::Float)
+                } else {
+                    shared.copy_(&noise(rank, n, Kind::Float));
+                    shared
+                };
+                comm.all_reduce(&mut t, ReduceOp::Sum).unwrap();
+                out.push(bytes_of(&t));
+                let in_place = in_place_calls(comm) - before;
+                match comm.transport() {
+                    "shm" => assert_eq!(in_place, kinds.len() as u64 * ops * 2),
+                    _ => assert_eq!(in_place, 0),
+                }
+                out
+            },
+        );
+    }
+}
+
+/// `shared_zeros` is a collective: a rank asking for another size fails every rank's call
+/// naming both (not a hang, not a short buffer); a rank that dies after sharing fails the
+/// others' in-place all-reduce naming it, the leader or not, long before the 600 s deadline.
+#[test]
+fn shared_buffers_of_other_sizes_refuse_and_a_rank_that_dies_is_named() {
+    let res = ranks_over(
+        "shared-sizes/",
+        3,
+        Duration::from_secs(600),
+        Transport::Shm,
+        never,
+        |rank, comm| {
+            let mut comm = comm.unwrap();
+            let numel = if rank == 1 { 2_000 } else { 1_000 };
+            comm.shared_zeros(numel, Kind::Float)
+                .unwrap_err()
+                .to_string()
+        },
+    );
+    for (rank, e) in res.iter().enumerate() {
+        assert!(
+            e.contains("shared_zeros of 8000") && e.contains("shared_zeros of 4000"),
+            "rank {rank}: {e}"
+        );
+    }
+    for dead in [0usize, 2] {
+        let t0 = Instant::now();
+        let prefix: &'static str = Box::leak(format!("shared-dies{dead}/").into_boxed_str());
+        let res = ranks_over(
+            prefix,
+            3,
+            Duration::from_secs(600),
+            Transport::Shm,
+            never,
+            move |rank, comm| {
+                let mut comm = comm.unwrap();
+                let mut t = comm.shared_zeros(3_000_000, Kind::Float).unwrap();
+                comm.barrier().unwrap();
+                if rank == dead {
+                    drop(comm);
+                    return Ok(());
+                }
+                comm.all_reduce(&mut t, ReduceOp::Sum)
+                    .map_err(|e| e.to_string())
+            },
+        );
+        assert_ended_within_120s(t0);
+        for (rank, r) in res.iter().enumerate().filter(|(r, _)| *r != dead) {
+            let e = r.as_ref().unwrap_err();
+            assert!(
+                e.contains(&format!("rank {dead}")),
+                "dead {dead}, rank {rank}: {e}"
+            );
+        }
+    }
 }
 
 /// A rank whose process ends mid-run (its communicator dropped: its sockets close and its

@@ -231,7 +231,7 @@ pub(super) fn setup(cfg: &Config, comm: &mut Communicator) -> Result<(Dataset, D
         }
     }
     let named = named(&vs);
-    let (stages, opts) = stage_parts(cfg, &model, &named, plans)?;
+    let (stages, opts) = stage_parts(cfg, &model, &named, plans, comm)?;
     let scaler = GradScaler::new(cfg.precision == Precision::Fp16);
 
     // Start: everyone takes rank 0's weights and buffers (DDP's constructor).
@@ -333,6 +333,7 @@ fn stage_parts(
     model: &Net,
     named: &Named,
     plans: Vec<Stage>,
+    comm: &mut Communicator,
 ) -> Result<(Vec<StageParts>, Vec<Optimizer>)> {
     let mut stages = Vec::with_capacity(plans.len());
     let mut opts = Vec::with_capacity(plans.len());
@@ -346,8 +347,15 @@ fn stage_parts(
         let buckets = Buckets::new(&tensors, ddp::FIRST_BUCKET_BYTES, ddp::BUCKET_BYTES);
         // One flat buffer for the stage's weights and one for its gradients: the optimiser and
         // the gradient all-reduce then take a few kernels per step instead of a few per
-        // parameter.
-        let flat = FlatParams::new(&tensors)?;
+        // parameter. On the CPU the gradients are memory shared with the host's other ranks
+        // (with the shared-memory transport), which the all-reduce reads in place.
+        let flat = FlatParams::with_grad(&tensors, |numel, kind, device| {
+            if device == Device::Cpu && comm.world_size() > 1 {
+                Ok(comm.shared_zeros(numel, kind)?)
+            } else {
+                Ok(Tensor::zeros([numel], (kind, device)))
+            }
+        })?;
         let mut opt = Optimizer::flat(cfg.rule, &flat, names);
         opt.use_fused(cfg.fused_optim);
         opts.push(opt);

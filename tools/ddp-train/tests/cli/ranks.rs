@@ -31,6 +31,17 @@ fn two_rank_processes_match_one_rank_with_the_same_global_batch() {
     assert_same_weights(one.path(), two.path(), 1e-6);
 }
 
+/// Two ranks on one host all-reduce their gradients in place in memory they share (the
+/// shared-memory transport), or over the TCP ring: the same weights and optimiser state, to the
+/// bit (both sum in the ring's order).
+#[test]
+fn shared_memory_and_tcp_ranks_train_the_same_bits() {
+    let base = ["--batch-size", "32", "--max-steps", "2", "--epochs", "1"];
+    let (_, shm) = two_rank_processes(&[&base[..], &["--transport", "shm"]].concat());
+    let (_, tcp) = two_rank_processes(&[&base[..], &["--transport", "tcp"]].concat());
+    common::assert_same_bits(shm.path(), tcp.path());
+}
+
 #[test]
 fn sync_bn_on_two_rank_processes_matches_one_rank_with_the_whole_batch() {
     // One step at a constant LR: see train's test of the same for why (ReLU kinks turn
