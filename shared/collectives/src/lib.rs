@@ -504,15 +504,27 @@ impl Communicator {
     /// it, or of one range of it at the same place on every rank, reads the other ranks' values
     /// where they are instead of copying them through the transport's slots (about 1.6× less
     /// memory traffic for buffers over 256 KiB; same bits). Every rank calls it, in the same
-    /// order and with the same size: a collective (another size is [`Error::Mismatch`]). With
-    /// any other transport it is `Tensor::zeros`. Its memory stays until the process exits,
-    /// whatever becomes of the communicator: allocate once (a run's gradients), not per step.
+    /// order and with the same size: a collective (another size is [`Error::Mismatch`]) over
+    /// shared memory; with any other transport it is `Tensor::zeros`, and nothing is checked.
+    /// Its memory is allocated at once (a size the host cannot hold is an error here) and
+    /// stays until the process exits, whatever becomes of the communicator: allocate once (a
+    /// run's gradients), not per step.
     pub fn shared_zeros(&mut self, numel: i64, kind: tch::Kind) -> Result<Tensor> {
-        let dtype = DType::from_kind(kind)?;
-        let bytes = usize::try_from(numel)
-            .ok()
-            .and_then(|n| n.checked_mul(dtype.size()))
-            .ok_or_else(|| Error::Usage(format!("{numel} elements cannot be shared")))?;
+        let bytes = DType::from_kind(kind).and_then(|dtype| {
+            usize::try_from(numel)
+                .ok()
+                .and_then(|n| n.checked_mul(dtype.size()))
+                .ok_or_else(|| Error::Usage(format!("{numel} elements cannot be shared")))
+        });
+        let bytes = match (bytes, self.joined.shm.as_ref()) {
+            (Ok(bytes), _) => bytes,
+            (Err(e), Some(g)) => {
+                // The other ranks may be waiting in the collective this rank will not enter.
+                g.abandon();
+                return Err(e);
+            }
+            (Err(e), None) => return Err(e),
+        };
         match self.joined.shm.as_mut() {
             Some(g) if !g.is_cross() => {
                 let r = g.share(bytes);

@@ -107,6 +107,14 @@ impl FlatParams {
         }
         let data = Tensor::zeros([offset], (kind, device));
         let grad = grad(offset, kind, device)?;
+        if grad.size() != [offset] || grad.kind() != kind || grad.device() != device {
+            return Err(Error::Usage(format!(
+                "a flat gradient of {:?} {:?} on {:?}, not [{offset}] {kind:?} on {device:?}",
+                grad.size(),
+                grad.kind(),
+                grad.device()
+            )));
+        }
         let flat = FlatParams {
             data,
             grad,

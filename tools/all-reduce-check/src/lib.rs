@@ -85,10 +85,11 @@ pub struct Cli {
     pub blocking: u8,
 
     /// 1: allocate the in-place buffer once, in memory shared with this host's other ranks
-    /// (nccl-tests' -R, buffer registration): with the shared-memory transport an all-reduce of
-    /// it reads the other ranks' values where they are instead of copying them through the
-    /// transport's slots, as ddp-train does with its gradients on the CPU. CPU buffers only;
-    /// with another transport it is plain memory.
+    /// (nccl-tests' -R, buffer registration): with the shared-memory transport (ranks on one
+    /// host) an all-reduce of more than 256 KiB then reads the other ranks' values where they
+    /// are instead of copying them through the transport's slots, as ddp-train does with its
+    /// gradients on the CPU. Other collectives, smaller sizes, CUDA buffers and other
+    /// transports are unchanged.
     #[arg(short = 'R', long, value_name = "0|1", default_value_t = 0,
           value_parser = clap::value_parser!(u8).range(0..=1))]
     pub register: u8,
@@ -351,7 +352,7 @@ fn preamble(cli: &Cli, comm: &mut Communicator, device: tch::Device, table: bool
         "#\n# all-reduce-check: {} ranks, engine {engine}{}{}",
         comm.world_size(),
         if how.blocking { ", blocking" } else { "" },
-        if cli.register == 1 && device == tch::Device::Cpu {
+        if cli.register == 1 && device == tch::Device::Cpu && comm.transport() == "shm" {
             ", shared buffers"
         } else {
             ""

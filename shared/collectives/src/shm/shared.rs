@@ -30,22 +30,35 @@ pub(super) struct Shared {
 const WHERE: [usize; 2] = [24, 32];
 
 impl Group {
-    /// Regions of `bytes` shared by the host's ranks (zeroes); returns this rank's. Every rank
-    /// of the host calls it with the same size.
+    /// Regions of `bytes` shared by the host's ranks (zeroes, their memory allocated: a size
+    /// the host cannot hold fails here, not at a later write); returns this rank's. Every rank
+    /// of the host calls it with the same size; it succeeds or fails on every rank.
     pub(crate) fn share(&mut self, bytes: usize) -> Result<*mut u8> {
         self.seq += 1;
         self.announce(Call::share(bytes as u64))?;
-        let stride = bytes.max(1).div_ceil(PAGE) * PAGE;
-        let total = stride.checked_mul(self.n()).ok_or_else(|| {
+        // The same size on every rank (the announcement checked it), so the same verdict.
+        let too_big = || {
             Error::Usage(format!(
-                "{bytes} bytes per rank is more than memory can hold"
+                "{bytes} bytes cannot be shared by {} ranks",
+                self.n()
             ))
-        })?;
+        };
+        let stride = bytes
+            .max(1)
+            .checked_next_multiple_of(PAGE)
+            .ok_or_else(too_big)?;
+        let total = stride.checked_mul(self.n()).ok_or_else(too_big)?;
         let map = if self.me == 0 {
             let (fd, map) = make_memfd(total).inspect_err(|_| self.abandon())?;
+            // SAFETY: a valid descriptor of a memfd of `total` bytes.
+            if unsafe { libc::fallocate(fd.as_raw_fd(), 0, 0, total as libc::off_t) } != 0 {
+                let e = io::Error::last_os_error();
+                self.abandon();
+                return Err(Error::io("allocating the shared buffers")(e));
+            }
             for (rank, s) in &self.links {
                 if let Err(e) = send_fd(s, fd.as_fd()) {
-                    self.abandon();
+                    self.abort(KILLED, *rank);
                     let why = format!("could not be sent shared memory ({e})");
                     return Err(self.peer(*rank, why, Kind::Share));
                 }
@@ -53,10 +66,13 @@ impl Group {
             map
         } else {
             let fd = self.receive_fd()?;
-            let len = fd_len(fd.as_fd()).map_err(Error::io("shared memory"))?;
+            let len = fd_len(fd.as_fd()).map_err(Error::io("shared memory"));
             // SAFETY: a valid descriptor.
             let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
-            if len != total as u64 || seals < 0 || seals & libc::F_SEAL_SHRINK == 0 {
+            if len.as_ref().ok() != Some(&(total as u64))
+                || seals < 0
+                || seals & libc::F_SEAL_SHRINK == 0
+            {
                 self.abandon();
                 return Err(Error::Rendezvous(format!(
                     "the shared memory passed is not the sealed {total} bytes asked for"
@@ -64,7 +80,9 @@ impl Group {
             }
             map_fd(fd.as_raw_fd(), total).inspect_err(|_| self.abandon())?
         };
-        // Never unmapped (see the module's doc).
+        // Every rank mapped it (a rank that failed abandoned: this fails too, and `map` goes).
+        self.barrier_wait(Kind::Share)?;
+        // Never unmapped from here on (see the module's doc).
         let map = std::mem::ManuallyDrop::new(map);
         let shared = Shared {
             ptr: map.ptr,

@@ -1,7 +1,7 @@
 use super::join::{Callers, HELLO, Refused, check_hello, same_user, serve};
 use super::reduce::ring_segment;
 use super::segment::{make_segment, map_fd, recv_fd, segment_len, send_fd};
-use super::wait::futex_wake;
+use super::wait::{futex_wake, hung_up};
 use super::*;
 
 #[test]
@@ -175,4 +175,20 @@ fn transports_parse() {
     assert_eq!("auto".parse::<Transport>().unwrap(), Transport::Auto);
     assert_eq!("tcp".parse::<Transport>().unwrap(), Transport::Tcp);
     assert!("nccl".parse::<Transport>().is_err());
+}
+
+/// A message waiting on a rank's socket (a shared buffer's descriptor it has not received yet)
+/// is not its peer hanging up; a closed peer is, with or without a message left unread.
+#[test]
+fn a_waiting_message_is_not_a_hang_up_and_a_closed_peer_is() {
+    let (a, b) = UnixStream::pair().unwrap();
+    assert!(!hung_up(&b));
+    let file = tempfile::tempfile().unwrap();
+    send_fd(&a, file.as_fd()).unwrap();
+    assert!(!hung_up(&b), "a message waiting");
+    drop(a);
+    assert!(hung_up(&b), "closed, the message still there");
+    let (a, b) = UnixStream::pair().unwrap();
+    drop(a);
+    assert!(hung_up(&b), "closed");
 }

@@ -192,7 +192,8 @@ pub(super) fn reached(v: u32, target: u32) -> bool {
     v.wrapping_sub(target) as i32 >= 0
 }
 
-/// Whether the peer closed its end (readable with nothing to read, or hung up).
+/// Whether the peer closed its end (hung up, or readable with nothing to read: a message
+/// waiting, such as a shared buffer's descriptor not yet received, is not a hang-up).
 pub(super) fn hung_up(s: &UnixStream) -> bool {
     let mut fd = libc::pollfd {
         fd: s.as_raw_fd(),
@@ -201,7 +202,23 @@ pub(super) fn hung_up(s: &UnixStream) -> bool {
     };
     // SAFETY: one valid pollfd, no wait.
     let n = unsafe { libc::poll(&mut fd, 1, 0) };
-    n > 0 && fd.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0
+    if n <= 0 {
+        return false;
+    }
+    if fd.revents & (libc::POLLHUP | libc::POLLERR) != 0 {
+        return true;
+    }
+    let mut byte = 0u8;
+    // SAFETY: a one-byte buffer; MSG_PEEK leaves a waiting message where it is.
+    let got = unsafe {
+        libc::recv(
+            s.as_raw_fd(),
+            (&raw mut byte).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    fd.revents & libc::POLLIN != 0 && got == 0
 }
 
 pub(super) fn futex_wait(word: &AtomicU32, expected: u32, wait: Duration) {

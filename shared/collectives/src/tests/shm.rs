@@ -168,15 +168,22 @@ fn in_place_calls(comm: &Communicator) -> u64 {
 
 /// Buffers from `shared_zeros`, whole and as a range at the same place on every rank, are
 /// reduced in place from the other ranks' memory with the TCP ring's bits (tolerance 0: the same
-/// sums in the same order) for every float dtype and op over 2, 3 and 4 ranks; a range at
-/// another place on one rank, and a private buffer on one rank, go through the slots, with the
-/// same bits. Over TCP `shared_zeros` is plain zeros.
+/// sums in the same order) for every float dtype, two integer ones and every op over 2, 3 and 4
+/// ranks; a range at another place on one rank, and a private buffer on one rank, go through
+/// the slots, with the same bits. Over TCP `shared_zeros` is plain zeros.
 #[test]
 fn shared_buffers_are_reduced_in_place_with_the_rings_bits() {
-    let kinds = [Kind::Float, Kind::Double, Kind::BFloat16, Kind::Half];
+    let kinds = [
+        Kind::Float,
+        Kind::Double,
+        Kind::BFloat16,
+        Kind::Half,
+        Kind::Int64,
+        Kind::Int8,
+    ];
     let ops = ReduceOp::ALL.len() as u64;
-    // Over the whole-buffer threshold (one slot) for 2-byte types too, and odd.
-    let n = 3 * crate::shm::SLOT / 4 + 4_321;
+    // Over the whole-buffer threshold (one slot) for 1-byte types too, and odd.
+    let n = 3 * crate::shm::SLOT / 2 + 4_321;
     let head = 1_000;
     for world in [2usize, 3, 4] {
         same_bits_over_both_transports(
