@@ -303,15 +303,15 @@ fn ranks_calling_different_sizes_fail_with_both_calls_named() {
 
 /// `world` ranks over `transport` (store keys under `prefix`), of which rank `dead` drops its
 /// communicator as a killed process would (its sockets close; over shared memory its mapping
-/// goes), after a first barrier when `barrier` (mid-run), while the others all-reduce `len`
-/// floats: each of them fails naming it, well within the 600 s deadline (a closed socket is
-/// noticed at once).
+/// goes), after a first barrier when `barrier` (mid-run), while the others all-reduce the
+/// tensor `buffer` made (on every rank, first): each of them fails naming it, well within the
+/// 600 s deadline (a closed socket is noticed at once).
 fn the_others_name_a_rank_that_dies(
     prefix: &'static str,
     (world, dead): (usize, usize),
     transport: Transport,
     barrier: bool,
-    len: i64,
+    buffer: fn(&mut Communicator) -> Tensor,
 ) {
     let t0 = Instant::now();
     let res = ranks_over(
@@ -323,6 +323,8 @@ fn the_others_name_a_rank_that_dies(
         move |rank, comm| {
             let mut comm = comm.unwrap();
             assert_eq!(comm.transport(), transport.to_string());
+            // Made by every rank (a shared buffer is a collective), the one that dies too.
+            let mut t = buffer(&mut comm);
             if barrier {
                 comm.barrier().unwrap();
             }
@@ -330,7 +332,6 @@ fn the_others_name_a_rank_that_dies(
                 drop(comm);
                 return Ok(());
             }
-            let mut t = Tensor::ones([len], (Kind::Float, Device::Cpu));
             comm.all_reduce(&mut t, ReduceOp::Sum)
                 .map_err(|e| e.to_string())
         },
@@ -348,7 +349,9 @@ fn the_others_name_a_rank_that_dies(
 #[test]
 fn a_rank_that_dies_fails_the_others_naming_it() {
     for (prefix, transport) in [("dies-shm/", Transport::Shm), ("dies-tcp/", Transport::Tcp)] {
-        the_others_name_a_rank_that_dies(prefix, (3, 2), transport, false, 100_000);
+        the_others_name_a_rank_that_dies(prefix, (3, 2), transport, false, |_| {
+            Tensor::ones([100_000], (Kind::Float, Device::Cpu))
+        });
     }
 }
 

@@ -259,36 +259,10 @@ fn shared_buffers_of_other_sizes_refuse_and_a_rank_that_dies_is_named() {
             "rank {rank}: {e}"
         );
     }
-    for dead in [0usize, 2] {
-        let t0 = Instant::now();
-        let prefix: &'static str = Box::leak(format!("shared-dies{dead}/").into_boxed_str());
-        let res = ranks_over(
-            prefix,
-            3,
-            Duration::from_secs(600),
-            Transport::Shm,
-            never,
-            move |rank, comm| {
-                let mut comm = comm.unwrap();
-                let mut t = comm.shared_zeros(3_000_000, Kind::Float).unwrap();
-                comm.barrier().unwrap();
-                if rank == dead {
-                    drop(comm);
-                    return Ok(());
-                }
-                comm.all_reduce(&mut t, ReduceOp::Sum)
-                    .map_err(|e| e.to_string())
-            },
-        );
-        assert_ended_within_120s(t0);
-        for (rank, r) in res.iter().enumerate().filter(|(r, _)| *r != dead) {
-            let e = r.as_ref().unwrap_err();
-            assert!(
-                e.contains(&format!("rank {dead}")),
-                "dead {dead}, rank {rank}: {e}"
-            );
-        }
-    }
+    // Reduced in place from the others' memory: the leader dies, then another rank.
+    let shared = |c: &mut Communicator| c.shared_zeros(3_000_000, Kind::Float).unwrap();
+    the_others_name_a_rank_that_dies("shared-dies0/", (3, 0), Transport::Shm, true, shared);
+    the_others_name_a_rank_that_dies("shared-dies2/", (3, 2), Transport::Shm, true, shared);
 }
 
 /// A rank whose process ends mid-run (its communicator dropped: its sockets close and its
@@ -296,7 +270,7 @@ fn shared_buffers_of_other_sizes_refuse_and_a_rank_that_dies_is_named() {
 /// before the 600 s deadline.
 #[test]
 fn a_rank_that_dies_is_named_over_shared_memory() {
-    let big = 3_000_000;
+    let big = |_: &mut Communicator| Tensor::ones([3_000_000], (Kind::Float, Device::Cpu));
     the_others_name_a_rank_that_dies("shm-dies0/", (3, 0), Transport::Shm, true, big);
     the_others_name_a_rank_that_dies("shm-dies2/", (3, 2), Transport::Shm, true, big);
 }
