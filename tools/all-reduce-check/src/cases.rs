@@ -270,12 +270,11 @@ impl Case {
             .int64_value(&[])
     }
 
-    /// Times out of place and in place, then checks both (`how.checks` times each).
+    /// Times out of place and in place, then checks both (`how.checks` times each). The
+    /// in-place buffer is the start of `pool` (bytes) when given, else a tensor of its own.
     ///
     /// Kept in one piece: nccl-tests' loop: warm-up, timed out of place, timed in place, then the
     /// checks, sharing the buffers.
-    /// Times and checks this case; the in-place buffer is the start of `pool` (bytes) when
-    /// given, else a tensor of its own.
     pub fn run(
         &self,
         comm: &mut Communicator,
