@@ -546,6 +546,44 @@ fn a_resume_with_other_virtual_ranks_at_an_epochs_end_says_so() {
     assert!(err.contains(&said), "no {said:?} in {err}");
 }
 
+/// Another --batch-size or --seed at an epoch's end: other samples in other steps from there,
+/// and the run says so; the same ones say nothing.
+#[test]
+fn a_resume_with_another_batch_size_or_seed_at_an_epochs_end_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = model();
+    let ck = dir.path().join("b12");
+    run(model, &ck, 1, &["--epochs", "1"]);
+    let goes_on = "the run goes on with";
+    let resume_with = |name: &str, batch: &str, seed: &str| {
+        let to = dir.path().join(name);
+        copy_checkpoint(&ck, &to);
+        let mut args = flags("synthetic:30:16", model);
+        for (flag, value) in [("--batch-size", batch), ("--seed", seed)] {
+            let at = args.iter().position(|a| a == flag).unwrap();
+            args[at + 1] = value.into();
+        }
+        let out = testkit::without_launcher(BIN)
+            .args(args)
+            .args(["--epochs", "2", "--resume", "--checkpoint-dir"])
+            .arg(&to)
+            .output()
+            .unwrap();
+        ok(&out);
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = resume_with("same", "12", "5");
+    assert!(!err.contains(goes_on), "{err}");
+    let err = resume_with("batch", "6", "5");
+    let said = format!("written with --batch-size 12; {goes_on} --batch-size 6 from");
+    assert!(err.contains(&said), "no {said:?} in {err}");
+    let err = resume_with("both", "6", "7");
+    let said = format!(
+        "written with --batch-size 12 and --seed 5; {goes_on} --batch-size 6 and --seed 7 from"
+    );
+    assert!(err.contains(&said), "no {said:?} in {err}");
+}
+
 #[test]
 fn dump_batches_with_virtual_ranks_is_refused() {
     let dir = tempfile::tempdir().unwrap();

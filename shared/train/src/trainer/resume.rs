@@ -28,8 +28,17 @@ pub(super) struct Start {
     pub(super) resumed_from: Option<usize>,
     /// A mid-epoch checkpoint's metadata, file and per-rank sums ([`PROGRESS`]).
     pub(super) mid: Option<(checkpoint::Meta, PathBuf, Tensor)>,
-    /// The world size and virtual ranks of the run that wrote the checkpoint resumed from.
-    pub(super) written_by: Option<(usize, Option<usize>)>,
+    /// The run that wrote the checkpoint resumed from.
+    pub(super) written_by: Option<WrittenBy>,
+}
+
+/// What of the run that wrote a checkpoint decides the steps after it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct WrittenBy {
+    world: usize,
+    virtual_ranks: Option<usize>,
+    batch_size: usize,
+    seed: i64,
 }
 
 impl Start {
@@ -51,19 +60,38 @@ impl Start {
                 Some(v) => format!("--virtual-ranks {v} ({w} process(es))"),
                 None => format!("{w} rank(s)"),
             };
-            if let Some((then, v)) = self.written_by
-                && rank == 0
-                && match (v, cfg.virtual_ranks) {
-                    (Some(v), Some(now)) => v != now,
-                    (None, None) => then != world,
-                    _ => true,
-                }
-            {
+            let Some(by) = self.written_by.filter(|_| rank == 0) else {
+                return Ok(None);
+            };
+            if match (by.virtual_ranks, cfg.virtual_ranks) {
+                (Some(v), Some(now)) => v != now,
+                (None, None) => by.world != world,
+                _ => true,
+            } {
                 log::warn!(
                     "the checkpoint resumed from was written by {}; the run goes on with {} from \
                      this epoch on",
-                    ranks(then, v),
+                    ranks(by.world, by.virtual_ranks),
                     ranks(world, cfg.virtual_ranks)
+                );
+            }
+            // Another global batch or seed: other samples in other steps from here, not the
+            // run the checkpoint came from.
+            let (mut then, mut now) = (Vec::new(), Vec::new());
+            if by.batch_size != cfg.batch_size {
+                then.push(format!("--batch-size {}", by.batch_size));
+                now.push(format!("--batch-size {}", cfg.batch_size));
+            }
+            if by.seed != cfg.seed {
+                then.push(format!("--seed {}", by.seed));
+                now.push(format!("--seed {}", cfg.seed));
+            }
+            if !then.is_empty() {
+                log::warn!(
+                    "the checkpoint resumed from was written with {}; the run goes on with {} \
+                     from this epoch on",
+                    then.join(" and "),
+                    now.join(" and ")
                 );
             }
             return Ok(None);
@@ -216,7 +244,12 @@ pub(super) fn restore(cfg: &Config, parts: &mut Parts) -> Result<Start> {
             val_top1: state.meta.val_top1,
             resumed_from: Some(state.meta.epoch),
             mid,
-            written_by: Some((state.meta.world_size, state.meta.virtual_ranks)),
+            written_by: Some(WrittenBy {
+                world: state.meta.world_size,
+                virtual_ranks: state.meta.virtual_ranks,
+                batch_size: state.meta.batch_size,
+                seed: state.meta.seed,
+            }),
         };
         if state.meta.scaler {
             parts.scaler.scale = state.meta.loss_scale;
