@@ -516,15 +516,12 @@ impl Communicator {
                 .and_then(|n| n.checked_mul(dtype.size()))
                 .ok_or_else(|| Error::Usage(format!("{numel} elements cannot be shared")))
         });
-        let bytes = match (bytes, self.joined.shm.as_ref()) {
-            (Ok(bytes), _) => bytes,
-            (Err(e), Some(g)) => {
-                // The other ranks may be waiting in the collective this rank will not enter.
+        let bytes = bytes.inspect_err(|_| {
+            // The other ranks may be waiting in the collective this rank will not enter.
+            if let Some(g) = &self.joined.shm {
                 g.abandon();
-                return Err(e);
             }
-            (Err(e), None) => return Err(e),
-        };
+        })?;
         match self.joined.shm.as_mut() {
             Some(g) if !g.is_cross() => {
                 let r = g.share(bytes);

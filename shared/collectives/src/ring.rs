@@ -598,7 +598,7 @@ fn retry(e: &io::Error) -> bool {
 }
 
 /// Byte range of segment `i` of `count` elements split `n` ways (sizes differ by at most one).
-fn segment(count: usize, n: usize, i: usize, esize: usize) -> Range<usize> {
+pub(crate) fn segment(count: usize, n: usize, i: usize, esize: usize) -> Range<usize> {
     let bound = |k: usize| ((count as u128 * k as u128) / n as u128) as usize * esize;
     bound(i)..bound(i + 1)
 }

@@ -1,6 +1,7 @@
 //! The in-host collectives: all-reduce in the ring's order of sums, broadcast, barrier.
 
 use super::*;
+use crate::ring::segment;
 
 impl Group {
     pub(super) fn next_set(&mut self) -> u64 {
@@ -92,8 +93,7 @@ impl Group {
         let mut e = r.start;
         while e < r.end {
             let k = ring_segment(count, n, e);
-            let seg_end = ((count as u128 * (k as u128 + 1)) / n as u128) as usize;
-            let end = r.end.min(seg_end);
+            let end = r.end.min(segment(count, n, k, 1).end);
             while e < end {
                 let b = (end - e).min(BLOCK / es);
                 let out = &mut buf[e * es..(e + b) * es];
@@ -208,7 +208,7 @@ impl Group {
 /// The ring segment (of `n`) that element `e` of `count` falls in: the k with
 /// ⌊count·k/n⌋ ≤ e < ⌊count·(k+1)/n⌋ ([`crate::ring`]'s `segment`).
 pub(super) fn ring_segment(count: usize, n: usize, e: usize) -> usize {
-    let bound = |k: usize| ((count as u128 * k as u128) / n as u128) as usize;
+    let bound = |k: usize| segment(count, n, k, 1).start;
     // The first guess is within one of the answer.
     let mut k = ((e as u128 * n as u128) / count as u128) as usize;
     while k + 1 < n && bound(k + 1) <= e {

@@ -17,6 +17,7 @@ use std::os::fd::AsFd;
 
 use super::segment::{fd_len, make_memfd, map_fd, recv_fd, send_fd};
 use super::*;
+use crate::ring::segment;
 
 /// Regions of one [`Group::share`]: rank i's at `ptr + i * stride`, `len` bytes.
 #[derive(Debug)]
@@ -95,9 +96,9 @@ impl Group {
         Ok(mine)
     }
 
-    /// The leader's descriptor, waited for with the stop hook and the deadline; a leader that
-    /// dies closes its socket, which ends the wait. (Not [`Group::check`]: it would take the
-    /// descriptor's message waiting on the socket for a hang-up.)
+    /// The leader's descriptor, waited for as every wait here is ([`Group::check`]: the stop
+    /// hook, the deadline, the leader's socket, which the message waiting on it does not make
+    /// look closed).
     fn receive_fd(&self) -> Result<OwnedFd> {
         let (leader, s) = &self.links[0];
         let since = Instant::now();
@@ -108,8 +109,7 @@ impl Group {
                 revents: 0,
             };
             // SAFETY: one valid pollfd.
-            let ready = unsafe { libc::poll(&mut fd, 1, CHECK_EVERY.as_millis() as i32) } > 0;
-            if ready {
+            if unsafe { libc::poll(&mut fd, 1, CHECK_EVERY.as_millis() as i32) } > 0 {
                 return recv_fd(s).map_err(|e| {
                     self.peer(
                         *leader,
@@ -121,22 +121,7 @@ impl Group {
             if let Some(e) = self.aborted(Kind::Share) {
                 return Err(e);
             }
-            if (self.stop)() {
-                return Err(Error::Interrupted(format!(
-                    "in shared_zeros #{}, waiting for rank {leader}",
-                    self.seq
-                )));
-            }
-            if since.elapsed() >= self.timeout {
-                return Err(self.peer(
-                    *leader,
-                    format!(
-                        "sent no shared memory for {:.0} s",
-                        self.timeout.as_secs_f64()
-                    ),
-                    Kind::Share,
-                ));
-            }
+            self.check(0, &|_| false, since, Kind::Share)?;
         }
     }
 
@@ -190,41 +175,33 @@ impl Group {
         let s = &self.shared[(place >> 48) as usize - 1];
         let offset = (place & 0xffff_ffff_ffff) as usize;
         let (ptr, stride) = (s.ptr, s.stride);
-        let seg = |k: usize| {
-            let bound = |k: usize| ((count as u128 * k as u128) / n as u128) as usize;
-            bound(k)..bound(k + 1)
-        };
-        // Elements `r` of rank j's buffer.
+        // Bytes of ring segment k (the TCP ring's split of the buffer).
+        let seg = |k: usize| segment(count, n, k, es);
+        // Bytes `r` of rank j's buffer.
         let theirs = |j: usize, r: Range<usize>| -> &[u8] {
             // SAFETY: inside rank j's region (the same range as `buf` in ours); between the
-            // barriers around this step nobody writes these elements: in the fold each rank
+            // barriers around this step nobody writes these bytes: in the fold each rank
             // writes only its own segment of its own region, in the copy only the others'.
-            unsafe {
-                std::slice::from_raw_parts(
-                    ptr.add(j * stride + offset + r.start * es),
-                    r.len() * es,
-                )
-            }
+            unsafe { std::slice::from_raw_parts(ptr.add(j * stride + offset + r.start), r.len()) }
         };
         let mine = seg(me);
-        let mut e = mine.start;
-        while e < mine.end {
-            let b = (mine.end - e).min(BLOCK / es);
-            let out = &mut buf[e * es..(e + b) * es];
+        // BLOCK is a whole number of elements of every type.
+        for at in mine.clone().step_by(BLOCK) {
+            let block = at..mine.end.min(at + BLOCK);
+            let out = &mut buf[block.clone()];
             // The ring's order for segment `me`: x[me], then op(x[me+1], ·), … op(x[me−1], ·).
             for j in 1..n {
-                combine_rev(dtype, op, out, theirs((me + j) % n, e..e + b));
+                combine_rev(dtype, op, out, theirs((me + j) % n, block.clone()));
             }
             if op == ReduceOp::Avg {
                 divide(dtype, out, n);
             }
-            e += b;
         }
         self.in_place += 1;
         self.barrier_wait(Kind::AllReduce)?;
         for j in (0..n).filter(|&j| j != me) {
             let r = seg(j);
-            buf[r.start * es..r.end * es].copy_from_slice(theirs(j, r.clone()));
+            buf[r.clone()].copy_from_slice(theirs(j, r));
         }
         self.barrier_wait(Kind::AllReduce)
     }
