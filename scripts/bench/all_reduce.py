@@ -242,20 +242,16 @@ def main():
             for i, key in (("shm", "ours_busbw"), ("gloo", "gloo_busbw")):
                 if i in med:
                     row[key] = s / med[i][s] / 1e9 * factor
-            if "shm" in med:
-                shm = med["shm"][s]
-                row["shm_algbw_gbs"] = s / shm / 1e9
-                row["shm_pct_copy"] = 100 * row["shm_algbw_gbs"] / copy
-                for other in ("gloo", "mpi", "tcp", "base", "copy"):
-                    if other in med:
-                        row[f"shm_vs_{other}"] = med[other][s] / shm
-            if "shared" in med:
-                sh = med["shared"][s]
-                row["shared_algbw_gbs"] = s / sh / 1e9
-                row["shared_pct_copy"] = 100 * row["shared_algbw_gbs"] / copy
-                for other in ("gloo", "mpi", "shm", "copy"):
-                    if other in med:
-                        row[f"shared_vs_{other}"] = med[other][s] / sh
+            # Ours, each against what it is compared with.
+            for ours, others in (("shm", ("gloo", "mpi", "tcp", "base", "copy")),
+                                 ("shared", ("gloo", "mpi", "shm", "copy"))):
+                if ours in med:
+                    t = med[ours][s]
+                    row[f"{ours}_algbw_gbs"] = s / t / 1e9
+                    row[f"{ours}_pct_copy"] = 100 * row[f"{ours}_algbw_gbs"] / copy
+                    for other in others:
+                        if other in med:
+                            row[f"{ours}_vs_{other}"] = med[other][s] / t
             if a.json:
                 print(json.dumps(row))
             else:
