@@ -56,10 +56,6 @@ impl Start {
             // At an epoch's end the run goes on with other ranks or virtual ranks, as that
             // number's run from this epoch on, and says so; the same virtual ranks on another
             // number of processes are the same run.
-            let ranks = |w: usize, v: Option<usize>| match v {
-                Some(v) => format!("--virtual-ranks {v} ({w} process(es))"),
-                None => format!("{w} rank(s)"),
-            };
             let Some(by) = self.written_by.filter(|_| rank == 0) else {
                 return Ok(None);
             };
@@ -71,8 +67,8 @@ impl Start {
                 log::warn!(
                     "the checkpoint resumed from was written by {}; the run goes on with {} from \
                      this epoch on",
-                    ranks(by.world, by.virtual_ranks),
-                    ranks(world, cfg.virtual_ranks)
+                    ranks_text(by.world, by.virtual_ranks),
+                    ranks_text(world, cfg.virtual_ranks)
                 );
             }
             // Another global batch or seed: other samples in other steps from here, not the
@@ -107,6 +103,14 @@ impl Start {
     }
 }
 
+/// A run's ranks as its flags gave them: `world` processes, or `--virtual-ranks` on them.
+fn ranks_text(world: usize, virtual_ranks: Option<usize>) -> String {
+    match virtual_ranks {
+        Some(v) => format!("--virtual-ranks {v} ({world} process(es))"),
+        None => format!("{world} rank(s)"),
+    }
+}
+
 /// A mid-epoch checkpoint (`meta`, from `path`) comes from this run's set-up: the same ranks
 /// (virtual ones, where either run has them), global batch, seed and steps per epoch, else a
 /// usage error.
@@ -134,10 +138,6 @@ fn same_set_up(
     if then == now && same_kind {
         return Ok(());
     }
-    let kind = |v: Option<usize>, w: usize| match v {
-        Some(v) => format!("--virtual-ranks {v} ({w} process(es))"),
-        None => format!("{w} rank(s)"),
-    };
     Err(Error::Usage(format!(
         "{} was written after step {} of epoch {} by a run of {}, --batch-size {}, \
          --seed {} and {} steps an epoch; this one has {}, --batch-size {}, --seed {} and \
@@ -148,11 +148,11 @@ fn same_set_up(
         path.display(),
         meta.step,
         meta.epoch + 1,
-        kind(meta.virtual_ranks, meta.world_size),
+        ranks_text(meta.world_size, meta.virtual_ranks),
         then.1,
         then.2,
         then.3,
-        kind(cfg.virtual_ranks, world),
+        ranks_text(world, cfg.virtual_ranks),
         cfg.batch_size,
         cfg.seed,
     )))
